@@ -1,0 +1,101 @@
+# kreplay: `make run` and `make test` set up a fresh Debian machine themselves.
+.DELETE_ON_ERROR:
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' -e 's/ppc64le/powerpc/' -e 's/s390x/s390/')
+CLANG ?= clang
+BPFTOOL ?= bpftool
+BUILD := build
+NODE_GYP := node_modules/.bin/node-gyp
+# Build against the headers of the installed Node; node-gyp must not try to download them.
+GYPFLAGS := $(if $(wildcard /usr/include/node/node.h),--nodedir=/usr,)
+
+APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
+NATIVE_ADDON := native/build/Release/kreplay_native.node
+NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
+TS_SRCS := $(shell find agent daemon cli bench -name '*.ts' 2>/dev/null)
+TS_STAMP := dist/.build-stamp
+
+.PHONY: all setup build run test test-unit test-integration lint format bench vmlinux clean
+
+all: build
+
+## setup: apt packages (only those missing), then npm ci against the lock file
+setup: $(BUILD)/.apt-stamp node_modules/.ci-stamp
+
+$(BUILD)/.apt-stamp: Makefile
+	@mkdir -p $(BUILD)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "setup: installing apt packages:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "setup: apt packages present"; fi
+	@touch $@
+
+node_modules/.ci-stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+## build: BPF objects and skeletons, the native addon, the TypeScript
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(TS_STAMP)
+
+$(BUILD)/bpf:
+	@mkdir -p $@
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/vmlinux.h | $(BUILD)/bpf
+	$(CLANG) -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I bpf -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+
+$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $* > $@
+
+# Keep the objects: as intermediates make would delete them and rebuild every time.
+.SECONDARY: $(BPF_OBJS)
+
+-include $(wildcard $(BUILD)/bpf/*.d)
+
+$(NATIVE_ADDON): $(NATIVE_SRCS) $(BPF_SKELS) bpf/capture.h node_modules/.ci-stamp
+	cd native && ../$(NODE_GYP) configure $(GYPFLAGS) >/dev/null && ../$(NODE_GYP) build --jobs=2
+
+$(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
+	npx tsc -p tsconfig.build.json
+	@touch $@
+
+## vmlinux: regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
+vmlinux:
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
+
+## run: agent + daemon in the foreground on ./var (Ctrl-C stops both)
+run: build
+	@mkdir -p var
+	@exec node bin/kreplay.js up --data-dir var
+
+## test: the whole suite, kernel tests for real (needs root)
+test: build
+	npx jest --ci
+
+test-unit: build
+	npx jest --ci --selectProjects unit
+
+test-integration: build
+	npx jest --ci --selectProjects integration
+
+lint: setup
+	npx eslint .
+	npx prettier --check .
+	npx tsc --noEmit -p tsconfig.json
+
+format: setup
+	npx prettier --write .
+
+## bench: every benchmark, results printed as tables
+bench: build
+	node dist/bench/run.js
+
+clean:
+	rm -rf $(BUILD) dist native/build

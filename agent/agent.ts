@@ -1,0 +1,162 @@
+/**
+ * The agent: kernel records -> decoder -> node store, in large transactions.
+ * One thread does it all; the capture's poll thread queues batches while a
+ * transaction commits, and the kernel counts whatever the ring cannot hold.
+ */
+import { release } from 'node:os';
+import { clockOffset, ensureTracefs, startCapture, type Capture, type CaptureOptions } from './capture';
+import { ContextResolver } from './attribution/context-resolver';
+import { ServiceResolver } from './attribution/service-resolver';
+import type { AgentConfig } from './config/config-schema';
+import { EventBatch } from './ingest/event-batch';
+import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
+import type { Logger } from './log/logger';
+import { StoreWriter } from './store/store-writer';
+import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
+import { VERSION } from './version';
+
+export interface AgentOptions {
+  dataDir: string;
+  node: string;
+  config: AgentConfig;
+  capture: CaptureOptions;
+  /** rows per transaction */
+  batchRows: number;
+  /** commit what is pending at least this often */
+  flushIntervalMs: number;
+  statusIntervalMs: number;
+  quiet: boolean;
+}
+
+export interface AgentSummary {
+  rowsWritten: number;
+  lost: number;
+  counters: CounterSnapshot;
+  path: string;
+}
+
+const CLOCK_RESYNC_MS = 60_000;
+
+function nowEpochNs(): bigint {
+  return BigInt(Date.now()) * 1_000_000n;
+}
+
+export class Agent {
+  private readonly batch: EventBatch;
+  private readonly decoder: RecordDecoder;
+  private readonly contexts: ContextResolver;
+  private capture: Capture | null = null;
+  private offsetNs: bigint;
+  private readonly clockErrorNs: number;
+  private corruptRecords = 0;
+  private corruptBytes = 0;
+  private lastStatus: CounterSnapshot;
+  private lastStatusAt = performance.now();
+  private readonly timers: NodeJS.Timeout[] = [];
+
+  private constructor(
+    private readonly options: AgentOptions,
+    private readonly writer: StoreWriter,
+    private readonly log: Logger,
+  ) {
+    const clock = clockOffset();
+    this.offsetNs = clock.offsetNs;
+    this.clockErrorNs = clock.errorNs;
+    this.batch = new EventBatch(options.batchRows);
+    this.contexts = new ContextResolver(log.child('context'));
+    this.decoder = new RecordDecoder(writer, new ServiceResolver(options.config.services), this.contexts, () => this.offsetNs);
+    this.lastStatus = this.snapshot();
+  }
+
+  /** Opens the store (validating the data dir and schema first), then attaches the probes. */
+  static start(options: AgentOptions, log: Logger): Agent {
+    const writer = StoreWriter.open(options.dataDir, options.node);
+    const agent = new Agent(options, writer, log);
+    try {
+      ensureTracefs(log);
+      agent.capture = startCapture(options.capture, (buf) => agent.onBatch(buf), log.child('capture'));
+    } catch (err) {
+      writer.close();
+      throw err;
+    }
+    writer.beginRun({
+      node: options.node,
+      startedNs: nowEpochNs(),
+      kernel: release(),
+      agentVersion: VERSION,
+      attachPoints: agent.capture.attachPoints,
+      clockOffsetNs: agent.offsetNs,
+      clockErrorNs: agent.clockErrorNs,
+    });
+    log.info('capturing', { store: writer.path, node: options.node, attach: agent.capture.attachPoints.join(',') });
+    agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
+    agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
+    agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
+    return agent;
+  }
+
+  private onBatch(buf: Buffer): void {
+    try {
+      this.decoder.decode(buf, this.batch, () => this.flush());
+    } catch (err) {
+      if (!(err instanceof CorruptRecordError)) throw err;
+      this.corruptRecords++;
+      this.corruptBytes += err.lostBytes;
+      this.log.warn(err.message);
+    }
+    if (this.batch.full) this.flush();
+  }
+
+  private flush(): void {
+    if (this.batch.count === 0) return;
+    this.writer.writeBatch(this.batch);
+    this.batch.clear();
+  }
+
+  private snapshot(): CounterSnapshot {
+    const kernel = this.capture?.counters() ?? {
+      sysWriteEmitted: 0,
+      sysWriteDropped: 0,
+      blockIoEmitted: 0,
+      blockIoDropped: 0,
+      contextEmitted: 0,
+      contextDropped: 0,
+      threadTableFull: 0,
+      requestTableFull: 0,
+    };
+    return {
+      ...kernel,
+      malformedMarkers: this.contexts.malformedMarkers,
+      unknownContexts: this.contexts.unknownIds,
+      corruptRecords: this.corruptRecords,
+      corruptBytes: this.corruptBytes,
+      rowsWritten: this.writer.rowsWritten,
+    };
+  }
+
+  private reportStatus(): void {
+    const now = this.snapshot();
+    const at = performance.now();
+    this.writer.recordCounters(nowEpochNs(), storedCounters(now));
+    if (!this.options.quiet) {
+      const line = formatStatusLine(now, this.lastStatus, (at - this.lastStatusAt) / 1000, this.capture?.ringFill() ?? -1, this.writer.dbBytes());
+      this.log.info(line);
+    }
+    this.lastStatus = now;
+    this.lastStatusAt = at;
+  }
+
+  /** Drains the ring, commits everything, records the run's end. */
+  async stop(reason: string): Promise<AgentSummary> {
+    for (const timer of this.timers) clearInterval(timer);
+    await this.capture?.stop();
+    this.flush();
+    const counters = this.snapshot();
+    this.writer.recordCounters(nowEpochNs(), storedCounters(counters));
+    this.writer.endRun(nowEpochNs(), reason);
+    this.writer.close();
+    const summary = { rowsWritten: counters.rowsWritten, lost: totalLost(counters), counters, path: this.writer.path };
+    this.log.info('stopped', { reason, stored: summary.rowsWritten, lost: summary.lost, store: summary.path });
+    return summary;
+  }
+}

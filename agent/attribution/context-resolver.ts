@@ -1,0 +1,64 @@
+/**
+ * Turns the kernel's context ids into (transaction_id, trace_id). The kernel
+ * gives every marker or HTTP head write a fresh id and hands us its bytes and
+ * the id the thread had before (parent); we decide what the id means:
+ *   valid marker      -> its fields, explicit
+ *   clearing marker   -> no context
+ *   malformed marker  -> whatever the parent meant (counted, logged once per reason)
+ *   HTTP head         -> the parent while the parent is an explicit marker,
+ *                        else its traceparent context, else the parent
+ */
+import type { Logger } from '../log/logger';
+import { parseHttpHead, parseMarker, type TraceContext } from './context-parser';
+import { ContextKind } from '../model';
+
+export interface ResolvedContext extends TraceContext {
+  explicit: boolean;
+}
+
+export const NO_CONTEXT: ResolvedContext = Object.freeze({ transactionId: null, traceId: null, explicit: false });
+
+/* Enough for any realistic number of live contexts; the oldest go first. */
+const MAX_CONTEXTS = 1_000_000;
+
+export class ContextResolver {
+  private readonly byId = new Map<number, ResolvedContext>();
+  private readonly loggedReasons = new Set<string>();
+  malformedMarkers = 0;
+  unknownIds = 0;
+
+  constructor(private readonly log: Logger) {}
+
+  /** A kernel context record. */
+  define(id: number, parentId: number, kind: number, data: string): ResolvedContext {
+    const parent = this.lookup(parentId);
+    let resolved: ResolvedContext;
+    if (kind === ContextKind.Marker) {
+      const parsed = parseMarker(data);
+      if (parsed.kind === 'set') resolved = { ...parsed.context, explicit: true };
+      else if (parsed.kind === 'clear') resolved = NO_CONTEXT;
+      else {
+        this.malformedMarkers++;
+        if (!this.loggedReasons.has(parsed.reason)) {
+          this.loggedReasons.add(parsed.reason);
+          this.log.warn('ignored a malformed KREPLAY-CTX marker (logged once per reason)', { reason: parsed.reason });
+        }
+        resolved = parent;
+      }
+    } else {
+      const http = parent.explicit ? null : parseHttpHead(data);
+      resolved = http ? { ...http, explicit: false } : parent;
+    }
+    if (this.byId.size >= MAX_CONTEXTS) this.byId.delete(this.byId.keys().next().value!);
+    this.byId.set(id, resolved);
+    return resolved;
+  }
+
+  lookup(id: number): ResolvedContext {
+    if (id === 0) return NO_CONTEXT;
+    const found = this.byId.get(id);
+    if (found) return found;
+    this.unknownIds++;
+    return NO_CONTEXT;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Which service an event belongs to: the first config rule that matches the
+ * process (all of a rule's conditions must hold), else its systemd service
+ * unit without ".service", else its comm. Resolved once per process and
+ * cached until the process changes its comm (exec) or cgroup.
+ */
+import { globToRegExp } from '../config/glob';
+import type { ServiceRule } from '../config/config-schema';
+import { CgroupPaths } from './cgroup-paths';
+import { readExePath, readProcCgroupPath, serviceUnitOf } from './process-info';
+
+interface CompiledRule {
+  service: string;
+  unit?: RegExp;
+  cgroup?: RegExp;
+  comm?: RegExp;
+  exe?: RegExp;
+}
+
+export interface ProcessFacts {
+  pid: number;
+  comm: string;
+  cgroupId: number;
+}
+
+const MAX_CACHED_PROCESSES = 65536;
+
+export class ServiceResolver {
+  private readonly rules: CompiledRule[];
+  private readonly cache = new Map<number, { comm: string; cgroupId: number; service: string }>();
+
+  constructor(
+    rules: ServiceRule[],
+    private readonly cgroups = new CgroupPaths(),
+    private readonly procRoot = '/proc',
+  ) {
+    this.rules = rules.map((r) => ({
+      service: r.service,
+      unit: r.match.unit ? globToRegExp(r.match.unit) : undefined,
+      cgroup: r.match.cgroup ? globToRegExp(r.match.cgroup) : undefined,
+      comm: r.match.comm ? globToRegExp(r.match.comm) : undefined,
+      exe: r.match.exe ? globToRegExp(r.match.exe) : undefined,
+    }));
+  }
+
+  serviceOf(facts: ProcessFacts): string {
+    const cached = this.cache.get(facts.pid);
+    if (cached && cached.comm === facts.comm && cached.cgroupId === facts.cgroupId) return cached.service;
+    const service = this.resolve(facts);
+    if (this.cache.size >= MAX_CACHED_PROCESSES) this.cache.clear();
+    this.cache.set(facts.pid, { comm: facts.comm, cgroupId: facts.cgroupId, service });
+    return service;
+  }
+
+  private resolve(facts: ProcessFacts): string {
+    const cgroupPath = readProcCgroupPath(facts.pid, this.procRoot) ?? this.cgroups.pathOf(facts.cgroupId);
+    const unit = serviceUnitOf(cgroupPath);
+    let exe: string | null | undefined;
+    for (const rule of this.rules) {
+      if (rule.comm && !rule.comm.test(facts.comm)) continue;
+      if (rule.unit && !(unit && rule.unit.test(unit))) continue;
+      if (rule.cgroup && !(cgroupPath && rule.cgroup.test(cgroupPath))) continue;
+      if (rule.exe) {
+        if (exe === undefined) exe = readExePath(facts.pid, this.procRoot);
+        if (!(exe && rule.exe.test(exe))) continue;
+      }
+      return rule.service;
+    }
+    return unit ? unit.slice(0, -'.service'.length) : facts.comm;
+  }
+}

@@ -1,0 +1,32 @@
+/** The agent's optional config file (--config, JSON or YAML). */
+import { z } from 'zod';
+
+const pattern = z.string().min(1, 'must not be empty');
+
+export const serviceRuleSchema = z
+  .object({
+    service: z.string().min(1).max(128),
+    match: z
+      .object({
+        unit: pattern.optional().describe('systemd unit, e.g. "nginx.service" or "api-*.service"'),
+        cgroup: pattern.optional().describe('cgroup path, e.g. "/system.slice/*"'),
+        comm: pattern.optional(),
+        exe: pattern.optional().describe('executable path, e.g. "/usr/bin/python3*"'),
+      })
+      .strict()
+      .refine((m) => Object.keys(m).length > 0, 'needs at least one of unit, cgroup, comm, exe'),
+  })
+  .strict();
+
+export const agentConfigSchema = z
+  .object({
+    node: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_" or "-", at most 64')
+      .optional(),
+    services: z.array(serviceRuleSchema).default([]),
+  })
+  .strict();
+
+export type ServiceRule = z.infer<typeof serviceRuleSchema>;
+export type AgentConfig = z.infer<typeof agentConfigSchema>;

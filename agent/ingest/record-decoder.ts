@@ -1,0 +1,189 @@
+/**
+ * Decodes one ring-buffer batch (records back to back, each starting with
+ * {u32 type, u32 size}) straight into an EventBatch: per event it reads a
+ * few integers and does cached map lookups, and allocates nothing.
+ */
+import {
+  BlockIoLayout,
+  blockStatusErrno,
+  COMM_LEN,
+  ContextLayout,
+  encodeDevice,
+  EventLayout,
+  readCString,
+  readI53,
+  readU53,
+  RecordHead,
+  RecordType,
+  SysWriteLayout,
+} from '../model';
+import type { ContextResolver } from '../attribution/context-resolver';
+import type { ServiceResolver } from '../attribution/service-resolver';
+import type { ContextDictionary, NameDictionary } from '../store/dictionary';
+import type { EventBatch } from './event-batch';
+
+export interface DecoderDictionaries {
+  services: NameDictionary;
+  comms: NameDictionary;
+  contexts: ContextDictionary;
+}
+
+export class CorruptRecordError extends Error {
+  constructor(
+    readonly offset: number,
+    readonly lostBytes: number,
+    reason: string,
+  ) {
+    super(`corrupt record at byte ${offset} of a batch: ${reason}; dropped the ${lostBytes} bytes that follow`);
+    this.name = 'CorruptRecordError';
+  }
+}
+
+interface ThreadIds {
+  pid: number;
+  cgroupId: number;
+  comm0: number;
+  comm1: number;
+  comm2: number;
+  comm3: number;
+  commId: number;
+  serviceId: number;
+}
+
+const TWO_32 = 0x1_0000_0000;
+const MAX_CACHED_THREADS = 262144;
+
+export class RecordDecoder {
+  private baseHi = 0;
+  private baseLo = 0;
+  private readonly threads = new Map<number, ThreadIds>();
+  private readonly storeContextIds = new Map<number, number>();
+  contextRecords = 0;
+
+  constructor(
+    private readonly dictionaries: DecoderDictionaries,
+    private readonly services: ServiceResolver,
+    private readonly contexts: ContextResolver,
+    /** CLOCK_REALTIME - CLOCK_BOOTTIME, ns */
+    private readonly clockOffsetNs: () => bigint,
+  ) {}
+
+  /**
+   * Appends the batch's events to `out`, calling `flush` whenever `out` is
+   * full. Throws CorruptRecordError (after keeping every record before the
+   * corrupt one) when a record's head cannot be trusted.
+   */
+  decode(buf: Buffer, out: EventBatch, flush: () => void): void {
+    let off = 0;
+    while (off < buf.length) {
+      if (buf.length - off < RecordHead.bytes) throw new CorruptRecordError(off, buf.length - off, 'truncated head');
+      const type = buf.readUInt32LE(off);
+      const size = buf.readUInt32LE(off + RecordHead.size);
+      const expected =
+        type === RecordType.Context
+          ? ContextLayout.bytes
+          : type === RecordType.SysWrite || type === RecordType.BlockIo
+            ? EventLayout.bytes
+            : -1;
+      if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
+      if (size !== expected) {
+        throw new CorruptRecordError(off, buf.length - off, `type ${type} with size ${size}, expected ${expected}`);
+      }
+      if (off + size > buf.length) {
+        throw new CorruptRecordError(off, buf.length - off, `${size}-byte record runs past the end of the batch`);
+      }
+      if (type === RecordType.Context) this.defineContext(buf, off);
+      else {
+        if (out.full) flush();
+        this.appendEvent(buf, off, type, out);
+      }
+      off += size;
+    }
+  }
+
+  private defineContext(buf: Buffer, off: number): void {
+    const len = Math.min(buf.readUInt32LE(off + ContextLayout.len), ContextLayout.bytes - ContextLayout.data);
+    const data = buf.toString('latin1', off + ContextLayout.data, off + ContextLayout.data + len);
+    this.contexts.define(
+      readU53(buf, off + ContextLayout.contextId),
+      readU53(buf, off + ContextLayout.parentId),
+      buf.readUInt32LE(off + ContextLayout.kind),
+      data,
+    );
+    this.contextRecords++;
+  }
+
+  private appendEvent(buf: Buffer, off: number, type: number, out: EventBatch): void {
+    const lo = buf.readUInt32LE(off + EventLayout.startNs);
+    const hi = buf.readUInt32LE(off + EventLayout.startNs + 4);
+    if (out.count === 0) {
+      this.baseHi = hi;
+      this.baseLo = lo;
+      out.clear((BigInt(hi) << 32n) + BigInt(lo) + this.clockOffsetNs());
+    }
+    const i = out.append(type);
+    out.tsOffset[i] = (hi - this.baseHi) * TWO_32 + (lo - this.baseLo);
+    out.dur[i] = readU53(buf, off + EventLayout.durationNs);
+    const tid = buf.readUInt32LE(off + EventLayout.tid);
+    const ids = this.threadIds(buf, off, tid);
+    out.pid[i] = ids.pid;
+    out.tid[i] = tid;
+    out.comm[i] = ids.commId;
+    out.service[i] = ids.serviceId;
+    out.ctx[i] = this.storeContextId(readU53(buf, off + EventLayout.contextId));
+    if (type === RecordType.SysWrite) {
+      out.bytes[i] = readU53(buf, off + SysWriteLayout.count);
+      out.handle[i] = buf.readInt32LE(off + SysWriteLayout.fd);
+      out.result[i] = readI53(buf, off + SysWriteLayout.ret);
+      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall);
+      out.error[i] = 0;
+    } else {
+      out.bytes[i] = buf.readUInt32LE(off + BlockIoLayout.bytes);
+      out.handle[i] = encodeDevice(buf.readUInt32LE(off + BlockIoLayout.devMajor), buf.readUInt32LE(off + BlockIoLayout.devMinor));
+      out.result[i] = readU53(buf, off + BlockIoLayout.sector);
+      out.kind[i] = buf.readUInt32LE(off + BlockIoLayout.op);
+      out.error[i] = blockStatusErrno(buf.readInt32LE(off + BlockIoLayout.status));
+    }
+  }
+
+  /* comm and service per thread, re-resolved only when its pid, cgroup or comm bytes change (exec, reuse, move) */
+  private threadIds(buf: Buffer, off: number, tid: number): ThreadIds {
+    const pid = buf.readUInt32LE(off + EventLayout.pid);
+    const c = off + EventLayout.comm;
+    const c0 = buf.readUInt32LE(c);
+    const c1 = buf.readUInt32LE(c + 4);
+    const c2 = buf.readUInt32LE(c + 8);
+    const c3 = buf.readUInt32LE(c + 12);
+    const cgroupId = readU53(buf, off + EventLayout.cgroupId);
+    const known = this.threads.get(tid);
+    if (known && known.pid === pid && known.cgroupId === cgroupId && known.comm0 === c0 && known.comm1 === c1 && known.comm2 === c2 && known.comm3 === c3) {
+      return known;
+    }
+    const comm = readCString(buf, c, COMM_LEN);
+    const service = this.services.serviceOf({ pid, comm, cgroupId });
+    const ids: ThreadIds = {
+      pid,
+      cgroupId,
+      comm0: c0,
+      comm1: c1,
+      comm2: c2,
+      comm3: c3,
+      commId: this.dictionaries.comms.id(comm),
+      serviceId: this.dictionaries.services.id(service),
+    };
+    if (this.threads.size >= MAX_CACHED_THREADS) this.threads.clear();
+    this.threads.set(tid, ids);
+    return ids;
+  }
+
+  private storeContextId(kernelId: number): number {
+    if (kernelId === 0) return 0;
+    let id = this.storeContextIds.get(kernelId);
+    if (id === undefined) {
+      const context = this.contexts.lookup(kernelId);
+      id = this.dictionaries.contexts.id(context.transactionId, context.traceId);
+      this.storeContextIds.set(kernelId, id);
+    }
+    return id;
+  }
+}

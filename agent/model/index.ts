@@ -1,0 +1,5 @@
+export * from './record-layout';
+export * from './event-types';
+export * from './event-id';
+export * from './event';
+export * from './schema';

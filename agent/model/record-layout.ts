@@ -1,0 +1,84 @@
+/**
+ * Byte layout of the records the kernel side writes into the ring buffer.
+ * Mirrors bpf/capture.h field for field; test/unit/record-layout.test.ts
+ * compiles that header and fails when an offset here drifts.
+ */
+export const RecordType = { SysWrite: 1, BlockIo: 2, Context: 3 } as const;
+export type RecordTypeValue = (typeof RecordType)[keyof typeof RecordType];
+
+export const COMM_LEN = 16;
+export const MAX_FILTER_PIDS = 16;
+export const CONTEXT_DATA_LEN = 1024;
+
+/** Offsets of the common head of every record. */
+export const RecordHead = { type: 0, size: 4, bytes: 8 } as const;
+
+/** struct kr_event */
+export const EventLayout = {
+  startNs: 8,
+  durationNs: 16,
+  cgroupId: 24,
+  contextId: 32,
+  pid: 40,
+  tid: 44,
+  comm: 48,
+  bytes: 96,
+} as const;
+
+/** struct kr_sys_write, inside kr_event's union */
+export const SysWriteLayout = { ret: 64, count: 72, fd: 80, syscall: 84 } as const;
+
+/** struct kr_block_io, inside kr_event's union */
+export const BlockIoLayout = {
+  sector: 64,
+  bytes: 72,
+  devMajor: 76,
+  devMinor: 80,
+  op: 84,
+  status: 88,
+} as const;
+
+/** struct kr_context */
+export const ContextLayout = {
+  contextId: 8,
+  parentId: 16,
+  atNs: 24,
+  pid: 32,
+  tid: 36,
+  kind: 40,
+  len: 44,
+  data: 48,
+  bytes: 48 + CONTEXT_DATA_LEN,
+} as const;
+
+export const ContextKind = { Marker: 1, Http: 2 } as const;
+
+/** enum kr_counter: per-CPU counters kept by the kernel side. */
+export const KernelCounter = {
+  sysWriteEmitted: 0,
+  sysWriteDropped: 1,
+  blockIoEmitted: 2,
+  blockIoDropped: 3,
+  contextEmitted: 4,
+  contextDropped: 5,
+  threadTableFull: 6,
+  requestTableFull: 7,
+} as const;
+export const KERNEL_COUNTER_COUNT = 8;
+export type KernelCounterName = keyof typeof KernelCounter;
+
+/** Reads a u64 that is known to fit in 2^53 (counters, ids, sizes). */
+export function readU53(buf: Buffer, offset: number): number {
+  return buf.readUInt32LE(offset + 4) * 0x1_0000_0000 + buf.readUInt32LE(offset);
+}
+
+/** Reads a NUL-terminated fixed-size C string. */
+export function readCString(buf: Buffer, offset: number, length: number): string {
+  const end = buf.indexOf(0, offset);
+  return buf.toString('latin1', offset, end === -1 || end > offset + length ? offset + length : end);
+}
+
+/** Reads an s64 that is known to fit in ±2^53 (return values). */
+export function readI53(buf: Buffer, offset: number): number {
+  return buf.readInt32LE(offset + 4) * 0x1_0000_0000 + buf.readUInt32LE(offset);
+}

@@ -1,0 +1,175 @@
+/**
+ * The node store: one SQLite file per node. This file owns its DDL and its
+ * migrations; the agent writes through it and the daemon reads through it.
+ *
+ * Ingest speed drives the shape: events is clustered by time (WITHOUT ROWID,
+ * primary key (ts, seq)), so the table itself serves time ranges and paging;
+ * strings live once in dictionary tables; the context and slow-call indexes
+ * are partial because most events carry no context and most calls are fast.
+ */
+import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+
+export const SCHEMA_VERSION = 1;
+
+/** Calls at least this long are in the partial index that serves min_duration_ms. */
+export const SLOW_EVENT_NS = 100_000;
+
+const MIGRATIONS: readonly string[] = [
+  // v1
+  `
+  CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+
+  CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    node TEXT NOT NULL,
+    started_ns INTEGER NOT NULL,
+    stopped_ns INTEGER,
+    exit_reason TEXT,
+    kernel TEXT NOT NULL,
+    agent_version TEXT NOT NULL,
+    attach_points TEXT NOT NULL,
+    clock_offset_ns INTEGER NOT NULL,
+    clock_error_ns INTEGER NOT NULL
+  ) STRICT;
+
+  -- Cumulative loss and health counters of a run, one row each time one changes.
+  CREATE TABLE counters (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    at_ns INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (run_id, name, at_ns)
+  ) STRICT, WITHOUT ROWID;
+
+  CREATE TABLE services (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT;
+  CREATE TABLE comms (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT;
+
+  CREATE TABLE contexts (
+    id INTEGER PRIMARY KEY,
+    transaction_id TEXT,
+    trace_id TEXT
+  ) STRICT;
+  CREATE UNIQUE INDEX contexts_key ON contexts (coalesce(transaction_id, ''), coalesce(trace_id, ''));
+  CREATE INDEX contexts_by_transaction ON contexts (transaction_id) WHERE transaction_id IS NOT NULL;
+  CREATE INDEX contexts_by_trace ON contexts (trace_id) WHERE trace_id IS NOT NULL;
+
+  CREATE TABLE events (
+    ts INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    type INTEGER NOT NULL,
+    dur INTEGER NOT NULL,
+    service INTEGER NOT NULL,
+    ctx INTEGER,
+    pid INTEGER NOT NULL,
+    tid INTEGER NOT NULL,
+    comm INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    fd INTEGER,
+    ret INTEGER,
+    syscall INTEGER,
+    dev INTEGER,
+    sector INTEGER,
+    op INTEGER,
+    error INTEGER,
+    PRIMARY KEY (ts, seq)
+  ) WITHOUT ROWID;
+  CREATE INDEX events_by_context ON events (ctx) WHERE ctx IS NOT NULL;
+  CREATE INDEX events_by_service ON events (service);
+  CREATE INDEX events_slow ON events (type) WHERE dur >= ${SLOW_EVENT_NS};
+  `,
+];
+
+export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
+
+export class StoreError extends Error {
+  constructor(
+    readonly code: StoreErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'StoreError';
+  }
+}
+
+export interface StoreInfo {
+  /** random per file: makes event ids unique across nodes */
+  storeId: string;
+  node: string;
+}
+
+function readSchemaVersion(db: Database.Database, path: string): number {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (version > SCHEMA_VERSION) {
+    throw new StoreError(
+      'E_STORE_NEWER_SCHEMA',
+      `${path} has schema version ${version}, newer than this kreplay understands (${SCHEMA_VERSION}); upgrade kreplay, nothing was changed`,
+    );
+  }
+  return version;
+}
+
+function applyMigrations(db: Database.Database, from: number, node: string): void {
+  db.transaction(() => {
+    for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    if (from === 0) {
+      const setMeta = db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)');
+      setMeta.run('store_id', randomBytes(6).toString('hex'));
+      setMeta.run('node', node);
+      setMeta.run('next_seq', '1');
+    }
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  })();
+}
+
+export function readStoreInfo(db: Database.Database): StoreInfo {
+  const rows = db.prepare('SELECT key, value FROM meta').all() as { key: string; value: string }[];
+  const meta = new Map(rows.map((r) => [r.key, r.value]));
+  const storeId = meta.get('store_id');
+  const node = meta.get('node');
+  if (!storeId || !node) throw new StoreError('E_STORE_NOT_KREPLAY', `${db.name} has no kreplay meta rows`);
+  return { storeId, node };
+}
+
+/** Opens (creating or migrating) a node's store for the one writer. */
+export function openWriteStore(path: string, node: string): { db: Database.Database; info: StoreInfo } {
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+  } catch (err) {
+    throw new StoreError('E_STORE_OPEN', `cannot open ${path}: ${(err as Error).message}`);
+  }
+  try {
+    const version = readSchemaVersion(db, path);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    // Checkpoints are the agent's (see agent/store/checkpoint-policy.ts).
+    db.pragma('wal_autocheckpoint = 0');
+    db.pragma('cache_size = -262144');
+    db.pragma('temp_store = MEMORY');
+    db.pragma('busy_timeout = 5000');
+    if (version < SCHEMA_VERSION) applyMigrations(db, version, node);
+    return { db, info: readStoreInfo(db) };
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+/** Opens a node's store read-only; never blocks or migrates the writer's file. */
+export function openReadStore(path: string): { db: Database.Database; info: StoreInfo } {
+  if (!existsSync(path)) throw new StoreError('E_STORE_OPEN', `${path} does not exist`);
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 2000');
+    const version = readSchemaVersion(db, path);
+    if (version < SCHEMA_VERSION) {
+      throw new StoreError('E_STORE_NOT_KREPLAY', `${path} has schema version ${version}, not a kreplay store yet`);
+    }
+    return { db, info: readStoreInfo(db) };
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}

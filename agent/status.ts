@@ -1,0 +1,56 @@
+/** The agent's health figures: rates per status interval, and everything lost, by cause. */
+import type { KernelCounterName } from './model';
+
+export interface LossCounters {
+  malformedMarkers: number;
+  unknownContexts: number;
+  corruptRecords: number;
+  corruptBytes: number;
+}
+
+export type CounterSnapshot = Record<KernelCounterName, number> & LossCounters & { rowsWritten: number };
+
+/** Counter names as stored in the counters table (snake_case, stable). */
+export function storedCounters(s: CounterSnapshot): Record<string, number> {
+  return {
+    sys_write_emitted: s.sysWriteEmitted,
+    sys_write_dropped: s.sysWriteDropped,
+    block_io_emitted: s.blockIoEmitted,
+    block_io_dropped: s.blockIoDropped,
+    context_emitted: s.contextEmitted,
+    context_dropped: s.contextDropped,
+    thread_table_full: s.threadTableFull,
+    request_table_full: s.requestTableFull,
+    malformed_markers: s.malformedMarkers,
+    unknown_contexts: s.unknownContexts,
+    corrupt_records: s.corruptRecords,
+    corrupt_bytes: s.corruptBytes,
+    rows_written: s.rowsWritten,
+  };
+}
+
+export function totalLost(s: CounterSnapshot): number {
+  return s.sysWriteDropped + s.blockIoDropped + s.contextDropped + s.threadTableFull + s.requestTableFull + s.corruptRecords;
+}
+
+function perSecond(now: number, before: number, seconds: number): string {
+  return Math.round((now - before) / seconds).toString();
+}
+
+export function formatStatusLine(
+  now: CounterSnapshot,
+  before: CounterSnapshot,
+  seconds: number,
+  ringFill: number,
+  dbBytes: number,
+): string {
+  const fill = ringFill < 0 ? 'n/a' : `${(ringFill * 100).toFixed(1)}%`;
+  return (
+    `events/s sys_write=${perSecond(now.sysWriteEmitted, before.sysWriteEmitted, seconds)}` +
+    ` block_io=${perSecond(now.blockIoEmitted, before.blockIoEmitted, seconds)}` +
+    ` stored/s=${perSecond(now.rowsWritten, before.rowsWritten, seconds)}` +
+    ` dropped sys_write=${now.sysWriteDropped} block_io=${now.blockIoDropped} context=${now.contextDropped}` +
+    ` untracked=${now.threadTableFull + now.requestTableFull} corrupt=${now.corruptRecords}` +
+    ` ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
+  );
+}

@@ -1,0 +1,152 @@
+/** The one writer of a node's store: runs, counters and event batches. */
+import type Database from 'better-sqlite3';
+import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { openWriteStore, RecordType, type StoreInfo } from '../model';
+import type { EventBatch } from '../ingest/event-batch';
+import { CheckpointPolicy, type CheckpointPolicyOptions } from './checkpoint-policy';
+import { ContextDictionary, NameDictionary } from './dictionary';
+import { EventInsert } from './event-insert';
+
+export interface RunStart {
+  node: string;
+  startedNs: bigint;
+  kernel: string;
+  agentVersion: string;
+  attachPoints: string[];
+  clockOffsetNs: bigint;
+  clockErrorNs: number;
+}
+
+export class StoreWriterError extends Error {
+  constructor(
+    readonly code: 'E_DATA_DIR',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'StoreWriterError';
+  }
+}
+
+export function storePath(dataDir: string, node: string): string {
+  return join(dataDir, `${node}.db`);
+}
+
+/* Node 20's recursive mkdir spins forever under /proc, so create parents one at a time. */
+function makeDirs(path: string): void {
+  try {
+    if (statSync(path).isDirectory()) return;
+  } catch {
+    makeDirs(dirname(path));
+    mkdirSync(path);
+  }
+}
+
+function ensureWritableDir(dataDir: string): void {
+  try {
+    makeDirs(resolve(dataDir));
+    if (!statSync(dataDir).isDirectory()) throw new Error('not a directory');
+    accessSync(dataDir, constants.W_OK);
+  } catch (err) {
+    throw new StoreWriterError('E_DATA_DIR', `data dir ${dataDir} is not a writable directory: ${(err as Error).message}`);
+  }
+}
+
+export class StoreWriter {
+  readonly services: NameDictionary;
+  readonly comms: NameDictionary;
+  readonly contexts: ContextDictionary;
+  readonly checkpoints: CheckpointPolicy;
+  rowsWritten = 0;
+  private nextSeq: number;
+  private runId = 0;
+  private readonly lastCounters = new Map<string, number>();
+  private readonly sysWrites: EventInsert;
+  private readonly blockIos: EventInsert;
+  private readonly setNextSeq: Database.Statement<[string]>;
+  private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
+  private readonly commitBatch: (batch: EventBatch) => void;
+
+  private constructor(
+    readonly db: Database.Database,
+    readonly info: StoreInfo,
+    readonly path: string,
+    checkpointOptions?: CheckpointPolicyOptions,
+  ) {
+    this.services = new NameDictionary(db, 'services');
+    this.comms = new NameDictionary(db, 'comms');
+    this.contexts = new ContextDictionary(db);
+    this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpointOptions);
+    this.sysWrites = new EventInsert(db, RecordType.SysWrite);
+    this.blockIos = new EventInsert(db, RecordType.BlockIo);
+    this.nextSeq = Number((db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`).get() as { value: string }).value);
+    this.setNextSeq = db.prepare(`UPDATE meta SET value = ? WHERE key = 'next_seq'`);
+    this.insertCounter = db.prepare('INSERT OR REPLACE INTO counters (run_id, at_ns, name, value) VALUES (?, ?, ?, ?)');
+    this.commitBatch = db.transaction((batch: EventBatch) => {
+      let seq = this.sysWrites.run(batch, this.nextSeq);
+      seq = this.blockIos.run(batch, seq);
+      this.setNextSeq.run(String(seq));
+      this.nextSeq = seq;
+    });
+  }
+
+  static open(dataDir: string, node: string, checkpointOptions?: CheckpointPolicyOptions): StoreWriter {
+    ensureWritableDir(dataDir);
+    const path = storePath(dataDir, node);
+    const { db, info } = openWriteStore(path, node);
+    return new StoreWriter(db, info, path, checkpointOptions);
+  }
+
+  beginRun(run: RunStart): number {
+    const row = this.db
+      .prepare(
+        `INSERT INTO runs (node, started_ns, kernel, agent_version, attach_points, clock_offset_ns, clock_error_ns)
+         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+      )
+      .get(
+        run.node,
+        run.startedNs,
+        run.kernel,
+        run.agentVersion,
+        JSON.stringify(run.attachPoints),
+        run.clockOffsetNs,
+        Math.round(run.clockErrorNs),
+      ) as { id: number };
+    this.runId = row.id;
+    return row.id;
+  }
+
+  endRun(stoppedNs: bigint, reason: string): void {
+    this.db.prepare('UPDATE runs SET stopped_ns = ?, exit_reason = ? WHERE id = ?').run(stoppedNs, reason, this.runId);
+  }
+
+  /** Stores the counters whose value changed since the last call. */
+  recordCounters(atNs: bigint, counters: Record<string, number>): void {
+    const changed = Object.entries(counters).filter(([name, value]) => this.lastCounters.get(name) !== value);
+    if (changed.length === 0) return;
+    this.db.transaction(() => {
+      for (const [name, value] of changed) {
+        this.insertCounter.run(this.runId, atNs, name, value);
+        this.lastCounters.set(name, value);
+      }
+    })();
+  }
+
+  writeBatch(batch: EventBatch): void {
+    if (batch.count === 0) return;
+    this.commitBatch(batch);
+    this.rowsWritten += batch.count;
+    this.checkpoints.afterCommit();
+  }
+
+  dbBytes(): number {
+    return statSync(this.path).size + this.checkpoints.walBytes();
+  }
+
+  close(): void {
+    if (this.db.open) {
+      this.db.pragma('wal_checkpoint(PASSIVE)');
+      this.db.close();
+    }
+  }
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Records shared by capture.bpf.c and user space. Only fixed-width plain
+ * structs and constants live here: the TypeScript decoder
+ * (agent/model/record-layout.ts) mirrors these offsets and a unit test
+ * compiles this header to prove they still match.
+ */
+#ifndef KREPLAY_CAPTURE_H
+#define KREPLAY_CAPTURE_H
+
+#define KR_COMM_LEN 16
+#define KR_MAX_FILTER_PIDS 16
+/* Bytes of a context marker or HTTP head handed to user space for parsing. */
+#define KR_CTX_DATA_LEN 1024
+
+enum kr_record_type {
+	KR_RECORD_SYS_WRITE = 1,
+	KR_RECORD_BLOCK_IO = 2,
+	KR_RECORD_CONTEXT = 3,
+};
+
+enum kr_syscall {
+	KR_SYS_WRITE = 1,
+	KR_SYS_WRITEV = 2,
+	KR_SYS_PWRITE64 = 3,
+	KR_SYS_PWRITEV = 4,
+	KR_SYS_PWRITEV2 = 5,
+};
+
+enum kr_context_kind {
+	KR_CONTEXT_MARKER = 1, /* buffer starts with "KREPLAY-CTX" */
+	KR_CONTEXT_HTTP = 2,   /* buffer starts like an HTTP/1.x head */
+};
+
+/* Per-CPU counters, summed by user space. */
+enum kr_counter {
+	KR_COUNTER_SYS_WRITE_EMITTED = 0,
+	KR_COUNTER_SYS_WRITE_DROPPED = 1,
+	KR_COUNTER_BLOCK_IO_EMITTED = 2,
+	KR_COUNTER_BLOCK_IO_DROPPED = 3,
+	KR_COUNTER_CONTEXT_EMITTED = 4,
+	KR_COUNTER_CONTEXT_DROPPED = 5,
+	/* a thread or request could not be tracked: its event is lost */
+	KR_COUNTER_THREAD_TABLE_FULL = 6,
+	KR_COUNTER_REQUEST_TABLE_FULL = 7,
+	KR_COUNTER_MAX = 8,
+};
+
+struct kr_sys_write {
+	__s64 ret;   /* bytes written or negative errno */
+	__u64 count; /* bytes requested (iovec total for the v variants) */
+	__s32 fd;
+	__u32 syscall; /* enum kr_syscall */
+	__u64 _reserved;
+};
+
+struct kr_block_io {
+	__u64 sector;
+	__u32 bytes;
+	__u32 dev_major;
+	__u32 dev_minor;
+	__u32 op;     /* REQ_OP_* of the request */
+	__s32 status; /* blk_status_t at completion, 0 = success */
+	__u32 _pad;
+};
+
+/* One traced call or request; every field is known when it is submitted. */
+struct kr_event {
+	__u32 type; /* enum kr_record_type */
+	__u32 size; /* bytes of this record */
+	__u64 start_ns;    /* CLOCK_BOOTTIME */
+	__u64 duration_ns;
+	__u64 cgroup_id;
+	__u64 context_id; /* 0: no context */
+	__u32 pid;        /* tgid */
+	__u32 tid;
+	char comm[KR_COMM_LEN];
+	union {
+		struct kr_sys_write write;
+		struct kr_block_io block;
+	};
+};
+
+/*
+ * A thread wrote a context marker or an HTTP head: from now on its events
+ * and those of the tasks it creates carry context_id. User space parses
+ * data; when it holds no valid context, context_id means what parent_id
+ * means.
+ */
+struct kr_context {
+	__u32 type; /* KR_RECORD_CONTEXT */
+	__u32 size;
+	__u64 context_id;
+	__u64 parent_id;
+	__u64 at_ns; /* CLOCK_BOOTTIME */
+	__u32 pid;
+	__u32 tid;
+	__u32 kind; /* enum kr_context_kind */
+	__u32 len;  /* valid bytes in data */
+	char data[KR_CTX_DATA_LEN];
+};
+
+#endif /* KREPLAY_CAPTURE_H */

@@ -1,0 +1,72 @@
+import type { Command } from 'commander';
+import { hostname } from 'node:os';
+import { Agent } from '../../agent/agent';
+import { loadConfig } from '../../agent/config/load-config';
+import { createLogger } from '../../agent/log/logger';
+import { untilSignal } from '../../daemon/server';
+import { collectIntegers, integerOption } from '../options';
+
+interface AgentFlags {
+  dataDir: string;
+  node?: string;
+  config?: string;
+  pid?: number[];
+  comm?: string;
+  cgroupId?: number;
+  minDurationNs: number;
+  ringBufferMb: number;
+  attribution: boolean;
+  quiet: boolean;
+  statusInterval: number;
+}
+
+const NODE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+
+export async function runAgentCommand(flags: AgentFlags): Promise<void> {
+  const log = createLogger({ component: 'agent' });
+  const config = loadConfig(flags.config);
+  const node = flags.node ?? config.node ?? hostname();
+  if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be 1..64 of letters, digits, ".", "_" or "-"`);
+  const ringBytes = flags.ringBufferMb * 1024 * 1024;
+  if ((ringBytes & (ringBytes - 1)) !== 0) throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
+  const agent = Agent.start(
+    {
+      dataDir: flags.dataDir,
+      node,
+      config,
+      capture: {
+        ringBufferBytes: ringBytes,
+        pids: flags.pid,
+        comm: flags.comm,
+        cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
+        minDurationNs: flags.minDurationNs,
+        attribution: flags.attribution,
+      },
+      batchRows: 65536,
+      flushIntervalMs: 200,
+      statusIntervalMs: flags.statusInterval * 1000,
+      quiet: flags.quiet,
+    },
+    log,
+  );
+  const signal = await untilSignal(log);
+  await agent.stop(`signal ${signal}`);
+}
+
+export function registerAgentCommand(program: Command): void {
+  program
+    .command('agent')
+    .description('trace write-family syscalls and block I/O into <data-dir>/<node>.db (needs root)')
+    .requiredOption('--data-dir <dir>', 'directory for the node store')
+    .option('--node <name>', 'node name (default: the host name)')
+    .option('--config <file>', 'service rules, JSON or YAML')
+    .option('--pid <pid>', 'only trace this process (repeatable, at most 16)', collectIntegers(1, 4194304))
+    .option('--comm <comm>', 'only trace threads with this comm')
+    .option('--cgroup-id <id>', 'only trace this cgroup v2 id', integerOption(1, Number.MAX_SAFE_INTEGER))
+    .option('--min-duration-ns <ns>', 'drop calls shorter than this in the kernel', integerOption(0, Number.MAX_SAFE_INTEGER), 0)
+    .option('--ring-buffer-mb <mb>', 'ring buffer size, a power of two', integerOption(1, 1024), 64)
+    .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
+    .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
+    .option('-q, --quiet', 'no status lines', false)
+    .action((flags: AgentFlags) => runAgentCommand(flags));
+}

@@ -1,0 +1,33 @@
+/** `kreplay`: one entry point, a subcommand per job. Usage errors exit 2. */
+import { Command, CommanderError } from 'commander';
+import { registerAgentCommand } from './commands/agent';
+import { registerDaemonCommand } from './commands/daemon';
+import { registerUpCommand } from './commands/up';
+import { VERSION } from '../agent/version';
+
+export function buildProgram(): Command {
+  const program = new Command('kreplay')
+    .description('Kernel tracing agent and query-and-replay daemon')
+    .version(VERSION, '-V, --version')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  registerAgentCommand(program);
+  registerDaemonCommand(program);
+  registerUpCommand(program);
+  for (const command of program.commands) command.exitOverride().showHelpAfterError('(run with --help for usage)');
+  return program;
+}
+
+export function main(argv: string[]): void {
+  const program = buildProgram();
+  program.parseAsync(argv).catch((err: unknown) => {
+    if (err instanceof CommanderError) {
+      // help and version exit 0; anything the user typed wrong exits 2
+      process.exitCode = err.exitCode === 0 ? 0 : 2;
+      return;
+    }
+    const error = err as Error & { code?: string };
+    process.stderr.write(`kreplay: ${error.message}${error.code ? ` (${error.code})` : ''}\n`);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,48 @@
+/** Turns every failure into problem+json; never a stack trace, never a 500 for bad input. */
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { Logger } from '../../agent/log/logger';
+import { ProblemError } from './problem';
+
+export function sendProblem(res: Parameters<RequestHandler>[1], error: ProblemError): void {
+  if (error.headers) res.set(error.headers);
+  res.status(error.status).type('application/problem+json').send(JSON.stringify(error.toProblem()));
+}
+
+export const notFoundHandler: RequestHandler = (req, res) => {
+  sendProblem(res, new ProblemError(404, `no route for ${req.method} ${req.path}`));
+};
+
+interface BodyParserError {
+  type?: string;
+  status?: number;
+  message?: string;
+}
+
+/* body-parser reports malformed or oversized bodies with a status and a type. */
+function fromBodyParser(err: BodyParserError): ProblemError | null {
+  if (typeof err.status !== 'number' || err.status < 400 || err.status >= 500) return null;
+  const detail =
+    err.type === 'entity.parse.failed'
+      ? 'body is not valid JSON'
+      : err.type === 'entity.too.large'
+        ? 'body is too large'
+        : (err.message ?? 'bad request body');
+  return new ProblemError(err.status, detail, [{ param: 'body', message: detail }]);
+}
+
+export function errorHandler(log: Logger): ErrorRequestHandler {
+  return (err: unknown, req, res, _next) => {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const problem =
+      err instanceof ProblemError ? err : fromBodyParser((err ?? {}) as BodyParserError);
+    if (problem) {
+      sendProblem(res, problem);
+      return;
+    }
+    log.error('request failed', { method: req.method, path: req.path, error: (err as Error)?.message ?? String(err) });
+    sendProblem(res, new ProblemError(500, 'internal error; the daemon log has the details'));
+  };
+}

@@ -1,0 +1,18 @@
+/** Two projects: `unit` needs nothing but Node; `integration` loads real eBPF and runs servers. */
+const common = {
+  preset: 'ts-jest',
+  testEnvironment: 'node',
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+};
+module.exports = {
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    {
+      ...common,
+      displayName: 'integration',
+      testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
+      testTimeout: 120000,
+    },
+  ],
+};

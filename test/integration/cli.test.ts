@@ -1,0 +1,44 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
+const kreplay = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30000 });
+
+describe('kreplay CLI', () => {
+  it('prints help for the whole and for each subcommand', () => {
+    const top = kreplay('--help');
+    expect(top.status).toBe(0);
+    expect(top.stdout).toMatch(/agent/);
+    expect(top.stdout).toMatch(/daemon/);
+    for (const sub of ['agent', 'daemon']) {
+      const help = kreplay(sub, '--help');
+      expect(help.status).toBe(0);
+      expect(help.stdout).toMatch(/--data-dir/);
+    }
+  });
+
+  it('prints the version from package.json', () => {
+    const out = kreplay('--version');
+    expect(out.status).toBe(0);
+    expect(out.stdout.trim()).toBe((require('../../package.json') as { version: string }).version);
+  });
+
+  it.each([
+    [['daemon', '--data-dir', 'x', '--bogus'], /--bogus/],
+    [['daemon', '--data-dir', 'x', '--port', 'abc'], /--port.*expected an integer/],
+    [['daemon', '--data-dir', 'x', '--port', '70000'], /--port.*0\.\.65535/],
+    [['agent', '--data-dir', 'x', '--pid', '-3'], /--pid/],
+    [['agent'], /--data-dir/],
+    [['frobnicate'], /frobnicate/],
+  ])('exits 2 naming the flag for %j', (args, message) => {
+    const out = kreplay(...args);
+    expect(out.status).toBe(2);
+    expect(out.stderr).toMatch(message);
+  });
+
+  it('exits 1 naming a bad config file', () => {
+    const out = kreplay('agent', '--data-dir', '/tmp/kreplay-cli-test', '--config', '/nonexistent.yaml');
+    expect(out.status).toBe(1);
+    expect(out.stderr).toMatch(/cannot read config file \/nonexistent\.yaml/);
+  });
+});

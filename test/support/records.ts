@@ -1,0 +1,75 @@
+/** Packs kernel records the way capture.bpf.c writes them, for decoder tests and the ingest benchmark. */
+import {
+  BlockIoLayout,
+  ContextLayout,
+  EventLayout,
+  RecordHead,
+  RecordType,
+  SysWriteLayout,
+} from '../../agent/model';
+
+export interface EventRecordFields {
+  startNs: bigint;
+  durationNs: number;
+  cgroupId?: number;
+  contextId?: number;
+  pid: number;
+  tid: number;
+  comm: string;
+}
+
+function writeHead(buf: Buffer, off: number, type: number, size: number): void {
+  buf.writeUInt32LE(type, off + RecordHead.type);
+  buf.writeUInt32LE(size, off + RecordHead.size);
+}
+
+function writeEvent(buf: Buffer, off: number, type: number, f: EventRecordFields): void {
+  writeHead(buf, off, type, EventLayout.bytes);
+  buf.writeBigUInt64LE(f.startNs, off + EventLayout.startNs);
+  buf.writeBigUInt64LE(BigInt(f.durationNs), off + EventLayout.durationNs);
+  buf.writeBigUInt64LE(BigInt(f.cgroupId ?? 1), off + EventLayout.cgroupId);
+  buf.writeBigUInt64LE(BigInt(f.contextId ?? 0), off + EventLayout.contextId);
+  buf.writeUInt32LE(f.pid, off + EventLayout.pid);
+  buf.writeUInt32LE(f.tid, off + EventLayout.tid);
+  buf.fill(0, off + EventLayout.comm, off + EventLayout.comm + 16);
+  buf.write(f.comm.slice(0, 15), off + EventLayout.comm, 'latin1');
+}
+
+export function sysWriteRecord(
+  f: EventRecordFields & { fd: number; count: number; ret: number; syscall: number },
+): Buffer {
+  const buf = Buffer.alloc(EventLayout.bytes);
+  writeEvent(buf, 0, RecordType.SysWrite, f);
+  buf.writeBigInt64LE(BigInt(f.ret), SysWriteLayout.ret);
+  buf.writeBigUInt64LE(BigInt(f.count), SysWriteLayout.count);
+  buf.writeInt32LE(f.fd, SysWriteLayout.fd);
+  buf.writeUInt32LE(f.syscall, SysWriteLayout.syscall);
+  return buf;
+}
+
+export function blockIoRecord(
+  f: EventRecordFields & { sector: number; bytes: number; major: number; minor: number; op: number; status: number },
+): Buffer {
+  const buf = Buffer.alloc(EventLayout.bytes);
+  writeEvent(buf, 0, RecordType.BlockIo, f);
+  buf.writeBigUInt64LE(BigInt(f.sector), BlockIoLayout.sector);
+  buf.writeUInt32LE(f.bytes, BlockIoLayout.bytes);
+  buf.writeUInt32LE(f.major, BlockIoLayout.devMajor);
+  buf.writeUInt32LE(f.minor, BlockIoLayout.devMinor);
+  buf.writeUInt32LE(f.op, BlockIoLayout.op);
+  buf.writeInt32LE(f.status, BlockIoLayout.status);
+  return buf;
+}
+
+export function contextRecord(f: { contextId: number; parentId: number; kind: number; data: string; tid?: number }): Buffer {
+  const buf = Buffer.alloc(ContextLayout.bytes);
+  writeHead(buf, 0, RecordType.Context, ContextLayout.bytes);
+  buf.writeBigUInt64LE(BigInt(f.contextId), ContextLayout.contextId);
+  buf.writeBigUInt64LE(BigInt(f.parentId), ContextLayout.parentId);
+  buf.writeUInt32LE(f.tid ?? 1, ContextLayout.pid);
+  buf.writeUInt32LE(f.tid ?? 1, ContextLayout.tid);
+  buf.writeUInt32LE(f.kind, ContextLayout.kind);
+  const len = buf.write(f.data, ContextLayout.data, 'latin1');
+  buf.writeUInt32LE(len, ContextLayout.len);
+  return buf;
+}
