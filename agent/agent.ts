@@ -88,7 +88,7 @@ export class Agent {
       clockOffsetNs: agent.offsetNs,
       clockErrorNs: agent.clockErrorNs,
     });
-    log.info('capturing', { store: writer.path, node: options.node, attach: agent.capture.attachPoints.join(',') });
+    log.info('capturing', { store: writer.path, node: options.node });
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));

@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
+import { registerRunCommand } from './commands/run';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../agent/version';
 
@@ -14,6 +15,7 @@ export function buildProgram(): Command {
   registerAgentCommand(program);
   registerDaemonCommand(program);
   registerUpCommand(program);
+  registerRunCommand(program);
   for (const command of program.commands) command.exitOverride().showHelpAfterError('(run with --help for usage)');
   return program;
 }

@@ -1,0 +1,51 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, writeSync } from 'node:fs';
+import { constants } from 'node:os';
+import { MARKER_PREFIX } from '../../agent/attribution/context-parser';
+
+const VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
+
+function contextValue(value: string): string {
+  if (!VALUE.test(value)) throw new InvalidArgumentError('expected 1..128 characters of [A-Za-z0-9._:/@-]');
+  return value;
+}
+
+/**
+ * Tags a whole command: this thread writes the marker, then starts CMD, so
+ * CMD and everything it starts inherit the context in the kernel.
+ */
+export function runTagged(txn: string, trace: string | undefined, argv: string[]): Promise<number> {
+  const fd = openSync('/dev/null', 'w');
+  try {
+    writeSync(fd, `${MARKER_PREFIX} txn=${txn}${trace ? ` trace=${trace}` : ''}\n`);
+  } finally {
+    closeSync(fd);
+  }
+  return new Promise((resolve) => {
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: 'inherit' });
+    const forward = (signal: NodeJS.Signals) => child.kill(signal);
+    const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+    for (const s of signals) process.on(s, forward);
+    child.once('error', (err) => {
+      process.stderr.write(`kreplay run: cannot start ${argv[0]}: ${err.message}\n`);
+      resolve(127);
+    });
+    child.once('exit', (code, signal) => {
+      for (const s of signals) process.off(s, forward);
+      resolve(code ?? 128 + (signal ? constants.signals[signal] : 0));
+    });
+  });
+}
+
+export function registerRunCommand(program: Command): void {
+  program
+    .command('run')
+    .description('run CMD so that its writes and those of everything it starts carry a transaction')
+    .requiredOption('--txn <id>', 'transaction id', contextValue)
+    .option('--trace <id>', 'trace id', contextValue)
+    .argument('<cmd...>', 'command and its arguments (after --)')
+    .action(async (cmd: string[], flags: { txn: string; trace?: string }) => {
+      process.exitCode = await runTagged(flags.txn, flags.trace, cmd);
+    });
+}

@@ -1,0 +1,90 @@
+/** The agent binary's life: drain on SIGTERM, survive SIGKILL, refuse what it must not touch. */
+import Database from 'better-sqlite3';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SCHEMA_VERSION } from '../../agent/model';
+import { KREPLAY_BIN, eventually, startAgent } from '../support/agent-process';
+import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { countStored } from '../support/store-rows';
+
+let dir: string;
+let cgroup: TestCgroup;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'kreplay-life-'));
+  cgroup = createCgroup(`kreplay-life-${process.pid}`);
+});
+
+afterAll(() => {
+  cgroup?.remove();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function stormInCgroup(writes: number) {
+  return spawn('/bin/sh', ['-c', `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=${writes} status=none`], {
+    stdio: 'ignore',
+  });
+}
+
+describe('agent lifecycle (real kernel)', () => {
+  it('leaves a sound store after SIGKILL mid-ingest, and the next run appends and drains on SIGTERM', async () => {
+    const data = join(dir, 'kill');
+    const store = join(data, 'life.db');
+    const args = ['--data-dir', data, '--node', 'life', '--cgroup-id', String(cgroup.id), '--quiet'];
+    const first = await startAgent(args);
+    const storm = stormInCgroup(50_000_000);
+    await eventually(() => (countStored(store) > 10_000 ? true : undefined), 30000);
+    expect(await first.stop('SIGKILL')).toBeNull();
+    storm.kill('SIGKILL');
+
+    const check = new Database(store, { readonly: true });
+    expect(check.pragma('integrity_check', { simple: true })).toBe('ok');
+    check.close();
+    const afterKill = countStored(store);
+
+    const second = await startAgent(args);
+    const dd = spawnSync('/bin/sh', ['-c', `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=1000 status=none`]);
+    expect(dd.status).toBe(0);
+    await eventually(() => (countStored(store) >= afterKill + 1000 ? true : undefined));
+    expect(await second.stop('SIGTERM')).toBe(0);
+
+    const db = new Database(store, { readonly: true });
+    const runs = db.prepare('SELECT stopped_ns, exit_reason, attach_points FROM runs ORDER BY id').all() as {
+      stopped_ns: number | null;
+      exit_reason: string | null;
+      attach_points: string;
+    }[];
+    expect(runs).toHaveLength(2);
+    expect(runs[0]!.stopped_ns).toBeNull();
+    expect(runs[1]!.exit_reason).toBe('signal SIGTERM');
+    expect(JSON.parse(runs[1]!.attach_points)).toEqual(expect.arrayContaining([expect.stringMatching(/sys_enter_write/)]));
+    const counters = db.prepare(`SELECT name FROM counters WHERE run_id = 2`).all() as { name: string }[];
+    expect(counters.map((c) => c.name)).toEqual(expect.arrayContaining(['sys_write_dropped', 'block_io_dropped', 'rows_written']));
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    db.close();
+  });
+
+  it('refuses a store from a newer schema without touching it', () => {
+    const data = join(dir, 'newer');
+    spawnSync('mkdir', ['-p', data]);
+    const path = join(data, 'n.db');
+    const db = new Database(path);
+    db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+    db.close();
+    const before = readFileSync(path);
+    const out = spawnSync(process.execPath, [KREPLAY_BIN, 'agent', '--data-dir', data, '--node', 'n'], { encoding: 'utf8' });
+    expect(out.status).toBe(1);
+    expect(out.stderr).toMatch(/schema version \d+, newer than this kreplay understands/);
+    expect(readFileSync(path).equals(before)).toBe(true);
+  });
+
+  it('names a data dir it cannot write', () => {
+    const out = spawnSync(process.execPath, [KREPLAY_BIN, 'agent', '--data-dir', '/proc/version/x', '--node', 'n'], {
+      encoding: 'utf8',
+    });
+    expect(out.status).toBe(1);
+    expect(out.stderr).toMatch(/data dir \/proc\/version\/x is not a writable directory/);
+  });
+});

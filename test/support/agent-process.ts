@@ -1,0 +1,54 @@
+/** Runs the real `kreplay agent` binary for end-to-end tests and waits until it captures. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+export const KREPLAY_BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
+
+export interface AgentProcess {
+  child: ChildProcess;
+  output(): string;
+  /** SIGTERM (or the given signal) and the exit code */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<AgentProcess> {
+  const child = spawn(process.execPath, [KREPLAY_BIN, 'agent', '--status-interval', '1', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`agent not capturing after ${readyTimeoutMs} ms:\n${output}`)), readyTimeoutMs);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes(' capturing ')) {
+        clearTimeout(timer);
+        resolve({
+          child,
+          output: () => output,
+          stop: (signal = 'SIGTERM') => {
+            if (child.exitCode === null) child.kill(signal);
+            return exited;
+          },
+        });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`agent exited with ${code} before capturing:\n${output}`));
+    });
+  });
+}
+
+/** Polls until check() returns a value (not undefined) or the time runs out. */
+export async function eventually<T>(check: () => T | undefined, timeoutMs = 15000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

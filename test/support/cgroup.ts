@@ -1,0 +1,44 @@
+/** A cgroup v2 directory of the test's own, so the agent can be pointed at exactly its processes. */
+import { mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export function cgroup2Mount(): string | null {
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const fields = line.split(' ');
+    const dash = fields.indexOf('-');
+    if (dash > 0 && fields[dash + 1] === 'cgroup2') return fields[4] ?? null;
+  }
+  return null;
+}
+
+export interface TestCgroup {
+  path: string;
+  /** the id bpf_get_current_cgroup_id() reports: the directory's inode */
+  id: number;
+  /** shell prefix that moves the shell into the cgroup before it execs the rest */
+  enter: string;
+  remove(): void;
+}
+
+export function createCgroup(name: string): TestCgroup {
+  const mount = cgroup2Mount();
+  if (!mount) throw new Error('no cgroup2 mount: cannot create a test cgroup');
+  const path = join(mount, name);
+  mkdirSync(path, { recursive: true });
+  return {
+    path,
+    id: statSync(path).ino,
+    enter: `echo $$ > ${path}/cgroup.procs && exec`,
+    remove: () => {
+      // processes must be gone first; move stragglers to the root
+      for (const pid of readFileSync(join(path, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+        try {
+          writeFileSync(join(mount, 'cgroup.procs'), pid);
+        } catch {
+          // already exited
+        }
+      }
+      rmdirSync(path);
+    },
+  };
+}
