@@ -1,17 +1,16 @@
 /**
  * The agent: kernel records -> decoder -> node store, in large transactions.
- * One thread does it all; the capture's poll thread queues batches while a
- * transaction commits, and the kernel counts whatever the ring cannot hold.
+ * This thread decodes; the store pipeline's thread commits (see
+ * store/store-pipeline.ts); the kernel counts whatever the ring cannot hold.
  */
 import { release } from 'node:os';
 import { clockOffset, ensureTracefs, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
-import { EventBatch } from './ingest/event-batch';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from './log/logger';
-import { StoreWriter } from './store/store-writer';
+import { StorePipeline } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
 import { VERSION } from './version';
 
@@ -42,7 +41,6 @@ function nowEpochNs(): bigint {
 }
 
 export class Agent {
-  private readonly batch: EventBatch;
   private readonly decoder: RecordDecoder;
   private readonly contexts: ContextResolver;
   private capture: Capture | null = null;
@@ -56,30 +54,39 @@ export class Agent {
 
   private constructor(
     private readonly options: AgentOptions,
-    private readonly writer: StoreWriter,
+    private readonly store: StorePipeline,
     private readonly log: Logger,
   ) {
     const clock = clockOffset();
     this.offsetNs = clock.offsetNs;
     this.clockErrorNs = clock.errorNs;
-    this.batch = new EventBatch(options.batchRows);
     this.contexts = new ContextResolver(log.child('context'));
-    this.decoder = new RecordDecoder(writer, new ServiceResolver(options.config.services), this.contexts, () => this.offsetNs);
+    this.decoder = new RecordDecoder(
+      store,
+      new ServiceResolver(options.config.services),
+      this.contexts,
+      () => this.offsetNs,
+    );
     this.lastStatus = this.snapshot();
   }
 
   /** Opens the store (validating the data dir and schema first), then attaches the probes. */
-  static start(options: AgentOptions, log: Logger): Agent {
-    const writer = StoreWriter.open(options.dataDir, options.node);
-    const agent = new Agent(options, writer, log);
+  static async start(options: AgentOptions, log: Logger): Promise<Agent> {
+    const store = await StorePipeline.open(
+      options.dataDir,
+      options.node,
+      options.batchRows,
+      log.child('store'),
+    );
+    const agent = new Agent(options, store, log);
     try {
       ensureTracefs(log);
       agent.capture = startCapture(options.capture, (buf) => agent.onBatch(buf), log.child('capture'));
     } catch (err) {
-      writer.close();
+      await store.close();
       throw err;
     }
-    writer.beginRun({
+    store.beginRun({
       node: options.node,
       startedNs: nowEpochNs(),
       kernel: release(),
@@ -88,7 +95,7 @@ export class Agent {
       clockOffsetNs: agent.offsetNs,
       clockErrorNs: agent.clockErrorNs,
     });
-    log.info('capturing', { store: writer.path, node: options.node });
+    log.info('capturing', { store: store.path, node: options.node });
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
@@ -97,20 +104,17 @@ export class Agent {
 
   private onBatch(buf: Buffer): void {
     try {
-      this.decoder.decode(buf, this.batch, () => this.flush());
+      this.decoder.decode(buf, this.store);
     } catch (err) {
       if (!(err instanceof CorruptRecordError)) throw err;
       this.corruptRecords++;
       this.corruptBytes += err.lostBytes;
       this.log.warn(err.message);
     }
-    if (this.batch.full) this.flush();
   }
 
   private flush(): void {
-    if (this.batch.count === 0) return;
-    this.writer.writeBatch(this.batch);
-    this.batch.clear();
+    this.store.flush();
   }
 
   private snapshot(): CounterSnapshot {
@@ -130,16 +134,22 @@ export class Agent {
       unknownContexts: this.contexts.unknownIds,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
-      rowsWritten: this.writer.rowsWritten,
+      rowsWritten: this.store.rowsWritten,
     };
   }
 
   private reportStatus(): void {
     const now = this.snapshot();
     const at = performance.now();
-    this.writer.recordCounters(nowEpochNs(), storedCounters(now));
+    this.store.recordCounters(nowEpochNs(), storedCounters(now));
     if (!this.options.quiet) {
-      const line = formatStatusLine(now, this.lastStatus, (at - this.lastStatusAt) / 1000, this.capture?.ringFill() ?? -1, this.writer.dbBytes());
+      const line = formatStatusLine(
+        now,
+        this.lastStatus,
+        (at - this.lastStatusAt) / 1000,
+        this.capture?.ringFill() ?? -1,
+        this.store.dbBytes(),
+      );
       this.log.info(line);
     }
     this.lastStatus = now;
@@ -150,13 +160,23 @@ export class Agent {
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
     await this.capture?.stop();
-    this.flush();
+    this.store.drain();
     const counters = this.snapshot();
-    this.writer.recordCounters(nowEpochNs(), storedCounters(counters));
-    this.writer.endRun(nowEpochNs(), reason);
-    this.writer.close();
-    const summary = { rowsWritten: counters.rowsWritten, lost: totalLost(counters), counters, path: this.writer.path };
-    this.log.info('stopped', { reason, stored: summary.rowsWritten, lost: summary.lost, store: summary.path });
+    this.store.recordCounters(nowEpochNs(), storedCounters(counters));
+    this.store.endRun(nowEpochNs(), reason);
+    await this.store.close();
+    const summary = {
+      rowsWritten: counters.rowsWritten,
+      lost: totalLost(counters),
+      counters,
+      path: this.store.path,
+    };
+    this.log.info('stopped', {
+      reason,
+      stored: summary.rowsWritten,
+      lost: summary.lost,
+      store: summary.path,
+    });
     return summary;
   }
 }

@@ -30,7 +30,14 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
 }
 
 export function totalLost(s: CounterSnapshot): number {
-  return s.sysWriteDropped + s.blockIoDropped + s.contextDropped + s.threadTableFull + s.requestTableFull + s.corruptRecords;
+  return (
+    s.sysWriteDropped +
+    s.blockIoDropped +
+    s.contextDropped +
+    s.threadTableFull +
+    s.requestTableFull +
+    s.corruptRecords
+  );
 }
 
 function perSecond(now: number, before: number, seconds: number): string {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { repoRoot } from './paths';
 
-export const VERSION: string = (JSON.parse(readFileSync(`${repoRoot()}/package.json`, 'utf8')) as { version: string })
-  .version;
+export const VERSION: string = (
+  JSON.parse(readFileSync(`${repoRoot()}/package.json`, 'utf8')) as { version: string }
+).version;

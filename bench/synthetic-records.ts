@@ -14,14 +14,22 @@ export interface SyntheticStream {
 /* pids far above pid_max, so service resolution falls back to the comm as for exited processes */
 const PID_BASE = 5_000_000;
 
-export function buildSyntheticStream(events: number, batchEvents = 8192, services = 200, seed = 1): SyntheticStream {
+export function buildSyntheticStream(
+  events: number,
+  batchEvents = 8192,
+  services = 200,
+  seed = 1,
+): SyntheticStream {
   let state = seed;
   const random = () => {
     state = (state * 1103515245 + 12345) & 0x7fffffff;
     return state / 0x80000000;
   };
   // log-normal: median ~2 us, a few percent of writes beyond 100 us
-  const duration = () => Math.floor(Math.exp(7.5 + 1.5 * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random())));
+  const duration = () =>
+    Math.floor(
+      Math.exp(7.5 + 1.5 * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random())),
+    );
   const batches: Buffer[] = [];
   let pending: Buffer[] = [];
   let inBatch = 0;
@@ -37,7 +45,12 @@ export function buildSyntheticStream(events: number, batchEvents = 8192, service
       burstService = Math.floor(random() * services);
       burstContext = nextContext++;
       pending.push(
-        contextRecord({ contextId: burstContext, parentId: 0, kind: ContextKind.Marker, data: `KREPLAY-CTX txn=txn-${burstContext} trace=tr-${burstContext >> 2}` }),
+        contextRecord({
+          contextId: burstContext,
+          parentId: 0,
+          kind: ContextKind.Marker,
+          data: `KREPLAY-CTX txn=txn-${burstContext} trace=tr-${burstContext >> 2}`,
+        }),
       );
     }
     const inBurst = burstLeft > 0;
@@ -53,7 +66,16 @@ export function buildSyntheticStream(events: number, batchEvents = 8192, service
     };
     pending.push(
       random() < 0.05
-        ? blockIoRecord({ ...common, durationNs: 50_000 + duration() * 20, sector: Math.floor(random() * 1e9), bytes: 4096, major: 254, minor: 0, op: 1, status: 0 })
+        ? blockIoRecord({
+            ...common,
+            durationNs: 50_000 + duration() * 20,
+            sector: Math.floor(random() * 1e9),
+            bytes: 4096,
+            major: 254,
+            minor: 0,
+            op: 1,
+            status: 0,
+          })
         : sysWriteRecord({ ...common, fd: 3 + (i % 5), count: 512, ret: 512, syscall: 1 }),
     );
     if (++inBatch === batchEvents) {

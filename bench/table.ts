@@ -2,7 +2,8 @@
 export function printTable(title: string, rows: (string | number)[][], header?: string[]): void {
   const all = header ? [header, ...rows] : rows;
   const widths = all[0]!.map((_, c) => Math.max(...all.map((r) => String(r[c] ?? '').length)));
-  const line = (r: (string | number)[]) => '| ' + r.map((v, c) => String(v).padEnd(widths[c]!)).join(' | ') + ' |';
+  const line = (r: (string | number)[]) =>
+    '| ' + r.map((v, c) => String(v).padEnd(widths[c]!)).join(' | ') + ' |';
   console.log(`\n${title}`);
   if (header) {
     console.log(line(header));

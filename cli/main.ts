@@ -16,7 +16,8 @@ export function buildProgram(): Command {
   registerDaemonCommand(program);
   registerUpCommand(program);
   registerRunCommand(program);
-  for (const command of program.commands) command.exitOverride().showHelpAfterError('(run with --help for usage)');
+  for (const command of program.commands)
+    command.exitOverride().showHelpAfterError('(run with --help for usage)');
   return program;
 }
 

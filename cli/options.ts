@@ -12,7 +12,8 @@ export function integerOption(min: number, max: number) {
 
 export function decimalOption(min: number, max: number) {
   return (value: string): number => {
-    if (!/^\d+(\.\d+)?$/.test(value)) throw new InvalidArgumentError(`expected a decimal number, got "${value}"`);
+    if (!/^\d+(\.\d+)?$/.test(value))
+      throw new InvalidArgumentError(`expected a decimal number, got "${value}"`);
     const n = Number(value);
     if (n < min || n > max) throw new InvalidArgumentError(`expected ${min}..${max}, got ${value}`);
     return n;

@@ -42,7 +42,8 @@ export class CgroupPaths {
     try {
       this.paths.set(statSync(dir).ino, path);
       for (const entry of readdirSync(dir, { withFileTypes: true })) {
-        if (entry.isDirectory()) this.scan(join(dir, entry.name), path === '/' ? `/${entry.name}` : `${path}/${entry.name}`);
+        if (entry.isDirectory())
+          this.scan(join(dir, entry.name), path === '/' ? `/${entry.name}` : `${path}/${entry.name}`);
       }
     } catch {
       // a cgroup removed while we walked it

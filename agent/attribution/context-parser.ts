@@ -13,17 +13,17 @@ export interface TraceContext {
 }
 
 export type MarkerParse =
-  | { kind: 'set'; context: TraceContext }
-  | { kind: 'clear' }
-  | { kind: 'malformed'; reason: string };
+  { kind: 'set'; context: TraceContext } | { kind: 'clear' } | { kind: 'malformed'; reason: string };
 
 /** `KREPLAY-CTX [txn=V] [trace=V]` on the first line of the write. */
 export function parseMarker(data: string): MarkerParse {
   const newline = data.indexOf('\n');
   const line = (newline === -1 ? data : data.slice(0, newline)).replace(/\r$/, '');
-  if (!line.startsWith(MARKER_PREFIX)) return { kind: 'malformed', reason: 'does not start with KREPLAY-CTX' };
+  if (!line.startsWith(MARKER_PREFIX))
+    return { kind: 'malformed', reason: 'does not start with KREPLAY-CTX' };
   const rest = line.slice(MARKER_PREFIX.length);
-  if (rest !== '' && !/^[ \t]/.test(rest)) return { kind: 'malformed', reason: 'KREPLAY-CTX must be followed by a space' };
+  if (rest !== '' && !/^[ \t]/.test(rest))
+    return { kind: 'malformed', reason: 'KREPLAY-CTX must be followed by a space' };
   const fields = rest.split(/[ \t]+/).filter((f) => f !== '');
   if (fields.length === 0) return { kind: 'clear' };
   const context: TraceContext = { transactionId: null, traceId: null };
@@ -31,7 +31,8 @@ export function parseMarker(data: string): MarkerParse {
     const eq = field.indexOf('=');
     const key = eq === -1 ? field : field.slice(0, eq);
     const target = MARKER_KEYS[key as keyof typeof MARKER_KEYS];
-    if (!target) return { kind: 'malformed', reason: `unknown field "${key.slice(0, 32)}" (use txn= and trace=)` };
+    if (!target)
+      return { kind: 'malformed', reason: `unknown field "${key.slice(0, 32)}" (use txn= and trace=)` };
     if (context[target] !== null) return { kind: 'malformed', reason: `field ${key} given twice` };
     const value = eq === -1 ? '' : field.slice(eq + 1);
     if (!VALUE.test(value)) {
@@ -69,5 +70,8 @@ export function parseHttpHead(data: string): TraceContext | null {
   const [, version, traceId, spanId] = m;
   // W3C: version ff and all-zero ids are invalid; version 00 has exactly these four fields.
   if (version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return null;
-  return { traceId: traceId!, transactionId: requestId !== null && VALUE.test(requestId) ? requestId : traceId! };
+  return {
+    traceId: traceId!,
+    transactionId: requestId !== null && VALUE.test(requestId) ? requestId : traceId!,
+  };
 }

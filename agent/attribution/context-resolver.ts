@@ -16,7 +16,11 @@ export interface ResolvedContext extends TraceContext {
   explicit: boolean;
 }
 
-export const NO_CONTEXT: ResolvedContext = Object.freeze({ transactionId: null, traceId: null, explicit: false });
+export const NO_CONTEXT: ResolvedContext = Object.freeze({
+  transactionId: null,
+  traceId: null,
+  explicit: false,
+});
 
 /* Enough for any realistic number of live contexts; the oldest go first. */
 const MAX_CONTEXTS = 1_000_000;
@@ -41,7 +45,9 @@ export class ContextResolver {
         this.malformedMarkers++;
         if (!this.loggedReasons.has(parsed.reason)) {
           this.loggedReasons.add(parsed.reason);
-          this.log.warn('ignored a malformed KREPLAY-CTX marker (logged once per reason)', { reason: parsed.reason });
+          this.log.warn('ignored a malformed KREPLAY-CTX marker (logged once per reason)', {
+            reason: parsed.reason,
+          });
         }
         resolved = parent;
       }

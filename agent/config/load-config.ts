@@ -21,7 +21,9 @@ export function parseConfig(text: string, source: string, format: 'json' | 'yaml
   try {
     raw = format === 'json' ? JSON.parse(text) : YAML.parse(text);
   } catch (err) {
-    throw new ConfigError(`config file ${source} is not valid ${format.toUpperCase()}: ${(err as Error).message}`);
+    throw new ConfigError(
+      `config file ${source} is not valid ${format.toUpperCase()}: ${(err as Error).message}`,
+    );
   }
   const parsed = agentConfigSchema.safeParse(raw ?? {});
   if (!parsed.success) throw new ConfigError(`config file ${source}: ${describeIssues(parsed.error)}`);

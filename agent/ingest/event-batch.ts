@@ -56,20 +56,42 @@ export class EventBatch {
   /** block_io error (negative errno) */
   readonly error: Int32Array;
 
-  constructor(readonly capacity: number) {
-    this.type = new Uint8Array(capacity);
-    this.tsOffset = new Float64Array(capacity);
-    this.dur = new Float64Array(capacity);
-    this.service = new Uint32Array(capacity);
-    this.ctx = new Uint32Array(capacity);
-    this.pid = new Uint32Array(capacity);
-    this.tid = new Uint32Array(capacity);
-    this.comm = new Uint32Array(capacity);
-    this.bytes = new Float64Array(capacity);
-    this.handle = new Float64Array(capacity);
-    this.result = new Float64Array(capacity);
-    this.kind = new Uint32Array(capacity);
-    this.error = new Int32Array(capacity);
+  /**
+   * Columns live in `memory`, which may be a SharedArrayBuffer so that the
+   * store's writer thread reads the very batch the decoder filled.
+   */
+  constructor(
+    readonly capacity: number,
+    readonly memory: ArrayBufferLike = new ArrayBuffer(EventBatch.bytesFor(capacity)),
+  ) {
+    let offset = 0;
+    const take = <T>(
+      make: (buffer: ArrayBufferLike, offset: number, length: number) => T,
+      width: number,
+    ): T => {
+      const view = make(memory, offset, capacity);
+      offset += Math.ceil((capacity * width) / 8) * 8;
+      return view;
+    };
+    this.tsOffset = take((b, o, n) => new Float64Array(b, o, n), 8);
+    this.dur = take((b, o, n) => new Float64Array(b, o, n), 8);
+    this.bytes = take((b, o, n) => new Float64Array(b, o, n), 8);
+    this.handle = take((b, o, n) => new Float64Array(b, o, n), 8);
+    this.result = take((b, o, n) => new Float64Array(b, o, n), 8);
+    this.service = take((b, o, n) => new Uint32Array(b, o, n), 4);
+    this.ctx = take((b, o, n) => new Uint32Array(b, o, n), 4);
+    this.pid = take((b, o, n) => new Uint32Array(b, o, n), 4);
+    this.tid = take((b, o, n) => new Uint32Array(b, o, n), 4);
+    this.comm = take((b, o, n) => new Uint32Array(b, o, n), 4);
+    this.kind = take((b, o, n) => new Uint32Array(b, o, n), 4);
+    this.error = take((b, o, n) => new Int32Array(b, o, n), 4);
+    this.type = take((b, o, n) => new Uint8Array(b, o, n), 1);
+  }
+
+  /** Bytes of memory a batch of `capacity` rows needs. */
+  static bytesFor(capacity: number): number {
+    const padded = (width: number) => Math.ceil((capacity * width) / 8) * 8;
+    return 5 * padded(8) + 7 * padded(4) + padded(1);
   }
 
   get full(): boolean {

@@ -19,14 +19,8 @@ import {
 } from '../model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { ContextDictionary, NameDictionary } from '../store/dictionary';
+import type { Dictionaries } from '../store/dictionary';
 import type { EventBatch } from './event-batch';
-
-export interface DecoderDictionaries {
-  services: NameDictionary;
-  comms: NameDictionary;
-  contexts: ContextDictionary;
-}
 
 export class CorruptRecordError extends Error {
   constructor(
@@ -34,7 +28,9 @@ export class CorruptRecordError extends Error {
     readonly lostBytes: number,
     reason: string,
   ) {
-    super(`corrupt record at byte ${offset} of a batch: ${reason}; dropped the ${lostBytes} bytes that follow`);
+    super(
+      `corrupt record at byte ${offset} of a batch: ${reason}; dropped the ${lostBytes} bytes that follow`,
+    );
     this.name = 'CorruptRecordError';
   }
 }
@@ -50,6 +46,12 @@ interface ThreadIds {
   serviceId: number;
 }
 
+/** Where decoded events go: a batch, handed on (and replaced) by flush(). */
+export interface BatchSink {
+  readonly current: EventBatch;
+  flush(): void;
+}
+
 const TWO_32 = 0x1_0000_0000;
 const MAX_CACHED_THREADS = 262144;
 
@@ -61,7 +63,7 @@ export class RecordDecoder {
   contextRecords = 0;
 
   constructor(
-    private readonly dictionaries: DecoderDictionaries,
+    private readonly dictionaries: Dictionaries,
     private readonly services: ServiceResolver,
     private readonly contexts: ContextResolver,
     /** CLOCK_REALTIME - CLOCK_BOOTTIME, ns */
@@ -69,14 +71,15 @@ export class RecordDecoder {
   ) {}
 
   /**
-   * Appends the batch's events to `out`, calling `flush` whenever `out` is
-   * full. Throws CorruptRecordError (after keeping every record before the
-   * corrupt one) when a record's head cannot be trusted.
+   * Appends the buffer's events to sink.current, flushing the sink whenever
+   * that batch is full. Throws CorruptRecordError (after keeping every record
+   * before the corrupt one) when a record's head cannot be trusted.
    */
-  decode(buf: Buffer, out: EventBatch, flush: () => void): void {
+  decode(buf: Buffer, sink: BatchSink): void {
     let off = 0;
     while (off < buf.length) {
-      if (buf.length - off < RecordHead.bytes) throw new CorruptRecordError(off, buf.length - off, 'truncated head');
+      if (buf.length - off < RecordHead.bytes)
+        throw new CorruptRecordError(off, buf.length - off, 'truncated head');
       const type = buf.readUInt32LE(off);
       const size = buf.readUInt32LE(off + RecordHead.size);
       const expected =
@@ -87,15 +90,23 @@ export class RecordDecoder {
             : -1;
       if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
       if (size !== expected) {
-        throw new CorruptRecordError(off, buf.length - off, `type ${type} with size ${size}, expected ${expected}`);
+        throw new CorruptRecordError(
+          off,
+          buf.length - off,
+          `type ${type} with size ${size}, expected ${expected}`,
+        );
       }
       if (off + size > buf.length) {
-        throw new CorruptRecordError(off, buf.length - off, `${size}-byte record runs past the end of the batch`);
+        throw new CorruptRecordError(
+          off,
+          buf.length - off,
+          `${size}-byte record runs past the end of the batch`,
+        );
       }
       if (type === RecordType.Context) this.defineContext(buf, off);
       else {
-        if (out.full) flush();
-        this.appendEvent(buf, off, type, out);
+        if (sink.current.full) sink.flush();
+        this.appendEvent(buf, off, type, sink.current);
       }
       off += size;
     }
@@ -139,7 +150,10 @@ export class RecordDecoder {
       out.error[i] = 0;
     } else {
       out.bytes[i] = buf.readUInt32LE(off + BlockIoLayout.bytes);
-      out.handle[i] = encodeDevice(buf.readUInt32LE(off + BlockIoLayout.devMajor), buf.readUInt32LE(off + BlockIoLayout.devMinor));
+      out.handle[i] = encodeDevice(
+        buf.readUInt32LE(off + BlockIoLayout.devMajor),
+        buf.readUInt32LE(off + BlockIoLayout.devMinor),
+      );
       out.result[i] = readU53(buf, off + BlockIoLayout.sector);
       out.kind[i] = buf.readUInt32LE(off + BlockIoLayout.op);
       out.error[i] = blockStatusErrno(buf.readInt32LE(off + BlockIoLayout.status));
@@ -156,7 +170,15 @@ export class RecordDecoder {
     const c3 = buf.readUInt32LE(c + 12);
     const cgroupId = readU53(buf, off + EventLayout.cgroupId);
     const known = this.threads.get(tid);
-    if (known && known.pid === pid && known.cgroupId === cgroupId && known.comm0 === c0 && known.comm1 === c1 && known.comm2 === c2 && known.comm3 === c3) {
+    if (
+      known &&
+      known.pid === pid &&
+      known.cgroupId === cgroupId &&
+      known.comm0 === c0 &&
+      known.comm1 === c1 &&
+      known.comm2 === c2 &&
+      known.comm3 === c3
+    ) {
       return known;
     }
     const comm = readCString(buf, c, COMM_LEN);

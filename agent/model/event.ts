@@ -36,7 +36,8 @@ export interface BlockIoEvent extends CommonFields {
 export type ApiEvent = SysWriteEvent | BlockIoEvent;
 
 /** Columns of the events table, in the order EventRow names them. */
-export const EVENT_COLUMNS = 'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error';
+export const EVENT_COLUMNS =
+  'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error';
 
 /** A row of EVENT_COLUMNS read with safeIntegers(true). */
 export interface EventRow {

@@ -147,6 +147,7 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
     // Checkpoints are the agent's (see agent/store/checkpoint-policy.ts).
     db.pragma('wal_autocheckpoint = 0');
     db.pragma('cache_size = -262144');
+    db.pragma('mmap_size = 1073741824');
     db.pragma('temp_store = MEMORY');
     db.pragma('busy_timeout = 5000');
     if (version < SCHEMA_VERSION) applyMigrations(db, version, node);
@@ -165,7 +166,10 @@ export function openReadStore(path: string): { db: Database.Database; info: Stor
     db.pragma('busy_timeout = 2000');
     const version = readSchemaVersion(db, path);
     if (version < SCHEMA_VERSION) {
-      throw new StoreError('E_STORE_NOT_KREPLAY', `${path} has schema version ${version}, not a kreplay store yet`);
+      throw new StoreError(
+        'E_STORE_NOT_KREPLAY',
+        `${path} has schema version ${version}, not a kreplay store yet`,
+      );
     }
     return { db, info: readStoreInfo(db) };
   } catch (err) {

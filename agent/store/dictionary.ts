@@ -1,56 +1,106 @@
-/** Integer ids for the strings events repeat (service names, comms, contexts). */
-import type Database from 'better-sqlite3';
+/**
+ * Integer ids for the strings events repeat (service names, comms,
+ * contexts). Ids are assigned in memory by the store's one writer; new
+ * entries are persisted in the same transaction as the first batch that
+ * uses them, so a reader never sees an event whose name is missing.
+ */
+export type NameEntry = [id: number, name: string];
+export type ContextEntry = [id: number, transactionId: string | null, traceId: string | null];
+
+export interface NewNames {
+  services: NameEntry[];
+  comms: NameEntry[];
+  contexts: ContextEntry[];
+}
 
 export class NameDictionary {
   private readonly ids = new Map<string, number>();
-  private readonly insert: Database.Statement<[string], { id: number }>;
+  private nextId = 1;
+  private pending: NameEntry[] = [];
 
-  constructor(db: Database.Database, table: 'services' | 'comms') {
-    for (const row of db.prepare(`SELECT id, name FROM ${table}`).all() as { id: number; name: string }[]) {
-      this.ids.set(row.name, row.id);
+  constructor(entries: NameEntry[]) {
+    for (const [id, name] of entries) {
+      this.ids.set(name, id);
+      this.nextId = Math.max(this.nextId, id + 1);
     }
-    this.insert = db.prepare(
-      `INSERT INTO ${table} (name) VALUES (?) ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
-    );
   }
 
   id(name: string): number {
     let id = this.ids.get(name);
     if (id === undefined) {
-      id = this.insert.get(name)!.id;
+      id = this.nextId++;
       this.ids.set(name, id);
+      this.pending.push([id, name]);
     }
     return id;
   }
+
+  entries(): NameEntry[] {
+    return [...this.ids].map(([name, id]) => [id, name]);
+  }
+
+  takePending(): NameEntry[] {
+    const taken = this.pending;
+    this.pending = [];
+    return taken;
+  }
 }
 
-interface ContextParams {
-  txn: string | null;
-  trace: string | null;
-}
-
-/** Store ids of (transaction_id, trace_id) pairs; 0 stands for "no context". */
+/** (transaction_id, trace_id) pairs; id 0 stands for "no context". */
 export class ContextDictionary {
   private readonly ids = new Map<string, number>();
-  private readonly find: Database.Statement<[ContextParams], { id: number }>;
-  private readonly insert: Database.Statement<[string | null, string | null], { id: number }>;
+  private nextId = 1;
+  private pending: ContextEntry[] = [];
 
-  constructor(db: Database.Database) {
-    this.find = db.prepare(
-      `SELECT id FROM contexts WHERE coalesce(transaction_id, '') = coalesce(@txn, '') AND coalesce(trace_id, '') = coalesce(@trace, '')`,
-    );
-    this.insert = db.prepare('INSERT INTO contexts (transaction_id, trace_id) VALUES (?, ?) RETURNING id');
+  constructor(entries: ContextEntry[]) {
+    for (const [id, txn, trace] of entries) {
+      this.ids.set(ContextDictionary.key(txn, trace), id);
+      this.nextId = Math.max(this.nextId, id + 1);
+    }
+  }
+
+  /* Values never contain a space (see the marker grammar), so this key is unambiguous. */
+  private static key(txn: string | null, trace: string | null): string {
+    return `${txn ?? ''} ${trace ?? ''}`;
   }
 
   id(transactionId: string | null, traceId: string | null): number {
     if (transactionId === null && traceId === null) return 0;
-    // Values never contain a space (see the marker grammar), so this key is unambiguous.
-    const key = `${transactionId ?? ''} ${traceId ?? ''}`;
+    const key = ContextDictionary.key(transactionId, traceId);
     let id = this.ids.get(key);
     if (id === undefined) {
-      id = (this.find.get({ txn: transactionId, trace: traceId }) ?? this.insert.get(transactionId, traceId)!).id;
+      id = this.nextId++;
       this.ids.set(key, id);
+      this.pending.push([id, transactionId, traceId]);
     }
     return id;
   }
+
+  entries(): ContextEntry[] {
+    return [...this.ids].map(([key, id]) => {
+      const [txn, trace] = key.split(' ');
+      return [id, txn || null, trace || null];
+    });
+  }
+
+  takePending(): ContextEntry[] {
+    const taken = this.pending;
+    this.pending = [];
+    return taken;
+  }
+}
+
+/** The dictionaries a decoder fills. */
+export interface Dictionaries {
+  services: NameDictionary;
+  comms: NameDictionary;
+  contexts: ContextDictionary;
+}
+
+export function takeNewNames(d: Dictionaries): NewNames {
+  return {
+    services: d.services.takePending(),
+    comms: d.comms.takePending(),
+    contexts: d.contexts.takePending(),
+  };
 }

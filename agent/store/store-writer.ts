@@ -5,7 +5,14 @@ import { dirname, join, resolve } from 'node:path';
 import { openWriteStore, RecordType, type StoreInfo } from '../model';
 import type { EventBatch } from '../ingest/event-batch';
 import { CheckpointPolicy, type CheckpointPolicyOptions } from './checkpoint-policy';
-import { ContextDictionary, NameDictionary } from './dictionary';
+import {
+  ContextDictionary,
+  NameDictionary,
+  takeNewNames,
+  type ContextEntry,
+  type NameEntry,
+  type NewNames,
+} from './dictionary';
 import { EventInsert } from './event-insert';
 
 export interface RunStart {
@@ -48,7 +55,10 @@ function ensureWritableDir(dataDir: string): void {
     if (!statSync(dataDir).isDirectory()) throw new Error('not a directory');
     accessSync(dataDir, constants.W_OK);
   } catch (err) {
-    throw new StoreWriterError('E_DATA_DIR', `data dir ${dataDir} is not a writable directory: ${(err as Error).message}`);
+    throw new StoreWriterError(
+      'E_DATA_DIR',
+      `data dir ${dataDir} is not a writable directory: ${(err as Error).message}`,
+    );
   }
 }
 
@@ -64,8 +74,11 @@ export class StoreWriter {
   private readonly sysWrites: EventInsert;
   private readonly blockIos: EventInsert;
   private readonly setNextSeq: Database.Statement<[string]>;
+  private readonly insertService: Database.Statement<NameEntry>;
+  private readonly insertComm: Database.Statement<NameEntry>;
+  private readonly insertContext: Database.Statement<ContextEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
-  private readonly commitBatch: (batch: EventBatch) => void;
+  private readonly commitBatch: (batch: EventBatch, names: NewNames) => void;
 
   private constructor(
     readonly db: Database.Database,
@@ -73,16 +86,30 @@ export class StoreWriter {
     readonly path: string,
     checkpointOptions?: CheckpointPolicyOptions,
   ) {
-    this.services = new NameDictionary(db, 'services');
-    this.comms = new NameDictionary(db, 'comms');
-    this.contexts = new ContextDictionary(db);
+    this.services = new NameDictionary(
+      db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
+    );
+    this.comms = new NameDictionary(db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[]);
+    this.contexts = new ContextDictionary(
+      db.prepare('SELECT id, transaction_id, trace_id FROM contexts').raw().all() as ContextEntry[],
+    );
+    this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
+    this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
+    this.insertContext = db.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
     this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpointOptions);
     this.sysWrites = new EventInsert(db, RecordType.SysWrite);
     this.blockIos = new EventInsert(db, RecordType.BlockIo);
-    this.nextSeq = Number((db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`).get() as { value: string }).value);
+    this.nextSeq = Number(
+      (db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`).get() as { value: string }).value,
+    );
     this.setNextSeq = db.prepare(`UPDATE meta SET value = ? WHERE key = 'next_seq'`);
-    this.insertCounter = db.prepare('INSERT OR REPLACE INTO counters (run_id, at_ns, name, value) VALUES (?, ?, ?, ?)');
-    this.commitBatch = db.transaction((batch: EventBatch) => {
+    this.insertCounter = db.prepare(
+      'INSERT OR REPLACE INTO counters (run_id, at_ns, name, value) VALUES (?, ?, ?, ?)',
+    );
+    this.commitBatch = db.transaction((batch: EventBatch, names: NewNames) => {
+      for (const entry of names.services) this.insertService.run(...entry);
+      for (const entry of names.comms) this.insertComm.run(...entry);
+      for (const entry of names.contexts) this.insertContext.run(...entry);
       let seq = this.sysWrites.run(batch, this.nextSeq);
       seq = this.blockIos.run(batch, seq);
       this.setNextSeq.run(String(seq));
@@ -117,7 +144,9 @@ export class StoreWriter {
   }
 
   endRun(stoppedNs: bigint, reason: string): void {
-    this.db.prepare('UPDATE runs SET stopped_ns = ?, exit_reason = ? WHERE id = ?').run(stoppedNs, reason, this.runId);
+    this.db
+      .prepare('UPDATE runs SET stopped_ns = ?, exit_reason = ? WHERE id = ?')
+      .run(stoppedNs, reason, this.runId);
   }
 
   /** Stores the counters whose value changed since the last call. */
@@ -132,9 +161,14 @@ export class StoreWriter {
     })();
   }
 
-  writeBatch(batch: EventBatch): void {
-    if (batch.count === 0) return;
-    this.commitBatch(batch);
+  /**
+   * Commits the batch and the dictionary entries new since the last one in
+   * one transaction. A writer in another thread passes the entries its
+   * decoder's dictionaries assigned.
+   */
+  writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
+    if (batch.count === 0 && names.services.length + names.comms.length + names.contexts.length === 0) return;
+    this.commitBatch(batch, names);
     this.rowsWritten += batch.count;
     this.checkpoints.afterCommit();
   }

@@ -26,10 +26,12 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const log = createLogger({ component: 'agent' });
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
-  if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be 1..64 of letters, digits, ".", "_" or "-"`);
+  if (!NODE_NAME.test(node))
+    throw new Error(`--node "${node}" must be 1..64 of letters, digits, ".", "_" or "-"`);
   const ringBytes = flags.ringBufferMb * 1024 * 1024;
-  if ((ringBytes & (ringBytes - 1)) !== 0) throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
-  const agent = Agent.start(
+  if ((ringBytes & (ringBytes - 1)) !== 0)
+    throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
+  const agent = await Agent.start(
     {
       dataDir: flags.dataDir,
       node,
@@ -42,7 +44,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         minDurationNs: flags.minDurationNs,
         attribution: flags.attribution,
       },
-      batchRows: 65536,
+      batchRows: 262144,
       flushIntervalMs: 200,
       statusIntervalMs: flags.statusInterval * 1000,
       quiet: flags.quiet,
@@ -63,7 +65,12 @@ export function registerAgentCommand(program: Command): void {
     .option('--pid <pid>', 'only trace this process (repeatable, at most 16)', collectIntegers(1, 4194304))
     .option('--comm <comm>', 'only trace threads with this comm')
     .option('--cgroup-id <id>', 'only trace this cgroup v2 id', integerOption(1, Number.MAX_SAFE_INTEGER))
-    .option('--min-duration-ns <ns>', 'drop calls shorter than this in the kernel', integerOption(0, Number.MAX_SAFE_INTEGER), 0)
+    .option(
+      '--min-duration-ns <ns>',
+      'drop calls shorter than this in the kernel',
+      integerOption(0, Number.MAX_SAFE_INTEGER),
+      0,
+    )
     .option('--ring-buffer-mb <mb>', 'ring buffer size, a power of two', integerOption(1, 1024), 64)
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)

@@ -20,7 +20,9 @@ export function registerUpCommand(program: Command): void {
           stdio: 'inherit',
         }),
       ];
-      const exits = children.map((child) => new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1))));
+      const exits = children.map(
+        (child) => new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1))),
+      );
       process.stderr.write(
         `kreplay up: query with  curl -s 'http://127.0.0.1:${flags.port}/api/events?limit=10'  (Ctrl-C stops both)\n`,
       );

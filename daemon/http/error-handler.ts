@@ -36,13 +36,16 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
       res.destroy();
       return;
     }
-    const problem =
-      err instanceof ProblemError ? err : fromBodyParser((err ?? {}) as BodyParserError);
+    const problem = err instanceof ProblemError ? err : fromBodyParser((err ?? {}) as BodyParserError);
     if (problem) {
       sendProblem(res, problem);
       return;
     }
-    log.error('request failed', { method: req.method, path: req.path, error: (err as Error)?.message ?? String(err) });
+    log.error('request failed', {
+      method: req.method,
+      path: req.path,
+      error: (err as Error)?.message ?? String(err),
+    });
     sendProblem(res, new ProblemError(500, 'internal error; the daemon log has the details'));
   };
 }

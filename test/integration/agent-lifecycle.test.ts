@@ -23,9 +23,13 @@ afterAll(() => {
 });
 
 function stormInCgroup(writes: number) {
-  return spawn('/bin/sh', ['-c', `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=${writes} status=none`], {
-    stdio: 'ignore',
-  });
+  return spawn(
+    '/bin/sh',
+    ['-c', `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=${writes} status=none`],
+    {
+      stdio: 'ignore',
+    },
+  );
 }
 
 describe('agent lifecycle (real kernel)', () => {
@@ -45,7 +49,10 @@ describe('agent lifecycle (real kernel)', () => {
     const afterKill = countStored(store);
 
     const second = await startAgent(args);
-    const dd = spawnSync('/bin/sh', ['-c', `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=1000 status=none`]);
+    const dd = spawnSync('/bin/sh', [
+      '-c',
+      `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=1000 status=none`,
+    ]);
     expect(dd.status).toBe(0);
     await eventually(() => (countStored(store) >= afterKill + 1000 ? true : undefined));
     expect(await second.stop('SIGTERM')).toBe(0);
@@ -59,9 +66,13 @@ describe('agent lifecycle (real kernel)', () => {
     expect(runs).toHaveLength(2);
     expect(runs[0]!.stopped_ns).toBeNull();
     expect(runs[1]!.exit_reason).toBe('signal SIGTERM');
-    expect(JSON.parse(runs[1]!.attach_points)).toEqual(expect.arrayContaining([expect.stringMatching(/sys_enter_write/)]));
+    expect(JSON.parse(runs[1]!.attach_points)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/sys_enter_write/)]),
+    );
     const counters = db.prepare(`SELECT name FROM counters WHERE run_id = 2`).all() as { name: string }[];
-    expect(counters.map((c) => c.name)).toEqual(expect.arrayContaining(['sys_write_dropped', 'block_io_dropped', 'rows_written']));
+    expect(counters.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['sys_write_dropped', 'block_io_dropped', 'rows_written']),
+    );
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     db.close();
   });
@@ -74,16 +85,22 @@ describe('agent lifecycle (real kernel)', () => {
     db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     db.close();
     const before = readFileSync(path);
-    const out = spawnSync(process.execPath, [KREPLAY_BIN, 'agent', '--data-dir', data, '--node', 'n'], { encoding: 'utf8' });
+    const out = spawnSync(process.execPath, [KREPLAY_BIN, 'agent', '--data-dir', data, '--node', 'n'], {
+      encoding: 'utf8',
+    });
     expect(out.status).toBe(1);
     expect(out.stderr).toMatch(/schema version \d+, newer than this kreplay understands/);
     expect(readFileSync(path).equals(before)).toBe(true);
   });
 
   it('names a data dir it cannot write', () => {
-    const out = spawnSync(process.execPath, [KREPLAY_BIN, 'agent', '--data-dir', '/proc/version/x', '--node', 'n'], {
-      encoding: 'utf8',
-    });
+    const out = spawnSync(
+      process.execPath,
+      [KREPLAY_BIN, 'agent', '--data-dir', '/proc/version/x', '--node', 'n'],
+      {
+        encoding: 'utf8',
+      },
+    );
     expect(out.status).toBe(1);
     expect(out.stderr).toMatch(/data dir \/proc\/version\/x is not a writable directory/);
   });

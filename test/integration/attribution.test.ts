@@ -25,8 +25,12 @@ let store: string;
 /** Runs a command inside the test cgroup and resolves with its stdout (async: servers in this process keep serving). */
 function inCgroup(command: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], { timeout: 60000 }, (err, stdout, stderr) =>
-      err ? reject(new Error(`${command} failed: ${err.message}\n${stderr}`)) : resolve(stdout),
+    execFile(
+      '/bin/sh',
+      ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args],
+      { timeout: 60000 },
+      (err, stdout, stderr) =>
+        err ? reject(new Error(`${command} failed: ${err.message}\n${stderr}`)) : resolve(stdout),
     );
   });
 }
@@ -41,7 +45,14 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kreplay-attr-'));
   cgroup = createCgroup(`kreplay-attr-${process.pid}.service`);
   store = join(dir, 'data', 'attr.db');
-  agent = await startAgent(['--data-dir', join(dir, 'data'), '--node', 'attr', '--cgroup-id', String(cgroup.id)]);
+  agent = await startAgent([
+    '--data-dir',
+    join(dir, 'data'),
+    '--node',
+    'attr',
+    '--cgroup-id',
+    String(cgroup.id),
+  ]);
 });
 
 afterAll(async () => {
@@ -55,26 +66,42 @@ describe('attribution (real kernel)', () => {
   it('gives the marker context to the thread, its new thread and its child process until cleared', async () => {
     const file = join(dir, 'inherit.out');
     const n = 50;
-    const { pid, childPid } = JSON.parse(await inCgroup(process.execPath, [WRITER, file, 'checkout-42', TRACE, String(n)])) as {
+    const { pid, childPid } = JSON.parse(
+      await inCgroup(process.execPath, [WRITER, file, 'checkout-42', TRACE, String(n)]),
+    ) as {
       pid: number;
       childPid: number;
     };
-    const phases = (rows: StoredEvent[]) =>
-      [writesOf(rows, 7, 8), writesOf(rows, 1000, 1000 + n), writesOf(rows, 2000, 2005), writesOf(rows, 3000, 3003), writesOf(rows, 4000, 4003)];
+    const phases = (rows: StoredEvent[]) => [
+      writesOf(rows, 7, 8),
+      writesOf(rows, 1000, 1000 + n),
+      writesOf(rows, 2000, 2005),
+      writesOf(rows, 3000, 3003),
+      writesOf(rows, 4000, 4003),
+    ];
     const events = await eventually(() => {
       const rows = readStoredEvents(store, `e.pid IN (${pid}, ${childPid})`);
       return phases(rows)[4]!.length === 3 ? rows : undefined;
     });
     const [before, main, thread, child, after] = phases(events) as StoredEvent[][];
-    expect([before!.length, main!.length, thread!.length, child!.length, after!.length]).toEqual([3, n, 5, 3, 3]);
-    for (const e of [...main!, ...thread!, ...child!]) expect([e.txn, e.trace]).toEqual(['checkout-42', TRACE]);
+    expect([before!.length, main!.length, thread!.length, child!.length, after!.length]).toEqual([
+      3,
+      n,
+      5,
+      3,
+      3,
+    ]);
+    for (const e of [...main!, ...thread!, ...child!])
+      expect([e.txn, e.trace]).toEqual(['checkout-42', TRACE]);
     for (const e of [...before!, ...after!]) expect([e.txn, e.trace]).toEqual([null, null]);
     expect(new Set(thread!.map((e) => e.tid)).has(pid)).toBe(false);
     expect(thread!.every((e) => e.pid === pid)).toBe(true);
     expect(child!.every((e) => e.pid === childPid)).toBe(true);
     // the marker write itself is an event of the context it sets, the clearing one of none
     const markerBytes = `KREPLAY-CTX txn=checkout-42 trace=${TRACE}\n`.length;
-    const markers = events.filter((e) => e.pid === pid && (e.bytes === markerBytes || e.bytes === 'KREPLAY-CTX\n'.length));
+    const markers = events.filter(
+      (e) => e.pid === pid && (e.bytes === markerBytes || e.bytes === 'KREPLAY-CTX\n'.length),
+    );
     expect(markers.map((e) => e.txn)).toEqual(['checkout-42', null]);
     // the cgroup is a *.service unit, so that is the service name
     expect(new Set(main!.map((e) => e.service))).toEqual(new Set([`kreplay-attr-${process.pid}`]));
@@ -82,7 +109,16 @@ describe('attribution (real kernel)', () => {
 
   it('tags a whole command and everything it starts with kreplay run', async () => {
     const file = join(dir, 'run.out');
-    await inCgroup(process.execPath, [KREPLAY_BIN, 'run', '--txn', 'ci-job-7', '--', 'sh', '-c', `${oneWrite(5000)} >> ${file}; sh -c "${oneWrite(5001)} >> ${file}"`]);
+    await inCgroup(process.execPath, [
+      KREPLAY_BIN,
+      'run',
+      '--txn',
+      'ci-job-7',
+      '--',
+      'sh',
+      '-c',
+      `${oneWrite(5000)} >> ${file}; sh -c "${oneWrite(5001)} >> ${file}"`,
+    ]);
     const events = await eventually(() => {
       const rows = readStoredEvents(store, 'e.bytes IN (5000, 5001)');
       return rows.length >= 2 ? rows : undefined;
@@ -129,7 +165,10 @@ describe('attribution (real kernel)', () => {
 
   it('counts a malformed marker and changes nothing', async () => {
     const file = join(dir, 'malformed.out');
-    await inCgroup('/bin/sh', ['-c', `printf 'KREPLAY-CTX txn=good\\n' > /dev/null; printf 'KREPLAY-CTX txn=bad value!\\n' > /dev/null; ${oneWrite(7000)} >> ${file}`]);
+    await inCgroup('/bin/sh', [
+      '-c',
+      `printf 'KREPLAY-CTX txn=good\\n' > /dev/null; printf 'KREPLAY-CTX txn=bad value!\\n' > /dev/null; ${oneWrite(7000)} >> ${file}`,
+    ]);
     const [event] = await eventually(() => {
       const rows = readStoredEvents(store, 'e.bytes = 7000');
       return rows.length ? rows : undefined;
@@ -149,10 +188,15 @@ describe('attribution of block I/O (real kernel, loop device)', () => {
 
   it('gives O_DIRECT writes after a marker the marker transaction', async () => {
     const target = join(loop.mountPoint, 'direct.bin');
-    await inCgroup('/bin/sh', ['-c', `printf 'KREPLAY-CTX txn=io-txn-1\\n' > /dev/null; dd if=/dev/zero of=${target} bs=4096 count=32 oflag=direct status=none`]);
+    await inCgroup('/bin/sh', [
+      '-c',
+      `printf 'KREPLAY-CTX txn=io-txn-1\\n' > /dev/null; dd if=/dev/zero of=${target} bs=4096 count=32 oflag=direct status=none`,
+    ]);
     const dev = loop.major * 0x100000 + loop.minor;
     const blocks = await eventually(() => {
-      const rows = readStoredEvents(store, `e.type = 2 AND e.dev = ${dev} AND e.op = 1`).filter((e) => e.comm === 'dd');
+      const rows = readStoredEvents(store, `e.type = 2 AND e.dev = ${dev} AND e.op = 1`).filter(
+        (e) => e.comm === 'dd',
+      );
       return rows.length >= 32 ? rows : undefined;
     });
     expect(blocks.every((e) => e.txn === 'io-txn-1')).toBe(true);

@@ -1,8 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { VERSION } from '../../agent/version';
 
 const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
-const kreplay = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30000 });
+const kreplay = (...args: string[]) =>
+  spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30000 });
 
 describe('kreplay CLI', () => {
   it('prints help for the whole and for each subcommand', () => {
@@ -20,7 +22,7 @@ describe('kreplay CLI', () => {
   it('prints the version from package.json', () => {
     const out = kreplay('--version');
     expect(out.status).toBe(0);
-    expect(out.stdout.trim()).toBe((require('../../package.json') as { version: string }).version);
+    expect(out.stdout.trim()).toBe(VERSION);
   });
 
   it.each([

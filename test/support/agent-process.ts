@@ -18,7 +18,10 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agent not capturing after ${readyTimeoutMs} ms:\n${output}`)), readyTimeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`agent not capturing after ${readyTimeoutMs} ms:\n${output}`)),
+      readyTimeoutMs,
+    );
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (output.includes(' capturing ')) {
@@ -43,7 +46,11 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
 }
 
 /** Polls until check() returns a value (not undefined) or the time runs out. */
-export async function eventually<T>(check: () => T | undefined, timeoutMs = 15000, everyMs = 100): Promise<T> {
+export async function eventually<T>(
+  check: () => T | undefined,
+  timeoutMs = 15000,
+  everyMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = check();

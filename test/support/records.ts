@@ -48,7 +48,14 @@ export function sysWriteRecord(
 }
 
 export function blockIoRecord(
-  f: EventRecordFields & { sector: number; bytes: number; major: number; minor: number; op: number; status: number },
+  f: EventRecordFields & {
+    sector: number;
+    bytes: number;
+    major: number;
+    minor: number;
+    op: number;
+    status: number;
+  },
 ): Buffer {
   const buf = Buffer.alloc(EventLayout.bytes);
   writeEvent(buf, 0, RecordType.BlockIo, f);
@@ -61,7 +68,13 @@ export function blockIoRecord(
   return buf;
 }
 
-export function contextRecord(f: { contextId: number; parentId: number; kind: number; data: string; tid?: number }): Buffer {
+export function contextRecord(f: {
+  contextId: number;
+  parentId: number;
+  kind: number;
+  data: string;
+  tid?: number;
+}): Buffer {
   const buf = Buffer.alloc(ContextLayout.bytes);
   writeHead(buf, 0, RecordType.Context, ContextLayout.bytes);
   buf.writeBigUInt64LE(BigInt(f.contextId), ContextLayout.contextId);

@@ -54,7 +54,9 @@ export function countStored(path: string, where = '1'): number {
 export function storedCounter(path: string, name: string): number {
   const db = new Database(path, { readonly: true });
   try {
-    const row = db.prepare('SELECT max(value) AS v FROM counters WHERE name = ?').get(name) as { v: number | null };
+    const row = db.prepare('SELECT max(value) AS v FROM counters WHERE name = ?').get(name) as {
+      v: number | null;
+    };
     return row.v ?? 0;
   } finally {
     db.close();

@@ -8,13 +8,22 @@ describe('agent config', () => {
   it('reads YAML and JSON rules', () => {
     const yaml = `node: web-1\nservices:\n  - service: api\n    match: { unit: "api-*.service" }\n`;
     writeFileSync(`${dir.path}/c.yaml`, yaml);
-    expect(loadConfig(`${dir.path}/c.yaml`)).toEqual({ node: 'web-1', services: [{ service: 'api', match: { unit: 'api-*.service' } }] });
-    writeFileSync(`${dir.path}/c.json`, JSON.stringify({ services: [{ service: 'db', match: { comm: 'postgres', exe: '/usr/*' } }] }));
+    expect(loadConfig(`${dir.path}/c.yaml`)).toEqual({
+      node: 'web-1',
+      services: [{ service: 'api', match: { unit: 'api-*.service' } }],
+    });
+    writeFileSync(
+      `${dir.path}/c.json`,
+      JSON.stringify({ services: [{ service: 'db', match: { comm: 'postgres', exe: '/usr/*' } }] }),
+    );
     expect(loadConfig(`${dir.path}/c.json`).services[0]!.match).toEqual({ comm: 'postgres', exe: '/usr/*' });
   });
 
   it.each([
-    ['{"services": [{"service": "a", "match": {}}]}', /services\.0\.match: needs at least one of unit, cgroup, comm, exe/],
+    [
+      '{"services": [{"service": "a", "match": {}}]}',
+      /services\.0\.match: needs at least one of unit, cgroup, comm, exe/,
+    ],
     ['{"services": [{"service": "a", "match": {"pid": 1}}]}', /services\.0\.match: Unrecognized key.*pid/],
     ['{"srvices": []}', /\(root\): Unrecognized key.*srvices/],
     ['{"node": "a b"}', /node: letters, digits/],

@@ -2,7 +2,11 @@ import { parseHttpHead, parseMarker } from '../../agent/attribution/context-pars
 
 describe('parseMarker', () => {
   it.each([
-    ['KREPLAY-CTX txn=checkout-42 trace=4bf92f3577b34da6a3ce929d0e0e4736', 'checkout-42', '4bf92f3577b34da6a3ce929d0e0e4736'],
+    [
+      'KREPLAY-CTX txn=checkout-42 trace=4bf92f3577b34da6a3ce929d0e0e4736',
+      'checkout-42',
+      '4bf92f3577b34da6a3ce929d0e0e4736',
+    ],
     ['KREPLAY-CTX txn=a.b:c/d@e-f_g\n', 'a.b:c/d@e-f_g', null],
     ['KREPLAY-CTX trace=t1\r\n', null, 't1'],
     ['KREPLAY-CTX   trace=t1\ttxn=x1', 'x1', 't1'],
@@ -44,7 +48,10 @@ describe('parseHttpHead', () => {
 
   it('takes trace_id from traceparent and transaction_id from x-request-id, names case-insensitive', () => {
     const head = `POST /pay HTTP/1.1\r\nHost: x\r\nTraceParent: ${tp}\r\nX-Request-ID: req-9\r\n\r\nbody`;
-    expect(parseHttpHead(head)).toEqual({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', transactionId: 'req-9' });
+    expect(parseHttpHead(head)).toEqual({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      transactionId: 'req-9',
+    });
   });
 
   it('uses the trace id as transaction id without x-request-id, also for responses', () => {

@@ -17,41 +17,86 @@ const GONE_PID = 4_000_000;
 function setup(batchRows = 16) {
   const writer = StoreWriter.open(dir.path, 'n');
   const contexts = new ContextResolver(silentLogger);
-  const decoder = new RecordDecoder(writer, new ServiceResolver([{ service: 'db', match: { comm: 'postgres*' } }]), contexts, () => OFFSET);
-  return { writer, contexts, decoder, batch: new EventBatch(batchRows) };
+  const decoder = new RecordDecoder(
+    writer,
+    new ServiceResolver([{ service: 'db', match: { comm: 'postgres*' } }]),
+    contexts,
+    () => OFFSET,
+  );
+  const batch = new EventBatch(batchRows);
+  return { writer, contexts, decoder, batch, sink: { current: batch, flush: () => undefined } };
 }
 
 const write = (over: Partial<Parameters<typeof sysWriteRecord>[0]> = {}) =>
-  sysWriteRecord({ startNs: 10_000_000_000_000n, durationNs: 1234, pid: GONE_PID, tid: GONE_PID + 1, comm: 'app', fd: 5, count: 64, ret: 64, syscall: 3, ...over });
+  sysWriteRecord({
+    startNs: 10_000_000_000_000n,
+    durationNs: 1234,
+    pid: GONE_PID,
+    tid: GONE_PID + 1,
+    comm: 'app',
+    fd: 5,
+    count: 64,
+    ret: 64,
+    syscall: 3,
+    ...over,
+  });
 
 describe('RecordDecoder', () => {
   it('decodes sys_write and block_io records into exact columns', () => {
-    const { writer, decoder, batch } = setup();
+    const { writer, decoder, batch, sink } = setup();
     const buf = Buffer.concat([
       write({ startNs: 2n ** 60n + 5n, ret: -9 }),
-      blockIoRecord({ startNs: 2n ** 60n, durationNs: 99_000, pid: GONE_PID, tid: GONE_PID, comm: 'postgres', sector: 2 ** 40, bytes: 8192, major: 254, minor: 16, op: 1, status: 10 }),
+      blockIoRecord({
+        startNs: 2n ** 60n,
+        durationNs: 99_000,
+        pid: GONE_PID,
+        tid: GONE_PID,
+        comm: 'postgres',
+        sector: 2 ** 40,
+        bytes: 8192,
+        major: 254,
+        minor: 16,
+        op: 1,
+        status: 10,
+      }),
     ]);
-    decoder.decode(buf, batch, () => undefined);
+    decoder.decode(buf, sink);
     expect(batch.count).toBe(2);
     expect(batch.baseTs).toBe(2n ** 60n + 5n + OFFSET);
     expect(batch.tsOffset[1]).toBe(-5);
-    expect([batch.type[0], batch.result[0], batch.handle[0], batch.kind[0], batch.bytes[0]]).toEqual([RecordType.SysWrite, -9, 5, 3, 64]);
-    expect([batch.type[1], batch.result[1], batch.handle[1], batch.kind[1], batch.error[1]]).toEqual([RecordType.BlockIo, 2 ** 40, 254 * 0x100000 + 16, 1, -5]);
+    expect([batch.type[0], batch.result[0], batch.handle[0], batch.kind[0], batch.bytes[0]]).toEqual([
+      RecordType.SysWrite,
+      -9,
+      5,
+      3,
+      64,
+    ]);
+    expect([batch.type[1], batch.result[1], batch.handle[1], batch.kind[1], batch.error[1]]).toEqual([
+      RecordType.BlockIo,
+      2 ** 40,
+      254 * 0x100000 + 16,
+      1,
+      -5,
+    ]);
     expect(batch.service[0]).toBe(writer.services.id('app'));
     expect(batch.service[1]).toBe(writer.services.id('db'));
     writer.close();
   });
 
   it('attributes events to the context their kernel id resolves to', () => {
-    const { writer, decoder, batch } = setup();
+    const { writer, decoder, batch, sink } = setup();
     decoder.decode(
       Buffer.concat([
-        contextRecord({ contextId: 7, parentId: 0, kind: ContextKind.Marker, data: 'KREPLAY-CTX txn=t1 trace=x' }),
+        contextRecord({
+          contextId: 7,
+          parentId: 0,
+          kind: ContextKind.Marker,
+          data: 'KREPLAY-CTX txn=t1 trace=x',
+        }),
         write({ contextId: 7 }),
         write({ contextId: 0 }),
       ]),
-      batch,
-      () => undefined,
+      sink,
     );
     expect(batch.ctx[0]).toBe(writer.contexts.id('t1', 'x'));
     expect(batch.ctx[1]).toBe(0);
@@ -63,16 +108,21 @@ describe('RecordDecoder', () => {
     const { writer, decoder, batch } = setup(4);
     const records = Array.from({ length: 10 }, (_, i) => write({ startNs: BigInt(1000 + i) }));
     let flushed = 0;
-    decoder.decode(Buffer.concat(records), batch, () => {
-      flushed += batch.count;
-      writer.writeBatch(batch);
-      batch.clear();
+    decoder.decode(Buffer.concat(records), {
+      current: batch,
+      flush: () => {
+        flushed += batch.count;
+        writer.writeBatch(batch);
+        batch.clear();
+      },
     });
     expect(flushed + batch.count).toBe(10);
     writer.writeBatch(batch);
     writer.close();
     const db = new Database(writer.path, { readonly: true });
-    expect(db.prepare('SELECT count(*) AS n, min(ts) AS lo, max(ts) AS hi FROM events').safeIntegers(true).get()).toEqual({
+    expect(
+      db.prepare('SELECT count(*) AS n, min(ts) AS lo, max(ts) AS hi FROM events').safeIntegers(true).get(),
+    ).toEqual({
       n: 10n,
       lo: OFFSET + 1000n,
       hi: OFFSET + 1009n,
@@ -85,11 +135,11 @@ describe('RecordDecoder', () => {
     ['an unknown type', (b: Buffer) => (b.writeUInt32LE(42, 96), b), /unknown record type 42/],
     ['a wrong size', (b: Buffer) => (b.writeUInt32LE(95, 100), b), /size 95, expected 96/],
   ])('stops at %s, keeping the records before it', (_name, corrupt, message) => {
-    const { writer, decoder, batch } = setup();
+    const { writer, decoder, batch, sink } = setup();
     const buf = corrupt(Buffer.concat([write(), write(), write()]));
     let error: unknown;
     try {
-      decoder.decode(buf, batch, () => undefined);
+      decoder.decode(buf, sink);
     } catch (err) {
       error = err;
     }

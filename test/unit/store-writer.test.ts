@@ -12,15 +12,37 @@ function twoEvents(writer: StoreWriter): EventBatch {
   const batch = new EventBatch(16);
   batch.clear(BASE);
   const common = { service: writer.services.id('api'), comm: writer.comms.id('node'), pid: 10, tid: 11 };
-  batch.pushSysWrite({ ...common, tsOffset: 7, dur: 1500, ctx: writer.contexts.id('t1', 'tr1'), bytes: 64, fd: 3, ret: 64, syscall: 1 });
-  batch.pushBlockIo({ ...common, tsOffset: 0, dur: 250_000, ctx: 0, bytes: 4096, dev: 7 * 0x100000 + 2, sector: 2048, op: 1, error: -5 });
+  batch.pushSysWrite({
+    ...common,
+    tsOffset: 7,
+    dur: 1500,
+    ctx: writer.contexts.id('t1', 'tr1'),
+    bytes: 64,
+    fd: 3,
+    ret: 64,
+    syscall: 1,
+  });
+  batch.pushBlockIo({
+    ...common,
+    tsOffset: 0,
+    dur: 250_000,
+    ctx: 0,
+    bytes: 4096,
+    dev: 7 * 0x100000 + 2,
+    sector: 2048,
+    op: 1,
+    error: -5,
+  });
   return batch;
 }
 
 function readRows(path: string): EventRow[] {
   const db = new Database(path, { readonly: true });
   try {
-    return db.prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY ts, seq`).safeIntegers(true).all() as EventRow[];
+    return db
+      .prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY ts, seq`)
+      .safeIntegers(true)
+      .all() as EventRow[];
   } finally {
     db.close();
   }
@@ -61,7 +83,19 @@ describe('StoreWriter', () => {
     const batch = new EventBatch(1000);
     batch.clear(BASE);
     for (let i = 0; i < 1000; i++) {
-      batch.pushSysWrite({ tsOffset: i, dur: i, service: 1, ctx: 0, pid: 1, tid: 1, comm: 1, bytes: i, fd: 1, ret: i, syscall: 1 });
+      batch.pushSysWrite({
+        tsOffset: i,
+        dur: i,
+        service: 1,
+        ctx: 0,
+        pid: 1,
+        tid: 1,
+        comm: 1,
+        bytes: i,
+        fd: 1,
+        ret: i,
+        syscall: 1,
+      });
     }
     writer.writeBatch(batch);
     writer.close();
