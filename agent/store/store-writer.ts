@@ -14,6 +14,7 @@ import {
   type NewNames,
 } from './dictionary';
 import { EventInsert } from './event-insert';
+import { acquireWriterLock } from './writer-lock';
 
 export interface RunStart {
   node: string;
@@ -84,6 +85,7 @@ export class StoreWriter {
     readonly db: Database.Database,
     readonly info: StoreInfo,
     readonly path: string,
+    private readonly releaseLock: () => void,
     checkpointOptions?: CheckpointPolicyOptions,
   ) {
     this.services = new NameDictionary(
@@ -120,8 +122,14 @@ export class StoreWriter {
   static open(dataDir: string, node: string, checkpointOptions?: CheckpointPolicyOptions): StoreWriter {
     ensureWritableDir(dataDir);
     const path = storePath(dataDir, node);
-    const { db, info } = openWriteStore(path, node);
-    return new StoreWriter(db, info, path, checkpointOptions);
+    const releaseLock = acquireWriterLock(path);
+    try {
+      const { db, info } = openWriteStore(path, node);
+      return new StoreWriter(db, info, path, releaseLock, checkpointOptions);
+    } catch (err) {
+      releaseLock();
+      throw err;
+    }
   }
 
   beginRun(run: RunStart): number {
@@ -181,6 +189,7 @@ export class StoreWriter {
     if (this.db.open) {
       this.db.pragma('wal_checkpoint(PASSIVE)');
       this.db.close();
+      this.releaseLock();
     }
   }
 }

@@ -117,6 +117,16 @@ describe('StoreWriter', () => {
     check.close();
   });
 
+  it('lets one writer at a time write a store, and takes over the lock of a dead owner', () => {
+    const first = StoreWriter.open(dir.path, 'n');
+    expect(() => StoreWriter.open(dir.path, 'n')).not.toThrow(); // same process: the lock is ours
+    writeFileSync(`${storePath(dir.path, 'n')}.lock`, '1'); // pid 1 is alive and not us
+    expect(() => StoreWriter.open(dir.path, 'n')).toThrow(/being written by another kreplay agent \(pid 1\)/);
+    writeFileSync(`${storePath(dir.path, 'n')}.lock`, '4000000'); // no such process
+    StoreWriter.open(dir.path, 'n').close();
+    first.close();
+  });
+
   it('names a data dir it cannot create or write', () => {
     expect(() => StoreWriter.open('/proc/kreplay-nope/x', 'n')).toThrow(/data dir \/proc\/kreplay-nope\/x/);
     const file = `${dir.path}/plain-file`;
