@@ -5,6 +5,8 @@ const common = {
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
 };
 module.exports = {
+  // kernel and server tests wait for real processes
+  testTimeout: 120000,
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
@@ -12,7 +14,6 @@ module.exports = {
       ...common,
       displayName: 'integration',
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
-      testTimeout: 120000,
     },
   ],
 };
