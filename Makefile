@@ -48,6 +48,7 @@ build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(TS_STAMP)
 $(BUILD)/bpf:
 	@mkdir -p $@
 
+# -mcpu=v3: atomic fetch-and-add returning the old value (context ids)
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/vmlinux.h | $(BUILD)/bpf
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I bpf -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 

@@ -1,0 +1,146 @@
+/**
+ * Records of a capture batch as plain objects: for tests, tools and low
+ * rates (the store's decoder in agent/ingest allocates nothing per event).
+ * Corrupt input throws a RangeError naming the offset.
+ */
+import {
+  BlockIoLayout,
+  COMM_LEN,
+  ContextLayout,
+  EventLayout,
+  RecordHead,
+  RecordType,
+  SysWriteLayout,
+  readCString,
+  readI53,
+  readU53,
+} from '../model';
+
+interface EventCommon {
+  offset: number;
+  /** CLOCK_BOOTTIME */
+  startNs: bigint;
+  durationNs: bigint;
+  cgroupId: bigint;
+  contextId: number;
+  pid: number;
+  tid: number;
+  comm: string;
+}
+
+export interface DecodedSysWrite extends EventCommon {
+  type: 'sys_write';
+  ret: number;
+  count: number;
+  fd: number;
+  syscall: number;
+}
+
+export interface DecodedBlockIo extends EventCommon {
+  type: 'block_io';
+  sector: number;
+  bytes: number;
+  devMajor: number;
+  devMinor: number;
+  op: number;
+  status: number;
+}
+
+export interface DecodedContext {
+  type: 'context';
+  offset: number;
+  contextId: number;
+  parentId: number;
+  /** CLOCK_BOOTTIME */
+  atNs: bigint;
+  pid: number;
+  tid: number;
+  kind: number;
+  data: Buffer;
+}
+
+export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext;
+
+const MIN_SIZE: Record<number, number> = {
+  [RecordType.SysWrite]: EventLayout.bytes,
+  [RecordType.BlockIo]: EventLayout.bytes,
+  [RecordType.Context]: ContextLayout.bytes,
+};
+
+function eventCommon(buf: Buffer, at: number): EventCommon {
+  return {
+    offset: at,
+    startNs: buf.readBigUInt64LE(at + EventLayout.startNs),
+    durationNs: buf.readBigUInt64LE(at + EventLayout.durationNs),
+    cgroupId: buf.readBigUInt64LE(at + EventLayout.cgroupId),
+    contextId: readU53(buf, at + EventLayout.contextId),
+    pid: buf.readUInt32LE(at + EventLayout.pid),
+    tid: buf.readUInt32LE(at + EventLayout.tid),
+    comm: readCString(buf, at + EventLayout.comm, COMM_LEN),
+  };
+}
+
+function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
+  if (type === RecordType.SysWrite) {
+    return {
+      ...eventCommon(buf, at),
+      type: 'sys_write',
+      ret: readI53(buf, at + SysWriteLayout.ret),
+      count: readU53(buf, at + SysWriteLayout.count),
+      fd: buf.readInt32LE(at + SysWriteLayout.fd),
+      syscall: buf.readUInt32LE(at + SysWriteLayout.syscall),
+    };
+  }
+  if (type === RecordType.BlockIo) {
+    return {
+      ...eventCommon(buf, at),
+      type: 'block_io',
+      sector: readU53(buf, at + BlockIoLayout.sector),
+      bytes: buf.readUInt32LE(at + BlockIoLayout.bytes),
+      devMajor: buf.readUInt32LE(at + BlockIoLayout.devMajor),
+      devMinor: buf.readUInt32LE(at + BlockIoLayout.devMinor),
+      op: buf.readUInt32LE(at + BlockIoLayout.op),
+      status: buf.readInt32LE(at + BlockIoLayout.status),
+    };
+  }
+  const len = buf.readUInt32LE(at + ContextLayout.len);
+  if (len > ContextLayout.bytes - ContextLayout.data) {
+    throw new RangeError(`context record at offset ${at} claims ${len} data bytes`);
+  }
+  return {
+    type: 'context',
+    offset: at,
+    contextId: readU53(buf, at + ContextLayout.contextId),
+    parentId: readU53(buf, at + ContextLayout.parentId),
+    atNs: buf.readBigUInt64LE(at + ContextLayout.atNs),
+    pid: buf.readUInt32LE(at + ContextLayout.pid),
+    tid: buf.readUInt32LE(at + ContextLayout.tid),
+    kind: buf.readUInt32LE(at + ContextLayout.kind),
+    data: Buffer.from(buf.subarray(at + ContextLayout.data, at + ContextLayout.data + len)),
+  };
+}
+
+export function decodeRecords(batch: Buffer): DecodedRecord[] {
+  const out: DecodedRecord[] = [];
+  for (let at = 0; at < batch.length;) {
+    if (at + RecordHead.bytes > batch.length) {
+      throw new RangeError(`truncated record head at offset ${at} (batch of ${batch.length} bytes)`);
+    }
+    const type = batch.readUInt32LE(at + RecordHead.type);
+    const size = batch.readUInt32LE(at + RecordHead.size);
+    if (size < RecordHead.bytes) throw new RangeError(`record at offset ${at} has size ${size}`);
+    if (at + size > batch.length) {
+      throw new RangeError(
+        `record at offset ${at} of ${size} bytes runs past the batch (${batch.length} bytes)`,
+      );
+    }
+    const minSize = MIN_SIZE[type];
+    if (minSize === undefined) throw new RangeError(`record at offset ${at} has unknown type ${type}`);
+    if (size < minSize) {
+      throw new RangeError(`record at offset ${at} of type ${type} has size ${size}, needs ${minSize}`);
+    }
+    out.push(decodeOne(batch, at, type));
+    at += size;
+  }
+  return out;
+}

@@ -1,0 +1,99 @@
+/** A running capture: the kernel programs attached and their records flowing to onBatch. */
+import type { Logger } from '../log/logger';
+import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../model';
+import { CaptureError, toCaptureError } from './capture-error';
+import { toNativeConfig, type CaptureOptions } from './capture-options';
+import { nativeAddon, type NativeAddon, type NativeCaptureSession } from './native-addon';
+import { ensureTracefs } from './host';
+
+export interface Capture {
+  /** section names of the attached programs, e.g. 'tp_btf/block_io_start' */
+  readonly attachPoints: string[];
+  /** kernel counters summed over CPUs; final values once stop() resolved */
+  counters(): Record<KernelCounterName, number>;
+  /** share of the ring holding unread records, 0..1, or -1 if unknown */
+  ringFill(): number;
+  /** resolves after the final batch was delivered to onBatch */
+  stop(): Promise<void>;
+}
+
+function forwardNativeLog(addon: NativeAddon, log: Logger): void {
+  for (const [level, text] of addon.drainLog()) {
+    if (level === 'warn') log.warn(text);
+    else log.info(text);
+  }
+}
+
+/**
+ * Loads and attaches the kernel side. onBatch receives the records exactly
+ * as the kernel wrote them, many per Buffer (see agent/model/record-layout).
+ * Throws CaptureError.
+ */
+export function startCapture(
+  options: CaptureOptions,
+  onBatch: (batch: Buffer) => void,
+  log: Logger,
+): Capture {
+  const config = toNativeConfig(options);
+  ensureTracefs(log);
+  const addon = nativeAddon();
+
+  let stopRequested = false;
+  let closeError: unknown;
+  let markClosed = (): void => undefined;
+  const closed = new Promise<void>((resolve) => (markClosed = resolve));
+
+  const deliver = (batch: Buffer): void => {
+    forwardNativeLog(addon, log);
+    try {
+      onBatch(batch);
+    } catch (err) {
+      log.error('capture batch handler failed, batch lost', { bytes: batch.length, error: String(err) });
+    }
+  };
+  const onClosed = (error: Error | undefined): void => {
+    forwardNativeLog(addon, log);
+    if (error) {
+      closeError = toCaptureError(error);
+      log.error('capture stopped', { error: error.message });
+    }
+    markClosed();
+  };
+
+  let session: NativeCaptureSession;
+  try {
+    session = new addon.CaptureSession(config, deliver, onClosed);
+  } catch (err) {
+    throw toCaptureError(err);
+  } finally {
+    forwardNativeLog(addon, log);
+  }
+  const attachPoints = session.attachPoints();
+  log.info('capture attached', { attachPoints: attachPoints.join(',') });
+
+  return {
+    attachPoints,
+    counters() {
+      const values = session.readCounters();
+      if (values.length !== KERNEL_COUNTER_COUNT) {
+        throw new CaptureError(
+          'E_CAPTURE_STATE',
+          `the native addon reports ${values.length} counters, not ${KERNEL_COUNTER_COUNT}: rebuild it (make build)`,
+        );
+      }
+      const out = {} as Record<KernelCounterName, number>;
+      for (const [name, index] of Object.entries(KernelCounter))
+        out[name as KernelCounterName] = values[index] ?? 0;
+      return out;
+    },
+    ringFill: () => session.ringFill(),
+    async stop() {
+      if (!stopRequested) {
+        stopRequested = true;
+        session.stop();
+      }
+      await closed;
+      if (closeError) throw closeError;
+    },
+  };
+}

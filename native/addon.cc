@@ -1,0 +1,58 @@
+// kreplay_native: the kernel capture and the host facts it depends on.
+#include <napi.h>
+
+#include "capture_error.h"
+#include "capture_session.h"
+#include "host_clock.h"
+#include "js_error.h"
+#include "native_log.h"
+#include "tracefs.h"
+
+namespace kreplay {
+
+namespace {
+
+Napi::Value ClockOffsetJs(const Napi::CallbackInfo& info) {
+  const ClockOffset clock = MeasureClockOffset();
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("offsetNs", Napi::BigInt::New(info.Env(), clock.offset_ns));
+  out.Set("errorNs", Napi::Number::New(info.Env(), static_cast<double>(clock.error_ns)));
+  return out;
+}
+
+Napi::Value EnsureTracefsJs(const Napi::CallbackInfo& info) {
+  try {
+    return Napi::Boolean::New(info.Env(), EnsureTracefs());
+  } catch (const CaptureFailure& failure) {
+    throw ToJsError(info.Env(), failure);
+  }
+}
+
+// [[level, text], ...] collected since the last call.
+Napi::Value DrainLogJs(const Napi::CallbackInfo& info) {
+  const auto lines = DrainLog();
+  Napi::Array out = Napi::Array::New(info.Env(), lines.size());
+  for (uint32_t i = 0; i < lines.size(); i++) {
+    Napi::Array line = Napi::Array::New(info.Env(), 2);
+    line.Set(0u, lines[i].first);
+    line.Set(1u, lines[i].second);
+    out.Set(i, line);
+  }
+  return out;
+}
+
+}  // namespace
+
+}  // namespace kreplay
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  using namespace kreplay;
+  InstallLibbpfLog();
+  exports.Set("CaptureSession", CaptureSession::Define(env));
+  exports.Set("clockOffset", Napi::Function::New(env, ClockOffsetJs));
+  exports.Set("ensureTracefs", Napi::Function::New(env, EnsureTracefsJs));
+  exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
+  return exports;
+}
+
+NODE_API_MODULE(kreplay_native, Init)

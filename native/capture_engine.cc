@@ -1,0 +1,223 @@
+#include "capture_engine.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "capture.h"
+#include "capture.skel.h"
+#include "capture_error.h"
+#include "kernel_features.h"
+#include "native_log.h"
+
+namespace kreplay {
+
+namespace {
+
+const char* kTracefsAdvice =
+    "kreplay needs a kernel with CONFIG_FTRACE_SYSCALLS and tracefs mounted at /sys/kernel/tracing "
+    "(mount -t tracefs nodev /sys/kernel/tracing)";
+
+void CheckConfig(const CaptureConfig& config) {
+  const uint32_t page = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
+  const uint32_t ring = config.ring_bytes;
+  if (ring < page || ring % page != 0 || (ring & (ring - 1)) != 0) {
+    throw CaptureFailure("E_CAPTURE_CONFIG", "ringBufferBytes must be a power of two of at least the page size (" +
+                                                 std::to_string(page) + " bytes), got " + std::to_string(ring));
+  }
+  if (config.wakeup_bytes == 0) throw CaptureFailure("E_CAPTURE_CONFIG", "wakeupBytes must be positive");
+  if (config.pids.size() > KR_MAX_FILTER_PIDS) {
+    throw CaptureFailure("E_CAPTURE_CONFIG", "at most " + std::to_string(KR_MAX_FILTER_PIDS) + " pids can be filtered");
+  }
+  if (config.comm.size() >= KR_COMM_LEN) {
+    throw CaptureFailure("E_CAPTURE_CONFIG", "comm filter is longer than " + std::to_string(KR_COMM_LEN - 1) + " bytes");
+  }
+}
+
+}  // namespace
+
+CaptureEngine::CaptureEngine(const CaptureConfig& config, RecordSink sink) : sink_(std::move(sink)) {
+  try {
+    Setup(config);
+  } catch (...) {
+    Teardown();
+    throw;
+  }
+}
+
+CaptureEngine::~CaptureEngine() { Teardown(); }
+
+void CaptureEngine::Setup(const CaptureConfig& config) {
+  CheckConfig(config);
+  // Checked first: without privileges tracefs is unreadable, and every
+  // tracepoint would look missing.
+  if (!HasBpfCapabilities()) throw LibbpfFailure(EPERM, "E_CAPTURE_PERM", "kreplay lacks privileges", "");
+  skel_ = capture__open();
+  if (!skel_) throw LibbpfFailure(errno, "E_CAPTURE_LOAD", "cannot open kreplay's BPF object", "");
+
+  auto* ro = skel_->rodata;
+  ro->self_tgid = config.self_tgid;
+  for (size_t i = 0; i < config.pids.size(); i++) ro->filter_pids[i] = config.pids[i];
+  ro->filter_pid_count = static_cast<__u32>(config.pids.size());
+  ro->filter_cgroup_id = config.cgroup_id;
+  std::memcpy(ro->filter_comm, config.comm.c_str(), config.comm.size() + 1);
+  ro->min_duration_ns = config.min_duration_ns;
+  ro->wakeup_data_bytes = config.wakeup_bytes;
+  ro->attribution_enabled = config.attribution;
+
+  int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
+  if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
+  ChoosePrograms(config.attribution);
+
+  err = capture__load(skel_);
+  if (err) {
+    throw LibbpfFailure(err, "E_CAPTURE_LOAD", "the kernel refused kreplay's BPF programs",
+                        "the libbpf lines logged just before this error give the verifier's reason");
+  }
+  Attach();
+
+  ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), OnRecord, this, nullptr);
+  if (!ring_) throw LibbpfFailure(errno, "E_CAPTURE_RINGBUF", "cannot open the ring buffer", "");
+  ring_bytes_ = config.ring_bytes;
+  MapRingPositions();
+}
+
+// Turns off the programs whose attach point this kernel lacks, or fails
+// when one kreplay cannot do without is missing.
+void CaptureEngine::ChoosePrograms(bool attribution) {
+  KernelFeatures kernel;
+  auto& p = skel_->progs;
+  auto has = [&](bpf_program* prog) { return kernel.HasAttachPoint(bpf_program__section_name(prog)); };
+  auto require = [&](bpf_program* prog, const std::string& advice) {
+    if (!has(prog)) {
+      throw CaptureFailure("E_CAPTURE_NO_TRACEPOINT",
+                           std::string(bpf_program__section_name(prog)) + " is missing in this kernel; " + advice);
+    }
+  };
+
+  struct WriteCall {
+    const char* name;
+    bpf_program* enter;
+    bpf_program* exit;
+  } calls[] = {
+      {"write", p.sys_enter_write, p.sys_exit_write},
+      {"writev", p.sys_enter_writev, p.sys_exit_writev},
+      {"pwrite64", p.sys_enter_pwrite64, p.sys_exit_pwrite64},
+      {"pwritev", p.sys_enter_pwritev, p.sys_exit_pwritev},
+      {"pwritev2", p.sys_enter_pwritev2, p.sys_exit_pwritev2},
+  };
+  require(calls[0].enter, kTracefsAdvice);
+  require(calls[0].exit, kTracefsAdvice);
+  for (const auto& call : calls) {
+    if (has(call.enter) && has(call.exit)) continue;
+    bpf_program__set_autoload(call.enter, false);
+    bpf_program__set_autoload(call.exit, false);
+    AppendLog("warn", std::string(call.name) + "(2) is not traced: its syscall tracepoints are missing");
+  }
+
+  const char* sched_advice = "kreplay needs BTF-enabled scheduler tracepoints (Linux 5.5 or newer)";
+  const char* block_advice = "kreplay needs the block layer's tracepoints (CONFIG_BLOCK, Linux 5.11 or newer)";
+  require(p.sched_process_exit, sched_advice);
+  require(p.task_rename, sched_advice);
+  if (attribution) {
+    require(p.sched_process_fork, sched_advice);
+  } else {
+    bpf_program__set_autoload(p.sched_process_fork, false);
+  }
+  require(p.block_rq_issue, block_advice);
+  require(p.block_rq_complete, block_advice);
+  // Linux 6.5+ reports each request once at block_io_start; before, the
+  // insert hook plus the issue hook (direct issue skips insert) stand in.
+  const bool io_start = has(p.block_io_start);
+  skel_->rodata->issue_creates_request = !io_start;
+  if (io_start || !has(p.block_rq_insert)) bpf_program__set_autoload(p.block_rq_insert, false);
+  if (!io_start) {
+    bpf_program__set_autoload(p.block_io_start, false);
+    AppendLog("info", "block_io_start is missing: block requests are tracked from insert and issue");
+  }
+}
+
+void CaptureEngine::Attach() {
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    if (!bpf_program__autoload(prog)) continue;
+    const char* section = bpf_program__section_name(prog);
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) throw LibbpfFailure(errno, "E_CAPTURE_ATTACH", std::string("cannot attach to ") + section, "");
+    links_.push_back(link);
+    attach_points_.push_back(section);
+  }
+}
+
+// libbpf 1.1 has no call for the ring's fill, but its position pages can be
+// mapped read-only next to libbpf's own mapping.
+void CaptureEngine::MapRingPositions() {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* pages = mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, bpf_map__fd(skel_->maps.events), 0);
+  if (pages == MAP_FAILED) {
+    AppendLog("warn", std::string("ring buffer fill is unknown: mmap failed: ") + std::strerror(errno));
+    return;
+  }
+  positions_ = pages;
+  positions_bytes_ = 2 * page;
+}
+
+void CaptureEngine::Detach() {
+  // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
+  std::vector<std::thread> closers;
+  for (auto* link : links_) closers.emplace_back(bpf_link__destroy, link);
+  for (auto& closer : closers) closer.join();
+  links_.clear();
+}
+
+void CaptureEngine::Teardown() {
+  Detach();
+  if (positions_) munmap(positions_, positions_bytes_);
+  positions_ = nullptr;
+  ring_buffer__free(ring_);
+  ring_ = nullptr;
+  capture__destroy(skel_);
+  skel_ = nullptr;
+}
+
+int CaptureEngine::OnRecord(void* ctx, void* data, size_t size) {
+  static_cast<CaptureEngine*>(ctx)->sink_(static_cast<const uint8_t*>(data), size);
+  return 0;
+}
+
+int CaptureEngine::Poll(int timeout_ms) { return ring_buffer__poll(ring_, timeout_ms); }
+
+int CaptureEngine::Consume() { return ring_buffer__consume(ring_); }
+
+std::vector<uint64_t> CaptureEngine::ReadCounters() const {
+  const int cpus = libbpf_num_possible_cpus();
+  std::vector<uint64_t> sums(KR_COUNTER_MAX, 0);
+  if (cpus <= 0) return sums;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
+  for (__u32 key = 0; key < KR_COUNTER_MAX; key++) {
+    if (bpf_map__lookup_elem(skel_->maps.counters, &key, sizeof(key), per_cpu.data(),
+                             per_cpu.size() * sizeof(uint64_t), 0) != 0) {
+      continue;
+    }
+    for (uint64_t v : per_cpu) sums[key] += v;
+  }
+  return sums;
+}
+
+double CaptureEngine::RingFill() const {
+  if (!positions_) return -1;
+  const auto* base = static_cast<const uint8_t*>(positions_);
+  const auto* consumer = reinterpret_cast<const uint64_t*>(base);
+  const auto* producer = reinterpret_cast<const uint64_t*>(base + positions_bytes_ / 2);
+  const uint64_t used = __atomic_load_n(producer, __ATOMIC_ACQUIRE) - __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
+  const double fill = static_cast<double>(used) / ring_bytes_;
+  return fill > 1 ? 1 : fill;
+}
+
+}  // namespace kreplay

@@ -1,0 +1,76 @@
+// The kernel side of one capture: the BPF object loaded and attached, and
+// the ring buffer its records arrive in. No Node.js in here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+struct capture;
+struct ring_buffer;
+struct bpf_link;
+
+namespace kreplay {
+
+struct CaptureConfig {
+  uint32_t ring_bytes = 64u << 20;
+  uint64_t wakeup_bytes = 1u << 20;
+  uint32_t self_tgid = 0;
+  std::vector<uint32_t> pids;
+  uint64_t cgroup_id = 0;
+  std::string comm;
+  uint64_t min_duration_ns = 0;
+  bool attribution = true;
+};
+
+// Called for every record, exactly as the kernel wrote it.
+using RecordSink = std::function<void(const uint8_t* data, size_t size)>;
+
+class CaptureEngine {
+ public:
+  // Opens, loads and attaches everything; throws CaptureFailure after
+  // undoing whatever it had set up.
+  CaptureEngine(const CaptureConfig& config, RecordSink sink);
+  ~CaptureEngine();
+  CaptureEngine(const CaptureEngine&) = delete;
+  CaptureEngine& operator=(const CaptureEngine&) = delete;
+
+  const std::vector<std::string>& attach_points() const { return attach_points_; }
+
+  // Waits up to timeout_ms for records and hands them to the sink; returns
+  // the number of records or a negative errno.
+  int Poll(int timeout_ms);
+  // Hands over every record already in the ring without waiting.
+  int Consume();
+
+  // Detaches every program: no record arrives after it returns. Slow (RCU
+  // grace periods), so it runs on the poll thread, not the JS thread.
+  void Detach();
+
+  // Per-CPU counters summed, indexed by enum kr_counter.
+  std::vector<uint64_t> ReadCounters() const;
+  // Share of the ring holding unread records, 0..1.
+  double RingFill() const;
+
+ private:
+  void Setup(const CaptureConfig& config);
+  void ChoosePrograms(bool attribution);
+  void Attach();
+  void MapRingPositions();
+  void Teardown();
+  static int OnRecord(void* ctx, void* data, size_t size);
+
+  RecordSink sink_;
+  struct capture* skel_ = nullptr;
+  std::vector<struct bpf_link*> links_;
+  struct ring_buffer* ring_ = nullptr;
+  // The ring's consumer and producer pages, mapped read-only.
+  void* positions_ = nullptr;
+  size_t positions_bytes_ = 0;
+  uint32_t ring_bytes_ = 0;
+  std::vector<std::string> attach_points_;
+};
+
+}  // namespace kreplay

@@ -1,0 +1,26 @@
+// Failures of the capture, each with the string code JS sees on its Error.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace kreplay {
+
+class CaptureFailure : public std::runtime_error {
+ public:
+  CaptureFailure(std::string code, const std::string& message)
+      : std::runtime_error(message), code_(std::move(code)) {}
+  const std::string& code() const { return code_; }
+
+ private:
+  std::string code_;
+};
+
+// Whether this process may load tracing programs (CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN).
+bool HasBpfCapabilities();
+
+// A libbpf step failed with errno `err`: a CaptureFailure with E_CAPTURE_PERM
+// when privileges are the cause, else `code`, the message naming `what`.
+CaptureFailure LibbpfFailure(int err, const char* code, const std::string& what, const std::string& advice);
+
+}  // namespace kreplay

@@ -1,0 +1,166 @@
+#include "capture_session.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "capture_error.h"
+#include "js_error.h"
+
+namespace kreplay {
+
+namespace {
+
+// A batch goes to JS when a poll round ends or when it grows past this.
+constexpr size_t kBatchBytes = 4u << 20;
+// Batches waiting for JS; when JS falls behind, the poll thread blocks, the
+// ring fills up and the kernel counts what it drops.
+constexpr size_t kMaxQueuedBatches = 64;
+
+uint64_t ReadU64(const Napi::Object& config, const char* key) {
+  Napi::Value value = config.Get(key);
+  if (value.IsBigInt()) {
+    bool lossless;
+    return value.As<Napi::BigInt>().Uint64Value(&lossless);
+  }
+  return static_cast<uint64_t>(value.As<Napi::Number>().Int64Value());
+}
+
+CaptureConfig ReadConfig(const Napi::Object& js) {
+  CaptureConfig config;
+  config.ring_bytes = static_cast<uint32_t>(ReadU64(js, "ringBufferBytes"));
+  config.wakeup_bytes = ReadU64(js, "wakeupBytes");
+  config.self_tgid = static_cast<uint32_t>(ReadU64(js, "selfTgid"));
+  Napi::Array pids = js.Get("pids").As<Napi::Array>();
+  for (uint32_t i = 0; i < pids.Length(); i++) {
+    config.pids.push_back(pids.Get(i).As<Napi::Number>().Uint32Value());
+  }
+  config.cgroup_id = ReadU64(js, "cgroupId");
+  config.comm = js.Get("comm").As<Napi::String>().Utf8Value();
+  config.min_duration_ns = ReadU64(js, "minDurationNs");
+  config.attribution = js.Get("attribution").As<Napi::Boolean>().Value();
+  return config;
+}
+
+}  // namespace
+
+Napi::Function CaptureSession::Define(Napi::Env env) {
+  return DefineClass(env, "CaptureSession",
+                     {
+                         InstanceMethod("attachPoints", &CaptureSession::AttachPoints),
+                         InstanceMethod("readCounters", &CaptureSession::ReadCounters),
+                         InstanceMethod("ringFill", &CaptureSession::RingFill),
+                         InstanceMethod("stop", &CaptureSession::Stop),
+                     });
+}
+
+CaptureSession::CaptureSession(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CaptureSession>(info) {
+  Napi::Env env = info.Env();
+  Napi::Object config = info[0].As<Napi::Object>();
+  poll_timeout_ms_ = config.Get("pollTimeoutMs").As<Napi::Number>().Int32Value();
+  batch_.reserve(kBatchBytes + 64 * 1024);
+  try {
+    engine_ = std::make_unique<CaptureEngine>(ReadConfig(config),
+                                              [this](const uint8_t* data, size_t size) { Append(data, size); });
+  } catch (const CaptureFailure& failure) {
+    throw ToJsError(env, failure);
+  }
+  attach_points_ = engine_->attach_points();
+  on_closed_ = Napi::Persistent(info[2].As<Napi::Function>());
+  deliver_ = Napi::ThreadSafeFunction::New(
+      env, info[1].As<Napi::Function>(), "kreplay-capture", kMaxQueuedBatches, 1, this,
+      [](Napi::Env env, void*, CaptureSession* self) { self->Closed(env); }, static_cast<void*>(nullptr));
+  // The poll thread uses this object: keep it from being collected until Closed.
+  Ref();
+  poller_ = std::thread(&CaptureSession::PollLoop, this);
+}
+
+CaptureSession::~CaptureSession() {
+  stopping_ = true;
+  if (poller_.joinable()) poller_.join();
+}
+
+void CaptureSession::PollLoop() {
+  while (!stopping_.load(std::memory_order_acquire)) {
+    int n = engine_->Poll(poll_timeout_ms_);
+    if (n < 0 && n != -EINTR) {
+      poll_error_ = std::string("polling the ring buffer failed: ") + std::strerror(-n);
+      break;
+    }
+    // Below the wake-up threshold the kernel does not wake us: whatever
+    // arrived during the poll timeout is picked up here.
+    engine_->Consume();
+    Deliver();
+  }
+  engine_->Detach();
+  engine_->Consume();
+  Deliver();
+  deliver_.Release();
+}
+
+void CaptureSession::Append(const uint8_t* data, size_t size) {
+  batch_.insert(batch_.end(), data, data + size);
+  if (batch_.size() >= kBatchBytes) Deliver();
+}
+
+void CaptureSession::Deliver() {
+  if (batch_.empty()) return;
+  auto* bytes = new std::vector<uint8_t>(batch_.begin(), batch_.end());
+  batch_.clear();
+  napi_status status =
+      deliver_.BlockingCall(bytes, [](Napi::Env env, Napi::Function on_batch, std::vector<uint8_t>* bytes) {
+        const auto size = static_cast<int64_t>(bytes->size());
+        Napi::MemoryManagement::AdjustExternalMemory(env, size);
+        auto buffer = Napi::Buffer<uint8_t>::New(
+            env, bytes->data(), bytes->size(),
+            [](Napi::Env env, uint8_t*, std::vector<uint8_t>* owned) {
+              Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(owned->size()));
+              delete owned;
+            },
+            bytes);
+        on_batch.Call({buffer});
+      });
+  if (status != napi_ok) {
+    // The function is closing (the environment is going away): stop.
+    delete bytes;
+    stopping_ = true;
+  }
+}
+
+// Runs on the JS thread once the poll thread released the function and
+// every batch it queued has been delivered.
+void CaptureSession::Closed(Napi::Env env) {
+  stopping_ = true;
+  if (poller_.joinable()) poller_.join();
+  final_counters_ = engine_->ReadCounters();
+  engine_.reset();
+  Napi::Value error = env.Undefined();
+  if (!poll_error_.empty()) error = ToJsError(env, CaptureFailure("E_CAPTURE_RINGBUF", poll_error_)).Value();
+  try {
+    on_closed_.Call({error});
+  } catch (const Napi::Error& e) {
+    e.ThrowAsJavaScriptException();
+  }
+  on_closed_.Reset();
+  Unref();
+}
+
+Napi::Value CaptureSession::AttachPoints(const Napi::CallbackInfo& info) {
+  Napi::Array out = Napi::Array::New(info.Env(), attach_points_.size());
+  for (uint32_t i = 0; i < attach_points_.size(); i++) out.Set(i, attach_points_[i]);
+  return out;
+}
+
+Napi::Value CaptureSession::ReadCounters(const Napi::CallbackInfo& info) {
+  const std::vector<uint64_t> counters = engine_ ? engine_->ReadCounters() : final_counters_;
+  Napi::Array out = Napi::Array::New(info.Env(), counters.size());
+  for (uint32_t i = 0; i < counters.size(); i++) out.Set(i, Napi::Number::New(info.Env(), counters[i]));
+  return out;
+}
+
+Napi::Value CaptureSession::RingFill(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), engine_ ? engine_->RingFill() : 0);
+}
+
+void CaptureSession::Stop(const Napi::CallbackInfo&) { stopping_.store(true, std::memory_order_release); }
+
+}  // namespace kreplay

@@ -1,0 +1,49 @@
+// The JS object of a running capture: a thread polls the ring buffer and
+// hands the records to JS in batches, one Buffer per batch.
+#pragma once
+
+#include <napi.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capture_engine.h"
+
+namespace kreplay {
+
+class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+
+  // new CaptureSession(config, onBatch(buffer), onClosed(error?))
+  explicit CaptureSession(const Napi::CallbackInfo& info);
+  ~CaptureSession() override;
+
+ private:
+  Napi::Value AttachPoints(const Napi::CallbackInfo& info);
+  Napi::Value ReadCounters(const Napi::CallbackInfo& info);
+  Napi::Value RingFill(const Napi::CallbackInfo& info);
+  void Stop(const Napi::CallbackInfo& info);
+
+  void PollLoop();
+  void Append(const uint8_t* data, size_t size);
+  void Deliver();
+  void Closed(Napi::Env env);
+
+  std::unique_ptr<CaptureEngine> engine_;
+  std::vector<std::string> attach_points_;
+  std::vector<uint64_t> final_counters_;
+  Napi::ThreadSafeFunction deliver_;
+  Napi::FunctionReference on_closed_;
+  std::thread poller_;
+  std::atomic<bool> stopping_{false};
+  int poll_timeout_ms_ = 100;
+  // Touched by the poll thread only, until it has been joined.
+  std::vector<uint8_t> batch_;
+  std::string poll_error_;
+};
+
+}  // namespace kreplay

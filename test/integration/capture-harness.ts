@@ -1,0 +1,41 @@
+/** Shared by the capture-*.test.ts kernel tests: run a capture around some work and decode what it saw. */
+import { silentLogger } from '../../agent/log/logger';
+import {
+  captureSupport,
+  decodeRecords,
+  startCapture,
+  type Capture,
+  type CaptureOptions,
+  type DecodedRecord,
+} from '../../agent/capture';
+import type { KernelCounterName } from '../../agent/model';
+
+const support = captureSupport();
+if (!support.ok) {
+  console.warn(`\n*** SKIPPING kernel capture tests: ${support.reason} ***\n`);
+}
+
+/** describe, or a loud skip on hosts that truly cannot run a capture. */
+export const describeKernel = support.ok ? describe : describe.skip;
+
+export interface CaptureResult<T> {
+  records: DecodedRecord[];
+  counters: Record<KernelCounterName, number>;
+  value: T;
+}
+
+/** Starts a capture, runs work, stops, and decodes every record delivered, in delivery order. */
+export async function captureAround<T>(
+  options: CaptureOptions,
+  work: (capture: Capture) => Promise<T> | T,
+): Promise<CaptureResult<T>> {
+  const batches: Buffer[] = [];
+  const capture = startCapture(options, (batch) => batches.push(batch), silentLogger);
+  let value: T;
+  try {
+    value = await work(capture);
+  } finally {
+    await capture.stop();
+  }
+  return { records: batches.flatMap(decodeRecords), counters: capture.counters(), value };
+}

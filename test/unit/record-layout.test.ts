@@ -1,0 +1,208 @@
+/**
+ * bpf/capture.h and agent/model/record-layout.ts describe the same bytes:
+ * compile the header with gcc, print every offset, size and constant, and
+ * compare them with the TypeScript mirror.
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import {
+  BlockIoLayout,
+  COMM_LEN,
+  CONTEXT_DATA_LEN,
+  ContextKind,
+  ContextLayout,
+  EventLayout,
+  KERNEL_COUNTER_COUNT,
+  KernelCounter,
+  MAX_FILTER_PIDS,
+  RecordHead,
+  RecordType,
+  SYSCALL_NAMES,
+  SysWriteLayout,
+} from '../../agent/model';
+import { decodeRecords } from '../../agent/capture/decode-records';
+import { useTempDir } from '../support/temp-dir';
+
+const dir = useTempDir();
+
+/** C expression -> the value the TypeScript side expects. */
+const EXPECTED: Record<string, number> = {
+  KR_COMM_LEN: COMM_LEN,
+  KR_MAX_FILTER_PIDS: MAX_FILTER_PIDS,
+  KR_CTX_DATA_LEN: CONTEXT_DATA_LEN,
+  KR_RECORD_SYS_WRITE: RecordType.SysWrite,
+  KR_RECORD_BLOCK_IO: RecordType.BlockIo,
+  KR_RECORD_CONTEXT: RecordType.Context,
+  KR_CONTEXT_MARKER: ContextKind.Marker,
+  KR_CONTEXT_HTTP: ContextKind.Http,
+  KR_SYS_WRITE: SYSCALL_NAMES.indexOf('write'),
+  KR_SYS_WRITEV: SYSCALL_NAMES.indexOf('writev'),
+  KR_SYS_PWRITE64: SYSCALL_NAMES.indexOf('pwrite64'),
+  KR_SYS_PWRITEV: SYSCALL_NAMES.indexOf('pwritev'),
+  KR_SYS_PWRITEV2: SYSCALL_NAMES.indexOf('pwritev2'),
+  KR_COUNTER_SYS_WRITE_EMITTED: KernelCounter.sysWriteEmitted,
+  KR_COUNTER_SYS_WRITE_DROPPED: KernelCounter.sysWriteDropped,
+  KR_COUNTER_BLOCK_IO_EMITTED: KernelCounter.blockIoEmitted,
+  KR_COUNTER_BLOCK_IO_DROPPED: KernelCounter.blockIoDropped,
+  KR_COUNTER_CONTEXT_EMITTED: KernelCounter.contextEmitted,
+  KR_COUNTER_CONTEXT_DROPPED: KernelCounter.contextDropped,
+  KR_COUNTER_THREAD_TABLE_FULL: KernelCounter.threadTableFull,
+  KR_COUNTER_REQUEST_TABLE_FULL: KernelCounter.requestTableFull,
+  KR_COUNTER_MAX: KERNEL_COUNTER_COUNT,
+
+  'offsetof(struct kr_event, type)': RecordHead.type,
+  'offsetof(struct kr_event, size)': RecordHead.size,
+  'offsetof(struct kr_event, start_ns)': EventLayout.startNs,
+  'offsetof(struct kr_event, duration_ns)': EventLayout.durationNs,
+  'offsetof(struct kr_event, cgroup_id)': EventLayout.cgroupId,
+  'offsetof(struct kr_event, context_id)': EventLayout.contextId,
+  'offsetof(struct kr_event, pid)': EventLayout.pid,
+  'offsetof(struct kr_event, tid)': EventLayout.tid,
+  'offsetof(struct kr_event, comm)': EventLayout.comm,
+  'sizeof(((struct kr_event *)0)->comm)': COMM_LEN,
+  'sizeof(struct kr_event)': EventLayout.bytes,
+
+  'offsetof(struct kr_event, write.ret)': SysWriteLayout.ret,
+  'offsetof(struct kr_event, write.count)': SysWriteLayout.count,
+  'offsetof(struct kr_event, write.fd)': SysWriteLayout.fd,
+  'offsetof(struct kr_event, write.syscall)': SysWriteLayout.syscall,
+
+  'offsetof(struct kr_event, block.sector)': BlockIoLayout.sector,
+  'offsetof(struct kr_event, block.bytes)': BlockIoLayout.bytes,
+  'offsetof(struct kr_event, block.dev_major)': BlockIoLayout.devMajor,
+  'offsetof(struct kr_event, block.dev_minor)': BlockIoLayout.devMinor,
+  'offsetof(struct kr_event, block.op)': BlockIoLayout.op,
+  'offsetof(struct kr_event, block.status)': BlockIoLayout.status,
+
+  'offsetof(struct kr_context, type)': RecordHead.type,
+  'offsetof(struct kr_context, size)': RecordHead.size,
+  'offsetof(struct kr_context, context_id)': ContextLayout.contextId,
+  'offsetof(struct kr_context, parent_id)': ContextLayout.parentId,
+  'offsetof(struct kr_context, at_ns)': ContextLayout.atNs,
+  'offsetof(struct kr_context, pid)': ContextLayout.pid,
+  'offsetof(struct kr_context, tid)': ContextLayout.tid,
+  'offsetof(struct kr_context, kind)': ContextLayout.kind,
+  'offsetof(struct kr_context, len)': ContextLayout.len,
+  'offsetof(struct kr_context, data)': ContextLayout.data,
+  'sizeof(((struct kr_context *)0)->data)': CONTEXT_DATA_LEN,
+  'sizeof(struct kr_context)': ContextLayout.bytes,
+};
+
+/** The C side's value of every key of EXPECTED. */
+function compileAndRun(): Record<string, number> {
+  const lines = Object.keys(EXPECTED).map(
+    (expr) => `  printf("%s\\t%ld\\n", ${JSON.stringify(expr)}, (long)(${expr}));`,
+  );
+  const source = [
+    '#include <stddef.h>',
+    '#include <stdio.h>',
+    '#include <linux/types.h>',
+    '#include "capture.h"',
+    'int main(void) {',
+    ...lines,
+    '  return 0;',
+    '}',
+  ].join('\n');
+  writeFileSync(join(dir.path, 'layout.c'), source);
+  const exe = join(dir.path, 'layout');
+  const include = resolve(__dirname, '../../bpf');
+  execFileSync('gcc', ['-Wall', '-Werror', '-I', include, '-o', exe, join(dir.path, 'layout.c')]);
+  const actual: Record<string, number> = {};
+  for (const line of execFileSync(exe, { encoding: 'utf8' }).trim().split('\n')) {
+    const [expr, value] = line.split('\t');
+    actual[expr as string] = Number(value);
+  }
+  return actual;
+}
+
+describe('record layout', () => {
+  it('matches bpf/capture.h field for field', () => {
+    expect(compileAndRun()).toEqual(EXPECTED);
+  });
+
+  it('keeps every record a multiple of 8 bytes, as the ring buffer aligns them', () => {
+    expect(EventLayout.bytes % 8).toBe(0);
+    expect(ContextLayout.bytes % 8).toBe(0);
+  });
+});
+
+function sysWriteRecord(): Buffer {
+  const buf = Buffer.alloc(EventLayout.bytes);
+  buf.writeUInt32LE(RecordType.SysWrite, RecordHead.type);
+  buf.writeUInt32LE(EventLayout.bytes, RecordHead.size);
+  buf.writeBigUInt64LE(1_234_567_890_123n, EventLayout.startNs);
+  buf.writeBigUInt64LE(4_321n, EventLayout.durationNs);
+  buf.writeBigUInt64LE(2n ** 63n + 5n, EventLayout.cgroupId);
+  buf.writeBigUInt64LE(7n, EventLayout.contextId);
+  buf.writeUInt32LE(100, EventLayout.pid);
+  buf.writeUInt32LE(101, EventLayout.tid);
+  buf.write('postgres', EventLayout.comm, 'latin1');
+  buf.writeBigInt64LE(-9n, SysWriteLayout.ret);
+  buf.writeBigUInt64LE(64n, SysWriteLayout.count);
+  buf.writeInt32LE(3, SysWriteLayout.fd);
+  buf.writeUInt32LE(2, SysWriteLayout.syscall);
+  return buf;
+}
+
+function contextRecord(data: string): Buffer {
+  const buf = Buffer.alloc(ContextLayout.bytes);
+  buf.writeUInt32LE(RecordType.Context, RecordHead.type);
+  buf.writeUInt32LE(ContextLayout.bytes, RecordHead.size);
+  buf.writeBigUInt64LE(8n, ContextLayout.contextId);
+  buf.writeBigUInt64LE(7n, ContextLayout.parentId);
+  buf.writeUInt32LE(ContextKind.Marker, ContextLayout.kind);
+  buf.writeUInt32LE(data.length, ContextLayout.len);
+  buf.write(data, ContextLayout.data, 'latin1');
+  return buf;
+}
+
+describe('decodeRecords', () => {
+  it('reads every field at the layout offsets, record after record', () => {
+    const records = decodeRecords(Buffer.concat([sysWriteRecord(), contextRecord('KREPLAY-CTX txn=a')]));
+    expect(records).toEqual([
+      {
+        type: 'sys_write',
+        offset: 0,
+        startNs: 1_234_567_890_123n,
+        durationNs: 4_321n,
+        cgroupId: 2n ** 63n + 5n,
+        contextId: 7,
+        pid: 100,
+        tid: 101,
+        comm: 'postgres',
+        ret: -9,
+        count: 64,
+        fd: 3,
+        syscall: 2,
+      },
+      expect.objectContaining({ type: 'context', offset: EventLayout.bytes, contextId: 8, parentId: 7 }),
+    ]);
+    expect(records[1]).toMatchObject({ data: Buffer.from('KREPLAY-CTX txn=a') });
+  });
+
+  it.each<[string, (buf: Buffer) => Buffer, RegExp]>([
+    ['a size below the head', (b) => (b.writeUInt32LE(4, RecordHead.size), b), /offset 96 has size 4/],
+    [
+      'a size past the batch',
+      (b) => (b.writeUInt32LE(4096, RecordHead.size), b),
+      /offset 96 of 4096 bytes runs past/,
+    ],
+    ['an unknown type', (b) => (b.writeUInt32LE(99, RecordHead.type), b), /offset 96 has unknown type 99/],
+    [
+      'a size too small for the type',
+      (b) => (b.writeUInt32LE(16, RecordHead.size), b),
+      /offset 96 .* needs 96/,
+    ],
+    ['a truncated head', (b) => b.subarray(0, 5), /truncated record head at offset 96/],
+    [
+      'a context longer than its data',
+      () => contextRecord('x').fill(0xff, ContextLayout.len, ContextLayout.len + 4),
+      /offset 96 claims/,
+    ],
+  ])('throws a RangeError naming the offset for %s', (_, corrupt, message) => {
+    const batch = Buffer.concat([sysWriteRecord(), corrupt(sysWriteRecord())]);
+    expect(() => decodeRecords(batch)).toThrow(RangeError);
+    expect(() => decodeRecords(batch)).toThrow(message);
+  });
+});
