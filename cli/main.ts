@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
+import { registerEventsCommand } from './commands/events';
 import { registerRunCommand } from './commands/run';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../agent/version';
@@ -16,6 +17,7 @@ export function buildProgram(): Command {
   registerDaemonCommand(program);
   registerUpCommand(program);
   registerRunCommand(program);
+  registerEventsCommand(program);
   for (const command of program.commands)
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
   return program;

@@ -1,5 +1,6 @@
 /** Flag value parsers: each names the flag and what it expected. */
 import { InvalidArgumentError } from 'commander';
+import { InvalidValue } from '../daemon/http/query-values';
 
 export function integerOption(min: number, max: number) {
   return (value: string): number => {
@@ -24,4 +25,30 @@ export function decimalOption(min: number, max: number) {
 export function collectIntegers(min: number, max: number) {
   const parse = integerOption(min, max);
   return (value: string, previous: number[] = []): number[] => [...previous, parse(value)];
+}
+
+/** A flag checked by the daemon's own parser for the query parameter it becomes, passed on as typed. */
+export function queryValueOption(parse: (text: string) => unknown) {
+  return (value: string): string => {
+    try {
+      parse(value);
+    } catch (err) {
+      if (err instanceof InvalidValue) throw new InvalidArgumentError(err.message);
+      throw err;
+    }
+    return value;
+  };
+}
+
+/** An http(s) base URL, without a trailing slash. */
+export function baseUrlOption(value: string): string {
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {
+    // reported below
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    throw new InvalidArgumentError(`expected an http:// or https:// URL, got "${value}"`);
+  return value.replace(/\/+$/, '');
 }

@@ -4,10 +4,13 @@
  */
 import express, { type Express } from 'express';
 import type { Logger } from '../agent/log/logger';
+import { eventsRouter } from './events/events-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
+import type { NodeStores } from './store/node-stores';
 
 export interface AppDeps {
   log: Logger;
+  stores: NodeStores;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -18,6 +21,7 @@ export function createApp(deps: AppDeps): Express {
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+  app.use('/api/events', eventsRouter(deps.stores));
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));
   return app;

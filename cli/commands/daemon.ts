@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { createLogger } from '../../agent/log/logger';
 import { createApp } from '../../daemon/app';
 import { listen, untilSignal } from '../../daemon/server';
+import { NodeStores } from '../../daemon/store/node-stores';
 import { integerOption } from '../options';
 
 export interface DaemonFlags {
@@ -12,11 +13,16 @@ export interface DaemonFlags {
 
 export async function runDaemon(flags: DaemonFlags): Promise<void> {
   const log = createLogger({ component: 'daemon' });
-  const app = createApp({ log });
-  const running = await listen(app, flags.host, flags.port);
-  log.info('listening', { url: running.url, dataDir: flags.dataDir });
-  await untilSignal(log);
-  await running.close();
+  const stores = new NodeStores(flags.dataDir, log.child('stores'));
+  try {
+    const app = createApp({ log, stores });
+    const running = await listen(app, flags.host, flags.port);
+    log.info('listening', { url: running.url, dataDir: flags.dataDir, nodes: stores.nodes().join(',') });
+    await untilSignal(log);
+    await running.close();
+  } finally {
+    stores.close();
+  }
   log.info('stopped');
 }
 

@@ -1,0 +1,62 @@
+/** The query string of GET /api/events and the filter it stands for. */
+import { z } from 'zod';
+import { parsedParam } from '../http/query-params';
+import {
+  parseChoice,
+  parseDurationMsNs,
+  parseEventTypes,
+  parseIntegerIn,
+  parseText,
+  parseTimeNs,
+} from '../http/query-values';
+import type { EventFilter } from '../store/event-filter';
+import { decodeCursor, filterHash } from './events-cursor';
+
+export const DEFAULT_LIMIT = 1000;
+export const MAX_LIMIT = 10_000;
+
+/** ?int64=string writes timestamp_ns and duration_ns as strings, for clients that would round numbers. */
+export const int64Param = parsedParam(parseChoice(['number', 'string'] as const));
+
+const text = parsedParam(parseText);
+const time = parsedParam(parseTimeNs);
+
+export const eventsQuerySchema = z
+  .strictObject({
+    transaction_id: text.optional(),
+    trace_id: text.optional(),
+    service: text.optional(),
+    node: text.optional(),
+    event_type: parsedParam(parseEventTypes).optional(),
+    from: time.optional(),
+    to: time.optional(),
+    min_duration_ms: parsedParam(parseDurationMsNs).optional(),
+    limit: parsedParam(parseIntegerIn(1, MAX_LIMIT)).optional(),
+    cursor: parsedParam(decodeCursor).optional(),
+    order: parsedParam(parseChoice(['asc', 'desc'] as const)).optional(),
+    int64: int64Param.optional(),
+  })
+  .superRefine((q, ctx) => {
+    if (q.from !== undefined && q.to !== undefined && q.from >= q.to)
+      ctx.addIssue({ code: 'custom', path: ['from'], message: 'must be earlier than to' });
+    if (!q.cursor) return;
+    if (q.order !== undefined && q.order !== q.cursor.order)
+      ctx.addIssue({ code: 'custom', path: ['cursor'], message: `was made for order=${q.cursor.order}` });
+    if (q.cursor.filterHash !== filterHash(toFilter(q)))
+      ctx.addIssue({ code: 'custom', path: ['cursor'], message: 'was made for a query with other filters' });
+  });
+
+export type EventsQuery = z.output<typeof eventsQuerySchema>;
+
+export function toFilter(q: Omit<EventsQuery, 'cursor'>): EventFilter {
+  const filter: EventFilter = {};
+  if (q.transaction_id !== undefined) filter.transactionId = q.transaction_id;
+  if (q.trace_id !== undefined) filter.traceId = q.trace_id;
+  if (q.service !== undefined) filter.service = q.service;
+  if (q.node !== undefined) filter.node = q.node;
+  if (q.event_type !== undefined) filter.types = q.event_type;
+  if (q.from !== undefined) filter.fromNs = q.from;
+  if (q.to !== undefined) filter.toNs = q.to;
+  if (q.min_duration_ms !== undefined) filter.minDurationNs = q.min_duration_ms;
+  return filter;
+}

@@ -1,0 +1,34 @@
+/** GET /api/events (filtered, paged) and GET /api/events/{event_id}. */
+import { Router, type ErrorRequestHandler } from 'express';
+import { z } from 'zod';
+import { badRequest, ProblemError } from '../http/problem';
+import { parseQuery } from '../http/query-params';
+import type { NodeStores } from '../store/node-stores';
+import { eventsQuerySchema, int64Param } from './events-query';
+import { eventJson, listEventsJson } from './events-service';
+
+const eventQuerySchema = z.strictObject({ int64: int64Param.optional() });
+
+/* The router reports an undecodable path segment ("%zz") as a bare 400; name the parameter. */
+const pathDecodeError: ErrorRequestHandler = (err, _req, _res, next) => {
+  const status = (err as { status?: unknown })?.status;
+  next(
+    status === 400 && !(err instanceof ProblemError)
+      ? badRequest([{ param: 'event_id', message: 'malformed percent-encoding' }])
+      : err,
+  );
+};
+
+export function eventsRouter(stores: NodeStores): Router {
+  const router = Router();
+  router.get('/', (req, res) => {
+    const query = parseQuery(eventsQuerySchema, req.query);
+    res.type('application/json').send(listEventsJson(stores, query));
+  });
+  router.get('/:eventId', (req, res) => {
+    const { int64 } = parseQuery(eventQuerySchema, req.query);
+    res.type('application/json').send(eventJson(stores, req.params.eventId, int64 === 'string'));
+  });
+  router.use(pathDecodeError);
+  return router;
+}

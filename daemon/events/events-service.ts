@@ -1,0 +1,30 @@
+/** Answers event queries from the node stores as JSON text with exact 19-digit integers. */
+import { eventToJson, parseEventId } from '../../agent/model';
+import { badRequest, notFound } from '../http/problem';
+import type { NodeStores } from '../store/node-stores';
+import { encodeCursor, filterHash } from './events-cursor';
+import { DEFAULT_LIMIT, toFilter, type EventsQuery } from './events-query';
+
+export function listEventsJson(stores: NodeStores, query: EventsQuery): string {
+  const filter = toFilter(query);
+  const order = query.order ?? query.cursor?.order ?? 'asc';
+  const page = stores.page(filter, {
+    limit: query.limit ?? DEFAULT_LIMIT,
+    order,
+    after: query.cursor?.after,
+  });
+  const asStrings = query.int64 === 'string';
+  const events = page.events.map((event) => eventToJson(event, asStrings)).join(',');
+  const next = page.next && encodeCursor({ order, after: page.next, filterHash: filterHash(filter) });
+  return `{"events":[${events}],"next_cursor":${JSON.stringify(next)}}`;
+}
+
+export function eventJson(stores: NodeStores, eventId: string, int64AsString: boolean): string {
+  if (!parseEventId(eventId))
+    throw badRequest([
+      { param: 'event_id', message: 'malformed: expected the 40 hex digits of an event_id' },
+    ]);
+  const event = stores.get(eventId);
+  if (!event) throw notFound(`no event ${eventId}`);
+  return eventToJson(event, int64AsString);
+}

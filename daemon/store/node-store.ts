@@ -1,0 +1,152 @@
+/**
+ * One node's store, opened read-only. Turns a filter into index reads (each
+ * ordered by (ts, seq)) and runs them one bounded statement at a time: no
+ * statement stays open between calls, so the agent's checkpoints are never
+ * held back by a paused reader.
+ */
+import type Database from 'better-sqlite3';
+import {
+  EVENT_TYPE_CODE,
+  SLOW_EVENT_NS,
+  openReadStore,
+  type EventRow,
+  type StoreInfo,
+} from '../../agent/model';
+import type { EventFilter, EventOrder } from './event-filter';
+import type { KeyRange } from './key-range';
+import {
+  EVENT_BY_KEY_SQL,
+  contextIdsSql,
+  eventsSql,
+  rangeParams,
+  summarySql,
+  type ReadShape,
+  type SqlParams,
+} from './query-sql';
+import { StoreNameCache } from './store-names';
+
+/** One index read: its shape and its key and filter values, without the keyset bounds. */
+export interface StoreRead {
+  shape: ReadShape;
+  params: SqlParams;
+}
+
+const byNumber = (a: number, b: number) => a - b;
+
+/**
+ * An EVENT_COLUMNS row read in raw mode: better-sqlite3 builds row objects
+ * property by property, which costs twice as much as arrays plus this literal.
+ */
+type N = bigint | null;
+// prettier-ignore
+type RawEventRow = [bigint, bigint, bigint, bigint, bigint, N, bigint, bigint, bigint, bigint, N, N, N, N, N, N, N];
+
+export function toEventRow(values: unknown[]): EventRow {
+  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error] =
+    values as RawEventRow;
+  // prettier-ignore
+  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error };
+}
+
+export interface StoreSummary {
+  n: bigint;
+  first: bigint | null;
+  last: bigint | null;
+}
+
+export class NodeStore {
+  readonly names: StoreNameCache;
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private constructor(
+    private readonly db: Database.Database,
+    readonly info: StoreInfo,
+    readonly path: string,
+  ) {
+    this.names = new StoreNameCache(db, info);
+  }
+
+  static open(path: string): NodeStore {
+    const { db, info } = openReadStore(path);
+    return new NodeStore(db, info, path);
+  }
+
+  /** Prepared once per SQL text; each text is only ever read in one `mode`. */
+  private statement(sql: string, mode: 'object' | 'raw' | 'pluck' = 'object'): Database.Statement {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql).safeIntegers(true);
+      if (mode === 'raw') statement.raw(true);
+      if (mode === 'pluck') statement.pluck(true);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  private contextIds(filter: EventFilter): bigint[] {
+    const sql = contextIdsSql(filter.transactionId !== undefined, filter.traceId !== undefined);
+    const params: SqlParams = {};
+    if (filter.transactionId !== undefined) params.transactionId = filter.transactionId;
+    if (filter.traceId !== undefined) params.traceId = filter.traceId;
+    return this.statement(sql, 'pluck').all(params) as bigint[];
+  }
+
+  /**
+   * The reads whose merge answers `filter` here, most selective index first:
+   * context, service, slow calls, time. Empty when nothing can match.
+   */
+  reads(filter: EventFilter): StoreRead[] {
+    if (filter.node !== undefined && filter.node !== this.info.node) return [];
+    const codes = filter.types && [...new Set(filter.types.map((t) => EVENT_TYPE_CODE[t]))].sort(byNumber);
+    const someTypes = codes && codes.length < Object.keys(EVENT_TYPE_CODE).length ? codes : undefined;
+    const params: SqlParams = {};
+    if (filter.minDurationNs !== undefined) params.minDuration = filter.minDurationNs;
+    const serviceId = filter.service === undefined ? undefined : this.names.serviceId(filter.service);
+    if (filter.service !== undefined && serviceId === undefined) return [];
+    const shape = (index: ReadShape['index'], service = false): ReadShape => ({
+      index,
+      types: someTypes,
+      minDuration: filter.minDurationNs !== undefined,
+      service,
+    });
+
+    if (filter.transactionId !== undefined || filter.traceId !== undefined) {
+      if (serviceId !== undefined) params.service = serviceId;
+      const contextShape = shape('context', serviceId !== undefined);
+      return this.contextIds(filter).map((key) => ({ shape: contextShape, params: { ...params, key } }));
+    }
+    if (serviceId !== undefined) return [{ shape: shape('service'), params: { ...params, key: serviceId } }];
+    if (filter.minDurationNs !== undefined && filter.minDurationNs >= BigInt(SLOW_EVENT_NS)) {
+      const slow = { ...shape('slow'), types: undefined };
+      const all = codes ?? Object.values(EVENT_TYPE_CODE).sort(byNumber);
+      return all.map((key) => ({ shape: slow, params: { ...params, key } }));
+    }
+    return [{ shape: shape('time'), params }];
+  }
+
+  /** Up to `limit` rows of `read` strictly inside `range`, in (ts, seq) `order`. */
+  fetch(read: StoreRead, range: KeyRange, order: EventOrder, limit: number): EventRow[] {
+    const rows = this.statement(eventsSql(read.shape, order), 'raw').all({
+      ...read.params,
+      ...rangeParams(range),
+      limit,
+    }) as unknown[][];
+    return rows.map(toEventRow);
+  }
+
+  summarize(read: StoreRead, range: KeyRange): StoreSummary {
+    return this.statement(summarySql(read.shape)).get({
+      ...read.params,
+      ...rangeParams(range),
+    }) as StoreSummary;
+  }
+
+  row(ts: bigint, seq: number): EventRow | undefined {
+    const values = this.statement(EVENT_BY_KEY_SQL, 'raw').get(ts, seq) as unknown[] | undefined;
+    return values && toEventRow(values);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * Every node store of the data dir as one event sequence in
+ * (timestamp_ns, event_id) order: a k-way merge of per-store index reads,
+ * paged by keyset so that pages neither skip nor repeat events while the
+ * agents keep appending. Memory is bounded by the page: reads are LIMITed
+ * and nothing stays open between calls.
+ */
+import { parseEventId, rowToEvent, type ApiEvent, type EventRow } from '../../agent/model';
+import type { Logger } from '../../agent/log/logger';
+import {
+  positionOf,
+  type EventFilter,
+  type EventPage,
+  type EventSummary,
+  type IterateOptions,
+  type PageOptions,
+} from './event-filter';
+import { EventSource } from './event-source';
+import { isEmptyRange, rangeFor } from './key-range';
+import { Heap } from './source-heap';
+import { StoreDirectory } from './store-directory';
+
+const DEFAULT_CHUNK = 1000;
+/** Smallest first read of a source: merging many small reads costs more than a few spare rows. */
+const MIN_FETCH = 16;
+
+type Head = { source: EventSource; row: EventRow };
+
+/** (ts, store id, seq) is (timestamp_ns, event_id) order, without formatting ids. */
+function before(a: Head, b: Head): boolean {
+  if (a.row.ts !== b.row.ts) return a.row.ts < b.row.ts;
+  const sa = a.source.store.info.storeId;
+  const sb = b.source.store.info.storeId;
+  if (sa !== sb) return sa < sb;
+  return a.row.seq < b.row.seq;
+}
+
+export class NodeStores {
+  private readonly directory: StoreDirectory;
+
+  constructor(dataDir: string, log: Logger) {
+    this.directory = new StoreDirectory(dataDir, log);
+  }
+
+  page(filter: EventFilter, opts: PageOptions): EventPage {
+    const plans = this.directory.stores().flatMap((store) => {
+      const range = rangeFor(filter, store.info.storeId, opts.order, opts.after);
+      return isEmptyRange(range) ? [] : store.reads(filter).map((read) => ({ store, read, range }));
+    });
+    // Split the page between the sources; a source that holds more reads more on refill.
+    const firstFetch = Math.max(MIN_FETCH, Math.ceil((opts.limit + 1) / Math.max(1, plans.length)));
+    const heap = new Heap<Head>(opts.order === 'asc' ? before : (a, b) => before(b, a));
+    const push = (source: EventSource, wanted: number) => {
+      const row = source.head(wanted);
+      if (row) heap.push({ source, row });
+    };
+    for (const { store, read, range } of plans) {
+      const fetch = Math.min(firstFetch, opts.limit + 1);
+      push(new EventSource(store, read, range, opts.order, fetch, opts.limit + 1), opts.limit + 1);
+    }
+    const events: ApiEvent[] = [];
+    while (events.length < opts.limit) {
+      const top = heap.pop();
+      if (!top) break;
+      events.push(rowToEvent(top.row, top.source.store.names));
+      top.source.advance();
+      // one row past the page is enough to tell whether a next page exists
+      push(top.source, opts.limit - events.length + 1);
+    }
+    const last = events[events.length - 1];
+    return { events, next: last && heap.size > 0 ? positionOf(last) : null };
+  }
+
+  /** Every matching event, read `chunk` at a time; nothing is held between chunks. */
+  *iterate(filter: EventFilter, opts: IterateOptions): Generator<ApiEvent> {
+    let after = opts.after;
+    for (;;) {
+      const { events, next } = this.page(filter, {
+        limit: opts.chunk ?? DEFAULT_CHUNK,
+        order: opts.order,
+        after,
+      });
+      yield* events;
+      if (!next) return;
+      after = next;
+    }
+  }
+
+  summarize(filter: EventFilter): EventSummary {
+    let count = 0n;
+    let firstTs: bigint | null = null;
+    let lastTs: bigint | null = null;
+    for (const store of this.directory.stores()) {
+      const range = rangeFor(filter, store.info.storeId, 'asc');
+      for (const read of store.reads(filter)) {
+        const { n, first, last } = store.summarize(read, range);
+        count += n;
+        if (first !== null && (firstTs === null || first < firstTs)) firstTs = first;
+        if (last !== null && (lastTs === null || last > lastTs)) lastTs = last;
+      }
+    }
+    return { count: Number(count), firstTs, lastTs };
+  }
+
+  get(eventId: string): ApiEvent | null {
+    const key = parseEventId(eventId);
+    const store = key && this.directory.stores().find((s) => s.info.storeId === key.storeId);
+    const row = store && store.row(key.ts, key.seq);
+    return row ? rowToEvent(row, store.names) : null;
+  }
+
+  nodes(): string[] {
+    return [...new Set(this.directory.stores().map((s) => s.info.node))].sort();
+  }
+
+  close(): void {
+    this.directory.close();
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * The SQL of event reads. Each read walks one index whose entries are in
+ * (ts, seq) order after its key: (ctx, ts, seq), (service, ts, seq),
+ * (type, ts, seq) for slow calls, or the table's own (ts, seq). The keyset
+ * bounds are row values on (ts, seq), so SQLite seeks straight to the page
+ * and never sorts (test/unit/store-query-plan.test.ts checks the plans).
+ */
+import { EVENT_COLUMNS, SLOW_EVENT_NS } from '../../agent/model';
+import type { EventOrder } from './event-filter';
+import type { KeyRange } from './key-range';
+
+export type IndexChoice = 'context' | 'service' | 'slow' | 'time';
+
+export interface ReadShape {
+  index: IndexChoice;
+  /** record type codes to keep, when not all of them */
+  types?: readonly number[];
+  minDuration: boolean;
+  /** service = @service, when the index is not the service one */
+  service: boolean;
+}
+
+export type SqlValue = bigint | number | string | null;
+export type SqlParams = Record<string, SqlValue>;
+
+const SOURCES: Record<IndexChoice, { from: string; key?: string }> = {
+  context: { from: 'events INDEXED BY events_by_context', key: 'ctx = @key' },
+  service: { from: 'events INDEXED BY events_by_service', key: 'service = @key' },
+  // the literal bound makes the partial index usable; @minDuration narrows further
+  slow: { from: 'events INDEXED BY events_slow', key: `type = @key AND dur >= ${SLOW_EVENT_NS}` },
+  time: { from: 'events' },
+};
+
+function fromWhere(shape: ReadShape): string {
+  const source = SOURCES[shape.index];
+  const terms = [source.key, '(ts, seq) > (@loTs, @loSeq)', '(ts, seq) < (@hiTs, @hiSeq)'];
+  if (shape.types) terms.push(`type IN (${shape.types.join(', ')})`);
+  if (shape.minDuration) terms.push('dur >= @minDuration');
+  if (shape.service) terms.push('service = @service');
+  return `FROM ${source.from} WHERE ${terms.filter((t) => t !== undefined).join(' AND ')}`;
+}
+
+export function eventsSql(shape: ReadShape, order: EventOrder): string {
+  const dir = order === 'asc' ? 'ASC' : 'DESC';
+  return `SELECT ${EVENT_COLUMNS} ${fromWhere(shape)} ORDER BY ts ${dir}, seq ${dir} LIMIT @limit`;
+}
+
+export function summarySql(shape: ReadShape): string {
+  return `SELECT count(*) AS n, min(ts) AS first, max(ts) AS last ${fromWhere(shape)}`;
+}
+
+export function rangeParams(range: KeyRange): SqlParams {
+  return { loTs: range.lo.ts, loSeq: range.lo.seq, hiTs: range.hi.ts, hiSeq: range.hi.seq };
+}
+
+export const EVENT_BY_KEY_SQL = `SELECT ${EVENT_COLUMNS} FROM events WHERE ts = ? AND seq = ?`;
+
+/** Context ids per filter; a trace may span several (transaction, trace) rows. */
+export function contextIdsSql(transaction: boolean, trace: boolean): string {
+  const terms = [transaction && 'transaction_id = @transactionId', trace && 'trace_id = @traceId'];
+  return `SELECT id FROM contexts WHERE ${terms.filter(Boolean).join(' AND ')} ORDER BY id`;
+}

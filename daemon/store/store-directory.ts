@@ -1,0 +1,120 @@
+/**
+ * The `<node>.db` files of the data dir, which may appear (copied or
+ * mounted) while the daemon runs. The directory is rescanned when its mtime
+ * changes, and at most once a second anyway (a file still being copied is
+ * retried once its size or mtime changes).
+ */
+import { readdirSync, statSync, type Stats } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from '../../agent/log/logger';
+import { NodeStore } from './node-store';
+
+const RESCAN_MS = 1000;
+
+interface OpenFile {
+  store: NodeStore;
+  ino: number;
+}
+
+const signature = (stat: Stats) => `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+
+export class StoreDirectory {
+  private readonly open = new Map<string, OpenFile>();
+  /** files that failed to open, by name, with the stat signature they failed at */
+  private readonly failed = new Map<string, string>();
+  private list: NodeStore[] = [];
+  private dirMtime = -1;
+  private scannedAt = -Infinity;
+  private dirMissing = false;
+
+  constructor(
+    private readonly dir: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** The stores open now, by file name. */
+  stores(): NodeStore[] {
+    this.refresh();
+    return this.list;
+  }
+
+  private refresh(): void {
+    let mtime = -1;
+    try {
+      mtime = statSync(this.dir).mtimeMs;
+    } catch {
+      // a missing dir is scanned as empty below
+    }
+    if (mtime === this.dirMtime && Date.now() - this.scannedAt < RESCAN_MS) return;
+    this.dirMtime = mtime;
+    this.scannedAt = Date.now();
+    this.scan();
+  }
+
+  private scan(): void {
+    let names: string[];
+    try {
+      names = readdirSync(this.dir).filter((name) => name.endsWith('.db'));
+      this.dirMissing = false;
+    } catch (err) {
+      if (!this.dirMissing)
+        this.log.warn('cannot read data dir', { dir: this.dir, error: (err as Error).message });
+      this.dirMissing = true;
+      names = [];
+    }
+    const present = new Set(names);
+    for (const [name, file] of this.open) {
+      if (!present.has(name)) this.drop(name, file, 'file is gone');
+    }
+    for (const name of names) this.visit(name);
+    for (const name of this.failed.keys()) if (!present.has(name)) this.failed.delete(name);
+    this.list = [...this.open.keys()].sort().map((name) => this.open.get(name)!.store);
+  }
+
+  private visit(name: string): void {
+    const path = join(this.dir, name);
+    let stat: Stats;
+    try {
+      stat = statSync(path);
+    } catch {
+      return; // removed between readdir and stat
+    }
+    if (!stat.isFile()) return;
+    const known = this.open.get(name);
+    if (known?.ino === stat.ino) return;
+    if (known) this.drop(name, known, 'file was replaced');
+    if (this.failed.get(name) === signature(stat)) return;
+    try {
+      const store = NodeStore.open(path);
+      const twin = [...this.open.values()].find((f) => f.store.info.storeId === store.info.storeId);
+      if (twin) {
+        store.close();
+        throw new Error(`same store id as ${twin.store.path} (a copy?)`);
+      }
+      this.open.set(name, { store, ino: stat.ino });
+      this.failed.delete(name);
+      this.log.info('store opened', { file: path, node: store.info.node, storeId: store.info.storeId });
+    } catch (err) {
+      if (!this.failed.has(name))
+        this.log.warn('ignoring file: not a readable kreplay store', {
+          file: path,
+          error: (err as Error).message,
+        });
+      this.failed.set(name, signature(stat));
+    }
+  }
+
+  private drop(name: string, file: OpenFile, reason: string): void {
+    file.store.close();
+    this.open.delete(name);
+    this.log.info('store closed', { file: file.store.path, reason });
+  }
+
+  close(): void {
+    for (const [name, file] of this.open) {
+      file.store.close();
+      this.open.delete(name);
+    }
+    this.list = [];
+  }
+}

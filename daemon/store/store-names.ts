@@ -1,0 +1,86 @@
+/**
+ * A store's dictionaries in memory. The writer commits new names in the same
+ * transaction as the first events that use them, so a miss means "added
+ * since we last looked": reload then. Services and comms are few and kept
+ * whole; contexts grow with every transaction, so only a bounded set of
+ * recently used ones is kept.
+ */
+import type Database from 'better-sqlite3';
+import type { StoreInfo, StoreNames } from '../../agent/model';
+
+type Context = { transaction_id: string | null; trace_id: string | null };
+
+const NO_CONTEXT: Context = { transaction_id: null, trace_id: null };
+const MAX_CACHED_CONTEXTS = 65536;
+
+/** services or comms: ids only grow, so a reload reads the ids above the largest known. */
+class NameTable {
+  private readonly names = new Map<number, string>();
+  private readonly ids = new Map<string, number>();
+  private maxId = 0;
+  private readonly since: Database.Statement<[number], { id: number; name: string }>;
+
+  constructor(db: Database.Database, table: 'services' | 'comms') {
+    this.since = db.prepare(`SELECT id, name FROM ${table} WHERE id > ? ORDER BY id`);
+    this.reload();
+  }
+
+  private reload(): void {
+    for (const { id, name } of this.since.all(this.maxId)) {
+      this.names.set(id, name);
+      this.ids.set(name, id);
+      this.maxId = id;
+    }
+  }
+
+  name(id: number): string {
+    if (!this.names.has(id)) this.reload();
+    return this.names.get(id) ?? `#${id}`;
+  }
+
+  id(name: string): number | undefined {
+    if (!this.ids.has(name)) this.reload();
+    return this.ids.get(name);
+  }
+}
+
+export class StoreNameCache implements StoreNames {
+  readonly storeId: string;
+  readonly node: string;
+  private readonly services: NameTable;
+  private readonly comms: NameTable;
+  private readonly contexts = new Map<number, Context>();
+  private readonly contextById: Database.Statement<[number], Context>;
+
+  constructor(db: Database.Database, info: StoreInfo) {
+    this.storeId = info.storeId;
+    this.node = info.node;
+    this.services = new NameTable(db, 'services');
+    this.comms = new NameTable(db, 'comms');
+    this.contextById = db.prepare('SELECT transaction_id, trace_id FROM contexts WHERE id = ?');
+  }
+
+  service(id: number): string {
+    return this.services.name(id);
+  }
+
+  comm(id: number): string {
+    return this.comms.name(id);
+  }
+
+  serviceId(name: string): number | undefined {
+    return this.services.id(name);
+  }
+
+  context(id: number | null): Context {
+    if (id === null) return NO_CONTEXT;
+    let context = this.contexts.get(id);
+    if (!context) {
+      context = this.contextById.get(id) ?? NO_CONTEXT;
+      // Map keeps insertion order: drop the oldest entry when full.
+      if (this.contexts.size >= MAX_CACHED_CONTEXTS) this.contexts.delete(this.contexts.keys().next().value!);
+      this.contexts.set(id, context);
+    }
+    return context;
+  }
+}

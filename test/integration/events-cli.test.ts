@@ -1,0 +1,114 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { writeStore } from '../support/event-store';
+import { fetchAllPages, startEventsServer, type EventsServer } from '../support/events-http';
+import { useTempDir } from '../support/temp-dir';
+
+const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
+const dir = useTempDir('kreplay-events-cli-');
+const BASE = 1795345678123456789n;
+
+/* Asynchronous: the server answering the CLI runs in this very process. */
+function kreplay(...args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { timeout: 30000 }, (err, stdout, stderr) => {
+      resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe('kreplay events', () => {
+  let server: EventsServer;
+  beforeEach(async () => {
+    writeStore(
+      dir.path,
+      'n1',
+      Array.from({ length: 25 }, (_, i) => ({
+        ts: BASE + BigInt(i),
+        txn: i % 2 ? 'tx-odd' : null,
+        trace: i % 2 ? 'tr' : null,
+        type: i % 5 === 0 ? ('block_io' as const) : ('sys_write' as const),
+        dur: 250_000 + i,
+        bytes: i,
+      })),
+    );
+    server = await startEventsServer(dir.path);
+  });
+  afterEach(() => server.close());
+
+  it('prints NDJSON with exact integers, following cursors to the end', async () => {
+    const out = await kreplay(
+      'events',
+      '--server',
+      server.url,
+      '--txn',
+      'tx-odd',
+      '--json',
+      '--page-size',
+      '4',
+    );
+    expect(out.status).toBe(0);
+    const lines = out.stdout.trim().split('\n');
+    expect(lines).toHaveLength(12);
+    expect(lines[0]).toContain(`"timestamp_ns":${BASE + 1n},"duration_ns":250001,`);
+    const expected = await fetchAllPages(server.url, 'transaction_id=tx-odd');
+    expect(lines.map((l) => JSON.parse(l).event_id)).toEqual(expected.map((e) => e.event_id));
+  });
+
+  it('prints a table by default, with every filter flag passed on', async () => {
+    const out = await kreplay(
+      'events',
+      '--server',
+      `${server.url}/`,
+      '--trace',
+      'tr',
+      '--service',
+      'svc',
+      '--node',
+      'n1',
+      '--type',
+      'sys_write,block_io',
+      '--from',
+      '2026-11-22T09:30:00Z',
+      '--to',
+      String(BASE + 20n),
+      '--min-ms',
+      '0.250005',
+    );
+    expect(out.status).toBe(0);
+    const [header, ...rows] = out.stdout.trim().split('\n');
+    expect(header).toMatch(/^TIME \(UTC\)\s+NODE\s+TYPE\s+DURATION/);
+    expect(rows).toHaveLength(8); // odd i in 5..19
+    expect(rows[0]).toMatch(
+      /^2026-11-22T\d\d:\d\d:\d\d\.\d{9}Z n1 +block_io +0\.250005 ms +svc +tx-odd +tr /,
+    );
+    expect(out.stderr).toContain('8 events');
+  });
+
+  it.each([
+    [['--type', 'sys_read'], /--type.*sys_write or block_io/],
+    [['--from', 'noon'], /--from.*RFC 3339/],
+    [['--to', '2026-02-30T00:00:00Z'], /--to.*not a valid date/],
+    [['--min-ms', '0.0000001'], /--min-ms.*6 fractional digits/],
+    [['--txn', ''], /--txn.*empty/],
+    [['--page-size', '0'], /--page-size.*1\.\.10000/],
+    [['--server', 'localhost:7070'], /--server.*URL/],
+    [['--bogus'], /--bogus/],
+  ])('exits 2 naming the flag for %j', async (args, message) => {
+    const out = await kreplay('events', ...args);
+    expect(out.status).toBe(2);
+    expect(out.stderr).toMatch(message);
+  });
+
+  it('prints a problem answer clearly and exits 1', async () => {
+    const out = await kreplay('events', '--server', `${server.url}/not-the-api`);
+    expect(out.status).toBe(1);
+    expect(out.stderr).toMatch(/server answered 404 Not Found: no route for GET \/not-the-api\/api\/events/);
+  });
+
+  it('exits 1 when the daemon cannot be reached', async () => {
+    const out = await kreplay('events', '--server', 'http://127.0.0.1:9');
+    expect(out.status).toBe(1);
+    expect(out.stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:9/);
+  });
+});

@@ -1,0 +1,54 @@
+/** Writes chosen events into a node store through the agent's own StoreWriter. */
+import { EventBatch } from '../../agent/ingest/event-batch';
+import type { EventType } from '../../agent/model';
+import { StoreWriter } from '../../agent/store/store-writer';
+
+export interface TestEvent {
+  ts: bigint;
+  type?: EventType;
+  dur?: number;
+  service?: string;
+  txn?: string | null;
+  trace?: string | null;
+  pid?: number;
+  comm?: string;
+  bytes?: number;
+}
+
+/** One batch, so one transaction: readers see all of `events` or none. */
+export function writeEvents(writer: StoreWriter, events: TestEvent[]): void {
+  if (events.length === 0) return;
+  const base = events.reduce((min, e) => (e.ts < min ? e.ts : min), events[0]!.ts);
+  const batch = new EventBatch(events.length);
+  batch.clear(base);
+  for (const e of events) {
+    const offset = e.ts - base;
+    if (offset >= 1n << 53n) throw new RangeError('events of one batch must lie within 2^53 ns');
+    const common = {
+      tsOffset: Number(offset),
+      dur: e.dur ?? 1000,
+      service: writer.services.id(e.service ?? 'svc'),
+      ctx: writer.contexts.id(e.txn ?? null, e.trace ?? null),
+      pid: e.pid ?? 100,
+      tid: e.pid ?? 100,
+      comm: writer.comms.id(e.comm ?? 'worker'),
+      bytes: e.bytes ?? 64,
+    };
+    if (e.type === 'block_io') {
+      batch.pushBlockIo({ ...common, dev: 8 * 0x100000, sector: 2048, op: 1, error: 0 });
+    } else {
+      batch.pushSysWrite({ ...common, fd: 3, ret: common.bytes, syscall: 1 });
+    }
+  }
+  writer.writeBatch(batch);
+}
+
+/** Opens `<dir>/<node>.db`, writes `events`, closes it. */
+export function writeStore(dir: string, node: string, events: TestEvent[]): void {
+  const writer = StoreWriter.open(dir, node);
+  try {
+    writeEvents(writer, events);
+  } finally {
+    writer.close();
+  }
+}

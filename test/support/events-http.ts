@@ -1,0 +1,68 @@
+/** The daemon's HTTP app over a data dir, on 127.0.0.1 port 0, and a client for its event routes. */
+import { silentLogger } from '../../agent/log/logger';
+import type { ApiEvent } from '../../agent/model';
+import { createApp } from '../../daemon/app';
+import { listen } from '../../daemon/server';
+import { NodeStores } from '../../daemon/store/node-stores';
+
+export interface EventsServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startEventsServer(dataDir: string): Promise<EventsServer> {
+  const stores = new NodeStores(dataDir, silentLogger);
+  const running = await listen(createApp({ log: silentLogger, stores }), '127.0.0.1', 0);
+  return {
+    url: running.url,
+    close: async () => {
+      await running.close();
+      stores.close();
+    },
+  };
+}
+
+export interface Reply {
+  status: number;
+  contentType: string;
+  text: string;
+}
+
+export async function get(url: string): Promise<Reply> {
+  const res = await fetch(url);
+  return { status: res.status, contentType: res.headers.get('content-type') ?? '', text: await res.text() };
+}
+
+export interface EventsReply {
+  events: ApiEvent[];
+  next_cursor: string | null;
+}
+
+/** A body fetched with int64=string, its integers made bigint again. */
+export function readEvents(text: string): EventsReply {
+  const body = JSON.parse(text) as EventsReply;
+  return { ...body, events: body.events.map(exactEvent) };
+}
+
+export function exactEvent(event: ApiEvent): ApiEvent {
+  return { ...event, timestamp_ns: BigInt(event.timestamp_ns), duration_ns: BigInt(event.duration_ns) };
+}
+
+/** Follows next_cursor to the end; `between` runs after each page (to insert meanwhile). */
+export async function fetchAllPages(
+  base: string,
+  query: string,
+  between: (page: number) => void = () => undefined,
+): Promise<ApiEvent[]> {
+  const events: ApiEvent[] = [];
+  let cursor: string | null = null;
+  for (let page = 0; ; page++) {
+    const reply = await get(`${base}/api/events?int64=string&${query}${cursor ? `&cursor=${cursor}` : ''}`);
+    if (reply.status !== 200) throw new Error(`page ${page}: ${reply.status} ${reply.text}`);
+    const body = readEvents(reply.text);
+    events.push(...body.events);
+    if (!body.next_cursor) return events;
+    cursor = body.next_cursor;
+    between(page);
+  }
+}
