@@ -30,12 +30,20 @@ export function listen(app: Express, host: string, port: number): Promise<Runnin
   });
 }
 
-/** Resolves with the signal once SIGINT or SIGTERM arrives. */
+/**
+ * Resolves with the signal once SIGINT or SIGTERM arrives. Later signals
+ * are ignored while draining: Ctrl-C under `kreplay up` reaches a child
+ * both from the terminal and from its parent, and must not cut the drain.
+ */
 export function untilSignal(log: Logger): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
+    let draining = false;
     const on = (signal: NodeJS.Signals) => {
-      process.off('SIGINT', on);
-      process.off('SIGTERM', on);
+      if (draining) {
+        log.info('already draining', { signal });
+        return;
+      }
+      draining = true;
       log.info('draining', { signal });
       resolve(signal);
     };
