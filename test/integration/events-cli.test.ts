@@ -1,21 +1,11 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { writeStore } from '../support/event-store';
 import { fetchAllPages, startEventsServer, type EventsServer } from '../support/events-http';
+import { runKreplay } from '../support/kreplay-cli';
 import { useTempDir } from '../support/temp-dir';
 
-const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
 const dir = useTempDir('kreplay-events-cli-');
 const BASE = 1795345678123456789n;
-
-/* Asynchronous: the server answering the CLI runs in this very process. */
-function kreplay(...args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { timeout: 30000 }, (err, stdout, stderr) => {
-      resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+const kreplay = (...args: string[]) => runKreplay(args);
 
 describe('kreplay events', () => {
   let server: EventsServer;
