@@ -6,11 +6,15 @@ import express, { type Express } from 'express';
 import type { Logger } from '../agent/log/logger';
 import { eventsRouter } from './events/events-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
+import { replaySessionsRouter } from './replay/sessions/session-router';
+import type { ReplaySessions } from './replay/sessions/session-service';
 import type { NodeStores } from './store/node-stores';
 
 export interface AppDeps {
   log: Logger;
   stores: NodeStores;
+  /** replay sessions; the routes exist only when given */
+  replay?: ReplaySessions;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -22,6 +26,7 @@ export function createApp(deps: AppDeps): Express {
     res.json({ status: 'ok' });
   });
   app.use('/api/events', eventsRouter(deps.stores));
+  if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));
   return app;

@@ -6,6 +6,7 @@
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
+#include "thread_scheduling.h"
 #include "tracefs.h"
 
 namespace kreplay {
@@ -41,6 +42,18 @@ Napi::Value DrainLogJs(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// setRealtimeScheduling(tid, priority)
+Napi::Value SetRealtimeSchedulingJs(const Napi::CallbackInfo& info) {
+  if (info.Length() != 2 || !info[0].IsNumber() || !info[1].IsNumber())
+    throw Napi::TypeError::New(info.Env(), "setRealtimeScheduling(tid, priority) takes two numbers");
+  try {
+    SetRealtimeScheduling(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value());
+  } catch (const CaptureFailure& failure) {
+    throw ToJsError(info.Env(), failure);
+  }
+  return info.Env().Undefined();
+}
+
 }  // namespace
 
 }  // namespace kreplay
@@ -52,6 +65,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("clockOffset", Napi::Function::New(env, ClockOffsetJs));
   exports.Set("ensureTracefs", Napi::Function::New(env, EnsureTracefsJs));
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
+  exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   return exports;
 }
 

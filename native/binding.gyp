@@ -10,6 +10,7 @@
         'host_clock.cc',
         'kernel_features.cc',
         'native_log.cc',
+        'thread_scheduling.cc',
         'tracefs.cc',
       ],
       # capture.skel.h comes from `make`; capture.h is shared with the BPF side.

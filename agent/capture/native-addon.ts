@@ -35,6 +35,8 @@ export interface NativeAddon {
   ensureTracefs(): boolean;
   /** [level, text] lines from libbpf and the addon since the last call */
   drainLog(): [string, string][];
+  /** SCHED_FIFO at `priority` for thread `tid` of this process; throws E_SCHED_PERM or E_SCHED */
+  setRealtimeScheduling(tid: number, priority: number): void;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');

@@ -1,0 +1,184 @@
+/**
+ * The clock's worker thread. It is started from this function's source text
+ * (so it runs the same from dist/ and from the TypeScript sources under
+ * ts-jest), hence no imports and nothing used from outside the function.
+ *
+ * It sleeps on Atomics.wait until an early-wake margin before the earliest
+ * deadline, then spins on hrtime until the deadline. Futex timeouts
+ * overshoot by the timer slack (~50 µs, none under SCHED_FIFO) plus the
+ * wake-up latency, which depends on the load: the margin follows the
+ * overshoots it sees (up at once, down slowly) within fixed bounds, so the
+ * spin covers a late wake-up and waiting stays nearly free. Deadlines come in, and releases go
+ * out, through rings in shared memory rather than messages: a message port
+ * takes a lock the main thread also takes, and a main thread preempted while
+ * holding it would stall the clock for a whole scheduler slice. The only
+ * message is a doorbell that wakes the main thread's event loop, sent when
+ * it has read every release before.
+ */
+
+/** Where things are in the shared buffers; handed to the thread, which cannot import it. */
+export const LAYOUT = {
+  /** Int32 words of the control buffer: */
+  /** bumped by the main thread after queueing commands */
+  wake: 0,
+  commandHead: 1,
+  commandTail: 2,
+  releaseHead: 3,
+  releaseTail: 4,
+  /** 1 while the main thread wants a doorbell for the next release */
+  doorbell: 5,
+  controlWords: 6,
+  /** BigInt64s per command: lane, generation, deadline */
+  commandWidth: 3,
+  /** BigInt64s per release: lane, generation, count, releasedAt */
+  releaseWidth: 4,
+  /** as a command's deadline: forget the lane; as its lane: stop the thread */
+  none: -1n,
+} as const;
+
+/** What the thread tells the main thread once, before anything else. */
+export interface ClockThreadHello {
+  tid: number;
+  /** its nice value after trying to raise it */
+  niceness: number;
+}
+
+export interface ClockThreadData {
+  control: SharedArrayBuffer;
+  /** a power of two of commands */
+  commands: SharedArrayBuffer;
+  /** a power of two of releases */
+  releases: SharedArrayBuffer;
+  layout: typeof LAYOUT;
+  /** the early-wake margin: where it starts, and its bounds */
+  earlyWakeNs: bigint;
+  minEarlyWakeNs: bigint;
+  maxEarlyWakeNs: bigint;
+  /** nice value for this thread (0: leave it) */
+  niceness: number;
+}
+
+/* istanbul ignore next: runs in the worker from its source text, where no coverage counters exist */
+export function clockThread(
+  threads: typeof import('node:worker_threads'),
+  os: typeof import('node:os'),
+  fs: typeof import('node:fs'),
+): void {
+  const data = threads.workerData as ClockThreadData;
+  const at = data.layout;
+  const control = new Int32Array(data.control);
+  const commands = new BigInt64Array(data.commands);
+  const releases = new BigInt64Array(data.releases);
+  const commandMask = commands.length / at.commandWidth - 1;
+  const releaseCapacity = releases.length / at.releaseWidth;
+  const port = threads.parentPort!;
+  const lanes = new Map<number, { generation: number; deadlines: bigint[]; head: number }>();
+  const now = () => process.hrtime.bigint();
+  if (data.niceness !== 0) {
+    try {
+      // on Linux a nice value is per thread: this raises the clock only
+      os.setPriority(data.niceness);
+    } catch {
+      // not permitted: the clock runs at the daemon's priority
+    }
+  }
+  // "<pid>/task/<tid>": the main thread may raise this thread's scheduling class by its id
+  const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop());
+  port.postMessage({ tid, niceness: os.getPriority() });
+  let earlyWake = data.earlyWakeNs;
+  /** decaying maximum of the recent wake-up overshoots */
+  let overshoot = 0n;
+
+  /** Applies the queued commands; false once told to stop. */
+  const drain = (): boolean => {
+    const tail = Atomics.load(control, at.commandTail);
+    let head = control[at.commandHead]!;
+    for (; head !== tail; head = (head + 1) | 0) {
+      const slot = (head & commandMask) * at.commandWidth;
+      if (commands[slot] === at.none) return false;
+      const id = Number(commands[slot]);
+      const generation = Number(commands[slot + 1]);
+      const deadline = commands[slot + 2]!;
+      if (deadline === at.none) {
+        lanes.delete(id);
+        continue;
+      }
+      let lane = lanes.get(id);
+      if (!lane || lane.generation !== generation) {
+        lane = { generation, deadlines: [], head: 0 };
+        lanes.set(id, lane);
+      }
+      lane.deadlines.push(deadline);
+    }
+    Atomics.store(control, at.commandHead, head);
+    return true;
+  };
+
+  /** Hands the main thread what is due at `t`; false when its ring is full. */
+  const release = (t: bigint): boolean => {
+    const head = Atomics.load(control, at.releaseHead);
+    let tail = control[at.releaseTail]!;
+    let full = false;
+    for (const [id, lane] of lanes) {
+      if (((tail - head) | 0) >= releaseCapacity) {
+        full = true;
+        break;
+      }
+      const first = lane.head;
+      while (lane.head < lane.deadlines.length && lane.deadlines[lane.head]! <= t) lane.head++;
+      if (lane.head === first) continue;
+      const slot = (tail & (releaseCapacity - 1)) * at.releaseWidth;
+      releases[slot] = BigInt(id);
+      releases[slot + 1] = BigInt(lane.generation);
+      releases[slot + 2] = BigInt(lane.head - first);
+      releases[slot + 3] = t;
+      tail = (tail + 1) | 0;
+      if (lane.head === lane.deadlines.length) lanes.delete(id);
+      else if (lane.head >= 1024) {
+        lane.deadlines = lane.deadlines.slice(lane.head);
+        lane.head = 0;
+      }
+    }
+    Atomics.store(control, at.releaseTail, tail);
+    if (Atomics.compareExchange(control, at.doorbell, 1, 0) === 1) port.postMessage(null);
+    return !full;
+  };
+
+  for (;;) {
+    // read before draining: a command queued after the drain changes it, and the wait returns at once
+    const seen = Atomics.load(control, at.wake);
+    if (!drain()) return;
+    let next: bigint | undefined;
+    for (const lane of lanes.values()) {
+      const deadline = lane.deadlines[lane.head]!;
+      if (next === undefined || deadline < next) next = deadline;
+    }
+    if (next === undefined) {
+      Atomics.wait(control, at.wake, seen);
+      continue;
+    }
+    const wakeAt = next - earlyWake;
+    const sleep = wakeAt - now();
+    if (sleep > 0n) {
+      if (Atomics.wait(control, at.wake, seen, Number(sleep) / 1e6) === 'timed-out') {
+        const over = now() - wakeAt;
+        overshoot = over > overshoot ? over : overshoot - (overshoot - over) / 32n;
+        const margin = overshoot + overshoot / 2n;
+        earlyWake =
+          margin < data.minEarlyWakeNs
+            ? data.minEarlyWakeNs
+            : margin > data.maxEarlyWakeNs
+              ? data.maxEarlyWakeNs
+              : margin;
+      }
+      continue;
+    }
+    // spin on performance.now(), a double: hrtime.bigint() allocates, and a spin that allocates pauses to collect
+    const spinUntil = performance.now() + Number(next - now()) / 1e6;
+    while (performance.now() < spinUntil && Atomics.load(control, at.wake) === seen);
+    const t = now();
+    if (t < next) continue; // new commands may bring an earlier deadline, or the spin ended a hair early
+    // a full ring means a main thread far behind: give it a millisecond rather than spin
+    if (!release(t)) Atomics.wait(control, at.wake, seen, 1);
+  }
+}

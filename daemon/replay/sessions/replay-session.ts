@@ -1,0 +1,369 @@
+/**
+ * One replay session: its state machine, and the player that reads the
+ * transaction a few events ahead, hands their deadlines to the clock and
+ * emits each one to the watchers when the clock releases it. Timing model:
+ * README, "Timing".
+ */
+import { eventToJson, type ApiEvent } from '../../../agent/model';
+import { badRequest } from '../../http/problem';
+import type { ClockLane, ReplayClock } from '../clock/replay-clock';
+import { Broadcast, type Watcher } from '../stream/broadcast';
+import { sseFrame } from '../stream/sse-frame';
+import { Schedule } from './schedule';
+import { exactJson, type SessionRecord } from './session-record';
+import type { RestoredSession, SessionSnapshot } from './session-snapshot';
+import { nextState, type SessionState } from './session-state';
+import { TimingStats } from './timing-stats';
+import type { EventStart, Transaction } from './transaction';
+
+/**
+ * While playing, the events due within the next LOOKAHEAD_NS of wall time
+ * are read and handed to the clock (at least MIN_LOOKAHEAD, at most
+ * MAX_LOOKAHEAD events): the clock releases them on time even while the
+ * main thread is busy serving requests for tens of milliseconds, and memory
+ * stays bounded (a few MB per session) whatever the transaction's size.
+ */
+const LOOKAHEAD_NS = 250_000_000n;
+const MIN_LOOKAHEAD = 64;
+export const MAX_LOOKAHEAD = 8192;
+/** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
+const CHECKPOINT_EVERY = 1024;
+/** How many recent lateness values a resuming stream gets exactly (older ones are null). */
+const RECENT = 1024;
+
+interface Pending {
+  index: number;
+  event: ApiEvent;
+  /** recorded offset from the first event */
+  offsetNs: bigint;
+  /** scheduled wall offset */
+  dueNs: bigint;
+}
+
+export interface SessionSettings {
+  id: string;
+  transaction: Transaction;
+  speedFactor: number;
+  extraLatencyNs: number;
+}
+
+export interface SessionContext {
+  clock: ReplayClock;
+  /** after every state change: persist, (dis)arm expiry */
+  changed(session: ReplaySession): void;
+}
+
+const startOf = (event: ApiEvent): EventStart => ({ ts: event.timestamp_ns, eventId: event.event_id });
+
+export class ReplaySession {
+  readonly id: string;
+  readonly transaction: Transaction;
+  readonly schedule: Schedule;
+  readonly speedFactor: number;
+  readonly extraLatencyNs: number;
+  createdAt = new Date().toISOString();
+  updatedAt = this.createdAt;
+  state: SessionState = 'ready';
+  lateness = new TimingStats();
+  /** from deadline to the moment the frame was written to every watcher's socket */
+  readonly delivery = new TimingStats();
+
+  /** index of the next event to emit: events_emitted */
+  private nextIndex = 0;
+  /** where a fresh reader starts (undefined: the first event) */
+  private nextStart: EventStart | undefined;
+  /** the position can't fall below this: the last emitted event's offset, or the sought position */
+  private floorNs = 0n;
+  /** position and wall offset while not playing */
+  private positionNs = 0n;
+  private wallNs = 0n;
+  /** while playing, wall offset = now − anchor */
+  private anchor = 0n;
+  private reader: Iterator<ApiEvent> | null = null;
+  /** events nextIndex, nextIndex + 1, … read and not yet emitted */
+  private pending: Pending[] = [];
+  private readonly checkpoints: EventStart[] = [];
+  private readonly recentLateness = new BigInt64Array(RECENT);
+  private readonly recentIndex = new Float64Array(RECENT).fill(-1);
+  private readonly lane: ClockLane;
+  private readonly broadcast = new Broadcast((deadlines) => this.delivered(deadlines));
+
+  constructor(
+    settings: SessionSettings,
+    private readonly context: SessionContext,
+  ) {
+    this.id = settings.id;
+    this.transaction = settings.transaction;
+    this.speedFactor = settings.speedFactor;
+    this.extraLatencyNs = settings.extraLatencyNs;
+    this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
+    this.lane = context.clock.lane();
+  }
+
+  get durationNs(): bigint {
+    return this.transaction.durationNs;
+  }
+
+  get position(): bigint {
+    return this.state === 'playing'
+      ? this.livePosition(this.context.clock.now() - this.anchor)
+      : this.positionNs;
+  }
+
+  /** Wall time the replay still needs, were it playing from here (for Retry-After). */
+  get remainingNs(): bigint {
+    const end = this.schedule.wallOffset(this.transaction.total - 1, this.durationNs);
+    const wall = this.state === 'playing' ? this.context.clock.now() - this.anchor : this.wallNs;
+    return end > wall ? end - wall : 0n;
+  }
+
+  record(): SessionRecord {
+    const timing = this.lateness.summary();
+    return {
+      id: this.id,
+      transaction_id: this.transaction.id,
+      speed_factor: this.speedFactor,
+      extra_latency_ns: this.extraLatencyNs,
+      state: this.state,
+      position_ns: this.position,
+      duration_ns: this.durationNs,
+      events_total: this.transaction.total,
+      events_emitted: this.nextIndex,
+      created_at: this.createdAt,
+      updated_at: this.updatedAt,
+      timing: { lateness_p50_ns: timing.p50, lateness_p99_ns: timing.p99, lateness_max_ns: timing.max },
+    };
+  }
+
+  json(): string {
+    return exactJson(this.record());
+  }
+
+  play(): void {
+    nextState(this.id, this.state, 'play');
+    this.start();
+  }
+
+  pause(): void {
+    nextState(this.id, this.state, 'pause');
+    this.freeze();
+    this.lane.clear();
+    this.enter('paused');
+  }
+
+  /** Ends the session for good (again: a no-op); its streams end after the state event. */
+  stop(): void {
+    nextState(this.id, this.state, 'stop');
+    if (this.state === 'stopped') return;
+    if (this.state === 'playing') this.freeze();
+    this.dropReader();
+    this.enter('stopped');
+    this.broadcast.end();
+  }
+
+  /** Continues from the first event at or after `positionNs` (recorded offset). */
+  seek(positionNs: bigint): void {
+    if (positionNs < 0n || positionNs > this.durationNs)
+      throw badRequest([
+        { param: 'position_ns', message: `must be 0..${this.durationNs} (the session's duration_ns)` },
+      ]);
+    const next = nextState(this.id, this.state, 'seek');
+    this.dropReader();
+    const ts = this.transaction.firstTs + positionNs;
+    this.nextIndex = this.transaction.indexAt(ts);
+    this.nextStart = { ts };
+    this.floorNs = this.positionNs = positionNs;
+    this.wallNs = this.schedule.wallOffset(this.nextIndex, positionNs);
+    if (next === 'playing') this.start();
+    else this.enter('paused');
+  }
+
+  /** For daemon shutdown: a playing session pauses where it is, and its streams end. */
+  shutdown(): void {
+    if (this.state === 'playing') this.pause();
+    this.broadcast.end();
+  }
+
+  /** Sends the session's frames to `watcher` from now on, after one state event. */
+  watch(watcher: Watcher): void {
+    this.broadcast.add(watcher);
+    watcher.write(sseFrame('state', this.json()));
+    if (this.state === 'stopped') this.unwatch(watcher, true);
+  }
+
+  unwatch(watcher: Watcher, end = false): void {
+    this.broadcast.delete(watcher);
+    if (end) watcher.end();
+  }
+
+  get watchers(): number {
+    return this.broadcast.size;
+  }
+
+  /**
+   * Frames of the events emitted before now from index `from` on, read again
+   * from the store; ends where the live stream is, checked at each step.
+   */
+  *history(from: number): Generator<string> {
+    let slot = Math.floor(from / CHECKPOINT_EVERY);
+    while (slot > 0 && !this.checkpoints[slot]) slot--;
+    let index = slot * CHECKPOINT_EVERY;
+    for (const event of this.transaction.events(this.checkpoints[slot])) {
+      if (index >= this.nextIndex) return;
+      if (index >= from) yield this.frame(index, event, this.recentLatenessOf(index));
+      index++;
+    }
+  }
+
+  snapshot(): SessionSnapshot {
+    const playing = this.state === 'playing';
+    const wallNs = playing ? this.context.clock.now() - this.anchor : this.wallNs;
+    const head = this.pending[0];
+    const start = head ? startOf(head.event) : this.nextStart;
+    const lateness = this.lateness.snapshot();
+    return {
+      id: this.id,
+      transaction_id: this.transaction.id,
+      speed_factor: this.speedFactor,
+      extra_latency_ns: this.extraLatencyNs,
+      // a session playing when the daemon stops comes back paused where it was
+      state: playing ? 'paused' : this.state,
+      created_at: this.createdAt,
+      updated_at: this.updatedAt,
+      first_ts: String(this.transaction.firstTs),
+      last_ts: String(this.transaction.lastTs),
+      events_total: this.transaction.total,
+      next_index: this.nextIndex,
+      next_start: start ? { ts: String(start.ts), event_id: start.eventId } : null,
+      floor_ns: String(this.floorNs),
+      position_ns: String(playing ? this.livePosition(wallNs) : this.positionNs),
+      wall_ns: String(wallNs),
+      lateness: { max: lateness.max, buckets: lateness.buckets },
+    };
+  }
+
+  static restore(saved: RestoredSession, transaction: Transaction, context: SessionContext): ReplaySession {
+    const session = new ReplaySession(
+      {
+        id: saved.id,
+        transaction,
+        speedFactor: saved.speed_factor,
+        extraLatencyNs: saved.extra_latency_ns,
+      },
+      context,
+    );
+    session.createdAt = saved.created_at;
+    session.updatedAt = saved.updated_at;
+    session.state = saved.state === 'playing' ? 'paused' : saved.state;
+    session.nextIndex = Math.min(saved.next_index, transaction.total);
+    session.nextStart = saved.next_start
+      ? { ts: saved.next_start.ts, eventId: saved.next_start.event_id }
+      : undefined;
+    session.floorNs = saved.floor_ns;
+    session.positionNs = saved.position_ns;
+    session.wallNs = saved.wall_ns;
+    session.lateness = TimingStats.restore(saved.lateness);
+    return session;
+  }
+
+  private enter(state: SessionState): void {
+    this.state = state;
+    this.updatedAt = new Date().toISOString();
+    this.broadcast.send(sseFrame('state', this.json()));
+    this.context.changed(this);
+  }
+
+  private livePosition(wallNs: bigint): bigint {
+    const ceiling = this.pending[0]?.offsetNs ?? this.durationNs;
+    return this.schedule.position(wallNs, this.nextIndex, this.floorNs, ceiling);
+  }
+
+  /** Keeps the wall offset and position where they are now. */
+  private freeze(): void {
+    this.wallNs = this.context.clock.now() - this.anchor;
+    this.positionNs = this.livePosition(this.wallNs);
+  }
+
+  private dropReader(): void {
+    this.lane.clear();
+    this.reader = null;
+    this.pending = [];
+  }
+
+  /** Plays from the wall offset where the session is; reading ahead first does not count against the schedule. */
+  private start(): void {
+    this.readAhead(this.wallNs + LOOKAHEAD_NS);
+    this.anchor = this.context.clock.now() + this.context.clock.leadNs - this.wallNs;
+    this.enter('playing');
+    for (const entry of this.pending) this.arm(entry);
+    if (this.pending.length === 0) this.finish();
+  }
+
+  private refill(): void {
+    for (const entry of this.readAhead(this.context.clock.now() - this.anchor + LOOKAHEAD_NS))
+      this.arm(entry);
+    if (this.pending.length === 0) this.finish();
+  }
+
+  /** Reads events until one is due after wall offset `horizonNs`, within the lookahead's bounds; returns them. */
+  private readAhead(horizonNs: bigint): Pending[] {
+    this.reader ??= this.transaction.events(this.nextStart);
+    const read: Pending[] = [];
+    while (this.pending.length < MAX_LOOKAHEAD) {
+      const last = this.pending[this.pending.length - 1];
+      if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
+      const next = this.reader.next();
+      if (next.done) break;
+      const index = this.nextIndex + this.pending.length;
+      const offsetNs = next.value.timestamp_ns - this.transaction.firstTs;
+      const entry = { index, event: next.value, offsetNs, dueNs: this.schedule.wallOffset(index, offsetNs) };
+      if (index % CHECKPOINT_EVERY === 0) this.checkpoints[index / CHECKPOINT_EVERY] = startOf(entry.event);
+      this.pending.push(entry);
+      read.push(entry);
+    }
+    return read;
+  }
+
+  private arm(entry: Pending): void {
+    const deadline = this.anchor + entry.dueNs;
+    this.lane.at(deadline, (releasedAt) => this.emit(entry, deadline, releasedAt));
+  }
+
+  private emit(entry: Pending, deadline: bigint, releasedAt: bigint): void {
+    this.pending.shift();
+    const late = releasedAt > deadline ? releasedAt - deadline : 0n;
+    this.lateness.add(late);
+    this.recentLateness[entry.index % RECENT] = late;
+    this.recentIndex[entry.index % RECENT] = entry.index;
+    this.broadcast.send(this.frame(entry.index, entry.event, late), deadline);
+    this.nextIndex = entry.index + 1;
+    this.floorNs = entry.offsetNs;
+    if (this.nextIndex >= this.transaction.total) this.finish();
+    else this.refill();
+  }
+
+  private finish(): void {
+    this.dropReader();
+    this.nextIndex = this.transaction.total;
+    this.floorNs = this.positionNs = this.durationNs;
+    this.enter('finished');
+  }
+
+  private frame(index: number, event: ApiEvent, lateNs: bigint | null): string {
+    const extra = {
+      replay_offset_ns: this.schedule.wallOffset(index, event.timestamp_ns - this.transaction.firstTs),
+      replayed_duration_ns: this.schedule.replayedDuration(event.duration_ns),
+      emitted_late_ns: lateNs,
+    };
+    return sseFrame('replay', eventToJson(event, false, extra), index);
+  }
+
+  private recentLatenessOf(index: number): bigint | null {
+    return this.recentIndex[index % RECENT] === index ? this.recentLateness[index % RECENT]! : null;
+  }
+
+  private delivered(deadlines: bigint[]): void {
+    const now = this.context.clock.now();
+    for (const deadline of deadlines) this.delivery.add(now > deadline ? now - deadline : 0n);
+  }
+}

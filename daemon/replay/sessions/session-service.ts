@@ -1,0 +1,162 @@
+/**
+ * The replay sessions of the daemon: creation within the live-session
+ * limit, lookup, removal, expiry of finished and stopped sessions after an
+ * idle TTL, and their persistence across restarts.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../../../agent/log/logger';
+import { notFound, ProblemError } from '../../http/problem';
+import type { ReplayClock } from '../clock/replay-clock';
+import type { ReplaySource } from '../replay-source';
+import type { Watcher } from '../stream/broadcast';
+import { ReplaySession, type SessionContext } from './replay-session';
+import { SessionFile } from './session-file';
+import type { CreateSessionBody } from './session-schema';
+import { isLive } from './session-state';
+import { Transaction } from './transaction';
+
+export const MAX_LIVE_SESSIONS = 64;
+export const DEFAULT_SESSION_TTL_SECONDS = 600;
+/** How often the positions of playing sessions are saved, for a daemon that dies without stopping. */
+const CHECKPOINT_MS = 2000;
+/** Retry-After when no playing session will free a slot by finishing. */
+const RETRY_AFTER_IDLE_SECONDS = 60;
+
+export interface ReplaySessionsOptions {
+  dataDir: string;
+  source: ReplaySource;
+  clock: ReplayClock;
+  log: Logger;
+  /** finished and stopped sessions are removed after this long without a change */
+  ttlMs: number;
+}
+
+export class ReplaySessions {
+  private readonly sessions = new Map<string, ReplaySession>();
+  private readonly expiries = new Map<string, NodeJS.Timeout>();
+  private readonly file: SessionFile;
+  private readonly context: SessionContext;
+  private readonly checkpoint: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(private readonly options: ReplaySessionsOptions) {
+    this.context = { clock: options.clock, changed: (session) => this.changed(session) };
+    this.file = new SessionFile(options.dataDir, options.log, () => this.list().map((s) => s.snapshot()));
+    for (const saved of this.file.load()) {
+      const transaction = new Transaction(
+        options.source,
+        saved.transaction_id,
+        saved.first_ts,
+        saved.last_ts,
+        saved.events_total,
+      );
+      const session = ReplaySession.restore(saved, transaction, this.context);
+      this.sessions.set(session.id, session);
+      this.armExpiry(session);
+    }
+    if (this.sessions.size > 0)
+      options.log.info('replay sessions restored', { sessions: this.sessions.size });
+    this.checkpoint = setInterval(() => {
+      if (this.list().some((s) => s.state === 'playing')) this.file.save();
+    }, CHECKPOINT_MS).unref();
+  }
+
+  create(body: CreateSessionBody): ReplaySession {
+    this.checkOpen();
+    const live = this.list().filter((s) => isLive(s.state));
+    if (live.length >= MAX_LIVE_SESSIONS)
+      throw new ProblemError(
+        429,
+        `at most ${MAX_LIVE_SESSIONS} sessions may be ready, playing or paused; stop or delete one`,
+        undefined,
+        { 'Retry-After': String(retryAfterSeconds(live)) },
+      );
+    const transaction = Transaction.find(this.options.source, body.transaction_id);
+    if (!transaction) throw notFound(`no events with transaction_id ${JSON.stringify(body.transaction_id)}`);
+    const session = new ReplaySession(
+      {
+        id: randomUUID(),
+        transaction,
+        speedFactor: body.speed_factor,
+        extraLatencyNs: body.extra_latency_ns,
+      },
+      this.context,
+    );
+    this.sessions.set(session.id, session);
+    this.file.save();
+    return session;
+  }
+
+  get(id: string): ReplaySession {
+    this.checkOpen();
+    const session = this.sessions.get(id);
+    if (!session) throw notFound(`no replay session ${id}`);
+    return session;
+  }
+
+  /** In creation order. */
+  list(): ReplaySession[] {
+    return [...this.sessions.values()];
+  }
+
+  /** Stops the session, ends its streams and forgets it. */
+  remove(id: string): void {
+    const session = this.get(id);
+    session.stop();
+    this.sessions.delete(id);
+    clearTimeout(this.expiries.get(id));
+    this.expiries.delete(id);
+    this.file.save();
+  }
+
+  /** Attaches a stream, unless the daemon is shutting down meanwhile. */
+  watch(session: ReplaySession, watcher: Watcher): void {
+    if (this.closed) watcher.end();
+    else session.watch(watcher);
+  }
+
+  /** Pauses what plays, ends every stream, and saves the sessions for the next start. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.checkpoint);
+    for (const timer of this.expiries.values()) clearTimeout(timer);
+    this.expiries.clear();
+    for (const session of this.sessions.values()) session.shutdown();
+    this.file.save();
+    await this.file.flush();
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ProblemError(503, 'the daemon is shutting down');
+  }
+
+  private changed(session: ReplaySession): void {
+    if (this.sessions.get(session.id) !== session) return;
+    this.armExpiry(session);
+    this.file.save();
+  }
+
+  /** Finished and stopped sessions go `ttlMs` after their last change; live ones stay. */
+  private armExpiry(session: ReplaySession): void {
+    clearTimeout(this.expiries.get(session.id));
+    this.expiries.delete(session.id);
+    if (isLive(session.state) || this.closed) return;
+    const idleMs = Date.now() - Date.parse(session.updatedAt);
+    const timer = setTimeout(() => this.expire(session.id), Math.max(0, this.options.ttlMs - idleMs));
+    this.expiries.set(session.id, timer.unref());
+  }
+
+  private expire(id: string): void {
+    this.options.log.info('replay session expired', { id });
+    this.remove(id);
+  }
+}
+
+/** Seconds until the first playing session finishes, which frees a slot. */
+function retryAfterSeconds(live: ReplaySession[]): number {
+  const remaining = live.filter((s) => s.state === 'playing').map((s) => s.remainingNs);
+  if (remaining.length === 0) return RETRY_AFTER_IDLE_SECONDS;
+  const first = remaining.reduce((a, b) => (a < b ? a : b));
+  return Math.max(1, Math.ceil(Number(first) / 1e9));
+}

@@ -1,0 +1,30 @@
+/**
+ * GET /api/replay/sessions/{id}/events: the session's events as they are
+ * emitted. A client resuming with Last-Event-ID: N first gets events N+1 up
+ * to the live position again from the store, at its own pace, then the live
+ * stream; a new client starts live. Closing a stream never touches the session.
+ */
+import type { RequestHandler } from 'express';
+import { badRequest } from '../../http/problem';
+import type { ReplaySessions } from '../sessions/session-service';
+import { SseWatcher } from './sse-watcher';
+
+const EVENT_ID = /^\d{1,15}$/;
+
+export function sessionEventsHandler(sessions: ReplaySessions): RequestHandler {
+  return async (req, res) => {
+    const session = sessions.get(String(req.params.id));
+    const lastEventId = req.get('Last-Event-ID')?.trim();
+    if (lastEventId !== undefined && !EVENT_ID.test(lastEventId))
+      throw badRequest([
+        { param: 'Last-Event-ID', message: 'expected the id of a replay event, a non-negative integer' },
+      ]);
+    const watcher: SseWatcher = new SseWatcher(res, () => session.unwatch(watcher));
+    if (lastEventId !== undefined) {
+      for (const frame of session.history(Number(lastEventId) + 1)) {
+        if (!(await watcher.send(frame))) return;
+      }
+    }
+    sessions.watch(session, watcher);
+  };
+}

@@ -1,0 +1,102 @@
+import { execFile, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { writeStore } from '../support/event-store';
+import { fetchAllPages } from '../support/events-http';
+import { api, startReplayServer, type ReplayServer } from '../support/replay-http';
+import { useTempDir } from '../support/temp-dir';
+
+const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
+const dir = useTempDir('kreplay-replay-cli-');
+const T0 = 1_795_345_678_123_456_789n;
+
+/* Asynchronous: the daemon answering the CLI runs in this very process. */
+function kreplay(...args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe('kreplay replay', () => {
+  let server: ReplayServer;
+  beforeEach(async () => {
+    for (const [n, node] of ['n1', 'n2'].entries()) {
+      const quick = Array.from({ length: 15 }, (_, i) => ({
+        ts: T0 + BigInt(2 * i + n) * 1_000_000n,
+        txn: 'tx',
+      }));
+      const slow = Array.from({ length: 10 }, (_, i) => ({
+        ts: T0 + BigInt(2 * i + n) * 1_000_000_000n,
+        txn: 'slow',
+      }));
+      writeStore(dir.path, node, [...quick, ...slow]);
+    }
+    server = await startReplayServer(dir.path);
+  });
+  afterEach(() => server.close());
+
+  it('prints every event as NDJSON with exact integers, in order, and exits 0', async () => {
+    const out = await kreplay(
+      'replay',
+      'tx',
+      '--speed',
+      '20',
+      '--extra-latency-ns',
+      '1000',
+      '--server',
+      server.url,
+    );
+    expect(out.stderr).toBe('');
+    expect(out.status).toBe(0);
+    const lines = out.stdout.trim().split('\n');
+    const recorded = await fetchAllPages(server.url, 'transaction_id=tx');
+    expect(lines).toHaveLength(30);
+    lines.forEach((line, i) => {
+      expect(line).toContain(`"timestamp_ns":${recorded[i]!.timestamp_ns},`);
+      expect(JSON.parse(line)).toMatchObject({
+        event_id: recorded[i]!.event_id,
+        replay_offset_ns: i * 50_000 + i * 1000,
+        replayed_duration_ns: 1050,
+        emitted_late_ns: expect.any(Number),
+      });
+    });
+    const sessions = (await api(server.url, 'GET', '')).body.sessions as Record<string, unknown>[];
+    expect(sessions).toEqual([expect.objectContaining({ state: 'finished', speed_factor: 20 })]);
+  });
+
+  it('exits 1 printing the problem for a transaction without events', async () => {
+    const out = await kreplay('replay', 'nope', '--server', server.url);
+    expect(out.status).toBe(1);
+    expect(out.stderr).toMatch(/server answered 404 Not Found: no events with transaction_id "nope"/);
+  });
+
+  it.each([
+    [['replay', 'tx', '--speed', '0'], /--speed.*0\.001\.\.1000/],
+    [['replay', 'tx', '--extra-latency-ns', '1.5'], /--extra-latency-ns.*expected an integer/],
+    [['replay', 'tx', '--server', 'ftp://x'], /--server/],
+    [['replay'], /transaction-id/],
+  ])('exits 2 naming the flag for %j', async (args, message) => {
+    const out = await kreplay(...args);
+    expect(out.status).toBe(2);
+    expect(out.stderr).toMatch(message);
+  });
+
+  it('stops the session and exits 130 on Ctrl-C', async () => {
+    const child = spawn(process.execPath, [BIN, 'replay', 'slow', '--server', server.url]);
+    let stdout = '';
+    child.stdout.setEncoding('utf8');
+    const firstLine = new Promise<void>((resolve) =>
+      child.stdout.on('data', (chunk: string) => {
+        stdout += chunk;
+        if (stdout.includes('\n')) resolve();
+      }),
+    );
+    await firstLine;
+    child.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(130);
+    const sessions = (await api(server.url, 'GET', '')).body.sessions as Record<string, unknown>[];
+    expect(sessions).toEqual([expect.objectContaining({ transaction_id: 'slow', state: 'stopped' })]);
+  });
+});

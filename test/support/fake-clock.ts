@@ -1,0 +1,71 @@
+/** A clock that moves only when told, and releases on the dot (or exactly as late as told). */
+import type { ClockLane, ReplayClock } from '../../daemon/replay/clock/replay-clock';
+
+interface Waiting {
+  deadline: bigint;
+  release: (releasedAt: bigint) => void;
+}
+
+class FakeLane implements ClockLane {
+  waiting: Waiting[] = [];
+
+  constructor(private readonly clock: FakeClock) {}
+
+  at(deadline: bigint, release: (releasedAt: bigint) => void): void {
+    if (this.waiting.length && deadline < this.waiting[this.waiting.length - 1]!.deadline)
+      throw new Error('deadlines of a lane must not decrease');
+    this.waiting.push({ deadline, release });
+    this.clock.armed.push(deadline);
+  }
+
+  clear(): void {
+    this.waiting = [];
+  }
+}
+
+export class FakeClock implements ReplayClock {
+  nowNs = 1_000_000_000n;
+  readonly leadNs = 0n;
+  /** every deadline ever handed to the clock, in order */
+  readonly armed: bigint[] = [];
+  private readonly lanes: FakeLane[] = [];
+
+  now(): bigint {
+    return this.nowNs;
+  }
+
+  lane(): ClockLane {
+    const lane = new FakeLane(this);
+    this.lanes.push(lane);
+    return lane;
+  }
+
+  /** Earliest deadline waiting, if any. */
+  next(): bigint | undefined {
+    let next: bigint | undefined;
+    for (const lane of this.lanes) {
+      const d = lane.waiting[0]?.deadline;
+      if (d !== undefined && (next === undefined || d < next)) next = d;
+    }
+    return next;
+  }
+
+  /** Moves to `toNs`, releasing each due deadline in order, `lateNs` after it. */
+  advanceTo(toNs: bigint, lateNs = 0n): void {
+    for (let next = this.next(); next !== undefined && next <= toNs; next = this.next()) {
+      const lane = this.lanes.find((l) => l.waiting[0]?.deadline === next)!;
+      const { deadline, release } = lane.waiting.shift()!;
+      if (deadline + lateNs > this.nowNs) this.nowNs = deadline + lateNs;
+      release(this.nowNs);
+    }
+    if (toNs > this.nowNs) this.nowNs = toNs;
+  }
+
+  advanceBy(ns: bigint, lateNs = 0n): void {
+    this.advanceTo(this.nowNs + ns, lateNs);
+  }
+
+  async close(): Promise<void> {
+    this.lanes.length = 0;
+  }
+}

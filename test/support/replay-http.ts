@@ -1,0 +1,112 @@
+/** The daemon's HTTP app with real replay sessions (real stores, high-resolution clock), and a stream client. */
+import { silentLogger } from '../../agent/log/logger';
+import { openEventStream, type EventStream, type SseMessage } from '../../cli/sse-client';
+import { createApp } from '../../daemon/app';
+import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
+import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
+import { listen } from '../../daemon/server';
+import { NodeStores } from '../../daemon/store/node-stores';
+
+export interface ReplayServer {
+  url: string;
+  replay: ReplaySessions;
+  close(): Promise<void>;
+}
+
+export async function startReplayServer(dataDir: string, ttlMs = 600_000): Promise<ReplayServer> {
+  const stores = new NodeStores(dataDir, silentLogger);
+  const clock = new HighResClock(silentLogger);
+  const replay = new ReplaySessions({ dataDir, source: stores, clock, log: silentLogger, ttlMs });
+  const running = await listen(createApp({ log: silentLogger, stores, replay }), '127.0.0.1', 0);
+  return {
+    url: running.url,
+    replay,
+    close: async () => {
+      const closing = running.close();
+      await replay.close();
+      await closing;
+      await clock.close();
+      stores.close();
+    },
+  };
+}
+
+export interface Reply {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+/** A JSON request to the replay routes. */
+export async function api(base: string, method: string, path: string, body?: unknown): Promise<Reply> {
+  const res = await fetch(`${base}/api/replay/sessions${path}`, {
+    method,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : {} };
+}
+
+export interface Received extends SseMessage {
+  /** process.hrtime.bigint() when it arrived */
+  at: bigint;
+}
+
+/** A session's event stream, read in the background. */
+export class StreamClient {
+  readonly received: Received[] = [];
+  ended = false;
+  private wake: () => void = () => undefined;
+
+  private constructor(private readonly stream: EventStream) {
+    void this.read();
+  }
+
+  static async open(base: string, id: string, lastEventId?: number): Promise<StreamClient> {
+    const url = `${base}/api/replay/sessions/${id}/events`;
+    return new StreamClient(await openEventStream(url, lastEventId?.toString()));
+  }
+
+  private async read(): Promise<void> {
+    try {
+      for await (const message of this.stream.messages) {
+        this.received.push({ ...message, at: process.hrtime.bigint() });
+        this.wake();
+      }
+    } catch {
+      // closed
+    }
+    this.ended = true;
+    this.wake();
+  }
+
+  replays(): Received[] {
+    return this.received.filter((m) => m.event === 'replay');
+  }
+
+  states(): string[] {
+    return this.received.filter((m) => m.event === 'state').map((m) => JSON.parse(m.data).state as string);
+  }
+
+  /** Resolves once `done` holds (checked on each message), or rejects after `timeoutMs`. */
+  async until(done: (stream: StreamClient) => boolean, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!done(this)) {
+      if (this.ended) throw new Error(`stream ended before the condition held: ${this.states().join(',')}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out; ${this.replays().length} events, states ${this.states()}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  close(): void {
+    this.stream.close();
+  }
+}

@@ -1,0 +1,83 @@
+import { fakeEvent } from '../support/fake-replay-source';
+import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
+
+const replayFixture = useReplayFixtures('kreplay-replay-resume-');
+const T0 = 1_795_345_678_123_456_789n;
+/** 3000 events 1 µs apart, every third sharing its timestamp with the one before */
+const EVENTS = Array.from({ length: 3000 }, (_, i) =>
+  fakeEvent('tx', T0 + BigInt(i - Math.floor(i / 3)) * 1_000n, i),
+);
+const offsetOf = (i: number) => EVENTS[i]!.timestamp_ns - T0;
+
+describe('resuming a stream', () => {
+  it('re-reads emitted events from the nearest checkpoint, lateness kept for the recent ones', async () => {
+    const fx = replayFixture(EVENTS);
+    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const start = fx.clock.now();
+    session.play();
+    fx.clock.advanceTo(start + offsetOf(2499), 5n);
+    expect(session.record().events_emitted).toBe(2500);
+    const read = fx.source.read;
+    const stream = new CapturedStream();
+    for (const frame of session.history(2100)) stream.write(frame);
+    expect(fx.source.read - read).toBeLessThan(500);
+    const replays = stream.replays();
+    expect(replays.map((r) => r.id)).toEqual(Array.from({ length: 400 }, (_, i) => 2100 + i));
+    expect(replays.map((r) => r.data.bytes)).toEqual(replays.map((r) => r.id));
+    expect(replays.every((r) => r.data.emitted_late_ns === 5)).toBe(true);
+    const old = [...session.history(3)].slice(0, 2).join('');
+    expect(old).toMatch(/^id: 3\n.*"emitted_late_ns":null}\n\nid: 4\n/s);
+  });
+
+  it('ends the history where the live stream is, even as it moves', () => {
+    const fx = replayFixture(EVENTS);
+    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const start = fx.clock.now();
+    session.play();
+    fx.clock.advanceTo(start + offsetOf(9));
+    const ids: number[] = [];
+    for (const frame of session.history(0)) {
+      ids.push(Number(/^id: (\d+)/.exec(frame)![1]));
+      if (ids.length === 5) fx.clock.advanceTo(start + offsetOf(19));
+    }
+    expect(ids).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect([...session.history(25)]).toEqual([]);
+  });
+});
+
+describe('a daemon restart', () => {
+  it('brings a playing session back paused where it was, and it continues from there', async () => {
+    const first = replayFixture(EVENTS);
+    const session = first.sessions.create({ transaction_id: 'tx', speed_factor: 2, extra_latency_ns: 100 });
+    const before = new CapturedStream();
+    session.watch(before);
+    const start = first.clock.now();
+    session.play();
+    first.clock.advanceTo(start + 300_000n);
+    const emitted = session.record().events_emitted;
+    expect(emitted).toBeGreaterThan(100);
+    await first.sessions.close();
+    await settle();
+    expect(before.ended).toBe(true);
+    expect(before.states()).toEqual(['ready', 'playing', 'paused']);
+    const saved = session.record();
+
+    const second = replayFixture(EVENTS, { dataDir: first.dataDir });
+    const restored = second.sessions.get(session.id);
+    expect(restored.record()).toEqual({ ...saved, state: 'paused' });
+    const after = new CapturedStream();
+    restored.watch(after);
+    const resumedAt = second.clock.now();
+    restored.play();
+    // the schedule goes on: the next event is due where it would have been
+    const wallNow = 300_000n;
+    expect(second.clock.armed[0]! - resumedAt).toBe(
+      (offsetOf(emitted) + 1n) / 2n + BigInt(emitted) * 100n - wallNow,
+    );
+    second.clock.advanceBy(10_000_000_000n);
+    await settle();
+    const ids = [...before.replays(), ...after.replays()].map((r) => r.id);
+    expect(ids).toEqual(EVENTS.map((_, i) => i));
+    expect(restored.record()).toMatchObject({ state: 'finished', events_emitted: 3000 });
+  });
+});

@@ -1,0 +1,86 @@
+import type { ProblemError } from '../../daemon/http/problem';
+import type { ReplaySession } from '../../daemon/replay/sessions/replay-session';
+import {
+  CONTROLS,
+  SESSION_STATES,
+  type Control,
+  type SessionState,
+} from '../../daemon/replay/sessions/session-state';
+import { fakeEvent } from '../support/fake-replay-source';
+import { useReplayFixtures } from '../support/replay-fixture';
+
+const replayFixture = useReplayFixtures('kreplay-replay-state-');
+const T0 = 1_795_345_678_123_456_789n;
+const EVENTS = [0n, 1_000n, 5_000n, 9_000n].map((o, i) => fakeEvent('tx', T0 + o, i));
+
+/** The contract's table, written out independently of the implementation: a state, or 409. */
+const EXPECTED: Record<SessionState, Record<Control, SessionState | 409>> = {
+  ready: { play: 'playing', pause: 409, stop: 'stopped', seek: 'paused' },
+  playing: { play: 409, pause: 'paused', stop: 'stopped', seek: 'playing' },
+  paused: { play: 'playing', pause: 409, stop: 'stopped', seek: 'paused' },
+  finished: { play: 409, pause: 409, stop: 'stopped', seek: 'paused' },
+  stopped: { play: 409, pause: 409, stop: 'stopped', seek: 409 },
+};
+
+function sessionIn(fx: ReturnType<typeof replayFixture>, state: SessionState): ReplaySession {
+  const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+  if (state === 'playing' || state === 'paused' || state === 'finished') session.play();
+  if (state === 'paused') session.pause();
+  if (state === 'finished') fx.clock.advanceBy(1_000_000n);
+  if (state === 'stopped') session.stop();
+  expect(session.state).toBe(state);
+  return session;
+}
+
+function apply(session: ReplaySession, control: Control): void {
+  if (control === 'seek') session.seek(2_000n);
+  else session[control]();
+}
+
+describe('replay session state table', () => {
+  const cases = SESSION_STATES.flatMap((state) => CONTROLS.map((control) => [state, control] as const));
+
+  it.each(cases)('%s + %s', (state, control) => {
+    const fx = replayFixture(EVENTS);
+    const session = sessionIn(fx, state);
+    const before = session.record();
+    const expected = EXPECTED[state][control];
+    if (expected === 409) {
+      let error: ProblemError | undefined;
+      try {
+        apply(session, control);
+      } catch (err) {
+        error = err as ProblemError;
+      }
+      expect(error?.status).toBe(409);
+      expect(error?.detail).toContain(`is ${state}`);
+      expect(session.record()).toEqual(before);
+    } else {
+      apply(session, control);
+      expect(session.state).toBe(expected);
+    }
+  });
+
+  it('stopping a stopped session changes nothing', () => {
+    const fx = replayFixture(EVENTS);
+    const session = sessionIn(fx, 'stopped');
+    const before = session.json();
+    session.stop();
+    expect(session.json()).toBe(before);
+  });
+
+  it('finishes once the last event is emitted, at position duration_ns', () => {
+    const fx = replayFixture(EVENTS);
+    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    session.play();
+    fx.clock.advanceBy(8_999n);
+    expect(session.record()).toMatchObject({ state: 'playing', events_emitted: 3 });
+    fx.clock.advanceBy(1n);
+    expect(session.record()).toMatchObject({
+      state: 'finished',
+      events_emitted: 4,
+      position_ns: 9_000n,
+      duration_ns: 9_000n,
+    });
+  });
+});
