@@ -94,9 +94,9 @@ lint: setup
 format: setup
 	npx prettier --write .
 
-## bench: every benchmark, results printed as tables
+## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay), results printed as tables
 bench: build
-	node dist/bench/run.js
+	node dist/bench/run.js $(BENCH)
 
 clean:
 	rm -rf $(BUILD) dist native/build

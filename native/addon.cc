@@ -54,6 +54,19 @@ Napi::Value SetRealtimeSchedulingJs(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// doorbellPipe() -> [readFd, writeFd]
+Napi::Value DoorbellPipeJs(const Napi::CallbackInfo& info) {
+  try {
+    const PipeEnds ends = MakeDoorbellPipe();
+    Napi::Array out = Napi::Array::New(info.Env(), 2);
+    out.Set(0u, ends.read_fd);
+    out.Set(1u, ends.write_fd);
+    return out;
+  } catch (const CaptureFailure& failure) {
+    throw ToJsError(info.Env(), failure);
+  }
+}
+
 }  // namespace
 
 }  // namespace kreplay
@@ -66,6 +79,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("ensureTracefs", Napi::Function::New(env, EnsureTracefsJs));
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
+  exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   return exports;
 }
 

@@ -1,6 +1,7 @@
 #include "thread_scheduling.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +27,13 @@ void SetRealtimeScheduling(pid_t tid, int priority) {
   throw CaptureFailure(err == EPERM ? "E_SCHED_PERM" : "E_SCHED",
                        "cannot put thread " + std::to_string(tid) + " under SCHED_FIFO: " + strerror(err) +
                            (err == EPERM ? " (needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance)" : ""));
+}
+
+PipeEnds MakeDoorbellPipe() {
+  int fds[2];
+  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
+    throw CaptureFailure("E_PIPE", std::string("cannot make a pipe: ") + strerror(errno));
+  return {fds[0], fds[1]};
 }
 
 }  // namespace kreplay

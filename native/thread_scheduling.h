@@ -1,4 +1,5 @@
-// Real-time scheduling for the daemon's replay clock thread.
+// What the daemon's replay clock thread needs from the system: real-time
+// scheduling, and a doorbell to the main thread that takes no lock.
 #pragma once
 
 #include <sys/types.h>
@@ -9,5 +10,13 @@ namespace kreplay {
 // it preempts ordinary threads when its deadline comes. Throws a
 // CaptureFailure (E_SCHED_PERM without CAP_SYS_NICE, else E_SCHED).
 void SetRealtimeScheduling(pid_t tid, int priority);
+
+// A non-blocking, close-on-exec pipe: {read end, write end}. Throws a
+// CaptureFailure (E_PIPE) when none can be made.
+struct PipeEnds {
+  int read_fd;
+  int write_fd;
+};
+PipeEnds MakeDoorbellPipe();
 
 }  // namespace kreplay

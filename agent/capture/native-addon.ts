@@ -37,6 +37,8 @@ export interface NativeAddon {
   drainLog(): [string, string][];
   /** SCHED_FIFO at `priority` for thread `tid` of this process; throws E_SCHED_PERM or E_SCHED */
   setRealtimeScheduling(tid: number, priority: number): void;
+  /** a non-blocking pipe [readFd, writeFd]; throws E_PIPE */
+  doorbellPipe(): [number, number];
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');

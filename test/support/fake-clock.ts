@@ -25,13 +25,16 @@ class FakeLane implements ClockLane {
 
 export class FakeClock implements ReplayClock {
   nowNs = 1_000_000_000n;
-  readonly leadNs = 0n;
   /** every deadline ever handed to the clock, in order */
   readonly armed: bigint[] = [];
   private readonly lanes: FakeLane[] = [];
 
   now(): bigint {
     return this.nowNs;
+  }
+
+  leadNs(): bigint {
+    return 0n;
   }
 
   lane(): ClockLane {

@@ -8,12 +8,14 @@
  * overshoot by the timer slack (~50 µs, none under SCHED_FIFO) plus the
  * wake-up latency, which depends on the load: the margin follows the
  * overshoots it sees (up at once, down slowly) within fixed bounds, so the
- * spin covers a late wake-up and waiting stays nearly free. Deadlines come in, and releases go
- * out, through rings in shared memory rather than messages: a message port
- * takes a lock the main thread also takes, and a main thread preempted while
- * holding it would stall the clock for a whole scheduler slice. The only
- * message is a doorbell that wakes the main thread's event loop, sent when
- * it has read every release before.
+ * spin covers a late wake-up and waiting stays nearly free.
+ *
+ * Deadlines come in, and releases go out, through rings in shared memory,
+ * and the main thread's event loop is woken by a byte on a pipe, sent when
+ * it has read every release before: the real-time clock thread must not
+ * take a lock the main thread also takes (a message port's), since a main
+ * thread preempted while holding it would stall the clock for a scheduler
+ * slice. The one message is the hello at start.
  */
 
 /** Where things are in the shared buffers; handed to the thread, which cannot import it. */
@@ -49,6 +51,8 @@ export interface ClockThreadData {
   commands: SharedArrayBuffer;
   /** a power of two of releases */
   releases: SharedArrayBuffer;
+  /** write end of the doorbell pipe (non-blocking) */
+  doorbellFd: number;
   layout: typeof LAYOUT;
   /** the early-wake margin: where it starts, and its bounds */
   earlyWakeNs: bigint;
@@ -72,6 +76,7 @@ export function clockThread(
   const commandMask = commands.length / at.commandWidth - 1;
   const releaseCapacity = releases.length / at.releaseWidth;
   const port = threads.parentPort!;
+  const doorbellByte = new Uint8Array(1);
   const lanes = new Map<number, { generation: number; deadlines: bigint[]; head: number }>();
   const now = () => process.hrtime.bigint();
   if (data.niceness !== 0) {
@@ -88,14 +93,33 @@ export function clockThread(
   let earlyWake = data.earlyWakeNs;
   /** decaying maximum of the recent wake-up overshoots */
   let overshoot = 0n;
+  /** the margin: half as much again as the overshoot, within its bounds */
+  const adaptEarlyWake = () => {
+    const margin = overshoot + overshoot / 2n;
+    earlyWake =
+      margin < data.minEarlyWakeNs
+        ? data.minEarlyWakeNs
+        : margin > data.maxEarlyWakeNs
+          ? data.maxEarlyWakeNs
+          : margin;
+  };
 
-  /** Applies the queued commands; false once told to stop. */
-  const drain = (): boolean => {
+  /**
+   * Applies up to DRAIN_BATCH queued commands: 'stop' once told to stop,
+   * 'more' when commands remain. A session starting a dense replay queues
+   * thousands at once, and releasing what is due must not wait for them all.
+   */
+  const DRAIN_BATCH = 256;
+  const drain = (): 'stop' | 'more' | 'done' => {
     const tail = Atomics.load(control, at.commandTail);
     let head = control[at.commandHead]!;
-    for (; head !== tail; head = (head + 1) | 0) {
+    for (let taken = 0; head !== tail; head = (head + 1) | 0, taken++) {
+      if (taken === DRAIN_BATCH) {
+        Atomics.store(control, at.commandHead, head);
+        return 'more';
+      }
       const slot = (head & commandMask) * at.commandWidth;
-      if (commands[slot] === at.none) return false;
+      if (commands[slot] === at.none) return 'stop';
       const id = Number(commands[slot]);
       const generation = Number(commands[slot + 1]);
       const deadline = commands[slot + 2]!;
@@ -111,7 +135,7 @@ export function clockThread(
       lane.deadlines.push(deadline);
     }
     Atomics.store(control, at.commandHead, head);
-    return true;
+    return 'done';
   };
 
   /** Hands the main thread what is due at `t`; false when its ring is full. */
@@ -140,18 +164,30 @@ export function clockThread(
       }
     }
     Atomics.store(control, at.releaseTail, tail);
-    if (Atomics.compareExchange(control, at.doorbell, 1, 0) === 1) port.postMessage(null);
+    if (Atomics.compareExchange(control, at.doorbell, 1, 0) === 1) {
+      try {
+        fs.writeSync(data.doorbellFd, doorbellByte);
+      } catch {
+        // EAGAIN: the pipe is full of unread rings, so the main thread wakes anyway
+      }
+    }
     return !full;
   };
 
   for (;;) {
     // read before draining: a command queued after the drain changes it, and the wait returns at once
     const seen = Atomics.load(control, at.wake);
-    if (!drain()) return;
+    const drained = drain();
+    if (drained === 'stop') return;
     let next: bigint | undefined;
     for (const lane of lanes.values()) {
       const deadline = lane.deadlines[lane.head]!;
       if (next === undefined || deadline < next) next = deadline;
+    }
+    if (drained === 'more') {
+      // between batches of commands: release what is due, never wait
+      if (next !== undefined && next <= now()) release(now());
+      continue;
     }
     if (next === undefined) {
       Atomics.wait(control, at.wake, seen);
@@ -163,13 +199,7 @@ export function clockThread(
       if (Atomics.wait(control, at.wake, seen, Number(sleep) / 1e6) === 'timed-out') {
         const over = now() - wakeAt;
         overshoot = over > overshoot ? over : overshoot - (overshoot - over) / 32n;
-        const margin = overshoot + overshoot / 2n;
-        earlyWake =
-          margin < data.minEarlyWakeNs
-            ? data.minEarlyWakeNs
-            : margin > data.maxEarlyWakeNs
-              ? data.maxEarlyWakeNs
-              : margin;
+        adaptEarlyWake();
       }
       continue;
     }
@@ -180,5 +210,9 @@ export function clockThread(
     if (t < next) continue; // new commands may bring an earlier deadline, or the spin ended a hair early
     // a full ring means a main thread far behind: give it a millisecond rather than spin
     if (!release(t)) Atomics.wait(control, at.wake, seen, 1);
+    // dense deadlines leave no timed waits to learn from: let one late wake-up fade, or the
+    // thread would spin without pause, and the kernel parks a real-time thread that never sleeps
+    overshoot -= overshoot / 64n;
+    adaptEarlyWake();
   }
 }

@@ -9,6 +9,8 @@
  * and costs nothing while it sleeps.
  */
 import { once } from 'node:events';
+import { closeSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../agent/log/logger';
 import { nativeAddon } from '../../../agent/capture/native-addon';
@@ -35,8 +37,13 @@ const MAX_EARLY_WAKE_NS = 2_000_000n;
  * Without it, the thread asks for nice -10, else keeps the daemon's priority.
  */
 const DEFAULT_REALTIME_PRIORITY = 10;
-/** A deadline reaches the clock thread within ~100 µs (a microtask, a futex wake); under load, more. */
+/**
+ * A deadline reaches the clock thread within ~100 µs (a microtask, a futex
+ * wake), more under load; handing over thousands at once (a dense replay
+ * starting) takes about a microsecond each.
+ */
 const LEAD_NS = 1_000_000n;
+const LEAD_PER_DEADLINE_NS = 1_000n;
 const DEFAULT_NICENESS = -10;
 /** Ring sizes (powers of two): commands queue up while the clock thread waits to run, releases while the main thread is busy. */
 const COMMANDS = 1 << 16;
@@ -92,12 +99,18 @@ export class HighResClock implements ReplayClock {
   /** how the clock thread is scheduled, e.g. "SCHED_FIFO 10", once it has started */
   scheduling = 'starting';
   private readonly started: Promise<void>;
+  /** read end of the pipe the clock thread rings when there are releases to run */
+  private readonly doorbell: Socket;
+  private readonly doorbellWriteFd: number;
 
   constructor(
     private readonly log: Logger,
     options: HighResClockOptions = {},
   ) {
+    const [doorbellReadFd, doorbellWriteFd] = nativeAddon().doorbellPipe();
+    this.doorbellWriteFd = doorbellWriteFd;
     const data: ClockThreadData = {
+      doorbellFd: doorbellWriteFd,
       control: new SharedArrayBuffer(4 * LAYOUT.controlWords),
       commands: new SharedArrayBuffer(8 * LAYOUT.commandWidth * COMMANDS),
       releases: new SharedArrayBuffer(8 * LAYOUT.releaseWidth * RELEASES),
@@ -116,10 +129,15 @@ export class HighResClock implements ReplayClock {
       { eval: true, workerData: data, name: 'replay-clock' },
     );
     this.worker.unref();
+    this.doorbell = new Socket({ fd: doorbellReadFd, readable: true, writable: false });
+    // the bytes only wake the loop; the releases are in the ring
+    this.doorbell.on('data', () => this.readReleases()).unref();
+    this.doorbell.on('error', (err) =>
+      this.log.error('replay clock doorbell failed', { error: err.message }),
+    );
     this.started = new Promise((resolve) => {
       this.worker.once('message', (hello: ClockThreadHello) => {
         this.schedule(hello, options.realtimePriority ?? DEFAULT_REALTIME_PRIORITY);
-        this.worker.on('message', () => this.readReleases());
         resolve();
       });
     });
@@ -149,7 +167,9 @@ export class HighResClock implements ReplayClock {
     this.log.info('replay clock started', { thread: hello.tid, scheduling: this.scheduling });
   }
 
-  readonly leadNs = LEAD_NS;
+  leadNs(count: number): bigint {
+    return LEAD_NS + BigInt(count) * LEAD_PER_DEADLINE_NS;
+  }
 
   now(): bigint {
     return process.hrtime.bigint();
@@ -222,8 +242,8 @@ export class HighResClock implements ReplayClock {
 
   /* Pending deadlines keep the process alive, as pending timers do. */
   private keepAlive(): void {
-    if (this.lanes.size > 0) this.worker.ref();
-    else this.worker.unref();
+    if (this.lanes.size > 0) this.doorbell.ref();
+    else this.doorbell.unref();
   }
 
   async close(): Promise<void> {
@@ -234,5 +254,7 @@ export class HighResClock implements ReplayClock {
     this.backlog.push(LAYOUT.none, 0n, 0n);
     this.flush();
     await exited;
+    this.doorbell.destroy();
+    closeSync(this.doorbellWriteFd);
   }
 }

@@ -11,8 +11,8 @@ export interface ClockLane {
 export interface ReplayClock {
   /** Monotonic nanoseconds, the time base of deadlines. */
   now(): bigint;
-  /** How far ahead a deadline must be to be released on time: replays start this long after play. */
-  readonly leadNs: bigint;
+  /** How far ahead the first of `count` deadlines handed over at once must be to be released on time. */
+  leadNs(count: number): bigint;
   lane(): ClockLane;
   close(): Promise<void>;
 }

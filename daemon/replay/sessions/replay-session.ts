@@ -21,11 +21,11 @@ import type { EventStart, Transaction } from './transaction';
  * are read and handed to the clock (at least MIN_LOOKAHEAD, at most
  * MAX_LOOKAHEAD events): the clock releases them on time even while the
  * main thread is busy serving requests for tens of milliseconds, and memory
- * stays bounded (a few MB per session) whatever the transaction's size.
+ * stays bounded (at most ~7 MB per session) whatever the transaction's size.
  */
 const LOOKAHEAD_NS = 250_000_000n;
 const MIN_LOOKAHEAD = 64;
-export const MAX_LOOKAHEAD = 8192;
+export const MAX_LOOKAHEAD = 16384;
 /** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
 const CHECKPOINT_EVERY = 1024;
 /** How many recent lateness values a resuming stream gets exactly (older ones are null). */
@@ -293,7 +293,7 @@ export class ReplaySession {
   /** Plays from the wall offset where the session is; reading ahead first does not count against the schedule. */
   private start(): void {
     this.readAhead(this.wallNs + LOOKAHEAD_NS);
-    this.anchor = this.context.clock.now() + this.context.clock.leadNs - this.wallNs;
+    this.anchor = this.context.clock.now() + this.context.clock.leadNs(this.pending.length) - this.wallNs;
     this.enter('playing');
     for (const entry of this.pending) this.arm(entry);
     if (this.pending.length === 0) this.finish();
