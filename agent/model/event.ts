@@ -70,25 +70,25 @@ export interface StoreNames {
 }
 
 export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
-  const seq = Number(row.seq);
+  // object literals of one fixed shape per type: V8 builds them far faster than spreads
   const ctx = names.context(row.ctx === null ? null : Number(row.ctx));
-  const common = {
-    event_id: formatEventId(names.storeId, row.ts, seq),
-    timestamp_ns: row.ts,
-    duration_ns: row.dur,
-    service_name: names.service(Number(row.service)),
-    transaction_id: ctx.transaction_id,
-    trace_id: ctx.trace_id,
-    node: names.node,
-    pid: Number(row.pid),
-    tid: Number(row.tid),
-    comm: names.comm(Number(row.comm)),
-    bytes: Number(row.bytes),
-  };
+  const eventId = formatEventId(names.storeId, row.ts, Number(row.seq));
+  const serviceName = names.service(Number(row.service));
+  const comm = names.comm(Number(row.comm));
   if (Number(row.type) === RecordType.BlockIo) {
     return {
-      ...common,
+      event_id: eventId,
       event_type: 'block_io',
+      timestamp_ns: row.ts,
+      duration_ns: row.dur,
+      service_name: serviceName,
+      transaction_id: ctx.transaction_id,
+      trace_id: ctx.trace_id,
+      node: names.node,
+      pid: Number(row.pid),
+      tid: Number(row.tid),
+      comm,
+      bytes: Number(row.bytes),
       device: deviceName(Number(row.dev ?? 0)),
       sector: Number(row.sector ?? 0),
       op: blockOpName(Number(row.op ?? 0)),
@@ -96,29 +96,57 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
     };
   }
   return {
-    ...common,
+    event_id: eventId,
     event_type: eventTypeName(Number(row.type)) as 'sys_write',
+    timestamp_ns: row.ts,
+    duration_ns: row.dur,
+    service_name: serviceName,
+    transaction_id: ctx.transaction_id,
+    trace_id: ctx.trace_id,
+    node: names.node,
+    pid: Number(row.pid),
+    tid: Number(row.tid),
+    comm,
+    bytes: Number(row.bytes),
     syscall: syscallName(Number(row.syscall ?? 0)),
     fd: Number(row.fd ?? -1),
     ret: Number(row.ret ?? 0),
   };
 }
 
+/** A JSON string literal; the common case (printable ASCII, no quote or backslash) skips JSON.stringify. */
+const PLAIN = /^[\x20-\x21\x23-\x5b\x5d-\x7e]*$/;
+function jsonString(value: string | null): string {
+  if (value === null) return 'null';
+  return PLAIN.test(value) ? `"${value}"` : JSON.stringify(value);
+}
+
+function jsonValue(value: unknown, int64AsString: boolean): string {
+  if (typeof value === 'bigint') return int64AsString ? `"${value}"` : value.toString();
+  if (typeof value === 'string') return jsonString(value);
+  return JSON.stringify(value === undefined ? null : value);
+}
+
 /**
  * JSON text of an event with timestamp_ns and duration_ns as exact integers
  * (all 19 digits; JSON.stringify cannot write a bigint), or as strings for
- * JavaScript clients that would round them.
+ * JavaScript clients that would round them. Written field by field: pages
+ * of 10,000 events spend most of their time here.
  */
 export function eventToJson(event: ApiEvent, int64AsString = false, extra?: Record<string, unknown>): string {
-  const parts: string[] = [];
-  for (const [key, value] of Object.entries(extra ? { ...event, ...extra } : event)) {
-    const text =
-      typeof value === 'bigint'
-        ? int64AsString
-          ? `"${value}"`
-          : value.toString()
-        : JSON.stringify(value === undefined ? null : value);
-    parts.push(`${JSON.stringify(key)}:${text}`);
-  }
-  return `{${parts.join(',')}}`;
+  const int64 = (v: bigint) => (int64AsString ? `"${v}"` : v.toString());
+  let text =
+    `{"event_id":${jsonString(event.event_id)},"event_type":"${event.event_type}"` +
+    `,"timestamp_ns":${int64(event.timestamp_ns)},"duration_ns":${int64(event.duration_ns)}` +
+    `,"service_name":${jsonString(event.service_name)},"transaction_id":${jsonString(event.transaction_id)}` +
+    `,"trace_id":${jsonString(event.trace_id)},"node":${jsonString(event.node)}` +
+    `,"pid":${event.pid},"tid":${event.tid},"comm":${jsonString(event.comm)},"bytes":${event.bytes}`;
+  text +=
+    event.event_type === 'block_io'
+      ? `,"device":${jsonString(event.device)},"sector":${event.sector},"op":${jsonString(event.op)},"error":${event.error}`
+      : `,"syscall":${jsonString(event.syscall)},"fd":${event.fd},"ret":${event.ret}`;
+  if (extra)
+    for (const [key, value] of Object.entries(extra))
+      text += `,${JSON.stringify(key)}:${jsonValue(value, int64AsString)}`;
+  return `${text}}`;
 }
