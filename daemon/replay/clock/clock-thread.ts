@@ -30,12 +30,12 @@ export const LAYOUT = {
   /** 1 while the main thread wants a doorbell for the next release */
   doorbell: 5,
   controlWords: 6,
-  /** BigInt64s per command: lane, generation, deadline */
+  /** Float64s per command: lane, generation, deadline */
   commandWidth: 3,
-  /** BigInt64s per release: lane, generation, count, releasedAt */
+  /** Float64s per release: lane, generation, count, releasedAt */
   releaseWidth: 4,
   /** as a command's deadline: forget the lane; as its lane: stop the thread */
-  none: -1n,
+  none: -1,
 } as const;
 
 /** What the thread tells the main thread once, before anything else. */
@@ -54,10 +54,16 @@ export interface ClockThreadData {
   /** write end of the doorbell pipe (non-blocking) */
   doorbellFd: number;
   layout: typeof LAYOUT;
+  /**
+   * Times in the thread are nanoseconds since this monotonic instant, as
+   * doubles: exact for 104 days, and unlike bigints they cost no allocation,
+   * so the thread never pauses to collect garbage in the middle of a burst.
+   */
+  epochNs: bigint;
   /** the early-wake margin: where it starts, and its bounds */
-  earlyWakeNs: bigint;
-  minEarlyWakeNs: bigint;
-  maxEarlyWakeNs: bigint;
+  earlyWakeNs: number;
+  minEarlyWakeNs: number;
+  maxEarlyWakeNs: number;
   /** nice value for this thread (0: leave it) */
   niceness: number;
 }
@@ -71,14 +77,17 @@ export function clockThread(
   const data = threads.workerData as ClockThreadData;
   const at = data.layout;
   const control = new Int32Array(data.control);
-  const commands = new BigInt64Array(data.commands);
-  const releases = new BigInt64Array(data.releases);
+  const commands = new Float64Array(data.commands);
+  const releases = new Float64Array(data.releases);
   const commandMask = commands.length / at.commandWidth - 1;
   const releaseCapacity = releases.length / at.releaseWidth;
   const port = threads.parentPort!;
   const doorbellByte = new Uint8Array(1);
-  const lanes = new Map<number, { generation: number; deadlines: bigint[]; head: number }>();
-  const now = () => process.hrtime.bigint();
+  const lanes = new Map<number, { generation: number; deadlines: number[]; head: number }>();
+  // performance.now() reads the same monotonic clock as hrtime, in ms, and allocates nothing
+  const startNs = Number(process.hrtime.bigint() - data.epochNs);
+  const startMs = performance.now();
+  const now = () => startNs + (performance.now() - startMs) * 1e6;
   if (data.niceness !== 0) {
     try {
       // on Linux a nice value is per thread: this raises the clock only
@@ -92,10 +101,10 @@ export function clockThread(
   port.postMessage({ tid, niceness: os.getPriority() });
   let earlyWake = data.earlyWakeNs;
   /** decaying maximum of the recent wake-up overshoots */
-  let overshoot = 0n;
+  let overshoot = 0;
   /** the margin: half as much again as the overshoot, within its bounds */
   const adaptEarlyWake = () => {
-    const margin = overshoot + overshoot / 2n;
+    const margin = overshoot * 1.5;
     earlyWake =
       margin < data.minEarlyWakeNs
         ? data.minEarlyWakeNs
@@ -120,8 +129,8 @@ export function clockThread(
       }
       const slot = (head & commandMask) * at.commandWidth;
       if (commands[slot] === at.none) return 'stop';
-      const id = Number(commands[slot]);
-      const generation = Number(commands[slot + 1]);
+      const id = commands[slot]!;
+      const generation = commands[slot + 1]!;
       const deadline = commands[slot + 2]!;
       if (deadline === at.none) {
         lanes.delete(id);
@@ -139,7 +148,7 @@ export function clockThread(
   };
 
   /** Hands the main thread what is due at `t`; false when its ring is full. */
-  const release = (t: bigint): boolean => {
+  const release = (t: number): boolean => {
     const head = Atomics.load(control, at.releaseHead);
     let tail = control[at.releaseTail]!;
     let full = false;
@@ -152,9 +161,9 @@ export function clockThread(
       while (lane.head < lane.deadlines.length && lane.deadlines[lane.head]! <= t) lane.head++;
       if (lane.head === first) continue;
       const slot = (tail & (releaseCapacity - 1)) * at.releaseWidth;
-      releases[slot] = BigInt(id);
-      releases[slot + 1] = BigInt(lane.generation);
-      releases[slot + 2] = BigInt(lane.head - first);
+      releases[slot] = id;
+      releases[slot + 1] = lane.generation;
+      releases[slot + 2] = lane.head - first;
       releases[slot + 3] = t;
       tail = (tail + 1) | 0;
       if (lane.head === lane.deadlines.length) lanes.delete(id);
@@ -179,7 +188,7 @@ export function clockThread(
     const seen = Atomics.load(control, at.wake);
     const drained = drain();
     if (drained === 'stop') return;
-    let next: bigint | undefined;
+    let next: number | undefined;
     for (const lane of lanes.values()) {
       const deadline = lane.deadlines[lane.head]!;
       if (next === undefined || deadline < next) next = deadline;
@@ -195,24 +204,22 @@ export function clockThread(
     }
     const wakeAt = next - earlyWake;
     const sleep = wakeAt - now();
-    if (sleep > 0n) {
+    if (sleep > 0) {
       if (Atomics.wait(control, at.wake, seen, Number(sleep) / 1e6) === 'timed-out') {
         const over = now() - wakeAt;
-        overshoot = over > overshoot ? over : overshoot - (overshoot - over) / 32n;
+        overshoot = over > overshoot ? over : overshoot - (overshoot - over) / 32;
         adaptEarlyWake();
       }
       continue;
     }
-    // spin on performance.now(), a double: hrtime.bigint() allocates, and a spin that allocates pauses to collect
-    const spinUntil = performance.now() + Number(next - now()) / 1e6;
-    while (performance.now() < spinUntil && Atomics.load(control, at.wake) === seen);
-    const t = now();
-    if (t < next) continue; // new commands may bring an earlier deadline, or the spin ended a hair early
+    let t = now();
+    while (t < next && Atomics.load(control, at.wake) === seen) t = now();
+    if (t < next) continue; // new commands may bring an earlier deadline
     // a full ring means a main thread far behind: give it a millisecond rather than spin
     if (!release(t)) Atomics.wait(control, at.wake, seen, 1);
     // dense deadlines leave no timed waits to learn from: let one late wake-up fade, or the
     // thread would spin without pause, and the kernel parks a real-time thread that never sleeps
-    overshoot -= overshoot / 64n;
+    overshoot -= overshoot / 64;
     adaptEarlyWake();
   }
 }

@@ -26,9 +26,9 @@ import type { ClockLane, ReplayClock } from './replay-clock';
  * a real-time thread spinning through dense replays until the kernel's
  * real-time throttling parks it for 50 ms of every second.
  */
-const EARLY_WAKE_NS = 250_000n;
-const MIN_EARLY_WAKE_NS = 30_000n;
-const MAX_EARLY_WAKE_NS = 2_000_000n;
+const EARLY_WAKE_NS = 250_000;
+const MIN_EARLY_WAKE_NS = 30_000;
+const MAX_EARLY_WAKE_NS = 2_000_000;
 /**
  * The clock thread runs under SCHED_FIFO at this priority when the daemon
  * may (CAP_SYS_NICE): it then preempts the HTTP threads and anything else
@@ -76,7 +76,7 @@ class HighResLane implements ClockLane {
   clear(): void {
     this.generation++;
     this.waiting = [];
-    this.clock.queue(this, LAYOUT.none);
+    this.clock.queue(this, null);
   }
 
   /** Runs the releases of `count` deadlines, unless the lane is cleared meanwhile. */
@@ -88,10 +88,12 @@ class HighResLane implements ClockLane {
 export class HighResClock implements ReplayClock {
   private readonly worker: Worker;
   private readonly control: Int32Array;
-  private readonly commands: BigInt64Array;
-  private readonly releases: BigInt64Array;
+  private readonly commands: Float64Array;
+  private readonly releases: Float64Array;
+  /** the clock thread's time zero (see ClockThreadData.epochNs) */
+  private readonly epochNs = process.hrtime.bigint();
   /** commands that did not fit in the ring yet */
-  private backlog: bigint[] = [];
+  private backlog: number[] = [];
   private flushQueued = false;
   private readonly lanes = new Map<number, HighResLane>();
   private lastLane = 0;
@@ -115,14 +117,15 @@ export class HighResClock implements ReplayClock {
       commands: new SharedArrayBuffer(8 * LAYOUT.commandWidth * COMMANDS),
       releases: new SharedArrayBuffer(8 * LAYOUT.releaseWidth * RELEASES),
       layout: LAYOUT,
+      epochNs: this.epochNs,
       earlyWakeNs: EARLY_WAKE_NS,
       minEarlyWakeNs: MIN_EARLY_WAKE_NS,
       maxEarlyWakeNs: MAX_EARLY_WAKE_NS,
       niceness: options.niceness ?? DEFAULT_NICENESS,
     };
     this.control = new Int32Array(data.control);
-    this.commands = new BigInt64Array(data.commands);
-    this.releases = new BigInt64Array(data.releases);
+    this.commands = new Float64Array(data.commands);
+    this.releases = new Float64Array(data.releases);
     Atomics.store(this.control, LAYOUT.doorbell, 1);
     this.worker = new Worker(
       `(${clockThread.toString()})(require('node:worker_threads'), require('node:os'), require('node:fs'))`,
@@ -179,13 +182,16 @@ export class HighResClock implements ReplayClock {
     return new HighResLane(this, ++this.lastLane);
   }
 
-  /** Queues a deadline (or LAYOUT.none: clear) of the lane; the thread gets them when this task is done. */
-  queue(lane: HighResLane, deadline: bigint): void {
+  /** Queues a deadline (or null: clear) of the lane; the thread gets them when this task is done. */
+  queue(lane: HighResLane, deadline: bigint | null): void {
     if (this.failure) throw new Error(`the replay clock failed: ${this.failure.message}`);
     if (lane.waiting.length > 0) this.lanes.set(lane.id, lane);
     else this.lanes.delete(lane.id);
     this.keepAlive();
-    this.backlog.push(BigInt(lane.id), BigInt(lane.generation), deadline);
+    // a deadline already past is due at once: 0 stands for it as well as any
+    const since =
+      deadline === null ? LAYOUT.none : deadline > this.epochNs ? Number(deadline - this.epochNs) : 0;
+    this.backlog.push(lane.id, lane.generation, since);
     if (!this.flushQueued) {
       this.flushQueued = true;
       queueMicrotask(() => this.flush());
@@ -222,12 +228,12 @@ export class HighResClock implements ReplayClock {
       let head = this.control[LAYOUT.releaseHead]!;
       for (; head !== tail; head = (head + 1) | 0) {
         const slot = (head & (RELEASES - 1)) * LAYOUT.releaseWidth;
-        const id = Number(this.releases[slot]);
+        const id = this.releases[slot]!;
         const lane = this.lanes.get(id);
         lane?.release(
-          Number(this.releases[slot + 1]),
-          Number(this.releases[slot + 2]),
-          this.releases[slot + 3]!,
+          this.releases[slot + 1]!,
+          this.releases[slot + 2]!,
+          this.epochNs + BigInt(Math.round(this.releases[slot + 3]!)),
         );
         if (lane?.waiting.length === 0) this.lanes.delete(id);
         Atomics.store(this.control, LAYOUT.releaseHead, (head + 1) | 0);
@@ -251,7 +257,7 @@ export class HighResClock implements ReplayClock {
     if (this.worker.threadId === -1) return;
     const exited = once(this.worker, 'exit');
     this.worker.ref();
-    this.backlog.push(LAYOUT.none, 0n, 0n);
+    this.backlog.push(LAYOUT.none, 0, 0);
     this.flush();
     await exited;
     this.doorbell.destroy();
