@@ -3,12 +3,12 @@
  * request the kernel itself counts as completed in /sys/block/loopN/stat,
  * and O_DIRECT writes attributed to the context of the process doing them.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { clockOffset, type DecodedBlockIo, type DecodedContext } from '../../agent/capture';
-import { captureAround, describeKernel } from './capture-harness';
+import { captureAround, describeKernel, runToExit } from './capture-harness';
 
 const DIRECT_WRITES = 64;
 const BLOCK = 4096;
@@ -55,16 +55,6 @@ function bootNowNs(offsetNs: bigint): bigint {
   return BigInt(Date.now()) * 1_000_000n - offsetNs;
 }
 
-function run(command: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', command], { stdio: 'ignore' });
-    child.on('error', reject);
-    child.on('exit', (code) =>
-      code === 0 ? resolve(child.pid as number) : reject(new Error(`sh exited ${code}`)),
-    );
-  });
-}
-
 describeKernel('block_io capture', () => {
   let loop: LoopDevice | undefined;
   // undone in reverse order, whatever step setup got to
@@ -105,10 +95,11 @@ describeKernel('block_io capture', () => {
     const { records, value } = await captureAround({}, async () => {
       await settle(device);
       const before = { ios: completedIos(device), at: bootNowNs(offsetNs) };
-      const ddPid = await run(
+      const ddPid = await runToExit('sh', [
+        '-c',
         `printf "KREPLAY-CTX txn=blk\\n" > /dev/null; ` +
           `exec dd if=/dev/zero of=${file} bs=${BLOCK} count=${DIRECT_WRITES} oflag=direct conv=fsync status=none`,
-      );
+      ]);
       await settle(device);
       const after = { ios: completedIos(device), at: bootNowNs(offsetNs) };
       return { before, after, ddPid };

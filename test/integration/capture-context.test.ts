@@ -3,13 +3,12 @@
  * context, later writes of the thread and of the tasks it creates carry it,
  * and a context record always comes before the events that name it.
  */
-import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../../agent/capture';
 import { CONTEXT_DATA_LEN, ContextKind } from '../../agent/model';
 import { useTempDir } from '../support/temp-dir';
-import { captureAround, describeKernel } from './capture-harness';
+import { captureAround, describeKernel, runToExit } from './capture-harness';
 
 const dir = useTempDir();
 
@@ -17,16 +16,6 @@ const contexts = (records: DecodedRecord[], pid: number): DecodedContext[] =>
   records.filter((r): r is DecodedContext => r.type === 'context' && r.pid === pid);
 const writes = (records: DecodedRecord[], pid: number): DecodedSysWrite[] =>
   records.filter((r): r is DecodedSysWrite => r.type === 'sys_write' && r.pid === pid);
-
-function run(command: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', command], { stdio: 'ignore' });
-    child.on('error', reject);
-    child.on('exit', (code) =>
-      code === 0 ? resolve(child.pid as number) : reject(new Error(`sh exited ${code}`)),
-    );
-  });
-}
 
 function expectContextsBeforeUse(records: DecodedRecord[]): void {
   const seen = new Set<number>();
@@ -87,7 +76,7 @@ describeKernel('context tracking', () => {
     const pidFile = join(dir.path, 'child-pid');
     // `; true` keeps sh from exec'ing its last command: the inner sh must be a forked child.
     const script = `printf "KREPLAY-CTX txn=t1\\n" > /dev/null; echo hi > ${hi}; sh -c 'echo $$ > ${pidFile}'; true`;
-    const { records, value: shPid } = await captureAround({}, () => run(script));
+    const { records, value: shPid } = await captureAround({}, () => runToExit('sh', ['-c', script]));
     const childPid = Number(readFileSync(pidFile, 'utf8'));
 
     const [marker] = contexts(records, shPid);

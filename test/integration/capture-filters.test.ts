@@ -1,5 +1,5 @@
 /** The kernel-side filters: this process, cgroup, comm and minimum duration. */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import {
   closeSync,
   mkdirSync,
@@ -13,22 +13,12 @@ import {
 import { join } from 'node:path';
 import type { DecodedRecord, DecodedSysWrite } from '../../agent/capture';
 import { useTempDir } from '../support/temp-dir';
-import { captureAround, describeKernel } from './capture-harness';
+import { captureAround, describeKernel, runToExit } from './capture-harness';
 
 const dir = useTempDir();
 
 const sysWrites = (records: DecodedRecord[]): DecodedSysWrite[] =>
   records.filter((r): r is DecodedSysWrite => r.type === 'sys_write');
-
-function run(file: string, args: string[]): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: 'ignore' });
-    child.on('error', reject);
-    child.on('exit', (code) =>
-      code === 0 ? resolve(child.pid as number) : reject(new Error(`exited ${code}`)),
-    );
-  });
-}
 
 /** Where cgroup v2 is mounted, mounting it under dir when nothing has. */
 function cgroup2Root(mountDir: string): { root: string; mounted: boolean } {
@@ -46,7 +36,7 @@ describeKernel('capture filters', () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const { records, value: shPid } = await captureAround({}, () => {
       for (let i = 0; i < 10; i++) writeSync(fd, 'mine');
-      return run('sh', ['-c', `echo hi > ${join(dir.path, 'theirs')}`]);
+      return runToExit('sh', ['-c', `echo hi > ${join(dir.path, 'theirs')}`]);
     });
     closeSync(fd);
     expect(records.filter((r) => r.pid === process.pid)).toEqual([]);
@@ -61,7 +51,9 @@ describeKernel('capture filters', () => {
       const cgroupId = statSync(group, { bigint: true }).ino;
       const out = join(dir.path, 'in-group');
       const script = `echo $$ > ${join(group, 'cgroup.procs')}; echo hi > ${out}`;
-      const { records, value: shPid } = await captureAround({ cgroupId }, () => run('sh', ['-c', script]));
+      const { records, value: shPid } = await captureAround({ cgroupId }, () =>
+        runToExit('sh', ['-c', script]),
+      );
       const writes = sysWrites(records);
       expect(writes.filter((w) => w.pid === shPid).map((w) => w.count)).toEqual([3]);
       expect(writes.every((w) => w.cgroupId === cgroupId)).toBe(true);
@@ -77,7 +69,7 @@ describeKernel('capture filters', () => {
     symlinkSync('/bin/sh', shell);
     const out = join(dir.path, 'out');
     const { records, value: pid } = await captureAround({ comm }, () =>
-      run(shell, ['-c', `echo hi > ${out}`]),
+      runToExit(shell, ['-c', `echo hi > ${out}`]),
     );
     const writes = sysWrites(records);
     expect(writes.filter((w) => w.pid === pid).map((w) => w.count)).toEqual([3]);

@@ -1,4 +1,5 @@
 /** Shared by the capture-*.test.ts kernel tests: run a capture around some work and decode what it saw. */
+import { spawn } from 'node:child_process';
 import { silentLogger } from '../../agent/log/logger';
 import {
   captureSupport,
@@ -38,4 +39,15 @@ export async function captureAround<T>(
     await capture.stop();
   }
   return { records: batches.flatMap(decodeRecords), counters: capture.counters(), value };
+}
+
+/** Runs `file` with `args` to its end; its pid once it exits 0, so a test can pick out its records. */
+export function runToExit(file: string, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { stdio: 'ignore' });
+    child.on('error', reject);
+    child.on('exit', (code) =>
+      code === 0 ? resolve(child.pid as number) : reject(new Error(`${file} exited ${code}`)),
+    );
+  });
 }
