@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { CAP_SYS_NICE, effectiveCapabilities, holdsCapability } from '../../agent/capture/host';
 import { silentLogger } from '../../agent/log/logger';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 
@@ -15,11 +16,7 @@ function threadPolicies(): number[] {
 }
 
 function mayUseRealtime(): boolean {
-  const effective = BigInt(
-    '0x' + (/CapEff:\s+([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '0'),
-  );
-  const CAP_SYS_NICE = 23n;
-  return ((effective >> CAP_SYS_NICE) & 1n) === 1n;
+  return holdsCapability(effectiveCapabilities(), CAP_SYS_NICE);
 }
 
 describe('the high-resolution replay clock', () => {
