@@ -4,13 +4,13 @@
  * emits each one to the watchers when the clock releases it. Timing model:
  * README, "Timing".
  */
-import { eventToJson, type ApiEvent } from '../../../agent/model';
+import { eventToJson, exactJson, type ApiEvent } from '../../../agent/model';
 import { badRequest } from '../../http/problem';
 import type { ClockLane, ReplayClock } from '../clock/replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
 import { sseFrame } from '../stream/sse-frame';
 import { Schedule } from './schedule';
-import { exactJson, type SessionRecord } from './session-record';
+import type { SessionRecord } from './session-record';
 import type { RestoredSession, SessionSnapshot } from './session-snapshot';
 import { nextState, type SessionState } from './session-state';
 import { TimingStats } from './timing-stats';

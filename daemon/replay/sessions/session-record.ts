@@ -19,14 +19,3 @@ export interface SessionRecord {
     lateness_max_ns: bigint | null;
   };
 }
-
-/** JSON text with bigints as integer literals, all digits kept (JSON.stringify cannot write a bigint). */
-export function exactJson(value: unknown): string {
-  if (typeof value === 'bigint') return value.toString();
-  if (Array.isArray(value)) return `[${value.map(exactJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const members = Object.entries(value).map(([key, v]) => `${JSON.stringify(key)}:${exactJson(v)}`);
-    return `{${members.join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
