@@ -195,7 +195,8 @@ export function clockThread(
     }
     if (drained === 'more') {
       // between batches of commands: release what is due, never wait
-      if (next !== undefined && next <= now()) release(now());
+      const t = now();
+      if (next !== undefined && next <= t) release(t);
       continue;
     }
     if (next === undefined) {
