@@ -107,6 +107,25 @@ static __always_inline void submit(void *record, __u64 size)
 }
 
 /*
+ * A kr_event of `type` in the ring, its timing filled in; NULL when the
+ * ring is full, counted under `dropped`.
+ */
+static __always_inline struct kr_event *reserve_event(__u32 type, __u32 dropped, __u64 start_ns, __u64 now)
+{
+	struct kr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count_event(dropped);
+		return NULL;
+	}
+	e->type = type;
+	e->size = sizeof(*e);
+	e->start_ns = start_ns;
+	e->duration_ns = now - start_ns;
+	return e;
+}
+
+/*
  * What bpf_get_current_cgroup_id() computes (the cgroup v2 id), read
  * directly: a third of the helper's cost on the hot path.
  */
@@ -327,15 +346,9 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx)
 	t->syscall = 0;
 	if (now - t->start_ns < min_duration_ns)
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_event(KR_COUNTER_SYS_WRITE_DROPPED);
+	e = reserve_event(KR_RECORD_SYS_WRITE, KR_COUNTER_SYS_WRITE_DROPPED, t->start_ns, now);
+	if (!e)
 		return 0;
-	}
-	e->type = KR_RECORD_SYS_WRITE;
-	e->size = sizeof(*e);
-	e->start_ns = t->start_ns;
-	e->duration_ns = now - t->start_ns;
 	e->cgroup_id = current_cgroup_id();
 	e->context_id = t->context_id;
 	e->pid = pid_tgid >> 32;
@@ -520,15 +533,9 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 		r.start_ns = r.issue_ns;
 	if (now - r.start_ns < min_duration_ns)
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_event(KR_COUNTER_BLOCK_IO_DROPPED);
+	e = reserve_event(KR_RECORD_BLOCK_IO, KR_COUNTER_BLOCK_IO_DROPPED, r.start_ns, now);
+	if (!e)
 		return 0;
-	}
-	e->type = KR_RECORD_BLOCK_IO;
-	e->size = sizeof(*e);
-	e->start_ns = r.start_ns;
-	e->duration_ns = now - r.start_ns;
 	e->cgroup_id = r.cgroup_id;
 	e->context_id = r.context_id;
 	e->pid = r.pid;
