@@ -23,7 +23,7 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
 NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
-TS_SRCS := $(shell find agent daemon cli bench -name '*.ts' 2>/dev/null)
+TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null)
 TS_STAMP := dist/.build-stamp
 
 .PHONY: all setup build run test test-unit test-integration lint format bench vmlinux clean

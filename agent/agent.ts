@@ -9,7 +9,7 @@ import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
-import type { Logger } from './log/logger';
+import type { Logger } from '../core/log/logger';
 import { StorePipeline } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
 import { VERSION } from './version';

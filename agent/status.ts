@@ -1,5 +1,5 @@
 /** The agent's health figures: rates per status interval, and everything lost, by cause. */
-import type { KernelCounterName } from './model';
+import type { KernelCounterName } from '../core/model';
 
 export interface LossCounters {
   malformedMarkers: number;

@@ -13,7 +13,7 @@ import { ContextResolver } from '../agent/attribution/context-resolver';
 import { ServiceResolver } from '../agent/attribution/service-resolver';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { RecordDecoder, type BatchSink } from '../agent/ingest/record-decoder';
-import { silentLogger } from '../agent/log/logger';
+import { silentLogger } from '../core/log/logger';
 import type { Dictionaries } from '../agent/store/dictionary';
 import { StorePipeline } from '../agent/store/store-pipeline';
 import { StoreWriter } from '../agent/store/store-writer';

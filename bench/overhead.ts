@@ -12,8 +12,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startCapture } from '../agent/capture';
-import { createLogger, type Logger } from '../agent/log/logger';
-import { RecordHead } from '../agent/model';
+import { createLogger, type Logger } from '../core/log/logger';
+import { RecordHead } from '../core/model';
 
 export type OverheadMode =
   'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'bpftrace' | 'empty-tracepoints';

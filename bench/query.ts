@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, get as httpGet } from 'node:http';
 import { dirname, join } from 'node:path';
 import { parse } from 'node:querystring';
-import { silentLogger } from '../agent/log/logger';
+import { silentLogger } from '../core/log/logger';
 import { storePath } from '../agent/store/store-writer';
 import type { EventFilter } from '../daemon/store/event-filter';
 import { eventsQuerySchema, toFilter, DEFAULT_LIMIT } from '../daemon/events/events-query';

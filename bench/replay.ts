@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
-import { silentLogger } from '../agent/log/logger';
+import { silentLogger } from '../core/log/logger';
 import { repoRoot } from '../agent/paths';
 import { StoreWriter } from '../agent/store/store-writer';
 import { createApp } from '../daemon/app';

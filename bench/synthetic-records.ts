@@ -3,7 +3,7 @@
  * services, 70% of events without context, transactions in bursts, log-normal
  * durations, 5% block I/O. Built once, replayed as ring-buffer-sized batches.
  */
-import { ContextKind } from '../agent/model';
+import { ContextKind } from '../core/model';
 import { blockIoRecord, contextRecord, sysWriteRecord } from '../test/support/records';
 
 export interface SyntheticStream {

@@ -2,7 +2,7 @@
 /*
  * Records shared by capture.bpf.c and user space. Only fixed-width plain
  * structs and constants live here: the TypeScript decoder
- * (agent/model/record-layout.ts) mirrors these offsets and a unit test
+ * (core/model/record-layout.ts) mirrors these offsets and a unit test
  * compiles this header to prove they still match.
  */
 #ifndef KREPLAY_CAPTURE_H

@@ -1,5 +1,5 @@
 /** Events as fixed-width text rows, for people reading `kreplay events`. */
-import type { ApiEvent } from '../agent/model';
+import type { ApiEvent } from '../core/model';
 import { formatTimeNs } from '../daemon/http/query-values';
 
 const COLUMNS: [title: string, width: number][] = [

@@ -3,7 +3,7 @@
  * build as many apps as they like.
  */
 import express, { type Express } from 'express';
-import type { Logger } from '../agent/log/logger';
+import type { Logger } from '../core/log/logger';
 import { eventsRouter } from './events/events-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
 import { replaySessionsRouter } from './replay/sessions/session-router';

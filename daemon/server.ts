@@ -2,7 +2,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
-import type { Logger } from '../agent/log/logger';
+import type { Logger } from '../core/log/logger';
 
 export interface RunningServer {
   server: Server;

@@ -8,9 +8,9 @@
  *   HTTP head         -> the parent while the parent is an explicit marker,
  *                        else its traceparent context, else the parent
  */
-import type { Logger } from '../log/logger';
+import type { Logger } from '../../core/log/logger';
 import { parseHttpHead, parseMarker, type TraceContext } from './context-parser';
-import { ContextKind } from '../model';
+import { ContextKind } from '../../core/model';
 
 export interface ResolvedContext extends TraceContext {
   explicit: boolean;

@@ -1,5 +1,5 @@
 /** What a capture records, and the checks that turn options into the addon's config. */
-import { COMM_LEN, MAX_FILTER_PIDS } from '../model';
+import { COMM_LEN, MAX_FILTER_PIDS } from '../../core/model';
 import { CaptureError } from './capture-error';
 import type { NativeCaptureConfig } from './native-addon';
 

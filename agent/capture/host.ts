@@ -1,6 +1,6 @@
 /** Facts about the host the capture depends on: clocks, tracefs, privileges, BTF. */
 import fs from 'node:fs';
-import type { Logger } from '../log/logger';
+import type { Logger } from '../../core/log/logger';
 import { toCaptureError } from './capture-error';
 import { nativeAddon } from './native-addon';
 

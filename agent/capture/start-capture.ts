@@ -1,6 +1,6 @@
 /** A running capture: the kernel programs attached and their records flowing to onBatch. */
-import type { Logger } from '../log/logger';
-import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../model';
+import type { Logger } from '../../core/log/logger';
+import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../../core/model';
 import { CaptureError, toCaptureError } from './capture-error';
 import { toNativeConfig, type CaptureOptions } from './capture-options';
 import { nativeAddon, type NativeAddon, type NativeCaptureSession } from './native-addon';
@@ -26,7 +26,7 @@ function forwardNativeLog(addon: NativeAddon, log: Logger): void {
 
 /**
  * Loads and attaches the kernel side. onBatch receives the records exactly
- * as the kernel wrote them, many per Buffer (see agent/model/record-layout).
+ * as the kernel wrote them, many per Buffer (see core/model/record-layout).
  * Throws CaptureError.
  */
 export function startCapture(

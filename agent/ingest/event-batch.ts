@@ -4,7 +4,7 @@
  * event. Timestamps are exact: ts = baseTs + tsOffset[i], the offset a whole
  * number below 2^53.
  */
-import { RecordType } from '../model';
+import { RecordType } from '../../core/model';
 
 export interface SysWriteFields {
   tsOffset: number;

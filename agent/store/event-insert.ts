@@ -3,7 +3,7 @@
  * per ROWS_PER_STATEMENT rows, the remainder goes row by row.
  */
 import type Database from 'better-sqlite3';
-import { RecordType } from '../model';
+import { RecordType } from '../../core/model';
 import type { EventBatch } from '../ingest/event-batch';
 
 const ROWS_PER_STATEMENT = 64;

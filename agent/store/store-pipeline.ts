@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
-import type { Logger } from '../log/logger';
+import type { Logger } from '../../core/log/logger';
 import { repoRoot } from '../paths';
 import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from './dictionary';
 import type { RunStart } from './store-writer';

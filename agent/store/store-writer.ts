@@ -2,7 +2,8 @@
 import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { openWriteStore, RecordType, type StoreInfo } from '../model';
+import { openWriteStore, type StoreInfo } from '../../core/store/schema';
+import { RecordType } from '../../core/model';
 import type { EventBatch } from '../ingest/event-batch';
 import { CheckpointPolicy, type CheckpointPolicyOptions } from './checkpoint-policy';
 import {

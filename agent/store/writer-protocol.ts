@@ -1,7 +1,7 @@
 /** Messages between the agent's decoder (main thread) and the store's writer thread. */
 import type { NewNames, ContextEntry, NameEntry } from './dictionary';
 import type { RunStart } from './store-writer';
-import type { StoreInfo } from '../model';
+import type { StoreInfo } from '../../core/store/schema';
 
 export interface WriterThreadData {
   dataDir: string;

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { hostname } from 'node:os';
 import { Agent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/load-config';
-import { createLogger } from '../../agent/log/logger';
+import { createLogger } from '../../core/log/logger';
 import { untilSignal } from '../../daemon/server';
 import { collectIntegers, integerOption } from '../options';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createLogger } from '../../agent/log/logger';
+import { createLogger } from '../../core/log/logger';
 import { createApp } from '../../daemon/app';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from '../../daemon/replay/sessions/session-service';

@@ -1,6 +1,6 @@
 /** `kreplay events`: the GET /api/events query from the command line, every page of it. */
 import { Option, type Command } from 'commander';
-import { eventToJson, type ApiEvent } from '../../agent/model';
+import { eventToJson, type ApiEvent } from '../../core/model';
 import { parseDurationMsNs, parseEventTypes, parseText, parseTimeNs } from '../../daemon/http/query-values';
 import { tableHeader, tableRow } from '../event-table';
 import { baseUrlOption, integerOption, queryValueOption } from '../options';

@@ -6,7 +6,7 @@
  * page; the check catches truncated or edited cursors.
  */
 import { createHash } from 'node:crypto';
-import { parseEventId } from '../../agent/model';
+import { parseEventId } from '../../core/model';
 import { InvalidValue } from '../http/query-values';
 import type { EventFilter, EventOrder, EventPosition } from '../store/event-filter';
 

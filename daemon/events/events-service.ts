@@ -1,5 +1,5 @@
 /** Answers event queries from the node stores as JSON text with exact 19-digit integers. */
-import { eventToJson, parseEventId } from '../../agent/model';
+import { eventToJson, parseEventId } from '../../core/model';
 import { badRequest, notFound } from '../http/problem';
 import type { NodeStores } from '../store/node-stores';
 import { encodeCursor, filterHash } from './events-cursor';

@@ -1,6 +1,6 @@
 /** Turns every failure into problem+json; never a stack trace, never a 500 for bad input. */
 import type { ErrorRequestHandler, RequestHandler } from 'express';
-import type { Logger } from '../../agent/log/logger';
+import type { Logger } from '../../core/log/logger';
 import { ProblemError } from './problem';
 
 export function sendProblem(res: Parameters<RequestHandler>[1], error: ProblemError): void {

@@ -3,7 +3,7 @@
  * them). Times and durations become exact bigint nanoseconds straight from
  * their digits: a JS number cannot hold a 19-digit epoch-ns value.
  */
-import { EVENT_TYPES, type EventType } from '../../agent/model';
+import { EVENT_TYPES, type EventType } from '../../core/model';
 
 /** A value a client sent that does not parse; the message says what was expected. */
 export class InvalidValue extends Error {

@@ -1,5 +1,5 @@
 /** What the HTTP routes and replay sessions ask the node stores for. */
-import type { ApiEvent, EventType } from '../../agent/model';
+import type { ApiEvent, EventType } from '../../core/model';
 
 /** Given fields combine as AND; `fromNs` is inclusive, `toNs` exclusive. */
 export interface EventFilter {

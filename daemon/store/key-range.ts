@@ -6,7 +6,7 @@
  * stores ordered before the position's store at that ts fall below it, rows
  * of stores after it fall above.
  */
-import { parseEventId } from '../../agent/model';
+import { parseEventId } from '../../core/model';
 import type { EventFilter, EventOrder, EventPosition } from './event-filter';
 
 export interface RowKey {

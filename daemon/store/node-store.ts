@@ -5,13 +5,8 @@
  * held back by a paused reader.
  */
 import type Database from 'better-sqlite3';
-import {
-  EVENT_TYPE_CODE,
-  SLOW_EVENT_NS,
-  openReadStore,
-  type EventRow,
-  type StoreInfo,
-} from '../../agent/model';
+import { EVENT_TYPE_CODE, type EventRow } from '../../core/model';
+import { SLOW_EVENT_NS, openReadStore, type StoreInfo } from '../../core/store/schema';
 import type { EventFilter, EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 import {

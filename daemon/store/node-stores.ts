@@ -5,8 +5,8 @@
  * agents keep appending. Memory is bounded by the page: reads are LIMITed
  * and nothing stays open between calls.
  */
-import { parseEventId, rowToEvent, type ApiEvent, type EventRow } from '../../agent/model';
-import type { Logger } from '../../agent/log/logger';
+import { parseEventId, rowToEvent, type ApiEvent, type EventRow } from '../../core/model';
+import type { Logger } from '../../core/log/logger';
 import {
   positionOf,
   type EventFilter,

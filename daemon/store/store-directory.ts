@@ -6,7 +6,7 @@
  */
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
-import type { Logger } from '../../agent/log/logger';
+import type { Logger } from '../../core/log/logger';
 import { NodeStore } from './node-store';
 
 const RESCAN_MS = 1000;

@@ -6,7 +6,8 @@
  * recently used ones is kept.
  */
 import type Database from 'better-sqlite3';
-import type { StoreInfo, StoreNames } from '../../agent/model';
+import type { StoreInfo } from '../../core/store/schema';
+import type { StoreNames } from '../../core/model';
 
 type Context = { transaction_id: string | null; trace_id: string | null };
 

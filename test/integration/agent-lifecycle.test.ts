@@ -4,7 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SCHEMA_VERSION } from '../../agent/model';
+import { SCHEMA_VERSION } from '../../core/store/schema';
 import { KREPLAY_BIN, eventually, startAgent } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { countStored } from '../support/store-rows';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RecordType } from '../../agent/model';
+import { RecordType } from '../../core/model';
 import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';

@@ -1,7 +1,7 @@
 /** startCapture refuses bad options and missing privileges with a CaptureError and its code. */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { silentLogger } from '../../agent/log/logger';
+import { silentLogger } from '../../core/log/logger';
 import { CaptureError, startCapture, type CaptureOptions } from '../../agent/capture';
 import { describeKernel } from './capture-harness';
 

@@ -1,6 +1,6 @@
 /** Shared by the capture-*.test.ts kernel tests: run a capture around some work and decode what it saw. */
 import { spawn } from 'node:child_process';
-import { silentLogger } from '../../agent/log/logger';
+import { silentLogger } from '../../core/log/logger';
 import {
   captureSupport,
   decodeRecords,
@@ -9,7 +9,7 @@ import {
   type CaptureOptions,
   type DecodedRecord,
 } from '../../agent/capture';
-import type { KernelCounterName } from '../../agent/model';
+import type { KernelCounterName } from '../../core/model';
 
 const support = captureSupport();
 if (!support.ok) {

@@ -1,4 +1,4 @@
-import type { ApiEvent } from '../../agent/model';
+import type { ApiEvent } from '../../core/model';
 import { formatTimeNs } from '../../daemon/http/query-values';
 import type { EventFilter } from '../../daemon/store/event-filter';
 import { BAD_EVENT_QUERIES } from '../support/bad-event-queries';

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { CAP_SYS_NICE, effectiveCapabilities, holdsCapability } from '../../agent/capture/host';
-import { silentLogger } from '../../agent/log/logger';
+import { silentLogger } from '../../core/log/logger';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 
 const SCHED_FIFO = 1;

@@ -1,5 +1,5 @@
 /** The meaning of an EventFilter and of (timestamp_ns, event_id) order, spelled out for assertions. */
-import type { ApiEvent } from '../../agent/model';
+import type { ApiEvent } from '../../core/model';
 import type { EventFilter } from '../../daemon/store/event-filter';
 
 export function matchesFilter(e: ApiEvent, f: EventFilter): boolean {

@@ -1,6 +1,6 @@
 /** Writes chosen events into a node store through the agent's own StoreWriter. */
 import { EventBatch } from '../../agent/ingest/event-batch';
-import type { EventType } from '../../agent/model';
+import type { EventType } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 
 export interface TestEvent {

@@ -1,6 +1,6 @@
 /** The daemon's HTTP app over a data dir, on 127.0.0.1 port 0, and a client for its event routes. */
-import { silentLogger } from '../../agent/log/logger';
-import type { ApiEvent } from '../../agent/model';
+import { silentLogger } from '../../core/log/logger';
+import type { ApiEvent } from '../../core/model';
 import { createApp } from '../../daemon/app';
 import { listen } from '../../daemon/server';
 import { NodeStores } from '../../daemon/store/node-stores';

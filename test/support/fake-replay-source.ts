@@ -1,5 +1,5 @@
 /** Events in memory behind the ReplaySource interface, counting what replay reads. */
-import type { ApiEvent } from '../../agent/model';
+import type { ApiEvent } from '../../core/model';
 import type { ReplaySource } from '../../daemon/replay/replay-source';
 import type { EventFilter, EventSummary, IterateOptions } from '../../daemon/store/event-filter';
 import { byPosition, matchesFilter } from './event-match';

@@ -1,12 +1,5 @@
 /** Packs kernel records the way capture.bpf.c writes them, for decoder tests and the ingest benchmark. */
-import {
-  BlockIoLayout,
-  ContextLayout,
-  EventLayout,
-  RecordHead,
-  RecordType,
-  SysWriteLayout,
-} from '../../agent/model';
+import { BlockIoLayout, ContextLayout, EventLayout, RecordHead, RecordType, SysWriteLayout } from '../../core/model';
 
 export interface EventRecordFields {
   startNs: bigint;

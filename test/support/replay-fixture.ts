@@ -2,8 +2,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger } from '../../agent/log/logger';
-import type { ApiEvent } from '../../agent/model';
+import { silentLogger } from '../../core/log/logger';
+import type { ApiEvent } from '../../core/model';
 import { SseParser, type SseMessage } from '../../cli/sse-client';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import type { Watcher } from '../../daemon/replay/stream/broadcast';

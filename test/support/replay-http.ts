@@ -1,5 +1,5 @@
 /** The daemon's HTTP app with real replay sessions (real stores, high-resolution clock), and a stream client. */
-import { silentLogger } from '../../agent/log/logger';
+import { silentLogger } from '../../core/log/logger';
 import { openEventStream, type EventStream, type SseMessage } from '../../cli/sse-client';
 import { createApp } from '../../daemon/app';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';

@@ -1,6 +1,6 @@
 import { ContextResolver } from '../../agent/attribution/context-resolver';
-import { silentLogger } from '../../agent/log/logger';
-import { ContextKind } from '../../agent/model';
+import { silentLogger } from '../../core/log/logger';
+import { ContextKind } from '../../core/model';
 
 const TP = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';

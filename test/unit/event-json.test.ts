@@ -1,4 +1,4 @@
-import { eventToJson, type ApiEvent, type BlockIoEvent, type SysWriteEvent } from '../../agent/model';
+import { eventToJson, type ApiEvent, type BlockIoEvent, type SysWriteEvent } from '../../core/model';
 
 const write: SysWriteEvent = {
   event_id: 'aaaaaaaaaaaa18e4f0a1b2c3d4e5000000000007',

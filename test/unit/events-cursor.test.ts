@@ -1,5 +1,5 @@
 import { decodeCursor, encodeCursor, filterHash, type CursorState } from '../../daemon/events/events-cursor';
-import { formatEventId } from '../../agent/model';
+import { formatEventId } from '../../core/model';
 import { InvalidValue } from '../../daemon/http/query-values';
 
 const state: CursorState = {

@@ -1,8 +1,9 @@
 import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { silentLogger, type Logger } from '../../agent/log/logger';
-import { SLOW_EVENT_NS, type ApiEvent } from '../../agent/model';
+import { silentLogger, type Logger } from '../../core/log/logger';
+import { SLOW_EVENT_NS } from '../../core/store/schema';
+import { type ApiEvent } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 import type { EventFilter, EventOrder, EventPosition } from '../../daemon/store/event-filter';
 import { NodeStore } from '../../daemon/store/node-store';

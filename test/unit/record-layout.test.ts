@@ -1,26 +1,12 @@
 /**
- * bpf/capture.h and agent/model/record-layout.ts describe the same bytes:
+ * bpf/capture.h and core/model/record-layout.ts describe the same bytes:
  * compile the header with gcc, print every offset, size and constant, and
  * compare them with the TypeScript mirror.
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import {
-  BlockIoLayout,
-  COMM_LEN,
-  CONTEXT_DATA_LEN,
-  ContextKind,
-  ContextLayout,
-  EventLayout,
-  KERNEL_COUNTER_COUNT,
-  KernelCounter,
-  MAX_FILTER_PIDS,
-  RecordHead,
-  RecordType,
-  SYSCALL_NAMES,
-  SysWriteLayout,
-} from '../../agent/model';
+import { BlockIoLayout, COMM_LEN, CONTEXT_DATA_LEN, ContextKind, ContextLayout, EventLayout, KERNEL_COUNTER_COUNT, KernelCounter, MAX_FILTER_PIDS, RecordHead, RecordType, SYSCALL_NAMES, SysWriteLayout } from '../../core/model';
 import { decodeRecords } from '../../agent/capture/decode-records';
 import { useTempDir } from '../support/temp-dir';
 

@@ -1,4 +1,4 @@
-import { silentLogger } from '../../agent/log/logger';
+import { silentLogger } from '../../core/log/logger';
 import { createApp } from '../../daemon/app';
 import { listen, type RunningServer } from '../../daemon/server';
 import { NodeStores } from '../../daemon/store/node-stores';

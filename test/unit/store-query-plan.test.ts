@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
-import { EVENT_COLUMNS, SLOW_EVENT_NS } from '../../agent/model';
+import { EVENT_COLUMNS } from '../../core/model';
+import { SLOW_EVENT_NS } from '../../core/store/schema';
 import { storePath } from '../../agent/store/store-writer';
 import type { EventFilter } from '../../daemon/store/event-filter';
 import { rangeFor } from '../../daemon/store/key-range';

@@ -12,7 +12,7 @@ import { once } from 'node:events';
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { Worker } from 'node:worker_threads';
-import type { Logger } from '../../../agent/log/logger';
+import type { Logger } from '../../../core/log/logger';
 import { nativeAddon } from '../../../agent/capture/native-addon';
 import { clockThread, LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
 import type { ClockLane, ReplayClock } from './replay-clock';

@@ -4,7 +4,8 @@
  * emits each one to the watchers when the clock releases it. Timing model:
  * README, "Timing".
  */
-import { eventToJson, exactJson, type ApiEvent } from '../../../agent/model';
+import { eventToJson, type ApiEvent } from '../../../core/model';
+import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
 import type { ClockLane, ReplayClock } from '../clock/replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';

@@ -8,7 +8,7 @@ import { readFileSync, renameSync } from 'node:fs';
 import { mkdir, open, rename } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import type { Logger } from '../../../agent/log/logger';
+import type { Logger } from '../../../core/log/logger';
 import { sessionSnapshotSchema, type RestoredSession, type SessionSnapshot } from './session-snapshot';
 
 const FILE_VERSION = 1;

@@ -4,7 +4,7 @@
  * idle TTL, and their persistence across restarts.
  */
 import { randomUUID } from 'node:crypto';
-import type { Logger } from '../../../agent/log/logger';
+import type { Logger } from '../../../core/log/logger';
 import { notFound, ProblemError } from '../../http/problem';
 import type { ReplayClock } from '../clock/replay-clock';
 import type { ReplaySource } from '../replay-source';

@@ -3,7 +3,7 @@
  * every node, pinned to the span it had when the session was created.
  * Nothing is loaded up front: events are read lazily, a chunk at a time.
  */
-import type { ApiEvent } from '../../../agent/model';
+import type { ApiEvent } from '../../../core/model';
 import type { EventFilter } from '../../store/event-filter';
 import type { ReplaySource } from '../replay-source';
 

@@ -2,5 +2,3 @@ export * from './record-layout';
 export * from './event-types';
 export * from './event-id';
 export * from './event';
-export * from './exact-json';
-export * from './schema';

@@ -1,7 +1,7 @@
 /** The event as the API, the replay stream and the CLI show it. */
 import { deviceName, blockOpName, eventTypeName, syscallName, type EventType } from './event-types';
 import { formatEventId } from './event-id';
-import { exactJson, int64Json } from './exact-json';
+import { exactJson, int64Json } from '../json/exact-json';
 import { RecordType } from './record-layout';
 
 interface CommonFields {
