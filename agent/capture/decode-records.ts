@@ -3,7 +3,18 @@
  * rates (the store's decoder in agent/ingest allocates nothing per event).
  * Corrupt input throws a RangeError naming the offset.
  */
-import { BlockIoLayout, COMM_LEN, ContextLayout, EventLayout, RecordHead, RecordType, SysWriteLayout, readCString, readI53, readU53 } from '../../core/model';
+import {
+  BlockIoLayout,
+  COMM_LEN,
+  ContextLayout,
+  EventLayout,
+  RecordHead,
+  RecordType,
+  SysWriteLayout,
+  readCString,
+  readI53,
+  readU53,
+} from '../../core/model';
 
 interface EventCommon {
   offset: number;

@@ -3,7 +3,20 @@
  * {u32 type, u32 size}) straight into an EventBatch: per event it reads a
  * few integers and does cached map lookups, and allocates nothing.
  */
-import { BlockIoLayout, blockStatusErrno, COMM_LEN, ContextLayout, encodeDevice, EventLayout, readCString, readI53, readU53, RecordHead, RecordType, SysWriteLayout } from '../../core/model';
+import {
+  BlockIoLayout,
+  blockStatusErrno,
+  COMM_LEN,
+  ContextLayout,
+  encodeDevice,
+  EventLayout,
+  readCString,
+  readI53,
+  readU53,
+  RecordHead,
+  RecordType,
+  SysWriteLayout,
+} from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from '../store/dictionary';

@@ -1,5 +1,12 @@
 /** Packs kernel records the way capture.bpf.c writes them, for decoder tests and the ingest benchmark. */
-import { BlockIoLayout, ContextLayout, EventLayout, RecordHead, RecordType, SysWriteLayout } from '../../core/model';
+import {
+  BlockIoLayout,
+  ContextLayout,
+  EventLayout,
+  RecordHead,
+  RecordType,
+  SysWriteLayout,
+} from '../../core/model';
 
 export interface EventRecordFields {
   startNs: bigint;

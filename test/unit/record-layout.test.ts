@@ -6,7 +6,21 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { BlockIoLayout, COMM_LEN, CONTEXT_DATA_LEN, ContextKind, ContextLayout, EventLayout, KERNEL_COUNTER_COUNT, KernelCounter, MAX_FILTER_PIDS, RecordHead, RecordType, SYSCALL_NAMES, SysWriteLayout } from '../../core/model';
+import {
+  BlockIoLayout,
+  COMM_LEN,
+  CONTEXT_DATA_LEN,
+  ContextKind,
+  ContextLayout,
+  EventLayout,
+  KERNEL_COUNTER_COUNT,
+  KernelCounter,
+  MAX_FILTER_PIDS,
+  RecordHead,
+  RecordType,
+  SYSCALL_NAMES,
+  SysWriteLayout,
+} from '../../core/model';
 import { decodeRecords } from '../../agent/capture/decode-records';
 import { useTempDir } from '../support/temp-dir';
 
