@@ -127,6 +127,8 @@ export class Agent {
       contextDropped: 0,
       threadTableFull: 0,
       requestTableFull: 0,
+      targetDropped: 0,
+      targetEmitted: 0,
     };
     return {
       ...kernel,

@@ -21,6 +21,8 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
     context_dropped: s.contextDropped,
     thread_table_full: s.threadTableFull,
     request_table_full: s.requestTableFull,
+    target_dropped: s.targetDropped,
+    target_emitted: s.targetEmitted,
     malformed_markers: s.malformedMarkers,
     unknown_contexts: s.unknownContexts,
     corrupt_records: s.corruptRecords,

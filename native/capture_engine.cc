@@ -70,6 +70,7 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   ro->min_duration_ns = config.min_duration_ns;
   ro->wakeup_data_bytes = config.wakeup_bytes;
   ro->attribution_enabled = config.attribution;
+  ro->targets_enabled = config.targets;
 
   int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");

@@ -23,6 +23,7 @@ struct CaptureConfig {
   std::string comm;
   uint64_t min_duration_ns = 0;
   bool attribution = true;
+  bool targets = true;
 };
 
 // Called for every record, exactly as the kernel wrote it.

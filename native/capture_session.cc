@@ -38,6 +38,7 @@ CaptureConfig ReadConfig(const Napi::Object& js) {
   config.comm = js.Get("comm").As<Napi::String>().Utf8Value();
   config.min_duration_ns = ReadU64(js, "minDurationNs");
   config.attribution = js.Get("attribution").As<Napi::Boolean>().Value();
+  config.targets = js.Get("targets").As<Napi::Boolean>().Value();
   return config;
 }
 

@@ -8,4 +8,5 @@ export {
   type DecodedSysWrite,
   type DecodedBlockIo,
   type DecodedContext,
+  type DecodedTarget,
 } from './decode-records';

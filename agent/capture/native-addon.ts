@@ -14,6 +14,7 @@ export interface NativeCaptureConfig {
   comm: string;
   minDurationNs: number;
   attribution: boolean;
+  targets: boolean;
 }
 
 export interface NativeCaptureSession {

@@ -16,6 +16,9 @@ import {
   RecordHead,
   RecordType,
   SysWriteLayout,
+  TARGET_DATA_LEN,
+  TargetLayout,
+  targetText,
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
@@ -53,6 +56,12 @@ export interface BatchSink {
 }
 
 const TWO_32 = 0x1_0000_0000;
+
+/** The size a target record must have: its head and its data rounded up to 8 (the head's size when truncated). */
+function targetRecordSize(buf: Buffer, off: number): number {
+  if (buf.length - off < TargetLayout.data) return TargetLayout.data;
+  return (TargetLayout.data + Math.min(buf.readUInt16LE(off + TargetLayout.len), TARGET_DATA_LEN) + 7) & ~7;
+}
 const MAX_CACHED_THREADS = 262144;
 
 export class RecordDecoder {
@@ -60,7 +69,12 @@ export class RecordDecoder {
   private baseLo = 0;
   private readonly threads = new Map<number, ThreadIds>();
   private readonly storeContextIds = new Map<number, number>();
+  /** kernel target id -> store target id, from the target records (always ahead of their events) */
+  private readonly storeTargetIds = new Map<number, number>();
   contextRecords = 0;
+  targetRecords = 0;
+  /** writes whose target id no target record defined (lost with a corrupt batch) */
+  unknownTargets = 0;
 
   constructor(
     private readonly dictionaries: Dictionaries,
@@ -87,7 +101,9 @@ export class RecordDecoder {
           ? ContextLayout.bytes
           : type === RecordType.SysWrite || type === RecordType.BlockIo
             ? EventLayout.bytes
-            : -1;
+            : type === RecordType.Target
+              ? targetRecordSize(buf, off)
+              : -1;
       if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
       if (size !== expected) {
         throw new CorruptRecordError(
@@ -104,6 +120,7 @@ export class RecordDecoder {
         );
       }
       if (type === RecordType.Context) this.defineContext(buf, off);
+      else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
         if (sink.current.full) sink.flush();
         this.appendEvent(buf, off, type, sink.current);
@@ -122,6 +139,33 @@ export class RecordDecoder {
       data,
     );
     this.contextRecords++;
+  }
+
+  private defineTarget(buf: Buffer, off: number): void {
+    const data = off + TargetLayout.data;
+    const kind = buf.readUInt32LE(off + TargetLayout.kind);
+    const value = targetText({
+      kind,
+      flags: buf.readUInt32LE(off + TargetLayout.flags),
+      family: buf.readUInt16LE(off + TargetLayout.family),
+      protocol: buf.readUInt16LE(off + TargetLayout.protocol),
+      port: buf.readUInt16LE(off + TargetLayout.port),
+      addr: buf.subarray(off + TargetLayout.addr, data),
+      data: buf.subarray(data, data + buf.readUInt16LE(off + TargetLayout.len)),
+    });
+    this.storeTargetIds.set(
+      readU53(buf, off + TargetLayout.targetId),
+      this.dictionaries.targets.id(kind, value),
+    );
+    this.targetRecords++;
+  }
+
+  private storeTargetId(kernelId: number): number {
+    if (kernelId === 0) return 0;
+    const id = this.storeTargetIds.get(kernelId);
+    if (id !== undefined) return id;
+    this.unknownTargets++;
+    return 0;
   }
 
   private appendEvent(buf: Buffer, off: number, type: number, out: EventBatch): void {
@@ -148,6 +192,7 @@ export class RecordDecoder {
       out.result[i] = readI53(buf, off + SysWriteLayout.ret);
       out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall);
       out.error[i] = 0;
+      out.target[i] = this.storeTargetId(readU53(buf, off + SysWriteLayout.targetId));
     } else {
       out.bytes[i] = buf.readUInt32LE(off + BlockIoLayout.bytes);
       out.handle[i] = encodeDevice(
@@ -157,6 +202,7 @@ export class RecordDecoder {
       out.result[i] = readU53(buf, off + BlockIoLayout.sector);
       out.kind[i] = buf.readUInt32LE(off + BlockIoLayout.op);
       out.error[i] = blockStatusErrno(buf.readInt32LE(off + BlockIoLayout.status));
+      out.target[i] = 0;
     }
   }
 

@@ -12,7 +12,13 @@ import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
 import { repoRoot } from '../paths';
-import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from './dictionary';
+import {
+  ContextDictionary,
+  NameDictionary,
+  TargetDictionary,
+  takeNewNames,
+  type Dictionaries,
+} from './dictionary';
 import type { RunStart } from './store-writer';
 import {
   SLOT_BUSY,
@@ -56,6 +62,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
     readonly services: NameDictionary,
     readonly comms: NameDictionary,
     readonly contexts: ContextDictionary,
+    readonly targets: TargetDictionary,
     private readonly log: Logger,
   ) {
     this.current = batches[0]!;
@@ -101,6 +108,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
             new NameDictionary(message.services),
             new NameDictionary(message.comms),
             new ContextDictionary(message.contexts),
+            new TargetDictionary(message.targets),
             log,
           ),
         );

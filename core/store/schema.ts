@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
@@ -78,6 +78,16 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX events_by_context ON events (ctx) WHERE ctx IS NOT NULL;
   CREATE INDEX events_by_service ON events (service);
   CREATE INDEX events_slow ON events (type) WHERE dur >= ${SLOW_EVENT_NS};
+  `,
+  // v2: what each write went to, once per distinct (kind, value); events.target is NULL when unknown
+  `
+  CREATE TABLE targets (
+    id INTEGER PRIMARY KEY,
+    kind INTEGER NOT NULL,
+    value TEXT NOT NULL
+  ) STRICT;
+  CREATE UNIQUE INDEX targets_by_value ON targets (value, kind);
+  ALTER TABLE events ADD COLUMN target INTEGER;
   `,
 ];
 

@@ -34,13 +34,14 @@ const byNumber = (a: number, b: number) => a - b;
  */
 type N = bigint | null;
 // prettier-ignore
-type RawEventRow = [bigint, bigint, bigint, bigint, bigint, N, bigint, bigint, bigint, bigint, N, N, N, N, N, N, N];
+type RawEventRow = [bigint, bigint, bigint, bigint, bigint, N, bigint, bigint, bigint, bigint, N, N, N, N, N, N, N, N];
 
 export function toEventRow(values: unknown[]): EventRow {
-  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error] =
+  // prettier-ignore
+  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target] =
     values as RawEventRow;
   // prettier-ignore
-  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error };
+  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target };
 }
 
 export interface StoreSummary {
