@@ -16,7 +16,8 @@ export const SCHEMA_VERSION = 2;
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
 
-const MIGRATIONS: readonly string[] = [
+/** MIGRATIONS[v] takes a store from version v to v + 1. */
+export const MIGRATIONS: readonly string[] = [
   // v1
   `
   CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;

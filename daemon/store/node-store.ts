@@ -5,7 +5,7 @@
  * held back by a paused reader.
  */
 import type Database from 'better-sqlite3';
-import { EVENT_TYPE_CODE, type EventRow } from '../../core/model';
+import { EVENT_TYPE_CODE, targetKindCode, type EventRow } from '../../core/model';
 import { SLOW_EVENT_NS, openReadStore, type StoreInfo } from '../../core/store/schema';
 import type { EventFilter, EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
@@ -15,6 +15,7 @@ import {
   eventsSql,
   rangeParams,
   summarySql,
+  TEXT_END,
   type ReadShape,
   type SqlParams,
 } from './query-sql';
@@ -97,6 +98,10 @@ export class NodeStore {
     const someTypes = codes && codes.length < Object.keys(EVENT_TYPE_CODE).length ? codes : undefined;
     const params: SqlParams = {};
     if (filter.minDurationNs !== undefined) params.minDuration = filter.minDurationNs;
+    if (filter.target) params.target = filter.target.value;
+    if (filter.target?.prefix) params.targetEnd = filter.target.value + TEXT_END;
+    const targetKinds =
+      filter.targetKinds && [...new Set(filter.targetKinds.map(targetKindCode))].sort(byNumber);
     const serviceId = filter.service === undefined ? undefined : this.names.serviceId(filter.service);
     if (filter.service !== undefined && serviceId === undefined) return [];
     const shape = (index: ReadShape['index'], service = false): ReadShape => ({
@@ -104,6 +109,8 @@ export class NodeStore {
       types: someTypes,
       minDuration: filter.minDurationNs !== undefined,
       service,
+      target: filter.target && (filter.target.prefix ? 'prefix' : 'exact'),
+      targetKinds,
     });
 
     if (filter.transactionId !== undefined || filter.traceId !== undefined) {

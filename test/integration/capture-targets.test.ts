@@ -110,9 +110,10 @@ describeKernel('write targets', () => {
     };
     await listen(server(), unixPath);
     await listen(server(), `\0${abstract}`);
-    udp = createSocket('udp4');
+    const socket = createSocket('udp4');
+    udp = socket;
     ports.udp4 = await new Promise<number>((done) =>
-      udp.bind(0, '127.0.0.1', () => done(udp.address().port)),
+      socket.bind(0, '127.0.0.1', () => done(socket.address().port)),
     );
 
     const args = [file, unixPath, String(ports.tcp4), String(ports.tcp6), String(ports.udp4), abstract];
