@@ -350,12 +350,14 @@ static __always_inline struct file *current_file(__s32 fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
-	struct file **fds = fdt->fd;
-	struct file *file = NULL;
+	struct file **fds;
+	struct file *file;
 
 	if (fd < 0 || (__u32)fd >= fdt->max_fds)
 		return NULL;
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	/* cast to void: a read-only view whose loads the kernel guards like a probe read, without the call */
+	fds = bpf_rdonly_cast(fdt->fd, 0);
+	file = fds[fd & 0xfffff];
 	return file ? RDONLY(struct file, file) : NULL;
 }
 
@@ -386,7 +388,6 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	__u32 mode = inode->i_mode & KR_S_IFMT;
-	__u64 magic = inode->i_sb->s_magic;
 
 	p->file = file;
 	p->object = (__u64)dentry;
@@ -402,18 +403,18 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 		p->stamp = socket_stamp(p->sk);
 	} else if (mode == KR_S_IFIFO) {
 		p->kind = KR_TARGET_PIPE;
-		if (magic == KR_PIPEFS_MAGIC) {
+		if (inode->i_sb->s_magic == KR_PIPEFS_MAGIC) {
 			p->flags = KR_TARGET_ANON_PIPE;
 			p->object = KR_PIPE_OBJECT;
 			p->stamp = 0;
 		}
-	} else if (magic == KR_ANON_INODE_FS_MAGIC) {
-		/* checked before the mode: newer kernels give anonymous inodes S_IFREG */
+	} else if (mode == KR_S_IFCHR) {
+		p->kind = KR_TARGET_CHAR;
+	} else if (inode->i_sb->s_magic == KR_ANON_INODE_FS_MAGIC) {
+		/* checked before S_IFREG: newer kernels give anonymous inodes that mode */
 		p->kind = KR_TARGET_ANON;
 	} else if (mode == KR_S_IFREG) {
 		p->kind = KR_TARGET_FILE;
-	} else if (mode == KR_S_IFCHR) {
-		p->kind = KR_TARGET_CHAR;
 	} else {
 		p->kind = KR_TARGET_OTHER;
 	}

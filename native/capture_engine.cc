@@ -211,6 +211,19 @@ std::vector<uint64_t> CaptureEngine::ReadCounters() const {
   return sums;
 }
 
+std::vector<ProgramStats> CaptureEngine::ReadProgramStats() const {
+  std::vector<ProgramStats> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    bpf_prog_info info = {};
+    __u32 len = sizeof(info);
+    const int fd = bpf_program__fd(prog);
+    if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
+    out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt});
+  }
+  return out;
+}
+
 double CaptureEngine::RingFill() const {
   if (!positions_) return -1;
   const auto* base = static_cast<const uint8_t*>(positions_);

@@ -29,6 +29,13 @@ struct CaptureConfig {
 // Called for every record, exactly as the kernel wrote it.
 using RecordSink = std::function<void(const uint8_t* data, size_t size)>;
 
+// What the kernel measured of one loaded program (kernel.bpf_stats_enabled=1).
+struct ProgramStats {
+  std::string name;
+  uint64_t run_time_ns = 0;
+  uint64_t run_count = 0;
+};
+
 class CaptureEngine {
  public:
   // Opens, loads and attaches everything; throws CaptureFailure after
@@ -54,6 +61,8 @@ class CaptureEngine {
   std::vector<uint64_t> ReadCounters() const;
   // Share of the ring holding unread records, 0..1.
   double RingFill() const;
+  // Run time and count of every loaded program, zero unless bpf_stats_enabled.
+  std::vector<ProgramStats> ReadProgramStats() const;
 
  private:
   void Setup(const CaptureConfig& config);

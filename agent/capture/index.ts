@@ -1,6 +1,7 @@
 export { CaptureError } from './capture-error';
 export type { CaptureOptions } from './capture-options';
 export { startCapture, type Capture } from './start-capture';
+export type { ProgramStats } from './native-addon';
 export { captureSupport, clockOffset, ensureTracefs } from './host';
 export {
   decodeRecords,

@@ -17,11 +17,19 @@ export interface NativeCaptureConfig {
   targets: boolean;
 }
 
+export interface ProgramStats {
+  name: string;
+  runTimeNs: number;
+  runCount: number;
+}
+
 export interface NativeCaptureSession {
   attachPoints(): string[];
   /** enum kr_counter order, summed over CPUs */
   readCounters(): number[];
   ringFill(): number;
+  /** per loaded program; run time and count stay 0 unless kernel.bpf_stats_enabled is 1 */
+  programStats(): ProgramStats[];
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }

@@ -35,6 +35,7 @@ function expectedTargets(
     17: ['socket', `udp 127.0.0.1:${ports.udp4}`],
     18: ['socket', `unix @${abstract}`],
     19: ['file', `${file}.unlinked (deleted)`],
+    8: ['anon', 'anon_inode:[eventfd]'],
   };
 }
 

@@ -2,7 +2,7 @@
  * Writes once to each kind of target and exits at once, for the kernel
  * tests of write targets. Each write has its own size, so a test can tell
  * them apart: 11 file, 12 pipe, 13 /dev/null, 14 tcp v4, 15 tcp v6,
- * 16 unix stream, 17 udp v4, 18 unix abstract, 19 unlinked file.
+ * 16 unix stream, 17 udp v4, 18 unix abstract, 19 unlinked file, 8 eventfd.
  * usage: target-writer FILE UNIX_PATH TCP4_PORT TCP6_PORT UDP4_PORT ABSTRACT_NAME
  */
 #include <arpa/inet.h>
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -95,5 +96,8 @@ int main(int argc, char **argv)
 	fd = open(unlinked, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	must(fd >= 0 && unlink(unlinked) == 0, "unlinked");
 	write_n(fd, 19, "unlinked");
+	fd = eventfd(0, 0);
+	must(fd >= 0, "eventfd");
+	write_n(fd, 8, "eventfd");
 	return 0;
 }
