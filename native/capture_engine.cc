@@ -58,6 +58,27 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   // Checked first: without privileges tracefs is unreadable, and every
   // tracepoint would look missing.
   if (!HasBpfCapabilities()) throw LibbpfFailure(EPERM, "E_CAPTURE_PERM", "kreplay lacks privileges", "");
+  int err = Load(config, config.targets);
+  if (err && config.targets) {
+    // Older kernels cannot verify the target code (read-only casts of kernel pointers): capture without it.
+    AppendLog("warn", "this kernel refused the programs that resolve write targets; capturing without targets");
+    capture__destroy(skel_);
+    skel_ = nullptr;
+    err = Load(config, false);
+  }
+  if (err) {
+    throw LibbpfFailure(err, "E_CAPTURE_LOAD", "the kernel refused kreplay's BPF programs",
+                        "the libbpf lines logged just before this error give the verifier's reason");
+  }
+  Attach();
+
+  ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), OnRecord, this, nullptr);
+  if (!ring_) throw LibbpfFailure(errno, "E_CAPTURE_RINGBUF", "cannot open the ring buffer", "");
+  ring_bytes_ = config.ring_bytes;
+  MapRingPositions();
+}
+
+int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
   skel_ = capture__open();
   if (!skel_) throw LibbpfFailure(errno, "E_CAPTURE_LOAD", "cannot open kreplay's BPF object", "");
 
@@ -70,23 +91,12 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   ro->min_duration_ns = config.min_duration_ns;
   ro->wakeup_data_bytes = config.wakeup_bytes;
   ro->attribution_enabled = config.attribution;
-  ro->targets_enabled = config.targets;
+  ro->targets_enabled = targets;
 
   int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
   ChoosePrograms(config.attribution);
-
-  err = capture__load(skel_);
-  if (err) {
-    throw LibbpfFailure(err, "E_CAPTURE_LOAD", "the kernel refused kreplay's BPF programs",
-                        "the libbpf lines logged just before this error give the verifier's reason");
-  }
-  Attach();
-
-  ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), OnRecord, this, nullptr);
-  if (!ring_) throw LibbpfFailure(errno, "E_CAPTURE_RINGBUF", "cannot open the ring buffer", "");
-  ring_bytes_ = config.ring_bytes;
-  MapRingPositions();
+  return capture__load(skel_);
 }
 
 // Turns off the programs whose attach point this kernel lacks, or fails

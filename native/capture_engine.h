@@ -66,6 +66,8 @@ class CaptureEngine {
 
  private:
   void Setup(const CaptureConfig& config);
+  // Opens and configures the skeleton, then loads it; the libbpf error, or 0.
+  int Load(const CaptureConfig& config, bool targets);
   void ChoosePrograms(bool attribution);
   void Attach();
   void MapRingPositions();
