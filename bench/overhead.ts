@@ -277,14 +277,21 @@ export function formatOverheadReport(report: OverheadReport): string {
   const floor = report.rows.find((r) => r.mode === 'empty-tracepoints')?.nsPerWrite ?? NaN;
   const aboveFloor = (mode: OverheadMode): string =>
     ((report.rows.find((r) => r.mode === mode)?.nsPerWrite ?? NaN) - floor).toFixed(1);
-  lines.push(
-    '',
-    `above the empty-tracepoint floor: kreplay ${aboveFloor('kreplay')} ns, bpftrace ${aboveFloor('bpftrace')} ns`,
-    `attribution adds ${report.attributionNs.toFixed(1)} ns per write (goal <= 50)`,
-    `write targets add ${median(report.targetsNs).toFixed(1)} ns per write (goal <= 30), ` +
-      `per round ${Math.min(...report.targetsNs).toFixed(1)} .. ${Math.max(...report.targetsNs).toFixed(1)}`,
-    `kreplay records delivered ${report.recordsDelivered}, dropped ${report.recordsDropped}`,
-  );
+  // each line only when the bench ran the modes it compares
+  const ran = (mode: OverheadMode) => report.rows.some((r) => r.mode === mode);
+  lines.push('');
+  if (ran('empty-tracepoints'))
+    lines.push(
+      `above the empty-tracepoint floor: kreplay ${aboveFloor('kreplay')} ns, bpftrace ${aboveFloor('bpftrace')} ns`,
+    );
+  if (ran('kreplay-no-attribution'))
+    lines.push(`attribution adds ${report.attributionNs.toFixed(1)} ns per write (goal <= 50)`);
+  if (ran('kreplay-no-targets'))
+    lines.push(
+      `write targets add ${median(report.targetsNs).toFixed(1)} ns per write (goal <= 30), ` +
+        `per round ${Math.min(...report.targetsNs).toFixed(1)} .. ${Math.max(...report.targetsNs).toFixed(1)}`,
+    );
+  lines.push(`kreplay records delivered ${report.recordsDelivered}, dropped ${report.recordsDropped}`);
   if (report.programNs) {
     const { on, off } = report.programNs;
     const added = on.map((ns, round) => ns - off[round]!);

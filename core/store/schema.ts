@@ -92,7 +92,8 @@ export const MIGRATIONS: readonly string[] = [
   `,
 ];
 
-export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
+export type StoreErrorCode =
+  'E_STORE_NEWER_SCHEMA' | 'E_STORE_OLDER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
 
 export class StoreError extends Error {
   constructor(
@@ -176,10 +177,12 @@ export function openReadStore(path: string): { db: Database.Database; info: Stor
   try {
     db.pragma('busy_timeout = 2000');
     const version = readSchemaVersion(db, path);
+    if (version === 0)
+      throw new StoreError('E_STORE_NOT_KREPLAY', `${path} has schema version 0, not a kreplay store yet`);
     if (version < SCHEMA_VERSION) {
       throw new StoreError(
-        'E_STORE_NOT_KREPLAY',
-        `${path} has schema version ${version}, not a kreplay store yet`,
+        'E_STORE_OLDER_SCHEMA',
+        `${path} has schema version ${version}, older than this kreplay's (${SCHEMA_VERSION}); the agent upgrades it in place when it next opens it`,
       );
     }
     return { db, info: readStoreInfo(db) };

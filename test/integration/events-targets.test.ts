@@ -62,7 +62,7 @@ describe('write targets in GET /api/events', () => {
   it('gives every sys_write its target_kind and target, null when unknown, and block_io neither', () => {
     const byBytes = new Map(all.map((e) => [e.bytes, e]));
     for (const e of dataset()) {
-      const event = byBytes.get(e.bytes)!;
+      const event = byBytes.get(e.bytes!)!;
       if (e.type === 'block_io') {
         expect(event).not.toHaveProperty('target');
         expect(event).not.toHaveProperty('target_kind');
