@@ -134,6 +134,7 @@ export class Agent {
       ...kernel,
       malformedMarkers: this.contexts.malformedMarkers,
       unknownContexts: this.contexts.unknownIds,
+      unknownTargets: this.decoder.unknownTargets,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       rowsWritten: this.store.rowsWritten,

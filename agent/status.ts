@@ -4,6 +4,8 @@ import type { KernelCounterName } from '../core/model';
 export interface LossCounters {
   malformedMarkers: number;
   unknownContexts: number;
+  /** writes stored without their target: its record was lost */
+  unknownTargets: number;
   corruptRecords: number;
   corruptBytes: number;
 }
@@ -25,6 +27,7 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
     target_emitted: s.targetEmitted,
     malformed_markers: s.malformedMarkers,
     unknown_contexts: s.unknownContexts,
+    unknown_targets: s.unknownTargets,
     corrupt_records: s.corruptRecords,
     corrupt_bytes: s.corruptBytes,
     rows_written: s.rowsWritten,
