@@ -44,6 +44,19 @@ export type ApiEvent = SysWriteEvent | BlockIoEvent;
 export const EVENT_COLUMNS =
   'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target';
 
+/** The store schema version that added write targets (core/store/schema.ts). */
+export const TARGETS_SCHEMA_VERSION = 2;
+
+/** The schema version that added a column (the others are in every version). */
+const COLUMN_SINCE: Record<string, number> = { target: TARGETS_SCHEMA_VERSION };
+
+/** EVENT_COLUMNS as a store of `schemaVersion` can select them: NULL for a column it does not have yet. */
+export function eventColumnsOf(schemaVersion: number): string {
+  return EVENT_COLUMNS.split(', ')
+    .map((column) => ((COLUMN_SINCE[column] ?? 1) <= schemaVersion ? column : `NULL AS ${column}`))
+    .join(', ');
+}
+
 /** A row of EVENT_COLUMNS read with safeIntegers(true). */
 export interface EventRow {
   ts: bigint;

@@ -92,8 +92,7 @@ export const MIGRATIONS: readonly string[] = [
   `,
 ];
 
-export type StoreErrorCode =
-  'E_STORE_NEWER_SCHEMA' | 'E_STORE_OLDER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
+export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
 
 export class StoreError extends Error {
   constructor(
@@ -170,21 +169,23 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
   }
 }
 
-/** Opens a node's store read-only; never blocks or migrates the writer's file. */
+/** The schema version of an open store, read again on every call: the agent may upgrade it meanwhile. */
+export function schemaVersionOf(db: Database.Database): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+/**
+ * Opens a node's store read-only; never blocks or migrates the writer's
+ * file. Stores of an older schema are read as they are (an upgrade only
+ * adds): the reader asks schemaVersionOf() what they hold.
+ */
 export function openReadStore(path: string): { db: Database.Database; info: StoreInfo } {
   if (!existsSync(path)) throw new StoreError('E_STORE_OPEN', `${path} does not exist`);
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 2000');
-    const version = readSchemaVersion(db, path);
-    if (version === 0)
+    if (readSchemaVersion(db, path) === 0)
       throw new StoreError('E_STORE_NOT_KREPLAY', `${path} has schema version 0, not a kreplay store yet`);
-    if (version < SCHEMA_VERSION) {
-      throw new StoreError(
-        'E_STORE_OLDER_SCHEMA',
-        `${path} has schema version ${version}, older than this kreplay's (${SCHEMA_VERSION}); the agent upgrades it in place when it next opens it`,
-      );
-    }
     return { db, info: readStoreInfo(db) };
   } catch (err) {
     db.close();

@@ -58,9 +58,10 @@ function fromWhere(shape: ReadShape): string {
   return `FROM ${source.from} WHERE ${terms.filter((t) => t !== undefined).join(' AND ')}`;
 }
 
-export function eventsSql(shape: ReadShape, order: EventOrder): string {
+/** `columns`: what the store's schema can select (see eventColumnsOf). */
+export function eventsSql(shape: ReadShape, order: EventOrder, columns = EVENT_COLUMNS): string {
   const dir = order === 'asc' ? 'ASC' : 'DESC';
-  return `SELECT ${EVENT_COLUMNS} ${fromWhere(shape)} ORDER BY ts ${dir}, seq ${dir} LIMIT @limit`;
+  return `SELECT ${columns} ${fromWhere(shape)} ORDER BY ts ${dir}, seq ${dir} LIMIT @limit`;
 }
 
 export function summarySql(shape: ReadShape): string {
@@ -71,7 +72,9 @@ export function rangeParams(range: KeyRange): SqlParams {
   return { loTs: range.lo.ts, loSeq: range.lo.seq, hiTs: range.hi.ts, hiSeq: range.hi.seq };
 }
 
-export const EVENT_BY_KEY_SQL = `SELECT ${EVENT_COLUMNS} FROM events WHERE ts = ? AND seq = ?`;
+export function eventByKeySql(columns = EVENT_COLUMNS): string {
+  return `SELECT ${columns} FROM events WHERE ts = ? AND seq = ?`;
+}
 
 /** Context ids per filter; a trace may span several (transaction, trace) rows. */
 export function contextIdsSql(transaction: boolean, trace: boolean): string {

@@ -83,10 +83,10 @@ export class StoreNameCache implements StoreNames {
       'SELECT transaction_id, trace_id FROM contexts WHERE id = ?',
     );
     this.contexts = new BoundedCache(MAX_CACHED_CONTEXTS, (id) => contextById.get(id) ?? NO_CONTEXT);
-    const targetById = db.prepare<[number], { kind: number; value: string }>(
-      'SELECT kind, value FROM targets WHERE id = ?',
-    );
+    // prepared at the first target: a store of schema v1 has no targets table (and no target ids)
+    let targetById: Database.Statement<[number], { kind: number; value: string }> | undefined;
     this.targets = new BoundedCache(MAX_CACHED_TARGETS, (id) => {
+      targetById ??= db.prepare('SELECT kind, value FROM targets WHERE id = ?');
       const row = targetById.get(id);
       return row ? { kind: targetKindName(row.kind), value: row.value } : null;
     });

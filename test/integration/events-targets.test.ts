@@ -160,27 +160,37 @@ describe('a v1 store', () => {
     db.close();
   }
 
-  it('is migrated in place when the agent opens it: old writes have no target, new ones do', async () => {
+  it('is read as it is, then migrated in place by the agent while the daemon reads it', async () => {
     writeV1Store(join(dir.path, 'old.db'));
-    const writer = StoreWriter.open(dir.path, 'old');
-    try {
-      expect(writer.db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
-      writeEvents(writer, [{ ts: at(2), bytes: 6, target: ['file', '/srv/new.log'] }]);
-    } finally {
-      writer.close();
-    }
     const server = await startEventsServer(dir.path);
+    const list = async (query = '') =>
+      readEvents((await get(`${server.url}/api/events?int64=string&${query}`)).text).events.map((e) => [
+        e.bytes,
+        e.event_type,
+        'target' in e ? e.target : 'absent',
+      ]);
     try {
-      const reply = await get(`${server.url}/api/events?int64=string`);
-      const events = readEvents(reply.text).events;
-      expect(events.map((e) => [e.bytes, e.event_type, 'target' in e ? e.target : 'absent'])).toEqual([
+      expect(await list()).toEqual([
+        [5, 'sys_write', null],
+        [4096, 'block_io', 'absent'],
+      ]);
+      expect(await list('target=*')).toEqual([]);
+
+      const writer = StoreWriter.open(dir.path, 'old');
+      try {
+        expect(writer.db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+        writeEvents(writer, [{ ts: at(2), bytes: 6, target: ['file', '/srv/new.log'] }]);
+      } finally {
+        writer.close();
+      }
+      expect(await list()).toEqual([
         [5, 'sys_write', null],
         [4096, 'block_io', 'absent'],
         [6, 'sys_write', '/srv/new.log'],
       ]);
-      expect(events[0]!.event_id.startsWith('a1b2c3d4e5f6')).toBe(true);
-      const filtered = readEvents((await get(`${server.url}/api/events?target=/srv/*`)).text).events;
-      expect(filtered.map((e) => e.bytes)).toEqual([6]);
+      expect(await list('target=/srv/*')).toEqual([[6, 'sys_write', '/srv/new.log']]);
+      const first = readEvents((await get(`${server.url}/api/events?limit=1`)).text).events[0]!;
+      expect(first.event_id.startsWith('a1b2c3d4e5f6')).toBe(true);
     } finally {
       await server.close();
     }
