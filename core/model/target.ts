@@ -83,6 +83,8 @@ function socketText(r: TargetRecordFields): string {
   }
   if (r.family === AF_INET || r.family === AF_INET6) {
     const proto = IP_PROTOCOLS[r.protocol] ?? `ip${r.protocol}`;
+    // not connected: no peer to show (getpeername(2) fails likewise)
+    if (r.port === 0 && r.addr.every((byte) => byte === 0)) return proto;
     if (r.family === AF_INET) return `${proto} ${ipv4(r.addr, 0)}:${r.port}`;
     if (isV4Mapped(r.addr)) return `${proto} ${ipv4(r.addr, 12)}:${r.port}`;
     return `${proto} [${ipv6(r.addr)}]:${r.port}`;

@@ -58,6 +58,7 @@ describe('targetText', () => {
       'tcp 10.1.2.3:443',
     ],
     ['an unnamed IP protocol', inet(AF_INET, 99, [1, 2, 3, 4], 0), 'ip99 1.2.3.4:0'],
+    ['an unconnected socket', inet(AF_INET6, 17, [], 0), 'udp'],
     [
       'a unix path',
       record({ kind: targetKindCode('socket'), family: AF_UNIX, data: Buffer.from('/run/app.sock\0') }),
