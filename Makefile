@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux curl
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
@@ -25,6 +25,7 @@ NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null)
 TS_STAMP := dist/.build-stamp
+EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 
 .PHONY: all setup build run test test-unit test-integration lint format bench vmlinux clean
 
@@ -48,7 +49,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(TS_STAMP)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(EXEC_SHIM) $(TS_STAMP)
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -67,6 +68,11 @@ $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 $(NATIVE_ADDON): $(NATIVE_SRCS) $(BPF_SKELS) bpf/capture.h node_modules/.ci-stamp
 	cd native && ../$(NODE_GYP) configure $(GYPFLAGS) >/dev/null && ../$(NODE_GYP) build --jobs=2
+
+# kreplay run's launcher: sets the context in the child between fork and exec (cli/exec-shim.c)
+$(EXEC_SHIM): cli/exec-shim.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -Wall -Werror -o $@ $<
 
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json
