@@ -3,6 +3,10 @@ import type { KernelCounterName } from '../core/model';
 
 export interface LossCounters {
   malformedMarkers: number;
+  /** request heads read in pieces: the thread serves them without context */
+  incompleteRequestHeads: number;
+  /** request heads read without a valid traceparent, likewise */
+  untracedRequestHeads: number;
   unknownContexts: number;
   /** writes stored without their target: its record was lost */
   unknownTargets: number;
@@ -26,6 +30,8 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
     target_dropped: s.targetDropped,
     target_emitted: s.targetEmitted,
     malformed_markers: s.malformedMarkers,
+    incomplete_request_heads: s.incompleteRequestHeads,
+    untraced_request_heads: s.untracedRequestHeads,
     unknown_contexts: s.unknownContexts,
     unknown_targets: s.unknownTargets,
     corrupt_records: s.corruptRecords,
