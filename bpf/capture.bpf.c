@@ -739,107 +739,75 @@ int sys_enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
 	return 0;
 }
 
-/* A read from a socket in flight: where its bytes land. */
-struct kr_recv {
-	const void *buf;
-	__u64 len;
-};
-
-/* Keyed by thread id; only socket reads enter it, from enter to exit. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct kr_recv);
-} recvs SEC(".maps");
-
 /*
  * Incoming requests: a read from a socket may bring an HTTP/1.x request
- * head. Only sockets are remembered (the file's mode, a few direct loads),
- * so a read of anything else costs that and one map miss at exit.
+ * head. One program at syscall exit, nothing at enter: the call's
+ * arguments are still in the task's saved registers. A failed or tiny
+ * read stops at once, anything but a socket after a few direct loads, a
+ * socket's data after its first 8 bytes unless they are a method token.
  */
-static __always_inline int recv_enter(struct trace_event_raw_sys_enter *ctx, __u32 how)
+static __always_inline int recv_exit(struct trace_event_raw_sys_exit *ctx, __u32 how)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	struct kr_recv r = {};
+	struct pt_regs *regs;
 	struct file *file;
+	const void *buf;
+	__u64 len, got, pid_tgid, w = 0;
+	struct kr_thread *t;
 
-	if (!bpf_rdonly_cast || pid_tgid >> 32 == self_tgid)
+	if (ctx->ret < MIN_TOKEN_LEN || !bpf_rdonly_cast)
 		return 0;
-	file = current_file(ctx->args[0]);
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	file = current_file(PT_REGS_PARM1_SYSCALL(regs));
 	if (!file || (file->f_inode->i_mode & KR_S_IFMT) != KR_S_IFSOCK)
 		return 0;
-	r.buf = (const void *)ctx->args[1];
-	r.len = ctx->args[2];
-	if (how == KR_RECV_IOV || how == KR_RECV_MSG) {
-		const struct iovec *iov = r.buf;
-		__u64 iovcnt = r.len;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (pid_tgid >> 32 == self_tgid)
+		return 0;
+	buf = (const void *)PT_REGS_PARM2_SYSCALL(regs);
+	len = PT_REGS_PARM3_SYSCALL(regs);
+	if (how != KR_RECV_BUF) {
+		const struct iovec *iov = buf;
 		struct iovec v;
 
 		if (how == KR_RECV_MSG) {
 			struct user_msghdr m;
 
-			if (bpf_probe_read_user(&m, sizeof(m), r.buf))
+			if (bpf_probe_read_user(&m, sizeof(m), buf))
 				return 0;
 			iov = m.msg_iov;
-			iovcnt = m.msg_iovlen;
+			len = m.msg_iovlen;
 		}
 		/* a head lands in the first buffer: readers put it there */
-		if (!iovcnt || bpf_probe_read_user(&v, sizeof(v), iov))
+		if (!len || bpf_probe_read_user(&v, sizeof(v), iov))
 			return 0;
-		r.buf = v.iov_base;
-		r.len = v.iov_len;
+		buf = v.iov_base;
+		len = v.iov_len;
 	}
-	if (r.len < MIN_TOKEN_LEN)
-		return 0;
-	bpf_map_update_elem(&recvs, &tid, &r, BPF_ANY);
-	return 0;
-}
-
-static __always_inline int recv_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	struct kr_recv *found = bpf_map_lookup_elem(&recvs, &tid);
-	__u64 w = 0, got;
-	struct kr_recv r;
-	struct kr_thread *t;
-
-	if (!found)
-		return 0;
-	r = *found;
-	bpf_map_delete_elem(&recvs, &tid);
-	if (ctx->ret < MIN_TOKEN_LEN)
-		return 0;
 	got = ctx->ret;
-	if (got > r.len)
-		got = r.len;
-	/* the method token first: 8 bytes decide, most socket data stops here */
-	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), r.buf) || !is_http_request(w))
+	if (got > len)
+		got = len;
+	if (got < MIN_TOKEN_LEN)
 		return 0;
-	t = thread_entry(tid);
+	/* the method token first: most socket data stops here */
+	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
+		return 0;
+	t = thread_entry((__u32)pid_tgid);
 	if (t)
-		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, r.buf, got);
+		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, buf, got);
 	return 0;
 }
 
-#define RECV_PROGRAMS(name, how)                                                      \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                   \
-	int sys_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
-	{                                                                             \
-		return recv_enter(ctx, how);                                          \
-	}                                                                             \
+#define RECV_PROGRAM(name, how)                                                       \
 	SEC("tracepoint/syscalls/sys_exit_" #name)                                    \
 	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
 	{                                                                             \
-		return recv_exit(ctx);                                                \
+		return recv_exit(ctx, how);                                           \
 	}
 
-RECV_PROGRAMS(read, KR_RECV_BUF)
-RECV_PROGRAMS(readv, KR_RECV_IOV)
-RECV_PROGRAMS(recvfrom, KR_RECV_BUF)
-RECV_PROGRAMS(recvmsg, KR_RECV_MSG)
+RECV_PROGRAM(read, KR_RECV_BUF)
+RECV_PROGRAM(readv, KR_RECV_IOV)
+RECV_PROGRAM(recvfrom, KR_RECV_BUF)
+RECV_PROGRAM(recvmsg, KR_RECV_MSG)
 
 /* Children start in the context of the thread that created them. */
 SEC("tp_btf/sched_process_fork")

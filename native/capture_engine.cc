@@ -135,9 +135,8 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
   // Context sources only (outgoing heads sent, incoming request heads read):
   // without them attribution still works from markers and written heads.
   bpf_program* context_sources[] = {
-      p.sys_enter_sendto, p.sys_enter_sendmsg, p.sys_enter_read,     p.sys_exit_read,
-      p.sys_enter_readv,  p.sys_exit_readv,    p.sys_enter_recvfrom, p.sys_exit_recvfrom,
-      p.sys_enter_recvmsg, p.sys_exit_recvmsg,
+      p.sys_enter_sendto, p.sys_enter_sendmsg, p.sys_exit_read,
+      p.sys_exit_readv,   p.sys_exit_recvfrom, p.sys_exit_recvmsg,
   };
   for (bpf_program* prog : context_sources) {
     if (attribution && has(prog)) continue;
