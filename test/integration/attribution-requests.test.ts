@@ -3,7 +3,7 @@
  * context of a server thread comes from the request head it reads, a
  * client's from the head it sends, and `kreplay run` tags only its command.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { request, Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType } from '../../core/model';
 import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 
 const SUPPORT = join(__dirname, '..', 'support');
@@ -22,18 +22,7 @@ const traceparent = (n: number) => `00-${trace(n)}-00f067aa0ba902b7-01`;
 let dir: string;
 let cgroup: TestCgroup;
 
-/** Runs a command inside the test cgroup to its end. */
-function inCgroup(command: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      '/bin/sh',
-      ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args],
-      { timeout: 60000 },
-      (err, stdout, stderr) =>
-        err ? reject(new Error(`${command} failed: ${err.message}\n${stderr}`)) : resolve(stdout),
-    );
-  });
-}
+const inCgroup = (command: string, args: string[]) => runInCgroup(cgroup, command, args);
 
 /** Starts a server inside the test cgroup and resolves with it and the port it prints. */
 function serverInCgroup(command: string, args: string[]): Promise<{ child: ChildProcess; port: number }> {
