@@ -547,13 +547,15 @@ static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_
 /*
  * The target id of a write to fd: the thread's last one when it writes to
  * the same object again, else the cached one, else a new id whose record
- * goes into the ring first. 0 when the fd is not open or the record was lost.
+ * goes into the ring first; an id older than KR_TARGET_ID_WINDOW is
+ * replaced. 0 when the fd is not open or the record was lost.
  */
 static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 {
 	struct kr_target_probe p = {};
 	struct kr_known_target *known, fresh;
 	struct file *file;
+	__u64 newest;
 
 	if (!bpf_rdonly_cast)
 		return 0;
@@ -561,10 +563,12 @@ static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 	if (!file)
 		return 0;
 	probe_target(file, &p);
-	if (p.object == t->last_object && p.stamp == t->last_stamp && t->last_target_id)
+	newest = last_target_id;
+	if (p.object == t->last_object && p.stamp == t->last_stamp && t->last_target_id &&
+	    t->last_target_id + KR_TARGET_ID_WINDOW > newest)
 		return t->last_target_id;
 	known = bpf_map_lookup_elem(&known_targets, &p.object);
-	if (known && known->stamp == p.stamp) {
+	if (known && known->stamp == p.stamp && known->target_id + KR_TARGET_ID_WINDOW > newest) {
 		fresh.target_id = known->target_id;
 	} else {
 		fresh.target_id = __sync_fetch_and_add(&last_target_id, 1) + 1;

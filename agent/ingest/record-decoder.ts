@@ -17,6 +17,7 @@ import {
   RecordType,
   SysWriteLayout,
   TARGET_DATA_LEN,
+  TARGET_ID_WINDOW,
   TargetLayout,
   targetText,
 } from '../../core/model';
@@ -153,11 +154,19 @@ export class RecordDecoder {
       addr: buf.subarray(off + TargetLayout.addr, data),
       data: buf.subarray(data, data + buf.readUInt16LE(off + TargetLayout.len)),
     });
-    this.storeTargetIds.set(
-      readU53(buf, off + TargetLayout.targetId),
-      this.dictionaries.targets.id(kind, value),
-    );
+    const kernelId = readU53(buf, off + TargetLayout.targetId);
+    this.storeTargetIds.set(kernelId, this.dictionaries.targets.id(kind, value));
     this.targetRecords++;
+    if (this.storeTargetIds.size > 2 * TARGET_ID_WINDOW)
+      this.forgetTargetsBefore(kernelId - 2 * TARGET_ID_WINDOW);
+  }
+
+  /* The kernel no longer hands these ids to writes (see KR_TARGET_ID_WINDOW); the Map holds them oldest first. */
+  private forgetTargetsBefore(kernelId: number): void {
+    for (const id of this.storeTargetIds.keys()) {
+      if (id >= kernelId) break;
+      this.storeTargetIds.delete(id);
+    }
   }
 
   private storeTargetId(kernelId: number): number {
