@@ -3,6 +3,7 @@
  * {u32 type, u32 size}) straight into an EventBatch: per event it reads a
  * few integers and does cached map lookups, and allocates nothing.
  */
+import { KreplayError } from '../../core/errors';
 import {
   BlockIoLayout,
   blockStatusErrno,
@@ -26,16 +27,16 @@ import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from '../store/dictionary';
 import type { EventBatch } from './event-batch';
 
-export class CorruptRecordError extends Error {
+export class CorruptRecordError extends KreplayError {
   constructor(
     readonly offset: number,
     readonly lostBytes: number,
     reason: string,
   ) {
     super(
+      'E_CORRUPT_RECORD',
       `corrupt record at byte ${offset} of a batch: ${reason}; dropped the ${lostBytes} bytes that follow`,
     );
-    this.name = 'CorruptRecordError';
   }
 }
 

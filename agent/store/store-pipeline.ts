@@ -5,6 +5,7 @@
  * committed, flush() waits, the capture's queue fills and the kernel counts
  * what its ring cannot hold, so memory stays bounded and loss stays visible.
  */
+import { KreplayError } from '../../core/errors';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -30,13 +31,10 @@ import {
 
 const SLOTS = 2;
 
-export class StoreThreadError extends Error {
-  constructor(
-    message: string,
-    readonly code?: string,
-  ) {
-    super(message);
-    this.name = 'StoreThreadError';
+/** A failure the writer thread reported, with the code of the error it caught there (E_STORE_THREAD if none). */
+export class StoreThreadError extends KreplayError {
+  constructor(message: string, code?: string) {
+    super(code ?? 'E_STORE_THREAD', message);
   }
 }
 

@@ -1,4 +1,5 @@
 /** The one writer of a node's store: runs, counters and event batches. */
+import { KreplayError } from '../../core/errors';
 import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -30,13 +31,10 @@ export interface RunStart {
   clockErrorNs: number;
 }
 
-export class StoreWriterError extends Error {
-  constructor(
-    readonly code: 'E_DATA_DIR',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StoreWriterError';
+export class StoreWriterError extends KreplayError {
+  declare readonly code: 'E_DATA_DIR';
+  constructor(code: 'E_DATA_DIR', message: string) {
+    super(code, message);
   }
 }
 

@@ -7,6 +7,7 @@
  * strings live once in dictionary tables; the context and slow-call indexes
  * are partial because most events carry no context and most calls are fast.
  */
+import { KreplayError } from '../errors';
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -94,13 +95,10 @@ export const MIGRATIONS: readonly string[] = [
 
 export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
 
-export class StoreError extends Error {
-  constructor(
-    readonly code: StoreErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StoreError';
+export class StoreError extends KreplayError {
+  declare readonly code: StoreErrorCode;
+  constructor(code: StoreErrorCode, message: string) {
+    super(code, message);
   }
 }
 

@@ -3,13 +3,13 @@
  * them). Times and durations become exact bigint nanoseconds straight from
  * their digits: a JS number cannot hold a 19-digit epoch-ns value.
  */
+import { KreplayError } from '../../core/errors';
 import { EVENT_TYPES, TARGET_KINDS, type EventType, type TargetKind } from '../../core/model';
 
 /** A value a client sent that does not parse; the message says what was expected. */
-export class InvalidValue extends Error {
+export class InvalidValue extends KreplayError {
   constructor(message: string) {
-    super(message);
-    this.name = 'InvalidValue';
+    super('E_INVALID_VALUE', message);
   }
 }
 
