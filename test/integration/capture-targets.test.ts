@@ -153,6 +153,21 @@ describeKernel('write targets', () => {
     expect(fileIds.size).toBe(1);
   });
 
+  it('sends a file once, however many processes write it, while it stays cached', async () => {
+    const file = join(realpathSync(dir.path), 'shared.log');
+    const writeTwice = `echo a >> ${file}; echo b >> ${file}`;
+    const { records, value: pids } = await captureAround({}, async () => [
+      await runToExit('sh', ['-c', writeTwice]),
+      await runToExit('sh', ['-c', writeTwice]),
+    ]);
+    const sent = records.filter((r): r is DecodedTarget => r.type === 'target' && targetText(r) === file);
+    expect(sent).toHaveLength(1);
+    const writes = records.filter(
+      (r): r is DecodedSysWrite => r.type === 'sys_write' && pids.includes(r.pid) && r.comm === 'sh',
+    );
+    expect(writes.map((w) => w.targetId)).toEqual(Array(4).fill(sent[0]!.targetId));
+  });
+
   it('leaves targets out when they are turned off', async () => {
     const { records, value: pid } = await captureAround({ targets: false }, () =>
       runToExit('sh', ['-c', 'echo x >/dev/null']),
