@@ -365,7 +365,7 @@ static __always_inline struct file *current_file(__s32 fd)
  * A socket's stamp: its inet peer, which connect() may change while the
  * file stays. (The verifier allows no arithmetic on kernel pointers, so a
  * unix socket's stamp cannot include its peer: a datagram socket connected
- * elsewhere later keeps its first target.)
+ * elsewhere later keeps its first target; its inode tells sockets apart.)
  */
 static __always_inline __u64 socket_stamp(struct sock *sk)
 {
@@ -388,11 +388,13 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	__u32 mode = inode->i_mode & KR_S_IFMT;
+	/* a freed dentry or sock reused for another file or connection comes with another inode */
+	__u64 ino = inode->i_ino;
 
 	p->file = file;
 	p->object = (__u64)dentry;
 	/* the name's hash is salted with its parent: a rename or a reused dentry changes it */
-	p->stamp = dentry->d_name.hash_len;
+	p->stamp = dentry->d_name.hash_len ^ ino;
 	p->flags = 0;
 	if (mode == KR_S_IFSOCK) {
 		struct socket *sock = RDONLY(struct socket, file->private_data);
@@ -400,7 +402,7 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 		p->kind = KR_TARGET_SOCKET;
 		p->sk = sock->sk;
 		p->object = (__u64)p->sk;
-		p->stamp = socket_stamp(p->sk);
+		p->stamp = socket_stamp(p->sk) ^ ino << 32;
 	} else if (mode == KR_S_IFIFO) {
 		p->kind = KR_TARGET_PIPE;
 		if (inode->i_sb->s_magic == KR_PIPEFS_MAGIC) {

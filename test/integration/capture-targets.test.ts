@@ -36,6 +36,7 @@ function expectedTargets(
     18: ['socket', `unix @${abstract}`],
     19: ['file', `${file}.unlinked (deleted)`],
     8: ['anon', 'anon_inode:[eventfd]'],
+    20: ['socket', `unix ${unixPath}2`],
   };
 }
 
@@ -110,6 +111,7 @@ describeKernel('write targets', () => {
       udp4: 0,
     };
     await listen(server(), unixPath);
+    await listen(server(), `${unixPath}2`);
     await listen(server(), `\0${abstract}`);
     const socket = createSocket('udp4');
     udp = socket;
@@ -117,7 +119,15 @@ describeKernel('write targets', () => {
       socket.bind(0, '127.0.0.1', () => done(socket.address().port)),
     );
 
-    const args = [file, unixPath, String(ports.tcp4), String(ports.tcp6), String(ports.udp4), abstract];
+    const args = [
+      file,
+      unixPath,
+      String(ports.tcp4),
+      String(ports.tcp6),
+      String(ports.udp4),
+      abstract,
+      `${unixPath}2`,
+    ];
     const { records, value: pid } = await captureAround({}, () => runToExit(writer, args));
 
     expect(targetsBySize(records, pid, basename(writer).slice(0, 15))).toEqual(

@@ -2,8 +2,9 @@
  * Writes once to each kind of target and exits at once, for the kernel
  * tests of write targets. Each write has its own size, so a test can tell
  * them apart: 11 file, 12 pipe, 13 /dev/null, 14 tcp v4, 15 tcp v6,
- * 16 unix stream, 17 udp v4, 18 unix abstract, 19 unlinked file, 8 eventfd.
- * usage: target-writer FILE UNIX_PATH TCP4_PORT TCP6_PORT UDP4_PORT ABSTRACT_NAME
+ * 16 unix stream, 17 udp v4, 18 unix abstract, 19 unlinked file, 8 eventfd,
+ * 20 a second unix stream socket, after the first one was closed.
+ * usage: target-writer FILE UNIX_PATH TCP4_PORT TCP6_PORT UDP4_PORT ABSTRACT_NAME UNIX_PATH2
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
 	int fd;
 	char unlinked[4096];
 
-	must(argc == 7, "usage: target-writer FILE UNIX_PATH TCP4_PORT TCP6_PORT UDP4_PORT ABSTRACT_NAME");
+	must(argc == 8, "usage: target-writer FILE UNIX_PATH TCP4_PORT TCP6_PORT UDP4_PORT ABSTRACT_NAME UNIX_PATH2");
 	memset(bytes, 'x', sizeof(bytes));
 	fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	must(fd >= 0, "open");
@@ -89,7 +90,9 @@ int main(int argc, char **argv)
 	write_n(fd, 13, "/dev/null");
 	write_n(inet_socket(AF_INET, SOCK_STREAM, "127.0.0.1", atoi(argv[3])), 14, "tcp4");
 	write_n(inet_socket(AF_INET6, SOCK_STREAM, "::1", atoi(argv[4])), 15, "tcp6");
-	write_n(unix_socket(SOCK_STREAM, argv[2], 0), 16, "unix");
+	fd = unix_socket(SOCK_STREAM, argv[2], 0);
+	write_n(fd, 16, "unix");
+	close(fd);
 	write_n(inet_socket(AF_INET, SOCK_DGRAM, "127.0.0.1", atoi(argv[5])), 17, "udp4");
 	write_n(unix_socket(SOCK_STREAM, argv[6], 1), 18, "unix abstract");
 	snprintf(unlinked, sizeof(unlinked), "%s.unlinked", argv[1]);
@@ -99,5 +102,6 @@ int main(int argc, char **argv)
 	fd = eventfd(0, 0);
 	must(fd >= 0, "eventfd");
 	write_n(fd, 8, "eventfd");
+	write_n(unix_socket(SOCK_STREAM, argv[7], 0), 20, "unix 2");
 	return 0;
 }
