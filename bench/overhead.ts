@@ -8,6 +8,7 @@
  *
  *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...]
  */
+import { repoRoot } from '../core/repo-root';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -65,13 +66,6 @@ export interface OverheadReport {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-function repoRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bench'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`no kreplay checkout above ${__dirname}`);
-  }
-}
 
 function buildWriteLoop(root: string): string {
   const exe = path.join(root, 'build', 'bench', 'writeloop');

@@ -3,7 +3,12 @@ import type { Logger } from '../../core/log/logger';
 import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../../core/model';
 import { CaptureError, toCaptureError } from './capture-error';
 import { toNativeConfig, type CaptureOptions } from './capture-options';
-import { nativeAddon, type NativeAddon, type NativeCaptureSession, type ProgramStats } from './native-addon';
+import {
+  nativeAddon,
+  type NativeAddon,
+  type NativeCaptureSession,
+  type ProgramStats,
+} from '../../core/native/addon';
 import { ensureTracefs } from './host';
 
 export interface Capture {

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { Agent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
-import { untilSignal } from '../../daemon/server';
+import { untilSignal } from '../signals';
 import { collectIntegers, integerOption } from '../options';
 
 interface AgentFlags {

@@ -11,7 +11,7 @@ import { realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:net';
 import { basename, join, resolve } from 'node:path';
-import type { DecodedRecord, DecodedSysWrite, DecodedTarget } from '../../agent/capture';
+import type { DecodedRecord, DecodedSysWrite, DecodedTarget } from '../support/decode-records';
 import { targetKindName, targetText } from '../../core/model';
 import { useTempDir } from '../support/temp-dir';
 import { captureAround, describeKernel, runToExit } from './capture-harness';

@@ -28,7 +28,7 @@ import {
   TargetFlag,
   TargetLayout,
 } from '../../core/model';
-import { decodeRecords } from '../../agent/capture/decode-records';
+import { decodeRecords } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();

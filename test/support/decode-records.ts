@@ -1,6 +1,6 @@
 /**
- * Records of a capture batch as plain objects: for tests, tools and low
- * rates (the store's decoder in agent/ingest allocates nothing per event).
+ * Records of a capture batch as plain objects, for tests: the store's
+ * decoder in agent/ingest allocates nothing per event.
  * Corrupt input throws a RangeError naming the offset.
  */
 import {
