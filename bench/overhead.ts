@@ -16,6 +16,7 @@ import path from 'node:path';
 import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
+import { nativeAddon } from '../core/native/addon';
 
 export type OverheadMode =
   'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'kreplay-no-targets' | 'bpftrace' | 'empty-tracepoints';
@@ -117,7 +118,6 @@ async function underKreplay(
   }
 }
 
-const BPF_STATS = '/proc/sys/kernel/bpf_stats_enabled';
 const NEW_FILE_WRITES = 50_000;
 
 /** ns the write programs run per write, by round: /dev/null and a new file per write, targets on and off. */
@@ -131,7 +131,7 @@ const WRITE_PROGRAMS = ['sys_enter_write', 'sys_exit_write'];
 
 /**
  * The time kreplay's two write(2) programs spend per write, as the kernel
- * measures it (bpf_stats_enabled): free of the noise other tenants add to
+ * measures it (BPF run-time statistics): free of the noise other tenants add to
  * the loop's own timing, the library-level figure beside the loop's.
  */
 async function programNsPerWrite(
@@ -152,16 +152,16 @@ async function programNsPerWrite(
   }
 }
 
-/** Program time per write with targets on and off, back to back in each round (bpf_stats_enabled on meanwhile). */
+/** Program time per write with targets on and off, back to back in each round (BPF run-time statistics on meanwhile). */
 async function targetProgramCost(
   exe: string,
   writes: number,
   rounds: number,
   log: Logger,
 ): Promise<ProgramCost> {
-  const before = fs.readFileSync(BPF_STATS, 'utf8').trim();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-newfiles-'));
-  fs.writeFileSync(BPF_STATS, '1');
+  // an fd of our own, not the sysctl: another run toggling that cannot turn our statistics off
+  const stats = nativeAddon().enableBpfStats();
   try {
     const cost: ProgramCost = { on: [], off: [], newFileOn: [], newFileOff: [] };
     for (let round = 0; round < rounds; round++) {
@@ -173,7 +173,7 @@ async function targetProgramCost(
     }
     return cost;
   } finally {
-    fs.writeFileSync(BPF_STATS, before);
+    fs.closeSync(stats);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
