@@ -5,6 +5,7 @@
  */
 import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
+import { KreplayError } from '../core/errors';
 
 export interface SseMessage {
   event: string;
@@ -48,13 +49,12 @@ export async function* sseMessages(body: AsyncIterable<Uint8Array>): AsyncGenera
 }
 
 /** An answer other than 200, with its body (a problem document, usually). */
-export class HttpError extends Error {
+export class HttpError extends KreplayError {
   constructor(
     readonly status: number,
     readonly body: string,
   ) {
-    super(`server answered ${status}`);
-    this.name = 'HttpError';
+    super('E_HTTP', `server answered ${status}`);
   }
 }
 

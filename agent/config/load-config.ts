@@ -3,12 +3,11 @@ import { extname } from 'node:path';
 import YAML from 'yaml';
 import type { z } from 'zod';
 import { agentConfigSchema, type AgentConfig } from './config-schema';
+import { KreplayError } from '../../core/errors';
 
-export class ConfigError extends Error {
-  readonly code = 'E_CONFIG';
+export class ConfigError extends KreplayError {
   constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
+    super('E_CONFIG', message);
   }
 }
 

@@ -21,17 +21,18 @@ import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from '../store/dictionary';
 import type { EventBatch } from './event-batch';
+import { KreplayError } from '../../core/errors';
 
-export class CorruptRecordError extends Error {
+export class CorruptRecordError extends KreplayError {
   constructor(
     readonly offset: number,
     readonly lostBytes: number,
     reason: string,
   ) {
     super(
+      'E_CORRUPT_RECORD',
       `corrupt record at byte ${offset} of a batch: ${reason}; dropped the ${lostBytes} bytes that follow`,
     );
-    this.name = 'CorruptRecordError';
   }
 }
 

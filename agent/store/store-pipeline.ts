@@ -21,16 +21,14 @@ import {
   type ToWriter,
   type WriterThreadData,
 } from './writer-protocol';
+import { KreplayError } from '../../core/errors';
 
 const SLOTS = 2;
 
-export class StoreThreadError extends Error {
-  constructor(
-    message: string,
-    readonly code?: string,
-  ) {
-    super(message);
-    this.name = 'StoreThreadError';
+/** The writer thread's failure; keeps the code of the error it reported (E_STORE_THREAD when it had none). */
+export class StoreThreadError extends KreplayError {
+  constructor(message: string, code = 'E_STORE_THREAD') {
+    super(code, message);
   }
 }
 

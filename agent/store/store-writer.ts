@@ -16,6 +16,7 @@ import {
 } from './dictionary';
 import { EventInsert } from './event-insert';
 import { acquireWriterLock } from './writer-lock';
+import { KreplayError } from '../../core/errors';
 
 export interface RunStart {
   node: string;
@@ -27,13 +28,9 @@ export interface RunStart {
   clockErrorNs: number;
 }
 
-export class StoreWriterError extends Error {
-  constructor(
-    readonly code: 'E_DATA_DIR',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StoreWriterError';
+export class StoreWriterError extends KreplayError {
+  constructor(code: 'E_DATA_DIR', message: string) {
+    super(code, message);
   }
 }
 

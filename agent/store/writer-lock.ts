@@ -5,12 +5,11 @@
  * is taken over.
  */
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { KreplayError } from '../../core/errors';
 
-export class StoreLockedError extends Error {
-  readonly code = 'E_STORE_LOCKED';
+export class StoreLockedError extends KreplayError {
   constructor(message: string) {
-    super(message);
-    this.name = 'StoreLockedError';
+    super('E_STORE_LOCKED', message);
   }
 }
 

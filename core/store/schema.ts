@@ -10,6 +10,7 @@
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { KreplayError } from '../errors';
 
 export const SCHEMA_VERSION = 1;
 
@@ -83,13 +84,10 @@ const MIGRATIONS: readonly string[] = [
 
 export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
 
-export class StoreError extends Error {
-  constructor(
-    readonly code: StoreErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StoreError';
+export class StoreError extends KreplayError {
+  declare readonly code: StoreErrorCode;
+  constructor(code: StoreErrorCode, message: string) {
+    super(code, message);
   }
 }
 

@@ -9,7 +9,7 @@ export function sendProblem(res: Parameters<RequestHandler>[1], error: ProblemEr
 }
 
 export const notFoundHandler: RequestHandler = (req, res) => {
-  sendProblem(res, new ProblemError(404, `no route for ${req.method} ${req.path}`));
+  sendProblem(res, new ProblemError('route-not-found', `no route for ${req.method} ${req.path}`));
 };
 
 interface BodyParserError {
@@ -27,7 +27,9 @@ function fromBodyParser(err: BodyParserError): ProblemError | null {
       : err.type === 'entity.too.large'
         ? 'body is too large'
         : (err.message ?? 'bad request body');
-  return new ProblemError(err.status, detail, [{ param: 'body', message: detail }]);
+  const kind =
+    err.status === 413 ? 'body-too-large' : err.status === 415 ? 'unsupported-body-encoding' : 'invalid-body';
+  return new ProblemError(kind, detail, [{ param: 'body', message: detail }]);
 }
 
 export function errorHandler(log: Logger): ErrorRequestHandler {
@@ -46,6 +48,6 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
       path: req.path,
       error: (err as Error)?.message ?? String(err),
     });
-    sendProblem(res, new ProblemError(500, 'internal error; the daemon log has the details'));
+    sendProblem(res, new ProblemError('internal', 'internal error; the daemon log has the details'));
   };
 }

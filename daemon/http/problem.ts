@@ -1,4 +1,7 @@
 /** RFC 9457 problem details: the one error shape of the HTTP API. */
+import { KreplayError } from '../../core/errors';
+import { PROBLEM_KINDS, problemType, type ProblemKind } from './problem-kinds';
+
 export interface ParamError {
   param: string;
   message: string;
@@ -9,13 +12,13 @@ export interface Problem {
   title: string;
   status: number;
   detail: string;
+  code: string;
   errors?: ParamError[];
 }
 
 const TITLES: Record<number, string> = {
   400: 'Bad Request',
   404: 'Not Found',
-  405: 'Method Not Allowed',
   409: 'Conflict',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
@@ -24,34 +27,36 @@ const TITLES: Record<number, string> = {
   503: 'Service Unavailable',
 };
 
-export class ProblemError extends Error {
+export class ProblemError extends KreplayError {
+  readonly status: number;
+
   constructor(
-    readonly status: number,
+    readonly kind: ProblemKind,
     readonly detail: string,
     readonly errors?: ParamError[],
     readonly headers?: Record<string, string>,
   ) {
-    super(detail);
-    this.name = 'ProblemError';
+    super(PROBLEM_KINDS[kind].code, detail);
+    this.status = PROBLEM_KINDS[kind].status;
   }
 
   toProblem(): Problem {
     const problem: Problem = {
-      type: `https://kreplay.dev/problems/${this.status}`,
+      type: problemType(this.kind),
       title: TITLES[this.status] ?? 'Error',
       status: this.status,
       detail: this.detail,
+      code: this.code,
     };
     if (this.errors) problem.errors = this.errors;
     return problem;
   }
 }
 
-export function badRequest(errors: ParamError[]): ProblemError {
+export function badRequest(
+  errors: ParamError[],
+  kind: 'invalid-parameter' | 'invalid-body' = 'invalid-parameter',
+): ProblemError {
   const detail = errors.map((e) => `${e.param}: ${e.message}`).join('; ');
-  return new ProblemError(400, detail, errors);
-}
-
-export function notFound(detail: string): ProblemError {
-  return new ProblemError(404, detail);
+  return new ProblemError(kind, detail, errors);
 }

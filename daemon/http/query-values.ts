@@ -4,12 +4,12 @@
  * their digits: a JS number cannot hold a 19-digit epoch-ns value.
  */
 import { EVENT_TYPES, type EventType } from '../../core/model';
+import { KreplayError } from '../../core/errors';
 
 /** A value a client sent that does not parse; the message says what was expected. */
-export class InvalidValue extends Error {
+export class InvalidValue extends KreplayError {
   constructor(message: string) {
-    super(message);
-    this.name = 'InvalidValue';
+    super('E_INVALID_VALUE', message);
   }
 }
 

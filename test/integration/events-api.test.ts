@@ -181,7 +181,12 @@ describe('GET /api/events', () => {
       const missing = await get(`${server.url}/api/events/${'0'.repeat(40)}`);
       expect(missing.status).toBe(404);
       expect(missing.contentType).toMatch(/^application\/problem\+json/);
-      expect(JSON.parse(missing.text)).toMatchObject({ status: 404, title: 'Not Found' });
+      expect(JSON.parse(missing.text)).toMatchObject({
+        type: 'https://kreplay.dev/problems/event-not-found',
+        status: 404,
+        title: 'Not Found',
+        code: 'E_EVENT_NOT_FOUND',
+      });
       for (const bad of ['xyz', all[0]!.event_id.toUpperCase(), `${all[0]!.event_id}0`, '%E2%82%AC', '%zz']) {
         const reply = await get(`${server.url}/api/events/${bad}`);
         expect(reply.status).toBe(400);
@@ -198,9 +203,10 @@ describe('GET /api/events', () => {
     expect(reply.contentType).toMatch(/^application\/problem\+json/);
     const problem = JSON.parse(reply.text);
     expect(problem).toEqual({
-      type: 'https://kreplay.dev/problems/400',
+      type: 'https://kreplay.dev/problems/invalid-parameter',
       title: 'Bad Request',
       status: 400,
+      code: 'E_INVALID_PARAMETER',
       detail: expect.stringContaining(param),
       errors: [{ param, message: expect.stringMatching(message) }],
     });
