@@ -14,6 +14,7 @@ import path from 'node:path';
 import { startCapture } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
+import { repoRoot } from '../core/paths';
 
 export type OverheadMode =
   'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'bpftrace' | 'empty-tracepoints';
@@ -53,13 +54,6 @@ export interface OverheadReport {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-function repoRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bench'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`no kreplay checkout above ${__dirname}`);
-  }
-}
 
 function buildWriteLoop(root: string): string {
   const exe = path.join(root, 'build', 'bench', 'writeloop');

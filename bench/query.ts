@@ -8,11 +8,12 @@
  *   KREPLAY_BENCH_EVENTS=300000 KREPLAY_BENCH_REQUESTS=200 KREPLAY_BENCH_WRK_SECONDS=3 node dist/bench/query.js
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, get as httpGet } from 'node:http';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { parse } from 'node:querystring';
 import { silentLogger } from '../core/log/logger';
+import { repoRoot } from '../core/paths';
 import { storePath } from '../agent/store/store-writer';
 import type { EventFilter } from '../daemon/store/event-filter';
 import { eventsQuerySchema, toFilter, DEFAULT_LIMIT } from '../daemon/events/events-query';
@@ -74,11 +75,7 @@ export interface QueryBenchResult {
   peakRssMiB: number;
 }
 
-const ROOT = (() => {
-  let dir = __dirname;
-  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
-  return dir;
-})();
+const ROOT = repoRoot();
 const OUT = join(ROOT, 'bench', 'out');
 /** requests run before timing, so the JIT, SQLite's caches and the OS page cache are warm */
 const WARMUP = 200;

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { silentLogger } from '../core/log/logger';
-import { repoRoot } from '../agent/paths';
+import { repoRoot } from '../core/paths';
 import { StoreWriter } from '../agent/store/store-writer';
 import { createApp } from '../daemon/app';
 import { HighResClock } from '../daemon/replay/clock/high-res-clock';

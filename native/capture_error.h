@@ -1,19 +1,15 @@
-// Failures of the capture, each with the string code JS sees on its Error.
+// Failures of the capture (codes E_CAPTURE_*).
 #pragma once
 
-#include <stdexcept>
 #include <string>
+
+#include "coded_error.h"
 
 namespace kreplay {
 
-class CaptureFailure : public std::runtime_error {
+class CaptureFailure : public CodedError {
  public:
-  CaptureFailure(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
-  const std::string& code() const { return code_; }
-
- private:
-  std::string code_;
+  using CodedError::CodedError;
 };
 
 // Whether this process may load tracing programs (CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN).

@@ -1,13 +1,13 @@
-// A CaptureFailure as the JS Error the TypeScript side turns into a CaptureError.
+// A CodedError as the JS Error with a `code` the TypeScript side turns into its KreplayError.
 #pragma once
 
 #include <napi.h>
 
-#include "capture_error.h"
+#include "coded_error.h"
 
 namespace kreplay {
 
-inline Napi::Error ToJsError(Napi::Env env, const CaptureFailure& failure) {
+inline Napi::Error ToJsError(Napi::Env env, const CodedError& failure) {
   Napi::Error error = Napi::Error::New(env, failure.what());
   error.Set("code", Napi::String::New(env, failure.code()));
   return error;

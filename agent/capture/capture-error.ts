@@ -2,7 +2,7 @@ import { KreplayError, errorCode } from '../../core/errors';
 
 /**
  * Why a capture could not start or stopped. `code` is stable for callers:
- * E_CAPTURE_CONFIG, E_CAPTURE_NATIVE, E_CAPTURE_PERM, E_CAPTURE_NO_BTF,
+ * E_CAPTURE_CONFIG, E_CAPTURE_PERM, E_CAPTURE_NO_BTF,
  * E_CAPTURE_NO_TRACEPOINT, E_CAPTURE_LOAD, E_CAPTURE_ATTACH,
  * E_CAPTURE_RINGBUF, E_CAPTURE_STATE.
  */

@@ -1,7 +1,7 @@
 /** What a capture records, and the checks that turn options into the addon's config. */
 import { COMM_LEN, MAX_FILTER_PIDS } from '../../core/model';
 import { CaptureError } from './capture-error';
-import type { NativeCaptureConfig } from './native-addon';
+import type { NativeCaptureConfig } from '../../core/native/addon';
 
 export interface CaptureOptions {
   /** power of two, at least one page; default 64 MiB */

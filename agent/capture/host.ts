@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import type { Logger } from '../../core/log/logger';
 import { toCaptureError } from './capture-error';
-import { nativeAddon } from './native-addon';
+import { nativeAddon } from '../../core/native/addon';
 
 /**
  * CLOCK_REALTIME - CLOCK_BOOTTIME: add it to a record's boot-clock

@@ -3,7 +3,7 @@ import type { Logger } from '../../core/log/logger';
 import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../../core/model';
 import { CaptureError, toCaptureError } from './capture-error';
 import { toNativeConfig, type CaptureOptions } from './capture-options';
-import { nativeAddon, type NativeAddon, type NativeCaptureSession } from './native-addon';
+import { nativeAddon, type NativeAddon, type NativeCaptureSession } from '../../core/native/addon';
 import { ensureTracefs } from './host';
 
 export interface Capture {

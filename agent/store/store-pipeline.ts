@@ -11,7 +11,7 @@ import { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
-import { repoRoot } from '../paths';
+import { repoRoot } from '../../core/paths';
 import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from './dictionary';
 import type { RunStart } from './store-writer';
 import {

@@ -13,7 +13,7 @@ import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../core/log/logger';
-import { nativeAddon } from '../../../agent/capture/native-addon';
+import { doorbellPipe, setRealtimeScheduling } from '../../../core/native/threads';
 import { clockThread, LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
 import type { ClockLane, ReplayClock } from './replay-clock';
 
@@ -109,7 +109,7 @@ export class HighResClock implements ReplayClock {
     private readonly log: Logger,
     options: HighResClockOptions = {},
   ) {
-    const [doorbellReadFd, doorbellWriteFd] = nativeAddon().doorbellPipe();
+    const [doorbellReadFd, doorbellWriteFd] = doorbellPipe();
     this.doorbellWriteFd = doorbellWriteFd;
     const data: ClockThreadData = {
       doorbellFd: doorbellWriteFd,
@@ -159,7 +159,7 @@ export class HighResClock implements ReplayClock {
     this.scheduling = hello.niceness === 0 ? 'SCHED_OTHER' : `SCHED_OTHER nice ${hello.niceness}`;
     if (realtimePriority > 0) {
       try {
-        nativeAddon().setRealtimeScheduling(hello.tid, realtimePriority);
+        setRealtimeScheduling(hello.tid, realtimePriority);
         this.scheduling = `SCHED_FIFO ${realtimePriority}`;
       } catch (err) {
         this.log.warn('replay clock stays under SCHED_OTHER: its deadlines may be late under load', {

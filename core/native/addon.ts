@@ -1,7 +1,12 @@
-/** The compiled addon (native/), loaded once, with the types of what it exports. */
+/**
+ * The compiled addon (native/), loaded once, with the types of what it
+ * exports: the kernel capture (agent/capture) and the replay clock's thread
+ * scheduling and doorbell (daemon/replay/clock) both bind through here.
+ */
 import fs from 'node:fs';
 import path from 'node:path';
-import { CaptureError } from './capture-error';
+import { KreplayError } from '../errors';
+import { repoRoot } from '../paths';
 
 /** What startCapture hands the addon: every field present and already validated. */
 export interface NativeCaptureConfig {
@@ -33,6 +38,8 @@ export interface NativeAddon {
   ) => NativeCaptureSession;
   clockOffset(): { offsetNs: bigint; errorNs: number };
   ensureTracefs(): boolean;
+  /** CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON: what loading tracing programs needs */
+  hasBpfCapabilities(): boolean;
   /** [level, text] lines from libbpf and the addon since the last call */
   drainLog(): [string, string][];
   /** SCHED_FIFO at `priority` for thread `tid` of this process; throws E_SCHED_PERM or E_SCHED */
@@ -41,16 +48,14 @@ export interface NativeAddon {
   doorbellPipe(): [number, number];
 }
 
-const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');
-
-/** The repository root: the sources run from agent/ under ts-jest and from dist/agent/ after tsc. */
-function repoRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'native'))) return dir;
-    if (path.dirname(dir) === dir)
-      throw new CaptureError('E_CAPTURE_NATIVE', `no kreplay checkout above ${__dirname}`);
+/** The addon is missing or would not load: E_NATIVE. */
+export class NativeAddonError extends KreplayError {
+  constructor(message: string) {
+    super('E_NATIVE', message);
   }
 }
+
+const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');
 
 let addon: NativeAddon | undefined;
 
@@ -58,7 +63,7 @@ export function nativeAddon(): NativeAddon {
   if (!addon) {
     const file = path.join(repoRoot(), ADDON_PATH);
     if (!fs.existsSync(file)) {
-      throw new CaptureError('E_CAPTURE_NATIVE', `the native addon ${file} is not built: run \`make build\``);
+      throw new NativeAddonError(`the native addon ${file} is not built: run \`make build\``);
     }
     const loaded = { exports: {} as NativeAddon };
     process.dlopen(loaded, file);
