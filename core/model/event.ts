@@ -3,6 +3,7 @@ import { deviceName, blockOpName, eventTypeName, syscallName, type EventType } f
 import { formatEventId } from './event-id';
 import { exactJson, int64Json } from '../json/exact-json';
 import { RecordType } from './record-layout';
+import type { EventRow } from '../store/event-columns';
 
 interface CommonFields {
   event_id: string;
@@ -35,31 +36,6 @@ export interface BlockIoEvent extends CommonFields {
 }
 
 export type ApiEvent = SysWriteEvent | BlockIoEvent;
-
-/** Columns of the events table, in the order EventRow names them. */
-export const EVENT_COLUMNS =
-  'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error';
-
-/** A row of EVENT_COLUMNS read with safeIntegers(true). */
-export interface EventRow {
-  ts: bigint;
-  seq: bigint;
-  type: bigint;
-  dur: bigint;
-  service: bigint;
-  ctx: bigint | null;
-  pid: bigint;
-  tid: bigint;
-  comm: bigint;
-  bytes: bigint;
-  fd: bigint | null;
-  ret: bigint | null;
-  syscall: bigint | null;
-  dev: bigint | null;
-  sector: bigint | null;
-  op: bigint | null;
-  error: bigint | null;
-}
 
 /** What a row's integer references mean in its store. */
 export interface StoreNames {

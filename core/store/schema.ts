@@ -11,6 +11,7 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { KreplayError } from '../errors';
+import { eventColumnsDdl } from './event-columns';
 
 export const SCHEMA_VERSION = 1;
 
@@ -57,23 +58,7 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX contexts_by_trace ON contexts (trace_id) WHERE trace_id IS NOT NULL;
 
   CREATE TABLE events (
-    ts INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    type INTEGER NOT NULL,
-    dur INTEGER NOT NULL,
-    service INTEGER NOT NULL,
-    ctx INTEGER,
-    pid INTEGER NOT NULL,
-    tid INTEGER NOT NULL,
-    comm INTEGER NOT NULL,
-    bytes INTEGER NOT NULL,
-    fd INTEGER,
-    ret INTEGER,
-    syscall INTEGER,
-    dev INTEGER,
-    sector INTEGER,
-    op INTEGER,
-    error INTEGER,
+    ${eventColumnsDdl()},
     PRIMARY KEY (ts, seq)
   ) WITHOUT ROWID;
   CREATE INDEX events_by_context ON events (ctx) WHERE ctx IS NOT NULL;
