@@ -16,7 +16,6 @@ const ROWS_PER_STATEMENT = 64;
  * handle, result, kind (and error for block I/O) for the type's columns.
  */
 const COMMON_COLUMNS = columnsOf('all');
-const COMMON_PARAMS = COMMON_COLUMNS.length - 1;
 const TYPES = [RecordType.SysWrite, RecordType.BlockIo] as const;
 
 export class EventInsert {
