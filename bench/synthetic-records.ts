@@ -4,7 +4,7 @@
  * durations, 5% block I/O. Built once, replayed as ring-buffer-sized batches.
  */
 import { ContextKind } from '../core/model';
-import { blockIoRecord, contextRecord, sysWriteRecord } from '../test/support/records';
+import { blockIoRecord, contextRecord, sysWriteRecord } from './records';
 
 export interface SyntheticStream {
   batches: Buffer[];

@@ -1,11 +1,4 @@
 export { CaptureError } from './capture-error';
 export type { CaptureOptions } from './capture-options';
 export { startCapture, type Capture } from './start-capture';
-export { captureSupport, clockOffset, ensureTracefs } from './host';
-export {
-  decodeRecords,
-  type DecodedRecord,
-  type DecodedSysWrite,
-  type DecodedBlockIo,
-  type DecodedContext,
-} from './decode-records';
+export { clockOffset, ensureTracefs } from './host';

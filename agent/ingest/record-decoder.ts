@@ -13,9 +13,13 @@ import {
   readCString,
   readI53,
   readU53,
+  recordBytes,
   RecordHead,
+  recordProblem,
+  RecordProblem,
   RecordType,
   SysWriteLayout,
+  type RecordProblemCode,
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
@@ -48,6 +52,20 @@ interface ThreadIds {
 }
 
 /** Where decoded events go: a batch, handed on (and replaced) by flush(). */
+function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): CorruptRecordError {
+  if (problem === RecordProblem.TruncatedHead)
+    return new CorruptRecordError(off, buf.length - off, 'truncated head');
+  const type = buf.readUInt32LE(off);
+  const size = buf.readUInt32LE(off + RecordHead.size);
+  const reason =
+    problem === RecordProblem.UnknownType
+      ? `unknown record type ${type}`
+      : problem === RecordProblem.PastEnd
+        ? `${size}-byte record runs past the end of the batch`
+        : `type ${type} with size ${size}, expected ${recordBytes(type)}`;
+  return new CorruptRecordError(off, buf.length - off, reason);
+}
+
 export interface BatchSink {
   readonly current: EventBatch;
   flush(): void;
@@ -79,31 +97,10 @@ export class RecordDecoder {
   decode(buf: Buffer, sink: BatchSink): void {
     let off = 0;
     while (off < buf.length) {
-      if (buf.length - off < RecordHead.bytes)
-        throw new CorruptRecordError(off, buf.length - off, 'truncated head');
+      const problem = recordProblem(buf, off);
+      if (problem !== RecordProblem.None) throw corruptRecord(buf, off, problem);
       const type = buf.readUInt32LE(off);
       const size = buf.readUInt32LE(off + RecordHead.size);
-      const expected =
-        type === RecordType.Context
-          ? ContextLayout.bytes
-          : type === RecordType.SysWrite || type === RecordType.BlockIo
-            ? EventLayout.bytes
-            : -1;
-      if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
-      if (size !== expected) {
-        throw new CorruptRecordError(
-          off,
-          buf.length - off,
-          `type ${type} with size ${size}, expected ${expected}`,
-        );
-      }
-      if (off + size > buf.length) {
-        throw new CorruptRecordError(
-          off,
-          buf.length - off,
-          `${size}-byte record runs past the end of the batch`,
-        );
-      }
       if (type === RecordType.Context) this.defineContext(buf, off);
       else {
         if (sink.current.full) sink.flush();

@@ -64,8 +64,44 @@ export const KernelCounter = {
   threadTableFull: 6,
   requestTableFull: 7,
 } as const;
-export const KERNEL_COUNTER_COUNT = 8;
 export type KernelCounterName = keyof typeof KernelCounter;
+export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];
+export const KERNEL_COUNTER_COUNT = KERNEL_COUNTER_NAMES.length;
+
+/** Kernel counters by name from the addon's values in enum kr_counter order. */
+export function kernelCounters(values: readonly number[]): Record<KernelCounterName, number> {
+  const out = {} as Record<KernelCounterName, number>;
+  for (const name of KERNEL_COUNTER_NAMES) out[name] = values[KernelCounter[name]] ?? 0;
+  return out;
+}
+
+export function zeroKernelCounters(): Record<KernelCounterName, number> {
+  return kernelCounters([]);
+}
+
+/** The size a record of `type` has, or -1 for a type kreplay does not know. */
+export function recordBytes(type: number): number {
+  if (type === RecordType.Context) return ContextLayout.bytes;
+  return type === RecordType.SysWrite || type === RecordType.BlockIo ? EventLayout.bytes : -1;
+}
+
+/** Why a record cannot be trusted; None when it can. */
+export const RecordProblem = { None: 0, TruncatedHead: 1, UnknownType: 2, PastEnd: 3, WrongSize: 4 } as const;
+export type RecordProblemCode = (typeof RecordProblem)[keyof typeof RecordProblem];
+
+/**
+ * The one rule of every walker over a batch: a whole head, a known type,
+ * within the batch, exactly its type's size. Returns a code, not an object,
+ * so the ingest path allocates nothing per record.
+ */
+export function recordProblem(buf: Buffer, at: number): RecordProblemCode {
+  if (buf.length - at < RecordHead.bytes) return RecordProblem.TruncatedHead;
+  const expected = recordBytes(buf.readUInt32LE(at + RecordHead.type));
+  if (expected === -1) return RecordProblem.UnknownType;
+  const size = buf.readUInt32LE(at + RecordHead.size);
+  if (at + size > buf.length) return RecordProblem.PastEnd;
+  return size === expected ? RecordProblem.None : RecordProblem.WrongSize;
+}
 
 /** Reads a u64 that is known to fit in 2^53 (counters, ids, sizes). */
 export function readU53(buf: Buffer, offset: number): number {

@@ -6,7 +6,7 @@ import { CorruptRecordError, RecordDecoder } from '../../agent/ingest/record-dec
 import { silentLogger } from '../../core/log/logger';
 import { ContextKind, RecordType } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
-import { blockIoRecord, contextRecord, sysWriteRecord } from '../support/records';
+import { blockIoRecord, contextRecord, sysWriteRecord } from '../../bench/records';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();

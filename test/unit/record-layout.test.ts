@@ -21,7 +21,7 @@ import {
   SYSCALL_NAMES,
   SysWriteLayout,
 } from '../../core/model';
-import { decodeRecords } from '../../agent/capture/decode-records';
+import { decodeRecords } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();

@@ -1,7 +1,8 @@
 /**
- * Records of a capture batch as plain objects: for tests, tools and low
- * rates (the store's decoder in agent/ingest allocates nothing per event).
- * Corrupt input throws a RangeError naming the offset.
+ * Records of a capture batch as plain objects, for tests (the store's
+ * decoder in agent/ingest allocates nothing per event). It walks the batch
+ * by the same rule (recordProblem); corrupt input throws a RangeError
+ * naming the offset.
  */
 import {
   BlockIoLayout,
@@ -14,6 +15,9 @@ import {
   readCString,
   readI53,
   readU53,
+  recordBytes,
+  recordProblem,
+  RecordProblem,
 } from '../../core/model';
 
 interface EventCommon {
@@ -60,12 +64,6 @@ export interface DecodedContext {
 }
 
 export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext;
-
-const MIN_SIZE: Record<number, number> = {
-  [RecordType.SysWrite]: EventLayout.bytes,
-  [RecordType.BlockIo]: EventLayout.bytes,
-  [RecordType.Context]: ContextLayout.bytes,
-};
 
 function eventCommon(buf: Buffer, at: number): EventCommon {
   return {
@@ -123,21 +121,23 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
 export function decodeRecords(batch: Buffer): DecodedRecord[] {
   const out: DecodedRecord[] = [];
   for (let at = 0; at < batch.length;) {
-    if (at + RecordHead.bytes > batch.length) {
+    const problem = recordProblem(batch, at);
+    if (problem === RecordProblem.TruncatedHead) {
       throw new RangeError(`truncated record head at offset ${at} (batch of ${batch.length} bytes)`);
     }
     const type = batch.readUInt32LE(at + RecordHead.type);
     const size = batch.readUInt32LE(at + RecordHead.size);
-    if (size < RecordHead.bytes) throw new RangeError(`record at offset ${at} has size ${size}`);
-    if (at + size > batch.length) {
+    if (problem === RecordProblem.UnknownType)
+      throw new RangeError(`record at offset ${at} has unknown type ${type}`);
+    if (problem === RecordProblem.PastEnd) {
       throw new RangeError(
         `record at offset ${at} of ${size} bytes runs past the batch (${batch.length} bytes)`,
       );
     }
-    const minSize = MIN_SIZE[type];
-    if (minSize === undefined) throw new RangeError(`record at offset ${at} has unknown type ${type}`);
-    if (size < minSize) {
-      throw new RangeError(`record at offset ${at} of type ${type} has size ${size}, needs ${minSize}`);
+    if (problem === RecordProblem.WrongSize) {
+      throw new RangeError(
+        `record at offset ${at} has size ${size}, needs ${recordBytes(type)} for type ${type}`,
+      );
     }
     out.push(decodeOne(batch, at, type));
     at += size;

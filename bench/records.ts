@@ -6,7 +6,7 @@ import {
   RecordHead,
   RecordType,
   SysWriteLayout,
-} from '../../core/model';
+} from '../core/model';
 
 export interface EventRecordFields {
   startNs: bigint;
