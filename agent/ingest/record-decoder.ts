@@ -23,7 +23,7 @@ import {
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { Dictionaries } from '../store/dictionary';
+import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
 import { KreplayError } from '../../core/errors';
 
@@ -51,7 +51,6 @@ interface ThreadIds {
   serviceId: number;
 }
 
-/** Where decoded events go: a batch, handed on (and replaced) by flush(). */
 function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): CorruptRecordError {
   if (problem === RecordProblem.TruncatedHead)
     return new CorruptRecordError(off, buf.length - off, 'truncated head');
@@ -66,6 +65,7 @@ function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): Co
   return new CorruptRecordError(off, buf.length - off, reason);
 }
 
+/** Where decoded events go: a batch, handed on (and replaced) by flush(). */
 export interface BatchSink {
   readonly current: EventBatch;
   flush(): void;

@@ -12,7 +12,7 @@ import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
 import { repoRoot } from '../../core/paths';
-import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from './dictionary';
+import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import {
   SLOT_BUSY,

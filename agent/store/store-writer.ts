@@ -13,7 +13,7 @@ import {
   type ContextEntry,
   type NameEntry,
   type NewNames,
-} from './dictionary';
+} from '../ingest/dictionary';
 import { EventInsert } from './event-insert';
 import { acquireWriterLock } from './writer-lock';
 import { KreplayError } from '../../core/errors';
