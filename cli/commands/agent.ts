@@ -3,12 +3,12 @@ import { hostname } from 'node:os';
 import { Agent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
-import { untilSignal } from '../../daemon/server';
 import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 
 const MIB = 1024 * 1024;
 import { collectIntegers, integerOption } from '../options';
+import { untilSignal } from '../signals';
 
 interface AgentFlags {
   dataDir: string;
