@@ -236,7 +236,6 @@ export async function runReplayBench(options: ReplayBenchOptions): Promise<Repla
   const replay = daemon.replay!;
   const clock = daemon.clock!;
   try {
-    await clock.ready();
     const recordedNs = Array.from({ length: options.events }, (_, i) => (i ? gapNs(i) : 0)).reduce(
       (a, b) => a + b,
       0,

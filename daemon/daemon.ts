@@ -54,6 +54,8 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   };
   let running;
   try {
+    // a session played before the clock thread runs would release its first events late, in a burst
+    await clock?.ready();
     running = await listen(
       createApp({ log, stores, replay }),
       options.host ?? '127.0.0.1',

@@ -7,11 +7,11 @@
  */
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
-import { repoRoot } from '../../core/paths';
+import { startWorker } from '../../core/worker';
 import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import {
@@ -30,13 +30,6 @@ export class StoreThreadError extends KreplayError {
   constructor(message: string, code = 'E_STORE_THREAD') {
     super(code, message);
   }
-}
-
-/* Compiled next to this file in dist/; from the TypeScript sources (tests) use the build's copy. */
-function writerThreadPath(): string {
-  return __filename.endsWith('.js')
-    ? join(__dirname, 'writer-thread.js')
-    : join(repoRoot(), 'dist', 'agent', 'store', 'writer-thread.js');
 }
 
 export class StorePipeline implements BatchSink, Dictionaries {
@@ -76,7 +69,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
       flags: new SharedArrayBuffer(4 * (SLOTS + 1)),
       rowsWritten: new SharedArrayBuffer(8),
     };
-    const worker = new Worker(writerThreadPath(), { workerData: data });
+    const worker = startWorker(join(__dirname, 'writer-thread'), { workerData: data });
     return new Promise((resolve, reject) => {
       worker.once('error', reject);
       worker.once('message', (message: FromWriter) => {

@@ -1,7 +1,8 @@
 /**
- * The clock's worker thread. It is started from this function's source text
- * (so it runs the same from dist/ and from the TypeScript sources under
- * ts-jest), hence no imports and nothing used from outside the function.
+ * The clock's worker thread, started through clock-thread-main.ts like
+ * every worker (core/worker.ts). The function takes the modules it uses as
+ * arguments and reads its layout from workerData, so it stays free of
+ * imports.
  *
  * It sleeps on Atomics.wait until an early-wake margin before the earliest
  * deadline, then spins on hrtime until the deadline. Futex timeouts
@@ -68,7 +69,7 @@ export interface ClockThreadData {
   niceness: number;
 }
 
-/* istanbul ignore next: runs in the worker from its source text, where no coverage counters exist */
+/* istanbul ignore next: runs in the worker, where no coverage counters exist */
 export function clockThread(
   threads: typeof import('node:worker_threads'),
   os: typeof import('node:os'),

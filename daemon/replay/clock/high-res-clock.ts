@@ -11,10 +11,12 @@
 import { once } from 'node:events';
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { Worker } from 'node:worker_threads';
+import { join } from 'node:path';
+import type { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../core/log/logger';
 import { doorbellPipe, setRealtimeScheduling } from '../../../core/native/threads';
-import { clockThread, LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
+import { startWorker } from '../../../core/worker';
+import { LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
 import type { ClockLane, ReplayClock } from './replay-clock';
 
 /**
@@ -127,10 +129,10 @@ export class HighResClock implements ReplayClock {
     this.commands = new Float64Array(data.commands);
     this.releases = new Float64Array(data.releases);
     Atomics.store(this.control, LAYOUT.doorbell, 1);
-    this.worker = new Worker(
-      `(${clockThread.toString()})(require('node:worker_threads'), require('node:os'), require('node:fs'))`,
-      { eval: true, workerData: data, name: 'replay-clock' },
-    );
+    this.worker = startWorker(join(__dirname, 'clock-thread-main'), {
+      workerData: data,
+      name: 'replay-clock',
+    });
     this.worker.unref();
     this.doorbell = new Socket({ fd: doorbellReadFd, readable: true, writable: false });
     // the bytes only wake the loop; the releases are in the ring
@@ -138,12 +140,15 @@ export class HighResClock implements ReplayClock {
     this.doorbell.on('error', (err) =>
       this.log.error('replay clock doorbell failed', { error: err.message }),
     );
-    this.started = new Promise((resolve) => {
+    this.started = new Promise((resolve, reject) => {
       this.worker.once('message', (hello: ClockThreadHello) => {
         this.schedule(hello, options.realtimePriority ?? DEFAULT_REALTIME_PRIORITY);
         resolve();
       });
+      // a thread that fails before its hello must not leave ready() waiting forever
+      this.worker.once('error', reject);
     });
+    this.started.catch(() => undefined);
     this.worker.on('error', (err) => {
       this.failure = err;
       this.log.error('replay clock thread failed', { error: err.message });
