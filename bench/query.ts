@@ -8,12 +8,11 @@
  *   KREPLAY_BENCH_EVENTS=300000 KREPLAY_BENCH_REQUESTS=200 KREPLAY_BENCH_WRK_SECONDS=3 node dist/bench/query.js
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, get as httpGet } from 'node:http';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parse } from 'node:querystring';
 import { silentLogger } from '../core/log/logger';
-import { repoRoot } from '../core/paths';
 import { storePath } from '../agent/store/store-writer';
 import type { EventFilter } from '../daemon/store/event-filter';
 import { eventsQuerySchema, toFilter, DEFAULT_LIMIT } from '../daemon/events/events-query';
@@ -75,7 +74,11 @@ export interface QueryBenchResult {
   peakRssMiB: number;
 }
 
-const ROOT = repoRoot();
+const ROOT = (() => {
+  let dir = __dirname;
+  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
+  return dir;
+})();
 const OUT = join(ROOT, 'bench', 'out');
 /** requests run before timing, so the JIT, SQLite's caches and the OS page cache are warm */
 const WARMUP = 200;
@@ -137,6 +140,23 @@ function buildShapes(data: Dataset, stores: NodeStores, perShape: number): Shape
           `event_type=${random() < 0.5 ? 'sys_write' : 'block_io'}` +
           `&min_duration_ms=${['0.5', '1', '2', '5'][pick(4)]}&from=${someTime()}`,
       ),
+    },
+    {
+      name: 'transaction_id + target_kind',
+      keys: lookups(() => `transaction_id=txn-${pick(data.nodes)}-${pick(txnsPerNode)}&target_kind=file`),
+    },
+    {
+      // no index on the target: the time window is read and the target checked per row
+      name: 'target + 10 s window',
+      keys: many(() => {
+        const from = someTime();
+        return `target=/var/lib/service-${pick(data.services)}/${3 + pick(4)}.log&from=${from}&to=${from + 10_000_000_000n}`;
+      }),
+    },
+    {
+      // the worst case: nothing narrows the read but the target itself
+      name: 'target alone, limit 100',
+      keys: many(() => `target=/var/lib/service-${pick(data.services)}/${3 + pick(4)}.log&limit=100`),
     },
     { name: 'page of 1000', keys: many(() => `from=${someTime()}&limit=1000`) },
   ];

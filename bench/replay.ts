@@ -18,9 +18,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { silentLogger } from '../core/log/logger';
-import { repoRoot } from '../core/paths';
+import { repoRoot } from '../core/repo-root';
 import { StoreWriter } from '../agent/store/store-writer';
-import { createDaemon } from '../daemon/daemon';
+import { createDaemon } from '../daemon/create-daemon';
 import type { HighResClock } from '../daemon/replay/clock/high-res-clock';
 import type { ReplaySession } from '../daemon/replay/sessions/replay-session';
 import type { ReplaySessions } from '../daemon/replay/sessions/session-service';
@@ -230,12 +230,11 @@ async function idleWait(replay: ReplaySessions, gapSeconds: number): Promise<Rep
 
 export async function runReplayBench(options: ReplayBenchOptions): Promise<ReplayBenchResult> {
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-replay-'));
-  log(`writing ${options.events} events (plus ${BACKGROUND_EVENTS} for the query load) to ${dir}`);
-  writeData(dir, options.events, BigInt(options.idleGapSeconds * 1e9));
-  const daemon = await createDaemon({ dataDir: dir, log: silentLogger, sessionTtlMs: 3_600_000 });
-  const replay = daemon.replay!;
-  const clock = daemon.clock!;
+  const daemon = await createDaemon({ dataDir: dir, sessionTtlMs: 3_600_000, log: silentLogger });
+  const { replay, clock } = daemon;
   try {
+    log(`writing ${options.events} events (plus ${BACKGROUND_EVENTS} for the query load) to ${dir}`);
+    writeData(dir, options.events, BigInt(options.idleGapSeconds * 1e9));
     const recordedNs = Array.from({ length: options.events }, (_, i) => (i ? gapNs(i) : 0)).reduce(
       (a, b) => a + b,
       0,

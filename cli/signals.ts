@@ -1,4 +1,4 @@
-/** How the long-running commands (agent, daemon) learn that they should drain and stop. */
+/** How the long-running commands (agent, daemon) learn that it is time to drain. */
 import type { Logger } from '../core/log/logger';
 
 /**

@@ -3,9 +3,9 @@
  * data) and comments. Over node:http rather than fetch, so that closing a
  * stream closes its connection at once.
  */
+import { KreplayError } from '../core/errors';
 import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
-import { KreplayError } from '../core/errors';
 
 export interface SseMessage {
   event: string;

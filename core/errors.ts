@@ -1,7 +1,7 @@
 /**
- * The one base of kreplay's own errors: every failure a caller may act on
- * carries a stable string `code` (E_…), so callers branch on the code, never
- * on the message text.
+ * The one base of kreplay's errors: every failure that crosses a module
+ * boundary carries a stable string `code` that callers (and HTTP clients,
+ * through problem+json) can switch on, whatever its message says.
  */
 export class KreplayError extends Error {
   constructor(
@@ -12,10 +12,4 @@ export class KreplayError extends Error {
     super(message, options);
     this.name = new.target.name;
   }
-}
-
-/** The `code` of an error from kreplay or from the native addon (which sets one on plain Errors). */
-export function errorCode(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
 }

@@ -1,4 +1,4 @@
-/** Listens on a host and port; close() stops accepting and resolves once the open requests are done. */
+/** Listens; close() stops accepting and lets the requests under way finish. */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';

@@ -1,5 +1,4 @@
-// kreplay_native: the kernel capture, the host facts it depends on, and the
-// thread scheduling and doorbell pipe of the daemon's replay clock.
+// kreplay_native: the kernel capture and the host facts it depends on.
 #include <napi.h>
 
 #include "capture_error.h"
@@ -25,14 +24,9 @@ Napi::Value ClockOffsetJs(const Napi::CallbackInfo& info) {
 Napi::Value EnsureTracefsJs(const Napi::CallbackInfo& info) {
   try {
     return Napi::Boolean::New(info.Env(), EnsureTracefs());
-  } catch (const CodedError& failure) {
+  } catch (const CaptureFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
-}
-
-// The one check of the privileges loading tracing programs needs; the TS side asks it too.
-Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
-  return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
 }
 
 // [[level, text], ...] collected since the last call.
@@ -54,7 +48,7 @@ Napi::Value SetRealtimeSchedulingJs(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(info.Env(), "setRealtimeScheduling(tid, priority) takes two numbers");
   try {
     SetRealtimeScheduling(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value());
-  } catch (const CodedError& failure) {
+  } catch (const NativeFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
   return info.Env().Undefined();
@@ -68,9 +62,14 @@ Napi::Value DoorbellPipeJs(const Napi::CallbackInfo& info) {
     out.Set(0u, ends.read_fd);
     out.Set(1u, ends.write_fd);
     return out;
-  } catch (const CodedError& failure) {
+  } catch (const NativeFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
+}
+
+// hasBpfCapabilities(): the one check of load privileges, shared with LibbpfFailure.
+Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
 }
 
 }  // namespace
@@ -83,10 +82,10 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("CaptureSession", CaptureSession::Define(env));
   exports.Set("clockOffset", Napi::Function::New(env, ClockOffsetJs));
   exports.Set("ensureTracefs", Napi::Function::New(env, EnsureTracefsJs));
-  exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
+  exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   return exports;
 }
 

@@ -1,15 +1,15 @@
-// Failures of the capture (codes E_CAPTURE_*).
+// Failures of the capture, each with the string code JS sees on its Error.
 #pragma once
 
 #include <string>
 
-#include "coded_error.h"
+#include "native_error.h"
 
 namespace kreplay {
 
-class CaptureFailure : public CodedError {
+class CaptureFailure : public NativeFailure {
  public:
-  using CodedError::CodedError;
+  using NativeFailure::NativeFailure;
 };
 
 // Whether this process may load tracing programs (CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN).

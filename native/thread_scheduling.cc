@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "native_error.h"
 
 namespace kreplay {
 
@@ -31,7 +32,7 @@ void SetRealtimeScheduling(pid_t tid, int priority) {
 PipeEnds MakeDoorbellPipe() {
   int fds[2];
   if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
-    throw PipeFailure(std::string("cannot make a pipe: ") + strerror(errno));
+    throw NativeFailure("E_PIPE", std::string("cannot make a pipe: ") + strerror(errno));
   return {fds[0], fds[1]};
 }
 

@@ -4,9 +4,7 @@
  * the kernel copied; the kernel does no validation.
  */
 export const MARKER_PREFIX = 'KREPLAY-CTX';
-/** What a transaction or trace id in a marker may hold; `kreplay run` checks its flags against it too. */
-export const CONTEXT_VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
-export const CONTEXT_VALUE_RULE = '1..128 characters of [A-Za-z0-9._:/@-]';
+const VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
 const MARKER_KEYS = { txn: 'transactionId', trace: 'traceId' } as const;
 
 export interface TraceContext {
@@ -37,8 +35,8 @@ export function parseMarker(data: string): MarkerParse {
       return { kind: 'malformed', reason: `unknown field "${key.slice(0, 32)}" (use txn= and trace=)` };
     if (context[target] !== null) return { kind: 'malformed', reason: `field ${key} given twice` };
     const value = eq === -1 ? '' : field.slice(eq + 1);
-    if (!CONTEXT_VALUE.test(value)) {
-      return { kind: 'malformed', reason: `${key} value must be ${CONTEXT_VALUE_RULE}` };
+    if (!VALUE.test(value)) {
+      return { kind: 'malformed', reason: `${key} value must be 1..128 characters of [A-Za-z0-9._:/@-]` };
     }
     context[target] = value;
   }
@@ -74,6 +72,6 @@ export function parseHttpHead(data: string): TraceContext | null {
   if (version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return null;
   return {
     traceId: traceId!,
-    transactionId: requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : traceId!,
+    transactionId: requestId !== null && VALUE.test(requestId) ? requestId : traceId!,
   };
 }

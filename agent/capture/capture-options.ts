@@ -20,18 +20,21 @@ export interface CaptureOptions {
   minDurationNs?: number;
   /** default true: follow context markers and HTTP heads */
   attribution?: boolean;
+  /** default true: resolve what each write went to (file path, socket peer, pipe) */
+  targets?: boolean;
 }
 
-/** Ring buffer sizes (powers of two) a capture accepts; the CLI's --ring-buffer-mb takes its bounds from here. */
-export const RING_BUFFER_BYTES = { min: 4096, max: 1024 * 1024 * 1024, default: 64 * 1024 * 1024 } as const;
+const DEFAULT_RING_BYTES = 64 * 1024 * 1024;
 const DEFAULT_WAKEUP_BYTES = 1024 * 1024;
 const DEFAULT_POLL_TIMEOUT_MS = 100;
+const MIN_RING_BYTES = 4096;
+const MAX_RING_BYTES = 1024 * 1024 * 1024;
 
 function invalid(message: string): never {
   throw new CaptureError('E_CAPTURE_CONFIG', message);
 }
 
-export function isPowerOfTwo(n: number): boolean {
+function isPowerOfTwo(n: number): boolean {
   return Number.isInteger(n) && n > 0 && 2 ** Math.round(Math.log2(n)) === n;
 }
 
@@ -42,10 +45,15 @@ function nonNegativeInteger(name: string, value: number): number {
 }
 
 export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
-  const ringBufferBytes = options.ringBufferBytes ?? RING_BUFFER_BYTES.default;
-  const { min, max } = RING_BUFFER_BYTES;
-  if (!isPowerOfTwo(ringBufferBytes) || ringBufferBytes < min || ringBufferBytes > max) {
-    invalid(`ringBufferBytes must be a power of two from ${min} to ${max}, got ${ringBufferBytes}`);
+  const ringBufferBytes = options.ringBufferBytes ?? DEFAULT_RING_BYTES;
+  if (
+    !isPowerOfTwo(ringBufferBytes) ||
+    ringBufferBytes < MIN_RING_BYTES ||
+    ringBufferBytes > MAX_RING_BYTES
+  ) {
+    invalid(
+      `ringBufferBytes must be a power of two from ${MIN_RING_BYTES} to ${MAX_RING_BYTES}, got ${ringBufferBytes}`,
+    );
   }
   const pollTimeoutMs = options.pollTimeoutMs ?? DEFAULT_POLL_TIMEOUT_MS;
   if (!Number.isInteger(pollTimeoutMs) || pollTimeoutMs < 1 || pollTimeoutMs > 60_000) {
@@ -79,5 +87,6 @@ export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
     comm,
     minDurationNs: nonNegativeInteger('minDurationNs', options.minDurationNs ?? 0),
     attribution: options.attribution ?? true,
+    targets: options.targets ?? true,
   };
 }

@@ -1,4 +1,4 @@
-/** Facts about the host the capture depends on: clocks and tracefs. */
+/** Facts about the host the capture depends on: its clocks and tracefs. */
 import type { Logger } from '../../core/log/logger';
 import { toCaptureError } from './capture-error';
 import { nativeAddon } from '../../core/native/addon';

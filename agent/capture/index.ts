@@ -1,4 +1,5 @@
 export { CaptureError } from './capture-error';
 export type { CaptureOptions } from './capture-options';
 export { startCapture, type Capture } from './start-capture';
+export type { ProgramStats } from '../../core/native/addon';
 export { clockOffset, ensureTracefs } from './host';

@@ -1,9 +1,14 @@
 /** A running capture: the kernel programs attached and their records flowing to onBatch. */
 import type { Logger } from '../../core/log/logger';
-import { KERNEL_COUNTER_COUNT, kernelCounters, type KernelCounterName } from '../../core/model';
+import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../../core/model';
 import { CaptureError, toCaptureError } from './capture-error';
 import { toNativeConfig, type CaptureOptions } from './capture-options';
-import { nativeAddon, type NativeAddon, type NativeCaptureSession } from '../../core/native/addon';
+import {
+  nativeAddon,
+  type NativeAddon,
+  type NativeCaptureSession,
+  type ProgramStats,
+} from '../../core/native/addon';
 import { ensureTracefs } from './host';
 
 export interface Capture {
@@ -13,6 +18,8 @@ export interface Capture {
   counters(): Record<KernelCounterName, number>;
   /** share of the ring holding unread records, 0..1, or -1 if unknown */
   ringFill(): number;
+  /** run time and count per program, measured while kernel.bpf_stats_enabled is 1; empty once stopped */
+  programStats(): ProgramStats[];
   /** resolves after the final batch was delivered to onBatch */
   stop(): Promise<void>;
 }
@@ -81,9 +88,13 @@ export function startCapture(
           `the native addon reports ${values.length} counters, not ${KERNEL_COUNTER_COUNT}: rebuild it (make build)`,
         );
       }
-      return kernelCounters(values);
+      const out = {} as Record<KernelCounterName, number>;
+      for (const [name, index] of Object.entries(KernelCounter))
+        out[name as KernelCounterName] = values[index] ?? 0;
+      return out;
     },
     ringFill: () => session.ringFill(),
+    programStats: () => session.programStats(),
     async stop() {
       if (!stopRequested) {
         stopRequested = true;

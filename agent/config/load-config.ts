@@ -1,9 +1,9 @@
+import { KreplayError } from '../../core/errors';
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import YAML from 'yaml';
 import type { z } from 'zod';
 import { agentConfigSchema, type AgentConfig } from './config-schema';
-import { KreplayError } from '../../core/errors';
 
 export class ConfigError extends KreplayError {
   constructor(message: string) {

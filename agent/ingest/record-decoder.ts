@@ -3,6 +3,7 @@
  * {u32 type, u32 size}) straight into an EventBatch: per event it reads a
  * few integers and does cached map lookups, and allocates nothing.
  */
+import { KreplayError } from '../../core/errors';
 import {
   BlockIoLayout,
   blockStatusErrno,
@@ -13,19 +14,19 @@ import {
   readCString,
   readI53,
   readU53,
-  recordBytes,
   RecordHead,
-  recordProblem,
-  RecordProblem,
   RecordType,
   SysWriteLayout,
-  type RecordProblemCode,
+  TARGET_DATA_LEN,
+  TARGET_ID_WINDOW,
+  TargetLayout,
+  readTargetRecord,
+  targetText,
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { Dictionaries } from './dictionary';
+import type { Dictionaries } from '../store/dictionary';
 import type { EventBatch } from './event-batch';
-import { KreplayError } from '../../core/errors';
 
 export class CorruptRecordError extends KreplayError {
   constructor(
@@ -51,20 +52,6 @@ interface ThreadIds {
   serviceId: number;
 }
 
-function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): CorruptRecordError {
-  if (problem === RecordProblem.TruncatedHead)
-    return new CorruptRecordError(off, buf.length - off, 'truncated head');
-  const type = buf.readUInt32LE(off);
-  const size = buf.readUInt32LE(off + RecordHead.size);
-  const reason =
-    problem === RecordProblem.UnknownType
-      ? `unknown record type ${type}`
-      : problem === RecordProblem.PastEnd
-        ? `${size}-byte record runs past the end of the batch`
-        : `type ${type} with size ${size}, expected ${recordBytes(type)}`;
-  return new CorruptRecordError(off, buf.length - off, reason);
-}
-
 /** Where decoded events go: a batch, handed on (and replaced) by flush(). */
 export interface BatchSink {
   readonly current: EventBatch;
@@ -72,6 +59,12 @@ export interface BatchSink {
 }
 
 const TWO_32 = 0x1_0000_0000;
+
+/** The size a target record must have: its head and its data rounded up to 8 (the head's size when truncated). */
+function targetRecordSize(buf: Buffer, off: number): number {
+  if (buf.length - off < TargetLayout.data) return TargetLayout.data;
+  return (TargetLayout.data + Math.min(buf.readUInt16LE(off + TargetLayout.len), TARGET_DATA_LEN) + 7) & ~7;
+}
 const MAX_CACHED_THREADS = 262144;
 
 export class RecordDecoder {
@@ -79,7 +72,12 @@ export class RecordDecoder {
   private baseLo = 0;
   private readonly threads = new Map<number, ThreadIds>();
   private readonly storeContextIds = new Map<number, number>();
+  /** kernel target id -> store target id, from the target records (always ahead of their events) */
+  private readonly storeTargetIds = new Map<number, number>();
   contextRecords = 0;
+  targetRecords = 0;
+  /** writes whose target id no target record defined (lost with a corrupt batch) */
+  unknownTargets = 0;
 
   constructor(
     private readonly dictionaries: Dictionaries,
@@ -97,11 +95,35 @@ export class RecordDecoder {
   decode(buf: Buffer, sink: BatchSink): void {
     let off = 0;
     while (off < buf.length) {
-      const problem = recordProblem(buf, off);
-      if (problem !== RecordProblem.None) throw corruptRecord(buf, off, problem);
+      if (buf.length - off < RecordHead.bytes)
+        throw new CorruptRecordError(off, buf.length - off, 'truncated head');
       const type = buf.readUInt32LE(off);
       const size = buf.readUInt32LE(off + RecordHead.size);
+      const expected =
+        type === RecordType.Context
+          ? ContextLayout.bytes
+          : type === RecordType.SysWrite || type === RecordType.BlockIo
+            ? EventLayout.bytes
+            : type === RecordType.Target
+              ? targetRecordSize(buf, off)
+              : -1;
+      if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
+      if (size !== expected) {
+        throw new CorruptRecordError(
+          off,
+          buf.length - off,
+          `type ${type} with size ${size}, expected ${expected}`,
+        );
+      }
+      if (off + size > buf.length) {
+        throw new CorruptRecordError(
+          off,
+          buf.length - off,
+          `${size}-byte record runs past the end of the batch`,
+        );
+      }
       if (type === RecordType.Context) this.defineContext(buf, off);
+      else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
         if (sink.current.full) sink.flush();
         this.appendEvent(buf, off, type, sink.current);
@@ -120,6 +142,31 @@ export class RecordDecoder {
       data,
     );
     this.contextRecords++;
+  }
+
+  private defineTarget(buf: Buffer, off: number): void {
+    const record = readTargetRecord(buf, off);
+    const kernelId = record.targetId;
+    this.storeTargetIds.set(kernelId, this.dictionaries.targets.id(record.kind, targetText(record)));
+    this.targetRecords++;
+    if (this.storeTargetIds.size > 2 * TARGET_ID_WINDOW)
+      this.forgetTargetsBefore(kernelId - 2 * TARGET_ID_WINDOW);
+  }
+
+  /* The kernel no longer hands these ids to writes (see KR_TARGET_ID_WINDOW); the Map holds them oldest first. */
+  private forgetTargetsBefore(kernelId: number): void {
+    for (const id of this.storeTargetIds.keys()) {
+      if (id >= kernelId) break;
+      this.storeTargetIds.delete(id);
+    }
+  }
+
+  private storeTargetId(kernelId: number): number {
+    if (kernelId === 0) return 0;
+    const id = this.storeTargetIds.get(kernelId);
+    if (id !== undefined) return id;
+    this.unknownTargets++;
+    return 0;
   }
 
   private appendEvent(buf: Buffer, off: number, type: number, out: EventBatch): void {
@@ -146,6 +193,7 @@ export class RecordDecoder {
       out.result[i] = readI53(buf, off + SysWriteLayout.ret);
       out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall);
       out.error[i] = 0;
+      out.target[i] = this.storeTargetId(readU53(buf, off + SysWriteLayout.targetId));
     } else {
       out.bytes[i] = buf.readUInt32LE(off + BlockIoLayout.bytes);
       out.handle[i] = encodeDevice(
@@ -155,6 +203,7 @@ export class RecordDecoder {
       out.result[i] = readU53(buf, off + BlockIoLayout.sector);
       out.kind[i] = buf.readUInt32LE(off + BlockIoLayout.op);
       out.error[i] = blockStatusErrno(buf.readInt32LE(off + BlockIoLayout.status));
+      out.target[i] = 0;
     }
   }
 

@@ -4,19 +4,23 @@
  */
 import type Database from 'better-sqlite3';
 import { RecordType } from '../../core/model';
-import { columnsOf } from '../../core/store/event-columns';
 import type { EventBatch } from '../ingest/event-batch';
 
 const ROWS_PER_STATEMENT = 64;
 
-/**
- * Parameters of a row in column-table order: `type` is a literal of the
- * statement, so it takes none. The loop in run() fills them in this order:
- * ts offset, seq, dur, service, ctx, pid, tid, comm, bytes, then the batch's
- * handle, result, kind (and error for block I/O) for the type's columns.
- */
-const COMMON_COLUMNS = columnsOf('all');
-const TYPES = [RecordType.SysWrite, RecordType.BlockIo] as const;
+interface TypeShape {
+  /** type-specific columns after the common ones */
+  columns: string;
+  extraParams: number;
+}
+
+const COMMON_COLUMNS = 'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes';
+const COMMON_PARAMS = 9; // ts offset, seq, dur, service, ctx, pid, tid, comm, bytes
+
+const SHAPES: Record<number, TypeShape> = {
+  [RecordType.SysWrite]: { columns: 'fd, ret, syscall, target', extraParams: 4 },
+  [RecordType.BlockIo]: { columns: 'dev, sector, op, error', extraParams: 4 },
+};
 
 export class EventInsert {
   private readonly many: Database.Statement;
@@ -28,13 +32,12 @@ export class EventInsert {
     db: Database.Database,
     private readonly type: number,
   ) {
-    if (!(TYPES as readonly number[]).includes(type))
-      throw new RangeError(`no insert shape for record type ${type}`);
-    const columns = [...COMMON_COLUMNS, ...columnsOf(type as (typeof TYPES)[number])];
-    this.perRow = columns.length - 1;
+    const shape = SHAPES[type];
+    if (!shape) throw new RangeError(`no insert shape for record type ${type}`);
+    this.perRow = COMMON_PARAMS + shape.extraParams;
     // Numbers bind as REAL in better-sqlite3; the CAST keeps base + offset an exact integer.
     const row = `(@base + CAST(? AS INTEGER), ?, ${type}${', ?'.repeat(this.perRow - 2)})`;
-    const prefix = `INSERT INTO events (${columns.join(', ')}) VALUES `;
+    const prefix = `INSERT INTO events (${COMMON_COLUMNS}, ${shape.columns}) VALUES `;
     this.many = db.prepare(prefix + Array(ROWS_PER_STATEMENT).fill(row).join(','));
     this.one = db.prepare(prefix + row);
     this.params = new Array(ROWS_PER_STATEMENT * this.perRow);
@@ -62,7 +65,8 @@ export class EventInsert {
       p[o + 9] = batch.handle[i]!;
       p[o + 10] = batch.result[i]!;
       p[o + 11] = batch.kind[i]!;
-      if (isBlock) p[o + 12] = batch.error[i]!;
+      // the 13th column: error of a block request, target of a write (NULL when unknown)
+      p[o + 12] = isBlock ? batch.error[i]! : batch.target[i] === 0 ? null : batch.target[i]!;
       if (++filled === ROWS_PER_STATEMENT) {
         this.many.run(p, base);
         filled = 0;

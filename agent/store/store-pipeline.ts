@@ -5,14 +5,20 @@
  * committed, flush() waits, the capture's queue fills and the kernel counts
  * what its ring cannot hold, so memory stays bounded and loss stays visible.
  */
+import { KreplayError } from '../../core/errors';
 import { statSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
-import { startWorker } from '../../core/worker';
-import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from '../ingest/dictionary';
+import { startThread } from '../../core/threads/start-thread';
+import {
+  ContextDictionary,
+  NameDictionary,
+  TargetDictionary,
+  takeNewNames,
+  type Dictionaries,
+} from './dictionary';
 import type { RunStart } from './store-writer';
 import {
   SLOT_BUSY,
@@ -21,14 +27,13 @@ import {
   type ToWriter,
   type WriterThreadData,
 } from './writer-protocol';
-import { KreplayError } from '../../core/errors';
 
 const SLOTS = 2;
 
-/** The writer thread's failure; keeps the code of the error it reported (E_STORE_THREAD when it had none). */
+/** A failure the writer thread reported, with the code of the error it caught there (E_STORE_THREAD if none). */
 export class StoreThreadError extends KreplayError {
-  constructor(message: string, code = 'E_STORE_THREAD') {
-    super(code, message);
+  constructor(message: string, code?: string) {
+    super(code ?? 'E_STORE_THREAD', message);
   }
 }
 
@@ -47,6 +52,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
     readonly services: NameDictionary,
     readonly comms: NameDictionary,
     readonly contexts: ContextDictionary,
+    readonly targets: TargetDictionary,
     private readonly log: Logger,
   ) {
     this.current = batches[0]!;
@@ -69,7 +75,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
       flags: new SharedArrayBuffer(4 * (SLOTS + 1)),
       rowsWritten: new SharedArrayBuffer(8),
     };
-    const worker = startWorker(join(__dirname, 'writer-thread'), { workerData: data });
+    const worker = startThread(__dirname, 'writer-thread', { workerData: data });
     return new Promise((resolve, reject) => {
       worker.once('error', reject);
       worker.once('message', (message: FromWriter) => {
@@ -92,6 +98,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
             new NameDictionary(message.services),
             new NameDictionary(message.comms),
             new ContextDictionary(message.contexts),
+            new TargetDictionary(message.targets),
             log,
           ),
         );

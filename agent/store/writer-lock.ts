@@ -4,8 +4,8 @@
  * A lock file holds the owner's pid; a lock whose process is gone (SIGKILL)
  * is taken over.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { KreplayError } from '../../core/errors';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 
 export class StoreLockedError extends KreplayError {
   constructor(message: string) {

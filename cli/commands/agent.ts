@@ -3,12 +3,8 @@ import { hostname } from 'node:os';
 import { Agent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
-import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
-import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
-
-const MIB = 1024 * 1024;
-import { collectIntegers, integerOption } from '../options';
 import { untilSignal } from '../signals';
+import { collectIntegers, integerOption } from '../options';
 
 interface AgentFlags {
   dataDir: string;
@@ -20,17 +16,21 @@ interface AgentFlags {
   minDurationNs: number;
   ringBufferMb: number;
   attribution: boolean;
+  targets: boolean;
   quiet: boolean;
   statusInterval: number;
 }
+
+const NODE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
 export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const log = createLogger({ component: 'agent' });
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
-  if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be ${NODE_NAME_RULE}`);
-  const ringBytes = flags.ringBufferMb * MIB;
-  if (!isPowerOfTwo(ringBytes))
+  if (!NODE_NAME.test(node))
+    throw new Error(`--node "${node}" must be 1..64 of letters, digits, ".", "_" or "-"`);
+  const ringBytes = flags.ringBufferMb * 1024 * 1024;
+  if ((ringBytes & (ringBytes - 1)) !== 0)
     throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
   const agent = await Agent.start(
     {
@@ -44,6 +44,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
         minDurationNs: flags.minDurationNs,
         attribution: flags.attribution,
+        targets: flags.targets,
       },
       batchRows: 262144,
       flushIntervalMs: 200,
@@ -72,13 +73,9 @@ export function registerAgentCommand(program: Command): void {
       integerOption(0, Number.MAX_SAFE_INTEGER),
       0,
     )
-    .option(
-      '--ring-buffer-mb <mb>',
-      'ring buffer size, a power of two',
-      integerOption(1, RING_BUFFER_BYTES.max / MIB),
-      RING_BUFFER_BYTES.default / MIB,
-    )
+    .option('--ring-buffer-mb <mb>', 'ring buffer size, a power of two', integerOption(1, 1024), 64)
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
+    .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
     .action((flags: AgentFlags) => runAgentCommand(flags));

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../core/log/logger';
-import { createDaemon } from '../../daemon/daemon';
+import { createDaemon } from '../../daemon/create-daemon';
 import { DEFAULT_SESSION_TTL_SECONDS } from '../../daemon/replay/sessions/session-service';
 import { integerOption } from '../options';
 import { untilSignal } from '../signals';
@@ -16,14 +16,21 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
   const log = createLogger({ component: 'daemon' });
   const daemon = await createDaemon({
     dataDir: flags.dataDir,
-    log,
     host: flags.host,
     port: flags.port,
     sessionTtlMs: flags.sessionTtl * 1000,
+    log,
   });
-  log.info('listening', { url: daemon.url, dataDir: flags.dataDir, nodes: daemon.stores.nodes().join(',') });
-  await untilSignal(log);
-  await daemon.close();
+  try {
+    log.info('listening', {
+      url: daemon.url,
+      dataDir: flags.dataDir,
+      nodes: daemon.stores.nodes().join(','),
+    });
+    await untilSignal(log);
+  } finally {
+    await daemon.close();
+  }
   log.info('stopped');
 }
 

@@ -1,12 +1,12 @@
 /**
  * The compiled addon (native/), loaded once, with the types of what it
- * exports: the kernel capture (agent/capture) and the replay clock's thread
- * scheduling and doorbell (daemon/replay/clock) both bind through here.
+ * exports. Neutral ground: the capture and the replay clock both use it, each
+ * turning the coded errors of its own calls into its own error class.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { KreplayError } from '../errors';
-import { repoRoot } from '../paths';
+import { repoRoot } from '../repo-root';
 
 /** What startCapture hands the addon: every field present and already validated. */
 export interface NativeCaptureConfig {
@@ -19,6 +19,13 @@ export interface NativeCaptureConfig {
   comm: string;
   minDurationNs: number;
   attribution: boolean;
+  targets: boolean;
+}
+
+export interface ProgramStats {
+  name: string;
+  runTimeNs: number;
+  runCount: number;
 }
 
 export interface NativeCaptureSession {
@@ -26,6 +33,8 @@ export interface NativeCaptureSession {
   /** enum kr_counter order, summed over CPUs */
   readCounters(): number[];
   ringFill(): number;
+  /** per loaded program; run time and count stay 0 unless kernel.bpf_stats_enabled is 1 */
+  programStats(): ProgramStats[];
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }
@@ -38,24 +47,24 @@ export interface NativeAddon {
   ) => NativeCaptureSession;
   clockOffset(): { offsetNs: bigint; errorNs: number };
   ensureTracefs(): boolean;
-  /** CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON: what loading tracing programs needs */
-  hasBpfCapabilities(): boolean;
   /** [level, text] lines from libbpf and the addon since the last call */
   drainLog(): [string, string][];
   /** SCHED_FIFO at `priority` for thread `tid` of this process; throws E_SCHED_PERM or E_SCHED */
   setRealtimeScheduling(tid: number, priority: number): void;
   /** a non-blocking pipe [readFd, writeFd]; throws E_PIPE */
   doorbellPipe(): [number, number];
-}
-
-/** The addon is missing or would not load: E_NATIVE. */
-export class NativeAddonError extends KreplayError {
-  constructor(message: string) {
-    super('E_NATIVE', message);
-  }
+  /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
+  hasBpfCapabilities(): boolean;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');
+
+/** The addon could not be loaded (not built, or built for another Node). */
+export class NativeLoadError extends KreplayError {
+  constructor(message: string) {
+    super('E_NATIVE_LOAD', message);
+  }
+}
 
 let addon: NativeAddon | undefined;
 
@@ -63,10 +72,14 @@ export function nativeAddon(): NativeAddon {
   if (!addon) {
     const file = path.join(repoRoot(), ADDON_PATH);
     if (!fs.existsSync(file)) {
-      throw new NativeAddonError(`the native addon ${file} is not built: run \`make build\``);
+      throw new NativeLoadError(`the native addon ${file} is not built: run \`make build\``);
     }
     const loaded = { exports: {} as NativeAddon };
-    process.dlopen(loaded, file);
+    try {
+      process.dlopen(loaded, file);
+    } catch (err) {
+      throw new NativeLoadError(`cannot load ${file}: ${(err as Error).message}; run \`make build\``);
+    }
     addon = loaded.exports;
   }
   return addon;

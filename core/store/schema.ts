@@ -7,18 +7,18 @@
  * strings live once in dictionary tables; the context and slow-call indexes
  * are partial because most events carry no context and most calls are fast.
  */
+import { KreplayError } from '../errors';
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { KreplayError } from '../errors';
-import { eventColumnsDdl } from './event-columns';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
 
-const MIGRATIONS: readonly string[] = [
+/** MIGRATIONS[v] takes a store from version v to v + 1. */
+export const MIGRATIONS: readonly string[] = [
   // v1
   `
   CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
@@ -58,12 +58,38 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX contexts_by_trace ON contexts (trace_id) WHERE trace_id IS NOT NULL;
 
   CREATE TABLE events (
-    ${eventColumnsDdl()},
+    ts INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    type INTEGER NOT NULL,
+    dur INTEGER NOT NULL,
+    service INTEGER NOT NULL,
+    ctx INTEGER,
+    pid INTEGER NOT NULL,
+    tid INTEGER NOT NULL,
+    comm INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    fd INTEGER,
+    ret INTEGER,
+    syscall INTEGER,
+    dev INTEGER,
+    sector INTEGER,
+    op INTEGER,
+    error INTEGER,
     PRIMARY KEY (ts, seq)
   ) WITHOUT ROWID;
   CREATE INDEX events_by_context ON events (ctx) WHERE ctx IS NOT NULL;
   CREATE INDEX events_by_service ON events (service);
   CREATE INDEX events_slow ON events (type) WHERE dur >= ${SLOW_EVENT_NS};
+  `,
+  // v2: what each write went to, once per distinct (kind, value); events.target is NULL when unknown
+  `
+  CREATE TABLE targets (
+    id INTEGER PRIMARY KEY,
+    kind INTEGER NOT NULL,
+    value TEXT NOT NULL
+  ) STRICT;
+  CREATE UNIQUE INDEX targets_by_value ON targets (value, kind);
+  ALTER TABLE events ADD COLUMN target INTEGER;
   `,
 ];
 
@@ -141,19 +167,23 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
   }
 }
 
-/** Opens a node's store read-only; never blocks or migrates the writer's file. */
+/** The schema version of an open store, read again on every call: the agent may upgrade it meanwhile. */
+export function schemaVersionOf(db: Database.Database): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+/**
+ * Opens a node's store read-only; never blocks or migrates the writer's
+ * file. Stores of an older schema are read as they are (an upgrade only
+ * adds): the reader asks schemaVersionOf() what they hold.
+ */
 export function openReadStore(path: string): { db: Database.Database; info: StoreInfo } {
   if (!existsSync(path)) throw new StoreError('E_STORE_OPEN', `${path} does not exist`);
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 2000');
-    const version = readSchemaVersion(db, path);
-    if (version < SCHEMA_VERSION) {
-      throw new StoreError(
-        'E_STORE_NOT_KREPLAY',
-        `${path} has schema version ${version}, not a kreplay store yet`,
-      );
-    }
+    if (readSchemaVersion(db, path) === 0)
+      throw new StoreError('E_STORE_NOT_KREPLAY', `${path} has schema version 0, not a kreplay store yet`);
     return { db, info: readStoreInfo(db) };
   } catch (err) {
     db.close();

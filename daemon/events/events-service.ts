@@ -1,6 +1,6 @@
 /** Answers event queries from the node stores as JSON text with exact 19-digit integers. */
 import { eventToJson, parseEventId } from '../../core/model';
-import { badRequest, ProblemError } from '../http/problem';
+import { badRequest, notFound } from '../http/problem';
 import type { NodeStores } from '../store/node-stores';
 import { encodeCursor, filterHash } from './events-cursor';
 import { DEFAULT_LIMIT, toFilter, type EventsQuery } from './events-query';
@@ -25,6 +25,6 @@ export function eventJson(stores: NodeStores, eventId: string, int64AsString: bo
       { param: 'event_id', message: 'malformed: expected the 40 hex digits of an event_id' },
     ]);
   const event = stores.get(eventId);
-  if (!event) throw new ProblemError('event-not-found', `no event ${eventId}`);
+  if (!event) throw notFound('event-not-found', `no event ${eventId}`);
   return eventToJson(event, int64AsString);
 }

@@ -2,6 +2,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '../../core/log/logger';
 import { ProblemError } from './problem';
+import type { ProblemKind } from './problem-kinds';
 
 export function sendProblem(res: Parameters<RequestHandler>[1], error: ProblemError): void {
   if (error.headers) res.set(error.headers);
@@ -27,8 +28,12 @@ function fromBodyParser(err: BodyParserError): ProblemError | null {
       : err.type === 'entity.too.large'
         ? 'body is too large'
         : (err.message ?? 'bad request body');
-  const kind =
-    err.status === 413 ? 'body-too-large' : err.status === 415 ? 'unsupported-body-encoding' : 'invalid-body';
+  const kind: ProblemKind =
+    err.type === 'entity.too.large'
+      ? 'body-too-large'
+      : err.status === 415
+        ? 'unsupported-media-type'
+        : 'invalid-body';
   return new ProblemError(kind, detail, [{ param: 'body', message: detail }]);
 }
 

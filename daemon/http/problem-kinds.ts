@@ -1,27 +1,28 @@
 /**
- * The kinds of HTTP problem the daemon answers with: each has a stable `type`
- * URI (so a client can tell "no such session" from "no such route" without
- * reading prose), its status and its error `code`. This table is their one owner.
+ * Every kind of problem the HTTP API answers with: its stable `type` URI
+ * suffix, status and title. A client tells "no such session" from "no such
+ * route" by the type (or the `code`), never by the status alone.
  */
 export const PROBLEM_KINDS = {
-  'invalid-parameter': { status: 400, code: 'E_INVALID_PARAMETER' },
-  'invalid-body': { status: 400, code: 'E_INVALID_BODY' },
-  'route-not-found': { status: 404, code: 'E_ROUTE_NOT_FOUND' },
-  'event-not-found': { status: 404, code: 'E_EVENT_NOT_FOUND' },
-  'session-not-found': { status: 404, code: 'E_SESSION_NOT_FOUND' },
-  'transaction-not-found': { status: 404, code: 'E_TRANSACTION_NOT_FOUND' },
-  'invalid-session-state': { status: 409, code: 'E_SESSION_STATE' },
-  'body-too-large': { status: 413, code: 'E_BODY_TOO_LARGE' },
-  'unsupported-body-encoding': { status: 415, code: 'E_BODY_ENCODING' },
-  'too-many-sessions': { status: 429, code: 'E_TOO_MANY_SESSIONS' },
-  internal: { status: 500, code: 'E_INTERNAL' },
-  'shutting-down': { status: 503, code: 'E_SHUTTING_DOWN' },
-} as const satisfies Record<string, { status: number; code: string }>;
+  'invalid-parameter': { status: 400, title: 'Bad Request' },
+  'invalid-body': { status: 400, title: 'Bad Request' },
+  'route-not-found': { status: 404, title: 'Not Found' },
+  'event-not-found': { status: 404, title: 'Not Found' },
+  'session-not-found': { status: 404, title: 'Not Found' },
+  'transaction-not-found': { status: 404, title: 'Not Found' },
+  'invalid-state': { status: 409, title: 'Conflict' },
+  'body-too-large': { status: 413, title: 'Content Too Large' },
+  'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
+  'too-many-sessions': { status: 429, title: 'Too Many Requests' },
+  'shutting-down': { status: 503, title: 'Service Unavailable' },
+  internal: { status: 500, title: 'Internal Server Error' },
+} as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemKind = keyof typeof PROBLEM_KINDS;
 
 export const PROBLEM_TYPE_BASE = 'https://kreplay.dev/problems/';
 
-export function problemType(kind: ProblemKind): string {
-  return PROBLEM_TYPE_BASE + kind;
+/** `session-not-found` → `E_SESSION_NOT_FOUND`: the code that goes with a kind. */
+export function problemCode(kind: ProblemKind): string {
+  return `E_${kind.toUpperCase().replace(/-/g, '_')}`;
 }

@@ -21,6 +21,7 @@ function expectContextsBeforeUse(records: DecodedRecord[]): void {
   const seen = new Set<number>();
   for (const r of records) {
     if (r.type === 'context') seen.add(r.contextId);
+    else if (r.type === 'target') continue;
     else if (r.contextId !== 0 && !seen.has(r.contextId)) {
       throw new Error(`${r.type} at offset ${r.offset} names context ${r.contextId} before its record`);
     }

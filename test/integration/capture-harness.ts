@@ -2,8 +2,8 @@
 import { spawn } from 'node:child_process';
 import { silentLogger } from '../../core/log/logger';
 import { startCapture, type Capture, type CaptureOptions } from '../../agent/capture';
+import { captureSupport } from '../support/capture-support';
 import { decodeRecords, type DecodedRecord } from '../support/decode-records';
-import { captureSupport } from '../support/host-support';
 import type { KernelCounterName } from '../../core/model';
 
 const support = captureSupport();

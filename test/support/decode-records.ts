@@ -1,8 +1,7 @@
 /**
- * Records of a capture batch as plain objects, for tests (the store's
- * decoder in agent/ingest allocates nothing per event). It walks the batch
- * by the same rule (recordProblem); corrupt input throws a RangeError
- * naming the offset.
+ * Records of a capture batch as plain objects, for tests: the store's
+ * decoder in agent/ingest allocates nothing per event.
+ * Corrupt input throws a RangeError naming the offset.
  */
 import {
   BlockIoLayout,
@@ -12,12 +11,11 @@ import {
   RecordHead,
   RecordType,
   SysWriteLayout,
+  TargetLayout,
   readCString,
   readI53,
+  readTargetRecord,
   readU53,
-  recordBytes,
-  recordProblem,
-  RecordProblem,
 } from '../../core/model';
 
 interface EventCommon {
@@ -38,6 +36,8 @@ export interface DecodedSysWrite extends EventCommon {
   count: number;
   fd: number;
   syscall: number;
+  /** 0: unknown */
+  targetId: number;
 }
 
 export interface DecodedBlockIo extends EventCommon {
@@ -63,7 +63,27 @@ export interface DecodedContext {
   data: Buffer;
 }
 
-export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext;
+export interface DecodedTarget {
+  type: 'target';
+  offset: number;
+  targetId: number;
+  kind: number;
+  flags: number;
+  family: number;
+  protocol: number;
+  port: number;
+  addr: Buffer;
+  data: Buffer;
+}
+
+export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext | DecodedTarget;
+
+const MIN_SIZE: Record<number, number> = {
+  [RecordType.SysWrite]: EventLayout.bytes,
+  [RecordType.BlockIo]: EventLayout.bytes,
+  [RecordType.Context]: ContextLayout.bytes,
+  [RecordType.Target]: TargetLayout.data,
+};
 
 function eventCommon(buf: Buffer, at: number): EventCommon {
   return {
@@ -87,6 +107,7 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
       count: readU53(buf, at + SysWriteLayout.count),
       fd: buf.readInt32LE(at + SysWriteLayout.fd),
       syscall: buf.readUInt32LE(at + SysWriteLayout.syscall),
+      targetId: readU53(buf, at + SysWriteLayout.targetId),
     };
   }
   if (type === RecordType.BlockIo) {
@@ -101,6 +122,7 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
       status: buf.readInt32LE(at + BlockIoLayout.status),
     };
   }
+  if (type === RecordType.Target) return decodeTarget(buf, at);
   const len = buf.readUInt32LE(at + ContextLayout.len);
   if (len > ContextLayout.bytes - ContextLayout.data) {
     throw new RangeError(`context record at offset ${at} claims ${len} data bytes`);
@@ -118,26 +140,39 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
   };
 }
 
+function decodeTarget(buf: Buffer, at: number): DecodedTarget {
+  const len = buf.readUInt16LE(at + TargetLayout.len);
+  if (TargetLayout.data + len > buf.readUInt32LE(at + RecordHead.size)) {
+    throw new RangeError(`target record at offset ${at} claims ${len} data bytes`);
+  }
+  const record = readTargetRecord(buf, at);
+  return {
+    ...record,
+    type: 'target',
+    offset: at,
+    addr: Buffer.from(record.addr),
+    data: Buffer.from(record.data),
+  };
+}
+
 export function decodeRecords(batch: Buffer): DecodedRecord[] {
   const out: DecodedRecord[] = [];
   for (let at = 0; at < batch.length;) {
-    const problem = recordProblem(batch, at);
-    if (problem === RecordProblem.TruncatedHead) {
+    if (at + RecordHead.bytes > batch.length) {
       throw new RangeError(`truncated record head at offset ${at} (batch of ${batch.length} bytes)`);
     }
     const type = batch.readUInt32LE(at + RecordHead.type);
     const size = batch.readUInt32LE(at + RecordHead.size);
-    if (problem === RecordProblem.UnknownType)
-      throw new RangeError(`record at offset ${at} has unknown type ${type}`);
-    if (problem === RecordProblem.PastEnd) {
+    if (size < RecordHead.bytes) throw new RangeError(`record at offset ${at} has size ${size}`);
+    if (at + size > batch.length) {
       throw new RangeError(
         `record at offset ${at} of ${size} bytes runs past the batch (${batch.length} bytes)`,
       );
     }
-    if (problem === RecordProblem.WrongSize) {
-      throw new RangeError(
-        `record at offset ${at} has size ${size}, needs ${recordBytes(type)} for type ${type}`,
-      );
+    const minSize = MIN_SIZE[type];
+    if (minSize === undefined) throw new RangeError(`record at offset ${at} has unknown type ${type}`);
+    if (size < minSize) {
+      throw new RangeError(`record at offset ${at} of type ${type} has size ${size}, needs ${minSize}`);
     }
     out.push(decodeOne(batch, at, type));
     at += size;

@@ -1,7 +1,9 @@
 /** The daemon's HTTP app over a data dir, on 127.0.0.1 port 0, and a client for its event routes. */
 import { silentLogger } from '../../core/log/logger';
 import type { ApiEvent } from '../../core/model';
-import { createDaemon } from '../../daemon/daemon';
+import { createApp } from '../../daemon/app';
+import { listen } from '../../daemon/server';
+import { NodeStores } from '../../daemon/store/node-stores';
 
 export interface EventsServer {
   url: string;
@@ -9,8 +11,15 @@ export interface EventsServer {
 }
 
 export async function startEventsServer(dataDir: string): Promise<EventsServer> {
-  const daemon = await createDaemon({ dataDir, log: silentLogger, replay: false });
-  return { url: daemon.url, close: () => daemon.close() };
+  const stores = new NodeStores(dataDir, silentLogger);
+  const running = await listen(createApp({ log: silentLogger, stores }), '127.0.0.1', 0);
+  return {
+    url: running.url,
+    close: async () => {
+      await running.close();
+      stores.close();
+    },
+  };
 }
 
 export interface Reply {

@@ -1,7 +1,7 @@
 /** The daemon's HTTP app with real replay sessions (real stores, high-resolution clock), and a stream client. */
 import { silentLogger } from '../../core/log/logger';
 import { openEventStream, type EventStream, type SseMessage } from '../../cli/sse-client';
-import { createDaemon } from '../../daemon/daemon';
+import { createDaemon } from '../../daemon/create-daemon';
 import type { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 
 export interface ReplayServer {
@@ -11,8 +11,8 @@ export interface ReplayServer {
 }
 
 export async function startReplayServer(dataDir: string, ttlMs = 600_000): Promise<ReplayServer> {
-  const daemon = await createDaemon({ dataDir, log: silentLogger, sessionTtlMs: ttlMs });
-  return { url: daemon.url, replay: daemon.replay!, close: () => daemon.close() };
+  const daemon = await createDaemon({ dataDir, sessionTtlMs: ttlMs, log: silentLogger });
+  return { url: daemon.url, replay: daemon.replay, close: () => daemon.close() };
 }
 
 export interface Reply {

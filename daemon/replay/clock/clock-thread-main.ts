@@ -1,7 +1,7 @@
-/** The clock worker's entry module (see core/worker.ts): runs the clock thread with the modules it uses. */
+/** The replay clock thread's entry module (see start-thread): runs clockThread with what it may use. */
 import fs from 'node:fs';
 import os from 'node:os';
-import threads from 'node:worker_threads';
+import * as threads from 'node:worker_threads';
 import { clockThread } from './clock-thread';
 
 clockThread(threads, os, fs);

@@ -1,8 +1,8 @@
 /**
- * The clock's worker thread, started through clock-thread-main.ts like
- * every worker (core/worker.ts). The function takes the modules it uses as
- * arguments and reads its layout from workerData, so it stays free of
- * imports.
+ * The clock's worker thread, started through clock-thread-main.ts like every
+ * thread (core/threads/start-thread). It is handed the modules it uses and
+ * reads nothing from outside the function: what it touches while it spins
+ * stays in plain view.
  *
  * It sleeps on Atomics.wait until an early-wake margin before the earliest
  * deadline, then spins on hrtime until the deadline. Futex timeouts
@@ -19,7 +19,7 @@
  * slice. The one message is the hello at start.
  */
 
-/** Where things are in the shared buffers; handed to the thread, which cannot import it. */
+/** Where things are in the shared buffers; handed to the thread with its data. */
 export const LAYOUT = {
   /** Int32 words of the control buffer: */
   /** bumped by the main thread after queueing commands */
@@ -69,7 +69,7 @@ export interface ClockThreadData {
   niceness: number;
 }
 
-/* istanbul ignore next: runs in the worker, where no coverage counters exist */
+/* istanbul ignore next: runs in the worker from its source text, where no coverage counters exist */
 export function clockThread(
   threads: typeof import('node:worker_threads'),
   os: typeof import('node:os'),

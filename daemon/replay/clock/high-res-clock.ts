@@ -11,11 +11,11 @@
 import { once } from 'node:events';
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../core/log/logger';
-import { doorbellPipe, setRealtimeScheduling } from '../../../core/native/threads';
-import { startWorker } from '../../../core/worker';
+import { nativeAddon } from '../../../core/native/addon';
+import { asClockError } from './clock-error';
+import { startThread } from '../../../core/threads/start-thread';
 import { LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
 import type { ClockLane, ReplayClock } from './replay-clock';
 
@@ -111,7 +111,7 @@ export class HighResClock implements ReplayClock {
     private readonly log: Logger,
     options: HighResClockOptions = {},
   ) {
-    const [doorbellReadFd, doorbellWriteFd] = doorbellPipe();
+    const [doorbellReadFd, doorbellWriteFd] = asClockError('E_PIPE', () => nativeAddon().doorbellPipe());
     this.doorbellWriteFd = doorbellWriteFd;
     const data: ClockThreadData = {
       doorbellFd: doorbellWriteFd,
@@ -129,10 +129,7 @@ export class HighResClock implements ReplayClock {
     this.commands = new Float64Array(data.commands);
     this.releases = new Float64Array(data.releases);
     Atomics.store(this.control, LAYOUT.doorbell, 1);
-    this.worker = startWorker(join(__dirname, 'clock-thread-main'), {
-      workerData: data,
-      name: 'replay-clock',
-    });
+    this.worker = startThread(__dirname, 'clock-thread-main', { workerData: data, name: 'replay-clock' });
     this.worker.unref();
     this.doorbell = new Socket({ fd: doorbellReadFd, readable: true, writable: false });
     // the bytes only wake the loop; the releases are in the ring
@@ -140,15 +137,12 @@ export class HighResClock implements ReplayClock {
     this.doorbell.on('error', (err) =>
       this.log.error('replay clock doorbell failed', { error: err.message }),
     );
-    this.started = new Promise((resolve, reject) => {
+    this.started = new Promise((resolve) => {
       this.worker.once('message', (hello: ClockThreadHello) => {
         this.schedule(hello, options.realtimePriority ?? DEFAULT_REALTIME_PRIORITY);
         resolve();
       });
-      // a thread that fails before its hello must not leave ready() waiting forever
-      this.worker.once('error', reject);
     });
-    this.started.catch(() => undefined);
     this.worker.on('error', (err) => {
       this.failure = err;
       this.log.error('replay clock thread failed', { error: err.message });
@@ -164,7 +158,7 @@ export class HighResClock implements ReplayClock {
     this.scheduling = hello.niceness === 0 ? 'SCHED_OTHER' : `SCHED_OTHER nice ${hello.niceness}`;
     if (realtimePriority > 0) {
       try {
-        setRealtimeScheduling(hello.tid, realtimePriority);
+        asClockError('E_SCHED', () => nativeAddon().setRealtimeScheduling(hello.tid, realtimePriority));
         this.scheduling = `SCHED_FIFO ${realtimePriority}`;
       } catch (err) {
         this.log.warn('replay clock stays under SCHED_OTHER: its deadlines may be late under load', {

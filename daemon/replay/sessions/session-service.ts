@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../../core/log/logger';
-import { ProblemError } from '../../http/problem';
+import { notFound, ProblemError } from '../../http/problem';
 import type { ReplayClock } from '../clock/replay-clock';
 import type { ReplaySource } from '../replay-source';
 import type { Watcher } from '../stream/broadcast';
@@ -73,7 +73,7 @@ export class ReplaySessions {
       );
     const transaction = Transaction.find(this.options.source, body.transaction_id);
     if (!transaction)
-      throw new ProblemError(
+      throw notFound(
         'transaction-not-found',
         `no events with transaction_id ${JSON.stringify(body.transaction_id)}`,
       );
@@ -94,7 +94,7 @@ export class ReplaySessions {
   get(id: string): ReplaySession {
     this.checkOpen();
     const session = this.sessions.get(id);
-    if (!session) throw new ProblemError('session-not-found', `no replay session ${id}`);
+    if (!session) throw notFound('session-not-found', `no replay session ${id}`);
     return session;
   }
 

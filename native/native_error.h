@@ -6,9 +6,9 @@
 
 namespace kreplay {
 
-class CodedError : public std::runtime_error {
+class NativeFailure : public std::runtime_error {
  public:
-  CodedError(std::string code, const std::string& message)
+  NativeFailure(std::string code, const std::string& message)
       : std::runtime_error(message), code_(std::move(code)) {}
   const std::string& code() const { return code_; }
 

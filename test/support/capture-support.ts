@@ -1,4 +1,4 @@
-/** What the kernel tests need to know about this host before they run: capabilities, BTF, tracefs. */
+/** Whether this host and process can run a capture at all, and if not, why: kernel tests say so loudly. */
 import fs from 'node:fs';
 import { nativeAddon } from '../../core/native/addon';
 
@@ -15,11 +15,10 @@ export function holdsCapability(caps: bigint, cap: bigint): boolean {
   return ((caps >> cap) & 1n) === 1n;
 }
 
-/** Whether this host and process can run a capture at all, and if not, why. */
 export function captureSupport(): { ok: true } | { ok: false; reason: string } {
   if (process.platform !== 'linux')
     return { ok: false, reason: `capture needs Linux, not ${process.platform}` };
-  // the addon's check, the one the capture itself makes before loading
+  // the addon's own check, the one its permission errors use
   if (!nativeAddon().hasBpfCapabilities()) {
     return { ok: false, reason: 'capture needs root, or CAP_BPF and CAP_PERFMON' };
   }
