@@ -370,10 +370,9 @@ static __always_inline struct file *current_file(__s32 fd)
 }
 
 /*
- * A socket's stamp: its inet peer, which connect() may change while the
- * file stays. (The verifier allows no arithmetic on kernel pointers, so a
- * unix socket's stamp cannot include its peer: a datagram socket connected
- * elsewhere later keeps its first target.)
+ * A socket's stamp: what tells its peer, which connect() may change while
+ * the file stays: the inet address and ports, or the hash a unix peer has
+ * (of its bound name, else of itself).
  */
 static __always_inline __u64 socket_stamp(struct sock *sk)
 {
@@ -383,6 +382,9 @@ static __always_inline __u64 socket_stamp(struct sock *sk)
 	if (c->skc_family == KR_AF_INET6) {
 		stamp ^= c->skc_v6_daddr.in6_u.u6_addr32[0] ^ (__u64)c->skc_v6_daddr.in6_u.u6_addr32[1] << 32;
 		stamp ^= c->skc_v6_daddr.in6_u.u6_addr32[2] ^ (__u64)c->skc_v6_daddr.in6_u.u6_addr32[3] << 16;
+	} else if (c->skc_family == KR_AF_UNIX) {
+		/* no peer (NULL) loads as 0 */
+		stamp ^= (__u64)RDONLY(struct unix_sock, sk)->peer->__sk_common.skc_hash << 8;
 	}
 	return stamp;
 }
@@ -396,11 +398,13 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	__u32 mode = inode->i_mode & KR_S_IFMT;
+	/* a freed dentry or sock reused for another file or connection comes with another inode */
+	__u64 ino = inode->i_ino;
 
 	p->file = file;
 	p->object = (__u64)dentry;
 	/* the name's hash is salted with its parent: a rename or a reused dentry changes it */
-	p->stamp = dentry->d_name.hash_len;
+	p->stamp = dentry->d_name.hash_len ^ ino;
 	p->flags = 0;
 	if (mode == KR_S_IFSOCK) {
 		struct socket *sock = RDONLY(struct socket, file->private_data);
@@ -408,7 +412,7 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 		p->kind = KR_TARGET_SOCKET;
 		p->sk = sock->sk;
 		p->object = (__u64)p->sk;
-		p->stamp = socket_stamp(p->sk);
+		p->stamp = socket_stamp(p->sk) ^ ino << 32;
 	} else if (mode == KR_S_IFIFO) {
 		p->kind = KR_TARGET_PIPE;
 		if (inode->i_sb->s_magic == KR_PIPEFS_MAGIC) {
@@ -555,13 +559,15 @@ static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_
 /*
  * The target id of a write to fd: the thread's last one when it writes to
  * the same object again, else the cached one, else a new id whose record
- * goes into the ring first. 0 when the fd is not open or the record was lost.
+ * goes into the ring first; an id older than KR_TARGET_ID_WINDOW is
+ * replaced. 0 when the fd is not open or the record was lost.
  */
 static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 {
 	struct kr_target_probe p = {};
 	struct kr_known_target *known, fresh;
 	struct file *file;
+	__u64 newest;
 
 	if (!bpf_rdonly_cast)
 		return 0;
@@ -569,10 +575,12 @@ static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 	if (!file)
 		return 0;
 	probe_target(file, &p);
-	if (p.object == t->last_object && p.stamp == t->last_stamp && t->last_target_id)
+	newest = last_target_id;
+	if (p.object == t->last_object && p.stamp == t->last_stamp && t->last_target_id &&
+	    t->last_target_id + KR_TARGET_ID_WINDOW > newest)
 		return t->last_target_id;
 	known = bpf_map_lookup_elem(&known_targets, &p.object);
-	if (known && known->stamp == p.stamp) {
+	if (known && known->stamp == p.stamp && known->target_id + KR_TARGET_ID_WINDOW > newest) {
 		fresh.target_id = known->target_id;
 	} else {
 		fresh.target_id = __sync_fetch_and_add(&last_target_id, 1) + 1;

@@ -16,6 +16,12 @@
 #define KR_TARGET_PATH_MAX 1024
 #define KR_TARGET_NAME_MAX 256
 #define KR_TARGET_DATA_LEN (KR_TARGET_PATH_MAX + KR_TARGET_NAME_MAX)
+/*
+ * A write reuses a target id only while fewer than this many ids were handed
+ * out after it, else the target is sent again: user space can then forget
+ * ids older than twice this, and keeps bounded memory.
+ */
+#define KR_TARGET_ID_WINDOW (1 << 18)
 
 enum kr_record_type {
 	KR_RECORD_SYS_WRITE = 1,

@@ -18,7 +18,9 @@ import {
   RecordType,
   SysWriteLayout,
   TARGET_DATA_LEN,
+  TARGET_ID_WINDOW,
   TargetLayout,
+  readTargetRecord,
   targetText,
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
@@ -143,22 +145,20 @@ export class RecordDecoder {
   }
 
   private defineTarget(buf: Buffer, off: number): void {
-    const data = off + TargetLayout.data;
-    const kind = buf.readUInt32LE(off + TargetLayout.kind);
-    const value = targetText({
-      kind,
-      flags: buf.readUInt32LE(off + TargetLayout.flags),
-      family: buf.readUInt16LE(off + TargetLayout.family),
-      protocol: buf.readUInt16LE(off + TargetLayout.protocol),
-      port: buf.readUInt16LE(off + TargetLayout.port),
-      addr: buf.subarray(off + TargetLayout.addr, data),
-      data: buf.subarray(data, data + buf.readUInt16LE(off + TargetLayout.len)),
-    });
-    this.storeTargetIds.set(
-      readU53(buf, off + TargetLayout.targetId),
-      this.dictionaries.targets.id(kind, value),
-    );
+    const record = readTargetRecord(buf, off);
+    const kernelId = record.targetId;
+    this.storeTargetIds.set(kernelId, this.dictionaries.targets.id(record.kind, targetText(record)));
     this.targetRecords++;
+    if (this.storeTargetIds.size > 2 * TARGET_ID_WINDOW)
+      this.forgetTargetsBefore(kernelId - 2 * TARGET_ID_WINDOW);
+  }
+
+  /* The kernel no longer hands these ids to writes (see KR_TARGET_ID_WINDOW); the Map holds them oldest first. */
+  private forgetTargetsBefore(kernelId: number): void {
+    for (const id of this.storeTargetIds.keys()) {
+      if (id >= kernelId) break;
+      this.storeTargetIds.delete(id);
+    }
   }
 
   private storeTargetId(kernelId: number): number {

@@ -12,6 +12,8 @@ export const CONTEXT_DATA_LEN = 1024;
 export const TARGET_PATH_MAX = 1024;
 export const TARGET_NAME_MAX = 256;
 export const TARGET_DATA_LEN = TARGET_PATH_MAX + TARGET_NAME_MAX;
+/** Events reuse a target id only while fewer ids than this were handed out after it. */
+export const TARGET_ID_WINDOW = 1 << 18;
 
 /** Offsets of the common head of every record. */
 export const RecordHead = { type: 0, size: 4, bytes: 8 } as const;

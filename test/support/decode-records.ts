@@ -14,6 +14,7 @@ import {
   TargetLayout,
   readCString,
   readI53,
+  readTargetRecord,
   readU53,
 } from '../../core/model';
 
@@ -144,17 +145,13 @@ function decodeTarget(buf: Buffer, at: number): DecodedTarget {
   if (TargetLayout.data + len > buf.readUInt32LE(at + RecordHead.size)) {
     throw new RangeError(`target record at offset ${at} claims ${len} data bytes`);
   }
+  const record = readTargetRecord(buf, at);
   return {
+    ...record,
     type: 'target',
     offset: at,
-    targetId: readU53(buf, at + TargetLayout.targetId),
-    kind: buf.readUInt32LE(at + TargetLayout.kind),
-    flags: buf.readUInt32LE(at + TargetLayout.flags),
-    family: buf.readUInt16LE(at + TargetLayout.family),
-    protocol: buf.readUInt16LE(at + TargetLayout.protocol),
-    port: buf.readUInt16LE(at + TargetLayout.port),
-    addr: Buffer.from(buf.subarray(at + TargetLayout.addr, at + TargetLayout.data)),
-    data: Buffer.from(buf.subarray(at + TargetLayout.data, at + TargetLayout.data + len)),
+    addr: Buffer.from(record.addr),
+    data: Buffer.from(record.data),
   };
 }
 
