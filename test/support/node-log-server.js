@@ -4,6 +4,7 @@
 // something do, then answers. Prints its port.
 const http = require('node:http');
 const fs = require('node:fs');
+const { setImmediate } = require('node:timers');
 
 const fd = fs.openSync(process.argv[2], 'a');
 const server = http.createServer((req, res) => {
