@@ -68,6 +68,8 @@ export interface ReadRow {
   samples: Record<ReadMode, number[]>;
   /** ns kreplay's programs ran per iteration (bpf_stats), one per round */
   programNs: number[];
+  /** ns per run of each of those programs, one per round */
+  perProgram: Record<string, number[]>;
 }
 
 export interface OverheadRow {
@@ -263,25 +265,31 @@ function timeReadMode(
 }
 
 /** In-kernel time of kreplay's programs per loop iteration (bpf_stats on meanwhile). */
-async function readProgramCost(exe: string, calls: number, rounds: number, log: Logger): Promise<number[][]> {
+async function readProgramCost(
+  exe: string,
+  calls: number,
+  rows: ReadRow[],
+  rounds: number,
+  log: Logger,
+): Promise<void> {
   const stats = nativeAddon().enableBpfStats();
   try {
-    const perLoop: number[][] = READ_LOOPS.map(() => []);
     for (let round = 0; round < rounds; round++) {
-      for (const [i, loop] of READ_LOOPS.entries()) {
+      for (const row of rows) {
+        const loop = row.loop;
         const capture = startCapture({}, () => {}, log);
         try {
           await timeLoop(exe, [loop, String(calls), String(LOOP_CPU)]);
           const names = READ_PROGRAMS[loop];
           const stats = capture.programStats().filter((s) => names.includes(s.name));
           const runs = stats.find((s) => s.name === names[0])?.runCount ?? 0;
-          perLoop[i]!.push(stats.reduce((sum, s) => sum + s.runTimeNs, 0) / runs);
+          row.programNs.push(stats.reduce((sum, s) => sum + s.runTimeNs, 0) / runs);
+          for (const s of stats) (row.perProgram[s.name] ??= []).push(s.runTimeNs / s.runCount);
         } finally {
           await capture.stop();
         }
       }
     }
-    return perLoop;
   } finally {
     fs.closeSync(stats);
   }
@@ -311,6 +319,7 @@ export async function runOverheadBench(
     loop,
     samples: { baseline: [], kreplay: [], 'empty-tracepoints': [] },
     programNs: [],
+    perProgram: {},
   }));
   const totals = { delivered: 0, dropped: 0 };
   for (let round = 0; round < rounds; round++) {
@@ -323,8 +332,7 @@ export async function runOverheadBench(
     }
   }
   if (reads) {
-    const programNs = await readProgramCost(readExe, reads, rounds, log);
-    readRows.forEach((row, i) => (row.programNs = programNs[i]!));
+    await readProgramCost(readExe, reads, readRows, rounds, log);
   }
   const baseline = median(samples.get('baseline') ?? []);
   const rows = modes.map((mode) => {
@@ -426,6 +434,11 @@ function formatReadRows(calls: number, rows: ReadRow[], rounds: number): string[
       `${READ_LABELS[row.loop].padEnd(28)}${range(row.samples.baseline).padStart(24)}${range(row.samples.kreplay).padStart(24)}` +
         `${range(row.samples['empty-tracepoints']).padStart(24)}${range(above).padStart(26)}${range(row.programNs).padStart(26)}`,
     );
+  }
+  lines.push('', 'in-kernel ns per run of each program, median (range):');
+  for (const row of rows) {
+    const each = Object.entries(row.perProgram).map(([name, ns]) => `${name} ${range(ns)}`);
+    lines.push(`  ${READ_LABELS[row.loop]}: ${each.join(', ')}`);
   }
   lines.push(
     '',
