@@ -10,7 +10,8 @@ import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
-import { StorePipeline } from './store/store-pipeline';
+import type { OnCorrupt } from './store/store-keeper';
+import { StorePipeline, type StoreThreadError } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
 import { VERSION } from './version';
 
@@ -25,6 +26,8 @@ export interface AgentOptions {
   flushIntervalMs: number;
   statusIntervalMs: number;
   quiet: boolean;
+  /** a damaged store on start: refuse (naming it), or move it aside and start a fresh one */
+  onCorrupt: OnCorrupt;
 }
 
 export interface AgentSummary {
@@ -76,6 +79,7 @@ export class Agent {
       options.dataDir,
       options.node,
       options.batchRows,
+      options.onCorrupt,
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
@@ -134,8 +138,16 @@ export class Agent {
       unknownContexts: this.contexts.unknownIds,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
+      diskFullDropped: this.store.dropped.diskFull,
+      storeErrorDropped: this.store.dropped.storeError,
+      storeReplacements: this.store.replacements,
       rowsWritten: this.store.rowsWritten,
     };
+  }
+
+  /** Resolves if the store fails for good (a full disk is ridden out, not a failure). */
+  failed(): Promise<StoreThreadError> {
+    return new Promise((resolve) => this.store.whenFailed(resolve));
   }
 
   private reportStatus(): void {

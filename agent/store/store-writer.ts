@@ -2,7 +2,7 @@
 import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { openWriteStore, type StoreInfo } from '../../core/store/schema';
+import { corruptStoreError, isCorruption, openWriteStore, type StoreInfo } from '../../core/store/schema';
 import { RecordType } from '../../core/model';
 import type { EventBatch } from '../ingest/event-batch';
 import { CheckpointPolicy, type CheckpointPolicyOptions } from './checkpoint-policy';
@@ -25,6 +25,25 @@ export interface RunStart {
   attachPoints: string[];
   clockOffsetNs: bigint;
   clockErrorNs: number;
+  /** why this run began: 'start', or the event that made a fresh store necessary */
+  startReason?: string;
+}
+
+/** The file a writer has open: the path names another file once this one is deleted or replaced. */
+export interface FileIdentity {
+  dev: number;
+  ino: number;
+}
+
+const NO_NAMES: NewNames = { services: [], comms: [], contexts: [] };
+
+function joinNames(a: NewNames, b: NewNames): NewNames {
+  if (a.services.length + a.comms.length + a.contexts.length === 0) return b;
+  return {
+    services: [...a.services, ...b.services],
+    comms: [...a.comms, ...b.comms],
+    contexts: [...a.contexts, ...b.contexts],
+  };
 }
 
 export class StoreWriterError extends Error {
@@ -70,7 +89,12 @@ export class StoreWriter {
   readonly contexts: ContextDictionary;
   readonly checkpoints: CheckpointPolicy;
   rowsWritten = 0;
+  readonly identity: FileIdentity;
   private nextSeq: number;
+  /* dictionary entries of batches that failed to commit: the decoder's ids already refer to them */
+  private unsavedNames: NewNames = NO_NAMES;
+  /** the last checkpoint that failed, for the caller to report */
+  checkpointFailure: Error | null = null;
   private runId = 0;
   private readonly lastCounters = new Map<string, number>();
   private readonly sysWrites: EventInsert;
@@ -80,7 +104,7 @@ export class StoreWriter {
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContext: Database.Statement<ContextEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
-  private readonly commitBatch: (batch: EventBatch, names: NewNames) => void;
+  private readonly commitBatch: (batch: EventBatch, names: NewNames) => number;
 
   private constructor(
     readonly db: Database.Database,
@@ -116,28 +140,63 @@ export class StoreWriter {
       let seq = this.sysWrites.run(batch, this.nextSeq);
       seq = this.blockIos.run(batch, seq);
       this.setNextSeq.run(String(seq));
-      this.nextSeq = seq;
+      return seq;
     });
+    const stat = statSync(path);
+    this.identity = { dev: stat.dev, ino: stat.ino };
   }
 
   static open(dataDir: string, node: string, checkpointOptions?: CheckpointPolicyOptions): StoreWriter {
     ensureWritableDir(dataDir);
     const path = storePath(dataDir, node);
     const releaseLock = acquireWriterLock(path);
+    let db: Database.Database | undefined;
     try {
-      const { db, info } = openWriteStore(path, node);
-      return new StoreWriter(db, info, path, releaseLock, checkpointOptions);
+      const opened = openWriteStore(path, node);
+      db = opened.db;
+      return new StoreWriter(db, opened.info, path, releaseLock, checkpointOptions);
     } catch (err) {
+      db?.close();
       releaseLock();
-      throw err;
+      throw isCorruption(err) ? corruptStoreError(path, err) : err;
     }
+  }
+
+  /** Whether `path` still names the file this writer has open (an operator may rm or replace it). */
+  stillAtPath(): boolean {
+    try {
+      const stat = statSync(this.path);
+      return stat.ino === this.identity.ino && stat.dev === this.identity.dev;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Every dictionary entry of this store: a fresh store that replaces it
+   * needs them all, because the decoder's ids refer to them.
+   */
+  allNames(): NewNames {
+    return {
+      services: this.db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
+      comms: this.db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[],
+      contexts: this.db
+        .prepare('SELECT id, transaction_id, trace_id FROM contexts')
+        .raw()
+        .all() as ContextEntry[],
+    };
+  }
+
+  /** Dictionary entries to write with the next batch (see allNames). */
+  carryNames(names: NewNames): void {
+    this.unsavedNames = joinNames(this.unsavedNames, names);
   }
 
   beginRun(run: RunStart): number {
     const row = this.db
       .prepare(
-        `INSERT INTO runs (node, started_ns, kernel, agent_version, attach_points, clock_offset_ns, clock_error_ns)
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+        `INSERT INTO runs (node, started_ns, kernel, agent_version, attach_points, clock_offset_ns, clock_error_ns, start_reason)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
       )
       .get(
         run.node,
@@ -147,6 +206,7 @@ export class StoreWriter {
         JSON.stringify(run.attachPoints),
         run.clockOffsetNs,
         Math.round(run.clockErrorNs),
+        run.startReason ?? 'start',
       ) as { id: number };
     this.runId = row.id;
     return row.id;
@@ -163,11 +223,9 @@ export class StoreWriter {
     const changed = Object.entries(counters).filter(([name, value]) => this.lastCounters.get(name) !== value);
     if (changed.length === 0) return;
     this.db.transaction(() => {
-      for (const [name, value] of changed) {
-        this.insertCounter.run(this.runId, atNs, name, value);
-        this.lastCounters.set(name, value);
-      }
+      for (const [name, value] of changed) this.insertCounter.run(this.runId, atNs, name, value);
     })();
+    for (const [name, value] of changed) this.lastCounters.set(name, value);
   }
 
   /**
@@ -176,21 +234,37 @@ export class StoreWriter {
    * decoder's dictionaries assigned.
    */
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
-    if (batch.count === 0 && names.services.length + names.comms.length + names.contexts.length === 0) return;
-    this.commitBatch(batch, names);
+    const all = joinNames(this.unsavedNames, names);
+    if (batch.count === 0 && all.services.length + all.comms.length + all.contexts.length === 0) return;
+    try {
+      this.nextSeq = this.commitBatch(batch, all);
+    } catch (err) {
+      this.unsavedNames = all;
+      throw err;
+    }
+    this.unsavedNames = NO_NAMES;
     this.rowsWritten += batch.count;
-    this.checkpoints.afterCommit();
+    try {
+      this.checkpoints.afterCommit();
+    } catch (err) {
+      // the batch is committed; a checkpoint a full disk refuses is retried after a later commit
+      this.checkpointFailure = err as Error;
+    }
   }
 
   dbBytes(): number {
     return statSync(this.path).size + this.checkpoints.walBytes();
   }
 
+  /** Closes the file; a checkpoint that fails (a full disk) is left in the WAL for the next open. */
   close(): void {
-    if (this.db.open) {
+    if (!this.db.open) return;
+    try {
       this.db.pragma('wal_checkpoint(PASSIVE)');
-      this.db.close();
-      this.releaseLock();
+    } catch {
+      // the WAL stays valid; SQLite replays it on the next open
     }
+    this.db.close();
+    this.releaseLock();
   }
 }

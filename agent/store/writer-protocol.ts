@@ -2,6 +2,7 @@
 import type { NewNames, ContextEntry, NameEntry } from './dictionary';
 import type { RunStart } from './store-writer';
 import type { StoreInfo } from '../../core/store/schema';
+import type { NoticeLevel, OnCorrupt } from './store-keeper';
 
 export interface WriterThreadData {
   dataDir: string;
@@ -11,9 +12,19 @@ export interface WriterThreadData {
   slots: SharedArrayBuffer[];
   /** Int32 per slot (SLOT_FREE | SLOT_BUSY), then the FAILED flag */
   flags: SharedArrayBuffer;
-  /** BigInt64: rows committed so far */
-  rowsWritten: SharedArrayBuffer;
+  /** BigInt64 per StoreCounter */
+  counters: SharedArrayBuffer;
+  onCorrupt: OnCorrupt;
 }
+
+/** The writer thread's running totals, in WriterThreadData.counters. */
+export const StoreCounter = {
+  rowsWritten: 0,
+  droppedDiskFull: 1,
+  droppedStoreError: 2,
+  replacements: 3,
+} as const;
+export const STORE_COUNTER_COUNT = 4;
 
 export const SLOT_FREE = 0;
 export const SLOT_BUSY = 1;
@@ -35,4 +46,5 @@ export type FromWriter =
       contexts: ContextEntry[];
     }
   | { op: 'error'; message: string; code?: string }
+  | { op: 'notice'; level: NoticeLevel; text: string }
   | { op: 'closed' };

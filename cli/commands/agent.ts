@@ -1,6 +1,7 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { hostname } from 'node:os';
 import { Agent } from '../../agent/agent';
+import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
 import { untilSignal } from '../../daemon/server';
@@ -18,7 +19,11 @@ interface AgentFlags {
   attribution: boolean;
   quiet: boolean;
   statusInterval: number;
+  onCorrupt: OnCorrupt;
 }
+
+/* Past this, a drain that the store cannot finish is cut short: a signal must stop the agent in seconds. */
+const DRAIN_DEADLINE_MS = 10_000;
 
 const NODE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -48,11 +53,22 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
       flushIntervalMs: 200,
       statusIntervalMs: flags.statusInterval * 1000,
       quiet: flags.quiet,
+      onCorrupt: flags.onCorrupt,
     },
     log,
   );
-  const signal = await untilSignal(log);
-  await agent.stop(`signal ${signal}`);
+  const outcome = await Promise.race([
+    untilSignal(log).then((signal) => ({ reason: `signal ${signal}`, error: null })),
+    agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
+  ]);
+  const deadline = setTimeout(() => {
+    log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`);
+    process.exit(1);
+  }, DRAIN_DEADLINE_MS);
+  deadline.unref();
+  await agent.stop(outcome.reason);
+  clearTimeout(deadline);
+  if (outcome.error) throw outcome.error;
 }
 
 export function registerAgentCommand(program: Command): void {
@@ -75,5 +91,13 @@ export function registerAgentCommand(program: Command): void {
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
+    .addOption(
+      new Option(
+        '--on-corrupt <action>',
+        'a damaged store: refuse to start, or rename it aside and start fresh',
+      )
+        .choices(['refuse', 'rename'])
+        .default('refuse'),
+    )
     .action((flags: AgentFlags) => runAgentCommand(flags));
 }

@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
@@ -79,9 +79,25 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX events_by_service ON events (service);
   CREATE INDEX events_slow ON events (type) WHERE dur >= ${SLOW_EVENT_NS};
   `,
+  // v2: why a run started (a fresh store after the old one vanished is a gap, not silence),
+  // and what retention removed, so a reader tells a pruned range from a quiet one.
+  `
+  ALTER TABLE runs ADD COLUMN start_reason TEXT;
+
+  CREATE TABLE pruned (
+    id INTEGER PRIMARY KEY,
+    at_ns INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    from_ns INTEGER NOT NULL,
+    to_ns INTEGER NOT NULL,
+    background INTEGER NOT NULL,
+    context INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];
 
-export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
+export type StoreErrorCode =
+  'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY' | 'E_STORE_CORRUPT';
 
 export class StoreError extends Error {
   constructor(
@@ -132,7 +148,22 @@ export function readStoreInfo(db: Database.Database): StoreInfo {
   return { storeId, node };
 }
 
-/** Opens (creating or migrating) a node's store for the one writer. */
+/** SQLite's verdict that a file is damaged or not a database at all. */
+export function isCorruption(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB');
+}
+
+export function corruptStoreError(path: string, err: unknown): StoreError {
+  return new StoreError(
+    'E_STORE_CORRUPT',
+    `${path} is damaged (${(err as Error).message}); nothing was changed. Move it aside ` +
+      `(mv ${path} ${path}.corrupt) or start the agent with --on-corrupt rename, which moves it ` +
+      `aside itself and starts a fresh store.`,
+  );
+}
+
+/** Opens (creating or migrating) a node's store for the one writer. Throws StoreError. */
 export function openWriteStore(path: string, node: string): { db: Database.Database; info: StoreInfo } {
   let db: Database.Database;
   try {
@@ -154,7 +185,7 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
     return { db, info: readStoreInfo(db) };
   } catch (err) {
     db.close();
-    throw err;
+    throw isCorruption(err) ? corruptStoreError(path, err) : err;
   }
 }
 
