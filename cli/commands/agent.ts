@@ -36,6 +36,8 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const ringBytes = flags.ringBufferMb * 1024 * 1024;
   if ((ringBytes & (ringBytes - 1)) !== 0)
     throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
+  // Listening before the probes attach: a signal during start-up stops the agent once it is up.
+  const signalled = untilSignal(log);
   const agent = await Agent.start(
     {
       dataDir: flags.dataDir,
@@ -58,7 +60,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
     log,
   );
   const outcome = await Promise.race([
-    untilSignal(log).then((signal) => ({ reason: `signal ${signal}`, error: null })),
+    signalled.then((signal) => ({ reason: `signal ${signal}`, error: null })),
     agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
   ]);
   const deadline = setTimeout(() => {
