@@ -10,6 +10,7 @@ import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
+import type { RetentionOptions } from './store/retention';
 import type { OnCorrupt } from './store/store-keeper';
 import { StorePipeline, type StoreThreadError } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
@@ -28,6 +29,8 @@ export interface AgentOptions {
   quiet: boolean;
   /** a damaged store on start: refuse (naming it), or move it aside and start a fresh one */
   onCorrupt: OnCorrupt;
+  /** none: the store keeps everything */
+  retention?: RetentionOptions;
 }
 
 export interface AgentSummary {
@@ -71,6 +74,7 @@ export class Agent {
       () => this.offsetNs,
     );
     this.lastStatus = this.snapshot();
+    store.whenContextsForgotten(() => this.decoder.forgetContextIds());
   }
 
   /** Opens the store (validating the data dir and schema first), then attaches the probes. */
@@ -79,7 +83,7 @@ export class Agent {
       options.dataDir,
       options.node,
       options.batchRows,
-      options.onCorrupt,
+      { onCorrupt: options.onCorrupt, retention: options.retention },
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
@@ -142,6 +146,7 @@ export class Agent {
       storeErrorDropped: this.store.dropped.storeError,
       storeReplacements: this.store.replacements,
       rowsWritten: this.store.rowsWritten,
+      pruned: this.store.pruned,
     };
   }
 

@@ -14,7 +14,12 @@ export interface LossCounters {
   storeReplacements: number;
 }
 
-export type CounterSnapshot = Record<KernelCounterName, number> & LossCounters & { rowsWritten: number };
+export type CounterSnapshot = Record<KernelCounterName, number> &
+  LossCounters & {
+    rowsWritten: number;
+    /** stored events that retention removed since the start */
+    pruned: number;
+  };
 
 /** Counter names as stored in the counters table (snake_case, stable). */
 export function storedCounters(s: CounterSnapshot): Record<string, number> {
@@ -35,6 +40,7 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
     store_error_dropped: s.storeErrorDropped,
     store_replacements: s.storeReplacements,
     rows_written: s.rowsWritten,
+    pruned: s.pruned,
   };
 }
 
@@ -74,7 +80,7 @@ export function formatStatusLine(
   return (
     `rate/s sys_write=${rate('sysWriteEmitted')} block_io=${rate('blockIoEmitted')}` +
     ` stored=${rate('rowsWritten')} dropped=${perSecond(ringDropped + now.diskFullDropped, ringDroppedBefore + before.diskFullDropped, seconds)}` +
-    ` | total stored=${now.rowsWritten} dropped: ring=${ringDropped} disk_full=${now.diskFullDropped}` +
+    ` | total stored=${now.rowsWritten} pruned=${now.pruned} dropped: ring=${ringDropped} disk_full=${now.diskFullDropped}` +
     ` store_error=${now.storeErrorDropped} untracked=${now.threadTableFull + now.requestTableFull}` +
     ` corrupt=${now.corruptRecords}` +
     ` | ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`

@@ -9,7 +9,8 @@
 import { existsSync, renameSync, statfsSync } from 'node:fs';
 import { isCorruption, StoreError } from '../../core/store/schema';
 import type { EventBatch } from '../ingest/event-batch';
-import type { NewNames } from './dictionary';
+import type { ContextEntry, NameEntry, NewNames } from './dictionary';
+import type { RetentionOptions } from './retention';
 import { StoreWriter, storePath, type RunStart } from './store-writer';
 
 export type OnCorrupt = 'refuse' | 'rename';
@@ -23,6 +24,8 @@ export interface StoreKeeperOptions {
   dataDir: string;
   node: string;
   onCorrupt: OnCorrupt;
+  /** none: keep everything */
+  retention?: RetentionOptions;
   notify: (level: NoticeLevel, text: string) => void;
   now?: () => bigint;
 }
@@ -73,6 +76,8 @@ export class StoreKeeper {
   /** fresh stores opened because the file vanished, was replaced or was damaged */
   replacements = 0;
   rowsWritten = 0;
+  /** events removed by retention */
+  pruned = 0;
 
   private constructor(
     private readonly options: StoreKeeperOptions,
@@ -88,14 +93,15 @@ export class StoreKeeper {
   }
 
   private static openWriter(options: StoreKeeperOptions): StoreWriter {
+    const open = () => StoreWriter.open(options.dataDir, options.node, { retention: options.retention });
     try {
-      return StoreWriter.open(options.dataDir, options.node);
+      return open();
     } catch (err) {
       if (!(err instanceof StoreError && err.code === 'E_STORE_CORRUPT') || options.onCorrupt !== 'rename')
         throw err;
       const aside = moveStoreAside(storePath(options.dataDir, options.node), 'corrupt');
       options.notify('warn', `${err.message.split(';')[0]}; moved it to ${aside} and started a fresh store`);
-      return StoreWriter.open(options.dataDir, options.node);
+      return open();
     }
   }
 
@@ -103,9 +109,10 @@ export class StoreKeeper {
     return this.writer?.info;
   }
 
-  /** The dictionaries the decoder starts from. */
-  names(): NewNames {
-    return this.writer!.allNames();
+  /** The dictionaries the decoder starts from: every service and comm, and where context ids go on. */
+  names(): { services: NameEntry[]; comms: NameEntry[]; firstFreeContextId: number } {
+    const { services, comms } = this.writer!.allNames();
+    return { services, comms, firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db) };
   }
 
   private now(): bigint {
@@ -129,7 +136,8 @@ export class StoreKeeper {
   }
 
   /** Commits the batch, or counts its events as dropped with the reason. */
-  writeBatch(batch: EventBatch, names: NewNames): void {
+  writeBatch(batch: EventBatch, names: NewNames, forgottenEpoch = 0): void {
+    this.writer?.acknowledgeForgotten(forgottenEpoch);
     const writer = this.usableWriter(batch.count);
     if (!writer) {
       this.writerless(names);
@@ -266,6 +274,23 @@ export class StoreKeeper {
       'info',
       `space is back: storing into ${this.path} again (${this.droppedWhileFull} events were dropped while the disk was full)`,
     );
+  }
+
+  /**
+   * Lets retention remove about `rows` rows, in steps. A full disk only
+   * postpones it (deleting needs WAL space too); other failures are reported.
+   */
+  prune(rows: number): { epoch: number; forgotten: ContextEntry[] } | null {
+    if (!this.writer || this.diskFull) return null;
+    try {
+      const { steps, forgotten, epoch } = this.writer.prune(rows);
+      for (const step of steps) this.pruned += step.background + step.context;
+      return forgotten.length > 0 ? { epoch, forgotten } : null;
+    } catch (err) {
+      if (isDiskFull(err)) this.enterDiskFull();
+      else this.reportError(err);
+      return null;
+    }
   }
 
   /** Stores the counters that changed; on a full disk they wait for the next call. */

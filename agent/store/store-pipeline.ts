@@ -13,6 +13,7 @@ import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
 import { repoRoot } from '../paths';
 import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from './dictionary';
+import type { RetentionOptions } from './retention';
 import type { OnCorrupt } from './store-keeper';
 import type { RunStart } from './store-writer';
 import {
@@ -52,6 +53,8 @@ export class StorePipeline implements BatchSink, Dictionaries {
   /** events lost because the writer thread itself failed (see onFailure) */
   droppedAfterFailure = 0;
   private onFailure: (error: StoreThreadError) => void = () => undefined;
+  private onForget: () => void = () => undefined;
+  private forgottenEpoch = 0;
 
   private constructor(
     private readonly worker: Worker,
@@ -68,6 +71,11 @@ export class StorePipeline implements BatchSink, Dictionaries {
     worker.on('message', (message: FromWriter) => {
       if (message.op === 'error') this.fail(new StoreThreadError(message.message, message.code));
       else if (message.op === 'notice') log[message.level](message.text);
+      else if (message.op === 'forgetContexts') {
+        contexts.forget(message.entries);
+        this.onForget();
+        this.forgottenEpoch = message.epoch;
+      }
     });
     worker.on('error', (err) => this.fail(new StoreThreadError(`store writer thread died: ${err.message}`)));
   }
@@ -76,6 +84,11 @@ export class StorePipeline implements BatchSink, Dictionaries {
     if (this.failure) return;
     this.failure = error;
     this.onFailure(error);
+  }
+
+  /** Called when the store removed contexts: caches of context ids must let go of them. */
+  whenContextsForgotten(handler: () => void): void {
+    this.onForget = handler;
   }
 
   /** Called once if the writer thread fails for good (not for a full disk, which it rides out). */
@@ -89,7 +102,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
     dataDir: string,
     node: string,
     batchRows: number,
-    onCorrupt: OnCorrupt,
+    store: { onCorrupt: OnCorrupt; retention?: RetentionOptions },
     log: Logger,
   ): Promise<StorePipeline> {
     const slots = Array.from({ length: SLOTS }, () => new SharedArrayBuffer(EventBatch.bytesFor(batchRows)));
@@ -100,7 +113,8 @@ export class StorePipeline implements BatchSink, Dictionaries {
       slots,
       flags: new SharedArrayBuffer(4 * (SLOTS + 1)),
       counters: new SharedArrayBuffer(8 * STORE_COUNTER_COUNT),
-      onCorrupt,
+      onCorrupt: store.onCorrupt,
+      retention: store.retention,
     };
     const worker = new Worker(writerThreadPath(), { workerData: data });
     return new Promise((resolve, reject) => {
@@ -130,7 +144,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
             message.path,
             new NameDictionary(message.services),
             new NameDictionary(message.comms),
-            new ContextDictionary(message.contexts),
+            new ContextDictionary([], message.firstFreeContextId),
             log,
           ),
         );
@@ -153,6 +167,11 @@ export class StorePipeline implements BatchSink, Dictionaries {
       diskFull: this.counter(StoreCounter.droppedDiskFull),
       storeError: this.counter(StoreCounter.droppedStoreError) + this.droppedAfterFailure,
     };
+  }
+
+  /** Events removed by retention. */
+  get pruned(): number {
+    return this.counter(StoreCounter.pruned);
   }
 
   /** Fresh stores opened because the file was deleted, replaced or damaged. */
@@ -183,6 +202,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
         count: this.current.count,
         baseTs: this.current.baseTs,
         names: takeNewNames(this),
+        forgottenEpoch: this.forgottenEpoch,
       });
       this.slot = (this.slot + 1) % SLOTS;
     }

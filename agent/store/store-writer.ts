@@ -5,7 +5,11 @@ import { dirname, join, resolve } from 'node:path';
 import { corruptStoreError, isCorruption, openWriteStore, type StoreInfo } from '../../core/store/schema';
 import { RecordType } from '../../core/model';
 import type { EventBatch } from '../ingest/event-batch';
-import { CheckpointPolicy, type CheckpointPolicyOptions } from './checkpoint-policy';
+import {
+  CheckpointPolicy,
+  DEFAULT_CHECKPOINT_POLICY,
+  type CheckpointPolicyOptions,
+} from './checkpoint-policy';
 import {
   ContextDictionary,
   NameDictionary,
@@ -15,6 +19,13 @@ import {
   type NewNames,
 } from './dictionary';
 import { EventInsert } from './event-insert';
+import {
+  checkpointPolicyFor,
+  Pruner,
+  resolvePolicy,
+  type PruneStep,
+  type RetentionOptions,
+} from './retention';
 import { acquireWriterLock } from './writer-lock';
 
 export interface RunStart {
@@ -56,6 +67,17 @@ export class StoreWriterError extends Error {
   }
 }
 
+export interface StoreWriterOptions {
+  checkpoint?: CheckpointPolicyOptions;
+  /** no retention when absent: the store keeps everything */
+  retention?: RetentionOptions;
+  now?: () => bigint;
+}
+
+function epochNs(): bigint {
+  return BigInt(Date.now()) * 1_000_000n;
+}
+
 export function storePath(dataDir: string, node: string): string {
   return join(dataDir, `${node}.db`);
 }
@@ -93,6 +115,13 @@ export class StoreWriter {
   private nextSeq: number;
   /* dictionary entries of batches that failed to commit: the decoder's ids already refer to them */
   private unsavedNames: NewNames = NO_NAMES;
+  private readonly pruner: Pruner | null;
+  /*
+   * Contexts retention removed that the decoder may still refer to, until it
+   * acknowledges having forgotten them: a batch that does gets them back.
+   */
+  private readonly tombstones = new Map<number, { entry: ContextEntry; epoch: number }>();
+  private forgetEpoch = 0;
   /** the last checkpoint that failed, for the caller to report */
   checkpointFailure: Error | null = null;
   private runId = 0;
@@ -111,19 +140,29 @@ export class StoreWriter {
     readonly info: StoreInfo,
     readonly path: string,
     private readonly releaseLock: () => void,
-    checkpointOptions?: CheckpointPolicyOptions,
+    options: StoreWriterOptions,
   ) {
     this.services = new NameDictionary(
       db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
     );
     this.comms = new NameDictionary(db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[]);
-    this.contexts = new ContextDictionary(
-      db.prepare('SELECT id, transaction_id, trace_id FROM contexts').raw().all() as ContextEntry[],
-    );
+    this.contexts = new ContextDictionary([], StoreWriter.firstFreeContextId(db));
     this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
     this.insertContext = db.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
-    this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpointOptions);
+    const policy = options.retention ? resolvePolicy(dirname(path), options.retention) : null;
+    const checkpoint =
+      options.checkpoint ?? (policy ? checkpointPolicyFor(policy) : DEFAULT_CHECKPOINT_POLICY);
+    this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpoint);
+    this.pruner = policy
+      ? new Pruner(
+          db,
+          policy,
+          2 * checkpoint.passiveBytes,
+          () => this.checkpoints.walBytes(),
+          options.now ?? epochNs,
+        )
+      : null;
     this.sysWrites = new EventInsert(db, RecordType.SysWrite);
     this.blockIos = new EventInsert(db, RecordType.BlockIo);
     this.nextSeq = Number(
@@ -146,7 +185,7 @@ export class StoreWriter {
     this.identity = { dev: stat.dev, ino: stat.ino };
   }
 
-  static open(dataDir: string, node: string, checkpointOptions?: CheckpointPolicyOptions): StoreWriter {
+  static open(dataDir: string, node: string, options: StoreWriterOptions = {}): StoreWriter {
     ensureWritableDir(dataDir);
     const path = storePath(dataDir, node);
     const releaseLock = acquireWriterLock(path);
@@ -154,12 +193,17 @@ export class StoreWriter {
     try {
       const opened = openWriteStore(path, node);
       db = opened.db;
-      return new StoreWriter(db, opened.info, path, releaseLock, checkpointOptions);
+      return new StoreWriter(db, opened.info, path, releaseLock, options);
     } catch (err) {
       db?.close();
       releaseLock();
       throw isCorruption(err) ? corruptStoreError(path, err) : err;
     }
+  }
+
+  /** Contexts are not loaded (there is one per transaction ever seen): new ones start above the last. */
+  static firstFreeContextId(db: Database.Database): number {
+    return ((db.prepare('SELECT max(id) FROM contexts').pluck().get() as number | null) ?? 0) + 1;
   }
 
   /** Whether `path` still names the file this writer has open (an operator may rm or replace it). */
@@ -234,7 +278,8 @@ export class StoreWriter {
    * decoder's dictionaries assigned.
    */
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
-    const all = joinNames(this.unsavedNames, names);
+    let all = joinNames(this.unsavedNames, names);
+    if (this.tombstones.size > 0) all = joinNames(this.revived(batch), all);
     if (batch.count === 0 && all.services.length + all.comms.length + all.contexts.length === 0) return;
     try {
       this.nextSeq = this.commitBatch(batch, all);
@@ -244,12 +289,48 @@ export class StoreWriter {
     }
     this.unsavedNames = NO_NAMES;
     this.rowsWritten += batch.count;
+    this.afterCommit();
+  }
+
+  private afterCommit(): void {
     try {
       this.checkpoints.afterCommit();
     } catch (err) {
-      // the batch is committed; a checkpoint a full disk refuses is retried after a later commit
+      // the commit stands; a checkpoint a full disk refuses is retried after a later one
       this.checkpointFailure = err as Error;
     }
+  }
+
+  /**
+   * Removes about `rows` rows that retention says must go. Returns the steps
+   * and the contexts removed with their last events, under a new epoch the
+   * decoder acknowledges once it forgot them (acknowledgeForgotten).
+   */
+  prune(rows: number): { steps: PruneStep[]; forgotten: ContextEntry[]; epoch: number } {
+    const steps = this.pruner ? this.pruner.run(rows, () => this.afterCommit()) : [];
+    const forgotten = steps.flatMap((step) => step.forgotten);
+    if (forgotten.length > 0) {
+      const epoch = ++this.forgetEpoch;
+      for (const entry of forgotten) this.tombstones.set(entry[0], { entry, epoch });
+    }
+    return { steps, forgotten, epoch: this.forgetEpoch };
+  }
+
+  /** The decoder forgot the contexts of every epoch up to this one: they stay removed. */
+  acknowledgeForgotten(epoch: number): void {
+    for (const [id, tombstone] of this.tombstones) if (tombstone.epoch <= epoch) this.tombstones.delete(id);
+  }
+
+  /* Contexts of this batch that retention removed while the batch was being filled. */
+  private revived(batch: EventBatch): NewNames {
+    const contexts: ContextEntry[] = [];
+    for (let i = 0; i < batch.count; i++) {
+      const tombstone = batch.ctx[i] === 0 ? undefined : this.tombstones.get(batch.ctx[i]!);
+      if (!tombstone) continue;
+      contexts.push(tombstone.entry);
+      this.tombstones.delete(tombstone.entry[0]);
+    }
+    return { services: [], comms: [], contexts };
   }
 
   dbBytes(): number {

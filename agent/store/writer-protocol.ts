@@ -2,6 +2,7 @@
 import type { NewNames, ContextEntry, NameEntry } from './dictionary';
 import type { RunStart } from './store-writer';
 import type { StoreInfo } from '../../core/store/schema';
+import type { RetentionOptions } from './retention';
 import type { NoticeLevel, OnCorrupt } from './store-keeper';
 
 export interface WriterThreadData {
@@ -15,6 +16,7 @@ export interface WriterThreadData {
   /** BigInt64 per StoreCounter */
   counters: SharedArrayBuffer;
   onCorrupt: OnCorrupt;
+  retention?: RetentionOptions;
 }
 
 /** The writer thread's running totals, in WriterThreadData.counters. */
@@ -23,14 +25,23 @@ export const StoreCounter = {
   droppedDiskFull: 1,
   droppedStoreError: 2,
   replacements: 3,
+  pruned: 4,
 } as const;
-export const STORE_COUNTER_COUNT = 4;
+export const STORE_COUNTER_COUNT = 5;
 
 export const SLOT_FREE = 0;
 export const SLOT_BUSY = 1;
 
 export type ToWriter =
-  | { op: 'batch'; slot: number; count: number; baseTs: bigint; names: NewNames }
+  | {
+      op: 'batch';
+      slot: number;
+      count: number;
+      baseTs: bigint;
+      names: NewNames;
+      /** the decoder forgot the contexts of every epoch up to this one */
+      forgottenEpoch: number;
+    }
   | { op: 'beginRun'; run: RunStart }
   | { op: 'counters'; atNs: bigint; counters: Record<string, number> }
   | { op: 'endRun'; stoppedNs: bigint; reason: string }
@@ -43,8 +54,10 @@ export type FromWriter =
       info: StoreInfo;
       services: NameEntry[];
       comms: NameEntry[];
-      contexts: ContextEntry[];
+      firstFreeContextId: number;
     }
+  /** retention removed these contexts with their last events: forget them, acknowledge the epoch */
+  | { op: 'forgetContexts'; epoch: number; entries: ContextEntry[] }
   | { op: 'error'; message: string; code?: string }
   | { op: 'notice'; level: NoticeLevel; text: string }
   | { op: 'closed' };

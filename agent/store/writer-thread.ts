@@ -6,6 +6,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
+import { STEP_ROWS } from './retention';
 import { StoreKeeper } from './store-keeper';
 import {
   SLOT_FREE,
@@ -34,10 +35,21 @@ function publish(keeper: StoreKeeper): void {
   Atomics.store(counters, StoreCounter.droppedDiskFull, BigInt(keeper.dropped.disk_full));
   Atomics.store(counters, StoreCounter.droppedStoreError, BigInt(keeper.dropped.store_error));
   Atomics.store(counters, StoreCounter.replacements, BigInt(keeper.replacements));
+  Atomics.store(counters, StoreCounter.pruned, BigInt(keeper.pruned));
 }
+
+function prune(keeper: StoreKeeper, rows: number): void {
+  const forgotten = keeper.prune(rows);
+  if (forgotten) post({ op: 'forgetContexts', epoch: forgotten.epoch, entries: forgotten.forgotten });
+  publish(keeper);
+}
+
+/* Retention by time goes on while no batch arrives; a step is cheap when nothing is due. */
+const IDLE_PRUNE_MS = 1000;
 
 function serve(keeper: StoreKeeper): void {
   const batches = data.slots.map((memory) => new EventBatch(data.batchRows, memory));
+  const idle = setInterval(() => prune(keeper, STEP_ROWS), IDLE_PRUNE_MS);
   port.on('message', (message: ToWriter) => {
     try {
       switch (message.op) {
@@ -46,12 +58,13 @@ function serve(keeper: StoreKeeper): void {
           batch.count = message.count;
           batch.baseTs = message.baseTs;
           try {
-            keeper.writeBatch(batch, message.names);
+            keeper.writeBatch(batch, message.names, message.forgottenEpoch);
           } finally {
-            publish(keeper);
             Atomics.store(flags, message.slot, SLOT_FREE);
             Atomics.notify(flags, message.slot);
           }
+          // The slot is free, so the decoder fills it while this thread prunes about as much as it stored.
+          prune(keeper, message.count);
           break;
         }
         case 'beginRun':
@@ -64,6 +77,7 @@ function serve(keeper: StoreKeeper): void {
           keeper.endRun(message.stoppedNs, message.reason);
           break;
         case 'close':
+          clearInterval(idle);
           keeper.close();
           post({ op: 'closed' });
           port.close();
@@ -80,6 +94,7 @@ try {
     dataDir: data.dataDir,
     node: data.node,
     onCorrupt: data.onCorrupt,
+    retention: data.retention,
     notify: (level, text) => post({ op: 'notice', level, text }),
   });
   const names = keeper.names();
@@ -89,7 +104,7 @@ try {
     info: keeper.info!,
     services: names.services,
     comms: names.comms,
-    contexts: names.contexts,
+    firstFreeContextId: names.firstFreeContextId,
   });
   serve(keeper);
 } catch (err) {

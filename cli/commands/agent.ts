@@ -5,7 +5,13 @@ import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
 import { untilSignal } from '../../daemon/server';
-import { collectIntegers, integerOption } from '../options';
+import {
+  DEFAULT_MAX_STORE_SHARE,
+  DEFAULT_RETAIN_CONTEXT_NS,
+  DEFAULT_RETAIN_NS,
+  type StoreCap,
+} from '../../agent/store/retention';
+import { collectIntegers, durationOption, integerOption, sizeOption } from '../options';
 
 interface AgentFlags {
   dataDir: string;
@@ -20,6 +26,9 @@ interface AgentFlags {
   quiet: boolean;
   statusInterval: number;
   onCorrupt: OnCorrupt;
+  retain: number;
+  retainContext: number;
+  maxStoreBytes: StoreCap;
 }
 
 /* Past this, a drain that the store cannot finish is cut short: a signal must stop the agent in seconds. */
@@ -56,6 +65,11 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
       statusIntervalMs: flags.statusInterval * 1000,
       quiet: flags.quiet,
       onCorrupt: flags.onCorrupt,
+      retention: {
+        retainNs: flags.retain,
+        retainContextNs: flags.retainContext,
+        maxStore: flags.maxStoreBytes,
+      },
     },
     log,
   );
@@ -100,6 +114,24 @@ export function registerAgentCommand(program: Command): void {
       )
         .choices(['refuse', 'rename'])
         .default('refuse'),
+    )
+    .option(
+      '--retain <duration>',
+      'keep events without a transaction this long (90s, 30m, 6h, 7d; 0 = forever)',
+      durationOption,
+      DEFAULT_RETAIN_NS,
+    )
+    .option(
+      '--retain-context <duration>',
+      'keep events with a transaction or trace context this long (0 = forever)',
+      durationOption,
+      DEFAULT_RETAIN_CONTEXT_NS,
+    )
+    .option(
+      '--max-store-bytes <size>',
+      "cap on the store and its WAL: bytes (512M, 20G) or a share of the data dir's filesystem (10%); oldest events go first, background before transaction events; 0 = no cap",
+      sizeOption,
+      { share: DEFAULT_MAX_STORE_SHARE },
     )
     .action((flags: AgentFlags) => runAgentCommand(flags));
 }

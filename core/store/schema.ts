@@ -79,10 +79,12 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX events_by_service ON events (service);
   CREATE INDEX events_slow ON events (type) WHERE dur >= ${SLOW_EVENT_NS};
   `,
-  // v2: why a run started (a fresh store after the old one vanished is a gap, not silence),
-  // and what retention removed, so a reader tells a pruned range from a quiet one.
+  // v2: why a run started (a fresh store after the old one vanished is a gap, not silence);
+  // what retention removed, so a reader tells a pruned range from a quiet one; and contexts
+  // no longer unique by value, so the agent need not remember every transaction it ever saw.
   `
   ALTER TABLE runs ADD COLUMN start_reason TEXT;
+  DROP INDEX contexts_key;
 
   CREATE TABLE pruned (
     id INTEGER PRIMARY KEY,

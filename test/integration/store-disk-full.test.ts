@@ -15,13 +15,15 @@ import { countStored } from '../support/store-rows';
 
 let fs: SmallFs;
 let cgroup: TestCgroup;
+const agents: AgentProcess[] = [];
 
 beforeAll(() => {
   fs = mountSmallFs(8);
   cgroup = createCgroup(`kreplay-full-${process.pid}`);
 });
 
-afterAll(() => {
+afterAll(async () => {
+  for (const agent of agents) await agent.stop('SIGKILL');
   cgroup?.remove();
   fs?.remove();
 });
@@ -58,11 +60,16 @@ const occurrences = (text: string, needle: string) => text.split(needle).length 
 describe('agent on a full disk (real tmpfs, real kernel)', () => {
   it('counts drops as disk_full, stops fast while full, resumes when space returns, file stays sound', async () => {
     const store = join(fs.path, 'full.db');
-    const args = ['--data-dir', fs.path, '--node', 'full', '--cgroup-id', String(cgroup.id)];
+    // No size cap: the default (10% of this filesystem) would keep the store from filling it.
+    const args = [
+      ...['--data-dir', fs.path, '--node', 'full', '--cgroup-id', String(cgroup.id)],
+      ...['--max-store-bytes', '0'],
+    ];
 
     // Run 1: the disk fills under a burst; SIGTERM while it is full.
     const filler = fs.fill(1024 * 1024);
     const first = await startAgent(args);
+    agents.push(first);
     writeInCgroup(300_000);
     await eventually(() => (/disk_full=[1-9]/.test(first.output()) ? true : undefined), 30000);
     expect(occurrences(first.output(), 'disk full: no space left')).toBe(1);
@@ -74,6 +81,7 @@ describe('agent on a full disk (real tmpfs, real kernel)', () => {
     // Run 2 starts on the still-full disk, drops, then stores again once the filler is gone.
     const storedBefore = countStored(store);
     const second = await startAgent(args);
+    agents.push(second);
     writeInCgroup(50_000);
     await eventually(() => (/disk_full=[1-9]/.test(second.output()) ? true : undefined), 30000);
     rmSync(filler);

@@ -37,7 +37,7 @@ function open(onCorrupt: OnCorrupt = 'refuse') {
   const dictionaries: Dictionaries = {
     services: new NameDictionary(names.services),
     comms: new NameDictionary(names.comms),
-    contexts: new ContextDictionary(names.contexts),
+    contexts: new ContextDictionary([], names.firstFreeContextId),
   };
   return { keeper, notices, dictionaries };
 }
