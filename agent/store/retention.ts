@@ -77,6 +77,16 @@ export function checkpointPolicyFor(policy: RetentionPolicy): CheckpointPolicyOp
   };
 }
 
+/* WAL bytes one inserted row takes (its table and index pages, measured about 180) */
+const WAL_BYTES_PER_ROW = 256;
+const MIN_TRANSACTION_ROWS = 4096;
+
+/** Rows per transaction so that one transaction's WAL is about an eighth of the cap. */
+export function transactionRowsFor(policy: RetentionPolicy): number {
+  if (policy.maxStoreBytes === 0) return Number.POSITIVE_INFINITY;
+  return Math.max(MIN_TRANSACTION_ROWS, Math.floor(policy.maxStoreBytes / 8 / WAL_BYTES_PER_ROW));
+}
+
 type Tier = 'background' | 'context';
 export type PruneReason = 'retain' | 'retain-context' | 'max-store-bytes';
 
@@ -120,6 +130,8 @@ export class Pruner {
   /* the oldest row of a tier is at or after this; saves rescanning rows of the other tier */
   private readonly floor: Record<Tier, bigint> = { background: 0n, context: 0n };
   private overCap = false;
+  /* the largest WAL seen: room under the cap is kept for it */
+  private walPeak = 0;
 
   /**
    * walAllowance: bytes kept free under the cap for the WAL (its checkpoint
@@ -225,7 +237,7 @@ export class Pruner {
   run(rows: number, afterStep: () => void = () => undefined): PruneStep[] {
     const steps: PruneStep[] = [];
     let removed = 0;
-    while ((removed < rows || this.overCap) && removed < MAX_RUN_ROWS) {
+    while ((removed < rows || this.overCap) && removed < Math.max(MAX_RUN_ROWS, 2 * rows)) {
       const step = this.step();
       if (!step) break;
       steps.push(step);

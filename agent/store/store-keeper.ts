@@ -144,11 +144,14 @@ export class StoreKeeper {
       this.drop(batch.count, this.diskFull ? 'disk_full' : 'store_error');
       return;
     }
+    const before = writer.rowsWritten;
     try {
       this.recordRun();
       writer.writeBatch(batch, names);
     } catch (err) {
-      this.failed(err, batch.count);
+      // a batch is committed in parts under a small cap: what was committed stays stored
+      this.rowsWritten += writer.rowsWritten - before;
+      this.failed(err, batch.count - (writer.rowsWritten - before));
       return;
     }
     this.rowsWritten += batch.count;

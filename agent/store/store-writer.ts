@@ -23,6 +23,7 @@ import {
   checkpointPolicyFor,
   Pruner,
   resolvePolicy,
+  transactionRowsFor,
   type PruneStep,
   type RetentionOptions,
 } from './retention';
@@ -122,6 +123,8 @@ export class StoreWriter {
    */
   private readonly tombstones = new Map<number, { entry: ContextEntry; epoch: number }>();
   private forgetEpoch = 0;
+  /* steps taken between the transactions of a batch, reported by the next prune() */
+  private pruneSteps: PruneStep[] = [];
   /** the last checkpoint that failed, for the caller to report */
   checkpointFailure: Error | null = null;
   private runId = 0;
@@ -133,7 +136,9 @@ export class StoreWriter {
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContext: Database.Statement<ContextEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
-  private readonly commitBatch: (batch: EventBatch, names: NewNames) => number;
+  private readonly commitBatch: (batch: EventBatch, names: NewNames, start: number, end: number) => number;
+  /* rows per transaction: a small store cap needs a small WAL, so shorter transactions */
+  private readonly transactionRows: number;
 
   private constructor(
     readonly db: Database.Database,
@@ -154,6 +159,7 @@ export class StoreWriter {
     const checkpoint =
       options.checkpoint ?? (policy ? checkpointPolicyFor(policy) : DEFAULT_CHECKPOINT_POLICY);
     this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpoint);
+    this.transactionRows = policy ? transactionRowsFor(policy) : Number.POSITIVE_INFINITY;
     this.pruner = policy
       ? new Pruner(
           db,
@@ -172,12 +178,12 @@ export class StoreWriter {
     this.insertCounter = db.prepare(
       'INSERT OR REPLACE INTO counters (run_id, at_ns, name, value) VALUES (?, ?, ?, ?)',
     );
-    this.commitBatch = db.transaction((batch: EventBatch, names: NewNames) => {
+    this.commitBatch = db.transaction((batch: EventBatch, names: NewNames, start: number, end: number) => {
       for (const entry of names.services) this.insertService.run(...entry);
       for (const entry of names.comms) this.insertComm.run(...entry);
       for (const entry of names.contexts) this.insertContext.run(...entry);
-      let seq = this.sysWrites.run(batch, this.nextSeq);
-      seq = this.blockIos.run(batch, seq);
+      let seq = this.sysWrites.run(batch, this.nextSeq, start, end);
+      seq = this.blockIos.run(batch, seq, start, end);
       this.setNextSeq.run(String(seq));
       return seq;
     });
@@ -279,17 +285,24 @@ export class StoreWriter {
    */
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
     let all = joinNames(this.unsavedNames, names);
-    if (this.tombstones.size > 0) all = joinNames(this.revived(batch), all);
     if (batch.count === 0 && all.services.length + all.comms.length + all.contexts.length === 0) return;
-    try {
-      this.nextSeq = this.commitBatch(batch, all);
-    } catch (err) {
-      this.unsavedNames = all;
-      throw err;
-    }
-    this.unsavedNames = NO_NAMES;
-    this.rowsWritten += batch.count;
-    this.afterCommit();
+    let start = 0;
+    do {
+      const end = Math.min(batch.count, start + this.transactionRows);
+      if (this.tombstones.size > 0) all = joinNames(this.revived(batch, start, end), all);
+      try {
+        this.nextSeq = this.commitBatch(batch, all, start, end);
+      } catch (err) {
+        this.unsavedNames = all;
+        throw err;
+      }
+      all = this.unsavedNames = NO_NAMES;
+      this.rowsWritten += end - start;
+      this.afterCommit();
+      // under a small cap one batch outgrows the room left: prune between its transactions
+      if (end < batch.count && this.pruner) this.collectPrune(end - start);
+      start = end;
+    } while (start < batch.count);
   }
 
   private afterCommit(): void {
@@ -307,13 +320,21 @@ export class StoreWriter {
    * decoder acknowledges once it forgot them (acknowledgeForgotten).
    */
   prune(rows: number): { steps: PruneStep[]; forgotten: ContextEntry[]; epoch: number } {
-    const steps = this.pruner ? this.pruner.run(rows, () => this.afterCommit()) : [];
+    this.collectPrune(rows);
+    const steps = this.pruneSteps;
+    this.pruneSteps = [];
+    return { steps, forgotten: steps.flatMap((step) => step.forgotten), epoch: this.forgetEpoch };
+  }
+
+  private collectPrune(rows: number): void {
+    if (!this.pruner) return;
+    const steps = this.pruner.run(rows, () => this.afterCommit());
     const forgotten = steps.flatMap((step) => step.forgotten);
     if (forgotten.length > 0) {
       const epoch = ++this.forgetEpoch;
       for (const entry of forgotten) this.tombstones.set(entry[0], { entry, epoch });
     }
-    return { steps, forgotten, epoch: this.forgetEpoch };
+    this.pruneSteps.push(...steps);
   }
 
   /** The decoder forgot the contexts of every epoch up to this one: they stay removed. */
@@ -321,10 +342,10 @@ export class StoreWriter {
     for (const [id, tombstone] of this.tombstones) if (tombstone.epoch <= epoch) this.tombstones.delete(id);
   }
 
-  /* Contexts of this batch that retention removed while the batch was being filled. */
-  private revived(batch: EventBatch): NewNames {
+  /* Contexts of rows [start, end) that retention removed while the batch was being filled. */
+  private revived(batch: EventBatch, start: number, end: number): NewNames {
     const contexts: ContextEntry[] = [];
-    for (let i = 0; i < batch.count; i++) {
+    for (let i = start; i < end; i++) {
       const tombstone = batch.ctx[i] === 0 ? undefined : this.tombstones.get(batch.ctx[i]!);
       if (!tombstone) continue;
       contexts.push(tombstone.entry);

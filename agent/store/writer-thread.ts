@@ -60,6 +60,7 @@ function serve(keeper: StoreKeeper): void {
           try {
             keeper.writeBatch(batch, message.names, message.forgottenEpoch);
           } finally {
+            publish(keeper); // before the slot is free: a drain that sees it free sees the counts
             Atomics.store(flags, message.slot, SLOT_FREE);
             Atomics.notify(flags, message.slot);
           }
