@@ -41,6 +41,7 @@ export interface AgentSummary {
 }
 
 const CLOCK_RESYNC_MS = 60_000;
+const STATUS_CHECK_MS = 100;
 
 function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
@@ -105,7 +106,10 @@ export class Agent {
     });
     log.info('capturing', { store: store.path, node: options.node });
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
-    agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
+    // Due lines are also written from the decode path and while waiting on the store, so a storm
+    // that keeps this thread busy does not stop them (see maybeReportStatus).
+    agent.timers.push(setInterval(() => agent.maybeReportStatus(), STATUS_CHECK_MS));
+    store.whileWaiting(() => agent.maybeReportStatus());
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
     return agent;
   }
@@ -119,6 +123,11 @@ export class Agent {
       this.corruptBytes += err.lostBytes;
       this.log.warn(err.message);
     }
+    this.maybeReportStatus();
+  }
+
+  private maybeReportStatus(): void {
+    if (performance.now() - this.lastStatusAt >= this.options.statusIntervalMs) this.reportStatus();
   }
 
   private flush(): void {

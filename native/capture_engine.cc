@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/types.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -191,7 +192,11 @@ int CaptureEngine::OnRecord(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-int CaptureEngine::Poll(int timeout_ms) { return ring_buffer__poll(ring_, timeout_ms); }
+int CaptureEngine::Wait(int timeout_ms) {
+  struct epoll_event event;
+  const int n = epoll_wait(ring_buffer__epoll_fd(ring_), &event, 1, timeout_ms);
+  return n < 0 ? -errno : n;
+}
 
 int CaptureEngine::Consume() { return ring_buffer__consume(ring_); }
 

@@ -20,6 +20,7 @@ export interface NativeCaptureSession {
   attachPoints(): string[];
   /** enum kr_counter order, summed over CPUs */
   readCounters(): number[];
+  /** highest fill seen by the poll thread before draining, since the last call (0..1, -1 unknown) */
   ringFill(): number;
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;

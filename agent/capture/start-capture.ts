@@ -11,7 +11,7 @@ export interface Capture {
   readonly attachPoints: string[];
   /** kernel counters summed over CPUs; final values once stop() resolved */
   counters(): Record<KernelCounterName, number>;
-  /** share of the ring holding unread records, 0..1, or -1 if unknown */
+  /** highest share of the ring holding unread records since the last call, 0..1, or -1 if unknown */
   ringFill(): number;
   /** resolves after the final batch was delivered to onBatch */
   stop(): Promise<void>;
@@ -27,7 +27,8 @@ function forwardNativeLog(addon: NativeAddon, log: Logger): void {
 /**
  * Loads and attaches the kernel side. onBatch receives the records exactly
  * as the kernel wrote them, many per Buffer (see core/model/record-layout).
- * Throws CaptureError.
+ * The Buffer is valid during the call only (its memory is freed right
+ * after): copy what must outlive it. Throws CaptureError.
  */
 export function startCapture(
   options: CaptureOptions,

@@ -27,6 +27,7 @@ import {
 } from './writer-protocol';
 
 const SLOTS = 2;
+const WAIT_SLICE_MS = 100;
 
 export class StoreThreadError extends Error {
   constructor(
@@ -54,6 +55,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
   droppedAfterFailure = 0;
   private onFailure: (error: StoreThreadError) => void = () => undefined;
   private onForget: () => void = () => undefined;
+  private onWait: () => void = () => undefined;
   private forgottenEpoch = 0;
 
   private constructor(
@@ -84,6 +86,11 @@ export class StorePipeline implements BatchSink, Dictionaries {
     if (this.failure) return;
     this.failure = error;
     this.onFailure(error);
+  }
+
+  /** Called about every WAIT_SLICE_MS while the decoder waits for a free slot (status lines keep their rhythm). */
+  whileWaiting(handler: () => void): void {
+    this.onWait = handler;
   }
 
   /** Called when the store removed contexts: caches of context ids must let go of them. */
@@ -215,7 +222,8 @@ export class StorePipeline implements BatchSink, Dictionaries {
   private waitFree(slot: number): boolean {
     while (Atomics.load(this.flags, slot) !== SLOT_FREE) {
       if (Atomics.load(this.flags, SLOTS) !== 0) return false;
-      Atomics.wait(this.flags, slot, SLOT_BUSY, 1000);
+      Atomics.wait(this.flags, slot, SLOT_BUSY, WAIT_SLICE_MS);
+      this.onWait();
     }
     return true;
   }

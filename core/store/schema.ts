@@ -13,6 +13,9 @@ import { existsSync } from 'node:fs';
 
 export const SCHEMA_VERSION = 2;
 
+/** The writer's page cache. */
+export const WRITER_CACHE_KIB = 65536;
+
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
 
@@ -179,8 +182,10 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
     db.pragma('synchronous = NORMAL');
     // Checkpoints are the agent's (see agent/store/checkpoint-policy.ts).
     db.pragma('wal_autocheckpoint = 0');
-    db.pragma('cache_size = -262144');
-    db.pragma('mmap_size = 1073741824');
+    // The agent's memory is bounded (issue 14): a 64 MiB page cache, and no mmap, whose file
+    // pages would count in its RSS as the store grows.
+    db.pragma(`cache_size = -${WRITER_CACHE_KIB}`);
+    db.pragma('mmap_size = 0');
     db.pragma('temp_store = MEMORY');
     db.pragma('busy_timeout = 5000');
     if (version < SCHEMA_VERSION) applyMigrations(db, version, node);
