@@ -3,6 +3,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/types.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -76,7 +78,14 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
   ChoosePrograms(config.attribution);
 
+  // The verifier gives up with EAGAIN when a signal is pending, and a profiler's
+  // SIGPROF (node --cpu-prof) arrives every millisecond: hold it until loaded.
+  sigset_t profiling, previous;
+  sigemptyset(&profiling);
+  sigaddset(&profiling, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &profiling, &previous);
   err = capture__load(skel_);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (err) {
     throw LibbpfFailure(err, "E_CAPTURE_LOAD", "the kernel refused kreplay's BPF programs",
                         "the libbpf lines logged just before this error give the verifier's reason");
