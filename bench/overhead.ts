@@ -2,33 +2,48 @@
  * What tracing adds to one write(2): a C loop of 64-byte writes to
  * /dev/null, timed without tracing, under the `kreplay agent` process users
  * run (decode, attribution, SQLite), under the capture library alone with a
- * counting callback (with and without attribution), under an equivalent
- * bpftrace program and under empty programs on the same tracepoints (the
- * floor no program can go below), interleaved round by round; medians are
- * compared. Then the agent process's own CPU per event (user and system,
- * from /proc) at 10k, 100k and as many events/s as the loop makes.
+ * counting callback (with and without attribution, with and without write
+ * targets), under an equivalent bpftrace program and under empty programs on
+ * the same tracepoints (the floor no program can go below), interleaved
+ * round by round; medians are compared. Then the agent process's own CPU per
+ * event (user and system, from /proc) at 10k, 100k and as many events/s as
+ * the loop makes.
  *
- *   node dist/bench/overhead.js [writes] [rounds]
+ *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...]
  */
+import { repoRoot } from '../core/repo-root';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startCapture } from '../agent/capture';
+import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
 import { startBenchAgent } from './agent-process';
 
 export type OverheadMode =
-  'baseline' | 'kreplay-agent' | 'kreplay' | 'kreplay-no-attribution' | 'bpftrace' | 'empty-tracepoints';
+  | 'baseline'
+  | 'kreplay-agent'
+  | 'kreplay'
+  | 'kreplay-no-attribution'
+  | 'kreplay-no-targets'
+  | 'bpftrace'
+  | 'empty-tracepoints';
 const MODES: OverheadMode[] = [
   'baseline',
   'kreplay-agent',
   'kreplay',
+  'kreplay-no-targets',
   'kreplay-no-attribution',
   'bpftrace',
   'empty-tracepoints',
 ];
+/** The kreplay modes and the capture options each one runs with. */
+const KREPLAY_MODES: Partial<Record<OverheadMode, CaptureOptions>> = {
+  kreplay: {},
+  'kreplay-no-attribution': { attribution: false },
+  'kreplay-no-targets': { targets: false },
+};
 
 /** Pairs enter and exit per thread in a map, as kreplay does, and keeps a latency histogram. */
 const BPFTRACE_PROGRAM = `
@@ -52,6 +67,10 @@ export interface OverheadReport {
   rows: OverheadRow[];
   /** kreplay with attribution minus without */
   attributionNs: number;
+  /** kreplay with write targets minus without, in each round (the two run back to back) */
+  targetsNs: number[];
+  /** ns kreplay's write programs run per write, by round, with targets on and off */
+  programNs: { on: number[]; off: number[] } | null;
   /** records kreplay delivered and dropped over all its runs */
   recordsDelivered: number;
   recordsDropped: number;
@@ -74,13 +93,6 @@ const AGENT_RATES = [10_000, 100_000, 0];
 const LOOP_COMM = 'writeloop';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-function repoRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bench'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`no kreplay checkout above ${__dirname}`);
-  }
-}
 
 function buildWriteLoop(root: string): string {
   const exe = path.join(root, 'build', 'bench', 'writeloop');
@@ -120,11 +132,11 @@ function countRecords(batch: Buffer): number {
 async function underKreplay(
   exe: string,
   writes: number,
-  attribution: boolean,
+  options: CaptureOptions,
   log: Logger,
   totals: { delivered: number; dropped: number },
 ): Promise<number> {
-  const capture = startCapture({ attribution }, (batch) => (totals.delivered += countRecords(batch)), log);
+  const capture = startCapture(options, (batch) => (totals.delivered += countRecords(batch)), log);
   try {
     return await timeWrites(exe, writes);
   } finally {
@@ -162,6 +174,53 @@ async function underAgentProcess(
   }
 }
 
+const BPF_STATS = '/proc/sys/kernel/bpf_stats_enabled';
+const WRITE_PROGRAMS = ['sys_enter_write', 'sys_exit_write'];
+
+/**
+ * The time kreplay's two write(2) programs spend per write, as the kernel
+ * measures it (bpf_stats_enabled): free of the noise other tenants add to
+ * the loop's own timing, the library-level figure beside the loop's.
+ */
+async function programNsPerWrite(
+  exe: string,
+  writes: number,
+  options: CaptureOptions,
+  log: Logger,
+): Promise<number> {
+  const capture = startCapture(options, () => {}, log);
+  try {
+    await timeWrites(exe, writes);
+    const stats = capture.programStats().filter((s) => WRITE_PROGRAMS.includes(s.name));
+    const runs = stats.find((s) => s.name === 'sys_enter_write')?.runCount ?? 0;
+    return stats.reduce((sum, s) => sum + s.runTimeNs, 0) / runs;
+  } finally {
+    await capture.stop();
+  }
+}
+
+/** Program time per write with targets on and off, back to back in each round (bpf_stats_enabled on meanwhile). */
+async function targetProgramCost(
+  exe: string,
+  writes: number,
+  rounds: number,
+  log: Logger,
+): Promise<{ on: number[]; off: number[] }> {
+  const before = fs.readFileSync(BPF_STATS, 'utf8').trim();
+  fs.writeFileSync(BPF_STATS, '1');
+  try {
+    const on: number[] = [];
+    const off: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      on.push(await programNsPerWrite(exe, writes, {}, log));
+      off.push(await programNsPerWrite(exe, writes, { targets: false }, log));
+    }
+    return { on, off };
+  } finally {
+    fs.writeFileSync(BPF_STATS, before);
+  }
+}
+
 async function underBpftrace(exe: string, writes: number, program: string): Promise<number> {
   const bpftrace = spawn('bpftrace', ['-e', program], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => bpftrace.on('exit', () => resolve()));
@@ -189,18 +248,17 @@ function timeMode(
   log: Logger,
   totals: { delivered: number; dropped: number },
 ): Promise<number> {
+  const kreplay = KREPLAY_MODES[mode];
+  if (kreplay) return underKreplay(exe, writes, kreplay, log, totals);
   switch (mode) {
-    case 'baseline':
-      return timeWrites(exe, writes);
     case 'kreplay-agent':
       return underAgentProcess(exe, writes).then((r) => r.nsPerWrite);
-    case 'kreplay':
-    case 'kreplay-no-attribution':
-      return underKreplay(exe, writes, mode === 'kreplay', log, totals);
     case 'bpftrace':
       return underBpftrace(exe, writes, BPFTRACE_PROGRAM);
     case 'empty-tracepoints':
       return underBpftrace(exe, writes, EMPTY_PROGRAM);
+    default:
+      return timeWrites(exe, writes);
   }
 }
 
@@ -213,21 +271,22 @@ function median(values: number[]): number {
 }
 
 export async function runOverheadBench(
-  options: { writes?: number; rounds?: number; log?: Logger } = {},
+  options: { writes?: number; rounds?: number; modes?: OverheadMode[]; log?: Logger } = {},
 ): Promise<OverheadReport> {
+  const modes = options.modes ?? MODES;
   const writes = options.writes ?? 2_000_000;
   const rounds = options.rounds ?? 5;
   const log = options.log ?? createLogger({ level: 'warn', component: 'bench' });
   const exe = buildWriteLoop(repoRoot());
-  const samples = new Map<OverheadMode, number[]>(MODES.map((m) => [m, []]));
+  const samples = new Map<OverheadMode, number[]>(modes.map((m) => [m, []]));
   const totals = { delivered: 0, dropped: 0 };
   for (let round = 0; round < rounds; round++) {
-    for (const mode of MODES) {
+    for (const mode of modes) {
       samples.get(mode)?.push(await timeMode(mode, exe, writes, log, totals));
     }
   }
   const baseline = median(samples.get('baseline') ?? []);
-  const rows = MODES.map((mode) => {
+  const rows = modes.map((mode) => {
     const modeSamples = samples.get(mode) ?? [];
     const nsPerWrite = median(modeSamples);
     return {
@@ -240,7 +299,7 @@ export async function runOverheadBench(
   });
   const ns = (mode: OverheadMode): number => rows.find((r) => r.mode === mode)?.nsPerWrite ?? NaN;
   const agentCpu: AgentCpuRow[] = [];
-  for (const rate of AGENT_RATES) {
+  for (const rate of modes.includes('kreplay-agent') ? AGENT_RATES : []) {
     // about three seconds at a paced rate
     agentCpu.push((await underAgentProcess(exe, rate > 0 ? rate * 3 : writes, rate)).cpu);
   }
@@ -250,8 +309,14 @@ export async function runOverheadBench(
     rounds,
     rows,
     attributionNs: ns('kreplay') - ns('kreplay-no-attribution'),
+    targetsNs: (samples.get('kreplay') ?? []).map(
+      (withTargets, round) => withTargets - (samples.get('kreplay-no-targets')?.[round] ?? NaN),
+    ),
     recordsDelivered: totals.delivered,
     recordsDropped: totals.dropped,
+    programNs: modes.includes('kreplay-no-targets')
+      ? await targetProgramCost(exe, writes, rounds, log)
+      : null,
   };
 }
 
@@ -272,26 +337,59 @@ export function formatOverheadReport(report: OverheadReport): string {
   const floor = report.rows.find((r) => r.mode === 'empty-tracepoints')?.nsPerWrite ?? NaN;
   const aboveFloor = (mode: OverheadMode): string =>
     ((report.rows.find((r) => r.mode === mode)?.nsPerWrite ?? NaN) - floor).toFixed(1);
-  lines.push(
-    '',
-    `above the empty-tracepoint floor: kreplay ${aboveFloor('kreplay')} ns, bpftrace ${aboveFloor('bpftrace')} ns`,
-    `attribution adds ${report.attributionNs.toFixed(1)} ns per write (goal <= 50)`,
-    `kreplay records delivered ${report.recordsDelivered}, dropped ${report.recordsDropped}`,
-    '',
-    'kreplay agent process CPU per event (user + system of every thread, /proc/<pid>/stat):',
-    `${'writes/s'.padEnd(10)}${'writes'.padStart(10)}${'stored'.padStart(10)}${'dropped'.padStart(10)}${'user us'.padStart(9)}${'sys us'.padStart(8)}`,
-    ...report.agentCpu.map(
-      (r) =>
-        `${(r.rate > 0 ? String(r.rate) : 'max').padEnd(10)}${String(r.writes).padStart(10)}${String(r.stored).padStart(10)}` +
-        `${String(r.dropped).padStart(10)}${r.userUsPerEvent.toFixed(2).padStart(9)}${r.systemUsPerEvent.toFixed(2).padStart(8)}`,
-    ),
-  );
+  // each line only when the bench ran the modes it compares
+  const ran = (mode: OverheadMode) => report.rows.some((r) => r.mode === mode);
+  lines.push('');
+  if (ran('empty-tracepoints'))
+    lines.push(
+      `above the empty-tracepoint floor: kreplay ${aboveFloor('kreplay')} ns, bpftrace ${aboveFloor('bpftrace')} ns`,
+    );
+  if (ran('kreplay-no-attribution'))
+    lines.push(`attribution adds ${report.attributionNs.toFixed(1)} ns per write (goal <= 50)`);
+  if (ran('kreplay-no-targets'))
+    lines.push(
+      `write targets add ${median(report.targetsNs).toFixed(1)} ns per write (goal <= 30), ` +
+        `per round ${Math.min(...report.targetsNs).toFixed(1)} .. ${Math.max(...report.targetsNs).toFixed(1)}`,
+    );
+  lines.push(`kreplay records delivered ${report.recordsDelivered}, dropped ${report.recordsDropped}`);
+  if (report.programNs) {
+    const { on, off } = report.programNs;
+    const added = on.map((ns, round) => ns - off[round]!);
+    const range = (values: number[]) =>
+      `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)} .. ${Math.max(...values).toFixed(1)})`;
+    lines.push(
+      '',
+      `in-kernel time of the write programs per write (bpf_stats), median (range) of ${on.length} rounds:`,
+      `  targets on ${range(on)} ns, off ${range(off)} ns, targets add ${range(added)} ns (goal <= 30)`,
+    );
+  }
+  if (report.agentCpu.length > 0)
+    lines.push(
+      '',
+      'kreplay agent process CPU per event (user + system of every thread, /proc/<pid>/stat):',
+      `${'writes/s'.padEnd(10)}${'writes'.padStart(10)}${'stored'.padStart(10)}${'dropped'.padStart(10)}${'user us'.padStart(9)}${'sys us'.padStart(8)}`,
+      ...report.agentCpu.map(
+        (r) =>
+          `${(r.rate > 0 ? String(r.rate) : 'max').padEnd(10)}${String(r.writes).padStart(10)}${String(r.stored).padStart(10)}` +
+          `${String(r.dropped).padStart(10)}${r.userUsPerEvent.toFixed(2).padStart(9)}${r.systemUsPerEvent.toFixed(2).padStart(8)}`,
+      ),
+    );
   return lines.join('\n');
 }
 
 if (require.main === module) {
-  const [writes, rounds] = process.argv.slice(2).map(Number);
-  runOverheadBench({ writes: writes || undefined, rounds: rounds || undefined })
+  const [writes, rounds] = process.argv.slice(2, 4).map(Number);
+  const modes = process.argv[4]?.split(',');
+  const unknown = modes?.filter((m) => !(MODES as string[]).includes(m));
+  if (unknown?.length) {
+    console.error(`unknown mode ${unknown.join(', ')}: choose from ${MODES.join(', ')}`);
+    process.exit(2);
+  }
+  runOverheadBench({
+    writes: writes || undefined,
+    rounds: rounds || undefined,
+    modes: modes as OverheadMode[],
+  })
     .then((report) => console.log(formatOverheadReport(report)))
     .catch((err: unknown) => {
       console.error(err);

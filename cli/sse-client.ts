@@ -3,6 +3,7 @@
  * data) and comments. Over node:http rather than fetch, so that closing a
  * stream closes its connection at once.
  */
+import { KreplayError } from '../core/errors';
 import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
 
@@ -48,13 +49,12 @@ export async function* sseMessages(body: AsyncIterable<Uint8Array>): AsyncGenera
 }
 
 /** An answer other than 200, with its body (a problem document, usually). */
-export class HttpError extends Error {
+export class HttpError extends KreplayError {
   constructor(
     readonly status: number,
     readonly body: string,
   ) {
-    super(`server answered ${status}`);
-    this.name = 'HttpError';
+    super('E_HTTP', `server answered ${status}`);
   }
 }
 

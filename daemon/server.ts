@@ -1,8 +1,7 @@
-/** Listens, and drains on SIGTERM/SIGINT: stop accepting, finish requests, close resources. */
+/** Listens; close() stops accepting and lets the requests under way finish. */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
-import type { Logger } from '../core/log/logger';
 
 export interface RunningServer {
   server: Server;
@@ -27,27 +26,5 @@ export function listen(app: Express, host: string, port: number): Promise<Runnin
           }),
       });
     });
-  });
-}
-
-/**
- * Resolves with the signal once SIGINT or SIGTERM arrives. Later signals
- * are ignored while draining: Ctrl-C under `kreplay up` reaches a child
- * both from the terminal and from its parent, and must not cut the drain.
- */
-export function untilSignal(log: Logger): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    let draining = false;
-    const on = (signal: NodeJS.Signals) => {
-      if (draining) {
-        log.info('already draining', { signal });
-        return;
-      }
-      draining = true;
-      log.info('draining', { signal });
-      resolve(signal);
-    };
-    process.on('SIGINT', on);
-    process.on('SIGTERM', on);
   });
 }

@@ -48,7 +48,7 @@ Napi::Value SetRealtimeSchedulingJs(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(info.Env(), "setRealtimeScheduling(tid, priority) takes two numbers");
   try {
     SetRealtimeScheduling(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value());
-  } catch (const CaptureFailure& failure) {
+  } catch (const NativeFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
   return info.Env().Undefined();
@@ -62,9 +62,14 @@ Napi::Value DoorbellPipeJs(const Napi::CallbackInfo& info) {
     out.Set(0u, ends.read_fd);
     out.Set(1u, ends.write_fd);
     return out;
-  } catch (const CaptureFailure& failure) {
+  } catch (const NativeFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
+}
+
+// hasBpfCapabilities(): the one check of load privileges, shared with LibbpfFailure.
+Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
 }
 
 }  // namespace
@@ -80,6 +85,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
+  exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   return exports;
 }
 

@@ -9,7 +9,7 @@
 import { existsSync, renameSync, statfsSync } from 'node:fs';
 import { isCorruption, StoreError } from '../../core/store/schema';
 import type { EventBatch } from '../ingest/event-batch';
-import type { ContextEntry, NameEntry, NewNames } from './dictionary';
+import type { ContextEntry, NameEntry, NewNames, TargetEntry } from './dictionary';
 import type { RetentionOptions } from './retention';
 import { StoreWriter, storePath, type RunStart } from './store-writer';
 
@@ -110,9 +110,14 @@ export class StoreKeeper {
   }
 
   /** The dictionaries the decoder starts from: every service and comm, and where context ids go on. */
-  names(): { services: NameEntry[]; comms: NameEntry[]; firstFreeContextId: number } {
-    const { services, comms } = this.writer!.allNames();
-    return { services, comms, firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db) };
+  names(): {
+    services: NameEntry[];
+    comms: NameEntry[];
+    targets: TargetEntry[];
+    firstFreeContextId: number;
+  } {
+    const { services, comms, targets } = this.writer!.allNames();
+    return { services, comms, targets, firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db) };
   }
 
   private now(): bigint {

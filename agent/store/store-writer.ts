@@ -1,4 +1,5 @@
 /** The one writer of a node's store: runs, counters and event batches. */
+import { KreplayError } from '../../core/errors';
 import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -13,10 +14,13 @@ import {
 import {
   ContextDictionary,
   NameDictionary,
+  TargetDictionary,
+  countNewNames,
   takeNewNames,
   type ContextEntry,
   type NameEntry,
   type NewNames,
+  type TargetEntry,
 } from './dictionary';
 import { EventInsert } from './event-insert';
 import {
@@ -47,24 +51,22 @@ export interface FileIdentity {
   ino: number;
 }
 
-const NO_NAMES: NewNames = { services: [], comms: [], contexts: [] };
+const NO_NAMES: NewNames = { services: [], comms: [], contexts: [], targets: [] };
 
 function joinNames(a: NewNames, b: NewNames): NewNames {
-  if (a.services.length + a.comms.length + a.contexts.length === 0) return b;
+  if (countNewNames(a) === 0) return b;
   return {
     services: [...a.services, ...b.services],
     comms: [...a.comms, ...b.comms],
     contexts: [...a.contexts, ...b.contexts],
+    targets: [...a.targets, ...b.targets],
   };
 }
 
-export class StoreWriterError extends Error {
-  constructor(
-    readonly code: 'E_DATA_DIR',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StoreWriterError';
+export class StoreWriterError extends KreplayError {
+  declare readonly code: 'E_DATA_DIR';
+  constructor(code: 'E_DATA_DIR', message: string) {
+    super(code, message);
   }
 }
 
@@ -110,6 +112,7 @@ export class StoreWriter {
   readonly services: NameDictionary;
   readonly comms: NameDictionary;
   readonly contexts: ContextDictionary;
+  readonly targets: TargetDictionary;
   readonly checkpoints: CheckpointPolicy;
   rowsWritten = 0;
   readonly identity: FileIdentity;
@@ -135,6 +138,7 @@ export class StoreWriter {
   private readonly insertService: Database.Statement<NameEntry>;
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContext: Database.Statement<ContextEntry>;
+  private readonly insertTarget: Database.Statement<TargetEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
   private readonly commitBatch: (batch: EventBatch, names: NewNames, start: number, end: number) => number;
   /* rows per transaction: a small store cap needs a small WAL, so shorter transactions */
@@ -152,9 +156,13 @@ export class StoreWriter {
     );
     this.comms = new NameDictionary(db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[]);
     this.contexts = new ContextDictionary([], StoreWriter.firstFreeContextId(db));
+    this.targets = new TargetDictionary(
+      db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
+    );
     this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
     this.insertContext = db.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
+    this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     const policy = options.retention ? resolvePolicy(dirname(path), options.retention) : null;
     const checkpoint =
       options.checkpoint ?? (policy ? checkpointPolicyFor(policy) : DEFAULT_CHECKPOINT_POLICY);
@@ -182,6 +190,7 @@ export class StoreWriter {
       for (const entry of names.services) this.insertService.run(...entry);
       for (const entry of names.comms) this.insertComm.run(...entry);
       for (const entry of names.contexts) this.insertContext.run(...entry);
+      for (const entry of names.targets) this.insertTarget.run(...entry);
       let seq = this.sysWrites.run(batch, this.nextSeq, start, end);
       seq = this.blockIos.run(batch, seq, start, end);
       this.setNextSeq.run(String(seq));
@@ -234,6 +243,7 @@ export class StoreWriter {
         .prepare('SELECT id, transaction_id, trace_id FROM contexts')
         .raw()
         .all() as ContextEntry[],
+      targets: this.db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
     };
   }
 
@@ -285,7 +295,7 @@ export class StoreWriter {
    */
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
     let all = joinNames(this.unsavedNames, names);
-    if (batch.count === 0 && all.services.length + all.comms.length + all.contexts.length === 0) return;
+    if (batch.count === 0 && countNewNames(all) === 0) return;
     let start = 0;
     do {
       const end = Math.min(batch.count, start + this.transactionRows);
@@ -351,7 +361,7 @@ export class StoreWriter {
       contexts.push(tombstone.entry);
       this.tombstones.delete(tombstone.entry[0]);
     }
-    return { services: [], comms: [], contexts };
+    return { services: [], comms: [], contexts, targets: [] };
   }
 
   dbBytes(): number {

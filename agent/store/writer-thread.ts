@@ -106,6 +106,7 @@ try {
     services: names.services,
     comms: names.comms,
     firstFreeContextId: names.firstFreeContextId,
+    targets: names.targets,
   });
   serve(keeper);
 } catch (err) {

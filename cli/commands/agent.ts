@@ -4,7 +4,7 @@ import { Agent } from '../../agent/agent';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
-import { untilSignal } from '../../daemon/server';
+import { untilSignal } from '../signals';
 import {
   DEFAULT_MAX_STORE_SHARE,
   DEFAULT_RETAIN_CONTEXT_NS,
@@ -23,6 +23,7 @@ interface AgentFlags {
   minDurationNs: number;
   ringBufferMb: number;
   attribution: boolean;
+  targets: boolean;
   quiet: boolean;
   statusInterval: number;
   onCorrupt: OnCorrupt;
@@ -59,6 +60,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
         minDurationNs: flags.minDurationNs,
         attribution: flags.attribution,
+        targets: flags.targets,
       },
       batchRows: 262144,
       flushIntervalMs: 200,
@@ -105,6 +107,7 @@ export function registerAgentCommand(program: Command): void {
     )
     .option('--ring-buffer-mb <mb>', 'ring buffer size, a power of two', integerOption(1, 1024), 64)
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
+    .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
     .addOption(

@@ -1,11 +1,9 @@
 import type { Command } from 'commander';
 import { createLogger } from '../../core/log/logger';
-import { createApp } from '../../daemon/app';
-import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
-import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from '../../daemon/replay/sessions/session-service';
-import { listen, untilSignal } from '../../daemon/server';
-import { NodeStores } from '../../daemon/store/node-stores';
+import { createDaemon } from '../../daemon/create-daemon';
+import { DEFAULT_SESSION_TTL_SECONDS } from '../../daemon/replay/sessions/session-service';
 import { integerOption } from '../options';
+import { untilSignal } from '../signals';
 
 export interface DaemonFlags {
   dataDir: string;
@@ -16,28 +14,22 @@ export interface DaemonFlags {
 
 export async function runDaemon(flags: DaemonFlags): Promise<void> {
   const log = createLogger({ component: 'daemon' });
-  const stores = new NodeStores(flags.dataDir, log.child('stores'));
-  const clock = new HighResClock(log.child('replay'));
-  const replay = new ReplaySessions({
+  const daemon = await createDaemon({
     dataDir: flags.dataDir,
-    source: stores,
-    clock,
-    log: log.child('replay'),
-    ttlMs: flags.sessionTtl * 1000,
+    host: flags.host,
+    port: flags.port,
+    sessionTtlMs: flags.sessionTtl * 1000,
+    log,
   });
   try {
-    const app = createApp({ log, stores, replay });
-    const running = await listen(app, flags.host, flags.port);
-    log.info('listening', { url: running.url, dataDir: flags.dataDir, nodes: stores.nodes().join(',') });
+    log.info('listening', {
+      url: daemon.url,
+      dataDir: flags.dataDir,
+      nodes: daemon.stores.nodes().join(','),
+    });
     await untilSignal(log);
-    // replay streams never end by themselves: end them so that the server can close
-    const closing = running.close();
-    await replay.close();
-    await closing;
   } finally {
-    await replay.close();
-    await clock.close();
-    stores.close();
+    await daemon.close();
   }
   log.info('stopped');
 }

@@ -1,7 +1,14 @@
 /** `kreplay events`: the GET /api/events query from the command line, every page of it. */
 import { Option, type Command } from 'commander';
 import { eventToJson, type ApiEvent } from '../../core/model';
-import { parseDurationMsNs, parseEventTypes, parseText, parseTimeNs } from '../../daemon/http/query-values';
+import {
+  parseDurationMsNs,
+  parseEventTypes,
+  parseTargetKinds,
+  parseTargetPattern,
+  parseText,
+  parseTimeNs,
+} from '../../daemon/http/query-values';
 import { tableHeader, tableRow } from '../event-table';
 import { baseUrlOption, integerOption, queryValueOption } from '../options';
 
@@ -25,6 +32,18 @@ const QUERY_FLAGS: { option: Option; param: string }[] = (
     ['--from <time>', 'from', 'from this time on (epoch ns or RFC 3339)', parseTimeNs],
     ['--to <time>', 'to', 'before this time (epoch ns or RFC 3339)', parseTimeNs],
     ['--min-ms <ms>', 'min_duration_ms', 'only calls at least this long (decimal ms)', parseDurationMsNs],
+    [
+      '--target <target>',
+      'target',
+      'writes to this target; a trailing * matches a prefix',
+      parseTargetPattern,
+    ],
+    [
+      '--target-kind <kinds>',
+      'target_kind',
+      'file, socket, pipe, char, anon, other, comma-separated',
+      parseTargetKinds,
+    ],
   ] satisfies QueryFlag[]
 ).map(([flag, param, help, parse]) => ({
   option: new Option(flag, help).argParser(queryValueOption(parse)),

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { SCHEMA_VERSION } from '../../core/store/schema';
 import { KREPLAY_BIN, eventually, startAgent } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import { countStored } from '../support/store-rows';
+import { countStored, readStoredEvents } from '../support/store-rows';
 
 let dir: string;
 let cgroup: TestCgroup;
@@ -91,7 +91,15 @@ describe('agent lifecycle (real kernel)', () => {
     await eventually(() => (countStored(store) >= 100 ? true : undefined));
     for (const suffix of ['', '-wal', '-shm']) rmSync(store + suffix, { force: true });
     writes(200);
-    await eventually(() => (existsSync(store) && countStored(store) >= 200 ? true : undefined));
+    // the fresh file exists a moment before its tables do
+    const storedNow = () => {
+      try {
+        return countStored(store);
+      } catch {
+        return 0;
+      }
+    };
+    await eventually(() => (existsSync(store) && storedNow() >= 200 ? true : undefined));
     expect(await agent.stop()).toBe(0);
     expect(agent.output()).toMatch(/the store file was deleted or replaced \(.*rm\.db\) while the agent ran/);
 
@@ -130,6 +138,9 @@ describe('agent lifecycle (real kernel)', () => {
       'c',
       '--on-corrupt',
       'rename',
+      // nothing to capture: the fresh store must start empty
+      '--cgroup-id',
+      String(cgroup.id),
       '--quiet',
     ]);
     expect(await renamed.stop()).toBe(0);
@@ -138,6 +149,31 @@ describe('agent lifecycle (real kernel)', () => {
     expect(renamed.output()).toContain(`moved it to ${join(data, aside[0]!)}`);
     expect(readFileSync(join(data, aside[0]!)).equals(Buffer.alloc(8192, 0x5a))).toBe(true);
     expect(countStored(path)).toBe(0);
+  });
+
+  it('stores writes without targets under --no-targets', async () => {
+    const data = join(dir, 'no-targets');
+    const store = join(data, 'nt.db');
+    const agent = await startAgent([
+      '--data-dir',
+      data,
+      '--node',
+      'nt',
+      '--cgroup-id',
+      String(cgroup.id),
+      '--quiet',
+      '--no-targets',
+    ]);
+    try {
+      spawnSync('/bin/sh', ['-c', `${cgroup.enter} sh -c 'printf 12345 > /dev/null'`]);
+      const rows = await eventually(() => {
+        const found = readStoredEvents(store, 'e.bytes = 5');
+        return found.length > 0 ? found : undefined;
+      });
+      expect(rows.map((r) => [r.target_kind, r.target])).toEqual([[null, null]]);
+    } finally {
+      expect(await agent.stop()).toBe(0);
+    }
   });
 
   it('refuses a store from a newer schema without touching it', () => {

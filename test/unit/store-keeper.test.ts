@@ -5,6 +5,7 @@ import { EventBatch } from '../../agent/ingest/event-batch';
 import {
   ContextDictionary,
   NameDictionary,
+  TargetDictionary,
   takeNewNames,
   type Dictionaries,
 } from '../../agent/store/dictionary';
@@ -38,6 +39,7 @@ function open(onCorrupt: OnCorrupt = 'refuse') {
     services: new NameDictionary(names.services),
     comms: new NameDictionary(names.comms),
     contexts: new ContextDictionary([], names.firstFreeContextId),
+    targets: new TargetDictionary(names.targets),
   };
   return { keeper, notices, dictionaries };
 }
