@@ -1,7 +1,10 @@
 /*
  * Times W write(2) calls of 64 bytes to /dev/null, optionally pinned to one
- * CPU and paced to RATE writes/s (0: as fast as it can); prints nanoseconds
- * per write.   usage: writeloop [W] [CPU] [RATE]
+ * CPU, and paced to RATE writes/s (0: as fast as it can); prints nanoseconds
+ * per write.   usage: writeloop [W] [CPU] [DIR] [RATE]   (CPU -1: not pinned)
+ * With DIR (not "-"), each write goes to a file of its own there, created
+ * before it and removed after it (timed with the write): every write has a
+ * new target.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -15,7 +18,8 @@
 int main(int argc, char **argv)
 {
 	long writes = argc > 1 ? atol(argv[1]) : 2000000;
-	long rate = argc > 3 ? atol(argv[3]) : 0;
+	int new_files = argc > 3 && strcmp(argv[3], "-") != 0;
+	long rate = argc > 4 ? atol(argv[4]) : 0;
 	int fd = open("/dev/null", O_WRONLY);
 	char buf[64];
 	struct timespec start, end;
@@ -33,8 +37,18 @@ int main(int argc, char **argv)
 	memset(buf, 'k', sizeof(buf));
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (long i = 0; i < writes; i++) {
+		char path[4096];
+
+		if (new_files) {
+			snprintf(path, sizeof(path), "%s/w%ld", argv[3], i);
+			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+			if (fd < 0)
+				return 4;
+		}
 		if (write(fd, buf, sizeof(buf)) != sizeof(buf))
 			return 1;
+		if (new_files && (close(fd) || unlink(path)))
+			return 5;
 		/* paced: after each millisecond's share, sleep until the next millisecond is due */
 		if (rate > 0 && (i + 1) % (rate / 1000 > 0 ? rate / 1000 : 1) == 0) {
 			long long due_ns = (long long)((i + 1) * 1e9 / rate);
