@@ -23,6 +23,8 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
 NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
+# the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
+LAUNCHER := $(BUILD)/kreplay-exec
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null)
 TS_STAMP := dist/.build-stamp
 
@@ -48,7 +50,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(TS_STAMP)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(TS_STAMP)
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -67,6 +69,10 @@ $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 $(NATIVE_ADDON): $(NATIVE_SRCS) $(BPF_SKELS) bpf/capture.h node_modules/.ci-stamp
 	cd native && ../$(NODE_GYP) configure $(GYPFLAGS) >/dev/null && ../$(NODE_GYP) build --jobs=2
+
+$(LAUNCHER): native/launcher/kreplay-exec.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json

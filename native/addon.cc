@@ -1,8 +1,10 @@
-// kreplay_native: the kernel capture and the host facts it depends on.
+// kreplay_native: the kernel capture and the host facts it depends on, and the
+// supervisor of `kreplay replay --exec`.
 #include <napi.h>
 
 #include "capture_error.h"
 #include "capture_session.h"
+#include "exec_binding.h"
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
@@ -80,6 +82,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
+  ExportExec(env, exports);
   return exports;
 }
 
