@@ -99,7 +99,7 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     }
   }
 
-  // After stop(): {targets: [{matched, passed, observedNs: BigInt64Array}], unmatched: [{target, kind, calls}], bypassed}
+  // After stop(): {targets: [{matched, passed, observedNs, intendedNs: BigInt64Array}], unmatched: [{target, kind, calls}], bypassed}
   Napi::Value Results(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const SupervisorResults& results = supervisor_->results();
@@ -114,6 +114,9 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       auto observed = Napi::TypedArrayOf<int64_t>::New(env, count, napi_bigint64_array);
       std::copy(target.observed_ns.begin(), target.observed_ns.begin() + count, observed.Data());
       entry.Set("observedNs", observed);
+      auto intended = Napi::TypedArrayOf<int64_t>::New(env, count, napi_bigint64_array);
+      std::copy(target.intended_ns.begin(), target.intended_ns.begin() + count, intended.Data());
+      entry.Set("intendedNs", intended);
       targets.Set(i, entry);
     }
     out.Set("targets", targets);

@@ -61,7 +61,10 @@ ExecSupervisor::ExecSupervisor(int listener_fd, Pace pace, std::vector<TargetPla
     for (const std::string& key : plan_[i].keys) keys_.emplace(key, static_cast<int>(i));
   next_call_.assign(plan_.size(), 0);
   results_.targets.resize(plan_.size());
-  for (size_t i = 0; i < plan_.size(); i++) results_.targets[i].observed_ns.assign(plan_[i].holds_ns.size(), -1);
+  for (size_t i = 0; i < plan_.size(); i++) {
+    results_.targets[i].observed_ns.assign(plan_[i].holds_ns.size(), -1);
+    results_.targets[i].intended_ns.assign(plan_[i].holds_ns.size(), -1);
+  }
 }
 
 ExecSupervisor::~ExecSupervisor() {
@@ -238,9 +241,11 @@ void ExecSupervisor::Continue(uint64_t id) {
     throw ExecSystemFailure("E_SECCOMP", "SECCOMP_IOCTL_NOTIF_SEND", errno);
 }
 
-void ExecSupervisor::Release(const Held& held) {
+void ExecSupervisor::Release(const Held& held, bool early) {
   Continue(held.id);
-  results_.targets[held.target].observed_ns[held.index] = NowNs() - held.received_ns;
+  TargetResult& result = results_.targets[held.target];
+  result.observed_ns[held.index] = NowNs() - held.received_ns;
+  if (!early) result.intended_ns[held.index] = std::max<int64_t>(held.deadline_ns - held.received_ns, 0);
 }
 
 void ExecSupervisor::ReleaseDue(int64_t now) {
@@ -255,7 +260,7 @@ void ExecSupervisor::ReleaseDue(int64_t now) {
 void ExecSupervisor::ReleaseAll() {
   for (const Held& held : held_) {
     try {
-      Release(held);
+      Release(held, true);
     } catch (const ExecFailure&) {
       // ending anyway: the rest still go
     }

@@ -36,8 +36,10 @@ struct TargetResult {
   uint64_t matched = 0;
   // calls past the recorded count
   uint64_t passed = 0;
-  // from receipt to continue, per matched call
+  // per matched call: from receipt to continue, and from receipt to the deadline
+  // it had when released (-1 when stop or the end released it before its deadline)
   std::vector<int64_t> observed_ns;
+  std::vector<int64_t> intended_ns;
 };
 
 struct UnmatchedTarget {
@@ -87,7 +89,7 @@ class ExecSupervisor {
   void Run();
   void Receive();
   void Continue(uint64_t id);
-  void Release(const Held& held);
+  void Release(const Held& held, bool early = false);
   void ReleaseDue(int64_t now);
   void ReleaseAll();
   void ApplyCommands();

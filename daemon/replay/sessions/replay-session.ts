@@ -12,6 +12,7 @@ import { Broadcast, type Watcher } from '../stream/broadcast';
 import { sseFrame } from '../stream/sse-frame';
 import { Schedule } from './schedule';
 import type { SessionRecord } from './session-record';
+import type { Driving } from './session-schema';
 import type { RestoredSession, SessionSnapshot } from './session-snapshot';
 import { nextState, type SessionState } from './session-state';
 import { TimingStats } from './timing-stats';
@@ -46,6 +47,7 @@ export interface SessionSettings {
   transaction: Transaction;
   speedFactor: number;
   extraLatencyNs: number;
+  driving: Driving | null;
 }
 
 export interface SessionContext {
@@ -62,6 +64,7 @@ export class ReplaySession {
   readonly schedule: Schedule;
   readonly speedFactor: number;
   readonly extraLatencyNs: number;
+  readonly driving: Driving | null;
   createdAt = new Date().toISOString();
   updatedAt = this.createdAt;
   state: SessionState = 'ready';
@@ -97,6 +100,7 @@ export class ReplaySession {
     this.transaction = settings.transaction;
     this.speedFactor = settings.speedFactor;
     this.extraLatencyNs = settings.extraLatencyNs;
+    this.driving = settings.driving;
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
     this.lane = context.clock.lane();
   }
@@ -125,6 +129,7 @@ export class ReplaySession {
       transaction_id: this.transaction.id,
       speed_factor: this.speedFactor,
       extra_latency_ns: this.extraLatencyNs,
+      driving: this.driving,
       state: this.state,
       position_ns: this.position,
       duration_ns: this.durationNs,
@@ -227,6 +232,7 @@ export class ReplaySession {
       transaction_id: this.transaction.id,
       speed_factor: this.speedFactor,
       extra_latency_ns: this.extraLatencyNs,
+      driving: this.driving,
       // a session playing when the daemon stops comes back paused where it was
       state: playing ? 'paused' : this.state,
       created_at: this.createdAt,
@@ -250,6 +256,7 @@ export class ReplaySession {
         transaction,
         speedFactor: saved.speed_factor,
         extraLatencyNs: saved.extra_latency_ns,
+        driving: saved.driving,
       },
       context,
     );
