@@ -66,7 +66,9 @@ export class ReplaySessions {
   }
 
   /** `driving` may be left out by callers that drive nothing. */
-  create(body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>): ReplaySession {
+  create(
+    body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>,
+  ): ReplaySession {
     this.checkOpen();
     const live = this.list().filter((s) => isLive(s.state));
     if (live.length >= MAX_LIVE_SESSIONS)
