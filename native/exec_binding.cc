@@ -150,19 +150,22 @@ Napi::Value ExecSocketPair(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// receiveListener(fd, timeoutMs) -> {listenerFd, pid}: the launcher's "pid N\n" with the listener attached.
-Napi::Value ReceiveListener(const Napi::CallbackInfo& info) {
+// receiveMessage(fd, timeoutMs) -> {text, fd}: one message of the launcher, with the fd it
+// carries (SCM_RIGHTS) or -1. Throws E_EXEC_HANDOFF on timeout or when the launcher is gone.
+Napi::Value ReceiveMessage(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() != 2 || !info[0].IsNumber() || !info[1].IsNumber())
-    throw Napi::TypeError::New(env, "receiveListener(fd, timeoutMs)");
+    throw Napi::TypeError::New(env, "receiveMessage(fd, timeoutMs)");
   const int fd = info[0].As<Napi::Number>().Int32Value();
   pollfd pfd{fd, POLLIN, 0};
-  const int ready = poll(&pfd, 1, info[1].As<Napi::Number>().Int32Value());
-  if (ready == 0)
-    throw ToJsError(env, ExecFailure("E_EXEC_HANDOFF", "the launcher did not hand over the seccomp listener in time"));
+  int ready;
+  do {
+    ready = poll(&pfd, 1, info[1].As<Napi::Number>().Int32Value());
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) throw ToJsError(env, ExecFailure("E_EXEC_HANDOFF", "the launcher did not answer in time"));
   if (ready < 0) throw ToJsError(env, ExecSystemFailure("E_EXEC_HANDOFF", "poll on the launcher's socket", errno));
-  char body[64] = {0};
-  iovec iov{body, sizeof body - 1};
+  char body[256];
+  iovec iov{body, sizeof body};
   union {
     char buf[CMSG_SPACE(sizeof(int))];
     cmsghdr align;
@@ -174,16 +177,14 @@ Napi::Value ReceiveListener(const Napi::CallbackInfo& info) {
   msg.msg_controllen = sizeof control.buf;
   const ssize_t got = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
   if (got < 0) throw ToJsError(env, ExecSystemFailure("E_EXEC_HANDOFF", "recvmsg from the launcher", errno));
+  if (got == 0)
+    throw ToJsError(env, ExecFailure("E_EXEC_HANDOFF", "the launcher exited during the hand-over (see its message above)"));
+  int passed = -1;
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  int pid = 0;
-  if (got == 0 || !cmsg || cmsg->cmsg_type != SCM_RIGHTS || sscanf(body, "pid %d", &pid) != 1)
-    throw ToJsError(env, ExecFailure("E_EXEC_HANDOFF",
-                                     "the launcher exited before handing over the seccomp listener (see its message above)"));
-  int listener;
-  memcpy(&listener, CMSG_DATA(cmsg), sizeof listener);
+  if (cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) memcpy(&passed, CMSG_DATA(cmsg), sizeof passed);
   Napi::Object out = Napi::Object::New(env);
-  out.Set("listenerFd", listener);
-  out.Set("pid", pid);
+  out.Set("text", Napi::String::New(env, body, static_cast<size_t>(got)));
+  out.Set("fd", passed);
   return out;
 }
 
@@ -192,7 +193,7 @@ Napi::Value ReceiveListener(const Napi::CallbackInfo& info) {
 void ExportExec(Napi::Env env, Napi::Object exports) {
   exports.Set("ExecSupervisor", ExecSupervisorJs::Define(env));
   exports.Set("execSocketPair", Napi::Function::New(env, ExecSocketPair));
-  exports.Set("receiveListener", Napi::Function::New(env, ReceiveListener));
+  exports.Set("receiveMessage", Napi::Function::New(env, ReceiveMessage));
 }
 
 }  // namespace kreplay

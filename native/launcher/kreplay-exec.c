@@ -3,11 +3,16 @@
  *
  *   kreplay-exec PARENT_PID CMD [ARGS...]     (fd 3: a unix stream socket to kreplay)
  *
- * The launcher forks. The child installs a seccomp filter that sends write, writev, pwrite64, pwritev and pwritev2 to a
- * user-notification listener (every other call passes), sends the listener fd
- * and its pid to kreplay (SCM_RIGHTS), waits for the transaction id, writes the
- * marker `KREPLAY-CTX txn=ID` to /dev/null so a running agent records the build
- * under it, and execs CMD. Threads and children inherit the filter.
+ * The launcher forks. The child, talking to kreplay on fd 3:
+ *   -> "pid N\n"             its pid, for the session kreplay creates
+ *   <- "txn ID\n"            it writes `KREPLAY-CTX txn=ID` to /dev/null (before the
+ *                            filter: the marker is no call of CMD's), so a running
+ *                            agent records the build under that transaction
+ *   -> "listener\n" + fd     after installing a seccomp filter that sends write,
+ *                            writev, pwrite64, pwritev and pwritev2 to a user-notification
+ *                            listener (every other call passes), the listener (SCM_RIGHTS)
+ *   <- "go\n"                the supervisor runs: it execs CMD.
+ * Threads and children inherit the filter.
  *
  * The parent stays outside the filter as a child subreaper (every orphaned
  * descendant of CMD becomes its child) and waits: it reports CMD's wait status
@@ -117,32 +122,32 @@ static int install_filter(void) {
   return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 }
 
-/* "pid N\n" with the listener attached. */
-static void send_listener(int listener) {
-  char body[32];
-  int n = snprintf(body, sizeof body, "pid %d\n", (int)getpid());
-  struct iovec iov = {.iov_base = body, .iov_len = (size_t)n};
+/* `text`, with `fd` attached when it is not -1. */
+static void send_message(const char *text, int fd) {
+  struct iovec iov = {.iov_base = (void *)text, .iov_len = strlen(text)};
   union {
     char buf[CMSG_SPACE(sizeof(int))];
     struct cmsghdr align;
   } control;
   memset(&control, 0, sizeof control);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                       .msg_controllen = sizeof control.buf};
-  struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cmsg), &listener, sizeof(int));
-  if (sendmsg(CONTROL_FD, &msg, MSG_NOSIGNAL) != n) die("cannot hand the listener to kreplay");
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  }
+  if (sendmsg(CONTROL_FD, &msg, MSG_NOSIGNAL) != (ssize_t)iov.iov_len) die("cannot talk to kreplay");
 }
 
-/* One line from kreplay: "txn ID\n" to go on; anything else (or EOF) to give up. */
-static void receive_transaction(char *txn, size_t size) {
-  char line[256];
+/* One line from kreplay, without its newline; EOF or anything malformed: kreplay gave up. */
+static void receive_line(char *line, size_t size) {
   size_t used = 0;
-  while (used < sizeof line - 1) {
-    ssize_t got = recv(CONTROL_FD, line + used, sizeof line - 1 - used, 0);
+  while (used < size - 1) {
+    ssize_t got = recv(CONTROL_FD, line + used, size - 1 - used, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) _exit(EXIT_SETUP);
     used += (size_t)got;
@@ -150,32 +155,36 @@ static void receive_transaction(char *txn, size_t size) {
   }
   line[used] = '\0';
   char *end = strchr(line, '\n');
-  if (!end || strncmp(line, "txn ", 4) != 0 || (size_t)(end - line - 4) >= size) _exit(EXIT_SETUP);
+  if (!end) _exit(EXIT_SETUP);
   *end = '\0';
-  strcpy(txn, line + 4);
 }
 
 static void run_child(char **argv) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("PR_SET_PDEATHSIG");
   if (getppid() != launcher_pid) _exit(EXIT_SETUP);
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("PR_SET_NO_NEW_PRIVS");
-  int listener = install_filter();
-  if (listener < 0) die("cannot install the seccomp filter (SECCOMP_FILTER_FLAG_NEW_LISTENER)");
-  send_listener(listener);
-  close(listener);
-  char txn[200];
-  receive_transaction(txn, sizeof txn);
-  close(CONTROL_FD);
-  char marker[256];
-  int n = snprintf(marker, sizeof marker, "KREPLAY-CTX txn=%s\n", txn);
+  char line[256];
+  snprintf(line, sizeof line, "pid %d\n", (int)getpid());
+  send_message(line, -1);
+  receive_line(line, sizeof line);
+  if (strncmp(line, "txn ", 4) != 0) _exit(EXIT_SETUP);
+  char marker[300];
+  int n = snprintf(marker, sizeof marker, "KREPLAY-CTX txn=%s\n", line + 4);
   int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull < 0 || write(devnull, marker, (size_t)n) != n) die("cannot write the context marker");
   close(devnull);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("PR_SET_NO_NEW_PRIVS");
+  int listener = install_filter();
+  if (listener < 0) die("cannot install the seccomp filter (SECCOMP_FILTER_FLAG_NEW_LISTENER)");
+  send_message("listener\n", listener);
+  close(listener);
+  receive_line(line, sizeof line);
+  if (strcmp(line, "go") != 0) _exit(EXIT_SETUP);
+  close(CONTROL_FD);
   execvp(argv[0], argv);
   int err = errno;
-  char line[512];
-  n = snprintf(line, sizeof line, "kreplay-exec: cannot run %s: %s\n", argv[0], strerror(err));
-  if (n > 0) (void)!write(STDERR_FILENO, line, (size_t)n);
+  char failure[512];
+  n = snprintf(failure, sizeof failure, "kreplay-exec: cannot run %s: %s\n", argv[0], strerror(err));
+  if (n > 0) (void)!write(STDERR_FILENO, failure, (size_t)n);
   _exit(EXIT_EXEC);
 }
 
