@@ -18,6 +18,15 @@
 #include "exec_error.h"
 #include "thread_scheduling.h"
 
+// Linux 6.6: the caller and the supervisor hand the CPU to each other directly
+// (no wake-up through the scheduler's queues), for headers that predate it.
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
 namespace kreplay {
 
 namespace {
@@ -103,6 +112,8 @@ void ExecSupervisor::Stop() {
 void ExecSupervisor::Run() {
   // held calls are due to the microsecond: no timer slack, and real-time priority when allowed
   prctl(PR_SET_TIMERSLACK, 1UL);
+  // older kernels lack it: calls then wake through the scheduler, a little slower
+  ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   try {
     SetRealtimeScheduling(static_cast<pid_t>(syscall(SYS_gettid)), kRealtimePriority);
   } catch (const CaptureFailure&) {
