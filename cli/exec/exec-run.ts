@@ -113,7 +113,10 @@ export async function runExec(transactionId: string, argv: string[], flags: Exec
     process.off('SIGINT', onInterrupt);
     process.off('SIGTERM', onInterrupt);
     // the launcher kills what CMD left before it reports; the listener then hangs up
-    await Promise.race([supervisorEnded, new Promise((resolve) => setTimeout(resolve, SUPERVISOR_END_MS))]);
+    await Promise.race([
+      supervisorEnded,
+      new Promise((resolve) => setTimeout(resolve, SUPERVISOR_END_MS).unref()),
+    ]);
     running.stop();
     following.close();
   }
