@@ -25,7 +25,7 @@ NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 # the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
 LAUNCHER := $(BUILD)/kreplay-exec
-TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null)
+TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
 
 .PHONY: all setup build run test test-unit test-integration lint format bench vmlinux clean

@@ -31,12 +31,14 @@ namespace kreplay {
 
 namespace {
 
-// The thread wakes this long before a deadline and spins the rest, since a
-// sleeping thread wakes late: ~10 µs under SCHED_FIFO, tens of µs on a busy
-// machine without. Short under SCHED_FIFO, where spinning keeps a core from
-// everything else, the build included.
-constexpr int64_t kSpinRealtimeNs = 30'000;
-constexpr int64_t kSpinNs = 80'000;
+// The thread wakes a margin before a deadline and spins the rest, since a
+// sleeping thread wakes late (tens of µs on a virtual machine, even under
+// SCHED_FIFO; more under load). The margin follows the overshoots it sees, as
+// the daemon's replay clock does: up at once, down slowly, 1.5× the decaying
+// maximum, within bounds (spinning longer would keep a core from the build).
+constexpr int64_t kInitialMarginNs = 250'000;
+constexpr int64_t kMinMarginNs = 30'000;
+constexpr int64_t kMaxMarginNs = 2'000'000;
 constexpr int64_t kNever = INT64_MAX;
 constexpr int kRealtimePriority = 10;
 
@@ -117,13 +119,13 @@ void ExecSupervisor::Run() {
   prctl(PR_SET_TIMERSLACK, 1UL);
   // older kernels lack it: calls then wake through the scheduler, a little slower
   ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
-  int64_t spin_ns = kSpinRealtimeNs;
   try {
     SetRealtimeScheduling(static_cast<pid_t>(syscall(SYS_gettid)), kRealtimePriority);
   } catch (const CaptureFailure&) {
-    // without CAP_SYS_NICE a longer spin before each deadline has to do
-    spin_ns = kSpinNs;
+    // without CAP_SYS_NICE the margin grows to what the wake-ups need
   }
+  int64_t margin_ns = kInitialMarginNs;
+  int64_t overshoot_ns = 0;
   std::string code, message;
   pollfd fds[2] = {{listener_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   try {
@@ -131,7 +133,7 @@ void ExecSupervisor::Run() {
       int64_t now = NowNs();
       ReleaseDue(now);
       const int64_t next = held_.empty() ? kNever : held_.front().deadline_ns;
-      if (next != kNever && next - now <= spin_ns) {
+      if (next != kNever && next - now <= margin_ns) {
         // close to a deadline: spin to it (new calls wait a few microseconds)
         while (NowNs() < next) {
         }
@@ -139,13 +141,19 @@ void ExecSupervisor::Run() {
       }
       timespec wait{};
       if (next != kNever) {
-        const int64_t ns = next - now - spin_ns;
+        const int64_t ns = next - now - margin_ns;
         wait = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
       }
       const int ready = ppoll(fds, 2, next == kNever ? nullptr : &wait, nullptr);
       if (ready < 0) {
         if (errno == EINTR) continue;
         throw ExecSystemFailure("E_SECCOMP", "ppoll on the seccomp listener", errno);
+      }
+      if (ready == 0) {
+        // woke for a deadline: how late against the planned wake-up
+        const int64_t over = std::max<int64_t>(NowNs() - (next - margin_ns), 0);
+        overshoot_ns = over > overshoot_ns ? over : overshoot_ns - (overshoot_ns - over) / 32;
+        margin_ns = std::clamp<int64_t>(overshoot_ns * 3 / 2, kMinMarginNs, kMaxMarginNs);
       }
       if (fds[1].revents & POLLIN) {
         uint64_t count;

@@ -76,7 +76,7 @@ export interface NativeAddon {
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');
 
 /** The repository root: the sources run from agent/ under ts-jest and from dist/agent/ after tsc. */
-export function repoRoot(): string {
+function repoRoot(): string {
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
     if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'native'))) return dir;
     if (path.dirname(dir) === dir)

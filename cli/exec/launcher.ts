@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { nativeAddon, repoRoot } from '../../agent/capture/native-addon';
+import { nativeAddon } from '../../agent/capture/native-addon';
+import { repoRoot } from '../../agent/paths';
 
 /** How long the launcher may take to install its filter and hand the listener over. */
 const HANDOFF_TIMEOUT_MS = 10_000;

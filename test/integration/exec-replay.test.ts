@@ -10,14 +10,14 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { KREPLAY_BIN } from '../support/agent-process';
-import { incidentWrite, useExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
+import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
 import { useWriters, writeTimes } from '../support/exec/writer';
 import { useTempDir } from '../support/temp-dir';
 
 const MS = 1_000_000;
 const dir = useTempDir('kreplay-exec-');
 const writers = useWriters();
-const startDaemon = useExecDaemon('kreplay-exec-daemon-');
+const daemonDir = useTempDir('kreplay-exec-daemon-');
 
 interface Run {
   child: ChildProcess;
@@ -86,7 +86,7 @@ describe('kreplay replay --exec', () => {
   });
 
   async function incident(events: IncidentEvent[]): Promise<ExecDaemon> {
-    daemon = await startDaemon(events);
+    daemon = await startExecDaemon(events, daemonDir.path);
     return daemon;
   }
 

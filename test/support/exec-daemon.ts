@@ -13,7 +13,6 @@ import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import { errorHandler } from '../../daemon/http/error-handler';
 import { listen } from '../../daemon/server';
 import { FakeReplaySource, fakeEvent } from './fake-replay-source';
-import { useTempDir } from './temp-dir';
 
 export type IncidentEvent = ApiEvent & { target: string; target_kind: string };
 
@@ -36,34 +35,32 @@ export interface ExecDaemon {
   close(): Promise<void>;
 }
 
-export function useExecDaemon(prefix: string) {
-  const dir = useTempDir(prefix);
-  return async (events: IncidentEvent[]): Promise<ExecDaemon> => {
-    const clock = new HighResClock(silentLogger);
-    const sessions = new ReplaySessions({
-      dataDir: dir.path,
-      source: new FakeReplaySource(events),
-      clock,
-      log: silentLogger,
-      ttlMs: 600_000,
-    });
-    const app = express();
-    app.get('/api/events', (req, res) => {
-      const wanted = events.filter((e) => e.transaction_id === req.query.transaction_id);
-      res.type('application/json').send(`{"events":${exactJson(wanted, true)},"next_cursor":null}`);
-    });
-    app.use('/api/replay/sessions', replaySessionsRouter(sessions));
-    app.use(errorHandler(silentLogger));
-    const running = await listen(app, '127.0.0.1', 0);
-    return {
-      url: running.url,
-      sessions,
-      close: async () => {
-        const closing = running.close();
-        await sessions.close();
-        await closing;
-        await clock.close();
-      },
-    };
+/** Serves `events` on 127.0.0.1 (any port), sessions persisted in `dataDir`. */
+export async function startExecDaemon(events: IncidentEvent[], dataDir: string): Promise<ExecDaemon> {
+  const clock = new HighResClock(silentLogger);
+  const sessions = new ReplaySessions({
+    dataDir,
+    source: new FakeReplaySource(events),
+    clock,
+    log: silentLogger,
+    ttlMs: 600_000,
+  });
+  const app = express();
+  app.get('/api/events', (req, res) => {
+    const wanted = events.filter((e) => e.transaction_id === req.query.transaction_id);
+    res.type('application/json').send(`{"events":${exactJson(wanted, true)},"next_cursor":null}`);
+  });
+  app.use('/api/replay/sessions', replaySessionsRouter(sessions));
+  app.use(errorHandler(silentLogger));
+  const running = await listen(app, '127.0.0.1', 0);
+  return {
+    url: running.url,
+    sessions,
+    close: async () => {
+      const closing = running.close();
+      await sessions.close();
+      await closing;
+      await clock.close();
+    },
   };
 }
