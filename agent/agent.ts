@@ -127,11 +127,14 @@ export class Agent {
       contextDropped: 0,
       threadTableFull: 0,
       requestTableFull: 0,
+      targetDropped: 0,
+      targetEmitted: 0,
     };
     return {
       ...kernel,
       malformedMarkers: this.contexts.malformedMarkers,
       unknownContexts: this.contexts.unknownIds,
+      unknownTargets: this.decoder.unknownTargets,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       rowsWritten: this.store.rowsWritten,

@@ -4,6 +4,8 @@ import type { KernelCounterName } from '../core/model';
 export interface LossCounters {
   malformedMarkers: number;
   unknownContexts: number;
+  /** writes stored without their target: its record was lost */
+  unknownTargets: number;
   corruptRecords: number;
   corruptBytes: number;
 }
@@ -21,8 +23,11 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
     context_dropped: s.contextDropped,
     thread_table_full: s.threadTableFull,
     request_table_full: s.requestTableFull,
+    target_dropped: s.targetDropped,
+    target_emitted: s.targetEmitted,
     malformed_markers: s.malformedMarkers,
     unknown_contexts: s.unknownContexts,
+    unknown_targets: s.unknownTargets,
     corrupt_records: s.corruptRecords,
     corrupt_bytes: s.corruptBytes,
     rows_written: s.rowsWritten,

@@ -19,7 +19,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { repoRoot } from '../agent/paths';
+import { repoRoot } from '../core/repo-root';
 import {
   incidentWrite,
   startExecDaemon,

@@ -1,29 +1,39 @@
 /**
  * What tracing adds to one write(2): a C loop of 64-byte writes to
  * /dev/null, timed without tracing, under kreplay (with and without
- * attribution), under an equivalent bpftrace program and under empty
+ * attribution, with and without write targets), under an equivalent
+ * bpftrace program and under empty
  * programs on the same tracepoints (the floor no program can go below),
  * interleaved round by round; medians are compared.
  *
- *   node dist/bench/overhead.js [writes] [rounds]
+ *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...]
  */
+import { repoRoot } from '../core/repo-root';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startCapture } from '../agent/capture';
+import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
+import { nativeAddon } from '../core/native/addon';
 
 export type OverheadMode =
-  'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'bpftrace' | 'empty-tracepoints';
+  'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'kreplay-no-targets' | 'bpftrace' | 'empty-tracepoints';
 const MODES: OverheadMode[] = [
   'baseline',
   'kreplay',
+  'kreplay-no-targets',
   'kreplay-no-attribution',
   'bpftrace',
   'empty-tracepoints',
 ];
+/** The kreplay modes and the capture options each one runs with. */
+const KREPLAY_MODES: Partial<Record<OverheadMode, CaptureOptions>> = {
+  kreplay: {},
+  'kreplay-no-attribution': { attribution: false },
+  'kreplay-no-targets': { targets: false },
+};
 
 /** Pairs enter and exit per thread in a map, as kreplay does, and keeps a latency histogram. */
 const BPFTRACE_PROGRAM = `
@@ -47,19 +57,15 @@ export interface OverheadReport {
   rows: OverheadRow[];
   /** kreplay with attribution minus without */
   attributionNs: number;
+  /** kreplay with write targets minus without, in each round (the two run back to back) */
+  targetsNs: number[];
+  programNs: ProgramCost | null;
   /** records kreplay delivered and dropped over all its runs */
   recordsDelivered: number;
   recordsDropped: number;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-function repoRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bench'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`no kreplay checkout above ${__dirname}`);
-  }
-}
 
 function buildWriteLoop(root: string): string {
   const exe = path.join(root, 'build', 'bench', 'writeloop');
@@ -76,9 +82,11 @@ function buildWriteLoop(root: string): string {
 const LOOP_CPU = os.cpus().length - 1;
 
 /** Runs the loop in a child process; resolves to its ns per write. */
-function timeWrites(exe: string, writes: number): Promise<number> {
+/** `newFilesIn`: a directory where each write goes to a new file. */
+function timeWrites(exe: string, writes: number, newFilesIn?: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn(exe, [String(writes), String(LOOP_CPU)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const args = [String(writes), String(LOOP_CPU), ...(newFilesIn ? [newFilesIn] : [])];
+    const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
@@ -97,16 +105,76 @@ function countRecords(batch: Buffer): number {
 async function underKreplay(
   exe: string,
   writes: number,
-  attribution: boolean,
+  options: CaptureOptions,
   log: Logger,
   totals: { delivered: number; dropped: number },
 ): Promise<number> {
-  const capture = startCapture({ attribution }, (batch) => (totals.delivered += countRecords(batch)), log);
+  const capture = startCapture(options, (batch) => (totals.delivered += countRecords(batch)), log);
   try {
     return await timeWrites(exe, writes);
   } finally {
     await capture.stop();
     totals.dropped += capture.counters().sysWriteDropped;
+  }
+}
+
+const NEW_FILE_WRITES = 50_000;
+
+/** ns the write programs run per write, by round: /dev/null and a new file per write, targets on and off. */
+interface ProgramCost {
+  on: number[];
+  off: number[];
+  newFileOn: number[];
+  newFileOff: number[];
+}
+const WRITE_PROGRAMS = ['sys_enter_write', 'sys_exit_write'];
+
+/**
+ * The time kreplay's two write(2) programs spend per write, as the kernel
+ * measures it (BPF run-time statistics): free of the noise other tenants add to
+ * the loop's own timing, the library-level figure beside the loop's.
+ */
+async function programNsPerWrite(
+  exe: string,
+  writes: number,
+  options: CaptureOptions,
+  log: Logger,
+  newFilesIn?: string,
+): Promise<number> {
+  const capture = startCapture(options, () => {}, log);
+  try {
+    await timeWrites(exe, writes, newFilesIn);
+    const stats = capture.programStats().filter((s) => WRITE_PROGRAMS.includes(s.name));
+    const runs = stats.find((s) => s.name === 'sys_enter_write')?.runCount ?? 0;
+    return stats.reduce((sum, s) => sum + s.runTimeNs, 0) / runs;
+  } finally {
+    await capture.stop();
+  }
+}
+
+/** Program time per write with targets on and off, back to back in each round (BPF run-time statistics on meanwhile). */
+async function targetProgramCost(
+  exe: string,
+  writes: number,
+  rounds: number,
+  log: Logger,
+): Promise<ProgramCost> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-newfiles-'));
+  // an fd of our own, not the sysctl: another run toggling that cannot turn our statistics off
+  const stats = nativeAddon().enableBpfStats();
+  try {
+    const cost: ProgramCost = { on: [], off: [], newFileOn: [], newFileOff: [] };
+    for (let round = 0; round < rounds; round++) {
+      cost.on.push(await programNsPerWrite(exe, writes, {}, log));
+      cost.off.push(await programNsPerWrite(exe, writes, { targets: false }, log));
+      // the miss path: a path walk and a target record at every write
+      cost.newFileOn.push(await programNsPerWrite(exe, NEW_FILE_WRITES, {}, log, dir));
+      cost.newFileOff.push(await programNsPerWrite(exe, NEW_FILE_WRITES, { targets: false }, log, dir));
+    }
+    return cost;
+  } finally {
+    fs.closeSync(stats);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -137,16 +205,15 @@ function timeMode(
   log: Logger,
   totals: { delivered: number; dropped: number },
 ): Promise<number> {
+  const kreplay = KREPLAY_MODES[mode];
+  if (kreplay) return underKreplay(exe, writes, kreplay, log, totals);
   switch (mode) {
-    case 'baseline':
-      return timeWrites(exe, writes);
-    case 'kreplay':
-    case 'kreplay-no-attribution':
-      return underKreplay(exe, writes, mode === 'kreplay', log, totals);
     case 'bpftrace':
       return underBpftrace(exe, writes, BPFTRACE_PROGRAM);
     case 'empty-tracepoints':
       return underBpftrace(exe, writes, EMPTY_PROGRAM);
+    default:
+      return timeWrites(exe, writes);
   }
 }
 
@@ -159,21 +226,22 @@ function median(values: number[]): number {
 }
 
 export async function runOverheadBench(
-  options: { writes?: number; rounds?: number; log?: Logger } = {},
+  options: { writes?: number; rounds?: number; modes?: OverheadMode[]; log?: Logger } = {},
 ): Promise<OverheadReport> {
+  const modes = options.modes ?? MODES;
   const writes = options.writes ?? 2_000_000;
   const rounds = options.rounds ?? 5;
   const log = options.log ?? createLogger({ level: 'warn', component: 'bench' });
   const exe = buildWriteLoop(repoRoot());
-  const samples = new Map<OverheadMode, number[]>(MODES.map((m) => [m, []]));
+  const samples = new Map<OverheadMode, number[]>(modes.map((m) => [m, []]));
   const totals = { delivered: 0, dropped: 0 };
   for (let round = 0; round < rounds; round++) {
-    for (const mode of MODES) {
+    for (const mode of modes) {
       samples.get(mode)?.push(await timeMode(mode, exe, writes, log, totals));
     }
   }
   const baseline = median(samples.get('baseline') ?? []);
-  const rows = MODES.map((mode) => {
+  const rows = modes.map((mode) => {
     const modeSamples = samples.get(mode) ?? [];
     const nsPerWrite = median(modeSamples);
     return {
@@ -190,8 +258,14 @@ export async function runOverheadBench(
     rounds,
     rows,
     attributionNs: ns('kreplay') - ns('kreplay-no-attribution'),
+    targetsNs: (samples.get('kreplay') ?? []).map(
+      (withTargets, round) => withTargets - (samples.get('kreplay-no-targets')?.[round] ?? NaN),
+    ),
     recordsDelivered: totals.delivered,
     recordsDropped: totals.dropped,
+    programNs: modes.includes('kreplay-no-targets')
+      ? await targetProgramCost(exe, writes, rounds, log)
+      : null,
   };
 }
 
@@ -212,18 +286,51 @@ export function formatOverheadReport(report: OverheadReport): string {
   const floor = report.rows.find((r) => r.mode === 'empty-tracepoints')?.nsPerWrite ?? NaN;
   const aboveFloor = (mode: OverheadMode): string =>
     ((report.rows.find((r) => r.mode === mode)?.nsPerWrite ?? NaN) - floor).toFixed(1);
-  lines.push(
-    '',
-    `above the empty-tracepoint floor: kreplay ${aboveFloor('kreplay')} ns, bpftrace ${aboveFloor('bpftrace')} ns`,
-    `attribution adds ${report.attributionNs.toFixed(1)} ns per write (goal <= 50)`,
-    `kreplay records delivered ${report.recordsDelivered}, dropped ${report.recordsDropped}`,
-  );
+  // each line only when the bench ran the modes it compares
+  const ran = (mode: OverheadMode) => report.rows.some((r) => r.mode === mode);
+  lines.push('');
+  if (ran('empty-tracepoints'))
+    lines.push(
+      `above the empty-tracepoint floor: kreplay ${aboveFloor('kreplay')} ns, bpftrace ${aboveFloor('bpftrace')} ns`,
+    );
+  if (ran('kreplay-no-attribution'))
+    lines.push(`attribution adds ${report.attributionNs.toFixed(1)} ns per write (goal <= 50)`);
+  if (ran('kreplay-no-targets'))
+    lines.push(
+      `write targets add ${median(report.targetsNs).toFixed(1)} ns per write (goal <= 30), ` +
+        `per round ${Math.min(...report.targetsNs).toFixed(1)} .. ${Math.max(...report.targetsNs).toFixed(1)}`,
+    );
+  lines.push(`kreplay records delivered ${report.recordsDelivered}, dropped ${report.recordsDropped}`);
+  if (report.programNs) {
+    const { on, off, newFileOn, newFileOff } = report.programNs;
+    const added = on.map((ns, round) => ns - off[round]!);
+    const newFileAdded = newFileOn.map((ns, round) => ns - newFileOff[round]!);
+    const range = (values: number[]) =>
+      `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)} .. ${Math.max(...values).toFixed(1)})`;
+    lines.push(
+      '',
+      `in-kernel time of the write programs per write (bpf_stats), median (range) of ${on.length} rounds:`,
+      `  targets on ${range(on)} ns, off ${range(off)} ns, targets add ${range(added)} ns (goal <= 30)`,
+      `  a new file per write (${NEW_FILE_WRITES} writes): on ${range(newFileOn)} ns, off ${range(newFileOff)} ns, ` +
+        `targets add ${range(newFileAdded)} ns`,
+    );
+  }
   return lines.join('\n');
 }
 
 if (require.main === module) {
-  const [writes, rounds] = process.argv.slice(2).map(Number);
-  runOverheadBench({ writes: writes || undefined, rounds: rounds || undefined })
+  const [writes, rounds] = process.argv.slice(2, 4).map(Number);
+  const modes = process.argv[4]?.split(',');
+  const unknown = modes?.filter((m) => !(MODES as string[]).includes(m));
+  if (unknown?.length) {
+    console.error(`unknown mode ${unknown.join(', ')}: choose from ${MODES.join(', ')}`);
+    process.exit(2);
+  }
+  runOverheadBench({
+    writes: writes || undefined,
+    rounds: rounds || undefined,
+    modes: modes as OverheadMode[],
+  })
     .then((report) => console.log(formatOverheadReport(report)))
     .catch((err: unknown) => {
       console.error(err);

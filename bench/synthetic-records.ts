@@ -1,10 +1,12 @@
 /**
  * A realistic stream of kernel records for the ingest benchmark: 200
  * services, 70% of events without context, transactions in bursts, log-normal
- * durations, 5% block I/O. Built once, replayed as ring-buffer-sized batches.
+ * durations, 5% block I/O, writes to one of 5 files per service (a target
+ * record before each file's first write). Built once, replayed as
+ * ring-buffer-sized batches.
  */
-import { ContextKind } from '../core/model';
-import { blockIoRecord, contextRecord, sysWriteRecord } from '../test/support/records';
+import { ContextKind, targetKindCode } from '../core/model';
+import { blockIoRecord, contextRecord, fileTargetRecord, sysWriteRecord } from '../core/model/record-encoder';
 
 export interface SyntheticStream {
   batches: Buffer[];
@@ -13,6 +15,7 @@ export interface SyntheticStream {
 
 /* pids far above pid_max, so service resolution falls back to the comm as for exited processes */
 const PID_BASE = 5_000_000;
+const FILE = targetKindCode('file');
 
 export function buildSyntheticStream(
   events: number,
@@ -38,6 +41,7 @@ export function buildSyntheticStream(
   let burstLeft = 0;
   let burstService = 0;
   let burstContext = 0;
+  const targetIds = new Map<string, number>();
   for (let i = 0; i < events; i++) {
     ts += BigInt(1 + Math.floor(random() * 2000));
     if (burstLeft === 0 && random() < 0.3 / 150) {
@@ -64,20 +68,31 @@ export function buildSyntheticStream(
       comm: `svc-${service}`,
       contextId: inBurst ? burstContext : 0,
     };
-    pending.push(
-      random() < 0.05
-        ? blockIoRecord({
-            ...common,
-            durationNs: 50_000 + duration() * 20,
-            sector: Math.floor(random() * 1e9),
-            bytes: 4096,
-            major: 254,
-            minor: 0,
-            op: 1,
-            status: 0,
-          })
-        : sysWriteRecord({ ...common, fd: 3 + (i % 5), count: 512, ret: 512, syscall: 1 }),
-    );
+    if (random() < 0.05) {
+      pending.push(
+        blockIoRecord({
+          ...common,
+          durationNs: 50_000 + duration() * 20,
+          sector: Math.floor(random() * 1e9),
+          bytes: 4096,
+          major: 254,
+          minor: 0,
+          op: 1,
+          status: 0,
+        }),
+      );
+    } else {
+      const fd = 3 + (i % 5);
+      const key = `${service}:${fd}`;
+      let targetId = targetIds.get(key);
+      if (targetId === undefined) {
+        // a file's record comes before its first write, as the kernel sends it
+        targetId = targetIds.size + 1;
+        targetIds.set(key, targetId);
+        pending.push(fileTargetRecord({ targetId, kind: FILE, path: `/var/lib/svc-${service}/${fd}.log` }));
+      }
+      pending.push(sysWriteRecord({ ...common, fd, count: 512, ret: 512, syscall: 1, targetId }));
+    }
     if (++inBatch === batchEvents) {
       batches.push(Buffer.concat(pending));
       pending = [];

@@ -12,11 +12,22 @@
 #define KR_MAX_FILTER_PIDS 16
 /* Bytes of a context marker or HTTP head handed to user space for parsing. */
 #define KR_CTX_DATA_LEN 1024
+/* Bytes of a target's path: KR_TARGET_PATH_MAX, plus room for the last name read. */
+#define KR_TARGET_PATH_MAX 1024
+#define KR_TARGET_NAME_MAX 256
+#define KR_TARGET_DATA_LEN (KR_TARGET_PATH_MAX + KR_TARGET_NAME_MAX)
+/*
+ * A write reuses a target id only while fewer than this many ids were handed
+ * out after it, else the target is sent again: user space can then forget
+ * ids older than twice this, and keeps bounded memory.
+ */
+#define KR_TARGET_ID_WINDOW (1 << 18)
 
 enum kr_record_type {
 	KR_RECORD_SYS_WRITE = 1,
 	KR_RECORD_BLOCK_IO = 2,
 	KR_RECORD_CONTEXT = 3,
+	KR_RECORD_TARGET = 4,
 };
 
 enum kr_syscall {
@@ -43,7 +54,26 @@ enum kr_counter {
 	/* a thread or request could not be tracked: its event is lost */
 	KR_COUNTER_THREAD_TABLE_FULL = 6,
 	KR_COUNTER_REQUEST_TABLE_FULL = 7,
-	KR_COUNTER_MAX = 8,
+	/* a target record did not fit in the ring: its writes carry no target */
+	KR_COUNTER_TARGET_DROPPED = 8,
+	KR_COUNTER_TARGET_EMITTED = 9,
+	KR_COUNTER_MAX = 10,
+};
+
+/* What a write went to. */
+enum kr_target_kind {
+	KR_TARGET_FILE = 1,
+	KR_TARGET_SOCKET = 2,
+	KR_TARGET_PIPE = 3,
+	KR_TARGET_CHAR = 4,
+	KR_TARGET_ANON = 5,
+	KR_TARGET_OTHER = 6,
+};
+
+enum kr_target_flag {
+	KR_TARGET_TRUNCATED = 1, /* the path lost its leading names (too deep or too long) */
+	KR_TARGET_DELETED = 2,   /* the file had no link left */
+	KR_TARGET_ANON_PIPE = 4, /* a pipe(2), not a named FIFO: no path */
 };
 
 struct kr_sys_write {
@@ -51,7 +81,7 @@ struct kr_sys_write {
 	__u64 count; /* bytes requested (iovec total for the v variants) */
 	__s32 fd;
 	__u32 syscall; /* enum kr_syscall */
-	__u64 _reserved;
+	__u64 target_id; /* a kr_target record defined it earlier; 0: unknown (bad fd) */
 };
 
 struct kr_block_io {
@@ -98,6 +128,30 @@ struct kr_context {
 	__u32 kind; /* enum kr_context_kind */
 	__u32 len;  /* valid bytes in data */
 	char data[KR_CTX_DATA_LEN];
+};
+
+/*
+ * Defines target_id: sent once per file, socket peer or kind of pipe the
+ * first time a write goes to it (again when the kernel's cache forgot it),
+ * always before the first event that carries the id.
+ */
+struct kr_target {
+	__u32 type; /* KR_RECORD_TARGET */
+	__u32 size; /* the head and len bytes of data, rounded up to 8 */
+	__u64 target_id;
+	__u32 kind;     /* enum kr_target_kind */
+	__u32 flags;    /* enum kr_target_flag */
+	__u16 family;   /* sockets: AF_*; 0 for the rest */
+	__u16 protocol; /* inet sockets: IPPROTO_*; unix: SOCK_* type */
+	__u16 port;     /* inet peer port, host order */
+	__u16 len;      /* bytes of data used */
+	__u8 addr[16];  /* inet peer: IPv4 in the first 4 bytes, or IPv6 */
+	/*
+	 * Paths: the names from the file up to the root, leaf first, each
+	 * NUL-terminated ("null\0dev\0" is /dev/null). Unix sockets: sun_path
+	 * of the address, its first byte 0 for an abstract one.
+	 */
+	char data[KR_TARGET_DATA_LEN];
 };
 
 #endif /* KREPLAY_CAPTURE_H */

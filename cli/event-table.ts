@@ -24,7 +24,7 @@ function formatDurationNs(ns: bigint): string {
 function detail(e: ApiEvent): string {
   return e.event_type === 'block_io'
     ? `${e.op} dev=${e.device} sector=${e.sector} bytes=${e.bytes} error=${e.error}`
-    : `${e.syscall} fd=${e.fd} bytes=${e.bytes} ret=${e.ret}`;
+    : `${e.syscall} fd=${e.fd} bytes=${e.bytes} ret=${e.ret}${e.target === null ? '' : ` -> ${e.target}`}`;
 }
 
 function line(cells: string[]): string {

@@ -3,8 +3,10 @@
  * data) and comments. Over node:http rather than fetch, so that closing a
  * stream closes its connection at once.
  */
+import { KreplayError } from '../core/errors';
 import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
+import { authHeaders } from './daemon-request';
 
 export interface SseMessage {
   event: string;
@@ -48,13 +50,12 @@ export async function* sseMessages(body: AsyncIterable<Uint8Array>): AsyncGenera
 }
 
 /** An answer other than 200, with its body (a problem document, usually). */
-export class HttpError extends Error {
+export class HttpError extends KreplayError {
   constructor(
     readonly status: number,
     readonly body: string,
   ) {
-    super(`server answered ${status}`);
-    this.name = 'HttpError';
+    super('E_HTTP', `server answered ${status}`);
   }
 }
 
@@ -64,7 +65,7 @@ export interface EventStream {
 }
 
 export function openEventStream(url: string, lastEventId?: string): Promise<EventStream> {
-  const headers: Record<string, string> = { accept: 'text/event-stream' };
+  const headers: Record<string, string> = { accept: 'text/event-stream', ...authHeaders() };
   if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
   return new Promise((resolve, reject) => {
     const request = (url.startsWith('https:') ? getTls : get)(url, { headers }, (res: IncomingMessage) => {

@@ -58,6 +58,27 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   // Checked first: without privileges tracefs is unreadable, and every
   // tracepoint would look missing.
   if (!HasBpfCapabilities()) throw LibbpfFailure(EPERM, "E_CAPTURE_PERM", "kreplay lacks privileges", "");
+  int err = Load(config, config.targets);
+  if (err && config.targets) {
+    // Older kernels cannot verify the target code (read-only casts of kernel pointers): capture without it.
+    AppendLog("warn", "this kernel refused the programs that resolve write targets; capturing without targets");
+    capture__destroy(skel_);
+    skel_ = nullptr;
+    err = Load(config, false);
+  }
+  if (err) {
+    throw LibbpfFailure(err, "E_CAPTURE_LOAD", "the kernel refused kreplay's BPF programs",
+                        "the libbpf lines logged just before this error give the verifier's reason");
+  }
+  Attach();
+
+  ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), OnRecord, this, nullptr);
+  if (!ring_) throw LibbpfFailure(errno, "E_CAPTURE_RINGBUF", "cannot open the ring buffer", "");
+  ring_bytes_ = config.ring_bytes;
+  MapRingPositions();
+}
+
+int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
   skel_ = capture__open();
   if (!skel_) throw LibbpfFailure(errno, "E_CAPTURE_LOAD", "cannot open kreplay's BPF object", "");
 
@@ -70,22 +91,12 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   ro->min_duration_ns = config.min_duration_ns;
   ro->wakeup_data_bytes = config.wakeup_bytes;
   ro->attribution_enabled = config.attribution;
+  ro->targets_enabled = targets;
 
   int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
   ChoosePrograms(config.attribution);
-
-  err = capture__load(skel_);
-  if (err) {
-    throw LibbpfFailure(err, "E_CAPTURE_LOAD", "the kernel refused kreplay's BPF programs",
-                        "the libbpf lines logged just before this error give the verifier's reason");
-  }
-  Attach();
-
-  ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), OnRecord, this, nullptr);
-  if (!ring_) throw LibbpfFailure(errno, "E_CAPTURE_RINGBUF", "cannot open the ring buffer", "");
-  ring_bytes_ = config.ring_bytes;
-  MapRingPositions();
+  return capture__load(skel_);
 }
 
 // Turns off the programs whose attach point this kernel lacks, or fails
@@ -208,6 +219,19 @@ std::vector<uint64_t> CaptureEngine::ReadCounters() const {
     for (uint64_t v : per_cpu) sums[key] += v;
   }
   return sums;
+}
+
+std::vector<ProgramStats> CaptureEngine::ReadProgramStats() const {
+  std::vector<ProgramStats> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    bpf_prog_info info = {};
+    __u32 len = sizeof(info);
+    const int fd = bpf_program__fd(prog);
+    if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
+    out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt});
+  }
+  return out;
 }
 
 double CaptureEngine::RingFill() const {

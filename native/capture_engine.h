@@ -23,10 +23,18 @@ struct CaptureConfig {
   std::string comm;
   uint64_t min_duration_ns = 0;
   bool attribution = true;
+  bool targets = true;
 };
 
 // Called for every record, exactly as the kernel wrote it.
 using RecordSink = std::function<void(const uint8_t* data, size_t size)>;
+
+// What the kernel measured of one loaded program (kernel.bpf_stats_enabled=1).
+struct ProgramStats {
+  std::string name;
+  uint64_t run_time_ns = 0;
+  uint64_t run_count = 0;
+};
 
 class CaptureEngine {
  public:
@@ -53,9 +61,13 @@ class CaptureEngine {
   std::vector<uint64_t> ReadCounters() const;
   // Share of the ring holding unread records, 0..1.
   double RingFill() const;
+  // Run time and count of every loaded program, zero unless bpf_stats_enabled.
+  std::vector<ProgramStats> ReadProgramStats() const;
 
  private:
   void Setup(const CaptureConfig& config);
+  // Opens and configures the skeleton, then loads it; the libbpf error, or 0.
+  int Load(const CaptureConfig& config, bool targets);
   void ChoosePrograms(bool attribution);
   void Attach();
   void MapRingPositions();

@@ -38,6 +38,7 @@ CaptureConfig ReadConfig(const Napi::Object& js) {
   config.comm = js.Get("comm").As<Napi::String>().Utf8Value();
   config.min_duration_ns = ReadU64(js, "minDurationNs");
   config.attribution = js.Get("attribution").As<Napi::Boolean>().Value();
+  config.targets = js.Get("targets").As<Napi::Boolean>().Value();
   return config;
 }
 
@@ -49,6 +50,7 @@ Napi::Function CaptureSession::Define(Napi::Env env) {
                          InstanceMethod("attachPoints", &CaptureSession::AttachPoints),
                          InstanceMethod("readCounters", &CaptureSession::ReadCounters),
                          InstanceMethod("ringFill", &CaptureSession::RingFill),
+                         InstanceMethod("programStats", &CaptureSession::ProgramStats),
                          InstanceMethod("stop", &CaptureSession::Stop),
                      });
 }
@@ -159,6 +161,19 @@ Napi::Value CaptureSession::ReadCounters(const Napi::CallbackInfo& info) {
 
 Napi::Value CaptureSession::RingFill(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), engine_ ? engine_->RingFill() : 0);
+}
+
+Napi::Value CaptureSession::ProgramStats(const Napi::CallbackInfo& info) {
+  const std::vector<kreplay::ProgramStats> stats = engine_ ? engine_->ReadProgramStats() : std::vector<kreplay::ProgramStats>{};
+  Napi::Array out = Napi::Array::New(info.Env(), stats.size());
+  for (uint32_t i = 0; i < stats.size(); i++) {
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("name", stats[i].name);
+    o.Set("runTimeNs", Napi::Number::New(info.Env(), static_cast<double>(stats[i].run_time_ns)));
+    o.Set("runCount", Napi::Number::New(info.Env(), static_cast<double>(stats[i].run_count)));
+    out.Set(i, o);
+  }
+  return out;
 }
 
 void CaptureSession::Stop(const Napi::CallbackInfo&) { stopping_.store(true, std::memory_order_release); }

@@ -1,19 +1,11 @@
 /**
  * Why a capture could not start or stopped. `code` is stable for callers:
- * E_CAPTURE_CONFIG, E_CAPTURE_NATIVE, E_CAPTURE_PERM, E_CAPTURE_NO_BTF,
+ * E_CAPTURE_CONFIG, E_CAPTURE_PERM, E_CAPTURE_NO_BTF,
  * E_CAPTURE_NO_TRACEPOINT, E_CAPTURE_LOAD, E_CAPTURE_ATTACH,
  * E_CAPTURE_RINGBUF, E_CAPTURE_STATE.
  */
-export class CaptureError extends Error {
-  override readonly name = 'CaptureError';
-
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+import { KreplayError } from '../../core/errors';
+export class CaptureError extends KreplayError {}
 
 /** The addon throws Errors with a string `code`; anything else is a bug and passes through. */
 export function toCaptureError(err: unknown): unknown {

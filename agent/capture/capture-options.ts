@@ -1,7 +1,7 @@
 /** What a capture records, and the checks that turn options into the addon's config. */
 import { COMM_LEN, MAX_FILTER_PIDS } from '../../core/model';
 import { CaptureError } from './capture-error';
-import type { NativeCaptureConfig } from './native-addon';
+import type { NativeCaptureConfig } from '../../core/native/addon';
 
 export interface CaptureOptions {
   /** power of two, at least one page; default 64 MiB */
@@ -20,6 +20,8 @@ export interface CaptureOptions {
   minDurationNs?: number;
   /** default true: follow context markers and HTTP heads */
   attribution?: boolean;
+  /** default true: resolve what each write went to (file path, socket peer, pipe) */
+  targets?: boolean;
 }
 
 const DEFAULT_RING_BYTES = 64 * 1024 * 1024;
@@ -85,5 +87,6 @@ export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
     comm,
     minDurationNs: nonNegativeInteger('minDurationNs', options.minDurationNs ?? 0),
     attribution: options.attribution ?? true,
+    targets: options.targets ?? true,
   };
 }

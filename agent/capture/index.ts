@@ -1,11 +1,5 @@
 export { CaptureError } from './capture-error';
 export type { CaptureOptions } from './capture-options';
 export { startCapture, type Capture } from './start-capture';
-export { captureSupport, clockOffset, ensureTracefs } from './host';
-export {
-  decodeRecords,
-  type DecodedRecord,
-  type DecodedSysWrite,
-  type DecodedBlockIo,
-  type DecodedContext,
-} from './decode-records';
+export type { ProgramStats } from '../../core/native/addon';
+export { clockOffset, ensureTracefs } from './host';

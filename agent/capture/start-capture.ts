@@ -3,7 +3,12 @@ import type { Logger } from '../../core/log/logger';
 import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../../core/model';
 import { CaptureError, toCaptureError } from './capture-error';
 import { toNativeConfig, type CaptureOptions } from './capture-options';
-import { nativeAddon, type NativeAddon, type NativeCaptureSession } from './native-addon';
+import {
+  nativeAddon,
+  type NativeAddon,
+  type NativeCaptureSession,
+  type ProgramStats,
+} from '../../core/native/addon';
 import { ensureTracefs } from './host';
 
 export interface Capture {
@@ -13,6 +18,8 @@ export interface Capture {
   counters(): Record<KernelCounterName, number>;
   /** share of the ring holding unread records, 0..1, or -1 if unknown */
   ringFill(): number;
+  /** run time and count per program, measured while kernel.bpf_stats_enabled is 1; empty once stopped */
+  programStats(): ProgramStats[];
   /** resolves after the final batch was delivered to onBatch */
   stop(): Promise<void>;
 }
@@ -87,6 +94,7 @@ export function startCapture(
       return out;
     },
     ringFill: () => session.ringFill(),
+    programStats: () => session.programStats(),
     async stop() {
       if (!stopRequested) {
         stopRequested = true;

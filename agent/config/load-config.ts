@@ -1,14 +1,13 @@
+import { KreplayError } from '../../core/errors';
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import YAML from 'yaml';
 import type { z } from 'zod';
 import { agentConfigSchema, type AgentConfig } from './config-schema';
 
-export class ConfigError extends Error {
-  readonly code = 'E_CONFIG';
+export class ConfigError extends KreplayError {
   constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
+    super('E_CONFIG', message);
   }
 }
 

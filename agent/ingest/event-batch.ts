@@ -18,6 +18,7 @@ export interface SysWriteFields {
   fd: number;
   ret: number;
   syscall: number;
+  target?: number; // store target id, 0 (the default) = unknown
 }
 
 export interface BlockIoFields {
@@ -55,6 +56,8 @@ export class EventBatch {
   readonly kind: Uint32Array;
   /** block_io error (negative errno) */
   readonly error: Int32Array;
+  /** sys_write store target id, 0 = unknown */
+  readonly target: Uint32Array;
 
   /**
    * Columns live in `memory`, which may be a SharedArrayBuffer so that the
@@ -85,13 +88,14 @@ export class EventBatch {
     this.comm = take((b, o, n) => new Uint32Array(b, o, n), 4);
     this.kind = take((b, o, n) => new Uint32Array(b, o, n), 4);
     this.error = take((b, o, n) => new Int32Array(b, o, n), 4);
+    this.target = take((b, o, n) => new Uint32Array(b, o, n), 4);
     this.type = take((b, o, n) => new Uint8Array(b, o, n), 1);
   }
 
   /** Bytes of memory a batch of `capacity` rows needs. */
   static bytesFor(capacity: number): number {
     const padded = (width: number) => Math.ceil((capacity * width) / 8) * 8;
-    return 5 * padded(8) + 7 * padded(4) + padded(1);
+    return 5 * padded(8) + 8 * padded(4) + padded(1);
   }
 
   get full(): boolean {
@@ -130,6 +134,7 @@ export class EventBatch {
     this.result[i] = f.ret;
     this.kind[i] = f.syscall;
     this.error[i] = 0;
+    this.target[i] = f.target ?? 0;
   }
 
   pushBlockIo(f: BlockIoFields): void {
@@ -138,5 +143,6 @@ export class EventBatch {
     this.result[i] = f.sector;
     this.kind[i] = f.op;
     this.error[i] = f.error;
+    this.target[i] = 0;
   }
 }

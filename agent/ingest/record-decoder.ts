@@ -3,6 +3,7 @@
  * {u32 type, u32 size}) straight into an EventBatch: per event it reads a
  * few integers and does cached map lookups, and allocates nothing.
  */
+import { KreplayError } from '../../core/errors';
 import {
   BlockIoLayout,
   blockStatusErrno,
@@ -16,22 +17,27 @@ import {
   RecordHead,
   RecordType,
   SysWriteLayout,
+  TARGET_DATA_LEN,
+  TARGET_ID_WINDOW,
+  TargetLayout,
+  readTargetRecord,
+  targetText,
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from '../store/dictionary';
 import type { EventBatch } from './event-batch';
 
-export class CorruptRecordError extends Error {
+export class CorruptRecordError extends KreplayError {
   constructor(
     readonly offset: number,
     readonly lostBytes: number,
     reason: string,
   ) {
     super(
+      'E_CORRUPT_RECORD',
       `corrupt record at byte ${offset} of a batch: ${reason}; dropped the ${lostBytes} bytes that follow`,
     );
-    this.name = 'CorruptRecordError';
   }
 }
 
@@ -53,6 +59,12 @@ export interface BatchSink {
 }
 
 const TWO_32 = 0x1_0000_0000;
+
+/** The size a target record must have: its head and its data rounded up to 8 (the head's size when truncated). */
+function targetRecordSize(buf: Buffer, off: number): number {
+  if (buf.length - off < TargetLayout.data) return TargetLayout.data;
+  return (TargetLayout.data + Math.min(buf.readUInt16LE(off + TargetLayout.len), TARGET_DATA_LEN) + 7) & ~7;
+}
 const MAX_CACHED_THREADS = 262144;
 
 export class RecordDecoder {
@@ -60,7 +72,12 @@ export class RecordDecoder {
   private baseLo = 0;
   private readonly threads = new Map<number, ThreadIds>();
   private readonly storeContextIds = new Map<number, number>();
+  /** kernel target id -> store target id, from the target records (always ahead of their events) */
+  private readonly storeTargetIds = new Map<number, number>();
   contextRecords = 0;
+  targetRecords = 0;
+  /** writes whose target id no target record defined (lost with a corrupt batch) */
+  unknownTargets = 0;
 
   constructor(
     private readonly dictionaries: Dictionaries,
@@ -87,7 +104,9 @@ export class RecordDecoder {
           ? ContextLayout.bytes
           : type === RecordType.SysWrite || type === RecordType.BlockIo
             ? EventLayout.bytes
-            : -1;
+            : type === RecordType.Target
+              ? targetRecordSize(buf, off)
+              : -1;
       if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
       if (size !== expected) {
         throw new CorruptRecordError(
@@ -104,6 +123,7 @@ export class RecordDecoder {
         );
       }
       if (type === RecordType.Context) this.defineContext(buf, off);
+      else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
         if (sink.current.full) sink.flush();
         this.appendEvent(buf, off, type, sink.current);
@@ -122,6 +142,31 @@ export class RecordDecoder {
       data,
     );
     this.contextRecords++;
+  }
+
+  private defineTarget(buf: Buffer, off: number): void {
+    const record = readTargetRecord(buf, off);
+    const kernelId = record.targetId;
+    this.storeTargetIds.set(kernelId, this.dictionaries.targets.id(record.kind, targetText(record)));
+    this.targetRecords++;
+    if (this.storeTargetIds.size > 2 * TARGET_ID_WINDOW)
+      this.forgetTargetsBefore(kernelId - 2 * TARGET_ID_WINDOW);
+  }
+
+  /* The kernel no longer hands these ids to writes (see KR_TARGET_ID_WINDOW); the Map holds them oldest first. */
+  private forgetTargetsBefore(kernelId: number): void {
+    for (const id of this.storeTargetIds.keys()) {
+      if (id >= kernelId) break;
+      this.storeTargetIds.delete(id);
+    }
+  }
+
+  private storeTargetId(kernelId: number): number {
+    if (kernelId === 0) return 0;
+    const id = this.storeTargetIds.get(kernelId);
+    if (id !== undefined) return id;
+    this.unknownTargets++;
+    return 0;
   }
 
   private appendEvent(buf: Buffer, off: number, type: number, out: EventBatch): void {
@@ -148,6 +193,7 @@ export class RecordDecoder {
       out.result[i] = readI53(buf, off + SysWriteLayout.ret);
       out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall);
       out.error[i] = 0;
+      out.target[i] = this.storeTargetId(readU53(buf, off + SysWriteLayout.targetId));
     } else {
       out.bytes[i] = buf.readUInt32LE(off + BlockIoLayout.bytes);
       out.handle[i] = encodeDevice(
@@ -157,6 +203,7 @@ export class RecordDecoder {
       out.result[i] = readU53(buf, off + BlockIoLayout.sector);
       out.kind[i] = buf.readUInt32LE(off + BlockIoLayout.op);
       out.error[i] = blockStatusErrno(buf.readInt32LE(off + BlockIoLayout.status));
+      out.target[i] = 0;
     }
   }
 

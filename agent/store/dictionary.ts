@@ -1,16 +1,19 @@
 /**
  * Integer ids for the strings events repeat (service names, comms,
- * contexts). Ids are assigned in memory by the store's one writer; new
+ * contexts, write targets). Ids are assigned in memory by the store's one writer; new
  * entries are persisted in the same transaction as the first batch that
  * uses them, so a reader never sees an event whose name is missing.
  */
 export type NameEntry = [id: number, name: string];
 export type ContextEntry = [id: number, transactionId: string | null, traceId: string | null];
+/** kind: enum kr_target_kind */
+export type TargetEntry = [id: number, kind: number, value: string];
 
 export interface NewNames {
   services: NameEntry[];
   comms: NameEntry[];
   contexts: ContextEntry[];
+  targets: TargetEntry[];
 }
 
 export class NameDictionary {
@@ -90,11 +93,38 @@ export class ContextDictionary {
   }
 }
 
+/** (kind, value) pairs of write targets; a value may be a path of one kind and later of another. */
+export class TargetDictionary {
+  private readonly names: NameDictionary;
+
+  constructor(entries: TargetEntry[]) {
+    this.names = new NameDictionary(entries.map(([id, kind, value]) => [id, `${kind}:${value}`]));
+  }
+
+  private static entry([id, key]: NameEntry): TargetEntry {
+    const colon = key.indexOf(':');
+    return [id, Number(key.slice(0, colon)), key.slice(colon + 1)];
+  }
+
+  id(kind: number, value: string): number {
+    return this.names.id(`${kind}:${value}`);
+  }
+
+  entries(): TargetEntry[] {
+    return this.names.entries().map(TargetDictionary.entry);
+  }
+
+  takePending(): TargetEntry[] {
+    return this.names.takePending().map(TargetDictionary.entry);
+  }
+}
+
 /** The dictionaries a decoder fills. */
 export interface Dictionaries {
   services: NameDictionary;
   comms: NameDictionary;
   contexts: ContextDictionary;
+  targets: TargetDictionary;
 }
 
 export function takeNewNames(d: Dictionaries): NewNames {
@@ -102,5 +132,10 @@ export function takeNewNames(d: Dictionaries): NewNames {
     services: d.services.takePending(),
     comms: d.comms.takePending(),
     contexts: d.contexts.takePending(),
+    targets: d.targets.takePending(),
   };
+}
+
+export function countNewNames(names: NewNames): number {
+  return names.services.length + names.comms.length + names.contexts.length + names.targets.length;
 }

@@ -18,7 +18,7 @@ const COMMON_COLUMNS = 'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes'
 const COMMON_PARAMS = 9; // ts offset, seq, dur, service, ctx, pid, tid, comm, bytes
 
 const SHAPES: Record<number, TypeShape> = {
-  [RecordType.SysWrite]: { columns: 'fd, ret, syscall', extraParams: 3 },
+  [RecordType.SysWrite]: { columns: 'fd, ret, syscall, target', extraParams: 4 },
   [RecordType.BlockIo]: { columns: 'dev, sector, op, error', extraParams: 4 },
 };
 
@@ -65,7 +65,8 @@ export class EventInsert {
       p[o + 9] = batch.handle[i]!;
       p[o + 10] = batch.result[i]!;
       p[o + 11] = batch.kind[i]!;
-      if (isBlock) p[o + 12] = batch.error[i]!;
+      // the 13th column: error of a block request, target of a write (NULL when unknown)
+      p[o + 12] = isBlock ? batch.error[i]! : batch.target[i] === 0 ? null : batch.target[i]!;
       if (++filled === ROWS_PER_STATEMENT) {
         this.many.run(p, base);
         filled = 0;

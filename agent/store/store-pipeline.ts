@@ -5,14 +5,20 @@
  * committed, flush() waits, the capture's queue fills and the kernel counts
  * what its ring cannot hold, so memory stays bounded and loss stays visible.
  */
+import { KreplayError } from '../../core/errors';
 import { statSync } from 'node:fs';
-import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
-import { repoRoot } from '../paths';
-import { ContextDictionary, NameDictionary, takeNewNames, type Dictionaries } from './dictionary';
+import { startThread } from '../../core/threads/start-thread';
+import {
+  ContextDictionary,
+  NameDictionary,
+  TargetDictionary,
+  takeNewNames,
+  type Dictionaries,
+} from './dictionary';
 import type { RunStart } from './store-writer';
 import {
   SLOT_BUSY,
@@ -24,21 +30,11 @@ import {
 
 const SLOTS = 2;
 
-export class StoreThreadError extends Error {
-  constructor(
-    message: string,
-    readonly code?: string,
-  ) {
-    super(message);
-    this.name = 'StoreThreadError';
+/** A failure the writer thread reported, with the code of the error it caught there (E_STORE_THREAD if none). */
+export class StoreThreadError extends KreplayError {
+  constructor(message: string, code?: string) {
+    super(code ?? 'E_STORE_THREAD', message);
   }
-}
-
-/* Compiled next to this file in dist/; from the TypeScript sources (tests) use the build's copy. */
-function writerThreadPath(): string {
-  return __filename.endsWith('.js')
-    ? join(__dirname, 'writer-thread.js')
-    : join(repoRoot(), 'dist', 'agent', 'store', 'writer-thread.js');
 }
 
 export class StorePipeline implements BatchSink, Dictionaries {
@@ -56,6 +52,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
     readonly services: NameDictionary,
     readonly comms: NameDictionary,
     readonly contexts: ContextDictionary,
+    readonly targets: TargetDictionary,
     private readonly log: Logger,
   ) {
     this.current = batches[0]!;
@@ -78,7 +75,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
       flags: new SharedArrayBuffer(4 * (SLOTS + 1)),
       rowsWritten: new SharedArrayBuffer(8),
     };
-    const worker = new Worker(writerThreadPath(), { workerData: data });
+    const worker = startThread(__dirname, 'writer-thread', { workerData: data });
     return new Promise((resolve, reject) => {
       worker.once('error', reject);
       worker.once('message', (message: FromWriter) => {
@@ -101,6 +98,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
             new NameDictionary(message.services),
             new NameDictionary(message.comms),
             new ContextDictionary(message.contexts),
+            new TargetDictionary(message.targets),
             log,
           ),
         );

@@ -1,4 +1,5 @@
 /** The one writer of a node's store: runs, counters and event batches. */
+import { KreplayError } from '../../core/errors';
 import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -9,10 +10,13 @@ import { CheckpointPolicy, type CheckpointPolicyOptions } from './checkpoint-pol
 import {
   ContextDictionary,
   NameDictionary,
+  TargetDictionary,
+  countNewNames,
   takeNewNames,
   type ContextEntry,
   type NameEntry,
   type NewNames,
+  type TargetEntry,
 } from './dictionary';
 import { EventInsert } from './event-insert';
 import { acquireWriterLock } from './writer-lock';
@@ -27,13 +31,10 @@ export interface RunStart {
   clockErrorNs: number;
 }
 
-export class StoreWriterError extends Error {
-  constructor(
-    readonly code: 'E_DATA_DIR',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StoreWriterError';
+export class StoreWriterError extends KreplayError {
+  declare readonly code: 'E_DATA_DIR';
+  constructor(code: 'E_DATA_DIR', message: string) {
+    super(code, message);
   }
 }
 
@@ -68,6 +69,7 @@ export class StoreWriter {
   readonly services: NameDictionary;
   readonly comms: NameDictionary;
   readonly contexts: ContextDictionary;
+  readonly targets: TargetDictionary;
   readonly checkpoints: CheckpointPolicy;
   rowsWritten = 0;
   private nextSeq: number;
@@ -79,6 +81,7 @@ export class StoreWriter {
   private readonly insertService: Database.Statement<NameEntry>;
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContext: Database.Statement<ContextEntry>;
+  private readonly insertTarget: Database.Statement<TargetEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
   private readonly commitBatch: (batch: EventBatch, names: NewNames) => void;
 
@@ -96,9 +99,13 @@ export class StoreWriter {
     this.contexts = new ContextDictionary(
       db.prepare('SELECT id, transaction_id, trace_id FROM contexts').raw().all() as ContextEntry[],
     );
+    this.targets = new TargetDictionary(
+      db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
+    );
     this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
     this.insertContext = db.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
+    this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpointOptions);
     this.sysWrites = new EventInsert(db, RecordType.SysWrite);
     this.blockIos = new EventInsert(db, RecordType.BlockIo);
@@ -113,6 +120,7 @@ export class StoreWriter {
       for (const entry of names.services) this.insertService.run(...entry);
       for (const entry of names.comms) this.insertComm.run(...entry);
       for (const entry of names.contexts) this.insertContext.run(...entry);
+      for (const entry of names.targets) this.insertTarget.run(...entry);
       let seq = this.sysWrites.run(batch, this.nextSeq);
       seq = this.blockIos.run(batch, seq);
       this.setNextSeq.run(String(seq));
@@ -176,7 +184,7 @@ export class StoreWriter {
    * decoder's dictionaries assigned.
    */
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
-    if (batch.count === 0 && names.services.length + names.comms.length + names.contexts.length === 0) return;
+    if (batch.count === 0 && countNewNames(names) === 0) return;
     this.commitBatch(batch, names);
     this.rowsWritten += batch.count;
     this.checkpoints.afterCommit();

@@ -4,13 +4,12 @@
  * A lock file holds the owner's pid; a lock whose process is gone (SIGKILL)
  * is taken over.
  */
+import { KreplayError } from '../../core/errors';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 
-export class StoreLockedError extends Error {
-  readonly code = 'E_STORE_LOCKED';
+export class StoreLockedError extends KreplayError {
   constructor(message: string) {
-    super(message);
-    this.name = 'StoreLockedError';
+    super('E_STORE_LOCKED', message);
   }
 }
 

@@ -66,6 +66,7 @@ try {
     services: writer.services.entries(),
     comms: writer.comms.entries(),
     contexts: writer.contexts.entries(),
+    targets: writer.targets.entries(),
   });
   serve(writer);
 } catch (err) {

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { Agent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
-import { untilSignal } from '../../daemon/server';
+import { untilSignal } from '../signals';
 import { collectIntegers, integerOption } from '../options';
 
 interface AgentFlags {
@@ -16,6 +16,7 @@ interface AgentFlags {
   minDurationNs: number;
   ringBufferMb: number;
   attribution: boolean;
+  targets: boolean;
   quiet: boolean;
   statusInterval: number;
 }
@@ -43,6 +44,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
         minDurationNs: flags.minDurationNs,
         attribution: flags.attribution,
+        targets: flags.targets,
       },
       batchRows: 262144,
       flushIntervalMs: 200,
@@ -73,6 +75,7 @@ export function registerAgentCommand(program: Command): void {
     )
     .option('--ring-buffer-mb <mb>', 'ring buffer size, a power of two', integerOption(1, 1024), 64)
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
+    .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
     .action((flags: AgentFlags) => runAgentCommand(flags));

@@ -1,8 +1,16 @@
 /** `kreplay events`: the GET /api/events query from the command line, every page of it. */
 import { Option, type Command } from 'commander';
 import { eventToJson, type ApiEvent } from '../../core/model';
-import { parseDurationMsNs, parseEventTypes, parseText, parseTimeNs } from '../../daemon/http/query-values';
+import {
+  parseDurationMsNs,
+  parseEventTypes,
+  parseTargetKinds,
+  parseTargetPattern,
+  parseText,
+  parseTimeNs,
+} from '../../daemon/http/query-values';
 import { tableHeader, tableRow } from '../event-table';
+import { authHeaders } from '../daemon-request';
 import { baseUrlOption, integerOption, queryValueOption } from '../options';
 
 interface EventsFlags {
@@ -25,6 +33,18 @@ const QUERY_FLAGS: { option: Option; param: string }[] = (
     ['--from <time>', 'from', 'from this time on (epoch ns or RFC 3339)', parseTimeNs],
     ['--to <time>', 'to', 'before this time (epoch ns or RFC 3339)', parseTimeNs],
     ['--min-ms <ms>', 'min_duration_ms', 'only calls at least this long (decimal ms)', parseDurationMsNs],
+    [
+      '--target <target>',
+      'target',
+      'writes to this target; a trailing * matches a prefix',
+      parseTargetPattern,
+    ],
+    [
+      '--target-kind <kinds>',
+      'target_kind',
+      'file, socket, pipe, char, anon, other, comma-separated',
+      parseTargetKinds,
+    ],
   ] satisfies QueryFlag[]
 ).map(([flag, param, help, parse]) => ({
   option: new Option(flag, help).argParser(queryValueOption(parse)),
@@ -57,7 +77,7 @@ function describeProblem(status: number, text: string): string {
 async function fetchPage(server: string, query: URLSearchParams): Promise<EventsBody> {
   let res: Response;
   try {
-    res = await fetch(`${server}/api/events?${query}`);
+    res = await fetch(`${server}/api/events?${query}`, { headers: authHeaders() });
   } catch (err) {
     const cause = (err as { cause?: Error }).cause;
     throw new Error(`cannot reach ${server}: ${cause?.message ?? (err as Error).message}`, { cause: err });

@@ -6,7 +6,7 @@
  * Ctrl-C; its own failures throw, with CMD ended first.
  */
 import fs from 'node:fs';
-import { nativeAddon, type NativeExecSupervisor } from '../../agent/capture/native-addon';
+import { nativeAddon, type NativeExecSupervisor } from '../../core/native/addon';
 import { exactJson } from '../../core/json/exact-json';
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import { requestJson } from '../daemon-request';

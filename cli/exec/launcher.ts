@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { nativeAddon } from '../../agent/capture/native-addon';
-import { repoRoot } from '../../agent/paths';
+import { nativeAddon } from '../../core/native/addon';
+import { repoRoot } from '../../core/repo-root';
 
 /** How long the launcher may take to install its filter and hand the listener over. */
 const HANDOFF_TIMEOUT_MS = 10_000;

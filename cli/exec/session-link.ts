@@ -4,7 +4,7 @@
  * session's position drives the build's timeline (pause holds every matched
  * call, play releases, seek moves it); either pace: stop lets everything through.
  */
-import type { NativeExecSupervisor } from '../../agent/capture/native-addon';
+import type { NativeExecSupervisor } from '../../core/native/addon';
 import type { Schedule } from '../../daemon/replay/sessions/schedule';
 import { openEventStream, type EventStream } from '../sse-client';
 import type { Pace } from './exec-plan';

@@ -5,9 +5,6 @@
  */
 import { InvalidArgumentError } from 'commander';
 
-export const TARGET_KINDS = ['file', 'socket', 'pipe', 'char', 'anon', 'other'] as const;
-export type TargetKind = (typeof TARGET_KINDS)[number];
-
 export interface TargetMap {
   from: string;
   to: string;

@@ -3,6 +3,7 @@ import { deviceName, blockOpName, eventTypeName, syscallName, type EventType } f
 import { formatEventId } from './event-id';
 import { exactJson, int64Json } from '../json/exact-json';
 import { RecordType } from './record-layout';
+import type { TargetKind } from './target';
 
 interface CommonFields {
   event_id: string;
@@ -24,6 +25,9 @@ export interface SysWriteEvent extends CommonFields {
   syscall: string;
   fd: number;
   ret: number;
+  /** null when the fd was not open (EBADF) or its target was lost */
+  target_kind: TargetKind | null;
+  target: string | null;
 }
 
 export interface BlockIoEvent extends CommonFields {
@@ -38,7 +42,20 @@ export type ApiEvent = SysWriteEvent | BlockIoEvent;
 
 /** Columns of the events table, in the order EventRow names them. */
 export const EVENT_COLUMNS =
-  'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error';
+  'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target';
+
+/** The store schema version that added write targets (core/store/schema.ts). */
+export const TARGETS_SCHEMA_VERSION = 2;
+
+/** The schema version that added a column (the others are in every version). */
+const COLUMN_SINCE: Record<string, number> = { target: TARGETS_SCHEMA_VERSION };
+
+/** EVENT_COLUMNS as a store of `schemaVersion` can select them: NULL for a column it does not have yet. */
+export function eventColumnsOf(schemaVersion: number): string {
+  return EVENT_COLUMNS.split(', ')
+    .map((column) => ((COLUMN_SINCE[column] ?? 1) <= schemaVersion ? column : `NULL AS ${column}`))
+    .join(', ');
+}
 
 /** A row of EVENT_COLUMNS read with safeIntegers(true). */
 export interface EventRow {
@@ -59,6 +76,13 @@ export interface EventRow {
   sector: bigint | null;
   op: bigint | null;
   error: bigint | null;
+  target: bigint | null;
+}
+
+/** A write's target as its store's dictionary holds it. */
+export interface Target {
+  kind: TargetKind;
+  value: string;
 }
 
 /** What a row's integer references mean in its store. */
@@ -68,6 +92,7 @@ export interface StoreNames {
   service(id: number): string;
   comm(id: number): string;
   context(id: number | null): { transaction_id: string | null; trace_id: string | null };
+  target(id: number | null): Target | null;
 }
 
 export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
@@ -96,6 +121,7 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
       error: Number(row.error ?? 0),
     };
   }
+  const target = names.target(row.target === null ? null : Number(row.target));
   return {
     event_id: eventId,
     event_type: eventTypeName(Number(row.type)) as 'sys_write',
@@ -112,6 +138,8 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
     syscall: syscallName(Number(row.syscall ?? 0)),
     fd: Number(row.fd ?? -1),
     ret: Number(row.ret ?? 0),
+    target_kind: target && target.kind,
+    target: target && target.value,
   };
 }
 
@@ -137,7 +165,8 @@ export function eventToJson(event: ApiEvent, int64AsString = false, extra?: Reco
   text +=
     event.event_type === 'block_io'
       ? `,"device":${jsonString(event.device)},"sector":${event.sector},"op":${jsonString(event.op)},"error":${event.error}`
-      : `,"syscall":${jsonString(event.syscall)},"fd":${event.fd},"ret":${event.ret}`;
+      : `,"syscall":${jsonString(event.syscall)},"fd":${event.fd},"ret":${event.ret}` +
+        `,"target_kind":${jsonString(event.target_kind)},"target":${jsonString(event.target)}`;
   if (extra)
     for (const [key, value] of Object.entries(extra))
       text += `,${JSON.stringify(key)}:${exactJson(value, int64AsString)}`;

@@ -2,3 +2,4 @@ export * from './record-layout';
 export * from './event-types';
 export * from './event-id';
 export * from './event';
+export * from './target';

@@ -3,12 +3,17 @@
  * Mirrors bpf/capture.h field for field; test/unit/record-layout.test.ts
  * compiles that header and fails when an offset here drifts.
  */
-export const RecordType = { SysWrite: 1, BlockIo: 2, Context: 3 } as const;
+export const RecordType = { SysWrite: 1, BlockIo: 2, Context: 3, Target: 4 } as const;
 export type RecordTypeValue = (typeof RecordType)[keyof typeof RecordType];
 
 export const COMM_LEN = 16;
 export const MAX_FILTER_PIDS = 16;
 export const CONTEXT_DATA_LEN = 1024;
+export const TARGET_PATH_MAX = 1024;
+export const TARGET_NAME_MAX = 256;
+export const TARGET_DATA_LEN = TARGET_PATH_MAX + TARGET_NAME_MAX;
+/** Events reuse a target id only while fewer ids than this were handed out after it. */
+export const TARGET_ID_WINDOW = 1 << 18;
 
 /** Offsets of the common head of every record. */
 export const RecordHead = { type: 0, size: 4, bytes: 8 } as const;
@@ -26,7 +31,7 @@ export const EventLayout = {
 } as const;
 
 /** struct kr_sys_write, inside kr_event's union */
-export const SysWriteLayout = { ret: 64, count: 72, fd: 80, syscall: 84 } as const;
+export const SysWriteLayout = { ret: 64, count: 72, fd: 80, syscall: 84, targetId: 88 } as const;
 
 /** struct kr_block_io, inside kr_event's union */
 export const BlockIoLayout = {
@@ -53,6 +58,23 @@ export const ContextLayout = {
 
 export const ContextKind = { Marker: 1, Http: 2 } as const;
 
+/** struct kr_target: a head, then `len` bytes of data; `size` is rounded up to 8. */
+export const TargetLayout = {
+  targetId: 8,
+  kind: 16,
+  flags: 20,
+  family: 24,
+  protocol: 26,
+  port: 28,
+  len: 30,
+  addr: 32,
+  data: 48,
+  maxBytes: 48 + TARGET_DATA_LEN,
+} as const;
+
+/** enum kr_target_flag */
+export const TargetFlag = { Truncated: 1, Deleted: 2, AnonPipe: 4 } as const;
+
 /** enum kr_counter: per-CPU counters kept by the kernel side. */
 export const KernelCounter = {
   sysWriteEmitted: 0,
@@ -63,8 +85,10 @@ export const KernelCounter = {
   contextDropped: 5,
   threadTableFull: 6,
   requestTableFull: 7,
+  targetDropped: 8,
+  targetEmitted: 9,
 } as const;
-export const KERNEL_COUNTER_COUNT = 8;
+export const KERNEL_COUNTER_COUNT = 10;
 export type KernelCounterName = keyof typeof KernelCounter;
 
 /** Reads a u64 that is known to fit in 2^53 (counters, ids, sizes). */

@@ -7,16 +7,18 @@
  * strings live once in dictionary tables; the context and slow-call indexes
  * are partial because most events carry no context and most calls are fast.
  */
+import { KreplayError } from '../errors';
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
 
-const MIGRATIONS: readonly string[] = [
+/** MIGRATIONS[v] takes a store from version v to v + 1. */
+export const MIGRATIONS: readonly string[] = [
   // v1
   `
   CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
@@ -79,17 +81,24 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX events_by_service ON events (service);
   CREATE INDEX events_slow ON events (type) WHERE dur >= ${SLOW_EVENT_NS};
   `,
+  // v2: what each write went to, once per distinct (kind, value); events.target is NULL when unknown
+  `
+  CREATE TABLE targets (
+    id INTEGER PRIMARY KEY,
+    kind INTEGER NOT NULL,
+    value TEXT NOT NULL
+  ) STRICT;
+  CREATE UNIQUE INDEX targets_by_value ON targets (value, kind);
+  ALTER TABLE events ADD COLUMN target INTEGER;
+  `,
 ];
 
 export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
 
-export class StoreError extends Error {
-  constructor(
-    readonly code: StoreErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StoreError';
+export class StoreError extends KreplayError {
+  declare readonly code: StoreErrorCode;
+  constructor(code: StoreErrorCode, message: string) {
+    super(code, message);
   }
 }
 
@@ -158,19 +167,23 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
   }
 }
 
-/** Opens a node's store read-only; never blocks or migrates the writer's file. */
+/** The schema version of an open store, read again on every call: the agent may upgrade it meanwhile. */
+export function schemaVersionOf(db: Database.Database): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+/**
+ * Opens a node's store read-only; never blocks or migrates the writer's
+ * file. Stores of an older schema are read as they are (an upgrade only
+ * adds): the reader asks schemaVersionOf() what they hold.
+ */
 export function openReadStore(path: string): { db: Database.Database; info: StoreInfo } {
   if (!existsSync(path)) throw new StoreError('E_STORE_OPEN', `${path} does not exist`);
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 2000');
-    const version = readSchemaVersion(db, path);
-    if (version < SCHEMA_VERSION) {
-      throw new StoreError(
-        'E_STORE_NOT_KREPLAY',
-        `${path} has schema version ${version}, not a kreplay store yet`,
-      );
-    }
+    if (readSchemaVersion(db, path) === 0)
+      throw new StoreError('E_STORE_NOT_KREPLAY', `${path} has schema version 0, not a kreplay store yet`);
     return { db, info: readStoreInfo(db) };
   } catch (err) {
     db.close();

@@ -27,7 +27,7 @@ const CURSOR_TEXT = /^[A-Za-z0-9_-]+$/;
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest();
 
 export function filterHash(filter: EventFilter): string {
-  const canonical = JSON.stringify([
+  const fields: unknown[] = [
     filter.transactionId ?? null,
     filter.traceId ?? null,
     filter.service ?? null,
@@ -36,8 +36,13 @@ export function filterHash(filter: EventFilter): string {
     filter.fromNs?.toString() ?? null,
     filter.toNs?.toString() ?? null,
     filter.minDurationNs?.toString() ?? null,
-  ]);
-  return sha256(canonical).subarray(0, HASH_BYTES).toString('hex');
+  ];
+  // appended only when given, so cursors made before target filters existed stay valid
+  if (filter.target || filter.targetKinds) {
+    fields.push(filter.target ? [filter.target.value, filter.target.prefix] : null);
+    fields.push(filter.targetKinds ? [...new Set(filter.targetKinds)].sort() : null);
+  }
+  return sha256(JSON.stringify(fields)).subarray(0, HASH_BYTES).toString('hex');
 }
 
 export function encodeCursor(state: CursorState): string {

@@ -6,6 +6,8 @@ import {
   parseDurationMsNs,
   parseEventTypes,
   parseIntegerIn,
+  parseTargetKinds,
+  parseTargetPattern,
   parseText,
   parseTimeNs,
 } from '../http/query-values';
@@ -31,6 +33,8 @@ export const eventsQuerySchema = z
     from: time.optional(),
     to: time.optional(),
     min_duration_ms: parsedParam(parseDurationMsNs).optional(),
+    target: parsedParam(parseTargetPattern).optional(),
+    target_kind: parsedParam(parseTargetKinds).optional(),
     limit: parsedParam(parseIntegerIn(1, MAX_LIMIT)).optional(),
     cursor: parsedParam(decodeCursor).optional(),
     order: parsedParam(parseChoice(['asc', 'desc'] as const)).optional(),
@@ -58,5 +62,7 @@ export function toFilter(q: Omit<EventsQuery, 'cursor'>): EventFilter {
   if (q.from !== undefined) filter.fromNs = q.from;
   if (q.to !== undefined) filter.toNs = q.to;
   if (q.min_duration_ms !== undefined) filter.minDurationNs = q.min_duration_ms;
+  if (q.target !== undefined) filter.target = q.target;
+  if (q.target_kind !== undefined) filter.targetKinds = q.target_kind;
   return filter;
 }

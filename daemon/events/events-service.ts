@@ -25,6 +25,6 @@ export function eventJson(stores: NodeStores, eventId: string, int64AsString: bo
       { param: 'event_id', message: 'malformed: expected the 40 hex digits of an event_id' },
     ]);
   const event = stores.get(eventId);
-  if (!event) throw notFound(`no event ${eventId}`);
+  if (!event) throw notFound('event-not-found', `no event ${eventId}`);
   return eventToJson(event, int64AsString);
 }

@@ -2,6 +2,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '../../core/log/logger';
 import { ProblemError } from './problem';
+import type { ProblemKind } from './problem-kinds';
 
 export function sendProblem(res: Parameters<RequestHandler>[1], error: ProblemError): void {
   if (error.headers) res.set(error.headers);
@@ -9,7 +10,7 @@ export function sendProblem(res: Parameters<RequestHandler>[1], error: ProblemEr
 }
 
 export const notFoundHandler: RequestHandler = (req, res) => {
-  sendProblem(res, new ProblemError(404, `no route for ${req.method} ${req.path}`));
+  sendProblem(res, new ProblemError('route-not-found', `no route for ${req.method} ${req.path}`));
 };
 
 interface BodyParserError {
@@ -27,7 +28,13 @@ function fromBodyParser(err: BodyParserError): ProblemError | null {
       : err.type === 'entity.too.large'
         ? 'body is too large'
         : (err.message ?? 'bad request body');
-  return new ProblemError(err.status, detail, [{ param: 'body', message: detail }]);
+  const kind: ProblemKind =
+    err.type === 'entity.too.large'
+      ? 'body-too-large'
+      : err.status === 415
+        ? 'unsupported-media-type'
+        : 'invalid-body';
+  return new ProblemError(kind, detail, [{ param: 'body', message: detail }]);
 }
 
 export function errorHandler(log: Logger): ErrorRequestHandler {
@@ -46,6 +53,6 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
       path: req.path,
       error: (err as Error)?.message ?? String(err),
     });
-    sendProblem(res, new ProblemError(500, 'internal error; the daemon log has the details'));
+    sendProblem(res, new ProblemError('internal', 'internal error; the daemon log has the details'));
   };
 }

@@ -1,4 +1,7 @@
 /** RFC 9457 problem details: the one error shape of the HTTP API. */
+import { KreplayError } from '../../core/errors';
+import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, problemCode, type ProblemKind } from './problem-kinds';
+
 export interface ParamError {
   param: string;
   message: string;
@@ -8,38 +11,30 @@ export interface Problem {
   type: string;
   title: string;
   status: number;
+  code: string;
   detail: string;
   errors?: ParamError[];
 }
 
-const TITLES: Record<number, string> = {
-  400: 'Bad Request',
-  404: 'Not Found',
-  405: 'Method Not Allowed',
-  409: 'Conflict',
-  413: 'Content Too Large',
-  415: 'Unsupported Media Type',
-  429: 'Too Many Requests',
-  500: 'Internal Server Error',
-  503: 'Service Unavailable',
-};
+export class ProblemError extends KreplayError {
+  readonly status: number;
 
-export class ProblemError extends Error {
   constructor(
-    readonly status: number,
+    readonly kind: ProblemKind,
     readonly detail: string,
     readonly errors?: ParamError[],
     readonly headers?: Record<string, string>,
   ) {
-    super(detail);
-    this.name = 'ProblemError';
+    super(problemCode(kind), detail);
+    this.status = PROBLEM_KINDS[kind].status;
   }
 
   toProblem(): Problem {
     const problem: Problem = {
-      type: `https://kreplay.dev/problems/${this.status}`,
-      title: TITLES[this.status] ?? 'Error',
+      type: PROBLEM_TYPE_BASE + this.kind,
+      title: PROBLEM_KINDS[this.kind].title,
       status: this.status,
+      code: this.code,
       detail: this.detail,
     };
     if (this.errors) problem.errors = this.errors;
@@ -47,11 +42,11 @@ export class ProblemError extends Error {
   }
 }
 
-export function badRequest(errors: ParamError[]): ProblemError {
+export function badRequest(errors: ParamError[], kind: ProblemKind = 'invalid-parameter'): ProblemError {
   const detail = errors.map((e) => `${e.param}: ${e.message}`).join('; ');
-  return new ProblemError(400, detail, errors);
+  return new ProblemError(kind, detail, errors);
 }
 
-export function notFound(detail: string): ProblemError {
-  return new ProblemError(404, detail);
+export function notFound(kind: ProblemKind, detail: string): ProblemError {
+  return new ProblemError(kind, detail);
 }

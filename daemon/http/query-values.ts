@@ -3,13 +3,13 @@
  * them). Times and durations become exact bigint nanoseconds straight from
  * their digits: a JS number cannot hold a 19-digit epoch-ns value.
  */
-import { EVENT_TYPES, type EventType } from '../../core/model';
+import { KreplayError } from '../../core/errors';
+import { EVENT_TYPES, TARGET_KINDS, type EventType, type TargetKind } from '../../core/model';
 
 /** A value a client sent that does not parse; the message says what was expected. */
-export class InvalidValue extends Error {
+export class InvalidValue extends KreplayError {
   constructor(message: string) {
-    super(message);
-    this.name = 'InvalidValue';
+    super('E_INVALID_VALUE', message);
   }
 }
 
@@ -103,15 +103,36 @@ export function parseDurationMsNs(text: string): bigint {
   return ns;
 }
 
-/** One event type or a comma-separated list of them, without repeats. */
-export function parseEventTypes(text: string): EventType[] {
-  const types = new Set<EventType>();
-  for (const item of text.split(',')) {
-    if (!(EVENT_TYPES as readonly string[]).includes(item))
-      throw new InvalidValue(`expected ${EVENT_TYPES.join(' or ')}, or a comma-separated list of them`);
-    types.add(item as EventType);
-  }
-  return [...types];
+/** One of `choices` or a comma-separated list of them, without repeats. */
+function parseChoiceList<const T extends string>(choices: readonly T[]): (text: string) => T[] {
+  const expected = `expected ${choices.slice(0, -1).join(', ')} or ${choices.at(-1)}, or a comma-separated list of them`;
+  return (text) => {
+    const picked = new Set<T>();
+    for (const item of text.split(',')) {
+      if (!(choices as readonly string[]).includes(item)) throw new InvalidValue(expected);
+      picked.add(item as T);
+    }
+    return [...picked];
+  };
+}
+
+export const parseEventTypes: (text: string) => EventType[] = parseChoiceList(EVENT_TYPES);
+export const parseTargetKinds: (text: string) => TargetKind[] = parseChoiceList(TARGET_KINDS);
+
+/** A write target, matched exactly, or every target starting with `value` when prefix. */
+export interface TargetPattern {
+  value: string;
+  prefix: boolean;
+}
+
+/** Longer than any target the kernel side reports (a path of at most 1280 bytes and a suffix). */
+const MAX_TARGET_LENGTH = 4096;
+
+/** A target matched exactly, or a prefix when it ends with "*" ("/var/lib/app/*", "tcp 10.0.0.5:*"). */
+export function parseTargetPattern(text: string): TargetPattern {
+  if (text.length === 0) throw new InvalidValue('must not be empty');
+  if (text.length > MAX_TARGET_LENGTH) throw new InvalidValue(`at most ${MAX_TARGET_LENGTH} characters`);
+  return text.endsWith('*') ? { value: text.slice(0, -1), prefix: true } : { value: text, prefix: false };
 }
 
 /** A whole number in min..max, from digits only. */

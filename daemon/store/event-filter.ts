@@ -1,5 +1,6 @@
 /** What the HTTP routes and replay sessions ask the node stores for. */
-import type { ApiEvent, EventType } from '../../core/model';
+import type { ApiEvent, EventType, TargetKind } from '../../core/model';
+import type { TargetPattern } from '../http/query-values';
 
 /** Given fields combine as AND; `fromNs` is inclusive, `toNs` exclusive. */
 export interface EventFilter {
@@ -12,6 +13,9 @@ export interface EventFilter {
   fromNs?: bigint;
   toNs?: bigint;
   minDurationNs?: bigint;
+  /** sys_write events whose target matches; block_io events have none */
+  target?: TargetPattern;
+  targetKinds?: TargetKind[];
 }
 
 export type EventOrder = 'asc' | 'desc';

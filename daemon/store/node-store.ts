@@ -5,16 +5,23 @@
  * held back by a paused reader.
  */
 import type Database from 'better-sqlite3';
-import { EVENT_TYPE_CODE, type EventRow } from '../../core/model';
-import { SLOW_EVENT_NS, openReadStore, type StoreInfo } from '../../core/store/schema';
+import {
+  EVENT_TYPE_CODE,
+  TARGETS_SCHEMA_VERSION,
+  eventColumnsOf,
+  targetKindCode,
+  type EventRow,
+} from '../../core/model';
+import { SLOW_EVENT_NS, openReadStore, schemaVersionOf, type StoreInfo } from '../../core/store/schema';
 import type { EventFilter, EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 import {
-  EVENT_BY_KEY_SQL,
+  eventByKeySql,
   contextIdsSql,
   eventsSql,
   rangeParams,
   summarySql,
+  TEXT_END,
   type ReadShape,
   type SqlParams,
 } from './query-sql';
@@ -34,13 +41,14 @@ const byNumber = (a: number, b: number) => a - b;
  */
 type N = bigint | null;
 // prettier-ignore
-type RawEventRow = [bigint, bigint, bigint, bigint, bigint, N, bigint, bigint, bigint, bigint, N, N, N, N, N, N, N];
+type RawEventRow = [bigint, bigint, bigint, bigint, bigint, N, bigint, bigint, bigint, bigint, N, N, N, N, N, N, N, N];
 
 export function toEventRow(values: unknown[]): EventRow {
-  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error] =
+  // prettier-ignore
+  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target] =
     values as RawEventRow;
   // prettier-ignore
-  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error };
+  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target };
 }
 
 export interface StoreSummary {
@@ -52,6 +60,9 @@ export interface StoreSummary {
 export class NodeStore {
   readonly names: StoreNameCache;
   private readonly statements = new Map<string, Database.Statement>();
+  /* an older store is read as it is, and again as what it became once the agent upgrades it */
+  private schemaVersion = 0;
+  private columns = '';
 
   private constructor(
     private readonly db: Database.Database,
@@ -59,11 +70,19 @@ export class NodeStore {
     readonly path: string,
   ) {
     this.names = new StoreNameCache(db, info);
+    this.refreshSchema();
   }
 
   static open(path: string): NodeStore {
     const { db, info } = openReadStore(path);
     return new NodeStore(db, info, path);
+  }
+
+  private refreshSchema(): void {
+    const version = schemaVersionOf(this.db);
+    if (version === this.schemaVersion) return;
+    this.schemaVersion = version;
+    this.columns = eventColumnsOf(version);
   }
 
   /** Prepared once per SQL text; each text is only ever read in one `mode`. */
@@ -92,10 +111,17 @@ export class NodeStore {
    */
   reads(filter: EventFilter): StoreRead[] {
     if (filter.node !== undefined && filter.node !== this.info.node) return [];
+    this.refreshSchema();
+    const targetFilter = filter.target !== undefined || filter.targetKinds !== undefined;
+    if (targetFilter && this.schemaVersion < TARGETS_SCHEMA_VERSION) return [];
     const codes = filter.types && [...new Set(filter.types.map((t) => EVENT_TYPE_CODE[t]))].sort(byNumber);
     const someTypes = codes && codes.length < Object.keys(EVENT_TYPE_CODE).length ? codes : undefined;
     const params: SqlParams = {};
     if (filter.minDurationNs !== undefined) params.minDuration = filter.minDurationNs;
+    if (filter.target) params.target = filter.target.value;
+    if (filter.target?.prefix) params.targetEnd = filter.target.value + TEXT_END;
+    const targetKinds =
+      filter.targetKinds && [...new Set(filter.targetKinds.map(targetKindCode))].sort(byNumber);
     const serviceId = filter.service === undefined ? undefined : this.names.serviceId(filter.service);
     if (filter.service !== undefined && serviceId === undefined) return [];
     const shape = (index: ReadShape['index'], service = false): ReadShape => ({
@@ -103,6 +129,8 @@ export class NodeStore {
       types: someTypes,
       minDuration: filter.minDurationNs !== undefined,
       service,
+      target: filter.target && (filter.target.prefix ? 'prefix' : 'exact'),
+      targetKinds,
     });
 
     if (filter.transactionId !== undefined || filter.traceId !== undefined) {
@@ -121,7 +149,7 @@ export class NodeStore {
 
   /** Up to `limit` rows of `read` strictly inside `range`, in (ts, seq) `order`. */
   fetch(read: StoreRead, range: KeyRange, order: EventOrder, limit: number): EventRow[] {
-    const rows = this.statement(eventsSql(read.shape, order), 'raw').all({
+    const rows = this.statement(eventsSql(read.shape, order, this.columns), 'raw').all({
       ...read.params,
       ...rangeParams(range),
       limit,
@@ -137,7 +165,8 @@ export class NodeStore {
   }
 
   row(ts: bigint, seq: number): EventRow | undefined {
-    const values = this.statement(EVENT_BY_KEY_SQL, 'raw').get(ts, seq) as unknown[] | undefined;
+    this.refreshSchema();
+    const values = this.statement(eventByKeySql(this.columns), 'raw').get(ts, seq) as unknown[] | undefined;
     return values && toEventRow(values);
   }
 

@@ -19,6 +19,10 @@ export interface ReadShape {
   minDuration: boolean;
   /** service = @service, when the index is not the service one */
   service: boolean;
+  /** target value = @target, or @target <= value < @targetEnd */
+  target?: 'exact' | 'prefix';
+  /** target kind codes to keep */
+  targetKinds?: readonly number[];
 }
 
 export type SqlValue = bigint | number | string | null;
@@ -32,18 +36,32 @@ const SOURCES: Record<IndexChoice, { from: string; key?: string }> = {
   time: { from: 'events' },
 };
 
+/** Past every character a target can hold: "value < prefix + this" bounds a prefix range. */
+export const TEXT_END = '\u{10ffff}';
+
+/* Targets are a dictionary: match its rows, then keep the events that reference one. */
+function targetTerm(shape: ReadShape): string | undefined {
+  const terms = [];
+  if (shape.target === 'exact') terms.push('value = @target');
+  if (shape.target === 'prefix') terms.push('value >= @target AND value < @targetEnd');
+  if (shape.targetKinds) terms.push(`kind IN (${shape.targetKinds.join(', ')})`);
+  return terms.length ? `target IN (SELECT id FROM targets WHERE ${terms.join(' AND ')})` : undefined;
+}
+
 function fromWhere(shape: ReadShape): string {
   const source = SOURCES[shape.index];
   const terms = [source.key, '(ts, seq) > (@loTs, @loSeq)', '(ts, seq) < (@hiTs, @hiSeq)'];
   if (shape.types) terms.push(`type IN (${shape.types.join(', ')})`);
   if (shape.minDuration) terms.push('dur >= @minDuration');
   if (shape.service) terms.push('service = @service');
+  terms.push(targetTerm(shape));
   return `FROM ${source.from} WHERE ${terms.filter((t) => t !== undefined).join(' AND ')}`;
 }
 
-export function eventsSql(shape: ReadShape, order: EventOrder): string {
+/** `columns`: what the store's schema can select (see eventColumnsOf). */
+export function eventsSql(shape: ReadShape, order: EventOrder, columns = EVENT_COLUMNS): string {
   const dir = order === 'asc' ? 'ASC' : 'DESC';
-  return `SELECT ${EVENT_COLUMNS} ${fromWhere(shape)} ORDER BY ts ${dir}, seq ${dir} LIMIT @limit`;
+  return `SELECT ${columns} ${fromWhere(shape)} ORDER BY ts ${dir}, seq ${dir} LIMIT @limit`;
 }
 
 export function summarySql(shape: ReadShape): string {
@@ -54,7 +72,9 @@ export function rangeParams(range: KeyRange): SqlParams {
   return { loTs: range.lo.ts, loSeq: range.lo.seq, hiTs: range.hi.ts, hiSeq: range.hi.seq };
 }
 
-export const EVENT_BY_KEY_SQL = `SELECT ${EVENT_COLUMNS} FROM events WHERE ts = ? AND seq = ?`;
+export function eventByKeySql(columns = EVENT_COLUMNS): string {
+  return `SELECT ${columns} FROM events WHERE ts = ? AND seq = ?`;
+}
 
 /** Context ids per filter; a trace may span several (transaction, trace) rows. */
 export function contextIdsSql(transaction: boolean, trace: boolean): string {

@@ -2,17 +2,38 @@
  * A store's dictionaries in memory. The writer commits new names in the same
  * transaction as the first events that use them, so a miss means "added
  * since we last looked": reload then. Services and comms are few and kept
- * whole; contexts grow with every transaction, so only a bounded set of
- * recently used ones is kept.
+ * whole; contexts grow with every transaction and targets with every file
+ * written, so only a bounded set of recently used ones is kept.
  */
 import type Database from 'better-sqlite3';
 import type { StoreInfo } from '../../core/store/schema';
-import type { StoreNames } from '../../core/model';
+import { targetKindName, type StoreNames, type Target } from '../../core/model';
 
 type Context = { transaction_id: string | null; trace_id: string | null };
 
 const NO_CONTEXT: Context = { transaction_id: null, trace_id: null };
 const MAX_CACHED_CONTEXTS = 65536;
+const MAX_CACHED_TARGETS = 65536;
+
+/** id -> value of a growing dictionary table, the most recently loaded `max` kept (Map keeps insertion order). */
+class BoundedCache<V> {
+  private readonly values = new Map<number, V>();
+
+  constructor(
+    private readonly max: number,
+    private readonly load: (id: number) => V,
+  ) {}
+
+  get(id: number): V {
+    let value = this.values.get(id);
+    if (value === undefined) {
+      value = this.load(id);
+      if (this.values.size >= this.max) this.values.delete(this.values.keys().next().value!);
+      this.values.set(id, value);
+    }
+    return value;
+  }
+}
 
 /** services or comms: ids only grow, so a reload reads the ids above the largest known. */
 class NameTable {
@@ -50,15 +71,25 @@ export class StoreNameCache implements StoreNames {
   readonly node: string;
   private readonly services: NameTable;
   private readonly comms: NameTable;
-  private readonly contexts = new Map<number, Context>();
-  private readonly contextById: Database.Statement<[number], Context>;
+  private readonly contexts: BoundedCache<Context>;
+  private readonly targets: BoundedCache<Target | null>;
 
   constructor(db: Database.Database, info: StoreInfo) {
     this.storeId = info.storeId;
     this.node = info.node;
     this.services = new NameTable(db, 'services');
     this.comms = new NameTable(db, 'comms');
-    this.contextById = db.prepare('SELECT transaction_id, trace_id FROM contexts WHERE id = ?');
+    const contextById = db.prepare<[number], Context>(
+      'SELECT transaction_id, trace_id FROM contexts WHERE id = ?',
+    );
+    this.contexts = new BoundedCache(MAX_CACHED_CONTEXTS, (id) => contextById.get(id) ?? NO_CONTEXT);
+    // prepared at the first target: a store of schema v1 has no targets table (and no target ids)
+    let targetById: Database.Statement<[number], { kind: number; value: string }> | undefined;
+    this.targets = new BoundedCache(MAX_CACHED_TARGETS, (id) => {
+      targetById ??= db.prepare('SELECT kind, value FROM targets WHERE id = ?');
+      const row = targetById.get(id);
+      return row ? { kind: targetKindName(row.kind), value: row.value } : null;
+    });
   }
 
   service(id: number): string {
@@ -74,14 +105,10 @@ export class StoreNameCache implements StoreNames {
   }
 
   context(id: number | null): Context {
-    if (id === null) return NO_CONTEXT;
-    let context = this.contexts.get(id);
-    if (!context) {
-      context = this.contextById.get(id) ?? NO_CONTEXT;
-      // Map keeps insertion order: drop the oldest entry when full.
-      if (this.contexts.size >= MAX_CACHED_CONTEXTS) this.contexts.delete(this.contexts.keys().next().value!);
-      this.contexts.set(id, context);
-    }
-    return context;
+    return id === null ? NO_CONTEXT : this.contexts.get(id);
+  }
+
+  target(id: number | null): Target | null {
+    return id === null ? null : this.targets.get(id);
   }
 }

@@ -4,11 +4,11 @@
  * pointed at.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RecordType } from '../../core/model';
+import { RecordType, targetKindCode } from '../../core/model';
 import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';
@@ -127,6 +127,12 @@ describe('attribution (real kernel)', () => {
       [5000, 'ci-job-7', null],
       [5001, 'ci-job-7', null],
     ]);
+    // each short-lived sh's write, resolved in the kernel, stored through the agent's dictionary
+    const path = realpathSync(file);
+    expect(events.map((e) => [e.target_kind, e.target])).toEqual([
+      [targetKindCode('file'), path],
+      [targetKindCode('file'), path],
+    ]);
     expect(new Set(events.map((e) => e.pid)).size).toBe(2);
   });
 
@@ -155,6 +161,10 @@ describe('attribution (real kernel)', () => {
       });
       const by = (bytes: number) => events.find((e) => e.bytes === bytes)!;
       expect([by(6100).txn, by(6100).trace]).toEqual(['req-1', TRACE]);
+      expect([by(6100).target_kind, by(6100).target]).toEqual([
+        targetKindCode('socket'),
+        `tcp 127.0.0.1:${port}`,
+      ]);
       expect([by(6200).txn, by(6200).trace]).toEqual(['a'.repeat(32), 'a'.repeat(32)]);
       // a malformed traceparent changes nothing: still the previous head's context
       expect([by(6300).txn, by(6300).trace]).toEqual(['a'.repeat(32), 'a'.repeat(32)]);

@@ -5,7 +5,7 @@
  */
 import { closeSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
-import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../../agent/capture';
+import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../support/decode-records';
 import { CONTEXT_DATA_LEN, ContextKind } from '../../core/model';
 import { useTempDir } from '../support/temp-dir';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
@@ -21,6 +21,7 @@ function expectContextsBeforeUse(records: DecodedRecord[]): void {
   const seen = new Set<number>();
   for (const r of records) {
     if (r.type === 'context') seen.add(r.contextId);
+    else if (r.type === 'target') continue;
     else if (r.contextId !== 0 && !seen.has(r.contextId)) {
       throw new Error(`${r.type} at offset ${r.offset} names context ${r.contextId} before its record`);
     }

@@ -36,7 +36,7 @@ describeKernel('capture privileges', () => {
     const script = `
       const { CaptureSession } = require(${JSON.stringify(addon)});
       const config = { ringBufferBytes: 65536, wakeupBytes: 4096, pollTimeoutMs: 100, selfTgid: 0, pids: [],
-        cgroupId: 0n, comm: '', minDurationNs: 0, attribution: true };
+        cgroupId: 0n, comm: '', minDurationNs: 0, attribution: true, targets: true };
       try { new CaptureSession(config, () => {}, () => {}); } catch (e) { console.log(JSON.stringify([e.code, e.message])); }`;
     const out = execFileSync(
       'setpriv',

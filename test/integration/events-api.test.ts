@@ -198,9 +198,10 @@ describe('GET /api/events', () => {
     expect(reply.contentType).toMatch(/^application\/problem\+json/);
     const problem = JSON.parse(reply.text);
     expect(problem).toEqual({
-      type: 'https://kreplay.dev/problems/400',
+      type: 'https://kreplay.dev/problems/invalid-parameter',
       title: 'Bad Request',
       status: 400,
+      code: 'E_INVALID_PARAMETER',
       detail: expect.stringContaining(param),
       errors: [{ param, message: expect.stringMatching(message) }],
     });

@@ -20,6 +20,8 @@ describe('kreplay events', () => {
         type: i % 5 === 0 ? ('block_io' as const) : ('sys_write' as const),
         dur: 250_000 + i,
         bytes: i,
+        target:
+          i % 3 ? (['file', `/srv/log/${i % 2}.log`] as const) : (['socket', 'tcp 10.0.0.5:5432'] as const),
       })),
     );
     server = await startEventsServer(dir.path);
@@ -75,12 +77,30 @@ describe('kreplay events', () => {
     expect(out.stderr).toContain('8 events');
   });
 
+  it("filters by target and target kind, and shows each write's target", async () => {
+    const out = await kreplay(
+      'events',
+      '--server',
+      server.url,
+      '--target',
+      '/srv/log/*',
+      '--target-kind',
+      'file',
+    );
+    expect(out.status).toBe(0);
+    const rows = out.stdout.trim().split('\n').slice(1);
+    // sys_write (i % 5 != 0) to a file (i % 3 != 0)
+    expect(rows).toHaveLength(13);
+    for (const row of rows) expect(row).toMatch(/ -> \/srv\/log\/[01]\.log$/);
+  });
+
   it.each([
     [['--type', 'sys_read'], /--type.*sys_write or block_io/],
     [['--from', 'noon'], /--from.*RFC 3339/],
     [['--to', '2026-02-30T00:00:00Z'], /--to.*not a valid date/],
     [['--min-ms', '0.0000001'], /--min-ms.*6 fractional digits/],
     [['--txn', ''], /--txn.*empty/],
+    [['--target-kind', 'disk'], /--target-kind.*file, socket/],
     [['--page-size', '0'], /--page-size.*1\.\.10000/],
     [['--server', 'localhost:7070'], /--server.*URL/],
     [['--bogus'], /--bogus/],

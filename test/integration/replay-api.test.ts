@@ -28,7 +28,9 @@ describe('replay sessions over HTTP, real stores and clock', () => {
     const slow = transaction('tx-slow', 40, () => 25_000_000n);
     const noise = NODES.map((_, n) => [{ ts: T0 + 5n + BigInt(n), txn: 'other', bytes: 999 }]);
     NODES.forEach((node, n) => writeStore(dir.path, node, [...quick[n]!, ...slow[n]!, ...noise[n]!]));
-    writeStore(dir.path, 'delta', [{ ts: T0 + 77n, txn: 'tx-one', bytes: 0 }]);
+    writeStore(dir.path, 'delta', [
+      { ts: T0 + 77n, txn: 'tx-one', bytes: 0, target: ['socket', 'tcp 10.0.0.5:5432'] },
+    ]);
     server = await startReplayServer(dir.path);
   });
   afterEach(() => server.close());
@@ -153,6 +155,11 @@ describe('replay sessions over HTTP, real stores and clock', () => {
     await stream.until((s) => s.states().filter((st) => st === 'finished').length === 2);
     stream.close();
     expect(stream.replays().map((m) => m.id)).toEqual(['0', '0']);
+    // the stream's event JSON is the query API's, write target included
+    expect(JSON.parse(stream.replays()[0]!.data)).toMatchObject({
+      target_kind: 'socket',
+      target: 'tcp 10.0.0.5:5432',
+    });
   });
 
   it('ends the streams of a stopped session; a new stream gets the state and ends', async () => {

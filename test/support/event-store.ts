@@ -1,6 +1,6 @@
 /** Writes chosen events into a node store through the agent's own StoreWriter. */
 import { EventBatch } from '../../agent/ingest/event-batch';
-import type { EventType } from '../../core/model';
+import { targetKindCode, type EventType, type TargetKind } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 
 export interface TestEvent {
@@ -13,6 +13,8 @@ export interface TestEvent {
   pid?: number;
   comm?: string;
   bytes?: number;
+  /** sys_write only; default none (NULL) */
+  target?: [kind: TargetKind, value: string];
 }
 
 /** One batch, so one transaction: readers see all of `events` or none. */
@@ -37,7 +39,8 @@ export function writeEvents(writer: StoreWriter, events: TestEvent[]): void {
     if (e.type === 'block_io') {
       batch.pushBlockIo({ ...common, dev: 8 * 0x100000, sector: 2048, op: 1, error: 0 });
     } else {
-      batch.pushSysWrite({ ...common, fd: 3, ret: common.bytes, syscall: 1 });
+      const target = e.target && writer.targets.id(targetKindCode(e.target[0]), e.target[1]);
+      batch.pushSysWrite({ ...common, fd: 3, ret: common.bytes, syscall: 1, target: target ?? 0 });
     }
   }
   writer.writeBatch(batch);

@@ -6,7 +6,7 @@
 import express from 'express';
 import { silentLogger } from '../../core/log/logger';
 import { exactJson } from '../../core/json/exact-json';
-import type { ApiEvent } from '../../core/model';
+import type { SysWriteEvent, TargetKind } from '../../core/model';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import { replaySessionsRouter } from '../../daemon/replay/sessions/session-router';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
@@ -14,7 +14,7 @@ import { errorHandler } from '../../daemon/http/error-handler';
 import { listen } from '../../daemon/server';
 import { FakeReplaySource, fakeEvent } from './fake-replay-source';
 
-export type IncidentEvent = ApiEvent & { target: string; target_kind: string };
+export type IncidentEvent = SysWriteEvent;
 
 /** A sys_write of transaction `txn` to `target`, `offsetMs` after T0, taking `durationMs`. */
 export function incidentWrite(
@@ -22,11 +22,12 @@ export function incidentWrite(
   offsetMs: number,
   durationMs: number,
   target: string,
-  kind: string,
+  kind: TargetKind,
 ): IncidentEvent {
   const T0 = 1_795_000_000_000_000_000n;
   const ts = T0 + BigInt(Math.round(offsetMs * 1e6));
-  return { ...fakeEvent(txn, ts, 0, BigInt(Math.round(durationMs * 1e6))), target, target_kind: kind };
+  const event = fakeEvent(txn, ts, 0, BigInt(Math.round(durationMs * 1e6))) as SysWriteEvent;
+  return { ...event, target, target_kind: kind };
 }
 
 export interface ExecDaemon {

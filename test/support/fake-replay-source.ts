@@ -51,5 +51,7 @@ export function fakeEvent(txn: string, ts: bigint, seq: number, durationNs = 100
     syscall: 'write',
     fd: 3,
     ret: seq,
+    target_kind: 'file',
+    target: '/var/lib/app/wal.log',
   };
 }

@@ -17,6 +17,9 @@ export interface StoredEvent {
   comm: string;
   txn: string | null;
   trace: string | null;
+  /** enum kr_target_kind and the value, null when unknown */
+  target_kind: number | null;
+  target: string | null;
 }
 
 export function readStoredEvents(path: string, where = '1'): StoredEvent[] {
@@ -25,9 +28,11 @@ export function readStoredEvents(path: string, where = '1'): StoredEvent[] {
     const rows = db
       .prepare(
         `SELECT e.type, e.ts, e.dur, e.pid, e.tid, e.bytes, e.fd, e.ret, e.syscall, e.dev, e.op,
-                s.name AS service, m.name AS comm, c.transaction_id AS txn, c.trace_id AS trace
+                s.name AS service, m.name AS comm, c.transaction_id AS txn, c.trace_id AS trace,
+                t.kind AS target_kind, t.value AS target
          FROM events e JOIN services s ON s.id = e.service JOIN comms m ON m.id = e.comm
-         LEFT JOIN contexts c ON c.id = e.ctx WHERE ${where} ORDER BY e.ts, e.seq`,
+         LEFT JOIN contexts c ON c.id = e.ctx LEFT JOIN targets t ON t.id = e.target
+         WHERE ${where} ORDER BY e.ts, e.seq`,
       )
       .safeIntegers(true)
       .all() as Record<string, unknown>[];

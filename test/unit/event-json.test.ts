@@ -16,9 +16,11 @@ const write: SysWriteEvent = {
   syscall: 'pwritev2',
   fd: -1,
   ret: -28,
+  target_kind: 'socket',
+  target: 'tcp [::1]:8080',
 };
 
-const { syscall: _syscall, fd: _fd, ret: _ret, ...common } = write;
+const { syscall: _syscall, fd: _fd, ret: _ret, target_kind: _kind, target: _target, ...common } = write;
 const block: BlockIoEvent = {
   ...common,
   event_type: 'block_io',
@@ -67,11 +69,12 @@ describe('eventToJson', () => {
     ['a lone surrogate', 'x\ud800y'],
     ['an empty string', ''],
   ])('escapes strings with %s into valid JSON that reads back the same', (_what, text) => {
-    const event = { ...write, comm: text, service_name: text, transaction_id: text };
+    const event = { ...write, comm: text, service_name: text, transaction_id: text, target: text };
     const parsed = parseExact(eventToJson(event));
     expect(parsed.comm).toBe(JSON.parse(JSON.stringify(text)));
     expect(parsed.service_name).toBe(parsed.comm);
     expect(parsed.transaction_id).toBe(parsed.comm);
+    expect(parsed.target).toBe(parsed.comm);
   });
 
   it('appends extra fields after the event, bigints exact', () => {

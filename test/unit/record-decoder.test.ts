@@ -4,9 +4,14 @@ import { ServiceResolver } from '../../agent/attribution/service-resolver';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { CorruptRecordError, RecordDecoder } from '../../agent/ingest/record-decoder';
 import { silentLogger } from '../../core/log/logger';
-import { ContextKind, RecordType } from '../../core/model';
+import { ContextKind, RecordType, targetKindCode } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
-import { blockIoRecord, contextRecord, sysWriteRecord } from '../support/records';
+import {
+  blockIoRecord,
+  contextRecord,
+  fileTargetRecord,
+  sysWriteRecord,
+} from '../../core/model/record-encoder';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -130,7 +135,43 @@ describe('RecordDecoder', () => {
     db.close();
   });
 
+  it('gives each write the store id of its target, one per distinct (kind, target)', () => {
+    const { writer, decoder, batch, sink } = setup();
+    const file = targetKindCode('file');
+    decoder.decode(
+      Buffer.concat([
+        fileTargetRecord({ targetId: 1, kind: file, path: '/var/log/a.log' }),
+        write({ targetId: 1 }),
+        // the kernel forgot the file and sent it again under a new id: same store id
+        fileTargetRecord({ targetId: 2, kind: file, path: '/var/log/a.log' }),
+        fileTargetRecord({ targetId: 3, kind: targetKindCode('char'), path: '/dev/null' }),
+        write({ targetId: 3 }),
+        write({ targetId: 2 }),
+        write({ targetId: 0 }),
+        write({ targetId: 99 }),
+      ]),
+      sink,
+    );
+    expect([...batch.target.subarray(0, batch.count)]).toEqual([1, 2, 1, 0, 0]);
+    expect([decoder.targetRecords, decoder.unknownTargets]).toEqual([3, 1]);
+    expect(writer.targets.entries()).toEqual([
+      [1, file, '/var/log/a.log'],
+      [2, targetKindCode('char'), '/dev/null'],
+    ]);
+    writer.close();
+  });
+
   it.each([
+    [
+      'a target record whose size does not match its data',
+      (b: Buffer) =>
+        Buffer.concat([
+          b.subarray(0, 96),
+          fileTargetRecord({ targetId: 1, kind: 1, path: '/a/b' }).fill(0xff, 30, 32),
+          b.subarray(96),
+        ]),
+      /type 4 with size 56, expected/,
+    ],
     ['a truncated head', (b: Buffer) => b.subarray(0, b.length - 100), /runs past the end/],
     ['an unknown type', (b: Buffer) => (b.writeUInt32LE(42, 96), b), /unknown record type 42/],
     ['a wrong size', (b: Buffer) => (b.writeUInt32LE(95, 100), b), /size 95, expected 96/],

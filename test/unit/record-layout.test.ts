@@ -20,8 +20,15 @@ import {
   RecordType,
   SYSCALL_NAMES,
   SysWriteLayout,
+  TARGET_DATA_LEN,
+  TARGET_ID_WINDOW,
+  TARGET_KINDS,
+  TARGET_NAME_MAX,
+  TARGET_PATH_MAX,
+  TargetFlag,
+  TargetLayout,
 } from '../../core/model';
-import { decodeRecords } from '../../agent/capture/decode-records';
+import { decodeRecords } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -34,6 +41,20 @@ const EXPECTED: Record<string, number> = {
   KR_RECORD_SYS_WRITE: RecordType.SysWrite,
   KR_RECORD_BLOCK_IO: RecordType.BlockIo,
   KR_RECORD_CONTEXT: RecordType.Context,
+  KR_RECORD_TARGET: RecordType.Target,
+  KR_TARGET_PATH_MAX: TARGET_PATH_MAX,
+  KR_TARGET_NAME_MAX: TARGET_NAME_MAX,
+  KR_TARGET_DATA_LEN: TARGET_DATA_LEN,
+  KR_TARGET_ID_WINDOW: TARGET_ID_WINDOW,
+  KR_TARGET_FILE: TARGET_KINDS.indexOf('file') + 1,
+  KR_TARGET_SOCKET: TARGET_KINDS.indexOf('socket') + 1,
+  KR_TARGET_PIPE: TARGET_KINDS.indexOf('pipe') + 1,
+  KR_TARGET_CHAR: TARGET_KINDS.indexOf('char') + 1,
+  KR_TARGET_ANON: TARGET_KINDS.indexOf('anon') + 1,
+  KR_TARGET_OTHER: TARGET_KINDS.indexOf('other') + 1,
+  KR_TARGET_TRUNCATED: TargetFlag.Truncated,
+  KR_TARGET_DELETED: TargetFlag.Deleted,
+  KR_TARGET_ANON_PIPE: TargetFlag.AnonPipe,
   KR_CONTEXT_MARKER: ContextKind.Marker,
   KR_CONTEXT_HTTP: ContextKind.Http,
   KR_SYS_WRITE: SYSCALL_NAMES.indexOf('write'),
@@ -49,6 +70,8 @@ const EXPECTED: Record<string, number> = {
   KR_COUNTER_CONTEXT_DROPPED: KernelCounter.contextDropped,
   KR_COUNTER_THREAD_TABLE_FULL: KernelCounter.threadTableFull,
   KR_COUNTER_REQUEST_TABLE_FULL: KernelCounter.requestTableFull,
+  KR_COUNTER_TARGET_DROPPED: KernelCounter.targetDropped,
+  KR_COUNTER_TARGET_EMITTED: KernelCounter.targetEmitted,
   KR_COUNTER_MAX: KERNEL_COUNTER_COUNT,
 
   'offsetof(struct kr_event, type)': RecordHead.type,
@@ -67,6 +90,7 @@ const EXPECTED: Record<string, number> = {
   'offsetof(struct kr_event, write.count)': SysWriteLayout.count,
   'offsetof(struct kr_event, write.fd)': SysWriteLayout.fd,
   'offsetof(struct kr_event, write.syscall)': SysWriteLayout.syscall,
+  'offsetof(struct kr_event, write.target_id)': SysWriteLayout.targetId,
 
   'offsetof(struct kr_event, block.sector)': BlockIoLayout.sector,
   'offsetof(struct kr_event, block.bytes)': BlockIoLayout.bytes,
@@ -87,6 +111,20 @@ const EXPECTED: Record<string, number> = {
   'offsetof(struct kr_context, data)': ContextLayout.data,
   'sizeof(((struct kr_context *)0)->data)': CONTEXT_DATA_LEN,
   'sizeof(struct kr_context)': ContextLayout.bytes,
+
+  'offsetof(struct kr_target, type)': RecordHead.type,
+  'offsetof(struct kr_target, size)': RecordHead.size,
+  'offsetof(struct kr_target, target_id)': TargetLayout.targetId,
+  'offsetof(struct kr_target, kind)': TargetLayout.kind,
+  'offsetof(struct kr_target, flags)': TargetLayout.flags,
+  'offsetof(struct kr_target, family)': TargetLayout.family,
+  'offsetof(struct kr_target, protocol)': TargetLayout.protocol,
+  'offsetof(struct kr_target, port)': TargetLayout.port,
+  'offsetof(struct kr_target, len)': TargetLayout.len,
+  'offsetof(struct kr_target, addr)': TargetLayout.addr,
+  'sizeof(((struct kr_target *)0)->addr)': TargetLayout.data - TargetLayout.addr,
+  'offsetof(struct kr_target, data)': TargetLayout.data,
+  'sizeof(struct kr_target)': TargetLayout.maxBytes,
 };
 
 /** The C side's value of every key of EXPECTED. */
@@ -142,6 +180,7 @@ function sysWriteRecord(): Buffer {
   buf.writeBigUInt64LE(64n, SysWriteLayout.count);
   buf.writeInt32LE(3, SysWriteLayout.fd);
   buf.writeUInt32LE(2, SysWriteLayout.syscall);
+  buf.writeBigUInt64LE(12n, SysWriteLayout.targetId);
   return buf;
 }
 
@@ -175,6 +214,7 @@ describe('decodeRecords', () => {
         count: 64,
         fd: 3,
         syscall: 2,
+        targetId: 12,
       },
       expect.objectContaining({ type: 'context', offset: EventLayout.bytes, contextId: 8, parentId: 7 }),
     ]);

@@ -217,6 +217,22 @@ describe('/api/replay/sessions over HTTP', () => {
     expectProblem(await call('POST', `/${id}/rewind`), 404);
   });
 
+  it('tells an unknown session from an unknown route by the problem type and code', async () => {
+    const kind = (reply: Reply) => [reply.body.type, reply.body.code];
+    const base = 'https://kreplay.dev/problems/';
+    expect(kind(await call('GET', '/nope'))).toEqual([`${base}session-not-found`, 'E_SESSION_NOT_FOUND']);
+    const id = await create();
+    expect(kind(await call('POST', `/${id}/rewind`))).toEqual([
+      `${base}route-not-found`,
+      'E_ROUTE_NOT_FOUND',
+    ]);
+    expect(kind(await call('POST', '', '{"transaction_id":"nope"}'))).toEqual([
+      `${base}transaction-not-found`,
+      'E_TRANSACTION_NOT_FOUND',
+    ]);
+    expect(kind(await call('POST', `/${id}/pause`))).toEqual([`${base}invalid-state`, 'E_INVALID_STATE']);
+  });
+
   it('deletes a session: 204, then it is gone', async () => {
     const id = await create();
     await call('POST', `/${id}/play`);

@@ -78,6 +78,42 @@ describe('event reads use the index that serves them, already in (ts, seq) order
     }
   });
 
+  it.each<[string, EventFilter, string, string]>([
+    [
+      'exact target within a transaction',
+      { transactionId: 't1', target: { value: '/a', prefix: false } },
+      `SEARCH events USING INDEX events_by_context (ctx=? AND ${RANGE})`,
+      'SEARCH targets USING COVERING INDEX targets_by_value (value=?)',
+    ],
+    [
+      'target prefix and kinds over time',
+      { target: { value: '/a', prefix: true }, targetKinds: ['file', 'char'] },
+      `SEARCH events USING PRIMARY KEY (${RANGE})`,
+      'SEARCH targets USING COVERING INDEX targets_by_value (value>? AND value<?)',
+    ],
+  ])('%s: the index above, the targets dictionary searched once by value', (_name, filter, plan, lookup) => {
+    writeStore(dir.path, 'n', [{ ts: BASE, txn: 't1', target: ['file', '/a/b'] }]);
+    const store = NodeStore.open(storePath(dir.path, 'n'));
+    const db = new Database(storePath(dir.path, 'n'), { readonly: true });
+    try {
+      const [read] = store.reads(filter);
+      const params = {
+        ...read!.params,
+        ...rangeParams(rangeFor(filter, store.info.storeId, 'asc')),
+        limit: 10,
+      };
+      const details = (
+        db.prepare(`EXPLAIN QUERY PLAN ${eventsSql(read!.shape, 'asc')}`).all(params) as {
+          detail: string;
+        }[]
+      ).map((r) => r.detail);
+      expect(details).toEqual([plan, 'LIST SUBQUERY 1', lookup, 'CREATE BLOOM FILTER']);
+    } finally {
+      db.close();
+      store.close();
+    }
+  });
+
   it('reads one context at a time: a trace spanning transactions is a merge, not an IN list', () => {
     writeStore(dir.path, 'n', [
       { ts: BASE, txn: 'a', trace: 'tr' },

@@ -38,10 +38,13 @@ export function parseBody<S extends z.ZodType>(schema: S, req: Request): z.outpu
   let body: unknown = req.body;
   if (body === undefined) {
     if (hasBody(req))
-      throw badRequest([{ param: 'body', message: 'expected Content-Type: application/json' }]);
+      throw badRequest(
+        [{ param: 'body', message: 'expected Content-Type: application/json' }],
+        'invalid-body',
+      );
     body = {};
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw badRequest([{ param: 'body', message: 'expected a JSON object' }]);
+    throw badRequest([{ param: 'body', message: 'expected a JSON object' }], 'invalid-body');
   return parseQuery(schema, body);
 }

@@ -73,13 +73,17 @@ export class ReplaySessions {
     const live = this.list().filter((s) => isLive(s.state));
     if (live.length >= MAX_LIVE_SESSIONS)
       throw new ProblemError(
-        429,
+        'too-many-sessions',
         `at most ${MAX_LIVE_SESSIONS} sessions may be ready, playing or paused; stop or delete one`,
         undefined,
         { 'Retry-After': String(retryAfterSeconds(live)) },
       );
     const transaction = Transaction.find(this.options.source, body.transaction_id);
-    if (!transaction) throw notFound(`no events with transaction_id ${JSON.stringify(body.transaction_id)}`);
+    if (!transaction)
+      throw notFound(
+        'transaction-not-found',
+        `no events with transaction_id ${JSON.stringify(body.transaction_id)}`,
+      );
     const session = new ReplaySession(
       {
         id: randomUUID(),
@@ -98,7 +102,7 @@ export class ReplaySessions {
   get(id: string): ReplaySession {
     this.checkOpen();
     const session = this.sessions.get(id);
-    if (!session) throw notFound(`no replay session ${id}`);
+    if (!session) throw notFound('session-not-found', `no replay session ${id}`);
     return session;
   }
 
@@ -137,7 +141,7 @@ export class ReplaySessions {
   }
 
   private checkOpen(): void {
-    if (this.closed) throw new ProblemError(503, 'the daemon is shutting down');
+    if (this.closed) throw new ProblemError('shutting-down', 'the daemon is shutting down');
   }
 
   /** A session whose driven process is gone (its kreplay killed, say) has nothing left to drive: stopped. */

@@ -24,6 +24,6 @@ export function isLive(state: SessionState): boolean {
 /** The state `control` leads to from `state`, or a 409 naming the current state. */
 export function nextState(id: string, state: SessionState, control: Control): SessionState {
   const next = TRANSITIONS[state][control];
-  if (!next) throw new ProblemError(409, `session ${id} is ${state}: cannot ${control} it`);
+  if (!next) throw new ProblemError('invalid-state', `session ${id} is ${state}: cannot ${control} it`);
   return next;
 }

@@ -1,4 +1,4 @@
-/** Packs kernel records the way capture.bpf.c writes them, for decoder tests and the ingest benchmark. */
+/** Packs kernel records the way capture.bpf.c writes them: the layout's inverse, for the ingest benchmark and the decoder tests. */
 import {
   BlockIoLayout,
   ContextLayout,
@@ -6,7 +6,8 @@ import {
   RecordHead,
   RecordType,
   SysWriteLayout,
-} from '../../core/model';
+  TargetLayout,
+} from './record-layout';
 
 export interface EventRecordFields {
   startNs: bigint;
@@ -36,7 +37,7 @@ function writeEvent(buf: Buffer, off: number, type: number, f: EventRecordFields
 }
 
 export function sysWriteRecord(
-  f: EventRecordFields & { fd: number; count: number; ret: number; syscall: number },
+  f: EventRecordFields & { fd: number; count: number; ret: number; syscall: number; targetId?: number },
 ): Buffer {
   const buf = Buffer.alloc(EventLayout.bytes);
   writeEvent(buf, 0, RecordType.SysWrite, f);
@@ -44,6 +45,7 @@ export function sysWriteRecord(
   buf.writeBigUInt64LE(BigInt(f.count), SysWriteLayout.count);
   buf.writeInt32LE(f.fd, SysWriteLayout.fd);
   buf.writeUInt32LE(f.syscall, SysWriteLayout.syscall);
+  buf.writeBigUInt64LE(BigInt(f.targetId ?? 0), SysWriteLayout.targetId);
   return buf;
 }
 
@@ -84,5 +86,25 @@ export function contextRecord(f: {
   buf.writeUInt32LE(f.kind, ContextLayout.kind);
   const len = buf.write(f.data, ContextLayout.data, 'latin1');
   buf.writeUInt32LE(len, ContextLayout.len);
+  return buf;
+}
+
+/** A file target record: `path` split into names, leaf first, as the kernel walks them. */
+export function fileTargetRecord(f: { targetId: number; kind: number; path: string }): Buffer {
+  const data = Buffer.from(
+    f.path
+      .split('/')
+      .filter(Boolean)
+      .reverse()
+      .map((name) => `${name}\0`)
+      .join(''),
+  );
+  const size = (TargetLayout.data + data.length + 7) & ~7;
+  const buf = Buffer.alloc(size);
+  writeHead(buf, 0, RecordType.Target, size);
+  buf.writeBigUInt64LE(BigInt(f.targetId), TargetLayout.targetId);
+  buf.writeUInt32LE(f.kind, TargetLayout.kind);
+  buf.writeUInt16LE(data.length, TargetLayout.len);
+  data.copy(buf, TargetLayout.data);
   return buf;
 }

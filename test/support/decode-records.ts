@@ -1,6 +1,6 @@
 /**
- * Records of a capture batch as plain objects: for tests, tools and low
- * rates (the store's decoder in agent/ingest allocates nothing per event).
+ * Records of a capture batch as plain objects, for tests: the store's
+ * decoder in agent/ingest allocates nothing per event.
  * Corrupt input throws a RangeError naming the offset.
  */
 import {
@@ -11,8 +11,10 @@ import {
   RecordHead,
   RecordType,
   SysWriteLayout,
+  TargetLayout,
   readCString,
   readI53,
+  readTargetRecord,
   readU53,
 } from '../../core/model';
 
@@ -34,6 +36,8 @@ export interface DecodedSysWrite extends EventCommon {
   count: number;
   fd: number;
   syscall: number;
+  /** 0: unknown */
+  targetId: number;
 }
 
 export interface DecodedBlockIo extends EventCommon {
@@ -59,12 +63,26 @@ export interface DecodedContext {
   data: Buffer;
 }
 
-export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext;
+export interface DecodedTarget {
+  type: 'target';
+  offset: number;
+  targetId: number;
+  kind: number;
+  flags: number;
+  family: number;
+  protocol: number;
+  port: number;
+  addr: Buffer;
+  data: Buffer;
+}
+
+export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext | DecodedTarget;
 
 const MIN_SIZE: Record<number, number> = {
   [RecordType.SysWrite]: EventLayout.bytes,
   [RecordType.BlockIo]: EventLayout.bytes,
   [RecordType.Context]: ContextLayout.bytes,
+  [RecordType.Target]: TargetLayout.data,
 };
 
 function eventCommon(buf: Buffer, at: number): EventCommon {
@@ -89,6 +107,7 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
       count: readU53(buf, at + SysWriteLayout.count),
       fd: buf.readInt32LE(at + SysWriteLayout.fd),
       syscall: buf.readUInt32LE(at + SysWriteLayout.syscall),
+      targetId: readU53(buf, at + SysWriteLayout.targetId),
     };
   }
   if (type === RecordType.BlockIo) {
@@ -103,6 +122,7 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
       status: buf.readInt32LE(at + BlockIoLayout.status),
     };
   }
+  if (type === RecordType.Target) return decodeTarget(buf, at);
   const len = buf.readUInt32LE(at + ContextLayout.len);
   if (len > ContextLayout.bytes - ContextLayout.data) {
     throw new RangeError(`context record at offset ${at} claims ${len} data bytes`);
@@ -117,6 +137,21 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
     tid: buf.readUInt32LE(at + ContextLayout.tid),
     kind: buf.readUInt32LE(at + ContextLayout.kind),
     data: Buffer.from(buf.subarray(at + ContextLayout.data, at + ContextLayout.data + len)),
+  };
+}
+
+function decodeTarget(buf: Buffer, at: number): DecodedTarget {
+  const len = buf.readUInt16LE(at + TargetLayout.len);
+  if (TargetLayout.data + len > buf.readUInt32LE(at + RecordHead.size)) {
+    throw new RangeError(`target record at offset ${at} claims ${len} data bytes`);
+  }
+  const record = readTargetRecord(buf, at);
+  return {
+    ...record,
+    type: 'target',
+    offset: at,
+    addr: Buffer.from(record.addr),
+    data: Buffer.from(record.data),
   };
 }
 

@@ -1,0 +1,31 @@
+/**
+ * Every kind of problem the HTTP API answers with: its stable `type` URI
+ * suffix, status and title. A client tells "no such session" from "no such
+ * route" by the type (or the `code`), never by the status alone.
+ */
+export const PROBLEM_KINDS = {
+  'invalid-parameter': { status: 400, title: 'Bad Request' },
+  'invalid-body': { status: 400, title: 'Bad Request' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  'host-not-allowed': { status: 403, title: 'Forbidden' },
+  'route-not-found': { status: 404, title: 'Not Found' },
+  'event-not-found': { status: 404, title: 'Not Found' },
+  'session-not-found': { status: 404, title: 'Not Found' },
+  'transaction-not-found': { status: 404, title: 'Not Found' },
+  'invalid-state': { status: 409, title: 'Conflict' },
+  'body-too-large': { status: 413, title: 'Content Too Large' },
+  'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
+  'too-many-sessions': { status: 429, title: 'Too Many Requests' },
+  'shutting-down': { status: 503, title: 'Service Unavailable' },
+  internal: { status: 500, title: 'Internal Server Error' },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ProblemKind = keyof typeof PROBLEM_KINDS;
+
+export const PROBLEM_TYPE_BASE = 'https://kreplay.dev/problems/';
+
+/** `session-not-found` → `E_SESSION_NOT_FOUND`: the code that goes with a kind. */
+export function problemCode(kind: ProblemKind): string {
+  return `E_${kind.toUpperCase().replace(/-/g, '_')}`;
+}
