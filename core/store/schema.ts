@@ -8,6 +8,7 @@
  * are partial because most events carry no context and most calls are fast.
  */
 import { KreplayError } from '../errors';
+import { eventColumnsAddedIn, eventColumnsDdl, TARGETS_SCHEMA_VERSION } from './event-columns';
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -58,23 +59,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX contexts_by_trace ON contexts (trace_id) WHERE trace_id IS NOT NULL;
 
   CREATE TABLE events (
-    ts INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    type INTEGER NOT NULL,
-    dur INTEGER NOT NULL,
-    service INTEGER NOT NULL,
-    ctx INTEGER,
-    pid INTEGER NOT NULL,
-    tid INTEGER NOT NULL,
-    comm INTEGER NOT NULL,
-    bytes INTEGER NOT NULL,
-    fd INTEGER,
-    ret INTEGER,
-    syscall INTEGER,
-    dev INTEGER,
-    sector INTEGER,
-    op INTEGER,
-    error INTEGER,
+    ${eventColumnsDdl()},
     PRIMARY KEY (ts, seq)
   ) WITHOUT ROWID;
   CREATE INDEX events_by_context ON events (ctx) WHERE ctx IS NOT NULL;
@@ -89,7 +74,7 @@ export const MIGRATIONS: readonly string[] = [
     value TEXT NOT NULL
   ) STRICT;
   CREATE UNIQUE INDEX targets_by_value ON targets (value, kind);
-  ALTER TABLE events ADD COLUMN target INTEGER;
+  ${eventColumnsAddedIn(TARGETS_SCHEMA_VERSION)}
   `,
 ];
 
