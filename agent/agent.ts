@@ -3,8 +3,9 @@
  * This thread decodes; the store pipeline's thread commits (see
  * store/store-pipeline.ts); the kernel counts whatever the ring cannot hold.
  */
+import { kernelCounters } from '../core/model';
 import { release } from 'node:os';
-import { clockOffset, ensureTracefs, startCapture, type Capture, type CaptureOptions } from './capture';
+import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
@@ -80,7 +81,7 @@ export class Agent {
     );
     const agent = new Agent(options, store, log);
     try {
-      ensureTracefs(log);
+      // startCapture mounts tracefs when it is missing
       agent.capture = startCapture(options.capture, (buf) => agent.onBatch(buf), log.child('capture'));
     } catch (err) {
       await store.close();
@@ -118,18 +119,7 @@ export class Agent {
   }
 
   private snapshot(): CounterSnapshot {
-    const kernel = this.capture?.counters() ?? {
-      sysWriteEmitted: 0,
-      sysWriteDropped: 0,
-      blockIoEmitted: 0,
-      blockIoDropped: 0,
-      contextEmitted: 0,
-      contextDropped: 0,
-      threadTableFull: 0,
-      requestTableFull: 0,
-      targetDropped: 0,
-      targetEmitted: 0,
-    };
+    const kernel = this.capture?.counters() ?? kernelCounters([]);
     return {
       ...kernel,
       malformedMarkers: this.contexts.malformedMarkers,

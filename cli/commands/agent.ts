@@ -1,3 +1,5 @@
+import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
+import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import type { Command } from 'commander';
 import { hostname } from 'node:os';
 import { Agent } from '../../agent/agent';
@@ -21,16 +23,15 @@ interface AgentFlags {
   statusInterval: number;
 }
 
-const NODE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+const MIB = 1024 * 1024;
 
 export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const log = createLogger({ component: 'agent' });
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
-  if (!NODE_NAME.test(node))
-    throw new Error(`--node "${node}" must be 1..64 of letters, digits, ".", "_" or "-"`);
-  const ringBytes = flags.ringBufferMb * 1024 * 1024;
-  if ((ringBytes & (ringBytes - 1)) !== 0)
+  if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be ${NODE_NAME_RULE}`);
+  const ringBytes = flags.ringBufferMb * MIB;
+  if (!isPowerOfTwo(ringBytes))
     throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
   const agent = await Agent.start(
     {
@@ -73,7 +74,12 @@ export function registerAgentCommand(program: Command): void {
       integerOption(0, Number.MAX_SAFE_INTEGER),
       0,
     )
-    .option('--ring-buffer-mb <mb>', 'ring buffer size, a power of two', integerOption(1, 1024), 64)
+    .option(
+      '--ring-buffer-mb <mb>',
+      'ring buffer size, a power of two',
+      integerOption(1, RING_BUFFER_BYTES.max / MIB),
+      RING_BUFFER_BYTES.default / MIB,
+    )
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
     .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
