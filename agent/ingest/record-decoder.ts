@@ -27,7 +27,7 @@ import {
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { Dictionaries } from '../store/dictionary';
+import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
 
 export class CorruptRecordError extends KreplayError {
