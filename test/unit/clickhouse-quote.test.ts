@@ -49,15 +49,33 @@ describe('quoteString', () => {
 
   it('keeps any JS string (lone surrogates included) inside its literal as its UTF-8', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 256 }), (text) => expectExact(Buffer.from(text, 'utf8'))),
+      fc.property(fc.string({ unit: 'binary', maxLength: 256 }), (text) =>
+        expectExact(Buffer.from(text, 'utf8')),
+      ),
       { numRuns: 500 },
     );
   });
 
   it('resists strings built from the characters that end or escape a literal', () => {
-    const hostile = fc.constantFrom("'", '\\', '\0', '"', '`', '\n', '\r', ';', '--', '/*', '\xff', '\ud800', "\\'");
+    const hostile = fc.constantFrom(
+      "'",
+      '\\',
+      '\0',
+      '"',
+      '`',
+      '\n',
+      '\r',
+      ';',
+      '--',
+      '/*',
+      '\xff',
+      '\ud800',
+      "\\'",
+    );
     fc.assert(
-      fc.property(fc.array(hostile, { maxLength: 64 }), (parts) => expectExact(Buffer.from(parts.join(''), 'utf8'))),
+      fc.property(fc.array(hostile, { maxLength: 64 }), (parts) =>
+        expectExact(Buffer.from(parts.join(''), 'utf8')),
+      ),
       { numRuns: 500 },
     );
   });
