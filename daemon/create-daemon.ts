@@ -9,6 +9,8 @@ import { HighResClock } from './replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
 import { listen } from './server';
 import { NodeStores } from './store/node-stores';
+import { ClickHouseEvents } from './store/clickhouse-events';
+import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
   dataDir: string;
@@ -18,6 +20,8 @@ export interface DaemonOptions {
   /** finished and stopped sessions are removed after this long unchanged */
   sessionTtlMs?: number;
   log?: Logger;
+  /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
+  store?: string;
 }
 
 export interface Daemon {
@@ -32,6 +36,10 @@ export interface Daemon {
 export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const log = options.log ?? createLogger({ component: 'daemon' });
   const stores = new NodeStores(options.dataDir, log.child('stores'));
+  const events =
+    options.store === undefined
+      ? undefined
+      : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
   const clock = new HighResClock(log.child('replay'));
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
@@ -49,7 +57,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     // a session played before the clock thread runs would be released late
     await clock.ready();
     const running = await listen(
-      createApp({ log, stores, replay }),
+      createApp({ log, stores, replay, events }),
       options.host ?? '127.0.0.1',
       options.port ?? 0,
     );

@@ -10,6 +10,7 @@ import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { quoteInt, quoteString } from '../../core/clickhouse/quote';
 import { lookupTable, type LookupKey } from '../../core/clickhouse/schema';
 import { parseEventId, type ApiEvent } from '../../core/model';
+import type { EventReader } from './event-reader';
 import {
   positionOf,
   type EventFilter,
@@ -95,7 +96,7 @@ function filterTerms(filter: EventFilter): string[] {
   return terms;
 }
 
-export class ClickHouseEvents {
+export class ClickHouseEvents implements EventReader {
   constructor(private readonly ch: ClickHouseHttp) {}
 
   async page(filter: EventFilter, opts: PageOptions): Promise<EventPage> {
