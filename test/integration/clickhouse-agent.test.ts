@@ -18,7 +18,8 @@ import { countStored, storedCounter } from '../support/store-rows';
 
 const OUTAGE_S = Number(process.env.KREPLAY_CH_OUTAGE_S ?? 10);
 const describeCh = clickhouseAvailable ? describe : describe.skip;
-if (!clickhouseAvailable) console.warn('SKIPPED: clickhouse-server is not installed (make setup installs it)');
+if (!clickhouseAvailable)
+  console.warn('SKIPPED: clickhouse-server is not installed (make setup installs it)');
 
 let dir: string;
 let cgroup: TestCgroup;
@@ -47,7 +48,10 @@ async function caughtUp(database: string, store: string, timeoutMs = 60_000): Pr
 function storm() {
   return spawn(
     '/bin/sh',
-    ['-c', `${cgroup.enter} sh -c 'while :; do dd if=/dev/zero of=/dev/null bs=64 count=1000 status=none; sleep 0.05; done'`],
+    [
+      '-c',
+      `${cgroup.enter} sh -c 'while :; do dd if=/dev/zero of=/dev/null bs=64 count=1000 status=none; sleep 0.05; done'`,
+    ],
     { stdio: 'ignore', detached: true },
   );
 }

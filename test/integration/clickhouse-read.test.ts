@@ -4,15 +4,13 @@
  * every filter paged through both readers in both orders with small pages,
  * comparing events, order and cursor positions page by page.
  */
-import { join } from 'node:path';
-import { Shipper } from '../../agent/ship/shipper';
 import { StoreWriter } from '../../agent/store/store-writer';
 import { eventToJson } from '../../core/model';
 import { createLogger } from '../../core/log/logger';
 import { ClickHouseEvents } from '../../daemon/store/clickhouse-events';
 import type { EventFilter, EventOrder, EventPosition } from '../../daemon/store/event-filter';
 import { NodeStores } from '../../daemon/store/node-stores';
-import { clickhouseAvailable, TestClickHouse } from '../support/clickhouse-server';
+import { clickhouseAvailable, shipDataDir, TestClickHouse } from '../support/clickhouse-server';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 
@@ -68,12 +66,8 @@ describeCh('events read from ClickHouse match the node files', () => {
       const writer = StoreWriter.open(dir.path, `n${node}`);
       writeEvents(writer, nodeEvents(node));
       writer.close();
-      const shipper = new Shipper(join(dir.path, `n${node}.db`), ch, { maxDelayMs: 0 });
-      shipper.start();
-      while (shipper.status().lagEvents > 0 || shipper.status().shipped === 0)
-        await new Promise((r) => setTimeout(r, 20));
-      await shipper.stop();
     }
+    await shipDataDir(dir.path, ch);
     const sqlite = new NodeStores(dir.path, createLogger({ component: 'test', level: 'error' }));
     const fleet = new ClickHouseEvents(ch);
     try {

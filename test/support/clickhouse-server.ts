@@ -8,6 +8,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { Shipper } from '../../agent/ship/shipper';
 import { ClickHouseHttp } from '../../core/clickhouse/http-client';
 
 const SERVER = '/usr/sbin/clickhouse-server';
@@ -91,5 +93,16 @@ export class TestClickHouse {
   async destroy(): Promise<void> {
     await this.stop();
     rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Ships every node store of `dataDir` to `ch` until nothing is left behind. */
+export async function shipDataDir(dataDir: string, ch: ClickHouseHttp): Promise<void> {
+  for (const name of readdirSync(dataDir).filter((n) => n.endsWith('.db'))) {
+    const shipper = new Shipper(join(dataDir, name), ch, { maxDelayMs: 0 });
+    shipper.start();
+    while (shipper.status().lagEvents > 0 || shipper.status().state === 'starting')
+      await new Promise((r) => setTimeout(r, 20));
+    await shipper.stop();
   }
 }
