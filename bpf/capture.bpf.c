@@ -362,10 +362,9 @@ static __always_inline struct file *current_file(__s32 fd)
 }
 
 /*
- * A socket's stamp: its inet peer, which connect() may change while the
- * file stays. (The verifier allows no arithmetic on kernel pointers, so a
- * unix socket's stamp cannot include its peer: a datagram socket connected
- * elsewhere later keeps its first target; its inode tells sockets apart.)
+ * A socket's stamp: what tells its peer, which connect() may change while
+ * the file stays: the inet address and ports, or the hash a unix peer has
+ * (of its bound name, else of itself).
  */
 static __always_inline __u64 socket_stamp(struct sock *sk)
 {
@@ -375,6 +374,9 @@ static __always_inline __u64 socket_stamp(struct sock *sk)
 	if (c->skc_family == KR_AF_INET6) {
 		stamp ^= c->skc_v6_daddr.in6_u.u6_addr32[0] ^ (__u64)c->skc_v6_daddr.in6_u.u6_addr32[1] << 32;
 		stamp ^= c->skc_v6_daddr.in6_u.u6_addr32[2] ^ (__u64)c->skc_v6_daddr.in6_u.u6_addr32[3] << 16;
+	} else if (c->skc_family == KR_AF_UNIX) {
+		/* no peer (NULL) loads as 0 */
+		stamp ^= (__u64)RDONLY(struct unix_sock, sk)->peer->__sk_common.skc_hash << 8;
 	}
 	return stamp;
 }

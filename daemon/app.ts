@@ -4,6 +4,8 @@
  */
 import express, { type Express } from 'express';
 import type { Logger } from '../core/log/logger';
+import { checkHost, requireToken } from './auth/auth-middleware';
+import type { TokenStore } from './auth/token-store';
 import { eventsRouter } from './events/events-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
 import { replaySessionsRouter } from './replay/sessions/session-router';
@@ -18,6 +20,10 @@ export interface AppDeps {
   events?: EventReader;
   /** replay sessions; the routes exist only when given */
   replay?: ReplaySessions;
+  /** bearer tokens; without them only requests to one of the daemon's own host names are served */
+  tokens?: TokenStore;
+  /** host names besides loopback's that the Host header may carry when there are no tokens */
+  allowedHosts?: readonly string[];
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -25,6 +31,7 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  app.use(deps.tokens ? requireToken(deps.tokens) : checkHost(deps.allowedHosts ?? []));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });

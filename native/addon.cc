@@ -1,4 +1,5 @@
 // kreplay_native: the kernel capture and the host facts it depends on.
+#include <bpf/bpf.h>
 #include <napi.h>
 
 #include "capture_error.h"
@@ -72,6 +73,14 @@ Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
 }
 
+// enableBpfStats(): an fd that keeps the kernel's per-program run-time statistics on until it is
+// closed; unlike the sysctl, holders do not undo one another.
+Napi::Value EnableBpfStatsJs(const Napi::CallbackInfo& info) {
+  const int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  if (fd < 0) throw ToJsError(info.Env(), LibbpfFailure(fd, "E_CAPTURE_STATS", "cannot enable BPF run-time statistics", ""));
+  return Napi::Number::New(info.Env(), fd);
+}
+
 }  // namespace
 
 }  // namespace kreplay
@@ -86,6 +95,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
+  exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   return exports;
 }
 

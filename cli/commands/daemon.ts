@@ -1,6 +1,7 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { createLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
+import type { TlsFiles } from '../../daemon/server';
 import { DEFAULT_SESSION_TTL_SECONDS } from '../../daemon/replay/sessions/session-service';
 import { integerOption } from '../options';
 import { untilSignal } from '../signals';
@@ -11,6 +12,16 @@ export interface DaemonFlags {
   port: number;
   sessionTtl: number;
   store?: string;
+  tokens?: string;
+  allowedHost: string[];
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+function tlsFiles(flags: DaemonFlags): TlsFiles | undefined {
+  if (!flags.tlsCert && !flags.tlsKey) return undefined;
+  if (!flags.tlsCert || !flags.tlsKey) throw new InvalidArgumentError('--tls-cert and --tls-key go together');
+  return { cert: flags.tlsCert, key: flags.tlsKey };
 }
 
 export async function runDaemon(flags: DaemonFlags): Promise<void> {
@@ -22,7 +33,12 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     sessionTtlMs: flags.sessionTtl * 1000,
     store: flags.store,
     log,
+    tokensFile: flags.tokens,
+    allowedHosts: flags.allowedHost,
+    tls: tlsFiles(flags),
   });
+  const reload = () => daemon.reloadTokens();
+  if (flags.tokens) process.on('SIGHUP', reload);
   try {
     log.info('listening', {
       url: daemon.url,
@@ -32,6 +48,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     });
     await untilSignal(log);
   } finally {
+    process.off('SIGHUP', reload);
     await daemon.close();
   }
   log.info('stopped');
@@ -54,5 +71,17 @@ export function registerDaemonCommand(program: Command): void {
       integerOption(1, 30 * 86400),
       DEFAULT_SESSION_TTL_SECONDS,
     )
+    .option(
+      '--tokens <file>',
+      'bearer tokens, one "token scope name" per line (scopes read, control); SIGHUP reloads it',
+    )
+    .option(
+      '--allowed-host <name>',
+      'a name clients may reach this daemon by (Host header), besides loopback and --host; repeatable',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
+    .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
+    .option('--tls-key <file>', 'the PEM private key of --tls-cert')
     .action((flags: DaemonFlags) => runDaemon(flags));
 }

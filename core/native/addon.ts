@@ -55,6 +55,8 @@ export interface NativeAddon {
   doorbellPipe(): [number, number];
   /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
   hasBpfCapabilities(): boolean;
+  /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */
+  enableBpfStats(): number;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');

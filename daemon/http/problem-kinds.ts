@@ -6,6 +6,9 @@
 export const PROBLEM_KINDS = {
   'invalid-parameter': { status: 400, title: 'Bad Request' },
   'invalid-body': { status: 400, title: 'Bad Request' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  'host-not-allowed': { status: 403, title: 'Forbidden' },
   'route-not-found': { status: 404, title: 'Not Found' },
   'event-not-found': { status: 404, title: 'Not Found' },
   'session-not-found': { status: 404, title: 'Not Found' },

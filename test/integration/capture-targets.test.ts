@@ -37,6 +37,8 @@ function expectedTargets(
     19: ['file', `${file}.unlinked (deleted)`],
     8: ['anon', 'anon_inode:[eventfd]'],
     20: ['socket', `unix ${unixPath}2`],
+    21: ['socket', `unix ${unixPath}.d1`],
+    22: ['socket', `unix ${unixPath}.d2`],
   };
 }
 
