@@ -13,7 +13,10 @@ import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
 import { StorePipeline } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
+import { formatShipStatus, shipCounters } from './ship/ship-status';
 import { VERSION } from './version';
+import type { ClickHouseHttp } from '../core/clickhouse/http-client';
+import { Shipper } from './ship/shipper';
 
 export interface AgentOptions {
   dataDir: string;
@@ -26,6 +29,8 @@ export interface AgentOptions {
   flushIntervalMs: number;
   statusIntervalMs: number;
   quiet: boolean;
+  /** ship committed events to this fleet store (agent/ship) */
+  ship?: ClickHouseHttp;
 }
 
 export interface AgentSummary {
@@ -52,6 +57,7 @@ export class Agent {
   private lastStatus: CounterSnapshot;
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
+  private shipper: Shipper | null = null;
 
   private constructor(
     private readonly options: AgentOptions,
@@ -97,6 +103,11 @@ export class Agent {
       clockErrorNs: agent.clockErrorNs,
     });
     log.info('capturing', { store: store.path, node: options.node });
+    if (options.ship) {
+      agent.shipper = new Shipper(store.path, options.ship);
+      agent.shipper.start();
+      log.info('shipping', { to: agent.shipper.status().destination });
+    }
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
@@ -134,7 +145,8 @@ export class Agent {
   private reportStatus(): void {
     const now = this.snapshot();
     const at = performance.now();
-    this.store.recordCounters(nowEpochNs(), storedCounters(now));
+    const ship = this.shipper?.status();
+    this.store.recordCounters(nowEpochNs(), { ...storedCounters(now), ...(ship && shipCounters(ship)) });
     if (!this.options.quiet) {
       const line = formatStatusLine(
         now,
@@ -143,7 +155,7 @@ export class Agent {
         this.capture?.ringFill() ?? -1,
         this.store.dbBytes(),
       );
-      this.log.info(line);
+      this.log.info(ship ? `${line} ${formatShipStatus(ship)}` : line);
     }
     this.lastStatus = now;
     this.lastStatusAt = at;
@@ -154,6 +166,8 @@ export class Agent {
     for (const timer of this.timers) clearInterval(timer);
     await this.capture?.stop();
     this.store.drain();
+    // what is not acknowledged yet stays in the store: the next run ships it from the cursor
+    await this.shipper?.stop();
     const counters = this.snapshot();
     this.store.recordCounters(nowEpochNs(), storedCounters(counters));
     this.store.endRun(nowEpochNs(), reason);
