@@ -5,7 +5,8 @@
  * row's store id and seq; integers exact).
  */
 import type Database from 'better-sqlite3';
-import { eventToJson, rowToEvent, targetKindName, type EventRow, type StoreNames } from '../../core/model';
+import { eventToJson, rowToEvent, targetKindName, type StoreNames } from '../../core/model';
+import type { EventRow } from '../../core/store/event-columns';
 import type { StoreInfo } from '../../core/store/schema';
 
 interface JoinedRow extends EventRow {
