@@ -10,7 +10,7 @@ import { createLogger } from '../../core/log/logger';
 import { ClickHouseEvents } from '../../daemon/store/clickhouse-events';
 import type { EventFilter, EventOrder, EventPosition } from '../../daemon/store/event-filter';
 import { NodeStores } from '../../daemon/store/node-stores';
-import { clickhouseAvailable, shipDataDir, TestClickHouse } from '../support/clickhouse-server';
+import { clickhouseAvailable, shipDataDir, useClickHouse } from '../support/clickhouse-server';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 
@@ -50,18 +50,10 @@ const FILTERS: EventFilter[] = [
 describeCh('events read from ClickHouse match the node files', () => {
   jest.setTimeout(90_000);
   const dir = useTempDir();
-  let server: TestClickHouse;
-
-  beforeAll(async () => {
-    server = await TestClickHouse.create();
-    await server.start();
-  });
-  afterAll(async () => {
-    await server?.destroy();
-  });
+  const clickhouse = useClickHouse();
 
   it('returns the same pages, order, cursors, summaries and single events', async () => {
-    const ch = server.client('reads');
+    const ch = clickhouse.server.client('reads');
     for (const node of [0, 1, 2]) {
       const writer = StoreWriter.open(dir.path, `n${node}`);
       writeEvents(writer, nodeEvents(node));

@@ -12,7 +12,7 @@ import { Shipper } from '../../agent/ship/shipper';
 import { quoteString } from '../../core/clickhouse/quote';
 import { CLICKHOUSE_SCHEMA_VERSION, migrateClickHouse } from '../../core/clickhouse/schema';
 import { firstUnshippedSeq } from '../../core/store/schema';
-import { clickhouseAvailable, TestClickHouse } from '../support/clickhouse-server';
+import { clickhouseAvailable, useClickHouse } from '../support/clickhouse-server';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 
@@ -42,18 +42,10 @@ async function until(what: string, check: () => boolean | Promise<boolean>, ms =
 describeCh('shipping to ClickHouse', () => {
   jest.setTimeout(90_000);
   const dir = useTempDir();
-  let server: TestClickHouse;
-
-  beforeAll(async () => {
-    server = await TestClickHouse.create();
-    await server.start();
-  });
-  afterAll(async () => {
-    await server?.destroy();
-  });
+  const clickhouse = useClickHouse();
 
   it('migrates once and records the version', async () => {
-    const ch = server.client('mig');
+    const ch = clickhouse.server.client('mig');
     expect(await migrateClickHouse(ch)).toBe(CLICKHOUSE_SCHEMA_VERSION);
     expect(await migrateClickHouse(ch)).toBe(CLICKHOUSE_SCHEMA_VERSION);
     const versions = await ch.rows<{ version: number }>('SELECT version FROM kreplay_migrations');
@@ -72,7 +64,7 @@ describeCh('shipping to ClickHouse', () => {
   });
 
   it("the server's lexer reads every quoted value back byte for byte", async () => {
-    const ch = server.client('default');
+    const ch = clickhouse.server.client('default');
     const samples = fc.sample(fc.uint8Array({ maxLength: 200 }), 300);
     samples.push(Buffer.from("'; DROP TABLE x; --\\\0\xff"), Buffer.from([0xc3, 0x28, 0x00, 0x27, 0x5c]));
     const sql = `SELECT ${samples.map((s, i) => `hex(${quoteString(s)}) AS v${i}`).join(', ')}`;
@@ -81,7 +73,7 @@ describeCh('shipping to ClickHouse', () => {
   });
 
   it('ships every event once, resumes from its cursor, and a re-sent batch never shows twice', async () => {
-    const ch = server.client('ship');
+    const ch = clickhouse.server.client('ship');
     const writer = StoreWriter.open(dir.path, 'node-a');
     const path = join(dir.path, 'node-a.db');
     try {
@@ -126,7 +118,7 @@ describeCh('shipping to ClickHouse', () => {
   });
 
   it('keeps storing while ClickHouse is down and catches up exactly when it returns', async () => {
-    const ch = server.client('outage');
+    const ch = clickhouse.server.client('outage');
     const writer = StoreWriter.open(dir.path, 'node-b');
     const shipper = new Shipper(join(dir.path, 'node-b.db'), ch, {
       maxDelayMs: 100,
@@ -137,13 +129,13 @@ describeCh('shipping to ClickHouse', () => {
       writeEvents(writer, events(0, 3000));
       shipper.start();
       await until('first shipped', () => shipper.status().shipped === 3000);
-      await server.stop();
+      await clickhouse.server.stop();
       for (let i = 3000; i < 15_000; i += 3000) writeEvents(writer, events(i, 3000));
       await until('retrying', () => shipper.status().state === 'retrying');
       const down = shipper.status();
       expect(down.lagEvents).toBe(12_000);
       expect(down.lastError).toMatch(/unreachable/);
-      await server.start();
+      await clickhouse.server.start();
       await until('caught up', () => shipper.status().lagEvents === 0);
       const [final] = await ch.rows<{ n: string; ids: string }>(
         'SELECT count() AS n, uniqExact(event_id) AS ids FROM events FINAL',

@@ -106,3 +106,16 @@ export async function shipDataDir(dataDir: string, ch: ClickHouseHttp): Promise<
     await shipper.stop();
   }
 }
+
+/** One server for a describe block: started before its tests, destroyed after them. */
+export function useClickHouse(): { server: TestClickHouse } {
+  const holder = {} as { server: TestClickHouse };
+  beforeAll(async () => {
+    holder.server = await TestClickHouse.create();
+    await holder.server.start();
+  });
+  afterAll(async () => {
+    await holder.server?.destroy();
+  });
+  return holder;
+}
