@@ -11,21 +11,20 @@
  *    kreplay, the incident holds every call D; under strace, delay_enter=D.
  *    Hold error = the duration the writer measured − D.
  *
- * The incident is served by an in-process daemon stand-in (real replay
- * sessions, exact recorded durations). `make bench BENCH=exec`, or
+ * The incident is written to a node store and served by the real daemon
+ * (createDaemon, over HTTP). `make bench BENCH=exec`, or
  *   node dist/bench/exec.js [passWrites] [rounds]
  */
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { EventBatch } from '../agent/ingest/event-batch';
+import { StoreWriter } from '../agent/store/store-writer';
+import { silentLogger } from '../core/log/logger';
+import { targetKindCode } from '../core/model/target';
 import { repoRoot } from '../core/repo-root';
-import {
-  incidentWrite,
-  startExecDaemon,
-  type ExecDaemon,
-  type IncidentEvent,
-} from '../test/support/exec-daemon';
+import { createDaemon, type Daemon } from '../daemon/create-daemon';
 import { printTable } from './table';
 
 const DELAYS_US = [50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000];
@@ -56,7 +55,7 @@ function run(argv: string[]): Promise<string> {
   });
 }
 
-const kreplayExec = (daemon: ExecDaemon, txn: string, argv: string[]) => [
+const kreplayExec = (daemon: Daemon, txn: string, argv: string[]) => [
   process.execPath,
   path.join(repoRoot(), 'bin', 'kreplay.js'),
   'replay',
@@ -88,9 +87,43 @@ const range = (values: number[]) => `${us(Math.min(...values))}..${us(Math.max(.
 
 type Tool = 'kreplay' | 'strace';
 
+/**
+ * The recorded incident, in a node store as the agent writes it: one write of
+ * `bench-pass` to a file the loop never writes, and per delay D 8 threads ×
+ * 125 writes of `bench-hold-D`, each thread to its own file, each taking D.
+ */
+function writeIncident(dir: string): void {
+  const T0 = 1_795_000_000_000_000_000n;
+  const writer = StoreWriter.open(dir, 'bench-node');
+  const batch = new EventBatch(1 + DELAYS_US.length * THREADS * WRITES_PER_THREAD);
+  batch.clear(T0);
+  const push = (txn: string, tsOffset: number, dur: number, file: string) =>
+    batch.pushSysWrite({
+      tsOffset,
+      dur,
+      service: writer.services.id('bench'),
+      ctx: writer.contexts.id(txn, null),
+      pid: 1,
+      tid: 1,
+      comm: writer.comms.id('incident'),
+      bytes: 64,
+      fd: 3,
+      ret: 64,
+      syscall: 1,
+      target: writer.targets.id(targetKindCode('file'), file),
+    });
+  push('bench-pass', 0, 1_000_000, '/nonexistent/never-written');
+  for (const delayUs of DELAYS_US)
+    for (let t = 0; t < THREADS; t++)
+      for (let i = 0; i < WRITES_PER_THREAD; i++)
+        push(`bench-hold-${delayUs}`, (i * 1000 + t) * 1e6, delayUs * 1000, path.join(dir, `t${t}`));
+  writer.writeBatch(batch);
+  writer.close();
+}
+
 /** Hold errors (ns) of every write, tool by tool, delay by delay. */
 async function holdRound(
-  daemon: ExecDaemon,
+  daemon: Daemon,
   holdloop: string,
   dir: string,
 ): Promise<Record<Tool, Map<number, number[]>>> {
@@ -125,20 +158,8 @@ async function main(): Promise<void> {
   const writeloop = compile(root, 'writeloop');
   const holdloop = compile(root, 'holdloop');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-bench-exec-'));
-  const events: IncidentEvent[] = [incidentWrite('bench-pass', 0, 1, '/nonexistent/never-written', 'file')];
-  for (const delayUs of DELAYS_US)
-    for (let t = 0; t < THREADS; t++)
-      for (let i = 0; i < WRITES_PER_THREAD; i++)
-        events.push(
-          incidentWrite(
-            `bench-hold-${delayUs}`,
-            i * 1000 + t,
-            delayUs / 1000,
-            path.join(dir, `t${t}`),
-            'file',
-          ),
-        );
-  const daemon = await startExecDaemon(events, dir);
+  writeIncident(dir);
+  const daemon = await createDaemon({ dataDir: dir, log: silentLogger });
   try {
     const pass: Record<'bare' | Tool, number[]> = { bare: [], kreplay: [], strace: [] };
     for (let round = 0; round < rounds; round++) {

@@ -79,7 +79,8 @@ Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
 // closed; unlike the sysctl, holders do not undo one another.
 Napi::Value EnableBpfStatsJs(const Napi::CallbackInfo& info) {
   const int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-  if (fd < 0) throw ToJsError(info.Env(), LibbpfFailure(fd, "E_CAPTURE_STATS", "cannot enable BPF run-time statistics", ""));
+  if (fd < 0)
+    throw ToJsError(info.Env(), LibbpfFailure(fd, "E_CAPTURE_STATS", "cannot enable BPF run-time statistics", ""));
   return Napi::Number::New(info.Env(), fd);
 }
 

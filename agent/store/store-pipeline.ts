@@ -18,7 +18,7 @@ import {
   TargetDictionary,
   takeNewNames,
   type Dictionaries,
-} from './dictionary';
+} from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import {
   SLOT_BUSY,

@@ -7,7 +7,7 @@
  * test build instead (cli/exec).
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { MAX_EXTRA_LATENCY_NS } from '../../daemon/replay/sessions/session-schema';
+import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
 import { problemText, requestJson, unreachable } from '../daemon-request';
 import { PACES, type Pace } from '../exec/exec-plan';
 import { DEFAULT_TOLERANCE, parseTolerance, type Tolerance } from '../exec/exec-report';
@@ -183,7 +183,12 @@ export function registerReplayCommand(program: Command): void {
     )
     .argument('<transaction-id>', 'transaction_id of the events to replay', transactionArgument)
     .argument('[command...]', 'with --exec: the test build to run, after --')
-    .option('--speed <factor>', 'speed factor, 0.001..1000', decimalOption(0.001, 1000), 1)
+    .option(
+      '--speed <factor>',
+      `speed factor, ${SPEED_FACTOR.min}..${SPEED_FACTOR.max}`,
+      decimalOption(SPEED_FACTOR.min, SPEED_FACTOR.max),
+      1,
+    )
     .option(
       '--extra-latency-ns <ns>',
       'latency added to every call, 0..60000000000',
