@@ -21,32 +21,15 @@ export type CounterSnapshot = Record<KernelCounterName, number> &
     rowsWritten: number;
     /** stored events that retention removed since the start */
     pruned: number;
+    /** of those, events the store cap removed before they were shipped */
+    unshippedPruned: number;
   };
 
-/** Counter names as stored in the counters table (snake_case, stable). */
+const snakeCase = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** Counter names as stored in the counters table: the snapshot's names in snake_case (stable). */
 export function storedCounters(s: CounterSnapshot): Record<string, number> {
-  return {
-    sys_write_emitted: s.sysWriteEmitted,
-    sys_write_dropped: s.sysWriteDropped,
-    block_io_emitted: s.blockIoEmitted,
-    block_io_dropped: s.blockIoDropped,
-    context_emitted: s.contextEmitted,
-    context_dropped: s.contextDropped,
-    thread_table_full: s.threadTableFull,
-    request_table_full: s.requestTableFull,
-    target_dropped: s.targetDropped,
-    target_emitted: s.targetEmitted,
-    malformed_markers: s.malformedMarkers,
-    unknown_contexts: s.unknownContexts,
-    unknown_targets: s.unknownTargets,
-    corrupt_records: s.corruptRecords,
-    corrupt_bytes: s.corruptBytes,
-    disk_full_dropped: s.diskFullDropped,
-    store_error_dropped: s.storeErrorDropped,
-    store_replacements: s.storeReplacements,
-    rows_written: s.rowsWritten,
-    pruned: s.pruned,
-  };
+  return Object.fromEntries(Object.entries(s).map(([name, value]) => [snakeCase(name), value as number]));
 }
 
 export function totalLost(s: CounterSnapshot): number {
@@ -85,7 +68,9 @@ export function formatStatusLine(
   return (
     `rate/s sys_write=${rate('sysWriteEmitted')} block_io=${rate('blockIoEmitted')}` +
     ` stored=${rate('rowsWritten')} dropped=${perSecond(ringDropped + now.diskFullDropped, ringDroppedBefore + before.diskFullDropped, seconds)}` +
-    ` | total stored=${now.rowsWritten} pruned=${now.pruned} dropped: ring=${ringDropped} disk_full=${now.diskFullDropped}` +
+    ` | total stored=${now.rowsWritten} pruned=${now.pruned}` +
+    (now.unshippedPruned > 0 ? ` (unshipped=${now.unshippedPruned})` : '') +
+    ` dropped: ring=${ringDropped} disk_full=${now.diskFullDropped}` +
     ` store_error=${now.storeErrorDropped} untracked=${now.threadTableFull + now.requestTableFull}` +
     ` corrupt=${now.corruptRecords}` +
     ` | ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`

@@ -12,7 +12,7 @@
  *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...]
  */
 import { repoRoot } from '../core/repo-root';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -94,10 +94,12 @@ const LOOP_COMM = 'writeloop';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function buildWriteLoop(root: string): string {
+/** make builds it (make bench); a stale or missing binary would time something else. */
+function writeLoop(root: string): string {
   const exe = path.join(root, 'build', 'bench', 'writeloop');
-  fs.mkdirSync(path.dirname(exe), { recursive: true });
-  execFileSync('cc', ['-O2', '-Wall', '-o', exe, path.join(root, 'bench', 'writeloop.c')]);
+  const source = path.join(root, 'bench', 'writeloop.c');
+  if (!fs.existsSync(exe) || fs.statSync(exe).mtimeMs < fs.statSync(source).mtimeMs)
+    throw new Error(`${exe} is missing or older than ${source}: run \`make bench BENCH=overhead\``);
   return exe;
 }
 
@@ -292,7 +294,7 @@ export async function runOverheadBench(
   const writes = options.writes ?? 2_000_000;
   const rounds = options.rounds ?? 5;
   const log = options.log ?? createLogger({ level: 'warn', component: 'bench' });
-  const exe = buildWriteLoop(repoRoot());
+  const exe = writeLoop(repoRoot());
   const samples = new Map<OverheadMode, number[]>(modes.map((m) => [m, []]));
   const totals = { delivered: 0, dropped: 0 };
   for (let round = 0; round < rounds; round++) {

@@ -18,7 +18,7 @@ import { ContextResolver } from '../agent/attribution/context-resolver';
 import { ServiceResolver } from '../agent/attribution/service-resolver';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { RecordDecoder, type BatchSink } from '../agent/ingest/record-decoder';
-import type { Dictionaries } from '../agent/store/dictionary';
+import type { Dictionaries } from '../agent/ingest/dictionary';
 import type { RetentionOptions } from '../agent/store/retention';
 import { StorePipeline } from '../agent/store/store-pipeline';
 import { StoreWriter, storePath } from '../agent/store/store-writer';

@@ -6,6 +6,9 @@
  * at most STEP_ROWS rows, each its own transaction with a `pruned` row that
  * says what went, so a reader can tell a pruned range from a quiet one.
  *
+ * Events not yet shipped to a fleet store (agent/ship) outlive both retention
+ * times: only the cap removes them, and a step says how many it took.
+ *
  * The file stays under the cap by reuse: a DELETE frees whole pages at the
  * old end of the time-clustered table and the next inserts take them, so the
  * file grows only while the pages in use do (auto_vacuum stays NONE; see
@@ -13,8 +16,9 @@
  */
 import type Database from 'better-sqlite3';
 import { statfsSync } from 'node:fs';
+import { firstUnshippedSeq } from '../../core/store/schema';
 import { DEFAULT_CHECKPOINT_POLICY, type CheckpointPolicyOptions } from './checkpoint-policy';
-import type { ContextEntry } from './dictionary';
+import type { ContextEntry } from '../ingest/dictionary';
 
 export interface RetentionPolicy {
   /** events without a context older than this go, ns (0: keep forever) */
@@ -77,6 +81,15 @@ export function checkpointPolicyFor(policy: RetentionPolicy): CheckpointPolicyOp
   };
 }
 
+/**
+ * WAL room kept under the cap: the WAL restarts once past restartBytes, so it
+ * peaks there plus the transaction that crossed it (about an eighth of the cap,
+ * see transactionRowsFor).
+ */
+export function walAllowanceFor(policy: RetentionPolicy, checkpoint: CheckpointPolicyOptions): number {
+  return checkpoint.restartBytes + policy.maxStoreBytes / 8;
+}
+
 /* WAL bytes one inserted row takes (its table and index pages, measured about 180) */
 const WAL_BYTES_PER_ROW = 256;
 const MIN_TRANSACTION_ROWS = 4096;
@@ -96,6 +109,8 @@ export interface PruneStep {
   toNs: bigint;
   background: number;
   context: number;
+  /** of the events removed, those not yet shipped (only the cap removes them) */
+  unshipped: number;
   /** contexts no event refers to any more, removed with their last events */
   forgotten: ContextEntry[];
 }
@@ -111,6 +126,8 @@ interface TierStatements {
   first: Database.Statement<[bigint, bigint], bigint | null>;
   last: Database.Statement<[bigint, bigint], bigint | null>;
   remove: Database.Statement<[bigint, bigint, bigint]>;
+  /** rows of a remove's range at or past a seq: the unshipped ones it takes */
+  countFromSeq: Database.Statement<[bigint, bigint, bigint, number], number>;
 }
 
 /** Context tier deletes say which contexts they touched, to remove those left without events. */
@@ -127,16 +144,15 @@ export class Pruner {
   private readonly pageCount: () => number;
   private readonly freePages: () => number;
   private readonly pageSize: number;
+  /* where shipping stands: the first unshipped seq and the oldest ts from there (null ts: all shipped) */
+  private readonly unshippedFrom: () => { seq: number; ts: bigint | null } | null;
   /* the oldest row of a tier is at or after this; saves rescanning rows of the other tier */
   private readonly floor: Record<Tier, bigint> = { background: 0n, context: 0n };
   private overCap = false;
-  /* the largest WAL seen: room under the cap is kept for it */
-  private walPeak = 0;
 
   /**
-   * walAllowance: bytes kept free under the cap for the WAL (its checkpoint
-   * threshold plus the largest transaction), so pages in use plus the WAL
-   * stay under it.
+   * walAllowance: bytes kept free under the cap for the WAL (walAllowanceFor),
+   * so pages in use plus the WAL stay under it.
    */
   constructor(
     private readonly db: Database.Database,
@@ -165,7 +181,21 @@ export class Pruner {
         .pluck()
         .safeIntegers(true),
       remove: db.prepare(`DELETE FROM events WHERE ${where} AND ts >= ? AND ts <= ? AND ts < ?`),
+      countFromSeq: db
+        .prepare<[bigint, bigint, bigint, number], number>(
+          `SELECT count(*) FROM events WHERE ${where} AND ts >= ? AND ts <= ? AND ts < ? AND seq >= ?`,
+        )
+        .pluck(),
     });
+    // the oldest unshipped event: walks events_by_seq from the shipper's cursor
+    const oldestFromSeq = db
+      .prepare<[number], bigint | null>('SELECT min(ts) FROM events WHERE seq >= ?')
+      .pluck()
+      .safeIntegers(true);
+    this.unshippedFrom = () => {
+      const seq = firstUnshippedSeq(db);
+      return seq === null ? null : { seq, ts: oldestFromSeq.get(seq) ?? null };
+    };
     this.tiers = { background: statements(TIER_WHERE.background), context: statements(TIER_WHERE.context) };
     this.cleanup = {
       removeReturning: db
@@ -205,6 +235,10 @@ export class Pruner {
   /** One step of at most STEP_ROWS rows, or null when nothing is due. */
   step(): PruneStep | null {
     const now = this.now();
+    const unshipped = this.unshippedFrom();
+    // retention times stop at the oldest unshipped event; the cap does not
+    const keep = (cutoff: bigint) =>
+      unshipped && unshipped.ts !== null && unshipped.ts < cutoff ? unshipped.ts : cutoff;
     if (this.policy.maxStoreBytes > 0) {
       const used = this.usedBytes();
       if (used > this.policy.maxStoreBytes * HIGH_WATER) this.overCap = true;
@@ -213,18 +247,22 @@ export class Pruner {
         const excess = used - this.policy.maxStoreBytes * LOW_WATER;
         const rows = Math.min(STEP_ROWS, Math.max(CAP_MIN_STEP_ROWS, Math.ceil(excess / CAP_BYTES_PER_ROW)));
         const step =
-          this.removeOldest('background', now + 1n, 'max-store-bytes', rows) ??
-          this.removeOldest('context', now + 1n, 'max-store-bytes', rows);
+          this.removeOldest('background', now + 1n, 'max-store-bytes', rows, unshipped?.seq) ??
+          this.removeOldest('context', now + 1n, 'max-store-bytes', rows, unshipped?.seq);
         if (step) return step;
         this.overCap = false; // nothing left to remove: the rest is dictionaries and history
       }
     }
     if (this.policy.retainNs > 0) {
-      const step = this.removeOldest('background', now - BigInt(this.policy.retainNs), 'retain');
+      const step = this.removeOldest('background', keep(now - BigInt(this.policy.retainNs)), 'retain');
       if (step) return step;
     }
     if (this.policy.retainContextNs > 0) {
-      const step = this.removeOldest('context', now - BigInt(this.policy.retainContextNs), 'retain-context');
+      const step = this.removeOldest(
+        'context',
+        keep(now - BigInt(this.policy.retainContextNs)),
+        'retain-context',
+      );
       if (step) return step;
     }
     return null;
@@ -247,7 +285,13 @@ export class Pruner {
     return steps;
   }
 
-  private removeOldest(tier: Tier, before: bigint, reason: PruneReason, rows = STEP_ROWS): PruneStep | null {
+  private removeOldest(
+    tier: Tier,
+    before: bigint,
+    reason: PruneReason,
+    rows = STEP_ROWS,
+    unshippedSeq?: number,
+  ): PruneStep | null {
     const s = this.tiers[tier];
     const floor = this.floor[tier];
     const from = s.first.get(floor, before);
@@ -258,7 +302,9 @@ export class Pruner {
     }
     const to = s.nth.get(from, before, rows - 1) ?? s.last.get(from, before)!;
     const forgotten: ContextEntry[] = [];
+    let unshipped = 0;
     const removed = this.db.transaction(() => {
+      if (unshippedSeq !== undefined) unshipped = s.countFromSeq.get(from, to, before, unshippedSeq) ?? 0;
       let n: number;
       if (tier === 'background') n = s.remove.run(from, to, before).changes;
       else {
@@ -288,6 +334,7 @@ export class Pruner {
       toNs: to,
       background: tier === 'background' ? removed : 0,
       context: tier === 'context' ? removed : 0,
+      unshipped,
       forgotten,
     };
   }

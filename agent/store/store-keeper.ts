@@ -9,7 +9,7 @@
 import { existsSync, renameSync, statfsSync } from 'node:fs';
 import { isCorruption, StoreError } from '../../core/store/schema';
 import type { EventBatch } from '../ingest/event-batch';
-import type { ContextEntry, NameEntry, NewNames, TargetEntry } from './dictionary';
+import type { ContextEntry, NameEntry, NewNames, TargetEntry } from '../ingest/dictionary';
 import type { RetentionOptions } from './retention';
 import { StoreWriter, storePath, type RunStart } from './store-writer';
 
@@ -78,6 +78,8 @@ export class StoreKeeper {
   rowsWritten = 0;
   /** events removed by retention */
   pruned = 0;
+  /** of those, events the cap removed before they were shipped */
+  unshippedPruned = 0;
 
   private constructor(
     private readonly options: StoreKeeperOptions,
@@ -292,7 +294,15 @@ export class StoreKeeper {
     if (!this.writer || this.diskFull) return null;
     try {
       const { steps, forgotten, epoch } = this.writer.prune(rows);
-      for (const step of steps) this.pruned += step.background + step.context;
+      for (const step of steps) {
+        this.pruned += step.background + step.context;
+        this.unshippedPruned += step.unshipped;
+        if (step.unshipped > 0)
+          this.options.notify(
+            'warn',
+            `the store cap removed ${step.unshipped} events not yet shipped (the fleet store is behind); raise --max-store-bytes or fix shipping`,
+          );
+      }
       return forgotten.length > 0 ? { epoch, forgotten } : null;
     } catch (err) {
       if (isDiskFull(err)) this.enterDiskFull();

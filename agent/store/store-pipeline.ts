@@ -18,7 +18,7 @@ import {
   TargetDictionary,
   takeNewNames,
   type Dictionaries,
-} from './dictionary';
+} from '../ingest/dictionary';
 import type { RetentionOptions } from './retention';
 import type { OnCorrupt } from './store-keeper';
 import type { RunStart } from './store-writer';
@@ -177,6 +177,11 @@ export class StorePipeline implements BatchSink, Dictionaries {
   /** Events removed by retention. */
   get pruned(): number {
     return this.counter(StoreCounter.pruned);
+  }
+
+  /** Of those, events the cap removed before they were shipped. */
+  get unshippedPruned(): number {
+    return this.counter(StoreCounter.unshippedPruned);
   }
 
   /** Fresh stores opened because the file was deleted, replaced or damaged. */

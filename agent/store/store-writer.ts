@@ -21,7 +21,7 @@ import {
   type NameEntry,
   type NewNames,
   type TargetEntry,
-} from './dictionary';
+} from '../ingest/dictionary';
 import { EventInsert } from './event-insert';
 import {
   checkpointPolicyFor,
@@ -30,6 +30,7 @@ import {
   transactionRowsFor,
   type PruneStep,
   type RetentionOptions,
+  walAllowanceFor,
 } from './retention';
 import { acquireWriterLock } from './writer-lock';
 
@@ -172,7 +173,7 @@ export class StoreWriter {
       ? new Pruner(
           db,
           policy,
-          2 * checkpoint.passiveBytes,
+          walAllowanceFor(policy, checkpoint),
           () => this.checkpoints.walBytes(),
           options.now ?? epochNs,
         )

@@ -1,5 +1,5 @@
 /** Messages between the agent's decoder (main thread) and the store's writer thread. */
-import type { NewNames, ContextEntry, NameEntry, TargetEntry } from './dictionary';
+import type { NewNames, ContextEntry, NameEntry, TargetEntry } from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import type { StoreInfo } from '../../core/store/schema';
 import type { RetentionOptions } from './retention';
@@ -26,8 +26,9 @@ export const StoreCounter = {
   droppedStoreError: 2,
   replacements: 3,
   pruned: 4,
+  unshippedPruned: 5,
 } as const;
-export const STORE_COUNTER_COUNT = 5;
+export const STORE_COUNTER_COUNT = 6;
 
 export const SLOT_FREE = 0;
 export const SLOT_BUSY = 1;

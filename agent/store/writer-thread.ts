@@ -36,6 +36,7 @@ function publish(keeper: StoreKeeper): void {
   Atomics.store(counters, StoreCounter.droppedStoreError, BigInt(keeper.dropped.store_error));
   Atomics.store(counters, StoreCounter.replacements, BigInt(keeper.replacements));
   Atomics.store(counters, StoreCounter.pruned, BigInt(keeper.pruned));
+  Atomics.store(counters, StoreCounter.unshippedPruned, BigInt(keeper.unshippedPruned));
 }
 
 function prune(keeper: StoreKeeper, rows: number): void {

@@ -130,6 +130,64 @@ describe('retention', () => {
     expect(after.contexts).toBe(after.context);
   });
 
+  /** A shipping destination whose cursor stands at `nextSeq` (what the shipper writes after an acknowledged batch). */
+  function shippedUpTo(writer: StoreWriter, nextSeq: bigint): void {
+    writer.db
+      .prepare(
+        "INSERT OR REPLACE INTO ship_cursors (destination, next_seq, shipped, updated_ns) VALUES ('ch', ?, 0, 0)",
+      )
+      .run(nextSeq);
+  }
+
+  const oldest = (writer: StoreWriter) =>
+    writer.db.prepare('SELECT min(seq) AS seq, min(ts) AS ts FROM events').safeIntegers(true).get() as {
+      seq: bigint;
+      ts: bigint;
+    };
+
+  it('keeps events not yet shipped past --retain and --retain-context', () => {
+    const writer = StoreWriter.open(dir.path, 'n', {
+      retention: { retainNs: Number(HOUR), retainContextNs: Number(HOUR), maxStore: { bytes: 0 } },
+      now: () => NOW,
+    });
+    // 10 hours, one event a minute, seq in time order; the fleet store has the first 120
+    writer.writeBatch(batchOf(writer, NOW - 10n * HOUR, 600, 60e9, 4));
+    const first = oldest(writer).seq;
+    shippedUpTo(writer, first + 120n);
+    const { steps } = writer.prune(1_000_000);
+    expect(steps.reduce((n, st) => n + st.background + st.context, 0)).toBe(120);
+    expect(steps.every((st) => st.unshipped === 0)).toBe(true);
+    expect(oldest(writer)).toEqual({ seq: first + 120n, ts: NOW - 10n * HOUR + 120n * 60_000_000_000n });
+
+    // once shipped, they go as the retention times say
+    shippedUpTo(writer, first + 600n);
+    writer.prune(1_000_000);
+    expect(oldest(writer).ts >= NOW - HOUR).toBe(true);
+    writer.close();
+  });
+
+  it('lets the cap remove unshipped events, and counts them', () => {
+    let now = NOW;
+    const writer = StoreWriter.open(dir.path, 'n', {
+      retention: { retainNs: 0, retainContextNs: 0, maxStore: { bytes: 4 * MiB } },
+      now: () => now,
+    });
+    shippedUpTo(writer, 0n); // a destination that never acknowledged anything
+    let unshipped = 0;
+    let removed = 0;
+    for (let b = 0; b < 60; b++) {
+      writer.writeBatch(batchOf(writer, now, 5000, 1000, 10));
+      for (const step of writer.prune(5000).steps) {
+        unshipped += step.unshipped;
+        removed += step.background + step.context;
+      }
+      now += 5_000_000n;
+    }
+    writer.close();
+    expect(removed).toBeGreaterThan(0);
+    expect(unshipped).toBe(removed);
+  });
+
   it('gives a context back to a batch that still refers to it after retention removed it', () => {
     const writer = StoreWriter.open(dir.path, 'n', {
       retention: { retainNs: Number(HOUR), retainContextNs: Number(HOUR), maxStore: { bytes: 0 } },

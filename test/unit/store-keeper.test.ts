@@ -8,7 +8,7 @@ import {
   TargetDictionary,
   takeNewNames,
   type Dictionaries,
-} from '../../agent/store/dictionary';
+} from '../../agent/ingest/dictionary';
 import { StoreKeeper, type NoticeLevel, type OnCorrupt } from '../../agent/store/store-keeper';
 import { storePath } from '../../agent/store/store-writer';
 import { StoreError } from '../../core/store/schema';
