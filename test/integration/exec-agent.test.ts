@@ -62,7 +62,8 @@ it('records an incident with the agent and holds the fixed build to its write ti
   const data = join(dir.path, 'data');
   const file = join(dir.path, 'app.log');
   agent = await startAgent(['--data-dir', data, '--node', 'exec-agent', '--cgroup-id', String(cgroup.id)]);
-  // the incident: the build under `kreplay run --txn`, inside the traced cgroup
+  // the incident: the build in the traced cgroup, its thread tagged by a marker write (as an
+  // instrumented service does) before it execs the build
   const incident = [
     '--file',
     file,
@@ -77,14 +78,8 @@ it('records an incident with the agent and holds the fixed build to its write ti
       '/bin/sh',
       [
         '-c',
-        `${cgroup.enter} "$@"`,
+        `${cgroup.enter} sh -c 'printf "KREPLAY-CTX txn=${TXN}\\n" > /dev/null; exec "$@"' sh "$@"`,
         'sh',
-        process.execPath,
-        KREPLAY_BIN,
-        'run',
-        '--txn',
-        TXN,
-        '--',
         writers.dynamic,
         ...incident,
       ],
