@@ -28,7 +28,7 @@ LAUNCHER := $(BUILD)/kreplay-exec
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
-C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h)
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c)
 WRITELOOP := $(BUILD)/bench/writeloop
 
 .PHONY: all help setup build run test test-unit test-integration lint format bench vmlinux clean

@@ -99,7 +99,8 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     }
   }
 
-  // After stop(): {targets: [{matched, passed, observedNs, intendedNs: BigInt64Array}], unmatched: [{target, kind, calls}], bypassed}
+  // After stop(): {targets: [{matched, passed, observedNs, intendedNs: BigInt64Array}], unmatched: [{target, kind,
+  // calls}], bypassed}
   Napi::Value Results(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const SupervisorResults& results = supervisor_->results();
@@ -178,10 +179,12 @@ Napi::Value ReceiveMessage(const Napi::CallbackInfo& info) {
   const ssize_t got = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
   if (got < 0) throw ToJsError(env, ExecSystemFailure("E_EXEC_HANDOFF", "recvmsg from the launcher", errno));
   if (got == 0)
-    throw ToJsError(env, ExecFailure("E_EXEC_HANDOFF", "the launcher exited during the hand-over (see its message above)"));
+    throw ToJsError(env,
+                    ExecFailure("E_EXEC_HANDOFF", "the launcher exited during the hand-over (see its message above)"));
   int passed = -1;
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  if (cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) memcpy(&passed, CMSG_DATA(cmsg), sizeof passed);
+  if (cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)
+    memcpy(&passed, CMSG_DATA(cmsg), sizeof passed);
   Napi::Object out = Napi::Object::New(env);
   out.Set("text", Napi::String::New(env, body, static_cast<size_t>(got)));
   out.Set("fd", passed);

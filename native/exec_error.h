@@ -11,8 +11,7 @@ namespace kreplay {
 
 class ExecFailure : public std::runtime_error {
  public:
-  ExecFailure(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
+  ExecFailure(std::string code, const std::string& message) : std::runtime_error(message), code_(std::move(code)) {}
   const std::string& code() const { return code_; }
 
  private:

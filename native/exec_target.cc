@@ -55,27 +55,69 @@ std::string InetPeer(const sockaddr_storage& peer) {
   return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
 }
 
-// `tcp 1.2.3.4:5`, `udp [::1]:53`, `unix /run/a.sock`; connected says whether there is a peer.
+// The IP protocol's name as the agent writes it (core/model/target.ts, IP_PROTOCOLS).
+std::string IpProtocolName(int protocol) {
+  switch (protocol) {
+    case IPPROTO_ICMP:
+      return "icmp";
+    case IPPROTO_TCP:
+      return "tcp";
+    case IPPROTO_UDP:
+      return "udp";
+    case IPPROTO_ICMPV6:
+      return "icmpv6";
+    case IPPROTO_SCTP:
+      return "sctp";
+    case IPPROTO_UDPLITE:
+      return "udplite";
+    case IPPROTO_RAW:
+      return "raw";
+    case 262:  // IPPROTO_MPTCP, missing from older headers
+      return "mptcp";
+    default:
+      return "ip" + std::to_string(protocol);
+  }
+}
+
+// A unix address as text: `/run/a.sock`, `@abstract`, or "" when unnamed.
+std::string UnixPath(const sockaddr_storage& addr, socklen_t len) {
+  const auto* un = reinterpret_cast<const sockaddr_un*>(&addr);
+  const size_t path_len = len > offsetof(sockaddr_un, sun_path) ? len - offsetof(sockaddr_un, sun_path) : 0;
+  if (path_len == 0) return "";
+  // abstract names start with a NUL byte, shown as @ (and any NUL inside them too, as ss(8) does)
+  if (un->sun_path[0] == '\0') {
+    std::string name(un->sun_path + 1, path_len - 1);
+    for (char& c : name)
+      if (c == '\0') c = '@';
+    return "@" + name;
+  }
+  return std::string(un->sun_path, strnlen(un->sun_path, path_len));
+}
+
+// `tcp 1.2.3.4:5`, `udp [::1]:53`, `unix /run/a.sock`, named as the agent names them (its peer for
+// inet; for unix the peer's address if bound, else its own, which is what an accepted server
+// socket has); connected says whether there is a peer.
 std::string SocketName(int sock, bool* connected) {
-  int domain = 0, type = 0;
+  int domain = 0, protocol = 0;
   socklen_t len = sizeof domain;
   getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &len);
-  len = sizeof type;
-  getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &len);
+  len = sizeof protocol;
+  getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
   sockaddr_storage peer{};
   socklen_t peer_len = sizeof peer;
   *connected = getpeername(sock, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
   if (domain == AF_INET || domain == AF_INET6) {
-    const std::string proto = type == SOCK_STREAM ? "tcp" : type == SOCK_DGRAM ? "udp" : "inet";
+    const std::string proto = IpProtocolName(protocol);
     return *connected ? proto + " " + InetPeer(peer) : proto;
   }
   if (domain == AF_UNIX) {
-    const auto* un = reinterpret_cast<const sockaddr_un*>(&peer);
-    const size_t path_len = peer_len > offsetof(sockaddr_un, sun_path) ? peer_len - offsetof(sockaddr_un, sun_path) : 0;
-    if (!*connected || path_len == 0) return "unix";
-    // abstract names start with a NUL byte, shown as @
-    if (un->sun_path[0] == '\0') return "unix @" + std::string(un->sun_path + 1, path_len - 1);
-    return "unix " + std::string(un->sun_path, strnlen(un->sun_path, path_len));
+    std::string path = *connected ? UnixPath(peer, peer_len) : "";
+    if (path.empty()) {
+      sockaddr_storage self{};
+      socklen_t self_len = sizeof self;
+      if (getsockname(sock, reinterpret_cast<sockaddr*>(&self), &self_len) == 0) path = UnixPath(self, self_len);
+    }
+    return path.empty() ? "unix" : "unix " + path;
   }
   return "socket";
 }

@@ -191,6 +191,38 @@ describe('kreplay replay --exec', () => {
     },
   );
 
+  it("matches a server's writes on an accepted unix socket by the path it listens on, as the agent names it", async () => {
+    const socketPath = join(dir.path, 'app.sock');
+    const d = await incident([
+      incidentWrite('inc', 0, 12, `unix ${socketPath}`, 'socket'),
+      incidentWrite('inc', 20, 6, `unix ${socketPath}`, 'socket'),
+    ]);
+    const out = join(dir.path, 'unix-times');
+    const run = kreplay([
+      'replay',
+      'inc',
+      '--exec',
+      '--server',
+      d.url,
+      '--',
+      writers.dynamic,
+      '--out',
+      out,
+      '--unix-serve',
+      socketPath,
+      '3',
+    ]);
+    await until(() => existsSync(socketPath));
+    const client = net.connect(socketPath);
+    client.resume();
+    const result = await run.done;
+    client.destroy();
+    expect(result.status).toBe(0);
+    const times = writeTimes(out).unix!;
+    expectHeld(times, [12 * MS, 6 * MS]);
+    expect(times[2]).toBeLessThan(6 * MS);
+  });
+
   it('propagates exit status 3 and death by a signal (128 + N), report written', async () => {
     const d = await incident([incidentWrite('inc', 0, 1, '/nowhere', 'file')]);
     const three = await kreplay([

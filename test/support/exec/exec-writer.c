@@ -5,8 +5,11 @@
  *
  *   exec-writer [--out PATH] [--file PATH N] [--pipe N] [--slow-reader-ms MS] [--tcp PORT N]
  *               [--devnull N] [--threads T] [--fork] [--writev] [--exit CODE] [--signal SIG]
+ *               [--unix-serve PATH N]
  *
  * --threads T: T threads each do the file writes; --fork: a child does them too.
+ * --unix-serve: listens on a unix socket at PATH, accepts one client and writes
+ * to it N times (a server's accepted socket: named by the address it listens on).
  * --slow-reader-ms: the pipe's reader sleeps that long before each read, so
  * writes into a full pipe block (the incident's build).
  */
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,7 +101,8 @@ static void *pipe_reader(void *arg) {
 int main(int argc, char **argv) {
   const char *out = NULL;
   int pipe_count = 0, tcp_port = 0, tcp_count = 0, devnull_count = 0, threads = 0, do_fork = 0, exit_code = 0,
-      sig = 0;
+      sig = 0, unix_count = 0;
+  const char *unix_path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out")) out = argv[++i];
     else if (!strcmp(argv[i], "--file")) file_path = argv[++i], file_count = atoi(argv[++i]);
@@ -105,6 +110,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--slow-reader-ms")) slow_reader_ms = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--tcp")) tcp_port = atoi(argv[++i]), tcp_count = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--devnull")) devnull_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--unix-serve")) unix_path = argv[++i], unix_count = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--fork")) do_fork = 1;
     else if (!strcmp(argv[i], "--writev")) use_writev = 1;
@@ -163,6 +169,20 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < tcp_count; i++) timed_write("tcp", sock, "ping\n", 5);
     close(sock);
+  }
+  if (unix_path) {
+    int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", unix_path);
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(listener, 1) != 0) {
+      perror(unix_path);
+      return 76;
+    }
+    int conn = accept(listener, NULL, NULL);
+    if (conn < 0) return 77;
+    for (int i = 0; i < unix_count; i++) timed_write("unix", conn, "pong\n", 5);
+    close(conn);
+    close(listener);
   }
   if (devnull_count > 0) {
     int fd = open("/dev/null", O_WRONLY);
