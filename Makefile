@@ -16,20 +16,30 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
 NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
-TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null)
+# the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
+LAUNCHER := $(BUILD)/kreplay-exec
+TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
+# C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c cli/*.c)
+# the C loops the benchmarks time (bench/bench-loops.ts)
+BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all setup build run test test-unit test-integration lint format bench vmlinux clean
+.PHONY: all help setup build run test test-unit test-integration lint format bench vmlinux clean
 
 all: build
+
+## help: this list
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## setup: apt packages (only those missing), then npm ci against the lock file
 setup: $(BUILD)/.apt-stamp node_modules/.ci-stamp
@@ -49,7 +59,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(EXEC_SHIM) $(TS_STAMP)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(EXEC_SHIM) $(TS_STAMP)
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -74,6 +84,10 @@ $(EXEC_SHIM): cli/exec-shim.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Werror -o $@ $<
 
+$(LAUNCHER): native/launcher/kreplay-exec.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json
 	@touch $@
@@ -91,23 +105,34 @@ run: build
 test: build
 	npx jest --ci
 
+## test-unit: the unit project only
 test-unit: build
 	npx jest --ci --selectProjects unit
 
+## test-integration: the integration project only (kernel and server tests)
 test-integration: build
 	npx jest --ci --selectProjects integration
 
+## lint: eslint (type-aware), prettier, tsc, clang-format over bpf/ and native/
 lint: setup
 	npx eslint .
 	npx prettier --check .
 	npx tsc --noEmit -p tsconfig.json
+	clang-format --dry-run -Werror $(C_SRCS)
 
+## format: prettier and clang-format rewrite what lint checks
 format: setup
 	npx prettier --write .
+	clang-format -i $(C_SRCS)
+
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Werror -pthread -o $@ $<
 
 ## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay), results printed as tables
-bench: build
+bench: build $(BENCH_LOOPS)
 	node dist/bench/run.js $(BENCH)
 
+## clean: remove every build output
 clean:
 	rm -rf $(BUILD) dist native/build

@@ -3,16 +3,22 @@
  * This thread decodes; the store pipeline's thread commits (see
  * store/store-pipeline.ts); the kernel counts whatever the ring cannot hold.
  */
+import { kernelCounters } from '../core/model';
 import { release } from 'node:os';
-import { clockOffset, ensureTracefs, startCapture, type Capture, type CaptureOptions } from './capture';
+import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
-import { StorePipeline } from './store/store-pipeline';
+import type { RetentionOptions } from './store/retention';
+import type { OnCorrupt } from './store/store-keeper';
+import { StorePipeline, type StoreThreadError } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
+import { formatShipStatus, shipCounters } from './ship/ship-status';
 import { VERSION } from './version';
+import type { ClickHouseHttp } from '../core/clickhouse/http-client';
+import { Shipper } from './ship/shipper';
 
 export interface AgentOptions {
   dataDir: string;
@@ -25,6 +31,12 @@ export interface AgentOptions {
   flushIntervalMs: number;
   statusIntervalMs: number;
   quiet: boolean;
+  /** a damaged store on start: refuse (naming it), or move it aside and start a fresh one */
+  onCorrupt: OnCorrupt;
+  /** none: the store keeps everything */
+  retention?: RetentionOptions;
+  /** ship committed events to this fleet store (agent/ship) */
+  ship?: ClickHouseHttp;
 }
 
 export interface AgentSummary {
@@ -35,6 +47,7 @@ export interface AgentSummary {
 }
 
 const CLOCK_RESYNC_MS = 60_000;
+const STATUS_CHECK_MS = 100;
 
 function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
@@ -51,6 +64,7 @@ export class Agent {
   private lastStatus: CounterSnapshot;
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
+  private shipper: Shipper | null = null;
 
   private constructor(
     private readonly options: AgentOptions,
@@ -68,6 +82,7 @@ export class Agent {
       () => this.offsetNs,
     );
     this.lastStatus = this.snapshot();
+    store.whenContextsForgotten(() => this.decoder.forgetContextIds());
   }
 
   /** Opens the store (validating the data dir and schema first), then attaches the probes. */
@@ -76,11 +91,12 @@ export class Agent {
       options.dataDir,
       options.node,
       options.batchRows,
+      { onCorrupt: options.onCorrupt, retention: options.retention },
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
     try {
-      ensureTracefs(log);
+      // startCapture mounts tracefs when it is missing
       agent.capture = startCapture(options.capture, (buf) => agent.onBatch(buf), log.child('capture'));
     } catch (err) {
       await store.close();
@@ -96,8 +112,16 @@ export class Agent {
       clockErrorNs: agent.clockErrorNs,
     });
     log.info('capturing', { store: store.path, node: options.node });
+    if (options.ship) {
+      agent.shipper = new Shipper(store.path, options.ship);
+      agent.shipper.start();
+      log.info('shipping', { to: agent.shipper.status().destination });
+    }
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
-    agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
+    // Due lines are also written from the decode path and while waiting on the store, so a storm
+    // that keeps this thread busy does not stop them (see maybeReportStatus).
+    agent.timers.push(setInterval(() => agent.maybeReportStatus(), STATUS_CHECK_MS));
+    store.whileWaiting(() => agent.maybeReportStatus());
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
     return agent;
   }
@@ -111,6 +135,11 @@ export class Agent {
       this.corruptBytes += err.lostBytes;
       this.log.warn(err.message);
     }
+    this.maybeReportStatus();
+  }
+
+  private maybeReportStatus(): void {
+    if (performance.now() - this.lastStatusAt >= this.options.statusIntervalMs) this.reportStatus();
   }
 
   private flush(): void {
@@ -118,18 +147,7 @@ export class Agent {
   }
 
   private snapshot(): CounterSnapshot {
-    const kernel = this.capture?.counters() ?? {
-      sysWriteEmitted: 0,
-      sysWriteDropped: 0,
-      blockIoEmitted: 0,
-      blockIoDropped: 0,
-      contextEmitted: 0,
-      contextDropped: 0,
-      threadTableFull: 0,
-      requestTableFull: 0,
-      targetDropped: 0,
-      targetEmitted: 0,
-    };
+    const kernel = this.capture?.counters() ?? kernelCounters([]);
     return {
       ...kernel,
       malformedMarkers: this.contexts.malformedMarkers,
@@ -139,14 +157,25 @@ export class Agent {
       unknownTargets: this.decoder.unknownTargets,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
+      diskFullDropped: this.store.dropped.diskFull,
+      storeErrorDropped: this.store.dropped.storeError,
+      storeReplacements: this.store.replacements,
       rowsWritten: this.store.rowsWritten,
+      pruned: this.store.pruned,
+      unshippedPruned: this.store.unshippedPruned,
     };
+  }
+
+  /** Resolves if the store fails for good (a full disk is ridden out, not a failure). */
+  failed(): Promise<StoreThreadError> {
+    return new Promise((resolve) => this.store.whenFailed(resolve));
   }
 
   private reportStatus(): void {
     const now = this.snapshot();
     const at = performance.now();
-    this.store.recordCounters(nowEpochNs(), storedCounters(now));
+    const ship = this.shipper?.status();
+    this.store.recordCounters(nowEpochNs(), { ...storedCounters(now), ...(ship && shipCounters(ship)) });
     if (!this.options.quiet) {
       const line = formatStatusLine(
         now,
@@ -155,7 +184,7 @@ export class Agent {
         this.capture?.ringFill() ?? -1,
         this.store.dbBytes(),
       );
-      this.log.info(line);
+      this.log.info(ship ? `${line} ${formatShipStatus(ship)}` : line);
     }
     this.lastStatus = now;
     this.lastStatusAt = at;
@@ -166,6 +195,8 @@ export class Agent {
     for (const timer of this.timers) clearInterval(timer);
     await this.capture?.stop();
     this.store.drain();
+    // what is not acknowledged yet stays in the store: the next run ships it from the cursor
+    await this.shipper?.stop();
     const counters = this.snapshot();
     this.store.recordCounters(nowEpochNs(), storedCounters(counters));
     this.store.endRun(nowEpochNs(), reason);

@@ -1,4 +1,4 @@
-/** The agent's health figures: rates per status interval, and everything lost, by cause. */
+/** The agent's health figures: rates per status interval, totals since start, and everything lost, by cause. */
 import type { KernelCounterName } from '../core/model';
 
 export interface LossCounters {
@@ -12,32 +12,28 @@ export interface LossCounters {
   unknownTargets: number;
   corruptRecords: number;
   corruptBytes: number;
+  /** events that reached the store while its disk was full */
+  diskFullDropped: number;
+  /** events the store could not write for another reason (logged) */
+  storeErrorDropped: number;
+  /** fresh stores opened because the file was deleted, replaced or damaged */
+  storeReplacements: number;
 }
 
-export type CounterSnapshot = Record<KernelCounterName, number> & LossCounters & { rowsWritten: number };
-
-/** Counter names as stored in the counters table (snake_case, stable). */
-export function storedCounters(s: CounterSnapshot): Record<string, number> {
-  return {
-    sys_write_emitted: s.sysWriteEmitted,
-    sys_write_dropped: s.sysWriteDropped,
-    block_io_emitted: s.blockIoEmitted,
-    block_io_dropped: s.blockIoDropped,
-    context_emitted: s.contextEmitted,
-    context_dropped: s.contextDropped,
-    thread_table_full: s.threadTableFull,
-    request_table_full: s.requestTableFull,
-    target_dropped: s.targetDropped,
-    target_emitted: s.targetEmitted,
-    malformed_markers: s.malformedMarkers,
-    incomplete_request_heads: s.incompleteRequestHeads,
-    untraced_request_heads: s.untracedRequestHeads,
-    unknown_contexts: s.unknownContexts,
-    unknown_targets: s.unknownTargets,
-    corrupt_records: s.corruptRecords,
-    corrupt_bytes: s.corruptBytes,
-    rows_written: s.rowsWritten,
+export type CounterSnapshot = Record<KernelCounterName, number> &
+  LossCounters & {
+    rowsWritten: number;
+    /** stored events that retention removed since the start */
+    pruned: number;
+    /** of those, events the store cap removed before they were shipped */
+    unshippedPruned: number;
   };
+
+const snakeCase = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** Counter names as stored in the counters table: the snapshot's names in snake_case (stable). */
+export function storedCounters(s: CounterSnapshot): Record<string, number> {
+  return Object.fromEntries(Object.entries(s).map(([name, value]) => [snakeCase(name), value as number]));
 }
 
 export function totalLost(s: CounterSnapshot): number {
@@ -47,7 +43,9 @@ export function totalLost(s: CounterSnapshot): number {
     s.contextDropped +
     s.threadTableFull +
     s.requestTableFull +
-    s.corruptRecords
+    s.corruptRecords +
+    s.diskFullDropped +
+    s.storeErrorDropped
   );
 }
 
@@ -55,6 +53,10 @@ function perSecond(now: number, before: number, seconds: number): string {
   return Math.round((now - before) / seconds).toString();
 }
 
+/**
+ * One line per interval, in three parts that never mix: rates over the
+ * interval, totals since the start, and the state of the ring and the file.
+ */
 export function formatStatusLine(
   now: CounterSnapshot,
   before: CounterSnapshot,
@@ -63,12 +65,18 @@ export function formatStatusLine(
   dbBytes: number,
 ): string {
   const fill = ringFill < 0 ? 'n/a' : `${(ringFill * 100).toFixed(1)}%`;
+  const rate = (key: 'sysWriteEmitted' | 'blockIoEmitted' | 'rowsWritten') =>
+    perSecond(now[key], before[key], seconds);
+  const ringDropped = now.sysWriteDropped + now.blockIoDropped + now.contextDropped;
+  const ringDroppedBefore = before.sysWriteDropped + before.blockIoDropped + before.contextDropped;
   return (
-    `events/s sys_write=${perSecond(now.sysWriteEmitted, before.sysWriteEmitted, seconds)}` +
-    ` block_io=${perSecond(now.blockIoEmitted, before.blockIoEmitted, seconds)}` +
-    ` stored/s=${perSecond(now.rowsWritten, before.rowsWritten, seconds)}` +
-    ` dropped sys_write=${now.sysWriteDropped} block_io=${now.blockIoDropped} context=${now.contextDropped}` +
-    ` untracked=${now.threadTableFull + now.requestTableFull} corrupt=${now.corruptRecords}` +
-    ` ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
+    `rate/s sys_write=${rate('sysWriteEmitted')} block_io=${rate('blockIoEmitted')}` +
+    ` stored=${rate('rowsWritten')} dropped=${perSecond(ringDropped + now.diskFullDropped, ringDroppedBefore + before.diskFullDropped, seconds)}` +
+    ` | total stored=${now.rowsWritten} pruned=${now.pruned}` +
+    (now.unshippedPruned > 0 ? ` (unshipped=${now.unshippedPruned})` : '') +
+    ` dropped: ring=${ringDropped} disk_full=${now.diskFullDropped}` +
+    ` store_error=${now.storeErrorDropped} untracked=${now.threadTableFull + now.requestTableFull}` +
+    ` corrupt=${now.corruptRecords}` +
+    ` | ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
   );
 }

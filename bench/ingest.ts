@@ -14,7 +14,7 @@ import { ServiceResolver } from '../agent/attribution/service-resolver';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { RecordDecoder, type BatchSink } from '../agent/ingest/record-decoder';
 import { silentLogger } from '../core/log/logger';
-import type { Dictionaries } from '../agent/store/dictionary';
+import type { Dictionaries } from '../agent/ingest/dictionary';
 import { StorePipeline } from '../agent/store/store-pipeline';
 import { StoreWriter } from '../agent/store/store-writer';
 import { buildSyntheticStream, type SyntheticStream } from './synthetic-records';
@@ -74,7 +74,7 @@ async function measure(
 }
 
 const pipelined = async (dir: string): Promise<Target> => {
-  const store = await StorePipeline.open(dir, 'bench', BATCH_ROWS, silentLogger);
+  const store = await StorePipeline.open(dir, 'bench', BATCH_ROWS, { onCorrupt: 'refuse' }, silentLogger);
   return {
     sink: store,
     dictionaries: store,

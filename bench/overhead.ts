@@ -1,27 +1,39 @@
 /**
  * What tracing adds to one write(2): a C loop of 64-byte writes to
- * /dev/null, timed without tracing, under kreplay (with and without
- * attribution, with and without write targets), under an equivalent
- * bpftrace program and under empty
- * programs on the same tracepoints (the floor no program can go below),
- * interleaved round by round; medians are compared.
+ * /dev/null, timed without tracing, under the `kreplay agent` process users
+ * run (decode, attribution, SQLite), under the capture library alone with a
+ * counting callback (with and without attribution, with and without write
+ * targets), under an equivalent bpftrace program and under empty programs on
+ * the same tracepoints (the floor no program can go below), interleaved
+ * round by round; medians are compared. Then the agent process's own CPU per
+ * event (user and system, from /proc) at 10k, 100k and as many events/s as
+ * the loop makes.
  *
  *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...]
  */
 import { repoRoot } from '../core/repo-root';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
+import { startBenchAgent } from './agent-process';
+import { benchLoop } from './bench-loops';
 import { nativeAddon } from '../core/native/addon';
 
 export type OverheadMode =
-  'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'kreplay-no-targets' | 'bpftrace' | 'empty-tracepoints';
+  | 'baseline'
+  | 'kreplay-agent'
+  | 'kreplay'
+  | 'kreplay-no-attribution'
+  | 'kreplay-no-targets'
+  | 'bpftrace'
+  | 'empty-tracepoints';
 const MODES: OverheadMode[] = [
   'baseline',
+  'kreplay-agent',
   'kreplay',
   'kreplay-no-targets',
   'kreplay-no-attribution',
@@ -94,16 +106,25 @@ export interface OverheadReport {
   recordsDelivered: number;
   recordsDropped: number;
   reads: { calls: number; rows: ReadRow[] } | null;
+  agentCpu: AgentCpuRow[];
 }
+
+/** The agent process's CPU per event at one write rate. */
+export interface AgentCpuRow {
+  /** writes/s asked of the loop; 0 = as fast as it goes */
+  rate: number;
+  writes: number;
+  stored: number;
+  dropped: number;
+  userUsPerEvent: number;
+  systemUsPerEvent: number;
+}
+
+const AGENT_RATES = [10_000, 100_000, 0];
+/* the loop's comm: the agent captures its writes only */
+const LOOP_COMM = 'writeloop';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-function buildLoop(root: string, name: string): string {
-  const exe = path.join(root, 'build', 'bench', name);
-  fs.mkdirSync(path.dirname(exe), { recursive: true });
-  execFileSync('cc', ['-O2', '-Wall', '-o', exe, path.join(root, 'bench', `${name}.c`)]);
-  return exe;
-}
 
 /*
  * The loop runs on the last CPU in every mode. bpftrace binds its perf
@@ -125,9 +146,9 @@ function timeLoop(exe: string, args: string[]): Promise<number> {
   });
 }
 
-/** `newFilesIn`: a directory where each write goes to a new file. */
-const timeWrites = (exe: string, writes: number, newFilesIn?: string) =>
-  timeLoop(exe, [String(writes), String(LOOP_CPU), ...(newFilesIn ? [newFilesIn] : [])]);
+/** `newFilesIn`: a directory where each write goes to a new file; `rate`: writes/s (0: as fast as it goes). */
+const timeWrites = (exe: string, writes: number, newFilesIn?: string, rate = 0) =>
+  timeLoop(exe, [String(writes), String(LOOP_CPU), newFilesIn ?? '-', String(rate)]);
 
 function countRecords(batch: Buffer): number {
   let n = 0;
@@ -147,6 +168,35 @@ async function underKreplay(
   } finally {
     await capture.stop();
     totals.dropped += capture.counters().sysWriteDropped;
+  }
+}
+
+/** Times the loop under the agent process; with `cpu`, also what the agent spent per event. */
+async function underAgentProcess(
+  exe: string,
+  writes: number,
+  rate = 0,
+): Promise<{ nsPerWrite: number; cpu: AgentCpuRow }> {
+  const agent = await startBenchAgent(repoRoot(), ['--comm', LOOP_COMM]);
+  try {
+    const before = agent.cpu();
+    const nsPerWrite = await timeWrites(exe, writes, undefined, rate);
+    const { stored, dropped } = await agent.caughtUp(writes);
+    const after = agent.cpu();
+    const perEvent = (s: number) => (s * 1e6) / Math.max(1, stored);
+    return {
+      nsPerWrite,
+      cpu: {
+        rate,
+        writes,
+        stored,
+        dropped,
+        userUsPerEvent: perEvent(after.userS - before.userS),
+        systemUsPerEvent: perEvent(after.systemS - before.systemS),
+      },
+    };
+  } finally {
+    await agent.stop();
   }
 }
 
@@ -241,6 +291,8 @@ function timeMode(
   const run = () => timeWrites(exe, writes);
   if (kreplay) return underKreplay(run, kreplay, log, totals);
   switch (mode) {
+    case 'kreplay-agent':
+      return underAgentProcess(exe, writes).then((r) => r.nsPerWrite);
     case 'bpftrace':
       return underBpftrace(run, BPFTRACE_PROGRAM);
     case 'empty-tracepoints':
@@ -310,10 +362,10 @@ export async function runOverheadBench(
   const writes = options.writes ?? 2_000_000;
   const rounds = options.rounds ?? 5;
   const log = options.log ?? createLogger({ level: 'warn', component: 'bench' });
-  const exe = buildLoop(repoRoot(), 'writeloop');
+  const exe = benchLoop('writeloop');
   // 0 leaves the read side out (a run of chosen write modes)
   const reads = options.reads ?? (options.modes ? 0 : 500_000);
-  const readExe = reads ? buildLoop(repoRoot(), 'readloop') : '';
+  const readExe = reads ? benchLoop('readloop') : '';
   const samples = new Map<OverheadMode, number[]>(modes.map((m) => [m, []]));
   const readRows: ReadRow[] = READ_LOOPS.map((loop) => ({
     loop,
@@ -347,7 +399,13 @@ export async function runOverheadBench(
     };
   });
   const ns = (mode: OverheadMode): number => rows.find((r) => r.mode === mode)?.nsPerWrite ?? NaN;
+  const agentCpu: AgentCpuRow[] = [];
+  for (const rate of modes.includes('kreplay-agent') ? AGENT_RATES : []) {
+    // about three seconds at a paced rate
+    agentCpu.push((await underAgentProcess(exe, rate > 0 ? rate * 3 : writes, rate)).cpu);
+  }
   return {
+    agentCpu,
     writes,
     rounds,
     rows,
@@ -409,6 +467,17 @@ export function formatOverheadReport(report: OverheadReport): string {
     );
   }
   if (report.reads) lines.push('', ...formatReadRows(report.reads.calls, report.reads.rows, report.rounds));
+  if (report.agentCpu.length > 0)
+    lines.push(
+      '',
+      'kreplay agent process CPU per event (user + system of every thread, /proc/<pid>/stat):',
+      `${'writes/s'.padEnd(10)}${'writes'.padStart(10)}${'stored'.padStart(10)}${'dropped'.padStart(10)}${'user us'.padStart(9)}${'sys us'.padStart(8)}`,
+      ...report.agentCpu.map(
+        (r) =>
+          `${(r.rate > 0 ? String(r.rate) : 'max').padEnd(10)}${String(r.writes).padStart(10)}${String(r.stored).padStart(10)}` +
+          `${String(r.dropped).padStart(10)}${r.userUsPerEvent.toFixed(2).padStart(9)}${r.systemUsPerEvent.toFixed(2).padStart(8)}`,
+      ),
+    );
   return lines.join('\n');
 }
 

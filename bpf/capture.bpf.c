@@ -231,12 +231,11 @@ static __always_inline struct kr_thread *thread_entry(__u32 tid)
 
 #define W4(a, b, c, d) ((__u32)(a) | (__u32)(b) << 8 | (__u32)(c) << 16 | (__u32)(d) << 24)
 #define W8(a, b, c, d, e, f, g, h) ((__u64)W4(a, b, c, d) | (__u64)W4(e, f, g, h) << 32)
-#define LOW(w, n) ((w) & ((1ULL << ((n) * 8)) - 1))
+#define LOW(w, n) ((w) & ((1ULL << ((n)*8)) - 1))
 #define LETTER(c) (1U << ((c) - 'A'))
 /* first letters of "HTTP/1." and of the method tokens */
-#define HTTP_FIRST_LETTERS                                                                  \
-	(LETTER('C') | LETTER('D') | LETTER('G') | LETTER('H') | LETTER('O') | LETTER('P') | \
-	 LETTER('T'))
+#define HTTP_FIRST_LETTERS                                                                                   \
+	(LETTER('C') | LETTER('D') | LETTER('G') | LETTER('H') | LETTER('O') | LETTER('P') | LETTER('T'))
 /* "GET " and "PUT " are the shortest tokens */
 #define MIN_TOKEN_LEN 4
 
@@ -257,7 +256,8 @@ static __always_inline bool is_http_request(__u64 w0)
 	       LOW(w0, 6) == W8('P', 'A', 'T', 'C', 'H', ' ', 0, 0) ||
 	       LOW(w0, 6) == W8('T', 'R', 'A', 'C', 'E', ' ', 0, 0) ||
 	       LOW(w0, 7) == W8('D', 'E', 'L', 'E', 'T', 'E', ' ', 0) ||
-	       w0 == W8('O', 'P', 'T', 'I', 'O', 'N', 'S', ' ') || w0 == W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' ');
+	       w0 == W8('O', 'P', 'T', 'I', 'O', 'N', 'S', ' ') ||
+	       w0 == W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' ');
 }
 
 static __always_inline bool is_http_head(__u64 w0)
@@ -464,7 +464,8 @@ static __always_inline __u32 read_path(struct kr_target *rec, struct file *file)
 		if (off >= KR_TARGET_PATH_MAX)
 			break;
 		name = BPF_CORE_READ(dentry, d_name.name);
-		n = bpf_probe_read_kernel_str(&rec->data[off & (KR_TARGET_PATH_MAX - 1)], KR_TARGET_NAME_MAX, name);
+		n = bpf_probe_read_kernel_str(&rec->data[off & (KR_TARGET_PATH_MAX - 1)], KR_TARGET_NAME_MAX,
+					      name);
 		if (n <= 0)
 			break;
 		off += n;
@@ -486,7 +487,7 @@ static __always_inline __u32 read_peer(struct kr_target *rec, struct sock *sk)
 
 	rec->family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	rec->protocol = rec->family == KR_AF_UNIX ? BPF_CORE_READ_BITFIELD_PROBED(sk, sk_type)
-						   : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
+						  : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
 	if (rec->family == KR_AF_INET) {
 		__u32 daddr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
 
@@ -547,8 +548,9 @@ static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_
 	rec->size = size;
 	unread = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	if (bpf_ringbuf_output(&events, rec, size,
-			       (unread + size) / wakeup_data_bytes != unread / wakeup_data_bytes ? BPF_RB_FORCE_WAKEUP
-												 : BPF_RB_NO_WAKEUP)) {
+			       (unread + size) / wakeup_data_bytes != unread / wakeup_data_bytes
+				       ? BPF_RB_FORCE_WAKEUP
+				       : BPF_RB_NO_WAKEUP)) {
 		count_event(KR_COUNTER_TARGET_DROPPED);
 		return false;
 	}
@@ -596,7 +598,8 @@ static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 }
 
 /* The first non-empty buffer of an iovec array and the total length. */
-static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovcnt, __u64 *first_len, __u64 *total)
+static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovcnt, __u64 *first_len,
+					     __u64 *total)
 {
 	const void *data = NULL;
 
@@ -699,16 +702,16 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
-#define WRITE_PROGRAMS(name, code, vectored)                                          \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                   \
-	int sys_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
-	{                                                                             \
-		return write_enter(ctx, code, vectored);                              \
-	}                                                                             \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                                    \
-	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
-	{                                                                             \
-		return write_exit(ctx);                                               \
+#define WRITE_PROGRAMS(name, code, vectored)                                                                 \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                                          \
+	int sys_enter_##name(struct trace_event_raw_sys_enter *ctx)                                          \
+	{                                                                                                    \
+		return write_enter(ctx, code, vectored);                                                     \
+	}                                                                                                    \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                                           \
+	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                                            \
+	{                                                                                                    \
+		return write_exit(ctx);                                                                      \
 	}
 
 WRITE_PROGRAMS(write, KR_SYS_WRITE, false)
@@ -805,11 +808,11 @@ static __always_inline int recv_exit(struct trace_event_raw_sys_exit *ctx, __u32
 	return 0;
 }
 
-#define RECV_PROGRAM(name, how)                                                       \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                                    \
-	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
-	{                                                                             \
-		return recv_exit(ctx, how);                                           \
+#define RECV_PROGRAM(name, how)                                                                              \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                                           \
+	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                                            \
+	{                                                                                                    \
+		return recv_exit(ctx, how);                                                                  \
 	}
 
 RECV_PROGRAM(read, KR_RECV_BUF)

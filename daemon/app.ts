@@ -10,11 +10,14 @@ import { eventsRouter } from './events/events-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
+import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
 
 export interface AppDeps {
   log: Logger;
   stores: NodeStores;
+  /** where GET /api/events reads; default the node stores */
+  events?: EventReader;
   /** replay sessions; the routes exist only when given */
   replay?: ReplaySessions;
   /** bearer tokens; without them only requests to one of the daemon's own host names are served */
@@ -32,7 +35,7 @@ export function createApp(deps: AppDeps): Express {
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  app.use('/api/events', eventsRouter(deps.stores));
+  app.use('/api/events', eventsRouter(deps.events ?? nodeStoresReader(deps.stores)));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));

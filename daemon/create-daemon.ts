@@ -12,6 +12,8 @@ import { isLoopbackHost } from './auth/auth-middleware';
 import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
+import { ClickHouseEvents } from './store/clickhouse-events';
+import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
   dataDir: string;
@@ -21,6 +23,8 @@ export interface DaemonOptions {
   /** finished and stopped sessions are removed after this long unchanged */
   sessionTtlMs?: number;
   log?: Logger;
+  /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
+  store?: string;
   /** the --tokens file; without it the daemon listens on loopback only */
   tokensFile?: string;
   allowedHosts?: readonly string[];
@@ -49,6 +53,10 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   }
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
+  const events =
+    options.store === undefined
+      ? undefined
+      : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
   const clock = new HighResClock(log.child('replay'));
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
@@ -69,6 +77,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       log,
       stores,
       replay,
+      events,
       tokens,
       allowedHosts: [host, ...(options.allowedHosts ?? [])],
     });

@@ -1,9 +1,11 @@
-// kreplay_native: the kernel capture and the host facts it depends on.
+// kreplay_native: the kernel capture and the host facts it depends on, and the
+// supervisor of `kreplay replay --exec`.
 #include <bpf/bpf.h>
 #include <napi.h>
 
 #include "capture_error.h"
 #include "capture_session.h"
+#include "exec_binding.h"
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
@@ -77,7 +79,8 @@ Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
 // closed; unlike the sysctl, holders do not undo one another.
 Napi::Value EnableBpfStatsJs(const Napi::CallbackInfo& info) {
   const int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-  if (fd < 0) throw ToJsError(info.Env(), LibbpfFailure(fd, "E_CAPTURE_STATS", "cannot enable BPF run-time statistics", ""));
+  if (fd < 0)
+    throw ToJsError(info.Env(), LibbpfFailure(fd, "E_CAPTURE_STATS", "cannot enable BPF run-time statistics", ""));
   return Napi::Number::New(info.Env(), fd);
 }
 
@@ -96,6 +99,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
+  ExportExec(env, exports);
   return exports;
 }
 

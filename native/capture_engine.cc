@@ -3,6 +3,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/types.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -36,7 +39,8 @@ void CheckConfig(const CaptureConfig& config) {
     throw CaptureFailure("E_CAPTURE_CONFIG", "at most " + std::to_string(KR_MAX_FILTER_PIDS) + " pids can be filtered");
   }
   if (config.comm.size() >= KR_COMM_LEN) {
-    throw CaptureFailure("E_CAPTURE_CONFIG", "comm filter is longer than " + std::to_string(KR_COMM_LEN - 1) + " bytes");
+    throw CaptureFailure("E_CAPTURE_CONFIG",
+                         "comm filter is longer than " + std::to_string(KR_COMM_LEN - 1) + " bytes");
   }
 }
 
@@ -96,7 +100,15 @@ int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
   int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
   ChoosePrograms(config.attribution);
-  return capture__load(skel_);
+  // The verifier gives up with EAGAIN when a signal is pending, and a profiler's
+  // SIGPROF (node --cpu-prof) arrives every millisecond: hold it until loaded.
+  sigset_t profiling, previous;
+  sigemptyset(&profiling);
+  sigaddset(&profiling, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &profiling, &previous);
+  err = capture__load(skel_);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return err;
 }
 
 // Turns off the programs whose attach point this kernel lacks, or fails
@@ -117,10 +129,8 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
     bpf_program* enter;
     bpf_program* exit;
   } calls[] = {
-      {"write", p.sys_enter_write, p.sys_exit_write},
-      {"writev", p.sys_enter_writev, p.sys_exit_writev},
-      {"pwrite64", p.sys_enter_pwrite64, p.sys_exit_pwrite64},
-      {"pwritev", p.sys_enter_pwritev, p.sys_exit_pwritev},
+      {"write", p.sys_enter_write, p.sys_exit_write},          {"writev", p.sys_enter_writev, p.sys_exit_writev},
+      {"pwrite64", p.sys_enter_pwrite64, p.sys_exit_pwrite64}, {"pwritev", p.sys_enter_pwritev, p.sys_exit_pwritev},
       {"pwritev2", p.sys_enter_pwritev2, p.sys_exit_pwritev2},
   };
   require(calls[0].enter, kTracefsAdvice);
@@ -217,7 +227,11 @@ int CaptureEngine::OnRecord(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-int CaptureEngine::Poll(int timeout_ms) { return ring_buffer__poll(ring_, timeout_ms); }
+int CaptureEngine::Wait(int timeout_ms) {
+  struct epoll_event event;
+  const int n = epoll_wait(ring_buffer__epoll_fd(ring_), &event, 1, timeout_ms);
+  return n < 0 ? -errno : n;
+}
 
 int CaptureEngine::Consume() { return ring_buffer__consume(ring_); }
 
@@ -227,8 +241,8 @@ std::vector<uint64_t> CaptureEngine::ReadCounters() const {
   if (cpus <= 0) return sums;
   std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
   for (__u32 key = 0; key < KR_COUNTER_MAX; key++) {
-    if (bpf_map__lookup_elem(skel_->maps.counters, &key, sizeof(key), per_cpu.data(),
-                             per_cpu.size() * sizeof(uint64_t), 0) != 0) {
+    if (bpf_map__lookup_elem(skel_->maps.counters, &key, sizeof(key), per_cpu.data(), per_cpu.size() * sizeof(uint64_t),
+                             0) != 0) {
       continue;
     }
     for (uint64_t v : per_cpu) sums[key] += v;

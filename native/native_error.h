@@ -8,8 +8,7 @@ namespace kreplay {
 
 class NativeFailure : public std::runtime_error {
  public:
-  NativeFailure(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
+  NativeFailure(std::string code, const std::string& message) : std::runtime_error(message), code_(std::move(code)) {}
   const std::string& code() const { return code_; }
 
  private:

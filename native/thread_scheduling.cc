@@ -18,15 +18,15 @@ void SetRealtimeScheduling(pid_t tid, int priority) {
   const int max = sched_get_priority_max(SCHED_FIFO);
   if (priority < min || priority > max)
     throw SchedulingFailure("E_SCHED", "SCHED_FIFO priority must be " + std::to_string(min) + ".." +
-                                        std::to_string(max) + ", got " + std::to_string(priority));
+                                           std::to_string(max) + ", got " + std::to_string(priority));
   sched_param param{};
   param.sched_priority = priority;
   // sched_setscheduler takes a thread id on Linux: only that thread changes
   if (sched_setscheduler(tid, SCHED_FIFO, &param) == 0) return;
   const int err = errno;
   throw SchedulingFailure(err == EPERM ? "E_SCHED_PERM" : "E_SCHED",
-                       "cannot put thread " + std::to_string(tid) + " under SCHED_FIFO: " + strerror(err) +
-                           (err == EPERM ? " (needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance)" : ""));
+                          "cannot put thread " + std::to_string(tid) + " under SCHED_FIFO: " + strerror(err) +
+                              (err == EPERM ? " (needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance)" : ""));
 }
 
 PipeEnds MakeDoorbellPipe() {

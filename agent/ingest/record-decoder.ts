@@ -14,18 +14,20 @@ import {
   readCString,
   readI53,
   readU53,
+  recordBytes,
   RecordHead,
+  recordProblem,
+  RecordProblem,
   RecordType,
   SysWriteLayout,
-  TARGET_DATA_LEN,
+  type RecordProblemCode,
   TARGET_ID_WINDOW,
-  TargetLayout,
   readTargetRecord,
   targetText,
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { Dictionaries } from '../store/dictionary';
+import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
 
 export class CorruptRecordError extends KreplayError {
@@ -60,12 +62,22 @@ export interface BatchSink {
 
 const TWO_32 = 0x1_0000_0000;
 
-/** The size a target record must have: its head and its data rounded up to 8 (the head's size when truncated). */
-function targetRecordSize(buf: Buffer, off: number): number {
-  if (buf.length - off < TargetLayout.data) return TargetLayout.data;
-  return (TargetLayout.data + Math.min(buf.readUInt16LE(off + TargetLayout.len), TARGET_DATA_LEN) + 7) & ~7;
+function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): CorruptRecordError {
+  if (problem === RecordProblem.TruncatedHead)
+    return new CorruptRecordError(off, buf.length - off, 'truncated head');
+  const type = buf.readUInt32LE(off);
+  const size = buf.readUInt32LE(off + RecordHead.size);
+  const reason =
+    problem === RecordProblem.UnknownType
+      ? `unknown record type ${type}`
+      : problem === RecordProblem.PastEnd
+        ? `${size}-byte record runs past the end of the batch`
+        : `type ${type} with size ${size}, expected ${recordBytes(buf, off)}`;
+  return new CorruptRecordError(off, buf.length - off, reason);
 }
+
 const MAX_CACHED_THREADS = 262144;
+const MAX_CACHED_CONTEXTS = 262144;
 
 export class RecordDecoder {
   private baseHi = 0;
@@ -95,33 +107,10 @@ export class RecordDecoder {
   decode(buf: Buffer, sink: BatchSink): void {
     let off = 0;
     while (off < buf.length) {
-      if (buf.length - off < RecordHead.bytes)
-        throw new CorruptRecordError(off, buf.length - off, 'truncated head');
+      const problem = recordProblem(buf, off);
+      if (problem !== RecordProblem.None) throw corruptRecord(buf, off, problem);
       const type = buf.readUInt32LE(off);
       const size = buf.readUInt32LE(off + RecordHead.size);
-      const expected =
-        type === RecordType.Context
-          ? ContextLayout.bytes
-          : type === RecordType.SysWrite || type === RecordType.BlockIo
-            ? EventLayout.bytes
-            : type === RecordType.Target
-              ? targetRecordSize(buf, off)
-              : -1;
-      if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
-      if (size !== expected) {
-        throw new CorruptRecordError(
-          off,
-          buf.length - off,
-          `type ${type} with size ${size}, expected ${expected}`,
-        );
-      }
-      if (off + size > buf.length) {
-        throw new CorruptRecordError(
-          off,
-          buf.length - off,
-          `${size}-byte record runs past the end of the batch`,
-        );
-      }
       if (type === RecordType.Context) this.defineContext(buf, off);
       else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
@@ -251,8 +240,14 @@ export class RecordDecoder {
     if (id === undefined) {
       const context = this.contexts.lookup(kernelId);
       id = this.dictionaries.contexts.id(context.transactionId, context.traceId);
+      if (this.storeContextIds.size >= MAX_CACHED_CONTEXTS) this.storeContextIds.clear();
       this.storeContextIds.set(kernelId, id);
     }
     return id;
+  }
+
+  /** The store removed contexts: ids cached for kernel contexts may be among them. */
+  forgetContextIds(): void {
+    this.storeContextIds.clear();
   }
 }

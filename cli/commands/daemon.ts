@@ -11,6 +11,7 @@ export interface DaemonFlags {
   host: string;
   port: number;
   sessionTtl: number;
+  store?: string;
   tokens?: string;
   allowedHost: string[];
   tlsCert?: string;
@@ -30,6 +31,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     sessionTtlMs: flags.sessionTtl * 1000,
+    store: flags.store,
     log,
     tokensFile: flags.tokens,
     allowedHosts: flags.allowedHost,
@@ -42,6 +44,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
       url: daemon.url,
       dataDir: flags.dataDir,
       nodes: daemon.stores.nodes().join(','),
+      events: flags.store ?? flags.dataDir,
     });
     await untilSignal(log);
   } finally {
@@ -57,6 +60,10 @@ export function registerDaemonCommand(program: Command): void {
     .description('serve GET /api/events and replay sessions over the node stores in --data-dir')
     .requiredOption('--data-dir <dir>', 'directory holding <node>.db files')
     .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option(
+      '--store <url>',
+      'serve GET /api/events from the fleet store at clickhouse://HOST:PORT/DB (replay still reads --data-dir)',
+    )
     .option('--port <port>', 'TCP port (0 picks one)', integerOption(0, 65535), 7070)
     .option(
       '--session-ttl <seconds>',

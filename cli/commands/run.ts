@@ -4,12 +4,10 @@ import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../../core/repo-root';
-import { MARKER_PREFIX } from '../../agent/attribution/context-parser';
-
-const VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
+import { CONTEXT_VALUE, CONTEXT_VALUE_RULE, MARKER_PREFIX } from '../../agent/attribution/context-parser';
 
 function contextValue(value: string): string {
-  if (!VALUE.test(value)) throw new InvalidArgumentError('expected 1..128 characters of [A-Za-z0-9._:/@-]');
+  if (!CONTEXT_VALUE.test(value)) throw new InvalidArgumentError(`expected ${CONTEXT_VALUE_RULE}`);
   return value;
 }
 

@@ -18,6 +18,7 @@ export const PROBLEM_KINDS = {
   'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },
+  'store-unavailable': { status: 503, title: 'Service Unavailable' },
   internal: { status: 500, title: 'Internal Server Error' },
 } as const satisfies Record<string, { status: number; title: string }>;
 

@@ -3,6 +3,7 @@
  * where its replay stands, nanoseconds as decimal strings.
  */
 import { z } from 'zod';
+import { drivingSchema, speedFactorSchema } from './session-schema';
 import { SESSION_STATES } from './session-state';
 
 const ns = z
@@ -13,8 +14,9 @@ const ns = z
 export const sessionSnapshotSchema = z.object({
   id: z.string().min(1),
   transaction_id: z.string().min(1),
-  speed_factor: z.number().positive(),
+  speed_factor: speedFactorSchema,
   extra_latency_ns: z.number().int().min(0),
+  driving: drivingSchema.nullable().default(null),
   state: z.enum(SESSION_STATES),
   created_at: z.string(),
   updated_at: z.string(),
