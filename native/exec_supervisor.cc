@@ -121,7 +121,7 @@ void ExecSupervisor::Run() {
   ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   try {
     SetRealtimeScheduling(static_cast<pid_t>(syscall(SYS_gettid)), kRealtimePriority);
-  } catch (const CaptureFailure&) {
+  } catch (const SchedulingFailure&) {
     // without CAP_SYS_NICE the margin grows to what the wake-ups need
   }
   int64_t margin_ns = kInitialMarginNs;

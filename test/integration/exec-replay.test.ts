@@ -24,8 +24,10 @@ interface Run {
   done: Promise<{ status: number | null; signal: string | null; stderr: string }>;
 }
 
-function kreplay(args: string[]): Run {
-  const child = spawn(process.execPath, [KREPLAY_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** kreplay ARGS, or `prefix… node kreplay ARGS` (e.g. setpriv dropping a capability). */
+function kreplay(args: string[], prefix: string[] = []): Run {
+  const [command, ...rest] = [...prefix, process.execPath, KREPLAY_BIN, ...args];
+  const child = spawn(command!, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   child.stdout!.resume();
@@ -203,6 +205,37 @@ describe('kreplay replay --exec', () => {
     expectHeld(times.unix!, [12 * MS, 6 * MS], times.anchor!);
     // the third was never recorded: it passes at once, far below the last hold
     expect(times.unix![2]).toBeLessThan(6 * MS + 2 * Math.max(...times.anchor!));
+  });
+
+  it('holds without CAP_SYS_NICE: the supervisor stays under normal scheduling instead of failing', async () => {
+    const file = join(dir.path, 'no-nice.log');
+    const d = await incident([
+      incidentWrite('inc', 0, 8, file, 'file'),
+      incidentWrite('inc', 10, 4, file, 'file'),
+    ]);
+    const out = join(dir.path, 'no-nice-times');
+    const result = await kreplay(
+      [
+        'replay',
+        'inc',
+        '--exec',
+        '--server',
+        d.url,
+        '--',
+        writers.dynamic,
+        '--out',
+        out,
+        '--anchor',
+        '10',
+        '--file',
+        file,
+        '2',
+      ],
+      ['setpriv', '--bounding-set=-sys_nice', '--inh-caps=-sys_nice', '--'],
+    ).done;
+    expect(result.status).toBe(0);
+    const times = writeTimes(out);
+    expectHeld(times.file!, [8 * MS, 4 * MS], times.anchor!);
   });
 
   it('propagates exit status 3 and death by a signal (128 + N), report written', async () => {
