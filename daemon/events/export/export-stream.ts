@@ -1,0 +1,68 @@
+/**
+ * Streams an export: events read a chunk at a time by keyset (NodeStores.iterate),
+ * turned into trace text and written with backpressure, so memory stays
+ * bounded by a chunk whatever the size of the export.
+ */
+import { once } from 'node:events';
+import type { Response } from 'express';
+import type { EventFilter } from '../../store/event-filter';
+import type { NodeStores } from '../../store/node-stores';
+import { ProblemError } from '../../http/problem';
+import { ChromeTraceWriter } from './chrome-trace';
+import { MAX_EXPORT_EVENTS } from './export-query';
+
+/** Events read per store query, and about how much text is handed to the socket at once. */
+const CHUNK_EVENTS = 1000;
+const FLUSH_BYTES = 64 * 1024;
+
+/** A file name for Content-Disposition: the transaction or trace id when there is one, made safe. */
+function fileName(filter: EventFilter): string {
+  const id = (filter.transactionId ?? filter.traceId ?? 'events').replace(/[^A-Za-z0-9._-]/g, '_');
+  return `kreplay-${id.slice(0, 100)}.json`;
+}
+
+/** Throws the 413 before anything is sent when the filter matches more than the cap. */
+export function checkExportSize(stores: NodeStores, filter: EventFilter): number {
+  const { count } = stores.summarize(filter);
+  if (count > MAX_EXPORT_EVENTS)
+    throw new ProblemError(
+      'export-too-large',
+      `the filters match ${count} events; an export holds at most ${MAX_EXPORT_EVENTS}: narrow them (from/to, event_type, service)`,
+    );
+  return count;
+}
+
+export async function streamChromeTrace(
+  stores: NodeStores,
+  filter: EventFilter,
+  res: Response,
+): Promise<void> {
+  checkExportSize(stores, filter);
+  res.status(200);
+  res.set({
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Disposition': `attachment; filename="${fileName(filter)}"`,
+    'Cache-Control': 'no-store',
+  });
+  let closed = false;
+  res.once('close', () => (closed = true));
+  const trace = new ChromeTraceWriter();
+  let pending = trace.begin();
+  let events = 0;
+  const flush = async () => {
+    if (!res.write(pending)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+    pending = '';
+  };
+  // events appended after the size check could push past the cap: stop at it
+  for (const event of stores.iterate(filter, { order: 'asc', chunk: CHUNK_EVENTS })) {
+    if (closed || events === MAX_EXPORT_EVENTS) break;
+    pending += trace.add(event);
+    events++;
+    if (pending.length >= FLUSH_BYTES) await flush();
+    // one chunk read synchronously at most between turns of the event loop
+    else if (events % CHUNK_EVENTS === 0) await new Promise(setImmediate);
+  }
+  if (closed) return;
+  pending += trace.end({ source: 'kreplay', events, flows: trace.flows });
+  res.end(pending);
+}
