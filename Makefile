@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux chromium chromium-driver
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
@@ -25,6 +25,8 @@ NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null)
 TS_STAMP := dist/.build-stamp
+WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
+WEB_INDEX := dist/web/index.html
 
 .PHONY: all setup build run test test-unit test-integration lint format bench vmlinux clean
 
@@ -48,7 +50,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(TS_STAMP)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(TS_STAMP) $(WEB_INDEX)
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -71,6 +73,11 @@ $(NATIVE_ADDON): $(NATIVE_SRCS) $(BPF_SKELS) bpf/capture.h node_modules/.ci-stam
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json
 	@touch $@
+
+# the incident page: bundled by esbuild into dist/web (content-hashed assets), served by the daemon at /
+$(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp
+	npx tsc -p web/tsconfig.json
+	node web/build.mjs
 
 ## vmlinux: regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
 vmlinux:
@@ -95,6 +102,7 @@ lint: setup
 	npx eslint .
 	npx prettier --check .
 	npx tsc --noEmit -p tsconfig.json
+	npx tsc -p web/tsconfig.json
 
 format: setup
 	npx prettier --write .

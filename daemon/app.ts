@@ -9,12 +9,15 @@ import { errorHandler, notFoundHandler } from './http/error-handler';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import type { NodeStores } from './store/node-stores';
+import { webRouter } from './web/web-router';
 
 export interface AppDeps {
   log: Logger;
   stores: NodeStores;
   /** replay sessions; the routes exist only when given */
   replay?: ReplaySessions;
+  /** the built web page (dist/web); served at / when given */
+  webRoot?: string;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -27,6 +30,7 @@ export function createApp(deps: AppDeps): Express {
   });
   app.use('/api/events', eventsRouter(deps.stores));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
+  if (deps.webRoot) app.use(webRouter(deps.webRoot));
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));
   return app;

@@ -1,4 +1,6 @@
+import { join } from 'node:path';
 import type { Command } from 'commander';
+import { repoRoot } from '../../agent/paths';
 import { createLogger } from '../../core/log/logger';
 import { createApp } from '../../daemon/app';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
@@ -26,7 +28,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     ttlMs: flags.sessionTtl * 1000,
   });
   try {
-    const app = createApp({ log, stores, replay });
+    const app = createApp({ log, stores, replay, webRoot: join(repoRoot(), 'dist', 'web') });
     const running = await listen(app, flags.host, flags.port);
     log.info('listening', { url: running.url, dataDir: flags.dataDir, nodes: stores.nodes().join(',') });
     await untilSignal(log);

@@ -13,11 +13,15 @@ export interface ReplayServer {
   close(): Promise<void>;
 }
 
-export async function startReplayServer(dataDir: string, ttlMs = 600_000): Promise<ReplayServer> {
+export async function startReplayServer(
+  dataDir: string,
+  ttlMs = 600_000,
+  webRoot?: string,
+): Promise<ReplayServer> {
   const stores = new NodeStores(dataDir, silentLogger);
   const clock = new HighResClock(silentLogger);
   const replay = new ReplaySessions({ dataDir, source: stores, clock, log: silentLogger, ttlMs });
-  const running = await listen(createApp({ log: silentLogger, stores, replay }), '127.0.0.1', 0);
+  const running = await listen(createApp({ log: silentLogger, stores, replay, webRoot }), '127.0.0.1', 0);
   return {
     url: running.url,
     replay,

@@ -1,0 +1,225 @@
+/// <reference lib="dom" />
+/**
+ * The incident page end to end: the real agent records a transaction (file
+ * writes and O_DIRECT writes to a loop device, so block requests too), the
+ * daemon serves the built page, Chromium searches for it, opens its
+ * timeline, reads a bar's fields by hovering it, and drives a replay session
+ * in two tabs at once. A screenshot of the timeline is kept in test-artifacts/.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { launchChromium, type TestBrowser } from '../support/browser';
+import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createLoopDevice, type LoopDevice } from '../support/loop-device';
+import { startReplayServer, type ReplayServer } from '../support/replay-http';
+import { readStoredEvents } from '../support/store-rows';
+
+const ROOT = join(__dirname, '..', '..');
+const WEB_ROOT = join(ROOT, 'dist', 'web');
+const ARTIFACTS = join(ROOT, 'test-artifacts');
+const TXN = `browser-${process.pid}`;
+
+let dir: string;
+let cgroup: TestCgroup;
+let loop: LoopDevice;
+let agent: AgentProcess;
+let server: ReplayServer;
+let browser: TestBrowser;
+let recorded: number;
+
+function inCgroup(command: string): Promise<void> {
+  return new Promise((resolve, reject) =>
+    execFile(
+      '/bin/sh',
+      ['-c', `${cgroup.enter} /bin/sh -c "$1"`, 'sh', command],
+      { timeout: 60000 },
+      (err, _o, stderr) => (err ? reject(new Error(`${command}: ${err.message}\n${stderr}`)) : resolve()),
+    ),
+  );
+}
+
+beforeAll(async () => {
+  if (!existsSync(join(WEB_ROOT, 'index.html'))) throw new Error(`${WEB_ROOT} is not built: run make build`);
+  dir = mkdtempSync(join(tmpdir(), 'kreplay-browser-'));
+  cgroup = createCgroup(`kreplay-browser-${process.pid}.service`);
+  loop = createLoopDevice();
+  const data = join(dir, 'data');
+  agent = await startAgent(['--data-dir', data, '--node', 'web', '--cgroup-id', String(cgroup.id)]);
+  // about 1.2 s of activity: file writes 40 ms apart, and O_DIRECT writes that reach the disk
+  const file = join(dir, 'app.log');
+  const direct = join(loop.mountPoint, 'direct.bin');
+  const steps = Array.from(
+    { length: 30 },
+    (_, i) =>
+      `dd if=/dev/zero bs=${1000 + i} count=1 status=none >> ${file}; ` +
+      (i % 5 === 0
+        ? `dd if=/dev/zero of=${direct} bs=4096 count=4 oflag=direct conv=notrunc status=none; `
+        : '') +
+      'sleep 0.04',
+  ).join('; ');
+  await inCgroup(`${process.execPath} ${KREPLAY_BIN} run --txn ${TXN} -- /bin/sh -c '${steps}'`);
+  const store = join(data, 'web.db');
+  recorded = await eventually(() => {
+    const rows = existsSync(store) ? readStoredEvents(store, `c.transaction_id = '${TXN}'`) : [];
+    const writes = rows.filter((e) => e.type === 1 && e.bytes >= 1000 && e.bytes < 1030).length;
+    const blocks = rows.filter((e) => e.type === 2).length;
+    return writes === 30 && blocks >= 6 ? rows.length : undefined;
+  }, 30000);
+  server = await startReplayServer(data, 600_000, WEB_ROOT);
+  browser = await launchChromium();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+  const code = agent ? await agent.stop() : 0;
+  loop?.remove();
+  cgroup?.remove();
+  rmSync(dir, { recursive: true, force: true });
+  expect(code).toBe(0);
+});
+
+const stateOf = (page: Page) => page.locator('#session-state').getAttribute('data-state');
+const emittedOf = async (page: Page) =>
+  Number(await page.locator('#emitted-count').getAttribute('data-count'));
+const playheadOf = (page: Page) =>
+  page.evaluate(
+    () => (window as unknown as { kreplayTimeline: { playhead: number | null } }).kreplayTimeline.playhead,
+  );
+
+describe('the incident page in Chromium', () => {
+  let page: Page;
+
+  it('serves the page with cache headers: index revalidated, hashed assets immutable', async () => {
+    const index = await fetch(`${server.url}/`);
+    expect(index.headers.get('cache-control')).toBe('no-cache');
+    const html = await index.text();
+    const script = /src="(\/assets\/main-[A-Z0-9]+\.js)"/.exec(html)![1]!;
+    const asset = await fetch(`${server.url}${script}`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+  });
+
+  it('finds the recorded transaction by search and opens its timeline', async () => {
+    page = await browser.context.newPage();
+    const requests: string[] = [];
+    page.on('request', (r) => requests.push(r.url()));
+    await page.goto(`${server.url}/`);
+    await page.fill('input[name=transaction_id]', TXN);
+    await page.click('button[type=submit]');
+    await page.waitForFunction(
+      (n) => document.querySelector('#search-count')?.textContent === `${n} events`,
+      recorded,
+    );
+    expect(await page.locator('.row').count()).toBeGreaterThan(10);
+    await page.locator('.row').first().click();
+    await page.waitForURL(new RegExp(`#/txn/${TXN}`));
+    await page.waitForSelector('canvas.timeline');
+    // only the daemon was asked for anything
+    expect(requests.every((u) => u.startsWith(server.url))).toBe(true);
+    expect(await page.locator('#txn-summary').textContent()).toContain(`${recorded} events`);
+  });
+
+  it('shows the fields of the bar under the pointer and pins it on click', async () => {
+    const box = (await page.locator('canvas.timeline').boundingBox())!;
+    // the first block request of the transaction: its lane is the device's
+    const target = await page.evaluate(() => {
+      const view = (window as unknown as { kreplayTimeline: TimelineLike }).kreplayTimeline;
+      const i = view.model.events.findIndex((e) => e.event_type === 'block_io');
+      return { ...view.barCenter(i), id: view.model.events[i]!.event_id, bytes: view.model.events[i]!.bytes };
+    });
+    await page.mouse.move(box.x + target.x, box.y + target.y);
+    const tooltip = page.locator('.tooltip');
+    await tooltip.waitFor({ state: 'visible' });
+    expect(await tooltip.locator('[data-field=event_id]').textContent()).toBe(target.id);
+    expect(await tooltip.locator('[data-field=event_type]').textContent()).toBe('block_io');
+    expect(await tooltip.locator('[data-field=bytes]').textContent()).toBe(String(target.bytes));
+    expect(await tooltip.locator('[data-field=transaction]').textContent()).toBe(TXN);
+    await page.mouse.click(box.x + target.x, box.y + target.y);
+    expect(await page.locator('#pinned [data-field=event_id]').textContent()).toBe(target.id);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.locator('main').screenshot({ path: join(ARTIFACTS, 'timeline.png') });
+  });
+
+  it('plays a session in two tabs in step: playhead moves, events appear, pause holds, seek jumps, stop ends', async () => {
+    await page.fill('#speed', '0.5');
+    await page.click('#create');
+    await page.waitForFunction(
+      () => document.querySelector('#session-state')?.getAttribute('data-state') === 'ready',
+    );
+    await page.waitForURL(/session=/);
+    const second = await browser.context.newPage();
+    await second.goto(page.url());
+    await second.waitForFunction(
+      () => document.querySelector('#session-state')?.getAttribute('data-state') === 'ready',
+    );
+
+    await page.click('#play');
+    await page.waitForFunction(
+      () => Number(document.querySelector('#emitted-count')?.getAttribute('data-count')) >= 5,
+    );
+    const early = (await playheadOf(page))!;
+    await page.waitForTimeout(300);
+    const later = (await playheadOf(page))!;
+    expect(later).toBeGreaterThan(early);
+    expect(await stateOf(second)).toBe('playing');
+    expect(await emittedOf(second)).toBeGreaterThan(0);
+
+    await page.click('#pause');
+    await page.waitForFunction(
+      () => document.querySelector('#session-state')?.getAttribute('data-state') === 'paused',
+    );
+    await second.waitForFunction(
+      () => document.querySelector('#session-state')?.getAttribute('data-state') === 'paused',
+    );
+    const held = [await playheadOf(page), await emittedOf(page), await emittedOf(second)];
+    await page.waitForTimeout(500);
+    expect([await playheadOf(page), await emittedOf(page), await emittedOf(second)]).toEqual(held);
+    const pausedAt = Number(await page.locator('#session-state').getAttribute('data-position'));
+
+    // drag the playhead to 80% of the span
+    const box = (await page.locator('canvas.timeline').boundingBox())!;
+    const drag = await page.evaluate(() => {
+      const view = (window as unknown as { kreplayTimeline: TimelineLike }).kreplayTimeline;
+      const to = view.model.span * 0.8;
+      return { from: view.xOf(view.playhead!), to: view.xOf(to), target: to };
+    });
+    await page.mouse.move(box.x + drag.from, box.y + 12);
+    await page.mouse.down();
+    await page.mouse.move(box.x + (drag.from + drag.to) / 2, box.y + 12);
+    await page.mouse.move(box.x + drag.to, box.y + 12);
+    await page.mouse.up();
+    await page.waitForFunction(
+      (p) => Number(document.querySelector('#session-state')?.getAttribute('data-position')) > p,
+      pausedAt,
+    );
+    const seekedTo = Number(await page.locator('#session-state').getAttribute('data-position'));
+    expect(Math.abs(seekedTo - drag.target)).toBeLessThan(drag.target * 0.05);
+    await second.waitForFunction(
+      (p) => Number(document.querySelector('#session-state')?.getAttribute('data-position')) === p,
+      seekedTo,
+    );
+    expect(await stateOf(page)).toBe('paused');
+
+    await page.click('#stop');
+    await page.waitForFunction(
+      () => document.querySelector('#session-state')?.getAttribute('data-state') === 'stopped',
+    );
+    await second.waitForFunction(
+      () => document.querySelector('#session-state')?.getAttribute('data-state') === 'stopped',
+    );
+    expect(await playheadOf(page)).toBeNull();
+    await second.close();
+  });
+});
+
+interface TimelineLike {
+  model: { span: number; events: { event_type: string; event_id: string; bytes: number }[] };
+  playhead: number | null;
+  barCenter(i: number): { x: number; y: number };
+  xOf(t: number): number;
+}
