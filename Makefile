@@ -16,7 +16,8 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux chromium chromium-driver
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl clang-format clickhouse-server clickhouse-client \
+	chromium chromium-driver
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
@@ -27,10 +28,17 @@ TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null)
 TS_STAMP := dist/.build-stamp
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
+# C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h)
+WRITELOOP := $(BUILD)/bench/writeloop
 
-.PHONY: all setup build run test test-unit test-integration lint format bench vmlinux clean
+.PHONY: all help setup build run test test-unit test-integration lint format bench vmlinux clean
 
 all: build
+
+## help: this list
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## setup: apt packages (only those missing), then npm ci against the lock file
 setup: $(BUILD)/.apt-stamp node_modules/.ci-stamp
@@ -92,24 +100,36 @@ run: build
 test: build
 	npx jest --ci
 
+## test-unit: the unit project only
 test-unit: build
 	npx jest --ci --selectProjects unit
 
+## test-integration: the integration project only (kernel and server tests)
 test-integration: build
 	npx jest --ci --selectProjects integration
 
+## lint: eslint (type-aware), prettier, tsc, clang-format over bpf/ and native/
 lint: setup
 	npx eslint .
 	npx prettier --check .
 	npx tsc --noEmit -p tsconfig.json
 	npx tsc -p web/tsconfig.json
+	clang-format --dry-run -Werror $(C_SRCS)
 
+## format: prettier and clang-format rewrite what lint checks
 format: setup
 	npx prettier --write .
+	clang-format -i $(C_SRCS)
+
+# the C write loop the overhead benchmark times
+$(WRITELOOP): bench/writeloop.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Werror -o $@ $<
 
 ## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay), results printed as tables
-bench: build
+bench: build $(WRITELOOP)
 	node dist/bench/run.js $(BENCH)
 
+## clean: remove every build output
 clean:
 	rm -rf $(BUILD) dist native/build

@@ -3,8 +3,9 @@
  * This thread decodes; the store pipeline's thread commits (see
  * store/store-pipeline.ts); the kernel counts whatever the ring cannot hold.
  */
+import { kernelCounters } from '../core/model';
 import { release } from 'node:os';
-import { clockOffset, ensureTracefs, startCapture, type Capture, type CaptureOptions } from './capture';
+import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
@@ -12,7 +13,10 @@ import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
 import { StorePipeline } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
+import { formatShipStatus, shipCounters } from './ship/ship-status';
 import { VERSION } from './version';
+import type { ClickHouseHttp } from '../core/clickhouse/http-client';
+import { Shipper } from './ship/shipper';
 
 export interface AgentOptions {
   dataDir: string;
@@ -25,6 +29,8 @@ export interface AgentOptions {
   flushIntervalMs: number;
   statusIntervalMs: number;
   quiet: boolean;
+  /** ship committed events to this fleet store (agent/ship) */
+  ship?: ClickHouseHttp;
 }
 
 export interface AgentSummary {
@@ -51,6 +57,7 @@ export class Agent {
   private lastStatus: CounterSnapshot;
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
+  private shipper: Shipper | null = null;
 
   private constructor(
     private readonly options: AgentOptions,
@@ -80,7 +87,7 @@ export class Agent {
     );
     const agent = new Agent(options, store, log);
     try {
-      ensureTracefs(log);
+      // startCapture mounts tracefs when it is missing
       agent.capture = startCapture(options.capture, (buf) => agent.onBatch(buf), log.child('capture'));
     } catch (err) {
       await store.close();
@@ -96,6 +103,11 @@ export class Agent {
       clockErrorNs: agent.clockErrorNs,
     });
     log.info('capturing', { store: store.path, node: options.node });
+    if (options.ship) {
+      agent.shipper = new Shipper(store.path, options.ship);
+      agent.shipper.start();
+      log.info('shipping', { to: agent.shipper.status().destination });
+    }
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
@@ -118,18 +130,7 @@ export class Agent {
   }
 
   private snapshot(): CounterSnapshot {
-    const kernel = this.capture?.counters() ?? {
-      sysWriteEmitted: 0,
-      sysWriteDropped: 0,
-      blockIoEmitted: 0,
-      blockIoDropped: 0,
-      contextEmitted: 0,
-      contextDropped: 0,
-      threadTableFull: 0,
-      requestTableFull: 0,
-      targetDropped: 0,
-      targetEmitted: 0,
-    };
+    const kernel = this.capture?.counters() ?? kernelCounters([]);
     return {
       ...kernel,
       malformedMarkers: this.contexts.malformedMarkers,
@@ -144,7 +145,8 @@ export class Agent {
   private reportStatus(): void {
     const now = this.snapshot();
     const at = performance.now();
-    this.store.recordCounters(nowEpochNs(), storedCounters(now));
+    const ship = this.shipper?.status();
+    this.store.recordCounters(nowEpochNs(), { ...storedCounters(now), ...(ship && shipCounters(ship)) });
     if (!this.options.quiet) {
       const line = formatStatusLine(
         now,
@@ -153,7 +155,7 @@ export class Agent {
         this.capture?.ringFill() ?? -1,
         this.store.dbBytes(),
       );
-      this.log.info(line);
+      this.log.info(ship ? `${line} ${formatShipStatus(ship)}` : line);
     }
     this.lastStatus = now;
     this.lastStatusAt = at;
@@ -164,6 +166,8 @@ export class Agent {
     for (const timer of this.timers) clearInterval(timer);
     await this.capture?.stop();
     this.store.drain();
+    // what is not acknowledged yet stays in the store: the next run ships it from the cursor
+    await this.shipper?.stop();
     const counters = this.snapshot();
     this.store.recordCounters(nowEpochNs(), storedCounters(counters));
     this.store.endRun(nowEpochNs(), reason);

@@ -12,26 +12,11 @@ export interface LossCounters {
 
 export type CounterSnapshot = Record<KernelCounterName, number> & LossCounters & { rowsWritten: number };
 
-/** Counter names as stored in the counters table (snake_case, stable). */
+const snakeCase = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** Counter names as stored in the counters table: the snapshot's names in snake_case (stable). */
 export function storedCounters(s: CounterSnapshot): Record<string, number> {
-  return {
-    sys_write_emitted: s.sysWriteEmitted,
-    sys_write_dropped: s.sysWriteDropped,
-    block_io_emitted: s.blockIoEmitted,
-    block_io_dropped: s.blockIoDropped,
-    context_emitted: s.contextEmitted,
-    context_dropped: s.contextDropped,
-    thread_table_full: s.threadTableFull,
-    request_table_full: s.requestTableFull,
-    target_dropped: s.targetDropped,
-    target_emitted: s.targetEmitted,
-    malformed_markers: s.malformedMarkers,
-    unknown_contexts: s.unknownContexts,
-    unknown_targets: s.unknownTargets,
-    corrupt_records: s.corruptRecords,
-    corrupt_bytes: s.corruptBytes,
-    rows_written: s.rowsWritten,
-  };
+  return Object.fromEntries(Object.entries(s).map(([name, value]) => [snakeCase(name), value as number]));
 }
 
 export function totalLost(s: CounterSnapshot): number {

@@ -14,7 +14,7 @@ import { ServiceResolver } from '../agent/attribution/service-resolver';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { RecordDecoder, type BatchSink } from '../agent/ingest/record-decoder';
 import { silentLogger } from '../core/log/logger';
-import type { Dictionaries } from '../agent/store/dictionary';
+import type { Dictionaries } from '../agent/ingest/dictionary';
 import { StorePipeline } from '../agent/store/store-pipeline';
 import { StoreWriter } from '../agent/store/store-writer';
 import { buildSyntheticStream, type SyntheticStream } from './synthetic-records';

@@ -8,13 +8,15 @@
  *
  *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...]
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { repoRoot } from '../core/repo-root';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
+import { nativeAddon } from '../core/native/addon';
 
 export type OverheadMode =
   'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'kreplay-no-targets' | 'bpftrace' | 'empty-tracepoints';
@@ -57,8 +59,7 @@ export interface OverheadReport {
   attributionNs: number;
   /** kreplay with write targets minus without, in each round (the two run back to back) */
   targetsNs: number[];
-  /** ns kreplay's write programs run per write, by round, with targets on and off */
-  programNs: { on: number[]; off: number[] } | null;
+  programNs: ProgramCost | null;
   /** records kreplay delivered and dropped over all its runs */
   recordsDelivered: number;
   recordsDropped: number;
@@ -66,17 +67,12 @@ export interface OverheadReport {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function repoRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bench'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`no kreplay checkout above ${__dirname}`);
-  }
-}
-
-function buildWriteLoop(root: string): string {
+/** make builds it (make bench); a stale or missing binary would time something else. */
+function writeLoop(root: string): string {
   const exe = path.join(root, 'build', 'bench', 'writeloop');
-  fs.mkdirSync(path.dirname(exe), { recursive: true });
-  execFileSync('cc', ['-O2', '-Wall', '-o', exe, path.join(root, 'bench', 'writeloop.c')]);
+  const source = path.join(root, 'bench', 'writeloop.c');
+  if (!fs.existsSync(exe) || fs.statSync(exe).mtimeMs < fs.statSync(source).mtimeMs)
+    throw new Error(`${exe} is missing or older than ${source}: run \`make bench BENCH=overhead\``);
   return exe;
 }
 
@@ -88,9 +84,11 @@ function buildWriteLoop(root: string): string {
 const LOOP_CPU = os.cpus().length - 1;
 
 /** Runs the loop in a child process; resolves to its ns per write. */
-function timeWrites(exe: string, writes: number): Promise<number> {
+/** `newFilesIn`: a directory where each write goes to a new file. */
+function timeWrites(exe: string, writes: number, newFilesIn?: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn(exe, [String(writes), String(LOOP_CPU)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const args = [String(writes), String(LOOP_CPU), ...(newFilesIn ? [newFilesIn] : [])];
+    const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
@@ -122,12 +120,20 @@ async function underKreplay(
   }
 }
 
-const BPF_STATS = '/proc/sys/kernel/bpf_stats_enabled';
+const NEW_FILE_WRITES = 50_000;
+
+/** ns the write programs run per write, by round: /dev/null and a new file per write, targets on and off. */
+interface ProgramCost {
+  on: number[];
+  off: number[];
+  newFileOn: number[];
+  newFileOff: number[];
+}
 const WRITE_PROGRAMS = ['sys_enter_write', 'sys_exit_write'];
 
 /**
  * The time kreplay's two write(2) programs spend per write, as the kernel
- * measures it (bpf_stats_enabled): free of the noise other tenants add to
+ * measures it (BPF run-time statistics): free of the noise other tenants add to
  * the loop's own timing, the library-level figure beside the loop's.
  */
 async function programNsPerWrite(
@@ -135,10 +141,11 @@ async function programNsPerWrite(
   writes: number,
   options: CaptureOptions,
   log: Logger,
+  newFilesIn?: string,
 ): Promise<number> {
   const capture = startCapture(options, () => {}, log);
   try {
-    await timeWrites(exe, writes);
+    await timeWrites(exe, writes, newFilesIn);
     const stats = capture.programStats().filter((s) => WRITE_PROGRAMS.includes(s.name));
     const runs = stats.find((s) => s.name === 'sys_enter_write')?.runCount ?? 0;
     return stats.reduce((sum, s) => sum + s.runTimeNs, 0) / runs;
@@ -147,25 +154,29 @@ async function programNsPerWrite(
   }
 }
 
-/** Program time per write with targets on and off, back to back in each round (bpf_stats_enabled on meanwhile). */
+/** Program time per write with targets on and off, back to back in each round (BPF run-time statistics on meanwhile). */
 async function targetProgramCost(
   exe: string,
   writes: number,
   rounds: number,
   log: Logger,
-): Promise<{ on: number[]; off: number[] }> {
-  const before = fs.readFileSync(BPF_STATS, 'utf8').trim();
-  fs.writeFileSync(BPF_STATS, '1');
+): Promise<ProgramCost> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-newfiles-'));
+  // an fd of our own, not the sysctl: another run toggling that cannot turn our statistics off
+  const stats = nativeAddon().enableBpfStats();
   try {
-    const on: number[] = [];
-    const off: number[] = [];
+    const cost: ProgramCost = { on: [], off: [], newFileOn: [], newFileOff: [] };
     for (let round = 0; round < rounds; round++) {
-      on.push(await programNsPerWrite(exe, writes, {}, log));
-      off.push(await programNsPerWrite(exe, writes, { targets: false }, log));
+      cost.on.push(await programNsPerWrite(exe, writes, {}, log));
+      cost.off.push(await programNsPerWrite(exe, writes, { targets: false }, log));
+      // the miss path: a path walk and a target record at every write
+      cost.newFileOn.push(await programNsPerWrite(exe, NEW_FILE_WRITES, {}, log, dir));
+      cost.newFileOff.push(await programNsPerWrite(exe, NEW_FILE_WRITES, { targets: false }, log, dir));
     }
-    return { on, off };
+    return cost;
   } finally {
-    fs.writeFileSync(BPF_STATS, before);
+    fs.closeSync(stats);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -223,7 +234,7 @@ export async function runOverheadBench(
   const writes = options.writes ?? 2_000_000;
   const rounds = options.rounds ?? 5;
   const log = options.log ?? createLogger({ level: 'warn', component: 'bench' });
-  const exe = buildWriteLoop(repoRoot());
+  const exe = writeLoop(repoRoot());
   const samples = new Map<OverheadMode, number[]>(modes.map((m) => [m, []]));
   const totals = { delivered: 0, dropped: 0 };
   for (let round = 0; round < rounds; round++) {
@@ -293,14 +304,17 @@ export function formatOverheadReport(report: OverheadReport): string {
     );
   lines.push(`kreplay records delivered ${report.recordsDelivered}, dropped ${report.recordsDropped}`);
   if (report.programNs) {
-    const { on, off } = report.programNs;
+    const { on, off, newFileOn, newFileOff } = report.programNs;
     const added = on.map((ns, round) => ns - off[round]!);
+    const newFileAdded = newFileOn.map((ns, round) => ns - newFileOff[round]!);
     const range = (values: number[]) =>
       `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)} .. ${Math.max(...values).toFixed(1)})`;
     lines.push(
       '',
       `in-kernel time of the write programs per write (bpf_stats), median (range) of ${on.length} rounds:`,
       `  targets on ${range(on)} ns, off ${range(off)} ns, targets add ${range(added)} ns (goal <= 30)`,
+      `  a new file per write (${NEW_FILE_WRITES} writes): on ${range(newFileOn)} ns, off ${range(newFileOff)} ns, ` +
+        `targets add ${range(newFileAdded)} ns`,
     );
   }
   return lines.join('\n');

@@ -10,6 +10,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
+import { targetKindCode } from '../core/model';
 
 export interface DatasetParams {
   events: number;
@@ -23,13 +24,15 @@ export interface Dataset extends DatasetParams {
   spanNs: bigint;
 }
 
-const FORMAT = 1;
+// 2: writes carry file targets, four files per service
+const FORMAT = 2;
 const BATCH = 65536;
 const FIRST_TS = 1_795_340_000_000_000_000n;
 const SPAN_NS = 3_600_000_000_000n;
 const CONCURRENT_TRANSACTIONS = 8;
 const CONTEXT_SHARE = 0.3;
 const BLOCK_SHARE = 0.12;
+const FILE_KIND = targetKindCode('file');
 
 /** mulberry32: small, seedable, good enough for synthetic load. */
 function seeded(seed: number): () => number {
@@ -110,7 +113,9 @@ function writeNode(dir: string, node: number, params: DatasetParams): void {
         error: 0,
       });
     } else {
-      batch.pushSysWrite({ ...common, fd: 3 + (service % 20), ret: common.bytes, syscall: 1 });
+      const fd = 3 + Math.floor(random() * 4);
+      const target = writer.targets.id(FILE_KIND, `/var/lib/service-${service}/${fd}.log`);
+      batch.pushSysWrite({ ...common, fd, ret: common.bytes, syscall: 1, target });
     }
     if (batch.full) {
       writer.writeBatch(batch);

@@ -141,6 +141,23 @@ function buildShapes(data: Dataset, stores: NodeStores, perShape: number): Shape
           `&min_duration_ms=${['0.5', '1', '2', '5'][pick(4)]}&from=${someTime()}`,
       ),
     },
+    {
+      name: 'transaction_id + target_kind',
+      keys: lookups(() => `transaction_id=txn-${pick(data.nodes)}-${pick(txnsPerNode)}&target_kind=file`),
+    },
+    {
+      // no index on the target: the time window is read and the target checked per row
+      name: 'target + 10 s window',
+      keys: many(() => {
+        const from = someTime();
+        return `target=/var/lib/service-${pick(data.services)}/${3 + pick(4)}.log&from=${from}&to=${from + 10_000_000_000n}`;
+      }),
+    },
+    {
+      // the worst case: nothing narrows the read but the target itself
+      name: 'target alone, limit 100',
+      keys: many(() => `target=/var/lib/service-${pick(data.services)}/${3 + pick(4)}.log&limit=100`),
+    },
     { name: 'page of 1000', keys: many(() => `from=${someTime()}&limit=1000`) },
   ];
 }

@@ -18,15 +18,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { silentLogger } from '../core/log/logger';
-import { repoRoot } from '../agent/paths';
+import { repoRoot } from '../core/repo-root';
 import { StoreWriter } from '../agent/store/store-writer';
-import { createApp } from '../daemon/app';
-import { HighResClock } from '../daemon/replay/clock/high-res-clock';
+import { createDaemon } from '../daemon/create-daemon';
+import type { HighResClock } from '../daemon/replay/clock/high-res-clock';
 import type { ReplaySession } from '../daemon/replay/sessions/replay-session';
-import { ReplaySessions } from '../daemon/replay/sessions/session-service';
+import type { ReplaySessions } from '../daemon/replay/sessions/session-service';
 import type { TimingSummary } from '../daemon/replay/sessions/timing-stats';
-import { listen } from '../daemon/server';
-import { NodeStores } from '../daemon/store/node-stores';
 import { printTable } from './table';
 
 export interface ReplayBenchOptions {
@@ -232,42 +230,23 @@ async function idleWait(replay: ReplaySessions, gapSeconds: number): Promise<Rep
 
 export async function runReplayBench(options: ReplayBenchOptions): Promise<ReplayBenchResult> {
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-replay-'));
-  const stores = new NodeStores(dir, silentLogger);
-  const clock = new HighResClock(silentLogger);
-  const replay = new ReplaySessions({
-    dataDir: dir,
-    source: stores,
-    clock,
-    log: silentLogger,
-    ttlMs: 3_600_000,
-  });
+  const daemon = await createDaemon({ dataDir: dir, sessionTtlMs: 3_600_000, log: silentLogger });
+  const { replay, clock } = daemon;
   try {
-    await clock.ready();
     log(`writing ${options.events} events (plus ${BACKGROUND_EVENTS} for the query load) to ${dir}`);
     writeData(dir, options.events, BigInt(options.idleGapSeconds * 1e9));
-    const running = await listen(createApp({ log: silentLogger, stores, replay }), '127.0.0.1', 0);
-    try {
-      const recordedNs = Array.from({ length: options.events }, (_, i) => (i ? gapNs(i) : 0)).reduce(
-        (a, b) => a + b,
-        0,
-      );
-      const speeds: SpeedResult[] = [];
-      for (const speed of options.speeds)
-        speeds.push(
-          await replayUnderLoad(running.url, replay, clock, speed, options, recordedNs / 1e9 / speed),
-        );
-      log(`waiting ${options.idleGapSeconds} s between two events, no load`);
-      const idle = await idleWait(replay, options.idleGapSeconds);
-      return { options, scheduling: clock.scheduling, speeds, idle };
-    } finally {
-      // replay streams keep the server open until the sessions end them
-      const closing = running.close();
-      await replay.close();
-      await closing;
-    }
+    const recordedNs = Array.from({ length: options.events }, (_, i) => (i ? gapNs(i) : 0)).reduce(
+      (a, b) => a + b,
+      0,
+    );
+    const speeds: SpeedResult[] = [];
+    for (const speed of options.speeds)
+      speeds.push(await replayUnderLoad(daemon.url, replay, clock, speed, options, recordedNs / 1e9 / speed));
+    log(`waiting ${options.idleGapSeconds} s between two events, no load`);
+    const idle = await idleWait(replay, options.idleGapSeconds);
+    return { options, scheduling: clock.scheduling, speeds, idle };
   } finally {
-    await clock.close();
-    stores.close();
+    await daemon.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

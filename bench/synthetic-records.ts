@@ -6,7 +6,7 @@
  * ring-buffer-sized batches.
  */
 import { ContextKind, targetKindCode } from '../core/model';
-import { blockIoRecord, contextRecord, fileTargetRecord, sysWriteRecord } from '../test/support/records';
+import { blockIoRecord, contextRecord, fileTargetRecord, sysWriteRecord } from '../core/model/record-encoder';
 
 export interface SyntheticStream {
   batches: Buffer[];

@@ -227,12 +227,11 @@ static __always_inline struct kr_thread *thread_entry(__u32 tid)
 
 #define W4(a, b, c, d) ((__u32)(a) | (__u32)(b) << 8 | (__u32)(c) << 16 | (__u32)(d) << 24)
 #define W8(a, b, c, d, e, f, g, h) ((__u64)W4(a, b, c, d) | (__u64)W4(e, f, g, h) << 32)
-#define LOW(w, n) ((w) & ((1ULL << ((n) * 8)) - 1))
+#define LOW(w, n) ((w) & ((1ULL << ((n)*8)) - 1))
 #define LETTER(c) (1U << ((c) - 'A'))
 /* first letters of "HTTP/1." and of the method tokens */
-#define HTTP_FIRST_LETTERS                                                                  \
-	(LETTER('C') | LETTER('D') | LETTER('G') | LETTER('H') | LETTER('O') | LETTER('P') | \
-	 LETTER('T'))
+#define HTTP_FIRST_LETTERS                                                                                   \
+	(LETTER('C') | LETTER('D') | LETTER('G') | LETTER('H') | LETTER('O') | LETTER('P') | LETTER('T'))
 /* "GET " and "PUT " are the shortest tokens */
 #define MIN_TOKEN_LEN 4
 
@@ -254,7 +253,8 @@ static __always_inline bool is_http_head(__u64 w0)
 	       LOW(w0, 6) == W8('T', 'R', 'A', 'C', 'E', ' ', 0, 0) ||
 	       LOW(w0, 7) == W8('D', 'E', 'L', 'E', 'T', 'E', ' ', 0) ||
 	       LOW(w0, 7) == W8('H', 'T', 'T', 'P', '/', '1', '.', 0) ||
-	       w0 == W8('O', 'P', 'T', 'I', 'O', 'N', 'S', ' ') || w0 == W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' ');
+	       w0 == W8('O', 'P', 'T', 'I', 'O', 'N', 'S', ' ') ||
+	       w0 == W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' ');
 }
 
 /*
@@ -362,10 +362,9 @@ static __always_inline struct file *current_file(__s32 fd)
 }
 
 /*
- * A socket's stamp: its inet peer, which connect() may change while the
- * file stays. (The verifier allows no arithmetic on kernel pointers, so a
- * unix socket's stamp cannot include its peer: a datagram socket connected
- * elsewhere later keeps its first target.)
+ * A socket's stamp: what tells its peer, which connect() may change while
+ * the file stays: the inet address and ports, or the hash a unix peer has
+ * (of its bound name, else of itself).
  */
 static __always_inline __u64 socket_stamp(struct sock *sk)
 {
@@ -375,6 +374,9 @@ static __always_inline __u64 socket_stamp(struct sock *sk)
 	if (c->skc_family == KR_AF_INET6) {
 		stamp ^= c->skc_v6_daddr.in6_u.u6_addr32[0] ^ (__u64)c->skc_v6_daddr.in6_u.u6_addr32[1] << 32;
 		stamp ^= c->skc_v6_daddr.in6_u.u6_addr32[2] ^ (__u64)c->skc_v6_daddr.in6_u.u6_addr32[3] << 16;
+	} else if (c->skc_family == KR_AF_UNIX) {
+		/* no peer (NULL) loads as 0 */
+		stamp ^= (__u64)RDONLY(struct unix_sock, sk)->peer->__sk_common.skc_hash << 8;
 	}
 	return stamp;
 }
@@ -388,11 +390,13 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	__u32 mode = inode->i_mode & KR_S_IFMT;
+	/* a freed dentry or sock reused for another file or connection comes with another inode */
+	__u64 ino = inode->i_ino;
 
 	p->file = file;
 	p->object = (__u64)dentry;
 	/* the name's hash is salted with its parent: a rename or a reused dentry changes it */
-	p->stamp = dentry->d_name.hash_len;
+	p->stamp = dentry->d_name.hash_len ^ ino;
 	p->flags = 0;
 	if (mode == KR_S_IFSOCK) {
 		struct socket *sock = RDONLY(struct socket, file->private_data);
@@ -400,7 +404,7 @@ static __always_inline void probe_target(struct file *file, struct kr_target_pro
 		p->kind = KR_TARGET_SOCKET;
 		p->sk = sock->sk;
 		p->object = (__u64)p->sk;
-		p->stamp = socket_stamp(p->sk);
+		p->stamp = socket_stamp(p->sk) ^ ino << 32;
 	} else if (mode == KR_S_IFIFO) {
 		p->kind = KR_TARGET_PIPE;
 		if (inode->i_sb->s_magic == KR_PIPEFS_MAGIC) {
@@ -452,7 +456,8 @@ static __always_inline __u32 read_path(struct kr_target *rec, struct file *file)
 		if (off >= KR_TARGET_PATH_MAX)
 			break;
 		name = BPF_CORE_READ(dentry, d_name.name);
-		n = bpf_probe_read_kernel_str(&rec->data[off & (KR_TARGET_PATH_MAX - 1)], KR_TARGET_NAME_MAX, name);
+		n = bpf_probe_read_kernel_str(&rec->data[off & (KR_TARGET_PATH_MAX - 1)], KR_TARGET_NAME_MAX,
+					      name);
 		if (n <= 0)
 			break;
 		off += n;
@@ -474,7 +479,7 @@ static __always_inline __u32 read_peer(struct kr_target *rec, struct sock *sk)
 
 	rec->family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	rec->protocol = rec->family == KR_AF_UNIX ? BPF_CORE_READ_BITFIELD_PROBED(sk, sk_type)
-						   : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
+						  : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
 	if (rec->family == KR_AF_INET) {
 		__u32 daddr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
 
@@ -535,8 +540,9 @@ static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_
 	rec->size = size;
 	unread = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	if (bpf_ringbuf_output(&events, rec, size,
-			       (unread + size) / wakeup_data_bytes != unread / wakeup_data_bytes ? BPF_RB_FORCE_WAKEUP
-												 : BPF_RB_NO_WAKEUP)) {
+			       (unread + size) / wakeup_data_bytes != unread / wakeup_data_bytes
+				       ? BPF_RB_FORCE_WAKEUP
+				       : BPF_RB_NO_WAKEUP)) {
 		count_event(KR_COUNTER_TARGET_DROPPED);
 		return false;
 	}
@@ -547,13 +553,15 @@ static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_
 /*
  * The target id of a write to fd: the thread's last one when it writes to
  * the same object again, else the cached one, else a new id whose record
- * goes into the ring first. 0 when the fd is not open or the record was lost.
+ * goes into the ring first; an id older than KR_TARGET_ID_WINDOW is
+ * replaced. 0 when the fd is not open or the record was lost.
  */
 static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 {
 	struct kr_target_probe p = {};
 	struct kr_known_target *known, fresh;
 	struct file *file;
+	__u64 newest;
 
 	if (!bpf_rdonly_cast)
 		return 0;
@@ -561,10 +569,12 @@ static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 	if (!file)
 		return 0;
 	probe_target(file, &p);
-	if (p.object == t->last_object && p.stamp == t->last_stamp && t->last_target_id)
+	newest = last_target_id;
+	if (p.object == t->last_object && p.stamp == t->last_stamp && t->last_target_id &&
+	    t->last_target_id + KR_TARGET_ID_WINDOW > newest)
 		return t->last_target_id;
 	known = bpf_map_lookup_elem(&known_targets, &p.object);
-	if (known && known->stamp == p.stamp) {
+	if (known && known->stamp == p.stamp && known->target_id + KR_TARGET_ID_WINDOW > newest) {
 		fresh.target_id = known->target_id;
 	} else {
 		fresh.target_id = __sync_fetch_and_add(&last_target_id, 1) + 1;
@@ -659,16 +669,16 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
-#define WRITE_PROGRAMS(name, code, vectored)                                          \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                   \
-	int sys_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
-	{                                                                             \
-		return write_enter(ctx, code, vectored);                              \
-	}                                                                             \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                                    \
-	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                     \
-	{                                                                             \
-		return write_exit(ctx);                                               \
+#define WRITE_PROGRAMS(name, code, vectored)                                                                 \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                                          \
+	int sys_enter_##name(struct trace_event_raw_sys_enter *ctx)                                          \
+	{                                                                                                    \
+		return write_enter(ctx, code, vectored);                                                     \
+	}                                                                                                    \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                                           \
+	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                                            \
+	{                                                                                                    \
+		return write_exit(ctx);                                                                      \
 	}
 
 WRITE_PROGRAMS(write, KR_SYS_WRITE, false)

@@ -16,6 +16,12 @@
 #define KR_TARGET_PATH_MAX 1024
 #define KR_TARGET_NAME_MAX 256
 #define KR_TARGET_DATA_LEN (KR_TARGET_PATH_MAX + KR_TARGET_NAME_MAX)
+/*
+ * A write reuses a target id only while fewer than this many ids were handed
+ * out after it, else the target is sent again: user space can then forget
+ * ids older than twice this, and keeps bounded memory.
+ */
+#define KR_TARGET_ID_WINDOW (1 << 18)
 
 enum kr_record_type {
 	KR_RECORD_SYS_WRITE = 1,
@@ -34,7 +40,7 @@ enum kr_syscall {
 
 enum kr_context_kind {
 	KR_CONTEXT_MARKER = 1, /* buffer starts with "KREPLAY-CTX" */
-	KR_CONTEXT_HTTP = 2,   /* buffer starts like an HTTP/1.x head */
+	KR_CONTEXT_HTTP = 2, /* buffer starts like an HTTP/1.x head */
 };
 
 /* Per-CPU counters, summed by user space. */
@@ -66,12 +72,12 @@ enum kr_target_kind {
 
 enum kr_target_flag {
 	KR_TARGET_TRUNCATED = 1, /* the path lost its leading names (too deep or too long) */
-	KR_TARGET_DELETED = 2,   /* the file had no link left */
+	KR_TARGET_DELETED = 2, /* the file had no link left */
 	KR_TARGET_ANON_PIPE = 4, /* a pipe(2), not a named FIFO: no path */
 };
 
 struct kr_sys_write {
-	__s64 ret;   /* bytes written or negative errno */
+	__s64 ret; /* bytes written or negative errno */
 	__u64 count; /* bytes requested (iovec total for the v variants) */
 	__s32 fd;
 	__u32 syscall; /* enum kr_syscall */
@@ -83,7 +89,7 @@ struct kr_block_io {
 	__u32 bytes;
 	__u32 dev_major;
 	__u32 dev_minor;
-	__u32 op;     /* REQ_OP_* of the request */
+	__u32 op; /* REQ_OP_* of the request */
 	__s32 status; /* blk_status_t at completion, 0 = success */
 	__u32 _pad;
 };
@@ -92,11 +98,11 @@ struct kr_block_io {
 struct kr_event {
 	__u32 type; /* enum kr_record_type */
 	__u32 size; /* bytes of this record */
-	__u64 start_ns;    /* CLOCK_BOOTTIME */
+	__u64 start_ns; /* CLOCK_BOOTTIME */
 	__u64 duration_ns;
 	__u64 cgroup_id;
 	__u64 context_id; /* 0: no context */
-	__u32 pid;        /* tgid */
+	__u32 pid; /* tgid */
 	__u32 tid;
 	char comm[KR_COMM_LEN];
 	union {
@@ -120,7 +126,7 @@ struct kr_context {
 	__u32 pid;
 	__u32 tid;
 	__u32 kind; /* enum kr_context_kind */
-	__u32 len;  /* valid bytes in data */
+	__u32 len; /* valid bytes in data */
 	char data[KR_CTX_DATA_LEN];
 };
 
@@ -133,13 +139,13 @@ struct kr_target {
 	__u32 type; /* KR_RECORD_TARGET */
 	__u32 size; /* the head and len bytes of data, rounded up to 8 */
 	__u64 target_id;
-	__u32 kind;     /* enum kr_target_kind */
-	__u32 flags;    /* enum kr_target_flag */
-	__u16 family;   /* sockets: AF_*; 0 for the rest */
+	__u32 kind; /* enum kr_target_kind */
+	__u32 flags; /* enum kr_target_flag */
+	__u16 family; /* sockets: AF_*; 0 for the rest */
 	__u16 protocol; /* inet sockets: IPPROTO_*; unix: SOCK_* type */
-	__u16 port;     /* inet peer port, host order */
-	__u16 len;      /* bytes of data used */
-	__u8 addr[16];  /* inet peer: IPv4 in the first 4 bytes, or IPv6 */
+	__u16 port; /* inet peer port, host order */
+	__u16 len; /* bytes of data used */
+	__u8 addr[16]; /* inet peer: IPv4 in the first 4 bytes, or IPv6 */
 	/*
 	 * Paths: the names from the file up to the root, leaf first, each
 	 * NUL-terminated ("null\0dev\0" is /dev/null). Unix sockets: sun_path

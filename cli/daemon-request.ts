@@ -13,6 +13,15 @@ export function problemText(status: number, text: string): string {
   return `server answered ${status} ${problem.title ?? ''}: ${problem.detail ?? ''}${errors.join('')}`;
 }
 
+/**
+ * The Authorization header for a daemon started with --tokens: the token comes
+ * from KREPLAY_TOKEN, never from a flag (flags show in `ps`).
+ */
+export function authHeaders(): Record<string, string> {
+  const token = process.env.KREPLAY_TOKEN;
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
 /** An error reaching the daemon at all, said plainly. */
 export function unreachable(url: string, err: unknown): Error {
   const cause = (err as { cause?: Error }).cause ?? (err as Error);
@@ -25,7 +34,7 @@ export async function requestJson<T>(method: string, url: string, body?: unknown
     res = await fetch(url, {
       method,
       body: body === undefined ? undefined : JSON.stringify(body),
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: { ...authHeaders(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     });
   } catch (err) {
     throw unreachable(url, err);

@@ -6,6 +6,7 @@
 import { KreplayError } from '../core/errors';
 import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
+import { authHeaders } from './daemon-request';
 
 export interface SseMessage {
   event: string;
@@ -64,7 +65,7 @@ export interface EventStream {
 }
 
 export function openEventStream(url: string, lastEventId?: string): Promise<EventStream> {
-  const headers: Record<string, string> = { accept: 'text/event-stream' };
+  const headers: Record<string, string> = { accept: 'text/event-stream', ...authHeaders() };
   if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
   return new Promise((resolve, reject) => {
     const request = (url.startsWith('https:') ? getTls : get)(url, { headers }, (res: IncomingMessage) => {

@@ -4,20 +4,29 @@
  */
 import express, { type Express } from 'express';
 import type { Logger } from '../core/log/logger';
+import { checkHost, requireToken } from './auth/auth-middleware';
+import type { TokenStore } from './auth/token-store';
 import { eventsRouter } from './events/events-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
+import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
 import { webRouter } from './web/web-router';
 
 export interface AppDeps {
   log: Logger;
   stores: NodeStores;
+  /** where GET /api/events reads; default the node stores */
+  events?: EventReader;
   /** replay sessions; the routes exist only when given */
   replay?: ReplaySessions;
   /** the built web page (dist/web); served at / when given */
   webRoot?: string;
+  /** bearer tokens; without them only requests to one of the daemon's own host names are served */
+  tokens?: TokenStore;
+  /** host names besides loopback's that the Host header may carry when there are no tokens */
+  allowedHosts?: readonly string[];
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -25,12 +34,19 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  if (deps.tokens) {
+    // the page and its assets hold no data: a browser loads them without a token, then the page asks for one
+    if (deps.webRoot) app.use(webRouter(deps.webRoot));
+    app.use(requireToken(deps.tokens));
+  } else {
+    app.use(checkHost(deps.allowedHosts ?? []));
+    if (deps.webRoot) app.use(webRouter(deps.webRoot));
+  }
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  app.use('/api/events', eventsRouter(deps.stores));
+  app.use('/api/events', eventsRouter(deps.events ?? nodeStoresReader(deps.stores)));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
-  if (deps.webRoot) app.use(webRouter(deps.webRoot));
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));
   return app;

@@ -1,8 +1,9 @@
-/** Listens, and drains on SIGTERM/SIGINT: stop accepting, finish requests, close resources. */
-import type { Server } from 'node:http';
+/** Listens; close() stops accepting and lets the requests under way finish. */
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
-import type { Logger } from '../core/log/logger';
 
 export interface RunningServer {
   server: Server;
@@ -10,16 +11,25 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export function listen(app: Express, host: string, port: number): Promise<RunningServer> {
+/** PEM files of the certificate chain and its key, for HTTPS. */
+export interface TlsFiles {
+  cert: string;
+  key: string;
+}
+
+export function listen(app: Express, host: string, port: number, tls?: TlsFiles): Promise<RunningServer> {
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, host);
+    const server = tls
+      ? createHttpsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, app)
+      : createHttpServer(app);
+    server.listen(port, host);
     server.once('error', reject);
     server.once('listening', () => {
       const address = server.address() as AddressInfo;
       const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       resolve({
         server,
-        url: `http://${shownHost}:${address.port}`,
+        url: `${tls ? 'https' : 'http'}://${shownHost}:${address.port}`,
         close: () =>
           new Promise<void>((done) => {
             server.close(() => done());
@@ -27,27 +37,5 @@ export function listen(app: Express, host: string, port: number): Promise<Runnin
           }),
       });
     });
-  });
-}
-
-/**
- * Resolves with the signal once SIGINT or SIGTERM arrives. Later signals
- * are ignored while draining: Ctrl-C under `kreplay up` reaches a child
- * both from the terminal and from its parent, and must not cut the drain.
- */
-export function untilSignal(log: Logger): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    let draining = false;
-    const on = (signal: NodeJS.Signals) => {
-      if (draining) {
-        log.info('already draining', { signal });
-        return;
-      }
-      draining = true;
-      log.info('draining', { signal });
-      resolve(signal);
-    };
-    process.on('SIGINT', on);
-    process.on('SIGTERM', on);
   });
 }

@@ -1,4 +1,5 @@
 // kreplay_native: the kernel capture and the host facts it depends on.
+#include <bpf/bpf.h>
 #include <napi.h>
 
 #include "capture_error.h"
@@ -48,7 +49,7 @@ Napi::Value SetRealtimeSchedulingJs(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(info.Env(), "setRealtimeScheduling(tid, priority) takes two numbers");
   try {
     SetRealtimeScheduling(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value());
-  } catch (const CaptureFailure& failure) {
+  } catch (const NativeFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
   return info.Env().Undefined();
@@ -62,9 +63,23 @@ Napi::Value DoorbellPipeJs(const Napi::CallbackInfo& info) {
     out.Set(0u, ends.read_fd);
     out.Set(1u, ends.write_fd);
     return out;
-  } catch (const CaptureFailure& failure) {
+  } catch (const NativeFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
+}
+
+// hasBpfCapabilities(): the one check of load privileges, shared with LibbpfFailure.
+Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
+}
+
+// enableBpfStats(): an fd that keeps the kernel's per-program run-time statistics on until it is
+// closed; unlike the sysctl, holders do not undo one another.
+Napi::Value EnableBpfStatsJs(const Napi::CallbackInfo& info) {
+  const int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  if (fd < 0)
+    throw ToJsError(info.Env(), LibbpfFailure(fd, "E_CAPTURE_STATS", "cannot enable BPF run-time statistics", ""));
+  return Napi::Number::New(info.Env(), fd);
 }
 
 }  // namespace
@@ -80,6 +95,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
+  exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
+  exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   return exports;
 }
 

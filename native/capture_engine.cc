@@ -36,7 +36,8 @@ void CheckConfig(const CaptureConfig& config) {
     throw CaptureFailure("E_CAPTURE_CONFIG", "at most " + std::to_string(KR_MAX_FILTER_PIDS) + " pids can be filtered");
   }
   if (config.comm.size() >= KR_COMM_LEN) {
-    throw CaptureFailure("E_CAPTURE_CONFIG", "comm filter is longer than " + std::to_string(KR_COMM_LEN - 1) + " bytes");
+    throw CaptureFailure("E_CAPTURE_CONFIG",
+                         "comm filter is longer than " + std::to_string(KR_COMM_LEN - 1) + " bytes");
   }
 }
 
@@ -117,10 +118,8 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
     bpf_program* enter;
     bpf_program* exit;
   } calls[] = {
-      {"write", p.sys_enter_write, p.sys_exit_write},
-      {"writev", p.sys_enter_writev, p.sys_exit_writev},
-      {"pwrite64", p.sys_enter_pwrite64, p.sys_exit_pwrite64},
-      {"pwritev", p.sys_enter_pwritev, p.sys_exit_pwritev},
+      {"write", p.sys_enter_write, p.sys_exit_write},          {"writev", p.sys_enter_writev, p.sys_exit_writev},
+      {"pwrite64", p.sys_enter_pwrite64, p.sys_exit_pwrite64}, {"pwritev", p.sys_enter_pwritev, p.sys_exit_pwritev},
       {"pwritev2", p.sys_enter_pwritev2, p.sys_exit_pwritev2},
   };
   require(calls[0].enter, kTracefsAdvice);
@@ -212,8 +211,8 @@ std::vector<uint64_t> CaptureEngine::ReadCounters() const {
   if (cpus <= 0) return sums;
   std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
   for (__u32 key = 0; key < KR_COUNTER_MAX; key++) {
-    if (bpf_map__lookup_elem(skel_->maps.counters, &key, sizeof(key), per_cpu.data(),
-                             per_cpu.size() * sizeof(uint64_t), 0) != 0) {
+    if (bpf_map__lookup_elem(skel_->maps.counters, &key, sizeof(key), per_cpu.data(), per_cpu.size() * sizeof(uint64_t),
+                             0) != 0) {
       continue;
     }
     for (uint64_t v : per_cpu) sums[key] += v;

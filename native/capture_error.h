@@ -1,19 +1,15 @@
 // Failures of the capture, each with the string code JS sees on its Error.
 #pragma once
 
-#include <stdexcept>
 #include <string>
+
+#include "native_error.h"
 
 namespace kreplay {
 
-class CaptureFailure : public std::runtime_error {
+class CaptureFailure : public NativeFailure {
  public:
-  CaptureFailure(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
-  const std::string& code() const { return code_; }
-
- private:
-  std::string code_;
+  using NativeFailure::NativeFailure;
 };
 
 // Whether this process may load tracing programs (CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN).

@@ -164,7 +164,8 @@ Napi::Value CaptureSession::RingFill(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CaptureSession::ProgramStats(const Napi::CallbackInfo& info) {
-  const std::vector<kreplay::ProgramStats> stats = engine_ ? engine_->ReadProgramStats() : std::vector<kreplay::ProgramStats>{};
+  const std::vector<kreplay::ProgramStats> stats =
+      engine_ ? engine_->ReadProgramStats() : std::vector<kreplay::ProgramStats>{};
   Napi::Array out = Napi::Array::New(info.Env(), stats.size());
   for (uint32_t i = 0; i < stats.size(); i++) {
     Napi::Object o = Napi::Object::New(info.Env());

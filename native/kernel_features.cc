@@ -36,8 +36,8 @@ KernelFeatures::KernelFeatures() {
     vmlinux_ = nullptr;
     throw LibbpfFailure(err, "E_CAPTURE_NO_BTF", "cannot read /sys/kernel/btf/vmlinux", "");
   }
-  tracefs_events_ = IsDirectory("/sys/kernel/tracing/events") ? "/sys/kernel/tracing/events"
-                                                              : "/sys/kernel/debug/tracing/events";
+  tracefs_events_ =
+      IsDirectory("/sys/kernel/tracing/events") ? "/sys/kernel/tracing/events" : "/sys/kernel/debug/tracing/events";
 }
 
 KernelFeatures::~KernelFeatures() { btf__free(vmlinux_); }

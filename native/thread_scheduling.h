@@ -4,15 +4,23 @@
 
 #include <sys/types.h>
 
+#include "native_error.h"
+
 namespace kreplay {
+
+// Scheduling failures are the clock's, not the capture's: E_SCHED, E_SCHED_PERM.
+class SchedulingFailure : public NativeFailure {
+ public:
+  using NativeFailure::NativeFailure;
+};
 
 // Puts thread `tid` of this process under SCHED_FIFO at `priority`, so that
 // it preempts ordinary threads when its deadline comes. Throws a
-// CaptureFailure (E_SCHED_PERM without CAP_SYS_NICE, else E_SCHED).
+// SchedulingFailure (E_SCHED_PERM without CAP_SYS_NICE, else E_SCHED).
 void SetRealtimeScheduling(pid_t tid, int priority);
 
 // A non-blocking, close-on-exec pipe: {read end, write end}. Throws a
-// CaptureFailure (E_PIPE) when none can be made.
+// NativeFailure (E_PIPE) when none can be made.
 struct PipeEnds {
   int read_fd;
   int write_fd;

@@ -18,8 +18,9 @@ bool EnsureTracefs() {
   const int err = errno;
   const std::string text = std::string("cannot mount tracefs at /sys/kernel/tracing: ") + std::strerror(err);
   if (err == EPERM || err == EACCES) {
-    throw CaptureFailure("E_CAPTURE_PERM", text + "; run kreplay as root, or mount it first: "
-                                                  "mount -t tracefs nodev /sys/kernel/tracing");
+    throw CaptureFailure("E_CAPTURE_PERM", text +
+                                               "; run kreplay as root, or mount it first: "
+                                               "mount -t tracefs nodev /sys/kernel/tracing");
   }
   throw CaptureFailure("E_CAPTURE_NO_TRACEPOINT", text + "; kreplay needs a kernel with tracefs (CONFIG_TRACING)");
 }

@@ -4,7 +4,9 @@
  * the kernel copied; the kernel does no validation.
  */
 export const MARKER_PREFIX = 'KREPLAY-CTX';
-const VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
+/** What a transaction or trace id in a marker may hold; `kreplay run` checks its flags against it too. */
+export const CONTEXT_VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
+export const CONTEXT_VALUE_RULE = '1..128 characters of [A-Za-z0-9._:/@-]';
 const MARKER_KEYS = { txn: 'transactionId', trace: 'traceId' } as const;
 
 export interface TraceContext {
@@ -35,8 +37,8 @@ export function parseMarker(data: string): MarkerParse {
       return { kind: 'malformed', reason: `unknown field "${key.slice(0, 32)}" (use txn= and trace=)` };
     if (context[target] !== null) return { kind: 'malformed', reason: `field ${key} given twice` };
     const value = eq === -1 ? '' : field.slice(eq + 1);
-    if (!VALUE.test(value)) {
-      return { kind: 'malformed', reason: `${key} value must be 1..128 characters of [A-Za-z0-9._:/@-]` };
+    if (!CONTEXT_VALUE.test(value)) {
+      return { kind: 'malformed', reason: `${key} value must be ${CONTEXT_VALUE_RULE}` };
     }
     context[target] = value;
   }
@@ -72,6 +74,6 @@ export function parseHttpHead(data: string): TraceContext | null {
   if (version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return null;
   return {
     traceId: traceId!,
-    transactionId: requestId !== null && VALUE.test(requestId) ? requestId : traceId!,
+    transactionId: requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : traceId!,
   };
 }

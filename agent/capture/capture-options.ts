@@ -1,7 +1,7 @@
 /** What a capture records, and the checks that turn options into the addon's config. */
 import { COMM_LEN, MAX_FILTER_PIDS } from '../../core/model';
 import { CaptureError } from './capture-error';
-import type { NativeCaptureConfig } from './native-addon';
+import type { NativeCaptureConfig } from '../../core/native/addon';
 
 export interface CaptureOptions {
   /** power of two, at least one page; default 64 MiB */
@@ -24,17 +24,16 @@ export interface CaptureOptions {
   targets?: boolean;
 }
 
-const DEFAULT_RING_BYTES = 64 * 1024 * 1024;
+/** Ring buffer sizes (powers of two) a capture accepts; the CLI's --ring-buffer-mb takes its bounds from here. */
+export const RING_BUFFER_BYTES = { min: 4096, max: 1024 * 1024 * 1024, default: 64 * 1024 * 1024 } as const;
 const DEFAULT_WAKEUP_BYTES = 1024 * 1024;
 const DEFAULT_POLL_TIMEOUT_MS = 100;
-const MIN_RING_BYTES = 4096;
-const MAX_RING_BYTES = 1024 * 1024 * 1024;
 
 function invalid(message: string): never {
   throw new CaptureError('E_CAPTURE_CONFIG', message);
 }
 
-function isPowerOfTwo(n: number): boolean {
+export function isPowerOfTwo(n: number): boolean {
   return Number.isInteger(n) && n > 0 && 2 ** Math.round(Math.log2(n)) === n;
 }
 
@@ -45,15 +44,10 @@ function nonNegativeInteger(name: string, value: number): number {
 }
 
 export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
-  const ringBufferBytes = options.ringBufferBytes ?? DEFAULT_RING_BYTES;
-  if (
-    !isPowerOfTwo(ringBufferBytes) ||
-    ringBufferBytes < MIN_RING_BYTES ||
-    ringBufferBytes > MAX_RING_BYTES
-  ) {
-    invalid(
-      `ringBufferBytes must be a power of two from ${MIN_RING_BYTES} to ${MAX_RING_BYTES}, got ${ringBufferBytes}`,
-    );
+  const ringBufferBytes = options.ringBufferBytes ?? RING_BUFFER_BYTES.default;
+  const { min, max } = RING_BUFFER_BYTES;
+  if (!isPowerOfTwo(ringBufferBytes) || ringBufferBytes < min || ringBufferBytes > max) {
+    invalid(`ringBufferBytes must be a power of two from ${min} to ${max}, got ${ringBufferBytes}`);
   }
   const pollTimeoutMs = options.pollTimeoutMs ?? DEFAULT_POLL_TIMEOUT_MS;
   if (!Number.isInteger(pollTimeoutMs) || pollTimeoutMs < 1 || pollTimeoutMs > 60_000) {

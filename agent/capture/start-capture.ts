@@ -1,9 +1,14 @@
 /** A running capture: the kernel programs attached and their records flowing to onBatch. */
 import type { Logger } from '../../core/log/logger';
-import { KERNEL_COUNTER_COUNT, KernelCounter, type KernelCounterName } from '../../core/model';
+import { KERNEL_COUNTER_COUNT, kernelCounters, type KernelCounterName } from '../../core/model';
 import { CaptureError, toCaptureError } from './capture-error';
 import { toNativeConfig, type CaptureOptions } from './capture-options';
-import { nativeAddon, type NativeAddon, type NativeCaptureSession, type ProgramStats } from './native-addon';
+import {
+  nativeAddon,
+  type NativeAddon,
+  type NativeCaptureSession,
+  type ProgramStats,
+} from '../../core/native/addon';
 import { ensureTracefs } from './host';
 
 export interface Capture {
@@ -83,10 +88,7 @@ export function startCapture(
           `the native addon reports ${values.length} counters, not ${KERNEL_COUNTER_COUNT}: rebuild it (make build)`,
         );
       }
-      const out = {} as Record<KernelCounterName, number>;
-      for (const [name, index] of Object.entries(KernelCounter))
-        out[name as KernelCounterName] = values[index] ?? 0;
-      return out;
+      return kernelCounters(values);
     },
     ringFill: () => session.ringFill(),
     programStats: () => session.programStats(),

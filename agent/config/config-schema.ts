@@ -1,4 +1,5 @@
 /** The agent's optional config file (--config, JSON or YAML). */
+import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import { z } from 'zod';
 
 const pattern = z.string().min(1, 'must not be empty');
@@ -20,10 +21,7 @@ export const serviceRuleSchema = z
 
 export const agentConfigSchema = z
   .object({
-    node: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_" or "-", at most 64')
-      .optional(),
+    node: z.string().regex(NODE_NAME, NODE_NAME_RULE).optional(),
     services: z.array(serviceRuleSchema).default([]),
   })
   .strict();

@@ -14,16 +14,20 @@ import {
   readCString,
   readI53,
   readU53,
+  recordBytes,
   RecordHead,
+  recordProblem,
+  RecordProblem,
   RecordType,
   SysWriteLayout,
-  TARGET_DATA_LEN,
-  TargetLayout,
+  type RecordProblemCode,
+  TARGET_ID_WINDOW,
+  readTargetRecord,
   targetText,
 } from '../../core/model';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { Dictionaries } from '../store/dictionary';
+import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
 
 export class CorruptRecordError extends KreplayError {
@@ -58,11 +62,20 @@ export interface BatchSink {
 
 const TWO_32 = 0x1_0000_0000;
 
-/** The size a target record must have: its head and its data rounded up to 8 (the head's size when truncated). */
-function targetRecordSize(buf: Buffer, off: number): number {
-  if (buf.length - off < TargetLayout.data) return TargetLayout.data;
-  return (TargetLayout.data + Math.min(buf.readUInt16LE(off + TargetLayout.len), TARGET_DATA_LEN) + 7) & ~7;
+function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): CorruptRecordError {
+  if (problem === RecordProblem.TruncatedHead)
+    return new CorruptRecordError(off, buf.length - off, 'truncated head');
+  const type = buf.readUInt32LE(off);
+  const size = buf.readUInt32LE(off + RecordHead.size);
+  const reason =
+    problem === RecordProblem.UnknownType
+      ? `unknown record type ${type}`
+      : problem === RecordProblem.PastEnd
+        ? `${size}-byte record runs past the end of the batch`
+        : `type ${type} with size ${size}, expected ${recordBytes(buf, off)}`;
+  return new CorruptRecordError(off, buf.length - off, reason);
 }
+
 const MAX_CACHED_THREADS = 262144;
 
 export class RecordDecoder {
@@ -93,33 +106,10 @@ export class RecordDecoder {
   decode(buf: Buffer, sink: BatchSink): void {
     let off = 0;
     while (off < buf.length) {
-      if (buf.length - off < RecordHead.bytes)
-        throw new CorruptRecordError(off, buf.length - off, 'truncated head');
+      const problem = recordProblem(buf, off);
+      if (problem !== RecordProblem.None) throw corruptRecord(buf, off, problem);
       const type = buf.readUInt32LE(off);
       const size = buf.readUInt32LE(off + RecordHead.size);
-      const expected =
-        type === RecordType.Context
-          ? ContextLayout.bytes
-          : type === RecordType.SysWrite || type === RecordType.BlockIo
-            ? EventLayout.bytes
-            : type === RecordType.Target
-              ? targetRecordSize(buf, off)
-              : -1;
-      if (expected === -1) throw new CorruptRecordError(off, buf.length - off, `unknown record type ${type}`);
-      if (size !== expected) {
-        throw new CorruptRecordError(
-          off,
-          buf.length - off,
-          `type ${type} with size ${size}, expected ${expected}`,
-        );
-      }
-      if (off + size > buf.length) {
-        throw new CorruptRecordError(
-          off,
-          buf.length - off,
-          `${size}-byte record runs past the end of the batch`,
-        );
-      }
       if (type === RecordType.Context) this.defineContext(buf, off);
       else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
@@ -143,22 +133,20 @@ export class RecordDecoder {
   }
 
   private defineTarget(buf: Buffer, off: number): void {
-    const data = off + TargetLayout.data;
-    const kind = buf.readUInt32LE(off + TargetLayout.kind);
-    const value = targetText({
-      kind,
-      flags: buf.readUInt32LE(off + TargetLayout.flags),
-      family: buf.readUInt16LE(off + TargetLayout.family),
-      protocol: buf.readUInt16LE(off + TargetLayout.protocol),
-      port: buf.readUInt16LE(off + TargetLayout.port),
-      addr: buf.subarray(off + TargetLayout.addr, data),
-      data: buf.subarray(data, data + buf.readUInt16LE(off + TargetLayout.len)),
-    });
-    this.storeTargetIds.set(
-      readU53(buf, off + TargetLayout.targetId),
-      this.dictionaries.targets.id(kind, value),
-    );
+    const record = readTargetRecord(buf, off);
+    const kernelId = record.targetId;
+    this.storeTargetIds.set(kernelId, this.dictionaries.targets.id(record.kind, targetText(record)));
     this.targetRecords++;
+    if (this.storeTargetIds.size > 2 * TARGET_ID_WINDOW)
+      this.forgetTargetsBefore(kernelId - 2 * TARGET_ID_WINDOW);
+  }
+
+  /* The kernel no longer hands these ids to writes (see KR_TARGET_ID_WINDOW); the Map holds them oldest first. */
+  private forgetTargetsBefore(kernelId: number): void {
+    for (const id of this.storeTargetIds.keys()) {
+      if (id >= kernelId) break;
+      this.storeTargetIds.delete(id);
+    }
   }
 
   private storeTargetId(kernelId: number): number {

@@ -4,23 +4,19 @@
  */
 import type Database from 'better-sqlite3';
 import { RecordType } from '../../core/model';
+import { columnsOf } from '../../core/store/event-columns';
 import type { EventBatch } from '../ingest/event-batch';
 
 const ROWS_PER_STATEMENT = 64;
 
-interface TypeShape {
-  /** type-specific columns after the common ones */
-  columns: string;
-  extraParams: number;
-}
-
-const COMMON_COLUMNS = 'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes';
-const COMMON_PARAMS = 9; // ts offset, seq, dur, service, ctx, pid, tid, comm, bytes
-
-const SHAPES: Record<number, TypeShape> = {
-  [RecordType.SysWrite]: { columns: 'fd, ret, syscall, target', extraParams: 4 },
-  [RecordType.BlockIo]: { columns: 'dev, sector, op, error', extraParams: 4 },
-};
+/*
+ * The columns come from the column table; `type` is a literal of the
+ * statement, so a row takes one parameter fewer. run() fills them in table
+ * order: ts offset, seq, dur, service, ctx, pid, tid, comm, bytes, then the
+ * batch's handle, result, kind and error (block I/O) or target (writes).
+ */
+const COMMON_COLUMNS = columnsOf('all');
+const TYPES = [RecordType.SysWrite, RecordType.BlockIo] as const;
 
 export class EventInsert {
   private readonly many: Database.Statement;
@@ -32,12 +28,13 @@ export class EventInsert {
     db: Database.Database,
     private readonly type: number,
   ) {
-    const shape = SHAPES[type];
-    if (!shape) throw new RangeError(`no insert shape for record type ${type}`);
-    this.perRow = COMMON_PARAMS + shape.extraParams;
+    const shapeType = TYPES.find((t) => t === type);
+    if (shapeType === undefined) throw new RangeError(`no insert shape for record type ${type}`);
+    const columns = [...COMMON_COLUMNS, ...columnsOf(shapeType)];
+    this.perRow = columns.length - 1;
     // Numbers bind as REAL in better-sqlite3; the CAST keeps base + offset an exact integer.
     const row = `(@base + CAST(? AS INTEGER), ?, ${type}${', ?'.repeat(this.perRow - 2)})`;
-    const prefix = `INSERT INTO events (${COMMON_COLUMNS}, ${shape.columns}) VALUES `;
+    const prefix = `INSERT INTO events (${columns.join(', ')}) VALUES `;
     this.many = db.prepare(prefix + Array(ROWS_PER_STATEMENT).fill(row).join(','));
     this.one = db.prepare(prefix + row);
     this.params = new Array(ROWS_PER_STATEMENT * this.perRow);

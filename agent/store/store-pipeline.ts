@@ -7,19 +7,18 @@
  */
 import { KreplayError } from '../../core/errors';
 import { statSync } from 'node:fs';
-import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
 import type { Logger } from '../../core/log/logger';
-import { repoRoot } from '../paths';
+import { startThread } from '../../core/threads/start-thread';
 import {
   ContextDictionary,
   NameDictionary,
   TargetDictionary,
   takeNewNames,
   type Dictionaries,
-} from './dictionary';
+} from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import {
   SLOT_BUSY,
@@ -36,13 +35,6 @@ export class StoreThreadError extends KreplayError {
   constructor(message: string, code?: string) {
     super(code ?? 'E_STORE_THREAD', message);
   }
-}
-
-/* Compiled next to this file in dist/; from the TypeScript sources (tests) use the build's copy. */
-function writerThreadPath(): string {
-  return __filename.endsWith('.js')
-    ? join(__dirname, 'writer-thread.js')
-    : join(repoRoot(), 'dist', 'agent', 'store', 'writer-thread.js');
 }
 
 export class StorePipeline implements BatchSink, Dictionaries {
@@ -83,7 +75,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
       flags: new SharedArrayBuffer(4 * (SLOTS + 1)),
       rowsWritten: new SharedArrayBuffer(8),
     };
-    const worker = new Worker(writerThreadPath(), { workerData: data });
+    const worker = startThread(__dirname, 'writer-thread', { workerData: data });
     return new Promise((resolve, reject) => {
       worker.once('error', reject);
       worker.once('message', (message: FromWriter) => {

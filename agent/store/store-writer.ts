@@ -17,7 +17,7 @@ import {
   type NameEntry,
   type NewNames,
   type TargetEntry,
-} from './dictionary';
+} from '../ingest/dictionary';
 import { EventInsert } from './event-insert';
 import { acquireWriterLock } from './writer-lock';
 

@@ -1,5 +1,5 @@
 /** Messages between the agent's decoder (main thread) and the store's writer thread. */
-import type { NewNames, ContextEntry, NameEntry, TargetEntry } from './dictionary';
+import type { NewNames, ContextEntry, NameEntry, TargetEntry } from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import type { StoreInfo } from '../../core/store/schema';
 

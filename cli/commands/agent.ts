@@ -1,9 +1,13 @@
+import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
+import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import type { Command } from 'commander';
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-client';
 import { Agent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
-import { untilSignal } from '../../daemon/server';
+import { untilSignal } from '../signals';
 import { collectIntegers, integerOption } from '../options';
 
 interface AgentFlags {
@@ -16,21 +20,46 @@ interface AgentFlags {
   minDurationNs: number;
   ringBufferMb: number;
   attribution: boolean;
+  targets: boolean;
   quiet: boolean;
   statusInterval: number;
+  ship?: string;
+  shipUser?: string;
+  shipPasswordFile?: string;
 }
 
-const NODE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+/** The fleet store to ship to; the password comes from a file or KREPLAY_SHIP_PASSWORD, never a flag value. */
+function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
+  if (flags.ship === undefined) {
+    if (flags.shipUser !== undefined || flags.shipPasswordFile !== undefined)
+      throw new Error('--ship-user and --ship-password-file need --ship clickhouse://HOST:PORT/DB');
+    return undefined;
+  }
+  const endpoint = parseClickHouseUrl(flags.ship);
+  let password = process.env.KREPLAY_SHIP_PASSWORD;
+  if (flags.shipPasswordFile !== undefined) {
+    try {
+      password = readFileSync(flags.shipPasswordFile, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      throw new Error(`--ship-password-file ${flags.shipPasswordFile}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+  return new ClickHouseHttp({ ...endpoint, user: flags.shipUser, password });
+}
+
+const MIB = 1024 * 1024;
 
 export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const log = createLogger({ component: 'agent' });
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
-  if (!NODE_NAME.test(node))
-    throw new Error(`--node "${node}" must be 1..64 of letters, digits, ".", "_" or "-"`);
-  const ringBytes = flags.ringBufferMb * 1024 * 1024;
-  if ((ringBytes & (ringBytes - 1)) !== 0)
+  if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be ${NODE_NAME_RULE}`);
+  const ringBytes = flags.ringBufferMb * MIB;
+  if (!isPowerOfTwo(ringBytes))
     throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
+  const ship = shipTarget(flags);
   const agent = await Agent.start(
     {
       dataDir: flags.dataDir,
@@ -43,11 +72,13 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
         minDurationNs: flags.minDurationNs,
         attribution: flags.attribution,
+        targets: flags.targets,
       },
       batchRows: 262144,
       flushIntervalMs: 200,
       statusIntervalMs: flags.statusInterval * 1000,
       quiet: flags.quiet,
+      ship,
     },
     log,
   );
@@ -71,9 +102,21 @@ export function registerAgentCommand(program: Command): void {
       integerOption(0, Number.MAX_SAFE_INTEGER),
       0,
     )
-    .option('--ring-buffer-mb <mb>', 'ring buffer size, a power of two', integerOption(1, 1024), 64)
+    .option(
+      '--ring-buffer-mb <mb>',
+      'ring buffer size, a power of two',
+      integerOption(1, RING_BUFFER_BYTES.max / MIB),
+      RING_BUFFER_BYTES.default / MIB,
+    )
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
+    .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
+    .option('--ship <url>', 'also ship committed events to ClickHouse at clickhouse://HOST:HTTP_PORT/DB')
+    .option('--ship-user <user>', 'ClickHouse user for --ship')
+    .option(
+      '--ship-password-file <file>',
+      'file holding the ClickHouse password (or set KREPLAY_SHIP_PASSWORD)',
+    )
     .action((flags: AgentFlags) => runAgentCommand(flags));
 }

@@ -10,6 +10,7 @@ import {
   parseTimeNs,
 } from '../../daemon/http/query-values';
 import { tableHeader, tableRow } from '../event-table';
+import { authHeaders } from '../daemon-request';
 import { baseUrlOption, integerOption, queryValueOption } from '../options';
 
 interface EventsFlags {
@@ -76,7 +77,7 @@ function describeProblem(status: number, text: string): string {
 async function fetchPage(server: string, query: URLSearchParams): Promise<EventsBody> {
   let res: Response;
   try {
-    res = await fetch(`${server}/api/events?${query}`);
+    res = await fetch(`${server}/api/events?${query}`, { headers: authHeaders() });
   } catch (err) {
     const cause = (err as { cause?: Error }).cause;
     throw new Error(`cannot reach ${server}: ${cause?.message ?? (err as Error).message}`, { cause: err });

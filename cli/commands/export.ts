@@ -4,7 +4,7 @@ import { rename, rm } from 'node:fs/promises';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
-import { problemText, unreachable } from '../daemon-request';
+import { authHeaders, problemText, unreachable } from '../daemon-request';
 import { baseUrlOption, queryValueOption } from '../options';
 import { parseText } from '../../daemon/http/query-values';
 import { QUERY_FLAGS, queryOf } from './events';
@@ -22,7 +22,7 @@ export async function runExport(transactionId: string | undefined, flags: Export
   const url = `${flags.server}/api/events/export?${query}`;
   let res: Response;
   try {
-    res = await fetch(url);
+    res = await fetch(url, { headers: authHeaders() });
   } catch (err) {
     throw unreachable(url, err);
   }

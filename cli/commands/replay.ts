@@ -5,6 +5,7 @@
  * a terminal. Exits 0 when the replay finishes, 1 on any error, 130 after
  * Ctrl-C (which stops the session first).
  */
+import { SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
 import { InvalidArgumentError, type Command } from 'commander';
 import { MAX_EXTRA_LATENCY_NS } from '../../daemon/replay/sessions/session-schema';
 import { problemText, requestJson, unreachable } from '../daemon-request';
@@ -168,7 +169,12 @@ export function registerReplayCommand(program: Command): void {
       'replay a transaction through the daemon: its events as NDJSON on stdout, each at its moment',
     )
     .argument('<transaction-id>', 'transaction_id of the events to replay', transactionArgument)
-    .option('--speed <factor>', 'speed factor, 0.001..1000', decimalOption(0.001, 1000), 1)
+    .option(
+      '--speed <factor>',
+      `speed factor, ${SPEED_FACTOR.min}..${SPEED_FACTOR.max}`,
+      decimalOption(SPEED_FACTOR.min, SPEED_FACTOR.max),
+      1,
+    )
     .option(
       '--extra-latency-ns <ns>',
       'latency added to every call, 0..60000000000',

@@ -2,12 +2,10 @@ import { Command, InvalidArgumentError } from 'commander';
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { constants } from 'node:os';
-import { MARKER_PREFIX } from '../../agent/attribution/context-parser';
-
-const VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
+import { CONTEXT_VALUE, CONTEXT_VALUE_RULE, MARKER_PREFIX } from '../../agent/attribution/context-parser';
 
 function contextValue(value: string): string {
-  if (!VALUE.test(value)) throw new InvalidArgumentError('expected 1..128 characters of [A-Za-z0-9._:/@-]');
+  if (!CONTEXT_VALUE.test(value)) throw new InvalidArgumentError(`expected ${CONTEXT_VALUE_RULE}`);
   return value;
 }
 

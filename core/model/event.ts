@@ -4,6 +4,7 @@ import { formatEventId } from './event-id';
 import { exactJson, int64Json } from '../json/exact-json';
 import { RecordType } from './record-layout';
 import type { TargetKind } from './target';
+import type { EventRow } from '../store/event-columns';
 
 interface CommonFields {
   event_id: string;
@@ -39,45 +40,6 @@ export interface BlockIoEvent extends CommonFields {
 }
 
 export type ApiEvent = SysWriteEvent | BlockIoEvent;
-
-/** Columns of the events table, in the order EventRow names them. */
-export const EVENT_COLUMNS =
-  'ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target';
-
-/** The store schema version that added write targets (core/store/schema.ts). */
-export const TARGETS_SCHEMA_VERSION = 2;
-
-/** The schema version that added a column (the others are in every version). */
-const COLUMN_SINCE: Record<string, number> = { target: TARGETS_SCHEMA_VERSION };
-
-/** EVENT_COLUMNS as a store of `schemaVersion` can select them: NULL for a column it does not have yet. */
-export function eventColumnsOf(schemaVersion: number): string {
-  return EVENT_COLUMNS.split(', ')
-    .map((column) => ((COLUMN_SINCE[column] ?? 1) <= schemaVersion ? column : `NULL AS ${column}`))
-    .join(', ');
-}
-
-/** A row of EVENT_COLUMNS read with safeIntegers(true). */
-export interface EventRow {
-  ts: bigint;
-  seq: bigint;
-  type: bigint;
-  dur: bigint;
-  service: bigint;
-  ctx: bigint | null;
-  pid: bigint;
-  tid: bigint;
-  comm: bigint;
-  bytes: bigint;
-  fd: bigint | null;
-  ret: bigint | null;
-  syscall: bigint | null;
-  dev: bigint | null;
-  sector: bigint | null;
-  op: bigint | null;
-  error: bigint | null;
-  target: bigint | null;
-}
 
 /** A write's target as its store's dictionary holds it. */
 export interface Target {

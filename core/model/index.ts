@@ -3,3 +3,4 @@ export * from './event-types';
 export * from './event-id';
 export * from './event';
 export * from './target';
+export * from './node-name';

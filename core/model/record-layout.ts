@@ -12,6 +12,8 @@ export const CONTEXT_DATA_LEN = 1024;
 export const TARGET_PATH_MAX = 1024;
 export const TARGET_NAME_MAX = 256;
 export const TARGET_DATA_LEN = TARGET_PATH_MAX + TARGET_NAME_MAX;
+/** Events reuse a target id only while fewer ids than this were handed out after it. */
+export const TARGET_ID_WINDOW = 1 << 18;
 
 /** Offsets of the common head of every record. */
 export const RecordHead = { type: 0, size: 4, bytes: 8 } as const;
@@ -86,8 +88,48 @@ export const KernelCounter = {
   targetDropped: 8,
   targetEmitted: 9,
 } as const;
-export const KERNEL_COUNTER_COUNT = 10;
 export type KernelCounterName = keyof typeof KernelCounter;
+export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];
+export const KERNEL_COUNTER_COUNT = KERNEL_COUNTER_NAMES.length;
+
+/** Kernel counters by name from the addon's values in enum kr_counter order (0 for a missing one). */
+export function kernelCounters(values: readonly number[]): Record<KernelCounterName, number> {
+  const out = {} as Record<KernelCounterName, number>;
+  for (const name of KERNEL_COUNTER_NAMES) out[name] = values[KernelCounter[name]] ?? 0;
+  return out;
+}
+
+/**
+ * The size the record at `at` must have, or -1 for a type kreplay does not
+ * know: fixed per type, and for a target record its head and its data
+ * rounded up to 8 (the head's size when the head itself is cut short).
+ */
+export function recordBytes(buf: Buffer, at: number): number {
+  const type = buf.readUInt32LE(at + RecordHead.type);
+  if (type === RecordType.SysWrite || type === RecordType.BlockIo) return EventLayout.bytes;
+  if (type === RecordType.Context) return ContextLayout.bytes;
+  if (type !== RecordType.Target) return -1;
+  if (buf.length - at < TargetLayout.data) return TargetLayout.data;
+  return (TargetLayout.data + Math.min(buf.readUInt16LE(at + TargetLayout.len), TARGET_DATA_LEN) + 7) & ~7;
+}
+
+/** Why a record cannot be trusted; None when it can. */
+export const RecordProblem = { None: 0, TruncatedHead: 1, UnknownType: 2, PastEnd: 3, WrongSize: 4 } as const;
+export type RecordProblemCode = (typeof RecordProblem)[keyof typeof RecordProblem];
+
+/**
+ * The one rule of every walker over a batch (the ingest decoder and the
+ * tests' decoder): a whole head, a known type, within the batch, exactly
+ * its size. A code, not an object, so the ingest path allocates nothing.
+ */
+export function recordProblem(buf: Buffer, at: number): RecordProblemCode {
+  if (buf.length - at < RecordHead.bytes) return RecordProblem.TruncatedHead;
+  const expected = recordBytes(buf, at);
+  if (expected === -1) return RecordProblem.UnknownType;
+  const size = buf.readUInt32LE(at + RecordHead.size);
+  if (at + size > buf.length) return RecordProblem.PastEnd;
+  return size === expected ? RecordProblem.None : RecordProblem.WrongSize;
+}
 
 /** Reads a u64 that is known to fit in 2^53 (counters, ids, sizes). */
 export function readU53(buf: Buffer, offset: number): number {

@@ -2,7 +2,7 @@
  * What a write went to: the kinds, and the text of a target as the API
  * shows it, built from a kr_target record (bpf/capture.h).
  */
-import { TargetFlag } from './record-layout';
+import { readU53, TargetFlag, TargetLayout } from './record-layout';
 
 /** enum kr_target_kind, index = code */
 export const TARGET_KINDS = ['file', 'socket', 'pipe', 'char', 'anon', 'other'] as const;
@@ -27,6 +27,21 @@ export interface TargetRecordFields {
   addr: Uint8Array;
   /** the record's `len` bytes of data */
   data: Buffer;
+}
+
+/** The target record at `off` of `buf` (its addr and data are views into buf). */
+export function readTargetRecord(buf: Buffer, off: number): TargetRecordFields & { targetId: number } {
+  const data = off + TargetLayout.data;
+  return {
+    targetId: readU53(buf, off + TargetLayout.targetId),
+    kind: buf.readUInt32LE(off + TargetLayout.kind),
+    flags: buf.readUInt32LE(off + TargetLayout.flags),
+    family: buf.readUInt16LE(off + TargetLayout.family),
+    protocol: buf.readUInt16LE(off + TargetLayout.protocol),
+    port: buf.readUInt16LE(off + TargetLayout.port),
+    addr: buf.subarray(off + TargetLayout.addr, data),
+    data: buf.subarray(data, data + buf.readUInt16LE(off + TargetLayout.len)),
+  };
 }
 
 const AF_UNIX = 1;

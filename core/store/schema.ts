@@ -8,11 +8,12 @@
  * are partial because most events carry no context and most calls are fast.
  */
 import { KreplayError } from '../errors';
+import { eventColumnsAddedIn, eventColumnsDdl, TARGETS_SCHEMA_VERSION } from './event-columns';
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
@@ -58,23 +59,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX contexts_by_trace ON contexts (trace_id) WHERE trace_id IS NOT NULL;
 
   CREATE TABLE events (
-    ts INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    type INTEGER NOT NULL,
-    dur INTEGER NOT NULL,
-    service INTEGER NOT NULL,
-    ctx INTEGER,
-    pid INTEGER NOT NULL,
-    tid INTEGER NOT NULL,
-    comm INTEGER NOT NULL,
-    bytes INTEGER NOT NULL,
-    fd INTEGER,
-    ret INTEGER,
-    syscall INTEGER,
-    dev INTEGER,
-    sector INTEGER,
-    op INTEGER,
-    error INTEGER,
+    ${eventColumnsDdl()},
     PRIMARY KEY (ts, seq)
   ) WITHOUT ROWID;
   CREATE INDEX events_by_context ON events (ctx) WHERE ctx IS NOT NULL;
@@ -89,9 +74,32 @@ export const MIGRATIONS: readonly string[] = [
     value TEXT NOT NULL
   ) STRICT;
   CREATE UNIQUE INDEX targets_by_value ON targets (value, kind);
-  ALTER TABLE events ADD COLUMN target INTEGER;
+  ${eventColumnsAddedIn(TARGETS_SCHEMA_VERSION)}
+  `,
+  // v3: shipping to a fleet store (agent/ship). seq is the commit order (a later commit may hold
+  // an earlier ts), so the shipper walks seq; one cursor per destination, in this file so that a
+  // restarted agent resumes where its last acknowledged batch ended.
+  `
+  CREATE INDEX events_by_seq ON events (seq);
+  CREATE TABLE ship_cursors (
+    destination TEXT PRIMARY KEY,
+    next_seq INTEGER NOT NULL,
+    shipped INTEGER NOT NULL,
+    updated_ns INTEGER NOT NULL
+  ) STRICT;
   `,
 ];
+
+/**
+ * The first seq not yet shipped to every destination, or null when nothing ships from this
+ * store. Retention (agent-in-production) keeps events from here on unless the store cap forces
+ * it, and counts those it must drop as unshipped_pruned.
+ */
+export function firstUnshippedSeq(db: Database.Database): number | null {
+  if (schemaVersionOf(db) < 3) return null;
+  const row = db.prepare('SELECT min(next_seq) AS seq FROM ship_cursors').get() as { seq: number | null };
+  return row.seq;
+}
 
 export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
 

@@ -3,7 +3,7 @@ import { Router, type ErrorRequestHandler } from 'express';
 import { z } from 'zod';
 import { badRequest, ProblemError } from '../http/problem';
 import { parseQuery } from '../http/query-params';
-import type { NodeStores } from '../store/node-stores';
+import type { EventReader } from '../store/event-reader';
 import { eventsQuerySchema, int64Param, toFilter } from './events-query';
 import { exportQuerySchema } from './export/export-query';
 import { streamChromeTrace } from './export/export-stream';
@@ -21,19 +21,19 @@ const pathDecodeError: ErrorRequestHandler = (err, _req, _res, next) => {
   );
 };
 
-export function eventsRouter(stores: NodeStores): Router {
+export function eventsRouter(stores: EventReader): Router {
   const router = Router();
-  router.get('/', (req, res) => {
+  router.get('/', async (req, res) => {
     const query = parseQuery(eventsQuerySchema, req.query);
-    res.type('application/json').send(listEventsJson(stores, query));
+    res.type('application/json').send(await listEventsJson(stores, query));
   });
   router.get('/export', async (req, res) => {
     const query = parseQuery(exportQuerySchema, req.query);
     await streamChromeTrace(stores, toFilter(query), res);
   });
-  router.get('/:eventId', (req, res) => {
+  router.get('/:eventId', async (req, res) => {
     const { int64 } = parseQuery(eventQuerySchema, req.query);
-    res.type('application/json').send(eventJson(stores, req.params.eventId, int64 === 'string'));
+    res.type('application/json').send(await eventJson(stores, req.params.eventId, int64 === 'string'));
   });
   router.use(pathDecodeError);
   return router;

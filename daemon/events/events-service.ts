@@ -1,14 +1,14 @@
-/** Answers event queries from the node stores as JSON text with exact 19-digit integers. */
+/** Answers event queries from the event store as JSON text with exact 19-digit integers. */
 import { eventToJson, parseEventId } from '../../core/model';
 import { badRequest, notFound } from '../http/problem';
-import type { NodeStores } from '../store/node-stores';
+import type { EventReader } from '../store/event-reader';
 import { encodeCursor, filterHash } from './events-cursor';
 import { DEFAULT_LIMIT, toFilter, type EventsQuery } from './events-query';
 
-export function listEventsJson(stores: NodeStores, query: EventsQuery): string {
+export async function listEventsJson(stores: EventReader, query: EventsQuery): Promise<string> {
   const filter = toFilter(query);
   const order = query.order ?? query.cursor?.order ?? 'asc';
-  const page = stores.page(filter, {
+  const page = await stores.page(filter, {
     limit: query.limit ?? DEFAULT_LIMIT,
     order,
     after: query.cursor?.after,
@@ -19,12 +19,16 @@ export function listEventsJson(stores: NodeStores, query: EventsQuery): string {
   return `{"events":[${events}],"next_cursor":${JSON.stringify(next)}}`;
 }
 
-export function eventJson(stores: NodeStores, eventId: string, int64AsString: boolean): string {
+export async function eventJson(
+  stores: EventReader,
+  eventId: string,
+  int64AsString: boolean,
+): Promise<string> {
   if (!parseEventId(eventId))
     throw badRequest([
       { param: 'event_id', message: 'malformed: expected the 40 hex digits of an event_id' },
     ]);
-  const event = stores.get(eventId);
+  const event = await stores.get(eventId);
   if (!event) throw notFound('event-not-found', `no event ${eventId}`);
   return eventToJson(event, int64AsString);
 }

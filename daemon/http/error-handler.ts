@@ -1,6 +1,7 @@
 /** Turns every failure into problem+json; never a stack trace, never a 500 for bad input. */
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '../../core/log/logger';
+import { ClickHouseError } from '../../core/clickhouse/http-client';
 import { ProblemError } from './problem';
 import type { ProblemKind } from './problem-kinds';
 
@@ -43,7 +44,13 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
       res.destroy();
       return;
     }
-    const problem = err instanceof ProblemError ? err : fromBodyParser((err ?? {}) as BodyParserError);
+    const problem =
+      err instanceof ProblemError
+        ? err
+        : err instanceof ClickHouseError
+          ? // the fleet store (or one of its shards, which the message names) is down or refusing
+            new ProblemError('store-unavailable', err.message, undefined, { 'Retry-After': '5' })
+          : fromBodyParser((err ?? {}) as BodyParserError);
     if (problem) {
       sendProblem(res, problem);
       return;

@@ -6,6 +6,9 @@
 export const PROBLEM_KINDS = {
   'invalid-parameter': { status: 400, title: 'Bad Request' },
   'invalid-body': { status: 400, title: 'Bad Request' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  'host-not-allowed': { status: 403, title: 'Forbidden' },
   'route-not-found': { status: 404, title: 'Not Found' },
   'event-not-found': { status: 404, title: 'Not Found' },
   'session-not-found': { status: 404, title: 'Not Found' },
@@ -16,6 +19,7 @@ export const PROBLEM_KINDS = {
   'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },
+  'store-unavailable': { status: 503, title: 'Service Unavailable' },
   internal: { status: 500, title: 'Internal Server Error' },
 } as const satisfies Record<string, { status: number; title: string }>;
 

@@ -3,7 +3,7 @@
  * refill is a fresh keyset query after the last row it returned, so nothing
  * is held open between refills and rows inserted meanwhile are seen in place.
  */
-import type { EventRow } from '../../core/model';
+import type { EventRow } from '../../core/store/event-columns';
 import type { EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 import type { NodeStore, StoreRead } from './node-store';

@@ -5,13 +5,13 @@
  * held back by a paused reader.
  */
 import type Database from 'better-sqlite3';
+import { EVENT_TYPE_CODE, targetKindCode } from '../../core/model';
 import {
-  EVENT_TYPE_CODE,
   TARGETS_SCHEMA_VERSION,
   eventColumnsOf,
-  targetKindCode,
   type EventRow,
-} from '../../core/model';
+  type RawEventRow,
+} from '../../core/store/event-columns';
 import { SLOW_EVENT_NS, openReadStore, schemaVersionOf, type StoreInfo } from '../../core/store/schema';
 import type { EventFilter, EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
@@ -37,11 +37,9 @@ const byNumber = (a: number, b: number) => a - b;
 
 /**
  * An EVENT_COLUMNS row read in raw mode: better-sqlite3 builds row objects
- * property by property, which costs twice as much as arrays plus this literal.
+ * property by property, which costs twice as much as arrays plus this
+ * literal (its keys are checked against the column table by a test).
  */
-type N = bigint | null;
-// prettier-ignore
-type RawEventRow = [bigint, bigint, bigint, bigint, bigint, N, bigint, bigint, bigint, bigint, N, N, N, N, N, N, N, N];
 
 export function toEventRow(values: unknown[]): EventRow {
   // prettier-ignore

@@ -5,7 +5,8 @@
  * agents keep appending. Memory is bounded by the page: reads are LIMITed
  * and nothing stays open between calls.
  */
-import { parseEventId, rowToEvent, type ApiEvent, type EventRow } from '../../core/model';
+import { parseEventId, rowToEvent, type ApiEvent } from '../../core/model';
+import type { EventRow } from '../../core/store/event-columns';
 import type { Logger } from '../../core/log/logger';
 import {
   positionOf,

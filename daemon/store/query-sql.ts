@@ -5,7 +5,7 @@
  * bounds are row values on (ts, seq), so SQLite seeks straight to the page
  * and never sorts (test/unit/store-query-plan.test.ts checks the plans).
  */
-import { EVENT_COLUMNS } from '../../core/model';
+import { EVENT_COLUMNS } from '../../core/store/event-columns';
 import { SLOW_EVENT_NS } from '../../core/store/schema';
 import type { EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';

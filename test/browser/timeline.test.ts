@@ -69,7 +69,7 @@ beforeAll(async () => {
     const blocks = rows.filter((e) => e.type === 2).length;
     return writes === 30 && blocks >= 6 ? rows.length : undefined;
   }, 30000);
-  server = await startReplayServer(data, 600_000, WEB_ROOT);
+  server = await startReplayServer(data);
   browser = await launchChromium();
 }, 120_000);
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { SCHEMA_VERSION } from '../../core/store/schema';
 import { KREPLAY_BIN, eventually, startAgent } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import { countStored } from '../support/store-rows';
+import { countStored, readStoredEvents } from '../support/store-rows';
 
 let dir: string;
 let cgroup: TestCgroup;
@@ -75,6 +75,31 @@ describe('agent lifecycle (real kernel)', () => {
     );
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     db.close();
+  });
+
+  it('stores writes without targets under --no-targets', async () => {
+    const data = join(dir, 'no-targets');
+    const store = join(data, 'nt.db');
+    const agent = await startAgent([
+      '--data-dir',
+      data,
+      '--node',
+      'nt',
+      '--cgroup-id',
+      String(cgroup.id),
+      '--quiet',
+      '--no-targets',
+    ]);
+    try {
+      spawnSync('/bin/sh', ['-c', `${cgroup.enter} sh -c 'printf 12345 > /dev/null'`]);
+      const rows = await eventually(() => {
+        const found = readStoredEvents(store, 'e.bytes = 5');
+        return found.length > 0 ? found : undefined;
+      });
+      expect(rows.map((r) => [r.target_kind, r.target])).toEqual([[null, null]]);
+    } finally {
+      expect(await agent.stop()).toBe(0);
+    }
   });
 
   it('refuses a store from a newer schema without touching it', () => {

@@ -7,7 +7,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { clockOffset, type DecodedBlockIo, type DecodedContext } from '../../agent/capture';
+import { clockOffset } from '../../agent/capture';
+import type { DecodedBlockIo, DecodedContext } from '../support/decode-records';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
 
 const DIRECT_WRITES = 64;

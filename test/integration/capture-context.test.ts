@@ -5,7 +5,7 @@
  */
 import { closeSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
-import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../../agent/capture';
+import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../support/decode-records';
 import { CONTEXT_DATA_LEN, ContextKind } from '../../core/model';
 import { useTempDir } from '../support/temp-dir';
 import { captureAround, describeKernel, runToExit } from './capture-harness';

@@ -11,7 +11,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import type { DecodedRecord, DecodedSysWrite } from '../../agent/capture';
+import type { DecodedRecord, DecodedSysWrite } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
 

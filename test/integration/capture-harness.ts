@@ -1,14 +1,9 @@
 /** Shared by the capture-*.test.ts kernel tests: run a capture around some work and decode what it saw. */
 import { spawn } from 'node:child_process';
 import { silentLogger } from '../../core/log/logger';
-import {
-  captureSupport,
-  decodeRecords,
-  startCapture,
-  type Capture,
-  type CaptureOptions,
-  type DecodedRecord,
-} from '../../agent/capture';
+import { startCapture, type Capture, type CaptureOptions } from '../../agent/capture';
+import { captureSupport } from '../support/capture-support';
+import { decodeRecords, type DecodedRecord } from '../support/decode-records';
 import type { KernelCounterName } from '../../core/model';
 
 const support = captureSupport();

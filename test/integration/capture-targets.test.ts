@@ -11,7 +11,7 @@ import { realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:net';
 import { basename, join, resolve } from 'node:path';
-import type { DecodedRecord, DecodedSysWrite, DecodedTarget } from '../../agent/capture';
+import type { DecodedRecord, DecodedSysWrite, DecodedTarget } from '../support/decode-records';
 import { targetKindName, targetText } from '../../core/model';
 import { useTempDir } from '../support/temp-dir';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
@@ -36,6 +36,9 @@ function expectedTargets(
     18: ['socket', `unix @${abstract}`],
     19: ['file', `${file}.unlinked (deleted)`],
     8: ['anon', 'anon_inode:[eventfd]'],
+    20: ['socket', `unix ${unixPath}2`],
+    21: ['socket', `unix ${unixPath}.d1`],
+    22: ['socket', `unix ${unixPath}.d2`],
   };
 }
 
@@ -110,6 +113,7 @@ describeKernel('write targets', () => {
       udp4: 0,
     };
     await listen(server(), unixPath);
+    await listen(server(), `${unixPath}2`);
     await listen(server(), `\0${abstract}`);
     const socket = createSocket('udp4');
     udp = socket;
@@ -117,7 +121,15 @@ describeKernel('write targets', () => {
       socket.bind(0, '127.0.0.1', () => done(socket.address().port)),
     );
 
-    const args = [file, unixPath, String(ports.tcp4), String(ports.tcp6), String(ports.udp4), abstract];
+    const args = [
+      file,
+      unixPath,
+      String(ports.tcp4),
+      String(ports.tcp6),
+      String(ports.udp4),
+      abstract,
+      `${unixPath}2`,
+    ];
     const { records, value: pid } = await captureAround({}, () => runToExit(writer, args));
 
     expect(targetsBySize(records, pid, basename(writer).slice(0, 15))).toEqual(
@@ -151,6 +163,21 @@ describeKernel('write targets', () => {
         .map((w) => w.targetId),
     );
     expect(fileIds.size).toBe(1);
+  });
+
+  it('sends a file once, however many processes write it, while it stays cached', async () => {
+    const file = join(realpathSync(dir.path), 'shared.log');
+    const writeTwice = `echo a >> ${file}; echo b >> ${file}`;
+    const { records, value: pids } = await captureAround({}, async () => [
+      await runToExit('sh', ['-c', writeTwice]),
+      await runToExit('sh', ['-c', writeTwice]),
+    ]);
+    const sent = records.filter((r): r is DecodedTarget => r.type === 'target' && targetText(r) === file);
+    expect(sent).toHaveLength(1);
+    const writes = records.filter(
+      (r): r is DecodedSysWrite => r.type === 'sys_write' && pids.includes(r.pid) && r.comm === 'sh',
+    );
+    expect(writes.map((w) => w.targetId)).toEqual(Array(4).fill(sent[0]!.targetId));
   });
 
   it('leaves targets out when they are turned off', async () => {

@@ -1,7 +1,8 @@
 /** sys_write capture against the real kernel: every write of this thread, exactly once, with exact fields. */
 import { closeSync, openSync, readFileSync, writeFileSync, writeSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
-import { clockOffset, type DecodedSysWrite } from '../../agent/capture';
+import { clockOffset } from '../../agent/capture';
+import type { DecodedSysWrite } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
 import { captureAround, describeKernel } from './capture-harness';
 

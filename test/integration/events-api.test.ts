@@ -4,7 +4,14 @@ import type { EventFilter } from '../../daemon/store/event-filter';
 import { BAD_EVENT_QUERIES } from '../support/bad-event-queries';
 import { byPosition, matchesFilter } from '../support/event-match';
 import { writeStore, type TestEvent } from '../support/event-store';
-import { get, readEvents, startEventsServer, type EventsServer } from '../support/events-http';
+import { clickhouseAvailable, TestClickHouse } from '../support/clickhouse-server';
+import {
+  get,
+  readEvents,
+  startEventsServer,
+  type EventsBackend,
+  type EventsServer,
+} from '../support/events-http';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-events-api-');
@@ -27,7 +34,23 @@ function dataset(node: number): TestEvent[] {
   });
 }
 
-describe('GET /api/events', () => {
+/* The same tests against the node files and against those files shipped to ClickHouse. */
+let clickhouse: TestClickHouse | undefined;
+const BACKENDS: EventsBackend[] = [{ kind: 'sqlite' }];
+if (clickhouseAvailable) BACKENDS.push({ kind: 'clickhouse', server: () => clickhouse! });
+else
+  console.warn('SKIPPED: the ClickHouse backend runs of the events API (clickhouse-server is not installed)');
+
+beforeAll(async () => {
+  if (!clickhouseAvailable) return;
+  clickhouse = await TestClickHouse.create();
+  await clickhouse.start();
+}, 60_000);
+afterAll(async () => {
+  await clickhouse?.destroy();
+});
+
+describe.each(BACKENDS)('GET /api/events from $kind', (backend) => {
   let server: EventsServer;
   let all: ApiEvent[];
 
@@ -42,7 +65,7 @@ describe('GET /api/events', () => {
   beforeEach(async () => {
     writeStore(dir.path, 'alpha', dataset(0));
     writeStore(dir.path, 'beta', dataset(1));
-    server = await startEventsServer(dir.path);
+    server = await startEventsServer(dir.path, backend);
     all = (await list('')).events;
   });
   afterEach(() => server.close());

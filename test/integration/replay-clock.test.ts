@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { CAP_SYS_NICE, effectiveCapabilities, holdsCapability } from '../../agent/capture/host';
+import { CAP_SYS_NICE, effectiveCapabilities, holdsCapability } from '../support/capture-support';
 import { silentLogger } from '../../core/log/logger';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 

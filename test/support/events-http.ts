@@ -4,15 +4,31 @@ import type { ApiEvent } from '../../core/model';
 import { createApp } from '../../daemon/app';
 import { listen } from '../../daemon/server';
 import { NodeStores } from '../../daemon/store/node-stores';
+import { ClickHouseEvents } from '../../daemon/store/clickhouse-events';
+import { shipDataDir, type TestClickHouse } from './clickhouse-server';
+
+/** Where the events routes read: the node files, or the same files shipped to a ClickHouse server. */
+export type EventsBackend = { kind: 'sqlite' } | { kind: 'clickhouse'; server: () => TestClickHouse };
+
+let databases = 0;
 
 export interface EventsServer {
   url: string;
   close(): Promise<void>;
 }
 
-export async function startEventsServer(dataDir: string): Promise<EventsServer> {
+export async function startEventsServer(
+  dataDir: string,
+  backend: EventsBackend = { kind: 'sqlite' },
+): Promise<EventsServer> {
   const stores = new NodeStores(dataDir, silentLogger);
-  const running = await listen(createApp({ log: silentLogger, stores }), '127.0.0.1', 0);
+  let events: ClickHouseEvents | undefined;
+  if (backend.kind === 'clickhouse') {
+    const ch = backend.server().client(`api_${process.pid}_${++databases}`);
+    await shipDataDir(dataDir, ch);
+    events = new ClickHouseEvents(ch);
+  }
+  const running = await listen(createApp({ log: silentLogger, stores, events }), '127.0.0.1', 0);
   return {
     url: running.url,
     close: async () => {

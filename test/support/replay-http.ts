@@ -1,11 +1,8 @@
 /** The daemon's HTTP app with real replay sessions (real stores, high-resolution clock), and a stream client. */
 import { silentLogger } from '../../core/log/logger';
 import { openEventStream, type EventStream, type SseMessage } from '../../cli/sse-client';
-import { createApp } from '../../daemon/app';
-import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
-import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
-import { listen } from '../../daemon/server';
-import { NodeStores } from '../../daemon/store/node-stores';
+import { createDaemon } from '../../daemon/create-daemon';
+import type { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 
 export interface ReplayServer {
   url: string;
@@ -13,26 +10,9 @@ export interface ReplayServer {
   close(): Promise<void>;
 }
 
-export async function startReplayServer(
-  dataDir: string,
-  ttlMs = 600_000,
-  webRoot?: string,
-): Promise<ReplayServer> {
-  const stores = new NodeStores(dataDir, silentLogger);
-  const clock = new HighResClock(silentLogger);
-  const replay = new ReplaySessions({ dataDir, source: stores, clock, log: silentLogger, ttlMs });
-  const running = await listen(createApp({ log: silentLogger, stores, replay, webRoot }), '127.0.0.1', 0);
-  return {
-    url: running.url,
-    replay,
-    close: async () => {
-      const closing = running.close();
-      await replay.close();
-      await closing;
-      await clock.close();
-      stores.close();
-    },
-  };
+export async function startReplayServer(dataDir: string, ttlMs = 600_000): Promise<ReplayServer> {
+  const daemon = await createDaemon({ dataDir, sessionTtlMs: ttlMs, log: silentLogger });
+  return { url: daemon.url, replay: daemon.replay, close: () => daemon.close() };
 }
 
 export interface Reply {

@@ -10,6 +10,8 @@ import { ProblemError } from '../../daemon/http/problem';
 import { PROBLEM_KINDS, problemCode, type ProblemKind } from '../../daemon/http/problem-kinds';
 import { InvalidValue } from '../../daemon/http/query-values';
 import { HttpError } from '../../cli/sse-client';
+import { ClockError, asClockError } from '../../daemon/replay/clock/clock-error';
+import { NativeLoadError } from '../../core/native/addon';
 
 describe('KreplayError', () => {
   it.each([
@@ -23,6 +25,8 @@ describe('KreplayError', () => {
     [new ProblemError('session-not-found', 'x'), 'ProblemError', 'E_SESSION_NOT_FOUND'],
     [new InvalidValue('x'), 'InvalidValue', 'E_INVALID_VALUE'],
     [new HttpError(500, ''), 'HttpError', 'E_HTTP'],
+    [new ClockError('E_PIPE', 'x'), 'ClockError', 'E_PIPE'],
+    [new NativeLoadError('x'), 'NativeLoadError', 'E_NATIVE_LOAD'],
   ])('%s is a KreplayError named %s with code %s', (error, name, code) => {
     expect(error).toBeInstanceOf(KreplayError);
     expect(error).toBeInstanceOf(Error);
@@ -36,5 +40,24 @@ describe('KreplayError', () => {
     expect(new Set(problems.map((p) => p.type)).size).toBe(kinds.length);
     expect(new Set(kinds.map(problemCode)).size).toBe(kinds.length);
     for (const [i, p] of problems.entries()) expect(p.status).toBe(PROBLEM_KINDS[kinds[i]!].status);
+  });
+});
+
+describe('the replay clock’s native errors', () => {
+  it('keeps the code the addon gave, in the clock’s own class', () => {
+    const thrown = () =>
+      asClockError('E_SCHED', () => {
+        throw Object.assign(new Error('no CAP_SYS_NICE'), { code: 'E_SCHED_PERM' });
+      });
+    expect(thrown).toThrow(ClockError);
+    expect(thrown).toThrow(expect.objectContaining({ code: 'E_SCHED_PERM', message: 'no CAP_SYS_NICE' }));
+  });
+
+  it('gives an uncoded failure the call’s own code', () => {
+    expect(() =>
+      asClockError('E_PIPE', () => {
+        throw new Error('EMFILE');
+      }),
+    ).toThrow(expect.objectContaining({ code: 'E_PIPE', name: 'ClockError' }));
   });
 });

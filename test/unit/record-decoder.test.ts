@@ -6,7 +6,12 @@ import { CorruptRecordError, RecordDecoder } from '../../agent/ingest/record-dec
 import { silentLogger } from '../../core/log/logger';
 import { ContextKind, RecordType, targetKindCode } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
-import { blockIoRecord, contextRecord, fileTargetRecord, sysWriteRecord } from '../support/records';
+import {
+  blockIoRecord,
+  contextRecord,
+  fileTargetRecord,
+  sysWriteRecord,
+} from '../../core/model/record-encoder';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();

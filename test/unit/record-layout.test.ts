@@ -21,13 +21,14 @@ import {
   SYSCALL_NAMES,
   SysWriteLayout,
   TARGET_DATA_LEN,
+  TARGET_ID_WINDOW,
   TARGET_KINDS,
   TARGET_NAME_MAX,
   TARGET_PATH_MAX,
   TargetFlag,
   TargetLayout,
 } from '../../core/model';
-import { decodeRecords } from '../../agent/capture/decode-records';
+import { decodeRecords } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -44,6 +45,7 @@ const EXPECTED: Record<string, number> = {
   KR_TARGET_PATH_MAX: TARGET_PATH_MAX,
   KR_TARGET_NAME_MAX: TARGET_NAME_MAX,
   KR_TARGET_DATA_LEN: TARGET_DATA_LEN,
+  KR_TARGET_ID_WINDOW: TARGET_ID_WINDOW,
   KR_TARGET_FILE: TARGET_KINDS.indexOf('file') + 1,
   KR_TARGET_SOCKET: TARGET_KINDS.indexOf('socket') + 1,
   KR_TARGET_PIPE: TARGET_KINDS.indexOf('pipe') + 1,

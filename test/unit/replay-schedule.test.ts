@@ -1,5 +1,5 @@
 import { Schedule } from '../../daemon/replay/sessions/schedule';
-import { MAX_LOOKAHEAD } from '../../daemon/replay/sessions/replay-session';
+import { MAX_LOOKAHEAD } from '../../daemon/replay/sessions/player';
 import { fakeEvent } from '../support/fake-replay-source';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 

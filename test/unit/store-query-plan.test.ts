@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { EVENT_COLUMNS } from '../../core/model';
+import { EVENT_COLUMNS } from '../../core/store/event-columns';
 import { SLOW_EVENT_NS } from '../../core/store/schema';
 import { storePath } from '../../agent/store/store-writer';
 import type { EventFilter } from '../../daemon/store/event-filter';

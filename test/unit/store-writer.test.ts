@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { writeFileSync } from 'node:fs';
 import { EventBatch } from '../../agent/ingest/event-batch';
-import { EVENT_COLUMNS, type EventRow } from '../../core/model';
+import { EVENT_COLUMNS, type EventRow } from '../../core/store/event-columns';
 import { SCHEMA_VERSION, StoreError } from '../../core/store/schema';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
 import { useTempDir } from '../support/temp-dir';

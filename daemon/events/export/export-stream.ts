@@ -1,17 +1,18 @@
 /**
- * Streams an export: events read a chunk at a time by keyset (NodeStores.iterate),
- * turned into trace text and written with backpressure, so memory stays
- * bounded by a chunk whatever the size of the export.
+ * Streams an export: events read a page at a time by keyset from whichever
+ * store the daemon reads (node files or ClickHouse), turned into trace text
+ * and written with backpressure, so memory stays bounded by a page whatever
+ * the size of the export.
  */
 import { once } from 'node:events';
 import type { Response } from 'express';
-import type { EventFilter } from '../../store/event-filter';
-import type { NodeStores } from '../../store/node-stores';
+import type { EventFilter, EventPosition } from '../../store/event-filter';
+import type { EventReader } from '../../store/event-reader';
 import { ProblemError } from '../../http/problem';
 import { ChromeTraceWriter } from './chrome-trace';
 import { MAX_EXPORT_EVENTS } from './export-query';
 
-/** Events read per store query, and about how much text is handed to the socket at once. */
+/** Events read per page, and about how much text is handed to the socket at once. */
 const CHUNK_EVENTS = 1000;
 const FLUSH_BYTES = 64 * 1024;
 
@@ -22,8 +23,8 @@ function fileName(filter: EventFilter): string {
 }
 
 /** Throws the 413 before anything is sent when the filter matches more than the cap. */
-export function checkExportSize(stores: NodeStores, filter: EventFilter): number {
-  const { count } = stores.summarize(filter);
+export async function checkExportSize(events: EventReader, filter: EventFilter): Promise<number> {
+  const { count } = await events.summarize(filter);
   if (count > MAX_EXPORT_EVENTS)
     throw new ProblemError(
       'export-too-large',
@@ -33,11 +34,11 @@ export function checkExportSize(stores: NodeStores, filter: EventFilter): number
 }
 
 export async function streamChromeTrace(
-  stores: NodeStores,
+  reader: EventReader,
   filter: EventFilter,
   res: Response,
 ): Promise<void> {
-  checkExportSize(stores, filter);
+  await checkExportSize(reader, filter);
   res.status(200);
   res.set({
     'Content-Type': 'application/json; charset=utf-8',
@@ -53,14 +54,21 @@ export async function streamChromeTrace(
     if (!res.write(pending)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
     pending = '';
   };
+  let after: EventPosition | undefined;
   // events appended after the size check could push past the cap: stop at it
-  for (const event of stores.iterate(filter, { order: 'asc', chunk: CHUNK_EVENTS })) {
-    if (closed || events === MAX_EXPORT_EVENTS) break;
-    pending += trace.add(event);
-    events++;
+  while (!closed && events < MAX_EXPORT_EVENTS) {
+    const page = await reader.page(filter, {
+      limit: Math.min(CHUNK_EVENTS, MAX_EXPORT_EVENTS - events),
+      order: 'asc',
+      after,
+    });
+    for (const event of page.events) pending += trace.add(event);
+    events += page.events.length;
     if (pending.length >= FLUSH_BYTES) await flush();
-    // one chunk read synchronously at most between turns of the event loop
-    else if (events % CHUNK_EVENTS === 0) await new Promise(setImmediate);
+    // node files answer synchronously: let other requests in between pages
+    else await new Promise(setImmediate);
+    if (!page.next) break;
+    after = page.next;
   }
   if (closed) return;
   pending += trace.end({ source: 'kreplay', events, flows: trace.flows });

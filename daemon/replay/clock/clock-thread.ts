@@ -1,7 +1,8 @@
 /**
- * The clock's worker thread. It is started from this function's source text
- * (so it runs the same from dist/ and from the TypeScript sources under
- * ts-jest), hence no imports and nothing used from outside the function.
+ * The clock's worker thread, started through clock-thread-main.ts like every
+ * thread (core/threads/start-thread). It is handed the modules it uses and
+ * reads nothing from outside the function: what it touches while it spins
+ * stays in plain view.
  *
  * It sleeps on Atomics.wait until an early-wake margin before the earliest
  * deadline, then spins on hrtime until the deadline. Futex timeouts
@@ -18,7 +19,7 @@
  * slice. The one message is the hello at start.
  */
 
-/** Where things are in the shared buffers; handed to the thread, which cannot import it. */
+/** Where things are in the shared buffers; handed to the thread with its data. */
 export const LAYOUT = {
   /** Int32 words of the control buffer: */
   /** bumped by the main thread after queueing commands */

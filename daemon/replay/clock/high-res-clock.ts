@@ -11,10 +11,12 @@
 import { once } from 'node:events';
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../core/log/logger';
-import { nativeAddon } from '../../../agent/capture/native-addon';
-import { clockThread, LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
+import { nativeAddon } from '../../../core/native/addon';
+import { asClockError } from './clock-error';
+import { startThread } from '../../../core/threads/start-thread';
+import { LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
 import type { ClockLane, ReplayClock } from './replay-clock';
 
 /**
@@ -109,7 +111,7 @@ export class HighResClock implements ReplayClock {
     private readonly log: Logger,
     options: HighResClockOptions = {},
   ) {
-    const [doorbellReadFd, doorbellWriteFd] = nativeAddon().doorbellPipe();
+    const [doorbellReadFd, doorbellWriteFd] = asClockError('E_PIPE', () => nativeAddon().doorbellPipe());
     this.doorbellWriteFd = doorbellWriteFd;
     const data: ClockThreadData = {
       doorbellFd: doorbellWriteFd,
@@ -127,10 +129,7 @@ export class HighResClock implements ReplayClock {
     this.commands = new Float64Array(data.commands);
     this.releases = new Float64Array(data.releases);
     Atomics.store(this.control, LAYOUT.doorbell, 1);
-    this.worker = new Worker(
-      `(${clockThread.toString()})(require('node:worker_threads'), require('node:os'), require('node:fs'))`,
-      { eval: true, workerData: data, name: 'replay-clock' },
-    );
+    this.worker = startThread(__dirname, 'clock-thread-main', { workerData: data, name: 'replay-clock' });
     this.worker.unref();
     this.doorbell = new Socket({ fd: doorbellReadFd, readable: true, writable: false });
     // the bytes only wake the loop; the releases are in the ring
@@ -159,7 +158,7 @@ export class HighResClock implements ReplayClock {
     this.scheduling = hello.niceness === 0 ? 'SCHED_OTHER' : `SCHED_OTHER nice ${hello.niceness}`;
     if (realtimePriority > 0) {
       try {
-        nativeAddon().setRealtimeScheduling(hello.tid, realtimePriority);
+        asClockError('E_SCHED', () => nativeAddon().setRealtimeScheduling(hello.tid, realtimePriority));
         this.scheduling = `SCHED_FIFO ${realtimePriority}`;
       } catch (err) {
         this.log.warn('replay clock stays under SCHED_OTHER: its deadlines may be late under load', {

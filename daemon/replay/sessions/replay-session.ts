@@ -1,15 +1,15 @@
 /**
- * One replay session: its state machine, and the player that reads the
- * transaction a few events ahead, hands their deadlines to the clock and
- * emits each one to the watchers when the clock releases it. Timing model:
- * README, "Timing".
+ * One replay session: its state machine, what it has emitted (statistics,
+ * history for resuming streams) and its snapshot; its Player reads ahead and
+ * hands deadlines to the clock. Timing model: README, "Timing".
  */
 import { eventToJson, type ApiEvent } from '../../../core/model';
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
-import type { ClockLane, ReplayClock } from '../clock/replay-clock';
+import type { ReplayClock } from '../clock/replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
 import { sseFrame } from '../stream/sse-frame';
+import { CHECKPOINT_EVERY, Player, startOf, type Pending } from './player';
 import { Schedule } from './schedule';
 import type { SessionRecord } from './session-record';
 import type { RestoredSession, SessionSnapshot } from './session-snapshot';
@@ -17,29 +17,8 @@ import { nextState, type SessionState } from './session-state';
 import { TimingStats } from './timing-stats';
 import type { EventStart, Transaction } from './transaction';
 
-/**
- * While playing, the events due within the next LOOKAHEAD_NS of wall time
- * are read and handed to the clock (at least MIN_LOOKAHEAD, at most
- * MAX_LOOKAHEAD events): the clock releases them on time even while the
- * main thread is busy serving requests for tens of milliseconds, and memory
- * stays bounded (at most ~7 MB per session) whatever the transaction's size.
- */
-const LOOKAHEAD_NS = 250_000_000n;
-const MIN_LOOKAHEAD = 64;
-export const MAX_LOOKAHEAD = 16384;
-/** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
-const CHECKPOINT_EVERY = 1024;
 /** How many recent lateness values a resuming stream gets exactly (older ones are null). */
 const RECENT = 1024;
-
-interface Pending {
-  index: number;
-  event: ApiEvent;
-  /** recorded offset from the first event */
-  offsetNs: bigint;
-  /** scheduled wall offset */
-  dueNs: bigint;
-}
 
 export interface SessionSettings {
   id: string;
@@ -53,8 +32,6 @@ export interface SessionContext {
   /** after every state change: persist, (dis)arm expiry */
   changed(session: ReplaySession): void;
 }
-
-const startOf = (event: ApiEvent): EventStart => ({ ts: event.timestamp_ns, eventId: event.event_id });
 
 export class ReplaySession {
   readonly id: string;
@@ -78,15 +55,9 @@ export class ReplaySession {
   /** position and wall offset while not playing */
   private positionNs = 0n;
   private wallNs = 0n;
-  /** while playing, wall offset = now − anchor */
-  private anchor = 0n;
-  private reader: Iterator<ApiEvent> | null = null;
-  /** events nextIndex, nextIndex + 1, … read and not yet emitted */
-  private pending: Pending[] = [];
-  private readonly checkpoints: EventStart[] = [];
   private readonly recentLateness = new BigInt64Array(RECENT);
   private readonly recentIndex = new Float64Array(RECENT).fill(-1);
-  private readonly lane: ClockLane;
+  private readonly player: Player;
   private readonly broadcast = new Broadcast((deadlines) => this.delivered(deadlines));
 
   constructor(
@@ -98,7 +69,9 @@ export class ReplaySession {
     this.speedFactor = settings.speedFactor;
     this.extraLatencyNs = settings.extraLatencyNs;
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
-    this.lane = context.clock.lane();
+    this.player = new Player(this.transaction, this.schedule, context.clock, (entry, deadline, releasedAt) =>
+      this.emit(entry, deadline, releasedAt),
+    );
   }
 
   get durationNs(): bigint {
@@ -106,15 +79,13 @@ export class ReplaySession {
   }
 
   get position(): bigint {
-    return this.state === 'playing'
-      ? this.livePosition(this.context.clock.now() - this.anchor)
-      : this.positionNs;
+    return this.state === 'playing' ? this.livePosition(this.player.wallNow()) : this.positionNs;
   }
 
   /** Wall time the replay still needs, were it playing from here (for Retry-After). */
   get remainingNs(): bigint {
     const end = this.schedule.wallOffset(this.transaction.total - 1, this.durationNs);
-    const wall = this.state === 'playing' ? this.context.clock.now() - this.anchor : this.wallNs;
+    const wall = this.state === 'playing' ? this.player.wallNow() : this.wallNs;
     return end > wall ? end - wall : 0n;
   }
 
@@ -148,7 +119,7 @@ export class ReplaySession {
   pause(): void {
     nextState(this.id, this.state, 'pause');
     this.freeze();
-    this.lane.clear();
+    this.player.disarm();
     this.enter('paused');
   }
 
@@ -207,9 +178,9 @@ export class ReplaySession {
    */
   *history(from: number): Generator<string> {
     let slot = Math.floor(from / CHECKPOINT_EVERY);
-    while (slot > 0 && !this.checkpoints[slot]) slot--;
+    while (slot > 0 && !this.player.checkpoint(slot)) slot--;
     let index = slot * CHECKPOINT_EVERY;
-    for (const event of this.transaction.events(this.checkpoints[slot])) {
+    for (const event of this.transaction.events(this.player.checkpoint(slot))) {
       if (index >= this.nextIndex) return;
       if (index >= from) yield this.frame(index, event, this.recentLatenessOf(index));
       index++;
@@ -218,8 +189,8 @@ export class ReplaySession {
 
   snapshot(): SessionSnapshot {
     const playing = this.state === 'playing';
-    const wallNs = playing ? this.context.clock.now() - this.anchor : this.wallNs;
-    const head = this.pending[0];
+    const wallNs = playing ? this.player.wallNow() : this.wallNs;
+    const head = this.player.head();
     const start = head ? startOf(head.event) : this.nextStart;
     const lateness = this.lateness.snapshot();
     return {
@@ -275,63 +246,28 @@ export class ReplaySession {
   }
 
   private livePosition(wallNs: bigint): bigint {
-    const ceiling = this.pending[0]?.offsetNs ?? this.durationNs;
+    const ceiling = this.player.head()?.offsetNs ?? this.durationNs;
     return this.schedule.position(wallNs, this.nextIndex, this.floorNs, ceiling);
   }
 
   /** Keeps the wall offset and position where they are now. */
   private freeze(): void {
-    this.wallNs = this.context.clock.now() - this.anchor;
+    this.wallNs = this.player.wallNow();
     this.positionNs = this.livePosition(this.wallNs);
   }
 
   private dropReader(): void {
-    this.lane.clear();
-    this.reader = null;
-    this.pending = [];
+    this.player.drop();
   }
 
-  /** Plays from the wall offset where the session is; reading ahead first does not count against the schedule. */
+  /** Plays from the wall offset where the session is. */
   private start(): void {
-    this.readAhead(this.wallNs + LOOKAHEAD_NS);
-    this.anchor = this.context.clock.now() + this.context.clock.leadNs(this.pending.length) - this.wallNs;
+    this.player.prepare(this.nextIndex, this.nextStart, this.wallNs);
     this.enter('playing');
-    for (const entry of this.pending) this.arm(entry);
-    if (this.pending.length === 0) this.finish();
-  }
-
-  private refill(): void {
-    for (const entry of this.readAhead(this.context.clock.now() - this.anchor + LOOKAHEAD_NS))
-      this.arm(entry);
-    if (this.pending.length === 0) this.finish();
-  }
-
-  /** Reads events until one is due after wall offset `horizonNs`, within the lookahead's bounds; returns them. */
-  private readAhead(horizonNs: bigint): Pending[] {
-    this.reader ??= this.transaction.events(this.nextStart);
-    const read: Pending[] = [];
-    while (this.pending.length < MAX_LOOKAHEAD) {
-      const last = this.pending[this.pending.length - 1];
-      if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
-      const next = this.reader.next();
-      if (next.done) break;
-      const index = this.nextIndex + this.pending.length;
-      const offsetNs = next.value.timestamp_ns - this.transaction.firstTs;
-      const entry = { index, event: next.value, offsetNs, dueNs: this.schedule.wallOffset(index, offsetNs) };
-      if (index % CHECKPOINT_EVERY === 0) this.checkpoints[index / CHECKPOINT_EVERY] = startOf(entry.event);
-      this.pending.push(entry);
-      read.push(entry);
-    }
-    return read;
-  }
-
-  private arm(entry: Pending): void {
-    const deadline = this.anchor + entry.dueNs;
-    this.lane.at(deadline, (releasedAt) => this.emit(entry, deadline, releasedAt));
+    if (!this.player.armAll()) this.finish();
   }
 
   private emit(entry: Pending, deadline: bigint, releasedAt: bigint): void {
-    this.pending.shift();
     const late = releasedAt > deadline ? releasedAt - deadline : 0n;
     this.lateness.add(late);
     this.recentLateness[entry.index % RECENT] = late;
@@ -339,8 +275,8 @@ export class ReplaySession {
     this.broadcast.send(this.frame(entry.index, entry.event, late), deadline);
     this.nextIndex = entry.index + 1;
     this.floorNs = entry.offsetNs;
-    if (this.nextIndex >= this.transaction.total) this.finish();
-    else this.refill();
+    if (this.nextIndex >= this.transaction.total || !this.player.refill(this.nextIndex, this.nextStart))
+      this.finish();
   }
 
   private finish(): void {

@@ -1,6 +1,6 @@
 /** /api/replay/sessions: create, list, read, control and delete replay sessions. */
 import express, { Router, type Response } from 'express';
-import { sessionEventsHandler } from '../stream/stream-handler';
+import { sessionEventsHandler } from './session-events-handler';
 import type { ReplaySession } from './replay-session';
 import { createSessionSchema, emptySchema, parseBody, seekSchema } from './session-schema';
 import type { ReplaySessions } from './session-service';

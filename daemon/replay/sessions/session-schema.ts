@@ -5,10 +5,13 @@ import { badRequest } from '../../http/problem';
 import { parseQuery } from '../../http/query-params';
 
 export const MAX_EXTRA_LATENCY_NS = 60_000_000_000;
+/** Replay speed factors a session accepts (the API, its snapshots and the CLI's --speed). */
+export const SPEED_FACTOR = { min: 0.001, max: 1000 } as const;
+export const speedFactorSchema = z.number().min(SPEED_FACTOR.min).max(SPEED_FACTOR.max);
 
 export const createSessionSchema = z.strictObject({
   transaction_id: z.string().min(1, 'must not be empty'),
-  speed_factor: z.number().min(0.001).max(1000).default(1),
+  speed_factor: speedFactorSchema.default(1),
   // integers up to 6e10 are exact in a JS number; int() refuses fractions and unsafe integers
   extra_latency_ns: z.number().int().min(0).max(MAX_EXTRA_LATENCY_NS).default(0),
 });

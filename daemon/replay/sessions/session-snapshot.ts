@@ -3,6 +3,7 @@
  * where its replay stands, nanoseconds as decimal strings.
  */
 import { z } from 'zod';
+import { speedFactorSchema } from './session-schema';
 import { SESSION_STATES } from './session-state';
 
 const ns = z
@@ -13,7 +14,7 @@ const ns = z
 export const sessionSnapshotSchema = z.object({
   id: z.string().min(1),
   transaction_id: z.string().min(1),
-  speed_factor: z.number().positive(),
+  speed_factor: speedFactorSchema,
   extra_latency_ns: z.number().int().min(0),
   state: z.enum(SESSION_STATES),
   created_at: z.string(),

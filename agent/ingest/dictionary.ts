@@ -1,8 +1,9 @@
 /**
  * Integer ids for the strings events repeat (service names, comms,
- * contexts, write targets). Ids are assigned in memory by the store's one writer; new
- * entries are persisted in the same transaction as the first batch that
- * uses them, so a reader never sees an event whose name is missing.
+ * contexts, write targets). The decoder assigns ids in memory as it meets
+ * the strings; the store's one writer persists new entries in the same
+ * transaction as the first batch that uses them, so a reader never sees an
+ * event whose name is missing.
  */
 export type NameEntry = [id: number, name: string];
 export type ContextEntry = [id: number, transactionId: string | null, traceId: string | null];

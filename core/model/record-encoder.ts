@@ -1,4 +1,4 @@
-/** Packs kernel records the way capture.bpf.c writes them, for decoder tests and the ingest benchmark. */
+/** Packs kernel records the way capture.bpf.c writes them: the layout's inverse, for the ingest benchmark and the decoder tests. */
 import {
   BlockIoLayout,
   ContextLayout,
@@ -7,7 +7,7 @@ import {
   RecordType,
   SysWriteLayout,
   TargetLayout,
-} from '../../core/model';
+} from './record-layout';
 
 export interface EventRecordFields {
   startNs: bigint;

@@ -1,7 +1,12 @@
-/** The compiled addon (native/), loaded once, with the types of what it exports. */
+/**
+ * The compiled addon (native/), loaded once, with the types of what it
+ * exports. Neutral ground: the capture and the replay clock both use it, each
+ * turning the coded errors of its own calls into its own error class.
+ */
 import fs from 'node:fs';
 import path from 'node:path';
-import { CaptureError } from './capture-error';
+import { KreplayError } from '../errors';
+import { repoRoot } from '../repo-root';
 
 /** What startCapture hands the addon: every field present and already validated. */
 export interface NativeCaptureConfig {
@@ -48,16 +53,18 @@ export interface NativeAddon {
   setRealtimeScheduling(tid: number, priority: number): void;
   /** a non-blocking pipe [readFd, writeFd]; throws E_PIPE */
   doorbellPipe(): [number, number];
+  /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
+  hasBpfCapabilities(): boolean;
+  /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */
+  enableBpfStats(): number;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');
 
-/** The repository root: the sources run from agent/ under ts-jest and from dist/agent/ after tsc. */
-function repoRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'native'))) return dir;
-    if (path.dirname(dir) === dir)
-      throw new CaptureError('E_CAPTURE_NATIVE', `no kreplay checkout above ${__dirname}`);
+/** The addon could not be loaded (not built, or built for another Node). */
+export class NativeLoadError extends KreplayError {
+  constructor(message: string) {
+    super('E_NATIVE_LOAD', message);
   }
 }
 
@@ -67,10 +74,14 @@ export function nativeAddon(): NativeAddon {
   if (!addon) {
     const file = path.join(repoRoot(), ADDON_PATH);
     if (!fs.existsSync(file)) {
-      throw new CaptureError('E_CAPTURE_NATIVE', `the native addon ${file} is not built: run \`make build\``);
+      throw new NativeLoadError(`the native addon ${file} is not built: run \`make build\``);
     }
     const loaded = { exports: {} as NativeAddon };
-    process.dlopen(loaded, file);
+    try {
+      process.dlopen(loaded, file);
+    } catch (err) {
+      throw new NativeLoadError(`cannot load ${file}: ${(err as Error).message}; run \`make build\``);
+    }
     addon = loaded.exports;
   }
   return addon;

@@ -6,8 +6,8 @@
  */
 import type { RequestHandler } from 'express';
 import { badRequest } from '../../http/problem';
-import type { ReplaySessions } from '../sessions/session-service';
-import { SseWatcher } from './sse-watcher';
+import type { ReplaySessions } from './session-service';
+import { SseWatcher } from '../stream/sse-watcher';
 
 const EVENT_ID = /^\d{1,15}$/;
 

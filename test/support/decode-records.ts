@@ -1,7 +1,8 @@
 /**
- * Records of a capture batch as plain objects: for tests, tools and low
- * rates (the store's decoder in agent/ingest allocates nothing per event).
- * Corrupt input throws a RangeError naming the offset.
+ * Records of a capture batch as plain objects, for tests: the store's
+ * decoder in agent/ingest allocates nothing per event.
+ * It walks a batch by the decoder's rule (recordProblem); corrupt input
+ * throws a RangeError naming the offset.
  */
 import {
   BlockIoLayout,
@@ -14,7 +15,11 @@ import {
   TargetLayout,
   readCString,
   readI53,
+  readTargetRecord,
   readU53,
+  recordBytes,
+  recordProblem,
+  RecordProblem,
 } from '../../core/model';
 
 interface EventCommon {
@@ -77,13 +82,6 @@ export interface DecodedTarget {
 
 export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext | DecodedTarget;
 
-const MIN_SIZE: Record<number, number> = {
-  [RecordType.SysWrite]: EventLayout.bytes,
-  [RecordType.BlockIo]: EventLayout.bytes,
-  [RecordType.Context]: ContextLayout.bytes,
-  [RecordType.Target]: TargetLayout.data,
-};
-
 function eventCommon(buf: Buffer, at: number): EventCommon {
   return {
     offset: at,
@@ -144,38 +142,36 @@ function decodeTarget(buf: Buffer, at: number): DecodedTarget {
   if (TargetLayout.data + len > buf.readUInt32LE(at + RecordHead.size)) {
     throw new RangeError(`target record at offset ${at} claims ${len} data bytes`);
   }
+  const record = readTargetRecord(buf, at);
   return {
+    ...record,
     type: 'target',
     offset: at,
-    targetId: readU53(buf, at + TargetLayout.targetId),
-    kind: buf.readUInt32LE(at + TargetLayout.kind),
-    flags: buf.readUInt32LE(at + TargetLayout.flags),
-    family: buf.readUInt16LE(at + TargetLayout.family),
-    protocol: buf.readUInt16LE(at + TargetLayout.protocol),
-    port: buf.readUInt16LE(at + TargetLayout.port),
-    addr: Buffer.from(buf.subarray(at + TargetLayout.addr, at + TargetLayout.data)),
-    data: Buffer.from(buf.subarray(at + TargetLayout.data, at + TargetLayout.data + len)),
+    addr: Buffer.from(record.addr),
+    data: Buffer.from(record.data),
   };
 }
 
 export function decodeRecords(batch: Buffer): DecodedRecord[] {
   const out: DecodedRecord[] = [];
   for (let at = 0; at < batch.length;) {
-    if (at + RecordHead.bytes > batch.length) {
+    const problem = recordProblem(batch, at);
+    if (problem === RecordProblem.TruncatedHead) {
       throw new RangeError(`truncated record head at offset ${at} (batch of ${batch.length} bytes)`);
     }
     const type = batch.readUInt32LE(at + RecordHead.type);
     const size = batch.readUInt32LE(at + RecordHead.size);
-    if (size < RecordHead.bytes) throw new RangeError(`record at offset ${at} has size ${size}`);
-    if (at + size > batch.length) {
+    if (problem === RecordProblem.UnknownType)
+      throw new RangeError(`record at offset ${at} has unknown type ${type}`);
+    if (problem === RecordProblem.PastEnd) {
       throw new RangeError(
         `record at offset ${at} of ${size} bytes runs past the batch (${batch.length} bytes)`,
       );
     }
-    const minSize = MIN_SIZE[type];
-    if (minSize === undefined) throw new RangeError(`record at offset ${at} has unknown type ${type}`);
-    if (size < minSize) {
-      throw new RangeError(`record at offset ${at} of type ${type} has size ${size}, needs ${minSize}`);
+    if (problem === RecordProblem.WrongSize) {
+      throw new RangeError(
+        `record at offset ${at} has size ${size}, needs ${recordBytes(batch, at)} for type ${type}`,
+      );
     }
     out.push(decodeOne(batch, at, type));
     at += size;

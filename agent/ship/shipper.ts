@@ -1,0 +1,172 @@
+/**
+ * Ships a node store's committed events to ClickHouse. The node file stays
+ * the source of truth and the outbox: the shipper has its own connection,
+ * reads batches in commit order from the cursor kept in ship_cursors, and
+ * moves the cursor only after ClickHouse acknowledged the batch. A crash
+ * between the two re-sends the batch, which the fleet tables collapse (see
+ * core/clickhouse/schema.ts). ClickHouse down, slow or refusing: capture
+ * and local storage go on, the shipper retries with exponential backoff
+ * and catches up in full batches.
+ */
+import Database from 'better-sqlite3';
+import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
+import { migrateClickHouse } from '../../core/clickhouse/schema';
+import { readStoreInfo } from '../../core/store/schema';
+import { ShipBatchReader } from './ship-batch';
+
+export interface ShipperOptions {
+  /** ships once this many events wait (default 10,000) */
+  batchRows?: number;
+  /** or once the oldest waiting event has waited this long (default 1 s) */
+  maxDelayMs?: number;
+  retryInitialMs?: number;
+  retryMaxMs?: number;
+  /** wall-clock nanoseconds, for the lag in seconds */
+  nowNs?: () => bigint;
+}
+
+export interface ShipStatus {
+  destination: string;
+  state: 'starting' | 'shipping' | 'retrying' | 'stopped';
+  shipped: number;
+  lagEvents: number;
+  lagSeconds: number;
+  retries: number;
+  lastError: string | null;
+}
+
+const IDLE_POLL_MS = 100;
+
+export class Shipper {
+  private readonly db: Database.Database;
+  private readonly reader: ShipBatchReader;
+  private readonly batchRows: number;
+  private readonly maxDelayMs: number;
+  private readonly retryInitialMs: number;
+  private readonly retryMaxMs: number;
+  private readonly nowNs: () => bigint;
+  private readonly readNextSeq: Database.Statement<[], { value: string }>;
+  private readonly readCursor: Database.Statement<[string], { next_seq: number; shipped: number }>;
+  private readonly writeCursor: Database.Statement<[string, number, number, bigint]>;
+  private readonly tsOfSeq: Database.Statement<[number], { ts: bigint }>;
+  private cursor: number;
+  private stopping = false;
+  private wake: (() => void) | null = null;
+  private loop: Promise<void> | null = null;
+  private readonly current: ShipStatus;
+
+  constructor(
+    storePath: string,
+    private readonly clickhouse: ClickHouseHttp,
+    options: ShipperOptions = {},
+  ) {
+    this.batchRows = options.batchRows ?? 10_000;
+    this.maxDelayMs = options.maxDelayMs ?? 1000;
+    this.retryInitialMs = options.retryInitialMs ?? 500;
+    this.retryMaxMs = options.retryMaxMs ?? 30_000;
+    this.nowNs = options.nowNs ?? (() => BigInt(Date.now()) * 1_000_000n);
+    // the agent's writer has created and migrated the file; this connection writes only ship_cursors
+    this.db = new Database(storePath, { fileMustExist: true });
+    this.db.pragma('busy_timeout = 5000');
+    this.reader = new ShipBatchReader(this.db, readStoreInfo(this.db));
+    this.readNextSeq = this.db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`);
+    this.readCursor = this.db.prepare('SELECT next_seq, shipped FROM ship_cursors WHERE destination = ?');
+    this.writeCursor = this.db.prepare(
+      `INSERT INTO ship_cursors (destination, next_seq, shipped, updated_ns) VALUES (?, ?, ?, ?)
+       ON CONFLICT (destination) DO UPDATE SET next_seq = excluded.next_seq, shipped = excluded.shipped, updated_ns = excluded.updated_ns`,
+    );
+    this.tsOfSeq = this.db
+      .prepare<[number], { ts: bigint }>(
+        'SELECT ts FROM events INDEXED BY events_by_seq WHERE seq >= ? ORDER BY seq LIMIT 1',
+      )
+      .safeIntegers(true);
+    const destination = `clickhouse://${clickhouse.name}/${clickhouse.endpoint.database}`;
+    const saved = this.readCursor.get(destination);
+    this.cursor = saved?.next_seq ?? 1;
+    this.current = {
+      destination,
+      state: 'starting',
+      shipped: saved?.shipped ?? 0,
+      lagEvents: 0,
+      lagSeconds: 0,
+      retries: 0,
+      lastError: null,
+    };
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops after the batch in flight (acknowledged or not: the cursor says which). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    await this.loop;
+    this.current.state = 'stopped';
+    this.db.close();
+  }
+
+  status(): ShipStatus {
+    if (this.db.open) this.measureLag();
+    return { ...this.current };
+  }
+
+  private measureLag(): void {
+    const committed = Number(this.readNextSeq.get()!.value);
+    this.current.lagEvents = committed - this.cursor;
+    const oldest = this.current.lagEvents > 0 ? this.tsOfSeq.get(this.cursor) : undefined;
+    this.current.lagSeconds = oldest ? Math.max(0, Number(this.nowNs() - oldest.ts) / 1e9) : 0;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+
+  private async run(): Promise<void> {
+    let backoff = this.retryInitialMs;
+    let migrated = false;
+    let waitingSince: number | null = null;
+    while (!this.stopping) {
+      try {
+        if (!migrated) {
+          await migrateClickHouse(this.clickhouse);
+          migrated = true;
+        }
+        this.measureLag();
+        const waiting = this.current.lagEvents;
+        if (waiting === 0) waitingSince = null;
+        else waitingSince ??= Date.now();
+        const due =
+          waiting >= this.batchRows || (waiting > 0 && Date.now() - waitingSince! >= this.maxDelayMs);
+        if (!due) {
+          await this.sleep(IDLE_POLL_MS);
+          continue;
+        }
+        const batch = this.reader.read(this.cursor, this.batchRows);
+        await this.clickhouse.exec('INSERT INTO events FORMAT JSONEachRow', batch.rows);
+        this.cursor = batch.nextSeq;
+        this.current.shipped += batch.count;
+        this.writeCursor.run(this.current.destination, this.cursor, this.current.shipped, this.nowNs());
+        this.current.state = 'shipping';
+        this.current.lastError = null;
+        backoff = this.retryInitialMs;
+        // a full batch means more may wait: go on at once
+        if (batch.count < this.batchRows) waitingSince = null;
+      } catch (err) {
+        this.current.state = 'retrying';
+        this.current.retries++;
+        this.current.lastError = (err as Error).message;
+        await this.sleep(backoff);
+        backoff = Math.min(backoff * 2, this.retryMaxMs);
+      }
+    }
+  }
+}

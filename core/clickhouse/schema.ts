@@ -1,0 +1,93 @@
+/**
+ * The fleet store in ClickHouse: one events table of every node's events,
+ * dictionaries resolved to strings, exact nanoseconds as UInt64, partitioned
+ * by day and ordered by (timestamp_ns, store_id, seq) for time ranges; plus one lookup
+ * table per context key, fed by a materialized view, ordered by that key so a
+ * transaction or trace is found without scanning the events.
+ *
+ * Exactly once as a reader sees it: 18.16 deduplicates retried inserts only
+ * on replicated tables, so every table is a ReplacingMergeTree whose sorting
+ * key holds the event's identity (store_id, timestamp_ns, seq), and every read uses FINAL,
+ * which is correct before background merges have collapsed a retried batch.
+ * A row's partition follows from its timestamp, so its copies always share one.
+ *
+ * Migrations are versioned like the node store's (MIGRATIONS[v] takes the
+ * database from v to v + 1); the applied versions live in kreplay_migrations.
+ */
+import { ClickHouseError, type ClickHouseHttp } from './http-client';
+import { quoteInt } from './quote';
+
+export const CLICKHOUSE_SCHEMA_VERSION = 1;
+
+/** The API's event fields (core/model/event.ts) plus the row's identity in its node store. */
+const EVENTS_COLUMNS = `
+  event_id String,
+  store_id String,
+  timestamp_ns UInt64,
+  seq UInt64,
+  event_type String,
+  duration_ns UInt64,
+  service_name String,
+  transaction_id Nullable(String),
+  trace_id Nullable(String),
+  node String,
+  pid UInt32,
+  tid UInt32,
+  comm String,
+  bytes UInt64,
+  syscall Nullable(String),
+  fd Nullable(Int64),
+  ret Nullable(Int64),
+  target_kind Nullable(String),
+  target Nullable(String),
+  device Nullable(String),
+  sector Nullable(UInt64),
+  op Nullable(String),
+  error Nullable(Int64)`;
+
+/** The context keys with a lookup table: events_by_<key>. */
+export const LOOKUP_KEYS = ['transaction_id', 'trace_id'] as const;
+export type LookupKey = (typeof LOOKUP_KEYS)[number];
+
+export function lookupTable(key: LookupKey): string {
+  return key === 'transaction_id' ? 'events_by_transaction' : 'events_by_trace';
+}
+
+function lookupDdl(key: LookupKey): string[] {
+  const table = lookupTable(key);
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table} (${key} String, timestamp_ns UInt64, store_id String, seq UInt64)
+     ENGINE = ReplacingMergeTree() ORDER BY (${key}, timestamp_ns, store_id, seq)`,
+    `CREATE MATERIALIZED VIEW IF NOT EXISTS ${table}_feed TO ${table} AS
+     SELECT assumeNotNull(${key}) AS ${key}, timestamp_ns, store_id, seq FROM events WHERE ${key} IS NOT NULL`,
+  ];
+}
+
+/** MIGRATIONS[v]: the statements taking a database from version v to v + 1. */
+export const CLICKHOUSE_MIGRATIONS: readonly (readonly string[])[] = [
+  [
+    `CREATE TABLE IF NOT EXISTS events (${EVENTS_COLUMNS}
+     ) ENGINE = ReplacingMergeTree()
+     PARTITION BY toDate(toDateTime(intDiv(timestamp_ns, 1000000000)), 'UTC')
+     ORDER BY (timestamp_ns, store_id, seq)`,
+    ...LOOKUP_KEYS.flatMap(lookupDdl),
+  ],
+];
+
+/** Creates the database if needed and applies the migrations it lacks; returns its version. */
+export async function migrateClickHouse(ch: ClickHouseHttp): Promise<number> {
+  await ch.exec(`CREATE DATABASE IF NOT EXISTS ${ch.endpoint.database}`, undefined, null);
+  await ch.exec('CREATE TABLE IF NOT EXISTS kreplay_migrations (version UInt32) ENGINE = TinyLog');
+  const [row] = await ch.rows<{ v: number }>('SELECT toUInt32(max(version)) AS v FROM kreplay_migrations');
+  const from = row ? Number(row.v) : 0;
+  if (from > CLICKHOUSE_SCHEMA_VERSION)
+    throw new ClickHouseError(
+      'E_CLICKHOUSE_SCHEMA',
+      `ClickHouse database ${ch.endpoint.database} has schema version ${from}, newer than this kreplay understands (${CLICKHOUSE_SCHEMA_VERSION})`,
+    );
+  for (let v = from; v < CLICKHOUSE_SCHEMA_VERSION; v++) {
+    for (const statement of CLICKHOUSE_MIGRATIONS[v]!) await ch.exec(statement);
+    await ch.exec(`INSERT INTO kreplay_migrations (version) VALUES (${quoteInt(v + 1)})`);
+  }
+  return CLICKHOUSE_SCHEMA_VERSION;
+}

@@ -1,0 +1,107 @@
+/**
+ * The daemon assembled: node stores, the replay clock, the sessions and the
+ * HTTP app, listening. The CLI, the tests and the benchmarks all start it
+ * here, so they run the same wiring.
+ */
+import { join } from 'node:path';
+import { repoRoot } from '../core/repo-root';
+import { createLogger, type Logger } from '../core/log/logger';
+import { createApp } from './app';
+import { HighResClock } from './replay/clock/high-res-clock';
+import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
+import { KreplayError } from '../core/errors';
+import { isLoopbackHost } from './auth/auth-middleware';
+import { TokenStore } from './auth/token-store';
+import { listen, type TlsFiles } from './server';
+import { NodeStores } from './store/node-stores';
+import { ClickHouseEvents } from './store/clickhouse-events';
+import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
+
+export interface DaemonOptions {
+  dataDir: string;
+  host?: string;
+  /** 0 picks a free port */
+  port?: number;
+  /** finished and stopped sessions are removed after this long unchanged */
+  sessionTtlMs?: number;
+  log?: Logger;
+  /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
+  store?: string;
+  /** the --tokens file; without it the daemon listens on loopback only */
+  tokensFile?: string;
+  allowedHosts?: readonly string[];
+  tls?: TlsFiles;
+  /** the built incident page served at / (default dist/web of the checkout) */
+  webRoot?: string;
+}
+
+export interface Daemon {
+  url: string;
+  stores: NodeStores;
+  clock: HighResClock;
+  replay: ReplaySessions;
+  /** Reads the tokens file again (SIGHUP); false when it was bad and the old tokens stay. */
+  reloadTokens(): boolean;
+  /** Ends the replay streams (they never end by themselves), then closes the server, clock and stores. */
+  close(): Promise<void>;
+}
+
+export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
+  const log = options.log ?? createLogger({ component: 'daemon' });
+  const host = options.host ?? '127.0.0.1';
+  if (!options.tokensFile && !isLoopbackHost(host)) {
+    throw new KreplayError(
+      'E_UNSAFE_BIND',
+      `refusing to listen on ${host} without --tokens: anyone who reaches it could read every recorded event and drive replays; give --tokens FILE, or listen on 127.0.0.1`,
+    );
+  }
+  const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
+  const stores = new NodeStores(options.dataDir, log.child('stores'));
+  const events =
+    options.store === undefined
+      ? undefined
+      : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
+  const clock = new HighResClock(log.child('replay'));
+  const replay = new ReplaySessions({
+    dataDir: options.dataDir,
+    source: stores,
+    clock,
+    log: log.child('replay'),
+    ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
+  });
+  const release = async () => {
+    await replay.close();
+    await clock.close();
+    stores.close();
+  };
+  try {
+    // a session played before the clock thread runs would be released late
+    await clock.ready();
+    const app = createApp({
+      log,
+      stores,
+      replay,
+      events,
+      tokens,
+      webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
+      allowedHosts: [host, ...(options.allowedHosts ?? [])],
+    });
+    const running = await listen(app, host, options.port ?? 0, options.tls);
+    return {
+      url: running.url,
+      stores,
+      clock,
+      replay,
+      reloadTokens: () => tokens?.reload() ?? false,
+      close: async () => {
+        const closing = running.close();
+        await replay.close();
+        await closing;
+        await release();
+      },
+    };
+  } catch (err) {
+    await release();
+    throw err;
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * The player of one replay session: reads the transaction a few events
+ * ahead, hands their deadlines to the clock, and calls back as the clock
+ * releases each one. The session owns what a release means (its state,
+ * statistics and frames). Timing model: README, "Timing".
+ */
+import type { ApiEvent } from '../../../core/model';
+import type { ClockLane, ReplayClock } from '../clock/replay-clock';
+import type { Schedule } from './schedule';
+import type { EventStart, Transaction } from './transaction';
+
+/**
+ * While playing, the events due within the next LOOKAHEAD_NS of wall time
+ * are read and handed to the clock (at least MIN_LOOKAHEAD, at most
+ * MAX_LOOKAHEAD events): the clock releases them on time even while the
+ * main thread is busy serving requests for tens of milliseconds, and memory
+ * stays bounded (at most ~7 MB per session) whatever the transaction's size.
+ */
+const LOOKAHEAD_NS = 250_000_000n;
+const MIN_LOOKAHEAD = 64;
+export const MAX_LOOKAHEAD = 16384;
+/** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
+export const CHECKPOINT_EVERY = 1024;
+
+export interface Pending {
+  index: number;
+  event: ApiEvent;
+  /** recorded offset from the first event */
+  offsetNs: bigint;
+  /** scheduled wall offset */
+  dueNs: bigint;
+}
+
+/** The clock released `entry` at `releasedAt`, for `deadline`. */
+export type OnRelease = (entry: Pending, deadline: bigint, releasedAt: bigint) => void;
+
+export const startOf = (event: ApiEvent): EventStart => ({ ts: event.timestamp_ns, eventId: event.event_id });
+
+export class Player {
+  /** while playing, wall offset = now − anchor */
+  private anchor = 0n;
+  private reader: Iterator<ApiEvent> | null = null;
+  /** events read and not yet released, from the session's next index on */
+  private pending: Pending[] = [];
+  private readonly checkpoints: EventStart[] = [];
+  private readonly lane: ClockLane;
+
+  constructor(
+    private readonly transaction: Transaction,
+    private readonly schedule: Schedule,
+    private readonly clock: ReplayClock,
+    private readonly onRelease: OnRelease,
+  ) {
+    this.lane = clock.lane();
+  }
+
+  /** The wall offset now, while playing. */
+  wallNow(): bigint {
+    return this.clock.now() - this.anchor;
+  }
+
+  /** The next event to be released, if read. */
+  head(): Pending | undefined {
+    return this.pending[0];
+  }
+
+  /** Where event CHECKPOINT_EVERY × `slot` starts, once read. */
+  checkpoint(slot: number): EventStart | undefined {
+    return this.checkpoints[slot];
+  }
+
+  /**
+   * Reads ahead from event `nextIndex` (at `nextStart`), then anchors wall
+   * offset `wallNs` to now plus the clock's lead for what was read, so
+   * reading ahead does not count against the schedule.
+   */
+  prepare(nextIndex: number, nextStart: EventStart | undefined, wallNs: bigint): void {
+    this.readAhead(nextIndex, nextStart, wallNs + LOOKAHEAD_NS);
+    this.anchor = this.clock.now() + this.clock.leadNs(this.pending.length) - wallNs;
+  }
+
+  /** Hands every event read to the clock; false when there is none. */
+  armAll(): boolean {
+    for (const entry of this.pending) this.arm(entry);
+    return this.pending.length > 0;
+  }
+
+  /** After a release: reads and arms what is due within the lookahead; false when nothing is left. */
+  refill(nextIndex: number, nextStart: EventStart | undefined): boolean {
+    for (const entry of this.readAhead(nextIndex, nextStart, this.wallNow() + LOOKAHEAD_NS)) this.arm(entry);
+    return this.pending.length > 0;
+  }
+
+  /** Takes back every deadline handed to the clock; what was read stays. */
+  disarm(): void {
+    this.lane.clear();
+  }
+
+  /** Forgets the reader and what it read: the next prepare reads from a new start. */
+  drop(): void {
+    this.lane.clear();
+    this.reader = null;
+    this.pending = [];
+  }
+
+  /** Reads events until one is due after wall offset `horizonNs`, within the lookahead's bounds; returns them. */
+  private readAhead(nextIndex: number, nextStart: EventStart | undefined, horizonNs: bigint): Pending[] {
+    this.reader ??= this.transaction.events(nextStart);
+    const read: Pending[] = [];
+    while (this.pending.length < MAX_LOOKAHEAD) {
+      const last = this.pending[this.pending.length - 1];
+      if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
+      const next = this.reader.next();
+      if (next.done) break;
+      const index = nextIndex + this.pending.length;
+      const offsetNs = next.value.timestamp_ns - this.transaction.firstTs;
+      const entry = { index, event: next.value, offsetNs, dueNs: this.schedule.wallOffset(index, offsetNs) };
+      if (index % CHECKPOINT_EVERY === 0) this.checkpoints[index / CHECKPOINT_EVERY] = startOf(entry.event);
+      this.pending.push(entry);
+      read.push(entry);
+    }
+    return read;
+  }
+
+  private arm(entry: Pending): void {
+    const deadline = this.anchor + entry.dueNs;
+    this.lane.at(deadline, (releasedAt) => {
+      this.pending.shift();
+      this.onRelease(entry, deadline, releasedAt);
+    });
+  }
+}

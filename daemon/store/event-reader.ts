@@ -1,0 +1,25 @@
+/**
+ * What the events routes read, whichever store holds the events: the node
+ * files of a data dir (NodeStores) or the fleet store in ClickHouse
+ * (ClickHouseEvents). Asynchronous at this boundary so that either may
+ * answer from another thread or over the network.
+ */
+import type { ApiEvent } from '../../core/model';
+import type { EventFilter, EventPage, EventSummary, PageOptions } from './event-filter';
+import type { NodeStores } from './node-stores';
+
+export interface EventReader {
+  page(filter: EventFilter, opts: PageOptions): Promise<EventPage>;
+  summarize(filter: EventFilter): Promise<EventSummary>;
+  get(eventId: string): Promise<ApiEvent | null>;
+  nodes(): Promise<string[]>;
+}
+
+export function nodeStoresReader(stores: NodeStores): EventReader {
+  return {
+    page: async (filter, opts) => stores.page(filter, opts),
+    summarize: async (filter) => stores.summarize(filter),
+    get: async (eventId) => stores.get(eventId),
+    nodes: async () => stores.nodes(),
+  };
+}

@@ -1,0 +1,34 @@
+import { storedCounters, type CounterSnapshot } from '../../agent/status';
+import { KERNEL_COUNTER_NAMES, kernelCounters } from '../../core/model';
+
+describe('storedCounters', () => {
+  it('stores every counter under its stable snake_case name', () => {
+    const snapshot: CounterSnapshot = {
+      ...kernelCounters(KERNEL_COUNTER_NAMES.map((_, i) => i + 1)),
+      malformedMarkers: 11,
+      unknownContexts: 12,
+      unknownTargets: 13,
+      corruptRecords: 14,
+      corruptBytes: 15,
+      rowsWritten: 16,
+    };
+    expect(storedCounters(snapshot)).toEqual({
+      sys_write_emitted: 1,
+      sys_write_dropped: 2,
+      block_io_emitted: 3,
+      block_io_dropped: 4,
+      context_emitted: 5,
+      context_dropped: 6,
+      thread_table_full: 7,
+      request_table_full: 8,
+      target_dropped: 9,
+      target_emitted: 10,
+      malformed_markers: 11,
+      unknown_contexts: 12,
+      unknown_targets: 13,
+      corrupt_records: 14,
+      corrupt_bytes: 15,
+      rows_written: 16,
+    });
+  });
+});
