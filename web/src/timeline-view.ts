@@ -41,7 +41,8 @@ export class TimelineView {
   pinned: number | null = null;
   private laneTop: number[] = [];
   private height = 0;
-  private drag: { x: number; from: number; to: number; moved: boolean; playhead: boolean } | null = null;
+  /** a pan, or the playhead being dragged to `seekTo` (the view owns it until the drop, not the replay) */
+  private drag: { x: number; from: number; to: number; moved: boolean; seekTo: number | null } | null = null;
   private frame = 0;
   private minimapImage: HTMLCanvasElement | null = null;
   /** how long the last draw took, in ms (shown, and read by the benchmark) */
@@ -170,8 +171,9 @@ export class TimelineView {
       ctx.restore();
     }
     if (this.pinned !== null) this.outline(ctx, this.pinned);
-    if (this.playhead !== null) {
-      const x = this.xOf(this.playhead);
+    const playhead = this.shownPlayhead();
+    if (playhead !== null) {
+      const x = this.xOf(playhead);
       ctx.fillStyle = '#dc2626';
       ctx.fillRect(x - 1, 0, 2, this.height);
       ctx.beginPath();
@@ -183,6 +185,10 @@ export class TimelineView {
     this.drawMinimap();
     this.lastDrawMs = performance.now() - started;
     this.canvas.dataset.drawMs = this.lastDrawMs.toFixed(2);
+  }
+
+  private shownPlayhead(): number | null {
+    return this.drag?.seekTo ?? this.playhead;
   }
 
   private outline(ctx: CanvasRenderingContext2D, i: number): void {
@@ -208,7 +214,7 @@ export class TimelineView {
     for (let t = Math.ceil(this.view.from / tick) * tick; t < this.view.to; t += tick) {
       const x = this.xOf(t);
       ctx.fillRect(x, AXIS_H - 6, 1, 6);
-      ctx.fillText(`+${formatDuration(t)}`, x + 3, 14);
+      ctx.fillText(`+${formatTick(t, tick, this.view.to)}`, x + 3, 14);
     }
     ctx.fillText(`span ${formatDuration(span)}`, 6, 14);
   }
@@ -228,9 +234,10 @@ export class TimelineView {
     ctx.fillRect(x0, 0, Math.max(2, x1 - x0), 40);
     ctx.strokeStyle = '#1d4ed8';
     ctx.strokeRect(x0, 0.5, Math.max(2, x1 - x0), 39);
-    if (this.playhead !== null) {
+    const playhead = this.shownPlayhead();
+    if (playhead !== null) {
       ctx.fillStyle = '#dc2626';
-      ctx.fillRect(((this.playhead + this.model.span * 0.02) / whole) * width - 1, 0, 2, 40);
+      ctx.fillRect(((playhead + this.model.span * 0.02) / whole) * width - 1, 0, 2, 40);
     }
   }
 
@@ -318,7 +325,7 @@ export class TimelineView {
         from: this.view.from,
         to: this.view.to,
         moved: false,
-        playhead: onPlayhead,
+        seekTo: onPlayhead ? this.playhead : null,
       };
     });
     window.addEventListener('mousemove', (ev) => {
@@ -326,8 +333,8 @@ export class TimelineView {
       if (this.drag) {
         const dx = ev.clientX - this.drag.x;
         if (Math.abs(dx) > 2) this.drag.moved = true;
-        if (this.drag.playhead) {
-          this.playhead = Math.max(0, Math.min(this.model.span, this.tOf(x)));
+        if (this.drag.seekTo !== null) {
+          this.drag.seekTo = Math.max(0, Math.min(this.model.span, this.tOf(x)));
           this.requestDraw();
         } else if (this.drag.moved) {
           const shift = dx / this.scale();
@@ -342,8 +349,9 @@ export class TimelineView {
       const drag = this.drag;
       this.drag = null;
       if (!drag) return;
-      if (drag.playhead && this.playhead !== null) {
-        this.options.onSeek(Math.round(this.playhead));
+      if (drag.seekTo !== null) {
+        this.playhead = drag.seekTo;
+        this.options.onSeek(Math.round(drag.seekTo));
         return;
       }
       if (!drag.moved && ev.target === this.canvas) {
@@ -379,6 +387,14 @@ export class TimelineView {
     this.tooltip.style.left = `${Math.min(clientX + 14, window.innerWidth - 380)}px`;
     this.tooltip.style.top = `${clientY + 14 + window.scrollY}px`;
   }
+}
+
+/** A tick's offset in one unit for the whole axis, with the digits its step needs (1.091234 s at 2 µs a tick). */
+function formatTick(t: number, tick: number, end: number): string {
+  const [unit, name] =
+    end >= 1e9 ? [1e9, 's'] : end >= 1e6 ? [1e6, 'ms'] : end >= 1e3 ? [1e3, 'µs'] : [1, 'ns'];
+  const digits = Math.max(0, Math.ceil(-Math.log10(tick / unit) - 1e-9));
+  return `${(t / unit).toFixed(Math.min(9, digits))} ${name}`;
 }
 
 /** An event's fields as a definition list (tooltip and pinned panel). */

@@ -116,12 +116,16 @@ export async function renderTransaction(
     $<HTMLButtonElement>('#pause').disabled = !live || s.state !== 'playing';
     $<HTMLButtonElement>('#stop').disabled = !live;
   };
-  const animate = () => {
+  const placePlayhead = () => {
     if (!follower) return;
     const next = model.events[lastIndex + 1];
     const cap = next ? Number(BigInt(next.timestamp_ns) - model.t0) : model.span;
     view.playhead = follower.position(cap);
     view.requestDraw();
+  };
+  const animate = () => {
+    if (!follower) return;
+    placePlayhead();
     tick = requestAnimationFrame(animate);
   };
   const listener = {
@@ -130,6 +134,8 @@ export async function renderTransaction(
       state.dataset.state = s.state;
       state.dataset.position = String(s.position_ns);
       buttons(s);
+      // the session's own position wins at once over what the page had run ahead to (a pause lands behind it)
+      placePlayhead();
       if (s.state === 'stopped') {
         cancelAnimationFrame(tick);
         view.playhead = null;
