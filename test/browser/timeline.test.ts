@@ -6,7 +6,7 @@
  * in two tabs at once. A screenshot of the timeline is kept in test-artifacts/.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -15,6 +15,8 @@ import { launchChromium, type TestBrowser } from '../support/browser';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';
 import { startReplayServer, type ReplayServer } from '../support/replay-http';
+import { createDaemon } from '../../daemon/create-daemon';
+import { silentLogger } from '../../core/log/logger';
 import { readStoredEvents } from '../support/store-rows';
 
 const ROOT = join(__dirname, '..', '..');
@@ -23,6 +25,7 @@ const ARTIFACTS = join(ROOT, 'test-artifacts');
 const TXN = `browser-${process.pid}`;
 
 let dir: string;
+let data: string;
 let cgroup: TestCgroup;
 let loop: LoopDevice;
 let agent: AgentProcess;
@@ -47,7 +50,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kreplay-browser-'));
   cgroup = createCgroup(`kreplay-browser-${process.pid}.service`);
   loop = createLoopDevice();
-  const data = join(dir, 'data');
+  data = join(dir, 'data');
   agent = await startAgent(['--data-dir', data, '--node', 'web', '--cgroup-id', String(cgroup.id)]);
   // a burst of 600 one-byte writes (so the search table needs more than one page), then about 1.2 s
   // of file writes 40 ms apart and O_DIRECT writes that reach the disk
@@ -74,8 +77,11 @@ beforeAll(async () => {
   }, 30000);
   // stopped now so that nothing the agent still flushes changes the count the page must show
   agentExit = await agent.stop();
-  recorded = readStoredEvents(store, `c.transaction_id = '${TXN}'`).length;
   server = await startReplayServer(data);
+  // the page must show what the API holds for the transaction
+  const all = await fetch(`${server.url}/api/events?transaction_id=${TXN}&limit=10000`);
+  recorded = ((await all.json()) as { events: unknown[] }).events.length;
+  expect(recorded).toBeGreaterThanOrEqual(630);
   browser = await launchChromium();
 }, 120_000);
 
@@ -113,7 +119,7 @@ describe('the incident page in Chromium', () => {
     page.on('request', (r) => requests.push(r.url()));
     await page.goto(`${server.url}/`);
     await page.fill('input[name=transaction_id]', TXN);
-    await page.click('button[type=submit]');
+    await page.click('#filters button[type=submit]');
     // the table reads the next page with the cursor as it is scrolled, until the count has no "+"
     const count = page.locator('#search-count');
     await count.filter({ hasText: /^\d+\+? events$/ }).waitFor();
@@ -176,6 +182,16 @@ describe('the incident page in Chromium', () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.locator('main').screenshot({ path: join(ARTIFACTS, 'timeline.png') });
     expect(statSync(join(ARTIFACTS, 'timeline.png')).size).toBeGreaterThan(10_000);
+    // the zoomed view is a link: pasted into another tab it opens the same window of time
+    await page.waitForURL(/from=\d+&to=\d+/);
+    const shown = await page.evaluate(() => window.kreplayTimeline.view);
+    const pasted = await browser.context.newPage();
+    await pasted.goto(page.url());
+    await pasted.waitForSelector('canvas.timeline');
+    const opened = await pasted.evaluate(() => window.kreplayTimeline.view);
+    expect(Math.abs(opened.from - shown.from)).toBeLessThanOrEqual(1);
+    expect(Math.abs(opened.to - shown.to)).toBeLessThanOrEqual(1);
+    await pasted.close();
   });
 
   it('plays a session in two tabs in step: playhead moves, events appear, pause holds, seek jumps, stop ends', async () => {
@@ -256,6 +272,33 @@ describe('the incident page in Chromium', () => {
     await second.close();
     await page.close();
   });
+
+  it('with --tokens: the page loads without one, the API answers once a token is given, the session stream too', async () => {
+    const token = `control-${'x'.repeat(24)}`;
+    const tokens = join(dir, 'tokens');
+    writeFileSync(tokens, `${token} control sre\n`);
+    const daemon = await createDaemon({ dataDir: data, log: silentLogger, tokensFile: tokens });
+    const page = await browser.context.newPage();
+    try {
+      await page.goto(`${daemon.url}/#/txn/${TXN}`);
+      await page
+        .locator('#txn-error')
+        .filter({ hasText: /^401: .*enter a token/ })
+        .waitFor();
+      await page.fill('#token-form input', token);
+      await page.click('#token-form button');
+      await page.waitForSelector('canvas.timeline');
+      expect(await page.locator('#txn-summary').textContent()).toContain(`${recorded} events`);
+      await page.click('#create');
+      // the state frame comes over the session's stream, read with the token
+      await page.locator('#session-state[data-state=ready]').waitFor();
+      await page.click('#stop');
+      await page.locator('#session-state[data-state=stopped]').waitFor();
+    } finally {
+      await page.close();
+      await daemon.close();
+    }
+  });
 });
 
 /** What the page exposes for tests (window.kreplayTimeline, a TimelineView). */
@@ -273,6 +316,7 @@ interface TimelineLike {
   };
   setView(view: { from: number; to: number }): void;
   playhead: number | null;
+  view: { from: number; to: number };
   canvas: { getBoundingClientRect(): { top: number } };
   barCenter(i: number): { x: number; y: number };
   xOf(t: number): number;

@@ -1,4 +1,5 @@
 /** The public HTTP API, as the page uses it: nothing private, integers as strings so no ns is rounded. */
+import { authHeaders, hasToken } from './auth';
 
 export interface ApiEvent {
   event_id: string;
@@ -39,6 +40,8 @@ export interface Session {
   duration_ns: number;
   events_total: number;
   events_emitted: number;
+  /** the test build a `kreplay replay --exec` session drives, when it does */
+  driving?: { command: string; pid: number } | null;
 }
 
 export class ApiError extends Error {
@@ -53,7 +56,7 @@ export class ApiError extends Error {
 async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetch(path, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: { ...authHeaders(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
@@ -65,7 +68,8 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
     } catch {
       // not problem+json: show the text
     }
-    throw new ApiError(res.status, `${res.status}: ${detail}`);
+    const hint = res.status === 401 ? ' (enter a token at the top right)' : '';
+    throw new ApiError(res.status, `${res.status}: ${detail}${hint}`);
   }
   return JSON.parse(text) as T;
 }
@@ -109,3 +113,30 @@ export const exportUrl = (params: URLSearchParams) => {
   query.set('format', 'chrome-trace');
   return `/api/events/export?${query}`;
 };
+
+/**
+ * An export link: followed as it is when no token is needed (the browser
+ * streams the file to disk); with a token, fetched with it and saved from memory.
+ */
+export function exportLink(
+  link: HTMLAnchorElement,
+  params: URLSearchParams,
+  report: (e: Error) => void,
+): void {
+  link.href = exportUrl(params);
+  link.download = '';
+  link.addEventListener('click', (ev) => {
+    if (!hasToken()) return;
+    ev.preventDefault();
+    void (async () => {
+      const res = await fetch(link.href, { headers: authHeaders() });
+      if (!res.ok) throw new ApiError(res.status, `${res.status}: ${(await res.text()).slice(0, 300)}`);
+      const name =
+        /filename="([^"]+)"/.exec(res.headers.get('content-disposition') ?? '')?.[1] ?? 'kreplay.json';
+      const url = URL.createObjectURL(await res.blob());
+      const save = Object.assign(document.createElement('a'), { href: url, download: name });
+      save.click();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    })().catch(report);
+  });
+}

@@ -1,5 +1,6 @@
 /** The page's router: #/search?… and #/txn/ID?…; every view is a URL. */
 import './style.css';
+import { tokenForm } from './auth';
 import { renderSearch } from './search';
 import { renderTransaction } from './txn';
 
@@ -30,4 +31,9 @@ async function route(): Promise<void> {
 }
 
 window.addEventListener('hashchange', () => void route());
+// a new token: draw the view again with it
+tokenForm(document.querySelector<HTMLFormElement>('#token-form')!, () => {
+  shown = '';
+  void route();
+});
 void route();

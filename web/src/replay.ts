@@ -6,15 +6,18 @@
  * session's speed, never past the next event still to come.
  */
 import { control, createSession, getSession, type Session } from './api';
+import { followSse } from './sse';
 
 export interface ReplayListener {
   state(session: Session): void;
   emitted(index: number, eventId: string, lateNs: number | null, offsetNs: number): void;
+  /** the stream was refused (a session gone, a token missing) */
+  failed(message: string): void;
 }
 
 export class ReplayFollower {
   session: Session | null = null;
-  private source: EventSource | null = null;
+  private stream: { close(): void } | null = null;
   private basePosition = 0;
   private baseWall = 0;
 
@@ -39,23 +42,21 @@ export class ReplayFollower {
 
   private follow(session: Session): void {
     this.onState(session);
-    const source = new EventSource(`/api/replay/sessions/${encodeURIComponent(session.id)}/events`);
-    source.addEventListener('state', (m) => this.onState(JSON.parse((m as MessageEvent).data) as Session));
-    source.addEventListener('replay', (m) => {
-      const message = m as MessageEvent;
-      const data = JSON.parse(message.data) as {
-        event_id: string;
-        replay_offset_ns: number;
-        emitted_late_ns: number | null;
-      };
-      this.listener.emitted(
-        Number(message.lastEventId),
-        data.event_id,
-        data.emitted_late_ns,
-        data.replay_offset_ns,
-      );
-    });
-    this.source = source;
+    this.stream = followSse(
+      `/api/replay/sessions/${encodeURIComponent(session.id)}/events`,
+      (m) => {
+        if (m.event === 'state') this.onState(JSON.parse(m.data) as Session);
+        else if (m.event === 'replay') {
+          const data = JSON.parse(m.data) as {
+            event_id: string;
+            replay_offset_ns: number;
+            emitted_late_ns: number | null;
+          };
+          this.listener.emitted(Number(m.lastId), data.event_id, data.emitted_late_ns, data.replay_offset_ns);
+        }
+      },
+      (message) => this.listener.failed(message),
+    );
   }
 
   private onState(session: Session): void {
@@ -92,7 +93,7 @@ export class ReplayFollower {
   }
 
   close(): void {
-    this.source?.close();
-    this.source = null;
+    this.stream?.close();
+    this.stream = null;
   }
 }

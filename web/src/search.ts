@@ -4,7 +4,7 @@
  * the cursor as the user scrolls; the time column sorts (order=asc|desc),
  * the one order the API keeps across pages.
  */
-import { eventsPage, exportUrl, type ApiEvent } from './api';
+import { eventsPage, exportLink, type ApiEvent } from './api';
 import { escapeHtml, formatDuration, formatTime, isTimeText } from './format';
 
 const ROW_HEIGHT = 26;
@@ -82,7 +82,9 @@ export function renderSearch(
   const order = params.get('order') === 'desc' ? 'desc' : 'asc';
   const timeHeader = root.querySelector<HTMLElement>('[data-col="0"]')!;
   timeHeader.textContent += order === 'asc' ? ' ▲' : ' ▼';
-  root.querySelector<HTMLAnchorElement>('#export-link')!.href = exportUrl(params);
+  exportLink(root.querySelector<HTMLAnchorElement>('#export-link')!, params, (err) => {
+    error.textContent = err.message;
+  });
 
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();

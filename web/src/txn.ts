@@ -5,7 +5,7 @@
  * (&session=…), so a pasted link opens the same picture, and a second tab
  * on the same link follows the same replay.
  */
-import { allEvents, exportUrl, type ApiEvent, type Session } from './api';
+import { allEvents, exportLink, type ApiEvent, type Session } from './api';
 import { escapeHtml, formatDuration } from './format';
 import { ReplayFollower } from './replay';
 import { buildModel, type Model } from './timeline-model';
@@ -23,7 +23,7 @@ export async function renderTransaction(
       <h1>Transaction <code id="txn-id">${escapeHtml(txn)}</code></h1>
       <span id="txn-summary"></span>
       <label>Slow ≥ <input id="slow-ms" type="number" min="0" step="any" value="${escapeHtml(params.get('slow_ms') ?? '')}" placeholder="ms"> ms</label>
-      <a class="button" id="export" href="${exportUrl(new URLSearchParams({ transaction_id: txn }))}" download>Export for Perfetto</a>
+      <a class="button" id="export">Export for Perfetto</a>
     </section>
     <section class="toolbar replay">
       <strong>Replay</strong>
@@ -35,6 +35,7 @@ export async function renderTransaction(
       <button id="stop" disabled>Stop</button>
       <span id="session-state" data-state="none">no session</span>
       <span id="emitted-count" data-count="0"></span>
+      <span id="driving" hidden></span>
     </section>
     <p class="error" id="txn-error" role="alert"></p>
     <div id="timeline-box"><p id="loading">loading…</p></div>
@@ -44,6 +45,9 @@ export async function renderTransaction(
     </section>`;
   const $ = <T extends HTMLElement>(sel: string) => root.querySelector<T>(sel)!;
   const error = $('#txn-error');
+  exportLink($<HTMLAnchorElement>('#export'), new URLSearchParams({ transaction_id: txn }), (err) => {
+    error.textContent = err.message;
+  });
   const box = $('#timeline-box');
   let events: ApiEvent[];
   try {
@@ -134,6 +138,9 @@ export async function renderTransaction(
       state.dataset.state = s.state;
       state.dataset.position = String(s.position_ns);
       buttons(s);
+      const driving = $('#driving');
+      driving.hidden = !s.driving;
+      driving.textContent = s.driving ? `driving ${s.driving.command} (pid ${s.driving.pid})` : '';
       // the session's own position wins at once over what the page had run ahead to (a pause lands behind it)
       placePlayhead();
       if (s.state === 'stopped') {
@@ -142,6 +149,9 @@ export async function renderTransaction(
         view.emitted = null;
         view.requestDraw();
       }
+    },
+    failed(message: string) {
+      error.textContent = message;
     },
     emitted(index: number, eventId: string, lateNs: number | null) {
       const i = model.byId.get(eventId);
