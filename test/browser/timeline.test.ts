@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
-import { launchChromium, type TestBrowser } from '../support/browser';
+import { launchChromium, type TestBrowser } from '../../bench/chromium';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';
 import { startReplayServer, type ReplayServer } from '../support/replay-http';

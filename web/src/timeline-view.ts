@@ -145,28 +145,40 @@ export class TimelineView {
       ctx.beginPath();
       ctx.rect(LABEL_W, top, width - LABEL_W, LANE_H);
       ctx.clip();
-      let lastX = -Infinity;
-      let lastStyle = '';
+      // Bars are merged into runs of whole pixels of one colour and drawn once a run ends: at the
+      // whole span of 100,000 events most bars are thinner than a pixel and this is one fillRect per
+      // run instead of one per event. A slow (red) run is not painted over by the bars after it.
+      const color = COLORS[model.events[lane.index[0]!]!.event_type];
+      let runX0 = 0;
+      let runX1 = -Infinity;
+      let runStyle = '';
+      let runAlpha = 1;
+      const flush = () => {
+        if (runX1 <= runX0) return;
+        ctx.fillStyle = runStyle;
+        ctx.globalAlpha = runAlpha;
+        ctx.fillRect(runX0, top + 3, runX1 - runX0, LANE_H - 6);
+      };
       for (let k = firstVisible(lane, from); k < lane.start.length && lane.start[k]! < to; k++) {
         if (lane.end[k]! < from) continue;
-        const x0 = LABEL_W + (lane.start[k]! - from) * scale;
-        const x1 = Math.max(x0 + 1, LABEL_W + (lane.end[k]! - from) * scale);
+        const x0 = Math.floor(LABEL_W + (lane.start[k]! - from) * scale);
+        const x1 = Math.max(x0 + 1, Math.ceil(LABEL_W + (lane.end[k]! - from) * scale));
         const i = lane.index[k]!;
-        const event = model.events[i]!;
-        const dur = lane.end[k]! - lane.start[k]!;
-        const style = dur >= this.slowNs ? COLORS.slow : COLORS[event.event_type];
-        // a bar inside pixels already painted the same colour adds nothing
-        if (x1 <= lastX && style === lastStyle) continue;
+        const style = lane.end[k]! - lane.start[k]! >= this.slowNs ? COLORS.slow : color;
         const alpha = this.emitted && !this.emitted[i] ? 0.25 : 1;
-        if (style !== lastStyle || ctx.globalAlpha !== alpha) {
-          ctx.fillStyle = style;
-          ctx.globalAlpha = alpha;
-          lastStyle = style;
+        if (style === runStyle && alpha === runAlpha && x0 <= runX1) {
+          if (x1 > runX1) runX1 = x1;
+          continue;
         }
-        const left = Math.max(x0, lastX);
-        ctx.fillRect(left, top + 3, Math.max(1, x1 - left), LANE_H - 6);
-        lastX = Math.max(lastX, Math.ceil(x1));
+        const start = runStyle === COLORS.slow ? Math.max(x0, runX1) : x0;
+        if (x1 <= start) continue;
+        flush();
+        runX0 = start;
+        runX1 = x1;
+        runStyle = style;
+        runAlpha = alpha;
       }
+      flush();
       ctx.globalAlpha = 1;
       ctx.restore();
     }

@@ -62,6 +62,8 @@ export async function renderTransaction(
     box.innerHTML = `<p>No events for this transaction.</p>`;
     return () => undefined;
   }
+  // timings for devtools and the benchmark (ms since navigation start)
+  performance.mark('kreplay:events-loaded');
   const model: Model = buildModel(events);
   $('#txn-summary').textContent =
     `${events.length} events · ${formatDuration(model.span)} · ${model.lanes.length} lanes`;
@@ -95,6 +97,7 @@ export async function renderTransaction(
         : '<em>click a bar to pin its fields</em>';
     },
   });
+  performance.mark('kreplay:timeline-drawn');
   const slow = $<HTMLInputElement>('#slow-ms');
   const applySlow = () => {
     const ms = Number(slow.value);

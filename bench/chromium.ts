@@ -1,4 +1,4 @@
-/** Debian's Chromium driven by playwright-core: headless, no sandbox (root), a fresh profile per run, no network beyond the page. */
+/** Debian's Chromium driven by playwright-core, for the browser tests and the timeline benchmark: headless, no sandbox (root), a fresh profile per run, no network beyond the page. */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
