@@ -199,6 +199,10 @@ export class TimelineView {
     this.canvas.dataset.drawMs = this.lastDrawMs.toFixed(2);
   }
 
+  private clampTime(t: number): number {
+    return Math.max(0, Math.min(this.model.span, t));
+  }
+
   private shownPlayhead(): number | null {
     return this.drag?.seekTo ?? this.playhead;
   }
@@ -330,15 +334,12 @@ export class TimelineView {
     );
     this.canvas.addEventListener('mousedown', (ev) => {
       const { x, y } = pos(ev);
-      const onPlayhead =
-        this.playhead !== null && (Math.abs(x - this.xOf(this.playhead)) < 6 || (y < AXIS_H && x > LABEL_W));
-      this.drag = {
-        x: ev.clientX,
-        from: this.view.from,
-        to: this.view.to,
-        moved: false,
-        seekTo: onPlayhead ? this.playhead : null,
-      };
+      // with a session: the playhead is grabbed where it is, and a press on the time axis seeks there
+      let seekTo: number | null = null;
+      if (this.playhead !== null && y < AXIS_H && x > LABEL_W) seekTo = this.clampTime(this.tOf(x));
+      else if (this.playhead !== null && Math.abs(x - this.xOf(this.playhead)) < 6) seekTo = this.playhead;
+      this.drag = { x: ev.clientX, from: this.view.from, to: this.view.to, moved: false, seekTo };
+      if (seekTo !== null) this.requestDraw();
     });
     window.addEventListener('mousemove', (ev) => {
       const { x, y } = pos(ev);
@@ -346,7 +347,7 @@ export class TimelineView {
         const dx = ev.clientX - this.drag.x;
         if (Math.abs(dx) > 2) this.drag.moved = true;
         if (this.drag.seekTo !== null) {
-          this.drag.seekTo = Math.max(0, Math.min(this.model.span, this.tOf(x)));
+          this.drag.seekTo = this.clampTime(this.tOf(x));
           this.requestDraw();
         } else if (this.drag.moved) {
           const shift = dx / this.scale();
