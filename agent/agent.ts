@@ -11,7 +11,9 @@ import { ServiceResolver } from './attribution/service-resolver';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
-import { StorePipeline } from './store/store-pipeline';
+import type { RetentionOptions } from './store/retention';
+import type { OnCorrupt } from './store/store-keeper';
+import { StorePipeline, type StoreThreadError } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
 import { formatShipStatus, shipCounters } from './ship/ship-status';
 import { VERSION } from './version';
@@ -29,6 +31,10 @@ export interface AgentOptions {
   flushIntervalMs: number;
   statusIntervalMs: number;
   quiet: boolean;
+  /** a damaged store on start: refuse (naming it), or move it aside and start a fresh one */
+  onCorrupt: OnCorrupt;
+  /** none: the store keeps everything */
+  retention?: RetentionOptions;
   /** ship committed events to this fleet store (agent/ship) */
   ship?: ClickHouseHttp;
 }
@@ -41,6 +47,7 @@ export interface AgentSummary {
 }
 
 const CLOCK_RESYNC_MS = 60_000;
+const STATUS_CHECK_MS = 100;
 
 function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
@@ -75,6 +82,7 @@ export class Agent {
       () => this.offsetNs,
     );
     this.lastStatus = this.snapshot();
+    store.whenContextsForgotten(() => this.decoder.forgetContextIds());
   }
 
   /** Opens the store (validating the data dir and schema first), then attaches the probes. */
@@ -83,6 +91,7 @@ export class Agent {
       options.dataDir,
       options.node,
       options.batchRows,
+      { onCorrupt: options.onCorrupt, retention: options.retention },
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
@@ -109,7 +118,10 @@ export class Agent {
       log.info('shipping', { to: agent.shipper.status().destination });
     }
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
-    agent.timers.push(setInterval(() => agent.reportStatus(), options.statusIntervalMs));
+    // Due lines are also written from the decode path and while waiting on the store, so a storm
+    // that keeps this thread busy does not stop them (see maybeReportStatus).
+    agent.timers.push(setInterval(() => agent.maybeReportStatus(), STATUS_CHECK_MS));
+    store.whileWaiting(() => agent.maybeReportStatus());
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
     return agent;
   }
@@ -123,6 +135,11 @@ export class Agent {
       this.corruptBytes += err.lostBytes;
       this.log.warn(err.message);
     }
+    this.maybeReportStatus();
+  }
+
+  private maybeReportStatus(): void {
+    if (performance.now() - this.lastStatusAt >= this.options.statusIntervalMs) this.reportStatus();
   }
 
   private flush(): void {
@@ -138,8 +155,18 @@ export class Agent {
       unknownTargets: this.decoder.unknownTargets,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
+      diskFullDropped: this.store.dropped.diskFull,
+      storeErrorDropped: this.store.dropped.storeError,
+      storeReplacements: this.store.replacements,
       rowsWritten: this.store.rowsWritten,
+      pruned: this.store.pruned,
+      unshippedPruned: this.store.unshippedPruned,
     };
+  }
+
+  /** Resolves if the store fails for good (a full disk is ridden out, not a failure). */
+  failed(): Promise<StoreThreadError> {
+    return new Promise((resolve) => this.store.whenFailed(resolve));
   }
 
   private reportStatus(): void {

@@ -1,4 +1,4 @@
-/** The agent's health figures: rates per status interval, and everything lost, by cause. */
+/** The agent's health figures: rates per status interval, totals since start, and everything lost, by cause. */
 import type { KernelCounterName } from '../core/model';
 
 export interface LossCounters {
@@ -8,9 +8,22 @@ export interface LossCounters {
   unknownTargets: number;
   corruptRecords: number;
   corruptBytes: number;
+  /** events that reached the store while its disk was full */
+  diskFullDropped: number;
+  /** events the store could not write for another reason (logged) */
+  storeErrorDropped: number;
+  /** fresh stores opened because the file was deleted, replaced or damaged */
+  storeReplacements: number;
 }
 
-export type CounterSnapshot = Record<KernelCounterName, number> & LossCounters & { rowsWritten: number };
+export type CounterSnapshot = Record<KernelCounterName, number> &
+  LossCounters & {
+    rowsWritten: number;
+    /** stored events that retention removed since the start */
+    pruned: number;
+    /** of those, events the store cap removed before they were shipped */
+    unshippedPruned: number;
+  };
 
 const snakeCase = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
@@ -26,7 +39,9 @@ export function totalLost(s: CounterSnapshot): number {
     s.contextDropped +
     s.threadTableFull +
     s.requestTableFull +
-    s.corruptRecords
+    s.corruptRecords +
+    s.diskFullDropped +
+    s.storeErrorDropped
   );
 }
 
@@ -34,6 +49,10 @@ function perSecond(now: number, before: number, seconds: number): string {
   return Math.round((now - before) / seconds).toString();
 }
 
+/**
+ * One line per interval, in three parts that never mix: rates over the
+ * interval, totals since the start, and the state of the ring and the file.
+ */
 export function formatStatusLine(
   now: CounterSnapshot,
   before: CounterSnapshot,
@@ -42,12 +61,18 @@ export function formatStatusLine(
   dbBytes: number,
 ): string {
   const fill = ringFill < 0 ? 'n/a' : `${(ringFill * 100).toFixed(1)}%`;
+  const rate = (key: 'sysWriteEmitted' | 'blockIoEmitted' | 'rowsWritten') =>
+    perSecond(now[key], before[key], seconds);
+  const ringDropped = now.sysWriteDropped + now.blockIoDropped + now.contextDropped;
+  const ringDroppedBefore = before.sysWriteDropped + before.blockIoDropped + before.contextDropped;
   return (
-    `events/s sys_write=${perSecond(now.sysWriteEmitted, before.sysWriteEmitted, seconds)}` +
-    ` block_io=${perSecond(now.blockIoEmitted, before.blockIoEmitted, seconds)}` +
-    ` stored/s=${perSecond(now.rowsWritten, before.rowsWritten, seconds)}` +
-    ` dropped sys_write=${now.sysWriteDropped} block_io=${now.blockIoDropped} context=${now.contextDropped}` +
-    ` untracked=${now.threadTableFull + now.requestTableFull} corrupt=${now.corruptRecords}` +
-    ` ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
+    `rate/s sys_write=${rate('sysWriteEmitted')} block_io=${rate('blockIoEmitted')}` +
+    ` stored=${rate('rowsWritten')} dropped=${perSecond(ringDropped + now.diskFullDropped, ringDroppedBefore + before.diskFullDropped, seconds)}` +
+    ` | total stored=${now.rowsWritten} pruned=${now.pruned}` +
+    (now.unshippedPruned > 0 ? ` (unshipped=${now.unshippedPruned})` : '') +
+    ` dropped: ring=${ringDropped} disk_full=${now.diskFullDropped}` +
+    ` store_error=${now.storeErrorDropped} untracked=${now.threadTableFull + now.requestTableFull}` +
+    ` corrupt=${now.corruptRecords}` +
+    ` | ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
   );
 }

@@ -74,7 +74,7 @@ async function measure(
 }
 
 const pipelined = async (dir: string): Promise<Target> => {
-  const store = await StorePipeline.open(dir, 'bench', BATCH_ROWS, silentLogger);
+  const store = await StorePipeline.open(dir, 'bench', BATCH_ROWS, { onCorrupt: 'refuse' }, silentLogger);
   return {
     sink: store,
     dictionaries: store,

@@ -1,10 +1,13 @@
 /**
  * What tracing adds to one write(2): a C loop of 64-byte writes to
- * /dev/null, timed without tracing, under kreplay (with and without
- * attribution, with and without write targets), under an equivalent
- * bpftrace program and under empty
- * programs on the same tracepoints (the floor no program can go below),
- * interleaved round by round; medians are compared.
+ * /dev/null, timed without tracing, under the `kreplay agent` process users
+ * run (decode, attribution, SQLite), under the capture library alone with a
+ * counting callback (with and without attribution, with and without write
+ * targets), under an equivalent bpftrace program and under empty programs on
+ * the same tracepoints (the floor no program can go below), interleaved
+ * round by round; medians are compared. Then the agent process's own CPU per
+ * event (user and system, from /proc) at 10k, 100k and as many events/s as
+ * the loop makes.
  *
  *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...]
  */
@@ -16,12 +19,20 @@ import path from 'node:path';
 import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
+import { startBenchAgent } from './agent-process';
 import { nativeAddon } from '../core/native/addon';
 
 export type OverheadMode =
-  'baseline' | 'kreplay' | 'kreplay-no-attribution' | 'kreplay-no-targets' | 'bpftrace' | 'empty-tracepoints';
+  | 'baseline'
+  | 'kreplay-agent'
+  | 'kreplay'
+  | 'kreplay-no-attribution'
+  | 'kreplay-no-targets'
+  | 'bpftrace'
+  | 'empty-tracepoints';
 const MODES: OverheadMode[] = [
   'baseline',
+  'kreplay-agent',
   'kreplay',
   'kreplay-no-targets',
   'kreplay-no-attribution',
@@ -63,7 +74,23 @@ export interface OverheadReport {
   /** records kreplay delivered and dropped over all its runs */
   recordsDelivered: number;
   recordsDropped: number;
+  agentCpu: AgentCpuRow[];
 }
+
+/** The agent process's CPU per event at one write rate. */
+export interface AgentCpuRow {
+  /** writes/s asked of the loop; 0 = as fast as it goes */
+  rate: number;
+  writes: number;
+  stored: number;
+  dropped: number;
+  userUsPerEvent: number;
+  systemUsPerEvent: number;
+}
+
+const AGENT_RATES = [10_000, 100_000, 0];
+/* the loop's comm: the agent captures its writes only */
+const LOOP_COMM = 'writeloop';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -83,11 +110,13 @@ function writeLoop(root: string): string {
  */
 const LOOP_CPU = os.cpus().length - 1;
 
-/** Runs the loop in a child process; resolves to its ns per write. */
-/** `newFilesIn`: a directory where each write goes to a new file. */
-function timeWrites(exe: string, writes: number, newFilesIn?: string): Promise<number> {
+/**
+ * Runs the loop in a child process; resolves to its ns per write.
+ * `newFilesIn`: a directory where each write goes to a new file; `rate`: writes/s (0: as fast as it goes).
+ */
+function timeWrites(exe: string, writes: number, newFilesIn?: string, rate = 0): Promise<number> {
   return new Promise((resolve, reject) => {
-    const args = [String(writes), String(LOOP_CPU), ...(newFilesIn ? [newFilesIn] : [])];
+    const args = [String(writes), String(LOOP_CPU), newFilesIn ?? '-', String(rate)];
     const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -117,6 +146,35 @@ async function underKreplay(
   } finally {
     await capture.stop();
     totals.dropped += capture.counters().sysWriteDropped;
+  }
+}
+
+/** Times the loop under the agent process; with `cpu`, also what the agent spent per event. */
+async function underAgentProcess(
+  exe: string,
+  writes: number,
+  rate = 0,
+): Promise<{ nsPerWrite: number; cpu: AgentCpuRow }> {
+  const agent = await startBenchAgent(repoRoot(), ['--comm', LOOP_COMM]);
+  try {
+    const before = agent.cpu();
+    const nsPerWrite = await timeWrites(exe, writes, undefined, rate);
+    const { stored, dropped } = await agent.caughtUp(writes);
+    const after = agent.cpu();
+    const perEvent = (s: number) => (s * 1e6) / Math.max(1, stored);
+    return {
+      nsPerWrite,
+      cpu: {
+        rate,
+        writes,
+        stored,
+        dropped,
+        userUsPerEvent: perEvent(after.userS - before.userS),
+        systemUsPerEvent: perEvent(after.systemS - before.systemS),
+      },
+    };
+  } finally {
+    await agent.stop();
   }
 }
 
@@ -210,6 +268,8 @@ function timeMode(
   const kreplay = KREPLAY_MODES[mode];
   if (kreplay) return underKreplay(exe, writes, kreplay, log, totals);
   switch (mode) {
+    case 'kreplay-agent':
+      return underAgentProcess(exe, writes).then((r) => r.nsPerWrite);
     case 'bpftrace':
       return underBpftrace(exe, writes, BPFTRACE_PROGRAM);
     case 'empty-tracepoints':
@@ -255,7 +315,13 @@ export async function runOverheadBench(
     };
   });
   const ns = (mode: OverheadMode): number => rows.find((r) => r.mode === mode)?.nsPerWrite ?? NaN;
+  const agentCpu: AgentCpuRow[] = [];
+  for (const rate of modes.includes('kreplay-agent') ? AGENT_RATES : []) {
+    // about three seconds at a paced rate
+    agentCpu.push((await underAgentProcess(exe, rate > 0 ? rate * 3 : writes, rate)).cpu);
+  }
   return {
+    agentCpu,
     writes,
     rounds,
     rows,
@@ -317,6 +383,17 @@ export function formatOverheadReport(report: OverheadReport): string {
         `targets add ${range(newFileAdded)} ns`,
     );
   }
+  if (report.agentCpu.length > 0)
+    lines.push(
+      '',
+      'kreplay agent process CPU per event (user + system of every thread, /proc/<pid>/stat):',
+      `${'writes/s'.padEnd(10)}${'writes'.padStart(10)}${'stored'.padStart(10)}${'dropped'.padStart(10)}${'user us'.padStart(9)}${'sys us'.padStart(8)}`,
+      ...report.agentCpu.map(
+        (r) =>
+          `${(r.rate > 0 ? String(r.rate) : 'max').padEnd(10)}${String(r.writes).padStart(10)}${String(r.stored).padStart(10)}` +
+          `${String(r.dropped).padStart(10)}${r.userUsPerEvent.toFixed(2).padStart(9)}${r.systemUsPerEvent.toFixed(2).padStart(8)}`,
+      ),
+    );
   return lines.join('\n');
 }
 

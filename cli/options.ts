@@ -52,3 +52,29 @@ export function baseUrlOption(value: string): string {
     throw new InvalidArgumentError(`expected an http:// or https:// URL, got "${value}"`);
   return value.replace(/\/+$/, '');
 }
+
+const DURATION_UNITS_NS: Record<string, number> = { s: 1e9, m: 60e9, h: 3600e9, d: 86400e9 };
+
+/** A duration such as 90s, 30m, 6h or 7d, in ns; 0 stands for "forever". */
+export function durationOption(value: string): number {
+  const match = /^(\d+)([smhd])$/.exec(value);
+  if (value === '0') return 0;
+  if (!match)
+    throw new InvalidArgumentError(`expected a duration like 90s, 30m, 6h or 7d (or 0), got "${value}"`);
+  return Number(match[1]) * DURATION_UNITS_NS[match[2]!]!;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 };
+
+/** A size in bytes (with K, M, G or T) or a share of a filesystem (1%..100%); 0 stands for "no cap". */
+export function sizeOption(value: string): { bytes: number } | { share: number } {
+  const percent = /^(\d+(?:\.\d+)?)%$/.exec(value);
+  if (percent) {
+    const share = Number(percent[1]) / 100;
+    if (share <= 0 || share > 1) throw new InvalidArgumentError(`expected a share in 0%..100%, got ${value}`);
+    return { share };
+  }
+  const match = /^(\d+)([KMGT]?)i?B?$/.exec(value);
+  if (!match) throw new InvalidArgumentError(`expected bytes like 512M, 20G or 10%, got "${value}"`);
+  return { bytes: Number(match[1]) * SIZE_UNITS[match[2]!]! };
+}

@@ -1,9 +1,11 @@
-// kreplay_native: the kernel capture and the host facts it depends on.
+// kreplay_native: the kernel capture and the host facts it depends on, and the
+// supervisor of `kreplay replay --exec`.
 #include <bpf/bpf.h>
 #include <napi.h>
 
 #include "capture_error.h"
 #include "capture_session.h"
+#include "exec_binding.h"
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
@@ -97,6 +99,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
+  ExportExec(env, exports);
   return exports;
 }
 

@@ -3,6 +3,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/types.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -97,7 +100,15 @@ int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
   int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
   ChoosePrograms(config.attribution);
-  return capture__load(skel_);
+  // The verifier gives up with EAGAIN when a signal is pending, and a profiler's
+  // SIGPROF (node --cpu-prof) arrives every millisecond: hold it until loaded.
+  sigset_t profiling, previous;
+  sigemptyset(&profiling);
+  sigaddset(&profiling, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &profiling, &previous);
+  err = capture__load(skel_);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return err;
 }
 
 // Turns off the programs whose attach point this kernel lacks, or fails
@@ -201,7 +212,11 @@ int CaptureEngine::OnRecord(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-int CaptureEngine::Poll(int timeout_ms) { return ring_buffer__poll(ring_, timeout_ms); }
+int CaptureEngine::Wait(int timeout_ms) {
+  struct epoll_event event;
+  const int n = epoll_wait(ring_buffer__epoll_fd(ring_), &event, 1, timeout_ms);
+  return n < 0 ? -errno : n;
+}
 
 int CaptureEngine::Consume() { return ring_buffer__consume(ring_); }
 

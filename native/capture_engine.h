@@ -47,9 +47,9 @@ class CaptureEngine {
 
   const std::vector<std::string>& attach_points() const { return attach_points_; }
 
-  // Waits up to timeout_ms for records and hands them to the sink; returns
-  // the number of records or a negative errno.
-  int Poll(int timeout_ms);
+  // Waits up to timeout_ms until records are ready, without consuming them
+  // (so the fill can be read first); returns >= 0, or a negative errno.
+  int Wait(int timeout_ms);
   // Hands over every record already in the ring without waiting.
   int Consume();
 

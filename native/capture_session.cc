@@ -1,5 +1,7 @@
 #include "capture_session.h"
 
+#include <malloc.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -12,9 +14,9 @@ namespace {
 
 // A batch goes to JS when a poll round ends or when it grows past this.
 constexpr size_t kBatchBytes = 4u << 20;
-// Batches waiting for JS; when JS falls behind, the poll thread blocks, the
-// ring fills up and the kernel counts what it drops.
-constexpr size_t kMaxQueuedBatches = 64;
+// Batches waiting for JS (at most 8 x 4 MiB held); when JS falls behind, the
+// poll thread blocks, the ring fills up and the kernel counts what it drops.
+constexpr size_t kMaxQueuedBatches = 8;
 
 uint64_t ReadU64(const Napi::Object& config, const char* key) {
   Napi::Value value = config.Get(key);
@@ -59,6 +61,10 @@ CaptureSession::CaptureSession(const Napi::CallbackInfo& info) : Napi::ObjectWra
   Napi::Env env = info.Env();
   Napi::Object config = info[0].As<Napi::Object>();
   poll_timeout_ms_ = config.Get("pollTimeoutMs").As<Napi::Number>().Int32Value();
+  // Batches are 4 MiB vectors. glibc's sliding mmap threshold would serve them
+  // from the heap after the first frees and keep a storm's worth in RSS; a
+  // fixed threshold maps each one and returns it to the system when freed.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   batch_.reserve(kBatchBytes + 64 * 1024);
   try {
     engine_ = std::make_unique<CaptureEngine>(ReadConfig(config),
@@ -83,11 +89,13 @@ CaptureSession::~CaptureSession() {
 
 void CaptureSession::PollLoop() {
   while (!stopping_.load(std::memory_order_acquire)) {
-    int n = engine_->Poll(poll_timeout_ms_);
+    int n = engine_->Wait(poll_timeout_ms_);
     if (n < 0 && n != -EINTR) {
       poll_error_ = std::string("polling the ring buffer failed: ") + std::strerror(-n);
       break;
     }
+    // The fill before the ring is drained is the one that tells how close it came to dropping.
+    NotePeakFill(engine_->RingFill());
     // Below the wake-up threshold the kernel does not wake us: whatever
     // arrived during the poll timeout is picked up here.
     engine_->Consume();
@@ -97,6 +105,12 @@ void CaptureSession::PollLoop() {
   engine_->Consume();
   Deliver();
   deliver_.Release();
+}
+
+void CaptureSession::NotePeakFill(double fill) {
+  double peak = peak_fill_.load(std::memory_order_relaxed);
+  while (fill > peak && !peak_fill_.compare_exchange_weak(peak, fill, std::memory_order_relaxed)) {
+  }
 }
 
 void CaptureSession::Append(const uint8_t* data, size_t size) {
@@ -120,6 +134,9 @@ void CaptureSession::Deliver() {
             },
             bytes);
         on_batch.Call({buffer});
+        // The batch is valid during the call only: detaching frees it now instead of whenever
+        // the GC gets to the Buffer, so a storm's batches do not pile up in memory.
+        buffer.ArrayBuffer().Detach();
       });
   if (status != napi_ok) {
     // The function is closing (the environment is going away): stop.
@@ -159,8 +176,13 @@ Napi::Value CaptureSession::ReadCounters(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// The highest fill the poll thread saw since the last call (or now, if higher).
 Napi::Value CaptureSession::RingFill(const Napi::CallbackInfo& info) {
-  return Napi::Number::New(info.Env(), engine_ ? engine_->RingFill() : 0);
+  if (!engine_) return Napi::Number::New(info.Env(), 0);
+  const double now = engine_->RingFill();
+  if (now < 0) return Napi::Number::New(info.Env(), now);
+  const double peak = peak_fill_.exchange(0, std::memory_order_relaxed);
+  return Napi::Number::New(info.Env(), peak > now ? peak : now);
 }
 
 Napi::Value CaptureSession::ProgramStats(const Napi::CallbackInfo& info) {

@@ -31,6 +31,7 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
 
   void PollLoop();
   void Append(const uint8_t* data, size_t size);
+  void NotePeakFill(double fill);
   void Deliver();
   void Closed(Napi::Env env);
 
@@ -41,6 +42,7 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   Napi::FunctionReference on_closed_;
   std::thread poller_;
   std::atomic<bool> stopping_{false};
+  std::atomic<double> peak_fill_{0};
   int poll_timeout_ms_ = 100;
   // Touched by the poll thread only, until it has been joined.
   std::vector<uint8_t> batch_;

@@ -16,7 +16,7 @@ export interface Capture {
   readonly attachPoints: string[];
   /** kernel counters summed over CPUs; final values once stop() resolved */
   counters(): Record<KernelCounterName, number>;
-  /** share of the ring holding unread records, 0..1, or -1 if unknown */
+  /** highest share of the ring holding unread records since the last call, 0..1, or -1 if unknown */
   ringFill(): number;
   /** run time and count per program, measured while kernel.bpf_stats_enabled is 1; empty once stopped */
   programStats(): ProgramStats[];
@@ -34,7 +34,8 @@ function forwardNativeLog(addon: NativeAddon, log: Logger): void {
 /**
  * Loads and attaches the kernel side. onBatch receives the records exactly
  * as the kernel wrote them, many per Buffer (see core/model/record-layout).
- * Throws CaptureError.
+ * The Buffer is valid during the call only (its memory is freed right
+ * after): copy what must outlive it. Throws CaptureError.
  */
 export function startCapture(
   options: CaptureOptions,

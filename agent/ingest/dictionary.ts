@@ -50,15 +50,28 @@ export class NameDictionary {
   }
 }
 
-/** (transaction_id, trace_id) pairs; id 0 stands for "no context". */
+/** Contexts the decoder remembers: beyond this, the least recently used is forgotten. */
+export const MAX_REMEMBERED_CONTEXTS = 262144;
+
+/**
+ * (transaction_id, trace_id) pairs; id 0 stands for "no context". Contexts
+ * grow with every transaction, so memory holds only the recently used ones:
+ * a pair seen again after it was forgotten gets a fresh id and row (the
+ * store allows several rows per pair; readers look contexts up by value).
+ */
 export class ContextDictionary {
   private readonly ids = new Map<string, number>();
-  private nextId = 1;
+  private nextId: number;
   private pending: ContextEntry[] = [];
 
-  constructor(entries: ContextEntry[]) {
+  constructor(
+    entries: ContextEntry[],
+    firstFreeId = 1,
+    private readonly capacity = MAX_REMEMBERED_CONTEXTS,
+  ) {
+    this.nextId = firstFreeId;
     for (const [id, txn, trace] of entries) {
-      this.ids.set(ContextDictionary.key(txn, trace), id);
+      this.remember(ContextDictionary.key(txn, trace), id);
       this.nextId = Math.max(this.nextId, id + 1);
     }
   }
@@ -68,23 +81,34 @@ export class ContextDictionary {
     return `${txn ?? ''} ${trace ?? ''}`;
   }
 
+  private remember(key: string, id: number): void {
+    this.ids.delete(key); // Map order is recency order
+    if (this.ids.size >= this.capacity) this.ids.delete(this.ids.keys().next().value!);
+    this.ids.set(key, id);
+  }
+
   id(transactionId: string | null, traceId: string | null): number {
     if (transactionId === null && traceId === null) return 0;
     const key = ContextDictionary.key(transactionId, traceId);
     let id = this.ids.get(key);
     if (id === undefined) {
       id = this.nextId++;
-      this.ids.set(key, id);
       this.pending.push([id, transactionId, traceId]);
     }
+    this.remember(key, id);
     return id;
   }
 
-  entries(): ContextEntry[] {
-    return [...this.ids].map(([key, id]) => {
-      const [txn, trace] = key.split(' ');
-      return [id, txn || null, trace || null];
-    });
+  /** Forgets contexts the store removed, so they are never referenced again. */
+  forget(entries: ContextEntry[]): void {
+    for (const [id, txn, trace] of entries) {
+      const key = ContextDictionary.key(txn, trace);
+      if (this.ids.get(key) === id) this.ids.delete(key);
+    }
+  }
+
+  get size(): number {
+    return this.ids.size;
   }
 
   takePending(): ContextEntry[] {

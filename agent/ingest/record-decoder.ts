@@ -77,6 +77,7 @@ function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): Co
 }
 
 const MAX_CACHED_THREADS = 262144;
+const MAX_CACHED_CONTEXTS = 262144;
 
 export class RecordDecoder {
   private baseHi = 0;
@@ -239,8 +240,14 @@ export class RecordDecoder {
     if (id === undefined) {
       const context = this.contexts.lookup(kernelId);
       id = this.dictionaries.contexts.id(context.transactionId, context.traceId);
+      if (this.storeContextIds.size >= MAX_CACHED_CONTEXTS) this.storeContextIds.clear();
       this.storeContextIds.set(kernelId, id);
     }
     return id;
+  }
+
+  /** The store removed contexts: ids cached for kernel contexts may be among them. */
+  forgetContextIds(): void {
+    this.storeContextIds.clear();
   }
 }

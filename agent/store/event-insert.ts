@@ -40,14 +40,14 @@ export class EventInsert {
     this.params = new Array(ROWS_PER_STATEMENT * this.perRow);
   }
 
-  /** Inserts the rows of `batch` of this type with consecutive seqs; returns the next seq. */
-  run(batch: EventBatch, firstSeq: number): number {
+  /** Inserts rows [start, end) of `batch` of this type with consecutive seqs; returns the next seq. */
+  run(batch: EventBatch, firstSeq: number, start = 0, end = batch.count): number {
     const { params: p, perRow, type } = this;
     const base = { base: batch.baseTs };
     const isBlock = type === RecordType.BlockIo;
     let seq = firstSeq;
     let filled = 0;
-    for (let i = 0; i < batch.count; i++) {
+    for (let i = start; i < end; i++) {
       if (batch.type[i] !== type) continue;
       const o = filled * perRow;
       p[o] = batch.tsOffset[i]!;

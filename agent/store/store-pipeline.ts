@@ -19,16 +19,21 @@ import {
   takeNewNames,
   type Dictionaries,
 } from '../ingest/dictionary';
+import type { RetentionOptions } from './retention';
+import type { OnCorrupt } from './store-keeper';
 import type { RunStart } from './store-writer';
 import {
   SLOT_BUSY,
   SLOT_FREE,
+  STORE_COUNTER_COUNT,
+  StoreCounter,
   type FromWriter,
   type ToWriter,
   type WriterThreadData,
 } from './writer-protocol';
 
 const SLOTS = 2;
+const WAIT_SLICE_MS = 100;
 
 /** A failure the writer thread reported, with the code of the error it caught there (E_STORE_THREAD if none). */
 export class StoreThreadError extends KreplayError {
@@ -42,12 +47,18 @@ export class StorePipeline implements BatchSink, Dictionaries {
   private slot = 0;
   private failure: StoreThreadError | null = null;
   private closed: Promise<void> | null = null;
+  /** events lost because the writer thread itself failed (see onFailure) */
+  droppedAfterFailure = 0;
+  private onFailure: (error: StoreThreadError) => void = () => undefined;
+  private onForget: () => void = () => undefined;
+  private onWait: () => void = () => undefined;
+  private forgottenEpoch = 0;
 
   private constructor(
     private readonly worker: Worker,
     private readonly batches: EventBatch[],
     private readonly flags: Int32Array,
-    private readonly rows: BigInt64Array,
+    private readonly counters: BigInt64Array,
     readonly path: string,
     readonly services: NameDictionary,
     readonly comms: NameDictionary,
@@ -57,15 +68,47 @@ export class StorePipeline implements BatchSink, Dictionaries {
   ) {
     this.current = batches[0]!;
     worker.on('message', (message: FromWriter) => {
-      if (message.op === 'error') {
-        this.failure = new StoreThreadError(`store writer failed: ${message.message}`, message.code);
-        log.error(this.failure.message);
+      if (message.op === 'error') this.fail(new StoreThreadError(message.message, message.code));
+      else if (message.op === 'notice') log[message.level](message.text);
+      else if (message.op === 'forgetContexts') {
+        contexts.forget(message.entries);
+        this.onForget();
+        this.forgottenEpoch = message.epoch;
       }
     });
+    worker.on('error', (err) => this.fail(new StoreThreadError(`store writer thread died: ${err.message}`)));
+  }
+
+  private fail(error: StoreThreadError): void {
+    if (this.failure) return;
+    this.failure = error;
+    this.onFailure(error);
+  }
+
+  /** Called about every WAIT_SLICE_MS while the decoder waits for a free slot (status lines keep their rhythm). */
+  whileWaiting(handler: () => void): void {
+    this.onWait = handler;
+  }
+
+  /** Called when the store removed contexts: caches of context ids must let go of them. */
+  whenContextsForgotten(handler: () => void): void {
+    this.onForget = handler;
+  }
+
+  /** Called once if the writer thread fails for good (not for a full disk, which it rides out). */
+  whenFailed(handler: (error: StoreThreadError) => void): void {
+    this.onFailure = handler;
+    if (this.failure) handler(this.failure);
   }
 
   /** Starts the writer thread, which opens (creating or migrating) the node's store. */
-  static open(dataDir: string, node: string, batchRows: number, log: Logger): Promise<StorePipeline> {
+  static open(
+    dataDir: string,
+    node: string,
+    batchRows: number,
+    store: { onCorrupt: OnCorrupt; retention?: RetentionOptions },
+    log: Logger,
+  ): Promise<StorePipeline> {
     const slots = Array.from({ length: SLOTS }, () => new SharedArrayBuffer(EventBatch.bytesFor(batchRows)));
     const data: WriterThreadData = {
       dataDir,
@@ -73,12 +116,20 @@ export class StorePipeline implements BatchSink, Dictionaries {
       batchRows,
       slots,
       flags: new SharedArrayBuffer(4 * (SLOTS + 1)),
-      rowsWritten: new SharedArrayBuffer(8),
+      counters: new SharedArrayBuffer(8 * STORE_COUNTER_COUNT),
+      onCorrupt: store.onCorrupt,
+      retention: store.retention,
     };
     const worker = startThread(__dirname, 'writer-thread', { workerData: data });
     return new Promise((resolve, reject) => {
       worker.once('error', reject);
-      worker.once('message', (message: FromWriter) => {
+      const onMessage = (message: FromWriter) => {
+        if (message.op === 'notice') {
+          log[message.level](message.text);
+          return;
+        }
+        worker.off('message', onMessage);
+        worker.off('error', reject);
         if (message.op !== 'opened') {
           reject(
             new StoreThreadError(
@@ -93,30 +144,66 @@ export class StorePipeline implements BatchSink, Dictionaries {
             worker,
             slots.map((memory) => new EventBatch(batchRows, memory)),
             new Int32Array(data.flags),
-            new BigInt64Array(data.rowsWritten),
+            new BigInt64Array(data.counters),
             message.path,
             new NameDictionary(message.services),
             new NameDictionary(message.comms),
-            new ContextDictionary(message.contexts),
+            new ContextDictionary([], message.firstFreeContextId),
             new TargetDictionary(message.targets),
             log,
           ),
         );
-      });
+      };
+      worker.on('message', onMessage);
     });
   }
 
+  private counter(index: number): number {
+    return Number(Atomics.load(this.counters, index));
+  }
+
   get rowsWritten(): number {
-    return Number(Atomics.load(this.rows, 0));
+    return this.counter(StoreCounter.rowsWritten);
+  }
+
+  /** Events that reached the store but not its file, by reason. */
+  get dropped(): { diskFull: number; storeError: number } {
+    return {
+      diskFull: this.counter(StoreCounter.droppedDiskFull),
+      storeError: this.counter(StoreCounter.droppedStoreError) + this.droppedAfterFailure,
+    };
+  }
+
+  /** Events removed by retention. */
+  get pruned(): number {
+    return this.counter(StoreCounter.pruned);
+  }
+
+  /** Of those, events the cap removed before they were shipped. */
+  get unshippedPruned(): number {
+    return this.counter(StoreCounter.unshippedPruned);
+  }
+
+  /** Fresh stores opened because the file was deleted, replaced or damaged. */
+  get replacements(): number {
+    return this.counter(StoreCounter.replacements);
+  }
+
+  get failed(): boolean {
+    return this.failure !== null;
   }
 
   private send(message: ToWriter): void {
-    if (this.failure) throw this.failure;
-    this.worker.postMessage(message);
+    if (!this.failure) this.worker.postMessage(message);
   }
 
   /** Hands the current batch to the writer and continues in a free slot. */
   flush(): void {
+    if (this.failure) {
+      this.droppedAfterFailure += this.current.count;
+      this.current.clear();
+      return;
+    }
     if (this.current.count > 0) {
       Atomics.store(this.flags, this.slot, SLOT_BUSY);
       this.send({
@@ -125,23 +212,26 @@ export class StorePipeline implements BatchSink, Dictionaries {
         count: this.current.count,
         baseTs: this.current.baseTs,
         names: takeNewNames(this),
+        forgottenEpoch: this.forgottenEpoch,
       });
       this.slot = (this.slot + 1) % SLOTS;
     }
-    this.waitFree(this.slot);
+    if (!this.waitFree(this.slot)) this.droppedAfterFailure += this.batches[this.slot]!.count;
     this.current = this.batches[this.slot]!;
     this.current.clear();
   }
 
-  private waitFree(slot: number): void {
+  /* false when the writer failed: its slots will never be freed */
+  private waitFree(slot: number): boolean {
     while (Atomics.load(this.flags, slot) !== SLOT_FREE) {
-      if (Atomics.load(this.flags, SLOTS) !== 0)
-        throw this.failure ?? new StoreThreadError('store writer failed');
-      Atomics.wait(this.flags, slot, SLOT_BUSY, 1000);
+      if (Atomics.load(this.flags, SLOTS) !== 0) return false;
+      Atomics.wait(this.flags, slot, SLOT_BUSY, WAIT_SLICE_MS);
+      this.onWait();
     }
+    return true;
   }
 
-  /** Flushes and waits until every batch is committed. */
+  /** Flushes and waits until every batch is stored or counted as dropped. */
   drain(): void {
     this.flush();
     for (let slot = 0; slot < SLOTS; slot++) this.waitFree(slot);
@@ -175,13 +265,9 @@ export class StorePipeline implements BatchSink, Dictionaries {
     if (!this.closed) {
       this.closed = new Promise((resolve) => {
         this.worker.once('exit', () => resolve());
-        try {
-          this.flush();
-          this.send({ op: 'close' });
-        } catch (err) {
-          this.log.error(`closing the store: ${(err as Error).message}`);
-          void this.worker.terminate();
-        }
+        this.flush();
+        if (this.failure) void this.worker.terminate();
+        else this.send({ op: 'close' });
       });
     }
     return this.closed;

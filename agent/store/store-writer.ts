@@ -3,10 +3,14 @@ import { KreplayError } from '../../core/errors';
 import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { openWriteStore, type StoreInfo } from '../../core/store/schema';
+import { corruptStoreError, isCorruption, openWriteStore, type StoreInfo } from '../../core/store/schema';
 import { RecordType } from '../../core/model';
 import type { EventBatch } from '../ingest/event-batch';
-import { CheckpointPolicy, type CheckpointPolicyOptions } from './checkpoint-policy';
+import {
+  CheckpointPolicy,
+  DEFAULT_CHECKPOINT_POLICY,
+  type CheckpointPolicyOptions,
+} from './checkpoint-policy';
 import {
   ContextDictionary,
   NameDictionary,
@@ -19,6 +23,15 @@ import {
   type TargetEntry,
 } from '../ingest/dictionary';
 import { EventInsert } from './event-insert';
+import {
+  checkpointPolicyFor,
+  Pruner,
+  resolvePolicy,
+  transactionRowsFor,
+  type PruneStep,
+  type RetentionOptions,
+  walAllowanceFor,
+} from './retention';
 import { acquireWriterLock } from './writer-lock';
 
 export interface RunStart {
@@ -29,6 +42,26 @@ export interface RunStart {
   attachPoints: string[];
   clockOffsetNs: bigint;
   clockErrorNs: number;
+  /** why this run began: 'start', or the event that made a fresh store necessary */
+  startReason?: string;
+}
+
+/** The file a writer has open: the path names another file once this one is deleted or replaced. */
+export interface FileIdentity {
+  dev: number;
+  ino: number;
+}
+
+const NO_NAMES: NewNames = { services: [], comms: [], contexts: [], targets: [] };
+
+function joinNames(a: NewNames, b: NewNames): NewNames {
+  if (countNewNames(a) === 0) return b;
+  return {
+    services: [...a.services, ...b.services],
+    comms: [...a.comms, ...b.comms],
+    contexts: [...a.contexts, ...b.contexts],
+    targets: [...a.targets, ...b.targets],
+  };
 }
 
 export class StoreWriterError extends KreplayError {
@@ -36,6 +69,17 @@ export class StoreWriterError extends KreplayError {
   constructor(code: 'E_DATA_DIR', message: string) {
     super(code, message);
   }
+}
+
+export interface StoreWriterOptions {
+  checkpoint?: CheckpointPolicyOptions;
+  /** no retention when absent: the store keeps everything */
+  retention?: RetentionOptions;
+  now?: () => bigint;
+}
+
+function epochNs(): bigint {
+  return BigInt(Date.now()) * 1_000_000n;
 }
 
 export function storePath(dataDir: string, node: string): string {
@@ -72,7 +116,21 @@ export class StoreWriter {
   readonly targets: TargetDictionary;
   readonly checkpoints: CheckpointPolicy;
   rowsWritten = 0;
+  readonly identity: FileIdentity;
   private nextSeq: number;
+  /* dictionary entries of batches that failed to commit: the decoder's ids already refer to them */
+  private unsavedNames: NewNames = NO_NAMES;
+  private readonly pruner: Pruner | null;
+  /*
+   * Contexts retention removed that the decoder may still refer to, until it
+   * acknowledges having forgotten them: a batch that does gets them back.
+   */
+  private readonly tombstones = new Map<number, { entry: ContextEntry; epoch: number }>();
+  private forgetEpoch = 0;
+  /* steps taken between the transactions of a batch, reported by the next prune() */
+  private pruneSteps: PruneStep[] = [];
+  /** the last checkpoint that failed, for the caller to report */
+  checkpointFailure: Error | null = null;
   private runId = 0;
   private readonly lastCounters = new Map<string, number>();
   private readonly sysWrites: EventInsert;
@@ -83,22 +141,22 @@ export class StoreWriter {
   private readonly insertContext: Database.Statement<ContextEntry>;
   private readonly insertTarget: Database.Statement<TargetEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
-  private readonly commitBatch: (batch: EventBatch, names: NewNames) => void;
+  private readonly commitBatch: (batch: EventBatch, names: NewNames, start: number, end: number) => number;
+  /* rows per transaction: a small store cap needs a small WAL, so shorter transactions */
+  private readonly transactionRows: number;
 
   private constructor(
     readonly db: Database.Database,
     readonly info: StoreInfo,
     readonly path: string,
     private readonly releaseLock: () => void,
-    checkpointOptions?: CheckpointPolicyOptions,
+    options: StoreWriterOptions,
   ) {
     this.services = new NameDictionary(
       db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
     );
     this.comms = new NameDictionary(db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[]);
-    this.contexts = new ContextDictionary(
-      db.prepare('SELECT id, transaction_id, trace_id FROM contexts').raw().all() as ContextEntry[],
-    );
+    this.contexts = new ContextDictionary([], StoreWriter.firstFreeContextId(db));
     this.targets = new TargetDictionary(
       db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
     );
@@ -106,7 +164,20 @@ export class StoreWriter {
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
     this.insertContext = db.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
     this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
-    this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpointOptions);
+    const policy = options.retention ? resolvePolicy(dirname(path), options.retention) : null;
+    const checkpoint =
+      options.checkpoint ?? (policy ? checkpointPolicyFor(policy) : DEFAULT_CHECKPOINT_POLICY);
+    this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpoint);
+    this.transactionRows = policy ? transactionRowsFor(policy) : Number.POSITIVE_INFINITY;
+    this.pruner = policy
+      ? new Pruner(
+          db,
+          policy,
+          walAllowanceFor(policy, checkpoint),
+          () => this.checkpoints.walBytes(),
+          options.now ?? epochNs,
+        )
+      : null;
     this.sysWrites = new EventInsert(db, RecordType.SysWrite);
     this.blockIos = new EventInsert(db, RecordType.BlockIo);
     this.nextSeq = Number(
@@ -116,36 +187,77 @@ export class StoreWriter {
     this.insertCounter = db.prepare(
       'INSERT OR REPLACE INTO counters (run_id, at_ns, name, value) VALUES (?, ?, ?, ?)',
     );
-    this.commitBatch = db.transaction((batch: EventBatch, names: NewNames) => {
+    this.commitBatch = db.transaction((batch: EventBatch, names: NewNames, start: number, end: number) => {
       for (const entry of names.services) this.insertService.run(...entry);
       for (const entry of names.comms) this.insertComm.run(...entry);
       for (const entry of names.contexts) this.insertContext.run(...entry);
       for (const entry of names.targets) this.insertTarget.run(...entry);
-      let seq = this.sysWrites.run(batch, this.nextSeq);
-      seq = this.blockIos.run(batch, seq);
+      let seq = this.sysWrites.run(batch, this.nextSeq, start, end);
+      seq = this.blockIos.run(batch, seq, start, end);
       this.setNextSeq.run(String(seq));
-      this.nextSeq = seq;
+      return seq;
     });
+    const stat = statSync(path);
+    this.identity = { dev: stat.dev, ino: stat.ino };
   }
 
-  static open(dataDir: string, node: string, checkpointOptions?: CheckpointPolicyOptions): StoreWriter {
+  static open(dataDir: string, node: string, options: StoreWriterOptions = {}): StoreWriter {
     ensureWritableDir(dataDir);
     const path = storePath(dataDir, node);
     const releaseLock = acquireWriterLock(path);
+    let db: Database.Database | undefined;
     try {
-      const { db, info } = openWriteStore(path, node);
-      return new StoreWriter(db, info, path, releaseLock, checkpointOptions);
+      const opened = openWriteStore(path, node);
+      db = opened.db;
+      return new StoreWriter(db, opened.info, path, releaseLock, options);
     } catch (err) {
+      db?.close();
       releaseLock();
-      throw err;
+      throw isCorruption(err) ? corruptStoreError(path, err) : err;
     }
+  }
+
+  /** Contexts are not loaded (there is one per transaction ever seen): new ones start above the last. */
+  static firstFreeContextId(db: Database.Database): number {
+    return ((db.prepare('SELECT max(id) FROM contexts').pluck().get() as number | null) ?? 0) + 1;
+  }
+
+  /** Whether `path` still names the file this writer has open (an operator may rm or replace it). */
+  stillAtPath(): boolean {
+    try {
+      const stat = statSync(this.path);
+      return stat.ino === this.identity.ino && stat.dev === this.identity.dev;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Every dictionary entry of this store: a fresh store that replaces it
+   * needs them all, because the decoder's ids refer to them.
+   */
+  allNames(): NewNames {
+    return {
+      services: this.db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
+      comms: this.db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[],
+      contexts: this.db
+        .prepare('SELECT id, transaction_id, trace_id FROM contexts')
+        .raw()
+        .all() as ContextEntry[],
+      targets: this.db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
+    };
+  }
+
+  /** Dictionary entries to write with the next batch (see allNames). */
+  carryNames(names: NewNames): void {
+    this.unsavedNames = joinNames(this.unsavedNames, names);
   }
 
   beginRun(run: RunStart): number {
     const row = this.db
       .prepare(
-        `INSERT INTO runs (node, started_ns, kernel, agent_version, attach_points, clock_offset_ns, clock_error_ns)
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+        `INSERT INTO runs (node, started_ns, kernel, agent_version, attach_points, clock_offset_ns, clock_error_ns, start_reason)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
       )
       .get(
         run.node,
@@ -155,6 +267,7 @@ export class StoreWriter {
         JSON.stringify(run.attachPoints),
         run.clockOffsetNs,
         Math.round(run.clockErrorNs),
+        run.startReason ?? 'start',
       ) as { id: number };
     this.runId = row.id;
     return row.id;
@@ -171,11 +284,9 @@ export class StoreWriter {
     const changed = Object.entries(counters).filter(([name, value]) => this.lastCounters.get(name) !== value);
     if (changed.length === 0) return;
     this.db.transaction(() => {
-      for (const [name, value] of changed) {
-        this.insertCounter.run(this.runId, atNs, name, value);
-        this.lastCounters.set(name, value);
-      }
+      for (const [name, value] of changed) this.insertCounter.run(this.runId, atNs, name, value);
     })();
+    for (const [name, value] of changed) this.lastCounters.set(name, value);
   }
 
   /**
@@ -184,21 +295,89 @@ export class StoreWriter {
    * decoder's dictionaries assigned.
    */
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
-    if (batch.count === 0 && countNewNames(names) === 0) return;
-    this.commitBatch(batch, names);
-    this.rowsWritten += batch.count;
-    this.checkpoints.afterCommit();
+    let all = joinNames(this.unsavedNames, names);
+    if (batch.count === 0 && countNewNames(all) === 0) return;
+    let start = 0;
+    do {
+      const end = Math.min(batch.count, start + this.transactionRows);
+      if (this.tombstones.size > 0) all = joinNames(this.revived(batch, start, end), all);
+      try {
+        this.nextSeq = this.commitBatch(batch, all, start, end);
+      } catch (err) {
+        this.unsavedNames = all;
+        throw err;
+      }
+      all = this.unsavedNames = NO_NAMES;
+      this.rowsWritten += end - start;
+      this.afterCommit();
+      // under a small cap one batch outgrows the room left: prune between its transactions
+      if (end < batch.count && this.pruner) this.collectPrune(end - start);
+      start = end;
+    } while (start < batch.count);
+  }
+
+  private afterCommit(): void {
+    try {
+      this.checkpoints.afterCommit();
+    } catch (err) {
+      // the commit stands; a checkpoint a full disk refuses is retried after a later one
+      this.checkpointFailure = err as Error;
+    }
+  }
+
+  /**
+   * Removes about `rows` rows that retention says must go. Returns the steps
+   * and the contexts removed with their last events, under a new epoch the
+   * decoder acknowledges once it forgot them (acknowledgeForgotten).
+   */
+  prune(rows: number): { steps: PruneStep[]; forgotten: ContextEntry[]; epoch: number } {
+    this.collectPrune(rows);
+    const steps = this.pruneSteps;
+    this.pruneSteps = [];
+    return { steps, forgotten: steps.flatMap((step) => step.forgotten), epoch: this.forgetEpoch };
+  }
+
+  private collectPrune(rows: number): void {
+    if (!this.pruner) return;
+    const steps = this.pruner.run(rows, () => this.afterCommit());
+    const forgotten = steps.flatMap((step) => step.forgotten);
+    if (forgotten.length > 0) {
+      const epoch = ++this.forgetEpoch;
+      for (const entry of forgotten) this.tombstones.set(entry[0], { entry, epoch });
+    }
+    this.pruneSteps.push(...steps);
+  }
+
+  /** The decoder forgot the contexts of every epoch up to this one: they stay removed. */
+  acknowledgeForgotten(epoch: number): void {
+    for (const [id, tombstone] of this.tombstones) if (tombstone.epoch <= epoch) this.tombstones.delete(id);
+  }
+
+  /* Contexts of rows [start, end) that retention removed while the batch was being filled. */
+  private revived(batch: EventBatch, start: number, end: number): NewNames {
+    const contexts: ContextEntry[] = [];
+    for (let i = start; i < end; i++) {
+      const tombstone = batch.ctx[i] === 0 ? undefined : this.tombstones.get(batch.ctx[i]!);
+      if (!tombstone) continue;
+      contexts.push(tombstone.entry);
+      this.tombstones.delete(tombstone.entry[0]);
+    }
+    return { services: [], comms: [], contexts, targets: [] };
   }
 
   dbBytes(): number {
     return statSync(this.path).size + this.checkpoints.walBytes();
   }
 
+  /** Closes the file; a checkpoint that fails (a full disk) is left in the WAL for the next open. */
   close(): void {
-    if (this.db.open) {
+    if (!this.db.open) return;
+    try {
       this.db.pragma('wal_checkpoint(PASSIVE)');
-      this.db.close();
-      this.releaseLock();
+    } catch {
+      // the WAL stays valid; SQLite replays it on the next open
     }
+    this.db.close();
+    this.releaseLock();
   }
 }

@@ -2,6 +2,8 @@
 import type { NewNames, ContextEntry, NameEntry, TargetEntry } from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import type { StoreInfo } from '../../core/store/schema';
+import type { RetentionOptions } from './retention';
+import type { NoticeLevel, OnCorrupt } from './store-keeper';
 
 export interface WriterThreadData {
   dataDir: string;
@@ -11,15 +13,36 @@ export interface WriterThreadData {
   slots: SharedArrayBuffer[];
   /** Int32 per slot (SLOT_FREE | SLOT_BUSY), then the FAILED flag */
   flags: SharedArrayBuffer;
-  /** BigInt64: rows committed so far */
-  rowsWritten: SharedArrayBuffer;
+  /** BigInt64 per StoreCounter */
+  counters: SharedArrayBuffer;
+  onCorrupt: OnCorrupt;
+  retention?: RetentionOptions;
 }
+
+/** The writer thread's running totals, in WriterThreadData.counters. */
+export const StoreCounter = {
+  rowsWritten: 0,
+  droppedDiskFull: 1,
+  droppedStoreError: 2,
+  replacements: 3,
+  pruned: 4,
+  unshippedPruned: 5,
+} as const;
+export const STORE_COUNTER_COUNT = 6;
 
 export const SLOT_FREE = 0;
 export const SLOT_BUSY = 1;
 
 export type ToWriter =
-  | { op: 'batch'; slot: number; count: number; baseTs: bigint; names: NewNames }
+  | {
+      op: 'batch';
+      slot: number;
+      count: number;
+      baseTs: bigint;
+      names: NewNames;
+      /** the decoder forgot the contexts of every epoch up to this one */
+      forgottenEpoch: number;
+    }
   | { op: 'beginRun'; run: RunStart }
   | { op: 'counters'; atNs: bigint; counters: Record<string, number> }
   | { op: 'endRun'; stoppedNs: bigint; reason: string }
@@ -32,8 +55,11 @@ export type FromWriter =
       info: StoreInfo;
       services: NameEntry[];
       comms: NameEntry[];
-      contexts: ContextEntry[];
+      firstFreeContextId: number;
       targets: TargetEntry[];
     }
+  /** retention removed these contexts with their last events: forget them, acknowledge the epoch */
+  | { op: 'forgetContexts'; epoch: number; entries: ContextEntry[] }
   | { op: 'error'; message: string; code?: string }
+  | { op: 'notice'; level: NoticeLevel; text: string }
   | { op: 'closed' };

@@ -1,14 +1,21 @@
 import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-client';
 import { Agent } from '../../agent/agent';
+import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { loadConfig } from '../../agent/config/load-config';
 import { createLogger } from '../../core/log/logger';
 import { untilSignal } from '../signals';
-import { collectIntegers, integerOption } from '../options';
+import {
+  DEFAULT_MAX_STORE_SHARE,
+  DEFAULT_RETAIN_CONTEXT_NS,
+  DEFAULT_RETAIN_NS,
+  type StoreCap,
+} from '../../agent/store/retention';
+import { collectIntegers, durationOption, integerOption, sizeOption } from '../options';
 
 interface AgentFlags {
   dataDir: string;
@@ -23,10 +30,17 @@ interface AgentFlags {
   targets: boolean;
   quiet: boolean;
   statusInterval: number;
+  onCorrupt: OnCorrupt;
+  retain: number;
+  retainContext: number;
+  maxStoreBytes: StoreCap;
   ship?: string;
   shipUser?: string;
   shipPasswordFile?: string;
 }
+
+/* Past this, a drain that the store cannot finish is cut short: a signal must stop the agent in seconds. */
+const DRAIN_DEADLINE_MS = 10_000;
 
 /** The fleet store to ship to; the password comes from a file or KREPLAY_SHIP_PASSWORD, never a flag value. */
 function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
@@ -60,6 +74,8 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   if (!isPowerOfTwo(ringBytes))
     throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
   const ship = shipTarget(flags);
+  // Listening before the probes attach: a signal during start-up stops the agent once it is up.
+  const signalled = untilSignal(log);
   const agent = await Agent.start(
     {
       dataDir: flags.dataDir,
@@ -78,12 +94,28 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
       flushIntervalMs: 200,
       statusIntervalMs: flags.statusInterval * 1000,
       quiet: flags.quiet,
+      onCorrupt: flags.onCorrupt,
+      retention: {
+        retainNs: flags.retain,
+        retainContextNs: flags.retainContext,
+        maxStore: flags.maxStoreBytes,
+      },
       ship,
     },
     log,
   );
-  const signal = await untilSignal(log);
-  await agent.stop(`signal ${signal}`);
+  const outcome = await Promise.race([
+    signalled.then((signal) => ({ reason: `signal ${signal}`, error: null })),
+    agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
+  ]);
+  const deadline = setTimeout(() => {
+    log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`);
+    process.exit(1);
+  }, DRAIN_DEADLINE_MS);
+  deadline.unref();
+  await agent.stop(outcome.reason);
+  clearTimeout(deadline);
+  if (outcome.error) throw outcome.error;
 }
 
 export function registerAgentCommand(program: Command): void {
@@ -112,6 +144,32 @@ export function registerAgentCommand(program: Command): void {
     .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
+    .addOption(
+      new Option(
+        '--on-corrupt <action>',
+        'a damaged store: refuse to start, or rename it aside and start fresh',
+      )
+        .choices(['refuse', 'rename'])
+        .default('refuse'),
+    )
+    .option(
+      '--retain <duration>',
+      'keep events without a transaction this long (90s, 30m, 6h, 7d; 0 = forever)',
+      durationOption,
+      DEFAULT_RETAIN_NS,
+    )
+    .option(
+      '--retain-context <duration>',
+      'keep events with a transaction or trace context this long (0 = forever)',
+      durationOption,
+      DEFAULT_RETAIN_CONTEXT_NS,
+    )
+    .option(
+      '--max-store-bytes <size>',
+      "cap on the store and its WAL: bytes (512M, 20G) or a share of the data dir's filesystem (10%); oldest events go first, background before transaction events; 0 = no cap",
+      sizeOption,
+      { share: DEFAULT_MAX_STORE_SHARE },
+    )
     .option('--ship <url>', 'also ship committed events to ClickHouse at clickhouse://HOST:HTTP_PORT/DB')
     .option('--ship-user <user>', 'ClickHouse user for --ship')
     .option(

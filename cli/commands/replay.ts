@@ -3,12 +3,16 @@
  * each event as one line of JSON on stdout when it is emitted, so a pipeline
  * sees the calls at their recorded pace. Progress goes to stderr, and only to
  * a terminal. Exits 0 when the replay finishes, 1 on any error, 130 after
- * Ctrl-C (which stops the session first).
+ * Ctrl-C (which stops the session first). With `--exec -- CMD`, drives a
+ * test build instead (cli/exec).
  */
-import { SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
-import { InvalidArgumentError, type Command } from 'commander';
-import { MAX_EXTRA_LATENCY_NS } from '../../daemon/replay/sessions/session-schema';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
 import { problemText, requestJson, unreachable } from '../daemon-request';
+import { PACES, type Pace } from '../exec/exec-plan';
+import { DEFAULT_TOLERANCE, parseTolerance, type Tolerance } from '../exec/exec-report';
+import { runExec } from '../exec/exec-run';
+import { collectMaps, type TargetMap } from '../exec/target-keys';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
 import { HttpError, openEventStream, type EventStream, type SseMessage } from '../sse-client';
 
@@ -16,7 +20,16 @@ interface ReplayFlags {
   speed: number;
   extraLatencyNs: number;
   server: string;
+  exec?: boolean;
+  pace: Pace;
+  map: TargetMap[];
+  report?: string;
+  reportJson?: string;
+  tolerance: Tolerance;
 }
+
+/** Flags that only mean something with --exec. */
+const EXEC_ONLY = ['map', 'report', 'reportJson'] as const;
 
 interface SessionBody {
   id: string;
@@ -169,6 +182,7 @@ export function registerReplayCommand(program: Command): void {
       'replay a transaction through the daemon: its events as NDJSON on stdout, each at its moment',
     )
     .argument('<transaction-id>', 'transaction_id of the events to replay', transactionArgument)
+    .argument('[command...]', 'with --exec: the test build to run, after --')
     .option(
       '--speed <factor>',
       `speed factor, ${SPEED_FACTOR.min}..${SPEED_FACTOR.max}`,
@@ -182,5 +196,44 @@ export function registerReplayCommand(program: Command): void {
       0,
     )
     .option('--server <url>', 'daemon base URL', baseUrlOption, 'http://127.0.0.1:7070')
-    .action((transactionId: string, flags: ReplayFlags) => runReplay(transactionId, flags));
+    .option(
+      '--exec',
+      'run the command after -- as a test build: its writes to the targets the incident wrote take as long as the recorded ones',
+    )
+    .addOption(
+      new Option(
+        '--pace <pace>',
+        'with --exec: hold each matched call its recorded duration, or until the session timeline reaches its end',
+      )
+        .choices(PACES)
+        .default('duration'),
+    )
+    .option(
+      '--map <from=to>',
+      'with --exec: rewrite a recorded path prefix or socket address (repeatable)',
+      collectMaps,
+      [],
+    )
+    .option('--report <file>', 'with --exec: write a JUnit XML report, a testcase per target')
+    .option('--report-json <file>', 'with --exec: write the report as JSON')
+    .option(
+      '--tolerance <spec>',
+      'with --exec: how far observed may differ from intended holds (10%, 1ms, or both: the larger)',
+      parseTolerance,
+      parseTolerance(DEFAULT_TOLERANCE),
+    )
+    .action(async (transactionId: string, command: string[], flags: ReplayFlags, cmd: Command) => {
+      if (!flags.exec) {
+        if (command.length > 0) cmd.error(`error: a command (${command[0]}) needs --exec`);
+        const misplaced = EXEC_ONLY.find(
+          (name) => flags[name] !== undefined && !(Array.isArray(flags[name]) && flags[name].length === 0),
+        );
+        if (misplaced)
+          cmd.error(`error: --${misplaced.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --exec`);
+        return runReplay(transactionId, flags);
+      }
+      if (command.length === 0)
+        cmd.error('error: --exec needs a command after --, e.g. --exec -- ./build/app --port 0');
+      process.exitCode = await runExec(transactionId, command, flags);
+    });
 }

@@ -32,6 +32,7 @@ export interface NativeCaptureSession {
   attachPoints(): string[];
   /** enum kr_counter order, summed over CPUs */
   readCounters(): number[];
+  /** highest fill seen by the poll thread before draining, since the last call (0..1, -1 unknown) */
   ringFill(): number;
   /** per loaded program; run time and count stay 0 unless kernel.bpf_stats_enabled is 1 */
   programStats(): ProgramStats[];
@@ -39,7 +40,39 @@ export interface NativeCaptureSession {
   stop(): void;
 }
 
+/** One recorded target of `kreplay replay --exec`: the names it answers to, a hold (or release offset) per call. */
+export interface NativeExecTarget {
+  keys: string[];
+  holdsNs: BigInt64Array;
+}
+
+export interface NativeExecResults {
+  targets: { matched: number; passed: number; observedNs: BigInt64Array; intendedNs: BigInt64Array }[];
+  unmatched: { target: string; kind: string; calls: number }[];
+  bypassed: number;
+}
+
+export interface NativeExecSupervisor {
+  /** timeline pace: playing from `offsetNs`, or paused there */
+  setTimeline(playing: boolean, offsetNs: number): void;
+  /** releases every held call and lets every later one through */
+  bypass(): void;
+  /** releases every held call, joins the thread */
+  stop(): void;
+  /** after stop() */
+  results(): NativeExecResults;
+}
+
 export interface NativeAddon {
+  ExecSupervisor: new (
+    listenerFd: number,
+    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[] },
+    onEnd: (error: (Error & { code: string }) | undefined) => void,
+  ) => NativeExecSupervisor;
+  /** a close-on-exec unix stream pair [ours, theirs]; throws E_EXEC_HANDOFF */
+  execSocketPair(): [number, number];
+  /** one message of the launcher and the fd it carries (else -1); throws E_EXEC_HANDOFF */
+  receiveMessage(fd: number, timeoutMs: number): { text: string; fd: number };
   CaptureSession: new (
     config: NativeCaptureConfig,
     onBatch: (batch: Buffer) => void,

@@ -13,7 +13,13 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
+
+/** Stores from this version on have a pruned table (retention). */
+export const RETENTION_SCHEMA_VERSION = 4;
+
+/** The writer's page cache. */
+export const WRITER_CACHE_KIB = 65536;
 
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
@@ -88,6 +94,23 @@ export const MIGRATIONS: readonly string[] = [
     updated_ns INTEGER NOT NULL
   ) STRICT;
   `,
+  // v4: why a run started (a fresh store after the old one vanished is a gap, not silence);
+  // what retention removed, so a reader tells a pruned range from a quiet one; and contexts
+  // no longer unique by value, so the agent need not remember every transaction it ever saw.
+  `
+  ALTER TABLE runs ADD COLUMN start_reason TEXT;
+  DROP INDEX contexts_key;
+
+  CREATE TABLE pruned (
+    id INTEGER PRIMARY KEY,
+    at_ns INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    from_ns INTEGER NOT NULL,
+    to_ns INTEGER NOT NULL,
+    background INTEGER NOT NULL,
+    context INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];
 
 /**
@@ -101,7 +124,8 @@ export function firstUnshippedSeq(db: Database.Database): number | null {
   return row.seq;
 }
 
-export type StoreErrorCode = 'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY';
+export type StoreErrorCode =
+  'E_STORE_NEWER_SCHEMA' | 'E_STORE_OPEN' | 'E_STORE_NOT_KREPLAY' | 'E_STORE_CORRUPT';
 
 export class StoreError extends KreplayError {
   declare readonly code: StoreErrorCode;
@@ -149,7 +173,22 @@ export function readStoreInfo(db: Database.Database): StoreInfo {
   return { storeId, node };
 }
 
-/** Opens (creating or migrating) a node's store for the one writer. */
+/** SQLite's verdict that a file is damaged or not a database at all. */
+export function isCorruption(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB');
+}
+
+export function corruptStoreError(path: string, err: unknown): StoreError {
+  return new StoreError(
+    'E_STORE_CORRUPT',
+    `${path} is damaged (${(err as Error).message}); nothing was changed. Move it aside ` +
+      `(mv ${path} ${path}.corrupt) or start the agent with --on-corrupt rename, which moves it ` +
+      `aside itself and starts a fresh store.`,
+  );
+}
+
+/** Opens (creating or migrating) a node's store for the one writer. Throws StoreError. */
 export function openWriteStore(path: string, node: string): { db: Database.Database; info: StoreInfo } {
   let db: Database.Database;
   try {
@@ -163,15 +202,17 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
     db.pragma('synchronous = NORMAL');
     // Checkpoints are the agent's (see agent/store/checkpoint-policy.ts).
     db.pragma('wal_autocheckpoint = 0');
-    db.pragma('cache_size = -262144');
-    db.pragma('mmap_size = 1073741824');
+    // The agent's memory is bounded (issue 14): a 64 MiB page cache, and no mmap, whose file
+    // pages would count in its RSS as the store grows.
+    db.pragma(`cache_size = -${WRITER_CACHE_KIB}`);
+    db.pragma('mmap_size = 0');
     db.pragma('temp_store = MEMORY');
     db.pragma('busy_timeout = 5000');
     if (version < SCHEMA_VERSION) applyMigrations(db, version, node);
     return { db, info: readStoreInfo(db) };
   } catch (err) {
     db.close();
-    throw err;
+    throw isCorruption(err) ? corruptStoreError(path, err) : err;
   }
 }
 

@@ -16,7 +16,11 @@ export async function listEventsJson(stores: EventReader, query: EventsQuery): P
   const asStrings = query.int64 === 'string';
   const events = page.events.map((event) => eventToJson(event, asStrings)).join(',');
   const next = page.next && encodeCursor({ order, after: page.next, filterHash: filterHash(filter) });
-  return `{"events":[${events}],"next_cursor":${JSON.stringify(next)}}`;
+  // Said when the range asked for reaches before what retention kept: an empty page there is pruned, not quiet.
+  const retained = await stores.retainedFrom(filter);
+  const reachesBefore = retained !== null && (filter.fromNs === undefined || filter.fromNs < retained);
+  const retainedJson = reachesBefore ? `,"retained_from_ns":${asStrings ? `"${retained}"` : retained}` : '';
+  return `{"events":[${events}],"next_cursor":${JSON.stringify(next)}${retainedJson}}`;
 }
 
 export async function eventJson(

@@ -140,6 +140,11 @@ export class ClickHouseEvents implements EventReader {
     return rows[0] ? toEvent(rows[0]) : null;
   }
 
+  /** The fleet store keeps what nodes ship; node-side retention never removes from it. */
+  retainedFrom(): Promise<bigint | null> {
+    return Promise.resolve(null);
+  }
+
   async nodes(): Promise<string[]> {
     const rows = await this.ch.rows<{ node: string }>('SELECT DISTINCT node FROM events ORDER BY node');
     return rows.map((r) => r.node);

@@ -13,6 +13,8 @@ export interface EventReader {
   summarize(filter: EventFilter): Promise<EventSummary>;
   get(eventId: string): Promise<ApiEvent | null>;
   nodes(): Promise<string[]>;
+  /** where retention has pruned up to for this filter's nodes (null: nothing pruned) */
+  retainedFrom(filter: EventFilter): Promise<bigint | null>;
 }
 
 export function nodeStoresReader(stores: NodeStores): EventReader {
@@ -21,5 +23,6 @@ export function nodeStoresReader(stores: NodeStores): EventReader {
     summarize: async (filter) => stores.summarize(filter),
     get: async (eventId) => stores.get(eventId),
     nodes: async () => stores.nodes(),
+    retainedFrom: async (filter) => stores.retainedFrom(filter),
   };
 }

@@ -12,7 +12,13 @@ import {
   type EventRow,
   type RawEventRow,
 } from '../../core/store/event-columns';
-import { SLOW_EVENT_NS, openReadStore, schemaVersionOf, type StoreInfo } from '../../core/store/schema';
+import {
+  RETENTION_SCHEMA_VERSION,
+  SLOW_EVENT_NS,
+  openReadStore,
+  schemaVersionOf,
+  type StoreInfo,
+} from '../../core/store/schema';
 import type { EventFilter, EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 import {
@@ -55,9 +61,25 @@ export interface StoreSummary {
   last: bigint | null;
 }
 
+/** Where retention left each tier complete: events at or after these were never pruned. */
+export interface RetainedFrom {
+  background: bigint | null;
+  context: bigint | null;
+}
+
+/* pruned rows since the last look, folded into the boundaries (the table only grows) */
+const PRUNED_SINCE_SQL = `SELECT max(id) AS id,
+  max(CASE WHEN background > 0 THEN to_ns END) AS background,
+  max(CASE WHEN context > 0 THEN to_ns END) AS context
+  FROM pruned WHERE id > ?`;
+
+const later = (a: bigint | null, b: bigint | null) => (a === null ? b : b === null || a > b ? a : b);
+
 export class NodeStore {
   readonly names: StoreNameCache;
   private readonly statements = new Map<string, Database.Statement>();
+  private readonly retained: RetainedFrom = { background: null, context: null };
+  private prunedSeen = 0n;
   /* an older store is read as it is, and again as what it became once the agent upgrades it */
   private schemaVersion = 0;
   private columns = '';
@@ -160,6 +182,24 @@ export class NodeStore {
       ...read.params,
       ...rangeParams(range),
     }) as StoreSummary;
+  }
+
+  /** The retained range of each tier, from the pruned rows the agent wrote. */
+  retainedFrom(): RetainedFrom {
+    this.refreshSchema();
+    if (this.schemaVersion < RETENTION_SCHEMA_VERSION) return this.retained; // nothing pruned before
+    const since = this.statement(PRUNED_SINCE_SQL).get(this.prunedSeen) as {
+      id: bigint | null;
+      background: bigint | null;
+      context: bigint | null;
+    };
+    if (since.id !== null) {
+      this.prunedSeen = since.id;
+      if (since.background !== null)
+        this.retained.background = later(this.retained.background, since.background + 1n);
+      if (since.context !== null) this.retained.context = later(this.retained.context, since.context + 1n);
+    }
+    return this.retained;
   }
 
   row(ts: bigint, seq: number): EventRow | undefined {

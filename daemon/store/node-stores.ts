@@ -103,6 +103,23 @@ export class NodeStores {
     return { count: Number(count), firstTs, lastTs };
   }
 
+  /**
+   * The time before which the answer to `filter` may lack events that
+   * retention removed, or null when nothing it could match was pruned. A
+   * query by transaction or trace depends on the context tier only.
+   */
+  retainedFrom(filter: EventFilter): bigint | null {
+    let from: bigint | null = null;
+    for (const store of this.directory.stores()) {
+      if (filter.node !== undefined && filter.node !== store.info.node) continue;
+      const retained = store.retainedFrom();
+      const byContext = filter.transactionId !== undefined || filter.traceId !== undefined;
+      for (const boundary of byContext ? [retained.context] : [retained.context, retained.background])
+        if (boundary !== null && (from === null || boundary > from)) from = boundary;
+    }
+    return from;
+  }
+
   get(eventId: string): ApiEvent | null {
     const key = parseEventId(eventId);
     const store = key && this.directory.stores().find((s) => s.info.storeId === key.storeId);

@@ -1,7 +1,7 @@
 /** The agent binary's life: drain on SIGTERM, survive SIGKILL, refuse what it must not touch. */
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SCHEMA_VERSION } from '../../core/store/schema';
@@ -75,6 +75,80 @@ describe('agent lifecycle (real kernel)', () => {
     );
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     db.close();
+  });
+
+  it('opens a fresh store when the file is deleted under it, and records the boundary', async () => {
+    const data = join(dir, 'rm');
+    const store = join(data, 'rm.db');
+    const args = ['--data-dir', data, '--node', 'rm', '--cgroup-id', String(cgroup.id), '--quiet'];
+    const agent = await startAgent(args);
+    const writes = (n: number) =>
+      spawnSync('/bin/sh', [
+        '-c',
+        `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=${n} status=none`,
+      ]);
+    writes(100);
+    await eventually(() => (countStored(store) >= 100 ? true : undefined));
+    for (const suffix of ['', '-wal', '-shm']) rmSync(store + suffix, { force: true });
+    writes(200);
+    // the fresh file exists a moment before its tables do
+    const storedNow = () => {
+      try {
+        return countStored(store);
+      } catch {
+        return 0;
+      }
+    };
+    await eventually(() => (existsSync(store) && storedNow() >= 200 ? true : undefined));
+    expect(await agent.stop()).toBe(0);
+    expect(agent.output()).toMatch(/the store file was deleted or replaced \(.*rm\.db\) while the agent ran/);
+
+    const db = new Database(store, { readonly: true });
+    expect(db.prepare('SELECT count(*) AS n FROM events').get()).toEqual({ n: 200 });
+    expect(db.prepare('SELECT start_reason, exit_reason FROM runs').all()).toEqual([
+      { start_reason: 'the store file was deleted or replaced', exit_reason: 'signal SIGTERM' },
+    ]);
+    const replaced = db
+      .prepare(`SELECT max(value) AS v FROM counters WHERE name = 'store_replacements'`)
+      .get() as { v: number };
+    expect(replaced.v).toBe(1);
+    db.close();
+  });
+
+  it('names a damaged store and what to do, or moves it aside with --on-corrupt rename', async () => {
+    const data = join(dir, 'corrupt');
+    spawnSync('mkdir', ['-p', data]);
+    const path = join(data, 'c.db');
+    writeFileSync(path, Buffer.alloc(8192, 0x5a));
+    const run = (extra: string[]) =>
+      spawnSync(process.execPath, [KREPLAY_BIN, 'agent', '--data-dir', data, '--node', 'c', ...extra], {
+        encoding: 'utf8',
+        timeout: 60000,
+      });
+    const refused = run([]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain(`kreplay: ${path} is damaged`);
+    expect(refused.stderr).toContain('--on-corrupt rename');
+    expect(refused.stderr).not.toMatch(/^\s+at /m);
+
+    const renamed = await startAgent([
+      '--data-dir',
+      data,
+      '--node',
+      'c',
+      '--on-corrupt',
+      'rename',
+      // nothing to capture: the fresh store must start empty
+      '--cgroup-id',
+      String(cgroup.id),
+      '--quiet',
+    ]);
+    expect(await renamed.stop()).toBe(0);
+    const aside = readdirSync(data).filter((f) => /^c\.db\.corrupt-[0-9T-]+Z$/.test(f));
+    expect(aside).toHaveLength(1);
+    expect(renamed.output()).toContain(`moved it to ${join(data, aside[0]!)}`);
+    expect(readFileSync(join(data, aside[0]!)).equals(Buffer.alloc(8192, 0x5a))).toBe(true);
+    expect(countStored(path)).toBe(0);
   });
 
   it('stores writes without targets under --no-targets', async () => {

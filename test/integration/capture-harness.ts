@@ -26,7 +26,8 @@ export async function captureAround<T>(
   work: (capture: Capture) => Promise<T> | T,
 ): Promise<CaptureResult<T>> {
   const batches: Buffer[] = [];
-  const capture = startCapture(options, (batch) => batches.push(batch), silentLogger);
+  // a batch is valid during the callback only
+  const capture = startCapture(options, (batch) => batches.push(Buffer.from(batch)), silentLogger);
   let value: T;
   try {
     value = await work(capture);

@@ -45,15 +45,15 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
   });
 }
 
-/** Polls until check() returns a value (not undefined) or the time runs out. */
+/** Polls until check() returns (or resolves to) a value, not undefined, or the time runs out. */
 export async function eventually<T>(
-  check: () => T | undefined,
+  check: () => T | undefined | Promise<T | undefined>,
   timeoutMs = 15000,
   everyMs = 100,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = check();
+    const value = await check();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, everyMs));

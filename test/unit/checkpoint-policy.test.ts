@@ -29,9 +29,7 @@ function fill(writer: StoreWriter, batch: EventBatch, start: number): void {
 describe('checkpoint policy', () => {
   it('keeps the WAL bounded while a reader keeps querying the file', () => {
     const writer = StoreWriter.open(dir.path, 'n', {
-      passiveBytes: 1 * MiB,
-      restartBytes: 4 * MiB,
-      restartWaitMs: 200,
+      checkpoint: { passiveBytes: 1 * MiB, restartBytes: 4 * MiB, restartWaitMs: 200 },
     });
     const reader = new Database(writer.path, { readonly: true });
     const count = reader.prepare('SELECT count(*) AS n FROM events');

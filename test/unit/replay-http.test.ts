@@ -69,6 +69,7 @@ describe('/api/replay/sessions over HTTP', () => {
       transaction_id: 'tx',
       speed_factor: 1,
       extra_latency_ns: 0,
+      driving: null,
       state: 'ready',
       position_ns: 0,
       duration_ns: 9000,
@@ -87,6 +88,21 @@ describe('/api/replay/sessions over HTTP', () => {
     const id = await create({ transaction_id: 'tx', speed_factor: 0.001, extra_latency_ns: 60_000_000_000 });
     expect((await call('GET', `/${id}`)).body).toMatchObject({ speed_factor: 0.001, extra_latency_ns: 6e10 });
     await create({ transaction_id: 'tx', speed_factor: 1000, extra_latency_ns: 0 });
+  });
+
+  it('records the process a session drives', async () => {
+    const driving = { command: 'make test', pid: process.pid };
+    const id = await create({ transaction_id: 'tx', driving });
+    expect((await call('GET', `/${id}`)).body).toMatchObject({ driving });
+  });
+
+  it.each([
+    ['an empty command', { command: '', pid: 1 }],
+    ['pid 0', { command: 'x', pid: 0 }],
+    ['a fractional pid', { command: 'x', pid: 1.5 }],
+  ])('refuses a driving object with %s', async (_name, driving) => {
+    const reply = await call('POST', '', JSON.stringify({ transaction_id: 'tx', driving }));
+    expectProblem(reply, 400, 'driving');
   });
 
   it('answers 404 for a transaction without events', async () => {

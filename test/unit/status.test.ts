@@ -10,7 +10,12 @@ describe('storedCounters', () => {
       unknownTargets: 13,
       corruptRecords: 14,
       corruptBytes: 15,
+      diskFullDropped: 17,
+      storeErrorDropped: 18,
+      storeReplacements: 19,
       rowsWritten: 16,
+      pruned: 20,
+      unshippedPruned: 21,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -28,7 +33,12 @@ describe('storedCounters', () => {
       unknown_targets: 13,
       corrupt_records: 14,
       corrupt_bytes: 15,
+      disk_full_dropped: 17,
+      store_error_dropped: 18,
+      store_replacements: 19,
       rows_written: 16,
+      pruned: 20,
+      unshipped_pruned: 21,
     });
   });
 });

@@ -12,6 +12,7 @@ import { sseFrame } from '../stream/sse-frame';
 import { CHECKPOINT_EVERY, Player, startOf, type Pending } from './player';
 import { Schedule } from './schedule';
 import type { SessionRecord } from './session-record';
+import type { Driving } from './session-schema';
 import type { RestoredSession, SessionSnapshot } from './session-snapshot';
 import { nextState, type SessionState } from './session-state';
 import { TimingStats } from './timing-stats';
@@ -25,6 +26,7 @@ export interface SessionSettings {
   transaction: Transaction;
   speedFactor: number;
   extraLatencyNs: number;
+  driving: Driving | null;
 }
 
 export interface SessionContext {
@@ -39,6 +41,7 @@ export class ReplaySession {
   readonly schedule: Schedule;
   readonly speedFactor: number;
   readonly extraLatencyNs: number;
+  readonly driving: Driving | null;
   createdAt = new Date().toISOString();
   updatedAt = this.createdAt;
   state: SessionState = 'ready';
@@ -68,6 +71,7 @@ export class ReplaySession {
     this.transaction = settings.transaction;
     this.speedFactor = settings.speedFactor;
     this.extraLatencyNs = settings.extraLatencyNs;
+    this.driving = settings.driving;
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
     this.player = new Player(this.transaction, this.schedule, context.clock, (entry, deadline, releasedAt) =>
       this.emit(entry, deadline, releasedAt),
@@ -96,6 +100,7 @@ export class ReplaySession {
       transaction_id: this.transaction.id,
       speed_factor: this.speedFactor,
       extra_latency_ns: this.extraLatencyNs,
+      driving: this.driving,
       state: this.state,
       position_ns: this.position,
       duration_ns: this.durationNs,
@@ -198,6 +203,7 @@ export class ReplaySession {
       transaction_id: this.transaction.id,
       speed_factor: this.speedFactor,
       extra_latency_ns: this.extraLatencyNs,
+      driving: this.driving,
       // a session playing when the daemon stops comes back paused where it was
       state: playing ? 'paused' : this.state,
       created_at: this.createdAt,
@@ -221,6 +227,7 @@ export class ReplaySession {
         transaction,
         speedFactor: saved.speed_factor,
         extraLatencyNs: saved.extra_latency_ns,
+        driving: saved.driving,
       },
       context,
     );

@@ -1,4 +1,5 @@
 /** A session as the API shows it, written with exact integers. */
+import type { Driving } from './session-schema';
 import type { SessionState } from './session-state';
 
 export interface SessionRecord {
@@ -6,6 +7,8 @@ export interface SessionRecord {
   transaction_id: string;
   speed_factor: number;
   extra_latency_ns: number;
+  /** the build under test this session paces (`kreplay replay --exec`), else null */
+  driving: Driving | null;
   state: SessionState;
   position_ns: bigint;
   duration_ns: bigint;

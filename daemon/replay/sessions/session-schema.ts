@@ -9,11 +9,22 @@ export const MAX_EXTRA_LATENCY_NS = 60_000_000_000;
 export const SPEED_FACTOR = { min: 0.001, max: 1000 } as const;
 export const speedFactorSchema = z.number().min(SPEED_FACTOR.min).max(SPEED_FACTOR.max);
 
+/**
+ * The process a session drives (`kreplay replay --exec`): its command line and
+ * pid on the daemon's host. The session stops when that process is gone.
+ */
+export const drivingSchema = z.strictObject({
+  command: z.string().min(1, 'must not be empty').max(4096),
+  pid: z.number().int().min(1).max(4_194_304),
+});
+export type Driving = z.output<typeof drivingSchema>;
+
 export const createSessionSchema = z.strictObject({
   transaction_id: z.string().min(1, 'must not be empty'),
   speed_factor: speedFactorSchema.default(1),
   // integers up to 6e10 are exact in a JS number; int() refuses fractions and unsafe integers
   extra_latency_ns: z.number().int().min(0).max(MAX_EXTRA_LATENCY_NS).default(0),
+  driving: drivingSchema.nullable().default(null),
 });
 export type CreateSessionBody = z.output<typeof createSessionSchema>;
 

@@ -19,6 +19,8 @@ export const MAX_LIVE_SESSIONS = 64;
 export const DEFAULT_SESSION_TTL_SECONDS = 600;
 /** How often the positions of playing sessions are saved, for a daemon that dies without stopping. */
 const CHECKPOINT_MS = 2000;
+/** How often sessions that drive a process check that it still runs. */
+const DRIVER_CHECK_MS = 500;
 /** Retry-After when no playing session will free a slot by finishing. */
 const RETRY_AFTER_IDLE_SECONDS = 60;
 
@@ -37,6 +39,7 @@ export class ReplaySessions {
   private readonly file: SessionFile;
   private readonly context: SessionContext;
   private readonly checkpoint: NodeJS.Timeout;
+  private readonly driverCheck: NodeJS.Timeout;
   private closed = false;
 
   constructor(private readonly options: ReplaySessionsOptions) {
@@ -59,9 +62,13 @@ export class ReplaySessions {
     this.checkpoint = setInterval(() => {
       if (this.list().some((s) => s.state === 'playing')) this.file.save();
     }, CHECKPOINT_MS).unref();
+    this.driverCheck = setInterval(() => this.stopOrphans(), DRIVER_CHECK_MS).unref();
   }
 
-  create(body: CreateSessionBody): ReplaySession {
+  /** `driving` may be left out by callers that drive nothing. */
+  create(
+    body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>,
+  ): ReplaySession {
     this.checkOpen();
     const live = this.list().filter((s) => isLive(s.state));
     if (live.length >= MAX_LIVE_SESSIONS)
@@ -83,6 +90,7 @@ export class ReplaySessions {
         transaction,
         speedFactor: body.speed_factor,
         extraLatencyNs: body.extra_latency_ns,
+        driving: body.driving ?? null,
       },
       this.context,
     );
@@ -124,6 +132,7 @@ export class ReplaySessions {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.checkpoint);
+    clearInterval(this.driverCheck);
     for (const timer of this.expiries.values()) clearTimeout(timer);
     this.expiries.clear();
     for (const session of this.sessions.values()) session.shutdown();
@@ -133,6 +142,18 @@ export class ReplaySessions {
 
   private checkOpen(): void {
     if (this.closed) throw new ProblemError('shutting-down', 'the daemon is shutting down');
+  }
+
+  /** A session whose driven process is gone (its kreplay killed, say) has nothing left to drive: stopped. */
+  private stopOrphans(): void {
+    for (const session of this.sessions.values()) {
+      if (!session.driving || !isLive(session.state) || processExists(session.driving.pid)) continue;
+      this.options.log.info('replay session stopped: the process it drove is gone', {
+        id: session.id,
+        pid: session.driving.pid,
+      });
+      session.stop();
+    }
   }
 
   private changed(session: ReplaySession): void {
@@ -154,6 +175,16 @@ export class ReplaySessions {
   private expire(id: string): void {
     this.options.log.info('replay session expired', { id });
     this.remove(id);
+  }
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH';
   }
 }
 

@@ -3,7 +3,7 @@
  * where its replay stands, nanoseconds as decimal strings.
  */
 import { z } from 'zod';
-import { speedFactorSchema } from './session-schema';
+import { drivingSchema, speedFactorSchema } from './session-schema';
 import { SESSION_STATES } from './session-state';
 
 const ns = z
@@ -16,6 +16,7 @@ export const sessionSnapshotSchema = z.object({
   transaction_id: z.string().min(1),
   speed_factor: speedFactorSchema,
   extra_latency_ns: z.number().int().min(0),
+  driving: drivingSchema.nullable().default(null),
   state: z.enum(SESSION_STATES),
   created_at: z.string(),
   updated_at: z.string(),

@@ -1,0 +1,75 @@
+/**
+ * The `kreplay agent` that users run, as its own process, for benchmarks:
+ * started on a scratch data dir, its CPU read from /proc (user and system,
+ * every thread), its progress read from its status lines.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const CLOCK_TICKS = 100; // sysconf(_SC_CLK_TCK) on Linux
+
+export interface AgentCpu {
+  userS: number;
+  systemS: number;
+}
+
+export interface BenchAgent {
+  pid: number;
+  cpu(): AgentCpu;
+  /** resolves once stored + dropped (every reason) reach `events` */
+  caughtUp(events: number, timeoutMs?: number): Promise<{ stored: number; dropped: number }>;
+  stop(): Promise<void>;
+}
+
+const TOTALS = /total stored=(\d+) pruned=\d+ dropped: ring=(\d+) disk_full=(\d+) store_error=(\d+)/g;
+
+export async function startBenchAgent(root: string, args: string[]): Promise<BenchAgent> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-bench-agent-'));
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      path.join(root, 'bin', 'kreplay.js'),
+      'agent',
+      ...['--data-dir', dataDir, '--node', 'bench', '--status-interval', '1', '--max-store-bytes', '0'],
+      ...args,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 60_000;
+  while (!output.includes(' capturing ')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`agent did not start:\n${output}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const pid = child.pid!;
+  return {
+    pid,
+    cpu() {
+      const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return { userS: Number(fields[11]) / CLOCK_TICKS, systemS: Number(fields[12]) / CLOCK_TICKS };
+    },
+    async caughtUp(events, timeoutMs = 120_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const last = [...output.matchAll(TOTALS)].pop();
+        if (last) {
+          const stored = Number(last[1]);
+          const dropped = Number(last[2]) + Number(last[3]) + Number(last[4]);
+          if (stored + dropped >= events) return { stored, dropped };
+        }
+        if (Date.now() > until) throw new Error(`agent did not catch up with ${events} events:\n${output}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

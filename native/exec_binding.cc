@@ -1,0 +1,202 @@
+#include "exec_binding.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "exec_error.h"
+#include "exec_supervisor.h"
+
+namespace kreplay {
+
+namespace {
+
+// new ExecSupervisor(listenerFd, {pace, targets: [{keys, holdsNs: BigInt64Array}]}, onEnd(error?))
+class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "ExecSupervisor",
+                       {
+                           InstanceMethod("setTimeline", &ExecSupervisorJs::SetTimeline),
+                           InstanceMethod("bypass", &ExecSupervisorJs::Bypass),
+                           InstanceMethod("stop", &ExecSupervisorJs::Stop),
+                           InstanceMethod("results", &ExecSupervisorJs::Results),
+                       });
+  }
+
+  explicit ExecSupervisorJs(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ExecSupervisorJs>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() != 3 || !info[0].IsNumber() || !info[1].IsObject() || !info[2].IsFunction())
+      throw Napi::TypeError::New(env, "new ExecSupervisor(listenerFd, plan, onEnd)");
+    const int listener = info[0].As<Napi::Number>().Int32Value();
+    Napi::Object plan = info[1].As<Napi::Object>();
+    const std::string pace = plan.Get("pace").As<Napi::String>().Utf8Value();
+    if (pace != "duration" && pace != "timeline")
+      throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "pace must be duration or timeline, got " + pace));
+    std::vector<TargetPlan> targets;
+    Napi::Array list = plan.Get("targets").As<Napi::Array>();
+    for (uint32_t i = 0; i < list.Length(); i++) {
+      Napi::Object entry = list.Get(i).As<Napi::Object>();
+      TargetPlan target;
+      Napi::Array keys = entry.Get("keys").As<Napi::Array>();
+      for (uint32_t k = 0; k < keys.Length(); k++) target.keys.push_back(keys.Get(k).As<Napi::String>().Utf8Value());
+      if (target.keys.empty()) throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "a target without keys"));
+      Napi::Value holds = entry.Get("holdsNs");
+      if (!holds.IsTypedArray() || holds.As<Napi::TypedArray>().TypedArrayType() != napi_bigint64_array)
+        throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "holdsNs must be a BigInt64Array"));
+      Napi::TypedArrayOf<int64_t> array = holds.As<Napi::TypedArrayOf<int64_t>>();
+      target.holds_ns.assign(array.Data(), array.Data() + array.ElementLength());
+      targets.push_back(std::move(target));
+    }
+    ended_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "kreplay-exec", 1, 1);
+    try {
+      supervisor_ = std::make_unique<ExecSupervisor>(
+          listener, pace == "duration" ? Pace::kDuration : Pace::kTimeline, std::move(targets),
+          [this](const std::string& code, const std::string& message) { Ended(code, message); });
+    } catch (const ExecFailure& failure) {
+      close(listener);
+      ended_.Release();
+      throw ToJsError(env, failure);
+    }
+    supervisor_->Start();
+  }
+
+  ~ExecSupervisorJs() override {
+    if (supervisor_) supervisor_->Stop();
+  }
+
+ private:
+  // On the supervisor thread, once: hands the end (and its failure, if any) to JS.
+  void Ended(const std::string& code, const std::string& message) {
+    auto failure = std::make_shared<std::pair<std::string, std::string>>(code, message);
+    ended_.BlockingCall([failure](Napi::Env env, Napi::Function callback) {
+      if (failure->first.empty()) {
+        callback.Call({});
+        return;
+      }
+      callback.Call({ToJsError(env, ExecFailure(failure->first, failure->second)).Value()});
+    });
+  }
+
+  void SetTimeline(const Napi::CallbackInfo& info) {
+    if (info.Length() != 2 || !info[0].IsBoolean() || !info[1].IsNumber())
+      throw Napi::TypeError::New(info.Env(), "setTimeline(playing, offsetNs)");
+    supervisor_->SetTimeline(info[0].As<Napi::Boolean>().Value(), info[1].As<Napi::Number>().Int64Value());
+  }
+
+  void Bypass(const Napi::CallbackInfo&) { supervisor_->Bypass(); }
+
+  // Set flag, join, release the thread-safe function.
+  void Stop(const Napi::CallbackInfo&) {
+    supervisor_->Stop();
+    if (!released_) {
+      released_ = true;
+      ended_.Release();
+    }
+  }
+
+  // After stop(): {targets: [{matched, passed, observedNs, intendedNs: BigInt64Array}], unmatched: [{target, kind,
+  // calls}], bypassed}
+  Napi::Value Results(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const SupervisorResults& results = supervisor_->results();
+    Napi::Object out = Napi::Object::New(env);
+    Napi::Array targets = Napi::Array::New(env, results.targets.size());
+    for (uint32_t i = 0; i < results.targets.size(); i++) {
+      const TargetResult& target = results.targets[i];
+      Napi::Object entry = Napi::Object::New(env);
+      entry.Set("matched", static_cast<double>(target.matched));
+      entry.Set("passed", static_cast<double>(target.passed));
+      const size_t count = std::min<size_t>(target.matched, target.observed_ns.size());
+      auto observed = Napi::TypedArrayOf<int64_t>::New(env, count, napi_bigint64_array);
+      std::copy(target.observed_ns.begin(), target.observed_ns.begin() + count, observed.Data());
+      entry.Set("observedNs", observed);
+      auto intended = Napi::TypedArrayOf<int64_t>::New(env, count, napi_bigint64_array);
+      std::copy(target.intended_ns.begin(), target.intended_ns.begin() + count, intended.Data());
+      entry.Set("intendedNs", intended);
+      targets.Set(i, entry);
+    }
+    out.Set("targets", targets);
+    Napi::Array unmatched = Napi::Array::New(env, results.unmatched.size());
+    uint32_t i = 0;
+    for (const auto& [name, entry] : results.unmatched) {
+      Napi::Object item = Napi::Object::New(env);
+      item.Set("target", name);
+      item.Set("kind", TargetKindName(entry.kind));
+      item.Set("calls", static_cast<double>(entry.calls));
+      unmatched.Set(i++, item);
+    }
+    out.Set("unmatched", unmatched);
+    out.Set("bypassed", static_cast<double>(results.bypassed));
+    return out;
+  }
+
+  std::unique_ptr<ExecSupervisor> supervisor_;
+  Napi::ThreadSafeFunction ended_;
+  bool released_ = false;
+};
+
+// execSocketPair() -> [ours, theirs]: a close-on-exec unix stream pair; `theirs` becomes the launcher's fd 3.
+Napi::Value ExecSocketPair(const Napi::CallbackInfo& info) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    throw ToJsError(info.Env(), ExecSystemFailure("E_EXEC_HANDOFF", "cannot make a socket pair", errno));
+  Napi::Array out = Napi::Array::New(info.Env(), 2);
+  out.Set(0u, fds[0]);
+  out.Set(1u, fds[1]);
+  return out;
+}
+
+// receiveMessage(fd, timeoutMs) -> {text, fd}: one message of the launcher, with the fd it
+// carries (SCM_RIGHTS) or -1. Throws E_EXEC_HANDOFF on timeout or when the launcher is gone.
+Napi::Value ReceiveMessage(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 2 || !info[0].IsNumber() || !info[1].IsNumber())
+    throw Napi::TypeError::New(env, "receiveMessage(fd, timeoutMs)");
+  const int fd = info[0].As<Napi::Number>().Int32Value();
+  pollfd pfd{fd, POLLIN, 0};
+  int ready;
+  do {
+    ready = poll(&pfd, 1, info[1].As<Napi::Number>().Int32Value());
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) throw ToJsError(env, ExecFailure("E_EXEC_HANDOFF", "the launcher did not answer in time"));
+  if (ready < 0) throw ToJsError(env, ExecSystemFailure("E_EXEC_HANDOFF", "poll on the launcher's socket", errno));
+  char body[256];
+  iovec iov{body, sizeof body};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    cmsghdr align;
+  } control;
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  const ssize_t got = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (got < 0) throw ToJsError(env, ExecSystemFailure("E_EXEC_HANDOFF", "recvmsg from the launcher", errno));
+  if (got == 0)
+    throw ToJsError(env,
+                    ExecFailure("E_EXEC_HANDOFF", "the launcher exited during the hand-over (see its message above)"));
+  int passed = -1;
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  if (cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)
+    memcpy(&passed, CMSG_DATA(cmsg), sizeof passed);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("text", Napi::String::New(env, body, static_cast<size_t>(got)));
+  out.Set("fd", passed);
+  return out;
+}
+
+}  // namespace
+
+void ExportExec(Napi::Env env, Napi::Object exports) {
+  exports.Set("ExecSupervisor", ExecSupervisorJs::Define(env));
+  exports.Set("execSocketPair", Napi::Function::New(env, ExecSocketPair));
+  exports.Set("receiveMessage", Napi::Function::New(env, ReceiveMessage));
+}
+
+}  // namespace kreplay

@@ -1,0 +1,121 @@
+// The supervisor of `kreplay replay --exec`: a thread that receives the
+// seccomp notifications of the build's write calls, resolves each call's
+// target, matches it against the incident's plan, holds matched calls on
+// CLOCK_MONOTONIC in a deadline queue (never a sleep per call: other calls keep
+// flowing) and continues them (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "exec_target.h"
+
+namespace kreplay {
+
+enum class Pace {
+  // matched call k is held holds_ns[k] from the moment it arrives
+  kDuration,
+  // matched call k proceeds once the session's timeline reaches holds_ns[k]
+  kTimeline,
+};
+
+// One recorded target: the names it answers to, and per recorded call, in order,
+// its hold (kDuration) or release offset on the timeline (kTimeline).
+struct TargetPlan {
+  std::vector<std::string> keys;
+  std::vector<int64_t> holds_ns;
+};
+
+struct TargetResult {
+  uint64_t matched = 0;
+  // calls past the recorded count
+  uint64_t passed = 0;
+  // per matched call: from receipt to continue, and from receipt to the deadline
+  // it had when released (-1 when stop or the end released it before its deadline)
+  std::vector<int64_t> observed_ns;
+  std::vector<int64_t> intended_ns;
+};
+
+struct UnmatchedTarget {
+  TargetKind kind;
+  uint64_t calls;
+};
+
+struct SupervisorResults {
+  std::vector<TargetResult> targets;
+  std::unordered_map<std::string, UnmatchedTarget> unmatched;
+  // calls let through untouched after Bypass()
+  uint64_t bypassed = 0;
+};
+
+class ExecSupervisor {
+ public:
+  // on_end(code, message) runs on the supervisor thread when it ends: code ""
+  // when every supervised process has exited, else the failure's code.
+  ExecSupervisor(int listener_fd, Pace pace, std::vector<TargetPlan> plan,
+                 std::function<void(const std::string&, const std::string&)> on_end);
+  ~ExecSupervisor();
+
+  void Start();
+  // Timeline pace: playing from `offset_ns`, or paused there (every matched call waits).
+  void SetTimeline(bool playing, int64_t offset_ns);
+  // Releases every held call and lets every later call through at once.
+  void Bypass();
+  // Releases every held call, ends the thread and joins it.
+  void Stop();
+  // After Stop().
+  const SupervisorResults& results() const { return results_; }
+
+ private:
+  struct Held {
+    int64_t deadline_ns;
+    uint64_t id;
+    int target;
+    uint32_t index;
+    int64_t received_ns;
+  };
+  struct Command {
+    enum { kTimeline, kBypass } type;
+    bool playing;
+    int64_t offset_ns;
+  };
+
+  void Run();
+  void Receive();
+  void Continue(uint64_t id);
+  void Release(const Held& held, bool early = false);
+  void ReleaseDue(int64_t now);
+  void ReleaseAll();
+  void ApplyCommands();
+  int64_t TimelineDeadline(int64_t release_offset_ns) const;
+  int Lookup(const Target& target) const;
+
+  const int listener_fd_;
+  const int wake_fd_;
+  const Pace pace_;
+  std::vector<TargetPlan> plan_;
+  std::unordered_map<std::string, int> keys_;
+  std::function<void(const std::string&, const std::string&)> on_end_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex commands_mutex_;
+  std::vector<Command> commands_;
+
+  // Touched by the thread only, until it has been joined.
+  TargetResolver resolver_;
+  std::vector<uint32_t> next_call_;
+  std::vector<Held> held_;  // a min-heap on deadline_ns
+  bool bypass_ = false;
+  bool timeline_playing_ = false;
+  int64_t timeline_anchor_ns_ = 0;  // while playing: offset = now - anchor
+  int64_t timeline_offset_ns_ = 0;  // while paused
+  SupervisorResults results_;
+};
+
+}  // namespace kreplay

@@ -1,0 +1,206 @@
+#include "exec_target.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+namespace kreplay {
+
+namespace {
+
+// Entries kept per cache before it starts over.
+constexpr size_t kCacheEntries = 4096;
+
+bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
+// A socket fd of another process, duplicated into ours (pidfd_getfd), or -1.
+int DuplicateFd(pid_t tid, int fd) {
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, tid, 0));
+  // before Linux 6.9 only a thread-group leader has a pidfd; after, any thread with PIDFD_THREAD
+  if (pidfd < 0 && errno == EINVAL) pidfd = static_cast<int>(syscall(SYS_pidfd_open, tid, PIDFD_THREAD));
+  if (pidfd < 0) return -1;
+  const int local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+  close(pidfd);
+  return local;
+}
+
+std::string InetPeer(const sockaddr_storage& peer) {
+  char host[INET6_ADDRSTRLEN];
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+  // an IPv4 peer of a dual-stack socket is shown as IPv4, as the agent shows it
+  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+    inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host, sizeof host);
+    return std::string(host) + ":" + std::to_string(ntohs(in6->sin6_port));
+  }
+  inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+  return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+}
+
+// The IP protocol's name as the agent writes it (core/model/target.ts, IP_PROTOCOLS).
+std::string IpProtocolName(int protocol) {
+  switch (protocol) {
+    case IPPROTO_ICMP:
+      return "icmp";
+    case IPPROTO_TCP:
+      return "tcp";
+    case IPPROTO_UDP:
+      return "udp";
+    case IPPROTO_ICMPV6:
+      return "icmpv6";
+    case IPPROTO_SCTP:
+      return "sctp";
+    case IPPROTO_UDPLITE:
+      return "udplite";
+    case IPPROTO_RAW:
+      return "raw";
+    case 262:  // IPPROTO_MPTCP, missing from older headers
+      return "mptcp";
+    default:
+      return "ip" + std::to_string(protocol);
+  }
+}
+
+// A unix address as text: `/run/a.sock`, `@abstract`, or "" when unnamed.
+std::string UnixPath(const sockaddr_storage& addr, socklen_t len) {
+  const auto* un = reinterpret_cast<const sockaddr_un*>(&addr);
+  const size_t path_len = len > offsetof(sockaddr_un, sun_path) ? len - offsetof(sockaddr_un, sun_path) : 0;
+  if (path_len == 0) return "";
+  // abstract names start with a NUL byte, shown as @ (and any NUL inside them too, as ss(8) does)
+  if (un->sun_path[0] == '\0') {
+    std::string name(un->sun_path + 1, path_len - 1);
+    for (char& c : name)
+      if (c == '\0') c = '@';
+    return "@" + name;
+  }
+  return std::string(un->sun_path, strnlen(un->sun_path, path_len));
+}
+
+// `tcp 1.2.3.4:5`, `udp [::1]:53`, `unix /run/a.sock`, named as the agent names them (its peer for
+// inet; for unix the peer's address if bound, else its own, which is what an accepted server
+// socket has); connected says whether there is a peer.
+std::string SocketName(int sock, bool* connected) {
+  int domain = 0, protocol = 0;
+  socklen_t len = sizeof domain;
+  getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &len);
+  len = sizeof protocol;
+  getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
+  sockaddr_storage peer{};
+  socklen_t peer_len = sizeof peer;
+  *connected = getpeername(sock, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
+  if (domain == AF_INET || domain == AF_INET6) {
+    const std::string proto = IpProtocolName(protocol);
+    return *connected ? proto + " " + InetPeer(peer) : proto;
+  }
+  if (domain == AF_UNIX) {
+    std::string path = *connected ? UnixPath(peer, peer_len) : "";
+    if (path.empty()) {
+      sockaddr_storage self{};
+      socklen_t self_len = sizeof self;
+      if (getsockname(sock, reinterpret_cast<sockaddr*>(&self), &self_len) == 0) path = UnixPath(self, self_len);
+    }
+    return path.empty() ? "unix" : "unix " + path;
+  }
+  return "socket";
+}
+
+}  // namespace
+
+const char* TargetKindName(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kFile:
+      return "file";
+    case TargetKind::kSocket:
+      return "socket";
+    case TargetKind::kPipe:
+      return "pipe";
+    case TargetKind::kChar:
+      return "char";
+    case TargetKind::kAnon:
+      return "anon";
+    case TargetKind::kOther:
+      break;
+  }
+  return "other";
+}
+
+std::string PortKey(const std::string& socket_target) {
+  const size_t space = socket_target.find(' ');
+  const size_t colon = socket_target.rfind(':');
+  if (space == std::string::npos || colon == std::string::npos || colon < space) return "";
+  if (StartsWith(socket_target, "unix")) return "";
+  return socket_target.substr(0, space) + " *:" + socket_target.substr(colon + 1);
+}
+
+bool TargetResolver::Resolve(pid_t tid, int fd, Target* out) {
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/%d/fd/%d", static_cast<int>(tid), fd);
+  char link[4096];
+  const ssize_t len = readlink(proc, link, sizeof link);
+  if (len <= 0 || static_cast<size_t>(len) >= sizeof link) return false;
+  out->name.assign(link, static_cast<size_t>(len));
+  if (out->name[0] == '/') {
+    auto known = path_kinds_.find(out->name);
+    if (known != path_kinds_.end()) {
+      out->kind = known->second;
+      return true;
+    }
+    struct stat st {};
+    if (stat(proc, &st) != 0) return false;
+    out->kind = S_ISCHR(st.st_mode) ? TargetKind::kChar : S_ISREG(st.st_mode) ? TargetKind::kFile : TargetKind::kOther;
+    if (path_kinds_.size() >= kCacheEntries) path_kinds_.clear();
+    path_kinds_.emplace(out->name, out->kind);
+    return true;
+  }
+  if (StartsWith(out->name, "pipe:")) {
+    *out = {"pipe", TargetKind::kPipe};
+    return true;
+  }
+  if (StartsWith(out->name, "socket:[")) {
+    return ResolveSocket(tid, fd, strtoull(out->name.c_str() + 8, nullptr, 10), out);
+  }
+  out->kind = StartsWith(out->name, "anon_inode:") ? TargetKind::kAnon : TargetKind::kOther;
+  return true;
+}
+
+bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out) {
+  auto known = sockets_.find(inode);
+  if (known != sockets_.end()) {
+    *out = known->second;
+    return true;
+  }
+  const int sock = DuplicateFd(tid, fd);
+  if (sock < 0) {
+    *out = {"socket", TargetKind::kSocket};
+    return true;
+  }
+  bool connected = false;
+  *out = {SocketName(sock, &connected), TargetKind::kSocket};
+  close(sock);
+  // an unconnected socket may connect later: look it up again then
+  if (connected) {
+    if (sockets_.size() >= kCacheEntries) sockets_.clear();
+    sockets_.emplace(inode, *out);
+  }
+  return true;
+}
+
+}  // namespace kreplay

@@ -1,0 +1,41 @@
+// What a write of a supervised process goes to, named as the agent names a
+// sys_write event's `target` (file path, `tcp 127.0.0.1:5432`, `unix /run/a.sock`,
+// `pipe`), read from /proc/<tid>/fd/<fd> while the caller is blocked in the call.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+namespace kreplay {
+
+enum class TargetKind { kFile, kSocket, kPipe, kChar, kAnon, kOther };
+const char* TargetKindName(TargetKind kind);
+
+struct Target {
+  std::string name;
+  TargetKind kind = TargetKind::kOther;
+};
+
+// `<proto> *:<port>` for a socket target with a port (`tcp 10.0.0.5:5432` ->
+// `tcp *:5432`), else "": sockets match on the peer port when the address differs.
+// The TS matcher (cli/exec/target-keys.ts) builds the same key.
+std::string PortKey(const std::string& socket_target);
+
+class TargetResolver {
+ public:
+  // The target of fd `fd` of thread `tid`; false when the fd or thread is gone.
+  bool Resolve(pid_t tid, int fd, Target* out);
+
+ private:
+  bool ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out);
+
+  // Peers of connected sockets by inode (a connected socket keeps its peer),
+  // kinds of paths: each looked up once, bounded.
+  std::unordered_map<uint64_t, Target> sockets_;
+  std::unordered_map<std::string, TargetKind> path_kinds_;
+};
+
+}  // namespace kreplay

@@ -1,0 +1,204 @@
+/*
+ * A test build for `kreplay replay --exec` tests: writes to a file, a pipe, a
+ * TCP socket and /dev/null, timing each write on CLOCK_MONOTONIC, and records
+ * the durations (one line per write: "<label> <ns>") in --out at the end.
+ *
+ *   exec-writer [--out PATH] [--file PATH N] [--pipe N] [--slow-reader-ms MS] [--tcp PORT N]
+ *               [--devnull N] [--threads T] [--fork] [--writev] [--exit CODE] [--signal SIG]
+ *               [--unix-serve PATH N]
+ *
+ * --threads T: T threads each do the file writes; --fork: a child does them too.
+ * --unix-serve: listens on a unix socket at PATH, accepts one client and writes
+ * to it N times (a server's accepted socket: named by the address it listens on).
+ * --slow-reader-ms: the pipe's reader sleeps that long before each read, so
+ * writes into a full pipe block (the incident's build).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RECORDS 100000
+
+static struct {
+  char label[8];
+  long long ns;
+} records[MAX_RECORDS];
+static int nrecords;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *file_path;
+static int file_count, use_writev, slow_reader_ms;
+static char block[65536];
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void record(const char *label, long long ns) {
+  pthread_mutex_lock(&lock);
+  if (nrecords < MAX_RECORDS) {
+    snprintf(records[nrecords].label, sizeof records[nrecords].label, "%s", label);
+    records[nrecords++].ns = ns;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+static void timed_write(const char *label, int fd, const void *buf, size_t len) {
+  long long start = now_ns();
+  ssize_t n;
+  if (use_writev) {
+    struct iovec iov = {(void *)buf, len};
+    n = writev(fd, &iov, 1);
+  } else {
+    n = write(fd, buf, len);
+  }
+  long long took = now_ns() - start;
+  if (n != (ssize_t)len) {
+    perror(label);
+    exit(70);
+  }
+  record(label, took);
+}
+
+static void file_writes(const char *label) {
+  int fd = open(file_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) {
+    perror(file_path);
+    exit(71);
+  }
+  for (int i = 0; i < file_count; i++) timed_write(label, fd, "line\n", 5);
+  close(fd);
+}
+
+static void *thread_main(void *arg) {
+  (void)arg;
+  file_writes("thread");
+  return NULL;
+}
+
+static void *pipe_reader(void *arg) {
+  int fd = *(int *)arg;
+  char buf[65536];
+  for (;;) {
+    if (slow_reader_ms > 0) usleep(slow_reader_ms * 1000);
+    if (read(fd, buf, sizeof buf) <= 0) return NULL;
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *out = NULL;
+  int pipe_count = 0, tcp_port = 0, tcp_count = 0, devnull_count = 0, threads = 0, do_fork = 0, exit_code = 0,
+      sig = 0, unix_count = 0;
+  const char *unix_path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--out")) out = argv[++i];
+    else if (!strcmp(argv[i], "--file")) file_path = argv[++i], file_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--pipe")) pipe_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--slow-reader-ms")) slow_reader_ms = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--tcp")) tcp_port = atoi(argv[++i]), tcp_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--devnull")) devnull_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--unix-serve")) unix_path = argv[++i], unix_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--fork")) do_fork = 1;
+    else if (!strcmp(argv[i], "--writev")) use_writev = 1;
+    else if (!strcmp(argv[i], "--exit")) exit_code = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--signal")) sig = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "exec-writer: unknown argument %s\n", argv[i]);
+      return 64;
+    }
+  }
+  if (file_path) {
+    if (threads > 0) {
+      pthread_t tids[64];
+      for (int t = 0; t < threads && t < 64; t++) pthread_create(&tids[t], NULL, thread_main, NULL);
+      for (int t = 0; t < threads && t < 64; t++) pthread_join(tids[t], NULL);
+    } else {
+      file_writes("file");
+    }
+    if (do_fork) {
+      pid_t child = fork();
+      if (child == 0) {
+        nrecords = 0;
+        file_writes("child");
+        /* the child's timings go to the same --out, appended */
+        if (out) {
+          int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+          char line[64];
+          for (int i = 0; i < nrecords; i++) {
+            int n = snprintf(line, sizeof line, "%s %lld\n", records[i].label, records[i].ns);
+            if (write(fd, line, n) != n) return 72;
+          }
+        }
+        _exit(0);
+      }
+      waitpid(child, NULL, 0);
+    }
+  }
+  if (pipe_count > 0) {
+    int fds[2];
+    if (pipe(fds) != 0) return 73;
+    /* a small pipe fills after 1 write of a 4 KiB block: the slow reader then sets the pace */
+    fcntl(fds[1], F_SETPIPE_SZ, 4096);
+    pthread_t reader;
+    pthread_create(&reader, NULL, pipe_reader, &fds[0]);
+    for (int i = 0; i < pipe_count; i++) timed_write("pipe", fds[1], block, 4096);
+    close(fds[1]);
+    pthread_join(reader, NULL);
+  }
+  if (tcp_count > 0) {
+    int sock = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(tcp_port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(sock, (struct sockaddr *)&addr, sizeof addr) != 0) {
+      perror("connect");
+      return 74;
+    }
+    for (int i = 0; i < tcp_count; i++) timed_write("tcp", sock, "ping\n", 5);
+    close(sock);
+  }
+  if (unix_path) {
+    int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", unix_path);
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(listener, 1) != 0) {
+      perror(unix_path);
+      return 76;
+    }
+    int conn = accept(listener, NULL, NULL);
+    if (conn < 0) return 77;
+    for (int i = 0; i < unix_count; i++) timed_write("unix", conn, "pong\n", 5);
+    close(conn);
+    close(listener);
+  }
+  if (devnull_count > 0) {
+    int fd = open("/dev/null", O_WRONLY);
+    for (int i = 0; i < devnull_count; i++) timed_write("devnull", fd, "x", 1);
+    close(fd);
+  }
+  if (out) {
+    /* one line per write, appended: the forked child may have written its own */
+    int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    static char text[MAX_RECORDS * 32];
+    size_t used = 0;
+    for (int i = 0; i < nrecords; i++)
+      used += (size_t)snprintf(text + used, sizeof text - used, "%s %lld\n", records[i].label, records[i].ns);
+    if (write(fd, text, used) != (ssize_t)used) return 75;
+    close(fd);
+  }
+  if (sig) raise(sig);
+  return exit_code;
+}

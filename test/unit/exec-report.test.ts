@@ -1,0 +1,83 @@
+import type { PlanTarget } from '../../cli/exec/exec-plan';
+import { buildReport, junitXml, parseTolerance, percentile, reportTable } from '../../cli/exec/exec-report';
+
+const target = (name: string, recorded: bigint[]): PlanTarget => ({
+  target: name,
+  recorded: name,
+  kind: 'file',
+  keys: [name],
+  recordedNs: recorded,
+  holdsNs: BigInt64Array.from(recorded),
+});
+const ms = (n: number) => BigInt(n * 1_000_000);
+
+describe('exec report', () => {
+  it('parses tolerances: percent, duration or both', () => {
+    expect(parseTolerance('10%,1ms')).toEqual({ fraction: 0.1, ns: 1_000_000n });
+    expect(parseTolerance('500us')).toEqual({ fraction: 0, ns: 500_000n });
+    expect(parseTolerance('2.5%')).toEqual({ fraction: 0.025, ns: 0n });
+    expect(() => parseTolerance('10')).toThrow(/percentage/);
+  });
+
+  it('takes nearest-rank percentiles', () => {
+    expect(percentile([5n, 1n, 3n, 2n, 4n], 50)).toBe(3n);
+    expect(percentile([5n, 1n, 3n, 2n, 4n], 99)).toBe(5n);
+    expect(percentile([], 50)).toBeNull();
+  });
+
+  it('fails a target whose observed holds differ beyond the larger of 10% and 1 ms, ignoring calls cut short', () => {
+    const plan = [target('/a', [ms(20), ms(20)]), target('/b', [ms(5)]), target('/c', [ms(100)])];
+    const outcomes = [
+      // 20 ms intended, 21.5 ms observed: within 10% (2 ms)
+      {
+        matched: 2,
+        passed: 3,
+        observedNs: BigInt64Array.from([ms(21.5), ms(21.5)]),
+        intendedNs: BigInt64Array.from([ms(20), ms(20)]),
+      },
+      // 5 ms intended, 6.5 ms observed: beyond max(0.5 ms, 1 ms)
+      {
+        matched: 1,
+        passed: 0,
+        observedNs: BigInt64Array.from([ms(6.5)]),
+        intendedNs: BigInt64Array.from([ms(5)]),
+      },
+      // released by a stop: not compared
+      {
+        matched: 1,
+        passed: 0,
+        observedNs: BigInt64Array.from([ms(1)]),
+        intendedNs: BigInt64Array.from([-1n]),
+      },
+    ];
+    const rows = buildReport(
+      plan,
+      outcomes,
+      [{ target: 'pipe', kind: 'pipe', calls: 4 }],
+      parseTolerance('10%,1ms'),
+    );
+    expect(rows.map((r) => [r.target, r.matched, r.passed_through, r.cut_short, r.failure !== null])).toEqual(
+      [
+        ['/a', 2, 3, 0, false],
+        ['/b', 1, 0, 0, true],
+        ['/c', 1, 0, 1, false],
+        ['pipe', 0, 4, 0, false],
+      ],
+    );
+    expect(rows[1]!.failure).toMatch(/p50: observed 6\.500 ms vs intended 5\.000 ms/);
+    expect(reportTable(rows)).toMatch(/\| \/b +\| file +\| 1 +\| 1 +\| 0 .*\| FAIL +\|/);
+
+    const xml = junitXml(rows, {
+      transactionId: 't<1>',
+      sessionId: 's',
+      command: 'a && b',
+      exitStatus: 0,
+      timestamp: 'now',
+    });
+    expect(xml).toContain('<testsuites name="kreplay replay --exec" tests="4" failures="1">');
+    expect(xml).toContain('name="replay t&lt;1&gt;"');
+    expect(xml).toContain('<property name="command" value="a &amp;&amp; b"/>');
+    expect(xml.match(/<testcase /g)).toHaveLength(4);
+    expect(xml.match(/<failure /g)).toHaveLength(1);
+  });
+});
