@@ -18,6 +18,7 @@ import { startReplayServer, type ReplayServer } from '../support/replay-http';
 import { createDaemon } from '../../daemon/create-daemon';
 import { silentLogger } from '../../core/log/logger';
 import { readStoredEvents } from '../support/store-rows';
+import { writeStore } from '../support/event-store';
 
 const ROOT = join(__dirname, '..', '..');
 const WEB_ROOT = join(ROOT, 'dist', 'web');
@@ -179,6 +180,27 @@ describe('the incident page in Chromium', () => {
     await page.mouse.click(box.x + target.x, box.y + target.y);
     await page.locator('#pinned [data-field=event_id]').waitFor();
     expect(await page.locator('#pinned [data-field=event_id]').textContent()).toBe(target.id);
+    // slow events (here: all, a threshold of 0 ms) are painted red instead of their type's colour
+    const pixel = () =>
+      page.evaluate(({ x, y }) => {
+        const canvas = window.kreplayTimeline.canvas;
+        const scale = canvas.width / canvas.clientWidth;
+        const d = canvas
+          .getContext('2d')!
+          .getImageData(Math.round(x * scale), Math.round(y * scale), 1, 1).data;
+        return `${d[0]},${d[1]},${d[2]}`;
+      }, target);
+    expect(await pixel()).toBe('245,158,11');
+    await page.fill('#slow-ms', '0');
+    await page.waitForFunction((t) => {
+      const canvas = window.kreplayTimeline.canvas;
+      const scale = canvas.width / canvas.clientWidth;
+      const d = canvas
+        .getContext('2d')!
+        .getImageData(Math.round(t.x * scale), Math.round(t.y * scale), 1, 1).data;
+      return d[0] === 220 && d[1] === 38 && d[2] === 38;
+    }, target);
+    await page.waitForURL(/slow_ms=0/);
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.locator('main').screenshot({ path: join(ARTIFACTS, 'timeline.png') });
     expect(statSync(join(ARTIFACTS, 'timeline.png')).size).toBeGreaterThan(10_000);
@@ -217,6 +239,10 @@ describe('the incident page in Chromium', () => {
     await page.click('#play');
     await page.waitForFunction(
       () => Number(document.querySelector('#emitted-count')?.getAttribute('data-count')) >= 5,
+    );
+    // each emitted event is listed with how late the clock released it
+    expect(await page.locator('#replay-log .log-row').first().textContent()).toMatch(
+      / · late \d+(\.\d+)? (ns|µs|ms)$/,
     );
     const early = (await playheadOf(page))!;
     await page.waitForTimeout(300);
@@ -273,6 +299,48 @@ describe('the incident page in Chromium', () => {
     await page.close();
   });
 
+  it('shows the writes of the build a session drives in lanes of their own, as they come', async () => {
+    const created = await fetch(`${server.url}/api/replay/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        transaction_id: TXN,
+        driving: { command: 'fixed-build --serve', pid: process.pid },
+      }),
+    });
+    expect(created.status).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    const page = await browser.context.newPage();
+    try {
+      await page.goto(`${server.url}/#/txn/${TXN}?session=${id}`);
+      const driving = `driving fixed-build --serve (pid ${process.pid})`;
+      await page.locator('#driving').filter({ hasText: driving }).waitFor();
+      // the build's writes as an agent records them under its mark, arriving while the page watches
+      const now = BigInt(Date.now()) * 1_000_000n;
+      writeStore(
+        data,
+        'build',
+        [0n, 1n, 2n].map((k) => ({
+          ts: now + k * 5_000_000n,
+          txn: `${TXN}-replay-${id}`,
+          service: 'fixed-build',
+          comm: 'fixed-build',
+          pid: 4242,
+        })),
+      );
+      await page.waitForFunction((n) => window.kreplayTimeline.model.events.length === n, recorded + 3);
+      const groups = await page.evaluate(() => window.kreplayTimeline.model.lanes.map((l) => l.group));
+      expect(
+        groups.filter((g) => g?.startsWith('build fixed-build --serve › build › fixed-build')),
+      ).toHaveLength(1);
+      // the incident's lanes come first, unchanged
+      expect(groups.slice(0, -1).every((g) => !g?.startsWith('build'))).toBe(true);
+    } finally {
+      await page.close();
+      await fetch(`${server.url}/api/replay/sessions/${id}/stop`, { method: 'POST' });
+    }
+  });
+
   it('with --tokens: the page loads without one, the API answers once a token is given, the session stream too', async () => {
     const token = `control-${'x'.repeat(24)}`;
     const tokens = join(dir, 'tokens');
@@ -305,6 +373,7 @@ describe('the incident page in Chromium', () => {
 interface TimelineLike {
   model: {
     span: number;
+    lanes: { group: string | null }[];
     t0: bigint;
     events: {
       event_type: string;
@@ -317,7 +386,14 @@ interface TimelineLike {
   setView(view: { from: number; to: number }): void;
   playhead: number | null;
   view: { from: number; to: number };
-  canvas: { getBoundingClientRect(): { top: number } };
+  canvas: {
+    width: number;
+    clientWidth: number;
+    getBoundingClientRect(): { top: number };
+    getContext(
+      kind: '2d',
+    ): { getImageData(x: number, y: number, w: number, h: number): { data: ArrayLike<number> } } | null;
+  };
   barCenter(i: number): { x: number; y: number };
   xOf(t: number): number;
 }

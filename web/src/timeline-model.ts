@@ -3,6 +3,8 @@
  * thread and per block device, each lane's events as typed arrays of
  * offsets from the first event (ns as doubles: exact below 2^53 ns, 104
  * days), sorted by start so drawing and hit-testing binary-search them.
+ * A build that a replay session drives can be laid out beside the incident,
+ * in lanes of its own below it, placed on the incident's time axis.
  */
 import type { ApiEvent } from './api';
 
@@ -18,30 +20,44 @@ export interface Lane {
   maxDur: number;
 }
 
+/** Events laid out beside the incident's (a driven build's writes) and where each falls on its time axis. */
+export interface Beside {
+  events: ApiEvent[];
+  group: string;
+  offset(e: ApiEvent): number;
+}
+
 export interface Model {
+  /** the incident's events first, in order, then those beside it */
   events: ApiEvent[];
   t0: bigint;
   span: number;
+  /** each event's offsets on the time axis */
+  starts: Float64Array;
+  ends: Float64Array;
   lanes: Lane[];
   laneOf: Int32Array;
   byId: Map<string, number>;
 }
 
-export function buildModel(events: ApiEvent[]): Model {
-  const t0 = events.length ? BigInt(events[0]!.timestamp_ns) : 0n;
+export function buildModel(incident: ApiEvent[], beside?: Beside): Model {
+  const t0 = incident.length ? BigInt(incident[0]!.timestamp_ns) : 0n;
+  const events = beside ? [...incident, ...beside.events] : incident;
   const groups = new Map<string, number[]>();
-  const keyOf = (e: ApiEvent) =>
-    e.event_type === 'block_io'
-      ? `2\0${e.node}\0${e.device}`
-      : `1\0${e.node}\0${e.service_name}\0${String(e.pid).padStart(10)}\0${String(e.tid).padStart(10)}`;
+  const keyOf = (e: ApiEvent, i: number) =>
+    i >= incident.length
+      ? `3\0${e.node}\0${e.service_name}\0${String(e.pid).padStart(10)}\0${String(e.tid).padStart(10)}`
+      : e.event_type === 'block_io'
+        ? `2\0${e.node}\0${e.device}`
+        : `1\0${e.node}\0${e.service_name}\0${String(e.pid).padStart(10)}\0${String(e.tid).padStart(10)}`;
   const starts = new Float64Array(events.length);
   const ends = new Float64Array(events.length);
   let span = 1;
   events.forEach((e, i) => {
-    starts[i] = Number(BigInt(e.timestamp_ns) - t0);
+    starts[i] = i < incident.length ? Number(BigInt(e.timestamp_ns) - t0) : beside!.offset(e);
     ends[i] = starts[i]! + Number(e.duration_ns);
     if (ends[i]! > span) span = ends[i]!;
-    const key = keyOf(e);
+    const key = keyOf(e, i);
     let list = groups.get(key);
     if (!list) groups.set(key, (list = []));
     list.push(i);
@@ -52,8 +68,9 @@ export function buildModel(events: ApiEvent[]): Model {
   for (const key of [...groups.keys()].sort()) {
     const members = groups.get(key)!.sort((a, b) => starts[a]! - starts[b]!);
     const first = events[members[0]!]!;
-    const groupName =
-      first.event_type === 'block_io'
+    const groupName = key.startsWith('3')
+      ? `${beside!.group} › ${first.node} › ${first.service_name}`
+      : first.event_type === 'block_io'
         ? `block devices @ ${first.node}`
         : `${first.node} › ${first.service_name}`;
     const lane: Lane = {
@@ -71,7 +88,16 @@ export function buildModel(events: ApiEvent[]): Model {
     }
     lanes.push(lane);
   }
-  return { events, t0, span, lanes, laneOf, byId: new Map(events.map((e, i) => [e.event_id, i])) };
+  return {
+    events,
+    t0,
+    span,
+    starts,
+    ends,
+    lanes,
+    laneOf,
+    byId: new Map(events.map((e, i) => [e.event_id, i])),
+  };
 }
 
 /** The first position in `lane` whose event may still be running at `t`. */

@@ -49,19 +49,13 @@ export class TimelineView {
   lastDrawMs = 0;
 
   constructor(
-    readonly model: Model,
+    public model: Model,
     container: HTMLElement,
     view: ViewWindow | null,
     private readonly options: TimelineOptions,
   ) {
     this.view = view ?? { from: -model.span * 0.02, to: model.span * 1.02 };
-    let y = AXIS_H;
-    for (const lane of model.lanes) {
-      if (lane.group) y += GROUP_H;
-      this.laneTop.push(y);
-      y += LANE_H;
-    }
-    this.height = y + 4;
+    this.layout();
     this.canvas.className = 'timeline';
     this.minimap.className = 'minimap';
     this.tooltip.className = 'tooltip';
@@ -69,6 +63,29 @@ export class TimelineView {
     container.append(this.minimap, this.canvas, this.tooltip);
     this.listen();
     new ResizeObserver(() => this.resize()).observe(container);
+    this.resize();
+  }
+
+  private layout(): void {
+    let y = AXIS_H;
+    this.laneTop = [];
+    for (const lane of this.model.lanes) {
+      if (lane.group) y += GROUP_H;
+      this.laneTop.push(y);
+      y += LANE_H;
+    }
+    this.height = y + 4;
+  }
+
+  /** A model with more events after the same ones (a driven build's writes): indexes stay valid. */
+  setModel(model: Model): void {
+    this.model = model;
+    if (this.emitted && this.emitted.length < model.events.length) {
+      const emitted = new Uint8Array(model.events.length);
+      emitted.set(this.emitted);
+      this.emitted = emitted;
+    }
+    this.layout();
     this.resize();
   }
 
@@ -210,10 +227,8 @@ export class TimelineView {
   private outline(ctx: CanvasRenderingContext2D, i: number): void {
     const lane = this.model.laneOf[i]!;
     const top = this.laneTop[lane]!;
-    const e = this.model.events[i]!;
-    const start = Number(BigInt(e.timestamp_ns) - this.model.t0);
-    const x0 = this.xOf(start);
-    const x1 = Math.max(x0 + 1, this.xOf(start + Number(e.duration_ns)));
+    const x0 = this.xOf(this.model.starts[i]!);
+    const x1 = Math.max(x0 + 1, this.xOf(this.model.ends[i]!));
     ctx.strokeStyle = COLORS.pinned;
     ctx.lineWidth = 2;
     ctx.strokeRect(x0 - 1, top + 1, x1 - x0 + 2, LANE_H - 2);
@@ -285,10 +300,8 @@ export class TimelineView {
 
   /** Where event i's bar is drawn, in canvas pixels (its middle, or 1 px in when it is thinner than a pixel). */
   barCenter(i: number): { x: number; y: number } {
-    const e = this.model.events[i]!;
-    const start = Number(BigInt(e.timestamp_ns) - this.model.t0);
-    const x0 = this.xOf(start);
-    const x1 = this.xOf(start + Number(e.duration_ns));
+    const x0 = this.xOf(this.model.starts[i]!);
+    const x1 = this.xOf(this.model.ends[i]!);
     return {
       x: x1 - x0 < 2 ? x0 + 0.5 : (x0 + x1) / 2,
       y: this.laneTop[this.model.laneOf[i]!]! + LANE_H / 2,

@@ -7,6 +7,7 @@
  */
 import { allEvents, exportLink, type ApiEvent, type Session } from './api';
 import { escapeHtml, formatDuration } from './format';
+import { BuildFollower } from './build-follower';
 import { ReplayFollower } from './replay';
 import { buildModel, type Model } from './timeline-model';
 import { fieldsHtml, TimelineView, type ViewWindow } from './timeline-view';
@@ -135,6 +136,28 @@ export async function renderTransaction(
     placePlayhead();
     tick = requestAnimationFrame(animate);
   };
+  // the build a session drives, in lanes below the incident's, its first write at the start and its
+  // time scaled by the session's speed, as the replay runs
+  let build: BuildFollower | null = null;
+  const followBuild = (s: Session) => {
+    if (!s.driving || build?.transactionId === `${txn}-replay-${s.id}`) return;
+    dropBuild();
+    const { command } = s.driving;
+    build = new BuildFollower(
+      `${txn}-replay-${s.id}`,
+      (buildEvents) => {
+        const first = BigInt(buildEvents[0]!.timestamp_ns);
+        const offset = (e: ApiEvent) => Number(BigInt(e.timestamp_ns) - first) * s.speed_factor;
+        view.setModel(buildModel(events, { events: buildEvents, group: `build ${command}`, offset }));
+      },
+      (message) => (error.textContent = message),
+    );
+  };
+  const dropBuild = () => {
+    build?.close();
+    build = null;
+    if (view.model !== model) view.setModel(model);
+  };
   const listener = {
     state(s: Session) {
       state.textContent = `${s.state} · ${formatDuration(s.position_ns)} of ${formatDuration(s.duration_ns)} · ${s.events_emitted}/${s.events_total}`;
@@ -144,6 +167,9 @@ export async function renderTransaction(
       const driving = $('#driving');
       driving.hidden = !s.driving;
       driving.textContent = s.driving ? `driving ${s.driving.command} (pid ${s.driving.pid})` : '';
+      followBuild(s);
+      // a stopped session's build lanes stay on view, no longer read
+      if (s.state === 'stopped') build?.close();
       // the session's own position wins at once over what the page had run ahead to (a pause lands behind it)
       placePlayhead();
       if (s.state === 'stopped') {
@@ -175,6 +201,7 @@ export async function renderTransaction(
   };
   const attach = (f: ReplayFollower) => {
     follower?.close();
+    if (build && build.transactionId !== `${txn}-replay-${f.session!.id}`) dropBuild();
     follower = f;
     view.emitted = new Uint8Array(model.events.length);
     emittedCount = 0;
@@ -207,5 +234,6 @@ export async function renderTransaction(
   return () => {
     cancelAnimationFrame(tick);
     follower?.close();
+    build?.close();
   };
 }
