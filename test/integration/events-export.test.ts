@@ -1,8 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { silentLogger } from '../../core/log/logger';
 import type { ApiEvent } from '../../core/model';
+import { createDaemon } from '../../daemon/create-daemon';
 import { MAX_EXPORT_EVENTS } from '../../daemon/events/export/export-query';
 import { checkTrace, parseChromeTrace, type Trace } from '../support/chrome-trace';
+import { clickhouseAvailable, useClickHouse } from '../support/clickhouse-server';
 import { writeStore, type TestEvent } from '../support/event-store';
 import { get, readEvents, startEventsServer, type EventsServer } from '../support/events-http';
 import { runKreplay } from '../support/kreplay-cli';
@@ -138,6 +141,36 @@ describe('GET /api/events/export', () => {
   });
 });
 
+describe('export under --tokens', () => {
+  it('needs a read token; kreplay export sends KREPLAY_TOKEN', async () => {
+    writeStore(dir.path, 'alpha', alpha('T1'));
+    const token = `reader-${'r'.repeat(20)}`;
+    writeFileSync(join(dir.path, 'tokens'), `${token} read grafana\n`);
+    const daemon = await createDaemon({
+      dataDir: dir.path,
+      log: silentLogger,
+      tokensFile: join(dir.path, 'tokens'),
+    });
+    const out = join(dir.path, 'incident.json');
+    try {
+      const url = `${daemon.url}/api/events/export?transaction_id=T1`;
+      expect((await fetch(url)).status).toBe(401);
+      const reply = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+      expect(reply.status).toBe(200);
+      const text = await reply.text();
+      expect((await runKreplay(['export', 'T1', '-o', out, '--server', daemon.url])).status).toBe(1);
+      const sent = await runKreplay(['export', 'T1', '-o', out, '--server', daemon.url], 60_000, {
+        KREPLAY_TOKEN: token,
+      });
+      expect(sent.stderr).toMatch(/^wrote /);
+      expect(sent.status).toBe(0);
+      expect(readFileSync(out, 'utf8')).toBe(text);
+    } finally {
+      await daemon.close();
+    }
+  });
+});
+
 describe('export size cap', () => {
   it(`answers 413 past ${MAX_EXPORT_EVENTS} events, before sending any`, async () => {
     const events: TestEvent[] = Array.from({ length: MAX_EXPORT_EVENTS + 1 }, (_, i) => ({
@@ -154,4 +187,33 @@ describe('export size cap', () => {
       await server.close();
     }
   });
+});
+
+if (!clickhouseAvailable)
+  console.warn('SKIPPED: the export from the ClickHouse store (clickhouse-server is not installed)');
+(clickhouseAvailable ? describe : describe.skip)('GET /api/events/export from the ClickHouse store', () => {
+  const clickhouse = useClickHouse();
+
+  it('writes the same file as from the node files, byte for byte', async () => {
+    writeStore(dir.path, 'alpha', [...alpha('T1'), { ts: at(60), txn: 'T2', pid: 7 }]);
+    writeStore(dir.path, 'beta', beta('T1'));
+    const files = await startEventsServer(dir.path);
+    const fleet = await startEventsServer(dir.path, { kind: 'clickhouse', server: () => clickhouse.server });
+    try {
+      for (const query of [
+        'transaction_id=T1',
+        'node=beta&service=db',
+        'event_type=block_io',
+        'trace_id=none',
+      ]) {
+        const expected = await get(`${files.url}/api/events/export?${query}`);
+        const reply = await get(`${fleet.url}/api/events/export?${query}`);
+        expect(reply.status).toBe(200);
+        expect(reply.text).toBe(expected.text);
+      }
+    } finally {
+      await fleet.close();
+      await files.close();
+    }
+  }, 60_000);
 });
