@@ -149,7 +149,7 @@ describe('the incident page in Chromium', () => {
     expect(await page.locator('#txn-summary').textContent()).toContain(`${recorded} events`);
   });
 
-  it('shows the fields of the bar under the pointer and pins it on click', async () => {
+  it("hover shows a bar's fields and a click pins them; the slow threshold, a deep link, the minimap", async () => {
     // the last block request of the transaction, zoomed in on: no other request of its device starts
     // after it, so it is the bar drawn on top; its lane, the device's, is the last one, below the many
     // short-lived processes' lanes and so outside the window until the page scrolls to it
@@ -214,6 +214,18 @@ describe('the incident page in Chromium', () => {
     expect(Math.abs(opened.from - shown.from)).toBeLessThanOrEqual(1);
     expect(Math.abs(opened.to - shown.to)).toBeLessThanOrEqual(1);
     await pasted.close();
+    // the minimap shows the whole span: a click there centres the view on that time, at the same zoom
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const mini = (await page.locator('canvas.minimap').boundingBox())!;
+    await page.mouse.click(mini.x + mini.width * 0.25, mini.y + mini.height / 2);
+    const moved = await page.evaluate(() => ({
+      ...window.kreplayTimeline.view,
+      span: window.kreplayTimeline.model.span,
+    }));
+    // the minimap spans the transaction plus 2% either side
+    const expected = 0.25 * moved.span * 1.04 - 0.02 * moved.span;
+    expect(Math.abs((moved.from + moved.to) / 2 - expected)).toBeLessThan(moved.span * 0.005);
+    expect(moved.to - moved.from).toBeCloseTo(shown.to - shown.from, 0);
   });
 
   it('plays a session in two tabs in step: playhead moves, events appear, pause holds, seek jumps, stop ends', async () => {

@@ -410,8 +410,11 @@ export class TimelineView {
     }
     this.tooltip.innerHTML = fieldsHtml(this.model.events[i]!);
     this.tooltip.hidden = false;
+    // beside the pointer, flipped above it where it would run off the bottom of the window
+    const height = this.tooltip.offsetHeight;
+    const below = clientY + 14 + height <= window.innerHeight;
     this.tooltip.style.left = `${Math.min(clientX + 14, window.innerWidth - 380)}px`;
-    this.tooltip.style.top = `${clientY + 14 + window.scrollY}px`;
+    this.tooltip.style.top = `${(below ? clientY + 14 : Math.max(0, clientY - 14 - height)) + window.scrollY}px`;
   }
 }
 
