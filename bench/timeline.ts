@@ -7,7 +7,8 @@
  * fetch, lay out, draw; the median of three opens); the figure is the ratio of the two, both timed in
  * the browser from navigation start to the first draw. Then the big
  * timeline is panned frame by frame, at the whole span and zoomed to 1% of
- * it: each frame's draw time and the interval between frames.
+ * it: each frame's draw time and the interval between frames. Beside, the
+ * same events read by a plain HTTP client, for what the events API costs.
  *
  *   node dist/bench/timeline.js [runs]
  */
@@ -152,7 +153,22 @@ function pan(page: Page, share: number): Promise<Pan> {
   );
 }
 
+/** The same events read by a plain HTTP client (this process): what the events API alone costs. */
+async function readAll(url: string): Promise<number> {
+  const started = performance.now();
+  let cursor: string | null = null;
+  do {
+    const query = new URLSearchParams({ transaction_id: BIG, limit: '10000', int64: 'string' });
+    if (cursor) query.set('cursor', cursor);
+    const res = await fetch(`${url}/api/events?${query}`);
+    cursor = ((await res.json()) as { next_cursor: string | null }).next_cursor;
+  } while (cursor);
+  return performance.now() - started;
+}
+
 interface RunResult {
+  /** reading the big transaction's events from this process, ms */
+  apiMs: number;
   one: Opened;
   big: Opened;
   whole: Pan;
@@ -183,7 +199,8 @@ async function main(): Promise<void> {
         const whole = await pan(bigPage, 1);
         const zoomed = await pan(bigPage, 0.01);
         await bigPage.close();
-        results.push({ one, big, whole, zoomed });
+        const apiMs = await readAll(daemon.url);
+        results.push({ apiMs, one, big, whole, zoomed });
         log(`run ${r + 1}: ${big.drawnMs.toFixed(0)} ms vs ${one.drawnMs.toFixed(0)} ms`);
       }
     } finally {
@@ -202,10 +219,11 @@ async function main(): Promise<void> {
       ms(r.big.drawnMs),
       (r.big.drawnMs / r.one.drawnMs).toFixed(1),
       ms(r.big.loadedMs),
+      ms(r.apiMs),
       ms(r.big.drawnMs - r.big.loadedMs),
       ms(r.big.firstDrawMs),
     ]),
-    ['run', '1 event', `${EVENTS} events`, 'ratio', 'fetched', 'layout + draw', 'first draw'],
+    ['run', '1 event', `${EVENTS} events`, 'ratio', 'fetched', 'API alone', 'layout + draw', 'first draw'],
   );
   printTable(
     `Panning the ${EVENTS}-event timeline, ${PAN_FRAMES} frames (ms)`,
