@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl clang-format clickhouse-server clickhouse-client \
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client \
 	chromium chromium-driver
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
@@ -28,11 +28,13 @@ NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 LAUNCHER := $(BUILD)/kreplay-exec
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
+EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
-C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c)
-WRITELOOP := $(BUILD)/bench/writeloop
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c cli/*.c)
+# the C loops the benchmarks time (bench/bench-loops.ts)
+BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all help setup build run test test-unit test-integration lint format bench vmlinux clean
 
@@ -60,7 +62,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(TS_STAMP) $(WEB_INDEX)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX)
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -79,6 +81,11 @@ $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 $(NATIVE_ADDON): $(NATIVE_SRCS) $(BPF_SKELS) bpf/capture.h node_modules/.ci-stamp
 	cd native && ../$(NODE_GYP) configure $(GYPFLAGS) >/dev/null && ../$(NODE_GYP) build --jobs=2
+
+# kreplay run's launcher: sets the context in the child between fork and exec (cli/exec-shim.c)
+$(EXEC_SHIM): cli/exec-shim.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -Wall -Werror -o $@ $<
 
 $(LAUNCHER): native/launcher/kreplay-exec.c
 	@mkdir -p $(BUILD)
@@ -127,13 +134,12 @@ format: setup
 	npx prettier --write .
 	clang-format -i $(C_SRCS)
 
-# the C write loop the overhead benchmark times
-$(WRITELOOP): bench/writeloop.c
+$(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(@D)
-	$(CC) -O2 -Wall -Werror -o $@ $<
+	$(CC) -O2 -Wall -Werror -pthread -o $@ $<
 
 ## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay), results printed as tables
-bench: build $(WRITELOOP)
+bench: build $(BENCH_LOOPS)
 	node dist/bench/run.js $(BENCH)
 
 ## clean: remove every build output

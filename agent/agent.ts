@@ -151,6 +151,8 @@ export class Agent {
     return {
       ...kernel,
       malformedMarkers: this.contexts.malformedMarkers,
+      incompleteRequestHeads: this.contexts.incompleteRequestHeads,
+      untracedRequestHeads: this.contexts.untracedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
       corruptRecords: this.corruptRecords,

@@ -3,6 +3,10 @@ import type { KernelCounterName } from '../core/model';
 
 export interface LossCounters {
   malformedMarkers: number;
+  /** request heads read in pieces: the thread serves them without context */
+  incompleteRequestHeads: number;
+  /** request heads read without a valid traceparent, likewise */
+  untracedRequestHeads: number;
   unknownContexts: number;
   /** writes stored without their target: its record was lost */
   unknownTargets: number;

@@ -15,7 +15,7 @@
  * (createDaemon, over HTTP). `make bench BENCH=exec`, or
  *   node dist/bench/exec.js [passWrites] [rounds]
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +25,7 @@ import { silentLogger } from '../core/log/logger';
 import { targetKindCode } from '../core/model/target';
 import { repoRoot } from '../core/repo-root';
 import { createDaemon, type Daemon } from '../daemon/create-daemon';
+import { benchLoop } from './bench-loops';
 import { printTable } from './table';
 
 const DELAYS_US = [50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000];
@@ -32,13 +33,6 @@ const THREADS = 8;
 const WRITES_PER_THREAD = 125;
 
 const log = (text: string) => process.stderr.write(`[exec bench] ${text}\n`);
-
-function compile(root: string, name: string): string {
-  const exe = path.join(root, 'build', 'bench', name);
-  fs.mkdirSync(path.dirname(exe), { recursive: true });
-  execFileSync('cc', ['-O2', '-Wall', '-pthread', '-o', exe, path.join(root, 'bench', `${name}.c`)]);
-  return exe;
-}
 
 /** Runs argv to its end; resolves to its stdout, rejects on a non-zero exit. */
 function run(argv: string[]): Promise<string> {
@@ -154,9 +148,8 @@ async function main(): Promise<void> {
   const [passArg, roundsArg] = process.argv.slice(2).map(Number);
   const passWrites = passArg || 30_000;
   const rounds = roundsArg || 3;
-  const root = repoRoot();
-  const writeloop = compile(root, 'writeloop');
-  const holdloop = compile(root, 'holdloop');
+  const writeloop = benchLoop('writeloop');
+  const holdloop = benchLoop('holdloop');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-bench-exec-'));
   writeIncident(dir);
   const daemon = await createDaemon({ dataDir: dir, log: silentLogger });

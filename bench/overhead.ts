@@ -20,6 +20,7 @@ import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
 import { startBenchAgent } from './agent-process';
+import { benchLoop } from './bench-loops';
 import { nativeAddon } from '../core/native/addon';
 
 export type OverheadMode =
@@ -53,6 +54,36 @@ tracepoint:syscalls:sys_exit_write /@start[tid]/ { @ns = hist(nsecs - @start[tid
 `;
 const EMPTY_PROGRAM = 'tracepoint:syscalls:sys_enter_write {} tracepoint:syscalls:sys_exit_write {}';
 
+/**
+ * The read side (context from request heads): bench/readloop.c times a
+ * read of a regular file, a sendto+recvfrom pair of binary bytes on a unix
+ * socket, and the same pair carrying an HTTP request head, without tracing,
+ * under kreplay and under empty programs on the tracepoints kreplay uses
+ * for them (their floor).
+ */
+export type ReadLoop = 'file' | 'socket' | 'http';
+const READ_LOOPS: ReadLoop[] = ['file', 'socket', 'http'];
+export type ReadMode = 'baseline' | 'kreplay' | 'empty-tracepoints';
+const READ_MODES: ReadMode[] = ['baseline', 'kreplay', 'empty-tracepoints'];
+const RECV_TRACEPOINTS = ['sys_exit_recvfrom', 'sys_enter_sendto'];
+/** kreplay's programs on each loop's calls, the first one running once per iteration */
+const READ_PROGRAMS: Record<ReadLoop, string[]> = {
+  file: ['sys_exit_read'],
+  socket: RECV_TRACEPOINTS,
+  http: RECV_TRACEPOINTS,
+};
+const emptyPrograms = (names: string[]) => names.map((n) => `tracepoint:syscalls:${n} {}`).join(' ');
+
+export interface ReadRow {
+  loop: ReadLoop;
+  /** ns per iteration by mode, one sample per round */
+  samples: Record<ReadMode, number[]>;
+  /** ns kreplay's programs ran per iteration (bpf_stats), one per round */
+  programNs: number[];
+  /** ns per run of each of those programs, one per round */
+  perProgram: Record<string, number[]>;
+}
+
 export interface OverheadRow {
   mode: OverheadMode;
   /** median over the rounds */
@@ -74,6 +105,7 @@ export interface OverheadReport {
   /** records kreplay delivered and dropped over all its runs */
   recordsDelivered: number;
   recordsDropped: number;
+  reads: { calls: number; rows: ReadRow[] } | null;
   agentCpu: AgentCpuRow[];
 }
 
@@ -94,15 +126,6 @@ const LOOP_COMM = 'writeloop';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** make builds it (make bench); a stale or missing binary would time something else. */
-function writeLoop(root: string): string {
-  const exe = path.join(root, 'build', 'bench', 'writeloop');
-  const source = path.join(root, 'bench', 'writeloop.c');
-  if (!fs.existsSync(exe) || fs.statSync(exe).mtimeMs < fs.statSync(source).mtimeMs)
-    throw new Error(`${exe} is missing or older than ${source}: run \`make bench BENCH=overhead\``);
-  return exe;
-}
-
 /*
  * The loop runs on the last CPU in every mode. bpftrace binds its perf
  * events to CPU 0, where its programs then cost ~400 ns more per write: off
@@ -110,22 +133,22 @@ function writeLoop(root: string): string {
  */
 const LOOP_CPU = os.cpus().length - 1;
 
-/**
- * Runs the loop in a child process; resolves to its ns per write.
- * `newFilesIn`: a directory where each write goes to a new file; `rate`: writes/s (0: as fast as it goes).
- */
-function timeWrites(exe: string, writes: number, newFilesIn?: string, rate = 0): Promise<number> {
+/** Runs a timing loop in a child process; resolves to the ns per call it prints. */
+function timeLoop(exe: string, args: string[]): Promise<number> {
   return new Promise((resolve, reject) => {
-    const args = [String(writes), String(LOOP_CPU), newFilesIn ?? '-', String(rate)];
     const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
     child.on('exit', (code) =>
-      code === 0 ? resolve(Number(out)) : reject(new Error(`writeloop exited ${code}`)),
+      code === 0 ? resolve(Number(out)) : reject(new Error(`${path.basename(exe)} exited ${code}`)),
     );
   });
 }
+
+/** `newFilesIn`: a directory where each write goes to a new file; `rate`: writes/s (0: as fast as it goes). */
+const timeWrites = (exe: string, writes: number, newFilesIn?: string, rate = 0) =>
+  timeLoop(exe, [String(writes), String(LOOP_CPU), newFilesIn ?? '-', String(rate)]);
 
 function countRecords(batch: Buffer): number {
   let n = 0;
@@ -134,15 +157,14 @@ function countRecords(batch: Buffer): number {
 }
 
 async function underKreplay(
-  exe: string,
-  writes: number,
+  run: () => Promise<number>,
   options: CaptureOptions,
   log: Logger,
   totals: { delivered: number; dropped: number },
 ): Promise<number> {
   const capture = startCapture(options, (batch) => (totals.delivered += countRecords(batch)), log);
   try {
-    return await timeWrites(exe, writes);
+    return await run();
   } finally {
     await capture.stop();
     totals.dropped += capture.counters().sysWriteDropped;
@@ -238,7 +260,7 @@ async function targetProgramCost(
   }
 }
 
-async function underBpftrace(exe: string, writes: number, program: string): Promise<number> {
+async function underBpftrace(run: () => Promise<number>, program: string): Promise<number> {
   const bpftrace = spawn('bpftrace', ['-e', program], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => bpftrace.on('exit', () => resolve()));
   try {
@@ -251,7 +273,7 @@ async function underBpftrace(exe: string, writes: number, program: string): Prom
     });
     // bpftrace announces before it attaches
     await sleep(1000);
-    return await timeWrites(exe, writes);
+    return await run();
   } finally {
     bpftrace.kill('SIGINT');
     await exited;
@@ -266,16 +288,62 @@ function timeMode(
   totals: { delivered: number; dropped: number },
 ): Promise<number> {
   const kreplay = KREPLAY_MODES[mode];
-  if (kreplay) return underKreplay(exe, writes, kreplay, log, totals);
+  const run = () => timeWrites(exe, writes);
+  if (kreplay) return underKreplay(run, kreplay, log, totals);
   switch (mode) {
     case 'kreplay-agent':
       return underAgentProcess(exe, writes).then((r) => r.nsPerWrite);
     case 'bpftrace':
-      return underBpftrace(exe, writes, BPFTRACE_PROGRAM);
+      return underBpftrace(run, BPFTRACE_PROGRAM);
     case 'empty-tracepoints':
-      return underBpftrace(exe, writes, EMPTY_PROGRAM);
+      return underBpftrace(run, EMPTY_PROGRAM);
     default:
       return timeWrites(exe, writes);
+  }
+}
+
+function timeReadMode(
+  loop: ReadLoop,
+  mode: ReadMode,
+  exe: string,
+  calls: number,
+  log: Logger,
+  totals: { delivered: number; dropped: number },
+): Promise<number> {
+  const run = () => timeLoop(exe, [loop, String(calls), String(LOOP_CPU)]);
+  if (mode === 'kreplay') return underKreplay(run, {}, log, totals);
+  if (mode === 'empty-tracepoints') return underBpftrace(run, emptyPrograms(READ_PROGRAMS[loop]));
+  return run();
+}
+
+/** In-kernel time of kreplay's programs per loop iteration (bpf_stats on meanwhile). */
+async function readProgramCost(
+  exe: string,
+  calls: number,
+  rows: ReadRow[],
+  rounds: number,
+  log: Logger,
+): Promise<void> {
+  const stats = nativeAddon().enableBpfStats();
+  try {
+    for (let round = 0; round < rounds; round++) {
+      for (const row of rows) {
+        const loop = row.loop;
+        const capture = startCapture({}, () => {}, log);
+        try {
+          await timeLoop(exe, [loop, String(calls), String(LOOP_CPU)]);
+          const names = READ_PROGRAMS[loop];
+          const stats = capture.programStats().filter((s) => names.includes(s.name));
+          const runs = stats.find((s) => s.name === names[0])?.runCount ?? 0;
+          row.programNs.push(stats.reduce((sum, s) => sum + s.runTimeNs, 0) / runs);
+          for (const s of stats) (row.perProgram[s.name] ??= []).push(s.runTimeNs / s.runCount);
+        } finally {
+          await capture.stop();
+        }
+      }
+    }
+  } finally {
+    fs.closeSync(stats);
   }
 }
 
@@ -288,19 +356,35 @@ function median(values: number[]): number {
 }
 
 export async function runOverheadBench(
-  options: { writes?: number; rounds?: number; modes?: OverheadMode[]; log?: Logger } = {},
+  options: { writes?: number; rounds?: number; modes?: OverheadMode[]; reads?: number; log?: Logger } = {},
 ): Promise<OverheadReport> {
   const modes = options.modes ?? MODES;
   const writes = options.writes ?? 2_000_000;
   const rounds = options.rounds ?? 5;
   const log = options.log ?? createLogger({ level: 'warn', component: 'bench' });
-  const exe = writeLoop(repoRoot());
+  const exe = benchLoop('writeloop');
+  // 0 leaves the read side out (a run of chosen write modes)
+  const reads = options.reads ?? (options.modes ? 0 : 500_000);
+  const readExe = reads ? benchLoop('readloop') : '';
   const samples = new Map<OverheadMode, number[]>(modes.map((m) => [m, []]));
+  const readRows: ReadRow[] = READ_LOOPS.map((loop) => ({
+    loop,
+    samples: { baseline: [], kreplay: [], 'empty-tracepoints': [] },
+    programNs: [],
+    perProgram: {},
+  }));
   const totals = { delivered: 0, dropped: 0 };
   for (let round = 0; round < rounds; round++) {
     for (const mode of modes) {
       samples.get(mode)?.push(await timeMode(mode, exe, writes, log, totals));
     }
+    for (const row of reads ? readRows : []) {
+      for (const mode of READ_MODES)
+        row.samples[mode].push(await timeReadMode(row.loop, mode, readExe, reads, log, totals));
+    }
+  }
+  if (reads) {
+    await readProgramCost(readExe, reads, readRows, rounds, log);
   }
   const baseline = median(samples.get('baseline') ?? []);
   const rows = modes.map((mode) => {
@@ -329,6 +413,7 @@ export async function runOverheadBench(
     targetsNs: (samples.get('kreplay') ?? []).map(
       (withTargets, round) => withTargets - (samples.get('kreplay-no-targets')?.[round] ?? NaN),
     ),
+    reads: reads ? { calls: reads, rows: readRows } : null,
     recordsDelivered: totals.delivered,
     recordsDropped: totals.dropped,
     programNs: modes.includes('kreplay-no-targets')
@@ -373,8 +458,6 @@ export function formatOverheadReport(report: OverheadReport): string {
     const { on, off, newFileOn, newFileOff } = report.programNs;
     const added = on.map((ns, round) => ns - off[round]!);
     const newFileAdded = newFileOn.map((ns, round) => ns - newFileOff[round]!);
-    const range = (values: number[]) =>
-      `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)} .. ${Math.max(...values).toFixed(1)})`;
     lines.push(
       '',
       `in-kernel time of the write programs per write (bpf_stats), median (range) of ${on.length} rounds:`,
@@ -383,6 +466,7 @@ export function formatOverheadReport(report: OverheadReport): string {
         `targets add ${range(newFileAdded)} ns`,
     );
   }
+  if (report.reads) lines.push('', ...formatReadRows(report.reads.calls, report.reads.rows, report.rounds));
   if (report.agentCpu.length > 0)
     lines.push(
       '',
@@ -395,6 +479,42 @@ export function formatOverheadReport(report: OverheadReport): string {
       ),
     );
   return lines.join('\n');
+}
+
+const range = (values: number[]) =>
+  `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)} .. ${Math.max(...values).toFixed(1)})`;
+
+const READ_LABELS: Record<ReadLoop, string> = {
+  file: 'read(2) of a regular file',
+  socket: 'sendto+recvfrom, binary',
+  http: 'sendto+recvfrom, HTTP head',
+};
+
+/** Per loop: ns per iteration by mode and kreplay above the floor, by round (the modes run back to back). */
+function formatReadRows(calls: number, rows: ReadRow[], rounds: number): string[] {
+  const lines = [
+    `read side: ${calls} iterations per loop, median (range) of ${rounds} interleaved rounds, ns per iteration`,
+    '',
+    `${'loop'.padEnd(28)}${'baseline'.padStart(24)}${'kreplay'.padStart(24)}${'empty programs'.padStart(24)}${'kreplay above floor'.padStart(26)}${'kreplay programs'.padStart(26)}`,
+  ];
+  for (const row of rows) {
+    const above = row.samples.kreplay.map((ns, i) => ns - row.samples['empty-tracepoints'][i]!);
+    lines.push(
+      `${READ_LABELS[row.loop].padEnd(28)}${range(row.samples.baseline).padStart(24)}${range(row.samples.kreplay).padStart(24)}` +
+        `${range(row.samples['empty-tracepoints']).padStart(24)}${range(above).padStart(26)}${range(row.programNs).padStart(26)}`,
+    );
+  }
+  lines.push('', 'in-kernel ns per run of each program, median (range):');
+  for (const row of rows) {
+    const each = Object.entries(row.perProgram).map(([name, ns]) => `${name} ${range(ns)}`);
+    lines.push(`  ${READ_LABELS[row.loop]}: ${each.join(', ')}`);
+  }
+  lines.push(
+    '',
+    'goals: a file read <= 20 ns above the floor, a recv that is not HTTP <= 100 ns; "kreplay programs" is the',
+    "in-kernel time of kreplay's programs on those calls (bpf_stats; it averages over every process's calls)",
+  );
+  return lines;
 }
 
 if (require.main === module) {

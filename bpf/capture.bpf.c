@@ -34,6 +34,10 @@ __u64 last_target_id = 0;
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 #define KR_MAX_IOVECS 64
+/* how a read call names its buffer */
+#define KR_RECV_BUF 0
+#define KR_RECV_IOV 1
+#define KR_RECV_MSG 2
 #define KR_EEXIST 17
 #define KR_REQ_OP_MASK 0xff
 #define KR_REQ_OP_FLUSH 2
@@ -244,7 +248,7 @@ static __always_inline bool is_marker(__u64 w0, __u64 w1, __u64 len)
 	return (len == 11 && !next) || next == ' ' || next == '\t' || next == '\n' || next == '\r';
 }
 
-static __always_inline bool is_http_head(__u64 w0)
+static __always_inline bool is_http_request(__u64 w0)
 {
 	return LOW(w0, 4) == W4('G', 'E', 'T', ' ') || LOW(w0, 4) == W4('P', 'U', 'T', ' ') ||
 	       LOW(w0, 5) == W8('P', 'O', 'S', 'T', ' ', 0, 0, 0) ||
@@ -252,9 +256,13 @@ static __always_inline bool is_http_head(__u64 w0)
 	       LOW(w0, 6) == W8('P', 'A', 'T', 'C', 'H', ' ', 0, 0) ||
 	       LOW(w0, 6) == W8('T', 'R', 'A', 'C', 'E', ' ', 0, 0) ||
 	       LOW(w0, 7) == W8('D', 'E', 'L', 'E', 'T', 'E', ' ', 0) ||
-	       LOW(w0, 7) == W8('H', 'T', 'T', 'P', '/', '1', '.', 0) ||
 	       w0 == W8('O', 'P', 'T', 'I', 'O', 'N', 'S', ' ') ||
 	       w0 == W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' ');
+}
+
+static __always_inline bool is_http_head(__u64 w0)
+{
+	return is_http_request(w0) || LOW(w0, 7) == W8('H', 'T', 'T', 'P', '/', '1', '.', 0);
 }
 
 /*
@@ -589,44 +597,69 @@ static __always_inline __u64 write_target(struct kr_thread *t, __s32 fd)
 	return fresh.target_id;
 }
 
+/* The first non-empty buffer of an iovec array and the total length. */
+static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovcnt, __u64 *first_len,
+					     __u64 *total)
+{
+	const void *data = NULL;
+
+	*total = 0;
+	for (int i = 0; i < KR_MAX_IOVECS; i++) {
+		struct iovec v;
+
+		if (i >= iovcnt || bpf_probe_read_user(&v, sizeof(v), &iov[i]))
+			break;
+		if (!data && v.iov_len) {
+			data = v.iov_base;
+			*first_len = v.iov_len;
+		}
+		*total += v.iov_len;
+	}
+	return data;
+}
+
+/*
+ * Sets the thread's context when a write or send starts with a marker or
+ * an HTTP head. Seen for every process, whatever the capture filters:
+ * they select events, and a context must be known before its events are.
+ */
+static __always_inline void context_source(struct kr_thread *t, __u64 pid_tgid, const void *data, __u64 len)
+{
+	__u32 kind;
+
+	if (!attribution_enabled || !data)
+		return;
+	kind = context_kind(data, len);
+	if (!kind)
+		return;
+	if (!t)
+		t = thread_entry((__u32)pid_tgid);
+	if (t)
+		open_context(t, kind, pid_tgid, data, len);
+}
+
 static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __u32 syscall, bool vectored)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	const void *data = (const void *)ctx->args[1];
 	__u64 count = ctx->args[2];
 	__u64 data_len = count;
-	struct kr_thread *t;
+	struct kr_thread *t = NULL;
+	bool wanted;
 
-	if (!current_wanted(pid_tgid >> 32))
+	if (pid_tgid >> 32 == self_tgid)
 		return 0;
-	t = thread_entry((__u32)pid_tgid);
+	wanted = current_wanted(pid_tgid >> 32);
+	if (wanted) {
+		t = thread_entry((__u32)pid_tgid);
+		if (!t)
+			return 0;
+	}
+	if (vectored)
+		data = first_iov(data, count, &data_len, &count);
+	context_source(t, pid_tgid, data, data_len);
 	if (!t)
 		return 0;
-	if (vectored) {
-		const struct iovec *iov = data;
-		__u64 iovcnt = count;
-
-		data = NULL;
-		count = 0;
-		for (int i = 0; i < KR_MAX_IOVECS; i++) {
-			struct iovec v;
-
-			if (i >= iovcnt || bpf_probe_read_user(&v, sizeof(v), &iov[i]))
-				break;
-			/* attribution looks at the first bytes written */
-			if (!data && v.iov_len) {
-				data = v.iov_base;
-				data_len = v.iov_len;
-			}
-			count += v.iov_len;
-		}
-	}
-	if (attribution_enabled && data) {
-		__u32 kind = context_kind(data, data_len);
-
-		if (kind)
-			open_context(t, kind, pid_tgid, data, data_len);
-	}
 	t->fd = ctx->args[0];
 	t->target_id = targets_enabled ? write_target(t, t->fd) : 0;
 	t->count = count;
@@ -686,6 +719,106 @@ WRITE_PROGRAMS(writev, KR_SYS_WRITEV, true)
 WRITE_PROGRAMS(pwrite64, KR_SYS_PWRITE64, false)
 WRITE_PROGRAMS(pwritev, KR_SYS_PWRITEV, true)
 WRITE_PROGRAMS(pwritev2, KR_SYS_PWRITEV2, true)
+
+/*
+ * send(2) is sendto(2) in the kernel. The send family only sets context:
+ * the events stay the write family's.
+ */
+SEC("tracepoint/syscalls/sys_enter_sendto")
+int sys_enter_sendto(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (pid_tgid >> 32 != self_tgid)
+		context_source(NULL, pid_tgid, (const void *)ctx->args[1], ctx->args[2]);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_sendmsg")
+int sys_enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	const struct user_msghdr *msg = (const void *)ctx->args[1];
+	struct user_msghdr m;
+	const void *data;
+	__u64 len = 0, total;
+
+	if (pid_tgid >> 32 == self_tgid || bpf_probe_read_user(&m, sizeof(m), msg))
+		return 0;
+	data = first_iov(m.msg_iov, m.msg_iovlen, &len, &total);
+	context_source(NULL, pid_tgid, data, len);
+	return 0;
+}
+
+/*
+ * Incoming requests: a read from a socket may bring an HTTP/1.x request
+ * head. One program at syscall exit, nothing at enter: the call's
+ * arguments are still in the task's saved registers. A failed or tiny
+ * read stops at once, anything but a socket after a few direct loads, a
+ * socket's data after its first 8 bytes unless they are a method token.
+ */
+static __always_inline int recv_exit(struct trace_event_raw_sys_exit *ctx, __u32 how)
+{
+	struct pt_regs *regs;
+	struct file *file;
+	const void *buf;
+	__u64 len, got, pid_tgid, w = 0;
+	struct kr_thread *t;
+
+	if (ctx->ret < MIN_TOKEN_LEN || !bpf_rdonly_cast)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	file = current_file(PT_REGS_PARM1_SYSCALL(regs));
+	if (!file || (file->f_inode->i_mode & KR_S_IFMT) != KR_S_IFSOCK)
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (pid_tgid >> 32 == self_tgid)
+		return 0;
+	buf = (const void *)PT_REGS_PARM2_SYSCALL(regs);
+	len = PT_REGS_PARM3_SYSCALL(regs);
+	if (how != KR_RECV_BUF) {
+		const struct iovec *iov = buf;
+		struct iovec v;
+
+		if (how == KR_RECV_MSG) {
+			struct user_msghdr m;
+
+			if (bpf_probe_read_user(&m, sizeof(m), buf))
+				return 0;
+			iov = m.msg_iov;
+			len = m.msg_iovlen;
+		}
+		/* a head lands in the first buffer: readers put it there */
+		if (!len || bpf_probe_read_user(&v, sizeof(v), iov))
+			return 0;
+		buf = v.iov_base;
+		len = v.iov_len;
+	}
+	got = ctx->ret;
+	if (got > len)
+		got = len;
+	if (got < MIN_TOKEN_LEN)
+		return 0;
+	/* the method token first: most socket data stops here */
+	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
+		return 0;
+	t = thread_entry((__u32)pid_tgid);
+	if (t)
+		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, buf, got);
+	return 0;
+}
+
+#define RECV_PROGRAM(name, how)                                                                              \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                                           \
+	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                                            \
+	{                                                                                                    \
+		return recv_exit(ctx, how);                                                                  \
+	}
+
+RECV_PROGRAM(read, KR_RECV_BUF)
+RECV_PROGRAM(readv, KR_RECV_IOV)
+RECV_PROGRAM(recvfrom, KR_RECV_BUF)
+RECV_PROGRAM(recvmsg, KR_RECV_MSG)
 
 /* Children start in the context of the thread that created them. */
 SEC("tp_btf/sched_process_fork")

@@ -40,7 +40,9 @@ enum kr_syscall {
 
 enum kr_context_kind {
 	KR_CONTEXT_MARKER = 1, /* buffer starts with "KREPLAY-CTX" */
-	KR_CONTEXT_HTTP = 2, /* buffer starts like an HTTP/1.x head */
+	KR_CONTEXT_HTTP = 2, /* a write or send starts like an HTTP/1.x head */
+	/* a read from a socket starts with an HTTP/1.x request method: the thread now serves it */
+	KR_CONTEXT_HTTP_REQUEST = 3,
 };
 
 /* Per-CPU counters, summed by user space. */

@@ -142,6 +142,21 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
     AppendLog("warn", std::string(call.name) + "(2) is not traced: its syscall tracepoints are missing");
   }
 
+  // Context sources only (outgoing heads sent, incoming request heads read):
+  // without them attribution still works from markers and written heads.
+  bpf_program* context_sources[] = {
+      p.sys_enter_sendto, p.sys_enter_sendmsg, p.sys_exit_read,
+      p.sys_exit_readv,   p.sys_exit_recvfrom, p.sys_exit_recvmsg,
+  };
+  for (bpf_program* prog : context_sources) {
+    if (attribution && has(prog)) continue;
+    bpf_program__set_autoload(prog, false);
+    if (attribution) {
+      AppendLog("warn", std::string(bpf_program__section_name(prog)) +
+                            " is missing: request heads it would see set no context");
+    }
+  }
+
   const char* sched_advice = "kreplay needs BTF-enabled scheduler tracepoints (Linux 5.5 or newer)";
   const char* block_advice = "kreplay needs the block layer's tracepoints (CONFIG_BLOCK, Linux 5.11 or newer)";
   require(p.sched_process_exit, sched_advice);

@@ -7,6 +7,11 @@
  *   malformed marker  -> whatever the parent meant (counted, logged once per reason)
  *   HTTP head         -> the parent while the parent is an explicit marker,
  *                        else its traceparent context, else the parent
+ *   request head read -> the parent while the parent is an explicit marker,
+ *                        else the request's context: none when the head is
+ *                        incomplete (split across reads) or has no valid
+ *                        traceparent, so a thread never keeps serving the
+ *                        previous request's context (both counted)
  */
 import type { Logger } from '../../core/log/logger';
 import { parseHttpHead, parseMarker, type TraceContext } from './context-parser';
@@ -29,6 +34,8 @@ export class ContextResolver {
   private readonly byId = new Map<number, ResolvedContext>();
   private readonly loggedReasons = new Set<string>();
   malformedMarkers = 0;
+  incompleteRequestHeads = 0;
+  untracedRequestHeads = 0;
   unknownIds = 0;
 
   constructor(private readonly log: Logger) {}
@@ -51,6 +58,8 @@ export class ContextResolver {
         }
         resolved = parent;
       }
+    } else if (kind === ContextKind.HttpRequest) {
+      resolved = parent.explicit ? parent : this.requestContext(data);
     } else {
       const http = parent.explicit ? null : parseHttpHead(data);
       resolved = http ? { ...http, explicit: false } : parent;
@@ -58,6 +67,19 @@ export class ContextResolver {
     if (this.byId.size >= MAX_CONTEXTS) this.byId.delete(this.byId.keys().next().value!);
     this.byId.set(id, resolved);
     return resolved;
+  }
+
+  private requestContext(data: string): ResolvedContext {
+    if (!data.includes('\r\n\r\n')) {
+      this.incompleteRequestHeads++;
+      return NO_CONTEXT;
+    }
+    const http = parseHttpHead(data);
+    if (!http) {
+      this.untracedRequestHeads++;
+      return NO_CONTEXT;
+    }
+    return { ...http, explicit: false };
   }
 
   lookup(id: number): ResolvedContext {

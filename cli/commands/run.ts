@@ -1,7 +1,9 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
+import { join } from 'node:path';
+import { repoRoot } from '../../core/repo-root';
 import { CONTEXT_VALUE, CONTEXT_VALUE_RULE, MARKER_PREFIX } from '../../agent/attribution/context-parser';
 
 function contextValue(value: string): string {
@@ -9,19 +11,25 @@ function contextValue(value: string): string {
   return value;
 }
 
+/** Built by make from cli/exec-shim.c: writes the marker, then execs CMD in the same thread. */
+export function execShimPath(): string {
+  return join(repoRoot(), 'build', 'kreplay-exec-shim');
+}
+
 /**
- * Tags a whole command: this thread writes the marker, then starts CMD, so
- * CMD and everything it starts inherit the context in the kernel.
+ * Tags a whole command: the forked child writes the marker and execs CMD
+ * (the shim), so CMD and everything it starts carry the context in the
+ * kernel, and the wrapper's own event-loop writes carry none.
  */
 export function runTagged(txn: string, trace: string | undefined, argv: string[]): Promise<number> {
-  const fd = openSync('/dev/null', 'w');
-  try {
-    writeSync(fd, `${MARKER_PREFIX} txn=${txn}${trace ? ` trace=${trace}` : ''}\n`);
-  } finally {
-    closeSync(fd);
+  const shim = execShimPath();
+  if (!existsSync(shim)) {
+    process.stderr.write(`kreplay run: ${shim} is missing: run make build\n`);
+    return Promise.resolve(127);
   }
+  const marker = `${MARKER_PREFIX} txn=${txn}${trace ? ` trace=${trace}` : ''}\n`;
   return new Promise((resolve) => {
-    const child = spawn(argv[0]!, argv.slice(1), { stdio: 'inherit' });
+    const child = spawn(shim, [marker, ...argv], { stdio: 'inherit' });
     const forward = (signal: NodeJS.Signals) => child.kill(signal);
     const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
     for (const s of signals) process.on(s, forward);

@@ -56,7 +56,8 @@ export const ContextLayout = {
   bytes: 48 + CONTEXT_DATA_LEN,
 } as const;
 
-export const ContextKind = { Marker: 1, Http: 2 } as const;
+/** enum kr_context_kind: Http is a head written or sent, HttpRequest a request head read from a socket. */
+export const ContextKind = { Marker: 1, Http: 2, HttpRequest: 3 } as const;
 
 /** struct kr_target: a head, then `len` bytes of data; `size` is rounded up to 8. */
 export const TargetLayout = {

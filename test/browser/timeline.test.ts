@@ -5,14 +5,13 @@
  * timeline, reads a bar's fields by hovering it, and drives a replay session
  * in two tabs at once. A screenshot of the timeline is kept in test-artifacts/.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
 import { launchChromium, type TestBrowser } from '../../bench/chromium';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';
 import { startReplayServer, type ReplayServer } from '../support/replay-http';
 import { createDaemon } from '../../daemon/create-daemon';
@@ -35,17 +34,6 @@ let browser: TestBrowser;
 let recorded: number;
 let agentExit: number | null;
 
-function inCgroup(command: string): Promise<void> {
-  return new Promise((resolve, reject) =>
-    execFile(
-      '/bin/sh',
-      ['-c', `${cgroup.enter} /bin/sh -c "$1"`, 'sh', command],
-      { timeout: 60000 },
-      (err, _o, stderr) => (err ? reject(new Error(`${command}: ${err.message}\n${stderr}`)) : resolve()),
-    ),
-  );
-}
-
 beforeAll(async () => {
   if (!existsSync(join(WEB_ROOT, 'index.html'))) throw new Error(`${WEB_ROOT} is not built: run make build`);
   dir = mkdtempSync(join(tmpdir(), 'kreplay-browser-'));
@@ -67,7 +55,16 @@ beforeAll(async () => {
         : '') +
       'sleep 0.04',
   ).join('; ');
-  await inCgroup(`${process.execPath} ${KREPLAY_BIN} run --txn ${TXN} -- /bin/sh -c '${burst}; ${steps}'`);
+  await runInCgroup(cgroup, process.execPath, [
+    KREPLAY_BIN,
+    'run',
+    '--txn',
+    TXN,
+    '--',
+    '/bin/sh',
+    '-c',
+    `${burst}; ${steps}`,
+  ]);
   const store = join(data, 'web.db');
   recorded = await eventually(() => {
     const rows = existsSync(store) ? readStoredEvents(store, `c.transaction_id = '${TXN}'`) : [];

@@ -3,14 +3,13 @@
  * kernel tracepoints, processes of the test's own in a cgroup the agent is
  * pointed at.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType, targetKindCode } from '../../core/model';
 import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 
@@ -22,18 +21,7 @@ let cgroup: TestCgroup;
 let agent: AgentProcess;
 let store: string;
 
-/** Runs a command inside the test cgroup and resolves with its stdout (async: servers in this process keep serving). */
-function inCgroup(command: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      '/bin/sh',
-      ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args],
-      { timeout: 60000 },
-      (err, stdout, stderr) =>
-        err ? reject(new Error(`${command} failed: ${err.message}\n${stderr}`)) : resolve(stdout),
-    );
-  });
-}
+const inCgroup = (command: string, args: string[]) => runInCgroup(cgroup, command, args);
 
 /** A shell command that writes exactly `bytes` bytes to stdout in one write(2). */
 const oneWrite = (bytes: number) => `dd if=/dev/zero bs=${bytes} count=1 status=none`;

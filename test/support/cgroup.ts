@@ -1,4 +1,5 @@
 /** A cgroup v2 directory of the test's own, so the agent can be pointed at exactly its processes. */
+import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -41,4 +42,17 @@ export function createCgroup(name: string): TestCgroup {
       rmdirSync(path);
     },
   };
+}
+
+/** Runs a command inside the cgroup and resolves with its stdout (async: servers in the test process keep serving). */
+export function runInCgroup(cgroup: TestCgroup, command: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      '/bin/sh',
+      ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args],
+      { timeout: 60000 },
+      (err, stdout, stderr) =>
+        err ? reject(new Error(`${command} failed: ${err.message}\n${stderr}`)) : resolve(stdout),
+    );
+  });
 }

@@ -1,4 +1,4 @@
-import { ContextResolver } from '../../agent/attribution/context-resolver';
+import { ContextResolver, NO_CONTEXT } from '../../agent/attribution/context-resolver';
 import { silentLogger } from '../../core/log/logger';
 import { ContextKind } from '../../core/model';
 
@@ -23,6 +23,27 @@ describe('ContextResolver', () => {
     });
     expect(r.lookup(2)).toMatchObject({ transactionId: 'a' });
     expect(r.lookup(0)).toMatchObject({ transactionId: null });
+  });
+
+  it('gives a request head read the request context, none when split or untraced, the marker precedence', () => {
+    const r = new ContextResolver(silentLogger);
+    const head = (extra: string) => `GET /x HTTP/1.1\r\nHost: h\r\n${extra}\r\n`;
+    expect(
+      r.define(1, 0, ContextKind.HttpRequest, head(`traceparent: ${TP}\r\nX-Request-Id: r1\r\n`)),
+    ).toMatchObject({ transactionId: 'r1', traceId: TRACE });
+    // the next request on the thread replaces the context, even with nothing to replace it by
+    expect(r.define(2, 1, ContextKind.HttpRequest, `GET /x HTTP/1.1\r\ntraceparent: ${TP}\r\n`)).toBe(
+      NO_CONTEXT,
+    );
+    expect(r.incompleteRequestHeads).toBe(1);
+    r.define(3, 2, ContextKind.HttpRequest, head(`traceparent: ${TP}\r\n`));
+    expect(r.define(4, 3, ContextKind.HttpRequest, head('traceparent: 00-zz-01\r\n'))).toBe(NO_CONTEXT);
+    expect(r.untracedRequestHeads).toBe(1);
+    r.define(5, 4, ContextKind.Marker, 'KREPLAY-CTX txn=m');
+    expect(r.define(6, 5, ContextKind.HttpRequest, head(`traceparent: ${TP}\r\n`))).toMatchObject({
+      transactionId: 'm',
+      explicit: true,
+    });
   });
 
   it('lets an explicit marker take precedence over HTTP heads until cleared', () => {

@@ -16,6 +16,8 @@ describe('storedCounters', () => {
       rowsWritten: 16,
       pruned: 20,
       unshippedPruned: 21,
+      incompleteRequestHeads: 22,
+      untracedRequestHeads: 23,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -39,6 +41,8 @@ describe('storedCounters', () => {
       rows_written: 16,
       pruned: 20,
       unshipped_pruned: 21,
+      incomplete_request_heads: 22,
+      untraced_request_heads: 23,
     });
   });
 });

@@ -5,9 +5,11 @@
  *
  *   exec-writer [--out PATH] [--file PATH N] [--pipe N] [--slow-reader-ms MS] [--tcp PORT N]
  *               [--devnull N] [--threads T] [--fork] [--writev] [--exit CODE] [--signal SIG]
- *               [--unix-serve PATH N]
+ *               [--unix-serve PATH N] [--anchor N]
  *
  * --threads T: T threads each do the file writes; --fork: a child does them too.
+ * --anchor N: N sleeps of 2 ms before the writes and N after them, each recorded
+ * (label "anchor") as its oversleep: how late this machine wakes a thread right now.
  * --unix-serve: listens on a unix socket at PATH, accepts one client and writes
  * to it N times (a server's accepted socket: named by the address it listens on).
  * --slow-reader-ms: the pipe's reader sleeps that long before each read, so
@@ -83,6 +85,15 @@ static void file_writes(const char *label) {
   close(fd);
 }
 
+static void anchor_sleeps(int count) {
+  for (int i = 0; i < count; i++) {
+    long long start = now_ns();
+    struct timespec two_ms = {0, 2000000};
+    nanosleep(&two_ms, NULL);
+    record("anchor", now_ns() - start - 2000000);
+  }
+}
+
 static void *thread_main(void *arg) {
   (void)arg;
   file_writes("thread");
@@ -100,27 +111,42 @@ static void *pipe_reader(void *arg) {
 
 int main(int argc, char **argv) {
   const char *out = NULL;
-  int pipe_count = 0, tcp_port = 0, tcp_count = 0, devnull_count = 0, threads = 0, do_fork = 0, exit_code = 0,
-      sig = 0, unix_count = 0;
+  int pipe_count = 0, tcp_port = 0, tcp_count = 0, devnull_count = 0, threads = 0, do_fork = 0, exit_code = 0, sig = 0,
+      unix_count = 0, anchor_count = 0;
   const char *unix_path = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--out")) out = argv[++i];
-    else if (!strcmp(argv[i], "--file")) file_path = argv[++i], file_count = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--pipe")) pipe_count = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--slow-reader-ms")) slow_reader_ms = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--tcp")) tcp_port = atoi(argv[++i]), tcp_count = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--devnull")) devnull_count = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--unix-serve")) unix_path = argv[++i], unix_count = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--fork")) do_fork = 1;
-    else if (!strcmp(argv[i], "--writev")) use_writev = 1;
-    else if (!strcmp(argv[i], "--exit")) exit_code = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--signal")) sig = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--out"))
+      out = argv[++i];
+    else if (!strcmp(argv[i], "--file"))
+      file_path = argv[++i], file_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--pipe"))
+      pipe_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--slow-reader-ms"))
+      slow_reader_ms = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--tcp"))
+      tcp_port = atoi(argv[++i]), tcp_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--devnull"))
+      devnull_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--anchor"))
+      anchor_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--unix-serve"))
+      unix_path = argv[++i], unix_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads"))
+      threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--fork"))
+      do_fork = 1;
+    else if (!strcmp(argv[i], "--writev"))
+      use_writev = 1;
+    else if (!strcmp(argv[i], "--exit"))
+      exit_code = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--signal"))
+      sig = atoi(argv[++i]);
     else {
       fprintf(stderr, "exec-writer: unknown argument %s\n", argv[i]);
       return 64;
     }
   }
+  anchor_sleeps(anchor_count);
   if (file_path) {
     if (threads > 0) {
       pthread_t tids[64];
@@ -189,6 +215,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < devnull_count; i++) timed_write("devnull", fd, "x", 1);
     close(fd);
   }
+  anchor_sleeps(anchor_count);
   if (out) {
     /* one line per write, appended: the forked child may have written its own */
     int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);

@@ -1,0 +1,13 @@
+/** The C loops the benchmarks time (bench/*.c), built by make into build/bench. */
+import fs from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from '../core/repo-root';
+
+/** The built loop; a stale or missing binary would time something else, so that is an error. */
+export function benchLoop(name: string): string {
+  const exe = path.join(repoRoot(), 'build', 'bench', name);
+  const source = path.join(repoRoot(), 'bench', `${name}.c`);
+  if (!fs.existsSync(exe) || fs.statSync(exe).mtimeMs < fs.statSync(source).mtimeMs)
+    throw new Error(`${exe} is missing or older than ${source}: run \`make bench\``);
+  return exe;
+}
