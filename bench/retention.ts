@@ -9,8 +9,9 @@
  * the filesystem (auto_vacuum INCREMENTAL, incremental_vacuum after each
  * pruning run).
  */
+import { storeFileBytes } from '../core/store/store-bytes';
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CgroupPaths } from '../agent/attribution/cgroup-paths';
@@ -40,17 +41,6 @@ interface Round {
   rowsPerSecond: number;
   peakMiB: number;
   finalMiB: number;
-}
-
-function fileBytes(path: string): number {
-  const size = (p: string) => {
-    try {
-      return statSync(p).size;
-    } catch {
-      return 0;
-    }
-  };
-  return size(path) + size(`${path}-wal`);
 }
 
 const capped = (bytes: number): RetentionOptions => ({
@@ -133,7 +123,7 @@ async function measure(
   try {
     const path = storePath(dir, 'bench');
     let peak = 0;
-    const target = await open(dir, () => (peak = Math.max(peak, fileBytes(path))));
+    const target = await open(dir, () => (peak = Math.max(peak, storeFileBytes(path))));
     const decoder = new RecordDecoder(
       target.dictionaries,
       new ServiceResolver([], new CgroupPaths(null)),
@@ -145,7 +135,7 @@ async function measure(
     const rows = await target.finish();
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     if (rows !== stream.events) throw new Error(`${mode}: ingested ${rows} of ${stream.events} events`);
-    return { mode, rowsPerSecond: rows / seconds, peakMiB: peak / MiB, finalMiB: fileBytes(path) / MiB };
+    return { mode, rowsPerSecond: rows / seconds, peakMiB: peak / MiB, finalMiB: storeFileBytes(path) / MiB };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

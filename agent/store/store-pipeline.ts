@@ -5,8 +5,8 @@
  * committed, flush() waits, the capture's queue fills and the kernel counts
  * what its ring cannot hold, so memory stays bounded and loss stays visible.
  */
+import { storeFileBytes } from '../../core/store/store-bytes';
 import { KreplayError } from '../../core/errors';
-import { statSync } from 'node:fs';
 import type { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
 import type { BatchSink } from '../ingest/record-decoder';
@@ -250,14 +250,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
   }
 
   dbBytes(): number {
-    const size = (path: string) => {
-      try {
-        return statSync(path).size;
-      } catch {
-        return 0;
-      }
-    };
-    return size(this.path) + size(`${this.path}-wal`);
+    return storeFileBytes(this.path);
   }
 
   /** Commits what is pending and closes the store; resolves when the writer thread is done. */

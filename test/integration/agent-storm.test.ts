@@ -5,11 +5,12 @@
  * under its bound and is given back after the storm.
  */
 import Database from 'better-sqlite3';
-import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WRITER_CACHE_KIB } from '../../core/store/schema';
 import { eventually, startAgent } from '../support/agent-process';
+import { buildStormWriter } from '../support/storm-writer';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-storm-');
@@ -17,19 +18,6 @@ const WRITES = 1_500_000;
 const MiB = 1024 * 1024;
 /** Anonymous memory the agent may hold at any rate (page cache 64 MiB, 8 queued 4 MiB batches, two 17 MiB slots, V8). */
 const ANON_BOUND = 448 * MiB;
-
-const STORM_C = `
-#include <stdlib.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-  long m = atol(argv[1]);
-  char go;
-  if (read(0, &go, 1) != 1) return 2;
-  for (long i = 0; i < m; i++)
-    if (write(3, "x", 1) != 1) return 1;
-  return 0;
-}
-`;
 
 function anonRss(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^RssAnon:\s+(\d+) kB/m);
@@ -52,9 +40,7 @@ function statusTimes(output: string): number[] {
 
 describe('agent under a two-writer storm (real kernel)', () => {
   it('stores or counts every write, keeps its status rhythm and its memory bound', async () => {
-    writeFileSync(join(dir.path, 'storm.c'), STORM_C);
-    const storm = join(dir.path, 'storm');
-    execFileSync('cc', ['-O2', '-o', storm, join(dir.path, 'storm.c')]);
+    const storm = buildStormWriter(dir.path);
     const devNull = openSync('/dev/null', 'w');
     const writers = [0, 1].map(() =>
       spawn(storm, [String(WRITES)], { stdio: ['pipe', 'ignore', 'inherit', devNull] }),

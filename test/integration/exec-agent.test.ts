@@ -5,6 +5,7 @@
  * build (fast reader) take the recorded time on each of those writes.
  */
 import { execFile, spawn } from 'node:child_process';
+import net from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
@@ -61,80 +62,90 @@ afterAll(async () => {
 it('records an incident with the agent and holds the fixed build to its write timing', async () => {
   const data = join(dir.path, 'data');
   const file = join(dir.path, 'app.log');
-  agent = await startAgent(['--data-dir', data, '--node', 'exec-agent', '--cgroup-id', String(cgroup.id)]);
-  // the incident: the build in the traced cgroup, its thread tagged by a marker write (as an
-  // instrumented service does) before it execs the build
-  const incident = [
-    '--file',
-    file,
-    '2',
-    '--pipe',
-    String(PIPE_WRITES),
-    '--slow-reader-ms',
-    String(SLOW_READER_MS),
-  ];
-  await new Promise<void>((resolve, reject) =>
-    execFile(
-      '/bin/sh',
-      [
-        '-c',
-        `${cgroup.enter} sh -c 'printf "KREPLAY-CTX txn=${TXN}\\n" > /dev/null; exec "$@"' sh "$@"`,
-        'sh',
+  const sink = net.createServer((socket) => socket.resume());
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  const port = (sink.address() as net.AddressInfo).port;
+  // the build's targets, the same in the incident and the fixed build: a file, a pipe, a loopback socket
+  const targets = ['--file', file, '2', '--pipe', String(PIPE_WRITES), '--tcp', String(port), '2'];
+  try {
+    agent = await startAgent(['--data-dir', data, '--node', 'exec-agent', '--cgroup-id', String(cgroup.id)]);
+    // the incident: the build (its pipe reader slow) in the traced cgroup, its thread tagged by a
+    // marker write (as an instrumented service does) before it execs the build
+    await new Promise<void>((resolve, reject) =>
+      execFile(
+        '/bin/sh',
+        [
+          '-c',
+          `${cgroup.enter} sh -c 'printf "KREPLAY-CTX txn=${TXN}\\n" > /dev/null; exec "$@"' sh "$@"`,
+          'sh',
+          writers.dynamic,
+          ...targets,
+          '--slow-reader-ms',
+          String(SLOW_READER_MS),
+        ],
+        { timeout: 60_000 },
+        (err, _stdout, stderr) =>
+          err ? reject(new Error(`incident run failed: ${err.message}\n${stderr}`)) : resolve(),
+      ),
+    );
+    daemon = await createDaemon({ dataDir: data, log: silentLogger });
+    const url = daemon.url;
+    const writes = await eventually(async () => {
+      const rows = await recordedWrites(url);
+      return rows.filter((w) => w.target === `tcp 127.0.0.1:${port}`).length === 2 ? rows : undefined;
+    });
+    expect(await agent.stop()).toBe(0);
+    agent = null;
+
+    const recorded = (target: string) =>
+      writes.filter((w) => w.target === target).map((w) => Number(w.duration_ns));
+    const pipeNs = recorded('pipe');
+    expect(pipeNs).toHaveLength(PIPE_WRITES);
+    expect(recorded(file)).toHaveLength(2);
+    // the first 4 KiB block fits the pipe; every later one waited for the slow reader
+    expect(pipeNs.slice(1).every((ns) => ns >= (SLOW_READER_MS / 2) * MS)).toBe(true);
+
+    // the fixed build, alone: its pipe writes are quick (the median against the incident's:
+    // one call may wait for a core on this shared machine)
+    const alone = join(dir.path, 'alone.times');
+    expect((await run(writers.dynamic, [...targets, '--out', alone])).status).toBe(0);
+    const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+    expect(median(writeTimes(alone).pipe!)).toBeLessThan(median(pipeNs) / 4);
+
+    // under replay: each write takes its recorded duration / speed + extra latency, never less,
+    // late by no more than the machine wakes a sleeping thread (the build's own anchor sleeps)
+    for (const [speed, extraNs] of [
+      [1, 0],
+      [10, 2 * MS],
+    ] as const) {
+      const held = join(dir.path, `held-${speed}.times`);
+      const replay = await run(process.execPath, [
+        KREPLAY_BIN,
+        'replay',
+        TXN,
+        '--exec',
+        '--server',
+        url,
+        '--speed',
+        String(speed),
+        '--extra-latency-ns',
+        String(extraNs),
+        '--',
         writers.dynamic,
-        ...incident,
-      ],
-      { timeout: 60_000 },
-      (err, _stdout, stderr) =>
-        err ? reject(new Error(`incident run failed: ${err.message}\n${stderr}`)) : resolve(),
-    ),
-  );
-  daemon = await createDaemon({ dataDir: data, log: silentLogger });
-  const url = daemon.url;
-  const writes = await eventually(async () => {
-    const rows = await recordedWrites(url);
-    return rows.filter((w) => w.target_kind === 'pipe').length === PIPE_WRITES ? rows : undefined;
-  });
-  expect(await agent.stop()).toBe(0);
-  agent = null;
-
-  const pipeNs = writes.filter((w) => w.target_kind === 'pipe').map((w) => Number(w.duration_ns));
-  expect(writes.filter((w) => w.target === file).length).toBe(2);
-  // the first 4 KiB block fits the pipe; every later one waited for the slow reader
-  expect(pipeNs.slice(1).every((ns) => ns >= (SLOW_READER_MS / 2) * MS)).toBe(true);
-
-  // the fixed build, alone: its pipe writes are quick
-  const alone = join(dir.path, 'alone.times');
-  expect(
-    (await run(writers.dynamic, ['--file', file, '2', '--pipe', String(PIPE_WRITES), '--out', alone])).status,
-  ).toBe(0);
-  // (the median against the incident's: one call may wait for a core on this shared machine)
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-  expect(median(writeTimes(alone).pipe!)).toBeLessThan(median(pipeNs) / 4);
-
-  // under replay: each pipe write takes its recorded duration, never less, late by no more
-  // than the machine wakes a sleeping thread (the build's own anchor sleeps)
-  const held = join(dir.path, 'held.times');
-  const replay = await run(process.execPath, [
-    KREPLAY_BIN,
-    'replay',
-    TXN,
-    '--exec',
-    '--server',
-    url,
-    '--',
-    writers.dynamic,
-    '--file',
-    file,
-    '2',
-    '--pipe',
-    String(PIPE_WRITES),
-    '--out',
-    held,
-    '--anchor',
-    '10',
-  ]);
-  expect(replay.status).toBe(0);
-  const times = writeTimes(held);
-  expect(times.pipe).toHaveLength(PIPE_WRITES);
-  expectHeld(times.pipe!, pipeNs, times.anchor!);
+        ...targets,
+        '--out',
+        held,
+        '--anchor',
+        '10',
+      ]);
+      expect(replay.status).toBe(0);
+      const times = writeTimes(held);
+      const intended = (ns: number[]) => ns.map((d) => Math.round(d / speed) + extraNs);
+      expectHeld(times.pipe!, intended(pipeNs), times.anchor!);
+      expectHeld(times.file!, intended(recorded(file)), times.anchor!);
+      expectHeld(times.tcp!, intended(recorded(`tcp 127.0.0.1:${port}`)), times.anchor!);
+    }
+  } finally {
+    sink.close();
+  }
 });

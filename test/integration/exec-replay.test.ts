@@ -35,6 +35,10 @@ function kreplay(args: string[]): Run {
   return { child, done };
 }
 
+/** `kreplay replay inc --exec --server URL ARGS…` (ARGS: flags, then -- and the build). */
+const replayInc = (url: string, args: string[]): Run =>
+  kreplay(['replay', 'inc', '--exec', '--server', url, ...args]);
+
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -93,12 +97,7 @@ describe('kreplay replay --exec', () => {
       ]);
       const out = join(dir.path, 'times');
       const report = join(dir.path, 'report.json');
-      const run = kreplay([
-        'replay',
-        'inc',
-        '--exec',
-        '--server',
-        d.url,
+      const run = replayInc(d.url, [
         '--speed',
         String(speed),
         '--extra-latency-ns',
@@ -183,12 +182,7 @@ describe('kreplay replay --exec', () => {
       incidentWrite('inc', 20, 6, `unix ${socketPath}`, 'socket'),
     ]);
     const out = join(dir.path, 'unix-times');
-    const run = kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
+    const run = replayInc(d.url, [
       '--',
       writers.dynamic,
       '--out',
@@ -213,32 +207,10 @@ describe('kreplay replay --exec', () => {
 
   it('propagates exit status 3 and death by a signal (128 + N), report written', async () => {
     const d = await incident([incidentWrite('inc', 0, 1, '/nowhere', 'file')]);
-    const three = await kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
-      '--',
-      writers.dynamic,
-      '--exit',
-      '3',
-    ]).done;
+    const three = await replayInc(d.url, ['--', writers.dynamic, '--exit', '3']).done;
     expect(three.status).toBe(3);
     const report = join(dir.path, 'r.xml');
-    const killed = await kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
-      '--report',
-      report,
-      '--',
-      writers.dynamic,
-      '--signal',
-      '15',
-    ]).done;
+    const killed = await replayInc(d.url, ['--report', report, '--', writers.dynamic, '--signal', '15']).done;
     expect(killed.status).toBe(128 + 15);
     expect(killed.stderr).toMatch(/killed by SIGTERM/);
     expect(readFileSync(report, 'utf8')).toContain('<property name="exit_status" value="143"/>');
@@ -251,12 +223,7 @@ describe('kreplay replay --exec', () => {
       Array.from({ length: 8 }, (_, i) => incidentWrite('inc', i * 20, 10, file, 'file')),
     );
     const out = join(dir.path, 'times');
-    const result = await kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
+    const result = await replayInc(d.url, [
       '--',
       writers.static,
       '--out',
@@ -280,12 +247,7 @@ describe('kreplay replay --exec', () => {
     const file = join(dir.path, 'x.log');
     const d = await incident([incidentWrite('inc', 0, 5, file, 'file')]);
     const report = join(dir.path, 'r.xml');
-    const result = await kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
+    const result = await replayInc(d.url, [
       '--tolerance',
       '0ns',
       '--report',
@@ -350,20 +312,7 @@ describe('kreplay replay --exec', () => {
       incidentWrite('inc', 60_000, 1, file, 'file'),
     ]);
     const report = join(dir.path, 'r.json');
-    const run = kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
-      '--report-json',
-      report,
-      '--',
-      writers.dynamic,
-      '--file',
-      file,
-      '2',
-    ]);
+    const run = replayInc(d.url, ['--report-json', report, '--', writers.dynamic, '--file', file, '2']);
     await until(() => d.sessions.list()[0]?.state === 'playing');
     const pid = d.sessions.list()[0]!.driving!.pid;
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -383,19 +332,7 @@ describe('kreplay replay --exec', () => {
       incidentWrite('inc', 10, 1, file, 'file'),
       incidentWrite('inc', 60_000, 60_000, file, 'file'),
     ]);
-    const run = kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
-      '--',
-      writers.dynamic,
-      '--file',
-      file,
-      '2',
-      '--fork',
-    ]);
+    const run = replayInc(d.url, ['--', writers.dynamic, '--file', file, '2', '--fork']);
     await until(() => d.sessions.list()[0]?.state === 'playing');
     const pid = d.sessions.list()[0]!.driving!.pid;
     const children = () => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
@@ -413,12 +350,7 @@ describe('kreplay replay --exec', () => {
       Array.from({ length: 10 }, (_, i) => incidentWrite('inc', i * 1000, 2, file, 'file')),
     );
     const report = join(dir.path, 'r.json');
-    const result = await kreplay([
-      'replay',
-      'inc',
-      '--exec',
-      '--server',
-      d.url,
+    const result = await replayInc(d.url, [
       '--report-json',
       report,
       '--',

@@ -1,6 +1,6 @@
 /** Retention through the real writer: tiers by age, the size cap by measured file size, pruned rows. */
+import { storeFileBytes } from '../../core/store/store-bytes';
 import Database from 'better-sqlite3';
-import { statSync } from 'node:fs';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { StoreWriter } from '../../agent/store/store-writer';
 import { useTempDir } from '../support/temp-dir';
@@ -32,17 +32,6 @@ function batchOf(writer: StoreWriter, startNs: bigint, rows: number, stepNs: num
     });
   }
   return batch;
-}
-
-function fileBytes(path: string): number {
-  const size = (p: string) => {
-    try {
-      return statSync(p).size;
-    } catch {
-      return 0;
-    }
-  };
-  return size(path) + size(`${path}-wal`);
 }
 
 interface Pruned {
@@ -112,7 +101,7 @@ describe('retention', () => {
       writer.writeBatch(batch);
       written += batch.count;
       writer.prune(batch.count);
-      maxBytes = Math.max(maxBytes, fileBytes(writer.path));
+      maxBytes = Math.max(maxBytes, storeFileBytes(writer.path));
       now += 5_000_000n;
     }
     writer.close();

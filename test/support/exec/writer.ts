@@ -37,14 +37,16 @@ export function writeTimes(outFile: string): Record<string, number[]> {
 
 const MS = 1_000_000;
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
+const quantile = (values: number[], q: number) =>
+  [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]!;
 
 /**
  * Observed write durations (measured by the build) against intended holds:
  * never early, and late by no more than this machine is late right now. The
  * anchor is the same build's oversleep of plain 2 ms sleeps around its writes
  * (`--anchor N`): at the median within the default tolerance (10% or 1 ms)
- * plus twice the anchor's median, and any call within 10 ms plus twice the
+ * plus twice the anchor's 90th percentile (the machine's noise comes in
+ * bursts the holds may meet), and any call within 10 ms plus twice the
  * anchor's worst (a call may wait for a core, as a sleeping thread does).
  */
 export function expectHeld(observedNs: number[], intendedNs: number[], anchorNs: number[]): void {
@@ -57,5 +59,5 @@ export function expectHeld(observedNs: number[], intendedNs: number[], anchorNs:
     expect(late).toBeLessThan(10 * MS + 2 * worstWake);
     return late - Math.max(hold * 0.1, 1 * MS);
   });
-  expect(median(excess)).toBeLessThanOrEqual(2 * median(anchorNs));
+  expect(quantile(excess, 0.5)).toBeLessThanOrEqual(2 * quantile(anchorNs, 0.9));
 }
