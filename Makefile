@@ -16,7 +16,8 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client \
+	chromium chromium-driver
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
@@ -28,6 +29,8 @@ LAUNCHER := $(BUILD)/kreplay-exec
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
+WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
+WEB_INDEX := dist/web/index.html
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
 C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c cli/*.c)
 # the C loops the benchmarks time (bench/bench-loops.ts)
@@ -59,7 +62,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(EXEC_SHIM) $(TS_STAMP)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX)
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -92,6 +95,11 @@ $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json
 	@touch $@
 
+# the incident page: bundled by esbuild into dist/web (content-hashed assets), served by the daemon at /
+$(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp
+	npx tsc -p web/tsconfig.json
+	node web/build.mjs
+
 ## vmlinux: regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
 vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
@@ -118,6 +126,7 @@ lint: setup
 	npx eslint .
 	npx prettier --check .
 	npx tsc --noEmit -p tsconfig.json
+	npx tsc -p web/tsconfig.json
 	clang-format --dry-run -Werror $(C_SRCS)
 
 ## format: prettier and clang-format rewrite what lint checks

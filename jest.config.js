@@ -15,5 +15,7 @@ module.exports = {
       displayName: 'integration',
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
     },
+    // the page in Debian's Chromium, driven by playwright-core, against a daemon over real recordings
+    { ...common, displayName: 'browser', testMatch: ['<rootDir>/test/browser/**/*.test.ts'] },
   ],
 };

@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
 import { registerEventsCommand } from './commands/events';
+import { registerExportCommand } from './commands/export';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
 import { registerUpCommand } from './commands/up';
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
   registerUpCommand(program);
   registerRunCommand(program);
   registerEventsCommand(program);
+  registerExportCommand(program);
   registerReplayCommand(program);
   for (const command of program.commands)
     command.exitOverride().showHelpAfterError('(run with --help for usage)');

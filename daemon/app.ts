@@ -12,6 +12,7 @@ import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
+import { webRouter } from './web/web-router';
 
 export interface AppDeps {
   log: Logger;
@@ -20,6 +21,8 @@ export interface AppDeps {
   events?: EventReader;
   /** replay sessions; the routes exist only when given */
   replay?: ReplaySessions;
+  /** the built web page (dist/web); served at / when given */
+  webRoot?: string;
   /** bearer tokens; without them only requests to one of the daemon's own host names are served */
   tokens?: TokenStore;
   /** host names besides loopback's that the Host header may carry when there are no tokens */
@@ -31,7 +34,14 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
-  app.use(deps.tokens ? requireToken(deps.tokens) : checkHost(deps.allowedHosts ?? []));
+  if (deps.tokens) {
+    // the page and its assets hold no data: a browser loads them without a token, then the page asks for one
+    if (deps.webRoot) app.use(webRouter(deps.webRoot));
+    app.use(requireToken(deps.tokens));
+  } else {
+    app.use(checkHost(deps.allowedHosts ?? []));
+    if (deps.webRoot) app.use(webRouter(deps.webRoot));
+  }
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });

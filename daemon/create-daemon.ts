@@ -3,6 +3,8 @@
  * HTTP app, listening. The CLI, the tests and the benchmarks all start it
  * here, so they run the same wiring.
  */
+import { join } from 'node:path';
+import { repoRoot } from '../core/repo-root';
 import { createLogger, type Logger } from '../core/log/logger';
 import { createApp } from './app';
 import { HighResClock } from './replay/clock/high-res-clock';
@@ -29,6 +31,8 @@ export interface DaemonOptions {
   tokensFile?: string;
   allowedHosts?: readonly string[];
   tls?: TlsFiles;
+  /** the built incident page served at / (default dist/web of the checkout) */
+  webRoot?: string;
 }
 
 export interface Daemon {
@@ -79,6 +83,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       tokens,
+      webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
       allowedHosts: [host, ...(options.allowedHosts ?? [])],
     });
     const running = await listen(app, host, options.port ?? 0, options.tls);

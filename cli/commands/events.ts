@@ -23,7 +23,7 @@ interface EventsFlags {
 type QueryFlag = [flag: string, param: string, help: string, parse: (text: string) => unknown];
 
 /** The flags that become query parameters, each checked by that parameter's own parser. */
-const QUERY_FLAGS: { option: Option; param: string }[] = (
+export const QUERY_FLAGS: { option: Option; param: string }[] = (
   [
     ['--txn <id>', 'transaction_id', 'transaction_id', parseText],
     ['--trace <id>', 'trace_id', 'trace_id', parseText],
@@ -99,16 +99,24 @@ function write(text: string): Promise<void> {
   );
 }
 
+/** The query parameters the given filter flags stand for. */
+export function queryOf(flags: Record<string, unknown>): URLSearchParams {
+  const query = new URLSearchParams();
+  for (const { option, param } of QUERY_FLAGS) {
+    const value = flags[option.attributeName()];
+    if (typeof value === 'string') query.set(param, value);
+  }
+  return query;
+}
+
 export async function runEvents(flags: EventsFlags): Promise<void> {
   // `kreplay events | head` closes the pipe early: that is not an error.
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code === 'EPIPE') process.exit(0);
   });
-  const query = new URLSearchParams({ limit: String(flags.pageSize), int64: 'string' });
-  for (const { option, param } of QUERY_FLAGS) {
-    const value = flags[option.attributeName()];
-    if (typeof value === 'string') query.set(param, value);
-  }
+  const query = queryOf(flags);
+  query.set('limit', String(flags.pageSize));
+  query.set('int64', 'string');
   if (!flags.json) await write(tableHeader());
   let count = 0;
   for (;;) {

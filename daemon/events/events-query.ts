@@ -23,26 +23,36 @@ export const int64Param = parsedParam(parseChoice(['number', 'string'] as const)
 const text = parsedParam(parseText);
 const time = parsedParam(parseTimeNs);
 
+/** The filter parameters: GET /api/events and its export take the same ones. */
+export const eventFilterParams = {
+  transaction_id: text.optional(),
+  trace_id: text.optional(),
+  service: text.optional(),
+  node: text.optional(),
+  event_type: parsedParam(parseEventTypes).optional(),
+  from: time.optional(),
+  to: time.optional(),
+  min_duration_ms: parsedParam(parseDurationMsNs).optional(),
+  target: parsedParam(parseTargetPattern).optional(),
+  target_kind: parsedParam(parseTargetKinds).optional(),
+};
+
+/** from must come before to. */
+export function checkTimeWindow(q: { from?: bigint; to?: bigint }, ctx: z.RefinementCtx): void {
+  if (q.from !== undefined && q.to !== undefined && q.from >= q.to)
+    ctx.addIssue({ code: 'custom', path: ['from'], message: 'must be earlier than to' });
+}
+
 export const eventsQuerySchema = z
   .strictObject({
-    transaction_id: text.optional(),
-    trace_id: text.optional(),
-    service: text.optional(),
-    node: text.optional(),
-    event_type: parsedParam(parseEventTypes).optional(),
-    from: time.optional(),
-    to: time.optional(),
-    min_duration_ms: parsedParam(parseDurationMsNs).optional(),
-    target: parsedParam(parseTargetPattern).optional(),
-    target_kind: parsedParam(parseTargetKinds).optional(),
+    ...eventFilterParams,
     limit: parsedParam(parseIntegerIn(1, MAX_LIMIT)).optional(),
     cursor: parsedParam(decodeCursor).optional(),
     order: parsedParam(parseChoice(['asc', 'desc'] as const)).optional(),
     int64: int64Param.optional(),
   })
   .superRefine((q, ctx) => {
-    if (q.from !== undefined && q.to !== undefined && q.from >= q.to)
-      ctx.addIssue({ code: 'custom', path: ['from'], message: 'must be earlier than to' });
+    checkTimeWindow(q, ctx);
     if (!q.cursor) return;
     if (q.order !== undefined && q.order !== q.cursor.order)
       ctx.addIssue({ code: 'custom', path: ['cursor'], message: `was made for order=${q.cursor.order}` });
@@ -52,7 +62,9 @@ export const eventsQuerySchema = z
 
 export type EventsQuery = z.output<typeof eventsQuerySchema>;
 
-export function toFilter(q: Omit<EventsQuery, 'cursor'>): EventFilter {
+type FilterQuery = { [K in keyof typeof eventFilterParams]?: z.output<(typeof eventFilterParams)[K]> };
+
+export function toFilter(q: FilterQuery): EventFilter {
   const filter: EventFilter = {};
   if (q.transaction_id !== undefined) filter.transactionId = q.transaction_id;
   if (q.trace_id !== undefined) filter.traceId = q.trace_id;

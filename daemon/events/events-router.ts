@@ -1,10 +1,12 @@
-/** GET /api/events (filtered, paged) and GET /api/events/{event_id}. */
+/** GET /api/events (filtered, paged), GET /api/events/export (streamed trace file) and GET /api/events/{event_id}. */
 import { Router, type ErrorRequestHandler } from 'express';
 import { z } from 'zod';
 import { badRequest, ProblemError } from '../http/problem';
 import { parseQuery } from '../http/query-params';
 import type { EventReader } from '../store/event-reader';
-import { eventsQuerySchema, int64Param } from './events-query';
+import { eventsQuerySchema, int64Param, toFilter } from './events-query';
+import { exportQuerySchema } from './export/export-query';
+import { streamChromeTrace } from './export/export-stream';
 import { eventJson, listEventsJson } from './events-service';
 
 const eventQuerySchema = z.strictObject({ int64: int64Param.optional() });
@@ -24,6 +26,10 @@ export function eventsRouter(stores: EventReader): Router {
   router.get('/', async (req, res) => {
     const query = parseQuery(eventsQuerySchema, req.query);
     res.type('application/json').send(await listEventsJson(stores, query));
+  });
+  router.get('/export', async (req, res) => {
+    const query = parseQuery(exportQuerySchema, req.query);
+    await streamChromeTrace(stores, toFilter(query), res);
   });
   router.get('/:eventId', async (req, res) => {
     const { int64 } = parseQuery(eventQuerySchema, req.query);

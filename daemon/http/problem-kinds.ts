@@ -15,6 +15,7 @@ export const PROBLEM_KINDS = {
   'transaction-not-found': { status: 404, title: 'Not Found' },
   'invalid-state': { status: 409, title: 'Conflict' },
   'body-too-large': { status: 413, title: 'Content Too Large' },
+  'export-too-large': { status: 413, title: 'Content Too Large' },
   'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },

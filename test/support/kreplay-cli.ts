@@ -11,9 +11,15 @@ export interface CliResult {
   stderr: string;
 }
 
-export function runKreplay(args: string[], timeoutMs = 60_000): Promise<CliResult> {
+/** `env` is added to the test's environment (jest's process.env is a copy the child does not see). */
+export function runKreplay(
+  args: string[],
+  timeoutMs = 60_000,
+  env: NodeJS.ProcessEnv = {},
+): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [KREPLAY_BIN, ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
+    const options = { timeout: timeoutMs, env: { ...process.env, ...env } };
+    execFile(process.execPath, [KREPLAY_BIN, ...args], options, (err, stdout, stderr) => {
       resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });

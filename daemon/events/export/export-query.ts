@@ -1,0 +1,19 @@
+/** The query string of GET /api/events/export: the filters of GET /api/events and a format. */
+import { z } from 'zod';
+import { parsedParam } from '../../http/query-params';
+import { parseChoice } from '../../http/query-values';
+import { checkTimeWindow, eventFilterParams } from '../events-query';
+
+export const EXPORT_FORMATS = ['chrome-trace'] as const;
+
+/** More events than this would be a file no trace viewer opens: the export answers 413 instead. */
+export const MAX_EXPORT_EVENTS = 1_000_000;
+
+export const exportQuerySchema = z
+  .strictObject({
+    ...eventFilterParams,
+    format: parsedParam(parseChoice(EXPORT_FORMATS)).optional(),
+  })
+  .superRefine(checkTimeWindow);
+
+export type ExportQuery = z.output<typeof exportQuerySchema>;
