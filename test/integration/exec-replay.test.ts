@@ -88,15 +88,20 @@ describe('kreplay replay --exec', () => {
       sink = await tcpSink();
       const app = join(dir.path, 'app');
       mkdirSync(app);
-      const d = await incident([
-        incidentWrite('inc', 0, 20, '/var/lib/app/wal.log', 'file'),
-        incidentWrite('inc', 25, 5, '/var/lib/app/wal.log', 'file'),
-        incidentWrite('inc', 30, 15, 'pipe', 'pipe'),
-        incidentWrite('inc', 50, 12, '/var/lib/app/wal.log', 'file'),
-        incidentWrite('inc', 70, 8, 'pipe', 'pipe'),
+      // five recorded writes per target: each target's median hold is a median, which a single
+      // call that waited for a core on this shared machine cannot move
+      const recorded = {
+        file: { target: '/var/lib/app/wal.log', kind: 'file', ms: [20, 5, 12, 9, 14] },
+        pipe: { target: 'pipe', kind: 'pipe', ms: [15, 8, 11, 6, 10] },
         // recorded against production's address: the build's loopback peer matches on the port
-        incidentWrite('inc', 80, 10, `tcp 10.0.0.5:${sink.port}`, 'socket'),
-      ]);
+        tcp: { target: `tcp 10.0.0.5:${sink.port}`, kind: 'socket', ms: [10, 7, 13, 9, 6] },
+      } as const;
+      let at = 0;
+      const d = await incident(
+        Object.values(recorded).flatMap(({ target, kind, ms }) =>
+          ms.map((duration) => incidentWrite('inc', (at += 25), duration, target, kind)),
+        ),
+      );
       const out = join(dir.path, 'times');
       const report = join(dir.path, 'report.json');
       const run = replayInc(d.url, [
@@ -118,12 +123,12 @@ describe('kreplay replay --exec', () => {
         '10',
         '--file',
         join(app, 'wal.log'),
-        '4',
+        '6',
         '--pipe',
-        '3',
+        '6',
         '--tcp',
         String(sink.port),
-        '2',
+        '6',
         '--devnull',
         '3',
       ]);
@@ -132,12 +137,12 @@ describe('kreplay replay --exec', () => {
       expect(result.status).toBe(0);
       const hold = (ms: number) => Math.round((ms * MS) / speed) + extraNs;
       const times = writeTimes(out);
-      expectHeld(times.file!, [hold(20), hold(5), hold(12)], times.anchor!);
-      expectHeld(times.pipe!, [hold(15), hold(8)], times.anchor!);
-      expectHeld(times.tcp!, [hold(10)], times.anchor!);
+      for (const [label, { ms }] of Object.entries(recorded)) {
+        expectHeld(times[label]!.slice(0, ms.length), ms.map(hold), times.anchor!);
+      }
       // past the recorded count, and targets the incident never wrote, pass at once: far below any hold
       // (the median: a single call may wait for a core on this shared machine)
-      const passed = [times.file![3]!, times.pipe![2]!, times.tcp![1]!, ...times.devnull!].sort(
+      const passed = [times.file![5]!, times.pipe![5]!, times.tcp![5]!, ...times.devnull!].sort(
         (a, b) => a - b,
       );
       expect(passed[Math.floor(passed.length / 2)]).toBeLessThan(hold(5) / 5);
@@ -147,15 +152,15 @@ describe('kreplay replay --exec', () => {
       const rows = Object.fromEntries(json.targets.map((t: { target: string }) => [t.target, t]));
       expect(rows[join(app, 'wal.log')]).toMatchObject({
         kind: 'file',
-        recorded_calls: 3,
-        matched: 3,
+        recorded_calls: 5,
+        matched: 5,
         passed_through: 1,
         failure: null,
       });
-      expect(rows.pipe).toMatchObject({ recorded_calls: 2, matched: 2, passed_through: 1, failure: null });
+      expect(rows.pipe).toMatchObject({ recorded_calls: 5, matched: 5, passed_through: 1, failure: null });
       expect(rows[`tcp 10.0.0.5:${sink.port}`]).toMatchObject({
         kind: 'socket',
-        matched: 1,
+        matched: 5,
         passed_through: 1,
       });
       expect(rows['/dev/null']).toMatchObject({
