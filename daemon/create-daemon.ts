@@ -24,6 +24,11 @@ export interface DaemonOptions {
   port?: number;
   /** finished and stopped sessions are removed after this long unchanged */
   sessionTtlMs?: number;
+  /** ready and paused sessions are removed after this long unchanged (default 1 h) */
+  idleSessionTtlMs?: number;
+  /** live sessions at most, in all and per client (token name, else address) */
+  maxSessions?: number;
+  maxSessionsPerClient?: number;
   log?: Logger;
   /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
   store?: string;
@@ -68,6 +73,9 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
+    idleTtlMs: options.idleSessionTtlMs,
+    maxSessions: options.maxSessions,
+    maxSessionsPerClient: options.maxSessionsPerClient,
   });
   const release = async () => {
     await replay.close();

@@ -2,7 +2,12 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { createLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
 import type { TlsFiles } from '../../daemon/server';
-import { DEFAULT_SESSION_TTL_SECONDS } from '../../daemon/replay/sessions/session-service';
+import {
+  DEFAULT_IDLE_SESSION_TTL_SECONDS,
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_MAX_SESSIONS_PER_CLIENT,
+  DEFAULT_SESSION_TTL_SECONDS,
+} from '../../daemon/replay/sessions/session-service';
 import { integerOption } from '../options';
 import { untilSignal } from '../signals';
 
@@ -11,6 +16,9 @@ export interface DaemonFlags {
   host: string;
   port: number;
   sessionTtl: number;
+  idleSessionTtl: number;
+  maxSessions: number;
+  maxSessionsPerClient: number;
   store?: string;
   tokens?: string;
   allowedHost: string[];
@@ -31,6 +39,9 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     sessionTtlMs: flags.sessionTtl * 1000,
+    idleSessionTtlMs: flags.idleSessionTtl * 1000,
+    maxSessions: flags.maxSessions,
+    maxSessionsPerClient: flags.maxSessionsPerClient,
     store: flags.store,
     log,
     tokensFile: flags.tokens,
@@ -70,6 +81,24 @@ export function registerDaemonCommand(program: Command): void {
       'remove finished and stopped replay sessions after this long unchanged',
       integerOption(1, 30 * 86400),
       DEFAULT_SESSION_TTL_SECONDS,
+    )
+    .option(
+      '--idle-session-ttl <seconds>',
+      'remove ready and paused replay sessions after this long unchanged',
+      integerOption(1, 30 * 86400),
+      DEFAULT_IDLE_SESSION_TTL_SECONDS,
+    )
+    .option(
+      '--max-sessions <n>',
+      'ready, playing and paused replay sessions at most (then 429)',
+      integerOption(1, 100_000),
+      DEFAULT_MAX_SESSIONS,
+    )
+    .option(
+      '--max-sessions-per-client <n>',
+      'of those, at most this many per client: its token name, or its address without --tokens',
+      integerOption(1, 100_000),
+      DEFAULT_MAX_SESSIONS_PER_CLIENT,
     )
     .option(
       '--tokens <file>',

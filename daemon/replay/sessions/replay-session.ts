@@ -27,6 +27,8 @@ export interface SessionSettings {
   speedFactor: number;
   extraLatencyNs: number;
   driving: Driving | null;
+  /** the client that created it (token name or address): per-client limits count it */
+  owner: string;
 }
 
 export interface SessionContext {
@@ -42,6 +44,7 @@ export class ReplaySession {
   readonly speedFactor: number;
   readonly extraLatencyNs: number;
   readonly driving: Driving | null;
+  readonly owner: string;
   createdAt = new Date().toISOString();
   updatedAt = this.createdAt;
   state: SessionState = 'ready';
@@ -72,6 +75,7 @@ export class ReplaySession {
     this.speedFactor = settings.speedFactor;
     this.extraLatencyNs = settings.extraLatencyNs;
     this.driving = settings.driving;
+    this.owner = settings.owner;
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
     this.player = new Player(this.transaction, this.schedule, context.clock, (entry, deadline, releasedAt) =>
       this.emit(entry, deadline, releasedAt),
@@ -204,6 +208,7 @@ export class ReplaySession {
       speed_factor: this.speedFactor,
       extra_latency_ns: this.extraLatencyNs,
       driving: this.driving,
+      owner: this.owner,
       // a session playing when the daemon stops comes back paused where it was
       state: playing ? 'paused' : this.state,
       created_at: this.createdAt,
@@ -228,6 +233,7 @@ export class ReplaySession {
         speedFactor: saved.speed_factor,
         extraLatencyNs: saved.extra_latency_ns,
         driving: saved.driving,
+        owner: saved.owner,
       },
       context,
     );
