@@ -10,6 +10,7 @@ import {
   COMM_LEN,
   ContextLayout,
   encodeDevice,
+  EVENT_CONTEXT_ONLY,
   EventLayout,
   readCString,
   readI53,
@@ -76,6 +77,11 @@ function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): Co
   return new CorruptRecordError(off, buf.length - off, reason);
 }
 
+function contextOnly(buf: Buffer, off: number, type: number): boolean {
+  const flags = buf.readUInt32LE(off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags));
+  return (flags & EVENT_CONTEXT_ONLY) !== 0;
+}
+
 const MAX_CACHED_THREADS = 262144;
 const MAX_CACHED_CONTEXTS = 262144;
 
@@ -114,8 +120,12 @@ export class RecordDecoder {
       if (type === RecordType.Context) this.defineContext(buf, off);
       else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
-        if (sink.current.full) sink.flush();
-        this.appendEvent(buf, off, type, sink.current);
+        const ctx = this.storeContextId(readU53(buf, off + EventLayout.contextId));
+        // An excluded task's event is kept for its transaction only: none, no event.
+        if (ctx !== 0 || !contextOnly(buf, off, type)) {
+          if (sink.current.full) sink.flush();
+          this.appendEvent(buf, off, type, ctx, sink.current);
+        }
       }
       off += size;
     }
@@ -158,7 +168,7 @@ export class RecordDecoder {
     return 0;
   }
 
-  private appendEvent(buf: Buffer, off: number, type: number, out: EventBatch): void {
+  private appendEvent(buf: Buffer, off: number, type: number, ctx: number, out: EventBatch): void {
     const lo = buf.readUInt32LE(off + EventLayout.startNs);
     const hi = buf.readUInt32LE(off + EventLayout.startNs + 4);
     if (out.count === 0) {
@@ -175,12 +185,12 @@ export class RecordDecoder {
     out.tid[i] = tid;
     out.comm[i] = ids.commId;
     out.service[i] = ids.serviceId;
-    out.ctx[i] = this.storeContextId(readU53(buf, off + EventLayout.contextId));
+    out.ctx[i] = ctx;
     if (type === RecordType.SysWrite) {
       out.bytes[i] = readU53(buf, off + SysWriteLayout.count);
       out.handle[i] = buf.readInt32LE(off + SysWriteLayout.fd);
       out.result[i] = readI53(buf, off + SysWriteLayout.ret);
-      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall);
+      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall) & ~EVENT_CONTEXT_ONLY;
       out.error[i] = 0;
       out.target[i] = this.storeTargetId(readU53(buf, off + SysWriteLayout.targetId));
     } else {

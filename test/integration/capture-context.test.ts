@@ -33,7 +33,7 @@ describeKernel('context tracking', () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const big = `POST /upload HTTP/1.1\r\n\r\n${'x'.repeat(2000)}`;
     const send = (text: string): void => void writeSync(fd, text);
-    const { records } = await captureAround({ excludeSelf: false, pids: [process.pid] }, () => {
+    const { records } = await captureAround({ excludeSelf: false, include: [{ pid: process.pid }] }, () => {
       send('KREPLAY-CTX txn=t1 trace=abc');
       send('after the marker');
       send('KREPLAY-CTXY is no marker');

@@ -24,7 +24,7 @@ describeKernel('drop accounting', () => {
       counters,
       value: exitCode,
     } = await captureAround(
-      { pids: [child.pid as number], ringBufferBytes: 4096, wakeupBytes: 512 },
+      { include: [{ pid: child.pid as number }], ringBufferBytes: 4096, wakeupBytes: 512 },
       async (capture) => {
         child.stdin?.end('g');
         const code = await exited;

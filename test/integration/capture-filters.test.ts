@@ -51,7 +51,7 @@ describeKernel('capture filters', () => {
       const cgroupId = statSync(group, { bigint: true }).ino;
       const out = join(dir.path, 'in-group');
       const script = `echo $$ > ${join(group, 'cgroup.procs')}; echo hi > ${out}`;
-      const { records, value: shPid } = await captureAround({ cgroupId }, () =>
+      const { records, value: shPid } = await captureAround({ include: [{ cgroupId }] }, () =>
         runToExit('sh', ['-c', script]),
       );
       const writes = sysWrites(records);
@@ -68,7 +68,7 @@ describeKernel('capture filters', () => {
     const shell = join(dir.path, comm);
     symlinkSync('/bin/sh', shell);
     const out = join(dir.path, 'out');
-    const { records, value: pid } = await captureAround({ comm }, () =>
+    const { records, value: pid } = await captureAround({ include: [{ comm }] }, () =>
       runToExit(shell, ['-c', `echo hi > ${out}`]),
     );
     const writes = sysWrites(records);
@@ -79,7 +79,7 @@ describeKernel('capture filters', () => {
   it('drops calls shorter than the minimum duration', async () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const { records } = await captureAround(
-      { excludeSelf: false, pids: [process.pid], minDurationNs: 10_000_000_000 },
+      { excludeSelf: false, include: [{ pid: process.pid }], minDurationNs: 10_000_000_000 },
       () => {
         for (let i = 0; i < 10; i++) writeSync(fd, 'quick');
       },

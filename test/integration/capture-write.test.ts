@@ -21,7 +21,7 @@ describeKernel('sys_write capture', () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const sizes = Array.from({ length: N }, (_, i) => 1 + i * 13);
     const { records, value: window } = await captureAround(
-      { excludeSelf: false, pids: [process.pid] },
+      { excludeSelf: false, include: [{ pid: process.pid }] },
       () => {
         const before = wallClockNs();
         for (const size of sizes) writeSync(fd, Buffer.alloc(size, 0x61));
@@ -56,7 +56,7 @@ describeKernel('sys_write capture', () => {
   it('reports the comm the thread has at each write, through renames', async () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const original = readFileSync('/proc/self/comm', 'utf8').trim();
-    const { records } = await captureAround({ excludeSelf: false, pids: [process.pid] }, () => {
+    const { records } = await captureAround({ excludeSelf: false, include: [{ pid: process.pid }] }, () => {
       writeSync(fd, 'before');
       try {
         writeFileSync('/proc/self/comm', 'kreplay-renamed-thread');
@@ -72,7 +72,7 @@ describeKernel('sys_write capture', () => {
   });
 
   it('keeps failed writes with their negative errno', async () => {
-    const { records } = await captureAround({ excludeSelf: false, pids: [process.pid] }, () => {
+    const { records } = await captureAround({ excludeSelf: false, include: [{ pid: process.pid }] }, () => {
       expect(() => writeSync(NOT_AN_FD, 'x')).toThrow(/EBADF/);
     });
     const failed = records.filter((r): r is DecodedSysWrite => r.type === 'sys_write' && r.fd === NOT_AN_FD);
