@@ -88,6 +88,7 @@ export class Agent {
       this.services,
       this.contexts,
       () => this.offsetNs,
+      options.capture.sampleBackground,
     );
     this.lastStatus = this.snapshot();
     store.whenContextsForgotten(() => this.decoder.forgetContextIds());
@@ -179,6 +180,8 @@ export class Agent {
     const kernel = this.capture?.counters() ?? kernelCounters([]);
     return {
       ...kernel,
+      // one figure: the kernel's sampling and the decoder's, of writes whose context held nothing
+      sysWriteSampledOut: kernel.sysWriteSampledOut + this.decoder.sampledOut,
       malformedMarkers: this.contexts.malformedMarkers,
       incompleteRequestHeads: this.contexts.incompleteRequestHeads,
       untracedRequestHeads: this.contexts.untracedRequestHeads,

@@ -720,9 +720,13 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 		if (filter_transactions || !t->context_id)
 			return 0;
 		syscall |= KR_EVENT_CONTEXT_ONLY;
-	} else if (sample_background > 1 && !t->context_id && bpf_get_prandom_u32() % sample_background) {
-		count_event(KR_COUNTER_SYS_WRITE_SAMPLED_OUT);
-		return 0;
+	} else if (sample_background > 1) {
+		if (t->context_id)
+			syscall |= KR_EVENT_SAMPLE_IN_USER;
+		else if (bpf_get_prandom_u32() % sample_background) {
+			count_event(KR_COUNTER_SYS_WRITE_SAMPLED_OUT);
+			return 0;
+		}
 	}
 	t->fd = ctx->args[0];
 	t->target_id = targets_enabled ? write_target(t, t->fd) : 0;

@@ -54,6 +54,12 @@ enum kr_filter_verdict {
  * In kr_sys_write.syscall and kr_block_io.flags.
  */
 #define KR_EVENT_CONTEXT_ONLY 0x80000000u
+/*
+ * --sample-background: a write whose thread has a context is kept in the
+ * kernel; when that context holds no transaction or trace, user space
+ * samples it. In kr_sys_write.syscall.
+ */
+#define KR_EVENT_SAMPLE_IN_USER 0x40000000u
 
 enum kr_context_kind {
 	KR_CONTEXT_MARKER = 1, /* buffer starts with "KREPLAY-CTX" */

@@ -11,6 +11,7 @@ import {
   ContextLayout,
   encodeDevice,
   EVENT_CONTEXT_ONLY,
+  EVENT_SAMPLE_IN_USER,
   EventLayout,
   readCString,
   readI53,
@@ -21,6 +22,7 @@ import {
   RecordProblem,
   RecordType,
   SysWriteLayout,
+  SYSCALL_FLAGS,
   type RecordProblemCode,
   TARGET_ID_WINDOW,
   readTargetRecord,
@@ -77,11 +79,6 @@ function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): Co
   return new CorruptRecordError(off, buf.length - off, reason);
 }
 
-function contextOnly(buf: Buffer, off: number, type: number): boolean {
-  const flags = buf.readUInt32LE(off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags));
-  return (flags & EVENT_CONTEXT_ONLY) !== 0;
-}
-
 const MAX_CACHED_THREADS = 262144;
 const MAX_CACHED_CONTEXTS = 262144;
 
@@ -96,6 +93,8 @@ export class RecordDecoder {
   targetRecords = 0;
   /** writes whose target id no target record defined (lost with a corrupt batch) */
   unknownTargets = 0;
+  /** writes the kernel left to sample here that were left out (see keepWithoutContext) */
+  sampledOut = 0;
 
   constructor(
     private readonly dictionaries: Dictionaries,
@@ -103,6 +102,8 @@ export class RecordDecoder {
     private readonly contexts: ContextResolver,
     /** CLOCK_REALTIME - CLOCK_BOOTTIME, ns */
     private readonly clockOffsetNs: () => bigint,
+    /** --sample-background 1/N: N */
+    private readonly sampleBackground = 1,
   ) {}
 
   /**
@@ -121,14 +122,29 @@ export class RecordDecoder {
       else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
         const ctx = this.storeContextId(readU53(buf, off + EventLayout.contextId));
-        // An excluded task's event is kept for its transaction only: none, no event.
-        if (ctx !== 0 || !contextOnly(buf, off, type)) {
+        if (ctx !== 0 || this.keepWithoutContext(buf, off, type)) {
           if (sink.current.full) sink.flush();
           this.appendEvent(buf, off, type, ctx, sink.current);
         }
       }
       off += size;
     }
+  }
+
+  /*
+   * The kernel's flags on an event whose context turned out to hold no
+   * transaction or trace: an excluded task's event was kept for its context
+   * only (drop it), a write of a thread with a context escaped the kernel's
+   * sampling (sample it here).
+   */
+  private keepWithoutContext(buf: Buffer, off: number, type: number): boolean {
+    const flags = buf.readUInt32LE(off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags));
+    if (flags & EVENT_CONTEXT_ONLY) return false;
+    if (flags & EVENT_SAMPLE_IN_USER && Math.random() * this.sampleBackground >= 1) {
+      this.sampledOut++;
+      return false;
+    }
+    return true;
   }
 
   private defineContext(buf: Buffer, off: number): void {
@@ -190,7 +206,7 @@ export class RecordDecoder {
       out.bytes[i] = readU53(buf, off + SysWriteLayout.count);
       out.handle[i] = buf.readInt32LE(off + SysWriteLayout.fd);
       out.result[i] = readI53(buf, off + SysWriteLayout.ret);
-      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall) & ~EVENT_CONTEXT_ONLY;
+      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall) & ~SYSCALL_FLAGS;
       out.error[i] = 0;
       out.target[i] = this.storeTargetId(readU53(buf, off + SysWriteLayout.targetId));
     } else {

@@ -12,6 +12,10 @@ export const MAX_FILTER_COMMS = 1024;
 export const MAX_FILTER_CGROUPS = 16384;
 /** KR_EVENT_CONTEXT_ONLY: an excluded task's event, kept for its context (in syscall or block flags). */
 export const EVENT_CONTEXT_ONLY = 0x8000_0000;
+/** KR_EVENT_SAMPLE_IN_USER: a write of a thread with a context, to sample when that context holds nothing. */
+export const EVENT_SAMPLE_IN_USER = 0x4000_0000;
+/** The flag bits of kr_sys_write.syscall. */
+export const SYSCALL_FLAGS = EVENT_CONTEXT_ONLY | EVENT_SAMPLE_IN_USER;
 export const CONTEXT_DATA_LEN = 1024;
 export const TARGET_PATH_MAX = 1024;
 export const TARGET_NAME_MAX = 256;
