@@ -151,7 +151,8 @@ export class Agent {
       if (ids) this.capture?.setCgroupFilter(ids.include, ids.exclude);
       this.cgroupFilterFailed = false;
     } catch (err) {
-      if (!this.cgroupFilterFailed) this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
+      if (!this.cgroupFilterFailed)
+        this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
       this.cgroupFilterFailed = true;
     }
   }

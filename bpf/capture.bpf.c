@@ -667,7 +667,7 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
  * Returns the thread's entry, t or the one made for the context.
  */
 static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, const void *data,
-							 __u64 len)
+							__u64 len)
 {
 	__u32 kind;
 

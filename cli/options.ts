@@ -29,7 +29,10 @@ export function collectIntegers(min: number, max: number) {
 }
 
 /** A flag value checked by its owner's parser (a KreplayError becomes commander's message); repeatable collects a list. */
-export function parsedOption<T>(parse: (text: string) => T, repeatable: true): (value: string, previous?: T[]) => T[];
+export function parsedOption<T>(
+  parse: (text: string) => T,
+  repeatable: true,
+): (value: string, previous?: T[]) => T[];
 export function parsedOption<T>(parse: (text: string) => T, repeatable: false): (value: string) => T;
 export function parsedOption<T>(parse: (text: string) => T, repeatable: boolean) {
   const one = (value: string): T => {

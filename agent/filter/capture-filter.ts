@@ -30,7 +30,8 @@ type CgroupTest = (path: string) => boolean;
 
 function ancestry(path: string): string[] {
   const out = [path];
-  for (let at = path.lastIndexOf('/'); at > 0; at = path.lastIndexOf('/', at - 1)) out.push(path.slice(0, at));
+  for (let at = path.lastIndexOf('/'); at > 0; at = path.lastIndexOf('/', at - 1))
+    out.push(path.slice(0, at));
   if (path !== '/') out.push('/');
   return out;
 }

@@ -37,11 +37,14 @@ export function parseSelector(text: string): Selector {
       return { kind, path: value.length > 1 ? value.replace(/\/+$/, '') : value };
     case 'comm':
       if (Buffer.byteLength(value) > COMM_LEN - 1 || value.includes('\0'))
-        throw new SelectorError(`"${text}": a comm is at most ${COMM_LEN - 1} bytes (the kernel cuts longer names)`);
+        throw new SelectorError(
+          `"${text}": a comm is at most ${COMM_LEN - 1} bytes (the kernel cuts longer names)`,
+        );
       return { kind, comm: value };
     case 'pid': {
       const pid = /^\d+$/.test(value) ? Number(value) : NaN;
-      if (!(pid >= 1 && pid <= MAX_PID)) throw new SelectorError(`"${text}": expected a pid from 1 to ${MAX_PID}`);
+      if (!(pid >= 1 && pid <= MAX_PID))
+        throw new SelectorError(`"${text}": expected a pid from 1 to ${MAX_PID}`);
       return { kind, pid };
     }
     case 'cgroup-id': {
@@ -89,7 +92,9 @@ export function parseSampleRate(text: string): number {
   const match = /^(?:1\/)?(\d+)$/.exec(text.trim());
   const n = match ? Number(match[1]) : NaN;
   if (!(Number.isSafeInteger(n) && n >= 1 && n <= MAX_SAMPLE_ONE_IN))
-    throw new SelectorError(`"${text}" is not a sampling rate: expected 1/N with N from 1 to ${MAX_SAMPLE_ONE_IN}`);
+    throw new SelectorError(
+      `"${text}" is not a sampling rate: expected 1/N with N from 1 to ${MAX_SAMPLE_ONE_IN}`,
+    );
   return n;
 }
 

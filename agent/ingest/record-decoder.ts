@@ -138,7 +138,9 @@ export class RecordDecoder {
    * sampling (sample it here).
    */
   private keepWithoutContext(buf: Buffer, off: number, type: number): boolean {
-    const flags = buf.readUInt32LE(off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags));
+    const flags = buf.readUInt32LE(
+      off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags),
+    );
     if (flags & EVENT_CONTEXT_ONLY) return false;
     if (flags & EVENT_SAMPLE_IN_USER && Math.random() * this.sampleBackground >= 1) {
       this.sampledOut++;

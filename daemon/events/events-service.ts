@@ -25,7 +25,10 @@ export async function listEventsJson(stores: EventReader, query: EventsQuery): P
   const int64 = (n: bigint | null) => (n === null ? 'null' : asStrings ? `"${n}"` : String(n));
   const sampledJson = sampled.length
     ? `,"sampled":[${sampled
-        .map((r) => `{"node":${JSON.stringify(r.node)},"from_ns":${int64(r.fromNs)},"to_ns":${int64(r.toNs)},"one_in":${r.oneIn}}`)
+        .map(
+          (r) =>
+            `{"node":${JSON.stringify(r.node)},"from_ns":${int64(r.fromNs)},"to_ns":${int64(r.toNs)},"one_in":${r.oneIn}}`,
+        )
         .join(',')}]`
     : '';
   return `{"events":[${events}],"next_cursor":${JSON.stringify(next)}${retainedJson}${sampledJson}}`;

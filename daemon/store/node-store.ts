@@ -226,7 +226,12 @@ export class NodeStore {
       toNs: bigint | null;
       oneIn: bigint;
     }[];
-    return rows.map((r) => ({ node: this.info.node, fromNs: r.fromNs, toNs: r.toNs, oneIn: Number(r.oneIn) }));
+    return rows.map((r) => ({
+      node: this.info.node,
+      fromNs: r.fromNs,
+      toNs: r.toNs,
+      oneIn: Number(r.oneIn),
+    }));
   }
 
   row(ts: bigint, seq: number): EventRow | undefined {

@@ -59,7 +59,11 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
     const config = join(dir.path, 'agent.yaml');
     writeFileSync(
       config,
-      ['capture:', `  include: ["service:${service}", "comm:kr-inc-${tag % 1000}"]`, `  exclude: ["comm:kr-ex-${tag % 1000}"]`].join('\n'),
+      [
+        'capture:',
+        `  include: ["service:${service}", "comm:kr-inc-${tag % 1000}"]`,
+        `  exclude: ["comm:kr-ex-${tag % 1000}"]`,
+      ].join('\n'),
     );
     const store = join(dir.path, 'n.db');
     const late = `kr-late-${tag}`;
@@ -92,7 +96,9 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
     expect(counts(store, 'kr-plain', pids.service)).toEqual([[3, service, null]]);
     expect(counts(store, inc, pids.comm)).toEqual([[3, inc, null]]);
     // only the write that moved it into the excluded cgroup
-    expect(counts(store, inc, pids.commInExcludedCgroup)).toEqual([[String(pids.commInExcludedCgroup).length + 1, inc, null]]);
+    expect(counts(store, inc, pids.commInExcludedCgroup)).toEqual([
+      [String(pids.commInExcludedCgroup).length + 1, inc, null],
+    ]);
     expect(counts(store, 'kr-plain', pids.other)).toEqual([]);
     // the marker and the write in its transaction; the closing marker and what follows are not in one
     expect(counts(store, ex, pids.excludedInTxn)).toEqual([
@@ -102,7 +108,10 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
     expect(counts(store, 'kr-plain', latePid)).toEqual([[3, late, null]]);
 
     const db = new Database(store, { readonly: true });
-    const runRow = db.prepare('SELECT sample_background, filter FROM runs').get() as { sample_background: number; filter: string };
+    const runRow = db.prepare('SELECT sample_background, filter FROM runs').get() as {
+      sample_background: number;
+      filter: string;
+    };
     db.close();
     expect(runRow.sample_background).toBe(1);
     expect(JSON.parse(runRow.filter)).toEqual({
@@ -114,7 +123,10 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
 
   it('samples background writes one in N, records N, counts the rest, and the API marks the range', async () => {
     const oneIn = 10;
-    const dd = named(`kr-dd-${tag % 10000}`, execFileSync('sh', ['-c', 'command -v dd'], { encoding: 'utf8' }).trim());
+    const dd = named(
+      `kr-dd-${tag % 10000}`,
+      execFileSync('sh', ['-c', 'command -v dd'], { encoding: 'utf8' }).trim(),
+    );
     const ddComm = `kr-dd-${tag % 10000}`;
     const shellComm = `kr-ss-${tag % 10000}`;
     const store = join(dir.path, 'n.db');
@@ -123,11 +135,18 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
       ...['--include', `comm:${ddComm}`, '--include', `comm:${shellComm}`],
     ]);
     agents.push(agent);
-    const dd1 = (bs: number, count: number) => `${dd} if=/dev/zero of=/dev/null bs=${bs} count=${count} status=none`;
+    const dd1 = (bs: number, count: number) =>
+      `${dd} if=/dev/zero of=/dev/null bs=${bs} count=${count} status=none`;
     // 20000 in the kernel's sampling, 1000 in a transaction, 2000 after a closing marker (sampled by the agent)
     run(
       shellComm,
-      [dd1(2, 20_000), `printf 'KREPLAY-CTX txn=S${tag}' > /dev/null`, dd1(3, 1000), 'printf KREPLAY-CTX > /dev/null', dd1(5, 2000)].join('; '),
+      [
+        dd1(2, 20_000),
+        `printf 'KREPLAY-CTX txn=S${tag}' > /dev/null`,
+        dd1(3, 1000),
+        'printf KREPLAY-CTX > /dev/null',
+        dd1(5, 2000),
+      ].join('; '),
     );
     expect(await agent.stop()).toBe(0);
 
@@ -139,11 +158,16 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
     expect(writes.filter((w) => w.bytes === 3).map((w) => w.txn)).toEqual(Array(1000).fill(`S${tag}`));
     // scaled back exactly: what was kept plus what was counted out is what was written, the shell's
     // own write outside a transaction (the closing marker) included
-    const shellKept = readStoredEvents(store, 'e.type = 1').filter((e) => e.comm === shellComm && e.txn === null);
+    const shellKept = readStoredEvents(store, 'e.type = 1').filter(
+      (e) => e.comm === shellComm && e.txn === null,
+    );
     expect(kept(2) + kept(5) + shellKept.length + storedCounter(store, 'sys_write_sampled_out')).toBe(22_001);
 
     const db = new Database(store, { readonly: true });
-    const runRow = db.prepare('SELECT started_ns, stopped_ns, sample_background FROM runs').safeIntegers(true).get() as {
+    const runRow = db
+      .prepare('SELECT started_ns, stopped_ns, sample_background FROM runs')
+      .safeIntegers(true)
+      .get() as {
       started_ns: bigint;
       stopped_ns: bigint;
       sample_background: bigint;
@@ -152,18 +176,24 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
     expect(runRow.sample_background).toBe(BigInt(oneIn));
     const server = await startEventsServer(dir.path);
     try {
-      const body = JSON.parse((await get(`${server.url}/api/events?limit=1&int64=string`)).text) as { sampled?: unknown };
+      const body = JSON.parse((await get(`${server.url}/api/events?limit=1&int64=string`)).text) as {
+        sampled?: unknown;
+      };
       expect(body.sampled).toEqual([
         { node: 'n', from_ns: String(runRow.started_ns), to_ns: String(runRow.stopped_ns), one_in: oneIn },
       ]);
-      const byTxn = JSON.parse((await get(`${server.url}/api/events?transaction_id=S${tag}&limit=1`)).text) as {
+      const byTxn = JSON.parse(
+        (await get(`${server.url}/api/events?transaction_id=S${tag}&limit=1`)).text,
+      ) as {
         sampled?: unknown;
       };
       expect(byTxn.sampled).toBeUndefined();
-      const before = JSON.parse((await get(`${server.url}/api/events?to=${runRow.started_ns}`)).text) as { sampled?: unknown };
+      const before = JSON.parse((await get(`${server.url}/api/events?to=${runRow.started_ns}`)).text) as {
+        sampled?: unknown;
+      };
       expect(before.sampled).toBeUndefined();
     } finally {
-      server.close();
+      await server.close();
     }
   });
 });

@@ -51,7 +51,8 @@ async function withCgroup<T>(name: string, fn: (path: string, id: bigint) => Pro
 }
 
 /** The shell enters the cgroup (that write happens before it is in), then writes "hi\n". */
-const enterAndWrite = (group: string, out: string) => `echo $$ > ${join(group, 'cgroup.procs')}; echo hi > ${out}`;
+const enterAndWrite = (group: string, out: string) =>
+  `echo $$ > ${join(group, 'cgroup.procs')}; echo hi > ${out}`;
 
 /** Where cgroup v2 is mounted, mounting it under dir when nothing has. */
 function cgroup2Root(mountDir: string): { root: string; mounted: boolean } {
@@ -136,7 +137,10 @@ describeKernel('capture filters', () => {
       const both = shellNamed('kr-inc-but-ex');
       const other = shellNamed('kr-other');
       const { records, value: pids } = await captureAround(
-        { include: [{ comm: 'kr-inc-comm' }, { comm: 'kr-inc-but-ex' }, { cgroupId }], exclude: [{ comm: 'kr-inc-but-ex' }] },
+        {
+          include: [{ comm: 'kr-inc-comm' }, { comm: 'kr-inc-but-ex' }, { cgroupId }],
+          exclude: [{ comm: 'kr-inc-but-ex' }],
+        },
         async () => ({
           byComm: await runToExit(byComm, ['-c', `echo hi > ${out}`]),
           byCgroup: await runToExit(other, ['-c', enterAndWrite(group, out)]),
@@ -156,14 +160,17 @@ describeKernel('capture filters', () => {
   it('follows the cgroup ids set while it runs', async () => {
     await withCgroup('live', async (group, cgroupId) => {
       const out = join(dir.path, 'out');
-      const { records, value: pids } = await captureAround({ include: [], liveCgroups: true }, async (capture) => {
-        const before = await runToExit('sh', ['-c', enterAndWrite(group, out)]);
-        capture.setCgroupFilter([cgroupId], []);
-        const included = await runToExit('sh', ['-c', enterAndWrite(group, out)]);
-        capture.setCgroupFilter([], [cgroupId]);
-        const after = await runToExit('sh', ['-c', enterAndWrite(group, out)]);
-        return { before, included, after };
-      });
+      const { records, value: pids } = await captureAround(
+        { include: [], liveCgroups: true },
+        async (capture) => {
+          const before = await runToExit('sh', ['-c', enterAndWrite(group, out)]);
+          capture.setCgroupFilter([cgroupId], []);
+          const included = await runToExit('sh', ['-c', enterAndWrite(group, out)]);
+          capture.setCgroupFilter([], [cgroupId]);
+          const after = await runToExit('sh', ['-c', enterAndWrite(group, out)]);
+          return { before, included, after };
+        },
+      );
       expect(countsOf(records, pids.before, 'sh')).toEqual([]);
       expect(countsOf(records, pids.included, 'sh')).toEqual([3]);
       expect(countsOf(records, pids.after, 'sh')).toEqual([]);
@@ -212,7 +219,8 @@ describeKernel('capture filters', () => {
     const shell = shellNamed('kr-sample-sh');
     const dd = join(dir.path, 'kr-sample-dd');
     symlinkSync(execFileSync('sh', ['-c', 'command -v dd'], { encoding: 'utf8' }).trim(), dd);
-    const ddRun = (bs: number, count: number) => `${dd} if=/dev/zero of=/dev/null bs=${bs} count=${count} status=none`;
+    const ddRun = (bs: number, count: number) =>
+      `${dd} if=/dev/zero of=/dev/null bs=${bs} count=${count} status=none`;
     const script = [
       ddRun(2, background),
       `printf 'KREPLAY-CTX txn=S' > /dev/null`,

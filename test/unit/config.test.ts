@@ -30,11 +30,17 @@ describe('agent config', () => {
     ['{"node": "a b"}', /node: letters, digits/],
     ['{"services": "x"}', /services: /],
     ['{not json', /is not valid JSON/],
-    ['{"capture": {"include": ["nginx"]}}', /capture\.include\.0: "nginx" is not a filter: expected service:NAME/],
+    [
+      '{"capture": {"include": ["nginx"]}}',
+      /capture\.include\.0: "nginx" is not a filter: expected service:NAME/,
+    ],
     ['{"capture": {"exclude": ["user:root"]}}', /capture\.exclude\.0: .*unknown filter kind "user"/],
     ['{"capture": {"exclude": ["comm:a-very-long-command"]}}', /at most 15 bytes/],
     ['{"capture": {"exclude": ["cgroup:system.slice"]}}', /starts with \//],
-    ['{"capture": {"sample_background": "2/3"}}', /capture\.sample_background: "2\/3" is not a sampling rate/],
+    [
+      '{"capture": {"sample_background": "2/3"}}',
+      /capture\.sample_background: "2\/3" is not a sampling rate/,
+    ],
     ['{"capture": {"sample_background": 0}}', /expected 1\/N with N from 1/],
     ['{"capture": {"filter": []}}', /capture: Unrecognized key.*filter/],
   ])('names the problem in %s', (text, message) => {
@@ -61,7 +67,9 @@ describe('agent config', () => {
       filter_transactions: true,
       sample_background: 100,
     });
-    expect(parseConfig('capture: { sample_background: 8 }', 'c.yaml', 'yaml').capture.sample_background).toBe(8);
+    expect(parseConfig('capture: { sample_background: 8 }', 'c.yaml', 'yaml').capture.sample_background).toBe(
+      8,
+    );
   });
 
   it('names unreadable files and unknown extensions', () => {
