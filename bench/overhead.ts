@@ -29,6 +29,7 @@ export type OverheadMode =
   | 'kreplay-agent-excluded'
   | 'kreplay'
   | 'kreplay-excluded'
+  | 'kreplay-excluded-filter-txn'
   | 'kreplay-no-attribution'
   | 'kreplay-no-targets'
   | 'bpftrace'
@@ -39,6 +40,7 @@ const MODES: OverheadMode[] = [
   'kreplay-agent-excluded',
   'kreplay',
   'kreplay-excluded',
+  'kreplay-excluded-filter-txn',
   'kreplay-no-targets',
   'kreplay-no-attribution',
   'bpftrace',
@@ -49,6 +51,8 @@ const KREPLAY_MODES: Partial<Record<OverheadMode, CaptureOptions>> = {
   kreplay: {},
   // the loop's writes excluded in the kernel (--exclude comm:): what an excluded write costs
   'kreplay-excluded': { exclude: [{ comm: 'writeloop' }] },
+  // and --filter-transactions: the excluded task is not looked at for markers either
+  'kreplay-excluded-filter-txn': { exclude: [{ comm: 'writeloop' }], filterTransactions: true },
   'kreplay-no-attribution': { attribution: false },
   'kreplay-no-targets': { targets: false },
 };
@@ -474,7 +478,11 @@ export function formatOverheadReport(report: OverheadReport): string {
     // the same round's runs side by side: the machine's load moves every mode between rounds
     const perRound = (mode: OverheadMode) => report.rows.find((r) => r.mode === mode)?.samples ?? [];
     const floors = perRound('empty-tracepoints');
-    for (const mode of ['kreplay-excluded', 'kreplay-agent-excluded'] as const) {
+    for (const mode of [
+      'kreplay-excluded',
+      'kreplay-excluded-filter-txn',
+      'kreplay-agent-excluded',
+    ] as const) {
       if (!ran(mode)) continue;
       const ratios = perRound(mode).map((ns, round) => ns / floors[round]!);
       lines.push(`${mode} / empty floor, per round: ${range(ratios, 3)}`);

@@ -684,9 +684,21 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 }
 
 /*
+ * Whether a context program looks at the current task: every task but this
+ * one, except that with --filter-transactions an excluded task is not looked
+ * at at all (its events would be dropped with their context).
+ */
+static __always_inline bool context_watched(__u64 pid_tgid)
+{
+	if (pid_tgid >> 32 == self_tgid)
+		return false;
+	return !filter_transactions || current_wanted(pid_tgid >> 32);
+}
+
+/*
  * The filter verdict comes first, so that an excluded write costs its
- * lookups, one look at its first bytes (markers are seen everywhere) and,
- * unless --filter-transactions, whether its thread has a context.
+ * lookups and, unless --filter-transactions, one look at its first bytes
+ * (markers are seen everywhere) and whether its thread has a context.
  */
 static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __u32 syscall, bool vectored)
 {
@@ -699,10 +711,9 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	__u32 tid = (__u32)pid_tgid;
 
 	if (!wanted) {
-		if (pid_tgid >> 32 == self_tgid || !attribution_enabled)
+		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 			return 0;
-		if (!filter_transactions)
-			t = bpf_map_lookup_elem(&threads, &tid);
+		t = bpf_map_lookup_elem(&threads, &tid);
 	} else {
 		t = thread_entry(tid);
 		if (!t)
@@ -710,14 +721,11 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	}
 	if (vectored)
 		data = first_iov(data, count, &data_len, &count);
-	if (wanted || !filter_transactions)
-		t = context_source(t, pid_tgid, data, data_len);
-	else
-		context_source(NULL, pid_tgid, data, data_len);
+	t = context_source(t, pid_tgid, data, data_len);
 	if (!t)
 		return 0;
 	if (!wanted) {
-		if (filter_transactions || !t->context_id)
+		if (!t->context_id)
 			return 0;
 		syscall |= KR_EVENT_CONTEXT_ONLY;
 	} else if (sample_background > 1) {
@@ -797,7 +805,7 @@ int sys_enter_sendto(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-	if (pid_tgid >> 32 != self_tgid)
+	if (context_watched(pid_tgid))
 		context_source(NULL, pid_tgid, (const void *)ctx->args[1], ctx->args[2]);
 	return 0;
 }
@@ -811,7 +819,7 @@ int sys_enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
 	const void *data;
 	__u64 len = 0, total;
 
-	if (pid_tgid >> 32 == self_tgid || bpf_probe_read_user(&m, sizeof(m), msg))
+	if (!context_watched(pid_tgid) || bpf_probe_read_user(&m, sizeof(m), msg))
 		return 0;
 	data = first_iov(m.msg_iov, m.msg_iovlen, &len, &total);
 	context_source(NULL, pid_tgid, data, len);
@@ -840,7 +848,7 @@ static __always_inline int recv_exit(struct trace_event_raw_sys_exit *ctx, __u32
 	if (!file || (file->f_inode->i_mode & KR_S_IFMT) != KR_S_IFSOCK)
 		return 0;
 	pid_tgid = bpf_get_current_pid_tgid();
-	if (pid_tgid >> 32 == self_tgid)
+	if (!context_watched(pid_tgid))
 		return 0;
 	buf = (const void *)PT_REGS_PARM2_SYSCALL(regs);
 	len = PT_REGS_PARM3_SYSCALL(regs);
