@@ -7,6 +7,7 @@ import type { Logger } from '../core/log/logger';
 import { checkHost, requireToken } from './auth/auth-middleware';
 import type { TokenStore } from './auth/token-store';
 import { eventsRouter } from './events/events-router';
+import { healthRouter } from './health/health-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
@@ -42,9 +43,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(checkHost(deps.allowedHosts ?? []));
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
   }
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
+  app.use(healthRouter(deps.stores));
   app.use('/api/events', eventsRouter(deps.events ?? nodeStoresReader(deps.stores)));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
   app.use(notFoundHandler);

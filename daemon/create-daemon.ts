@@ -3,6 +3,7 @@
  * HTTP app, listening. The CLI, the tests and the benchmarks all start it
  * here, so they run the same wiring.
  */
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { createLogger, type Logger } from '../core/log/logger';
@@ -51,6 +52,17 @@ export interface Daemon {
   close(): Promise<void>;
 }
 
+/** A data dir that is not there is a typo or a missing mount: serving it empty would hide that. */
+function requireDataDir(dataDir: string): void {
+  let isDir: boolean;
+  try {
+    isDir = statSync(dataDir).isDirectory();
+  } catch (err) {
+    throw new KreplayError('E_DATA_DIR', `--data-dir ${dataDir} cannot be used: ${(err as Error).message}`);
+  }
+  if (!isDir) throw new KreplayError('E_DATA_DIR', `--data-dir ${dataDir} is not a directory`);
+}
+
 export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const log = options.log ?? createLogger({ component: 'daemon' });
   const host = options.host ?? '127.0.0.1';
@@ -60,6 +72,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       `refusing to listen on ${host} without --tokens: anyone who reaches it could read every recorded event and drive replays; give --tokens FILE, or listen on 127.0.0.1`,
     );
   }
+  requireDataDir(options.dataDir);
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
   const events =

@@ -19,7 +19,7 @@ import {
 import { EventSource } from './event-source';
 import { isEmptyRange, rangeFor } from './key-range';
 import { Heap } from './source-heap';
-import { StoreDirectory } from './store-directory';
+import { StoreDirectory, type DirectoryHealth } from './store-directory';
 
 const DEFAULT_CHUNK = 1000;
 /** Smallest first read of a source: merging many small reads costs more than a few spare rows. */
@@ -129,6 +129,10 @@ export class NodeStores {
 
   nodes(): string[] {
     return [...new Set(this.directory.stores().map((s) => s.info.node))].sort();
+  }
+
+  health(): DirectoryHealth {
+    return this.directory.health();
   }
 
   close(): void {
