@@ -8,6 +8,7 @@ import { checkHost, requireToken } from './auth/auth-middleware';
 import type { TokenStore } from './auth/token-store';
 import { eventsRouter } from './events/events-router';
 import { healthRouter } from './health/health-router';
+import { openApiRouter } from './openapi/openapi-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
@@ -44,6 +45,7 @@ export function createApp(deps: AppDeps): Express {
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
   }
   app.use(healthRouter(deps.stores));
+  app.use(openApiRouter());
   app.use('/api/events', eventsRouter(deps.events ?? nodeStoresReader(deps.stores)));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
   app.use(notFoundHandler);
