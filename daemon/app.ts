@@ -10,6 +10,7 @@ import { eventsRouter } from './events/events-router';
 import { healthRouter } from './health/health-router';
 import { openApiRouter } from './openapi/openapi-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
+import { requestLog } from './http/request-log';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
@@ -36,6 +37,7 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  app.use(requestLog(deps.log.child('http')));
   if (deps.tokens) {
     // the page and its assets hold no data: a browser loads them without a token, then the page asks for one
     if (deps.webRoot) app.use(webRouter(deps.webRoot));

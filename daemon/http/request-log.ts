@@ -1,0 +1,43 @@
+/**
+ * One log line per request once it is answered (or its stream ends):
+ * method, route template, path, status, duration and request id. The id is
+ * the client's `x-request-id` when it sends a sane one (a proxy's), else a
+ * new UUID, and is echoed in the response so both sides can quote it.
+ */
+import { randomUUID } from 'node:crypto';
+import type { RequestHandler } from 'express';
+import type { Logger } from '../../core/log/logger';
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+export function requestLog(log: Logger): RequestHandler {
+  return (req, res, next) => {
+    const started = process.hrtime.bigint();
+    const offered = req.headers['x-request-id'];
+    const id = typeof offered === 'string' && REQUEST_ID.test(offered) ? offered : randomUUID();
+    res.setHeader('x-request-id', id);
+    const done = () => {
+      res.off('finish', done);
+      res.off('close', done);
+      const fields = {
+        method: req.method,
+        // the template, so that lines group by route; null when no route matched
+        route: req.route
+          ? `${req.baseUrl}${(req.route as { path: string }).path}`.replace(/(.)\/$/, '$1')
+          : null,
+        path: req.originalUrl.split('?')[0],
+        status: res.statusCode,
+        duration_ms: Number(process.hrtime.bigint() - started) / 1e6,
+        request_id: id,
+        client: req.socket.remoteAddress,
+        // a client that went away before the answer was complete
+        ...(res.writableFinished ? {} : { aborted: true }),
+      };
+      if (res.statusCode >= 500) log.warn('request', fields);
+      else log.info('request', fields);
+    };
+    res.on('finish', done);
+    res.on('close', done);
+    next();
+  };
+}
