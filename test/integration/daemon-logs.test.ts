@@ -74,7 +74,7 @@ describe('daemon logs', () => {
 
   it.each([
     ['json', /^\{"level":"info","time":"[^"]+","component":"daemon(\/\w+)*",/],
-    ['text', /^\d{4}-\d\d-\d\dT[\d:.]+Z INFO  \[daemon(\/\w+)*\] /],
+    ['text', /^\d{4}-\d\d-\d\dT[\d:.]+Z INFO {2}\[daemon(\/\w+)*\] /],
   ])('kreplay daemon --log-format %s writes %s lines', async (format, pattern) => {
     writeStore(dir.path, 'n1', [{ ts: T0, txn: 'tx1' }]);
     const child = spawn(
