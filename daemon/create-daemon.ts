@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { createLogger, type Logger } from '../core/log/logger';
 import { createApp } from './app';
+import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
 import { KreplayError } from '../core/errors';
@@ -43,6 +44,8 @@ export interface DaemonOptions {
 
 export interface Daemon {
   url: string;
+  /** for parts assembled around the daemon to add their gauges */
+  metrics: DaemonMetrics;
   stores: NodeStores;
   clock: HighResClock;
   replay: ReplaySessions;
@@ -80,6 +83,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       ? undefined
       : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
   const clock = new HighResClock(log.child('replay'));
+  const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     source: stores,
@@ -89,7 +93,9 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     idleTtlMs: options.idleSessionTtlMs,
     maxSessions: options.maxSessions,
     maxSessionsPerClient: options.maxSessionsPerClient,
+    timing: metrics.timing,
   });
+  metrics.watchSessions(replay);
   const release = async () => {
     await replay.close();
     await clock.close();
@@ -104,12 +110,14 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       tokens,
+      metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
       allowedHosts: [host, ...(options.allowedHosts ?? [])],
     });
     const running = await listen(app, host, options.port ?? 0, options.tls);
     return {
       url: running.url,
+      metrics,
       stores,
       clock,
       replay,

@@ -74,6 +74,13 @@ export const OPERATIONS: Operation[] = [
   },
   {
     method: 'get',
+    path: '/metrics',
+    summary:
+      'Prometheus text format: requests and their latency per route and status, replay sessions per state, SSE watchers, replay release and delivery lateness',
+    responses: { 200: { type: 'text/plain', description: 'Prometheus exposition format 0.0.4' } },
+  },
+  {
+    method: 'get',
     path: '/api/openapi.json',
     summary: 'this document',
     responses: { 200: { type: 'application/json', description: 'OpenAPI 3.1' } },

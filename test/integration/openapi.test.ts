@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { silentLogger } from '../../core/log/logger';
 import { createApp } from '../../daemon/app';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
+import { DaemonMetrics } from '../../daemon/metrics/daemon-metrics';
 import { OPERATIONS } from '../../daemon/openapi/openapi-document';
 import {
   eventPageSchema,
@@ -106,7 +107,13 @@ describe('OpenAPI document', () => {
       log: silentLogger,
       ttlMs: 1000,
     });
-    const app = createApp({ log: silentLogger, stores, replay, webRoot: dir.path });
+    const app = createApp({
+      log: silentLogger,
+      stores,
+      replay,
+      webRoot: dir.path,
+      metrics: new DaemonMetrics(),
+    });
     const documented = OPERATIONS.map((op) => `${op.method} ${op.path}`).sort();
     expect(servedRoutes(app)).toEqual(documented);
     const paths = doc.paths as Record<string, Record<string, unknown>>;
