@@ -7,7 +7,12 @@ import type { Logger } from '../core/log/logger';
 import { checkHost, requireToken } from './auth/auth-middleware';
 import type { TokenStore } from './auth/token-store';
 import { eventsRouter } from './events/events-router';
+import { healthRouter } from './health/health-router';
+import { openApiRouter } from './openapi/openapi-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
+import { requestLog } from './http/request-log';
+import type { DaemonMetrics } from './metrics/daemon-metrics';
+import { metricsRouter } from './metrics/metrics-router';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
@@ -27,6 +32,8 @@ export interface AppDeps {
   tokens?: TokenStore;
   /** host names besides loopback's that the Host header may carry when there are no tokens */
   allowedHosts?: readonly string[];
+  /** served at /metrics when given */
+  metrics?: DaemonMetrics;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -34,6 +41,7 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  app.use(requestLog(deps.log.child('http'), deps.metrics && ((done) => deps.metrics!.request(done))));
   if (deps.tokens) {
     // the page and its assets hold no data: a browser loads them without a token, then the page asks for one
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
@@ -42,9 +50,9 @@ export function createApp(deps: AppDeps): Express {
     app.use(checkHost(deps.allowedHosts ?? []));
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
   }
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
+  app.use(healthRouter(deps.stores));
+  app.use(openApiRouter());
+  if (deps.metrics) app.use(metricsRouter(deps.metrics));
   app.use('/api/events', eventsRouter(deps.events ?? nodeStoresReader(deps.stores)));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
   app.use(notFoundHandler);

@@ -3,10 +3,12 @@
  * HTTP app, listening. The CLI, the tests and the benchmarks all start it
  * here, so they run the same wiring.
  */
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { createLogger, type Logger } from '../core/log/logger';
 import { createApp } from './app';
+import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
 import { KreplayError } from '../core/errors';
@@ -42,6 +44,8 @@ export interface DaemonOptions {
 
 export interface Daemon {
   url: string;
+  /** for parts assembled around the daemon to add their gauges */
+  metrics: DaemonMetrics;
   stores: NodeStores;
   clock: HighResClock;
   replay: ReplaySessions;
@@ -49,6 +53,17 @@ export interface Daemon {
   reloadTokens(): boolean;
   /** Ends the replay streams (they never end by themselves), then closes the server, clock and stores. */
   close(): Promise<void>;
+}
+
+/** A data dir that is not there is a typo or a missing mount: serving it empty would hide that. */
+function requireDataDir(dataDir: string): void {
+  let isDir: boolean;
+  try {
+    isDir = statSync(dataDir).isDirectory();
+  } catch (err) {
+    throw new KreplayError('E_DATA_DIR', `--data-dir ${dataDir} cannot be used: ${(err as Error).message}`);
+  }
+  if (!isDir) throw new KreplayError('E_DATA_DIR', `--data-dir ${dataDir} is not a directory`);
 }
 
 export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
@@ -60,6 +75,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       `refusing to listen on ${host} without --tokens: anyone who reaches it could read every recorded event and drive replays; give --tokens FILE, or listen on 127.0.0.1`,
     );
   }
+  requireDataDir(options.dataDir);
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
   const events =
@@ -67,6 +83,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       ? undefined
       : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
   const clock = new HighResClock(log.child('replay'));
+  const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     source: stores,
@@ -76,7 +93,9 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     idleTtlMs: options.idleSessionTtlMs,
     maxSessions: options.maxSessions,
     maxSessionsPerClient: options.maxSessionsPerClient,
+    timing: metrics.timing,
   });
+  metrics.watchSessions(replay);
   const release = async () => {
     await replay.close();
     await clock.close();
@@ -91,12 +110,14 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       tokens,
+      metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
       allowedHosts: [host, ...(options.allowedHosts ?? [])],
     });
     const running = await listen(app, host, options.port ?? 0, options.tls);
     return {
       url: running.url,
+      metrics,
       stores,
       clock,
       replay,

@@ -1,5 +1,4 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { createLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
 import type { TlsFiles } from '../../daemon/server';
 import {
@@ -8,10 +7,11 @@ import {
   DEFAULT_MAX_SESSIONS_PER_CLIENT,
   DEFAULT_SESSION_TTL_SECONDS,
 } from '../../daemon/replay/sessions/session-service';
+import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { integerOption } from '../options';
 import { untilSignal } from '../signals';
 
-export interface DaemonFlags {
+export interface DaemonFlags extends LogFlags {
   dataDir: string;
   host: string;
   port: number;
@@ -33,7 +33,7 @@ function tlsFiles(flags: DaemonFlags): TlsFiles | undefined {
 }
 
 export async function runDaemon(flags: DaemonFlags): Promise<void> {
-  const log = createLogger({ component: 'daemon' });
+  const log = loggerFromFlags(flags, 'daemon');
   const daemon = await createDaemon({
     dataDir: flags.dataDir,
     host: flags.host,
@@ -66,7 +66,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
 }
 
 export function registerDaemonCommand(program: Command): void {
-  program
+  const command = program
     .command('daemon')
     .description('serve GET /api/events and replay sessions over the node stores in --data-dir')
     .requiredOption('--data-dir <dir>', 'directory holding <node>.db files')
@@ -111,6 +111,6 @@ export function registerDaemonCommand(program: Command): void {
       [] as string[],
     )
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
-    .option('--tls-key <file>', 'the PEM private key of --tls-cert')
-    .action((flags: DaemonFlags) => runDaemon(flags));
+    .option('--tls-key <file>', 'the PEM private key of --tls-cert');
+  addLogOptions(command).action((flags: DaemonFlags) => runDaemon(flags));
 }

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 
 /**
  * Agent and daemon together in the foreground, as `make run` starts them:
@@ -14,6 +15,8 @@ export function registerUpCommand(program: Command): void {
     .option('--port <port>', 'daemon port', '7070')
     .action(async (flags: { dataDir: string; port: string }) => {
       const self = process.argv[1]!;
+      // the daemon refuses a data dir that is not there, and the agent may not have made it yet
+      mkdirSync(flags.dataDir, { recursive: true });
       const children: ChildProcess[] = [
         spawn(process.execPath, [self, 'agent', '--data-dir', flags.dataDir], { stdio: 'inherit' }),
         spawn(process.execPath, [self, 'daemon', '--data-dir', flags.dataDir, '--port', flags.port], {

@@ -31,9 +31,9 @@ export function eventsRouter(stores: EventReader): Router {
     const query = parseQuery(exportQuerySchema, req.query);
     await streamChromeTrace(stores, toFilter(query), res);
   });
-  router.get('/:eventId', async (req, res) => {
+  router.get('/:event_id', async (req, res) => {
     const { int64 } = parseQuery(eventQuerySchema, req.query);
-    res.type('application/json').send(await eventJson(stores, req.params.eventId, int64 === 'string'));
+    res.type('application/json').send(await eventJson(stores, req.params.event_id, int64 === 'string'));
   });
   router.use(pathDecodeError);
   return router;

@@ -20,7 +20,7 @@ import { EventSource } from './event-source';
 import type { SampledRange } from './node-store';
 import { isEmptyRange, rangeFor } from './key-range';
 import { Heap } from './source-heap';
-import { StoreDirectory } from './store-directory';
+import { StoreDirectory, type DirectoryHealth } from './store-directory';
 
 const DEFAULT_CHUNK = 1000;
 /** Smallest first read of a source: merging many small reads costs more than a few spare rows. */
@@ -145,6 +145,10 @@ export class NodeStores {
 
   nodes(): string[] {
     return [...new Set(this.directory.stores().map((s) => s.info.node))].sort();
+  }
+
+  health(): DirectoryHealth {
+    return this.directory.health();
   }
 
   close(): void {

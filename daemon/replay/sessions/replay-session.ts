@@ -31,10 +31,17 @@ export interface SessionSettings {
   owner: string;
 }
 
+/** Told each event's lateness as it is released by the clock and as it reaches the watchers (metrics). */
+export interface TimingObserver {
+  released(lateNs: bigint): void;
+  delivered(lateNs: bigint): void;
+}
+
 export interface SessionContext {
   clock: ReplayClock;
   /** after every state change: persist, (dis)arm expiry */
   changed(session: ReplaySession): void;
+  timing?: TimingObserver;
 }
 
 export class ReplaySession {
@@ -283,6 +290,7 @@ export class ReplaySession {
   private emit(entry: Pending, deadline: bigint, releasedAt: bigint): void {
     const late = releasedAt > deadline ? releasedAt - deadline : 0n;
     this.lateness.add(late);
+    this.context.timing?.released(late);
     this.recentLateness[entry.index % RECENT] = late;
     this.recentIndex[entry.index % RECENT] = entry.index;
     this.broadcast.send(this.frame(entry.index, entry.event, late), deadline);
@@ -314,6 +322,10 @@ export class ReplaySession {
 
   private delivered(deadlines: bigint[]): void {
     const now = this.context.clock.now();
-    for (const deadline of deadlines) this.delivery.add(now > deadline ? now - deadline : 0n);
+    for (const deadline of deadlines) {
+      const late = now > deadline ? now - deadline : 0n;
+      this.delivery.add(late);
+      this.context.timing?.delivered(late);
+    }
   }
 }
