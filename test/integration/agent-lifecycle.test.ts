@@ -36,7 +36,16 @@ describe('agent lifecycle (real kernel)', () => {
   it('leaves a sound store after SIGKILL mid-ingest, and the next run appends and drains on SIGTERM', async () => {
     const data = join(dir, 'kill');
     const store = join(data, 'life.db');
-    const args = ['--data-dir', data, '--node', 'life', '--cgroup-id', String(cgroup.id), '--quiet'];
+    const args = [
+      '--data-dir',
+      data,
+      '--node',
+      'life',
+      '--cgroup-id',
+      String(cgroup.id),
+      '--filter-transactions',
+      '--quiet',
+    ];
     const first = await startAgent(args);
     const storm = stormInCgroup(50_000_000);
     await eventually(() => (countStored(store) > 10_000 ? true : undefined), 30000);
@@ -80,7 +89,16 @@ describe('agent lifecycle (real kernel)', () => {
   it('opens a fresh store when the file is deleted under it, and records the boundary', async () => {
     const data = join(dir, 'rm');
     const store = join(data, 'rm.db');
-    const args = ['--data-dir', data, '--node', 'rm', '--cgroup-id', String(cgroup.id), '--quiet'];
+    const args = [
+      '--data-dir',
+      data,
+      '--node',
+      'rm',
+      '--cgroup-id',
+      String(cgroup.id),
+      '--filter-transactions',
+      '--quiet',
+    ];
     const agent = await startAgent(args);
     const writes = (n: number) =>
       spawnSync('/bin/sh', [

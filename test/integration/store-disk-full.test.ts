@@ -61,8 +61,9 @@ describe('agent on a full disk (real tmpfs, real kernel)', () => {
   it('counts drops as disk_full, stops fast while full, resumes when space returns, file stays sound', async () => {
     const store = join(fs.path, 'full.db');
     // No size cap: the default (10% of this filesystem) would keep the store from filling it.
+    // --filter-transactions: other processes' transaction writes would be kept and counted too.
     const args = [
-      ...['--data-dir', fs.path, '--node', 'full', '--cgroup-id', String(cgroup.id)],
+      ...['--data-dir', fs.path, '--node', 'full', '--cgroup-id', String(cgroup.id), '--filter-transactions'],
       ...['--max-store-bytes', '0'],
     ];
 
