@@ -85,8 +85,10 @@ describeKernel('capture filters', () => {
       const cgroupId = statSync(group, { bigint: true }).ino;
       const out = join(dir.path, 'in-group');
       const script = `echo $$ > ${join(group, 'cgroup.procs')}; echo hi > ${out}`;
-      const { records, value: shPid } = await captureAround({ include: [{ cgroupId }] }, () =>
-        runToExit('sh', ['-c', script]),
+      // filterTransactions: other processes' writes in a transaction would be kept too
+      const { records, value: shPid } = await captureAround(
+        { include: [{ cgroupId }], filterTransactions: true },
+        () => runToExit('sh', ['-c', script]),
       );
       const writes = sysWrites(records);
       expect(writes.filter((w) => w.pid === shPid).map((w) => w.count)).toEqual([3]);
@@ -102,8 +104,10 @@ describeKernel('capture filters', () => {
     const shell = join(dir.path, comm);
     symlinkSync('/bin/sh', shell);
     const out = join(dir.path, 'out');
-    const { records, value: pid } = await captureAround({ include: [{ comm }] }, () =>
-      runToExit(shell, ['-c', `echo hi > ${out}`]),
+    // filterTransactions: other processes' writes in a transaction would be kept too
+    const { records, value: pid } = await captureAround(
+      { include: [{ comm }], filterTransactions: true },
+      () => runToExit(shell, ['-c', `echo hi > ${out}`]),
     );
     const writes = sysWrites(records);
     expect(writes.filter((w) => w.pid === pid).map((w) => w.count)).toEqual([3]);
@@ -253,7 +257,12 @@ describeKernel('capture filters', () => {
   it('drops calls shorter than the minimum duration', async () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const { records } = await captureAround(
-      { excludeSelf: false, include: [{ pid: process.pid }], minDurationNs: 10_000_000_000 },
+      {
+        excludeSelf: false,
+        include: [{ pid: process.pid }],
+        filterTransactions: true,
+        minDurationNs: 10_000_000_000,
+      },
       () => {
         for (let i = 0; i < 10; i++) writeSync(fd, 'quick');
       },
