@@ -6,6 +6,7 @@ import express, { type Express } from 'express';
 import type { Logger } from '../core/log/logger';
 import { checkHost, requireToken } from './auth/auth-middleware';
 import type { TokenStore } from './auth/token-store';
+import type { EventsJson } from './events/events-json';
 import { eventsRouter } from './events/events-router';
 import { healthRouter } from './health/health-router';
 import { openApiRouter } from './openapi/openapi-router';
@@ -22,8 +23,10 @@ import { webRouter } from './web/web-router';
 export interface AppDeps {
   log: Logger;
   stores: NodeStores;
-  /** where GET /api/events reads; default the node stores */
+  /** where GET /api/events reads; default the node stores, here on the main thread */
   events?: EventReader;
+  /** who turns events pages and lookups into JSON; default: built here from `events` */
+  eventsJson?: EventsJson;
   /** replay sessions; the routes exist only when given */
   replay?: ReplaySessions;
   /** the built web page (dist/web); served at / when given */
@@ -53,7 +56,8 @@ export function createApp(deps: AppDeps): Express {
   app.use(healthRouter(deps.stores));
   app.use(openApiRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
-  app.use('/api/events', eventsRouter(deps.events ?? nodeStoresReader(deps.stores)));
+  const events = deps.events ?? nodeStoresReader(deps.stores);
+  app.use('/api/events', eventsRouter(events, deps.eventsJson));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));

@@ -17,6 +17,7 @@ import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
+import { QueryPool } from './store/query-pool/query-pool';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
@@ -32,6 +33,10 @@ export interface DaemonOptions {
   maxSessions?: number;
   maxSessionsPerClient?: number;
   log?: Logger;
+  /** query worker threads (default: the number of cores), queries waiting for one at most, and each query's deadline */
+  queryWorkers?: number;
+  maxQueuedQueries?: number;
+  queryTimeoutMs?: number;
   /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
   store?: string;
   /** the --tokens file; without it the daemon listens on loopback only */
@@ -78,10 +83,21 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   requireDataDir(options.dataDir);
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
-  const events =
+  // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not block
+  const pool =
     options.store === undefined
-      ? undefined
-      : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
+      ? new QueryPool({
+          dataDir: options.dataDir,
+          log: log.child('queries'),
+          workers: options.queryWorkers,
+          maxQueued: options.maxQueuedQueries,
+          timeoutMs: options.queryTimeoutMs,
+          onDamaged: (damage) => stores.markDamaged(damage),
+        })
+      : undefined;
+  const events = pool
+    ? pool.reader
+    : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store!)));
   const clock = new HighResClock(log.child('replay'));
   const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
@@ -96,19 +112,23 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     timing: metrics.timing,
   });
   metrics.watchSessions(replay);
+  if (pool) metrics.watchQueries(() => pool.stats());
   const release = async () => {
     await replay.close();
     await clock.close();
+    await pool?.close();
     stores.close();
   };
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
+    await pool?.ready();
     const app = createApp({
       log,
       stores,
       replay,
       events,
+      eventsJson: pool?.json,
       tokens,
       metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),

@@ -2,13 +2,18 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { createDaemon } from '../../daemon/create-daemon';
 import type { TlsFiles } from '../../daemon/server';
 import {
+  DEFAULT_MAX_QUEUED_QUERIES,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  DEFAULT_QUERY_WORKERS,
+} from '../../daemon/store/query-pool/query-pool';
+import {
   DEFAULT_IDLE_SESSION_TTL_SECONDS,
   DEFAULT_MAX_SESSIONS,
   DEFAULT_MAX_SESSIONS_PER_CLIENT,
   DEFAULT_SESSION_TTL_SECONDS,
 } from '../../daemon/replay/sessions/session-service';
 import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
-import { integerOption } from '../options';
+import { decimalOption, integerOption } from '../options';
 import { untilSignal } from '../signals';
 
 export interface DaemonFlags extends LogFlags {
@@ -19,6 +24,9 @@ export interface DaemonFlags extends LogFlags {
   idleSessionTtl: number;
   maxSessions: number;
   maxSessionsPerClient: number;
+  queryWorkers: number;
+  maxQueuedQueries: number;
+  queryTimeout: number;
   store?: string;
   tokens?: string;
   allowedHost: string[];
@@ -42,6 +50,9 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     idleSessionTtlMs: flags.idleSessionTtl * 1000,
     maxSessions: flags.maxSessions,
     maxSessionsPerClient: flags.maxSessionsPerClient,
+    queryWorkers: flags.queryWorkers,
+    maxQueuedQueries: flags.maxQueuedQueries,
+    queryTimeoutMs: flags.queryTimeout * 1000,
     store: flags.store,
     log,
     tokensFile: flags.tokens,
@@ -109,6 +120,24 @@ export function registerDaemonCommand(program: Command): void {
       'a name clients may reach this daemon by (Host header), besides loopback and --host; repeatable',
       (value: string, previous: string[]) => [...previous, value],
       [] as string[],
+    )
+    .option(
+      '--query-workers <n>',
+      'threads running the queries, each with its own read-only connections',
+      integerOption(1, 64),
+      DEFAULT_QUERY_WORKERS,
+    )
+    .option(
+      '--max-queued-queries <n>',
+      'queries waiting for a free worker at most; past it 503 with Retry-After',
+      integerOption(1, 100_000),
+      DEFAULT_MAX_QUEUED_QUERIES,
+    )
+    .option(
+      '--query-timeout <seconds>',
+      'a query running longer gets 503 and its worker is replaced',
+      decimalOption(0.001, 3600),
+      DEFAULT_QUERY_TIMEOUT_MS / 1000,
     )
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
     .option('--tls-key <file>', 'the PEM private key of --tls-cert');

@@ -4,6 +4,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { TimingObserver } from '../replay/sessions/replay-session';
+import type { PoolStats } from '../store/query-pool/query-pool';
 import type { ReplaySessions } from '../replay/sessions/session-service';
 import { SESSION_STATES } from '../replay/sessions/session-state';
 
@@ -90,7 +91,22 @@ export class DaemonMetrics {
     });
   }
 
-  /** A gauge read at each scrape, for parts assembled elsewhere (a query pool's queue depth, say). */
+  /** The query workers: queue depth, busy workers and their busy time, read at each scrape. */
+  watchQueries(stats: () => PoolStats): void {
+    this.gauge('kreplay_query_queue_depth', 'queries waiting for a free query worker', () => stats().queued);
+    this.gauge('kreplay_query_workers_busy', 'query workers running a query now', () => stats().busy);
+    new Counter({
+      name: 'kreplay_query_worker_busy_seconds_total',
+      help: 'time the query workers have spent running queries, summed over workers',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(stats().busySeconds);
+      },
+    });
+  }
+
+  /** A gauge read at each scrape, for parts assembled elsewhere. */
   gauge(name: string, help: string, read: () => number): void {
     new Gauge({
       name,

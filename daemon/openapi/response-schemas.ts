@@ -101,6 +101,9 @@ export const sessionSchema = z
       lateness_p50_ns: nsOrNull,
       lateness_p99_ns: nsOrNull,
       lateness_max_ns: nsOrNull,
+      behind_ns: z
+        .number()
+        .meta({ description: 'how late the latest release is while the clock cannot keep up, else 0' }),
     }),
   })
   .meta({ id: 'Session' });
