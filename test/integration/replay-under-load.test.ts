@@ -60,12 +60,23 @@ async function replayOnce(url: string): Promise<number[]> {
   stream.close();
   const replays = stream.replays();
   expect(replays).toHaveLength(EVENTS);
-  const first = replays[0]!;
-  const firstOffset = Number(JSON.parse(first.data).replay_offset_ns);
-  return replays.map((r) => {
-    const due = Number(JSON.parse(r.data).replay_offset_ns) - firstOffset;
-    return Math.max(0, Number(r.at - first.at) - due);
-  });
+  // arrival minus schedule, from the event that came earliest against it (taken as on time)
+  const skew = replays.map((r) => Number(r.at) - Number(JSON.parse(r.data).replay_offset_ns));
+  const onTime = Math.min(...skew);
+  return skew.map((s) => s - onTime);
+}
+
+/** How late this process's own timers fire meanwhile (ns, p90): the machine's noise, not the daemon's. */
+async function timerLateness(until: Promise<unknown>): Promise<number> {
+  const late: number[] = [];
+  let done = false;
+  void until.finally(() => (done = true));
+  while (!done) {
+    const asked = process.hrtime.bigint();
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    late.push(Math.max(0, Number(process.hrtime.bigint() - asked) - 2e6));
+  }
+  return quantile(late, 0.9);
 }
 
 describe('replay delivery under query load', () => {
@@ -93,11 +104,14 @@ describe('replay delivery under query load', () => {
       stdio: 'ignore',
     });
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const loaded = await replayOnce(started.url);
-    const floor = Math.max(quantile(quiet, 0.9), 1);
+    const loading = replayOnce(started.url);
+    const noise = await timerLateness(loading);
+    const loaded = await loading;
+    // the quiet run's p90, or this machine's own timer lateness under the same load if larger
+    const floor = Math.max(quantile(quiet, 0.9), noise);
     // reported for the log; asserted only as a ratio
     console.log(
-      `delivery lateness p90 quiet ${(quantile(quiet, 0.9) / 1e6).toFixed(3)} ms, loaded ${(quantile(loaded, 0.9) / 1e6).toFixed(3)} ms`,
+      `delivery lateness p90 quiet ${(quantile(quiet, 0.9) / 1e6).toFixed(3)} ms, loaded ${(quantile(loaded, 0.9) / 1e6).toFixed(3)} ms, timers ${(noise / 1e6).toFixed(3)} ms`,
     );
     expect(quantile(loaded, 0.9)).toBeLessThan(20 * floor);
   }, 120_000);
