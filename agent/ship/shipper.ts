@@ -45,7 +45,7 @@ export class Shipper {
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
   private readonly nowNs: () => bigint;
-  private readonly readNextSeq: Database.Statement<[], { value: string }>;
+  private readonly countFromSeq: Database.Statement<[number], { n: number }>;
   private readonly readCursor: Database.Statement<[string], { next_seq: number; shipped: number }>;
   private readonly writeCursor: Database.Statement<[string, number, number, bigint]>;
   private readonly tsOfSeq: Database.Statement<[number], { ts: bigint }>;
@@ -69,7 +69,9 @@ export class Shipper {
     this.db = new Database(storePath, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
     this.reader = new ShipBatchReader(this.db, readStoreInfo(this.db));
-    this.readNextSeq = this.db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`);
+    this.countFromSeq = this.db.prepare(
+      'SELECT count(*) AS n FROM events INDEXED BY events_by_seq WHERE seq >= ?',
+    );
     this.readCursor = this.db.prepare('SELECT next_seq, shipped FROM ship_cursors WHERE destination = ?');
     this.writeCursor = this.db.prepare(
       `INSERT INTO ship_cursors (destination, next_seq, shipped, updated_ns) VALUES (?, ?, ?, ?)
@@ -113,8 +115,9 @@ export class Shipper {
   }
 
   private measureLag(): void {
-    const committed = Number(this.readNextSeq.get()!.value);
-    this.current.lagEvents = committed - this.cursor;
+    // the events waiting, not the seqs: retention (the store cap) may have removed unshipped
+    // ones, up to the newest, and a cursor past every remaining seq then has nothing to send
+    this.current.lagEvents = this.countFromSeq.get(this.cursor)!.n;
     const oldest = this.current.lagEvents > 0 ? this.tsOfSeq.get(this.cursor) : undefined;
     this.current.lagSeconds = oldest ? Math.max(0, Number(this.nowNs() - oldest.ts) / 1e9) : 0;
   }
