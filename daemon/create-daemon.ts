@@ -16,6 +16,7 @@ import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
+import { loadTransaction } from './replay/loaded-transaction';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
@@ -31,7 +32,10 @@ export interface DaemonOptions {
   maxSessions?: number;
   maxSessionsPerClient?: number;
   log?: Logger;
-  /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
+  /**
+   * serve GET /api/events, export and replay from this fleet store instead of the node files
+   * (clickhouse://HOST:PORT/DB[?cluster=NAME&timeout=SECONDS])
+   */
   store?: string;
   /** the --tokens file; without it the daemon listens on loopback only */
   tokensFile?: string;
@@ -83,6 +87,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     source: stores,
+    load: events && ((id) => loadTransaction(events, id)),
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
@@ -98,6 +103,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
+    await replay.restored;
     const app = createApp({
       log,
       stores,

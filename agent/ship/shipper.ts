@@ -10,7 +10,7 @@
  */
 import Database from 'better-sqlite3';
 import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
-import { migrateClickHouse } from '../../core/clickhouse/schema';
+import { eventsTable, migrateClickHouse } from '../../core/clickhouse/schema';
 import { readStoreInfo } from '../../core/store/schema';
 import { ShipBatchReader } from './ship-batch';
 
@@ -82,7 +82,9 @@ export class Shipper {
         'SELECT ts FROM events INDEXED BY events_by_seq WHERE seq >= ? ORDER BY seq LIMIT 1',
       )
       .safeIntegers(true);
-    const destination = `clickhouse://${clickhouse.name}/${clickhouse.endpoint.database}`;
+    const { database, cluster } = clickhouse.endpoint;
+    // a cluster is another destination than its entry server alone: its cursor starts afresh
+    const destination = `clickhouse://${clickhouse.name}/${database}${cluster ? `?cluster=${cluster}` : ''}`;
     const saved = this.readCursor.get(destination);
     this.cursor = saved?.next_seq ?? 1;
     this.current = {
@@ -154,7 +156,7 @@ export class Shipper {
           continue;
         }
         const batch = this.reader.read(this.cursor, this.batchRows);
-        await this.clickhouse.exec('INSERT INTO events FORMAT JSONEachRow', batch.rows);
+        await this.clickhouse.exec(`INSERT INTO ${eventsTable(this.clickhouse.endpoint)} FORMAT JSONEachRow`, batch.rows);
         this.cursor = batch.nextSeq;
         this.current.shipped += batch.count;
         this.writeCursor.run(this.current.destination, this.cursor, this.current.shipped, this.nowNs());

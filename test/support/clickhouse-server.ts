@@ -4,16 +4,18 @@
  * data in a temporary directory), stopped and removed afterwards.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readdirSync } from 'node:fs';
 import { Shipper } from '../../agent/ship/shipper';
-import { ClickHouseHttp } from '../../core/clickhouse/http-client';
+import { ClickHouseHttp, type ClickHouseEndpoint } from '../../core/clickhouse/http-client';
+import { migrateClickHouse } from '../../core/clickhouse/schema';
 
 const SERVER = '/usr/sbin/clickhouse-server';
-const CONFIG = '/etc/clickhouse-server/config.xml';
+const CONFIG_DIR = '/etc/clickhouse-server';
+const CONFIG = `${CONFIG_DIR}/config.xml`;
 
 export const clickhouseAvailable = existsSync(SERVER) && existsSync(CONFIG);
 
@@ -30,12 +32,32 @@ async function freePort(): Promise<number> {
 
 export class TestClickHouse {
   private child: ChildProcess | null = null;
+  private config = CONFIG;
   private constructor(
     readonly dir: string,
     readonly httpPort: number,
-    private readonly tcpPort: number,
+    readonly tcpPort: number,
     private readonly interserverPort: number,
   ) {}
+
+  /**
+   * Serves with the packaged config plus a config.d naming `cluster`'s shards
+   * (one replica each), as an operator's /etc/clickhouse-server/config.d/ would;
+   * config.d is read beside the config file, so both are copied here.
+   */
+  joinCluster(cluster: string, shards: readonly TestClickHouse[]): void {
+    const dir = join(this.dir, 'config');
+    mkdirSync(join(dir, 'config.d'), { recursive: true });
+    copyFileSync(CONFIG, join(dir, 'config.xml'));
+    copyFileSync(join(CONFIG_DIR, 'users.xml'), join(dir, 'users.xml'));
+    writeFileSync(join(dir, 'config.d', 'kreplay-cluster.xml'), remoteServersXml(cluster, shards));
+    this.config = join(dir, 'config.xml');
+  }
+
+  /** SIGSTOP: the server keeps its sockets but answers nothing (a hung host); SIGCONT resumes it. */
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    this.child?.kill(signal);
+  }
 
   static async create(): Promise<TestClickHouse> {
     const dir = mkdtempSync(join(tmpdir(), 'kreplay-ch-'));
@@ -52,7 +74,7 @@ export class TestClickHouse {
     this.child = spawn(
       SERVER,
       [
-        `--config-file=${CONFIG}`,
+        `--config-file=${this.config}`,
         '--',
         `--path=${d}/data/`,
         `--tmp_path=${d}/tmp/`,
@@ -86,6 +108,7 @@ export class TestClickHouse {
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
+    child.kill('SIGCONT'); // a stopped process dies only once continued
     await exited;
     this.child = null;
   }
@@ -116,6 +139,64 @@ export function useClickHouse(): { server: TestClickHouse } {
   });
   afterAll(async () => {
     await holder.server?.destroy();
+  });
+  return holder;
+}
+
+/** The `remote_servers` entry of a cluster of one-replica shards (README: "A ClickHouse cluster"). */
+export function remoteServersXml(cluster: string, shards: readonly { tcpPort: number }[]): string {
+  const entries = shards
+    .map((s) => `      <shard><replica><host>127.0.0.1</host><port>${s.tcpPort}</port></replica></shard>`)
+    .join('\n');
+  return `<yandex>\n  <remote_servers>\n    <${cluster}>\n${entries}\n    </${cluster}>\n  </remote_servers>\n</yandex>\n`;
+}
+
+/** Two (or more) servers, each a shard of `name`, each migrated with the cluster's tables. */
+export class TestCluster {
+  private constructor(
+    readonly name: string,
+    readonly shards: TestClickHouse[],
+  ) {}
+
+  static async create(name = 'kreplay_fleet', count = 2): Promise<TestCluster> {
+    const shards: TestClickHouse[] = [];
+    for (let i = 0; i < count; i++) shards.push(await TestClickHouse.create());
+    for (const shard of shards) shard.joinCluster(name, shards);
+    await Promise.all(shards.map((s) => s.start()));
+    return new TestCluster(name, shards);
+  }
+
+  /** The endpoint of the cluster entered through `shard` (its HTTP port). */
+  endpoint(database: string, shard = 0, timeoutMs = 10_000): ClickHouseEndpoint {
+    return { host: '127.0.0.1', port: this.shards[shard]!.httpPort, database, cluster: this.name, timeoutMs };
+  }
+
+  url(database: string, shard = 0, timeoutSeconds = 10): string {
+    return `clickhouse://127.0.0.1:${this.shards[shard]!.httpPort}/${database}?cluster=${this.name}&timeout=${timeoutSeconds}`;
+  }
+
+  client(database: string, shard = 0, timeoutMs = 10_000): ClickHouseHttp {
+    return new ClickHouseHttp(this.endpoint(database, shard, timeoutMs));
+  }
+
+  /** Every shard needs its local tables before the Distributed table can take rows. */
+  async migrate(database: string): Promise<void> {
+    for (let i = 0; i < this.shards.length; i++) await migrateClickHouse(this.client(database, i));
+  }
+
+  async destroy(): Promise<void> {
+    await Promise.all(this.shards.map((s) => s.destroy()));
+  }
+}
+
+/** A cluster for a describe block: started before its tests, destroyed after them. */
+export function useClickHouseCluster(): { cluster: TestCluster } {
+  const holder = {} as { cluster: TestCluster };
+  beforeAll(async () => {
+    holder.cluster = await TestCluster.create();
+  }, 60_000);
+  afterAll(async () => {
+    await holder.cluster?.destroy();
   });
   return holder;
 }
