@@ -164,7 +164,7 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
       const db = new Database(path, { readonly: true });
       const reader = new ShipBatchReader(db, readStoreInfo(db));
       t = process.hrtime.bigint();
-      for (let seq = 1; ; ) {
+      for (let seq = 1; ;) {
         const batch = reader.read(seq, 10_000);
         if (batch.count === 0) break;
         seq = batch.nextSeq;
@@ -179,14 +179,20 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
         run + 1,
         Math.round(SHIP_EVENTS / seconds),
         Math.round(SHIP_EVENTS / anchorS),
-        ((used.user + used.system) / 1e6 / seconds * 100).toFixed(0),
+        (((used.user + used.system) / 1e6 / seconds) * 100).toFixed(0),
         (anchorS / seconds).toFixed(2),
       ]);
     }
     printTable(
       `shipping one node file of ${SHIP_EVENTS} events to the cluster (Distributed table, insert_distributed_sync)`,
       rows,
-      ['run', 'shipped rows/s', 'anchor: read+format rows/s', 'agent CPU % (1 core = 100)', 'anchor time / ship time'],
+      [
+        'run',
+        'shipped rows/s',
+        'anchor: read+format rows/s',
+        'agent CPU % (1 core = 100)',
+        'anchor time / ship time',
+      ],
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -213,10 +219,16 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
     for (let n = 0; n < NODES; n++)
       await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
     const clickhouseS = (Date.now() - t) / 1000;
-    console.log(`${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s`);
+    console.log(
+      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s`,
+    );
     const files = await createDaemon({ dataDir: dir, log: silentLogger });
     daemons.push(files);
-    const fleet = await createDaemon({ dataDir: dir, log: silentLogger, store: cluster.url(database, 0, 60) });
+    const fleet = await createDaemon({
+      dataDir: dir,
+      log: silentLogger,
+      store: cluster.url(database, 0, 60),
+    });
     daemons.push(fleet);
 
     let seed = events;
@@ -228,19 +240,30 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       Array.from({ length: LOOKUPS }, (_, k) =>
         k % 2
           ? { kind: 'trace', query: `trace_id=tr-${pick(Math.floor(perNode / TRACE_WINDOW))}` }
-          : { kind: 'transaction', query: `transaction_id=txn-${pick(NODES)}-${pick(Math.floor(perNode / TXN_WINDOW))}` },
+          : {
+              kind: 'transaction',
+              query: `transaction_id=txn-${pick(NODES)}-${pick(Math.floor(perNode / TXN_WINDOW))}`,
+            },
       );
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     // the same dataset: a sample answered byte for byte alike
     for (const key of keys().slice(0, 10)) {
-      const [a, b] = [await get(agent, files.url, `/api/events?${key.query}`), await get(agent, fleet.url, `/api/events?${key.query}`)];
+      const [a, b] = [
+        await get(agent, files.url, `/api/events?${key.query}`),
+        await get(agent, fleet.url, `/api/events?${key.query}`),
+      ];
       if (a.body !== b.body || !a.body.includes('event_id'))
-        throw new Error(`the stores differ for ${key.query}: ${a.body.slice(0, 200)} / ${b.body.slice(0, 200)}`);
+        throw new Error(
+          `the stores differ for ${key.query}: ${a.body.slice(0, 200)} / ${b.body.slice(0, 200)}`,
+        );
     }
     const figures = new Map<string, number[]>();
     const add = (name: string, v: number) => figures.set(name, [...(figures.get(name) ?? []), v]);
     for (let run = 0; run < runs; run++) {
-      const ms = { sqlite: { transaction: [] as number[], trace: [] as number[] }, clickhouse: { transaction: [] as number[], trace: [] as number[] } };
+      const ms = {
+        sqlite: { transaction: [] as number[], trace: [] as number[] },
+        clickhouse: { transaction: [] as number[], trace: [] as number[] },
+      };
       for (const key of keys()) {
         ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${key.query}`)).ms);
         ms.clickhouse[key.kind].push((await get(agent, fleet.url, `/api/events?${key.query}`)).ms);
@@ -262,8 +285,14 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
     ]);
   } finally {
     for (const d of daemons) await d.close();
-    await cluster.client(database, 0).exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null).catch(() => undefined);
-    await cluster.client(database, 1).exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null).catch(() => undefined);
+    await cluster
+      .client(database, 0)
+      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
+      .catch(() => undefined);
+    await cluster
+      .client(database, 1)
+      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
+      .catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -272,7 +301,9 @@ async function main(): Promise<void> {
   const cluster = await TestCluster.create();
   try {
     const [version] = await cluster.client('default').rows<{ v: string }>('SELECT version() AS v');
-    console.log(`ClickHouse ${version!.v}, cluster of ${cluster.shards.length} shards on this machine; ${NODES} nodes; ${RUNS} runs`);
+    console.log(
+      `ClickHouse ${version!.v}, cluster of ${cluster.shards.length} shards on this machine; ${NODES} nodes; ${RUNS} runs`,
+    );
     await shipping(cluster, RUNS);
     const rows: (string | number)[][] = [];
     for (const events of SIZES) rows.push(...(await lookups(cluster, events, RUNS)));

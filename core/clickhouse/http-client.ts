@@ -162,7 +162,9 @@ export class ClickHouseHttp {
 
   /** Asks the server to give up a query we stopped waiting for, so hung ones do not pile up there. */
   private killQuery(queryId: string): void {
-    const params = new URLSearchParams({ query: `KILL QUERY WHERE query_id = ${quoteString(queryId)} ASYNC` });
+    const params = new URLSearchParams({
+      query: `KILL QUERY WHERE query_id = ${quoteString(queryId)} ASYNC`,
+    });
     fetch(`http://${this.name}/?${params}`, {
       method: 'POST',
       headers: this.authHeaders(),

@@ -22,10 +22,16 @@ function shardName(cluster: string, s: Shard): string {
 }
 
 /** `err` (from a query over the cluster) restated to name the shards that failed, when they can be told. */
-export async function explainShardFailure(ch: ClickHouseHttp, err: ClickHouseError): Promise<ClickHouseError> {
+export async function explainShardFailure(
+  ch: ClickHouseHttp,
+  err: ClickHouseError,
+): Promise<ClickHouseError> {
   const cluster = ch.endpoint.cluster;
   if (!cluster) return err;
-  const probe = new ClickHouseHttp(ch.endpoint, Math.min(PROBE_TIMEOUT_MS, ch.endpoint.timeoutMs ?? PROBE_TIMEOUT_MS));
+  const probe = new ClickHouseHttp(
+    ch.endpoint,
+    Math.min(PROBE_TIMEOUT_MS, ch.endpoint.timeoutMs ?? PROBE_TIMEOUT_MS),
+  );
   let shards: Shard[];
   try {
     shards = await probe.rows<Shard>(

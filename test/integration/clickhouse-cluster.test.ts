@@ -66,7 +66,10 @@ describeCh('a ClickHouse cluster of two shards', () => {
     // several agents at once, entering the cluster through either server
     const shippers = NODES.map(
       (node, n) =>
-        new Shipper(join(dir.path, `${node}.db`), cluster.client(DB, n % 2), { maxDelayMs: 0, batchRows: 1000 }),
+        new Shipper(join(dir.path, `${node}.db`), cluster.client(DB, n % 2), {
+          maxDelayMs: 0,
+          batchRows: 1000,
+        }),
     );
     shippers.forEach((s) => s.start());
     await until('all shipped', () => shippers.every((s) => s.status().shipped === PER_NODE));
@@ -84,9 +87,11 @@ describeCh('a ClickHouse cluster of two shards', () => {
   it('spreads nodes over both shards, each node whole on one, each event once', async () => {
     const perShard = await Promise.all(
       fleet.cluster.shards.map((_, i) =>
-        fleet.cluster.client(DB, i).rows<{ node: string; n: string }>(
-          'SELECT node, count() AS n FROM events FINAL GROUP BY node ORDER BY node',
-        ),
+        fleet.cluster
+          .client(DB, i)
+          .rows<{ node: string; n: string }>(
+            'SELECT node, count() AS n FROM events FINAL GROUP BY node ORDER BY node',
+          ),
       ),
     );
     for (const rows of perShard) expect(rows.length).toBeGreaterThan(0);
@@ -133,7 +138,9 @@ describeCh('a ClickHouse cluster of two shards', () => {
       expect(reply.contentType).toMatch(/^application\/problem\+json/);
       const problem = JSON.parse(reply.text) as { type: string; detail: string };
       expect(problem.type).toMatch(/store-unavailable$/);
-      expect(problem.detail).toContain(`shard 2 of cluster ${fleet.cluster.name} (127.0.0.1:${shard.tcpPort})`);
+      expect(problem.detail).toContain(
+        `shard 2 of cluster ${fleet.cluster.name} (127.0.0.1:${shard.tcpPort})`,
+      );
       // the URL's timeout is 2 s: a query, then a probe of each shard, each bounded
       expect(tookMs).toBeLessThan(15_000);
       // replay too: a session cannot be created, with the same answer

@@ -168,7 +168,9 @@ describeCh('shipping to ClickHouse', () => {
         writer.prune(1_000_000);
       }
       const seqs = writer.db
-        .prepare("SELECT max(seq) AS top, (SELECT value FROM meta WHERE key = 'next_seq') AS next FROM events")
+        .prepare(
+          "SELECT max(seq) AS top, (SELECT value FROM meta WHERE key = 'next_seq') AS next FROM events",
+        )
         .get() as { top: number | null; next: string };
       const cursor = firstUnshippedSeq(writer.db)!;
       // the bug's shape: the cursor lies past every remaining seq, yet seqs were committed after it

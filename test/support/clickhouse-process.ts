@@ -126,8 +126,7 @@ export async function shipDataDir(dataDir: string, ch: ClickHouseHttp): Promise<
     const shipper = new Shipper(join(dataDir, name), ch, { maxDelayMs: 0 });
     shipper.start();
     // the lag is read from the node file: 0 once ClickHouse acknowledged the last event (or none was new)
-    while (shipper.status().lagEvents > 0)
-      await new Promise((r) => setTimeout(r, 20));
+    while (shipper.status().lagEvents > 0) await new Promise((r) => setTimeout(r, 20));
     await shipper.stop();
   }
 }
