@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { createLogger, type Logger } from '../core/log/logger';
 import { createApp } from './app';
+import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
 import { KreplayError } from '../core/errors';
@@ -17,6 +18,7 @@ import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
 import { loadTransaction } from './replay/loaded-transaction';
+import { QueryPool } from './store/query-pool/query-pool';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
@@ -32,6 +34,10 @@ export interface DaemonOptions {
   maxSessions?: number;
   maxSessionsPerClient?: number;
   log?: Logger;
+  /** query worker threads (default: the number of cores), queries waiting for one at most, and each query's deadline */
+  queryWorkers?: number;
+  maxQueuedQueries?: number;
+  queryTimeoutMs?: number;
   /**
    * serve GET /api/events, export and replay from this fleet store instead of the node files
    * (clickhouse://HOST:PORT/DB[?cluster=NAME&timeout=SECONDS])
@@ -47,6 +53,8 @@ export interface DaemonOptions {
 
 export interface Daemon {
   url: string;
+  /** for parts assembled around the daemon to add their gauges */
+  metrics: DaemonMetrics;
   stores: NodeStores;
   clock: HighResClock;
   replay: ReplaySessions;
@@ -79,43 +87,64 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   requireDataDir(options.dataDir);
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
-  const events =
+  // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not block
+  const pool =
     options.store === undefined
-      ? undefined
-      : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
+      ? new QueryPool({
+          dataDir: options.dataDir,
+          log: log.child('queries'),
+          workers: options.queryWorkers,
+          maxQueued: options.maxQueuedQueries,
+          timeoutMs: options.queryTimeoutMs,
+          onDamaged: (damage) => stores.markDamaged(damage),
+        })
+      : undefined;
+  const events = pool
+    ? pool.reader
+    : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store!)));
   const clock = new HighResClock(log.child('replay'));
+  const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     source: stores,
-    load: events && ((id) => loadTransaction(events, id)),
+    // replay reads node files synchronously; the fleet store's transaction is loaded for its session
+    load: pool ? undefined : (id) => loadTransaction(events, id),
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
     idleTtlMs: options.idleSessionTtlMs,
     maxSessions: options.maxSessions,
     maxSessionsPerClient: options.maxSessionsPerClient,
+    timing: metrics.timing,
   });
+  metrics.watchSessions(replay);
+  if (pool) metrics.watchQueries(() => pool.stats());
   const release = async () => {
     await replay.close();
     await clock.close();
+    await pool?.close();
     stores.close();
   };
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
     await replay.restored;
+    await pool?.ready();
     const app = createApp({
       log,
       stores,
       replay,
       events,
+      eventsJson: pool?.json,
       tokens,
+      metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
       allowedHosts: [host, ...(options.allowedHosts ?? [])],
     });
     const running = await listen(app, host, options.port ?? 0, options.tls);
     return {
       url: running.url,
+      metrics,
       stores,
       clock,
       replay,

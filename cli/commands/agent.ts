@@ -7,7 +7,7 @@ import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-c
 import { Agent } from '../../agent/agent';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { loadConfig } from '../../agent/config/load-config';
-import { createLogger } from '../../core/log/logger';
+import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { untilSignal } from '../signals';
 import {
   DEFAULT_MAX_STORE_SHARE,
@@ -17,7 +17,7 @@ import {
 } from '../../agent/store/retention';
 import { collectIntegers, durationOption, integerOption, sizeOption } from '../options';
 
-interface AgentFlags {
+interface AgentFlags extends LogFlags {
   dataDir: string;
   node?: string;
   config?: string;
@@ -66,7 +66,7 @@ function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
 const MIB = 1024 * 1024;
 
 export async function runAgentCommand(flags: AgentFlags): Promise<void> {
-  const log = createLogger({ component: 'agent' });
+  const log = loggerFromFlags(flags, 'agent');
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
   if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be ${NODE_NAME_RULE}`);
@@ -119,7 +119,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
 }
 
 export function registerAgentCommand(program: Command): void {
-  program
+  const command = program
     .command('agent')
     .description('trace write-family syscalls and block I/O into <data-dir>/<node>.db (needs root)')
     .requiredOption('--data-dir <dir>', 'directory for the node store')
@@ -175,6 +175,6 @@ export function registerAgentCommand(program: Command): void {
     .option(
       '--ship-password-file <file>',
       'file holding the ClickHouse password (or set KREPLAY_SHIP_PASSWORD)',
-    )
-    .action((flags: AgentFlags) => runAgentCommand(flags));
+    );
+  addLogOptions(command).action((flags: AgentFlags) => runAgentCommand(flags));
 }

@@ -1,17 +1,22 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { createLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
 import type { TlsFiles } from '../../daemon/server';
+import {
+  DEFAULT_MAX_QUEUED_QUERIES,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  DEFAULT_QUERY_WORKERS,
+} from '../../daemon/store/query-pool/query-pool';
 import {
   DEFAULT_IDLE_SESSION_TTL_SECONDS,
   DEFAULT_MAX_SESSIONS,
   DEFAULT_MAX_SESSIONS_PER_CLIENT,
   DEFAULT_SESSION_TTL_SECONDS,
 } from '../../daemon/replay/sessions/session-service';
-import { integerOption } from '../options';
+import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
+import { decimalOption, integerOption } from '../options';
 import { untilSignal } from '../signals';
 
-export interface DaemonFlags {
+export interface DaemonFlags extends LogFlags {
   dataDir: string;
   host: string;
   port: number;
@@ -19,6 +24,9 @@ export interface DaemonFlags {
   idleSessionTtl: number;
   maxSessions: number;
   maxSessionsPerClient: number;
+  queryWorkers: number;
+  maxQueuedQueries: number;
+  queryTimeout: number;
   store?: string;
   tokens?: string;
   allowedHost: string[];
@@ -33,7 +41,7 @@ function tlsFiles(flags: DaemonFlags): TlsFiles | undefined {
 }
 
 export async function runDaemon(flags: DaemonFlags): Promise<void> {
-  const log = createLogger({ component: 'daemon' });
+  const log = loggerFromFlags(flags, 'daemon');
   const daemon = await createDaemon({
     dataDir: flags.dataDir,
     host: flags.host,
@@ -42,6 +50,9 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     idleSessionTtlMs: flags.idleSessionTtl * 1000,
     maxSessions: flags.maxSessions,
     maxSessionsPerClient: flags.maxSessionsPerClient,
+    queryWorkers: flags.queryWorkers,
+    maxQueuedQueries: flags.maxQueuedQueries,
+    queryTimeoutMs: flags.queryTimeout * 1000,
     store: flags.store,
     log,
     tokensFile: flags.tokens,
@@ -66,7 +77,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
 }
 
 export function registerDaemonCommand(program: Command): void {
-  program
+  const command = program
     .command('daemon')
     .description('serve GET /api/events and replay sessions over the node stores in --data-dir')
     .requiredOption('--data-dir <dir>', 'directory holding <node>.db files')
@@ -110,7 +121,25 @@ export function registerDaemonCommand(program: Command): void {
       (value: string, previous: string[]) => [...previous, value],
       [] as string[],
     )
+    .option(
+      '--query-workers <n>',
+      'threads running the queries, each with its own read-only connections',
+      integerOption(1, 64),
+      DEFAULT_QUERY_WORKERS,
+    )
+    .option(
+      '--max-queued-queries <n>',
+      'queries waiting for a free worker at most; past it 503 with Retry-After',
+      integerOption(1, 100_000),
+      DEFAULT_MAX_QUEUED_QUERIES,
+    )
+    .option(
+      '--query-timeout <seconds>',
+      'a query running longer gets 503 and its worker is replaced',
+      decimalOption(0.001, 3600),
+      DEFAULT_QUERY_TIMEOUT_MS / 1000,
+    )
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
-    .option('--tls-key <file>', 'the PEM private key of --tls-cert')
-    .action((flags: DaemonFlags) => runDaemon(flags));
+    .option('--tls-key <file>', 'the PEM private key of --tls-cert');
+  addLogOptions(command).action((flags: DaemonFlags) => runDaemon(flags));
 }

@@ -8,6 +8,7 @@
 import { parseEventId, rowToEvent, type ApiEvent } from '../../core/model';
 import type { EventRow } from '../../core/store/event-columns';
 import type { Logger } from '../../core/log/logger';
+import type { StoreError } from '../../core/store/schema';
 import {
   positionOf,
   type EventFilter,
@@ -133,6 +134,10 @@ export class NodeStores {
 
   health(): DirectoryHealth {
     return this.directory.health();
+  }
+
+  markDamaged(damage: StoreError): void {
+    this.directory.markDamaged(damage);
   }
 
   close(): void {

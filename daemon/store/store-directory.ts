@@ -7,6 +7,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../../core/log/logger';
+import type { StoreError } from '../../core/store/schema';
 import { NodeStore } from './node-store';
 
 const RESCAN_MS = 1000;
@@ -51,6 +52,11 @@ export class StoreDirectory {
     this.refresh();
     if (this.list.some((store) => store.damage)) this.skipDamaged();
     return this.list;
+  }
+
+  /** A store another reader (a query worker) found damaged: skipped here too. */
+  markDamaged(damage: StoreError): void {
+    for (const { store } of this.open.values()) if (store.path === damage.file) store.damage = damage;
   }
 
   health(): DirectoryHealth {

@@ -156,7 +156,7 @@ describe('daemon access control', () => {
   it('kreplay daemon reloads its tokens on SIGHUP', async () => {
     const child = spawn(
       process.execPath,
-      [BIN, 'daemon', '--data-dir', dir.path, '--port', '0', '--tokens', tokens],
+      [BIN, 'daemon', '--data-dir', dir.path, '--port', '0', '--tokens', tokens, '--log-format', 'text'],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
       },

@@ -10,7 +10,7 @@ import { notFound, ProblemError } from '../../http/problem';
 import type { ReplayClock } from '../clock/replay-clock';
 import type { ReplaySource } from '../replay-source';
 import type { Watcher } from '../stream/broadcast';
-import { ReplaySession, type SessionContext } from './replay-session';
+import { ReplaySession, type SessionContext, type TimingObserver } from './replay-session';
 import { SessionFile } from './session-file';
 import type { RestoredSession } from './session-snapshot';
 import type { CreateSessionBody } from './session-schema';
@@ -49,6 +49,8 @@ export interface ReplaySessionsOptions {
   /** live (ready, playing, paused) sessions at most, in all and per client */
   maxSessions?: number;
   maxSessionsPerClient?: number;
+  /** told every event's release and delivery lateness (the daemon's metrics) */
+  timing?: TimingObserver;
 }
 
 export class ReplaySessions {
@@ -63,7 +65,11 @@ export class ReplaySessions {
   readonly restored: Promise<void>;
 
   constructor(private readonly options: ReplaySessionsOptions) {
-    this.context = { clock: options.clock, changed: (session) => this.changed(session) };
+    this.context = {
+      clock: options.clock,
+      changed: (session) => this.changed(session),
+      timing: options.timing,
+    };
     this.file = new SessionFile(options.dataDir, options.log, () => this.list().map((s) => s.snapshot()));
     const saved = this.file.load();
     const load = options.load;
