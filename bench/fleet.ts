@@ -34,6 +34,7 @@ import { targetKindCode } from '../core/model';
 import { readStoreInfo } from '../core/store/schema';
 import { createDaemon, type Daemon } from '../daemon/create-daemon';
 import { TestCluster } from '../test/support/clickhouse-process';
+import { BATCH, FIRST_TS, SPAN_NS } from './query-dataset';
 import { printTable } from './table';
 
 const env = (name: string, fallback: string) => process.env[name] ?? fallback;
@@ -42,9 +43,6 @@ const RUNS = Number(env('KREPLAY_BENCH_RUNS', '3'));
 const NODES = 20;
 const SHIP_EVENTS = Number(env('KREPLAY_BENCH_SHIP_EVENTS', '300000'));
 const LOOKUPS = 200;
-const FIRST_TS = 1_795_340_000_000_000_000n;
-const SPAN_NS = 3_600_000_000_000n;
-const BATCH = 65536;
 /* 3 of every 10 events carry context: a transaction of 12 events per 40, a trace of 30 per node over all 20 nodes */
 const TXN_WINDOW = 40;
 const TRACE_WINDOW = 100;
@@ -305,13 +303,13 @@ async function main(): Promise<void> {
       `ClickHouse ${version!.v}, cluster of ${cluster.shards.length} shards on this machine; ${NODES} nodes; ${RUNS} runs`,
     );
     await shipping(cluster, RUNS);
-    const rows: (string | number)[][] = [];
-    for (const events of SIZES) rows.push(...(await lookups(cluster, events, RUNS)));
-    printTable(
-      `lookups over HTTP, ${LOOKUPS / 2} keys of each kind per run, ms (range of the runs' p50 and p99)`,
-      rows,
-      ['events', 'lookup', 'SQLite p50', 'SQLite p99', 'ClickHouse p50', 'ClickHouse p99'],
-    );
+    // a table per size as soon as it is measured: a later size that fails leaves the earlier ones
+    for (const events of SIZES)
+      printTable(
+        `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per run, ms (range of the runs' p50 and p99)`,
+        await lookups(cluster, events, RUNS),
+        ['events', 'lookup', 'SQLite p50', 'SQLite p99', 'ClickHouse p50', 'ClickHouse p99'],
+      );
   } finally {
     await cluster.destroy();
   }

@@ -90,6 +90,15 @@ export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
 
 export const DEFAULT_CLICKHOUSE_TIMEOUT_MS = 30_000;
 
+/** What a request on a connection the server already closed fails with. */
+const STALE_SOCKET = ['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'];
+
+/** The system error code under fetch's "fetch failed", if any. */
+function causeCode(err: unknown): string {
+  const cause = (err as { cause?: { code?: unknown } }).cause;
+  return typeof cause?.code === 'string' ? cause.code : '';
+}
+
 export class ClickHouseHttp {
   private readonly timeoutMs: number;
 
@@ -133,22 +142,30 @@ export class ClickHouseHttp {
       headers['Content-Encoding'] = 'gzip';
       body = gzipSync(rows, { level: 1 });
     }
-    let response: Response;
-    try {
-      response = await fetch(`http://${this.name}/?${params}`, {
+    const post = () =>
+      fetch(`http://${this.name}/?${params}`, {
         method: 'POST',
         headers,
         body,
         signal: AbortSignal.timeout(this.timeoutMs),
       });
+    let response: Response;
+    try {
+      try {
+        response = await post();
+      } catch (err) {
+        // a kept-alive connection the server closed meanwhile (its keep_alive_timeout is 3 s);
+        // sending again is safe: DDL is IF NOT EXISTS and a re-sent batch collapses (schema.ts)
+        if (!STALE_SOCKET.includes(causeCode(err))) throw err;
+        response = await post();
+      }
     } catch (err) {
       if ((err as Error).name === 'TimeoutError') this.killQuery(queryId);
+      const code = causeCode(err);
       throw new ClickHouseError(
         'E_CLICKHOUSE_DOWN',
-        `ClickHouse at ${this.name} unreachable: ${(err as Error).message}`,
-        {
-          cause: err,
-        },
+        `ClickHouse at ${this.name} unreachable: ${(err as Error).message}${code ? ` (${code})` : ''}`,
+        { cause: err },
       );
     }
     const text = await response.text();

@@ -17,6 +17,7 @@ import { silentLogger } from '../../core/log/logger';
 import { clickhouseAvailable, useClickHouseCluster } from '../support/clickhouse-server';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { fetchAllPages, get } from '../support/events-http';
+import { api, StreamClient } from '../support/replay-http';
 
 const describeCh = clickhouseAvailable ? describe : describe.skip;
 if (!clickhouseAvailable)
@@ -124,6 +125,49 @@ describeCh('a ClickHouse cluster of two shards', () => {
     await again.stop();
     const events = await fetchAllPages(viaCluster.url, `node=${NODES[0]}&limit=1000`);
     expect(events).toHaveLength(PER_NODE);
+  });
+
+  it('replays a transaction spanning both shards as from the node files, and keeps the session across a restart', async () => {
+    const played: string[][] = [];
+    const sessions: { id: string; events_total: number; duration_ns: number }[] = [];
+    for (const daemon of [viaCluster, viaFiles]) {
+      const created = await api(daemon.url, 'POST', '', { transaction_id: 'tx-span', speed_factor: 8 });
+      expect(created.status).toBe(201);
+      const session = created.body as { id: string; events_total: number; duration_ns: number };
+      sessions.push(session);
+      const stream = await StreamClient.open(daemon.url, session.id);
+      await api(daemon.url, 'POST', `/${session.id}/play`);
+      await stream.until((st) => st.states().includes('finished'));
+      stream.close();
+      played.push(stream.replays().map((m) => (JSON.parse(m.data) as { event_id: string }).event_id));
+    }
+    expect(sessions[0]).toMatchObject({
+      events_total: sessions[1]!.events_total,
+      duration_ns: sessions[1]!.duration_ns,
+    });
+    expect(played[0]).toHaveLength(NODES.length * (PER_NODE / 25));
+    expect(played[0]).toEqual(played[1]);
+
+    // restarted, the daemon loads the session's transaction from the cluster again and plays it
+    await viaCluster.close();
+    viaCluster = await createDaemon({
+      dataDir: dir.path,
+      store: fleet.cluster.url(DB, 0, 2),
+      log: silentLogger,
+    });
+    const id = sessions[0]!.id;
+    expect((await api(viaCluster.url, 'GET', `/${id}`)).body).toMatchObject({
+      state: 'finished',
+      events_total: sessions[0]!.events_total,
+    });
+    await api(viaCluster.url, 'POST', `/${id}/seek`, { position_ns: 0 });
+    const again = await StreamClient.open(viaCluster.url, id);
+    await api(viaCluster.url, 'POST', `/${id}/play`);
+    await again.until((st) => st.states().includes('finished'));
+    again.close();
+    expect(again.replays().map((m) => (JSON.parse(m.data) as { event_id: string }).event_id)).toEqual(
+      played[0],
+    );
   });
 
   const shardDown = async (how: 'killed' | 'hung') => {
