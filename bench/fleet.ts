@@ -33,7 +33,7 @@ import { silentLogger } from '../core/log/logger';
 import { targetKindCode } from '../core/model';
 import { readStoreInfo } from '../core/store/schema';
 import { createDaemon, type Daemon } from '../daemon/create-daemon';
-import { TestCluster } from '../test/support/clickhouse-process';
+import { TestCluster } from './clickhouse-servers';
 import { BATCH, FIRST_TS, SPAN_NS } from './query-dataset';
 import { printTable } from './table';
 

@@ -1,7 +1,7 @@
-/** ClickHouse servers and clusters for jest describe blocks (test/support/clickhouse-process.ts starts them). */
-import { TestClickHouse, TestCluster } from './clickhouse-process';
+/** ClickHouse servers and clusters for jest describe blocks (bench/clickhouse-servers.ts starts them). */
+import { TestClickHouse, TestCluster } from '../../bench/clickhouse-servers';
 
-export * from './clickhouse-process';
+export * from '../../bench/clickhouse-servers';
 
 /** One server for a describe block: started before its tests, destroyed after them. */
 export function useClickHouse(): { server: TestClickHouse } {

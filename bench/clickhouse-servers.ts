@@ -2,7 +2,8 @@
  * A ClickHouse server of the test's own: Debian's clickhouse-server with the
  * packaged config, every path and port overridden (free ports on 127.0.0.1,
  * data in a temporary directory), stopped and removed afterwards; and a
- * cluster of such servers. Free of jest, so that the benchmarks start them too.
+ * cluster of such servers. For the tests (test/support/clickhouse-server.ts
+ * wraps them for describe blocks) and the fleet benchmark alike.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,9 +11,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readdirSync } from 'node:fs';
-import { Shipper } from '../../agent/ship/shipper';
-import { ClickHouseHttp, type ClickHouseEndpoint } from '../../core/clickhouse/http-client';
-import { migrateClickHouse } from '../../core/clickhouse/schema';
+import { Shipper } from '../agent/ship/shipper';
+import { ClickHouseHttp, type ClickHouseEndpoint } from '../core/clickhouse/http-client';
+import { migrateClickHouse } from '../core/clickhouse/schema';
 
 const SERVER = '/usr/sbin/clickhouse-server';
 const CONFIG_DIR = '/etc/clickhouse-server';
