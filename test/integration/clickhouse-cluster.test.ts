@@ -199,7 +199,16 @@ describeCh('a ClickHouse cluster of two shards', () => {
       if (how === 'killed') await shard.start();
       else shard.signal('SIGCONT');
     }
-    const back = await fetchAllPages(viaCluster.url, 'transaction_id=tx-span&limit=500');
+    // the entry server may first try a connection it held to the shard before: allow it a few seconds
+    let back: unknown[] = [];
+    const deadline = Date.now() + 15_000;
+    while (back.length === 0) {
+      back = await fetchAllPages(viaCluster.url, 'transaction_id=tx-span&limit=500').catch((err: unknown) => {
+        if (Date.now() > deadline) throw err;
+        return [];
+      });
+      if (back.length === 0) await new Promise((r) => setTimeout(r, 200));
+    }
     expect(back).toHaveLength(NODES.length * (PER_NODE / 25));
   };
 
