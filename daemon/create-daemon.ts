@@ -19,6 +19,7 @@ import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
 import { loadTransaction } from './replay/loaded-transaction';
 import { QueryPool } from './store/query-pool/query-pool';
+import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
@@ -38,6 +39,9 @@ export interface DaemonOptions {
   queryWorkers?: number;
   maxQueuedQueries?: number;
   queryTimeoutMs?: number;
+  /** event streams open at most, in all and per client */
+  maxStreams?: number;
+  maxStreamsPerClient?: number;
   /**
    * serve GET /api/events, export and replay from this fleet store instead of the node files
    * (clickhouse://HOST:PORT/DB[?cluster=NAME&timeout=SECONDS])
@@ -136,6 +140,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       eventsJson: pool?.json,
+      streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
       tokens,
       metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
