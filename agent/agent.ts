@@ -8,6 +8,9 @@ import { release } from 'node:os';
 import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
+import { CgroupPaths } from './attribution/cgroup-paths';
+import { CGROUP_RESCAN_MS, CgroupSelection, type FilterOptions } from './filter/capture-filter';
+import { describeFilter } from './filter/selector';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
@@ -25,6 +28,8 @@ export interface AgentOptions {
   node: string;
   config: AgentConfig;
   capture: CaptureOptions;
+  /** --include/--exclude; none: every task */
+  filter?: FilterOptions;
   /** rows per transaction */
   batchRows: number;
   /** commit what is pending at least this often */
@@ -56,7 +61,9 @@ function nowEpochNs(): bigint {
 export class Agent {
   private readonly decoder: RecordDecoder;
   private readonly contexts: ContextResolver;
+  private readonly services: ServiceResolver;
   private capture: Capture | null = null;
+  private cgroupFilterFailed = false;
   private offsetNs: bigint;
   private readonly clockErrorNs: number;
   private corruptRecords = 0;
@@ -75,11 +82,13 @@ export class Agent {
     this.offsetNs = clock.offsetNs;
     this.clockErrorNs = clock.errorNs;
     this.contexts = new ContextResolver(log.child('context'));
+    this.services = new ServiceResolver(options.config.services);
     this.decoder = new RecordDecoder(
       store,
-      new ServiceResolver(options.config.services),
+      this.services,
       this.contexts,
       () => this.offsetNs,
+      options.capture.sampleBackground,
     );
     this.lastStatus = this.snapshot();
     store.whenContextsForgotten(() => this.decoder.forgetContextIds());
@@ -95,9 +104,15 @@ export class Agent {
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
+    const filter = options.filter ?? { exclude: [], filterTransactions: false };
+    const cgroups = new CgroupSelection(filter, agent.services, new CgroupPaths());
     try {
       // startCapture mounts tracefs when it is missing
-      agent.capture = startCapture(options.capture, (buf) => agent.onBatch(buf), log.child('capture'));
+      agent.capture = startCapture(
+        { ...options.capture, ...cgroups.captureOptions() },
+        (buf) => agent.onBatch(buf),
+        log.child('capture'),
+      );
     } catch (err) {
       await store.close();
       throw err;
@@ -110,7 +125,10 @@ export class Agent {
       attachPoints: agent.capture.attachPoints,
       clockOffsetNs: agent.offsetNs,
       clockErrorNs: agent.clockErrorNs,
+      sampleBackground: options.capture.sampleBackground ?? 1,
+      filter: describeFilter(filter),
     });
+    if (cgroups.live) agent.timers.push(setInterval(() => agent.refreshCgroups(cgroups), CGROUP_RESCAN_MS));
     log.info('capturing', { store: store.path, node: options.node });
     if (options.ship) {
       agent.shipper = new Shipper(store.path, options.ship);
@@ -124,6 +142,19 @@ export class Agent {
     store.whileWaiting(() => agent.maybeReportStatus());
     agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
     return agent;
+  }
+
+  /* Services and cgroup paths name other cgroup ids as cgroups come and go. */
+  private refreshCgroups(cgroups: CgroupSelection): void {
+    try {
+      const ids = cgroups.changed();
+      if (ids) this.capture?.setCgroupFilter(ids.include, ids.exclude);
+      this.cgroupFilterFailed = false;
+    } catch (err) {
+      if (!this.cgroupFilterFailed)
+        this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
+      this.cgroupFilterFailed = true;
+    }
   }
 
   private onBatch(buf: Buffer): void {
@@ -150,6 +181,8 @@ export class Agent {
     const kernel = this.capture?.counters() ?? kernelCounters([]);
     return {
       ...kernel,
+      // one figure: the kernel's sampling and the decoder's, of writes whose context held nothing
+      sysWriteSampledOut: kernel.sysWriteSampledOut + this.decoder.sampledOut,
       malformedMarkers: this.contexts.malformedMarkers,
       incompleteRequestHeads: this.contexts.incompleteRequestHeads,
       untracedRequestHeads: this.contexts.untracedRequestHeads,

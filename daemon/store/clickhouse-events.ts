@@ -15,6 +15,7 @@ import { eventsTable, lookupTable, type LookupKey } from '../../core/clickhouse/
 import { explainShardFailure } from './clickhouse-shards';
 import { parseEventId, type ApiEvent } from '../../core/model';
 import type { EventReader } from './event-reader';
+import type { SampledRange } from './node-store';
 import {
   positionOf,
   type EventFilter,
@@ -159,6 +160,11 @@ export class ClickHouseEvents implements EventReader {
   /** The fleet store keeps what nodes ship; node-side retention never removes from it. */
   retainedFrom(): Promise<bigint | null> {
     return Promise.resolve(null);
+  }
+
+  /** The fleet store does not receive the nodes' runs: sampled ranges are told by the node files only. */
+  sampledRanges(): Promise<SampledRange[]> {
+    return Promise.resolve([]);
   }
 
   async nodes(): Promise<string[]> {

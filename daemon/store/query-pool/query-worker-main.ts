@@ -35,6 +35,7 @@ const OPS: Record<string, (...args: never[]) => Promise<unknown>> = {
   get: (eventId: string) => reader.get(eventId),
   nodes: () => reader.nodes(),
   retainedFrom: (filter: EventFilter) => reader.retainedFrom(filter),
+  sampledRanges: (filter: EventFilter) => reader.sampledRanges(filter),
   markDamaged: async (code: StoreErrorCode, message: string, file: string) =>
     stores.markDamaged(new StoreError(code, message, file)),
 };
