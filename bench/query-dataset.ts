@@ -26,9 +26,10 @@ export interface Dataset extends DatasetParams {
 
 // 2: writes carry file targets, four files per service
 const FORMAT = 2;
-const BATCH = 65536;
-const FIRST_TS = 1_795_340_000_000_000_000n;
-const SPAN_NS = 3_600_000_000_000n;
+/* also the fleet bench's: one hour of events from the same instant, written in batches of this size */
+export const BATCH = 65536;
+export const FIRST_TS = 1_795_340_000_000_000_000n;
+export const SPAN_NS = 3_600_000_000_000n;
 const CONCURRENT_TRANSACTIONS = 8;
 const CONTEXT_SHARE = 0.3;
 const BLOCK_SHARE = 0.12;

@@ -2,7 +2,7 @@
  * Every benchmark, one after another, each in a process of its own (so one
  * bench's heap and threads do not disturb the next), each printing its table.
  *
- *   node dist/bench/run.js [overhead|ingest|retention|query|replay|daemon-load|exec|timeline ...]
+ *   node dist/bench/run.js [overhead|ingest|retention|query|replay|daemon-load|exec|timeline|fleet ...]
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ const BENCHES = [
   'daemon-load',
   'exec',
   'timeline',
+  'fleet',
 ] as const;
 
 function selected(args: string[]): string[] {

@@ -17,6 +17,7 @@ import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
+import { loadTransaction } from './replay/loaded-transaction';
 import { QueryPool } from './store/query-pool/query-pool';
 import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
@@ -41,7 +42,10 @@ export interface DaemonOptions {
   /** event streams open at most, in all and per client */
   maxStreams?: number;
   maxStreamsPerClient?: number;
-  /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
+  /**
+   * serve GET /api/events, export and replay from this fleet store instead of the node files
+   * (clickhouse://HOST:PORT/DB[?cluster=NAME&timeout=SECONDS])
+   */
   store?: string;
   /** the --tokens file; without it the daemon listens on loopback only */
   tokensFile?: string;
@@ -107,6 +111,8 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     source: stores,
+    // replay reads node files synchronously; the fleet store's transaction is loaded for its session
+    load: pool ? undefined : (id) => loadTransaction(events, id),
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
@@ -126,6 +132,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
+    await replay.restored;
     await pool?.ready();
     const app = createApp({
       log,

@@ -10,7 +10,7 @@
  */
 import Database from 'better-sqlite3';
 import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
-import { migrateClickHouse } from '../../core/clickhouse/schema';
+import { eventsTable, migrateClickHouse } from '../../core/clickhouse/schema';
 import { readStoreInfo } from '../../core/store/schema';
 import { ShipBatchReader } from './ship-batch';
 
@@ -45,7 +45,7 @@ export class Shipper {
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
   private readonly nowNs: () => bigint;
-  private readonly readNextSeq: Database.Statement<[], { value: string }>;
+  private readonly countFromSeq: Database.Statement<[number], { n: number }>;
   private readonly readCursor: Database.Statement<[string], { next_seq: number; shipped: number }>;
   private readonly writeCursor: Database.Statement<[string, number, number, bigint]>;
   private readonly tsOfSeq: Database.Statement<[number], { ts: bigint }>;
@@ -69,7 +69,9 @@ export class Shipper {
     this.db = new Database(storePath, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
     this.reader = new ShipBatchReader(this.db, readStoreInfo(this.db));
-    this.readNextSeq = this.db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`);
+    this.countFromSeq = this.db.prepare(
+      'SELECT count(*) AS n FROM events INDEXED BY events_by_seq WHERE seq >= ?',
+    );
     this.readCursor = this.db.prepare('SELECT next_seq, shipped FROM ship_cursors WHERE destination = ?');
     this.writeCursor = this.db.prepare(
       `INSERT INTO ship_cursors (destination, next_seq, shipped, updated_ns) VALUES (?, ?, ?, ?)
@@ -80,7 +82,9 @@ export class Shipper {
         'SELECT ts FROM events INDEXED BY events_by_seq WHERE seq >= ? ORDER BY seq LIMIT 1',
       )
       .safeIntegers(true);
-    const destination = `clickhouse://${clickhouse.name}/${clickhouse.endpoint.database}`;
+    const { database, cluster } = clickhouse.endpoint;
+    // a cluster is another destination than its entry server alone: its cursor starts afresh
+    const destination = `clickhouse://${clickhouse.name}/${database}${cluster ? `?cluster=${cluster}` : ''}`;
     const saved = this.readCursor.get(destination);
     this.cursor = saved?.next_seq ?? 1;
     this.current = {
@@ -113,8 +117,9 @@ export class Shipper {
   }
 
   private measureLag(): void {
-    const committed = Number(this.readNextSeq.get()!.value);
-    this.current.lagEvents = committed - this.cursor;
+    // the events waiting, not the seqs: retention (the store cap) may have removed unshipped
+    // ones, up to the newest, and a cursor past every remaining seq then has nothing to send
+    this.current.lagEvents = this.countFromSeq.get(this.cursor)!.n;
     const oldest = this.current.lagEvents > 0 ? this.tsOfSeq.get(this.cursor) : undefined;
     this.current.lagSeconds = oldest ? Math.max(0, Number(this.nowNs() - oldest.ts) / 1e9) : 0;
   }
@@ -151,7 +156,10 @@ export class Shipper {
           continue;
         }
         const batch = this.reader.read(this.cursor, this.batchRows);
-        await this.clickhouse.exec('INSERT INTO events FORMAT JSONEachRow', batch.rows);
+        await this.clickhouse.exec(
+          `INSERT INTO ${eventsTable(this.clickhouse.endpoint)} FORMAT JSONEachRow`,
+          batch.rows,
+        );
         this.cursor = batch.nextSeq;
         this.current.shipped += batch.count;
         this.writeCursor.run(this.current.destination, this.cursor, this.current.shipped, this.nowNs());

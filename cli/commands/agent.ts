@@ -211,7 +211,10 @@ export function registerAgentCommand(program: Command): void {
       sizeOption,
       { share: DEFAULT_MAX_STORE_SHARE },
     )
-    .option('--ship <url>', 'also ship committed events to ClickHouse at clickhouse://HOST:HTTP_PORT/DB')
+    .option(
+      '--ship <url>',
+      'also ship committed events to ClickHouse at clickhouse://HOST:HTTP_PORT/DB[?cluster=NAME&timeout=SECONDS]',
+    )
     .option('--ship-user <user>', 'ClickHouse user for --ship')
     .option(
       '--ship-password-file <file>',

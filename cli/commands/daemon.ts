@@ -92,7 +92,7 @@ export function registerDaemonCommand(program: Command): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option(
       '--store <url>',
-      'serve GET /api/events from the fleet store at clickhouse://HOST:PORT/DB (replay still reads --data-dir)',
+      'serve events, export and replay from the fleet store at clickhouse://HOST:PORT/DB[?cluster=NAME&timeout=SECONDS]',
     )
     .option('--port <port>', 'TCP port (0 picks one)', integerOption(0, 65535), 7070)
     .option(

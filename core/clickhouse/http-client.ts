@@ -4,8 +4,10 @@
  * current releases alike. 64-bit integers come back quoted
  * (output_format_json_quote_64bit_integers) so nanoseconds stay exact.
  */
+import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { KreplayError } from '../errors';
+import { quoteString } from './quote';
 
 export type ClickHouseErrorCode =
   'E_CLICKHOUSE_URL' | 'E_CLICKHOUSE_DOWN' | 'E_CLICKHOUSE_REFUSED' | 'E_CLICKHOUSE_SCHEMA';
@@ -23,11 +25,21 @@ export interface ClickHouseEndpoint {
   database: string;
   user?: string;
   password?: string;
+  /** a `remote_servers` cluster: events go to and are read from a Distributed table over its shards */
+  cluster?: string;
+  /** how long one request may take before it fails (default 30 s) */
+  timeoutMs?: number;
 }
+
+/** The settings a clickhouse:// URL may carry after `?`. */
+const URL_SETTINGS = ['cluster', 'timeout'];
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** clickhouse://HOST:PORT/DB (the HTTP port); the database name is an identifier. */
+/**
+ * clickhouse://HOST:PORT/DB[?cluster=NAME][&timeout=SECONDS] (the HTTP port);
+ * the database and cluster names are identifiers.
+ */
 export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
   let url: URL;
   try {
@@ -49,14 +61,60 @@ export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
       'E_CLICKHOUSE_URL',
       'put the user in --ship-user and the password in a file or the environment, not in the URL',
     );
-  return { host: url.hostname, port: Number(url.port), database };
+  const endpoint: ClickHouseEndpoint = { host: url.hostname, port: Number(url.port), database };
+  for (const [key, value] of url.searchParams) {
+    if (!URL_SETTINGS.includes(key))
+      throw new ClickHouseError(
+        'E_CLICKHOUSE_URL',
+        `${JSON.stringify(spec)}: unknown setting ${JSON.stringify(key)}; a clickhouse:// URL takes ${URL_SETTINGS.join(' and ')}`,
+      );
+    if (key === 'cluster') {
+      if (!IDENTIFIER.test(value))
+        throw new ClickHouseError(
+          'E_CLICKHOUSE_URL',
+          `${JSON.stringify(spec)}: cluster must be a remote_servers name of letters, digits and _`,
+        );
+      endpoint.cluster = value;
+    } else {
+      const seconds = Number(value);
+      if (!(seconds > 0 && seconds <= 3600))
+        throw new ClickHouseError(
+          'E_CLICKHOUSE_URL',
+          `${JSON.stringify(spec)}: timeout must be a number of seconds above 0, at most 3600`,
+        );
+      endpoint.timeoutMs = Math.round(seconds * 1000);
+    }
+  }
+  return endpoint;
+}
+
+export const DEFAULT_CLICKHOUSE_TIMEOUT_MS = 30_000;
+
+/** What a request on a connection the server already closed fails with. */
+const STALE_SOCKET = ['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'];
+
+/** The system error code under fetch's "fetch failed", if any. */
+function causeCode(err: unknown): string {
+  const cause = (err as { cause?: { code?: unknown } }).cause;
+  return typeof cause?.code === 'string' ? cause.code : '';
 }
 
 export class ClickHouseHttp {
+  private readonly timeoutMs: number;
+
   constructor(
     readonly endpoint: ClickHouseEndpoint,
-    private readonly timeoutMs = 30_000,
-  ) {}
+    timeoutMs?: number,
+  ) {
+    this.timeoutMs = endpoint.timeoutMs ?? timeoutMs ?? DEFAULT_CLICKHOUSE_TIMEOUT_MS;
+  }
+
+  private authHeaders(): Record<string, string> {
+    const headers: Record<string, string> = {};
+    if (this.endpoint.user) headers['X-ClickHouse-User'] = this.endpoint.user;
+    if (this.endpoint.password) headers['X-ClickHouse-Key'] = this.endpoint.password;
+    return headers;
+  }
 
   get name(): string {
     return `${this.endpoint.host}:${this.endpoint.port}`;
@@ -64,11 +122,19 @@ export class ClickHouseHttp {
 
   /** Runs `sql`; `rows` (JSONEachRow lines) go gzip-compressed as the statement's data. */
   async exec(sql: string, rows?: string, database: string | null = this.endpoint.database): Promise<string> {
-    const params = new URLSearchParams({ output_format_json_quote_64bit_integers: '1' });
+    const queryId = randomUUID();
+    const params = new URLSearchParams({ output_format_json_quote_64bit_integers: '1', query_id: queryId });
     if (database) params.set('database', database);
-    const headers: Record<string, string> = {};
-    if (this.endpoint.user) headers['X-ClickHouse-User'] = this.endpoint.user;
-    if (this.endpoint.password) headers['X-ClickHouse-Key'] = this.endpoint.password;
+    if (this.endpoint.cluster) {
+      // an insert is acknowledged once every shard has its rows, not when the entry server queued them;
+      // a shard that stopped answering (SIGSTOP, a dead host) fails the query instead of holding it for minutes
+      const seconds = String(Math.max(1, Math.floor(this.timeoutMs / 1000)));
+      params.set('insert_distributed_sync', '1');
+      params.set('connect_timeout_with_failover_ms', '1000');
+      params.set('receive_timeout', seconds);
+      params.set('send_timeout', seconds);
+    }
+    const headers = this.authHeaders();
     let body: Buffer;
     if (rows === undefined) body = Buffer.from(sql);
     else {
@@ -76,21 +142,30 @@ export class ClickHouseHttp {
       headers['Content-Encoding'] = 'gzip';
       body = gzipSync(rows, { level: 1 });
     }
-    let response: Response;
-    try {
-      response = await fetch(`http://${this.name}/?${params}`, {
+    const post = () =>
+      fetch(`http://${this.name}/?${params}`, {
         method: 'POST',
         headers,
         body,
         signal: AbortSignal.timeout(this.timeoutMs),
       });
+    let response: Response;
+    try {
+      try {
+        response = await post();
+      } catch (err) {
+        // a kept-alive connection the server closed meanwhile (its keep_alive_timeout is 3 s);
+        // sending again is safe: DDL is IF NOT EXISTS and a re-sent batch collapses (schema.ts)
+        if (!STALE_SOCKET.includes(causeCode(err))) throw err;
+        response = await post();
+      }
     } catch (err) {
+      if ((err as Error).name === 'TimeoutError') this.killQuery(queryId);
+      const code = causeCode(err);
       throw new ClickHouseError(
         'E_CLICKHOUSE_DOWN',
-        `ClickHouse at ${this.name} unreachable: ${(err as Error).message}`,
-        {
-          cause: err,
-        },
+        `ClickHouse at ${this.name} unreachable: ${(err as Error).message}${code ? ` (${code})` : ''}`,
+        { cause: err },
       );
     }
     const text = await response.text();
@@ -100,6 +175,18 @@ export class ClickHouseHttp {
         `ClickHouse at ${this.name} refused (${response.status}): ${text.trim().slice(0, 500)}`,
       );
     return text;
+  }
+
+  /** Asks the server to give up a query we stopped waiting for, so hung ones do not pile up there. */
+  private killQuery(queryId: string): void {
+    const params = new URLSearchParams({
+      query: `KILL QUERY WHERE query_id = ${quoteString(queryId)} ASYNC`,
+    });
+    fetch(`http://${this.name}/?${params}`, {
+      method: 'POST',
+      headers: this.authHeaders(),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    }).catch(() => undefined); // best effort: the server may be what hangs
   }
 
   /** Rows of a SELECT, each a JSON object (64-bit integers as strings). */

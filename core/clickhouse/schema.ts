@@ -11,10 +11,23 @@
  * which is correct before background merges have collapsed a retried batch.
  * A row's partition follows from its timestamp, so its copies always share one.
  *
+ * A cluster (clickhouse://…?cluster=NAME, a `remote_servers` entry): every
+ * server holds the tables above for its shard, and events_on_<NAME>, a
+ * Distributed table over them, takes the inserts and serves the reads. Its
+ * sharding key is the node store (cityHash64(store_id)): a re-sent batch
+ * reaches the shard that holds the first copy, so FINAL still collapses it
+ * (it merges within one shard only); an agent's batch goes whole to one
+ * shard; and an event's lookup rows, written by the materialized views of the
+ * shard that took it, sit beside it, so a lookup subquery runs on each shard
+ * alone. A transaction spanning nodes spans shards; the Distributed table's
+ * ORDER BY merges their answers. That table depends on the deployment's
+ * cluster name, not on the schema version, so it is created (if missing)
+ * outside the versioned migrations.
+ *
  * Migrations are versioned like the node store's (MIGRATIONS[v] takes the
  * database from v to v + 1); the applied versions live in kreplay_migrations.
  */
-import { ClickHouseError, type ClickHouseHttp } from './http-client';
+import { ClickHouseError, type ClickHouseEndpoint, type ClickHouseHttp } from './http-client';
 import { quoteInt } from './quote';
 
 export const CLICKHOUSE_SCHEMA_VERSION = 1;
@@ -63,6 +76,11 @@ function lookupDdl(key: LookupKey): string[] {
   ];
 }
 
+/** Where events are inserted and read: the local table, or the cluster's Distributed table. */
+export function eventsTable(endpoint: ClickHouseEndpoint): string {
+  return endpoint.cluster ? `events_on_${endpoint.cluster}` : 'events';
+}
+
 /** MIGRATIONS[v]: the statements taking a database from version v to v + 1. */
 export const CLICKHOUSE_MIGRATIONS: readonly (readonly string[])[] = [
   [
@@ -89,5 +107,11 @@ export async function migrateClickHouse(ch: ClickHouseHttp): Promise<number> {
     for (const statement of CLICKHOUSE_MIGRATIONS[v]!) await ch.exec(statement);
     await ch.exec(`INSERT INTO kreplay_migrations (version) VALUES (${quoteInt(v + 1)})`);
   }
+  const { cluster, database } = ch.endpoint;
+  if (cluster)
+    await ch.exec(
+      `CREATE TABLE IF NOT EXISTS ${eventsTable(ch.endpoint)} AS events
+       ENGINE = Distributed(${cluster}, ${database}, events, cityHash64(store_id))`,
+    );
   return CLICKHOUSE_SCHEMA_VERSION;
 }

@@ -3,12 +3,16 @@
  * files: the same filters, the same (timestamp_ns, event_id) order and the
  * same keyset positions, so pages and cursors match the SQLite merge. A
  * transaction or trace is first found in its lookup table (one key range),
- * then its rows are read by identity. Every read uses FINAL (see
+ * then its rows are read by identity. Over a cluster the events come from the
+ * Distributed table and the lookup subquery names the shard-local table (with
+ * its database: the shards run it as sent), which holds the lookup rows of
+ * that shard's events (see core/clickhouse/schema.ts). Every read uses FINAL (see
  * core/clickhouse/schema.ts) so a re-sent batch never shows twice.
  */
-import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
+import { ClickHouseError, type ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { quoteInt, quoteString } from '../../core/clickhouse/quote';
-import { lookupTable, type LookupKey } from '../../core/clickhouse/schema';
+import { eventsTable, lookupTable, type LookupKey } from '../../core/clickhouse/schema';
+import { explainShardFailure } from './clickhouse-shards';
 import { parseEventId, type ApiEvent } from '../../core/model';
 import type { EventReader } from './event-reader';
 import type { SampledRange } from './node-store';
@@ -62,18 +66,18 @@ function toEvent(r: Row): ApiEvent {
   } as ApiEvent;
 }
 
-function lookupTerm(key: LookupKey, value: string): string {
-  return `(timestamp_ns, store_id, seq) IN (SELECT timestamp_ns, store_id, seq FROM ${lookupTable(key)} WHERE ${key} = ${quoteString(value)})`;
+function lookupTerm(database: string, key: LookupKey, value: string): string {
+  return `(timestamp_ns, store_id, seq) IN (SELECT timestamp_ns, store_id, seq FROM ${database}.${lookupTable(key)} WHERE ${key} = ${quoteString(value)})`;
 }
 
-function filterTerms(filter: EventFilter): string[] {
+function filterTerms(database: string, filter: EventFilter): string[] {
   const terms: string[] = [];
   if (filter.transactionId !== undefined) {
-    terms.push(lookupTerm('transaction_id', filter.transactionId));
+    terms.push(lookupTerm(database, 'transaction_id', filter.transactionId));
     terms.push(`transaction_id = ${quoteString(filter.transactionId)}`);
   }
   if (filter.traceId !== undefined) {
-    terms.push(lookupTerm('trace_id', filter.traceId));
+    terms.push(lookupTerm(database, 'trace_id', filter.traceId));
     terms.push(`trace_id = ${quoteString(filter.traceId)}`);
   }
   if (filter.service !== undefined) terms.push(`service_name = ${quoteString(filter.service)}`);
@@ -98,10 +102,22 @@ function filterTerms(filter: EventFilter): string[] {
 }
 
 export class ClickHouseEvents implements EventReader {
-  constructor(private readonly ch: ClickHouseHttp) {}
+  private readonly table: string;
+
+  constructor(private readonly ch: ClickHouseHttp) {
+    this.table = eventsTable(ch.endpoint);
+  }
+
+  private async rows<T>(sql: string): Promise<T[]> {
+    try {
+      return await this.ch.rows<T>(sql);
+    } catch (err) {
+      throw err instanceof ClickHouseError ? await explainShardFailure(this.ch, err) : err;
+    }
+  }
 
   async page(filter: EventFilter, opts: PageOptions): Promise<EventPage> {
-    const terms = filterTerms(filter);
+    const terms = filterTerms(this.ch.endpoint.database, filter);
     const dir = opts.order === 'asc' ? 'ASC' : 'DESC';
     if (opts.after) {
       const ts = quoteInt(opts.after.ts);
@@ -110,8 +126,8 @@ export class ClickHouseEvents implements EventReader {
       terms.push(`timestamp_ns ${cmpEq} ${ts} AND (timestamp_ns ${cmp} ${ts} OR event_id ${cmp} ${id})`);
     }
     const where = terms.length ? `WHERE ${terms.join(' AND ')}` : '';
-    const rows = await this.ch.rows<Row>(
-      `SELECT ${COLUMNS} FROM events FINAL ${where} ORDER BY timestamp_ns ${dir}, event_id ${dir} LIMIT ${quoteInt(opts.limit + 1)}`,
+    const rows = await this.rows<Row>(
+      `SELECT ${COLUMNS} FROM ${this.table} FINAL ${where} ORDER BY timestamp_ns ${dir}, event_id ${dir} LIMIT ${quoteInt(opts.limit + 1)}`,
     );
     const events = rows.slice(0, opts.limit).map(toEvent);
     const last = events[events.length - 1];
@@ -119,10 +135,10 @@ export class ClickHouseEvents implements EventReader {
   }
 
   async summarize(filter: EventFilter): Promise<EventSummary> {
-    const terms = filterTerms(filter);
+    const terms = filterTerms(this.ch.endpoint.database, filter);
     const where = terms.length ? `WHERE ${terms.join(' AND ')}` : '';
-    const [row] = await this.ch.rows<{ n: string; first: string; last: string }>(
-      `SELECT count() AS n, min(timestamp_ns) AS first, max(timestamp_ns) AS last FROM events FINAL ${where}`,
+    const [row] = await this.rows<{ n: string; first: string; last: string }>(
+      `SELECT count() AS n, min(timestamp_ns) AS first, max(timestamp_ns) AS last FROM ${this.table} FINAL ${where}`,
     );
     const count = Number(row!.n);
     return {
@@ -135,8 +151,8 @@ export class ClickHouseEvents implements EventReader {
   async get(eventId: string): Promise<ApiEvent | null> {
     const key = parseEventId(eventId);
     if (!key) return null;
-    const rows = await this.ch.rows<Row>(
-      `SELECT ${COLUMNS} FROM events FINAL WHERE timestamp_ns = ${quoteInt(key.ts)} AND store_id = ${quoteString(key.storeId)} AND seq = ${quoteInt(key.seq)}`,
+    const rows = await this.rows<Row>(
+      `SELECT ${COLUMNS} FROM ${this.table} FINAL WHERE timestamp_ns = ${quoteInt(key.ts)} AND store_id = ${quoteString(key.storeId)} AND seq = ${quoteInt(key.seq)}`,
     );
     return rows[0] ? toEvent(rows[0]) : null;
   }
@@ -152,7 +168,7 @@ export class ClickHouseEvents implements EventReader {
   }
 
   async nodes(): Promise<string[]> {
-    const rows = await this.ch.rows<{ node: string }>('SELECT DISTINCT node FROM events ORDER BY node');
+    const rows = await this.rows<{ node: string }>(`SELECT DISTINCT node FROM ${this.table} ORDER BY node`);
     return rows.map((r) => r.node);
   }
 }

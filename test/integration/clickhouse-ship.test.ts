@@ -146,4 +146,49 @@ describeCh('shipping to ClickHouse', () => {
       writer.close();
     }
   });
+
+  it('reports no lag once the store cap removed unshipped events up to the newest', async () => {
+    const ch = clickhouse.server.client('capped');
+    const path = join(dir.path, 'node-c.db');
+    const writer = StoreWriter.open(dir.path, 'node-c', {
+      retention: { retainNs: 0, retainContextNs: 0, maxStore: { bytes: 256 * 1024 } },
+      now: () => BASE + 3_600_000_000_000n,
+    });
+    try {
+      // shipped: transactions (the context tier, pruned last), newest in time
+      writeEvents(writer, events(1_000_000, 500));
+      let shipper = new Shipper(path, ch, { maxDelayMs: 0 });
+      shipper.start();
+      await until('first shipped', () => shipper.status().shipped === 500);
+      await shipper.stop();
+      // not shipped: background events, older in time but later in seq; the cap takes them first
+      const background = events(0, 20_000).map((e) => ({ ...e, txn: null, trace: null }));
+      for (let i = 0; i < background.length; i += 5000) {
+        writeEvents(writer, background.slice(i, i + 5000));
+        writer.prune(1_000_000);
+      }
+      const seqs = writer.db
+        .prepare(
+          "SELECT max(seq) AS top, (SELECT value FROM meta WHERE key = 'next_seq') AS next FROM events",
+        )
+        .get() as { top: number | null; next: string };
+      const cursor = firstUnshippedSeq(writer.db)!;
+      // the bug's shape: the cursor lies past every remaining seq, yet seqs were committed after it
+      expect(seqs.top === null || seqs.top < cursor).toBe(true);
+      expect(Number(seqs.next)).toBeGreaterThan(cursor);
+
+      shipper = new Shipper(path, ch, { maxDelayMs: 0 });
+      shipper.start();
+      expect(shipper.status()).toMatchObject({ lagEvents: 0, lagSeconds: 0 });
+      // what arrives afterwards ships as usual and the lag returns to 0
+      writeEvents(writer, events(2_000_000, 300));
+      await until('new ones shipped', () => shipper.status().shipped === 800);
+      expect(shipper.status()).toMatchObject({ lagEvents: 0, lagSeconds: 0 });
+      await shipper.stop();
+      const [final] = await ch.rows<{ n: string }>('SELECT count() AS n FROM events FINAL');
+      expect(final!.n).toBe('800');
+    } finally {
+      writer.close();
+    }
+  });
 });

@@ -4,12 +4,11 @@ import type { EventFilter } from '../../daemon/store/event-filter';
 import { BAD_EVENT_QUERIES } from '../support/bad-event-queries';
 import { byPosition, matchesFilter } from '../support/event-match';
 import { writeStore, type TestEvent } from '../support/event-store';
-import { clickhouseAvailable, TestClickHouse } from '../support/clickhouse-server';
 import {
   get,
   readEvents,
   startEventsServer,
-  type EventsBackend,
+  useEventsBackends,
   type EventsServer,
 } from '../support/events-http';
 import { useTempDir } from '../support/temp-dir';
@@ -35,20 +34,7 @@ function dataset(node: number): TestEvent[] {
 }
 
 /* The same tests against the node files and against those files shipped to ClickHouse. */
-let clickhouse: TestClickHouse | undefined;
-const BACKENDS: EventsBackend[] = [{ kind: 'sqlite' }];
-if (clickhouseAvailable) BACKENDS.push({ kind: 'clickhouse', server: () => clickhouse! });
-else
-  console.warn('SKIPPED: the ClickHouse backend runs of the events API (clickhouse-server is not installed)');
-
-beforeAll(async () => {
-  if (!clickhouseAvailable) return;
-  clickhouse = await TestClickHouse.create();
-  await clickhouse.start();
-}, 60_000);
-afterAll(async () => {
-  await clickhouse?.destroy();
-});
+const BACKENDS = useEventsBackends();
 
 describe.each(BACKENDS)('GET /api/events from $kind', (backend) => {
   let server: EventsServer;

@@ -7,11 +7,19 @@ import { MAX_EXPORT_EVENTS } from '../../daemon/events/export/export-query';
 import { checkTrace, parseChromeTrace, type Trace } from '../support/chrome-trace';
 import { clickhouseAvailable, useClickHouse } from '../support/clickhouse-server';
 import { writeStore, type TestEvent } from '../support/event-store';
-import { get, readEvents, startEventsServer, type EventsServer } from '../support/events-http';
+import {
+  get,
+  readEvents,
+  startEventsServer,
+  useEventsBackends,
+  type EventsServer,
+} from '../support/events-http';
 import { runKreplay } from '../support/kreplay-cli';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-export-');
+/* from the node files, and from the same files shipped to ClickHouse */
+const BACKENDS = useEventsBackends();
 const BASE = 1795345678123456789n;
 const at = (i: number, offset = 0) => BASE + BigInt(i * 10_000 + offset);
 
@@ -51,12 +59,12 @@ const beta = (txn: string): TestEvent[] =>
     comm: 'db',
   }));
 
-describe('GET /api/events/export', () => {
+describe.each(BACKENDS)('GET /api/events/export from $kind', (backend) => {
   let server: EventsServer;
   beforeEach(async () => {
     writeStore(dir.path, 'alpha', [...alpha('T1'), { ts: at(60), txn: 'T2', pid: 7 }]);
     writeStore(dir.path, 'beta', beta('T1'));
-    server = await startEventsServer(dir.path);
+    server = await startEventsServer(dir.path, backend);
   });
   afterEach(() => server.close());
 

@@ -1,10 +1,12 @@
 import { StoreWriter } from '../../agent/store/store-writer';
 import { byPosition } from '../support/event-match';
 import { writeEvents, writeStore, type TestEvent } from '../support/event-store';
-import { fetchAllPages, get, readEvents, startEventsServer } from '../support/events-http';
+import { fetchAllPages, get, readEvents, startEventsServer, useEventsBackends } from '../support/events-http';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-events-paging-');
+/* from the node files, and from the same files shipped to ClickHouse (shipped again as they grow) */
+const BACKENDS = useEventsBackends();
 const BASE = 1795345678123456789n;
 
 /** `count` events from `first`, 1 µs apart with some ts repeated, each tagged by a unique bytes value. */
@@ -17,7 +19,7 @@ function run(first: number, count: number, tag: number): TestEvent[] {
   }));
 }
 
-describe('paging GET /api/events', () => {
+describe.each(BACKENDS)('paging GET /api/events from $kind', (backend) => {
   it('pages through 10k+ events while writers append, with no gap and no repeat', async () => {
     const writers = [StoreWriter.open(dir.path, 'n1'), StoreWriter.open(dir.path, 'n2')];
     const written = new Set<number>();
@@ -28,13 +30,14 @@ describe('paging GET /api/events', () => {
         events.forEach((e) => written.add(e.bytes!));
       });
     append(0, 6000);
-    const server = await startEventsServer(dir.path);
+    const server = await startEventsServer(dir.path, backend);
     try {
       let next = 6000;
-      const events = await fetchAllPages(server.url, 'limit=1000', (page) => {
+      const events = await fetchAllPages(server.url, 'limit=1000', async (page) => {
         // later timestamps than anything stored, as an agent appends them
         if (page < 10) append(next, 250);
         next += 250;
+        await server.sync();
       });
       expect(written.size).toBe(2 * (6000 + 10 * 250));
       expect(new Set(events.map((e) => e.event_id)).size).toBe(events.length);
@@ -51,7 +54,7 @@ describe('paging GET /api/events', () => {
 
   it('serves a full page of 10,000 events', async () => {
     writeStore(dir.path, 'big', run(0, 10_500, 0));
-    const server = await startEventsServer(dir.path);
+    const server = await startEventsServer(dir.path, backend);
     try {
       const first = await get(`${server.url}/api/events?limit=10000`);
       expect(first.status).toBe(200);
@@ -76,7 +79,7 @@ describe('paging GET /api/events', () => {
         Array.from({ length: 12 }, (_, i) => ({ ts: BASE + BigInt(i % 3), bytes: i, service: `s${i % 2}` })),
       );
     }
-    const server = await startEventsServer(dir.path);
+    const server = await startEventsServer(dir.path, backend);
     try {
       const all = await fetchAllPages(server.url, 'limit=10000');
       expect(all).toHaveLength(36);
@@ -95,10 +98,11 @@ describe('paging GET /api/events', () => {
 
   it('finds a node file that appears while the daemon runs', async () => {
     writeStore(dir.path, 'first', [{ ts: BASE + 5n }]);
-    const server = await startEventsServer(dir.path);
+    const server = await startEventsServer(dir.path, backend);
     try {
       expect((await fetchAllPages(server.url, '')).map((e) => e.node)).toEqual(['first']);
       writeStore(dir.path, 'second', [{ ts: BASE }, { ts: BASE + 9n }]);
+      await server.sync();
       const deadline = Date.now() + 5000;
       let nodes: string[] = [];
       while (Date.now() < deadline && nodes.length < 3) {

@@ -1,9 +1,11 @@
 import { writeStore, type TestEvent } from '../support/event-store';
-import { fetchAllPages } from '../support/events-http';
+import { fetchAllPages, useEventsBackends } from '../support/events-http';
 import { api, startReplayServer, StreamClient, type ReplayServer } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-replay-api-');
+/* replay reads the node files, or (--store clickhouse://…) the same files shipped to ClickHouse */
+const BACKENDS = useEventsBackends();
 const T0 = 1_795_345_678_123_456_789n;
 const NODES = ['alpha', 'beta', 'gamma'];
 
@@ -20,7 +22,7 @@ function transaction(txn: string, n: number, gapNs: (i: number) => bigint): Test
 
 const QUICK_GAPS = [0n, 150_000n, 2_000_000n, 40_000n, 700_000n];
 
-describe('replay sessions over HTTP, real stores and clock', () => {
+describe.each(BACKENDS)('replay sessions over HTTP from $kind, real stores and clock', (backend) => {
   let server: ReplayServer;
 
   beforeEach(async () => {
@@ -31,7 +33,7 @@ describe('replay sessions over HTTP, real stores and clock', () => {
     writeStore(dir.path, 'delta', [
       { ts: T0 + 77n, txn: 'tx-one', bytes: 0, target: ['socket', 'tcp 10.0.0.5:5432'] },
     ]);
-    server = await startReplayServer(dir.path);
+    server = await startReplayServer(dir.path, {}, backend);
   });
   afterEach(() => server.close());
 

@@ -5,15 +5,43 @@ import { createApp } from '../../daemon/app';
 import { listen } from '../../daemon/server';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { ClickHouseEvents } from '../../daemon/store/clickhouse-events';
-import { shipDataDir, type TestClickHouse } from './clickhouse-server';
+import { clickhouseAvailable, shipDataDir, TestClickHouse } from './clickhouse-server';
 
 /** Where the events routes read: the node files, or the same files shipped to a ClickHouse server. */
 export type EventsBackend = { kind: 'sqlite' } | { kind: 'clickhouse'; server: () => TestClickHouse };
 
 let databases = 0;
 
+/** A fresh database name on the test's ClickHouse server. */
+export function freshDatabase(prefix: string): string {
+  return `${prefix}_${process.pid}_${++databases}`;
+}
+
+/**
+ * The backends a test file runs against: the node files, and (when
+ * clickhouse-server is installed) the same files shipped to a ClickHouse
+ * server this file starts once. Call at the top of the file; describe.each the list.
+ */
+export function useEventsBackends(): EventsBackend[] {
+  let clickhouse: TestClickHouse | undefined;
+  const backends: EventsBackend[] = [{ kind: 'sqlite' }];
+  if (clickhouseAvailable) backends.push({ kind: 'clickhouse', server: () => clickhouse! });
+  else console.warn('SKIPPED: the ClickHouse backend runs (clickhouse-server is not installed)');
+  beforeAll(async () => {
+    if (!clickhouseAvailable) return;
+    clickhouse = await TestClickHouse.create();
+    await clickhouse.start();
+  }, 60_000);
+  afterAll(async () => {
+    await clickhouse?.destroy();
+  });
+  return backends;
+}
+
 export interface EventsServer {
   url: string;
+  /** Ships what the node files gained since (ClickHouse); nothing to do for the node files themselves. */
+  sync(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -23,14 +51,17 @@ export async function startEventsServer(
 ): Promise<EventsServer> {
   const stores = new NodeStores(dataDir, silentLogger);
   let events: ClickHouseEvents | undefined;
+  let sync = () => Promise.resolve();
   if (backend.kind === 'clickhouse') {
-    const ch = backend.server().client(`api_${process.pid}_${++databases}`);
-    await shipDataDir(dataDir, ch);
+    const ch = backend.server().client(freshDatabase('api'));
+    sync = () => shipDataDir(dataDir, ch);
+    await sync();
     events = new ClickHouseEvents(ch);
   }
   const running = await listen(createApp({ log: silentLogger, stores, events }), '127.0.0.1', 0);
   return {
     url: running.url,
+    sync,
     close: async () => {
       await running.close();
       stores.close();
@@ -68,7 +99,7 @@ export function exactEvent(event: ApiEvent): ApiEvent {
 export async function fetchAllPages(
   base: string,
   query: string,
-  between: (page: number) => void = () => undefined,
+  between: (page: number) => unknown = () => undefined,
 ): Promise<ApiEvent[]> {
   const events: ApiEvent[] = [];
   let cursor: string | null = null;
@@ -79,6 +110,6 @@ export async function fetchAllPages(
     events.push(...body.events);
     if (!body.next_cursor) return events;
     cursor = body.next_cursor;
-    between(page);
+    await Promise.resolve(between(page));
   }
 }

@@ -3,6 +3,8 @@ import { silentLogger } from '../../core/log/logger';
 import { openEventStream, type EventStream, type SseMessage } from '../../cli/sse-client';
 import { createDaemon, type DaemonOptions } from '../../daemon/create-daemon';
 import type { ReplaySessions } from '../../daemon/replay/sessions/session-service';
+import { shipDataDir } from './clickhouse-server';
+import { freshDatabase, type EventsBackend } from './events-http';
 
 export interface ReplayServer {
   url: string;
@@ -16,8 +18,20 @@ export type SessionLimits = Pick<
   'sessionTtlMs' | 'idleSessionTtlMs' | 'maxSessions' | 'maxSessionsPerClient'
 >;
 
-export async function startReplayServer(dataDir: string, limits: SessionLimits = {}): Promise<ReplayServer> {
-  const daemon = await createDaemon({ dataDir, sessionTtlMs: 600_000, ...limits, log: silentLogger });
+/** A daemon over `dataDir`, reading its events (replay included) from the node files or from them shipped to ClickHouse. */
+export async function startReplayServer(
+  dataDir: string,
+  limits: SessionLimits = {},
+  backend: EventsBackend = { kind: 'sqlite' },
+): Promise<ReplayServer> {
+  let store: string | undefined;
+  if (backend.kind === 'clickhouse') {
+    const server = backend.server();
+    const database = freshDatabase('replay');
+    await shipDataDir(dataDir, server.client(database));
+    store = `clickhouse://127.0.0.1:${server.httpPort}/${database}`;
+  }
+  const daemon = await createDaemon({ dataDir, store, sessionTtlMs: 600_000, ...limits, log: silentLogger });
   return { url: daemon.url, replay: daemon.replay, close: () => daemon.close() };
 }
 

@@ -15,8 +15,8 @@ function sendSession(res: Response, status: number, session: ReplaySession): voi
 export function replaySessionsRouter(sessions: ReplaySessions, limits: StreamLimits): Router {
   const router = Router();
   router.use(express.json({ limit: '16kb' }));
-  router.post('/', (req, res) => {
-    const session = sessions.create(parseBody(createSessionSchema, req), clientName(req, res));
+  router.post('/', async (req, res) => {
+    const session = await sessions.open(parseBody(createSessionSchema, req), clientName(req, res));
     res.location(`${req.baseUrl}/${encodeURIComponent(session.id)}`);
     sendSession(res, 201, session);
   });

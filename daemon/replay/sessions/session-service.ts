@@ -12,6 +12,7 @@ import type { ReplaySource } from '../replay-source';
 import type { Watcher } from '../stream/broadcast';
 import { ReplaySession, type SessionContext, type TimingObserver } from './replay-session';
 import { SessionFile } from './session-file';
+import type { RestoredSession } from './session-snapshot';
 import type { CreateSessionBody } from './session-schema';
 import { isLive } from './session-state';
 import { Transaction } from './transaction';
@@ -32,7 +33,13 @@ const RETRY_AFTER_IDLE_SECONDS = 60;
 
 export interface ReplaySessionsOptions {
   dataDir: string;
+  /** where transactions are read, synchronously (the node files) */
   source: ReplaySource;
+  /**
+   * or, for a store read asynchronously (ClickHouse), how one transaction is
+   * loaded for its session; sessions are then created with open()
+   */
+  load?: (transactionId: string) => Promise<ReplaySource>;
   clock: ReplayClock;
   log: Logger;
   /** finished and stopped sessions are removed after this long without a change */
@@ -54,6 +61,8 @@ export class ReplaySessions {
   private readonly checkpoint: NodeJS.Timeout;
   private readonly driverCheck: NodeJS.Timeout;
   private closed = false;
+  /** settles once the saved sessions are back (at once unless their transactions are loaded) */
+  readonly restored: Promise<void>;
 
   constructor(private readonly options: ReplaySessionsOptions) {
     this.context = {
@@ -62,24 +71,58 @@ export class ReplaySessions {
       timing: options.timing,
     };
     this.file = new SessionFile(options.dataDir, options.log, () => this.list().map((s) => s.snapshot()));
-    for (const saved of this.file.load()) {
-      const transaction = new Transaction(
-        options.source,
-        saved.transaction_id,
-        saved.first_ts,
-        saved.last_ts,
-        saved.events_total,
-      );
-      const session = ReplaySession.restore(saved, transaction, this.context);
-      this.sessions.set(session.id, session);
-      this.armExpiry(session);
+    const saved = this.file.load();
+    const load = options.load;
+    if (load) this.restored = this.restoreLoaded(saved, load);
+    else {
+      for (const s of saved) this.restore(s, options.source);
+      this.restored = Promise.resolve();
     }
-    if (this.sessions.size > 0)
-      options.log.info('replay sessions restored', { sessions: this.sessions.size });
+    if (saved.length > 0) options.log.info('replay sessions restored', { sessions: saved.length });
     this.checkpoint = setInterval(() => {
       if (this.list().some((s) => s.state === 'playing')) this.file.save();
     }, CHECKPOINT_MS).unref();
     this.driverCheck = setInterval(() => this.stopOrphans(), DRIVER_CHECK_MS).unref();
+  }
+
+  private restore(saved: RestoredSession, source: ReplaySource): void {
+    const transaction = new Transaction(
+      source,
+      saved.transaction_id,
+      saved.first_ts,
+      saved.last_ts,
+      saved.events_total,
+    );
+    const session = ReplaySession.restore(saved, transaction, this.context);
+    this.sessions.set(session.id, session);
+    this.armExpiry(session);
+  }
+
+  private async restoreLoaded(
+    saved: RestoredSession[],
+    load: (transactionId: string) => Promise<ReplaySource>,
+  ): Promise<void> {
+    for (const s of saved) {
+      try {
+        this.restore(s, await load(s.transaction_id));
+      } catch (err) {
+        this.options.log.warn('replay session not restored: its transaction could not be read', {
+          id: s.id,
+          transaction_id: s.transaction_id,
+          error: (err as Error).message,
+        });
+      }
+    }
+  }
+
+  /** A session for `owner`, its transaction read from the store (loaded first when the store needs it). */
+  async open(
+    body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>,
+    owner = 'local',
+  ): Promise<ReplaySession> {
+    if (!this.options.load) return this.create(body, owner);
+    this.checkLimits(owner); // before loading: a refused session should not cost a load
+    return this.create(body, owner, await this.options.load(body.transaction_id));
   }
 
   /**
@@ -89,27 +132,10 @@ export class ReplaySessions {
   create(
     body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>,
     owner = 'local',
+    source = this.options.source,
   ): ReplaySession {
-    this.checkOpen();
-    const live = this.list().filter((s) => isLive(s.state));
-    const max = this.options.maxSessions ?? DEFAULT_MAX_SESSIONS;
-    if (live.length >= max)
-      throw new ProblemError(
-        'too-many-sessions',
-        `at most ${max} sessions may be ready, playing or paused on this daemon; stop or delete one`,
-        undefined,
-        { 'Retry-After': String(retryAfterSeconds(live)) },
-      );
-    const own = live.filter((s) => s.owner === owner);
-    const perClient = this.options.maxSessionsPerClient ?? DEFAULT_MAX_SESSIONS_PER_CLIENT;
-    if (own.length >= perClient)
-      throw new ProblemError(
-        'too-many-sessions',
-        `${owner} has ${own.length} sessions ready, playing or paused, the most one client may have; stop or delete one`,
-        undefined,
-        { 'Retry-After': String(retryAfterSeconds(own)) },
-      );
-    const transaction = Transaction.find(this.options.source, body.transaction_id);
+    this.checkLimits(owner);
+    const transaction = Transaction.find(source, body.transaction_id);
     if (!transaction)
       throw notFound(
         'transaction-not-found',
@@ -130,6 +156,29 @@ export class ReplaySessions {
     this.armExpiry(session);
     this.file.save();
     return session;
+  }
+
+  /** Within the live-session limits, in all and for `owner`; else 429. */
+  private checkLimits(owner: string): void {
+    this.checkOpen();
+    const live = this.list().filter((s) => isLive(s.state));
+    const max = this.options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+    if (live.length >= max)
+      throw new ProblemError(
+        'too-many-sessions',
+        `at most ${max} sessions may be ready, playing or paused on this daemon; stop or delete one`,
+        undefined,
+        { 'Retry-After': String(retryAfterSeconds(live)) },
+      );
+    const own = live.filter((s) => s.owner === owner);
+    const perClient = this.options.maxSessionsPerClient ?? DEFAULT_MAX_SESSIONS_PER_CLIENT;
+    if (own.length >= perClient)
+      throw new ProblemError(
+        'too-many-sessions',
+        `${owner} has ${own.length} sessions ready, playing or paused, the most one client may have; stop or delete one`,
+        undefined,
+        { 'Retry-After': String(retryAfterSeconds(own)) },
+      );
   }
 
   get(id: string): ReplaySession {

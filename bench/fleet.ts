@@ -1,0 +1,321 @@
+/**
+ * The fleet store at scale (issue 17). On a ClickHouse cluster of two shards
+ * (two clickhouse-server processes here, as test/support starts them):
+ *
+ * - shipping: one agent's Shipper sending a node file of SHIP_EVENTS events
+ *   to the cluster's Distributed table, rows/s and the process's CPU, against
+ *   an anchor in the same run: reading and formatting the same batches only.
+ * - lookups: transaction and trace lookups over HTTP (GET /api/events) from a
+ *   daemon reading the cluster (--store clickhouse://…?cluster=) and a daemon
+ *   reading the same events in per-node SQLite files, keys interleaved, for
+ *   each dataset size (default 1M and 10M events over 20 nodes), so how both
+ *   grow shows in one run.
+ *
+ * The same dataset in both stores: each node file is written through the
+ * agent's StoreWriter from a formula of (node, i), and the cluster gets the
+ * same rows from INSERT … SELECT over numbers() using the node file's store
+ * id, so event ids match; a sample of lookups is compared byte for byte.
+ *
+ *   make bench BENCH=fleet   (KREPLAY_BENCH_FLEET_EVENTS=1000000,10000000 KREPLAY_BENCH_RUNS=3)
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent, request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { EventBatch } from '../agent/ingest/event-batch';
+import { ShipBatchReader } from '../agent/ship/ship-batch';
+import { Shipper } from '../agent/ship/shipper';
+import { StoreWriter } from '../agent/store/store-writer';
+import { quoteInt, quoteString } from '../core/clickhouse/quote';
+import { eventsTable } from '../core/clickhouse/schema';
+import { silentLogger } from '../core/log/logger';
+import { targetKindCode } from '../core/model';
+import { readStoreInfo } from '../core/store/schema';
+import { createDaemon, type Daemon } from '../daemon/create-daemon';
+import { TestCluster } from './clickhouse-servers';
+import { BATCH, FIRST_TS, SPAN_NS } from './query-dataset';
+import { printTable } from './table';
+
+const env = (name: string, fallback: string) => process.env[name] ?? fallback;
+const SIZES = env('KREPLAY_BENCH_FLEET_EVENTS', '1000000,10000000').split(',').map(Number);
+const RUNS = Number(env('KREPLAY_BENCH_RUNS', '3'));
+const NODES = 20;
+const SHIP_EVENTS = Number(env('KREPLAY_BENCH_SHIP_EVENTS', '300000'));
+const LOOKUPS = 200;
+/* 3 of every 10 events carry context: a transaction of 12 events per 40, a trace of 30 per node over all 20 nodes */
+const TXN_WINDOW = 40;
+const TRACE_WINDOW = 100;
+const SERVICES = 50;
+const FILE_KIND = targetKindCode('file');
+
+const hasContext = (i: number) => i % 10 < 3;
+const txnOf = (node: number, i: number) => `txn-${node}-${Math.floor(i / TXN_WINDOW)}`;
+const traceOf = (i: number) => `tr-${Math.floor(i / TRACE_WINDOW)}`;
+
+function gapNs(perNode: number): bigint {
+  return SPAN_NS / BigInt(perNode);
+}
+
+/** Node `node`'s events through the agent's writer; returns its store id. */
+function writeNode(dir: string, node: number, perNode: number): string {
+  const writer = StoreWriter.open(dir, `node-${node}`);
+  const batch = new EventBatch(BATCH);
+  const gap = Number(gapNs(perNode));
+  try {
+    batch.clear(FIRST_TS);
+    for (let i = 0; i < perNode; i++) {
+      const s = i % SERVICES;
+      const ctx = hasContext(i) ? writer.contexts.id(txnOf(node, i), traceOf(i)) : 0;
+      batch.pushSysWrite({
+        tsOffset: i * gap + node,
+        dur: 10_000 + (i % 1000),
+        service: writer.services.id(`service-${s}`),
+        ctx,
+        pid: 1000 + s,
+        tid: 1000 + s,
+        comm: writer.comms.id(`worker-${s % 10}`),
+        bytes: 512,
+        fd: 3,
+        ret: 512,
+        syscall: 1,
+        target: writer.targets.id(FILE_KIND, `/var/lib/service-${s}/3.log`),
+      });
+      if (batch.full) {
+        writer.writeBatch(batch);
+        batch.clear(FIRST_TS);
+      }
+    }
+    if (batch.count > 0) writer.writeBatch(batch);
+    return writer.info.storeId;
+  } finally {
+    writer.close();
+  }
+}
+
+/** The same rows as writeNode's, made by the server from numbers(). */
+function insertNodeSql(table: string, node: number, storeId: string, perNode: number): string {
+  const ts = `(${quoteInt(FIRST_TS)} + number * ${quoteInt(gapNs(perNode))} + ${quoteInt(node)})`;
+  const hex = (v: string, width: number) =>
+    `substring(concat(${quoteString('0'.repeat(width))}, lower(hex(${v}))), length(lower(hex(${v}))) + 1, ${width})`;
+  const s = `(number % ${SERVICES})`;
+  const ctx = `(number % 10 < 3)`;
+  return `INSERT INTO ${table}
+    SELECT concat(${quoteString(storeId)}, ${hex(ts, 16)}, ${hex('number + 1', 12)}) AS event_id,
+      ${quoteString(storeId)} AS store_id, ${ts} AS timestamp_ns, number + 1 AS seq, 'sys_write' AS event_type,
+      10000 + number % 1000 AS duration_ns, concat('service-', toString(${s})) AS service_name,
+      if(${ctx}, toNullable(concat(${quoteString(`txn-${node}-`)}, toString(intDiv(number, ${TXN_WINDOW})))), NULL) AS transaction_id,
+      if(${ctx}, toNullable(concat('tr-', toString(intDiv(number, ${TRACE_WINDOW})))), NULL) AS trace_id,
+      ${quoteString(`node-${node}`)} AS node, toUInt32(1000 + ${s}) AS pid, toUInt32(1000 + ${s}) AS tid,
+      concat('worker-', toString(${s} % 10)) AS comm, toUInt64(512) AS bytes, toNullable('write') AS syscall,
+      toNullable(toInt64(3)) AS fd, toNullable(toInt64(512)) AS ret, toNullable('file') AS target_kind,
+      toNullable(concat('/var/lib/service-', toString(${s}), '/3.log')) AS target,
+      CAST(NULL AS Nullable(String)) AS device, CAST(NULL AS Nullable(UInt64)) AS sector,
+      CAST(NULL AS Nullable(String)) AS op, CAST(NULL AS Nullable(Int64)) AS error
+    FROM numbers(${quoteInt(perNode)})`;
+}
+
+function get(agent: Agent, base: string, path: string): Promise<{ ms: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const started = process.hrtime.bigint();
+    httpRequest(`${base}${path}`, { agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => {
+        const ms = Number(process.hrtime.bigint() - started) / 1e6;
+        if (res.statusCode !== 200) reject(new Error(`${path}: ${res.statusCode} ${body.slice(0, 300)}`));
+        else resolve({ ms, body });
+      });
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const range = (xs: number[], digits = 1) =>
+  `${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;
+
+async function shipping(cluster: TestCluster, runs: number): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'kreplay-fleet-ship-'));
+  try {
+    writeNode(dir, 0, SHIP_EVENTS);
+    const path = join(dir, 'node-0.db');
+    const rows: (string | number)[][] = [];
+    for (let run = 0; run < runs; run++) {
+      const database = `ship_${process.pid}_${run}`;
+      await cluster.migrate(database);
+      const shipper = new Shipper(path, cluster.client(database, run % 2, 60_000), { maxDelayMs: 0 });
+      const cpu = process.cpuUsage();
+      let t = process.hrtime.bigint();
+      shipper.start();
+      while (shipper.status().shipped < SHIP_EVENTS) await new Promise((r) => setTimeout(r, 5));
+      const seconds = Number(process.hrtime.bigint() - t) / 1e9;
+      const used = process.cpuUsage(cpu);
+      await shipper.stop();
+      // anchor: the same batches read and formatted, nothing sent
+      const db = new Database(path, { readonly: true });
+      const reader = new ShipBatchReader(db, readStoreInfo(db));
+      t = process.hrtime.bigint();
+      for (let seq = 1; ;) {
+        const batch = reader.read(seq, 10_000);
+        if (batch.count === 0) break;
+        seq = batch.nextSeq;
+      }
+      const anchorS = Number(process.hrtime.bigint() - t) / 1e9;
+      db.close();
+      // the next run starts from seq 1 again, into a fresh database
+      const w = new Database(path);
+      w.prepare('DELETE FROM ship_cursors').run();
+      w.close();
+      rows.push([
+        run + 1,
+        Math.round(SHIP_EVENTS / seconds),
+        Math.round(SHIP_EVENTS / anchorS),
+        (((used.user + used.system) / 1e6 / seconds) * 100).toFixed(0),
+        (anchorS / seconds).toFixed(2),
+      ]);
+    }
+    printTable(
+      `shipping one node file of ${SHIP_EVENTS} events to the cluster (Distributed table, insert_distributed_sync)`,
+      rows,
+      [
+        'run',
+        'shipped rows/s',
+        'anchor: read+format rows/s',
+        'agent CPU % (1 core = 100)',
+        'anchor time / ship time',
+      ],
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface Lookup {
+  kind: 'transaction' | 'trace';
+  query: string;
+}
+
+async function lookups(cluster: TestCluster, events: number, runs: number): Promise<(string | number)[][]> {
+  const perNode = Math.floor(events / NODES);
+  const dir = mkdtempSync(join(tmpdir(), 'kreplay-fleet-'));
+  const database = `fleet_${process.pid}_${events}`;
+  const daemons: Daemon[] = [];
+  try {
+    let t = Date.now();
+    const storeIds = Array.from({ length: NODES }, (_, n) => writeNode(dir, n, perNode));
+    const sqliteS = (Date.now() - t) / 1000;
+    await cluster.migrate(database);
+    const ch = cluster.client(database, 0, 600_000);
+    t = Date.now();
+    for (let n = 0; n < NODES; n++)
+      await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
+    const clickhouseS = (Date.now() - t) / 1000;
+    console.log(
+      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s`,
+    );
+    const files = await createDaemon({ dataDir: dir, log: silentLogger });
+    daemons.push(files);
+    const fleet = await createDaemon({
+      dataDir: dir,
+      log: silentLogger,
+      store: cluster.url(database, 0, 60),
+    });
+    daemons.push(fleet);
+
+    let seed = events;
+    const pick = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const keys = (): Lookup[] =>
+      Array.from({ length: LOOKUPS }, (_, k) =>
+        k % 2
+          ? { kind: 'trace', query: `trace_id=tr-${pick(Math.floor(perNode / TRACE_WINDOW))}` }
+          : {
+              kind: 'transaction',
+              query: `transaction_id=txn-${pick(NODES)}-${pick(Math.floor(perNode / TXN_WINDOW))}`,
+            },
+      );
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    // the same dataset: a sample answered byte for byte alike
+    for (const key of keys().slice(0, 10)) {
+      const [a, b] = [
+        await get(agent, files.url, `/api/events?${key.query}`),
+        await get(agent, fleet.url, `/api/events?${key.query}`),
+      ];
+      if (a.body !== b.body || !a.body.includes('event_id'))
+        throw new Error(
+          `the stores differ for ${key.query}: ${a.body.slice(0, 200)} / ${b.body.slice(0, 200)}`,
+        );
+    }
+    const figures = new Map<string, number[]>();
+    const add = (name: string, v: number) => figures.set(name, [...(figures.get(name) ?? []), v]);
+    for (let run = 0; run < runs; run++) {
+      const ms = {
+        sqlite: { transaction: [] as number[], trace: [] as number[] },
+        clickhouse: { transaction: [] as number[], trace: [] as number[] },
+      };
+      for (const key of keys()) {
+        ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${key.query}`)).ms);
+        ms.clickhouse[key.kind].push((await get(agent, fleet.url, `/api/events?${key.query}`)).ms);
+      }
+      for (const store of ['sqlite', 'clickhouse'] as const)
+        for (const kind of ['transaction', 'trace'] as const) {
+          add(`${store} ${kind} p50`, percentile(ms[store][kind], 50));
+          add(`${store} ${kind} p99`, percentile(ms[store][kind], 99));
+        }
+    }
+    agent.destroy();
+    return ['transaction', 'trace'].map((kind) => [
+      events,
+      kind,
+      range(figures.get(`sqlite ${kind} p50`)!),
+      range(figures.get(`sqlite ${kind} p99`)!),
+      range(figures.get(`clickhouse ${kind} p50`)!),
+      range(figures.get(`clickhouse ${kind} p99`)!),
+    ]);
+  } finally {
+    for (const d of daemons) await d.close();
+    await cluster
+      .client(database, 0)
+      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
+      .catch(() => undefined);
+    await cluster
+      .client(database, 1)
+      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
+      .catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const cluster = await TestCluster.create();
+  try {
+    const [version] = await cluster.client('default').rows<{ v: string }>('SELECT version() AS v');
+    console.log(
+      `ClickHouse ${version!.v}, cluster of ${cluster.shards.length} shards on this machine; ${NODES} nodes; ${RUNS} runs`,
+    );
+    await shipping(cluster, RUNS);
+    // a table per size as soon as it is measured: a later size that fails leaves the earlier ones
+    for (const events of SIZES)
+      printTable(
+        `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per run, ms (range of the runs' p50 and p99)`,
+        await lookups(cluster, events, RUNS),
+        ['events', 'lookup', 'SQLite p50', 'SQLite p99', 'ClickHouse p50', 'ClickHouse p99'],
+      );
+  } finally {
+    await cluster.destroy();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
