@@ -1,6 +1,6 @@
 import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-client';
@@ -46,7 +46,9 @@ const DRAIN_DEADLINE_MS = 10_000;
 function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
   if (flags.ship === undefined) {
     if (flags.shipUser !== undefined || flags.shipPasswordFile !== undefined)
-      throw new Error('--ship-user and --ship-password-file need --ship clickhouse://HOST:PORT/DB');
+      throw new InvalidArgumentError(
+        '--ship-user and --ship-password-file need --ship clickhouse://HOST:PORT/DB',
+      );
     return undefined;
   }
   const endpoint = parseClickHouseUrl(flags.ship);
@@ -69,10 +71,10 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const log = createLogger({ component: 'agent' });
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
-  if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be ${NODE_NAME_RULE}`);
+  if (!NODE_NAME.test(node)) throw new InvalidArgumentError(`--node "${node}" must be ${NODE_NAME_RULE}`);
   const ringBytes = flags.ringBufferMb * MIB;
   if (!isPowerOfTwo(ringBytes))
-    throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
+    throw new InvalidArgumentError(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
   const ship = shipTarget(flags);
   // Listening before the probes attach: a signal during start-up stops the agent once it is up.
   const signalled = untilSignal(log);
