@@ -15,7 +15,9 @@ import {
   DEFAULT_RETAIN_NS,
   type StoreCap,
 } from '../../agent/store/retention';
-import { collectIntegers, durationOption, integerOption, sizeOption } from '../options';
+import { collectIntegers, durationOption, integerOption, listenAddressOption, sizeOption } from '../options';
+import { AgentMetrics } from '../../agent/metrics/agent-metrics';
+import { startMetricsServer, type ListenAddress } from '../../agent/metrics/metrics-server';
 
 interface AgentFlags {
   dataDir: string;
@@ -37,6 +39,7 @@ interface AgentFlags {
   ship?: string;
   shipUser?: string;
   shipPasswordFile?: string;
+  metricsListen?: ListenAddress;
 }
 
 /* Past this, a drain that the store cannot finish is cut short: a signal must stop the agent in seconds. */
@@ -76,48 +79,59 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   if (!isPowerOfTwo(ringBytes))
     throw new InvalidArgumentError(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
   const ship = shipTarget(flags);
-  // Listening before the probes attach: a signal during start-up stops the agent once it is up.
-  const signalled = untilSignal(log);
-  const agent = await Agent.start(
-    {
-      dataDir: flags.dataDir,
-      node,
-      config,
-      capture: {
-        ringBufferBytes: ringBytes,
-        pids: flags.pid,
-        comm: flags.comm,
-        cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
-        minDurationNs: flags.minDurationNs,
-        attribution: flags.attribution,
-        targets: flags.targets,
+  // Bound before the probes attach, so a taken address fails before anything is loaded.
+  const metrics = flags.metricsListen ? new AgentMetrics({ shipping: ship !== undefined }) : undefined;
+  const metricsServer =
+    metrics && flags.metricsListen
+      ? await startMetricsServer(metrics, flags.metricsListen, log.child('metrics'))
+      : undefined;
+  try {
+    // Listening before the probes attach: a signal during start-up stops the agent once it is up.
+    const signalled = untilSignal(log);
+    const agent = await Agent.start(
+      {
+        dataDir: flags.dataDir,
+        node,
+        config,
+        capture: {
+          ringBufferBytes: ringBytes,
+          pids: flags.pid,
+          comm: flags.comm,
+          cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
+          minDurationNs: flags.minDurationNs,
+          attribution: flags.attribution,
+          targets: flags.targets,
+        },
+        batchRows: 262144,
+        flushIntervalMs: 200,
+        statusIntervalMs: flags.statusInterval * 1000,
+        quiet: flags.quiet,
+        onCorrupt: flags.onCorrupt,
+        retention: {
+          retainNs: flags.retain,
+          retainContextNs: flags.retainContext,
+          maxStore: flags.maxStoreBytes,
+        },
+        ship,
+        metrics,
       },
-      batchRows: 262144,
-      flushIntervalMs: 200,
-      statusIntervalMs: flags.statusInterval * 1000,
-      quiet: flags.quiet,
-      onCorrupt: flags.onCorrupt,
-      retention: {
-        retainNs: flags.retain,
-        retainContextNs: flags.retainContext,
-        maxStore: flags.maxStoreBytes,
-      },
-      ship,
-    },
-    log,
-  );
-  const outcome = await Promise.race([
-    signalled.then((signal) => ({ reason: `signal ${signal}`, error: null })),
-    agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
-  ]);
-  const deadline = setTimeout(() => {
-    log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`);
-    process.exit(1);
-  }, DRAIN_DEADLINE_MS);
-  deadline.unref();
-  await agent.stop(outcome.reason);
-  clearTimeout(deadline);
-  if (outcome.error) throw outcome.error;
+      log,
+    );
+    const outcome = await Promise.race([
+      signalled.then((signal) => ({ reason: `signal ${signal}`, error: null })),
+      agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
+    ]);
+    const deadline = setTimeout(() => {
+      log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`);
+      process.exit(1);
+    }, DRAIN_DEADLINE_MS);
+    deadline.unref();
+    await agent.stop(outcome.reason);
+    clearTimeout(deadline);
+    if (outcome.error) throw outcome.error;
+  } finally {
+    await metricsServer?.close();
+  }
 }
 
 export function registerAgentCommand(program: Command): void {
@@ -177,6 +191,11 @@ export function registerAgentCommand(program: Command): void {
     .option(
       '--ship-password-file <file>',
       'file holding the ClickHouse password (or set KREPLAY_SHIP_PASSWORD)',
+    )
+    .option(
+      '--metrics-listen <host:port>',
+      'serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464)',
+      listenAddressOption,
     )
     .action((flags: AgentFlags) => runAgentCommand(flags));
 }
