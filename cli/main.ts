@@ -15,9 +15,9 @@ export function buildProgram(): Command {
     .version(VERSION, '-V, --version')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
-  registerAgentCommand(program);
-  registerDaemonCommand(program);
-  registerUpCommand(program);
+  const agent = registerAgentCommand(program);
+  const daemon = registerDaemonCommand(program);
+  registerUpCommand(program, { agent, daemon });
   registerRunCommand(program);
   registerEventsCommand(program);
   registerExportCommand(program);

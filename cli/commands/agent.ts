@@ -134,8 +134,8 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   }
 }
 
-export function registerAgentCommand(program: Command): void {
-  program
+export function registerAgentCommand(program: Command): Command {
+  return program
     .command('agent')
     .description('trace write-family syscalls and block I/O into <data-dir>/<node>.db (needs root)')
     .requiredOption('--data-dir <dir>', 'directory for the node store')

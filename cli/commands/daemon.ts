@@ -54,8 +54,8 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
   log.info('stopped');
 }
 
-export function registerDaemonCommand(program: Command): void {
-  program
+export function registerDaemonCommand(program: Command): Command {
+  return program
     .command('daemon')
     .description('serve GET /api/events and replay sessions over the node stores in --data-dir')
     .requiredOption('--data-dir <dir>', 'directory holding <node>.db files')

@@ -32,6 +32,9 @@ describe('kreplay CLI', () => {
     [['agent', '--data-dir', 'x', '--pid', '-3'], /--pid/],
     [['agent'], /--data-dir/],
     [['frobnicate'], /frobnicate/],
+    // up checks the flags it forwards with the children's own parsers
+    [['up', '--data-dir', 'x', '--session-ttl', 'abc'], /--session-ttl.*expected an integer/],
+    [['up', '--data-dir', 'x', '--metrics-listen', 'nowhere'], /--metrics-listen.*expected HOST:PORT/],
     // found bad inside the command's action, after commander's parsing
     [['daemon', '--data-dir', 'x', '--tls-cert', 'cert.pem'], /--tls-cert and --tls-key go together/],
     [['agent', '--data-dir', 'x', '--node', 'no spaces'], /--node "no spaces" must be/],
