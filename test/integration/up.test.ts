@@ -135,7 +135,7 @@ describe('kreplay up', () => {
       expect(up.stderr()).toMatch(
         new RegExp(`kreplay up: the daemon \\(pid ${pids.daemon}\\) exited with code 1; stopping the agent`),
       );
-      expect(up.stderr()).toMatch(/its last lines on stderr:\n(  \| .*\n)*  \| .*EADDRINUSE/);
+      expect(up.stderr()).toMatch(/its last lines on stderr:\n( {2}\| .*\n)* {2}\| .*EADDRINUSE/);
       expect(alive(pids.agent)).toBe(false);
     } finally {
       server.close();
@@ -164,7 +164,7 @@ describe('kreplay up', () => {
       new RegExp(`kreplay up: the agent \\(pid ${pids.agent}\\) was killed by SIGKILL; stopping the daemon`),
     );
     expect(up.stderr()).toMatch(
-      /its last lines on stderr:\n(  \| .*\n)*  \| .*\[agent\] (capturing|rate\/s)/,
+      /its last lines on stderr:\n( {2}\| .*\n)* {2}\| .*\[agent\] (capturing|rate\/s)/,
     );
     expect(alive(pids.daemon)).toBe(false);
   });
