@@ -55,54 +55,29 @@ function freePort(): Promise<{ port: number; server: Server }> {
   });
 }
 
+/** A port nothing listens on (the daemon takes it). */
+async function unusedPort(): Promise<number> {
+  const { port, server } = await freePort();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 describe('kreplay up', () => {
   it('gives each child the flags it defines, and stops both on SIGTERM', async () => {
     const data = join(dir, 'flags');
-    const { port, server } = await freePort();
-    server.close();
-    const up = startUp([
-      '--data-dir',
-      data,
-      '--node',
-      'upnode',
-      '--quiet',
-      '--comm',
-      'nothing-here',
-      '--port',
-      String(port),
-      '--session-ttl',
-      '5',
-      '--allowed-host',
-      'a.example',
-      '--allowed-host',
-      'b.example',
-    ]);
+    const port = await unusedPort();
+    const agentFlags = ['--node', 'upnode', '--quiet', '--comm', 'nothing-here'];
+    const daemonFlags = ['--port', String(port), '--session-ttl', '5'];
+    const repeated = ['--allowed-host', 'a.example', '--allowed-host', 'b.example'];
+    const up = startUp(['--data-dir', data, ...agentFlags, ...daemonFlags, ...repeated]);
     const pids = await up.pids();
-    const agentArgv = argvOf(pids.agent);
-    const daemonArgv = argvOf(pids.daemon);
-    expect(agentArgv.slice(2)).toEqual([
-      'agent',
-      '--data-dir',
-      data,
-      '--node',
-      'upnode',
-      '--quiet',
-      '--comm',
-      'nothing-here',
-      '',
-    ]);
-    expect(daemonArgv.slice(2)).toEqual([
+    expect(argvOf(pids.agent).slice(2)).toEqual(['agent', '--data-dir', data, ...agentFlags, '']);
+    expect(argvOf(pids.daemon).slice(2)).toEqual([
       'daemon',
       '--data-dir',
       data,
-      '--port',
-      String(port),
-      '--session-ttl',
-      '5',
-      '--allowed-host',
-      'a.example',
-      '--allowed-host',
-      'b.example',
+      ...daemonFlags,
+      ...repeated,
       '',
     ]);
     await eventually(
@@ -144,8 +119,7 @@ describe('kreplay up', () => {
 
   it('names the agent killed by a signal, and stops the daemon', async () => {
     const data = join(dir, 'agent-dies');
-    const { port, server } = await freePort();
-    server.close();
+    const port = await unusedPort();
     const up = startUp([
       '--data-dir',
       data,
