@@ -16,7 +16,7 @@ import type { OnCorrupt } from './store/store-keeper';
 import { StorePipeline, type StoreThreadError } from './store/store-pipeline';
 import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } from './status';
 import { formatShipStatus, shipCounters } from './ship/ship-status';
-import { VERSION } from './version';
+import { VERSION } from '../core/version';
 import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { Shipper, type ShipStatus } from './ship/shipper';
 import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';

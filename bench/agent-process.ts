@@ -33,6 +33,7 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
       path.join(root, 'bin', 'kreplay.js'),
       'agent',
       ...['--data-dir', dataDir, '--node', 'bench', '--status-interval', '1', '--max-store-bytes', '0'],
+      ...['--log-format', 'text'],
       ...args,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },

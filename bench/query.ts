@@ -265,7 +265,7 @@ function rssMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 function startDaemon(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
     process.execPath,
-    [join(ROOT, 'bin', 'kreplay.js'), 'daemon', '--data-dir', dataDir, '--port', '0'],
+    [join(ROOT, 'bin', 'kreplay.js'), 'daemon', '--data-dir', dataDir, '--port', '0', '--log-format', 'text'],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
     },

@@ -7,7 +7,7 @@ import { registerExportCommand } from './commands/export';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
 import { registerUpCommand } from './commands/up';
-import { VERSION } from '../agent/version';
+import { VERSION } from '../core/version';
 
 export function buildProgram(): Command {
   const program = new Command('kreplay')

@@ -6,8 +6,14 @@ import express, { type Express } from 'express';
 import type { Logger } from '../core/log/logger';
 import { checkHost, requireToken } from './auth/auth-middleware';
 import type { TokenStore } from './auth/token-store';
+import type { EventsJson } from './events/events-json';
 import { eventsRouter } from './events/events-router';
+import { healthRouter } from './health/health-router';
+import { openApiRouter } from './openapi/openapi-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
+import { requestLog } from './http/request-log';
+import type { DaemonMetrics } from './metrics/daemon-metrics';
+import { metricsRouter } from './metrics/metrics-router';
 import { replaySessionsRouter } from './replay/sessions/session-router';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
@@ -17,8 +23,10 @@ import { webRouter } from './web/web-router';
 export interface AppDeps {
   log: Logger;
   stores: NodeStores;
-  /** where GET /api/events reads; default the node stores */
+  /** where GET /api/events reads; default the node stores, here on the main thread */
   events?: EventReader;
+  /** who turns events pages and lookups into JSON; default: built here from `events` */
+  eventsJson?: EventsJson;
   /** replay sessions; the routes exist only when given */
   replay?: ReplaySessions;
   /** the built web page (dist/web); served at / when given */
@@ -27,6 +35,8 @@ export interface AppDeps {
   tokens?: TokenStore;
   /** host names besides loopback's that the Host header may carry when there are no tokens */
   allowedHosts?: readonly string[];
+  /** served at /metrics when given */
+  metrics?: DaemonMetrics;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -34,6 +44,7 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  app.use(requestLog(deps.log.child('http'), deps.metrics && ((done) => deps.metrics!.request(done))));
   if (deps.tokens) {
     // the page and its assets hold no data: a browser loads them without a token, then the page asks for one
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
@@ -42,10 +53,11 @@ export function createApp(deps: AppDeps): Express {
     app.use(checkHost(deps.allowedHosts ?? []));
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
   }
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-  app.use('/api/events', eventsRouter(deps.events ?? nodeStoresReader(deps.stores)));
+  app.use(healthRouter(deps.stores));
+  app.use(openApiRouter());
+  if (deps.metrics) app.use(metricsRouter(deps.metrics));
+  const events = deps.events ?? nodeStoresReader(deps.stores);
+  app.use('/api/events', eventsRouter(events, deps.eventsJson));
   if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));

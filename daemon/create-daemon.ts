@@ -3,10 +3,12 @@
  * HTTP app, listening. The CLI, the tests and the benchmarks all start it
  * here, so they run the same wiring.
  */
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { createLogger, type Logger } from '../core/log/logger';
 import { createApp } from './app';
+import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
 import { KreplayError } from '../core/errors';
@@ -15,6 +17,7 @@ import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
+import { QueryPool } from './store/query-pool/query-pool';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
@@ -24,7 +27,16 @@ export interface DaemonOptions {
   port?: number;
   /** finished and stopped sessions are removed after this long unchanged */
   sessionTtlMs?: number;
+  /** ready and paused sessions are removed after this long unchanged (default 1 h) */
+  idleSessionTtlMs?: number;
+  /** live sessions at most, in all and per client (token name, else address) */
+  maxSessions?: number;
+  maxSessionsPerClient?: number;
   log?: Logger;
+  /** query worker threads (default: the number of cores), queries waiting for one at most, and each query's deadline */
+  queryWorkers?: number;
+  maxQueuedQueries?: number;
+  queryTimeoutMs?: number;
   /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
   store?: string;
   /** the --tokens file; without it the daemon listens on loopback only */
@@ -37,6 +49,8 @@ export interface DaemonOptions {
 
 export interface Daemon {
   url: string;
+  /** for parts assembled around the daemon to add their gauges */
+  metrics: DaemonMetrics;
   stores: NodeStores;
   clock: HighResClock;
   replay: ReplaySessions;
@@ -44,6 +58,17 @@ export interface Daemon {
   reloadTokens(): boolean;
   /** Ends the replay streams (they never end by themselves), then closes the server, clock and stores. */
   close(): Promise<void>;
+}
+
+/** A data dir that is not there is a typo or a missing mount: serving it empty would hide that. */
+function requireDataDir(dataDir: string): void {
+  let isDir: boolean;
+  try {
+    isDir = statSync(dataDir).isDirectory();
+  } catch (err) {
+    throw new KreplayError('E_DATA_DIR', `--data-dir ${dataDir} cannot be used: ${(err as Error).message}`);
+  }
+  if (!isDir) throw new KreplayError('E_DATA_DIR', `--data-dir ${dataDir} is not a directory`);
 }
 
 export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
@@ -55,40 +80,64 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       `refusing to listen on ${host} without --tokens: anyone who reaches it could read every recorded event and drive replays; give --tokens FILE, or listen on 127.0.0.1`,
     );
   }
+  requireDataDir(options.dataDir);
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
-  const events =
+  // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not block
+  const pool =
     options.store === undefined
-      ? undefined
-      : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
+      ? new QueryPool({
+          dataDir: options.dataDir,
+          log: log.child('queries'),
+          workers: options.queryWorkers,
+          maxQueued: options.maxQueuedQueries,
+          timeoutMs: options.queryTimeoutMs,
+          onDamaged: (damage) => stores.markDamaged(damage),
+        })
+      : undefined;
+  const events = pool
+    ? pool.reader
+    : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store!)));
   const clock = new HighResClock(log.child('replay'));
+  const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     source: stores,
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
+    idleTtlMs: options.idleSessionTtlMs,
+    maxSessions: options.maxSessions,
+    maxSessionsPerClient: options.maxSessionsPerClient,
+    timing: metrics.timing,
   });
+  metrics.watchSessions(replay);
+  if (pool) metrics.watchQueries(() => pool.stats());
   const release = async () => {
     await replay.close();
     await clock.close();
+    await pool?.close();
     stores.close();
   };
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
+    await pool?.ready();
     const app = createApp({
       log,
       stores,
       replay,
       events,
+      eventsJson: pool?.json,
       tokens,
+      metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
       allowedHosts: [host, ...(options.allowedHosts ?? [])],
     });
     const running = await listen(app, host, options.port ?? 0, options.tls);
     return {
       url: running.url,
+      metrics,
       stores,
       clock,
       replay,

@@ -133,14 +133,11 @@ void ExecSupervisor::Run() {
       int64_t now = NowNs();
       ReleaseDue(now);
       const int64_t next = held_.empty() ? kNever : held_.front().deadline_ns;
-      if (next != kNever && next - now <= margin_ns) {
-        // close to a deadline: spin to it (new calls wait a few microseconds)
-        while (NowNs() < next) {
-        }
-        continue;
-      }
+      // close to a deadline: spin to it, polling without blocking so that other threads' calls are
+      // still taken (and held or passed) while one waits
+      const bool spinning = next != kNever && next - now <= margin_ns;
       timespec wait{};
-      if (next != kNever) {
+      if (next != kNever && !spinning) {
         const int64_t ns = next - now - margin_ns;
         wait = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
       }
@@ -149,7 +146,7 @@ void ExecSupervisor::Run() {
         if (errno == EINTR) continue;
         throw ExecSystemFailure("E_SECCOMP", "ppoll on the seccomp listener", errno);
       }
-      if (ready == 0) {
+      if (ready == 0 && !spinning) {
         // woke for a deadline: how late against the planned wake-up
         const int64_t over = std::max<int64_t>(NowNs() - (next - margin_ns), 0);
         overshoot_ns = over > overshoot_ns ? over : overshoot_ns - (overshoot_ns - over) / 32;

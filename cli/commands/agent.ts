@@ -7,7 +7,7 @@ import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-c
 import { Agent } from '../../agent/agent';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { loadConfig } from '../../agent/config/load-config';
-import { createLogger } from '../../core/log/logger';
+import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { untilSignal } from '../signals';
 import {
   DEFAULT_MAX_STORE_SHARE,
@@ -19,7 +19,7 @@ import { collectIntegers, durationOption, integerOption, listenAddressOption, si
 import { AgentMetrics } from '../../agent/metrics/agent-metrics';
 import { startMetricsServer, type ListenAddress } from '../../agent/metrics/metrics-server';
 
-interface AgentFlags {
+interface AgentFlags extends LogFlags {
   dataDir: string;
   node?: string;
   config?: string;
@@ -71,7 +71,7 @@ function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
 const MIB = 1024 * 1024;
 
 export async function runAgentCommand(flags: AgentFlags): Promise<void> {
-  const log = createLogger({ component: 'agent' });
+  const log = loggerFromFlags(flags, 'agent');
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
   if (!NODE_NAME.test(node)) throw new InvalidArgumentError(`--node "${node}" must be ${NODE_NAME_RULE}`);
@@ -135,7 +135,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
 }
 
 export function registerAgentCommand(program: Command): Command {
-  return program
+  const command = program
     .command('agent')
     .description('trace write-family syscalls and block I/O into <data-dir>/<node>.db (needs root)')
     .requiredOption('--data-dir <dir>', 'directory for the node store')
@@ -196,6 +196,6 @@ export function registerAgentCommand(program: Command): Command {
       '--metrics-listen <host:port>',
       'serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464)',
       listenAddressOption,
-    )
-    .action((flags: AgentFlags) => runAgentCommand(flags));
+    );
+  return addLogOptions(command).action((flags: AgentFlags) => runAgentCommand(flags));
 }

@@ -1,16 +1,32 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { createLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
 import type { TlsFiles } from '../../daemon/server';
-import { DEFAULT_SESSION_TTL_SECONDS } from '../../daemon/replay/sessions/session-service';
-import { integerOption } from '../options';
+import {
+  DEFAULT_MAX_QUEUED_QUERIES,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  DEFAULT_QUERY_WORKERS,
+} from '../../daemon/store/query-pool/query-pool';
+import {
+  DEFAULT_IDLE_SESSION_TTL_SECONDS,
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_MAX_SESSIONS_PER_CLIENT,
+  DEFAULT_SESSION_TTL_SECONDS,
+} from '../../daemon/replay/sessions/session-service';
+import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
+import { decimalOption, integerOption } from '../options';
 import { untilSignal } from '../signals';
 
-export interface DaemonFlags {
+export interface DaemonFlags extends LogFlags {
   dataDir: string;
   host: string;
   port: number;
   sessionTtl: number;
+  idleSessionTtl: number;
+  maxSessions: number;
+  maxSessionsPerClient: number;
+  queryWorkers: number;
+  maxQueuedQueries: number;
+  queryTimeout: number;
   store?: string;
   tokens?: string;
   allowedHost: string[];
@@ -25,12 +41,18 @@ function tlsFiles(flags: DaemonFlags): TlsFiles | undefined {
 }
 
 export async function runDaemon(flags: DaemonFlags): Promise<void> {
-  const log = createLogger({ component: 'daemon' });
+  const log = loggerFromFlags(flags, 'daemon');
   const daemon = await createDaemon({
     dataDir: flags.dataDir,
     host: flags.host,
     port: flags.port,
     sessionTtlMs: flags.sessionTtl * 1000,
+    idleSessionTtlMs: flags.idleSessionTtl * 1000,
+    maxSessions: flags.maxSessions,
+    maxSessionsPerClient: flags.maxSessionsPerClient,
+    queryWorkers: flags.queryWorkers,
+    maxQueuedQueries: flags.maxQueuedQueries,
+    queryTimeoutMs: flags.queryTimeout * 1000,
     store: flags.store,
     log,
     tokensFile: flags.tokens,
@@ -55,7 +77,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
 }
 
 export function registerDaemonCommand(program: Command): Command {
-  return program
+  const command = program
     .command('daemon')
     .description('serve GET /api/events and replay sessions over the node stores in --data-dir')
     .requiredOption('--data-dir <dir>', 'directory holding <node>.db files')
@@ -72,6 +94,24 @@ export function registerDaemonCommand(program: Command): Command {
       DEFAULT_SESSION_TTL_SECONDS,
     )
     .option(
+      '--idle-session-ttl <seconds>',
+      'remove ready and paused replay sessions after this long unchanged',
+      integerOption(1, 30 * 86400),
+      DEFAULT_IDLE_SESSION_TTL_SECONDS,
+    )
+    .option(
+      '--max-sessions <n>',
+      'ready, playing and paused replay sessions at most (then 429)',
+      integerOption(1, 100_000),
+      DEFAULT_MAX_SESSIONS,
+    )
+    .option(
+      '--max-sessions-per-client <n>',
+      'of those, at most this many per client: its token name, or its address without --tokens',
+      integerOption(1, 100_000),
+      DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    )
+    .option(
       '--tokens <file>',
       'bearer tokens, one "token scope name" per line (scopes read, control); SIGHUP reloads it',
     )
@@ -81,7 +121,25 @@ export function registerDaemonCommand(program: Command): Command {
       (value: string, previous: string[]) => [...previous, value],
       [] as string[],
     )
+    .option(
+      '--query-workers <n>',
+      'threads running the queries, each with its own read-only connections',
+      integerOption(1, 64),
+      DEFAULT_QUERY_WORKERS,
+    )
+    .option(
+      '--max-queued-queries <n>',
+      'queries waiting for a free worker at most; past it 503 with Retry-After',
+      integerOption(1, 100_000),
+      DEFAULT_MAX_QUEUED_QUERIES,
+    )
+    .option(
+      '--query-timeout <seconds>',
+      'a query running longer gets 503 and its worker is replaced',
+      decimalOption(0.001, 3600),
+      DEFAULT_QUERY_TIMEOUT_MS / 1000,
+    )
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
-    .option('--tls-key <file>', 'the PEM private key of --tls-cert')
-    .action((flags: DaemonFlags) => runDaemon(flags));
+    .option('--tls-key <file>', 'the PEM private key of --tls-cert');
+  return addLogOptions(command).action((flags: DaemonFlags) => runDaemon(flags));
 }

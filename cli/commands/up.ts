@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { mkdirSync } from 'node:fs';
 import { forwardChildFlags, type Children } from '../up/forwarded-flags';
 import { describeExit, exitStatus, SupervisedChild, type ChildExit } from '../up/supervised-child';
 
@@ -27,8 +28,10 @@ export function registerUpCommand(program: Command, children: Children<Name>): v
     .command('up')
     .description('run the agent and the daemon together until Ctrl-C; takes the flags of both');
   const argv = forwardChildFlags(up, children);
-  up.action(async (flags: { host: string; port: number }) => {
+  up.action(async (flags: { dataDir: string; host: string; port: number }) => {
     const self = process.argv[1]!;
+    // the daemon refuses a data dir that is not there, and the agent may not have made it yet
+    mkdirSync(flags.dataDir, { recursive: true });
     const running = (Object.keys(argv) as Name[]).map(
       (name) => new SupervisedChild(name, process.execPath, [self, name, ...argv[name]]),
     );

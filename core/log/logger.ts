@@ -1,6 +1,16 @@
-/** A small leveled logger: one line per message on stderr, fields as key=value. */
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+/**
+ * The leveled logger everyone imports. Two formats: `text`, one line per
+ * message with fields as key=value (for a person at a terminal), and `json`,
+ * one JSON object per line through pino (for journald, Loki, Elastic …).
+ */
+import pino from 'pino';
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export const LOG_FORMATS = ['text', 'json'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
@@ -12,8 +22,16 @@ export interface Logger {
 
 export interface LoggerOptions {
   level?: LogLevel;
+  /** default: json unless stderr is a terminal */
+  format?: LogFormat;
   component?: string;
+  /** where lines go (without their newline); default stderr */
   write?: (line: string) => void;
+}
+
+/** What a process's logs look like when nobody said: text for a person at a terminal, else JSON lines. */
+export function defaultLogFormat(): LogFormat {
+  return process.stderr.isTTY ? 'text' : 'json';
 }
 
 function formatFields(fields: Record<string, unknown> | undefined): string {
@@ -26,10 +44,12 @@ function formatFields(fields: Record<string, unknown> | undefined): string {
   return out;
 }
 
-export function createLogger(options: LoggerOptions = {}): Logger {
-  const level = options.level ?? 'info';
-  const write = options.write ?? ((line: string) => process.stderr.write(line + '\n'));
-  const prefix = options.component ? `[${options.component}] ` : '';
+const stderrLine = (line: string) => process.stderr.write(line + '\n');
+const childName = (parent: string | undefined, component: string) =>
+  parent ? `${parent}/${component}` : component;
+
+function textLogger(level: LogLevel, write: (line: string) => void, component?: string): Logger {
+  const prefix = component ? `[${component}] ` : '';
   const emit = (at: LogLevel) => (msg: string, fields?: Record<string, unknown>) => {
     if (RANK[at] < RANK[level]) return;
     write(`${new Date().toISOString()} ${at.toUpperCase().padEnd(5)} ${prefix}${msg}${formatFields(fields)}`);
@@ -39,13 +59,38 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     info: emit('info'),
     warn: emit('warn'),
     error: emit('error'),
-    child: (component) =>
-      createLogger({
-        level,
-        write,
-        component: options.component ? `${options.component}/${component}` : component,
-      }),
+    child: (name) => textLogger(level, write, childName(component, name)),
   };
+}
+
+function jsonLogger(root: pino.Logger, component?: string): Logger {
+  // children are made from the root: pino would repeat a `component` key a parent already bound
+  const out = component === undefined ? root : root.child({ component });
+  return {
+    debug: (msg, fields) => out.debug(fields ?? {}, msg),
+    info: (msg, fields) => out.info(fields ?? {}, msg),
+    warn: (msg, fields) => out.warn(fields ?? {}, msg),
+    error: (msg, fields) => out.error(fields ?? {}, msg),
+    child: (name) => jsonLogger(root, childName(component, name)),
+  };
+}
+
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const level = options.level ?? 'info';
+  const format = options.format ?? defaultLogFormat();
+  const write = options.write ?? stderrLine;
+  if (format === 'text') return textLogger(level, write, options.component);
+  const root = pino(
+    {
+      level,
+      base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    // synchronous: a line logged just before the process exits is not lost
+    { write: (text: string) => write(text.endsWith('\n') ? text.slice(0, -1) : text) },
+  );
+  return jsonLogger(root, options.component);
 }
 
 /** For tests and library use where nothing should be printed. */

@@ -129,8 +129,11 @@ export type StoreErrorCode =
 
 export class StoreError extends KreplayError {
   declare readonly code: StoreErrorCode;
-  constructor(code: StoreErrorCode, message: string) {
+  /** the store file, where the error is about one */
+  readonly file?: string;
+  constructor(code: StoreErrorCode, message: string, file?: string) {
     super(code, message);
+    if (file !== undefined) this.file = file;
   }
 }
 
@@ -185,6 +188,7 @@ export function corruptStoreError(path: string, err: unknown): StoreError {
     `${path} is damaged (${(err as Error).message}); nothing was changed. Move it aside ` +
       `(mv ${path} ${path}.corrupt) or start the agent with --on-corrupt rename, which moves it ` +
       `aside itself and starts a fresh store.`,
+    path,
   );
 }
 

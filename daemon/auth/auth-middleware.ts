@@ -6,6 +6,7 @@
  */
 import type { RequestHandler } from 'express';
 import { ProblemError } from '../http/problem';
+import { setTokenClient } from './client-name';
 import type { Scope } from './token-file';
 import type { TokenStore } from './token-store';
 
@@ -18,7 +19,7 @@ function neededScope(method: string): Scope {
 }
 
 export function requireToken(tokens: TokenStore): RequestHandler {
-  return (req, _res, next) => {
+  return (req, res, next) => {
     if (OPEN_PATHS.has(req.path)) return next();
     const header = req.headers.authorization;
     const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -51,6 +52,7 @@ export function requireToken(tokens: TokenStore): RequestHandler {
         ),
       );
     }
+    setTokenClient(res, holder.name);
     next();
   };
 }

@@ -1,8 +1,7 @@
 /** The query string of GET /api/events and the filter it stands for. */
 import { z } from 'zod';
-import { parsedParam } from '../http/query-params';
+import { choiceParam, parsedParam } from '../http/query-params';
 import {
-  parseChoice,
   parseDurationMsNs,
   parseEventTypes,
   parseIntegerIn,
@@ -18,10 +17,15 @@ export const DEFAULT_LIMIT = 1000;
 export const MAX_LIMIT = 10_000;
 
 /** ?int64=string writes timestamp_ns and duration_ns as strings, for clients that would round numbers. */
-export const int64Param = parsedParam(parseChoice(['number', 'string'] as const));
+export const int64Param = choiceParam(['number', 'string'] as const).meta({
+  description: 'string: timestamp_ns and duration_ns as strings, for clients that would round numbers',
+});
 
 const text = parsedParam(parseText);
-const time = parsedParam(parseTimeNs);
+const time = (description: string) =>
+  parsedParam(parseTimeNs).meta({
+    description: `${description}: epoch nanoseconds, or RFC 3339 with up to 9 fractional digits`,
+  });
 
 /** The filter parameters: GET /api/events and its export take the same ones. */
 export const eventFilterParams = {
@@ -29,12 +33,18 @@ export const eventFilterParams = {
   trace_id: text.optional(),
   service: text.optional(),
   node: text.optional(),
-  event_type: parsedParam(parseEventTypes).optional(),
-  from: time.optional(),
-  to: time.optional(),
-  min_duration_ms: parsedParam(parseDurationMsNs).optional(),
-  target: parsedParam(parseTargetPattern).optional(),
-  target_kind: parsedParam(parseTargetKinds).optional(),
+  event_type: parsedParam(parseEventTypes)
+    .meta({ description: 'comma-separated: sys_write, block_io' })
+    .optional(),
+  from: time('inclusive start').optional(),
+  to: time('exclusive end').optional(),
+  min_duration_ms: parsedParam(parseDurationMsNs)
+    .meta({ description: 'decimal milliseconds, exact to the nanosecond' })
+    .optional(),
+  target: parsedParam(parseTargetPattern).meta({ description: 'exact, or a prefix ending in *' }).optional(),
+  target_kind: parsedParam(parseTargetKinds)
+    .meta({ description: 'comma-separated: file, socket, pipe, char, anon, other' })
+    .optional(),
 };
 
 /** from must come before to. */
@@ -46,9 +56,13 @@ export function checkTimeWindow(q: { from?: bigint; to?: bigint }, ctx: z.Refine
 export const eventsQuerySchema = z
   .strictObject({
     ...eventFilterParams,
-    limit: parsedParam(parseIntegerIn(1, MAX_LIMIT)).optional(),
-    cursor: parsedParam(decodeCursor).optional(),
-    order: parsedParam(parseChoice(['asc', 'desc'] as const)).optional(),
+    limit: parsedParam(parseIntegerIn(1, MAX_LIMIT))
+      .meta({ description: `1..${MAX_LIMIT}, default ${DEFAULT_LIMIT}` })
+      .optional(),
+    cursor: parsedParam(decodeCursor)
+      .meta({ description: 'next_cursor of the previous page, unchanged' })
+      .optional(),
+    order: choiceParam(['asc', 'desc'] as const).optional(),
     int64: int64Param.optional(),
   })
   .superRefine((q, ctx) => {

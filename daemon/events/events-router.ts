@@ -7,7 +7,7 @@ import type { EventReader } from '../store/event-reader';
 import { eventsQuerySchema, int64Param, toFilter } from './events-query';
 import { exportQuerySchema } from './export/export-query';
 import { streamChromeTrace } from './export/export-stream';
-import { eventJson, listEventsJson } from './events-service';
+import { localEventsJson, type EventsJson } from './events-json';
 
 const eventQuerySchema = z.strictObject({ int64: int64Param.optional() });
 
@@ -21,19 +21,20 @@ const pathDecodeError: ErrorRequestHandler = (err, _req, _res, next) => {
   );
 };
 
-export function eventsRouter(stores: EventReader): Router {
+/** `json` builds the pages and lookups (in the query workers for node stores); `stores` serves the export. */
+export function eventsRouter(stores: EventReader, json: EventsJson = localEventsJson(stores)): Router {
   const router = Router();
   router.get('/', async (req, res) => {
     const query = parseQuery(eventsQuerySchema, req.query);
-    res.type('application/json').send(await listEventsJson(stores, query));
+    res.type('application/json').send(await json.list(query));
   });
   router.get('/export', async (req, res) => {
     const query = parseQuery(exportQuerySchema, req.query);
     await streamChromeTrace(stores, toFilter(query), res);
   });
-  router.get('/:eventId', async (req, res) => {
+  router.get('/:event_id', async (req, res) => {
     const { int64 } = parseQuery(eventQuerySchema, req.query);
-    res.type('application/json').send(await eventJson(stores, req.params.eventId, int64 === 'string'));
+    res.type('application/json').send(await json.one(req.params.event_id, int64 === 'string'));
   });
   router.use(pathDecodeError);
   return router;

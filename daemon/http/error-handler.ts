@@ -2,6 +2,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '../../core/log/logger';
 import { ClickHouseError } from '../../core/clickhouse/http-client';
+import { StoreError } from '../../core/store/schema';
 import { ProblemError } from './problem';
 import type { ProblemKind } from './problem-kinds';
 
@@ -50,7 +51,9 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
         : err instanceof ClickHouseError
           ? // the fleet store (or one of its shards, which the message names) is down or refusing
             new ProblemError('store-unavailable', err.message, undefined, { 'Retry-After': '5' })
-          : fromBodyParser((err ?? {}) as BodyParserError);
+          : err instanceof StoreError && err.code === 'E_STORE_CORRUPT'
+            ? new ProblemError('store-damaged', err.message)
+            : fromBodyParser((err ?? {}) as BodyParserError);
     if (problem) {
       sendProblem(res, problem);
       return;

@@ -20,6 +20,12 @@ export const PROBLEM_KINDS = {
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },
   'store-unavailable': { status: 503, title: 'Service Unavailable' },
+  // the query workers' queue is full (--max-queued-queries)
+  'too-busy': { status: 503, title: 'Service Unavailable' },
+  // a query ran past --query-timeout
+  'query-timeout': { status: 503, title: 'Service Unavailable' },
+  // a node store SQLite found damaged mid-read: the detail names the file; later queries skip it
+  'store-damaged': { status: 500, title: 'Internal Server Error' },
   internal: { status: 500, title: 'Internal Server Error' },
 } as const satisfies Record<string, { status: number; title: string }>;
 

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { badRequest, type ParamError } from './problem';
-import { InvalidValue } from './query-values';
+import { InvalidValue, parseChoice } from './query-values';
 
 const MAX_NAME_SHOWN = 100;
 
@@ -24,6 +24,11 @@ export function parsedParam<T>(parse: (text: string) => T) {
       return z.NEVER;
     }
   });
+}
+
+/** One of `choices`; the API description lists them. */
+export function choiceParam<const T extends string>(choices: readonly T[]) {
+  return parsedParam(parseChoice(choices)).meta({ enum: [...choices] });
 }
 
 function paramErrors(error: z.ZodError): ParamError[] {

@@ -15,8 +15,11 @@ import {
 import {
   RETENTION_SCHEMA_VERSION,
   SLOW_EVENT_NS,
+  corruptStoreError,
+  isCorruption,
   openReadStore,
   schemaVersionOf,
+  type StoreError,
   type StoreInfo,
 } from '../../core/store/schema';
 import type { EventFilter, EventOrder } from './event-filter';
@@ -73,6 +76,9 @@ const PRUNED_SINCE_SQL = `SELECT max(id) AS id,
   max(CASE WHEN context > 0 THEN to_ns END) AS context
   FROM pruned WHERE id > ?`;
 
+/* the events table's key leads with ts: the newest row is one step down the b-tree */
+const NEWEST_TS_SQL = 'SELECT ts FROM events ORDER BY ts DESC LIMIT 1';
+
 const later = (a: bigint | null, b: bigint | null) => (a === null ? b : b === null || a > b ? a : b);
 
 export class NodeStore {
@@ -80,6 +86,8 @@ export class NodeStore {
   private readonly statements = new Map<string, Database.Statement>();
   private readonly retained: RetainedFrom = { background: null, context: null };
   private prunedSeen = 0n;
+  /** set once a read found the file damaged */
+  damage: StoreError | null = null;
   /* an older store is read as it is, and again as what it became once the agent upgrades it */
   private schemaVersion = 0;
   private columns = '';
@@ -122,7 +130,7 @@ export class NodeStore {
     const params: SqlParams = {};
     if (filter.transactionId !== undefined) params.transactionId = filter.transactionId;
     if (filter.traceId !== undefined) params.traceId = filter.traceId;
-    return this.statement(sql, 'pluck').all(params) as bigint[];
+    return this.guard(() => this.statement(sql, 'pluck').all(params) as bigint[]);
   }
 
   /**
@@ -169,26 +177,32 @@ export class NodeStore {
 
   /** Up to `limit` rows of `read` strictly inside `range`, in (ts, seq) `order`. */
   fetch(read: StoreRead, range: KeyRange, order: EventOrder, limit: number): EventRow[] {
-    const rows = this.statement(eventsSql(read.shape, order, this.columns), 'raw').all({
-      ...read.params,
-      ...rangeParams(range),
-      limit,
-    }) as unknown[][];
+    const rows = this.guard(
+      () =>
+        this.statement(eventsSql(read.shape, order, this.columns), 'raw').all({
+          ...read.params,
+          ...rangeParams(range),
+          limit,
+        }) as unknown[][],
+    );
     return rows.map(toEventRow);
   }
 
   summarize(read: StoreRead, range: KeyRange): StoreSummary {
-    return this.statement(summarySql(read.shape)).get({
-      ...read.params,
-      ...rangeParams(range),
-    }) as StoreSummary;
+    return this.guard(
+      () =>
+        this.statement(summarySql(read.shape)).get({
+          ...read.params,
+          ...rangeParams(range),
+        }) as StoreSummary,
+    );
   }
 
   /** The retained range of each tier, from the pruned rows the agent wrote. */
   retainedFrom(): RetainedFrom {
     this.refreshSchema();
     if (this.schemaVersion < RETENTION_SCHEMA_VERSION) return this.retained; // nothing pruned before
-    const since = this.statement(PRUNED_SINCE_SQL).get(this.prunedSeen) as {
+    const since = this.guard(() => this.statement(PRUNED_SINCE_SQL).get(this.prunedSeen)) as {
       id: bigint | null;
       background: bigint | null;
       context: bigint | null;
@@ -204,8 +218,29 @@ export class NodeStore {
 
   row(ts: bigint, seq: number): EventRow | undefined {
     this.refreshSchema();
-    const values = this.statement(eventByKeySql(this.columns), 'raw').get(ts, seq) as unknown[] | undefined;
+    const values = this.guard(
+      () => this.statement(eventByKeySql(this.columns), 'raw').get(ts, seq) as unknown[] | undefined,
+    );
     return values && toEventRow(values);
+  }
+
+  /** The newest event's timestamp (null: no events), for readiness. */
+  newestTs(): bigint | null {
+    return this.guard(() => (this.statement(NEWEST_TS_SQL, 'pluck').get() as bigint | undefined) ?? null);
+  }
+
+  /**
+   * Runs a read; SQLite finding the file damaged is a StoreError naming it,
+   * and the store remembers it (`damage`) so that the directory skips it.
+   */
+  private guard<T>(read: () => T): T {
+    try {
+      return read();
+    } catch (err) {
+      if (!isCorruption(err)) throw err;
+      this.damage = corruptStoreError(this.path, err);
+      throw this.damage;
+    }
   }
 
   close(): void {

@@ -8,6 +8,7 @@
 import { parseEventId, rowToEvent, type ApiEvent } from '../../core/model';
 import type { EventRow } from '../../core/store/event-columns';
 import type { Logger } from '../../core/log/logger';
+import type { StoreError } from '../../core/store/schema';
 import {
   positionOf,
   type EventFilter,
@@ -19,7 +20,7 @@ import {
 import { EventSource } from './event-source';
 import { isEmptyRange, rangeFor } from './key-range';
 import { Heap } from './source-heap';
-import { StoreDirectory } from './store-directory';
+import { StoreDirectory, type DirectoryHealth } from './store-directory';
 
 const DEFAULT_CHUNK = 1000;
 /** Smallest first read of a source: merging many small reads costs more than a few spare rows. */
@@ -129,6 +130,14 @@ export class NodeStores {
 
   nodes(): string[] {
     return [...new Set(this.directory.stores().map((s) => s.info.node))].sort();
+  }
+
+  health(): DirectoryHealth {
+    return this.directory.health();
+  }
+
+  markDamaged(damage: StoreError): void {
+    this.directory.markDamaged(damage);
   }
 
   close(): void {

@@ -7,6 +7,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../../core/log/logger';
+import type { StoreError } from '../../core/store/schema';
 import { NodeStore } from './node-store';
 
 const RESCAN_MS = 1000;
@@ -18,24 +19,66 @@ interface OpenFile {
 
 const signature = (stat: Stats) => `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
 
+/** A file of the data dir that is not served, and why. */
+export interface SkippedStore {
+  file: string;
+  reason: string;
+}
+
+/** What readiness reports of the data dir. */
+export interface DirectoryHealth {
+  /** null when the data dir can be listed */
+  dirError: string | null;
+  stores: NodeStore[];
+  skipped: SkippedStore[];
+}
+
 export class StoreDirectory {
   private readonly open = new Map<string, OpenFile>();
-  /** files that failed to open, by name, with the stat signature they failed at */
-  private readonly failed = new Map<string, string>();
+  /** files that failed to open or to read, by name, with the stat signature they failed at and why */
+  private readonly failed = new Map<string, { signature: string; reason: string }>();
   private list: NodeStore[] = [];
   private dirMtime = -1;
   private scannedAt = -Infinity;
-  private dirMissing = false;
+  private dirError: string | null = null;
 
   constructor(
     private readonly dir: string,
     private readonly log: Logger,
   ) {}
 
-  /** The stores open now, by file name. */
+  /** The stores open now, by file name; one a read found damaged is skipped from then on. */
   stores(): NodeStore[] {
     this.refresh();
+    if (this.list.some((store) => store.damage)) this.skipDamaged();
     return this.list;
+  }
+
+  /** A store another reader (a query worker) found damaged: skipped here too. */
+  markDamaged(damage: StoreError): void {
+    for (const { store } of this.open.values()) if (store.path === damage.file) store.damage = damage;
+  }
+
+  health(): DirectoryHealth {
+    const stores = this.stores();
+    const skipped = [...this.failed].map(([name, { reason }]) => ({ file: join(this.dir, name), reason }));
+    return { dirError: this.dirError, stores, skipped };
+  }
+
+  private skipDamaged(): void {
+    for (const [name, file] of this.open) {
+      if (!file.store.damage) continue;
+      let stat: Stats | null = null;
+      try {
+        stat = statSync(file.store.path);
+      } catch {
+        // gone: the next scan forgets it
+      }
+      this.drop(name, file, 'damaged');
+      this.log.warn('skipping store: damaged', { file: file.store.path, error: file.store.damage.message });
+      if (stat) this.failed.set(name, { signature: signature(stat), reason: file.store.damage.message });
+    }
+    this.list = [...this.open.keys()].sort().map((name) => this.open.get(name)!.store);
   }
 
   private refresh(): void {
@@ -55,11 +98,11 @@ export class StoreDirectory {
     let names: string[];
     try {
       names = readdirSync(this.dir).filter((name) => name.endsWith('.db'));
-      this.dirMissing = false;
+      this.dirError = null;
     } catch (err) {
-      if (!this.dirMissing)
+      if (this.dirError === null)
         this.log.warn('cannot read data dir', { dir: this.dir, error: (err as Error).message });
-      this.dirMissing = true;
+      this.dirError = (err as Error).message;
       names = [];
     }
     const present = new Set(names);
@@ -83,7 +126,7 @@ export class StoreDirectory {
     const known = this.open.get(name);
     if (known?.ino === stat.ino) return;
     if (known) this.drop(name, known, 'file was replaced');
-    if (this.failed.get(name) === signature(stat)) return;
+    if (this.failed.get(name)?.signature === signature(stat)) return;
     try {
       const store = NodeStore.open(path);
       const twin = [...this.open.values()].find((f) => f.store.info.storeId === store.info.storeId);
@@ -100,7 +143,7 @@ export class StoreDirectory {
           file: path,
           error: (err as Error).message,
         });
-      this.failed.set(name, signature(stat));
+      this.failed.set(name, { signature: signature(stat), reason: (err as Error).message });
     }
   }
 

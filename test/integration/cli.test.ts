@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { VERSION } from '../../agent/version';
+import { VERSION } from '../../core/version';
 
 const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
 const kreplay = (...args: string[]) =>

@@ -3,7 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { request } from 'node:http';
 import { get as getTls } from 'node:https';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
@@ -92,6 +92,28 @@ describe('daemon access control', () => {
     expect((await call(url, 'GET', '/healthz')).status).toBe(200);
   });
 
+  it('counts sessions per token: one control token at its limit does not stop another', async () => {
+    const OTHER = 'other-control-token-0123456789';
+    writeFileSync(tokens, `${CONTROL} control ci\n${OTHER} control oncall\n`);
+    // sessions earlier tests left would count against ci
+    rmSync(join(dir.path, '.replay'), { recursive: true, force: true });
+    const url = await start({ maxSessionsPerClient: 1 });
+    const body = JSON.stringify({ transaction_id: 'tx1' });
+    const post = (token: string) =>
+      call(
+        url,
+        'POST',
+        '/api/replay/sessions',
+        { ...bearer(token), 'content-type': 'application/json' },
+        body,
+      );
+    expect((await post(CONTROL)).status).toBe(201);
+    const refused = await post(CONTROL);
+    expect(refused.status).toBe(429);
+    expect(refused.body.detail).toMatch(/^token ci has 1 sessions/);
+    expect((await post(OTHER)).status).toBe(201);
+  });
+
   it('lets a read token read and refuses it control with 403; a control token does both', async () => {
     const url = await start();
     for (const [method, path] of READ_ROUTES) {
@@ -134,7 +156,7 @@ describe('daemon access control', () => {
   it('kreplay daemon reloads its tokens on SIGHUP', async () => {
     const child = spawn(
       process.execPath,
-      [BIN, 'daemon', '--data-dir', dir.path, '--port', '0', '--tokens', tokens],
+      [BIN, 'daemon', '--data-dir', dir.path, '--port', '0', '--tokens', tokens, '--log-format', 'text'],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
       },

@@ -21,7 +21,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseConfig } from '../../agent/config/load-config';
-import { VERSION } from '../../agent/version';
+import { VERSION } from '../../core/version';
 import { parseTokens } from '../../daemon/auth/token-file';
 import { eventually, KREPLAY_BIN } from '../support/agent-process';
 import { countStored } from '../support/store-rows';

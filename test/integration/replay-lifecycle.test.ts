@@ -1,9 +1,36 @@
 import { readFileSync, writeFileSync, readdirSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { MAX_LIVE_SESSIONS } from '../../daemon/replay/sessions/session-service';
 import { writeStore } from '../support/event-store';
-import { api, startReplayServer, StreamClient, type ReplayServer } from '../support/replay-http';
+import {
+  api,
+  startReplayServer,
+  StreamClient,
+  type ReplayServer,
+  type SessionLimits,
+} from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
+import { request } from 'node:http';
+
+/** POST a session from a given loopback address: another client, as the per-client limit sees it. */
+function apiFrom(
+  base: string,
+  localAddress: string,
+  body: unknown,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${base}/api/replay/sessions`,
+      { method: 'POST', localAddress, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
 
 const dir = useTempDir('kreplay-replay-lifecycle-');
 const T0 = 1_795_345_678_123_456_789n;
@@ -27,8 +54,8 @@ function writeData(): void {
 
 describe('replay session lifecycle', () => {
   const servers: ReplayServer[] = [];
-  const start = async (ttlMs?: number) => {
-    const server = await startReplayServer(dir.path, ttlMs);
+  const start = async (limits?: SessionLimits) => {
+    const server = await startReplayServer(dir.path, limits);
     servers.push(server);
     return server;
   };
@@ -44,7 +71,7 @@ describe('replay session lifecycle', () => {
   };
 
   it('removes finished and stopped sessions after the idle TTL, never live ones', async () => {
-    const server = await start(1000);
+    const server = await start({ sessionTtlMs: 1000 });
     const finished = await create(server, 'tx-short', 1000);
     const stream = await StreamClient.open(server.url, finished);
     await api(server.url, 'POST', `/${finished}/play`);
@@ -64,14 +91,15 @@ describe('replay session lifecycle', () => {
     await stream.until((s) => s.ended);
   });
 
-  it(`refuses a session beyond ${MAX_LIVE_SESSIONS} live ones with 429 and Retry-After`, async () => {
-    const server = await start();
+  it('refuses a session beyond --max-sessions live ones with 429 and Retry-After', async () => {
+    const server = await start({ maxSessions: 6, maxSessionsPerClient: 100 });
     const ids: string[] = [];
-    for (let i = 0; i < MAX_LIVE_SESSIONS; i++) ids.push(await create(server, 'tx-long'));
+    for (let i = 0; i < 6; i++) ids.push(await create(server, 'tx-long'));
     const refused = await api(server.url, 'POST', '', { transaction_id: 'tx-long' });
     expect(refused.status).toBe(429);
     expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(refused.headers.get('retry-after')).toBe('60');
+    expect(refused.body.detail).toMatch(/at most 6 sessions .* on this daemon/);
     // a playing session frees its slot when it finishes: about 2 s at speed 1
     await api(server.url, 'POST', `/${ids[0]}/play`);
     const again = await api(server.url, 'POST', '', { transaction_id: 'tx-long' });
@@ -81,6 +109,102 @@ describe('replay session lifecycle', () => {
     // finished and stopped sessions do not count
     await api(server.url, 'POST', `/${ids[1]}/stop`);
     await create(server, 'tx-long');
+  });
+
+  it('limits live sessions per client (here its address) without limiting the others', async () => {
+    const server = await start({ maxSessionsPerClient: 2 });
+    const from = (localAddress: string) => apiFrom(server.url, localAddress, { transaction_id: 'tx-long' });
+    expect((await from('127.0.0.2')).status).toBe(201);
+    const second = await from('127.0.0.2');
+    expect(second.status).toBe(201);
+    const refused = await from('127.0.0.2');
+    expect(refused.status).toBe(429);
+    expect(refused.body.detail).toMatch(/^address 127\.0\.0\.2 has 2 sessions/);
+    // another client still gets its own
+    expect((await from('127.0.0.3')).status).toBe(201);
+    // an ended session frees its owner's slot
+    await api(server.url, 'POST', `/${second.body.id as string}/stop`);
+    expect((await from('127.0.0.2')).status).toBe(201);
+  });
+
+  it('removes ready and paused sessions after --idle-session-ttl; playing ones stay', async () => {
+    const server = await start({ idleSessionTtlMs: 700 });
+    const ready = await create(server, 'tx-long');
+    const paused = await create(server, 'tx-long');
+    await api(server.url, 'POST', `/${paused}/seek`, { position_ns: 5 });
+    const playing = await create(server, 'tx-long', 0.5);
+    await api(server.url, 'POST', `/${playing}/play`);
+    await sleep(400);
+    // a change restarts the clock: this one is touched at 400 ms and goes at 1.1 s
+    const touched = await create(server, 'tx-long');
+    await sleep(500);
+    const left = (await api(server.url, 'GET', '')).body.sessions as { id: string }[];
+    expect(left.map((s) => s.id)).toEqual([playing, touched]);
+    expect((await api(server.url, 'GET', `/${ready}`)).status).toBe(404);
+    await sleep(500);
+    const later = (await api(server.url, 'GET', '')).body.sessions as { id: string }[];
+    expect(later.map((s) => s.id)).toEqual([playing]);
+  });
+
+  it("two daemons on one data dir keep both daemons' sessions, and a third takes them over", async () => {
+    const a = await start();
+    const b = await start();
+    const fromA = await create(a, 'tx-long');
+    const fromB = await create(b, 'tx-short');
+    // each change saves: A's saves must not drop B's session, nor B's A's
+    await api(a.url, 'POST', `/${fromA}/seek`, { position_ns: 7 });
+    await api(b.url, 'POST', `/${fromB}/stop`);
+    const ids = (server: ReplayServer) =>
+      api(server.url, 'GET', '').then((r) => (r.body.sessions as { id: string }[]).map((s) => s.id));
+    expect(await ids(a)).toEqual([fromA]);
+    expect(await ids(b)).toEqual([fromB]);
+    await a.replay.close();
+    await b.replay.close();
+    const saved = JSON.parse(readFileSync(join(dir.path, '.replay', 'sessions.json'), 'utf8'));
+    expect(saved.sessions.map((s: { id: string }) => s.id).sort()).toEqual([fromA, fromB].sort());
+    // released by daemons that stopped: the next one takes both
+    const c = await start();
+    expect((await ids(c)).sort()).toEqual([fromA, fromB].sort());
+    expect((await api(c.url, 'GET', `/${fromA}`)).body).toMatchObject({ state: 'paused', position_ns: 7 });
+  });
+
+  it('takes over the sessions of a daemon whose process died, not those of a live one', async () => {
+    mkdirSync(join(dir.path, '.replay'));
+    const saved = (daemon: string | null, id: string) => ({
+      daemon,
+      id,
+      transaction_id: 'tx-short',
+      speed_factor: 1,
+      extra_latency_ns: 0,
+      state: 'ready',
+      created_at: new Date().toISOString(),
+      updated_at: new Date().toISOString(),
+      first_ts: String(T0),
+      last_ts: String(T0 + 2_000n),
+      events_total: 3,
+      next_index: 0,
+      next_start: null,
+      floor_ns: '0',
+      position_ns: '0',
+      wall_ns: '0',
+      lateness: { max: '0', buckets: [] },
+    });
+    // pid 1's start time never matches "1" ticks; this process is alive
+    const live = `${process.pid}:${readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ')[19]}:other`;
+    writeFileSync(
+      join(dir.path, '.replay', 'sessions.json'),
+      JSON.stringify({ version: 2, sessions: [saved('1:1:dead', 'of-dead'), saved(live, 'of-live')] }),
+    );
+    const server = await start();
+    const ids = (await api(server.url, 'GET', '')).body.sessions as { id: string }[];
+    expect(ids.map((s) => s.id)).toEqual(['of-dead']);
+    await server.close();
+    servers.splice(0);
+    const after = JSON.parse(readFileSync(join(dir.path, '.replay', 'sessions.json'), 'utf8'));
+    expect(after.sessions.map((s: { id: string; daemon: string | null }) => [s.id, s.daemon])).toEqual([
+      ['of-live', live],
+      ['of-dead', null],
+    ]);
   });
 
   it('keeps sessions across a restart: paused ones where they were, playing ones paused', async () => {

@@ -12,9 +12,13 @@ export interface AgentProcess {
 }
 
 export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<AgentProcess> {
-  const child = spawn(process.execPath, [KREPLAY_BIN, 'agent', '--status-interval', '1', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [KREPLAY_BIN, 'agent', '--status-interval', '1', '--log-format', 'text', ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {

@@ -1,7 +1,7 @@
 /** The daemon's HTTP app with real replay sessions (real stores, high-resolution clock), and a stream client. */
 import { silentLogger } from '../../core/log/logger';
 import { openEventStream, type EventStream, type SseMessage } from '../../cli/sse-client';
-import { createDaemon } from '../../daemon/create-daemon';
+import { createDaemon, type DaemonOptions } from '../../daemon/create-daemon';
 import type { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 
 export interface ReplayServer {
@@ -10,8 +10,14 @@ export interface ReplayServer {
   close(): Promise<void>;
 }
 
-export async function startReplayServer(dataDir: string, ttlMs = 600_000): Promise<ReplayServer> {
-  const daemon = await createDaemon({ dataDir, sessionTtlMs: ttlMs, log: silentLogger });
+/** Sessions' limits and TTLs as the daemon's options name them; ended sessions stay 10 min unless told. */
+export type SessionLimits = Pick<
+  DaemonOptions,
+  'sessionTtlMs' | 'idleSessionTtlMs' | 'maxSessions' | 'maxSessionsPerClient'
+>;
+
+export async function startReplayServer(dataDir: string, limits: SessionLimits = {}): Promise<ReplayServer> {
+  const daemon = await createDaemon({ dataDir, sessionTtlMs: 600_000, ...limits, log: silentLogger });
   return { url: daemon.url, replay: daemon.replay, close: () => daemon.close() };
 }
 

@@ -77,7 +77,7 @@ describe('/api/replay/sessions over HTTP', () => {
       events_emitted: 0,
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       updated_at: reply.body.created_at,
-      timing: { lateness_p50_ns: null, lateness_p99_ns: null, lateness_max_ns: null },
+      timing: { lateness_p50_ns: null, lateness_p99_ns: null, lateness_max_ns: null, behind_ns: 0 },
     });
     const again = await call('GET', `/${reply.body.id}`);
     expect(again.body).toEqual(reply.body);

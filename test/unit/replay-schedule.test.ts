@@ -66,6 +66,7 @@ describe('a session on a fake clock', () => {
       lateness_p50_ns: 70n,
       lateness_p99_ns: 70n,
       lateness_max_ns: 70n,
+      behind_ns: 0n,
     });
   });
 

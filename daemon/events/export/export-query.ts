@@ -1,7 +1,6 @@
 /** The query string of GET /api/events/export: the filters of GET /api/events and a format. */
 import { z } from 'zod';
-import { parsedParam } from '../../http/query-params';
-import { parseChoice } from '../../http/query-values';
+import { choiceParam } from '../../http/query-params';
 import { checkTimeWindow, eventFilterParams } from '../events-query';
 
 export const EXPORT_FORMATS = ['chrome-trace'] as const;
@@ -12,7 +11,7 @@ export const MAX_EXPORT_EVENTS = 1_000_000;
 export const exportQuerySchema = z
   .strictObject({
     ...eventFilterParams,
-    format: parsedParam(parseChoice(EXPORT_FORMATS)).optional(),
+    format: choiceParam(EXPORT_FORMATS).optional(),
   })
   .superRefine(checkTimeWindow);
 

@@ -20,6 +20,13 @@ import type { EventStart, Transaction } from './transaction';
 
 /** How many recent lateness values a resuming stream gets exactly (older ones are null). */
 const RECENT = 1024;
+/**
+ * Releases later than this mean the clock cannot keep up (speed 1000 on
+ * dense events, a starved machine): the session says so with `behind_ns`
+ * and a state event, and again when releases are back within CAUGHT_UP_NS.
+ */
+export const BEHIND_AFTER_NS = 10_000_000n;
+const CAUGHT_UP_NS = 1_000_000n;
 
 export interface SessionSettings {
   id: string;
@@ -27,12 +34,21 @@ export interface SessionSettings {
   speedFactor: number;
   extraLatencyNs: number;
   driving: Driving | null;
+  /** the client that created it (token name or address): per-client limits count it */
+  owner: string;
+}
+
+/** Told each event's lateness as it is released by the clock and as it reaches the watchers (metrics). */
+export interface TimingObserver {
+  released(lateNs: bigint): void;
+  delivered(lateNs: bigint): void;
 }
 
 export interface SessionContext {
   clock: ReplayClock;
   /** after every state change: persist, (dis)arm expiry */
   changed(session: ReplaySession): void;
+  timing?: TimingObserver;
 }
 
 export class ReplaySession {
@@ -42,6 +58,7 @@ export class ReplaySession {
   readonly speedFactor: number;
   readonly extraLatencyNs: number;
   readonly driving: Driving | null;
+  readonly owner: string;
   createdAt = new Date().toISOString();
   updatedAt = this.createdAt;
   state: SessionState = 'ready';
@@ -49,6 +66,8 @@ export class ReplaySession {
   /** from deadline to the moment the frame was written to every watcher's socket */
   readonly delivery = new TimingStats();
 
+  /** lateness of the latest release while the clock is behind, else 0 */
+  private behindNs = 0n;
   /** index of the next event to emit: events_emitted */
   private nextIndex = 0;
   /** where a fresh reader starts (undefined: the first event) */
@@ -72,6 +91,7 @@ export class ReplaySession {
     this.speedFactor = settings.speedFactor;
     this.extraLatencyNs = settings.extraLatencyNs;
     this.driving = settings.driving;
+    this.owner = settings.owner;
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
     this.player = new Player(this.transaction, this.schedule, context.clock, (entry, deadline, releasedAt) =>
       this.emit(entry, deadline, releasedAt),
@@ -108,7 +128,12 @@ export class ReplaySession {
       events_emitted: this.nextIndex,
       created_at: this.createdAt,
       updated_at: this.updatedAt,
-      timing: { lateness_p50_ns: timing.p50, lateness_p99_ns: timing.p99, lateness_max_ns: timing.max },
+      timing: {
+        lateness_p50_ns: timing.p50,
+        lateness_p99_ns: timing.p99,
+        lateness_max_ns: timing.max,
+        behind_ns: this.behindNs,
+      },
     };
   }
 
@@ -204,6 +229,7 @@ export class ReplaySession {
       speed_factor: this.speedFactor,
       extra_latency_ns: this.extraLatencyNs,
       driving: this.driving,
+      owner: this.owner,
       // a session playing when the daemon stops comes back paused where it was
       state: playing ? 'paused' : this.state,
       created_at: this.createdAt,
@@ -228,6 +254,7 @@ export class ReplaySession {
         speedFactor: saved.speed_factor,
         extraLatencyNs: saved.extra_latency_ns,
         driving: saved.driving,
+        owner: saved.owner,
       },
       context,
     );
@@ -247,6 +274,8 @@ export class ReplaySession {
 
   private enter(state: SessionState): void {
     this.state = state;
+    // only a playing session can be behind its schedule
+    if (state !== 'playing') this.behindNs = 0n;
     this.updatedAt = new Date().toISOString();
     this.broadcast.send(sseFrame('state', this.json()));
     this.context.changed(this);
@@ -277,6 +306,8 @@ export class ReplaySession {
   private emit(entry: Pending, deadline: bigint, releasedAt: bigint): void {
     const late = releasedAt > deadline ? releasedAt - deadline : 0n;
     this.lateness.add(late);
+    this.context.timing?.released(late);
+    this.trackBehind(late);
     this.recentLateness[entry.index % RECENT] = late;
     this.recentIndex[entry.index % RECENT] = entry.index;
     this.broadcast.send(this.frame(entry.index, entry.event, late), deadline);
@@ -284,6 +315,17 @@ export class ReplaySession {
     this.floorNs = entry.offsetNs;
     if (this.nextIndex >= this.transaction.total || !this.player.refill(this.nextIndex, this.nextStart))
       this.finish();
+  }
+
+  private trackBehind(late: bigint): void {
+    const behind = this.behindNs > 0n;
+    if (behind ? late > CAUGHT_UP_NS : late > BEHIND_AFTER_NS) {
+      this.behindNs = late;
+      if (!behind) this.broadcast.send(sseFrame('state', this.json()));
+    } else if (behind) {
+      this.behindNs = 0n;
+      this.broadcast.send(sseFrame('state', this.json()));
+    }
   }
 
   private finish(): void {
@@ -308,6 +350,10 @@ export class ReplaySession {
 
   private delivered(deadlines: bigint[]): void {
     const now = this.context.clock.now();
-    for (const deadline of deadlines) this.delivery.add(now > deadline ? now - deadline : 0n);
+    for (const deadline of deadlines) {
+      const late = now > deadline ? now - deadline : 0n;
+      this.delivery.add(late);
+      this.context.timing?.delivered(late);
+    }
   }
 }

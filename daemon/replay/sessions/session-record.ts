@@ -20,5 +20,7 @@ export interface SessionRecord {
     lateness_p50_ns: bigint | null;
     lateness_p99_ns: bigint | null;
     lateness_max_ns: bigint | null;
+    /** how late the latest release was while that is past BEHIND_AFTER_NS (the clock cannot keep up), else 0 */
+    behind_ns: bigint;
   };
 }

@@ -1,5 +1,6 @@
 /** /api/replay/sessions: create, list, read, control and delete replay sessions. */
 import express, { Router, type Response } from 'express';
+import { clientName } from '../../auth/client-name';
 import { sessionEventsHandler } from './session-events-handler';
 import type { ReplaySession } from './replay-session';
 import { createSessionSchema, emptySchema, parseBody, seekSchema } from './session-schema';
@@ -14,7 +15,7 @@ export function replaySessionsRouter(sessions: ReplaySessions): Router {
   const router = Router();
   router.use(express.json({ limit: '16kb' }));
   router.post('/', (req, res) => {
-    const session = sessions.create(parseBody(createSessionSchema, req));
+    const session = sessions.create(parseBody(createSessionSchema, req), clientName(req, res));
     res.location(`${req.baseUrl}/${encodeURIComponent(session.id)}`);
     sendSession(res, 201, session);
   });

@@ -1,7 +1,8 @@
 /**
  * The replay sessions of the daemon: creation within the live-session
- * limit, lookup, removal, expiry of finished and stopped sessions after an
- * idle TTL, and their persistence across restarts.
+ * limits (in total and per client), lookup, removal, expiry of sessions left
+ * alone (ready and paused after the idle TTL, finished and stopped after the
+ * session TTL), and their persistence across restarts.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../../core/log/logger';
@@ -9,16 +10,21 @@ import { notFound, ProblemError } from '../../http/problem';
 import type { ReplayClock } from '../clock/replay-clock';
 import type { ReplaySource } from '../replay-source';
 import type { Watcher } from '../stream/broadcast';
-import { ReplaySession, type SessionContext } from './replay-session';
+import { ReplaySession, type SessionContext, type TimingObserver } from './replay-session';
 import { SessionFile } from './session-file';
 import type { CreateSessionBody } from './session-schema';
 import { isLive } from './session-state';
 import { Transaction } from './transaction';
 
-export const MAX_LIVE_SESSIONS = 64;
+export const DEFAULT_MAX_SESSIONS = 64;
+/** A quarter of the total: one client cannot take every slot. */
+export const DEFAULT_MAX_SESSIONS_PER_CLIENT = 16;
 export const DEFAULT_SESSION_TTL_SECONDS = 600;
+export const DEFAULT_IDLE_SESSION_TTL_SECONDS = 3600;
 /** How often the positions of playing sessions are saved, for a daemon that dies without stopping. */
 const CHECKPOINT_MS = 2000;
+/** The longest delay setTimeout takes (2^31 − 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** How often sessions that drive a process check that it still runs. */
 const DRIVER_CHECK_MS = 500;
 /** Retry-After when no playing session will free a slot by finishing. */
@@ -31,6 +37,13 @@ export interface ReplaySessionsOptions {
   log: Logger;
   /** finished and stopped sessions are removed after this long without a change */
   ttlMs: number;
+  /** ready and paused sessions are removed after this long without a change (default 1 h) */
+  idleTtlMs?: number;
+  /** live (ready, playing, paused) sessions at most, in all and per client */
+  maxSessions?: number;
+  maxSessionsPerClient?: number;
+  /** told every event's release and delivery lateness (the daemon's metrics) */
+  timing?: TimingObserver;
 }
 
 export class ReplaySessions {
@@ -43,7 +56,11 @@ export class ReplaySessions {
   private closed = false;
 
   constructor(private readonly options: ReplaySessionsOptions) {
-    this.context = { clock: options.clock, changed: (session) => this.changed(session) };
+    this.context = {
+      clock: options.clock,
+      changed: (session) => this.changed(session),
+      timing: options.timing,
+    };
     this.file = new SessionFile(options.dataDir, options.log, () => this.list().map((s) => s.snapshot()));
     for (const saved of this.file.load()) {
       const transaction = new Transaction(
@@ -65,18 +82,32 @@ export class ReplaySessions {
     this.driverCheck = setInterval(() => this.stopOrphans(), DRIVER_CHECK_MS).unref();
   }
 
-  /** `driving` may be left out by callers that drive nothing. */
+  /**
+   * A session for `owner` (the client: its token's name, else its address).
+   * `driving` may be left out by callers that drive nothing.
+   */
   create(
     body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>,
+    owner = 'local',
   ): ReplaySession {
     this.checkOpen();
     const live = this.list().filter((s) => isLive(s.state));
-    if (live.length >= MAX_LIVE_SESSIONS)
+    const max = this.options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+    if (live.length >= max)
       throw new ProblemError(
         'too-many-sessions',
-        `at most ${MAX_LIVE_SESSIONS} sessions may be ready, playing or paused; stop or delete one`,
+        `at most ${max} sessions may be ready, playing or paused on this daemon; stop or delete one`,
         undefined,
         { 'Retry-After': String(retryAfterSeconds(live)) },
+      );
+    const own = live.filter((s) => s.owner === owner);
+    const perClient = this.options.maxSessionsPerClient ?? DEFAULT_MAX_SESSIONS_PER_CLIENT;
+    if (own.length >= perClient)
+      throw new ProblemError(
+        'too-many-sessions',
+        `${owner} has ${own.length} sessions ready, playing or paused, the most one client may have; stop or delete one`,
+        undefined,
+        { 'Retry-After': String(retryAfterSeconds(own)) },
       );
     const transaction = Transaction.find(this.options.source, body.transaction_id);
     if (!transaction)
@@ -91,10 +122,12 @@ export class ReplaySessions {
         speedFactor: body.speed_factor,
         extraLatencyNs: body.extra_latency_ns,
         driving: body.driving ?? null,
+        owner,
       },
       this.context,
     );
     this.sessions.set(session.id, session);
+    this.armExpiry(session);
     this.file.save();
     return session;
   }
@@ -136,8 +169,7 @@ export class ReplaySessions {
     for (const timer of this.expiries.values()) clearTimeout(timer);
     this.expiries.clear();
     for (const session of this.sessions.values()) session.shutdown();
-    this.file.save();
-    await this.file.flush();
+    await this.file.release();
   }
 
   private checkOpen(): void {
@@ -162,18 +194,25 @@ export class ReplaySessions {
     this.file.save();
   }
 
-  /** Finished and stopped sessions go `ttlMs` after their last change; live ones stay. */
+  /** Sessions go a TTL after their last change: idle ones (ready, paused) and ended ones each have theirs; playing ones stay. */
   private armExpiry(session: ReplaySession): void {
     clearTimeout(this.expiries.get(session.id));
     this.expiries.delete(session.id);
-    if (isLive(session.state) || this.closed) return;
-    const idleMs = Date.now() - Date.parse(session.updatedAt);
-    const timer = setTimeout(() => this.expire(session.id), Math.max(0, this.options.ttlMs - idleMs));
+    if (session.state === 'playing' || this.closed) return;
+    const ttlMs = isLive(session.state)
+      ? (this.options.idleTtlMs ?? DEFAULT_IDLE_SESSION_TTL_SECONDS * 1000)
+      : this.options.ttlMs;
+    const remainingMs = ttlMs - (Date.now() - Date.parse(session.updatedAt));
+    // Node fires a longer timeout at once: a TTL of days is waited out in steps
+    const timer = setTimeout(
+      () => (remainingMs > MAX_TIMER_MS ? this.armExpiry(session) : this.expire(session.id)),
+      Math.min(Math.max(0, remainingMs), MAX_TIMER_MS),
+    );
     this.expiries.set(session.id, timer.unref());
   }
 
   private expire(id: string): void {
-    this.options.log.info('replay session expired', { id });
+    this.options.log.info('replay session expired', { id, state: this.sessions.get(id)?.state });
     this.remove(id);
   }
 }

@@ -17,6 +17,8 @@ export const sessionSnapshotSchema = z.object({
   speed_factor: speedFactorSchema,
   extra_latency_ns: z.number().int().min(0),
   driving: drivingSchema.nullable().default(null),
+  /** saved before owners were kept: counted as the local client's */
+  owner: z.string().default('local'),
   state: z.enum(SESSION_STATES),
   created_at: z.string(),
   updated_at: z.string(),

@@ -1,0 +1,42 @@
+/** --log-level and --log-format, the same on every long-running command. */
+import { InvalidArgumentError, type Command } from 'commander';
+import {
+  createLogger,
+  LOG_FORMATS,
+  LOG_LEVELS,
+  type LogFormat,
+  type Logger,
+  type LogLevel,
+} from '../core/log/logger';
+
+export interface LogFlags {
+  logLevel: LogLevel;
+  logFormat?: LogFormat;
+}
+
+function choice<T extends string>(flag: string, choices: readonly T[]) {
+  return (value: string): T => {
+    if (!(choices as readonly string[]).includes(value))
+      throw new InvalidArgumentError(`${flag} must be one of ${choices.join(', ')}, got "${value}"`);
+    return value as T;
+  };
+}
+
+export function addLogOptions(command: Command): Command {
+  return command
+    .option(
+      '--log-level <level>',
+      `least level logged: ${LOG_LEVELS.join(', ')}`,
+      choice('--log-level', LOG_LEVELS),
+      'info',
+    )
+    .option(
+      '--log-format <format>',
+      'text (key=value lines) or json (one object per line); default: text on a terminal, else json',
+      choice('--log-format', LOG_FORMATS),
+    );
+}
+
+export function loggerFromFlags(flags: LogFlags, component: string): Logger {
+  return createLogger({ component, level: flags.logLevel, format: flags.logFormat });
+}

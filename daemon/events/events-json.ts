@@ -1,0 +1,21 @@
+/**
+ * The events routes' answers as JSON text, from wherever the events are
+ * read: built here from an EventReader (the fleet store), or built in a
+ * query worker next to the node stores (query-pool.ts), so that the main
+ * thread only moves the text.
+ */
+import type { EventReader } from '../store/event-reader';
+import type { EventsQuery } from './events-query';
+import { eventJson, listEventsJson } from './events-service';
+
+export interface EventsJson {
+  list(query: EventsQuery): Promise<string>;
+  one(eventId: string, int64AsString: boolean): Promise<string>;
+}
+
+export function localEventsJson(reader: EventReader): EventsJson {
+  return {
+    list: (query) => listEventsJson(reader, query),
+    one: (eventId, int64AsString) => eventJson(reader, eventId, int64AsString),
+  };
+}

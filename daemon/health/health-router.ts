@@ -1,0 +1,45 @@
+/**
+ * Liveness and readiness, open to the host's supervisor without a token.
+ * /healthz: the process answers. /readyz: what it serves from, store by
+ * store: 200 when every `.db` file of the data dir is served, 503 naming
+ * what is not (a data dir it cannot list, a store it skipped as damaged or
+ * unreadable), with the newest event's age per store for staleness alerts.
+ */
+import { Router } from 'express';
+import type { NodeStores } from '../store/node-stores';
+
+export function healthRouter(stores: NodeStores): Router {
+  const router = Router();
+  router.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  router.get('/readyz', (_req, res) => {
+    const { dirError, stores: open, skipped } = stores.health();
+    const now = BigInt(Date.now()) * 1_000_000n;
+    const served = open.map((store) => {
+      const newest = store.damage ? null : safeNewest(store);
+      return {
+        node: store.info.node,
+        file: store.path,
+        newest_event_age_s: newest === null ? null : Number(now - newest) / 1e9,
+      };
+    });
+    const ready = dirError === null && skipped.length === 0;
+    res.status(ready ? 200 : 503).json({
+      status: ready ? 'ready' : 'degraded',
+      data_dir_error: dirError,
+      stores: served,
+      skipped,
+    });
+  });
+  return router;
+}
+
+/** A store found damaged by this very read is skipped from the next call on. */
+function safeNewest(store: { newestTs(): bigint | null }): bigint | null {
+  try {
+    return store.newestTs();
+  } catch {
+    return null;
+  }
+}

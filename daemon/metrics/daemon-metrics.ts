@@ -1,0 +1,120 @@
+/**
+ * GET /metrics: the daemon in the Prometheus text format (prom-client), one
+ * registry per daemon. Every metric name is made here.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { TimingObserver } from '../replay/sessions/replay-session';
+import type { PoolStats } from '../store/query-pool/query-pool';
+import type { ReplaySessions } from '../replay/sessions/session-service';
+import { SESSION_STATES } from '../replay/sessions/session-state';
+
+/** A finished request, as the request log sees it. */
+export interface RequestDone {
+  method: string;
+  route: string | null;
+  status: number;
+  duration_ms: number;
+}
+
+/** 50 µs .. 10 s: a replay's lateness goal is 1 ms, a query's 10 ms. */
+const SECONDS_BUCKETS = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10,
+];
+
+export class DaemonMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly duration: Histogram<'method' | 'route' | 'status'>;
+  private readonly release: Histogram;
+  private readonly delivery: Histogram;
+
+  constructor() {
+    const registers = [this.registry];
+    this.requests = new Counter({
+      name: 'kreplay_http_requests_total',
+      help: 'HTTP requests answered, by method, route template (none: no route matched) and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'kreplay_http_request_duration_seconds',
+      help: 'time from a request to its last byte (a stream: to its end)',
+      labelNames: ['method', 'route', 'status'],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.release = new Histogram({
+      name: 'kreplay_replay_release_lateness_seconds',
+      help: 'how late the replay clock released each event against its schedule',
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.delivery = new Histogram({
+      name: 'kreplay_replay_delivery_lateness_seconds',
+      help: "how late each replayed event was written to its watchers' sockets against its schedule",
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+  }
+
+  request(done: RequestDone): void {
+    const labels = { method: done.method, route: done.route ?? 'none', status: String(done.status) };
+    this.requests.inc(labels);
+    this.duration.observe(labels, done.duration_ms / 1000);
+  }
+
+  readonly timing: TimingObserver = {
+    released: (lateNs) => this.release.observe(Number(lateNs) / 1e9),
+    delivered: (lateNs) => this.delivery.observe(Number(lateNs) / 1e9),
+  };
+
+  /** Sessions per state and SSE watchers, read at each scrape. */
+  watchSessions(replay: ReplaySessions): void {
+    new Gauge({
+      name: 'kreplay_replay_sessions',
+      help: 'replay sessions by state',
+      labelNames: ['state'],
+      registers: [this.registry],
+      collect() {
+        const counts = new Map<string, number>(SESSION_STATES.map((s) => [s, 0]));
+        for (const session of replay.list()) counts.set(session.state, counts.get(session.state)! + 1);
+        for (const [state, n] of counts) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: 'kreplay_sse_watchers',
+      help: 'open Server-Sent Events streams of replay sessions',
+      registers: [this.registry],
+      collect() {
+        this.set(replay.list().reduce((sum, session) => sum + session.watchers, 0));
+      },
+    });
+  }
+
+  /** The query workers: queue depth, busy workers and their busy time, read at each scrape. */
+  watchQueries(stats: () => PoolStats): void {
+    this.gauge('kreplay_query_queue_depth', 'queries waiting for a free query worker', () => stats().queued);
+    this.gauge('kreplay_query_workers_busy', 'query workers running a query now', () => stats().busy);
+    new Counter({
+      name: 'kreplay_query_worker_busy_seconds_total',
+      help: 'time the query workers have spent running queries, summed over workers',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(stats().busySeconds);
+      },
+    });
+  }
+
+  /** A gauge read at each scrape, for parts assembled elsewhere. */
+  gauge(name: string, help: string, read: () => number): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  }
+}

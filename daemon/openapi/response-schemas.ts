@@ -1,0 +1,126 @@
+/**
+ * What the API answers, as zod schemas: the OpenAPI document describes the
+ * responses with them, and the OpenAPI test parses real responses with them,
+ * so that the document cannot drift from what the routes send.
+ */
+import { z } from 'zod';
+import { TARGET_KINDS } from '../../core/model/target';
+import { PROBLEM_KINDS, PROBLEM_TYPE_BASE } from '../http/problem-kinds';
+import { SESSION_STATES } from '../replay/sessions/session-state';
+import { drivingSchema } from '../replay/sessions/session-schema';
+
+/** 19-digit nanosecond integers: JSON numbers, exact in the text; strings under ?int64=string. */
+const int64 = z
+  .union([z.number(), z.string().regex(/^\d+$/)])
+  .meta({ description: 'exact integer (a JSON number of up to 19 digits; a string with ?int64=string)' });
+const nsOrNull = z.union([z.number(), z.null()]);
+
+const commonEvent = {
+  event_id: z.string().regex(/^[0-9a-f]{40}$/),
+  timestamp_ns: int64,
+  duration_ns: int64,
+  service_name: z.string(),
+  transaction_id: z.string().nullable(),
+  trace_id: z.string().nullable(),
+  node: z.string(),
+  pid: z.number().int(),
+  tid: z.number().int(),
+  comm: z.string(),
+  bytes: z.number().int(),
+};
+
+export const sysWriteEventSchema = z
+  .strictObject({
+    ...commonEvent,
+    event_type: z.literal('sys_write'),
+    syscall: z.string(),
+    fd: z.number().int(),
+    ret: z.number().int(),
+    target_kind: z.enum(TARGET_KINDS).nullable(),
+    target: z.string().nullable(),
+  })
+  .meta({ id: 'SysWriteEvent' });
+
+export const blockIoEventSchema = z
+  .strictObject({
+    ...commonEvent,
+    event_type: z.literal('block_io'),
+    device: z.string(),
+    sector: z.number().int(),
+    op: z.string(),
+    error: z.number().int(),
+  })
+  .meta({ id: 'BlockIoEvent' });
+
+export const eventSchema = z
+  .discriminatedUnion('event_type', [sysWriteEventSchema, blockIoEventSchema])
+  .meta({ id: 'Event' });
+
+export const eventPageSchema = z
+  .strictObject({
+    events: z.array(eventSchema),
+    next_cursor: z
+      .string()
+      .nullable()
+      .meta({ description: 'pass as ?cursor= for the next page; null at the end' }),
+    retained_from_ns: int64
+      .optional()
+      .meta({ description: 'present when the range asked for reaches before what retention kept' }),
+  })
+  .meta({ id: 'EventPage' });
+
+export const sessionSchema = z
+  .strictObject({
+    id: z.string(),
+    transaction_id: z.string(),
+    speed_factor: z.number(),
+    extra_latency_ns: z.number().int(),
+    driving: drivingSchema.nullable(),
+    state: z.enum(SESSION_STATES),
+    position_ns: z.number(),
+    duration_ns: z.number(),
+    events_total: z.number().int(),
+    events_emitted: z.number().int(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    timing: z.strictObject({
+      lateness_p50_ns: nsOrNull,
+      lateness_p99_ns: nsOrNull,
+      lateness_max_ns: nsOrNull,
+      behind_ns: z
+        .number()
+        .meta({ description: 'how late the latest release is while the clock cannot keep up, else 0' }),
+    }),
+  })
+  .meta({ id: 'Session' });
+
+export const sessionListSchema = z
+  .strictObject({ sessions: z.array(sessionSchema) })
+  .meta({ id: 'SessionList' });
+
+export const problemSchema = z
+  .strictObject({
+    type: z.string().meta({ description: `${PROBLEM_TYPE_BASE}<kind>` }),
+    title: z.string(),
+    status: z.number().int(),
+    code: z.string().meta({ description: 'E_<KIND>: the kind upper-cased' }),
+    detail: z.string(),
+    errors: z.array(z.strictObject({ param: z.string(), message: z.string() })).optional(),
+  })
+  .meta({
+    id: 'Problem',
+    description: `RFC 9457 problem details; kinds: ${Object.keys(PROBLEM_KINDS).join(', ')}`,
+  });
+
+export const livenessSchema = z.strictObject({ status: z.literal('ok') }).meta({ id: 'Liveness' });
+
+export const readinessSchema = z
+  .strictObject({
+    status: z.enum(['ready', 'degraded']),
+    data_dir_error: z.string().nullable(),
+    stores: z.array(
+      z.strictObject({ node: z.string(), file: z.string(), newest_event_age_s: z.number().nullable() }),
+    ),
+    skipped: z.array(z.strictObject({ file: z.string(), reason: z.string() })),
+  })
+  .meta({ id: 'Readiness' });

@@ -1,0 +1,53 @@
+/**
+ * What the daemon's main thread and its query workers say to each other.
+ * Requests name an operation of the node stores and its arguments; answers
+ * carry the result (structured-cloned: bigints survive) or the error, as
+ * data, so that the main thread can raise the same class the worker caught.
+ */
+import { KreplayError } from '../../../core/errors';
+import { StoreError, type StoreErrorCode } from '../../../core/store/schema';
+import { ProblemError, type ParamError } from '../../http/problem';
+import type { ProblemKind } from '../../http/problem-kinds';
+
+export interface QueryRequest {
+  id: number;
+  op: string;
+  args: unknown[];
+}
+
+export type WireError =
+  | {
+      type: 'problem';
+      kind: ProblemKind;
+      detail: string;
+      errors?: ParamError[];
+      headers?: Record<string, string>;
+    }
+  | { type: 'store'; code: StoreErrorCode; message: string; file?: string }
+  | { type: 'other'; code?: string; message: string };
+
+export type QueryAnswer =
+  { id: number; ok: true; result: unknown } | { id: number; ok: false; error: WireError };
+
+export interface QueryWorkerData {
+  dataDir: string;
+}
+
+export function toWire(err: unknown): WireError {
+  if (err instanceof ProblemError)
+    return { type: 'problem', kind: err.kind, detail: err.detail, errors: err.errors, headers: err.headers };
+  if (err instanceof StoreError)
+    return { type: 'store', code: err.code, message: err.message, file: err.file };
+  const error = err as { code?: unknown; message?: unknown };
+  return {
+    type: 'other',
+    code: typeof error?.code === 'string' ? error.code : undefined,
+    message: typeof error?.message === 'string' ? error.message : String(err),
+  };
+}
+
+export function fromWire(wire: WireError): Error {
+  if (wire.type === 'problem') return new ProblemError(wire.kind, wire.detail, wire.errors, wire.headers);
+  if (wire.type === 'store') return new StoreError(wire.code, wire.message, wire.file);
+  return wire.code ? new KreplayError(wire.code, wire.message) : new Error(wire.message);
+}
