@@ -145,7 +145,18 @@ function dataDir(name: string): string {
 async function agentAsNobody(data: string, comm: string): Promise<Running> {
   const agent = run([
     ...asNobody(unitCapabilities()),
-    ...kreplayArgv(['agent', '--data-dir', data, '--node', 'unit', '--comm', comm, '--quiet']),
+    ...kreplayArgv([
+      'agent',
+      '--data-dir',
+      data,
+      '--node',
+      'unit',
+      '--comm',
+      comm,
+      '--quiet',
+      '--log-format',
+      'text',
+    ]),
   ]);
   await eventually(() => (agent.output().includes(' capturing ') ? true : undefined), 30000);
   return agent;

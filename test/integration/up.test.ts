@@ -26,7 +26,9 @@ interface Up {
 }
 
 function startUp(args: string[]): Up {
-  const child = spawn(process.execPath, [KREPLAY_BIN, 'up', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [KREPLAY_BIN, 'up', '--log-format', 'text', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   started.push(child);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -71,9 +73,19 @@ describe('kreplay up', () => {
     const repeated = ['--allowed-host', 'a.example', '--allowed-host', 'b.example'];
     const up = startUp(['--data-dir', data, ...agentFlags, ...daemonFlags, ...repeated]);
     const pids = await up.pids();
-    expect(argvOf(pids.agent).slice(2)).toEqual(['agent', '--data-dir', data, ...agentFlags, '']);
+    expect(argvOf(pids.agent).slice(2)).toEqual([
+      'agent',
+      '--log-format',
+      'text',
+      '--data-dir',
+      data,
+      ...agentFlags,
+      '',
+    ]);
     expect(argvOf(pids.daemon).slice(2)).toEqual([
       'daemon',
+      '--log-format',
+      'text',
       '--data-dir',
       data,
       ...daemonFlags,
