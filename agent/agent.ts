@@ -8,6 +8,9 @@ import { release } from 'node:os';
 import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
+import { CgroupPaths } from './attribution/cgroup-paths';
+import { CGROUP_RESCAN_MS, CgroupSelection, type FilterOptions } from './filter/capture-filter';
+import { describeFilter } from './filter/selector';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
@@ -27,6 +30,8 @@ export interface AgentOptions {
   node: string;
   config: AgentConfig;
   capture: CaptureOptions;
+  /** --include/--exclude; none: every task */
+  filter?: FilterOptions;
   /** rows per transaction */
   batchRows: number;
   /** commit what is pending at least this often */
@@ -60,7 +65,9 @@ function nowEpochNs(): bigint {
 export class Agent implements AgentReadings {
   private readonly decoder: RecordDecoder;
   private readonly contexts: ContextResolver;
+  private readonly services: ServiceResolver;
   private capture: Capture | null = null;
+  private cgroupFilterFailed = false;
   private offsetNs: bigint;
   private clockError: number;
   private readonly ringPeaks = new RingPeaks(() => this.capture?.ringFill() ?? -1);
@@ -82,11 +89,13 @@ export class Agent implements AgentReadings {
     this.offsetNs = clock.offsetNs;
     this.clockError = clock.errorNs;
     this.contexts = new ContextResolver(log.child('context'));
+    this.services = new ServiceResolver(options.config.services);
     this.decoder = new RecordDecoder(
       store,
-      new ServiceResolver(options.config.services),
+      this.services,
       this.contexts,
       () => this.offsetNs,
+      options.capture.sampleBackground,
     );
     this.lastStatus = this.counters();
     store.whenContextsForgotten(() => this.decoder.forgetContextIds());
@@ -102,9 +111,15 @@ export class Agent implements AgentReadings {
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
+    const filter = options.filter ?? { exclude: [], filterTransactions: false };
+    const cgroups = new CgroupSelection(filter, agent.services, new CgroupPaths());
     try {
       // startCapture mounts tracefs when it is missing
-      agent.capture = startCapture(options.capture, (buf) => agent.onBatch(buf), log.child('capture'));
+      agent.capture = startCapture(
+        { ...options.capture, ...cgroups.captureOptions() },
+        (buf) => agent.onBatch(buf),
+        log.child('capture'),
+      );
     } catch (err) {
       await store.close();
       throw err;
@@ -117,7 +132,10 @@ export class Agent implements AgentReadings {
       attachPoints: agent.capture.attachPoints,
       clockOffsetNs: agent.offsetNs,
       clockErrorNs: agent.clockError,
+      sampleBackground: options.capture.sampleBackground ?? 1,
+      filter: describeFilter(filter),
     });
+    if (cgroups.live) agent.timers.push(setInterval(() => agent.refreshCgroups(cgroups), CGROUP_RESCAN_MS));
     log.info('capturing', { store: store.path, node: options.node });
     if (options.ship) {
       agent.shipper = new Shipper(store.path, options.ship);
@@ -142,6 +160,19 @@ export class Agent implements AgentReadings {
     const clock = clockOffset();
     this.offsetNs = clock.offsetNs;
     this.clockError = clock.errorNs;
+  }
+
+  /* Services and cgroup paths name other cgroup ids as cgroups come and go. */
+  private refreshCgroups(cgroups: CgroupSelection): void {
+    try {
+      const ids = cgroups.changed();
+      if (ids) this.capture?.setCgroupFilter(ids.include, ids.exclude);
+      this.cgroupFilterFailed = false;
+    } catch (err) {
+      if (!this.cgroupFilterFailed)
+        this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
+      this.cgroupFilterFailed = true;
+    }
   }
 
   private onBatch(buf: Buffer): void {
@@ -186,6 +217,8 @@ export class Agent implements AgentReadings {
     const kernel = this.capture?.counters() ?? kernelCounters([]);
     return {
       ...kernel,
+      // one figure: the kernel's sampling and the decoder's, of writes whose context held nothing
+      sysWriteSampledOut: kernel.sysWriteSampledOut + this.decoder.sampledOut,
       malformedMarkers: this.contexts.malformedMarkers,
       incompleteRequestHeads: this.contexts.incompleteRequestHeads,
       untracedRequestHeads: this.contexts.untracedRequestHeads,

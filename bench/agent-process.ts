@@ -18,6 +18,8 @@ export interface AgentCpu {
 export interface BenchAgent {
   pid: number;
   cpu(): AgentCpu;
+  /** resident memory now (VmRSS), bytes */
+  rssBytes(): number;
   /** resolves once stored + dropped (every reason) reach `events` */
   caughtUp(events: number, timeoutMs?: number): Promise<{ stored: number; dropped: number }>;
   stop(): Promise<void>;
@@ -53,6 +55,10 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
     cpu() {
       const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       return { userS: Number(fields[11]) / CLOCK_TICKS, systemS: Number(fields[12]) / CLOCK_TICKS };
+    },
+    rssBytes() {
+      const kib = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+      return kib ? Number(kib[1]) * 1024 : 0;
     },
     async caughtUp(events, timeoutMs = 120_000) {
       const until = Date.now() + timeoutMs;

@@ -26,7 +26,10 @@ import { nativeAddon } from '../core/native/addon';
 export type OverheadMode =
   | 'baseline'
   | 'kreplay-agent'
+  | 'kreplay-agent-excluded'
   | 'kreplay'
+  | 'kreplay-excluded'
+  | 'kreplay-excluded-filter-txn'
   | 'kreplay-no-attribution'
   | 'kreplay-no-targets'
   | 'bpftrace'
@@ -34,7 +37,10 @@ export type OverheadMode =
 const MODES: OverheadMode[] = [
   'baseline',
   'kreplay-agent',
+  'kreplay-agent-excluded',
   'kreplay',
+  'kreplay-excluded',
+  'kreplay-excluded-filter-txn',
   'kreplay-no-targets',
   'kreplay-no-attribution',
   'bpftrace',
@@ -43,6 +49,10 @@ const MODES: OverheadMode[] = [
 /** The kreplay modes and the capture options each one runs with. */
 const KREPLAY_MODES: Partial<Record<OverheadMode, CaptureOptions>> = {
   kreplay: {},
+  // the loop's writes excluded in the kernel (--exclude comm:): what an excluded write costs
+  'kreplay-excluded': { exclude: [{ comm: 'writeloop' }] },
+  // and --filter-transactions: the excluded task is not looked at for markers either
+  'kreplay-excluded-filter-txn': { exclude: [{ comm: 'writeloop' }], filterTransactions: true },
   'kreplay-no-attribution': { attribution: false },
   'kreplay-no-targets': { targets: false },
 };
@@ -118,6 +128,8 @@ export interface AgentCpuRow {
   dropped: number;
   userUsPerEvent: number;
   systemUsPerEvent: number;
+  /** the agent's resident memory: highest seen during the run (sampled every 100 ms) */
+  peakRssMiB: number;
 }
 
 const AGENT_RATES = [10_000, 100_000, 0];
@@ -171,18 +183,31 @@ async function underKreplay(
   }
 }
 
+/** Times the loop under the agent process excluding it (--exclude comm:): the agent runs, the loop's writes are left out in the kernel. */
+async function underAgentExcluding(exe: string, writes: number): Promise<number> {
+  const agent = await startBenchAgent(repoRoot(), ['--exclude', `comm:${LOOP_COMM}`]);
+  try {
+    return await timeWrites(exe, writes);
+  } finally {
+    await agent.stop();
+  }
+}
+
 /** Times the loop under the agent process; with `cpu`, also what the agent spent per event. */
 async function underAgentProcess(
   exe: string,
   writes: number,
   rate = 0,
 ): Promise<{ nsPerWrite: number; cpu: AgentCpuRow }> {
-  const agent = await startBenchAgent(repoRoot(), ['--comm', LOOP_COMM]);
+  const agent = await startBenchAgent(repoRoot(), ['--include', `comm:${LOOP_COMM}`]);
+  let peakRss = agent.rssBytes();
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, agent.rssBytes())), 100);
   try {
     const before = agent.cpu();
     const nsPerWrite = await timeWrites(exe, writes, undefined, rate);
     const { stored, dropped } = await agent.caughtUp(writes);
     const after = agent.cpu();
+    clearInterval(sampler);
     const perEvent = (s: number) => (s * 1e6) / Math.max(1, stored);
     return {
       nsPerWrite,
@@ -193,9 +218,11 @@ async function underAgentProcess(
         dropped,
         userUsPerEvent: perEvent(after.userS - before.userS),
         systemUsPerEvent: perEvent(after.systemS - before.systemS),
+        peakRssMiB: peakRss / 2 ** 20,
       },
     };
   } finally {
+    clearInterval(sampler);
     await agent.stop();
   }
 }
@@ -293,6 +320,8 @@ function timeMode(
   switch (mode) {
     case 'kreplay-agent':
       return underAgentProcess(exe, writes).then((r) => r.nsPerWrite);
+    case 'kreplay-agent-excluded':
+      return underAgentExcluding(exe, writes);
     case 'bpftrace':
       return underBpftrace(run, BPFTRACE_PROGRAM);
     case 'empty-tracepoints':
@@ -442,10 +471,23 @@ export function formatOverheadReport(report: OverheadReport): string {
   // each line only when the bench ran the modes it compares
   const ran = (mode: OverheadMode) => report.rows.some((r) => r.mode === mode);
   lines.push('');
-  if (ran('empty-tracepoints'))
+  if (ran('empty-tracepoints')) {
     lines.push(
       `above the empty-tracepoint floor: kreplay ${aboveFloor('kreplay')} ns, bpftrace ${aboveFloor('bpftrace')} ns`,
     );
+    // the same round's runs side by side: the machine's load moves every mode between rounds
+    const perRound = (mode: OverheadMode) => report.rows.find((r) => r.mode === mode)?.samples ?? [];
+    const floors = perRound('empty-tracepoints');
+    for (const mode of [
+      'kreplay-excluded',
+      'kreplay-excluded-filter-txn',
+      'kreplay-agent-excluded',
+    ] as const) {
+      if (!ran(mode)) continue;
+      const ratios = perRound(mode).map((ns, round) => ns / floors[round]!);
+      lines.push(`${mode} / empty floor, per round: ${range(ratios, 3)}`);
+    }
+  }
   if (ran('kreplay-no-attribution'))
     lines.push(`attribution adds ${report.attributionNs.toFixed(1)} ns per write (goal <= 50)`);
   if (ran('kreplay-no-targets'))
@@ -471,18 +513,19 @@ export function formatOverheadReport(report: OverheadReport): string {
     lines.push(
       '',
       'kreplay agent process CPU per event (user + system of every thread, /proc/<pid>/stat):',
-      `${'writes/s'.padEnd(10)}${'writes'.padStart(10)}${'stored'.padStart(10)}${'dropped'.padStart(10)}${'user us'.padStart(9)}${'sys us'.padStart(8)}`,
+      `${'writes/s'.padEnd(10)}${'writes'.padStart(10)}${'stored'.padStart(10)}${'dropped'.padStart(10)}${'user us'.padStart(9)}${'sys us'.padStart(8)}${'peak RSS MiB'.padStart(14)}`,
       ...report.agentCpu.map(
         (r) =>
           `${(r.rate > 0 ? String(r.rate) : 'max').padEnd(10)}${String(r.writes).padStart(10)}${String(r.stored).padStart(10)}` +
-          `${String(r.dropped).padStart(10)}${r.userUsPerEvent.toFixed(2).padStart(9)}${r.systemUsPerEvent.toFixed(2).padStart(8)}`,
+          `${String(r.dropped).padStart(10)}${r.userUsPerEvent.toFixed(2).padStart(9)}${r.systemUsPerEvent.toFixed(2).padStart(8)}` +
+          r.peakRssMiB.toFixed(0).padStart(14),
       ),
     );
   return lines.join('\n');
 }
 
-const range = (values: number[]) =>
-  `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)} .. ${Math.max(...values).toFixed(1)})`;
+const range = (values: number[], digits = 1) =>
+  `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)} .. ${Math.max(...values).toFixed(digits)})`;
 
 const READ_LABELS: Record<ReadLoop, string> = {
   file: 'read(2) of a regular file',

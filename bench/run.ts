@@ -2,12 +2,21 @@
  * Every benchmark, one after another, each in a process of its own (so one
  * bench's heap and threads do not disturb the next), each printing its table.
  *
- *   node dist/bench/run.js [overhead|ingest|retention|query|replay|exec|timeline ...]
+ *   node dist/bench/run.js [overhead|ingest|retention|query|replay|daemon-load|exec|timeline ...]
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
-const BENCHES = ['overhead', 'ingest', 'retention', 'query', 'replay', 'exec', 'timeline'] as const;
+const BENCHES = [
+  'overhead',
+  'ingest',
+  'retention',
+  'query',
+  'replay',
+  'daemon-load',
+  'exec',
+  'timeline',
+] as const;
 
 function selected(args: string[]): string[] {
   const unknown = args.filter((name) => !(BENCHES as readonly string[]).includes(name));

@@ -15,10 +15,18 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by user space before load; the verifier prunes what they disable. */
 const volatile __u32 self_tgid = 0;
-const volatile __u32 filter_pids[KR_MAX_FILTER_PIDS] = {};
-const volatile __u32 filter_pid_count = 0;
-const volatile __u64 filter_cgroup_id = 0;
-const volatile char filter_comm[KR_COMM_LEN] = {};
+/*
+ * --include/--exclude: which filter maps hold entries (a map not in use is
+ * never looked up), whether any include is in force (then a task must match
+ * one), and whether excluded tasks lose their transaction events too.
+ */
+const volatile bool filter_by_pid = false;
+const volatile bool filter_by_cgroup = false;
+const volatile bool filter_by_comm = false;
+const volatile bool filter_includes = false;
+const volatile bool filter_transactions = false;
+/* --sample-background 1/N: keep one in N writes made outside any context; 0 or 1 keeps all */
+const volatile __u32 sample_background = 0;
 const volatile __u64 min_duration_ns = 0;
 const volatile __u64 wakeup_data_bytes = 1 << 20; /* > 0 */
 const volatile bool attribution_enabled = true;
@@ -66,6 +74,8 @@ struct kr_request {
 	__u32 tid;
 	__u32 bytes;
 	__u32 ignored; /* submitter filtered out: complete silently */
+	__u32 flags; /* KR_EVENT_CONTEXT_ONLY or 0 */
+	__u32 _pad;
 	char comm[KR_COMM_LEN];
 };
 
@@ -87,6 +97,32 @@ struct {
 	__type(key, __u32);
 	__type(value, struct kr_thread);
 } threads SEC(".maps");
+
+/* enum kr_filter_verdict per tgid, comm and cgroup id; user space keeps the cgroup map current. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_MAX_FILTER_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} filter_pids SEC(".maps");
+
+struct kr_comm_key {
+	char comm[KR_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_MAX_FILTER_COMMS);
+	__type(key, struct kr_comm_key);
+	__type(value, __u8);
+} filter_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_MAX_FILTER_CGROUPS);
+	__type(key, __u64);
+	__type(value, __u8);
+} filter_cgroups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -174,44 +210,50 @@ static __always_inline __u64 current_cgroup_id(void)
 	return task->cgroups->dfl_cgrp->kn->id;
 }
 
-static __always_inline bool comm_wanted(void)
+/*
+ * One filter map's say: 0 when it names nothing about the task, else the
+ * verdict. Clears *included on an exclusion, sets it on an inclusion.
+ */
+static __always_inline bool filter_excludes(void *map, const void *key, bool *included)
 {
-	char comm[KR_COMM_LEN];
+	__u8 *verdict = bpf_map_lookup_elem(map, key);
 
-	bpf_get_current_comm(comm, sizeof(comm));
-	for (int i = 0; i < KR_COMM_LEN; i++) {
-		if (comm[i] != filter_comm[i])
-			return false;
-		if (!comm[i])
-			break;
-	}
-	return true;
+	if (!verdict)
+		return false;
+	if (*verdict == KR_FILTER_EXCLUDE)
+		return true;
+	*included = true;
+	return false;
 }
 
-/* Whether the current task passes the configured filters. */
+/*
+ * Whether the current task passes --include/--exclude: an exclusion wins,
+ * then, when includes are in force, one must match. One hash lookup per
+ * kind of selector in use, the task's fields read directly (no helper).
+ */
 static __always_inline bool current_wanted(__u32 tgid)
 {
+	bool included = !filter_includes;
+
 	if (tgid == self_tgid)
 		return false;
-	if (filter_pid_count) {
-		bool listed = false;
+	if (filter_by_pid && filter_excludes(&filter_pids, &tgid, &included))
+		return false;
+	if (filter_by_cgroup) {
+		__u64 cgroup_id = current_cgroup_id();
 
-		for (int i = 0; i < KR_MAX_FILTER_PIDS; i++) {
-			if (i >= filter_pid_count)
-				break;
-			if (filter_pids[i] == tgid) {
-				listed = true;
-				break;
-			}
-		}
-		if (!listed)
+		if (filter_excludes(&filter_cgroups, &cgroup_id, &included))
 			return false;
 	}
-	if (filter_cgroup_id && current_cgroup_id() != filter_cgroup_id)
-		return false;
-	if (filter_comm[0] && !comm_wanted())
-		return false;
-	return true;
+	if (filter_by_comm) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct kr_comm_key key;
+
+		__builtin_memcpy(key.comm, task->comm, sizeof(key.comm));
+		if (filter_excludes(&filter_comms, &key, &included))
+			return false;
+	}
+	return included;
 }
 
 static __always_inline struct kr_thread *thread_entry(__u32 tid)
@@ -622,22 +664,42 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
  * Sets the thread's context when a write or send starts with a marker or
  * an HTTP head. Seen for every process, whatever the capture filters:
  * they select events, and a context must be known before its events are.
+ * Returns the thread's entry, t or the one made for the context.
  */
-static __always_inline void context_source(struct kr_thread *t, __u64 pid_tgid, const void *data, __u64 len)
+static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, const void *data,
+							__u64 len)
 {
 	__u32 kind;
 
 	if (!attribution_enabled || !data)
-		return;
+		return t;
 	kind = context_kind(data, len);
 	if (!kind)
-		return;
+		return t;
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);
 	if (t)
 		open_context(t, kind, pid_tgid, data, len);
+	return t;
 }
 
+/*
+ * Whether a context program looks at the current task: every task but this
+ * one, except that with --filter-transactions an excluded task is not looked
+ * at at all (its events would be dropped with their context).
+ */
+static __always_inline bool context_watched(__u64 pid_tgid)
+{
+	if (pid_tgid >> 32 == self_tgid)
+		return false;
+	return !filter_transactions || current_wanted(pid_tgid >> 32);
+}
+
+/*
+ * The filter verdict comes first, so that an excluded write costs its
+ * lookups and, unless --filter-transactions, one look at its first bytes
+ * (markers are seen everywhere) and whether its thread has a context.
+ */
 static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __u32 syscall, bool vectored)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -645,21 +707,35 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	__u64 count = ctx->args[2];
 	__u64 data_len = count;
 	struct kr_thread *t = NULL;
-	bool wanted;
+	bool wanted = current_wanted(pid_tgid >> 32);
+	__u32 tid = (__u32)pid_tgid;
 
-	if (pid_tgid >> 32 == self_tgid)
-		return 0;
-	wanted = current_wanted(pid_tgid >> 32);
-	if (wanted) {
-		t = thread_entry((__u32)pid_tgid);
+	if (!wanted) {
+		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
+			return 0;
+		t = bpf_map_lookup_elem(&threads, &tid);
+	} else {
+		t = thread_entry(tid);
 		if (!t)
 			return 0;
 	}
 	if (vectored)
 		data = first_iov(data, count, &data_len, &count);
-	context_source(t, pid_tgid, data, data_len);
+	t = context_source(t, pid_tgid, data, data_len);
 	if (!t)
 		return 0;
+	if (!wanted) {
+		if (!t->context_id)
+			return 0;
+		syscall |= KR_EVENT_CONTEXT_ONLY;
+	} else if (sample_background > 1) {
+		if (t->context_id)
+			syscall |= KR_EVENT_SAMPLE_IN_USER;
+		else if (bpf_get_prandom_u32() % sample_background) {
+			count_event(KR_COUNTER_SYS_WRITE_SAMPLED_OUT);
+			return 0;
+		}
+	}
 	t->fd = ctx->args[0];
 	t->target_id = targets_enabled ? write_target(t, t->fd) : 0;
 	t->count = count;
@@ -729,7 +805,7 @@ int sys_enter_sendto(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-	if (pid_tgid >> 32 != self_tgid)
+	if (context_watched(pid_tgid))
 		context_source(NULL, pid_tgid, (const void *)ctx->args[1], ctx->args[2]);
 	return 0;
 }
@@ -743,7 +819,7 @@ int sys_enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
 	const void *data;
 	__u64 len = 0, total;
 
-	if (pid_tgid >> 32 == self_tgid || bpf_probe_read_user(&m, sizeof(m), msg))
+	if (!context_watched(pid_tgid) || bpf_probe_read_user(&m, sizeof(m), msg))
 		return 0;
 	data = first_iov(m.msg_iov, m.msg_iovlen, &len, &total);
 	context_source(NULL, pid_tgid, data, len);
@@ -772,7 +848,7 @@ static __always_inline int recv_exit(struct trace_event_raw_sys_exit *ctx, __u32
 	if (!file || (file->f_inode->i_mode & KR_S_IFMT) != KR_S_IFSOCK)
 		return 0;
 	pid_tgid = bpf_get_current_pid_tgid();
-	if (pid_tgid >> 32 == self_tgid)
+	if (!context_watched(pid_tgid))
 		return 0;
 	buf = (const void *)PT_REGS_PARM2_SYSCALL(regs);
 	len = PT_REGS_PARM3_SYSCALL(regs);
@@ -876,22 +952,27 @@ static __always_inline void request_start(struct request *rq, __u64 update_flags
 	struct kr_request r = {};
 	long ret;
 
+	bool wanted = current_wanted(pid_tgid >> 32);
+
 	r.start_ns = bpf_ktime_get_boot_ns();
-	r.ignored = !current_wanted(pid_tgid >> 32);
-	/* only the fallback mode needs to remember requests it will not report */
-	if (r.ignored && !issue_creates_request)
-		return;
 	r.pid = pid_tgid >> 32;
 	r.tid = (__u32)pid_tgid;
-	r.cgroup_id = current_cgroup_id();
-	r.bytes = BPF_CORE_READ(rq, __data_len);
-	bpf_get_current_comm(r.comm, sizeof(r.comm));
-	if (attribution_enabled) {
+	if (attribution_enabled && r.pid != self_tgid && (wanted || !filter_transactions)) {
 		struct kr_thread *t = bpf_map_lookup_elem(&threads, &r.tid);
 
 		if (t)
 			r.context_id = t->context_id;
 	}
+	/* an excluded submitter's request is kept for its transaction, as its writes are */
+	if (!wanted && r.context_id)
+		r.flags = KR_EVENT_CONTEXT_ONLY;
+	r.ignored = !wanted && !r.context_id;
+	/* only the fallback mode needs to remember requests it will not report */
+	if (r.ignored && !issue_creates_request)
+		return;
+	r.cgroup_id = current_cgroup_id();
+	r.bytes = BPF_CORE_READ(rq, __data_len);
+	bpf_get_current_comm(r.comm, sizeof(r.comm));
 	/* -EEXIST is a requeued request keeping its first submitter */
 	ret = bpf_map_update_elem(&requests, &key, &r, update_flags);
 	if (ret && ret != -KR_EEXIST)
@@ -984,7 +1065,7 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	request_device(rq, &e->block);
 	e->block.op = request_op(rq);
 	e->block.status = error;
-	e->block._pad = 0;
+	e->block.flags = r.flags;
 	submit(e, sizeof(*e));
 	count_event(KR_COUNTER_BLOCK_IO_EMITTED);
 	return 0;

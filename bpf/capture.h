@@ -9,7 +9,10 @@
 #define KREPLAY_CAPTURE_H
 
 #define KR_COMM_LEN 16
-#define KR_MAX_FILTER_PIDS 16
+/* Entries of the filter maps (--include/--exclude): pids, comms, cgroup ids. */
+#define KR_MAX_FILTER_PIDS 1024
+#define KR_MAX_FILTER_COMMS 1024
+#define KR_MAX_FILTER_CGROUPS 16384
 /* Bytes of a context marker or HTTP head handed to user space for parsing. */
 #define KR_CTX_DATA_LEN 1024
 /* Bytes of a target's path: KR_TARGET_PATH_MAX, plus room for the last name read. */
@@ -38,6 +41,26 @@ enum kr_syscall {
 	KR_SYS_PWRITEV2 = 5,
 };
 
+/* What a filter map entry says about the tasks it names. */
+enum kr_filter_verdict {
+	KR_FILTER_INCLUDE = 1,
+	KR_FILTER_EXCLUDE = 2,
+};
+
+/*
+ * Set on an event whose task the filters exclude, kept only because its
+ * thread carries a context: user space drops it when that context turns out
+ * to hold no transaction or trace (a bare marker or an untraced HTTP head).
+ * In kr_sys_write.syscall and kr_block_io.flags.
+ */
+#define KR_EVENT_CONTEXT_ONLY 0x80000000u
+/*
+ * --sample-background: a write whose thread has a context is kept in the
+ * kernel; when that context holds no transaction or trace, user space
+ * samples it. In kr_sys_write.syscall.
+ */
+#define KR_EVENT_SAMPLE_IN_USER 0x40000000u
+
 enum kr_context_kind {
 	KR_CONTEXT_MARKER = 1, /* buffer starts with "KREPLAY-CTX" */
 	KR_CONTEXT_HTTP = 2, /* a write or send starts like an HTTP/1.x head */
@@ -59,7 +82,9 @@ enum kr_counter {
 	/* a target record did not fit in the ring: its writes carry no target */
 	KR_COUNTER_TARGET_DROPPED = 8,
 	KR_COUNTER_TARGET_EMITTED = 9,
-	KR_COUNTER_MAX = 10,
+	/* writes without a context that --sample-background left out */
+	KR_COUNTER_SYS_WRITE_SAMPLED_OUT = 10,
+	KR_COUNTER_MAX = 11,
 };
 
 /* What a write went to. */
@@ -82,7 +107,7 @@ struct kr_sys_write {
 	__s64 ret; /* bytes written or negative errno */
 	__u64 count; /* bytes requested (iovec total for the v variants) */
 	__s32 fd;
-	__u32 syscall; /* enum kr_syscall */
+	__u32 syscall; /* enum kr_syscall, | KR_EVENT_CONTEXT_ONLY */
 	__u64 target_id; /* a kr_target record defined it earlier; 0: unknown (bad fd) */
 };
 
@@ -93,7 +118,7 @@ struct kr_block_io {
 	__u32 dev_minor;
 	__u32 op; /* REQ_OP_* of the request */
 	__s32 status; /* blk_status_t at completion, 0 = success */
-	__u32 _pad;
+	__u32 flags; /* KR_EVENT_CONTEXT_ONLY or 0 */
 };
 
 /* One traced call or request; every field is known when it is submitted. */

@@ -1,6 +1,7 @@
 /** Flag value parsers: each names the flag and what it expected. */
 import { InvalidArgumentError } from 'commander';
 import { InvalidValue } from '../daemon/http/query-values';
+import { KreplayError } from '../core/errors';
 
 export function integerOption(min: number, max: number) {
   return (value: string): number => {
@@ -25,6 +26,24 @@ export function decimalOption(min: number, max: number) {
 export function collectIntegers(min: number, max: number) {
   const parse = integerOption(min, max);
   return (value: string, previous: number[] = []): number[] => [...previous, parse(value)];
+}
+
+/** A flag value checked by its owner's parser (a KreplayError becomes commander's message); repeatable collects a list. */
+export function parsedOption<T>(
+  parse: (text: string) => T,
+  repeatable: true,
+): (value: string, previous?: T[]) => T[];
+export function parsedOption<T>(parse: (text: string) => T, repeatable: false): (value: string) => T;
+export function parsedOption<T>(parse: (text: string) => T, repeatable: boolean) {
+  const one = (value: string): T => {
+    try {
+      return parse(value);
+    } catch (err) {
+      if (err instanceof KreplayError) throw new InvalidArgumentError(err.message);
+      throw err;
+    }
+  };
+  return repeatable ? (value: string, previous: T[] = []): T[] => [...previous, one(value)] : one;
 }
 
 /** A flag checked by the daemon's own parser for the query parameter it becomes, passed on as typed. */

@@ -15,6 +15,7 @@ import { requestLog } from './http/request-log';
 import type { DaemonMetrics } from './metrics/daemon-metrics';
 import { metricsRouter } from './metrics/metrics-router';
 import { replaySessionsRouter } from './replay/sessions/session-router';
+import { StreamLimits } from './replay/stream/stream-limits';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
@@ -37,6 +38,8 @@ export interface AppDeps {
   allowedHosts?: readonly string[];
   /** served at /metrics when given */
   metrics?: DaemonMetrics;
+  /** how many event streams may be open (default: the defaults of stream-limits.ts) */
+  streamLimits?: StreamLimits;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -58,7 +61,11 @@ export function createApp(deps: AppDeps): Express {
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
   const events = deps.events ?? nodeStoresReader(deps.stores);
   app.use('/api/events', eventsRouter(events, deps.eventsJson));
-  if (deps.replay) app.use('/api/replay/sessions', replaySessionsRouter(deps.replay));
+  if (deps.replay)
+    app.use(
+      '/api/replay/sessions',
+      replaySessionsRouter(deps.replay, deps.streamLimits ?? new StreamLimits(deps.log.child('streams'))),
+    );
   app.use(notFoundHandler);
   app.use(errorHandler(deps.log));
   return app;

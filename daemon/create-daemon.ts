@@ -18,6 +18,7 @@ import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
 import { QueryPool } from './store/query-pool/query-pool';
+import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
 export interface DaemonOptions {
@@ -37,6 +38,9 @@ export interface DaemonOptions {
   queryWorkers?: number;
   maxQueuedQueries?: number;
   queryTimeoutMs?: number;
+  /** event streams open at most, in all and per client */
+  maxStreams?: number;
+  maxStreamsPerClient?: number;
   /** serve GET /api/events from this fleet store instead of the node files (clickhouse://HOST:PORT/DB) */
   store?: string;
   /** the --tokens file; without it the daemon listens on loopback only */
@@ -129,6 +133,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       eventsJson: pool?.json,
+      streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
       tokens,
       metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <unordered_set>
 
 #include "capture.h"
 #include "capture.skel.h"
@@ -35,13 +36,28 @@ void CheckConfig(const CaptureConfig& config) {
                                                  std::to_string(page) + " bytes), got " + std::to_string(ring));
   }
   if (config.wakeup_bytes == 0) throw CaptureFailure("E_CAPTURE_CONFIG", "wakeupBytes must be positive");
-  if (config.pids.size() > KR_MAX_FILTER_PIDS) {
-    throw CaptureFailure("E_CAPTURE_CONFIG", "at most " + std::to_string(KR_MAX_FILTER_PIDS) + " pids can be filtered");
+  auto at_most = [](size_t n, size_t max, const char* what) {
+    if (n > max) {
+      throw CaptureFailure("E_CAPTURE_CONFIG", "at most " + std::to_string(max) + " " + what +
+                                                   " can be filtered, got " + std::to_string(n));
+    }
+  };
+  at_most(config.include.pids.size() + config.exclude.pids.size(), KR_MAX_FILTER_PIDS, "pids");
+  at_most(config.include.comms.size() + config.exclude.comms.size(), KR_MAX_FILTER_COMMS, "comms");
+  at_most(config.include.cgroup_ids.size() + config.exclude.cgroup_ids.size(), KR_MAX_FILTER_CGROUPS, "cgroups");
+  for (const FilterSet* set : {&config.include, &config.exclude}) {
+    for (const std::string& comm : set->comms) {
+      if (comm.size() >= KR_COMM_LEN) {
+        throw CaptureFailure("E_CAPTURE_CONFIG",
+                             "comm filter is longer than " + std::to_string(KR_COMM_LEN - 1) + " bytes: " + comm);
+      }
+    }
   }
-  if (config.comm.size() >= KR_COMM_LEN) {
-    throw CaptureFailure("E_CAPTURE_CONFIG",
-                         "comm filter is longer than " + std::to_string(KR_COMM_LEN - 1) + " bytes");
-  }
+}
+
+void Put(bpf_map* map, const void* key, size_t key_size, __u8 verdict) {
+  const int err = bpf_map__update_elem(map, key, key_size, &verdict, sizeof(verdict), BPF_ANY);
+  if (err) throw LibbpfFailure(err, "E_CAPTURE_CONFIG", "cannot fill a filter map", "");
 }
 
 }  // namespace
@@ -74,6 +90,7 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
     throw LibbpfFailure(err, "E_CAPTURE_LOAD", "the kernel refused kreplay's BPF programs",
                         "the libbpf lines logged just before this error give the verifier's reason");
   }
+  FillFilters(config);
   Attach();
 
   ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), OnRecord, this, nullptr);
@@ -88,10 +105,13 @@ int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
 
   auto* ro = skel_->rodata;
   ro->self_tgid = config.self_tgid;
-  for (size_t i = 0; i < config.pids.size(); i++) ro->filter_pids[i] = config.pids[i];
-  ro->filter_pid_count = static_cast<__u32>(config.pids.size());
-  ro->filter_cgroup_id = config.cgroup_id;
-  std::memcpy(ro->filter_comm, config.comm.c_str(), config.comm.size() + 1);
+  ro->filter_by_pid = !config.include.pids.empty() || !config.exclude.pids.empty();
+  ro->filter_by_comm = !config.include.comms.empty() || !config.exclude.comms.empty();
+  ro->filter_by_cgroup =
+      config.cgroup_filter || !config.include.cgroup_ids.empty() || !config.exclude.cgroup_ids.empty();
+  ro->filter_includes = config.includes;
+  ro->filter_transactions = config.filter_transactions;
+  ro->sample_background = config.sample_background;
   ro->min_duration_ns = config.min_duration_ns;
   ro->wakeup_data_bytes = config.wakeup_bytes;
   ro->attribution_enabled = config.attribution;
@@ -109,6 +129,47 @@ int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
   err = capture__load(skel_);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   return err;
+}
+
+// Before attaching: no write passes the filters before they are complete.
+void CaptureEngine::FillFilters(const CaptureConfig& config) {
+  auto& maps = skel_->maps;
+  const std::pair<const FilterSet*, __u8> sets[] = {{&config.include, KR_FILTER_INCLUDE},
+                                                    {&config.exclude, KR_FILTER_EXCLUDE}};
+  for (const auto& [set, verdict] : sets) {
+    for (uint32_t pid : set->pids) Put(maps.filter_pids, &pid, sizeof(pid), verdict);
+    for (const std::string& comm : set->comms) {
+      char key[KR_COMM_LEN] = {};
+      std::memcpy(key, comm.data(), comm.size());
+      Put(maps.filter_comms, key, sizeof(key), verdict);
+    }
+  }
+  SetCgroupFilter(config.include.cgroup_ids, config.exclude.cgroup_ids);
+}
+
+void CaptureEngine::SetCgroupFilter(const std::vector<uint64_t>& include, const std::vector<uint64_t>& exclude) {
+  if (include.size() + exclude.size() > KR_MAX_FILTER_CGROUPS) {
+    throw CaptureFailure("E_CAPTURE_CONFIG", "at most " + std::to_string(KR_MAX_FILTER_CGROUPS) +
+                                                 " cgroups can be filtered, got " +
+                                                 std::to_string(include.size() + exclude.size()));
+  }
+  bpf_map* map = skel_->maps.filter_cgroups;
+  std::vector<uint64_t> stale;
+  uint64_t key = 0;
+  const uint64_t* prev = nullptr;
+  while (bpf_map__get_next_key(map, prev, &key, sizeof(key)) == 0) {
+    stale.push_back(key);
+    prev = &stale.back();
+  }
+  // Written before the stale ones go, so a cgroup in both sets is never missing meanwhile;
+  // an id excluded as well as included is excluded.
+  for (uint64_t id : include) Put(map, &id, sizeof(id), KR_FILTER_INCLUDE);
+  for (uint64_t id : exclude) Put(map, &id, sizeof(id), KR_FILTER_EXCLUDE);
+  std::unordered_set<uint64_t> kept(include.begin(), include.end());
+  kept.insert(exclude.begin(), exclude.end());
+  for (uint64_t id : stale) {
+    if (!kept.count(id)) bpf_map__delete_elem(map, &id, sizeof(id), 0);
+  }
 }
 
 // Turns off the programs whose attach point this kernel lacks, or fails

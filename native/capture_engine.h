@@ -14,13 +14,26 @@ struct bpf_link;
 
 namespace kreplay {
 
+// Tasks named by --include or --exclude, as the kernel sees them.
+struct FilterSet {
+  std::vector<uint32_t> pids;
+  std::vector<std::string> comms;
+  std::vector<uint64_t> cgroup_ids;
+};
+
 struct CaptureConfig {
   uint32_t ring_bytes = 64u << 20;
   uint64_t wakeup_bytes = 1u << 20;
   uint32_t self_tgid = 0;
-  std::vector<uint32_t> pids;
-  uint64_t cgroup_id = 0;
-  std::string comm;
+  FilterSet include;
+  FilterSet exclude;
+  // An include list is in force (even while empty: its cgroups may come later).
+  bool includes = false;
+  // The cgroup map is looked up even while empty: SetCgroupFilter fills it later.
+  bool cgroup_filter = false;
+  bool filter_transactions = false;
+  // Keep one in this many writes without a context; 0 or 1: all.
+  uint32_t sample_background = 0;
   uint64_t min_duration_ns = 0;
   bool attribution = true;
   bool targets = true;
@@ -57,6 +70,10 @@ class CaptureEngine {
   // grace periods), so it runs on the poll thread, not the JS thread.
   void Detach();
 
+  // Replaces the cgroup ids of the filter (services and cgroup paths resolve
+  // to new ids as cgroups come and go); throws CaptureFailure.
+  void SetCgroupFilter(const std::vector<uint64_t>& include, const std::vector<uint64_t>& exclude);
+
   // Per-CPU counters summed, indexed by enum kr_counter.
   std::vector<uint64_t> ReadCounters() const;
   // Share of the ring holding unread records, 0..1.
@@ -66,6 +83,7 @@ class CaptureEngine {
 
  private:
   void Setup(const CaptureConfig& config);
+  void FillFilters(const CaptureConfig& config);
   // Opens and configures the skeleton, then loads it; the libbpf error, or 0.
   int Load(const CaptureConfig& config, bool targets);
   void ChoosePrograms(bool attribution);

@@ -27,17 +27,38 @@ uint64_t ReadU64(const Napi::Object& config, const char* key) {
   return static_cast<uint64_t>(value.As<Napi::Number>().Int64Value());
 }
 
+std::vector<uint64_t> ReadU64s(const Napi::Array& values) {
+  std::vector<uint64_t> out;
+  for (uint32_t i = 0; i < values.Length(); i++) {
+    bool lossless;
+    out.push_back(values.Get(i).As<Napi::BigInt>().Uint64Value(&lossless));
+  }
+  return out;
+}
+
+// { pids: number[], comms: string[], cgroupIds: bigint[] }
+FilterSet ReadFilterSet(const Napi::Object& js) {
+  FilterSet set;
+  Napi::Array pids = js.Get("pids").As<Napi::Array>();
+  for (uint32_t i = 0; i < pids.Length(); i++) set.pids.push_back(pids.Get(i).As<Napi::Number>().Uint32Value());
+  Napi::Array comms = js.Get("comms").As<Napi::Array>();
+  for (uint32_t i = 0; i < comms.Length(); i++) set.comms.push_back(comms.Get(i).As<Napi::String>().Utf8Value());
+  set.cgroup_ids = ReadU64s(js.Get("cgroupIds").As<Napi::Array>());
+  return set;
+}
+
 CaptureConfig ReadConfig(const Napi::Object& js) {
   CaptureConfig config;
   config.ring_bytes = static_cast<uint32_t>(ReadU64(js, "ringBufferBytes"));
   config.wakeup_bytes = ReadU64(js, "wakeupBytes");
   config.self_tgid = static_cast<uint32_t>(ReadU64(js, "selfTgid"));
-  Napi::Array pids = js.Get("pids").As<Napi::Array>();
-  for (uint32_t i = 0; i < pids.Length(); i++) {
-    config.pids.push_back(pids.Get(i).As<Napi::Number>().Uint32Value());
-  }
-  config.cgroup_id = ReadU64(js, "cgroupId");
-  config.comm = js.Get("comm").As<Napi::String>().Utf8Value();
+  Napi::Object filter = js.Get("filter").As<Napi::Object>();
+  config.include = ReadFilterSet(filter.Get("include").As<Napi::Object>());
+  config.exclude = ReadFilterSet(filter.Get("exclude").As<Napi::Object>());
+  config.includes = filter.Get("includes").As<Napi::Boolean>().Value();
+  config.cgroup_filter = filter.Get("cgroupFilter").As<Napi::Boolean>().Value();
+  config.filter_transactions = filter.Get("transactions").As<Napi::Boolean>().Value();
+  config.sample_background = static_cast<uint32_t>(ReadU64(js, "sampleBackground"));
   config.min_duration_ns = ReadU64(js, "minDurationNs");
   config.attribution = js.Get("attribution").As<Napi::Boolean>().Value();
   config.targets = js.Get("targets").As<Napi::Boolean>().Value();
@@ -53,6 +74,7 @@ Napi::Function CaptureSession::Define(Napi::Env env) {
                          InstanceMethod("readCounters", &CaptureSession::ReadCounters),
                          InstanceMethod("ringFill", &CaptureSession::RingFill),
                          InstanceMethod("programStats", &CaptureSession::ProgramStats),
+                         InstanceMethod("setCgroupFilter", &CaptureSession::SetCgroupFilter),
                          InstanceMethod("stop", &CaptureSession::Stop),
                      });
 }
@@ -197,6 +219,16 @@ Napi::Value CaptureSession::ProgramStats(const Napi::CallbackInfo& info) {
     out.Set(i, o);
   }
   return out;
+}
+
+// setCgroupFilter(include: bigint[], exclude: bigint[])
+void CaptureSession::SetCgroupFilter(const Napi::CallbackInfo& info) {
+  if (!engine_) return;
+  try {
+    engine_->SetCgroupFilter(ReadU64s(info[0].As<Napi::Array>()), ReadU64s(info[1].As<Napi::Array>()));
+  } catch (const CaptureFailure& failure) {
+    throw ToJsError(info.Env(), failure);
+  }
 }
 
 void CaptureSession::Stop(const Napi::CallbackInfo&) { stopping_.store(true, std::memory_order_release); }

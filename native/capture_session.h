@@ -27,6 +27,7 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   Napi::Value ReadCounters(const Napi::CallbackInfo& info);
   Napi::Value RingFill(const Napi::CallbackInfo& info);
   Napi::Value ProgramStats(const Napi::CallbackInfo& info);
+  void SetCgroupFilter(const Napi::CallbackInfo& info);
   void Stop(const Napi::CallbackInfo& info);
 
   void PollLoop();

@@ -38,6 +38,16 @@ export class CgroupPaths {
     return this.paths.get(cgroupId) ?? null;
   }
 
+  /** Every cgroup now, id -> path, walked afresh (the filter's services and paths resolve from it). */
+  all(): Map<number, string> {
+    if (this.mount) {
+      this.paths.clear();
+      this.lastScanMs = performance.now();
+      this.scan(this.mount, '/');
+    }
+    return this.paths;
+  }
+
   private scan(dir: string, path: string): void {
     try {
       this.paths.set(statSync(dir).ino, path);

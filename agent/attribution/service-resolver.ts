@@ -52,6 +52,23 @@ export class ServiceResolver {
     return service;
   }
 
+  /**
+   * The service of every process in the cgroup at `cgroupPath`, or null when
+   * it depends on the process: a rule on comm or exe could decide it, or
+   * the comm would (no systemd unit). The kernel filter selects services by
+   * their cgroups with this.
+   */
+  serviceOfCgroup(cgroupPath: string): string | null {
+    const unit = serviceUnitOf(cgroupPath);
+    for (const rule of this.rules) {
+      if (rule.unit && !(unit && rule.unit.test(unit))) continue;
+      if (rule.cgroup && !rule.cgroup.test(cgroupPath)) continue;
+      if (rule.comm || rule.exe) return null;
+      return rule.service;
+    }
+    return unit ? unit.slice(0, -'.service'.length) : null;
+  }
+
   private resolve(facts: ProcessFacts): string {
     const cgroupPath = readProcCgroupPath(facts.pid, this.procRoot) ?? this.cgroups.pathOf(facts.cgroupId);
     const unit = serviceUnitOf(cgroupPath);

@@ -1,7 +1,11 @@
 /** What a capture records, and the checks that turn options into the addon's config. */
 import { COMM_LEN, MAX_FILTER_PIDS } from '../../core/model';
 import { CaptureError } from './capture-error';
-import type { NativeCaptureConfig } from '../../core/native/addon';
+import { MAX_SAMPLE_ONE_IN } from '../filter/selector';
+import type { NativeCaptureConfig, NativeFilterSet } from '../../core/native/addon';
+
+/** A task as the kernel filter names it: its process (tgid), its exact comm, or its cgroup v2 id. */
+export type KernelSelector = { pid: number } | { comm: string } | { cgroupId: bigint };
 
 export interface CaptureOptions {
   /** power of two, at least one page; default 64 MiB */
@@ -12,11 +16,16 @@ export interface CaptureOptions {
   pollTimeoutMs?: number;
   /** default true: skip this process */
   excludeSelf?: boolean;
-  /** only these processes (tgids), at most MAX_FILTER_PIDS */
-  pids?: number[];
-  cgroupId?: bigint;
-  /** exact comm, at most 15 bytes */
-  comm?: string;
+  /** when given (even empty), only tasks matching one of these; at most MAX_FILTER_PIDS pids */
+  include?: KernelSelector[];
+  /** never these tasks; wins over include */
+  exclude?: KernelSelector[];
+  /** cgroup ids are also given later (Capture.setCgroupFilter): look them up even while none are */
+  liveCgroups?: boolean;
+  /** default false: events of a thread in a transaction are kept even when excluded */
+  filterTransactions?: boolean;
+  /** keep one in N writes made outside any context (1: all, the default) */
+  sampleBackground?: number;
   minDurationNs?: number;
   /** default true: follow context markers and HTTP heads */
   attribution?: boolean;
@@ -43,6 +52,36 @@ function nonNegativeInteger(name: string, value: number): number {
   return value;
 }
 
+function sampleRate(n: number): number {
+  if (!Number.isInteger(n) || n < 1 || n > MAX_SAMPLE_ONE_IN)
+    invalid(`sampleBackground must be an integer from 1 to ${MAX_SAMPLE_ONE_IN}, got ${n}`);
+  return n;
+}
+
+function checkCgroupId(id: bigint): bigint {
+  if (id < 1n || id >= 2n ** 64n) invalid(`a cgroup id must be an unsigned 64-bit id above 0, got ${id}`);
+  return id;
+}
+
+function filterSet(selectors: KernelSelector[]): NativeFilterSet {
+  const set: NativeFilterSet = { pids: [], comms: [], cgroupIds: [] };
+  for (const s of selectors) {
+    if ('pid' in s) {
+      if (!Number.isInteger(s.pid) || s.pid < 1 || s.pid > 0xffff_ffff) invalid(`invalid pid: ${s.pid}`);
+      set.pids.push(s.pid);
+    } else if ('comm' in s) {
+      if (!s.comm || Buffer.byteLength(s.comm) > COMM_LEN - 1 || s.comm.includes('\0'))
+        invalid(`a comm must be 1 to ${COMM_LEN - 1} bytes without NUL, got ${JSON.stringify(s.comm)}`);
+      set.comms.push(s.comm);
+    } else {
+      set.cgroupIds.push(checkCgroupId(s.cgroupId));
+    }
+  }
+  if (set.pids.length > MAX_FILTER_PIDS)
+    invalid(`at most ${MAX_FILTER_PIDS} pids can be filtered, got ${set.pids.length}`);
+  return set;
+}
+
 export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
   const ringBufferBytes = options.ringBufferBytes ?? RING_BUFFER_BYTES.default;
   const { min, max } = RING_BUFFER_BYTES;
@@ -53,19 +92,6 @@ export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
   if (!Number.isInteger(pollTimeoutMs) || pollTimeoutMs < 1 || pollTimeoutMs > 60_000) {
     invalid(`pollTimeoutMs must be an integer from 1 to 60000, got ${pollTimeoutMs}`);
   }
-  const pids = options.pids ?? [];
-  if (pids.length > MAX_FILTER_PIDS)
-    invalid(`at most ${MAX_FILTER_PIDS} pids can be filtered, got ${pids.length}`);
-  for (const pid of pids) {
-    if (!Number.isInteger(pid) || pid < 1 || pid > 0xffff_ffff) invalid(`pids holds an invalid pid: ${pid}`);
-  }
-  const comm = options.comm ?? '';
-  if (Buffer.byteLength(comm) > COMM_LEN - 1 || comm.includes('\0')) {
-    invalid(`comm must be at most ${COMM_LEN - 1} bytes without NUL, got ${JSON.stringify(comm)}`);
-  }
-  const cgroupId = options.cgroupId ?? 0n;
-  if (cgroupId < 0n || cgroupId >= 2n ** 64n)
-    invalid(`cgroupId must be an unsigned 64-bit id, got ${cgroupId}`);
   // A threshold the ring cannot reach would leave only the poll timeout to wake the reader.
   const wakeupBytes = Math.min(options.wakeupBytes ?? DEFAULT_WAKEUP_BYTES, ringBufferBytes / 4);
   if (!Number.isSafeInteger(wakeupBytes) || wakeupBytes < 1) {
@@ -76,9 +102,14 @@ export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
     wakeupBytes,
     pollTimeoutMs,
     selfTgid: options.excludeSelf === false ? 0 : process.pid,
-    pids: [...pids],
-    cgroupId,
-    comm,
+    filter: {
+      include: filterSet(options.include ?? []),
+      exclude: filterSet(options.exclude ?? []),
+      includes: options.include !== undefined,
+      cgroupFilter: options.liveCgroups ?? false,
+      transactions: options.filterTransactions ?? false,
+    },
+    sampleBackground: sampleRate(options.sampleBackground ?? 1),
     minDurationNs: nonNegativeInteger('minDurationNs', options.minDurationNs ?? 0),
     attribution: options.attribution ?? true,
     targets: options.targets ?? true,

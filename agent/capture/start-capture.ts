@@ -20,6 +20,8 @@ export interface Capture {
   ringFill(): number;
   /** run time and count per program, measured while kernel.bpf_stats_enabled is 1; empty once stopped */
   programStats(): ProgramStats[];
+  /** replaces the cgroup ids of the kernel filter (an id in both lists is excluded); throws CaptureError */
+  setCgroupFilter(include: bigint[], exclude: bigint[]): void;
   /** resolves after the final batch was delivered to onBatch */
   stop(): Promise<void>;
 }
@@ -93,6 +95,13 @@ export function startCapture(
     },
     ringFill: () => session.ringFill(),
     programStats: () => session.programStats(),
+    setCgroupFilter(include, exclude) {
+      try {
+        session.setCgroupFilter(include, exclude);
+      } catch (err) {
+        throw toCaptureError(err);
+      }
+    },
     async stop() {
       if (!stopRequested) {
         stopRequested = true;

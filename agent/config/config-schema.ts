@@ -1,6 +1,7 @@
 /** The agent's optional config file (--config, JSON or YAML). */
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import { z } from 'zod';
+import { parseSampleRate, parseSelector, SelectorError } from '../filter/selector';
 
 const pattern = z.string().min(1, 'must not be empty');
 
@@ -19,12 +20,41 @@ export const serviceRuleSchema = z
   })
   .strict();
 
+/** A value the filter's own parser checks (one owner of the syntax), its message kept. */
+function parsedBy<T>(parse: (text: string) => T) {
+  return z.string().transform((text, ctx) => {
+    try {
+      return parse(text);
+    } catch (err) {
+      if (!(err instanceof SelectorError)) throw err;
+      ctx.addIssue({ code: 'custom', message: err.message });
+      return z.NEVER;
+    }
+  });
+}
+
+/** What is captured: the same selectors as --include/--exclude, which add to these. */
+export const captureConfigSchema = z
+  .object({
+    include: z.array(parsedBy(parseSelector)).optional(),
+    exclude: z.array(parsedBy(parseSelector)).default([]),
+    filter_transactions: z.boolean().default(false),
+    sample_background: z
+      .union([z.number().transform(String), z.string()])
+      .pipe(parsedBy(parseSampleRate))
+      .default(1)
+      .describe('1/N: keep one in N writes made outside any transaction'),
+  })
+  .strict();
+
 export const agentConfigSchema = z
   .object({
     node: z.string().regex(NODE_NAME, NODE_NAME_RULE).optional(),
     services: z.array(serviceRuleSchema).default([]),
+    capture: captureConfigSchema.prefault({}),
   })
   .strict();
 
 export type ServiceRule = z.infer<typeof serviceRuleSchema>;
 export type AgentConfig = z.infer<typeof agentConfigSchema>;
+export type CaptureConfig = z.infer<typeof captureConfigSchema>;

@@ -10,6 +10,8 @@ import {
   COMM_LEN,
   ContextLayout,
   encodeDevice,
+  EVENT_CONTEXT_ONLY,
+  EVENT_SAMPLE_IN_USER,
   EventLayout,
   readCString,
   readI53,
@@ -20,6 +22,7 @@ import {
   RecordProblem,
   RecordType,
   SysWriteLayout,
+  SYSCALL_FLAGS,
   type RecordProblemCode,
   TARGET_ID_WINDOW,
   readTargetRecord,
@@ -90,6 +93,8 @@ export class RecordDecoder {
   targetRecords = 0;
   /** writes whose target id no target record defined (lost with a corrupt batch) */
   unknownTargets = 0;
+  /** writes the kernel left to sample here that were left out (see keepWithoutContext) */
+  sampledOut = 0;
 
   constructor(
     private readonly dictionaries: Dictionaries,
@@ -97,6 +102,8 @@ export class RecordDecoder {
     private readonly contexts: ContextResolver,
     /** CLOCK_REALTIME - CLOCK_BOOTTIME, ns */
     private readonly clockOffsetNs: () => bigint,
+    /** --sample-background 1/N: N */
+    private readonly sampleBackground = 1,
   ) {}
 
   /**
@@ -114,11 +121,32 @@ export class RecordDecoder {
       if (type === RecordType.Context) this.defineContext(buf, off);
       else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
-        if (sink.current.full) sink.flush();
-        this.appendEvent(buf, off, type, sink.current);
+        const ctx = this.storeContextId(readU53(buf, off + EventLayout.contextId));
+        if (ctx !== 0 || this.keepWithoutContext(buf, off, type)) {
+          if (sink.current.full) sink.flush();
+          this.appendEvent(buf, off, type, ctx, sink.current);
+        }
       }
       off += size;
     }
+  }
+
+  /*
+   * The kernel's flags on an event whose context turned out to hold no
+   * transaction or trace: an excluded task's event was kept for its context
+   * only (drop it), a write of a thread with a context escaped the kernel's
+   * sampling (sample it here).
+   */
+  private keepWithoutContext(buf: Buffer, off: number, type: number): boolean {
+    const flags = buf.readUInt32LE(
+      off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags),
+    );
+    if (flags & EVENT_CONTEXT_ONLY) return false;
+    if (flags & EVENT_SAMPLE_IN_USER && Math.random() * this.sampleBackground >= 1) {
+      this.sampledOut++;
+      return false;
+    }
+    return true;
   }
 
   private defineContext(buf: Buffer, off: number): void {
@@ -158,7 +186,7 @@ export class RecordDecoder {
     return 0;
   }
 
-  private appendEvent(buf: Buffer, off: number, type: number, out: EventBatch): void {
+  private appendEvent(buf: Buffer, off: number, type: number, ctx: number, out: EventBatch): void {
     const lo = buf.readUInt32LE(off + EventLayout.startNs);
     const hi = buf.readUInt32LE(off + EventLayout.startNs + 4);
     if (out.count === 0) {
@@ -175,12 +203,12 @@ export class RecordDecoder {
     out.tid[i] = tid;
     out.comm[i] = ids.commId;
     out.service[i] = ids.serviceId;
-    out.ctx[i] = this.storeContextId(readU53(buf, off + EventLayout.contextId));
+    out.ctx[i] = ctx;
     if (type === RecordType.SysWrite) {
       out.bytes[i] = readU53(buf, off + SysWriteLayout.count);
       out.handle[i] = buf.readInt32LE(off + SysWriteLayout.fd);
       out.result[i] = readI53(buf, off + SysWriteLayout.ret);
-      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall);
+      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall) & ~SYSCALL_FLAGS;
       out.error[i] = 0;
       out.target[i] = this.storeTargetId(readU53(buf, off + SysWriteLayout.targetId));
     } else {

@@ -44,6 +44,10 @@ export interface RunStart {
   clockErrorNs: number;
   /** why this run began: 'start', or the event that made a fresh store necessary */
   startReason?: string;
+  /** --sample-background 1/N: N (1: every write) */
+  sampleBackground?: number;
+  /** --include/--exclude as JSON, null when everything is captured */
+  filter?: string | null;
 }
 
 /** The file a writer has open: the path names another file once this one is deleted or replaced. */
@@ -256,8 +260,8 @@ export class StoreWriter {
   beginRun(run: RunStart): number {
     const row = this.db
       .prepare(
-        `INSERT INTO runs (node, started_ns, kernel, agent_version, attach_points, clock_offset_ns, clock_error_ns, start_reason)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+        `INSERT INTO runs (node, started_ns, kernel, agent_version, attach_points, clock_offset_ns, clock_error_ns, start_reason, sample_background, filter)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
       )
       .get(
         run.node,
@@ -268,6 +272,8 @@ export class StoreWriter {
         run.clockOffsetNs,
         Math.round(run.clockErrorNs),
         run.startReason ?? 'start',
+        run.sampleBackground ?? 1,
+        run.filter ?? null,
       ) as { id: number };
     this.runId = row.id;
     return row.id;

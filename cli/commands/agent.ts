@@ -15,7 +15,17 @@ import {
   DEFAULT_RETAIN_NS,
   type StoreCap,
 } from '../../agent/store/retention';
-import { collectIntegers, durationOption, integerOption, listenAddressOption, sizeOption } from '../options';
+import {
+  collectIntegers,
+  durationOption,
+  integerOption,
+  listenAddressOption,
+  parsedOption,
+  sizeOption,
+} from '../options';
+import { parseSampleRate, parseSelector, type Selector } from '../../agent/filter/selector';
+import type { AgentConfig } from '../../agent/config/config-schema';
+import type { FilterOptions } from '../../agent/filter/capture-filter';
 import { AgentMetrics } from '../../agent/metrics/agent-metrics';
 import { startMetricsServer, type ListenAddress } from '../../agent/metrics/metrics-server';
 
@@ -26,6 +36,10 @@ interface AgentFlags extends LogFlags {
   pid?: number[];
   comm?: string;
   cgroupId?: number;
+  include?: Selector[];
+  exclude?: Selector[];
+  filterTransactions?: boolean;
+  sampleBackground?: number;
   minDurationNs: number;
   ringBufferMb: number;
   attribution: boolean;
@@ -70,6 +84,25 @@ function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
 
 const MIB = 1024 * 1024;
 
+/**
+ * The config file's capture section plus the flags: flags add selectors, and
+ * --pid, --comm and --cgroup-id are includes written the old way.
+ */
+function filterOptions(flags: AgentFlags, config: AgentConfig): FilterOptions {
+  const shorthand: Selector[] = [
+    ...(flags.pid ?? []).map((pid): Selector => ({ kind: 'pid', pid })),
+    ...(flags.comm === undefined ? [] : [{ kind: 'comm', comm: flags.comm } as const]),
+    ...(flags.cgroupId === undefined ? [] : [{ kind: 'cgroup-id', id: BigInt(flags.cgroupId) } as const]),
+  ];
+  const include = [...(config.capture.include ?? []), ...(flags.include ?? []), ...shorthand];
+  const given = config.capture.include !== undefined || flags.include !== undefined || shorthand.length > 0;
+  return {
+    include: given ? include : undefined,
+    exclude: [...config.capture.exclude, ...(flags.exclude ?? [])],
+    filterTransactions: flags.filterTransactions ?? config.capture.filter_transactions,
+  };
+}
+
 export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const log = loggerFromFlags(flags, 'agent');
   const config = loadConfig(flags.config);
@@ -93,11 +126,10 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         dataDir: flags.dataDir,
         node,
         config,
+        filter: filterOptions(flags, config),
         capture: {
           ringBufferBytes: ringBytes,
-          pids: flags.pid,
-          comm: flags.comm,
-          cgroupId: flags.cgroupId === undefined ? undefined : BigInt(flags.cgroupId),
+          sampleBackground: flags.sampleBackground ?? config.capture.sample_background,
           minDurationNs: flags.minDurationNs,
           attribution: flags.attribution,
           targets: flags.targets,
@@ -141,9 +173,25 @@ export function registerAgentCommand(program: Command): Command {
     .requiredOption('--data-dir <dir>', 'directory for the node store')
     .option('--node <name>', 'node name (default: the host name)')
     .option('--config <file>', 'service rules, JSON or YAML')
-    .option('--pid <pid>', 'only trace this process (repeatable, at most 16)', collectIntegers(1, 4194304))
-    .option('--comm <comm>', 'only trace threads with this comm')
-    .option('--cgroup-id <id>', 'only trace this cgroup v2 id', integerOption(1, Number.MAX_SAFE_INTEGER))
+    .option(
+      '--include <selector>',
+      'only capture tasks of this service:NAME, cgroup:PATH, comm:NAME, pid:N or cgroup-id:N (repeatable: any of them)',
+      parsedOption(parseSelector, true),
+    )
+    .option(
+      '--exclude <selector>',
+      'never capture tasks of this selector (repeatable; wins over --include)',
+      parsedOption(parseSelector, true),
+    )
+    .option('--filter-transactions', 'excluded tasks lose their transaction events too (kept by default)')
+    .option(
+      '--sample-background <1/N>',
+      'keep one in N writes made outside any transaction, in the kernel (the run records N)',
+      parsedOption(parseSampleRate, false),
+    )
+    .option('--pid <pid>', 'same as --include pid:N (repeatable)', collectIntegers(1, 4194304))
+    .option('--comm <comm>', 'same as --include comm:NAME')
+    .option('--cgroup-id <id>', 'same as --include cgroup-id:N', integerOption(1, Number.MAX_SAFE_INTEGER))
     .option(
       '--min-duration-ns <ns>',
       'drop calls shorter than this in the kernel',

@@ -14,6 +14,10 @@ import {
 } from '../../daemon/replay/sessions/session-service';
 import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { decimalOption, integerOption } from '../options';
+import {
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_STREAMS_PER_CLIENT,
+} from '../../daemon/replay/stream/stream-limits';
 import { untilSignal } from '../signals';
 
 export interface DaemonFlags extends LogFlags {
@@ -27,6 +31,8 @@ export interface DaemonFlags extends LogFlags {
   queryWorkers: number;
   maxQueuedQueries: number;
   queryTimeout: number;
+  maxStreams: number;
+  maxStreamsPerClient: number;
   store?: string;
   tokens?: string;
   allowedHost: string[];
@@ -53,6 +59,8 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     queryWorkers: flags.queryWorkers,
     maxQueuedQueries: flags.maxQueuedQueries,
     queryTimeoutMs: flags.queryTimeout * 1000,
+    maxStreams: flags.maxStreams,
+    maxStreamsPerClient: flags.maxStreamsPerClient,
     store: flags.store,
     log,
     tokensFile: flags.tokens,
@@ -138,6 +146,18 @@ export function registerDaemonCommand(program: Command): Command {
       'a query running longer gets 503 and its worker is replaced',
       decimalOption(0.001, 3600),
       DEFAULT_QUERY_TIMEOUT_MS / 1000,
+    )
+    .option(
+      '--max-streams <n>',
+      'replay event streams open at most (then 503); each holds a socket and up to 256 KiB',
+      integerOption(1, 1_000_000),
+      DEFAULT_MAX_STREAMS,
+    )
+    .option(
+      '--max-streams-per-client <n>',
+      'of those, at most this many per client (token name, else address)',
+      integerOption(1, 1_000_000),
+      DEFAULT_MAX_STREAMS_PER_CLIENT,
     )
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
     .option('--tls-key <file>', 'the PEM private key of --tls-cert');

@@ -7,7 +7,15 @@ export const RecordType = { SysWrite: 1, BlockIo: 2, Context: 3, Target: 4 } as 
 export type RecordTypeValue = (typeof RecordType)[keyof typeof RecordType];
 
 export const COMM_LEN = 16;
-export const MAX_FILTER_PIDS = 16;
+export const MAX_FILTER_PIDS = 1024;
+export const MAX_FILTER_COMMS = 1024;
+export const MAX_FILTER_CGROUPS = 16384;
+/** KR_EVENT_CONTEXT_ONLY: an excluded task's event, kept for its context (in syscall or block flags). */
+export const EVENT_CONTEXT_ONLY = 0x8000_0000;
+/** KR_EVENT_SAMPLE_IN_USER: a write of a thread with a context, to sample when that context holds nothing. */
+export const EVENT_SAMPLE_IN_USER = 0x4000_0000;
+/** The flag bits of kr_sys_write.syscall. */
+export const SYSCALL_FLAGS = EVENT_CONTEXT_ONLY | EVENT_SAMPLE_IN_USER;
 export const CONTEXT_DATA_LEN = 1024;
 export const TARGET_PATH_MAX = 1024;
 export const TARGET_NAME_MAX = 256;
@@ -41,6 +49,7 @@ export const BlockIoLayout = {
   devMinor: 80,
   op: 84,
   status: 88,
+  flags: 92,
 } as const;
 
 /** struct kr_context */
@@ -88,6 +97,7 @@ export const KernelCounter = {
   requestTableFull: 7,
   targetDropped: 8,
   targetEmitted: 9,
+  sysWriteSampledOut: 10,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];

@@ -8,15 +8,34 @@ import path from 'node:path';
 import { KreplayError } from '../errors';
 import { repoRoot } from '../repo-root';
 
+/** Tasks named by an include or exclude list, as the kernel sees them. */
+export interface NativeFilterSet {
+  pids: number[];
+  comms: string[];
+  cgroupIds: bigint[];
+}
+
+/** --include/--exclude in the kernel. */
+export interface NativeCaptureFilter {
+  include: NativeFilterSet;
+  exclude: NativeFilterSet;
+  /** an include list is in force, even while empty */
+  includes: boolean;
+  /** cgroup ids come later too (setCgroupFilter) */
+  cgroupFilter: boolean;
+  /** excluded tasks lose their transaction events too */
+  transactions: boolean;
+}
+
 /** What startCapture hands the addon: every field present and already validated. */
 export interface NativeCaptureConfig {
   ringBufferBytes: number;
   wakeupBytes: number;
   pollTimeoutMs: number;
   selfTgid: number;
-  pids: number[];
-  cgroupId: bigint;
-  comm: string;
+  filter: NativeCaptureFilter;
+  /** keep one in this many writes without a context; 1: all */
+  sampleBackground: number;
   minDurationNs: number;
   attribution: boolean;
   targets: boolean;
@@ -36,6 +55,8 @@ export interface NativeCaptureSession {
   ringFill(): number;
   /** per loaded program; run time and count stay 0 unless kernel.bpf_stats_enabled is 1 */
   programStats(): ProgramStats[];
+  /** replaces the filter's cgroup ids (an id in both lists is excluded) */
+  setCgroupFilter(include: bigint[], exclude: bigint[]): void;
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }

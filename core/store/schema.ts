@@ -13,10 +13,13 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /** Stores from this version on have a pruned table (retention). */
 export const RETENTION_SCHEMA_VERSION = 4;
+
+/** Stores from this version on record each run's sampling rate and filter. */
+export const SAMPLING_SCHEMA_VERSION = 5;
 
 /** The writer's page cache. */
 export const WRITER_CACHE_KIB = 65536;
@@ -110,6 +113,12 @@ export const MIGRATIONS: readonly string[] = [
     background INTEGER NOT NULL,
     context INTEGER NOT NULL
   ) STRICT;
+  `,
+  // v5: what a run captured: --sample-background 1/N keeps one in N writes without a context
+  // (so counts scale by N), and --include/--exclude (JSON, NULL: everything)
+  `
+  ALTER TABLE runs ADD COLUMN sample_background INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE runs ADD COLUMN filter TEXT;
   `,
 ];
 

@@ -8,9 +8,12 @@ import type { EventReader } from '../store/event-reader';
 import type { EventsQuery } from './events-query';
 import { eventJson, listEventsJson } from './events-service';
 
+/** JSON text, or its UTF-8 bytes (a query worker hands those over without a copy). */
+export type JsonBody = string | Uint8Array;
+
 export interface EventsJson {
-  list(query: EventsQuery): Promise<string>;
-  one(eventId: string, int64AsString: boolean): Promise<string>;
+  list(query: EventsQuery): Promise<JsonBody>;
+  one(eventId: string, int64AsString: boolean): Promise<JsonBody>;
 }
 
 export function localEventsJson(reader: EventReader): EventsJson {

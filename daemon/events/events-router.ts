@@ -7,7 +7,7 @@ import type { EventReader } from '../store/event-reader';
 import { eventsQuerySchema, int64Param, toFilter } from './events-query';
 import { exportQuerySchema } from './export/export-query';
 import { streamChromeTrace } from './export/export-stream';
-import { localEventsJson, type EventsJson } from './events-json';
+import { localEventsJson, type EventsJson, type JsonBody } from './events-json';
 
 const eventQuerySchema = z.strictObject({ int64: int64Param.optional() });
 
@@ -22,11 +22,15 @@ const pathDecodeError: ErrorRequestHandler = (err, _req, _res, next) => {
 };
 
 /** `json` builds the pages and lookups (in the query workers for node stores); `stores` serves the export. */
+/** Bytes from a worker go out as they are: no string on this thread. */
+const body = (json: JsonBody) =>
+  typeof json === 'string' ? json : Buffer.from(json.buffer, json.byteOffset, json.byteLength);
+
 export function eventsRouter(stores: EventReader, json: EventsJson = localEventsJson(stores)): Router {
   const router = Router();
   router.get('/', async (req, res) => {
     const query = parseQuery(eventsQuerySchema, req.query);
-    res.type('application/json').send(await json.list(query));
+    res.type('application/json').send(body(await json.list(query)));
   });
   router.get('/export', async (req, res) => {
     const query = parseQuery(exportQuerySchema, req.query);
@@ -34,7 +38,7 @@ export function eventsRouter(stores: EventReader, json: EventsJson = localEvents
   });
   router.get('/:event_id', async (req, res) => {
     const { int64 } = parseQuery(eventQuerySchema, req.query);
-    res.type('application/json').send(await json.one(req.params.event_id, int64 === 'string'));
+    res.type('application/json').send(body(await json.one(req.params.event_id, int64 === 'string')));
   });
   router.use(pathDecodeError);
   return router;

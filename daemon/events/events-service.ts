@@ -20,7 +20,18 @@ export async function listEventsJson(stores: EventReader, query: EventsQuery): P
   const retained = await stores.retainedFrom(filter);
   const reachesBefore = retained !== null && (filter.fromNs === undefined || filter.fromNs < retained);
   const retainedJson = reachesBefore ? `,"retained_from_ns":${asStrings ? `"${retained}"` : retained}` : '';
-  return `{"events":[${events}],"next_cursor":${JSON.stringify(next)}${retainedJson}}`;
+  // Said when the answer reaches into runs that sampled: their writes without a transaction are one in N.
+  const sampled = await stores.sampledRanges(filter);
+  const int64 = (n: bigint | null) => (n === null ? 'null' : asStrings ? `"${n}"` : String(n));
+  const sampledJson = sampled.length
+    ? `,"sampled":[${sampled
+        .map(
+          (r) =>
+            `{"node":${JSON.stringify(r.node)},"from_ns":${int64(r.fromNs)},"to_ns":${int64(r.toNs)},"one_in":${r.oneIn}}`,
+        )
+        .join(',')}]`
+    : '';
+  return `{"events":[${events}],"next_cursor":${JSON.stringify(next)}${retainedJson}${sampledJson}}`;
 }
 
 export async function eventJson(

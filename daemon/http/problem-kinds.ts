@@ -20,6 +20,8 @@ export const PROBLEM_KINDS = {
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },
   'store-unavailable': { status: 503, title: 'Service Unavailable' },
+  // --max-streams or --max-streams-per-client reached
+  'too-many-streams': { status: 503, title: 'Service Unavailable' },
   // the query workers' queue is full (--max-queued-queries)
   'too-busy': { status: 503, title: 'Service Unavailable' },
   // a query ran past --query-timeout

@@ -150,7 +150,7 @@ export const OPERATIONS: Operation[] = [
     summary:
       'Server-Sent Events: `state` on each change, `replay` per event as it is emitted (id: its index; Last-Event-ID resumes)',
     responses: { 200: { type: 'text/event-stream', description: 'the session stream' } },
-    problems: ['session-not-found'],
+    problems: ['session-not-found', 'too-many-streams'],
   },
   sessionControl('play', emptySchema, 'play from the position'),
   sessionControl('pause', emptySchema, 'pause where it is'),

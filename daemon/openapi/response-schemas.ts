@@ -66,6 +66,20 @@ export const eventPageSchema = z
     retained_from_ns: int64
       .optional()
       .meta({ description: 'present when the range asked for reaches before what retention kept' }),
+    sampled: z
+      .array(
+        z.strictObject({
+          node: z.string(),
+          from_ns: int64,
+          to_ns: int64.nullable().meta({ description: 'null while the run goes on' }),
+          one_in: z.number().int().min(2),
+        }),
+      )
+      .optional()
+      .meta({
+        description:
+          'runs the range reaches into that kept one in one_in writes made outside any transaction (--sample-background): scale their counts by one_in',
+      }),
   })
   .meta({ id: 'EventPage' });
 

@@ -11,6 +11,7 @@ import { quoteInt, quoteString } from '../../core/clickhouse/quote';
 import { lookupTable, type LookupKey } from '../../core/clickhouse/schema';
 import { parseEventId, type ApiEvent } from '../../core/model';
 import type { EventReader } from './event-reader';
+import type { SampledRange } from './node-store';
 import {
   positionOf,
   type EventFilter,
@@ -143,6 +144,11 @@ export class ClickHouseEvents implements EventReader {
   /** The fleet store keeps what nodes ship; node-side retention never removes from it. */
   retainedFrom(): Promise<bigint | null> {
     return Promise.resolve(null);
+  }
+
+  /** The fleet store does not receive the nodes' runs: sampled ranges are told by the node files only. */
+  sampledRanges(): Promise<SampledRange[]> {
+    return Promise.resolve([]);
   }
 
   async nodes(): Promise<string[]> {

@@ -7,6 +7,7 @@
 import type { ApiEvent } from '../../core/model';
 import type { EventFilter, EventPage, EventSummary, PageOptions } from './event-filter';
 import type { NodeStores } from './node-stores';
+import type { SampledRange } from './node-store';
 
 export interface EventReader {
   page(filter: EventFilter, opts: PageOptions): Promise<EventPage>;
@@ -15,6 +16,8 @@ export interface EventReader {
   nodes(): Promise<string[]>;
   /** where retention has pruned up to for this filter's nodes (null: nothing pruned) */
   retainedFrom(filter: EventFilter): Promise<bigint | null>;
+  /** runs the answer reaches into that kept one in N writes without a context */
+  sampledRanges(filter: EventFilter): Promise<SampledRange[]>;
 }
 
 export function nodeStoresReader(stores: NodeStores): EventReader {
@@ -24,5 +27,6 @@ export function nodeStoresReader(stores: NodeStores): EventReader {
     get: async (eventId) => stores.get(eventId),
     nodes: async () => stores.nodes(),
     retainedFrom: async (filter) => stores.retainedFrom(filter),
+    sampledRanges: async (filter) => stores.sampledRanges(filter),
   };
 }

@@ -14,6 +14,7 @@ import {
 } from '../../core/store/event-columns';
 import {
   RETENTION_SCHEMA_VERSION,
+  SAMPLING_SCHEMA_VERSION,
   SLOW_EVENT_NS,
   corruptStoreError,
   isCorruption,
@@ -75,6 +76,20 @@ const PRUNED_SINCE_SQL = `SELECT max(id) AS id,
   max(CASE WHEN background > 0 THEN to_ns END) AS background,
   max(CASE WHEN context > 0 THEN to_ns END) AS context
   FROM pruned WHERE id > ?`;
+
+/** A run that kept one in `oneIn` writes without a context (--sample-background). */
+export interface SampledRange {
+  node: string;
+  fromNs: bigint;
+  /** null while the run goes on */
+  toNs: bigint | null;
+  oneIn: number;
+}
+
+/* runs overlapping [from, to) that sampled; a run not stopped reaches to now */
+const SAMPLED_RUNS_SQL = `SELECT started_ns AS fromNs, stopped_ns AS toNs, sample_background AS oneIn
+  FROM runs WHERE sample_background > 1 AND started_ns < :to AND (stopped_ns IS NULL OR stopped_ns > :from)
+  ORDER BY started_ns`;
 
 /* the events table's key leads with ts: the newest row is one step down the b-tree */
 const NEWEST_TS_SQL = 'SELECT ts FROM events ORDER BY ts DESC LIMIT 1';
@@ -214,6 +229,26 @@ export class NodeStore {
       if (since.context !== null) this.retained.context = later(this.retained.context, since.context + 1n);
     }
     return this.retained;
+  }
+
+  /** The runs overlapping [fromNs, toNs) that sampled background writes, oldest first. */
+  sampledRanges(fromNs: bigint, toNs: bigint): SampledRange[] {
+    this.refreshSchema();
+    if (this.schemaVersion < SAMPLING_SCHEMA_VERSION) return [];
+    const rows = this.guard(
+      () =>
+        this.statement(SAMPLED_RUNS_SQL).all({ from: fromNs, to: toNs }) as {
+          fromNs: bigint;
+          toNs: bigint | null;
+          oneIn: bigint;
+        }[],
+    );
+    return rows.map((r) => ({
+      node: this.info.node,
+      fromNs: r.fromNs,
+      toNs: r.toNs,
+      oneIn: Number(r.oneIn),
+    }));
   }
 
   row(ts: bigint, seq: number): EventRow | undefined {

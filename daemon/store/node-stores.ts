@@ -18,6 +18,7 @@ import {
   type PageOptions,
 } from './event-filter';
 import { EventSource } from './event-source';
+import type { SampledRange } from './node-store';
 import { isEmptyRange, rangeFor } from './key-range';
 import { Heap } from './source-heap';
 import { StoreDirectory, type DirectoryHealth } from './store-directory';
@@ -119,6 +120,21 @@ export class NodeStores {
         if (boundary !== null && (from === null || boundary > from)) from = boundary;
     }
     return from;
+  }
+
+  /**
+   * The sampled runs the answer to `filter` reaches into: there, writes
+   * without a transaction are one in `oneIn` of those made. None for a query
+   * by transaction or trace (their events are never sampled).
+   */
+  sampledRanges(filter: EventFilter): SampledRange[] {
+    if (filter.transactionId !== undefined || filter.traceId !== undefined) return [];
+    const from = filter.fromNs ?? 0n;
+    const to = filter.toNs ?? 2n ** 63n - 1n;
+    return this.directory
+      .stores()
+      .filter((store) => filter.node === undefined || filter.node === store.info.node)
+      .flatMap((store) => store.sampledRanges(from, to));
   }
 
   get(eventId: string): ApiEvent | null {

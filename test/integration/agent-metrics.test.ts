@@ -65,7 +65,10 @@ describe('agent metrics (real kernel)', () => {
       const text = await scrape(url!);
       return sample(text, 'kreplay_agent_stored_events_total') === storedBefore + writes ? text : undefined;
     });
-    expect(sample(after, 'kreplay_agent_events_total{type="sys_write"}')).toBe(writesBefore + writes);
+    // the kernel also sends writes of excluded tasks that carry a context (the agent drops them): at least these
+    expect(sample(after, 'kreplay_agent_events_total{type="sys_write"}')).toBeGreaterThanOrEqual(
+      writesBefore + writes,
+    );
     expect(countStored(store)).toBe(writes);
     // every batch the store committed is in the histograms: their event counts add up to what it stored
     expect(sample(after, 'kreplay_agent_store_batch_events_sum')).toBe(writes);

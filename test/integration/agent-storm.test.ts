@@ -52,6 +52,8 @@ describe('agent under a two-writer storm (real kernel)', () => {
     const agent = await startAgent([
       ...['--data-dir', data, '--node', 'storm', '--max-store-bytes', '0'],
       ...writers.flatMap((w) => ['--pid', String(w.pid)]),
+      // other processes' transaction writes would be kept (and counted) otherwise
+      '--filter-transactions',
     ]);
     const pid = agent.child.pid!;
     const idle = anonRss(pid);

@@ -262,7 +262,7 @@ describe('filters never hide context (real kernel, --comm filter)', () => {
     expect(code).toBe(0);
   });
 
-  it('keeps the marker of kreplay run, though its writer is filtered out, for the included comm', async () => {
+  it('keeps the marker of kreplay run, though its writer is filtered out, for the included comm (and its transaction write)', async () => {
     const writer = join(dir, 'zzwriter');
     copyFileSync('/bin/dd', writer);
     const out = join(dir, 'zz.out');
@@ -285,7 +285,13 @@ describe('filters never hide context (real kernel, --comm filter)', () => {
       [1302, 'zzwriter', 'comm-txn'],
       [1303, 'zzwriter', 'comm-txn'],
     ]);
-    // only the included comm is stored: the marker write and the shell's are context, not events
-    expect(readStoredEvents(store).filter((e) => e.comm !== 'zzwriter')).toEqual([]);
+    // of the tasks the filter leaves out, only the marker's own write is stored: it is in the
+    // transaction, and transaction events are kept unless --filter-transactions
+    const others = readStoredEvents(store).filter((e) => e.comm !== 'zzwriter');
+    expect(others.filter((e) => e.txn === 'comm-txn').map((e) => [e.comm, e.target])).toEqual([
+      ['kreplay-exec-sh', '/dev/null'],
+    ]);
+    // nothing outside a transaction (other processes' transactions may run meanwhile)
+    expect(others.filter((e) => e.txn === null && e.trace === null)).toEqual([]);
   });
 });

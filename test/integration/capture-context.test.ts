@@ -33,16 +33,19 @@ describeKernel('context tracking', () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const big = `POST /upload HTTP/1.1\r\n\r\n${'x'.repeat(2000)}`;
     const send = (text: string): void => void writeSync(fd, text);
-    const { records } = await captureAround({ excludeSelf: false, pids: [process.pid] }, () => {
-      send('KREPLAY-CTX txn=t1 trace=abc');
-      send('after the marker');
-      send('KREPLAY-CTXY is no marker');
-      send('GET'); // too short for a method token
-      send('GET /orders HTTP/1.1\r\nHost: shop\r\n\r\n');
-      writevSync(fd, [Buffer.alloc(0), Buffer.from('HTTP/1.1 200 OK\r\n'), Buffer.from('\r\n')]);
-      send('KREPLAY-CTX');
-      send(big);
-    });
+    const { records } = await captureAround(
+      { excludeSelf: false, include: [{ pid: process.pid }], filterTransactions: true },
+      () => {
+        send('KREPLAY-CTX txn=t1 trace=abc');
+        send('after the marker');
+        send('KREPLAY-CTXY is no marker');
+        send('GET'); // too short for a method token
+        send('GET /orders HTTP/1.1\r\nHost: shop\r\n\r\n');
+        writevSync(fd, [Buffer.alloc(0), Buffer.from('HTTP/1.1 200 OK\r\n'), Buffer.from('\r\n')]);
+        send('KREPLAY-CTX');
+        send(big);
+      },
+    );
     closeSync(fd);
 
     const opened = contexts(records, process.pid);

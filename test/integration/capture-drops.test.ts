@@ -24,7 +24,13 @@ describeKernel('drop accounting', () => {
       counters,
       value: exitCode,
     } = await captureAround(
-      { pids: [child.pid as number], ringBufferBytes: 4096, wakeupBytes: 512 },
+      // filterTransactions: other processes' transaction writes (kept by default) would count too
+      {
+        include: [{ pid: child.pid as number }],
+        filterTransactions: true,
+        ringBufferBytes: 4096,
+        wakeupBytes: 512,
+      },
       async (capture) => {
         child.stdin?.end('g');
         const code = await exited;

@@ -16,13 +16,15 @@ function startError(options: CaptureOptions): unknown {
 
 describe('capture options', () => {
   it.each<[string, CaptureOptions]>([
-    ['17 pids', { pids: Array.from({ length: 17 }, (_, i) => 1000 + i) }],
+    ['1025 pids', { include: Array.from({ length: 1025 }, (_, i) => ({ pid: 1000 + i })) }],
     ['a ring that is no power of two', { ringBufferBytes: 5000 }],
     ['a ring below one page', { ringBufferBytes: 1024 }],
-    ['a comm longer than 15 bytes', { comm: 'a-very-long-command' }],
+    ['a comm longer than 15 bytes', { exclude: [{ comm: 'a-very-long-command' }] }],
+    ['cgroup id 0', { include: [{ cgroupId: 0n }] }],
+    ['a sampling rate of 0', { sampleBackground: 0 }],
     ['a zero poll timeout', { pollTimeoutMs: 0 }],
     ['a negative minimum duration', { minDurationNs: -1 }],
-    ['pid 0', { pids: [0] }],
+    ['pid 0', { include: [{ pid: 0 }] }],
   ])('rejects %s with E_CAPTURE_CONFIG', (_, options) => {
     const err = startError(options);
     expect(err).toBeInstanceOf(CaptureError);
@@ -35,8 +37,10 @@ describeKernel('capture privileges', () => {
     const addon = join(__dirname, '../../native/build/Release/kreplay_native.node');
     const script = `
       const { CaptureSession } = require(${JSON.stringify(addon)});
-      const config = { ringBufferBytes: 65536, wakeupBytes: 4096, pollTimeoutMs: 100, selfTgid: 0, pids: [],
-        cgroupId: 0n, comm: '', minDurationNs: 0, attribution: true, targets: true };
+      const none = { pids: [], comms: [], cgroupIds: [] };
+      const config = { ringBufferBytes: 65536, wakeupBytes: 4096, pollTimeoutMs: 100, selfTgid: 0,
+        filter: { include: none, exclude: none, includes: false, cgroupFilter: false, transactions: false },
+        sampleBackground: 1, minDurationNs: 0, attribution: true, targets: true };
       try { new CaptureSession(config, () => {}, () => {}); } catch (e) { console.log(JSON.stringify([e.code, e.message])); }`;
     const out = execFileSync(
       'setpriv',

@@ -21,7 +21,8 @@ describeKernel('sys_write capture', () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const sizes = Array.from({ length: N }, (_, i) => 1 + i * 13);
     const { records, value: window } = await captureAround(
-      { excludeSelf: false, pids: [process.pid] },
+      // filterTransactions: other processes' writes in a transaction would be kept too
+      { excludeSelf: false, include: [{ pid: process.pid }], filterTransactions: true },
       () => {
         const before = wallClockNs();
         for (const size of sizes) writeSync(fd, Buffer.alloc(size, 0x61));
@@ -56,15 +57,18 @@ describeKernel('sys_write capture', () => {
   it('reports the comm the thread has at each write, through renames', async () => {
     const fd = openSync(join(dir.path, 'out'), 'w');
     const original = readFileSync('/proc/self/comm', 'utf8').trim();
-    const { records } = await captureAround({ excludeSelf: false, pids: [process.pid] }, () => {
-      writeSync(fd, 'before');
-      try {
-        writeFileSync('/proc/self/comm', 'kreplay-renamed-thread');
-        writeSync(fd, 'after');
-      } finally {
-        writeFileSync('/proc/self/comm', original);
-      }
-    });
+    const { records } = await captureAround(
+      { excludeSelf: false, include: [{ pid: process.pid }], filterTransactions: true },
+      () => {
+        writeSync(fd, 'before');
+        try {
+          writeFileSync('/proc/self/comm', 'kreplay-renamed-thread');
+          writeSync(fd, 'after');
+        } finally {
+          writeFileSync('/proc/self/comm', original);
+        }
+      },
+    );
     closeSync(fd);
     const mine = records.filter((r): r is DecodedSysWrite => r.type === 'sys_write' && r.fd === fd);
     // the kernel keeps 15 bytes of a name
@@ -72,9 +76,12 @@ describeKernel('sys_write capture', () => {
   });
 
   it('keeps failed writes with their negative errno', async () => {
-    const { records } = await captureAround({ excludeSelf: false, pids: [process.pid] }, () => {
-      expect(() => writeSync(NOT_AN_FD, 'x')).toThrow(/EBADF/);
-    });
+    const { records } = await captureAround(
+      { excludeSelf: false, include: [{ pid: process.pid }], filterTransactions: true },
+      () => {
+        expect(() => writeSync(NOT_AN_FD, 'x')).toThrow(/EBADF/);
+      },
+    );
     const failed = records.filter((r): r is DecodedSysWrite => r.type === 'sys_write' && r.fd === NOT_AN_FD);
     expect(failed).toHaveLength(1);
     expect(failed[0]).toMatchObject({ ret: -EBADF, count: 1, syscall: SYS.write, pid: process.pid });

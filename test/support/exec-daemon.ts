@@ -8,6 +8,7 @@ import { silentLogger } from '../../core/log/logger';
 import { exactJson } from '../../core/json/exact-json';
 import type { SysWriteEvent, TargetKind } from '../../core/model';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
+import { StreamLimits } from '../../daemon/replay/stream/stream-limits';
 import { replaySessionsRouter } from '../../daemon/replay/sessions/session-router';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import { errorHandler } from '../../daemon/http/error-handler';
@@ -51,7 +52,7 @@ export async function startExecDaemon(events: IncidentEvent[], dataDir: string):
     const wanted = events.filter((e) => e.transaction_id === req.query.transaction_id);
     res.type('application/json').send(`{"events":${exactJson(wanted, true)},"next_cursor":null}`);
   });
-  app.use('/api/replay/sessions', replaySessionsRouter(sessions));
+  app.use('/api/replay/sessions', replaySessionsRouter(sessions, new StreamLimits(silentLogger)));
   app.use(errorHandler(silentLogger));
   const running = await listen(app, '127.0.0.1', 0);
   return {

@@ -11,6 +11,7 @@ describe('agent config', () => {
     expect(loadConfig(`${dir.path}/c.yaml`)).toEqual({
       node: 'web-1',
       services: [{ service: 'api', match: { unit: 'api-*.service' } }],
+      capture: { exclude: [], filter_transactions: false, sample_background: 1 },
     });
     writeFileSync(
       `${dir.path}/c.json`,
@@ -29,8 +30,46 @@ describe('agent config', () => {
     ['{"node": "a b"}', /node: letters, digits/],
     ['{"services": "x"}', /services: /],
     ['{not json', /is not valid JSON/],
+    [
+      '{"capture": {"include": ["nginx"]}}',
+      /capture\.include\.0: "nginx" is not a filter: expected service:NAME/,
+    ],
+    ['{"capture": {"exclude": ["user:root"]}}', /capture\.exclude\.0: .*unknown filter kind "user"/],
+    ['{"capture": {"exclude": ["comm:a-very-long-command"]}}', /at most 15 bytes/],
+    ['{"capture": {"exclude": ["cgroup:system.slice"]}}', /starts with \//],
+    [
+      '{"capture": {"sample_background": "2/3"}}',
+      /capture\.sample_background: "2\/3" is not a sampling rate/,
+    ],
+    ['{"capture": {"sample_background": 0}}', /expected 1\/N with N from 1/],
+    ['{"capture": {"filter": []}}', /capture: Unrecognized key.*filter/],
   ])('names the problem in %s', (text, message) => {
     expect(() => parseConfig(text, 'c.json', 'json')).toThrow(message);
+  });
+
+  it('reads the capture section: selectors parsed, sampling as 1/N', () => {
+    const yaml = [
+      'capture:',
+      '  include: ["service:nginx", "cgroup:/system.slice/", "comm:python3", "pid:42", "cgroup-id:7"]',
+      '  exclude: ["cgroup:/user.slice/*"]',
+      '  filter_transactions: true',
+      '  sample_background: 1/100',
+    ].join('\n');
+    expect(parseConfig(yaml, 'c.yaml', 'yaml').capture).toEqual({
+      include: [
+        { kind: 'service', name: 'nginx' },
+        { kind: 'cgroup', path: '/system.slice' },
+        { kind: 'comm', comm: 'python3' },
+        { kind: 'pid', pid: 42 },
+        { kind: 'cgroup-id', id: 7n },
+      ],
+      exclude: [{ kind: 'cgroup', path: '/user.slice/*' }],
+      filter_transactions: true,
+      sample_background: 100,
+    });
+    expect(parseConfig('capture: { sample_background: 8 }', 'c.yaml', 'yaml').capture.sample_background).toBe(
+      8,
+    );
   });
 
   it('names unreadable files and unknown extensions', () => {

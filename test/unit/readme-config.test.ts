@@ -2,7 +2,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../agent/config/load-config';
-import { agentConfigSchema, serviceRuleSchema } from '../../agent/config/config-schema';
+import { agentConfigSchema, captureConfigSchema, serviceRuleSchema } from '../../agent/config/config-schema';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -31,6 +31,7 @@ describe("the README's --config example", () => {
       ...Object.keys(agentConfigSchema.shape),
       ...Object.keys(serviceRuleSchema.shape),
       ...Object.keys(serviceRuleSchema.shape.match.shape),
+      ...Object.keys(captureConfigSchema.shape),
     ];
     for (const key of keys) expect(example).toMatch(new RegExp(`^\\s*(- )?${key}:`, 'm'));
   });

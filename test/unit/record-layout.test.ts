@@ -16,6 +16,10 @@ import {
   KERNEL_COUNTER_COUNT,
   KernelCounter,
   MAX_FILTER_PIDS,
+  MAX_FILTER_COMMS,
+  MAX_FILTER_CGROUPS,
+  EVENT_CONTEXT_ONLY,
+  EVENT_SAMPLE_IN_USER,
   RecordHead,
   RecordType,
   SYSCALL_NAMES,
@@ -37,6 +41,10 @@ const dir = useTempDir();
 const EXPECTED: Record<string, number> = {
   KR_COMM_LEN: COMM_LEN,
   KR_MAX_FILTER_PIDS: MAX_FILTER_PIDS,
+  KR_MAX_FILTER_COMMS: MAX_FILTER_COMMS,
+  KR_MAX_FILTER_CGROUPS: MAX_FILTER_CGROUPS,
+  KR_EVENT_CONTEXT_ONLY: EVENT_CONTEXT_ONLY,
+  KR_EVENT_SAMPLE_IN_USER: EVENT_SAMPLE_IN_USER,
   KR_CTX_DATA_LEN: CONTEXT_DATA_LEN,
   KR_RECORD_SYS_WRITE: RecordType.SysWrite,
   KR_RECORD_BLOCK_IO: RecordType.BlockIo,
@@ -72,6 +80,7 @@ const EXPECTED: Record<string, number> = {
   KR_COUNTER_REQUEST_TABLE_FULL: KernelCounter.requestTableFull,
   KR_COUNTER_TARGET_DROPPED: KernelCounter.targetDropped,
   KR_COUNTER_TARGET_EMITTED: KernelCounter.targetEmitted,
+  KR_COUNTER_SYS_WRITE_SAMPLED_OUT: KernelCounter.sysWriteSampledOut,
   KR_COUNTER_MAX: KERNEL_COUNTER_COUNT,
 
   'offsetof(struct kr_event, type)': RecordHead.type,
@@ -98,6 +107,7 @@ const EXPECTED: Record<string, number> = {
   'offsetof(struct kr_event, block.dev_minor)': BlockIoLayout.devMinor,
   'offsetof(struct kr_event, block.op)': BlockIoLayout.op,
   'offsetof(struct kr_event, block.status)': BlockIoLayout.status,
+  'offsetof(struct kr_event, block.flags)': BlockIoLayout.flags,
 
   'offsetof(struct kr_context, type)': RecordHead.type,
   'offsetof(struct kr_context, size)': RecordHead.size,

@@ -30,6 +30,7 @@ describe('storedCounters', () => {
       request_table_full: 8,
       target_dropped: 9,
       target_emitted: 10,
+      sys_write_sampled_out: 11,
       malformed_markers: 11,
       unknown_contexts: 12,
       unknown_targets: 13,

@@ -5,13 +5,15 @@
  * stream; a new client starts live. Closing a stream never touches the session.
  */
 import type { RequestHandler } from 'express';
+import { clientName } from '../../auth/client-name';
 import { badRequest } from '../../http/problem';
+import type { StreamLimits } from '../stream/stream-limits';
 import type { ReplaySessions } from './session-service';
 import { SseWatcher } from '../stream/sse-watcher';
 
 const EVENT_ID = /^\d{1,15}$/;
 
-export function sessionEventsHandler(sessions: ReplaySessions): RequestHandler {
+export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLimits): RequestHandler {
   return async (req, res) => {
     const session = sessions.get(String(req.params.id));
     const lastEventId = req.get('Last-Event-ID')?.trim();
@@ -19,7 +21,11 @@ export function sessionEventsHandler(sessions: ReplaySessions): RequestHandler {
       throw badRequest([
         { param: 'Last-Event-ID', message: 'expected the id of a replay event, a non-negative integer' },
       ]);
-    const watcher: SseWatcher = new SseWatcher(res, () => session.unwatch(watcher));
+    const release = limits.acquire(clientName(req, res));
+    const watcher: SseWatcher = new SseWatcher(res, () => {
+      release();
+      session.unwatch(watcher);
+    });
     if (lastEventId !== undefined) {
       for (const frame of session.history(Number(lastEventId) + 1)) {
         if (!(await watcher.send(frame))) return;

@@ -6,12 +6,13 @@ import type { ReplaySession } from './replay-session';
 import { createSessionSchema, emptySchema, parseBody, seekSchema } from './session-schema';
 import type { ReplaySessions } from './session-service';
 import { CONTROLS } from './session-state';
+import type { StreamLimits } from '../stream/stream-limits';
 
 function sendSession(res: Response, status: number, session: ReplaySession): void {
   res.status(status).type('application/json').send(session.json());
 }
 
-export function replaySessionsRouter(sessions: ReplaySessions): Router {
+export function replaySessionsRouter(sessions: ReplaySessions, limits: StreamLimits): Router {
   const router = Router();
   router.use(express.json({ limit: '16kb' }));
   router.post('/', (req, res) => {
@@ -28,7 +29,7 @@ export function replaySessionsRouter(sessions: ReplaySessions): Router {
     sessions.remove(req.params.id);
     res.status(204).end();
   });
-  router.get('/:id/events', sessionEventsHandler(sessions));
+  router.get('/:id/events', sessionEventsHandler(sessions, limits));
   router.post('/:id/:control', (req, res, next) => {
     const control = CONTROLS.find((c) => c === req.params.control);
     if (!control) return next();

@@ -79,6 +79,7 @@ export class QueryPool {
     get: (eventId) => this.call('get', eventId),
     nodes: () => this.call('nodes'),
     retainedFrom: (filter) => this.call('retainedFrom', filter),
+    sampledRanges: (filter) => this.call('sampledRanges', filter),
   };
 
   /** Events pages and lookups as JSON text, built in the workers. */

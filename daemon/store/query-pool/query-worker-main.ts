@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { silentLogger } from '../../../core/log/logger';
 import { StoreError, type StoreErrorCode } from '../../../core/store/schema';
-import { localEventsJson } from '../../events/events-json';
+import { localEventsJson, type JsonBody } from '../../events/events-json';
 import type { EventsQuery } from '../../events/events-query';
 import { nodeStoresReader } from '../event-reader';
 import type { EventFilter, PageOptions } from '../event-filter';
@@ -20,14 +20,22 @@ const stores = new NodeStores(data.dataDir, silentLogger);
 const reader = nodeStoresReader(stores);
 const json = localEventsJson(reader);
 
+const utf8 = new TextEncoder();
+/* the page's bytes, in an ArrayBuffer of their own that is transferred, not copied, to the main thread */
+const bytes = async (text: Promise<JsonBody>) => {
+  const json = await text;
+  return typeof json === 'string' ? utf8.encode(json) : json;
+};
+
 const OPS: Record<string, (...args: never[]) => Promise<unknown>> = {
-  list: (query: EventsQuery) => json.list(query),
-  one: (eventId: string, int64AsString: boolean) => json.one(eventId, int64AsString),
+  list: (query: EventsQuery) => bytes(json.list(query)),
+  one: (eventId: string, int64AsString: boolean) => bytes(json.one(eventId, int64AsString)),
   page: (filter: EventFilter, opts: PageOptions) => reader.page(filter, opts),
   summarize: (filter: EventFilter) => reader.summarize(filter),
   get: (eventId: string) => reader.get(eventId),
   nodes: () => reader.nodes(),
   retainedFrom: (filter: EventFilter) => reader.retainedFrom(filter),
+  sampledRanges: (filter: EventFilter) => reader.sampledRanges(filter),
   markDamaged: async (code: StoreErrorCode, message: string, file: string) =>
     stores.markDamaged(new StoreError(code, message, file)),
 };
@@ -39,7 +47,11 @@ parentPort!.on('message', (request: QueryRequest) => {
   const op = OPS[request.op];
   const run = op ? op(...(request.args as never[])) : Promise.reject(new Error(`no query op ${request.op}`));
   run.then(
-    (result) => parentPort!.postMessage({ id: request.id, ok: true, result } satisfies QueryAnswer),
+    (result) =>
+      parentPort!.postMessage(
+        { id: request.id, ok: true, result } satisfies QueryAnswer,
+        result instanceof Uint8Array ? [result.buffer as ArrayBuffer] : [],
+      ),
     (err: unknown) =>
       parentPort!.postMessage({ id: request.id, ok: false, error: toWire(err) } satisfies QueryAnswer),
   );
