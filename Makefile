@@ -36,7 +36,7 @@ C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all help setup build run test test-unit test-integration lint format bench vmlinux clean
+.PHONY: all help setup build run test test-unit test-integration lint format bench vmlinux clean install uninstall
 
 all: build
 
@@ -141,6 +141,48 @@ $(BUILD)/bench/%: bench/%.c
 ## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay), results printed as tables
 bench: build $(BENCH_LOOPS)
 	node dist/bench/run.js $(BENCH)
+
+# `make install`: the built tree under $(PREFIX)/lib/kreplay (only the runtime npm packages),
+# the launcher as $(PREFIX)/bin/kreplay, the systemd units and their sysusers.d/tmpfiles.d
+# snippets, and example files in $(SYSCONFDIR)/kreplay (never over the operator's own).
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+KREPLAY_LIB := $(PREFIX)/lib/kreplay
+UNITS := kreplay-agent.service kreplay-daemon.service
+CONFIG_EXAMPLES := agent.yaml agent.env daemon.env tokens.example
+# what the CLI, agent and daemon load at run time (dist/bench and dist/test stay out)
+RUNTIME_DIST := dist/agent dist/cli dist/core dist/daemon dist/web
+
+## install: the built tree, bin/kreplay, systemd units, sysusers.d/tmpfiles.d and /etc/kreplay examples (PREFIX=/usr/local, DESTDIR=)
+install: build
+	rm -rf $(DESTDIR)$(KREPLAY_LIB)
+	install -d $(DESTDIR)$(KREPLAY_LIB)/build $(DESTDIR)$(KREPLAY_LIB)/native/build/Release $(DESTDIR)$(KREPLAY_LIB)/dist \
+		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/kreplay
+	cp -a bin package.json README.md $(DESTDIR)$(KREPLAY_LIB)/
+	cp -a $(RUNTIME_DIST) $(DESTDIR)$(KREPLAY_LIB)/dist/
+	install -m 0755 $(LAUNCHER) $(EXEC_SHIM) $(DESTDIR)$(KREPLAY_LIB)/build/
+	install -m 0755 $(NATIVE_ADDON) $(DESTDIR)$(KREPLAY_LIB)/native/build/Release/
+	npm ls --omit=dev --all --parseable 2>/dev/null | sed -e 1d -e 's|^$(CURDIR)/||' | tar -cf - -T - | tar -xf - -C $(DESTDIR)$(KREPLAY_LIB)
+	ln -sfn ../lib/kreplay/bin/kreplay $(DESTDIR)$(PREFIX)/bin/kreplay
+	for unit in $(UNITS); do \
+		sed 's|@PREFIX@|$(PREFIX)|g' deploy/systemd/$$unit.in > $(DESTDIR)$(UNITDIR)/$$unit; \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$unit; \
+	done
+	install -m 0644 deploy/sysusers.d/kreplay.conf $(DESTDIR)$(SYSUSERSDIR)/kreplay.conf
+	install -m 0644 deploy/tmpfiles.d/kreplay.conf $(DESTDIR)$(TMPFILESDIR)/kreplay.conf
+	for file in $(CONFIG_EXAMPLES); do \
+		[ -e $(DESTDIR)$(SYSCONFDIR)/kreplay/$$file ] || install -m 0644 deploy/etc/kreplay/$$file $(DESTDIR)$(SYSCONFDIR)/kreplay/; \
+	done
+	@echo "install: done; as root: systemd-sysusers && systemd-tmpfiles --create && systemctl daemon-reload && systemctl enable --now $(UNITS)"
+
+## uninstall: remove what install put under PREFIX (keeps $(SYSCONFDIR)/kreplay and /var/lib/kreplay)
+uninstall:
+	rm -rf $(DESTDIR)$(KREPLAY_LIB)
+	rm -f $(DESTDIR)$(PREFIX)/bin/kreplay $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) \
+		$(DESTDIR)$(SYSUSERSDIR)/kreplay.conf $(DESTDIR)$(TMPFILESDIR)/kreplay.conf
 
 ## clean: remove every build output
 clean:

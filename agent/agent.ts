@@ -21,7 +21,9 @@ import { formatStatusLine, storedCounters, totalLost, type CounterSnapshot } fro
 import { formatShipStatus, shipCounters } from './ship/ship-status';
 import { VERSION } from '../core/version';
 import type { ClickHouseHttp } from '../core/clickhouse/http-client';
-import { Shipper } from './ship/shipper';
+import { Shipper, type ShipStatus } from './ship/shipper';
+import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';
+import { RingPeaks } from './ring-peaks';
 
 export interface AgentOptions {
   dataDir: string;
@@ -42,6 +44,8 @@ export interface AgentOptions {
   retention?: RetentionOptions;
   /** ship committed events to this fleet store (agent/ship) */
   ship?: ClickHouseHttp;
+  /** --metrics-listen: fed by this agent and read by each scrape */
+  metrics?: AgentMetrics;
 }
 
 export interface AgentSummary {
@@ -58,14 +62,17 @@ function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
 }
 
-export class Agent {
+export class Agent implements AgentReadings {
   private readonly decoder: RecordDecoder;
   private readonly contexts: ContextResolver;
   private readonly services: ServiceResolver;
   private capture: Capture | null = null;
   private cgroupFilterFailed = false;
   private offsetNs: bigint;
-  private readonly clockErrorNs: number;
+  private clockError: number;
+  private readonly ringPeaks = new RingPeaks(() => this.capture?.ringFill() ?? -1);
+  private readonly statusRingFill = this.ringPeaks.reader();
+  private readonly metricsRingFill = this.ringPeaks.reader();
   private corruptRecords = 0;
   private corruptBytes = 0;
   private lastStatus: CounterSnapshot;
@@ -80,7 +87,7 @@ export class Agent {
   ) {
     const clock = clockOffset();
     this.offsetNs = clock.offsetNs;
-    this.clockErrorNs = clock.errorNs;
+    this.clockError = clock.errorNs;
     this.contexts = new ContextResolver(log.child('context'));
     this.services = new ServiceResolver(options.config.services);
     this.decoder = new RecordDecoder(
@@ -90,7 +97,7 @@ export class Agent {
       () => this.offsetNs,
       options.capture.sampleBackground,
     );
-    this.lastStatus = this.snapshot();
+    this.lastStatus = this.counters();
     store.whenContextsForgotten(() => this.decoder.forgetContextIds());
   }
 
@@ -124,7 +131,7 @@ export class Agent {
       agentVersion: VERSION,
       attachPoints: agent.capture.attachPoints,
       clockOffsetNs: agent.offsetNs,
-      clockErrorNs: agent.clockErrorNs,
+      clockErrorNs: agent.clockError,
       sampleBackground: options.capture.sampleBackground ?? 1,
       filter: describeFilter(filter),
     });
@@ -140,8 +147,19 @@ export class Agent {
     // that keeps this thread busy does not stop them (see maybeReportStatus).
     agent.timers.push(setInterval(() => agent.maybeReportStatus(), STATUS_CHECK_MS));
     store.whileWaiting(() => agent.maybeReportStatus());
-    agent.timers.push(setInterval(() => (agent.offsetNs = clockOffset().offsetNs), CLOCK_RESYNC_MS));
+    agent.timers.push(setInterval(() => agent.resyncClock(), CLOCK_RESYNC_MS));
+    const metrics = options.metrics;
+    if (metrics) {
+      store.whenCommitted((events, seconds) => metrics.observeCommit(events, seconds));
+      metrics.attach(agent);
+    }
     return agent;
+  }
+
+  private resyncClock(): void {
+    const clock = clockOffset();
+    this.offsetNs = clock.offsetNs;
+    this.clockError = clock.errorNs;
   }
 
   /* Services and cgroup paths name other cgroup ids as cgroups come and go. */
@@ -158,6 +176,7 @@ export class Agent {
   }
 
   private onBatch(buf: Buffer): void {
+    this.options.metrics?.observeRingBatch(buf.length);
     try {
       this.decoder.decode(buf, this.store);
     } catch (err) {
@@ -177,7 +196,24 @@ export class Agent {
     this.store.flush();
   }
 
-  private snapshot(): CounterSnapshot {
+  ringPeakFill(): number {
+    return this.metricsRingFill();
+  }
+
+  storeBytes(): number {
+    return this.store.dbBytes();
+  }
+
+  clockErrorNs(): number {
+    return this.clockError;
+  }
+
+  ship(): ShipStatus | undefined {
+    return this.shipper?.status();
+  }
+
+  /** The agent's totals since start: the kernel's, the decoder's and the store's. */
+  counters(): CounterSnapshot {
     const kernel = this.capture?.counters() ?? kernelCounters([]);
     return {
       ...kernel,
@@ -205,7 +241,7 @@ export class Agent {
   }
 
   private reportStatus(): void {
-    const now = this.snapshot();
+    const now = this.counters();
     const at = performance.now();
     const ship = this.shipper?.status();
     this.store.recordCounters(nowEpochNs(), { ...storedCounters(now), ...(ship && shipCounters(ship)) });
@@ -214,7 +250,7 @@ export class Agent {
         now,
         this.lastStatus,
         (at - this.lastStatusAt) / 1000,
-        this.capture?.ringFill() ?? -1,
+        this.statusRingFill(),
         this.store.dbBytes(),
       );
       this.log.info(ship ? `${line} ${formatShipStatus(ship)}` : line);
@@ -230,7 +266,7 @@ export class Agent {
     this.store.drain();
     // what is not acknowledged yet stays in the store: the next run ships it from the cursor
     await this.shipper?.stop();
-    const counters = this.snapshot();
+    const counters = this.counters();
     this.store.recordCounters(nowEpochNs(), storedCounters(counters));
     this.store.endRun(nowEpochNs(), reason);
     await this.store.close();

@@ -1,5 +1,5 @@
 /** `kreplay`: one entry point, a subcommand per job. Usage errors exit 2. */
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
 import { registerEventsCommand } from './commands/events';
@@ -15,9 +15,9 @@ export function buildProgram(): Command {
     .version(VERSION, '-V, --version')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
-  registerAgentCommand(program);
-  registerDaemonCommand(program);
-  registerUpCommand(program);
+  const agent = registerAgentCommand(program);
+  const daemon = registerDaemonCommand(program);
+  registerUpCommand(program, { agent, daemon });
   registerRunCommand(program);
   registerEventsCommand(program);
   registerExportCommand(program);
@@ -30,6 +30,13 @@ export function buildProgram(): Command {
 export function main(argv: string[]): void {
   const program = buildProgram();
   program.parseAsync(argv).catch((err: unknown) => {
+    // A flag found bad inside an action (two flags that go together, a value checked against
+    // another): commander prints only the errors of its own parsing, so this one is printed here.
+    if (err instanceof InvalidArgumentError) {
+      process.stderr.write(`kreplay: error: ${err.message}\n(run with --help for usage)\n`);
+      process.exitCode = 2;
+      return;
+    }
     if (err instanceof CommanderError) {
       // help and version exit 0; anything the user typed wrong exits 2
       process.exitCode = err.exitCode === 0 ? 0 : 2;

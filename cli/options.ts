@@ -97,3 +97,12 @@ export function sizeOption(value: string): { bytes: number } | { share: number }
   if (!match) throw new InvalidArgumentError(`expected bytes like 512M, 20G or 10%, got "${value}"`);
   return { bytes: Number(match[1]) * SIZE_UNITS[match[2]!]! };
 }
+
+/** HOST:PORT to listen on ([::1]:9464 for IPv6; port 0 picks one). */
+export function listenAddressOption(value: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d+)$/.exec(value);
+  const port = Number(match?.[3]);
+  if (!match || port > 65535)
+    throw new InvalidArgumentError(`expected HOST:PORT such as 127.0.0.1:9464 or [::1]:9464, got "${value}"`);
+  return { host: match[1] ?? match[2]!, port };
+}

@@ -52,6 +52,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
   private onFailure: (error: StoreThreadError) => void = () => undefined;
   private onForget: () => void = () => undefined;
   private onWait: () => void = () => undefined;
+  private onCommitted: (events: number, seconds: number) => void = () => undefined;
   private forgottenEpoch = 0;
 
   private constructor(
@@ -70,6 +71,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
     worker.on('message', (message: FromWriter) => {
       if (message.op === 'error') this.fail(new StoreThreadError(message.message, message.code));
       else if (message.op === 'notice') log[message.level](message.text);
+      else if (message.op === 'committed') this.onCommitted(message.events, message.seconds);
       else if (message.op === 'forgetContexts') {
         contexts.forget(message.entries);
         this.onForget();
@@ -88,6 +90,11 @@ export class StorePipeline implements BatchSink, Dictionaries {
   /** Called about every WAIT_SLICE_MS while the decoder waits for a free slot (status lines keep their rhythm). */
   whileWaiting(handler: () => void): void {
     this.onWait = handler;
+  }
+
+  /** Called after each batch the writer committed, with its size and how long the commit took. */
+  whenCommitted(handler: (events: number, seconds: number) => void): void {
+    this.onCommitted = handler;
   }
 
   /** Called when the store removed contexts: caches of context ids must let go of them. */

@@ -383,6 +383,16 @@ export class StoreWriter {
     } catch {
       // the WAL stays valid; SQLite replays it on the next open
     }
+    try {
+      // A reader that may not write (the daemon's unit, a read-only mount) cannot open a WAL
+      // store whose -wal and -shm are gone, as they are once the last connection closed: a
+      // stopped agent leaves its store in rollback mode, which such a reader can open, and
+      // openWriteStore turns WAL on again. While a reader holds the store this fails (busy)
+      // and the -wal and -shm stay, which serves the reader as well.
+      this.db.pragma('journal_mode = DELETE');
+    } catch {
+      // kept in WAL mode, as above
+    }
     this.db.close();
     this.releaseLock();
   }

@@ -60,6 +60,8 @@ export type FromWriter =
     }
   /** retention removed these contexts with their last events: forget them, acknowledge the epoch */
   | { op: 'forgetContexts'; epoch: number; entries: ContextEntry[] }
+  /** a batch was committed (metrics: batch sizes, writer latency) */
+  | { op: 'committed'; events: number; seconds: number }
   | { op: 'error'; message: string; code?: string }
   | { op: 'notice'; level: NoticeLevel; text: string }
   | { op: 'closed' };

@@ -58,8 +58,10 @@ function serve(keeper: StoreKeeper): void {
           const batch = batches[message.slot]!;
           batch.count = message.count;
           batch.baseTs = message.baseTs;
+          const started = performance.now();
           try {
             keeper.writeBatch(batch, message.names, message.forgottenEpoch);
+            post({ op: 'committed', events: message.count, seconds: (performance.now() - started) / 1000 });
           } finally {
             publish(keeper); // before the slot is free: a drain that sees it free sees the counts
             Atomics.store(flags, message.slot, SLOT_FREE);

@@ -1,6 +1,6 @@
 import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-client';
@@ -15,10 +15,19 @@ import {
   DEFAULT_RETAIN_NS,
   type StoreCap,
 } from '../../agent/store/retention';
-import { collectIntegers, durationOption, integerOption, parsedOption, sizeOption } from '../options';
+import {
+  collectIntegers,
+  durationOption,
+  integerOption,
+  listenAddressOption,
+  parsedOption,
+  sizeOption,
+} from '../options';
 import { parseSampleRate, parseSelector, type Selector } from '../../agent/filter/selector';
 import type { AgentConfig } from '../../agent/config/config-schema';
 import type { FilterOptions } from '../../agent/filter/capture-filter';
+import { AgentMetrics } from '../../agent/metrics/agent-metrics';
+import { startMetricsServer, type ListenAddress } from '../../agent/metrics/metrics-server';
 
 interface AgentFlags extends LogFlags {
   dataDir: string;
@@ -44,6 +53,7 @@ interface AgentFlags extends LogFlags {
   ship?: string;
   shipUser?: string;
   shipPasswordFile?: string;
+  metricsListen?: ListenAddress;
 }
 
 /* Past this, a drain that the store cannot finish is cut short: a signal must stop the agent in seconds. */
@@ -53,7 +63,9 @@ const DRAIN_DEADLINE_MS = 10_000;
 function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
   if (flags.ship === undefined) {
     if (flags.shipUser !== undefined || flags.shipPasswordFile !== undefined)
-      throw new Error('--ship-user and --ship-password-file need --ship clickhouse://HOST:PORT/DB');
+      throw new InvalidArgumentError(
+        '--ship-user and --ship-password-file need --ship clickhouse://HOST:PORT/DB',
+      );
     return undefined;
   }
   const endpoint = parseClickHouseUrl(flags.ship);
@@ -95,55 +107,66 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   const log = loggerFromFlags(flags, 'agent');
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();
-  if (!NODE_NAME.test(node)) throw new Error(`--node "${node}" must be ${NODE_NAME_RULE}`);
+  if (!NODE_NAME.test(node)) throw new InvalidArgumentError(`--node "${node}" must be ${NODE_NAME_RULE}`);
   const ringBytes = flags.ringBufferMb * MIB;
   if (!isPowerOfTwo(ringBytes))
-    throw new Error(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
+    throw new InvalidArgumentError(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
   const ship = shipTarget(flags);
-  // Listening before the probes attach: a signal during start-up stops the agent once it is up.
-  const signalled = untilSignal(log);
-  const agent = await Agent.start(
-    {
-      dataDir: flags.dataDir,
-      node,
-      config,
-      filter: filterOptions(flags, config),
-      capture: {
-        ringBufferBytes: ringBytes,
-        sampleBackground: flags.sampleBackground ?? config.capture.sample_background,
-        minDurationNs: flags.minDurationNs,
-        attribution: flags.attribution,
-        targets: flags.targets,
+  // Bound before the probes attach, so a taken address fails before anything is loaded.
+  const metrics = flags.metricsListen ? new AgentMetrics({ shipping: ship !== undefined }) : undefined;
+  const metricsServer =
+    metrics && flags.metricsListen
+      ? await startMetricsServer(metrics, flags.metricsListen, log.child('metrics'))
+      : undefined;
+  try {
+    // Listening before the probes attach: a signal during start-up stops the agent once it is up.
+    const signalled = untilSignal(log);
+    const agent = await Agent.start(
+      {
+        dataDir: flags.dataDir,
+        node,
+        config,
+        filter: filterOptions(flags, config),
+        capture: {
+          ringBufferBytes: ringBytes,
+          sampleBackground: flags.sampleBackground ?? config.capture.sample_background,
+          minDurationNs: flags.minDurationNs,
+          attribution: flags.attribution,
+          targets: flags.targets,
+        },
+        batchRows: 262144,
+        flushIntervalMs: 200,
+        statusIntervalMs: flags.statusInterval * 1000,
+        quiet: flags.quiet,
+        onCorrupt: flags.onCorrupt,
+        retention: {
+          retainNs: flags.retain,
+          retainContextNs: flags.retainContext,
+          maxStore: flags.maxStoreBytes,
+        },
+        ship,
+        metrics,
       },
-      batchRows: 262144,
-      flushIntervalMs: 200,
-      statusIntervalMs: flags.statusInterval * 1000,
-      quiet: flags.quiet,
-      onCorrupt: flags.onCorrupt,
-      retention: {
-        retainNs: flags.retain,
-        retainContextNs: flags.retainContext,
-        maxStore: flags.maxStoreBytes,
-      },
-      ship,
-    },
-    log,
-  );
-  const outcome = await Promise.race([
-    signalled.then((signal) => ({ reason: `signal ${signal}`, error: null })),
-    agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
-  ]);
-  const deadline = setTimeout(() => {
-    log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`);
-    process.exit(1);
-  }, DRAIN_DEADLINE_MS);
-  deadline.unref();
-  await agent.stop(outcome.reason);
-  clearTimeout(deadline);
-  if (outcome.error) throw outcome.error;
+      log,
+    );
+    const outcome = await Promise.race([
+      signalled.then((signal) => ({ reason: `signal ${signal}`, error: null })),
+      agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
+    ]);
+    const deadline = setTimeout(() => {
+      log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`);
+      process.exit(1);
+    }, DRAIN_DEADLINE_MS);
+    deadline.unref();
+    await agent.stop(outcome.reason);
+    clearTimeout(deadline);
+    if (outcome.error) throw outcome.error;
+  } finally {
+    await metricsServer?.close();
+  }
 }
 
-export function registerAgentCommand(program: Command): void {
+export function registerAgentCommand(program: Command): Command {
   const command = program
     .command('agent')
     .description('trace write-family syscalls and block I/O into <data-dir>/<node>.db (needs root)')
@@ -219,6 +242,11 @@ export function registerAgentCommand(program: Command): void {
     .option(
       '--ship-password-file <file>',
       'file holding the ClickHouse password (or set KREPLAY_SHIP_PASSWORD)',
+    )
+    .option(
+      '--metrics-listen <host:port>',
+      'serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464)',
+      listenAddressOption,
     );
-  addLogOptions(command).action((flags: AgentFlags) => runAgentCommand(flags));
+  return addLogOptions(command).action((flags: AgentFlags) => runAgentCommand(flags));
 }

@@ -84,7 +84,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
   log.info('stopped');
 }
 
-export function registerDaemonCommand(program: Command): void {
+export function registerDaemonCommand(program: Command): Command {
   const command = program
     .command('daemon')
     .description('serve GET /api/events and replay sessions over the node stores in --data-dir')
@@ -161,5 +161,5 @@ export function registerDaemonCommand(program: Command): void {
     )
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
     .option('--tls-key <file>', 'the PEM private key of --tls-cert');
-  addLogOptions(command).action((flags: DaemonFlags) => runDaemon(flags));
+  return addLogOptions(command).action((flags: DaemonFlags) => runDaemon(flags));
 }

@@ -1,41 +1,65 @@
 import type { Command } from 'commander';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
+import { forwardChildFlags, type Children } from '../up/forwarded-flags';
+import { describeExit, exitStatus, SupervisedChild, type ChildExit } from '../up/supervised-child';
+
+type Name = 'agent' | 'daemon';
+
+/* The agent drains within 10 s of SIGTERM (cli/commands/agent.ts); past this it is killed. */
+const STOP_GRACE_MS = 15_000;
+
+function report(child: SupervisedChild, exit: ChildExit, others: string): void {
+  const lines = child.lastLines();
+  process.stderr.write(
+    `kreplay up: the ${child.name} (pid ${child.process.pid ?? '-'}) ${describeExit(exit)}; stopping the ${others}\n` +
+      (lines.length
+        ? `kreplay up: its last lines on stderr:\n${lines.map((l) => `  | ${l}\n`).join('')}`
+        : ''),
+  );
+}
 
 /**
- * Agent and daemon together in the foreground, as `make run` starts them:
- * two processes (the daemon must never wait on the agent's event loop),
- * stopped together on Ctrl-C.
+ * Agent and daemon together in the foreground, as `make run` starts them: two processes (the
+ * daemon must never wait on the agent's event loop), with every flag of both, stopped together on
+ * Ctrl-C or when either dies.
  */
-export function registerUpCommand(program: Command): void {
-  program
+export function registerUpCommand(program: Command, children: Children<Name>): void {
+  const up = program
     .command('up')
-    .description('run the agent and the daemon together until Ctrl-C')
-    .requiredOption('--data-dir <dir>', 'directory for the node stores')
-    .option('--port <port>', 'daemon port', '7070')
-    .action(async (flags: { dataDir: string; port: string }) => {
-      const self = process.argv[1]!;
-      // the daemon refuses a data dir that is not there, and the agent may not have made it yet
-      mkdirSync(flags.dataDir, { recursive: true });
-      const children: ChildProcess[] = [
-        spawn(process.execPath, [self, 'agent', '--data-dir', flags.dataDir], { stdio: 'inherit' }),
-        spawn(process.execPath, [self, 'daemon', '--data-dir', flags.dataDir, '--port', flags.port], {
-          stdio: 'inherit',
-        }),
-      ];
-      const exits = children.map(
-        (child) => new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1))),
-      );
-      process.stderr.write(
-        `kreplay up: query with  curl -s 'http://127.0.0.1:${flags.port}/api/events?limit=10'  (Ctrl-C stops both)\n`,
-      );
-      const stopAll = () => children.forEach((child) => child.exitCode === null && child.kill('SIGTERM'));
-      process.on('SIGINT', stopAll);
-      process.on('SIGTERM', stopAll);
-      // If either dies, stop the other too.
-      const first = await Promise.race(exits);
-      stopAll();
-      const codes = await Promise.all(exits);
-      process.exitCode = first !== 0 ? first : Math.max(...codes);
-    });
+    .description('run the agent and the daemon together until Ctrl-C; takes the flags of both');
+  const argv = forwardChildFlags(up, children);
+  up.action(async (flags: { dataDir: string; host: string; port: number }) => {
+    const self = process.argv[1]!;
+    // the daemon refuses a data dir that is not there, and the agent may not have made it yet
+    mkdirSync(flags.dataDir, { recursive: true });
+    const running = (Object.keys(argv) as Name[]).map(
+      (name) => new SupervisedChild(name, process.execPath, [self, name, ...argv[name]]),
+    );
+    process.stderr.write(
+      `kreplay up: ${running.map((c) => `${c.name} pid ${c.process.pid ?? '-'}`).join(', ')}; ` +
+        `query with  curl -s 'http://${flags.host}:${flags.port}/api/events?limit=10'  (Ctrl-C stops both)\n`,
+    );
+    let stopping = false;
+    const stopAll = () => {
+      stopping = true;
+      running.forEach((child) => child.stop());
+      setTimeout(() => running.forEach((child) => child.stop('SIGKILL')), STOP_GRACE_MS).unref();
+    };
+    process.on('SIGINT', stopAll);
+    process.on('SIGTERM', stopAll);
+    const first = await Promise.race(running.map((child) => child.exited.then((exit) => ({ child, exit }))));
+    const died = !stopping;
+    if (died) {
+      const others = running.filter((c) => c !== first.child).map((c) => c.name);
+      report(first.child, first.exit, others.join(' and '));
+    }
+    stopAll();
+    const exits = await Promise.all(running.map((child) => child.exited));
+    process.off('SIGINT', stopAll);
+    process.off('SIGTERM', stopAll);
+    // a child that died sets the status; after Ctrl-C, the worst of the two
+    process.exitCode = died
+      ? Math.max(exitStatus(first.exit), 1)
+      : Math.max(...exits.map((exit) => exitStatus(exit)));
+  });
 }

@@ -32,6 +32,14 @@ describe('kreplay CLI', () => {
     [['agent', '--data-dir', 'x', '--pid', '-3'], /--pid/],
     [['agent'], /--data-dir/],
     [['frobnicate'], /frobnicate/],
+    // up checks the flags it forwards with the children's own parsers
+    [['up', '--data-dir', 'x', '--session-ttl', 'abc'], /--session-ttl.*expected an integer/],
+    [['up', '--data-dir', 'x', '--metrics-listen', 'nowhere'], /--metrics-listen.*expected HOST:PORT/],
+    // found bad inside the command's action, after commander's parsing
+    [['daemon', '--data-dir', 'x', '--tls-cert', 'cert.pem'], /--tls-cert and --tls-key go together/],
+    [['agent', '--data-dir', 'x', '--node', 'no spaces'], /--node "no spaces" must be/],
+    [['agent', '--data-dir', 'x', '--ring-buffer-mb', '3'], /--ring-buffer-mb 3 must be a power of two/],
+    [['agent', '--data-dir', 'x', '--ship-user', 'u'], /--ship-user and --ship-password-file need --ship/],
   ])('exits 2 naming the flag for %j', (args, message) => {
     const out = kreplay(...args);
     expect(out.status).toBe(2);

@@ -1,0 +1,224 @@
+/**
+ * The agent's Prometheus metrics: every name, label and bucket is here. Counters are not counted
+ * a second time: each scrape reads the agent's own totals (agent/status.ts, the store's shared
+ * counters, the kernel's per-CPU counters) once, and the collect functions copy them.
+ */
+import {
+  collectDefaultMetrics,
+  Counter,
+  exponentialBuckets,
+  Gauge,
+  Histogram,
+  Registry,
+  type CounterConfiguration,
+} from 'prom-client';
+import type { CounterSnapshot } from '../status';
+import type { ShipStatus } from '../ship/shipper';
+
+/** What a scrape reads from the running agent. */
+export interface AgentReadings {
+  counters(): CounterSnapshot;
+  /** peak share of the ring holding unread records since the previous scrape, 0..1, or -1 if unknown */
+  ringPeakFill(): number;
+  /** the store file and its WAL */
+  storeBytes(): number;
+  /** half the bracket of the latest CLOCK_REALTIME − CLOCK_BOOTTIME sample */
+  clockErrorNs(): number;
+  ship(): ShipStatus | undefined;
+}
+
+type Key = keyof CounterSnapshot;
+
+const EVENTS_BY_TYPE: Record<string, Key> = { sys_write: 'sysWriteEmitted', block_io: 'blockIoEmitted' };
+const RECORDS_BY_KIND: Record<string, Key> = { context: 'contextEmitted', target: 'targetEmitted' };
+/** everything lost, by where it was lost (records for the ring and tables, events for the store) */
+const DROPS_BY_REASON: Record<string, Key> = {
+  sys_write_ring_full: 'sysWriteDropped',
+  block_io_ring_full: 'blockIoDropped',
+  context_ring_full: 'contextDropped',
+  target_ring_full: 'targetDropped',
+  thread_table_full: 'threadTableFull',
+  request_table_full: 'requestTableFull',
+  corrupt_record: 'corruptRecords',
+  disk_full: 'diskFullDropped',
+  store_error: 'storeErrorDropped',
+};
+/** attribution that could not be made: the events are stored, without (all of) their context */
+const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
+  malformed_marker: 'malformedMarkers',
+  incomplete_request_head: 'incompleteRequestHeads',
+  untraced_request_head: 'untracedRequestHeads',
+  unknown_context: 'unknownContexts',
+  unknown_target: 'unknownTargets',
+};
+const TOTALS: Record<string, { help: string; key: Key }> = {
+  kreplay_agent_stored_events_total: { help: 'events committed to the node store', key: 'rowsWritten' },
+  kreplay_agent_pruned_events_total: { help: 'stored events removed by retention', key: 'pruned' },
+  kreplay_agent_unshipped_pruned_events_total: {
+    help: 'of the pruned events, those the store cap removed before they were shipped',
+    key: 'unshippedPruned',
+  },
+  kreplay_agent_corrupt_bytes_total: { help: 'ring bytes skipped as corrupt records', key: 'corruptBytes' },
+  kreplay_agent_store_replacements_total: {
+    help: 'fresh stores opened because the file was deleted, replaced or damaged',
+    key: 'storeReplacements',
+  },
+};
+
+const NS_PER_S = 1e9;
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  private source: AgentReadings | null = null;
+  /** the agent's counters, read once per scrape */
+  private scraped: CounterSnapshot | null = null;
+  private readonly ringBatchBytes: Histogram;
+  private readonly storeBatchEvents: Histogram;
+  private readonly storeCommitSeconds: Histogram;
+
+  constructor(options: { shipping: boolean }) {
+    collectDefaultMetrics({ register: this.registry });
+    this.labelledTotal(
+      'kreplay_agent_events_total',
+      'events the kernel sent, by type',
+      'type',
+      EVENTS_BY_TYPE,
+    );
+    this.labelledTotal(
+      'kreplay_agent_records_total',
+      'context and target records the kernel sent beside the events',
+      'kind',
+      RECORDS_BY_KIND,
+    );
+    this.labelledTotal(
+      'kreplay_agent_dropped_total',
+      'records or events lost, by reason',
+      'reason',
+      DROPS_BY_REASON,
+    );
+    this.labelledTotal(
+      'kreplay_agent_context_problems_total',
+      'events stored without (all of) their context, by cause',
+      'kind',
+      CONTEXT_PROBLEMS_BY_KIND,
+    );
+    for (const [name, { help, key }] of Object.entries(TOTALS))
+      this.total(name, help, () => this.scraped?.[key]);
+    this.gauge(
+      'kreplay_agent_ring_fill_ratio',
+      'peak share of the ring buffer holding unread records since the last scrape',
+      () => {
+        const fill = this.source?.ringPeakFill() ?? -1;
+        return fill < 0 ? undefined : fill;
+      },
+    );
+    this.gauge('kreplay_agent_store_bytes', 'size of the node store file and its WAL', () =>
+      this.source?.storeBytes(),
+    );
+    this.gauge(
+      'kreplay_agent_clock_error_seconds',
+      'error bound of the boot-to-epoch clock conversion',
+      () => {
+        const ns = this.source?.clockErrorNs();
+        return ns === undefined ? undefined : ns / NS_PER_S;
+      },
+    );
+    this.ringBatchBytes = new Histogram({
+      name: 'kreplay_agent_ring_batch_bytes',
+      help: 'bytes of records handed from the ring buffer to the decoder per batch',
+      buckets: exponentialBuckets(256, 4, 8),
+      registers: [this.registry],
+    });
+    this.storeBatchEvents = new Histogram({
+      name: 'kreplay_agent_store_batch_events',
+      help: 'events per transaction committed to the store',
+      buckets: exponentialBuckets(1, 4, 10),
+      registers: [this.registry],
+    });
+    this.storeCommitSeconds = new Histogram({
+      name: 'kreplay_agent_store_commit_seconds',
+      help: "time the store's writer thread took to commit a batch",
+      buckets: exponentialBuckets(0.0005, 2, 14),
+      registers: [this.registry],
+    });
+    if (options.shipping) this.shipMetrics();
+  }
+
+  /** The running agent, read on every scrape from now on. */
+  attach(source: AgentReadings): void {
+    this.source = source;
+  }
+
+  observeRingBatch(bytes: number): void {
+    this.ringBatchBytes.observe(bytes);
+  }
+
+  observeCommit(events: number, seconds: number): void {
+    this.storeBatchEvents.observe(events);
+    this.storeCommitSeconds.observe(seconds);
+  }
+
+  /** The Prometheus text exposition. */
+  async scrape(): Promise<string> {
+    this.scraped = this.source?.counters() ?? null;
+    try {
+      return await this.registry.metrics();
+    } finally {
+      this.scraped = null;
+    }
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  private shipMetrics(): void {
+    const ship = () => this.source?.ship();
+    this.total('kreplay_agent_shipped_events_total', 'events ClickHouse acknowledged', () => ship()?.shipped);
+    this.total('kreplay_agent_ship_retries_total', 'ship batches retried', () => ship()?.retries);
+    this.gauge('kreplay_agent_ship_lag_events', 'committed events not shipped yet', () => ship()?.lagEvents);
+    this.gauge(
+      'kreplay_agent_ship_lag_seconds',
+      'age of the oldest event not shipped yet',
+      () => ship()?.lagSeconds,
+    );
+  }
+
+  /* A counter that mirrors one of the agent's totals (set, not incremented, on each scrape). */
+  private total(name: string, help: string, read: () => number | undefined): void {
+    this.counter({ name, help }, (counter) => {
+      const value = read();
+      if (value !== undefined) counter.inc(value);
+    });
+  }
+
+  private labelledTotal(name: string, help: string, label: string, keys: Record<string, Key>): void {
+    this.counter({ name, help, labelNames: [label] }, (counter) => {
+      const now = this.scraped;
+      if (now) for (const [value, key] of Object.entries(keys)) counter.inc({ [label]: value }, now[key]);
+    });
+  }
+
+  private counter(config: CounterConfiguration<string>, fill: (counter: Counter) => void): void {
+    new Counter({
+      ...config,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        fill(this);
+      },
+    });
+  }
+
+  private gauge(name: string, help: string, read: () => number | undefined): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        const value = read();
+        if (value !== undefined) this.set(value);
+      },
+    });
+  }
+}

@@ -1,0 +1,38 @@
+/** The README's `--config` example is parsed by the agent's own loader, so the documentation cannot drift. */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig } from '../../agent/config/load-config';
+import { agentConfigSchema, captureConfigSchema, serviceRuleSchema } from '../../agent/config/config-schema';
+import { useTempDir } from '../support/temp-dir';
+
+const dir = useTempDir();
+
+function readmeExample(): string {
+  const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+  const section = readme.split(/^## /m).find((s) => s.startsWith('The `--config` file'));
+  const block = section && /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+  if (!block) throw new Error('README.md has no yaml example under "## The `--config` file"');
+  return block;
+}
+
+describe("the README's --config example", () => {
+  it('loads with the agent config loader', () => {
+    const path = join(dir.path, 'agent.yaml');
+    writeFileSync(path, readmeExample());
+    const config = loadConfig(path);
+    expect(config.node).toBe('web-1');
+    expect(config.services.map((s) => s.service)).toEqual(['api', 'reports', 'db']);
+    expect(config.services[1]!.match).toEqual({ cgroup: '/system.slice/cron.service/*', comm: 'python3*' });
+  });
+
+  it('shows every key the loader accepts', () => {
+    const example = readmeExample();
+    const keys = [
+      ...Object.keys(agentConfigSchema.shape),
+      ...Object.keys(serviceRuleSchema.shape),
+      ...Object.keys(serviceRuleSchema.shape.match.shape),
+      ...Object.keys(captureConfigSchema.shape),
+    ];
+    for (const key of keys) expect(example).toMatch(new RegExp(`^\\s*(- )?${key}:`, 'm'));
+  });
+});
