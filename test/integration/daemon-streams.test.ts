@@ -9,7 +9,7 @@ import { request, Agent, type ClientRequest } from 'node:http';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { MAX_BUFFERED_BYTES } from '../../daemon/replay/stream/sse-watcher';
-import { KREPLAY_BIN } from '../support/agent-process';
+import { startDaemonProcess } from '../support/daemon-process';
 import { writeStore } from '../support/event-store';
 import { api, StreamClient } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
@@ -38,26 +38,6 @@ print(data.count(b"event: replay"), len(data))
 const rssMiB = (pid: number) =>
   Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
-async function startCli(args: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    [KREPLAY_BIN, 'daemon', '--port', '0', '--log-format', 'text', ...args],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  let err = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      const found = /url=(http:\/\/\S+)/.exec(err);
-      if (found) resolve(found[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`daemon exited ${code}: ${err}`)));
-  });
-  return { child, url };
-}
-
 describe('event stream bounds', () => {
   let daemon: Daemon | undefined;
   let cli: ChildProcess | undefined;
@@ -73,7 +53,7 @@ describe('event stream bounds', () => {
       { ts: T0, txn: 'tx' },
       { ts: T0 + 60_000_000_000n, txn: 'tx' },
     ]);
-    const started = await startCli([
+    const started = await startDaemonProcess([
       '--data-dir',
       dir.path,
       '--max-streams',
@@ -170,7 +150,7 @@ describe('event stream bounds', () => {
       Array.from({ length: EVENTS }, (_, i) => ({ ts: T0 + BigInt(i) * 400_000n, txn: 'dense' })),
     );
     // the daemon in a process of its own, as deployed: the readers here do not share its event loop
-    const started = await startCli(['--data-dir', dir.path]);
+    const started = await startDaemonProcess(['--data-dir', dir.path]);
     cli = started.child;
     const url = started.url;
     const created = await api(url, 'POST', '', { transaction_id: 'dense' });

@@ -9,7 +9,7 @@
  * move delivery by more than a small factor.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { KREPLAY_BIN } from '../support/agent-process';
+import { startDaemonProcess } from '../support/daemon-process';
 import { writeStore } from '../support/event-store';
 import { api, StreamClient } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
@@ -21,34 +21,6 @@ const GAP_NS = 10_000_000n;
 
 const quantile = (values: number[], q: number) =>
   [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]!;
-
-async function startDaemon(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    [KREPLAY_BIN, 'daemon', '--data-dir', dir.path, '--port', '0', '--log-format', 'text'],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  let err = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-    });
-    const poll = setInterval(() => {
-      const found = /url=(http:\/\/\S+)/.exec(err);
-      if (found) {
-        clearInterval(poll);
-        resolve(found[1]!);
-      }
-    }, 20);
-    child.once('exit', (code) => {
-      clearInterval(poll);
-      reject(new Error(`daemon exited ${code}: ${err}`));
-    });
-  });
-  return { child, url };
-}
 
 /** Client-side lateness of each event, ns: arrival against the frame's own schedule, from the first event. */
 async function replayOnce(url: string): Promise<number[]> {
@@ -96,7 +68,7 @@ describe('replay delivery under query load', () => {
         txn: 'bulk',
       })),
     ]);
-    const started = await startDaemon();
+    const started = await startDaemonProcess(['--data-dir', dir.path]);
     daemon = started.child;
     await replayOnce(started.url); // warm
     const quiet = await replayOnce(started.url);
