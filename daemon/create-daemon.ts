@@ -57,8 +57,6 @@ export interface DaemonOptions {
 
 export interface Daemon {
   url: string;
-  /** for parts assembled around the daemon to add their gauges */
-  metrics: DaemonMetrics;
   stores: NodeStores;
   clock: HighResClock;
   replay: ReplaySessions;
@@ -149,7 +147,6 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     const running = await listen(app, host, options.port ?? 0, options.tls);
     return {
       url: running.url,
-      metrics,
       stores,
       clock,
       replay,

@@ -21,11 +21,11 @@ const pathDecodeError: ErrorRequestHandler = (err, _req, _res, next) => {
   );
 };
 
-/** `json` builds the pages and lookups (in the query workers for node stores); `stores` serves the export. */
 /** Bytes from a worker go out as they are: no string on this thread. */
 const body = (json: JsonBody) =>
   typeof json === 'string' ? json : Buffer.from(json.buffer, json.byteOffset, json.byteLength);
 
+/** `json` builds the pages and lookups (in the query workers for node stores); `stores` serves the export. */
 export function eventsRouter(stores: EventReader, json: EventsJson = localEventsJson(stores)): Router {
   const router = Router();
   router.get('/', async (req, res) => {

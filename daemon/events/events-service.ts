@@ -1,4 +1,5 @@
 /** Answers event queries from the event store as JSON text with exact 19-digit integers. */
+import { int64Json } from '../../core/json/exact-json';
 import { eventToJson, parseEventId } from '../../core/model';
 import { badRequest, notFound } from '../http/problem';
 import type { EventReader } from '../store/event-reader';
@@ -19,10 +20,10 @@ export async function listEventsJson(stores: EventReader, query: EventsQuery): P
   // Said when the range asked for reaches before what retention kept: an empty page there is pruned, not quiet.
   const retained = await stores.retainedFrom(filter);
   const reachesBefore = retained !== null && (filter.fromNs === undefined || filter.fromNs < retained);
-  const retainedJson = reachesBefore ? `,"retained_from_ns":${asStrings ? `"${retained}"` : retained}` : '';
+  const int64 = (n: bigint | null) => (n === null ? 'null' : int64Json(n, asStrings));
+  const retainedJson = reachesBefore ? `,"retained_from_ns":${int64(retained)}` : '';
   // Said when the answer reaches into runs that sampled: their writes without a transaction are one in N.
   const sampled = await stores.sampledRanges(filter);
-  const int64 = (n: bigint | null) => (n === null ? 'null' : asStrings ? `"${n}"` : String(n));
   const sampledJson = sampled.length
     ? `,"sampled":[${sampled
         .map(

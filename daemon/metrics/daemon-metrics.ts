@@ -106,8 +106,8 @@ export class DaemonMetrics {
     });
   }
 
-  /** A gauge read at each scrape, for parts assembled elsewhere. */
-  gauge(name: string, help: string, read: () => number): void {
+  /** A gauge read at each scrape. */
+  private gauge(name: string, help: string, read: () => number): void {
     new Gauge({
       name,
       help,

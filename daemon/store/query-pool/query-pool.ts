@@ -3,10 +3,11 @@
  * read-only connections: the main thread parses, routes, writes replay
  * frames and moves bytes, and never waits on SQLite. Requests wait in a
  * bounded queue for a free worker (past the bound: 503 too-busy with
- * Retry-After), and each has a deadline from the moment it is asked for:
- * past it the client gets 503 query-timeout; a worker still running it is
- * terminated (SQLite's statement with it: better-sqlite3 cannot interrupt
- * one) and replaced, so the pool stays whole.
+ * Retry-After), and each has a deadline from the moment a worker that is up
+ * takes it (the queue's bound limits the wait before): past it the client
+ * gets 503 query-timeout, and the worker is terminated (SQLite's statement
+ * with it: better-sqlite3 cannot interrupt one) and replaced, so the pool
+ * stays whole.
  */
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
@@ -207,14 +208,14 @@ export class QueryPool {
   }
 
   private expire(job: Job): void {
+    const slot = job.slot;
+    if (!slot || slot.job !== job) return;
     const timeout = new ProblemError(
       'query-timeout',
       `the query ran past --query-timeout (${this.timeoutMs} ms): narrow it (from/to, a transaction, a service)`,
       undefined,
       { 'Retry-After': '1' },
     );
-    const slot = job.slot;
-    if (!slot || slot.job !== job) return;
     // the statement cannot be interrupted: the worker goes with it, a fresh one replaces it
     const index = this.slots.indexOf(slot);
     this.release(slot);
