@@ -70,6 +70,17 @@ Napi::Value DoorbellPipeJs(const Napi::CallbackInfo& info) {
   }
 }
 
+// duplicateFd(fd) -> a close-on-exec copy of fd
+Napi::Value DuplicateFdJs(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsNumber())
+    throw Napi::TypeError::New(info.Env(), "duplicateFd(fd) takes a descriptor number");
+  try {
+    return Napi::Number::New(info.Env(), DuplicateFd(info[0].As<Napi::Number>().Int32Value()));
+  } catch (const NativeFailure& failure) {
+    throw ToJsError(info.Env(), failure);
+  }
+}
+
 // hasBpfCapabilities(): the one check of load privileges, shared with LibbpfFailure.
 Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
@@ -97,6 +108,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
+  exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   ExportExec(env, exports);

@@ -36,4 +36,11 @@ PipeEnds MakeDoorbellPipe() {
   return {fds[0], fds[1]};
 }
 
+int DuplicateFd(int fd) {
+  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0)
+    throw NativeFailure("E_DUP", "cannot duplicate descriptor " + std::to_string(fd) + ": " + strerror(errno));
+  return copy;
+}
+
 }  // namespace kreplay

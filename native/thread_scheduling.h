@@ -1,5 +1,6 @@
 // What the daemon's replay clock thread needs from the system: real-time
-// scheduling, and a doorbell to the main thread that takes no lock.
+// scheduling, a doorbell to the main thread that takes no lock, and its own
+// descriptor of each stream socket it writes replay frames to.
 #pragma once
 
 #include <sys/types.h>
@@ -26,5 +27,9 @@ struct PipeEnds {
   int write_fd;
 };
 PipeEnds MakeDoorbellPipe();
+
+// A close-on-exec duplicate of `fd` (the same open socket), which the clock
+// thread owns and closes. Throws a NativeFailure (E_DUP) when none can be made.
+int DuplicateFd(int fd);
 
 }  // namespace kreplay

@@ -107,6 +107,8 @@ export interface NativeAddon {
   setRealtimeScheduling(tid: number, priority: number): void;
   /** a non-blocking pipe [readFd, writeFd]; throws E_PIPE */
   doorbellPipe(): [number, number];
+  /** a close-on-exec duplicate of `fd` (the same open socket or file); throws E_DUP */
+  duplicateFd(fd: number): number;
   /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
   hasBpfCapabilities(): boolean;
   /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { request, Agent, type ClientRequest } from 'node:http';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
-import { MAX_BUFFERED_BYTES } from '../../daemon/replay/stream/sse-watcher';
+import { SEND_BUFFER } from '../../daemon/replay/stream/send-buffer';
 import { startDaemonProcess } from '../support/daemon-process';
 import { writeStore } from '../support/event-store';
 import { api, StreamClient } from '../support/replay-http';
@@ -173,6 +173,6 @@ describe('event stream bounds', () => {
     await slowDone;
     const [events, bytes] = slowOut.trim().split(' ').map(Number);
     expect(events).toBeLessThan(EVENTS);
-    expect(bytes).toBeGreaterThan(MAX_BUFFERED_BYTES);
+    expect(bytes).toBeGreaterThan(SEND_BUFFER.softBytes);
   }, 90_000);
 });

@@ -56,7 +56,8 @@ describe.each(BACKENDS)('replay sessions over HTTP from $kind, real stores and c
     await stream.until((s) => s.states().includes('finished'));
     stream.close();
 
-    expect(stream.states()).toEqual(['ready', 'playing', 'finished']);
+    // a loaded machine may add a `playing` event saying the clock fell behind: count changes of state
+    expect(stream.states().filter((s, i, all) => s !== all[i - 1])).toEqual(['ready', 'playing', 'finished']);
     const replays = stream.replays();
     const recorded = await fetchAllPages(server.url, 'transaction_id=tx-quick');
     expect(replays.map((m) => Number(m.id))).toEqual(recorded.map((_, i) => i));

@@ -1,17 +1,23 @@
 /** A clock that moves only when told, and releases on the dot (or exactly as late as told). */
-import type { ClockLane, ReplayClock } from '../../daemon/replay/clock/replay-clock';
+import type { ClockLane, Release, ReplayClock } from '../../daemon/replay/clock/replay-clock';
 
 interface Waiting {
   deadline: bigint;
-  release: (releasedAt: bigint) => void;
+  release: Release;
 }
 
+/** Writes no frame itself: the main thread writes every one (no sockets). */
 class FakeLane implements ClockLane {
   waiting: Waiting[] = [];
+  readonly sockets = null;
 
   constructor(private readonly clock: FakeClock) {}
 
-  at(deadline: bigint, release: (releasedAt: bigint) => void): void {
+  fits(): boolean {
+    return true;
+  }
+
+  at(deadline: bigint, release: Release): void {
     if (this.waiting.length && deadline < this.waiting[this.waiting.length - 1]!.deadline)
       throw new Error('deadlines of a lane must not decrease');
     this.waiting.push({ deadline, release });
@@ -59,7 +65,7 @@ export class FakeClock implements ReplayClock {
       const lane = this.lanes.find((l) => l.waiting[0]?.deadline === next)!;
       const { deadline, release } = lane.waiting.shift()!;
       if (deadline + lateNs > this.nowNs) this.nowNs = deadline + lateNs;
-      release(this.nowNs);
+      release(this.nowNs, null);
     }
     if (toNs > this.nowNs) this.nowNs = toNs;
   }

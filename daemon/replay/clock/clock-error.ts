@@ -1,10 +1,12 @@
 /**
  * What the replay clock could not get from the system: E_SCHED and
- * E_SCHED_PERM (real-time scheduling), E_PIPE (its doorbell). Not capture errors.
+ * E_SCHED_PERM (real-time scheduling), E_PIPE (its doorbell), E_DUP (its copy
+ * of a stream's socket), E_CLOCK_STALLED (its thread did not answer). Not capture errors.
  */
 import { KreplayError } from '../../../core/errors';
 
-export type ClockErrorCode = 'E_SCHED' | 'E_SCHED_PERM' | 'E_PIPE';
+const CODES = ['E_SCHED', 'E_SCHED_PERM', 'E_PIPE', 'E_DUP', 'E_CLOCK_STALLED'] as const;
+export type ClockErrorCode = (typeof CODES)[number];
 
 export class ClockError extends KreplayError {
   declare readonly code: ClockErrorCode;
@@ -16,7 +18,7 @@ export function asClockError<T>(fallback: ClockErrorCode, call: () => T): T {
     return call();
   } catch (err) {
     const { code, message } = err as { code?: unknown; message?: unknown };
-    const known = code === 'E_SCHED' || code === 'E_SCHED_PERM' || code === 'E_PIPE';
-    throw new ClockError(known ? code : fallback, String(message ?? err));
+    const known = CODES.find((c) => c === code);
+    throw new ClockError(known ?? fallback, String(message ?? err));
   }
 }

@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import * as threads from 'node:worker_threads';
+import { clockSockets } from './clock-sockets';
 import { clockThread } from './clock-thread';
 
-clockThread(threads, os, fs);
+clockThread(threads, os, fs, clockSockets);

@@ -14,10 +14,18 @@
  * Deadlines come in, and releases go out, through rings in shared memory,
  * and the main thread's event loop is woken by a byte on a pipe, sent when
  * it has read every release before: the real-time clock thread must not
- * take a lock the main thread also takes (a message port's), since a main
- * thread preempted while holding it would stall the clock for a scheduler
- * slice. The one message is the hello at start.
+ * take a lock the main thread also takes (a message port's) while it holds
+ * deadlines, since a main thread preempted while holding it would stall the
+ * clock for a scheduler slice. Messages carry only what is rare: the hello
+ * at start, a lane's ring, the text of a state event or heartbeat.
+ *
+ * A released deadline that carries a frame is written by this thread to the
+ * lane's stream sockets at once (clock-sockets.ts), so replay delivery does
+ * not wait for a main thread busy with queries.
  */
+
+import type { SendBufferLimits } from '../stream/send-buffer';
+import { FRAME_WIDTH, type clockSockets } from './clock-sockets';
 
 /** Where things are in the shared buffers; handed to the thread with its data. */
 export const LAYOUT = {
@@ -30,14 +38,39 @@ export const LAYOUT = {
   releaseTail: 4,
   /** 1 while the main thread wants a doorbell for the next release */
   doorbell: 5,
-  controlWords: 6,
-  /** Float64s per command: lane, generation, deadline */
-  commandWidth: 3,
-  /** Float64s per release: lane, generation, count, releasedAt */
-  releaseWidth: 4,
-  /** as a command's deadline: forget the lane; as its lane: stop the thread */
-  none: -1,
+  /** the sequence number of the last SYNC command done */
+  ack: 6,
+  controlWords: 7,
+  /** Float64s per command: kind, lane, generation, then four of the kind's (see COMMAND) */
+  commandWidth: 8,
+  /** Float64s per report: kind, lane, generation, then three of the kind's (see REPORT) */
+  releaseWidth: 6,
+  /** numbers per frame in a lane (see clock-sockets) */
+  frameWidth: FRAME_WIDTH,
 } as const;
+
+/**
+ * What a command asks, and its four fields:
+ * AT (deadline, ring offset, length or 0 for no frame, lateness offset, event index),
+ * CLEAR (1 to forget the ring too), STOP, RING (the ring is on the port),
+ * ATTACH (watcher, fd, from index; its first text is on the port),
+ * SEND (watcher or 0 for all; the text is on the port), END (watcher), DETACH (watcher),
+ * SYNC (sequence number: stored in `ack` once every earlier command is done).
+ */
+export const COMMAND = {
+  at: 0,
+  clear: 1,
+  stop: 2,
+  ring: 3,
+  attach: 4,
+  send: 5,
+  end: 6,
+  detach: 7,
+  sync: 8,
+} as const;
+
+/** What a report tells: RELEASED (count, releasedAt, writtenAt or -1), CLOSED (watcher, reason). */
+export const REPORT = { released: 0, closed: 1 } as const;
 
 /** What the thread tells the main thread once, before anything else. */
 export interface ClockThreadHello {
@@ -54,7 +87,12 @@ export interface ClockThreadData {
   releases: SharedArrayBuffer;
   /** write end of the doorbell pipe (non-blocking) */
   doorbellFd: number;
+  /** where rings and texts come from, read only when a command says so */
+  port: import('node:worker_threads').MessagePort;
   layout: typeof LAYOUT;
+  command: typeof COMMAND;
+  report: typeof REPORT;
+  sendBuffer: SendBufferLimits;
   /**
    * Times in the thread are nanoseconds since this monotonic instant, as
    * doubles: exact for 104 days, and unlike bigints they cost no allocation,
@@ -69,14 +107,22 @@ export interface ClockThreadData {
   niceness: number;
 }
 
+/** A message on the clock's port: a lane's ring, or text for its watchers. */
+export type ClockPortMessage = { ring: SharedArrayBuffer } | { text: string };
+
+/** While sockets have bytes waiting, the thread looks at them again at least this often. */
+const RETRY_MS = 1;
+
 /* istanbul ignore next: runs in the worker from its source text, where no coverage counters exist */
 export function clockThread(
   threads: typeof import('node:worker_threads'),
   os: typeof import('node:os'),
   fs: typeof import('node:fs'),
+  sockets: typeof clockSockets,
 ): void {
   const data = threads.workerData as ClockThreadData;
   const at = data.layout;
+  const CMD = data.command;
   const control = new Int32Array(data.control);
   const commands = new Float64Array(data.commands);
   const releases = new Float64Array(data.releases);
@@ -84,11 +130,19 @@ export function clockThread(
   const releaseCapacity = releases.length / at.releaseWidth;
   const port = threads.parentPort!;
   const doorbellByte = new Uint8Array(1);
-  const lanes = new Map<number, { generation: number; deadlines: number[]; head: number }>();
+  const lanes = new Map<
+    number,
+    { generation: number; deadlines: number[]; frames: number[]; head: number }
+  >();
   // performance.now() reads the same monotonic clock as hrtime, in ms, and allocates nothing
   const startNs = Number(process.hrtime.bigint() - data.epochNs);
   const startMs = performance.now();
   const now = () => startNs + (performance.now() - startMs) * 1e6;
+  /** reports that did not fit in the ring yet */
+  const unsent: number[] = [];
+  const out = sockets(fs, data.sendBuffer, now, (lane, watcher, reason) =>
+    unsent.push(data.report.closed, lane, 0, watcher, reason, 0),
+  );
   if (data.niceness !== 0) {
     try {
       // on Linux a nice value is per thread: this raises the clock only
@@ -113,6 +167,36 @@ export function clockThread(
           ? data.maxEarlyWakeNs
           : margin;
   };
+  const message = (): ClockPortMessage => {
+    const received = threads.receiveMessageOnPort(data.port);
+    if (!received) throw new Error('the replay clock was told of a message that is not there');
+    return received.message as ClockPortMessage;
+  };
+
+  /** Moves waiting reports into the ring as far as they fit. */
+  const post = (): void => {
+    const head = Atomics.load(control, at.releaseHead);
+    let tail = control[at.releaseTail]!;
+    let taken = 0;
+    while (taken < unsent.length && ((tail - head) | 0) < releaseCapacity) {
+      const slot = (tail & (releaseCapacity - 1)) * at.releaseWidth;
+      for (let k = 0; k < at.releaseWidth; k++) releases[slot + k] = unsent[taken + k]!;
+      taken += at.releaseWidth;
+      tail = (tail + 1) | 0;
+    }
+    if (taken > 0) unsent.splice(0, taken);
+    Atomics.store(control, at.releaseTail, tail);
+  };
+
+  const ring = () => {
+    if (Atomics.compareExchange(control, at.doorbell, 1, 0) === 1) {
+      try {
+        fs.writeSync(data.doorbellFd, doorbellByte);
+      } catch {
+        // EAGAIN: the pipe is full of unread rings, so the main thread wakes anyway
+      }
+    }
+  };
 
   /**
    * Applies up to DRAIN_BATCH queued commands: 'stop' once told to stop,
@@ -129,58 +213,105 @@ export function clockThread(
         return 'more';
       }
       const slot = (head & commandMask) * at.commandWidth;
-      if (commands[slot] === at.none) return 'stop';
-      const id = commands[slot]!;
-      const generation = commands[slot + 1]!;
-      const deadline = commands[slot + 2]!;
-      if (deadline === at.none) {
-        lanes.delete(id);
-        continue;
+      const kind = commands[slot]!;
+      const id = commands[slot + 1]!;
+      const generation = commands[slot + 2]!;
+      const a = commands[slot + 3]!;
+      switch (kind) {
+        case CMD.stop:
+          return 'stop';
+        case CMD.at: {
+          let lane = lanes.get(id);
+          if (!lane || lane.generation !== generation) {
+            lane = { generation, deadlines: [], frames: [], head: 0 };
+            lanes.set(id, lane);
+          }
+          lane.deadlines.push(a);
+          lane.frames.push(
+            commands[slot + 4]!,
+            commands[slot + 5]!,
+            commands[slot + 6]!,
+            commands[slot + 7]!,
+          );
+          break;
+        }
+        case CMD.clear:
+          lanes.delete(id);
+          out.clear(id, a === 1);
+          break;
+        case CMD.ring: {
+          const received = message();
+          if ('ring' in received) out.buffer(id, received.ring);
+          break;
+        }
+        case CMD.attach: {
+          const received = message();
+          out.attach(
+            id,
+            a,
+            commands[slot + 4]!,
+            commands[slot + 5]!,
+            'text' in received ? received.text : '',
+          );
+          break;
+        }
+        case CMD.send: {
+          const received = message();
+          if ('text' in received) out.send(id, a, received.text);
+          break;
+        }
+        case CMD.end:
+          out.end(id, a);
+          break;
+        case CMD.detach:
+          out.detach(id, a);
+          break;
+        case CMD.sync:
+          post();
+          Atomics.store(control, at.ack, a);
+          Atomics.notify(control, at.ack);
+          break;
       }
-      let lane = lanes.get(id);
-      if (!lane || lane.generation !== generation) {
-        lane = { generation, deadlines: [], head: 0 };
-        lanes.set(id, lane);
-      }
-      lane.deadlines.push(deadline);
     }
     Atomics.store(control, at.commandHead, head);
     return 'done';
   };
 
-  /** Hands the main thread what is due at `t`; false when its ring is full. */
+  /** Writes and hands the main thread what is due at `t`; false when its ring is full. */
   const release = (t: number): boolean => {
+    post();
     const head = Atomics.load(control, at.releaseHead);
     let tail = control[at.releaseTail]!;
-    let full = false;
+    let full = unsent.length > 0;
+    const releasedAt = Math.round(t);
     for (const [id, lane] of lanes) {
-      if (((tail - head) | 0) >= releaseCapacity) {
+      if (full || ((tail - head) | 0) >= releaseCapacity) {
         full = true;
         break;
       }
       const first = lane.head;
       while (lane.head < lane.deadlines.length && lane.deadlines[lane.head]! <= t) lane.head++;
       if (lane.head === first) continue;
+      const deadlines = lane.deadlines;
+      const late = (i: number) => Math.max(0, releasedAt - deadlines[i]!);
+      const wrote = out.release(id, lane.frames, first, lane.head, late);
       const slot = (tail & (releaseCapacity - 1)) * at.releaseWidth;
-      releases[slot] = id;
-      releases[slot + 1] = lane.generation;
-      releases[slot + 2] = lane.head - first;
-      releases[slot + 3] = t;
+      releases[slot] = data.report.released;
+      releases[slot + 1] = id;
+      releases[slot + 2] = lane.generation;
+      releases[slot + 3] = lane.head - first;
+      releases[slot + 4] = releasedAt;
+      releases[slot + 5] = wrote ? Math.round(now()) : -1;
       tail = (tail + 1) | 0;
       if (lane.head === lane.deadlines.length) lanes.delete(id);
       else if (lane.head >= 1024) {
         lane.deadlines = lane.deadlines.slice(lane.head);
+        lane.frames = lane.frames.slice(lane.head * at.frameWidth);
         lane.head = 0;
       }
     }
     Atomics.store(control, at.releaseTail, tail);
-    if (Atomics.compareExchange(control, at.doorbell, 1, 0) === 1) {
-      try {
-        fs.writeSync(data.doorbellFd, doorbellByte);
-      } catch {
-        // EAGAIN: the pipe is full of unread rings, so the main thread wakes anyway
-      }
-    }
+    ring();
     return !full;
   };
 
@@ -189,6 +320,11 @@ export function clockThread(
     const seen = Atomics.load(control, at.wake);
     const drained = drain();
     if (drained === 'stop') return;
+    if (out.backlogged) out.retry();
+    if (unsent.length > 0) {
+      post();
+      ring();
+    }
     let next: number | undefined;
     for (const lane of lanes.values()) {
       const deadline = lane.deadlines[lane.head]!;
@@ -200,14 +336,16 @@ export function clockThread(
       if (next !== undefined && next <= t) release(t);
       continue;
     }
+    const idleMs = out.backlogged || unsent.length > 0 ? RETRY_MS : undefined;
     if (next === undefined) {
-      Atomics.wait(control, at.wake, seen);
+      Atomics.wait(control, at.wake, seen, idleMs);
       continue;
     }
     const wakeAt = next - earlyWake;
     const sleep = wakeAt - now();
     if (sleep > 0) {
-      if (Atomics.wait(control, at.wake, seen, Number(sleep) / 1e6) === 'timed-out') {
+      const ms = idleMs === undefined ? sleep / 1e6 : Math.min(idleMs, sleep / 1e6);
+      if (Atomics.wait(control, at.wake, seen, ms) === 'timed-out' && ms === sleep / 1e6) {
         const over = now() - wakeAt;
         overshoot = over > overshoot ? over : overshoot - (overshoot - over) / 32;
         adaptEarlyWake();

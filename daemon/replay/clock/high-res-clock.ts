@@ -11,13 +11,23 @@
 import { once } from 'node:events';
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
-import type { Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import type { Logger } from '../../../core/log/logger';
 import { nativeAddon } from '../../../core/native/addon';
 import { asClockError } from './clock-error';
 import { startThread } from '../../../core/threads/start-thread';
-import { LAYOUT, type ClockThreadData, type ClockThreadHello } from './clock-thread';
-import type { ClockLane, ReplayClock } from './replay-clock';
+import { SEND_BUFFER } from '../stream/send-buffer';
+import { CLOSE_REASON, RING } from './clock-sockets';
+import {
+  COMMAND,
+  LAYOUT,
+  REPORT,
+  type ClockPortMessage,
+  type ClockThreadData,
+  type ClockThreadHello,
+} from './clock-thread';
+import { ClockError } from './clock-error';
+import type { ClockLane, LaneSockets, LateFrame, Release, ReplayClock, SocketClosed } from './replay-clock';
 
 /**
  * The clock thread's early-wake margin starts at 250 µs and adapts within
@@ -50,8 +60,24 @@ const DEFAULT_NICENESS = -10;
 /** Ring sizes (powers of two): commands queue up while the clock thread waits to run, releases while the main thread is busy. */
 const COMMANDS = 1 << 16;
 const RELEASES = 1 << 14;
+/**
+ * Bytes of frames one lane may hold in the clock's hands: a power of two,
+ * allocated while the session plays. 16 MiB holds the lookahead's frames of
+ * even a dense transaction (MAX_LOOKAHEAD events of ~1 KiB).
+ */
+const LANE_RING_BYTES = 16 << 20;
+/** How long the main thread waits for the clock thread to take a command it must see done. */
+const SYNC_TIMEOUT_MS = 2000;
+const SOCKET_CLOSED: readonly SocketClosed[] = ['ended', 'cut', 'gone'];
+if (SOCKET_CLOSED[CLOSE_REASON.ended] !== 'ended' || SOCKET_CLOSED[CLOSE_REASON.cut] !== 'cut')
+  throw new Error('replay clock: close reasons out of step with clock-sockets');
 
-type Release = (releasedAt: bigint) => void;
+interface Waiting {
+  release: Release;
+  /** where its frame ends in the lane's ring, and its event index (-1: no frame) */
+  end: number;
+  index: number;
+}
 
 export interface HighResClockOptions {
   /** SCHED_FIFO priority for the clock thread (0: stay under SCHED_OTHER) */
@@ -63,27 +89,110 @@ export interface HighResClockOptions {
 class HighResLane implements ClockLane {
   generation = 0;
   /** in deadline order; a session keeps at most its lookahead here */
-  waiting: Release[] = [];
+  waiting: Waiting[] = [];
+  /** the frames' bytes, handed to the clock thread (null until the first frame) */
+  private ring: Buffer | null = null;
+  private header: Int32Array | null = null;
+  /** bytes written into the ring since it was made, and freed (their deadlines released or cleared) */
+  private written = 0;
+  private freed = 0;
+  /** while clear() runs the releases before it: deadlines handed over meanwhile would outlive it */
+  private clearing = false;
+  readonly sockets: LaneSockets;
 
   constructor(
     private readonly clock: HighResClock,
     readonly id: number,
-  ) {}
-
-  at(deadline: bigint, release: Release): void {
-    this.waiting.push(release);
-    this.clock.queue(this, deadline);
+  ) {
+    this.sockets = clock.socketsOf(this);
   }
 
-  clear(): void {
+  private static size(frame: LateFrame): { head: number; length: number } {
+    const head = Buffer.byteLength(frame.head);
+    return { head, length: head + Buffer.byteLength(frame.tail) };
+  }
+
+  /** Where a frame of `length` bytes goes: at the write position, or at the ring's start if it would wrap. */
+  private placement(length: number): { offset: number; skip: number } {
+    const offset = this.written % LANE_RING_BYTES;
+    return offset + length > LANE_RING_BYTES
+      ? { offset: 0, skip: LANE_RING_BYTES - offset }
+      : { offset, skip: 0 };
+  }
+
+  fits(frame: LateFrame): boolean {
+    const { length } = HighResLane.size(frame);
+    return this.written + this.placement(length).skip + length - this.freed <= LANE_RING_BYTES;
+  }
+
+  at(deadline: bigint, release: Release, frame?: LateFrame): void {
+    if (this.clearing) return;
+    if (!frame) {
+      this.waiting.push({ release, end: this.written, index: -1 });
+      this.clock.queue(this, COMMAND.at, Number(this.clock.sinceEpoch(deadline)), 0, 0, 0, -1);
+      return;
+    }
+    if (!this.fits(frame))
+      throw new Error(`replay clock: lane ${this.id} has no room for frame ${frame.index}`);
+    const ring = this.ensureRing();
+    const { head, length } = HighResLane.size(frame);
+    const { offset, skip } = this.placement(length);
+    ring.write(frame.head, RING.dataOffset + offset, 'utf8');
+    ring.write(frame.tail, RING.dataOffset + offset + head, 'utf8');
+    this.written += skip + length;
+    this.waiting.push({ release, end: this.written, index: frame.index });
+    this.clock.queue(
+      this,
+      COMMAND.at,
+      Number(this.clock.sinceEpoch(deadline)),
+      offset,
+      length,
+      head,
+      frame.index,
+    );
+  }
+
+  private ensureRing(): Buffer {
+    if (this.ring) return this.ring;
+    const shared = new SharedArrayBuffer(RING.dataOffset + LANE_RING_BYTES);
+    this.ring = Buffer.from(shared);
+    this.header = new Int32Array(shared, 0, RING.headerWords);
+    this.clock.post({ ring: shared });
+    this.clock.queue(this, COMMAND.ring);
+    return this.ring;
+  }
+
+  clear(forGood = false): void {
+    const held = this.ring !== null;
+    if (held && !this.clock.releasing) {
+      // frames released before this may be on their sockets already: run their releases first
+      this.clearing = true;
+      try {
+        this.clock.queue(this, COMMAND.clear, forGood ? 1 : 0);
+        this.clock.settle();
+      } finally {
+        this.clearing = false;
+      }
+    } else this.clock.queue(this, COMMAND.clear, forGood ? 1 : 0);
     this.generation++;
     this.waiting = [];
-    this.clock.queue(this, null);
+    this.freed = this.written;
+    if (forGood) {
+      this.ring = null;
+      this.header = null;
+      this.written = this.freed = 0;
+    }
   }
 
   /** Runs the releases of `count` deadlines, unless the lane is cleared meanwhile. */
-  release(generation: number, count: number, releasedAt: bigint): void {
-    for (let i = 0; i < count && generation === this.generation; i++) this.waiting.shift()?.(releasedAt);
+  release(generation: number, count: number, releasedAt: bigint, writtenAt: bigint | null): void {
+    for (let i = 0; i < count && generation === this.generation; i++) {
+      const entry = this.waiting.shift();
+      if (!entry) return;
+      this.freed = entry.end;
+      if (entry.index >= 0 && this.header) Atomics.store(this.header, RING.processedIndex, entry.index + 1);
+      entry.release(releasedAt, writtenAt);
+    }
   }
 }
 
@@ -106,6 +215,14 @@ export class HighResClock implements ReplayClock {
   /** read end of the pipe the clock thread rings when there are releases to run */
   private readonly doorbell: Socket;
   private readonly doorbellWriteFd: number;
+  /** where lanes' rings and watchers' texts go to the clock thread */
+  private readonly port: MessagePort;
+  /** watchers whose sockets the clock thread writes, by id: the thread's copy of the socket, and whom to tell it closed */
+  private readonly watchers = new Map<number, { fd: number; onClosed: (reason: SocketClosed) => void }>();
+  private lastWatcher = 0;
+  private lastSync = 0;
+  /** true while releases run: a lane cleared from one must not wait for the thread */
+  releasing = false;
 
   constructor(
     private readonly log: Logger,
@@ -113,8 +230,15 @@ export class HighResClock implements ReplayClock {
   ) {
     const [doorbellReadFd, doorbellWriteFd] = asClockError('E_PIPE', () => nativeAddon().doorbellPipe());
     this.doorbellWriteFd = doorbellWriteFd;
+    const channel = new MessageChannel();
+    this.port = channel.port1;
+    this.port.unref();
     const data: ClockThreadData = {
       doorbellFd: doorbellWriteFd,
+      port: channel.port2,
+      command: COMMAND,
+      report: REPORT,
+      sendBuffer: SEND_BUFFER,
       control: new SharedArrayBuffer(4 * LAYOUT.controlWords),
       commands: new SharedArrayBuffer(8 * LAYOUT.commandWidth * COMMANDS),
       releases: new SharedArrayBuffer(8 * LAYOUT.releaseWidth * RELEASES),
@@ -129,7 +253,11 @@ export class HighResClock implements ReplayClock {
     this.commands = new Float64Array(data.commands);
     this.releases = new Float64Array(data.releases);
     Atomics.store(this.control, LAYOUT.doorbell, 1);
-    this.worker = startThread(__dirname, 'clock-thread-main', { workerData: data, name: 'replay-clock' });
+    this.worker = startThread(__dirname, 'clock-thread-main', {
+      workerData: data,
+      transferList: [channel.port2],
+      name: 'replay-clock',
+    });
     this.worker.unref();
     this.doorbell = new Socket({ fd: doorbellReadFd, readable: true, writable: false });
     // the bytes only wake the loop; the releases are in the ring
@@ -181,20 +309,72 @@ export class HighResClock implements ReplayClock {
     return new HighResLane(this, ++this.lastLane);
   }
 
-  /** Queues a deadline (or null: clear) of the lane; the thread gets them when this task is done. */
-  queue(lane: HighResLane, deadline: bigint | null): void {
+  /** Nanoseconds from the thread's time zero to `deadline`; a deadline already past is 0, due at once. */
+  sinceEpoch(deadline: bigint): bigint {
+    return deadline > this.epochNs ? deadline - this.epochNs : 0n;
+  }
+
+  /** Queues a command of `lane`; the thread gets it when this task is done (or at settle()). */
+  queue(lane: HighResLane, kind: number, a = 0, b = 0, c = 0, d = 0, e = 0): void {
     if (this.failure) throw new Error(`the replay clock failed: ${this.failure.message}`);
     if (lane.waiting.length > 0) this.lanes.set(lane.id, lane);
     else this.lanes.delete(lane.id);
     this.keepAlive();
-    // a deadline already past is due at once: 0 stands for it as well as any
-    const since =
-      deadline === null ? LAYOUT.none : deadline > this.epochNs ? Number(deadline - this.epochNs) : 0;
-    this.backlog.push(lane.id, lane.generation, since);
+    this.backlog.push(kind, lane.id, lane.generation, a, b, c, d, e);
     if (!this.flushQueued) {
       this.flushQueued = true;
       queueMicrotask(() => this.flush());
     }
+  }
+
+  /** A message the thread reads when a command queued after it says so. */
+  post(message: ClockPortMessage): void {
+    this.port.postMessage(message);
+  }
+
+  /**
+   * Waits until the thread has done every command queued so far, then runs
+   * the releases it made before them. Blocks the main thread for as long as
+   * the clock thread takes to look (microseconds under SCHED_FIFO).
+   */
+  settle(): void {
+    const seq = ++this.lastSync;
+    this.backlog.push(COMMAND.sync, 0, 0, seq, 0, 0, 0, 0);
+    const giveUp = Date.now() + SYNC_TIMEOUT_MS;
+    for (;;) {
+      this.flush();
+      const ack = Atomics.load(this.control, LAYOUT.ack);
+      if (((ack - seq) | 0) >= 0) break;
+      if (this.failure || Date.now() > giveUp)
+        throw new ClockError(
+          'E_CLOCK_STALLED',
+          `the replay clock thread did not answer within ${SYNC_TIMEOUT_MS} ms${this.failure ? `: ${this.failure.message}` : ''}`,
+        );
+      Atomics.wait(this.control, LAYOUT.ack, ack, 1);
+    }
+    if (!this.releasing) this.readReleases();
+  }
+
+  /** The sockets API of `lane`: every call is a command in order with the lane's deadlines. */
+  socketsOf(lane: HighResLane): LaneSockets {
+    return {
+      attach: (fd, fromIndex, first, onClosed) => {
+        const id = ++this.lastWatcher;
+        const copy = asClockError('E_DUP', () => nativeAddon().duplicateFd(fd));
+        this.watchers.set(id, { fd: copy, onClosed });
+        this.post({ text: first });
+        this.queue(lane, COMMAND.attach, id, copy, fromIndex);
+        // the thread must take the watcher before this thread runs releases or reuses ring bytes
+        this.settle();
+        return id;
+      },
+      send: (watcher, text) => {
+        this.post({ text });
+        this.queue(lane, COMMAND.send, watcher);
+      },
+      end: (watcher) => this.queue(lane, COMMAND.end, watcher),
+      detach: (watcher) => this.queue(lane, COMMAND.detach, watcher),
+    };
   }
 
   /** Moves the backlog into the ring, as far as it fits, and wakes the thread. */
@@ -209,7 +389,7 @@ export class HighResClock implements ReplayClock {
       taken += LAYOUT.commandWidth;
       tail = (tail + 1) | 0;
     }
-    this.backlog = this.backlog.slice(taken);
+    if (taken > 0) this.backlog = this.backlog.slice(taken);
     Atomics.store(this.control, LAYOUT.commandTail, tail);
     Atomics.add(this.control, LAYOUT.wake, 1);
     Atomics.notify(this.control, LAYOUT.wake);
@@ -222,27 +402,49 @@ export class HighResClock implements ReplayClock {
 
   /** Runs every release in the ring, then asks for a doorbell again. */
   private readReleases(): void {
-    for (;;) {
-      const tail = Atomics.load(this.control, LAYOUT.releaseTail);
-      let head = this.control[LAYOUT.releaseHead]!;
-      for (; head !== tail; head = (head + 1) | 0) {
-        const slot = (head & (RELEASES - 1)) * LAYOUT.releaseWidth;
-        const id = this.releases[slot]!;
-        const lane = this.lanes.get(id);
-        lane?.release(
-          this.releases[slot + 1]!,
-          this.releases[slot + 2]!,
-          this.epochNs + BigInt(Math.round(this.releases[slot + 3]!)),
-        );
-        if (lane?.waiting.length === 0) this.lanes.delete(id);
-        Atomics.store(this.control, LAYOUT.releaseHead, (head + 1) | 0);
+    if (this.releasing) return;
+    this.releasing = true;
+    try {
+      for (;;) {
+        const tail = Atomics.load(this.control, LAYOUT.releaseTail);
+        let head = this.control[LAYOUT.releaseHead]!;
+        for (; head !== tail; head = (head + 1) | 0) {
+          const slot = (head & (RELEASES - 1)) * LAYOUT.releaseWidth;
+          // taken before it runs: a release may settle, which reads the ring again
+          Atomics.store(this.control, LAYOUT.releaseHead, (head + 1) | 0);
+          this.report(slot);
+        }
+        Atomics.store(this.control, LAYOUT.doorbell, 1);
+        // releases written after the last look rang no doorbell: read them now, unless the thread rang since
+        if (Atomics.load(this.control, LAYOUT.releaseTail) === head) break;
+        if (Atomics.compareExchange(this.control, LAYOUT.doorbell, 1, 0) !== 1) break;
       }
-      Atomics.store(this.control, LAYOUT.doorbell, 1);
-      // releases written after the last look rang no doorbell: read them now, unless the thread rang since
-      if (Atomics.load(this.control, LAYOUT.releaseTail) === head) break;
-      if (Atomics.compareExchange(this.control, LAYOUT.doorbell, 1, 0) !== 1) break;
+    } finally {
+      this.releasing = false;
     }
     this.keepAlive();
+  }
+
+  private report(slot: number): void {
+    const r = this.releases;
+    const id = r[slot + 1]!;
+    if (r[slot] === REPORT.closed) {
+      const watcher = this.watchers.get(r[slot + 3]!);
+      if (!watcher) return;
+      this.watchers.delete(r[slot + 3]!);
+      closeSync(watcher.fd);
+      watcher.onClosed(SOCKET_CLOSED[r[slot + 4]!] ?? 'gone');
+      return;
+    }
+    const lane = this.lanes.get(id);
+    const writtenAt = r[slot + 5]!;
+    lane?.release(
+      r[slot + 2]!,
+      r[slot + 3]!,
+      this.epochNs + BigInt(r[slot + 4]!),
+      writtenAt < 0 ? null : this.epochNs + BigInt(writtenAt),
+    );
+    if (lane?.waiting.length === 0) this.lanes.delete(id);
   }
 
   /* Pending deadlines keep the process alive, as pending timers do. */
@@ -256,9 +458,12 @@ export class HighResClock implements ReplayClock {
     if (this.worker.threadId === -1) return;
     const exited = once(this.worker, 'exit');
     this.worker.ref();
-    this.backlog.push(LAYOUT.none, 0, 0);
+    this.backlog.push(COMMAND.stop, 0, 0, 0, 0, 0, 0, 0);
     this.flush();
+    this.port.close();
     await exited;
+    for (const watcher of this.watchers.values()) closeSync(watcher.fd);
+    this.watchers.clear();
     this.doorbell.destroy();
     closeSync(this.doorbellWriteFd);
   }

@@ -5,7 +5,7 @@
  * statistics and frames). Timing model: README, "Timing".
  */
 import type { ApiEvent } from '../../../core/model';
-import type { ClockLane, ReplayClock } from '../clock/replay-clock';
+import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../clock/replay-clock';
 import type { Schedule } from './schedule';
 import type { EventStart, Transaction } from './transaction';
 
@@ -14,7 +14,8 @@ import type { EventStart, Transaction } from './transaction';
  * are read and handed to the clock (at least MIN_LOOKAHEAD, at most
  * MAX_LOOKAHEAD events): the clock releases them on time even while the
  * main thread is busy serving requests for tens of milliseconds, and memory
- * stays bounded (at most ~7 MB per session) whatever the transaction's size.
+ * stays bounded (at most ~7 MB per session, plus the frames the clock
+ * holds, within its lane's ring) whatever the transaction's size.
  */
 const LOOKAHEAD_NS = 250_000_000n;
 const MIN_LOOKAHEAD = 64;
@@ -29,10 +30,20 @@ export interface Pending {
   offsetNs: bigint;
   /** scheduled wall offset */
   dueNs: bigint;
+  /** its replay frame, built as it is read: the clock may write it itself */
+  frame: LateFrame;
 }
 
-/** The clock released `entry` at `releasedAt`, for `deadline`. */
-export type OnRelease = (entry: Pending, deadline: bigint, releasedAt: bigint) => void;
+/** The clock released `entry` at `releasedAt`, for `deadline`, and wrote its frame at `writtenAt` (null: it did not). */
+export type OnRelease = (
+  entry: Pending,
+  deadline: bigint,
+  releasedAt: bigint,
+  writtenAt: bigint | null,
+) => void;
+
+/** The replay frame of event `index`. */
+export type RenderFrame = (index: number, event: ApiEvent) => LateFrame;
 
 export const startOf = (event: ApiEvent): EventStart => ({ ts: event.timestamp_ns, eventId: event.event_id });
 
@@ -42,6 +53,8 @@ export class Player {
   private reader: Iterator<ApiEvent> | null = null;
   /** events read and not yet released, from the session's next index on */
   private pending: Pending[] = [];
+  /** how many of `pending` (from the first) are in the clock's hands */
+  private armed = 0;
   private readonly checkpoints: EventStart[] = [];
   private readonly lane: ClockLane;
 
@@ -50,8 +63,14 @@ export class Player {
     private readonly schedule: Schedule,
     private readonly clock: ReplayClock,
     private readonly onRelease: OnRelease,
+    private readonly render: RenderFrame,
   ) {
     this.lane = clock.lane();
+  }
+
+  /** Where the clock writes this session's frames itself, if it can. */
+  get sockets(): LaneSockets | null {
+    return this.lane.sockets;
   }
 
   /** The wall offset now, while playing. */
@@ -79,34 +98,40 @@ export class Player {
     this.anchor = this.clock.now() + this.clock.leadNs(this.pending.length) - wallNs;
   }
 
-  /** Hands every event read to the clock; false when there is none. */
+  /** Hands every event read to the clock, as far as its lane has room; false when there is none. */
   armAll(): boolean {
-    for (const entry of this.pending) this.arm(entry);
+    this.armed = 0;
+    this.armMore();
     return this.pending.length > 0;
   }
 
   /** After a release: reads and arms what is due within the lookahead; false when nothing is left. */
   refill(nextIndex: number, nextStart: EventStart | undefined): boolean {
-    for (const entry of this.readAhead(nextIndex, nextStart, this.wallNow() + LOOKAHEAD_NS)) this.arm(entry);
+    this.readAhead(nextIndex, nextStart, this.wallNow() + LOOKAHEAD_NS);
+    this.armMore();
     return this.pending.length > 0;
   }
 
-  /** Takes back every deadline handed to the clock; what was read stays. */
+  /**
+   * Takes back every deadline handed to the clock; what was read stays.
+   * Releases the clock made before run first (see ClockLane.clear).
+   */
   disarm(): void {
     this.lane.clear();
+    this.armed = 0;
   }
 
   /** Forgets the reader and what it read: the next prepare reads from a new start. */
   drop(): void {
-    this.lane.clear();
+    this.lane.clear(true);
     this.reader = null;
     this.pending = [];
+    this.armed = 0;
   }
 
-  /** Reads events until one is due after wall offset `horizonNs`, within the lookahead's bounds; returns them. */
-  private readAhead(nextIndex: number, nextStart: EventStart | undefined, horizonNs: bigint): Pending[] {
+  /** Reads events until one is due after wall offset `horizonNs`, within the lookahead's bounds. */
+  private readAhead(nextIndex: number, nextStart: EventStart | undefined, horizonNs: bigint): void {
     this.reader ??= this.transaction.events(nextStart);
-    const read: Pending[] = [];
     while (this.pending.length < MAX_LOOKAHEAD) {
       const last = this.pending[this.pending.length - 1];
       if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
@@ -114,19 +139,34 @@ export class Player {
       if (next.done) break;
       const index = nextIndex + this.pending.length;
       const offsetNs = next.value.timestamp_ns - this.transaction.firstTs;
-      const entry = { index, event: next.value, offsetNs, dueNs: this.schedule.wallOffset(index, offsetNs) };
+      const entry = {
+        index,
+        event: next.value,
+        offsetNs,
+        dueNs: this.schedule.wallOffset(index, offsetNs),
+        frame: this.render(index, next.value),
+      };
       if (index % CHECKPOINT_EVERY === 0) this.checkpoints[index / CHECKPOINT_EVERY] = startOf(entry.event);
       this.pending.push(entry);
-      read.push(entry);
     }
-    return read;
   }
 
-  private arm(entry: Pending): void {
-    const deadline = this.anchor + entry.dueNs;
-    this.lane.at(deadline, (releasedAt) => {
-      this.pending.shift();
-      this.onRelease(entry, deadline, releasedAt);
-    });
+  /** Hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */
+  private armMore(): void {
+    while (this.armed < this.pending.length) {
+      const entry = this.pending[this.armed]!;
+      if (!this.lane.fits(entry.frame)) return;
+      const deadline = this.anchor + entry.dueNs;
+      this.lane.at(
+        deadline,
+        (releasedAt, writtenAt) => {
+          this.pending.shift();
+          this.armed--;
+          this.onRelease(entry, deadline, releasedAt, writtenAt);
+        },
+        entry.frame,
+      );
+      this.armed++;
+    }
   }
 }

@@ -6,9 +6,9 @@
 import { eventToJson, type ApiEvent } from '../../../core/model';
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
-import type { ReplayClock } from '../clock/replay-clock';
+import type { LateFrame, ReplayClock } from '../clock/replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
-import { sseFrame } from '../stream/sse-frame';
+import { lateFrameText, splitLateFrame, sseFrame } from '../stream/sse-frame';
 import { CHECKPOINT_EVERY, Player, startOf, type Pending } from './player';
 import { Schedule } from './schedule';
 import type { SessionRecord } from './session-record';
@@ -80,7 +80,12 @@ export class ReplaySession {
   private readonly recentLateness = new BigInt64Array(RECENT);
   private readonly recentIndex = new Float64Array(RECENT).fill(-1);
   private readonly player: Player;
-  private readonly broadcast = new Broadcast((deadlines) => this.delivered(deadlines));
+  private readonly broadcast = new Broadcast((deadlines) => {
+    const now = this.context.clock.now();
+    for (const deadline of deadlines) this.delivered(deadline, now);
+  });
+  /** counts state events: a watcher handed to the clock learns of those sent meanwhile */
+  private stateEvents = 0;
 
   constructor(
     settings: SessionSettings,
@@ -93,8 +98,12 @@ export class ReplaySession {
     this.driving = settings.driving;
     this.owner = settings.owner;
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
-    this.player = new Player(this.transaction, this.schedule, context.clock, (entry, deadline, releasedAt) =>
-      this.emit(entry, deadline, releasedAt),
+    this.player = new Player(
+      this.transaction,
+      this.schedule,
+      context.clock,
+      (entry, deadline, releasedAt, writtenAt) => this.emit(entry, deadline, releasedAt, writtenAt),
+      (index, event) => this.frame(index, event),
     );
   }
 
@@ -148,8 +157,10 @@ export class ReplaySession {
 
   pause(): void {
     nextState(this.id, this.state, 'pause');
-    this.freeze();
+    // the releases made before this run first, and may finish the replay
     this.player.disarm();
+    if (this.state !== 'playing') return;
+    this.freeze();
     this.enter('paused');
   }
 
@@ -186,10 +197,23 @@ export class ReplaySession {
     this.broadcast.end();
   }
 
-  /** Sends the session's frames to `watcher` from now on, after one state event. */
+  /**
+   * Sends the session's frames to `watcher` from now on, after one state
+   * event; where the clock can write to the watcher's socket itself, it is
+   * handed over, so its frames do not wait for the main thread.
+   */
   watch(watcher: Watcher): void {
+    const sockets = this.player.sockets;
+    const stateEvents = this.stateEvents;
+    const first = sseFrame('state', this.json());
+    if (this.state !== 'stopped' && sockets && watcher.handOver?.(sockets, this.nextIndex, first)) {
+      this.broadcast.add(watcher);
+      // handing over ran the releases made meanwhile: their state events went to the others only
+      if (this.stateEvents !== stateEvents) watcher.write(sseFrame('state', this.json()));
+      return;
+    }
     this.broadcast.add(watcher);
-    watcher.write(sseFrame('state', this.json()));
+    watcher.write(first);
     if (this.state === 'stopped') this.unwatch(watcher, true);
   }
 
@@ -212,7 +236,7 @@ export class ReplaySession {
     let index = slot * CHECKPOINT_EVERY;
     for (const event of this.transaction.events(this.player.checkpoint(slot))) {
       if (index >= this.nextIndex) return;
-      if (index >= from) yield this.frame(index, event, this.recentLatenessOf(index));
+      if (index >= from) yield lateFrameText(this.frame(index, event), this.recentLatenessOf(index));
       index++;
     }
   }
@@ -277,7 +301,7 @@ export class ReplaySession {
     // only a playing session can be behind its schedule
     if (state !== 'playing') this.behindNs = 0n;
     this.updatedAt = new Date().toISOString();
-    this.broadcast.send(sseFrame('state', this.json()));
+    this.sendState();
     this.context.changed(this);
   }
 
@@ -303,14 +327,22 @@ export class ReplaySession {
     if (!this.player.armAll()) this.finish();
   }
 
-  private emit(entry: Pending, deadline: bigint, releasedAt: bigint): void {
+  private sendState(): void {
+    this.stateEvents++;
+    this.broadcast.send(sseFrame('state', this.json()));
+  }
+
+  private emit(entry: Pending, deadline: bigint, releasedAt: bigint, writtenAt: bigint | null): void {
     const late = releasedAt > deadline ? releasedAt - deadline : 0n;
     this.lateness.add(late);
     this.context.timing?.released(late);
     this.trackBehind(late);
     this.recentLateness[entry.index % RECENT] = late;
     this.recentIndex[entry.index % RECENT] = entry.index;
-    this.broadcast.send(this.frame(entry.index, entry.event, late), deadline);
+    if (writtenAt !== null) this.delivered(deadline, writtenAt);
+    // the clock wrote it to the watchers it holds; the rest get it from here (none: its delivery is timed here)
+    if (this.broadcast.mainWatchers > 0 || writtenAt === null)
+      this.broadcast.sendReplay(lateFrameText(entry.frame, late), deadline);
     this.nextIndex = entry.index + 1;
     this.floorNs = entry.offsetNs;
     if (this.nextIndex >= this.transaction.total || !this.player.refill(this.nextIndex, this.nextStart))
@@ -321,10 +353,10 @@ export class ReplaySession {
     const behind = this.behindNs > 0n;
     if (behind ? late > CAUGHT_UP_NS : late > BEHIND_AFTER_NS) {
       this.behindNs = late;
-      if (!behind) this.broadcast.send(sseFrame('state', this.json()));
+      if (!behind) this.sendState();
     } else if (behind) {
       this.behindNs = 0n;
-      this.broadcast.send(sseFrame('state', this.json()));
+      this.sendState();
     }
   }
 
@@ -335,25 +367,23 @@ export class ReplaySession {
     this.enter('finished');
   }
 
-  private frame(index: number, event: ApiEvent, lateNs: bigint | null): string {
+  /** Event `index`'s replay frame, its lateness (the last field) left to fill in. */
+  private frame(index: number, event: ApiEvent): LateFrame {
     const extra = {
       replay_offset_ns: this.schedule.wallOffset(index, event.timestamp_ns - this.transaction.firstTs),
       replayed_duration_ns: this.schedule.replayedDuration(event.duration_ns),
-      emitted_late_ns: lateNs,
+      emitted_late_ns: null,
     };
-    return sseFrame('replay', eventToJson(event, false, extra), index);
+    return splitLateFrame(index, sseFrame('replay', eventToJson(event, false, extra), index));
   }
 
   private recentLatenessOf(index: number): bigint | null {
     return this.recentIndex[index % RECENT] === index ? this.recentLateness[index % RECENT]! : null;
   }
 
-  private delivered(deadlines: bigint[]): void {
-    const now = this.context.clock.now();
-    for (const deadline of deadlines) {
-      const late = now > deadline ? now - deadline : 0n;
-      this.delivery.add(late);
-      this.context.timing?.delivered(late);
-    }
+  private delivered(deadline: bigint, at: bigint): void {
+    const late = at > deadline ? at - deadline : 0n;
+    this.delivery.add(late);
+    this.context.timing?.delivered(late);
   }
 }

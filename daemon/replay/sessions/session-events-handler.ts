@@ -26,11 +26,19 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
       release();
       session.unwatch(watcher);
     });
-    if (lastEventId !== undefined) {
-      for (const frame of session.history(Number(lastEventId) + 1)) {
-        if (!(await watcher.send(frame))) return;
-      }
+    // history at the client's pace, until nothing waits in Node's buffers: the clock may take the stream then
+    let from = lastEventId === undefined ? null : Number(lastEventId) + 1;
+    while (from !== null || !watcher.idle) {
+      if (from !== null)
+        for (const frame of session.history(from)) {
+          if (!(await watcher.send(frame))) return;
+          from++;
+        }
+      if (watcher.idle) break;
+      if (!(await watcher.drained())) return;
+      if (from === null) break;
     }
+    if (!watcher.open) return;
     sessions.watch(session, watcher);
   };
 }

@@ -1,0 +1,313 @@
+/**
+ * The clock thread's side of the event streams it writes itself: replay
+ * frames go to each watcher's socket the moment their deadline is released,
+ * so their delivery does not wait for the main thread, however busy it is
+ * serving queries. The main thread hands over a duplicate of the socket's
+ * descriptor once the stream's headers and history are out, and from then
+ * on writes to it only through here (SEND), in order with the frames.
+ *
+ * Frames sit in the lane's byte ring (shared memory the main thread fills
+ * when it reads ahead), each with the offset where its lateness goes, since
+ * that is known only at release. A socket that cannot take a write keeps the
+ * rest here, within SEND_BUFFER's limits, and is retried each turn of the
+ * clock's loop; past the limits it is cut, and the client resumes with
+ * Last-Event-ID. The main thread closes the descriptor once told the
+ * watcher is closed here (Node warns of descriptors a worker closes).
+ */
+import type { SendBufferLimits } from '../stream/send-buffer';
+
+/** Why the clock thread closed its copy of a watcher's socket, as reported to the main thread. */
+export const CLOSE_REASON = { ended: 0, cut: 1, gone: 2 } as const;
+
+/** Where a lane's ring keeps things: Int32 words of its header, then the frames from DATA_OFFSET. */
+export const RING = {
+  /** the next event index the main thread has not yet taken the release of */
+  processedIndex: 0,
+  headerWords: 1,
+  dataOffset: 64,
+} as const;
+
+/** Per frame in the clock's lanes: offset in the ring, length, where its lateness goes, event index. */
+export const FRAME_WIDTH = 4;
+
+/** Iovecs per writev (IOV_MAX is 1024). */
+const IOV_MAX = 1023;
+
+type Fs = typeof import('node:fs');
+
+interface SocketWatcher {
+  fd: number;
+  /** bytes the socket did not take yet, copied out of the ring */
+  pending: Buffer[];
+  pendingBytes: number;
+  /** when a write last moved bytes, or when bytes started waiting */
+  progressAt: number;
+  ending: boolean;
+}
+
+interface Outlet {
+  bytes: Uint8Array | null;
+  header: Int32Array | null;
+  watchers: Map<number, SocketWatcher>;
+  /** frames released and not yet taken by the main thread, FRAME_WIDTH + 1 (lateness) numbers each */
+  released: number[];
+}
+
+export type ReportClosed = (lane: number, watcherId: number, reason: number) => void;
+
+/* istanbul ignore next: runs in the clock thread (see clock-thread.ts) */
+export function clockSockets(
+  fs: Fs,
+  limits: SendBufferLimits,
+  now: () => number,
+  reportClosed: ReportClosed,
+) {
+  const outlets = new Map<number, Outlet>();
+  /** watchers with bytes waiting, or waiting to end */
+  const backlog = new Map<SocketWatcher, { lane: number; id: number }>();
+
+  const outlet = (lane: number): Outlet => {
+    let found = outlets.get(lane);
+    if (!found) {
+      found = { bytes: null, header: null, watchers: new Map(), released: [] };
+      outlets.set(lane, found);
+    }
+    return found;
+  };
+
+  const close = (lane: number, id: number, watcher: SocketWatcher, reason: number): void => {
+    outlets.get(lane)?.watchers.delete(id);
+    backlog.delete(watcher);
+    reportClosed(lane, id, reason);
+  };
+
+  /** Bytes `views` hold past their first `skip`, copied (the ring's bytes get overwritten). */
+  const rest = (views: Uint8Array[], skip: number): Buffer[] => {
+    const out: Buffer[] = [];
+    for (const view of views) {
+      if (skip >= view.length) {
+        skip -= view.length;
+        continue;
+      }
+      out.push(Buffer.from(view.subarray(skip)));
+      skip = 0;
+    }
+    return out;
+  };
+
+  /** Writes as much of `views` as the socket takes now: bytes written, or -1 once the peer is gone. */
+  const writeNow = (fd: number, views: Uint8Array[]): number => {
+    let written = 0;
+    for (let i = 0; i < views.length; i += IOV_MAX) {
+      const chunk = views.slice(i, i + IOV_MAX);
+      let size = 0;
+      for (const view of chunk) size += view.length;
+      let n: number;
+      try {
+        n = fs.writevSync(fd, chunk);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EAGAIN') return written;
+        return -1;
+      }
+      written += n;
+      if (n < size) return written;
+    }
+    return written;
+  };
+
+  /** Tries the watcher's waiting bytes, then applies the limits; false once it is closed. */
+  const drainWatcher = (lane: number, id: number, watcher: SocketWatcher): boolean => {
+    if (watcher.pendingBytes > 0) {
+      const n = writeNow(watcher.fd, watcher.pending);
+      if (n < 0) {
+        close(lane, id, watcher, CLOSE_REASON.gone);
+        return false;
+      }
+      if (n > 0) {
+        watcher.progressAt = now();
+        watcher.pending = rest(watcher.pending, n);
+        watcher.pendingBytes -= n;
+      }
+    }
+    if (watcher.pendingBytes === 0) {
+      if (watcher.ending) {
+        close(lane, id, watcher, CLOSE_REASON.ended);
+        return false;
+      }
+      return true;
+    }
+    const stalled =
+      watcher.pendingBytes > limits.softBytes && now() - watcher.progressAt > limits.stallMs * 1e6;
+    if (watcher.pendingBytes > limits.hardBytes || stalled) {
+      close(lane, id, watcher, CLOSE_REASON.cut);
+      return false;
+    }
+    backlog.set(watcher, { lane, id });
+    return true;
+  };
+
+  /** Sends `views` to one watcher after what it has waiting. */
+  const deliver = (
+    lane: number,
+    id: number,
+    watcher: SocketWatcher,
+    views: Uint8Array[],
+    size: number,
+  ): void => {
+    if (watcher.pendingBytes === 0) {
+      const n = writeNow(watcher.fd, views);
+      if (n < 0) return close(lane, id, watcher, CLOSE_REASON.gone);
+      if (n === size) return;
+      watcher.pending = rest(views, n);
+      watcher.pendingBytes = size - n;
+      watcher.progressAt = n > 0 ? now() : watcher.progressAt;
+    } else {
+      watcher.pending.push(...rest(views, 0));
+      watcher.pendingBytes += size;
+    }
+    drainWatcher(lane, id, watcher);
+  };
+
+  /** The views of frames [from, to) of `frames` (FRAME_WIDTH numbers each), with their lateness spliced in. */
+  const frameViews = (
+    bytes: Uint8Array,
+    frames: readonly number[],
+    from: number,
+    to: number,
+    late: (i: number) => number,
+  ) => {
+    const views: Uint8Array[] = [];
+    let size = 0;
+    for (let i = from; i < to; i++) {
+      const at = i * FRAME_WIDTH;
+      const start = RING.dataOffset + frames[at]!;
+      const length = frames[at + 1]!;
+      const latePos = frames[at + 2]!;
+      if (length === 0) continue; // a deadline without a frame
+      const digits = Buffer.from(String(late(i)), 'latin1');
+      views.push(
+        bytes.subarray(start, start + latePos),
+        digits,
+        bytes.subarray(start + latePos, start + length),
+      );
+      size += length + digits.length;
+    }
+    return { views, size };
+  };
+
+  return {
+    /** The lane's ring, posted by the main thread before its first frame. */
+    buffer(lane: number, ring: SharedArrayBuffer): void {
+      const target = outlet(lane);
+      target.bytes = new Uint8Array(ring);
+      target.header = new Int32Array(ring, 0, RING.headerWords);
+    },
+
+    /**
+     * A new watcher of `lane` on descriptor `fd`: `first` goes out at once,
+     * then the frames released since the main thread last looked (from event
+     * `fromIndex` on, still in the ring), then every frame released from now.
+     */
+    attach(lane: number, id: number, fd: number, fromIndex: number, first: string): void {
+      const target = outlet(lane);
+      const watcher: SocketWatcher = { fd, pending: [], pendingBytes: 0, progressAt: now(), ending: false };
+      target.watchers.set(id, watcher);
+      const text = Buffer.from(first, 'utf8');
+      deliver(lane, id, watcher, [text], text.length);
+      if (!target.bytes || !target.watchers.has(id)) return;
+      const gap: number[] = [];
+      const lateness: number[] = [];
+      for (let at = 0; at < target.released.length; at += FRAME_WIDTH + 1) {
+        if (target.released[at + 3]! < fromIndex) continue;
+        for (let k = 0; k < FRAME_WIDTH; k++) gap.push(target.released[at + k]!);
+        lateness.push(target.released[at + FRAME_WIDTH]!);
+      }
+      if (lateness.length === 0) return;
+      const { views, size } = frameViews(target.bytes, gap, 0, lateness.length, (i) => lateness[i]!);
+      deliver(lane, id, watcher, views, size);
+    },
+
+    /** Text for one watcher (id 0: every watcher of the lane), in order with the frames. */
+    send(lane: number, id: number, text: string): void {
+      const target = outlets.get(lane);
+      if (!target) return;
+      const bytes = Buffer.from(text, 'utf8');
+      for (const [watcherId, watcher] of target.watchers)
+        if (id === 0 || id === watcherId) deliver(lane, watcherId, watcher, [bytes], bytes.length);
+    },
+
+    /** Closes the watcher once what it has waiting is out. */
+    end(lane: number, id: number): void {
+      const watcher = outlets.get(lane)?.watchers.get(id);
+      if (!watcher) return;
+      watcher.ending = true;
+      drainWatcher(lane, id, watcher);
+    },
+
+    /** The main thread saw the stream close: drop it. */
+    detach(lane: number, id: number): void {
+      const watcher = outlets.get(lane)?.watchers.get(id);
+      if (watcher) close(lane, id, watcher, CLOSE_REASON.gone);
+    },
+
+    /** The lane's deadlines were cleared: its released frames are the main thread's again. */
+    clear(lane: number, dropRing: boolean): void {
+      const target = outlets.get(lane);
+      if (!target) return;
+      target.released = [];
+      if (dropRing) {
+        target.bytes = null;
+        target.header = null;
+      }
+      if (!target.bytes && target.watchers.size === 0) outlets.delete(lane);
+    },
+
+    /**
+     * Writes frames [from, to) of `frames` released `late(i)` ns late to the
+     * lane's watchers; true when one or more watchers were written to.
+     */
+    release(
+      lane: number,
+      frames: readonly number[],
+      from: number,
+      to: number,
+      late: (i: number) => number,
+    ): boolean {
+      const target = outlets.get(lane);
+      if (!target?.bytes || from === to) return false;
+      if (target.header) {
+        // keep what a watcher attaching now may still need: frames the main thread has not taken
+        const processed = Atomics.load(target.header, RING.processedIndex);
+        if (target.released.length > 4096 * (FRAME_WIDTH + 1)) {
+          const kept: number[] = [];
+          for (let at = 0; at < target.released.length; at += FRAME_WIDTH + 1)
+            if (target.released[at + 3]! >= processed)
+              for (let k = 0; k <= FRAME_WIDTH; k++) kept.push(target.released[at + k]!);
+          target.released = kept;
+        }
+      }
+      for (let i = from; i < to; i++) {
+        if (frames[i * FRAME_WIDTH + 1] === 0) continue;
+        for (let k = 0; k < FRAME_WIDTH; k++) target.released.push(frames[i * FRAME_WIDTH + k]!);
+        target.released.push(late(i));
+      }
+      if (target.watchers.size === 0) return false;
+      const { views, size } = frameViews(target.bytes, frames, from, to, late);
+      if (size === 0) return false;
+      for (const [id, watcher] of target.watchers) deliver(lane, id, watcher, views, size);
+      return true;
+    },
+
+    /** True while some watcher has bytes waiting for its socket. */
+    get backlogged(): boolean {
+      return backlog.size > 0;
+    },
+
+    /** Retries every watcher with bytes waiting. */
+    retry(): void {
+      const entries = [...backlog];
+      backlog.clear();
+      for (const [watcher, { lane, id }] of entries) drainWatcher(lane, id, watcher);
+    },
+  };
+}
