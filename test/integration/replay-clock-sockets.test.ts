@@ -1,0 +1,99 @@
+/**
+ * The real clock thread writes a handed-over stream's frames itself: with
+ * the main thread blocked for the whole replay (as a burst of queries would
+ * hold it), every frame is still written on its deadline, in order, with the
+ * lateness the clock released it at; the stream's bytes reach the client
+ * exactly once. Times are compared only with each other (written before the
+ * main thread was free again), never with a fixed bound.
+ */
+import { once } from 'node:events';
+import { createServer, connect, type Socket } from 'node:net';
+import { silentLogger } from '../../core/log/logger';
+import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
+import type { SocketClosed } from '../../daemon/replay/clock/replay-clock';
+
+const FRAMES = 20;
+const GAP_NS = 5_000_000n;
+
+/** A connected pair over loopback: the server's side (handed to the clock) and the client's. */
+async function connection(): Promise<{ server: Socket; client: Socket; close: () => void }> {
+  const listener = createServer();
+  listener.listen(0, '127.0.0.1');
+  await once(listener, 'listening');
+  const accepted = once(listener, 'connection');
+  const { port } = listener.address() as { port: number };
+  const client = connect(port, '127.0.0.1');
+  const [server] = (await accepted) as [Socket];
+  return {
+    server,
+    client,
+    close: () => {
+      client.destroy();
+      server.destroy();
+      listener.close();
+    },
+  };
+}
+
+const fdOf = (socket: Socket) => (socket as unknown as { _handle: { fd: number } })._handle.fd;
+
+describe('the clock thread writing a stream while the main thread is blocked', () => {
+  let clock: HighResClock;
+  beforeAll(async () => {
+    clock = new HighResClock(silentLogger);
+    await clock.ready();
+  });
+  afterAll(() => clock.close());
+
+  it('writes every frame on its deadline, in order, before the main thread is free again', async () => {
+    const { server, client, close } = await connection();
+    let received = '';
+    client.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+    const closed: SocketClosed[] = [];
+    const lane = clock.lane();
+    const watcher = lane.sockets!.attach(fdOf(server), 0, 'event: state\n\n', (reason) =>
+      closed.push(reason),
+    );
+
+    const released: { deadline: bigint; releasedAt: bigint; writtenAt: bigint | null }[] = [];
+    const start = clock.now() + clock.leadNs(FRAMES) + 20_000_000n;
+    for (let i = 0; i < FRAMES; i++) {
+      const deadline = start + BigInt(i) * GAP_NS;
+      lane.at(deadline, (releasedAt, writtenAt) => released.push({ deadline, releasedAt, writtenAt }), {
+        index: i,
+        head: `id: ${i}\nevent: replay\ndata: {"emitted_late_ns":`,
+        tail: '}\n\n',
+      });
+    }
+    // the deadlines reach the thread at the end of this task: block the main thread in the next one
+    await new Promise((resolve) => setImmediate(resolve));
+    const last = start + BigInt(FRAMES - 1) * GAP_NS;
+    while (clock.now() < last + 20_000_000n) {
+      // busy, as a main thread serving a burst of queries is: no timer, no I/O runs
+    }
+    const freeAt = clock.now();
+
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(released).toHaveLength(FRAMES);
+    for (const r of released) {
+      expect(r.writtenAt).not.toBeNull();
+      expect(r.writtenAt!).toBeLessThan(freeAt);
+      expect(r.writtenAt!).toBeGreaterThanOrEqual(r.releasedAt);
+      expect(r.releasedAt).toBeGreaterThanOrEqual(r.deadline);
+    }
+    const lateness = released.map((r) => String(r.releasedAt - r.deadline));
+    const expected =
+      'event: state\n\n' +
+      lateness.map((late, i) => `id: ${i}\nevent: replay\ndata: {"emitted_late_ns":${late}}\n\n`).join('');
+    expect(received).toBe(expected);
+
+    // the end comes after what was sent before it, then the clock's copy of the socket is closed
+    lane.sockets!.send(watcher, ': bye\n\n');
+    lane.sockets!.end(watcher);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(closed).toEqual(['ended']);
+    expect(received).toBe(`${expected}: bye\n\n`);
+    lane.clear(true);
+    close();
+  }, 30_000);
+});
