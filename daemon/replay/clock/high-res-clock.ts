@@ -16,6 +16,7 @@ import type { Logger } from '../../../core/log/logger';
 import { nativeAddon } from '../../../core/native/addon';
 import { asClockError } from './clock-error';
 import { startThread } from '../../../core/threads/start-thread';
+import { Fifo } from '../fifo';
 import { SEND_BUFFER } from '../stream/send-buffer';
 import { CLOSE_REASON, RING } from './clock-sockets';
 import {
@@ -90,7 +91,7 @@ export interface HighResClockOptions {
 class HighResLane implements ClockLane {
   generation = 0;
   /** in deadline order; a session keeps at most its lookahead here */
-  waiting: Waiting[] = [];
+  readonly waiting = new Fifo<Waiting>();
   /** the frames' bytes, handed to the clock thread (null until the first frame) */
   private ring: Buffer | null = null;
   private header: Int32Array | null = null;
@@ -116,7 +117,9 @@ class HighResLane implements ClockLane {
   /** Where up to `length` bytes go: at the write position, or at the ring's start if they might wrap. */
   private placement(length: number): { offset: number; skip: number } {
     const offset = this.written % LANE_RING_BYTES;
-    return offset + length > LANE_RING_BYTES ? { offset: 0, skip: LANE_RING_BYTES - offset } : { offset, skip: 0 };
+    return offset + length > LANE_RING_BYTES
+      ? { offset: 0, skip: LANE_RING_BYTES - offset }
+      : { offset, skip: 0 };
   }
 
   fits(frame: LateFrame): boolean {
@@ -131,14 +134,23 @@ class HighResLane implements ClockLane {
       this.clock.queue(this, COMMAND.at, Number(this.clock.sinceEpoch(deadline)), 0, 0, 0, -1);
       return;
     }
-    if (!this.fits(frame)) throw new Error(`replay clock: lane ${this.id} has no room for frame ${frame.index}`);
+    if (!this.fits(frame))
+      throw new Error(`replay clock: lane ${this.id} has no room for frame ${frame.index}`);
     const ring = this.ensureRing();
     const { offset, skip } = this.placement(HighResLane.maxBytes(frame));
     const head = ring.write(frame.head, RING.dataOffset + offset, 'utf8');
     const length = head + ring.write(frame.tail, RING.dataOffset + offset + head, 'utf8');
     this.written += skip + length;
     this.waiting.push({ release, end: this.written, index: frame.index });
-    this.clock.queue(this, COMMAND.at, Number(this.clock.sinceEpoch(deadline)), offset, length, head, frame.index);
+    this.clock.queue(
+      this,
+      COMMAND.at,
+      Number(this.clock.sinceEpoch(deadline)),
+      offset,
+      length,
+      head,
+      frame.index,
+    );
   }
 
   private ensureRing(): Buffer {
@@ -164,7 +176,7 @@ class HighResLane implements ClockLane {
       }
     } else this.clock.queue(this, COMMAND.clear, forGood ? 1 : 0);
     this.generation++;
-    this.waiting = [];
+    this.waiting.clear();
     this.freed = this.written;
     if (forGood) {
       this.ring = null;

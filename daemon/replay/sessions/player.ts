@@ -7,6 +7,7 @@
 import type { ApiEvent } from '../../../core/model';
 import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../clock/replay-clock';
 import type { Schedule } from './schedule';
+import { Fifo } from '../fifo';
 import type { EventStart, Transaction } from './transaction';
 
 /**
@@ -52,7 +53,7 @@ export class Player {
   private anchor = 0n;
   private reader: Iterator<ApiEvent> | null = null;
   /** events read and not yet released, from the session's next index on */
-  private pending: Pending[] = [];
+  private readonly pending = new Fifo<Pending>();
   /** how many of `pending` (from the first) are in the clock's hands */
   private armed = 0;
   private readonly checkpoints: EventStart[] = [];
@@ -80,7 +81,7 @@ export class Player {
 
   /** The next event to be released, if read. */
   head(): Pending | undefined {
-    return this.pending[0];
+    return this.pending.at(0);
   }
 
   /** Where event CHECKPOINT_EVERY × `slot` starts, once read. */
@@ -125,7 +126,7 @@ export class Player {
   drop(): void {
     this.lane.clear(true);
     this.reader = null;
-    this.pending = [];
+    this.pending.clear();
     this.armed = 0;
   }
 
@@ -133,7 +134,7 @@ export class Player {
   private readAhead(nextIndex: number, nextStart: EventStart | undefined, horizonNs: bigint): void {
     this.reader ??= this.transaction.events(nextStart);
     while (this.pending.length < MAX_LOOKAHEAD) {
-      const last = this.pending[this.pending.length - 1];
+      const last = this.pending.at(this.pending.length - 1);
       if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
       const next = this.reader.next();
       if (next.done) break;
@@ -154,7 +155,7 @@ export class Player {
   /** Hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */
   private armMore(): void {
     while (this.armed < this.pending.length) {
-      const entry = this.pending[this.armed]!;
+      const entry = this.pending.at(this.armed)!;
       if (!this.lane.fits(entry.frame)) return;
       const deadline = this.anchor + entry.dueNs;
       this.lane.at(

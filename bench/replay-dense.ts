@@ -1,0 +1,234 @@
+/**
+ * A large, dense transaction replayed as a new user would: 200,000 events
+ * recorded in 0.4 s, replayed by `kreplay replay` (its own process, printing
+ * NDJSON) from the real `kreplay daemon` process, at speed 1 and then 1000.
+ * Meanwhile this process asks GET /healthz and a transaction lookup every
+ * 10 ms. Reported: the session's release lateness (p50/p99/max, from its
+ * record), NDJSON lines printed and how many carry no lateness
+ * (emitted_late_ns null: caught up from the store), and /healthz and lookup latency during the replay against
+ * the same requests with no replay (the anchor, same process, just before).
+ *
+ *   node dist/bench/replay-dense.js [events] [rounds]
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EventBatch } from '../agent/ingest/event-batch';
+import { StoreWriter } from '../agent/store/store-writer';
+import { repoRoot } from '../core/repo-root';
+import { printTable } from './table';
+
+const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
+const RECORDED_NS = 400_000_000;
+const LOOKUP_TRANSACTIONS = 100;
+const POLL_MS = 10;
+const log = (msg: string) => process.stderr.write(`[bench:replay-dense] ${msg}\n`);
+
+function writeData(dir: string, events: number): void {
+  const writer = StoreWriter.open(dir, 'n1');
+  const comm = writer.comms.id('worker');
+  const service = writer.services.id('svc');
+  const dense = writer.contexts.id('dense', null);
+  const chunk = 50_000;
+  for (let from = 0; from < events; from += chunk) {
+    const batch = new EventBatch(chunk);
+    batch.clear(1_795_000_000_000_000_000n);
+    for (let i = from; i < Math.min(events, from + chunk); i++)
+      batch.pushSysWrite({
+        tsOffset: Math.floor((i * RECORDED_NS) / events),
+        dur: 1000,
+        service,
+        ctx: dense,
+        pid: 1,
+        tid: 1,
+        comm,
+        bytes: 64,
+        fd: 3,
+        ret: 64,
+        syscall: 1,
+      });
+    writer.writeBatch(batch);
+  }
+  // what the lookups ask for, later in time
+  const batch = new EventBatch(LOOKUP_TRANSACTIONS * 10);
+  batch.clear(1_795_000_100_000_000_000n);
+  for (let i = 0; i < LOOKUP_TRANSACTIONS * 10; i++)
+    batch.pushSysWrite({
+      tsOffset: i * 1000,
+      dur: 1000,
+      service,
+      ctx: writer.contexts.id(`lookup-${i % LOOKUP_TRANSACTIONS}`, null),
+      pid: 2,
+      tid: 2,
+      comm,
+      bytes: 8,
+      fd: 3,
+      ret: 8,
+      syscall: 1,
+    });
+  writer.writeBatch(batch);
+  writer.close();
+}
+
+async function startDaemon(dataDir: string): Promise<{ url: string; stop: () => void }> {
+  const child = spawn(
+    process.execPath,
+    [KREPLAY, 'daemon', '--data-dir', dataDir, '--port', '0', '--log-format', 'text'],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  let err = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+      const found = /url=(http:\/\/\S+)/.exec(err);
+      if (found) resolve(found[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`daemon exited ${code}: ${err}`)));
+  });
+  return { url, stop: () => child.kill('SIGTERM') };
+}
+
+const quantile = (values: number[], q: number) =>
+  values.length === 0 ? NaN : [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]!;
+
+/** Latencies (ms) of /healthz and of a transaction lookup, asked in turn every POLL_MS until `until` settles. */
+async function poll(url: string, until: Promise<unknown>): Promise<{ health: number[]; lookup: number[] }> {
+  let done = false;
+  void until.finally(() => (done = true));
+  const health: number[] = [];
+  const lookup: number[] = [];
+  for (let i = 0; !done; i++) {
+    const timed = async (path: string, into: number[]) => {
+      const t = process.hrtime.bigint();
+      const res = await fetch(`${url}${path}`);
+      await res.arrayBuffer();
+      if (!res.ok) throw new Error(`${path}: ${res.status}`);
+      into.push(Number(process.hrtime.bigint() - t) / 1e6);
+    };
+    await timed('/healthz', health);
+    await timed(`/api/events?transaction_id=lookup-${i % LOOKUP_TRANSACTIONS}`, lookup);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+  return { health, lookup };
+}
+
+interface Run {
+  speed: number;
+  lines: number;
+  nullLateness: number;
+  releaseP50Ms: number;
+  releaseP99Ms: number;
+  releaseMaxMs: number;
+  wallSeconds: number;
+  health: number[];
+  lookup: number[];
+}
+
+async function replay(url: string, speed: number): Promise<Run> {
+  const started = process.hrtime.bigint();
+  const cli = spawn(
+    process.execPath,
+    [KREPLAY, 'replay', 'dense', '--speed', String(speed), '--server', url],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let lines = 0;
+  let nullLateness = 0;
+  let rest = '';
+  cli.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    const text = rest + chunk;
+    const parts = text.split('\n');
+    rest = parts.pop()!;
+    for (const line of parts) {
+      if (!line.startsWith('{')) continue;
+      lines++;
+      if (line.includes('"emitted_late_ns":null')) nullLateness++;
+    }
+  });
+  let errText = '';
+  cli.stderr.setEncoding('utf8').on('data', (chunk: string) => (errText += chunk));
+  const exited = new Promise<number | null>((resolve) => cli.once('exit', resolve));
+  const { health, lookup } = await poll(url, exited);
+  const code = await exited;
+  if (code !== 0) throw new Error(`kreplay replay exited ${code}: ${errText}`);
+  const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const list = (await (await fetch(`${url}/api/replay/sessions`)).json()) as {
+    sessions?: { timing: Record<string, number | null> }[];
+  };
+  const sessions = list.sessions ?? (list as unknown as { timing: Record<string, number | null> }[]);
+  const timing = sessions.at(-1)!.timing;
+  return {
+    speed,
+    lines,
+    nullLateness,
+    releaseP50Ms: Number(timing.lateness_p50_ns) / 1e6,
+    releaseP99Ms: Number(timing.lateness_p99_ns) / 1e6,
+    releaseMaxMs: Number(timing.lateness_max_ns) / 1e6,
+    wallSeconds,
+    health,
+    lookup,
+  };
+}
+
+async function main(): Promise<void> {
+  const events = Number(process.argv[2] ?? 200_000);
+  const rounds = Number(process.argv[3] ?? 2);
+  const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-dense-'));
+  log(`writing ${events} events of one transaction over ${RECORDED_NS / 1e6} ms to ${dir}`);
+  writeData(dir, events);
+  const daemon = await startDaemon(dir);
+  const rows: string[][] = [];
+  try {
+    for (let round = 1; round <= rounds; round++) {
+      // the anchor: the same requests for 2 s with no replay
+      const quiet = await poll(daemon.url, new Promise((resolve) => setTimeout(resolve, 2000)));
+      rows.push([
+        String(round),
+        'no replay (anchor)',
+        '',
+        '',
+        '',
+        `${quantile(quiet.health, 0.99).toFixed(2)}`,
+        `${quantile(quiet.lookup, 0.99).toFixed(2)}`,
+      ]);
+      for (const speed of [1, 1000]) {
+        log(`round ${round}: speed ${speed}`);
+        const r = await replay(daemon.url, speed);
+        rows.push([
+          String(round),
+          `speed ${speed}, ${r.wallSeconds.toFixed(2)} s`,
+          `${r.lines}`,
+          `${r.nullLateness}`,
+          `${r.releaseP50Ms.toFixed(3)} / ${r.releaseP99Ms.toFixed(3)} / ${r.releaseMaxMs.toFixed(1)}`,
+          `${quantile(r.health, 0.99).toFixed(2)} (max ${Math.max(...r.health).toFixed(1)})`,
+          `${quantile(r.lookup, 0.99).toFixed(2)} (max ${Math.max(...r.lookup).toFixed(1)})`,
+        ]);
+      }
+    }
+  } finally {
+    daemon.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  printTable(
+    `replay-dense: ${events} events recorded in ${RECORDED_NS / 1e6} ms, one transaction; ms`,
+    rows,
+    [
+      'round',
+      'run',
+      'NDJSON lines',
+      'lateness null',
+      'release p50 / p99 / max',
+      '/healthz p99',
+      'lookup p99',
+    ],
+  );
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
