@@ -68,6 +68,8 @@ const RELEASES = 1 << 14;
  * even a dense transaction (MAX_LOOKAHEAD events of ~1 KiB).
  */
 const LANE_RING_BYTES = 16 << 20;
+/** Releases run for at most this long before the event loop gets a turn. */
+const RELEASE_SLICE_MS = 2;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
 const SYNC_TIMEOUT_MS = 2000;
 const SOCKET_CLOSED: readonly SocketClosed[] = ['ended', 'cut', 'gone'];
@@ -353,7 +355,7 @@ export class HighResClock implements ReplayClock {
         );
       Atomics.wait(this.control, LAYOUT.ack, ack, 1);
     }
-    if (!this.releasing) this.readReleases();
+    if (!this.releasing) this.readReleases(Infinity);
   }
 
   /** The sockets API of `lane`: every call is a command in order with the lane's deadlines. */
@@ -401,17 +403,26 @@ export class HighResClock implements ReplayClock {
     }
   }
 
-  /** Runs every release in the ring, then asks for a doorbell again. */
-  private readReleases(): void {
+  /**
+   * Runs every release in the ring, then asks for a doorbell again. Past
+   * `budgetMs` it lets the event loop turn and comes back (the doorbell stays
+   * off meanwhile): a dense replay the main thread cannot keep up with must
+   * not starve every request behind it.
+   */
+  private readReleases(budgetMs = RELEASE_SLICE_MS): void {
     if (this.releasing) return;
     this.releasing = true;
+    const until = performance.now() + budgetMs;
     try {
       for (;;) {
         const tail = Atomics.load(this.control, LAYOUT.releaseTail);
         let head = this.control[LAYOUT.releaseHead]!;
         for (; head !== tail; head = (head + 1) | 0) {
+          if (performance.now() > until) {
+            setImmediate(() => this.readReleases());
+            return;
+          }
           const slot = (head & (RELEASES - 1)) * LAYOUT.releaseWidth;
-          // taken before it runs: a release may settle, which reads the ring again
           Atomics.store(this.control, LAYOUT.releaseHead, (head + 1) | 0);
           this.report(slot);
         }
@@ -422,8 +433,8 @@ export class HighResClock implements ReplayClock {
       }
     } finally {
       this.releasing = false;
+      this.keepAlive();
     }
-    this.keepAlive();
   }
 
   private report(slot: number): void {

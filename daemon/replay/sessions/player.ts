@@ -20,6 +20,12 @@ import type { EventStart, Transaction } from './transaction';
  */
 const LOOKAHEAD_NS = 250_000_000n;
 const MIN_LOOKAHEAD = 64;
+/**
+ * Events one refill reads at most (one store chunk): the rest waits for the
+ * next release, so that a dense replay's read-ahead comes in slices between
+ * which the event loop serves requests.
+ */
+const READ_PER_REFILL = 256;
 export const MAX_LOOKAHEAD = 16384;
 /** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
 export const CHECKPOINT_EVERY = 1024;
@@ -108,7 +114,7 @@ export class Player {
 
   /** After a release: reads and arms what is due within the lookahead; false when nothing is left. */
   refill(nextIndex: number, nextStart: EventStart | undefined): boolean {
-    this.readAhead(nextIndex, nextStart, this.wallNow() + LOOKAHEAD_NS);
+    this.readAhead(nextIndex, nextStart, this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
     this.armMore();
     return this.pending.length > 0;
   }
@@ -130,10 +136,15 @@ export class Player {
     this.armed = 0;
   }
 
-  /** Reads events until one is due after wall offset `horizonNs`, within the lookahead's bounds. */
-  private readAhead(nextIndex: number, nextStart: EventStart | undefined, horizonNs: bigint): void {
+  /** Reads events (`most` at most) until one is due after wall offset `horizonNs`, within the lookahead's bounds. */
+  private readAhead(
+    nextIndex: number,
+    nextStart: EventStart | undefined,
+    horizonNs: bigint,
+    most = MAX_LOOKAHEAD,
+  ): void {
     this.reader ??= this.transaction.events(nextStart);
-    while (this.pending.length < MAX_LOOKAHEAD) {
+    for (let read = 0; read < most && this.pending.length < MAX_LOOKAHEAD; read++) {
       const last = this.pending.at(this.pending.length - 1);
       if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
       const next = this.reader.next();
