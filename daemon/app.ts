@@ -19,6 +19,7 @@ import { StreamLimits } from './replay/stream/stream-limits';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
+import type { PoolHealth } from './store/query-pool/query-pool';
 import { webRouter } from './web/web-router';
 
 export interface AppDeps {
@@ -40,6 +41,8 @@ export interface AppDeps {
   metrics?: DaemonMetrics;
   /** how many event streams may be open (default: the defaults of stream-limits.ts) */
   streamLimits?: StreamLimits;
+  /** the query workers' state, for /readyz, when queries run on them */
+  queryWorkers?: () => PoolHealth;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -56,7 +59,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(checkHost(deps.allowedHosts ?? []));
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
   }
-  app.use(healthRouter(deps.stores));
+  app.use(healthRouter(deps.stores, deps.queryWorkers));
   app.use(openApiRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
   const events = deps.events ?? nodeStoresReader(deps.stores);

@@ -138,6 +138,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       eventsJson: pool?.json,
+      queryWorkers: pool && (() => pool.health()),
       streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
       tokens,
       metrics,

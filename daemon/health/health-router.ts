@@ -3,12 +3,14 @@
  * /healthz: the process answers. /readyz: what it serves from, store by
  * store: 200 when every `.db` file of the data dir is served, 503 naming
  * what is not (a data dir it cannot list, a store it skipped as damaged or
- * unreadable), with the newest event's age per store for staleness alerts.
+ * unreadable), with the newest event's age per store for staleness alerts;
+ * and the query workers: 503 while none is up (they keep dying), naming why.
  */
 import { Router } from 'express';
 import type { NodeStores } from '../store/node-stores';
+import type { PoolHealth } from '../store/query-pool/query-pool';
 
-export function healthRouter(stores: NodeStores): Router {
+export function healthRouter(stores: NodeStores, queryWorkers?: () => PoolHealth): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -24,12 +26,14 @@ export function healthRouter(stores: NodeStores): Router {
         newest_event_age_s: newest === null ? null : Number(now - newest) / 1e9,
       };
     });
-    const ready = dirError === null && skipped.length === 0;
+    const workers = queryWorkers?.();
+    const ready = dirError === null && skipped.length === 0 && (!workers || workers.up > 0);
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'degraded',
       data_dir_error: dirError,
       stores: served,
       skipped,
+      ...(workers && { query_workers: workers }),
     });
   });
   return router;

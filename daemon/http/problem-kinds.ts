@@ -28,6 +28,8 @@ export const PROBLEM_KINDS = {
   'too-busy': { status: 503, title: 'Service Unavailable' },
   // a query ran past --query-timeout
   'query-timeout': { status: 503, title: 'Service Unavailable' },
+  // every query worker died and is waiting to be started again
+  'query-workers-down': { status: 503, title: 'Service Unavailable' },
   // a node store SQLite found damaged mid-read: the detail names the file; later queries skip it
   'store-damaged': { status: 500, title: 'Internal Server Error' },
   internal: { status: 500, title: 'Internal Server Error' },

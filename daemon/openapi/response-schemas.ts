@@ -136,5 +136,18 @@ export const readinessSchema = z
       z.strictObject({ node: z.string(), file: z.string(), newest_event_age_s: z.number().nullable() }),
     ),
     skipped: z.array(z.strictObject({ file: z.string(), reason: z.string() })),
+    query_workers: z
+      .strictObject({
+        workers: z.number().int(),
+        up: z.number().int(),
+        restarting: z.array(
+          z.strictObject({
+            failures: z.number().int(),
+            error: z.string().nullable(),
+            restart_in_s: z.number(),
+          }),
+        ),
+      })
+      .optional(),
   })
   .meta({ id: 'Readiness' });

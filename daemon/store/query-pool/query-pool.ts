@@ -7,7 +7,10 @@
  * takes it (the queue's bound limits the wait before): past it the client
  * gets 503 query-timeout, and the worker is terminated (SQLite's statement
  * with it: better-sqlite3 cannot interrupt one) and replaced, so the pool
- * stays whole.
+ * stays whole. A worker that dies on its own is restarted at once, and
+ * again after 0.1, 0.2, 0.4 … s (at most 30 s) while it keeps dying before it
+ * has served for a while; while no worker is up, queries are refused with
+ * 503 query-workers-down naming why, and /readyz says so.
  */
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
@@ -22,6 +25,11 @@ import { fromWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } f
 export const DEFAULT_QUERY_WORKERS = availableParallelism();
 export const DEFAULT_MAX_QUEUED_QUERIES = 256;
 export const DEFAULT_QUERY_TIMEOUT_MS = 10_000;
+/** Restart delays of a worker that keeps dying: none the first time, then doubling from this, up to the max. */
+const RESTART_BASE_MS = 100;
+const RESTART_MAX_MS = 30_000;
+/** A worker up this long before it died was healthy: its next death restarts it at once. */
+const HEALTHY_AFTER_MS = 10_000;
 
 export interface QueryPoolOptions {
   dataDir: string;
@@ -31,6 +39,8 @@ export interface QueryPoolOptions {
   timeoutMs?: number;
   /** told when a worker finds a store damaged (the other workers are told here) */
   onDamaged?: (damage: StoreError) => void;
+  /** the workers' thread module (a directory and name, as startThread takes them); the query worker by default */
+  workerModule?: { dir: string; name: string };
 }
 
 interface Job {
@@ -48,6 +58,13 @@ interface Slot {
   /** resolved once the worker's stores are open: queries go only to workers that are up */
   up: Promise<void>;
   isUp: boolean;
+  upAt: number;
+  /** deaths in a row, each before it had been up HEALTHY_AFTER_MS; and the last one's cause */
+  failures: number;
+  error: string | null;
+  /** when a dead worker is started again */
+  restartAt: number | null;
+  restartTimer: NodeJS.Timeout | undefined;
 }
 
 export interface PoolStats {
@@ -56,6 +73,14 @@ export interface PoolStats {
   queued: number;
   /** time workers have spent on queries, summed */
   busySeconds: number;
+}
+
+/** The workers as /readyz reports them. */
+export interface PoolHealth {
+  workers: number;
+  up: number;
+  /** workers that died and are waiting to be started again */
+  restarting: { failures: number; error: string | null; restart_in_s: number }[];
 }
 
 export class QueryPool {
@@ -70,7 +95,11 @@ export class QueryPool {
   constructor(private readonly options: QueryPoolOptions) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
     this.maxQueued = options.maxQueued ?? DEFAULT_MAX_QUEUED_QUERIES;
-    for (let i = 0; i < (options.workers ?? DEFAULT_QUERY_WORKERS); i++) this.slots.push(this.spawn());
+    for (let i = 0; i < (options.workers ?? DEFAULT_QUERY_WORKERS); i++) {
+      const slot = this.newSlot();
+      this.slots.push(slot);
+      this.start(slot);
+    }
   }
 
   /** The node stores' EventReader, answered by the workers. */
@@ -105,15 +134,46 @@ export class QueryPool {
     };
   }
 
+  health(): PoolHealth {
+    const now = Date.now();
+    return {
+      workers: this.slots.length,
+      up: this.slots.filter((slot) => slot.isUp).length,
+      restarting: this.slots
+        .filter((slot) => slot.restartAt !== null)
+        .map((slot) => ({
+          failures: slot.failures,
+          error: slot.error,
+          restart_in_s: Math.max(0, (slot.restartAt! - now) / 1000),
+        })),
+    };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const job of this.queue.splice(0))
       this.fail(job, new ProblemError('shutting-down', 'the daemon is shutting down'));
+    for (const slot of this.slots) if (slot.restartAt !== null) clearTimeout(slot.restartTimer);
     await Promise.all(this.slots.map((slot) => slot.worker.terminate()));
+  }
+
+  /** 503 while no worker is up and each has died since it last served: queries would wait for nothing. */
+  private down(): ProblemError | null {
+    if (this.slots.some((slot) => slot.isUp || slot.restartAt === null)) return null;
+    const next = Math.min(...this.slots.map((slot) => slot.restartAt!));
+    const error = this.slots.find((slot) => slot.error)?.error ?? 'unknown';
+    return new ProblemError(
+      'query-workers-down',
+      `no query worker is running: they keep dying (${error}); the next starts in ${Math.ceil((next - Date.now()) / 1000)} s`,
+      undefined,
+      { 'Retry-After': String(Math.max(1, Math.ceil((next - Date.now()) / 1000))) },
+    );
   }
 
   private call<T>(op: string, ...args: unknown[]): Promise<T> {
     if (this.closed) return Promise.reject(new ProblemError('shutting-down', 'the daemon is shutting down'));
+    const down = this.down();
+    if (down) return Promise.reject(down);
     if (this.queue.length >= this.maxQueued)
       return Promise.reject(
         new ProblemError(
@@ -147,19 +207,34 @@ export class QueryPool {
     }
   }
 
-  private spawn(): Slot {
-    const data: QueryWorkerData = { dataDir: this.options.dataDir };
-    const worker = startThread(__dirname, 'query-worker-main', { workerData: data, name: 'query-worker' });
-    let up = () => undefined as void;
-    const slot: Slot = {
-      worker,
+  private newSlot(): Slot {
+    return {
+      worker: null as unknown as Worker,
       job: null,
       since: 0,
       isUp: false,
-      up: new Promise<void>((resolve) => (up = resolve)),
+      upAt: 0,
+      up: Promise.resolve(),
+      failures: 0,
+      error: null,
+      restartAt: null,
+      restartTimer: undefined,
     };
+  }
+
+  /** Starts a worker in `slot` (a new one, or in place of one that died or was terminated). */
+  private start(slot: Slot): void {
+    slot.restartAt = null;
+    slot.isUp = false;
+    const data: QueryWorkerData = { dataDir: this.options.dataDir };
+    const module = this.options.workerModule ?? { dir: __dirname, name: 'query-worker-main' };
+    const worker = startThread(module.dir, module.name, { workerData: data, name: 'query-worker' });
+    slot.worker = worker;
+    let up = () => undefined as void;
+    slot.up = new Promise<void>((resolve) => (up = resolve));
     worker.once('message', () => {
       slot.isUp = true;
+      slot.upAt = Date.now();
       up();
       this.dispatch();
     });
@@ -176,18 +251,42 @@ export class QueryPool {
       }
       this.dispatch();
     });
-    worker.on('error', (err) => this.options.log.error('query worker failed', { error: err.message }));
-    worker.on('exit', () => {
-      const index = this.slots.indexOf(slot);
-      if (this.closed || index < 0) return;
-      // a worker that died on its own: its query fails, a new one takes its place
-      const job = slot.job;
-      this.release(slot);
-      if (job) this.fail(job, new Error('the query worker running this query died'));
-      this.slots[index] = this.spawn();
-      this.dispatch();
+    let cause: string | null = null;
+    worker.on('error', (err) => {
+      cause = err.message;
+      this.options.log.error('query worker failed', { error: err.message });
     });
-    return slot;
+    worker.on('exit', (code) => {
+      // terminated on purpose (a timeout, the end): whoever did it starts the next
+      if (this.closed || slot.worker !== worker) return;
+      this.died(slot, cause ?? `exited with code ${code}`);
+    });
+  }
+
+  /** A worker that died on its own: its query fails, and it is started again, later if it keeps dying. */
+  private died(slot: Slot, error: string): void {
+    const job = slot.job;
+    this.release(slot);
+    if (job) this.fail(job, new Error(`the query worker running this query died: ${error}`));
+    const healthy = slot.isUp && Date.now() - slot.upAt >= HEALTHY_AFTER_MS;
+    slot.isUp = false;
+    slot.failures = healthy ? 1 : slot.failures + 1;
+    slot.error = error;
+    const delay =
+      slot.failures <= 1 ? 0 : Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** (slot.failures - 2));
+    slot.restartAt = Date.now() + delay;
+    slot.restartTimer = setTimeout(() => {
+      if (this.closed) return;
+      this.start(slot);
+      this.dispatch();
+    }, delay).unref();
+    this.options.log.warn('query worker died; starting another', {
+      error,
+      failures: slot.failures,
+      delayMs: delay,
+    });
+    const down = this.down();
+    if (down) for (const queued of this.queue.splice(0)) this.fail(queued, down);
   }
 
   /** Every reader skips a damaged store from now on, not only the worker that found it. */
@@ -217,10 +316,10 @@ export class QueryPool {
       { 'Retry-After': '1' },
     );
     // the statement cannot be interrupted: the worker goes with it, a fresh one replaces it
-    const index = this.slots.indexOf(slot);
     this.release(slot);
-    this.slots[index] = this.spawn();
-    void slot.worker.terminate();
+    const stuck = slot.worker;
+    this.start(slot);
+    void stuck.terminate();
     job.reject(timeout);
     this.options.log.warn('query timed out; its worker was replaced', {
       op: job.request.op,
