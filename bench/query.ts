@@ -2,13 +2,15 @@
  * Query benchmark: GET /api/events over HTTP against a daemon child process
  * on a multi-node dataset, per query shape: p50/p99 latency over many keys,
  * the same SQL timed in the sqlite3 CLI in the same run, requests/s under
- * wrk, and the daemon's RSS around a 10,000-event page.
+ * wrk, and the daemon's RSS around a 10,000-event page. The daemon runs once
+ * per query-worker count (KREPLAY_BENCH_QUERY_WORKERS, default 1,2,4), and
+ * each also serves a `mixed` wrk load cycling through every shape's keys.
  *
  *   node dist/bench/query.js            (KREPLAY_BENCH_EVENTS=10000000 by default)
  *   KREPLAY_BENCH_EVENTS=300000 KREPLAY_BENCH_REQUESTS=200 KREPLAY_BENCH_WRK_SECONDS=3 node dist/bench/query.js
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, get as httpGet } from 'node:http';
 import { dirname, join } from 'node:path';
 import { parse } from 'node:querystring';
@@ -32,6 +34,8 @@ export interface QueryBenchOptions {
   /** keys (distinct requests) per shape */
   requests: number;
   wrkSeconds: number;
+  /** the daemon's --query-workers, one run each */
+  workerCounts: number[];
 }
 
 interface Key {
@@ -52,6 +56,7 @@ interface Shape {
 }
 
 export interface ShapeResult {
+  workers: number;
   shape: string;
   keys: number;
   medianEvents: number;
@@ -235,7 +240,11 @@ async function sqliteLatencies(clis: SqliteCli[], stores: NodeStore[], keys: Key
   return ms;
 }
 
-function runWrk(base: string, shape: Shape, seconds: number): { rps: number; errors: string } {
+function runWrk(
+  base: string,
+  shape: Shape,
+  seconds: number,
+): { rps: number; errors: string; p50Ms: number; p99Ms: number } {
   const script = join(OUT, `wrk-${shape.name.replace(/\W+/g, '-')}.lua`);
   const paths = shape.keys.map((k) => JSON.stringify(`/api/events?${k.query}`)).join(',\n');
   writeFileSync(
@@ -245,7 +254,7 @@ function runWrk(base: string, shape: Shape, seconds: number): { rps: number; err
       `  i = tonumber(wrk.thread:get("offset")) or 0\nend\nfunction request()\n  i = i + 1\n` +
       `  return wrk.format("GET", paths[(i % #paths) + 1])\nend\n`,
   );
-  const out = spawnSync('wrk', ['-t2', '-c32', `-d${seconds}s`, '-s', script, base], {
+  const out = spawnSync('wrk', ['-t2', '-c32', `-d${seconds}s`, '--latency', '-s', script, base], {
     encoding: 'utf8',
     timeout: (seconds + 30) * 1000,
   });
@@ -254,7 +263,17 @@ function runWrk(base: string, shape: Shape, seconds: number): { rps: number; err
     .map((re) => re.exec(out.stdout)?.[0])
     .filter(Boolean)
     .join('; ');
-  return { rps, errors: errors || (out.status === 0 ? 'none' : `wrk exited ${out.status}: ${out.stderr}`) };
+  // wrk --latency: "50%  1.23ms" / "99%  15.00ms" (or us, s)
+  const quantileMs = (q: string) => {
+    const m = new RegExp(`^\\s*${q}%\\s+([\\d.]+)(us|ms|s)$`, 'm').exec(out.stdout);
+    return m ? Number(m[1]) * (m[2] === 'us' ? 1e-3 : m[2] === 's' ? 1e3 : 1) : NaN;
+  };
+  return {
+    rps,
+    errors: errors || (out.status === 0 ? 'none' : `wrk exited ${out.status}: ${out.stderr}`),
+    p50Ms: quantileMs('50'),
+    p99Ms: quantileMs('99'),
+  };
 }
 
 function rssMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
@@ -262,24 +281,37 @@ function rssMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)![1]) / 1024;
 }
 
-function startDaemon(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+/**
+ * The daemon logs a line per request, as deployed: to a file here, as journald would take them, not to a
+ * pipe this process cannot read while wrk or sqlite3 runs synchronously (a full pipe would block the daemon).
+ */
+async function startDaemon(dataDir: string, workers: number): Promise<{ child: ChildProcess; url: string }> {
+  const logFile = join(OUT, `daemon-${workers}.log`);
+  const fd = openSync(logFile, 'w');
   const child = spawn(
     process.execPath,
-    [join(ROOT, 'bin', 'kreplay.js'), 'daemon', '--data-dir', dataDir, '--port', '0', '--log-format', 'text'],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
+    [
+      join(ROOT, 'bin', 'kreplay.js'),
+      'daemon',
+      '--data-dir',
+      dataDir,
+      '--port',
+      '0',
+      '--log-format',
+      'text',
+      '--query-workers',
+      String(workers),
+    ],
+    { stdio: ['ignore', 'ignore', fd] },
   );
-  return new Promise((resolve, reject) => {
-    let stderr = '';
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (chunk: string) => {
-      stderr += chunk;
-      const url = /listening url=(\S+)/.exec(stderr)?.[1];
-      if (url) resolve({ child, url });
-    });
-    child.once('exit', (code) => reject(new Error(`daemon exited ${code}: ${stderr}`)));
-  });
+  closeSync(fd);
+  for (;;) {
+    const text = readFileSync(logFile, 'utf8');
+    const url = /listening url=(\S+)/.exec(text)?.[1];
+    if (url) return { child, url };
+    if (child.exitCode !== null) throw new Error(`daemon exited ${child.exitCode}: ${text}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 export async function runQueryBench(options: QueryBenchOptions): Promise<QueryBenchResult> {
@@ -292,58 +324,95 @@ export async function runQueryBench(options: QueryBenchOptions): Promise<QueryBe
   stores.close();
   const single = nodeFiles.map((file) => NodeStore.open(file));
   const clis = await Promise.all(nodeFiles.map((file) => SqliteCli.open(file)));
-  const daemon = await startDaemon(data.dir);
-  const pid = daemon.child.pid!;
+  const mixed: Shape = { name: 'mixed (all shapes in turn)', keys: shapes.flatMap((shape) => shape.keys) };
+  let memory: Omit<QueryBenchResult, 'options' | 'shapes'> | undefined;
+  const results: ShapeResult[] = [];
   try {
-    const rssStartMiB = rssMiB(pid, 'VmRSS');
-    const agent = new Agent({ keepAlive: true });
-    const bigPages: number[] = [];
-    for (let i = 1n; i <= 5n; i++) {
-      const from = data.firstTs + (data.spanNs * i) / 6n;
-      bigPages.push((await request(agent, daemon.url, `/api/events?limit=10000&from=${from}`)).ms);
+    log('each shape in sqlite3');
+    const raw = new Map<Shape, number[]>();
+    for (const shape of shapes)
+      raw.set(
+        shape,
+        (await sqliteLatencies(clis, single, shape.keys)).sort((a, b) => a - b),
+      );
+    for (const workers of options.workerCounts) {
+      const daemon = await startDaemon(data.dir, workers);
+      const pid = daemon.child.pid!;
+      try {
+        if (!memory) {
+          const rssStartMiB = rssMiB(pid, 'VmRSS');
+          const agent = new Agent({ keepAlive: true });
+          const bigPages: number[] = [];
+          for (let i = 1n; i <= 5n; i++) {
+            const from = data.firstTs + (data.spanNs * i) / 6n;
+            bigPages.push((await request(agent, daemon.url, `/api/events?limit=10000&from=${from}`)).ms);
+          }
+          agent.destroy();
+          memory = {
+            rssStartMiB,
+            rssAfterBigPagesMiB: rssMiB(pid, 'VmRSS'),
+            bigPageMedianMs: percentile(
+              bigPages.sort((a, b) => a - b),
+              50,
+            ),
+            rssAfterRunsMiB: 0,
+            peakRssMiB: 0,
+          };
+        }
+        for (const shape of shapes) {
+          log(`${workers} workers: ${shape.name}: ${shape.keys.length} keys over HTTP, under wrk`);
+          const http = await httpLatencies(daemon.url, shape.keys);
+          const sqlite = raw.get(shape)!;
+          const ms = http.ms.sort((a, b) => a - b);
+          const wrk = runWrk(daemon.url, shape, options.wrkSeconds);
+          results.push({
+            workers,
+            shape: shape.name,
+            keys: shape.keys.length,
+            medianEvents: percentile(
+              http.events.sort((a, b) => a - b),
+              50,
+            ),
+            httpP50Ms: percentile(ms, 50),
+            httpP99Ms: percentile(ms, 99),
+            sqliteP50Ms: percentile(sqlite, 50),
+            sqliteP99Ms: percentile(sqlite, 99),
+            wrkRequestsPerSecond: wrk.rps,
+            wrkErrors: wrk.errors,
+          });
+        }
+        log(`${workers} workers: mixed load under wrk`);
+        const wrk = runWrk(daemon.url, mixed, options.wrkSeconds);
+        results.push({
+          workers,
+          shape: mixed.name,
+          keys: mixed.keys.length,
+          medianEvents: NaN,
+          // wrk's own latency (under load, 32 connections), not the one-connection figure of the shapes
+          httpP50Ms: wrk.p50Ms,
+          httpP99Ms: wrk.p99Ms,
+          sqliteP50Ms: NaN,
+          sqliteP99Ms: NaN,
+          wrkRequestsPerSecond: wrk.rps,
+          wrkErrors: wrk.errors,
+        });
+        if (memory.peakRssMiB === 0) {
+          memory.rssAfterRunsMiB = rssMiB(pid, 'VmRSS');
+          memory.peakRssMiB = rssMiB(pid, 'VmHWM');
+        }
+      } finally {
+        daemon.child.kill('SIGTERM');
+      }
     }
-    agent.destroy();
-    const rssAfterBigPagesMiB = rssMiB(pid, 'VmRSS');
-    const results: ShapeResult[] = [];
-    for (const shape of shapes) {
-      log(`${shape.name}: ${shape.keys.length} keys over HTTP, in sqlite3, under wrk`);
-      const http = await httpLatencies(daemon.url, shape.keys);
-      const raw = (await sqliteLatencies(clis, single, shape.keys)).sort((a, b) => a - b);
-      const ms = http.ms.sort((a, b) => a - b);
-      const wrk = runWrk(daemon.url, shape, options.wrkSeconds);
-      results.push({
-        shape: shape.name,
-        keys: shape.keys.length,
-        medianEvents: percentile(
-          http.events.sort((a, b) => a - b),
-          50,
-        ),
-        httpP50Ms: percentile(ms, 50),
-        httpP99Ms: percentile(ms, 99),
-        sqliteP50Ms: percentile(raw, 50),
-        sqliteP99Ms: percentile(raw, 99),
-        wrkRequestsPerSecond: wrk.rps,
-        wrkErrors: wrk.errors,
-      });
-    }
-    return {
-      options,
-      shapes: results,
-      rssStartMiB,
-      rssAfterBigPagesMiB,
-      bigPageMedianMs: percentile(
-        bigPages.sort((a, b) => a - b),
-        50,
-      ),
-      rssAfterRunsMiB: rssMiB(pid, 'VmRSS'),
-      peakRssMiB: rssMiB(pid, 'VmHWM'),
-    };
+    return { options, shapes: results, ...memory! };
   } finally {
-    daemon.child.kill('SIGTERM');
     clis.forEach((cli) => cli.close());
     single.forEach((store) => store.close());
   }
 }
+
+/** Two decimals, or nothing where a figure does not apply (the mixed load has no sqlite3 anchor). */
+const fixed = (value: number) => (Number.isNaN(value) ? '' : value.toFixed(2));
 
 export function printQueryBench(result: QueryBenchResult): void {
   const { events, nodes, services } = result.options;
@@ -351,19 +420,21 @@ export function printQueryBench(result: QueryBenchResult): void {
     `query: GET /api/events over HTTP vs the same SQL in the sqlite3 CLI; ${events.toLocaleString('en-US')} events, ` +
       `${nodes} nodes, ${services} services`,
     result.shapes.map((s) => [
+      s.workers,
       s.shape,
       s.keys,
-      s.medianEvents,
-      s.httpP50Ms.toFixed(2),
-      s.httpP99Ms.toFixed(2),
-      s.sqliteP50Ms.toFixed(2),
-      s.sqliteP99Ms.toFixed(2),
-      (s.httpP50Ms / s.sqliteP50Ms).toFixed(2),
-      (s.httpP99Ms / s.sqliteP99Ms).toFixed(2),
+      Number.isNaN(s.medianEvents) ? '' : s.medianEvents,
+      fixed(s.httpP50Ms),
+      fixed(s.httpP99Ms),
+      fixed(s.sqliteP50Ms),
+      fixed(s.sqliteP99Ms),
+      fixed(s.httpP50Ms / s.sqliteP50Ms),
+      fixed(s.httpP99Ms / s.sqliteP99Ms),
       Math.round(s.wrkRequestsPerSecond).toLocaleString('en-US'),
       s.wrkErrors,
     ]),
     [
+      'query workers',
       'shape',
       'keys',
       'events/req (median)',
@@ -393,5 +464,6 @@ if (require.main === module) {
     services: 200,
     requests: env('KREPLAY_BENCH_REQUESTS', 1000),
     wrkSeconds: env('KREPLAY_BENCH_WRK_SECONDS', 10),
+    workerCounts: (process.env.KREPLAY_BENCH_QUERY_WORKERS ?? '1,2,4').split(',').map(Number),
   }).then(printQueryBench);
 }
