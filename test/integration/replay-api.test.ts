@@ -113,6 +113,27 @@ describe.each(BACKENDS)('replay sessions over HTTP from $kind, real stores and c
     expect(bytes).toEqual(second.replays().map((m) => Number(m.id)));
   });
 
+  it('sends each event once, in order, across rapid pauses and plays (frames the clock wrote are never sent again)', async () => {
+    // 50 events over 29 ms, slowed to ~0.3 s: time for many pause/play round trips
+    const session = await create('tx-quick', 0.1);
+    const stream = await StreamClient.open(server.url, session.id);
+    await stream.until((s) => s.states().length === 1);
+    let cycles = 0;
+    for (;;) {
+      const played = await api(server.url, 'POST', `/${session.id}/play`);
+      if (played.status === 409) break; // finished
+      const paused = await api(server.url, 'POST', `/${session.id}/pause`);
+      if (paused.status === 409) break;
+      cycles++;
+    }
+    await stream.until((s) => s.states().includes('finished'));
+    stream.close();
+    expect(cycles).toBeGreaterThan(0);
+    const ids = stream.replays().map((m) => Number(m.id));
+    expect(ids).toEqual(Array.from({ length: session.events_total }, (_, i) => i));
+    for (const m of stream.replays()) expect(typeof JSON.parse(m.data).emitted_late_ns).toBe('number');
+  });
+
   it('starts a late watcher at the current position', async () => {
     const session = await create('tx-slow');
     await api(server.url, 'POST', `/${session.id}/play`);
