@@ -109,8 +109,10 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     source: stores,
-    // replay reads node files synchronously; the fleet store's transaction is loaded for its session
+    // replay counts and seeks in the node files on this thread; the fleet store's transaction is loaded for its session
     load: pool ? undefined : (id) => loadTransaction(events, id),
+    // and reads a playing session's events ahead on the query workers
+    pager: pool?.replayChunk,
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,

@@ -129,8 +129,14 @@ export function eventToJson(event: ApiEvent, int64AsString = false, extra?: Reco
       ? `,"device":${jsonString(event.device)},"sector":${event.sector},"op":${jsonString(event.op)},"error":${event.error}`
       : `,"syscall":${jsonString(event.syscall)},"fd":${event.fd},"ret":${event.ret}` +
         `,"target_kind":${jsonString(event.target_kind)},"target":${jsonString(event.target)}`;
-  if (extra)
-    for (const [key, value] of Object.entries(extra))
-      text += `,${JSON.stringify(key)}:${exactJson(value, int64AsString)}`;
+  return withJsonFields(`${text}}`, extra, int64AsString);
+}
+
+/** `json` (an object's text) with `extra`'s fields appended, as eventToJson appends them. */
+export function withJsonFields(json: string, extra?: Record<string, unknown>, int64AsString = false): string {
+  if (!extra) return json;
+  let text = json.slice(0, -1);
+  for (const [key, value] of Object.entries(extra))
+    text += `,${JSON.stringify(key)}:${exactJson(value, int64AsString)}`;
   return `${text}}`;
 }

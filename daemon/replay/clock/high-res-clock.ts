@@ -208,6 +208,8 @@ export class HighResClock implements ReplayClock {
   private readonly epochNs = process.hrtime.bigint();
   /** commands that did not fit in the ring yet */
   private backlog: number[] = [];
+  /** where the commands not yet in the ring start in `backlog` */
+  private backlogHead = 0;
   private flushQueued = false;
   private readonly lanes = new Map<number, HighResLane>();
   private lastLane = 0;
@@ -385,21 +387,26 @@ export class HighResClock implements ReplayClock {
     this.flushQueued = false;
     const head = Atomics.load(this.control, LAYOUT.commandHead);
     let tail = this.control[LAYOUT.commandTail]!;
-    let taken = 0;
+    let taken = this.backlogHead;
     while (taken < this.backlog.length && ((tail - head) | 0) < COMMANDS) {
       const slot = (tail & (COMMANDS - 1)) * LAYOUT.commandWidth;
       for (let k = 0; k < LAYOUT.commandWidth; k++) this.commands[slot + k] = this.backlog[taken + k]!;
       taken += LAYOUT.commandWidth;
       tail = (tail + 1) | 0;
     }
-    if (taken > 0) this.backlog = this.backlog.slice(taken);
-    Atomics.store(this.control, LAYOUT.commandTail, tail);
-    Atomics.add(this.control, LAYOUT.wake, 1);
-    Atomics.notify(this.control, LAYOUT.wake);
-    // the thread drains the ring every time it wakes: try the rest again shortly
-    if (this.backlog.length > 0 && !this.flushQueued) {
+    if (taken > this.backlogHead) {
+      if (taken === this.backlog.length) {
+        this.backlog = [];
+        this.backlogHead = 0;
+      } else this.backlogHead = taken;
+      Atomics.store(this.control, LAYOUT.commandTail, tail);
+      Atomics.add(this.control, LAYOUT.wake, 1);
+      Atomics.notify(this.control, LAYOUT.wake);
+    }
+    // the ring is full: the thread drains it as it wakes, so try the rest a little later (not in a busy loop)
+    if (this.backlogHead < this.backlog.length && !this.flushQueued) {
       this.flushQueued = true;
-      setImmediate(() => this.flush());
+      setTimeout(() => this.flush(), 1);
     }
   }
 

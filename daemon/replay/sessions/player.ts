@@ -4,11 +4,11 @@
  * releases each one. The session owns what a release means (its state,
  * statistics and frames). Timing model: README, "Timing".
  */
-import type { ApiEvent } from '../../../core/model';
+import type { ReplayEvent } from '../replay-event';
 import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../clock/replay-clock';
 import type { Schedule } from './schedule';
 import { Fifo } from '../fifo';
-import type { EventStart, Transaction } from './transaction';
+import type { EventCursor, EventStart, Transaction } from './transaction';
 
 /**
  * While playing, the events due within the next LOOKAHEAD_NS of wall time
@@ -32,7 +32,7 @@ export const CHECKPOINT_EVERY = 1024;
 
 export interface Pending {
   index: number;
-  event: ApiEvent;
+  event: ReplayEvent;
   /** recorded offset from the first event */
   offsetNs: bigint;
   /** scheduled wall offset */
@@ -50,14 +50,23 @@ export type OnRelease = (
 ) => void;
 
 /** The replay frame of event `index`. */
-export type RenderFrame = (index: number, event: ApiEvent) => LateFrame;
+export type RenderFrame = (index: number, event: ReplayEvent) => LateFrame;
 
-export const startOf = (event: ApiEvent): EventStart => ({ ts: event.timestamp_ns, eventId: event.event_id });
+export const startOf = (event: ReplayEvent): EventStart => ({
+  ts: event.timestamp_ns,
+  eventId: event.event_id,
+});
 
 export class Player {
   /** while playing, wall offset = now − anchor */
   private anchor = 0n;
-  private reader: Iterator<ApiEvent> | null = null;
+  private reader: EventCursor | null = null;
+  /** the reader has no more events */
+  private exhausted = false;
+  /** the index of the next event the reader gives */
+  private readIndex = 0;
+  /** deadlines are handed to the clock (playing): events read later are armed as they come */
+  private active = false;
   /** events read and not yet released, from the session's next index on */
   private readonly pending = new Fifo<Pending>();
   /** how many of `pending` (from the first) are in the clock's hands */
@@ -71,6 +80,8 @@ export class Player {
     private readonly clock: ReplayClock,
     private readonly onRelease: OnRelease,
     private readonly render: RenderFrame,
+    /** the reader ran out while nothing was left to release (the store had fewer events than counted) */
+    private readonly onEnd: () => void,
   ) {
     this.lane = clock.lane();
   }
@@ -105,18 +116,29 @@ export class Player {
     this.anchor = this.clock.now() + this.clock.leadNs(this.pending.length) - wallNs;
   }
 
-  /** Hands every event read to the clock, as far as its lane has room; false when there is none. */
+  /** Hands every event read to the clock, as far as its lane has room; false when nothing is left to play. */
   armAll(): boolean {
     this.armed = 0;
+    this.active = true;
     this.armMore();
-    return this.pending.length > 0;
+    return this.pending.length > 0 || !this.exhausted;
   }
 
   /** After a release: reads and arms what is due within the lookahead; false when nothing is left. */
   refill(nextIndex: number, nextStart: EventStart | undefined): boolean {
     this.readAhead(nextIndex, nextStart, this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
     this.armMore();
-    return this.pending.length > 0;
+    return this.pending.length > 0 || !this.exhausted;
+  }
+
+  /**
+   * Starts reading from event `nextIndex` (at `nextStart`) if nothing is
+   * read yet, so that a play soon after finds events read; resolves once
+   * some are (or none are left).
+   */
+  primed(nextIndex: number, nextStart: EventStart | undefined): Promise<void> {
+    if (this.pending.length > 0) return Promise.resolve();
+    return this.readerFrom(nextIndex, nextStart).ready();
   }
 
   /**
@@ -124,14 +146,18 @@ export class Player {
    * Releases the clock made before run first (see ClockLane.clear).
    */
   disarm(): void {
+    this.active = false;
     this.lane.clear();
     this.armed = 0;
   }
 
   /** Forgets the reader and what it read: the next prepare reads from a new start. */
   drop(): void {
+    this.active = false;
     this.lane.clear(true);
+    this.reader?.close();
     this.reader = null;
+    this.exhausted = false;
     this.pending.clear();
     this.armed = 0;
   }
@@ -143,24 +169,45 @@ export class Player {
     horizonNs: bigint,
     most = MAX_LOOKAHEAD,
   ): void {
-    this.reader ??= this.transaction.events(nextStart);
+    const reader = this.readerFrom(nextIndex, nextStart);
     for (let read = 0; read < most && this.pending.length < MAX_LOOKAHEAD; read++) {
       const last = this.pending.at(this.pending.length - 1);
       if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
-      const next = this.reader.next();
-      if (next.done) break;
-      const index = nextIndex + this.pending.length;
-      const offsetNs = next.value.timestamp_ns - this.transaction.firstTs;
+      const event = reader.next();
+      if (event === undefined) break;
+      if (event === null) {
+        this.exhausted = true;
+        break;
+      }
+      const index = this.readIndex++;
+      const offsetNs = event.timestamp_ns - this.transaction.firstTs;
       const entry = {
         index,
-        event: next.value,
+        event,
         offsetNs,
         dueNs: this.schedule.wallOffset(index, offsetNs),
-        frame: this.render(index, next.value),
+        frame: this.render(index, event),
       };
       if (index % CHECKPOINT_EVERY === 0) this.checkpoints[index / CHECKPOINT_EVERY] = startOf(entry.event);
       this.pending.push(entry);
     }
+  }
+
+  /** The reader, made to start at event `nextIndex` (at `nextStart`) if there is none. */
+  private readerFrom(nextIndex: number, nextStart: EventStart | undefined): EventCursor {
+    if (this.reader) return this.reader;
+    this.readIndex = nextIndex;
+    const reader: EventCursor = this.transaction.cursor(nextStart, () => this.more(reader));
+    this.reader = reader;
+    return reader;
+  }
+
+  /** Events arrived for `reader` (read ahead asynchronously): while playing, they are read and armed. */
+  private more(reader: EventCursor): void {
+    if (reader !== this.reader || !this.active) return;
+    this.readAhead(this.readIndex, undefined, this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
+    this.armMore();
+    if (this.pending.length === 0 && this.exhausted) this.onEnd();
   }
 
   /** Hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */

@@ -3,7 +3,8 @@
  * history for resuming streams) and its snapshot; its Player reads ahead and
  * hands deadlines to the clock. Timing model: README, "Timing".
  */
-import { eventToJson, type ApiEvent } from '../../../core/model';
+import { withJsonFields } from '../../../core/model';
+import { toReplayEvent, type ReplayEvent } from '../replay-event';
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
 import type { LateFrame, ReplayClock } from '../clock/replay-clock';
@@ -104,6 +105,9 @@ export class ReplaySession {
       context.clock,
       (entry, deadline, releasedAt, writtenAt) => this.emit(entry, deadline, releasedAt, writtenAt),
       (index, event) => this.frame(index, event),
+      () => {
+        if (this.state === 'playing') this.finish();
+      },
     );
   }
 
@@ -153,6 +157,11 @@ export class ReplaySession {
   play(): void {
     nextState(this.id, this.state, 'play');
     this.start();
+  }
+
+  /** Resolves once the events a play would start with are read (at once where reading is synchronous). */
+  primed(): Promise<void> {
+    return this.player.primed(this.nextIndex, this.nextStart);
   }
 
   pause(): void {
@@ -236,7 +245,8 @@ export class ReplaySession {
     let index = slot * CHECKPOINT_EVERY;
     for (const event of this.transaction.events(this.player.checkpoint(slot))) {
       if (index >= this.nextIndex) return;
-      if (index >= from) yield lateFrameText(this.frame(index, event), this.recentLatenessOf(index));
+      if (index >= from)
+        yield lateFrameText(this.frame(index, toReplayEvent(event)), this.recentLatenessOf(index));
       index++;
     }
   }
@@ -368,13 +378,13 @@ export class ReplaySession {
   }
 
   /** Event `index`'s replay frame, its lateness (the last field) left to fill in. */
-  private frame(index: number, event: ApiEvent): LateFrame {
+  private frame(index: number, event: ReplayEvent): LateFrame {
     const extra = {
       replay_offset_ns: this.schedule.wallOffset(index, event.timestamp_ns - this.transaction.firstTs),
       replayed_duration_ns: this.schedule.replayedDuration(event.duration_ns),
       emitted_late_ns: null,
     };
-    return splitLateFrame(index, sseFrame('replay', eventToJson(event, false, extra), index));
+    return splitLateFrame(index, sseFrame('replay', withJsonFields(event.json, extra), index));
   }
 
   private recentLatenessOf(index: number): bigint | null {

@@ -30,13 +30,15 @@ export function replaySessionsRouter(sessions: ReplaySessions, limits: StreamLim
     res.status(204).end();
   });
   router.get('/:id/events', sessionEventsHandler(sessions, limits));
-  router.post('/:id/:control', (req, res, next) => {
+  router.post('/:id/:control', async (req, res, next) => {
     const control = CONTROLS.find((c) => c === req.params.control);
     if (!control) return next();
     const session = sessions.get(req.params.id);
     if (control === 'seek') session.seek(BigInt(parseBody(seekSchema, req).position_ns));
     else {
       parseBody(emptySchema, req);
+      // the first events are read (on the query workers) before the schedule starts
+      if (control === 'play' && session.state !== 'playing') await session.primed();
       session[control]();
     }
     sendSession(res, 200, session);

@@ -15,7 +15,7 @@ import { SessionFile } from './session-file';
 import type { RestoredSession } from './session-snapshot';
 import type { CreateSessionBody } from './session-schema';
 import { isLive } from './session-state';
-import { Transaction } from './transaction';
+import { Transaction, type EventPager } from './transaction';
 
 export const DEFAULT_MAX_SESSIONS = 64;
 /** A quarter of the total: one client cannot take every slot. */
@@ -40,6 +40,8 @@ export interface ReplaySessionsOptions {
    * loaded for its session; sessions are then created with open()
    */
   load?: (transactionId: string) => Promise<ReplaySource>;
+  /** where playing sessions read `source`'s events ahead, asynchronously (the query workers) */
+  pager?: EventPager;
   clock: ReplayClock;
   log: Logger;
   /** finished and stopped sessions are removed after this long without a change */
@@ -92,6 +94,7 @@ export class ReplaySessions {
       saved.first_ts,
       saved.last_ts,
       saved.events_total,
+      this.readingOf(source),
     );
     const session = ReplaySession.restore(saved, transaction, this.context);
     this.sessions.set(session.id, session);
@@ -135,7 +138,7 @@ export class ReplaySessions {
     source = this.options.source,
   ): ReplaySession {
     this.checkLimits(owner);
-    const transaction = Transaction.find(source, body.transaction_id);
+    const transaction = Transaction.find(source, body.transaction_id, this.readingOf(source));
     if (!transaction)
       throw notFound(
         'transaction-not-found',
@@ -156,6 +159,12 @@ export class ReplaySessions {
     this.armExpiry(session);
     this.file.save();
     return session;
+  }
+
+  /** How `source` is read ahead: through the pager for the node stores it pages, else synchronously. */
+  private readingOf(source: ReplaySource): { pager: EventPager; log: Logger } | undefined {
+    const { pager, log } = this.options;
+    return pager && source === this.options.source ? { pager, log } : undefined;
   }
 
   /** Within the live-session limits, in all and for `owner`; else 429. */

@@ -20,6 +20,8 @@ import type { EventsJson } from '../../events/events-json';
 import { StoreError } from '../../../core/store/schema';
 import { ProblemError } from '../../http/problem';
 import type { EventReader } from '../event-reader';
+import type { EventFilter, PageOptions } from '../event-filter';
+import type { ReplayChunk } from '../../replay/replay-event';
 import { fromWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } from './query-protocol';
 
 export const DEFAULT_QUERY_WORKERS = availableParallelism();
@@ -111,6 +113,10 @@ export class QueryPool {
     retainedFrom: (filter) => this.call('retainedFrom', filter),
     sampledRanges: (filter) => this.call('sampledRanges', filter),
   };
+
+  /** A replay session's events read ahead, their JSON built in the workers. */
+  readonly replayChunk = (filter: EventFilter, opts: PageOptions): Promise<ReplayChunk> =>
+    this.call('replayChunk', filter, opts);
 
   /** Events pages and lookups as JSON text, built in the workers. */
   readonly json: EventsJson = {

@@ -13,6 +13,7 @@ import { nodeStoresReader } from '../event-reader';
 import type { EventFilter, PageOptions } from '../event-filter';
 import { NodeStores } from '../node-stores';
 import { toWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } from './query-protocol';
+import { toReplayChunk } from '../../replay/replay-event';
 
 const data = workerData as QueryWorkerData;
 // the main thread's own NodeStores logs what the directory holds; N workers would say it N times more
@@ -31,6 +32,8 @@ const OPS: Record<string, (...args: never[]) => Promise<unknown>> = {
   list: (query: EventsQuery) => bytes(json.list(query)),
   one: (eventId: string, int64AsString: boolean) => bytes(json.one(eventId, int64AsString)),
   page: (filter: EventFilter, opts: PageOptions) => reader.page(filter, opts),
+  replayChunk: async (filter: EventFilter, opts: PageOptions) =>
+    toReplayChunk(await reader.page(filter, opts)),
   summarize: (filter: EventFilter) => reader.summarize(filter),
   get: (eventId: string) => reader.get(eventId),
   nodes: () => reader.nodes(),
