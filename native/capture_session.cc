@@ -86,7 +86,7 @@ CaptureSession::CaptureSession(const Napi::CallbackInfo& info) : Napi::ObjectWra
   Napi::Env env = info.Env();
   Napi::Object config = info[0].As<Napi::Object>();
   poll_timeout_ms_ = config.Get("pollTimeoutMs").As<Napi::Number>().Int32Value();
-  // Batches are 4 MiB vectors. glibc's sliding mmap threshold would serve them
+  // Full batches are vectors of kBatchBytes. glibc's sliding mmap threshold would serve them
   // from the heap after the first frees and keep a storm's worth in RSS; a
   // fixed threshold maps each one and returns it to the system when freed.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
