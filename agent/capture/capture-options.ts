@@ -8,7 +8,7 @@ import type { NativeCaptureConfig, NativeFilterSet } from '../../core/native/add
 export type KernelSelector = { pid: number } | { comm: string } | { cgroupId: bigint };
 
 export interface CaptureOptions {
-  /** power of two, at least one page; default 32 MiB */
+  /** power of two, at least one page; default 64 MiB */
   ringBufferBytes?: number;
   /** the kernel wakes the reader each time this many more bytes are unread (batching); default 1 MiB, at most a quarter of the ring */
   wakeupBytes?: number;
@@ -35,11 +35,11 @@ export interface CaptureOptions {
 
 /**
  * Ring buffer sizes (powers of two) a capture accepts; the CLI's --ring-buffer-mb takes its bounds from here.
- * The ring is what absorbs a burst the agent cannot keep up with, and it counts twice in the agent's
- * RSS (libbpf maps its data twice, so that a record across the end reads as one): the 32 MiB
- * default is 64 MiB of RSS, and keeps the agent's whole RSS under 256 MiB in a storm (issue 14).
+ * The ring is what absorbs a burst the agent cannot keep up with, and all of it is resident in
+ * the agent (native/ring_reader.h maps it once): the 64 MiB default keeps the agent's whole RSS
+ * under 256 MiB in a storm (issue 14).
  */
-export const RING_BUFFER_BYTES = { min: 4096, max: 1024 * 1024 * 1024, default: 32 * 1024 * 1024 } as const;
+export const RING_BUFFER_BYTES = { min: 4096, max: 1024 * 1024 * 1024, default: 64 * 1024 * 1024 } as const;
 const DEFAULT_WAKEUP_BYTES = 1024 * 1024;
 const DEFAULT_POLL_TIMEOUT_MS = 100;
 

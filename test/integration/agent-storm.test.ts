@@ -22,7 +22,7 @@ const MiB = 1024 * 1024;
  * (16 MiB), two 4.6 MiB batch slots, at most six 1 MiB capture batches; 91-101 MiB measured.
  */
 const ANON_BOUND = 160 * MiB;
-/* All of it with the default ring, mapped twice (64 MiB) and Node's own code (about 50 MiB); 213-219 MiB measured. */
+/* All of it with the default ring (64 MiB, mapped once) and Node's own code (about 50 MiB); 214-215 MiB measured. */
 const RSS_BOUND = 256 * MiB;
 
 function rss(pid: number, field: 'RssAnon' | 'VmRSS'): number {
