@@ -26,13 +26,15 @@ NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 # the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
 LAUNCHER := $(BUILD)/kreplay-exec
+# the agent's SQLite extension (kreplay_batch), built against the SQLite better-sqlite3 bundles
+SQLITE_EXT := $(BUILD)/kreplay-sqlite.so
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
-C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c cli/*.c)
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c native/sqlite/*.c cli/*.c)
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
@@ -62,7 +64,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX)
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -90,6 +92,10 @@ $(EXEC_SHIM): cli/exec-shim.c
 $(LAUNCHER): native/launcher/kreplay-exec.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+
+$(SQLITE_EXT): native/sqlite/kreplay_batch.c node_modules/.ci-stamp
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $< -lm
 
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json
@@ -163,7 +169,7 @@ install: build
 		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/kreplay
 	cp -a bin package.json README.md $(DESTDIR)$(KREPLAY_LIB)/
 	cp -a $(RUNTIME_DIST) $(DESTDIR)$(KREPLAY_LIB)/dist/
-	install -m 0755 $(LAUNCHER) $(EXEC_SHIM) $(DESTDIR)$(KREPLAY_LIB)/build/
+	install -m 0755 $(LAUNCHER) $(EXEC_SHIM) $(SQLITE_EXT) $(DESTDIR)$(KREPLAY_LIB)/build/
 	install -m 0755 $(NATIVE_ADDON) $(DESTDIR)$(KREPLAY_LIB)/native/build/Release/
 	npm ls --omit=dev --all --parseable 2>/dev/null | sed -e 1d -e 's|^$(CURDIR)/||' | tar -cf - -T - | tar -xf - -C $(DESTDIR)$(KREPLAY_LIB)
 	ln -sfn ../lib/kreplay/bin/kreplay $(DESTDIR)$(PREFIX)/bin/kreplay

@@ -42,6 +42,8 @@ export interface AgentOptions {
   onCorrupt: OnCorrupt;
   /** none: the store keeps everything */
   retention?: RetentionOptions;
+  /** SQLite's page cache, KiB (default WRITER_CACHE_KIB) */
+  storeCacheKib?: number;
   /** ship committed events to this fleet store (agent/ship) */
   ship?: ClickHouseHttp;
   /** --metrics-listen: fed by this agent and read by each scrape */
@@ -107,7 +109,7 @@ export class Agent implements AgentReadings {
       options.dataDir,
       options.node,
       options.batchRows,
-      { onCorrupt: options.onCorrupt, retention: options.retention },
+      { onCorrupt: options.onCorrupt, retention: options.retention, cacheKib: options.storeCacheKib },
       log.child('store'),
     );
     const agent = new Agent(options, store, log);

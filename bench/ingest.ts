@@ -15,7 +15,8 @@ import { EventBatch } from '../agent/ingest/event-batch';
 import { RecordDecoder, type BatchSink } from '../agent/ingest/record-decoder';
 import { silentLogger } from '../core/log/logger';
 import type { Dictionaries } from '../agent/ingest/dictionary';
-import { StorePipeline } from '../agent/store/store-pipeline';
+import { AGENT_BATCH_ROWS, StorePipeline } from '../agent/store/store-pipeline';
+import { WRITER_CACHE_KIB } from '../core/store/schema';
 import { StoreWriter } from '../agent/store/store-writer';
 import { buildSyntheticStream, type SyntheticStream } from './synthetic-records';
 import { printTable } from './table';
@@ -36,7 +37,9 @@ interface Target {
   finish(): Promise<{ rows: number; dbBytes: number }>;
 }
 
-const BATCH_ROWS = 262144;
+/* the agent's sizes unless the environment names others (to measure what each costs) */
+const BATCH_ROWS = Number(process.env.KREPLAY_BENCH_BATCH_ROWS ?? AGENT_BATCH_ROWS);
+const CACHE_KIB = Number(process.env.KREPLAY_BENCH_CACHE_MB ?? WRITER_CACHE_KIB / 1024) * 1024;
 
 async function measure(
   mode: string,
@@ -74,7 +77,13 @@ async function measure(
 }
 
 const pipelined = async (dir: string): Promise<Target> => {
-  const store = await StorePipeline.open(dir, 'bench', BATCH_ROWS, { onCorrupt: 'refuse' }, silentLogger);
+  const store = await StorePipeline.open(
+    dir,
+    'bench',
+    BATCH_ROWS,
+    { onCorrupt: 'refuse', cacheKib: CACHE_KIB },
+    silentLogger,
+  );
   return {
     sink: store,
     dictionaries: store,
@@ -88,7 +97,7 @@ const pipelined = async (dir: string): Promise<Target> => {
 };
 
 const oneThread = async (dir: string): Promise<Target> => {
-  const writer = StoreWriter.open(dir, 'bench');
+  const writer = StoreWriter.open(dir, 'bench', { cacheKib: CACHE_KIB });
   const sink = {
     current: new EventBatch(BATCH_ROWS),
     flush() {

@@ -21,13 +21,14 @@ import { EventBatch } from '../agent/ingest/event-batch';
 import { RecordDecoder, type BatchSink } from '../agent/ingest/record-decoder';
 import type { Dictionaries } from '../agent/ingest/dictionary';
 import type { RetentionOptions } from '../agent/store/retention';
-import { StorePipeline } from '../agent/store/store-pipeline';
+import { AGENT_BATCH_ROWS, StorePipeline } from '../agent/store/store-pipeline';
 import { StoreWriter, storePath } from '../agent/store/store-writer';
 import { silentLogger } from '../core/log/logger';
 import { buildSyntheticStream, type SyntheticStream } from './synthetic-records';
 import { printTable } from './table';
 
-const BATCH_ROWS = 262144;
+/* the agent's batch size, so that the pipeline here is the agent's */
+const BATCH_ROWS = AGENT_BATCH_ROWS;
 const MiB = 1024 * 1024;
 
 interface Target {

@@ -13,6 +13,7 @@
         'host_clock.cc',
         'kernel_features.cc',
         'native_log.cc',
+        'ring_reader.cc',
         'thread_scheduling.cc',
         'tracefs.cc',
       ],

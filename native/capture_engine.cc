@@ -5,8 +5,6 @@
 #include <linux/types.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/epoll.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,10 +91,7 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   FillFilters(config);
   Attach();
 
-  ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), OnRecord, this, nullptr);
-  if (!ring_) throw LibbpfFailure(errno, "E_CAPTURE_RINGBUF", "cannot open the ring buffer", "");
-  ring_bytes_ = config.ring_bytes;
-  MapRingPositions();
+  ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
 }
 
 int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
@@ -252,19 +247,6 @@ void CaptureEngine::Attach() {
   }
 }
 
-// libbpf 1.1 has no call for the ring's fill, but its position pages can be
-// mapped read-only next to libbpf's own mapping.
-void CaptureEngine::MapRingPositions() {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* pages = mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, bpf_map__fd(skel_->maps.events), 0);
-  if (pages == MAP_FAILED) {
-    AppendLog("warn", std::string("ring buffer fill is unknown: mmap failed: ") + std::strerror(errno));
-    return;
-  }
-  positions_ = pages;
-  positions_bytes_ = 2 * page;
-}
-
 void CaptureEngine::Detach() {
   // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
   std::vector<std::thread> closers;
@@ -275,26 +257,14 @@ void CaptureEngine::Detach() {
 
 void CaptureEngine::Teardown() {
   Detach();
-  if (positions_) munmap(positions_, positions_bytes_);
-  positions_ = nullptr;
-  ring_buffer__free(ring_);
-  ring_ = nullptr;
+  ring_.reset();
   capture__destroy(skel_);
   skel_ = nullptr;
 }
 
-int CaptureEngine::OnRecord(void* ctx, void* data, size_t size) {
-  static_cast<CaptureEngine*>(ctx)->sink_(static_cast<const uint8_t*>(data), size);
-  return 0;
-}
+int CaptureEngine::Wait(int timeout_ms) { return ring_->Wait(timeout_ms); }
 
-int CaptureEngine::Wait(int timeout_ms) {
-  struct epoll_event event;
-  const int n = epoll_wait(ring_buffer__epoll_fd(ring_), &event, 1, timeout_ms);
-  return n < 0 ? -errno : n;
-}
-
-int CaptureEngine::Consume() { return ring_buffer__consume(ring_); }
+int CaptureEngine::Consume() { return ring_->Consume(sink_); }
 
 std::vector<uint64_t> CaptureEngine::ReadCounters() const {
   const int cpus = libbpf_num_possible_cpus();
@@ -324,14 +294,6 @@ std::vector<ProgramStats> CaptureEngine::ReadProgramStats() const {
   return out;
 }
 
-double CaptureEngine::RingFill() const {
-  if (!positions_) return -1;
-  const auto* base = static_cast<const uint8_t*>(positions_);
-  const auto* consumer = reinterpret_cast<const uint64_t*>(base);
-  const auto* producer = reinterpret_cast<const uint64_t*>(base + positions_bytes_ / 2);
-  const uint64_t used = __atomic_load_n(producer, __ATOMIC_ACQUIRE) - __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
-  const double fill = static_cast<double>(used) / ring_bytes_;
-  return fill > 1 ? 1 : fill;
-}
+double CaptureEngine::RingFill() const { return ring_ ? ring_->Fill() : -1; }
 
 }  // namespace kreplay

@@ -5,11 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ring_reader.h"
+
 struct capture;
-struct ring_buffer;
 struct bpf_link;
 
 namespace kreplay {
@@ -88,18 +90,12 @@ class CaptureEngine {
   int Load(const CaptureConfig& config, bool targets);
   void ChoosePrograms(bool attribution);
   void Attach();
-  void MapRingPositions();
   void Teardown();
-  static int OnRecord(void* ctx, void* data, size_t size);
 
   RecordSink sink_;
   struct capture* skel_ = nullptr;
   std::vector<struct bpf_link*> links_;
-  struct ring_buffer* ring_ = nullptr;
-  // The ring's consumer and producer pages, mapped read-only.
-  void* positions_ = nullptr;
-  size_t positions_bytes_ = 0;
-  uint32_t ring_bytes_ = 0;
+  std::unique_ptr<RingReader> ring_;
   std::vector<std::string> attach_points_;
 };
 

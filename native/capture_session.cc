@@ -13,10 +13,13 @@ namespace kreplay {
 namespace {
 
 // A batch goes to JS when a poll round ends or when it grows past this.
-constexpr size_t kBatchBytes = 4u << 20;
-// Batches waiting for JS (at most 8 x 4 MiB held); when JS falls behind, the
-// poll thread blocks, the ring fills up and the kernel counts what it drops.
-constexpr size_t kMaxQueuedBatches = 8;
+constexpr size_t kBatchBytes = 1u << 20;
+// Batches waiting for JS (at most 4 x 1 MiB held, plus the one being filled
+// and the one JS decodes); when JS falls behind, the poll thread blocks, the
+// ring fills up and the kernel counts what it drops. The ring is the buffer
+// that absorbs a storm (--ring-buffer-mb); a longer queue here only moved
+// memory from the kernel's side to the agent's (issue 14).
+constexpr size_t kMaxQueuedBatches = 4;
 
 uint64_t ReadU64(const Napi::Object& config, const char* key) {
   Napi::Value value = config.Get(key);
@@ -83,7 +86,7 @@ CaptureSession::CaptureSession(const Napi::CallbackInfo& info) : Napi::ObjectWra
   Napi::Env env = info.Env();
   Napi::Object config = info[0].As<Napi::Object>();
   poll_timeout_ms_ = config.Get("pollTimeoutMs").As<Napi::Number>().Int32Value();
-  // Batches are 4 MiB vectors. glibc's sliding mmap threshold would serve them
+  // Full batches are vectors of kBatchBytes. glibc's sliding mmap threshold would serve them
   // from the heap after the first frees and keep a storm's worth in RSS; a
   // fixed threshold maps each one and returns it to the system when freed.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
@@ -146,18 +149,19 @@ void CaptureSession::Deliver() {
   batch_.clear();
   napi_status status =
       deliver_.BlockingCall(bytes, [](Napi::Env env, Napi::Function on_batch, std::vector<uint8_t>* bytes) {
-        const auto size = static_cast<int64_t>(bytes->size());
-        Napi::MemoryManagement::AdjustExternalMemory(env, size);
-        auto buffer = Napi::Buffer<uint8_t>::New(
-            env, bytes->data(), bytes->size(),
-            [](Napi::Env env, uint8_t*, std::vector<uint8_t>* owned) {
-              Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(owned->size()));
-              delete owned;
-            },
-            bytes);
-        on_batch.Call({buffer});
-        // The batch is valid during the call only: detaching frees it now instead of whenever
-        // the GC gets to the Buffer, so a storm's batches do not pile up in memory.
+        // The batch is valid during the call only, and it is freed here, right after it. A
+        // finalizer would run later: Node defers the frees of external buffers to the event
+        // loop's check phase, which a storm's stream of batches (up to 1,000 per turn of the
+        // loop) holds off, and 160 MiB of freed batches were seen waiting (issue 14).
+        std::unique_ptr<std::vector<uint8_t>> owned(bytes);
+        auto buffer = Napi::Buffer<uint8_t>::New(env, owned->data(), owned->size());
+        try {
+          on_batch.Call({buffer});
+        } catch (...) {
+          buffer.ArrayBuffer().Detach();
+          throw;
+        }
+        // Detached, no view on it can read the memory once it is freed.
         buffer.ArrayBuffer().Detach();
       });
   if (status != napi_ok) {

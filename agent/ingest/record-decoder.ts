@@ -14,8 +14,9 @@ import {
   EVENT_SAMPLE_IN_USER,
   EventLayout,
   readCString,
-  readI53,
   readU53,
+  viewI53,
+  viewU53,
   recordBytes,
   RecordHead,
   recordProblem,
@@ -112,19 +113,20 @@ export class RecordDecoder {
    * before the corrupt one) when a record's head cannot be trusted.
    */
   decode(buf: Buffer, sink: BatchSink): void {
+    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
     let off = 0;
     while (off < buf.length) {
       const problem = recordProblem(buf, off);
       if (problem !== RecordProblem.None) throw corruptRecord(buf, off, problem);
-      const type = buf.readUInt32LE(off);
-      const size = buf.readUInt32LE(off + RecordHead.size);
+      const type = view.getUint32(off, true);
+      const size = view.getUint32(off + RecordHead.size, true);
       if (type === RecordType.Context) this.defineContext(buf, off);
       else if (type === RecordType.Target) this.defineTarget(buf, off);
       else {
-        const ctx = this.storeContextId(readU53(buf, off + EventLayout.contextId));
-        if (ctx !== 0 || this.keepWithoutContext(buf, off, type)) {
+        const ctx = this.storeContextId(viewU53(view, off + EventLayout.contextId));
+        if (ctx !== 0 || this.keepWithoutContext(view, off, type)) {
           if (sink.current.full) sink.flush();
-          this.appendEvent(buf, off, type, ctx, sink.current);
+          this.appendEvent(buf, view, off, type, ctx, sink.current);
         }
       }
       off += size;
@@ -137,9 +139,10 @@ export class RecordDecoder {
    * only (drop it), a write of a thread with a context escaped the kernel's
    * sampling (sample it here).
    */
-  private keepWithoutContext(buf: Buffer, off: number, type: number): boolean {
-    const flags = buf.readUInt32LE(
+  private keepWithoutContext(view: DataView, off: number, type: number): boolean {
+    const flags = view.getUint32(
       off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags),
+      true,
     );
     if (flags & EVENT_CONTEXT_ONLY) return false;
     if (flags & EVENT_SAMPLE_IN_USER && Math.random() * this.sampleBackground >= 1) {
@@ -186,9 +189,16 @@ export class RecordDecoder {
     return 0;
   }
 
-  private appendEvent(buf: Buffer, off: number, type: number, ctx: number, out: EventBatch): void {
-    const lo = buf.readUInt32LE(off + EventLayout.startNs);
-    const hi = buf.readUInt32LE(off + EventLayout.startNs + 4);
+  private appendEvent(
+    buf: Buffer,
+    v: DataView,
+    off: number,
+    type: number,
+    ctx: number,
+    out: EventBatch,
+  ): void {
+    const lo = v.getUint32(off + EventLayout.startNs, true);
+    const hi = v.getUint32(off + EventLayout.startNs + 4, true);
     if (out.count === 0) {
       this.baseHi = hi;
       this.baseLo = lo;
@@ -196,43 +206,43 @@ export class RecordDecoder {
     }
     const i = out.append(type);
     out.tsOffset[i] = (hi - this.baseHi) * TWO_32 + (lo - this.baseLo);
-    out.dur[i] = readU53(buf, off + EventLayout.durationNs);
-    const tid = buf.readUInt32LE(off + EventLayout.tid);
-    const ids = this.threadIds(buf, off, tid);
+    out.dur[i] = viewU53(v, off + EventLayout.durationNs);
+    const tid = v.getUint32(off + EventLayout.tid, true);
+    const ids = this.threadIds(buf, v, off, tid);
     out.pid[i] = ids.pid;
     out.tid[i] = tid;
     out.comm[i] = ids.commId;
     out.service[i] = ids.serviceId;
     out.ctx[i] = ctx;
     if (type === RecordType.SysWrite) {
-      out.bytes[i] = readU53(buf, off + SysWriteLayout.count);
-      out.handle[i] = buf.readInt32LE(off + SysWriteLayout.fd);
-      out.result[i] = readI53(buf, off + SysWriteLayout.ret);
-      out.kind[i] = buf.readUInt32LE(off + SysWriteLayout.syscall) & ~SYSCALL_FLAGS;
+      out.bytes[i] = viewU53(v, off + SysWriteLayout.count);
+      out.handle[i] = v.getInt32(off + SysWriteLayout.fd, true);
+      out.result[i] = viewI53(v, off + SysWriteLayout.ret);
+      out.kind[i] = v.getUint32(off + SysWriteLayout.syscall, true) & ~SYSCALL_FLAGS;
       out.error[i] = 0;
-      out.target[i] = this.storeTargetId(readU53(buf, off + SysWriteLayout.targetId));
+      out.target[i] = this.storeTargetId(viewU53(v, off + SysWriteLayout.targetId));
     } else {
-      out.bytes[i] = buf.readUInt32LE(off + BlockIoLayout.bytes);
+      out.bytes[i] = v.getUint32(off + BlockIoLayout.bytes, true);
       out.handle[i] = encodeDevice(
-        buf.readUInt32LE(off + BlockIoLayout.devMajor),
-        buf.readUInt32LE(off + BlockIoLayout.devMinor),
+        v.getUint32(off + BlockIoLayout.devMajor, true),
+        v.getUint32(off + BlockIoLayout.devMinor, true),
       );
-      out.result[i] = readU53(buf, off + BlockIoLayout.sector);
-      out.kind[i] = buf.readUInt32LE(off + BlockIoLayout.op);
-      out.error[i] = blockStatusErrno(buf.readInt32LE(off + BlockIoLayout.status));
+      out.result[i] = viewU53(v, off + BlockIoLayout.sector);
+      out.kind[i] = v.getUint32(off + BlockIoLayout.op, true);
+      out.error[i] = blockStatusErrno(v.getInt32(off + BlockIoLayout.status, true));
       out.target[i] = 0;
     }
   }
 
   /* comm and service per thread, re-resolved only when its pid, cgroup or comm bytes change (exec, reuse, move) */
-  private threadIds(buf: Buffer, off: number, tid: number): ThreadIds {
-    const pid = buf.readUInt32LE(off + EventLayout.pid);
+  private threadIds(buf: Buffer, v: DataView, off: number, tid: number): ThreadIds {
+    const pid = v.getUint32(off + EventLayout.pid, true);
     const c = off + EventLayout.comm;
-    const c0 = buf.readUInt32LE(c);
-    const c1 = buf.readUInt32LE(c + 4);
-    const c2 = buf.readUInt32LE(c + 8);
-    const c3 = buf.readUInt32LE(c + 12);
-    const cgroupId = readU53(buf, off + EventLayout.cgroupId);
+    const c0 = v.getUint32(c, true);
+    const c1 = v.getUint32(c + 4, true);
+    const c2 = v.getUint32(c + 8, true);
+    const c3 = v.getUint32(c + 12, true);
+    const cgroupId = viewU53(v, off + EventLayout.cgroupId);
     const known = this.threads.get(tid);
     if (
       known &&

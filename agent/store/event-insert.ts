@@ -1,28 +1,73 @@
 /**
- * Multi-row INSERTs of one event type: per-statement overhead is paid once
- * per ROWS_PER_STATEMENT rows, the remainder goes row by row.
+ * The events of one record type go in with one `INSERT ... SELECT` per
+ * transaction from kreplay_batch (native/sqlite/kreplay_batch.c), a
+ * table-valued function over the batch's columns bound as blobs: SQLite
+ * reads the typed arrays itself, where binding 13 values a row from
+ * JavaScript cost about as much as the B-tree work (issue 14).
  */
 import type Database from 'better-sqlite3';
+import path from 'node:path';
 import { RecordType } from '../../core/model';
 import { columnsOf } from '../../core/store/event-columns';
+import { repoRoot } from '../../core/repo-root';
 import type { EventBatch } from '../ingest/event-batch';
 
-const ROWS_PER_STATEMENT = 64;
+/** The SQLite extension that defines kreplay_batch, built by `make build`. */
+export function batchExtensionPath(): string {
+  return path.join(repoRoot(), 'build', 'kreplay-sqlite.so');
+}
+
+/** The batch columns kreplay_batch reads, in its argument order after row_type and types. */
+const BATCH_COLUMNS = [
+  'tsOffset',
+  'dur',
+  'bytes',
+  'handle',
+  'result',
+  'service',
+  'ctx',
+  'pid',
+  'tid',
+  'comm',
+  'kind',
+  'error',
+  'target',
+] as const satisfies readonly (keyof EventBatch)[];
 
 /*
- * The columns come from the column table; `type` is a literal of the
- * statement, so a row takes one parameter fewer. run() fills them in table
- * order: ts offset, seq, dur, service, ctx, pid, tid, comm, bytes, then the
- * batch's handle, result, kind and error (block I/O) or target (writes).
+ * What each events column is made of, per record type; `type` is a literal of the statement.
+ * kreplay_batch gives NULL for an id of 0 (ctx, target: none); ts is exact, the batch's base plus an
+ * integer offset.
  */
+const SOURCES: Record<string, string> = {
+  ts: '@base + ts_offset',
+  seq: '@seq + k',
+  dur: 'dur',
+  service: 'service',
+  ctx: 'ctx',
+  pid: 'pid',
+  tid: 'tid',
+  comm: 'comm',
+  bytes: 'bytes',
+  fd: 'handle',
+  ret: 'result',
+  syscall: 'kind',
+  target: 'target',
+  dev: 'handle',
+  sector: 'result',
+  op: 'kind',
+  error: 'error',
+};
 const COMMON_COLUMNS = columnsOf('all');
 const TYPES = [RecordType.SysWrite, RecordType.BlockIo] as const;
 
+function blob(column: ArrayBufferView & { BYTES_PER_ELEMENT: number }, start: number, end: number): Buffer {
+  const width = column.BYTES_PER_ELEMENT;
+  return Buffer.from(column.buffer, column.byteOffset + start * width, (end - start) * width);
+}
+
 export class EventInsert {
-  private readonly many: Database.Statement;
-  private readonly one: Database.Statement;
-  private readonly perRow: number;
-  private readonly params: (number | null)[];
+  private readonly insert: Database.Statement;
 
   constructor(
     db: Database.Database,
@@ -31,45 +76,28 @@ export class EventInsert {
     const shapeType = TYPES.find((t) => t === type);
     if (shapeType === undefined) throw new RangeError(`no insert shape for record type ${type}`);
     const columns = [...COMMON_COLUMNS, ...columnsOf(shapeType)];
-    this.perRow = columns.length - 1;
-    // Numbers bind as REAL in better-sqlite3; the CAST keeps base + offset an exact integer.
-    const row = `(@base + CAST(? AS INTEGER), ?, ${type}${', ?'.repeat(this.perRow - 2)})`;
-    const prefix = `INSERT INTO events (${columns.join(', ')}) VALUES `;
-    this.many = db.prepare(prefix + Array(ROWS_PER_STATEMENT).fill(row).join(','));
-    this.one = db.prepare(prefix + row);
-    this.params = new Array(ROWS_PER_STATEMENT * this.perRow);
+    const values = columns.map((c) => (c === 'type' ? String(type) : SOURCES[c]!));
+    const args = ['@row_type', '@types', ...BATCH_COLUMNS.map((c) => `@${c}`)];
+    this.insert = db.prepare(
+      `INSERT INTO events (${columns.join(', ')}) SELECT ${values.join(', ')} FROM kreplay_batch(${args.join(', ')})`,
+    );
+  }
+
+  /** Loads kreplay_batch into the connection (once per connection, before any EventInsert). */
+  static prepareConnection(db: Database.Database): void {
+    // its entry point, sqlite3_kreplaysqlite_init, is the one SQLite derives from the file name
+    db.loadExtension(batchExtensionPath());
   }
 
   /** Inserts rows [start, end) of `batch` of this type with consecutive seqs; returns the next seq. */
   run(batch: EventBatch, firstSeq: number, start = 0, end = batch.count): number {
-    const { params: p, perRow, type } = this;
-    const base = { base: batch.baseTs };
-    const isBlock = type === RecordType.BlockIo;
-    let seq = firstSeq;
-    let filled = 0;
-    for (let i = start; i < end; i++) {
-      if (batch.type[i] !== type) continue;
-      const o = filled * perRow;
-      p[o] = batch.tsOffset[i]!;
-      p[o + 1] = seq++;
-      p[o + 2] = batch.dur[i]!;
-      p[o + 3] = batch.service[i]!;
-      p[o + 4] = batch.ctx[i] === 0 ? null : batch.ctx[i]!;
-      p[o + 5] = batch.pid[i]!;
-      p[o + 6] = batch.tid[i]!;
-      p[o + 7] = batch.comm[i]!;
-      p[o + 8] = batch.bytes[i]!;
-      p[o + 9] = batch.handle[i]!;
-      p[o + 10] = batch.result[i]!;
-      p[o + 11] = batch.kind[i]!;
-      // the 13th column: error of a block request, target of a write (NULL when unknown)
-      p[o + 12] = isBlock ? batch.error[i]! : batch.target[i] === 0 ? null : batch.target[i]!;
-      if (++filled === ROWS_PER_STATEMENT) {
-        this.many.run(p, base);
-        filled = 0;
-      }
-    }
-    for (let r = 0; r < filled; r++) this.one.run(p.slice(r * perRow, (r + 1) * perRow), base);
-    return seq;
+    const params: Record<string, unknown> = {
+      base: batch.baseTs,
+      seq: BigInt(firstSeq),
+      row_type: this.type,
+      types: blob(batch.type, start, end),
+    };
+    for (const c of BATCH_COLUMNS) params[c] = blob(batch[c], start, end);
+    return firstSeq + this.insert.run(params).changes;
   }
 }

@@ -26,6 +26,8 @@ export interface StoreKeeperOptions {
   onCorrupt: OnCorrupt;
   /** none: keep everything */
   retention?: RetentionOptions;
+  /** SQLite's page cache, KiB (default WRITER_CACHE_KIB) */
+  cacheKib?: number;
   notify: (level: NoticeLevel, text: string) => void;
   now?: () => bigint;
 }
@@ -95,7 +97,11 @@ export class StoreKeeper {
   }
 
   private static openWriter(options: StoreKeeperOptions): StoreWriter {
-    const open = () => StoreWriter.open(options.dataDir, options.node, { retention: options.retention });
+    const open = () =>
+      StoreWriter.open(options.dataDir, options.node, {
+        retention: options.retention,
+        cacheKib: options.cacheKib,
+      });
     try {
       return open();
     } catch (err) {

@@ -77,6 +77,8 @@ export class StoreWriterError extends KreplayError {
 
 export interface StoreWriterOptions {
   checkpoint?: CheckpointPolicyOptions;
+  /** SQLite's page cache, KiB (default WRITER_CACHE_KIB) */
+  cacheKib?: number;
   /** no retention when absent: the store keeps everything */
   retention?: RetentionOptions;
   now?: () => bigint;
@@ -182,6 +184,7 @@ export class StoreWriter {
           options.now ?? epochNs,
         )
       : null;
+    EventInsert.prepareConnection(db);
     this.sysWrites = new EventInsert(db, RecordType.SysWrite);
     this.blockIos = new EventInsert(db, RecordType.BlockIo);
     this.nextSeq = Number(
@@ -211,7 +214,7 @@ export class StoreWriter {
     const releaseLock = acquireWriterLock(path);
     let db: Database.Database | undefined;
     try {
-      const opened = openWriteStore(path, node);
+      const opened = openWriteStore(path, node, options.cacheKib);
       db = opened.db;
       return new StoreWriter(db, opened.info, path, releaseLock, options);
     } catch (err) {

@@ -17,6 +17,8 @@ export interface WriterThreadData {
   counters: SharedArrayBuffer;
   onCorrupt: OnCorrupt;
   retention?: RetentionOptions;
+  /** SQLite's page cache, KiB */
+  cacheKib?: number;
 }
 
 /** The writer thread's running totals, in WriterThreadData.counters. */

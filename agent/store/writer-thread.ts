@@ -99,6 +99,7 @@ try {
     node: data.node,
     onCorrupt: data.onCorrupt,
     retention: data.retention,
+    cacheKib: data.cacheKib,
     notify: (level, text) => post({ op: 'notice', level, text }),
   });
   const names = keeper.names();

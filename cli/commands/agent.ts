@@ -6,6 +6,8 @@ import { hostname } from 'node:os';
 import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-client';
 import { Agent } from '../../agent/agent';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
+import { AGENT_BATCH_ROWS } from '../../agent/store/store-pipeline';
+import { WRITER_CACHE_KIB } from '../../core/store/schema';
 import { loadConfig } from '../../agent/config/load-config';
 import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { untilSignal } from '../signals';
@@ -42,6 +44,7 @@ interface AgentFlags extends LogFlags {
   sampleBackground?: number;
   minDurationNs: number;
   ringBufferMb: number;
+  storeCacheMb: number;
   attribution: boolean;
   targets: boolean;
   quiet: boolean;
@@ -134,11 +137,12 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
           attribution: flags.attribution,
           targets: flags.targets,
         },
-        batchRows: 262144,
+        batchRows: AGENT_BATCH_ROWS,
         flushIntervalMs: 200,
         statusIntervalMs: flags.statusInterval * 1000,
         quiet: flags.quiet,
         onCorrupt: flags.onCorrupt,
+        storeCacheKib: flags.storeCacheMb * 1024,
         retention: {
           retainNs: flags.retain,
           retainContextNs: flags.retainContext,
@@ -203,6 +207,12 @@ export function registerAgentCommand(program: Command): Command {
       'ring buffer size, a power of two',
       integerOption(1, RING_BUFFER_BYTES.max / MIB),
       RING_BUFFER_BYTES.default / MIB,
+    )
+    .option(
+      '--store-cache-mb <mb>',
+      "SQLite's page cache for the store (resident memory of the agent)",
+      integerOption(1, 4096),
+      WRITER_CACHE_KIB / 1024,
     )
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
     .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')

@@ -21,8 +21,13 @@ export const RETENTION_SCHEMA_VERSION = 4;
 /** Stores from this version on record each run's sampling rate and filter. */
 export const SAMPLING_SCHEMA_VERSION = 5;
 
-/** The writer's page cache. */
-export const WRITER_CACHE_KIB = 65536;
+/**
+ * The writer's page cache by default (--store-cache-mb): SQLite keeps it filled up to this size,
+ * so it is resident memory of the agent. A transaction's dirty pages beyond it are written to
+ * the WAL early, which costs little as long as the B-trees' insertion points (their rightmost
+ * pages and one leaf per busy service) fit.
+ */
+export const WRITER_CACHE_KIB = 16384;
 
 /** Calls at least this long are in the partial index that serves min_duration_ms. */
 export const SLOW_EVENT_NS = 100_000;
@@ -202,7 +207,11 @@ export function corruptStoreError(path: string, err: unknown): StoreError {
 }
 
 /** Opens (creating or migrating) a node's store for the one writer. Throws StoreError. */
-export function openWriteStore(path: string, node: string): { db: Database.Database; info: StoreInfo } {
+export function openWriteStore(
+  path: string,
+  node: string,
+  cacheKib = WRITER_CACHE_KIB,
+): { db: Database.Database; info: StoreInfo } {
   let db: Database.Database;
   try {
     db = new Database(path);
@@ -215,9 +224,9 @@ export function openWriteStore(path: string, node: string): { db: Database.Datab
     db.pragma('synchronous = NORMAL');
     // Checkpoints are the agent's (see agent/store/checkpoint-policy.ts).
     db.pragma('wal_autocheckpoint = 0');
-    // The agent's memory is bounded (issue 14): a 64 MiB page cache, and no mmap, whose file
-    // pages would count in its RSS as the store grows.
-    db.pragma(`cache_size = -${WRITER_CACHE_KIB}`);
+    // The agent's memory is bounded (issue 14): a page cache of a configured size, and no mmap,
+    // whose file pages would count in its RSS as the store grows.
+    db.pragma(`cache_size = -${cacheKib}`);
     db.pragma('mmap_size = 0');
     db.pragma('temp_store = MEMORY');
     db.pragma('busy_timeout = 5000');

@@ -1,0 +1,178 @@
+/**
+ * EventInsert puts a batch's rows in with one INSERT ... SELECT from
+ * kreplay_batch (native/sqlite/kreplay_batch.c): every value must come out
+ * of the store exactly as the batch held it, as integers, NULL where the
+ * batch's id is 0, with the seqs the row-by-row insert gave.
+ */
+import Database from 'better-sqlite3';
+import { EventBatch } from '../../agent/ingest/event-batch';
+import { EventInsert } from '../../agent/store/event-insert';
+import { StoreWriter, storePath } from '../../agent/store/store-writer';
+import { RecordType } from '../../core/model';
+import { EVENT_COLUMNS } from '../../core/store/event-columns';
+import { useTempDir } from '../support/temp-dir';
+
+const dir = useTempDir();
+const BASE = 1795345678123456789n;
+const ROWS = 1000;
+
+function mixedBatch(): EventBatch {
+  const batch = new EventBatch(ROWS);
+  batch.clear(BASE);
+  for (let i = 0; i < ROWS; i++) {
+    const common = {
+      // the last offsets reach the largest exact double
+      tsOffset: i < ROWS - 2 ? i * 1000 + (i % 7) : Number.MAX_SAFE_INTEGER - (ROWS - i),
+      dur: i * 37,
+      service: 1 + (i % 3),
+      ctx: i % 5 === 0 ? 0 : 100 + i,
+      pid: 4_000_000 + i,
+      tid: 0xffff_fff0 + (i % 16),
+      comm: 1,
+      bytes: i * 4096,
+    };
+    if (i % 4 === 3) {
+      batch.pushBlockIo({
+        ...common,
+        dev: 8 * 0x100000 + i,
+        sector: 2 ** 40 + i,
+        op: i % 2,
+        error: i % 8 === 3 ? -5 : 0,
+      });
+    } else {
+      batch.pushSysWrite({
+        ...common,
+        fd: i % 9 === 0 ? -1 : i,
+        ret: i % 6 === 0 ? -28 : i,
+        syscall: 1 + (i % 3),
+        target: i % 3 === 0 ? 0 : 7 + i,
+      });
+    }
+  }
+  return batch;
+}
+
+/* The rows as the batch holds them, in the order EventInsert numbers them: a chunk's writes, then its block requests. */
+type Row = (bigint | null)[];
+
+function expectedRows(batch: EventBatch, chunks: [number, number][]): Row[] {
+  const rows: Row[] = [];
+  let seq = 1;
+  for (const [start, end] of chunks) {
+    for (const type of [RecordType.SysWrite, RecordType.BlockIo]) {
+      for (let i = start; i < end; i++) {
+        if (batch.type[i] !== type) continue;
+        const write = type === RecordType.SysWrite;
+        const id = (v: number) => (v === 0 ? null : BigInt(v));
+        rows.push([
+          BASE + BigInt(batch.tsOffset[i]!),
+          BigInt(seq++),
+          BigInt(type),
+          BigInt(batch.dur[i]!),
+          BigInt(batch.service[i]!),
+          id(batch.ctx[i]!),
+          BigInt(batch.pid[i]!),
+          BigInt(batch.tid[i]!),
+          BigInt(batch.comm[i]!),
+          BigInt(batch.bytes[i]!),
+          write ? BigInt(batch.handle[i]!) : null,
+          write ? BigInt(batch.result[i]!) : null,
+          write ? BigInt(batch.kind[i]!) : null,
+          write ? null : BigInt(batch.handle[i]!),
+          write ? null : BigInt(batch.result[i]!),
+          write ? null : BigInt(batch.kind[i]!),
+          write ? null : BigInt(batch.error[i]!),
+          write ? id(batch.target[i]!) : null,
+        ]);
+      }
+    }
+  }
+  return rows.sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : Number(a[1]! - b[1]!)));
+}
+
+function storedRows(path: string): { rows: Row[]; nonIntegers: number } {
+  const db = new Database(path, { readonly: true });
+  try {
+    const rows = db
+      .prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY ts, seq`)
+      .raw()
+      .safeIntegers(true)
+      .all() as Row[];
+    const typed = EVENT_COLUMNS.split(', ')
+      .map((c) => `(typeof(${c}) NOT IN ('integer', 'null'))`)
+      .join(' + ');
+    const nonIntegers = db.prepare(`SELECT sum(${typed}) FROM events`).pluck().get() as number;
+    return { rows, nonIntegers };
+  } finally {
+    db.close();
+  }
+}
+
+describe('EventInsert (kreplay_batch)', () => {
+  it('stores every value of a mixed batch exactly, as integers, with the row-by-row seqs', () => {
+    const writer = StoreWriter.open(dir.path, 'one');
+    const batch = mixedBatch();
+    writer.writeBatch(batch);
+    writer.close();
+    const { rows, nonIntegers } = storedRows(storePath(dir.path, 'one'));
+    expect(rows).toEqual(expectedRows(batch, [[0, ROWS]]));
+    expect(nonIntegers).toBe(0);
+  });
+
+  it('numbers each transaction of a batch split under a small cap on from the last', () => {
+    const writer = StoreWriter.open(dir.path, 'split');
+    const batch = mixedBatch();
+    const insert = new EventInsert(writer.db, RecordType.SysWrite);
+    const blocks = new EventInsert(writer.db, RecordType.BlockIo);
+    let seq = 1;
+    for (const [start, end] of [
+      [0, 333],
+      [333, 334],
+      [334, ROWS],
+    ] as [number, number][]) {
+      seq = insert.run(batch, seq, start, end);
+      seq = blocks.run(batch, seq, start, end);
+    }
+    expect(seq).toBe(ROWS + 1);
+    writer.close();
+    const { rows } = storedRows(storePath(dir.path, 'split'));
+    expect(rows).toEqual(
+      expectedRows(batch, [
+        [0, 333],
+        [333, 334],
+        [334, ROWS],
+      ]),
+    );
+  });
+
+  it('says what is wrong when a column does not match the rows', () => {
+    const db = new Database(':memory:');
+    EventInsert.prepareConnection(db);
+    const blob = (bytes: number) => Buffer.alloc(bytes);
+    const args = (dur: number) => [
+      1,
+      blob(2),
+      blob(16),
+      blob(dur),
+      ...Array(11)
+        .fill(null)
+        .map((_, i) => blob(i < 3 ? 16 : 8)),
+    ];
+    expect(() =>
+      db
+        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
+        .pluck()
+        .get(...args(8)),
+    ).toThrow(/kreplay_batch: dur holds 8 bytes, expected 16 for 2 rows/);
+    expect(
+      db
+        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
+        .pluck()
+        .get(...args(16)),
+    ).toBe(0);
+    expect(() => db.prepare("SELECT * FROM kreplay_batch(1, x'00')").all()).toThrow(
+      /kreplay_batch takes 15 arguments/,
+    );
+    db.close();
+  });
+});
