@@ -134,11 +134,12 @@ export class Player {
   /**
    * Starts reading from event `nextIndex` (at `nextStart`) if nothing is
    * read yet, so that a play soon after finds events read; resolves once
-   * some are (or none are left).
+   * a lookahead's worth are (or all there are).
    */
   primed(nextIndex: number, nextStart: EventStart | undefined): Promise<void> {
     if (this.pending.length > 0) return Promise.resolve();
-    return this.readerFrom(nextIndex, nextStart).ready();
+    // as many as a lookahead may take: a fast replay's first quarter second is read before it starts
+    return this.readerFrom(nextIndex, nextStart).ready(MAX_LOOKAHEAD);
   }
 
   /**

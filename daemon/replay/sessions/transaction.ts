@@ -15,9 +15,9 @@ import type { ReplaySource } from '../replay-source';
 
 /** Events read per store query: a few pages per second of dense replay. */
 const CHUNK = 256;
-/** Events per read through the query workers, and how few left start the next one. */
+/** Events per read through the query workers, and how few left start the next one (at least). */
 const PREFETCH_CHUNK = 2048;
-const PREFETCH_LOW = 1024;
+const PREFETCH_LOW = 2048;
 /** A read that failed (the workers busy, say) is tried again after this, doubling up to the max. */
 const RETRY_MS = 50;
 const MAX_RETRY_MS = 2000;
@@ -28,8 +28,8 @@ export type EventPager = (filter: EventFilter, opts: PageOptions) => Promise<Rep
 /** Events read ahead: the next one, null at the end, undefined while the next chunk is on its way. */
 export interface EventCursor {
   next(): ReplayEvent | null | undefined;
-  /** Resolves once an event is read or none is left. */
-  ready(): Promise<void>;
+  /** Resolves once `count` events are read ahead (default 1), or all there are. */
+  ready(count?: number): Promise<void>;
   /** Stops reading ahead (the replay moved elsewhere). */
   close(): void;
 }
@@ -121,6 +121,8 @@ class PrefetchCursor implements EventCursor {
   private reading = false;
   private closed = false;
   private retryMs = RETRY_MS;
+  /** how many events it keeps read ahead */
+  private wanted = PREFETCH_LOW;
   /** resolved by the next read that lands */
   private landed: { promise: Promise<void>; resolve: () => void } = settlement();
 
@@ -135,13 +137,15 @@ class PrefetchCursor implements EventCursor {
 
   next(): ReplayEvent | null | undefined {
     const event = this.buffer.shift();
-    if (this.buffer.length < PREFETCH_LOW && !this.done && !this.reading) this.read();
+    if (this.buffer.length < this.wanted && !this.done && !this.reading) this.read();
     if (event) return event;
     return this.done ? null : undefined;
   }
 
-  ready(): Promise<void> {
-    return this.buffer.length > 0 || this.done ? Promise.resolve() : this.landed.promise;
+  async ready(count = 1): Promise<void> {
+    this.wanted = Math.max(this.wanted, count);
+    if (!this.reading && !this.done && this.buffer.length < count) this.read();
+    while (!this.closed && !this.done && this.buffer.length < count) await this.landed.promise;
   }
 
   close(): void {
@@ -164,6 +168,7 @@ class PrefetchCursor implements EventCursor {
         this.retryMs = RETRY_MS;
         this.landed.resolve();
         this.landed = settlement();
+        if (this.buffer.length < this.wanted && !this.done) this.read();
         this.onReady();
       },
       (err: unknown) => {

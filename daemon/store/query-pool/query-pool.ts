@@ -114,9 +114,13 @@ export class QueryPool {
     sampledRanges: (filter) => this.call('sampledRanges', filter),
   };
 
-  /** A replay session's events read ahead, their JSON built in the workers. */
+  /**
+   * A replay session's events read ahead, their JSON built in the workers.
+   * They go before the queued queries: a replay's schedule waits for them,
+   * a client's query can wait a few milliseconds more.
+   */
   readonly replayChunk = (filter: EventFilter, opts: PageOptions): Promise<ReplayChunk> =>
-    this.call('replayChunk', filter, opts);
+    this.enqueue(true, 'replayChunk', filter, opts);
 
   /** Events pages and lookups as JSON text, built in the workers. */
   readonly json: EventsJson = {
@@ -177,6 +181,11 @@ export class QueryPool {
   }
 
   private call<T>(op: string, ...args: unknown[]): Promise<T> {
+    return this.enqueue(false, op, ...args);
+  }
+
+  /** Queues a query (`first`: ahead of the others); 503 past the queue's bound or while no worker is up. */
+  private enqueue<T>(first: boolean, op: string, ...args: unknown[]): Promise<T> {
     if (this.closed) return Promise.reject(new ProblemError('shutting-down', 'the daemon is shutting down'));
     const down = this.down();
     if (down) return Promise.reject(down);
@@ -195,7 +204,8 @@ export class QueryPool {
         resolve: resolve as (result: unknown) => void,
         reject,
       };
-      this.queue.push(job);
+      if (first) this.queue.unshift(job);
+      else this.queue.push(job);
       this.dispatch();
     });
   }
