@@ -71,7 +71,7 @@ function writeData(dir: string, events: number): void {
   writer.close();
 }
 
-async function startDaemon(dataDir: string): Promise<{ url: string; stop: () => void }> {
+async function startDaemon(dataDir: string): Promise<{ url: string; stop: () => Promise<void> }> {
   const child = spawn(
     process.execPath,
     [KREPLAY, 'daemon', '--data-dir', dataDir, '--port', '0', '--log-format', 'text'],
@@ -88,7 +88,13 @@ async function startDaemon(dataDir: string): Promise<{ url: string; stop: () => 
     });
     child.once('exit', (code) => reject(new Error(`daemon exited ${code}: ${err}`)));
   });
-  return { url, stop: () => child.kill('SIGTERM') };
+  // stopped before its data dir is removed: it writes its sessions file as it goes
+  const stop = async () => {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  };
+  return { url, stop };
 }
 
 const quantile = (values: number[], q: number) =>
@@ -210,7 +216,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    daemon.stop();
+    await daemon.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   printTable(
