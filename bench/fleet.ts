@@ -33,7 +33,9 @@ import { ShipBatchReader } from '../agent/ship/ship-batch';
 import { Shipper } from '../agent/ship/shipper';
 import { StoreWriter } from '../agent/store/store-writer';
 import { quoteInt, quoteString } from '../core/clickhouse/quote';
-import { eventsTable } from '../core/clickhouse/schema';
+import { eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
+import type { ClickHouseHttp } from '../core/clickhouse/http-client';
+import { DEFAULT_LIMIT } from '../daemon/events/events-query';
 import { silentLogger } from '../core/log/logger';
 import { targetKindCode } from '../core/model';
 import { readStoreInfo } from '../core/store/schema';
@@ -316,6 +318,21 @@ interface Lookup {
   query: string;
 }
 
+/**
+ * A lookup's first page as SQL, sent to the cluster without the daemon: as
+ * daemon/store/clickhouse-events.ts reads it now (plain, when no copies are
+ * unmerged), or with FINAL as it read before; the anchor of the change, in the same round.
+ */
+function lookupSql(ch: ClickHouseHttp, lookup: Lookup, final: boolean): string {
+  const [key, value] = lookup.query.split('=') as [LookupKey, string];
+  const v = quoteString(value);
+  return `SELECT ${'event_id, event_type, timestamp_ns, duration_ns, service_name, transaction_id, trace_id, node, pid, tid, comm, bytes, syscall, fd, ret, target_kind, target, device, sector, op, error'}
+    FROM ${eventsTable(ch.endpoint)} ${final ? 'FINAL' : ''}
+    WHERE (timestamp_ns, store_id, seq) IN (SELECT timestamp_ns, store_id, seq FROM ${ch.endpoint.database}.${lookupTable(key)} WHERE ${key} = ${v})
+      AND ${key} = ${v}
+    ORDER BY timestamp_ns, event_id LIMIT ${quoteInt(DEFAULT_LIMIT + 1)}`;
+}
+
 async function lookups(cluster: TestCluster, events: number, runs: number): Promise<(string | number)[][]> {
   const perNode = Math.floor(events / NODES);
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-fleet-'));
@@ -376,10 +393,22 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         sqlite: { transaction: [] as number[], trace: [] as number[] },
         clickhouse: { transaction: [] as number[], trace: [] as number[] },
       };
+      const sql = {
+        final: { transaction: [] as number[], trace: [] as number[] },
+        plain: { transaction: [] as number[], trace: [] as number[] },
+      };
       for (const key of keys()) {
         ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${key.query}`)).ms);
         ms.clickhouse[key.kind].push((await get(agent, fleet.url, `/api/events?${key.query}`)).ms);
+        for (const shape of ['final', 'plain'] as const) {
+          const t = process.hrtime.bigint();
+          await ch.rows(lookupSql(ch, key, shape === 'final'));
+          sql[shape][key.kind].push(Number(process.hrtime.bigint() - t) / 1e6);
+        }
       }
+      for (const shape of ['final', 'plain'] as const)
+        for (const kind of ['transaction', 'trace'] as const)
+          add(`sql ${shape} ${kind} p50`, percentile(sql[shape][kind], 50));
       for (const store of ['sqlite', 'clickhouse'] as const)
         for (const kind of ['transaction', 'trace'] as const) {
           add(`${store} ${kind} p50`, percentile(ms[store][kind], 50));
@@ -394,6 +423,8 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       range(figures.get(`sqlite ${kind} p99`)!),
       range(figures.get(`clickhouse ${kind} p50`)!),
       range(figures.get(`clickhouse ${kind} p99`)!),
+      range(figures.get(`sql final ${kind} p50`)!),
+      range(figures.get(`sql plain ${kind} p50`)!),
     ]);
   } finally {
     for (const d of daemons) await d.close();
@@ -422,9 +453,18 @@ async function main(): Promise<void> {
     if (PARTS.includes('lookups'))
       for (const events of SIZES)
         printTable(
-          `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per run, ms (range of the runs' p50 and p99)`,
+          `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per round, ms (range of the rounds' p50 and p99)`,
           await lookups(cluster, events, RUNS),
-          ['events', 'lookup', 'SQLite p50', 'SQLite p99', 'ClickHouse p50', 'ClickHouse p99'],
+          [
+            'events',
+            'lookup',
+            'SQLite p50',
+            'SQLite p99',
+            'ClickHouse p50',
+            'ClickHouse p99',
+            'SQL alone: FINAL (before) p50',
+            'SQL alone: plain (now) p50',
+          ],
         );
   } finally {
     await cluster.destroy();
