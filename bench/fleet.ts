@@ -348,8 +348,26 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
     for (let n = 0; n < NODES; n++)
       await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
     const clickhouseS = (Date.now() - t) / 1000;
+    // lookups on a settled store, as a fleet store is between bursts: not while merges of the fill still run
+    t = Date.now();
+    const shards = cluster.shards.map((_, i) => cluster.client(database, i));
+    const busy = async () => {
+      const counts = await Promise.all(
+        shards.map((c) => c.rows<{ n: string }>('SELECT count() AS n FROM system.merges')),
+      );
+      return counts.some((r) => r[0]!.n !== '0');
+    };
+    while ((await busy()) && Date.now() - t < 180_000) await new Promise((r) => setTimeout(r, 500));
+    const parts = await Promise.all(
+      shards.map((c) =>
+        c.rows<{ n: string }>(
+          `SELECT count() AS n FROM system.parts WHERE active AND database = ${quoteString(database)} AND table = 'events'`,
+        ),
+      ),
+    );
     console.log(
-      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s`,
+      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s, ` +
+        `merges settled in ${((Date.now() - t) / 1000).toFixed(0)} s (events parts per shard: ${parts.map((p) => p[0]!.n).join(', ')})`,
     );
     const files = await createDaemon({ dataDir: dir, log: silentLogger });
     daemons.push(files);
