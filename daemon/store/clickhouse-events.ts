@@ -9,15 +9,16 @@
  * that shard's events (see core/clickhouse/schema.ts).
  *
  * A re-sent batch never shows twice, before or after merges collapse its
- * copies. Pages do not use FINAL (it doubled the lookups' time): a copy is
- * the same node-file row sent again, equal in every column, and sorts next to
- * its original by (timestamp_ns, event_id), so a page keeps the first of each
- * run of one event_id and, when copies left it short of the limit, reads on
- * from the last row's position. That takes only a plain ORDER BY … LIMIT from
- * the Distributed table, which every release merges correctly; `LIMIT 1 BY
- * event_id` does not: 18.16 cuts each shard's rows to the LIMIT before its
- * LIMIT BY (measured: 68 rows for LIMIT 100 with three unmerged copies,
- * test/integration/clickhouse-cluster.test.ts pages through such copies).
+ * copies. Pages do not use FINAL (a lookup took 1.5-6.5x as long with it,
+ * bench/fleet.ts): a copy is the same node-file row sent again, equal in
+ * every column, and sorts next to its original by (timestamp_ns, event_id),
+ * so a page keeps the first of each run of one event_id and, when copies left
+ * it short of the limit, reads on from the last row's position. That needs
+ * only the Distributed table's plain ORDER BY … LIMIT (each shard's first n
+ * rows, merged). `LIMIT 1 BY event_id` would not do: 18.16 cuts each shard's
+ * rows to the LIMIT before its LIMIT BY (68 events for LIMIT 100 with three
+ * unmerged copies of each, bench/clickhouse-limit-by.ts), and
+ * test/integration/clickhouse-cluster.test.ts pages through such copies.
  * Summaries count with FINAL; a single event is any copy.
  */
 import { ClickHouseError, type ClickHouseHttp } from '../../core/clickhouse/http-client';
