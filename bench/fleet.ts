@@ -5,6 +5,11 @@
  * - shipping: one agent's Shipper sending a node file of SHIP_EVENTS events
  *   to the cluster's Distributed table, rows/s and the process's CPU, against
  *   an anchor in the same run: reading and formatting the same batches only.
+ * - shipping as users run it: a `kreplay agent --ship clickhouse://…?cluster=`
+ *   process capturing a write loop (bench/writeloop.c, paced above what it ships) into
+ *   its node file and shipping to the cluster at the same time: shipped rows/s
+ *   (the cluster's row count, polled) and the agent's CPU from /proc, against
+ *   an anchor in the same round: the same agent and loop without --ship.
  * - lookups: transaction and trace lookups over HTTP (GET /api/events) from a
  *   daemon reading the cluster (--store clickhouse://…?cluster=) and a daemon
  *   reading the same events in per-node SQLite files, keys interleaved, for
@@ -28,7 +33,9 @@ import { ShipBatchReader } from '../agent/ship/ship-batch';
 import { Shipper } from '../agent/ship/shipper';
 import { StoreWriter } from '../agent/store/store-writer';
 import { quoteInt, quoteString } from '../core/clickhouse/quote';
-import { eventsTable } from '../core/clickhouse/schema';
+import { eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
+import type { ClickHouseHttp } from '../core/clickhouse/http-client';
+import { DEFAULT_LIMIT } from '../daemon/events/events-query';
 import { silentLogger } from '../core/log/logger';
 import { targetKindCode } from '../core/model';
 import { readStoreInfo } from '../core/store/schema';
@@ -36,12 +43,20 @@ import { createDaemon, type Daemon } from '../daemon/create-daemon';
 import { TestCluster } from './clickhouse-servers';
 import { BATCH, FIRST_TS, SPAN_NS } from './query-dataset';
 import { printTable } from './table';
+import { startBenchAgent, type AgentCpu } from './agent-process';
+import { benchLoop, timeLoop } from './bench-loops';
+import { repoRoot } from '../core/repo-root';
 
 const env = (name: string, fallback: string) => process.env[name] ?? fallback;
 const SIZES = env('KREPLAY_BENCH_FLEET_EVENTS', '1000000,10000000').split(',').map(Number);
 const RUNS = Number(env('KREPLAY_BENCH_RUNS', '3'));
 const NODES = 20;
 const SHIP_EVENTS = Number(env('KREPLAY_BENCH_SHIP_EVENTS', '300000'));
+const AGENT_WRITES = Number(env('KREPLAY_BENCH_AGENT_SHIP_WRITES', '1000000'));
+/* writes/s of the loop the agent captures: above what one agent ships, so shipping runs flat out meanwhile */
+const AGENT_RATE = Number(env('KREPLAY_BENCH_AGENT_SHIP_RATE', '100000'));
+/* which parts run: ship (the Shipper in this process), agent (a kreplay agent process), lookups */
+const PARTS = env('KREPLAY_BENCH_FLEET_PARTS', 'ship,agent,lookups').split(',');
 const LOOKUPS = 200;
 /* 3 of every 10 events carry context: a transaction of 12 events per 40, a trace of 30 per node over all 20 nodes */
 const TXN_WINDOW = 40;
@@ -197,9 +212,125 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
   }
 }
 
+const cpuSeconds = (a: AgentCpu, b: AgentCpu) => b.userS + b.systemS - (a.userS + a.systemS);
+
+/**
+ * One round of the agent process: the write loop captured by `kreplay agent`
+ * (shipping to `ship` when given) until every event is stored and, with
+ * `ship`, counted in the cluster. Times from the loop's start.
+ */
+async function agentRound(
+  cluster: TestCluster,
+  ship: { database: string; shard: number } | null,
+): Promise<{
+  stored: number;
+  dropped: number;
+  loopS: number;
+  shippedInLoop: number;
+  doneS: number;
+  cpuS: number;
+}> {
+  const args = ['--include', 'comm:writeloop'];
+  if (ship) args.push('--ship', cluster.url(ship.database, ship.shard, 60));
+  const agent = await startBenchAgent(repoRoot(), args);
+  const ch = ship && cluster.client(ship.database, ship.shard, 60_000);
+  // plain count(): a copy would count twice, and the agent sends none here (no retries: checked after)
+  const shipped = async () =>
+    ch
+      ? Number((await ch.rows<{ n: string }>(`SELECT count() AS n FROM ${eventsTable(ch.endpoint)}`))[0]!.n)
+      : 0;
+  try {
+    const before = agent.cpu();
+    const started = process.hrtime.bigint();
+    const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+    await timeLoop(benchLoop('writeloop'), [String(AGENT_WRITES), '-1', '-', String(AGENT_RATE)]);
+    const loopS = seconds();
+    const shippedInLoop = await shipped();
+    const { stored, dropped } = await agent.caughtUp(AGENT_WRITES);
+    let doneS = seconds();
+    if (ch) {
+      const deadline = Date.now() + 300_000;
+      while ((await shipped()) < stored) {
+        if (Date.now() > deadline) throw new Error(`the agent did not ship ${stored} events in 300 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      doneS = seconds();
+      const [copies] = await ch.rows<{ n: string; ids: string }>(
+        `SELECT count() AS n, uniqExact(event_id) AS ids FROM ${eventsTable(ch.endpoint)}`,
+      );
+      if (copies!.n !== copies!.ids || Number(copies!.n) !== stored)
+        throw new Error(
+          `the cluster holds ${copies!.n} rows, ${copies!.ids} events; the node file ${stored}`,
+        );
+    }
+    return { stored, dropped, loopS, shippedInLoop, doneS, cpuS: cpuSeconds(before, agent.cpu()) };
+  } finally {
+    await agent.stop();
+  }
+}
+
+async function agentShipping(cluster: TestCluster, runs: number): Promise<void> {
+  const rows: (string | number)[][] = [];
+  for (let run = 0; run < runs; run++) {
+    const database = `agent_${process.pid}_${run}`;
+    await cluster.migrate(database);
+    const anchor = await agentRound(cluster, null);
+    const shipping = await agentRound(cluster, { database, shard: run % 2 });
+    const pct = (cpuS: number, s: number) => ((cpuS / s) * 100).toFixed(0);
+    rows.push([
+      run + 1,
+      shipping.stored,
+      Math.round(shipping.stored / shipping.loopS),
+      Math.round(shipping.shippedInLoop / shipping.loopS),
+      Math.round(shipping.stored / shipping.doneS),
+      pct(shipping.cpuS, shipping.doneS),
+      ((shipping.cpuS * 1e6) / shipping.stored).toFixed(1),
+      ((anchor.cpuS * 1e6) / anchor.stored).toFixed(1),
+      (((shipping.cpuS - anchor.cpuS * (shipping.stored / anchor.stored)) * 1e6) / shipping.stored).toFixed(
+        1,
+      ),
+    ]);
+    for (const shard of [0, 1])
+      await cluster
+        .client(database, shard)
+        .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
+        .catch(() => undefined);
+  }
+  printTable(
+    `kreplay agent --ship to the cluster while capturing a write loop of ${AGENT_WRITES} writes at ${AGENT_RATE}/s`,
+    rows,
+    [
+      'run',
+      'events stored',
+      'captured/s (loop)',
+      'shipped/s during the loop',
+      'shipped/s, start to all shipped',
+      'agent CPU % (1 core = 100), start to all shipped',
+      'agent CPU µs/event',
+      'anchor: no --ship, CPU µs/event',
+      'shipping CPU µs/event (difference)',
+    ],
+  );
+}
+
 interface Lookup {
   kind: 'transaction' | 'trace';
   query: string;
+}
+
+/**
+ * A lookup's first page as SQL, sent to the cluster without the daemon: as
+ * daemon/store/clickhouse-events.ts reads it now (plain, when no copies are
+ * unmerged), or with FINAL as it read before; the anchor of the change, in the same round.
+ */
+function lookupSql(ch: ClickHouseHttp, lookup: Lookup, final: boolean): string {
+  const [key, value] = lookup.query.split('=') as [LookupKey, string];
+  const v = quoteString(value);
+  return `SELECT ${'event_id, event_type, timestamp_ns, duration_ns, service_name, transaction_id, trace_id, node, pid, tid, comm, bytes, syscall, fd, ret, target_kind, target, device, sector, op, error'}
+    FROM ${eventsTable(ch.endpoint)} ${final ? 'FINAL' : ''}
+    WHERE (timestamp_ns, store_id, seq) IN (SELECT timestamp_ns, store_id, seq FROM ${ch.endpoint.database}.${lookupTable(key)} WHERE ${key} = ${v})
+      AND ${key} = ${v}
+    ORDER BY timestamp_ns, event_id LIMIT ${quoteInt(DEFAULT_LIMIT + 1)}`;
 }
 
 async function lookups(cluster: TestCluster, events: number, runs: number): Promise<(string | number)[][]> {
@@ -217,8 +348,26 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
     for (let n = 0; n < NODES; n++)
       await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
     const clickhouseS = (Date.now() - t) / 1000;
+    // lookups on a settled store, as a fleet store is between bursts: not while merges of the fill still run
+    t = Date.now();
+    const shards = cluster.shards.map((_, i) => cluster.client(database, i));
+    const busy = async () => {
+      const counts = await Promise.all(
+        shards.map((c) => c.rows<{ n: string }>('SELECT count() AS n FROM system.merges')),
+      );
+      return counts.some((r) => r[0]!.n !== '0');
+    };
+    while ((await busy()) && Date.now() - t < 180_000) await new Promise((r) => setTimeout(r, 500));
+    const parts = await Promise.all(
+      shards.map((c) =>
+        c.rows<{ n: string }>(
+          `SELECT count() AS n FROM system.parts WHERE active AND database = ${quoteString(database)} AND table = 'events'`,
+        ),
+      ),
+    );
     console.log(
-      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s`,
+      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s, ` +
+        `merges settled in ${((Date.now() - t) / 1000).toFixed(0)} s (events parts per shard: ${parts.map((p) => p[0]!.n).join(', ')})`,
     );
     const files = await createDaemon({ dataDir: dir, log: silentLogger });
     daemons.push(files);
@@ -262,10 +411,22 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         sqlite: { transaction: [] as number[], trace: [] as number[] },
         clickhouse: { transaction: [] as number[], trace: [] as number[] },
       };
+      const sql = {
+        final: { transaction: [] as number[], trace: [] as number[] },
+        plain: { transaction: [] as number[], trace: [] as number[] },
+      };
       for (const key of keys()) {
         ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${key.query}`)).ms);
         ms.clickhouse[key.kind].push((await get(agent, fleet.url, `/api/events?${key.query}`)).ms);
+        for (const shape of ['final', 'plain'] as const) {
+          const t = process.hrtime.bigint();
+          await ch.rows(lookupSql(ch, key, shape === 'final'));
+          sql[shape][key.kind].push(Number(process.hrtime.bigint() - t) / 1e6);
+        }
       }
+      for (const shape of ['final', 'plain'] as const)
+        for (const kind of ['transaction', 'trace'] as const)
+          add(`sql ${shape} ${kind} p50`, percentile(sql[shape][kind], 50));
       for (const store of ['sqlite', 'clickhouse'] as const)
         for (const kind of ['transaction', 'trace'] as const) {
           add(`${store} ${kind} p50`, percentile(ms[store][kind], 50));
@@ -280,6 +441,8 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       range(figures.get(`sqlite ${kind} p99`)!),
       range(figures.get(`clickhouse ${kind} p50`)!),
       range(figures.get(`clickhouse ${kind} p99`)!),
+      range(figures.get(`sql final ${kind} p50`)!),
+      range(figures.get(`sql plain ${kind} p50`)!),
     ]);
   } finally {
     for (const d of daemons) await d.close();
@@ -302,14 +465,25 @@ async function main(): Promise<void> {
     console.log(
       `ClickHouse ${version!.v}, cluster of ${cluster.shards.length} shards on this machine; ${NODES} nodes; ${RUNS} runs`,
     );
-    await shipping(cluster, RUNS);
+    if (PARTS.includes('ship')) await shipping(cluster, RUNS);
+    if (PARTS.includes('agent')) await agentShipping(cluster, RUNS);
     // a table per size as soon as it is measured: a later size that fails leaves the earlier ones
-    for (const events of SIZES)
-      printTable(
-        `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per run, ms (range of the runs' p50 and p99)`,
-        await lookups(cluster, events, RUNS),
-        ['events', 'lookup', 'SQLite p50', 'SQLite p99', 'ClickHouse p50', 'ClickHouse p99'],
-      );
+    if (PARTS.includes('lookups'))
+      for (const events of SIZES)
+        printTable(
+          `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per round, ms (range of the rounds' p50 and p99)`,
+          await lookups(cluster, events, RUNS),
+          [
+            'events',
+            'lookup',
+            'SQLite p50',
+            'SQLite p99',
+            'ClickHouse p50',
+            'ClickHouse p99',
+            'SQL alone: FINAL (before) p50',
+            'SQL alone: plain (now) p50',
+          ],
+        );
   } finally {
     await cluster.destroy();
   }

@@ -20,7 +20,7 @@ import { startCapture, type CaptureOptions } from '../agent/capture';
 import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
 import { startBenchAgent } from './agent-process';
-import { benchLoop } from './bench-loops';
+import { benchLoop, timeLoop } from './bench-loops';
 import { nativeAddon } from '../core/native/addon';
 
 export type OverheadMode =
@@ -144,19 +144,6 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * CPU 0 it is measured at its best, and its empty programs give the floor.
  */
 const LOOP_CPU = os.cpus().length - 1;
-
-/** Runs a timing loop in a child process; resolves to the ns per call it prints. */
-function timeLoop(exe: string, args: string[]): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) =>
-      code === 0 ? resolve(Number(out)) : reject(new Error(`${path.basename(exe)} exited ${code}`)),
-    );
-  });
-}
 
 /** `newFilesIn`: a directory where each write goes to a new file; `rate`: writes/s (0: as fast as it goes). */
 const timeWrites = (exe: string, writes: number, newFilesIn?: string, rate = 0) =>

@@ -7,16 +7,17 @@
  *
  * Exactly once as a reader sees it: 18.16 deduplicates retried inserts only
  * on replicated tables, so every table is a ReplacingMergeTree whose sorting
- * key holds the event's identity (store_id, timestamp_ns, seq), and every read uses FINAL,
- * which is correct before background merges have collapsed a retried batch.
+ * key holds the event's identity (store_id, timestamp_ns, seq), and every read
+ * is correct before background merges have collapsed a retried batch: counts
+ * use FINAL, pages keep one row per event_id (daemon/store/clickhouse-events.ts).
  * A row's partition follows from its timestamp, so its copies always share one.
  *
  * A cluster (clickhouse://…?cluster=NAME, a `remote_servers` entry): every
  * server holds the tables above for its shard, and events_on_<NAME>, a
  * Distributed table over them, takes the inserts and serves the reads. Its
  * sharding key is the node store (cityHash64(store_id)): a re-sent batch
- * reaches the shard that holds the first copy, so FINAL still collapses it
- * (it merges within one shard only); an agent's batch goes whole to one
+ * reaches the shard that holds the first copy, so FINAL and merges still
+ * collapse it (they work within one shard only); an agent's batch goes whole to one
  * shard; and an event's lookup rows, written by the materialized views of the
  * shard that took it, sit beside it, so a lookup subquery runs on each shard
  * alone. A transaction spanning nodes spans shards; the Distributed table's

@@ -6,8 +6,20 @@
  * then its rows are read by identity. Over a cluster the events come from the
  * Distributed table and the lookup subquery names the shard-local table (with
  * its database: the shards run it as sent), which holds the lookup rows of
- * that shard's events (see core/clickhouse/schema.ts). Every read uses FINAL (see
- * core/clickhouse/schema.ts) so a re-sent batch never shows twice.
+ * that shard's events (see core/clickhouse/schema.ts).
+ *
+ * A re-sent batch never shows twice, before or after merges collapse its
+ * copies. Pages do not use FINAL (a lookup took 1.5-6.5x as long with it,
+ * bench/fleet.ts): a copy is the same node-file row sent again, equal in
+ * every column, and sorts next to its original by (timestamp_ns, event_id),
+ * so a page keeps the first of each run of one event_id and, when copies left
+ * it short of the limit, reads on from the last row's position. That needs
+ * only the Distributed table's plain ORDER BY … LIMIT (each shard's first n
+ * rows, merged). `LIMIT 1 BY event_id` would not do: 18.16 cuts each shard's
+ * rows to the LIMIT before its LIMIT BY (68 events for LIMIT 100 with three
+ * unmerged copies of each, bench/clickhouse-limit-by.ts), and
+ * test/integration/clickhouse-cluster.test.ts pages through such copies.
+ * Summaries count with FINAL; a single event is any copy.
  */
 import { ClickHouseError, type ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { quoteInt, quoteString } from '../../core/clickhouse/quote';
@@ -20,6 +32,7 @@ import {
   positionOf,
   type EventFilter,
   type EventPage,
+  type EventPosition,
   type EventSummary,
   type PageOptions,
 } from './event-filter';
@@ -101,6 +114,17 @@ function filterTerms(database: string, filter: EventFilter): string[] {
   return terms;
 }
 
+/** Rows after `pos` in `order`: keyset on (timestamp_ns, event_id), as the node stores page. */
+function afterTerm(pos: EventPosition, order: PageOptions['order']): string {
+  const ts = quoteInt(pos.ts);
+  const id = quoteString(pos.eventId);
+  const [cmp, cmpEq] = order === 'asc' ? ['>', '>='] : ['<', '<='];
+  return `timestamp_ns ${cmpEq} ${ts} AND (timestamp_ns ${cmp} ${ts} OR event_id ${cmp} ${id})`;
+}
+
+/** The most rows one read of a page asks for when copies crowd it (a page is at most MAX_LIMIT + 1). */
+const MAX_READ = 100_000;
+
 export class ClickHouseEvents implements EventReader {
   private readonly table: string;
 
@@ -119,16 +143,28 @@ export class ClickHouseEvents implements EventReader {
   async page(filter: EventFilter, opts: PageOptions): Promise<EventPage> {
     const terms = filterTerms(this.ch.endpoint.database, filter);
     const dir = opts.order === 'asc' ? 'ASC' : 'DESC';
-    if (opts.after) {
-      const ts = quoteInt(opts.after.ts);
-      const id = quoteString(opts.after.eventId);
-      const [cmp, cmpEq] = opts.order === 'asc' ? ['>', '>='] : ['<', '<='];
-      terms.push(`timestamp_ns ${cmpEq} ${ts} AND (timestamp_ns ${cmp} ${ts} OR event_id ${cmp} ${id})`);
+    const want = opts.limit + 1; // one more than the page tells whether another follows
+    const rows: Row[] = [];
+    let after = opts.after;
+    let ask = want;
+    for (;;) {
+      const where = [...terms, ...(after ? [afterTerm(after, opts.order)] : [])];
+      const got = await this.rows<Row>(
+        `SELECT ${COLUMNS} FROM ${this.table} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ` +
+          `ORDER BY timestamp_ns ${dir}, event_id ${dir} LIMIT ${quoteInt(ask)}`,
+      );
+      let distinct = 0;
+      for (const r of got)
+        if (rows.length === 0 || rows[rows.length - 1]!.event_id !== r.event_id) {
+          rows.push(r);
+          distinct++;
+        }
+      const last = got[got.length - 1];
+      if (got.length < ask || rows.length >= want || !last) break;
+      // copies filled part of this read: read on past them, asking for as many more as their share suggests
+      after = { ts: BigInt(last.timestamp_ns!), eventId: last.event_id as string };
+      ask = Math.min(MAX_READ, Math.ceil(((want - rows.length) * got.length) / Math.max(1, distinct)));
     }
-    const where = terms.length ? `WHERE ${terms.join(' AND ')}` : '';
-    const rows = await this.rows<Row>(
-      `SELECT ${COLUMNS} FROM ${this.table} FINAL ${where} ORDER BY timestamp_ns ${dir}, event_id ${dir} LIMIT ${quoteInt(opts.limit + 1)}`,
-    );
     const events = rows.slice(0, opts.limit).map(toEvent);
     const last = events[events.length - 1];
     return { events, next: last && rows.length > opts.limit ? positionOf(last) : null };
@@ -152,7 +188,7 @@ export class ClickHouseEvents implements EventReader {
     const key = parseEventId(eventId);
     if (!key) return null;
     const rows = await this.rows<Row>(
-      `SELECT ${COLUMNS} FROM ${this.table} FINAL WHERE timestamp_ns = ${quoteInt(key.ts)} AND store_id = ${quoteString(key.storeId)} AND seq = ${quoteInt(key.seq)}`,
+      `SELECT ${COLUMNS} FROM ${this.table} WHERE timestamp_ns = ${quoteInt(key.ts)} AND store_id = ${quoteString(key.storeId)} AND seq = ${quoteInt(key.seq)} LIMIT 1`,
     );
     return rows[0] ? toEvent(rows[0]) : null;
   }
