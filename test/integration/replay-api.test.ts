@@ -119,13 +119,13 @@ describe.each(BACKENDS)('replay sessions over HTTP from $kind, real stores and c
     const stream = await StreamClient.open(server.url, session.id);
     await stream.until((s) => s.states().length === 1);
     let cycles = 0;
-    for (;;) {
-      const played = await api(server.url, 'POST', `/${session.id}/play`);
-      if (played.status === 409) break; // finished
-      const paused = await api(server.url, 'POST', `/${session.id}/pause`);
-      if (paused.status === 409) break;
-      cycles++;
+    let finished = false;
+    for (; cycles < 100 && !finished; cycles++) {
+      finished = (await api(server.url, 'POST', `/${session.id}/play`)).status === 409;
+      if (!finished) finished = (await api(server.url, 'POST', `/${session.id}/pause`)).status === 409;
     }
+    // a bounded number of cycles, then it plays to the end
+    if (!finished) expect((await api(server.url, 'POST', `/${session.id}/play`)).status).toBe(200);
     await stream.until((s) => s.states().includes('finished'));
     stream.close();
     expect(cycles).toBeGreaterThan(0);

@@ -39,8 +39,11 @@ export class FakeClock implements ReplayClock {
     return this.nowNs;
   }
 
+  /** the lead a play takes before its first deadline (the real clock's is about a millisecond) */
+  lead = 0n;
+
   leadNs(): bigint {
-    return 0n;
+    return this.lead;
   }
 
   lane(): ClockLane {

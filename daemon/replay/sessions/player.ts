@@ -58,8 +58,9 @@ export const startOf = (event: ReplayEvent): EventStart => ({
 });
 
 export class Player {
-  /** while playing, wall offset = now − anchor */
+  /** while playing, wall offset = now − anchor, and never less than where the play started */
   private anchor = 0n;
+  private startWallNs = 0n;
   private reader: EventCursor | null = null;
   /** the reader has no more events */
   private exhausted = false;
@@ -93,7 +94,9 @@ export class Player {
 
   /** The wall offset now, while playing. */
   wallNow(): bigint {
-    return this.clock.now() - this.anchor;
+    // during the lead before the first deadline the replay has not moved: a pause then must not take it back
+    const wall = this.clock.now() - this.anchor;
+    return wall > this.startWallNs ? wall : this.startWallNs;
   }
 
   /** The next event to be released, if read. */
@@ -114,6 +117,7 @@ export class Player {
   prepare(nextIndex: number, nextStart: EventStart | undefined, wallNs: bigint): void {
     this.readAhead(nextIndex, nextStart, wallNs + LOOKAHEAD_NS);
     this.anchor = this.clock.now() + this.clock.leadNs(this.pending.length) - wallNs;
+    this.startWallNs = wallNs;
   }
 
   /** Hands every event read to the clock, as far as its lane has room; false when nothing is left to play. */
