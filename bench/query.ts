@@ -9,8 +9,8 @@
  *   node dist/bench/query.js            (KREPLAY_BENCH_EVENTS=10000000 by default)
  *   KREPLAY_BENCH_EVENTS=300000 KREPLAY_BENCH_REQUESTS=200 KREPLAY_BENCH_WRK_SECONDS=3 node dist/bench/query.js
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, get as httpGet } from 'node:http';
 import { dirname, join } from 'node:path';
 import { parse } from 'node:querystring';
@@ -25,6 +25,7 @@ import { NodeStores } from '../daemon/store/node-stores';
 import { contextIdsSql, eventsSql, rangeParams } from '../daemon/store/query-sql';
 import { ensureDataset, type Dataset } from './query-dataset';
 import { inlineParams, SqliteCli } from './sqlite-cli';
+import { startBenchDaemon } from './daemon-process';
 import { printTable } from './table';
 
 export interface QueryBenchOptions {
@@ -281,39 +282,6 @@ function rssMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)![1]) / 1024;
 }
 
-/**
- * The daemon logs a line per request, as deployed: to a file here, as journald would take them, not to a
- * pipe this process cannot read while wrk or sqlite3 runs synchronously (a full pipe would block the daemon).
- */
-async function startDaemon(dataDir: string, workers: number): Promise<{ child: ChildProcess; url: string }> {
-  const logFile = join(OUT, `daemon-${workers}.log`);
-  const fd = openSync(logFile, 'w');
-  const child = spawn(
-    process.execPath,
-    [
-      join(ROOT, 'bin', 'kreplay.js'),
-      'daemon',
-      '--data-dir',
-      dataDir,
-      '--port',
-      '0',
-      '--log-format',
-      'text',
-      '--query-workers',
-      String(workers),
-    ],
-    { stdio: ['ignore', 'ignore', fd] },
-  );
-  closeSync(fd);
-  for (;;) {
-    const text = readFileSync(logFile, 'utf8');
-    const url = /listening url=(\S+)/.exec(text)?.[1];
-    if (url) return { child, url };
-    if (child.exitCode !== null) throw new Error(`daemon exited ${child.exitCode}: ${text}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 export async function runQueryBench(options: QueryBenchOptions): Promise<QueryBenchResult> {
   mkdirSync(OUT, { recursive: true });
   const { events, nodes, services } = options;
@@ -336,7 +304,10 @@ export async function runQueryBench(options: QueryBenchOptions): Promise<QueryBe
         (await sqliteLatencies(clis, single, shape.keys)).sort((a, b) => a - b),
       );
     for (const workers of options.workerCounts) {
-      const daemon = await startDaemon(data.dir, workers);
+      const daemon = await startBenchDaemon(data.dir, join(OUT, `daemon-${workers}.log`), [
+        '--query-workers',
+        String(workers),
+      ]);
       const pid = daemon.child.pid!;
       try {
         if (!memory) {
@@ -401,7 +372,7 @@ export async function runQueryBench(options: QueryBenchOptions): Promise<QueryBe
           memory.peakRssMiB = rssMiB(pid, 'VmHWM');
         }
       } finally {
-        daemon.child.kill('SIGTERM');
+        await daemon.stop();
       }
     }
     return { options, shapes: results, ...memory! };

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
+import { startBenchDaemon } from './daemon-process';
 import { printTable } from './table';
 
 const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
@@ -69,32 +70,6 @@ function writeData(dir: string, events: number): void {
     });
   writer.writeBatch(batch);
   writer.close();
-}
-
-async function startDaemon(dataDir: string): Promise<{ url: string; stop: () => Promise<void> }> {
-  const child = spawn(
-    process.execPath,
-    [KREPLAY, 'daemon', '--data-dir', dataDir, '--port', '0', '--log-format', 'text'],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  let err = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      const found = /url=(http:\/\/\S+)/.exec(err);
-      if (found) resolve(found[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`daemon exited ${code}: ${err}`)));
-  });
-  // stopped before its data dir is removed: it writes its sessions file as it goes
-  const stop = async () => {
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGTERM');
-    await exited;
-  };
-  return { url, stop };
 }
 
 const quantile = (values: number[], q: number) =>
@@ -186,7 +161,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-dense-'));
   log(`writing ${events} events of one transaction over ${RECORDED_NS / 1e6} ms to ${dir}`);
   writeData(dir, events);
-  const daemon = await startDaemon(dir);
+  const daemon = await startBenchDaemon(dir, join(dir, 'daemon.log'));
   const rows: string[][] = [];
   try {
     for (let round = 1; round <= rounds; round++) {

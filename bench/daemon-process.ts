@@ -1,0 +1,53 @@
+/**
+ * The real `kreplay daemon` as its own process, for the benchmarks that ask
+ * it over HTTP. It logs a line per request, as deployed: to a file here, as
+ * journald would take them, not to a pipe the bench may not read while wrk
+ * or sqlite3 runs synchronously (a full pipe would block the daemon).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { repoRoot } from '../core/repo-root';
+
+export interface BenchDaemon {
+  child: ChildProcess;
+  url: string;
+  /** SIGTERM, and resolves once it has exited (it writes its sessions file as it stops) */
+  stop(): Promise<void>;
+}
+
+export async function startBenchDaemon(
+  dataDir: string,
+  logFile: string,
+  args: string[] = [],
+): Promise<BenchDaemon> {
+  const fd = openSync(logFile, 'w');
+  const child = spawn(
+    process.execPath,
+    [
+      join(repoRoot(), 'bin', 'kreplay.js'),
+      'daemon',
+      '--data-dir',
+      dataDir,
+      '--port',
+      '0',
+      '--log-format',
+      'text',
+      ...args,
+    ],
+    { stdio: ['ignore', 'ignore', fd] },
+  );
+  closeSync(fd);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null) child.kill('SIGTERM');
+    await exited;
+  };
+  for (;;) {
+    const text = readFileSync(logFile, 'utf8');
+    const url = /listening url=(\S+)/.exec(text)?.[1];
+    if (url) return { child, url, stop };
+    if (child.exitCode !== null) throw new Error(`daemon exited ${child.exitCode}: ${text}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
