@@ -6,7 +6,15 @@
  * wraps them for describe blocks) and the fleet benchmark alike.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,15 +29,28 @@ const CONFIG = `${CONFIG_DIR}/config.xml`;
 
 export const clickhouseAvailable = existsSync(SERVER) && existsSync(CONFIG);
 
+/**
+ * A port free on 127.0.0.1, below the kernel's ephemeral range: a port from
+ * that range (listen(0)) may be taken by any outgoing connection between the
+ * check and the server binding it ("Address already in use"), and tests run
+ * in parallel make many.
+ */
 async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+  const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+    .trim()
+    .split(/\s+/)
+    .map(Number);
+  const top = Math.max(2048, (low ?? 32768) - 1);
+  const bottom = Math.max(1024, top - 12_000);
+  for (;;) {
+    const port = bottom + Math.floor(Math.random() * (top - bottom));
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
     });
-  });
+    if (free) return port;
+  }
 }
 
 export class TestClickHouse {
