@@ -16,8 +16,13 @@
  */
 import type { SendBufferLimits } from '../stream/send-buffer';
 
-/** Why the clock thread closed its copy of a watcher's socket, as reported to the main thread. */
-export const CLOSE_REASON = { ended: 0, cut: 1, gone: 2 } as const;
+/** Why the clock thread closed its copy of a watcher's socket; reported to the main thread by index. */
+export const CLOSE_REASONS = ['ended', 'cut', 'gone'] as const;
+export type SocketClosed = (typeof CLOSE_REASONS)[number];
+export const CLOSE_REASON = Object.fromEntries(CLOSE_REASONS.map((reason, i) => [reason, i])) as Record<
+  SocketClosed,
+  number
+>;
 
 /** Where a lane's ring keeps things: Int32 words of its header, then the frames from DATA_OFFSET. */
 export const RING = {
@@ -38,7 +43,7 @@ type Fs = typeof import('node:fs');
 interface SocketWatcher {
   fd: number;
   /** bytes the socket did not take yet, copied out of the ring */
-  pending: Buffer[];
+  pending: Uint8Array[];
   pendingBytes: number;
   /** when a write last moved bytes, or when bytes started waiting */
   progressAt: number;
@@ -81,15 +86,19 @@ export function clockSockets(
     reportClosed(lane, id, reason);
   };
 
-  /** Bytes `views` hold past their first `skip`, copied (the ring's bytes get overwritten). */
-  const rest = (views: Uint8Array[], skip: number): Buffer[] => {
-    const out: Buffer[] = [];
+  /**
+   * Bytes `views` hold past their first `skip`: copied from the ring (its
+   * bytes get overwritten), taken as they are from what waits already.
+   */
+  const rest = (views: Uint8Array[], skip: number, copy: boolean): Uint8Array[] => {
+    const out: Uint8Array[] = [];
     for (const view of views) {
       if (skip >= view.length) {
         skip -= view.length;
         continue;
       }
-      out.push(Buffer.from(view.subarray(skip)));
+      const tail = view.subarray(skip);
+      out.push(copy ? Buffer.from(tail) : tail);
       skip = 0;
     }
     return out;
@@ -115,35 +124,25 @@ export function clockSockets(
     return written;
   };
 
-  /** Tries the watcher's waiting bytes, then applies the limits; false once it is closed. */
-  const drainWatcher = (lane: number, id: number, watcher: SocketWatcher): boolean => {
+  /** Tries the watcher's waiting bytes, then applies the limits: closed, or kept in the backlog while bytes wait. */
+  const drainWatcher = (lane: number, id: number, watcher: SocketWatcher): void => {
     if (watcher.pendingBytes > 0) {
       const n = writeNow(watcher.fd, watcher.pending);
-      if (n < 0) {
-        close(lane, id, watcher, CLOSE_REASON.gone);
-        return false;
-      }
+      if (n < 0) return close(lane, id, watcher, CLOSE_REASON.gone);
       if (n > 0) {
         watcher.progressAt = now();
-        watcher.pending = rest(watcher.pending, n);
+        watcher.pending = rest(watcher.pending, n, false);
         watcher.pendingBytes -= n;
       }
     }
     if (watcher.pendingBytes === 0) {
-      if (watcher.ending) {
-        close(lane, id, watcher, CLOSE_REASON.ended);
-        return false;
-      }
-      return true;
+      if (watcher.ending) close(lane, id, watcher, CLOSE_REASON.ended);
+      return;
     }
     const stalled =
       watcher.pendingBytes > limits.softBytes && now() - watcher.progressAt > limits.stallMs * 1e6;
-    if (watcher.pendingBytes > limits.hardBytes || stalled) {
-      close(lane, id, watcher, CLOSE_REASON.cut);
-      return false;
-    }
+    if (watcher.pendingBytes > limits.hardBytes || stalled) return close(lane, id, watcher, CLOSE_REASON.cut);
     backlog.set(watcher, { lane, id });
-    return true;
   };
 
   /** Sends `views` to one watcher after what it has waiting. */
@@ -158,11 +157,11 @@ export function clockSockets(
       const n = writeNow(watcher.fd, views);
       if (n < 0) return close(lane, id, watcher, CLOSE_REASON.gone);
       if (n === size) return;
-      watcher.pending = rest(views, n);
+      watcher.pending = rest(views, n, true);
       watcher.pendingBytes = size - n;
       watcher.progressAt = n > 0 ? now() : watcher.progressAt;
     } else {
-      watcher.pending.push(...rest(views, 0));
+      watcher.pending.push(...rest(views, 0, true));
       watcher.pendingBytes += size;
     }
     drainWatcher(lane, id, watcher);

@@ -227,12 +227,8 @@ export function clockThread(
             lanes.set(id, lane);
           }
           lane.deadlines.push(a);
-          lane.frames.push(
-            commands[slot + 4]!,
-            commands[slot + 5]!,
-            commands[slot + 6]!,
-            commands[slot + 7]!,
-          );
+          // the frame: the command's fields after the deadline
+          for (let k = 0; k < at.frameWidth; k++) lane.frames.push(commands[slot + 4 + k]!);
           break;
         }
         case CMD.clear:

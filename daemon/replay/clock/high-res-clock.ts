@@ -18,7 +18,7 @@ import { asClockError } from './clock-error';
 import { startThread } from '../../../core/threads/start-thread';
 import { Fifo } from '../fifo';
 import { SEND_BUFFER } from '../stream/send-buffer';
-import { CLOSE_REASON, RING } from './clock-sockets';
+import { CLOSE_REASONS, RING } from './clock-sockets';
 import {
   COMMAND,
   LAYOUT,
@@ -72,9 +72,6 @@ const LANE_RING_BYTES = 16 << 20;
 const RELEASE_SLICE_MS = 2;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
 const SYNC_TIMEOUT_MS = 2000;
-const SOCKET_CLOSED: readonly SocketClosed[] = ['ended', 'cut', 'gone'];
-if (SOCKET_CLOSED[CLOSE_REASON.ended] !== 'ended' || SOCKET_CLOSED[CLOSE_REASON.cut] !== 'cut')
-  throw new Error('replay clock: close reasons out of step with clock-sockets');
 
 interface Waiting {
   release: Release;
@@ -452,7 +449,7 @@ export class HighResClock implements ReplayClock {
       if (!watcher) return;
       this.watchers.delete(r[slot + 3]!);
       closeSync(watcher.fd);
-      watcher.onClosed(SOCKET_CLOSED[r[slot + 4]!] ?? 'gone');
+      watcher.onClosed(CLOSE_REASONS[r[slot + 4]!] ?? 'gone');
       return;
     }
     const lane = this.lanes.get(id);

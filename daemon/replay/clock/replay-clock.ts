@@ -1,4 +1,5 @@
 /** The clock replay sessions are scheduled on: the high-resolution one, or a fake in tests. */
+import type { SocketClosed } from './clock-sockets';
 
 /**
  * A replay frame whose lateness is known only at release: `head`, the
@@ -16,7 +17,7 @@ export interface LateFrame {
 export type Release = (releasedAt: bigint, writtenAt: bigint | null) => void;
 
 /** Why the clock closed a watcher's socket: its stream ended, it was cut for not reading, or the peer is gone. */
-export type SocketClosed = 'ended' | 'cut' | 'gone';
+export type { SocketClosed };
 
 /**
  * Streams whose replay frames the clock thread writes itself, at release,

@@ -27,17 +27,15 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
       session.unwatch(watcher);
     });
     // history at the client's pace, until nothing waits in Node's buffers: the clock may take the stream then
-    let from = lastEventId === undefined ? null : Number(lastEventId) + 1;
-    while (from !== null || !watcher.idle) {
-      if (from !== null)
+    if (lastEventId !== undefined) {
+      let from = Number(lastEventId) + 1;
+      do {
         for (const frame of session.history(from)) {
           if (!(await watcher.send(frame))) return;
           from++;
         }
-      if (watcher.idle) break;
-      if (!(await watcher.drained())) return;
-      if (from === null) break;
-    }
+      } while (!watcher.idle && (await watcher.drained()));
+    } else await watcher.drained();
     if (!watcher.open) return;
     sessions.watch(session, watcher);
   };
