@@ -1,6 +1,6 @@
 /**
- * The real `kreplay daemon` as its own process, for the benchmarks that ask
- * it over HTTP. It logs a line per request, as deployed: to a file here, as
+ * The real `kreplay daemon` as its own process, as deployed, for the
+ * benchmarks and tests that ask it over HTTP. It logs a line per request, as deployed: to a file here, as
  * journald would take them, not to a pipe the bench may not read while wrk
  * or sqlite3 runs synchronously (a full pipe would block the daemon).
  */
@@ -9,32 +9,19 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 
-export interface BenchDaemon {
+export interface DaemonProcess {
   child: ChildProcess;
   url: string;
   /** SIGTERM, and resolves once it has exited (it writes its sessions file as it stops) */
   stop(): Promise<void>;
 }
 
-export async function startBenchDaemon(
-  dataDir: string,
-  logFile: string,
-  args: string[] = [],
-): Promise<BenchDaemon> {
+/** `args`: the daemon's flags (--data-dir at least); `logFile`: where its log lines go. */
+export async function startDaemonProcess(args: string[], logFile: string): Promise<DaemonProcess> {
   const fd = openSync(logFile, 'w');
   const child = spawn(
     process.execPath,
-    [
-      join(repoRoot(), 'bin', 'kreplay.js'),
-      'daemon',
-      '--data-dir',
-      dataDir,
-      '--port',
-      '0',
-      '--log-format',
-      'text',
-      ...args,
-    ],
+    [join(repoRoot(), 'bin', 'kreplay.js'), 'daemon', '--port', '0', '--log-format', 'text', ...args],
     { stdio: ['ignore', 'ignore', fd] },
   );
   closeSync(fd);

@@ -25,7 +25,7 @@ import { NodeStores } from '../daemon/store/node-stores';
 import { contextIdsSql, eventsSql, rangeParams } from '../daemon/store/query-sql';
 import { ensureDataset, type Dataset } from './query-dataset';
 import { inlineParams, SqliteCli } from './sqlite-cli';
-import { startBenchDaemon } from './daemon-process';
+import { startDaemonProcess } from './daemon-process';
 import { printTable } from './table';
 
 export interface QueryBenchOptions {
@@ -304,10 +304,10 @@ export async function runQueryBench(options: QueryBenchOptions): Promise<QueryBe
         (await sqliteLatencies(clis, single, shape.keys)).sort((a, b) => a - b),
       );
     for (const workers of options.workerCounts) {
-      const daemon = await startBenchDaemon(data.dir, join(OUT, `daemon-${workers}.log`), [
-        '--query-workers',
-        String(workers),
-      ]);
+      const daemon = await startDaemonProcess(
+        ['--data-dir', data.dir, '--query-workers', String(workers)],
+        join(OUT, `daemon-${workers}.log`),
+      );
       const pid = daemon.child.pid!;
       try {
         if (!memory) {

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
-import { startBenchDaemon } from './daemon-process';
+import { startDaemonProcess } from './daemon-process';
 import { printTable } from './table';
 
 const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
@@ -161,7 +161,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-dense-'));
   log(`writing ${events} events of one transaction over ${RECORDED_NS / 1e6} ms to ${dir}`);
   writeData(dir, events);
-  const daemon = await startBenchDaemon(dir, join(dir, 'daemon.log'));
+  const daemon = await startDaemonProcess(['--data-dir', dir], join(dir, 'daemon.log'));
   const rows: string[][] = [];
   try {
     for (let round = 1; round <= rounds; round++) {

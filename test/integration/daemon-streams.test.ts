@@ -3,13 +3,14 @@
  * with 503 and the daemon's memory stays bounded; a watcher that does not read
  * is cut off at its send buffer while the others get every event.
  */
+import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request, Agent, type ClientRequest } from 'node:http';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { SEND_BUFFER } from '../../daemon/replay/stream/send-buffer';
-import { startDaemonProcess } from '../support/daemon-process';
+import { startDaemonProcess } from '../../bench/daemon-process';
 import { writeStore } from '../support/event-store';
 import { api, StreamClient } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
@@ -53,14 +54,10 @@ describe('event stream bounds', () => {
       { ts: T0, txn: 'tx' },
       { ts: T0 + 60_000_000_000n, txn: 'tx' },
     ]);
-    const started = await startDaemonProcess([
-      '--data-dir',
-      dir.path,
-      '--max-streams',
-      '1024',
-      '--max-streams-per-client',
-      '100000',
-    ]);
+    const started = await startDaemonProcess(
+      ['--data-dir', dir.path, '--max-streams', '1024', '--max-streams-per-client', '100000'],
+      join(dir.path, 'daemon.log'),
+    );
     cli = started.child;
     const created = await api(started.url, 'POST', '', { transaction_id: 'tx' });
     const path = `/api/replay/sessions/${created.body.id as string}/events`;
@@ -150,7 +147,7 @@ describe('event stream bounds', () => {
       Array.from({ length: EVENTS }, (_, i) => ({ ts: T0 + BigInt(i) * 400_000n, txn: 'dense' })),
     );
     // the daemon in a process of its own, as deployed: the readers here do not share its event loop
-    const started = await startDaemonProcess(['--data-dir', dir.path]);
+    const started = await startDaemonProcess(['--data-dir', dir.path], join(dir.path, 'daemon.log'));
     cli = started.child;
     const url = started.url;
     const created = await api(url, 'POST', '', { transaction_id: 'dense' });

@@ -68,6 +68,29 @@ describe('query workers that keep dying', () => {
     }
   }, 30_000);
 
+  it('closing fails a running query at once, and its deadline no longer starts a worker', async () => {
+    const lines: { msg: string }[] = [];
+    const log = createLogger({
+      format: 'json',
+      level: 'warn',
+      write: (line) => lines.push(JSON.parse(line) as (typeof lines)[number]),
+    });
+    const pool = new QueryPool({
+      dataDir: dir.path,
+      log,
+      workers: 1,
+      timeoutMs: 200,
+      workerModule: { dir: join(__dirname, '..', 'support'), name: 'silent-query-worker' },
+    });
+    await pool.ready();
+    const running = pool.reader.nodes().catch((err: unknown) => err);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await pool.close();
+    expect(await running).toMatchObject({ kind: 'shutting-down' });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(lines.map((l) => l.msg)).not.toContain('query timed out; its worker was replaced');
+  });
+
   it('reports every worker up on a healthy pool', async () => {
     const pool = new QueryPool({
       dataDir: dir.path,

@@ -8,8 +8,9 @@
  * thread made the loaded run tens of times later; off it, the load must not
  * move delivery by more than a small factor.
  */
+import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { startDaemonProcess } from '../support/daemon-process';
+import { startDaemonProcess } from '../../bench/daemon-process';
 import { writeStore } from '../support/event-store';
 import { api, StreamClient } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
@@ -68,7 +69,7 @@ describe('replay delivery under query load', () => {
         txn: 'bulk',
       })),
     ]);
-    const started = await startDaemonProcess(['--data-dir', dir.path]);
+    const started = await startDaemonProcess(['--data-dir', dir.path], join(dir.path, 'daemon.log'));
     daemon = started.child;
     await replayOnce(started.url); // warm
     const quiet = await replayOnce(started.url);

@@ -161,9 +161,15 @@ export class QueryPool {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const job of this.queue.splice(0))
-      this.fail(job, new ProblemError('shutting-down', 'the daemon is shutting down'));
-    for (const slot of this.slots) if (slot.restartAt !== null) clearTimeout(slot.restartTimer);
+    const closing = () => new ProblemError('shutting-down', 'the daemon is shutting down');
+    for (const job of this.queue.splice(0)) this.fail(job, closing());
+    // a running query fails now too: its worker is terminated below, and its deadline must not replace it
+    for (const slot of this.slots) {
+      const job = slot.job;
+      this.release(slot);
+      if (job) this.fail(job, closing());
+      if (slot.restartAt !== null) clearTimeout(slot.restartTimer);
+    }
     await Promise.all(this.slots.map((slot) => slot.worker.terminate()));
   }
 
