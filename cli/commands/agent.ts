@@ -47,6 +47,7 @@ interface AgentFlags extends LogFlags {
   storeCacheMb: number;
   attribution: boolean;
   targets: boolean;
+  captureReads?: boolean;
   quiet: boolean;
   statusInterval: number;
   onCorrupt: OnCorrupt;
@@ -136,6 +137,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
           minDurationNs: flags.minDurationNs,
           attribution: flags.attribution,
           targets: flags.targets,
+          captureReads: flags.captureReads ?? config.capture.capture_reads,
         },
         batchRows: AGENT_BATCH_ROWS,
         flushIntervalMs: 200,
@@ -192,6 +194,10 @@ export function registerAgentCommand(program: Command): Command {
       '--sample-background <1/N>',
       'keep one in N writes made outside any transaction, in the kernel (the run records N)',
       parsedOption(parseSampleRate, false),
+    )
+    .option(
+      '--capture-reads',
+      'record the reads of threads outside any transaction too (by default only those of threads with a context)',
     )
     .option('--pid <pid>', 'same as --include pid:N (repeatable)', collectIntegers(1, 4194304))
     .option('--comm <comm>', 'same as --include comm:NAME')
