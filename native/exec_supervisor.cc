@@ -52,7 +52,6 @@ int64_t NowNs() {
 // heap order: the earliest deadline on top
 constexpr auto kLater = [](const auto& a, const auto& b) { return a.deadline_ns > b.deadline_ns; };
 
-
 }  // namespace
 
 ExecFailure ExecSystemFailure(const char* code, const std::string& what, int err) {
@@ -71,7 +70,8 @@ ExecSupervisor::ExecSupervisor(int listener_fd, Pace pace, std::vector<TargetPla
   for (size_t i = 0; i < plan_.size(); i++)
     keys_[static_cast<int>(plan_[i].call)].emplace(plan_[i].keys.at(0), static_cast<int>(i));
   for (size_t i = 0; i < plan_.size(); i++)
-    for (const std::string& key : plan_[i].keys) keys_[static_cast<int>(plan_[i].call)].emplace(key, static_cast<int>(i));
+    for (const std::string& key : plan_[i].keys)
+      keys_[static_cast<int>(plan_[i].call)].emplace(key, static_cast<int>(i));
   next_call_.assign(plan_.size(), 0);
   next_byte_.assign(plan_.size(), 0);
   hold_prefix_.resize(plan_.size());
@@ -233,7 +233,8 @@ int64_t ExecSupervisor::BytesHold(int index, uint64_t a, uint64_t b) const {
   // timeline: byte b is written when the recorded call holding it had written its share of it
   const TargetPlan& target = plan_[index];
   const std::vector<int64_t>& ends = target.bytes_end;
-  const size_t k = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(b)) - ends.begin());
+  const size_t k =
+      static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(b)) - ends.begin());
   const double start = k == 0 ? 0.0 : static_cast<double>(ends[k - 1]);
   const double left = (static_cast<double>(ends[k]) - static_cast<double>(b)) / (static_cast<double>(ends[k]) - start);
   return target.holds_ns[k] - std::llround(left * static_cast<double>(target.spans_ns[k]));

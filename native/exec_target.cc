@@ -1,7 +1,5 @@
 #include "exec_target.h"
 
-#include "exec_call.h"
-
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +13,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+
+#include "exec_call.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL

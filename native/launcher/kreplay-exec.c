@@ -108,9 +108,8 @@ static void on_term(int sig) {
 
 /* The calls kreplay supervises (native/exec_call.cc classifies them the same way). */
 static const int supervised[] = {
-    __NR_write,  __NR_writev,          __NR_pwrite64, __NR_pwritev,  __NR_pwritev2, __NR_sendto,
-    __NR_sendmsg, __NR_sendmmsg,       __NR_sendfile, __NR_fsync,    __NR_fdatasync, __NR_sync_file_range,
-    __NR_syncfs, __NR_connect,
+    __NR_write,    __NR_writev,   __NR_pwrite64, __NR_pwritev,   __NR_pwritev2,        __NR_sendto, __NR_sendmsg,
+    __NR_sendmmsg, __NR_sendfile, __NR_fsync,    __NR_fdatasync, __NR_sync_file_range, __NR_syncfs, __NR_connect,
 };
 #define SUPERVISED (sizeof supervised / sizeof supervised[0])
 /*
