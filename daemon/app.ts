@@ -19,7 +19,7 @@ import { StreamLimits } from './replay/stream/stream-limits';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
-import type { PoolHealth } from './store/query-pool/query-pool';
+import type { PoolHealth } from './queries/query-pool';
 import { webRouter } from './web/web-router';
 
 export interface AppDeps {

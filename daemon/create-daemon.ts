@@ -18,7 +18,7 @@ import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
 import { loadTransaction } from './replay/loaded-transaction';
-import { QueryPool } from './store/query-pool/query-pool';
+import { QueryPool } from './queries/query-pool';
 import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 

@@ -5,6 +5,7 @@
  */
 import { KreplayError } from '../../core/errors';
 import { EVENT_TYPES, TARGET_KINDS, type EventType, type TargetKind } from '../../core/model';
+import type { TargetPattern } from '../store/event-filter';
 
 /** A value a client sent that does not parse; the message says what was expected. */
 export class InvalidValue extends KreplayError {
@@ -118,12 +119,6 @@ function parseChoiceList<const T extends string>(choices: readonly T[]): (text: 
 
 export const parseEventTypes: (text: string) => EventType[] = parseChoiceList(EVENT_TYPES);
 export const parseTargetKinds: (text: string) => TargetKind[] = parseChoiceList(TARGET_KINDS);
-
-/** A write target, matched exactly, or every target starting with `value` when prefix. */
-export interface TargetPattern {
-  value: string;
-  prefix: boolean;
-}
 
 /** Longer than any target the kernel side reports (a path of at most 1280 bytes and a suffix). */
 const MAX_TARGET_LENGTH = 4096;

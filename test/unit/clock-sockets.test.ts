@@ -6,7 +6,7 @@
  * end only after everything is out, and a peer gone.
  */
 import { CLOSE_REASON, RING, clockSockets } from '../../daemon/replay/clock/clock-sockets';
-import type { SendBufferLimits } from '../../daemon/replay/stream/send-buffer';
+import type { SendBufferLimits } from '../../daemon/replay/send-buffer';
 
 class FakeSocket {
   received = '';

@@ -14,7 +14,7 @@
  * Last-Event-ID. The main thread closes the descriptor once told the
  * watcher is closed here (Node warns of descriptors a worker closes).
  */
-import type { SendBufferLimits } from '../stream/send-buffer';
+import type { SendBufferLimits } from '../send-buffer';
 
 /** Why the clock thread closed its copy of a watcher's socket; reported to the main thread by index. */
 export const CLOSE_REASONS = ['ended', 'cut', 'gone'] as const;

@@ -24,7 +24,7 @@
  * not wait for a main thread busy with queries.
  */
 
-import type { SendBufferLimits } from '../stream/send-buffer';
+import type { SendBufferLimits } from '../send-buffer';
 import { FRAME_WIDTH, type clockSockets } from './clock-sockets';
 
 /** Where things are in the shared buffers; handed to the thread with its data. */

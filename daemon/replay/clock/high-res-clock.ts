@@ -17,7 +17,7 @@ import { nativeAddon } from '../../../core/native/addon';
 import { asClockError } from './clock-error';
 import { startThread } from '../../../core/threads/start-thread';
 import { Fifo } from '../fifo';
-import { SEND_BUFFER } from '../stream/send-buffer';
+import { SEND_BUFFER } from '../send-buffer';
 import { CLOSE_REASONS, RING } from './clock-sockets';
 import {
   COMMAND,
@@ -28,7 +28,7 @@ import {
   type ClockThreadHello,
 } from './clock-thread';
 import { ClockError } from './clock-error';
-import type { ClockLane, LaneSockets, LateFrame, Release, ReplayClock, SocketClosed } from './replay-clock';
+import type { ClockLane, LaneSockets, LateFrame, Release, ReplayClock, SocketClosed } from '../replay-clock';
 
 /**
  * The clock thread's early-wake margin starts at 250 µs and adapts within

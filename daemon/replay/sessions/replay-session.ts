@@ -7,7 +7,7 @@ import { withJsonFields } from '../../../core/model';
 import { toReplayEvent, type ReplayEvent } from '../replay-event';
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
-import type { LateFrame, ReplayClock } from '../clock/replay-clock';
+import type { LateFrame, ReplayClock } from '../replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
 import { lateFrameText, splitLateFrame, sseFrame } from '../stream/sse-frame';
 import { CHECKPOINT_EVERY, Player, startOf, type Pending } from './player';

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../../core/log/logger';
 import { notFound, ProblemError } from '../../http/problem';
-import type { ReplayClock } from '../clock/replay-clock';
+import type { ReplayClock } from '../replay-clock';
 import type { ReplaySource } from '../replay-source';
 import type { Watcher } from '../stream/broadcast';
 import { ReplaySession, type SessionContext, type TimingObserver } from './replay-session';
