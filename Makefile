@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client \
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client zstd jq \
 	chromium chromium-driver systemd
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
