@@ -125,7 +125,7 @@ int ExecRelay::Listener(bool stuffing) {
 }
 
 int ExecRelay::Open(const sockaddr_storage& peer, socklen_t peer_len, int family, bool nonblocking, int response_target,
-                    int64_t open_at_ns, int connect_target, uint32_t connect_index, int* err) {
+                    int64_t received_ns, int64_t open_at_ns, int connect_target, uint32_t connect_index, int* err) {
   const int64_t started = NowNs();
   // the real peer first: the build's connect fails as the real one does
   const int u = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -201,7 +201,7 @@ int ExecRelay::Open(const sockaddr_storage& peer, socklen_t peer_len, int family
   link->r = r;
   link->u = u;
   link->response_target = response_target;
-  link->started_ns = started;
+  link->started_ns = received_ns;
   link->connect_target = connect_target;
   link->connect_index = connect_index;
   if (stuffing) {

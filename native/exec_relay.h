@@ -41,9 +41,10 @@ class ExecRelay {
   // build socket's; nonblocking: its O_NONBLOCK. `response_target`: plan index
   // whose holds delay the responses (-1: none). open_at_ns (CLOCK_MONOTONIC, 0:
   // now): a non-blocking build's connect completes then; `connect_target` and
-  // `connect_index` name the result the relay fills when it does.
+  // `connect_index` name the result the relay fills when it does (the time since
+  // `received_ns`, when the supervisor took the call).
   int Open(const sockaddr_storage& peer, socklen_t peer_len, int family, bool nonblocking, int response_target,
-           int64_t open_at_ns, int connect_target, uint32_t connect_index, int* err);
+           int64_t received_ns, int64_t open_at_ns, int connect_target, uint32_t connect_index, int* err);
   // Ends the thread and every link; then timings() holds what it measured.
   void Stop();
   const std::vector<RelayTiming>& timings() const { return timings_; }

@@ -370,7 +370,7 @@ bool ExecSupervisor::ConnectThroughRelay(const seccomp_notif& notif, const Targe
   int err = 0;
   // timeline pace: a non-blocking connect completes at once (its release is the session's, not a time)
   const bool timed = nonblocking && pace_ == Pace::kDuration;
-  const int c = relay_->Open(peer, len, family, nonblocking, response, timed ? held->deadline_ns : 0,
+  const int c = relay_->Open(peer, len, family, nonblocking, response, held->received_ns, timed ? held->deadline_ns : 0,
                              timed ? held->target : -1, held->index, &err);
   if (c < 0) {
     // the real peer refused (or never answered): the build's connect fails so, after its hold
