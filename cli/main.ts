@@ -4,6 +4,7 @@ import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
 import { registerEventsCommand } from './commands/events';
 import { registerExportCommand } from './commands/export';
+import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
 import { registerUpCommand } from './commands/up';
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   registerRunCommand(program);
   registerEventsCommand(program);
   registerExportCommand(program);
+  registerIncidentCommand(program);
   registerReplayCommand(program);
   for (const command of program.commands)
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
