@@ -6,6 +6,7 @@ import { registerEventsCommand } from './commands/events';
 import { registerExportCommand } from './commands/export';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
+import { registerShipCommand } from './commands/ship';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../core/version';
 
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
   registerEventsCommand(program);
   registerExportCommand(program);
   registerReplayCommand(program);
+  registerShipCommand(program);
   for (const command of program.commands)
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
   return program;
