@@ -10,6 +10,9 @@ interface WireEvent {
   duration_ns: string;
   target?: string | null;
   target_kind?: string | null;
+  syscall?: string | null;
+  ret?: number | null;
+  bytes?: number | null;
 }
 
 export async function fetchIncident(server: string, transactionId: string): Promise<RecordedCall[]> {
@@ -33,6 +36,9 @@ export async function fetchIncident(server: string, transactionId: string): Prom
         duration_ns: BigInt(e.duration_ns),
         target: e.target ?? null,
         target_kind: e.target_kind ?? null,
+        syscall: e.syscall ?? null,
+        ret: e.ret ?? null,
+        bytes: e.bytes ?? null,
       });
     }
     cursor = page.next_cursor;
