@@ -4,6 +4,7 @@ import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
 import { registerEventsCommand } from './commands/events';
 import { registerExportCommand } from './commands/export';
+import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
 import { registerShipCommand } from './commands/ship';
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
   registerRunCommand(program);
   registerEventsCommand(program);
   registerExportCommand(program);
+  registerIncidentCommand(program);
   registerReplayCommand(program);
   registerShipCommand(program);
   for (const command of program.commands)
