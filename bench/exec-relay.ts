@@ -14,8 +14,8 @@
  *    `strace -f --inject=SYSCALL:delay_enter=D` on the same call (fdatasync,
  *    connect, recvfrom). Error = measured − D.
  *
- * The incident is served by the daemon stand-in (test/support/exec-daemon.ts:
- * real replay sessions), as node stores of this branch hold no sys_read yet.
+ * The incidents are incident files (core/incident) in the data dir of the real
+ * daemon (createDaemon, over HTTP), one per transaction.
  *   make bench BENCH=exec-relay, or node dist/bench/exec-relay.js [rounds]
  */
 import { spawn } from 'node:child_process';
@@ -23,13 +23,11 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { IncidentWriter } from '../core/incident';
+import { silentLogger } from '../core/log/logger';
+import type { ApiEvent } from '../core/model';
 import { repoRoot } from '../core/repo-root';
-import {
-  incidentCall,
-  startExecDaemon,
-  type ExecDaemon,
-  type IncidentEvent,
-} from '../test/support/exec-daemon';
+import { createDaemon, type Daemon } from '../daemon/create-daemon';
 import { benchLoop } from './bench-loops';
 import { printTable } from './table';
 
@@ -101,6 +99,49 @@ const range = (values: number[], digits = 1) =>
   `${fixed(Math.min(...values), digits)}..${fixed(Math.max(...values), digits)}`;
 
 type Kind = 'fsync' | 'connect' | 'response';
+
+/** A recorded call of the incident: the k-th of its transaction, 1 ms apart, taking `durationNs`. */
+function recorded(
+  txn: string,
+  k: number,
+  durationNs: bigint,
+  eventType: string,
+  target: string,
+  kind: string,
+  fields: Record<string, unknown>,
+): ApiEvent {
+  const T0 = 1_795_000_000_000_000_000n;
+  // the file format carries every field of every type (contract 2): the model names sys_write's only
+  return {
+    event_id: `bench${txn}${k}`,
+    event_type: eventType,
+    timestamp_ns: T0 + BigInt(k) * 1_000_000n,
+    duration_ns: durationNs,
+    service_name: 'bench',
+    transaction_id: txn,
+    trace_id: null,
+    node: 'bench-node',
+    pid: 1,
+    tid: 1,
+    comm: 'incident',
+    bytes: 0,
+    fd: 3,
+    ret: 0,
+    target_kind: kind,
+    target,
+    ...fields,
+  } as unknown as ApiEvent;
+}
+
+/** The daemon serves each transaction's calls from an incident file in its data dir. */
+function writeIncidents(dataDir: string, byTxn: Map<string, ApiEvent[]>): void {
+  fs.mkdirSync(path.join(dataDir, 'incidents'), { recursive: true });
+  for (const [txn, events] of byTxn) {
+    const writer = new IncidentWriter({ transactionId: txn, source: 'node-stores' });
+    for (const event of events) writer.add(event);
+    fs.writeFileSync(path.join(dataDir, 'incidents', `${txn}.kri`), writer.finish(null));
+  }
+}
 const STRACE_CALL: Record<Kind, string> = { fsync: 'fdatasync', connect: 'connect', response: 'recvfrom' };
 
 async function main(): Promise<void> {
@@ -111,25 +152,33 @@ async function main(): Promise<void> {
   const peer = `tcp 127.0.0.1:${up.port}`;
   // on tmpfs where there is one: the measured time is then the hold, not the disk's
   const file = path.join(fs.existsSync('/dev/shm') ? fs.mkdtempSync('/dev/shm/kreplay-bench-') : dir, 'wal');
-  const responses = (txn: string, ns: bigint, count: number): IncidentEvent[] =>
-    Array.from({ length: count }, (_, k) => ({
-      ...incidentCall(txn, k, 0.01, 'sys_read' as 'sys_write', peer, 'socket', {
-        syscall: 'recvfrom',
-        bytes: 64,
-      }),
+  const calls = (txn: string, count: number, each: (k: number) => ApiEvent): [string, ApiEvent[]] => [
+    txn,
+    Array.from({ length: count }, (_, k) => each(k)),
+  ];
+  const response = (txn: string, ns: bigint) => (k: number) =>
+    recorded(txn, k, 10_000n, 'sys_read', peer, 'socket', {
+      syscall: 'recvfrom',
+      bytes: 64,
       response_ns: ns,
-    }));
-  const events: IncidentEvent[] = [...responses('relay', 0n, 1)];
+    });
+  const incidents = new Map([calls('relay', 1, response('relay', 0n))]);
   for (const ms of DELAYS_MS) {
-    for (let k = 0; k < CALLS_PER_DELAY; k++) {
-      events.push(incidentCall(`fsync-${ms}`, k, ms, 'sys_fsync', file, 'file', { syscall: 'fdatasync' }));
-      events.push(
-        incidentCall(`connect-${ms}`, k, ms, 'sys_connect', peer, 'socket', { syscall: 'connect' }),
-      );
-    }
-    events.push(...responses(`response-${ms}`, BigInt(ms * MS), CALLS_PER_DELAY));
+    const d = BigInt(ms * MS);
+    incidents.set(
+      ...calls(`fsync-${ms}`, CALLS_PER_DELAY, (k) =>
+        recorded(`fsync-${ms}`, k, d, 'sys_fsync', file, 'file', { syscall: 'fdatasync' }),
+      ),
+    );
+    incidents.set(
+      ...calls(`connect-${ms}`, CALLS_PER_DELAY, (k) =>
+        recorded(`connect-${ms}`, k, d, 'sys_connect', peer, 'socket', { syscall: 'connect' }),
+      ),
+    );
+    incidents.set(...calls(`response-${ms}`, CALLS_PER_DELAY, response(`response-${ms}`, d)));
   }
-  const daemon: ExecDaemon = await startExecDaemon(events, dir);
+  writeIncidents(dir, incidents);
+  const daemon: Daemon = await createDaemon({ dataDir: dir, log: silentLogger });
   const kreplay = (txn: string, argv: string[]) => [
     process.execPath,
     path.join(repoRoot(), 'bin', 'kreplay.js'),
