@@ -6,12 +6,14 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "capture_error.h"
@@ -121,6 +123,7 @@ void ExecSupervisor::Run() {
   ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   try {
     SetRealtimeScheduling(static_cast<pid_t>(syscall(SYS_gettid)), kRealtimePriority);
+    results_.realtime = true;
   } catch (const SchedulingFailure&) {
     // without CAP_SYS_NICE the margin grows to what the wake-ups need
   }
@@ -169,6 +172,7 @@ void ExecSupervisor::Run() {
     message = failure.what();
   }
   ReleaseAll();
+  results_.peers_from_proc = resolver_.peers_from_proc();
   on_end_(code, message);
 }
 
@@ -195,6 +199,17 @@ void ExecSupervisor::ApplyCommands() {
 
 int64_t ExecSupervisor::TimelineDeadline(int64_t release_offset_ns) const {
   return timeline_playing_ ? timeline_anchor_ns_ + release_offset_ns : kNever;
+}
+
+const NeverHeld* ExecSupervisor::NeverHeldFile(pid_t tid, int fd) const {
+  if (never_held_.empty()) return nullptr;
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/%d/fd/%d", static_cast<int>(tid), fd);
+  struct stat st {};
+  if (stat(proc, &st) != 0) return nullptr;
+  for (const NeverHeld& file : never_held_)
+    if (file.dev == st.st_dev && file.ino == st.st_ino) return &file;
+  return nullptr;
 }
 
 int ExecSupervisor::Lookup(const Target& target) const {
@@ -224,7 +239,9 @@ void ExecSupervisor::Receive() {
   const bool resolved = resolver_.Resolve(static_cast<pid_t>(notif.pid), static_cast<int>(notif.data.args[0]), &target);
   // what /proc showed belongs to this call only if the call is still pending (the tid may be reused)
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif.id) != 0) return;
-  const int index = resolved ? Lookup(target) : -1;
+  const NeverHeld* never = resolved ? NeverHeldFile(static_cast<pid_t>(notif.pid), static_cast<int>(notif.data.args[0])) : nullptr;
+  if (never) target.name = never->label;
+  const int index = resolved && !never ? Lookup(target) : -1;
   if (index < 0) {
     // a bad fd fails in the call itself; counted under the name the link had
     if (!resolved) target = {"(closed fd)", TargetKind::kOther};

@@ -28,6 +28,8 @@ class TargetResolver {
  public:
   // The target of fd `fd` of thread `tid`; false when the fd or thread is gone.
   bool Resolve(pid_t tid, int fd, Target* out);
+  // sockets named from /proc/<tid>/net because pidfd_getfd was denied
+  uint64_t peers_from_proc() const { return peers_from_proc_; }
 
  private:
   bool ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out);
@@ -36,6 +38,7 @@ class TargetResolver {
   // kinds of paths: each looked up once, bounded.
   std::unordered_map<uint64_t, Target> sockets_;
   std::unordered_map<std::string, TargetKind> path_kinds_;
+  uint64_t peers_from_proc_ = 0;
 };
 
 }  // namespace kreplay

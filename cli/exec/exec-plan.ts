@@ -37,6 +37,8 @@ export interface PlanOptions {
   maps: readonly TargetMap[];
   schedule: Schedule;
   pace: Pace;
+  /** why a recorded call is not to be held (target-selection.ts), or null to plan it */
+  exclude?: (event: RecordedCall, target: string) => string | null;
 }
 
 /**
@@ -53,6 +55,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     if (event.event_type !== 'sys_write' || !event.target) return;
     const kind = event.target_kind ?? 'other';
     const target = mapTarget(event.target, kind, options.maps);
+    if (options.exclude?.(event, target)) return;
     let group = byTarget.get(target);
     if (!group) {
       group = { recorded: event.target, kind, recordedNs: [], holds: [] };
