@@ -6,8 +6,10 @@ import { registerEventsCommand } from './commands/events';
 import { registerExportCommand } from './commands/export';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
+import { registerSessionCommand } from './commands/session';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../core/version';
+import { humanizeDefaults } from './help-defaults';
 
 export function buildProgram(): Command {
   const program = new Command('kreplay')
@@ -22,8 +24,11 @@ export function buildProgram(): Command {
   registerEventsCommand(program);
   registerExportCommand(program);
   registerReplayCommand(program);
-  for (const command of program.commands)
+  registerSessionCommand(program);
+  const subcommands = (command: Command): Command[] => command.commands.flatMap((sub) => [sub, ...subcommands(sub)]);
+  for (const command of subcommands(program))
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
+  humanizeDefaults(program);
   return program;
 }
 

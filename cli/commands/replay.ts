@@ -19,6 +19,7 @@ import { uploadIncident } from '../exec/incident-upload';
 import { collectMaps, type TargetMap } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
 import { playLocally } from '../local-replay';
+import { sessionLinks } from '../session-links';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
 import { HttpError, openEventStream, type EventStream, type SseMessage } from '../sse-client';
 
@@ -165,6 +166,8 @@ export async function runReplay(transactionId: string, server: string, flags: Re
     speed_factor: flags.speed,
     extra_latency_ns: flags.extraLatencyNs,
   });
+  const links = sessionLinks(server, session.id, transactionId);
+  process.stderr.write(`kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`);
   const replay = new Replay(base, session);
   // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
   const stop = async (code: number) => {

@@ -14,6 +14,7 @@ import { nativeAddon, type NativeExecSupervisor, type NativeNeverHeld } from '..
 import { exactJson } from '../../core/json/exact-json';
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import { requestJson } from '../daemon-request';
+import { sessionLinks } from '../session-links';
 import { buildPlan, type Pace } from './exec-plan';
 import { buildReport, reportTable, type Tolerance } from './exec-report';
 import { combinedStatus, verdict, type Verdict } from './exec-verdict';
@@ -90,9 +91,10 @@ class DaemonSession {
       extra_latency_ns: flags.extraLatencyNs,
       driving: { command: commandLine(argv), pid },
     });
-    say(`session ${session.id}`);
-    say(`  API: ${base}/${session.id}`);
-    say(`  web: ${server}/#/txn/${encodeURIComponent(transactionId)}?session=${session.id}`);
+    const links = sessionLinks(server, session.id, transactionId);
+    say(`session ${session.id} (kreplay session pause|play|seek|stop ${session.id})`);
+    say(`  API: ${links.api}`);
+    say(`  web: ${links.web}`);
     return new DaemonSession(base, session.id);
   }
 
@@ -225,7 +227,7 @@ async function replayOne(
   process.stderr.write(
     `\nreplay ${source.name} against \`${command}\`${session ? ` (session ${session.id})` : ''}:\n${reportTable(rows)}\n`,
   );
-  if (results.bypassed > 0) say(`${results.bypassed} calls passed untouched after the replay stopped`);
+  if (results.bypassed > 0) say(`${results.bypassed} calls passed untouched after the ${session ? 'session' : 'replay'} stopped`);
   if (results.peersFromProc > 0)
     say(`pidfd_getfd was denied: ${results.peersFromProc} socket peers were read from /proc/<pid>/net instead`);
   if (!results.realtime)
