@@ -11,6 +11,7 @@ import { createApp } from './app';
 import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
+import type { WallClock } from './replay/sessions/wall-clock';
 import { KreplayError } from '../core/errors';
 import { isLoopbackHost } from './auth/auth-middleware';
 import { TokenStore } from './auth/token-store';
@@ -18,7 +19,7 @@ import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
 import { ClickHouseEvents } from './store/clickhouse-events';
 import { loadTransaction } from './replay/loaded-transaction';
-import { QueryPool } from './store/query-pool/query-pool';
+import { QueryPool } from './queries/query-pool';
 import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
@@ -31,6 +32,8 @@ export interface DaemonOptions {
   sessionTtlMs?: number;
   /** ready and paused sessions are removed after this long unchanged (default 1 h) */
   idleSessionTtlMs?: number;
+  /** the wall time sessions' TTLs run on (tests move a fake one) */
+  wallClock?: WallClock;
   /** live sessions at most, in all and per client (token name, else address) */
   maxSessions?: number;
   maxSessionsPerClient?: number;
@@ -117,6 +120,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
     idleTtlMs: options.idleSessionTtlMs,
+    wall: options.wallClock,
     maxSessions: options.maxSessions,
     maxSessionsPerClient: options.maxSessionsPerClient,
     timing: metrics.timing,
@@ -140,6 +144,8 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       eventsJson: pool?.json,
+      // the fleet store receives no runs: an incident exported from it says its completeness is unknown
+      incidentRuns: pool ? undefined : null,
       queryWorkers: pool && (() => pool.health()),
       streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
       tokens,

@@ -8,6 +8,7 @@
         'capture_error.cc',
         'capture_session.cc',
         'exec_binding.cc',
+        'exec_call.cc',
         'exec_proc_net.cc',
         'exec_supervisor.cc',
         'exec_target.cc',

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -53,10 +54,6 @@ int64_t NowNs() {
 // heap order: the earliest deadline on top
 constexpr auto kLater = [](const auto& a, const auto& b) { return a.deadline_ns > b.deadline_ns; };
 
-bool IsWrite(int nr) {
-  return nr == __NR_write || nr == __NR_writev || nr == __NR_pwrite64 || nr == __NR_pwritev || nr == __NR_pwritev2;
-}
-
 }  // namespace
 
 ExecFailure ExecSystemFailure(const char* code, const std::string& what, int err) {
@@ -72,15 +69,28 @@ ExecSupervisor::ExecSupervisor(int listener_fd, Pace pace, std::vector<TargetPla
       on_end_(std::move(on_end)) {
   if (wake_fd_ < 0) throw ExecSystemFailure("E_SECCOMP", "cannot make an eventfd", errno);
   // exact names first: a port key never shadows another target's exact name
-  for (size_t i = 0; i < plan_.size(); i++) keys_.emplace(plan_[i].keys.at(0), static_cast<int>(i));
   for (size_t i = 0; i < plan_.size(); i++)
-    for (const std::string& key : plan_[i].keys) keys_.emplace(key, static_cast<int>(i));
+    keys_[static_cast<int>(plan_[i].call)].emplace(plan_[i].keys.at(0), static_cast<int>(i));
+  for (size_t i = 0; i < plan_.size(); i++)
+    for (const std::string& key : plan_[i].keys)
+      keys_[static_cast<int>(plan_[i].call)].emplace(key, static_cast<int>(i));
   next_call_.assign(plan_.size(), 0);
-  results_.targets.resize(plan_.size());
+  next_byte_.assign(plan_.size(), 0);
+  hold_prefix_.resize(plan_.size());
   for (size_t i = 0; i < plan_.size(); i++) {
-    results_.targets[i].observed_ns.assign(plan_[i].holds_ns.size(), -1);
-    results_.targets[i].intended_ns.assign(plan_[i].holds_ns.size(), -1);
+    const TargetPlan& target = plan_[i];
+    if (target.bytes_end.empty()) continue;
+    if (target.bytes_end.size() != target.holds_ns.size() ||
+        (pace_ == Pace::kTimeline && target.spans_ns.size() != target.holds_ns.size()))
+      throw ExecFailure("E_EXEC_PLAN", "a stream's byte ends and holds differ in count");
+    for (size_t k = 0; k < target.bytes_end.size(); k++)
+      if (target.bytes_end[k] <= (k == 0 ? 0 : target.bytes_end[k - 1]))
+        throw ExecFailure("E_EXEC_PLAN", "a stream's byte ends must increase");
+    std::vector<double>& prefix = hold_prefix_[i];
+    prefix.assign(1, 0.0);
+    for (int64_t hold : target.holds_ns) prefix.push_back(prefix.back() + static_cast<double>(hold));
   }
+  results_.targets.resize(plan_.size());
 }
 
 ExecSupervisor::~ExecSupervisor() {
@@ -193,7 +203,7 @@ void ExecSupervisor::ApplyCommands() {
     timeline_anchor_ns_ = NowNs() - command.offset_ns;
   }
   if (pace_ != Pace::kTimeline || commands.empty()) return;
-  for (Held& held : held_) held.deadline_ns = TimelineDeadline(plan_[held.target].holds_ns[held.index]);
+  for (Held& held : held_) held.deadline_ns = TimelineDeadline(held.release_ns);
   std::make_heap(held_.begin(), held_.end(), kLater);
 }
 
@@ -212,13 +222,37 @@ const NeverHeld* ExecSupervisor::NeverHeldFile(pid_t tid, int fd) const {
   return nullptr;
 }
 
-int ExecSupervisor::Lookup(const Target& target) const {
-  auto exact = keys_.find(target.name);
-  if (exact != keys_.end()) return exact->second;
+int ExecSupervisor::Lookup(CallKind call, const Target& target) const {
+  const auto& keys = keys_[static_cast<int>(call)];
+  auto exact = keys.find(target.name);
+  if (exact != keys.end()) return exact->second;
   if (target.kind != TargetKind::kSocket) return -1;
   const std::string port = PortKey(target.name);
-  auto by_port = port.empty() ? keys_.end() : keys_.find(port);
-  return by_port == keys_.end() ? -1 : by_port->second;
+  auto by_port = port.empty() ? keys.end() : keys.find(port);
+  return by_port == keys.end() ? -1 : by_port->second;
+}
+
+double ExecSupervisor::HoldUpTo(int index, uint64_t x) const {
+  const TargetPlan& target = plan_[index];
+  const std::vector<int64_t>& ends = target.bytes_end;
+  const auto at = std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(x));
+  if (at == ends.end()) return hold_prefix_[index].back();
+  const size_t k = static_cast<size_t>(at - ends.begin());
+  const double start = k == 0 ? 0.0 : static_cast<double>(ends[k - 1]);
+  const double share = (static_cast<double>(x) - start) / (static_cast<double>(ends[k]) - start);
+  return hold_prefix_[index][k] + share * static_cast<double>(target.holds_ns[k]);
+}
+
+int64_t ExecSupervisor::BytesHold(int index, uint64_t a, uint64_t b) const {
+  if (pace_ == Pace::kDuration) return std::llround(HoldUpTo(index, b) - HoldUpTo(index, a));
+  // timeline: byte b is written when the recorded call holding it had written its share of it
+  const TargetPlan& target = plan_[index];
+  const std::vector<int64_t>& ends = target.bytes_end;
+  const size_t k =
+      static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(b)) - ends.begin());
+  const double start = k == 0 ? 0.0 : static_cast<double>(ends[k - 1]);
+  const double left = (static_cast<double>(ends[k]) - static_cast<double>(b)) / (static_cast<double>(ends[k]) - start);
+  return target.holds_ns[k] - std::llround(left * static_cast<double>(target.spans_ns[k]));
 }
 
 void ExecSupervisor::Receive() {
@@ -230,37 +264,66 @@ void ExecSupervisor::Receive() {
     throw ExecSystemFailure("E_SECCOMP", "SECCOMP_IOCTL_NOTIF_RECV", errno);
   }
   const int64_t received = NowNs();
-  if (bypass_ || !IsWrite(notif.data.nr)) {
+  CallKind call;
+  if (bypass_ || !ClassifyCall(notif.data.nr, &call)) {
     if (bypass_) results_.bypassed++;
     Continue(notif.id);
     return;
   }
+  const pid_t tid = static_cast<pid_t>(notif.pid);
+  const int fd = static_cast<int>(notif.data.args[0]);
   Target target;
-  const bool resolved = resolver_.Resolve(static_cast<pid_t>(notif.pid), static_cast<int>(notif.data.args[0]), &target);
-  // what /proc showed belongs to this call only if the call is still pending (the tid may be reused)
+  const bool resolved =
+      call == CallKind::kConnect
+          ? resolver_.ResolveConnect(tid, fd, notif.data.args[1], static_cast<uint32_t>(notif.data.args[2]), &target)
+          : resolver_.Resolve(tid, fd, &target);
+  uint64_t bytes = 0;
+  const bool sized = call == CallKind::kWrite && RequestedBytes(tid, notif.data, &bytes);
+  // what /proc and the build's memory showed belong to this call only if it is still pending (the tid may be reused)
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif.id) != 0) return;
-  const NeverHeld* never = resolved ? NeverHeldFile(static_cast<pid_t>(notif.pid), static_cast<int>(notif.data.args[0])) : nullptr;
+  const NeverHeld* never = resolved && call != CallKind::kConnect ? NeverHeldFile(tid, fd) : nullptr;
   if (never) target.name = never->label;
-  const int index = resolved && !never ? Lookup(target) : -1;
+  const int index = resolved && !never ? Lookup(call, target) : -1;
   if (index < 0) {
     // a bad fd fails in the call itself; counted under the name the link had
-    if (!resolved) target = {"(closed fd)", TargetKind::kOther};
-    auto [entry, fresh] = results_.unmatched.try_emplace(target.name, UnmatchedTarget{target.kind, 0});
+    if (!resolved) target = {call == CallKind::kConnect ? "(no address)" : "(closed fd)", TargetKind::kOther};
+    const std::string key = std::to_string(static_cast<int>(call)) + "\t" + target.name;
+    auto [entry, fresh] = results_.unmatched.try_emplace(key, UnmatchedTarget{target.name, call, target.kind, 0});
     entry->second.calls++;
     Continue(notif.id);
     return;
   }
-  const uint32_t call = next_call_[index]++;
+  const TargetPlan& plan = plan_[index];
   TargetResult& result = results_.targets[index];
-  const std::vector<int64_t>& holds = plan_[index].holds_ns;
-  if (call >= holds.size()) {
-    result.passed++;
-    Continue(notif.id);
-    return;
+  const uint32_t k = next_call_[index]++;
+  Held held{0, notif.id, index, 0, received, 0, 0};
+  if (plan.bytes_end.empty()) {
+    if (k >= plan.holds_ns.size()) {
+      result.passed++;
+      Continue(notif.id);
+      return;
+    }
+    held.release_ns = plan.holds_ns[k];
+    if (k < plan.errnos.size()) held.err = plan.errnos[k];
+  } else {
+    // a stream: the build's bytes [a, b) take what the incident's took; past them, or unsized, a call passes
+    const uint64_t a = next_byte_[index];
+    const uint64_t total = static_cast<uint64_t>(plan.bytes_end.back());
+    if (!sized || a >= total) {
+      result.passed++;
+      Continue(notif.id);
+      return;
+    }
+    const uint64_t b = std::min(a + bytes, total);
+    next_byte_[index] = b;
+    result.bytes += b - a;
+    held.release_ns = BytesHold(index, a, b);
   }
   result.matched++;
-  const Held held{pace_ == Pace::kDuration ? received + holds[call] : TimelineDeadline(holds[call]), notif.id, index,
-                  call, received};
+  held.index = static_cast<uint32_t>(result.observed_ns.size());
+  result.observed_ns.push_back(-1);
+  result.intended_ns.push_back(-1);
+  held.deadline_ns = pace_ == Pace::kDuration ? received + held.release_ns : TimelineDeadline(held.release_ns);
   if (held.deadline_ns <= received) {
     Release(held);
     return;
@@ -269,19 +332,27 @@ void ExecSupervisor::Receive() {
   std::push_heap(held_.begin(), held_.end(), kLater);
 }
 
-void ExecSupervisor::Continue(uint64_t id) {
+void ExecSupervisor::Continue(uint64_t id) { Answer(id, 0); }
+
+void ExecSupervisor::Answer(uint64_t id, int err) {
   seccomp_notif_resp resp;
   memset(&resp, 0, sizeof resp);
   resp.id = id;
-  resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  if (err == 0) {
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  } else {
+    resp.error = -err;
+  }
   // ENOENT: the caller was killed while held; nothing to answer
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT && errno != EINTR)
     throw ExecSystemFailure("E_SECCOMP", "SECCOMP_IOCTL_NOTIF_SEND", errno);
 }
 
 void ExecSupervisor::Release(const Held& held, bool early) {
-  Continue(held.id);
+  // a call stop or the end cut short runs: the build is let go, not failed
+  Answer(held.id, early ? 0 : held.err);
   TargetResult& result = results_.targets[held.target];
+  if (!early && held.err != 0) result.failed++;
   result.observed_ns[held.index] = NowNs() - held.received_ns;
   if (!early) result.intended_ns[held.index] = std::max<int64_t>(held.deadline_ns - held.received_ns, 0);
 }

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "exec_call.h"
 #include "exec_proc_net.h"
 
 #ifndef PIDFD_THREAD
@@ -182,6 +183,28 @@ bool TargetResolver::Resolve(pid_t tid, int fd, Target* out) {
     return ResolveSocket(tid, fd, strtoull(out->name.c_str() + 8, nullptr, 10), out);
   }
   out->kind = StartsWith(out->name, "anon_inode:") ? TargetKind::kAnon : TargetKind::kOther;
+  return true;
+}
+
+bool TargetResolver::ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t len, Target* out) {
+  sockaddr_storage peer{};
+  if (len < sizeof(sa_family_t) || len > sizeof peer || !ReadBuildMemory(tid, addr, &peer, len)) return false;
+  if (peer.ss_family == AF_UNIX) {
+    const std::string path = UnixPath(peer, len);
+    *out = {path.empty() ? "unix" : "unix " + path, TargetKind::kSocket};
+    return true;
+  }
+  if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;
+  if (len < (peer.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6))) return false;
+  // the protocol is the socket's; a socket kreplay may not duplicate is taken for TCP, the usual case
+  int protocol = IPPROTO_TCP;
+  const int sock = DuplicateFd(tid, fd);
+  if (sock >= 0) {
+    socklen_t size = sizeof protocol;
+    getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &size);
+    close(sock);
+  }
+  *out = {IpProtocolName(protocol) + " " + InetPeer(peer), TargetKind::kSocket};
   return true;
 }
 

@@ -28,6 +28,10 @@ class TargetResolver {
  public:
   // The target of fd `fd` of thread `tid`; false when the fd or thread is gone.
   bool Resolve(pid_t tid, int fd, Target* out);
+  // The peer connect(fd, addr, len) of thread `tid` names, read from its memory
+  // (`tcp 127.0.0.1:8080`, `unix /run/a.sock`, as the agent names a sys_connect's
+  // target); false when it cannot be read or is no address kreplay names.
+  bool ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t len, Target* out);
   // sockets named from /proc/<tid>/net because pidfd_getfd was denied
   uint64_t peers_from_proc() const { return peers_from_proc_; }
 

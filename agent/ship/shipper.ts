@@ -156,10 +156,7 @@ export class Shipper {
           continue;
         }
         const batch = this.reader.read(this.cursor, this.batchRows);
-        await this.clickhouse.exec(
-          `INSERT INTO ${eventsTable(this.clickhouse.endpoint)} FORMAT JSONEachRow`,
-          batch.rows,
-        );
+        await this.clickhouse.exec(this.reader.insert(eventsTable(this.clickhouse.endpoint)), batch.rows);
         this.cursor = batch.nextSeq;
         this.current.shipped += batch.count;
         this.writeCursor.run(this.current.destination, this.cursor, this.current.shipped, this.nowNs());

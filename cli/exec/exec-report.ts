@@ -1,16 +1,21 @@
 /**
- * The report of `kreplay replay --exec`: per target, what the incident
+ * The report of `kreplay replay --exec`: per (call kind, target), what the incident
  * recorded, what the build's calls matched, how long they were meant to take
- * and how long they took; as a table (stderr), JUnit XML and JSON.
+ * and how long they took, and why each was or was not matched; as a table
+ * (stderr) and JSON (JUnit: junit-report.ts).
  */
 import { InvalidArgumentError } from 'commander';
 import { formatTable } from '../text-table';
-import type { PlanTarget } from './exec-plan';
+import type { CallKind, Match, PlanTarget } from './exec-plan';
 
 /** What the supervisor counted for one planned target. */
 export interface TargetOutcome {
   matched: number;
   passed: number;
+  /** matched calls failed with the incident's errno (--replay-errors) */
+  failed: number;
+  /** bytes of the matched calls (a stream matched by bytes) */
+  bytes: number;
   /** per matched call */
   observedNs: BigInt64Array;
   /** per matched call; -1 where a stop released it before its deadline */
@@ -18,6 +23,7 @@ export interface TargetOutcome {
 }
 
 export interface UnmatchedOutcome {
+  call: CallKind;
   target: string;
   kind: string;
   calls: number;
@@ -49,10 +55,21 @@ export function parseTolerance(value: string): Tolerance {
 }
 
 export interface TargetReport {
+  /** write (sys_write: writes and sends), fsync or connect */
+  call: CallKind;
   target: string;
   kind: string;
+  /** bytes: a stream's bytes matched the incident's; calls: the k-th call the k-th */
+  match: Match;
   recorded_calls: number;
+  recorded_bytes: number;
+  /** recorded calls that failed */
+  recorded_errors: number;
   matched: number;
+  /** bytes the matched calls asked to write */
+  matched_bytes: number;
+  /** matched calls failed with the incident's errno (--replay-errors) */
+  failed: number;
   passed_through: number;
   /** matched calls a stop released before their deadline (not compared) */
   cut_short: number;
@@ -105,6 +122,7 @@ function compare(
 
 /** A recorded target the plan left out (target-selection.ts), or one the build wrote to that is in no plan. */
 export interface OtherTarget {
+  call: CallKind;
   target: string;
   kind: string;
   recorded_calls: number;
@@ -124,7 +142,9 @@ function plannedReason(target: PlanTarget, outcome: TargetOutcome, unmatched: re
   if (outcome.matched === recorded) return `held: the build made all ${recorded} recorded calls${extra}`;
   if (outcome.matched > 0) return `held ${outcome.matched} of ${recorded}: the build made fewer calls`;
   // what the build wrote to instead, of the same kind: the likely --map
-  const same = unmatched.filter((u) => u.kind === target.kind && !(u.target in NEVER_HELD_LABELS));
+  const same = unmatched.filter(
+    (u) => u.call === target.call && u.kind === target.kind && !(u.target in NEVER_HELD_LABELS),
+  );
   const hint =
     target.kind === 'socket' && same.some((u) => u.target === 'socket')
       ? ' (the build wrote to sockets whose peer could not be read)'
@@ -145,6 +165,11 @@ export function buildReport(
   excluded: readonly Omit<OtherTarget, 'calls'>[] = [],
 ): TargetReport[] {
   const none = {
+    match: 'calls' as Match,
+    recorded_bytes: 0,
+    recorded_errors: 0,
+    matched_bytes: 0,
+    failed: 0,
     cut_short: 0,
     recorded_p50_ns: null,
     recorded_p99_ns: null,
@@ -171,10 +196,16 @@ export function buildReport(
     });
     const recorded = target.recordedNs.length;
     const row = {
+      call: target.call,
       target: target.target,
       kind: target.kind,
+      match: target.match,
       recorded_calls: recorded,
+      recorded_bytes: target.recordedBytes,
+      recorded_errors: target.recordedErrors,
       matched: outcome.matched,
+      matched_bytes: outcome.bytes,
+      failed: outcome.failed,
       passed_through: outcome.passed,
       cut_short: outcome.matched - intended.length,
       recorded_p50_ns: percentile(target.recordedNs, 50),
@@ -196,14 +227,17 @@ export function buildReport(
     ].filter((f) => f !== null);
     return { ...row, failure: failures.length > 0 ? failures.join('; ') : null };
   });
+  const same = (a: { call: CallKind; target: string }, b: { call: CallKind; target: string }) =>
+    a.call === b.call && a.target === b.target;
   for (const other of excluded) {
-    const calls = unmatched.find((u) => u.target === other.target)?.calls ?? 0;
+    const calls = unmatched.find((u) => same(u, other))?.calls ?? 0;
     rows.push({ ...none, ...other, matched: 0, passed_through: calls });
   }
   for (const other of unmatched) {
-    if (excluded.some((e) => e.target === other.target)) continue;
+    if (excluded.some((e) => same(e, other))) continue;
     rows.push({
       ...none,
+      call: other.call,
       target: other.target,
       kind: other.kind,
       recorded_calls: 0,
@@ -236,11 +270,13 @@ function resultWord(r: TargetReport): string {
 
 export function reportTable(rows: readonly TargetReport[]): string {
   const header = [
+    'CALL',
     'TARGET',
     'KIND',
     'RECORDED',
     'MATCHED',
     'PASSED',
+    'FAILED',
     'REC P50',
     'REC P99',
     'HOLD P50',
@@ -251,11 +287,13 @@ export function reportTable(rows: readonly TargetReport[]): string {
   ];
   return formatTable(
     rows.map((r) => [
+      r.call,
       r.target,
       r.kind,
-      r.recorded_calls,
-      r.matched,
+      r.match === 'bytes' ? `${r.recorded_calls} (${r.recorded_bytes} B)` : r.recorded_calls,
+      r.match === 'bytes' ? `${r.matched} (${r.matched_bytes} B)` : r.matched,
       r.passed_through,
+      r.failed,
       formatNs(r.recorded_p50_ns),
       formatNs(r.recorded_p99_ns),
       formatNs(r.intended_p50_ns),

@@ -15,7 +15,7 @@ import { exactJson } from '../../core/json/exact-json';
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import { requestJson } from '../daemon-request';
 import { sessionLinks } from '../session-links';
-import { buildPlan, type Pace } from './exec-plan';
+import { buildPlan, type Match, type Pace } from './exec-plan';
 import { buildReport, reportTable, type Tolerance } from './exec-report';
 import { combinedStatus, verdict, type Verdict } from './exec-verdict';
 import type { IncidentSource } from './incident-source';
@@ -30,6 +30,8 @@ export interface ExecFlags {
   speed: number;
   extraLatencyNs: number;
   pace: Pace;
+  match: Match;
+  replayErrors?: boolean;
   map: TargetMap[];
   report?: string;
   reportJson?: string;
@@ -131,9 +133,14 @@ async function replayOne(
     maps: flags.map,
     schedule,
     pace: flags.pace,
+    match: flags.match,
+    replayErrors: flags.replayErrors ?? false,
     exclude: selection.exclude,
   });
-  if (plan.length === 0) say(`${source.name}: nothing to hold (no write with a target is selected): every call of the build passes`);
+  if (plan.length === 0)
+    say(
+      `${source.name}: nothing to hold (no sys_write, sys_fsync or sys_connect event with a target is selected): every call of the build passes`,
+    );
 
   const build = LaunchedBuild.start(argv);
   let supervisor: NativeExecSupervisor | null = null;
@@ -150,7 +157,14 @@ async function replayOne(
       listenerFd,
       {
         pace: flags.pace,
-        targets: plan.map((t) => ({ keys: t.keys, holdsNs: t.holdsNs })),
+        targets: plan.map((t) => ({
+          call: t.call,
+          keys: t.keys,
+          holdsNs: t.holdsNs,
+          errnos: t.errnos,
+          bytesEnd: t.bytesEnd,
+          spansNs: t.spansNs,
+        })),
         neverHeld: handedOutputs(),
       },
       (error) => {
@@ -260,6 +274,8 @@ async function replayOne(
     session_id: session?.id ?? null,
     command,
     pace: flags.pace,
+    match: flags.match,
+    replay_errors: flags.replayErrors ?? false,
     speed_factor: flags.speed,
     extra_latency_ns: flags.extraLatencyNs,
     strict: flags.strict === true,

@@ -6,8 +6,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { requestJson } from '../daemon-request';
+import { LOST_COUNTER_COLUMNS } from '../../agent/status';
+import { readIncidentFile } from '../../core/incident';
+import type { IncidentRun } from '../../core/incident/incident-types';
 import type { RecordedCall } from './exec-plan';
-import { readIncident, type IncidentRunInfo } from './incident-file';
 
 /** An event as the replay reads it: the matching's fields, and every other field the source gave. */
 export type IncidentEvent = RecordedCall & Record<string, unknown>;
@@ -35,14 +37,12 @@ export interface IncidentSource {
 
 const PAGE = 10_000;
 
-/** The counters of a run that count events lost (not stored, not captured). */
-const LOSS_COUNTER = /(dropped|lost|corrupt|disk_full|store_error|unknown_targets)/;
-
-export function completenessOf(runs: readonly IncidentRunInfo[] | null): Completeness {
+/** What the incident's runs lost over its window (the agent's own count of lost events, by counter). */
+export function completenessOf(runs: readonly Pick<IncidentRun, 'node' | 'counters'>[] | null): Completeness {
   if (runs === null) return { known: false, lost: [] };
   const lost = runs.flatMap((run) =>
     Object.entries(run.counters)
-      .filter(([name, value]) => LOSS_COUNTER.test(name) && value > 0)
+      .filter(([name, value]) => LOST_COUNTER_COLUMNS.includes(name) && value > 0)
       .map(([name, value]) => `node ${run.node}: ${name}=${value}`),
   );
   return { known: true, lost };
@@ -91,12 +91,12 @@ export function incidentPaths(pattern: string): string[] {
 export async function fileIncidents(pattern: string): Promise<IncidentSource[]> {
   const sources: IncidentSource[] = [];
   for (const file of incidentPaths(pattern)) {
-    const incident = await readIncident(file);
+    const incident = await readIncidentFile(file);
     if (incident.events.length === 0) throw new Error(`${file}: the incident holds no events`);
     sources.push({
       name: path.relative('.', file) || file,
       transactionId: incident.header.transaction_id,
-      events: incident.events as IncidentEvent[],
+      events: incident.events as unknown as IncidentEvent[],
       digest: incident.header.digest,
       completeness: completenessOf(incident.runs),
       file,

@@ -6,9 +6,10 @@
  * is kept per target with the reason, for the report.
  */
 import { globToRegExp } from '../../agent/config/glob';
-import type { RecordedCall } from './exec-plan';
+import type { CallKind, RecordedCall } from './exec-plan';
 
 export interface Exclusion {
+  call: CallKind;
   target: string;
   kind: string;
   recorded_calls: number;
@@ -16,7 +17,7 @@ export interface Exclusion {
 }
 
 interface MarkerFields {
-  bytes?: number;
+  bytes?: number | null;
   transaction_id?: string | null;
   trace_id?: string | null;
 }
@@ -34,7 +35,7 @@ export function isMarkerWrite(event: RecordedCall & MarkerFields): boolean {
   return (
     event.event_type === 'sys_write' &&
     event.target === '/dev/null' &&
-    event.bytes !== undefined &&
+    typeof event.bytes === 'number' &&
     markerSizes(event).includes(event.bytes)
   );
 }
@@ -54,14 +55,15 @@ export class TargetSelection {
     this.skip = flags.skipTarget.map(globToRegExp);
   }
 
-  /** For buildPlan: why `event` (to `target`, as the build names it) is not held, or null. */
-  readonly exclude = (event: RecordedCall, target: string): string | null => {
+  /** For buildPlan: why `event` (a `call` to `target`, as the build names it) is not held, or null. */
+  readonly exclude = (event: RecordedCall, call: CallKind, target: string): string | null => {
     const reason = this.reasonFor(event, target);
     if (reason === null) return null;
     const kind = event.target_kind ?? 'other';
-    const entry = this.excluded.get(target) ?? { target, kind, recorded_calls: 0, reason };
+    const key = `${call}\t${target}`;
+    const entry = this.excluded.get(key) ?? { call, target, kind, recorded_calls: 0, reason };
     entry.recorded_calls++;
-    this.excluded.set(target, entry);
+    this.excluded.set(key, entry);
     return reason;
   };
 

@@ -120,8 +120,12 @@ export class ClickHouseHttp {
     return `${this.endpoint.host}:${this.endpoint.port}`;
   }
 
-  /** Runs `sql`; `rows` (JSONEachRow lines) go gzip-compressed as the statement's data. */
-  async exec(sql: string, rows?: string, database: string | null = this.endpoint.database): Promise<string> {
+  /** Runs `sql`; `rows` (in the statement's FORMAT) go gzip-compressed as its data. */
+  async exec(
+    sql: string,
+    rows?: string | Uint8Array,
+    database: string | null = this.endpoint.database,
+  ): Promise<string> {
     const queryId = randomUUID();
     const params = new URLSearchParams({ output_format_json_quote_64bit_integers: '1', query_id: queryId });
     if (database) params.set('database', database);

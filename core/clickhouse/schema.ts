@@ -33,31 +33,50 @@ import { quoteInt } from './quote';
 
 export const CLICKHOUSE_SCHEMA_VERSION = 1;
 
-/** The API's event fields (core/model/event.ts) plus the row's identity in its node store. */
-const EVENTS_COLUMNS = `
-  event_id String,
-  store_id String,
-  timestamp_ns UInt64,
-  seq UInt64,
-  event_type String,
-  duration_ns UInt64,
-  service_name String,
-  transaction_id Nullable(String),
-  trace_id Nullable(String),
-  node String,
-  pid UInt32,
-  tid UInt32,
-  comm String,
-  bytes UInt64,
-  syscall Nullable(String),
-  fd Nullable(Int64),
-  ret Nullable(Int64),
-  target_kind Nullable(String),
-  target Nullable(String),
-  device Nullable(String),
-  sector Nullable(UInt64),
-  op Nullable(String),
-  error Nullable(Int64)`;
+export interface ClickHouseColumn {
+  name: string;
+  /** its ClickHouse type, as DDL and the RowBinary encoder (agent/ship/ship-sql.ts) read it */
+  type: string;
+  /** the schema version that added it */
+  since: number;
+}
+
+/**
+ * The events table's columns, in table order: the API's event fields
+ * (core/model/event.ts) plus the row's identity in its node store. The one
+ * list the DDL and the shipper's RowBinary INSERT are made from: a column a
+ * later migration adds goes here with its `since` (and an ALTER in that migration).
+ */
+export const CLICKHOUSE_EVENT_COLUMNS: readonly ClickHouseColumn[] = [
+  { name: 'event_id', type: 'String', since: 1 },
+  { name: 'store_id', type: 'String', since: 1 },
+  { name: 'timestamp_ns', type: 'UInt64', since: 1 },
+  { name: 'seq', type: 'UInt64', since: 1 },
+  { name: 'event_type', type: 'String', since: 1 },
+  { name: 'duration_ns', type: 'UInt64', since: 1 },
+  { name: 'service_name', type: 'String', since: 1 },
+  { name: 'transaction_id', type: 'Nullable(String)', since: 1 },
+  { name: 'trace_id', type: 'Nullable(String)', since: 1 },
+  { name: 'node', type: 'String', since: 1 },
+  { name: 'pid', type: 'UInt32', since: 1 },
+  { name: 'tid', type: 'UInt32', since: 1 },
+  { name: 'comm', type: 'String', since: 1 },
+  { name: 'bytes', type: 'UInt64', since: 1 },
+  { name: 'syscall', type: 'Nullable(String)', since: 1 },
+  { name: 'fd', type: 'Nullable(Int64)', since: 1 },
+  { name: 'ret', type: 'Nullable(Int64)', since: 1 },
+  { name: 'target_kind', type: 'Nullable(String)', since: 1 },
+  { name: 'target', type: 'Nullable(String)', since: 1 },
+  { name: 'device', type: 'Nullable(String)', since: 1 },
+  { name: 'sector', type: 'Nullable(UInt64)', since: 1 },
+  { name: 'op', type: 'Nullable(String)', since: 1 },
+  { name: 'error', type: 'Nullable(Int64)', since: 1 },
+];
+
+const columnsDdl = (upTo: number) =>
+  CLICKHOUSE_EVENT_COLUMNS.filter((c) => c.since <= upTo)
+    .map((c) => `${c.name} ${c.type}`)
+    .join(',\n  ');
 
 /** The context keys with a lookup table: events_by_<key>. */
 export const LOOKUP_KEYS = ['transaction_id', 'trace_id'] as const;
@@ -85,7 +104,7 @@ export function eventsTable(endpoint: ClickHouseEndpoint): string {
 /** MIGRATIONS[v]: the statements taking a database from version v to v + 1. */
 export const CLICKHOUSE_MIGRATIONS: readonly (readonly string[])[] = [
   [
-    `CREATE TABLE IF NOT EXISTS events (${EVENTS_COLUMNS}
+    `CREATE TABLE IF NOT EXISTS events (${columnsDdl(1)}
      ) ENGINE = ReplacingMergeTree()
      PARTITION BY toDate(toDateTime(intDiv(timestamp_ns, 1000000000)), 'UTC')
      ORDER BY (timestamp_ns, store_id, seq)`,

@@ -97,10 +97,22 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'get',
     path: '/api/events/export',
-    summary: 'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed',
+    summary:
+      'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed; with format=incident, one transaction as an incident file (application/zstd, README "Incident files")',
     query: exportQuerySchema,
-    responses: { 200: { type: 'application/json', description: 'Chrome trace-event JSON' } },
-    problems: ['invalid-parameter', 'export-too-large', 'store-unavailable', 'store-damaged'],
+    responses: {
+      200: {
+        type: 'application/json',
+        description: 'Chrome trace-event JSON; format=incident answers application/zstd, the incident file',
+      },
+    },
+    problems: [
+      'invalid-parameter',
+      'transaction-not-found',
+      'export-too-large',
+      'store-unavailable',
+      'store-damaged',
+    ],
   },
   {
     method: 'get',

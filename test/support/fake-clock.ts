@@ -1,5 +1,5 @@
 /** A clock that moves only when told, and releases on the dot (or exactly as late as told). */
-import type { ClockLane, Release, ReplayClock } from '../../daemon/replay/clock/replay-clock';
+import type { ClockLane, Release, ReplayClock } from '../../daemon/replay/replay-clock';
 
 interface Waiting {
   deadline: bigint;

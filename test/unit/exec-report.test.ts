@@ -4,6 +4,10 @@ import { verdict } from '../../cli/exec/exec-verdict';
 import { junitXml, type SuiteReport } from '../../cli/exec/junit-report';
 
 const target = (name: string, recorded: bigint[]): PlanTarget => ({
+  call: 'write',
+  match: 'calls',
+  recordedBytes: 0,
+  recordedErrors: 0,
   target: name,
   recorded: name,
   kind: 'file',
@@ -53,6 +57,8 @@ describe('exec report', () => {
       {
         matched: 2,
         passed: 3,
+        failed: 0,
+        bytes: 0,
         observedNs: BigInt64Array.from([ms(21.5), ms(21.5)]),
         intendedNs: BigInt64Array.from([ms(20), ms(20)]),
       },
@@ -60,6 +66,8 @@ describe('exec report', () => {
       {
         matched: 1,
         passed: 0,
+        failed: 0,
+        bytes: 0,
         observedNs: BigInt64Array.from([ms(6.5)]),
         intendedNs: BigInt64Array.from([ms(5)]),
       },
@@ -67,6 +75,8 @@ describe('exec report', () => {
       {
         matched: 1,
         passed: 0,
+        failed: 0,
+        bytes: 0,
         observedNs: BigInt64Array.from([ms(1)]),
         intendedNs: BigInt64Array.from([-1n]),
       },
@@ -74,7 +84,7 @@ describe('exec report', () => {
     const rows = buildReport(
       plan,
       outcomes,
-      [{ target: 'pipe', kind: 'pipe', calls: 4 }],
+      [{ call: 'write', target: 'pipe', kind: 'pipe', calls: 4 }],
       parseTolerance('10%,1ms'),
     );
     expect(rows.map((r) => [r.target, r.matched, r.passed_through, r.cut_short, r.failure !== null])).toEqual(

@@ -9,6 +9,10 @@ import { Schedule } from '../../daemon/replay/sessions/schedule';
 
 const ms = (n: number) => BigInt(Math.round(n * 1_000_000));
 const target = (name: string, recorded: bigint[]): PlanTarget => ({
+  call: 'write',
+  match: 'calls',
+  recordedBytes: 0,
+  recordedErrors: 0,
   target: name,
   recorded: name,
   kind: 'file',
@@ -24,10 +28,12 @@ function rows(recorded: number, matched: number, holdMs = 5, observedMs = holdMs
   const outcome = {
     matched,
     passed: 0,
+    failed: 0,
+    bytes: 0,
     observedNs: BigInt64Array.from(Array.from({ length: matched }, () => ms(observedMs))),
     intendedNs: BigInt64Array.from(Array.from({ length: matched }, () => ms(holdMs))),
   };
-  return buildReport(plan, [outcome], [{ target: '/b', kind: 'file', calls: 3 }], tolerance);
+  return buildReport(plan, [outcome], [{ call: 'write', target: '/b', kind: 'file', calls: 3 }], tolerance);
 }
 
 const base = (over: Partial<VerdictInput>): VerdictInput => ({

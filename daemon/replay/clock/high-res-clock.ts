@@ -17,18 +17,24 @@ import { nativeAddon } from '../../../core/native/addon';
 import { asClockError } from './clock-error';
 import { startThread } from '../../../core/threads/start-thread';
 import { Fifo } from '../fifo';
-import { SEND_BUFFER } from '../stream/send-buffer';
-import { CLOSE_REASONS, RING } from './clock-sockets';
+import { SEND_BUFFER } from '../send-buffer';
+import { clockRings, type ClockThreadData, type ClockThreadHello } from './clock-thread';
 import {
-  COMMAND,
-  LAYOUT,
-  REPORT,
+  CLOSE_REASONS,
+  COMMAND_WIDTH,
+  CONTROL,
+  CONTROL_WORDS,
+  REPORT_WIDTH,
+  RING,
+  decodeReport,
+  encodeCommand,
+  type ClockCommand,
   type ClockPortMessage,
-  type ClockThreadData,
-  type ClockThreadHello,
-} from './clock-thread';
+  type ClockReport,
+  type SlotRing,
+} from './clock-wire';
 import { ClockError } from './clock-error';
-import type { ClockLane, LaneSockets, LateFrame, Release, ReplayClock, SocketClosed } from './replay-clock';
+import type { ClockLane, LaneSockets, LateFrame, Release, ReplayClock, SocketClosed } from '../replay-clock';
 
 /**
  * The clock thread's early-wake margin starts at 250 µs and adapts within
@@ -61,7 +67,7 @@ const LEAD_PER_DEADLINE_NS = 3_000n;
 const DEFAULT_NICENESS = -10;
 /** Ring sizes (powers of two): commands queue up while the clock thread waits to run, releases while the main thread is busy. */
 const COMMANDS = 1 << 16;
-const RELEASES = 1 << 14;
+const REPORTS = 1 << 14;
 /**
  * Bytes of frames one lane may hold in the clock's hands: a power of two,
  * allocated while the session plays. 16 MiB holds the lookahead's frames of
@@ -72,6 +78,9 @@ const LANE_RING_BYTES = 16 << 20;
 const RELEASE_SLICE_MS = 2;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
 const SYNC_TIMEOUT_MS = 2000;
+
+/** An AT command's frame fields for a deadline without a frame. */
+const NO_FRAME = { offset: 0, length: 0, latenessAt: 0, index: -1 } as const;
 
 interface Waiting {
   release: Release;
@@ -130,7 +139,7 @@ class HighResLane implements ClockLane {
     if (this.clearing) return;
     if (!frame) {
       this.waiting.push({ release, end: this.written, index: -1 });
-      this.clock.queue(this, COMMAND.at, Number(this.clock.sinceEpoch(deadline)), 0, 0, 0, -1);
+      this.clock.queue(this, { kind: 'at', deadline: this.clock.sinceEpoch(deadline), ...NO_FRAME });
       return;
     }
     if (!this.fits(frame))
@@ -141,15 +150,14 @@ class HighResLane implements ClockLane {
     const length = head + ring.write(frame.tail, RING.dataOffset + offset + head, 'utf8');
     this.written += skip + length;
     this.waiting.push({ release, end: this.written, index: frame.index });
-    this.clock.queue(
-      this,
-      COMMAND.at,
-      Number(this.clock.sinceEpoch(deadline)),
+    this.clock.queue(this, {
+      kind: 'at',
+      deadline: this.clock.sinceEpoch(deadline),
       offset,
       length,
-      head,
-      frame.index,
-    );
+      latenessAt: head,
+      index: frame.index,
+    });
   }
 
   private ensureRing(): Buffer {
@@ -158,7 +166,7 @@ class HighResLane implements ClockLane {
     this.ring = Buffer.from(shared);
     this.header = new Int32Array(shared, 0, RING.headerWords);
     this.clock.post({ ring: shared });
-    this.clock.queue(this, COMMAND.ring);
+    this.clock.queue(this, { kind: 'ring' });
     return this.ring;
   }
 
@@ -168,12 +176,12 @@ class HighResLane implements ClockLane {
       // frames released before this may be on their sockets already: run their releases first
       this.clearing = true;
       try {
-        this.clock.queue(this, COMMAND.clear, forGood ? 1 : 0);
+        this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
         this.clock.settle();
       } finally {
         this.clearing = false;
       }
-    } else this.clock.queue(this, COMMAND.clear, forGood ? 1 : 0);
+    } else this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
     this.generation++;
     this.waiting.clear();
     this.freed = this.written;
@@ -199,8 +207,8 @@ class HighResLane implements ClockLane {
 export class HighResClock implements ReplayClock {
   private readonly worker: Worker;
   private readonly control: Int32Array;
-  private readonly commands: Float64Array;
-  private readonly releases: Float64Array;
+  private readonly commands: SlotRing;
+  private readonly reports: SlotRing;
   /** the clock thread's time zero (see ClockThreadData.epochNs) */
   private readonly epochNs = process.hrtime.bigint();
   /** commands that did not fit in the ring yet */
@@ -238,23 +246,18 @@ export class HighResClock implements ReplayClock {
     const data: ClockThreadData = {
       doorbellFd: doorbellWriteFd,
       port: channel.port2,
-      command: COMMAND,
-      report: REPORT,
       sendBuffer: SEND_BUFFER,
-      control: new SharedArrayBuffer(4 * LAYOUT.controlWords),
-      commands: new SharedArrayBuffer(8 * LAYOUT.commandWidth * COMMANDS),
-      releases: new SharedArrayBuffer(8 * LAYOUT.releaseWidth * RELEASES),
-      layout: LAYOUT,
+      control: new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * CONTROL_WORDS),
+      commands: new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT * COMMAND_WIDTH * COMMANDS),
+      reports: new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT * REPORT_WIDTH * REPORTS),
       epochNs: this.epochNs,
       earlyWakeNs: EARLY_WAKE_NS,
       minEarlyWakeNs: MIN_EARLY_WAKE_NS,
       maxEarlyWakeNs: MAX_EARLY_WAKE_NS,
       niceness: options.niceness ?? DEFAULT_NICENESS,
     };
-    this.control = new Int32Array(data.control);
-    this.commands = new Float64Array(data.commands);
-    this.releases = new Float64Array(data.releases);
-    Atomics.store(this.control, LAYOUT.doorbell, 1);
+    ({ control: this.control, commands: this.commands, reports: this.reports } = clockRings(data));
+    Atomics.store(this.control, CONTROL.doorbell, 1);
     this.worker = startThread(__dirname, 'clock-thread-main', {
       workerData: data,
       transferList: [channel.port2],
@@ -312,21 +315,25 @@ export class HighResClock implements ReplayClock {
   }
 
   /** Nanoseconds from the thread's time zero to `deadline`; a deadline already past is 0, due at once. */
-  sinceEpoch(deadline: bigint): bigint {
-    return deadline > this.epochNs ? deadline - this.epochNs : 0n;
+  sinceEpoch(deadline: bigint): number {
+    return deadline > this.epochNs ? Number(deadline - this.epochNs) : 0;
   }
 
   /** Queues a command of `lane`; the thread gets it when this task is done (or at settle()). */
-  queue(lane: HighResLane, kind: number, a = 0, b = 0, c = 0, d = 0, e = 0): void {
+  queue(lane: HighResLane, command: ClockCommand): void {
     if (this.failure) throw new Error(`the replay clock failed: ${this.failure.message}`);
     if (lane.waiting.length > 0) this.lanes.set(lane.id, lane);
     else this.lanes.delete(lane.id);
     this.keepAlive();
-    this.backlog.push(kind, lane.id, lane.generation, a, b, c, d, e);
+    this.append(lane.id, lane.generation, command);
     if (!this.flushQueued) {
       this.flushQueued = true;
       queueMicrotask(() => this.flush());
     }
+  }
+
+  private append(lane: number, generation: number, command: ClockCommand): void {
+    encodeCommand(this.backlog, this.backlog.length, lane, generation, command);
   }
 
   /** A message the thread reads when a command queued after it says so. */
@@ -341,18 +348,18 @@ export class HighResClock implements ReplayClock {
    */
   settle(): void {
     const seq = ++this.lastSync;
-    this.backlog.push(COMMAND.sync, 0, 0, seq, 0, 0, 0, 0);
+    this.append(0, 0, { kind: 'sync', seq });
     const giveUp = Date.now() + SYNC_TIMEOUT_MS;
     for (;;) {
       this.flush();
-      const ack = Atomics.load(this.control, LAYOUT.ack);
+      const ack = Atomics.load(this.control, CONTROL.ack);
       if (((ack - seq) | 0) >= 0) break;
       if (this.failure || Date.now() > giveUp)
         throw new ClockError(
           'E_CLOCK_STALLED',
           `the replay clock thread did not answer within ${SYNC_TIMEOUT_MS} ms${this.failure ? `: ${this.failure.message}` : ''}`,
         );
-      Atomics.wait(this.control, LAYOUT.ack, ack, 1);
+      Atomics.wait(this.control, CONTROL.ack, ack, 1);
     }
     if (!this.releasing) this.readReleases(Infinity);
   }
@@ -365,40 +372,31 @@ export class HighResClock implements ReplayClock {
         const copy = asClockError('E_DUP', () => nativeAddon().duplicateFd(fd));
         this.watchers.set(id, { fd: copy, onClosed });
         this.post({ text: first });
-        this.queue(lane, COMMAND.attach, id, copy, fromIndex);
+        this.queue(lane, { kind: 'attach', watcher: id, fd: copy, fromIndex });
         // the thread must take the watcher before this thread runs releases or reuses ring bytes
         this.settle();
         return id;
       },
       send: (watcher, text) => {
         this.post({ text });
-        this.queue(lane, COMMAND.send, watcher);
+        this.queue(lane, { kind: 'send', watcher });
       },
-      end: (watcher) => this.queue(lane, COMMAND.end, watcher),
-      detach: (watcher) => this.queue(lane, COMMAND.detach, watcher),
+      end: (watcher) => this.queue(lane, { kind: 'end', watcher }),
+      detach: (watcher) => this.queue(lane, { kind: 'detach', watcher }),
     };
   }
 
   /** Moves the backlog into the ring, as far as it fits, and wakes the thread. */
   private flush(): void {
     this.flushQueued = false;
-    const head = Atomics.load(this.control, LAYOUT.commandHead);
-    let tail = this.control[LAYOUT.commandTail]!;
-    let taken = this.backlogHead;
-    while (taken < this.backlog.length && ((tail - head) | 0) < COMMANDS) {
-      const slot = (tail & (COMMANDS - 1)) * LAYOUT.commandWidth;
-      for (let k = 0; k < LAYOUT.commandWidth; k++) this.commands[slot + k] = this.backlog[taken + k]!;
-      taken += LAYOUT.commandWidth;
-      tail = (tail + 1) | 0;
-    }
+    const taken = this.commands.push(this.backlog, this.backlogHead);
     if (taken > this.backlogHead) {
       if (taken === this.backlog.length) {
         this.backlog = [];
         this.backlogHead = 0;
       } else this.backlogHead = taken;
-      Atomics.store(this.control, LAYOUT.commandTail, tail);
-      Atomics.add(this.control, LAYOUT.wake, 1);
-      Atomics.notify(this.control, LAYOUT.wake);
+      Atomics.add(this.control, CONTROL.wake, 1);
+      Atomics.notify(this.control, CONTROL.wake);
     }
     // the ring is full: the thread drains it as it wakes, so try the rest a little later (not in a busy loop)
     if (this.backlogHead < this.backlog.length && !this.flushQueued) {
@@ -419,21 +417,19 @@ export class HighResClock implements ReplayClock {
     const until = performance.now() + budgetMs;
     try {
       for (;;) {
-        const tail = Atomics.load(this.control, LAYOUT.releaseTail);
-        let head = this.control[LAYOUT.releaseHead]!;
-        for (; head !== tail; head = (head + 1) | 0) {
+        for (let slot = this.reports.peek(); slot >= 0; slot = this.reports.peek()) {
           if (performance.now() > until) {
             setImmediate(() => this.readReleases());
             return;
           }
-          const slot = (head & (RELEASES - 1)) * LAYOUT.releaseWidth;
-          Atomics.store(this.control, LAYOUT.releaseHead, (head + 1) | 0);
-          this.report(slot);
+          const report = decodeReport(this.reports.slots, slot);
+          this.reports.take();
+          this.report(report);
         }
-        Atomics.store(this.control, LAYOUT.doorbell, 1);
-        // releases written after the last look rang no doorbell: read them now, unless the thread rang since
-        if (Atomics.load(this.control, LAYOUT.releaseTail) === head) break;
-        if (Atomics.compareExchange(this.control, LAYOUT.doorbell, 1, 0) !== 1) break;
+        Atomics.store(this.control, CONTROL.doorbell, 1);
+        // reports written after the last look rang no doorbell: read them now, unless the thread rang since
+        if (this.reports.empty) break;
+        if (Atomics.compareExchange(this.control, CONTROL.doorbell, 1, 0) !== 1) break;
       }
     } finally {
       this.releasing = false;
@@ -441,26 +437,23 @@ export class HighResClock implements ReplayClock {
     }
   }
 
-  private report(slot: number): void {
-    const r = this.releases;
-    const id = r[slot + 1]!;
-    if (r[slot] === REPORT.closed) {
-      const watcher = this.watchers.get(r[slot + 3]!);
+  private report(report: ClockReport): void {
+    if (report.kind === 'closed') {
+      const watcher = this.watchers.get(report.watcher);
       if (!watcher) return;
-      this.watchers.delete(r[slot + 3]!);
+      this.watchers.delete(report.watcher);
       closeSync(watcher.fd);
-      watcher.onClosed(CLOSE_REASONS[r[slot + 4]!] ?? 'gone');
+      watcher.onClosed(CLOSE_REASONS[report.reason] ?? 'gone');
       return;
     }
-    const lane = this.lanes.get(id);
-    const writtenAt = r[slot + 5]!;
+    const lane = this.lanes.get(report.lane);
     lane?.release(
-      r[slot + 2]!,
-      r[slot + 3]!,
-      this.epochNs + BigInt(r[slot + 4]!),
-      writtenAt < 0 ? null : this.epochNs + BigInt(writtenAt),
+      report.generation,
+      report.count,
+      this.epochNs + BigInt(report.releasedAt),
+      report.writtenAt < 0 ? null : this.epochNs + BigInt(report.writtenAt),
     );
-    if (lane?.waiting.length === 0) this.lanes.delete(id);
+    if (lane?.waiting.length === 0) this.lanes.delete(report.lane);
   }
 
   /* Pending deadlines keep the process alive, as pending timers do. */
@@ -474,7 +467,7 @@ export class HighResClock implements ReplayClock {
     if (this.worker.threadId === -1) return;
     const exited = once(this.worker, 'exit');
     this.worker.ref();
-    this.backlog.push(COMMAND.stop, 0, 0, 0, 0, 0, 0, 0);
+    this.append(0, 0, { kind: 'stop' });
     this.flush();
     this.port.close();
     await exited;

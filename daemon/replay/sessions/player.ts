@@ -5,7 +5,7 @@
  * statistics and frames). Timing model: README, "Timing".
  */
 import type { ReplayEvent } from '../replay-event';
-import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../clock/replay-clock';
+import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../replay-clock';
 import type { Schedule } from './schedule';
 import { Fifo } from '../fifo';
 import type { EventCursor, EventStart, Transaction } from './transaction';

@@ -7,7 +7,7 @@ import { withJsonFields } from '../../../core/model';
 import { toReplayEvent, type ReplayEvent } from '../replay-event';
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
-import type { LateFrame, ReplayClock } from '../clock/replay-clock';
+import type { LateFrame, ReplayClock } from '../replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
 import { lateFrameText, splitLateFrame, sseFrame } from '../stream/sse-frame';
 import { CHECKPOINT_EVERY, Player, startOf, type Pending } from './player';
@@ -18,6 +18,7 @@ import type { RestoredSession, SessionSnapshot } from './session-snapshot';
 import { nextState, type SessionState } from './session-state';
 import { TimingStats } from './timing-stats';
 import type { EventStart, Transaction } from './transaction';
+import type { WallClock } from './wall-clock';
 
 /** How many recent lateness values a resuming stream gets exactly (older ones are null). */
 const RECENT = 1024;
@@ -47,6 +48,8 @@ export interface TimingObserver {
 
 export interface SessionContext {
   clock: ReplayClock;
+  /** created_at and updated_at */
+  wall: WallClock;
   /** after every state change: persist, (dis)arm expiry */
   changed(session: ReplaySession): void;
   timing?: TimingObserver;
@@ -60,8 +63,8 @@ export class ReplaySession {
   readonly extraLatencyNs: number;
   readonly driving: Driving | null;
   readonly owner: string;
-  createdAt = new Date().toISOString();
-  updatedAt = this.createdAt;
+  createdAt: string;
+  updatedAt: string;
   state: SessionState = 'ready';
   lateness = new TimingStats();
   /** from deadline to the moment the frame was written to every watcher's socket */
@@ -98,6 +101,7 @@ export class ReplaySession {
     this.extraLatencyNs = settings.extraLatencyNs;
     this.driving = settings.driving;
     this.owner = settings.owner;
+    this.createdAt = this.updatedAt = new Date(context.wall.nowMs()).toISOString();
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
     this.player = new Player(
       this.transaction,
@@ -310,7 +314,7 @@ export class ReplaySession {
     this.state = state;
     // only a playing session can be behind its schedule
     if (state !== 'playing') this.behindNs = 0n;
-    this.updatedAt = new Date().toISOString();
+    this.updatedAt = new Date(this.context.wall.nowMs()).toISOString();
     this.sendState();
     this.context.changed(this);
   }

@@ -1,5 +1,5 @@
 /** The clock replay sessions are scheduled on: the high-resolution one, or a fake in tests. */
-import type { SocketClosed } from './clock-sockets';
+import type { SocketClosed } from './clock/clock-wire';
 
 /**
  * A replay frame whose lateness is known only at release: `head`, the
