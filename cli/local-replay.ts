@@ -15,7 +15,9 @@ const SPIN_NS = 1_500_000n;
 const now = () => process.hrtime.bigint();
 
 function write(text: string): Promise<void> {
-  return new Promise((resolve) => (process.stdout.write(text) ? resolve() : process.stdout.once('drain', resolve)));
+  return new Promise((resolve) =>
+    process.stdout.write(text) ? resolve() : process.stdout.once('drain', resolve),
+  );
 }
 
 async function until(deadline: bigint): Promise<void> {

@@ -25,7 +25,8 @@ export function buildProgram(): Command {
   registerExportCommand(program);
   registerReplayCommand(program);
   registerSessionCommand(program);
-  const subcommands = (command: Command): Command[] => command.commands.flatMap((sub) => [sub, ...subcommands(sub)]);
+  const subcommands = (command: Command): Command[] =>
+    command.commands.flatMap((sub) => [sub, ...subcommands(sub)]);
   for (const command of subcommands(program))
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
   humanizeDefaults(program);

@@ -62,7 +62,8 @@ bool FindInet(pid_t tid, const char* table, int family, int protocol, uint64_t i
     std::istringstream fields(line);
     std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
     uint64_t ino = 0;
-    if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> ino)) continue;
+    if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> ino))
+      continue;
     if (ino != inode) continue;
     out->domain = family;
     out->protocol = protocol;
@@ -116,7 +117,8 @@ uint64_t UnixPeerInode(uint64_t inode) {
     if (got > 0 && NLMSG_OK(header, static_cast<size_t>(got)) && header->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
       const auto* reply = static_cast<const unix_diag_msg*>(NLMSG_DATA(header));
       int left = static_cast<int>(header->nlmsg_len - NLMSG_LENGTH(sizeof *reply));
-      for (const auto* attr = reinterpret_cast<const rtattr*>(reply + 1); RTA_OK(attr, left); attr = RTA_NEXT(attr, left))
+      for (const auto* attr = reinterpret_cast<const rtattr*>(reply + 1); RTA_OK(attr, left);
+           attr = RTA_NEXT(attr, left))
         if (attr->rta_type == UNIX_DIAG_PEER) peer = *static_cast<const uint32_t*>(RTA_DATA(attr));
     }
   }
@@ -137,8 +139,10 @@ void UnixAddress(const std::string& path, sockaddr_storage* out, socklen_t* len)
 }  // namespace
 
 bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out) {
-  if (FindInet(tid, "tcp", AF_INET, IPPROTO_TCP, inode, out) || FindInet(tid, "tcp6", AF_INET6, IPPROTO_TCP, inode, out) ||
-      FindInet(tid, "udp", AF_INET, IPPROTO_UDP, inode, out) || FindInet(tid, "udp6", AF_INET6, IPPROTO_UDP, inode, out))
+  if (FindInet(tid, "tcp", AF_INET, IPPROTO_TCP, inode, out) ||
+      FindInet(tid, "tcp6", AF_INET6, IPPROTO_TCP, inode, out) ||
+      FindInet(tid, "udp", AF_INET, IPPROTO_UDP, inode, out) ||
+      FindInet(tid, "udp6", AF_INET6, IPPROTO_UDP, inode, out))
     return true;
   std::string self;
   if (!UnixPathOf(tid, inode, &self)) return false;
@@ -147,8 +151,10 @@ bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out) {
   std::string peer;
   const uint64_t peer_inode = UnixPeerInode(inode);
   out->connected = peer_inode != 0;
-  if (out->connected && UnixPathOf(tid, peer_inode, &peer)) UnixAddress(peer, &out->peer, &out->peer_len);
-  else out->peer_len = 0;
+  if (out->connected && UnixPathOf(tid, peer_inode, &peer))
+    UnixAddress(peer, &out->peer, &out->peer_len);
+  else
+    out->peer_len = 0;
   return true;
 }
 

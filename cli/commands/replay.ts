@@ -169,7 +169,9 @@ export async function runReplay(transactionId: string, server: string, flags: Re
     extra_latency_ns: flags.extraLatencyNs,
   });
   const links = sessionLinks(server, session.id, transactionId);
-  process.stderr.write(`kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`);
+  process.stderr.write(
+    `kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`,
+  );
   const replay = new Replay(base, session);
   // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
   const stop = async (code: number) => {
@@ -236,7 +238,11 @@ export function registerReplayCommand(program: Command): void {
     .description(
       'replay a transaction (through the daemon) or incident files (no daemon needed): its events as NDJSON on stdout, each at its moment, or against a test build with --exec',
     )
-    .argument('[transaction-id]', 'transaction_id of the events to replay (not with --incident)', transactionArgument)
+    .argument(
+      '[transaction-id]',
+      'transaction_id of the events to replay (not with --incident)',
+      transactionArgument,
+    )
     .argument('[command...]', 'with --exec: the test build to run, after --')
     .option(
       '--incident <file>',
@@ -304,7 +310,10 @@ export function registerReplayCommand(program: Command): void {
       '--strict',
       'with --exec: every shortfall fails (fewer calls than recorded, holds beyond the tolerance, a recording that lost events), not only a replay that matched nothing',
     )
-    .option('--report <file>', 'with --exec: write a JUnit XML report, a testsuite per incident, a testcase per target')
+    .option(
+      '--report <file>',
+      'with --exec: write a JUnit XML report, a testsuite per incident, a testcase per target',
+    )
     .option('--report-json <file>', 'with --exec: write the report as JSON')
     .addOption(
       new Option(

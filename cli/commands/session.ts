@@ -30,7 +30,8 @@ const UNITS_NS: Record<string, number> = { ns: 1, us: 1e3, ms: 1e6, s: 1e9, m: 6
 /** A position in the recording: 1.5s, 250ms, 300us, or nanoseconds. */
 export function positionOption(value: string): bigint {
   const match = /^(\d+(?:\.\d+)?)(ns|us|ms|s|m)?$/.exec(value);
-  if (!match) throw new InvalidArgumentError(`expected a position like 1.5s, 250ms or 1200000 (ns), got "${value}"`);
+  if (!match)
+    throw new InvalidArgumentError(`expected a position like 1.5s, 250ms or 1200000 (ns), got "${value}"`);
   return BigInt(Math.round(Number(match[1]) * UNITS_NS[match[2] ?? 'ns']!));
 }
 
@@ -48,33 +49,37 @@ function line(server: string, s: Session): string {
 const base = (server: string) => `${server}/api/replay/sessions`;
 
 export function registerSessionCommand(program: Command): Command {
-  const session = program.command('session').description("the daemon's replay sessions: list, show, play, pause, seek, stop");
+  const session = program
+    .command('session')
+    .description("the daemon's replay sessions: list, show, play, pause, seek, stop");
   const serverFlag = (command: Command) =>
     command.option('--server <url>', 'daemon base URL', baseUrlOption, DEFAULT_SERVER);
 
-  serverFlag(session.command('list').description('every session: id, state, transaction, position, what it drives')).action(
-    async (flags: { server: string }) => {
-      const { sessions } = await requestJson<{ sessions: Session[] }>('GET', base(flags.server));
-      const rows = sessions.map((s) => [
-        s.id,
-        s.state,
-        s.transaction_id,
-        `${formatNs(BigInt(s.position_ns))} / ${formatNs(BigInt(s.duration_ns))}`,
-        s.speed_factor,
-        s.driving ? s.driving.command : '-',
-      ]);
-      process.stdout.write(
-        sessions.length === 0
-          ? 'no replay sessions\n'
-          : `${formatTable(rows, ['SESSION', 'STATE', 'TRANSACTION', 'POSITION', 'SPEED', 'DRIVING'])}\n`,
-      );
-    },
-  );
-  serverFlag(session.command('show').description('one session, with its API URL and web page link').argument('<id>')).action(
-    async (id: string, flags: { server: string }) => {
-      process.stdout.write(line(flags.server, await requestJson<Session>('GET', `${base(flags.server)}/${id}`)));
-    },
-  );
+  serverFlag(
+    session.command('list').description('every session: id, state, transaction, position, what it drives'),
+  ).action(async (flags: { server: string }) => {
+    const { sessions } = await requestJson<{ sessions: Session[] }>('GET', base(flags.server));
+    const rows = sessions.map((s) => [
+      s.id,
+      s.state,
+      s.transaction_id,
+      `${formatNs(BigInt(s.position_ns))} / ${formatNs(BigInt(s.duration_ns))}`,
+      s.speed_factor,
+      s.driving ? s.driving.command : '-',
+    ]);
+    process.stdout.write(
+      sessions.length === 0
+        ? 'no replay sessions\n'
+        : `${formatTable(rows, ['SESSION', 'STATE', 'TRANSACTION', 'POSITION', 'SPEED', 'DRIVING'])}\n`,
+    );
+  });
+  serverFlag(
+    session.command('show').description('one session, with its API URL and web page link').argument('<id>'),
+  ).action(async (id: string, flags: { server: string }) => {
+    process.stdout.write(
+      line(flags.server, await requestJson<Session>('GET', `${base(flags.server)}/${id}`)),
+    );
+  });
   for (const [control, what] of [
     ['play', 'play (or resume) a session'],
     ['pause', 'pause a playing session: a build it drives at timeline pace waits'],

@@ -136,7 +136,11 @@ export const NEVER_HELD_LABELS: Record<string, string> = {
   '(stderr)': 'never held: the stderr kreplay handed the build',
 };
 
-function plannedReason(target: PlanTarget, outcome: TargetOutcome, unmatched: readonly UnmatchedOutcome[]): string {
+function plannedReason(
+  target: PlanTarget,
+  outcome: TargetOutcome,
+  unmatched: readonly UnmatchedOutcome[],
+): string {
   const recorded = target.recordedNs.length;
   const extra = outcome.passed > 0 ? `; ${outcome.passed} later calls passed` : '';
   if (outcome.matched === recorded) return `held: the build made all ${recorded} recorded calls${extra}`;
@@ -219,7 +223,9 @@ export function buildReport(
       held: true,
       reason: plannedReason(target, outcome, unmatched),
       shortfall:
-        outcome.matched < recorded ? `the build made ${outcome.matched} of the ${recorded} recorded calls` : null,
+        outcome.matched < recorded
+          ? `the build made ${outcome.matched} of the ${recorded} recorded calls`
+          : null,
     };
     const failures = [
       compare('p50', row.observed_p50_ns, row.intended_p50_ns, tolerance),
@@ -305,4 +311,3 @@ export function reportTable(rows: readonly TargetReport[]): string {
     header,
   );
 }
-

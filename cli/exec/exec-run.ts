@@ -85,7 +85,9 @@ class DaemonSession {
     pid: number,
   ): Promise<DaemonSession> {
     // a file is served by the daemon once uploaded; its transaction is then replayable by id
-    const transactionId = source.file ? (await uploadIncident(server, source.file)).transaction_id : source.transactionId;
+    const transactionId = source.file
+      ? (await uploadIncident(server, source.file)).transaction_id
+      : source.transactionId;
     const base = `${server}/api/replay/sessions`;
     const session = await requestJson<SessionBody>('POST', base, {
       transaction_id: transactionId,
@@ -111,7 +113,8 @@ class DaemonSession {
   /** Stops the session unless it already ended. */
   async end(): Promise<void> {
     const current = await requestJson<SessionBody>('GET', `${this.base}/${this.id}`).catch(() => null);
-    if (current && ['ready', 'playing', 'paused'].includes(current.state)) await this.control('stop').catch(() => undefined);
+    if (current && ['ready', 'playing', 'paused'].includes(current.state))
+      await this.control('stop').catch(() => undefined);
   }
 }
 
@@ -241,11 +244,16 @@ async function replayOne(
   process.stderr.write(
     `\nreplay ${source.name} against \`${command}\`${session ? ` (session ${session.id})` : ''}:\n${reportTable(rows)}\n`,
   );
-  if (results.bypassed > 0) say(`${results.bypassed} calls passed untouched after the ${session ? 'session' : 'replay'} stopped`);
+  if (results.bypassed > 0)
+    say(`${results.bypassed} calls passed untouched after the ${session ? 'session' : 'replay'} stopped`);
   if (results.peersFromProc > 0)
-    say(`pidfd_getfd was denied: ${results.peersFromProc} socket peers were read from /proc/<pid>/net instead`);
+    say(
+      `pidfd_getfd was denied: ${results.peersFromProc} socket peers were read from /proc/<pid>/net instead`,
+    );
   if (!results.realtime)
-    say('no real-time priority for the supervisor (CAP_SYS_NICE or RLIMIT_RTPRIO): holds may end later on a loaded machine');
+    say(
+      'no real-time priority for the supervisor (CAP_SYS_NICE or RLIMIT_RTPRIO): holds may end later on a loaded machine',
+    );
   if (!source.completeness.known) say(`${source.name}: whether the recording lost events is unknown`);
   for (const reason of outcome.reasons) say(`${outcome.kind === 'passed' ? 'warning: ' : ''}${reason}`);
   say(`${source.name}: ${outcome.kind} (exit ${outcome.status})`);
@@ -312,7 +320,10 @@ export async function runExec(
   if (flags.report) fs.writeFileSync(flags.report, junitXml(results.map((r) => r.suite)));
   if (flags.reportJson) {
     // one incident: its report as before; several: a list of them
-    const json = results.length === 1 && sources.length === 1 ? results[0]!.json : { incidents: results.map((r) => r.json) };
+    const json =
+      results.length === 1 && sources.length === 1
+        ? results[0]!.json
+        : { incidents: results.map((r) => r.json) };
     fs.writeFileSync(flags.reportJson, `${exactJson(json)}\n`);
   }
   return combinedStatus(results.map((r) => r.suite.verdict));

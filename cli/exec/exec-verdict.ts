@@ -24,7 +24,8 @@ export const EXIT = {
   replayFailed: 222,
 } as const;
 
-export type VerdictKind = 'passed' | 'build-failed' | 'not-reproduced' | 'not-faithful' | 'interrupted' | 'replay-failed';
+export type VerdictKind =
+  'passed' | 'build-failed' | 'not-reproduced' | 'not-faithful' | 'interrupted' | 'replay-failed';
 
 export interface Verdict {
   kind: VerdictKind;
@@ -72,13 +73,20 @@ export function verdict(input: VerdictInput): Verdict {
       status: EXIT.notReproduced,
       reasons: ['no recorded call was matched: nothing of the incident was replayed (see WHY)'],
     };
-  if (input.strict && short.length > 0) return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
+  if (input.strict && short.length > 0)
+    return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
   return { kind: 'passed', status: EXIT.ok, reasons: short };
 }
 
 /** Several incidents' verdicts as one status: a build failure first, then not reproduced, then not faithful. */
 export function combinedStatus(verdicts: readonly Verdict[]): number {
-  const order: VerdictKind[] = ['interrupted', 'replay-failed', 'build-failed', 'not-reproduced', 'not-faithful'];
+  const order: VerdictKind[] = [
+    'interrupted',
+    'replay-failed',
+    'build-failed',
+    'not-reproduced',
+    'not-faithful',
+  ];
   for (const kind of order) {
     const first = verdicts.find((v) => v.kind === kind);
     if (first) return first.status;

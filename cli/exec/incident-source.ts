@@ -53,7 +53,11 @@ export async function daemonIncident(server: string, transactionId: string): Pro
   const events: IncidentEvent[] = [];
   let cursor: string | null = null;
   do {
-    const query = new URLSearchParams({ transaction_id: transactionId, limit: String(PAGE), int64: 'string' });
+    const query = new URLSearchParams({
+      transaction_id: transactionId,
+      limit: String(PAGE),
+      int64: 'string',
+    });
     if (cursor) query.set('cursor', cursor);
     const page: { events: Record<string, unknown>[]; next_cursor: string | null } = await requestJson(
       'GET',

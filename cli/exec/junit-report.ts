@@ -80,7 +80,12 @@ function targetCase(r: TargetReport, suite: SuiteReport): Case {
 
 function suiteCases(suite: SuiteReport): Case[] {
   const cases = suite.rows.map((r) => targetCase(r, suite));
-  const build: Case = { classname: 'kreplay.build', name: 'exit status', seconds: suite.seconds, out: suite.command };
+  const build: Case = {
+    classname: 'kreplay.build',
+    name: 'exit status',
+    seconds: suite.seconds,
+    out: suite.command,
+  };
   if (suite.exitStatus !== 0)
     build.failure = { type: 'build', message: `the build exited ${suite.exitStatus}: ${suite.command}` };
   const reproduced: Case = {
@@ -128,7 +133,9 @@ function suiteXml(suite: SuiteReport, id: number): { xml: string; tests: number;
   const text =
     `  <testsuite id="${id}" name="${xml(`replay ${suite.incident}`)}" tests="${cases.length}" failures="${failures}" errors="0" skipped="${skipped}" time="${suite.seconds.toFixed(3)}" timestamp="${xml(suite.timestamp)}">\n` +
     `    <properties>\n` +
-    properties.map(([name, value]) => `      <property name="${name}" value="${xml(String(value))}"/>\n`).join('') +
+    properties
+      .map(([name, value]) => `      <property name="${name}" value="${xml(String(value))}"/>\n`)
+      .join('') +
     `    </properties>\n` +
     `${cases.map(caseXml).join('\n')}\n  </testsuite>\n`;
   return { xml: text, tests: cases.length, failures };

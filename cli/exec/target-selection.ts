@@ -68,7 +68,8 @@ export class TargetSelection {
   };
 
   private reasonFor(event: RecordedCall, target: string): string | null {
-    if (isMarkerWrite(event)) return "not held: the incident's context marker (KREPLAY-CTX), no call of the build";
+    if (isMarkerWrite(event))
+      return "not held: the incident's context marker (KREPLAY-CTX), no call of the build";
     if (this.only.length > 0 && !this.only.some((re) => re.test(target)))
       return `not held: not selected by --target ${this.flags.target.join(' ')}`;
     const skipped = this.skip.findIndex((re) => re.test(target));

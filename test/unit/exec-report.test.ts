@@ -103,7 +103,14 @@ describe('exec report', () => {
       suite({
         rows,
         command: 'a && b',
-        verdict: verdict({ buildStatus: 0, interrupted: false, supervisorFailed: false, rows, strict: false, completeness }),
+        verdict: verdict({
+          buildStatus: 0,
+          interrupted: false,
+          supervisorFailed: false,
+          rows,
+          strict: false,
+          completeness,
+        }),
       }),
     ]);
     // a testcase per target, then the build's exit, reproduced, and the recording's completeness

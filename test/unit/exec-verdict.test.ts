@@ -24,7 +24,12 @@ const tolerance = parseTolerance('10%,1ms');
 
 /** One target recorded `recorded` times (each `holdMs`), the build's `matched` calls observed at `observedMs`. */
 function rows(recorded: number, matched: number, holdMs = 5, observedMs = holdMs): TargetReport[] {
-  const plan = [target('/a', Array.from({ length: recorded }, () => ms(holdMs)))];
+  const plan = [
+    target(
+      '/a',
+      Array.from({ length: recorded }, () => ms(holdMs)),
+    ),
+  ];
   const outcome = {
     matched,
     passed: 0,
@@ -54,16 +59,21 @@ describe('exit-status contract', () => {
     expect(verdict(base({ interrupted: true })).status).toBe(130);
     expect(verdict(base({ supervisorFailed: true })).status).toBe(222);
     // codes above the signal range: no build's exit or death by a signal is one of them
-    for (const code of [EXIT.notReproduced, EXIT.notFaithful, EXIT.replayFailed]) expect(code).toBeGreaterThan(128 + 64);
+    for (const code of [EXIT.notReproduced, EXIT.notFaithful, EXIT.replayFailed])
+      expect(code).toBeGreaterThan(128 + 64);
   });
 
   it('--strict fails every shortfall; without it they are warnings', () => {
     const fewer = rows(3, 2);
     expect(verdict(base({ rows: fewer }))).toMatchObject({ kind: 'passed', status: 0 });
-    expect(verdict(base({ rows: fewer })).reasons[0]).toMatch(/\/a: the build made 2 of the 3 recorded calls/);
+    expect(verdict(base({ rows: fewer })).reasons[0]).toMatch(
+      /\/a: the build made 2 of the 3 recorded calls/,
+    );
     expect(verdict(base({ rows: fewer, strict: true }))).toMatchObject({ kind: 'not-faithful', status: 221 });
     const late = rows(2, 2, 5, 9);
-    expect(verdict(base({ rows: late, strict: true })).reasons[0]).toMatch(/holds off \(p50: observed 9\.000 ms/);
+    expect(verdict(base({ rows: late, strict: true })).reasons[0]).toMatch(
+      /holds off \(p50: observed 9\.000 ms/,
+    );
     const lossy = completenessOf([{ node: 'web-1', counters: { sys_write_dropped: 12, stored: 100 } }]);
     expect(lossy.lost).toEqual(['node web-1: sys_write_dropped=12']);
     expect(verdict(base({ completeness: lossy })).status).toBe(0);
@@ -92,8 +102,14 @@ describe('exit-status contract', () => {
   it('says why each target was or was not matched', () => {
     expect(rows(2, 2)[0]!.reason).toBe('held: the build made all 2 recorded calls');
     expect(rows(3, 1)[0]!.reason).toBe('held 1 of 3: the build made fewer calls');
-    expect(rows(3, 0)[0]!.reason).toBe('never matched: the build made no call to it (it wrote to /b: --map /a=…?)');
-    expect(rows(3, 0)[1]).toMatchObject({ target: '/b', held: false, reason: 'passed: the incident never wrote to it' });
+    expect(rows(3, 0)[0]!.reason).toBe(
+      'never matched: the build made no call to it (it wrote to /b: --map /a=…?)',
+    );
+    expect(rows(3, 0)[1]).toMatchObject({
+      target: '/b',
+      held: false,
+      reason: 'passed: the incident never wrote to it',
+    });
   });
 });
 
@@ -134,34 +150,49 @@ describe('JUnit', () => {
       expect(xml).toContain(`<property ${property}`);
     expect(xml).toContain('<testcase classname="kreplay.build" name="exit status"');
     expect(xml).toContain('<failure message="no recorded call was matched');
-    expect(xml).toMatch(/recorded=2 matched=2 passed_through=0 cut_short=0 hold_error_p50=0 ns hold_error_p99=0 ns/);
+    expect(xml).toMatch(
+      /recorded=2 matched=2 passed_through=0 cut_short=0 hold_error_p50=0 ns hold_error_p99=0 ns/,
+    );
   });
 
   it('--strict: a shortfall and a lossy recording are failures; a build failure always is', () => {
     const short = rows(3, 1);
     const lost = { known: true, lost: ['node n: sys_write_dropped=1'] };
     const strict = junitXml([
-      suite({ rows: short, strict: true, completeness: lost, verdict: verdict(base({ rows: short, strict: true })) }),
+      suite({
+        rows: short,
+        strict: true,
+        completeness: lost,
+        verdict: verdict(base({ rows: short, strict: true })),
+      }),
     ]);
     expect(strict).toContain('type="shortfall"');
     expect(strict).toContain('type="lossy-recording"');
-    const lax = junitXml([suite({ rows: short, completeness: lost, exitStatus: 4, verdict: verdict(base({ rows: short, buildStatus: 4 })) })]);
+    const lax = junitXml([
+      suite({
+        rows: short,
+        completeness: lost,
+        exitStatus: 4,
+        verdict: verdict(base({ rows: short, buildStatus: 4 })),
+      }),
+    ]);
     expect(lax).not.toContain('type="shortfall"');
     expect(lax).toContain('<failure message="the build exited 4: build" type="build">');
   });
 });
 
 describe('what is held', () => {
-  const write = (over: Partial<RecordedCall & { bytes: number }>): RecordedCall => ({
-    event_type: 'sys_write',
-    timestamp_ns: 0n,
-    duration_ns: 1n,
-    target: '/dev/null',
-    target_kind: 'char',
-    bytes: 'KREPLAY-CTX txn=t1'.length,
-    transaction_id: 't1',
-    ...over,
-  } as RecordedCall);
+  const write = (over: Partial<RecordedCall & { bytes: number }>): RecordedCall =>
+    ({
+      event_type: 'sys_write',
+      timestamp_ns: 0n,
+      duration_ns: 1n,
+      target: '/dev/null',
+      target_kind: 'char',
+      bytes: 'KREPLAY-CTX txn=t1'.length,
+      transaction_id: 't1',
+      ...over,
+    }) as RecordedCall;
 
   it('never the incident context marker, whatever its newline', () => {
     expect(isMarkerWrite(write({}))).toBe(true);

@@ -14,7 +14,9 @@ const all = commands(buildProgram());
 
 describe('--help of every command', () => {
   it('covers the commands', () => {
-    expect(all.map(([name]) => name)).toEqual(expect.arrayContaining(['agent', 'daemon', 'replay', 'up', 'export']));
+    expect(all.map(([name]) => name)).toEqual(
+      expect.arrayContaining(['agent', 'daemon', 'replay', 'up', 'export']),
+    );
   });
 
   it.each(all)('kreplay %s --help renders, every default in human units', (_name, command) => {
