@@ -4,6 +4,7 @@ import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
 import { registerEventsCommand } from './commands/events';
 import { registerExportCommand } from './commands/export';
+import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
 import { registerSessionCommand } from './commands/session';
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerRunCommand(program);
   registerEventsCommand(program);
   registerExportCommand(program);
+  registerIncidentCommand(program);
   registerReplayCommand(program);
   registerSessionCommand(program);
   const subcommands = (command: Command): Command[] =>

@@ -9,6 +9,8 @@ import type { TokenStore } from './auth/token-store';
 import type { EventsJson } from './events/events-json';
 import { eventsRouter } from './events/events-router';
 import type { IncidentRuns } from './events/export/incident-export';
+import type { IncidentLibrary } from './incidents/incident-library';
+import { incidentsRouter } from './incidents/incidents-router';
 import { healthRouter } from './health/health-router';
 import { openApiRouter } from './openapi/openapi-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
@@ -44,6 +46,8 @@ export interface AppDeps {
   streamLimits?: StreamLimits;
   /** the recording runs incident exports hold; default: the node stores' (null: the events' store keeps none) */
   incidentRuns?: IncidentRuns;
+  /** the incident files served (GET/POST /api/incidents); the routes exist only when given */
+  incidents?: IncidentLibrary;
   /** the query workers' state, for /readyz, when queries run on them */
   queryWorkers?: () => PoolHealth;
 }
@@ -71,6 +75,7 @@ export function createApp(deps: AppDeps): Express {
       ? (ids: ReadonlySet<string>, from: bigint, to: bigint) => deps.stores.incidentRuns(ids, from, to)
       : deps.incidentRuns;
   app.use('/api/events', eventsRouter(events, deps.eventsJson, runs));
+  if (deps.incidents) app.use('/api/incidents', incidentsRouter(deps.incidents));
   if (deps.replay)
     app.use(
       '/api/replay/sessions',

@@ -17,6 +17,10 @@ import { isLoopbackHost } from './auth/auth-middleware';
 import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
+import { IncidentLibrary } from './incidents/incident-library';
+
+/** How often the incidents folders are looked at for new, changed or removed files. */
+const INCIDENT_RESCAN_MS = 2000;
 import { ClickHouseEvents } from './store/clickhouse-events';
 import { loadTransaction } from './replay/loaded-transaction';
 import { QueryPool } from './queries/query-pool';
@@ -92,6 +96,10 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   requireDataDir(options.dataDir);
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
+  // incident files become read-only stores before anything reads the stores
+  const incidents = new IncidentLibrary(options.dataDir, log.child('incidents'));
+  incidents.refresh();
+  const watchIncidents = setInterval(() => incidents.refresh(), INCIDENT_RESCAN_MS).unref();
   // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not block
   const pool =
     options.store === undefined
@@ -128,6 +136,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   metrics.watchSessions(replay);
   if (pool) metrics.watchQueries(() => pool.stats());
   const release = async () => {
+    clearInterval(watchIncidents);
     await replay.close();
     await clock.close();
     await pool?.close();
@@ -146,6 +155,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       eventsJson: pool?.json,
       // the fleet store receives no runs: an incident exported from it says its completeness is unknown
       incidentRuns: pool ? undefined : null,
+      incidents,
       queryWorkers: pool && (() => pool.health()),
       streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
       tokens,

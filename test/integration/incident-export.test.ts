@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeIncident, readIncidentFile } from '../../core/incident';
 import type { ApiEvent } from '../../core/model';
@@ -225,5 +225,32 @@ describe.each(BACKENDS)('incident export from $kind', (backend) => {
     ]);
     expect(missing.status).toBe(1);
     expect(missing.stderr).toMatch(/404/);
+  });
+
+  it('kreplay incident show summarizes the file; a bad file exits 1 naming it', async () => {
+    const file = join(dir.path, 'show.kri');
+    expect(
+      (await runKreplay(['export', 'T1', '--format', 'incident', '-o', file, '--server', server.url])).status,
+    ).toBe(0);
+    const shown = await runKreplay(['incident', 'show', file]);
+    expect(shown.status).toBe(0);
+    expect(shown.stdout).toContain('transaction  T1');
+    expect(shown.stdout).toContain('events       271: sys_write 233, block_io 38');
+    expect(shown.stdout).toMatch(/\| \/var\/lib\/app\/db\.sqlite +\| file +\| 78 +\|/);
+    expect(shown.stdout).toMatch(
+      backend.kind === 'sqlite'
+        ? /completeness run on alpha .*clock error ±20\.0 µs, kept 1 in 4 writes[^\n]*\n +LOST over the window: disk_full_dropped 2, sys_write_dropped 5/
+        : /completeness unknown: exported from ClickHouse/,
+    );
+    const json = JSON.parse((await runKreplay(['incident', 'show', '--json', file])).stdout) as {
+      by_type: Record<string, number>;
+      targets: { target: string; calls: number }[];
+    };
+    expect(json.by_type).toEqual({ sys_write: 233, block_io: 38 });
+    expect(json.targets.reduce((n, t) => n + t.calls, 0)).toBe(271);
+    writeFileSync(file, readFileSync(file).subarray(0, 200));
+    const bad = await runKreplay(['incident', 'show', file]);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain(`${file}: truncated`);
   });
 });

@@ -21,8 +21,11 @@ export function incidentEvents(n: number, transactionId = 'txn-1'): ApiEvent[] {
     ts += BigInt(1000 + ((i * 7919) % 50_000));
     const store = i % 5 === 4 ? 1 : 0;
     seq[store]! += 1 + (i % 3);
+    const block = i % 11 === 10;
+    // fields in the order the API writes them (core/model/event.ts)
     const common = {
       event_id: formatEventId(STORES[store]!, ts, seq[store]!),
+      event_type: block ? ('block_io' as const) : ('sys_write' as const),
       timestamp_ns: ts,
       duration_ns: BigInt(2000 + ((i * 104729) % 3_000_000)),
       service_name: store === 0 ? 'checkout' : 'payments',
