@@ -8,6 +8,8 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { silentLogger } from '../../core/log/logger';
+import { createDaemon } from '../../daemon/create-daemon';
 import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
 import { kreplay, tcpSink, UNPRIVILEGED, until, type Run } from '../support/exec/kreplay-run';
 import { expectHeld, expectHeldAtMedian, useWriters, writeTimes } from '../support/exec/writer';
@@ -535,5 +537,39 @@ describe('a replay on a daemon: its session printed at the start, driven by krep
     const missing = await kreplay(['session', 'show', 'nope', '--server', url]).done;
     expect(missing.status).toBe(1);
     expect(missing.stderr).toMatch(/server answered 404/);
+  });
+
+  it('--incident FILE --server URL uploads the file and replays it as a live session there', async () => {
+    const data = join(daemonDir.path, 'data');
+    mkdirSync(data);
+    const live = await createDaemon({ dataDir: data, log: silentLogger });
+    try {
+      const log = join(dir.path, 'live.log');
+      const file = incident('live.kri', writes(3, log, 'file', 5));
+      const result = await replay([
+        '--incident',
+        file,
+        '--exec',
+        '--server',
+        live.url,
+        '--report-json',
+        'r.json',
+        '--',
+        writers.dynamic,
+        '--file',
+        log,
+        '3',
+      ]).done;
+      expect(result.status).toBe(0);
+      const id = /session ([0-9a-f-]{36})/.exec(result.stderr)![1]!;
+      expect(result.stderr).toContain(`web: ${live.url}/#/txn/${TXN}?session=${id}`);
+      const sessions = (await (await fetch(`${live.url}/api/replay/sessions`)).json()) as {
+        sessions: { id: string; transaction_id: string; state: string }[];
+      };
+      expect(sessions.sessions).toEqual([expect.objectContaining({ id, transaction_id: TXN })]);
+      expect(row(join(dir.path, 'r.json'), log)).toMatchObject({ matched: 3 });
+    } finally {
+      await live.close();
+    }
   });
 });
