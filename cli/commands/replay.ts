@@ -168,10 +168,13 @@ export async function runReplay(transactionId: string, server: string, flags: Re
     speed_factor: flags.speed,
     extra_latency_ns: flags.extraLatencyNs,
   });
-  const links = sessionLinks(server, session.id, transactionId);
-  process.stderr.write(
-    `kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`,
-  );
+  // where to follow it, with the progress: on a terminal only (a pipeline reads stdout alone)
+  if (process.stderr.isTTY) {
+    const links = sessionLinks(server, session.id, transactionId);
+    process.stderr.write(
+      `kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`,
+    );
+  }
   const replay = new Replay(base, session);
   // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
   const stop = async (code: number) => {
@@ -206,7 +209,9 @@ async function replayAction(
   // with --incident every operand is the command (there is no transaction id to name)
   const command = flags.incident && transactionId !== undefined ? [transactionId, ...operands] : operands;
   if (!flags.incident && transactionId === undefined)
-    cmd.error('error: name a transaction to replay, or an incident file with --incident FILE');
+    cmd.error(
+      "error: missing required argument 'transaction-id' (or replay incident files with --incident FILE)",
+    );
   if (!flags.exec) {
     if (command.length > 0) cmd.error(`error: a command (${command[0]}) needs --exec`);
     const misplaced = EXEC_ONLY.find(
