@@ -8,6 +8,7 @@ import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
 import { registerSessionCommand } from './commands/session';
+import { registerShipCommand } from './commands/ship';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../core/version';
 import { humanizeDefaults } from './help-defaults';
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerIncidentCommand(program);
   registerReplayCommand(program);
   registerSessionCommand(program);
+  registerShipCommand(program);
   const subcommands = (command: Command): Command[] =>
     command.commands.flatMap((sub) => [sub, ...subcommands(sub)]);
   for (const command of subcommands(program))

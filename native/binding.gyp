@@ -10,6 +10,7 @@
         'exec_binding.cc',
         'exec_call.cc',
         'exec_proc_net.cc',
+        'exec_relay.cc',
         'exec_supervisor.cc',
         'exec_target.cc',
         'host_clock.cc',
