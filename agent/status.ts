@@ -48,16 +48,27 @@ function ringDropped(s: CounterSnapshot): number {
   );
 }
 
+/** The counters of events lost (never stored): what "dropped" sums up, and what an incident's completeness reads. */
+export const LOST_COUNTERS = [
+  'sysWriteDropped',
+  'sysReadDropped',
+  'sysFsyncDropped',
+  'sysConnectDropped',
+  'blockIoDropped',
+  'contextDropped',
+  'threadTableFull',
+  'requestTableFull',
+  'connectTableFull',
+  'corruptRecords',
+  'diskFullDropped',
+  'storeErrorDropped',
+] as const satisfies readonly (keyof CounterSnapshot)[];
+
+/** LOST_COUNTERS as the counters table names them. */
+export const LOST_COUNTER_COLUMNS: readonly string[] = LOST_COUNTERS.map(snakeCase);
+
 export function totalLost(s: CounterSnapshot): number {
-  return (
-    ringDropped(s) +
-    s.threadTableFull +
-    s.requestTableFull +
-    s.connectTableFull +
-    s.corruptRecords +
-    s.diskFullDropped +
-    s.storeErrorDropped
-  );
+  return LOST_COUNTERS.reduce((sum, name) => sum + s[name], 0);
 }
 
 function perSecond(now: number, before: number, seconds: number): string {

@@ -23,9 +23,10 @@
  *
  *   make bench BENCH=fleet   (KREPLAY_BENCH_FLEET_EVENTS=1000000,10000000 KREPLAY_BENCH_RUNS=3)
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { EventBatch } from '../agent/ingest/event-batch';
@@ -56,8 +57,14 @@ const AGENT_WRITES = Number(env('KREPLAY_BENCH_AGENT_SHIP_WRITES', '1000000'));
 /* writes/s of the loop the agent captures: above what one agent ships, so shipping runs flat out meanwhile */
 const AGENT_RATE = Number(env('KREPLAY_BENCH_AGENT_SHIP_RATE', '100000'));
 /* which parts run: ship (the Shipper in this process), agent (a kreplay agent process), lookups */
-const PARTS = env('KREPLAY_BENCH_FLEET_PARTS', 'ship,agent,lookups').split(',');
+const PARTS = env('KREPLAY_BENCH_FLEET_PARTS', 'ship,agent,burst,lookups').split(',');
+const BURST_S = Number(env('KREPLAY_BENCH_BURST_S', '60'));
 const LOOKUPS = 200;
+/* replay sessions created per round and store, FINAL counts timed per round */
+const SESSIONS = 20;
+/* how the cluster gets the dataset: ship (the agent's Shipper, RowBinary) or sql (INSERT … SELECT numbers()) */
+const FILL = env('KREPLAY_BENCH_FLEET_FILL', 'ship');
+const FILL_PARALLEL = Number(env('KREPLAY_BENCH_FLEET_FILL_PARALLEL', '2'));
 /* 3 of every 10 events carry context: a transaction of 12 events per 40, a trace of 30 per node over all 20 nodes */
 const TXN_WINDOW = 40;
 const TRACE_WINDOW = 100;
@@ -130,6 +137,28 @@ function insertNodeSql(table: string, node: number, storeId: string, perNode: nu
     FROM numbers(${quoteInt(perNode)})`;
 }
 
+/** Ships every node file of `dir` to the cluster with the agent's Shipper, FILL_PARALLEL at a time. */
+async function shipNodes(cluster: TestCluster, database: string, dir: string): Promise<void> {
+  const files = readdirSync(dir).filter((name) => name.endsWith('.db'));
+  let next = 0;
+  const worker = async (w: number): Promise<void> => {
+    for (let file = files[next++]; file !== undefined; file = files[next++]) {
+      const shipper = new Shipper(join(dir, file), cluster.client(database, w % 2, 600_000), {
+        batchRows: 100_000,
+        maxDelayMs: 0,
+      });
+      shipper.start();
+      while (shipper.status().lagEvents > 0 || shipper.status(false).state !== 'shipping') {
+        const s = shipper.status(false);
+        if (s.state === 'retrying' && s.retries > 5) throw new Error(`shipping ${file}: ${s.lastError}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await shipper.stop();
+    }
+  };
+  await Promise.all(Array.from({ length: FILL_PARALLEL }, (_, w) => worker(w)));
+}
+
 function get(agent: Agent, base: string, path: string): Promise<{ ms: number; body: string }> {
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
@@ -173,17 +202,30 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
       const seconds = Number(process.hrtime.bigint() - t) / 1e9;
       const used = process.cpuUsage(cpu);
       await shipper.stop();
-      // anchor: the same batches read and formatted, nothing sent
+      // anchor: the same batches read and encoded, nothing sent; then each codec 18.16 takes on them
       const db = new Database(path, { readonly: true });
       const reader = new ShipBatchReader(db, readStoreInfo(db));
+      const encoded: Buffer[] = [];
+      const cpuUs = (from: NodeJS.CpuUsage) => {
+        const u = process.cpuUsage(from);
+        return (u.user + u.system) / SHIP_EVENTS;
+      };
       t = process.hrtime.bigint();
+      let c = process.cpuUsage();
       for (let seq = 1; ;) {
         const batch = reader.read(seq, 10_000);
         if (batch.count === 0) break;
+        encoded.push(batch.rows);
         seq = batch.nextSeq;
       }
       const anchorS = Number(process.hrtime.bigint() - t) / 1e9;
+      const encodeUs = cpuUs(c);
       db.close();
+      const codecs = CODECS.map(([, compress]) => {
+        c = process.cpuUsage();
+        const bytes = encoded.reduce((sum, rows) => sum + compress(rows).length, 0);
+        return `${cpuUs(c).toFixed(2)} µs, ${(bytes / SHIP_EVENTS).toFixed(1)} B`;
+      });
       // the next run starts from seq 1 again, into a fresh database
       const w = new Database(path);
       w.prepare('DELETE FROM ship_cursors').run();
@@ -194,6 +236,9 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
         Math.round(SHIP_EVENTS / anchorS),
         (((used.user + used.system) / 1e6 / seconds) * 100).toFixed(0),
         (anchorS / seconds).toFixed(2),
+        encodeUs.toFixed(2),
+        (encoded.reduce((sum, rows) => sum + rows.length, 0) / SHIP_EVENTS).toFixed(1),
+        ...codecs,
       ]);
     }
     printTable(
@@ -202,9 +247,12 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
       [
         'run',
         'shipped rows/s',
-        'anchor: read+format rows/s',
-        'agent CPU % (1 core = 100)',
+        'anchor: read+encode rows/s',
+        'CPU % (1 core = 100)',
         'anchor time / ship time',
+        'encode CPU µs/event',
+        'RowBinary B/event',
+        ...CODECS.map(([name]) => `${name}: CPU/event, B/event`),
       ],
     );
   } finally {
@@ -212,16 +260,53 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
   }
 }
 
+/** The compressions 18.16 takes on an HTTP body (Content-Encoding; not br, not zstd). */
+const CODECS: [string, (rows: Buffer) => Buffer][] = [
+  ['gzip level 1 (sent)', (rows) => gzipSync(rows, { level: 1 })],
+  ['deflate level 1', (rows) => deflateSync(rows, { level: 1 })],
+  ['gzip level 6', (rows) => gzipSync(rows)],
+];
+
 const cpuSeconds = (a: AgentCpu, b: AgentCpu) => b.userS + b.systemS - (a.userS + a.systemS);
 
+/** Polls of the cluster during a round: when, how many rows, the newest timestamp it held. */
+interface Poll {
+  atNs: bigint;
+  rows: number;
+  newestNs: bigint;
+}
+
+/** The events late by more than `withinNs`: those whose ts lay in (newest in the cluster, poll - within] at some poll. */
+function lateWindows(polls: Poll[], withinNs: bigint): [bigint, bigint][] {
+  const windows: [bigint, bigint][] = [];
+  for (const p of polls) {
+    const due = p.atNs - withinNs;
+    if (due <= p.newestNs) continue;
+    const last = windows.at(-1);
+    if (last && p.newestNs <= last[1]) last[1] = due > last[1] ? due : last[1];
+    else windows.push([p.newestNs, due]);
+  }
+  return windows;
+}
+
+const SHIP_WITHIN_NS = 2_000_000_000n;
+const wallNs = () => BigInt(Date.now()) * 1_000_000n;
+const STATUS_LAG = /ship=\w+ shipped=\d+ lag=(\d+)ev\/([\d.]+)s/g;
+
 /**
- * One round of the agent process: the write loop captured by `kreplay agent`
- * (shipping to `ship` when given) until every event is stored and, with
- * `ship`, counted in the cluster. Times from the loop's start.
+ * One round of the agent process: the write loop (`writes` at `rate`/s, 0:
+ * as fast as it goes) captured by `kreplay agent` (shipping to `ship` when
+ * given) until every event is stored and, with `ship`, counted in the
+ * cluster. Times from the loop's start. With `ship`: the cluster polled every
+ * 100 ms for its rows and newest timestamp, so the events that reached it
+ * more than 2 s after their capture are counted afterwards (the node file's
+ * timestamps are wall-clock); and the largest lag the agent's status line showed.
  */
 async function agentRound(
   cluster: TestCluster,
   ship: { database: string; shard: number } | null,
+  writes = AGENT_WRITES,
+  rate = AGENT_RATE,
 ): Promise<{
   stored: number;
   dropped: number;
@@ -229,44 +314,98 @@ async function agentRound(
   shippedInLoop: number;
   doneS: number;
   cpuS: number;
+  late: number;
+  /** rows in the cluster at the end (a few more than stored when another writeloop ran meanwhile) */
+  inCluster: number;
+  maxLagEvents: number;
+  maxLagS: number;
 }> {
   const args = ['--include', 'comm:writeloop'];
   if (ship) args.push('--ship', cluster.url(ship.database, ship.shard, 60));
   const agent = await startBenchAgent(repoRoot(), args);
   const ch = ship && cluster.client(ship.database, ship.shard, 60_000);
+  const table = ch && eventsTable(ch.endpoint);
+  const polls: Poll[] = [];
   // plain count(): a copy would count twice, and the agent sends none here (no retries: checked after)
-  const shipped = async () =>
-    ch
-      ? Number((await ch.rows<{ n: string }>(`SELECT count() AS n FROM ${eventsTable(ch.endpoint)}`))[0]!.n)
-      : 0;
+  const poll = async (): Promise<number> => {
+    if (!ch) return 0;
+    const atNs = wallNs();
+    const [row] = await ch.rows<{ n: string; newest: string }>(
+      `SELECT count() AS n, max(timestamp_ns) AS newest FROM ${table}`,
+    );
+    polls.push({ atNs, rows: Number(row!.n), newestNs: BigInt(row!.newest) });
+    return Number(row!.n);
+  };
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      await poll();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
   try {
     const before = agent.cpu();
     const started = process.hrtime.bigint();
     const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
-    await timeLoop(benchLoop('writeloop'), [String(AGENT_WRITES), '-1', '-', String(AGENT_RATE)]);
+    await timeLoop(benchLoop('writeloop'), [String(writes), '-1', '-', String(rate)]);
     const loopS = seconds();
-    const shippedInLoop = await shipped();
-    const { stored, dropped } = await agent.caughtUp(AGENT_WRITES);
+    const shippedInLoop = await poll();
+    const { stored, dropped } = await agent.caughtUp(writes);
     let doneS = seconds();
+    let late = 0;
+    let inCluster = 0;
     if (ch) {
       const deadline = Date.now() + 300_000;
-      while ((await shipped()) < stored) {
+      while ((await poll()) < stored) {
         if (Date.now() > deadline) throw new Error(`the agent did not ship ${stored} events in 300 s`);
         await new Promise((r) => setTimeout(r, 100));
       }
       doneS = seconds();
+      polling = false;
+      await poller;
       const [copies] = await ch.rows<{ n: string; ids: string }>(
-        `SELECT count() AS n, uniqExact(event_id) AS ids FROM ${eventsTable(ch.endpoint)}`,
+        `SELECT count() AS n, uniqExact(event_id) AS ids FROM ${table}`,
       );
-      if (copies!.n !== copies!.ids || Number(copies!.n) !== stored)
+      // at least what the loop made stored: another writeloop on this shared machine may add a few
+      if (copies!.n !== copies!.ids || Number(copies!.n) < stored)
         throw new Error(
           `the cluster holds ${copies!.n} rows, ${copies!.ids} events; the node file ${stored}`,
         );
+      inCluster = Number(copies!.n);
+      const windows = lateWindows(polls, SHIP_WITHIN_NS);
+      if (windows.length) {
+        const [row] = await ch.rows<{ n: string }>(
+          `SELECT count() AS n FROM ${table} WHERE ${windows.map(([a, b]) => `(timestamp_ns > ${quoteInt(a)} AND timestamp_ns <= ${quoteInt(b)})`).join(' OR ')}`,
+        );
+        late = Number(row!.n);
+      }
     }
-    return { stored, dropped, loopS, shippedInLoop, doneS, cpuS: cpuSeconds(before, agent.cpu()) };
+    const lags = [...agent.output().matchAll(STATUS_LAG)];
+    return {
+      stored,
+      dropped,
+      loopS,
+      shippedInLoop,
+      doneS,
+      cpuS: cpuSeconds(before, agent.cpu()),
+      late,
+      inCluster,
+      maxLagEvents: Math.max(0, ...lags.map((m) => Number(m[1]))),
+      maxLagS: Math.max(0, ...lags.map((m) => Number(m[2]))),
+    };
   } finally {
+    polling = false;
+    await poller;
     await agent.stop();
   }
+}
+
+async function dropDatabase(cluster: TestCluster, database: string): Promise<void> {
+  for (const shard of [0, 1])
+    await cluster
+      .client(database, shard)
+      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
+      .catch(() => undefined);
 }
 
 async function agentShipping(cluster: TestCluster, runs: number): Promise<void> {
@@ -283,18 +422,16 @@ async function agentShipping(cluster: TestCluster, runs: number): Promise<void> 
       Math.round(shipping.stored / shipping.loopS),
       Math.round(shipping.shippedInLoop / shipping.loopS),
       Math.round(shipping.stored / shipping.doneS),
+      (100 * (1 - shipping.late / shipping.inCluster)).toFixed(2),
       pct(shipping.cpuS, shipping.doneS),
-      ((shipping.cpuS * 1e6) / shipping.stored).toFixed(1),
-      ((anchor.cpuS * 1e6) / anchor.stored).toFixed(1),
+      ((shipping.cpuS * 1e6) / shipping.stored).toFixed(2),
+      ((anchor.cpuS * 1e6) / anchor.stored).toFixed(2),
       (((shipping.cpuS - anchor.cpuS * (shipping.stored / anchor.stored)) * 1e6) / shipping.stored).toFixed(
-        1,
+        2,
       ),
+      `${shipping.maxLagEvents}ev/${shipping.maxLagS.toFixed(1)}s`,
     ]);
-    for (const shard of [0, 1])
-      await cluster
-        .client(database, shard)
-        .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
-        .catch(() => undefined);
+    await dropDatabase(cluster, database);
   }
   printTable(
     `kreplay agent --ship to the cluster while capturing a write loop of ${AGENT_WRITES} writes at ${AGENT_RATE}/s`,
@@ -305,10 +442,56 @@ async function agentShipping(cluster: TestCluster, runs: number): Promise<void> 
       'captured/s (loop)',
       'shipped/s during the loop',
       'shipped/s, start to all shipped',
+      '% in the cluster within 2 s of capture',
       'agent CPU % (1 core = 100), start to all shipped',
       'agent CPU µs/event',
       'anchor: no --ship, CPU µs/event',
       'shipping CPU µs/event (difference)',
+      'largest lag in the status line',
+    ],
+  );
+}
+
+/**
+ * A burst at the most the agent captures: the write loop unpaced for about
+ * BURST_S seconds (its count from a first timed second), shipping meanwhile;
+ * the lag the agent reported at worst, and how long after the loop the
+ * cluster held everything.
+ */
+async function burst(cluster: TestCluster, runs: number): Promise<void> {
+  const rows: (string | number)[][] = [];
+  for (let run = 0; run < runs; run++) {
+    const database = `burst_${process.pid}_${run}`;
+    await cluster.migrate(database);
+    const probe = await agentRound(cluster, null, 300_000, 0);
+    const writes = Math.round((probe.stored / probe.loopS) * BURST_S);
+    const r = await agentRound(cluster, { database, shard: run % 2 }, writes, 0);
+    rows.push([
+      run + 1,
+      r.stored,
+      r.dropped,
+      Math.round(r.stored / r.loopS),
+      r.loopS.toFixed(1),
+      Math.round(r.shippedInLoop / r.loopS),
+      `${r.maxLagEvents}ev/${r.maxLagS.toFixed(1)}s`,
+      (r.doneS - r.loopS).toFixed(1),
+      (100 * (1 - r.late / r.inCluster)).toFixed(1),
+    ]);
+    await dropDatabase(cluster, database);
+  }
+  printTable(
+    `a burst of about ${BURST_S} s of the write loop unpaced, kreplay agent --ship to the cluster`,
+    rows,
+    [
+      'run',
+      'events stored',
+      'dropped (ring)',
+      'captured/s',
+      'loop s',
+      'shipped/s during the loop',
+      'largest lag in the status line',
+      's after the loop until all shipped',
+      '% within 2 s of capture',
     ],
   );
 }
@@ -345,8 +528,10 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
     await cluster.migrate(database);
     const ch = cluster.client(database, 0, 600_000);
     t = Date.now();
-    for (let n = 0; n < NODES; n++)
-      await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
+    if (FILL === 'ship') await shipNodes(cluster, database, dir);
+    else
+      for (let n = 0; n < NODES; n++)
+        await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
     const clickhouseS = (Date.now() - t) / 1000;
     // lookups on a settled store, as a fleet store is between bursts: not while merges of the fill still run
     t = Date.now();
@@ -366,7 +551,7 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       ),
     );
     console.log(
-      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s, ` +
+      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled ${FILL === 'ship' ? "by the agent's Shipper (RowBinary)" : 'by INSERT … SELECT'} in ${clickhouseS.toFixed(0)} s (${Math.round(events / clickhouseS)} rows/s), ` +
         `merges settled in ${((Date.now() - t) / 1000).toFixed(0)} s (events parts per shard: ${parts.map((p) => p[0]!.n).join(', ')})`,
     );
     const files = await createDaemon({ dataDir: dir, log: silentLogger });
@@ -427,6 +612,58 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       for (const shape of ['final', 'plain'] as const)
         for (const kind of ['transaction', 'trace'] as const)
           add(`sql ${shape} ${kind} p50`, percentile(sql[shape][kind], 50));
+      // a replay session: created with its transaction loaded whole (a FINAL count, then its pages)
+      for (const [store, daemon] of [
+        ['sqlite', files],
+        ['clickhouse', fleet],
+      ] as const) {
+        const times: number[] = [];
+        for (const key of keys()
+          .filter((k) => k.kind === 'transaction')
+          .slice(0, SESSIONS)) {
+          const started = process.hrtime.bigint();
+          const created = await fetch(`${daemon.url}/api/replay/sessions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ transaction_id: key.query.split('=')[1] }),
+          });
+          const body = (await created.json()) as { id: string };
+          times.push(Number(process.hrtime.bigint() - started) / 1e6);
+          if (created.status !== 201) throw new Error(`session for ${key.query}: ${created.status}`);
+          await fetch(`${daemon.url}/api/replay/sessions/${body.id}`, { method: 'DELETE' });
+        }
+        add(`${store} session p50`, percentile(times, 50));
+        add(`${store} session p99`, percentile(times, 99));
+      }
+      // FINAL counts as export and session creation run them: a transaction's, a minute's, everything
+      const counts = { transaction: [] as number[], minute: [] as number[], all: [] as number[] };
+      const timed = async (list: number[], sqlText: string) => {
+        const started = process.hrtime.bigint();
+        await ch.rows(sqlText);
+        list.push(Number(process.hrtime.bigint() - started) / 1e6);
+      };
+      const table = eventsTable(ch.endpoint);
+      for (const key of keys()
+        .filter((k) => k.kind === 'transaction')
+        .slice(0, SESSIONS)) {
+        const v = quoteString(key.query.split('=')[1]!);
+        await timed(
+          counts.transaction,
+          `SELECT count() AS n, min(timestamp_ns) AS a, max(timestamp_ns) AS b FROM ${table} FINAL
+           WHERE (timestamp_ns, store_id, seq) IN (SELECT timestamp_ns, store_id, seq FROM ${database}.events_by_transaction WHERE transaction_id = ${v})
+             AND transaction_id = ${v}`,
+        );
+        const from = FIRST_TS + BigInt(pick(3540)) * 1_000_000_000n;
+        await timed(
+          counts.minute,
+          `SELECT count() AS n FROM ${table} FINAL WHERE timestamp_ns >= ${quoteInt(from)} AND timestamp_ns < ${quoteInt(from + 60_000_000_000n)}`,
+        );
+      }
+      await timed(counts.all, `SELECT count() AS n FROM ${table} FINAL`);
+      for (const [name, list] of Object.entries(counts)) {
+        add(`final ${name} p50`, percentile(list, 50));
+        add(`final ${name} p99`, percentile(list, 99));
+      }
       for (const store of ['sqlite', 'clickhouse'] as const)
         for (const kind of ['transaction', 'trace'] as const) {
           add(`${store} ${kind} p50`, percentile(ms[store][kind], 50));
@@ -434,16 +671,39 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         }
     }
     agent.destroy();
-    return ['transaction', 'trace'].map((kind) => [
-      events,
-      kind,
-      range(figures.get(`sqlite ${kind} p50`)!),
-      range(figures.get(`sqlite ${kind} p99`)!),
-      range(figures.get(`clickhouse ${kind} p50`)!),
-      range(figures.get(`clickhouse ${kind} p99`)!),
-      range(figures.get(`sql final ${kind} p50`)!),
-      range(figures.get(`sql plain ${kind} p50`)!),
-    ]);
+    const f = (name: string) => range(figures.get(name)!);
+    return [
+      ...['transaction', 'trace'].map((kind) => [
+        events,
+        `${kind} lookup`,
+        f(`sqlite ${kind} p50`),
+        f(`sqlite ${kind} p99`),
+        f(`clickhouse ${kind} p50`),
+        f(`clickhouse ${kind} p99`),
+        f(`sql final ${kind} p50`),
+        f(`sql plain ${kind} p50`),
+      ]),
+      [
+        events,
+        'replay session created (transaction loaded)',
+        f('sqlite session p50'),
+        f('sqlite session p99'),
+        f('clickhouse session p50'),
+        f('clickhouse session p99'),
+        '',
+        '',
+      ],
+      ...(['transaction', 'minute', 'all'] as const).map((name) => [
+        events,
+        `FINAL count, ${name === 'all' ? 'whole table (1 a round)' : `a ${name}`}`,
+        '',
+        '',
+        f(`final ${name} p50`),
+        f(`final ${name} p99`),
+        '',
+        '',
+      ]),
+    ];
   } finally {
     for (const d of daemons) await d.close();
     await cluster
@@ -467,15 +727,16 @@ async function main(): Promise<void> {
     );
     if (PARTS.includes('ship')) await shipping(cluster, RUNS);
     if (PARTS.includes('agent')) await agentShipping(cluster, RUNS);
+    if (PARTS.includes('burst')) await burst(cluster, RUNS);
     // a table per size as soon as it is measured: a later size that fails leaves the earlier ones
     if (PARTS.includes('lookups'))
       for (const events of SIZES)
         printTable(
-          `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per round, ms (range of the rounds' p50 and p99)`,
+          `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind and ${SESSIONS} sessions per round, ms (range of the rounds' p50 and p99)`,
           await lookups(cluster, events, RUNS),
           [
             'events',
-            'lookup',
+            'what',
             'SQLite p50',
             'SQLite p99',
             'ClickHouse p50',

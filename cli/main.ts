@@ -4,10 +4,14 @@ import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
 import { registerEventsCommand } from './commands/events';
 import { registerExportCommand } from './commands/export';
+import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
+import { registerSessionCommand } from './commands/session';
+import { registerShipCommand } from './commands/ship';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../core/version';
+import { humanizeDefaults } from './help-defaults';
 
 export function buildProgram(): Command {
   const program = new Command('kreplay')
@@ -21,9 +25,15 @@ export function buildProgram(): Command {
   registerRunCommand(program);
   registerEventsCommand(program);
   registerExportCommand(program);
+  registerIncidentCommand(program);
   registerReplayCommand(program);
-  for (const command of program.commands)
+  registerSessionCommand(program);
+  registerShipCommand(program);
+  const subcommands = (command: Command): Command[] =>
+    command.commands.flatMap((sub) => [sub, ...subcommands(sub)]);
+  for (const command of subcommands(program))
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
+  humanizeDefaults(program);
   return program;
 }
 

@@ -12,7 +12,11 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "exec_call.h"
+#include "exec_proc_net.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -94,29 +98,31 @@ std::string UnixPath(const sockaddr_storage& addr, socklen_t len) {
   return std::string(un->sun_path, strnlen(un->sun_path, path_len));
 }
 
+// What getsockopt, getpeername and getsockname say of a socket we hold.
+SocketFacts FactsOf(int sock) {
+  SocketFacts facts;
+  socklen_t len = sizeof facts.domain;
+  getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &facts.domain, &len);
+  len = sizeof facts.protocol;
+  getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &facts.protocol, &len);
+  facts.peer_len = sizeof facts.peer;
+  facts.connected = getpeername(sock, reinterpret_cast<sockaddr*>(&facts.peer), &facts.peer_len) == 0;
+  facts.self_len = sizeof facts.self;
+  if (getsockname(sock, reinterpret_cast<sockaddr*>(&facts.self), &facts.self_len) != 0) facts.self_len = 0;
+  return facts;
+}
+
 // `tcp 1.2.3.4:5`, `udp [::1]:53`, `unix /run/a.sock`, named as the agent names them (its peer for
 // inet; for unix the peer's address if bound, else its own, which is what an accepted server
-// socket has); connected says whether there is a peer.
-std::string SocketName(int sock, bool* connected) {
-  int domain = 0, protocol = 0;
-  socklen_t len = sizeof domain;
-  getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &len);
-  len = sizeof protocol;
-  getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
-  sockaddr_storage peer{};
-  socklen_t peer_len = sizeof peer;
-  *connected = getpeername(sock, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
-  if (domain == AF_INET || domain == AF_INET6) {
-    const std::string proto = IpProtocolName(protocol);
-    return *connected ? proto + " " + InetPeer(peer) : proto;
+// socket has).
+std::string SocketName(const SocketFacts& facts) {
+  if (facts.domain == AF_INET || facts.domain == AF_INET6) {
+    const std::string proto = IpProtocolName(facts.protocol);
+    return facts.connected ? proto + " " + InetPeer(facts.peer) : proto;
   }
-  if (domain == AF_UNIX) {
-    std::string path = *connected ? UnixPath(peer, peer_len) : "";
-    if (path.empty()) {
-      sockaddr_storage self{};
-      socklen_t self_len = sizeof self;
-      if (getsockname(sock, reinterpret_cast<sockaddr*>(&self), &self_len) == 0) path = UnixPath(self, self_len);
-    }
+  if (facts.domain == AF_UNIX) {
+    std::string path = facts.connected ? UnixPath(facts.peer, facts.peer_len) : "";
+    if (path.empty() && facts.self_len > 0) path = UnixPath(facts.self, facts.self_len);
     return path.empty() ? "unix" : "unix " + path;
   }
   return "socket";
@@ -181,6 +187,61 @@ bool TargetResolver::Resolve(pid_t tid, int fd, Target* out) {
   return true;
 }
 
+bool FdFlags(pid_t tid, int fd, bool* nonblocking, bool* cloexec) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", static_cast<int>(tid), fd);
+  FILE* file = fopen(path, "re");
+  if (!file) return false;
+  char line[256];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, file)) {
+    if (strncmp(line, "flags:", 6) != 0) continue;
+    const unsigned long flags = strtoul(line + 6, nullptr, 8);
+    *nonblocking = (flags & O_NONBLOCK) != 0;
+    *cloexec = (flags & O_CLOEXEC) != 0;
+    found = true;
+  }
+  fclose(file);
+  return found;
+}
+
+bool SocketShape(pid_t tid, int fd, int* family, int* type) {
+  const int sock = DuplicateFd(tid, fd);
+  if (sock < 0) return false;
+  socklen_t len = sizeof *family;
+  const bool ok = getsockopt(sock, SOL_SOCKET, SO_DOMAIN, family, &len) == 0 &&
+                  (len = sizeof *type, getsockopt(sock, SOL_SOCKET, SO_TYPE, type, &len) == 0);
+  close(sock);
+  return ok;
+}
+
+bool TargetResolver::ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t len, Target* out) {
+  sockaddr_storage peer{};
+  if (len < sizeof(sa_family_t) || len > sizeof peer || !ReadBuildMemory(tid, addr, &peer, len)) return false;
+  if (peer.ss_family == AF_UNIX) {
+    const std::string path = UnixPath(peer, len);
+    *out = {path.empty() ? "unix" : "unix " + path, TargetKind::kSocket};
+    return true;
+  }
+  if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;
+  if (len < (peer.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6))) return false;
+  // the protocol is the socket's; a socket kreplay may not duplicate is taken for TCP, the usual case
+  int protocol = IPPROTO_TCP;
+  const int sock = DuplicateFd(tid, fd);
+  if (sock >= 0) {
+    socklen_t size = sizeof protocol;
+    getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &size);
+    close(sock);
+  }
+  *out = {IpProtocolName(protocol) + " " + InetPeer(peer), TargetKind::kSocket};
+  return true;
+}
+
+void TargetResolver::Remember(uint64_t inode, const Target& target) {
+  if (sockets_.size() >= kCacheEntries) sockets_.clear();
+  sockets_[inode] = target;
+}
+
 bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out) {
   auto known = sockets_.find(inode);
   if (known != sockets_.end()) {
@@ -188,15 +249,19 @@ bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* ou
     return true;
   }
   const int sock = DuplicateFd(tid, fd);
-  if (sock < 0) {
+  SocketFacts facts;
+  if (sock >= 0) {
+    facts = FactsOf(sock);
+    close(sock);
+  } else if (SocketFactsFromProc(tid, inode, &facts)) {
+    peers_from_proc_++;
+  } else {
     *out = {"socket", TargetKind::kSocket};
     return true;
   }
-  bool connected = false;
-  *out = {SocketName(sock, &connected), TargetKind::kSocket};
-  close(sock);
+  *out = {SocketName(facts), TargetKind::kSocket};
   // an unconnected socket may connect later: look it up again then
-  if (connected) {
+  if (facts.connected) {
     if (sockets_.size() >= kCacheEntries) sockets_.clear();
     sockets_.emplace(inode, *out);
   }

@@ -63,16 +63,49 @@ export interface NativeCaptureSession {
   stop(): void;
 }
 
-/** One recorded target of `kreplay replay --exec`: the names it answers to, a hold (or release offset) per call. */
+/**
+ * One recorded (call kind, target) of `kreplay replay --exec`: the names it answers to, a hold (or
+ * release offset) per call; the errno each call fails with; a stream's byte ends (cli/exec/exec-plan.ts).
+ */
 export interface NativeExecTarget {
+  call: 'write' | 'fsync' | 'connect' | 'response';
   keys: string[];
   holdsNs: BigInt64Array;
+  errnos?: Int32Array;
+  bytesEnd?: BigInt64Array;
+  spansNs?: BigInt64Array;
 }
 
 export interface NativeExecResults {
-  targets: { matched: number; passed: number; observedNs: BigInt64Array; intendedNs: BigInt64Array }[];
-  unmatched: { target: string; kind: string; calls: number }[];
+  targets: {
+    matched: number;
+    passed: number;
+    /** matched calls failed with the incident's errno */
+    failed: number;
+    /** bytes of the matched calls */
+    bytes: number;
+    observedNs: BigInt64Array;
+    intendedNs: BigInt64Array;
+  }[];
+  unmatched: {
+    call: 'write' | 'fsync' | 'connect' | 'response';
+    target: string;
+    kind: string;
+    calls: number;
+  }[];
   bypassed: number;
+  /** socket peers read from /proc/<pid>/net because pidfd_getfd was denied */
+  peersFromProc: number;
+  /** whether the supervisor thread got SCHED_FIFO */
+  realtime: boolean;
+}
+
+/** A file the supervisor never holds a call to, by identity (the stdout and stderr kreplay hands the build). */
+export interface NativeNeverHeld {
+  dev: bigint;
+  ino: bigint;
+  /** the name the calls are counted under */
+  label: string;
 }
 
 export interface NativeExecSupervisor {
@@ -89,7 +122,7 @@ export interface NativeExecSupervisor {
 export interface NativeAddon {
   ExecSupervisor: new (
     listenerFd: number,
-    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[] },
+    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[]; neverHeld?: NativeNeverHeld[] },
     onEnd: (error: (Error & { code: string }) | undefined) => void,
   ) => NativeExecSupervisor;
   /** a close-on-exec unix stream pair [ours, theirs]; throws E_EXEC_HANDOFF */
