@@ -167,7 +167,9 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
 export function registerAgentCommand(program: Command): Command {
   const command = program
     .command('agent')
-    .description('trace write-family syscalls and block I/O into <data-dir>/<node>.db (needs root)')
+    .description(
+      'trace writes, sends, reads, fsyncs, connects and block I/O into <data-dir>/<node>.db (needs root)',
+    )
     .requiredOption('--data-dir <dir>', 'directory for the node store')
     .option('--node <name>', 'node name (default: the host name)')
     .option('--config <file>', 'service rules, JSON or YAML')
