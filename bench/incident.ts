@@ -20,7 +20,7 @@
  * `make bench BENCH=incident`, or node dist/bench/incident.js [rounds]
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
