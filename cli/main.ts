@@ -7,6 +7,7 @@ import { registerExportCommand } from './commands/export';
 import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
+import { registerShipCommand } from './commands/ship';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../core/version';
 
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
   registerExportCommand(program);
   registerIncidentCommand(program);
   registerReplayCommand(program);
+  registerShipCommand(program);
   for (const command of program.commands)
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
   return program;

@@ -21,6 +21,8 @@ const char* CallName(CallKind call) {
       return "fsync";
     case CallKind::kConnect:
       return "connect";
+    case CallKind::kResponse:
+      return "response";
     case CallKind::kWrite:
       break;
   }
@@ -29,9 +31,9 @@ const char* CallName(CallKind call) {
 
 CallKind ParseCall(Napi::Env env, Napi::Value value) {
   const std::string name = value.IsString() ? value.As<Napi::String>().Utf8Value() : "";
-  for (CallKind call : {CallKind::kWrite, CallKind::kFsync, CallKind::kConnect})
+  for (CallKind call : {CallKind::kWrite, CallKind::kFsync, CallKind::kConnect, CallKind::kResponse})
     if (name == CallName(call)) return call;
-  throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "call must be write, fsync or connect, got " + name));
+  throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "call must be write, fsync, connect or response, got " + name));
 }
 
 // A BigInt64Array's values; undefined is empty where `optional`.

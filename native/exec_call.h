@@ -17,8 +17,11 @@ enum class CallKind : int {
   kFsync = 1,
   // sys_connect
   kConnect = 2,
+  // no call: the upstream's response time per exchange on a connection (sys_read's response_ns),
+  // which the relay delays (exec_relay.h)
+  kResponse = 3,
 };
-constexpr int kCallKinds = 3;
+constexpr int kCallKinds = 4;
 
 // The kind of syscall `nr`, false for a call the supervisor passes untouched.
 bool ClassifyCall(int nr, CallKind* kind);

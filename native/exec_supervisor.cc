@@ -1,11 +1,13 @@
 #include "exec_supervisor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,7 +181,25 @@ void ExecSupervisor::Run() {
     message = failure.what();
   }
   ReleaseAll();
+  if (relay_) {
+    relay_->Stop();
+    MergeRelayTimings();
+  }
   on_end_(code, message);
+}
+
+void ExecSupervisor::MergeRelayTimings() {
+  for (const RelayTiming& timing : relay_->timings()) {
+    TargetResult& result = results_.targets[timing.target];
+    if (plan_[timing.target].call == CallKind::kResponse) {
+      // one per exchange, in the order the relay saw them
+      result.matched++;
+      result.observed_ns.push_back(timing.observed_ns);
+      result.intended_ns.push_back(timing.intended_ns);
+    } else if (timing.index < result.observed_ns.size()) {
+      result.observed_ns[timing.index] = timing.observed_ns;
+    }
+  }
 }
 
 void ExecSupervisor::ApplyCommands() {
@@ -266,7 +286,14 @@ void ExecSupervisor::Receive() {
   const bool sized = call == CallKind::kWrite && RequestedBytes(tid, notif.data, &bytes);
   // what /proc and the build's memory showed belong to this call only if it is still pending (the tid may be reused)
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif.id) != 0) return;
-  const int index = resolved ? Lookup(call, target) : -1;
+  int index = resolved ? Lookup(call, target) : -1;
+  const int response = resolved && call == CallKind::kConnect ? Lookup(CallKind::kResponse, target) : -1;
+  if (index < 0 && response >= 0) {
+    // a peer with responses to delay and no recorded connect: its connect goes through the relay at once
+    Held held{received, notif.id, -1, 0, received, 0, 0, false};
+    if (!ConnectThroughRelay(notif, target, response, &held)) Continue(notif.id);
+    return;
+  }
   if (index < 0) {
     // a bad fd fails in the call itself; counted under the name the link had
     if (!resolved) target = {call == CallKind::kConnect ? "(no address)" : "(closed fd)", TargetKind::kOther};
@@ -279,7 +306,7 @@ void ExecSupervisor::Receive() {
   const TargetPlan& plan = plan_[index];
   TargetResult& result = results_.targets[index];
   const uint32_t k = next_call_[index]++;
-  Held held{0, notif.id, index, 0, received, 0, 0};
+  Held held{0, notif.id, index, 0, received, 0, 0, false};
   if (plan.bytes_end.empty()) {
     if (k >= plan.holds_ns.size()) {
       result.passed++;
@@ -307,7 +334,12 @@ void ExecSupervisor::Receive() {
   result.observed_ns.push_back(-1);
   result.intended_ns.push_back(-1);
   held.deadline_ns = pace_ == Pace::kDuration ? received + held.release_ns : TimelineDeadline(held.release_ns);
-  if (held.deadline_ns <= received) {
+  if (call == CallKind::kConnect && held.err == 0 && ConnectThroughRelay(notif, target, response, &held)) return;
+  Hold(held);
+}
+
+void ExecSupervisor::Hold(const Held& held) {
+  if (held.deadline_ns <= held.received_ns) {
     Release(held);
     return;
   }
@@ -315,16 +347,75 @@ void ExecSupervisor::Receive() {
   std::push_heap(held_.begin(), held_.end(), kLater);
 }
 
+bool ExecSupervisor::ConnectThroughRelay(const seccomp_notif& notif, const Target& target, int response, Held* held) {
+  const pid_t tid = static_cast<pid_t>(notif.pid);
+  const int fd = static_cast<int>(notif.data.args[0]);
+  const int64_t hold = held->deadline_ns - held->received_ns;
+  bool nonblocking = false, cloexec = false;
+  if (!FdFlags(tid, fd, &nonblocking, &cloexec)) return false;
+  // the relay serves a peer with responses to delay, or a connect a non-blocking build waits on in poll/epoll
+  if (response < 0 && !(nonblocking && hold > 0 && pace_ == Pace::kDuration)) return false;
+  sockaddr_storage peer{};
+  const socklen_t len = static_cast<socklen_t>(std::min<uint64_t>(notif.data.args[2], sizeof peer));
+  if (!ReadBuildMemory(tid, notif.data.args[1], &peer, len)) return false;
+  if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;
+  int family = 0, type = 0;
+  if (!SocketShape(tid, fd, &family, &type) || type != SOCK_STREAM) return false;
+  if (!relay_) {
+    std::vector<std::vector<int64_t>> holds(plan_.size());
+    for (size_t i = 0; i < plan_.size(); i++)
+      if (plan_[i].call == CallKind::kResponse) holds[i] = plan_[i].holds_ns;
+    relay_ = std::make_unique<ExecRelay>(std::move(holds));
+  }
+  int err = 0;
+  // timeline pace: a non-blocking connect completes at once (its release is the session's, not a time)
+  const bool timed = nonblocking && pace_ == Pace::kDuration;
+  const int c = relay_->Open(peer, len, family, nonblocking, response, held->received_ns, timed ? held->deadline_ns : 0,
+                             timed ? held->target : -1, held->index, &err);
+  if (c < 0) {
+    // the real peer refused (or never answered): the build's connect fails so, after its hold
+    held->err = err;
+    Hold(*held);
+    return true;
+  }
+  seccomp_notif_addfd addfd{};
+  addfd.id = notif.id;
+  addfd.flags = SECCOMP_ADDFD_FLAG_SETFD;
+  addfd.srcfd = static_cast<uint32_t>(c);
+  addfd.newfd = static_cast<uint32_t>(fd);
+  addfd.newfd_flags = cloexec ? O_CLOEXEC : 0;
+  const int installed = ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd);
+  // the build's later sends on it match the peer it asked for, not the relay
+  struct stat st {};
+  if (installed >= 0 && fstat(c, &st) == 0) resolver_.Remember(st.st_ino, target);
+  close(c);
+  if (installed < 0) {
+    // the caller is gone (ENOENT), or its fd table refused it: it connects itself
+    if (errno == ENOENT) return true;
+    return false;
+  }
+  if (nonblocking) {
+    // in progress, as the kernel says of a non-blocking connect: the relay completes it at its time
+    if (timed && held->target >= 0)
+      results_.targets[held->target].intended_ns[held->index] = std::max<int64_t>(hold, 0);
+    Answer(notif.id, EINPROGRESS);
+    return true;
+  }
+  held->emulated = true;
+  Hold(*held);
+  return true;
+}
+
 void ExecSupervisor::Continue(uint64_t id) { Answer(id, 0); }
 
-void ExecSupervisor::Answer(uint64_t id, int err) {
+void ExecSupervisor::Answer(uint64_t id, int err, bool emulated) {
   seccomp_notif_resp resp;
   memset(&resp, 0, sizeof resp);
   resp.id = id;
-  if (err == 0) {
-    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-  } else {
+  if (err != 0) {
     resp.error = -err;
+  } else if (!emulated) {
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
   }
   // ENOENT: the caller was killed while held; nothing to answer
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT && errno != EINTR)
@@ -333,7 +424,8 @@ void ExecSupervisor::Answer(uint64_t id, int err) {
 
 void ExecSupervisor::Release(const Held& held, bool early) {
   // a call stop or the end cut short runs: the build is let go, not failed
-  Answer(held.id, early ? 0 : held.err);
+  Answer(held.id, early ? 0 : held.err, held.emulated);
+  if (held.target < 0) return;
   TargetResult& result = results_.targets[held.target];
   if (!early && held.err != 0) result.failed++;
   result.observed_ns[held.index] = NowNs() - held.received_ns;

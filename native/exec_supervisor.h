@@ -7,9 +7,12 @@
 // incident's errno without running them (--replay-errors).
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "exec_call.h"
+#include "exec_relay.h"
 #include "exec_target.h"
 
 namespace kreplay {
@@ -103,6 +107,8 @@ class ExecSupervisor {
     int err;
     // timeline pace: its release offset on the timeline
     int64_t release_ns;
+    // answered as done (0) without running: a connect the relay made in the build's stead
+    bool emulated;
   };
   struct Command {
     enum { kTimeline, kBypass } type;
@@ -113,7 +119,12 @@ class ExecSupervisor {
   void Run();
   void Receive();
   void Continue(uint64_t id);
-  void Answer(uint64_t id, int err);
+  // err 0: continue the call; else fail it with err; emulated: it returns 0 without running
+  void Answer(uint64_t id, int err, bool emulated = false);
+  // A connect through the relay: true when it took the call (answered it, or holds it in held_).
+  bool ConnectThroughRelay(const seccomp_notif& notif, const Target& target, int response, Held* held);
+  void Hold(const Held& held);
+  void MergeRelayTimings();
   // the deadline of the k-th call to target `index` received at `received` (per call), or of its bytes [a, b)
   // duration pace: the hold of target `index`'s bytes [a, b); timeline pace: the release offset of byte b
   int64_t BytesHold(int index, uint64_t a, uint64_t b) const;
@@ -142,6 +153,8 @@ class ExecSupervisor {
 
   // Touched by the thread only, until it has been joined.
   TargetResolver resolver_;
+  // made when the plan has responses to delay (or connects a non-blocking build waits on)
+  std::unique_ptr<ExecRelay> relay_;
   std::vector<uint32_t> next_call_;
   // per target, bytes: the stream offset the build's next call starts at
   std::vector<uint64_t> next_byte_;

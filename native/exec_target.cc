@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "exec_call.h"
@@ -183,6 +184,34 @@ bool TargetResolver::Resolve(pid_t tid, int fd, Target* out) {
   return true;
 }
 
+bool FdFlags(pid_t tid, int fd, bool* nonblocking, bool* cloexec) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", static_cast<int>(tid), fd);
+  FILE* file = fopen(path, "re");
+  if (!file) return false;
+  char line[256];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, file)) {
+    if (strncmp(line, "flags:", 6) != 0) continue;
+    const unsigned long flags = strtoul(line + 6, nullptr, 8);
+    *nonblocking = (flags & O_NONBLOCK) != 0;
+    *cloexec = (flags & O_CLOEXEC) != 0;
+    found = true;
+  }
+  fclose(file);
+  return found;
+}
+
+bool SocketShape(pid_t tid, int fd, int* family, int* type) {
+  const int sock = DuplicateFd(tid, fd);
+  if (sock < 0) return false;
+  socklen_t len = sizeof *family;
+  const bool ok = getsockopt(sock, SOL_SOCKET, SO_DOMAIN, family, &len) == 0 &&
+                  (len = sizeof *type, getsockopt(sock, SOL_SOCKET, SO_TYPE, type, &len) == 0);
+  close(sock);
+  return ok;
+}
+
 bool TargetResolver::ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t len, Target* out) {
   sockaddr_storage peer{};
   if (len < sizeof(sa_family_t) || len > sizeof peer || !ReadBuildMemory(tid, addr, &peer, len)) return false;
@@ -203,6 +232,11 @@ bool TargetResolver::ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t l
   }
   *out = {IpProtocolName(protocol) + " " + InetPeer(peer), TargetKind::kSocket};
   return true;
+}
+
+void TargetResolver::Remember(uint64_t inode, const Target& target) {
+  if (sockets_.size() >= kCacheEntries) sockets_.clear();
+  sockets_[inode] = target;
 }
 
 bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out) {

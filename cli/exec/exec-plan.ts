@@ -16,8 +16,12 @@ export const PACES: readonly Pace[] = ['duration', 'timeline'];
 export type Match = 'bytes' | 'calls';
 export const MATCHES: readonly Match[] = ['bytes', 'calls'];
 
-/** The calls the supervisor holds, by the event type that records them. */
-export type CallKind = 'write' | 'fsync' | 'connect';
+/**
+ * The calls the supervisor holds, by the event type that records them; and
+ * `response`, the upstream's response time per exchange on a connection (from
+ * the sys_read events), which kreplay's relay delays.
+ */
+export type CallKind = 'write' | 'fsync' | 'connect' | 'response';
 const CALL_OF_EVENT: Readonly<Record<string, CallKind>> = {
   sys_write: 'write',
   sys_fsync: 'fsync',
@@ -38,6 +42,10 @@ export interface RecordedCall {
   /** negative errno on failure */
   ret?: number | null;
   bytes?: number | null;
+  pid?: number | null;
+  fd?: number | null;
+  /** sys_read: the first read after a send on a socket, from the send's end to this read's end */
+  response_ns?: bigint | null;
 }
 
 export interface PlanTarget {
@@ -97,6 +105,31 @@ function byBytes(call: CallKind, kind: string, calls: readonly Recorded[], optio
 }
 
 /**
+ * Per socket target, in order, the upstream's response time of each exchange:
+ * a sys_read's `response_ns`, or, for recordings without it, the gap from the
+ * end of the last send on the same (pid, fd, target) to the end of the first
+ * read after it.
+ */
+function responseCalls(
+  events: readonly RecordedCall[],
+): { event: RecordedCall; index: number; responseNs: bigint }[] {
+  const lastSendEnd = new Map<string, bigint>();
+  const out: { event: RecordedCall; index: number; responseNs: bigint }[] = [];
+  events.forEach((event, index) => {
+    if (event.target_kind !== 'socket' || !event.target) return;
+    const conn = `${event.pid ?? ''}\t${event.fd ?? ''}\t${event.target}`;
+    const end = event.timestamp_ns + event.duration_ns;
+    if (event.event_type === 'sys_write' && (event.ret ?? 0) >= 0) lastSendEnd.set(conn, end);
+    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) return;
+    const sent = lastSendEnd.get(conn);
+    lastSendEnd.delete(conn);
+    const responseNs = event.response_ns ?? (sent === undefined ? null : end - sent);
+    if (responseNs !== null && responseNs >= 0n) out.push({ event, index, responseNs });
+  });
+  return out;
+}
+
+/**
  * `events`: the whole transaction in replay order (every type: the timeline's
  * offsets count every event, as the daemon's schedule does).
  */
@@ -106,8 +139,10 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     string,
     { call: CallKind; target: string; recorded: string; kind: string; calls: Recorded[] }
   >();
+  const responses = new Map(responseCalls(events).map((r) => [r.event, r.responseNs]));
   events.forEach((event, index) => {
-    const call = CALL_OF_EVENT[event.event_type];
+    const responseNs = responses.get(event);
+    const call = responseNs === undefined ? CALL_OF_EVENT[event.event_type] : 'response';
     if (!call || !event.target) return;
     const kind = event.target_kind ?? 'other';
     const target = mapTarget(event.target, kind, options.maps);
@@ -117,9 +152,13 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
       group = { call, target, recorded: event.target, kind, calls: [] };
       groups.set(key, group);
     }
-    const replayedNs = options.schedule.replayedDuration(event.duration_ns);
+    // a response is the upstream's time, not a call's: scaled, without the per-call extra latency
+    const replayedNs =
+      responseNs === undefined
+        ? options.schedule.replayedDuration(event.duration_ns)
+        : options.schedule.replayedDuration(responseNs) - options.schedule.extraLatencyNs;
     group.calls.push({
-      durationNs: event.duration_ns,
+      durationNs: responseNs ?? event.duration_ns,
       replayedNs,
       // timeline: event k's replayed end, replay_offset_ns + replayed_duration_ns
       endNs: options.schedule.wallOffset(index, event.timestamp_ns - firstTs) + replayedNs,
@@ -133,7 +172,9 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     const match: Match = byBytes(call, kind, calls, options) ? 'bytes' : 'calls';
     // a stream's calls without bytes (failed, empty) carry nothing to match
     const kept = match === 'bytes' ? calls.filter((c) => c.bytes > 0) : calls;
-    const hold = (c: Recorded) => (options.pace === 'duration' ? c.replayedNs : c.endNs);
+    // the relay delays responses by their time whatever the pace
+    const hold = (c: Recorded) =>
+      options.pace === 'duration' || call === 'response' ? c.replayedNs : c.endNs;
     const plan: PlanTarget = {
       call,
       target,

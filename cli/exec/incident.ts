@@ -13,6 +13,9 @@ interface WireEvent {
   syscall?: string | null;
   ret?: number | null;
   bytes?: number | null;
+  pid?: number | null;
+  fd?: number | null;
+  response_ns?: string | number | null;
 }
 
 export async function fetchIncident(server: string, transactionId: string): Promise<RecordedCall[]> {
@@ -39,6 +42,9 @@ export async function fetchIncident(server: string, transactionId: string): Prom
         syscall: e.syscall ?? null,
         ret: e.ret ?? null,
         bytes: e.bytes ?? null,
+        pid: e.pid ?? null,
+        fd: e.fd ?? null,
+        response_ns: e.response_ns === null || e.response_ns === undefined ? null : BigInt(e.response_ns),
       });
     }
     cursor = page.next_cursor;

@@ -66,7 +66,7 @@ export interface NativeCaptureSession {
  * release offset) per call; the errno each call fails with; a stream's byte ends (cli/exec/exec-plan.ts).
  */
 export interface NativeExecTarget {
-  call: 'write' | 'fsync' | 'connect';
+  call: 'write' | 'fsync' | 'connect' | 'response';
   keys: string[];
   holdsNs: BigInt64Array;
   errnos?: Int32Array;
@@ -85,7 +85,12 @@ export interface NativeExecResults {
     observedNs: BigInt64Array;
     intendedNs: BigInt64Array;
   }[];
-  unmatched: { call: 'write' | 'fsync' | 'connect'; target: string; kind: string; calls: number }[];
+  unmatched: {
+    call: 'write' | 'fsync' | 'connect' | 'response';
+    target: string;
+    kind: string;
+    calls: number;
+  }[];
   bypassed: number;
 }
 

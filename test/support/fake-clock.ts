@@ -1,5 +1,5 @@
 /** A clock that moves only when told, and releases on the dot (or exactly as late as told). */
-import type { ClockLane, Release, ReplayClock } from '../../daemon/replay/replay-clock';
+import type { ClockLane, Release, Released, ReplayClock } from '../../daemon/replay/replay-clock';
 
 interface Waiting {
   deadline: bigint;
@@ -24,8 +24,10 @@ class FakeLane implements ClockLane {
     this.clock.armed.push(deadline);
   }
 
-  clear(): void {
+  /** Releases run as the clock advances: none is ever waiting to run when a lane is cleared. */
+  clear(): Released[] {
     this.waiting = [];
+    return [];
   }
 }
 

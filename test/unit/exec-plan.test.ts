@@ -115,6 +115,8 @@ describe('buildPlan: calls beyond writes, byte streams, errors', () => {
       ['fsync', '/db/wal', 'calls', [900n]],
       ['connect', 'tcp 10.0.0.5:5432', 'calls', [1500n]],
       ['write', 'tcp 10.0.0.5:5432', 'bytes', [20n]],
+      // the read after the send: the upstream answered 11 ns after the send ended
+      ['response', 'tcp 10.0.0.5:5432', 'calls', [11n]],
     ]);
     expect(plan[2]!.keys).toEqual(['tcp 10.0.0.5:5432', 'tcp *:5432']);
   });
@@ -165,5 +167,41 @@ describe('buildPlan: calls beyond writes, byte streams, errors', () => {
       ['calls', [0, 5]],
       ['calls', [0, 104]],
     ]);
+  });
+});
+
+describe('buildPlan: responses', () => {
+  const ev = (type: string, ts: bigint, dur: bigint, fields: Partial<RecordedCall> = {}): RecordedCall => ({
+    event_type: type,
+    timestamp_ns: ts,
+    duration_ns: dur,
+    target: 'tcp 10.0.0.5:80',
+    target_kind: 'socket',
+    pid: 7,
+    fd: 4,
+    ...fields,
+  });
+
+  it("takes each exchange's response_ns, or derives it from the last send's end to the first read's end", () => {
+    const plan = buildPlan(
+      [
+        ev('sys_write', 1000n, 10n, { bytes: 50 }),
+        ev('sys_read', 1100n, 2900n, { bytes: 80, response_ns: 3000n }),
+        // a second read of the same response is no exchange
+        ev('sys_read', 4100n, 5n, { bytes: 80 }),
+        // recorded without response_ns: send ends at 5010, read ends at 5500
+        ev('sys_write', 5000n, 10n, { bytes: 50 }),
+        ev('sys_read', 5020n, 480n, { bytes: 80 }),
+        // another connection's read without a send before it
+        ev('sys_read', 6000n, 9n, { bytes: 80, fd: 5 }),
+      ],
+      { maps: [], schedule: new Schedule(2, 7n), pace: 'timeline' },
+    );
+    const response = plan.find((t) => t.call === 'response')!;
+    expect(response.keys).toEqual(['tcp 10.0.0.5:80', 'tcp *:80']);
+    expect(response.recordedNs).toEqual([3000n, 490n]);
+    // scaled by the speed, without the per-call extra latency, whatever the pace
+    expect([...response.holdsNs]).toEqual([1500n, 245n]);
+    expect(plan.map((t) => t.call)).toEqual(['write', 'response']);
   });
 });

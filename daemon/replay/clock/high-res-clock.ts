@@ -34,7 +34,15 @@ import {
   type SlotRing,
 } from './clock-wire';
 import { ClockError } from './clock-error';
-import type { ClockLane, LaneSockets, LateFrame, Release, ReplayClock, SocketClosed } from '../replay-clock';
+import type {
+  ClockLane,
+  LaneSockets,
+  LateFrame,
+  Release,
+  Released,
+  ReplayClock,
+  SocketClosed,
+} from '../replay-clock';
 
 /**
  * The clock thread's early-wake margin starts at 250 µs and adapts within
@@ -89,6 +97,9 @@ interface Waiting {
   index: number;
 }
 
+/** A deadline the clock reported released, waiting for the main thread to run its release. */
+type Reported = Waiting & Omit<Released, 'release'>;
+
 export interface HighResClockOptions {
   /** SCHED_FIFO priority for the clock thread (0: stay under SCHED_OTHER) */
   realtimePriority?: number;
@@ -103,11 +114,11 @@ class HighResLane implements ClockLane {
   /** the frames' bytes, handed to the clock thread (null until the first frame) */
   private ring: Buffer | null = null;
   private header: Int32Array | null = null;
+  /** released by the clock and reported, in order, not yet run */
+  private readonly reported = new Fifo<Reported>();
   /** bytes written into the ring since it was made, and freed (their deadlines released or cleared) */
   private written = 0;
   private freed = 0;
-  /** while clear() runs the releases before it: deadlines handed over meanwhile would outlive it */
-  private clearing = false;
   readonly sockets: LaneSockets;
 
   constructor(
@@ -136,7 +147,6 @@ class HighResLane implements ClockLane {
   }
 
   at(deadline: bigint, release: Release, frame?: LateFrame): void {
-    if (this.clearing) return;
     if (!frame) {
       this.waiting.push({ release, end: this.written, index: -1 });
       this.clock.queue(this, { kind: 'at', deadline: this.clock.sinceEpoch(deadline), ...NO_FRAME });
@@ -170,18 +180,13 @@ class HighResLane implements ClockLane {
     return this.ring;
   }
 
-  clear(forGood = false): void {
-    const held = this.ring !== null;
-    if (held && !this.clock.releasing) {
-      // frames released before this may be on their sockets already: run their releases first
-      this.clearing = true;
-      try {
-        this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
-        this.clock.settle();
-      } finally {
-        this.clearing = false;
-      }
-    } else this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
+  clear(forGood = false): Released[] {
+    this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
+    // frames released before this may be on their sockets already: their releases go to the caller
+    if (this.ring !== null) this.clock.settle();
+    const seen: Released[] = [];
+    for (let r = this.reported.shift(); r; r = this.reported.shift())
+      seen.push({ release: r.release, releasedAt: r.releasedAt, writtenAt: r.writtenAt });
     this.generation++;
     this.waiting.clear();
     this.freed = this.written;
@@ -190,17 +195,30 @@ class HighResLane implements ClockLane {
       this.header = null;
       this.written = this.freed = 0;
     }
+    return seen;
   }
 
-  /** Runs the releases of `count` deadlines, unless the lane is cleared meanwhile. */
-  release(generation: number, count: number, releasedAt: bigint, writtenAt: bigint | null): void {
+  /** The clock released the next `count` deadlines of `generation` (none if the lane was cleared since). */
+  take(generation: number, count: number, releasedAt: bigint, writtenAt: bigint | null): void {
     for (let i = 0; i < count && generation === this.generation; i++) {
       const entry = this.waiting.shift();
       if (!entry) return;
-      this.freed = entry.end;
-      if (entry.index >= 0 && this.header) Atomics.store(this.header, RING.processedIndex, entry.index + 1);
-      entry.release(releasedAt, writtenAt);
+      this.reported.push(Object.assign(entry, { releasedAt, writtenAt }));
     }
+  }
+
+  /**
+   * Runs the reported releases in order until `until` (performance.now());
+   * false when some are left. A release that clears the lane takes the rest.
+   */
+  run(until: number): boolean {
+    for (let r = this.reported.shift(); r; r = this.reported.shift()) {
+      this.freed = r.end;
+      if (r.index >= 0 && this.header) Atomics.store(this.header, RING.processedIndex, r.index + 1);
+      r.release(r.releasedAt, r.writtenAt);
+      if (performance.now() > until) return this.reported.length === 0;
+    }
+    return true;
   }
 }
 
@@ -231,8 +249,9 @@ export class HighResClock implements ReplayClock {
   private readonly watchers = new Map<number, { fd: number; onClosed: (reason: SocketClosed) => void }>();
   private lastWatcher = 0;
   private lastSync = 0;
-  /** true while releases run: a lane cleared from one must not wait for the thread */
-  releasing = false;
+  /** lanes with reported releases to run, and watchers the clock closed, whose owners are told when releases run */
+  private readonly due = new Set<HighResLane>();
+  private closings: { watcher: number; reason: SocketClosed }[] = [];
 
   constructor(
     private readonly log: Logger,
@@ -342,9 +361,10 @@ export class HighResClock implements ReplayClock {
   }
 
   /**
-   * Waits until the thread has done every command queued so far, then runs
-   * the releases it made before them. Blocks the main thread for as long as
-   * the clock thread takes to look (microseconds under SCHED_FIFO).
+   * Waits until the thread has done every command queued so far, then takes
+   * the reports it made before them (their releases run later, or go to the
+   * lane's clear()). Blocks the main thread for as long as the clock thread
+   * takes to look (microseconds under SCHED_FIFO).
    */
   settle(): void {
     const seq = ++this.lastSync;
@@ -361,7 +381,8 @@ export class HighResClock implements ReplayClock {
         );
       Atomics.wait(this.control, CONTROL.ack, ack, 1);
     }
-    if (!this.releasing) this.readReleases(Infinity);
+    this.collect();
+    if (this.due.size > 0 || this.closings.length > 0) setImmediate(() => this.readReleases());
   }
 
   /** The sockets API of `lane`: every call is a command in order with the lane's deadlines. */
@@ -373,7 +394,7 @@ export class HighResClock implements ReplayClock {
         this.watchers.set(id, { fd: copy, onClosed });
         this.post({ text: first });
         this.queue(lane, { kind: 'attach', watcher: id, fd: copy, fromIndex });
-        // the thread must take the watcher before this thread runs releases or reuses ring bytes
+        // the thread must take the watcher before this thread runs more releases or reuses ring bytes
         this.settle();
         return id;
       },
@@ -406,54 +427,65 @@ export class HighResClock implements ReplayClock {
   }
 
   /**
-   * Runs every release in the ring, then asks for a doorbell again. Past
-   * `budgetMs` it lets the event loop turn and comes back (the doorbell stays
-   * off meanwhile): a dense replay the main thread cannot keep up with must
-   * not starve every request behind it.
+   * Runs the releases the clock reported, then asks for a doorbell again.
+   * Past `budgetMs` it lets the event loop turn and comes back (the doorbell
+   * stays off meanwhile): a dense replay the main thread cannot keep up with
+   * must not starve every request behind it. Nothing it runs can call it
+   * again: settle() only collects.
    */
   private readReleases(budgetMs = RELEASE_SLICE_MS): void {
-    if (this.releasing) return;
-    this.releasing = true;
     const until = performance.now() + budgetMs;
-    try {
-      for (;;) {
-        for (let slot = this.reports.peek(); slot >= 0; slot = this.reports.peek()) {
-          if (performance.now() > until) {
-            setImmediate(() => this.readReleases());
-            return;
-          }
-          const report = decodeReport(this.reports.slots, slot);
-          this.reports.take();
-          this.report(report);
+    for (;;) {
+      this.collect();
+      for (const { watcher, reason } of this.closings.splice(0)) this.closed(watcher, reason);
+      for (const lane of this.due) {
+        if (!lane.run(until)) {
+          setImmediate(() => this.readReleases());
+          return this.keepAlive();
         }
-        Atomics.store(this.control, CONTROL.doorbell, 1);
-        // reports written after the last look rang no doorbell: read them now, unless the thread rang since
-        if (this.reports.empty) break;
-        if (Atomics.compareExchange(this.control, CONTROL.doorbell, 1, 0) !== 1) break;
+        this.due.delete(lane);
       }
-    } finally {
-      this.releasing = false;
-      this.keepAlive();
+      Atomics.store(this.control, CONTROL.doorbell, 1);
+      // reports written after the last look rang no doorbell: read them now, unless the thread rang since
+      if (this.reports.empty) break;
+      if (Atomics.compareExchange(this.control, CONTROL.doorbell, 1, 0) !== 1) break;
+    }
+    this.keepAlive();
+  }
+
+  /** Takes every report in the ring, running nothing: releases wait in their lanes, closings here. */
+  private collect(): void {
+    for (let slot = this.reports.peek(); slot >= 0; slot = this.reports.peek()) {
+      const report = decodeReport(this.reports.slots, slot);
+      this.reports.take();
+      this.report(report);
     }
   }
 
   private report(report: ClockReport): void {
     if (report.kind === 'closed') {
-      const watcher = this.watchers.get(report.watcher);
-      if (!watcher) return;
-      this.watchers.delete(report.watcher);
-      closeSync(watcher.fd);
-      watcher.onClosed(CLOSE_REASONS[report.reason] ?? 'gone');
+      this.closings.push({ watcher: report.watcher, reason: CLOSE_REASONS[report.reason] ?? 'gone' });
       return;
     }
     const lane = this.lanes.get(report.lane);
-    lane?.release(
+    if (!lane) return;
+    lane.take(
       report.generation,
       report.count,
       this.epochNs + BigInt(report.releasedAt),
       report.writtenAt < 0 ? null : this.epochNs + BigInt(report.writtenAt),
     );
-    if (lane?.waiting.length === 0) this.lanes.delete(report.lane);
+    this.due.add(lane);
+    if (lane.waiting.length === 0) this.lanes.delete(report.lane);
+  }
+
+  /** The clock closed its copy of a watcher's socket: this thread closes the descriptor and tells the watcher. */
+  private closed(id: number, reason: SocketClosed): void {
+    const watcher = this.watchers.get(id);
+    if (!watcher) return;
+    this.watchers.delete(id);
+    closeSync(watcher.fd);
+    watcher.onClosed(reason);
   }
 
   /* Pending deadlines keep the process alive, as pending timers do. */
@@ -464,6 +496,7 @@ export class HighResClock implements ReplayClock {
 
   async close(): Promise<void> {
     this.lanes.clear();
+    this.due.clear();
     if (this.worker.threadId === -1) return;
     const exited = once(this.worker, 'exit');
     this.worker.ref();

@@ -42,12 +42,14 @@ export interface Pending {
 }
 
 /** The clock released `entry` at `releasedAt`, for `deadline`, and wrote its frame at `writtenAt` (null: it did not). */
-export type OnRelease = (
-  entry: Pending,
-  deadline: bigint,
-  releasedAt: bigint,
-  writtenAt: bigint | null,
-) => void;
+export interface Emitted {
+  entry: Pending;
+  deadline: bigint;
+  releasedAt: bigint;
+  writtenAt: bigint | null;
+}
+
+export type OnRelease = (emitted: Emitted) => void;
 
 /** The replay frame of event `index`. */
 export type RenderFrame = (index: number, event: ReplayEvent) => LateFrame;
@@ -148,15 +150,25 @@ export class Player {
 
   /**
    * Takes back every deadline handed to the clock; what was read stays.
-   * Releases the clock made before run first (see ClockLane.clear).
+   * Returns, in order, the events the clock released before whose releases
+   * had not run (their frames may be out): the caller emits them. Nothing
+   * is armed meanwhile.
    */
-  disarm(): void {
+  disarm(): Emitted[] {
     this.active = false;
-    this.lane.clear();
+    // the deadlines are released in the order they were armed: the first of `pending`
+    const emitted = this.lane.clear().map(({ releasedAt, writtenAt }) => {
+      const entry = this.pending.shift()!;
+      return { entry, deadline: this.anchor + entry.dueNs, releasedAt, writtenAt };
+    });
     this.armed = 0;
+    return emitted;
   }
 
-  /** Forgets the reader and what it read: the next prepare reads from a new start. */
+  /**
+   * Forgets the reader and what it read: the next prepare reads from a new
+   * start. Releases not yet run are forgotten too: disarm() first to keep them.
+   */
   drop(): void {
     this.active = false;
     this.lane.clear(true);
@@ -215,8 +227,9 @@ export class Player {
     if (this.pending.length === 0 && this.exhausted) this.onEnd();
   }
 
-  /** Hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */
+  /** While playing, hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */
   private armMore(): void {
+    if (!this.active) return;
     while (this.armed < this.pending.length) {
       const entry = this.pending.at(this.armed)!;
       if (!this.lane.fits(entry.frame)) return;
@@ -226,7 +239,7 @@ export class Player {
         (releasedAt, writtenAt) => {
           this.pending.shift();
           this.armed--;
-          this.onRelease(entry, deadline, releasedAt, writtenAt);
+          this.onRelease({ entry, deadline, releasedAt, writtenAt });
         },
         entry.frame,
       );

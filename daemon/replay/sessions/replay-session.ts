@@ -10,7 +10,7 @@ import { badRequest } from '../../http/problem';
 import type { LateFrame, ReplayClock } from '../replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
 import { lateFrameText, splitLateFrame, sseFrame } from '../stream/sse-frame';
-import { CHECKPOINT_EVERY, Player, startOf, type Pending } from './player';
+import { CHECKPOINT_EVERY, Player, startOf, type Emitted } from './player';
 import { Schedule } from './schedule';
 import type { SessionRecord } from './session-record';
 import type { Driving } from './session-schema';
@@ -88,8 +88,6 @@ export class ReplaySession {
     const now = this.context.clock.now();
     for (const deadline of deadlines) this.delivered(deadline, now);
   });
-  /** counts state events: a watcher handed to the clock learns of those sent meanwhile */
-  private stateEvents = 0;
 
   constructor(
     settings: SessionSettings,
@@ -107,7 +105,7 @@ export class ReplaySession {
       this.transaction,
       this.schedule,
       context.clock,
-      (entry, deadline, releasedAt, writtenAt) => this.emit(entry, deadline, releasedAt, writtenAt),
+      (emitted) => this.emit(emitted),
       (index, event) => this.frame(index, event),
       () => {
         if (this.state === 'playing') this.finish();
@@ -159,8 +157,7 @@ export class ReplaySession {
   }
 
   play(): void {
-    nextState(this.id, this.state, 'play');
-    this.start();
+    this.start(nextState(this.id, this.state, 'play'));
   }
 
   /** Resolves once the events a play would start with are read (at once where reading is synchronous). */
@@ -169,21 +166,22 @@ export class ReplaySession {
   }
 
   pause(): void {
-    nextState(this.id, this.state, 'pause');
-    // the releases made before this run first, and may finish the replay
-    this.player.disarm();
+    const next = nextState(this.id, this.state, 'pause');
+    this.takeBack();
+    // the releases made before the pause may have finished the replay
     if (this.state !== 'playing') return;
     this.freeze();
-    this.enter('paused');
+    this.enter(next);
   }
 
   /** Ends the session for good (again: a no-op); its streams end after the state event. */
   stop(): void {
-    nextState(this.id, this.state, 'stop');
+    const next = nextState(this.id, this.state, 'stop');
     if (this.state === 'stopped') return;
     if (this.state === 'playing') this.freeze();
+    this.takeBack();
     this.dropReader();
-    this.enter('stopped');
+    this.enter(next);
     this.broadcast.end();
   }
 
@@ -194,14 +192,15 @@ export class ReplaySession {
         { param: 'position_ns', message: `must be 0..${this.durationNs} (the session's duration_ns)` },
       ]);
     const next = nextState(this.id, this.state, 'seek');
+    this.takeBack();
     this.dropReader();
     const ts = this.transaction.firstTs + positionNs;
     this.nextIndex = this.transaction.indexAt(ts);
     this.nextStart = { ts };
     this.floorNs = this.positionNs = positionNs;
     this.wallNs = this.schedule.wallOffset(this.nextIndex, positionNs);
-    if (next === 'playing') this.start();
-    else this.enter('paused');
+    if (next === 'playing') this.start(next);
+    else this.enter(next);
   }
 
   /** For daemon shutdown: a playing session pauses where it is, and its streams end. */
@@ -217,12 +216,10 @@ export class ReplaySession {
    */
   watch(watcher: Watcher): void {
     const sockets = this.player.sockets;
-    const stateEvents = this.stateEvents;
     const first = sseFrame('state', this.json());
+    // releases made meanwhile run after this: their frames and state events reach the watcher through the clock
     if (this.state !== 'stopped' && sockets && watcher.handOver?.(sockets, this.nextIndex, first)) {
       this.broadcast.add(watcher);
-      // handing over ran the releases made meanwhile: their state events went to the others only
-      if (this.stateEvents !== stateEvents) watcher.write(sseFrame('state', this.json()));
       return;
     }
     this.broadcast.add(watcher);
@@ -334,19 +331,23 @@ export class ReplaySession {
     this.player.drop();
   }
 
-  /** Plays from the wall offset where the session is. */
-  private start(): void {
+  /** Takes the deadlines back from the clock, and emits the events it released before (they may finish the replay). */
+  private takeBack(): void {
+    for (const emitted of this.player.disarm()) this.emit(emitted);
+  }
+
+  /** Plays (`state`: playing) from the wall offset where the session is. */
+  private start(state: SessionState): void {
     this.player.prepare(this.nextIndex, this.nextStart, this.wallNs);
-    this.enter('playing');
+    this.enter(state);
     if (!this.player.armAll()) this.finish();
   }
 
   private sendState(): void {
-    this.stateEvents++;
     this.broadcast.send(sseFrame('state', this.json()));
   }
 
-  private emit(entry: Pending, deadline: bigint, releasedAt: bigint, writtenAt: bigint | null): void {
+  private emit({ entry, deadline, releasedAt, writtenAt }: Emitted): void {
     const late = releasedAt > deadline ? releasedAt - deadline : 0n;
     this.lateness.add(late);
     this.context.timing?.released(late);

@@ -7,6 +7,8 @@ failed paths.
   calls-build.py send PORT TOTAL CHUNK       connect to 127.0.0.1:PORT, sendall TOTAL bytes in CHUNK pieces
   calls-build.py connect PORT TIMEOUT_S MODE connect to 127.0.0.1:PORT within TIMEOUT_S: MODE blocking
                                              (a blocking connect cut by SIGALRM) or poll (socket timeout)
+  calls-build.py request PORT TIMEOUT_S      an HTTP/1.0 GET to 127.0.0.1:PORT with a socket timeout
+                                             (create_connection(timeout=...), then recv; 0: blocking)
 """
 import errno
 import os
@@ -74,6 +76,23 @@ def connect(port, timeout_s, mode):
     return 0
 
 
+def request(port, timeout_s):
+    start = time.monotonic_ns()
+    try:
+        # timeout 0: a blocking socket, no timeout
+        sock = socket.create_connection(("127.0.0.1", int(port)), timeout=float(timeout_s) or None)
+        sock.sendall(b"GET / HTTP/1.0\r\nHost: upstream\r\n\r\n")
+        sent = time.monotonic_ns()
+        answer = sock.recv(4096)
+    except socket.timeout:
+        print("timeout %d" % (time.monotonic_ns() - start), flush=True)
+        return 4
+    print("response %d" % (time.monotonic_ns() - sent), flush=True)
+    print("status %s" % answer.split(b"\r\n", 1)[0].decode(), flush=True)
+    sock.close()
+    return 0
+
+
 if __name__ == "__main__":
-    modes = {"fsync": fsync, "send": send, "connect": connect}
+    modes = {"fsync": fsync, "send": send, "connect": connect, "request": request}
     sys.exit(modes[sys.argv[1]](*sys.argv[2:]))
