@@ -216,11 +216,13 @@ export function registerReplayCommand(program: Command): void {
     )
     .option('--report <file>', 'with --exec: write a JUnit XML report, a testcase per target')
     .option('--report-json <file>', 'with --exec: write the report as JSON')
-    .option(
-      '--tolerance <spec>',
-      'with --exec: how far observed may differ from intended holds (10%, 1ms, or both: the larger)',
-      parseTolerance,
-      parseTolerance(DEFAULT_TOLERANCE),
+    .addOption(
+      new Option(
+        '--tolerance <spec>',
+        'with --exec: how far observed may differ from intended holds (10%, 1ms, or both: the larger)',
+      )
+        .argParser(parseTolerance)
+        .default(parseTolerance(DEFAULT_TOLERANCE), DEFAULT_TOLERANCE),
     )
     .action(async (transactionId: string, command: string[], flags: ReplayFlags, cmd: Command) => {
       if (!flags.exec) {
