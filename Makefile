@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client \
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client zstd jq \
 	chromium chromium-driver systemd \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container
 
@@ -27,7 +27,7 @@ NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 # the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
 LAUNCHER := $(BUILD)/kreplay-exec
-# the agent's SQLite extension (kreplay_batch), built against the SQLite better-sqlite3 bundles
+# the agent's SQLite extension (kreplay_batch, kreplay_rowbinary), built against the SQLite better-sqlite3 bundles
 SQLITE_EXT := $(BUILD)/kreplay-sqlite.so
 TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
@@ -107,9 +107,9 @@ $(LAUNCHER): native/launcher/kreplay-exec.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
-$(SQLITE_EXT): native/sqlite/kreplay_batch.c node_modules/.ci-stamp
+$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c node_modules/.ci-stamp
 	@mkdir -p $(BUILD)
-	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $< -lm
+	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -lm
 
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json

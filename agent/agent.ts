@@ -59,6 +59,8 @@ export interface AgentSummary {
 
 const CLOCK_RESYNC_MS = 60_000;
 const STATUS_CHECK_MS = 100;
+/** How long a clean stop may spend shipping what the store holds past the cursor. */
+const SHIP_FLUSH_MS = 3000;
 
 function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
@@ -266,8 +268,9 @@ export class Agent implements AgentReadings {
     for (const timer of this.timers) clearInterval(timer);
     await this.capture?.stop();
     this.store.drain();
-    // what is not acknowledged yet stays in the store: the next run ships it from the cursor
-    await this.shipper?.stop();
+    // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
+    // store, and the next run ships it from the cursor
+    await this.shipper?.stop(SHIP_FLUSH_MS);
     const counters = this.counters();
     this.store.recordCounters(nowEpochNs(), storedCounters(counters));
     this.store.endRun(nowEpochNs(), reason);

@@ -20,6 +20,8 @@ export interface BenchAgent {
   cpu(): AgentCpu;
   /** resident memory now (VmRSS), bytes */
   rssBytes(): number;
+  /** everything it printed so far (status lines included) */
+  output(): string;
   /** resolves once stored + dropped (every reason) reach `events` */
   caughtUp(events: number, timeoutMs?: number): Promise<{ stored: number; dropped: number }>;
   stop(): Promise<void>;
@@ -56,6 +58,7 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
       const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       return { userS: Number(fields[11]) / CLOCK_TICKS, systemS: Number(fields[12]) / CLOCK_TICKS };
     },
+    output: () => output,
     rssBytes() {
       const kib = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
       return kib ? Number(kib[1]) * 1024 : 0;

@@ -26,6 +26,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { EventBatch } from '../agent/ingest/event-batch';
@@ -56,7 +57,8 @@ const AGENT_WRITES = Number(env('KREPLAY_BENCH_AGENT_SHIP_WRITES', '1000000'));
 /* writes/s of the loop the agent captures: above what one agent ships, so shipping runs flat out meanwhile */
 const AGENT_RATE = Number(env('KREPLAY_BENCH_AGENT_SHIP_RATE', '100000'));
 /* which parts run: ship (the Shipper in this process), agent (a kreplay agent process), lookups */
-const PARTS = env('KREPLAY_BENCH_FLEET_PARTS', 'ship,agent,lookups').split(',');
+const PARTS = env('KREPLAY_BENCH_FLEET_PARTS', 'ship,agent,burst,lookups').split(',');
+const BURST_S = Number(env('KREPLAY_BENCH_BURST_S', '60'));
 const LOOKUPS = 200;
 /* 3 of every 10 events carry context: a transaction of 12 events per 40, a trace of 30 per node over all 20 nodes */
 const TXN_WINDOW = 40;
@@ -173,17 +175,30 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
       const seconds = Number(process.hrtime.bigint() - t) / 1e9;
       const used = process.cpuUsage(cpu);
       await shipper.stop();
-      // anchor: the same batches read and formatted, nothing sent
+      // anchor: the same batches read and encoded, nothing sent; then each codec 18.16 takes on them
       const db = new Database(path, { readonly: true });
       const reader = new ShipBatchReader(db, readStoreInfo(db));
+      const encoded: Buffer[] = [];
+      const cpuUs = (from: NodeJS.CpuUsage) => {
+        const u = process.cpuUsage(from);
+        return (u.user + u.system) / SHIP_EVENTS;
+      };
       t = process.hrtime.bigint();
+      let c = process.cpuUsage();
       for (let seq = 1; ;) {
         const batch = reader.read(seq, 10_000);
         if (batch.count === 0) break;
+        encoded.push(batch.rows);
         seq = batch.nextSeq;
       }
       const anchorS = Number(process.hrtime.bigint() - t) / 1e9;
+      const encodeUs = cpuUs(c);
       db.close();
+      const codecs = CODECS.map(([, compress]) => {
+        c = process.cpuUsage();
+        const bytes = encoded.reduce((sum, rows) => sum + compress(rows).length, 0);
+        return `${cpuUs(c).toFixed(2)} µs, ${(bytes / SHIP_EVENTS).toFixed(1)} B`;
+      });
       // the next run starts from seq 1 again, into a fresh database
       const w = new Database(path);
       w.prepare('DELETE FROM ship_cursors').run();
@@ -194,6 +209,9 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
         Math.round(SHIP_EVENTS / anchorS),
         (((used.user + used.system) / 1e6 / seconds) * 100).toFixed(0),
         (anchorS / seconds).toFixed(2),
+        encodeUs.toFixed(2),
+        (encoded.reduce((sum, rows) => sum + rows.length, 0) / SHIP_EVENTS).toFixed(1),
+        ...codecs,
       ]);
     }
     printTable(
@@ -202,9 +220,12 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
       [
         'run',
         'shipped rows/s',
-        'anchor: read+format rows/s',
-        'agent CPU % (1 core = 100)',
+        'anchor: read+encode rows/s',
+        'CPU % (1 core = 100)',
         'anchor time / ship time',
+        'encode CPU µs/event',
+        'RowBinary B/event',
+        ...CODECS.map(([name]) => `${name}: CPU/event, B/event`),
       ],
     );
   } finally {
@@ -212,16 +233,53 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
   }
 }
 
+/** The compressions 18.16 takes on an HTTP body (Content-Encoding; not br, not zstd). */
+const CODECS: [string, (rows: Buffer) => Buffer][] = [
+  ['gzip level 1 (sent)', (rows) => gzipSync(rows, { level: 1 })],
+  ['deflate level 1', (rows) => deflateSync(rows, { level: 1 })],
+  ['gzip level 6', (rows) => gzipSync(rows)],
+];
+
 const cpuSeconds = (a: AgentCpu, b: AgentCpu) => b.userS + b.systemS - (a.userS + a.systemS);
 
+/** Polls of the cluster during a round: when, how many rows, the newest timestamp it held. */
+interface Poll {
+  atNs: bigint;
+  rows: number;
+  newestNs: bigint;
+}
+
+/** The events late by more than `withinNs`: those whose ts lay in (newest in the cluster, poll - within] at some poll. */
+function lateWindows(polls: Poll[], withinNs: bigint): [bigint, bigint][] {
+  const windows: [bigint, bigint][] = [];
+  for (const p of polls) {
+    const due = p.atNs - withinNs;
+    if (due <= p.newestNs) continue;
+    const last = windows.at(-1);
+    if (last && p.newestNs <= last[1]) last[1] = due > last[1] ? due : last[1];
+    else windows.push([p.newestNs, due]);
+  }
+  return windows;
+}
+
+const SHIP_WITHIN_NS = 2_000_000_000n;
+const wallNs = () => BigInt(Date.now()) * 1_000_000n;
+const STATUS_LAG = /ship=\w+ shipped=\d+ lag=(\d+)ev\/([\d.]+)s/g;
+
 /**
- * One round of the agent process: the write loop captured by `kreplay agent`
- * (shipping to `ship` when given) until every event is stored and, with
- * `ship`, counted in the cluster. Times from the loop's start.
+ * One round of the agent process: the write loop (`writes` at `rate`/s, 0:
+ * as fast as it goes) captured by `kreplay agent` (shipping to `ship` when
+ * given) until every event is stored and, with `ship`, counted in the
+ * cluster. Times from the loop's start. With `ship`: the cluster polled every
+ * 100 ms for its rows and newest timestamp, so the events that reached it
+ * more than 2 s after their capture are counted afterwards (the node file's
+ * timestamps are wall-clock); and the largest lag the agent's status line showed.
  */
 async function agentRound(
   cluster: TestCluster,
   ship: { database: string; shard: number } | null,
+  writes = AGENT_WRITES,
+  rate = AGENT_RATE,
 ): Promise<{
   stored: number;
   dropped: number;
@@ -229,44 +287,93 @@ async function agentRound(
   shippedInLoop: number;
   doneS: number;
   cpuS: number;
+  late: number;
+  maxLagEvents: number;
+  maxLagS: number;
 }> {
   const args = ['--include', 'comm:writeloop'];
   if (ship) args.push('--ship', cluster.url(ship.database, ship.shard, 60));
   const agent = await startBenchAgent(repoRoot(), args);
   const ch = ship && cluster.client(ship.database, ship.shard, 60_000);
+  const table = ch && eventsTable(ch.endpoint);
+  const polls: Poll[] = [];
   // plain count(): a copy would count twice, and the agent sends none here (no retries: checked after)
-  const shipped = async () =>
-    ch
-      ? Number((await ch.rows<{ n: string }>(`SELECT count() AS n FROM ${eventsTable(ch.endpoint)}`))[0]!.n)
-      : 0;
+  const poll = async (): Promise<number> => {
+    if (!ch) return 0;
+    const atNs = wallNs();
+    const [row] = await ch.rows<{ n: string; newest: string }>(
+      `SELECT count() AS n, max(timestamp_ns) AS newest FROM ${table}`,
+    );
+    polls.push({ atNs, rows: Number(row!.n), newestNs: BigInt(row!.newest) });
+    return Number(row!.n);
+  };
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      await poll();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
   try {
     const before = agent.cpu();
     const started = process.hrtime.bigint();
     const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
-    await timeLoop(benchLoop('writeloop'), [String(AGENT_WRITES), '-1', '-', String(AGENT_RATE)]);
+    await timeLoop(benchLoop('writeloop'), [String(writes), '-1', '-', String(rate)]);
     const loopS = seconds();
-    const shippedInLoop = await shipped();
-    const { stored, dropped } = await agent.caughtUp(AGENT_WRITES);
+    const shippedInLoop = await poll();
+    const { stored, dropped } = await agent.caughtUp(writes);
     let doneS = seconds();
+    let late = 0;
     if (ch) {
       const deadline = Date.now() + 300_000;
-      while ((await shipped()) < stored) {
+      while ((await poll()) < stored) {
         if (Date.now() > deadline) throw new Error(`the agent did not ship ${stored} events in 300 s`);
         await new Promise((r) => setTimeout(r, 100));
       }
       doneS = seconds();
+      polling = false;
+      await poller;
       const [copies] = await ch.rows<{ n: string; ids: string }>(
-        `SELECT count() AS n, uniqExact(event_id) AS ids FROM ${eventsTable(ch.endpoint)}`,
+        `SELECT count() AS n, uniqExact(event_id) AS ids FROM ${table}`,
       );
-      if (copies!.n !== copies!.ids || Number(copies!.n) !== stored)
+      // at least what the loop made stored: another writeloop on this shared machine may add a few
+      if (copies!.n !== copies!.ids || Number(copies!.n) < stored)
         throw new Error(
           `the cluster holds ${copies!.n} rows, ${copies!.ids} events; the node file ${stored}`,
         );
+      const windows = lateWindows(polls, SHIP_WITHIN_NS);
+      if (windows.length) {
+        const [row] = await ch.rows<{ n: string }>(
+          `SELECT count() AS n FROM ${table} WHERE ${windows.map(([a, b]) => `(timestamp_ns > ${quoteInt(a)} AND timestamp_ns <= ${quoteInt(b)})`).join(' OR ')}`,
+        );
+        late = Number(row!.n);
+      }
     }
-    return { stored, dropped, loopS, shippedInLoop, doneS, cpuS: cpuSeconds(before, agent.cpu()) };
+    const lags = [...agent.output().matchAll(STATUS_LAG)];
+    return {
+      stored,
+      dropped,
+      loopS,
+      shippedInLoop,
+      doneS,
+      cpuS: cpuSeconds(before, agent.cpu()),
+      late,
+      maxLagEvents: Math.max(0, ...lags.map((m) => Number(m[1]))),
+      maxLagS: Math.max(0, ...lags.map((m) => Number(m[2]))),
+    };
   } finally {
+    polling = false;
+    await poller;
     await agent.stop();
   }
+}
+
+async function dropDatabase(cluster: TestCluster, database: string): Promise<void> {
+  for (const shard of [0, 1])
+    await cluster
+      .client(database, shard)
+      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
+      .catch(() => undefined);
 }
 
 async function agentShipping(cluster: TestCluster, runs: number): Promise<void> {
@@ -283,18 +390,16 @@ async function agentShipping(cluster: TestCluster, runs: number): Promise<void> 
       Math.round(shipping.stored / shipping.loopS),
       Math.round(shipping.shippedInLoop / shipping.loopS),
       Math.round(shipping.stored / shipping.doneS),
+      (100 * (1 - shipping.late / shipping.stored)).toFixed(2),
       pct(shipping.cpuS, shipping.doneS),
-      ((shipping.cpuS * 1e6) / shipping.stored).toFixed(1),
-      ((anchor.cpuS * 1e6) / anchor.stored).toFixed(1),
+      ((shipping.cpuS * 1e6) / shipping.stored).toFixed(2),
+      ((anchor.cpuS * 1e6) / anchor.stored).toFixed(2),
       (((shipping.cpuS - anchor.cpuS * (shipping.stored / anchor.stored)) * 1e6) / shipping.stored).toFixed(
-        1,
+        2,
       ),
+      `${shipping.maxLagEvents}ev/${shipping.maxLagS.toFixed(1)}s`,
     ]);
-    for (const shard of [0, 1])
-      await cluster
-        .client(database, shard)
-        .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
-        .catch(() => undefined);
+    await dropDatabase(cluster, database);
   }
   printTable(
     `kreplay agent --ship to the cluster while capturing a write loop of ${AGENT_WRITES} writes at ${AGENT_RATE}/s`,
@@ -305,10 +410,56 @@ async function agentShipping(cluster: TestCluster, runs: number): Promise<void> 
       'captured/s (loop)',
       'shipped/s during the loop',
       'shipped/s, start to all shipped',
+      '% in the cluster within 2 s of capture',
       'agent CPU % (1 core = 100), start to all shipped',
       'agent CPU µs/event',
       'anchor: no --ship, CPU µs/event',
       'shipping CPU µs/event (difference)',
+      'largest lag in the status line',
+    ],
+  );
+}
+
+/**
+ * A burst at the most the agent captures: the write loop unpaced for about
+ * BURST_S seconds (its count from a first timed second), shipping meanwhile;
+ * the lag the agent reported at worst, and how long after the loop the
+ * cluster held everything.
+ */
+async function burst(cluster: TestCluster, runs: number): Promise<void> {
+  const rows: (string | number)[][] = [];
+  for (let run = 0; run < runs; run++) {
+    const database = `burst_${process.pid}_${run}`;
+    await cluster.migrate(database);
+    const probe = await agentRound(cluster, null, 300_000, 0);
+    const writes = Math.round((probe.stored / probe.loopS) * BURST_S);
+    const r = await agentRound(cluster, { database, shard: run % 2 }, writes, 0);
+    rows.push([
+      run + 1,
+      r.stored,
+      r.dropped,
+      Math.round(r.stored / r.loopS),
+      r.loopS.toFixed(1),
+      Math.round(r.shippedInLoop / r.loopS),
+      `${r.maxLagEvents}ev/${r.maxLagS.toFixed(1)}s`,
+      (r.doneS - r.loopS).toFixed(1),
+      (100 * (1 - r.late / r.stored)).toFixed(1),
+    ]);
+    await dropDatabase(cluster, database);
+  }
+  printTable(
+    `a burst of about ${BURST_S} s of the write loop unpaced, kreplay agent --ship to the cluster`,
+    rows,
+    [
+      'run',
+      'events stored',
+      'dropped (ring)',
+      'captured/s',
+      'loop s',
+      'shipped/s during the loop',
+      'largest lag in the status line',
+      's after the loop until all shipped',
+      '% within 2 s of capture',
     ],
   );
 }
@@ -467,6 +618,7 @@ async function main(): Promise<void> {
     );
     if (PARTS.includes('ship')) await shipping(cluster, RUNS);
     if (PARTS.includes('agent')) await agentShipping(cluster, RUNS);
+    if (PARTS.includes('burst')) await burst(cluster, RUNS);
     // a table per size as soon as it is measured: a later size that fails leaves the earlier ones
     if (PARTS.includes('lookups'))
       for (const events of SIZES)

@@ -5,8 +5,10 @@
  * Meanwhile this process asks GET /healthz and a transaction lookup every
  * 10 ms. Reported: the session's release lateness (p50/p99/max, from its
  * record), NDJSON lines printed and how many carry no lateness
- * (emitted_late_ns null: caught up from the store), and /healthz and lookup latency during the replay against
- * the same requests with no replay (the anchor, same process, just before).
+ * (emitted_late_ns null: caught up from the store), events per second end to end, and /healthz and lookup
+ * latency during the replay against the same requests with no replay (the anchor, same process, just
+ * before). cyclictest runs beside each replay (SCHED_FIFO 10, the clock thread's class where the
+ * daemon may take it), so its max is the platform's wake-up latency under the very same load.
  *
  *   node dist/bench/replay-dense.js [events] [rounds]
  */
@@ -18,6 +20,7 @@ import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
 import { startDaemonProcess } from './daemon-process';
+import { parseCyclictest, type Latency } from './replay';
 import { printTable } from './table';
 
 const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
@@ -106,10 +109,30 @@ interface Run {
   wallSeconds: number;
   health: number[];
   lookup: number[];
+  /** cyclictest's latencies (µs) while the replay ran */
+  cyclictest: Latency;
+}
+
+/** cyclictest (1 kHz, SCHED_FIFO 10 like the clock thread) for `seconds`, under whatever load runs meanwhile. */
+function cyclictest(seconds: number): Promise<Latency> {
+  const child = spawn(
+    'cyclictest',
+    ['-m', '-q', '-p', '10', '-D', `${seconds}s`, '-i', '1000', '-h', '2000'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', () => resolve(parseCyclictest(out)));
+  });
 }
 
 async function replay(url: string, speed: number): Promise<Run> {
   const started = process.hrtime.bigint();
+  // the replay takes ~0.4 s / speed plus its start: cyclictest covers that much
+  const anchor = cyclictest(Math.max(2, Math.ceil(0.4 / speed) + 2));
   const cli = spawn(
     process.execPath,
     [KREPLAY, 'replay', 'dense', '--speed', String(speed), '--server', url],
@@ -152,6 +175,7 @@ async function replay(url: string, speed: number): Promise<Run> {
     wallSeconds,
     health,
     lookup,
+    cyclictest: await anchor,
   };
 }
 
@@ -173,6 +197,8 @@ async function main(): Promise<void> {
         '',
         '',
         '',
+        '',
+        '',
         `${quantile(quiet.health, 0.99).toFixed(2)}`,
         `${quantile(quiet.lookup, 0.99).toFixed(2)}`,
       ]);
@@ -185,6 +211,8 @@ async function main(): Promise<void> {
           `${r.lines}`,
           `${r.nullLateness}`,
           `${r.releaseP50Ms.toFixed(3)} / ${r.releaseP99Ms.toFixed(3)} / ${r.releaseMaxMs.toFixed(1)}`,
+          `${Math.round(r.lines / r.wallSeconds)}`,
+          `${(r.cyclictest.p99 / 1000).toFixed(3)} / ${(r.cyclictest.max / 1000).toFixed(3)}`,
           `${quantile(r.health, 0.99).toFixed(2)} (max ${Math.max(...r.health).toFixed(1)})`,
           `${quantile(r.lookup, 0.99).toFixed(2)} (max ${Math.max(...r.lookup).toFixed(1)})`,
         ]);
@@ -203,6 +231,8 @@ async function main(): Promise<void> {
       'NDJSON lines',
       'lateness null',
       'release p50 / p99 / max',
+      'lines/s end to end',
+      'cyclictest p99 / max',
       '/healthz p99',
       'lookup p99',
     ],

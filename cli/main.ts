@@ -4,8 +4,10 @@ import { registerAgentCommand } from './commands/agent';
 import { registerDaemonCommand } from './commands/daemon';
 import { registerEventsCommand } from './commands/events';
 import { registerExportCommand } from './commands/export';
+import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
+import { registerShipCommand } from './commands/ship';
 import { registerUpCommand } from './commands/up';
 import { versionText } from './version-text';
 
@@ -26,7 +28,9 @@ export function buildProgram(): Command {
   registerRunCommand(program);
   registerEventsCommand(program);
   registerExportCommand(program);
+  registerIncidentCommand(program);
   registerReplayCommand(program);
+  registerShipCommand(program);
   for (const command of program.commands)
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
   return program;

@@ -8,6 +8,9 @@ import { checkHost, requireToken } from './auth/auth-middleware';
 import type { TokenStore } from './auth/token-store';
 import type { EventsJson } from './events/events-json';
 import { eventsRouter } from './events/events-router';
+import type { IncidentRuns } from './events/export/incident-export';
+import type { IncidentLibrary } from './incidents/incident-library';
+import { incidentsRouter } from './incidents/incidents-router';
 import { healthRouter } from './health/health-router';
 import { openApiRouter } from './openapi/openapi-router';
 import { errorHandler, notFoundHandler } from './http/error-handler';
@@ -19,7 +22,7 @@ import { StreamLimits } from './replay/stream/stream-limits';
 import type { ReplaySessions } from './replay/sessions/session-service';
 import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
-import type { PoolHealth } from './store/query-pool/query-pool';
+import type { PoolHealth } from './queries/query-pool';
 import { webRouter } from './web/web-router';
 
 export interface AppDeps {
@@ -41,6 +44,10 @@ export interface AppDeps {
   metrics?: DaemonMetrics;
   /** how many event streams may be open (default: the defaults of stream-limits.ts) */
   streamLimits?: StreamLimits;
+  /** the recording runs incident exports hold; default: the node stores' (null: the events' store keeps none) */
+  incidentRuns?: IncidentRuns;
+  /** the incident files served (GET/POST /api/incidents); the routes exist only when given */
+  incidents?: IncidentLibrary;
   /** the query workers' state, for /readyz, when queries run on them */
   queryWorkers?: () => PoolHealth;
 }
@@ -63,7 +70,12 @@ export function createApp(deps: AppDeps): Express {
   app.use(openApiRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
   const events = deps.events ?? nodeStoresReader(deps.stores);
-  app.use('/api/events', eventsRouter(events, deps.eventsJson));
+  const runs =
+    deps.incidentRuns === undefined
+      ? (ids: ReadonlySet<string>, from: bigint, to: bigint) => deps.stores.incidentRuns(ids, from, to)
+      : deps.incidentRuns;
+  app.use('/api/events', eventsRouter(events, deps.eventsJson, runs));
+  if (deps.incidents) app.use('/api/incidents', incidentsRouter(deps.incidents));
   if (deps.replay)
     app.use(
       '/api/replay/sessions',

@@ -11,14 +11,19 @@ import { createApp } from './app';
 import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
 import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
+import type { WallClock } from './replay/sessions/wall-clock';
 import { KreplayError } from '../core/errors';
 import { isLoopbackHost } from './auth/auth-middleware';
 import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
+import { IncidentLibrary } from './incidents/incident-library';
+
+/** How often the incidents folders are looked at for new, changed or removed files. */
+const INCIDENT_RESCAN_MS = 2000;
 import { ClickHouseEvents } from './store/clickhouse-events';
 import { loadTransaction } from './replay/loaded-transaction';
-import { QueryPool } from './store/query-pool/query-pool';
+import { QueryPool } from './queries/query-pool';
 import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
 
@@ -31,6 +36,8 @@ export interface DaemonOptions {
   sessionTtlMs?: number;
   /** ready and paused sessions are removed after this long unchanged (default 1 h) */
   idleSessionTtlMs?: number;
+  /** the wall time sessions' TTLs run on (tests move a fake one) */
+  wallClock?: WallClock;
   /** live sessions at most, in all and per client (token name, else address) */
   maxSessions?: number;
   maxSessionsPerClient?: number;
@@ -89,6 +96,10 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   requireDataDir(options.dataDir);
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
+  // incident files become read-only stores before anything reads the stores
+  const incidents = new IncidentLibrary(options.dataDir, log.child('incidents'));
+  incidents.refresh();
+  const watchIncidents = setInterval(() => incidents.refresh(), INCIDENT_RESCAN_MS).unref();
   // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not block
   const pool =
     options.store === undefined
@@ -117,6 +128,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
     idleTtlMs: options.idleSessionTtlMs,
+    wall: options.wallClock,
     maxSessions: options.maxSessions,
     maxSessionsPerClient: options.maxSessionsPerClient,
     timing: metrics.timing,
@@ -124,6 +136,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   metrics.watchSessions(replay);
   if (pool) metrics.watchQueries(() => pool.stats());
   const release = async () => {
+    clearInterval(watchIncidents);
     await replay.close();
     await clock.close();
     await pool?.close();
@@ -140,6 +153,9 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       eventsJson: pool?.json,
+      // the fleet store receives no runs: an incident exported from it says its completeness is unknown
+      incidentRuns: pool ? undefined : null,
+      incidents,
       queryWorkers: pool && (() => pool.health()),
       streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
       tokens,

@@ -8,6 +8,8 @@
         'capture_error.cc',
         'capture_session.cc',
         'exec_binding.cc',
+        'exec_call.cc',
+        'exec_relay.cc',
         'exec_supervisor.cc',
         'exec_target.cc',
         'host_clock.cc',

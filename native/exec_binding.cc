@@ -15,7 +15,37 @@ namespace kreplay {
 
 namespace {
 
-// new ExecSupervisor(listenerFd, {pace, targets: [{keys, holdsNs: BigInt64Array}]}, onEnd(error?))
+const char* CallName(CallKind call) {
+  switch (call) {
+    case CallKind::kFsync:
+      return "fsync";
+    case CallKind::kConnect:
+      return "connect";
+    case CallKind::kResponse:
+      return "response";
+    case CallKind::kWrite:
+      break;
+  }
+  return "write";
+}
+
+CallKind ParseCall(Napi::Env env, Napi::Value value) {
+  const std::string name = value.IsString() ? value.As<Napi::String>().Utf8Value() : "";
+  for (CallKind call : {CallKind::kWrite, CallKind::kFsync, CallKind::kConnect, CallKind::kResponse})
+    if (name == CallName(call)) return call;
+  throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "call must be write, fsync, connect or response, got " + name));
+}
+
+// A BigInt64Array's values; undefined is empty where `optional`.
+std::vector<int64_t> Int64s(Napi::Env env, Napi::Value value, const char* name, bool optional) {
+  if (optional && value.IsUndefined()) return {};
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_bigint64_array)
+    throw ToJsError(env, ExecFailure("E_EXEC_PLAN", std::string(name) + " must be a BigInt64Array"));
+  Napi::TypedArrayOf<int64_t> array = value.As<Napi::TypedArrayOf<int64_t>>();
+  return std::vector<int64_t>(array.Data(), array.Data() + array.ElementLength());
+}
+
+// new ExecSupervisor(listenerFd, {pace, targets: [{call, keys, holdsNs, errnos?, bytesEnd?, spansNs?}]}, onEnd(error?))
 class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -42,14 +72,20 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     for (uint32_t i = 0; i < list.Length(); i++) {
       Napi::Object entry = list.Get(i).As<Napi::Object>();
       TargetPlan target;
+      target.call = ParseCall(env, entry.Get("call"));
       Napi::Array keys = entry.Get("keys").As<Napi::Array>();
       for (uint32_t k = 0; k < keys.Length(); k++) target.keys.push_back(keys.Get(k).As<Napi::String>().Utf8Value());
       if (target.keys.empty()) throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "a target without keys"));
-      Napi::Value holds = entry.Get("holdsNs");
-      if (!holds.IsTypedArray() || holds.As<Napi::TypedArray>().TypedArrayType() != napi_bigint64_array)
-        throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "holdsNs must be a BigInt64Array"));
-      Napi::TypedArrayOf<int64_t> array = holds.As<Napi::TypedArrayOf<int64_t>>();
-      target.holds_ns.assign(array.Data(), array.Data() + array.ElementLength());
+      target.holds_ns = Int64s(env, entry.Get("holdsNs"), "holdsNs", false);
+      target.bytes_end = Int64s(env, entry.Get("bytesEnd"), "bytesEnd", true);
+      target.spans_ns = Int64s(env, entry.Get("spansNs"), "spansNs", true);
+      Napi::Value errnos = entry.Get("errnos");
+      if (!errnos.IsUndefined()) {
+        if (!errnos.IsTypedArray() || errnos.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+          throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "errnos must be an Int32Array"));
+        Napi::TypedArrayOf<int32_t> array = errnos.As<Napi::TypedArrayOf<int32_t>>();
+        target.errnos.assign(array.Data(), array.Data() + array.ElementLength());
+      }
       targets.push_back(std::move(target));
     }
     ended_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "kreplay-exec", 1, 1);
@@ -99,8 +135,8 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     }
   }
 
-  // After stop(): {targets: [{matched, passed, observedNs, intendedNs: BigInt64Array}], unmatched: [{target, kind,
-  // calls}], bypassed}
+  // After stop(): {targets: [{matched, passed, failed, bytes, observedNs, intendedNs: BigInt64Array}],
+  // unmatched: [{call, target, kind, calls}], bypassed}
   Napi::Value Results(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const SupervisorResults& results = supervisor_->results();
@@ -111,6 +147,8 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       Napi::Object entry = Napi::Object::New(env);
       entry.Set("matched", static_cast<double>(target.matched));
       entry.Set("passed", static_cast<double>(target.passed));
+      entry.Set("failed", static_cast<double>(target.failed));
+      entry.Set("bytes", static_cast<double>(target.bytes));
       const size_t count = std::min<size_t>(target.matched, target.observed_ns.size());
       auto observed = Napi::TypedArrayOf<int64_t>::New(env, count, napi_bigint64_array);
       std::copy(target.observed_ns.begin(), target.observed_ns.begin() + count, observed.Data());
@@ -123,9 +161,10 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     out.Set("targets", targets);
     Napi::Array unmatched = Napi::Array::New(env, results.unmatched.size());
     uint32_t i = 0;
-    for (const auto& [name, entry] : results.unmatched) {
+    for (const auto& [key, entry] : results.unmatched) {
       Napi::Object item = Napi::Object::New(env);
-      item.Set("target", name);
+      item.Set("call", CallName(entry.call));
+      item.Set("target", entry.name);
       item.Set("kind", TargetKindName(entry.kind));
       item.Set("calls", static_cast<double>(entry.calls));
       unmatched.Set(i++, item);

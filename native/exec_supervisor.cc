@@ -1,17 +1,20 @@
 #include "exec_supervisor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 
 #include "capture_error.h"
@@ -51,10 +54,6 @@ int64_t NowNs() {
 // heap order: the earliest deadline on top
 constexpr auto kLater = [](const auto& a, const auto& b) { return a.deadline_ns > b.deadline_ns; };
 
-bool IsWrite(int nr) {
-  return nr == __NR_write || nr == __NR_writev || nr == __NR_pwrite64 || nr == __NR_pwritev || nr == __NR_pwritev2;
-}
-
 }  // namespace
 
 ExecFailure ExecSystemFailure(const char* code, const std::string& what, int err) {
@@ -70,15 +69,28 @@ ExecSupervisor::ExecSupervisor(int listener_fd, Pace pace, std::vector<TargetPla
       on_end_(std::move(on_end)) {
   if (wake_fd_ < 0) throw ExecSystemFailure("E_SECCOMP", "cannot make an eventfd", errno);
   // exact names first: a port key never shadows another target's exact name
-  for (size_t i = 0; i < plan_.size(); i++) keys_.emplace(plan_[i].keys.at(0), static_cast<int>(i));
   for (size_t i = 0; i < plan_.size(); i++)
-    for (const std::string& key : plan_[i].keys) keys_.emplace(key, static_cast<int>(i));
+    keys_[static_cast<int>(plan_[i].call)].emplace(plan_[i].keys.at(0), static_cast<int>(i));
+  for (size_t i = 0; i < plan_.size(); i++)
+    for (const std::string& key : plan_[i].keys)
+      keys_[static_cast<int>(plan_[i].call)].emplace(key, static_cast<int>(i));
   next_call_.assign(plan_.size(), 0);
-  results_.targets.resize(plan_.size());
+  next_byte_.assign(plan_.size(), 0);
+  hold_prefix_.resize(plan_.size());
   for (size_t i = 0; i < plan_.size(); i++) {
-    results_.targets[i].observed_ns.assign(plan_[i].holds_ns.size(), -1);
-    results_.targets[i].intended_ns.assign(plan_[i].holds_ns.size(), -1);
+    const TargetPlan& target = plan_[i];
+    if (target.bytes_end.empty()) continue;
+    if (target.bytes_end.size() != target.holds_ns.size() ||
+        (pace_ == Pace::kTimeline && target.spans_ns.size() != target.holds_ns.size()))
+      throw ExecFailure("E_EXEC_PLAN", "a stream's byte ends and holds differ in count");
+    for (size_t k = 0; k < target.bytes_end.size(); k++)
+      if (target.bytes_end[k] <= (k == 0 ? 0 : target.bytes_end[k - 1]))
+        throw ExecFailure("E_EXEC_PLAN", "a stream's byte ends must increase");
+    std::vector<double>& prefix = hold_prefix_[i];
+    prefix.assign(1, 0.0);
+    for (int64_t hold : target.holds_ns) prefix.push_back(prefix.back() + static_cast<double>(hold));
   }
+  results_.targets.resize(plan_.size());
 }
 
 ExecSupervisor::~ExecSupervisor() {
@@ -169,7 +181,25 @@ void ExecSupervisor::Run() {
     message = failure.what();
   }
   ReleaseAll();
+  if (relay_) {
+    relay_->Stop();
+    MergeRelayTimings();
+  }
   on_end_(code, message);
+}
+
+void ExecSupervisor::MergeRelayTimings() {
+  for (const RelayTiming& timing : relay_->timings()) {
+    TargetResult& result = results_.targets[timing.target];
+    if (plan_[timing.target].call == CallKind::kResponse) {
+      // one per exchange, in the order the relay saw them
+      result.matched++;
+      result.observed_ns.push_back(timing.observed_ns);
+      result.intended_ns.push_back(timing.intended_ns);
+    } else if (timing.index < result.observed_ns.size()) {
+      result.observed_ns[timing.index] = timing.observed_ns;
+    }
+  }
 }
 
 void ExecSupervisor::ApplyCommands() {
@@ -189,7 +219,7 @@ void ExecSupervisor::ApplyCommands() {
     timeline_anchor_ns_ = NowNs() - command.offset_ns;
   }
   if (pace_ != Pace::kTimeline || commands.empty()) return;
-  for (Held& held : held_) held.deadline_ns = TimelineDeadline(plan_[held.target].holds_ns[held.index]);
+  for (Held& held : held_) held.deadline_ns = TimelineDeadline(held.release_ns);
   std::make_heap(held_.begin(), held_.end(), kLater);
 }
 
@@ -197,13 +227,37 @@ int64_t ExecSupervisor::TimelineDeadline(int64_t release_offset_ns) const {
   return timeline_playing_ ? timeline_anchor_ns_ + release_offset_ns : kNever;
 }
 
-int ExecSupervisor::Lookup(const Target& target) const {
-  auto exact = keys_.find(target.name);
-  if (exact != keys_.end()) return exact->second;
+int ExecSupervisor::Lookup(CallKind call, const Target& target) const {
+  const auto& keys = keys_[static_cast<int>(call)];
+  auto exact = keys.find(target.name);
+  if (exact != keys.end()) return exact->second;
   if (target.kind != TargetKind::kSocket) return -1;
   const std::string port = PortKey(target.name);
-  auto by_port = port.empty() ? keys_.end() : keys_.find(port);
-  return by_port == keys_.end() ? -1 : by_port->second;
+  auto by_port = port.empty() ? keys.end() : keys.find(port);
+  return by_port == keys.end() ? -1 : by_port->second;
+}
+
+double ExecSupervisor::HoldUpTo(int index, uint64_t x) const {
+  const TargetPlan& target = plan_[index];
+  const std::vector<int64_t>& ends = target.bytes_end;
+  const auto at = std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(x));
+  if (at == ends.end()) return hold_prefix_[index].back();
+  const size_t k = static_cast<size_t>(at - ends.begin());
+  const double start = k == 0 ? 0.0 : static_cast<double>(ends[k - 1]);
+  const double share = (static_cast<double>(x) - start) / (static_cast<double>(ends[k]) - start);
+  return hold_prefix_[index][k] + share * static_cast<double>(target.holds_ns[k]);
+}
+
+int64_t ExecSupervisor::BytesHold(int index, uint64_t a, uint64_t b) const {
+  if (pace_ == Pace::kDuration) return std::llround(HoldUpTo(index, b) - HoldUpTo(index, a));
+  // timeline: byte b is written when the recorded call holding it had written its share of it
+  const TargetPlan& target = plan_[index];
+  const std::vector<int64_t>& ends = target.bytes_end;
+  const size_t k =
+      static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(b)) - ends.begin());
+  const double start = k == 0 ? 0.0 : static_cast<double>(ends[k - 1]);
+  const double left = (static_cast<double>(ends[k]) - static_cast<double>(b)) / (static_cast<double>(ends[k]) - start);
+  return target.holds_ns[k] - std::llround(left * static_cast<double>(target.spans_ns[k]));
 }
 
 void ExecSupervisor::Receive() {
@@ -215,36 +269,77 @@ void ExecSupervisor::Receive() {
     throw ExecSystemFailure("E_SECCOMP", "SECCOMP_IOCTL_NOTIF_RECV", errno);
   }
   const int64_t received = NowNs();
-  if (bypass_ || !IsWrite(notif.data.nr)) {
+  CallKind call;
+  if (bypass_ || !ClassifyCall(notif.data.nr, &call)) {
     if (bypass_) results_.bypassed++;
     Continue(notif.id);
     return;
   }
+  const pid_t tid = static_cast<pid_t>(notif.pid);
+  const int fd = static_cast<int>(notif.data.args[0]);
   Target target;
-  const bool resolved = resolver_.Resolve(static_cast<pid_t>(notif.pid), static_cast<int>(notif.data.args[0]), &target);
-  // what /proc showed belongs to this call only if the call is still pending (the tid may be reused)
+  const bool resolved =
+      call == CallKind::kConnect
+          ? resolver_.ResolveConnect(tid, fd, notif.data.args[1], static_cast<uint32_t>(notif.data.args[2]), &target)
+          : resolver_.Resolve(tid, fd, &target);
+  uint64_t bytes = 0;
+  const bool sized = call == CallKind::kWrite && RequestedBytes(tid, notif.data, &bytes);
+  // what /proc and the build's memory showed belong to this call only if it is still pending (the tid may be reused)
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif.id) != 0) return;
-  const int index = resolved ? Lookup(target) : -1;
+  int index = resolved ? Lookup(call, target) : -1;
+  const int response = resolved && call == CallKind::kConnect ? Lookup(CallKind::kResponse, target) : -1;
+  if (index < 0 && response >= 0) {
+    // a peer with responses to delay and no recorded connect: its connect goes through the relay at once
+    Held held{received, notif.id, -1, 0, received, 0, 0, false};
+    if (!ConnectThroughRelay(notif, target, response, &held)) Continue(notif.id);
+    return;
+  }
   if (index < 0) {
     // a bad fd fails in the call itself; counted under the name the link had
-    if (!resolved) target = {"(closed fd)", TargetKind::kOther};
-    auto [entry, fresh] = results_.unmatched.try_emplace(target.name, UnmatchedTarget{target.kind, 0});
+    if (!resolved) target = {call == CallKind::kConnect ? "(no address)" : "(closed fd)", TargetKind::kOther};
+    const std::string key = std::to_string(static_cast<int>(call)) + "\t" + target.name;
+    auto [entry, fresh] = results_.unmatched.try_emplace(key, UnmatchedTarget{target.name, call, target.kind, 0});
     entry->second.calls++;
     Continue(notif.id);
     return;
   }
-  const uint32_t call = next_call_[index]++;
+  const TargetPlan& plan = plan_[index];
   TargetResult& result = results_.targets[index];
-  const std::vector<int64_t>& holds = plan_[index].holds_ns;
-  if (call >= holds.size()) {
-    result.passed++;
-    Continue(notif.id);
-    return;
+  const uint32_t k = next_call_[index]++;
+  Held held{0, notif.id, index, 0, received, 0, 0, false};
+  if (plan.bytes_end.empty()) {
+    if (k >= plan.holds_ns.size()) {
+      result.passed++;
+      Continue(notif.id);
+      return;
+    }
+    held.release_ns = plan.holds_ns[k];
+    if (k < plan.errnos.size()) held.err = plan.errnos[k];
+  } else {
+    // a stream: the build's bytes [a, b) take what the incident's took; past them, or unsized, a call passes
+    const uint64_t a = next_byte_[index];
+    const uint64_t total = static_cast<uint64_t>(plan.bytes_end.back());
+    if (!sized || a >= total) {
+      result.passed++;
+      Continue(notif.id);
+      return;
+    }
+    const uint64_t b = std::min(a + bytes, total);
+    next_byte_[index] = b;
+    result.bytes += b - a;
+    held.release_ns = BytesHold(index, a, b);
   }
   result.matched++;
-  const Held held{pace_ == Pace::kDuration ? received + holds[call] : TimelineDeadline(holds[call]), notif.id, index,
-                  call, received};
-  if (held.deadline_ns <= received) {
+  held.index = static_cast<uint32_t>(result.observed_ns.size());
+  result.observed_ns.push_back(-1);
+  result.intended_ns.push_back(-1);
+  held.deadline_ns = pace_ == Pace::kDuration ? received + held.release_ns : TimelineDeadline(held.release_ns);
+  if (call == CallKind::kConnect && held.err == 0 && ConnectThroughRelay(notif, target, response, &held)) return;
+  Hold(held);
+}
+
+void ExecSupervisor::Hold(const Held& held) {
+  if (held.deadline_ns <= held.received_ns) {
     Release(held);
     return;
   }
@@ -252,19 +347,87 @@ void ExecSupervisor::Receive() {
   std::push_heap(held_.begin(), held_.end(), kLater);
 }
 
-void ExecSupervisor::Continue(uint64_t id) {
+bool ExecSupervisor::ConnectThroughRelay(const seccomp_notif& notif, const Target& target, int response, Held* held) {
+  const pid_t tid = static_cast<pid_t>(notif.pid);
+  const int fd = static_cast<int>(notif.data.args[0]);
+  const int64_t hold = held->deadline_ns - held->received_ns;
+  bool nonblocking = false, cloexec = false;
+  if (!FdFlags(tid, fd, &nonblocking, &cloexec)) return false;
+  // the relay serves a peer with responses to delay, or a connect a non-blocking build waits on in poll/epoll
+  if (response < 0 && !(nonblocking && hold > 0 && pace_ == Pace::kDuration)) return false;
+  sockaddr_storage peer{};
+  const socklen_t len = static_cast<socklen_t>(std::min<uint64_t>(notif.data.args[2], sizeof peer));
+  if (!ReadBuildMemory(tid, notif.data.args[1], &peer, len)) return false;
+  if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;
+  int family = 0, type = 0;
+  if (!SocketShape(tid, fd, &family, &type) || type != SOCK_STREAM) return false;
+  if (!relay_) {
+    std::vector<std::vector<int64_t>> holds(plan_.size());
+    for (size_t i = 0; i < plan_.size(); i++)
+      if (plan_[i].call == CallKind::kResponse) holds[i] = plan_[i].holds_ns;
+    relay_ = std::make_unique<ExecRelay>(std::move(holds));
+  }
+  int err = 0;
+  // timeline pace: a non-blocking connect completes at once (its release is the session's, not a time)
+  const bool timed = nonblocking && pace_ == Pace::kDuration;
+  const int c = relay_->Open(peer, len, family, nonblocking, response, held->received_ns, timed ? held->deadline_ns : 0,
+                             timed ? held->target : -1, held->index, &err);
+  if (c < 0) {
+    // the real peer refused (or never answered): the build's connect fails so, after its hold
+    held->err = err;
+    Hold(*held);
+    return true;
+  }
+  seccomp_notif_addfd addfd{};
+  addfd.id = notif.id;
+  addfd.flags = SECCOMP_ADDFD_FLAG_SETFD;
+  addfd.srcfd = static_cast<uint32_t>(c);
+  addfd.newfd = static_cast<uint32_t>(fd);
+  addfd.newfd_flags = cloexec ? O_CLOEXEC : 0;
+  const int installed = ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd);
+  // the build's later sends on it match the peer it asked for, not the relay
+  struct stat st {};
+  if (installed >= 0 && fstat(c, &st) == 0) resolver_.Remember(st.st_ino, target);
+  close(c);
+  if (installed < 0) {
+    // the caller is gone (ENOENT), or its fd table refused it: it connects itself
+    if (errno == ENOENT) return true;
+    return false;
+  }
+  if (nonblocking) {
+    // in progress, as the kernel says of a non-blocking connect: the relay completes it at its time
+    if (timed && held->target >= 0)
+      results_.targets[held->target].intended_ns[held->index] = std::max<int64_t>(hold, 0);
+    Answer(notif.id, EINPROGRESS);
+    return true;
+  }
+  held->emulated = true;
+  Hold(*held);
+  return true;
+}
+
+void ExecSupervisor::Continue(uint64_t id) { Answer(id, 0); }
+
+void ExecSupervisor::Answer(uint64_t id, int err, bool emulated) {
   seccomp_notif_resp resp;
   memset(&resp, 0, sizeof resp);
   resp.id = id;
-  resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  if (err != 0) {
+    resp.error = -err;
+  } else if (!emulated) {
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  }
   // ENOENT: the caller was killed while held; nothing to answer
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT && errno != EINTR)
     throw ExecSystemFailure("E_SECCOMP", "SECCOMP_IOCTL_NOTIF_SEND", errno);
 }
 
 void ExecSupervisor::Release(const Held& held, bool early) {
-  Continue(held.id);
+  // a call stop or the end cut short runs: the build is let go, not failed
+  Answer(held.id, early ? 0 : held.err, held.emulated);
+  if (held.target < 0) return;
   TargetResult& result = results_.targets[held.target];
+  if (!early && held.err != 0) result.failed++;
   result.observed_ns[held.index] = NowNs() - held.received_ns;
   if (!early) result.intended_ns[held.index] = std::max<int64_t>(held.deadline_ns - held.received_ns, 0);
 }

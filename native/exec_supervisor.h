@@ -1,19 +1,26 @@
 // The supervisor of `kreplay replay --exec`: a thread that receives the
-// seccomp notifications of the build's write calls, resolves each call's
-// target, matches it against the incident's plan, holds matched calls on
-// CLOCK_MONOTONIC in a deadline queue (never a sleep per call: other calls keep
-// flowing) and continues them (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+// seccomp notifications of the build's writes, sends, fsyncs and connects,
+// resolves each call's target, matches it against the incident's plan (per
+// call, or per byte on streams), holds matched calls on CLOCK_MONOTONIC in a
+// deadline queue (never a sleep per call: other calls keep flowing) and then
+// continues them (SECCOMP_USER_NOTIF_FLAG_CONTINUE), or fails them with the
+// incident's errno without running them (--replay-errors).
 #pragma once
+
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "exec_call.h"
+#include "exec_relay.h"
 #include "exec_target.h"
 
 namespace kreplay {
@@ -25,30 +32,47 @@ enum class Pace {
   kTimeline,
 };
 
-// One recorded target: the names it answers to, and per recorded call, in order,
-// its hold (kDuration) or release offset on the timeline (kTimeline).
+// One recorded (kind, target): the names it answers to, and per recorded call,
+// in order, its hold (kDuration) or release offset on the timeline (kTimeline).
 struct TargetPlan {
+  CallKind call = CallKind::kWrite;
   std::vector<std::string> keys;
   std::vector<int64_t> holds_ns;
+  // per recorded call, the errno its match fails with without running (0: it runs); empty: none fail
+  std::vector<int32_t> errnos;
+  // A stream matched by bytes: per recorded call, the stream offset its bytes end at (strictly
+  // increasing); the build's bytes [a, b) take the time the incident took to write them. Empty:
+  // the build's k-th call matches the incident's k-th.
+  std::vector<int64_t> bytes_end;
+  // bytes, timeline pace: per recorded call its replayed duration (byte x of call k is released
+  // in proportion before the call's release offset)
+  std::vector<int64_t> spans_ns;
 };
 
 struct TargetResult {
   uint64_t matched = 0;
-  // calls past the recorded count
+  // calls past the recorded count (past the recorded bytes on a stream, or of unknown size there)
   uint64_t passed = 0;
-  // per matched call: from receipt to continue, and from receipt to the deadline
+  // matched calls failed with the incident's errno
+  uint64_t failed = 0;
+  // bytes of the matched calls (streams)
+  uint64_t bytes = 0;
+  // per matched call: from receipt to the answer, and from receipt to the deadline
   // it had when released (-1 when stop or the end released it before its deadline)
   std::vector<int64_t> observed_ns;
   std::vector<int64_t> intended_ns;
 };
 
 struct UnmatchedTarget {
+  std::string name;
+  CallKind call;
   TargetKind kind;
   uint64_t calls;
 };
 
 struct SupervisorResults {
   std::vector<TargetResult> targets;
+  // by kind and name
   std::unordered_map<std::string, UnmatchedTarget> unmatched;
   // calls let through untouched after Bypass()
   uint64_t bypassed = 0;
@@ -79,6 +103,12 @@ class ExecSupervisor {
     int target;
     uint32_t index;
     int64_t received_ns;
+    // 0: continue the call; else fail it with this errno
+    int err;
+    // timeline pace: its release offset on the timeline
+    int64_t release_ns;
+    // answered as done (0) without running: a connect the relay made in the build's stead
+    bool emulated;
   };
   struct Command {
     enum { kTimeline, kBypass } type;
@@ -89,18 +119,32 @@ class ExecSupervisor {
   void Run();
   void Receive();
   void Continue(uint64_t id);
+  // err 0: continue the call; else fail it with err; emulated: it returns 0 without running
+  void Answer(uint64_t id, int err, bool emulated = false);
+  // A connect through the relay: true when it took the call (answered it, or holds it in held_).
+  bool ConnectThroughRelay(const seccomp_notif& notif, const Target& target, int response, Held* held);
+  void Hold(const Held& held);
+  void MergeRelayTimings();
+  // the deadline of the k-th call to target `index` received at `received` (per call), or of its bytes [a, b)
+  // duration pace: the hold of target `index`'s bytes [a, b); timeline pace: the release offset of byte b
+  int64_t BytesHold(int index, uint64_t a, uint64_t b) const;
+  // the part of the holds of target `index` that its stream's first `x` bytes took
+  double HoldUpTo(int index, uint64_t x) const;
   void Release(const Held& held, bool early = false);
   void ReleaseDue(int64_t now);
   void ReleaseAll();
   void ApplyCommands();
   int64_t TimelineDeadline(int64_t release_offset_ns) const;
-  int Lookup(const Target& target) const;
+  int Lookup(CallKind call, const Target& target) const;
 
   const int listener_fd_;
   const int wake_fd_;
   const Pace pace_;
   std::vector<TargetPlan> plan_;
-  std::unordered_map<std::string, int> keys_;
+  // per call kind, target names to plan indexes
+  std::unordered_map<std::string, int> keys_[kCallKinds];
+  // per target, bytes: the holds of the calls before each (duration pace)
+  std::vector<std::vector<double>> hold_prefix_;
   std::function<void(const std::string&, const std::string&)> on_end_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
@@ -109,7 +153,11 @@ class ExecSupervisor {
 
   // Touched by the thread only, until it has been joined.
   TargetResolver resolver_;
+  // made when the plan has responses to delay (or connects a non-blocking build waits on)
+  std::unique_ptr<ExecRelay> relay_;
   std::vector<uint32_t> next_call_;
+  // per target, bytes: the stream offset the build's next call starts at
+  std::vector<uint64_t> next_byte_;
   std::vector<Held> held_;  // a min-heap on deadline_ns
   bool bypass_ = false;
   bool timeline_playing_ = false;

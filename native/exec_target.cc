@@ -12,7 +12,10 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "exec_call.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -179,6 +182,61 @@ bool TargetResolver::Resolve(pid_t tid, int fd, Target* out) {
   }
   out->kind = StartsWith(out->name, "anon_inode:") ? TargetKind::kAnon : TargetKind::kOther;
   return true;
+}
+
+bool FdFlags(pid_t tid, int fd, bool* nonblocking, bool* cloexec) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", static_cast<int>(tid), fd);
+  FILE* file = fopen(path, "re");
+  if (!file) return false;
+  char line[256];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, file)) {
+    if (strncmp(line, "flags:", 6) != 0) continue;
+    const unsigned long flags = strtoul(line + 6, nullptr, 8);
+    *nonblocking = (flags & O_NONBLOCK) != 0;
+    *cloexec = (flags & O_CLOEXEC) != 0;
+    found = true;
+  }
+  fclose(file);
+  return found;
+}
+
+bool SocketShape(pid_t tid, int fd, int* family, int* type) {
+  const int sock = DuplicateFd(tid, fd);
+  if (sock < 0) return false;
+  socklen_t len = sizeof *family;
+  const bool ok = getsockopt(sock, SOL_SOCKET, SO_DOMAIN, family, &len) == 0 &&
+                  (len = sizeof *type, getsockopt(sock, SOL_SOCKET, SO_TYPE, type, &len) == 0);
+  close(sock);
+  return ok;
+}
+
+bool TargetResolver::ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t len, Target* out) {
+  sockaddr_storage peer{};
+  if (len < sizeof(sa_family_t) || len > sizeof peer || !ReadBuildMemory(tid, addr, &peer, len)) return false;
+  if (peer.ss_family == AF_UNIX) {
+    const std::string path = UnixPath(peer, len);
+    *out = {path.empty() ? "unix" : "unix " + path, TargetKind::kSocket};
+    return true;
+  }
+  if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;
+  if (len < (peer.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6))) return false;
+  // the protocol is the socket's; a socket kreplay may not duplicate is taken for TCP, the usual case
+  int protocol = IPPROTO_TCP;
+  const int sock = DuplicateFd(tid, fd);
+  if (sock >= 0) {
+    socklen_t size = sizeof protocol;
+    getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &size);
+    close(sock);
+  }
+  *out = {IpProtocolName(protocol) + " " + InetPeer(peer), TargetKind::kSocket};
+  return true;
+}
+
+void TargetResolver::Remember(uint64_t inode, const Target& target) {
+  if (sockets_.size() >= kCacheEntries) sockets_.clear();
+  sockets_[inode] = target;
 }
 
 bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out) {

@@ -24,10 +24,22 @@ struct Target {
 // The TS matcher (cli/exec/target-keys.ts) builds the same key.
 std::string PortKey(const std::string& socket_target);
 
+// O_NONBLOCK and O_CLOEXEC of fd `fd` of thread `tid` (its fdinfo); false when it is gone.
+bool FdFlags(pid_t tid, int fd, bool* nonblocking, bool* cloexec);
+
+// The domain and type of socket fd `fd` of thread `tid`; false when it cannot be duplicated.
+bool SocketShape(pid_t tid, int fd, int* family, int* type);
+
 class TargetResolver {
  public:
   // The target of fd `fd` of thread `tid`; false when the fd or thread is gone.
   bool Resolve(pid_t tid, int fd, Target* out);
+  // The peer connect(fd, addr, len) of thread `tid` names, read from its memory
+  // (`tcp 127.0.0.1:8080`, `unix /run/a.sock`, as the agent names a sys_connect's
+  // target); false when it cannot be read or is no address kreplay names.
+  bool ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t len, Target* out);
+  // The socket with inode `inode` is named `target` (a relayed socket, named for the peer the build asked for).
+  void Remember(uint64_t inode, const Target& target);
 
  private:
   bool ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out);

@@ -1,81 +1,64 @@
 /**
  * Reading the next batch to ship from a node store: events in commit (seq)
- * order from a cursor, dictionaries joined to strings, each written as the
- * JSONEachRow line of the fleet events table (the API's event JSON plus the
- * row's store id and seq; integers exact).
+ * order from a cursor, encoded as ClickHouse RowBinary inside SQLite by one
+ * statement (agent/ship/ship-sql.ts), so no row crosses into JavaScript.
  */
 import type Database from 'better-sqlite3';
-import { eventToJson, rowToEvent, targetKindName, type StoreNames } from '../../core/model';
-import type { EventRow } from '../../core/store/event-columns';
 import type { StoreInfo } from '../../core/store/schema';
-
-interface JoinedRow extends EventRow {
-  service_name: string;
-  comm_name: string;
-  transaction_id: string | null;
-  trace_id: string | null;
-  target_kind: bigint | null;
-  target_value: string | null;
-}
-
-const BATCH_SQL = `
-  SELECT e.ts, e.seq, e.type, e.dur, e.service, e.ctx, e.pid, e.tid, e.comm, e.bytes, e.fd, e.ret,
-         e.syscall, e.dev, e.sector, e.op, e.error, e.target,
-         s.name AS service_name, m.name AS comm_name, c.transaction_id, c.trace_id,
-         t.kind AS target_kind, t.value AS target_value
-  FROM events e INDEXED BY events_by_seq
-  JOIN services s ON s.id = e.service
-  JOIN comms m ON m.id = e.comm
-  LEFT JOIN contexts c ON c.id = e.ctx
-  LEFT JOIN targets t ON t.id = e.target
-  WHERE e.seq >= ? ORDER BY e.seq LIMIT ?`;
+import { EventInsert } from '../store/event-insert';
+import { shipSql } from './ship-sql';
 
 export interface ShipBatch {
-  rows: string;
+  /** the rows as RowBinary, in the column order of `insert` */
+  rows: Buffer;
   count: number;
   /** the cursor once this batch is acknowledged */
   nextSeq: number;
-  /** timestamp of the batch's first event: how far behind the shipper is */
-  firstTs: bigint | null;
+}
+
+interface BatchRow {
+  rowbinary: Buffer;
+  count: number;
+  last_seq: number | null;
 }
 
 export class ShipBatchReader {
-  private readonly select: Database.Statement<[number, number], JoinedRow>;
+  private readonly select: Database.Statement<[Record<string, unknown>], BatchRow>;
+  private readonly firstSeqFrom: Database.Statement<[number], number | undefined>;
+  private readonly sql = shipSql();
 
   constructor(
     db: Database.Database,
     private readonly info: StoreInfo,
   ) {
-    this.select = db.prepare<[number, number], JoinedRow>(BATCH_SQL).safeIntegers(true);
+    // kreplay_rowbinary lives in the agent's SQLite extension
+    EventInsert.prepareConnection(db);
+    this.select = db.prepare<[Record<string, unknown>], BatchRow>(this.sql.batch);
+    this.firstSeqFrom = db
+      .prepare<[number], number | undefined>(
+        'SELECT seq FROM events INDEXED BY events_by_seq WHERE seq >= ? ORDER BY seq LIMIT 1',
+      )
+      .pluck();
   }
 
+  /** The INSERT statement that takes `rows` into `table`. */
+  insert(table: string): string {
+    return this.sql.insert(table);
+  }
+
+  /**
+   * The committed events of seqs [fromSeq, fromSeq + limit): at most `limit`. Seqs below the newest
+   * committed one never appear later, so the cursor may move past gaps (rows retention removed); a
+   * range that is all gap is skipped to the next event.
+   */
   read(fromSeq: number, limit: number): ShipBatch {
-    const rows = this.select.all(fromSeq, limit);
-    let current = rows[0]!;
-    // the joined strings of the row being converted: rowToEvent asks for them by id
-    const names: StoreNames = {
-      storeId: this.info.storeId,
-      node: this.info.node,
-      service: () => current.service_name,
-      comm: () => current.comm_name,
-      context: () => ({ transaction_id: current.transaction_id, trace_id: current.trace_id }),
-      target: () =>
-        current.target_value === null
-          ? null
-          : { kind: targetKindName(Number(current.target_kind)), value: current.target_value },
-    };
-    let text = '';
-    for (const row of rows) {
-      current = row;
-      text +=
-        eventToJson(rowToEvent(row, names), false, { store_id: this.info.storeId, seq: row.seq }) + '\n';
+    const params = { store_id: this.info.storeId, node: this.info.node, from: fromSeq, to: fromSeq + limit };
+    let row = this.select.get(params)!;
+    if (row.count === 0) {
+      const next = this.firstSeqFrom.get(fromSeq);
+      if (next === undefined) return { rows: row.rowbinary, count: 0, nextSeq: fromSeq };
+      row = this.select.get({ ...params, from: next, to: next + limit })!;
     }
-    const last = rows.at(-1);
-    return {
-      rows: text,
-      count: rows.length,
-      nextSeq: last ? Number(last.seq) + 1 : fromSeq,
-      firstTs: rows[0]?.ts ?? null,
-    };
+    return { rows: row.rowbinary, count: row.count, nextSeq: row.last_seq! + 1 };
   }
 }

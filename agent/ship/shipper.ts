@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { eventsTable, migrateClickHouse } from '../../core/clickhouse/schema';
 import { readStoreInfo } from '../../core/store/schema';
-import { ShipBatchReader } from './ship-batch';
+import { ShipBatchReader, type ShipBatch } from './ship-batch';
 
 export interface ShipperOptions {
   /** ships once this many events wait (default 10,000) */
@@ -36,6 +36,8 @@ export interface ShipStatus {
 }
 
 const IDLE_POLL_MS = 100;
+/** Waiting events counted one by one up to this many (see measureLag). */
+const LAG_COUNT_LIMIT = 100_000;
 
 export class Shipper {
   private readonly db: Database.Database;
@@ -45,7 +47,8 @@ export class Shipper {
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
   private readonly nowNs: () => bigint;
-  private readonly countFromSeq: Database.Statement<[number], { n: number }>;
+  private readonly lastSeq: Database.Statement<[], number | null>;
+  private readonly countUpTo: Database.Statement<[number, number], number>;
   private readonly readCursor: Database.Statement<[string], { next_seq: number; shipped: number }>;
   private readonly writeCursor: Database.Statement<[string, number, number, bigint]>;
   private readonly tsOfSeq: Database.Statement<[number], { ts: bigint }>;
@@ -69,9 +72,13 @@ export class Shipper {
     this.db = new Database(storePath, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
     this.reader = new ShipBatchReader(this.db, readStoreInfo(this.db));
-    this.countFromSeq = this.db.prepare(
-      'SELECT count(*) AS n FROM events INDEXED BY events_by_seq WHERE seq >= ?',
-    );
+    this.lastSeq = this.db.prepare<[], number | null>('SELECT max(seq) FROM events').pluck();
+    // whether a batch is due needs at most a batch's count: a backlog of millions is not counted per batch
+    this.countUpTo = this.db
+      .prepare<[number, number], number>(
+        'SELECT count(*) FROM (SELECT 1 FROM events INDEXED BY events_by_seq WHERE seq >= ? LIMIT ?)',
+      )
+      .pluck();
     this.readCursor = this.db.prepare('SELECT next_seq, shipped FROM ship_cursors WHERE destination = ?');
     this.writeCursor = this.db.prepare(
       `INSERT INTO ship_cursors (destination, next_seq, shipped, updated_ns) VALUES (?, ?, ?, ?)
@@ -102,24 +109,55 @@ export class Shipper {
     this.loop ??= this.run();
   }
 
-  /** Stops after the batch in flight (acknowledged or not: the cursor says which). */
-  async stop(): Promise<void> {
+  /**
+   * Stops after the batch in flight (acknowledged or not: the cursor says which). With `flushMs`,
+   * when ClickHouse took the last batch, what is stored by then is shipped first, for at most that
+   * long (the agent drains its store before): a clean stop leaves no tail for the next run.
+   */
+  async stop(flushMs = 0): Promise<void> {
     this.stopping = true;
     this.wake?.();
     await this.loop;
+    if (flushMs > 0 && this.current.state === 'shipping') await this.flush(Date.now() + flushMs);
     this.current.state = 'stopped';
     this.db.close();
   }
 
-  status(): ShipStatus {
-    if (this.db.open) this.measureLag();
+  private async flush(deadline: number): Promise<void> {
+    try {
+      while (Date.now() < deadline) {
+        const batch = this.reader.read(this.cursor, this.batchRows);
+        if (batch.count === 0) return;
+        await this.send(batch, deadline - Date.now());
+      }
+    } catch {
+      // not acknowledged: it stays in the store, and the next run ships it from the cursor
+    }
+  }
+
+  /** Inserts a batch and, once ClickHouse acknowledged it, moves the cursor past it. */
+  private async send(batch: ShipBatch, timeoutMs?: number): Promise<void> {
+    const table = eventsTable(this.clickhouse.endpoint);
+    await this.clickhouse.exec(this.reader.insert(table), batch.rows, undefined, timeoutMs);
+    this.cursor = batch.nextSeq;
+    this.current.shipped += batch.count;
+    this.writeCursor.run(this.current.destination, this.cursor, this.current.shipped, this.nowNs());
+  }
+
+  /** `measureLag`: count the events waiting now (a scan from the cursor), else the last count. */
+  status(measureLag = true): ShipStatus {
+    if (measureLag && this.db.open) this.measureLag();
     return { ...this.current };
   }
 
   private measureLag(): void {
     // the events waiting, not the seqs: retention (the store cap) may have removed unshipped
-    // ones, up to the newest, and a cursor past every remaining seq then has nothing to send
-    this.current.lagEvents = this.countFromSeq.get(this.cursor)!.n;
+    // ones, up to the newest, and a cursor past every remaining seq then has nothing to send.
+    // Counted up to a bound, so a status line costs the same under a backlog of millions; past
+    // it, the seqs from the cursor to the newest (an upper bound when retention removed some).
+    const counted = this.countUpTo.get(this.cursor, LAG_COUNT_LIMIT)!;
+    this.current.lagEvents =
+      counted < LAG_COUNT_LIMIT ? counted : Math.max(counted, (this.lastSeq.get() ?? 0) - this.cursor + 1);
     const oldest = this.current.lagEvents > 0 ? this.tsOfSeq.get(this.cursor) : undefined;
     this.current.lagSeconds = oldest ? Math.max(0, Number(this.nowNs() - oldest.ts) / 1e9) : 0;
   }
@@ -145,8 +183,7 @@ export class Shipper {
           await migrateClickHouse(this.clickhouse);
           migrated = true;
         }
-        this.measureLag();
-        const waiting = this.current.lagEvents;
+        const waiting = this.countUpTo.get(this.cursor, this.batchRows)!;
         if (waiting === 0) waitingSince = null;
         else waitingSince ??= Date.now();
         const due =
@@ -156,13 +193,7 @@ export class Shipper {
           continue;
         }
         const batch = this.reader.read(this.cursor, this.batchRows);
-        await this.clickhouse.exec(
-          `INSERT INTO ${eventsTable(this.clickhouse.endpoint)} FORMAT JSONEachRow`,
-          batch.rows,
-        );
-        this.cursor = batch.nextSeq;
-        this.current.shipped += batch.count;
-        this.writeCursor.run(this.current.destination, this.cursor, this.current.shipped, this.nowNs());
+        await this.send(batch);
         this.current.state = 'shipping';
         this.current.lastError = null;
         backoff = this.retryInitialMs;

@@ -83,7 +83,7 @@ export class EventInsert {
     );
   }
 
-  /** Loads kreplay_batch into the connection (once per connection, before any EventInsert). */
+  /** Loads the agent's extension (kreplay_batch, kreplay_rowbinary) into the connection, once per connection. */
   static prepareConnection(db: Database.Database): void {
     // its entry point, sqlite3_kreplaysqlite_init, is the one SQLite derives from the file name
     db.loadExtension(batchExtensionPath());

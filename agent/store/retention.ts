@@ -144,8 +144,9 @@ export class Pruner {
   private readonly pageCount: () => number;
   private readonly freePages: () => number;
   private readonly pageSize: number;
-  /* where shipping stands: the first unshipped seq and the oldest ts from there (null ts: all shipped) */
-  private readonly unshippedFrom: () => { seq: number; ts: bigint | null } | null;
+  /* where shipping stands: the first unshipped seq (null: nothing ships), and the oldest ts from there */
+  private readonly unshippedSeq: () => number | null;
+  private readonly oldestFromSeq: Database.Statement<[number], bigint | null>;
   /* the oldest row of a tier is at or after this; saves rescanning rows of the other tier */
   private readonly floor: Record<Tier, bigint> = { background: 0n, context: 0n };
   private overCap = false;
@@ -187,15 +188,12 @@ export class Pruner {
         )
         .pluck(),
     });
-    // the oldest unshipped event: walks events_by_seq from the shipper's cursor
-    const oldestFromSeq = db
+    // the oldest unshipped event: walks events_by_seq from the shipper's cursor (all of a backlog)
+    this.oldestFromSeq = db
       .prepare<[number], bigint | null>('SELECT min(ts) FROM events WHERE seq >= ?')
       .pluck()
       .safeIntegers(true);
-    this.unshippedFrom = () => {
-      const seq = firstUnshippedSeq(db);
-      return seq === null ? null : { seq, ts: oldestFromSeq.get(seq) ?? null };
-    };
+    this.unshippedSeq = () => firstUnshippedSeq(db);
     this.tiers = { background: statements(TIER_WHERE.background), context: statements(TIER_WHERE.context) };
     this.cleanup = {
       removeReturning: db
@@ -235,10 +233,15 @@ export class Pruner {
   /** One step of at most STEP_ROWS rows, or null when nothing is due. */
   step(): PruneStep | null {
     const now = this.now();
-    const unshipped = this.unshippedFrom();
-    // retention times stop at the oldest unshipped event; the cap does not
-    const keep = (cutoff: bigint) =>
-      unshipped && unshipped.ts !== null && unshipped.ts < cutoff ? unshipped.ts : cutoff;
+    const unshippedSeq = this.unshippedSeq();
+    // retention times stop at the oldest unshipped event; the cap does not. That event is looked
+    // for only when the tier has rows past the cutoff: the walk reads the whole shipping backlog.
+    const keep = (tier: Tier, cutoff: bigint) => {
+      if (unshippedSeq === null || this.tiers[tier].first.get(this.floor[tier], cutoff) == null)
+        return cutoff;
+      const ts = this.oldestFromSeq.get(unshippedSeq) ?? null;
+      return ts !== null && ts < cutoff ? ts : cutoff;
+    };
     if (this.policy.maxStoreBytes > 0) {
       const used = this.usedBytes();
       if (used > this.policy.maxStoreBytes * HIGH_WATER) this.overCap = true;
@@ -247,20 +250,24 @@ export class Pruner {
         const excess = used - this.policy.maxStoreBytes * LOW_WATER;
         const rows = Math.min(STEP_ROWS, Math.max(CAP_MIN_STEP_ROWS, Math.ceil(excess / CAP_BYTES_PER_ROW)));
         const step =
-          this.removeOldest('background', now + 1n, 'max-store-bytes', rows, unshipped?.seq) ??
-          this.removeOldest('context', now + 1n, 'max-store-bytes', rows, unshipped?.seq);
+          this.removeOldest('background', now + 1n, 'max-store-bytes', rows, unshippedSeq ?? undefined) ??
+          this.removeOldest('context', now + 1n, 'max-store-bytes', rows, unshippedSeq ?? undefined);
         if (step) return step;
         this.overCap = false; // nothing left to remove: the rest is dictionaries and history
       }
     }
     if (this.policy.retainNs > 0) {
-      const step = this.removeOldest('background', keep(now - BigInt(this.policy.retainNs)), 'retain');
+      const step = this.removeOldest(
+        'background',
+        keep('background', now - BigInt(this.policy.retainNs)),
+        'retain',
+      );
       if (step) return step;
     }
     if (this.policy.retainContextNs > 0) {
       const step = this.removeOldest(
         'context',
-        keep(now - BigInt(this.policy.retainContextNs)),
+        keep('context', now - BigInt(this.policy.retainContextNs)),
         'retain-context',
       );
       if (step) return step;

@@ -1,9 +1,9 @@
 import { isPowerOfTwo, RING_BUFFER_BYTES } from '../../agent/capture/capture-options';
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { ClickHouseHttp, parseClickHouseUrl } from '../../core/clickhouse/http-client';
+import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
+import { clickhouseTarget } from '../clickhouse-target';
 import { Agent } from '../../agent/agent';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { AGENT_BATCH_ROWS } from '../../agent/store/store-pipeline';
@@ -71,18 +71,10 @@ function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
       );
     return undefined;
   }
-  const endpoint = parseClickHouseUrl(flags.ship);
-  let password = process.env.KREPLAY_SHIP_PASSWORD;
-  if (flags.shipPasswordFile !== undefined) {
-    try {
-      password = readFileSync(flags.shipPasswordFile, 'utf8').replace(/\r?\n$/, '');
-    } catch (err) {
-      throw new Error(`--ship-password-file ${flags.shipPasswordFile}: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
-  }
-  return new ClickHouseHttp({ ...endpoint, user: flags.shipUser, password });
+  return clickhouseTarget(flags.ship, flags.shipUser, {
+    flag: '--ship-password-file',
+    path: flags.shipPasswordFile,
+  });
 }
 
 const MIB = 1024 * 1024;

@@ -5,7 +5,7 @@ import {
   DEFAULT_MAX_QUEUED_QUERIES,
   DEFAULT_QUERY_TIMEOUT_MS,
   DEFAULT_QUERY_WORKERS,
-} from '../../daemon/store/query-pool/query-pool';
+} from '../../daemon/queries/query-pool';
 import {
   DEFAULT_IDLE_SESSION_TTL_SECONDS,
   DEFAULT_MAX_SESSIONS,

@@ -1,25 +1,28 @@
-/** `kreplay export TXN -o incident.json`: a transaction (or any event filter) as a Chrome trace file for Perfetto. */
+/**
+ * `kreplay export TXN -o incident.json`: a transaction (or any event filter) as a Chrome trace file
+ * for Perfetto; `--format incident -o FILE.kri`: a transaction as an incident file (core/incident).
+ */
 import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { authHeaders, problemText, unreachable } from '../daemon-request';
 import { baseUrlOption, queryValueOption } from '../options';
-import { parseText } from '../../daemon/http/query-values';
+import { parseRedactKinds, parseText } from '../../daemon/http/query-values';
+import { EXPORT_FORMATS } from '../../daemon/events/export/export-query';
+import { decodeIncident, writeIncidentFile } from '../../core/incident';
 import { QUERY_FLAGS, queryOf } from './events';
 
 interface ExportFlags {
   [queryFlag: string]: string | undefined;
   server: string;
   output?: string;
+  format: (typeof EXPORT_FORMATS)[number];
+  redact?: string;
 }
 
-export async function runExport(transactionId: string | undefined, flags: ExportFlags): Promise<void> {
-  const query = queryOf(flags);
-  if (transactionId !== undefined) query.set('transaction_id', transactionId);
-  query.set('format', 'chrome-trace');
-  const url = `${flags.server}/api/events/export?${query}`;
+async function request(url: string): Promise<Response> {
   let res: Response;
   try {
     res = await fetch(url, { headers: authHeaders() });
@@ -27,6 +30,54 @@ export async function runExport(transactionId: string | undefined, flags: Export
     throw unreachable(url, err);
   }
   if (!res.ok || !res.body) throw new Error(problemText(res.status, await res.text()));
+  return res;
+}
+
+/** The incident file of `transactionId`, checked whole, then written (or left alone when only its export time differs). */
+async function exportIncident(transactionId: string | undefined, flags: ExportFlags): Promise<void> {
+  const { format: _format, server: _server, output, redact, ...filters } = flags;
+  if (transactionId === undefined)
+    throw new InvalidArgumentError('--format incident exports one transaction: give its id');
+  const narrowed = Object.keys(filters).filter((key) => filters[key] !== undefined);
+  if (narrowed.length > 0)
+    throw new InvalidArgumentError(
+      `--format incident holds the whole transaction: drop ${narrowed.map((k) => `--${k}`).join(', ')}`,
+    );
+  if (output === undefined)
+    throw new InvalidArgumentError('--format incident writes a file: give -o FILE (or -o - for stdout)');
+  const query = new URLSearchParams({ format: 'incident', transaction_id: transactionId });
+  if (redact !== undefined) query.set('redact', redact);
+  // the reproducible-builds convention: the export time is the one input that differs between exports
+  const epoch = process.env.SOURCE_DATE_EPOCH;
+  if (epoch !== undefined) {
+    if (!/^\d{1,12}$/.test(epoch))
+      throw new InvalidArgumentError(
+        `SOURCE_DATE_EPOCH must be whole seconds since the epoch, got "${epoch}"`,
+      );
+    query.set('source_date_epoch', epoch);
+  }
+  const url = `${flags.server}/api/events/export?${query}`;
+  const bytes = Buffer.from(await (await request(url)).arrayBuffer());
+  // nothing is written unless the whole file reads back
+  const incident = decodeIncident(bytes, `the daemon's answer to ${url}`);
+  if (output === '-') {
+    process.stdout.write(bytes);
+    return;
+  }
+  const what = `${incident.header.events} events, ${incident.header.digest}`;
+  if (await writeIncidentFile(output, bytes)) process.stderr.write(`wrote ${output} (${what})\n`);
+  else process.stderr.write(`${output} unchanged: it holds the same incident (${what}), exported earlier\n`);
+}
+
+export async function runExport(transactionId: string | undefined, flags: ExportFlags): Promise<void> {
+  if (flags.format === 'incident') return exportIncident(transactionId, flags);
+  if (flags.redact !== undefined)
+    throw new InvalidArgumentError('--redact applies to --format incident only');
+  const query = queryOf(flags);
+  if (transactionId !== undefined) query.set('transaction_id', transactionId);
+  query.set('format', 'chrome-trace');
+  const url = `${flags.server}/api/events/export?${query}`;
+  const res = await request(url);
   const body = Readable.fromWeb(res.body as never);
   if (!flags.output || flags.output === '-') {
     await pipeline(body, process.stdout as Writable, { end: false });
@@ -47,11 +98,26 @@ export async function runExport(transactionId: string | undefined, flags: Export
 export function registerExportCommand(program: Command): void {
   const command = program
     .command('export')
-    .description('export a transaction (or any event filter) as a Chrome trace file for Perfetto UI')
+    .description(
+      'export a transaction (or any event filter) as a Chrome trace file for Perfetto UI, or a transaction as an incident file (--format incident)',
+    )
     .argument('[transaction_id]', 'the transaction to export', queryValueOption(parseText));
   for (const { option } of QUERY_FLAGS) if (option.attributeName() !== 'txn') command.addOption(option);
   command
     .option('-o, --output <file>', 'write here instead of stdout')
+    .addOption(
+      new Option(
+        '--format <format>',
+        'chrome-trace, or incident: one file a replay needs (README "Incident files")',
+      )
+        .choices(EXPORT_FORMATS)
+        .default('chrome-trace'),
+    )
+    .option(
+      '--redact <kinds>',
+      'incident: replace paths, peers, services (comma-separated) with stable tokens',
+      queryValueOption(parseRedactKinds),
+    )
     .option('--server <url>', 'daemon base URL', baseUrlOption, 'http://127.0.0.1:7070')
     .action((txn: string | undefined, flags: ExportFlags) => runExport(txn, flags));
 }

@@ -9,7 +9,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
 import { problemText, requestJson, unreachable } from '../daemon-request';
-import { PACES, type Pace } from '../exec/exec-plan';
+import { MATCHES, PACES, type Match, type Pace } from '../exec/exec-plan';
 import { DEFAULT_TOLERANCE, parseTolerance, type Tolerance } from '../exec/exec-report';
 import { runExec } from '../exec/exec-run';
 import { collectMaps, type TargetMap } from '../exec/target-keys';
@@ -22,6 +22,8 @@ interface ReplayFlags {
   server: string;
   exec?: boolean;
   pace: Pace;
+  match: Match;
+  replayErrors?: boolean;
   map: TargetMap[];
   report?: string;
   reportJson?: string;
@@ -29,7 +31,7 @@ interface ReplayFlags {
 }
 
 /** Flags that only mean something with --exec. */
-const EXEC_ONLY = ['map', 'report', 'reportJson'] as const;
+const EXEC_ONLY = ['map', 'report', 'reportJson', 'replayErrors'] as const;
 
 interface SessionBody {
   id: string;
@@ -198,7 +200,7 @@ export function registerReplayCommand(program: Command): void {
     .option('--server <url>', 'daemon base URL', baseUrlOption, 'http://127.0.0.1:7070')
     .option(
       '--exec',
-      'run the command after -- as a test build: its writes to the targets the incident wrote take as long as the recorded ones',
+      'run the command after -- as a test build: its writes, sends, fsyncs and connects to the targets the incident had take as long as the recorded ones',
     )
     .addOption(
       new Option(
@@ -207,6 +209,18 @@ export function registerReplayCommand(program: Command): void {
       )
         .choices(PACES)
         .default('duration'),
+    )
+    .addOption(
+      new Option(
+        '--match <how>',
+        "with --exec: a stream's writes (sockets, pipes, appended files) take the time the incident's same bytes took, or the k-th call the k-th call's",
+      )
+        .choices(MATCHES)
+        .default('bytes'),
+    )
+    .option(
+      '--replay-errors',
+      "with --exec: a call whose recorded match failed fails with the incident's errno, without running",
     )
     .option(
       '--map <from=to>',

@@ -1,14 +1,35 @@
 /**
- * Matching for `kreplay replay --exec`, pure: the incident's sys_write events
- * grouped by (mapped) target; the test build's k-th call to target T matches
- * the incident's k-th call to T, and is held per the pace. The supervisor gets
- * one hold array per target, so it decides every call without asking JS.
+ * Matching for `kreplay replay --exec`, pure: the incident's sys_write,
+ * sys_fsync and sys_connect events grouped by (call kind, mapped target); the
+ * test build's k-th call of a kind to target T matches the incident's k-th
+ * (on streams, its bytes [a, b) match the incident's bytes [a, b)), and is
+ * held per the pace. The supervisor gets one plan per (kind, target), so it
+ * decides every call without asking JS.
  */
 import type { Schedule } from '../../daemon/replay/sessions/schedule';
 import { mapTarget, portKey, type TargetMap } from './target-keys';
 
 export type Pace = 'duration' | 'timeline';
 export const PACES: readonly Pace[] = ['duration', 'timeline'];
+
+/** How a stream's calls match: by the bytes they carry, or the k-th call to the k-th. */
+export type Match = 'bytes' | 'calls';
+export const MATCHES: readonly Match[] = ['bytes', 'calls'];
+
+/**
+ * The calls the supervisor holds, by the event type that records them; and
+ * `response`, the upstream's response time per exchange on a connection (from
+ * the sys_read events), which kreplay's relay delays.
+ */
+export type CallKind = 'write' | 'fsync' | 'connect' | 'response';
+const CALL_OF_EVENT: Readonly<Record<string, CallKind>> = {
+  sys_write: 'write',
+  sys_fsync: 'fsync',
+  sys_connect: 'connect',
+};
+
+/** Writes at an offset of their own: their target is no byte stream. */
+const POSITIONAL = new Set(['pwrite64', 'pwritev', 'pwritev2']);
 
 /** The fields of a recorded event the matching reads. */
 export interface RecordedCall {
@@ -17,9 +38,18 @@ export interface RecordedCall {
   duration_ns: bigint;
   target?: string | null;
   target_kind?: string | null;
+  syscall?: string | null;
+  /** negative errno on failure */
+  ret?: number | null;
+  bytes?: number | null;
+  pid?: number | null;
+  fd?: number | null;
+  /** sys_read: the first read after a send on a socket, from the send's end to this read's end */
+  response_ns?: bigint | null;
 }
 
 export interface PlanTarget {
+  call: CallKind;
   /** as the test build names it (after --map) */
   target: string;
   /** as recorded */
@@ -27,16 +57,76 @@ export interface PlanTarget {
   kind: string;
   /** the names the supervisor matches: the target, then its port key for sockets */
   keys: string[];
+  match: Match;
   /** per recorded call, in order */
   recordedNs: bigint[];
-  /** duration pace: the hold; timeline pace: the release offset on the session's timeline */
+  recordedBytes: number;
+  /** recorded calls that failed */
+  recordedErrors: number;
+  /** duration pace: the hold; timeline pace: the release offset on the session's timeline (per call kept) */
   holdsNs: BigInt64Array;
+  /** --replay-errors: per recorded call, the errno its match fails with (0: it runs) */
+  errnos?: Int32Array;
+  /** match bytes: per recorded call kept, the stream offset its bytes end at */
+  bytesEnd?: BigInt64Array;
+  /** match bytes, timeline pace: per recorded call kept, its replayed duration */
+  spansNs?: BigInt64Array;
 }
 
 export interface PlanOptions {
   maps: readonly TargetMap[];
   schedule: Schedule;
   pace: Pace;
+  /** default bytes */
+  match?: Match;
+  replayErrors?: boolean;
+}
+
+interface Recorded {
+  durationNs: bigint;
+  replayedNs: bigint;
+  /** timeline: the event's replayed end on the session's timeline */
+  endNs: bigint;
+  bytes: number;
+  errno: number;
+  positional: boolean;
+}
+
+/**
+ * A stream's writes match by bytes: sockets and pipes, and files written only
+ * at their end (no pwrite), when every call's size is known and, under
+ * --replay-errors, none failed (a failed call has no bytes to match on).
+ */
+function byBytes(call: CallKind, kind: string, calls: readonly Recorded[], options: PlanOptions): boolean {
+  if ((options.match ?? 'bytes') !== 'bytes' || call !== 'write') return false;
+  if (kind !== 'socket' && kind !== 'pipe' && kind !== 'file') return false;
+  if (calls.some((c) => c.positional || (options.replayErrors && c.errno !== 0))) return false;
+  return calls.some((c) => c.bytes > 0);
+}
+
+/**
+ * Per socket target, in order, the upstream's response time of each exchange:
+ * a sys_read's `response_ns`, or, for recordings without it, the gap from the
+ * end of the last send on the same (pid, fd, target) to the end of the first
+ * read after it.
+ */
+function responseCalls(
+  events: readonly RecordedCall[],
+): { event: RecordedCall; index: number; responseNs: bigint }[] {
+  const lastSendEnd = new Map<string, bigint>();
+  const out: { event: RecordedCall; index: number; responseNs: bigint }[] = [];
+  events.forEach((event, index) => {
+    if (event.target_kind !== 'socket' || !event.target) return;
+    const conn = `${event.pid ?? ''}\t${event.fd ?? ''}\t${event.target}`;
+    const end = event.timestamp_ns + event.duration_ns;
+    if (event.event_type === 'sys_write' && (event.ret ?? 0) >= 0) lastSendEnd.set(conn, end);
+    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) return;
+    const sent = lastSendEnd.get(conn);
+    lastSendEnd.delete(conn);
+    const responseNs = event.response_ns ?? (sent === undefined ? null : end - sent);
+    if (responseNs !== null && responseNs >= 0n) out.push({ event, index, responseNs });
+  });
+  return out;
 }
 
 /**
@@ -45,37 +135,65 @@ export interface PlanOptions {
  */
 export function buildPlan(events: readonly RecordedCall[], options: PlanOptions): PlanTarget[] {
   const firstTs = events[0]?.timestamp_ns ?? 0n;
-  const byTarget = new Map<
+  const groups = new Map<
     string,
-    { recorded: string; kind: string; recordedNs: bigint[]; holds: bigint[] }
+    { call: CallKind; target: string; recorded: string; kind: string; calls: Recorded[] }
   >();
+  const responses = new Map(responseCalls(events).map((r) => [r.event, r.responseNs]));
   events.forEach((event, index) => {
-    if (event.event_type !== 'sys_write' || !event.target) return;
+    const responseNs = responses.get(event);
+    const call = responseNs === undefined ? CALL_OF_EVENT[event.event_type] : 'response';
+    if (!call || !event.target) return;
     const kind = event.target_kind ?? 'other';
     const target = mapTarget(event.target, kind, options.maps);
-    let group = byTarget.get(target);
+    const key = `${call}\t${target}`;
+    let group = groups.get(key);
     if (!group) {
-      group = { recorded: event.target, kind, recordedNs: [], holds: [] };
-      byTarget.set(target, group);
+      group = { call, target, recorded: event.target, kind, calls: [] };
+      groups.set(key, group);
     }
-    group.recordedNs.push(event.duration_ns);
-    const replayed = options.schedule.replayedDuration(event.duration_ns);
-    // timeline: event k's replayed end, replay_offset_ns + replayed_duration_ns
-    group.holds.push(
-      options.pace === 'duration'
-        ? replayed
-        : options.schedule.wallOffset(index, event.timestamp_ns - firstTs) + replayed,
-    );
+    // a response is the upstream's time, not a call's: scaled, without the per-call extra latency
+    const replayedNs =
+      responseNs === undefined
+        ? options.schedule.replayedDuration(event.duration_ns)
+        : options.schedule.replayedDuration(responseNs) - options.schedule.extraLatencyNs;
+    group.calls.push({
+      durationNs: responseNs ?? event.duration_ns,
+      replayedNs,
+      // timeline: event k's replayed end, replay_offset_ns + replayed_duration_ns
+      endNs: options.schedule.wallOffset(index, event.timestamp_ns - firstTs) + replayedNs,
+      bytes: event.bytes ?? 0,
+      errno: event.ret !== null && event.ret !== undefined && event.ret < 0 ? -event.ret : 0,
+      positional: POSITIONAL.has(event.syscall ?? ''),
+    });
   });
-  return [...byTarget].map(([target, group]) => {
-    const port = group.kind === 'socket' ? portKey(target) : null;
-    return {
+  return [...groups.values()].map(({ call, target, recorded, kind, calls }) => {
+    const port = kind === 'socket' ? portKey(target) : null;
+    const match: Match = byBytes(call, kind, calls, options) ? 'bytes' : 'calls';
+    // a stream's calls without bytes (failed, empty) carry nothing to match
+    const kept = match === 'bytes' ? calls.filter((c) => c.bytes > 0) : calls;
+    // the relay delays responses by their time whatever the pace
+    const hold = (c: Recorded) =>
+      options.pace === 'duration' || call === 'response' ? c.replayedNs : c.endNs;
+    const plan: PlanTarget = {
+      call,
       target,
-      recorded: group.recorded,
-      kind: group.kind,
+      recorded,
+      kind,
       keys: port ? [target, port] : [target],
-      recordedNs: group.recordedNs,
-      holdsNs: BigInt64Array.from(group.holds),
+      match,
+      recordedNs: calls.map((c) => c.durationNs),
+      recordedBytes: calls.reduce((sum, c) => sum + c.bytes, 0),
+      recordedErrors: calls.filter((c) => c.errno !== 0).length,
+      holdsNs: BigInt64Array.from(kept.map(hold)),
     };
+    if (options.replayErrors && match === 'calls' && calls.some((c) => c.errno !== 0))
+      plan.errnos = Int32Array.from(calls.map((c) => c.errno));
+    if (match === 'bytes') {
+      let end = 0n;
+      plan.bytesEnd = BigInt64Array.from(kept.map((c) => (end += BigInt(c.bytes))));
+      if (options.pace === 'timeline') plan.spansNs = BigInt64Array.from(kept.map((c) => c.replayedNs));
+    }
+    return plan;
   });
 }

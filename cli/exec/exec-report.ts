@@ -1,16 +1,20 @@
 /**
- * The report of `kreplay replay --exec`: per target, what the incident
+ * The report of `kreplay replay --exec`: per (call kind, target), what the incident
  * recorded, what the build's calls matched, how long they were meant to take
  * and how long they took; as a table (stderr), JUnit XML and JSON.
  */
 import { InvalidArgumentError } from 'commander';
 import { formatTable } from '../text-table';
-import type { PlanTarget } from './exec-plan';
+import type { CallKind, Match, PlanTarget } from './exec-plan';
 
 /** What the supervisor counted for one planned target. */
 export interface TargetOutcome {
   matched: number;
   passed: number;
+  /** matched calls failed with the incident's errno (--replay-errors) */
+  failed: number;
+  /** bytes of the matched calls (a stream matched by bytes) */
+  bytes: number;
   /** per matched call */
   observedNs: BigInt64Array;
   /** per matched call; -1 where a stop released it before its deadline */
@@ -18,6 +22,7 @@ export interface TargetOutcome {
 }
 
 export interface UnmatchedOutcome {
+  call: CallKind;
   target: string;
   kind: string;
   calls: number;
@@ -49,10 +54,21 @@ export function parseTolerance(value: string): Tolerance {
 }
 
 export interface TargetReport {
+  /** write (sys_write: writes and sends), fsync or connect */
+  call: CallKind;
   target: string;
   kind: string;
+  /** bytes: a stream's bytes matched the incident's; calls: the k-th call the k-th */
+  match: Match;
   recorded_calls: number;
+  recorded_bytes: number;
+  /** recorded calls that failed */
+  recorded_errors: number;
   matched: number;
+  /** bytes the matched calls asked to write */
+  matched_bytes: number;
+  /** matched calls failed with the incident's errno (--replay-errors) */
+  failed: number;
   passed_through: number;
   /** matched calls a stop released before their deadline (not compared) */
   cut_short: number;
@@ -107,10 +123,16 @@ export function buildReport(
       observed.push(outcome.observedNs[k]!);
     });
     const row = {
+      call: target.call,
       target: target.target,
       kind: target.kind,
+      match: target.match,
       recorded_calls: target.recordedNs.length,
+      recorded_bytes: target.recordedBytes,
+      recorded_errors: target.recordedErrors,
       matched: outcome.matched,
+      matched_bytes: outcome.bytes,
+      failed: outcome.failed,
       passed_through: outcome.passed,
       cut_short: outcome.matched - intended.length,
       recorded_p50_ns: percentile(target.recordedNs, 50),
@@ -128,10 +150,16 @@ export function buildReport(
   });
   for (const other of unmatched) {
     rows.push({
+      call: other.call,
       target: other.target,
       kind: other.kind,
+      match: 'calls',
       recorded_calls: 0,
+      recorded_bytes: 0,
+      recorded_errors: 0,
       matched: 0,
+      matched_bytes: 0,
+      failed: 0,
       passed_through: other.calls,
       cut_short: 0,
       recorded_p50_ns: null,
@@ -158,11 +186,13 @@ export function formatNs(ns: bigint | null): string {
 
 export function reportTable(rows: readonly TargetReport[]): string {
   const header = [
+    'CALL',
     'TARGET',
     'KIND',
     'RECORDED',
     'MATCHED',
     'PASSED',
+    'FAILED',
     'REC P50',
     'REC P99',
     'HOLD P50',
@@ -172,11 +202,13 @@ export function reportTable(rows: readonly TargetReport[]): string {
   ];
   return formatTable(
     rows.map((r) => [
+      r.call,
       r.target,
       r.kind,
-      r.recorded_calls,
-      r.matched,
+      r.match === 'bytes' ? `${r.recorded_calls} (${r.recorded_bytes} B)` : r.recorded_calls,
+      r.match === 'bytes' ? `${r.matched} (${r.matched_bytes} B)` : r.matched,
       r.passed_through,
+      r.failed,
       formatNs(r.recorded_p50_ns),
       formatNs(r.recorded_p99_ns),
       formatNs(r.intended_p50_ns),
@@ -202,20 +234,21 @@ export interface ReportContext {
   timestamp: string;
 }
 
-/** JUnit XML: a testcase per target, failing where observed and intended differ beyond the tolerance. */
+/** JUnit XML: a testcase per (call kind, target), failing where observed and intended differ beyond the tolerance. */
 export function junitXml(rows: readonly TargetReport[], context: ReportContext): string {
   const failures = rows.filter((r) => r.failure).length;
   const cases = rows.map((r) => {
     const seconds = Number(r.observed_p50_ns ?? 0n) / 1e9;
     const out =
-      `recorded=${r.recorded_calls} matched=${r.matched} passed_through=${r.passed_through} cut_short=${r.cut_short} ` +
+      `match=${r.match} recorded=${r.recorded_calls} recorded_bytes=${r.recorded_bytes} recorded_errors=${r.recorded_errors} ` +
+      `matched=${r.matched} matched_bytes=${r.matched_bytes} failed=${r.failed} passed_through=${r.passed_through} cut_short=${r.cut_short} ` +
       `recorded_p50=${formatNs(r.recorded_p50_ns)} recorded_p99=${formatNs(r.recorded_p99_ns)} ` +
       `intended_p50=${formatNs(r.intended_p50_ns)} observed_p50=${formatNs(r.observed_p50_ns)} observed_p99=${formatNs(r.observed_p99_ns)}`;
     const failure = r.failure
       ? `\n      <failure message="${xml(r.failure)}" type="timing">${xml(r.failure)}</failure>`
       : '';
     return (
-      `    <testcase classname="kreplay.exec.${xml(r.kind)}" name="${xml(r.target)}" time="${seconds.toFixed(6)}">` +
+      `    <testcase classname="kreplay.exec.${xml(r.call)}.${xml(r.kind)}" name="${xml(r.target)}" time="${seconds.toFixed(6)}">` +
       `${failure}\n      <system-out>${xml(out)}</system-out>\n    </testcase>`
     );
   });

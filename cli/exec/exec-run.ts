@@ -10,7 +10,7 @@ import { nativeAddon, type NativeExecSupervisor } from '../../core/native/addon'
 import { exactJson } from '../../core/json/exact-json';
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import { requestJson } from '../daemon-request';
-import { buildPlan, type Pace } from './exec-plan';
+import { buildPlan, type Match, type Pace } from './exec-plan';
 import { buildReport, junitXml, reportTable, type Tolerance } from './exec-report';
 import { fetchIncident } from './incident';
 import { commandLine, LaunchedBuild, resolveCommand, type BuildExit } from './launcher';
@@ -22,6 +22,8 @@ export interface ExecFlags {
   extraLatencyNs: number;
   server: string;
   pace: Pace;
+  match: Match;
+  replayErrors?: boolean;
   map: TargetMap[];
   report?: string;
   reportJson?: string;
@@ -45,9 +47,17 @@ export async function runExec(transactionId: string, argv: string[], flags: Exec
   const events = await fetchIncident(flags.server, transactionId);
   if (events.length === 0) throw new Error(`no events with transaction_id ${JSON.stringify(transactionId)}`);
   const schedule = new Schedule(flags.speed, BigInt(flags.extraLatencyNs));
-  const plan = buildPlan(events, { maps: flags.map, schedule, pace: flags.pace });
+  const plan = buildPlan(events, {
+    maps: flags.map,
+    schedule,
+    pace: flags.pace,
+    match: flags.match,
+    replayErrors: flags.replayErrors ?? false,
+  });
   if (plan.length === 0)
-    say(`the incident has no sys_write events with a target: every call of the build passes through`);
+    say(
+      `the incident has no sys_write, sys_fsync or sys_connect events with a target: every call of the build passes through`,
+    );
 
   const build = LaunchedBuild.start(argv);
   let supervisor: NativeExecSupervisor | null = null;
@@ -66,7 +76,17 @@ export async function runExec(transactionId: string, argv: string[], flags: Exec
     const listenerFd = build.markAs(`${transactionId}-replay-${session.id}`);
     supervisor = new (nativeAddon().ExecSupervisor)(
       listenerFd,
-      { pace: flags.pace, targets: plan.map((t) => ({ keys: t.keys, holdsNs: t.holdsNs })) },
+      {
+        pace: flags.pace,
+        targets: plan.map((t) => ({
+          call: t.call,
+          keys: t.keys,
+          holdsNs: t.holdsNs,
+          errnos: t.errnos,
+          bytesEnd: t.bytesEnd,
+          spansNs: t.spansNs,
+        })),
+      },
       (error) => {
         if (error) {
           say(`the supervisor failed (${error.code}): ${error.message}; the build is stopped`);
@@ -144,6 +164,8 @@ export async function runExec(transactionId: string, argv: string[], flags: Exec
       session_id: id,
       command: context.command,
       pace: flags.pace,
+      match: flags.match,
+      replay_errors: flags.replayErrors ?? false,
       speed_factor: flags.speed,
       extra_latency_ns: flags.extraLatencyNs,
       exit_status: exit.status,

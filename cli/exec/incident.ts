@@ -10,6 +10,12 @@ interface WireEvent {
   duration_ns: string;
   target?: string | null;
   target_kind?: string | null;
+  syscall?: string | null;
+  ret?: number | null;
+  bytes?: number | null;
+  pid?: number | null;
+  fd?: number | null;
+  response_ns?: string | number | null;
 }
 
 export async function fetchIncident(server: string, transactionId: string): Promise<RecordedCall[]> {
@@ -33,6 +39,12 @@ export async function fetchIncident(server: string, transactionId: string): Prom
         duration_ns: BigInt(e.duration_ns),
         target: e.target ?? null,
         target_kind: e.target_kind ?? null,
+        syscall: e.syscall ?? null,
+        ret: e.ret ?? null,
+        bytes: e.bytes ?? null,
+        pid: e.pid ?? null,
+        fd: e.fd ?? null,
+        response_ns: e.response_ns === null || e.response_ns === undefined ? null : BigInt(e.response_ns),
       });
     }
     cursor = page.next_cursor;

@@ -120,15 +120,20 @@ export class ClickHouseHttp {
     return `${this.endpoint.host}:${this.endpoint.port}`;
   }
 
-  /** Runs `sql`; `rows` (JSONEachRow lines) go gzip-compressed as the statement's data. */
-  async exec(sql: string, rows?: string, database: string | null = this.endpoint.database): Promise<string> {
+  /** Runs `sql`; `rows` (in the statement's FORMAT) go gzip-compressed as its data. */
+  async exec(
+    sql: string,
+    rows?: string | Uint8Array,
+    database: string | null = this.endpoint.database,
+    timeoutMs = this.timeoutMs,
+  ): Promise<string> {
     const queryId = randomUUID();
     const params = new URLSearchParams({ output_format_json_quote_64bit_integers: '1', query_id: queryId });
     if (database) params.set('database', database);
     if (this.endpoint.cluster) {
       // an insert is acknowledged once every shard has its rows, not when the entry server queued them;
       // a shard that stopped answering (SIGSTOP, a dead host) fails the query instead of holding it for minutes
-      const seconds = String(Math.max(1, Math.floor(this.timeoutMs / 1000)));
+      const seconds = String(Math.max(1, Math.floor(timeoutMs / 1000)));
       params.set('insert_distributed_sync', '1');
       params.set('connect_timeout_with_failover_ms', '1000');
       params.set('receive_timeout', seconds);
@@ -147,7 +152,7 @@ export class ClickHouseHttp {
         method: 'POST',
         headers,
         body,
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     let response: Response;
     try {

@@ -27,37 +27,58 @@
  *
  * Migrations are versioned like the node store's (MIGRATIONS[v] takes the
  * database from v to v + 1); the applied versions live in kreplay_migrations.
+ * v2 rebuilt the tables with finer granules for lookups (regranulate below).
  */
 import { ClickHouseError, type ClickHouseEndpoint, type ClickHouseHttp } from './http-client';
 import { quoteInt } from './quote';
 
-export const CLICKHOUSE_SCHEMA_VERSION = 1;
+export const CLICKHOUSE_SCHEMA_VERSION = 2;
 
-/** The API's event fields (core/model/event.ts) plus the row's identity in its node store. */
-const EVENTS_COLUMNS = `
-  event_id String,
-  store_id String,
-  timestamp_ns UInt64,
-  seq UInt64,
-  event_type String,
-  duration_ns UInt64,
-  service_name String,
-  transaction_id Nullable(String),
-  trace_id Nullable(String),
-  node String,
-  pid UInt32,
-  tid UInt32,
-  comm String,
-  bytes UInt64,
-  syscall Nullable(String),
-  fd Nullable(Int64),
-  ret Nullable(Int64),
-  target_kind Nullable(String),
-  target Nullable(String),
-  device Nullable(String),
-  sector Nullable(UInt64),
-  op Nullable(String),
-  error Nullable(Int64)`;
+export interface ClickHouseColumn {
+  name: string;
+  /** its ClickHouse type, as DDL and the RowBinary encoder (agent/ship/ship-sql.ts) read it */
+  type: string;
+  /** the schema version that added it */
+  since: number;
+}
+
+/**
+ * The events table's columns, in table order: the API's event fields
+ * (core/model/event.ts) plus the row's identity in its node store. The one
+ * list the DDL and the shipper's RowBinary INSERT are made from: a column a
+ * later migration adds goes here with its `since` (and an ALTER in that migration).
+ */
+export const CLICKHOUSE_EVENT_COLUMNS: readonly ClickHouseColumn[] = [
+  { name: 'event_id', type: 'String', since: 1 },
+  { name: 'store_id', type: 'String', since: 1 },
+  { name: 'timestamp_ns', type: 'UInt64', since: 1 },
+  { name: 'seq', type: 'UInt64', since: 1 },
+  { name: 'event_type', type: 'String', since: 1 },
+  { name: 'duration_ns', type: 'UInt64', since: 1 },
+  { name: 'service_name', type: 'String', since: 1 },
+  { name: 'transaction_id', type: 'Nullable(String)', since: 1 },
+  { name: 'trace_id', type: 'Nullable(String)', since: 1 },
+  { name: 'node', type: 'String', since: 1 },
+  { name: 'pid', type: 'UInt32', since: 1 },
+  { name: 'tid', type: 'UInt32', since: 1 },
+  { name: 'comm', type: 'String', since: 1 },
+  { name: 'bytes', type: 'UInt64', since: 1 },
+  { name: 'syscall', type: 'Nullable(String)', since: 1 },
+  { name: 'fd', type: 'Nullable(Int64)', since: 1 },
+  { name: 'ret', type: 'Nullable(Int64)', since: 1 },
+  { name: 'target_kind', type: 'Nullable(String)', since: 1 },
+  { name: 'target', type: 'Nullable(String)', since: 1 },
+  { name: 'device', type: 'Nullable(String)', since: 1 },
+  { name: 'sector', type: 'Nullable(UInt64)', since: 1 },
+  { name: 'op', type: 'Nullable(String)', since: 1 },
+  { name: 'error', type: 'Nullable(Int64)', since: 1 },
+];
+
+const columnsAt = (version: number) => CLICKHOUSE_EVENT_COLUMNS.filter((c) => c.since <= version);
+const columnsDdl = (version: number) =>
+  columnsAt(version)
+    .map((c) => `${c.name} ${c.type}`)
+    .join(',\n  ');
 
 /** The context keys with a lookup table: events_by_<key>. */
 export const LOOKUP_KEYS = ['transaction_id', 'trace_id'] as const;
@@ -67,13 +88,37 @@ export function lookupTable(key: LookupKey): string {
   return key === 'transaction_id' ? 'events_by_transaction' : 'events_by_trace';
 }
 
-function lookupDdl(key: LookupKey): string[] {
+/**
+ * Rows per granule, the unit ClickHouse reads (default 8,192): a lookup reads
+ * the granules of its key in the lookup table, then those holding its events
+ * in the events table, so both are finer than the default (schema v2).
+ */
+export const EVENTS_GRANULARITY = 1024;
+export const LOOKUP_GRANULARITY = 256;
+
+const granularity = (rows: number | null) => (rows ? ` SETTINGS index_granularity = ${rows}` : '');
+
+function eventsDdl(table: string, version: number, rows: number | null): string {
+  return `CREATE TABLE IF NOT EXISTS ${table} (${columnsDdl(version)}
+     ) ENGINE = ReplacingMergeTree()
+     PARTITION BY toDate(toDateTime(intDiv(timestamp_ns, 1000000000)), 'UTC')
+     ORDER BY (timestamp_ns, store_id, seq)${granularity(rows)}`;
+}
+
+/**
+ * v1's view kept `WHERE k IS NOT NULL`, but 18.16 lets `assumeNotNull(k) AS k` stand for k there
+ * too, so it always held and every event without the key got a row under ''. Since v2 the view
+ * filters on notEmpty (through the alias, NULL becomes ''): context values are never empty
+ * (CONTEXT_VALUE, agent/attribution/context-parser.ts).
+ */
+function lookupDdl(key: LookupKey, version: number, rows: number | null): string[] {
   const table = lookupTable(key);
   return [
     `CREATE TABLE IF NOT EXISTS ${table} (${key} String, timestamp_ns UInt64, store_id String, seq UInt64)
-     ENGINE = ReplacingMergeTree() ORDER BY (${key}, timestamp_ns, store_id, seq)`,
+     ENGINE = ReplacingMergeTree() ORDER BY (${key}, timestamp_ns, store_id, seq)${granularity(rows)}`,
     `CREATE MATERIALIZED VIEW IF NOT EXISTS ${table}_feed TO ${table} AS
-     SELECT assumeNotNull(${key}) AS ${key}, timestamp_ns, store_id, seq FROM events WHERE ${key} IS NOT NULL`,
+     SELECT assumeNotNull(${key}) AS ${key}, timestamp_ns, store_id, seq FROM events
+     WHERE ${version < 2 ? `${key} IS NOT NULL` : `notEmpty(${key})`}`,
   ];
 }
 
@@ -82,15 +127,64 @@ export function eventsTable(endpoint: ClickHouseEndpoint): string {
   return endpoint.cluster ? `events_on_${endpoint.cluster}` : 'events';
 }
 
-/** MIGRATIONS[v]: the statements taking a database from version v to v + 1. */
-export const CLICKHOUSE_MIGRATIONS: readonly (readonly string[])[] = [
-  [
-    `CREATE TABLE IF NOT EXISTS events (${EVENTS_COLUMNS}
-     ) ENGINE = ReplacingMergeTree()
-     PARTITION BY toDate(toDateTime(intDiv(timestamp_ns, 1000000000)), 'UTC')
-     ORDER BY (timestamp_ns, store_id, seq)`,
-    ...LOOKUP_KEYS.flatMap(lookupDdl),
-  ],
+/** A migration: statements, or steps that must look at the database first. */
+type Migration = readonly string[] | ((ch: ClickHouseHttp, version: number) => Promise<void>);
+
+/** Events copied per statement while rebuilding: one statement well within fetch's 300 s wait for headers. */
+const COPY_CHUNK_ROWS = 2_000_000n;
+const COPY_TIMEOUT_MS = 240_000;
+
+/**
+ * Rebuilds the tables with the finer granularity (a table's granularity is
+ * fixed when it is created) and the lookup views with their filter mended: the old ones are renamed to *_old, new ones made
+ * beside the lookup views, and the events copied a time slice at a time (the
+ * views fill the new lookup tables), then the old tables dropped. Inserts that
+ * arrive meanwhile fail until the new table exists and are retried by their
+ * agents (their cursors wait). Every step can run again after a crash: the
+ * rename happens once, and a slice copied twice collapses like a re-sent
+ * batch.
+ */
+async function regranulate(ch: ClickHouseHttp, version: number): Promise<void> {
+  const tables = ['events', ...LOOKUP_KEYS.map(lookupTable)];
+  for (const key of LOOKUP_KEYS) await ch.exec(`DROP TABLE IF EXISTS ${lookupTable(key)}_feed`);
+  const present = new Set(
+    (
+      await ch.rows<{ name: string }>('SELECT name FROM system.tables WHERE database = currentDatabase()')
+    ).map((t) => t.name),
+  );
+  if (!present.has('events_old'))
+    await ch.exec(`RENAME TABLE ${tables.map((t) => `${t} TO ${t}_old`).join(', ')}`);
+  await ch.exec(eventsDdl('events', version, EVENTS_GRANULARITY));
+  for (const statement of LOOKUP_KEYS.flatMap((key) => lookupDdl(key, version, LOOKUP_GRANULARITY)))
+    await ch.exec(statement);
+  const columns = columnsAt(version)
+    .map((c) => c.name)
+    .join(', ');
+  const [range] = await ch.rows<{ n: string; first: string; last: string }>(
+    'SELECT count() AS n, min(timestamp_ns) AS first, max(timestamp_ns) AS last FROM events_old',
+  );
+  const rows = BigInt(range!.n);
+  if (rows > 0n) {
+    // equal time slices, each read by the sorting key
+    const chunks = (rows + COPY_CHUNK_ROWS - 1n) / COPY_CHUNK_ROWS;
+    const first = BigInt(range!.first);
+    const step = (BigInt(range!.last) - first) / chunks + 1n;
+    for (let from = first; from <= BigInt(range!.last); from += step)
+      await ch.exec(
+        `INSERT INTO events (${columns}) SELECT ${columns} FROM events_old
+         WHERE timestamp_ns >= ${quoteInt(from)} AND timestamp_ns < ${quoteInt(from + step)}`,
+        undefined,
+        undefined,
+        COPY_TIMEOUT_MS,
+      );
+  }
+  for (const table of tables) await ch.exec(`DROP TABLE IF EXISTS ${table}_old`);
+}
+
+/** MIGRATIONS[v] takes a database from version v to v + 1. */
+export const CLICKHOUSE_MIGRATIONS: readonly Migration[] = [
+  [eventsDdl('events', 1, null), ...LOOKUP_KEYS.flatMap((key) => lookupDdl(key, 1, null))],
+  regranulate,
 ];
 
 /** Creates the database if needed and applies the migrations it lacks; returns its version. */
@@ -105,7 +199,9 @@ export async function migrateClickHouse(ch: ClickHouseHttp): Promise<number> {
       `ClickHouse database ${ch.endpoint.database} has schema version ${from}, newer than this kreplay understands (${CLICKHOUSE_SCHEMA_VERSION})`,
     );
   for (let v = from; v < CLICKHOUSE_SCHEMA_VERSION; v++) {
-    for (const statement of CLICKHOUSE_MIGRATIONS[v]!) await ch.exec(statement);
+    const migration = CLICKHOUSE_MIGRATIONS[v]!;
+    if (typeof migration === 'function') await migration(ch, v + 1);
+    else for (const statement of migration) await ch.exec(statement);
     await ch.exec(`INSERT INTO kreplay_migrations (version) VALUES (${quoteInt(v + 1)})`);
   }
   const { cluster, database } = ch.endpoint;

@@ -38,6 +38,9 @@ const BLOCK_OPS: Record<number, string> = {
   35: 'drv_out',
 };
 
+/** The REQ_OP_* codes with a name. */
+export const BLOCK_OP_CODES = Object.keys(BLOCK_OPS).map(Number);
+
 export function blockOpName(code: number): string {
   return BLOCK_OPS[code] ?? `op_${code}`;
 }

@@ -61,15 +61,36 @@ export interface NativeCaptureSession {
   stop(): void;
 }
 
-/** One recorded target of `kreplay replay --exec`: the names it answers to, a hold (or release offset) per call. */
+/**
+ * One recorded (call kind, target) of `kreplay replay --exec`: the names it answers to, a hold (or
+ * release offset) per call; the errno each call fails with; a stream's byte ends (cli/exec/exec-plan.ts).
+ */
 export interface NativeExecTarget {
+  call: 'write' | 'fsync' | 'connect' | 'response';
   keys: string[];
   holdsNs: BigInt64Array;
+  errnos?: Int32Array;
+  bytesEnd?: BigInt64Array;
+  spansNs?: BigInt64Array;
 }
 
 export interface NativeExecResults {
-  targets: { matched: number; passed: number; observedNs: BigInt64Array; intendedNs: BigInt64Array }[];
-  unmatched: { target: string; kind: string; calls: number }[];
+  targets: {
+    matched: number;
+    passed: number;
+    /** matched calls failed with the incident's errno */
+    failed: number;
+    /** bytes of the matched calls */
+    bytes: number;
+    observedNs: BigInt64Array;
+    intendedNs: BigInt64Array;
+  }[];
+  unmatched: {
+    call: 'write' | 'fsync' | 'connect' | 'response';
+    target: string;
+    kind: string;
+    calls: number;
+  }[];
   bypassed: number;
 }
 

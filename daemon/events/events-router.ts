@@ -7,6 +7,7 @@ import type { EventReader } from '../store/event-reader';
 import { eventsQuerySchema, int64Param, toFilter } from './events-query';
 import { exportQuerySchema } from './export/export-query';
 import { streamChromeTrace } from './export/export-stream';
+import { sendIncident, type IncidentRuns } from './export/incident-export';
 import { localEventsJson, type EventsJson, type JsonBody } from './events-json';
 
 const eventQuerySchema = z.strictObject({ int64: int64Param.optional() });
@@ -25,8 +26,15 @@ const pathDecodeError: ErrorRequestHandler = (err, _req, _res, next) => {
 const body = (json: JsonBody) =>
   typeof json === 'string' ? json : Buffer.from(json.buffer, json.byteOffset, json.byteLength);
 
-/** `json` builds the pages and lookups (in the query workers for node stores); `stores` serves the export. */
-export function eventsRouter(stores: EventReader, json: EventsJson = localEventsJson(stores)): Router {
+/**
+ * `json` builds the pages and lookups (in the query workers for node stores); `stores` serves the
+ * export, and `runs` the recording runs an incident file holds (null: the store keeps none).
+ */
+export function eventsRouter(
+  stores: EventReader,
+  json: EventsJson = localEventsJson(stores),
+  runs: IncidentRuns = null,
+): Router {
   const router = Router();
   router.get('/', async (req, res) => {
     const query = parseQuery(eventsQuerySchema, req.query);
@@ -34,7 +42,10 @@ export function eventsRouter(stores: EventReader, json: EventsJson = localEvents
   });
   router.get('/export', async (req, res) => {
     const query = parseQuery(exportQuerySchema, req.query);
-    await streamChromeTrace(stores, toFilter(query), res);
+    if (query.format === 'incident') {
+      const { transaction_id: transactionId, redact, source_date_epoch: sourceDateEpoch } = query;
+      await sendIncident(stores, runs, { transactionId: transactionId!, redact, sourceDateEpoch }, res);
+    } else await streamChromeTrace(stores, toFilter(query), res);
   });
   router.get('/:event_id', async (req, res) => {
     const { int64 } = parseQuery(eventQuerySchema, req.query);

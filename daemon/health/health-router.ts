@@ -8,7 +8,7 @@
  */
 import { Router } from 'express';
 import type { NodeStores } from '../store/node-stores';
-import type { PoolHealth } from '../store/query-pool/query-pool';
+import type { PoolHealth } from '../queries/query-pool';
 
 export function healthRouter(stores: NodeStores, queryWorkers?: () => PoolHealth): Router {
   const router = Router();

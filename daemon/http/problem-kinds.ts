@@ -6,6 +6,8 @@
 export const PROBLEM_KINDS = {
   'invalid-parameter': { status: 400, title: 'Bad Request' },
   'invalid-body': { status: 400, title: 'Bad Request' },
+  // an uploaded incident file that is truncated, damaged, newer or not one: the detail says which
+  'invalid-incident': { status: 400, title: 'Bad Request' },
   unauthorized: { status: 401, title: 'Unauthorized' },
   forbidden: { status: 403, title: 'Forbidden' },
   'host-not-allowed': { status: 403, title: 'Forbidden' },

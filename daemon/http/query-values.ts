@@ -3,8 +3,10 @@
  * them). Times and durations become exact bigint nanoseconds straight from
  * their digits: a JS number cannot hold a 19-digit epoch-ns value.
  */
+import { REDACT_KINDS, type RedactKind } from '../../core/incident/incident-types';
 import { KreplayError } from '../../core/errors';
 import { EVENT_TYPES, TARGET_KINDS, type EventType, type TargetKind } from '../../core/model';
+import type { TargetPattern } from '../store/event-filter';
 
 /** A value a client sent that does not parse; the message says what was expected. */
 export class InvalidValue extends KreplayError {
@@ -118,12 +120,7 @@ function parseChoiceList<const T extends string>(choices: readonly T[]): (text: 
 
 export const parseEventTypes: (text: string) => EventType[] = parseChoiceList(EVENT_TYPES);
 export const parseTargetKinds: (text: string) => TargetKind[] = parseChoiceList(TARGET_KINDS);
-
-/** A write target, matched exactly, or every target starting with `value` when prefix. */
-export interface TargetPattern {
-  value: string;
-  prefix: boolean;
-}
+export const parseRedactKinds: (text: string) => RedactKind[] = parseChoiceList(REDACT_KINDS);
 
 /** Longer than any target the kernel side reports (a path of at most 1280 bytes and a suffix). */
 const MAX_TARGET_LENGTH = 4096;

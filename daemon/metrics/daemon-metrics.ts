@@ -4,7 +4,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { TimingObserver } from '../replay/sessions/replay-session';
-import type { PoolStats } from '../store/query-pool/query-pool';
+import type { PoolStats } from '../queries/query-pool';
 import type { ReplaySessions } from '../replay/sessions/session-service';
 import { SESSION_STATES } from '../replay/sessions/session-state';
 

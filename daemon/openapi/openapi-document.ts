@@ -24,6 +24,8 @@ interface Operation {
   /** an object schema whose keys are the query parameters */
   query?: z.ZodObject;
   body?: z.ZodType;
+  /** a body that is not JSON: its media type */
+  rawBody?: { type: string; description: string };
   /** status → a response schema's id in components, or a media type and description */
   responses: Record<number, string | { type: string; description: string }>;
   /** problem kinds this operation answers with besides those of every route */
@@ -97,10 +99,22 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'get',
     path: '/api/events/export',
-    summary: 'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed',
+    summary:
+      'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed; with format=incident, one transaction as an incident file (application/zstd, README "Incident files")',
     query: exportQuerySchema,
-    responses: { 200: { type: 'application/json', description: 'Chrome trace-event JSON' } },
-    problems: ['invalid-parameter', 'export-too-large', 'store-unavailable', 'store-damaged'],
+    responses: {
+      200: {
+        type: 'application/json',
+        description: 'Chrome trace-event JSON; format=incident answers application/zstd, the incident file',
+      },
+    },
+    problems: [
+      'invalid-parameter',
+      'transaction-not-found',
+      'export-too-large',
+      'store-unavailable',
+      'store-damaged',
+    ],
   },
   {
     method: 'get',
@@ -109,6 +123,22 @@ export const OPERATIONS: Operation[] = [
     query: eventQuery,
     responses: { 200: 'Event' },
     problems: ['invalid-parameter', 'event-not-found', 'store-unavailable', 'store-damaged'],
+  },
+  {
+    method: 'get',
+    path: '/api/incidents',
+    summary:
+      'the incident files served read-only (dropped into <data-dir>/incidents/ or uploaded), and those skipped with why; their events are searchable and replayable like any',
+    responses: { 200: 'IncidentList' },
+  },
+  {
+    method: 'post',
+    path: '/api/incidents',
+    summary:
+      'upload an incident file: checked whole, kept under <data-dir>/.replay/incidents/, then served like a dropped-in one',
+    rawBody: { type: 'application/octet-stream', description: 'the incident file (.kri) as it is' },
+    responses: { 201: 'IncidentCreated' },
+    problems: ['invalid-incident', 'body-too-large', 'unsupported-media-type'],
   },
   {
     method: 'get',
@@ -225,6 +255,12 @@ export function openApiDocument(): JsonSchema {
       operation.requestBody = {
         required: false,
         content: { 'application/json': { schema: schemaOf(op.body, 'input') } },
+      };
+    if (op.rawBody)
+      operation.requestBody = {
+        required: true,
+        description: op.rawBody.description,
+        content: { [op.rawBody.type]: { schema: { type: 'string', format: 'binary' } } },
       };
     if (op.open) operation.security = [];
     (paths[op.path] ??= {})[op.method] = operation;

@@ -126,6 +126,34 @@ export const problemSchema = z
     description: `RFC 9457 problem details; kinds: ${Object.keys(PROBLEM_KINDS).join(', ')}`,
   });
 
+const incidentEntrySchema = z.strictObject({
+  id: z.string().meta({ description: 'the first 16 hex digits of the digest' }),
+  file: z.string(),
+  origin: z.enum(['dropped', 'uploaded']),
+  transaction_id: z.string(),
+  events: z.number().int(),
+  digest: z.string(),
+  exported_at: z.string(),
+  kreplay_version: z.string(),
+  source: z.string(),
+  first_ns: z.number().nullable(),
+  end_ns: z.number().nullable(),
+  redacted: z.array(z.string()),
+  runs: z.number().int().nullable().meta({ description: 'null: unknown (exported from ClickHouse)' }),
+  store_ids: z.array(z.string()),
+});
+
+export const incidentListSchema = z
+  .strictObject({
+    incidents: z.array(incidentEntrySchema),
+    skipped: z.array(z.strictObject({ file: z.string(), reason: z.string() })),
+  })
+  .meta({ id: 'IncidentList' });
+
+export const incidentCreatedSchema = z
+  .strictObject({ id: z.string(), transaction_id: z.string(), events: z.number().int(), digest: z.string() })
+  .meta({ id: 'IncidentCreated' });
+
 export const livenessSchema = z.strictObject({ status: z.literal('ok') }).meta({ id: 'Liveness' });
 
 export const readinessSchema = z

@@ -1,6 +1,11 @@
 /** What the HTTP routes and replay sessions ask the node stores for. */
 import type { ApiEvent, EventType, TargetKind } from '../../core/model';
-import type { TargetPattern } from '../http/query-values';
+
+/** A write target, matched exactly, or every target starting with `value` when prefix. */
+export interface TargetPattern {
+  value: string;
+  prefix: boolean;
+}
 
 /** Given fields combine as AND; `fromNs` is inclusive, `toNs` exclusive. */
 export interface EventFilter {

@@ -23,6 +23,7 @@ import {
   type StoreError,
   type StoreInfo,
 } from '../../core/store/schema';
+import type { IncidentRun } from '../../core/incident';
 import type { EventFilter, EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 import {
@@ -90,6 +91,48 @@ export interface SampledRange {
 const SAMPLED_RUNS_SQL = `SELECT started_ns AS fromNs, stopped_ns AS toNs, sample_background AS oneIn
   FROM runs WHERE sample_background > 1 AND started_ns < :to AND (stopped_ns IS NULL OR stopped_ns > :from)
   ORDER BY started_ns`;
+
+/* runs overlapping [from, to]; columns a store's schema lacks read as their defaults */
+const runsSql = (
+  version: number,
+) => `SELECT id, node, started_ns, stopped_ns, kernel, agent_version, clock_error_ns, clock_offset_ns,
+  ${version >= SAMPLING_SCHEMA_VERSION ? 'sample_background, filter' : '1 AS sample_background, NULL AS filter'},
+  ${version >= RETENTION_SCHEMA_VERSION ? 'start_reason' : 'NULL AS start_reason'}, exit_reason
+  FROM runs WHERE started_ns <= :to AND (stopped_ns IS NULL OR stopped_ns >= :from) ORDER BY started_ns, id`;
+
+/* the counters' key is (run_id, name, at_ns): each is one step down the b-tree */
+const NEXT_COUNTER_SQL = 'SELECT name FROM counters WHERE run_id = ? AND name > ? ORDER BY name LIMIT 1';
+const COUNTER_BEFORE_SQL =
+  'SELECT at_ns, value FROM counters WHERE run_id = ? AND name = ? AND at_ns < ? ORDER BY at_ns DESC LIMIT 1';
+const COUNTER_FROM_SQL =
+  'SELECT at_ns, value FROM counters WHERE run_id = ? AND name = ? AND at_ns >= ? ORDER BY at_ns LIMIT 1';
+const COUNTER_LAST_SQL =
+  'SELECT at_ns, value FROM counters WHERE run_id = ? AND name = ? ORDER BY at_ns DESC LIMIT 1';
+
+interface RunRow {
+  id: bigint;
+  node: string;
+  started_ns: bigint;
+  stopped_ns: bigint | null;
+  kernel: string;
+  agent_version: string;
+  clock_error_ns: bigint;
+  clock_offset_ns: bigint;
+  sample_background: bigint;
+  filter: string | null;
+  start_reason: string | null;
+  exit_reason: string | null;
+}
+type CounterRow = { at_ns: bigint; value: bigint } | undefined;
+
+/** The run's filter as the agent stored it (JSON), or its text when it is not JSON. */
+function filterValue(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
 
 /* the events table's key leads with ts: the newest row is one step down the b-tree */
 const NEWEST_TS_SQL = 'SELECT ts FROM events ORDER BY ts DESC LIMIT 1';
@@ -249,6 +292,61 @@ export class NodeStore {
       toNs: r.toNs,
       oneIn: Number(r.oneIn),
     }));
+  }
+
+  /**
+   * The runs overlapping [fromNs, toNs] with each counter's growth over that
+   * window, read between the snapshots that bracket it (incident files).
+   */
+  incidentRuns(fromNs: bigint, toNs: bigint): IncidentRun[] {
+    this.refreshSchema();
+    const runs = this.guard(
+      () => this.statement(runsSql(this.schemaVersion)).all({ from: fromNs, to: toNs }) as RunRow[],
+    );
+    return runs.map((r) => {
+      let from: bigint | null = null;
+      let to: bigint | null = null;
+      const counters: Record<string, number> = {};
+      for (let name = this.nextCounter(r.id, ''); name !== undefined; name = this.nextCounter(r.id, name)) {
+        const before = this.guard(
+          () => this.statement(COUNTER_BEFORE_SQL).get(r.id, name, fromNs) as CounterRow,
+        );
+        const after = this.guard(
+          () =>
+            (this.statement(COUNTER_FROM_SQL).get(r.id, name, toNs) ??
+              this.statement(COUNTER_LAST_SQL).get(r.id, name)) as CounterRow,
+        );
+        if (!after) continue;
+        // no snapshot since the one before the window: it did not grow
+        counters[name] =
+          before && after.at_ns <= before.at_ns ? 0 : Number(after.value - (before?.value ?? 0n));
+        if (before && (from === null || before.at_ns < from)) from = before.at_ns;
+        if (to === null || after.at_ns > to) to = after.at_ns;
+      }
+      return {
+        node: r.node,
+        store_id: this.info.storeId,
+        started_ns: r.started_ns,
+        stopped_ns: r.stopped_ns,
+        kernel: r.kernel,
+        agent_version: r.agent_version,
+        clock_error_ns: r.clock_error_ns,
+        clock_offset_ns: r.clock_offset_ns,
+        sample_background: Number(r.sample_background),
+        filter: r.filter === null ? null : filterValue(r.filter),
+        start_reason: r.start_reason,
+        exit_reason: r.exit_reason,
+        counters,
+        counters_from_ns: from,
+        counters_to_ns: to,
+      };
+    });
+  }
+
+  private nextCounter(runId: bigint, after: string): string | undefined {
+    return this.guard(
+      () => this.statement(NEXT_COUNTER_SQL, 'pluck').get(runId, after) as string | undefined,
+    );
   }
 
   row(ts: bigint, seq: number): EventRow | undefined {

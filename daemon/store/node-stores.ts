@@ -7,6 +7,7 @@
  */
 import { parseEventId, rowToEvent, type ApiEvent } from '../../core/model';
 import type { EventRow } from '../../core/store/event-columns';
+import type { IncidentRun } from '../../core/incident';
 import type { Logger } from '../../core/log/logger';
 import type { StoreError } from '../../core/store/schema';
 import {
@@ -135,6 +136,14 @@ export class NodeStores {
       .stores()
       .filter((store) => filter.node === undefined || filter.node === store.info.node)
       .flatMap((store) => store.sampledRanges(from, to));
+  }
+
+  /** The runs of the stores `storeIds` that overlap [fromNs, toNs] (incident files). */
+  incidentRuns(storeIds: ReadonlySet<string>, fromNs: bigint, toNs: bigint): IncidentRun[] {
+    return this.directory
+      .stores()
+      .filter((store) => storeIds.has(store.info.storeId))
+      .flatMap((store) => store.incidentRuns(fromNs, toNs));
   }
 
   get(eventId: string): ApiEvent | null {

@@ -3,6 +3,11 @@
  * mounted) while the daemon runs. The directory is rescanned when its mtime
  * changes, and at most once a second anyway (a file still being copied is
  * retried once its size or mtime changes).
+ *
+ * Also the read-only stores the daemon builds from incident files
+ * (daemon/incidents, in INCIDENT_STORES_DIR). A live store with the same
+ * store id holds the same events under the same ids: it is served and the
+ * incident's store is not (shadowed, which is no fault of either).
  */
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
@@ -12,12 +17,26 @@ import { NodeStore } from './node-store';
 
 const RESCAN_MS = 1000;
 
+/** Where the stores built from incident files live, under the data dir. */
+export const INCIDENT_STORES_DIR = join('.replay', 'incident-stores');
+
+const isIncidentStore = (name: string) => name.startsWith(`${INCIDENT_STORES_DIR}/`);
+
 interface OpenFile {
   store: NodeStore;
   ino: number;
 }
 
 const signature = (stat: Stats) => `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+
+/** The file's signature, or '' when it is gone (never equal to a file's: it is looked at again). */
+function signatureOf(path: string): string {
+  try {
+    return signature(statSync(path));
+  } catch {
+    return '';
+  }
+}
 
 /** A file of the data dir that is not served, and why. */
 export interface SkippedStore {
@@ -37,6 +56,8 @@ export class StoreDirectory {
   private readonly open = new Map<string, OpenFile>();
   /** files that failed to open or to read, by name, with the stat signature they failed at and why */
   private readonly failed = new Map<string, { signature: string; reason: string }>();
+  /** incident stores not served because a live store has their store id, with the signature they had */
+  private readonly shadowed = new Map<string, string>();
   private list: NodeStore[] = [];
   private dirMtime = -1;
   private scannedAt = -Infinity;
@@ -85,6 +106,8 @@ export class StoreDirectory {
     let mtime = -1;
     try {
       mtime = statSync(this.dir).mtimeMs;
+      // a store built from incident files appears in its own dir
+      mtime += statSync(join(this.dir, INCIDENT_STORES_DIR)).mtimeMs;
     } catch {
       // a missing dir is scanned as empty below
     }
@@ -105,7 +128,10 @@ export class StoreDirectory {
       this.dirError = (err as Error).message;
       names = [];
     }
+    // after the live stores, so that a live store wins over an incident's of the same id
+    names.push(...incidentStores(this.dir));
     const present = new Set(names);
+    for (const name of this.shadowed.keys()) if (!present.has(name)) this.shadowed.delete(name);
     for (const [name, file] of this.open) {
       if (!present.has(name)) this.drop(name, file, 'file is gone');
     }
@@ -127,12 +153,24 @@ export class StoreDirectory {
     if (known?.ino === stat.ino) return;
     if (known) this.drop(name, known, 'file was replaced');
     if (this.failed.get(name)?.signature === signature(stat)) return;
+    if (this.shadowed.get(name) === signature(stat)) return;
     try {
       const store = NodeStore.open(path);
-      const twin = [...this.open.values()].find((f) => f.store.info.storeId === store.info.storeId);
-      if (twin) {
+      const twinName = [...this.open.keys()].find(
+        (n) => this.open.get(n)!.store.info.storeId === store.info.storeId,
+      );
+      if (twinName !== undefined && isIncidentStore(name)) {
         store.close();
-        throw new Error(`same store id as ${twin.store.path} (a copy?)`);
+        this.shadowed.set(name, signature(stat));
+        return;
+      }
+      if (twinName !== undefined && isIncidentStore(twinName)) {
+        const twin = this.open.get(twinName)!;
+        this.drop(twinName, twin, 'a live store has its store id');
+        this.shadowed.set(twinName, signatureOf(twin.store.path));
+      } else if (twinName !== undefined) {
+        store.close();
+        throw new Error(`same store id as ${this.open.get(twinName)!.store.path} (a copy?)`);
       }
       this.open.set(name, { store, ino: stat.ino });
       this.failed.delete(name);
@@ -159,5 +197,17 @@ export class StoreDirectory {
       this.open.delete(name);
     }
     this.list = [];
+  }
+}
+
+/** The incident stores' names relative to the data dir (none when the daemon has built none). */
+function incidentStores(dataDir: string): string[] {
+  try {
+    return readdirSync(join(dataDir, INCIDENT_STORES_DIR))
+      .filter((name) => name.endsWith('.db'))
+      .sort()
+      .map((name) => join(INCIDENT_STORES_DIR, name));
+  } catch {
+    return [];
   }
 }

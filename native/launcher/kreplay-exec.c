@@ -8,9 +8,10 @@
  *   <- "txn ID\n"            it writes `KREPLAY-CTX txn=ID` to /dev/null (before the
  *                            filter: the marker is no call of CMD's), so a running
  *                            agent records the build under that transaction
- *   -> "listener\n" + fd     after installing a seccomp filter that sends write,
- *                            writev, pwrite64, pwritev and pwritev2 to a user-notification
- *                            listener (every other call passes), the listener (SCM_RIGHTS)
+ *   -> "listener\n" + fd     after installing a seccomp filter that sends the writes,
+ *                            sends, fsyncs and connects (`supervised` below) to a
+ *                            user-notification listener (every other call passes),
+ *                            the listener (SCM_RIGHTS)
  *   <- "go\n"                the supervisor runs: it execs CMD.
  * Threads and children inherit the filter.
  *
@@ -19,7 +20,8 @@
  * to kreplay ("status N\n") and kills whatever CMD left running. If kreplay dies,
  * the parent gets SIGTERM (PR_SET_PDEATHSIG) and kills CMD and every descendant
  * with SIGKILL, so a build never runs on with its writes failing (ENOSYS) under a
- * dead listener. The socket is only used with send/recv, which the filter passes.
+ * dead listener. Under the filter the child only talks on the socket with recv and
+ * the hand-over's sendmsg, which the filter passes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,21 +106,51 @@ static void on_term(int sig) {
   _exit(EXIT_SETUP);
 }
 
+/* The calls kreplay supervises (native/exec_call.cc classifies them the same way). */
+static const int supervised[] = {
+    __NR_write,    __NR_writev,   __NR_pwrite64, __NR_pwritev,   __NR_pwritev2,        __NR_sendto, __NR_sendmsg,
+    __NR_sendmmsg, __NR_sendfile, __NR_fsync,    __NR_fdatasync, __NR_sync_file_range, __NR_syncfs, __NR_connect,
+};
+#define SUPERVISED (sizeof supervised / sizeof supervised[0])
+/*
+ * The hand-over of the listener itself is a sendmsg on the control socket, made
+ * after the filter is in: sendmsg(CONTROL_FD, ..., HANDOFF_FLAGS) passes. The
+ * flags are a combination a unix stream socket ignores and no build uses.
+ */
+#define HANDOFF_FLAGS (MSG_NOSIGNAL | MSG_CONFIRM | MSG_DONTROUTE)
+#define ARG_LOW(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+
+/* A jump at index `at` to `to` when equal to `k`, else to `other` (absolute indexes). */
+static struct sock_filter jump_eq(size_t at, __u32 k, size_t to, size_t other) {
+  return (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k, (__u8)(to - at - 1), (__u8)(other - at - 1));
+}
+
 static int install_filter(void) {
-  struct sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, KR_AUDIT_ARCH, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_write, 5, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_writev, 4, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pwrite64, 3, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pwritev, 2, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pwritev2, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-  };
-  struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
+  /* arch check; the list, each a jump to NOTIFY; ALLOW; the hand-over's exception; ALLOW; NOTIFY */
+  struct sock_filter code[5 + SUPERVISED + 1 + 6 + 2];
+  const size_t handoff = 5 + SUPERVISED + 1, allow = handoff + 6, notify = allow + 1;
+  size_t n = 0;
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+  code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, KR_AUDIT_ARCH, 1, 0);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+  code[n] = jump_eq(n, __NR_sendmsg, handoff, n + 1);
+  n++;
+  for (size_t i = 0; i < SUPERVISED; i++, n++) code[n] = jump_eq(n, (__u32)supervised[i], notify, n + 1);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  /* sendmsg: the hand-over passes (its fd, its flags), any other goes to kreplay */
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(0));
+  code[n] = jump_eq(n, CONTROL_FD, n + 1, notify);
+  n++;
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(0) + 4);
+  code[n] = jump_eq(n, 0, n + 1, notify);
+  n++;
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(2));
+  code[n] = jump_eq(n, HANDOFF_FLAGS, allow, notify);
+  n++;
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+  struct sock_fprog prog = {.len = (unsigned short)n, .filter = code};
   return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 }
 
@@ -140,7 +172,7 @@ static void send_message(const char *text, int fd) {
     cmsg->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
   }
-  if (sendmsg(CONTROL_FD, &msg, MSG_NOSIGNAL) != (ssize_t)iov.iov_len) die("cannot talk to kreplay");
+  if (sendmsg(CONTROL_FD, &msg, HANDOFF_FLAGS) != (ssize_t)iov.iov_len) die("cannot talk to kreplay");
 }
 
 /* One line from kreplay, without its newline; EOF or anything malformed: kreplay gave up. */

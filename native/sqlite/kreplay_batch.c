@@ -221,8 +221,12 @@ static sqlite3_module kBatchModule = {
     .xRowid = batchRowid,
 };
 
+/* native/sqlite/kreplay_rowbinary.c: the shipper's encoder */
+int kreplay_rowbinary_register(sqlite3 *db);
+
 int sqlite3_kreplaysqlite_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
   (void)err;
   SQLITE_EXTENSION_INIT2(api);
-  return sqlite3_create_module(db, "kreplay_batch", &kBatchModule, NULL);
+  int rc = sqlite3_create_module(db, "kreplay_batch", &kBatchModule, NULL);
+  return rc == SQLITE_OK ? kreplay_rowbinary_register(db) : rc;
 }

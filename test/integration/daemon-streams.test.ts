@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { request, Agent, type ClientRequest } from 'node:http';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
-import { SEND_BUFFER } from '../../daemon/replay/stream/send-buffer';
+import { SEND_BUFFER } from '../../daemon/replay/send-buffer';
 import { startDaemonProcess } from '../../bench/daemon-process';
 import { writeStore } from '../support/event-store';
 import { api, StreamClient } from '../support/replay-http';

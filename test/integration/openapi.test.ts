@@ -13,6 +13,8 @@ import { OPERATIONS } from '../../daemon/openapi/openapi-document';
 import {
   eventPageSchema,
   eventSchema,
+  incidentCreatedSchema,
+  incidentListSchema,
   livenessSchema,
   problemSchema,
   readinessSchema,
@@ -23,6 +25,9 @@ import { CONTROLS } from '../../daemon/replay/sessions/session-state';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import { NodeStores } from '../../daemon/store/node-stores';
+import { IncidentLibrary } from '../../daemon/incidents/incident-library';
+import { repoRoot } from '../../core/repo-root';
+import { readFileSync } from 'node:fs';
 import { writeStore } from '../support/event-store';
 
 const T0 = 1_795_345_678_000_000_000n;
@@ -113,6 +118,7 @@ describe('OpenAPI document', () => {
       replay,
       webRoot: dir.path,
       metrics: new DaemonMetrics(),
+      incidents: new IncidentLibrary(dir.path, silentLogger),
     });
     const documented = OPERATIONS.map((op) => `${op.method} ${op.path}`).sort();
     expect(servedRoutes(app)).toEqual(documented);
@@ -173,5 +179,14 @@ describe('OpenAPI document', () => {
     await get(`/api/replay/sessions/${session.id}`, sessionSchema);
     await get('/api/replay/sessions', sessionListSchema);
     await get('/api/replay/sessions/none', problemSchema, 404);
+    const upload = await fetch(`${daemon.url}/api/incidents`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream' },
+      body: readFileSync(join(repoRoot(), 'test', 'fixtures', 'incident-v1.kri')),
+    });
+    expect(upload.status).toBe(201);
+    incidentCreatedSchema.parse(await upload.json());
+    const list = (await get('/api/incidents', incidentListSchema)) as { incidents: unknown[] };
+    expect(list.incidents).toHaveLength(1);
   });
 });

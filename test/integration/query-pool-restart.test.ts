@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { createLogger } from '../../core/log/logger';
 import { ProblemError } from '../../daemon/http/problem';
 import { healthRouter } from '../../daemon/health/health-router';
-import { QueryPool } from '../../daemon/store/query-pool/query-pool';
+import { QueryPool } from '../../daemon/queries/query-pool';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { useTempDir } from '../support/temp-dir';
 import express from 'express';

@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import { createServer, connect, type Socket } from 'node:net';
 import { silentLogger } from '../../core/log/logger';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
-import type { SocketClosed } from '../../daemon/replay/clock/replay-clock';
+import type { SocketClosed } from '../../daemon/replay/replay-clock';
 
 const FRAMES = 20;
 const GAP_NS = 5_000_000n;

@@ -65,6 +65,27 @@ describe('the high-resolution replay clock', () => {
     expect(forgotten).toEqual([]);
   });
 
+  it('hands the releases it made before a clear to the clearer instead of running them', () => {
+    const lane = clock.lane();
+    const ran: bigint[] = [];
+    const due = clock.now();
+    // with a frame, so the lane holds a ring and clear() waits for the thread to look
+    lane.at(due, (at) => ran.push(at), { index: 0, head: 'data: late=', tail: '\n\n' });
+    // without letting the event loop turn (it would run the release): settle until the thread reported it
+    const reported = lane as unknown as { reported: { length: number } };
+    const giveUp = Date.now() + 5000;
+    while (reported.reported.length === 0 && Date.now() < giveUp) clock.settle();
+    expect(reported.reported.length).toBe(1);
+    const seen = lane.clear();
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.releasedAt).toBeGreaterThanOrEqual(due);
+    expect(ran).toEqual([]);
+    seen[0]!.release(seen[0]!.releasedAt, seen[0]!.writtenAt);
+    expect(ran).toEqual([seen[0]!.releasedAt]);
+    // nothing is left to run later, nor handed over twice
+    expect(lane.clear()).toEqual([]);
+  });
+
   it('runs under SCHED_FIFO when the process may (CAP_SYS_NICE)', () => {
     if (!mayUseRealtime()) {
       console.warn('SKIPPED: no CAP_SYS_NICE here, so the replay clock stays under SCHED_OTHER');

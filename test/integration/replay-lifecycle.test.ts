@@ -9,6 +9,7 @@ import {
   type SessionLimits,
 } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
+import { FakeWallClock } from '../support/fake-wall-clock';
 import { request } from 'node:http';
 
 /** POST a session from a given loopback address: another client, as the per-client limit sees it. */
@@ -71,7 +72,8 @@ describe('replay session lifecycle', () => {
   };
 
   it('removes finished and stopped sessions after the idle TTL, never live ones', async () => {
-    const server = await start({ sessionTtlMs: 1000 });
+    const wallClock = new FakeWallClock();
+    const server = await start({ sessionTtlMs: 1000, wallClock });
     const finished = await create(server, 'tx-short', 1000);
     const stream = await StreamClient.open(server.url, finished);
     await api(server.url, 'POST', `/${finished}/play`);
@@ -81,8 +83,9 @@ describe('replay session lifecycle', () => {
     const paused = await create(server, 'tx-long');
     await api(server.url, 'POST', `/${paused}/seek`, { position_ns: 5 });
     const ready = await create(server, 'tx-long');
+    wallClock.advanceBy(999);
     expect((await api(server.url, 'GET', `/${finished}`)).status).toBe(200);
-    await sleep(1600);
+    wallClock.advanceBy(1);
     expect((await api(server.url, 'GET', `/${finished}`)).status).toBe(404);
     expect((await api(server.url, 'GET', `/${stopped}`)).status).toBe(404);
     const left = (await api(server.url, 'GET', '')).body.sessions as { id: string }[];
@@ -128,20 +131,23 @@ describe('replay session lifecycle', () => {
   });
 
   it('removes ready and paused sessions after --idle-session-ttl; playing ones stay', async () => {
-    const server = await start({ idleSessionTtlMs: 700 });
+    const wallClock = new FakeWallClock();
+    const server = await start({ idleSessionTtlMs: 700, wallClock });
     const ready = await create(server, 'tx-long');
     const paused = await create(server, 'tx-long');
     await api(server.url, 'POST', `/${paused}/seek`, { position_ns: 5 });
     const playing = await create(server, 'tx-long', 0.5);
     await api(server.url, 'POST', `/${playing}/play`);
-    await sleep(400);
+    wallClock.advanceBy(400);
     // a change restarts the clock: this one is touched at 400 ms and goes at 1.1 s
     const touched = await create(server, 'tx-long');
-    await sleep(500);
+    wallClock.advanceBy(300);
     const left = (await api(server.url, 'GET', '')).body.sessions as { id: string }[];
     expect(left.map((s) => s.id)).toEqual([playing, touched]);
     expect((await api(server.url, 'GET', `/${ready}`)).status).toBe(404);
-    await sleep(500);
+    wallClock.advanceBy(399);
+    expect((await api(server.url, 'GET', '')).body.sessions).toHaveLength(2);
+    wallClock.advanceBy(1);
     const later = (await api(server.url, 'GET', '')).body.sessions as { id: string }[];
     expect(later.map((s) => s.id)).toEqual([playing]);
   });

@@ -58,7 +58,9 @@ export async function startEventsServer(
     await sync();
     events = new ClickHouseEvents(ch);
   }
-  const running = await listen(createApp({ log: silentLogger, stores, events }), '127.0.0.1', 0);
+  // the fleet store keeps no runs: an incident exported from it says so (as create-daemon wires it)
+  const app = createApp({ log: silentLogger, stores, events, incidentRuns: events ? null : undefined });
+  const running = await listen(app, '127.0.0.1', 0);
   return {
     url: running.url,
     sync,
@@ -78,6 +80,13 @@ export interface Reply {
 export async function get(url: string): Promise<Reply> {
   const res = await fetch(url);
   return { status: res.status, contentType: res.headers.get('content-type') ?? '', text: await res.text() };
+}
+
+/** A binary answer (an incident file). */
+export async function getBytes(url: string): Promise<{ status: number; contentType: string; body: Buffer }> {
+  const res = await fetch(url);
+  const body = Buffer.from(await res.arrayBuffer());
+  return { status: res.status, contentType: res.headers.get('content-type') ?? '', body };
 }
 
 export interface EventsReply {

@@ -31,6 +31,27 @@ export function incidentWrite(
   return { ...event, target, target_kind: kind };
 }
 
+/**
+ * An event of another syscall type (sys_fsync, sys_connect) or a write with
+ * its syscall, bytes and ret: `incidentWrite` with those fields replaced.
+ */
+export function incidentCall(
+  txn: string,
+  offsetMs: number,
+  durationMs: number,
+  eventType: 'sys_write' | 'sys_fsync' | 'sys_connect',
+  target: string,
+  kind: TargetKind,
+  fields: { syscall?: string; bytes?: number; ret?: number } = {},
+): IncidentEvent {
+  // the stand-in serves every field as it is; the type only names sys_write's
+  return {
+    ...incidentWrite(txn, offsetMs, durationMs, target, kind),
+    ...fields,
+    event_type: eventType as 'sys_write',
+  };
+}
+
 export interface ExecDaemon {
   url: string;
   sessions: ReplaySessions;

@@ -1,5 +1,10 @@
-/** A clock that moves only when told, and releases on the dot (or exactly as late as told). */
-import type { ClockLane, Release, ReplayClock } from '../../daemon/replay/clock/replay-clock';
+/**
+ * A clock that moves only when told, and releases on the dot (or exactly as
+ * late as told). With `holding`, it releases without running the releases,
+ * as the real clock does while the main thread is busy: a clear() then hands
+ * them back, or runHeld() runs them.
+ */
+import type { ClockLane, Release, Released, ReplayClock } from '../../daemon/replay/replay-clock';
 
 interface Waiting {
   deadline: bigint;
@@ -9,6 +14,8 @@ interface Waiting {
 /** Writes no frame itself: the main thread writes every one (no sockets). */
 class FakeLane implements ClockLane {
   waiting: Waiting[] = [];
+  /** released while the clock was holding, not run yet */
+  held: Released[] = [];
   readonly sockets = null;
 
   constructor(private readonly clock: FakeClock) {}
@@ -24,8 +31,9 @@ class FakeLane implements ClockLane {
     this.clock.armed.push(deadline);
   }
 
-  clear(): void {
+  clear(): Released[] {
     this.waiting = [];
+    return this.held.splice(0);
   }
 }
 
@@ -41,6 +49,8 @@ export class FakeClock implements ReplayClock {
 
   /** the lead a play takes before its first deadline (the real clock's is about a millisecond) */
   lead = 0n;
+  /** releases are made but not run (the main thread busy), until runHeld() */
+  holding = false;
 
   leadNs(): bigint {
     return this.lead;
@@ -68,9 +78,16 @@ export class FakeClock implements ReplayClock {
       const lane = this.lanes.find((l) => l.waiting[0]?.deadline === next)!;
       const { deadline, release } = lane.waiting.shift()!;
       if (deadline + lateNs > this.nowNs) this.nowNs = deadline + lateNs;
-      release(this.nowNs, null);
+      if (this.holding) lane.held.push({ release, releasedAt: this.nowNs, writtenAt: null });
+      else release(this.nowNs, null);
     }
     if (toNs > this.nowNs) this.nowNs = toNs;
+  }
+
+  /** Runs the releases held so far, in order, as the main thread would once free. */
+  runHeld(): void {
+    for (const lane of this.lanes)
+      for (const { release, releasedAt, writtenAt } of lane.held.splice(0)) release(releasedAt, writtenAt);
   }
 
   advanceBy(ns: bigint, lateNs = 0n): void {

@@ -15,7 +15,7 @@ export interface ReplayServer {
 /** Sessions' limits and TTLs as the daemon's options name them; ended sessions stay 10 min unless told. */
 export type SessionLimits = Pick<
   DaemonOptions,
-  'sessionTtlMs' | 'idleSessionTtlMs' | 'maxSessions' | 'maxSessionsPerClient'
+  'sessionTtlMs' | 'idleSessionTtlMs' | 'maxSessions' | 'maxSessionsPerClient' | 'wallClock'
 >;
 
 /** A daemon over `dataDir`, reading its events (replay included) from the node files or from them shipped to ClickHouse. */

@@ -5,8 +5,9 @@
  * when a socket is full and sent when it drains, the cut past the limits, an
  * end only after everything is out, and a peer gone.
  */
-import { CLOSE_REASON, RING, clockSockets } from '../../daemon/replay/clock/clock-sockets';
-import type { SendBufferLimits } from '../../daemon/replay/stream/send-buffer';
+import { clockSockets } from '../../daemon/replay/clock/clock-sockets';
+import { CLOSE_REASON, RING } from '../../daemon/replay/clock/clock-wire';
+import type { SendBufferLimits } from '../../daemon/replay/send-buffer';
 
 class FakeSocket {
   received = '';

@@ -79,3 +79,129 @@ describe('buildPlan', () => {
     expect(buildPlan([block(1n)], { maps: [], schedule: new Schedule(1, 0n), pace: 'duration' })).toEqual([]);
   });
 });
+
+describe('buildPlan: calls beyond writes, byte streams, errors', () => {
+  const call = (
+    type: string,
+    ts: bigint,
+    dur: bigint,
+    target: string,
+    kind: string,
+    fields: Partial<RecordedCall> = {},
+  ): RecordedCall => ({
+    event_type: type,
+    timestamp_ns: ts,
+    duration_ns: dur,
+    target,
+    target_kind: kind,
+    ...fields,
+  });
+  const duration = { maps: [], schedule: new Schedule(1, 0n), pace: 'duration' as const };
+
+  it('plans a row per (call kind, target): a file written and fsynced is two, a connect to the peer sent to another', () => {
+    const plan = buildPlan(
+      [
+        call('sys_write', 1n, 10n, '/db/wal', 'file', { syscall: 'pwrite64', bytes: 4096 }),
+        call('sys_fsync', 2n, 900n, '/db/wal', 'file', { syscall: 'fdatasync' }),
+        call('sys_connect', 3n, 1500n, 'tcp 10.0.0.5:5432', 'socket', { syscall: 'connect' }),
+        call('sys_write', 4n, 20n, 'tcp 10.0.0.5:5432', 'socket', { syscall: 'sendto', bytes: 100 }),
+        call('sys_read', 5n, 30n, 'tcp 10.0.0.5:5432', 'socket', { syscall: 'recvfrom', bytes: 100 }),
+      ],
+      duration,
+    );
+    expect(plan.map((t) => [t.call, t.target, t.match, [...t.holdsNs]])).toEqual([
+      // a file written at offsets is no stream
+      ['write', '/db/wal', 'calls', [10n]],
+      ['fsync', '/db/wal', 'calls', [900n]],
+      ['connect', 'tcp 10.0.0.5:5432', 'calls', [1500n]],
+      ['write', 'tcp 10.0.0.5:5432', 'bytes', [20n]],
+      // the read after the send: the upstream answered 11 ns after the send ended
+      ['response', 'tcp 10.0.0.5:5432', 'calls', [11n]],
+    ]);
+    expect(plan[2]!.keys).toEqual(['tcp 10.0.0.5:5432', 'tcp *:5432']);
+  });
+
+  it('matches a stream by bytes: byte ends accumulate over the calls with bytes; --match calls keeps calls', () => {
+    const events = [
+      call('sys_write', 1n, 10n, 'pipe', 'pipe', { syscall: 'write', bytes: 100 }),
+      call('sys_write', 2n, 5n, 'pipe', 'pipe', { syscall: 'write', bytes: 0 }),
+      call('sys_write', 3n, 30n, 'pipe', 'pipe', { syscall: 'writev', bytes: 300 }),
+    ];
+    const [bytes] = buildPlan(events, duration);
+    expect(bytes).toMatchObject({ match: 'bytes', recordedBytes: 400, recordedNs: [10n, 5n, 30n] });
+    expect([...bytes!.bytesEnd!]).toEqual([100n, 400n]);
+    expect([...bytes!.holdsNs]).toEqual([10n, 30n]);
+    expect(bytes!.spansNs).toBeUndefined();
+    const [calls] = buildPlan(events, { ...duration, match: 'calls' });
+    expect(calls!.match).toBe('calls');
+    expect(calls!.bytesEnd).toBeUndefined();
+    expect([...calls!.holdsNs]).toEqual([10n, 5n, 30n]);
+  });
+
+  it('timeline pace: a stream holds each call its release offset and its replayed duration to interpolate with', () => {
+    const [plan] = buildPlan(
+      [
+        call('sys_write', 1000n, 10n, 'pipe', 'pipe', { bytes: 10 }),
+        call('sys_write', 2000n, 20n, 'pipe', 'pipe', { bytes: 10 }),
+      ],
+      { maps: [], schedule: new Schedule(2, 0n), pace: 'timeline' },
+    );
+    expect([...plan!.holdsNs]).toEqual([5n, 500n + 10n]);
+    expect([...plan!.spansNs!]).toEqual([5n, 10n]);
+  });
+
+  it('--replay-errors: per recorded call its errno; a stream with a failed write is matched per call', () => {
+    const events = [
+      call('sys_fsync', 1n, 10n, '/db/wal', 'file', { ret: 0 }),
+      call('sys_fsync', 2n, 20n, '/db/wal', 'file', { ret: -5 }),
+      call('sys_write', 3n, 1n, 'tcp 1.2.3.4:80', 'socket', { bytes: 10, ret: 10 }),
+      call('sys_write', 4n, 2n, 'tcp 1.2.3.4:80', 'socket', { bytes: 0, ret: -104 }),
+    ];
+    const plain = buildPlan(events, duration);
+    expect(plain.map((t) => [t.match, t.errnos, t.recordedErrors])).toEqual([
+      ['calls', undefined, 1],
+      ['bytes', undefined, 1],
+    ]);
+    const failing = buildPlan(events, { ...duration, replayErrors: true });
+    expect(failing.map((t) => [t.match, t.errnos && [...t.errnos]])).toEqual([
+      ['calls', [0, 5]],
+      ['calls', [0, 104]],
+    ]);
+  });
+});
+
+describe('buildPlan: responses', () => {
+  const ev = (type: string, ts: bigint, dur: bigint, fields: Partial<RecordedCall> = {}): RecordedCall => ({
+    event_type: type,
+    timestamp_ns: ts,
+    duration_ns: dur,
+    target: 'tcp 10.0.0.5:80',
+    target_kind: 'socket',
+    pid: 7,
+    fd: 4,
+    ...fields,
+  });
+
+  it("takes each exchange's response_ns, or derives it from the last send's end to the first read's end", () => {
+    const plan = buildPlan(
+      [
+        ev('sys_write', 1000n, 10n, { bytes: 50 }),
+        ev('sys_read', 1100n, 2900n, { bytes: 80, response_ns: 3000n }),
+        // a second read of the same response is no exchange
+        ev('sys_read', 4100n, 5n, { bytes: 80 }),
+        // recorded without response_ns: send ends at 5010, read ends at 5500
+        ev('sys_write', 5000n, 10n, { bytes: 50 }),
+        ev('sys_read', 5020n, 480n, { bytes: 80 }),
+        // another connection's read without a send before it
+        ev('sys_read', 6000n, 9n, { bytes: 80, fd: 5 }),
+      ],
+      { maps: [], schedule: new Schedule(2, 7n), pace: 'timeline' },
+    );
+    const response = plan.find((t) => t.call === 'response')!;
+    expect(response.keys).toEqual(['tcp 10.0.0.5:80', 'tcp *:80']);
+    expect(response.recordedNs).toEqual([3000n, 490n]);
+    // scaled by the speed, without the per-call extra latency, whatever the pace
+    expect([...response.holdsNs]).toEqual([1500n, 245n]);
+    expect(plan.map((t) => t.call)).toEqual(['write', 'response']);
+  });
+});

@@ -2,6 +2,10 @@ import type { PlanTarget } from '../../cli/exec/exec-plan';
 import { buildReport, junitXml, parseTolerance, percentile, reportTable } from '../../cli/exec/exec-report';
 
 const target = (name: string, recorded: bigint[]): PlanTarget => ({
+  call: 'write',
+  match: 'calls',
+  recordedBytes: 0,
+  recordedErrors: 0,
   target: name,
   recorded: name,
   kind: 'file',
@@ -32,6 +36,8 @@ describe('exec report', () => {
       {
         matched: 2,
         passed: 3,
+        failed: 0,
+        bytes: 0,
         observedNs: BigInt64Array.from([ms(21.5), ms(21.5)]),
         intendedNs: BigInt64Array.from([ms(20), ms(20)]),
       },
@@ -39,6 +45,8 @@ describe('exec report', () => {
       {
         matched: 1,
         passed: 0,
+        failed: 0,
+        bytes: 0,
         observedNs: BigInt64Array.from([ms(6.5)]),
         intendedNs: BigInt64Array.from([ms(5)]),
       },
@@ -46,6 +54,8 @@ describe('exec report', () => {
       {
         matched: 1,
         passed: 0,
+        failed: 0,
+        bytes: 0,
         observedNs: BigInt64Array.from([ms(1)]),
         intendedNs: BigInt64Array.from([-1n]),
       },
@@ -53,7 +63,7 @@ describe('exec report', () => {
     const rows = buildReport(
       plan,
       outcomes,
-      [{ target: 'pipe', kind: 'pipe', calls: 4 }],
+      [{ call: 'write', target: 'pipe', kind: 'pipe', calls: 4 }],
       parseTolerance('10%,1ms'),
     );
     expect(rows.map((r) => [r.target, r.matched, r.passed_through, r.cut_short, r.failure !== null])).toEqual(

@@ -7,7 +7,7 @@ import {
   type SessionState,
 } from '../../daemon/replay/sessions/session-state';
 import { fakeEvent } from '../support/fake-replay-source';
-import { useReplayFixtures } from '../support/replay-fixture';
+import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
 const replayFixture = useReplayFixtures('kreplay-replay-state-');
 const T0 = 1_795_345_678_123_456_789n;
@@ -99,5 +99,48 @@ describe('replay session state table', () => {
       position_ns: 9_000n,
       duration_ns: 9_000n,
     });
+  });
+});
+
+describe('a control while releases wait to run', () => {
+  it('pause emits the events the clock released before it, once, then pauses where they left it', async () => {
+    const fx = replayFixture(EVENTS);
+    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const stream = new CapturedStream();
+    session.watch(stream);
+    session.play();
+    fx.clock.holding = true;
+    fx.clock.advanceBy(5_000n);
+    expect(session.record().events_emitted).toBe(0);
+    session.pause();
+    expect(session.record()).toMatchObject({ state: 'paused', events_emitted: 3, position_ns: 5_000n });
+    fx.clock.runHeld();
+    await settle();
+    expect(stream.replays().map((r) => r.id)).toEqual([0, 1, 2]);
+    expect(stream.states()).toEqual(['ready', 'playing', 'paused']);
+  });
+
+  it('a pause that finds the last event released leaves the session finished', () => {
+    const fx = replayFixture(EVENTS);
+    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    session.play();
+    fx.clock.holding = true;
+    fx.clock.advanceBy(10_000n);
+    session.pause();
+    expect(session.record()).toMatchObject({ state: 'finished', events_emitted: 4 });
+  });
+
+  it('stop and seek emit them too before they act', () => {
+    const fx = replayFixture(EVENTS);
+    const stopped = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const sought = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    stopped.play();
+    sought.play();
+    fx.clock.holding = true;
+    fx.clock.advanceBy(1_000n);
+    stopped.stop();
+    sought.seek(0n);
+    expect(stopped.record()).toMatchObject({ state: 'stopped', events_emitted: 2 });
+    expect(sought.record()).toMatchObject({ state: 'playing', events_emitted: 0, position_ns: 0n });
   });
 });

@@ -14,26 +14,8 @@
  * Last-Event-ID. The main thread closes the descriptor once told the
  * watcher is closed here (Node warns of descriptors a worker closes).
  */
-import type { SendBufferLimits } from '../stream/send-buffer';
-
-/** Why the clock thread closed its copy of a watcher's socket; reported to the main thread by index. */
-export const CLOSE_REASONS = ['ended', 'cut', 'gone'] as const;
-export type SocketClosed = (typeof CLOSE_REASONS)[number];
-export const CLOSE_REASON = Object.fromEntries(CLOSE_REASONS.map((reason, i) => [reason, i])) as Record<
-  SocketClosed,
-  number
->;
-
-/** Where a lane's ring keeps things: Int32 words of its header, then the frames from DATA_OFFSET. */
-export const RING = {
-  /** the next event index the main thread has not yet taken the release of */
-  processedIndex: 0,
-  headerWords: 1,
-  dataOffset: 64,
-} as const;
-
-/** Per frame in the clock's lanes: offset in the ring, length, where its lateness goes, event index. */
-export const FRAME_WIDTH = 4;
+import type { SendBufferLimits } from '../send-buffer';
+import { CLOSE_REASON, FRAME, FRAME_WIDTH, RING } from './clock-wire';
 
 /** Iovecs per writev (IOV_MAX is 1024). */
 const IOV_MAX = 1023;
@@ -179,9 +161,9 @@ export function clockSockets(
     let size = 0;
     for (let i = from; i < to; i++) {
       const at = i * FRAME_WIDTH;
-      const start = RING.dataOffset + frames[at]!;
-      const length = frames[at + 1]!;
-      const latePos = frames[at + 2]!;
+      const start = RING.dataOffset + frames[at + FRAME.offset]!;
+      const length = frames[at + FRAME.length]!;
+      const latePos = frames[at + FRAME.latenessAt]!;
       if (length === 0) continue; // a deadline without a frame
       const digits = Buffer.from(String(late(i)), 'latin1');
       views.push(
@@ -217,7 +199,7 @@ export function clockSockets(
       const gap: number[] = [];
       const lateness: number[] = [];
       for (let at = 0; at < target.released.length; at += FRAME_WIDTH + 1) {
-        if (target.released[at + 3]! < fromIndex) continue;
+        if (target.released[at + FRAME.index]! < fromIndex) continue;
         for (let k = 0; k < FRAME_WIDTH; k++) gap.push(target.released[at + k]!);
         lateness.push(target.released[at + FRAME_WIDTH]!);
       }
@@ -280,13 +262,13 @@ export function clockSockets(
         if (target.released.length > 4096 * (FRAME_WIDTH + 1)) {
           const kept: number[] = [];
           for (let at = 0; at < target.released.length; at += FRAME_WIDTH + 1)
-            if (target.released[at + 3]! >= processed)
+            if (target.released[at + FRAME.index]! >= processed)
               for (let k = 0; k <= FRAME_WIDTH; k++) kept.push(target.released[at + k]!);
           target.released = kept;
         }
       }
       for (let i = from; i < to; i++) {
-        if (frames[i * FRAME_WIDTH + 1] === 0) continue;
+        if (frames[i * FRAME_WIDTH + FRAME.length] === 0) continue;
         for (let k = 0; k < FRAME_WIDTH; k++) target.released.push(frames[i * FRAME_WIDTH + k]!);
         target.released.push(late(i));
       }

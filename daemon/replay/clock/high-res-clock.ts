@@ -17,18 +17,32 @@ import { nativeAddon } from '../../../core/native/addon';
 import { asClockError } from './clock-error';
 import { startThread } from '../../../core/threads/start-thread';
 import { Fifo } from '../fifo';
-import { SEND_BUFFER } from '../stream/send-buffer';
-import { CLOSE_REASONS, RING } from './clock-sockets';
+import { SEND_BUFFER } from '../send-buffer';
+import { clockRings, type ClockThreadData, type ClockThreadHello } from './clock-thread';
 import {
-  COMMAND,
-  LAYOUT,
-  REPORT,
+  CLOSE_REASONS,
+  COMMAND_WIDTH,
+  CONTROL,
+  CONTROL_WORDS,
+  REPORT_WIDTH,
+  RING,
+  decodeReport,
+  encodeCommand,
+  type ClockCommand,
   type ClockPortMessage,
-  type ClockThreadData,
-  type ClockThreadHello,
-} from './clock-thread';
+  type ClockReport,
+  type SlotRing,
+} from './clock-wire';
 import { ClockError } from './clock-error';
-import type { ClockLane, LaneSockets, LateFrame, Release, ReplayClock, SocketClosed } from './replay-clock';
+import type {
+  ClockLane,
+  LaneSockets,
+  LateFrame,
+  Release,
+  Released,
+  ReplayClock,
+  SocketClosed,
+} from '../replay-clock';
 
 /**
  * The clock thread's early-wake margin starts at 250 µs and adapts within
@@ -61,7 +75,7 @@ const LEAD_PER_DEADLINE_NS = 3_000n;
 const DEFAULT_NICENESS = -10;
 /** Ring sizes (powers of two): commands queue up while the clock thread waits to run, releases while the main thread is busy. */
 const COMMANDS = 1 << 16;
-const RELEASES = 1 << 14;
+const REPORTS = 1 << 14;
 /**
  * Bytes of frames one lane may hold in the clock's hands: a power of two,
  * allocated while the session plays. 16 MiB holds the lookahead's frames of
@@ -73,12 +87,18 @@ const RELEASE_SLICE_MS = 2;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
 const SYNC_TIMEOUT_MS = 2000;
 
+/** An AT command's frame fields for a deadline without a frame. */
+const NO_FRAME = { offset: 0, length: 0, latenessAt: 0, index: -1 } as const;
+
 interface Waiting {
   release: Release;
   /** where its frame ends in the lane's ring, and its event index (-1: no frame) */
   end: number;
   index: number;
 }
+
+/** A deadline the clock reported released, waiting for the main thread to run its release. */
+type Reported = Waiting & Omit<Released, 'release'>;
 
 export interface HighResClockOptions {
   /** SCHED_FIFO priority for the clock thread (0: stay under SCHED_OTHER) */
@@ -94,11 +114,11 @@ class HighResLane implements ClockLane {
   /** the frames' bytes, handed to the clock thread (null until the first frame) */
   private ring: Buffer | null = null;
   private header: Int32Array | null = null;
+  /** released by the clock and reported, in order, not yet run */
+  private readonly reported = new Fifo<Reported>();
   /** bytes written into the ring since it was made, and freed (their deadlines released or cleared) */
   private written = 0;
   private freed = 0;
-  /** while clear() runs the releases before it: deadlines handed over meanwhile would outlive it */
-  private clearing = false;
   readonly sockets: LaneSockets;
 
   constructor(
@@ -127,10 +147,9 @@ class HighResLane implements ClockLane {
   }
 
   at(deadline: bigint, release: Release, frame?: LateFrame): void {
-    if (this.clearing) return;
     if (!frame) {
       this.waiting.push({ release, end: this.written, index: -1 });
-      this.clock.queue(this, COMMAND.at, Number(this.clock.sinceEpoch(deadline)), 0, 0, 0, -1);
+      this.clock.queue(this, { kind: 'at', deadline: this.clock.sinceEpoch(deadline), ...NO_FRAME });
       return;
     }
     if (!this.fits(frame))
@@ -141,15 +160,14 @@ class HighResLane implements ClockLane {
     const length = head + ring.write(frame.tail, RING.dataOffset + offset + head, 'utf8');
     this.written += skip + length;
     this.waiting.push({ release, end: this.written, index: frame.index });
-    this.clock.queue(
-      this,
-      COMMAND.at,
-      Number(this.clock.sinceEpoch(deadline)),
+    this.clock.queue(this, {
+      kind: 'at',
+      deadline: this.clock.sinceEpoch(deadline),
       offset,
       length,
-      head,
-      frame.index,
-    );
+      latenessAt: head,
+      index: frame.index,
+    });
   }
 
   private ensureRing(): Buffer {
@@ -158,22 +176,17 @@ class HighResLane implements ClockLane {
     this.ring = Buffer.from(shared);
     this.header = new Int32Array(shared, 0, RING.headerWords);
     this.clock.post({ ring: shared });
-    this.clock.queue(this, COMMAND.ring);
+    this.clock.queue(this, { kind: 'ring' });
     return this.ring;
   }
 
-  clear(forGood = false): void {
-    const held = this.ring !== null;
-    if (held && !this.clock.releasing) {
-      // frames released before this may be on their sockets already: run their releases first
-      this.clearing = true;
-      try {
-        this.clock.queue(this, COMMAND.clear, forGood ? 1 : 0);
-        this.clock.settle();
-      } finally {
-        this.clearing = false;
-      }
-    } else this.clock.queue(this, COMMAND.clear, forGood ? 1 : 0);
+  clear(forGood = false): Released[] {
+    this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
+    // frames released before this may be on their sockets already: their releases go to the caller
+    if (this.ring !== null) this.clock.settle();
+    const seen: Released[] = [];
+    for (let r = this.reported.shift(); r; r = this.reported.shift())
+      seen.push({ release: r.release, releasedAt: r.releasedAt, writtenAt: r.writtenAt });
     this.generation++;
     this.waiting.clear();
     this.freed = this.written;
@@ -182,25 +195,38 @@ class HighResLane implements ClockLane {
       this.header = null;
       this.written = this.freed = 0;
     }
+    return seen;
   }
 
-  /** Runs the releases of `count` deadlines, unless the lane is cleared meanwhile. */
-  release(generation: number, count: number, releasedAt: bigint, writtenAt: bigint | null): void {
+  /** The clock released the next `count` deadlines of `generation` (none if the lane was cleared since). */
+  take(generation: number, count: number, releasedAt: bigint, writtenAt: bigint | null): void {
     for (let i = 0; i < count && generation === this.generation; i++) {
       const entry = this.waiting.shift();
       if (!entry) return;
-      this.freed = entry.end;
-      if (entry.index >= 0 && this.header) Atomics.store(this.header, RING.processedIndex, entry.index + 1);
-      entry.release(releasedAt, writtenAt);
+      this.reported.push(Object.assign(entry, { releasedAt, writtenAt }));
     }
+  }
+
+  /**
+   * Runs the reported releases in order until `until` (performance.now());
+   * false when some are left. A release that clears the lane takes the rest.
+   */
+  run(until: number): boolean {
+    for (let r = this.reported.shift(); r; r = this.reported.shift()) {
+      this.freed = r.end;
+      if (r.index >= 0 && this.header) Atomics.store(this.header, RING.processedIndex, r.index + 1);
+      r.release(r.releasedAt, r.writtenAt);
+      if (performance.now() > until) return this.reported.length === 0;
+    }
+    return true;
   }
 }
 
 export class HighResClock implements ReplayClock {
   private readonly worker: Worker;
   private readonly control: Int32Array;
-  private readonly commands: Float64Array;
-  private readonly releases: Float64Array;
+  private readonly commands: SlotRing;
+  private readonly reports: SlotRing;
   /** the clock thread's time zero (see ClockThreadData.epochNs) */
   private readonly epochNs = process.hrtime.bigint();
   /** commands that did not fit in the ring yet */
@@ -223,8 +249,9 @@ export class HighResClock implements ReplayClock {
   private readonly watchers = new Map<number, { fd: number; onClosed: (reason: SocketClosed) => void }>();
   private lastWatcher = 0;
   private lastSync = 0;
-  /** true while releases run: a lane cleared from one must not wait for the thread */
-  releasing = false;
+  /** lanes with reported releases to run, and watchers the clock closed, whose owners are told when releases run */
+  private readonly due = new Set<HighResLane>();
+  private closings: { watcher: number; reason: SocketClosed }[] = [];
 
   constructor(
     private readonly log: Logger,
@@ -238,23 +265,18 @@ export class HighResClock implements ReplayClock {
     const data: ClockThreadData = {
       doorbellFd: doorbellWriteFd,
       port: channel.port2,
-      command: COMMAND,
-      report: REPORT,
       sendBuffer: SEND_BUFFER,
-      control: new SharedArrayBuffer(4 * LAYOUT.controlWords),
-      commands: new SharedArrayBuffer(8 * LAYOUT.commandWidth * COMMANDS),
-      releases: new SharedArrayBuffer(8 * LAYOUT.releaseWidth * RELEASES),
-      layout: LAYOUT,
+      control: new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * CONTROL_WORDS),
+      commands: new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT * COMMAND_WIDTH * COMMANDS),
+      reports: new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT * REPORT_WIDTH * REPORTS),
       epochNs: this.epochNs,
       earlyWakeNs: EARLY_WAKE_NS,
       minEarlyWakeNs: MIN_EARLY_WAKE_NS,
       maxEarlyWakeNs: MAX_EARLY_WAKE_NS,
       niceness: options.niceness ?? DEFAULT_NICENESS,
     };
-    this.control = new Int32Array(data.control);
-    this.commands = new Float64Array(data.commands);
-    this.releases = new Float64Array(data.releases);
-    Atomics.store(this.control, LAYOUT.doorbell, 1);
+    ({ control: this.control, commands: this.commands, reports: this.reports } = clockRings(data));
+    Atomics.store(this.control, CONTROL.doorbell, 1);
     this.worker = startThread(__dirname, 'clock-thread-main', {
       workerData: data,
       transferList: [channel.port2],
@@ -312,21 +334,25 @@ export class HighResClock implements ReplayClock {
   }
 
   /** Nanoseconds from the thread's time zero to `deadline`; a deadline already past is 0, due at once. */
-  sinceEpoch(deadline: bigint): bigint {
-    return deadline > this.epochNs ? deadline - this.epochNs : 0n;
+  sinceEpoch(deadline: bigint): number {
+    return deadline > this.epochNs ? Number(deadline - this.epochNs) : 0;
   }
 
   /** Queues a command of `lane`; the thread gets it when this task is done (or at settle()). */
-  queue(lane: HighResLane, kind: number, a = 0, b = 0, c = 0, d = 0, e = 0): void {
+  queue(lane: HighResLane, command: ClockCommand): void {
     if (this.failure) throw new Error(`the replay clock failed: ${this.failure.message}`);
     if (lane.waiting.length > 0) this.lanes.set(lane.id, lane);
     else this.lanes.delete(lane.id);
     this.keepAlive();
-    this.backlog.push(kind, lane.id, lane.generation, a, b, c, d, e);
+    this.append(lane.id, lane.generation, command);
     if (!this.flushQueued) {
       this.flushQueued = true;
       queueMicrotask(() => this.flush());
     }
+  }
+
+  private append(lane: number, generation: number, command: ClockCommand): void {
+    encodeCommand(this.backlog, this.backlog.length, lane, generation, command);
   }
 
   /** A message the thread reads when a command queued after it says so. */
@@ -335,26 +361,28 @@ export class HighResClock implements ReplayClock {
   }
 
   /**
-   * Waits until the thread has done every command queued so far, then runs
-   * the releases it made before them. Blocks the main thread for as long as
-   * the clock thread takes to look (microseconds under SCHED_FIFO).
+   * Waits until the thread has done every command queued so far, then takes
+   * the reports it made before them (their releases run later, or go to the
+   * lane's clear()). Blocks the main thread for as long as the clock thread
+   * takes to look (microseconds under SCHED_FIFO).
    */
   settle(): void {
     const seq = ++this.lastSync;
-    this.backlog.push(COMMAND.sync, 0, 0, seq, 0, 0, 0, 0);
+    this.append(0, 0, { kind: 'sync', seq });
     const giveUp = Date.now() + SYNC_TIMEOUT_MS;
     for (;;) {
       this.flush();
-      const ack = Atomics.load(this.control, LAYOUT.ack);
+      const ack = Atomics.load(this.control, CONTROL.ack);
       if (((ack - seq) | 0) >= 0) break;
       if (this.failure || Date.now() > giveUp)
         throw new ClockError(
           'E_CLOCK_STALLED',
           `the replay clock thread did not answer within ${SYNC_TIMEOUT_MS} ms${this.failure ? `: ${this.failure.message}` : ''}`,
         );
-      Atomics.wait(this.control, LAYOUT.ack, ack, 1);
+      Atomics.wait(this.control, CONTROL.ack, ack, 1);
     }
-    if (!this.releasing) this.readReleases(Infinity);
+    this.collect();
+    if (this.due.size > 0 || this.closings.length > 0) setImmediate(() => this.readReleases());
   }
 
   /** The sockets API of `lane`: every call is a command in order with the lane's deadlines. */
@@ -365,40 +393,31 @@ export class HighResClock implements ReplayClock {
         const copy = asClockError('E_DUP', () => nativeAddon().duplicateFd(fd));
         this.watchers.set(id, { fd: copy, onClosed });
         this.post({ text: first });
-        this.queue(lane, COMMAND.attach, id, copy, fromIndex);
-        // the thread must take the watcher before this thread runs releases or reuses ring bytes
+        this.queue(lane, { kind: 'attach', watcher: id, fd: copy, fromIndex });
+        // the thread must take the watcher before this thread runs more releases or reuses ring bytes
         this.settle();
         return id;
       },
       send: (watcher, text) => {
         this.post({ text });
-        this.queue(lane, COMMAND.send, watcher);
+        this.queue(lane, { kind: 'send', watcher });
       },
-      end: (watcher) => this.queue(lane, COMMAND.end, watcher),
-      detach: (watcher) => this.queue(lane, COMMAND.detach, watcher),
+      end: (watcher) => this.queue(lane, { kind: 'end', watcher }),
+      detach: (watcher) => this.queue(lane, { kind: 'detach', watcher }),
     };
   }
 
   /** Moves the backlog into the ring, as far as it fits, and wakes the thread. */
   private flush(): void {
     this.flushQueued = false;
-    const head = Atomics.load(this.control, LAYOUT.commandHead);
-    let tail = this.control[LAYOUT.commandTail]!;
-    let taken = this.backlogHead;
-    while (taken < this.backlog.length && ((tail - head) | 0) < COMMANDS) {
-      const slot = (tail & (COMMANDS - 1)) * LAYOUT.commandWidth;
-      for (let k = 0; k < LAYOUT.commandWidth; k++) this.commands[slot + k] = this.backlog[taken + k]!;
-      taken += LAYOUT.commandWidth;
-      tail = (tail + 1) | 0;
-    }
+    const taken = this.commands.push(this.backlog, this.backlogHead);
     if (taken > this.backlogHead) {
       if (taken === this.backlog.length) {
         this.backlog = [];
         this.backlogHead = 0;
       } else this.backlogHead = taken;
-      Atomics.store(this.control, LAYOUT.commandTail, tail);
-      Atomics.add(this.control, LAYOUT.wake, 1);
-      Atomics.notify(this.control, LAYOUT.wake);
+      Atomics.add(this.control, CONTROL.wake, 1);
+      Atomics.notify(this.control, CONTROL.wake);
     }
     // the ring is full: the thread drains it as it wakes, so try the rest a little later (not in a busy loop)
     if (this.backlogHead < this.backlog.length && !this.flushQueued) {
@@ -408,59 +427,65 @@ export class HighResClock implements ReplayClock {
   }
 
   /**
-   * Runs every release in the ring, then asks for a doorbell again. Past
-   * `budgetMs` it lets the event loop turn and comes back (the doorbell stays
-   * off meanwhile): a dense replay the main thread cannot keep up with must
-   * not starve every request behind it.
+   * Runs the releases the clock reported, then asks for a doorbell again.
+   * Past `budgetMs` it lets the event loop turn and comes back (the doorbell
+   * stays off meanwhile): a dense replay the main thread cannot keep up with
+   * must not starve every request behind it. Nothing it runs can call it
+   * again: settle() only collects.
    */
   private readReleases(budgetMs = RELEASE_SLICE_MS): void {
-    if (this.releasing) return;
-    this.releasing = true;
     const until = performance.now() + budgetMs;
-    try {
-      for (;;) {
-        const tail = Atomics.load(this.control, LAYOUT.releaseTail);
-        let head = this.control[LAYOUT.releaseHead]!;
-        for (; head !== tail; head = (head + 1) | 0) {
-          if (performance.now() > until) {
-            setImmediate(() => this.readReleases());
-            return;
-          }
-          const slot = (head & (RELEASES - 1)) * LAYOUT.releaseWidth;
-          Atomics.store(this.control, LAYOUT.releaseHead, (head + 1) | 0);
-          this.report(slot);
+    for (;;) {
+      this.collect();
+      for (const { watcher, reason } of this.closings.splice(0)) this.closed(watcher, reason);
+      for (const lane of this.due) {
+        if (!lane.run(until)) {
+          setImmediate(() => this.readReleases());
+          return this.keepAlive();
         }
-        Atomics.store(this.control, LAYOUT.doorbell, 1);
-        // releases written after the last look rang no doorbell: read them now, unless the thread rang since
-        if (Atomics.load(this.control, LAYOUT.releaseTail) === head) break;
-        if (Atomics.compareExchange(this.control, LAYOUT.doorbell, 1, 0) !== 1) break;
+        this.due.delete(lane);
       }
-    } finally {
-      this.releasing = false;
-      this.keepAlive();
+      Atomics.store(this.control, CONTROL.doorbell, 1);
+      // reports written after the last look rang no doorbell: read them now, unless the thread rang since
+      if (this.reports.empty) break;
+      if (Atomics.compareExchange(this.control, CONTROL.doorbell, 1, 0) !== 1) break;
+    }
+    this.keepAlive();
+  }
+
+  /** Takes every report in the ring, running nothing: releases wait in their lanes, closings here. */
+  private collect(): void {
+    for (let slot = this.reports.peek(); slot >= 0; slot = this.reports.peek()) {
+      const report = decodeReport(this.reports.slots, slot);
+      this.reports.take();
+      this.report(report);
     }
   }
 
-  private report(slot: number): void {
-    const r = this.releases;
-    const id = r[slot + 1]!;
-    if (r[slot] === REPORT.closed) {
-      const watcher = this.watchers.get(r[slot + 3]!);
-      if (!watcher) return;
-      this.watchers.delete(r[slot + 3]!);
-      closeSync(watcher.fd);
-      watcher.onClosed(CLOSE_REASONS[r[slot + 4]!] ?? 'gone');
+  private report(report: ClockReport): void {
+    if (report.kind === 'closed') {
+      this.closings.push({ watcher: report.watcher, reason: CLOSE_REASONS[report.reason] ?? 'gone' });
       return;
     }
-    const lane = this.lanes.get(id);
-    const writtenAt = r[slot + 5]!;
-    lane?.release(
-      r[slot + 2]!,
-      r[slot + 3]!,
-      this.epochNs + BigInt(r[slot + 4]!),
-      writtenAt < 0 ? null : this.epochNs + BigInt(writtenAt),
+    const lane = this.lanes.get(report.lane);
+    if (!lane) return;
+    lane.take(
+      report.generation,
+      report.count,
+      this.epochNs + BigInt(report.releasedAt),
+      report.writtenAt < 0 ? null : this.epochNs + BigInt(report.writtenAt),
     );
-    if (lane?.waiting.length === 0) this.lanes.delete(id);
+    this.due.add(lane);
+    if (lane.waiting.length === 0) this.lanes.delete(report.lane);
+  }
+
+  /** The clock closed its copy of a watcher's socket: this thread closes the descriptor and tells the watcher. */
+  private closed(id: number, reason: SocketClosed): void {
+    const watcher = this.watchers.get(id);
+    if (!watcher) return;
+    this.watchers.delete(id);
+    closeSync(watcher.fd);
+    watcher.onClosed(reason);
   }
 
   /* Pending deadlines keep the process alive, as pending timers do. */
@@ -471,10 +496,11 @@ export class HighResClock implements ReplayClock {
 
   async close(): Promise<void> {
     this.lanes.clear();
+    this.due.clear();
     if (this.worker.threadId === -1) return;
     const exited = once(this.worker, 'exit');
     this.worker.ref();
-    this.backlog.push(COMMAND.stop, 0, 0, 0, 0, 0, 0, 0);
+    this.append(0, 0, { kind: 'stop' });
     this.flush();
     this.port.close();
     await exited;

@@ -1,13 +1,15 @@
 /**
- * The player of one replay session: reads the transaction a few events
- * ahead, hands their deadlines to the clock, and calls back as the clock
- * releases each one. The session owns what a release means (its state,
- * statistics and frames). Timing model: README, "Timing".
+ * The player of one replay session: owns where the replay stands (the next
+ * event, the position, the wall offset), reads the transaction a few events
+ * ahead, hands their deadlines to the clock, and tells its listener as the
+ * clock releases each one. The session owns what a release means (its
+ * state, statistics and streams). Timing model: README, "Timing".
  */
 import type { ReplayEvent } from '../replay-event';
-import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../clock/replay-clock';
+import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../replay-clock';
 import type { Schedule } from './schedule';
 import { Fifo } from '../fifo';
+import { replayFrame } from './replay-frame';
 import type { EventCursor, EventStart, Transaction } from './transaction';
 
 /**
@@ -42,15 +44,29 @@ export interface Pending {
 }
 
 /** The clock released `entry` at `releasedAt`, for `deadline`, and wrote its frame at `writtenAt` (null: it did not). */
-export type OnRelease = (
-  entry: Pending,
-  deadline: bigint,
-  releasedAt: bigint,
-  writtenAt: bigint | null,
-) => void;
+export interface Emitted {
+  entry: Pending;
+  deadline: bigint;
+  releasedAt: bigint;
+  writtenAt: bigint | null;
+}
 
-/** The replay frame of event `index`. */
-export type RenderFrame = (index: number, event: ReplayEvent) => LateFrame;
+/** Who hears of releases: the session. */
+export interface PlayerListener {
+  /** the clock released an event; the listener calls advance() once it has emitted it */
+  released(emitted: Emitted): void;
+  /** the reader ran out while nothing was left to release (the store had fewer events than counted) */
+  ended(): void;
+}
+
+/** Where a replay stands, as a session's snapshot keeps it across restarts. */
+export interface PlayerPosition {
+  nextIndex: number;
+  nextStart: EventStart | undefined;
+  floorNs: bigint;
+  positionNs: bigint;
+  wallNs: bigint;
+}
 
 export const startOf = (event: ReplayEvent): EventStart => ({
   ts: event.timestamp_ns,
@@ -58,6 +74,15 @@ export const startOf = (event: ReplayEvent): EventStart => ({
 });
 
 export class Player {
+  /** index of the next event to emit: events_emitted */
+  private nextIndex = 0;
+  /** where a fresh reader starts (undefined: the first event) */
+  private nextStart: EventStart | undefined;
+  /** the position can't fall below this: the last emitted event's offset, or the sought position */
+  private floorNs = 0n;
+  /** position and wall offset while not playing */
+  private positionNs = 0n;
+  private wallNs = 0n;
   /** while playing, wall offset = now − anchor, and never less than where the play started */
   private anchor = 0n;
   private startWallNs = 0n;
@@ -79,12 +104,88 @@ export class Player {
     private readonly transaction: Transaction,
     private readonly schedule: Schedule,
     private readonly clock: ReplayClock,
-    private readonly onRelease: OnRelease,
-    private readonly render: RenderFrame,
-    /** the reader ran out while nothing was left to release (the store had fewer events than counted) */
-    private readonly onEnd: () => void,
+    private readonly listener: PlayerListener,
   ) {
     this.lane = clock.lane();
+  }
+
+  /** Events emitted so far: the index of the next. */
+  get emitted(): number {
+    return this.nextIndex;
+  }
+
+  /** The recorded offset reached (`playing`: moving with the wall clock). */
+  position(playing: boolean): bigint {
+    return playing ? this.livePosition(this.wallNow()) : this.positionNs;
+  }
+
+  /** Wall time the replay still needs, were it playing from here (for Retry-After). */
+  remainingNs(playing: boolean): bigint {
+    const end = this.schedule.wallOffset(this.transaction.total - 1, this.transaction.durationNs);
+    const wall = playing ? this.wallNow() : this.wallNs;
+    return end > wall ? end - wall : 0n;
+  }
+
+  /** Keeps the wall offset and position where they are now (the replay stops moving). */
+  freeze(): void {
+    this.wallNs = this.wallNow();
+    this.positionNs = this.livePosition(this.wallNs);
+  }
+
+  /** Continues from event `index`, the first at or after recorded offset `positionNs`. */
+  seek(index: number, positionNs: bigint): void {
+    this.drop();
+    this.nextIndex = index;
+    this.nextStart = { ts: this.transaction.firstTs + positionNs };
+    this.floorNs = this.positionNs = positionNs;
+    this.wallNs = this.schedule.wallOffset(index, positionNs);
+  }
+
+  /** Every event emitted: the replay stands at its end. */
+  end(): void {
+    this.drop();
+    this.nextIndex = this.transaction.total;
+    this.floorNs = this.positionNs = this.transaction.durationNs;
+  }
+
+  /**
+   * Event `entry` was emitted: the replay moves past it and reads on. False
+   * when nothing is left to play.
+   */
+  advance(entry: Pending): boolean {
+    this.nextIndex = entry.index + 1;
+    this.floorNs = entry.offsetNs;
+    return this.nextIndex < this.transaction.total && this.refill();
+  }
+
+  /** Where the replay stands (`playing`: now), for the session's snapshot. */
+  saved(playing: boolean): PlayerPosition {
+    const wallNs = playing ? this.wallNow() : this.wallNs;
+    const head = this.head();
+    return {
+      nextIndex: this.nextIndex,
+      nextStart: head ? startOf(head.event) : this.nextStart,
+      floorNs: this.floorNs,
+      positionNs: playing ? this.livePosition(wallNs) : this.positionNs,
+      wallNs,
+    };
+  }
+
+  /** Stands where a saved session stood (it comes back paused). */
+  restore(saved: PlayerPosition): void {
+    ({
+      nextIndex: this.nextIndex,
+      nextStart: this.nextStart,
+      floorNs: this.floorNs,
+      positionNs: this.positionNs,
+      wallNs: this.wallNs,
+    } = saved);
+    this.nextIndex = Math.min(this.nextIndex, this.transaction.total);
+  }
+
+  private livePosition(wallNs: bigint): bigint {
+    const ceiling = this.head()?.offsetNs ?? this.transaction.durationNs;
+    return this.schedule.position(wallNs, this.nextIndex, this.floorNs, ceiling);
   }
 
   /** Where the clock writes this session's frames itself, if it can. */
@@ -93,14 +194,14 @@ export class Player {
   }
 
   /** The wall offset now, while playing. */
-  wallNow(): bigint {
+  private wallNow(): bigint {
     // during the lead before the first deadline the replay has not moved: a pause then must not take it back
     const wall = this.clock.now() - this.anchor;
     return wall > this.startWallNs ? wall : this.startWallNs;
   }
 
   /** The next event to be released, if read. */
-  head(): Pending | undefined {
+  private head(): Pending | undefined {
     return this.pending.at(0);
   }
 
@@ -110,18 +211,15 @@ export class Player {
   }
 
   /**
-   * Reads ahead from event `nextIndex` (at `nextStart`), then anchors wall
-   * offset `wallNs` to now plus the clock's lead for what was read, so
-   * reading ahead does not count against the schedule.
+   * Plays from where the replay stands: reads ahead, anchors the wall
+   * offset to now plus the clock's lead for what was read (so reading ahead
+   * does not count against the schedule), and hands every event read to the
+   * clock, as far as its lane has room. False when nothing is left to play.
    */
-  prepare(nextIndex: number, nextStart: EventStart | undefined, wallNs: bigint): void {
-    this.readAhead(nextIndex, nextStart, wallNs + LOOKAHEAD_NS);
-    this.anchor = this.clock.now() + this.clock.leadNs(this.pending.length) - wallNs;
-    this.startWallNs = wallNs;
-  }
-
-  /** Hands every event read to the clock, as far as its lane has room; false when nothing is left to play. */
-  armAll(): boolean {
+  play(): boolean {
+    this.readAhead(this.wallNs + LOOKAHEAD_NS);
+    this.anchor = this.clock.now() + this.clock.leadNs(this.pending.length) - this.wallNs;
+    this.startWallNs = this.wallNs;
     this.armed = 0;
     this.active = true;
     this.armMore();
@@ -129,34 +227,44 @@ export class Player {
   }
 
   /** After a release: reads and arms what is due within the lookahead; false when nothing is left. */
-  refill(nextIndex: number, nextStart: EventStart | undefined): boolean {
-    this.readAhead(nextIndex, nextStart, this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
+  private refill(): boolean {
+    this.readAhead(this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
     this.armMore();
     return this.pending.length > 0 || !this.exhausted;
   }
 
   /**
-   * Starts reading from event `nextIndex` (at `nextStart`) if nothing is
-   * read yet, so that a play soon after finds events read; resolves once
-   * a lookahead's worth are (or all there are).
+   * Starts reading from where the replay stands if nothing is read yet, so
+   * that a play soon after finds events read; resolves once a lookahead's
+   * worth are (or all there are).
    */
-  primed(nextIndex: number, nextStart: EventStart | undefined): Promise<void> {
+  primed(): Promise<void> {
     if (this.pending.length > 0) return Promise.resolve();
     // as many as a lookahead may take: a fast replay's first quarter second is read before it starts
-    return this.readerFrom(nextIndex, nextStart).ready(MAX_LOOKAHEAD);
+    return this.readerFrom().ready(MAX_LOOKAHEAD);
   }
 
   /**
    * Takes back every deadline handed to the clock; what was read stays.
-   * Releases the clock made before run first (see ClockLane.clear).
+   * Returns, in order, the events the clock released before whose releases
+   * had not run (their frames may be out): the caller emits them. Nothing
+   * is armed meanwhile.
    */
-  disarm(): void {
+  disarm(): Emitted[] {
     this.active = false;
-    this.lane.clear();
+    // the deadlines are released in the order they were armed: the first of `pending`
+    const emitted = this.lane.clear().map(({ releasedAt, writtenAt }) => {
+      const entry = this.pending.shift()!;
+      return { entry, deadline: this.anchor + entry.dueNs, releasedAt, writtenAt };
+    });
     this.armed = 0;
+    return emitted;
   }
 
-  /** Forgets the reader and what it read: the next prepare reads from a new start. */
+  /**
+   * Forgets the reader and what it read: the next prepare reads from a new
+   * start. Releases not yet run are forgotten too: disarm() first to keep them.
+   */
   drop(): void {
     this.active = false;
     this.lane.clear(true);
@@ -168,13 +276,8 @@ export class Player {
   }
 
   /** Reads events (`most` at most) until one is due after wall offset `horizonNs`, within the lookahead's bounds. */
-  private readAhead(
-    nextIndex: number,
-    nextStart: EventStart | undefined,
-    horizonNs: bigint,
-    most = MAX_LOOKAHEAD,
-  ): void {
-    const reader = this.readerFrom(nextIndex, nextStart);
+  private readAhead(horizonNs: bigint, most = MAX_LOOKAHEAD): void {
+    const reader = this.readerFrom();
     for (let read = 0; read < most && this.pending.length < MAX_LOOKAHEAD; read++) {
       const last = this.pending.at(this.pending.length - 1);
       if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
@@ -191,18 +294,18 @@ export class Player {
         event,
         offsetNs,
         dueNs: this.schedule.wallOffset(index, offsetNs),
-        frame: this.render(index, event),
+        frame: replayFrame(this.schedule, this.transaction.firstTs, index, event),
       };
       if (index % CHECKPOINT_EVERY === 0) this.checkpoints[index / CHECKPOINT_EVERY] = startOf(entry.event);
       this.pending.push(entry);
     }
   }
 
-  /** The reader, made to start at event `nextIndex` (at `nextStart`) if there is none. */
-  private readerFrom(nextIndex: number, nextStart: EventStart | undefined): EventCursor {
+  /** The reader, made to start where the replay stands if there is none. */
+  private readerFrom(): EventCursor {
     if (this.reader) return this.reader;
-    this.readIndex = nextIndex;
-    const reader: EventCursor = this.transaction.cursor(nextStart, () => this.more(reader));
+    this.readIndex = this.nextIndex;
+    const reader: EventCursor = this.transaction.cursor(this.nextStart, () => this.more(reader));
     this.reader = reader;
     return reader;
   }
@@ -210,13 +313,14 @@ export class Player {
   /** Events arrived for `reader` (read ahead asynchronously): while playing, they are read and armed. */
   private more(reader: EventCursor): void {
     if (reader !== this.reader || !this.active) return;
-    this.readAhead(this.readIndex, undefined, this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
+    this.readAhead(this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
     this.armMore();
-    if (this.pending.length === 0 && this.exhausted) this.onEnd();
+    if (this.pending.length === 0 && this.exhausted) this.listener.ended();
   }
 
-  /** Hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */
+  /** While playing, hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */
   private armMore(): void {
+    if (!this.active) return;
     while (this.armed < this.pending.length) {
       const entry = this.pending.at(this.armed)!;
       if (!this.lane.fits(entry.frame)) return;
@@ -226,7 +330,7 @@ export class Player {
         (releasedAt, writtenAt) => {
           this.pending.shift();
           this.armed--;
-          this.onRelease(entry, deadline, releasedAt, writtenAt);
+          this.listener.released({ entry, deadline, releasedAt, writtenAt });
         },
         entry.frame,
       );

@@ -1,23 +1,25 @@
 /**
  * One replay session: its state machine, what it has emitted (statistics,
- * history for resuming streams) and its snapshot; its Player reads ahead and
- * hands deadlines to the clock. Timing model: README, "Timing".
+ * history for resuming streams) and its snapshot; its Player owns where the
+ * replay stands, reads ahead and hands deadlines to the clock. Timing model:
+ * README, "Timing".
  */
-import { withJsonFields } from '../../../core/model';
-import { toReplayEvent, type ReplayEvent } from '../replay-event';
+import { toReplayEvent } from '../replay-event';
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
-import type { LateFrame, ReplayClock } from '../clock/replay-clock';
+import type { ReplayClock } from '../replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
-import { lateFrameText, splitLateFrame, sseFrame } from '../stream/sse-frame';
-import { CHECKPOINT_EVERY, Player, startOf, type Pending } from './player';
+import { lateFrameText, sseFrame } from '../stream/sse-frame';
+import { CHECKPOINT_EVERY, Player, type Emitted } from './player';
+import { replayFrame } from './replay-frame';
 import { Schedule } from './schedule';
 import type { SessionRecord } from './session-record';
 import type { Driving } from './session-schema';
 import type { RestoredSession, SessionSnapshot } from './session-snapshot';
 import { nextState, type SessionState } from './session-state';
 import { TimingStats } from './timing-stats';
-import type { EventStart, Transaction } from './transaction';
+import type { Transaction } from './transaction';
+import type { WallClock } from './wall-clock';
 
 /** How many recent lateness values a resuming stream gets exactly (older ones are null). */
 const RECENT = 1024;
@@ -47,6 +49,8 @@ export interface TimingObserver {
 
 export interface SessionContext {
   clock: ReplayClock;
+  /** created_at and updated_at */
+  wall: WallClock;
   /** after every state change: persist, (dis)arm expiry */
   changed(session: ReplaySession): void;
   timing?: TimingObserver;
@@ -60,8 +64,8 @@ export class ReplaySession {
   readonly extraLatencyNs: number;
   readonly driving: Driving | null;
   readonly owner: string;
-  createdAt = new Date().toISOString();
-  updatedAt = this.createdAt;
+  createdAt: string;
+  updatedAt: string;
   state: SessionState = 'ready';
   lateness = new TimingStats();
   /** from deadline to the moment the frame was written to every watcher's socket */
@@ -69,15 +73,6 @@ export class ReplaySession {
 
   /** lateness of the latest release while the clock is behind, else 0 */
   private behindNs = 0n;
-  /** index of the next event to emit: events_emitted */
-  private nextIndex = 0;
-  /** where a fresh reader starts (undefined: the first event) */
-  private nextStart: EventStart | undefined;
-  /** the position can't fall below this: the last emitted event's offset, or the sought position */
-  private floorNs = 0n;
-  /** position and wall offset while not playing */
-  private positionNs = 0n;
-  private wallNs = 0n;
   private readonly recentLateness = new BigInt64Array(RECENT);
   private readonly recentIndex = new Float64Array(RECENT).fill(-1);
   private readonly player: Player;
@@ -85,8 +80,6 @@ export class ReplaySession {
     const now = this.context.clock.now();
     for (const deadline of deadlines) this.delivered(deadline, now);
   });
-  /** counts state events: a watcher handed to the clock learns of those sent meanwhile */
-  private stateEvents = 0;
 
   constructor(
     settings: SessionSettings,
@@ -98,17 +91,14 @@ export class ReplaySession {
     this.extraLatencyNs = settings.extraLatencyNs;
     this.driving = settings.driving;
     this.owner = settings.owner;
+    this.createdAt = this.updatedAt = new Date(context.wall.nowMs()).toISOString();
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
-    this.player = new Player(
-      this.transaction,
-      this.schedule,
-      context.clock,
-      (entry, deadline, releasedAt, writtenAt) => this.emit(entry, deadline, releasedAt, writtenAt),
-      (index, event) => this.frame(index, event),
-      () => {
+    this.player = new Player(this.transaction, this.schedule, context.clock, {
+      released: (emitted) => this.emit(emitted),
+      ended: () => {
         if (this.state === 'playing') this.finish();
       },
-    );
+    });
   }
 
   get durationNs(): bigint {
@@ -116,14 +106,12 @@ export class ReplaySession {
   }
 
   get position(): bigint {
-    return this.state === 'playing' ? this.livePosition(this.player.wallNow()) : this.positionNs;
+    return this.player.position(this.state === 'playing');
   }
 
   /** Wall time the replay still needs, were it playing from here (for Retry-After). */
   get remainingNs(): bigint {
-    const end = this.schedule.wallOffset(this.transaction.total - 1, this.durationNs);
-    const wall = this.state === 'playing' ? this.player.wallNow() : this.wallNs;
-    return end > wall ? end - wall : 0n;
+    return this.player.remainingNs(this.state === 'playing');
   }
 
   record(): SessionRecord {
@@ -138,7 +126,7 @@ export class ReplaySession {
       position_ns: this.position,
       duration_ns: this.durationNs,
       events_total: this.transaction.total,
-      events_emitted: this.nextIndex,
+      events_emitted: this.player.emitted,
       created_at: this.createdAt,
       updated_at: this.updatedAt,
       timing: {
@@ -155,31 +143,31 @@ export class ReplaySession {
   }
 
   play(): void {
-    nextState(this.id, this.state, 'play');
-    this.start();
+    this.start(nextState(this.id, this.state, 'play'));
   }
 
   /** Resolves once the events a play would start with are read (at once where reading is synchronous). */
   primed(): Promise<void> {
-    return this.player.primed(this.nextIndex, this.nextStart);
+    return this.player.primed();
   }
 
   pause(): void {
-    nextState(this.id, this.state, 'pause');
-    // the releases made before this run first, and may finish the replay
-    this.player.disarm();
+    const next = nextState(this.id, this.state, 'pause');
+    this.takeBack();
+    // the releases made before the pause may have finished the replay
     if (this.state !== 'playing') return;
-    this.freeze();
-    this.enter('paused');
+    this.player.freeze();
+    this.enter(next);
   }
 
   /** Ends the session for good (again: a no-op); its streams end after the state event. */
   stop(): void {
-    nextState(this.id, this.state, 'stop');
+    const next = nextState(this.id, this.state, 'stop');
     if (this.state === 'stopped') return;
-    if (this.state === 'playing') this.freeze();
-    this.dropReader();
-    this.enter('stopped');
+    if (this.state === 'playing') this.player.freeze();
+    this.takeBack();
+    this.player.drop();
+    this.enter(next);
     this.broadcast.end();
   }
 
@@ -190,14 +178,10 @@ export class ReplaySession {
         { param: 'position_ns', message: `must be 0..${this.durationNs} (the session's duration_ns)` },
       ]);
     const next = nextState(this.id, this.state, 'seek');
-    this.dropReader();
-    const ts = this.transaction.firstTs + positionNs;
-    this.nextIndex = this.transaction.indexAt(ts);
-    this.nextStart = { ts };
-    this.floorNs = this.positionNs = positionNs;
-    this.wallNs = this.schedule.wallOffset(this.nextIndex, positionNs);
-    if (next === 'playing') this.start();
-    else this.enter('paused');
+    this.takeBack();
+    this.player.seek(this.transaction.indexAt(this.transaction.firstTs + positionNs), positionNs);
+    if (next === 'playing') this.start(next);
+    else this.enter(next);
   }
 
   /** For daemon shutdown: a playing session pauses where it is, and its streams end. */
@@ -213,12 +197,10 @@ export class ReplaySession {
    */
   watch(watcher: Watcher): void {
     const sockets = this.player.sockets;
-    const stateEvents = this.stateEvents;
     const first = sseFrame('state', this.json());
-    if (this.state !== 'stopped' && sockets && watcher.handOver?.(sockets, this.nextIndex, first)) {
+    // releases made meanwhile run after this: their frames and state events reach the watcher through the clock
+    if (this.state !== 'stopped' && sockets && watcher.handOver?.(sockets, this.player.emitted, first)) {
       this.broadcast.add(watcher);
-      // handing over ran the releases made meanwhile: their state events went to the others only
-      if (this.stateEvents !== stateEvents) watcher.write(sseFrame('state', this.json()));
       return;
     }
     this.broadcast.add(watcher);
@@ -244,18 +226,19 @@ export class ReplaySession {
     while (slot > 0 && !this.player.checkpoint(slot)) slot--;
     let index = slot * CHECKPOINT_EVERY;
     for (const event of this.transaction.events(this.player.checkpoint(slot))) {
-      if (index >= this.nextIndex) return;
+      if (index >= this.player.emitted) return;
       if (index >= from)
-        yield lateFrameText(this.frame(index, toReplayEvent(event)), this.recentLatenessOf(index));
+        yield lateFrameText(
+          replayFrame(this.schedule, this.transaction.firstTs, index, toReplayEvent(event)),
+          this.recentLatenessOf(index),
+        );
       index++;
     }
   }
 
   snapshot(): SessionSnapshot {
     const playing = this.state === 'playing';
-    const wallNs = playing ? this.player.wallNow() : this.wallNs;
-    const head = this.player.head();
-    const start = head ? startOf(head.event) : this.nextStart;
+    const at = this.player.saved(playing);
     const lateness = this.lateness.snapshot();
     return {
       id: this.id,
@@ -271,11 +254,11 @@ export class ReplaySession {
       first_ts: String(this.transaction.firstTs),
       last_ts: String(this.transaction.lastTs),
       events_total: this.transaction.total,
-      next_index: this.nextIndex,
-      next_start: start ? { ts: String(start.ts), event_id: start.eventId } : null,
-      floor_ns: String(this.floorNs),
-      position_ns: String(playing ? this.livePosition(wallNs) : this.positionNs),
-      wall_ns: String(wallNs),
+      next_index: at.nextIndex,
+      next_start: at.nextStart ? { ts: String(at.nextStart.ts), event_id: at.nextStart.eventId } : null,
+      floor_ns: String(at.floorNs),
+      position_ns: String(at.positionNs),
+      wall_ns: String(at.wallNs),
       lateness: { max: lateness.max, buckets: lateness.buckets },
     };
   }
@@ -295,13 +278,15 @@ export class ReplaySession {
     session.createdAt = saved.created_at;
     session.updatedAt = saved.updated_at;
     session.state = saved.state === 'playing' ? 'paused' : saved.state;
-    session.nextIndex = Math.min(saved.next_index, transaction.total);
-    session.nextStart = saved.next_start
-      ? { ts: saved.next_start.ts, eventId: saved.next_start.event_id }
-      : undefined;
-    session.floorNs = saved.floor_ns;
-    session.positionNs = saved.position_ns;
-    session.wallNs = saved.wall_ns;
+    session.player.restore({
+      nextIndex: saved.next_index,
+      nextStart: saved.next_start
+        ? { ts: saved.next_start.ts, eventId: saved.next_start.event_id }
+        : undefined,
+      floorNs: saved.floor_ns,
+      positionNs: saved.position_ns,
+      wallNs: saved.wall_ns,
+    });
     session.lateness = TimingStats.restore(saved.lateness);
     return session;
   }
@@ -310,39 +295,28 @@ export class ReplaySession {
     this.state = state;
     // only a playing session can be behind its schedule
     if (state !== 'playing') this.behindNs = 0n;
-    this.updatedAt = new Date().toISOString();
+    this.updatedAt = new Date(this.context.wall.nowMs()).toISOString();
     this.sendState();
     this.context.changed(this);
   }
 
-  private livePosition(wallNs: bigint): bigint {
-    const ceiling = this.player.head()?.offsetNs ?? this.durationNs;
-    return this.schedule.position(wallNs, this.nextIndex, this.floorNs, ceiling);
+  /** Takes the deadlines back from the clock, and emits the events it released before (they may finish the replay). */
+  private takeBack(): void {
+    for (const emitted of this.player.disarm()) this.emit(emitted);
   }
 
-  /** Keeps the wall offset and position where they are now. */
-  private freeze(): void {
-    this.wallNs = this.player.wallNow();
-    this.positionNs = this.livePosition(this.wallNs);
-  }
-
-  private dropReader(): void {
-    this.player.drop();
-  }
-
-  /** Plays from the wall offset where the session is. */
-  private start(): void {
-    this.player.prepare(this.nextIndex, this.nextStart, this.wallNs);
-    this.enter('playing');
-    if (!this.player.armAll()) this.finish();
+  /** Plays (`state`: playing) from the wall offset where the session is. */
+  private start(state: SessionState): void {
+    const playable = this.player.play();
+    this.enter(state);
+    if (!playable) this.finish();
   }
 
   private sendState(): void {
-    this.stateEvents++;
     this.broadcast.send(sseFrame('state', this.json()));
   }
 
-  private emit(entry: Pending, deadline: bigint, releasedAt: bigint, writtenAt: bigint | null): void {
+  private emit({ entry, deadline, releasedAt, writtenAt }: Emitted): void {
     const late = releasedAt > deadline ? releasedAt - deadline : 0n;
     this.lateness.add(late);
     this.context.timing?.released(late);
@@ -353,10 +327,7 @@ export class ReplaySession {
     // the clock wrote it to the watchers it holds; the rest get it from here (none: its delivery is timed here)
     if (this.broadcast.mainWatchers > 0 || writtenAt === null)
       this.broadcast.sendReplay(lateFrameText(entry.frame, late), deadline);
-    this.nextIndex = entry.index + 1;
-    this.floorNs = entry.offsetNs;
-    if (this.nextIndex >= this.transaction.total || !this.player.refill(this.nextIndex, this.nextStart))
-      this.finish();
+    if (!this.player.advance(entry)) this.finish();
   }
 
   private trackBehind(late: bigint): void {
@@ -371,20 +342,8 @@ export class ReplaySession {
   }
 
   private finish(): void {
-    this.dropReader();
-    this.nextIndex = this.transaction.total;
-    this.floorNs = this.positionNs = this.durationNs;
+    this.player.end();
     this.enter('finished');
-  }
-
-  /** Event `index`'s replay frame, its lateness (the last field) left to fill in. */
-  private frame(index: number, event: ReplayEvent): LateFrame {
-    const extra = {
-      replay_offset_ns: this.schedule.wallOffset(index, event.timestamp_ns - this.transaction.firstTs),
-      replayed_duration_ns: this.schedule.replayedDuration(event.duration_ns),
-      emitted_late_ns: null,
-    };
-    return splitLateFrame(index, sseFrame('replay', withJsonFields(event.json, extra), index));
   }
 
   private recentLatenessOf(index: number): bigint | null {

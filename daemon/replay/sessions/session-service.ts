@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../../core/log/logger';
 import { notFound, ProblemError } from '../../http/problem';
-import type { ReplayClock } from '../clock/replay-clock';
+import type { ReplayClock } from '../replay-clock';
 import type { ReplaySource } from '../replay-source';
 import type { Watcher } from '../stream/broadcast';
 import { ReplaySession, type SessionContext, type TimingObserver } from './replay-session';
@@ -16,6 +16,7 @@ import type { RestoredSession } from './session-snapshot';
 import type { CreateSessionBody } from './session-schema';
 import { isLive } from './session-state';
 import { Transaction, type EventPager } from './transaction';
+import { systemWallClock, type WallClock } from './wall-clock';
 
 export const DEFAULT_MAX_SESSIONS = 64;
 /** A quarter of the total: one client cannot take every slot. */
@@ -24,8 +25,6 @@ export const DEFAULT_SESSION_TTL_SECONDS = 600;
 export const DEFAULT_IDLE_SESSION_TTL_SECONDS = 3600;
 /** How often the positions of playing sessions are saved, for a daemon that dies without stopping. */
 const CHECKPOINT_MS = 2000;
-/** The longest delay setTimeout takes (2^31 − 1 ms, about 24.8 days). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** How often sessions that drive a process check that it still runs. */
 const DRIVER_CHECK_MS = 500;
 /** Retry-After when no playing session will free a slot by finishing. */
@@ -43,6 +42,8 @@ export interface ReplaySessionsOptions {
   /** where playing sessions read `source`'s events ahead, asynchronously (the query workers) */
   pager?: EventPager;
   clock: ReplayClock;
+  /** the wall time of updated_at and the TTLs (the system's unless a test moves it) */
+  wall?: WallClock;
   log: Logger;
   /** finished and stopped sessions are removed after this long without a change */
   ttlMs: number;
@@ -57,7 +58,8 @@ export interface ReplaySessionsOptions {
 
 export class ReplaySessions {
   private readonly sessions = new Map<string, ReplaySession>();
-  private readonly expiries = new Map<string, NodeJS.Timeout>();
+  /** what cancels each session's expiry */
+  private readonly expiries = new Map<string, () => void>();
   private readonly file: SessionFile;
   private readonly context: SessionContext;
   private readonly checkpoint: NodeJS.Timeout;
@@ -69,6 +71,7 @@ export class ReplaySessions {
   constructor(private readonly options: ReplaySessionsOptions) {
     this.context = {
       clock: options.clock,
+      wall: options.wall ?? systemWallClock,
       changed: (session) => this.changed(session),
       timing: options.timing,
     };
@@ -207,7 +210,7 @@ export class ReplaySessions {
     const session = this.get(id);
     session.stop();
     this.sessions.delete(id);
-    clearTimeout(this.expiries.get(id));
+    this.expiries.get(id)?.();
     this.expiries.delete(id);
     this.file.save();
   }
@@ -224,7 +227,7 @@ export class ReplaySessions {
     this.closed = true;
     clearInterval(this.checkpoint);
     clearInterval(this.driverCheck);
-    for (const timer of this.expiries.values()) clearTimeout(timer);
+    for (const cancel of this.expiries.values()) cancel();
     this.expiries.clear();
     for (const session of this.sessions.values()) session.shutdown();
     await this.file.release();
@@ -254,19 +257,17 @@ export class ReplaySessions {
 
   /** Sessions go a TTL after their last change: idle ones (ready, paused) and ended ones each have theirs; playing ones stay. */
   private armExpiry(session: ReplaySession): void {
-    clearTimeout(this.expiries.get(session.id));
+    this.expiries.get(session.id)?.();
     this.expiries.delete(session.id);
     if (session.state === 'playing' || this.closed) return;
     const ttlMs = isLive(session.state)
       ? (this.options.idleTtlMs ?? DEFAULT_IDLE_SESSION_TTL_SECONDS * 1000)
       : this.options.ttlMs;
-    const remainingMs = ttlMs - (Date.now() - Date.parse(session.updatedAt));
-    // Node fires a longer timeout at once: a TTL of days is waited out in steps
-    const timer = setTimeout(
-      () => (remainingMs > MAX_TIMER_MS ? this.armExpiry(session) : this.expire(session.id)),
-      Math.min(Math.max(0, remainingMs), MAX_TIMER_MS),
+    const at = Date.parse(session.updatedAt) + ttlMs;
+    this.expiries.set(
+      session.id,
+      this.context.wall.at(at, () => this.expire(session.id)),
     );
-    this.expiries.set(session.id, timer.unref());
   }
 
   private expire(id: string): void {

@@ -5,7 +5,7 @@
  * Watchers handed to the clock (`direct`) get their replay frames from the
  * clock thread: from here they get everything else.
  */
-import type { LaneSockets } from '../clock/replay-clock';
+import type { LaneSockets } from '../replay-clock';
 
 export interface Watcher {
   write(text: string): void;

@@ -8,9 +8,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TLSSocket } from 'node:tls';
 import type { Response } from 'express';
-import type { LaneSockets, SocketClosed } from '../clock/replay-clock';
+import type { LaneSockets, SocketClosed } from '../replay-clock';
 import type { Watcher } from './broadcast';
-import { SEND_BUFFER } from './send-buffer';
+import { SEND_BUFFER } from '../send-buffer';
 import { SSE_HEARTBEAT } from './sse-frame';
 
 const HEARTBEAT_MS = 15_000;

@@ -1,5 +1,5 @@
 /** The clock replay sessions are scheduled on: the high-resolution one, or a fake in tests. */
-import type { SocketClosed } from './clock-sockets';
+import type { SocketClosed } from './clock/clock-wire';
 
 /**
  * A replay frame whose lateness is known only at release: `head`, the
@@ -15,6 +15,13 @@ export interface LateFrame {
 
 /** Told when the clock released a deadline, and when it wrote its frame to the lane's sockets (null: it wrote none). */
 export type Release = (releasedAt: bigint, writtenAt: bigint | null) => void;
+
+/** A release the clock made before a clear, handed to whoever cleared the lane instead of being run. */
+export interface Released {
+  release: Release;
+  releasedAt: bigint;
+  writtenAt: bigint | null;
+}
 
 /** Why the clock closed a watcher's socket: its stream ended, it was cut for not reading, or the peer is gone. */
 export type { SocketClosed };
@@ -45,11 +52,12 @@ export interface ClockLane {
   /** Whether `frame` can be handed over now (the lane holds a bounded number of bytes of frames). */
   fits(frame: LateFrame): boolean;
   /**
-   * Forgets every deadline of the lane not released yet; those released
-   * before are run first (their frames may be out already). `forGood` also
-   * frees what the lane holds for its frames.
+   * Forgets every deadline of the lane not released yet, and returns, in
+   * order, those released before whose releases have not run (their frames
+   * may be out already): the caller runs them, or knows why not. `forGood`
+   * also frees what the lane holds for its frames.
    */
-  clear(forGood?: boolean): void;
+  clear(forGood?: boolean): Released[];
   /** Where the clock writes frames itself; null where the main thread writes them all. */
   readonly sockets: LaneSockets | null;
 }

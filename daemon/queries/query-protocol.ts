@@ -1,19 +1,19 @@
 /**
  * What the daemon's main thread and its query workers say to each other.
- * Requests name an operation of the node stores and its arguments; answers
+ * Requests name an operation of query-ops.ts and its arguments; answers
  * carry the result (structured-cloned: bigints survive) or the error, as
  * data, so that the main thread can raise the same class the worker caught.
  */
-import { KreplayError } from '../../../core/errors';
-import { StoreError, type StoreErrorCode } from '../../../core/store/schema';
-import { ProblemError, type ParamError } from '../../http/problem';
-import type { ProblemKind } from '../../http/problem-kinds';
+import { KreplayError } from '../../core/errors';
+import { StoreError, type StoreErrorCode } from '../../core/store/schema';
+import { ProblemError, type ParamError } from '../http/problem';
+import type { ProblemKind } from '../http/problem-kinds';
+import type { QueryOp, QueryOps } from './query-ops';
 
-export interface QueryRequest {
-  id: number;
-  op: string;
-  args: unknown[];
-}
+/** An operation of query-ops.ts and its arguments (`id` 0: no answer is awaited). */
+export type QueryRequest = {
+  [K in QueryOp]: { id: number; op: K; args: Parameters<QueryOps[K]> };
+}[QueryOp];
 
 export type WireError =
   | {

@@ -14,14 +14,15 @@
  */
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
-import type { Logger } from '../../../core/log/logger';
-import { startThread } from '../../../core/threads/start-thread';
-import type { EventsJson } from '../../events/events-json';
-import { StoreError } from '../../../core/store/schema';
-import { ProblemError } from '../../http/problem';
-import type { EventReader } from '../event-reader';
-import type { EventFilter, PageOptions } from '../event-filter';
-import type { ReplayChunk } from '../../replay/replay-event';
+import type { Logger } from '../../core/log/logger';
+import { startThread } from '../../core/threads/start-thread';
+import type { EventsJson } from '../events/events-json';
+import { StoreError } from '../../core/store/schema';
+import { ProblemError } from '../http/problem';
+import type { EventReader } from '../store/event-reader';
+import type { EventFilter, PageOptions } from '../store/event-filter';
+import type { ReplayChunk } from '../replay/replay-event';
+import type { QueryOp, QueryOps } from './query-ops';
 import { fromWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } from './query-protocol';
 
 export const DEFAULT_QUERY_WORKERS = availableParallelism();
@@ -44,6 +45,9 @@ export interface QueryPoolOptions {
   /** the workers' thread module (a directory and name, as startThread takes them); the query worker by default */
   workerModule?: { dir: string; name: string };
 }
+
+/** What operation K resolves to on the main thread. */
+type Answer<K extends QueryOp> = Awaited<ReturnType<QueryOps[K]>>;
 
 interface Job {
   request: QueryRequest;
@@ -186,12 +190,16 @@ export class QueryPool {
     );
   }
 
-  private call<T>(op: string, ...args: unknown[]): Promise<T> {
+  private call<K extends QueryOp>(op: K, ...args: Parameters<QueryOps[K]>): Promise<Answer<K>> {
     return this.enqueue(false, op, ...args);
   }
 
   /** Queues a query (`first`: ahead of the others); 503 past the queue's bound or while no worker is up. */
-  private enqueue<T>(first: boolean, op: string, ...args: unknown[]): Promise<T> {
+  private enqueue<K extends QueryOp>(
+    first: boolean,
+    op: K,
+    ...args: Parameters<QueryOps[K]>
+  ): Promise<Answer<K>> {
     if (this.closed) return Promise.reject(new ProblemError('shutting-down', 'the daemon is shutting down'));
     const down = this.down();
     if (down) return Promise.reject(down);
@@ -204,9 +212,9 @@ export class QueryPool {
           { 'Retry-After': '1' },
         ),
       );
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<Answer<K>>((resolve, reject) => {
       const job: Job = {
-        request: { id: ++this.nextId, op, args },
+        request: { id: ++this.nextId, op, args } as QueryRequest,
         resolve: resolve as (result: unknown) => void,
         reject,
       };
@@ -320,7 +328,7 @@ export class QueryPool {
           id: 0,
           op: 'markDamaged',
           args: [damage.code, damage.message, damage.file],
-        });
+        } satisfies QueryRequest);
   }
 
   private release(slot: Slot): void {

@@ -1,0 +1,268 @@
+/**
+ * The events of an incident file as columns, generic over the API's fields:
+ * whatever fields the events carry (new event types and fields included)
+ * are written and read back without a format change. An event's key set is
+ * its "shape" (one per event type in practice); each field is one column
+ * holding the values of the events whose shape has it, in event order.
+ *
+ * Codecs, picked per column by what it holds:
+ * - `const`: every value the same (the transaction id, often the node);
+ * - `delta`: 64-bit integers (bigint in the API: times and durations) as
+ *   differences from the previous value, JSON numbers while they are safe
+ *   integers, else decimal strings;
+ * - `dict`: strings once each in `dict`, the column an index per value;
+ * - `event-id`: the API's event ids (store id + timestamp + seq,
+ *   core/model/event-id.ts) as a store index and a seq difference per store,
+ *   the timestamp taken from `timestamp_ns`;
+ * - `plain`: anything else, as JSON values.
+ * Nulls stay null in every codec but `const`.
+ */
+import { formatEventId, parseEventId } from '../model/event-id';
+
+export type FieldValue = string | number | bigint | boolean | null;
+export type EventObject = Record<string, FieldValue>;
+
+export type Column =
+  | { codec: 'const'; type: ValueType; value: FieldValue | string }
+  | { codec: 'delta'; deltas: (number | string | null)[] }
+  | { codec: 'dict'; dict: string[]; index: (number | null)[] }
+  | { codec: 'event-id'; stores: string[]; store: number[]; seq: number[] }
+  | { codec: 'plain'; type: ValueType; values: (FieldValue | string)[] };
+
+type ValueType = 'bigint' | 'number' | 'string' | 'boolean' | 'null';
+
+export interface EventColumns {
+  count: number;
+  /** each distinct key set, in order of first use */
+  shapes: string[][];
+  /** the shape of each event */
+  shape: Column;
+  columns: Record<string, Column>;
+}
+
+/** A column the writer cannot encode, or a reader finds malformed. */
+export class ColumnError extends Error {}
+
+function typeOf(value: FieldValue): ValueType {
+  if (value === null) return 'null';
+  const type = typeof value;
+  if (type === 'bigint' || type === 'number' || type === 'string' || type === 'boolean') return type;
+  throw new ColumnError(`a field of type ${type} cannot be written`);
+}
+
+const safe = (n: bigint) => n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER);
+
+function encodeValues(name: string, values: FieldValue[], timestamps: bigint[] | null): Column {
+  const types = new Set(values.map(typeOf));
+  types.delete('null');
+  const [type = 'null'] = types;
+  if (types.size > 1) throw new ColumnError(`field ${name} holds values of types ${[...types].join(', ')}`);
+  const first = values[0] ?? null;
+  if (values.every((v) => v === first)) {
+    return {
+      codec: 'const',
+      type: first === null ? 'null' : type,
+      value: typeof first === 'bigint' ? first.toString() : first,
+    };
+  }
+  if (name === 'event_id' && timestamps && values.every((v) => v !== null)) {
+    const column = eventIdColumn(values as string[], timestamps);
+    if (column) return column;
+  }
+  if (type === 'bigint') {
+    let last = 0n;
+    const deltas = values.map((v) => {
+      if (v === null) return null;
+      const value = v as bigint;
+      const delta = value - last;
+      last = value;
+      return safe(delta) ? Number(delta) : delta.toString();
+    });
+    return { codec: 'delta', deltas };
+  }
+  if (type === 'string') {
+    const index = new Map<string, number>();
+    const dict: string[] = [];
+    const column = values.map((v) => {
+      if (v === null) return null;
+      let i = index.get(v as string);
+      if (i === undefined) {
+        i = dict.push(v as string) - 1;
+        index.set(v as string, i);
+      }
+      return i;
+    });
+    return { codec: 'dict', dict, index: column };
+  }
+  return { codec: 'plain', type, values: values as (number | boolean | null)[] };
+}
+
+/** null when some id is not a store event id of its event's timestamp. */
+function eventIdColumn(ids: string[], timestamps: bigint[]): Column | null {
+  const stores: string[] = [];
+  const storeIndex = new Map<string, number>();
+  const lastSeq: number[] = [];
+  const store: number[] = [];
+  const seq: number[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    const key = parseEventId(ids[i]!);
+    if (!key || key.ts !== timestamps[i]) return null;
+    let s = storeIndex.get(key.storeId);
+    if (s === undefined) {
+      s = stores.push(key.storeId) - 1;
+      storeIndex.set(key.storeId, s);
+      lastSeq.push(0);
+    }
+    store.push(s);
+    seq.push(key.seq - lastSeq[s]!);
+    lastSeq[s] = key.seq;
+  }
+  return { codec: 'event-id', stores, store, seq };
+}
+
+/** Events added one at a time (a page at a time from a store), columns at the end: no event object is kept. */
+export class ColumnsBuilder {
+  private readonly shapes: string[][] = [];
+  private readonly shapeIndex = new Map<string, number>();
+  private readonly shapeOf: number[] = [];
+  private readonly values = new Map<string, FieldValue[]>();
+
+  get count(): number {
+    return this.shapeOf.length;
+  }
+
+  add(event: EventObject): void {
+    const keys = Object.keys(event);
+    const signature = keys.join('\0');
+    let s = this.shapeIndex.get(signature);
+    if (s === undefined) {
+      s = this.shapes.push(keys) - 1;
+      this.shapeIndex.set(signature, s);
+    }
+    this.shapeOf.push(s);
+    for (const key of keys) {
+      let column = this.values.get(key);
+      if (!column) this.values.set(key, (column = []));
+      column.push(event[key]!);
+    }
+  }
+
+  finish(): EventColumns {
+    const count = this.shapeOf.length;
+    // event ids are keyed on timestamps only when every event has both
+    const ts = this.values.get('timestamp_ns');
+    const timestamps =
+      ts?.length === count &&
+      this.values.get('event_id')?.length === count &&
+      ts.every((t) => typeof t === 'bigint')
+        ? (ts as bigint[])
+        : null;
+    const columns: Record<string, Column> = {};
+    for (const [name, column] of this.values) columns[name] = encodeValues(name, column, timestamps);
+    return { count, shapes: this.shapes, shape: encodeValues('', this.shapeOf, null), columns };
+  }
+}
+
+export function encodeEvents(events: readonly EventObject[]): EventColumns {
+  const builder = new ColumnsBuilder();
+  for (const event of events) builder.add(event);
+  return builder.finish();
+}
+
+function fail(message: string): never {
+  throw new ColumnError(message);
+}
+
+function typed(type: string, value: unknown, name: string): FieldValue {
+  if (value === null) return null;
+  if (type === 'bigint') {
+    if (typeof value !== 'string' && typeof value !== 'number') fail(`column ${name}: bad bigint value`);
+    return BigInt(value);
+  }
+  if (typeof value !== type) fail(`column ${name}: ${typeof value} where ${type} was declared`);
+  return value as FieldValue;
+}
+
+/** The `count` values of a column; `timestamps` serves the event-id codec. */
+function decodeValues(name: string, c: Column, count: number, timestamps: () => bigint[]): FieldValue[] {
+  if (typeof c !== 'object' || c === null) fail(`column ${name} is not an object`);
+  const sized = <T>(list: T[] | undefined, what: string): T[] => {
+    if (!Array.isArray(list) || list.length !== count)
+      fail(
+        `column ${name}: ${what} holds ${Array.isArray(list) ? list.length : 'no'} values for ${count} events`,
+      );
+    return list;
+  };
+  switch (c.codec) {
+    case 'const':
+      return new Array<FieldValue>(count).fill(typed(c.type, c.value, name));
+    case 'delta': {
+      let last = 0n;
+      return sized(c.deltas, 'deltas').map((d) => {
+        if (d === null) return null;
+        if (typeof d !== 'number' && typeof d !== 'string') fail(`column ${name}: bad delta`);
+        last += BigInt(d);
+        return last;
+      });
+    }
+    case 'dict':
+      return sized(c.index, 'index').map((i) => {
+        if (i === null) return null;
+        const value = c.dict[i];
+        if (typeof value !== 'string') fail(`column ${name}: index ${i} outside its dictionary`);
+        return value;
+      });
+    case 'event-id': {
+      const ts = timestamps();
+      const stores = sized(c.store, 'store');
+      const seqs = sized(c.seq, 'seq');
+      const lastSeq = c.stores.map(() => 0);
+      return stores.map((s, i) => {
+        const storeId = c.stores[s];
+        if (typeof storeId !== 'string' || ts[i] === undefined) fail(`column ${name}: bad store index ${s}`);
+        lastSeq[s]! += seqs[i]!;
+        return formatEventId(storeId, ts[i]!, lastSeq[s]!);
+      });
+    }
+    case 'plain':
+      return sized(c.values, 'values').map((v) => typed(c.type, v, name));
+    default:
+      return fail(`column ${name} has an unknown codec ${JSON.stringify((c as { codec: unknown }).codec)}`);
+  }
+}
+
+export function decodeEvents(data: EventColumns): EventObject[] {
+  const { count, shapes, columns } = data;
+  if (!Number.isSafeInteger(count) || count < 0) fail('the event count is not a count');
+  if (!Array.isArray(shapes) || typeof columns !== 'object' || columns === null)
+    fail('shapes or columns missing');
+  const shapeOf = decodeValues('shape', data.shape, count, () => []) as number[];
+  const sizes = new Map<string, number>();
+  for (const s of shapeOf) {
+    const keys = shapes[s];
+    if (!Array.isArray(keys)) fail(`shape ${s} is not listed`);
+    for (const key of keys) sizes.set(key, (sizes.get(key) ?? 0) + 1);
+  }
+  const decoded = new Map<string, FieldValue[]>();
+  const column = (name: string): FieldValue[] => {
+    let values = decoded.get(name);
+    if (!values) {
+      const c = columns[name];
+      if (!c) fail(`column ${name} is missing`);
+      values = decodeValues(name, c, sizes.get(name) ?? 0, () => column('timestamp_ns') as bigint[]);
+      decoded.set(name, values);
+    }
+    return values;
+  };
+  for (const name of sizes.keys()) column(name);
+  const cursor = new Map<string, number>();
+  return shapeOf.map((s) => {
+    const event: EventObject = {};
+    for (const key of shapes[s]!) {
+      const at = cursor.get(key) ?? 0;
+      cursor.set(key, at + 1);
+      event[key] = decoded.get(key)![at]!;
+    }
+    return event;
+  });
+}

@@ -1,0 +1,13 @@
+/** The incident file format: its one owner (README "Incident files"). */
+export { readIncidentFile, writeIncidentFile } from './incident-file';
+export { decodeIncident, contentKey, MAX_INCIDENT_JSON_BYTES } from './incident-codec';
+export { IncidentFileError, type IncidentErrorCode } from './incident-error';
+export { IncidentWriter, exportTime, type IncidentWriterOptions } from './incident-writer';
+export {
+  INCIDENT_FORMAT_VERSION,
+  REDACT_KINDS,
+  type Incident,
+  type IncidentHeader,
+  type IncidentRun,
+  type RedactKind,
+} from './incident-types';

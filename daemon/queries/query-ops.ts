@@ -1,0 +1,44 @@
+/**
+ * The operations a query worker answers, by name: the one list the worker
+ * runs and the pool's typed calls are checked against (QueryOps). The
+ * events pages and lookups are turned into their JSON bytes here, so that
+ * the main thread only moves them.
+ */
+import { StoreError, type StoreErrorCode } from '../../core/store/schema';
+import { localEventsJson, type JsonBody } from '../events/events-json';
+import type { EventsQuery } from '../events/events-query';
+import { toReplayChunk } from '../replay/replay-event';
+import type { EventFilter, PageOptions } from '../store/event-filter';
+import { nodeStoresReader } from '../store/event-reader';
+import type { NodeStores } from '../store/node-stores';
+
+const utf8 = new TextEncoder();
+
+/* the page's bytes, in an ArrayBuffer of their own that is transferred, not copied, to the main thread */
+async function bytes(text: Promise<JsonBody>): Promise<Uint8Array> {
+  const json = await text;
+  return typeof json === 'string' ? utf8.encode(json) : json;
+}
+
+export function queryOps(stores: NodeStores) {
+  const reader = nodeStoresReader(stores);
+  const json = localEventsJson(reader);
+  return {
+    list: (query: EventsQuery) => bytes(json.list(query)),
+    one: (eventId: string, int64AsString: boolean) => bytes(json.one(eventId, int64AsString)),
+    page: (filter: EventFilter, opts: PageOptions) => reader.page(filter, opts),
+    replayChunk: async (filter: EventFilter, opts: PageOptions) =>
+      toReplayChunk(await reader.page(filter, opts)),
+    summarize: (filter: EventFilter) => reader.summarize(filter),
+    get: (eventId: string) => reader.get(eventId),
+    nodes: () => reader.nodes(),
+    retainedFrom: (filter: EventFilter) => reader.retainedFrom(filter),
+    sampledRanges: (filter: EventFilter) => reader.sampledRanges(filter),
+    markDamaged: async (code: StoreErrorCode, message: string, file: string | undefined) =>
+      stores.markDamaged(new StoreError(code, message, file)),
+  };
+}
+
+/** Each operation's arguments and result, as the pool calls it. */
+export type QueryOps = ReturnType<typeof queryOps>;
+export type QueryOp = keyof QueryOps;

@@ -1,0 +1,221 @@
+/**
+ * What the clock thread does between its waits, apart from the waiting
+ * itself (clock-thread.ts): it takes the main thread's commands, keeps each
+ * lane's deadlines, releases what is due (writing the frames to the lane's
+ * sockets) and reports it. Built from the rings and its collaborators, so a
+ * test can drive it on the main thread.
+ */
+import type { clockSockets } from './clock-sockets';
+import {
+  CONTROL,
+  COMMAND,
+  COMMAND_KIND,
+  FRAME_WIDTH,
+  REPORT,
+  REPORT_KIND,
+  REPORT_WIDTH,
+  type ClockPortMessage,
+  type SlotRing,
+} from './clock-wire';
+
+type ClockSockets = ReturnType<typeof clockSockets>;
+
+/** One lane's deadlines (ns since the epoch) and their frames (FRAME_WIDTH numbers each), from `head` on. */
+interface Deadlines {
+  generation: number;
+  deadlines: number[];
+  frames: number[];
+  head: number;
+}
+
+/** A started dense replay queues thousands of commands: releasing what is due must not wait for them all. */
+const DRAIN_BATCH = 256;
+/** Released deadlines are dropped from a lane's lists once this many have gathered. */
+const COMPACT_AFTER = 1024;
+
+export interface ClockCoreParts {
+  control: Int32Array;
+  commands: SlotRing;
+  reports: SlotRing;
+  /** the lane sockets, told how to report a watcher closed */
+  sockets(reportClosed: (lane: number, watcher: number, reason: number) => void): ClockSockets;
+  /** the next message on the port (a command says one is there) */
+  message(): ClockPortMessage;
+  /** wakes the main thread (a byte on its doorbell pipe) */
+  ringDoorbell(): void;
+  now(): number;
+}
+
+export class ClockCore {
+  private readonly lanes = new Map<number, Deadlines>();
+  /** reports that did not fit in the ring yet, REPORT_WIDTH numbers each */
+  private readonly unsent: number[] = [];
+  private readonly out: ClockSockets;
+
+  constructor(private readonly parts: ClockCoreParts) {
+    this.out = parts.sockets((lane, watcher, reason) => {
+      const at = this.unsent.length;
+      for (let k = 0; k < REPORT_WIDTH; k++) this.unsent.push(0);
+      this.unsent[at + REPORT.kind] = REPORT_KIND.closed;
+      this.unsent[at + REPORT.lane] = lane;
+      this.unsent[at + REPORT.closed.watcher] = watcher;
+      this.unsent[at + REPORT.closed.reason] = reason;
+    });
+  }
+
+  /** True while sockets or reports wait for room: the thread looks again soon even with nothing due. */
+  get backlogged(): boolean {
+    return this.out.backlogged || this.unsent.length > 0;
+  }
+
+  /** The earliest deadline of any lane. */
+  next(): number | undefined {
+    let next: number | undefined;
+    for (const lane of this.lanes.values()) {
+      const deadline = lane.deadlines[lane.head]!;
+      if (next === undefined || deadline < next) next = deadline;
+    }
+    return next;
+  }
+
+  /**
+   * Applies up to DRAIN_BATCH queued commands: 'stop' once told to stop,
+   * 'more' when commands remain.
+   */
+  drain(): 'stop' | 'more' | 'done' {
+    const ring = this.parts.commands;
+    for (let taken = 0; ; taken++) {
+      const slot = ring.peek();
+      if (slot < 0) return 'done';
+      if (taken === DRAIN_BATCH) return 'more';
+      const stop = this.apply(ring.slots, slot);
+      ring.take();
+      if (stop) return 'stop';
+    }
+  }
+
+  /** Retries what waits: sockets that could not take their bytes, reports that did not fit. */
+  retry(): void {
+    if (this.out.backlogged) this.out.retry();
+    if (this.unsent.length > 0) {
+      this.post();
+      this.ring();
+    }
+  }
+
+  /** Writes and reports what is due at `t`; false when the report ring is full. */
+  release(t: number): boolean {
+    this.post();
+    const reports = this.parts.reports;
+    let full = this.unsent.length > 0;
+    const releasedAt = Math.round(t);
+    for (const [id, lane] of this.lanes) {
+      if (full) break;
+      const slot = reports.claim();
+      if (slot < 0) {
+        full = true;
+        break;
+      }
+      const first = lane.head;
+      while (lane.head < lane.deadlines.length && lane.deadlines[lane.head]! <= t) lane.head++;
+      if (lane.head === first) continue;
+      const deadlines = lane.deadlines;
+      const late = (i: number) => Math.max(0, releasedAt - deadlines[i]!);
+      const wrote = this.out.release(id, lane.frames, first, lane.head, late);
+      const r = reports.slots;
+      r[slot + REPORT.kind] = REPORT_KIND.released;
+      r[slot + REPORT.lane] = id;
+      r[slot + REPORT.generation] = lane.generation;
+      r[slot + REPORT.released.count] = lane.head - first;
+      r[slot + REPORT.released.releasedAt] = releasedAt;
+      r[slot + REPORT.released.writtenAt] = wrote ? Math.round(this.parts.now()) : -1;
+      reports.publish();
+      this.compact(id, lane);
+    }
+    this.ring();
+    return !full;
+  }
+
+  /** One command at `slot`; true when it says stop. */
+  private apply(c: Float64Array, slot: number): boolean {
+    const id = c[slot + COMMAND.lane]!;
+    switch (c[slot + COMMAND.kind]) {
+      case COMMAND_KIND.stop:
+        return true;
+      case COMMAND_KIND.at:
+        this.add(id, c[slot + COMMAND.generation]!, c, slot);
+        break;
+      case COMMAND_KIND.clear:
+        this.lanes.delete(id);
+        this.out.clear(id, c[slot + COMMAND.clear.forGood] === 1);
+        break;
+      case COMMAND_KIND.ring: {
+        const received = this.parts.message();
+        if ('ring' in received) this.out.buffer(id, received.ring);
+        break;
+      }
+      case COMMAND_KIND.attach: {
+        const received = this.parts.message();
+        const at = COMMAND.attach;
+        this.out.attach(
+          id,
+          c[slot + at.watcher]!,
+          c[slot + at.fd]!,
+          c[slot + at.fromIndex]!,
+          'text' in received ? received.text : '',
+        );
+        break;
+      }
+      case COMMAND_KIND.send: {
+        const received = this.parts.message();
+        if ('text' in received) this.out.send(id, c[slot + COMMAND.send.watcher]!, received.text);
+        break;
+      }
+      case COMMAND_KIND.end:
+        this.out.end(id, c[slot + COMMAND.end.watcher]!);
+        break;
+      case COMMAND_KIND.detach:
+        this.out.detach(id, c[slot + COMMAND.detach.watcher]!);
+        break;
+      case COMMAND_KIND.sync:
+        this.post();
+        Atomics.store(this.parts.control, CONTROL.ack, c[slot + COMMAND.sync.seq]!);
+        Atomics.notify(this.parts.control, CONTROL.ack);
+        break;
+    }
+    return false;
+  }
+
+  /** An AT command: a deadline, and its frame (the command's fields from FRAME's first on). */
+  private add(id: number, generation: number, c: Float64Array, slot: number): void {
+    let lane = this.lanes.get(id);
+    if (!lane || lane.generation !== generation) {
+      lane = { generation, deadlines: [], frames: [], head: 0 };
+      this.lanes.set(id, lane);
+    }
+    lane.deadlines.push(c[slot + COMMAND.at.deadline]!);
+    const frame = slot + COMMAND.at.offset;
+    for (let k = 0; k < FRAME_WIDTH; k++) lane.frames.push(c[frame + k]!);
+  }
+
+  /** Forgets a lane with nothing left, or the deadlines it released once they are many. */
+  private compact(id: number, lane: Deadlines): void {
+    if (lane.head === lane.deadlines.length) this.lanes.delete(id);
+    else if (lane.head >= COMPACT_AFTER) {
+      lane.deadlines = lane.deadlines.slice(lane.head);
+      lane.frames = lane.frames.slice(lane.head * FRAME_WIDTH);
+      lane.head = 0;
+    }
+  }
+
+  /** Moves waiting reports into the ring as far as they fit. */
+  private post(): void {
+    const taken = this.parts.reports.push(this.unsent, 0);
+    if (taken > 0) this.unsent.splice(0, taken);
+  }
+
+  /** Rings the doorbell if the main thread asked for one. */
+  private ring(): void {
+    if (Atomics.compareExchange(this.parts.control, CONTROL.doorbell, 1, 0) === 1) this.parts.ringDoorbell();
+  }
+}

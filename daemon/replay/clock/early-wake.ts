@@ -1,0 +1,47 @@
+/**
+ * How long before a deadline the clock thread stops sleeping and spins.
+ * Futex timeouts overshoot by the timer slack (~50 µs, none under
+ * SCHED_FIFO) plus the wake-up latency, which depends on the load: the
+ * margin follows the overshoots it sees (up at once, down slowly) within
+ * fixed bounds, so the spin covers a late wake-up and waiting stays nearly
+ * free.
+ */
+export interface EarlyWakeBounds {
+  /** where the margin starts, and its bounds (ns) */
+  earlyWakeNs: number;
+  minEarlyWakeNs: number;
+  maxEarlyWakeNs: number;
+}
+
+export class EarlyWake {
+  /** the margin now: half as much again as the overshoot, within its bounds */
+  margin: number;
+  /** decaying maximum of the recent wake-up overshoots */
+  private overshoot = 0;
+
+  constructor(private readonly bounds: EarlyWakeBounds) {
+    this.margin = bounds.earlyWakeNs;
+  }
+
+  /** A timed sleep meant to end at the margin woke `over` ns after it. */
+  woke(over: number): void {
+    this.overshoot = over > this.overshoot ? over : this.overshoot - (this.overshoot - over) / 32;
+    this.adapt();
+  }
+
+  /**
+   * Dense deadlines leave no timed waits to learn from: a late wake-up
+   * fades, or the thread would spin without pause, and the kernel parks a
+   * real-time thread that never sleeps.
+   */
+  fade(): void {
+    this.overshoot -= this.overshoot / 64;
+    this.adapt();
+  }
+
+  private adapt(): void {
+    const margin = this.overshoot * 1.5;
+    const { minEarlyWakeNs: min, maxEarlyWakeNs: max } = this.bounds;
+    this.margin = margin < min ? min : margin > max ? max : margin;
+  }
+}

@@ -1,0 +1,78 @@
+// kreplay's loopback relay for `kreplay replay --exec`: the build's connect to a
+// peer is answered with a socket to the relay (SECCOMP_IOCTL_NOTIF_ADDFD), which
+// forwards to the real peer and holds each response back until the incident's
+// response time for that exchange has passed since the build's request: the
+// build's kernel then sees the upstream as slow as production saw it, whatever
+// the build waits in (recv, poll, select, epoll). A non-blocking connect is made
+// to complete only at the incident's connect time: the handed socket is kept
+// unwritable until then (its send queue stuffed against a closed window, with
+// TCP_NOTSENT_LOWAT), which is what the build's poll or epoll waits for.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace kreplay {
+
+// A relayed connection's timing, measured by the relay for the report.
+struct RelayTiming {
+  // plan index of the response or connect target, and the result slot it fills
+  int target;
+  uint32_t index;
+  int64_t observed_ns;
+  int64_t intended_ns;
+};
+
+class ExecRelay {
+ public:
+  // response_holds: per plan index, its response hold per exchange (empty for other targets)
+  explicit ExecRelay(std::vector<std::vector<int64_t>> response_holds);
+  ~ExecRelay();
+
+  // Connects to `peer` (up to a few seconds) and returns the socket to hand to
+  // the build in its stead, -1 with *err set to the connect's errno. family: the
+  // build socket's; nonblocking: its O_NONBLOCK. `response_target`: plan index
+  // whose holds delay the responses (-1: none). open_at_ns (CLOCK_MONOTONIC, 0:
+  // now): a non-blocking build's connect completes then; `connect_target` and
+  // `connect_index` name the result the relay fills when it does (the time since
+  // `received_ns`, when the supervisor took the call).
+  int Open(const sockaddr_storage& peer, socklen_t peer_len, int family, bool nonblocking, int response_target,
+           int64_t received_ns, int64_t open_at_ns, int connect_target, uint32_t connect_index, int* err);
+  // Ends the thread and every link; then timings() holds what it measured.
+  void Stop();
+  const std::vector<RelayTiming>& timings() const { return timings_; }
+
+ private:
+  struct Link;
+  void Run();
+  void Adopt();
+  void Process(Link* link, int64_t now);
+  void Update(Link* link);
+  void Close(Link* link);
+  int Listener(bool stuffing);
+
+  std::vector<std::vector<int64_t>> response_holds_;
+  // one plain listener, one with a minimal receive buffer for stuffed (delayed) connects
+  int listeners_[2] = {-1, -1};
+  uint16_t ports_[2] = {0, 0};
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex adopt_mutex_;
+  std::vector<Link*> adopt_;
+
+  // the relay thread's
+  std::unordered_map<Link*, bool> links_;
+  std::vector<uint32_t> next_exchange_;
+  std::vector<RelayTiming> timings_;
+};
+
+}  // namespace kreplay
