@@ -213,21 +213,25 @@ describe('booted with systemd', () => {
   });
 
   it('measures the agent from systemctl start to its first stored event', async () => {
-    sh('systemctl stop kreplay-agent');
     sh(
       `systemd-run -q --unit=krloop /usr/local/bin/${WRITER} -c 'while :; do echo x > /dev/null; sleep 0.005; done'`,
     );
-    const t0 = nowNs();
-    sh('systemctl start kreplay-agent');
-    const first = await eventually(() => events(`service=krloop&from=${t0}&limit=1`)[0], 60000, 50);
-    const queried = nowNs();
+    const toEvent: number[] = [];
+    const toServed: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      sh('systemctl stop kreplay-agent');
+      const t0 = nowNs();
+      sh('systemctl start kreplay-agent');
+      const first = await eventually(() => events(`service=krloop&from=${t0}`)[0], 60000, 50);
+      toServed.push(Number(nowNs() - t0) / 1e6);
+      expect(BigInt(first.timestamp_ns)).toBeGreaterThan(t0);
+      toEvent.push(Number(BigInt(first.timestamp_ns) - t0) / 1e6);
+    }
     sh('systemctl stop krloop');
-    const ms = (ns: bigint) => `${(Number(ns) / 1e6).toFixed(0)} ms`;
-    figures['agent start to first event (systemctl start → the event’s own time)'] = ms(
-      BigInt(first.timestamp_ns) - t0,
-    );
-    figures['agent start to the event served by the daemon'] = ms(queried - t0);
-    expect(BigInt(first.timestamp_ns)).toBeGreaterThan(t0);
+    const range = (ms: number[]) =>
+      `${Math.min(...ms).toFixed(0)}–${Math.max(...ms).toFixed(0)} ms (3 starts)`;
+    figures['agent start to first event (systemctl start → the event’s own time)'] = range(toEvent);
+    figures['agent start to the event served by the daemon'] = range(toServed);
   });
 
   it('systemctl reload kreplay-daemon reloads the tokens, without a restart', async () => {
@@ -292,27 +296,40 @@ describe('booted with systemd', () => {
 
   it('the tarball, extracted by an unprivileged user with no Node, npm or compiler, replays onto a real child', () => {
     expect(sh('command -v node npm gcc cc clang || true').trim()).toBe('');
-    sh('rm -rf /var/tmp/krdist && mkdir /var/tmp/krdist && chown nobody:nogroup /var/tmp/krdist');
-    const script = [
-      'set -e',
-      'cd /var/tmp/krdist',
-      'start=$(date +%s%N)',
-      'tar -xzf /packages/kreplay.tar.gz',
-      // the child stamps the time just before its first write, which the replay holds
-      `KREPLAY_TOKEN=${CONTROL} ./kreplay/bin/kreplay replay ${TXN} --exec --server http://127.0.0.1:7070 --map /var/tmp/kr-out=/var/tmp/krdist/out --report-json report.json -- ` +
-        `sh -c 'date +%s%N > first; for i in 1 2 3; do printf %64s x >> /var/tmp/krdist/out; done' > replay.log`,
-      'echo $start $(cat first)',
-      'unshare --user --net ./kreplay/bin/kreplay --version > version.txt', // no network at all
-    ].join('\n');
-    try {
+    // the child stamps the time just before its first write, which the replay holds
+    const replay = (out: string) =>
+      `KREPLAY_TOKEN=${CONTROL} ./kreplay/bin/kreplay replay ${TXN} --exec --server http://127.0.0.1:7070 --map /var/tmp/kr-out=${out} --report-json report.json -- ` +
+      `sh -c 'date +%s%N > first; for i in 1 2 3; do printf %64s x >> ${out}; done' > replay.log`;
+    /** ms from `start` (before tar, or before the replay for the anchor) to the first held call */
+    const round = (extract: boolean): number => {
+      const script = [
+        'set -e',
+        'cd /var/tmp/krdist',
+        'rm -f out first',
+        'start=$(date +%s%N)',
+        ...(extract ? ['rm -rf kreplay', 'tar -xzf /packages/kreplay.tar.gz'] : []),
+        replay('/var/tmp/krdist/out'),
+        'echo $start $(cat first)',
+      ].join('\n');
       const [start, first] = sh(
         `setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c '${script.replace(/'/g, `'\\''`)}'`,
       )
         .trim()
         .split(' ')
         .map(BigInt);
-      figures['tarball: extraction to the first held call (kreplay replay --exec)'] =
-        `${(Number(first! - start!) / 1e6).toFixed(0)} ms`;
+      return Number(first! - start!) / 1e6;
+    };
+    sh('rm -rf /var/tmp/krdist && mkdir /var/tmp/krdist && chown nobody:nogroup /var/tmp/krdist');
+    try {
+      const extracted = [round(true), round(true), round(true)];
+      const anchor = [round(false), round(false), round(false)];
+      const range = (ms: number[]) => `${Math.min(...ms).toFixed(0)}–${Math.max(...ms).toFixed(0)} ms`;
+      figures['tarball: extraction to the first held call (kreplay replay --exec), 3 runs'] =
+        range(extracted);
+      figures['anchor: the same replay from the extracted tree, 3 runs'] = range(anchor);
+      sh(
+        "setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c 'cd /var/tmp/krdist && unshare --user --net ./kreplay/bin/kreplay --version > version.txt'",
+      ); // no network at all
       expect(sh('head -1 /var/tmp/krdist/version.txt').trim()).toBe(`kreplay ${VERSION}`);
       const text = sh('cat /var/tmp/krdist/report.json');
       const report = JSON.parse(text) as { targets: { target: string; matched: number }[] };
