@@ -17,7 +17,7 @@ GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client zstd jq \
-	chromium chromium-driver systemd \
+	chromium chromium-driver systemd python3-fusepy \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)

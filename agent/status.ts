@@ -36,17 +36,23 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
   return Object.fromEntries(Object.entries(s).map(([name, value]) => [snakeCase(name), value as number]));
 }
 
+/** The counters of events lost (never stored): what "dropped" sums up, and what an incident's completeness reads. */
+export const LOST_COUNTERS = [
+  'sysWriteDropped',
+  'blockIoDropped',
+  'contextDropped',
+  'threadTableFull',
+  'requestTableFull',
+  'corruptRecords',
+  'diskFullDropped',
+  'storeErrorDropped',
+] as const satisfies readonly (keyof CounterSnapshot)[];
+
+/** LOST_COUNTERS as the counters table names them. */
+export const LOST_COUNTER_COLUMNS: readonly string[] = LOST_COUNTERS.map(snakeCase);
+
 export function totalLost(s: CounterSnapshot): number {
-  return (
-    s.sysWriteDropped +
-    s.blockIoDropped +
-    s.contextDropped +
-    s.threadTableFull +
-    s.requestTableFull +
-    s.corruptRecords +
-    s.diskFullDropped +
-    s.storeErrorDropped
-  );
+  return LOST_COUNTERS.reduce((sum, name) => sum + s[name], 0);
 }
 
 function perSecond(now: number, before: number, seconds: number): string {

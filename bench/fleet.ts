@@ -23,7 +23,7 @@
  *
  *   make bench BENCH=fleet   (KREPLAY_BENCH_FLEET_EVENTS=1000000,10000000 KREPLAY_BENCH_RUNS=3)
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { deflateSync, gzipSync } from 'node:zlib';
@@ -34,7 +34,7 @@ import { ShipBatchReader } from '../agent/ship/ship-batch';
 import { Shipper } from '../agent/ship/shipper';
 import { StoreWriter } from '../agent/store/store-writer';
 import { quoteInt, quoteString } from '../core/clickhouse/quote';
-import { eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
+import { CLICKHOUSE_MIGRATIONS, eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
 import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { DEFAULT_LIMIT } from '../daemon/events/events-query';
 import { silentLogger } from '../core/log/logger';
@@ -60,6 +60,11 @@ const AGENT_RATE = Number(env('KREPLAY_BENCH_AGENT_SHIP_RATE', '100000'));
 const PARTS = env('KREPLAY_BENCH_FLEET_PARTS', 'ship,agent,burst,lookups').split(',');
 const BURST_S = Number(env('KREPLAY_BENCH_BURST_S', '60'));
 const LOOKUPS = 200;
+/* replay sessions created per round and store, FINAL counts timed per round */
+const SESSIONS = 20;
+/* how the cluster gets the dataset: ship (the agent's Shipper, RowBinary) or sql (INSERT … SELECT numbers()) */
+const FILL = env('KREPLAY_BENCH_FLEET_FILL', 'ship');
+const FILL_PARALLEL = Number(env('KREPLAY_BENCH_FLEET_FILL_PARALLEL', '2'));
 /* 3 of every 10 events carry context: a transaction of 12 events per 40, a trace of 30 per node over all 20 nodes */
 const TXN_WINDOW = 40;
 const TRACE_WINDOW = 100;
@@ -130,6 +135,28 @@ function insertNodeSql(table: string, node: number, storeId: string, perNode: nu
       CAST(NULL AS Nullable(String)) AS device, CAST(NULL AS Nullable(UInt64)) AS sector,
       CAST(NULL AS Nullable(String)) AS op, CAST(NULL AS Nullable(Int64)) AS error
     FROM numbers(${quoteInt(perNode)})`;
+}
+
+/** Ships every node file of `dir` to the cluster with the agent's Shipper, FILL_PARALLEL at a time. */
+async function shipNodes(cluster: TestCluster, database: string, dir: string): Promise<void> {
+  const files = readdirSync(dir).filter((name) => name.endsWith('.db'));
+  let next = 0;
+  const worker = async (w: number): Promise<void> => {
+    for (let file = files[next++]; file !== undefined; file = files[next++]) {
+      const shipper = new Shipper(join(dir, file), cluster.client(database, w % 2, 600_000), {
+        batchRows: 100_000,
+        maxDelayMs: 0,
+      });
+      shipper.start();
+      while (shipper.status().lagEvents > 0 || shipper.status(false).state !== 'shipping') {
+        const s = shipper.status(false);
+        if (s.state === 'retrying' && s.retries > 5) throw new Error(`shipping ${file}: ${s.lastError}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await shipper.stop();
+    }
+  };
+  await Promise.all(Array.from({ length: FILL_PARALLEL }, (_, w) => worker(w)));
 }
 
 function get(agent: Agent, base: string, path: string): Promise<{ ms: number; body: string }> {
@@ -288,6 +315,8 @@ async function agentRound(
   doneS: number;
   cpuS: number;
   late: number;
+  /** rows in the cluster at the end (a few more than stored when another writeloop ran meanwhile) */
+  inCluster: number;
   maxLagEvents: number;
   maxLagS: number;
 }> {
@@ -324,6 +353,7 @@ async function agentRound(
     const { stored, dropped } = await agent.caughtUp(writes);
     let doneS = seconds();
     let late = 0;
+    let inCluster = 0;
     if (ch) {
       const deadline = Date.now() + 300_000;
       while ((await poll()) < stored) {
@@ -341,6 +371,7 @@ async function agentRound(
         throw new Error(
           `the cluster holds ${copies!.n} rows, ${copies!.ids} events; the node file ${stored}`,
         );
+      inCluster = Number(copies!.n);
       const windows = lateWindows(polls, SHIP_WITHIN_NS);
       if (windows.length) {
         const [row] = await ch.rows<{ n: string }>(
@@ -358,6 +389,7 @@ async function agentRound(
       doneS,
       cpuS: cpuSeconds(before, agent.cpu()),
       late,
+      inCluster,
       maxLagEvents: Math.max(0, ...lags.map((m) => Number(m[1]))),
       maxLagS: Math.max(0, ...lags.map((m) => Number(m[2]))),
     };
@@ -390,7 +422,7 @@ async function agentShipping(cluster: TestCluster, runs: number): Promise<void> 
       Math.round(shipping.stored / shipping.loopS),
       Math.round(shipping.shippedInLoop / shipping.loopS),
       Math.round(shipping.stored / shipping.doneS),
-      (100 * (1 - shipping.late / shipping.stored)).toFixed(2),
+      (100 * (1 - shipping.late / shipping.inCluster)).toFixed(2),
       pct(shipping.cpuS, shipping.doneS),
       ((shipping.cpuS * 1e6) / shipping.stored).toFixed(2),
       ((anchor.cpuS * 1e6) / anchor.stored).toFixed(2),
@@ -443,7 +475,7 @@ async function burst(cluster: TestCluster, runs: number): Promise<void> {
       Math.round(r.shippedInLoop / r.loopS),
       `${r.maxLagEvents}ev/${r.maxLagS.toFixed(1)}s`,
       (r.doneS - r.loopS).toFixed(1),
-      (100 * (1 - r.late / r.stored)).toFixed(1),
+      (100 * (1 - r.late / r.inCluster)).toFixed(1),
     ]);
     await dropDatabase(cluster, database);
   }
@@ -496,8 +528,10 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
     await cluster.migrate(database);
     const ch = cluster.client(database, 0, 600_000);
     t = Date.now();
-    for (let n = 0; n < NODES; n++)
-      await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
+    if (FILL === 'ship') await shipNodes(cluster, database, dir);
+    else
+      for (let n = 0; n < NODES; n++)
+        await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
     const clickhouseS = (Date.now() - t) / 1000;
     // lookups on a settled store, as a fleet store is between bursts: not while merges of the fill still run
     t = Date.now();
@@ -517,9 +551,22 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       ),
     );
     console.log(
-      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled in ${clickhouseS.toFixed(0)} s, ` +
+      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled ${FILL === 'ship' ? "by the agent's Shipper (RowBinary)" : 'by INSERT … SELECT'} in ${clickhouseS.toFixed(0)} s (${Math.round(events / clickhouseS)} rows/s), ` +
         `merges settled in ${((Date.now() - t) / 1000).toFixed(0)} s (events parts per shard: ${parts.map((p) => p[0]!.n).join(', ')})`,
     );
+    // the anchor of schema v2: the same rows in a v1 database (8,192-row granules), copied on each shard
+    const v1 = `${database}_v1`;
+    for (let i = 0; i < cluster.shards.length; i++) {
+      const shard = cluster.client(v1, i, 600_000);
+      await shard.exec(`CREATE DATABASE IF NOT EXISTS ${v1}`, undefined, null);
+      for (const statement of CLICKHOUSE_MIGRATIONS[0] as readonly string[]) await shard.exec(statement);
+      await shard.exec(`INSERT INTO events SELECT * FROM ${database}.events`);
+    }
+    await cluster.client(v1, 0).exec(
+      `CREATE TABLE IF NOT EXISTS ${eventsTable(cluster.endpoint(v1))} AS events
+       ENGINE = Distributed(${cluster.name}, ${v1}, events, cityHash64(store_id))`,
+    );
+    const chV1 = cluster.client(v1, 0, 600_000);
     const files = await createDaemon({ dataDir: dir, log: silentLogger });
     daemons.push(files);
     const fleet = await createDaemon({
@@ -565,19 +612,76 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       const sql = {
         final: { transaction: [] as number[], trace: [] as number[] },
         plain: { transaction: [] as number[], trace: [] as number[] },
+        v1: { transaction: [] as number[], trace: [] as number[] },
       };
       for (const key of keys()) {
         ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${key.query}`)).ms);
         ms.clickhouse[key.kind].push((await get(agent, fleet.url, `/api/events?${key.query}`)).ms);
-        for (const shape of ['final', 'plain'] as const) {
+        for (const shape of ['final', 'plain', 'v1'] as const) {
           const t = process.hrtime.bigint();
-          await ch.rows(lookupSql(ch, key, shape === 'final'));
+          await (shape === 'v1' ? chV1 : ch).rows(
+            lookupSql(shape === 'v1' ? chV1 : ch, key, shape === 'final'),
+          );
           sql[shape][key.kind].push(Number(process.hrtime.bigint() - t) / 1e6);
         }
       }
-      for (const shape of ['final', 'plain'] as const)
-        for (const kind of ['transaction', 'trace'] as const)
+      for (const shape of ['final', 'plain', 'v1'] as const)
+        for (const kind of ['transaction', 'trace'] as const) {
           add(`sql ${shape} ${kind} p50`, percentile(sql[shape][kind], 50));
+          add(`sql ${shape} ${kind} p99`, percentile(sql[shape][kind], 99));
+        }
+      // a replay session: created with its transaction loaded whole (a FINAL count, then its pages)
+      for (const [store, daemon] of [
+        ['sqlite', files],
+        ['clickhouse', fleet],
+      ] as const) {
+        const times: number[] = [];
+        for (const key of keys()
+          .filter((k) => k.kind === 'transaction')
+          .slice(0, SESSIONS)) {
+          const started = process.hrtime.bigint();
+          const created = await fetch(`${daemon.url}/api/replay/sessions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ transaction_id: key.query.split('=')[1] }),
+          });
+          const body = (await created.json()) as { id: string };
+          times.push(Number(process.hrtime.bigint() - started) / 1e6);
+          if (created.status !== 201) throw new Error(`session for ${key.query}: ${created.status}`);
+          await fetch(`${daemon.url}/api/replay/sessions/${body.id}`, { method: 'DELETE' });
+        }
+        add(`${store} session p50`, percentile(times, 50));
+        add(`${store} session p99`, percentile(times, 99));
+      }
+      // FINAL counts as export and session creation run them: a transaction's, a minute's, everything
+      const counts = { transaction: [] as number[], minute: [] as number[], all: [] as number[] };
+      const timed = async (list: number[], sqlText: string) => {
+        const started = process.hrtime.bigint();
+        await ch.rows(sqlText);
+        list.push(Number(process.hrtime.bigint() - started) / 1e6);
+      };
+      const table = eventsTable(ch.endpoint);
+      for (const key of keys()
+        .filter((k) => k.kind === 'transaction')
+        .slice(0, SESSIONS)) {
+        const v = quoteString(key.query.split('=')[1]!);
+        await timed(
+          counts.transaction,
+          `SELECT count() AS n, min(timestamp_ns) AS a, max(timestamp_ns) AS b FROM ${table} FINAL
+           WHERE (timestamp_ns, store_id, seq) IN (SELECT timestamp_ns, store_id, seq FROM ${database}.events_by_transaction WHERE transaction_id = ${v})
+             AND transaction_id = ${v}`,
+        );
+        const from = FIRST_TS + BigInt(pick(3540)) * 1_000_000_000n;
+        await timed(
+          counts.minute,
+          `SELECT count() AS n FROM ${table} FINAL WHERE timestamp_ns >= ${quoteInt(from)} AND timestamp_ns < ${quoteInt(from + 60_000_000_000n)}`,
+        );
+      }
+      await timed(counts.all, `SELECT count() AS n FROM ${table} FINAL`);
+      for (const [name, list] of Object.entries(counts)) {
+        add(`final ${name} p50`, percentile(list, 50));
+        add(`final ${name} p99`, percentile(list, 99));
+      }
       for (const store of ['sqlite', 'clickhouse'] as const)
         for (const kind of ['transaction', 'trace'] as const) {
           add(`${store} ${kind} p50`, percentile(ms[store][kind], 50));
@@ -585,26 +689,52 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         }
     }
     agent.destroy();
-    return ['transaction', 'trace'].map((kind) => [
-      events,
-      kind,
-      range(figures.get(`sqlite ${kind} p50`)!),
-      range(figures.get(`sqlite ${kind} p99`)!),
-      range(figures.get(`clickhouse ${kind} p50`)!),
-      range(figures.get(`clickhouse ${kind} p99`)!),
-      range(figures.get(`sql final ${kind} p50`)!),
-      range(figures.get(`sql plain ${kind} p50`)!),
-    ]);
+    const f = (name: string) => range(figures.get(name)!);
+    return [
+      ...['transaction', 'trace'].map((kind) => [
+        events,
+        `${kind} lookup`,
+        f(`sqlite ${kind} p50`),
+        f(`sqlite ${kind} p99`),
+        f(`clickhouse ${kind} p50`),
+        f(`clickhouse ${kind} p99`),
+        f(`sql final ${kind} p50`),
+        f(`sql plain ${kind} p50`),
+        f(`sql plain ${kind} p99`),
+        f(`sql v1 ${kind} p50`),
+        f(`sql v1 ${kind} p99`),
+      ]),
+      [
+        events,
+        'replay session created (transaction loaded)',
+        f('sqlite session p50'),
+        f('sqlite session p99'),
+        f('clickhouse session p50'),
+        f('clickhouse session p99'),
+        '',
+        '',
+        '',
+        '',
+        '',
+      ],
+      ...(['transaction', 'minute', 'all'] as const).map((name) => [
+        events,
+        `FINAL count, ${name === 'all' ? 'whole table (1 a round)' : `a ${name}`}`,
+        '',
+        '',
+        f(`final ${name} p50`),
+        f(`final ${name} p99`),
+        '',
+        '',
+        '',
+        '',
+        '',
+      ]),
+    ];
   } finally {
     for (const d of daemons) await d.close();
-    await cluster
-      .client(database, 0)
-      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
-      .catch(() => undefined);
-    await cluster
-      .client(database, 1)
-      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
-      .catch(() => undefined);
+    await dropDatabase(cluster, database);
+    await dropDatabase(cluster, `${database}_v1`);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -623,17 +753,20 @@ async function main(): Promise<void> {
     if (PARTS.includes('lookups'))
       for (const events of SIZES)
         printTable(
-          `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind per round, ms (range of the rounds' p50 and p99)`,
+          `lookups over HTTP, ${events} events, ${LOOKUPS / 2} keys of each kind and ${SESSIONS} sessions per round, ms (range of the rounds' p50 and p99)`,
           await lookups(cluster, events, RUNS),
           [
             'events',
-            'lookup',
+            'what',
             'SQLite p50',
             'SQLite p99',
             'ClickHouse p50',
             'ClickHouse p99',
             'SQL alone: FINAL (before) p50',
             'SQL alone: plain (now) p50',
+            'SQL alone: plain p99',
+            'SQL alone, v1 schema (8,192-row granules) p50',
+            'SQL alone, v1 schema p99',
           ],
         );
   } finally {

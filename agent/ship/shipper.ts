@@ -17,6 +17,11 @@ import { ShipBatchReader, type ShipBatch } from './ship-batch';
 export interface ShipperOptions {
   /** ships once this many events wait (default 10,000) */
   batchRows?: number;
+  /**
+   * a batch when more than batchRows wait: up to this many (default 100,000), so a backlog
+   * goes in fewer, larger inserts (ClickHouse makes a part of each, then merges them)
+   */
+  maxBatchRows?: number;
   /** or once the oldest waiting event has waited this long (default 1 s) */
   maxDelayMs?: number;
   retryInitialMs?: number;
@@ -37,12 +42,13 @@ export interface ShipStatus {
 
 const IDLE_POLL_MS = 100;
 /** Waiting events counted one by one up to this many (see measureLag). */
-const LAG_COUNT_LIMIT = 100_000;
+const LAG_COUNT_LIMIT = 10_000;
 
 export class Shipper {
   private readonly db: Database.Database;
   private readonly reader: ShipBatchReader;
   private readonly batchRows: number;
+  private readonly maxBatchRows: number;
   private readonly maxDelayMs: number;
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
@@ -64,6 +70,7 @@ export class Shipper {
     options: ShipperOptions = {},
   ) {
     this.batchRows = options.batchRows ?? 10_000;
+    this.maxBatchRows = Math.max(this.batchRows, options.maxBatchRows ?? 100_000);
     this.maxDelayMs = options.maxDelayMs ?? 1000;
     this.retryInitialMs = options.retryInitialMs ?? 500;
     this.retryMaxMs = options.retryMaxMs ?? 30_000;
@@ -192,7 +199,10 @@ export class Shipper {
           await this.sleep(IDLE_POLL_MS);
           continue;
         }
-        const batch = this.reader.read(this.cursor, this.batchRows);
+        const batch = this.reader.read(
+          this.cursor,
+          waiting >= this.batchRows ? this.maxBatchRows : this.batchRows,
+        );
         await this.send(batch);
         this.current.state = 'shipping';
         this.current.lastError = null;

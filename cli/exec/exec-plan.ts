@@ -80,6 +80,8 @@ export interface PlanOptions {
   /** default bytes */
   match?: Match;
   replayErrors?: boolean;
+  /** why a recorded call is not to be held (target-selection.ts), or null to plan it */
+  exclude?: (event: RecordedCall, call: CallKind, target: string) => string | null;
 }
 
 interface Recorded {
@@ -146,6 +148,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     if (!call || !event.target) return;
     const kind = event.target_kind ?? 'other';
     const target = mapTarget(event.target, kind, options.maps);
+    if (options.exclude?.(event, call, target)) return;
     const key = `${call}\t${target}`;
     let group = groups.get(key);
     if (!group) {

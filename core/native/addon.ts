@@ -92,6 +92,18 @@ export interface NativeExecResults {
     calls: number;
   }[];
   bypassed: number;
+  /** socket peers read from /proc/<pid>/net because pidfd_getfd was denied */
+  peersFromProc: number;
+  /** whether the supervisor thread got SCHED_FIFO */
+  realtime: boolean;
+}
+
+/** A file the supervisor never holds a call to, by identity (the stdout and stderr kreplay hands the build). */
+export interface NativeNeverHeld {
+  dev: bigint;
+  ino: bigint;
+  /** the name the calls are counted under */
+  label: string;
 }
 
 export interface NativeExecSupervisor {
@@ -108,7 +120,7 @@ export interface NativeExecSupervisor {
 export interface NativeAddon {
   ExecSupervisor: new (
     listenerFd: number,
-    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[] },
+    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[]; neverHeld?: NativeNeverHeld[] },
     onEnd: (error: (Error & { code: string }) | undefined) => void,
   ) => NativeExecSupervisor;
   /** a close-on-exec unix stream pair [ours, theirs]; throws E_EXEC_HANDOFF */

@@ -6,6 +6,7 @@
  * end, a third run with nothing to do; and clear errors for bad input.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreWriter } from '../../agent/store/store-writer';
@@ -13,6 +14,9 @@ import { clickhouseAvailable, useClickHouse } from '../support/clickhouse-server
 import { KREPLAY_BIN } from '../support/agent-process';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
+import { incidentEvents } from '../support/incident-events';
+import { IncidentWriter } from '../../core/incident';
+import type { RedactKind } from '../../core/incident/incident-types';
 
 const describeCh = clickhouseAvailable ? describe : describe.skip;
 if (!clickhouseAvailable)
@@ -106,6 +110,42 @@ describeCh('kreplay ship --from (backfill)', () => {
     expect(third.stderr).toMatch(new RegExp(`shipped 0 events \\(${EVENTS} were there before\\)`));
   });
 
+  it('backfills an incident file, again without duplicates, and refuses a redacted one', async () => {
+    const events = incidentEvents(300, 'txn-incident');
+    const write = (name: string, redact: RedactKind[]) => {
+      const writer = new IncidentWriter({ transactionId: 'txn-incident', source: 'node-stores', redact });
+      for (const event of events) writer.add(event);
+      const path = join(dir.path, name);
+      writeFileSync(path, writer.finish(null));
+      return path;
+    };
+    const path = write('incident.kri', []);
+    const url = `clickhouse://127.0.0.1:${clickhouse.server.httpPort}/incident`;
+    const ch = clickhouse.server.client('incident');
+    for (const round of [1, 2]) {
+      const run = ship('--from', path, '--to', url, '--batch-rows', '128');
+      expect(run.stderr).toMatch(/shipped 300 events of transaction txn-incident/);
+      expect(run.status).toBe(0);
+      const rows = await ch.rows<Record<string, unknown>>('SELECT * FROM events FINAL ORDER BY event_id');
+      expect(rows).toHaveLength(300);
+      if (round === 2) continue;
+      // every field as the file holds it
+      for (const event of events) {
+        const row = rows.find((r) => r.event_id === event.event_id)!;
+        for (const [field, value] of Object.entries(event))
+          expect([field, row[field] === null ? null : String(row[field])]).toEqual([
+            field,
+            value === null ? null : String(value),
+          ]);
+      }
+    }
+    const redacted = ship('--from', write('redacted.kri', ['paths']), '--to', url);
+    expect(redacted.status).toBe(1);
+    expect(redacted.stderr).toMatch(
+      /redacted\.kri is redacted \(paths\): its events keep the ids of the real ones/,
+    );
+  });
+
   it('names what is wrong: no such file, not a node file, a bad URL, a server that is not there', () => {
     const url = `clickhouse://127.0.0.1:${clickhouse.server.httpPort}/backfill`;
     const missing = ship('--from', join(dir.path, 'nope.db'), '--to', url);
@@ -117,6 +157,11 @@ describeCh('kreplay ship --from (backfill)', () => {
     const notNode = ship('--from', other, '--to', url);
     expect(notNode.status).toBe(1);
     expect(notNode.stderr).toMatch(/other\.db has schema version 0, not a kreplay store/);
+    const text = join(dir.path, 'notes.txt');
+    writeFileSync(text, 'not a node file, not an incident');
+    const neither = ship('--from', text, '--to', url);
+    expect(neither.status).toBe(1);
+    expect(neither.stderr).toMatch(/notes\.txt/);
 
     const writer = StoreWriter.open(dir.path, 'host-b');
     writeEvents(writer, events(0, 10));
