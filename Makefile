@@ -17,7 +17,7 @@ GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client zstd jq \
-	chromium chromium-driver systemd python3-fusepy \
+	chromium chromium-driver systemd python3-fusepy iproute2 \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
@@ -37,7 +37,7 @@ WEB_INDEX := dist/web/index.html
 # the git commit `kreplay --version` prints (core/version.ts reads it)
 BUILD_INFO := dist/build-info.json
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
-C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c native/sqlite/*.c cli/*.c)
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard bpf/capture/*.h) $(wildcard native/*.cc native/*.h native/launcher/*.c native/sqlite/*.c cli/*.c)
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
