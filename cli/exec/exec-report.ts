@@ -120,6 +120,24 @@ function compare(
   return `${label}: observed ${formatNs(observed)} vs intended ${formatNs(intended)} (off by ${formatNs(diff)}, tolerance ${formatNs(allowed)})`;
 }
 
+/** The calls of a target released before their hold (beyond the tolerance), said once; null when none was. */
+function releasedEarly(
+  intended: readonly bigint[],
+  observed: readonly bigint[],
+  tolerance: Tolerance,
+): string | null {
+  let early = 0;
+  let worst = 0n;
+  intended.forEach((hold, k) => {
+    if (hold < TIMING_NOISE_FLOOR_NS) return;
+    const short = hold - observed[k]!;
+    if (short <= allowance(hold, tolerance)) return;
+    early++;
+    if (short > worst) worst = short;
+  });
+  return early === 0 ? null : `${early} calls released early (by up to ${formatNs(worst)})`;
+}
+
 /** A recorded target the plan left out (target-selection.ts), or one the build wrote to that is in no plan. */
 export interface OtherTarget {
   call: CallKind;
@@ -227,9 +245,11 @@ export function buildReport(
           ? `the build made ${outcome.matched} of the ${recorded} recorded calls`
           : null,
     };
+    // the median off is systematic; a call released early is a hold missed; a late tail alone is
+    // the machine's scheduling noise (hold_error_p99 shows it), nothing a CI engineer can act on
     const failures = [
       compare('p50', row.observed_p50_ns, row.intended_p50_ns, tolerance),
-      compare('p99', row.observed_p99_ns, row.intended_p99_ns, tolerance),
+      releasedEarly(intended, observed, tolerance),
     ].filter((f) => f !== null);
     return { ...row, failure: failures.length > 0 ? failures.join('; ') : null };
   });

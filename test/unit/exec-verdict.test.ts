@@ -99,6 +99,30 @@ describe('exit-status contract', () => {
     expect(rows(2, 2, 2, 4)[0]!.failure).toMatch(/p50: observed 4\.000 ms vs intended 2\.000 ms/);
   });
 
+  it('fails a call released early, never a late tail alone (the machine stalled once)', () => {
+    const observed = (observedMs: number[]) => {
+      const plan = [
+        target(
+          '/a',
+          observedMs.map(() => ms(5)),
+        ),
+      ];
+      const outcome = {
+        matched: observedMs.length,
+        passed: 0,
+        failed: 0,
+        bytes: 0,
+        observedNs: BigInt64Array.from(observedMs.map((n) => ms(n))),
+        intendedNs: BigInt64Array.from(observedMs.map(() => ms(5))),
+      };
+      return buildReport(plan, [outcome], [], tolerance)[0]!;
+    };
+    const tail = observed([5, 5, 5, 5, 5, 5, 5, 5, 5, 50]);
+    expect(tail.failure).toBeNull();
+    expect(tail.hold_error_p99_ns).toBe(ms(45));
+    expect(observed([5, 5, 5, 5, 1]).failure).toBe('1 calls released early (by up to 4.000 ms)');
+  });
+
   it('says why each target was or was not matched', () => {
     expect(rows(2, 2)[0]!.reason).toBe('held: the build made all 2 recorded calls');
     expect(rows(3, 1)[0]!.reason).toBe('held 1 of 3: the build made fewer calls');
