@@ -34,7 +34,7 @@ import { ShipBatchReader } from '../agent/ship/ship-batch';
 import { Shipper } from '../agent/ship/shipper';
 import { StoreWriter } from '../agent/store/store-writer';
 import { quoteInt, quoteString } from '../core/clickhouse/quote';
-import { eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
+import { CLICKHOUSE_MIGRATIONS, eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
 import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { DEFAULT_LIMIT } from '../daemon/events/events-query';
 import { silentLogger } from '../core/log/logger';
@@ -554,6 +554,19 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled ${FILL === 'ship' ? "by the agent's Shipper (RowBinary)" : 'by INSERT … SELECT'} in ${clickhouseS.toFixed(0)} s (${Math.round(events / clickhouseS)} rows/s), ` +
         `merges settled in ${((Date.now() - t) / 1000).toFixed(0)} s (events parts per shard: ${parts.map((p) => p[0]!.n).join(', ')})`,
     );
+    // the anchor of schema v2: the same rows in a v1 database (8,192-row granules), copied on each shard
+    const v1 = `${database}_v1`;
+    for (let i = 0; i < cluster.shards.length; i++) {
+      const shard = cluster.client(v1, i, 600_000);
+      await shard.exec(`CREATE DATABASE IF NOT EXISTS ${v1}`, undefined, null);
+      for (const statement of CLICKHOUSE_MIGRATIONS[0] as readonly string[]) await shard.exec(statement);
+      await shard.exec(`INSERT INTO events SELECT * FROM ${database}.events`);
+    }
+    await cluster.client(v1, 0).exec(
+      `CREATE TABLE IF NOT EXISTS ${eventsTable(cluster.endpoint(v1))} AS events
+       ENGINE = Distributed(${cluster.name}, ${v1}, events, cityHash64(store_id))`,
+    );
+    const chV1 = cluster.client(v1, 0, 600_000);
     const files = await createDaemon({ dataDir: dir, log: silentLogger });
     daemons.push(files);
     const fleet = await createDaemon({
@@ -599,19 +612,24 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       const sql = {
         final: { transaction: [] as number[], trace: [] as number[] },
         plain: { transaction: [] as number[], trace: [] as number[] },
+        v1: { transaction: [] as number[], trace: [] as number[] },
       };
       for (const key of keys()) {
         ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${key.query}`)).ms);
         ms.clickhouse[key.kind].push((await get(agent, fleet.url, `/api/events?${key.query}`)).ms);
-        for (const shape of ['final', 'plain'] as const) {
+        for (const shape of ['final', 'plain', 'v1'] as const) {
           const t = process.hrtime.bigint();
-          await ch.rows(lookupSql(ch, key, shape === 'final'));
+          await (shape === 'v1' ? chV1 : ch).rows(
+            lookupSql(shape === 'v1' ? chV1 : ch, key, shape === 'final'),
+          );
           sql[shape][key.kind].push(Number(process.hrtime.bigint() - t) / 1e6);
         }
       }
-      for (const shape of ['final', 'plain'] as const)
-        for (const kind of ['transaction', 'trace'] as const)
+      for (const shape of ['final', 'plain', 'v1'] as const)
+        for (const kind of ['transaction', 'trace'] as const) {
           add(`sql ${shape} ${kind} p50`, percentile(sql[shape][kind], 50));
+          add(`sql ${shape} ${kind} p99`, percentile(sql[shape][kind], 99));
+        }
       // a replay session: created with its transaction loaded whole (a FINAL count, then its pages)
       for (const [store, daemon] of [
         ['sqlite', files],
@@ -682,6 +700,9 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         f(`clickhouse ${kind} p99`),
         f(`sql final ${kind} p50`),
         f(`sql plain ${kind} p50`),
+        f(`sql plain ${kind} p99`),
+        f(`sql v1 ${kind} p50`),
+        f(`sql v1 ${kind} p99`),
       ]),
       [
         events,
@@ -690,6 +711,9 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         f('sqlite session p99'),
         f('clickhouse session p50'),
         f('clickhouse session p99'),
+        '',
+        '',
+        '',
         '',
         '',
       ],
@@ -702,18 +726,15 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         f(`final ${name} p99`),
         '',
         '',
+        '',
+        '',
+        '',
       ]),
     ];
   } finally {
     for (const d of daemons) await d.close();
-    await cluster
-      .client(database, 0)
-      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
-      .catch(() => undefined);
-    await cluster
-      .client(database, 1)
-      .exec(`DROP DATABASE IF EXISTS ${database}`, undefined, null)
-      .catch(() => undefined);
+    await dropDatabase(cluster, database);
+    await dropDatabase(cluster, `${database}_v1`);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -743,6 +764,9 @@ async function main(): Promise<void> {
             'ClickHouse p99',
             'SQL alone: FINAL (before) p50',
             'SQL alone: plain (now) p50',
+            'SQL alone: plain p99',
+            'SQL alone, v1 schema (8,192-row granules) p50',
+            'SQL alone, v1 schema p99',
           ],
         );
   } finally {

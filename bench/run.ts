@@ -2,7 +2,7 @@
  * Every benchmark, one after another, each in a process of its own (so one
  * bench's heap and threads do not disturb the next), each printing its table.
  *
- *   node dist/bench/run.js [overhead|ingest|retention|query|replay|replay-dense|daemon-load|exec|timeline|fleet ...]
+ *   node dist/bench/run.js [overhead|ingest|retention|query|replay|replay-dense|daemon-load|exec|exec-relay|timeline|fleet|incident ...]
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -16,8 +16,10 @@ const BENCHES = [
   'replay-dense',
   'daemon-load',
   'exec',
+  'exec-relay',
   'timeline',
   'fleet',
+  'incident',
 ] as const;
 
 function selected(args: string[]): string[] {

@@ -7,9 +7,11 @@ import { registerExportCommand } from './commands/export';
 import { registerIncidentCommand } from './commands/incident';
 import { registerReplayCommand } from './commands/replay';
 import { registerRunCommand } from './commands/run';
+import { registerSessionCommand } from './commands/session';
 import { registerShipCommand } from './commands/ship';
 import { registerUpCommand } from './commands/up';
 import { VERSION } from '../core/version';
+import { humanizeDefaults } from './help-defaults';
 
 export function buildProgram(): Command {
   const program = new Command('kreplay')
@@ -25,9 +27,13 @@ export function buildProgram(): Command {
   registerExportCommand(program);
   registerIncidentCommand(program);
   registerReplayCommand(program);
+  registerSessionCommand(program);
   registerShipCommand(program);
-  for (const command of program.commands)
+  const subcommands = (command: Command): Command[] =>
+    command.commands.flatMap((sub) => [sub, ...subcommands(sub)]);
+  for (const command of subcommands(program))
     command.exitOverride().showHelpAfterError('(run with --help for usage)');
+  humanizeDefaults(program);
   return program;
 }
 

@@ -44,8 +44,11 @@ export interface AppDeps {
   metrics?: DaemonMetrics;
   /** how many event streams may be open (default: the defaults of stream-limits.ts) */
   streamLimits?: StreamLimits;
-  /** the recording runs incident exports hold; default: the node stores' (null: the events' store keeps none) */
-  incidentRuns?: IncidentRuns;
+  /**
+   * `events` is a fleet store (ClickHouse): it keeps no recording runs (an incident exported from it
+   * says its completeness is unknown), and skips no node store
+   */
+  fleetStore?: boolean;
   /** the incident files served (GET/POST /api/incidents); the routes exist only when given */
   incidents?: IncidentLibrary;
   /** the query workers' state, for /readyz, when queries run on them */
@@ -70,10 +73,9 @@ export function createApp(deps: AppDeps): Express {
   app.use(openApiRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
   const events = deps.events ?? nodeStoresReader(deps.stores);
-  const runs =
-    deps.incidentRuns === undefined
-      ? (ids: ReadonlySet<string>, from: bigint, to: bigint) => deps.stores.incidentRuns(ids, from, to)
-      : deps.incidentRuns;
+  const runs: IncidentRuns = deps.fleetStore
+    ? null
+    : (ids: ReadonlySet<string>, from: bigint, to: bigint) => deps.stores.incidentRuns(ids, from, to);
   app.use('/api/events', eventsRouter(events, deps.eventsJson, runs));
   if (deps.incidents) app.use('/api/incidents', incidentsRouter(deps.incidents));
   if (deps.replay)
@@ -82,6 +84,8 @@ export function createApp(deps: AppDeps): Express {
       replaySessionsRouter(deps.replay, deps.streamLimits ?? new StreamLimits(deps.log.child('streams'))),
     );
   app.use(notFoundHandler);
-  app.use(errorHandler(deps.log));
+  // a lookup that found nothing names the node stores it skipped (damaged, not stores)
+  const skipped = deps.fleetStore ? undefined : () => deps.stores.health().skipped;
+  app.use(errorHandler(deps.log, skipped));
   return app;
 }

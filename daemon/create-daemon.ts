@@ -153,8 +153,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       replay,
       events,
       eventsJson: pool?.json,
-      // the fleet store receives no runs: an incident exported from it says its completeness is unknown
-      incidentRuns: pool ? undefined : null,
+      fleetStore: !pool,
       incidents,
       queryWorkers: pool && (() => pool.health()),
       streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),

@@ -88,6 +88,18 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       }
       targets.push_back(std::move(target));
     }
+    std::vector<NeverHeld> never_held;
+    Napi::Value never = plan.Get("neverHeld");
+    if (never.IsArray()) {
+      Napi::Array files = never.As<Napi::Array>();
+      for (uint32_t i = 0; i < files.Length(); i++) {
+        Napi::Object file = files.Get(i).As<Napi::Object>();
+        bool lossless = true;
+        never_held.push_back({file.Get("dev").As<Napi::BigInt>().Uint64Value(&lossless),
+                              file.Get("ino").As<Napi::BigInt>().Uint64Value(&lossless),
+                              file.Get("label").As<Napi::String>().Utf8Value()});
+      }
+    }
     ended_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "kreplay-exec", 1, 1);
     try {
       supervisor_ = std::make_unique<ExecSupervisor>(
@@ -98,6 +110,7 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       ended_.Release();
       throw ToJsError(env, failure);
     }
+    supervisor_->NeverHold(std::move(never_held));
     supervisor_->Start();
   }
 
@@ -171,6 +184,8 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     }
     out.Set("unmatched", unmatched);
     out.Set("bypassed", static_cast<double>(results.bypassed));
+    out.Set("peersFromProc", static_cast<double>(results.peers_from_proc));
+    out.Set("realtime", results.realtime);
     return out;
   }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "capture_error.h"
@@ -133,6 +134,7 @@ void ExecSupervisor::Run() {
   ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   try {
     SetRealtimeScheduling(static_cast<pid_t>(syscall(SYS_gettid)), kRealtimePriority);
+    results_.realtime = true;
   } catch (const SchedulingFailure&) {
     // without CAP_SYS_NICE the margin grows to what the wake-ups need
   }
@@ -181,6 +183,7 @@ void ExecSupervisor::Run() {
     message = failure.what();
   }
   ReleaseAll();
+  results_.peers_from_proc = resolver_.peers_from_proc();
   if (relay_) {
     relay_->Stop();
     MergeRelayTimings();
@@ -225,6 +228,17 @@ void ExecSupervisor::ApplyCommands() {
 
 int64_t ExecSupervisor::TimelineDeadline(int64_t release_offset_ns) const {
   return timeline_playing_ ? timeline_anchor_ns_ + release_offset_ns : kNever;
+}
+
+const NeverHeld* ExecSupervisor::NeverHeldFile(pid_t tid, int fd) const {
+  if (never_held_.empty()) return nullptr;
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/%d/fd/%d", static_cast<int>(tid), fd);
+  struct stat st {};
+  if (stat(proc, &st) != 0) return nullptr;
+  for (const NeverHeld& file : never_held_)
+    if (file.dev == st.st_dev && file.ino == st.st_ino) return &file;
+  return nullptr;
 }
 
 int ExecSupervisor::Lookup(CallKind call, const Target& target) const {
@@ -286,7 +300,9 @@ void ExecSupervisor::Receive() {
   const bool sized = call == CallKind::kWrite && RequestedBytes(tid, notif.data, &bytes);
   // what /proc and the build's memory showed belong to this call only if it is still pending (the tid may be reused)
   if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif.id) != 0) return;
-  int index = resolved ? Lookup(call, target) : -1;
+  const NeverHeld* never = resolved && call != CallKind::kConnect ? NeverHeldFile(tid, fd) : nullptr;
+  if (never) target.name = never->label;
+  int index = resolved && !never ? Lookup(call, target) : -1;
   const int response = resolved && call == CallKind::kConnect ? Lookup(CallKind::kResponse, target) : -1;
   if (index < 0 && response >= 0) {
     // a peer with responses to delay and no recorded connect: its connect goes through the relay at once

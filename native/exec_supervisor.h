@@ -76,6 +76,19 @@ struct SupervisorResults {
   std::unordered_map<std::string, UnmatchedTarget> unmatched;
   // calls let through untouched after Bypass()
   uint64_t bypassed = 0;
+  // sockets named from /proc/<pid>/net because pidfd_getfd was denied
+  uint64_t peers_from_proc = 0;
+  // whether the thread got SCHED_FIFO
+  bool realtime = false;
+};
+
+// A file never held whatever the plan says (the stdout and stderr kreplay hands the build),
+// by identity: all pipes are one target by name, so a name cannot tell them apart.
+struct NeverHeld {
+  uint64_t dev;
+  uint64_t ino;
+  // the name its calls are counted under
+  std::string label;
 };
 
 class ExecSupervisor {
@@ -86,6 +99,8 @@ class ExecSupervisor {
                  std::function<void(const std::string&, const std::string&)> on_end);
   ~ExecSupervisor();
 
+  // Before Start().
+  void NeverHold(std::vector<NeverHeld> files) { never_held_ = std::move(files); }
   void Start();
   // Timeline pace: playing from `offset_ns`, or paused there (every matched call waits).
   void SetTimeline(bool playing, int64_t offset_ns);
@@ -136,6 +151,7 @@ class ExecSupervisor {
   void ApplyCommands();
   int64_t TimelineDeadline(int64_t release_offset_ns) const;
   int Lookup(CallKind call, const Target& target) const;
+  const NeverHeld* NeverHeldFile(pid_t tid, int fd) const;
 
   const int listener_fd_;
   const int wake_fd_;
@@ -145,6 +161,7 @@ class ExecSupervisor {
   std::unordered_map<std::string, int> keys_[kCallKinds];
   // per target, bytes: the holds of the calls before each (duration pace)
   std::vector<std::vector<double>> hold_prefix_;
+  std::vector<NeverHeld> never_held_;
   std::function<void(const std::string&, const std::string&)> on_end_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "exec_call.h"
+#include "exec_proc_net.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -97,29 +98,31 @@ std::string UnixPath(const sockaddr_storage& addr, socklen_t len) {
   return std::string(un->sun_path, strnlen(un->sun_path, path_len));
 }
 
+// What getsockopt, getpeername and getsockname say of a socket we hold.
+SocketFacts FactsOf(int sock) {
+  SocketFacts facts;
+  socklen_t len = sizeof facts.domain;
+  getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &facts.domain, &len);
+  len = sizeof facts.protocol;
+  getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &facts.protocol, &len);
+  facts.peer_len = sizeof facts.peer;
+  facts.connected = getpeername(sock, reinterpret_cast<sockaddr*>(&facts.peer), &facts.peer_len) == 0;
+  facts.self_len = sizeof facts.self;
+  if (getsockname(sock, reinterpret_cast<sockaddr*>(&facts.self), &facts.self_len) != 0) facts.self_len = 0;
+  return facts;
+}
+
 // `tcp 1.2.3.4:5`, `udp [::1]:53`, `unix /run/a.sock`, named as the agent names them (its peer for
 // inet; for unix the peer's address if bound, else its own, which is what an accepted server
-// socket has); connected says whether there is a peer.
-std::string SocketName(int sock, bool* connected) {
-  int domain = 0, protocol = 0;
-  socklen_t len = sizeof domain;
-  getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &len);
-  len = sizeof protocol;
-  getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &len);
-  sockaddr_storage peer{};
-  socklen_t peer_len = sizeof peer;
-  *connected = getpeername(sock, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
-  if (domain == AF_INET || domain == AF_INET6) {
-    const std::string proto = IpProtocolName(protocol);
-    return *connected ? proto + " " + InetPeer(peer) : proto;
+// socket has).
+std::string SocketName(const SocketFacts& facts) {
+  if (facts.domain == AF_INET || facts.domain == AF_INET6) {
+    const std::string proto = IpProtocolName(facts.protocol);
+    return facts.connected ? proto + " " + InetPeer(facts.peer) : proto;
   }
-  if (domain == AF_UNIX) {
-    std::string path = *connected ? UnixPath(peer, peer_len) : "";
-    if (path.empty()) {
-      sockaddr_storage self{};
-      socklen_t self_len = sizeof self;
-      if (getsockname(sock, reinterpret_cast<sockaddr*>(&self), &self_len) == 0) path = UnixPath(self, self_len);
-    }
+  if (facts.domain == AF_UNIX) {
+    std::string path = facts.connected ? UnixPath(facts.peer, facts.peer_len) : "";
+    if (path.empty() && facts.self_len > 0) path = UnixPath(facts.self, facts.self_len);
     return path.empty() ? "unix" : "unix " + path;
   }
   return "socket";
@@ -246,15 +249,19 @@ bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* ou
     return true;
   }
   const int sock = DuplicateFd(tid, fd);
-  if (sock < 0) {
+  SocketFacts facts;
+  if (sock >= 0) {
+    facts = FactsOf(sock);
+    close(sock);
+  } else if (SocketFactsFromProc(tid, inode, &facts)) {
+    peers_from_proc_++;
+  } else {
     *out = {"socket", TargetKind::kSocket};
     return true;
   }
-  bool connected = false;
-  *out = {SocketName(sock, &connected), TargetKind::kSocket};
-  close(sock);
+  *out = {SocketName(facts), TargetKind::kSocket};
   // an unconnected socket may connect later: look it up again then
-  if (connected) {
+  if (facts.connected) {
     if (sockets_.size() >= kCacheEntries) sockets_.clear();
     sockets_.emplace(inode, *out);
   }

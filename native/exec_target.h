@@ -40,6 +40,8 @@ class TargetResolver {
   bool ResolveConnect(pid_t tid, int fd, uint64_t addr, uint32_t len, Target* out);
   // The socket with inode `inode` is named `target` (a relayed socket, named for the peer the build asked for).
   void Remember(uint64_t inode, const Target& target);
+  // sockets named from /proc/<tid>/net because pidfd_getfd was denied
+  uint64_t peers_from_proc() const { return peers_from_proc_; }
 
  private:
   bool ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* out);
@@ -48,6 +50,7 @@ class TargetResolver {
   // kinds of paths: each looked up once, bounded.
   std::unordered_map<uint64_t, Target> sockets_;
   std::unordered_map<std::string, TargetKind> path_kinds_;
+  uint64_t peers_from_proc_ = 0;
 };
 
 }  // namespace kreplay

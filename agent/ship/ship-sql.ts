@@ -59,8 +59,8 @@ const eventTypes = Object.values(RecordType).filter(
 
 /** The ClickHouse columns whose value is not a node-file column of that name. */
 const DERIVED: Record<string, string> = {
-  // formatEventId: store id, then ts in 16 and seq in 12 hex digits
-  event_id: `@store_id || printf('%016x%012x', e.ts, e.seq)`,
+  // formatEventId, natively (native/sqlite/kreplay_rowbinary.c)
+  event_id: 'kreplay_event_id(@store_id, e.ts, e.seq)',
   store_id: '@store_id',
   timestamp_ns: 'e.ts',
   event_type: names('e.type', eventTypes, eventTypeName, text(eventTypeName(0))),

@@ -4,7 +4,9 @@
  * sees the calls at their recorded pace. Progress goes to stderr, and only to
  * a terminal. Exits 0 when the replay finishes, 1 on any error, 130 after
  * Ctrl-C (which stops the session first). With `--exec -- CMD`, drives a
- * test build instead (cli/exec).
+ * test build instead (cli/exec). `--incident FILE` takes the events from
+ * incident files instead of a daemon, and needs none (unless --server asks
+ * for a live session there).
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
@@ -12,14 +14,20 @@ import { problemText, requestJson, unreachable } from '../daemon-request';
 import { MATCHES, PACES, type Match, type Pace } from '../exec/exec-plan';
 import { DEFAULT_TOLERANCE, parseTolerance, type Tolerance } from '../exec/exec-report';
 import { runExec } from '../exec/exec-run';
+import { daemonIncident, fileIncidents } from '../exec/incident-source';
+import { uploadIncident } from '../exec/incident-upload';
 import { collectMaps, type TargetMap } from '../exec/target-keys';
+import { collectPatterns } from '../exec/target-selection';
+import { playLocally } from '../local-replay';
+import { sessionLinks } from '../session-links';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
 import { HttpError, openEventStream, type EventStream, type SseMessage } from '../sse-client';
 
 interface ReplayFlags {
   speed: number;
   extraLatencyNs: number;
-  server: string;
+  server?: string;
+  incident?: string;
   exec?: boolean;
   pace: Pace;
   match: Match;
@@ -28,10 +36,15 @@ interface ReplayFlags {
   report?: string;
   reportJson?: string;
   tolerance: Tolerance;
+  strict?: boolean;
+  target: string[];
+  skipTarget: string[];
 }
 
+const DEFAULT_SERVER = 'http://127.0.0.1:7070';
+
 /** Flags that only mean something with --exec. */
-const EXEC_ONLY = ['map', 'report', 'reportJson', 'replayErrors'] as const;
+const EXEC_ONLY = ['map', 'report', 'reportJson', 'replayErrors', 'strict', 'target', 'skipTarget'] as const;
 
 interface SessionBody {
   id: string;
@@ -148,13 +161,20 @@ class Replay {
   }
 }
 
-export async function runReplay(transactionId: string, flags: ReplayFlags): Promise<void> {
-  const base = `${flags.server}/api/replay/sessions`;
+export async function runReplay(transactionId: string, server: string, flags: ReplayFlags): Promise<void> {
+  const base = `${server}/api/replay/sessions`;
   const session = await requestJson<SessionBody>('POST', base, {
     transaction_id: transactionId,
     speed_factor: flags.speed,
     extra_latency_ns: flags.extraLatencyNs,
   });
+  // where to follow it, with the progress: on a terminal only (a pipeline reads stdout alone)
+  if (process.stderr.isTTY) {
+    const links = sessionLinks(server, session.id, transactionId);
+    process.stderr.write(
+      `kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`,
+    );
+  }
   const replay = new Replay(base, session);
   // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
   const stop = async (code: number) => {
@@ -177,27 +197,78 @@ export async function runReplay(transactionId: string, flags: ReplayFlags): Prom
   }
 }
 
+/** The flag's name as typed: reportJson → --report-json. */
+const flagName = (name: string) => `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+
+async function replayAction(
+  transactionId: string | undefined,
+  operands: string[],
+  flags: ReplayFlags,
+  cmd: Command,
+): Promise<void> {
+  // with --incident every operand is the command (there is no transaction id to name)
+  const command = flags.incident && transactionId !== undefined ? [transactionId, ...operands] : operands;
+  if (!flags.incident && transactionId === undefined)
+    cmd.error(
+      "error: missing required argument 'transaction-id' (or replay incident files with --incident FILE)",
+    );
+  if (!flags.exec) {
+    if (command.length > 0) cmd.error(`error: a command (${command[0]}) needs --exec`);
+    const misplaced = EXEC_ONLY.find(
+      (name) => flags[name] !== undefined && !(Array.isArray(flags[name]) && flags[name].length === 0),
+    );
+    if (misplaced) cmd.error(`error: ${flagName(misplaced)} needs --exec`);
+    if (!flags.incident) return runReplay(transactionId!, flags.server ?? DEFAULT_SERVER, flags);
+    const sources = await fileIncidents(flags.incident);
+    if (!flags.server) {
+      process.exitCode = await playLocally(sources, flags);
+      return;
+    }
+    for (const source of sources)
+      await runReplay((await uploadIncident(flags.server, source.file!)).transaction_id, flags.server, flags);
+    return;
+  }
+  if (command.length === 0)
+    cmd.error('error: --exec needs a command after --, e.g. --exec -- ./build/app --port 0');
+  const sources = flags.incident
+    ? await fileIncidents(flags.incident)
+    : [await daemonIncident(flags.server ?? DEFAULT_SERVER, transactionId!)];
+  const server = flags.incident ? (flags.server ?? null) : (flags.server ?? DEFAULT_SERVER);
+  process.exitCode = await runExec(sources, command, flags, server);
+}
+
 export function registerReplayCommand(program: Command): void {
   program
     .command('replay')
     .description(
-      'replay a transaction through the daemon: its events as NDJSON on stdout, each at its moment',
+      'replay a transaction (through the daemon) or incident files (no daemon needed): its events as NDJSON on stdout, each at its moment, or against a test build with --exec',
     )
-    .argument('<transaction-id>', 'transaction_id of the events to replay', transactionArgument)
+    .argument(
+      '[transaction-id]',
+      'transaction_id of the events to replay (not with --incident)',
+      transactionArgument,
+    )
     .argument('[command...]', 'with --exec: the test build to run, after --')
+    .option(
+      '--incident <file>',
+      "replay incident files instead of a daemon's transaction: a file, or a quoted glob ('incidents/*.kri') to replay each in turn",
+    )
     .option(
       '--speed <factor>',
       `speed factor, ${SPEED_FACTOR.min}..${SPEED_FACTOR.max}`,
       decimalOption(SPEED_FACTOR.min, SPEED_FACTOR.max),
       1,
     )
-    .option(
-      '--extra-latency-ns <ns>',
-      'latency added to every call, 0..60000000000',
-      integerOption(0, MAX_EXTRA_LATENCY_NS),
-      0,
+    .addOption(
+      new Option('--extra-latency-ns <ns>', 'latency added to every call, 0..60000000000 (60 s)')
+        .argParser(integerOption(0, MAX_EXTRA_LATENCY_NS))
+        .default(0, '0 ns'),
     )
-    .option('--server <url>', 'daemon base URL', baseUrlOption, 'http://127.0.0.1:7070')
+    .option(
+      '--server <url>',
+      `daemon base URL (default: ${DEFAULT_SERVER}; with --incident, none: the replay runs here alone)`,
+      baseUrlOption,
+    )
     .option(
       '--exec',
       'run the command after -- as a test build: its writes, sends, fsyncs and connects to the targets the incident had take as long as the recorded ones',
@@ -205,7 +276,7 @@ export function registerReplayCommand(program: Command): void {
     .addOption(
       new Option(
         '--pace <pace>',
-        'with --exec: hold each matched call its recorded duration, or until the session timeline reaches its end',
+        'with --exec: hold each matched call its recorded duration, or until the replay timeline reaches its end',
       )
         .choices(PACES)
         .default('duration'),
@@ -224,30 +295,38 @@ export function registerReplayCommand(program: Command): void {
     )
     .option(
       '--map <from=to>',
-      'with --exec: rewrite a recorded path prefix or socket address (repeatable)',
+      'with --exec: rewrite a recorded path prefix (a directory covers everything under it) or socket address (repeatable)',
       collectMaps,
       [],
     )
-    .option('--report <file>', 'with --exec: write a JUnit XML report, a testcase per target')
-    .option('--report-json <file>', 'with --exec: write the report as JSON')
     .option(
-      '--tolerance <spec>',
-      'with --exec: how far observed may differ from intended holds (10%, 1ms, or both: the larger)',
-      parseTolerance,
-      parseTolerance(DEFAULT_TOLERANCE),
+      '--target <pattern>',
+      "with --exec: hold only calls to targets matching this shell pattern ('/tmp/app/*', 'tcp *:5432'; repeatable)",
+      collectPatterns,
+      [],
     )
-    .action(async (transactionId: string, command: string[], flags: ReplayFlags, cmd: Command) => {
-      if (!flags.exec) {
-        if (command.length > 0) cmd.error(`error: a command (${command[0]}) needs --exec`);
-        const misplaced = EXEC_ONLY.find(
-          (name) => flags[name] !== undefined && !(Array.isArray(flags[name]) && flags[name].length === 0),
-        );
-        if (misplaced)
-          cmd.error(`error: --${misplaced.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --exec`);
-        return runReplay(transactionId, flags);
-      }
-      if (command.length === 0)
-        cmd.error('error: --exec needs a command after --, e.g. --exec -- ./build/app --port 0');
-      process.exitCode = await runExec(transactionId, command, flags);
-    });
+    .option(
+      '--skip-target <pattern>',
+      'with --exec: never hold calls to targets matching this shell pattern (repeatable)',
+      collectPatterns,
+      [],
+    )
+    .option(
+      '--strict',
+      'with --exec: every shortfall fails (fewer calls than recorded, holds beyond the tolerance, a recording that lost events), not only a replay that matched nothing',
+    )
+    .option(
+      '--report <file>',
+      'with --exec: write a JUnit XML report, a testsuite per incident, a testcase per target',
+    )
+    .option('--report-json <file>', 'with --exec: write the report as JSON')
+    .addOption(
+      new Option(
+        '--tolerance <spec>',
+        'with --exec: how far observed may differ from intended holds (10%, 1ms, or both: the larger)',
+      )
+        .argParser(parseTolerance)
+        .default(parseTolerance(DEFAULT_TOLERANCE), DEFAULT_TOLERANCE),
+    )
+    .action(replayAction);
 }

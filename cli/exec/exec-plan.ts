@@ -44,8 +44,8 @@ export interface RecordedCall {
   bytes?: number | null;
   pid?: number | null;
   fd?: number | null;
-  /** sys_read: the first read after a send on a socket, from the send's end to this read's end */
-  response_ns?: bigint | null;
+  /** sys_read: the first read after a send on a socket, from the send's end to this read's end (exact JSON gives a string) */
+  response_ns?: bigint | string | number | null;
 }
 
 export interface PlanTarget {
@@ -80,6 +80,8 @@ export interface PlanOptions {
   /** default bytes */
   match?: Match;
   replayErrors?: boolean;
+  /** why a recorded call is not to be held (target-selection.ts), or null to plan it */
+  exclude?: (event: RecordedCall, call: CallKind, target: string) => string | null;
 }
 
 interface Recorded {
@@ -123,7 +125,9 @@ function responseCalls(
     if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) return;
     const sent = lastSendEnd.get(conn);
     lastSendEnd.delete(conn);
-    const responseNs = event.response_ns ?? (sent === undefined ? null : end - sent);
+    const given = event.response_ns;
+    const responseNs =
+      given !== null && given !== undefined ? BigInt(given) : sent === undefined ? null : end - sent;
     if (responseNs !== null && responseNs >= 0n) out.push({ event, index, responseNs });
   });
   return out;
@@ -146,6 +150,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     if (!call || !event.target) return;
     const kind = event.target_kind ?? 'other';
     const target = mapTarget(event.target, kind, options.maps);
+    if (options.exclude?.(event, call, target)) return;
     const key = `${call}\t${target}`;
     let group = groups.get(key);
     if (!group) {

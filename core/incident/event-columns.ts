@@ -52,33 +52,69 @@ function typeOf(value: FieldValue): ValueType {
 
 const safe = (n: bigint) => n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER);
 
-function encodeValues(name: string, values: FieldValue[], timestamps: bigint[] | null): Column {
-  const types = new Set(values.map(typeOf));
-  types.delete('null');
-  const [type = 'null'] = types;
-  if (types.size > 1) throw new ColumnError(`field ${name} holds values of types ${[...types].join(', ')}`);
-  const first = values[0] ?? null;
-  if (values.every((v) => v === first)) {
-    return {
-      codec: 'const',
-      type: first === null ? 'null' : type,
-      value: typeof first === 'bigint' ? first.toString() : first,
-    };
+/**
+ * One field's values as they are added. 64-bit integers (bigint) are kept as
+ * their deltas at once: a million bigints held to the end cost the daemon
+ * more in garbage collection than the rest of an export.
+ */
+class ValueColumn {
+  /** other values as they are; a bigint as its difference from the previous bigint */
+  readonly values: (FieldValue | string)[] = [];
+  bigints = 0;
+  others = 0;
+  private last = 0n;
+
+  push(value: FieldValue): void {
+    if (typeof value === 'bigint') {
+      const delta = value - this.last;
+      this.last = value;
+      this.values.push(safe(delta) ? Number(delta) : delta.toString());
+      this.bigints++;
+    } else {
+      if (value !== null) this.others++;
+      this.values.push(value);
+    }
   }
+
+  get length(): number {
+    return this.values.length;
+  }
+
+  /** The bigints again, when every value is one. */
+  bigintValues(): bigint[] | null {
+    if (this.bigints !== this.values.length) return null;
+    let last = 0n;
+    return this.values.map((d) => (last += BigInt(d as number | string)));
+  }
+}
+
+function encodeBigints(column: ValueColumn): Column {
+  const deltas = column.values as (number | string | null)[];
+  if (column.bigints === deltas.length && deltas.every((d, i) => i === 0 || d === 0))
+    return { codec: 'const', type: 'bigint', value: String(deltas[0] ?? 0) };
+  return { codec: 'delta', deltas };
+}
+
+function encodeValues(name: string, column: ValueColumn, timestamps: bigint[] | null): Column {
+  if (column.bigints > 0) {
+    if (column.others > 0) throw new ColumnError(`field ${name} holds bigints and other values`);
+    return encodeBigints(column);
+  }
+  const values = column.values as FieldValue[];
+  let type: ValueType = 'null';
+  let same = true;
+  const first = values[0] ?? null;
+  for (const v of values) {
+    if (v !== first) same = false;
+    if (v === null) continue;
+    const t = typeOf(v);
+    if (type === 'null') type = t;
+    else if (t !== type) throw new ColumnError(`field ${name} holds values of types ${type} and ${t}`);
+  }
+  if (same) return { codec: 'const', type, value: first as FieldValue };
   if (name === 'event_id' && timestamps && values.every((v) => v !== null)) {
     const column = eventIdColumn(values as string[], timestamps);
     if (column) return column;
-  }
-  if (type === 'bigint') {
-    let last = 0n;
-    const deltas = values.map((v) => {
-      if (v === null) return null;
-      const value = v as bigint;
-      const delta = value - last;
-      last = value;
-      return safe(delta) ? Number(delta) : delta.toString();
-    });
-    return { codec: 'delta', deltas };
   }
   if (type === 'string') {
     const index = new Map<string, number>();
@@ -123,28 +159,48 @@ function eventIdColumn(ids: string[], timestamps: bigint[]): Column | null {
 /** Events added one at a time (a page at a time from a store), columns at the end: no event object is kept. */
 export class ColumnsBuilder {
   private readonly shapes: string[][] = [];
+  /** each shape's columns, in its key order */
+  private readonly shapeColumns: ValueColumn[][] = [];
   private readonly shapeIndex = new Map<string, number>();
+  /** the last shape of each event type: events of a type nearly always share one */
+  private readonly lastShape = new Map<unknown, number>();
   private readonly shapeOf: number[] = [];
-  private readonly values = new Map<string, FieldValue[]>();
+  private readonly values = new Map<string, ValueColumn>();
 
   get count(): number {
     return this.shapeOf.length;
   }
 
-  add(event: EventObject): void {
+  private shape(event: EventObject): number {
     const keys = Object.keys(event);
+    const last = this.lastShape.get(event.event_type);
+    if (last !== undefined) {
+      const known = this.shapes[last]!;
+      if (known.length === keys.length && known.every((key, i) => key === keys[i])) return last;
+    }
     const signature = keys.join('\0');
     let s = this.shapeIndex.get(signature);
     if (s === undefined) {
       s = this.shapes.push(keys) - 1;
       this.shapeIndex.set(signature, s);
+      this.shapeColumns.push(
+        keys.map((key) => {
+          let column = this.values.get(key);
+          if (!column) this.values.set(key, (column = new ValueColumn()));
+          return column;
+        }),
+      );
     }
+    this.lastShape.set(event.event_type, s);
+    return s;
+  }
+
+  add(event: EventObject): void {
+    const s = this.shape(event);
     this.shapeOf.push(s);
-    for (const key of keys) {
-      let column = this.values.get(key);
-      if (!column) this.values.set(key, (column = []));
-      column.push(event[key]!);
-    }
+    const keys = this.shapes[s]!;
+    const columns = this.shapeColumns[s]!;
+    for (let i = 0; i < keys.length; i++) columns[i]!.push(event[keys[i]!] ?? null);
   }
 
   finish(): EventColumns {
@@ -152,14 +208,12 @@ export class ColumnsBuilder {
     // event ids are keyed on timestamps only when every event has both
     const ts = this.values.get('timestamp_ns');
     const timestamps =
-      ts?.length === count &&
-      this.values.get('event_id')?.length === count &&
-      ts.every((t) => typeof t === 'bigint')
-        ? (ts as bigint[])
-        : null;
+      ts?.length === count && this.values.get('event_id')?.length === count ? ts.bigintValues() : null;
     const columns: Record<string, Column> = {};
     for (const [name, column] of this.values) columns[name] = encodeValues(name, column, timestamps);
-    return { count, shapes: this.shapes, shape: encodeValues('', this.shapeOf, null), columns };
+    const shape = new ValueColumn();
+    for (const s of this.shapeOf) shape.push(s);
+    return { count, shapes: this.shapes, shape: encodeValues('', shape, null), columns };
   }
 }
 

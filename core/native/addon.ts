@@ -39,6 +39,8 @@ export interface NativeCaptureConfig {
   minDurationNs: number;
   attribution: boolean;
   targets: boolean;
+  /** reads of threads without a context too */
+  captureReads: boolean;
 }
 
 export interface ProgramStats {
@@ -92,6 +94,18 @@ export interface NativeExecResults {
     calls: number;
   }[];
   bypassed: number;
+  /** socket peers read from /proc/<pid>/net because pidfd_getfd was denied */
+  peersFromProc: number;
+  /** whether the supervisor thread got SCHED_FIFO */
+  realtime: boolean;
+}
+
+/** A file the supervisor never holds a call to, by identity (the stdout and stderr kreplay hands the build). */
+export interface NativeNeverHeld {
+  dev: bigint;
+  ino: bigint;
+  /** the name the calls are counted under */
+  label: string;
 }
 
 export interface NativeExecSupervisor {
@@ -108,7 +122,7 @@ export interface NativeExecSupervisor {
 export interface NativeAddon {
   ExecSupervisor: new (
     listenerFd: number,
-    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[] },
+    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[]; neverHeld?: NativeNeverHeld[] },
     onEnd: (error: (Error & { code: string }) | undefined) => void,
   ) => NativeExecSupervisor;
   /** a close-on-exec unix stream pair [ours, theirs]; throws E_EXEC_HANDOFF */

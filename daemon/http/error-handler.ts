@@ -39,7 +39,27 @@ function fromBodyParser(err: BodyParserError): ProblemError | null {
   return new ProblemError(kind, detail, [{ param: 'body', message: detail }]);
 }
 
-export function errorHandler(log: Logger): ErrorRequestHandler {
+/** Lookups that found nothing: the answer may be wrong when stores were skipped, so they say which. */
+const LOOKUP_MISSES: ReadonlySet<ProblemKind> = new Set(['transaction-not-found', 'event-not-found']);
+
+/** A store file the daemon is not reading, and why (a damaged store, a file that is not one). */
+export interface SkippedFile {
+  file: string;
+  reason: string;
+}
+
+function withSkipped(problem: ProblemError, skipped: readonly SkippedFile[]): ProblemError {
+  if (!LOOKUP_MISSES.has(problem.kind) || skipped.length === 0) return problem;
+  const files = skipped.map((s) => `${s.file} (${s.reason})`).join('; ');
+  const detail = `${problem.detail}; but ${skipped.length} store file${skipped.length === 1 ? ' was' : 's were'} skipped, so it may be there: ${files}`;
+  return new ProblemError(problem.kind, detail, problem.errors, problem.headers);
+}
+
+/** `skipped`: the store files not read now (none from a fleet store), named in the detail of a lookup that found nothing. */
+export function errorHandler(
+  log: Logger,
+  skipped: () => readonly SkippedFile[] = () => [],
+): ErrorRequestHandler {
   return (err: unknown, req, res, _next) => {
     if (res.headersSent) {
       res.destroy();
@@ -47,7 +67,7 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
     }
     const problem =
       err instanceof ProblemError
-        ? err
+        ? withSkipped(err, skipped())
         : err instanceof ClickHouseError
           ? // the fleet store (or one of its shards, which the message names) is down or refusing
             new ProblemError('store-unavailable', err.message, undefined, { 'Retry-After': '5' })

@@ -90,6 +90,38 @@ describe('daemon health', () => {
     expect(rest.events).toHaveLength(1);
   });
 
+  it('a lookup that found nothing names the store files it skipped (a store copied while written is damaged)', async () => {
+    writeStore(dir.path, 'good', [{ ts: 1_795_000_000_000_000_000n, txn: 't' }]);
+    const junk = join(dir.path, 'copied.db');
+    writeFileSync(junk, 'this is not SQLite at all, not even close'.repeat(200));
+    const url = await start();
+    const session = await fetch(`${url}/api/replay/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ transaction_id: 'in-the-damaged-store' }),
+    });
+    expect(session.status).toBe(404);
+    const problem = (await session.json()) as { code: string; detail: string };
+    expect(problem.code).toBe('E_TRANSACTION_NOT_FOUND');
+    expect(problem.detail).toMatch(
+      /^no events with transaction_id "in-the-damaged-store"; but 1 store file was skipped, so it may be there: /,
+    );
+    expect(problem.detail).toContain(junk);
+    const event = await fetch(`${url}/api/events/aaaaaaaaaaaa0000000000000001000000000001`);
+    expect(event.status).toBe(404);
+    expect(((await event.json()) as { detail: string }).detail).toContain(junk);
+    const exported = await fetch(`${url}/api/events/export?format=incident&transaction_id=nope`);
+    expect(exported.status).toBe(404);
+    expect(((await exported.json()) as { detail: string }).detail).toContain(junk);
+    // found: nothing to add
+    const found = await fetch(`${url}/api/replay/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ transaction_id: 't' }),
+    });
+    expect(found.status).toBe(201);
+  });
+
   it('refuses to start on a data dir that does not exist', async () => {
     const missing = join(dir.path, 'no-such-dir');
     await expect(createDaemon({ dataDir: missing, log: silentLogger })).rejects.toMatchObject({

@@ -5,12 +5,11 @@
  * durations (test/support/exec-daemon.ts); exec-agent.test.ts records one
  * with the agent.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
-import { KREPLAY_BIN } from '../support/agent-process';
 import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
+import { kreplay, tcpSink, until, type Run } from '../support/exec/kreplay-run';
 import { expectHeld, useWriters, writeTimes } from '../support/exec/writer';
 import { useTempDir } from '../support/temp-dir';
 
@@ -18,24 +17,6 @@ const MS = 1_000_000;
 const dir = useTempDir('kreplay-exec-');
 const writers = useWriters();
 const daemonDir = useTempDir('kreplay-exec-daemon-');
-
-interface Run {
-  child: ChildProcess;
-  done: Promise<{ status: number | null; signal: string | null; stderr: string }>;
-}
-
-/** kreplay ARGS, or `prefix… node kreplay ARGS` (e.g. setpriv dropping a capability). */
-function kreplay(args: string[], prefix: string[] = []): Run {
-  const [command, ...rest] = [...prefix, process.execPath, KREPLAY_BIN, ...args];
-  const child = spawn(command!, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  child.stdout!.resume();
-  const done = new Promise<{ status: number | null; signal: string | null; stderr: string }>((resolve) =>
-    child.on('close', (status, signal) => resolve({ status, signal, stderr })),
-  );
-  return { child, done };
-}
 
 /** `kreplay replay inc --exec --server URL ARGS…` (ARGS: flags, then -- and the build). */
 const replayInc = (url: string, args: string[]): Run =>
@@ -49,21 +30,6 @@ const alive = (pid: number) => {
     return false;
   }
 };
-
-async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-/** A loopback listener that drains what it is sent. */
-async function tcpSink(): Promise<{ port: number; close(): void }> {
-  const server = net.createServer((socket) => socket.resume());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as net.AddressInfo).port, close: () => server.close() };
-}
 
 describe('kreplay replay --exec', () => {
   let daemon: ExecDaemon | null = null;

@@ -58,8 +58,7 @@ export async function startEventsServer(
     await sync();
     events = new ClickHouseEvents(ch);
   }
-  // the fleet store keeps no runs: an incident exported from it says so (as create-daemon wires it)
-  const app = createApp({ log: silentLogger, stores, events, incidentRuns: events ? null : undefined });
+  const app = createApp({ log: silentLogger, stores, events, fleetStore: events !== undefined });
   const running = await listen(app, '127.0.0.1', 0);
   return {
     url: running.url,

@@ -1,5 +1,7 @@
 import type { PlanTarget } from '../../cli/exec/exec-plan';
-import { buildReport, junitXml, parseTolerance, percentile, reportTable } from '../../cli/exec/exec-report';
+import { buildReport, parseTolerance, percentile, reportTable } from '../../cli/exec/exec-report';
+import { verdict } from '../../cli/exec/exec-verdict';
+import { junitXml, type SuiteReport } from '../../cli/exec/junit-report';
 
 const target = (name: string, recorded: bigint[]): PlanTarget => ({
   call: 'write',
@@ -14,6 +16,25 @@ const target = (name: string, recorded: bigint[]): PlanTarget => ({
   holdsNs: BigInt64Array.from(recorded),
 });
 const ms = (n: number) => BigInt(n * 1_000_000);
+
+function suite(over: Partial<SuiteReport> & Pick<SuiteReport, 'rows' | 'verdict'>): SuiteReport {
+  return {
+    incident: 't<1>.kri',
+    transactionId: 't<1>',
+    digest: 'sha256:ab',
+    sessionId: null,
+    command: 'build',
+    exitStatus: 0,
+    timestamp: 'now',
+    speedFactor: 1,
+    extraLatencyNs: 0,
+    pace: 'duration',
+    strict: false,
+    seconds: 1,
+    completeness: { known: true, lost: [] },
+    ...over,
+  };
+}
 
 describe('exec report', () => {
   it('parses tolerances: percent, duration or both', () => {
@@ -77,17 +98,26 @@ describe('exec report', () => {
     expect(rows[1]!.failure).toMatch(/p50: observed 6\.500 ms vs intended 5\.000 ms/);
     expect(reportTable(rows)).toMatch(/\| \/b +\| file +\| 1 +\| 1 +\| 0 .*\| FAIL +\|/);
 
-    const xml = junitXml(rows, {
-      transactionId: 't<1>',
-      sessionId: 's',
-      command: 'a && b',
-      exitStatus: 0,
-      timestamp: 'now',
-    });
-    expect(xml).toContain('<testsuites name="kreplay replay --exec" tests="4" failures="1">');
-    expect(xml).toContain('name="replay t&lt;1&gt;"');
+    const completeness = { known: true, lost: [] };
+    const xml = junitXml([
+      suite({
+        rows,
+        command: 'a && b',
+        verdict: verdict({
+          buildStatus: 0,
+          interrupted: false,
+          supervisorFailed: false,
+          rows,
+          strict: false,
+          completeness,
+        }),
+      }),
+    ]);
+    // a testcase per target, then the build's exit, reproduced, and the recording's completeness
+    expect(xml).toContain('<testsuites name="kreplay replay --exec" tests="7" failures="1">');
+    expect(xml).toContain('name="replay t&lt;1&gt;.kri"');
     expect(xml).toContain('<property name="command" value="a &amp;&amp; b"/>');
-    expect(xml.match(/<testcase /g)).toHaveLength(4);
+    expect(xml.match(/<testcase /g)).toHaveLength(7);
     expect(xml.match(/<failure /g)).toHaveLength(1);
   });
 });

@@ -2,13 +2,15 @@
  * kreplay_rowbinary (native/sqlite/kreplay_rowbinary.c), the shipper's
  * encoder, byte for byte against RowBinary as ClickHouse reads it: LEB128
  * string lengths across their byte boundaries, integers of every width in
- * little-endian two's complement, the Nullable flag byte; and the errors a
+ * little-endian two's complement, the Nullable flag byte; event ids as
+ * formatEventId makes them (kreplay_event_id); and the errors a
  * bad spec or a NULL in a column that is not Nullable give.
  */
 import Database from 'better-sqlite3';
 import { EventInsert } from '../../agent/store/event-insert';
 import { rowBinaryType, shipSql } from '../../agent/ship/ship-sql';
 import { CLICKHOUSE_EVENT_COLUMNS } from '../../core/clickhouse/schema';
+import { formatEventId } from '../../core/model';
 
 function leb128(n: number): number[] {
   const out: number[] = [];
@@ -72,6 +74,17 @@ describe('kreplay_rowbinary', () => {
         ['b', 2n],
       ]),
     ]).toEqual([2, 0, 0xff, 1, 1, 0x62, 2]);
+  });
+
+  it('formats event ids as formatEventId does (kreplay_event_id)', () => {
+    const cases: [string, bigint, number][] = [
+      ['abcdefabcdef', (1n << 63n) - 1n, 2 ** 48 - 1],
+      ['0f0e0d0c0b0a', 0n, 1],
+      ['a1b2c3d4e5f6', 1_763_856_000_123_456_789n, 4_294_967_297],
+    ];
+    const id = db.prepare('SELECT kreplay_event_id(?, ?, ?)').pluck();
+    for (const [store, ts, seq] of cases) expect(id.get(store, ts, seq)).toBe(formatEventId(store, ts, seq));
+    expect(() => id.get(null, 1n, 1n)).toThrow(/store id must be text/);
   });
 
   it('names what is wrong with its input', () => {

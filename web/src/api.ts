@@ -3,7 +3,7 @@ import { authHeaders, hasToken } from './auth';
 
 export interface ApiEvent {
   event_id: string;
-  event_type: 'sys_write' | 'block_io';
+  event_type: 'sys_write' | 'sys_read' | 'sys_fsync' | 'sys_connect' | 'block_io';
   timestamp_ns: string;
   duration_ns: string;
   service_name: string;
@@ -19,6 +19,8 @@ export interface ApiEvent {
   ret?: number;
   target_kind?: string | null;
   target?: string | null;
+  /** sys_read: the peer's response time, ns */
+  response_ns?: string | null;
   device?: string;
   sector?: number;
   op?: string;
@@ -106,6 +108,49 @@ export const getSession = (id: string) =>
 
 export const control = (id: string, action: 'play' | 'pause' | 'stop' | 'seek', body?: unknown) =>
   request<Session>('POST', `/api/replay/sessions/${encodeURIComponent(id)}/${action}`, body ?? {});
+
+/** An incident file the daemon serves (GET /api/incidents). */
+export interface IncidentEntry {
+  id: string;
+  file: string;
+  origin: 'dropped' | 'uploaded';
+  transaction_id: string;
+  events: number;
+  digest: string;
+  exported_at: string;
+  kreplay_version: string;
+  source: string;
+  redacted: string[];
+  runs: number | null;
+}
+
+export interface IncidentList {
+  incidents: IncidentEntry[];
+  skipped: { file: string; reason: string }[];
+}
+
+export const listIncidents = () => request<IncidentList>('GET', '/api/incidents');
+
+/** Uploads an incident file's bytes as they are (POST /api/incidents). */
+export async function uploadIncident(file: Blob): Promise<{ id: string; transaction_id: string }> {
+  const res = await fetch('/api/incidents', {
+    method: 'POST',
+    headers: { ...authHeaders(), 'content-type': 'application/octet-stream' },
+    body: file,
+  });
+  const text = await res.text();
+  if (!res.ok) {
+    const detail = (() => {
+      try {
+        return (JSON.parse(text) as { detail?: string }).detail ?? text;
+      } catch {
+        return text;
+      }
+    })();
+    throw new ApiError(res.status, `${res.status}: ${detail.slice(0, 300)}`);
+  }
+  return JSON.parse(text) as { id: string; transaction_id: string };
+}
 
 export const exportUrl = (params: URLSearchParams) => {
   const query = new URLSearchParams(params);

@@ -1,6 +1,7 @@
-/** The page's router: #/search?… and #/txn/ID?…; every view is a URL. */
+/** The page's router: #/search?…, #/txn/ID?… and #/incidents; every view is a URL. */
 import './style.css';
 import { tokenForm } from './auth';
+import { renderIncidents } from './incidents';
 import { renderSearch } from './search';
 import { renderTransaction } from './txn';
 
@@ -24,8 +25,9 @@ async function route(): Promise<void> {
   shown = key;
   cleanup();
   cleanup = () => undefined;
-  document.body.dataset.view = txn ? 'txn' : 'search';
+  document.body.dataset.view = txn ? 'txn' : path === '/incidents' ? 'incidents' : 'search';
   if (txn) cleanup = await renderTransaction(app, decodeURIComponent(txn[1]!), params);
+  else if (path === '/incidents') renderIncidents(app);
   else renderSearch(app, params, navigate);
   document.body.dataset.ready = 'true';
 }

@@ -41,16 +41,18 @@ export async function buildIncident(
   const storeIds = new Set<string>();
   const filter = { transactionId: req.transactionId };
   await checkExportSize(reader, filter);
-  let after;
+  // the next page is read (on a query worker) while this one is added
+  let page = await reader.page(filter, { limit: PAGE, order: 'asc' });
   for (;;) {
-    const page = await reader.page(filter, { limit: PAGE, order: 'asc', after });
+    const next = page.next && reader.page(filter, { limit: PAGE, order: 'asc', after: page.next });
     for (const event of page.events) {
       writer.add(event);
-      const key = parseEventId(event.event_id);
-      if (key) storeIds.add(key.storeId);
+      // an id starts with its store's (core/model/event-id.ts); parsed once per store
+      const store = event.event_id.slice(0, 12);
+      if (!storeIds.has(store) && parseEventId(event.event_id)) storeIds.add(store);
     }
-    if (!page.next) break;
-    after = page.next;
+    if (!next) break;
+    page = await next;
   }
   const window = writer.window();
   if (!window) return null;

@@ -5,13 +5,15 @@
  *
  *   exec-writer [--out PATH] [--file PATH N] [--pipe N] [--slow-reader-ms MS] [--tcp PORT N]
  *               [--devnull N] [--threads T] [--fork] [--writev] [--exit CODE] [--signal SIG]
- *               [--unix-serve PATH N] [--anchor N]
+ *               [--unix-serve PATH N] [--anchor N] [--stdout N] [--send]
  *
  * --threads T: T threads each do the file writes; --fork: a child does them too.
  * --anchor N: N sleeps of 2 ms before the writes and N after them, each recorded
  * (label "anchor") as its oversleep: how late this machine wakes a thread right now.
  * --unix-serve: listens on a unix socket at PATH, accepts one client and writes
  * to it N times (a server's accepted socket: named by the address it listens on).
+ * --stdout N: N log lines to stdout (label "stdout"), as a build logs to its CI pipe.
+ * --send: the tcp writes use send(2), as Python's sendall does.
  * --slow-reader-ms: the pipe's reader sleeps that long before each read, so
  * writes into a full pipe block (the incident's build).
  */
@@ -40,7 +42,7 @@ static struct {
 static int nrecords;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *file_path;
-static int file_count, use_writev, slow_reader_ms;
+static int file_count, use_writev, use_send, slow_reader_ms;
 static char block[65536];
 
 static long long now_ns(void) {
@@ -64,6 +66,8 @@ static void timed_write(const char *label, int fd, const void *buf, size_t len) 
   if (use_writev) {
     struct iovec iov = {(void *)buf, len};
     n = writev(fd, &iov, 1);
+  } else if (use_send) {
+    n = send(fd, buf, len, 0);
   } else {
     n = write(fd, buf, len);
   }
@@ -112,7 +116,7 @@ static void *pipe_reader(void *arg) {
 int main(int argc, char **argv) {
   const char *out = NULL;
   int pipe_count = 0, tcp_port = 0, tcp_count = 0, devnull_count = 0, threads = 0, do_fork = 0, exit_code = 0, sig = 0,
-      unix_count = 0, anchor_count = 0;
+      unix_count = 0, anchor_count = 0, stdout_count = 0;
   const char *unix_path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out"))
@@ -137,6 +141,10 @@ int main(int argc, char **argv) {
       do_fork = 1;
     else if (!strcmp(argv[i], "--writev"))
       use_writev = 1;
+    else if (!strcmp(argv[i], "--send"))
+      use_send = 1;
+    else if (!strcmp(argv[i], "--stdout"))
+      stdout_count = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--exit"))
       exit_code = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--signal"))
@@ -174,6 +182,7 @@ int main(int argc, char **argv) {
       waitpid(child, NULL, 0);
     }
   }
+  for (int i = 0; i < stdout_count; i++) timed_write("stdout", STDOUT_FILENO, "build: step done\n", 17);
   if (pipe_count > 0) {
     int fds[2];
     if (pipe(fds) != 0) return 73;

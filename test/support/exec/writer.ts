@@ -50,14 +50,31 @@ const quantile = (values: number[], q: number) =>
  * anchor's worst (a call may wait for a core, as a sleeping thread does).
  */
 export function expectHeld(observedNs: number[], intendedNs: number[], anchorNs: number[]): void {
+  const worstWake = Math.max(...anchorNs);
+  expectHeldAtMedian(observedNs, intendedNs, anchorNs, 0);
+  for (const [k, hold] of intendedNs.entries())
+    expect(observedNs[k]! - hold).toBeLessThan(10 * MS + 2 * worstWake);
+}
+
+/**
+ * expectHeld without its bound on single calls: for a supervisor without
+ * real-time priority (an unprivileged run), any one call may wait a scheduler
+ * slice on a loaded machine; never early, and late at the median by no more
+ * than expectHeld allows, or than `sliceNs` (expectHeld's own test passes 0:
+ * a real-time supervisor is not preempted).
+ */
+export function expectHeldAtMedian(
+  observedNs: number[],
+  intendedNs: number[],
+  anchorNs: number[],
+  sliceNs = 2 * MS,
+): void {
   expect(anchorNs.length).toBeGreaterThan(0);
   expect(observedNs.length).toBeGreaterThanOrEqual(intendedNs.length);
-  const worstWake = Math.max(...anchorNs);
   const excess = intendedNs.map((hold, k) => {
     const late = observedNs[k]! - hold;
     expect(late).toBeGreaterThanOrEqual(0);
-    expect(late).toBeLessThan(10 * MS + 2 * worstWake);
     return late - Math.max(hold * 0.1, 1 * MS);
   });
-  expect(quantile(excess, 0.5)).toBeLessThanOrEqual(2 * quantile(anchorNs, 0.9));
+  expect(quantile(excess, 0.5)).toBeLessThanOrEqual(Math.max(2 * quantile(anchorNs, 0.9), sliceNs));
 }

@@ -1,0 +1,95 @@
+/**
+ * The exit-status contract of `kreplay replay --exec` (README, "Exit status"):
+ * "the build failed" is CMD's own status; "the replay was not faithful" and
+ * "kreplay failed during the replay" have codes above the signal range
+ * (128 + N), which no build's ordinary exit uses.
+ */
+import type { Completeness } from './incident-source';
+import type { TargetReport } from './exec-report';
+
+export const EXIT = {
+  /** the build exited 0 and the replay reproduced the incident */
+  ok: 0,
+  /** kreplay could not start (bad flag value, bad incident file, no daemon): nothing ran */
+  failed: 1,
+  /** a usage error (commander): nothing ran */
+  usage: 2,
+  /** Ctrl-C or SIGTERM: the build was stopped */
+  interrupted: 130,
+  /** the build exited 0, but no recorded call was matched: nothing of the incident was replayed */
+  notReproduced: 220,
+  /** --strict: the build exited 0 and matched, but fell short (fewer calls, holds off, a lossy recording) */
+  notFaithful: 221,
+  /** kreplay failed while the build ran (the supervisor died): the build was stopped */
+  replayFailed: 222,
+} as const;
+
+export type VerdictKind =
+  'passed' | 'build-failed' | 'not-reproduced' | 'not-faithful' | 'interrupted' | 'replay-failed';
+
+export interface Verdict {
+  kind: VerdictKind;
+  status: number;
+  /** why, one line each (shortfalls and warnings too when they do not fail the run) */
+  reasons: string[];
+}
+
+export interface VerdictInput {
+  buildStatus: number;
+  interrupted: boolean;
+  supervisorFailed: boolean;
+  rows: readonly TargetReport[];
+  strict: boolean;
+  completeness: Completeness;
+}
+
+/** The shortfalls of a replay that matched something: each a failure under --strict, a warning without. */
+export function shortfalls(rows: readonly TargetReport[], completeness: Completeness): string[] {
+  const out: string[] = [];
+  for (const row of rows) {
+    if (!row.held) continue;
+    if (row.shortfall) out.push(`${row.target}: ${row.shortfall}`);
+    if (row.failure) out.push(`${row.target}: holds off (${row.failure})`);
+  }
+  for (const lost of completeness.lost) out.push(`the recording lost events: ${lost}`);
+  return out;
+}
+
+export function verdict(input: VerdictInput): Verdict {
+  const matched = input.rows.some((r) => r.held && r.matched > 0);
+  const short = shortfalls(input.rows, input.completeness);
+  if (input.interrupted) return { kind: 'interrupted', status: EXIT.interrupted, reasons: ['interrupted'] };
+  if (input.supervisorFailed)
+    return { kind: 'replay-failed', status: EXIT.replayFailed, reasons: ['the supervisor failed'] };
+  if (input.buildStatus !== 0)
+    return {
+      kind: 'build-failed',
+      status: input.buildStatus,
+      reasons: [`the build exited ${input.buildStatus}`, ...short],
+    };
+  if (!matched)
+    return {
+      kind: 'not-reproduced',
+      status: EXIT.notReproduced,
+      reasons: ['no recorded call was matched: nothing of the incident was replayed (see WHY)'],
+    };
+  if (input.strict && short.length > 0)
+    return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
+  return { kind: 'passed', status: EXIT.ok, reasons: short };
+}
+
+/** Several incidents' verdicts as one status: a build failure first, then not reproduced, then not faithful. */
+export function combinedStatus(verdicts: readonly Verdict[]): number {
+  const order: VerdictKind[] = [
+    'interrupted',
+    'replay-failed',
+    'build-failed',
+    'not-reproduced',
+    'not-faithful',
+  ];
+  for (const kind of order) {
+    const first = verdicts.find((v) => v.kind === kind);
+    if (first) return first.status;
+  }
+  return EXIT.ok;
+}

@@ -1,0 +1,161 @@
+#include "exec_proc_net.h"
+
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <netinet/in.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace kreplay {
+
+namespace {
+
+// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the kernel prints each 32-bit
+// word of the address as the host-order integer its bytes make, and the port as a number.
+bool ParseInet(const std::string& text, int family, sockaddr_storage* out, socklen_t* len) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string hex = text.substr(0, colon);
+  const uint16_t port = static_cast<uint16_t>(strtoul(text.c_str() + colon + 1, nullptr, 16));
+  const size_t words = family == AF_INET ? 1 : 4;
+  if (hex.size() != words * 8) return false;
+  uint32_t raw[4] = {};
+  for (size_t i = 0; i < words; i++) raw[i] = static_cast<uint32_t>(strtoul(hex.substr(i * 8, 8).c_str(), nullptr, 16));
+  memset(out, 0, sizeof *out);
+  if (family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(out);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(port);
+    memcpy(&in->sin_addr, raw, 4);
+    *len = sizeof *in;
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(port);
+    memcpy(&in6->sin6_addr, raw, 16);
+    *len = sizeof *in6;
+  }
+  return true;
+}
+
+bool PortOf(const sockaddr_storage& addr) {
+  return addr.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(addr).sin_port != 0
+                                   : reinterpret_cast<const sockaddr_in6&>(addr).sin6_port != 0;
+}
+
+// A line of /proc/<tid>/net/{tcp,tcp6,udp,udp6}: local, remote, state, queues, timer, retransmits, uid, timeout, inode.
+bool FindInet(pid_t tid, const char* table, int family, int protocol, uint64_t inode, SocketFacts* out) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/net/" + table);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
+    uint64_t ino = 0;
+    if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> ino))
+      continue;
+    if (ino != inode) continue;
+    out->domain = family;
+    out->protocol = protocol;
+    if (!ParseInet(local, family, &out->self, &out->self_len) || !ParseInet(remote, family, &out->peer, &out->peer_len))
+      return false;
+    out->connected = PortOf(out->peer);
+    return true;
+  }
+  return false;
+}
+
+// /proc/<tid>/net/unix: Num RefCount Protocol Flags Type St Inode [Path]; the path of `inode`, "" when unnamed.
+bool UnixPathOf(pid_t tid, uint64_t inode, std::string* path) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/net/unix");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string num, refs, protocol, flags, type, state;
+    uint64_t ino = 0;
+    if (!(fields >> num >> refs >> protocol >> flags >> type >> state >> ino) || ino != inode) continue;
+    path->clear();
+    fields >> *path;
+    return true;
+  }
+  return false;
+}
+
+// The inode of the peer of unix socket `inode` (sock_diag, UDIAG_SHOW_PEER), 0 when it has none or the
+// kernel cannot say. Netlink diag sockets see the caller's network namespace, the build's as a rule.
+uint64_t UnixPeerInode(uint64_t inode) {
+  const int sock = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (sock < 0) return 0;
+  struct {
+    nlmsghdr header;
+    unix_diag_req request;
+  } message{};
+  message.header.nlmsg_len = sizeof message;
+  message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  message.header.nlmsg_flags = NLM_F_REQUEST;
+  message.request.sdiag_family = AF_UNIX;
+  message.request.udiag_states = ~0u;
+  message.request.udiag_ino = static_cast<uint32_t>(inode);
+  message.request.udiag_show = UDIAG_SHOW_PEER;
+  message.request.udiag_cookie[0] = message.request.udiag_cookie[1] = ~0u;  // INET_DIAG_NOCOOKIE
+  uint64_t peer = 0;
+  if (send(sock, &message, sizeof message, 0) == static_cast<ssize_t>(sizeof message)) {
+    alignas(nlmsghdr) char buf[8192];
+    const ssize_t got = recv(sock, buf, sizeof buf, 0);
+    const auto* header = reinterpret_cast<const nlmsghdr*>(buf);
+    if (got > 0 && NLMSG_OK(header, static_cast<size_t>(got)) && header->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+      const auto* reply = static_cast<const unix_diag_msg*>(NLMSG_DATA(header));
+      int left = static_cast<int>(header->nlmsg_len - NLMSG_LENGTH(sizeof *reply));
+      for (const auto* attr = reinterpret_cast<const rtattr*>(reply + 1); RTA_OK(attr, left);
+           attr = RTA_NEXT(attr, left))
+        if (attr->rta_type == UNIX_DIAG_PEER) peer = *static_cast<const uint32_t*>(RTA_DATA(attr));
+    }
+  }
+  close(sock);
+  return peer;
+}
+
+void UnixAddress(const std::string& path, sockaddr_storage* out, socklen_t* len) {
+  memset(out, 0, sizeof *out);
+  auto* un = reinterpret_cast<sockaddr_un*>(out);
+  un->sun_family = AF_UNIX;
+  const size_t n = std::min(path.size(), sizeof un->sun_path - 1);
+  // /proc shows an abstract name's leading NUL as @; kept as @, which is how it is named anyway
+  memcpy(un->sun_path, path.data(), n);
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + n);
+}
+
+}  // namespace
+
+bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out) {
+  if (FindInet(tid, "tcp", AF_INET, IPPROTO_TCP, inode, out) ||
+      FindInet(tid, "tcp6", AF_INET6, IPPROTO_TCP, inode, out) ||
+      FindInet(tid, "udp", AF_INET, IPPROTO_UDP, inode, out) ||
+      FindInet(tid, "udp6", AF_INET6, IPPROTO_UDP, inode, out))
+    return true;
+  std::string self;
+  if (!UnixPathOf(tid, inode, &self)) return false;
+  out->domain = AF_UNIX;
+  UnixAddress(self, &out->self, &out->self_len);
+  std::string peer;
+  const uint64_t peer_inode = UnixPeerInode(inode);
+  out->connected = peer_inode != 0;
+  if (out->connected && UnixPathOf(tid, peer_inode, &peer))
+    UnixAddress(peer, &out->peer, &out->peer_len);
+  else
+    out->peer_len = 0;
+  return true;
+}
+
+}  // namespace kreplay

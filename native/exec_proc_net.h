@@ -1,0 +1,28 @@
+// A socket of another process described without holding it: when pidfd_getfd is
+// denied (a container's seccomp profile gates it behind CAP_SYS_PTRACE), the fd's
+// `socket:[inode]` and the tables of /proc/<tid>/net (tcp, tcp6, udp, udp6, unix;
+// the peer of a unix socket from sock_diag) give what getsockopt, getpeername
+// and getsockname would.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace kreplay {
+
+struct SocketFacts {
+  int domain = 0;
+  int protocol = 0;
+  bool connected = false;
+  sockaddr_storage peer{};
+  socklen_t peer_len = 0;
+  sockaddr_storage self{};
+  socklen_t self_len = 0;
+};
+
+// The socket `inode` of thread `tid` (in its network namespace); false when no table lists it.
+bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out);
+
+}  // namespace kreplay

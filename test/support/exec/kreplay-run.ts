@@ -1,0 +1,54 @@
+/** `kreplay ARGS` as a child the test can watch (its stderr collected, stdout drained), optionally behind a prefix. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { KREPLAY_BIN } from '../agent-process';
+
+export interface Run {
+  child: ChildProcess;
+  /** stderr so far */
+  stderr(): string;
+  done: Promise<{ status: number | null; signal: string | null; stderr: string; stdout: string }>;
+}
+
+/** What a container CI runner gives a job: uid/gid 65534 (nobody), no capabilities, no new privileges. */
+export const UNPRIVILEGED = [
+  'setpriv',
+  '--reuid',
+  '65534',
+  '--regid',
+  '65534',
+  '--clear-groups',
+  '--inh-caps=-all',
+  '--bounding-set=-all',
+  '--no-new-privs',
+  '--',
+];
+
+/** kreplay ARGS, or `prefix… node kreplay ARGS` (e.g. setpriv dropping a capability). */
+export function kreplay(args: string[], prefix: string[] = [], cwd?: string): Run {
+  const [command, ...rest] = [...prefix, process.execPath, KREPLAY_BIN, ...args];
+  const child = spawn(command!, rest, { stdio: ['ignore', 'pipe', 'pipe'], cwd });
+  let stderr = '';
+  let stdout = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const done = new Promise<{ status: number | null; signal: string | null; stderr: string; stdout: string }>(
+    (resolve) => child.on('close', (status, signal) => resolve({ status, signal, stderr, stdout })),
+  );
+  return { child, stderr: () => stderr, done };
+}
+
+export async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** A loopback listener that drains what it is sent. */
+export async function tcpSink(): Promise<{ port: number; close(): void }> {
+  const server = net.createServer((socket) => socket.resume());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as net.AddressInfo).port, close: () => server.close() };
+}
