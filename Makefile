@@ -17,7 +17,7 @@ GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client zstd jq \
-	chromium chromium-driver systemd python3-fusepy
+	chromium chromium-driver systemd python3-fusepy iproute2
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
@@ -34,7 +34,7 @@ EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
-C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard native/*.cc native/*.h native/launcher/*.c native/sqlite/*.c cli/*.c)
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard bpf/capture/*.h) $(wildcard native/*.cc native/*.h native/launcher/*.c native/sqlite/*.c cli/*.c)
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 

@@ -36,13 +36,29 @@ export function storedCounters(s: CounterSnapshot): Record<string, number> {
   return Object.fromEntries(Object.entries(s).map(([name, value]) => [snakeCase(name), value as number]));
 }
 
+/** Events of every type lost because the ring was full. */
+function ringDropped(s: CounterSnapshot): number {
+  return (
+    s.sysWriteDropped +
+    s.sysReadDropped +
+    s.sysFsyncDropped +
+    s.sysConnectDropped +
+    s.blockIoDropped +
+    s.contextDropped
+  );
+}
+
 /** The counters of events lost (never stored): what "dropped" sums up, and what an incident's completeness reads. */
 export const LOST_COUNTERS = [
   'sysWriteDropped',
+  'sysReadDropped',
+  'sysFsyncDropped',
+  'sysConnectDropped',
   'blockIoDropped',
   'contextDropped',
   'threadTableFull',
   'requestTableFull',
+  'connectTableFull',
   'corruptRecords',
   'diskFullDropped',
   'storeErrorDropped',
@@ -71,17 +87,16 @@ export function formatStatusLine(
   dbBytes: number,
 ): string {
   const fill = ringFill < 0 ? 'n/a' : `${(ringFill * 100).toFixed(1)}%`;
-  const rate = (key: 'sysWriteEmitted' | 'blockIoEmitted' | 'rowsWritten') =>
-    perSecond(now[key], before[key], seconds);
-  const ringDropped = now.sysWriteDropped + now.blockIoDropped + now.contextDropped;
-  const ringDroppedBefore = before.sysWriteDropped + before.blockIoDropped + before.contextDropped;
+  const rate = (key: KernelCounterName | 'rowsWritten') => perSecond(now[key], before[key], seconds);
+  const dropped = ringDropped(now);
   return (
-    `rate/s sys_write=${rate('sysWriteEmitted')} block_io=${rate('blockIoEmitted')}` +
-    ` stored=${rate('rowsWritten')} dropped=${perSecond(ringDropped + now.diskFullDropped, ringDroppedBefore + before.diskFullDropped, seconds)}` +
+    `rate/s sys_write=${rate('sysWriteEmitted')} sys_read=${rate('sysReadEmitted')}` +
+    ` sys_fsync=${rate('sysFsyncEmitted')} sys_connect=${rate('sysConnectEmitted')} block_io=${rate('blockIoEmitted')}` +
+    ` stored=${rate('rowsWritten')} dropped=${perSecond(dropped + now.diskFullDropped, ringDropped(before) + before.diskFullDropped, seconds)}` +
     ` | total stored=${now.rowsWritten} pruned=${now.pruned}` +
     (now.unshippedPruned > 0 ? ` (unshipped=${now.unshippedPruned})` : '') +
-    ` dropped: ring=${ringDropped} disk_full=${now.diskFullDropped}` +
-    ` store_error=${now.storeErrorDropped} untracked=${now.threadTableFull + now.requestTableFull}` +
+    ` dropped: ring=${dropped} disk_full=${now.diskFullDropped}` +
+    ` store_error=${now.storeErrorDropped} untracked=${now.threadTableFull + now.requestTableFull + now.connectTableFull}` +
     ` corrupt=${now.corruptRecords}` +
     ` | ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
   );

@@ -26,20 +26,45 @@
  */
 #define KR_TARGET_ID_WINDOW (1 << 18)
 
+/* The four syscall types share struct kr_syscall; block_io has kr_block_io. */
 enum kr_record_type {
 	KR_RECORD_SYS_WRITE = 1,
 	KR_RECORD_BLOCK_IO = 2,
 	KR_RECORD_CONTEXT = 3,
 	KR_RECORD_TARGET = 4,
+	KR_RECORD_SYS_READ = 5,
+	KR_RECORD_SYS_FSYNC = 6,
+	KR_RECORD_SYS_CONNECT = 7,
 };
 
-enum kr_syscall {
+/* send(2) is sendto(2) in the kernel, so it is recorded as sendto. */
+enum kr_syscall_code {
 	KR_SYS_WRITE = 1,
 	KR_SYS_WRITEV = 2,
 	KR_SYS_PWRITE64 = 3,
 	KR_SYS_PWRITEV = 4,
 	KR_SYS_PWRITEV2 = 5,
+	KR_SYS_SENDTO = 6,
+	KR_SYS_SENDMSG = 7,
+	KR_SYS_SENDMMSG = 8,
+	KR_SYS_SENDFILE = 9,
+	KR_SYS_READ = 10,
+	KR_SYS_READV = 11,
+	KR_SYS_PREAD64 = 12,
+	KR_SYS_PREADV = 13,
+	KR_SYS_PREADV2 = 14,
+	KR_SYS_RECVFROM = 15,
+	KR_SYS_RECVMSG = 16,
+	KR_SYS_RECVMMSG = 17,
+	KR_SYS_FSYNC = 18,
+	KR_SYS_FDATASYNC = 19,
+	KR_SYS_SYNC_FILE_RANGE = 20,
+	KR_SYS_SYNCFS = 21,
+	KR_SYS_CONNECT = 22,
 };
+
+/* The messages of a sendmmsg/recvmmsg whose bytes are counted. */
+#define KR_MAX_MMSG 64
 
 /* What a filter map entry says about the tasks it names. */
 enum kr_filter_verdict {
@@ -51,13 +76,13 @@ enum kr_filter_verdict {
  * Set on an event whose task the filters exclude, kept only because its
  * thread carries a context: user space drops it when that context turns out
  * to hold no transaction or trace (a bare marker or an untraced HTTP head).
- * In kr_sys_write.syscall and kr_block_io.flags.
+ * In kr_syscall.syscall and kr_block_io.flags.
  */
 #define KR_EVENT_CONTEXT_ONLY 0x80000000u
 /*
  * --sample-background: a write whose thread has a context is kept in the
  * kernel; when that context holds no transaction or trace, user space
- * samples it. In kr_sys_write.syscall.
+ * samples it. In kr_syscall.syscall.
  */
 #define KR_EVENT_SAMPLE_IN_USER 0x40000000u
 
@@ -84,10 +109,18 @@ enum kr_counter {
 	KR_COUNTER_TARGET_EMITTED = 9,
 	/* writes without a context that --sample-background left out */
 	KR_COUNTER_SYS_WRITE_SAMPLED_OUT = 10,
-	KR_COUNTER_MAX = 11,
+	KR_COUNTER_SYS_READ_EMITTED = 11,
+	KR_COUNTER_SYS_READ_DROPPED = 12,
+	KR_COUNTER_SYS_FSYNC_EMITTED = 13,
+	KR_COUNTER_SYS_FSYNC_DROPPED = 14,
+	KR_COUNTER_SYS_CONNECT_EMITTED = 15,
+	KR_COUNTER_SYS_CONNECT_DROPPED = 16,
+	/* connects in flight (SYN sent, no answer yet) the table had no room for */
+	KR_COUNTER_CONNECT_TABLE_FULL = 17,
+	KR_COUNTER_MAX = 18,
 };
 
-/* What a write went to. */
+/* What a call went to. */
 enum kr_target_kind {
 	KR_TARGET_FILE = 1,
 	KR_TARGET_SOCKET = 2,
@@ -103,12 +136,19 @@ enum kr_target_flag {
 	KR_TARGET_ANON_PIPE = 4, /* a pipe(2), not a named FIFO: no path */
 };
 
-struct kr_sys_write {
-	__s64 ret; /* bytes written or negative errno */
-	__u64 count; /* bytes requested (iovec total for the v variants) */
+/*
+ * sys_write, sys_read, sys_fsync and sys_connect. A connect's duration runs
+ * from its SYN to the connection's established or closed state (however the
+ * caller waited), its ret is 0 or the connection's negative errno.
+ */
+struct kr_syscall {
+	__s64 ret; /* bytes, messages (mmsg), 0, or negative errno */
+	__u64 count; /* bytes asked for (iovec total for the v variants, sent/received bytes for mmsg) */
 	__s32 fd;
-	__u32 syscall; /* enum kr_syscall, | KR_EVENT_CONTEXT_ONLY */
+	__u32 syscall; /* enum kr_syscall_code, | KR_EVENT_CONTEXT_ONLY / KR_EVENT_SAMPLE_IN_USER */
 	__u64 target_id; /* a kr_target record defined it earlier; 0: unknown (bad fd) */
+	/* sys_read of a socket, first after a send on it: end of that send to end of this read; 0: none */
+	__u64 response_ns;
 };
 
 struct kr_block_io {
@@ -133,7 +173,7 @@ struct kr_event {
 	__u32 tid;
 	char comm[KR_COMM_LEN];
 	union {
-		struct kr_sys_write write;
+		struct kr_syscall call;
 		struct kr_block_io block;
 	};
 };

@@ -111,6 +111,7 @@ int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
   ro->wakeup_data_bytes = config.wakeup_bytes;
   ro->attribution_enabled = config.attribution;
   ro->targets_enabled = targets;
+  ro->capture_reads = config.capture_reads;
 
   int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
@@ -180,14 +181,33 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
     }
   };
 
-  struct WriteCall {
+  struct Call {
     const char* name;
     bpf_program* enter;
     bpf_program* exit;
   } calls[] = {
-      {"write", p.sys_enter_write, p.sys_exit_write},          {"writev", p.sys_enter_writev, p.sys_exit_writev},
-      {"pwrite64", p.sys_enter_pwrite64, p.sys_exit_pwrite64}, {"pwritev", p.sys_enter_pwritev, p.sys_exit_pwritev},
+      {"write", p.sys_enter_write, p.sys_exit_write},
+      {"writev", p.sys_enter_writev, p.sys_exit_writev},
+      {"pwrite64", p.sys_enter_pwrite64, p.sys_exit_pwrite64},
+      {"pwritev", p.sys_enter_pwritev, p.sys_exit_pwritev},
       {"pwritev2", p.sys_enter_pwritev2, p.sys_exit_pwritev2},
+      {"sendto", p.sys_enter_sendto, p.sys_exit_sendto},
+      {"sendmsg", p.sys_enter_sendmsg, p.sys_exit_sendmsg},
+      {"sendmmsg", p.sys_enter_sendmmsg, p.sys_exit_sendmmsg},
+      {"sendfile", p.sys_enter_sendfile64, p.sys_exit_sendfile64},
+      {"read", p.sys_enter_read, p.sys_exit_read},
+      {"readv", p.sys_enter_readv, p.sys_exit_readv},
+      {"pread64", p.sys_enter_pread64, p.sys_exit_pread64},
+      {"preadv", p.sys_enter_preadv, p.sys_exit_preadv},
+      {"preadv2", p.sys_enter_preadv2, p.sys_exit_preadv2},
+      {"recvfrom", p.sys_enter_recvfrom, p.sys_exit_recvfrom},
+      {"recvmsg", p.sys_enter_recvmsg, p.sys_exit_recvmsg},
+      {"recvmmsg", p.sys_enter_recvmmsg, p.sys_exit_recvmmsg},
+      {"fsync", p.sys_enter_fsync, p.sys_exit_fsync},
+      {"fdatasync", p.sys_enter_fdatasync, p.sys_exit_fdatasync},
+      {"sync_file_range", p.sys_enter_sync_file_range, p.sys_exit_sync_file_range},
+      {"syncfs", p.sys_enter_syncfs, p.sys_exit_syncfs},
+      {"connect", p.sys_enter_connect, p.sys_exit_connect},
   };
   require(calls[0].enter, kTracefsAdvice);
   require(calls[0].exit, kTracefsAdvice);
@@ -197,20 +217,10 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
     bpf_program__set_autoload(call.exit, false);
     AppendLog("warn", std::string(call.name) + "(2) is not traced: its syscall tracepoints are missing");
   }
-
-  // Context sources only (outgoing heads sent, incoming request heads read):
-  // without them attribution still works from markers and written heads.
-  bpf_program* context_sources[] = {
-      p.sys_enter_sendto, p.sys_enter_sendmsg, p.sys_exit_read,
-      p.sys_exit_readv,   p.sys_exit_recvfrom, p.sys_exit_recvmsg,
-  };
-  for (bpf_program* prog : context_sources) {
-    if (attribution && has(prog)) continue;
-    bpf_program__set_autoload(prog, false);
-    if (attribution) {
-      AppendLog("warn", std::string(bpf_program__section_name(prog)) +
-                            " is missing: request heads it would see set no context");
-    }
+  // Without it a TCP connect is timed by the call alone (a non-blocking one not at all).
+  if (!has(p.inet_sock_set_state)) {
+    bpf_program__set_autoload(p.inet_sock_set_state, false);
+    AppendLog("warn", "sock:inet_sock_set_state is missing: TCP connects are timed by the connect call alone");
   }
 
   const char* sched_advice = "kreplay needs BTF-enabled scheduler tracepoints (Linux 5.5 or newer)";
@@ -238,7 +248,8 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
 void CaptureEngine::Attach() {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
-    if (!bpf_program__autoload(prog)) continue;
+    // resolve_target runs by tail call only (resolve_targets), attached nowhere
+    if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target) continue;
     const char* section = bpf_program__section_name(prog);
     bpf_link* link = bpf_program__attach(prog);
     if (!link) throw LibbpfFailure(errno, "E_CAPTURE_ATTACH", std::string("cannot attach to ") + section, "");

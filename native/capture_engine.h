@@ -39,6 +39,8 @@ struct CaptureConfig {
   uint64_t min_duration_ns = 0;
   bool attribution = true;
   bool targets = true;
+  // Reads of threads without a context too (--capture-reads).
+  bool capture_reads = false;
 };
 
 // Called for every record, exactly as the kernel wrote it.

@@ -65,6 +65,7 @@ CaptureConfig ReadConfig(const Napi::Object& js) {
   config.min_duration_ns = ReadU64(js, "minDurationNs");
   config.attribution = js.Get("attribution").As<Napi::Boolean>().Value();
   config.targets = js.Get("targets").As<Napi::Boolean>().Value();
+  config.capture_reads = js.Get("captureReads").As<Napi::Boolean>().Value();
   return config;
 }
 

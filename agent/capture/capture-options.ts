@@ -29,8 +29,10 @@ export interface CaptureOptions {
   minDurationNs?: number;
   /** default true: follow context markers and HTTP heads */
   attribution?: boolean;
-  /** default true: resolve what each write went to (file path, socket peer, pipe) */
+  /** default true: resolve what each call went to (file path, socket peer, pipe) */
   targets?: boolean;
+  /** default false: record the reads of threads without a context too (--capture-reads) */
+  captureReads?: boolean;
 }
 
 /**
@@ -118,5 +120,6 @@ export function toNativeConfig(options: CaptureOptions): NativeCaptureConfig {
     minDurationNs: nonNegativeInteger('minDurationNs', options.minDurationNs ?? 0),
     attribution: options.attribution ?? true,
     targets: options.targets ?? true,
+    captureReads: options.captureReads ?? false,
   };
 }

@@ -44,6 +44,10 @@ export const captureConfigSchema = z
       .pipe(parsedBy(parseSampleRate))
       .default(1)
       .describe('1/N: keep one in N writes made outside any transaction'),
+    capture_reads: z
+      .boolean()
+      .default(false)
+      .describe('record the reads of threads outside any transaction too (--capture-reads)'),
   })
   .strict();
 

@@ -4,7 +4,7 @@
  * event. Timestamps are exact: ts = baseTs + tsOffset[i], the offset a whole
  * number below 2^53.
  */
-import { RecordType } from '../../core/model';
+import { RecordType, type SyscallRecordType } from '../../core/model';
 
 export interface SysWriteFields {
   tsOffset: number;
@@ -19,6 +19,10 @@ export interface SysWriteFields {
   ret: number;
   syscall: number;
   target?: number; // store target id, 0 (the default) = unknown
+  /** the syscall record type; sys_write by default */
+  type?: SyscallRecordType;
+  /** sys_read: response time, 0 (the default) = none */
+  response?: number;
 }
 
 export interface BlockIoFields {
@@ -56,8 +60,10 @@ export class EventBatch {
   readonly kind: Uint32Array;
   /** block_io error (negative errno) */
   readonly error: Int32Array;
-  /** sys_write store target id, 0 = unknown */
+  /** syscall store target id, 0 = unknown */
   readonly target: Uint32Array;
+  /** sys_read response_ns, 0 = none */
+  readonly response: Float64Array;
 
   /**
    * Columns live in `memory`, which may be a SharedArrayBuffer so that the
@@ -81,6 +87,7 @@ export class EventBatch {
     this.bytes = take((b, o, n) => new Float64Array(b, o, n), 8);
     this.handle = take((b, o, n) => new Float64Array(b, o, n), 8);
     this.result = take((b, o, n) => new Float64Array(b, o, n), 8);
+    this.response = take((b, o, n) => new Float64Array(b, o, n), 8);
     this.service = take((b, o, n) => new Uint32Array(b, o, n), 4);
     this.ctx = take((b, o, n) => new Uint32Array(b, o, n), 4);
     this.pid = take((b, o, n) => new Uint32Array(b, o, n), 4);
@@ -95,7 +102,7 @@ export class EventBatch {
   /** Bytes of memory a batch of `capacity` rows needs. */
   static bytesFor(capacity: number): number {
     const padded = (width: number) => Math.ceil((capacity * width) / 8) * 8;
-    return 5 * padded(8) + 8 * padded(4) + padded(1);
+    return 6 * padded(8) + 8 * padded(4) + padded(1);
   }
 
   get full(): boolean {
@@ -128,13 +135,15 @@ export class EventBatch {
     return i;
   }
 
+  /** A syscall event: sys_write unless f.type says another. */
   pushSysWrite(f: SysWriteFields): void {
-    const i = this.pushCommon(RecordType.SysWrite, f);
+    const i = this.pushCommon(f.type ?? RecordType.SysWrite, f);
     this.handle[i] = f.fd;
     this.result[i] = f.ret;
     this.kind[i] = f.syscall;
     this.error[i] = 0;
     this.target[i] = f.target ?? 0;
+    this.response[i] = f.response ?? 0;
   }
 
   pushBlockIo(f: BlockIoFields): void {
@@ -144,5 +153,6 @@ export class EventBatch {
     this.kind[i] = f.op;
     this.error[i] = f.error;
     this.target[i] = 0;
+    this.response[i] = 0;
   }
 }

@@ -22,7 +22,7 @@ import {
   recordProblem,
   RecordProblem,
   RecordType,
-  SysWriteLayout,
+  SyscallLayout,
   SYSCALL_FLAGS,
   type RecordProblemCode,
   TARGET_ID_WINDOW,
@@ -141,7 +141,7 @@ export class RecordDecoder {
    */
   private keepWithoutContext(view: DataView, off: number, type: number): boolean {
     const flags = view.getUint32(
-      off + (type === RecordType.SysWrite ? SysWriteLayout.syscall : BlockIoLayout.flags),
+      off + (type === RecordType.BlockIo ? BlockIoLayout.flags : SyscallLayout.syscall),
       true,
     );
     if (flags & EVENT_CONTEXT_ONLY) return false;
@@ -214,13 +214,14 @@ export class RecordDecoder {
     out.comm[i] = ids.commId;
     out.service[i] = ids.serviceId;
     out.ctx[i] = ctx;
-    if (type === RecordType.SysWrite) {
-      out.bytes[i] = viewU53(v, off + SysWriteLayout.count);
-      out.handle[i] = v.getInt32(off + SysWriteLayout.fd, true);
-      out.result[i] = viewI53(v, off + SysWriteLayout.ret);
-      out.kind[i] = v.getUint32(off + SysWriteLayout.syscall, true) & ~SYSCALL_FLAGS;
+    if (type !== RecordType.BlockIo) {
+      out.bytes[i] = viewU53(v, off + SyscallLayout.count);
+      out.handle[i] = v.getInt32(off + SyscallLayout.fd, true);
+      out.result[i] = viewI53(v, off + SyscallLayout.ret);
+      out.kind[i] = v.getUint32(off + SyscallLayout.syscall, true) & ~SYSCALL_FLAGS;
       out.error[i] = 0;
-      out.target[i] = this.storeTargetId(viewU53(v, off + SysWriteLayout.targetId));
+      out.target[i] = this.storeTargetId(viewU53(v, off + SyscallLayout.targetId));
+      out.response[i] = viewU53(v, off + SyscallLayout.responseNs);
     } else {
       out.bytes[i] = v.getUint32(off + BlockIoLayout.bytes, true);
       out.handle[i] = encodeDevice(
@@ -231,6 +232,7 @@ export class RecordDecoder {
       out.kind[i] = v.getUint32(off + BlockIoLayout.op, true);
       out.error[i] = blockStatusErrno(v.getInt32(off + BlockIoLayout.status, true));
       out.target[i] = 0;
+      out.response[i] = 0;
     }
   }
 

@@ -13,6 +13,7 @@ import {
   type CounterConfiguration,
 } from 'prom-client';
 import type { CounterSnapshot } from '../status';
+import type { EventType } from '../../core/model';
 import type { ShipStatus } from '../ship/shipper';
 
 /** What a scrape reads from the running agent. */
@@ -29,16 +30,26 @@ export interface AgentReadings {
 
 type Key = keyof CounterSnapshot;
 
-const EVENTS_BY_TYPE: Record<string, Key> = { sys_write: 'sysWriteEmitted', block_io: 'blockIoEmitted' };
+const EVENTS_BY_TYPE: Record<EventType, Key> = {
+  sys_write: 'sysWriteEmitted',
+  sys_read: 'sysReadEmitted',
+  sys_fsync: 'sysFsyncEmitted',
+  sys_connect: 'sysConnectEmitted',
+  block_io: 'blockIoEmitted',
+};
 const RECORDS_BY_KIND: Record<string, Key> = { context: 'contextEmitted', target: 'targetEmitted' };
 /** everything lost, by where it was lost (records for the ring and tables, events for the store) */
 const DROPS_BY_REASON: Record<string, Key> = {
   sys_write_ring_full: 'sysWriteDropped',
+  sys_read_ring_full: 'sysReadDropped',
+  sys_fsync_ring_full: 'sysFsyncDropped',
+  sys_connect_ring_full: 'sysConnectDropped',
   block_io_ring_full: 'blockIoDropped',
   context_ring_full: 'contextDropped',
   target_ring_full: 'targetDropped',
   thread_table_full: 'threadTableFull',
   request_table_full: 'requestTableFull',
+  connect_table_full: 'connectTableFull',
   corrupt_record: 'corruptRecords',
   disk_full: 'diskFullDropped',
   store_error: 'storeErrorDropped',

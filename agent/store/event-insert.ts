@@ -2,12 +2,12 @@
  * The events of one record type go in with one `INSERT ... SELECT` per
  * transaction from kreplay_batch (native/sqlite/kreplay_batch.c), a
  * table-valued function over the batch's columns bound as blobs: SQLite
- * reads the typed arrays itself, where binding 13 values a row from
+ * reads the typed arrays itself, where binding 14 values a row from
  * JavaScript cost about as much as the B-tree work (issue 14).
  */
 import type Database from 'better-sqlite3';
 import path from 'node:path';
-import { RecordType } from '../../core/model';
+import { RecordType, SYSCALL_RECORD_TYPES } from '../../core/model';
 import { columnsOf } from '../../core/store/event-columns';
 import { repoRoot } from '../../core/repo-root';
 import type { EventBatch } from '../ingest/event-batch';
@@ -32,6 +32,7 @@ const BATCH_COLUMNS = [
   'kind',
   'error',
   'target',
+  'response',
 ] as const satisfies readonly (keyof EventBatch)[];
 
 /*
@@ -57,9 +58,10 @@ const SOURCES: Record<string, string> = {
   sector: 'result',
   op: 'kind',
   error: 'error',
+  response_ns: 'response',
 };
 const COMMON_COLUMNS = columnsOf('all');
-const TYPES = [RecordType.SysWrite, RecordType.BlockIo] as const;
+const TYPES = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo] as const;
 
 function blob(column: ArrayBufferView & { BYTES_PER_ELEMENT: number }, start: number, end: number): Buffer {
   const width = column.BYTES_PER_ELEMENT;

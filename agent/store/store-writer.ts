@@ -4,7 +4,7 @@ import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { corruptStoreError, isCorruption, openWriteStore, type StoreInfo } from '../../core/store/schema';
-import { RecordType } from '../../core/model';
+import { RecordType, SYSCALL_RECORD_TYPES } from '../../core/model';
 import type { EventBatch } from '../ingest/event-batch';
 import {
   CheckpointPolicy,
@@ -139,8 +139,8 @@ export class StoreWriter {
   checkpointFailure: Error | null = null;
   private runId = 0;
   private readonly lastCounters = new Map<string, number>();
-  private readonly sysWrites: EventInsert;
-  private readonly blockIos: EventInsert;
+  /** one per record type */
+  private readonly inserts: EventInsert[];
   private readonly setNextSeq: Database.Statement<[string]>;
   private readonly insertService: Database.Statement<NameEntry>;
   private readonly insertComm: Database.Statement<NameEntry>;
@@ -185,8 +185,7 @@ export class StoreWriter {
         )
       : null;
     EventInsert.prepareConnection(db);
-    this.sysWrites = new EventInsert(db, RecordType.SysWrite);
-    this.blockIos = new EventInsert(db, RecordType.BlockIo);
+    this.inserts = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo].map((type) => new EventInsert(db, type));
     this.nextSeq = Number(
       (db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`).get() as { value: string }).value,
     );
@@ -199,8 +198,8 @@ export class StoreWriter {
       for (const entry of names.comms) this.insertComm.run(...entry);
       for (const entry of names.contexts) this.insertContext.run(...entry);
       for (const entry of names.targets) this.insertTarget.run(...entry);
-      let seq = this.sysWrites.run(batch, this.nextSeq, start, end);
-      seq = this.blockIos.run(batch, seq, start, end);
+      let seq = this.nextSeq;
+      for (const insert of this.inserts) seq = insert.run(batch, seq, start, end);
       this.setNextSeq.run(String(seq));
       return seq;
     });

@@ -47,6 +47,7 @@ interface AgentFlags extends LogFlags {
   storeCacheMb: number;
   attribution: boolean;
   targets: boolean;
+  captureReads?: boolean;
   quiet: boolean;
   statusInterval: number;
   onCorrupt: OnCorrupt;
@@ -128,6 +129,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
           minDurationNs: flags.minDurationNs,
           attribution: flags.attribution,
           targets: flags.targets,
+          captureReads: flags.captureReads ?? config.capture.capture_reads,
         },
         batchRows: AGENT_BATCH_ROWS,
         flushIntervalMs: 200,
@@ -165,7 +167,9 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
 export function registerAgentCommand(program: Command): Command {
   const command = program
     .command('agent')
-    .description('trace write-family syscalls and block I/O into <data-dir>/<node>.db (needs root)')
+    .description(
+      'trace writes, sends, reads, fsyncs, connects and block I/O into <data-dir>/<node>.db (needs root)',
+    )
     .requiredOption('--data-dir <dir>', 'directory for the node store')
     .option('--node <name>', 'node name (default: the host name)')
     .option('--config <file>', 'service rules, JSON or YAML')
@@ -184,6 +188,10 @@ export function registerAgentCommand(program: Command): Command {
       '--sample-background <1/N>',
       'keep one in N writes made outside any transaction, in the kernel (the run records N)',
       parsedOption(parseSampleRate, false),
+    )
+    .option(
+      '--capture-reads',
+      'record the reads of threads outside any transaction too (by default only those of threads with a context)',
     )
     .option('--pid <pid>', 'same as --include pid:N (repeatable)', collectIntegers(1, 4194304))
     .option('--comm <comm>', 'same as --include comm:NAME')

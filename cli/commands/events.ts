@@ -1,6 +1,6 @@
 /** `kreplay events`: the GET /api/events query from the command line, every page of it. */
 import { Option, type Command } from 'commander';
-import { eventToJson, type ApiEvent } from '../../core/model';
+import { EVENT_TYPES, eventToJson, type ApiEvent } from '../../core/model';
 import {
   parseDurationMsNs,
   parseEventTypes,
@@ -29,7 +29,12 @@ export const QUERY_FLAGS: { option: Option; param: string }[] = (
     ['--trace <id>', 'trace_id', 'trace_id', parseText],
     ['--service <name>', 'service', 'service_name, exactly', parseText],
     ['--node <name>', 'node', 'node', parseText],
-    ['--type <types>', 'event_type', 'sys_write, block_io, or both comma-separated', parseEventTypes],
+    [
+      '--type <types>',
+      'event_type',
+      `${EVENT_TYPES.join(', ')}, or several comma-separated`,
+      parseEventTypes,
+    ],
     ['--from <time>', 'from', 'from this time on (epoch ns or RFC 3339)', parseTimeNs],
     ['--to <time>', 'to', 'before this time (epoch ns or RFC 3339)', parseTimeNs],
     ['--min-ms <ms>', 'min_duration_ms', 'only calls at least this long (decimal ms)', parseDurationMsNs],

@@ -1,20 +1,53 @@
 /** Names the API and the store give to the kernel's numeric codes. */
 import { RecordType } from './record-layout';
 
-export const EVENT_TYPES = ['sys_write', 'block_io'] as const;
+/** Every event_type, in record type order. All but block_io are syscall types with the same fields. */
+export const EVENT_TYPES = ['sys_write', 'block_io', 'sys_read', 'sys_fsync', 'sys_connect'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
+export type SyscallEventType = Exclude<EventType, 'block_io'>;
 
 export const EVENT_TYPE_CODE: Record<EventType, number> = {
   sys_write: RecordType.SysWrite,
   block_io: RecordType.BlockIo,
+  sys_read: RecordType.SysRead,
+  sys_fsync: RecordType.SysFsync,
+  sys_connect: RecordType.SysConnect,
 };
 
+const TYPE_BY_CODE: Record<number, EventType> = Object.fromEntries(
+  EVENT_TYPES.map((type) => [EVENT_TYPE_CODE[type], type]),
+);
+
 export function eventTypeName(code: number): EventType {
-  return code === RecordType.BlockIo ? 'block_io' : 'sys_write';
+  return TYPE_BY_CODE[code] ?? 'sys_write';
 }
 
-/** enum kr_syscall, index = code */
-export const SYSCALL_NAMES = ['unknown', 'write', 'writev', 'pwrite64', 'pwritev', 'pwritev2'] as const;
+/** enum kr_syscall_code, index = code; send(2) is sendto in the kernel, sendfile is sendfile64 */
+export const SYSCALL_NAMES = [
+  'unknown',
+  'write',
+  'writev',
+  'pwrite64',
+  'pwritev',
+  'pwritev2',
+  'sendto',
+  'sendmsg',
+  'sendmmsg',
+  'sendfile',
+  'read',
+  'readv',
+  'pread64',
+  'preadv',
+  'preadv2',
+  'recvfrom',
+  'recvmsg',
+  'recvmmsg',
+  'fsync',
+  'fdatasync',
+  'sync_file_range',
+  'syncfs',
+  'connect',
+] as const;
 
 export function syscallName(code: number): string {
   return SYSCALL_NAMES[code] ?? `syscall_${code}`;

@@ -21,15 +21,37 @@ interface CommonFields {
   bytes: number;
 }
 
-export interface SysWriteEvent extends CommonFields {
-  event_type: 'sys_write';
+/** The fields of every syscall type (all but block_io). */
+interface SyscallFields extends CommonFields {
   syscall: string;
   fd: number;
+  /** bytes (messages for sendmmsg/recvmmsg, 0 for fsync and connect), or negative errno */
   ret: number;
   /** null when the fd was not open (EBADF) or its target was lost */
   target_kind: TargetKind | null;
   target: string | null;
 }
+
+export interface SysWriteEvent extends SyscallFields {
+  event_type: 'sys_write';
+}
+
+export interface SysReadEvent extends SyscallFields {
+  event_type: 'sys_read';
+  /** a socket's first read after a send on it: from the end of that send to the end of this read */
+  response_ns: bigint | null;
+}
+
+export interface SysFsyncEvent extends SyscallFields {
+  event_type: 'sys_fsync';
+}
+
+/** duration_ns: until the connection was established or failed; ret: 0 or its negative errno */
+export interface SysConnectEvent extends SyscallFields {
+  event_type: 'sys_connect';
+}
+
+export type SyscallEvent = SysWriteEvent | SysReadEvent | SysFsyncEvent | SysConnectEvent;
 
 export interface BlockIoEvent extends CommonFields {
   event_type: 'block_io';
@@ -39,7 +61,7 @@ export interface BlockIoEvent extends CommonFields {
   error: number;
 }
 
-export type ApiEvent = SysWriteEvent | BlockIoEvent;
+export type ApiEvent = SyscallEvent | BlockIoEvent;
 
 /** A write's target as its store's dictionary holds it. */
 export interface Target {
@@ -84,9 +106,32 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
     };
   }
   const target = names.target(row.target === null ? null : Number(row.target));
+  const type = eventTypeName(Number(row.type));
+  if (type === 'sys_read') {
+    return {
+      event_id: eventId,
+      event_type: type,
+      timestamp_ns: row.ts,
+      duration_ns: row.dur,
+      service_name: serviceName,
+      transaction_id: ctx.transaction_id,
+      trace_id: ctx.trace_id,
+      node: names.node,
+      pid: Number(row.pid),
+      tid: Number(row.tid),
+      comm,
+      bytes: Number(row.bytes),
+      syscall: syscallName(Number(row.syscall ?? 0)),
+      fd: Number(row.fd ?? -1),
+      ret: Number(row.ret ?? 0),
+      target_kind: target && target.kind,
+      target: target && target.value,
+      response_ns: row.response_ns,
+    };
+  }
   return {
     event_id: eventId,
-    event_type: eventTypeName(Number(row.type)) as 'sys_write',
+    event_type: type as Exclude<SyscallEvent['event_type'], 'sys_read'>,
     timestamp_ns: row.ts,
     duration_ns: row.dur,
     service_name: serviceName,
@@ -129,6 +174,8 @@ export function eventToJson(event: ApiEvent, int64AsString = false, extra?: Reco
       ? `,"device":${jsonString(event.device)},"sector":${event.sector},"op":${jsonString(event.op)},"error":${event.error}`
       : `,"syscall":${jsonString(event.syscall)},"fd":${event.fd},"ret":${event.ret}` +
         `,"target_kind":${jsonString(event.target_kind)},"target":${jsonString(event.target)}`;
+  if (event.event_type === 'sys_read')
+    text += `,"response_ns":${event.response_ns === null ? 'null' : int64Json(event.response_ns, int64AsString)}`;
   return withJsonFields(`${text}}`, extra, int64AsString);
 }
 

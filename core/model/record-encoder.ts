@@ -5,7 +5,7 @@ import {
   EventLayout,
   RecordHead,
   RecordType,
-  SysWriteLayout,
+  SyscallLayout,
   TargetLayout,
 } from './record-layout';
 
@@ -41,11 +41,11 @@ export function sysWriteRecord(
 ): Buffer {
   const buf = Buffer.alloc(EventLayout.bytes);
   writeEvent(buf, 0, RecordType.SysWrite, f);
-  buf.writeBigInt64LE(BigInt(f.ret), SysWriteLayout.ret);
-  buf.writeBigUInt64LE(BigInt(f.count), SysWriteLayout.count);
-  buf.writeInt32LE(f.fd, SysWriteLayout.fd);
-  buf.writeUInt32LE(f.syscall, SysWriteLayout.syscall);
-  buf.writeBigUInt64LE(BigInt(f.targetId ?? 0), SysWriteLayout.targetId);
+  buf.writeBigInt64LE(BigInt(f.ret), SyscallLayout.ret);
+  buf.writeBigUInt64LE(BigInt(f.count), SyscallLayout.count);
+  buf.writeInt32LE(f.fd, SyscallLayout.fd);
+  buf.writeUInt32LE(f.syscall, SyscallLayout.syscall);
+  buf.writeBigUInt64LE(BigInt(f.targetId ?? 0), SyscallLayout.targetId);
   return buf;
 }
 

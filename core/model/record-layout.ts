@@ -3,7 +3,15 @@
  * Mirrors bpf/capture.h field for field; test/unit/record-layout.test.ts
  * compiles that header and fails when an offset here drifts.
  */
-export const RecordType = { SysWrite: 1, BlockIo: 2, Context: 3, Target: 4 } as const;
+export const RecordType = {
+  SysWrite: 1,
+  BlockIo: 2,
+  Context: 3,
+  Target: 4,
+  SysRead: 5,
+  SysFsync: 6,
+  SysConnect: 7,
+} as const;
 export type RecordTypeValue = (typeof RecordType)[keyof typeof RecordType];
 
 export const COMM_LEN = 16;
@@ -14,7 +22,20 @@ export const MAX_FILTER_CGROUPS = 16384;
 export const EVENT_CONTEXT_ONLY = 0x8000_0000;
 /** KR_EVENT_SAMPLE_IN_USER: a write of a thread with a context, to sample when that context holds nothing. */
 export const EVENT_SAMPLE_IN_USER = 0x4000_0000;
-/** The flag bits of kr_sys_write.syscall. */
+/** The record types of struct kr_syscall events (all events but block_io). */
+export const SYSCALL_RECORD_TYPES = [
+  RecordType.SysWrite,
+  RecordType.SysRead,
+  RecordType.SysFsync,
+  RecordType.SysConnect,
+] as const;
+export type SyscallRecordType = (typeof SYSCALL_RECORD_TYPES)[number];
+
+export function isSyscallRecord(type: number): type is SyscallRecordType {
+  return type === RecordType.SysWrite || (type >= RecordType.SysRead && type <= RecordType.SysConnect);
+}
+
+/** The flag bits of kr_syscall.syscall. */
 export const SYSCALL_FLAGS = EVENT_CONTEXT_ONLY | EVENT_SAMPLE_IN_USER;
 export const CONTEXT_DATA_LEN = 1024;
 export const TARGET_PATH_MAX = 1024;
@@ -35,11 +56,21 @@ export const EventLayout = {
   pid: 40,
   tid: 44,
   comm: 48,
-  bytes: 96,
+  bytes: 104,
 } as const;
 
-/** struct kr_sys_write, inside kr_event's union */
-export const SysWriteLayout = { ret: 64, count: 72, fd: 80, syscall: 84, targetId: 88 } as const;
+/** struct kr_syscall, inside kr_event's union: every event type but block_io */
+export const SyscallLayout = {
+  ret: 64,
+  count: 72,
+  fd: 80,
+  syscall: 84,
+  targetId: 88,
+  responseNs: 96,
+} as const;
+
+/** KR_MAX_MMSG: the messages of a sendmmsg/recvmmsg whose bytes are counted */
+export const MAX_MMSG = 64;
 
 /** struct kr_block_io, inside kr_event's union */
 export const BlockIoLayout = {
@@ -98,6 +129,13 @@ export const KernelCounter = {
   targetDropped: 8,
   targetEmitted: 9,
   sysWriteSampledOut: 10,
+  sysReadEmitted: 11,
+  sysReadDropped: 12,
+  sysFsyncEmitted: 13,
+  sysFsyncDropped: 14,
+  sysConnectEmitted: 15,
+  sysConnectDropped: 16,
+  connectTableFull: 17,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];
@@ -117,7 +155,7 @@ export function kernelCounters(values: readonly number[]): Record<KernelCounterN
  */
 export function recordBytes(buf: Buffer, at: number): number {
   const type = buf.readUInt32LE(at + RecordHead.type);
-  if (type === RecordType.SysWrite || type === RecordType.BlockIo) return EventLayout.bytes;
+  if (type === RecordType.BlockIo || isSyscallRecord(type)) return EventLayout.bytes;
   if (type === RecordType.Context) return ContextLayout.bytes;
   if (type !== RecordType.Target) return -1;
   if (buf.length - at < TargetLayout.data) return TargetLayout.data;

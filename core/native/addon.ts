@@ -39,6 +39,8 @@ export interface NativeCaptureConfig {
   minDurationNs: number;
   attribution: boolean;
   targets: boolean;
+  /** reads of threads without a context too */
+  captureReads: boolean;
 }
 
 export interface ProgramStats {

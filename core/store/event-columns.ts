@@ -1,20 +1,26 @@
 /**
  * The events table's columns: the one list the migrations' DDL, the agent's
  * INSERT, the daemon's SELECT and the EventRow types are all made from.
- * Per-type columns name the record type that fills them (NULL for the
+ * Per-type columns name the record types that fill them (NULL for the
  * others); `since` is the schema version that added the column, so the v1
  * CREATE TABLE and the later ALTERs come from here too.
  * test/unit/event-columns.test.ts checks a migrated store against it.
  */
-import { RecordType, type RecordTypeValue } from '../model/record-layout';
+import { RecordType, SYSCALL_RECORD_TYPES, type RecordTypeValue } from '../model/record-layout';
 
 /** The store schema version that added write targets. */
 export const TARGETS_SCHEMA_VERSION = 2;
 
+/** The store schema version that added sys_read, sys_fsync, sys_connect and reads' response_ns. */
+export const SYSCALL_TYPES_SCHEMA_VERSION = 6;
+
+const BLOCK_IO = [RecordType.BlockIo] as const;
+const SYS_READ = [RecordType.SysRead] as const;
+
 export interface EventColumn {
   name: string;
-  /** filled for every event, or only by events of this record type */
-  of: 'all' | RecordTypeValue;
+  /** filled for every event, or only by events of these record types */
+  of: 'all' | readonly RecordTypeValue[];
   nullable: boolean;
   /** the schema version that added it */
   since: number;
@@ -31,14 +37,15 @@ export const EVENT_COLUMN_TABLE = [
   { name: 'tid', of: 'all', nullable: false, since: 1 },
   { name: 'comm', of: 'all', nullable: false, since: 1 },
   { name: 'bytes', of: 'all', nullable: false, since: 1 },
-  { name: 'fd', of: RecordType.SysWrite, nullable: true, since: 1 },
-  { name: 'ret', of: RecordType.SysWrite, nullable: true, since: 1 },
-  { name: 'syscall', of: RecordType.SysWrite, nullable: true, since: 1 },
-  { name: 'dev', of: RecordType.BlockIo, nullable: true, since: 1 },
-  { name: 'sector', of: RecordType.BlockIo, nullable: true, since: 1 },
-  { name: 'op', of: RecordType.BlockIo, nullable: true, since: 1 },
-  { name: 'error', of: RecordType.BlockIo, nullable: true, since: 1 },
-  { name: 'target', of: RecordType.SysWrite, nullable: true, since: TARGETS_SCHEMA_VERSION },
+  { name: 'fd', of: SYSCALL_RECORD_TYPES, nullable: true, since: 1 },
+  { name: 'ret', of: SYSCALL_RECORD_TYPES, nullable: true, since: 1 },
+  { name: 'syscall', of: SYSCALL_RECORD_TYPES, nullable: true, since: 1 },
+  { name: 'dev', of: BLOCK_IO, nullable: true, since: 1 },
+  { name: 'sector', of: BLOCK_IO, nullable: true, since: 1 },
+  { name: 'op', of: BLOCK_IO, nullable: true, since: 1 },
+  { name: 'error', of: BLOCK_IO, nullable: true, since: 1 },
+  { name: 'target', of: SYSCALL_RECORD_TYPES, nullable: true, since: TARGETS_SCHEMA_VERSION },
+  { name: 'response_ns', of: SYS_READ, nullable: true, since: SYSCALL_TYPES_SCHEMA_VERSION },
 ] as const satisfies readonly EventColumn[];
 
 type Columns = typeof EVENT_COLUMN_TABLE;
@@ -58,7 +65,9 @@ export const EVENT_COLUMNS = EVENT_COLUMN_TABLE.map((c) => c.name).join(', ');
 
 /** The columns every event fills (`all`), or those only events of one type fill, in table order. */
 export function columnsOf(of: 'all' | RecordTypeValue): EventColumnName[] {
-  return EVENT_COLUMN_TABLE.filter((c) => c.of === of).map((c) => c.name);
+  return EVENT_COLUMN_TABLE.filter((c) =>
+    c.of === 'all' ? of === 'all' : of !== 'all' && (c.of as readonly number[]).includes(of),
+  ).map((c) => c.name);
 }
 
 /** EVENT_COLUMNS as a store of `schemaVersion` can select them: NULL for a column it does not have yet. */

@@ -8,12 +8,17 @@
  * are partial because most events carry no context and most calls are fast.
  */
 import { KreplayError } from '../errors';
-import { eventColumnsAddedIn, eventColumnsDdl, TARGETS_SCHEMA_VERSION } from './event-columns';
+import {
+  eventColumnsAddedIn,
+  eventColumnsDdl,
+  SYSCALL_TYPES_SCHEMA_VERSION,
+  TARGETS_SCHEMA_VERSION,
+} from './event-columns';
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 /** Stores from this version on have a pruned table (retention). */
 export const RETENTION_SCHEMA_VERSION = 4;
@@ -124,6 +129,10 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE runs ADD COLUMN sample_background INTEGER NOT NULL DEFAULT 1;
   ALTER TABLE runs ADD COLUMN filter TEXT;
+  `,
+  // v6: sys_read, sys_fsync and sys_connect share sys_write's columns; a read's response time is new
+  `
+  ${eventColumnsAddedIn(SYSCALL_TYPES_SCHEMA_VERSION)}
   `,
 ];
 

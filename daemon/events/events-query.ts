@@ -10,6 +10,7 @@ import {
   parseText,
   parseTimeNs,
 } from '../http/query-values';
+import { EVENT_TYPES } from '../../core/model/event-types';
 import type { EventFilter } from '../store/event-filter';
 import { decodeCursor, filterHash } from './events-cursor';
 
@@ -34,7 +35,7 @@ export const eventFilterParams = {
   service: text.optional(),
   node: text.optional(),
   event_type: parsedParam(parseEventTypes)
-    .meta({ description: 'comma-separated: sys_write, block_io' })
+    .meta({ description: `comma-separated: ${EVENT_TYPES.join(', ')}` })
     .optional(),
   from: time('inclusive start').optional(),
   to: time('exclusive end').optional(),

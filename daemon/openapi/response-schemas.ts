@@ -29,17 +29,58 @@ const commonEvent = {
   bytes: z.number().int(),
 };
 
+/** The fields every syscall type has (all but block_io). */
+const syscallEvent = {
+  ...commonEvent,
+  syscall: z.string().meta({ description: 'which call: write, sendto, recvfrom, fdatasync, connect, ...' }),
+  fd: z.number().int(),
+  ret: z.number().int().meta({
+    description:
+      'bytes (messages for sendmmsg/recvmmsg; 0 for sys_fsync and a connect that succeeded), or a negative errno',
+  }),
+  target_kind: z.enum(TARGET_KINDS).nullable(),
+  target: z
+    .string()
+    .nullable()
+    .meta({ description: 'file path, socket peer (tcp 127.0.0.1:8080), pipe, ...' }),
+};
+
 export const sysWriteEventSchema = z
+  .strictObject({ ...syscallEvent, event_type: z.literal('sys_write') })
+  .meta({
+    id: 'SysWriteEvent',
+    description: 'write, writev, pwrite64, pwritev, pwritev2, sendto (send), sendmsg, sendmmsg, sendfile',
+  });
+
+export const sysReadEventSchema = z
   .strictObject({
-    ...commonEvent,
-    event_type: z.literal('sys_write'),
-    syscall: z.string(),
-    fd: z.number().int(),
-    ret: z.number().int(),
-    target_kind: z.enum(TARGET_KINDS).nullable(),
-    target: z.string().nullable(),
+    ...syscallEvent,
+    event_type: z.literal('sys_read'),
+    response_ns: int64.nullable().meta({
+      description:
+        "a socket's first read after a send on it: from the end of that send to the end of this read (the peer's response time as the caller saw it); null otherwise",
+    }),
   })
-  .meta({ id: 'SysWriteEvent' });
+  .meta({
+    id: 'SysReadEvent',
+    description:
+      'read, readv, pread64, preadv, preadv2, recvfrom (recv), recvmsg, recvmmsg: of threads in a transaction, all with --capture-reads',
+  });
+
+export const sysFsyncEventSchema = z
+  .strictObject({ ...syscallEvent, event_type: z.literal('sys_fsync') })
+  .meta({
+    id: 'SysFsyncEvent',
+    description: 'fsync, fdatasync, sync_file_range (bytes: its nbytes), syncfs',
+  });
+
+export const sysConnectEventSchema = z
+  .strictObject({ ...syscallEvent, event_type: z.literal('sys_connect') })
+  .meta({
+    id: 'SysConnectEvent',
+    description:
+      'duration_ns: until the TCP connection was established or failed, however the caller waited (non-blocking connects too); ret: 0 or its negative errno (-111 refused, -110 timed out, -103 closed by the caller first); target: the peer',
+  });
 
 export const blockIoEventSchema = z
   .strictObject({
@@ -53,7 +94,13 @@ export const blockIoEventSchema = z
   .meta({ id: 'BlockIoEvent' });
 
 export const eventSchema = z
-  .discriminatedUnion('event_type', [sysWriteEventSchema, blockIoEventSchema])
+  .discriminatedUnion('event_type', [
+    sysWriteEventSchema,
+    sysReadEventSchema,
+    sysFsyncEventSchema,
+    sysConnectEventSchema,
+    blockIoEventSchema,
+  ])
   .meta({ id: 'Event' });
 
 export const eventPageSchema = z

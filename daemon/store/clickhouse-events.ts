@@ -68,15 +68,23 @@ function toEvent(r: Row): ApiEvent {
       op: r.op as string,
       error: Number(r.error),
     };
-  return {
+  const call = {
     ...common,
-    event_type: 'sys_write',
     syscall: r.syscall as string,
     fd: Number(r.fd),
     ret: Number(r.ret),
     target_kind: r.target_kind as 'file' | null,
     target: r.target as string | null,
-  } as ApiEvent;
+  };
+  if (r.event_type === 'sys_read') {
+    const response = r.response_ns;
+    return {
+      ...call,
+      event_type: 'sys_read',
+      response_ns: response == null ? null : BigInt(response as string),
+    };
+  }
+  return { ...call, event_type: (r.event_type ?? 'sys_write') as 'sys_write' } as ApiEvent;
 }
 
 function lookupTerm(database: string, key: LookupKey, value: string): string {

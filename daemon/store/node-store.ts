@@ -54,10 +54,10 @@ const byNumber = (a: number, b: number) => a - b;
 
 export function toEventRow(values: unknown[]): EventRow {
   // prettier-ignore
-  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target] =
+  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns] =
     values as RawEventRow;
   // prettier-ignore
-  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target };
+  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns };
 }
 
 export interface StoreSummary {

@@ -10,7 +10,8 @@
  * elements of its column's C type; the type column (n bytes) gives n. Rows
  * whose type is not `row_type` are skipped; `k` numbers the rows returned
  * from 0. Whole-number doubles come back as integers, as SQLite's INTEGER
- * affinity would store them, and an id of 0 (ctx, target) comes back as NULL.
+ * affinity would store them, an id of 0 (ctx, target) and a time of 0
+ * (response) come back as NULL.
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,14 +21,15 @@
 SQLITE_EXTENSION_INIT1
 
 /* The EventBatch columns in the order of this table's visible columns after k: name and element type. */
-/* ID: a u32 id whose 0 means none (NULL), as the batch's ctx and target do */
-typedef enum { F64, U32, I32, ID } Kind;
+/* ID: a u32 id whose 0 means none (NULL), as the batch's ctx and target do; NS: an F64 time, 0 = none */
+typedef enum { F64, U32, I32, ID, NS } Kind;
 static const struct {
   const char *name;
   Kind kind;
 } kColumns[] = {
-    {"ts_offset", F64}, {"dur", F64}, {"bytes", F64}, {"handle", F64}, {"result", F64}, {"service", U32}, {"ctx", ID},
-    {"pid", U32},       {"tid", U32}, {"comm", U32},  {"kind", U32},   {"error", I32},  {"target", ID},
+    {"ts_offset", F64}, {"dur", F64},   {"bytes", F64}, {"handle", F64},  {"result", F64},
+    {"service", U32},   {"ctx", ID},    {"pid", U32},   {"tid", U32},     {"comm", U32},
+    {"kind", U32},      {"error", I32}, {"target", ID}, {"response", NS},
 };
 #define N_DATA ((int)(sizeof kColumns / sizeof kColumns[0]))
 /* visible: k, then the data columns; hidden (the arguments): row_type, types, then one blob per data column */
@@ -50,7 +52,7 @@ typedef struct {
   int rowType;
 } Cursor;
 
-static int widthOf(Kind kind) { return kind == F64 ? 8 : 4; }
+static int widthOf(Kind kind) { return kind == F64 || kind == NS ? 8 : 4; }
 
 static int batchConnect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **vtab, char **err) {
   (void)aux, (void)argc, (void)argv, (void)err;
@@ -171,10 +173,13 @@ static int batchColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int co
   const int i = col - 1;
   const int64_t r = c->row;
   switch (kColumns[i].kind) {
-    case F64: {
+    case F64:
+    case NS: {
       double v;
       memcpy(&v, (const char *)c->data[i] + r * 8, 8);
-      if (v == trunc(v) && fabs(v) < 9.2e18)
+      if (v == 0 && kColumns[i].kind == NS)
+        sqlite3_result_null(ctx);
+      else if (v == trunc(v) && fabs(v) < 9.2e18)
         sqlite3_result_int64(ctx, (sqlite3_int64)v);
       else
         sqlite3_result_double(ctx, v);

@@ -45,6 +45,8 @@ describe('agent metrics (real kernel)', () => {
       'metrics',
       '--comm',
       comm,
+      // other processes' transactions (their writes, sends and reads) would be stored meanwhile
+      '--filter-transactions',
       '--metrics-listen',
       '127.0.0.1:0',
     ]);

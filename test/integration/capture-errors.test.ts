@@ -40,7 +40,7 @@ describeKernel('capture privileges', () => {
       const none = { pids: [], comms: [], cgroupIds: [] };
       const config = { ringBufferBytes: 65536, wakeupBytes: 4096, pollTimeoutMs: 100, selfTgid: 0,
         filter: { include: none, exclude: none, includes: false, cgroupFilter: false, transactions: false },
-        sampleBackground: 1, minDurationNs: 0, attribution: true, targets: true };
+        sampleBackground: 1, minDurationNs: 0, attribution: true, targets: true, captureReads: false };
       try { new CaptureSession(config, () => {}, () => {}); } catch (e) { console.log(JSON.stringify([e.code, e.message])); }`;
     const out = execFileSync(
       'setpriv',

@@ -11,7 +11,7 @@ import {
   EventLayout,
   RecordHead,
   RecordType,
-  SysWriteLayout,
+  SyscallLayout,
   TargetLayout,
   readCString,
   readI53,
@@ -20,6 +20,9 @@ import {
   recordBytes,
   recordProblem,
   RecordProblem,
+  eventTypeName,
+  isSyscallRecord,
+  type SyscallEventType,
 } from '../../core/model';
 
 interface EventCommon {
@@ -34,15 +37,21 @@ interface EventCommon {
   comm: string;
 }
 
-export interface DecodedSysWrite extends EventCommon {
-  type: 'sys_write';
+/** sys_write, sys_read, sys_fsync and sys_connect: one layout (struct kr_syscall). */
+export interface DecodedSyscall extends EventCommon {
+  type: SyscallEventType;
   ret: number;
   count: number;
   fd: number;
+  /** the code and its flag bits, as the kernel wrote them */
   syscall: number;
   /** 0: unknown */
   targetId: number;
+  /** 0: none */
+  responseNs: bigint;
 }
+
+export type DecodedSysWrite = DecodedSyscall & { type: 'sys_write' };
 
 export interface DecodedBlockIo extends EventCommon {
   type: 'block_io';
@@ -80,7 +89,7 @@ export interface DecodedTarget {
   data: Buffer;
 }
 
-export type DecodedRecord = DecodedSysWrite | DecodedBlockIo | DecodedContext | DecodedTarget;
+export type DecodedRecord = DecodedSyscall | DecodedBlockIo | DecodedContext | DecodedTarget;
 
 function eventCommon(buf: Buffer, at: number): EventCommon {
   return {
@@ -96,15 +105,16 @@ function eventCommon(buf: Buffer, at: number): EventCommon {
 }
 
 function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
-  if (type === RecordType.SysWrite) {
+  if (isSyscallRecord(type)) {
     return {
       ...eventCommon(buf, at),
-      type: 'sys_write',
-      ret: readI53(buf, at + SysWriteLayout.ret),
-      count: readU53(buf, at + SysWriteLayout.count),
-      fd: buf.readInt32LE(at + SysWriteLayout.fd),
-      syscall: buf.readUInt32LE(at + SysWriteLayout.syscall),
-      targetId: readU53(buf, at + SysWriteLayout.targetId),
+      type: eventTypeName(type) as SyscallEventType,
+      ret: readI53(buf, at + SyscallLayout.ret),
+      count: readU53(buf, at + SyscallLayout.count),
+      fd: buf.readInt32LE(at + SyscallLayout.fd),
+      syscall: buf.readUInt32LE(at + SyscallLayout.syscall),
+      targetId: readU53(buf, at + SyscallLayout.targetId),
+      responseNs: buf.readBigUInt64LE(at + SyscallLayout.responseNs),
     };
   }
   if (type === RecordType.BlockIo) {

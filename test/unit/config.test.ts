@@ -11,7 +11,7 @@ describe('agent config', () => {
     expect(loadConfig(`${dir.path}/c.yaml`)).toEqual({
       node: 'web-1',
       services: [{ service: 'api', match: { unit: 'api-*.service' } }],
-      capture: { exclude: [], filter_transactions: false, sample_background: 1 },
+      capture: { exclude: [], filter_transactions: false, sample_background: 1, capture_reads: false },
     });
     writeFileSync(
       `${dir.path}/c.json`,
@@ -54,6 +54,7 @@ describe('agent config', () => {
       '  exclude: ["cgroup:/user.slice/*"]',
       '  filter_transactions: true',
       '  sample_background: 1/100',
+      '  capture_reads: true',
     ].join('\n');
     expect(parseConfig(yaml, 'c.yaml', 'yaml').capture).toEqual({
       include: [
@@ -66,6 +67,7 @@ describe('agent config', () => {
       exclude: [{ kind: 'cgroup', path: '/user.slice/*' }],
       filter_transactions: true,
       sample_background: 100,
+      capture_reads: true,
     });
     expect(parseConfig('capture: { sample_background: 8 }', 'c.yaml', 'yaml').capture.sample_background).toBe(
       8,

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { EventInsert } from '../../agent/store/event-insert';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
-import { RecordType } from '../../core/model';
+import { RecordType, SYSCALL_RECORD_TYPES } from '../../core/model';
 import { EVENT_COLUMNS } from '../../core/store/event-columns';
 import { useTempDir } from '../support/temp-dir';
 
@@ -42,27 +42,32 @@ function mixedBatch(): EventBatch {
     } else {
       batch.pushSysWrite({
         ...common,
+        // every syscall type; reads with and without a response time
+        type: SYSCALL_RECORD_TYPES[i % SYSCALL_RECORD_TYPES.length],
         fd: i % 9 === 0 ? -1 : i,
         ret: i % 6 === 0 ? -28 : i,
         syscall: 1 + (i % 3),
         target: i % 3 === 0 ? 0 : 7 + i,
+        response: i % 10 === 1 ? 0 : 2 ** 40 + i,
       });
     }
   }
   return batch;
 }
 
-/* The rows as the batch holds them, in the order EventInsert numbers them: a chunk's writes, then its block requests. */
+/* The rows as the batch holds them, in the order EventInsert numbers them: a chunk's rows type by type. */
+const INSERT_ORDER = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo];
+
 type Row = (bigint | null)[];
 
 function expectedRows(batch: EventBatch, chunks: [number, number][]): Row[] {
   const rows: Row[] = [];
   let seq = 1;
   for (const [start, end] of chunks) {
-    for (const type of [RecordType.SysWrite, RecordType.BlockIo]) {
+    for (const type of INSERT_ORDER) {
       for (let i = start; i < end; i++) {
         if (batch.type[i] !== type) continue;
-        const write = type === RecordType.SysWrite;
+        const write = type !== RecordType.BlockIo;
         const id = (v: number) => (v === 0 ? null : BigInt(v));
         rows.push([
           BASE + BigInt(batch.tsOffset[i]!),
@@ -83,6 +88,7 @@ function expectedRows(batch: EventBatch, chunks: [number, number][]): Row[] {
           write ? null : BigInt(batch.kind[i]!),
           write ? null : BigInt(batch.error[i]!),
           write ? id(batch.target[i]!) : null,
+          type === RecordType.SysRead ? id(batch.response[i]!) : null,
         ]);
       }
     }
@@ -122,16 +128,14 @@ describe('EventInsert (kreplay_batch)', () => {
   it('numbers each transaction of a batch split under a small cap on from the last', () => {
     const writer = StoreWriter.open(dir.path, 'split');
     const batch = mixedBatch();
-    const insert = new EventInsert(writer.db, RecordType.SysWrite);
-    const blocks = new EventInsert(writer.db, RecordType.BlockIo);
+    const inserts = INSERT_ORDER.map((type) => new EventInsert(writer.db, type));
     let seq = 1;
     for (const [start, end] of [
       [0, 333],
       [333, 334],
       [334, ROWS],
     ] as [number, number][]) {
-      seq = insert.run(batch, seq, start, end);
-      seq = blocks.run(batch, seq, start, end);
+      for (const insert of inserts) seq = insert.run(batch, seq, start, end);
     }
     expect(seq).toBe(ROWS + 1);
     writer.close();
@@ -157,21 +161,22 @@ describe('EventInsert (kreplay_batch)', () => {
       ...Array(11)
         .fill(null)
         .map((_, i) => blob(i < 3 ? 16 : 8)),
+      blob(16),
     ];
     expect(() =>
       db
-        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
+        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(15)}?)`)
         .pluck()
         .get(...args(8)),
     ).toThrow(/kreplay_batch: dur holds 8 bytes, expected 16 for 2 rows/);
     expect(
       db
-        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
+        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(15)}?)`)
         .pluck()
         .get(...args(16)),
     ).toBe(0);
     expect(() => db.prepare("SELECT * FROM kreplay_batch(1, x'00')").all()).toThrow(
-      /kreplay_batch takes 15 arguments/,
+      /kreplay_batch takes 16 arguments/,
     );
     db.close();
   });

@@ -4,7 +4,7 @@ import { ServiceResolver } from '../../agent/attribution/service-resolver';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { CorruptRecordError, RecordDecoder } from '../../agent/ingest/record-decoder';
 import { silentLogger } from '../../core/log/logger';
-import { ContextKind, RecordType, targetKindCode } from '../../core/model';
+import { ContextKind, EventLayout, RecordHead, RecordType, targetKindCode } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 import {
   blockIoRecord,
@@ -166,15 +166,19 @@ describe('RecordDecoder', () => {
       'a target record whose size does not match its data',
       (b: Buffer) =>
         Buffer.concat([
-          b.subarray(0, 96),
+          b.subarray(0, EventLayout.bytes),
           fileTargetRecord({ targetId: 1, kind: 1, path: '/a/b' }).fill(0xff, 30, 32),
-          b.subarray(96),
+          b.subarray(EventLayout.bytes),
         ]),
       /type 4 with size 56, expected/,
     ],
-    ['a truncated head', (b: Buffer) => b.subarray(0, b.length - 100), /runs past the end/],
-    ['an unknown type', (b: Buffer) => (b.writeUInt32LE(42, 96), b), /unknown record type 42/],
-    ['a wrong size', (b: Buffer) => (b.writeUInt32LE(95, 100), b), /size 95, expected 96/],
+    ['a truncated head', (b: Buffer) => b.subarray(0, 2 * EventLayout.bytes - 20), /runs past the end/],
+    ['an unknown type', (b: Buffer) => (b.writeUInt32LE(42, EventLayout.bytes), b), /unknown record type 42/],
+    [
+      'a wrong size',
+      (b: Buffer) => (b.writeUInt32LE(95, EventLayout.bytes + RecordHead.size), b),
+      new RegExp(`size 95, expected ${EventLayout.bytes}`),
+    ],
   ])('stops at %s, keeping the records before it', (_name, corrupt, message) => {
     const { writer, decoder, batch, sink } = setup();
     const buf = corrupt(Buffer.concat([write(), write(), write()]));

@@ -18,12 +18,13 @@ import {
   MAX_FILTER_PIDS,
   MAX_FILTER_COMMS,
   MAX_FILTER_CGROUPS,
+  MAX_MMSG,
   EVENT_CONTEXT_ONLY,
   EVENT_SAMPLE_IN_USER,
   RecordHead,
   RecordType,
   SYSCALL_NAMES,
-  SysWriteLayout,
+  SyscallLayout,
   TARGET_DATA_LEN,
   TARGET_ID_WINDOW,
   TARGET_KINDS,
@@ -50,6 +51,10 @@ const EXPECTED: Record<string, number> = {
   KR_RECORD_BLOCK_IO: RecordType.BlockIo,
   KR_RECORD_CONTEXT: RecordType.Context,
   KR_RECORD_TARGET: RecordType.Target,
+  KR_RECORD_SYS_READ: RecordType.SysRead,
+  KR_RECORD_SYS_FSYNC: RecordType.SysFsync,
+  KR_RECORD_SYS_CONNECT: RecordType.SysConnect,
+  KR_MAX_MMSG: MAX_MMSG,
   KR_TARGET_PATH_MAX: TARGET_PATH_MAX,
   KR_TARGET_NAME_MAX: TARGET_NAME_MAX,
   KR_TARGET_DATA_LEN: TARGET_DATA_LEN,
@@ -70,6 +75,23 @@ const EXPECTED: Record<string, number> = {
   KR_SYS_PWRITE64: SYSCALL_NAMES.indexOf('pwrite64'),
   KR_SYS_PWRITEV: SYSCALL_NAMES.indexOf('pwritev'),
   KR_SYS_PWRITEV2: SYSCALL_NAMES.indexOf('pwritev2'),
+  KR_SYS_SENDTO: SYSCALL_NAMES.indexOf('sendto'),
+  KR_SYS_SENDMSG: SYSCALL_NAMES.indexOf('sendmsg'),
+  KR_SYS_SENDMMSG: SYSCALL_NAMES.indexOf('sendmmsg'),
+  KR_SYS_SENDFILE: SYSCALL_NAMES.indexOf('sendfile'),
+  KR_SYS_READ: SYSCALL_NAMES.indexOf('read'),
+  KR_SYS_READV: SYSCALL_NAMES.indexOf('readv'),
+  KR_SYS_PREAD64: SYSCALL_NAMES.indexOf('pread64'),
+  KR_SYS_PREADV: SYSCALL_NAMES.indexOf('preadv'),
+  KR_SYS_PREADV2: SYSCALL_NAMES.indexOf('preadv2'),
+  KR_SYS_RECVFROM: SYSCALL_NAMES.indexOf('recvfrom'),
+  KR_SYS_RECVMSG: SYSCALL_NAMES.indexOf('recvmsg'),
+  KR_SYS_RECVMMSG: SYSCALL_NAMES.indexOf('recvmmsg'),
+  KR_SYS_FSYNC: SYSCALL_NAMES.indexOf('fsync'),
+  KR_SYS_FDATASYNC: SYSCALL_NAMES.indexOf('fdatasync'),
+  KR_SYS_SYNC_FILE_RANGE: SYSCALL_NAMES.indexOf('sync_file_range'),
+  KR_SYS_SYNCFS: SYSCALL_NAMES.indexOf('syncfs'),
+  KR_SYS_CONNECT: SYSCALL_NAMES.indexOf('connect'),
   KR_COUNTER_SYS_WRITE_EMITTED: KernelCounter.sysWriteEmitted,
   KR_COUNTER_SYS_WRITE_DROPPED: KernelCounter.sysWriteDropped,
   KR_COUNTER_BLOCK_IO_EMITTED: KernelCounter.blockIoEmitted,
@@ -81,6 +103,13 @@ const EXPECTED: Record<string, number> = {
   KR_COUNTER_TARGET_DROPPED: KernelCounter.targetDropped,
   KR_COUNTER_TARGET_EMITTED: KernelCounter.targetEmitted,
   KR_COUNTER_SYS_WRITE_SAMPLED_OUT: KernelCounter.sysWriteSampledOut,
+  KR_COUNTER_SYS_READ_EMITTED: KernelCounter.sysReadEmitted,
+  KR_COUNTER_SYS_READ_DROPPED: KernelCounter.sysReadDropped,
+  KR_COUNTER_SYS_FSYNC_EMITTED: KernelCounter.sysFsyncEmitted,
+  KR_COUNTER_SYS_FSYNC_DROPPED: KernelCounter.sysFsyncDropped,
+  KR_COUNTER_SYS_CONNECT_EMITTED: KernelCounter.sysConnectEmitted,
+  KR_COUNTER_SYS_CONNECT_DROPPED: KernelCounter.sysConnectDropped,
+  KR_COUNTER_CONNECT_TABLE_FULL: KernelCounter.connectTableFull,
   KR_COUNTER_MAX: KERNEL_COUNTER_COUNT,
 
   'offsetof(struct kr_event, type)': RecordHead.type,
@@ -95,11 +124,12 @@ const EXPECTED: Record<string, number> = {
   'sizeof(((struct kr_event *)0)->comm)': COMM_LEN,
   'sizeof(struct kr_event)': EventLayout.bytes,
 
-  'offsetof(struct kr_event, write.ret)': SysWriteLayout.ret,
-  'offsetof(struct kr_event, write.count)': SysWriteLayout.count,
-  'offsetof(struct kr_event, write.fd)': SysWriteLayout.fd,
-  'offsetof(struct kr_event, write.syscall)': SysWriteLayout.syscall,
-  'offsetof(struct kr_event, write.target_id)': SysWriteLayout.targetId,
+  'offsetof(struct kr_event, call.ret)': SyscallLayout.ret,
+  'offsetof(struct kr_event, call.count)': SyscallLayout.count,
+  'offsetof(struct kr_event, call.fd)': SyscallLayout.fd,
+  'offsetof(struct kr_event, call.syscall)': SyscallLayout.syscall,
+  'offsetof(struct kr_event, call.target_id)': SyscallLayout.targetId,
+  'offsetof(struct kr_event, call.response_ns)': SyscallLayout.responseNs,
 
   'offsetof(struct kr_event, block.sector)': BlockIoLayout.sector,
   'offsetof(struct kr_event, block.bytes)': BlockIoLayout.bytes,
@@ -186,11 +216,12 @@ function sysWriteRecord(): Buffer {
   buf.writeUInt32LE(100, EventLayout.pid);
   buf.writeUInt32LE(101, EventLayout.tid);
   buf.write('postgres', EventLayout.comm, 'latin1');
-  buf.writeBigInt64LE(-9n, SysWriteLayout.ret);
-  buf.writeBigUInt64LE(64n, SysWriteLayout.count);
-  buf.writeInt32LE(3, SysWriteLayout.fd);
-  buf.writeUInt32LE(2, SysWriteLayout.syscall);
-  buf.writeBigUInt64LE(12n, SysWriteLayout.targetId);
+  buf.writeBigInt64LE(-9n, SyscallLayout.ret);
+  buf.writeBigUInt64LE(64n, SyscallLayout.count);
+  buf.writeInt32LE(3, SyscallLayout.fd);
+  buf.writeUInt32LE(2, SyscallLayout.syscall);
+  buf.writeBigUInt64LE(12n, SyscallLayout.targetId);
+  buf.writeBigUInt64LE(1_500_000_123n, SyscallLayout.responseNs);
   return buf;
 }
 
@@ -225,6 +256,7 @@ describe('decodeRecords', () => {
         fd: 3,
         syscall: 2,
         targetId: 12,
+        responseNs: 1_500_000_123n,
       },
       expect.objectContaining({ type: 'context', offset: EventLayout.bytes, contextId: 8, parentId: 7 }),
     ]);
@@ -232,23 +264,35 @@ describe('decodeRecords', () => {
   });
 
   it.each<[string, (buf: Buffer) => Buffer, RegExp]>([
-    ['a size below the head', (b) => (b.writeUInt32LE(4, RecordHead.size), b), /offset 96 has size 4/],
+    [
+      'a size below the head',
+      (b) => (b.writeUInt32LE(4, RecordHead.size), b),
+      new RegExp(`offset ${EventLayout.bytes} has size 4`),
+    ],
     [
       'a size past the batch',
       (b) => (b.writeUInt32LE(4096, RecordHead.size), b),
-      /offset 96 of 4096 bytes runs past/,
+      new RegExp(`offset ${EventLayout.bytes} of 4096 bytes runs past`),
     ],
-    ['an unknown type', (b) => (b.writeUInt32LE(99, RecordHead.type), b), /offset 96 has unknown type 99/],
+    [
+      'an unknown type',
+      (b) => (b.writeUInt32LE(99, RecordHead.type), b),
+      new RegExp(`offset ${EventLayout.bytes} has unknown type 99`),
+    ],
     [
       'a size too small for the type',
       (b) => (b.writeUInt32LE(16, RecordHead.size), b),
-      /offset 96 .* needs 96/,
+      new RegExp(`offset ${EventLayout.bytes} .* needs ${EventLayout.bytes}`),
     ],
-    ['a truncated head', (b) => b.subarray(0, 5), /truncated record head at offset 96/],
+    [
+      'a truncated head',
+      (b) => b.subarray(0, 5),
+      new RegExp(`truncated record head at offset ${EventLayout.bytes}`),
+    ],
     [
       'a context longer than its data',
       () => contextRecord('x').fill(0xff, ContextLayout.len, ContextLayout.len + 4),
-      /offset 96 claims/,
+      new RegExp(`offset ${EventLayout.bytes} claims`),
     ],
   ])('throws a RangeError naming the offset for %s', (_, corrupt, message) => {
     const batch = Buffer.concat([sysWriteRecord(), corrupt(sysWriteRecord())]);

@@ -3,7 +3,7 @@ import { authHeaders, hasToken } from './auth';
 
 export interface ApiEvent {
   event_id: string;
-  event_type: 'sys_write' | 'block_io';
+  event_type: 'sys_write' | 'sys_read' | 'sys_fsync' | 'sys_connect' | 'block_io';
   timestamp_ns: string;
   duration_ns: string;
   service_name: string;
@@ -19,6 +19,8 @@ export interface ApiEvent {
   ret?: number;
   target_kind?: string | null;
   target?: string | null;
+  /** sys_read: the peer's response time, ns */
+  response_ns?: string | null;
   device?: string;
   sector?: number;
   op?: string;

@@ -15,7 +15,7 @@ const FILTERS: [param: string, label: string, placeholder: string][] = [
   ['trace_id', 'Trace', 'trace id'],
   ['service', 'Service', 'service name'],
   ['node', 'Node', 'node'],
-  ['event_type', 'Type', 'sys_write,block_io'],
+  ['event_type', 'Type', 'sys_read,sys_fsync'],
   ['from', 'From', '2026-11-22T09:30:00Z'],
   ['to', 'To', '2026-11-22T09:31:00.5Z'],
   ['min_duration_ms', 'Min duration (ms)', '0.25'],

@@ -16,7 +16,21 @@ const AXIS_H = 24;
 const LANE_H = 22;
 const GROUP_H = 18;
 const MIN_SPAN_NS = 1000;
-const COLORS = { sys_write: '#3b82f6', block_io: '#f59e0b', slow: '#dc2626', pinned: '#111827' };
+/** One colour per event type; slow calls red, failed ones (ret or error < 0) purple whatever their type. */
+const COLORS = {
+  sys_write: '#3b82f6',
+  sys_read: '#10b981',
+  sys_fsync: '#8b5cf6',
+  sys_connect: '#06b6d4',
+  block_io: '#f59e0b',
+  slow: '#dc2626',
+  failed: '#86198f',
+  pinned: '#111827',
+};
+
+function failed(e: ApiEvent): boolean {
+  return (e.ret ?? 0) < 0 || (e.error ?? 0) < 0;
+}
 
 export interface ViewWindow {
   from: number;
@@ -165,7 +179,6 @@ export class TimelineView {
       // Bars are merged into runs of whole pixels of one colour and drawn once a run ends: at the
       // whole span of 100,000 events most bars are thinner than a pixel and this is one fillRect per
       // run instead of one per event. A slow (red) run is not painted over by the bars after it.
-      const color = COLORS[model.events[lane.index[0]!]!.event_type];
       let runX0 = 0;
       let runX1 = -Infinity;
       let runStyle = '';
@@ -181,7 +194,12 @@ export class TimelineView {
         const x0 = Math.floor(LABEL_W + (lane.start[k]! - from) * scale);
         const x1 = Math.max(x0 + 1, Math.ceil(LABEL_W + (lane.end[k]! - from) * scale));
         const i = lane.index[k]!;
-        const style = lane.end[k]! - lane.start[k]! >= this.slowNs ? COLORS.slow : color;
+        const e = model.events[i]!;
+        const style = failed(e)
+          ? COLORS.failed
+          : lane.end[k]! - lane.start[k]! >= this.slowNs
+            ? COLORS.slow
+            : COLORS[e.event_type];
         const alpha = this.emitted && !this.emitted[i] ? 0.25 : 1;
         if (style === runStyle && alpha === runAlpha && x0 <= runX1) {
           if (x1 > runX1) runX1 = x1;
@@ -436,9 +454,11 @@ export function fieldsHtml(e: ApiEvent): string {
     ['node', e.node],
     ['thread', `${e.comm} pid ${e.pid} tid ${e.tid}`],
   ];
-  if (e.event_type === 'sys_write') {
-    rows.push(['syscall', `${e.syscall} fd ${e.fd} → ${e.ret}`]);
+  if (e.event_type !== 'block_io') {
+    rows.push(['syscall', `${e.syscall} fd ${e.fd} → ${e.ret}${failed(e) ? ' (failed)' : ''}`]);
     if (e.target) rows.push(['target', `${e.target} (${e.target_kind})`]);
+    if (e.response_ns)
+      rows.push(['response', `${formatDuration(Number(e.response_ns))} (${e.response_ns} ns)`]);
   } else
     rows.push(['request', `${e.op} ${e.device} sector ${e.sector}${e.error ? ` error ${e.error}` : ''}`]);
   rows.push(['bytes', String(e.bytes)]);

@@ -19,7 +19,7 @@
  * track's events in ts order, a write's slice and a request's end wait until
  * the stream has passed their end time (a heap of what is still open).
  */
-import type { ApiEvent, BlockIoEvent, SysWriteEvent } from '../../../core/model';
+import type { ApiEvent, BlockIoEvent, SyscallEvent } from '../../../core/model';
 import { Heap } from '../../store/source-heap';
 
 /** Real pids and tids stay below PID_MAX_LIMIT (2^22); ids made up for collisions and devices start there. */
@@ -58,7 +58,7 @@ class IdSpace {
 interface OpenWrite {
   /** the write's end */
   at: bigint;
-  event: SysWriteEvent;
+  event: SyscallEvent;
   pid: number;
   tid: number;
   flowId: number | null;
@@ -129,7 +129,7 @@ export class ChromeTraceWriter {
     return `${e.node}\0${e.pid}\0${e.tid}`;
   }
 
-  private addWrite(e: SysWriteEvent): string {
+  private addWrite(e: SyscallEvent): string {
     let out = '';
     const processKey = `${e.node}\0${e.pid}`;
     const newProcess = !this.pids.has(processKey);
@@ -158,9 +158,10 @@ export class ChromeTraceWriter {
     let args = `"syscall":${json(e.syscall)},"fd":${e.fd}`;
     if (e.target !== null) args += `,"target":${json(e.target)},"target_kind":${json(e.target_kind)}`;
     args += `,"bytes":${e.bytes},"ret":${e.ret},"event_id":"${e.event_id}"`;
+    if (e.event_type === 'sys_read' && e.response_ns !== null) args += `,"response_ns":"${e.response_ns}"`;
     const flow = w.flowId === null ? '' : `,"bind_id":${w.flowId},"flow_out":true`;
     return this.line(
-      `{"ph":"X","cat":"sys_write","name":${json(e.syscall)},"pid":${w.pid},"tid":${w.tid}` +
+      `{"ph":"X","cat":"${e.event_type}","name":${json(e.syscall)},"pid":${w.pid},"tid":${w.tid}` +
         `,"ts":${microsText(e.timestamp_ns)},"dur":${microsText(e.duration_ns)}${flow},"args":{${args}}}`,
     );
   }

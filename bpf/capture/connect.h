@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * sys_connect, always recorded. A TCP connect is timed by the socket's
+ * states (sock:inet_sock_set_state), from the call to SYN_SENT's end in
+ * ESTABLISHED or CLOSE, however the caller waits (blocking, poll, epoll):
+ * ret is 0, or the connection's error. Other connects (unix, UDP) and
+ * those that fail before a SYN is sent are timed by the call itself.
+ */
+#ifndef KREPLAY_CAPTURE_CONNECT_H
+#define KREPLAY_CAPTURE_CONNECT_H
+
+#define KR_EINTR 4
+#define KR_ECONNABORTED 103
+#define KR_EALREADY 114
+#define KR_EINPROGRESS 115
+#define KR_ERESTARTSYS 512
+
+/* A TCP connect between its SYN and its answer; everything its event needs but the end. */
+struct kr_connect {
+	__u64 start_ns;
+	__u64 cgroup_id;
+	__u64 context_id;
+	__u64 target_id;
+	__u32 pid;
+	__u32 tid;
+	__s32 fd;
+	__u32 syscall;
+	char comm[KR_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* the sock */
+	__type(value, struct kr_connect);
+} connects SEC(".maps");
+
+/* The peer is known only once the call runs: the target waits for the SYN or the exit. */
+SEC("tracepoint/syscalls/sys_enter_connect")
+int sys_enter_connect(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 code = KR_SYS_CONNECT;
+	struct kr_thread *t = call_thread(pid_tgid, &code);
+
+	if (!t)
+		return 0;
+	t->fd = ctx->args[0];
+	t->target_id = 0;
+	t->sock = 0;
+	t->count = 0;
+	t->syscall = code;
+	t->type = KR_RECORD_SYS_CONNECT;
+	t->start_ns = bpf_ktime_get_boot_ns();
+	return 0;
+}
+
+static __always_inline void emit_connect(struct kr_connect *c, __s64 ret, __u64 now)
+{
+	struct kr_event *e = reserve_call(KR_RECORD_SYS_CONNECT, c->start_ns, now, 0);
+
+	if (!e)
+		return;
+	e->cgroup_id = c->cgroup_id;
+	e->context_id = c->context_id;
+	e->pid = c->pid;
+	e->tid = c->tid;
+	__builtin_memcpy(e->comm, c->comm, sizeof(e->comm));
+	e->call.ret = ret;
+	e->call.count = 0;
+	e->call.fd = c->fd;
+	e->call.syscall = c->syscall;
+	e->call.target_id = c->target_id;
+	e->call.response_ns = 0;
+	submit_call(e, KR_RECORD_SYS_CONNECT);
+}
+
+/* SYN_SENT comes in the connecting task, inside connect(); the answer usually in softirq. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	__u64 key = (__u64)sk;
+	struct kr_connect c = {}, *found;
+	struct kr_thread *t;
+	__u64 pid_tgid;
+	__u32 tid;
+	int err;
+
+	if (newstate == TCP_SYN_SENT) {
+		pid_tgid = bpf_get_current_pid_tgid();
+		tid = (__u32)pid_tgid;
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (!t || t->type != KR_RECORD_SYS_CONNECT)
+			return 0;
+		c.start_ns = t->start_ns;
+		c.cgroup_id = current_cgroup_id();
+		c.context_id = t->context_id;
+		c.target_id = targets_enabled ? call_target(t, t->fd) : 0;
+		c.pid = pid_tgid >> 32;
+		c.tid = tid;
+		c.fd = t->fd;
+		c.syscall = t->syscall;
+		__builtin_memcpy(c.comm, t->comm, sizeof(c.comm));
+		/* the exit now knows the state changes own this connect */
+		t->sock = key;
+		if (bpf_map_update_elem(&connects, &key, &c, BPF_ANY))
+			count_event(KR_COUNTER_CONNECT_TABLE_FULL);
+		return 0;
+	}
+	if (oldstate != TCP_SYN_SENT || (newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE))
+		return 0;
+	found = bpf_map_lookup_elem(&connects, &key);
+	if (!found)
+		return 0;
+	err = newstate == TCP_ESTABLISHED ? 0 : sk->sk_err;
+	if (newstate == TCP_CLOSE && !err) {
+		/* closed without an error inside connect() itself: it failed before its SYN, its exit says
+		 * why */
+		tid = (__u32)bpf_get_current_pid_tgid();
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (t && t->type == KR_RECORD_SYS_CONNECT && t->sock == key)
+			return 0;
+		/* else the caller closed the socket before an answer came (its own timeout) */
+		err = KR_ECONNABORTED;
+	}
+	c = *found;
+	bpf_map_delete_elem(&connects, &key);
+	emit_connect(&c, -err, bpf_ktime_get_boot_ns());
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_connect")
+int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 pid_tgid, key, now;
+	struct kr_thread *t = call_exit(KR_RECORD_SYS_CONNECT, &pid_tgid);
+	struct kr_connect c, *found;
+	__s64 ret = ctx->ret;
+
+	if (!t)
+		return 0;
+	/* still under way: the state changes will tell how it ends */
+	if (ret == -KR_EINPROGRESS || ret == -KR_EALREADY)
+		return 0;
+	now = bpf_ktime_get_boot_ns();
+	if (!t->sock) {
+		t->target_id = targets_enabled ? call_target(t, t->fd) : 0;
+		call_end(t, KR_RECORD_SYS_CONNECT, pid_tgid, ret, 0, now, 0);
+		return 0;
+	}
+	if (ret >= 0 || ret == -KR_EINTR || ret == -KR_ERESTARTSYS)
+		return 0;
+	/* a SYN was sent, but the call failed in a way no state change reported */
+	key = t->sock;
+	found = bpf_map_lookup_elem(&connects, &key);
+	if (!found)
+		return 0;
+	c = *found;
+	bpf_map_delete_elem(&connects, &key);
+	emit_connect(&c, ret, now);
+	return 0;
+}
+
+#endif /* KREPLAY_CAPTURE_CONNECT_H */

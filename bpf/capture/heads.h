@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Request-head sniffing: the context (transaction) a thread works for, from
+ * a KREPLAY-CTX marker or an HTTP/1.x head it writes or sends, or an HTTP
+ * request head it reads from a socket.
+ */
+#ifndef KREPLAY_CAPTURE_HEADS_H
+#define KREPLAY_CAPTURE_HEADS_H
+
+#define KR_MAX_IOVECS 64
+/* how a call names its buffer */
+#define KR_BUF 0
+#define KR_IOV 1
+#define KR_MSG 2
+#define KR_MMSG 3
+#define KR_NO_BUF 4
+
+#define W4(a, b, c, d) ((__u32)(a) | (__u32)(b) << 8 | (__u32)(c) << 16 | (__u32)(d) << 24)
+#define W8(a, b, c, d, e, f, g, h) ((__u64)W4(a, b, c, d) | (__u64)W4(e, f, g, h) << 32)
+#define LOW(w, n) ((w) & ((1ULL << ((n)*8)) - 1))
+#define LETTER(c) (1U << ((c) - 'A'))
+/* first letters of "HTTP/1." and of the method tokens */
+#define HTTP_FIRST_LETTERS                                                                                   \
+	(LETTER('C') | LETTER('D') | LETTER('G') | LETTER('H') | LETTER('O') | LETTER('P') | LETTER('T'))
+/* "GET " and "PUT " are the shortest tokens */
+#define MIN_TOKEN_LEN 4
+
+static __always_inline bool is_marker(__u64 w0, __u64 w1, __u64 len)
+{
+	char next = w1 >> 24;
+
+	if (w0 != W8('K', 'R', 'E', 'P', 'L', 'A', 'Y', '-') || LOW(w1, 3) != W4('C', 'T', 'X', 0))
+		return false;
+	return (len == 11 && !next) || next == ' ' || next == '\t' || next == '\n' || next == '\r';
+}
+
+static __always_inline bool is_http_request(__u64 w0)
+{
+	return LOW(w0, 4) == W4('G', 'E', 'T', ' ') || LOW(w0, 4) == W4('P', 'U', 'T', ' ') ||
+	       LOW(w0, 5) == W8('P', 'O', 'S', 'T', ' ', 0, 0, 0) ||
+	       LOW(w0, 5) == W8('H', 'E', 'A', 'D', ' ', 0, 0, 0) ||
+	       LOW(w0, 6) == W8('P', 'A', 'T', 'C', 'H', ' ', 0, 0) ||
+	       LOW(w0, 6) == W8('T', 'R', 'A', 'C', 'E', ' ', 0, 0) ||
+	       LOW(w0, 7) == W8('D', 'E', 'L', 'E', 'T', 'E', ' ', 0) ||
+	       w0 == W8('O', 'P', 'T', 'I', 'O', 'N', 'S', ' ') ||
+	       w0 == W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' ');
+}
+
+static __always_inline bool is_http_head(__u64 w0)
+{
+	return is_http_request(w0) || LOW(w0, 7) == W8('H', 'T', 'T', 'P', '/', '1', '.', 0);
+}
+
+/*
+ * Classifies a write by its first bytes: a context marker, an HTTP/1.x
+ * head, or 0 for everything else. The common case costs one 16-byte read
+ * and a first-letter test.
+ */
+static __always_inline __u32 context_kind(const void *data, __u64 len)
+{
+	__u64 w[2] = {};
+	__u64 n = len;
+	__u32 first;
+
+	if (len < MIN_TOKEN_LEN)
+		return 0;
+	barrier_var(n);
+	if (n > sizeof(w))
+		n = sizeof(w);
+	/* bytes past len stay 0, so no token can match beyond the write */
+	if (bpf_probe_read_user(w, n, data))
+		return 0;
+	first = (__u8)w[0] - 'A';
+	if (first == 'K' - 'A')
+		return is_marker(w[0], w[1], len) ? KR_CONTEXT_MARKER : 0;
+	if (first > 'Z' - 'A' || !(LETTER('A' + first) & HTTP_FIRST_LETTERS))
+		return 0;
+	return is_http_head(w[0]) ? KR_CONTEXT_HTTP : 0;
+}
+
+/*
+ * Puts the context record into the ring now, at sys_enter: every event
+ * that will carry its id is reserved later, so user space always reads the
+ * context first.
+ */
+static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 pid_tgid, const void *data,
+					 __u64 len)
+{
+	struct kr_context *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	__u64 n = len;
+
+	if (!rec) {
+		count_event(KR_COUNTER_CONTEXT_DROPPED);
+		return;
+	}
+	rec->type = KR_RECORD_CONTEXT;
+	rec->size = sizeof(*rec);
+	rec->context_id = __sync_fetch_and_add(&last_context_id, 1) + 1;
+	rec->parent_id = t->context_id;
+	rec->at_ns = bpf_ktime_get_boot_ns();
+	rec->pid = pid_tgid >> 32;
+	rec->tid = (__u32)pid_tgid;
+	rec->kind = kind;
+	/* clamped right at the call, where the verifier still sees the bound */
+	barrier_var(n);
+	if (n > KR_CTX_DATA_LEN)
+		n = KR_CTX_DATA_LEN;
+	if (bpf_probe_read_user(rec->data, n, data))
+		n = 0;
+	rec->len = n;
+	t->context_id = rec->context_id;
+	mark_context_thread((__u32)pid_tgid);
+	submit(rec, sizeof(*rec));
+	count_event(KR_COUNTER_CONTEXT_EMITTED);
+}
+
+/* The first non-empty buffer of an iovec array and the total length. */
+static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovcnt, __u64 *first_len,
+					     __u64 *total)
+{
+	const void *data = NULL;
+
+	*total = 0;
+	for (int i = 0; i < KR_MAX_IOVECS; i++) {
+		struct iovec v;
+
+		if (i >= iovcnt || bpf_probe_read_user(&v, sizeof(v), &iov[i]))
+			break;
+		if (!data && v.iov_len) {
+			data = v.iov_base;
+			*first_len = v.iov_len;
+		}
+		*total += v.iov_len;
+	}
+	return data;
+}
+
+/*
+ * Sets the thread's context when a write or send starts with a marker or
+ * an HTTP head. Seen for every process, whatever the capture filters:
+ * they select events, and a context must be known before its events are.
+ * Returns the thread's entry, t or the one made for the context.
+ */
+static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, const void *data,
+							__u64 len)
+{
+	__u32 kind;
+
+	if (!attribution_enabled || !data)
+		return t;
+	kind = context_kind(data, len);
+	if (!kind)
+		return t;
+	if (!t)
+		t = thread_entry((__u32)pid_tgid);
+	if (t)
+		open_context(t, kind, pid_tgid, data, len);
+	return t;
+}
+
+/*
+ * Whether a context program looks at the current task: every task but this
+ * one, except that with --filter-transactions an excluded task is not looked
+ * at at all (its events would be dropped with their context).
+ */
+static __always_inline bool context_watched(__u64 pid_tgid)
+{
+	if (pid_tgid >> 32 == self_tgid)
+		return false;
+	return !filter_transactions || current_wanted(pid_tgid >> 32);
+}
+
+/*
+ * Incoming requests: a read from a socket may bring an HTTP/1.x request
+ * head. One program at syscall exit, nothing at enter: the call's
+ * arguments are still in the task's saved registers. A failed or tiny
+ * read stops at once, anything but a socket after a few direct loads, a
+ * socket's data after its first 8 bytes unless they are a method token.
+ */
+static __always_inline void request_head_read(struct trace_event_raw_sys_exit *ctx, __u32 how)
+{
+	struct pt_regs *regs;
+	struct file *file;
+	const void *buf;
+	__u64 len, got, pid_tgid, w = 0;
+	struct kr_thread *t;
+
+	if (ctx->ret < MIN_TOKEN_LEN || !bpf_rdonly_cast)
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	file = current_file(PT_REGS_PARM1_SYSCALL(regs));
+	if (!file || (file->f_inode->i_mode & KR_S_IFMT) != KR_S_IFSOCK)
+		return;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (!context_watched(pid_tgid))
+		return;
+	buf = (const void *)PT_REGS_PARM2_SYSCALL(regs);
+	len = PT_REGS_PARM3_SYSCALL(regs);
+	if (how != KR_BUF) {
+		const struct iovec *iov = buf;
+		struct iovec v;
+
+		if (how == KR_MSG) {
+			struct user_msghdr m;
+
+			if (bpf_probe_read_user(&m, sizeof(m), buf))
+				return;
+			iov = m.msg_iov;
+			len = m.msg_iovlen;
+		}
+		/* a head lands in the first buffer: readers put it there */
+		if (!len || bpf_probe_read_user(&v, sizeof(v), iov))
+			return;
+		buf = v.iov_base;
+		len = v.iov_len;
+	}
+	got = ctx->ret;
+	if (got > len)
+		got = len;
+	if (got < MIN_TOKEN_LEN)
+		return;
+	/* the method token first: most socket data stops here */
+	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
+		return;
+	t = thread_entry((__u32)pid_tgid);
+	if (t)
+		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, buf, got);
+}
+
+#endif /* KREPLAY_CAPTURE_HEADS_H */

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What every concern of capture.bpf.c shares: the tunables user space sets
+ * before load, the maps, the per-thread state, and the helpers that put
+ * records into the ring and apply --include/--exclude.
+ */
+#ifndef KREPLAY_CAPTURE_MAPS_H
+#define KREPLAY_CAPTURE_MAPS_H
+
+/* Set by user space before load; the verifier prunes what they disable. */
+const volatile __u32 self_tgid = 0;
+/*
+ * --include/--exclude: which filter maps hold entries (a map not in use is
+ * never looked up), whether any include is in force (then a task must match
+ * one), and whether excluded tasks lose their transaction events too.
+ */
+const volatile bool filter_by_pid = false;
+const volatile bool filter_by_cgroup = false;
+const volatile bool filter_by_comm = false;
+const volatile bool filter_includes = false;
+const volatile bool filter_transactions = false;
+/* --sample-background 1/N: keep one in N writes made outside any context; 0 or 1 keeps all */
+const volatile __u32 sample_background = 0;
+const volatile __u64 min_duration_ns = 0;
+const volatile __u64 wakeup_data_bytes = 1 << 20; /* > 0 */
+const volatile bool attribution_enabled = true;
+const volatile bool issue_creates_request = false;
+const volatile bool targets_enabled = true;
+/* --capture-reads: reads of threads without a context too (else only those of threads with one) */
+const volatile bool capture_reads = false;
+
+/* Last context id handed out; ids start at 1 so 0 can mean "none". */
+__u64 last_context_id = 0;
+/* Last target id handed out, likewise. */
+__u64 last_target_id = 0;
+
+/*
+ * One bit per thread id (PID_MAX_LIMIT is 2^22): set while the thread's
+ * entry carries a context. The read programs test it with one load, no
+ * helper call, so a read by a thread without context costs next to nothing.
+ */
+#define KR_TID_BITS (1 << 22)
+__u64 context_threads[KR_TID_BITS / 64] = {};
+
+/* Linux 6.2+: lets the hot path load file and socket fields directly instead of a helper call each. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+#define KR_EEXIST 17
+
+/* A thread's state: its context, the call it is in, the last target it used. */
+struct kr_thread {
+	__u64 start_ns;
+	__u64 count;
+	__u64 context_id;
+	__s32 fd;
+	__u32 syscall; /* enum kr_syscall_code and flags of the call in flight */
+	__u64 target_id; /* of the call in flight */
+	/* the sock of the call in flight (its sends and reads time responses), 0 for the rest */
+	__u64 sock;
+	/* sendmmsg/recvmmsg: the user's message array, whose lengths the exit adds up */
+	__u64 messages;
+	__u32 type; /* enum kr_record_type of the call in flight, 0 = none */
+	__u32 _pad;
+	/* the last target this thread used: most calls go where the previous one went */
+	__u64 last_object;
+	__u64 last_stamp;
+	__u64 last_target_id;
+	/* kept current by task_rename: cheaper than asking at every call */
+	char comm[KR_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KR_COUNTER_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 131072);
+	__type(key, __u32);
+	__type(value, struct kr_thread);
+} threads SEC(".maps");
+
+/* enum kr_filter_verdict per tgid, comm and cgroup id; user space keeps the cgroup map current. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_MAX_FILTER_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} filter_pids SEC(".maps");
+
+struct kr_comm_key {
+	char comm[KR_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_MAX_FILTER_COMMS);
+	__type(key, struct kr_comm_key);
+	__type(value, __u8);
+} filter_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_MAX_FILTER_CGROUPS);
+	__type(key, __u64);
+	__type(value, __u8);
+} filter_cgroups SEC(".maps");
+
+static __always_inline void count_event(__u32 counter)
+{
+	__u64 *value = bpf_map_lookup_elem(&counters, &counter);
+
+	/* atomic: a block completion may interrupt a syscall program on this CPU */
+	if (value)
+		__sync_fetch_and_add(value, 1);
+}
+
+/*
+ * Wakes the reader each time the unread data crosses a multiple of
+ * wakeup_data_bytes: batched wake-ups, and a stalled reader is not woken
+ * for every record (each wake-up is an interrupt, a VM exit on guests).
+ */
+static __always_inline void submit(void *record, __u64 size)
+{
+	__u64 unread = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 before = unread - (size + BPF_RINGBUF_HDR_SZ);
+	bool crossed = unread / wakeup_data_bytes != before / wakeup_data_bytes;
+
+	bpf_ringbuf_submit(record, crossed ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+/*
+ * A kr_event of `type` in the ring, its timing filled in; NULL when the
+ * ring is full, counted under `dropped`.
+ */
+static __always_inline struct kr_event *reserve_event(__u32 type, __u32 dropped, __u64 start_ns, __u64 now)
+{
+	struct kr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count_event(dropped);
+		return NULL;
+	}
+	e->type = type;
+	e->size = sizeof(*e);
+	e->start_ns = start_ns;
+	e->duration_ns = now - start_ns;
+	return e;
+}
+
+/*
+ * What bpf_get_current_cgroup_id() computes (the cgroup v2 id), read
+ * directly: a third of the helper's cost on the hot path.
+ */
+static __always_inline __u64 current_cgroup_id(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return task->cgroups->dfl_cgrp->kn->id;
+}
+
+/*
+ * One filter map's say: 0 when it names nothing about the task, else the
+ * verdict. Clears *included on an exclusion, sets it on an inclusion.
+ */
+static __always_inline bool filter_excludes(void *map, const void *key, bool *included)
+{
+	__u8 *verdict = bpf_map_lookup_elem(map, key);
+
+	if (!verdict)
+		return false;
+	if (*verdict == KR_FILTER_EXCLUDE)
+		return true;
+	*included = true;
+	return false;
+}
+
+/*
+ * Whether the current task passes --include/--exclude: an exclusion wins,
+ * then, when includes are in force, one must match. One hash lookup per
+ * kind of selector in use, the task's fields read directly (no helper).
+ */
+static __always_inline bool current_wanted(__u32 tgid)
+{
+	bool included = !filter_includes;
+
+	if (tgid == self_tgid)
+		return false;
+	if (filter_by_pid && filter_excludes(&filter_pids, &tgid, &included))
+		return false;
+	if (filter_by_cgroup) {
+		__u64 cgroup_id = current_cgroup_id();
+
+		if (filter_excludes(&filter_cgroups, &cgroup_id, &included))
+			return false;
+	}
+	if (filter_by_comm) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct kr_comm_key key;
+
+		__builtin_memcpy(key.comm, task->comm, sizeof(key.comm));
+		if (filter_excludes(&filter_comms, &key, &included))
+			return false;
+	}
+	return included;
+}
+
+static __always_inline struct kr_thread *thread_entry(__u32 tid)
+{
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct kr_thread fresh = {};
+
+	if (t)
+		return t;
+	bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
+		count_event(KR_COUNTER_THREAD_TABLE_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline bool thread_has_context(__u32 tid)
+{
+	return context_threads[(tid / 64) & (KR_TID_BITS / 64 - 1)] & (1ULL << (tid & 63));
+}
+
+/* Marks the thread for the read programs: its entry now carries a context. */
+static __always_inline void mark_context_thread(__u32 tid)
+{
+	if (!thread_has_context(tid))
+		__sync_fetch_and_or(&context_threads[(tid / 64) & (KR_TID_BITS / 64 - 1)],
+				    1ULL << (tid & 63));
+}
+
+static __always_inline void forget_thread_context(__u32 tid)
+{
+	if (thread_has_context(tid))
+		__sync_fetch_and_and(&context_threads[(tid / 64) & (KR_TID_BITS / 64 - 1)],
+				     ~(1ULL << (tid & 63)));
+}
+
+#endif /* KREPLAY_CAPTURE_MAPS_H */

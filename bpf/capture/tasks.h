@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Task tracking: contexts inherited by children, comm kept current, entries dropped at exit. */
+#ifndef KREPLAY_CAPTURE_TASKS_H
+#define KREPLAY_CAPTURE_TASKS_H
+
+/* Children start in the context of the thread that created them. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 parent_tid = parent->pid;
+	__u32 child_tid = child->pid;
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &parent_tid);
+	struct kr_thread inherited = {};
+
+	if (!t || !t->context_id)
+		return 0;
+	inherited.context_id = t->context_id;
+	bpf_probe_read_kernel(inherited.comm, sizeof(inherited.comm), child->comm);
+	if (bpf_map_update_elem(&threads, &child_tid, &inherited, BPF_ANY))
+		count_event(KR_COUNTER_THREAD_TABLE_FULL);
+	else
+		mark_context_thread(child_tid);
+	return 0;
+}
+
+/* exec and prctl(PR_SET_NAME) and /proc/.../comm writes all come here */
+SEC("tp_btf/task_rename")
+int BPF_PROG(task_rename, struct task_struct *task, const char *comm)
+{
+	__u32 tid = task->pid;
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	char renamed[KR_COMM_LEN] = {};
+
+	if (!t)
+		return 0;
+	/* the kernel truncates the same way and pads with zeros */
+	bpf_probe_read_kernel_str(renamed, sizeof(renamed), comm);
+	__builtin_memcpy(t->comm, renamed, sizeof(renamed));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	bpf_map_delete_elem(&threads, &tid);
+	forget_thread_context(tid);
+	return 0;
+}
+
+#endif /* KREPLAY_CAPTURE_TASKS_H */

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * sys_write: the write family and the send family (send is sendto in the
+ * kernel). Their first bytes may also set the thread's context.
+ */
+#ifndef KREPLAY_CAPTURE_WRITES_H
+#define KREPLAY_CAPTURE_WRITES_H
+
+/*
+ * The filter verdict comes first, so that an excluded write costs its
+ * lookups and, unless --filter-transactions, one look at its first bytes
+ * (markers are seen everywhere) and whether its thread has a context.
+ */
+static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __u32 code, __u32 how)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	const void *data;
+	__u64 count, data_len;
+	struct kr_thread *t = NULL;
+	bool wanted = current_wanted(pid_tgid >> 32);
+	__u32 tid = (__u32)pid_tgid;
+
+	if (!wanted) {
+		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
+			return 0;
+		t = bpf_map_lookup_elem(&threads, &tid);
+	} else {
+		t = thread_entry(tid);
+		if (!t)
+			return 0;
+	}
+	data = call_data(ctx, how, &data_len, &count);
+	t = context_source(t, pid_tgid, data, data_len);
+	if (!t)
+		return 0;
+	if (!wanted) {
+		if (!t->context_id)
+			return 0;
+		code |= KR_EVENT_CONTEXT_ONLY;
+	} else if (sample_background > 1) {
+		if (t->context_id)
+			code |= KR_EVENT_SAMPLE_IN_USER;
+		else if (bpf_get_prandom_u32() % sample_background) {
+			count_event(KR_COUNTER_SYS_WRITE_SAMPLED_OUT);
+			return 0;
+		}
+	}
+	if (how == KR_MMSG)
+		t->messages = ctx->args[1];
+	call_begin(ctx, t, KR_RECORD_SYS_WRITE, code, ctx->args[0], count);
+	return 0;
+}
+
+static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u32 how)
+{
+	__u64 pid_tgid, now;
+	struct kr_thread *t = call_exit(KR_RECORD_SYS_WRITE, &pid_tgid);
+
+	if (!t)
+		return 0;
+	now = bpf_ktime_get_boot_ns();
+	/* a response is timed from the end of the socket's last send; only where reads are recorded */
+	if (t->sock && ctx->ret > 0 && (t->context_id || capture_reads))
+		bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
+	call_end(t, KR_RECORD_SYS_WRITE, pid_tgid, ctx->ret,
+		 how == KR_MMSG ? mmsg_bytes(t->messages, ctx->ret) : t->count, now, 0);
+	return 0;
+}
+
+#define WRITE_PROGRAMS(name, code, how)                                                                      \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                                          \
+	int sys_enter_##name(struct trace_event_raw_sys_enter *ctx)                                          \
+	{                                                                                                    \
+		return write_enter(ctx, code, how);                                                          \
+	}                                                                                                    \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                                           \
+	int sys_exit_##name(struct trace_event_raw_sys_exit *ctx)                                            \
+	{                                                                                                    \
+		return write_exit(ctx, how);                                                                 \
+	}
+
+WRITE_PROGRAMS(write, KR_SYS_WRITE, KR_BUF)
+WRITE_PROGRAMS(writev, KR_SYS_WRITEV, KR_IOV)
+WRITE_PROGRAMS(pwrite64, KR_SYS_PWRITE64, KR_BUF)
+WRITE_PROGRAMS(pwritev, KR_SYS_PWRITEV, KR_IOV)
+WRITE_PROGRAMS(pwritev2, KR_SYS_PWRITEV2, KR_IOV)
+WRITE_PROGRAMS(sendto, KR_SYS_SENDTO, KR_BUF)
+WRITE_PROGRAMS(sendmsg, KR_SYS_SENDMSG, KR_MSG)
+WRITE_PROGRAMS(sendmmsg, KR_SYS_SENDMMSG, KR_MMSG)
+/* sendfile(2) is sendfile64 on 64-bit kernels */
+WRITE_PROGRAMS(sendfile64, KR_SYS_SENDFILE, KR_NO_BUF)
+
+#endif /* KREPLAY_CAPTURE_WRITES_H */
