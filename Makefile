@@ -17,7 +17,8 @@ GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client zstd jq \
-	chromium chromium-driver systemd python3-fusepy iproute2
+	chromium chromium-driver systemd python3-fusepy iproute2 \
+	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
@@ -33,12 +34,14 @@ TS_STAMP := dist/.build-stamp
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
+# the git commit `kreplay --version` prints (core/version.ts reads it)
+BUILD_INFO := dist/build-info.json
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
 C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard bpf/capture/*.h) $(wildcard native/*.cc native/*.h native/launcher/*.c native/sqlite/*.c cli/*.c)
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all help setup build run test test-unit test-integration lint format bench vmlinux clean install uninstall
+.PHONY: all help setup build run test test-unit test-integration test-system lint format bench vmlinux clean install uninstall deb dist
 
 all: build
 
@@ -64,7 +67,18 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX) $(BUILD_INFO)
+
+# rewritten only when the commit (or whether the tree has changes) differs
+$(BUILD_INFO): FORCE
+	@mkdir -p $(@D)
+	@commit=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	if [ "$$commit" != unknown ] && [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit=$$commit-dirty; fi; \
+	info="{\"commit\":\"$$commit\"}"; \
+	[ "$$(cat $@ 2>/dev/null)" = "$$info" ] || echo "$$info" > $@
+
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/bpf:
 	@mkdir -p $@
@@ -115,9 +129,16 @@ run: build
 	@mkdir -p var
 	@exec node bin/kreplay.js up --data-dir var
 
-## test: the whole suite, kernel tests for real (needs root)
+## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
 test: build
 	npx jest --ci
+	@if test/system/rootfs.sh warm; then $(MAKE) --no-print-directory test-system; \
+	else echo "test: test-system skipped: no cached rootfs ($$(test/system/rootfs.sh path)); run make test-system once"; fi
+
+## test-system: the .deb and the tarball under a real systemd (Debian 12 booted by systemd-nspawn; builds and caches its rootfs)
+test-system: deb dist
+	test/system/rootfs.sh build >/dev/null
+	KREPLAY_TEST_SYSTEM=1 npx jest --ci --selectProjects system
 
 ## test-unit: the unit project only
 test-unit: build
@@ -162,16 +183,24 @@ CONFIG_EXAMPLES := agent.yaml agent.env daemon.env tokens.example
 # what the CLI, agent and daemon load at run time (dist/bench and dist/test stay out)
 RUNTIME_DIST := dist/agent dist/cli dist/core dist/daemon dist/web
 
+# the runtime tree into $(1): what $(PREFIX)/lib/kreplay, the .deb's /usr/lib/kreplay and the
+# tarball's kreplay/ hold (bin/kreplay finds its Node and dist/ from where it lies)
+define copy-runtime-tree
+	rm -rf $(1)
+	install -d $(1)/build $(1)/native/build/Release $(1)/dist
+	cp -a bin package.json README.md CHANGELOG.md $(1)/
+	cp -a $(RUNTIME_DIST) $(BUILD_INFO) $(1)/dist/
+	install -m 0755 $(LAUNCHER) $(EXEC_SHIM) $(1)/build/
+	install -m 0644 $(SQLITE_EXT) $(1)/build/
+	install -m 0644 $(NATIVE_ADDON) $(1)/native/build/Release/
+	npm ls --omit=dev --all --parseable 2>/dev/null | sed -e 1d -e 's|^$(CURDIR)/||' | tar -cf - -T - | tar -xf - -C $(1)
+	deploy/prune-runtime.sh $(1)
+endef
+
 ## install: the built tree, bin/kreplay, systemd units, sysusers.d/tmpfiles.d and /etc/kreplay examples (PREFIX=/usr/local, DESTDIR=)
 install: build
-	rm -rf $(DESTDIR)$(KREPLAY_LIB)
-	install -d $(DESTDIR)$(KREPLAY_LIB)/build $(DESTDIR)$(KREPLAY_LIB)/native/build/Release $(DESTDIR)$(KREPLAY_LIB)/dist \
-		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/kreplay
-	cp -a bin package.json README.md $(DESTDIR)$(KREPLAY_LIB)/
-	cp -a $(RUNTIME_DIST) $(DESTDIR)$(KREPLAY_LIB)/dist/
-	install -m 0755 $(LAUNCHER) $(EXEC_SHIM) $(SQLITE_EXT) $(DESTDIR)$(KREPLAY_LIB)/build/
-	install -m 0755 $(NATIVE_ADDON) $(DESTDIR)$(KREPLAY_LIB)/native/build/Release/
-	npm ls --omit=dev --all --parseable 2>/dev/null | sed -e 1d -e 's|^$(CURDIR)/||' | tar -cf - -T - | tar -xf - -C $(DESTDIR)$(KREPLAY_LIB)
+	$(call copy-runtime-tree,$(DESTDIR)$(KREPLAY_LIB))
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/kreplay
 	ln -sfn ../lib/kreplay/bin/kreplay $(DESTDIR)$(PREFIX)/bin/kreplay
 	for unit in $(UNITS); do \
 		sed 's|@PREFIX@|$(PREFIX)|g' deploy/systemd/$$unit.in > $(DESTDIR)$(UNITDIR)/$$unit; \
@@ -184,6 +213,33 @@ install: build
 	done
 	@echo "install: done; as root: systemd-sysusers && systemd-tmpfiles --create && systemctl daemon-reload && systemctl enable --now $(UNITS)"
 
+# `make deb` and `make dist`: the version is package.json's (DEB_VERSION may lower it, for the
+# upgrade test's "previous" package built from the same tree)
+VERSION := $(shell sed -n 's/^  "version": "\(.*\)",$$/\1/p' package.json)
+DEB_VERSION ?= $(VERSION)
+DEB := kreplay_$(DEB_VERSION)_amd64.deb
+DIST := kreplay-$(VERSION)-linux-x64.tar.gz
+
+## deb: kreplay_<version>_amd64.deb (pinned Node, addon, units, sysusers/tmpfiles, /etc/kreplay conffiles, man page), checked by lintian
+deb: build $(DEB)
+
+# what goes in, as files (not the phony build): a second `make deb` with nothing changed is a no-op
+PACKAGED := $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX) $(BUILD_INFO) \
+	package.json package-lock.json README.md CHANGELOG.md Makefile deploy/prune-runtime.sh
+
+$(DEB): $(PACKAGED) $(wildcard deploy/deb/* deploy/elf-files.sh deploy/systemd/* deploy/sysusers.d/* deploy/tmpfiles.d/* deploy/etc/kreplay/*)
+	rm -rf $(BUILD)/deb
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(BUILD)/deb PREFIX=/usr SYSCONFDIR=/etc UNITDIR=/lib/systemd/system >/dev/null
+	deploy/deb/build-deb.sh $(BUILD)/deb $(DEB_VERSION) $@
+	lintian --fail-on error,warning $@
+
+## dist: kreplay-<version>-linux-x64.tar.gz, relocatable (./kreplay/bin/kreplay runs anywhere, by any user)
+dist: build $(DIST)
+
+$(DIST): $(PACKAGED) deploy/dist/build-dist.sh deploy/elf-files.sh
+	$(call copy-runtime-tree,$(BUILD)/dist/kreplay)
+	deploy/dist/build-dist.sh $(BUILD)/dist $@
+
 ## uninstall: remove what install put under PREFIX (keeps $(SYSCONFDIR)/kreplay and /var/lib/kreplay)
 uninstall:
 	rm -rf $(DESTDIR)$(KREPLAY_LIB)
@@ -192,4 +248,4 @@ uninstall:
 
 ## clean: remove every build output
 clean:
-	rm -rf $(BUILD) dist native/build
+	rm -rf $(BUILD) dist native/build kreplay_*.deb kreplay-*-linux-x64.tar.gz

@@ -1,8 +1,14 @@
-/** Two projects: `unit` needs nothing but Node; `integration` loads real eBPF and runs servers. */
+/**
+ * Projects: `unit` needs nothing but Node; `integration` loads real eBPF and runs servers;
+ * `browser` drives Chromium; `system` (only with KREPLAY_TEST_SYSTEM=1, which `make test-system`
+ * sets) boots Debian under systemd-nspawn and runs the .deb there.
+ */
 const common = {
   preset: 'ts-jest',
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+  // build/ holds the staged package trees of `make deb` and `make dist`, each with a package.json
+  modulePathIgnorePatterns: ['<rootDir>/build/'],
 };
 module.exports = {
   // kernel and server tests wait for real processes
@@ -17,5 +23,8 @@ module.exports = {
     },
     // the page in Debian's Chromium, driven by playwright-core, against a daemon over real recordings
     { ...common, displayName: 'browser', testMatch: ['<rootDir>/test/browser/**/*.test.ts'] },
+    ...(process.env.KREPLAY_TEST_SYSTEM === '1'
+      ? [{ ...common, displayName: 'system', testMatch: ['<rootDir>/test/system/**/*.test.ts'] }]
+      : []),
   ],
 };

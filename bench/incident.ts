@@ -20,6 +20,7 @@
  * `make bench BENCH=incident`, or node dist/bench/incident.js [rounds]
  */
 import { spawnSync } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
@@ -168,6 +169,7 @@ const DUMP_SQL = `SELECT e.ts, e.seq, e.type, e.dur, s.name AS service, c.transa
 
 async function main(): Promise<void> {
   mkdirSync(OUT, { recursive: true });
+  const loadBefore = loadavg()[0]!.toFixed(1);
   const rows: (string | number)[][] = [];
   for (const events of SIZES) {
     const dir = dataset(events);
@@ -248,7 +250,7 @@ async function main(): Promise<void> {
     rmSync(file, { force: true });
   }
   printTable(
-    `Incident files: ${ROUNDS} rounds per size (ranges), file bytes per event, export time in s`,
+    `Incident files: ${ROUNDS} rounds per size (ranges), file bytes per event, export time in s; load average ${loadBefore} at the start, ${loadavg()[0]!.toFixed(1)} at the end (2 cores)`,
     rows,
     [
       'EVENTS',

@@ -2,7 +2,7 @@
  * Every benchmark, one after another, each in a process of its own (so one
  * bench's heap and threads do not disturb the next), each printing its table.
  *
- *   node dist/bench/run.js [overhead|ingest|retention|query|replay|replay-dense|daemon-load|exec|exec-relay|timeline|fleet|incident ...]
+ *   node dist/bench/run.js [overhead|ingest|retention|query|replay|replay-dense|daemon-load|exec|exec-relay|timeline|fleet|incident|incident-start ...]
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ const BENCHES = [
   'timeline',
   'fleet',
   'incident',
+  'incident-start',
 ] as const;
 
 function selected(args: string[]): string[] {

@@ -10,15 +10,20 @@ import { registerRunCommand } from './commands/run';
 import { registerSessionCommand } from './commands/session';
 import { registerShipCommand } from './commands/ship';
 import { registerUpCommand } from './commands/up';
-import { VERSION } from '../core/version';
 import { humanizeDefaults } from './help-defaults';
+import { versionText } from './version-text';
 
 export function buildProgram(): Command {
   const program = new Command('kreplay')
     .description('Kernel tracing agent and query-and-replay daemon')
-    .version(VERSION, '-V, --version')
+    .option('-V, --version', 'print the version, git commit, Node and libbpf versions')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
+  // the addon (libbpf's version) is loaded only when asked, not on every command
+  program.on('option:version', () => {
+    process.stdout.write(`${versionText()}\n`);
+    throw new CommanderError(0, 'commander.version', 'version printed');
+  });
   const agent = registerAgentCommand(program);
   const daemon = registerDaemonCommand(program);
   registerUpCommand(program, { agent, daemon });

@@ -1,6 +1,7 @@
 // kreplay_native: the kernel capture and the host facts it depends on, and the
 // supervisor of `kreplay replay --exec`.
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <napi.h>
 
 #include "capture_error.h"
@@ -95,6 +96,12 @@ Napi::Value EnableBpfStatsJs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), fd);
 }
 
+// libbpfVersion(): the libbpf this addon runs with (the shared library's, which may be newer
+// than the headers it was built against), for `kreplay --version`.
+Napi::Value LibbpfVersionJs(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), libbpf_version_string());
+}
+
 }  // namespace
 
 }  // namespace kreplay
@@ -111,6 +118,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
+  exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));
   ExportExec(env, exports);
   return exports;
 }

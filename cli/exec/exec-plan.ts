@@ -44,8 +44,8 @@ export interface RecordedCall {
   bytes?: number | null;
   pid?: number | null;
   fd?: number | null;
-  /** sys_read: the first read after a send on a socket, from the send's end to this read's end */
-  response_ns?: bigint | null;
+  /** sys_read: the first read after a send on a socket, from the send's end to this read's end (exact JSON gives a string) */
+  response_ns?: bigint | string | number | null;
 }
 
 export interface PlanTarget {
@@ -125,7 +125,9 @@ function responseCalls(
     if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) return;
     const sent = lastSendEnd.get(conn);
     lastSendEnd.delete(conn);
-    const responseNs = event.response_ns ?? (sent === undefined ? null : end - sent);
+    const given = event.response_ns;
+    const responseNs =
+      given !== null && given !== undefined ? BigInt(given) : sent === undefined ? null : end - sent;
     if (responseNs !== null && responseNs >= 0n) out.push({ event, index, responseNs });
   });
   return out;

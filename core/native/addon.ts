@@ -148,6 +148,8 @@ export interface NativeAddon {
   hasBpfCapabilities(): boolean;
   /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */
   enableBpfStats(): number;
+  /** the running libbpf's version, "v1.1" */
+  libbpfVersion(): string;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');

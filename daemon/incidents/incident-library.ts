@@ -9,7 +9,16 @@
  * change. A file that is not a sound incident file is skipped and listed
  * with the reason.
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { decodeIncident, IncidentFileError, type Incident } from '../../core/incident';
@@ -117,13 +126,19 @@ export class IncidentLibrary {
     }
     const state = [...this.known].map(([path, k]) => `${path}=${k.signature}`).join('\n');
     if (state === this.builtFrom) return;
-    this.build();
     this.builtFrom = state;
+    try {
+      this.build();
+    } catch (err) {
+      // a read-only data dir, a full disk: the incidents are listed but not served; said once per change
+      this.log.warn('cannot build the stores of incident files', { error: (err as Error).message });
+    }
   }
 
   /** Each store id's incidents (by digest), its built store made again where they changed, stale ones removed. */
   private build(): void {
     const dir = join(this.dataDir, INCIDENT_STORES_DIR);
+    if (this.known.size === 0 && !existsSync(dir)) return; // nothing to serve, nothing to remove
     mkdirSync(dir, { recursive: true });
     const byStore = new Map<string, { paths: string[]; digests: Set<string> }>();
     for (const [path, { entry }] of this.known) {

@@ -19,10 +19,18 @@ describe('kreplay CLI', () => {
     }
   });
 
-  it('prints the version from package.json', () => {
+  it('prints the version from package.json, the commit built, the Node and the libbpf it runs on', () => {
     const out = kreplay('--version');
     expect(out.status).toBe(0);
-    expect(out.stdout.trim()).toBe(VERSION);
+    const [name, commit, node, libbpf, ...rest] = out.stdout.trimEnd().split('\n');
+    expect(name).toBe(`kreplay ${VERSION}`);
+    // a commit of this repository (the one `make build` ran at), with -dirty for a changed tree
+    const hash = /^commit: ([0-9a-f]{12})(-dirty)?$/.exec(commit!)?.[1];
+    expect(hash).toBeDefined();
+    expect(spawnSync('git', ['cat-file', '-e', `${hash}^{commit}`]).status).toBe(0);
+    expect(node).toBe(`node: ${process.versions.node}`);
+    expect(libbpf).toMatch(/^libbpf: \d+\.\d+$/);
+    expect(rest).toEqual([]);
   });
 
   it.each([

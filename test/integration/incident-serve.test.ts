@@ -104,6 +104,49 @@ describe('incident files served by the daemon', () => {
     expect(again.body.equals(original)).toBe(true);
   });
 
+  it('carries every event type and field through a file and back out of the daemon', async () => {
+    const mixed = incidentEvents(60, 'INC-3').map((e, i): ApiEvent => {
+      const id = `d${e.event_id.slice(1)}`;
+      if (e.event_type === 'block_io' || i % 4 === 0) return { ...e, event_id: id };
+      const { event_type: _type, ...fields } = e;
+      if (i % 4 === 1)
+        return {
+          ...fields,
+          event_id: id,
+          event_type: 'sys_read',
+          syscall: 'recvfrom',
+          target_kind: 'socket',
+          target: 'tcp 10.0.0.5:5432',
+          response_ns: i % 8 === 1 ? BigInt(1_000_000 + i) : null,
+        } as ApiEvent;
+      if (i % 4 === 2)
+        return { ...fields, event_id: id, event_type: 'sys_fsync', syscall: 'fdatasync' } as ApiEvent;
+      return {
+        ...fields,
+        event_id: id,
+        event_type: 'sys_connect',
+        syscall: 'connect',
+        ret: -111,
+        bytes: 0,
+        target_kind: 'socket',
+        target: 'tcp 10.0.0.5:5432',
+      } as ApiEvent;
+    });
+    writeFileSync(join(dir.path, 'incidents', 'mixed.kri'), incidentFile(mixed, 'INC-3', null));
+    const served = await waitFor(
+      () => fetchAllPages(server.url, 'transaction_id=INC-3&limit=1000'),
+      (found) => found.length === 60,
+      'the dropped-in incident to be searchable',
+    );
+    const exact = served.map((e) =>
+      'response_ns' in e && e.response_ns !== null ? { ...e, response_ns: BigInt(e.response_ns) } : e,
+    );
+    expect(exact).toEqual(mixed);
+    expect(new Set(exact.map((e) => e.event_type))).toEqual(
+      new Set(['sys_write', 'sys_read', 'sys_fsync', 'sys_connect', 'block_io']),
+    );
+  });
+
   it('replays it like a transaction', async () => {
     const created = await api(server.url, 'POST', '', { transaction_id: 'INC-1', speed_factor: 10 });
     expect(created.status).toBe(201);

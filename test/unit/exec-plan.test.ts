@@ -186,7 +186,8 @@ describe('buildPlan: responses', () => {
     const plan = buildPlan(
       [
         ev('sys_write', 1000n, 10n, { bytes: 50 }),
-        ev('sys_read', 1100n, 2900n, { bytes: 80, response_ns: 3000n }),
+        // as the daemon's exact JSON gives it: a string
+        ev('sys_read', 1100n, 2900n, { bytes: 80, response_ns: '3000' }),
         // a second read of the same response is no exchange
         ev('sys_read', 4100n, 5n, { bytes: 80 }),
         // recorded without response_ns: send ends at 5010, read ends at 5500

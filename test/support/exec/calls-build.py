@@ -7,6 +7,11 @@ failed paths.
   calls-build.py send PORT TOTAL CHUNK       connect to 127.0.0.1:PORT, sendall TOTAL bytes in CHUNK pieces
   calls-build.py connect PORT TIMEOUT_S MODE connect to 127.0.0.1:PORT within TIMEOUT_S: MODE blocking
                                              (a blocking connect cut by SIGALRM) or poll (socket timeout)
+  calls-build.py backlog                     a listener on 127.0.0.1 (its port on stdout) whose accept queue is
+                                             full, as a server's that stopped accepting: a client's first SYN
+                                             and its retransmission 1 s later are dropped; 1.2 s after the
+                                             first it accepts, so the client connects with its next
+                                             retransmission (3 s after its first SYN)
   calls-build.py request PORT TIMEOUT_S      an HTTP/1.0 GET to 127.0.0.1:PORT with a socket timeout
                                              (create_connection(timeout=...), then recv; 0: blocking)
 """
@@ -93,6 +98,33 @@ def request(port, timeout_s):
     return 0
 
 
+def syn_sent_to(port):
+    """Whether a socket of this host is in SYN_SENT towards 127.0.0.1:port (/proc/net/tcp)."""
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if fields[3] == "02" and fields[2] == "0100007F:%04X" % port:
+                return True
+    return False
+
+
+def backlog():
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    # one connection nobody accepts fills a queue of 0 (the kernel allows one more than the backlog)
+    filler = socket.create_connection(("127.0.0.1", port))
+    print(port, flush=True)
+    while not syn_sent_to(port):
+        time.sleep(0.005)
+    time.sleep(1.2)
+    filler.close()
+    while True:
+        conn, _ = listener.accept()
+        conn.close()
+
+
 if __name__ == "__main__":
-    modes = {"fsync": fsync, "send": send, "connect": connect, "request": request}
+    modes = {"fsync": fsync, "send": send, "connect": connect, "request": request, "backlog": backlog}
     sys.exit(modes[sys.argv[1]](*sys.argv[2:]))
