@@ -4,14 +4,14 @@
  * stored equals the field the node file's API gives (store_id and seq: the
  * event id's parts), for both event types and the extremes: nanoseconds near
  * 2^63, the largest u32 pids, negative and unknown codes, empty, long and
- * non-ASCII strings, quotes and NUL, null targets and contexts.
+ * non-ASCII strings, quotes and NUL, null targets and contexts, every event type.
  */
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { StoreWriter } from '../../agent/store/store-writer';
 import { CLICKHOUSE_EVENT_COLUMNS } from '../../core/clickhouse/schema';
 import { createLogger } from '../../core/log/logger';
-import { parseEventId, type ApiEvent } from '../../core/model';
+import { parseEventId, RecordType, type ApiEvent } from '../../core/model';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { clickhouseAvailable, shipDataDir, useClickHouse } from '../support/clickhouse-server';
 import { writeEvents, type TestEvent } from '../support/event-store';
@@ -87,6 +87,10 @@ function extremes(path: string): Record<string, string> {
   );
   set('null block', BLOCK, 2, 'dev = NULL, sector = NULL, op = NULL, error = NULL');
   set('discard', BLOCK, 3, 'op = 3, error = -95');
+  // the other syscall types: their names and the syscall fields, as the API gives them
+  set('read', WRITE, 5, `type = ${RecordType.SysRead}, response_ns = 123456`);
+  set('fsync', WRITE, 6, `type = ${RecordType.SysFsync}, target = NULL`);
+  set('connect', WRITE, 7, `type = ${RecordType.SysConnect}, ret = -111`);
   db.close();
   return seqs;
 }
@@ -162,6 +166,9 @@ describeCh('RowBinary shipping keeps every field of the node file', () => {
       });
       expect(extreme('null block')).toMatchObject({ device: '0:0', sector: '0', op: 'read', error: '0' });
       expect(extreme('discard')).toMatchObject({ op: 'discard', error: '-95', syscall: null });
+      expect(extreme('read')).toMatchObject({ event_type: 'sys_read', device: null });
+      expect(extreme('fsync')).toMatchObject({ event_type: 'sys_fsync', target: null });
+      expect(extreme('connect')).toMatchObject({ event_type: 'sys_connect', ret: '-111' });
       expect(got.filter((r) => r.target === null).length).toBeGreaterThan(0);
       expect(got.some((r) => r.service_name === '' && r.comm !== '')).toBe(true);
     } finally {
