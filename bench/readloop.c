@@ -2,6 +2,7 @@
  * Times N read-side calls, optionally pinned to one CPU; prints nanoseconds
  * per iteration.   usage: readloop file|socket|http [N] [CPU]
  *   file:   read(2) of 64 bytes from a regular file (rewound at its end)
+ *   file-context: the same by a thread that wrote a KREPLAY-CTX marker first (its reads are events)
  *   socket: sendto(2) then recvfrom(2) of 64 binary bytes on a unix socket pair
  *   http:   the same with an HTTP/1.1 request head carrying a traceparent
  */
@@ -40,6 +41,15 @@ int main(int argc, char **argv)
 			return 3;
 	}
 	memset(buf, 0, sizeof(buf));
+	if (!strcmp(mode, "file-context")) {
+		static const char marker[] = "KREPLAY-CTX txn=readloop\n";
+		int null = open("/dev/null", O_WRONLY);
+
+		if (null < 0 || write(null, marker, sizeof(marker) - 1) != sizeof(marker) - 1)
+			return 4;
+		close(null);
+		mode = "file";
+	}
 	if (!strcmp(mode, "file")) {
 		char path[] = "/tmp/kreplay-readloop-XXXXXX";
 

@@ -6,7 +6,8 @@
 import type Database from 'better-sqlite3';
 import type { StoreInfo } from '../../core/store/schema';
 import { EventInsert } from '../store/event-insert';
-import { shipSql } from './ship-sql';
+import { shipSql, type ShipSql } from './ship-sql';
+import { CLICKHOUSE_EVENT_COLUMNS, type ClickHouseColumn } from '../../core/clickhouse/schema';
 
 export interface ShipBatch {
   /** the rows as RowBinary, in the column order of `insert` */
@@ -25,12 +26,15 @@ interface BatchRow {
 export class ShipBatchReader {
   private readonly select: Database.Statement<[Record<string, unknown>], BatchRow>;
   private readonly firstSeqFrom: Database.Statement<[number], number | undefined>;
-  private readonly sql = shipSql();
+  private readonly sql: ShipSql;
 
   constructor(
     db: Database.Database,
     private readonly info: StoreInfo,
+    /** the ClickHouse columns to fill (default: all; a test fills an older schema's) */
+    columns: readonly ClickHouseColumn[] = CLICKHOUSE_EVENT_COLUMNS,
   ) {
+    this.sql = shipSql(columns);
     // kreplay_rowbinary lives in the agent's SQLite extension
     EventInsert.prepareConnection(db);
     this.select = db.prepare<[Record<string, unknown>], BatchRow>(this.sql.batch);

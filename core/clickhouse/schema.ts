@@ -27,12 +27,16 @@
  *
  * Migrations are versioned like the node store's (MIGRATIONS[v] takes the
  * database from v to v + 1); the applied versions live in kreplay_migrations.
- * v2 rebuilt the tables with finer granules for lookups (regranulate below).
+ * v2 rebuilt the tables with finer granules for lookups (regranulate below);
+ * v3 added sys_read's response_ns.
  */
 import { ClickHouseError, type ClickHouseEndpoint, type ClickHouseHttp } from './http-client';
 import { quoteInt } from './quote';
 
-export const CLICKHOUSE_SCHEMA_VERSION = 2;
+export const CLICKHOUSE_SCHEMA_VERSION = 3;
+
+/** The schema version that added response_ns (issue 24: sys_read, sys_fsync, sys_connect). */
+const RESPONSE_SCHEMA_VERSION = 3;
 
 export interface ClickHouseColumn {
   name: string;
@@ -72,6 +76,7 @@ export const CLICKHOUSE_EVENT_COLUMNS: readonly ClickHouseColumn[] = [
   { name: 'sector', type: 'Nullable(UInt64)', since: 1 },
   { name: 'op', type: 'Nullable(String)', since: 1 },
   { name: 'error', type: 'Nullable(Int64)', since: 1 },
+  { name: 'response_ns', type: 'Nullable(UInt64)', since: RESPONSE_SCHEMA_VERSION },
 ];
 
 const columnsAt = (version: number) => CLICKHOUSE_EVENT_COLUMNS.filter((c) => c.since <= version);
@@ -181,10 +186,31 @@ async function regranulate(ch: ClickHouseHttp, version: number): Promise<void> {
   for (const table of tables) await ch.exec(`DROP TABLE IF EXISTS ${table}_old`);
 }
 
+/**
+ * Adds the columns of schema `version` to the events table, and to a
+ * cluster's Distributed table over it when that exists (it was made AS
+ * events). Each column only when missing, so a crash between ALTERs is
+ * mended by running again (18.16 has no ADD COLUMN IF NOT EXISTS).
+ */
+async function addColumns(ch: ClickHouseHttp, version: number): Promise<void> {
+  const tables = ['events', ...(ch.endpoint.cluster ? [eventsTable(ch.endpoint)] : [])];
+  const present = await ch.rows<{ table: string; name: string }>(
+    `SELECT table, name FROM system.columns WHERE database = currentDatabase()`,
+  );
+  const has = new Set(present.map((c) => `${c.table}.${c.name}`));
+  const tableNames = new Set(present.map((c) => c.table));
+  for (const table of tables.filter((t) => tableNames.has(t)))
+    for (const c of CLICKHOUSE_EVENT_COLUMNS.filter(
+      (c) => c.since === version && !has.has(`${table}.${c.name}`),
+    ))
+      await ch.exec(`ALTER TABLE ${table} ADD COLUMN ${c.name} ${c.type}`);
+}
+
 /** MIGRATIONS[v] takes a database from version v to v + 1. */
 export const CLICKHOUSE_MIGRATIONS: readonly Migration[] = [
   [eventsDdl('events', 1, null), ...LOOKUP_KEYS.flatMap((key) => lookupDdl(key, 1, null))],
   regranulate,
+  addColumns,
 ];
 
 /** Creates the database if needed and applies the migrations it lacks; returns its version. */

@@ -40,7 +40,7 @@ import {
 /** The API's fields, as the events table names them. */
 const COLUMNS =
   'event_id, event_type, timestamp_ns, duration_ns, service_name, transaction_id, trace_id, node, pid, tid, comm, bytes, ' +
-  'syscall, fd, ret, target_kind, target, device, sector, op, error';
+  'syscall, fd, ret, target_kind, target, device, sector, op, error, response_ns';
 
 type Row = Record<string, string | number | null>;
 

@@ -11,6 +11,7 @@ import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { quoteString } from '../../core/clickhouse/quote';
 import {
   CLICKHOUSE_MIGRATIONS,
+  CLICKHOUSE_EVENT_COLUMNS,
   CLICKHOUSE_SCHEMA_VERSION,
   EVENTS_GRANULARITY,
   LOOKUP_GRANULARITY,
@@ -44,8 +45,12 @@ async function v1Database(ch: ClickHouseHttp, path: string): Promise<void> {
   for (const statement of CLICKHOUSE_MIGRATIONS[0] as string[]) await ch.exec(statement);
   await ch.exec('INSERT INTO kreplay_migrations (version) VALUES (1)');
   const db = new Database(path, { readonly: true });
-  const reader = new ShipBatchReader(db, readStoreInfo(db));
-  // v2 adds no column: the batch's columns are v1's
+  // the columns a v1 agent filled (v3 added response_ns)
+  const reader = new ShipBatchReader(
+    db,
+    readStoreInfo(db),
+    CLICKHOUSE_EVENT_COLUMNS.filter((c) => c.since === 1),
+  );
   for (let seq = 1; ;) {
     const batch = reader.read(seq, 3000);
     if (batch.count === 0) break;

@@ -28,7 +28,14 @@ const ODD = ["it's \\ \0 odd", 'naïve 中文 🚀', '', 'x'.repeat(300) + 'é']
 function events(): TestEvent[] {
   return Array.from({ length: 400 }, (_, i) => ({
     ts: BASE + BigInt(i) * 1000n,
-    type: i % 4 === 3 ? 'block_io' : 'sys_write',
+    // every type; the first rows of each stay sys_write and block_io (extremes() picks by rank)
+    type:
+      i % 4 === 3
+        ? 'block_io'
+        : i < 40
+          ? 'sys_write'
+          : (['sys_write', 'sys_read', 'sys_fsync', 'sys_connect'] as const)[i % 4],
+    response: i % 8 === 1 ? i * 1_000_003 : undefined,
     dur: i * 7,
     service: i % 9 === 0 ? ODD[i % ODD.length]! : `svc-${i % 3}`,
     comm: i % 11 === 0 ? ODD[(i + 1) % ODD.length]! : 'worker',

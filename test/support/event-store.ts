@@ -1,6 +1,12 @@
 /** Writes chosen events into a node store through the agent's own StoreWriter. */
 import { EventBatch } from '../../agent/ingest/event-batch';
-import { targetKindCode, type EventType, type TargetKind } from '../../core/model';
+import {
+  EVENT_TYPE_CODE,
+  targetKindCode,
+  type EventType,
+  type SyscallRecordType,
+  type TargetKind,
+} from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 
 export interface TestEvent {
@@ -13,8 +19,10 @@ export interface TestEvent {
   pid?: number;
   comm?: string;
   bytes?: number;
-  /** sys_write only; default none (NULL) */
+  /** syscall types only; default none (NULL) */
   target?: [kind: TargetKind, value: string];
+  /** sys_read only; default none (NULL) */
+  response?: number;
 }
 
 /** One batch, so one transaction: readers see all of `events` or none. */
@@ -40,7 +48,15 @@ export function writeEvents(writer: StoreWriter, events: TestEvent[]): void {
       batch.pushBlockIo({ ...common, dev: 8 * 0x100000, sector: 2048, op: 1, error: 0 });
     } else {
       const target = e.target && writer.targets.id(targetKindCode(e.target[0]), e.target[1]);
-      batch.pushSysWrite({ ...common, fd: 3, ret: common.bytes, syscall: 1, target: target ?? 0 });
+      batch.pushSysWrite({
+        ...common,
+        type: EVENT_TYPE_CODE[e.type ?? 'sys_write'] as SyscallRecordType,
+        fd: 3,
+        ret: common.bytes,
+        syscall: 1,
+        target: target ?? 0,
+        response: e.response ?? 0,
+      });
     }
   }
   writer.writeBatch(batch);
