@@ -572,6 +572,17 @@ describe('a replay on a daemon: its session printed at the start, driven by krep
       };
       expect(sessions.sessions).toEqual([expect.objectContaining({ id, transaction_id: TXN })]);
       expect(row(join(dir.path, 'r.json'), log)).toMatchObject({ matched: 3 });
+      // without --exec: the NDJSON stream of a session on that daemon
+      const stream = await replay(['--incident', file, '--server', live.url]).done;
+      expect(stream.status).toBe(0);
+      const lines = stream.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.map((l) => l.replay_offset_ns)).toEqual([0, 20 * MS, 40 * MS]);
+      expect(lines.every((l) => l.transaction_id === TXN && typeof l.emitted_late_ns === 'number')).toBe(
+        true,
+      );
     } finally {
       await live.close();
     }
