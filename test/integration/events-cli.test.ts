@@ -95,7 +95,7 @@ describe('kreplay events', () => {
   });
 
   it.each([
-    [['--type', 'sys_read'], /--type.*sys_write or block_io/],
+    [['--type', 'sys_open'], /--type.*sys_write, block_io, sys_read, sys_fsync or sys_connect/],
     [['--from', 'noon'], /--from.*RFC 3339/],
     [['--to', '2026-02-30T00:00:00Z'], /--to.*not a valid date/],
     [['--min-ms', '0.0000001'], /--min-ms.*6 fractional digits/],
