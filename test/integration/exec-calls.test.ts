@@ -7,12 +7,11 @@
  * exact recorded durations; a build is a Python program whose I/O model
  * nobody here chose (test/support/exec/calls-build.py).
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 import { join } from 'node:path';
 import { KREPLAY_BIN } from '../support/agent-process';
 import { incidentCall, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
+import { runCommand, tcpSink, type Outcome } from '../support/exec/kreplay-run';
 import { useTempDir } from '../support/temp-dir';
 
 const MS = 1_000_000;
@@ -20,33 +19,13 @@ const BUILD = join(__dirname, '..', 'support', 'exec', 'calls-build.py');
 const dir = useTempDir('kreplay-calls-');
 const daemonDir = useTempDir('kreplay-calls-daemon-');
 
-interface Outcome {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(command: string, args: string[]): Promise<Outcome> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve) => child.on('close', (status) => resolve({ status, stdout, stderr })));
-}
+const run = (command: string, args: string[]): Promise<Outcome> => runCommand([command, ...args]).done;
 
 /** The build's `<what> <ns>` lines: per what, its times in ns. */
 function times(stdout: string): Record<string, number[]> {
   const out: Record<string, number[]> = {};
   for (const match of stdout.matchAll(/^(\w+) (\d+)$/gm)) (out[match[1]!] ??= []).push(Number(match[2]));
   return out;
-}
-
-/** A loopback listener that drains what it is sent. */
-async function tcpSink(): Promise<{ port: number; close(): void }> {
-  const server = net.createServer((socket) => socket.resume());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as net.AddressInfo).port, close: () => server.close() };
 }
 
 describe('kreplay replay --exec: fsync, sends, connect, errors', () => {

@@ -16,6 +16,7 @@ import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { runCommand, type Outcome } from '../support/exec/kreplay-run';
 import { useTempDir } from '../support/temp-dir';
 
 const MS = 1_000_000;
@@ -23,20 +24,7 @@ const BUILD = join(__dirname, '..', 'support', 'exec', 'calls-build.py');
 const FUSE_FS = join(__dirname, '..', 'support', 'exec', 'slow-fsync-fs.py');
 const dir = useTempDir('kreplay-incidents-');
 
-interface Outcome {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(argv: string[]): Promise<Outcome> {
-  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve) => child.on('close', (status) => resolve({ status, stdout, stderr })));
-}
+const run = (argv: string[]): Promise<Outcome> => runCommand(argv).done;
 
 interface Recorded {
   event_type: string;
@@ -69,7 +57,13 @@ function record(txn: string, argv: string[]): Promise<Outcome> {
       '/bin/sh',
       ['-c', `${cgroup.enter} "$@"`, 'sh', process.execPath, KREPLAY_BIN, 'run', '--txn', txn, '--', ...argv],
       { timeout: 60_000 },
-      (err, stdout, stderr) => resolve({ status: err ? ((err.code as number) ?? 1) : 0, stdout, stderr }),
+      (err, stdout, stderr) =>
+        resolve({
+          status: err ? ((err.code as number) ?? 1) : 0,
+          signal: err?.signal ?? null,
+          stdout,
+          stderr,
+        }),
     ),
   );
 }

@@ -8,13 +8,13 @@
  * time. The mock upstream answers at once; the incidents come from the daemon
  * stand-in with exact recorded times.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
 import { join } from 'node:path';
 import { KREPLAY_BIN } from '../support/agent-process';
 import { incidentCall, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
+import { runCommand, type Outcome } from '../support/exec/kreplay-run';
 import { useTempDir } from '../support/temp-dir';
 
 const MS = 1_000_000;
@@ -22,20 +22,7 @@ const BUILD = join(__dirname, '..', 'support', 'exec', 'calls-build.py');
 const dir = useTempDir('kreplay-relay-');
 const daemonDir = useTempDir('kreplay-relay-daemon-');
 
-interface Outcome {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(command: string, args: string[]): Promise<Outcome> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve) => child.on('close', (status) => resolve({ status, stdout, stderr })));
-}
+const run = (command: string, args: string[]): Promise<Outcome> => runCommand([command, ...args]).done;
 
 /** Node's http.get with `timeout` (ms): prints `response <ns>` or `timeout <ns>` (exit 4). */
 const NODE_CLIENT = `

@@ -3,11 +3,19 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { KREPLAY_BIN } from '../agent-process';
 
+/** How a child ended, and everything it printed. */
+export interface Outcome {
+  status: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+}
+
 export interface Run {
   child: ChildProcess;
   /** stderr so far */
   stderr(): string;
-  done: Promise<{ status: number | null; signal: string | null; stderr: string; stdout: string }>;
+  done: Promise<Outcome>;
 }
 
 /** What a container CI runner gives a job: uid/gid 65534 (nobody), no capabilities, no new privileges. */
@@ -24,18 +32,22 @@ export const UNPRIVILEGED = [
   '--',
 ];
 
-/** kreplay ARGS, or `prefix… node kreplay ARGS` (e.g. setpriv dropping a capability). */
-export function kreplay(args: string[], prefix: string[] = [], cwd?: string): Run {
-  const [command, ...rest] = [...prefix, process.execPath, KREPLAY_BIN, ...args];
-  const child = spawn(command!, rest, { stdio: ['ignore', 'pipe', 'pipe'], cwd });
+/** ARGV as a child, its output collected. */
+export function runCommand(argv: string[], cwd?: string): Run {
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], cwd });
   let stderr = '';
   let stdout = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  const done = new Promise<{ status: number | null; signal: string | null; stderr: string; stdout: string }>(
-    (resolve) => child.on('close', (status, signal) => resolve({ status, signal, stderr, stdout })),
+  const done = new Promise<Outcome>((resolve) =>
+    child.on('close', (status, signal) => resolve({ status, signal, stderr, stdout })),
   );
   return { child, stderr: () => stderr, done };
+}
+
+/** kreplay ARGS, or `prefix… node kreplay ARGS` (e.g. setpriv dropping a capability). */
+export function kreplay(args: string[], prefix: string[] = [], cwd?: string): Run {
+  return runCommand([...prefix, process.execPath, KREPLAY_BIN, ...args], cwd);
 }
 
 export async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
