@@ -384,7 +384,8 @@ int resolve_target(void *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
-	__type(key, __u32);
+	/* a size, not a BTF type: the kernel takes no BTF for a prog array's key (libbpf would retry) */
+	__uint(key_size, sizeof(__u32));
 	__array(values, int(void *));
 } resolve_targets SEC(".maps") = {
 	.values = {[0] = (void *)&resolve_target},
