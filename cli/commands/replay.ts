@@ -9,7 +9,7 @@
  * for a live session there).
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
+import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-limits';
 import { problemText, requestJson, unreachable } from '../daemon-request';
 import { MATCHES, PACES, type Match, type Pace } from '../exec/exec-plan';
 import { DEFAULT_TOLERANCE, parseTolerance, type Tolerance } from '../exec/exec-report';
