@@ -25,7 +25,7 @@ import { CONTROLS } from '../../daemon/replay/sessions/session-state';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import { NodeStores } from '../../daemon/store/node-stores';
-import { IncidentLibrary } from '../../daemon/incidents/incident-library';
+import { IncidentThread } from '../../daemon/incidents/incident-thread';
 import { repoRoot } from '../../core/repo-root';
 import { readFileSync } from 'node:fs';
 import { writeStore } from '../support/event-store';
@@ -112,13 +112,14 @@ describe('OpenAPI document', () => {
       log: silentLogger,
       ttlMs: 1000,
     });
+    const incidents = new IncidentThread(dir.path, silentLogger);
     const app = createApp({
       log: silentLogger,
       stores,
       replay,
       webRoot: dir.path,
       metrics: new DaemonMetrics(),
-      incidents: new IncidentLibrary(dir.path, silentLogger),
+      incidents,
     });
     const documented = OPERATIONS.map((op) => `${op.method} ${op.path}`).sort();
     expect(servedRoutes(app)).toEqual(documented);
@@ -130,6 +131,7 @@ describe('OpenAPI document', () => {
     ).toEqual(documented);
     await replay.close();
     await clock.close();
+    await incidents.close();
     stores.close();
   });
 
