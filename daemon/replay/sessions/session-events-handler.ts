@@ -30,7 +30,7 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
     if (lastEventId !== undefined) {
       let from = Number(lastEventId) + 1;
       do {
-        for (const frame of session.history(from)) {
+        for await (const frame of session.history(from)) {
           if (!(await watcher.send(frame))) return;
           from++;
         }
