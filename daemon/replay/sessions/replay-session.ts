@@ -255,6 +255,7 @@ export class ReplaySession {
     let slot = Math.floor(from / CHECKPOINT_EVERY);
     while (slot > 0 && !this.player.checkpoint(slot)) slot--;
     let index = slot * CHECKPOINT_EVERY;
+    if (from >= this.player.emitted) return;
     const events = this.transaction.events(this.player.checkpoint(slot), () => this.player.emitted - index);
     for await (const event of events) {
       if (index >= this.player.emitted) return;
