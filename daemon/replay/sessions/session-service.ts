@@ -17,12 +17,12 @@ import type { CreateSessionBody } from './session-schema';
 import { isLive } from './session-state';
 import { Transaction } from './transaction';
 import { systemWallClock, type WallClock } from './wall-clock';
+import {
+  DEFAULT_IDLE_SESSION_TTL_SECONDS,
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_MAX_SESSIONS_PER_CLIENT,
+} from './session-limits';
 
-export const DEFAULT_MAX_SESSIONS = 64;
-/** A quarter of the total: one client cannot take every slot. */
-export const DEFAULT_MAX_SESSIONS_PER_CLIENT = 16;
-export const DEFAULT_SESSION_TTL_SECONDS = 600;
-export const DEFAULT_IDLE_SESSION_TTL_SECONDS = 3600;
 /** How often the positions of playing sessions are saved, for a daemon that dies without stopping. */
 const CHECKPOINT_MS = 2000;
 /** How often sessions that drive a process check that it still runs. */
