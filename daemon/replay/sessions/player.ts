@@ -6,7 +6,7 @@
  * state, statistics and streams). Timing model: README, "Timing".
  */
 import type { ReplayEvent } from '../replay-event';
-import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../replay-clock';
+import type { ClockLane, LaneSockets, LateFrame, Released, ReplayClock } from '../replay-clock';
 import type { Schedule } from './schedule';
 import { Fifo } from '../fifo';
 import { replayFrame } from './replay-frame';
@@ -43,17 +43,21 @@ export interface Pending {
   frame: LateFrame;
 }
 
-/** The clock released `entry` at `releasedAt`, for `deadline`, and wrote its frame at `writtenAt` (null: it did not). */
+/**
+ * The clock released `entries` (in order) at `releasedAt`, each due at
+ * `anchor` + its dueNs, and wrote their frames at `writtenAt` (null: it
+ * did not).
+ */
 export interface Emitted {
-  entry: Pending;
-  deadline: bigint;
+  entries: Pending[];
+  anchor: bigint;
   releasedAt: bigint;
   writtenAt: bigint | null;
 }
 
 /** Who hears of releases: the session. */
 export interface PlayerListener {
-  /** the clock released an event; the listener calls advance() once it has emitted it */
+  /** the clock released events; the listener calls advance() with the last once it has emitted them */
   released(emitted: Emitted): void;
   /** the reader ran out while nothing was left to release (the store had fewer events than counted) */
   ended(): void;
@@ -106,7 +110,17 @@ export class Player {
     private readonly clock: ReplayClock,
     private readonly listener: PlayerListener,
   ) {
-    this.lane = clock.lane();
+    this.lane = clock.lane((released) => {
+      this.armed -= released.count;
+      this.listener.released(this.take(released));
+    });
+  }
+
+  /** The next `count` events of `pending`, released as `released` says. */
+  private take({ count, releasedAt, writtenAt }: Released): Emitted {
+    const entries: Pending[] = [];
+    for (let i = 0; i < count; i++) entries.push(this.pending.shift()!);
+    return { entries, anchor: this.anchor, releasedAt, writtenAt };
   }
 
   /** Events emitted so far: the index of the next. */
@@ -264,10 +278,7 @@ export class Player {
   disarm(): Emitted[] {
     this.active = false;
     // the deadlines are released in the order they were armed: the first of `pending`
-    const emitted = this.lane.clear().map(({ releasedAt, writtenAt }) => {
-      const entry = this.pending.shift()!;
-      return { entry, deadline: this.anchor + entry.dueNs, releasedAt, writtenAt };
-    });
+    const emitted = this.lane.clear().map((released) => this.take(released));
     this.armed = 0;
     return emitted;
   }
@@ -344,16 +355,7 @@ export class Player {
     while (this.armed < this.pending.length) {
       const entry = this.pending.at(this.armed)!;
       if (!this.lane.fits(entry.frame)) return;
-      const deadline = this.anchor + entry.dueNs;
-      this.lane.at(
-        deadline,
-        (releasedAt, writtenAt) => {
-          this.pending.shift();
-          this.armed--;
-          this.listener.released({ entry, deadline, releasedAt, writtenAt });
-        },
-        entry.frame,
-      );
+      this.lane.at(this.anchor + entry.dueNs, entry.frame);
       this.armed++;
     }
   }

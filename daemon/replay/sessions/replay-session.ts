@@ -348,18 +348,24 @@ export class ReplaySession {
     this.broadcast.send(sseFrame('state', this.json()));
   }
 
-  private emit({ entry, deadline, releasedAt, writtenAt }: Emitted): void {
-    const late = releasedAt > deadline ? releasedAt - deadline : 0n;
-    this.lateness.add(late);
-    this.context.timing?.released(late);
-    this.trackBehind(late);
-    this.recentLateness[entry.index % RECENT] = late;
-    this.recentIndex[entry.index % RECENT] = entry.index;
-    if (writtenAt !== null) this.delivered(deadline, writtenAt);
-    // the clock wrote it to the watchers it holds; the rest get it from here (none: its delivery is timed here)
-    if (this.broadcast.mainWatchers > 0 || writtenAt === null)
-      this.broadcast.sendReplay(lateFrameText(entry.frame, late), deadline);
-    if (!this.player.advance(entry)) this.finish();
+  /** Events the clock released: statistics, recent lateness, frames for the main thread's watchers, then the replay moves past them. */
+  private emit({ entries, anchor, releasedAt, writtenAt }: Emitted): void {
+    const last = entries.at(-1);
+    if (!last) return;
+    // the clock wrote them to the watchers it holds; the rest get them from here (none: their delivery is timed here)
+    const sendHere = writtenAt === null || this.broadcast.mainWatchers > 0;
+    for (const entry of entries) {
+      const deadline = anchor + entry.dueNs;
+      const late = releasedAt > deadline ? releasedAt - deadline : 0n;
+      this.lateness.add(late);
+      this.context.timing?.released(late);
+      this.trackBehind(late);
+      this.recentLateness[entry.index % RECENT] = late;
+      this.recentIndex[entry.index % RECENT] = entry.index;
+      if (writtenAt !== null) this.delivered(deadline, writtenAt);
+      if (sendHere) this.broadcast.sendReplay(lateFrameText(entry.frame, late), deadline);
+    }
+    if (!this.player.advance(last)) this.finish();
   }
 
   private trackBehind(late: bigint): void {
