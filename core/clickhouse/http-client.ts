@@ -100,7 +100,8 @@ function causeCode(err: unknown): string {
 }
 
 export class ClickHouseHttp {
-  private readonly timeoutMs: number;
+  /** how long one request may take */
+  readonly timeoutMs: number;
 
   constructor(
     readonly endpoint: ClickHouseEndpoint,
