@@ -8,7 +8,7 @@
  * catches up in full batches. It tells its owner each change of progress.
  */
 import Database from 'better-sqlite3';
-import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
+import { DEFAULT_SHIP_CODEC, type ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { eventsTable, migrateClickHouse } from '../../core/clickhouse/schema';
 import { readStoreInfo } from '../../core/store/schema';
 import { ShipBatchReader, type ShipBatch } from './ship-batch';
@@ -47,7 +47,7 @@ export class ShipLoop {
   private readonly maxDelayMs: number;
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
-  private readonly countUpTo: Database.Statement<[number, number], number>;
+  private readonly lastSeq: Database.Statement<[], number | null>;
   private readonly writeCursor: Database.Statement<[string, number, number, bigint]>;
   private stopping = false;
   private wake: (() => void) | null = null;
@@ -69,13 +69,22 @@ export class ShipLoop {
     // the agent's writer has created and migrated the file; this connection writes only ship_cursors
     this.db = new Database(storePath, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
-    this.reader = new ShipBatchReader(this.db, readStoreInfo(this.db));
-    // whether a batch is due needs at most a batch's count: a backlog of millions is not counted per batch
-    this.countUpTo = this.db
-      .prepare<[number, number], number>(
-        'SELECT count(*) FROM (SELECT 1 FROM events INDEXED BY events_by_seq WHERE seq >= ? LIMIT ?)',
-      )
-      .pluck();
+    // the writer checkpoints the WAL on its own policy (agent/store/checkpoint-policy.ts): with
+    // SQLite's default, each cursor commit past 1,000 pages of WAL made this thread checkpoint
+    // (15% of its time, fsyncs included). A cursor commit lost to a power cut re-sends a batch,
+    // which collapses as any re-sent batch does: no fsync per batch either
+    this.db.pragma('wal_autocheckpoint = 0');
+    this.db.pragma('synchronous = NORMAL');
+    this.reader = new ShipBatchReader(
+      this.db,
+      readStoreInfo(this.db),
+      undefined,
+      clickhouse.endpoint.compression ?? DEFAULT_SHIP_CODEC,
+    );
+    // whether a batch is due: the seqs past the cursor, from the newest one (one index lookup, where
+    // counting rows scanned up to a batch's worth of the index on every poll); retention's gaps only
+    // make a batch smaller than that
+    this.lastSeq = this.db.prepare<[], number | null>('SELECT max(seq) FROM events').pluck();
     this.writeCursor = this.db.prepare(
       `INSERT INTO ship_cursors (destination, next_seq, shipped, updated_ns) VALUES (?, ?, ?, ?)
        ON CONFLICT (destination) DO UPDATE SET next_seq = excluded.next_seq, shipped = excluded.shipped, updated_ns = excluded.updated_ns`,
@@ -151,7 +160,7 @@ export class ShipLoop {
           await migrateClickHouse(this.clickhouse);
           migrated = true;
         }
-        const waiting = this.countUpTo.get(this.progress.cursor, this.batchRows)!;
+        const waiting = Math.max(0, (this.lastSeq.get() ?? 0) - this.progress.cursor + 1);
         if (waiting === 0) waitingSince = null;
         else waitingSince ??= Date.now();
         const due =
@@ -164,7 +173,8 @@ export class ShipLoop {
           this.progress.cursor,
           waiting >= this.batchRows ? this.maxBatchRows : this.batchRows,
         );
-        await this.send(batch);
+        // none when retention removed the rows meanwhile: the cursor stays, the next poll sees
+        if (batch.count > 0) await this.send(batch);
         backoff = this.retryInitialMs;
         // a full batch means more may wait: go on at once
         if (batch.count < this.batchRows) waitingSince = null;
