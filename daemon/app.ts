@@ -9,7 +9,7 @@ import type { TokenStore } from './auth/token-store';
 import type { EventsJson } from './events/events-json';
 import { eventsRouter } from './events/events-router';
 import type { IncidentRuns } from './events/export/incident-export';
-import type { IncidentLibrary } from './incidents/incident-library';
+import type { IncidentThread } from './incidents/incident-thread';
 import { incidentsRouter } from './incidents/incidents-router';
 import { healthRouter } from './health/health-router';
 import { openApiRouter } from './openapi/openapi-router';
@@ -50,7 +50,7 @@ export interface AppDeps {
    */
   fleetStore?: boolean;
   /** the incident files served (GET/POST /api/incidents); the routes exist only when given */
-  incidents?: IncidentLibrary;
+  incidents?: IncidentThread;
   /** the query workers' state, for /readyz, when queries run on them */
   queryWorkers?: () => PoolHealth;
 }

@@ -10,19 +10,20 @@ import { createLogger, type Logger } from '../core/log/logger';
 import { createApp } from './app';
 import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
-import { DEFAULT_SESSION_TTL_SECONDS, ReplaySessions } from './replay/sessions/session-service';
+import { ReplaySessions } from './replay/sessions/session-service';
+import { DEFAULT_SESSION_TTL_SECONDS } from './replay/sessions/session-limits';
 import type { WallClock } from './replay/sessions/wall-clock';
 import { KreplayError } from '../core/errors';
 import { isLoopbackHost } from './auth/auth-middleware';
 import { TokenStore } from './auth/token-store';
 import { listen, type TlsFiles } from './server';
 import { NodeStores } from './store/node-stores';
-import { IncidentLibrary } from './incidents/incident-library';
+import { IncidentThread } from './incidents/incident-thread';
 
 /** How often the incidents folders are looked at for new, changed or removed files. */
 const INCIDENT_RESCAN_MS = 2000;
 import { ClickHouseEvents } from './store/clickhouse-events';
-import { loadTransaction } from './replay/loaded-transaction';
+import { storeTransactionReader } from './replay/transaction-reader';
 import { QueryPool } from './queries/query-pool';
 import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
@@ -97,9 +98,15 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const tokens = options.tokensFile ? new TokenStore(options.tokensFile, log.child('auth')) : undefined;
   const stores = new NodeStores(options.dataDir, log.child('stores'));
   // incident files become read-only stores before anything reads the stores
-  const incidents = new IncidentLibrary(options.dataDir, log.child('incidents'));
-  incidents.refresh();
-  const watchIncidents = setInterval(() => incidents.refresh(), INCIDENT_RESCAN_MS).unref();
+  const incidents = new IncidentThread(options.dataDir, log.child('incidents'));
+  try {
+    await incidents.listing();
+  } catch (err) {
+    await incidents.close();
+    stores.close();
+    throw err;
+  }
+  incidents.watchEvery(INCIDENT_RESCAN_MS);
   // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not block
   const pool =
     options.store === undefined
@@ -119,11 +126,8 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
-    source: stores,
-    // replay counts and seeks in the node files on this thread; the fleet store's transaction is loaded for its session
-    load: pool ? undefined : (id) => loadTransaction(events, id),
-    // and reads a playing session's events ahead on the query workers
-    pager: pool?.replayChunk,
+    // replay reads the node files on the query workers, the fleet store over HTTP: never on this thread
+    reader: pool ? pool.transactions : storeTransactionReader(events),
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
@@ -136,7 +140,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   metrics.watchSessions(replay);
   if (pool) metrics.watchQueries(() => pool.stats());
   const release = async () => {
-    clearInterval(watchIncidents);
+    await incidents.close();
     await replay.close();
     await clock.close();
     await pool?.close();
@@ -145,7 +149,6 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
-    await replay.restored;
     await pool?.ready();
     const app = createApp({
       log,

@@ -46,6 +46,8 @@ int sys_enter_connect(struct trace_event_raw_sys_enter *ctx)
 	if (!t)
 		return 0;
 	t->fd = ctx->args[0];
+	t->messages = ctx->args[1];
+	t->addr_len = ctx->args[2];
 	t->target_id = 0;
 	t->sock = 0;
 	t->count = 0;
@@ -129,6 +131,71 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 	return 0;
 }
 
+/*
+ * A connect that failed before its socket had a peer (a unix path that is
+ * not there or refuses, an unreachable network): the target is the address
+ * the caller asked for, as strace shows it, not the peerless socket. Not
+ * cached: the socket's own stamp does not tell one asked address from another.
+ */
+static __always_inline __u64 asked_target(struct kr_thread *t)
+{
+	struct kr_target_probe p = {};
+	struct kr_target *rec;
+	__u16 family = 0;
+	__u32 len = t->addr_len;
+	void *addr = (void *)t->messages;
+	struct sock *sk;
+	__u64 id;
+
+	known_target(t, t->fd, &p);
+	if (!p.file || p.kind != KR_TARGET_SOCKET || len <= sizeof(family) ||
+	    bpf_probe_read_user(&family, sizeof(family), addr))
+		return call_target(t, t->fd);
+	/* a kernel type: BPF_CORE_READ on p.sk would relocate kreplay's own struct */
+	sk = p.sk;
+	if (family == KR_AF_UNIX ? BPF_CORE_READ((struct unix_sock *)sk, peer) != NULL
+				 : BPF_CORE_READ(sk, __sk_common.skc_dport) != 0)
+		return call_target(t, t->fd);
+	id = new_target_id();
+	rec = target_head(&p, id);
+	if (!rec)
+		return 0;
+	rec->family = family;
+	rec->protocol = family == KR_AF_UNIX ? BPF_CORE_READ_BITFIELD_PROBED(sk, sk_type)
+					     : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
+	len -= sizeof(family);
+	if (family == KR_AF_UNIX) {
+		/* a path name ends at its NUL; an abstract one (first byte 0) is all len bytes */
+		if (len > sizeof(((struct sockaddr_un *)0)->sun_path))
+			len = sizeof(((struct sockaddr_un *)0)->sun_path);
+		barrier_var(len);
+		if (bpf_probe_read_user(rec->data, len & 127, addr + sizeof(family)))
+			return call_target(t, t->fd);
+		if (rec->data[0]) {
+			long n = bpf_probe_read_user_str(rec->data, len & 127, addr + sizeof(family));
+
+			len = n > 0 ? n : 0;
+		}
+	} else if (family == KR_AF_INET && len >= sizeof(struct sockaddr_in) - sizeof(family)) {
+		struct sockaddr_in in = {};
+
+		bpf_probe_read_user(&in, sizeof(in), addr);
+		rec->port = bpf_ntohs(in.sin_port);
+		__builtin_memcpy(rec->addr, &in.sin_addr, sizeof(in.sin_addr));
+		len = 0;
+	} else if (family == KR_AF_INET6 && len >= sizeof(struct sockaddr_in6) - sizeof(family)) {
+		struct sockaddr_in6 in6 = {};
+
+		bpf_probe_read_user(&in6, sizeof(in6), addr);
+		rec->port = bpf_ntohs(in6.sin6_port);
+		__builtin_memcpy(rec->addr, &in6.sin6_addr, sizeof(rec->addr));
+		len = 0;
+	} else {
+		return call_target(t, t->fd);
+	}
+	return output_target(rec, len) ? id : 0;
+}
+
 SEC("tracepoint/syscalls/sys_exit_connect")
 int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
 {
@@ -144,7 +211,7 @@ int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
 	if (!t->sock) {
-		t->target_id = targets_enabled ? call_target(t, t->fd) : 0;
+		t->target_id = !targets_enabled ? 0 : ret < 0 ? asked_target(t) : call_target(t, t->fd);
 		call_end(t, KR_RECORD_SYS_CONNECT, pid_tgid, ret, 0, now, 0);
 		return 0;
 	}

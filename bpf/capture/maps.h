@@ -57,10 +57,13 @@ struct kr_thread {
 	__u64 target_id; /* of the call in flight */
 	/* the sock of the call in flight (its sends and reads time responses), 0 for the rest */
 	__u64 sock;
-	/* sendmmsg/recvmmsg: the user's message array, whose lengths the exit adds up */
+	/*
+	 * sendmmsg/recvmmsg: the user's message array, whose lengths the exit adds up;
+	 * connect: the user's address, which names the peer of a connect that failed
+	 */
 	__u64 messages;
 	__u32 type; /* enum kr_record_type of the call in flight, 0 = none */
-	__u32 _pad;
+	__u32 addr_len; /* connect: of messages */
 	/* the last target this thread used: most calls go where the previous one went */
 	__u64 last_object;
 	__u64 last_stamp;

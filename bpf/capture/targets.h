@@ -215,17 +215,14 @@ static __always_inline __u32 read_peer(struct kr_target *rec, struct sock *sk)
 	return 0;
 }
 
-/* Puts the target record into the ring at its own length; false when the ring is full. */
-static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_id)
+/* The scratch target record, its head set for target_id and p's kind; NULL only if the map failed. */
+static __always_inline struct kr_target *target_head(struct kr_target_probe *p, __u64 target_id)
 {
 	__u32 zero = 0;
 	struct kr_target *rec = bpf_map_lookup_elem(&target_scratch, &zero);
-	struct file *file = p->file;
-	__u32 len = 0;
-	__u64 size, unread;
 
 	if (!rec)
-		return false;
+		return NULL;
 	rec->type = KR_RECORD_TARGET;
 	rec->target_id = target_id;
 	rec->kind = p->kind;
@@ -234,13 +231,14 @@ static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_
 	rec->protocol = 0;
 	rec->port = 0;
 	__builtin_memset(rec->addr, 0, sizeof(rec->addr));
-	if (p->kind == KR_TARGET_SOCKET)
-		len = read_peer(rec, p->sk);
-	else if (!(p->flags & KR_TARGET_ANON_PIPE)) {
-		len = read_path(rec, file);
-		if (!BPF_CORE_READ(file, f_inode, i_nlink))
-			rec->flags |= KR_TARGET_DELETED;
-	}
+	return rec;
+}
+
+/* Puts rec, with len bytes of data, into the ring at its own length; false when the ring is full. */
+static __always_inline bool output_target(struct kr_target *rec, __u32 len)
+{
+	__u64 size, unread;
+
 	rec->len = len;
 	size = (offsetof(struct kr_target, data) + len + 7) & ~7ULL;
 	if (size > sizeof(*rec))
@@ -256,6 +254,26 @@ static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_
 	}
 	count_event(KR_COUNTER_TARGET_EMITTED);
 	return true;
+}
+
+/* Describes p's file or socket as a target record in the ring; false when the ring is full. */
+static __always_inline bool send_target(struct kr_target_probe *p, __u64 target_id)
+{
+	struct kr_target *rec = target_head(p, target_id);
+	/* a kernel type: BPF_CORE_READ on p->file would relocate kreplay's own struct */
+	struct file *file = p->file;
+	__u32 len = 0;
+
+	if (!rec)
+		return false;
+	if (p->kind == KR_TARGET_SOCKET)
+		len = read_peer(rec, p->sk);
+	else if (!(p->flags & KR_TARGET_ANON_PIPE)) {
+		len = read_path(rec, file);
+		if (!BPF_CORE_READ(file, f_inode, i_nlink))
+			rec->flags |= KR_TARGET_DELETED;
+	}
+	return output_target(rec, len);
 }
 
 /*
@@ -384,7 +402,8 @@ int resolve_target(void *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
-	__type(key, __u32);
+	/* a size, not a BTF type: the kernel takes no BTF for a prog array's key (libbpf would retry) */
+	__uint(key_size, sizeof(__u32));
 	__array(values, int(void *));
 } resolve_targets SEC(".maps") = {
 	.values = {[0] = (void *)&resolve_target},

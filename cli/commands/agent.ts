@@ -4,11 +4,9 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { hostname } from 'node:os';
 import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { clickhouseTarget } from '../clickhouse-target';
-import { Agent } from '../../agent/agent';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { AGENT_BATCH_ROWS } from '../../agent/store/store-pipeline';
 import { WRITER_CACHE_KIB } from '../../core/store/schema';
-import { loadConfig } from '../../agent/config/load-config';
 import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { untilSignal } from '../signals';
 import {
@@ -28,8 +26,7 @@ import {
 import { parseSampleRate, parseSelector, type Selector } from '../../agent/filter/selector';
 import type { AgentConfig } from '../../agent/config/config-schema';
 import type { FilterOptions } from '../../agent/filter/capture-filter';
-import { AgentMetrics } from '../../agent/metrics/agent-metrics';
-import { startMetricsServer, type ListenAddress } from '../../agent/metrics/metrics-server';
+import type { ListenAddress } from '../../agent/metrics/metrics-server';
 
 interface AgentFlags extends LogFlags {
   dataDir: string;
@@ -99,7 +96,19 @@ function filterOptions(flags: AgentFlags, config: AgentConfig): FilterOptions {
   };
 }
 
+/* Loaded when an agent runs, not by every command: zod, yaml and prom-client cost a CLI start ~60 ms. */
+const agentModules = async () => {
+  const [{ Agent }, { loadConfig }, { AgentMetrics }, { startMetricsServer }] = await Promise.all([
+    import('../../agent/agent'),
+    import('../../agent/config/load-config'),
+    import('../../agent/metrics/agent-metrics'),
+    import('../../agent/metrics/metrics-server'),
+  ]);
+  return { Agent, loadConfig, AgentMetrics, startMetricsServer };
+};
+
 export async function runAgentCommand(flags: AgentFlags): Promise<void> {
+  const { Agent, loadConfig, AgentMetrics, startMetricsServer } = await agentModules();
   const log = loggerFromFlags(flags, 'agent');
   const config = loadConfig(flags.config);
   const node = flags.node ?? config.node ?? hostname();

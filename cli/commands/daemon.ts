@@ -1,5 +1,4 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { createDaemon } from '../../daemon/create-daemon';
 import type { TlsFiles } from '../../daemon/server';
 import {
   DEFAULT_MAX_QUEUED_QUERIES,
@@ -11,7 +10,7 @@ import {
   DEFAULT_MAX_SESSIONS,
   DEFAULT_MAX_SESSIONS_PER_CLIENT,
   DEFAULT_SESSION_TTL_SECONDS,
-} from '../../daemon/replay/sessions/session-service';
+} from '../../daemon/replay/sessions/session-limits';
 import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { decimalOption, integerOption } from '../options';
 import {
@@ -47,6 +46,8 @@ function tlsFiles(flags: DaemonFlags): TlsFiles | undefined {
 }
 
 export async function runDaemon(flags: DaemonFlags): Promise<void> {
+  // loaded when a daemon runs, not by every command: express and the routers cost a CLI start ~50 ms
+  const { createDaemon } = await import('../../daemon/create-daemon');
   const log = loggerFromFlags(flags, 'daemon');
   const daemon = await createDaemon({
     dataDir: flags.dataDir,

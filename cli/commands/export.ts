@@ -10,7 +10,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { authHeaders, problemText, unreachable } from '../daemon-request';
 import { baseUrlOption, queryValueOption } from '../options';
 import { parseRedactKinds, parseText } from '../../daemon/http/query-values';
-import { EXPORT_FORMATS } from '../../daemon/events/export/export-query';
+import { EXPORT_FORMATS } from '../../daemon/events/export/export-formats';
 import { decodeIncident, writeIncidentFile } from '../../core/incident';
 import { QUERY_FLAGS, queryOf } from './events';
 

@@ -9,36 +9,25 @@
  * for a live session there).
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-schema';
+import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-limits';
 import { problemText, requestJson, unreachable } from '../daemon-request';
-import { MATCHES, PACES, type Match, type Pace } from '../exec/exec-plan';
-import { DEFAULT_TOLERANCE, parseTolerance, type Tolerance } from '../exec/exec-report';
-import { runExec } from '../exec/exec-run';
+import { MATCHES, PACES } from '../exec/exec-plan';
+import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/exec-report';
+import { runExec, type ExecFlags } from '../exec/exec-run';
 import { daemonIncident, fileIncidents } from '../exec/incident-source';
 import { uploadIncident } from '../exec/incident-upload';
-import { collectMaps, type TargetMap } from '../exec/target-keys';
+import { collectMaps } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
 import { playLocally } from '../local-replay';
 import { sessionLinks } from '../session-links';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
 import { HttpError, openEventStream, type EventStream, type SseMessage } from '../sse-client';
 
-interface ReplayFlags {
-  speed: number;
-  extraLatencyNs: number;
+/** The --exec flags (exec-run.ts owns them) and where the events come from. */
+interface ReplayFlags extends ExecFlags {
   server?: string;
   incident?: string;
   exec?: boolean;
-  pace: Pace;
-  match: Match;
-  replayErrors?: boolean;
-  map: TargetMap[];
-  report?: string;
-  reportJson?: string;
-  tolerance: Tolerance;
-  strict?: boolean;
-  target: string[];
-  skipTarget: string[];
 }
 
 const DEFAULT_SERVER = 'http://127.0.0.1:7070';

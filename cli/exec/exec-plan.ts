@@ -144,12 +144,20 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     { call: CallKind; target: string; recorded: string; kind: string; calls: Recorded[] }
   >();
   const responses = new Map(responseCalls(events).map((r) => [r.event, r.responseNs]));
+  // an incident holds few targets and many calls: each is mapped once
+  const mapped = new Map<string, string>();
+  const mappedTarget = (recorded: string, kind: string): string => {
+    const key = `${kind}\t${recorded}`;
+    let target = mapped.get(key);
+    if (target === undefined) mapped.set(key, (target = mapTarget(recorded, kind, options.maps)));
+    return target;
+  };
   events.forEach((event, index) => {
     const responseNs = responses.get(event);
     const call = responseNs === undefined ? CALL_OF_EVENT[event.event_type] : 'response';
     if (!call || !event.target) return;
     const kind = event.target_kind ?? 'other';
-    const target = mapTarget(event.target, kind, options.maps);
+    const target = mappedTarget(event.target, kind);
     if (options.exclude?.(event, call, target)) return;
     const key = `${call}\t${target}`;
     let group = groups.get(key);
@@ -165,8 +173,11 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     group.calls.push({
       durationNs: responseNs ?? event.duration_ns,
       replayedNs,
-      // timeline: event k's replayed end, replay_offset_ns + replayed_duration_ns
-      endNs: options.schedule.wallOffset(index, event.timestamp_ns - firstTs) + replayedNs,
+      // timeline: event k's replayed end, replay_offset_ns + replayed_duration_ns (unused by duration pace)
+      endNs:
+        options.pace === 'timeline'
+          ? options.schedule.wallOffset(index, event.timestamp_ns - firstTs) + replayedNs
+          : 0n,
       bytes: event.bytes ?? 0,
       errno: event.ret !== null && event.ret !== undefined && event.ret < 0 ? -event.ret : 0,
       positional: POSITIONAL.has(event.syscall ?? ''),

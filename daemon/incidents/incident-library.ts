@@ -1,5 +1,7 @@
 /**
- * The incident files a daemon serves: those an SRE drops into
+ * The incident files a daemon serves (run on its incident thread, see
+ * incident-thread.ts: decoding a large file and building its store take
+ * seconds the daemon's main thread must not spend): those an SRE drops into
  * `<data-dir>/incidents/*.kri` (read-only: the daemon never changes them)
  * and those uploaded with POST /api/incidents (kept in
  * `<data-dir>/.replay/incidents/`). Each store id their events come from
@@ -26,6 +28,7 @@ import { parseEventId } from '../../core/model';
 import type { Logger } from '../../core/log/logger';
 import { INCIDENT_STORES_DIR } from '../store/store-directory';
 import { IncidentStoreBuilder, storeSources } from './incident-store';
+import type { IncidentListing } from './incident-protocol';
 
 /** Where dropped-in incident files are read, and where uploads are kept, under the data dir. */
 export const INCIDENTS_DIR = 'incidents';
@@ -183,13 +186,13 @@ export class IncidentLibrary {
     }
   }
 
-  list(): IncidentEntry[] {
+  /** What is served and what is skipped, as the files are now. */
+  listing(): IncidentListing {
     this.refresh();
-    return [...this.known.values()].flatMap((k) => (k.entry ? [k.entry] : []));
-  }
-
-  skipped(): SkippedIncident[] {
-    return [...this.known].flatMap(([file, k]) => (k.reason ? [{ file, reason: k.reason }] : []));
+    return {
+      incidents: [...this.known.values()].flatMap((k) => (k.entry ? [k.entry] : [])),
+      skipped: [...this.known].flatMap(([file, k]) => (k.reason ? [{ file, reason: k.reason }] : [])),
+    };
   }
 
   /** Checks the bytes whole, keeps them under their digest, and serves them; the same content twice is one file. */

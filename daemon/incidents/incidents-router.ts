@@ -3,21 +3,21 @@ import express, { Router } from 'express';
 import { IncidentFileError } from '../../core/incident';
 import { exactJson } from '../../core/json/exact-json';
 import { ProblemError } from '../http/problem';
-import type { IncidentLibrary } from './incident-library';
+import type { IncidentThread } from './incident-thread';
 
 /** An upload larger than this is refused (413): ~40x the 1M-event file of bench/incident.ts. */
 export const MAX_INCIDENT_UPLOAD = '256mb';
 
-export function incidentsRouter(library: IncidentLibrary): Router {
+export function incidentsRouter(library: IncidentThread): Router {
   const router = Router();
-  router.get('/', (_req, res) => {
-    const incidents = library.list();
-    res.type('application/json').send(exactJson({ incidents, skipped: library.skipped() }));
+  router.get('/', async (_req, res) => {
+    const { incidents, skipped } = await library.listing();
+    res.type('application/json').send(exactJson({ incidents, skipped }));
   });
   router.post(
     '/',
     express.raw({ type: 'application/octet-stream', limit: MAX_INCIDENT_UPLOAD }),
-    (req, res) => {
+    async (req, res) => {
       if (!req.is('application/octet-stream'))
         throw new ProblemError(
           'unsupported-media-type',
@@ -25,7 +25,7 @@ export function incidentsRouter(library: IncidentLibrary): Router {
         );
       let entry;
       try {
-        entry = library.upload(req.body as Buffer);
+        entry = await library.upload(req.body as Buffer);
       } catch (err) {
         if (err instanceof IncidentFileError)
           throw new ProblemError('invalid-incident', err.message, [{ param: 'body', message: err.message }]);

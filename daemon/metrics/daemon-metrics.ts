@@ -6,6 +6,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { TimingObserver } from '../replay/sessions/replay-session';
 import type { PoolStats } from '../queries/query-pool';
 import type { ReplaySessions } from '../replay/sessions/session-service';
+import { CountedHistogram } from './counted-histogram';
 import { SESSION_STATES } from '../replay/sessions/session-state';
 
 /** A finished request, as the request log sees it. */
@@ -25,8 +26,9 @@ export class DaemonMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'method' | 'route' | 'status'>;
   private readonly duration: Histogram<'method' | 'route' | 'status'>;
-  private readonly release: Histogram;
-  private readonly delivery: Histogram;
+  /** observed once per replayed event: CountedHistogram's, not prom-client's */
+  private readonly release: CountedHistogram;
+  private readonly delivery: CountedHistogram;
 
   constructor() {
     const registers = [this.registry];
@@ -43,18 +45,18 @@ export class DaemonMetrics {
       buckets: SECONDS_BUCKETS,
       registers,
     });
-    this.release = new Histogram({
-      name: 'kreplay_replay_release_lateness_seconds',
-      help: 'how late the replay clock released each event against its schedule',
-      buckets: SECONDS_BUCKETS,
-      registers,
-    });
-    this.delivery = new Histogram({
-      name: 'kreplay_replay_delivery_lateness_seconds',
-      help: "how late each replayed event was written to its watchers' sockets against its schedule",
-      buckets: SECONDS_BUCKETS,
-      registers,
-    });
+    this.release = new CountedHistogram(
+      'kreplay_replay_release_lateness_seconds',
+      'how late the replay clock released each event against its schedule',
+      SECONDS_BUCKETS,
+      this.registry,
+    );
+    this.delivery = new CountedHistogram(
+      'kreplay_replay_delivery_lateness_seconds',
+      "how late each replayed event was written to its watchers' sockets against its schedule",
+      SECONDS_BUCKETS,
+      this.registry,
+    );
   }
 
   request(done: RequestDone): void {

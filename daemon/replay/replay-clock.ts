@@ -13,15 +13,21 @@ export interface LateFrame {
   tail: string;
 }
 
-/** Told when the clock released a deadline, and when it wrote its frame to the lane's sockets (null: it wrote none). */
-export type Release = (releasedAt: bigint, writtenAt: bigint | null) => void;
-
-/** A release the clock made before a clear, handed to whoever cleared the lane instead of being run. */
+/**
+ * The clock released the lane's next `count` deadlines (in the order they
+ * were handed over) at `releasedAt`, and wrote their frames to the lane's
+ * sockets at `writtenAt` (null: it wrote none). One report covers every
+ * deadline of a lane due at one look of the clock, so the main thread's
+ * work per report does not grow with a dense replay's events.
+ */
 export interface Released {
-  release: Release;
+  count: number;
   releasedAt: bigint;
   writtenAt: bigint | null;
 }
+
+/** Told of the releases of a lane, in order. */
+export type OnReleased = (released: Released) => void;
 
 /** Why the clock closed a watcher's socket: its stream ended, it was cut for not reading, or the peer is gone. */
 export type { SocketClosed };
@@ -45,16 +51,16 @@ export interface LaneSockets {
   detach(watcher: number): void;
 }
 
-/** One session's deadlines, released in order on the main thread. */
+/** One session's deadlines, their releases told in order on the main thread (the lane's OnReleased). */
 export interface ClockLane {
-  /** Calls `release` once monotonic time reaches `deadline`; a lane's deadlines must not decrease. */
-  at(deadline: bigint, release: Release, frame?: LateFrame): void;
-  /** Whether `frame` can be handed over now (the lane holds a bounded number of bytes of frames). */
+  /** Releases once monotonic time reaches `deadline`; a lane's deadlines must not decrease. */
+  at(deadline: bigint, frame?: LateFrame): void;
+  /** Whether `frame` can be handed over now (the lane holds a bounded number of deadlines and bytes of frames). */
   fits(frame: LateFrame): boolean;
   /**
    * Forgets every deadline of the lane not released yet, and returns, in
-   * order, those released before whose releases have not run (their frames
-   * may be out already): the caller runs them, or knows why not. `forGood`
+   * order, the releases made before that were not told yet (their frames
+   * may be out already): the caller takes them, or knows why not. `forGood`
    * also frees what the lane holds for its frames.
    */
   clear(forGood?: boolean): Released[];
@@ -67,6 +73,7 @@ export interface ReplayClock {
   now(): bigint;
   /** How far ahead the first of `count` deadlines handed over at once must be to be released on time. */
   leadNs(count: number): bigint;
-  lane(): ClockLane;
+  /** A new lane, whose releases are told to `onReleased`. */
+  lane(onReleased: OnReleased): ClockLane;
   close(): Promise<void>;
 }

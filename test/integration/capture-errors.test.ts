@@ -1,7 +1,7 @@
 /** startCapture refuses bad options and missing privileges with a CaptureError and its code. */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { silentLogger } from '../../core/log/logger';
+import { createLogger, silentLogger } from '../../core/log/logger';
 import { CaptureError, startCapture, type CaptureOptions } from '../../agent/capture';
 import { describeKernel } from './capture-harness';
 
@@ -52,5 +52,15 @@ describeKernel('capture privileges', () => {
     const [code, message] = JSON.parse(out) as [string, string];
     expect(code).toBe('E_CAPTURE_PERM');
     expect(message).toMatch(/run kreplay as root/);
+  });
+});
+
+describeKernel('capture load', () => {
+  it('loads and attaches without a libbpf warning (each would be printed at every agent start)', async () => {
+    const warnings: string[] = [];
+    const log = createLogger({ level: 'warn', format: 'text', write: (line) => warnings.push(line) });
+    const capture = startCapture({}, () => undefined, log);
+    await capture.stop();
+    expect(warnings).toEqual([]);
   });
 });

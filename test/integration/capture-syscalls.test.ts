@@ -17,6 +17,8 @@ const run = promisify(execFile);
 const dir = useTempDir();
 const MS = 1_000_000n;
 const ECONNREFUSED = -111;
+const ENOENT = -2;
+const ENETUNREACH = -101;
 const EBADF = -9;
 
 function syscallName(r: DecodedSyscall): string {
@@ -150,6 +152,19 @@ keep = [blocking(("127.0.0.1", port)), blocking(("127.0.0.1", closed_port)),
 print(" ".join(map(str, out)))
 `;
 
+/* Unix connects that fail before the socket has a peer: a missing path, a bound path that does not listen, an unheard abstract name. */
+const FAILED_UNIX = `
+import os, socket, sys
+deaf = socket.socket(socket.AF_UNIX); deaf.bind(sys.argv[2])
+out = [os.getpid()]
+for addr in [sys.argv[1], sys.argv[2], "\\0kreplay-nobody-" + str(os.getpid())]:
+    s = socket.socket(socket.AF_UNIX)
+    out.append(s.fileno())
+    out.append(-s.connect_ex(addr))
+    s.close()
+print(" ".join(map(str, out)))
+`;
+
 /*
  * A server whose accept queue is full (backlog 0, one connection queued): a
  * client's SYNs are dropped until it accepts, 2.5 s after it saw the client
@@ -253,6 +268,31 @@ describeKernel('sys_connect (real kernel)', () => {
       ['connect', fds[4], 0, 0, `unix ${path}`],
     ]);
     for (const r of mine) expect(r.durationNs).toBeGreaterThan(0n);
+  });
+
+  it('names the address a failed unix connect asked for, as strace does, not the peerless socket', async () => {
+    const missing = join(dir.path, 'missing.sock');
+    const deaf = join(dir.path, 'deaf.sock');
+    const { records, value } = await captureAround({}, () => python(FAILED_UNIX, [missing, deaf]));
+    const [pid, ...fdsAndRets] = value[0]!.split(' ').map(Number);
+    const mine = calls(records, 'sys_connect').filter((r) => r.pid === pid);
+    expect(mine.map((r) => [r.fd, r.ret, r.target])).toEqual([
+      [fdsAndRets[0], fdsAndRets[1], `unix ${missing}`],
+      [fdsAndRets[2], fdsAndRets[3], `unix ${deaf}`],
+      [fdsAndRets[4], fdsAndRets[5], `unix @kreplay-nobody-${pid}`],
+    ]);
+    expect(fdsAndRets.filter((_, i) => i % 2 === 1)).toEqual([ENOENT, ECONNREFUSED, ECONNREFUSED]);
+  });
+
+  it('names the address a TCP connect asked for when it failed before a SYN (no route)', async () => {
+    // a fresh network namespace has no route at all: the connect fails at once, the socket never has a peer
+    const code =
+      'import os, socket; s = socket.socket(); print(os.getpid(), s.fileno(), -s.connect_ex(("10.1.2.3", 8080)))';
+    const { records, value } = await captureAround({}, () => run('unshare', ['-n', 'python3', '-c', code]));
+    const [pid, fd, ret] = value.stdout.trim().split(' ').map(Number);
+    expect(ret).toBe(ENETUNREACH);
+    const mine = calls(records, 'sys_connect').filter((r) => r.pid === pid);
+    expect(mine.map((r) => [r.fd, r.ret, r.target])).toEqual([[fd, ENETUNREACH, 'tcp 10.1.2.3:8080']]);
   });
 
   it('records the connect a curl under kreplay run waited on while the accept queue was full', async () => {

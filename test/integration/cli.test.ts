@@ -19,6 +19,19 @@ describe('kreplay CLI', () => {
     }
   });
 
+  it('starts without loading what only the agent or the daemon runs on (zod, express, yaml, prom-client)', () => {
+    // every command's start (replay --incident in a CI job above all) pays for what main loads
+    const main = join(__dirname, '..', '..', 'dist', 'cli', 'main.js');
+    const script = `require(${JSON.stringify(main)}).buildProgram();
+      console.log(JSON.stringify(Object.keys(require.cache)))`;
+    const out = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 });
+    expect(out.status).toBe(0);
+    const loaded = (JSON.parse(out.stdout) as string[]).map(
+      (path) => /node_modules\/([^/]+)\//.exec(path)?.[1],
+    );
+    for (const heavy of ['zod', 'express', 'yaml', 'prom-client']) expect(loaded).not.toContain(heavy);
+  });
+
   it('prints the version from package.json, the commit built, the Node and the libbpf it runs on', () => {
     const out = kreplay('--version');
     expect(out.status).toBe(0);

@@ -1,7 +1,7 @@
 /**
  * `kreplay replay --exec` of incidents recorded for real by the agent, every
  * slowness made real: an upstream that answers in 3 s, an fdatasync that
- * stalls 1.2 s and one that fails with EIO (a FUSE filesystem whose fsync
+ * stalls 1.2 s and one that fails with EIO, a receiver that stops reading for 1.2 s, (a FUSE filesystem whose fsync
  * sleeps or fails: test/support/exec/slow-fsync-fs.py), and a connect whose
  * first SYNs a full accept queue drops. Each is then replayed against a fixed
  * world (an upstream that answers at once, a plain directory, a listener
@@ -10,7 +10,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
-import type net from 'node:net';
+import net from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
@@ -29,6 +29,7 @@ const run = (argv: string[]): Promise<Outcome> => runCommand(argv).done;
 interface Recorded {
   event_type: string;
   syscall: string;
+  bytes: number | null;
   target: string | null;
   duration_ns: string;
   ret: number;
@@ -39,12 +40,24 @@ let cgroup: TestCgroup;
 let agent: AgentProcess | null = null;
 let daemon: Daemon | null = null;
 let data = '';
-const servers: http.Server[] = [];
+const servers: net.Server[] = [];
 const children: ChildProcess[] = [];
 const mounts: string[] = [];
 
 async function serve(delayMs: number): Promise<number> {
   const server = http.createServer((_req, res) => setTimeout(() => res.end('ok\n'), delayMs));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  servers.push(server);
+  return (server.address() as net.AddressInfo).port;
+}
+
+/** A TCP receiver that reads nothing for `pauseMs` after a connection comes, then all: a slow consumer. */
+async function receiver(pauseMs: number): Promise<number> {
+  const server = net.createServer((socket) => {
+    socket.pause();
+    setTimeout(() => socket.resume(), pauseMs);
+    socket.on('data', () => undefined).on('error', () => undefined);
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   servers.push(server);
   return (server.address() as net.AddressInfo).port;
@@ -245,4 +258,33 @@ it('a connect whose SYNs a full accept queue dropped (≥ 1.5 s): a 1 s connect 
     expect(replayed.stdout).toMatch(/^timeout /m);
     expect(replayed.status).toBe(4);
   }
+});
+
+it('a sender whose receiver stopped reading for 1.2 s (sendall blocked on a full window): the same sends to a prompt receiver take as long under replay', async () => {
+  const slow = await receiver(1200);
+  const fast = await receiver(0);
+  const [total, chunk] = [16 << 20, 64 << 10];
+  const build = (port: number) => ['python3', BUILD, 'send', String(port), String(total), String(chunk)];
+  const sentNs = (outcome: Outcome) => Number(/^sent (\d+)$/m.exec(outcome.stdout)?.[1]);
+  const recordedRun = await record('slow-consumer', build(slow));
+  expect(recordedRun.status).toBe(0);
+  expect(sentNs(recordedRun)).toBeGreaterThanOrEqual(1200 * MS);
+  const peer = (e: Recorded) => e.target === `tcp 127.0.0.1:${slow}`;
+  const bytes = (events: Recorded[]) => events.filter(peer).reduce((sum, e) => sum + Number(e.bytes), 0);
+  const sends = (await recorded('slow-consumer', 'sys_write', 1, (all) => bytes(all) >= total)).filter(peer);
+  // python's sendall: send(2), recorded as sys_write by its syscall
+  expect(new Set(sends.map((e) => e.syscall))).toEqual(new Set(['sendto']));
+  const recordedNs = sends.reduce((sum, e) => sum + Number(e.duration_ns), 0);
+  expect(recordedNs).toBeGreaterThanOrEqual(1100 * MS);
+  // to a prompt receiver the same bytes go at once, and under replay take the incident's time
+  const direct = await run(build(fast));
+  expect(direct.status).toBe(0);
+  expect(sentNs(direct)).toBeLessThan(recordedNs / 4);
+  const replayed = await replay(
+    'slow-consumer',
+    ['--map', `127.0.0.1:${slow}=127.0.0.1:${fast}`],
+    build(fast),
+  );
+  expect(replayed.status).toBe(0);
+  expect(sentNs(replayed)).toBeGreaterThanOrEqual(recordedNs * 0.95);
 });

@@ -201,4 +201,25 @@ describe('incident files served by the daemon', () => {
     expect((await post(Buffer.from('not an incident'))).status).toBe(400);
     expect((await post(bytes, 'application/json')).status).toBe(415);
   });
+
+  it('decodes and builds a large dropped-in file off the main thread: /healthz answers before the file is listed', async () => {
+    const large = incidentEvents(200_000, 'INC-LARGE').map((e) => ({
+      ...e,
+      event_id: `c${e.event_id.slice(1)}`,
+    }));
+    writeFileSync(join(dir.path, 'incidents', 'large.kri'), incidentFile(large, 'INC-LARGE', null));
+    const order: string[] = [];
+    // the listing waits for the file's decode and store; the main thread answers meanwhile
+    const listed = get(`${server.url}/api/incidents`).then((reply) => {
+      order.push('listed');
+      return JSON.parse(reply.text) as { incidents: { transaction_id: string; events: number }[] };
+    });
+    const health = await get(`${server.url}/healthz`);
+    order.push('healthz');
+    expect(health.status).toBe(200);
+    expect((await listed).incidents).toContainEqual(
+      expect.objectContaining({ transaction_id: 'INC-LARGE', events: 200_000 }),
+    );
+    expect(order).toEqual(['healthz', 'listed']);
+  });
 });

@@ -24,8 +24,10 @@ import {
 import { CONTROLS } from '../../daemon/replay/sessions/session-state';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
+import { storeTransactionReader } from '../../daemon/replay/transaction-reader';
+import { nodeStoresReader } from '../../daemon/store/event-reader';
 import { NodeStores } from '../../daemon/store/node-stores';
-import { IncidentLibrary } from '../../daemon/incidents/incident-library';
+import { IncidentThread } from '../../daemon/incidents/incident-thread';
 import { repoRoot } from '../../core/repo-root';
 import { readFileSync } from 'node:fs';
 import { writeStore } from '../support/event-store';
@@ -107,18 +109,19 @@ describe('OpenAPI document', () => {
     const clock = new HighResClock(silentLogger);
     const replay = new ReplaySessions({
       dataDir: dir.path,
-      source: stores,
+      reader: storeTransactionReader(nodeStoresReader(stores)),
       clock,
       log: silentLogger,
       ttlMs: 1000,
     });
+    const incidents = new IncidentThread(dir.path, silentLogger);
     const app = createApp({
       log: silentLogger,
       stores,
       replay,
       webRoot: dir.path,
       metrics: new DaemonMetrics(),
-      incidents: new IncidentLibrary(dir.path, silentLogger),
+      incidents,
     });
     const documented = OPERATIONS.map((op) => `${op.method} ${op.path}`).sort();
     expect(servedRoutes(app)).toEqual(documented);
@@ -130,6 +133,7 @@ describe('OpenAPI document', () => {
     ).toEqual(documented);
     await replay.close();
     await clock.close();
+    await incidents.close();
     stores.close();
   });
 

@@ -50,16 +50,20 @@ describe('the clock thread writing a stream while the main thread is blocked', (
     let received = '';
     client.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
     const closed: SocketClosed[] = [];
-    const lane = clock.lane();
+    const released: { deadline: bigint; releasedAt: bigint; writtenAt: bigint | null }[] = [];
+    const armed: bigint[] = [];
+    const lane = clock.lane(({ count, releasedAt, writtenAt }) => {
+      for (const deadline of armed.splice(0, count)) released.push({ deadline, releasedAt, writtenAt });
+    });
     const watcher = lane.sockets!.attach(fdOf(server), 0, 'event: state\n\n', (reason) =>
       closed.push(reason),
     );
 
-    const released: { deadline: bigint; releasedAt: bigint; writtenAt: bigint | null }[] = [];
     const start = clock.now() + clock.leadNs(FRAMES) + 20_000_000n;
     for (let i = 0; i < FRAMES; i++) {
       const deadline = start + BigInt(i) * GAP_NS;
-      lane.at(deadline, (releasedAt, writtenAt) => released.push({ deadline, releasedAt, writtenAt }), {
+      armed.push(deadline);
+      lane.at(deadline, {
         index: i,
         head: `id: ${i}\nevent: replay\ndata: {"emitted_late_ns":`,
         tail: '}\n\n',

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { CAP_SYS_NICE, effectiveCapabilities, holdsCapability } from '../support/capture-support';
 import { silentLogger } from '../../core/log/logger';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
+import type { Released } from '../../daemon/replay/replay-clock';
 
 const SCHED_FIFO = 1;
 
@@ -29,17 +30,23 @@ describe('the high-resolution replay clock', () => {
   afterEach(() => clock.close());
 
   it("releases each lane's deadlines in order, never before they are due", async () => {
-    const lanes = [clock.lane(), clock.lane()];
     const start = clock.now() + 5_000_000n;
     const released: { lane: number; deadline: bigint; at: bigint; seen: bigint }[] = [];
     const done = new Promise<void>((resolve) => {
+      const armed: bigint[][] = [[], []];
+      // each report tells the lane's next `count` deadlines, in the order they were handed over
+      const lanes = [0, 1].map((lane) =>
+        clock.lane(({ count, releasedAt }) => {
+          for (const deadline of armed[lane]!.splice(0, count))
+            released.push({ lane, deadline, at: releasedAt, seen: clock.now() });
+          if (released.length === 40) resolve();
+        }),
+      );
       for (let i = 0; i < 40; i++) {
         const lane = i % 2;
         const deadline = start + BigInt(i) * 300_000n;
-        lanes[lane]!.at(deadline, (at) => {
-          released.push({ lane, deadline, at, seen: clock.now() });
-          if (released.length === 40) resolve();
-        });
+        armed[lane]!.push(deadline);
+        lanes[lane]!.at(deadline);
       }
     });
     await done;
@@ -56,21 +63,32 @@ describe('the high-resolution replay clock', () => {
   });
 
   it('forgets the deadlines of a cleared lane, and the lane works again afterwards', async () => {
-    const lane = clock.lane();
-    const forgotten: bigint[] = [];
-    lane.at(clock.now() + 20_000_000n, (at) => forgotten.push(at));
+    const told: Released[] = [];
+    let resolveLater: (at: bigint) => void = () => {};
+    const lane = clock.lane((released) => {
+      told.push(released);
+      resolveLater(released.releasedAt);
+    });
+    const forgottenAt = clock.now() + 20_000_000n;
+    lane.at(forgottenAt);
     lane.clear();
-    const later = await new Promise<bigint>((resolve) => lane.at(clock.now() + 40_000_000n, resolve));
-    expect(later).toBeGreaterThan(0n);
-    expect(forgotten).toEqual([]);
+    const laterAt = clock.now() + 40_000_000n;
+    const later = await new Promise<bigint>((resolve) => {
+      resolveLater = resolve;
+      lane.at(laterAt);
+    });
+    expect(later).toBeGreaterThanOrEqual(laterAt);
+    // the forgotten deadline was never told: one report, of the later deadline alone
+    expect(told).toHaveLength(1);
+    expect(told[0]!.count).toBe(1);
   });
 
-  it('hands the releases it made before a clear to the clearer instead of running them', () => {
-    const lane = clock.lane();
+  it('hands the releases it made before a clear to the clearer instead of telling them', async () => {
     const ran: bigint[] = [];
+    const lane = clock.lane((released) => ran.push(released.releasedAt));
     const due = clock.now();
-    // with a frame, so the lane holds a ring and clear() waits for the thread to look
-    lane.at(due, (at) => ran.push(at), { index: 0, head: 'data: late=', tail: '\n\n' });
+    // with a frame, as a session's deadlines come
+    lane.at(due, { index: 0, head: 'data: late=', tail: '\n\n' });
     // without letting the event loop turn (it would run the release): settle until the thread reported it
     const reported = lane as unknown as { reported: { length: number } };
     const giveUp = Date.now() + 5000;
@@ -78,12 +96,13 @@ describe('the high-resolution replay clock', () => {
     expect(reported.reported.length).toBe(1);
     const seen = lane.clear();
     expect(seen).toHaveLength(1);
+    expect(seen[0]!.count).toBe(1);
     expect(seen[0]!.releasedAt).toBeGreaterThanOrEqual(due);
     expect(ran).toEqual([]);
-    seen[0]!.release(seen[0]!.releasedAt, seen[0]!.writtenAt);
-    expect(ran).toEqual([seen[0]!.releasedAt]);
-    // nothing is left to run later, nor handed over twice
+    // nothing is left to tell later, nor handed over twice
     expect(lane.clear()).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(ran).toEqual([]);
   });
 
   it('runs under SCHED_FIFO when the process may (CAP_SYS_NICE)', () => {
@@ -97,11 +116,12 @@ describe('the high-resolution replay clock', () => {
   });
 
   it('waits for a distant deadline almost without CPU', async () => {
-    const lane = clock.lane();
     const waitNs = 1_000_000_000n;
     const cpu = process.cpuUsage();
     const started = clock.now();
-    const at = await new Promise<bigint>((resolve) => lane.at(started + waitNs, resolve));
+    const at = await new Promise<bigint>((resolve) =>
+      clock.lane((released) => resolve(released.releasedAt)).at(started + waitNs),
+    );
     const used = process.cpuUsage(cpu);
     const cpuNs = BigInt(used.user + used.system) * 1000n;
     expect(at).toBeGreaterThanOrEqual(started + waitNs);

@@ -16,10 +16,14 @@ import {
   CONTROL,
   CONTROL_WORDS,
   FRAME_WIDTH,
+  RECORD,
+  RECORD_WIDTH,
   REPORT_WIDTH,
   RING,
   decodeReport,
   encodeCommand,
+  recordSlot,
+  ringRecords,
   type ClockCommand,
   type ClockPortMessage,
   type ClockReport,
@@ -68,10 +72,38 @@ function setup() {
     }
     return out;
   };
+  /** Each lane's buffer as the main thread writes it, and how many records it wrote. */
+  const buffers = new Map<number, { ring: SharedArrayBuffer; tail: number }>();
+  /** Hands the clock a buffer for `lane` (RING), as a lane's first deadline does. */
+  const open = (lane: number, generation: number, ring = new SharedArrayBuffer(RING.dataOffset + 256)) => {
+    buffers.set(lane, { ring, tail: 0 });
+    messages.push({ ring });
+    send(lane, generation, { kind: 'ring' });
+  };
+  /** Writes records into `lane`'s buffer (no frame unless given) and publishes them with one RECORDS command. */
+  const arm = (
+    lane: number,
+    generation: number,
+    ...records: (number | Partial<Record<string, number>>)[]
+  ) => {
+    const buffer = buffers.get(lane)!;
+    const slots = ringRecords(buffer.ring);
+    for (const r of records) {
+      const fields = typeof r === 'number' ? { deadline: r } : r;
+      const at = recordSlot(buffer.tail++);
+      slots.fill(0, at, at + RECORD_WIDTH);
+      slots[at + RECORD.index] = -1;
+      for (const [name, value] of Object.entries(fields))
+        slots[at + RECORD[name as keyof typeof RECORD]] = value!;
+    }
+    send(lane, generation, { kind: 'records', tail: buffer.tail });
+  };
   return {
     core,
     control: rings.control,
     send,
+    open,
+    arm,
     reports,
     written,
     messages,
@@ -80,36 +112,33 @@ function setup() {
   };
 }
 
-const at = (deadline: number, index = -1, offset = 0, length = 0, latenessAt = 0): ClockCommand => ({
-  kind: 'at',
-  deadline,
-  offset,
-  length,
-  latenessAt,
-  index,
-});
-
 describe('clock wire', () => {
   it('derives every width from the names', () => {
     expect(CONTROL_WORDS).toBe(Object.keys(CONTROL).length);
-    // kind, lane, generation, then AT's deadline and a frame, the widest command
-    expect(COMMAND_WIDTH).toBe(3 + 1 + FRAME_WIDTH);
-    expect(COMMAND.at).toEqual({ deadline: 3, offset: 4, length: 5, latenessAt: 6, index: 7 });
+    // kind, lane, generation, then ATTACH's watcher, fd and first index, the widest command
+    expect(COMMAND_WIDTH).toBe(3 + 3);
+    expect(COMMAND.records).toEqual({ tail: 3 });
     expect(REPORT_WIDTH).toBe(6);
+    // a record is a frame for the sockets, then its deadline and where its bytes end
+    expect(RECORD_WIDTH).toBe(FRAME_WIDTH + 2);
+    expect(RECORD).toEqual({ offset: 0, length: 1, latenessAt: 2, index: 3, deadline: 4, end: 5 });
+    expect(RING.dataOffset).toBe(RING.recordsOffset + 8 * RECORD_WIDTH * RING.records);
   });
 
   it('encodes a command with its fields by name and zeroes the rest of the slot', () => {
     const slots = new Float64Array(COMMAND_WIDTH).fill(9);
     encodeCommand(slots, 0, 7, 3, { kind: 'attach', watcher: 2, fd: 40, fromIndex: 5 });
-    expect([...slots]).toEqual([4, 7, 3, 2, 40, 5, 0, 0]);
+    expect([...slots]).toEqual([4, 7, 3, 2, 40, 5]);
   });
 });
 
 describe('ClockCore', () => {
   it('releases due deadlines in one report per lane with the time released, and rings once asked', () => {
     const t = setup();
-    t.send(1, 0, at(100), at(200), at(300));
-    t.send(2, 5, at(150));
+    t.open(1, 0);
+    t.open(2, 5);
+    t.arm(1, 0, 100, 200, 300);
+    t.arm(2, 5, 150);
     expect(t.core.drain()).toBe('done');
     expect(t.core.next()).toBe(100);
     Atomics.store(t.control, CONTROL.doorbell, 1);
@@ -133,14 +162,10 @@ describe('ClockCore', () => {
     const t = setup();
     const ring = new SharedArrayBuffer(RING.dataOffset + 256);
     const length = Buffer.from(ring).write('late=;', RING.dataOffset);
-    t.messages.push({ ring }, { text: 'hello;' });
-    t.send(
-      1,
-      0,
-      { kind: 'ring' },
-      { kind: 'attach', watcher: 1, fd: 9, fromIndex: 0 },
-      at(1000, 0, 0, length, 5),
-    );
+    t.open(1, 0, ring);
+    t.messages.push({ text: 'hello;' });
+    t.send(1, 0, { kind: 'attach', watcher: 1, fd: 9, fromIndex: 0 });
+    t.arm(1, 0, { deadline: 1000, index: 0, offset: 0, length, latenessAt: 5 });
     t.core.drain();
     t.setNow(1500);
     t.core.release(1250);
@@ -152,9 +177,10 @@ describe('ClockCore', () => {
 
   it('forgets a cleared lane, and a new generation starts the lane afresh', () => {
     const t = setup();
-    t.send(1, 0, at(100), at(200));
+    t.open(1, 0);
+    t.arm(1, 0, 100, 200);
     t.send(1, 0, { kind: 'clear', forGood: 0 });
-    t.send(1, 1, at(300));
+    t.arm(1, 1, 300);
     t.core.drain();
     expect(t.core.next()).toBe(300);
     t.core.release(300);
@@ -165,7 +191,9 @@ describe('ClockCore', () => {
 
   it('acknowledges a sync after every command before it, and stops when told', () => {
     const t = setup();
-    t.send(0, 0, { kind: 'sync', seq: 42 }, { kind: 'stop' }, at(5));
+    t.open(1, 0);
+    t.send(0, 0, { kind: 'sync', seq: 42 }, { kind: 'stop' });
+    t.arm(1, 0, 5);
     expect(t.core.drain()).toBe('stop');
     expect(Atomics.load(t.control, CONTROL.ack)).toBe(42);
     expect(t.core.next()).toBeUndefined();
@@ -173,7 +201,8 @@ describe('ClockCore', () => {
 
   it('takes commands in batches, so what is due is not kept waiting behind them', () => {
     const t = setup();
-    t.send(1, 0, ...Array.from({ length: 300 }, (_, i) => at(i)));
+    t.open(1, 0);
+    for (let i = 0; i < 300; i++) t.arm(1, 0, i);
     expect(t.core.drain()).toBe('more');
     expect(t.core.next()).toBe(0);
     expect(t.core.drain()).toBe('done');
@@ -181,7 +210,10 @@ describe('ClockCore', () => {
 
   it('keeps reports that do not fit until the main thread frees the ring', () => {
     const t = setup();
-    for (let lane = 1; lane <= REPORTS + 1; lane++) t.send(lane, 0, at(10));
+    for (let lane = 1; lane <= REPORTS + 1; lane++) {
+      t.open(lane, 0);
+      t.arm(lane, 0, 10);
+    }
     t.core.drain();
     expect(t.core.release(10)).toBe(false);
     expect(t.reports()).toHaveLength(REPORTS);
@@ -189,6 +221,49 @@ describe('ClockCore', () => {
     expect(t.reports()).toEqual([
       { kind: 'released', lane: REPORTS + 1, generation: 0, count: 1, releasedAt: 20, writtenAt: -1 },
     ]);
+  });
+
+  it('releases thousands of records due at one look in one report, with each lateness exact', () => {
+    const t = setup();
+    const ring = new SharedArrayBuffer(RING.dataOffset + (1 << 20));
+    const bytes = Buffer.from(ring);
+    t.open(1, 0, ring);
+    t.messages.push({ text: '' });
+    t.send(1, 0, { kind: 'attach', watcher: 1, fd: 9, fromIndex: 0 });
+    const records = Array.from({ length: 10_000 }, (_, i) => {
+      const offset = 16 * i;
+      bytes.write(`${i}:;`, RING.dataOffset + offset);
+      return { deadline: 1000 + i, index: i, offset, length: `${i}:;`.length, latenessAt: `${i}:`.length };
+    });
+    t.arm(1, 0, ...records);
+    t.core.drain();
+    t.setNow(20_000);
+    t.core.release(15_000);
+    expect(t.reports()).toEqual([
+      { kind: 'released', lane: 1, generation: 0, count: 10_000, releasedAt: 15_000, writtenAt: 20_000 },
+    ]);
+    expect(t.written.join('')).toBe(records.map((_, i) => `${i}:${15_000 - 1000 - i};`).join(''));
+  });
+
+  it("walks a lane's records across the end of its ring", () => {
+    const t = setup();
+    t.open(1, 0);
+    const first = RING.records - 2;
+    t.arm(1, 0, ...Array.from({ length: first }, () => 0));
+    t.core.drain();
+    t.core.release(0);
+    expect(t.reports()).toEqual([
+      { kind: 'released', lane: 1, generation: 0, count: first, releasedAt: 0, writtenAt: -1 },
+    ]);
+    // records first.. wrap to the ring's first slots
+    t.arm(1, 0, 10, 20, 30, 40);
+    t.core.drain();
+    expect(t.core.next()).toBe(10);
+    t.core.release(30);
+    expect(t.reports()).toEqual([
+      { kind: 'released', lane: 1, generation: 0, count: 3, releasedAt: 30, writtenAt: -1 },
+    ]);
+    expect(t.core.next()).toBe(40);
   });
 
   it('reports a watcher it closed, after the reports before it', () => {

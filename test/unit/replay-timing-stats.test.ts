@@ -53,6 +53,26 @@ describe('TimingStats', () => {
     expect(stats.summary()).toEqual({ p50: 1n << 60n, p99: 1n << 60n, max: 1n << 60n });
   });
 
+  it('puts each value in the bucket of the layout (bit arithmetic on the bigint), at powers of two too', () => {
+    // the layout written out on the bigint: 32 sub-buckets per power of two from 64 ns, saturating at 2^53
+    const bucketOf = (ns: bigint): number => {
+      if (ns < 64n) return Number(ns);
+      const msb = Math.min(ns.toString(2).length - 1, 52);
+      const sub = Math.min(Number(ns >> BigInt(msb - 5)), 63) - 32;
+      return 64 + (msb - 6) * 32 + sub;
+    };
+    const near = [0n, 1n, 63n, 64n, 65n];
+    for (let bit = 6n; bit <= 60n; bit++) near.push((1n << bit) - 1n, 1n << bit, (1n << bit) + 1n);
+    fc.assert(
+      fc.property(fc.oneof(fc.constantFrom(...near), fc.bigInt({ min: 0n, max: 1n << 56n })), (ns) => {
+        const stats = new TimingStats();
+        stats.add(ns);
+        expect(stats.snapshot().buckets).toEqual([[bucketOf(ns), 1]]);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('round-trips through its snapshot', () => {
     const stats = new TimingStats();
     [5n, 70n, 9_000n, 1_000_000n, 2_000_000_123n].forEach((s) => stats.add(s));

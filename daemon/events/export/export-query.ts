@@ -3,8 +3,7 @@ import { z } from 'zod';
 import { choiceParam, parsedParam } from '../../http/query-params';
 import { parseIntegerIn, parseRedactKinds } from '../../http/query-values';
 import { checkTimeWindow, eventFilterParams } from '../events-query';
-
-export const EXPORT_FORMATS = ['chrome-trace', 'incident'] as const;
+import { EXPORT_FORMATS } from './export-formats';
 
 /** The filter an incident export takes: its transaction, nothing narrower (it holds the whole transaction). */
 const INCIDENT_PARAMS = new Set(['format', 'transaction_id', 'redact', 'source_date_epoch']);

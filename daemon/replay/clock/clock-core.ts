@@ -11,27 +11,28 @@ import {
   COMMAND,
   COMMAND_KIND,
   FRAME_WIDTH,
+  RECORD,
   REPORT,
   REPORT_KIND,
   REPORT_WIDTH,
+  recordSlot,
+  ringRecords,
   type ClockPortMessage,
   type SlotRing,
 } from './clock-wire';
 
 type ClockSockets = ReturnType<typeof clockSockets>;
 
-/** One lane's deadlines (ns since the epoch) and their frames (FRAME_WIDTH numbers each), from `head` on. */
-interface Deadlines {
+/** One lane's records (its buffer's), released up to `head`, published up to `tail`. */
+interface LaneRecords {
   generation: number;
-  deadlines: number[];
-  frames: number[];
+  records: Float64Array;
   head: number;
+  tail: number;
 }
 
 /** A started dense replay queues thousands of commands: releasing what is due must not wait for them all. */
 const DRAIN_BATCH = 256;
-/** Released deadlines are dropped from a lane's lists once this many have gathered. */
-const COMPACT_AFTER = 1024;
 
 export interface ClockCoreParts {
   control: Int32Array;
@@ -47,7 +48,10 @@ export interface ClockCoreParts {
 }
 
 export class ClockCore {
-  private readonly lanes = new Map<number, Deadlines>();
+  private readonly lanes = new Map<number, LaneRecords>();
+  /** the frames of the records being released, FRAME_WIDTH numbers each, for the sockets (reused) */
+  private readonly frames: number[] = [];
+  private readonly lateness: number[] = [];
   /** reports that did not fit in the ring yet, REPORT_WIDTH numbers each */
   private readonly unsent: number[] = [];
   private readonly out: ClockSockets;
@@ -72,7 +76,8 @@ export class ClockCore {
   next(): number | undefined {
     let next: number | undefined;
     for (const lane of this.lanes.values()) {
-      const deadline = lane.deadlines[lane.head]!;
+      if (lane.head === lane.tail) continue;
+      const deadline = lane.records[recordSlot(lane.head) + RECORD.deadline]!;
       if (next === undefined || deadline < next) next = deadline;
     }
     return next;
@@ -111,17 +116,24 @@ export class ClockCore {
     const releasedAt = Math.round(t);
     for (const [id, lane] of this.lanes) {
       if (full) break;
+      if (lane.head === lane.tail || lane.records[recordSlot(lane.head) + RECORD.deadline]! > t) continue;
       const slot = reports.claim();
       if (slot < 0) {
         full = true;
         break;
       }
       const first = lane.head;
-      while (lane.head < lane.deadlines.length && lane.deadlines[lane.head]! <= t) lane.head++;
-      if (lane.head === first) continue;
-      const deadlines = lane.deadlines;
-      const late = (i: number) => Math.max(0, releasedAt - deadlines[i]!);
-      const wrote = this.out.release(id, lane.frames, first, lane.head, late);
+      const frames = this.frames;
+      const lateness = this.lateness;
+      frames.length = lateness.length = 0;
+      for (; lane.head !== lane.tail; lane.head++) {
+        const at = recordSlot(lane.head);
+        const deadline = lane.records[at + RECORD.deadline]!;
+        if (deadline > t) break;
+        for (let k = 0; k < FRAME_WIDTH; k++) frames.push(lane.records[at + k]!);
+        lateness.push(releasedAt > deadline ? releasedAt - deadline : 0);
+      }
+      const wrote = this.out.release(id, frames, 0, lateness.length, (i) => lateness[i]!);
       const r = reports.slots;
       r[slot + REPORT.kind] = REPORT_KIND.released;
       r[slot + REPORT.lane] = id;
@@ -130,7 +142,6 @@ export class ClockCore {
       r[slot + REPORT.released.releasedAt] = releasedAt;
       r[slot + REPORT.released.writtenAt] = wrote ? Math.round(this.parts.now()) : -1;
       reports.publish();
-      this.compact(id, lane);
     }
     this.ring();
     return !full;
@@ -142,16 +153,31 @@ export class ClockCore {
     switch (c[slot + COMMAND.kind]) {
       case COMMAND_KIND.stop:
         return true;
-      case COMMAND_KIND.at:
-        this.add(id, c[slot + COMMAND.generation]!, c, slot);
+      case COMMAND_KIND.records: {
+        const lane = this.lanes.get(id);
+        if (!lane) break;
+        lane.generation = c[slot + COMMAND.generation]!;
+        lane.tail = c[slot + COMMAND.records.tail]!;
         break;
-      case COMMAND_KIND.clear:
-        this.lanes.delete(id);
-        this.out.clear(id, c[slot + COMMAND.clear.forGood] === 1);
+      }
+      case COMMAND_KIND.clear: {
+        const forGood = c[slot + COMMAND.clear.forGood] === 1;
+        const lane = this.lanes.get(id);
+        if (forGood) this.lanes.delete(id);
+        else if (lane) lane.head = lane.tail;
+        this.out.clear(id, forGood);
         break;
+      }
       case COMMAND_KIND.ring: {
         const received = this.parts.message();
-        if ('ring' in received) this.out.buffer(id, received.ring);
+        if (!('ring' in received)) break;
+        this.lanes.set(id, {
+          generation: c[slot + COMMAND.generation]!,
+          records: ringRecords(received.ring),
+          head: 0,
+          tail: 0,
+        });
+        this.out.buffer(id, received.ring);
         break;
       }
       case COMMAND_KIND.attach: {
@@ -184,28 +210,6 @@ export class ClockCore {
         break;
     }
     return false;
-  }
-
-  /** An AT command: a deadline, and its frame (the command's fields from FRAME's first on). */
-  private add(id: number, generation: number, c: Float64Array, slot: number): void {
-    let lane = this.lanes.get(id);
-    if (!lane || lane.generation !== generation) {
-      lane = { generation, deadlines: [], frames: [], head: 0 };
-      this.lanes.set(id, lane);
-    }
-    lane.deadlines.push(c[slot + COMMAND.at.deadline]!);
-    const frame = slot + COMMAND.at.offset;
-    for (let k = 0; k < FRAME_WIDTH; k++) lane.frames.push(c[frame + k]!);
-  }
-
-  /** Forgets a lane with nothing left, or the deadlines it released once they are many. */
-  private compact(id: number, lane: Deadlines): void {
-    if (lane.head === lane.deadlines.length) this.lanes.delete(id);
-    else if (lane.head >= COMPACT_AFTER) {
-      lane.deadlines = lane.deadlines.slice(lane.head);
-      lane.frames = lane.frames.slice(lane.head * FRAME_WIDTH);
-      lane.head = 0;
-    }
   }
 
   /** Moves waiting reports into the ring as far as they fit. */

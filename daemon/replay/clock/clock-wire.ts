@@ -32,21 +32,33 @@ export const FRAME = indexOf(FRAME_NAMES);
 export const FRAME_WIDTH = FRAME_NAMES.length;
 export type FrameFields = Record<(typeof FRAME_NAMES)[number], number>;
 
+/**
+ * A deadline in a lane's buffer: its frame (FRAME's fields first, so a
+ * record is a frame for the sockets), when it is due (ns since the epoch),
+ * and where its frame's bytes end in the main thread's count of bytes
+ * written (what the main thread frees once it has taken the release).
+ */
+const RECORD_NAMES = [...FRAME_NAMES, 'deadline', 'end'] as const;
+export const RECORD = indexOf(RECORD_NAMES);
+export const RECORD_WIDTH = RECORD_NAMES.length;
+export type RecordFields = Record<(typeof RECORD_NAMES)[number], number>;
+
 /** Every command starts with these; its kind's fields follow. */
 const COMMAND_HEAD = ['kind', 'lane', 'generation'] as const;
 
 /**
  * What each command carries after its head:
- * AT a deadline (ns since the epoch) and its frame (length 0: none);
- * CLEAR forGood 1 to forget the lane's ring too; STOP ends the thread;
- * RING the lane's ring is on the port; ATTACH a watcher on a copy of a
+ * RECORDS the lane's records up to `tail` (counted since its buffer was
+ * made) are written; CLEAR forgets the lane's records not released yet
+ * (forGood 1: its buffer too); STOP ends the thread;
+ * RING the lane's buffer is on the port (its records count from 0); ATTACH a watcher on a copy of a
  * socket, sent the frames from event `fromIndex` on (its first text is on
  * the port); SEND text for a watcher (0: all of the lane's; the text is on
  * the port); END and DETACH a watcher; SYNC stores `seq` in CONTROL.ack once
  * every command before it is done.
  */
 const COMMAND_FIELDS = {
-  at: ['deadline', ...FRAME_NAMES],
+  records: ['tail'],
   clear: ['forGood'],
   stop: [],
   ring: [],
@@ -101,13 +113,33 @@ export const CLOSE_REASONS = ['ended', 'cut', 'gone'] as const;
 export type SocketClosed = (typeof CLOSE_REASONS)[number];
 export const CLOSE_REASON = indexOf(CLOSE_REASONS);
 
-/** A lane's frame ring: Int32 words of its header, then the frames' bytes from dataOffset. */
+/** Records a lane's buffer holds: a power of two, twice the most a session hands over at once. */
+const RING_RECORDS = 1 << 15;
+const RING_RECORDS_OFFSET = 64;
+
+/**
+ * A lane's buffer: Int32 words of its header, a ring of `records` RECORDs
+ * (Float64s from recordsOffset, record n at slot n mod records), then the
+ * frames' bytes from dataOffset.
+ */
 export const RING = {
   /** the next event index the main thread has not yet taken the release of */
   processedIndex: 0,
   headerWords: 1,
-  dataOffset: 64,
+  records: RING_RECORDS,
+  recordsOffset: RING_RECORDS_OFFSET,
+  dataOffset: RING_RECORDS_OFFSET + Float64Array.BYTES_PER_ELEMENT * RECORD_WIDTH * RING_RECORDS,
 } as const;
+
+/** The records of a lane's buffer. */
+export function ringRecords(ring: SharedArrayBuffer): Float64Array {
+  return new Float64Array(ring, RING.recordsOffset, RECORD_WIDTH * RING.records);
+}
+
+/** Where record `n` (counted since the buffer was made) starts in ringRecords(). */
+export function recordSlot(n: number): number {
+  return (n & (RING.records - 1)) * RECORD_WIDTH;
+}
 
 /** Writes `command` of lane `lane` into `slots` from `at` (a ring slot, or the end of a backlog). */
 export function encodeCommand(

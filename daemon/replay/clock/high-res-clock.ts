@@ -24,9 +24,12 @@ import {
   COMMAND_WIDTH,
   CONTROL,
   CONTROL_WORDS,
+  RECORD,
   REPORT_WIDTH,
   RING,
   decodeReport,
+  recordSlot,
+  ringRecords,
   encodeCommand,
   type ClockCommand,
   type ClockPortMessage,
@@ -38,7 +41,7 @@ import type {
   ClockLane,
   LaneSockets,
   LateFrame,
-  Release,
+  OnReleased,
   Released,
   ReplayClock,
   SocketClosed,
@@ -87,18 +90,8 @@ const RELEASE_SLICE_MS = 2;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
 const SYNC_TIMEOUT_MS = 2000;
 
-/** An AT command's frame fields for a deadline without a frame. */
-const NO_FRAME = { offset: 0, length: 0, latenessAt: 0, index: -1 } as const;
-
-interface Waiting {
-  release: Release;
-  /** where its frame ends in the lane's ring, and its event index (-1: no frame) */
-  end: number;
-  index: number;
-}
-
-/** A deadline the clock reported released, waiting for the main thread to run its release. */
-type Reported = Waiting & Omit<Released, 'release'>;
+/** Releases one report tells the session at most, so that the event loop gets its turn between slices. */
+const RELEASES_PER_CALL = 1024;
 
 export interface HighResClockOptions {
   /** SCHED_FIFO priority for the clock thread (0: stay under SCHED_OTHER) */
@@ -107,15 +100,25 @@ export interface HighResClockOptions {
   niceness?: number;
 }
 
+/**
+ * A session's lane: its deadlines and frames go into the lane's buffer
+ * (shared with the clock thread, layout RING), one RECORD each, and are
+ * published by one RECORDS command per task; the clock's reports come back
+ * as counts, told to the lane's OnReleased in order.
+ */
 class HighResLane implements ClockLane {
   generation = 0;
-  /** in deadline order; a session keeps at most its lookahead here */
-  readonly waiting = new Fifo<Waiting>();
-  /** the frames' bytes, handed to the clock thread (null until the first frame) */
+  /** the lane's buffer, handed to the clock thread (null until the first deadline) */
   private ring: Buffer | null = null;
   private header: Int32Array | null = null;
-  /** released by the clock and reported, in order, not yet run */
-  private readonly reported = new Fifo<Reported>();
+  private records: Float64Array | null = null;
+  /** records written since the buffer was made, published to the clock, reported released, and taken (told) */
+  private tail = 0;
+  private published = 0;
+  private reportedTail = 0;
+  private taken = 0;
+  /** released by the clock and reported, in order, not yet told */
+  private readonly reported = new Fifo<Released>();
   /** bytes written into the ring since it was made, and freed (their deadlines released or cleared) */
   private written = 0;
   private freed = 0;
@@ -124,8 +127,14 @@ class HighResLane implements ClockLane {
   constructor(
     private readonly clock: HighResClock,
     readonly id: number,
+    private readonly onReleased: OnReleased,
   ) {
     this.sockets = clock.socketsOf(this);
+  }
+
+  /** Deadlines handed over and not reported released yet: while any are, the process stays alive. */
+  get outstanding(): number {
+    return this.tail - this.reportedTail;
   }
 
   /** At most the bytes of `frame` in UTF-8 (3 per UTF-16 unit): checked without encoding it. */
@@ -142,32 +151,41 @@ class HighResLane implements ClockLane {
   }
 
   fits(frame: LateFrame): boolean {
+    if (this.tail - this.taken >= RING.records) return false;
     const length = HighResLane.maxBytes(frame);
     return this.written + this.placement(length).skip + length - this.freed <= LANE_RING_BYTES;
   }
 
-  at(deadline: bigint, release: Release, frame?: LateFrame): void {
-    if (!frame) {
-      this.waiting.push({ release, end: this.written, index: -1 });
-      this.clock.queue(this, { kind: 'at', deadline: this.clock.sinceEpoch(deadline), ...NO_FRAME });
-      return;
-    }
-    if (!this.fits(frame))
-      throw new Error(`replay clock: lane ${this.id} has no room for frame ${frame.index}`);
+  at(deadline: bigint, frame?: LateFrame): void {
+    if (this.tail - this.taken >= RING.records || (frame && !this.fits(frame)))
+      throw new Error(`replay clock: lane ${this.id} has no room for deadline ${this.tail}`);
     const ring = this.ensureRing();
-    const { offset, skip } = this.placement(HighResLane.maxBytes(frame));
-    const head = ring.write(frame.head, RING.dataOffset + offset, 'utf8');
-    const length = head + ring.write(frame.tail, RING.dataOffset + offset + head, 'utf8');
-    this.written += skip + length;
-    this.waiting.push({ release, end: this.written, index: frame.index });
-    this.clock.queue(this, {
-      kind: 'at',
-      deadline: this.clock.sinceEpoch(deadline),
-      offset,
-      length,
-      latenessAt: head,
-      index: frame.index,
-    });
+    const r = recordSlot(this.tail);
+    const records = this.records!;
+    if (frame) {
+      const { offset, skip } = this.placement(HighResLane.maxBytes(frame));
+      const head = ring.write(frame.head, RING.dataOffset + offset, 'utf8');
+      const length = head + ring.write(frame.tail, RING.dataOffset + offset + head, 'utf8');
+      this.written += skip + length;
+      records[r + RECORD.offset] = offset;
+      records[r + RECORD.length] = length;
+      records[r + RECORD.latenessAt] = head;
+      records[r + RECORD.index] = frame.index;
+    } else {
+      records[r + RECORD.offset] = records[r + RECORD.length] = records[r + RECORD.latenessAt] = 0;
+      records[r + RECORD.index] = -1;
+    }
+    records[r + RECORD.deadline] = this.clock.sinceEpoch(deadline);
+    records[r + RECORD.end] = this.written;
+    this.tail++;
+    this.clock.publishSoon(this);
+  }
+
+  /** Queues a RECORDS command for what was written since the last (the clock's flush calls it). */
+  publish(): void {
+    if (this.tail === this.published) return;
+    this.published = this.tail;
+    this.clock.queue(this, { kind: 'records', tail: this.tail });
   }
 
   private ensureRing(): Buffer {
@@ -175,24 +193,28 @@ class HighResLane implements ClockLane {
     const shared = new SharedArrayBuffer(RING.dataOffset + LANE_RING_BYTES);
     this.ring = Buffer.from(shared);
     this.header = new Int32Array(shared, 0, RING.headerWords);
+    this.records = ringRecords(shared);
     this.clock.post({ ring: shared });
     this.clock.queue(this, { kind: 'ring' });
     return this.ring;
   }
 
   clear(forGood = false): Released[] {
+    // what is written and not published is forgotten here; the clock forgets what it was told of
+    this.tail = this.published;
     this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
     // frames released before this may be on their sockets already: their releases go to the caller
     if (this.ring !== null) this.clock.settle();
     const seen: Released[] = [];
-    for (let r = this.reported.shift(); r; r = this.reported.shift())
-      seen.push({ release: r.release, releasedAt: r.releasedAt, writtenAt: r.writtenAt });
+    for (let r = this.reported.shift(); r; r = this.reported.shift()) seen.push(r);
     this.generation++;
-    this.waiting.clear();
+    this.taken = this.reportedTail = this.tail;
     this.freed = this.written;
     if (forGood) {
       this.ring = null;
       this.header = null;
+      this.records = null;
+      this.tail = this.published = this.reportedTail = this.taken = 0;
       this.written = this.freed = 0;
     }
     return seen;
@@ -200,22 +222,29 @@ class HighResLane implements ClockLane {
 
   /** The clock released the next `count` deadlines of `generation` (none if the lane was cleared since). */
   take(generation: number, count: number, releasedAt: bigint, writtenAt: bigint | null): void {
-    for (let i = 0; i < count && generation === this.generation; i++) {
-      const entry = this.waiting.shift();
-      if (!entry) return;
-      this.reported.push(Object.assign(entry, { releasedAt, writtenAt }));
-    }
+    if (generation !== this.generation) return;
+    const n = Math.min(count, this.tail - this.reportedTail);
+    if (n <= 0) return;
+    this.reportedTail += n;
+    this.reported.push({ count: n, releasedAt, writtenAt });
   }
 
   /**
-   * Runs the reported releases in order until `until` (performance.now());
-   * false when some are left. A release that clears the lane takes the rest.
+   * Tells the reported releases in order, in slices, until `until`
+   * (performance.now()); false when some are left. A release that clears
+   * the lane takes the rest.
    */
   run(until: number): boolean {
-    for (let r = this.reported.shift(); r; r = this.reported.shift()) {
-      this.freed = r.end;
-      if (r.index >= 0 && this.header) Atomics.store(this.header, RING.processedIndex, r.index + 1);
-      r.release(r.releasedAt, r.writtenAt);
+    for (let r = this.reported.at(0); r; r = this.reported.at(0)) {
+      const count = Math.min(r.count, RELEASES_PER_CALL);
+      if (count === r.count) this.reported.shift();
+      else r.count -= count;
+      this.taken += count;
+      const last = recordSlot(this.taken - 1);
+      this.freed = this.records![last + RECORD.end]!;
+      const index = this.records![last + RECORD.index]!;
+      if (index >= 0) Atomics.store(this.header!, RING.processedIndex, index + 1);
+      this.onReleased({ count, releasedAt: r.releasedAt, writtenAt: r.writtenAt });
       if (performance.now() > until) return this.reported.length === 0;
     }
     return true;
@@ -235,6 +264,8 @@ export class HighResClock implements ReplayClock {
   private backlogHead = 0;
   private flushQueued = false;
   private readonly lanes = new Map<number, HighResLane>();
+  /** lanes with records written and not yet published */
+  private readonly unpublished = new Set<HighResLane>();
   private lastLane = 0;
   private failure: Error | null = null;
   /** how the clock thread is scheduled, e.g. "SCHED_FIFO 10", once it has started */
@@ -329,8 +360,8 @@ export class HighResClock implements ReplayClock {
     return process.hrtime.bigint();
   }
 
-  lane(): ClockLane {
-    return new HighResLane(this, ++this.lastLane);
+  lane(onReleased: OnReleased): ClockLane {
+    return new HighResLane(this, ++this.lastLane, onReleased);
   }
 
   /** Nanoseconds from the thread's time zero to `deadline`; a deadline already past is 0, due at once. */
@@ -341,10 +372,21 @@ export class HighResClock implements ReplayClock {
   /** Queues a command of `lane`; the thread gets it when this task is done (or at settle()). */
   queue(lane: HighResLane, command: ClockCommand): void {
     if (this.failure) throw new Error(`the replay clock failed: ${this.failure.message}`);
-    if (lane.waiting.length > 0) this.lanes.set(lane.id, lane);
+    if (lane.outstanding > 0) this.lanes.set(lane.id, lane);
     else this.lanes.delete(lane.id);
     this.keepAlive();
     this.append(lane.id, lane.generation, command);
+    this.flushSoon();
+  }
+
+  /** `lane` wrote records: they are published when this task is done (or at settle()). */
+  publishSoon(lane: HighResLane): void {
+    if (this.failure) throw new Error(`the replay clock failed: ${this.failure.message}`);
+    this.unpublished.add(lane);
+    this.flushSoon();
+  }
+
+  private flushSoon(): void {
     if (!this.flushQueued) {
       this.flushQueued = true;
       queueMicrotask(() => this.flush());
@@ -409,6 +451,8 @@ export class HighResClock implements ReplayClock {
 
   /** Moves the backlog into the ring, as far as it fits, and wakes the thread. */
   private flush(): void {
+    for (const lane of this.unpublished) lane.publish();
+    this.unpublished.clear();
     this.flushQueued = false;
     const taken = this.commands.push(this.backlog, this.backlogHead);
     if (taken > this.backlogHead) {
@@ -476,7 +520,7 @@ export class HighResClock implements ReplayClock {
       report.writtenAt < 0 ? null : this.epochNs + BigInt(report.writtenAt),
     );
     this.due.add(lane);
-    if (lane.waiting.length === 0) this.lanes.delete(report.lane);
+    if (lane.outstanding === 0) this.lanes.delete(report.lane);
   }
 
   /** The clock closed its copy of a watcher's socket: this thread closes the descriptor and tells the watcher. */

@@ -6,7 +6,7 @@
  * state, statistics and streams). Timing model: README, "Timing".
  */
 import type { ReplayEvent } from '../replay-event';
-import type { ClockLane, LaneSockets, LateFrame, ReplayClock } from '../replay-clock';
+import type { ClockLane, LaneSockets, LateFrame, Released, ReplayClock } from '../replay-clock';
 import type { Schedule } from './schedule';
 import { Fifo } from '../fifo';
 import { replayFrame } from './replay-frame';
@@ -43,17 +43,21 @@ export interface Pending {
   frame: LateFrame;
 }
 
-/** The clock released `entry` at `releasedAt`, for `deadline`, and wrote its frame at `writtenAt` (null: it did not). */
+/**
+ * The clock released `entries` (in order) at `releasedAt`, each due at
+ * `anchor` + its dueNs, and wrote their frames at `writtenAt` (null: it
+ * did not).
+ */
 export interface Emitted {
-  entry: Pending;
-  deadline: bigint;
+  entries: Pending[];
+  anchor: bigint;
   releasedAt: bigint;
   writtenAt: bigint | null;
 }
 
 /** Who hears of releases: the session. */
 export interface PlayerListener {
-  /** the clock released an event; the listener calls advance() once it has emitted it */
+  /** the clock released events; the listener calls advance() with the last once it has emitted them */
   released(emitted: Emitted): void;
   /** the reader ran out while nothing was left to release (the store had fewer events than counted) */
   ended(): void;
@@ -106,7 +110,17 @@ export class Player {
     private readonly clock: ReplayClock,
     private readonly listener: PlayerListener,
   ) {
-    this.lane = clock.lane();
+    this.lane = clock.lane((released) => {
+      this.armed -= released.count;
+      this.listener.released(this.take(released));
+    });
+  }
+
+  /** The next `count` events of `pending`, released as `released` says. */
+  private take({ count, releasedAt, writtenAt }: Released): Emitted {
+    const entries: Pending[] = [];
+    for (let i = 0; i < count; i++) entries.push(this.pending.shift()!);
+    return { entries, anchor: this.anchor, releasedAt, writtenAt };
   }
 
   /** Events emitted so far: the index of the next. */
@@ -132,11 +146,15 @@ export class Player {
     this.positionNs = this.livePosition(this.wallNs);
   }
 
-  /** Continues from event `index`, the first at or after recorded offset `positionNs`. */
-  seek(index: number, positionNs: bigint): void {
+  /**
+   * Continues from event `index`, the first at or after recorded offset
+   * `positionNs`; `reader`, if given, reads from there already.
+   */
+  seek(index: number, positionNs: bigint, reader?: EventCursor): void {
     this.drop();
     this.nextIndex = index;
     this.nextStart = { ts: this.transaction.firstTs + positionNs };
+    if (reader) this.adopt(reader);
     this.floorNs = this.positionNs = positionNs;
     this.wallNs = this.schedule.wallOffset(index, positionNs);
   }
@@ -234,14 +252,21 @@ export class Player {
   }
 
   /**
-   * Starts reading from where the replay stands if nothing is read yet, so
-   * that a play soon after finds events read; resolves once a lookahead's
-   * worth are (or all there are).
+   * Reads from where the replay stands until a lookahead's worth is read
+   * (what play() would read: a fast replay's first quarter second) or all
+   * there is, so that a play finds its first events in hand; rejects when
+   * the store fails meanwhile.
    */
-  primed(): Promise<void> {
-    if (this.pending.length > 0) return Promise.resolve();
-    // as many as a lookahead may take: a fast replay's first quarter second is read before it starts
-    return this.readerFrom().ready(MAX_LOOKAHEAD);
+  async primed(): Promise<void> {
+    const reader = this.readerFrom();
+    const horizon = this.wallNs + LOOKAHEAD_NS;
+    for (;;) {
+      this.readAhead(horizon);
+      if (this.exhausted || this.covered(horizon)) return;
+      await reader.ready();
+      // dropped meanwhile (a seek, a stop): whoever moved it reads on
+      if (reader !== this.reader) return;
+    }
   }
 
   /**
@@ -253,10 +278,7 @@ export class Player {
   disarm(): Emitted[] {
     this.active = false;
     // the deadlines are released in the order they were armed: the first of `pending`
-    const emitted = this.lane.clear().map(({ releasedAt, writtenAt }) => {
-      const entry = this.pending.shift()!;
-      return { entry, deadline: this.anchor + entry.dueNs, releasedAt, writtenAt };
-    });
+    const emitted = this.lane.clear().map((released) => this.take(released));
     this.armed = 0;
     return emitted;
   }
@@ -278,9 +300,7 @@ export class Player {
   /** Reads events (`most` at most) until one is due after wall offset `horizonNs`, within the lookahead's bounds. */
   private readAhead(horizonNs: bigint, most = MAX_LOOKAHEAD): void {
     const reader = this.readerFrom();
-    for (let read = 0; read < most && this.pending.length < MAX_LOOKAHEAD; read++) {
-      const last = this.pending.at(this.pending.length - 1);
-      if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
+    for (let read = 0; read < most && !this.covered(horizonNs); read++) {
       const event = reader.next();
       if (event === undefined) break;
       if (event === null) {
@@ -301,11 +321,22 @@ export class Player {
     }
   }
 
+  /** Enough is read: every event due up to wall offset `horizonNs` (at least MIN_LOOKAHEAD), or MAX_LOOKAHEAD. */
+  private covered(horizonNs: bigint): boolean {
+    const last = this.pending.at(this.pending.length - 1);
+    if (this.pending.length >= MAX_LOOKAHEAD) return true;
+    return last !== undefined && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs;
+  }
+
   /** The reader, made to start where the replay stands if there is none. */
   private readerFrom(): EventCursor {
-    if (this.reader) return this.reader;
+    return this.reader ?? this.adopt(this.transaction.cursor(this.nextStart));
+  }
+
+  /** Reads on with `reader`, which starts where the replay stands. */
+  private adopt(reader: EventCursor): EventCursor {
     this.readIndex = this.nextIndex;
-    const reader: EventCursor = this.transaction.cursor(this.nextStart, () => this.more(reader));
+    reader.onReady = () => this.more(reader);
     this.reader = reader;
     return reader;
   }
@@ -324,16 +355,7 @@ export class Player {
     while (this.armed < this.pending.length) {
       const entry = this.pending.at(this.armed)!;
       if (!this.lane.fits(entry.frame)) return;
-      const deadline = this.anchor + entry.dueNs;
-      this.lane.at(
-        deadline,
-        (releasedAt, writtenAt) => {
-          this.pending.shift();
-          this.armed--;
-          this.listener.released({ entry, deadline, releasedAt, writtenAt });
-        },
-        entry.frame,
-      );
+      this.lane.at(this.anchor + entry.dueNs, entry.frame);
       this.armed++;
     }
   }

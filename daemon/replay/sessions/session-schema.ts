@@ -3,10 +3,8 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import { badRequest } from '../../http/problem';
 import { parseQuery } from '../../http/query-params';
+import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from './session-limits';
 
-export const MAX_EXTRA_LATENCY_NS = 60_000_000_000;
-/** Replay speed factors a session accepts (the API, its snapshots and the CLI's --speed). */
-export const SPEED_FACTOR = { min: 0.001, max: 1000 } as const;
 export const speedFactorSchema = z.number().min(SPEED_FACTOR.min).max(SPEED_FACTOR.max);
 
 /**

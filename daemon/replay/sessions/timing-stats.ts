@@ -12,11 +12,24 @@ const LINEAR = 2 * SUB;
 const TOP_BIT = 53;
 const BUCKETS = LINEAR + (TOP_BIT - SUB_BITS - 1) * SUB;
 
+const TWO_32 = 2 ** 32;
+const LINEAR_NS = BigInt(LINEAR);
+const TOP_NS = 1n << BigInt(TOP_BIT);
+
+/** The highest set bit of a positive safe integer, exactly (Math.log2 rounds). */
+function msbOf(n: number): number {
+  return n >= TWO_32 ? 63 - Math.clz32(Math.floor(n / TWO_32)) : 31 - Math.clz32(n);
+}
+
+/** Number arithmetic where it is exact (below 2^53, every lateness of a replay), no allocation: called per event. */
 function bucketOf(ns: bigint): number {
-  if (ns < BigInt(LINEAR)) return Number(ns < 0n ? 0n : ns);
-  const msb = Math.min(ns.toString(2).length - 1, TOP_BIT - 1);
+  if (ns < LINEAR_NS) return Number(ns < 0n ? 0n : ns);
+  if (ns >= TOP_NS) return BUCKETS - 1;
+  const n = Number(ns);
+  const msb = msbOf(n);
   const shift = msb - SUB_BITS;
-  const sub = Math.min(Number(ns >> BigInt(shift)), 2 * SUB - 1) - SUB;
+  // dividing by a power of two is exact in a double
+  const sub = Math.floor(n / 2 ** shift) - SUB;
   return LINEAR + (msb - SUB_BITS - 1) * SUB + sub;
 }
 

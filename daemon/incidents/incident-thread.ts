@@ -1,0 +1,87 @@
+/**
+ * The daemon's side of its incident thread (incident-thread-main.ts): the
+ * incident files are decoded and their stores built there, so a large file
+ * dropped into `incidents/` or uploaded never stalls the main thread (the
+ * HTTP API, replay controls and their streams) for the seconds it takes.
+ */
+import type { Worker } from 'node:worker_threads';
+import { IncidentFileError } from '../../core/incident';
+import type { Logger } from '../../core/log/logger';
+import { startThread } from '../../core/threads/start-thread';
+import type { IncidentEntry } from './incident-library';
+import type {
+  IncidentAnswer,
+  IncidentListing,
+  IncidentRequest,
+  IncidentResult,
+  WireIncidentError,
+} from './incident-protocol';
+
+type Pending = { resolve: (answer: IncidentResult) => void; reject: (err: Error) => void };
+
+function fromWire(error: WireIncidentError): Error {
+  if (error.code === undefined || error.file === undefined) return new Error(error.message);
+  return new IncidentFileError(error.code, error.file, error.message.slice(error.file.length + ': '.length));
+}
+
+export class IncidentThread {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private watch: NodeJS.Timeout | undefined;
+  private stopped: Error | undefined;
+
+  constructor(dataDir: string, log: Logger) {
+    this.worker = startThread(__dirname, 'incident-thread-main', { workerData: { dataDir } });
+    this.worker.on('message', (answer: IncidentAnswer) => {
+      if ('log' in answer) return log[answer.log](answer.msg, answer.fields);
+      const waiting = this.pending.get(answer.id);
+      this.pending.delete(answer.id);
+      if (answer.ok) waiting?.resolve(answer);
+      else waiting?.reject(fromWire(answer.error));
+    });
+    const stop = (err: Error) => {
+      this.stopped ??= err;
+      for (const waiting of this.pending.values()) waiting.reject(this.stopped);
+      this.pending.clear();
+    };
+    this.worker.on('error', (err) => {
+      log.error('the incident thread failed', { error: err.message });
+      stop(new Error(`the incident thread failed: ${err.message}`));
+    });
+    this.worker.on('exit', () => stop(new Error('the incident thread stopped')));
+  }
+
+  private ask(request: IncidentRequest, transfer: ArrayBuffer[] = []): Promise<IncidentResult> {
+    if (this.stopped) return Promise.reject(this.stopped);
+    return new Promise((resolve, reject) => {
+      this.pending.set(request.id, { resolve, reject });
+      this.worker.postMessage(request, transfer);
+    });
+  }
+
+  /** Looks at the files again (after any look already asked for); what is then served and skipped. */
+  async listing(): Promise<IncidentListing> {
+    return (await this.ask({ id: this.nextId++, op: 'refresh' })).listing;
+  }
+
+  /** Checks the bytes whole, keeps them under their digest and serves them; IncidentFileError for a bad file. */
+  async upload(bytes: Buffer): Promise<IncidentEntry> {
+    // a copy of its own to hand over: the request's Buffer may share its memory
+    const copy = new Uint8Array(bytes);
+    const answer = await this.ask({ id: this.nextId++, op: 'upload', bytes: copy }, [copy.buffer]);
+    return answer.entry!;
+  }
+
+  /** Looks again every `everyMs`, unless a look is still under way (a large file being built). */
+  watchEvery(everyMs: number): void {
+    this.watch = setInterval(() => {
+      if (this.pending.size === 0) this.listing().catch(() => undefined);
+    }, everyMs).unref();
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.watch);
+    await this.worker.terminate();
+  }
+}
