@@ -64,7 +64,7 @@ describeCh('LZ4 in ClickHouse block framing', () => {
     const ch = clickhouse.server.client('lz4');
     await ch.exec('CREATE TABLE IF NOT EXISTS u (s String) ENGINE = Memory');
     const bytes = Buffer.from(frame.get(rowBinaryString(randomBytes(500)))!);
-    bytes[bytes.length - 3] ^= 0x10;
+    bytes.writeUInt8(bytes.readUInt8(bytes.length - 3) ^ 0x10, bytes.length - 3);
     await expect(ch.exec('INSERT INTO u FORMAT RowBinary', { codec: 'lz4', bytes })).rejects.toThrow(
       /refused.*[Cc]hecksum/,
     );
