@@ -1,7 +1,7 @@
 /**
  * ClickHouse over its HTTP interface with Node's fetch: enough for DDL,
- * gzip-compressed JSONEachRow inserts and JSONEachRow reads, on 18.16 and
- * current releases alike. 64-bit integers come back quoted
+ * compressed inserts (gzip bodies, or LZ4 in ClickHouse's own block framing)
+ * and JSONEachRow reads, on 18.16 and current releases alike. 64-bit integers come back quoted
  * (output_format_json_quote_64bit_integers) so nanoseconds stay exact.
  */
 import { randomUUID } from 'node:crypto';
@@ -19,6 +19,22 @@ export class ClickHouseError extends KreplayError {
   }
 }
 
+/**
+ * How an insert's rows travel: `lz4` in ClickHouse's compressed blocks (`decompress=1`; the
+ * shipper frames them natively, native/sqlite/kreplay_clickhouse_lz4.c), `gzip` level 1 as the
+ * body's Content-Encoding, or `none`. 18.16 takes no other (not br, not zstd).
+ */
+export const INSERT_CODECS = ['lz4', 'gzip', 'none'] as const;
+export type InsertCodec = (typeof INSERT_CODECS)[number];
+/** the shipper's codec unless the URL names one: the least agent CPU per event (bench/RESULTS.md, issue 27) */
+export const DEFAULT_SHIP_CODEC: InsertCodec = 'lz4';
+
+/** An insert's rows already in their codec's bytes (`lz4`: framed), or to be compressed (`gzip`). */
+export interface EncodedRows {
+  codec: InsertCodec;
+  bytes: Uint8Array;
+}
+
 export interface ClickHouseEndpoint {
   host: string;
   port: number;
@@ -29,16 +45,18 @@ export interface ClickHouseEndpoint {
   cluster?: string;
   /** how long one request may take before it fails (default 30 s) */
   timeoutMs?: number;
+  /** how the shipper's inserts travel (default DEFAULT_SHIP_CODEC) */
+  compression?: InsertCodec;
 }
 
 /** The settings a clickhouse:// URL may carry after `?`. */
-const URL_SETTINGS = ['cluster', 'timeout'];
+const URL_SETTINGS = ['cluster', 'timeout', 'compression'];
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
- * clickhouse://HOST:PORT/DB[?cluster=NAME][&timeout=SECONDS] (the HTTP port);
- * the database and cluster names are identifiers.
+ * clickhouse://HOST:PORT/DB[?cluster=NAME][&timeout=SECONDS][&compression=lz4|gzip|none]
+ * (the HTTP port); the database and cluster names are identifiers.
  */
 export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
   let url: URL;
@@ -66,7 +84,7 @@ export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
     if (!URL_SETTINGS.includes(key))
       throw new ClickHouseError(
         'E_CLICKHOUSE_URL',
-        `${JSON.stringify(spec)}: unknown setting ${JSON.stringify(key)}; a clickhouse:// URL takes ${URL_SETTINGS.join(' and ')}`,
+        `${JSON.stringify(spec)}: unknown setting ${JSON.stringify(key)}; a clickhouse:// URL takes ${URL_SETTINGS.join(', ')}`,
       );
     if (key === 'cluster') {
       if (!IDENTIFIER.test(value))
@@ -75,6 +93,13 @@ export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
           `${JSON.stringify(spec)}: cluster must be a remote_servers name of letters, digits and _`,
         );
       endpoint.cluster = value;
+    } else if (key === 'compression') {
+      if (!(INSERT_CODECS as readonly string[]).includes(value))
+        throw new ClickHouseError(
+          'E_CLICKHOUSE_URL',
+          `${JSON.stringify(spec)}: compression must be ${INSERT_CODECS.join(', ')}`,
+        );
+      endpoint.compression = value as InsertCodec;
     } else {
       const seconds = Number(value);
       if (!(seconds > 0 && seconds <= 3600))
@@ -100,7 +125,8 @@ function causeCode(err: unknown): string {
 }
 
 export class ClickHouseHttp {
-  private readonly timeoutMs: number;
+  /** how long one request may take */
+  readonly timeoutMs: number;
 
   constructor(
     readonly endpoint: ClickHouseEndpoint,
@@ -120,10 +146,10 @@ export class ClickHouseHttp {
     return `${this.endpoint.host}:${this.endpoint.port}`;
   }
 
-  /** Runs `sql`; `rows` (in the statement's FORMAT) go gzip-compressed as its data. */
+  /** Runs `sql`; `rows` (in the statement's FORMAT) go as its data, gzip-compressed unless encoded. */
   async exec(
     sql: string,
-    rows?: string | Uint8Array,
+    rows?: string | Uint8Array | EncodedRows,
     database: string | null = this.endpoint.database,
     timeoutMs = this.timeoutMs,
   ): Promise<string> {
@@ -144,8 +170,18 @@ export class ClickHouseHttp {
     if (rows === undefined) body = Buffer.from(sql);
     else {
       params.set('query', sql);
-      headers['Content-Encoding'] = 'gzip';
-      body = gzipSync(rows, { level: 1 });
+      const { codec, bytes } =
+        typeof rows === 'string' || rows instanceof Uint8Array ? { codec: 'gzip', bytes: rows } : rows;
+      if (codec === 'gzip') {
+        headers['Content-Encoding'] = 'gzip';
+        body = gzipSync(bytes, { level: 1 });
+      } else {
+        if (codec === 'lz4') params.set('decompress', '1');
+        body =
+          typeof bytes === 'string'
+            ? Buffer.from(bytes)
+            : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      }
     }
     const post = () =>
       fetch(`http://${this.name}/?${params}`, {
