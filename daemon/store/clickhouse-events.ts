@@ -19,7 +19,11 @@
  * rows to the LIMIT before its LIMIT BY (68 events for LIMIT 100 with three
  * unmerged copies of each, bench/clickhouse-limit-by.ts), and
  * test/integration/clickhouse-cluster.test.ts pages through such copies.
- * Summaries count with FINAL; a single event is any copy.
+ * A page's lookup subquery reads only from the page's position on (and only
+ * its first rows when nothing else filters), so paging a large transaction
+ * does not read its whole lookup range for every page. Summaries count with
+ * FINAL (one key's events, outside a cluster, in its lookup table alone); a
+ * single event is any copy.
  */
 import { ClickHouseError, type ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { quoteInt, quoteString } from '../../core/clickhouse/quote';
