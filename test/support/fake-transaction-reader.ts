@@ -1,8 +1,9 @@
 /**
  * Events in memory behind the TransactionReader interface, counting what
  * replay reads: the synchronous store of old, kept as a test fake. Each read
- * answers on the next microtask, as an asynchronous store would (later);
- * `failing` makes the next reads fail as a store that is down does.
+ * answers on the next microtask, as an asynchronous store would (later;
+ * `slow` holds chosen reads back); `failing` makes the next reads fail as a
+ * store that is down does.
  */
 import type { ApiEvent } from '../../core/model';
 import { toReplayChunk, type ReplayChunk } from '../../daemon/replay/replay-event';
@@ -17,6 +18,8 @@ export class FakeTransactionReader implements TransactionReader {
   readonly pages: number[] = [];
   /** the next this many reads fail */
   failing = 0;
+  /** awaited before each read answers (a slow store), with what it reads and where */
+  slow: (read: 'summarize' | 'indexAt' | 'page', at?: bigint) => Promise<void> | void = () => undefined;
   private readonly events: ApiEvent[];
 
   constructor(events: ApiEvent[]) {
@@ -40,6 +43,7 @@ export class FakeTransactionReader implements TransactionReader {
   }
 
   async summarize(transactionId: string): Promise<EventSummary> {
+    await this.slow('summarize');
     this.fail();
     const matching = this.of(transactionId);
     return {
@@ -50,11 +54,13 @@ export class FakeTransactionReader implements TransactionReader {
   }
 
   async indexAt(transactionId: string, firstTs: bigint, ts: bigint): Promise<number> {
+    await this.slow('indexAt', ts);
     this.fail();
     return this.of(transactionId, firstTs, ts).length;
   }
 
   async page(range: TransactionRange, limit: number, after?: EventPosition): Promise<ReplayChunk> {
+    await this.slow('page', after?.ts ?? range.fromNs);
     this.fail();
     this.pages.push(limit);
     const matching = this.of(range.transactionId, range.fromNs, range.toNs).filter(

@@ -186,15 +186,17 @@ export class ReplaySession {
       nextState(this.id, this.state, 'seek');
       const ts = this.transaction.firstTs + positionNs;
       const index = await this.transaction.indexAt(ts);
+      // a stop may have come meanwhile (409 before reading on), or a pause: the seek applies to the state it left
+      nextState(this.id, this.state, 'seek');
       const reader = this.transaction.cursor({ ts });
+      let next: SessionState;
       try {
         if (this.state === 'playing') await reader.ready();
+        next = nextState(this.id, this.state, 'seek');
       } catch (err) {
         reader.close();
         throw err;
       }
-      // a pause or stop may have come meanwhile: the seek applies to the state it left
-      const next = nextState(this.id, this.state, 'seek');
       this.takeBack();
       this.player.seek(index, positionNs, reader);
       if (next === 'playing') this.start(next);
