@@ -1,10 +1,11 @@
 /**
- * ClickHouse over its HTTP interface with Node's fetch: enough for DDL,
+ * ClickHouse over its HTTP interface (node:http): enough for DDL,
  * compressed inserts (gzip bodies, or LZ4 in ClickHouse's own block framing)
  * and JSONEachRow reads, on 18.16 and current releases alike. 64-bit integers come back quoted
  * (output_format_json_quote_64bit_integers) so nanoseconds stay exact.
  */
 import { randomUUID } from 'node:crypto';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { KreplayError } from '../errors';
 import { quoteString } from './quote';
@@ -118,15 +119,20 @@ export const DEFAULT_CLICKHOUSE_TIMEOUT_MS = 30_000;
 /** What a request on a connection the server already closed fails with. */
 const STALE_SOCKET = ['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'];
 
-/** The system error code under fetch's "fetch failed", if any. */
-function causeCode(err: unknown): string {
-  const cause = (err as { cause?: { code?: unknown } }).cause;
-  return typeof cause?.code === 'string' ? cause.code : '';
+/** The system error code of a failed request (ECONNREFUSED, ECONNRESET…), if any. */
+function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? code : '';
 }
 
 export class ClickHouseHttp {
   /** how long one request may take */
   readonly timeoutMs: number;
+  /**
+   * node:http on kept-alive connections, not fetch: a batch's body goes to the socket as it is,
+   * where fetch's streams cost the shipper CPU (and garbage) in proportion to its bytes
+   */
+  private readonly agent = new HttpAgent({ keepAlive: true });
 
   constructor(
     readonly endpoint: ClickHouseEndpoint,
@@ -183,39 +189,66 @@ export class ClickHouseHttp {
             : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       }
     }
-    const post = () =>
-      fetch(`http://${this.name}/?${params}`, {
-        method: 'POST',
-        headers,
-        body,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-    let response: Response;
+    let reply: { status: number; text: string };
+    const signal = AbortSignal.timeout(timeoutMs);
     try {
       try {
-        response = await post();
+        reply = await this.post(params, headers, body, signal);
       } catch (err) {
         // a kept-alive connection the server closed meanwhile (its keep_alive_timeout is 3 s);
         // sending again is safe: DDL is IF NOT EXISTS and a re-sent batch collapses (schema.ts)
-        if (!STALE_SOCKET.includes(causeCode(err))) throw err;
-        response = await post();
+        if (signal.aborted || !STALE_SOCKET.includes(errorCode(err))) throw err;
+        reply = await this.post(params, headers, body, signal);
       }
     } catch (err) {
-      if ((err as Error).name === 'TimeoutError') this.killQuery(queryId);
-      const code = causeCode(err);
+      if (signal.aborted) this.killQuery(queryId);
+      const code = errorCode(err);
+      const why = signal.aborted ? `no answer in ${timeoutMs} ms` : (err as Error).message;
       throw new ClickHouseError(
         'E_CLICKHOUSE_DOWN',
-        `ClickHouse at ${this.name} unreachable: ${(err as Error).message}${code ? ` (${code})` : ''}`,
+        `ClickHouse at ${this.name} unreachable: ${why}${code && !why.includes(code) ? ` (${code})` : ''}`,
         { cause: err },
       );
     }
-    const text = await response.text();
-    if (!response.ok)
+    const text = reply.text;
+    if (reply.status !== 200)
       throw new ClickHouseError(
         'E_CLICKHOUSE_REFUSED',
-        `ClickHouse at ${this.name} refused (${response.status}): ${text.trim().slice(0, 500)}`,
+        `ClickHouse at ${this.name} refused (${reply.status}): ${text.trim().slice(0, 500)}`,
       );
     return text;
+  }
+
+  /** One POST on this client's kept-alive connections: the status and the body as text. */
+  private post(
+    params: URLSearchParams,
+    headers: Record<string, string>,
+    body: Buffer,
+    signal: AbortSignal,
+  ): Promise<{ status: number; text: string }> {
+    return new Promise((resolve, reject) => {
+      const request = httpRequest(
+        {
+          host: this.endpoint.host,
+          port: this.endpoint.port,
+          path: `/?${params}`,
+          method: 'POST',
+          headers: { ...headers, 'Content-Length': String(body.length) },
+          agent: this.agent,
+          signal,
+        },
+        (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('error', reject);
+          response.on('end', () =>
+            resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
+          );
+        },
+      );
+      request.on('error', reject);
+      request.end(body);
+    });
   }
 
   /** Asks the server to give up a query we stopped waiting for, so hung ones do not pile up there. */
@@ -223,11 +256,10 @@ export class ClickHouseHttp {
     const params = new URLSearchParams({
       query: `KILL QUERY WHERE query_id = ${quoteString(queryId)} ASYNC`,
     });
-    fetch(`http://${this.name}/?${params}`, {
-      method: 'POST',
-      headers: this.authHeaders(),
-      signal: AbortSignal.timeout(this.timeoutMs),
-    }).catch(() => undefined); // best effort: the server may be what hangs
+    // best effort: the server may be what hangs
+    this.post(params, this.authHeaders(), Buffer.alloc(0), AbortSignal.timeout(this.timeoutMs)).catch(
+      () => undefined,
+    );
   }
 
   /** Rows of a SELECT, each a JSON object (64-bit integers as strings). */
