@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client zstd jq \
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client liblz4-dev zstd jq \
 	chromium chromium-driver systemd python3-fusepy iproute2 \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container
 
@@ -107,9 +107,9 @@ $(LAUNCHER): native/launcher/kreplay-exec.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
-$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c node_modules/.ci-stamp
+$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h node_modules/.ci-stamp
 	@mkdir -p $(BUILD)
-	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -lm
+	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -llz4 -lm
 
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json

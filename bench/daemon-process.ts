@@ -16,12 +16,20 @@ export interface DaemonProcess {
   stop(): Promise<void>;
 }
 
-/** `args`: the daemon's flags (--data-dir at least); `logFile`: where its log lines go. */
-export async function startDaemonProcess(args: string[], logFile: string): Promise<DaemonProcess> {
+/**
+ * `args`: the daemon's flags (--data-dir at least); `logFile`: where its log
+ * lines go; `root`: the checkout whose build runs (another build's, to
+ * compare two in one bench).
+ */
+export async function startDaemonProcess(
+  args: string[],
+  logFile: string,
+  root = repoRoot(),
+): Promise<DaemonProcess> {
   const fd = openSync(logFile, 'w');
   const child = spawn(
     process.execPath,
-    [join(repoRoot(), 'bin', 'kreplay.js'), 'daemon', '--port', '0', '--log-format', 'text', ...args],
+    [join(root, 'bin', 'kreplay.js'), 'daemon', '--port', '0', '--log-format', 'text', ...args],
     { stdio: ['ignore', 'ignore', fd] },
   );
   closeSync(fd);

@@ -35,7 +35,12 @@ import { Shipper } from '../agent/ship/shipper';
 import { StoreWriter } from '../agent/store/store-writer';
 import { quoteInt, quoteString } from '../core/clickhouse/quote';
 import { CLICKHOUSE_MIGRATIONS, eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
-import type { ClickHouseHttp } from '../core/clickhouse/http-client';
+import {
+  ClickHouseHttp,
+  INSERT_CODECS,
+  type EncodedRows,
+  type InsertCodec,
+} from '../core/clickhouse/http-client';
 import { DEFAULT_LIMIT } from '../daemon/events/events-query';
 import { silentLogger } from '../core/log/logger';
 import { targetKindCode } from '../core/model';
@@ -59,6 +64,8 @@ const AGENT_RATE = Number(env('KREPLAY_BENCH_AGENT_SHIP_RATE', '100000'));
 /* which parts run: ship (the Shipper in this process), agent (a kreplay agent process), lookups */
 const PARTS = env('KREPLAY_BENCH_FLEET_PARTS', 'ship,agent,burst,lookups').split(',');
 const BURST_S = Number(env('KREPLAY_BENCH_BURST_S', '60'));
+/* the agent part's rounds: one per codec after the anchor (the burst ships with the default) */
+const AGENT_CODECS = env('KREPLAY_BENCH_FLEET_CODECS', INSERT_CODECS.join(',')).split(',') as InsertCodec[];
 const LOOKUPS = 200;
 /* replay sessions created per round and store, FINAL counts timed per round */
 const SESSIONS = 20;
@@ -191,53 +198,63 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
     writeNode(dir, 0, SHIP_EVENTS);
     const path = join(dir, 'node-0.db');
     const rows: (string | number)[][] = [];
+    const cpuUs = (from: NodeJS.CpuUsage) => {
+      const u = process.cpuUsage(from);
+      return (u.user + u.system) / SHIP_EVENTS;
+    };
     for (let run = 0; run < runs; run++) {
-      const database = `ship_${process.pid}_${run}`;
-      await cluster.migrate(database);
-      const shipper = new Shipper(path, cluster.client(database, run % 2, 60_000), { maxDelayMs: 0 });
-      const cpu = process.cpuUsage();
-      let t = process.hrtime.bigint();
-      shipper.start();
-      while (shipper.status().shipped < SHIP_EVENTS) await new Promise((r) => setTimeout(r, 5));
-      const seconds = Number(process.hrtime.bigint() - t) / 1e9;
-      const used = process.cpuUsage(cpu);
-      await shipper.stop();
-      // anchor: the same batches read and encoded, nothing sent; then each codec 18.16 takes on them
-      const db = new Database(path, { readonly: true });
-      const reader = new ShipBatchReader(db, readStoreInfo(db));
-      const encoded: Buffer[] = [];
-      const cpuUs = (from: NodeJS.CpuUsage) => {
-        const u = process.cpuUsage(from);
-        return (u.user + u.system) / SHIP_EVENTS;
-      };
-      t = process.hrtime.bigint();
-      let c = process.cpuUsage();
-      for (let seq = 1; ;) {
-        const batch = reader.read(seq, 10_000);
-        if (batch.count === 0) break;
-        encoded.push(batch.rows);
-        seq = batch.nextSeq;
+      // the Shipper (its thread included: CPU of this whole process) with each codec, same round
+      const shipped = [];
+      for (const codec of INSERT_CODECS) {
+        const database = `ship_${process.pid}_${run}_${codec}`;
+        await cluster.migrate(database);
+        const ch = cluster.client(database, run % 2, 60_000);
+        const shipper = new Shipper(path, new ClickHouseHttp({ ...ch.endpoint, compression: codec }), {
+          maxDelayMs: 0,
+        });
+        const cpu = process.cpuUsage();
+        const t = process.hrtime.bigint();
+        shipper.start();
+        while (shipper.status(false).shipped < SHIP_EVENTS) await new Promise((r) => setTimeout(r, 5));
+        const seconds = Number(process.hrtime.bigint() - t) / 1e9;
+        shipped.push(`${Math.round(SHIP_EVENTS / seconds)}/s, ${cpuUs(cpu).toFixed(2)} µs`);
+        await shipper.stop();
+        // the next codec starts from seq 1 again, into a fresh database
+        const w = new Database(path);
+        w.prepare('DELETE FROM ship_cursors').run();
+        w.close();
+        await dropDatabase(cluster, database);
       }
-      const anchorS = Number(process.hrtime.bigint() - t) / 1e9;
-      const encodeUs = cpuUs(c);
+      // library level: the same batches read and encoded in each codec, nothing sent
+      const db = new Database(path, { readonly: true });
+      const encode = (codec: InsertCodec) => {
+        const reader = new ShipBatchReader(db, readStoreInfo(db), undefined, codec);
+        const batches: EncodedRows[] = [];
+        const c = process.cpuUsage();
+        for (let seq = 1; ;) {
+          const batch = reader.read(seq, 10_000);
+          if (batch.count === 0) break;
+          batches.push(batch.rows);
+          seq = batch.nextSeq;
+        }
+        return { us: cpuUs(c), batches };
+      };
+      const bytes = (batches: Uint8Array[]) =>
+        (batches.reduce((sum, b) => sum + b.length, 0) / SHIP_EVENTS).toFixed(1);
+      const plain = encode('none');
+      const lz4 = encode('lz4');
       db.close();
-      const codecs = CODECS.map(([, compress]) => {
-        c = process.cpuUsage();
-        const bytes = encoded.reduce((sum, rows) => sum + compress(rows).length, 0);
-        return `${cpuUs(c).toFixed(2)} µs, ${(bytes / SHIP_EVENTS).toFixed(1)} B`;
+      const codecs = GZIP_LEVELS.map(([, compress]) => {
+        const c = process.cpuUsage();
+        const out = plain.batches.map((b) => compress(b.bytes));
+        return `${cpuUs(c).toFixed(2)} µs, ${bytes(out)} B`;
       });
-      // the next run starts from seq 1 again, into a fresh database
-      const w = new Database(path);
-      w.prepare('DELETE FROM ship_cursors').run();
-      w.close();
       rows.push([
         run + 1,
-        Math.round(SHIP_EVENTS / seconds),
-        Math.round(SHIP_EVENTS / anchorS),
-        (((used.user + used.system) / 1e6 / seconds) * 100).toFixed(0),
-        (anchorS / seconds).toFixed(2),
-        encodeUs.toFixed(2),
-        (encoded.reduce((sum, rows) => sum + rows.length, 0) / SHIP_EVENTS).toFixed(1),
+        ...shipped,
+        plain.us.toFixed(2),
+        bytes(plain.batches.map((b) => b.bytes)),
+        `${(lz4.us - plain.us).toFixed(2)} µs, ${bytes(lz4.batches.map((b) => b.bytes))} B`,
         ...codecs,
       ]);
     }
@@ -246,13 +263,11 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
       rows,
       [
         'run',
-        'shipped rows/s',
-        'anchor: read+encode rows/s',
-        'CPU % (1 core = 100)',
-        'anchor time / ship time',
+        ...INSERT_CODECS.map((codec) => `Shipper ${codec}: rows/s, process CPU/event`),
         'encode CPU µs/event',
         'RowBinary B/event',
-        ...CODECS.map(([name]) => `${name}: CPU/event, B/event`),
+        'lz4 framing (in SQLite, beside the encoding): CPU/event, B/event',
+        ...GZIP_LEVELS.map(([name]) => `${name}: CPU/event, B/event`),
       ],
     );
   } finally {
@@ -260,9 +275,9 @@ async function shipping(cluster: TestCluster, runs: number): Promise<void> {
   }
 }
 
-/** The compressions 18.16 takes on an HTTP body (Content-Encoding; not br, not zstd). */
-const CODECS: [string, (rows: Buffer) => Buffer][] = [
-  ['gzip level 1 (sent)', (rows) => gzipSync(rows, { level: 1 })],
+/** The body compressions 18.16 takes as a Content-Encoding (not br, not zstd), on encoded batches. */
+const GZIP_LEVELS: [string, (rows: Uint8Array) => Buffer][] = [
+  ['gzip level 1', (rows) => gzipSync(rows, { level: 1 })],
   ['deflate level 1', (rows) => deflateSync(rows, { level: 1 })],
   ['gzip level 6', (rows) => gzipSync(rows)],
 ];
@@ -304,7 +319,7 @@ const STATUS_LAG = /ship=\w+ shipped=\d+ lag=(\d+)ev\/([\d.]+)s/g;
  */
 async function agentRound(
   cluster: TestCluster,
-  ship: { database: string; shard: number } | null,
+  ship: { database: string; shard: number; codec?: InsertCodec } | null,
   writes = AGENT_WRITES,
   rate = AGENT_RATE,
 ): Promise<{
@@ -321,7 +336,11 @@ async function agentRound(
   maxLagS: number;
 }> {
   const args = ['--include', 'comm:writeloop'];
-  if (ship) args.push('--ship', cluster.url(ship.database, ship.shard, 60));
+  if (ship)
+    args.push(
+      '--ship',
+      cluster.url(ship.database, ship.shard, 60) + (ship.codec ? `&compression=${ship.codec}` : ''),
+    );
   const agent = await startBenchAgent(repoRoot(), args);
   const ch = ship && cluster.client(ship.database, ship.shard, 60_000);
   const table = ch && eventsTable(ch.endpoint);
@@ -411,33 +430,37 @@ async function dropDatabase(cluster: TestCluster, database: string): Promise<voi
 async function agentShipping(cluster: TestCluster, runs: number): Promise<void> {
   const rows: (string | number)[][] = [];
   for (let run = 0; run < runs; run++) {
-    const database = `agent_${process.pid}_${run}`;
-    await cluster.migrate(database);
     const anchor = await agentRound(cluster, null);
-    const shipping = await agentRound(cluster, { database, shard: run % 2 });
-    const pct = (cpuS: number, s: number) => ((cpuS / s) * 100).toFixed(0);
-    rows.push([
-      run + 1,
-      shipping.stored,
-      Math.round(shipping.stored / shipping.loopS),
-      Math.round(shipping.shippedInLoop / shipping.loopS),
-      Math.round(shipping.stored / shipping.doneS),
-      (100 * (1 - shipping.late / shipping.inCluster)).toFixed(2),
-      pct(shipping.cpuS, shipping.doneS),
-      ((shipping.cpuS * 1e6) / shipping.stored).toFixed(2),
-      ((anchor.cpuS * 1e6) / anchor.stored).toFixed(2),
-      (((shipping.cpuS - anchor.cpuS * (shipping.stored / anchor.stored)) * 1e6) / shipping.stored).toFixed(
-        2,
-      ),
-      `${shipping.maxLagEvents}ev/${shipping.maxLagS.toFixed(1)}s`,
-    ]);
-    await dropDatabase(cluster, database);
+    for (const codec of AGENT_CODECS) {
+      const database = `agent_${process.pid}_${run}_${codec}`;
+      await cluster.migrate(database);
+      const shipping = await agentRound(cluster, { database, shard: run % 2, codec });
+      const pct = (cpuS: number, s: number) => ((cpuS / s) * 100).toFixed(0);
+      rows.push([
+        run + 1,
+        codec,
+        shipping.stored,
+        Math.round(shipping.stored / shipping.loopS),
+        Math.round(shipping.shippedInLoop / shipping.loopS),
+        Math.round(shipping.stored / shipping.doneS),
+        (100 * (1 - shipping.late / shipping.inCluster)).toFixed(2),
+        pct(shipping.cpuS, shipping.doneS),
+        ((shipping.cpuS * 1e6) / shipping.stored).toFixed(2),
+        ((anchor.cpuS * 1e6) / anchor.stored).toFixed(2),
+        (((shipping.cpuS - anchor.cpuS * (shipping.stored / anchor.stored)) * 1e6) / shipping.stored).toFixed(
+          2,
+        ),
+        `${shipping.maxLagEvents}ev/${shipping.maxLagS.toFixed(1)}s`,
+      ]);
+      await dropDatabase(cluster, database);
+    }
   }
   printTable(
     `kreplay agent --ship to the cluster while capturing a write loop of ${AGENT_WRITES} writes at ${AGENT_RATE}/s`,
     rows,
     [
       'run',
+      'compression',
       'events stored',
       'captured/s (loop)',
       'shipped/s during the loop',

@@ -211,8 +211,8 @@ async function replayUnderLoad(
 
 /** CPU of this process (the daemon: main thread and clock thread) between two events far apart. */
 async function idleWait(replay: ReplaySessions, gapSeconds: number): Promise<ReplayBenchResult['idle']> {
-  const session = replay.create({ transaction_id: 'bench-idle', speed_factor: 1, extra_latency_ns: 0 });
-  session.play();
+  const session = await replay.create({ transaction_id: 'bench-idle', speed_factor: 1, extra_latency_ns: 0 });
+  await session.play();
   while (session.record().events_emitted < 1) await sleep(10);
   await sleep(250);
   const cpu = process.cpuUsage();

@@ -23,7 +23,7 @@ import { IncidentThread } from './incidents/incident-thread';
 /** How often the incidents folders are looked at for new, changed or removed files. */
 const INCIDENT_RESCAN_MS = 2000;
 import { ClickHouseEvents } from './store/clickhouse-events';
-import { loadTransaction } from './replay/loaded-transaction';
+import { storeTransactionReader } from './replay/transaction-reader';
 import { QueryPool } from './queries/query-pool';
 import { StreamLimits } from './replay/stream/stream-limits';
 import { ClickHouseHttp, parseClickHouseUrl } from '../core/clickhouse/http-client';
@@ -126,11 +126,8 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
-    source: stores,
-    // replay counts and seeks in the node files on this thread; the fleet store's transaction is loaded for its session
-    load: pool ? undefined : (id) => loadTransaction(events, id),
-    // and reads a playing session's events ahead on the query workers
-    pager: pool?.replayChunk,
+    // replay reads the node files on the query workers, the fleet store over HTTP: never on this thread
+    reader: pool ? pool.transactions : storeTransactionReader(events),
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
@@ -152,7 +149,6 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
-    await replay.restored;
     await pool?.ready();
     const app = createApp({
       log,

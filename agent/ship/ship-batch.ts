@@ -8,10 +8,11 @@ import type { StoreInfo } from '../../core/store/schema';
 import { EventInsert } from '../store/event-insert';
 import { shipSql, type ShipSql } from './ship-sql';
 import { CLICKHOUSE_EVENT_COLUMNS, type ClickHouseColumn } from '../../core/clickhouse/schema';
+import type { EncodedRows, InsertCodec } from '../../core/clickhouse/http-client';
 
 export interface ShipBatch {
-  /** the rows as RowBinary, in the column order of `insert` */
-  rows: Buffer;
+  /** the rows as RowBinary, in the column order of `insert`, in the reader's codec */
+  rows: EncodedRows;
   count: number;
   /** the cursor once this batch is acknowledged */
   nextSeq: number;
@@ -33,8 +34,10 @@ export class ShipBatchReader {
     private readonly info: StoreInfo,
     /** the ClickHouse columns to fill (default: all; a test fills an older schema's) */
     columns: readonly ClickHouseColumn[] = CLICKHOUSE_EVENT_COLUMNS,
+    /** `lz4` framed here, natively; `gzip` compressed by the HTTP client */
+    private readonly codec: InsertCodec = 'none',
   ) {
-    this.sql = shipSql(columns);
+    this.sql = shipSql(columns, codec);
     // kreplay_rowbinary lives in the agent's SQLite extension
     EventInsert.prepareConnection(db);
     this.select = db.prepare<[Record<string, unknown>], BatchRow>(this.sql.batch);
@@ -60,9 +63,13 @@ export class ShipBatchReader {
     let row = this.select.get(params)!;
     if (row.count === 0) {
       const next = this.firstSeqFrom.get(fromSeq);
-      if (next === undefined) return { rows: row.rowbinary, count: 0, nextSeq: fromSeq };
+      if (next === undefined) return { rows: this.rows(row), count: 0, nextSeq: fromSeq };
       row = this.select.get({ ...params, from: next, to: next + limit })!;
     }
-    return { rows: row.rowbinary, count: row.count, nextSeq: row.last_seq! + 1 };
+    return { rows: this.rows(row), count: row.count, nextSeq: row.last_seq! + 1 };
+  }
+
+  private rows(row: BatchRow): EncodedRows {
+    return { codec: this.codec, bytes: row.rowbinary };
   }
 }

@@ -12,6 +12,7 @@
  * both needs nothing here.
  */
 import { CLICKHOUSE_EVENT_COLUMNS, type ClickHouseColumn } from '../../core/clickhouse/schema';
+import type { InsertCodec } from '../../core/clickhouse/http-client';
 import {
   BLOCK_OP_CODES,
   blockOpName,
@@ -128,16 +129,24 @@ export function rowBinaryType(type: string): string {
 export interface ShipSql {
   /** `INSERT INTO <table> (columns) FORMAT RowBinary` */
   insert(table: string): string;
-  /** one row: rowbinary (blob), count, last_seq (null when none); parameters @store_id, @node, seqs [@from, @to) */
+  /**
+   * one row: rowbinary (blob; with `lz4`, in ClickHouse's compressed blocks), count, last_seq
+   * (null when none); parameters @store_id, @node, seqs [@from, @to)
+   */
   batch: string;
 }
 
-export function shipSql(columns: readonly ClickHouseColumn[] = CLICKHOUSE_EVENT_COLUMNS): ShipSql {
+export function shipSql(
+  columns: readonly ClickHouseColumn[] = CLICKHOUSE_EVENT_COLUMNS,
+  codec: InsertCodec = 'none',
+): ShipSql {
   const spec = columns.map((c) => rowBinaryType(c.type)).join(' ');
   const names = columns.map((c) => c.name).join(', ');
+  const rows = `kreplay_rowbinary(${text(spec)}, ${columns.map(source).join(', ')})`;
+  // framed in the same statement: the uncompressed rows never leave SQLite (native/sqlite/kreplay_clickhouse_lz4.c)
   return {
     insert: (table) => `INSERT INTO ${table} (${names}) FORMAT RowBinary`,
-    batch: `SELECT kreplay_rowbinary(${text(spec)}, ${columns.map(source).join(', ')}) AS rowbinary,
+    batch: `SELECT ${codec === 'lz4' ? `kreplay_clickhouse_lz4(${rows})` : rows} AS rowbinary,
               count(*) AS count, max(e.seq) AS last_seq ${FROM_SQL}`,
   };
 }

@@ -255,7 +255,7 @@ export function registerAgentCommand(program: Command): Command {
     )
     .option(
       '--ship <url>',
-      'also ship committed events to ClickHouse at clickhouse://HOST:HTTP_PORT/DB[?cluster=NAME&timeout=SECONDS]',
+      'also ship committed events to ClickHouse at clickhouse://HOST:HTTP_PORT/DB[?cluster=NAME&timeout=SECONDS&compression=lz4|gzip|none]',
     )
     .option('--ship-user <user>', 'ClickHouse user for --ship')
     .option(

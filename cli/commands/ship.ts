@@ -142,7 +142,7 @@ export function registerShipCommand(program: Command): Command {
     .requiredOption('--from <file>', 'the node file (NODE.db) or incident file (.kri) to ship')
     .requiredOption(
       '--to <url>',
-      'the fleet store: clickhouse://HOST:HTTP_PORT/DB[?cluster=NAME&timeout=SECONDS]',
+      'the fleet store: clickhouse://HOST:HTTP_PORT/DB[?cluster=NAME&timeout=SECONDS&compression=lz4|gzip|none]',
     )
     .option('--user <user>', 'ClickHouse user')
     .option('--password-file <file>', 'file holding the ClickHouse password (or set KREPLAY_SHIP_PASSWORD)')

@@ -1,10 +1,11 @@
 /**
- * ClickHouse over its HTTP interface with Node's fetch: enough for DDL,
- * gzip-compressed JSONEachRow inserts and JSONEachRow reads, on 18.16 and
- * current releases alike. 64-bit integers come back quoted
+ * ClickHouse over its HTTP interface (node:http): enough for DDL,
+ * compressed inserts (gzip bodies, or LZ4 in ClickHouse's own block framing)
+ * and JSONEachRow reads, on 18.16 and current releases alike. 64-bit integers come back quoted
  * (output_format_json_quote_64bit_integers) so nanoseconds stay exact.
  */
 import { randomUUID } from 'node:crypto';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { KreplayError } from '../errors';
 import { quoteString } from './quote';
@@ -19,6 +20,22 @@ export class ClickHouseError extends KreplayError {
   }
 }
 
+/**
+ * How an insert's rows travel: `lz4` in ClickHouse's compressed blocks (`decompress=1`; the
+ * shipper frames them natively, native/sqlite/kreplay_clickhouse_lz4.c), `gzip` level 1 as the
+ * body's Content-Encoding, or `none`. 18.16 takes no other (not br, not zstd).
+ */
+export const INSERT_CODECS = ['lz4', 'gzip', 'none'] as const;
+export type InsertCodec = (typeof INSERT_CODECS)[number];
+/** the shipper's codec unless the URL names one: the least agent CPU per event (bench/RESULTS.md, issue 27) */
+export const DEFAULT_SHIP_CODEC: InsertCodec = 'lz4';
+
+/** An insert's rows already in their codec's bytes (`lz4`: framed), or to be compressed (`gzip`). */
+export interface EncodedRows {
+  codec: InsertCodec;
+  bytes: Uint8Array;
+}
+
 export interface ClickHouseEndpoint {
   host: string;
   port: number;
@@ -29,16 +46,18 @@ export interface ClickHouseEndpoint {
   cluster?: string;
   /** how long one request may take before it fails (default 30 s) */
   timeoutMs?: number;
+  /** how the shipper's inserts travel (default DEFAULT_SHIP_CODEC) */
+  compression?: InsertCodec;
 }
 
 /** The settings a clickhouse:// URL may carry after `?`. */
-const URL_SETTINGS = ['cluster', 'timeout'];
+const URL_SETTINGS = ['cluster', 'timeout', 'compression'];
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
- * clickhouse://HOST:PORT/DB[?cluster=NAME][&timeout=SECONDS] (the HTTP port);
- * the database and cluster names are identifiers.
+ * clickhouse://HOST:PORT/DB[?cluster=NAME][&timeout=SECONDS][&compression=lz4|gzip|none]
+ * (the HTTP port); the database and cluster names are identifiers.
  */
 export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
   let url: URL;
@@ -66,7 +85,7 @@ export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
     if (!URL_SETTINGS.includes(key))
       throw new ClickHouseError(
         'E_CLICKHOUSE_URL',
-        `${JSON.stringify(spec)}: unknown setting ${JSON.stringify(key)}; a clickhouse:// URL takes ${URL_SETTINGS.join(' and ')}`,
+        `${JSON.stringify(spec)}: unknown setting ${JSON.stringify(key)}; a clickhouse:// URL takes ${URL_SETTINGS.join(', ')}`,
       );
     if (key === 'cluster') {
       if (!IDENTIFIER.test(value))
@@ -75,6 +94,13 @@ export function parseClickHouseUrl(spec: string): ClickHouseEndpoint {
           `${JSON.stringify(spec)}: cluster must be a remote_servers name of letters, digits and _`,
         );
       endpoint.cluster = value;
+    } else if (key === 'compression') {
+      if (!(INSERT_CODECS as readonly string[]).includes(value))
+        throw new ClickHouseError(
+          'E_CLICKHOUSE_URL',
+          `${JSON.stringify(spec)}: compression must be ${INSERT_CODECS.join(', ')}`,
+        );
+      endpoint.compression = value as InsertCodec;
     } else {
       const seconds = Number(value);
       if (!(seconds > 0 && seconds <= 3600))
@@ -93,14 +119,20 @@ export const DEFAULT_CLICKHOUSE_TIMEOUT_MS = 30_000;
 /** What a request on a connection the server already closed fails with. */
 const STALE_SOCKET = ['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'];
 
-/** The system error code under fetch's "fetch failed", if any. */
-function causeCode(err: unknown): string {
-  const cause = (err as { cause?: { code?: unknown } }).cause;
-  return typeof cause?.code === 'string' ? cause.code : '';
+/** The system error code of a failed request (ECONNREFUSED, ECONNRESET…), if any. */
+function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? code : '';
 }
 
 export class ClickHouseHttp {
-  private readonly timeoutMs: number;
+  /** how long one request may take */
+  readonly timeoutMs: number;
+  /**
+   * node:http on kept-alive connections, not fetch: a batch's body goes to the socket as it is,
+   * where fetch's streams cost the shipper CPU (and garbage) in proportion to its bytes
+   */
+  private readonly agent = new HttpAgent({ keepAlive: true });
 
   constructor(
     readonly endpoint: ClickHouseEndpoint,
@@ -120,10 +152,10 @@ export class ClickHouseHttp {
     return `${this.endpoint.host}:${this.endpoint.port}`;
   }
 
-  /** Runs `sql`; `rows` (in the statement's FORMAT) go gzip-compressed as its data. */
+  /** Runs `sql`; `rows` (in the statement's FORMAT) go as its data, gzip-compressed unless encoded. */
   async exec(
     sql: string,
-    rows?: string | Uint8Array,
+    rows?: string | Uint8Array | EncodedRows,
     database: string | null = this.endpoint.database,
     timeoutMs = this.timeoutMs,
   ): Promise<string> {
@@ -144,42 +176,79 @@ export class ClickHouseHttp {
     if (rows === undefined) body = Buffer.from(sql);
     else {
       params.set('query', sql);
-      headers['Content-Encoding'] = 'gzip';
-      body = gzipSync(rows, { level: 1 });
+      const { codec, bytes } =
+        typeof rows === 'string' || rows instanceof Uint8Array ? { codec: 'gzip', bytes: rows } : rows;
+      if (codec === 'gzip') {
+        headers['Content-Encoding'] = 'gzip';
+        body = gzipSync(bytes, { level: 1 });
+      } else {
+        if (codec === 'lz4') params.set('decompress', '1');
+        body =
+          typeof bytes === 'string'
+            ? Buffer.from(bytes)
+            : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      }
     }
-    const post = () =>
-      fetch(`http://${this.name}/?${params}`, {
-        method: 'POST',
-        headers,
-        body,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-    let response: Response;
+    let reply: { status: number; text: string };
+    const signal = AbortSignal.timeout(timeoutMs);
     try {
       try {
-        response = await post();
+        reply = await this.post(params, headers, body, signal);
       } catch (err) {
         // a kept-alive connection the server closed meanwhile (its keep_alive_timeout is 3 s);
         // sending again is safe: DDL is IF NOT EXISTS and a re-sent batch collapses (schema.ts)
-        if (!STALE_SOCKET.includes(causeCode(err))) throw err;
-        response = await post();
+        if (signal.aborted || !STALE_SOCKET.includes(errorCode(err))) throw err;
+        reply = await this.post(params, headers, body, signal);
       }
     } catch (err) {
-      if ((err as Error).name === 'TimeoutError') this.killQuery(queryId);
-      const code = causeCode(err);
+      if (signal.aborted) this.killQuery(queryId);
+      const code = errorCode(err);
+      const why = signal.aborted ? `no answer in ${timeoutMs} ms` : (err as Error).message;
       throw new ClickHouseError(
         'E_CLICKHOUSE_DOWN',
-        `ClickHouse at ${this.name} unreachable: ${(err as Error).message}${code ? ` (${code})` : ''}`,
+        `ClickHouse at ${this.name} unreachable: ${why}${code && !why.includes(code) ? ` (${code})` : ''}`,
         { cause: err },
       );
     }
-    const text = await response.text();
-    if (!response.ok)
+    const text = reply.text;
+    if (reply.status !== 200)
       throw new ClickHouseError(
         'E_CLICKHOUSE_REFUSED',
-        `ClickHouse at ${this.name} refused (${response.status}): ${text.trim().slice(0, 500)}`,
+        `ClickHouse at ${this.name} refused (${reply.status}): ${text.trim().slice(0, 500)}`,
       );
     return text;
+  }
+
+  /** One POST on this client's kept-alive connections: the status and the body as text. */
+  private post(
+    params: URLSearchParams,
+    headers: Record<string, string>,
+    body: Buffer,
+    signal: AbortSignal,
+  ): Promise<{ status: number; text: string }> {
+    return new Promise((resolve, reject) => {
+      const request = httpRequest(
+        {
+          host: this.endpoint.host,
+          port: this.endpoint.port,
+          path: `/?${params}`,
+          method: 'POST',
+          headers: { ...headers, 'Content-Length': String(body.length) },
+          agent: this.agent,
+          signal,
+        },
+        (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('error', reject);
+          response.on('end', () =>
+            resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
+          );
+        },
+      );
+      request.on('error', reject);
+      request.end(body);
+    });
   }
 
   /** Asks the server to give up a query we stopped waiting for, so hung ones do not pile up there. */
@@ -187,11 +256,10 @@ export class ClickHouseHttp {
     const params = new URLSearchParams({
       query: `KILL QUERY WHERE query_id = ${quoteString(queryId)} ASYNC`,
     });
-    fetch(`http://${this.name}/?${params}`, {
-      method: 'POST',
-      headers: this.authHeaders(),
-      signal: AbortSignal.timeout(this.timeoutMs),
-    }).catch(() => undefined); // best effort: the server may be what hangs
+    // best effort: the server may be what hangs
+    this.post(params, this.authHeaders(), Buffer.alloc(0), AbortSignal.timeout(this.timeoutMs)).catch(
+      () => undefined,
+    );
   }
 
   /** Rows of a SELECT, each a JSON object (64-bit integers as strings). */

@@ -19,8 +19,6 @@ export const PROBLEM_KINDS = {
   'body-too-large': { status: 413, title: 'Content Too Large' },
   'export-too-large': { status: 413, title: 'Content Too Large' },
   'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
-  // replay from ClickHouse loads a transaction whole; past daemon/replay/loaded-transaction.ts's bound it is refused
-  'transaction-too-large': { status: 422, title: 'Unprocessable Content' },
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },
   'store-unavailable': { status: 503, title: 'Service Unavailable' },

@@ -7,7 +7,7 @@
 import { StoreError, type StoreErrorCode } from '../../core/store/schema';
 import { localEventsJson, type JsonBody } from '../events/events-json';
 import type { EventsQuery } from '../events/events-query';
-import { toReplayChunk } from '../replay/replay-event';
+import { storeTransactionReader, type TransactionReader } from '../replay/transaction-reader';
 import type { EventFilter, PageOptions } from '../store/event-filter';
 import { nodeStoresReader } from '../store/event-reader';
 import type { NodeStores } from '../store/node-stores';
@@ -23,12 +23,16 @@ async function bytes(text: Promise<JsonBody>): Promise<Uint8Array> {
 export function queryOps(stores: NodeStores) {
   const reader = nodeStoresReader(stores);
   const json = localEventsJson(reader);
+  const transactions = storeTransactionReader(reader);
   return {
     list: (query: EventsQuery) => bytes(json.list(query)),
     one: (eventId: string, int64AsString: boolean) => bytes(json.one(eventId, int64AsString)),
     page: (filter: EventFilter, opts: PageOptions) => reader.page(filter, opts),
-    replayChunk: async (filter: EventFilter, opts: PageOptions) =>
-      toReplayChunk(await reader.page(filter, opts)),
+    // replay's reads (TransactionReader), the page's JSON built here
+    transactionSummary: (...args: Parameters<TransactionReader['summarize']>) =>
+      transactions.summarize(...args),
+    transactionIndexAt: (...args: Parameters<TransactionReader['indexAt']>) => transactions.indexAt(...args),
+    transactionPage: (...args: Parameters<TransactionReader['page']>) => transactions.page(...args),
     summarize: (filter: EventFilter) => reader.summarize(filter),
     get: (eventId: string) => reader.get(eventId),
     nodes: () => reader.nodes(),

@@ -20,8 +20,7 @@ import type { EventsJson } from '../events/events-json';
 import { StoreError } from '../../core/store/schema';
 import { ProblemError } from '../http/problem';
 import type { EventReader } from '../store/event-reader';
-import type { EventFilter, PageOptions } from '../store/event-filter';
-import type { ReplayChunk } from '../replay/replay-event';
+import type { TransactionReader } from '../replay/transaction-reader';
 import type { QueryOp, QueryOps } from './query-ops';
 import { fromWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } from './query-protocol';
 
@@ -119,12 +118,16 @@ export class QueryPool {
   };
 
   /**
-   * A replay session's events read ahead, their JSON built in the workers.
-   * They go before the queued queries: a replay's schedule waits for them,
-   * a client's query can wait a few milliseconds more.
+   * Replay's reads of the node files: a session's summary, a seek's index,
+   * pages of events (their JSON built in the workers). They go before the
+   * queued queries: a replay's schedule or a control waits for them, a
+   * client's query can wait a few milliseconds more.
    */
-  readonly replayChunk = (filter: EventFilter, opts: PageOptions): Promise<ReplayChunk> =>
-    this.enqueue(true, 'replayChunk', filter, opts);
+  readonly transactions: TransactionReader = {
+    summarize: (...args) => this.enqueue(true, 'transactionSummary', ...args),
+    indexAt: (...args) => this.enqueue(true, 'transactionIndexAt', ...args),
+    page: (...args) => this.enqueue(true, 'transactionPage', ...args),
+  };
 
   /** Events pages and lookups as JSON text, built in the workers. */
   readonly json: EventsJson = {

@@ -73,7 +73,8 @@ static int parseSpec(Encoder *e, const char *spec, int nValues, char **error) {
 /* Room for `more` bytes; 0 when memory ran out. */
 static int reserve(Encoder *e, sqlite3_int64 more) {
   if (e->len + more <= e->cap) return 1;
-  sqlite3_int64 cap = e->cap ? e->cap : 1 << 16;
+  /* a batch of 10,000 events takes about 2 MB: start at 1 MB rather than doubling up from a little */
+  sqlite3_int64 cap = e->cap ? e->cap : 1 << 20;
   while (cap < e->len + more) cap *= 2;
   unsigned char *data = sqlite3_realloc64(e->data, (sqlite3_uint64)cap);
   if (data == NULL) return 0;

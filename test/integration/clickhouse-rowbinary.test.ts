@@ -4,11 +4,14 @@
  * stored equals the field the node file's API gives (store_id and seq: the
  * event id's parts), for both event types and the extremes: nanoseconds near
  * 2^63, the largest u32 pids, negative and unknown codes, empty, long and
- * non-ASCII strings, quotes and NUL, null targets and contexts, every event type.
+ * non-ASCII strings, quotes and NUL, null targets and contexts, every event type;
+ * in each codec the shipper sends (LZ4 blocks, gzip, none).
  */
 import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { StoreWriter } from '../../agent/store/store-writer';
+import { ClickHouseHttp, INSERT_CODECS } from '../../core/clickhouse/http-client';
 import { CLICKHOUSE_EVENT_COLUMNS } from '../../core/clickhouse/schema';
 import { createLogger } from '../../core/log/logger';
 import { parseEventId, RecordType, type ApiEvent } from '../../core/model';
@@ -116,70 +119,78 @@ describeCh('RowBinary shipping keeps every field of the node file', () => {
   const dir = useTempDir();
   const clickhouse = useClickHouse();
 
-  it('stores every column of every event as the node file gives it', async () => {
-    const writer = StoreWriter.open(dir.path, 'n-é');
-    writeEvents(writer, events());
-    writer.close();
-    const seqs = extremes(join(dir.path, 'n-é.db'));
-    const ch = clickhouse.server.client('rowbinary');
-    await shipDataDir(dir.path, ch);
+  it.each(INSERT_CODECS)(
+    'stores every column of every event as the node file gives it (%s)',
+    async (codec) => {
+      const data = join(dir.path, codec);
+      mkdirSync(data);
+      const writer = StoreWriter.open(data, 'n-é');
+      writeEvents(writer, events());
+      writer.close();
+      const seqs = extremes(join(data, 'n-é.db'));
+      const ch = new ClickHouseHttp({
+        ...clickhouse.server.client(`rowbinary_${codec}`).endpoint,
+        compression: codec,
+      });
+      await shipDataDir(data, ch);
 
-    const sqlite = new NodeStores(dir.path, createLogger({ component: 'test', level: 'error' }));
-    try {
-      const want = sqlite.page({}, { limit: 10_000, order: 'asc' }).events;
-      expect(want).toHaveLength(400);
-      const got = await ch.rows<Record<string, unknown>>('SELECT * FROM events FINAL ORDER BY event_id');
-      expect(got).toHaveLength(400);
-      const byId = new Map(got.map((row) => [row.event_id, row]));
-      const columns = CLICKHOUSE_EVENT_COLUMNS.map((c) => c.name);
-      for (const event of want) {
-        const row = byId.get(event.event_id);
-        expect(Object.keys(row!).sort()).toEqual([...columns].sort());
-        // int64s come quoted, u32s as numbers: compare as the API types them
-        const actual = Object.fromEntries(
-          columns.map((c) => [c, typeof row![c] === 'number' ? row![c] : (row![c] ?? null)]),
-        );
-        const expected = Object.fromEntries(
-          columns.map((c) => {
-            const v = expectedColumn(event, c);
-            return [c, typeof v === 'number' && typeof row![c] === 'string' ? String(v) : v];
-          }),
-        );
-        expect(actual).toEqual(expected);
+      const sqlite = new NodeStores(data, createLogger({ component: 'test', level: 'error' }));
+      try {
+        const want = sqlite.page({}, { limit: 10_000, order: 'asc' }).events;
+        expect(want).toHaveLength(400);
+        const got = await ch.rows<Record<string, unknown>>('SELECT * FROM events FINAL ORDER BY event_id');
+        expect(got).toHaveLength(400);
+        const byId = new Map(got.map((row) => [row.event_id, row]));
+        const columns = CLICKHOUSE_EVENT_COLUMNS.map((c) => c.name);
+        for (const event of want) {
+          const row = byId.get(event.event_id);
+          expect(Object.keys(row!).sort()).toEqual([...columns].sort());
+          // int64s come quoted, u32s as numbers: compare as the API types them
+          const actual = Object.fromEntries(
+            columns.map((c) => [c, typeof row![c] === 'number' ? row![c] : (row![c] ?? null)]),
+          );
+          const expected = Object.fromEntries(
+            columns.map((c) => {
+              const v = expectedColumn(event, c);
+              return [c, typeof v === 'number' && typeof row![c] === 'string' ? String(v) : v];
+            }),
+          );
+          expect(actual).toEqual(expected);
+        }
+        // the extremes came through: the largest nanoseconds, unknown codes, NULLs the API names
+        const extreme = (which: string) => got.find((r) => r.seq === seqs[which])!;
+        expect(extreme('max')).toMatchObject({ timestamp_ns: String(MAX_I64), duration_ns: String(MAX_I64) });
+        expect(extreme('near max')).toMatchObject({
+          timestamp_ns: String(MAX_I64 - 1n),
+          event_type: 'block_io',
+        });
+        expect(extreme('zero')).toMatchObject({
+          timestamp_ns: '0',
+          pid: 4294967295,
+          bytes: String(Number.MAX_SAFE_INTEGER),
+        });
+        expect(extreme('uncaptured')).toMatchObject({ syscall: 'unknown', fd: '-1', ret: '0', device: null });
+        expect(extreme('odd syscall')).toMatchObject({
+          syscall: 'syscall_99',
+          ret: String(-Number.MAX_SAFE_INTEGER),
+        });
+        expect(extreme('ebadf')).toMatchObject({ fd: '-9', target_kind: null, target: null });
+        expect(extreme('odd block')).toMatchObject({
+          device: '4095:1048575',
+          op: 'op_200',
+          error: '-5',
+          fd: null,
+        });
+        expect(extreme('null block')).toMatchObject({ device: '0:0', sector: '0', op: 'read', error: '0' });
+        expect(extreme('discard')).toMatchObject({ op: 'discard', error: '-95', syscall: null });
+        expect(extreme('read')).toMatchObject({ event_type: 'sys_read', device: null });
+        expect(extreme('fsync')).toMatchObject({ event_type: 'sys_fsync', target: null });
+        expect(extreme('connect')).toMatchObject({ event_type: 'sys_connect', ret: '-111' });
+        expect(got.filter((r) => r.target === null).length).toBeGreaterThan(0);
+        expect(got.some((r) => r.service_name === '' && r.comm !== '')).toBe(true);
+      } finally {
+        sqlite.close();
       }
-      // the extremes came through: the largest nanoseconds, unknown codes, NULLs the API names
-      const extreme = (which: string) => got.find((r) => r.seq === seqs[which])!;
-      expect(extreme('max')).toMatchObject({ timestamp_ns: String(MAX_I64), duration_ns: String(MAX_I64) });
-      expect(extreme('near max')).toMatchObject({
-        timestamp_ns: String(MAX_I64 - 1n),
-        event_type: 'block_io',
-      });
-      expect(extreme('zero')).toMatchObject({
-        timestamp_ns: '0',
-        pid: 4294967295,
-        bytes: String(Number.MAX_SAFE_INTEGER),
-      });
-      expect(extreme('uncaptured')).toMatchObject({ syscall: 'unknown', fd: '-1', ret: '0', device: null });
-      expect(extreme('odd syscall')).toMatchObject({
-        syscall: 'syscall_99',
-        ret: String(-Number.MAX_SAFE_INTEGER),
-      });
-      expect(extreme('ebadf')).toMatchObject({ fd: '-9', target_kind: null, target: null });
-      expect(extreme('odd block')).toMatchObject({
-        device: '4095:1048575',
-        op: 'op_200',
-        error: '-5',
-        fd: null,
-      });
-      expect(extreme('null block')).toMatchObject({ device: '0:0', sector: '0', op: 'read', error: '0' });
-      expect(extreme('discard')).toMatchObject({ op: 'discard', error: '-95', syscall: null });
-      expect(extreme('read')).toMatchObject({ event_type: 'sys_read', device: null });
-      expect(extreme('fsync')).toMatchObject({ event_type: 'sys_fsync', target: null });
-      expect(extreme('connect')).toMatchObject({ event_type: 'sys_connect', ret: '-111' });
-      expect(got.filter((r) => r.target === null).length).toBeGreaterThan(0);
-      expect(got.some((r) => r.service_name === '' && r.comm !== '')).toBe(true);
-    } finally {
-      sqlite.close();
-    }
-  });
+    },
+  );
 });

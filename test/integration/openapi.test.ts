@@ -24,6 +24,8 @@ import {
 import { CONTROLS } from '../../daemon/replay/sessions/session-state';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
+import { storeTransactionReader } from '../../daemon/replay/transaction-reader';
+import { nodeStoresReader } from '../../daemon/store/event-reader';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { IncidentThread } from '../../daemon/incidents/incident-thread';
 import { repoRoot } from '../../core/repo-root';
@@ -107,7 +109,7 @@ describe('OpenAPI document', () => {
     const clock = new HighResClock(silentLogger);
     const replay = new ReplaySessions({
       dataDir: dir.path,
-      source: stores,
+      reader: storeTransactionReader(nodeStoresReader(stores)),
       clock,
       log: silentLogger,
       ttlMs: 1000,

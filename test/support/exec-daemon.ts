@@ -13,7 +13,7 @@ import { replaySessionsRouter } from '../../daemon/replay/sessions/session-route
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import { errorHandler } from '../../daemon/http/error-handler';
 import { listen } from '../../daemon/server';
-import { FakeReplaySource, fakeEvent } from './fake-replay-source';
+import { FakeTransactionReader, fakeEvent } from './fake-transaction-reader';
 
 export type IncidentEvent = SysWriteEvent;
 
@@ -63,7 +63,7 @@ export async function startExecDaemon(events: IncidentEvent[], dataDir: string):
   const clock = new HighResClock(silentLogger);
   const sessions = new ReplaySessions({
     dataDir,
-    source: new FakeReplaySource(events),
+    reader: new FakeTransactionReader(events),
     clock,
     log: silentLogger,
     ttlMs: 600_000,

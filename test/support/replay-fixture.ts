@@ -8,7 +8,7 @@ import { SseParser, type SseMessage } from '../../cli/sse-client';
 import { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import type { Watcher } from '../../daemon/replay/stream/broadcast';
 import { FakeClock } from './fake-clock';
-import { FakeReplaySource } from './fake-replay-source';
+import { FakeTransactionReader } from './fake-transaction-reader';
 
 /** A factory of fixtures, each in a temp data dir; closed and removed after each test. */
 export function useReplayFixtures(prefix: string) {
@@ -21,8 +21,8 @@ export function useReplayFixtures(prefix: string) {
   });
   return (events: ApiEvent[], { ttlMs = 60_000, dataDir = mkdtempSync(join(tmpdir(), prefix)) } = {}) => {
     const clock = new FakeClock();
-    const source = new FakeReplaySource(events);
-    const sessions = new ReplaySessions({ dataDir, source, clock, log: silentLogger, ttlMs });
+    const source = new FakeTransactionReader(events);
+    const sessions = new ReplaySessions({ dataDir, reader: source, clock, log: silentLogger, ttlMs });
     open.push({ sessions, dataDir });
     return { clock, source, sessions, dataDir };
   };

@@ -22,6 +22,15 @@ describe('parseClickHouseUrl', () => {
     expect(new ClickHouseHttp(endpoint).name).toBe('ch-1:8123');
   });
 
+  it.each(['lz4', 'gzip', 'none'])('takes compression=%s for the shipper', (codec) => {
+    expect(parseClickHouseUrl(`clickhouse://ch-1:8123/kreplay?compression=${codec}`)).toEqual({
+      host: 'ch-1',
+      port: 8123,
+      database: 'kreplay',
+      compression: codec,
+    });
+  });
+
   it.each([
     ['clickhouse://ch:8123/db?shard=1', /unknown setting "shard"/],
     ['clickhouse://ch:8123/db?cluster=a-b', /cluster must be a remote_servers name/],
@@ -29,6 +38,7 @@ describe('parseClickHouseUrl', () => {
     ['clickhouse://ch:8123/db?timeout=0', /timeout must be a number of seconds/],
     ['clickhouse://ch:8123/db?timeout=soon', /timeout must be/],
     ['clickhouse://ch:8123/db?timeout=7200', /timeout must be/],
+    ['clickhouse://ch:8123/db?compression=zstd', /compression must be lz4, gzip, none/],
     ['clickhouse://u:p@ch:8123/db', /not in the URL/],
     ['http://ch:8123/db', /expected clickhouse:\/\/HOST:PORT\/DB/],
   ])('refuses %s', (url, message) => {

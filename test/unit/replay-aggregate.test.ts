@@ -4,7 +4,7 @@
  * each event had been reported on its own.
  */
 import { TimingStats } from '../../daemon/replay/sessions/timing-stats';
-import { fakeEvent } from '../support/fake-replay-source';
+import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
 const replayFixture = useReplayFixtures('kreplay-replay-aggregate-');
@@ -17,10 +17,14 @@ describe('replay releases reported in aggregate', () => {
   it('keeps counts, lateness statistics and every frame exact across batches of releases', async () => {
     const fx = replayFixture(Array.from({ length: EVENTS }, (_, i) => fakeEvent('tx', T0 + offsetOf(i), i)));
     fx.clock.batching = true;
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 250 });
+    const session = await fx.sessions.create({
+      transaction_id: 'tx',
+      speed_factor: 1,
+      extra_latency_ns: 250,
+    });
     const stream = new CapturedStream();
     fx.sessions.watch(session, stream);
-    session.play();
+    await session.play();
     const start = fx.clock.nowNs;
     // the clock looks every 37 µs, each look 3 µs after the time it looked for: dozens of events a report
     for (let t = start; session.state === 'playing'; t += 37_000n) fx.clock.advanceTo(t, 3_000n);
@@ -55,10 +59,10 @@ describe('replay releases reported in aggregate', () => {
   it('emits a batch the clock released before a pause once, and never again', async () => {
     const fx = replayFixture(Array.from({ length: 400 }, (_, i) => fakeEvent('tx', T0 + offsetOf(i), i)));
     fx.clock.batching = true;
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     const stream = new CapturedStream();
     fx.sessions.watch(session, stream);
-    session.play();
+    await session.play();
     const start = fx.clock.nowNs;
     fx.clock.advanceTo(start + 50_000n);
     // released in one report the main thread has not taken yet when the pause comes
@@ -69,7 +73,7 @@ describe('replay releases reported in aggregate', () => {
     fx.clock.runHeld();
     const paused = session.record().events_emitted;
     expect(paused).toBeGreaterThan(100);
-    session.play();
+    await session.play();
     for (let next = fx.clock.next(); next !== undefined; next = fx.clock.next()) fx.clock.advanceTo(next);
     await settle();
     expect(session.record()).toMatchObject({ state: 'finished', events_emitted: 400 });

@@ -1,6 +1,6 @@
 /** A clock that cannot keep up is said so: behind_ns in the session's timing, and a state event each way. */
 import { BEHIND_AFTER_NS } from '../../daemon/replay/sessions/replay-session';
-import { fakeEvent } from '../support/fake-replay-source';
+import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
 const replayFixture = useReplayFixtures('kreplay-replay-behind-');
@@ -12,10 +12,10 @@ describe('replay session behind its schedule', () => {
     // events 50 ms apart: each late release is over before the next deadline
     const GAP = 50n * MS;
     const fx = replayFixture(Array.from({ length: 6 }, (_, i) => fakeEvent('tx', T0 + BigInt(i) * GAP, i)));
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     const stream = new CapturedStream();
     fx.sessions.watch(session, stream);
-    session.play();
+    await session.play();
     const start = fx.clock.nowNs;
     const states = async () => {
       await settle();
@@ -45,14 +45,14 @@ describe('replay session behind its schedule', () => {
     expect(back.at(-1)).toMatchObject({ state: 'playing', timing: { behind_ns: 0 } });
   });
 
-  it('is never behind once paused or finished', () => {
+  it('is never behind once paused or finished', async () => {
     const fx = replayFixture([
       fakeEvent('tx', T0, 0),
       fakeEvent('tx', T0 + MS, 1),
       fakeEvent('tx', T0 + 2n * MS, 2),
     ]);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
-    session.play();
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    await session.play();
     fx.clock.advanceTo(fx.clock.nowNs + MS, BEHIND_AFTER_NS * 2n);
     expect(session.record().timing.behind_ns).toBeGreaterThan(0n);
     session.pause();

@@ -2,7 +2,7 @@ import { silentLogger } from '../../core/log/logger';
 import { createApp } from '../../daemon/app';
 import { listen, type RunningServer } from '../../daemon/server';
 import { NodeStores } from '../../daemon/store/node-stores';
-import { fakeEvent } from '../support/fake-replay-source';
+import { fakeEvent } from '../support/fake-transaction-reader';
 import { useReplayFixtures } from '../support/replay-fixture';
 
 const replayFixture = useReplayFixtures('kreplay-replay-http-');

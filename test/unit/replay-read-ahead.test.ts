@@ -1,16 +1,19 @@
 /**
- * Reading a transaction ahead through a pager (the query workers): events
- * come in chunks as replay-event columns, in order, identical to what the
- * synchronous read gives; a start inside a timestamp skips what was emitted
- * before it; a failed read is tried again; a closed cursor reads no more.
+ * Reading a transaction through the query workers' TransactionReader (here
+ * the same reader over the node files, in-process): events come in pages as
+ * replay-event columns, in order, identical to the store's own order; a start
+ * inside a timestamp skips what was emitted before it; the index of a time
+ * counts what lies before it; a failed read is tried again while a waiter is
+ * told of it; a closed cursor reads no more.
  */
 import { silentLogger } from '../../core/log/logger';
-import { eventToJson } from '../../core/model';
-import { toReplayChunk, toReplayEvent } from '../../daemon/replay/replay-event';
-import { Transaction, type EventCursor } from '../../daemon/replay/sessions/transaction';
-import type { EventFilter, PageOptions } from '../../daemon/store/event-filter';
+import { eventToJson, type ApiEvent } from '../../core/model';
+import { PREFETCH_CHUNK, Transaction, type EventCursor } from '../../daemon/replay/sessions/transaction';
+import { storeTransactionReader, type TransactionReader } from '../../daemon/replay/transaction-reader';
+import { nodeStoresReader } from '../../daemon/store/event-reader';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { writeStore } from '../support/event-store';
+import { FakeTransactionReader, fakeEvent } from '../support/fake-transaction-reader';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +21,7 @@ import { join } from 'node:path';
 const T0 = 1_795_345_678_000_000_000n;
 const EVENTS = 5000;
 
-/** Drains `cursor`, waiting for its chunks. */
+/** Drains `cursor`, waiting for its pages. */
 async function drain(cursor: EventCursor): Promise<string[]> {
   const out: string[] = [];
   for (;;) {
@@ -29,8 +32,9 @@ async function drain(cursor: EventCursor): Promise<string[]> {
   }
 }
 
-describe('replay reading ahead through the query workers', () => {
+describe('replay reading a transaction a page at a time', () => {
   let stores: NodeStores;
+  let all: ApiEvent[];
   const dir = { path: '' };
   beforeAll(() => {
     dir.path = mkdtempSync(join(tmpdir(), 'kreplay-read-ahead-'));
@@ -45,54 +49,124 @@ describe('replay reading ahead through the query workers', () => {
       })),
     );
     stores = new NodeStores(dir.path, silentLogger);
+    all = stores.page({ transactionId: 'tx' }, { order: 'asc', limit: EVENTS }).events;
   });
   afterAll(() => {
     stores.close();
     rmSync(dir.path, { recursive: true, force: true });
   });
 
-  it('gives the events the synchronous read gives, chunk by chunk, from any start', async () => {
-    const calls: PageOptions[] = [];
-    const pager = async (filter: EventFilter, opts: PageOptions) => {
-      calls.push(opts);
-      return toReplayChunk(stores.page(filter, opts));
+  /** The node stores' reader, counting the pages asked for, and their time ranges. */
+  function counted(): { reader: TransactionReader; limits: number[]; spans: bigint[] } {
+    const inner = storeTransactionReader(nodeStoresReader(stores));
+    const limits: number[] = [];
+    const spans: bigint[] = [];
+    return {
+      limits,
+      spans,
+      reader: {
+        ...inner,
+        page: (range, limit, after) => {
+          limits.push(limit);
+          spans.push(range.toNs - range.fromNs);
+          return inner.page(range, limit, after);
+        },
+      },
     };
-    const found = Transaction.find(stores, 'tx', { pager, log: silentLogger })!;
-    const sync = Transaction.find(stores, 'tx')!;
-    const expected = [...sync.events()].map((event) => eventToJson(event));
-    expect(await drain(found.cursor(undefined, () => {}))).toEqual(expected);
-    expect(calls.length).toBeGreaterThan(1);
-    expect(calls.every((opts) => opts.order === 'asc')).toBe(true);
+  }
+
+  it('gives the events in the store order, page by page, from any start; counts an index', async () => {
+    const { reader, limits, spans } = counted();
+    const found = (await Transaction.find(reader, 'tx', silentLogger))!;
+    expect(found).toMatchObject({ total: EVENTS, firstTs: T0, lastTs: all.at(-1)!.timestamp_ns });
+    expect(await Transaction.find(reader, 'nope', silentLogger)).toBeNull();
+    const expected = all.map((event) => eventToJson(event));
+    expect(await drain(found.cursor(undefined))).toEqual(expected);
+    expect(limits.length).toBeGreaterThan(1);
+    // each read asks for a window of time (two pages' worth at the mean rate), not for the whole transaction
+    const window = (Number(found.durationNs) + 1) * ((2 * PREFETCH_CHUNK) / EVENTS);
+    expect(Math.max(...spans.map(Number))).toBeLessThanOrEqual(Math.ceil(window) + 1);
+    expect(Math.max(...spans.map(Number))).toBeLessThan(Number(found.durationNs));
 
     // start at the second event of a timestamp: the first of it was emitted already
-    const third = [...sync.events()][2]!;
-    const second = [...sync.events()][3]!;
-    expect(second.timestamp_ns).toBe(third.timestamp_ns);
+    const second = all[3]!;
+    expect(second.timestamp_ns).toBe(all[2]!.timestamp_ns);
     const start = { ts: second.timestamp_ns, eventId: second.event_id };
-    expect(await drain(found.cursor(start, () => {}))).toEqual(
-      [...sync.events(start)].map((event) => toReplayEvent(event).json),
-    );
-    expect((await drain(found.cursor(start, () => {})))[0]).toBe(eventToJson(second));
+    expect(await drain(found.cursor(start))).toEqual(expected.slice(3));
+
+    // the history's read: pages no larger than what is still wanted
+    limits.length = 0;
+    const got: string[] = [];
+    for await (const event of found.events(start, () => 10 - got.length)) {
+      got.push(event.json);
+      if (got.length === 10) break;
+    }
+    expect(got).toEqual(expected.slice(3, 13));
+    // the event before the start at its timestamp took a place in the first page: one more is read
+    expect(limits).toEqual([10, 1]);
+
+    for (const [ts, index] of [
+      [T0 - 1n, 0],
+      [T0, 0],
+      [T0 + 1n, 2],
+      [T0 + 1_234_000n, 2468],
+      [T0 + 1_234_001n, 2470],
+      [T0 + 10_000_000n, EVENTS],
+    ] as const)
+      expect(await found.indexAt(ts)).toBe(index);
   });
 
-  it('tries a failed read again, and reads no more once closed', async () => {
+  it('tries a failed read again and tells whoever waits; reads no more once closed', async () => {
+    const { reader } = counted();
     let failures = 2;
     let calls = 0;
-    const pager = async (filter: EventFilter, opts: PageOptions) => {
-      calls++;
-      if (failures-- > 0) throw new Error('the query workers are busy');
-      return toReplayChunk(stores.page(filter, opts));
+    const failing: TransactionReader = {
+      ...reader,
+      page: (range, limit, after) => {
+        calls++;
+        return failures-- > 0
+          ? Promise.reject(new Error('the query workers are busy'))
+          : reader.page(range, limit, after);
+      },
     };
-    const found = Transaction.find(stores, 'tx', { pager, log: silentLogger })!;
-    const events = await drain(found.cursor(undefined, () => {}));
+    const found = (await Transaction.find(failing, 'tx', silentLogger))!;
+    const cursor = found.cursor(undefined);
+    const told: string[] = [];
+    for (;;) {
+      try {
+        await cursor.ready();
+        break;
+      } catch (err) {
+        told.push((err as Error).message);
+      }
+    }
+    expect(told).toEqual(['the query workers are busy', 'the query workers are busy']);
+    const events = await drain(cursor);
     expect(events).toHaveLength(EVENTS);
     expect(calls).toBeGreaterThan(2);
 
     const before = calls;
-    const closed = found.cursor(undefined, () => {});
+    const closed = found.cursor(undefined);
     closed.close();
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(calls - before).toBeLessThanOrEqual(1);
     expect(closed.next()).toBeUndefined();
+  });
+
+  it('reads across gaps and bursts in windows of time, every event once, in order', async () => {
+    // two dense bursts 10 s apart, and a lone event between them
+    const events = [
+      ...Array.from({ length: 3000 }, (_, i) => fakeEvent('gappy', T0 + BigInt(i), i)),
+      fakeEvent('gappy', T0 + 4_000_000_000n, 3000),
+      ...Array.from({ length: 3000 }, (_, i) =>
+        fakeEvent('gappy', T0 + 10_000_000_000n + BigInt(i), 3001 + i),
+      ),
+    ];
+    const fake = new FakeTransactionReader(events);
+    const found = (await Transaction.find(fake, 'gappy', silentLogger))!;
+    expect(await drain(found.cursor(undefined))).toEqual(events.map((e) => eventToJson(e)));
+    expect(fake.read).toBe(events.length);
+    // the gap is crossed by doubling windows: a few dozen reads, not one per window's width
+    expect(fake.pages.length).toBeLessThan(40);
   });
 });

@@ -1,4 +1,4 @@
-import { fakeEvent } from '../support/fake-replay-source';
+import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
 const replayFixture = useReplayFixtures('kreplay-replay-resume-');
@@ -9,50 +9,60 @@ const EVENTS = Array.from({ length: 3000 }, (_, i) =>
 );
 const offsetOf = (i: number) => EVENTS[i]!.timestamp_ns - T0;
 
+async function collect(frames: AsyncIterable<string>): Promise<string[]> {
+  const out: string[] = [];
+  for await (const frame of frames) out.push(frame);
+  return out;
+}
+
 describe('resuming a stream', () => {
   it('re-reads emitted events from the nearest checkpoint, lateness kept for the recent ones', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     const start = fx.clock.now();
-    session.play();
+    await session.play();
     fx.clock.advanceTo(start + offsetOf(2499), 5n);
     expect(session.record().events_emitted).toBe(2500);
     const read = fx.source.read;
     const stream = new CapturedStream();
-    for (const frame of session.history(2100)) stream.write(frame);
+    for await (const frame of session.history(2100)) stream.write(frame);
     expect(fx.source.read - read).toBeLessThan(500);
     const replays = stream.replays();
     expect(replays.map((r) => r.id)).toEqual(Array.from({ length: 400 }, (_, i) => 2100 + i));
     expect(replays.map((r) => r.data.bytes)).toEqual(replays.map((r) => r.id));
     expect(replays.every((r) => r.data.emitted_late_ns === 5)).toBe(true);
-    const old = [...session.history(3)].slice(0, 2).join('');
+    const old = (await collect(session.history(3))).slice(0, 2).join('');
     expect(old).toMatch(/^id: 3\n.*"emitted_late_ns":null}\n\nid: 4\n/s);
   });
 
-  it('ends the history where the live stream is, even as it moves', () => {
+  it('ends the history where the live stream is, even as it moves', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     const start = fx.clock.now();
-    session.play();
+    await session.play();
     fx.clock.advanceTo(start + offsetOf(9));
     const ids: number[] = [];
-    for (const frame of session.history(0)) {
+    for await (const frame of session.history(0)) {
       ids.push(Number(/^id: (\d+)/.exec(frame)![1]));
       if (ids.length === 5) fx.clock.advanceTo(start + offsetOf(19));
     }
     expect(ids).toEqual(Array.from({ length: 20 }, (_, i) => i));
-    expect([...session.history(25)]).toEqual([]);
+    expect(await collect(session.history(25))).toEqual([]);
   });
 });
 
 describe('a daemon restart', () => {
   it('brings a playing session back paused where it was, and it continues from there', async () => {
     const first = replayFixture(EVENTS);
-    const session = first.sessions.create({ transaction_id: 'tx', speed_factor: 2, extra_latency_ns: 100 });
+    const session = await first.sessions.create({
+      transaction_id: 'tx',
+      speed_factor: 2,
+      extra_latency_ns: 100,
+    });
     const before = new CapturedStream();
     session.watch(before);
     const start = first.clock.now();
-    session.play();
+    await session.play();
     first.clock.advanceTo(start + 300_000n);
     const emitted = session.record().events_emitted;
     expect(emitted).toBeGreaterThan(100);
@@ -68,7 +78,7 @@ describe('a daemon restart', () => {
     const after = new CapturedStream();
     restored.watch(after);
     const resumedAt = second.clock.now();
-    restored.play();
+    await restored.play();
     // the schedule goes on: the next event is due where it would have been
     const wallNow = 300_000n;
     expect(second.clock.armed[0]! - resumedAt).toBe(

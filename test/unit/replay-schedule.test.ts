@@ -1,6 +1,8 @@
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import { MAX_LOOKAHEAD } from '../../daemon/replay/sessions/player';
-import { fakeEvent } from '../support/fake-replay-source';
+import type { ReplaySession } from '../../daemon/replay/sessions/replay-session';
+import { PREFETCH_CHUNK, PREFETCH_LOW } from '../../daemon/replay/sessions/transaction';
+import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
 const replayFixture = useReplayFixtures('kreplay-replay-schedule-');
@@ -10,7 +12,7 @@ const OFFSETS = [0n, 1_000n, 1_000n, 5_000n, 12_000n, 30_001n];
 const EVENTS = OFFSETS.map((o, i) => fakeEvent('tx', T0 + o, i, 700n + BigInt(i)));
 
 describe('Schedule', () => {
-  it('divides recorded time by the speed factor exactly, rounding to the nearest ns', () => {
+  it('divides recorded time by the speed factor exactly, rounding to the nearest ns', async () => {
     expect(new Schedule(1, 0n).wallOffset(3, 12_345n)).toBe(12_345n);
     expect(new Schedule(2, 0n).wallOffset(3, 12_345n)).toBe(6_173n); // 6172.5 rounds up
     expect(new Schedule(0.5, 0n).wallOffset(0, 12_345n)).toBe(24_690n);
@@ -22,7 +24,7 @@ describe('Schedule', () => {
     expect(new Schedule(0.25, 0n).wallOffset(0, 2_305_843_009_213_693_951n)).toBe(9_223_372_036_854_775_804n);
   });
 
-  it('adds extra latency once per event before it', () => {
+  it('adds extra latency once per event before it', async () => {
     const s = new Schedule(4, 250n);
     expect(s.wallOffset(0, 0n)).toBe(0n);
     expect(s.wallOffset(1, 4_000n)).toBe(1_250n);
@@ -31,7 +33,7 @@ describe('Schedule', () => {
     expect(new Schedule(1, 60_000_000_000n).replayedDuration(5n)).toBe(60_000_000_005n);
   });
 
-  it('advances the position at speed, held between the last event and the next', () => {
+  it('advances the position at speed, held between the last event and the next', async () => {
     const s = new Schedule(2, 100n);
     // next event is index 3: 300 ns of extra latency come first
     expect(s.position(300n, 3, 1_000n, 9_000n)).toBe(1_000n);
@@ -45,11 +47,15 @@ describe('Schedule', () => {
 describe('a session on a fake clock', () => {
   it('hands the clock o_i / speed + i × extra after play and reports it on each event', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 2, extra_latency_ns: 300 });
+    const session = await fx.sessions.create({
+      transaction_id: 'tx',
+      speed_factor: 2,
+      extra_latency_ns: 300,
+    });
     const stream = new CapturedStream();
     session.watch(stream);
     const playedAt = fx.clock.now();
-    session.play();
+    await session.play();
     const expected = OFFSETS.map((o, i) => (o + 1n) / 2n + BigInt(i) * 300n);
     expect(fx.clock.armed.map((d) => d - playedAt)).toEqual(expected);
     fx.clock.advanceBy(1_000_000n, 70n);
@@ -72,10 +78,10 @@ describe('a session on a fake clock', () => {
 
   it('writes every field of the event with exact integers', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     const stream = new CapturedStream();
     session.watch(stream);
-    session.play();
+    await session.play();
     fx.clock.advanceBy(0n);
     await settle();
     const data = stream.messages.find((m) => m.event === 'replay')!.data;
@@ -83,11 +89,11 @@ describe('a session on a fake clock', () => {
     expect(data).toMatch(/"replay_offset_ns":0,"replayed_duration_ns":700,"emitted_late_ns":0}$/);
   });
 
-  it('keeps the schedule across pauses: pause time is excluded', () => {
+  it('keeps the schedule across pauses: pause time is excluded', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     const start = fx.clock.now();
-    session.play();
+    await session.play();
     fx.clock.advanceTo(start + 2_000n);
     session.pause();
     expect(session.record()).toMatchObject({ position_ns: 2_000n, events_emitted: 3 });
@@ -95,47 +101,55 @@ describe('a session on a fake clock', () => {
     expect(session.record()).toMatchObject({ position_ns: 2_000n, events_emitted: 3 });
     const resumedAt = fx.clock.now();
     const armed = fx.clock.armed.length;
-    session.play();
+    await session.play();
     expect(fx.clock.armed.slice(armed).map((d) => d - resumedAt)).toEqual([3_000n, 10_000n, 28_001n]);
   });
 
-  it('seeks to the first event at or after the position, with a consistent schedule', () => {
+  it('seeks to the first event at or after the position, with a consistent schedule', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 4, extra_latency_ns: 1_000 });
-    session.seek(1_000n);
+    const session = await fx.sessions.create({
+      transaction_id: 'tx',
+      speed_factor: 4,
+      extra_latency_ns: 1_000,
+    });
+    await session.seek(1_000n);
     expect(session.record()).toMatchObject({ state: 'paused', position_ns: 1_000n, events_emitted: 1 });
-    session.seek(1_001n);
+    await session.seek(1_001n);
     expect(session.record()).toMatchObject({ state: 'paused', position_ns: 1_001n, events_emitted: 3 });
     const at = fx.clock.now();
-    session.play();
+    await session.play();
     // wall offset now = 1001/4 + 3 × 1000; event 3 is due at 5000/4 + 3 × 1000
     expect(fx.clock.armed[0]! - at).toBe(1_250n - 250n);
     fx.clock.advanceBy(1_000n);
     expect(session.record()).toMatchObject({ state: 'playing', events_emitted: 4, position_ns: 5_000n });
-    session.seek(0n);
+    await session.seek(0n);
     expect(session.record()).toMatchObject({ state: 'playing', events_emitted: 0, position_ns: 0n });
     fx.clock.advanceBy(10_000_000n);
     expect(session.record()).toMatchObject({ state: 'finished', position_ns: 30_001n, events_emitted: 6 });
-    session.seek(30_001n);
+    await session.seek(30_001n);
     expect(session.record()).toMatchObject({ state: 'paused', position_ns: 30_001n, events_emitted: 5 });
   });
 
-  it('refuses positions outside 0..duration_ns, naming position_ns', () => {
+  it('refuses positions outside 0..duration_ns, naming position_ns', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     for (const p of [-1n, 30_002n]) {
-      expect(() => session.seek(p)).toThrow(
+      await expect(session.seek(p)).rejects.toThrow(
         expect.objectContaining({ status: 400, errors: [expect.objectContaining({ param: 'position_ns' })] }),
       );
     }
     expect(session.state).toBe('ready');
   });
 
-  it('holds the position at the last emitted event while its extra latency runs', () => {
+  it('holds the position at the last emitted event while its extra latency runs', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 10_000 });
+    const session = await fx.sessions.create({
+      transaction_id: 'tx',
+      speed_factor: 1,
+      extra_latency_ns: 10_000,
+    });
     const start = fx.clock.now();
-    session.play();
+    await session.play();
     fx.clock.advanceTo(start + 10_000n); // event 1 is due at 1000 + 10000
     expect(session.record()).toMatchObject({ events_emitted: 1, position_ns: 0n });
     fx.clock.advanceTo(start + 10_500n);
@@ -144,27 +158,57 @@ describe('a session on a fake clock', () => {
     expect(session.record()).toMatchObject({ events_emitted: 2, position_ns: 1_000n });
   });
 
-  it('reads a long transaction a bounded lookahead at a time', () => {
+  /**
+   * Events read and not yet emitted: the lookahead handed to the clock plus
+   * what the read-ahead holds (it reads a page, PREFETCH_CHUNK, once fewer
+   * than PREFETCH_LOW are left). Checked after every step of the clock, with
+   * the reads it started landed in between: nothing reads the whole
+   * transaction, at play or later.
+   */
+  async function playInSteps(
+    fx: ReturnType<typeof replayFixture>,
+    session: ReplaySession,
+    stepNs: bigint,
+    untilNs: bigint,
+    heldAtMost: number,
+  ): Promise<void> {
+    const start = fx.clock.now();
+    for (let at = start; at < start + untilNs && session.state === 'playing';) {
+      at = at + stepNs < start + untilNs ? at + stepNs : start + untilNs;
+      fx.clock.advanceTo(at);
+      await settle();
+      expect(fx.source.read - session.record().events_emitted).toBeLessThanOrEqual(heldAtMost);
+    }
+    expect(Math.max(...fx.source.pages)).toBeLessThanOrEqual(PREFETCH_CHUNK);
+  }
+
+  it('reads a long transaction a bounded lookahead at a time', async () => {
     // 100 µs apart: the 250 ms lookahead would be 2,500 events, the whole transaction is 50,000
     const many = Array.from({ length: 50_000 }, (_, i) => fakeEvent('big', T0 + BigInt(i) * 100_000n, i));
     const fx = replayFixture(many);
-    const session = fx.sessions.create({ transaction_id: 'big', speed_factor: 1, extra_latency_ns: 0 });
-    const start = fx.clock.now();
-    session.play();
-    expect(fx.source.read).toBeLessThanOrEqual(2_600);
-    fx.clock.advanceTo(start + 999_900_000n);
+    const session = await fx.sessions.create({ transaction_id: 'big', speed_factor: 1, extra_latency_ns: 0 });
+    const held = 2_600 + PREFETCH_LOW + PREFETCH_CHUNK;
+    await session.play();
+    expect(fx.source.read).toBeGreaterThanOrEqual(2_500);
+    expect(fx.source.read).toBeLessThanOrEqual(held);
+    await playInSteps(fx, session, 1_000_000n, 999_900_000n, held);
     expect(session.record().events_emitted).toBe(10_000);
-    expect(fx.source.read).toBeLessThanOrEqual(12_600);
+    expect(fx.source.read).toBeLessThanOrEqual(10_000 + held);
   });
 
-  it('never holds more than MAX_LOOKAHEAD events, however dense the transaction', () => {
+  it('never holds more than MAX_LOOKAHEAD events, however dense the transaction', async () => {
     const dense = Array.from({ length: 30_000 }, (_, i) => fakeEvent('dense', T0 + BigInt(i), i));
     const fx = replayFixture(dense);
-    const session = fx.sessions.create({ transaction_id: 'dense', speed_factor: 1, extra_latency_ns: 0 });
-    session.play();
-    expect(fx.source.read).toBeGreaterThanOrEqual(MAX_LOOKAHEAD);
-    expect(fx.source.read).toBeLessThanOrEqual(MAX_LOOKAHEAD + 256);
-    fx.clock.advanceBy(30_000n);
+    const session = await fx.sessions.create({
+      transaction_id: 'dense',
+      speed_factor: 1,
+      extra_latency_ns: 0,
+    });
+    const held = MAX_LOOKAHEAD + PREFETCH_LOW + PREFETCH_CHUNK;
+    await session.play();
+    expect(fx.clock.armed).toHaveLength(MAX_LOOKAHEAD);
+    expect(fx.source.read).toBeLessThanOrEqual(held);
+    await playInSteps(fx, session, 1_000n, 30_000n, held);
     expect(session.record()).toMatchObject({ state: 'finished', events_emitted: 30_000 });
   });
 });

@@ -6,7 +6,7 @@ import {
   type Control,
   type SessionState,
 } from '../../daemon/replay/sessions/session-state';
-import { fakeEvent } from '../support/fake-replay-source';
+import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
 const replayFixture = useReplayFixtures('kreplay-replay-state-');
@@ -22,9 +22,9 @@ const EXPECTED: Record<SessionState, Record<Control, SessionState | 409>> = {
   stopped: { play: 409, pause: 409, stop: 'stopped', seek: 409 },
 };
 
-function sessionIn(fx: ReturnType<typeof replayFixture>, state: SessionState): ReplaySession {
-  const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
-  if (state === 'playing' || state === 'paused' || state === 'finished') session.play();
+async function sessionIn(fx: ReturnType<typeof replayFixture>, state: SessionState): Promise<ReplaySession> {
+  const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+  if (state === 'playing' || state === 'paused' || state === 'finished') await session.play();
   if (state === 'paused') session.pause();
   if (state === 'finished') fx.clock.advanceBy(1_000_000n);
   if (state === 'stopped') session.stop();
@@ -32,23 +32,23 @@ function sessionIn(fx: ReturnType<typeof replayFixture>, state: SessionState): R
   return session;
 }
 
-function apply(session: ReplaySession, control: Control): void {
-  if (control === 'seek') session.seek(2_000n);
-  else session[control]();
+async function apply(session: ReplaySession, control: Control): Promise<void> {
+  if (control === 'seek') await session.seek(2_000n);
+  else await session[control]();
 }
 
 describe('replay session state table', () => {
   const cases = SESSION_STATES.flatMap((state) => CONTROLS.map((control) => [state, control] as const));
 
-  it.each(cases)('%s + %s', (state, control) => {
+  it.each(cases)('%s + %s', async (state, control) => {
     const fx = replayFixture(EVENTS);
-    const session = sessionIn(fx, state);
+    const session = await sessionIn(fx, state);
     const before = session.record();
     const expected = EXPECTED[state][control];
     if (expected === 409) {
       let error: ProblemError | undefined;
       try {
-        apply(session, control);
+        await apply(session, control);
       } catch (err) {
         error = err as ProblemError;
       }
@@ -56,40 +56,40 @@ describe('replay session state table', () => {
       expect(error?.detail).toContain(`is ${state}`);
       expect(session.record()).toEqual(before);
     } else {
-      apply(session, control);
+      await apply(session, control);
       expect(session.state).toBe(expected);
     }
   });
 
-  it('pausing within the lead before the first deadline leaves the position where it was', () => {
+  it('pausing within the lead before the first deadline leaves the position where it was', async () => {
     const fx = replayFixture(EVENTS);
     fx.clock.lead = 1_000_000n;
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     // pause/play round trips shorter than the lead: the replay must not move back a little each time
     for (let i = 0; i < 20; i++) {
-      session.play();
+      await session.play();
       fx.clock.advanceBy(200_000n);
       session.pause();
       expect(session.record().position_ns).toBe(0n);
     }
-    session.play();
+    await session.play();
     fx.clock.advanceBy(1_000_000n + 9_000n);
     expect(session.state).toBe('finished');
     expect(session.record().events_emitted).toBe(EVENTS.length);
   });
 
-  it('stopping a stopped session changes nothing', () => {
+  it('stopping a stopped session changes nothing', async () => {
     const fx = replayFixture(EVENTS);
-    const session = sessionIn(fx, 'stopped');
+    const session = await sessionIn(fx, 'stopped');
     const before = session.json();
     session.stop();
     expect(session.json()).toBe(before);
   });
 
-  it('finishes once the last event is emitted, at position duration_ns', () => {
+  it('finishes once the last event is emitted, at position duration_ns', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
-    session.play();
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    await session.play();
     fx.clock.advanceBy(8_999n);
     expect(session.record()).toMatchObject({ state: 'playing', events_emitted: 3 });
     fx.clock.advanceBy(1n);
@@ -105,10 +105,10 @@ describe('replay session state table', () => {
 describe('a control while releases wait to run', () => {
   it('pause emits the events the clock released before it, once, then pauses where they left it', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     const stream = new CapturedStream();
     session.watch(stream);
-    session.play();
+    await session.play();
     fx.clock.holding = true;
     fx.clock.advanceBy(5_000n);
     expect(session.record().events_emitted).toBe(0);
@@ -120,26 +120,26 @@ describe('a control while releases wait to run', () => {
     expect(stream.states()).toEqual(['ready', 'playing', 'paused']);
   });
 
-  it('a pause that finds the last event released leaves the session finished', () => {
+  it('a pause that finds the last event released leaves the session finished', async () => {
     const fx = replayFixture(EVENTS);
-    const session = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
-    session.play();
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    await session.play();
     fx.clock.holding = true;
     fx.clock.advanceBy(10_000n);
     session.pause();
     expect(session.record()).toMatchObject({ state: 'finished', events_emitted: 4 });
   });
 
-  it('stop and seek emit them too before they act', () => {
+  it('stop and seek emit them too before they act', async () => {
     const fx = replayFixture(EVENTS);
-    const stopped = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
-    const sought = fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
-    stopped.play();
-    sought.play();
+    const stopped = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const sought = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    await stopped.play();
+    await sought.play();
     fx.clock.holding = true;
     fx.clock.advanceBy(1_000n);
     stopped.stop();
-    sought.seek(0n);
+    await sought.seek(0n);
     expect(stopped.record()).toMatchObject({ state: 'stopped', events_emitted: 2 });
     expect(sought.record()).toMatchObject({ state: 'playing', events_emitted: 0, position_ns: 0n });
   });

@@ -146,11 +146,15 @@ export class Player {
     this.positionNs = this.livePosition(this.wallNs);
   }
 
-  /** Continues from event `index`, the first at or after recorded offset `positionNs`. */
-  seek(index: number, positionNs: bigint): void {
+  /**
+   * Continues from event `index`, the first at or after recorded offset
+   * `positionNs`; `reader`, if given, reads from there already.
+   */
+  seek(index: number, positionNs: bigint, reader?: EventCursor): void {
     this.drop();
     this.nextIndex = index;
     this.nextStart = { ts: this.transaction.firstTs + positionNs };
+    if (reader) this.adopt(reader);
     this.floorNs = this.positionNs = positionNs;
     this.wallNs = this.schedule.wallOffset(index, positionNs);
   }
@@ -248,14 +252,21 @@ export class Player {
   }
 
   /**
-   * Starts reading from where the replay stands if nothing is read yet, so
-   * that a play soon after finds events read; resolves once a lookahead's
-   * worth are (or all there are).
+   * Reads from where the replay stands until a lookahead's worth is read
+   * (what play() would read: a fast replay's first quarter second) or all
+   * there is, so that a play finds its first events in hand; rejects when
+   * the store fails meanwhile.
    */
-  primed(): Promise<void> {
-    if (this.pending.length > 0) return Promise.resolve();
-    // as many as a lookahead may take: a fast replay's first quarter second is read before it starts
-    return this.readerFrom().ready(MAX_LOOKAHEAD);
+  async primed(): Promise<void> {
+    const reader = this.readerFrom();
+    const horizon = this.wallNs + LOOKAHEAD_NS;
+    for (;;) {
+      this.readAhead(horizon);
+      if (this.exhausted || this.covered(horizon)) return;
+      await reader.ready();
+      // dropped meanwhile (a seek, a stop): whoever moved it reads on
+      if (reader !== this.reader) return;
+    }
   }
 
   /**
@@ -289,9 +300,7 @@ export class Player {
   /** Reads events (`most` at most) until one is due after wall offset `horizonNs`, within the lookahead's bounds. */
   private readAhead(horizonNs: bigint, most = MAX_LOOKAHEAD): void {
     const reader = this.readerFrom();
-    for (let read = 0; read < most && this.pending.length < MAX_LOOKAHEAD; read++) {
-      const last = this.pending.at(this.pending.length - 1);
-      if (last && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs) break;
+    for (let read = 0; read < most && !this.covered(horizonNs); read++) {
       const event = reader.next();
       if (event === undefined) break;
       if (event === null) {
@@ -312,11 +321,22 @@ export class Player {
     }
   }
 
+  /** Enough is read: every event due up to wall offset `horizonNs` (at least MIN_LOOKAHEAD), or MAX_LOOKAHEAD. */
+  private covered(horizonNs: bigint): boolean {
+    const last = this.pending.at(this.pending.length - 1);
+    if (this.pending.length >= MAX_LOOKAHEAD) return true;
+    return last !== undefined && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs;
+  }
+
   /** The reader, made to start where the replay stands if there is none. */
   private readerFrom(): EventCursor {
-    if (this.reader) return this.reader;
+    return this.reader ?? this.adopt(this.transaction.cursor(this.nextStart));
+  }
+
+  /** Reads on with `reader`, which starts where the replay stands. */
+  private adopt(reader: EventCursor): EventCursor {
     this.readIndex = this.nextIndex;
-    const reader: EventCursor = this.transaction.cursor(this.nextStart, () => this.more(reader));
+    reader.onReady = () => this.more(reader);
     this.reader = reader;
     return reader;
   }

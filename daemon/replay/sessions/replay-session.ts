@@ -4,7 +4,6 @@
  * replay stands, reads ahead and hands deadlines to the clock. Timing model:
  * README, "Timing".
  */
-import { toReplayEvent } from '../replay-event';
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
 import type { ReplayClock } from '../replay-clock';
@@ -76,6 +75,8 @@ export class ReplaySession {
   private readonly recentLateness = new BigInt64Array(RECENT);
   private readonly recentIndex = new Float64Array(RECENT).fill(-1);
   private readonly player: Player;
+  /** the last control that reads the store, settled once it has acted (or failed) */
+  private turns: Promise<void> = Promise.resolve();
   private readonly broadcast = new Broadcast((deadlines) => {
     const now = this.context.clock.now();
     for (const deadline of deadlines) this.delivered(deadline, now);
@@ -142,13 +143,13 @@ export class ReplaySession {
     return exactJson(this.record());
   }
 
-  play(): void {
-    this.start(nextState(this.id, this.state, 'play'));
-  }
-
-  /** Resolves once the events a play would start with are read (at once where reading is synchronous). */
-  primed(): Promise<void> {
-    return this.player.primed();
+  /** Plays once the first events are read (a lookahead's worth), so the schedule does not start without them. */
+  play(): Promise<void> {
+    return this.inTurn(async () => {
+      nextState(this.id, this.state, 'play');
+      await this.player.primed();
+      this.start(nextState(this.id, this.state, 'play'));
+    });
   }
 
   pause(): void {
@@ -171,17 +172,47 @@ export class ReplaySession {
     this.broadcast.end();
   }
 
-  /** Continues from the first event at or after `positionNs` (recorded offset). */
-  seek(positionNs: bigint): void {
-    if (positionNs < 0n || positionNs > this.durationNs)
-      throw badRequest([
-        { param: 'position_ns', message: `must be 0..${this.durationNs} (the session's duration_ns)` },
-      ]);
-    const next = nextState(this.id, this.state, 'seek');
-    this.takeBack();
-    this.player.seek(this.transaction.indexAt(this.transaction.firstTs + positionNs), positionNs);
-    if (next === 'playing') this.start(next);
-    else this.enter(next);
+  /**
+   * Continues from the first event at or after `positionNs` (recorded
+   * offset), once its index is counted and, for a playing session, the
+   * events from there are read.
+   */
+  seek(positionNs: bigint): Promise<void> {
+    return this.inTurn(async () => {
+      if (positionNs < 0n || positionNs > this.durationNs)
+        throw badRequest([
+          { param: 'position_ns', message: `must be 0..${this.durationNs} (the session's duration_ns)` },
+        ]);
+      nextState(this.id, this.state, 'seek');
+      const ts = this.transaction.firstTs + positionNs;
+      const index = await this.transaction.indexAt(ts);
+      // a stop may have come meanwhile (409 before reading on), or a pause: the seek applies to the state it left
+      nextState(this.id, this.state, 'seek');
+      const reader = this.transaction.cursor({ ts });
+      let next: SessionState;
+      try {
+        if (this.state === 'playing') await reader.ready();
+        next = nextState(this.id, this.state, 'seek');
+      } catch (err) {
+        reader.close();
+        throw err;
+      }
+      this.takeBack();
+      this.player.seek(index, positionNs, reader);
+      if (next === 'playing') this.start(next);
+      else this.enter(next);
+    });
+  }
+
+  /**
+   * Runs the controls that read the store (play, seek) one after another, in
+   * the order they came, so that a seek's answer never lands after a later
+   * one's; pause and stop read nothing and act at once.
+   */
+  private inTurn(control: () => Promise<void>): Promise<void> {
+    const run = this.turns.then(control);
+    this.turns = run.catch(() => undefined);
+    return run;
   }
 
   /** For daemon shutdown: a playing session pauses where it is, and its streams end. */
@@ -219,17 +250,20 @@ export class ReplaySession {
 
   /**
    * Frames of the events emitted before now from index `from` on, read again
-   * from the store; ends where the live stream is, checked at each step.
+   * from the store (no more than the live stream has passed); ends where the
+   * live stream is, checked at each step.
    */
-  *history(from: number): Generator<string> {
+  async *history(from: number): AsyncGenerator<string> {
     let slot = Math.floor(from / CHECKPOINT_EVERY);
     while (slot > 0 && !this.player.checkpoint(slot)) slot--;
     let index = slot * CHECKPOINT_EVERY;
-    for (const event of this.transaction.events(this.player.checkpoint(slot))) {
+    if (from >= this.player.emitted) return;
+    const events = this.transaction.events(this.player.checkpoint(slot), () => this.player.emitted - index);
+    for await (const event of events) {
       if (index >= this.player.emitted) return;
       if (index >= from)
         yield lateFrameText(
-          replayFrame(this.schedule, this.transaction.firstTs, index, toReplayEvent(event)),
+          replayFrame(this.schedule, this.transaction.firstTs, index, event),
           this.recentLatenessOf(index),
         );
       index++;

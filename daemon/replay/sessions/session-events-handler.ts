@@ -21,19 +21,24 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
       throw badRequest([
         { param: 'Last-Event-ID', message: 'expected the id of a replay event, a non-negative integer' },
       ]);
+    let from = Number(lastEventId) + 1;
+    // the history's first page is read before the stream starts: a store that fails answers a problem
+    let history = lastEventId === undefined ? undefined : session.history(from);
+    let first = await history?.next();
     const release = limits.acquire(clientName(req, res));
     const watcher: SseWatcher = new SseWatcher(res, () => {
       release();
       session.unwatch(watcher);
     });
     // history at the client's pace, until nothing waits in Node's buffers: the clock may take the stream then
-    if (lastEventId !== undefined) {
-      let from = Number(lastEventId) + 1;
+    if (history) {
       do {
-        for (const frame of session.history(from)) {
-          if (!(await watcher.send(frame))) return;
+        for (let step = first ?? (await history.next()); !step.done; step = await history.next()) {
+          if (!(await watcher.send(step.value))) return;
           from++;
         }
+        first = undefined;
+        history = session.history(from);
       } while (!watcher.idle && (await watcher.drained()));
     } else await watcher.drained();
     if (!watcher.open) return;

@@ -16,7 +16,7 @@ export function replaySessionsRouter(sessions: ReplaySessions, limits: StreamLim
   const router = Router();
   router.use(express.json({ limit: '16kb' }));
   router.post('/', async (req, res) => {
-    const session = await sessions.open(parseBody(createSessionSchema, req), clientName(req, res));
+    const session = await sessions.create(parseBody(createSessionSchema, req), clientName(req, res));
     res.location(`${req.baseUrl}/${encodeURIComponent(session.id)}`);
     sendSession(res, 201, session);
   });
@@ -34,12 +34,10 @@ export function replaySessionsRouter(sessions: ReplaySessions, limits: StreamLim
     const control = CONTROLS.find((c) => c === req.params.control);
     if (!control) return next();
     const session = sessions.get(req.params.id);
-    if (control === 'seek') session.seek(BigInt(parseBody(seekSchema, req).position_ns));
+    if (control === 'seek') await session.seek(BigInt(parseBody(seekSchema, req).position_ns));
     else {
       parseBody(emptySchema, req);
-      // the first events are read (on the query workers) before the schedule starts
-      if (control === 'play' && session.state !== 'playing') await session.primed();
-      session[control]();
+      await session[control]();
     }
     sendSession(res, 200, session);
   });

@@ -8,14 +8,14 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../../core/log/logger';
 import { notFound, ProblemError } from '../../http/problem';
 import type { ReplayClock } from '../replay-clock';
-import type { ReplaySource } from '../replay-source';
+import type { TransactionReader } from '../transaction-reader';
 import type { Watcher } from '../stream/broadcast';
 import { ReplaySession, type SessionContext, type TimingObserver } from './replay-session';
 import { SessionFile } from './session-file';
 import type { RestoredSession } from './session-snapshot';
 import type { CreateSessionBody } from './session-schema';
 import { isLive } from './session-state';
-import { Transaction, type EventPager } from './transaction';
+import { Transaction } from './transaction';
 import { systemWallClock, type WallClock } from './wall-clock';
 import {
   DEFAULT_IDLE_SESSION_TTL_SECONDS,
@@ -32,15 +32,8 @@ const RETRY_AFTER_IDLE_SECONDS = 60;
 
 export interface ReplaySessionsOptions {
   dataDir: string;
-  /** where transactions are read, synchronously (the node files) */
-  source: ReplaySource;
-  /**
-   * or, for a store read asynchronously (ClickHouse), how one transaction is
-   * loaded for its session; sessions are then created with open()
-   */
-  load?: (transactionId: string) => Promise<ReplaySource>;
-  /** where playing sessions read `source`'s events ahead, asynchronously (the query workers) */
-  pager?: EventPager;
+  /** where transactions are read: the query workers (node files) or ClickHouse */
+  reader: TransactionReader;
   clock: ReplayClock;
   /** the wall time of updated_at and the TTLs (the system's unless a test moves it) */
   wall?: WallClock;
@@ -65,8 +58,6 @@ export class ReplaySessions {
   private readonly checkpoint: NodeJS.Timeout;
   private readonly driverCheck: NodeJS.Timeout;
   private closed = false;
-  /** settles once the saved sessions are back (at once unless their transactions are loaded) */
-  readonly restored: Promise<void>;
 
   constructor(private readonly options: ReplaySessionsOptions) {
     this.context = {
@@ -77,12 +68,7 @@ export class ReplaySessions {
     };
     this.file = new SessionFile(options.dataDir, options.log, () => this.list().map((s) => s.snapshot()));
     const saved = this.file.load();
-    const load = options.load;
-    if (load) this.restored = this.restoreLoaded(saved, load);
-    else {
-      for (const s of saved) this.restore(s, options.source);
-      this.restored = Promise.resolve();
-    }
+    for (const s of saved) this.restore(s);
     if (saved.length > 0) options.log.info('replay sessions restored', { sessions: saved.length });
     this.checkpoint = setInterval(() => {
       if (this.list().some((s) => s.state === 'playing')) this.file.save();
@@ -90,63 +76,39 @@ export class ReplaySessions {
     this.driverCheck = setInterval(() => this.stopOrphans(), DRIVER_CHECK_MS).unref();
   }
 
-  private restore(saved: RestoredSession, source: ReplaySource): void {
+  /** A saved session, its transaction pinned to the span it had (nothing is read until it plays). */
+  private restore(saved: RestoredSession): void {
     const transaction = new Transaction(
-      source,
+      this.options.reader,
       saved.transaction_id,
       saved.first_ts,
       saved.last_ts,
       saved.events_total,
-      this.readingOf(source),
+      this.options.log,
     );
     const session = ReplaySession.restore(saved, transaction, this.context);
     this.sessions.set(session.id, session);
     this.armExpiry(session);
   }
 
-  private async restoreLoaded(
-    saved: RestoredSession[],
-    load: (transactionId: string) => Promise<ReplaySource>,
-  ): Promise<void> {
-    for (const s of saved) {
-      try {
-        this.restore(s, await load(s.transaction_id));
-      } catch (err) {
-        this.options.log.warn('replay session not restored: its transaction could not be read', {
-          id: s.id,
-          transaction_id: s.transaction_id,
-          error: (err as Error).message,
-        });
-      }
-    }
-  }
-
-  /** A session for `owner`, its transaction read from the store (loaded first when the store needs it). */
-  async open(
+  /**
+   * A session for `owner` (the client: its token's name, else its address),
+   * once its transaction is found in the store. `driving` may be left out by
+   * callers that drive nothing.
+   */
+  async create(
     body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>,
     owner = 'local',
   ): Promise<ReplaySession> {
-    if (!this.options.load) return this.create(body, owner);
-    this.checkLimits(owner); // before loading: a refused session should not cost a load
-    return this.create(body, owner, await this.options.load(body.transaction_id));
-  }
-
-  /**
-   * A session for `owner` (the client: its token's name, else its address).
-   * `driving` may be left out by callers that drive nothing.
-   */
-  create(
-    body: Omit<CreateSessionBody, 'driving'> & Partial<Pick<CreateSessionBody, 'driving'>>,
-    owner = 'local',
-    source = this.options.source,
-  ): ReplaySession {
-    this.checkLimits(owner);
-    const transaction = Transaction.find(source, body.transaction_id, this.readingOf(source));
+    this.checkLimits(owner); // before reading: a refused session should not cost a read
+    const transaction = await Transaction.find(this.options.reader, body.transaction_id, this.options.log);
     if (!transaction)
       throw notFound(
         'transaction-not-found',
         `no events with transaction_id ${JSON.stringify(body.transaction_id)}`,
       );
+    // others may have been created while it was read
+    this.checkLimits(owner);
     const session = new ReplaySession(
       {
         id: randomUUID(),
@@ -162,12 +124,6 @@ export class ReplaySessions {
     this.armExpiry(session);
     this.file.save();
     return session;
-  }
-
-  /** How `source` is read ahead: through the pager for the node stores it pages, else synchronously. */
-  private readingOf(source: ReplaySource): { pager: EventPager; log: Logger } | undefined {
-    const { pager, log } = this.options;
-    return pager && source === this.options.source ? { pager, log } : undefined;
   }
 
   /** Within the live-session limits, in all and for `owner`; else 429. */

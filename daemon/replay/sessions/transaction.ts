@@ -1,37 +1,37 @@
 /**
  * A transaction's events in replay order, (timestamp_ns, event_id) across
  * every node, pinned to the span it had when the session was created.
- * Nothing is loaded up front: events are read lazily, a chunk at a time.
- * Where the daemon has query workers, replay reads ahead through them
- * (cursor), a chunk ahead of what it needs, so that the main thread never
- * waits on SQLite for a playing session.
+ * Nothing is loaded up front: everything is read through the
+ * TransactionReader (the query workers, or ClickHouse), a page at a time,
+ * so the main thread never waits on a store and no transaction is held
+ * whole. A playing session reads a page ahead of what it needs.
  */
-import type { ApiEvent } from '../../../core/model';
 import type { Logger } from '../../../core/log/logger';
-import type { EventFilter, EventPosition, PageOptions } from '../../store/event-filter';
+import type { EventPosition } from '../../store/event-filter';
 import { Fifo } from '../fifo';
-import { fromReplayChunk, toReplayEvent, type ReplayChunk, type ReplayEvent } from '../replay-event';
-import type { ReplaySource } from '../replay-source';
+import { fromReplayChunk, type ReplayEvent } from '../replay-event';
+import type { TransactionRange, TransactionReader } from '../transaction-reader';
 
-/** Events read per store query: a few pages per second of dense replay. */
-const CHUNK = 256;
-/** Events per read through the query workers, and how few left start the next one (at least). */
-const PREFETCH_CHUNK = 2048;
-const PREFETCH_LOW = 2048;
+/** Events per read ahead, and how few left start the next one (at least). */
+export const PREFETCH_CHUNK = 2048;
+export const PREFETCH_LOW = 2048;
 /** A read that failed (the workers busy, say) is tried again after this, doubling up to the max. */
 const RETRY_MS = 50;
 const MAX_RETRY_MS = 2000;
 
-/** Pages of events for replay, as the query workers answer them. */
-export type EventPager = (filter: EventFilter, opts: PageOptions) => Promise<ReplayChunk>;
-
-/** Events read ahead: the next one, null at the end, undefined while the next chunk is on its way. */
+/** Events read ahead: the next one, null at the end, undefined while the next page is on its way. */
 export interface EventCursor {
   next(): ReplayEvent | null | undefined;
-  /** Resolves once `count` events are read ahead (default 1), or all there are. */
+  /**
+   * Resolves once `count` events are read ahead (default 1), or all there
+   * are; rejects with the store's error when a read fails meanwhile (the
+   * cursor tries again by itself all the same).
+   */
   ready(count?: number): Promise<void>;
   /** Stops reading ahead (the replay moved elsewhere). */
   close(): void;
+  /** called each time a page arrives */
+  onReady: () => void;
 }
 
 /** Where reading starts: the first event at or after (ts, eventId); no eventId means any at ts. */
@@ -42,96 +42,100 @@ export interface EventStart {
 
 export class Transaction {
   constructor(
-    private readonly source: ReplaySource,
+    private readonly reader: TransactionReader,
     readonly id: string,
     readonly firstTs: bigint,
     readonly lastTs: bigint,
     readonly total: number,
-    /** where it is read ahead asynchronously; without it, synchronously from `source` */
-    private readonly reading?: { pager: EventPager; log: Logger },
+    /** where failed reads ahead are told */
+    private readonly log: Logger,
   ) {}
 
-  /** The transaction as it is in the stores now, or null when it has no events. */
-  static find(
-    source: ReplaySource,
-    id: string,
-    reading?: { pager: EventPager; log: Logger },
-  ): Transaction | null {
-    const { count, firstTs, lastTs } = source.summarize({ transactionId: id });
+  /** The transaction as it is in the store now, or null when it has no events. */
+  static async find(reader: TransactionReader, id: string, log: Logger): Promise<Transaction | null> {
+    const { count, firstTs, lastTs } = await reader.summarize(id);
     if (count === 0 || firstTs === null || lastTs === null) return null;
-    return new Transaction(source, id, firstTs, lastTs, count, reading);
+    return new Transaction(reader, id, firstTs, lastTs, count, log);
   }
 
   get durationNs(): bigint {
     return this.lastTs - this.firstTs;
   }
 
-  private filter(fromNs: bigint, toNs = this.lastTs + 1n): EventFilter {
-    return { transactionId: this.id, fromNs, toNs };
-  }
-
-  /** Every event from `start` (inclusive) to the end, lazily. */
-  *events(start?: EventStart): Generator<ApiEvent> {
-    const from = start?.ts ?? this.firstTs;
-    for (const event of this.source.iterate(this.filter(from), { order: 'asc', chunk: CHUNK })) {
-      if (!before(event, from, start)) yield event;
-    }
+  private range(fromNs: bigint): TransactionRange {
+    return { transactionId: this.id, fromNs, toNs: this.lastTs + 1n };
   }
 
   /**
-   * Events from `start` on for replay to read ahead: through the query
-   * workers when the daemon has them (`onReady` is called each time a chunk
-   * arrives), else straight from the source.
+   * The events from `start` (inclusive) on, a page at a time, each page no
+   * larger than `most()` says is still wanted (a resuming stream's history
+   * reads no more than it sends).
    */
-  cursor(start: EventStart | undefined, onReady: () => void): EventCursor {
-    if (!this.reading) {
-      const events = this.events(start);
-      return {
-        next: () => {
-          const event = events.next().value;
-          return event ? toReplayEvent(event) : null;
-        },
-        ready: () => Promise.resolve(),
-        close: () => events.return(undefined),
-      };
+  async *events(start: EventStart | undefined, most: () => number): AsyncGenerator<ReplayEvent> {
+    const range = this.range(start?.ts ?? this.firstTs);
+    let after: EventPosition | undefined;
+    for (;;) {
+      const limit = Math.min(PREFETCH_CHUNK, Math.max(1, most()));
+      const chunk = await this.reader.page(range, limit, after);
+      for (const event of fromReplayChunk(chunk)) if (!before(event, range.fromNs, start)) yield event;
+      if (!chunk.next) return;
+      after = chunk.next;
     }
-    return new PrefetchCursor(this.reading, this.filter(start?.ts ?? this.firstTs), start, onReady);
+  }
+
+  /** Events from `start` on, read ahead a page at a time. */
+  cursor(start: EventStart | undefined): EventCursor {
+    // a page's window: twice the time a page's worth of events takes at the transaction's mean rate
+    const windowNs = ((this.durationNs + 1n) * BigInt(2 * PREFETCH_CHUNK)) / BigInt(this.total) + 1n;
+    return new PrefetchCursor(this.reader, this.log, this.range(start?.ts ?? this.firstTs), start, windowNs);
   }
 
   /** Index (in replay order) of the first event at or after `ts`. */
-  indexAt(ts: bigint): number {
-    return ts <= this.firstTs ? 0 : this.source.summarize(this.filter(this.firstTs, ts)).count;
+  indexAt(ts: bigint): Promise<number> {
+    return ts <= this.firstTs ? Promise.resolve(0) : this.reader.indexAt(this.id, this.firstTs, ts);
   }
 }
 
 /** Events sharing the start's timestamp but ordered before it were emitted already. */
 function before(
-  event: Pick<ApiEvent, 'timestamp_ns' | 'event_id'>,
+  event: Pick<ReplayEvent, 'timestamp_ns' | 'event_id'>,
   from: bigint,
   start: EventStart | undefined,
 ): boolean {
   return start?.eventId !== undefined && event.timestamp_ns === from && event.event_id < start.eventId;
 }
 
-/** Reads a chunk ahead through the query workers, and the next once fewer than PREFETCH_LOW are left. */
+/**
+ * Reads a page ahead, and the next once fewer than PREFETCH_LOW are left.
+ * Each read asks for a window of time from where the last one ended, not
+ * for the rest of the transaction: a store that must read every row of the
+ * range to find the first ones (ClickHouse 18.16's lookup subquery: 232 ms
+ * a page at 1M events) reads a window's worth instead. A window that gave
+ * less than half a page is doubled for the next.
+ */
 class PrefetchCursor implements EventCursor {
   private readonly buffer = new Fifo<ReplayEvent>();
   private after: EventPosition | undefined;
+  /** where the next window starts when there is no `after` (the last one was read to its end) */
+  private fromNs: bigint;
   private done = false;
   private reading = false;
   private closed = false;
   private retryMs = RETRY_MS;
   /** how many events it keeps read ahead */
   private wanted = PREFETCH_LOW;
-  /** resolved by the next read that lands */
-  private landed: { promise: Promise<void>; resolve: () => void } = settlement();
+  /** settled by the next read that lands or fails */
+  private landed = settlement();
+  onReady = () => undefined as void;
 
   constructor(
-    private readonly through: { pager: EventPager; log: Logger },
-    private readonly filter: EventFilter,
+    private readonly reader: TransactionReader,
+    private readonly log: Logger,
+    private readonly range: TransactionRange,
     private readonly start: EventStart | undefined,
-    private readonly onReady: () => void,
+    private windowNs: bigint,
   ) {
+    this.fromNs = range.fromNs;
     this.read();
   }
 
@@ -156,14 +160,19 @@ class PrefetchCursor implements EventCursor {
   private read(): void {
     if (this.closed) return;
     this.reading = true;
-    this.through.pager(this.filter, { order: 'asc', limit: PREFETCH_CHUNK, after: this.after }).then(
+    const fromNs = this.after?.ts ?? this.fromNs;
+    const toNs = fromNs + this.windowNs < this.range.toNs ? fromNs + this.windowNs : this.range.toNs;
+    this.reader.page({ ...this.range, fromNs, toNs }, PREFETCH_CHUNK, this.after).then(
       (chunk) => {
         if (this.closed) return;
-        const from = this.filter.fromNs!;
-        for (const event of fromReplayChunk(chunk))
-          if (!before(event, from, this.start)) this.buffer.push(event);
+        const events = fromReplayChunk(chunk);
+        for (const event of events)
+          if (!before(event, this.range.fromNs, this.start)) this.buffer.push(event);
         this.after = chunk.next ?? undefined;
-        this.done = chunk.next === null;
+        // a window read to its end: the next starts where it ended, wider if this one was sparse
+        if (!chunk.next) this.fromNs = toNs;
+        if (!chunk.next && events.length < PREFETCH_CHUNK / 2) this.windowNs *= 2n;
+        this.done = chunk.next === null && toNs >= this.range.toNs;
         this.reading = false;
         this.retryMs = RETRY_MS;
         this.landed.resolve();
@@ -172,8 +181,12 @@ class PrefetchCursor implements EventCursor {
         this.onReady();
       },
       (err: unknown) => {
-        // a replay must not stop on a busy pool or a slow query: it falls behind and says so instead
-        this.through.log.warn('replay read-ahead failed; trying again', {
+        if (this.closed) return;
+        // whoever waits for these events (a play, a seek) is told; a playing replay must not stop on a
+        // busy pool or a slow query: it falls behind and says so instead
+        this.landed.reject(err as Error);
+        this.landed = settlement();
+        this.log.warn('replay read-ahead failed; trying again', {
           error: (err as Error).message,
           retryMs: this.retryMs,
         });
@@ -187,8 +200,17 @@ class PrefetchCursor implements EventCursor {
   }
 }
 
-function settlement(): { promise: Promise<void>; resolve: () => void } {
+interface Settlement {
+  promise: Promise<void>;
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+function settlement(): Settlement {
   let resolve = () => undefined as void;
-  const promise = new Promise<void>((done) => (resolve = done));
-  return { promise, resolve };
+  let reject = (_err: Error) => undefined as void;
+  const promise = new Promise<void>((done, fail) => ((resolve = done), (reject = fail)));
+  // nobody may be waiting when a read fails
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
 }

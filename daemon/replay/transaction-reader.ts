@@ -1,0 +1,41 @@
+/**
+ * The one way replay reads the store: a transaction's summary when its
+ * session is created, the index of a time for a seek, and pages of its events
+ * in replay order, (timestamp_ns, event_id) across every node, for the
+ * read-ahead and for a resuming stream's history. Asynchronous, so that the
+ * main thread never waits on a store: the query pool answers it on its
+ * workers for the node files (queries/query-ops.ts), ClickHouseEvents over
+ * HTTP for the fleet store; both through `storeTransactionReader`, so the
+ * meaning of each read has one owner. Pages are bounded, so no transaction
+ * is ever read whole, whatever its size.
+ */
+import type { EventPosition, EventSummary } from '../store/event-filter';
+import type { EventReader } from '../store/event-reader';
+import { toReplayChunk, type ReplayChunk } from './replay-event';
+
+/** A transaction's events from `fromNs` (inclusive) to `toNs` (exclusive). */
+export interface TransactionRange {
+  transactionId: string;
+  fromNs: bigint;
+  toNs: bigint;
+}
+
+export interface TransactionReader {
+  /** How many events transaction `transactionId` has, and its first and last timestamps, as the store holds them now. */
+  summarize(transactionId: string): Promise<EventSummary>;
+  /** The index, in replay order, of its first event at or after `ts`, counting from `firstTs` (its first event's timestamp). */
+  indexAt(transactionId: string, firstTs: bigint, ts: bigint): Promise<number>;
+  /** Up to `limit` of the range's events after `after` (from the start without it), in replay order. */
+  page(range: TransactionRange, limit: number, after?: EventPosition): Promise<ReplayChunk>;
+}
+
+/** Replay's reads over a store's EventReader (the node files on a query worker, or ClickHouse). */
+export function storeTransactionReader(reader: EventReader): TransactionReader {
+  return {
+    summarize: (transactionId) => reader.summarize({ transactionId }),
+    indexAt: async (transactionId, firstTs, ts) =>
+      ts <= firstTs ? 0 : (await reader.summarize({ transactionId, fromNs: firstTs, toNs: ts })).count,
+    page: async (range, limit, after) =>
+      toReplayChunk(await reader.page(range, { order: 'asc', limit, after })),
+  };
+}
