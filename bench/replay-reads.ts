@@ -2,7 +2,8 @@
  * What replay's reads of the store cost the daemon (issue 25): the real
  * `kreplay daemon` process over a node file holding a 1,000,000-event
  * transaction (and, with KREPLAY_BENCH_REPLAY_READS_CH=1, a 50,000-event
- * one shipped to a ClickHouse server on this machine, read with --store).
+ * one, or KREPLAY_BENCH_REPLAY_READS_CH_EVENTS, shipped to a ClickHouse
+ * server on this machine, read with --store).
  * Each round creates sessions and seeks them to the middle, timing each
  * request, while this process asks /healthz back to back (the anchor:
  * /healthz asked the same way for as long with nothing else going on, just
@@ -183,7 +184,7 @@ async function main(): Promise<void> {
       const chDir = mkdtempSync(join(tmpdir(), 'kreplay-bench-reads-ch-'));
       const server = await TestClickHouse.create();
       try {
-        const chEvents = 50_000;
+        const chEvents = Number(process.env.KREPLAY_BENCH_REPLAY_READS_CH_EVENTS ?? 50_000);
         writeData(chDir, chEvents);
         await server.start();
         await shipDataDir(chDir, server.client('reads'));

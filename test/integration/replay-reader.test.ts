@@ -4,10 +4,13 @@
  * thread: a real daemon creates a session of 60,000 events (past the old
  * 50,000-event cap of ClickHouse sessions), seeks into it, plays it and
  * resumes a stream from Last-Event-ID, while the main thread's own stores
- * are never asked; from ClickHouse every read is a page, no larger than the
- * read-ahead's. A store that cannot answer turns each control into a
+ * are never asked; from ClickHouse (every event there twice, unmerged) every
+ * read is a page, no larger than the read-ahead's, and each event comes once. A store that cannot answer turns each control into a
  * problem response, and the session and daemon stay as they were.
  */
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { Shipper } from '../../agent/ship/shipper';
 import { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { PREFETCH_CHUNK } from '../../daemon/replay/sessions/transaction';
 import type { NodeStores } from '../../daemon/store/node-stores';
@@ -38,6 +41,27 @@ function spyOnReads(stores: NodeStores): jest.SpyInstance[] {
   return (['page', 'iterate', 'summarize', 'get'] as const).map((name) => jest.spyOn(stores, name));
 }
 
+/**
+ * Every node file shipped again, in other batches, with merges stopped: each
+ * event has an unmerged copy, as after a retried batch (counts and pages
+ * must see it once). Merges start again after the test (afterEach).
+ */
+async function resendUnmerged(fleet: ClickHouseHttp): Promise<void> {
+  await fleet.exec('SYSTEM STOP MERGES');
+  for (const node of NODES) {
+    const path = join(dir.path, `${node}.db`);
+    const db = new Database(path);
+    db.prepare('DELETE FROM ship_cursors').run();
+    db.close();
+    const again = new Shipper(path, fleet, { maxDelayMs: 0, batchRows: 7_000 });
+    again.start();
+    while (again.status().shipped < TOTAL / NODES.length + 1) await new Promise((r) => setTimeout(r, 20));
+    await again.stop();
+  }
+  const [copies] = await fleet.rows<{ n: string }>('SELECT count() AS n FROM events');
+  expect(Number(copies!.n)).toBe(2 * (TOTAL + NODES.length));
+}
+
 const bytesOf = (m: { data: string }) => (JSON.parse(m.data) as { bytes: number }).bytes;
 
 describe.each(BACKENDS)('replay reads from $kind through its TransactionReader', (backend) => {
@@ -45,12 +69,14 @@ describe.each(BACKENDS)('replay reads from $kind through its TransactionReader',
   let server: ReplayServer;
   afterEach(async () => {
     jest.restoreAllMocks();
+    await server?.fleet?.exec('SYSTEM START MERGES');
     await server?.close();
   });
 
   it('creates, seeks, plays and resumes a 60,000-event session without the main thread reading a store', async () => {
     writeData();
     server = await startReplayServer(dir.path, {}, backend);
+    if (server.fleet) await resendUnmerged(server.fleet);
     const reads = spyOnReads(server.stores);
     const sql = jest.spyOn(ClickHouseHttp.prototype, 'rows');
 

@@ -4,6 +4,7 @@ import { openEventStream, type EventStream, type SseMessage } from '../../cli/ss
 import { createDaemon, type DaemonOptions } from '../../daemon/create-daemon';
 import type { ReplaySessions } from '../../daemon/replay/sessions/session-service';
 import type { NodeStores } from '../../daemon/store/node-stores';
+import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { shipDataDir } from './clickhouse-server';
 import { freshDatabase, type EventsBackend } from './events-http';
 
@@ -12,6 +13,8 @@ export interface ReplayServer {
   replay: ReplaySessions;
   /** the daemon's own node stores (its main thread's) */
   stores: NodeStores;
+  /** the ClickHouse database it reads, when it reads one */
+  fleet?: ClickHouseHttp;
   close(): Promise<void>;
 }
 
@@ -33,14 +36,22 @@ export async function startReplayServer(
   backend: EventsBackend = { kind: 'sqlite' },
 ): Promise<ReplayServer> {
   let store: string | undefined;
+  let fleet: ClickHouseHttp | undefined;
   if (backend.kind === 'clickhouse') {
     const server = backend.server();
     const database = freshDatabase('replay');
-    await shipDataDir(dataDir, server.client(database));
+    fleet = server.client(database);
+    await shipDataDir(dataDir, fleet);
     store = `clickhouse://127.0.0.1:${server.httpPort}/${database}`;
   }
   const daemon = await createDaemon({ dataDir, store, sessionTtlMs: 600_000, ...limits, log: silentLogger });
-  return { url: daemon.url, replay: daemon.replay, stores: daemon.stores, close: () => daemon.close() };
+  return {
+    url: daemon.url,
+    replay: daemon.replay,
+    stores: daemon.stores,
+    fleet,
+    close: () => daemon.close(),
+  };
 }
 
 export interface Reply {

@@ -8,11 +8,12 @@
  */
 import { silentLogger } from '../../core/log/logger';
 import { eventToJson, type ApiEvent } from '../../core/model';
-import { Transaction, type EventCursor } from '../../daemon/replay/sessions/transaction';
+import { PREFETCH_CHUNK, Transaction, type EventCursor } from '../../daemon/replay/sessions/transaction';
 import { storeTransactionReader, type TransactionReader } from '../../daemon/replay/transaction-reader';
 import { nodeStoresReader } from '../../daemon/store/event-reader';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { writeStore } from '../support/event-store';
+import { FakeTransactionReader, fakeEvent } from '../support/fake-transaction-reader';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,27 +56,37 @@ describe('replay reading a transaction a page at a time', () => {
     rmSync(dir.path, { recursive: true, force: true });
   });
 
-  /** The node stores' reader, counting the pages asked for. */
-  function counted(): { reader: TransactionReader; limits: number[] } {
+  /** The node stores' reader, counting the pages asked for, and their time ranges. */
+  function counted(): { reader: TransactionReader; limits: number[]; spans: bigint[] } {
     const inner = storeTransactionReader(nodeStoresReader(stores));
     const limits: number[] = [];
+    const spans: bigint[] = [];
     return {
       limits,
+      spans,
       reader: {
         ...inner,
-        page: (range, limit, after) => (limits.push(limit), inner.page(range, limit, after)),
+        page: (range, limit, after) => {
+          limits.push(limit);
+          spans.push(range.toNs - range.fromNs);
+          return inner.page(range, limit, after);
+        },
       },
     };
   }
 
   it('gives the events in the store order, page by page, from any start; counts an index', async () => {
-    const { reader, limits } = counted();
+    const { reader, limits, spans } = counted();
     const found = (await Transaction.find(reader, 'tx', silentLogger))!;
     expect(found).toMatchObject({ total: EVENTS, firstTs: T0, lastTs: all.at(-1)!.timestamp_ns });
     expect(await Transaction.find(reader, 'nope', silentLogger)).toBeNull();
     const expected = all.map((event) => eventToJson(event));
     expect(await drain(found.cursor(undefined))).toEqual(expected);
     expect(limits.length).toBeGreaterThan(1);
+    // each read asks for a window of time (two pages' worth at the mean rate), not for the whole transaction
+    const window = (Number(found.durationNs) + 1) * ((2 * PREFETCH_CHUNK) / EVENTS);
+    expect(Math.max(...spans.map(Number))).toBeLessThanOrEqual(Math.ceil(window) + 1);
+    expect(Math.max(...spans.map(Number))).toBeLessThan(Number(found.durationNs));
 
     // start at the second event of a timestamp: the first of it was emitted already
     const second = all[3]!;
@@ -140,5 +151,22 @@ describe('replay reading a transaction a page at a time', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(calls - before).toBeLessThanOrEqual(1);
     expect(closed.next()).toBeUndefined();
+  });
+
+  it('reads across gaps and bursts in windows of time, every event once, in order', async () => {
+    // two dense bursts 10 s apart, and a lone event between them
+    const events = [
+      ...Array.from({ length: 3000 }, (_, i) => fakeEvent('gappy', T0 + BigInt(i), i)),
+      fakeEvent('gappy', T0 + 4_000_000_000n, 3000),
+      ...Array.from({ length: 3000 }, (_, i) =>
+        fakeEvent('gappy', T0 + 10_000_000_000n + BigInt(i), 3001 + i),
+      ),
+    ];
+    const fake = new FakeTransactionReader(events);
+    const found = (await Transaction.find(fake, 'gappy', silentLogger))!;
+    expect(await drain(found.cursor(undefined))).toEqual(events.map((e) => eventToJson(e)));
+    expect(fake.read).toBe(events.length);
+    // the gap is crossed by doubling windows: a few dozen reads, not one per window's width
+    expect(fake.pages.length).toBeLessThan(40);
   });
 });

@@ -85,7 +85,9 @@ export class Transaction {
 
   /** Events from `start` on, read ahead a page at a time. */
   cursor(start: EventStart | undefined): EventCursor {
-    return new PrefetchCursor(this.reader, this.log, this.range(start?.ts ?? this.firstTs), start);
+    // a page's window: twice the time a page's worth of events takes at the transaction's mean rate
+    const windowNs = ((this.durationNs + 1n) * BigInt(2 * PREFETCH_CHUNK)) / BigInt(this.total) + 1n;
+    return new PrefetchCursor(this.reader, this.log, this.range(start?.ts ?? this.firstTs), start, windowNs);
   }
 
   /** Index (in replay order) of the first event at or after `ts`. */
@@ -103,10 +105,19 @@ function before(
   return start?.eventId !== undefined && event.timestamp_ns === from && event.event_id < start.eventId;
 }
 
-/** Reads a page ahead, and the next once fewer than PREFETCH_LOW are left. */
+/**
+ * Reads a page ahead, and the next once fewer than PREFETCH_LOW are left.
+ * Each read asks for a window of time from where the last one ended, not
+ * for the rest of the transaction: a store that must read every row of the
+ * range to find the first ones (ClickHouse 18.16's lookup subquery: 232 ms
+ * a page at 1M events) reads a window's worth instead. A window that gave
+ * less than half a page is doubled for the next.
+ */
 class PrefetchCursor implements EventCursor {
   private readonly buffer = new Fifo<ReplayEvent>();
   private after: EventPosition | undefined;
+  /** where the next window starts when there is no `after` (the last one was read to its end) */
+  private fromNs: bigint;
   private done = false;
   private reading = false;
   private closed = false;
@@ -122,7 +133,9 @@ class PrefetchCursor implements EventCursor {
     private readonly log: Logger,
     private readonly range: TransactionRange,
     private readonly start: EventStart | undefined,
+    private windowNs: bigint,
   ) {
+    this.fromNs = range.fromNs;
     this.read();
   }
 
@@ -147,13 +160,19 @@ class PrefetchCursor implements EventCursor {
   private read(): void {
     if (this.closed) return;
     this.reading = true;
-    this.reader.page(this.range, PREFETCH_CHUNK, this.after).then(
+    const fromNs = this.after?.ts ?? this.fromNs;
+    const toNs = fromNs + this.windowNs < this.range.toNs ? fromNs + this.windowNs : this.range.toNs;
+    this.reader.page({ ...this.range, fromNs, toNs }, PREFETCH_CHUNK, this.after).then(
       (chunk) => {
         if (this.closed) return;
-        for (const event of fromReplayChunk(chunk))
+        const events = fromReplayChunk(chunk);
+        for (const event of events)
           if (!before(event, this.range.fromNs, this.start)) this.buffer.push(event);
         this.after = chunk.next ?? undefined;
-        this.done = chunk.next === null;
+        // a window read to its end: the next starts where it ended, wider if this one was sparse
+        if (!chunk.next) this.fromNs = toNs;
+        if (!chunk.next && events.length < PREFETCH_CHUNK / 2) this.windowNs *= 2n;
+        this.done = chunk.next === null && toNs >= this.range.toNs;
         this.reading = false;
         this.retryMs = RETRY_MS;
         this.landed.resolve();
