@@ -105,6 +105,35 @@ describe('the high-resolution replay clock', () => {
     expect(ran).toEqual([]);
   });
 
+  it('hands the buffer of a lane cleared for good to the next lane, which releases only its own deadlines', async () => {
+    const spares = (clock as unknown as { spares: SharedArrayBuffer[] }).spares;
+    const frame = { index: 0, head: 'data: late=', tail: '\n\n' };
+    const first = await new Promise<Released>((resolve) => {
+      const lane = clock.lane((released) => {
+        resolve(released);
+        lane.clear(true);
+      });
+      lane.at(clock.now(), frame);
+    });
+    expect(first.count).toBe(1);
+    expect(spares).toHaveLength(1);
+    const given = spares[0];
+    const told: Released[] = [];
+    const second = clock.lane((released) => told.push(released));
+    const due = clock.now() + 2_000_000n;
+    second.at(due, frame);
+    second.at(due + 1_000_000n, { ...frame, index: 1 });
+    // taken from the spares, not made anew
+    expect(spares).toHaveLength(0);
+    expect(given).toBeDefined();
+    const giveUp = Date.now() + 5000;
+    while (told.reduce((n, r) => n + r.count, 0) < 2 && Date.now() < giveUp)
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(told.reduce((n, r) => n + r.count, 0)).toBe(2);
+    expect(told[0]!.releasedAt).toBeGreaterThanOrEqual(due);
+    second.clear(true);
+  });
+
   it('runs under SCHED_FIFO when the process may (CAP_SYS_NICE)', () => {
     if (!mayUseRealtime()) {
       console.warn('SKIPPED: no CAP_SYS_NICE here, so the replay clock stays under SCHED_OTHER');

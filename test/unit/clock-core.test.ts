@@ -245,6 +245,22 @@ describe('ClockCore', () => {
     expect(t.written.join('')).toBe(records.map((_, i) => `${i}:${15_000 - 1000 - i};`).join(''));
   });
 
+  it('writes a lateness of any number of digits, and a frame on time as 0', () => {
+    const t = setup();
+    const ring = new SharedArrayBuffer(RING.dataOffset + 256);
+    Buffer.from(ring).write('[];', RING.dataOffset);
+    t.open(1, 0, ring);
+    t.messages.push({ text: '' });
+    t.send(1, 0, { kind: 'attach', watcher: 1, fd: 9, fromIndex: 0 });
+    const top = Number.MAX_SAFE_INTEGER;
+    const frame = { offset: 0, length: 3, latenessAt: 1 };
+    t.arm(1, 0, { ...frame, deadline: 0, index: 0 }, { ...frame, deadline: top - 10, index: 1 });
+    t.arm(1, 0, { ...frame, deadline: top, index: 2 });
+    t.core.drain();
+    t.core.release(top);
+    expect(t.written.join('')).toBe(`[${top}];[10];[0];`);
+  });
+
   it("walks a lane's records across the end of its ring", () => {
     const t = setup();
     t.open(1, 0);

@@ -33,7 +33,7 @@ interface SocketWatcher {
 }
 
 interface Outlet {
-  bytes: Uint8Array | null;
+  bytes: Buffer | null;
   header: Int32Array | null;
   watchers: Map<number, SocketWatcher>;
   /** frames released and not yet taken by the main thread, FRAME_WIDTH + 1 (lateness) numbers each */
@@ -149,38 +149,54 @@ export function clockSockets(
     drainWatcher(lane, id, watcher);
   };
 
-  /** The views of frames [from, to) of `frames` (FRAME_WIDTH numbers each), with their lateness spliced in. */
-  const frameViews = (
-    bytes: Uint8Array,
+  /** where released frames are packed with their lateness: reused, so a release allocates nothing but for a socket that lags */
+  let packed = Buffer.alloc(64 << 10);
+
+  /** Writes `n` (a non-negative integer) in decimal at `at` of `packed`; returns where it ends. */
+  const writeDigits = (n: number, at: number): number => {
+    let digits = 1;
+    for (let rest = n; rest >= 10; rest = Math.floor(rest / 10)) digits++;
+    for (let i = at + digits - 1, rest = n; i >= at; i--, rest = Math.floor(rest / 10))
+      packed[i] = 48 + (rest % 10);
+    return at + digits;
+  };
+
+  /**
+   * Frames [from, to) of `frames` (FRAME_WIDTH numbers each) with their
+   * lateness spliced in, packed into one view of `packed` (valid until the
+   * next call): one copy of each frame and one write per watcher, however
+   * many frames a look releases.
+   */
+  const packFrames = (
+    bytes: Buffer,
     frames: readonly number[],
     from: number,
     to: number,
     late: (i: number) => number,
-  ) => {
-    const views: Uint8Array[] = [];
+  ): Uint8Array => {
     let size = 0;
+    // a lateness has at most 16 digits (below 2^53)
+    for (let i = from; i < to; i++) size += frames[i * FRAME_WIDTH + FRAME.length]! + 16;
+    if (size > packed.length) packed = Buffer.alloc(2 ** Math.ceil(Math.log2(size)));
+    let at = 0;
     for (let i = from; i < to; i++) {
-      const at = i * FRAME_WIDTH;
-      const start = RING.dataOffset + frames[at + FRAME.offset]!;
-      const length = frames[at + FRAME.length]!;
-      const latePos = frames[at + FRAME.latenessAt]!;
+      const frame = i * FRAME_WIDTH;
+      const length = frames[frame + FRAME.length]!;
       if (length === 0) continue; // a deadline without a frame
-      const digits = Buffer.from(String(late(i)), 'latin1');
-      views.push(
-        bytes.subarray(start, start + latePos),
-        digits,
-        bytes.subarray(start + latePos, start + length),
-      );
-      size += length + digits.length;
+      const start = RING.dataOffset + frames[frame + FRAME.offset]!;
+      const latePos = start + frames[frame + FRAME.latenessAt]!;
+      at += bytes.copy(packed, at, start, latePos);
+      at = writeDigits(late(i), at);
+      at += bytes.copy(packed, at, latePos, start + length);
     }
-    return { views, size };
+    return packed.subarray(0, at);
   };
 
   return {
     /** The lane's ring, posted by the main thread before its first frame. */
     buffer(lane: number, ring: SharedArrayBuffer): void {
       const target = outlet(lane);
-      target.bytes = new Uint8Array(ring);
+      target.bytes = Buffer.from(ring);
       target.header = new Int32Array(ring, 0, RING.headerWords);
     },
 
@@ -204,8 +220,8 @@ export function clockSockets(
         lateness.push(target.released[at + FRAME_WIDTH]!);
       }
       if (lateness.length === 0) return;
-      const { views, size } = frameViews(target.bytes, gap, 0, lateness.length, (i) => lateness[i]!);
-      deliver(lane, id, watcher, views, size);
+      const frames = packFrames(target.bytes, gap, 0, lateness.length, (i) => lateness[i]!);
+      deliver(lane, id, watcher, [frames], frames.length);
     },
 
     /** Text for one watcher (id 0: every watcher of the lane), in order with the frames. */
@@ -273,9 +289,10 @@ export function clockSockets(
         target.released.push(late(i));
       }
       if (target.watchers.size === 0) return false;
-      const { views, size } = frameViews(target.bytes, frames, from, to, late);
-      if (size === 0) return false;
-      for (const [id, watcher] of target.watchers) deliver(lane, id, watcher, views, size);
+      const packedFrames = packFrames(target.bytes, frames, from, to, late);
+      if (packedFrames.length === 0) return false;
+      for (const [id, watcher] of target.watchers)
+        deliver(lane, id, watcher, [packedFrames], packedFrames.length);
       return true;
     },
 

@@ -90,6 +90,11 @@ const RELEASE_SLICE_MS = 2;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
 const SYNC_TIMEOUT_MS = 2000;
 
+/**
+ * Lane buffers kept for the next lane to play: making one (17.5 MB, zeroed)
+ * held the main thread for tens of milliseconds at each play.
+ */
+const SPARE_RINGS = 2;
 /** Releases one report tells the session at most, so that the event loop gets its turn between slices. */
 const RELEASES_PER_CALL = 1024;
 
@@ -109,6 +114,7 @@ export interface HighResClockOptions {
 class HighResLane implements ClockLane {
   generation = 0;
   /** the lane's buffer, handed to the clock thread (null until the first deadline) */
+  private shared: SharedArrayBuffer | null = null;
   private ring: Buffer | null = null;
   private header: Int32Array | null = null;
   private records: Float64Array | null = null;
@@ -190,9 +196,11 @@ class HighResLane implements ClockLane {
 
   private ensureRing(): Buffer {
     if (this.ring) return this.ring;
-    const shared = new SharedArrayBuffer(RING.dataOffset + LANE_RING_BYTES);
+    const shared = this.clock.spareRing() ?? new SharedArrayBuffer(RING.dataOffset + LANE_RING_BYTES);
+    this.shared = shared;
     this.ring = Buffer.from(shared);
     this.header = new Int32Array(shared, 0, RING.headerWords);
+    Atomics.store(this.header, RING.processedIndex, 0);
     this.records = ringRecords(shared);
     this.clock.post({ ring: shared });
     this.clock.queue(this, { kind: 'ring' });
@@ -211,6 +219,9 @@ class HighResLane implements ClockLane {
     this.taken = this.reportedTail = this.tail;
     this.freed = this.written;
     if (forGood) {
+      // the clock thread has let go of it (the settle above): the next lane to play reuses it
+      if (this.shared) this.clock.keepSpare(this.shared);
+      this.shared = null;
       this.ring = null;
       this.header = null;
       this.records = null;
@@ -264,6 +275,7 @@ export class HighResClock implements ReplayClock {
   private backlogHead = 0;
   private flushQueued = false;
   private readonly lanes = new Map<number, HighResLane>();
+  private readonly spares: SharedArrayBuffer[] = [];
   /** lanes with records written and not yet published */
   private readonly unpublished = new Set<HighResLane>();
   private lastLane = 0;
@@ -362,6 +374,15 @@ export class HighResClock implements ReplayClock {
 
   lane(onReleased: OnReleased): ClockLane {
     return new HighResLane(this, ++this.lastLane, onReleased);
+  }
+
+  /** A lane buffer a cleared lane gave back, if any. */
+  spareRing(): SharedArrayBuffer | undefined {
+    return this.spares.pop();
+  }
+
+  keepSpare(ring: SharedArrayBuffer): void {
+    if (this.spares.length < SPARE_RINGS) this.spares.push(ring);
   }
 
   /** Nanoseconds from the thread's time zero to `deadline`; a deadline already past is 0, due at once. */

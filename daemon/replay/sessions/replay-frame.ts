@@ -1,9 +1,15 @@
-/** A replay event's SSE frame as sessions send it (README, "Timing"): built once, when the event is read. */
-import { withJsonFields } from '../../../core/model';
+/**
+ * A replay event's SSE frame as sessions send it (README, "Timing"): built
+ * once, when the event is read, as the text sseFrame('replay',
+ * withJsonFields(json, extra), index) would be, split at its lateness. Built
+ * here directly, since a dense replay builds one per event.
+ */
 import type { LateFrame } from '../replay-clock';
 import type { ReplayEvent } from '../replay-event';
-import { splitLateFrame, sseFrame } from '../stream/sse-frame';
 import type { Schedule } from './schedule';
+
+/** The frame's end once its lateness (the data's last field) is written. */
+const TAIL = '}\n\n';
 
 /** Event `index`'s replay frame, its lateness (the last field) left to fill in at release. */
 export function replayFrame(
@@ -12,10 +18,11 @@ export function replayFrame(
   index: number,
   event: ReplayEvent,
 ): LateFrame {
-  const extra = {
-    replay_offset_ns: schedule.wallOffset(index, event.timestamp_ns - firstTs),
-    replayed_duration_ns: schedule.replayedDuration(event.duration_ns),
-    emitted_late_ns: null,
-  };
-  return splitLateFrame(index, sseFrame('replay', withJsonFields(event.json, extra), index));
+  const offset = schedule.wallOffset(index, event.timestamp_ns - firstTs);
+  const duration = schedule.replayedDuration(event.duration_ns);
+  // the event's JSON is an object: its closing brace gives way to the replay's fields
+  const head =
+    `id: ${index}\nevent: replay\ndata: ${event.json.slice(0, -1)},` +
+    `"replay_offset_ns":${offset},"replayed_duration_ns":${duration},"emitted_late_ns":`;
+  return { index, head, tail: TAIL };
 }
