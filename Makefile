@@ -107,9 +107,10 @@ $(LAUNCHER): native/launcher/kreplay-exec.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
+# liblz4 linked in statically (Debian's liblz4.a is PIC): `make dist` runs with nothing installed but glibc
 $(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h node_modules/.ci-stamp
 	@mkdir -p $(BUILD)
-	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -llz4 -lm
+	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -Wl,-Bstatic -llz4 -Wl,-Bdynamic -lm
 
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json

@@ -3,13 +3,15 @@
  * (two clickhouse-server processes here, as test/support starts them):
  *
  * - shipping: one agent's Shipper sending a node file of SHIP_EVENTS events
- *   to the cluster's Distributed table, rows/s and the process's CPU, against
- *   an anchor in the same run: reading and formatting the same batches only.
- * - shipping as users run it: a `kreplay agent --ship clickhouse://…?cluster=`
- *   process capturing a write loop (bench/writeloop.c, paced above what it ships) into
- *   its node file and shipping to the cluster at the same time: shipped rows/s
- *   (the cluster's row count, polled) and the agent's CPU from /proc, against
- *   an anchor in the same round: the same agent and loop without --ship.
+ *   to the cluster's Distributed table in each codec (lz4, gzip, none), rows/s
+ *   and the process's CPU; beside it, library level: the same batches encoded
+ *   (and LZ4-framed) inside SQLite, and each gzip/deflate level, nothing sent.
+ * - shipping as users run it: a `kreplay agent --ship clickhouse://…?cluster=…&compression=`
+ *   process capturing a write loop (bench/writeloop.c, paced at AGENT_RATE) into
+ *   its node file and shipping to the cluster at the same time, one round per
+ *   codec: shipped rows/s (the cluster's row count, polled), how many events
+ *   reached the cluster within 2 s, and the agent's CPU from /proc, against an
+ *   anchor in the same run: the same agent and loop without --ship.
  * - lookups: transaction and trace lookups over HTTP (GET /api/events) from a
  *   daemon reading the cluster (--store clickhouse://…?cluster=) and a daemon
  *   reading the same events in per-node SQLite files, keys interleaved, for

@@ -268,14 +268,15 @@ it('a sender whose receiver stopped reading for 1.2 s (sendall blocked on a full
   const sentNs = (outcome: Outcome) => Number(/^sent (\d+)$/m.exec(outcome.stdout)?.[1]);
   const recordedRun = await record('slow-consumer', build(slow));
   expect(recordedRun.status).toBe(0);
-  expect(sentNs(recordedRun)).toBeGreaterThanOrEqual(1200 * MS);
+  // the receiver's timer and the sender's clock start apart: a real stall, not its exact length
+  expect(sentNs(recordedRun)).toBeGreaterThanOrEqual(1000 * MS);
   const peer = (e: Recorded) => e.target === `tcp 127.0.0.1:${slow}`;
   const bytes = (events: Recorded[]) => events.filter(peer).reduce((sum, e) => sum + Number(e.bytes), 0);
   const sends = (await recorded('slow-consumer', 'sys_write', 1, (all) => bytes(all) >= total)).filter(peer);
   // python's sendall: send(2), recorded as sys_write by its syscall
   expect(new Set(sends.map((e) => e.syscall))).toEqual(new Set(['sendto']));
   const recordedNs = sends.reduce((sum, e) => sum + Number(e.duration_ns), 0);
-  expect(recordedNs).toBeGreaterThanOrEqual(1100 * MS);
+  expect(recordedNs).toBeGreaterThanOrEqual(1000 * MS);
   // to a prompt receiver the same bytes go at once, and under replay take the incident's time
   const direct = await run(build(fast));
   expect(direct.status).toBe(0);

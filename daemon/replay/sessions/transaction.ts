@@ -4,7 +4,8 @@
  * Nothing is loaded up front: everything is read through the
  * TransactionReader (the query workers, or ClickHouse), a page at a time,
  * so the main thread never waits on a store and no transaction is held
- * whole. A playing session reads a page ahead of what it needs.
+ * whole. A playing session reads a page ahead of what it needs, a window
+ * of time at a time.
  */
 import type { Logger } from '../../../core/log/logger';
 import type { EventPosition } from '../../store/event-filter';
@@ -23,11 +24,11 @@ const MAX_RETRY_MS = 2000;
 export interface EventCursor {
   next(): ReplayEvent | null | undefined;
   /**
-   * Resolves once `count` events are read ahead (default 1), or all there
-   * are; rejects with the store's error when a read fails meanwhile (the
-   * cursor tries again by itself all the same).
+   * Resolves once an event is read ahead, or all there are; rejects with the
+   * store's error when a read fails meanwhile (the cursor tries again by
+   * itself all the same).
    */
-  ready(count?: number): Promise<void>;
+  ready(): Promise<void>;
   /** Stops reading ahead (the replay moved elsewhere). */
   close(): void;
   /** called each time a page arrives */
@@ -122,8 +123,6 @@ class PrefetchCursor implements EventCursor {
   private reading = false;
   private closed = false;
   private retryMs = RETRY_MS;
-  /** how many events it keeps read ahead */
-  private wanted = PREFETCH_LOW;
   /** settled by the next read that lands or fails */
   private landed = settlement();
   onReady = () => undefined as void;
@@ -141,15 +140,14 @@ class PrefetchCursor implements EventCursor {
 
   next(): ReplayEvent | null | undefined {
     const event = this.buffer.shift();
-    if (this.buffer.length < this.wanted && !this.done && !this.reading) this.read();
+    if (this.buffer.length < PREFETCH_LOW && !this.done && !this.reading) this.read();
     if (event) return event;
     return this.done ? null : undefined;
   }
 
-  async ready(count = 1): Promise<void> {
-    this.wanted = Math.max(this.wanted, count);
-    if (!this.reading && !this.done && this.buffer.length < count) this.read();
-    while (!this.closed && !this.done && this.buffer.length < count) await this.landed.promise;
+  async ready(): Promise<void> {
+    if (!this.reading && !this.done && this.buffer.length === 0) this.read();
+    while (!this.closed && !this.done && this.buffer.length === 0) await this.landed.promise;
   }
 
   close(): void {
@@ -177,7 +175,7 @@ class PrefetchCursor implements EventCursor {
         this.retryMs = RETRY_MS;
         this.landed.resolve();
         this.landed = settlement();
-        if (this.buffer.length < this.wanted && !this.done) this.read();
+        if (this.buffer.length < PREFETCH_LOW && !this.done) this.read();
         this.onReady();
       },
       (err: unknown) => {
