@@ -21,6 +21,7 @@ import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
 import { startDaemonProcess } from './daemon-process';
 import { parseCyclictest, type Latency } from './replay';
+import { quantile, writeEvenTransaction } from './replay-data';
 import { printTable } from './table';
 
 const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
@@ -31,29 +32,9 @@ const log = (msg: string) => process.stderr.write(`[bench:replay-dense] ${msg}\n
 
 function writeData(dir: string, events: number): void {
   const writer = StoreWriter.open(dir, 'n1');
+  writeEvenTransaction(writer, 'dense', events, RECORDED_NS);
   const comm = writer.comms.id('worker');
   const service = writer.services.id('svc');
-  const dense = writer.contexts.id('dense', null);
-  const chunk = 50_000;
-  for (let from = 0; from < events; from += chunk) {
-    const batch = new EventBatch(chunk);
-    batch.clear(1_795_000_000_000_000_000n);
-    for (let i = from; i < Math.min(events, from + chunk); i++)
-      batch.pushSysWrite({
-        tsOffset: Math.floor((i * RECORDED_NS) / events),
-        dur: 1000,
-        service,
-        ctx: dense,
-        pid: 1,
-        tid: 1,
-        comm,
-        bytes: 64,
-        fd: 3,
-        ret: 64,
-        syscall: 1,
-      });
-    writer.writeBatch(batch);
-  }
   // what the lookups ask for, later in time
   const batch = new EventBatch(LOOKUP_TRANSACTIONS * 10);
   batch.clear(1_795_000_100_000_000_000n);
@@ -74,9 +55,6 @@ function writeData(dir: string, events: number): void {
   writer.writeBatch(batch);
   writer.close();
 }
-
-const quantile = (values: number[], q: number) =>
-  values.length === 0 ? NaN : [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]!;
 
 /** Latencies (ms) of /healthz and of a transaction lookup, asked in turn every POLL_MS until `until` settles. */
 async function poll(url: string, until: Promise<unknown>): Promise<{ health: number[]; lookup: number[] }> {

@@ -17,11 +17,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
 import { openEventStream } from '../cli/sse-client';
 import { shipDataDir, TestClickHouse } from './clickhouse-servers';
 import { startDaemonProcess } from './daemon-process';
+import { quantile, writeEvenTransaction } from './replay-data';
 import { printTable } from './table';
 
 const OPS_PER_ROUND = 5;
@@ -30,34 +30,10 @@ const log = (msg: string) => process.stderr.write(`[bench:replay-reads] ${msg}\n
 
 function writeData(dir: string, events: number): void {
   const writer = StoreWriter.open(dir, 'n1');
-  const comm = writer.comms.id('worker');
-  const service = writer.services.id('svc');
-  const big = writer.contexts.id('big', null);
-  const chunk = 50_000;
-  for (let from = 0; from < events; from += chunk) {
-    const batch = new EventBatch(chunk);
-    batch.clear(1_795_000_000_000_000_000n);
-    for (let i = from; i < Math.min(events, from + chunk); i++)
-      batch.pushSysWrite({
-        tsOffset: Math.floor((i * RECORDED_NS) / events),
-        dur: 1000,
-        service,
-        ctx: big,
-        pid: 1,
-        tid: 1,
-        comm,
-        bytes: 64,
-        fd: 3,
-        ret: 64,
-        syscall: 1,
-      });
-    writer.writeBatch(batch);
-  }
+  writeEvenTransaction(writer, 'big', events, RECORDED_NS);
   writer.close();
 }
 
-const quantile = (values: number[], q: number) =>
-  values.length === 0 ? NaN : [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]!;
 const ms = (from: bigint) => Number(process.hrtime.bigint() - from) / 1e6;
 
 /** /healthz latencies (ms), asked back to back until `until` settles. */
