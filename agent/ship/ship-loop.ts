@@ -12,6 +12,7 @@ import { DEFAULT_SHIP_CODEC, type ClickHouseHttp } from '../../core/clickhouse/h
 import { eventsTable, migrateClickHouse } from '../../core/clickhouse/schema';
 import { readStoreInfo } from '../../core/store/schema';
 import { ShipBatchReader, type ShipBatch } from './ship-batch';
+import { LAST_SEQ_SQL } from './ship-protocol';
 
 export interface ShipLoopOptions {
   /** ships once this many events wait (default 10,000) */
@@ -84,7 +85,7 @@ export class ShipLoop {
     // whether a batch is due: the seqs past the cursor, from the newest one (one index lookup, where
     // counting rows scanned up to a batch's worth of the index on every poll); retention's gaps only
     // make a batch smaller than that
-    this.lastSeq = this.db.prepare<[], number | null>('SELECT max(seq) FROM events').pluck();
+    this.lastSeq = this.db.prepare<[], number | null>(LAST_SEQ_SQL).pluck();
     this.writeCursor = this.db.prepare(
       `INSERT INTO ship_cursors (destination, next_seq, shipped, updated_ns) VALUES (?, ?, ?, ?)
        ON CONFLICT (destination) DO UPDATE SET next_seq = excluded.next_seq, shipped = excluded.shipped, updated_ns = excluded.updated_ns`,

@@ -13,21 +13,18 @@ import type { Worker } from 'node:worker_threads';
 import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { startThread } from '../../core/threads/start-thread';
 import type { ShipLoopOptions, ShipProgress } from './ship-loop';
-import type { ShipThreadData, ToShipThread } from './ship-protocol';
+import { LAST_SEQ_SQL, type ShipThreadData, type ToShipThread } from './ship-protocol';
 
 export interface ShipperOptions extends ShipLoopOptions {
   /** wall-clock nanoseconds, for the lag in seconds */
   nowNs?: () => bigint;
 }
 
-export interface ShipStatus {
+/** The loop's progress as the status line and metrics show it, with the lag the owner counts. */
+export interface ShipStatus extends Pick<ShipProgress, 'state' | 'shipped' | 'retries' | 'lastError'> {
   destination: string;
-  state: ShipProgress['state'];
-  shipped: number;
   lagEvents: number;
   lagSeconds: number;
-  retries: number;
-  lastError: string | null;
 }
 
 /** Waiting events counted one by one up to this many (see measureLag). */
@@ -55,7 +52,7 @@ export class Shipper {
     // read only here: the shipper's thread writes ship_cursors on its own connection
     this.db = new Database(storePath, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
-    this.lastSeq = this.db.prepare<[], number | null>('SELECT max(seq) FROM events').pluck();
+    this.lastSeq = this.db.prepare<[], number | null>(LAST_SEQ_SQL).pluck();
     this.countUpTo = this.db
       .prepare<[number, number], number>(
         'SELECT count(*) FROM (SELECT 1 FROM events INDEXED BY events_by_seq WHERE seq >= ? LIMIT ?)',
