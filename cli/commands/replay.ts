@@ -14,7 +14,7 @@ import { problemText, requestJson, unreachable } from '../daemon-request';
 import { MATCHES, PACES } from '../exec/exec-plan';
 import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/exec-report';
 import { runExec, type ExecFlags } from '../exec/exec-run';
-import { daemonIncident, fileIncidents } from '../exec/incident-source';
+import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';
 import { uploadIncident } from '../exec/incident-upload';
 import { collectMaps } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
@@ -220,7 +220,7 @@ async function replayAction(
   if (command.length === 0)
     cmd.error('error: --exec needs a command after --, e.g. --exec -- ./build/app --port 0');
   const sources = flags.incident
-    ? await fileIncidents(flags.incident)
+    ? await fileIncidents(flags.incident, EXEC_FIELDS)
     : [await daemonIncident(flags.server ?? DEFAULT_SERVER, transactionId!)];
   const server = flags.incident ? (flags.server ?? null) : (flags.server ?? DEFAULT_SERVER);
   process.exitCode = await runExec(sources, command, flags, server);

@@ -48,6 +48,26 @@ export interface RecordedCall {
   response_ns?: bigint | string | number | null;
 }
 
+/** Every field of RecordedCall: what a replay against a build decodes of an incident file's events. */
+export const RECORDED_CALL_FIELDS = [
+  'event_type',
+  'timestamp_ns',
+  'duration_ns',
+  'target',
+  'target_kind',
+  'syscall',
+  'ret',
+  'bytes',
+  'pid',
+  'fd',
+  'response_ns',
+] as const satisfies readonly (keyof RecordedCall)[];
+// a field added to RecordedCall and not to the list fails to compile here
+const everyFieldListed: Exclude<keyof RecordedCall, (typeof RECORDED_CALL_FIELDS)[number]> extends never
+  ? true
+  : never = true;
+void everyFieldListed;
+
 export interface PlanTarget {
   call: CallKind;
   /** as the test build names it (after --map) */
@@ -139,31 +159,35 @@ function responseCalls(
  */
 export function buildPlan(events: readonly RecordedCall[], options: PlanOptions): PlanTarget[] {
   const firstTs = events[0]?.timestamp_ns ?? 0n;
-  const groups = new Map<
-    string,
-    { call: CallKind; target: string; recorded: string; kind: string; calls: Recorded[] }
-  >();
+  type Group = { call: CallKind; target: string; recorded: string; kind: string; calls: Recorded[] };
+  const groups = new Map<string, Group>();
   const responses = new Map(responseCalls(events).map((r) => [r.event, r.responseNs]));
-  // an incident holds few targets and many calls: each is mapped once
-  const mapped = new Map<string, string>();
-  const mappedTarget = (recorded: string, kind: string): string => {
-    const key = `${kind}\t${recorded}`;
-    let target = mapped.get(key);
-    if (target === undefined) mapped.set(key, (target = mapTarget(recorded, kind, options.maps)));
-    return target;
+  // an incident holds few targets and many calls: each (recorded target, kind) is mapped once, and
+  // its group found by the call kind, with no key built per event
+  const byRecorded = new Map<string, Map<string, { target: string; groups: Map<CallKind, Group> }>>();
+  const mappedTarget = (recorded: string, kind: string) => {
+    let kinds = byRecorded.get(recorded);
+    if (!kinds) byRecorded.set(recorded, (kinds = new Map()));
+    let entry = kinds.get(kind);
+    if (!entry)
+      kinds.set(kind, (entry = { target: mapTarget(recorded, kind, options.maps), groups: new Map() }));
+    return entry;
   };
   events.forEach((event, index) => {
     const responseNs = responses.get(event);
     const call = responseNs === undefined ? CALL_OF_EVENT[event.event_type] : 'response';
     if (!call || !event.target) return;
     const kind = event.target_kind ?? 'other';
-    const target = mappedTarget(event.target, kind);
+    const mapped = mappedTarget(event.target, kind);
+    const target = mapped.target;
     if (options.exclude?.(event, call, target)) return;
-    const key = `${call}\t${target}`;
-    let group = groups.get(key);
+    let group = mapped.groups.get(call);
     if (!group) {
-      group = { call, target, recorded: event.target, kind, calls: [] };
-      groups.set(key, group);
+      // two recorded targets may map onto one: they share its group
+      const key = `${call}\t${target}`;
+      group = groups.get(key);
+      if (!group) groups.set(key, (group = { call, target, recorded: event.target, kind, calls: [] }));
+      mapped.groups.set(call, group);
     }
     // a response is the upstream's time, not a call's: scaled, without the per-call extra latency
     const replayedNs =

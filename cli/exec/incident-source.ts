@@ -9,7 +9,8 @@ import { requestJson } from '../daemon-request';
 import { LOST_COUNTER_COLUMNS } from '../../agent/status';
 import { readIncidentFile } from '../../core/incident';
 import type { IncidentRun } from '../../core/incident/incident-types';
-import type { RecordedCall } from './exec-plan';
+import { RECORDED_CALL_FIELDS, type RecordedCall } from './exec-plan';
+import { MARKER_FIELDS } from './target-selection';
 
 /** An event as the replay reads it: the matching's fields, and every other field the source gave. */
 export type IncidentEvent = RecordedCall & Record<string, unknown>;
@@ -91,11 +92,20 @@ export function incidentPaths(pattern: string): string[] {
   return found.sort();
 }
 
-/** Every incident file `pattern` names, each read and checked whole. */
-export async function fileIncidents(pattern: string): Promise<IncidentSource[]> {
+/** The fields a replay against a build reads of each event (the rest are checked, not decoded). */
+export const EXEC_FIELDS: ReadonlySet<string> = new Set([...RECORDED_CALL_FIELDS, ...MARKER_FIELDS]);
+
+/**
+ * Every incident file `pattern` names, each read and checked whole; with
+ * `fields`, its events hold only those.
+ */
+export async function fileIncidents(
+  pattern: string,
+  fields?: ReadonlySet<string>,
+): Promise<IncidentSource[]> {
   const sources: IncidentSource[] = [];
   for (const file of incidentPaths(pattern)) {
-    const incident = await readIncidentFile(file);
+    const incident = fields ? await readIncidentFile(file, { fields }) : await readIncidentFile(file);
     if (incident.events.length === 0) throw new Error(`${file}: the incident holds no events`);
     sources.push({
       name: path.relative('.', file) || file,

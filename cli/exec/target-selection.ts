@@ -22,6 +22,12 @@ interface MarkerFields {
   trace_id?: string | null;
 }
 
+/** The fields the marker test reads beyond RecordedCall's. */
+export const MARKER_FIELDS = [
+  'transaction_id',
+  'trace_id',
+] as const satisfies readonly (keyof MarkerFields)[];
+
 /** The sizes the marker write of `txn` (and trace) has, with or without its newline. */
 function markerSizes(event: MarkerFields): number[] {
   if (!event.transaction_id) return [];

@@ -285,17 +285,26 @@ function decodeValues(name: string, c: Column, count: number, timestamps: () => 
   }
 }
 
-export function decodeEvents(data: EventColumns): EventObject[] {
+/**
+ * The events the columns hold. With `fields`, only those keys are decoded and
+ * set on the events (a replay against a build reads a dozen of an event's
+ * fields, and building the rest was half of its start); every other column
+ * is still checked to hold one value per event that has its key.
+ */
+export function decodeEvents(data: EventColumns, fields?: ReadonlySet<string>): EventObject[] {
   const { count, shapes, columns } = data;
   if (!Number.isSafeInteger(count) || count < 0) fail('the event count is not a count');
   if (!Array.isArray(shapes) || typeof columns !== 'object' || columns === null)
     fail('shapes or columns missing');
   const shapeOf = decodeValues('shape', data.shape, count, () => []) as number[];
+  // events per shape, then values per key: a few shapes, many events
+  const perShape = new Map<number, number>();
+  for (const s of shapeOf) perShape.set(s, (perShape.get(s) ?? 0) + 1);
   const sizes = new Map<string, number>();
-  for (const s of shapeOf) {
+  for (const [s, n] of perShape) {
     const keys = shapes[s];
     if (!Array.isArray(keys)) fail(`shape ${s} is not listed`);
-    for (const key of keys) sizes.set(key, (sizes.get(key) ?? 0) + 1);
+    for (const key of keys) sizes.set(key, (sizes.get(key) ?? 0) + n);
   }
   const decoded = new Map<string, FieldValue[]>();
   const column = (name: string): FieldValue[] => {
@@ -308,12 +317,14 @@ export function decodeEvents(data: EventColumns): EventObject[] {
     }
     return values;
   };
+  const wanted = (name: string) => fields === undefined || fields.has(name);
+  for (const [name, size] of sizes) if (!wanted(name)) checkSize(name, columns[name], size);
   // keys by number and a typed cursor per key: a Map lookup per field made this loop most of a read
-  const names = [...sizes.keys()];
+  const names = [...sizes.keys()].filter(wanted);
   const values = names.map(column);
   const keyOf = new Map(names.map((name, k) => [name, k]));
   const shapeKeys = shapes.map((keys) =>
-    Array.isArray(keys) ? keys.map((key) => keyOf.get(key) ?? -1) : [],
+    Array.isArray(keys) ? keys.flatMap((key) => keyOf.get(key) ?? []) : [],
   );
   const cursor = new Int32Array(names.length);
   return shapeOf.map((s) => {
@@ -321,4 +332,24 @@ export function decodeEvents(data: EventColumns): EventObject[] {
     for (const k of shapeKeys[s]!) event[names[k]!] = values[k]![cursor[k]!++]!;
     return event;
   });
+}
+
+/** Where each codec keeps one entry per event (a const column keeps none). */
+const PER_EVENT: Record<Column['codec'], string | null> = {
+  const: null,
+  delta: 'deltas',
+  dict: 'index',
+  'event-id': 'store',
+  plain: 'values',
+};
+
+/** A column left undecoded still holds one value per event that has its key. */
+function checkSize(name: string, c: Column | undefined, count: number): void {
+  if (typeof c !== 'object' || c === null) fail(`column ${name} is missing`);
+  if (!Object.hasOwn(PER_EVENT, c.codec))
+    fail(`column ${name} has an unknown codec ${JSON.stringify(c.codec)}`);
+  const key = PER_EVENT[c.codec];
+  const list: unknown = key === null ? null : (c as unknown as Record<string, unknown>)[key];
+  if (key !== null && (!Array.isArray(list) || list.length !== count))
+    fail(`column ${name}: holds ${Array.isArray(list) ? list.length : 'no'} values for ${count} events`);
 }

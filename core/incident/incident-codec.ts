@@ -13,13 +13,13 @@
  */
 import { createHash } from 'node:crypto';
 import { constants, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
-import type { ApiEvent } from '../model/event';
-import { decodeEvents, type EventColumns } from './event-columns';
+import { decodeEvents, type EventColumns, type EventObject } from './event-columns';
 import { IncidentFileError } from './incident-error';
 import {
   INCIDENT_FORMAT_VERSION,
   REDACT_KINDS,
   type Incident,
+  type IncidentFields,
   type IncidentHeader,
   type IncidentRun,
 } from './incident-types';
@@ -185,7 +185,11 @@ function toRun(r: Record<string, unknown>): IncidentRun {
 }
 
 /** Version 1's document (the one version so far): header, runs and columnar events. */
-function parseV1(doc: Record<string, unknown>, digest: string): Incident {
+function parseV1(
+  doc: Record<string, unknown>,
+  digest: string,
+  fields: ReadonlySet<string> | undefined,
+): Incident<EventObject> {
   const h = doc.header as Record<string, unknown>;
   if (typeof h !== 'object' || h === null || typeof h.transaction_id !== 'string')
     throw new Error('no header');
@@ -205,19 +209,32 @@ function parseV1(doc: Record<string, unknown>, digest: string): Incident {
     digest,
   };
   const runs = doc.runs === null ? null : (doc.runs as Record<string, unknown>[]).map(toRun);
-  const events = decodeEvents(doc.events as EventColumns) as unknown as ApiEvent[];
+  const events = decodeEvents(doc.events as EventColumns, fields);
   if (events.length !== header.events)
     throw new Error(`the header says ${header.events} events, the columns hold ${events.length}`);
   return { header, runs, events };
 }
 
-/** The incident in `bytes` (read from `file`, named in errors), checked whole before anything is returned. */
-export function decodeIncident(bytes: Buffer, file: string): Incident {
+/**
+ * The incident in `bytes` (read from `file`, named in errors), checked whole
+ * before anything is returned; with `only`, its events hold only those fields.
+ */
+export function decodeIncident(bytes: Buffer, file: string): Incident;
+export function decodeIncident(bytes: Buffer, file: string, only: IncidentFields): Incident<EventObject>;
+export function decodeIncident(
+  bytes: Buffer,
+  file: string,
+  only?: IncidentFields,
+): Incident | Incident<EventObject> {
   const { version, digest, body } = envelope(inflate(bytes, file), file);
   try {
     const doc = JSON.parse(`{${body}`) as Record<string, unknown>;
     // a later version adds its parser here; every older one stays
-    if (version === 1) return parseV1(doc, digest);
+    if (version === 1) {
+      const incident = parseV1(doc, digest, only?.fields);
+      // every field decoded: the exporter wrote ApiEvents
+      return only ? incident : (incident as unknown as Incident);
+    }
     throw new Error(`no parser for version ${version}`);
   } catch (err) {
     throw new IncidentFileError('E_INCIDENT_CORRUPT', file, `malformed incident: ${(err as Error).message}`, {

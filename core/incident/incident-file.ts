@@ -2,10 +2,19 @@
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { contentKey, decodeIncident } from './incident-codec';
 import { IncidentFileError } from './incident-error';
-import type { Incident } from './incident-types';
+import type { EventObject } from './event-columns';
+import type { Incident, IncidentFields } from './incident-types';
 
-/** The incident in `path`; an IncidentFileError naming the file when it is not a sound incident file. */
-export async function readIncidentFile(path: string): Promise<Incident> {
+/**
+ * The incident in `path`; an IncidentFileError naming the file when it is
+ * not a sound incident file. With `only`, its events hold only those fields.
+ */
+export async function readIncidentFile(path: string): Promise<Incident>;
+export async function readIncidentFile(path: string, only: IncidentFields): Promise<Incident<EventObject>>;
+export async function readIncidentFile(
+  path: string,
+  only?: IncidentFields,
+): Promise<Incident | Incident<EventObject>> {
   let bytes: Buffer;
   try {
     bytes = await readFile(path);
@@ -14,7 +23,7 @@ export async function readIncidentFile(path: string): Promise<Incident> {
       cause: err,
     });
   }
-  return decodeIncident(bytes, path);
+  return only ? decodeIncident(bytes, path, only) : decodeIncident(bytes, path);
 }
 
 /**

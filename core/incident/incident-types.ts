@@ -65,10 +65,16 @@ export interface IncidentRun {
   counters_to_ns: bigint | null;
 }
 
-export interface Incident {
+/** `E`: the events as read (every field, or the fields a reader asked for: IncidentFields). */
+export interface Incident<E = ApiEvent> {
   header: IncidentHeader;
   /** null: the source keeps no runs (ClickHouse), so completeness is unknown */
   runs: IncidentRun[] | null;
   /** the transaction's events in replay order ((timestamp_ns, event_id)) */
-  events: ApiEvent[];
+  events: E[];
+}
+
+/** A read of only some of the events' fields: the rest are checked, not decoded. */
+export interface IncidentFields {
+  fields: ReadonlySet<string>;
 }

@@ -7,6 +7,7 @@ export {
   INCIDENT_FORMAT_VERSION,
   REDACT_KINDS,
   type Incident,
+  type IncidentFields,
   type IncidentHeader,
   type IncidentRun,
   type RedactKind,

@@ -75,6 +75,26 @@ describe('buildPlan', () => {
     expect([...plan[1]!.holdsNs]).toEqual([1000n + 2000n + 300n + 1000n]);
   });
 
+  it('gives two recorded targets that map onto one the same group, in recorded order, named by the first', () => {
+    const plan = buildPlan(
+      [
+        write(1000n, 10n, '/var/lib/a/x.log'),
+        write(2000n, 20n, '/var/lib/b/x.log'),
+        write(3000n, 30n, '/var/lib/a/x.log'),
+        { ...write(4000n, 40n, '/var/lib/b/x.log'), event_type: 'sys_fsync' },
+      ],
+      {
+        maps: collectMaps('/var/lib/b=/var/lib/a'),
+        schedule: new Schedule(1, 0n),
+        pace: 'duration',
+      },
+    );
+    expect(plan.map((t) => [t.call, t.target, t.recorded, t.recordedNs])).toEqual([
+      ['write', '/var/lib/a/x.log', '/var/lib/a/x.log', [10n, 20n, 30n]],
+      ['fsync', '/var/lib/a/x.log', '/var/lib/b/x.log', [40n]],
+    ]);
+  });
+
   it('is empty for an incident without targeted writes', () => {
     expect(buildPlan([block(1n)], { maps: [], schedule: new Schedule(1, 0n), pace: 'duration' })).toEqual([]);
   });

@@ -11,6 +11,7 @@ import {
   writeIncidentFile,
   type IncidentRun,
 } from '../../core/incident';
+import { decodeEvents, encodeEvents } from '../../core/incident/event-columns';
 import { VERSION } from '../../core/version';
 import type { ApiEvent } from '../../core/model';
 import { incidentEvents } from '../support/incident-events';
@@ -103,6 +104,28 @@ describe('incident file', () => {
       { ...events[6]!, comm: 'naïve "quoted" \\ comm', fd: -1 },
     ] as unknown as ApiEvent[];
     expect(decodeIncident(exportOf(extra), 'x').events).toEqual(extra);
+  });
+
+  test('read for some fields, events hold exactly those, with the values a whole read gives', () => {
+    const fields = new Set(['event_type', 'timestamp_ns', 'target', 'bytes']);
+    const some = decodeIncident(exportOf(events), 'inc.kri', { fields }).events;
+    expect(some).toEqual(
+      events.map((e) => Object.fromEntries(Object.entries(e).filter(([key]) => fields.has(key)))),
+    );
+  });
+
+  test('read for some fields, a column left undecoded must still hold a value per event', () => {
+    const columns = encodeEvents(events.slice(0, 10));
+    const comm = columns.columns.comm!;
+    if (comm.codec !== 'dict') throw new Error(`the fixture's comm column is ${comm.codec}, not dict`);
+    comm.index.pop();
+    expect(() => decodeEvents(columns, new Set(['event_type']))).toThrow(
+      'column comm: holds 9 values for 10 events',
+    );
+    columns.columns.comm = { codec: 'zip' } as unknown as typeof comm;
+    expect(() => decodeEvents(columns, new Set(['event_type']))).toThrow(
+      'column comm has an unknown codec "zip"',
+    );
   });
 
   test('an empty event list and a single event read back', () => {

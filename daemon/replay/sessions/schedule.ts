@@ -35,6 +35,8 @@ export class Schedule {
 
   /** Recorded nanoseconds played at speed_factor. */
   private scaled(recordedNs: bigint): bigint {
+    // speed 1 (1/1) is the common case, and exact without the division's four bigints
+    if (this.speedNum === this.speedDen) return recordedNs;
     return divRound(recordedNs * this.speedDen, this.speedNum);
   }
 
