@@ -11,7 +11,7 @@ import {
   writeIncidentFile,
   type IncidentRun,
 } from '../../core/incident';
-import { decodeEvents, encodeEvents } from '../../core/incident/event-columns';
+import { decodeEvents, encodeEvents, type EventObject } from '../../core/incident/event-columns';
 import { VERSION } from '../../core/version';
 import type { ApiEvent } from '../../core/model';
 import { incidentEvents } from '../support/incident-events';
@@ -115,7 +115,7 @@ describe('incident file', () => {
   });
 
   test('read for some fields, a column left undecoded must still hold a value per event', () => {
-    const columns = encodeEvents(events.slice(0, 10));
+    const columns = encodeEvents(events.slice(0, 10) as unknown as EventObject[]);
     const comm = columns.columns.comm!;
     if (comm.codec !== 'dict') throw new Error(`the fixture's comm column is ${comm.codec}, not dict`);
     comm.index.pop();
