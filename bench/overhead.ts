@@ -76,8 +76,9 @@ const EMPTY_PROGRAM = 'tracepoint:syscalls:sys_enter_write {} tracepoint:syscall
  */
 export type ReadLoop = 'file' | 'file-context' | 'socket' | 'http';
 const READ_LOOPS: ReadLoop[] = ['file', 'file-context', 'socket', 'http'];
-export type ReadMode = 'baseline' | 'kreplay' | 'bpftrace' | 'empty-tracepoints';
-const READ_MODES: ReadMode[] = ['baseline', 'kreplay', 'bpftrace', 'empty-tracepoints'];
+/** kreplay-agent: the `kreplay agent` process users run (defaults: a thread's reads recorded only in a context) */
+export type ReadMode = 'baseline' | 'kreplay-agent' | 'kreplay' | 'bpftrace' | 'empty-tracepoints';
+const READ_MODES: ReadMode[] = ['baseline', 'kreplay-agent', 'kreplay', 'bpftrace', 'empty-tracepoints'];
 const READ_TRACEPOINTS = ['sys_enter_read', 'sys_exit_read'];
 const RECV_TRACEPOINTS = ['sys_enter_recvfrom', 'sys_exit_recvfrom', 'sys_enter_sendto', 'sys_exit_sendto'];
 /** kreplay's programs on each loop's calls, the first one running once per iteration */
@@ -187,11 +188,11 @@ async function underKreplay(
   }
 }
 
-/** Times the loop under the agent process excluding it (--exclude comm:): the agent runs, the loop's writes are left out in the kernel. */
-async function underAgentExcluding(exe: string, writes: number): Promise<number> {
-  const agent = await startBenchAgent(repoRoot(), ['--exclude', `comm:${LOOP_COMM}`]);
+/** Times `run` under the agent process started with `args`. */
+async function underAgent(args: string[], run: () => Promise<number>): Promise<number> {
+  const agent = await startBenchAgent(repoRoot(), args);
   try {
-    return await timeWrites(exe, writes);
+    return await run();
   } finally {
     await agent.stop();
   }
@@ -325,7 +326,8 @@ function timeMode(
     case 'kreplay-agent':
       return underAgentProcess(exe, writes).then((r) => r.nsPerWrite);
     case 'kreplay-agent-excluded':
-      return underAgentExcluding(exe, writes);
+      // the agent runs, the loop's writes are left out in the kernel
+      return underAgent(['--exclude', `comm:${LOOP_COMM}`], run);
     case 'bpftrace':
       return underBpftrace(run, BPFTRACE_PROGRAM);
     case 'empty-tracepoints':
@@ -345,6 +347,7 @@ function timeReadMode(
 ): Promise<number> {
   const run = () => timeLoop(exe, [loop, String(calls), String(LOOP_CPU)]);
   if (mode === 'kreplay') return underKreplay(run, {}, log, totals);
+  if (mode === 'kreplay-agent') return underAgent([], run);
   if (mode === 'empty-tracepoints') return underBpftrace(run, emptyPrograms(READ_PROGRAMS[loop]));
   if (mode === 'bpftrace') return underBpftrace(run, pairingPrograms(READ_PROGRAMS[loop]));
   return run();
@@ -403,7 +406,7 @@ export async function runOverheadBench(
   const samples = new Map<OverheadMode, number[]>(modes.map((m) => [m, []]));
   const readRows: ReadRow[] = READ_LOOPS.map((loop) => ({
     loop,
-    samples: { baseline: [], kreplay: [], bpftrace: [], 'empty-tracepoints': [] },
+    samples: { baseline: [], 'kreplay-agent': [], kreplay: [], bpftrace: [], 'empty-tracepoints': [] },
     programNs: [],
     perProgram: {},
   }));
@@ -544,15 +547,15 @@ function formatReadRows(calls: number, rows: ReadRow[], rounds: number): string[
   const lines = [
     `read side: ${calls} iterations per loop, median (range) of ${rounds} interleaved rounds, ns per iteration`,
     '',
-    `${'loop'.padEnd(28)}${'baseline'.padStart(24)}${'kreplay'.padStart(24)}${'bpftrace pairing'.padStart(24)}${'empty programs'.padStart(24)}${'kreplay above floor'.padStart(26)}${'bpftrace above floor'.padStart(26)}${'kreplay programs'.padStart(26)}`,
+    `${'loop'.padEnd(28)}${'baseline'.padStart(24)}${'kreplay agent'.padStart(24)}${'kreplay (library)'.padStart(24)}${'bpftrace pairing'.padStart(24)}${'empty programs'.padStart(24)}${'agent above floor'.padStart(26)}${'library above floor'.padStart(26)}${'bpftrace above floor'.padStart(26)}${'kreplay programs'.padStart(26)}`,
   ];
   for (const row of rows) {
     const above = (mode: ReadMode) =>
       row.samples[mode].map((ns, i) => ns - row.samples['empty-tracepoints'][i]!);
     lines.push(
-      `${READ_LABELS[row.loop].padEnd(28)}${range(row.samples.baseline).padStart(24)}${range(row.samples.kreplay).padStart(24)}` +
-        `${range(row.samples.bpftrace).padStart(24)}${range(row.samples['empty-tracepoints']).padStart(24)}` +
-        `${range(above('kreplay')).padStart(26)}${range(above('bpftrace')).padStart(26)}${range(row.programNs).padStart(26)}`,
+      `${READ_LABELS[row.loop].padEnd(28)}${range(row.samples.baseline).padStart(24)}${range(row.samples['kreplay-agent']).padStart(24)}` +
+        `${range(row.samples.kreplay).padStart(24)}${range(row.samples.bpftrace).padStart(24)}${range(row.samples['empty-tracepoints']).padStart(24)}` +
+        `${range(above('kreplay-agent')).padStart(26)}${range(above('kreplay')).padStart(26)}${range(above('bpftrace')).padStart(26)}${range(row.programNs).padStart(26)}`,
     );
   }
   lines.push('', 'in-kernel ns per run of each program, median (range):');
