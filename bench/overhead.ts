@@ -12,7 +12,7 @@
  *   node dist/bench/overhead.js [writes] [rounds] [mode,mode...] [read iterations]
  */
 import { repoRoot } from '../core/repo-root';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -110,6 +110,8 @@ export interface ReadRow {
   programNs: number[];
   /** ns per run of each of those programs, one per round */
   perProgram: Record<string, number[]>;
+  /** the same for empty programs on the same tracepoints (bpftrace's, under bpf_stats): the floor */
+  floorNs: number[];
 }
 
 export interface OverheadRow {
@@ -353,6 +355,44 @@ function timeReadMode(
   return run();
 }
 
+/** BPF_OBJ_NAME_LEN less its NUL */
+const BPF_NAME_CHARS = 15;
+
+interface ProgramInfo {
+  id: number;
+  name: string;
+  map_ids?: number[];
+  run_time_ns?: number;
+  run_cnt?: number;
+}
+const programs = (): ProgramInfo[] =>
+  JSON.parse(execFileSync('bpftool', ['prog', 'show', '--json'], { encoding: 'utf8' })) as ProgramInfo[];
+
+/**
+ * In-kernel time of empty programs on the loop's tracepoints per iteration
+ * (bpf_stats on meanwhile): bpftrace's, found as the programs that appeared
+ * while it ran, with those names and no map (kreplay agents of other tests
+ * may load programs of the same names meanwhile; theirs have maps).
+ */
+async function emptyProgramNs(exe: string, loop: ReadLoop, calls: number): Promise<number> {
+  const names = READ_PROGRAMS[loop];
+  const before = new Set(programs().map((p) => p.id));
+  return underBpftrace(async () => {
+    await timeLoop(exe, [loop, String(calls), String(LOOP_CPU)]);
+    // the kernel keeps 15 characters of a program's name
+    const named = new Set(names.map((n) => n.slice(0, BPF_NAME_CHARS)));
+    const empty = programs().filter(
+      (p) => !before.has(p.id) && named.has(p.name) && (p.map_ids ?? []).length === 0,
+    );
+    if (empty.length !== names.length)
+      throw new Error(
+        `found ${empty.length} of bpftrace's ${names.length} empty programs (${names.join(', ')})`,
+      );
+    const runs = empty.find((p) => p.name === names[0]!.slice(0, BPF_NAME_CHARS))?.run_cnt ?? 0;
+    return empty.reduce((sum, p) => sum + (p.run_time_ns ?? 0), 0) / runs;
+  }, emptyPrograms(names));
+}
+
 /** In-kernel time of kreplay's programs per loop iteration (bpf_stats on meanwhile). */
 async function readProgramCost(
   exe: string,
@@ -377,6 +417,7 @@ async function readProgramCost(
         } finally {
           await capture.stop();
         }
+        row.floorNs.push(await emptyProgramNs(exe, loop, calls));
       }
     }
   } finally {
@@ -409,6 +450,7 @@ export async function runOverheadBench(
     samples: { baseline: [], 'kreplay-agent': [], kreplay: [], bpftrace: [], 'empty-tracepoints': [] },
     programNs: [],
     perProgram: {},
+    floorNs: [],
   }));
   const totals = { delivered: 0, dropped: 0 };
   for (let round = 0; round < rounds; round++) {
@@ -557,6 +599,14 @@ function formatReadRows(calls: number, rows: ReadRow[], rounds: number): string[
         `${range(row.samples.kreplay).padStart(24)}${range(row.samples.bpftrace).padStart(24)}${range(row.samples['empty-tracepoints']).padStart(24)}` +
         `${range(above('kreplay-agent')).padStart(26)}${range(above('kreplay')).padStart(26)}${range(above('bpftrace')).padStart(26)}${range(row.programNs).padStart(26)}`,
     );
+  }
+  lines.push(
+    '',
+    "in-kernel ns per iteration (bpf_stats), median (range): kreplay's programs, the empty programs, kreplay above them",
+  );
+  for (const row of rows) {
+    const above = row.programNs.map((ns, i) => ns - row.floorNs[i]!);
+    lines.push(`  ${READ_LABELS[row.loop]}: ${range(row.programNs)}, ${range(row.floorNs)}, ${range(above)}`);
   }
   lines.push('', 'in-kernel ns per run of each program, median (range):');
   for (const row of rows) {
