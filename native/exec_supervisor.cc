@@ -370,7 +370,8 @@ bool ExecSupervisor::ConnectThroughRelay(const seccomp_notif& notif, const Targe
   bool nonblocking = false, cloexec = false;
   if (!FdFlags(tid, fd, &nonblocking, &cloexec)) return false;
   // the relay serves a peer with responses to delay, or a connect a non-blocking build waits on in poll/epoll
-  if (response < 0 && !(nonblocking && hold > 0 && pace_ == Pace::kDuration)) return false;
+  // (a time to complete it at: none while a timeline session is paused)
+  if (response < 0 && !(nonblocking && hold > 0 && held->deadline_ns != kNever)) return false;
   sockaddr_storage peer{};
   const socklen_t len = static_cast<socklen_t>(std::min<uint64_t>(notif.data.args[2], sizeof peer));
   if (!ReadBuildMemory(tid, notif.data.args[1], &peer, len)) return false;
@@ -384,8 +385,9 @@ bool ExecSupervisor::ConnectThroughRelay(const seccomp_notif& notif, const Targe
     relay_ = std::make_unique<ExecRelay>(std::move(holds));
   }
   int err = 0;
-  // timeline pace: a non-blocking connect completes at once (its release is the session's, not a time)
-  const bool timed = nonblocking && pace_ == Pace::kDuration;
+  // completed by the relay at its deadline: on the timeline, where the session stands now (a later
+  // pause or seek does not move a connect already in progress); at once while it is paused
+  const bool timed = nonblocking && held->deadline_ns != kNever;
   const int c = relay_->Open(peer, len, family, nonblocking, response, held->received_ns, timed ? held->deadline_ns : 0,
                              timed ? held->target : -1, held->index, &err);
   if (c < 0) {

@@ -185,4 +185,28 @@ describe('kreplay replay --exec: slow upstreams and connects through the relay',
     expect(row).toMatchObject({ matched: 1, failure: null });
     expect(Number(row.observed_p50_ns)).toBeGreaterThanOrEqual(1500 * MS);
   });
+
+  it('--pace timeline: a non-blocking connect the build polls completes at its release on the timeline (1.5 s): a 1 s timeout fires', async () => {
+    const events = [
+      incidentCall('inc', 0, 1500, 'sys_connect', `tcp 10.0.0.5:${port}`, 'socket', { syscall: 'connect' }),
+    ];
+    const short = await replay(
+      events,
+      ['--pace', 'timeline'],
+      ['python3', BUILD, 'connect', String(port), '1', 'poll'],
+    );
+    expect(short.stdout).toMatch(/^timeout /m);
+    expect(short.status).toBe(4);
+    await daemon!.close();
+    daemon = null;
+
+    const long = await replay(
+      events,
+      ['--pace', 'timeline'],
+      ['python3', BUILD, 'connect', String(port), '5', 'poll'],
+    );
+    expect(long.status).toBe(0);
+    // the timeline started before the build did: its own wait is 1.5 s less its start-up, never below 1 s here
+    expect(Number(/^connected (\d+)$/m.exec(long.stdout)![1])).toBeGreaterThan(1000 * MS);
+  });
 });
