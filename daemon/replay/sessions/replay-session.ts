@@ -17,11 +17,10 @@ import type { Driving } from './session-schema';
 import type { RestoredSession, SessionSnapshot } from './session-snapshot';
 import { nextState, type SessionState } from './session-state';
 import { TimingStats } from './timing-stats';
+import { LatenessLog } from './lateness-log';
 import type { Transaction } from './transaction';
 import type { WallClock } from './wall-clock';
 
-/** How many recent lateness values a resuming stream gets exactly (older ones are null). */
-const RECENT = 1024;
 /**
  * Releases later than this mean the clock cannot keep up (speed 1000 on
  * dense events, a starved machine): the session says so with `behind_ns`
@@ -72,8 +71,8 @@ export class ReplaySession {
 
   /** lateness of the latest release while the clock is behind, else 0 */
   private behindNs = 0n;
-  private readonly recentLateness = new BigInt64Array(RECENT);
-  private readonly recentIndex = new Float64Array(RECENT).fill(-1);
+  /** each released event's lateness, for the history a resuming stream reads */
+  private readonly latenessByIndex = new LatenessLog();
   private readonly player: Player;
   /** the last control that reads the store, settled once it has acted (or failed) */
   private turns: Promise<void> = Promise.resolve();
@@ -264,7 +263,7 @@ export class ReplaySession {
       if (index >= from)
         yield lateFrameText(
           replayFrame(this.schedule, this.transaction.firstTs, index, event),
-          this.recentLatenessOf(index),
+          this.latenessByIndex.get(index),
         );
       index++;
     }
@@ -350,7 +349,7 @@ export class ReplaySession {
     this.broadcast.send(sseFrame('state', this.json()));
   }
 
-  /** Events the clock released: statistics, recent lateness, frames for the main thread's watchers, then the replay moves past them. */
+  /** Events the clock released: statistics, lateness by index, frames for the main thread's watchers, then the replay moves past them. */
   private emit({ entries, anchor, releasedAt, writtenAt }: Emitted): void {
     const last = entries.at(-1);
     if (!last) return;
@@ -362,8 +361,7 @@ export class ReplaySession {
       this.lateness.add(late);
       this.context.timing?.released(late);
       this.trackBehind(late);
-      this.recentLateness[entry.index % RECENT] = late;
-      this.recentIndex[entry.index % RECENT] = entry.index;
+      this.latenessByIndex.set(entry.index, late);
       if (writtenAt !== null) this.delivered(deadline, writtenAt);
       if (sendHere) this.broadcast.sendReplay(lateFrameText(entry.frame, late), deadline);
     }
@@ -384,10 +382,6 @@ export class ReplaySession {
   private finish(): void {
     this.player.end();
     this.enter('finished');
-  }
-
-  private recentLatenessOf(index: number): bigint | null {
-    return this.recentIndex[index % RECENT] === index ? this.recentLateness[index % RECENT]! : null;
   }
 
   private delivered(deadline: bigint, at: bigint): void {
