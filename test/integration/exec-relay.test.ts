@@ -156,26 +156,31 @@ describe('kreplay replay --exec: slow upstreams and connects through the relay',
     ]);
   });
 
-  it("a non-blocking connect the build polls completes at the incident's 1.5 s: a 1 s timeout fires, 5 s passes", async () => {
+  /** A build that polls its non-blocking connect with a timeout of `seconds`, against an incident whose connect took 1.5 s. */
+  async function polledConnect(flags: string[], seconds: number): Promise<Outcome> {
     const events = [
       incidentCall('inc', 0, 1500, 'sys_connect', `tcp 10.0.0.5:${port}`, 'socket', { syscall: 'connect' }),
     ];
-    const report = join(dir.path, 'report.json');
-    const short = await replay(
-      events,
-      ['--report-json', report],
-      ['python3', BUILD, 'connect', String(port), '1', 'poll'],
-    );
-    expect(short.stdout).toMatch(/^timeout /m);
-    expect(short.status).toBe(4);
+    const outcome = await replay(events, flags, [
+      'python3',
+      BUILD,
+      'connect',
+      String(port),
+      String(seconds),
+      'poll',
+    ]);
     await daemon!.close();
     daemon = null;
+    return outcome;
+  }
 
-    const long = await replay(
-      events,
-      ['--report-json', report],
-      ['python3', BUILD, 'connect', String(port), '5', 'poll'],
-    );
+  it("a non-blocking connect the build polls completes at the incident's 1.5 s: a 1 s timeout fires, 5 s passes", async () => {
+    const report = join(dir.path, 'report.json');
+    const short = await polledConnect(['--report-json', report], 1);
+    expect(short.stdout).toMatch(/^timeout /m);
+    expect(short.status).toBe(4);
+
+    const long = await polledConnect(['--report-json', report], 5);
     expect(long.status).toBe(0);
     // within the report's default tolerance (1 ms) of the incident's time, seen by the build itself
     expect(Number(/^connected (\d+)$/m.exec(long.stdout)![1])).toBeGreaterThanOrEqual(1499 * MS);
@@ -187,24 +192,11 @@ describe('kreplay replay --exec: slow upstreams and connects through the relay',
   });
 
   it('--pace timeline: a non-blocking connect the build polls completes at its release on the timeline (1.5 s): a 1 s timeout fires', async () => {
-    const events = [
-      incidentCall('inc', 0, 1500, 'sys_connect', `tcp 10.0.0.5:${port}`, 'socket', { syscall: 'connect' }),
-    ];
-    const short = await replay(
-      events,
-      ['--pace', 'timeline'],
-      ['python3', BUILD, 'connect', String(port), '1', 'poll'],
-    );
+    const short = await polledConnect(['--pace', 'timeline'], 1);
     expect(short.stdout).toMatch(/^timeout /m);
     expect(short.status).toBe(4);
-    await daemon!.close();
-    daemon = null;
 
-    const long = await replay(
-      events,
-      ['--pace', 'timeline'],
-      ['python3', BUILD, 'connect', String(port), '5', 'poll'],
-    );
+    const long = await polledConnect(['--pace', 'timeline'], 5);
     expect(long.status).toBe(0);
     // the timeline started before the build did: its own wait is 1.5 s less its start-up, never below 1 s here
     expect(Number(/^connected (\d+)$/m.exec(long.stdout)![1])).toBeGreaterThan(1000 * MS);
