@@ -23,6 +23,7 @@ import { IncidentThread } from './incidents/incident-thread';
 /** How often the incidents folders are looked at for new, changed or removed files. */
 const INCIDENT_RESCAN_MS = 2000;
 import { ClickHouseEvents } from './store/clickhouse-events';
+import { fleetFirstReader } from './store/fleet-first-reader';
 import { storeTransactionReader } from './replay/transaction-reader';
 import { QueryPool } from './queries/query-pool';
 import { StreamLimits } from './replay/stream/stream-limits';
@@ -107,27 +108,28 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     throw err;
   }
   incidents.watchEvery(INCIDENT_RESCAN_MS);
-  // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not block
-  const pool =
+  // node stores are queried on the worker pool; the fleet store answers over HTTP, which does not
+  // block, and the pool then reads only the stores built from incident files, where the fleet has nothing
+  const fleet =
     options.store === undefined
-      ? new QueryPool({
-          dataDir: options.dataDir,
-          log: log.child('queries'),
-          workers: options.queryWorkers,
-          maxQueued: options.maxQueuedQueries,
-          timeoutMs: options.queryTimeoutMs,
-          onDamaged: (damage) => stores.markDamaged(damage),
-        })
-      : undefined;
-  const events = pool
-    ? pool.reader
-    : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store!)));
+      ? null
+      : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
+  const pool = new QueryPool({
+    dataDir: options.dataDir,
+    log: log.child('queries'),
+    scope: fleet ? 'incidents' : 'all',
+    workers: options.queryWorkers,
+    maxQueued: options.maxQueuedQueries,
+    timeoutMs: options.queryTimeoutMs,
+    onDamaged: (damage) => stores.markDamaged(damage),
+  });
+  const events = fleet ? fleetFirstReader(fleet, pool.reader) : pool.reader;
   const clock = new HighResClock(log.child('replay'));
   const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     // replay reads the node files on the query workers, the fleet store over HTTP: never on this thread
-    reader: pool ? pool.transactions : storeTransactionReader(events),
+    reader: fleet ? storeTransactionReader(events) : pool.transactions,
     clock,
     log: log.child('replay'),
     ttlMs: options.sessionTtlMs ?? DEFAULT_SESSION_TTL_SECONDS * 1000,
@@ -138,27 +140,27 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     timing: metrics.timing,
   });
   metrics.watchSessions(replay);
-  if (pool) metrics.watchQueries(() => pool.stats());
+  metrics.watchQueries(() => pool.stats());
   const release = async () => {
     await incidents.close();
     await replay.close();
     await clock.close();
-    await pool?.close();
+    await pool.close();
     stores.close();
   };
   try {
     // a session played before the clock thread runs would be released late
     await clock.ready();
-    await pool?.ready();
+    await pool.ready();
     const app = createApp({
       log,
       stores,
       replay,
       events,
-      eventsJson: pool?.json,
-      fleetStore: !pool,
+      eventsJson: fleet ? undefined : pool.json,
+      fleetStore: fleet !== null,
       incidents,
-      queryWorkers: pool && (() => pool.health()),
+      queryWorkers: () => pool.health(),
       streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
       tokens,
       metrics,

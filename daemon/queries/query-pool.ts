@@ -20,6 +20,7 @@ import type { EventsJson } from '../events/events-json';
 import { StoreError } from '../../core/store/schema';
 import { ProblemError } from '../http/problem';
 import type { EventReader } from '../store/event-reader';
+import type { StoreScope } from '../store/store-directory';
 import type { TransactionReader } from '../replay/transaction-reader';
 import type { QueryOp, QueryOps } from './query-ops';
 import { fromWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } from './query-protocol';
@@ -36,6 +37,8 @@ const HEALTHY_AFTER_MS = 10_000;
 export interface QueryPoolOptions {
   dataDir: string;
   log: Logger;
+  /** which of the data dir's stores the workers read (default all; beside a fleet store, the incidents') */
+  scope?: StoreScope;
   workers?: number;
   maxQueued?: number;
   timeoutMs?: number;
@@ -259,7 +262,7 @@ export class QueryPool {
   private start(slot: Slot): void {
     slot.restartAt = null;
     slot.isUp = false;
-    const data: QueryWorkerData = { dataDir: this.options.dataDir };
+    const data: QueryWorkerData = { dataDir: this.options.dataDir, scope: this.options.scope ?? 'all' };
     const module = this.options.workerModule ?? { dir: __dirname, name: 'query-worker-main' };
     const worker = startThread(module.dir, module.name, { workerData: data, name: 'query-worker' });
     slot.worker = worker;

@@ -8,6 +8,7 @@ import { KreplayError } from '../../core/errors';
 import { StoreError, type StoreErrorCode } from '../../core/store/schema';
 import { ProblemError, type ParamError } from '../http/problem';
 import type { ProblemKind } from '../http/problem-kinds';
+import type { StoreScope } from '../store/store-directory';
 import type { QueryOp, QueryOps } from './query-ops';
 
 /** An operation of query-ops.ts and its arguments (`id` 0: no answer is awaited). */
@@ -31,6 +32,7 @@ export type QueryAnswer =
 
 export interface QueryWorkerData {
   dataDir: string;
+  scope: StoreScope;
 }
 
 export function toWire(err: unknown): WireError {

@@ -11,7 +11,7 @@ import { toWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } fro
 
 const data = workerData as QueryWorkerData;
 // the main thread's own NodeStores logs what the directory holds; N workers would say it N times more
-const ops = queryOps(new NodeStores(data.dataDir, silentLogger));
+const ops = queryOps(new NodeStores(data.dataDir, silentLogger, data.scope));
 
 // the pool counts a worker as up once its stores are open
 parentPort!.postMessage({ id: 0, ok: true, result: 'ready' } satisfies QueryAnswer);

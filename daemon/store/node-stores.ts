@@ -22,7 +22,7 @@ import { EventSource } from './event-source';
 import type { SampledRange } from './node-store';
 import { isEmptyRange, rangeFor } from './key-range';
 import { Heap } from './source-heap';
-import { StoreDirectory, type DirectoryHealth } from './store-directory';
+import { StoreDirectory, type DirectoryHealth, type StoreScope } from './store-directory';
 
 const DEFAULT_CHUNK = 1000;
 /** Smallest first read of a source: merging many small reads costs more than a few spare rows. */
@@ -42,8 +42,8 @@ function before(a: Head, b: Head): boolean {
 export class NodeStores {
   private readonly directory: StoreDirectory;
 
-  constructor(dataDir: string, log: Logger) {
-    this.directory = new StoreDirectory(dataDir, log);
+  constructor(dataDir: string, log: Logger, scope: StoreScope = 'all') {
+    this.directory = new StoreDirectory(dataDir, log, scope);
   }
 
   page(filter: EventFilter, opts: PageOptions): EventPage {

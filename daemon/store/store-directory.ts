@@ -22,6 +22,9 @@ export const INCIDENT_STORES_DIR = join('.replay', 'incident-stores');
 
 const isIncidentStore = (name: string) => name.startsWith(`${INCIDENT_STORES_DIR}/`);
 
+/** Which stores a directory serves: the node files and the incidents' (`all`), or the incidents' alone (beside a fleet store). */
+export type StoreScope = 'all' | 'incidents';
+
 interface OpenFile {
   store: NodeStore;
   ino: number;
@@ -66,6 +69,7 @@ export class StoreDirectory {
   constructor(
     private readonly dir: string,
     private readonly log: Logger,
+    private readonly scope: StoreScope = 'all',
   ) {}
 
   /** The stores open now, by file name; one a read found damaged is skipped from then on. */
@@ -120,7 +124,7 @@ export class StoreDirectory {
   private scan(): void {
     let names: string[];
     try {
-      names = readdirSync(this.dir).filter((name) => name.endsWith('.db'));
+      names = this.scope === 'all' ? readdirSync(this.dir).filter((name) => name.endsWith('.db')) : [];
       this.dirError = null;
     } catch (err) {
       if (this.dirError === null)
