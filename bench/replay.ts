@@ -24,7 +24,7 @@ import { createDaemon } from '../daemon/create-daemon';
 import type { HighResClock } from '../daemon/replay/clock/high-res-clock';
 import type { ReplaySession } from '../daemon/replay/sessions/replay-session';
 import type { ReplaySessions } from '../daemon/replay/sessions/session-service';
-import type { TimingSummary } from '../daemon/replay/sessions/timing-stats';
+import type { TimingSummary } from '../daemon/replay/timing-stats';
 import { printTable } from './table';
 
 export interface ReplayBenchOptions {

@@ -6,6 +6,7 @@
  * `_count`); registered like any prom-client metric.
  */
 import type { Registry } from 'prom-client';
+import type { MetricDelta } from '../replay/timing-stats';
 
 export class CountedHistogram {
   readonly type = 'histogram';
@@ -32,6 +33,15 @@ export class CountedHistogram {
         this.counts[b]!++;
         return;
       }
+  }
+
+  /** Samples counted elsewhere in the same buckets (the replay clock's): counts per bucket, their sum in ns. */
+  add(delta: MetricDelta): void {
+    if (delta.le.length !== this.upperBounds.length)
+      throw new Error(`${this.name}: ${delta.le.length} bucket counts for ${this.upperBounds.length} buckets`);
+    delta.le.forEach((n, b) => (this.counts[b]! += n));
+    this.sum += delta.sumNs / 1e9;
+    this.count += delta.count;
   }
 
   /** What the registry formats: prom-client's shape for a histogram's values. */

@@ -8,6 +8,7 @@ import type { PoolStats } from '../queries/query-pool';
 import type { ReplaySessions } from '../replay/sessions/session-service';
 import { CountedHistogram } from './counted-histogram';
 import { SESSION_STATES } from '../replay/sessions/session-state';
+import { LATENESS_BOUNDS_S } from '../replay/timing-stats';
 
 /** A finished request, as the request log sees it. */
 export interface RequestDone {
@@ -17,16 +18,14 @@ export interface RequestDone {
   duration_ms: number;
 }
 
-/** 50 µs .. 10 s: a replay's lateness goal is 1 ms, a query's 10 ms. */
-const SECONDS_BUCKETS = [
-  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10,
-];
+/** The replay clock counts its releases in these buckets: requests are timed in the same. */
+const SECONDS_BUCKETS = [...LATENESS_BOUNDS_S];
 
 export class DaemonMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'method' | 'route' | 'status'>;
   private readonly duration: Histogram<'method' | 'route' | 'status'>;
-  /** observed once per replayed event: CountedHistogram's, not prom-client's */
+  /** added to in aggregate, from the counts the replay clock keeps: CountedHistogram's, not prom-client's */
   private readonly release: CountedHistogram;
   private readonly delivery: CountedHistogram;
 
@@ -66,8 +65,8 @@ export class DaemonMetrics {
   }
 
   readonly timing: TimingObserver = {
-    released: (lateNs) => this.release.observe(Number(lateNs) / 1e9),
-    delivered: (lateNs) => this.delivery.observe(Number(lateNs) / 1e9),
+    released: (delta) => this.release.add(delta),
+    delivered: (delta) => this.delivery.add(delta),
   };
 
   /** Sessions per state and SSE watchers, read at each scrape. */

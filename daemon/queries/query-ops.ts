@@ -33,6 +33,9 @@ export function queryOps(stores: NodeStores) {
       transactions.summarize(...args),
     transactionIndexAt: (...args: Parameters<TransactionReader['indexAt']>) => transactions.indexAt(...args),
     transactionPage: (...args: Parameters<TransactionReader['page']>) => transactions.page(...args),
+    // a playing session's read-ahead: the frames written here, into the session's shared buffer
+    transactionFrames: (...args: Parameters<NonNullable<TransactionReader['frames']>>) =>
+      transactions.frames(...args),
     summarize: (filter: EventFilter) => reader.summarize(filter),
     get: (eventId: string) => reader.get(eventId),
     nodes: () => reader.nodes(),

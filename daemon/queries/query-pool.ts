@@ -130,6 +130,7 @@ export class QueryPool {
     summarize: (...args) => this.enqueue(true, 'transactionSummary', ...args),
     indexAt: (...args) => this.enqueue(true, 'transactionIndexAt', ...args),
     page: (...args) => this.enqueue(true, 'transactionPage', ...args),
+    frames: (...args) => this.enqueue(true, 'transactionFrames', ...args),
   };
 
   /** Events pages and lookups as JSON text, built in the workers. */

@@ -1,5 +1,7 @@
 /** The clock replay sessions are scheduled on: the high-resolution one, or a fake in tests. */
 import type { SocketClosed } from './clock/clock-wire';
+import type { FrameBuffer } from './frame-buffer';
+import type { ReleaseStats } from './release-stats';
 
 /**
  * A replay frame whose lateness is known only at release: `head`, the
@@ -51,17 +53,28 @@ export interface LaneSockets {
   detach(watcher: number): void;
 }
 
-/** One session's deadlines, their releases told in order on the main thread (the lane's OnReleased). */
+/**
+ * One session's deadlines: the records of a FrameBuffer (written by the
+ * read-ahead), each due at the lane's anchor plus its own wall offset; their
+ * releases are told in order on the main thread (the lane's OnReleased),
+ * after the lane has taken them from the buffer (FrameBuffer.take).
+ */
 export interface ClockLane {
-  /** Releases once monotonic time reaches `deadline`; a lane's deadlines must not decrease. */
-  at(deadline: bigint, frame?: LateFrame): void;
-  /** Whether `frame` can be handed over now (the lane holds a bounded number of deadlines and bytes of frames). */
-  fits(frame: LateFrame): boolean;
   /**
-   * Forgets every deadline of the lane not released yet, and returns, in
-   * order, the releases made before that were not told yet (their frames
-   * may be out already): the caller takes them, or knows why not. `forGood`
-   * also frees what the lane holds for its frames.
+   * Releases `buffer`'s records from the first not taken up to its tail, each
+   * at `anchor` + its due time; a buffer other than the lane's replaces it.
+   */
+  play(buffer: FrameBuffer, anchor: bigint): void;
+  /** Records written to the playing buffer since: they may be released too. */
+  publish(): void;
+  /** Where the clock keeps the session's release statistics and each event's lateness (pages as the replay reaches them). */
+  keep(stats: ReleaseStats, pages: { page: number; shared: SharedArrayBuffer }[]): void;
+  /**
+   * Releases nothing more (the records stay in the buffer for the next
+   * play), and returns, in order, the releases made before that were not
+   * told yet (their frames may be out already; the lane took them from the
+   * buffer): the caller takes them, or knows why not. `forGood` also lets go
+   * of the buffer.
    */
   clear(forGood?: boolean): Released[];
   /** Where the clock writes frames itself; null where the main thread writes them all. */
@@ -71,9 +84,11 @@ export interface ClockLane {
 export interface ReplayClock {
   /** Monotonic nanoseconds, the time base of deadlines. */
   now(): bigint;
-  /** How far ahead the first of `count` deadlines handed over at once must be to be released on time. */
-  leadNs(count: number): bigint;
+  /** How far ahead of a play its first deadline must be to be released on time (the commands' way to the clock). */
+  leadNs(): bigint;
   /** A new lane, whose releases are told to `onReleased`. */
   lane(onReleased: OnReleased): ClockLane;
+  /** A buffer for a session's frames (one given back by a lane cleared for good, if any). */
+  frameBuffer(): FrameBuffer;
   close(): Promise<void>;
 }

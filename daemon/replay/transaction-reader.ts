@@ -12,6 +12,7 @@
 import type { EventPosition, EventSummary } from '../store/event-filter';
 import type { EventReader } from '../store/event-reader';
 import { toReplayChunk, type ReplayChunk } from './replay-event';
+import { writeFrames, type FrameDest, type FrameSpec, type FramesWritten } from './sessions/frame-writer';
 
 /** A transaction's events from `fromNs` (inclusive) to `toNs` (exclusive). */
 export interface TransactionRange {
@@ -27,15 +28,36 @@ export interface TransactionReader {
   indexAt(transactionId: string, firstTs: bigint, ts: bigint): Promise<number>;
   /** Up to `limit` of the range's events after `after` (from the start without it), in replay order. */
   page(range: TransactionRange, limit: number, after?: EventPosition): Promise<ReplayChunk>;
+  /**
+   * A page as replay frames written straight into a lane's buffer, where the
+   * page is read (a query worker): absent, the reader's page is written by
+   * the caller (framesOf).
+   */
+  frames?(
+    range: TransactionRange,
+    limit: number,
+    after: EventPosition | undefined,
+    spec: FrameSpec,
+    dest: FrameDest,
+  ): Promise<FramesWritten>;
+}
+
+/** `reader`'s frames: its own, or its page written into the buffer by this thread. */
+export function framesOf(reader: TransactionReader): NonNullable<TransactionReader['frames']> {
+  return reader.frames
+    ? reader.frames.bind(reader)
+    : async (range, limit, after, spec, dest) => writeFrames(await reader.page(range, limit, after), spec, dest);
 }
 
 /** Replay's reads over a store's EventReader (the node files on a query worker, or ClickHouse). */
-export function storeTransactionReader(reader: EventReader): TransactionReader {
+export function storeTransactionReader(reader: EventReader): Required<TransactionReader> {
   return {
     summarize: (transactionId) => reader.summarize({ transactionId }),
     indexAt: async (transactionId, firstTs, ts) =>
       ts <= firstTs ? 0 : (await reader.summarize({ transactionId, fromNs: firstTs, toNs: ts })).count,
     page: async (range, limit, after) =>
       toReplayChunk(await reader.page(range, { order: 'asc', limit, after })),
+    frames: async (range, limit, after, spec, dest) =>
+      writeFrames(toReplayChunk(await reader.page(range, { order: 'asc', limit, after })), spec, dest),
   };
 }

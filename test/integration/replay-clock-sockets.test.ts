@@ -11,6 +11,7 @@ import { createServer, connect, type Socket } from 'node:net';
 import { silentLogger } from '../../core/log/logger';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import type { SocketClosed } from '../../daemon/replay/replay-clock';
+import { ArmedLane } from '../support/armed-lane';
 
 const FRAMES = 20;
 const GAP_NS = 5_000_000n;
@@ -52,14 +53,17 @@ describe('the clock thread writing a stream while the main thread is blocked', (
     const closed: SocketClosed[] = [];
     const released: { deadline: bigint; releasedAt: bigint; writtenAt: bigint | null }[] = [];
     const armed: bigint[] = [];
-    const lane = clock.lane(({ count, releasedAt, writtenAt }) => {
-      for (const deadline of armed.splice(0, count)) released.push({ deadline, releasedAt, writtenAt });
-    });
-    const watcher = lane.sockets!.attach(fdOf(server), 0, 'event: state\n\n', (reason) =>
+    const lane = new ArmedLane(
+      clock,
+      clock.lane(({ count, releasedAt, writtenAt }) => {
+        for (const deadline of armed.splice(0, count)) released.push({ deadline, releasedAt, writtenAt });
+      }),
+    );
+    const watcher = lane.lane.sockets!.attach(fdOf(server), 0, 'event: state\n\n', (reason) =>
       closed.push(reason),
     );
 
-    const start = clock.now() + clock.leadNs(FRAMES) + 20_000_000n;
+    const start = clock.now() + clock.leadNs() + 20_000_000n;
     for (let i = 0; i < FRAMES; i++) {
       const deadline = start + BigInt(i) * GAP_NS;
       armed.push(deadline);
@@ -92,8 +96,8 @@ describe('the clock thread writing a stream while the main thread is blocked', (
     expect(received).toBe(expected);
 
     // the end comes after what was sent before it, then the clock's copy of the socket is closed
-    lane.sockets!.send(watcher, ': bye\n\n');
-    lane.sockets!.end(watcher);
+    lane.lane.sockets!.send(watcher, ': bye\n\n');
+    lane.lane.sockets!.end(watcher);
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(closed).toEqual(['ended']);
     expect(received).toBe(`${expected}: bye\n\n`);

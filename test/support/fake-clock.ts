@@ -5,15 +5,30 @@
  * them back, or runHeld() tells them. With `batching`, every deadline of a
  * lane due when the clock moves is released in one report, at the time it
  * moved to (as the real clock reports all a lane has due at one look);
- * otherwise each deadline is its own report, at its own time.
+ * otherwise each deadline is its own report, at its own time. Like the real
+ * clock, it reads each deadline from the lane's buffer (anchor + due) and
+ * adds each release to the session's statistics and lateness log.
  */
+import { FrameBuffer } from '../../daemon/replay/frame-buffer';
+import { LatenessLog } from '../../daemon/replay/lateness-log';
+import type { ReleaseStats } from '../../daemon/replay/release-stats';
 import type { ClockLane, OnReleased, Released, ReplayClock } from '../../daemon/replay/replay-clock';
+import { laneBuffer } from '../../daemon/replay/clock/clock-wire';
+
+/** Bytes of frames a fake lane's buffer holds: small, since tests make many. */
+const FAKE_DATA_BYTES = 4 << 20;
 
 /** Writes no frame itself: the main thread writes every one (no sockets). */
 class FakeLane implements ClockLane {
-  waiting: bigint[] = [];
+  private buffer: FrameBuffer | null = null;
+  private anchor = 0n;
+  /** the next record to release, and how far they are published */
+  private head = 0;
+  private published = 0;
   /** released while the clock was holding, not told yet */
   held: Released[] = [];
+  private stats: ReleaseStats | null = null;
+  private readonly log = new LatenessLog();
   readonly sockets = null;
 
   constructor(
@@ -21,28 +36,71 @@ class FakeLane implements ClockLane {
     readonly onReleased: OnReleased,
   ) {}
 
-  fits(): boolean {
-    return true;
+  keep(stats: ReleaseStats, pages: { page: number; shared: SharedArrayBuffer }[]): void {
+    this.stats = stats;
+    for (const { page, shared } of pages) this.log.adopt(page, shared);
   }
 
-  at(deadline: bigint): void {
-    if (this.waiting.length && deadline < this.waiting[this.waiting.length - 1]!)
-      throw new Error('deadlines of a lane must not decrease');
-    this.waiting.push(deadline);
-    this.clock.armed.push(deadline);
+  play(buffer: FrameBuffer, anchor: bigint): void {
+    if (buffer !== this.buffer) {
+      this.buffer = buffer;
+      this.head = this.published = buffer.taken;
+    }
+    this.anchor = anchor;
+    this.published = this.head;
+    this.publish();
   }
 
-  clear(): Released[] {
-    this.waiting = [];
-    return this.held.splice(0);
+  publish(): void {
+    if (!this.buffer) return;
+    for (; this.published < this.buffer.tail; this.published++) {
+      const deadline = this.deadline(this.published);
+      if (this.published > this.head && deadline < this.deadline(this.published - 1))
+        throw new Error('deadlines of a lane must not decrease');
+      this.clock.armed.push(deadline);
+    }
+  }
+
+  private deadline(n: number): bigint {
+    return this.anchor + BigInt(this.buffer!.field(n, 'due'));
+  }
+
+  /** How many deadlines published and not released are due by `toNs`. */
+  dueBy(toNs: bigint): number {
+    let n = this.head;
+    while (n < this.published && this.deadline(n) <= toNs) n++;
+    return n - this.head;
+  }
+
+  /** The earliest deadline waiting, if any. */
+  get first(): bigint | undefined {
+    return this.head < this.published ? this.deadline(this.head) : undefined;
+  }
+
+  clear(forGood = false): Released[] {
+    this.published = this.head;
+    const held = this.held.splice(0);
+    for (const released of held) this.buffer?.take(released.count);
+    if (forGood) this.buffer = null;
+    return held;
   }
 
   /** Releases `count` deadlines at `releasedAt`: told now, or held. */
   release(count: number, releasedAt: bigint): void {
-    this.waiting.splice(0, count);
+    for (let i = 0; i < count; i++, this.head++) {
+      const deadline = this.deadline(this.head);
+      const late = releasedAt > deadline ? Number(releasedAt - deadline) : 0;
+      this.stats?.released(late);
+      this.log.set(this.buffer!.field(this.head, 'index'), late);
+    }
     const released = { count, releasedAt, writtenAt: null };
     if (this.clock.holding) this.held.push(released);
-    else this.onReleased(released);
+    else this.tell(released);
+  }
+
+  tell(released: Released): void {
+    this.buffer!.take(released.count);
+    this.onReleased(released);
   }
 }
 
@@ -73,11 +131,15 @@ export class FakeClock implements ReplayClock {
     return lane;
   }
 
+  frameBuffer(): FrameBuffer {
+    return new FrameBuffer(laneBuffer(FAKE_DATA_BYTES));
+  }
+
   /** Earliest deadline waiting, if any. */
   next(): bigint | undefined {
     let next: bigint | undefined;
     for (const lane of this.lanes) {
-      const d = lane.waiting[0];
+      const d = lane.first;
       if (d !== undefined && (next === undefined || d < next)) next = d;
     }
     return next;
@@ -88,10 +150,10 @@ export class FakeClock implements ReplayClock {
     if (this.batching) {
       if (toNs + lateNs > this.nowNs) this.nowNs = toNs + lateNs;
       // a release may arm more deadlines already due: they go in the next report
-      for (let released = true; released;) {
+      for (let released = true; released; ) {
         released = false;
         for (const lane of this.lanes) {
-          const due = lane.waiting.filter((deadline) => deadline <= toNs).length;
+          const due = lane.dueBy(toNs);
           if (due === 0) continue;
           lane.release(due, this.nowNs);
           released = true;
@@ -100,7 +162,7 @@ export class FakeClock implements ReplayClock {
       return;
     }
     for (let next = this.next(); next !== undefined && next <= toNs; next = this.next()) {
-      const lane = this.lanes.find((l) => l.waiting[0] === next)!;
+      const lane = this.lanes.find((l) => l.first === next)!;
       if (next + lateNs > this.nowNs) this.nowNs = next + lateNs;
       lane.release(1, this.nowNs);
     }
@@ -109,7 +171,7 @@ export class FakeClock implements ReplayClock {
 
   /** Tells the releases held so far, in order, as the main thread would once free. */
   runHeld(): void {
-    for (const lane of this.lanes) for (const released of lane.held.splice(0)) lane.onReleased(released);
+    for (const lane of this.lanes) for (const released of lane.held.splice(0)) lane.tell(released);
   }
 
   advanceBy(ns: bigint, lateNs = 0n): void {

@@ -12,6 +12,7 @@ import { clockRings } from '../../daemon/replay/clock/clock-thread';
 import {
   CLOSE_REASON,
   COMMAND,
+  COMMAND_KIND,
   COMMAND_WIDTH,
   CONTROL,
   CONTROL_WORDS,
@@ -78,7 +79,7 @@ function setup() {
   const open = (lane: number, generation: number, ring = new SharedArrayBuffer(RING.dataOffset + 256)) => {
     buffers.set(lane, { ring, tail: 0 });
     messages.push({ ring });
-    send(lane, generation, { kind: 'ring' });
+    send(lane, generation, { kind: 'ring', head: 0 });
   };
   /** Writes records into `lane`'s buffer (no frame unless given) and publishes them with one RECORDS command. */
   const arm = (
@@ -89,7 +90,7 @@ function setup() {
     const buffer = buffers.get(lane)!;
     const slots = ringRecords(buffer.ring);
     for (const r of records) {
-      const fields = typeof r === 'number' ? { deadline: r } : r;
+      const fields = typeof r === 'number' ? { due: r } : r;
       const at = recordSlot(buffer.tail++);
       slots.fill(0, at, at + RECORD_WIDTH);
       slots[at + RECORD.index] = -1;
@@ -119,16 +120,16 @@ describe('clock wire', () => {
     expect(COMMAND_WIDTH).toBe(3 + 3);
     expect(COMMAND.records).toEqual({ tail: 3 });
     expect(REPORT_WIDTH).toBe(6);
-    // a record is a frame for the sockets, then its deadline and where its bytes end
-    expect(RECORD_WIDTH).toBe(FRAME_WIDTH + 2);
-    expect(RECORD).toEqual({ offset: 0, length: 1, latenessAt: 2, index: 3, deadline: 4, end: 5 });
+    // a record is a frame for the sockets, then its due time (from the anchor), where its bytes end, its recorded offset and id's length
+    expect(RECORD_WIDTH).toBe(FRAME_WIDTH + 4);
+    expect(RECORD).toEqual({ offset: 0, length: 1, latenessAt: 2, index: 3, due: 4, end: 5, recorded: 6, idLength: 7 });
     expect(RING.dataOffset).toBe(RING.recordsOffset + 8 * RECORD_WIDTH * RING.records);
   });
 
   it('encodes a command with its fields by name and zeroes the rest of the slot', () => {
     const slots = new Float64Array(COMMAND_WIDTH).fill(9);
     encodeCommand(slots, 0, 7, 3, { kind: 'attach', watcher: 2, fd: 40, fromIndex: 5 });
-    expect([...slots]).toEqual([4, 7, 3, 2, 40, 5]);
+    expect([...slots]).toEqual([COMMAND_KIND.attach, 7, 3, 2, 40, 5]);
   });
 });
 
@@ -165,7 +166,7 @@ describe('ClockCore', () => {
     t.open(1, 0, ring);
     t.messages.push({ text: 'hello;' });
     t.send(1, 0, { kind: 'attach', watcher: 1, fd: 9, fromIndex: 0 });
-    t.arm(1, 0, { deadline: 1000, index: 0, offset: 0, length, latenessAt: 5 });
+    t.arm(1, 0, { due: 1000, index: 0, offset: 0, length, latenessAt: 5 });
     t.core.drain();
     t.setNow(1500);
     t.core.release(1250);
@@ -175,18 +176,31 @@ describe('ClockCore', () => {
     ]);
   });
 
-  it('forgets a cleared lane, and a new generation starts the lane afresh', () => {
+  it('releases nothing of a cleared lane until records are published again, then what it held, under the new generation', () => {
     const t = setup();
     t.open(1, 0);
     t.arm(1, 0, 100, 200);
     t.send(1, 0, { kind: 'clear', forGood: 0 });
+    t.core.drain();
+    expect(t.core.next()).toBeUndefined();
     t.arm(1, 1, 300);
     t.core.drain();
-    expect(t.core.next()).toBe(300);
+    expect(t.core.next()).toBe(100);
     t.core.release(300);
     expect(t.reports()).toEqual([
-      { kind: 'released', lane: 1, generation: 1, count: 1, releasedAt: 300, writtenAt: -1 },
+      { kind: 'released', lane: 1, generation: 1, count: 3, releasedAt: 300, writtenAt: -1 },
     ]);
+  });
+
+  it('forgets a lane cleared for good', () => {
+    const t = setup();
+    t.open(1, 0);
+    t.arm(1, 0, 100);
+    t.send(1, 0, { kind: 'clear', forGood: 1 });
+    t.core.drain();
+    expect(t.core.next()).toBeUndefined();
+    expect(t.core.release(1000)).toBe(true);
+    expect(t.reports()).toEqual([]);
   });
 
   it('acknowledges a sync after every command before it, and stops when told', () => {
@@ -233,7 +247,7 @@ describe('ClockCore', () => {
     const records = Array.from({ length: 10_000 }, (_, i) => {
       const offset = 16 * i;
       bytes.write(`${i}:;`, RING.dataOffset + offset);
-      return { deadline: 1000 + i, index: i, offset, length: `${i}:;`.length, latenessAt: `${i}:`.length };
+      return { due: 1000 + i, index: i, offset, length: `${i}:;`.length, latenessAt: `${i}:`.length };
     });
     t.arm(1, 0, ...records);
     t.core.drain();
@@ -254,8 +268,8 @@ describe('ClockCore', () => {
     t.send(1, 0, { kind: 'attach', watcher: 1, fd: 9, fromIndex: 0 });
     const top = Number.MAX_SAFE_INTEGER;
     const frame = { offset: 0, length: 3, latenessAt: 1 };
-    t.arm(1, 0, { ...frame, deadline: 0, index: 0 }, { ...frame, deadline: top - 10, index: 1 });
-    t.arm(1, 0, { ...frame, deadline: top, index: 2 });
+    t.arm(1, 0, { ...frame, due: 0, index: 0 }, { ...frame, due: top - 10, index: 1 });
+    t.arm(1, 0, { ...frame, due: top, index: 2 });
     t.core.drain();
     t.core.release(top);
     expect(t.written.join('')).toBe(`[${top}];[10];[0];`);
@@ -265,7 +279,8 @@ describe('ClockCore', () => {
     const t = setup();
     t.open(1, 0);
     const first = RING.records - 2;
-    t.arm(1, 0, ...Array.from({ length: first }, () => 0));
+    for (let armed = 0; armed < first; armed += 10_000)
+      t.arm(1, 0, ...Array.from({ length: Math.min(10_000, first - armed) }, () => 0));
     t.core.drain();
     t.core.release(0);
     expect(t.reports()).toEqual([

@@ -1,4 +1,4 @@
-import { LatenessLog } from '../../daemon/replay/sessions/lateness-log';
+import { LatenessLog } from '../../daemon/replay/lateness-log';
 
 describe('LatenessLog', () => {
   it('gives back each index its lateness exactly, across pages, and null where none was set', () => {

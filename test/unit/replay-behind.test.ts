@@ -6,6 +6,7 @@ import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fix
 const replayFixture = useReplayFixtures('kreplay-replay-behind-');
 const T0 = 1_795_345_678_123_456_789n;
 const MS = 1_000_000n;
+const BEHIND = BigInt(BEHIND_AFTER_NS);
 
 describe('replay session behind its schedule', () => {
   it('says when releases fall past the threshold and when they are back on time', async () => {
@@ -25,13 +26,13 @@ describe('replay session behind its schedule', () => {
     expect(session.record().timing.behind_ns).toBe(0n);
     const onTime = (await states()).length;
     // event 1 released 30 ms late: behind, said once
-    fx.clock.advanceTo(start + GAP, BEHIND_AFTER_NS * 3n);
-    expect(session.record().timing.behind_ns).toBe(BEHIND_AFTER_NS * 3n);
+    fx.clock.advanceTo(start + GAP, BEHIND * 3n);
+    expect(session.record().timing.behind_ns).toBe(BEHIND * 3n);
     const behind = await states();
     expect(behind).toHaveLength(onTime + 1);
     expect(behind.at(-1)).toMatchObject({
       state: 'playing',
-      timing: { behind_ns: Number(BEHIND_AFTER_NS * 3n) },
+      timing: { behind_ns: Number(BEHIND * 3n) },
     });
     // 5 ms late is no longer falling behind, nor caught up: the figure moves, no new event
     fx.clock.advanceTo(start + 2n * GAP, 5n * MS);
@@ -53,7 +54,7 @@ describe('replay session behind its schedule', () => {
     ]);
     const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
     await session.play();
-    fx.clock.advanceTo(fx.clock.nowNs + MS, BEHIND_AFTER_NS * 2n);
+    fx.clock.advanceTo(fx.clock.nowNs + MS, BEHIND * 2n);
     expect(session.record().timing.behind_ns).toBeGreaterThan(0n);
     session.pause();
     expect(session.record().timing.behind_ns).toBe(0n);

@@ -1,7 +1,6 @@
 import { Schedule } from '../../daemon/replay/sessions/schedule';
-import { MAX_LOOKAHEAD } from '../../daemon/replay/sessions/player';
 import type { ReplaySession } from '../../daemon/replay/sessions/replay-session';
-import { PREFETCH_CHUNK, PREFETCH_LOW } from '../../daemon/replay/sessions/transaction';
+import { PREFETCH_CHUNK } from '../../daemon/replay/sessions/transaction';
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
@@ -159,9 +158,8 @@ describe('a session on a fake clock', () => {
   });
 
   /**
-   * Events read and not yet emitted: the lookahead handed to the clock plus
-   * what the read-ahead holds (it reads a page, PREFETCH_CHUNK, once fewer
-   * than PREFETCH_LOW are left). Checked after every step of the clock, with
+   * Events read and not yet emitted: the lookahead handed to the clock, and
+   * at most one page (PREFETCH_CHUNK) past it. Checked after every step of the clock, with
    * the reads it started landed in between: nothing reads the whole
    * transaction, at play or later.
    */
@@ -187,7 +185,7 @@ describe('a session on a fake clock', () => {
     const many = Array.from({ length: 50_000 }, (_, i) => fakeEvent('big', T0 + BigInt(i) * 100_000n, i));
     const fx = replayFixture(many);
     const session = await fx.sessions.create({ transaction_id: 'big', speed_factor: 1, extra_latency_ns: 0 });
-    const held = 2_600 + PREFETCH_LOW + PREFETCH_CHUNK;
+    const held = 2_600 + PREFETCH_CHUNK;
     await session.play();
     expect(fx.source.read).toBeGreaterThanOrEqual(2_500);
     expect(fx.source.read).toBeLessThanOrEqual(held);
@@ -196,7 +194,7 @@ describe('a session on a fake clock', () => {
     expect(fx.source.read).toBeLessThanOrEqual(10_000 + held);
   });
 
-  it('never holds more than MAX_LOOKAHEAD events, however dense the transaction', async () => {
+  it('never holds more than its buffer, however dense the transaction', async () => {
     const dense = Array.from({ length: 30_000 }, (_, i) => fakeEvent('dense', T0 + BigInt(i), i));
     const fx = replayFixture(dense);
     const session = await fx.sessions.create({
@@ -204,11 +202,13 @@ describe('a session on a fake clock', () => {
       speed_factor: 1,
       extra_latency_ns: 0,
     });
-    const held = MAX_LOOKAHEAD + PREFETCH_LOW + PREFETCH_CHUNK;
     await session.play();
-    expect(fx.clock.armed).toHaveLength(MAX_LOOKAHEAD);
-    expect(fx.source.read).toBeLessThanOrEqual(held);
-    await playInSteps(fx, session, 1_000n, 30_000n, held);
+    // the whole transaction is due within the lookahead: the buffer's bytes bound what is read
+    const held = fx.clock.armed.length;
+    expect(held).toBeGreaterThan(1000);
+    expect(held).toBeLessThan(30_000);
+    expect(fx.source.read).toBeLessThanOrEqual(held + PREFETCH_CHUNK);
+    await playInSteps(fx, session, 1_000n, 30_000n, held + PREFETCH_CHUNK);
     expect(session.record()).toMatchObject({ state: 'finished', events_emitted: 30_000 });
   });
 });

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { TimingStats } from '../../daemon/replay/sessions/timing-stats';
+import { TimingStats } from '../../daemon/replay/timing-stats';
 
 /** The q-quantile as TimingStats defines it: the smallest sample that at least q of all do not exceed. */
 function exactQuantile(sorted: bigint[], q: number): bigint {

@@ -5,6 +5,8 @@
  * sockets) and reports it. Built from the rings and its collaborators, so a
  * test can drive it on the main thread.
  */
+import { LatenessLog } from '../lateness-log';
+import { ReleaseStats } from '../release-stats';
 import type { clockSockets } from './clock-sockets';
 import {
   CONTROL,
@@ -23,12 +25,19 @@ import {
 
 type ClockSockets = ReturnType<typeof clockSockets>;
 
-/** One lane's records (its buffer's), released up to `head`, published up to `tail`. */
+/**
+ * One lane's records (its buffer's, null until one is handed over),
+ * released up to `head`, published up to `tail`, each due at `anchor` plus
+ * its own due; and where its session keeps what each release was.
+ */
 interface LaneRecords {
   generation: number;
-  records: Float64Array;
+  records: Float64Array | null;
   head: number;
   tail: number;
+  anchor: number;
+  stats: ReleaseStats | null;
+  log: LatenessLog;
 }
 
 /** A started dense replay queues thousands of commands: releasing what is due must not wait for them all. */
@@ -52,6 +61,7 @@ export class ClockCore {
   /** the frames of the records being released, FRAME_WIDTH numbers each, for the sockets (reused) */
   private readonly frames: number[] = [];
   private readonly lateness: number[] = [];
+  private readonly deadlines: number[] = [];
   /** reports that did not fit in the ring yet, REPORT_WIDTH numbers each */
   private readonly unsent: number[] = [];
   private readonly out: ClockSockets;
@@ -76,8 +86,8 @@ export class ClockCore {
   next(): number | undefined {
     let next: number | undefined;
     for (const lane of this.lanes.values()) {
-      if (lane.head === lane.tail) continue;
-      const deadline = lane.records[recordSlot(lane.head) + RECORD.deadline]!;
+      if (lane.head === lane.tail || !lane.records) continue;
+      const deadline = lane.anchor + lane.records[recordSlot(lane.head) + RECORD.due]!;
       if (next === undefined || deadline < next) next = deadline;
     }
     return next;
@@ -116,31 +126,39 @@ export class ClockCore {
     const releasedAt = Math.round(t);
     for (const [id, lane] of this.lanes) {
       if (full) break;
-      if (lane.head === lane.tail || lane.records[recordSlot(lane.head) + RECORD.deadline]! > t) continue;
+      const records = lane.records;
+      if (!records || lane.head === lane.tail || lane.anchor + records[recordSlot(lane.head) + RECORD.due]! > t)
+        continue;
       const slot = reports.claim();
       if (slot < 0) {
         full = true;
         break;
       }
       const first = lane.head;
-      const frames = this.frames;
-      const lateness = this.lateness;
-      frames.length = lateness.length = 0;
+      const { frames, lateness, deadlines } = this;
+      frames.length = lateness.length = deadlines.length = 0;
       for (; lane.head !== lane.tail; lane.head++) {
         const at = recordSlot(lane.head);
-        const deadline = lane.records[at + RECORD.deadline]!;
+        const deadline = lane.anchor + records[at + RECORD.due]!;
         if (deadline > t) break;
-        for (let k = 0; k < FRAME_WIDTH; k++) frames.push(lane.records[at + k]!);
-        lateness.push(releasedAt > deadline ? releasedAt - deadline : 0);
+        for (let k = 0; k < FRAME_WIDTH; k++) frames.push(records[at + k]!);
+        const late = releasedAt > deadline ? releasedAt - deadline : 0;
+        lateness.push(late);
+        deadlines.push(deadline);
+        lane.stats?.released(late);
+        lane.log.set(records[at + RECORD.index]!, late);
       }
       const wrote = this.out.release(id, frames, 0, lateness.length, (i) => lateness[i]!);
+      const writtenAt = wrote ? Math.round(this.parts.now()) : -1;
+      if (wrote && lane.stats)
+        for (const deadline of deadlines) lane.stats.delivery.add(writtenAt > deadline ? writtenAt - deadline : 0);
       const r = reports.slots;
       r[slot + REPORT.kind] = REPORT_KIND.released;
       r[slot + REPORT.lane] = id;
       r[slot + REPORT.generation] = lane.generation;
       r[slot + REPORT.released.count] = lane.head - first;
       r[slot + REPORT.released.releasedAt] = releasedAt;
-      r[slot + REPORT.released.writtenAt] = wrote ? Math.round(this.parts.now()) : -1;
+      r[slot + REPORT.released.writtenAt] = writtenAt;
       reports.publish();
     }
     this.ring();
@@ -154,30 +172,40 @@ export class ClockCore {
       case COMMAND_KIND.stop:
         return true;
       case COMMAND_KIND.records: {
-        const lane = this.lanes.get(id);
-        if (!lane) break;
+        const lane = this.lane(id);
         lane.generation = c[slot + COMMAND.generation]!;
         lane.tail = c[slot + COMMAND.records.tail]!;
         break;
       }
+      case COMMAND_KIND.anchor:
+        this.lane(id).anchor = c[slot + COMMAND.anchor.at]!;
+        break;
       case COMMAND_KIND.clear: {
         const forGood = c[slot + COMMAND.clear.forGood] === 1;
-        const lane = this.lanes.get(id);
+        // for good: the lane hands its statistics and pages again with its next buffer
         if (forGood) this.lanes.delete(id);
-        else if (lane) lane.head = lane.tail;
+        else this.lane(id).tail = this.lane(id).head;
         this.out.clear(id, forGood);
         break;
       }
       case COMMAND_KIND.ring: {
         const received = this.parts.message();
         if (!('ring' in received)) break;
-        this.lanes.set(id, {
-          generation: c[slot + COMMAND.generation]!,
-          records: ringRecords(received.ring),
-          head: 0,
-          tail: 0,
-        });
+        const lane = this.lane(id);
+        lane.generation = c[slot + COMMAND.generation]!;
+        lane.records = ringRecords(received.ring);
+        lane.head = lane.tail = c[slot + COMMAND.ring.head]!;
         this.out.buffer(id, received.ring);
+        break;
+      }
+      case COMMAND_KIND.stats: {
+        const received = this.parts.message();
+        if ('stats' in received) this.lane(id).stats = new ReleaseStats(received.stats);
+        break;
+      }
+      case COMMAND_KIND.log: {
+        const received = this.parts.message();
+        if ('log' in received) this.lane(id).log.adopt(c[slot + COMMAND.log.page]!, received.log);
         break;
       }
       case COMMAND_KIND.attach: {
@@ -210,6 +238,16 @@ export class ClockCore {
         break;
     }
     return false;
+  }
+
+  /** Lane `id`, made when a command first names it. */
+  private lane(id: number): LaneRecords {
+    let lane = this.lanes.get(id);
+    if (!lane) {
+      lane = { generation: 0, records: null, head: 0, tail: 0, anchor: 0, stats: null, log: new LatenessLog() };
+      this.lanes.set(id, lane);
+    }
+    return lane;
   }
 
   /** Moves waiting reports into the ring as far as they fit. */

@@ -33,12 +33,16 @@ export const FRAME_WIDTH = FRAME_NAMES.length;
 export type FrameFields = Record<(typeof FRAME_NAMES)[number], number>;
 
 /**
- * A deadline in a lane's buffer: its frame (FRAME's fields first, so a
- * record is a frame for the sockets), when it is due (ns since the epoch),
- * and where its frame's bytes end in the main thread's count of bytes
- * written (what the main thread frees once it has taken the release).
+ * A deadline in a lane's buffer, as the read-ahead writes it (a query
+ * worker, frame-writer.ts): its frame (FRAME's fields first, so a record is
+ * a frame for the sockets); when it is due as a wall offset from the lane's
+ * anchor (ANCHOR), so records written before a play or kept across a pause
+ * stay valid; where its bytes end in the count of bytes written (freed once
+ * the main thread has taken its release); its recorded offset from the
+ * transaction's first event; and the length of its event id, whose bytes
+ * follow the frame's.
  */
-const RECORD_NAMES = [...FRAME_NAMES, 'deadline', 'end'] as const;
+const RECORD_NAMES = [...FRAME_NAMES, 'due', 'end', 'recorded', 'idLength'] as const;
 export const RECORD = indexOf(RECORD_NAMES);
 export const RECORD_WIDTH = RECORD_NAMES.length;
 export type RecordFields = Record<(typeof RECORD_NAMES)[number], number>;
@@ -49,9 +53,12 @@ const COMMAND_HEAD = ['kind', 'lane', 'generation'] as const;
 /**
  * What each command carries after its head:
  * RECORDS the lane's records up to `tail` (counted since its buffer was
- * made) are written; CLEAR forgets the lane's records not released yet
- * (forGood 1: its buffer too); STOP ends the thread;
- * RING the lane's buffer is on the port (its records count from 0); ATTACH a watcher on a copy of a
+ * made) may be released; ANCHOR its records are due at `at` (ns since the
+ * epoch) plus their `due`; CLEAR releases nothing more until the next
+ * RECORDS (the records stay; forGood 1: the lane is forgotten, buffer, statistics and pages); STATS the
+ * session's ReleaseStats buffer is on the port; LOG page `page` of its
+ * LatenessLog is on the port; STOP ends the thread;
+ * RING the lane's buffer is on the port (released up to record `head`); ATTACH a watcher on a copy of a
  * socket, sent the frames from event `fromIndex` on (its first text is on
  * the port); SEND text for a watcher (0: all of the lane's; the text is on
  * the port); END and DETACH a watcher; SYNC stores `seq` in CONTROL.ack once
@@ -59,9 +66,12 @@ const COMMAND_HEAD = ['kind', 'lane', 'generation'] as const;
  */
 const COMMAND_FIELDS = {
   records: ['tail'],
+  anchor: ['at'],
   clear: ['forGood'],
+  stats: [],
+  log: ['page'],
   stop: [],
-  ring: [],
+  ring: ['head'],
   attach: ['watcher', 'fd', 'fromIndex'],
   send: ['watcher'],
   end: ['watcher'],
@@ -105,22 +115,37 @@ export type ClockReport = {
   >;
 }[ReportKind];
 
-/** A message on the clock's port, read when a command says one is there: a lane's ring, or text for its watchers. */
-export type ClockPortMessage = { ring: SharedArrayBuffer } | { text: string };
+/** A message on the clock's port, read when a command says one is there: a lane's ring, its session's statistics or lateness page, or text for its watchers. */
+export type ClockPortMessage =
+  | { ring: SharedArrayBuffer }
+  | { stats: SharedArrayBuffer }
+  | { log: SharedArrayBuffer }
+  | { text: string };
 
 /** Why the clock thread closed its copy of a watcher's socket; reported by index. */
 export const CLOSE_REASONS = ['ended', 'cut', 'gone'] as const;
 export type SocketClosed = (typeof CLOSE_REASONS)[number];
 export const CLOSE_REASON = indexOf(CLOSE_REASONS);
 
-/** Records a lane's buffer holds: a power of two, twice the most a session hands over at once. */
-const RING_RECORDS = 1 << 15;
+/**
+ * Records a lane's buffer holds: a power of two. A dense replay's read-ahead
+ * is bounded by it (and by the bytes), so it is large: 128 Ki records of
+ * 64 bytes, 8 MiB, touched only as far as written.
+ */
+const RING_RECORDS = 1 << 17;
 const RING_RECORDS_OFFSET = 64;
+/**
+ * Bytes of frames a lane's buffer holds (the high-resolution clock's): a
+ * dense transaction's frames (~400 bytes each) for a quarter second of
+ * replay at 500,000 events/s. Shared memory is committed as it is written.
+ */
+const RING_DATA_BYTES = 64 << 20;
 
 /**
  * A lane's buffer: Int32 words of its header, a ring of `records` RECORDs
  * (Float64s from recordsOffset, record n at slot n mod records), then the
- * frames' bytes from dataOffset.
+ * frames' bytes from dataOffset to the buffer's end (`dataBytes` in the
+ * clock's buffers; a test's may be smaller).
  */
 export const RING = {
   /** the next event index the main thread has not yet taken the release of */
@@ -129,11 +154,17 @@ export const RING = {
   records: RING_RECORDS,
   recordsOffset: RING_RECORDS_OFFSET,
   dataOffset: RING_RECORDS_OFFSET + Float64Array.BYTES_PER_ELEMENT * RECORD_WIDTH * RING_RECORDS,
+  dataBytes: RING_DATA_BYTES,
 } as const;
 
 /** The records of a lane's buffer. */
 export function ringRecords(ring: SharedArrayBuffer): Float64Array {
   return new Float64Array(ring, RING.recordsOffset, RECORD_WIDTH * RING.records);
+}
+
+/** A new lane buffer whose frames may take `dataBytes`. */
+export function laneBuffer(dataBytes: number = RING.dataBytes): SharedArrayBuffer {
+  return new SharedArrayBuffer(RING.dataOffset + dataBytes);
 }
 
 /** Where record `n` (counted since the buffer was made) starts in ringRecords(). */

@@ -19,17 +19,17 @@ import { startThread } from '../../../core/threads/start-thread';
 import { Fifo } from '../fifo';
 import { SEND_BUFFER } from '../send-buffer';
 import { clockRings, type ClockThreadData, type ClockThreadHello } from './clock-thread';
+import { FrameBuffer } from '../frame-buffer';
+import type { ReleaseStats } from '../release-stats';
 import {
   CLOSE_REASONS,
   COMMAND_WIDTH,
   CONTROL,
   CONTROL_WORDS,
-  RECORD,
   REPORT_WIDTH,
   RING,
   decodeReport,
-  recordSlot,
-  ringRecords,
+  laneBuffer,
   encodeCommand,
   type ClockCommand,
   type ClockPortMessage,
@@ -40,7 +40,6 @@ import { ClockError } from './clock-error';
 import type {
   ClockLane,
   LaneSockets,
-  LateFrame,
   OnReleased,
   Released,
   ReplayClock,
@@ -68,23 +67,16 @@ const MAX_EARLY_WAKE_NS = 2_000_000;
  */
 const DEFAULT_REALTIME_PRIORITY = 10;
 /**
- * A deadline reaches the clock thread within ~100 µs (a microtask, a futex
- * wake), more under load; handing over thousands at once (a dense replay
- * starting) takes 1–2 µs each with its frame copied into the lane's ring,
- * twice that on a loaded machine.
+ * A play's first deadline reaches the clock thread within ~100 µs (a
+ * microtask, a futex wake), more under load: its records are in the buffer
+ * already (the read-ahead wrote them), so only the ANCHOR and RECORDS
+ * commands travel.
  */
 const LEAD_NS = 1_000_000n;
-const LEAD_PER_DEADLINE_NS = 3_000n;
 const DEFAULT_NICENESS = -10;
 /** Ring sizes (powers of two): commands queue up while the clock thread waits to run, releases while the main thread is busy. */
 const COMMANDS = 1 << 16;
 const REPORTS = 1 << 14;
-/**
- * Bytes of frames one lane may hold in the clock's hands: a power of two,
- * allocated while the session plays. 16 MiB holds the lookahead's frames of
- * even a dense transaction (MAX_LOOKAHEAD events of ~1 KiB).
- */
-const LANE_RING_BYTES = 16 << 20;
 /** Releases run for at most this long before the event loop gets a turn. */
 const RELEASE_SLICE_MS = 2;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
@@ -106,28 +98,26 @@ export interface HighResClockOptions {
 }
 
 /**
- * A session's lane: its deadlines and frames go into the lane's buffer
- * (shared with the clock thread, layout RING), one RECORD each, and are
- * published by one RECORDS command per task; the clock's reports come back
- * as counts, told to the lane's OnReleased in order.
+ * A session's lane: the records of the buffer it plays (written by the
+ * read-ahead) are published to the clock by one RECORDS command per task;
+ * the clock's reports come back as counts, taken from the buffer and told to
+ * the lane's OnReleased in order. The session's statistics and lateness
+ * pages are handed to the clock once each (again after a clear for good).
  */
 class HighResLane implements ClockLane {
   generation = 0;
-  /** the lane's buffer, handed to the clock thread (null until the first deadline) */
-  private shared: SharedArrayBuffer | null = null;
-  private ring: Buffer | null = null;
-  private header: Int32Array | null = null;
-  private records: Float64Array | null = null;
-  /** records written since the buffer was made, published to the clock, reported released, and taken (told) */
-  private tail = 0;
+  /** the buffer the clock has (null until a play) */
+  private buffer: FrameBuffer | null = null;
+  /** records published to the clock, and reported released (counted since the buffer was made) */
   private published = 0;
   private reportedTail = 0;
-  private taken = 0;
   /** released by the clock and reported, in order, not yet told */
   private readonly reported = new Fifo<Released>();
-  /** bytes written into the ring since it was made, and freed (their deadlines released or cleared) */
-  private written = 0;
-  private freed = 0;
+  private stats: ReleaseStats | null = null;
+  /** the lateness pages, and how many of them the clock has */
+  private readonly pages: { page: number; shared: SharedArrayBuffer }[] = [];
+  private pagesSent = 0;
+  private statsSent = false;
   readonly sockets: LaneSockets;
 
   constructor(
@@ -140,93 +130,69 @@ class HighResLane implements ClockLane {
 
   /** Deadlines handed over and not reported released yet: while any are, the process stays alive. */
   get outstanding(): number {
-    return this.tail - this.reportedTail;
+    return this.published - this.reportedTail;
   }
 
-  /** At most the bytes of `frame` in UTF-8 (3 per UTF-16 unit): checked without encoding it. */
-  private static maxBytes(frame: LateFrame): number {
-    return 3 * (frame.head.length + frame.tail.length);
+  keep(stats: ReleaseStats, pages: { page: number; shared: SharedArrayBuffer }[]): void {
+    this.stats = stats;
+    this.pages.push(...pages);
+    this.handOver();
   }
 
-  /** Where up to `length` bytes go: at the write position, or at the ring's start if they might wrap. */
-  private placement(length: number): { offset: number; skip: number } {
-    const offset = this.written % LANE_RING_BYTES;
-    return offset + length > LANE_RING_BYTES
-      ? { offset: 0, skip: LANE_RING_BYTES - offset }
-      : { offset, skip: 0 };
-  }
-
-  fits(frame: LateFrame): boolean {
-    if (this.tail - this.taken >= RING.records) return false;
-    const length = HighResLane.maxBytes(frame);
-    return this.written + this.placement(length).skip + length - this.freed <= LANE_RING_BYTES;
-  }
-
-  at(deadline: bigint, frame?: LateFrame): void {
-    if (this.tail - this.taken >= RING.records || (frame && !this.fits(frame)))
-      throw new Error(`replay clock: lane ${this.id} has no room for deadline ${this.tail}`);
-    const ring = this.ensureRing();
-    const r = recordSlot(this.tail);
-    const records = this.records!;
-    if (frame) {
-      const { offset, skip } = this.placement(HighResLane.maxBytes(frame));
-      const head = ring.write(frame.head, RING.dataOffset + offset, 'utf8');
-      const length = head + ring.write(frame.tail, RING.dataOffset + offset + head, 'utf8');
-      this.written += skip + length;
-      records[r + RECORD.offset] = offset;
-      records[r + RECORD.length] = length;
-      records[r + RECORD.latenessAt] = head;
-      records[r + RECORD.index] = frame.index;
-    } else {
-      records[r + RECORD.offset] = records[r + RECORD.length] = records[r + RECORD.latenessAt] = 0;
-      records[r + RECORD.index] = -1;
+  /** Hands the clock what it does not have yet of the session's statistics and pages. */
+  private handOver(): void {
+    if (!this.buffer) return;
+    if (this.stats && !this.statsSent) {
+      this.clock.post({ stats: this.stats.shared });
+      this.clock.queue(this, { kind: 'stats' });
+      this.statsSent = true;
     }
-    records[r + RECORD.deadline] = this.clock.sinceEpoch(deadline);
-    records[r + RECORD.end] = this.written;
-    this.tail++;
-    this.clock.publishSoon(this);
+    for (; this.pagesSent < this.pages.length; this.pagesSent++) {
+      const { page, shared } = this.pages[this.pagesSent]!;
+      this.clock.post({ log: shared });
+      this.clock.queue(this, { kind: 'log', page });
+    }
   }
 
-  /** Queues a RECORDS command for what was written since the last (the clock's flush calls it). */
+  play(buffer: FrameBuffer, anchor: bigint): void {
+    if (buffer !== this.buffer) {
+      this.buffer = buffer;
+      this.published = this.reportedTail = buffer.taken;
+      Atomics.store(new Int32Array(buffer.ring, 0, RING.headerWords), RING.processedIndex, 0);
+      this.clock.post({ ring: buffer.ring });
+      this.clock.queue(this, { kind: 'ring', head: buffer.taken });
+    }
+    this.handOver();
+    this.clock.queue(this, { kind: 'anchor', at: this.clock.sinceEpoch(anchor) });
+    this.publish();
+  }
+
   publish(): void {
-    if (this.tail === this.published) return;
-    this.published = this.tail;
-    this.clock.queue(this, { kind: 'records', tail: this.tail });
-  }
-
-  private ensureRing(): Buffer {
-    if (this.ring) return this.ring;
-    const shared = this.clock.spareRing() ?? new SharedArrayBuffer(RING.dataOffset + LANE_RING_BYTES);
-    this.shared = shared;
-    this.ring = Buffer.from(shared);
-    this.header = new Int32Array(shared, 0, RING.headerWords);
-    Atomics.store(this.header, RING.processedIndex, 0);
-    this.records = ringRecords(shared);
-    this.clock.post({ ring: shared });
-    this.clock.queue(this, { kind: 'ring' });
-    return this.ring;
+    if (!this.buffer || this.buffer.tail === this.published) return;
+    this.handOver();
+    this.published = this.buffer.tail;
+    this.clock.queue(this, { kind: 'records', tail: this.published });
   }
 
   clear(forGood = false): Released[] {
-    // what is written and not published is forgotten here; the clock forgets what it was told of
-    this.tail = this.published;
+    const buffer = this.buffer;
+    if (!buffer) return [];
     this.clock.queue(this, { kind: 'clear', forGood: forGood ? 1 : 0 });
     // frames released before this may be on their sockets already: their releases go to the caller
-    if (this.ring !== null) this.clock.settle();
+    this.clock.settle();
     const seen: Released[] = [];
-    for (let r = this.reported.shift(); r; r = this.reported.shift()) seen.push(r);
+    for (let r = this.reported.shift(); r; r = this.reported.shift()) {
+      buffer.take(r.count);
+      seen.push(r);
+    }
     this.generation++;
-    this.taken = this.reportedTail = this.tail;
-    this.freed = this.written;
+    this.published = this.reportedTail = buffer.taken;
     if (forGood) {
       // the clock thread has let go of it (the settle above): the next lane to play reuses it
-      if (this.shared) this.clock.keepSpare(this.shared);
-      this.shared = null;
-      this.ring = null;
-      this.header = null;
-      this.records = null;
-      this.tail = this.published = this.reportedTail = this.taken = 0;
-      this.written = this.freed = 0;
+      this.clock.keepSpare(buffer);
+      this.buffer = null;
+      this.statsSent = false;
+      this.pagesSent = 0;
     }
     return seen;
   }
@@ -234,7 +200,7 @@ class HighResLane implements ClockLane {
   /** The clock released the next `count` deadlines of `generation` (none if the lane was cleared since). */
   take(generation: number, count: number, releasedAt: bigint, writtenAt: bigint | null): void {
     if (generation !== this.generation) return;
-    const n = Math.min(count, this.tail - this.reportedTail);
+    const n = Math.min(count, this.published - this.reportedTail);
     if (n <= 0) return;
     this.reportedTail += n;
     this.reported.push({ count: n, releasedAt, writtenAt });
@@ -247,14 +213,13 @@ class HighResLane implements ClockLane {
    */
   run(until: number): boolean {
     for (let r = this.reported.at(0); r; r = this.reported.at(0)) {
+      const buffer = this.buffer!;
       const count = Math.min(r.count, RELEASES_PER_CALL);
       if (count === r.count) this.reported.shift();
       else r.count -= count;
-      this.taken += count;
-      const last = recordSlot(this.taken - 1);
-      this.freed = this.records![last + RECORD.end]!;
-      const index = this.records![last + RECORD.index]!;
-      if (index >= 0) Atomics.store(this.header!, RING.processedIndex, index + 1);
+      buffer.take(count);
+      const index = buffer.field(buffer.taken - 1, 'index');
+      Atomics.store(new Int32Array(buffer.ring, 0, RING.headerWords), RING.processedIndex, index + 1);
       this.onReleased({ count, releasedAt: r.releasedAt, writtenAt: r.writtenAt });
       if (performance.now() > until) return this.reported.length === 0;
     }
@@ -276,8 +241,6 @@ export class HighResClock implements ReplayClock {
   private flushQueued = false;
   private readonly lanes = new Map<number, HighResLane>();
   private readonly spares: SharedArrayBuffer[] = [];
-  /** lanes with records written and not yet published */
-  private readonly unpublished = new Set<HighResLane>();
   private lastLane = 0;
   private failure: Error | null = null;
   /** how the clock thread is scheduled, e.g. "SCHED_FIFO 10", once it has started */
@@ -364,8 +327,12 @@ export class HighResClock implements ReplayClock {
     this.log.info('replay clock started', { thread: hello.tid, scheduling: this.scheduling });
   }
 
-  leadNs(count: number): bigint {
-    return LEAD_NS + BigInt(count) * LEAD_PER_DEADLINE_NS;
+  leadNs(): bigint {
+    return LEAD_NS;
+  }
+
+  frameBuffer(): FrameBuffer {
+    return new FrameBuffer(this.spares.pop() ?? laneBuffer());
   }
 
   now(): bigint {
@@ -376,13 +343,9 @@ export class HighResClock implements ReplayClock {
     return new HighResLane(this, ++this.lastLane, onReleased);
   }
 
-  /** A lane buffer a cleared lane gave back, if any. */
-  spareRing(): SharedArrayBuffer | undefined {
-    return this.spares.pop();
-  }
-
-  keepSpare(ring: SharedArrayBuffer): void {
-    if (this.spares.length < SPARE_RINGS) this.spares.push(ring);
+  /** Keeps a buffer let go of for the next play, unless a read-ahead still writes into it. */
+  keepSpare(buffer: FrameBuffer): void {
+    if (this.spares.length < SPARE_RINGS && !buffer.writing) this.spares.push(buffer.ring);
   }
 
   /** Nanoseconds from the thread's time zero to `deadline`; a deadline already past is 0, due at once. */
@@ -397,13 +360,6 @@ export class HighResClock implements ReplayClock {
     else this.lanes.delete(lane.id);
     this.keepAlive();
     this.append(lane.id, lane.generation, command);
-    this.flushSoon();
-  }
-
-  /** `lane` wrote records: they are published when this task is done (or at settle()). */
-  publishSoon(lane: HighResLane): void {
-    if (this.failure) throw new Error(`the replay clock failed: ${this.failure.message}`);
-    this.unpublished.add(lane);
     this.flushSoon();
   }
 
@@ -472,8 +428,6 @@ export class HighResClock implements ReplayClock {
 
   /** Moves the backlog into the ring, as far as it fits, and wakes the thread. */
   private flush(): void {
-    for (const lane of this.unpublished) lane.publish();
-    this.unpublished.clear();
     this.flushQueued = false;
     const taken = this.commands.push(this.backlog, this.backlogHead);
     if (taken > this.backlogHead) {

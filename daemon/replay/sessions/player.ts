@@ -1,64 +1,39 @@
 /**
  * The player of one replay session: owns where the replay stands (the next
- * event, the position, the wall offset), reads the transaction a few events
- * ahead, hands their deadlines to the clock, and tells its listener as the
- * clock releases each one. The session owns what a release means (its
- * state, statistics and streams). Timing model: README, "Timing".
+ * event, the position, the wall offset), has the transaction read ahead as
+ * frames into a buffer the clock plays (ReadAhead: a query worker writes
+ * them), and tells its listener as the clock releases them, a count at a
+ * time. The session owns what a release means (its state and streams); the
+ * clock keeps the statistics. Nothing here runs per event. Timing model:
+ * README, "Timing".
  */
-import type { ReplayEvent } from '../replay-event';
-import type { ClockLane, LaneSockets, LateFrame, Released, ReplayClock } from '../replay-clock';
+import type { ClockLane, LateFrame, Released, ReplayClock } from '../replay-clock';
+import type { LaneSockets } from '../replay-clock';
+import type { LatenessLog } from '../lateness-log';
+import type { ReleaseStats } from '../release-stats';
+import { ReadAhead } from './read-ahead';
 import type { Schedule } from './schedule';
-import { Fifo } from '../fifo';
-import { replayFrame } from './replay-frame';
-import type { EventCursor, EventStart, Transaction } from './transaction';
+import { PREFETCH_CHUNK, type EventStart, type Transaction } from './transaction';
 
 /**
  * While playing, the events due within the next LOOKAHEAD_NS of wall time
- * are read and handed to the clock (at least MIN_LOOKAHEAD, at most
- * MAX_LOOKAHEAD events): the clock releases them on time even while the
- * main thread is busy serving requests for tens of milliseconds, and memory
- * stays bounded (at most ~7 MB per session, plus the frames the clock
- * holds, within its lane's ring) whatever the transaction's size.
+ * are read ahead and handed to the clock (at least MIN_LOOKAHEAD, at most
+ * what the buffer holds: its records and bytes): the clock
+ * releases them on time even while the main thread is busy, and memory
+ * stays bounded whatever the transaction's size. A play starts once a
+ * lookahead's worth is read, so a dense replay starts with its first quarter
+ * second in the clock's hands (tcpreplay's preload, bounded).
  */
 const LOOKAHEAD_NS = 250_000_000n;
 const MIN_LOOKAHEAD = 64;
-/**
- * Events one refill reads at most (one store chunk): the rest waits for the
- * next release, so that a dense replay's read-ahead comes in slices between
- * which the event loop serves requests.
- */
-const READ_PER_REFILL = 256;
-export const MAX_LOOKAHEAD = 16384;
-/** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
-export const CHECKPOINT_EVERY = 1024;
-
-export interface Pending {
-  index: number;
-  event: ReplayEvent;
-  /** recorded offset from the first event */
-  offsetNs: bigint;
-  /** scheduled wall offset */
-  dueNs: bigint;
-  /** its replay frame, built as it is read: the clock may write it itself */
-  frame: LateFrame;
-}
-
-/**
- * The clock released `entries` (in order) at `releasedAt`, each due at
- * `anchor` + its dueNs, and wrote their frames at `writtenAt` (null: it
- * did not).
- */
-export interface Emitted {
-  entries: Pending[];
-  anchor: bigint;
-  releasedAt: bigint;
-  writtenAt: bigint | null;
-}
+/** A read that failed (the workers busy, say) is tried again after this, doubling up to the max. */
+const RETRY_MS = 50;
+const MAX_RETRY_MS = 2000;
 
 /** Who hears of releases: the session. */
 export interface PlayerListener {
-  /** the clock released events; the listener calls advance() with the last once it has emitted them */
-  released(emitted: Emitted): void;
+  /** the clock released the next `count` events; the listener calls advance() once it has emitted them */
+  released(released: Released): void;
   /** the reader ran out while nothing was left to release (the store had fewer events than counted) */
   ended(): void;
 }
@@ -72,15 +47,10 @@ export interface PlayerPosition {
   wallNs: bigint;
 }
 
-export const startOf = (event: ReplayEvent): EventStart => ({
-  ts: event.timestamp_ns,
-  eventId: event.event_id,
-});
-
 export class Player {
   /** index of the next event to emit: events_emitted */
   private nextIndex = 0;
-  /** where a fresh reader starts (undefined: the first event) */
+  /** where a fresh read starts (undefined: the first event) */
   private nextStart: EventStart | undefined;
   /** the position can't fall below this: the last emitted event's offset, or the sought position */
   private floorNs = 0n;
@@ -90,17 +60,12 @@ export class Player {
   /** while playing, wall offset = now − anchor, and never less than where the play started */
   private anchor = 0n;
   private startWallNs = 0n;
-  private reader: EventCursor | null = null;
-  /** the reader has no more events */
-  private exhausted = false;
-  /** the index of the next event the reader gives */
-  private readIndex = 0;
-  /** deadlines are handed to the clock (playing): events read later are armed as they come */
+  /** the frames read ahead from the next event on (null: none read since the last move) */
+  private ahead: ReadAhead | null = null;
+  /** the records are the clock's (playing) */
   private active = false;
-  /** events read and not yet released, from the session's next index on */
-  private readonly pending = new Fifo<Pending>();
-  /** how many of `pending` (from the first) are in the clock's hands */
-  private armed = 0;
+  private retryMs = RETRY_MS;
+  private retry: NodeJS.Timeout | null = null;
   private readonly checkpoints: EventStart[] = [];
   private readonly lane: ClockLane;
 
@@ -109,18 +74,11 @@ export class Player {
     private readonly schedule: Schedule,
     private readonly clock: ReplayClock,
     private readonly listener: PlayerListener,
+    private readonly stats: ReleaseStats,
+    private readonly log: LatenessLog,
   ) {
-    this.lane = clock.lane((released) => {
-      this.armed -= released.count;
-      this.listener.released(this.take(released));
-    });
-  }
-
-  /** The next `count` events of `pending`, released as `released` says. */
-  private take({ count, releasedAt, writtenAt }: Released): Emitted {
-    const entries: Pending[] = [];
-    for (let i = 0; i < count; i++) entries.push(this.pending.shift()!);
-    return { entries, anchor: this.anchor, releasedAt, writtenAt };
+    this.lane = clock.lane((released) => this.listener.released(released));
+    this.lane.keep(stats, []);
   }
 
   /** Events emitted so far: the index of the next. */
@@ -146,15 +104,18 @@ export class Player {
     this.positionNs = this.livePosition(this.wallNs);
   }
 
-  /**
-   * Continues from event `index`, the first at or after recorded offset
-   * `positionNs`; `reader`, if given, reads from there already.
-   */
-  seek(index: number, positionNs: bigint, reader?: EventCursor): void {
+  /** Frames read from event `index`, the first at or after recorded offset `positionNs`, for seek(). */
+  stage(index: number, positionNs: bigint): ReadAhead {
+    const start = { ts: this.transaction.firstTs + positionNs };
+    return ReadAhead.from(this.transaction, this.schedule, this.clock.frameBuffer(), index, start, this.checkpoints);
+  }
+
+  /** Continues from event `index`, the first at or after recorded offset `positionNs`; `staged` reads from there already. */
+  seek(index: number, positionNs: bigint, staged?: ReadAhead): void {
     this.drop();
     this.nextIndex = index;
     this.nextStart = { ts: this.transaction.firstTs + positionNs };
-    if (reader) this.adopt(reader);
+    this.ahead = staged ?? null;
     this.floorNs = this.positionNs = positionNs;
     this.wallNs = this.schedule.wallOffset(index, positionNs);
   }
@@ -167,22 +128,24 @@ export class Player {
   }
 
   /**
-   * Event `entry` was emitted: the replay moves past it and reads on. False
-   * when nothing is left to play.
+   * The next `count` events were emitted: the replay moves past them and
+   * reads on. False when nothing is left to play.
    */
-  advance(entry: Pending): boolean {
-    this.nextIndex = entry.index + 1;
-    this.floorNs = entry.offsetNs;
-    return this.nextIndex < this.transaction.total && this.refill();
+  advance(count: number): boolean {
+    this.nextIndex += count;
+    const ahead = this.ahead;
+    if (ahead && ahead.buffer.taken > 0) this.floorNs = BigInt(ahead.buffer.field(ahead.buffer.taken - 1, 'recorded'));
+    if (this.nextIndex >= this.transaction.total) return false;
+    this.readAhead();
+    return !ahead || ahead.buffer.pending > 0 || !ahead.exhausted;
   }
 
   /** Where the replay stands (`playing`: now), for the session's snapshot. */
   saved(playing: boolean): PlayerPosition {
     const wallNs = playing ? this.wallNow() : this.wallNs;
-    const head = this.head();
     return {
       nextIndex: this.nextIndex,
-      nextStart: head ? startOf(head.event) : this.nextStart,
+      nextStart: this.headStart() ?? this.nextStart,
       floorNs: this.floorNs,
       positionNs: playing ? this.livePosition(wallNs) : this.positionNs,
       wallNs,
@@ -201,8 +164,20 @@ export class Player {
     this.nextIndex = Math.min(this.nextIndex, this.transaction.total);
   }
 
+  /** Where the next event to release starts, if it is read. */
+  private headStart(): EventStart | undefined {
+    const buffer = this.ahead?.buffer;
+    if (!buffer || buffer.pending === 0) return undefined;
+    return {
+      ts: this.transaction.firstTs + BigInt(buffer.field(buffer.taken, 'recorded')),
+      eventId: buffer.eventId(buffer.taken),
+    };
+  }
+
   private livePosition(wallNs: bigint): bigint {
-    const ceiling = this.head()?.offsetNs ?? this.transaction.durationNs;
+    const buffer = this.ahead?.buffer;
+    const ceiling =
+      buffer && buffer.pending > 0 ? BigInt(buffer.field(buffer.taken, 'recorded')) : this.transaction.durationNs;
     return this.schedule.position(wallNs, this.nextIndex, this.floorNs, ceiling);
   }
 
@@ -218,145 +193,124 @@ export class Player {
     return wall > this.startWallNs ? wall : this.startWallNs;
   }
 
-  /** The next event to be released, if read. */
-  private head(): Pending | undefined {
-    return this.pending.at(0);
-  }
-
-  /** Where event CHECKPOINT_EVERY × `slot` starts, once read. */
+  /** Where every CHECKPOINT_EVERY-th event starts, once read. */
   checkpoint(slot: number): EventStart | undefined {
     return this.checkpoints[slot];
   }
 
-  /**
-   * Plays from where the replay stands: reads ahead, anchors the wall
-   * offset to now plus the clock's lead for what was read (so reading ahead
-   * does not count against the schedule), and hands every event read to the
-   * clock, as far as its lane has room. False when nothing is left to play.
-   */
-  play(): boolean {
-    this.readAhead(this.wallNs + LOOKAHEAD_NS);
-    this.anchor = this.clock.now() + this.clock.leadNs(this.pending.length) - this.wallNs;
-    this.startWallNs = this.wallNs;
-    this.armed = 0;
-    this.active = true;
-    this.armMore();
-    return this.pending.length > 0 || !this.exhausted;
+  /** Event `index`'s frame and deadline, while its record is in the buffer (just released): for the main thread's own streams. */
+  released(index: number): { frame: LateFrame; deadline: bigint } {
+    const ahead = this.ahead!;
+    const n = index - ahead.start;
+    return { frame: ahead.buffer.frame(n), deadline: this.anchor + BigInt(ahead.buffer.field(n, 'due')) };
   }
 
-  /** After a release: reads and arms what is due within the lookahead; false when nothing is left. */
-  private refill(): boolean {
-    this.readAhead(this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
-    this.armMore();
-    return this.pending.length > 0 || !this.exhausted;
+  /**
+   * Plays from where the replay stands: anchors the wall offset to now plus
+   * the clock's lead, and hands the clock what was read (primed() read a
+   * lookahead's worth first). False when nothing is left to play.
+   */
+  play(): boolean {
+    const ahead = this.readFrom();
+    this.anchor = this.clock.now() + this.clock.leadNs() - this.wallNs;
+    this.startWallNs = this.wallNs;
+    this.active = true;
+    this.handPages();
+    this.lane.play(ahead.buffer, this.anchor);
+    this.readAhead();
+    return ahead.buffer.pending > 0 || !ahead.exhausted;
   }
 
   /**
    * Reads from where the replay stands until a lookahead's worth is read
-   * (what play() would read: a fast replay's first quarter second) or all
-   * there is, so that a play finds its first events in hand; rejects when
-   * the store fails meanwhile.
+   * (what a fast replay's first quarter second needs) or all there is, so
+   * that a play finds its first events in hand; rejects when the store
+   * fails meanwhile.
    */
   async primed(): Promise<void> {
-    const reader = this.readerFrom();
-    const horizon = this.wallNs + LOOKAHEAD_NS;
-    for (;;) {
-      this.readAhead(horizon);
-      if (this.exhausted || this.covered(horizon)) return;
-      await reader.ready();
-      // dropped meanwhile (a seek, a stop): whoever moved it reads on
-      if (reader !== this.reader) return;
-    }
+    const ahead = this.readFrom();
+    while (ahead === this.ahead && this.wants(ahead, this.wallNs + LOOKAHEAD_NS)) await ahead.read();
   }
 
   /**
-   * Takes back every deadline handed to the clock; what was read stays.
-   * Returns, in order, the events the clock released before whose releases
-   * had not run (their frames may be out): the caller emits them. Nothing
-   * is armed meanwhile.
+   * Takes the deadlines back from the clock; what was read stays for the
+   * next play. Returns, in order, the releases the clock made before whose
+   * releases had not run (their frames may be out): the caller emits them.
    */
-  disarm(): Emitted[] {
+  disarm(): Released[] {
     this.active = false;
-    // the deadlines are released in the order they were armed: the first of `pending`
-    const emitted = this.lane.clear().map((released) => this.take(released));
-    this.armed = 0;
-    return emitted;
+    return this.lane.clear();
   }
 
-  /**
-   * Forgets the reader and what it read: the next prepare reads from a new
-   * start. Releases not yet run are forgotten too: disarm() first to keep them.
-   */
+  /** Forgets what was read: the next play reads from a new start. Releases not yet run are forgotten too: disarm() first to keep them. */
   drop(): void {
     this.active = false;
     this.lane.clear(true);
-    this.reader?.close();
-    this.reader = null;
-    this.exhausted = false;
-    this.pending.clear();
-    this.armed = 0;
+    this.ahead?.drop();
+    this.ahead = null;
+    if (this.retry) clearTimeout(this.retry);
+    this.retry = null;
   }
 
-  /** Reads events (`most` at most) until one is due after wall offset `horizonNs`, within the lookahead's bounds. */
-  private readAhead(horizonNs: bigint, most = MAX_LOOKAHEAD): void {
-    const reader = this.readerFrom();
-    for (let read = 0; read < most && !this.covered(horizonNs); read++) {
-      const event = reader.next();
-      if (event === undefined) break;
-      if (event === null) {
-        this.exhausted = true;
-        break;
-      }
-      const index = this.readIndex++;
-      const offsetNs = event.timestamp_ns - this.transaction.firstTs;
-      const entry = {
-        index,
-        event,
-        offsetNs,
-        dueNs: this.schedule.wallOffset(index, offsetNs),
-        frame: replayFrame(this.schedule, this.transaction.firstTs, index, event),
-      };
-      if (index % CHECKPOINT_EVERY === 0) this.checkpoints[index / CHECKPOINT_EVERY] = startOf(entry.event);
-      this.pending.push(entry);
-    }
+  /** The frames read ahead from where the replay stands, started if there are none. */
+  private readFrom(): ReadAhead {
+    this.ahead ??= ReadAhead.from(
+      this.transaction,
+      this.schedule,
+      this.clock.frameBuffer(),
+      this.nextIndex,
+      this.nextStart,
+      this.checkpoints,
+    );
+    return this.ahead;
   }
 
-  /** Enough is read: every event due up to wall offset `horizonNs` (at least MIN_LOOKAHEAD), or MAX_LOOKAHEAD. */
-  private covered(horizonNs: bigint): boolean {
-    const last = this.pending.at(this.pending.length - 1);
-    if (this.pending.length >= MAX_LOOKAHEAD) return true;
-    return last !== undefined && this.pending.length >= MIN_LOOKAHEAD && last.dueNs > horizonNs;
+  /**
+   * More is wanted: the reader has more, the buffer has room for a page (a
+   * page that does not fit is read again from where it stopped), and less
+   * than the lookahead up to `horizonNs` is read.
+   */
+  private wants(ahead: ReadAhead, horizonNs: bigint): boolean {
+    const { buffer } = ahead;
+    if (ahead.exhausted || buffer.full || !buffer.roomFor(buffer.tail === 0 ? 1 : PREFETCH_CHUNK)) return false;
+    return buffer.pending < MIN_LOOKAHEAD || buffer.lastDue <= Number(horizonNs);
   }
 
-  /** The reader, made to start where the replay stands if there is none. */
-  private readerFrom(): EventCursor {
-    return this.reader ?? this.adopt(this.transaction.cursor(this.nextStart));
+  /** While playing: reads on if more is wanted, then hands the clock what came (one command a page). */
+  private readAhead(): void {
+    const ahead = this.ahead;
+    if (!ahead || !this.active || ahead.reading || this.retry || !this.wants(ahead, this.wallNow() + LOOKAHEAD_NS))
+      return;
+    ahead.read().then(
+      () => {
+        this.retryMs = RETRY_MS;
+        if (ahead !== this.ahead || !this.active) return;
+        this.handPages();
+        this.lane.publish();
+        if (ahead.buffer.pending === 0 && ahead.exhausted) return this.listener.ended();
+        this.readAhead();
+      },
+      (err: unknown) => {
+        if (ahead !== this.ahead) return;
+        // a playing replay must not stop on a busy pool or a slow query: it falls behind and says so instead
+        this.transaction.log.warn('replay read-ahead failed; trying again', {
+          error: (err as Error).message,
+          retryMs: this.retryMs,
+        });
+        this.retry = setTimeout(() => {
+          this.retry = null;
+          this.readAhead();
+        }, this.retryMs).unref();
+        this.retryMs = Math.min(MAX_RETRY_MS, this.retryMs * 2);
+      },
+    );
   }
 
-  /** Reads on with `reader`, which starts where the replay stands. */
-  private adopt(reader: EventCursor): EventCursor {
-    this.readIndex = this.nextIndex;
-    reader.onReady = () => this.more(reader);
-    this.reader = reader;
-    return reader;
-  }
-
-  /** Events arrived for `reader` (read ahead asynchronously): while playing, they are read and armed. */
-  private more(reader: EventCursor): void {
-    if (reader !== this.reader || !this.active) return;
-    this.readAhead(this.wallNow() + LOOKAHEAD_NS, READ_PER_REFILL);
-    this.armMore();
-    if (this.pending.length === 0 && this.exhausted) this.listener.ended();
-  }
-
-  /** While playing, hands the clock the events read and not yet armed, in order, while its lane has room for their frames. */
-  private armMore(): void {
-    if (!this.active) return;
-    while (this.armed < this.pending.length) {
-      const entry = this.pending.at(this.armed)!;
-      if (!this.lane.fits(entry.frame)) return;
-      this.lane.at(this.anchor + entry.dueNs, entry.frame);
-      this.armed++;
-    }
+  /** Makes the lateness pages the records read reach, and hands them to the clock (one per 65,536 events). */
+  private handPages(): void {
+    const ahead = this.ahead;
+    if (!ahead || ahead.buffer.tail === 0) return;
+    const pages = this.log.ensure(ahead.nextIndex - 1);
+    if (pages.length > 0) this.lane.keep(this.stats, pages);
   }
 }

@@ -9,25 +9,22 @@ import { badRequest } from '../../http/problem';
 import type { ReplayClock } from '../replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
 import { lateFrameText, sseFrame } from '../stream/sse-frame';
-import { CHECKPOINT_EVERY, Player, type Emitted } from './player';
+import { Player } from './player';
+import { CHECKPOINT_EVERY } from './frame-writer';
 import { replayFrame } from './replay-frame';
 import { Schedule } from './schedule';
 import type { SessionRecord } from './session-record';
 import type { Driving } from './session-schema';
 import type { RestoredSession, SessionSnapshot } from './session-snapshot';
 import { nextState, type SessionState } from './session-state';
-import { TimingStats } from './timing-stats';
-import { LatenessLog } from './lateness-log';
+import type { MetricDelta, TimingStats } from '../timing-stats';
+import { LatenessLog } from '../lateness-log';
+import { ReleaseStats } from '../release-stats';
+import type { Released } from '../replay-clock';
 import type { Transaction } from './transaction';
 import type { WallClock } from './wall-clock';
 
-/**
- * Releases later than this mean the clock cannot keep up (speed 1000 on
- * dense events, a starved machine): the session says so with `behind_ns`
- * and a state event, and again when releases are back within CAUGHT_UP_NS.
- */
-export const BEHIND_AFTER_NS = 10_000_000n;
-const CAUGHT_UP_NS = 1_000_000n;
+export { BEHIND_AFTER_NS } from '../release-stats';
 
 export interface SessionSettings {
   id: string;
@@ -39,10 +36,10 @@ export interface SessionSettings {
   owner: string;
 }
 
-/** Told each event's lateness as it is released by the clock and as it reaches the watchers (metrics). */
+/** Told, in aggregate, how late events were released by the clock and reached the watchers (metrics). */
 export interface TimingObserver {
-  released(lateNs: bigint): void;
-  delivered(lateNs: bigint): void;
+  released(delta: MetricDelta): void;
+  delivered(delta: MetricDelta): void;
 }
 
 export interface SessionContext {
@@ -65,12 +62,13 @@ export class ReplaySession {
   createdAt: string;
   updatedAt: string;
   state: SessionState = 'ready';
-  lateness = new TimingStats();
-  /** from deadline to the moment the frame was written to every watcher's socket */
-  readonly delivery = new TimingStats();
-
-  /** lateness of the latest release while the clock is behind, else 0 */
-  private behindNs = 0n;
+  /** what the clock released and delivered, kept by the clock thread */
+  private readonly stats = new ReleaseStats();
+  /** whether the last look found the replay behind its schedule */
+  private behind = false;
+  /** the metrics as last told, to tell them what is new */
+  private readonly toldReleased = this.stats.lateness.metricMark();
+  private readonly toldDelivered = this.stats.delivery.metricMark();
   /** each released event's lateness, for the history a resuming stream reads */
   private readonly latenessByIndex = new LatenessLog();
   private readonly player: Player;
@@ -78,7 +76,8 @@ export class ReplaySession {
   private turns: Promise<void> = Promise.resolve();
   private readonly broadcast = new Broadcast((deadlines) => {
     const now = this.context.clock.now();
-    for (const deadline of deadlines) this.delivered(deadline, now);
+    for (const deadline of deadlines) this.stats.delivery.add(now > deadline ? now - deadline : 0n);
+    this.tellMetrics();
   });
 
   constructor(
@@ -93,12 +92,29 @@ export class ReplaySession {
     this.owner = settings.owner;
     this.createdAt = this.updatedAt = new Date(context.wall.nowMs()).toISOString();
     this.schedule = new Schedule(settings.speedFactor, BigInt(settings.extraLatencyNs));
-    this.player = new Player(this.transaction, this.schedule, context.clock, {
-      released: (emitted) => this.emit(emitted),
-      ended: () => {
-        if (this.state === 'playing') this.finish();
+    this.player = new Player(
+      this.transaction,
+      this.schedule,
+      context.clock,
+      {
+        released: (released) => this.emit(released),
+        ended: () => {
+          if (this.state === 'playing') this.finish();
+        },
       },
-    });
+      this.stats,
+      this.latenessByIndex,
+    );
+  }
+
+  /** How late the clock released each event. */
+  get lateness(): TimingStats {
+    return this.stats.lateness;
+  }
+
+  /** From deadline to the moment the frame was written to every watcher's socket. */
+  get delivery(): TimingStats {
+    return this.stats.delivery;
   }
 
   get durationNs(): bigint {
@@ -133,7 +149,7 @@ export class ReplaySession {
         lateness_p50_ns: timing.p50,
         lateness_p99_ns: timing.p99,
         lateness_max_ns: timing.max,
-        behind_ns: this.behindNs,
+        behind_ns: this.state === 'playing' ? BigInt(this.stats.behindNs) : 0n,
       },
     };
   }
@@ -187,17 +203,17 @@ export class ReplaySession {
       const index = await this.transaction.indexAt(ts);
       // a stop may have come meanwhile (409 before reading on), or a pause: the seek applies to the state it left
       nextState(this.id, this.state, 'seek');
-      const reader = this.transaction.cursor({ ts });
+      const staged = this.player.stage(index, positionNs);
       let next: SessionState;
       try {
-        if (this.state === 'playing') await reader.ready();
+        if (this.state === 'playing') await staged.read();
         next = nextState(this.id, this.state, 'seek');
       } catch (err) {
-        reader.close();
+        staged.drop();
         throw err;
       }
       this.takeBack();
-      this.player.seek(index, positionNs, reader);
+      this.player.seek(index, positionNs, staged);
       if (next === 'playing') this.start(next);
       else this.enter(next);
     });
@@ -320,14 +336,18 @@ export class ReplaySession {
       positionNs: saved.position_ns,
       wallNs: saved.wall_ns,
     });
-    session.lateness = TimingStats.restore(saved.lateness);
+    session.stats.restoreLateness(saved.lateness);
+    session.toldReleased.set(session.stats.lateness.metricMark());
     return session;
   }
 
   private enter(state: SessionState): void {
     this.state = state;
     // only a playing session can be behind its schedule
-    if (state !== 'playing') this.behindNs = 0n;
+    if (state !== 'playing') {
+      this.stats.caughtUp();
+      this.behind = false;
+    }
     this.updatedAt = new Date(this.context.wall.nowMs()).toISOString();
     this.sendState();
     this.context.changed(this);
@@ -335,7 +355,7 @@ export class ReplaySession {
 
   /** Takes the deadlines back from the clock, and emits the events it released before (they may finish the replay). */
   private takeBack(): void {
-    for (const emitted of this.player.disarm()) this.emit(emitted);
+    for (const released of this.player.disarm()) this.emit(released);
   }
 
   /** Plays (`state`: playing) from the wall offset where the session is. */
@@ -349,44 +369,40 @@ export class ReplaySession {
     this.broadcast.send(sseFrame('state', this.json()));
   }
 
-  /** Events the clock released: statistics, lateness by index, frames for the main thread's watchers, then the replay moves past them. */
-  private emit({ entries, anchor, releasedAt, writtenAt }: Emitted): void {
-    const last = entries.at(-1);
-    if (!last) return;
-    // the clock wrote them to the watchers it holds; the rest get them from here (none: their delivery is timed here)
-    const sendHere = writtenAt === null || this.broadcast.mainWatchers > 0;
-    for (const entry of entries) {
-      const deadline = anchor + entry.dueNs;
-      const late = releasedAt > deadline ? releasedAt - deadline : 0n;
-      this.lateness.add(late);
-      this.context.timing?.released(late);
-      this.trackBehind(late);
-      this.latenessByIndex.set(entry.index, late);
-      if (writtenAt !== null) this.delivered(deadline, writtenAt);
-      if (sendHere) this.broadcast.sendReplay(lateFrameText(entry.frame, late), deadline);
+  /**
+   * Events the clock released (it kept their statistics and lateness): the
+   * main thread's own streams get their frames, the metrics and the behind
+   * state are looked at once, then the replay moves past them.
+   */
+  private emit({ count, writtenAt }: Released): void {
+    if (count === 0) return;
+    // the clock wrote them to the watchers it holds; the main thread's (TLS) get them from here
+    if (this.broadcast.mainWatchers > 0 || (writtenAt === null && this.broadcast.size > 0)) {
+      const first = this.player.emitted;
+      for (let index = first; index < first + count; index++) {
+        const { frame, deadline } = this.player.released(index);
+        this.broadcast.sendReplay(lateFrameText(frame, this.latenessByIndex.get(index)), deadline);
+      }
     }
-    if (!this.player.advance(last)) this.finish();
-  }
-
-  private trackBehind(late: bigint): void {
-    const behind = this.behindNs > 0n;
-    if (behind ? late > CAUGHT_UP_NS : late > BEHIND_AFTER_NS) {
-      this.behindNs = late;
-      if (!behind) this.sendState();
-    } else if (behind) {
-      this.behindNs = 0n;
+    this.tellMetrics();
+    const behind = this.stats.behindNs > 0;
+    if (behind !== this.behind) {
+      this.behind = behind;
       this.sendState();
     }
+    if (!this.player.advance(count)) this.finish();
+  }
+
+  /** The metrics learn what the clock added since they were last told. */
+  private tellMetrics(): void {
+    const timing = this.context.timing;
+    if (!timing) return;
+    timing.released(this.stats.lateness.metricSince(this.toldReleased));
+    timing.delivered(this.stats.delivery.metricSince(this.toldDelivered));
   }
 
   private finish(): void {
     this.player.end();
     this.enter('finished');
-  }
-
-  private delivered(deadline: bigint, at: bigint): void {
-    const late = at > deadline ? at - deadline : 0n;
-    this.delivery.add(late);
-    this.context.timing?.delivered(late);
   }
 }

@@ -9,31 +9,13 @@
  */
 import type { Logger } from '../../../core/log/logger';
 import type { EventPosition } from '../../store/event-filter';
-import { Fifo } from '../fifo';
+import type { FrameBuffer } from '../frame-buffer';
 import { fromReplayChunk, type ReplayEvent } from '../replay-event';
-import type { TransactionRange, TransactionReader } from '../transaction-reader';
+import { framesOf, type TransactionRange, type TransactionReader } from '../transaction-reader';
+import type { FrameSpec, FramesWritten } from './frame-writer';
 
-/** Events per read ahead, and how few left start the next one (at least). */
+/** Events per read ahead. */
 export const PREFETCH_CHUNK = 2048;
-export const PREFETCH_LOW = 2048;
-/** A read that failed (the workers busy, say) is tried again after this, doubling up to the max. */
-const RETRY_MS = 50;
-const MAX_RETRY_MS = 2000;
-
-/** Events read ahead: the next one, null at the end, undefined while the next page is on its way. */
-export interface EventCursor {
-  next(): ReplayEvent | null | undefined;
-  /**
-   * Resolves once an event is read ahead, or all there are; rejects with the
-   * store's error when a read fails meanwhile (the cursor tries again by
-   * itself all the same).
-   */
-  ready(): Promise<void>;
-  /** Stops reading ahead (the replay moved elsewhere). */
-  close(): void;
-  /** called each time a page arrives */
-  onReady: () => void;
-}
 
 /** Where reading starts: the first event at or after (ts, eventId); no eventId means any at ts. */
 export interface EventStart {
@@ -49,7 +31,7 @@ export class Transaction {
     readonly lastTs: bigint,
     readonly total: number,
     /** where failed reads ahead are told */
-    private readonly log: Logger,
+    readonly log: Logger,
   ) {}
 
   /** The transaction as it is in the store now, or null when it has no events. */
@@ -84,11 +66,11 @@ export class Transaction {
     }
   }
 
-  /** Events from `start` on, read ahead a page at a time. */
-  cursor(start: EventStart | undefined): EventCursor {
+  /** Events from `start` on, read ahead a page at a time as frames. */
+  frames(start: EventStart | undefined): FrameReader {
     // a page's window: twice the time a page's worth of events takes at the transaction's mean rate
     const windowNs = ((this.durationNs + 1n) * BigInt(2 * PREFETCH_CHUNK)) / BigInt(this.total) + 1n;
-    return new PrefetchCursor(this.reader, this.log, this.range(start?.ts ?? this.firstTs), start, windowNs);
+    return new FrameReader(framesOf(this.reader), this.range(start?.ts ?? this.firstTs), start, windowNs);
   }
 
   /** Index (in replay order) of the first event at or after `ts`. */
@@ -107,108 +89,52 @@ function before(
 }
 
 /**
- * Reads a page ahead, and the next once fewer than PREFETCH_LOW are left.
- * Each read asks for a window of time from where the last one ended, not
- * for the rest of the transaction: a store that must read every row of the
- * range to find the first ones (ClickHouse 18.16's lookup subquery: 232 ms
- * a page at 1M events) reads a window's worth instead. A window that gave
- * less than half a page is doubled for the next.
+ * Reads the events from a start into a FrameBuffer as frames, a page per
+ * fill(). Each read asks for a window of time from where the last one ended,
+ * not for the rest of the transaction: a store that must read every row of
+ * the range to find the first ones (ClickHouse 18.16's lookup subquery: 232
+ * ms a page at 1M events) reads a window's worth instead. A window that gave
+ * less than half a page is doubled for the next. A page the buffer had no
+ * room for goes on from the last event written.
  */
-class PrefetchCursor implements EventCursor {
-  private readonly buffer = new Fifo<ReplayEvent>();
+export class FrameReader {
   private after: EventPosition | undefined;
   /** where the next window starts when there is no `after` (the last one was read to its end) */
   private fromNs: bigint;
-  private done = false;
-  private reading = false;
-  private closed = false;
-  private retryMs = RETRY_MS;
-  /** settled by the next read that lands or fails */
-  private landed = settlement();
-  onReady = () => undefined as void;
+  /** the range is read to its end */
+  done = false;
 
   constructor(
-    private readonly reader: TransactionReader,
-    private readonly log: Logger,
+    private readonly frames: NonNullable<TransactionReader['frames']>,
     private readonly range: TransactionRange,
     private readonly start: EventStart | undefined,
     private windowNs: bigint,
   ) {
     this.fromNs = range.fromNs;
-    this.read();
   }
 
-  next(): ReplayEvent | null | undefined {
-    const event = this.buffer.shift();
-    if (this.buffer.length < PREFETCH_LOW && !this.done && !this.reading) this.read();
-    if (event) return event;
-    return this.done ? null : undefined;
-  }
-
-  async ready(): Promise<void> {
-    if (!this.reading && !this.done && this.buffer.length === 0) this.read();
-    while (!this.closed && !this.done && this.buffer.length === 0) await this.landed.promise;
-  }
-
-  close(): void {
-    this.closed = true;
-    this.landed.resolve();
-  }
-
-  private read(): void {
-    if (this.closed) return;
-    this.reading = true;
+  /** Writes the next page's frames into `buffer`, the first as event `spec.firstIndex`. */
+  async fill(buffer: FrameBuffer, spec: Omit<FrameSpec, 'skip'>): Promise<FramesWritten> {
     const fromNs = this.after?.ts ?? this.fromNs;
     const toNs = fromNs + this.windowNs < this.range.toNs ? fromNs + this.windowNs : this.range.toNs;
-    this.reader.page({ ...this.range, fromNs, toNs }, PREFETCH_CHUNK, this.after).then(
-      (chunk) => {
-        if (this.closed) return;
-        const events = fromReplayChunk(chunk);
-        for (const event of events)
-          if (!before(event, this.range.fromNs, this.start)) this.buffer.push(event);
-        this.after = chunk.next ?? undefined;
-        // a window read to its end: the next starts where it ended, wider if this one was sparse
-        if (!chunk.next) this.fromNs = toNs;
-        if (!chunk.next && events.length < PREFETCH_CHUNK / 2) this.windowNs *= 2n;
-        this.done = chunk.next === null && toNs >= this.range.toNs;
-        this.reading = false;
-        this.retryMs = RETRY_MS;
-        this.landed.resolve();
-        this.landed = settlement();
-        if (this.buffer.length < PREFETCH_LOW && !this.done) this.read();
-        this.onReady();
-      },
-      (err: unknown) => {
-        if (this.closed) return;
-        // whoever waits for these events (a play, a seek) is told; a playing replay must not stop on a
-        // busy pool or a slow query: it falls behind and says so instead
-        this.landed.reject(err as Error);
-        this.landed = settlement();
-        this.log.warn('replay read-ahead failed; trying again', {
-          error: (err as Error).message,
-          retryMs: this.retryMs,
-        });
-        setTimeout(() => {
-          this.reading = false;
-          this.read();
-        }, this.retryMs).unref();
-        this.retryMs = Math.min(MAX_RETRY_MS, this.retryMs * 2);
-      },
+    const skip =
+      this.start?.eventId === undefined ? undefined : { ts: this.range.fromNs, eventId: this.start.eventId };
+    const written = await this.frames(
+      { ...this.range, fromNs, toNs },
+      PREFETCH_CHUNK,
+      this.after,
+      { ...spec, skip },
+      buffer.dest(),
     );
+    buffer.wrote(written);
+    if (written.next === undefined) return written;
+    this.after = written.next ?? undefined;
+    // a window read to its end: the next starts where it ended, wider if this one was sparse
+    if (written.next === null) {
+      this.fromNs = toNs;
+      if (written.read < PREFETCH_CHUNK / 2) this.windowNs *= 2n;
+      this.done = toNs >= this.range.toNs;
+    }
+    return written;
   }
-}
-
-interface Settlement {
-  promise: Promise<void>;
-  resolve(): void;
-  reject(err: Error): void;
-}
-
-function settlement(): Settlement {
-  let resolve = () => undefined as void;
-  let reject = (_err: Error) => undefined as void;
-  const promise = new Promise<void>((done, fail) => ((resolve = done), (reject = fail)));
-  // nobody may be waiting when a read fails
-  promise.catch(() => undefined);
-  return { promise, resolve, reject };
 }

@@ -1,0 +1,113 @@
+/**
+ * Writes a page of a transaction's events as replay frames straight into a
+ * lane's buffer (layout: clock-wire.ts RING and RECORD): the frame's bytes,
+ * then its event id's, and one RECORD each with its due time. It runs where
+ * the page is read: on a query worker for the node files, so a playing
+ * session's main thread neither builds JSON nor copies a frame; on the main
+ * thread for the stores read over HTTP (ClickHouse) and in tests.
+ *
+ * The writer stops where the buffer has no room (its records or bytes, as
+ * the main thread last freed them) and says where the page was left.
+ */
+import type { EventPosition } from '../../store/event-filter';
+import { RECORD, RING, recordSlot, ringRecords } from '../clock/clock-wire';
+import type { ReplayChunk } from '../replay-event';
+import { replayFrame } from './replay-frame';
+import { Schedule } from './schedule';
+
+/** What the frames are made of: the session's schedule and where the page's events stand in the replay. */
+export interface FrameSpec {
+  firstTs: bigint;
+  speedFactor: number;
+  extraLatencyNs: bigint;
+  /** the replay index of the first event written */
+  firstIndex: number;
+  /** events at this start's timestamp ordered before its id were emitted already: skipped */
+  skip?: EventPosition;
+}
+
+/** Where they go: the buffer, its counts of records and bytes written, and how far the main thread has freed them. */
+export interface FrameDest {
+  ring: SharedArrayBuffer;
+  tail: number;
+  written: number;
+  taken: number;
+  freed: number;
+}
+
+export interface FramesWritten {
+  /** events the page had */
+  read: number;
+  /** frames written */
+  count: number;
+  tail: number;
+  written: number;
+  /** where the next read starts after: the last event consumed (written or skipped), the page's own next once all were, undefined when none was */
+  next: EventPosition | null | undefined;
+  /** the buffer had no room for the next frame */
+  full: boolean;
+  /** where each event whose index is a multiple of `checkpointEvery` starts */
+  checkpoints: { index: number; ts: bigint; eventId: string }[];
+  /** wall offset of the last frame written, -1 if none */
+  lastDue: number;
+}
+
+/** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
+export const CHECKPOINT_EVERY = 1024;
+
+/** Writes `chunk`'s events as frames into `dest` as far as they fit. */
+export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest): FramesWritten {
+  const schedule = new Schedule(spec.speedFactor, spec.extraLatencyNs);
+  const bytes = Buffer.from(dest.ring);
+  const records = ringRecords(dest.ring);
+  const dataBytes = dest.ring.byteLength - RING.dataOffset;
+  const n = chunk.ts.length;
+  const ids = n > 0 ? chunk.ids.split('\n') : [];
+  const json = n > 0 ? chunk.json.split('\n') : [];
+  let { tail, written } = dest;
+  let count = 0;
+  let consumed = 0;
+  let lastDue = -1;
+  let full = false;
+  const checkpoints: FramesWritten['checkpoints'] = [];
+  for (; consumed < n; consumed++) {
+    const ts = chunk.ts[consumed]!;
+    const eventId = ids[consumed]!;
+    if (spec.skip && ts === spec.skip.ts && eventId < spec.skip.eventId) continue;
+    const index = spec.firstIndex + count;
+    const event = { timestamp_ns: ts, duration_ns: chunk.durations[consumed]!, event_id: eventId, json: json[consumed]! };
+    const frame = replayFrame(schedule, spec.firstTs, index, event);
+    // at most 3 UTF-8 bytes per UTF-16 unit: room is checked without encoding
+    const most = 3 * (frame.head.length + frame.tail.length + eventId.length);
+    let offset = written % dataBytes;
+    const skip = offset + most > dataBytes ? dataBytes - offset : 0;
+    if (skip > 0) offset = 0;
+    if (tail - dest.taken >= RING.records || written + skip + most - dest.freed > dataBytes) {
+      full = true;
+      break;
+    }
+    const at = RING.dataOffset + offset;
+    const head = bytes.write(frame.head, at, 'utf8');
+    const length = head + bytes.write(frame.tail, at + head, 'utf8');
+    const idLength = bytes.write(eventId, at + length, 'utf8');
+    written += skip + length + idLength;
+    const recordedNs = ts - spec.firstTs;
+    const due = Number(schedule.wallOffset(index, recordedNs));
+    const r = recordSlot(tail);
+    records[r + RECORD.offset] = offset;
+    records[r + RECORD.length] = length;
+    records[r + RECORD.latenessAt] = head;
+    records[r + RECORD.index] = index;
+    records[r + RECORD.due] = due;
+    records[r + RECORD.end] = written;
+    records[r + RECORD.recorded] = Number(recordedNs);
+    records[r + RECORD.idLength] = idLength;
+    if (index % CHECKPOINT_EVERY === 0) checkpoints.push({ index, ts, eventId });
+    lastDue = due;
+    tail++;
+    count++;
+  }
+  const next =
+    consumed === n ? chunk.next : consumed > 0 ? { ts: chunk.ts[consumed - 1]!, eventId: ids[consumed - 1]! } : undefined;
+  return { read: n, count, tail, written, next, full, checkpoints, lastDue };
+}

@@ -1,0 +1,51 @@
+/**
+ * Deadlines on a clock lane as tests hand them: each `at` writes one record
+ * (due from the lane's anchor, with a frame if given) into the lane's
+ * FrameBuffer, as a session's read-ahead does, and publishes it.
+ */
+import { FrameBuffer } from '../../daemon/replay/frame-buffer';
+import { RECORD, RING, recordSlot } from '../../daemon/replay/clock/clock-wire';
+import type { ClockLane, LateFrame, ReplayClock } from '../../daemon/replay/replay-clock';
+
+export class ArmedLane {
+  readonly buffer: FrameBuffer;
+  private readonly anchor: bigint;
+  private playing = false;
+
+  constructor(
+    clock: ReplayClock,
+    readonly lane: ClockLane,
+  ) {
+    this.buffer = clock.frameBuffer();
+    this.anchor = clock.now();
+  }
+
+  /** Released once monotonic time reaches `deadline` (not before the lane's anchor). */
+  at(deadline: bigint, frame?: LateFrame): void {
+    const { buffer } = this;
+    const bytes = Buffer.from(buffer.ring);
+    const r = recordSlot(buffer.tail);
+    const offset = buffer.written % (buffer.ring.byteLength - RING.dataOffset);
+    const head = frame ? bytes.write(frame.head, RING.dataOffset + offset) : 0;
+    const length = frame ? head + bytes.write(frame.tail, RING.dataOffset + offset + head) : 0;
+    buffer.written += length;
+    buffer.records[r + RECORD.offset] = offset;
+    buffer.records[r + RECORD.length] = length;
+    buffer.records[r + RECORD.latenessAt] = head;
+    buffer.records[r + RECORD.index] = frame?.index ?? buffer.tail;
+    buffer.records[r + RECORD.due] = Number(deadline - this.anchor);
+    buffer.records[r + RECORD.end] = buffer.written;
+    buffer.records[r + RECORD.recorded] = 0;
+    buffer.records[r + RECORD.idLength] = 0;
+    buffer.tail++;
+    if (this.playing) return this.lane.publish();
+    this.playing = true;
+    this.lane.play(buffer, this.anchor);
+  }
+
+  /** The lane's clear: nothing more is released until the next `at` plays the lane again. */
+  clear(forGood = false) {
+    this.playing = false;
+    return this.lane.clear(forGood);
+  }
+}
