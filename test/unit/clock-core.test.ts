@@ -30,6 +30,8 @@ import {
   type ClockReport,
 } from '../../daemon/replay/clock/clock-wire';
 import { EarlyWake } from '../../daemon/replay/clock/early-wake';
+import { LatenessLog } from '../../daemon/replay/lateness-log';
+import { ReleaseStats } from '../../daemon/replay/release-stats';
 
 const COMMANDS = 512;
 const REPORTS = 4;
@@ -41,6 +43,8 @@ function setup() {
     reports: new SharedArrayBuffer(8 * REPORT_WIDTH * REPORTS),
   };
   const rings = clockRings(data);
+  // as the main thread starts: asking for the first reports
+  Atomics.store(rings.control, CONTROL.doorbell, 1);
   const written: string[] = [];
   const messages: ClockPortMessage[] = [];
   let doorbells = 0;
@@ -150,9 +154,14 @@ describe('ClockCore', () => {
     ]);
     expect(t.doorbells()).toBe(1);
     expect(t.core.next()).toBe(300);
-    // no doorbell asked for since: none rung
+    // no doorbell asked for since: counted, not reported, none rung
     t.core.release(400);
     expect(t.doorbells()).toBe(1);
+    expect(t.reports()).toEqual([]);
+    // the main thread asks: the clock reports what it counted at its next look, and rings
+    Atomics.store(t.control, CONTROL.doorbell, 1);
+    t.core.retry();
+    expect(t.doorbells()).toBe(2);
     expect(t.reports()).toEqual([
       { kind: 'released', lane: 1, generation: 0, count: 1, releasedAt: 400, writtenAt: -1 },
     ]);
@@ -203,6 +212,31 @@ describe('ClockCore', () => {
     expect(t.reports()).toEqual([]);
   });
 
+  it("releases at the lane's anchor plus each record's due, and keeps the session's statistics and lateness itself", () => {
+    const t = setup();
+    const stats = new ReleaseStats();
+    const page = new LatenessLog().ensure(0)[0]!;
+    t.messages.push({ stats: stats.shared });
+    t.send(1, 0, { kind: 'stats' });
+    t.messages.push({ log: page.shared });
+    t.send(1, 0, { kind: 'log', page: 0 });
+    t.open(1, 0);
+    t.send(1, 0, { kind: 'anchor', at: 5000 });
+    t.arm(1, 0, { due: 100, index: 0 }, { due: 200, index: 1 });
+    t.core.drain();
+    expect(t.core.next()).toBe(5100);
+    t.core.release(5250);
+    expect(stats.lateness.summary()).toEqual({ p50: 50n, p99: 150n, max: 150n });
+    const log = new LatenessLog();
+    log.adopt(0, page.shared);
+    expect([log.get(0), log.get(1), log.get(2)]).toEqual([150n, 50n, null]);
+    // a new anchor (a play after a pause) moves what is left
+    t.arm(1, 0, { due: 300, index: 2 });
+    t.send(1, 0, { kind: 'anchor', at: 9000 });
+    t.core.drain();
+    expect(t.core.next()).toBe(9300);
+  });
+
   it('acknowledges a sync after every command before it, and stops when told', () => {
     const t = setup();
     t.open(1, 0);
@@ -233,7 +267,7 @@ describe('ClockCore', () => {
     expect(t.reports()).toHaveLength(REPORTS);
     expect(t.core.release(20)).toBe(true);
     expect(t.reports()).toEqual([
-      { kind: 'released', lane: REPORTS + 1, generation: 0, count: 1, releasedAt: 20, writtenAt: -1 },
+      { kind: 'released', lane: REPORTS + 1, generation: 0, count: 1, releasedAt: 10, writtenAt: -1 },
     ]);
   });
 
@@ -290,6 +324,7 @@ describe('ClockCore', () => {
     t.arm(1, 0, 10, 20, 30, 40);
     t.core.drain();
     expect(t.core.next()).toBe(10);
+    Atomics.store(t.control, CONTROL.doorbell, 1);
     t.core.release(30);
     expect(t.reports()).toEqual([
       { kind: 'released', lane: 1, generation: 0, count: 3, releasedAt: 30, writtenAt: -1 },

@@ -3,6 +3,7 @@
  * report per event): the session's figures must come out exactly as if
  * each event had been reported on its own.
  */
+import { FrameBuffer } from '../../daemon/replay/frame-buffer';
 import { TimingStats } from '../../daemon/replay/timing-stats';
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
@@ -54,6 +55,35 @@ describe('replay releases reported in aggregate', () => {
     expect(stream.messages.filter((m) => m.event === 'replay').map((m) => Number(m.id))).toEqual(
       Array.from({ length: EVENTS }, (_, i) => i),
     );
+  });
+
+  it('does no work per event on the main thread while no stream is its own: frames and figures stay with the clock', async () => {
+    const fx = replayFixture(Array.from({ length: EVENTS }, (_, i) => fakeEvent('tx', T0 + offsetOf(i), i)));
+    fx.clock.batching = true;
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const framesRead = jest.spyOn(FrameBuffer.prototype, 'frame');
+    const reports: number[] = [];
+    const emit = (session as unknown as { emit: (r: { count: number }) => void }).emit.bind(session);
+    (session as unknown as { emit: (r: { count: number }) => void }).emit = (r) => {
+      reports.push(r.count);
+      emit(r);
+    };
+    try {
+      await session.play();
+      const start = fx.clock.nowNs;
+      for (let t = start; session.state === 'playing'; t += 1_000_000n) {
+        fx.clock.advanceTo(t, 3_000n);
+        await settle();
+      }
+      // 3 ms of events a report: a few reports told the session of every release, and no frame was read back
+      expect(session.record()).toMatchObject({ state: 'finished', events_emitted: EVENTS });
+      expect(reports.reduce((a, b) => a + b, 0)).toBe(EVENTS);
+      expect(reports.length).toBeLessThanOrEqual(5);
+      expect(framesRead).not.toHaveBeenCalled();
+      expect(session.record().timing.lateness_max_ns).toBeGreaterThanOrEqual(3_000n);
+    } finally {
+      framesRead.mockRestore();
+    }
   });
 
   it('emits a batch the clock released before a pause once, and never again', async () => {

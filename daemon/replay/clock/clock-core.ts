@@ -31,6 +31,7 @@ type ClockSockets = ReturnType<typeof clockSockets>;
  * its own due; and where its session keeps what each release was.
  */
 interface LaneRecords {
+  id: number;
   generation: number;
   records: Float64Array | null;
   head: number;
@@ -38,6 +39,10 @@ interface LaneRecords {
   anchor: number;
   stats: ReleaseStats | null;
   log: LatenessLog;
+  /** released and not reported yet: how many, when the last were released and written (-1: to no socket) */
+  unreported: number;
+  releasedAt: number;
+  writtenAt: number;
 }
 
 /** A started dense replay queues thousands of commands: releasing what is due must not wait for them all. */
@@ -79,7 +84,7 @@ export class ClockCore {
 
   /** True while sockets or reports wait for room: the thread looks again soon even with nothing due. */
   get backlogged(): boolean {
-    return this.out.backlogged || this.unsent.length > 0;
+    return this.out.backlogged || this.unsent.length > 0 || this.parts.reports.claim() < 0;
   }
 
   /** The earliest deadline of any lane. */
@@ -109,31 +114,24 @@ export class ClockCore {
     }
   }
 
-  /** Retries what waits: sockets that could not take their bytes, reports that did not fit. */
+  /** Retries what waits: sockets that could not take their bytes, reports that did not fit or were not asked for yet. */
   retry(): void {
     if (this.out.backlogged) this.out.retry();
-    if (this.unsent.length > 0) {
-      this.post();
-      this.ring();
-    }
+    this.tell(false);
   }
 
-  /** Writes and reports what is due at `t`; false when the report ring is full. */
+  /**
+   * Writes what is due at `t` and adds it to the lanes' unreported counts;
+   * they are reported when the main thread asks (tell), so however many
+   * looks a dense replay takes, the main thread reads one report per lane
+   * each time it looks. False when the report ring is full.
+   */
   release(t: number): boolean {
-    this.post();
-    const reports = this.parts.reports;
-    let full = this.unsent.length > 0;
     const releasedAt = Math.round(t);
-    for (const [id, lane] of this.lanes) {
-      if (full) break;
+    for (const lane of this.lanes.values()) {
       const records = lane.records;
       if (!records || lane.head === lane.tail || lane.anchor + records[recordSlot(lane.head) + RECORD.due]! > t)
         continue;
-      const slot = reports.claim();
-      if (slot < 0) {
-        full = true;
-        break;
-      }
       const first = lane.head;
       const { frames, lateness, deadlines } = this;
       frames.length = lateness.length = deadlines.length = 0;
@@ -148,21 +146,49 @@ export class ClockCore {
         lane.stats?.released(late);
         lane.log.set(records[at + RECORD.index]!, late);
       }
+      const id = lane.id;
       const wrote = this.out.release(id, frames, 0, lateness.length, (i) => lateness[i]!);
       const writtenAt = wrote ? Math.round(this.parts.now()) : -1;
       if (wrote && lane.stats)
         for (const deadline of deadlines) lane.stats.delivery.add(writtenAt > deadline ? writtenAt - deadline : 0);
-      const r = reports.slots;
-      r[slot + REPORT.kind] = REPORT_KIND.released;
-      r[slot + REPORT.lane] = id;
-      r[slot + REPORT.generation] = lane.generation;
-      r[slot + REPORT.released.count] = lane.head - first;
-      r[slot + REPORT.released.releasedAt] = releasedAt;
-      r[slot + REPORT.released.writtenAt] = writtenAt;
-      reports.publish();
+      lane.unreported += lane.head - first;
+      lane.releasedAt = releasedAt;
+      if (wrote) lane.writtenAt = writtenAt;
     }
+    return this.tell(false);
+  }
+
+  /**
+   * Reports every lane's unreported releases (one report each) if the main
+   * thread asked for them (its doorbell is armed) or `force` (it waits in a
+   * SYNC); false when the report ring is full.
+   */
+  tell(force: boolean): boolean {
+    this.post();
+    if (this.unsent.length > 0) return false;
+    if (!force && Atomics.load(this.parts.control, CONTROL.doorbell) !== 1) return true;
+    for (const lane of this.lanes.values()) if (!this.report(lane)) return false;
     this.ring();
-    return !full;
+    return true;
+  }
+
+  /** One lane's unreported releases in one report; false when the ring is full. */
+  private report(lane: LaneRecords): boolean {
+    if (lane.unreported === 0) return true;
+    const reports = this.parts.reports;
+    const slot = reports.claim();
+    if (slot < 0) return false;
+    const r = reports.slots;
+    r[slot + REPORT.kind] = REPORT_KIND.released;
+    r[slot + REPORT.lane] = lane.id;
+    r[slot + REPORT.generation] = lane.generation;
+    r[slot + REPORT.released.count] = lane.unreported;
+    r[slot + REPORT.released.releasedAt] = lane.releasedAt;
+    r[slot + REPORT.released.writtenAt] = lane.writtenAt;
+    reports.publish();
+    lane.unreported = 0;
+    lane.writtenAt = -1;
+    return true;
   }
 
   /** One command at `slot`; true when it says stop. */
@@ -182,6 +208,8 @@ export class ClockCore {
         break;
       case COMMAND_KIND.clear: {
         const forGood = c[slot + COMMAND.clear.forGood] === 1;
+        // what was released before is reported (the SYNC that follows a clear waits for it)
+        this.flushLane(this.lane(id));
         // for good: the lane hands its statistics and pages again with its next buffer
         if (forGood) this.lanes.delete(id);
         else this.lane(id).tail = this.lane(id).head;
@@ -192,6 +220,7 @@ export class ClockCore {
         const received = this.parts.message();
         if (!('ring' in received)) break;
         const lane = this.lane(id);
+        this.flushLane(lane);
         lane.generation = c[slot + COMMAND.generation]!;
         lane.records = ringRecords(received.ring);
         lane.head = lane.tail = c[slot + COMMAND.ring.head]!;
@@ -232,7 +261,7 @@ export class ClockCore {
         this.out.detach(id, c[slot + COMMAND.detach.watcher]!);
         break;
       case COMMAND_KIND.sync:
-        this.post();
+        this.tell(true);
         Atomics.store(this.parts.control, CONTROL.ack, c[slot + COMMAND.sync.seq]!);
         Atomics.notify(this.parts.control, CONTROL.ack);
         break;
@@ -244,10 +273,38 @@ export class ClockCore {
   private lane(id: number): LaneRecords {
     let lane = this.lanes.get(id);
     if (!lane) {
-      lane = { generation: 0, records: null, head: 0, tail: 0, anchor: 0, stats: null, log: new LatenessLog() };
+      lane = {
+        id,
+        generation: 0,
+        records: null,
+        head: 0,
+        tail: 0,
+        anchor: 0,
+        stats: null,
+        log: new LatenessLog(),
+        unreported: 0,
+        releasedAt: 0,
+        writtenAt: -1,
+      };
       this.lanes.set(id, lane);
     }
     return lane;
+  }
+
+  /** A lane's unreported releases, reported before its generation or buffer changes (into `unsent` if the ring is full). */
+  private flushLane(lane: LaneRecords): void {
+    this.post();
+    if (lane.unreported === 0 || (this.unsent.length === 0 && this.report(lane))) return;
+    const at = this.unsent.length;
+    for (let k = 0; k < REPORT_WIDTH; k++) this.unsent.push(0);
+    this.unsent[at + REPORT.kind] = REPORT_KIND.released;
+    this.unsent[at + REPORT.lane] = lane.id;
+    this.unsent[at + REPORT.generation] = lane.generation;
+    this.unsent[at + REPORT.released.count] = lane.unreported;
+    this.unsent[at + REPORT.released.releasedAt] = lane.releasedAt;
+    this.unsent[at + REPORT.released.writtenAt] = lane.writtenAt;
+    lane.unreported = 0;
+    lane.writtenAt = -1;
   }
 
   /** Moves waiting reports into the ring as far as they fit. */

@@ -79,6 +79,12 @@ const COMMANDS = 1 << 16;
 const REPORTS = 1 << 14;
 /** Releases run for at most this long before the event loop gets a turn. */
 const RELEASE_SLICE_MS = 2;
+/**
+ * The main thread looks at the clock's reports at most this often: the
+ * clock counts releases meanwhile and reports them one per lane, so a dense
+ * replay's progress costs the main thread at most 100 looks a second.
+ */
+const LOOK_EVERY_MS = 10;
 /** How long the main thread waits for the clock thread to take a command it must see done. */
 const SYNC_TIMEOUT_MS = 2000;
 
@@ -258,6 +264,9 @@ export class HighResClock implements ReplayClock {
   /** lanes with reported releases to run, and watchers the clock closed, whose owners are told when releases run */
   private readonly due = new Set<HighResLane>();
   private closings: { watcher: number; reason: SocketClosed }[] = [];
+  /** when the main thread last read the reports (performance.now()), and the look waiting for LOOK_EVERY_MS */
+  private lastLook = -Infinity;
+  private lookTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly log: Logger,
@@ -291,7 +300,7 @@ export class HighResClock implements ReplayClock {
     this.worker.unref();
     this.doorbell = new Socket({ fd: doorbellReadFd, readable: true, writable: false });
     // the bytes only wake the loop; the releases are in the ring
-    this.doorbell.on('data', () => this.readReleases()).unref();
+    this.doorbell.on('data', () => this.look()).unref();
     this.doorbell.on('error', (err) =>
       this.log.error('replay clock doorbell failed', { error: err.message }),
     );
@@ -445,6 +454,16 @@ export class HighResClock implements ReplayClock {
     }
   }
 
+  /** The doorbell rang: reads the reports now, or once LOOK_EVERY_MS has passed since the last look. */
+  private look(): void {
+    const wait = this.lastLook + LOOK_EVERY_MS - performance.now();
+    if (wait <= 0) return this.readReleases();
+    this.lookTimer ??= setTimeout(() => {
+      this.lookTimer = null;
+      this.readReleases();
+    }, wait);
+  }
+
   /**
    * Runs the releases the clock reported, then asks for a doorbell again.
    * Past `budgetMs` it lets the event loop turn and comes back (the doorbell
@@ -453,7 +472,8 @@ export class HighResClock implements ReplayClock {
    * again: settle() only collects.
    */
   private readReleases(budgetMs = RELEASE_SLICE_MS): void {
-    const until = performance.now() + budgetMs;
+    this.lastLook = performance.now();
+    const until = this.lastLook + budgetMs;
     for (;;) {
       this.collect();
       for (const { watcher, reason } of this.closings.splice(0)) this.closed(watcher, reason);
@@ -465,6 +485,9 @@ export class HighResClock implements ReplayClock {
         this.due.delete(lane);
       }
       Atomics.store(this.control, CONTROL.doorbell, 1);
+      // the clock reports what it counted meanwhile as soon as it looks: wake it to look now
+      Atomics.add(this.control, CONTROL.wake, 1);
+      Atomics.notify(this.control, CONTROL.wake);
       // reports written after the last look rang no doorbell: read them now, unless the thread rang since
       if (this.reports.empty) break;
       if (Atomics.compareExchange(this.control, CONTROL.doorbell, 1, 0) !== 1) break;
@@ -514,6 +537,7 @@ export class HighResClock implements ReplayClock {
   }
 
   async close(): Promise<void> {
+    if (this.lookTimer) clearTimeout(this.lookTimer);
     this.lanes.clear();
     this.due.clear();
     if (this.worker.threadId === -1) return;
