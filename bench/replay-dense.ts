@@ -81,6 +81,9 @@ interface Run {
   speed: number;
   lines: number;
   nullLateness: number;
+  /** first and last release, ns after the play's anchor */
+  firstReleaseNs: number;
+  lastReleaseNs: number;
   releaseP50Ms: number;
   releaseP99Ms: number;
   releaseMaxMs: number;
@@ -120,6 +123,8 @@ async function replay(url: string, speed: number): Promise<Run> {
   );
   let lines = 0;
   let nullLateness = 0;
+  let firstReleaseNs = Infinity;
+  let lastReleaseNs = -Infinity;
   let rest = '';
   cli.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     const text = rest + chunk;
@@ -129,6 +134,13 @@ async function replay(url: string, speed: number): Promise<Run> {
       if (!line.startsWith('{')) continue;
       lines++;
       if (line.includes('"emitted_late_ns":null')) nullLateness++;
+      const offset = /"replay_offset_ns":"?(\d+)/.exec(line);
+      const late = /"emitted_late_ns":"?(\d+)/.exec(line);
+      if (offset && late) {
+        const at = Number(offset[1]) + Number(late[1]);
+        if (at < firstReleaseNs) firstReleaseNs = at;
+        if (at > lastReleaseNs) lastReleaseNs = at;
+      }
     }
   });
   let errText = '';
@@ -147,6 +159,8 @@ async function replay(url: string, speed: number): Promise<Run> {
     speed,
     lines,
     nullLateness,
+    firstReleaseNs,
+    lastReleaseNs,
     releaseP50Ms: Number(timing.lateness_p50_ns) / 1e6,
     releaseP99Ms: Number(timing.lateness_p99_ns) / 1e6,
     releaseMaxMs: Number(timing.lateness_max_ns) / 1e6,
@@ -177,6 +191,7 @@ async function main(): Promise<void> {
         '',
         '',
         '',
+        '',
         `${quantile(quiet.health, 0.99).toFixed(2)}`,
         `${quantile(quiet.lookup, 0.99).toFixed(2)}`,
       ]);
@@ -190,6 +205,7 @@ async function main(): Promise<void> {
           `${r.nullLateness}`,
           `${r.releaseP50Ms.toFixed(3)} / ${r.releaseP99Ms.toFixed(3)} / ${r.releaseMaxMs.toFixed(1)}`,
           `${Math.round(r.lines / r.wallSeconds)}`,
+          `${Math.round(((r.lines - 1) * 1e9) / Math.max(1, r.lastReleaseNs - r.firstReleaseNs))}`,
           `${(r.cyclictest.p99 / 1000).toFixed(3)} / ${(r.cyclictest.max / 1000).toFixed(3)}`,
           `${quantile(r.health, 0.99).toFixed(2)} (max ${Math.max(...r.health).toFixed(1)})`,
           `${quantile(r.lookup, 0.99).toFixed(2)} (max ${Math.max(...r.lookup).toFixed(1)})`,
@@ -198,7 +214,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await daemon.stop();
-    rmSync(dir, { recursive: true, force: true });
+    if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
   }
   printTable(
     `replay-dense: ${events} events recorded in ${RECORDED_NS / 1e6} ms, one transaction; ms`,
@@ -210,6 +226,7 @@ async function main(): Promise<void> {
       'lateness null',
       'release p50 / p99 / max',
       'lines/s end to end',
+      'clock releases/s',
       'cyclictest p99 / max',
       '/healthz p99',
       'lookup p99',

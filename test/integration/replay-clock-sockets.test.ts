@@ -12,6 +12,8 @@ import { silentLogger } from '../../core/log/logger';
 import { HighResClock } from '../../daemon/replay/clock/high-res-clock';
 import type { SocketClosed } from '../../daemon/replay/replay-clock';
 import { ArmedLane } from '../support/armed-lane';
+import { LatenessLog } from '../../daemon/replay/lateness-log';
+import { ReleaseStats } from '../../daemon/replay/release-stats';
 
 const FRAMES = 20;
 const GAP_NS = 5_000_000n;
@@ -59,6 +61,9 @@ describe('the clock thread writing a stream while the main thread is blocked', (
         for (const deadline of armed.splice(0, count)) released.push({ deadline, releasedAt, writtenAt });
       }),
     );
+    const stats = new ReleaseStats();
+    const log = new LatenessLog();
+    lane.lane.keep(stats, log.ensure(FRAMES));
     const watcher = lane.lane.sockets!.attach(fdOf(server), 0, 'event: state\n\n', (reason) =>
       closed.push(reason),
     );
@@ -89,7 +94,11 @@ describe('the clock thread writing a stream while the main thread is blocked', (
       expect(r.writtenAt!).toBeGreaterThanOrEqual(r.releasedAt);
       expect(r.releasedAt).toBeGreaterThanOrEqual(r.deadline);
     }
-    const lateness = released.map((r) => String(r.releasedAt - r.deadline));
+    // what the clock spliced into each frame is what it kept in the session's lateness log, and
+    // each event was released at or after its deadline, no later than the report that told it
+    const lateness = released.map((_, i) => String(log.get(i)));
+    released.forEach((r, i) => expect(r.deadline + log.get(i)!).toBeLessThanOrEqual(r.releasedAt));
+    expect(stats.lateness.count).toBe(FRAMES);
     const expected =
       'event: state\n\n' +
       lateness.map((late, i) => `id: ${i}\nevent: replay\ndata: {"emitted_late_ns":${late}}\n\n`).join('');

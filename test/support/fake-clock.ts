@@ -15,8 +15,6 @@ import type { ReleaseStats } from '../../daemon/replay/release-stats';
 import type { ClockLane, OnReleased, Released, ReplayClock } from '../../daemon/replay/replay-clock';
 import { laneBuffer } from '../../daemon/replay/clock/clock-wire';
 
-/** Bytes of frames a fake lane's buffer holds: small, since tests make many. */
-const FAKE_DATA_BYTES = 4 << 20;
 
 /** Writes no frame itself: the main thread writes every one (no sockets). */
 class FakeLane implements ClockLane {
@@ -120,6 +118,8 @@ export class FakeClock implements ReplayClock {
   holding = false;
   /** a lane's deadlines due at one move are released in one report */
   batching = false;
+  /** bytes of frames a lane's buffer holds: smaller than the real clock's, since tests make many */
+  dataBytes = 16 << 20;
 
   leadNs(): bigint {
     return this.lead;
@@ -132,7 +132,7 @@ export class FakeClock implements ReplayClock {
   }
 
   frameBuffer(): FrameBuffer {
-    return new FrameBuffer(laneBuffer(FAKE_DATA_BYTES));
+    return new FrameBuffer(laneBuffer(this.dataBytes));
   }
 
   /** Earliest deadline waiting, if any. */

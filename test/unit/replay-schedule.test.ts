@@ -1,6 +1,7 @@
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import type { ReplaySession } from '../../daemon/replay/sessions/replay-session';
 import { PREFETCH_CHUNK } from '../../daemon/replay/sessions/transaction';
+import { PRIME_NS } from '../../daemon/replay/sessions/player';
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
@@ -181,13 +182,14 @@ describe('a session on a fake clock', () => {
   }
 
   it('reads a long transaction a bounded lookahead at a time', async () => {
-    // 100 µs apart: the 250 ms lookahead would be 2,500 events, the whole transaction is 50,000
+    // 100 µs apart: the play reads 1 s first (10,000 events), then keeps 250 ms (2,500) ahead; the whole transaction is 50,000
     const many = Array.from({ length: 50_000 }, (_, i) => fakeEvent('big', T0 + BigInt(i) * 100_000n, i));
     const fx = replayFixture(many);
     const session = await fx.sessions.create({ transaction_id: 'big', speed_factor: 1, extra_latency_ns: 0 });
-    const held = 2_600 + PREFETCH_CHUNK;
+    const primed = Number(PRIME_NS / 100_000n);
+    const held = primed + PREFETCH_CHUNK;
     await session.play();
-    expect(fx.source.read).toBeGreaterThanOrEqual(2_500);
+    expect(fx.source.read).toBeGreaterThanOrEqual(primed);
     expect(fx.source.read).toBeLessThanOrEqual(held);
     await playInSteps(fx, session, 1_000_000n, 999_900_000n, held);
     expect(session.record().events_emitted).toBe(10_000);
@@ -197,6 +199,7 @@ describe('a session on a fake clock', () => {
   it('never holds more than its buffer, however dense the transaction', async () => {
     const dense = Array.from({ length: 30_000 }, (_, i) => fakeEvent('dense', T0 + BigInt(i), i));
     const fx = replayFixture(dense);
+    fx.clock.dataBytes = 4 << 20;
     const session = await fx.sessions.create({
       transaction_id: 'dense',
       speed_factor: 1,

@@ -36,8 +36,9 @@ interface Outlet {
   bytes: Buffer | null;
   header: Int32Array | null;
   watchers: Map<number, SocketWatcher>;
-  /** frames released and not yet taken by the main thread, FRAME_WIDTH + 1 (lateness) numbers each */
+  /** frames released, FRAME_WIDTH + 1 (lateness) numbers each, from `releasedFrom` on not yet taken by the main thread */
   released: number[];
+  releasedFrom: number;
 }
 
 export type ReportClosed = (lane: number, watcherId: number, reason: number) => void;
@@ -56,7 +57,7 @@ export function clockSockets(
   const outlet = (lane: number): Outlet => {
     let found = outlets.get(lane);
     if (!found) {
-      found = { bytes: null, header: null, watchers: new Map(), released: [] };
+      found = { bytes: null, header: null, watchers: new Map(), released: [], releasedFrom: 0 };
       outlets.set(lane, found);
     }
     return found;
@@ -214,7 +215,7 @@ export function clockSockets(
       if (!target.bytes || !target.watchers.has(id)) return;
       const gap: number[] = [];
       const lateness: number[] = [];
-      for (let at = 0; at < target.released.length; at += FRAME_WIDTH + 1) {
+      for (let at = target.releasedFrom; at < target.released.length; at += FRAME_WIDTH + 1) {
         if (target.released[at + FRAME.index]! < fromIndex) continue;
         for (let k = 0; k < FRAME_WIDTH; k++) gap.push(target.released[at + k]!);
         lateness.push(target.released[at + FRAME_WIDTH]!);
@@ -252,6 +253,7 @@ export function clockSockets(
       const target = outlets.get(lane);
       if (!target) return;
       target.released = [];
+      target.releasedFrom = 0;
       if (dropRing) {
         target.bytes = null;
         target.header = null;
@@ -273,15 +275,17 @@ export function clockSockets(
       const target = outlets.get(lane);
       if (!target?.bytes || from === to) return false;
       if (target.header) {
-        // keep what a watcher attaching now may still need: frames the main thread has not taken
+        // keep what a watcher attaching now may still need: frames the main thread has not taken (in
+        // index order, so taken ones are dropped from the front; compacted once they are most of it)
         const processed = Atomics.load(target.header, RING.processedIndex);
-        if (target.released.length > 4096 * (FRAME_WIDTH + 1)) {
-          const kept: number[] = [];
-          for (let at = 0; at < target.released.length; at += FRAME_WIDTH + 1)
-            if (target.released[at + FRAME.index]! >= processed)
-              for (let k = 0; k <= FRAME_WIDTH; k++) kept.push(target.released[at + k]!);
-          target.released = kept;
+        const { released } = target;
+        let at = target.releasedFrom;
+        while (at < released.length && released[at + FRAME.index]! < processed) at += FRAME_WIDTH + 1;
+        if (at > 4096 * (FRAME_WIDTH + 1) && 2 * at > released.length) {
+          target.released = released.slice(at);
+          at = 0;
         }
+        target.releasedFrom = at;
       }
       for (let i = from; i < to; i++) {
         if (frames[i * FRAME_WIDTH + FRAME.length] === 0) continue;

@@ -129,17 +129,18 @@ export const CLOSE_REASON = indexOf(CLOSE_REASONS);
 
 /**
  * Records a lane's buffer holds: a power of two. A dense replay's read-ahead
- * is bounded by it (and by the bytes), so it is large: 128 Ki records of
- * 64 bytes, 8 MiB, touched only as far as written.
+ * is bounded by it (and by the bytes), so it is large: 256 Ki records of
+ * 64 bytes, 16 MiB, committed only as far as written.
  */
-const RING_RECORDS = 1 << 17;
+const RING_RECORDS = 1 << 18;
 const RING_RECORDS_OFFSET = 64;
 /**
  * Bytes of frames a lane's buffer holds (the high-resolution clock's): a
- * dense transaction's frames (~400 bytes each) for a quarter second of
- * replay at 500,000 events/s. Shared memory is committed as it is written.
+ * dense transaction's frames (~470 bytes each) for a second of replay at
+ * 250,000 events/s, or all of a 200,000-event incident. Shared memory is
+ * committed as it is written.
  */
-const RING_DATA_BYTES = 64 << 20;
+const RING_DATA_BYTES = 128 << 20;
 
 /**
  * A lane's buffer: Int32 words of its header, a ring of `records` RECORDs

@@ -89,10 +89,10 @@ const LOOK_EVERY_MS = 10;
 const SYNC_TIMEOUT_MS = 2000;
 
 /**
- * Lane buffers kept for the next lane to play: making one (17.5 MB, zeroed)
- * held the main thread for tens of milliseconds at each play.
+ * Lane buffers kept for the next lane to play: shared memory is committed as
+ * it is written, and a buffer written once stays committed, so one is kept.
  */
-const SPARE_RINGS = 2;
+const SPARE_RINGS = 1;
 /** Releases one report tells the session at most, so that the event loop gets its turn between slices. */
 const RELEASES_PER_CALL = 1024;
 
@@ -171,6 +171,8 @@ class HighResLane implements ClockLane {
     this.handOver();
     this.clock.queue(this, { kind: 'anchor', at: this.clock.sinceEpoch(anchor) });
     this.publish();
+    // the anchor is a millisecond ahead (LEAD_NS): the clock takes it now, not after whatever else this task does
+    this.clock.flush();
   }
 
   publish(): void {
@@ -436,7 +438,7 @@ export class HighResClock implements ReplayClock {
   }
 
   /** Moves the backlog into the ring, as far as it fits, and wakes the thread. */
-  private flush(): void {
+  flush(): void {
     this.flushQueued = false;
     const taken = this.commands.push(this.backlog, this.backlogHead);
     if (taken > this.backlogHead) {

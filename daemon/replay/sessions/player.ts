@@ -20,11 +20,16 @@ import { PREFETCH_CHUNK, type EventStart, type Transaction } from './transaction
  * are read ahead and handed to the clock (at least MIN_LOOKAHEAD, at most
  * what the buffer holds: its records and bytes): the clock
  * releases them on time even while the main thread is busy, and memory
- * stays bounded whatever the transaction's size. A play starts once a
- * lookahead's worth is read, so a dense replay starts with its first quarter
- * second in the clock's hands (tcpreplay's preload, bounded).
+ * stays bounded whatever the transaction's size.
  */
-const LOOKAHEAD_NS = 250_000_000n;
+export const LOOKAHEAD_NS = 250_000_000n;
+/**
+ * A play starts once PRIME_NS of wall time is read (or the buffer is full):
+ * a query worker writes ~250,000 frames a second, so a denser replay could
+ * not be read as fast as it plays; with its first second in the clock's
+ * hands it is (tcpreplay's preload, bounded by the buffer).
+ */
+export const PRIME_NS = 1_000_000_000n;
 const MIN_LOOKAHEAD = 64;
 /** A read that failed (the workers busy, say) is tried again after this, doubling up to the max. */
 const RETRY_MS = 50;
@@ -222,14 +227,13 @@ export class Player {
   }
 
   /**
-   * Reads from where the replay stands until a lookahead's worth is read
-   * (what a fast replay's first quarter second needs) or all there is, so
-   * that a play finds its first events in hand; rejects when the store
-   * fails meanwhile.
+   * Reads from where the replay stands until PRIME_NS's worth is read (or
+   * all there is, or what the buffer holds), so that a play finds its first
+   * events in hand; rejects when the store fails meanwhile.
    */
   async primed(): Promise<void> {
     const ahead = this.readFrom();
-    while (ahead === this.ahead && this.wants(ahead, this.wallNs + LOOKAHEAD_NS)) await ahead.read();
+    while (ahead === this.ahead && this.wants(ahead, this.wallNs + PRIME_NS)) await ahead.read();
   }
 
   /**
