@@ -1,9 +1,10 @@
 /**
- * A histogram without labels that costs a few additions per observation:
- * prom-client's Histogram hashes its labels and validates the value on each
- * one, about a microsecond, which a dense replay pays for every event it
- * releases. Exported in the same text format (cumulative `_bucket`s, `_sum`,
- * `_count`); registered like any prom-client metric.
+ * A histogram without labels, fed in aggregate: the replay clock counts each
+ * release in these buckets itself (TimingStats), and the session adds the
+ * counts here a report at a time, where prom-client's Histogram would hash
+ * its labels and check the value for every event. Exported in the same text
+ * format (cumulative `_bucket`s, `_sum`, `_count`); registered like any
+ * prom-client metric.
  */
 import type { Registry } from 'prom-client';
 import type { MetricDelta } from '../replay/timing-stats';
@@ -25,20 +26,12 @@ export class CountedHistogram {
     registry.registerMetric(this as never);
   }
 
-  observe(value: number): void {
-    this.sum += value;
-    this.count++;
-    for (let b = 0; b < this.upperBounds.length; b++)
-      if (value <= this.upperBounds[b]!) {
-        this.counts[b]!++;
-        return;
-      }
-  }
-
   /** Samples counted elsewhere in the same buckets (the replay clock's): counts per bucket, their sum in ns. */
   add(delta: MetricDelta): void {
     if (delta.le.length !== this.upperBounds.length)
-      throw new Error(`${this.name}: ${delta.le.length} bucket counts for ${this.upperBounds.length} buckets`);
+      throw new Error(
+        `${this.name}: ${delta.le.length} bucket counts for ${this.upperBounds.length} buckets`,
+      );
     delta.le.forEach((n, b) => (this.counts[b]! += n));
     this.sum += delta.sumNs / 1e9;
     this.count += delta.count;

@@ -78,7 +78,8 @@ export interface MetricDelta {
 
 export class TimingStats {
   constructor(private readonly words: Float64Array = new Float64Array(TIMING_WORDS)) {
-    if (words.length !== TIMING_WORDS) throw new Error(`timing stats: ${words.length} words, not ${TIMING_WORDS}`);
+    if (words.length !== TIMING_WORDS)
+      throw new Error(`timing stats: ${words.length} words, not ${TIMING_WORDS}`);
   }
 
   /** One sample (ns; a bigint beyond 2^53 saturates the buckets, its max is kept as a double). */

@@ -46,7 +46,8 @@ export interface TransactionReader {
 export function framesOf(reader: TransactionReader): NonNullable<TransactionReader['frames']> {
   return reader.frames
     ? reader.frames.bind(reader)
-    : async (range, limit, after, spec, dest) => writeFrames(await reader.page(range, limit, after), spec, dest);
+    : async (range, limit, after, spec, dest) =>
+        writeFrames(await reader.page(range, limit, after), spec, dest);
 }
 
 /** Replay's reads over a store's EventReader (the node files on a query worker, or ClickHouse). */

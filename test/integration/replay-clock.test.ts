@@ -95,7 +95,10 @@ describe('the high-resolution replay clock', () => {
 
   it('hands the releases it made before a clear to the clearer instead of telling them', async () => {
     const ran: bigint[] = [];
-    const lane = new ArmedLane(clock, clock.lane((released) => ran.push(released.releasedAt)));
+    const lane = new ArmedLane(
+      clock,
+      clock.lane((released) => ran.push(released.releasedAt)),
+    );
     const due = clock.now();
     // with a frame, as a session's deadlines come
     lane.at(due, { index: 0, head: 'data: late=', tail: '\n\n' });

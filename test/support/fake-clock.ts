@@ -15,7 +15,6 @@ import type { ReleaseStats } from '../../daemon/replay/release-stats';
 import type { ClockLane, OnReleased, Released, ReplayClock } from '../../daemon/replay/replay-clock';
 import { laneBuffer } from '../../daemon/replay/clock/clock-wire';
 
-
 /** Writes no frame itself: the main thread writes every one (no sockets). */
 class FakeLane implements ClockLane {
   private buffer: FrameBuffer | null = null;
@@ -150,7 +149,7 @@ export class FakeClock implements ReplayClock {
     if (this.batching) {
       if (toNs + lateNs > this.nowNs) this.nowNs = toNs + lateNs;
       // a release may arm more deadlines already due: they go in the next report
-      for (let released = true; released; ) {
+      for (let released = true; released;) {
         released = false;
         for (const lane of this.lanes) {
           const due = lane.dueBy(toNs);

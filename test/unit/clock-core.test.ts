@@ -126,7 +126,16 @@ describe('clock wire', () => {
     expect(REPORT_WIDTH).toBe(6);
     // a record is a frame for the sockets, then its due time (from the anchor), where its bytes end, its recorded offset and id's length
     expect(RECORD_WIDTH).toBe(FRAME_WIDTH + 4);
-    expect(RECORD).toEqual({ offset: 0, length: 1, latenessAt: 2, index: 3, due: 4, end: 5, recorded: 6, idLength: 7 });
+    expect(RECORD).toEqual({
+      offset: 0,
+      length: 1,
+      latenessAt: 2,
+      index: 3,
+      due: 4,
+      end: 5,
+      recorded: 6,
+      idLength: 7,
+    });
     expect(RING.dataOffset).toBe(RING.recordsOffset + 8 * RECORD_WIDTH * RING.records);
   });
 

@@ -1,10 +1,13 @@
 import { Histogram, Registry } from 'prom-client';
 import { CountedHistogram } from '../../daemon/metrics/counted-histogram';
+import { LATENESS_BOUNDS_S, TimingStats } from '../../daemon/replay/timing-stats';
 
 describe('CountedHistogram', () => {
-  it("exports exactly what prom-client's Histogram exports for the same observations", async () => {
-    const buckets = [0.001, 0.01, 0.1, 1];
-    const values = [0, 0.0005, 0.001, 0.002, 0.05, 0.5, 1, 3, 1e-9, 0.01];
+  it("exports what prom-client's Histogram exports for the same samples, counted by TimingStats", async () => {
+    const buckets = [...LATENESS_BOUNDS_S];
+    const valuesNs = [
+      0, 500_000, 1_000_000, 2_000_000, 50_000_000, 500_000_000, 1e9, 3e9, 1, 10_000_000, 12e9,
+    ];
     const ours = new Registry();
     const counted = new CountedHistogram('lateness_seconds', 'how late', buckets, ours);
     const theirs = new Registry();
@@ -14,11 +17,18 @@ describe('CountedHistogram', () => {
       buckets,
       registers: [theirs],
     });
-    for (const value of values) {
-      counted.observe(value);
-      reference.observe(value);
-    }
-    expect(await ours.metrics()).toBe(await theirs.metrics());
+    const stats = new TimingStats();
+    const told = stats.metricMark();
+    // told in two deltas, as a session tells the metrics at two looks
+    valuesNs.slice(0, 5).forEach((ns) => stats.add(ns));
+    counted.add(stats.metricSince(told));
+    valuesNs.slice(5).forEach((ns) => stats.add(ns));
+    counted.add(stats.metricSince(told));
+    for (const ns of valuesNs) reference.observe(ns / 1e9);
+    const lines = (text: string) => text.split('\n').filter((line) => !line.includes('_sum'));
+    expect(lines(await ours.metrics())).toEqual(lines(await theirs.metrics()));
+    const sum = (text: string) => Number(/_sum (\S+)/.exec(text)![1]);
+    expect(sum(await ours.metrics())).toBeCloseTo(sum(await theirs.metrics()), 9);
   });
 
   it('exports zero counts before the first observation', async () => {

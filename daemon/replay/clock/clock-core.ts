@@ -130,7 +130,11 @@ export class ClockCore {
     const releasedAt = Math.round(t);
     for (const lane of this.lanes.values()) {
       const records = lane.records;
-      if (!records || lane.head === lane.tail || lane.anchor + records[recordSlot(lane.head) + RECORD.due]! > t)
+      if (
+        !records ||
+        lane.head === lane.tail ||
+        lane.anchor + records[recordSlot(lane.head) + RECORD.due]! > t
+      )
         continue;
       const first = lane.head;
       const { frames, lateness, deadlines } = this;
@@ -150,7 +154,8 @@ export class ClockCore {
       const wrote = this.out.release(id, frames, 0, lateness.length, (i) => lateness[i]!);
       const writtenAt = wrote ? Math.round(this.parts.now()) : -1;
       if (wrote && lane.stats)
-        for (const deadline of deadlines) lane.stats.delivery.add(writtenAt > deadline ? writtenAt - deadline : 0);
+        for (const deadline of deadlines)
+          lane.stats.delivery.add(writtenAt > deadline ? writtenAt - deadline : 0);
       lane.unreported += lane.head - first;
       lane.releasedAt = releasedAt;
       if (wrote) lane.writtenAt = writtenAt;

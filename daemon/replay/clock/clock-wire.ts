@@ -117,10 +117,7 @@ export type ClockReport = {
 
 /** A message on the clock's port, read when a command says one is there: a lane's ring, its session's statistics or lateness page, or text for its watchers. */
 export type ClockPortMessage =
-  | { ring: SharedArrayBuffer }
-  | { stats: SharedArrayBuffer }
-  | { log: SharedArrayBuffer }
-  | { text: string };
+  { ring: SharedArrayBuffer } | { stats: SharedArrayBuffer } | { log: SharedArrayBuffer } | { text: string };
 
 /** Why the clock thread closed its copy of a watcher's socket; reported by index. */
 export const CLOSE_REASONS = ['ended', 'cut', 'gone'] as const;

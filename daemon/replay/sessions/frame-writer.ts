@@ -75,7 +75,12 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
     const eventId = ids[consumed]!;
     if (spec.skip && ts === spec.skip.ts && eventId < spec.skip.eventId) continue;
     const index = spec.firstIndex + count;
-    const event = { timestamp_ns: ts, duration_ns: chunk.durations[consumed]!, event_id: eventId, json: json[consumed]! };
+    const event = {
+      timestamp_ns: ts,
+      duration_ns: chunk.durations[consumed]!,
+      event_id: eventId,
+      json: json[consumed]!,
+    };
     const frame = replayFrame(schedule, spec.firstTs, index, event);
     // at most 3 UTF-8 bytes per UTF-16 unit: room is checked without encoding
     const most = 3 * (frame.head.length + frame.tail.length + eventId.length);
@@ -108,6 +113,10 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
     count++;
   }
   const next =
-    consumed === n ? chunk.next : consumed > 0 ? { ts: chunk.ts[consumed - 1]!, eventId: ids[consumed - 1]! } : undefined;
+    consumed === n
+      ? chunk.next
+      : consumed > 0
+        ? { ts: chunk.ts[consumed - 1]!, eventId: ids[consumed - 1]! }
+        : undefined;
   return { read: n, count, tail, written, next, full, checkpoints, lastDue };
 }

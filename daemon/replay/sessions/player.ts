@@ -112,7 +112,14 @@ export class Player {
   /** Frames read from event `index`, the first at or after recorded offset `positionNs`, for seek(). */
   stage(index: number, positionNs: bigint): ReadAhead {
     const start = { ts: this.transaction.firstTs + positionNs };
-    return ReadAhead.from(this.transaction, this.schedule, this.clock.frameBuffer(), index, start, this.checkpoints);
+    return ReadAhead.from(
+      this.transaction,
+      this.schedule,
+      this.clock.frameBuffer(),
+      index,
+      start,
+      this.checkpoints,
+    );
   }
 
   /** Continues from event `index`, the first at or after recorded offset `positionNs`; `staged` reads from there already. */
@@ -139,7 +146,8 @@ export class Player {
   advance(count: number): boolean {
     this.nextIndex += count;
     const ahead = this.ahead;
-    if (ahead && ahead.buffer.taken > 0) this.floorNs = BigInt(ahead.buffer.field(ahead.buffer.taken - 1, 'recorded'));
+    if (ahead && ahead.buffer.taken > 0)
+      this.floorNs = BigInt(ahead.buffer.field(ahead.buffer.taken - 1, 'recorded'));
     if (this.nextIndex >= this.transaction.total) return false;
     this.readAhead();
     return !ahead || ahead.buffer.pending > 0 || !ahead.exhausted;
@@ -182,7 +190,9 @@ export class Player {
   private livePosition(wallNs: bigint): bigint {
     const buffer = this.ahead?.buffer;
     const ceiling =
-      buffer && buffer.pending > 0 ? BigInt(buffer.field(buffer.taken, 'recorded')) : this.transaction.durationNs;
+      buffer && buffer.pending > 0
+        ? BigInt(buffer.field(buffer.taken, 'recorded'))
+        : this.transaction.durationNs;
     return this.schedule.position(wallNs, this.nextIndex, this.floorNs, ceiling);
   }
 
@@ -276,14 +286,21 @@ export class Player {
    */
   private wants(ahead: ReadAhead, horizonNs: bigint): boolean {
     const { buffer } = ahead;
-    if (ahead.exhausted || buffer.full || !buffer.roomFor(buffer.tail === 0 ? 1 : PREFETCH_CHUNK)) return false;
+    if (ahead.exhausted || buffer.full || !buffer.roomFor(buffer.tail === 0 ? 1 : PREFETCH_CHUNK))
+      return false;
     return buffer.pending < MIN_LOOKAHEAD || buffer.lastDue <= Number(horizonNs);
   }
 
   /** While playing: reads on if more is wanted, then hands the clock what came (one command a page). */
   private readAhead(): void {
     const ahead = this.ahead;
-    if (!ahead || !this.active || ahead.reading || this.retry || !this.wants(ahead, this.wallNow() + LOOKAHEAD_NS))
+    if (
+      !ahead ||
+      !this.active ||
+      ahead.reading ||
+      this.retry ||
+      !this.wants(ahead, this.wallNow() + LOOKAHEAD_NS)
+    )
       return;
     ahead.read().then(
       () => {
