@@ -1,7 +1,7 @@
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import type { ReplaySession } from '../../daemon/replay/sessions/replay-session';
 import { PREFETCH_CHUNK } from '../../daemon/replay/sessions/transaction';
-import { PRIME_NS } from '../../daemon/replay/sessions/player';
+import { LOOKAHEAD_NS, PRIME_NS } from '../../daemon/replay/sessions/player';
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 
@@ -182,18 +182,41 @@ describe('a session on a fake clock', () => {
   }
 
   it('reads a long transaction a bounded lookahead at a time', async () => {
-    // 100 µs apart: the play reads 1 s first (10,000 events), then keeps 250 ms (2,500) ahead; the whole transaction is 50,000
+    // 100 µs apart: the play starts once 250 ms (2,500 events) are read (faster than it plays),
+    // then keeps that far ahead; the whole transaction is 50,000
     const many = Array.from({ length: 50_000 }, (_, i) => fakeEvent('big', T0 + BigInt(i) * 100_000n, i));
     const fx = replayFixture(many);
     const session = await fx.sessions.create({ transaction_id: 'big', speed_factor: 1, extra_latency_ns: 0 });
-    const primed = Number(PRIME_NS / 100_000n);
-    const held = primed + PREFETCH_CHUNK;
+    const held = Number(LOOKAHEAD_NS / 100_000n) + 100 + PREFETCH_CHUNK;
     await session.play();
-    expect(fx.source.read).toBeGreaterThanOrEqual(primed);
+    expect(fx.source.read).toBeGreaterThanOrEqual(Number(LOOKAHEAD_NS / 100_000n));
     expect(fx.source.read).toBeLessThanOrEqual(held);
     await playInSteps(fx, session, 1_000_000n, 999_900_000n, held);
     expect(session.record().events_emitted).toBe(10_000);
     expect(fx.source.read).toBeLessThanOrEqual(10_000 + held);
+  });
+
+  it('primes up to a second before playing when the store reads slower than the replay plays', async () => {
+    // 20 µs apart: 12,500 events a lookahead, 50,000 a second
+    const dense = Array.from({ length: 60_000 }, (_, i) => fakeEvent('d', T0 + BigInt(i) * 20_000n, i));
+    const fast = replayFixture(dense);
+    const quick = await fast.sessions.create({ transaction_id: 'd', speed_factor: 1, extra_latency_ns: 0 });
+    await quick.play();
+    const lookahead = Number(LOOKAHEAD_NS / 20_000n);
+    expect(fast.source.read).toBeGreaterThanOrEqual(lookahead);
+    expect(fast.source.read).toBeLessThanOrEqual(lookahead + PREFETCH_CHUNK);
+
+    const slow = replayFixture(dense);
+    slow.clock.dataBytes = 64 << 20;
+    // each page of 2,048 events (41 ms of replay) takes 50 ms to read: slower than it plays
+    slow.source.slow = (read) => {
+      if (read === 'page') slow.clock.nowNs += 50_000_000n;
+    };
+    const primed = await slow.sessions.create({ transaction_id: 'd', speed_factor: 1, extra_latency_ns: 0 });
+    await primed.play();
+    const second = Number(PRIME_NS / 20_000n);
+    expect(slow.source.read).toBeGreaterThanOrEqual(second);
+    expect(slow.source.read).toBeLessThanOrEqual(second + PREFETCH_CHUNK);
   });
 
   it('never holds more than its buffer, however dense the transaction', async () => {

@@ -24,12 +24,15 @@ import { PREFETCH_CHUNK, type EventStart, type Transaction } from './transaction
  */
 export const LOOKAHEAD_NS = 250_000_000n;
 /**
- * A play starts once PRIME_NS of wall time is read (or the buffer is full):
- * a query worker writes ~250,000 frames a second, so a denser replay could
- * not be read as fast as it plays; with its first second in the clock's
- * hands it is (tcpreplay's preload, bounded by the buffer).
+ * A play starts once a lookahead (LOOKAHEAD_NS) is read, if it was read
+ * READ_MARGIN times faster than it plays; otherwise once PRIME_NS of wall
+ * time is read (or the buffer is full): a query worker writes ~250,000
+ * frames a second, so a denser replay could not be read as fast as it
+ * plays; with its first second in the clock's hands it is (tcpreplay's
+ * preload, bounded by the buffer).
  */
 export const PRIME_NS = 1_000_000_000n;
+const READ_MARGIN = 2;
 const MIN_LOOKAHEAD = 64;
 /** A read that failed (the workers busy, say) is tried again after this, doubling up to the max. */
 const RETRY_MS = 50;
@@ -237,13 +240,21 @@ export class Player {
   }
 
   /**
-   * Reads from where the replay stands until PRIME_NS's worth is read (or
-   * all there is, or what the buffer holds), so that a play finds its first
-   * events in hand; rejects when the store fails meanwhile.
+   * Reads from where the replay stands until the reads are ahead for good
+   * (see PRIME_NS), or all there is, or what the buffer holds, so that a
+   * play finds its first events in hand; rejects when the store fails
+   * meanwhile.
    */
   async primed(): Promise<void> {
     const ahead = this.readFrom();
-    while (ahead === this.ahead && this.wants(ahead, this.wallNs + PRIME_NS)) await ahead.read();
+    const started = this.clock.now();
+    while (ahead === this.ahead && this.wants(ahead, this.wallNs + PRIME_NS)) {
+      // a lookahead is in hand: go if it was read fast enough that the reads keep ahead from here
+      const readAheadNs = ahead.buffer.lastDue - Number(this.wallNs);
+      const tookNs = Number(this.clock.now() - started);
+      if (!this.wants(ahead, this.wallNs + LOOKAHEAD_NS) && readAheadNs > READ_MARGIN * tookNs) return;
+      await ahead.read();
+    }
   }
 
   /**
