@@ -36,7 +36,13 @@ import { ShipBatchReader } from '../agent/ship/ship-batch';
 import { Shipper } from '../agent/ship/shipper';
 import { StoreWriter } from '../agent/store/store-writer';
 import { quoteInt, quoteString } from '../core/clickhouse/quote';
-import { CLICKHOUSE_MIGRATIONS, eventsTable, lookupTable, type LookupKey } from '../core/clickhouse/schema';
+import {
+  CLICKHOUSE_EVENT_COLUMNS,
+  CLICKHOUSE_MIGRATIONS,
+  eventsTable,
+  lookupTable,
+  type LookupKey,
+} from '../core/clickhouse/schema';
 import {
   ClickHouseHttp,
   INSERT_CODECS,
@@ -74,6 +80,12 @@ const SESSIONS = 20;
 /* how the cluster gets the dataset: ship (the agent's Shipper, RowBinary) or sql (INSERT … SELECT numbers()) */
 const FILL = env('KREPLAY_BENCH_FLEET_FILL', 'ship');
 const FILL_PARALLEL = Number(env('KREPLAY_BENCH_FLEET_FILL_PARALLEL', '2'));
+/*
+ * Lookups at scales the node files and the Shipper cannot reach here in time (issue 27: 100M):
+ * each node's first 1/MULTIPLY of its events go through the agent's writer and Shipper, then each
+ * shard copies them MULTIPLY - 1 times server-side into the rest of the span (multiply()).
+ */
+const MULTIPLY = Number(env('KREPLAY_BENCH_FLEET_MULTIPLY', '1'));
 /* 3 of every 10 events carry context: a transaction of 12 events per 40, a trace of 30 per node over all 20 nodes */
 const TXN_WINDOW = 40;
 const TRACE_WINDOW = 100;
@@ -88,14 +100,14 @@ function gapNs(perNode: number): bigint {
   return SPAN_NS / BigInt(perNode);
 }
 
-/** Node `node`'s events through the agent's writer; returns its store id. */
-function writeNode(dir: string, node: number, perNode: number): string {
+/** Node `node`'s first `count` events of `perNode` (all by default) through the agent's writer; returns its store id. */
+function writeNode(dir: string, node: number, perNode: number, count = perNode): string {
   const writer = StoreWriter.open(dir, `node-${node}`);
   const batch = new EventBatch(BATCH);
   const gap = Number(gapNs(perNode));
   try {
     batch.clear(FIRST_TS);
-    for (let i = 0; i < perNode; i++) {
+    for (let i = 0; i < count; i++) {
       const s = i % SERVICES;
       const ctx = hasContext(i) ? writer.contexts.id(txnOf(node, i), traceOf(i)) : 0;
       batch.pushSysWrite({
@@ -125,7 +137,13 @@ function writeNode(dir: string, node: number, perNode: number): string {
 }
 
 /** The same rows as writeNode's, made by the server from numbers(). */
-function insertNodeSql(table: string, node: number, storeId: string, perNode: number): string {
+function insertNodeSql(
+  table: string,
+  node: number,
+  storeId: string,
+  perNode: number,
+  count = perNode,
+): string {
   const ts = `(${quoteInt(FIRST_TS)} + number * ${quoteInt(gapNs(perNode))} + ${quoteInt(node)})`;
   const hex = (v: string, width: number) =>
     `substring(concat(${quoteString('0'.repeat(width))}, lower(hex(${v}))), length(lower(hex(${v}))) + 1, ${width})`;
@@ -143,7 +161,62 @@ function insertNodeSql(table: string, node: number, storeId: string, perNode: nu
       toNullable(concat('/var/lib/service-', toString(${s}), '/3.log')) AS target,
       CAST(NULL AS Nullable(String)) AS device, CAST(NULL AS Nullable(UInt64)) AS sector,
       CAST(NULL AS Nullable(String)) AS op, CAST(NULL AS Nullable(Int64)) AS error
-    FROM numbers(${quoteInt(perNode)})`;
+    FROM numbers(${quoteInt(count)})`;
+}
+
+const hexSql = (v: string, width: number) =>
+  `substring(concat(${quoteString('0'.repeat(width))}, lower(hex(${v}))), length(lower(hex(${v}))) + 1, ${width})`;
+
+/**
+ * Copy `copy` of each node's first `base` events (1 ≤ copy < MULTIPLY), as
+ * the events table's columns: event i becomes event i + copy * base of its
+ * node, exactly the row writeNode would have written for it (base is a
+ * multiple of 1,000, so services, durations, transactions of 40 and traces of
+ * 100 fall alike): its timestamp and seq moved on, event id remade from them,
+ * transaction and trace numbers moved on. No column is aliased: 18.16 would
+ * read an alias named like a column in place of the column. Both branches of
+ * if() run on every row, hence toUInt64OrZero for the rows without the key.
+ */
+function copySql(columns: readonly string[], copy: number, base: number, perNode: number): string {
+  const ts = `(timestamp_ns + ${quoteInt(BigInt(copy * base) * gapNs(perNode))})`;
+  const seq = `(seq + ${quoteInt(copy * base)})`;
+  const moved = (key: string, window: number, prefix: string) =>
+    `if(isNull(${key}), NULL, concat(${prefix}, toString(toUInt64OrZero(arrayElement(splitByChar('-', assumeNotNull(${key})), -1)) + ${quoteInt((copy * base) / window)})))`;
+  const exprs: Record<string, string> = {
+    event_id: `concat(store_id, ${hexSql(ts, 16)}, ${hexSql(seq, 12)})`,
+    timestamp_ns: ts,
+    seq,
+    transaction_id: moved(
+      'transaction_id',
+      TXN_WINDOW,
+      `concat('txn-', arrayElement(splitByChar('-', assumeNotNull(transaction_id)), 2), '-')`,
+    ),
+    trace_id: moved('trace_id', TRACE_WINDOW, "'tr-'"),
+  };
+  return `INSERT INTO events (${columns.join(', ')})
+    SELECT ${columns.map((c) => exprs[c] ?? c).join(', ')} FROM events WHERE seq <= ${quoteInt(base)}`;
+}
+
+/**
+ * Fills each node's span from its first `base` events (shipped): on each
+ * shard, its own rows copied MULTIPLY - 1 times by INSERT … SELECT into its
+ * local table (the shard of a node's copies is the node's, as the sharding key
+ * says; the lookup views fill the lookup tables).
+ */
+async function multiply(
+  cluster: TestCluster,
+  database: string,
+  base: number,
+  perNode: number,
+): Promise<void> {
+  const shards = cluster.shards.map((_, i) => cluster.client(database, i, 600_000));
+  const columns = CLICKHOUSE_EVENT_COLUMNS.map((c) => c.name);
+  await Promise.all(
+    shards.map(async (shard) => {
+      for (let copy = 1; copy < MULTIPLY; copy++)
+        await shard.exec(copySql(columns, copy, base, perNode), undefined, undefined, 600_000);
+    }),
+  );
 }
 
 /** Ships every node file of `dir` to the cluster with the agent's Shipper, FILL_PARALLEL at a time. */
@@ -543,12 +616,18 @@ function lookupSql(ch: ClickHouseHttp, lookup: Lookup, final: boolean): string {
 
 async function lookups(cluster: TestCluster, events: number, runs: number): Promise<(string | number)[][]> {
   const perNode = Math.floor(events / NODES);
+  // the events each node file holds (and ships): all of them, or the first 1/MULTIPLY
+  const base = perNode / MULTIPLY;
+  if (MULTIPLY > 1 && base % 1000 !== 0)
+    throw new Error(
+      `${events} events over ${NODES} nodes is not ${MULTIPLY} copies of a multiple of 1,000 a node`,
+    );
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-fleet-'));
   const database = `fleet_${process.pid}_${events}`;
   const daemons: Daemon[] = [];
   try {
     let t = Date.now();
-    const storeIds = Array.from({ length: NODES }, (_, n) => writeNode(dir, n, perNode));
+    const storeIds = Array.from({ length: NODES }, (_, n) => writeNode(dir, n, perNode, base));
     const sqliteS = (Date.now() - t) / 1000;
     await cluster.migrate(database);
     const ch = cluster.client(database, 0, 600_000);
@@ -556,8 +635,11 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
     if (FILL === 'ship') await shipNodes(cluster, database, dir);
     else
       for (let n = 0; n < NODES; n++)
-        await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode));
+        await ch.exec(insertNodeSql(eventsTable(ch.endpoint), n, storeIds[n]!, perNode, base));
     const clickhouseS = (Date.now() - t) / 1000;
+    t = Date.now();
+    if (MULTIPLY > 1) await multiply(cluster, database, base, perNode);
+    const multiplyS = (Date.now() - t) / 1000;
     // lookups on a settled store, as a fleet store is between bursts: not while merges of the fill still run
     t = Date.now();
     const shards = cluster.shards.map((_, i) => cluster.client(database, i));
@@ -575,22 +657,33 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         ),
       ),
     );
+    const [stored] = await ch.rows<{ n: string }>(`SELECT count() AS n FROM ${eventsTable(ch.endpoint)}`);
+    if (Number(stored!.n) !== events) throw new Error(`the cluster holds ${stored!.n} events, not ${events}`);
     console.log(
-      `${events} events: SQLite files written in ${sqliteS.toFixed(0)} s, cluster filled ${FILL === 'ship' ? "by the agent's Shipper (RowBinary)" : 'by INSERT … SELECT'} in ${clickhouseS.toFixed(0)} s (${Math.round(events / clickhouseS)} rows/s), ` +
+      `${events} events: SQLite files of ${base * NODES} written in ${sqliteS.toFixed(0)} s, cluster filled with them ${FILL === 'ship' ? "by the agent's Shipper (RowBinary)" : 'by INSERT … SELECT'} in ${clickhouseS.toFixed(0)} s (${Math.round((base * NODES) / clickhouseS)} rows/s), ` +
+        (MULTIPLY > 1
+          ? `copied ${MULTIPLY - 1} times on each shard in ${multiplyS.toFixed(0)} s (${Math.round((events - base * NODES) / multiplyS)} rows/s), `
+          : '') +
         `merges settled in ${((Date.now() - t) / 1000).toFixed(0)} s (events parts per shard: ${parts.map((p) => p[0]!.n).join(', ')})`,
     );
     // the anchor of schema v2: the same rows in a v1 database (8,192-row granules), copied on each shard
+    // (not at multiplied scales: a second copy of every row, for a figure measured at 10M already)
     const v1 = `${database}_v1`;
-    for (let i = 0; i < cluster.shards.length; i++) {
+    for (let i = 0; i < (MULTIPLY > 1 ? 0 : cluster.shards.length); i++) {
       const shard = cluster.client(v1, i, 600_000);
       await shard.exec(`CREATE DATABASE IF NOT EXISTS ${v1}`, undefined, null);
       for (const statement of CLICKHOUSE_MIGRATIONS[0] as readonly string[]) await shard.exec(statement);
-      await shard.exec(`INSERT INTO events SELECT * FROM ${database}.events`);
+      // v1's columns only (response_ns came with v3)
+      const v1Columns = CLICKHOUSE_EVENT_COLUMNS.filter((c) => c.since === 1)
+        .map((c) => c.name)
+        .join(', ');
+      await shard.exec(`INSERT INTO events (${v1Columns}) SELECT ${v1Columns} FROM ${database}.events`);
     }
-    await cluster.client(v1, 0).exec(
-      `CREATE TABLE IF NOT EXISTS ${eventsTable(cluster.endpoint(v1))} AS events
-       ENGINE = Distributed(${cluster.name}, ${v1}, events, cityHash64(store_id))`,
-    );
+    if (MULTIPLY === 1)
+      await cluster.client(v1, 0).exec(
+        `CREATE TABLE IF NOT EXISTS ${eventsTable(cluster.endpoint(v1))} AS events
+         ENGINE = Distributed(${cluster.name}, ${v1}, events, cityHash64(store_id))`,
+      );
     const chV1 = cluster.client(v1, 0, 600_000);
     const files = await createDaemon({ dataDir: dir, log: silentLogger });
     daemons.push(files);
@@ -606,18 +699,46 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       seed = (seed * 1103515245 + 12345) % 2 ** 31;
       return seed % n;
     };
-    const keys = (): Lookup[] =>
+    // keys among a node's first `held` events: the cluster's every event, the node files' first `base`
+    const keysOf = (held: number): Lookup[] =>
       Array.from({ length: LOOKUPS }, (_, k) =>
         k % 2
-          ? { kind: 'trace', query: `trace_id=tr-${pick(Math.floor(perNode / TRACE_WINDOW))}` }
+          ? { kind: 'trace', query: `trace_id=tr-${pick(Math.floor(held / TRACE_WINDOW))}` }
           : {
               kind: 'transaction',
-              query: `transaction_id=txn-${pick(NODES)}-${pick(Math.floor(perNode / TXN_WINDOW))}`,
+              query: `transaction_id=txn-${pick(NODES)}-${pick(Math.floor(held / TXN_WINDOW))}`,
             },
       );
+    const keys = () => keysOf(perNode);
+    const fileKeys = () => keysOf(base);
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    // the copies are the rows writeNode would have written: transactions past the shipped events, by id
+    for (let k = 0; MULTIPLY > 1 && k < 10; k++) {
+      const node = pick(NODES);
+      const txn = Math.floor(base / TXN_WINDOW) + pick(Math.floor((perNode - base) / TXN_WINDOW));
+      const want: string[] = [];
+      for (let i = txn * TXN_WINDOW; i < (txn + 1) * TXN_WINDOW; i++)
+        if (hasContext(i)) {
+          const ts = FIRST_TS + BigInt(i) * gapNs(perNode) + BigInt(node);
+          want.push(
+            `${storeIds[node]}${ts.toString(16).padStart(16, '0')}${(i + 1).toString(16).padStart(12, '0')}`,
+          );
+        }
+      const got = (
+        JSON.parse((await get(agent, fleet.url, `/api/events?transaction_id=txn-${node}-${txn}`)).body) as {
+          events: { event_id: string; transaction_id: string; trace_id: string }[];
+        }
+      ).events;
+      if (
+        got.map((e) => e.event_id).join() !== want.join() ||
+        got.some((e) => !e.trace_id?.startsWith('tr-'))
+      )
+        throw new Error(
+          `copied transaction txn-${node}-${txn}: ${JSON.stringify(got[0])} (${got.length} events)`,
+        );
+    }
     // the same dataset: a sample answered byte for byte alike
-    for (const key of keys().slice(0, 10)) {
+    for (const key of fileKeys().slice(0, 10)) {
       const [a, b] = [
         await get(agent, files.url, `/api/events?${key.query}`),
         await get(agent, fleet.url, `/api/events?${key.query}`),
@@ -639,10 +760,16 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         plain: { transaction: [] as number[], trace: [] as number[] },
         v1: { transaction: [] as number[], trace: [] as number[] },
       };
-      for (const key of keys()) {
-        ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${key.query}`)).ms);
+      const keyList = keys();
+      // both stores asked the same keys, unless the node files hold only the first 1/MULTIPLY
+      const fileKeyList = MULTIPLY > 1 ? fileKeys() : keyList;
+      for (const [k, key] of keyList.entries()) {
+        const fileKey = fileKeyList[k]!; // the same kind
+        ms.sqlite[key.kind].push((await get(agent, files.url, `/api/events?${fileKey.query}`)).ms);
         ms.clickhouse[key.kind].push((await get(agent, fleet.url, `/api/events?${key.query}`)).ms);
-        for (const shape of ['final', 'plain', 'v1'] as const) {
+        for (const shape of MULTIPLY > 1
+          ? (['final', 'plain'] as const)
+          : (['final', 'plain', 'v1'] as const)) {
           const t = process.hrtime.bigint();
           await (shape === 'v1' ? chV1 : ch).rows(
             lookupSql(shape === 'v1' ? chV1 : ch, key, shape === 'final'),
@@ -652,16 +779,17 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
       }
       for (const shape of ['final', 'plain', 'v1'] as const)
         for (const kind of ['transaction', 'trace'] as const) {
+          if (sql[shape][kind].length === 0) continue;
           add(`sql ${shape} ${kind} p50`, percentile(sql[shape][kind], 50));
           add(`sql ${shape} ${kind} p99`, percentile(sql[shape][kind], 99));
         }
       // a replay session: created with its transaction loaded whole (a FINAL count, then its pages)
-      for (const [store, daemon] of [
-        ['sqlite', files],
-        ['clickhouse', fleet],
+      for (const [store, daemon, storeKeys] of [
+        ['sqlite', files, fileKeys],
+        ['clickhouse', fleet, keys],
       ] as const) {
         const times: number[] = [];
-        for (const key of keys()
+        for (const key of storeKeys()
           .filter((k) => k.kind === 'transaction')
           .slice(0, SESSIONS)) {
           const started = process.hrtime.bigint();
@@ -714,7 +842,7 @@ async function lookups(cluster: TestCluster, events: number, runs: number): Prom
         }
     }
     agent.destroy();
-    const f = (name: string) => range(figures.get(name)!);
+    const f = (name: string) => (figures.has(name) ? range(figures.get(name)!) : '');
     return [
       ...['transaction', 'trace'].map((kind) => [
         events,

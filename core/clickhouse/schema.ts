@@ -147,7 +147,9 @@ const COPY_TIMEOUT_MS = 240_000;
  * arrive meanwhile fail until the new table exists and are retried by their
  * agents (their cursors wait). Every step can run again after a crash: the
  * rename happens once, and a slice copied twice collapses like a re-sent
- * batch.
+ * batch. A slice is read with FINAL so that no new part holds two copies of
+ * an event (an insert does not collapse its own rows; the lookup counts rely
+ * on it, daemon/store/clickhouse-events.ts).
  */
 async function regranulate(ch: ClickHouseHttp, version: number): Promise<void> {
   const tables = ['events', ...LOOKUP_KEYS.map(lookupTable)];
@@ -176,7 +178,7 @@ async function regranulate(ch: ClickHouseHttp, version: number): Promise<void> {
     const step = (BigInt(range!.last) - first) / chunks + 1n;
     for (let from = first; from <= BigInt(range!.last); from += step)
       await ch.exec(
-        `INSERT INTO events (${columns}) SELECT ${columns} FROM events_old
+        `INSERT INTO events (${columns}) SELECT ${columns} FROM events_old FINAL
          WHERE timestamp_ns >= ${quoteInt(from)} AND timestamp_ns < ${quoteInt(from + step)}`,
         undefined,
         undefined,

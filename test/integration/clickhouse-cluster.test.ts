@@ -180,6 +180,19 @@ describeCh('a ClickHouse cluster of two shards', () => {
         const [cluster, files] = [await walk(viaCluster.url), await walk(viaFiles.url)];
         expect(cluster).toEqual(files); // byte for byte: events, order and cursors, page by page
       }
+      // a session's count and span, read from each shard's lookup table with the copies there, and a seek's index
+      for (const transaction_id of ['tx-span', 'tx-3-5']) {
+        const sessions: { id: string; events_total: number; duration_ns: number }[] = [];
+        for (const daemon of [viaCluster, viaFiles]) {
+          const created = await api(daemon.url, 'POST', '', { transaction_id });
+          expect(created.status).toBe(201);
+          sessions.push(created.body as (typeof sessions)[number]);
+        }
+        expect(sessions[0]!.events_total).toBe(sessions[1]!.events_total);
+        expect(sessions[0]!.duration_ns).toBe(sessions[1]!.duration_ns);
+        for (const [i, daemon] of [viaCluster, viaFiles].entries())
+          await api(daemon.url, 'DELETE', `/${sessions[i]!.id}`);
+      }
       const all = await fetchAllPages(viaCluster.url, 'limit=10000');
       expect(all).toHaveLength(NODES.length * PER_NODE);
       const one = await get(`${viaCluster.url}/api/events/${all[4321]!.event_id}?int64=string`);
