@@ -77,6 +77,11 @@ export interface ClockLane {
    * of the buffer.
    */
   clear(forGood?: boolean): Released[];
+  /**
+   * `on`: the main thread writes frames of this lane itself (a TLS stream),
+   * so its releases are told as they come rather than in aggregate.
+   */
+  prompt(on: boolean): void;
   /** Where the clock writes frames itself; null where the main thread writes them all. */
   readonly sockets: LaneSockets | null;
 }

@@ -33,6 +33,9 @@ class FakeLane implements ClockLane {
     readonly onReleased: OnReleased,
   ) {}
 
+  /** The fake clock tells every release as it comes. */
+  prompt(): void {}
+
   keep(stats: ReleaseStats, pages: { page: number; shared: SharedArrayBuffer }[]): void {
     this.stats = stats;
     for (const { page, shared } of pages) this.log.adopt(page, shared);

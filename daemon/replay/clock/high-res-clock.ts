@@ -139,6 +139,10 @@ class HighResLane implements ClockLane {
     return this.published - this.reportedTail;
   }
 
+  prompt(on: boolean): void {
+    this.clock.prompt(this, on);
+  }
+
   keep(stats: ReleaseStats, pages: { page: number; shared: SharedArrayBuffer }[]): void {
     this.stats = stats;
     this.pages.push(...pages);
@@ -269,6 +273,8 @@ export class HighResClock implements ReplayClock {
   /** when the main thread last read the reports (performance.now()), and the look waiting for LOOK_EVERY_MS */
   private lastLook = -Infinity;
   private lookTimer: NodeJS.Timeout | null = null;
+  /** lanes whose releases the main thread's own streams wait for */
+  private readonly promptLanes = new Set<HighResLane>();
 
   constructor(
     private readonly log: Logger,
@@ -456,10 +462,16 @@ export class HighResClock implements ReplayClock {
     }
   }
 
+  /** `lane` has streams the main thread writes (`on`): while any lane has, every report is read at once. */
+  prompt(lane: HighResLane, on: boolean): void {
+    if (on) this.promptLanes.add(lane);
+    else this.promptLanes.delete(lane);
+  }
+
   /** The doorbell rang: reads the reports now, or once LOOK_EVERY_MS has passed since the last look. */
   private look(): void {
     const wait = this.lastLook + LOOK_EVERY_MS - performance.now();
-    if (wait <= 0) return this.readReleases();
+    if (wait <= 0 || this.promptLanes.size > 0) return this.readReleases();
     this.lookTimer ??= setTimeout(() => {
       this.lookTimer = null;
       this.readReleases();
@@ -540,6 +552,7 @@ export class HighResClock implements ReplayClock {
 
   async close(): Promise<void> {
     if (this.lookTimer) clearTimeout(this.lookTimer);
+    this.promptLanes.clear();
     this.lanes.clear();
     this.due.clear();
     if (this.worker.threadId === -1) return;

@@ -199,6 +199,11 @@ export class Player {
     return this.schedule.position(wallNs, this.nextIndex, this.floorNs, ceiling);
   }
 
+  /** Whether streams the main thread writes (TLS) wait for this session's releases: they are told at once, not in aggregate. */
+  prompt(on: boolean): void {
+    this.lane.prompt(on);
+  }
+
   /** Where the clock writes this session's frames itself, if it can. */
   get sockets(): LaneSockets | null {
     return this.lane.sockets;

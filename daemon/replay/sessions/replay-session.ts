@@ -185,6 +185,7 @@ export class ReplaySession {
     this.player.drop();
     this.enter(next);
     this.broadcast.end();
+    this.player.prompt(false);
   }
 
   /**
@@ -234,6 +235,7 @@ export class ReplaySession {
   shutdown(): void {
     if (this.state === 'playing') this.pause();
     this.broadcast.end();
+    this.player.prompt(false);
   }
 
   /**
@@ -250,12 +252,14 @@ export class ReplaySession {
       return;
     }
     this.broadcast.add(watcher);
+    this.player.prompt(this.broadcast.mainWatchers > 0);
     watcher.write(first);
     if (this.state === 'stopped') this.unwatch(watcher, true);
   }
 
   unwatch(watcher: Watcher, end = false): void {
     this.broadcast.delete(watcher);
+    this.player.prompt(this.broadcast.mainWatchers > 0);
     if (end) watcher.end();
   }
 
