@@ -160,8 +160,9 @@ export function clockThread(
     let t = now();
     while (t < next && Atomics.load(control, CONTROL.wake) === seen) t = now();
     if (t < next) continue; // new commands may bring an earlier deadline
-    // a full ring means a main thread far behind: give it a millisecond rather than spin
-    if (!core.release(t)) Atomics.wait(control, CONTROL.wake, seen, 1);
+    // a full report ring (a main thread far behind) holds no release back: the clock counts
+    // them and reports once there is room (core.backlogged keeps it looking meanwhile)
+    core.release(t);
     earlyWake.fade();
   }
 }
