@@ -93,7 +93,7 @@ export interface ReplayClock {
   leadNs(): bigint;
   /** A new lane, whose releases are told to `onReleased`. */
   lane(onReleased: OnReleased): ClockLane;
-  /** A buffer for a session's frames (one given back by a lane cleared for good, if any). */
-  frameBuffer(): FrameBuffer;
+  /** A buffer for a session's frames, large for a `dense` replay (one of its size given back by a lane cleared for good, if any). */
+  frameBuffer(dense: boolean): FrameBuffer;
   close(): Promise<void>;
 }

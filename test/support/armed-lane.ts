@@ -16,7 +16,7 @@ export class ArmedLane {
     clock: ReplayClock,
     readonly lane: ClockLane,
   ) {
-    this.buffer = clock.frameBuffer();
+    this.buffer = clock.frameBuffer(false);
     this.anchor = clock.now();
   }
 

@@ -134,6 +134,7 @@ export class FakeClock implements ReplayClock {
   }
 
   frameBuffer(): FrameBuffer {
+    // one size: tests choose it (dataBytes)
     return new FrameBuffer(laneBuffer(this.dataBytes));
   }
 

@@ -133,11 +133,14 @@ const RING_RECORDS = 1 << 18;
 const RING_RECORDS_OFFSET = 64;
 /**
  * Bytes of frames a lane's buffer holds (the high-resolution clock's): a
- * dense transaction's frames (~470 bytes each) for a second of replay at
- * 250,000 events/s, or all of a 200,000-event incident. Shared memory is
- * committed as it is written.
+ * sparse replay's quarter second fits in 16 MiB; a dense one primes up to a
+ * second of frames (~470 bytes each: all of a 200,000-event incident) in
+ * 128 MiB. Shared memory is committed as it is written, and a buffer that
+ * wraps around has written all of it, so a session takes the large one only
+ * when its density needs it.
  */
-const RING_DATA_BYTES = 128 << 20;
+const RING_DATA_BYTES = 16 << 20;
+const DENSE_RING_DATA_BYTES = 128 << 20;
 
 /**
  * A lane's buffer: Int32 words of its header, a ring of `records` RECORDs
@@ -153,6 +156,7 @@ export const RING = {
   recordsOffset: RING_RECORDS_OFFSET,
   dataOffset: RING_RECORDS_OFFSET + Float64Array.BYTES_PER_ELEMENT * RECORD_WIDTH * RING_RECORDS,
   dataBytes: RING_DATA_BYTES,
+  denseDataBytes: DENSE_RING_DATA_BYTES,
 } as const;
 
 /** The records of a lane's buffer. */

@@ -89,10 +89,11 @@ const LOOK_EVERY_MS = 10;
 const SYNC_TIMEOUT_MS = 2000;
 
 /**
- * Lane buffers kept for the next lane to play: shared memory is committed as
- * it is written, and a buffer written once stays committed, so one is kept.
+ * Lane buffers kept for the next lane to play (making one and committing its
+ * memory again costs the main thread): a buffer written once stays
+ * committed, so few are kept.
  */
-const SPARE_RINGS = 1;
+const SPARE_RINGS = 2;
 /** Releases one report tells the session at most, so that the event loop gets its turn between slices. */
 const RELEASES_PER_CALL = 1024;
 
@@ -348,8 +349,10 @@ export class HighResClock implements ReplayClock {
     return LEAD_NS;
   }
 
-  frameBuffer(): FrameBuffer {
-    return new FrameBuffer(this.spares.pop() ?? laneBuffer());
+  frameBuffer(dense: boolean): FrameBuffer {
+    const bytes = dense ? RING.denseDataBytes : RING.dataBytes;
+    const spare = this.spares.findIndex((ring) => ring.byteLength === RING.dataOffset + bytes);
+    return new FrameBuffer(spare >= 0 ? this.spares.splice(spare, 1)[0]! : laneBuffer(bytes));
   }
 
   now(): bigint {

@@ -11,6 +11,7 @@ import type { ClockLane, LateFrame, Released, ReplayClock } from '../replay-cloc
 import type { LaneSockets } from '../replay-clock';
 import type { LatenessLog } from '../lateness-log';
 import type { ReleaseStats } from '../release-stats';
+import type { FrameBuffer } from '../frame-buffer';
 import { ReadAhead } from './read-ahead';
 import type { Schedule } from './schedule';
 import { PREFETCH_CHUNK, type EventStart, type Transaction } from './transaction';
@@ -33,6 +34,8 @@ export const LOOKAHEAD_NS = 250_000_000n;
  */
 export const PRIME_NS = 1_000_000_000n;
 const READ_MARGIN = 2;
+/** A replay playing more events than this in PRIME_NS takes the clock's large buffer (frames of ~470 bytes). */
+const DENSE_EVENTS = 32_768;
 const MIN_LOOKAHEAD = 64;
 /** A read that failed (the workers busy, say) is tried again after this, doubling up to the max. */
 const RETRY_MS = 50;
@@ -115,14 +118,14 @@ export class Player {
   /** Frames read from event `index`, the first at or after recorded offset `positionNs`, for seek(). */
   stage(index: number, positionNs: bigint): ReadAhead {
     const start = { ts: this.transaction.firstTs + positionNs };
-    return ReadAhead.from(
-      this.transaction,
-      this.schedule,
-      this.clock.frameBuffer(),
-      index,
-      start,
-      this.checkpoints,
-    );
+    return ReadAhead.from(this.transaction, this.schedule, this.buffer(), index, start, this.checkpoints);
+  }
+
+  /** A buffer for the frames: the large one if the replay plays more than DENSE_EVENTS a PRIME_NS on average. */
+  private buffer(): FrameBuffer {
+    const { total } = this.transaction;
+    const wallNs = this.schedule.wallOffset(total - 1, this.transaction.durationNs) + 1n;
+    return this.clock.frameBuffer(BigInt(total) * PRIME_NS > BigInt(DENSE_EVENTS) * wallNs);
   }
 
   /** Continues from event `index`, the first at or after recorded offset `positionNs`; `staged` reads from there already. */
@@ -287,7 +290,7 @@ export class Player {
     this.ahead ??= ReadAhead.from(
       this.transaction,
       this.schedule,
-      this.clock.frameBuffer(),
+      this.buffer(),
       this.nextIndex,
       this.nextStart,
       this.checkpoints,
