@@ -26,14 +26,14 @@ import { PREFETCH_CHUNK, type EventStart, type Transaction } from './transaction
 export const LOOKAHEAD_NS = 250_000_000n;
 /**
  * A play starts once a lookahead (LOOKAHEAD_NS) is read, if it was read
- * READ_MARGIN times faster than it plays; otherwise once PRIME_NS of wall
+ * faster than it plays (READ_MARGIN); otherwise once PRIME_NS of wall
  * time is read (or the buffer is full): a query worker writes ~250,000
  * frames a second, so a denser replay could not be read as fast as it
  * plays; with its first second in the clock's hands it is (tcpreplay's
  * preload, bounded by the buffer).
  */
 export const PRIME_NS = 1_000_000_000n;
-const READ_MARGIN = 2;
+const READ_MARGIN = 1;
 /** A replay playing more events than this in PRIME_NS takes the clock's large buffer (frames of ~470 bytes). */
 const DENSE_EVENTS = 32_768;
 const MIN_LOOKAHEAD = 64;
