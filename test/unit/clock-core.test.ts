@@ -246,6 +246,22 @@ describe('ClockCore', () => {
     expect(t.core.next()).toBe(9300);
   });
 
+  it('rings the doorbell only for new reports, however often it looks', () => {
+    const t = setup();
+    t.open(1, 0);
+    t.arm(1, 0, 100);
+    t.core.drain();
+    for (let look = 0; look < 5; look++) t.core.retry();
+    expect(t.doorbells()).toBe(0);
+    t.core.release(100);
+    expect(t.doorbells()).toBe(1);
+    expect(t.reports()).toHaveLength(1);
+    // the main thread asks again and the clock looks on with nothing new: no ring
+    Atomics.store(t.control, CONTROL.doorbell, 1);
+    for (let look = 0; look < 5; look++) t.core.retry();
+    expect(t.doorbells()).toBe(1);
+  });
+
   it('acknowledges a sync after every command before it, and stops when told', () => {
     const t = setup();
     t.open(1, 0);
@@ -274,6 +290,9 @@ describe('ClockCore', () => {
     t.core.drain();
     expect(t.core.release(10)).toBe(false);
     expect(t.reports()).toHaveLength(REPORTS);
+    // the main thread read the full ring (the clock rang for it) and asks again
+    expect(t.doorbells()).toBe(1);
+    Atomics.store(t.control, CONTROL.doorbell, 1);
     expect(t.core.release(20)).toBe(true);
     expect(t.reports()).toEqual([
       { kind: 'released', lane: REPORTS + 1, generation: 0, count: 1, releasedAt: 10, writtenAt: -1 },

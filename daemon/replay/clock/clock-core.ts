@@ -169,12 +169,19 @@ export class ClockCore {
    * SYNC); false when the report ring is full.
    */
   tell(force: boolean): boolean {
-    this.post();
-    if (this.unsent.length > 0) return false;
-    if (!force && Atomics.load(this.parts.control, CONTROL.doorbell) !== 1) return true;
-    for (const lane of this.lanes.values()) if (!this.report(lane)) return false;
-    this.ring();
-    return true;
+    // the doorbell rings only for something new: an empty ring must not wake the main thread, which
+    // asks again at once and would wake this thread again
+    let told = this.post();
+    let full = this.unsent.length > 0;
+    if (!full && (force || Atomics.load(this.parts.control, CONTROL.doorbell) === 1))
+      for (const lane of this.lanes.values()) {
+        if (lane.unreported === 0) continue;
+        full = !this.report(lane);
+        if (full) break;
+        told = true;
+      }
+    if (told) this.ring();
+    return !full;
   }
 
   /** One lane's unreported releases in one report; false when the ring is full. */
@@ -312,10 +319,11 @@ export class ClockCore {
     lane.writtenAt = -1;
   }
 
-  /** Moves waiting reports into the ring as far as they fit. */
-  private post(): void {
+  /** Moves waiting reports into the ring as far as they fit; true if any moved. */
+  private post(): boolean {
     const taken = this.parts.reports.push(this.unsent, 0);
     if (taken > 0) this.unsent.splice(0, taken);
+    return taken > 0;
   }
 
   /** Rings the doorbell if the main thread asked for one. */
