@@ -190,17 +190,21 @@ export class ClockCore {
     const reports = this.parts.reports;
     const slot = reports.claim();
     if (slot < 0) return false;
-    const r = reports.slots;
-    r[slot + REPORT.kind] = REPORT_KIND.released;
-    r[slot + REPORT.lane] = lane.id;
-    r[slot + REPORT.generation] = lane.generation;
-    r[slot + REPORT.released.count] = lane.unreported;
-    r[slot + REPORT.released.releasedAt] = lane.releasedAt;
-    r[slot + REPORT.released.writtenAt] = lane.writtenAt;
+    this.encodeReleased(reports.slots, slot, lane);
     reports.publish();
+    return true;
+  }
+
+  /** Writes `lane`'s unreported releases as a RELEASED report into `slots` at `at`; they are reported then. */
+  private encodeReleased(slots: number[] | Float64Array, at: number, lane: LaneRecords): void {
+    slots[at + REPORT.kind] = REPORT_KIND.released;
+    slots[at + REPORT.lane] = lane.id;
+    slots[at + REPORT.generation] = lane.generation;
+    slots[at + REPORT.released.count] = lane.unreported;
+    slots[at + REPORT.released.releasedAt] = lane.releasedAt;
+    slots[at + REPORT.released.writtenAt] = lane.writtenAt;
     lane.unreported = 0;
     lane.writtenAt = -1;
-    return true;
   }
 
   /** One command at `slot`; true when it says stop. */
@@ -221,10 +225,11 @@ export class ClockCore {
       case COMMAND_KIND.clear: {
         const forGood = c[slot + COMMAND.clear.forGood] === 1;
         // what was released before is reported (the SYNC that follows a clear waits for it)
-        this.flushLane(this.lane(id));
+        const lane = this.lane(id);
+        this.flushLane(lane);
         // for good: the lane hands its statistics and pages again with its next buffer
         if (forGood) this.lanes.delete(id);
-        else this.lane(id).tail = this.lane(id).head;
+        else lane.tail = lane.head;
         this.out.clear(id, forGood);
         break;
       }
@@ -309,14 +314,7 @@ export class ClockCore {
     if (lane.unreported === 0 || (this.unsent.length === 0 && this.report(lane))) return;
     const at = this.unsent.length;
     for (let k = 0; k < REPORT_WIDTH; k++) this.unsent.push(0);
-    this.unsent[at + REPORT.kind] = REPORT_KIND.released;
-    this.unsent[at + REPORT.lane] = lane.id;
-    this.unsent[at + REPORT.generation] = lane.generation;
-    this.unsent[at + REPORT.released.count] = lane.unreported;
-    this.unsent[at + REPORT.released.releasedAt] = lane.releasedAt;
-    this.unsent[at + REPORT.released.writtenAt] = lane.writtenAt;
-    lane.unreported = 0;
-    lane.writtenAt = -1;
+    this.encodeReleased(this.unsent, at, lane);
   }
 
   /** Moves waiting reports into the ring as far as they fit; true if any moved. */
