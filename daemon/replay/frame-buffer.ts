@@ -13,6 +13,8 @@ import type { FrameDest, FramesWritten } from './sessions/frame-writer';
 export class FrameBuffer {
   readonly records: Float64Array;
   private readonly bytes: Buffer;
+  /** the buffer's header words, shared with the clock thread */
+  private readonly header: Int32Array;
   /** records written, and bytes, since the buffer was made */
   tail = 0;
   written = 0;
@@ -29,6 +31,12 @@ export class FrameBuffer {
   constructor(readonly ring: SharedArrayBuffer) {
     this.records = ringRecords(ring);
     this.bytes = Buffer.from(ring);
+    this.header = new Int32Array(ring, 0, RING.headerWords);
+  }
+
+  /** Tells the clock's sockets that the main thread has taken the releases of every event before `index`. */
+  processedUpTo(index: number): void {
+    Atomics.store(this.header, RING.processedIndex, index);
   }
 
   /** Records written and not yet taken. */

@@ -169,7 +169,7 @@ class HighResLane implements ClockLane {
     if (buffer !== this.buffer) {
       this.buffer = buffer;
       this.published = this.reportedTail = buffer.taken;
-      Atomics.store(new Int32Array(buffer.ring, 0, RING.headerWords), RING.processedIndex, 0);
+      buffer.processedUpTo(0);
       this.clock.post({ ring: buffer.ring });
       this.clock.queue(this, { kind: 'ring', head: buffer.taken });
     }
@@ -231,8 +231,7 @@ class HighResLane implements ClockLane {
       if (count === r.count) this.reported.shift();
       else r.count -= count;
       buffer.take(count);
-      const index = buffer.field(buffer.taken - 1, 'index');
-      Atomics.store(new Int32Array(buffer.ring, 0, RING.headerWords), RING.processedIndex, index + 1);
+      buffer.processedUpTo(buffer.field(buffer.taken - 1, 'index') + 1);
       this.onReleased({ count, releasedAt: r.releasedAt, writtenAt: r.writtenAt });
       if (performance.now() > until) return this.reported.length === 0;
     }
