@@ -4,7 +4,7 @@
  * FrameBuffer, as a session's read-ahead does, and publishes it.
  */
 import { FrameBuffer } from '../../daemon/replay/frame-buffer';
-import { RECORD, RING, recordSlot } from '../../daemon/replay/clock/clock-wire';
+import { RING, writeRecord } from '../../daemon/replay/clock/clock-wire';
 import type { ClockLane, LateFrame, ReplayClock } from '../../daemon/replay/replay-clock';
 
 export class ArmedLane {
@@ -24,19 +24,20 @@ export class ArmedLane {
   at(deadline: bigint, frame?: LateFrame): void {
     const { buffer } = this;
     const bytes = Buffer.from(buffer.ring);
-    const r = recordSlot(buffer.tail);
     const offset = buffer.written % (buffer.ring.byteLength - RING.dataOffset);
     const head = frame ? bytes.write(frame.head, RING.dataOffset + offset) : 0;
     const length = frame ? head + bytes.write(frame.tail, RING.dataOffset + offset + head) : 0;
     buffer.written += length;
-    buffer.records[r + RECORD.offset] = offset;
-    buffer.records[r + RECORD.length] = length;
-    buffer.records[r + RECORD.latenessAt] = head;
-    buffer.records[r + RECORD.index] = frame?.index ?? buffer.tail;
-    buffer.records[r + RECORD.due] = Number(deadline - this.anchor);
-    buffer.records[r + RECORD.end] = buffer.written;
-    buffer.records[r + RECORD.recorded] = 0;
-    buffer.records[r + RECORD.idLength] = 0;
+    writeRecord(buffer.records, buffer.tail, {
+      offset,
+      length,
+      latenessAt: head,
+      index: frame?.index ?? buffer.tail,
+      due: Number(deadline - this.anchor),
+      end: buffer.written,
+      recorded: 0,
+      idLength: 0,
+    });
     buffer.tail++;
     if (this.playing) return this.lane.publish();
     this.playing = true;

@@ -174,6 +174,12 @@ export function recordSlot(n: number): number {
   return (n & (RING.records - 1)) * RECORD_WIDTH;
 }
 
+/** Writes record `n` of `records` (ringRecords()), every field by name. */
+export function writeRecord(records: Float64Array, n: number, fields: RecordFields): void {
+  const at = recordSlot(n);
+  for (const name of RECORD_NAMES) records[at + RECORD[name]] = fields[name];
+}
+
 /** Writes `command` of lane `lane` into `slots` from `at` (a ring slot, or the end of a backlog). */
 export function encodeCommand(
   slots: number[] | Float64Array,

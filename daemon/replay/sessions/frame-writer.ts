@@ -10,7 +10,7 @@
  * the main thread last freed them) and says where the page was left.
  */
 import type { EventPosition } from '../../store/event-filter';
-import { RECORD, RING, recordSlot, ringRecords } from '../clock/clock-wire';
+import { RING, ringRecords, writeRecord } from '../clock/clock-wire';
 import type { ReplayChunk } from '../replay-event';
 import { replayFrame } from './replay-frame';
 import { Schedule } from './schedule';
@@ -98,15 +98,16 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
     written += skip + length + idLength;
     const recordedNs = ts - spec.firstTs;
     const due = Number(schedule.wallOffset(index, recordedNs));
-    const r = recordSlot(tail);
-    records[r + RECORD.offset] = offset;
-    records[r + RECORD.length] = length;
-    records[r + RECORD.latenessAt] = head;
-    records[r + RECORD.index] = index;
-    records[r + RECORD.due] = due;
-    records[r + RECORD.end] = written;
-    records[r + RECORD.recorded] = Number(recordedNs);
-    records[r + RECORD.idLength] = idLength;
+    writeRecord(records, tail, {
+      offset,
+      length,
+      latenessAt: head,
+      index,
+      due,
+      end: written,
+      recorded: Number(recordedNs),
+      idLength,
+    });
     if (index % CHECKPOINT_EVERY === 0) checkpoints.push({ index, ts, eventId });
     lastDue = due;
     tail++;
