@@ -11,7 +11,6 @@ import type { ClockLane, LateFrame, Released, ReplayClock } from '../replay-cloc
 import type { LaneSockets } from '../replay-clock';
 import type { LatenessLog } from '../lateness-log';
 import type { ReleaseStats } from '../release-stats';
-import type { FrameBuffer } from '../frame-buffer';
 import { ReadAhead } from './read-ahead';
 import type { Schedule } from './schedule';
 import { PREFETCH_CHUNK, type EventStart, type Transaction } from './transaction';
@@ -117,15 +116,15 @@ export class Player {
 
   /** Frames read from event `index`, the first at or after recorded offset `positionNs`, for seek(). */
   stage(index: number, positionNs: bigint): ReadAhead {
-    const start = { ts: this.transaction.firstTs + positionNs };
-    return ReadAhead.from(this.transaction, this.schedule, this.buffer(), index, start, this.checkpoints);
+    return this.readAt(index, { ts: this.transaction.firstTs + positionNs });
   }
 
-  /** A buffer for the frames: the large one if the replay plays more than DENSE_EVENTS a PRIME_NS on average. */
-  private buffer(): FrameBuffer {
+  /** Frames read from event `index`, which starts at `start`, into a new buffer: the large one if the replay plays more than DENSE_EVENTS a PRIME_NS on average. */
+  private readAt(index: number, start: EventStart | undefined): ReadAhead {
     const { total } = this.transaction;
     const wallNs = this.schedule.wallOffset(total - 1, this.transaction.durationNs) + 1n;
-    return this.clock.frameBuffer(BigInt(total) * PRIME_NS > BigInt(DENSE_EVENTS) * wallNs);
+    const buffer = this.clock.frameBuffer(BigInt(total) * PRIME_NS > BigInt(DENSE_EVENTS) * wallNs);
+    return ReadAhead.from(this.transaction, this.schedule, buffer, index, start, this.checkpoints);
   }
 
   /** Continues from event `index`, the first at or after recorded offset `positionNs`; `staged` reads from there already. */
@@ -287,14 +286,7 @@ export class Player {
 
   /** The frames read ahead from where the replay stands, started if there are none. */
   private readFrom(): ReadAhead {
-    this.ahead ??= ReadAhead.from(
-      this.transaction,
-      this.schedule,
-      this.buffer(),
-      this.nextIndex,
-      this.nextStart,
-      this.checkpoints,
-    );
+    this.ahead ??= this.readAt(this.nextIndex, this.nextStart);
     return this.ahead;
   }
 
