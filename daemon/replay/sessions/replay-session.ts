@@ -185,7 +185,7 @@ export class ReplaySession {
     this.player.drop();
     this.enter(next);
     this.broadcast.end();
-    this.player.prompt(false);
+    this.promptForMainWatchers();
   }
 
   /**
@@ -235,7 +235,7 @@ export class ReplaySession {
   shutdown(): void {
     if (this.state === 'playing') this.pause();
     this.broadcast.end();
-    this.player.prompt(false);
+    this.promptForMainWatchers();
   }
 
   /**
@@ -252,15 +252,20 @@ export class ReplaySession {
       return;
     }
     this.broadcast.add(watcher);
-    this.player.prompt(this.broadcast.mainWatchers > 0);
+    this.promptForMainWatchers();
     watcher.write(first);
     if (this.state === 'stopped') this.unwatch(watcher, true);
   }
 
   unwatch(watcher: Watcher, end = false): void {
     this.broadcast.delete(watcher);
-    this.player.prompt(this.broadcast.mainWatchers > 0);
+    this.promptForMainWatchers();
     if (end) watcher.end();
+  }
+
+  /** Releases are told at once while a stream the main thread writes (TLS) waits for them. */
+  private promptForMainWatchers(): void {
+    this.player.prompt(this.broadcast.mainWatchers > 0);
   }
 
   get watchers(): number {
@@ -378,10 +383,10 @@ export class ReplaySession {
    * main thread's own streams get their frames, the metrics and the behind
    * state are looked at once, then the replay moves past them.
    */
-  private emit({ count, writtenAt }: Released): void {
+  private emit({ count }: Released): void {
     if (count === 0) return;
     // the clock wrote them to the watchers it holds; the main thread's (TLS) get them from here
-    if (this.broadcast.mainWatchers > 0 || (writtenAt === null && this.broadcast.size > 0)) {
+    if (this.broadcast.mainWatchers > 0) {
       const first = this.player.emitted;
       for (let index = first; index < first + count; index++) {
         const { frame, deadline } = this.player.released(index);
