@@ -25,3 +25,4 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "capture/connect.h"
 #include "capture/tasks.h"
 #include "capture/block.h"
+#include "capture/tls.h"

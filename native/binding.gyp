@@ -18,6 +18,7 @@
         'native_log.cc',
         'ring_reader.cc',
         'thread_scheduling.cc',
+        'tls_probes.cc',
         'tracefs.cc',
       ],
       # capture.skel.h comes from `make`; capture.h is shared with the BPF side.

@@ -17,6 +17,7 @@
 #include "capture_error.h"
 #include "kernel_features.h"
 #include "native_log.h"
+#include "tls_probes.h"
 
 namespace kreplay {
 
@@ -90,6 +91,12 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   }
   FillFilters(config);
   Attach();
+  if (config.attribution) {
+    auto& p = skel_->progs;
+    tls_ = std::make_unique<TlsProbes>(TlsPrograms{p.ssl_read_enter, p.ssl_read_exit, p.ssl_read_ex_enter,
+                                                   p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter});
+    tls_->Scan();
+  }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
 }
@@ -249,7 +256,8 @@ void CaptureEngine::Attach() {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
     // resolve_target runs by tail call only (resolve_targets), attached nowhere
-    if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target) continue;
+    // the TLS probes go to binaries TlsProbes finds
+    if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target || TlsProbes::Owns(prog)) continue;
     const char* section = bpf_program__section_name(prog);
     bpf_link* link = bpf_program__attach(prog);
     if (!link) throw LibbpfFailure(errno, "E_CAPTURE_ATTACH", std::string("cannot attach to ") + section, "");
@@ -259,6 +267,7 @@ void CaptureEngine::Attach() {
 }
 
 void CaptureEngine::Detach() {
+  if (tls_) tls_->Detach();
   // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
   std::vector<std::thread> closers;
   for (auto* link : links_) closers.emplace_back(bpf_link__destroy, link);
@@ -268,12 +277,17 @@ void CaptureEngine::Detach() {
 
 void CaptureEngine::Teardown() {
   Detach();
+  tls_.reset();
   ring_.reset();
   capture__destroy(skel_);
   skel_ = nullptr;
 }
 
-int CaptureEngine::Wait(int timeout_ms) { return ring_->Wait(timeout_ms); }
+// The poll thread's turn is also when newly started programs get their TLS probes.
+int CaptureEngine::Wait(int timeout_ms) {
+  if (tls_) tls_->ScanIfDue();
+  return ring_->Wait(timeout_ms);
+}
 
 int CaptureEngine::Consume() { return ring_->Consume(sink_); }
 

@@ -16,6 +16,8 @@ struct bpf_link;
 
 namespace kreplay {
 
+class TlsProbes;
+
 // Tasks named by --include or --exclude, as the kernel sees them.
 struct FilterSet {
   std::vector<uint32_t> pids;
@@ -99,6 +101,7 @@ class CaptureEngine {
   std::vector<struct bpf_link*> links_;
   std::unique_ptr<RingReader> ring_;
   std::vector<std::string> attach_points_;
+  std::unique_ptr<TlsProbes> tls_;
 };
 
 }  // namespace kreplay

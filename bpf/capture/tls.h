@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * TLS plaintext: uprobes on OpenSSL's SSL_read/SSL_read_ex/SSL_write/
+ * SSL_write_ex (libssl.so.3, or linked into a binary such as Node). The
+ * plaintext goes through the same head sniffing as a socket's bytes
+ * (heads.h), so a request head read over TLS sets the thread's context
+ * exactly as a plaintext one does. The socket events themselves are the
+ * syscalls' and keep the ciphertext byte counts. User space
+ * (native/tls_probes.cc) attaches these to each binary that holds the
+ * symbols.
+ */
+#ifndef KREPLAY_CAPTURE_TLS_H
+#define KREPLAY_CAPTURE_TLS_H
+
+/* An SSL_read in flight: where its plaintext lands. */
+struct kr_tls_read {
+	__u64 buf;
+	__u64 readbytes; /* SSL_read_ex: the size_t its count goes to; 0 for SSL_read */
+};
+
+/*
+ * By thread id: SSL_read does not nest, a thread is in one at a time. LRU:
+ * a thread that exits inside a call leaves its entry to be evicted.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct kr_tls_read);
+} tls_reads SEC(".maps");
+
+static __always_inline void tls_read_enter(const void *buf, const void *readbytes)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct kr_tls_read r = {(__u64)buf, (__u64)readbytes};
+
+	if (!attribution_enabled || !context_watched(pid_tgid))
+		return;
+	bpf_map_update_elem(&tls_reads, &tid, &r, BPF_ANY);
+}
+
+/* ret: SSL_read's byte count, or SSL_read_ex's 1 (success) with the count in *readbytes */
+static __always_inline void tls_read_exit(__s64 ret, bool ex)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct kr_tls_read *r = bpf_map_lookup_elem(&tls_reads, &tid);
+	const void *buf;
+	__u64 got = 0, w = 0;
+	struct kr_thread *t;
+
+	if (!r)
+		return;
+	buf = (const void *)r->buf;
+	if (!ex)
+		got = ret > 0 ? ret : 0;
+	else if (ret == 1 && r->readbytes)
+		bpf_probe_read_user(&got, sizeof(got), (const void *)r->readbytes);
+	bpf_map_delete_elem(&tls_reads, &tid);
+	if (got < MIN_TOKEN_LEN)
+		return;
+	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
+		return;
+	t = thread_entry(tid);
+	if (t)
+		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, buf, got);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf, int num)
+{
+	tls_read_enter(buf, NULL);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_read_exit, int ret)
+{
+	tls_read_exit(ret, false);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, __u64 num, __u64 *readbytes)
+{
+	tls_read_enter(buf, readbytes);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_read_ex_exit, int ret)
+{
+	tls_read_exit(ret, true);
+	return 0;
+}
+
+/* A write's plaintext is known at entry: a head or a marker sets the context as a plaintext write does. */
+static __always_inline void tls_write(const void *buf, __u64 len)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (context_watched(pid_tgid))
+		context_source(bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid}), pid_tgid, buf, len);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_enter, void *ssl, const void *buf, int num)
+{
+	if (num > 0)
+		tls_write(buf, num);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_ex_enter, void *ssl, const void *buf, __u64 num)
+{
+	tls_write(buf, num);
+	return 0;
+}
+
+#endif /* KREPLAY_CAPTURE_TLS_H */

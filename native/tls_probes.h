@@ -1,0 +1,65 @@
+// TLS plaintext probes (bpf/capture/tls.h): attaches them to every binary
+// that holds OpenSSL's SSL_read family, a shared libssl or a program that
+// links OpenSSL in (the pinned Node). A uprobe belongs to the file, so a
+// process that maps an attached libssl later is covered at once; programs
+// started later are found by the next scan.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct bpf_link;
+struct bpf_program;
+
+namespace kreplay {
+
+struct TlsPrograms {
+  bpf_program* read_enter;
+  bpf_program* read_exit;
+  bpf_program* read_ex_enter;
+  bpf_program* read_ex_exit;
+  bpf_program* write_enter;
+  bpf_program* write_ex_enter;
+};
+
+class TlsProbes {
+ public:
+  explicit TlsProbes(TlsPrograms programs) : programs_(programs) {}
+  ~TlsProbes() { Detach(); }
+  TlsProbes(const TlsProbes&) = delete;
+  TlsProbes& operator=(const TlsProbes&) = delete;
+
+  // Whether the program is one of these (attached here, not by section name).
+  static bool Owns(const bpf_program* prog);
+
+  // The usual libssl paths, then every process not seen before (or that
+  // exec'd since): its executable and the libssl it maps.
+  void Scan();
+  // Scan, at most once a second.
+  void ScanIfDue();
+  void Detach();
+
+  // The files probed so far.
+  const std::vector<std::string>& binaries() const { return binaries_; }
+
+ private:
+  void Consider(const std::string& path);
+  bool Attach(const std::string& path, const std::set<std::string>& symbols);
+
+  TlsPrograms programs_;
+  std::vector<bpf_link*> links_;
+  std::vector<std::string> binaries_;
+  // files looked at, by (device, inode), whether or not they held the symbols
+  std::set<std::pair<dev_t, ino_t>> files_;
+  // per pid, the inode of the executable it had when scanned (an exec changes it)
+  std::map<pid_t, ino_t> processes_;
+  std::chrono::steady_clock::time_point last_scan_{};
+};
+
+}  // namespace kreplay
