@@ -187,7 +187,7 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
       const ids = Array.from({ length: PER_LEVEL }, (_, i) => `py${level}-${i}`);
       let next = 0;
       const worker = async () => {
-        while (next < ids.length) await get(pool, server.port, ids[next++]);
+        while (next < ids.length) await get(pool, server.port, ids[next++]!);
       };
       await Promise.all(Array.from({ length: level }, worker));
       pool.destroy();
