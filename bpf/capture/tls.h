@@ -14,6 +14,7 @@
 
 /* An SSL_read in flight: where its plaintext lands. */
 struct kr_tls_read {
+	__u64 ssl; /* the connection */
 	__u64 buf;
 	__u64 readbytes; /* SSL_read_ex: the size_t its count goes to; 0 for SSL_read */
 };
@@ -29,11 +30,48 @@ struct {
 	__type(value, struct kr_tls_read);
 } tls_reads SEC(".maps");
 
-static __always_inline void tls_read_enter(const void *buf, const void *readbytes)
+/*
+ * The connection (SSL object) whose request head set a thread's context.
+ * A thread that reads heads from a second connection interleaves requests
+ * (an event loop): which request its later work is for is not known, so
+ * its context is cleared and TLS heads no longer set one. Thread-per-
+ * connection servers read one connection per thread and keep exact
+ * contexts. LRU: the entries of exited threads are evicted; a reused
+ * thread id can only lose contexts, never gain a wrong one.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64); /* the SSL object, or KR_TLS_INTERLEAVING */
+} tls_threads SEC(".maps");
+
+#define KR_TLS_INTERLEAVING 1
+
+/* Whether a head read from this connection may set the thread's context. */
+static __always_inline bool tls_head_owns_thread(__u32 tid, __u64 ssl)
+{
+	__u64 *owner = bpf_map_lookup_elem(&tls_threads, &tid);
+	struct kr_thread *t;
+
+	if (!owner)
+		return !bpf_map_update_elem(&tls_threads, &tid, &ssl, BPF_NOEXIST);
+	if (*owner == ssl)
+		return true;
+	*owner = KR_TLS_INTERLEAVING;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && t->context_id) {
+		t->context_id = 0;
+		forget_thread_context(tid);
+	}
+	return false;
+}
+
+static __always_inline void tls_read_enter(const void *ssl, const void *buf, const void *readbytes)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
-	struct kr_tls_read r = {(__u64)buf, (__u64)readbytes};
+	struct kr_tls_read r = {(__u64)ssl, (__u64)buf, (__u64)readbytes};
 
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return;
@@ -47,12 +85,13 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 	__u32 tid = (__u32)pid_tgid;
 	struct kr_tls_read *r = bpf_map_lookup_elem(&tls_reads, &tid);
 	const void *buf;
-	__u64 got = 0, w = 0;
+	__u64 got = 0, w = 0, ssl;
 	struct kr_thread *t;
 
 	if (!r)
 		return;
 	buf = (const void *)r->buf;
+	ssl = r->ssl;
 	if (!ex)
 		got = ret > 0 ? ret : 0;
 	else if (ret == 1 && r->readbytes)
@@ -62,6 +101,8 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 		return;
 	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
 		return;
+	if (!tls_head_owns_thread(tid, ssl))
+		return;
 	t = thread_entry(tid);
 	if (t)
 		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, buf, got);
@@ -70,7 +111,7 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 SEC("uprobe")
 int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf, int num)
 {
-	tls_read_enter(buf, NULL);
+	tls_read_enter(ssl, buf, NULL);
 	return 0;
 }
 
@@ -84,7 +125,7 @@ int BPF_KRETPROBE(ssl_read_exit, int ret)
 SEC("uprobe")
 int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, __u64 num, __u64 *readbytes)
 {
-	tls_read_enter(buf, readbytes);
+	tls_read_enter(ssl, buf, readbytes);
 	return 0;
 }
 
