@@ -24,7 +24,8 @@ interface Wrk {
 }
 
 function startServer(command: string, args: string[]): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  // stderr dropped: Python logs every connection wrk cuts at the end of a run
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'ignore'] });
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${command} exited with ${code}`)));
     child.stdout!.once('data', (b: Buffer) => resolve({ child, port: Number(b.toString().trim()) }));
