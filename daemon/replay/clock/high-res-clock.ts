@@ -19,7 +19,7 @@ import { startThread } from '../../../core/threads/start-thread';
 import { Fifo } from '../fifo';
 import { SEND_BUFFER } from '../send-buffer';
 import { clockRings, type ClockThreadData, type ClockThreadHello } from './clock-thread';
-import { FrameBuffer } from '../frame-buffer';
+import { FrameBuffer } from '../lane/frame-buffer';
 import type { ReleaseStats } from '../release-stats';
 import {
   CLOSE_REASONS,
@@ -27,15 +27,14 @@ import {
   CONTROL,
   CONTROL_WORDS,
   REPORT_WIDTH,
-  RING,
   decodeReport,
-  laneBuffer,
   encodeCommand,
   type ClockCommand,
   type ClockPortMessage,
   type ClockReport,
   type SlotRing,
 } from './clock-wire';
+import { RING, laneBuffer } from '../lane/lane-layout';
 import { ClockError } from './clock-error';
 import type {
   ClockLane,
