@@ -9,8 +9,28 @@
 import { ClockCore } from '../../daemon/replay/clock/clock-core';
 import { clockSockets } from '../../daemon/replay/clock/clock-sockets';
 import { clockRings } from '../../daemon/replay/clock/clock-thread';
-import { CLOSE_REASON, COMMAND, COMMAND_KIND, COMMAND_WIDTH, CONTROL, CONTROL_WORDS, REPORT_WIDTH, decodeReport, encodeCommand, type ClockCommand, type ClockPortMessage, type ClockReport } from '../../daemon/replay/clock/clock-wire';
-import { FRAME_WIDTH, RECORD, RECORD_WIDTH, RING, recordSlot, ringRecords } from '../../daemon/replay/lane/lane-layout';
+import {
+  CLOSE_REASON,
+  COMMAND,
+  COMMAND_KIND,
+  COMMAND_WIDTH,
+  CONTROL,
+  CONTROL_WORDS,
+  REPORT_WIDTH,
+  decodeReport,
+  encodeCommand,
+  type ClockCommand,
+  type ClockPortMessage,
+  type ClockReport,
+} from '../../daemon/replay/clock/clock-wire';
+import {
+  FRAME_WIDTH,
+  RECORD,
+  RECORD_WIDTH,
+  RING,
+  recordSlot,
+  ringRecords,
+} from '../../daemon/replay/lane/lane-layout';
 import { EarlyWake } from '../../daemon/replay/clock/early-wake';
 import { LatenessLog } from '../../daemon/replay/lateness-log';
 import { ReleaseStats } from '../../daemon/replay/release-stats';
