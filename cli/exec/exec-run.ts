@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { nativeAddon, type NativeExecSupervisor, type NativeNeverHeld } from '../../core/native/addon';
 import { exactJson } from '../../core/json/exact-json';
-import { Schedule } from '../../daemon/replay/sessions/schedule';
+import { Schedule } from '../../core/replay/schedule';
 import { requestJson } from '../daemon-request';
 import { sessionLinks } from '../session-links';
 import { buildPlan, type Match, type Pace } from './exec-plan';
