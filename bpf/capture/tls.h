@@ -17,6 +17,7 @@ struct kr_tls_read {
 	__u64 ssl; /* the connection */
 	__u64 buf;
 	__u64 readbytes; /* SSL_read_ex: the size_t its count goes to; 0 for SSL_read */
+	__u64 held; /* the context suspended during the call (see tls_read_enter), 0: none */
 };
 
 /*
@@ -67,14 +68,30 @@ static __always_inline bool tls_head_owns_thread(__u32 tid, __u64 ssl)
 	return false;
 }
 
+/*
+ * A server thread's socket reads inside SSL_read may bring the next
+ * request's head, which is seen only when the call returns: its context is
+ * suspended for the call, so those reads are unattributed rather than the
+ * previous request's, and given back at return unless a new head came.
+ * Only for a thread whose context a TLS head of this connection set: a
+ * client reading its response keeps its context.
+ */
 static __always_inline void tls_read_enter(const void *ssl, const void *buf, const void *readbytes)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
-	struct kr_tls_read r = {(__u64)ssl, (__u64)buf, (__u64)readbytes};
+	struct kr_tls_read r = {(__u64)ssl, (__u64)buf, (__u64)readbytes, 0};
+	__u64 *owner;
+	struct kr_thread *t;
 
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return;
+	owner = bpf_map_lookup_elem(&tls_threads, &tid);
+	t = owner && *owner == (__u64)ssl ? bpf_map_lookup_elem(&threads, &tid) : NULL;
+	if (t) {
+		r.held = t->context_id;
+		t->context_id = 0;
+	}
 	bpf_map_update_elem(&tls_reads, &tid, &r, BPF_ANY);
 }
 
@@ -96,6 +113,11 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 		got = ret > 0 ? ret : 0;
 	else if (ret == 1 && r->readbytes)
 		bpf_probe_read_user(&got, sizeof(got), (const void *)r->readbytes);
+	if (r->held) {
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (t && !t->context_id)
+			t->context_id = r->held;
+	}
 	bpf_map_delete_elem(&tls_reads, &tid);
 	if (got < MIN_TOKEN_LEN)
 		return;
