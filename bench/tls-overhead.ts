@@ -64,13 +64,18 @@ function wrk(port: number): Promise<Wrk> {
   });
 }
 
-/** Run counts of the TLS programs (needs kernel.bpf_stats_enabled=1). */
-function tlsRuns(): number {
+/** Runs and run time of the TLS programs (needs kernel.bpf_stats_enabled=1). */
+function tlsRuns(): { runs: number; ns: number } {
   const progs = JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show']).toString()) as {
     name?: string;
     run_cnt?: number;
+    run_time_ns?: number;
   }[];
-  return progs.filter((p) => p.name?.startsWith('ssl_')).reduce((n, p) => n + (p.run_cnt ?? 0), 0);
+  const tls = progs.filter((p) => p.name?.startsWith('ssl_'));
+  return {
+    runs: tls.reduce((n, p) => n + (p.run_cnt ?? 0), 0),
+    ns: tls.reduce((n, p) => n + (p.run_time_ns ?? 0), 0),
+  };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -113,8 +118,8 @@ async function main(): Promise<void> {
       dir,
     ]),
   };
-  const results: Record<string, { off: Wrk[]; on: Wrk[]; hits: number[] }> = {};
-  for (const name of Object.keys(servers)) results[name] = { off: [], on: [], hits: [] };
+  const results: Record<string, { off: Wrk[]; on: Wrk[]; hits: number[]; ns: number[] }> = {};
+  for (const name of Object.keys(servers)) results[name] = { off: [], on: [], hits: [], ns: [] };
   try {
     for (let round = 0; round < rounds; round++) {
       for (const [name, s] of Object.entries(servers)) results[name]!.off.push(await wrk(s.port));
@@ -124,7 +129,9 @@ async function main(): Promise<void> {
           const before = tlsRuns();
           const r = await wrk(s.port);
           results[name]!.on.push(r);
-          results[name]!.hits.push((tlsRuns() - before) / r.requests);
+          const after = tlsRuns();
+          results[name]!.hits.push((after.runs - before.runs) / r.requests);
+          results[name]!.ns.push((after.ns - before.ns) / r.requests);
         }
       } finally {
         await agent.stop();
@@ -135,16 +142,16 @@ async function main(): Promise<void> {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   console.log(
-    `| server | req/s without | req/s with | loss (median, range) | p99 ms without | p99 ms with | uprobe hits/request |`,
+    `| server | req/s without | req/s with | loss (median, range) | p99 ms without | p99 ms with | uprobe hits/request | TLS program ns/request |`,
   );
-  console.log(`| --- | --- | --- | --- | --- | --- | --- |`);
+  console.log(`| --- | --- | --- | --- | --- | --- | --- | --- |`);
   for (const [name, r] of Object.entries(results)) {
     const losses = r.off.map((o, i) => 100 * (1 - r.on[i]!.rps / o.rps));
     console.log(
       `| ${name} | ${median(r.off.map((x) => x.rps)).toFixed(0)} | ${median(r.on.map((x) => x.rps)).toFixed(0)} | ` +
         `${median(losses).toFixed(1)}% (${Math.min(...losses).toFixed(1)}..${Math.max(...losses).toFixed(1)}) | ` +
         `${median(r.off.map((x) => x.p99Ms)).toFixed(2)} | ${median(r.on.map((x) => x.p99Ms)).toFixed(2)} | ` +
-        `${median(r.hits).toFixed(2)} |`,
+        `${median(r.hits).toFixed(2)} | ${median(r.ns).toFixed(0)} |`,
     );
   }
 }
