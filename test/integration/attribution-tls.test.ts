@@ -5,7 +5,15 @@
  * its x-request-id, so each write's target says which request caused it.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect as connectH2 } from 'node:http2';
 import { Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -204,6 +212,69 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     );
     expect(socketReads.length).toBeGreaterThan(0);
     expect(socketReads.filter((e) => e.txn !== null)).toEqual([]);
+  });
+
+  it("gives a client's writes the context of the request head it sent with SSL_write (curl, libssl.so.3)", async () => {
+    const curlOut = join(dir, 'curl');
+    mkdirSync(curlOut, { recursive: true });
+    const body = join(curlOut, 'curl-1.a');
+    const trace = 'ee'.repeat(16);
+    const curl = spawn(
+      '/bin/sh',
+      [
+        '-c',
+        `${cgroup.enter} "$@"`,
+        'sh',
+        'curl',
+        '-s',
+        '--cacert',
+        cert,
+        '-H',
+        `traceparent: 00-${trace}-00f067aa0ba902b7-01`,
+        '-H',
+        'x-request-id: curl-1',
+        '-o',
+        body,
+        `https://127.0.0.1:${server.port}/`,
+      ],
+      { stdio: 'ignore' },
+    );
+    expect(await new Promise((r) => curl.once('exit', r))).toBe(0);
+    // curl's write of the response body, after its SSL_write of the head
+    const [write] = await writesFor(store, curlOut, 'curl-', 1);
+    expect([write!.comm, write!.txn, write!.trace]).toEqual(['curl', 'curl-1', trace]);
+  });
+
+  it('probes a program with OpenSSL linked in that starts after the agent (a copy of node)', async () => {
+    const lateOut = join(dir, 'late');
+    mkdirSync(lateOut, { recursive: true });
+    // a new file: the probes on the running node's file do not cover it until a scan finds it
+    const copy = join(dir, 'late-node');
+    copyFileSync(process.execPath, copy);
+    chmodSync(copy, 0o755);
+    const late = await serverInCgroup(copy, [join(SUPPORT, 'tls-node-server.js'), cert, key, lateOut]);
+    try {
+      // requests keep coming until the next scan has probed it: only the earlier ones are unattributed
+      const pool = new Agent({ keepAlive: true, maxSockets: 1 });
+      const ids: string[] = [];
+      const events = await eventually(
+        async () => {
+          const rid = `late-${ids.length}`;
+          ids.push(rid);
+          await get(pool, late.port, rid);
+          const rows = await writesFor(store, lateOut, rid, 1);
+          return rows[0]!.txn === rid ? rows : undefined;
+        },
+        10000,
+        200,
+      );
+      pool.destroy();
+      expect(events).toHaveLength(1);
+      const all = await writesFor(store, lateOut, 'late-', ids.length);
+      expect(score(all, ids, 1).wrong).toBe(0);
+    } finally {
+      late.child.kill();
+    }
   });
 
   it.each([1, 8, 64])(
