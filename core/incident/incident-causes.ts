@@ -1,0 +1,118 @@
+/**
+ * Which calls made a transaction slow or fail: its causes (README, "What an
+ * incident marks as its cause"). Marked at export, so that `incident show`
+ * leads with them and a replay against a build checks it exercised them.
+ *
+ * The rule, one owner:
+ * - a call's wait is a socket read's `response_ns` (the upstream's time from
+ *   the send's end) when recorded, else its duration;
+ * - a wait of at least CAUSE_SHARE of the transaction's span and at least
+ *   CAUSE_MIN_WAIT_NS is a candidate;
+ * - a candidate whose wait encloses another candidate's (a client waiting on
+ *   the service that waited on Redis) is that wait's effect and is dropped:
+ *   the innermost waits are the causes;
+ * - a failed call with an errno that ends an exchange (refused, reset, timed
+ *   out, broken pipe, I/O error, disk full, unreachable) and a failed block
+ *   request are causes whatever their time.
+ */
+import type { IncidentCause } from './incident-types';
+
+/** A wait shorter than this share of the transaction's span is not one of its causes. */
+export const CAUSE_SHARE = 0.1;
+/** Nor one shorter than this: timing noise on any machine. */
+export const CAUSE_MIN_WAIT_NS = 1_000_000n;
+
+/** errnos that end an exchange with a peer or a device: a failure the transaction could not hide. */
+const FATAL_ERRNOS: Readonly<Record<number, string>> = {
+  5: 'EIO',
+  28: 'ENOSPC',
+  32: 'EPIPE',
+  101: 'ENETUNREACH',
+  103: 'ECONNABORTED',
+  104: 'ECONNRESET',
+  110: 'ETIMEDOUT',
+  111: 'ECONNREFUSED',
+  113: 'EHOSTUNREACH',
+  122: 'EDQUOT',
+};
+
+/** The fields of an event the rule reads. */
+export interface CauseFields {
+  event_type: string;
+  timestamp_ns: bigint;
+  duration_ns: bigint;
+  ret?: number | null;
+  error?: number | null;
+  response_ns?: bigint | string | number | null;
+}
+
+/** A call's wait, and whether it is the upstream's response time. */
+export function waitOf(event: CauseFields): { ns: bigint; response: boolean } {
+  const response = event.event_type === 'sys_read' ? event.response_ns : null;
+  if (response !== null && response !== undefined) {
+    const ns = BigInt(response);
+    if (ns > event.duration_ns) return { ns, response: true };
+  }
+  return { ns: event.duration_ns, response: false };
+}
+
+function errnoName(event: CauseFields): string | null {
+  if (event.event_type === 'block_io') return event.error ? `block error ${event.error}` : null;
+  const ret = event.ret ?? 0;
+  return ret < 0 ? (FATAL_ERRNOS[-ret] ?? null) : null;
+}
+
+/**
+ * Collects the candidates of one transaction's events as they stream past (in
+ * replay order), keeping only waits of a millisecond or more and failures.
+ */
+export class CauseFinder {
+  private readonly candidates: (IncidentCause & { startNs: bigint; endNs: bigint })[] = [];
+  private firstNs: bigint | null = null;
+  private endNs: bigint | null = null;
+  private index = 0;
+
+  add(event: CauseFields): void {
+    const index = this.index++;
+    const end = event.timestamp_ns + event.duration_ns;
+    this.firstNs ??= event.timestamp_ns;
+    if (this.endNs === null || end > this.endNs) this.endNs = end;
+    const wait = waitOf(event);
+    const errno = errnoName(event);
+    if (wait.ns < CAUSE_MIN_WAIT_NS && errno === null) return;
+    this.candidates.push({
+      index,
+      cause: errno !== null ? 'error' : wait.response ? 'response' : 'duration',
+      wait_ns: wait.ns,
+      errno,
+      startNs: end - wait.ns,
+      endNs: end,
+    });
+  }
+
+  /** The causes, longest wait first (failures among them by their wait too). */
+  finish(): IncidentCause[] {
+    if (this.firstNs === null) return [];
+    const span = this.endNs! - this.firstNs;
+    const floor = BigInt(Math.ceil(Number(span) * CAUSE_SHARE));
+    const waits = this.candidates.filter((c) => c.wait_ns >= floor && c.wait_ns >= CAUSE_MIN_WAIT_NS);
+    const encloses = (outer: (typeof waits)[number], inner: (typeof waits)[number]) =>
+      outer !== inner &&
+      outer.startNs <= inner.startNs &&
+      inner.endNs <= outer.endNs &&
+      outer.wait_ns > inner.wait_ns;
+    const kept = this.candidates.filter(
+      (c) => c.cause === 'error' || (waits.includes(c) && !waits.some((inner) => encloses(c, inner))),
+    );
+    return kept
+      .sort((a, b) => (a.wait_ns === b.wait_ns ? a.index - b.index : a.wait_ns > b.wait_ns ? -1 : 1))
+      .map(({ index, cause, wait_ns, errno }) => ({ index, cause, wait_ns, errno }));
+  }
+}
+
+/** The causes of a transaction's events in replay order. */
+export function incidentCauses(events: Iterable<CauseFields>): IncidentCause[] {
+  const finder = new CauseFinder();
+  for (const event of events) finder.add(event);
+  return finder.finish();
+}
