@@ -15,6 +15,7 @@ import { exactJson } from '../../core/json/exact-json';
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 import { requestJson } from '../daemon-request';
 import { sessionLinks } from '../session-links';
+import { causeName, checkCauses } from './cause-check';
 import { buildPlan, type Match, type Pace } from './exec-plan';
 import { buildReport, reportTable, type Tolerance } from './exec-report';
 import { combinedStatus, verdict, type Verdict } from './exec-verdict';
@@ -233,6 +234,15 @@ async function replayOne(
     ...selection.excluded.values(),
   ]);
   const command = commandLine(argv);
+  const causes = checkCauses({
+    causes: source.causes,
+    events: source.events,
+    plan,
+    outcomes: results.targets,
+    excluded: selection.reasons,
+    maps: flags.map,
+    unplannedCalls: new Map(results.unmatched.map((u) => [u.target, u.calls])),
+  });
   const outcome: Verdict = verdict({
     buildStatus: exit.status,
     interrupted,
@@ -240,10 +250,13 @@ async function replayOne(
     rows,
     strict: flags.strict === true,
     completeness: source.completeness,
+    causes,
   });
   process.stderr.write(
     `\nreplay ${source.name} against \`${command}\`${session ? ` (session ${session.id})` : ''}:\n${reportTable(rows)}\n`,
   );
+  for (const c of causes)
+    say(`cause ${c.exercised ? 'exercised' : 'NOT exercised'}: ${causeName(c)}: ${c.reason}`);
   if (results.bypassed > 0)
     say(`${results.bypassed} calls passed untouched after the ${session ? 'session' : 'replay'} stopped`);
   if (results.peersFromProc > 0)
@@ -272,6 +285,7 @@ async function replayOne(
     strict: flags.strict === true,
     seconds: (Date.now() - started) / 1000,
     rows,
+    causes,
     verdict: outcome,
     completeness: source.completeness,
   };
@@ -294,6 +308,7 @@ async function replayOne(
     recording_complete: source.completeness.known ? source.completeness.lost.length === 0 : null,
     recording_lost: source.completeness.lost,
     bypassed: results.bypassed,
+    causes,
     targets: rows,
   };
   return { suite, json };

@@ -4,6 +4,7 @@
  * "kreplay failed during the replay" have codes above the signal range
  * (128 + N), which no build's ordinary exit uses.
  */
+import { causeName, type CauseCheck } from './cause-check';
 import type { Completeness } from './incident-source';
 import type { TargetReport } from './exec-report';
 
@@ -16,7 +17,7 @@ export const EXIT = {
   usage: 2,
   /** Ctrl-C or SIGTERM: the build was stopped */
   interrupted: 130,
-  /** the build exited 0, but no recorded call was matched: nothing of the incident was replayed */
+  /** the build exited 0, but no recorded call was matched, or a cause of the incident was not exercised */
   notReproduced: 220,
   /** --strict: the build exited 0 and matched, but fell short (fewer calls, holds off, a lossy recording) */
   notFaithful: 221,
@@ -41,7 +42,12 @@ export interface VerdictInput {
   rows: readonly TargetReport[];
   strict: boolean;
   completeness: Completeness;
+  /** the incident's causes and whether the build exercised each */
+  causes: readonly CauseCheck[];
 }
+
+/** A cause the build did not exercise, in words. */
+export const causeMissed = (c: CauseCheck) => `cause not exercised: ${causeName(c)}: ${c.reason}`;
 
 /** The shortfalls of a replay that matched something: each a failure under --strict, a warning without. */
 export function shortfalls(rows: readonly TargetReport[], completeness: Completeness): string[] {
@@ -67,11 +73,15 @@ export function verdict(input: VerdictInput): Verdict {
       status: input.buildStatus,
       reasons: [`the build exited ${input.buildStatus}`, ...short],
     };
-  if (!matched)
+  const missed = input.causes.filter((c) => !c.exercised).map(causeMissed);
+  if (!matched || missed.length > 0)
     return {
       kind: 'not-reproduced',
       status: EXIT.notReproduced,
-      reasons: ['no recorded call was matched: nothing of the incident was replayed (see WHY)'],
+      reasons: [
+        ...(matched ? [] : ['no recorded call was matched: nothing of the incident was replayed (see WHY)']),
+        ...missed,
+      ],
     };
   if (input.strict && short.length > 0)
     return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };

@@ -8,6 +8,7 @@
  * under --strict also every shortfall.
  */
 import { VERSION } from '../../core/version';
+import { causeName, type CauseCheck } from './cause-check';
 import { formatNs, type TargetReport } from './exec-report';
 import type { Verdict } from './exec-verdict';
 import type { Completeness } from './incident-source';
@@ -28,6 +29,8 @@ export interface SuiteReport {
   /** wall time of the whole replay */
   seconds: number;
   rows: readonly TargetReport[];
+  /** the incident's causes: a testcase each, failed when the build did not exercise it */
+  causes: readonly CauseCheck[];
   verdict: Verdict;
   completeness: Completeness;
 }
@@ -110,7 +113,18 @@ function suiteCases(suite: SuiteReport): Case[] {
   };
   if (lost.length > 0 && suite.strict)
     complete.failure = { type: 'lossy-recording', message: `the recording lost events: ${lost.join('; ')}` };
-  return [...cases, build, reproduced, complete];
+  const causes = suite.causes.map((c): Case => {
+    const cause: Case = {
+      classname: 'kreplay.cause',
+      name: causeName(c),
+      seconds: Number(c.wait_ns) / 1e9,
+      out: c.reason,
+    };
+    if (!c.exercised)
+      cause.failure = { type: 'cause-not-exercised', message: `${causeName(c)}: ${c.reason}` };
+    return cause;
+  });
+  return [...causes, ...cases, build, reproduced, complete];
 }
 
 function suiteXml(suite: SuiteReport, id: number): { xml: string; tests: number; failures: number } {

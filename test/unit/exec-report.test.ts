@@ -13,6 +13,7 @@ const target = (name: string, recorded: bigint[]): PlanTarget => ({
   kind: 'file',
   keys: [name],
   recordedNs: recorded,
+  indices: recorded.map((_, i) => i),
   holdsNs: BigInt64Array.from(recorded),
 });
 const ms = (n: number) => BigInt(n * 1_000_000);
@@ -31,6 +32,7 @@ function suite(over: Partial<SuiteReport> & Pick<SuiteReport, 'rows' | 'verdict'
     pace: 'duration',
     strict: false,
     seconds: 1,
+    causes: [],
     completeness: { known: true, lost: [] },
     ...over,
   };
@@ -109,6 +111,7 @@ describe('exec report', () => {
           supervisorFailed: false,
           rows,
           strict: false,
+          causes: [],
           completeness,
         }),
       }),

@@ -18,6 +18,7 @@ const target = (name: string, recorded: bigint[]): PlanTarget => ({
   kind: 'file',
   keys: [name],
   recordedNs: recorded,
+  indices: recorded.map((_, i) => i),
   holdsNs: BigInt64Array.from(recorded),
 });
 const tolerance = parseTolerance('10%,1ms');
@@ -47,6 +48,7 @@ const base = (over: Partial<VerdictInput>): VerdictInput => ({
   supervisorFailed: false,
   rows: rows(2, 2),
   strict: false,
+  causes: [],
   completeness: { known: true, lost: [] },
   ...over,
 });
@@ -151,6 +153,7 @@ describe('JUnit', () => {
     pace: 'duration',
     strict: false,
     seconds: 1,
+    causes: [],
     completeness: { known: true, lost: [] },
     ...over,
   });
