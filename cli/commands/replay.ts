@@ -16,7 +16,7 @@ import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/exec-report';
 import { runExec, type ExecFlags } from '../exec/exec-run';
 import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';
 import { uploadIncident } from '../exec/incident-upload';
-import { collectMaps } from '../exec/target-keys';
+import { checkMaps, collectMaps } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
 import { playLocally } from '../local-replay';
 import { sessionLinks } from '../session-links';
@@ -222,6 +222,11 @@ async function replayAction(
   const sources = flags.incident
     ? await fileIncidents(flags.incident, EXEC_FIELDS)
     : [await daemonIncident(flags.server ?? DEFAULT_SERVER, transactionId!)];
+  // a map that means nothing is refused before the build runs (usage: exit 2)
+  const recorded = new Map<string, string>();
+  for (const source of sources)
+    for (const e of source.events) if (e.target) recorded.set(e.target, e.target_kind ?? 'other');
+  checkMaps(flags.map, recorded);
   const server = flags.incident ? (flags.server ?? null) : (flags.server ?? DEFAULT_SERVER);
   process.exitCode = await runExec(sources, command, flags, server);
 }

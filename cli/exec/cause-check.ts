@@ -19,6 +19,8 @@ export interface CauseCheck {
   cause: IncidentCause['cause'];
   wait_ns: bigint;
   exercised: boolean;
+  /** left out by the user's --target or --skip-target: said, not failed */
+  deselected: boolean;
   /** what the build did with it, in words */
   reason: string;
 }
@@ -40,7 +42,7 @@ export interface CauseInput {
   plan: readonly PlanTarget[];
   outcomes: readonly TargetOutcome[];
   /** why the selection left an event out */
-  excluded: ReadonlyMap<RecordedCall, string>;
+  excluded: ReadonlyMap<RecordedCall, { reason: string; chosen: boolean }>;
   maps: readonly TargetMap[];
   /** calls the build made to targets in no plan, by target as the build named it */
   unplannedCalls: ReadonlyMap<string, number>;
@@ -87,13 +89,17 @@ export function checkCauses(input: CauseInput): CauseCheck[] {
       target: event?.target ?? null,
       cause: cause.cause,
       wait_ns: cause.wait_ns,
+      deselected: false,
     };
     if (!event) return { ...base, exercised: false, reason: 'the incident holds no such event' };
     const found = where.get(cause.index);
     if (!found) {
       const excluded = input.excluded.get(event);
+      if (excluded?.chosen)
+        return { ...base, exercised: false, deselected: true, reason: `left out: ${excluded.reason}` };
       const why =
-        excluded ?? (event.target ? notHeldWhy(event) : "it has no target to match the build's calls on");
+        excluded?.reason ??
+        (event.target ? notHeldWhy(event) : "it has no target to match the build's calls on");
       return { ...base, exercised: false, reason: `not replayed: ${why}` };
     }
     if (found.position < found.outcome.matched)

@@ -256,7 +256,9 @@ async function replayOne(
     `\nreplay ${source.name} against \`${command}\`${session ? ` (session ${session.id})` : ''}:\n${reportTable(rows)}\n`,
   );
   for (const c of causes)
-    say(`cause ${c.exercised ? 'exercised' : 'NOT exercised'}: ${causeName(c)}: ${c.reason}`);
+    say(
+      `cause ${c.exercised ? 'exercised' : c.deselected ? 'not checked' : 'NOT exercised'}: ${causeName(c)}: ${c.reason}`,
+    );
   if (results.bypassed > 0)
     say(`${results.bypassed} calls passed untouched after the ${session ? 'session' : 'replay'} stopped`);
   if (results.peersFromProc > 0)

@@ -73,7 +73,10 @@ export function verdict(input: VerdictInput): Verdict {
       status: input.buildStatus,
       reasons: [`the build exited ${input.buildStatus}`, ...short],
     };
-  const missed = input.causes.filter((c) => !c.exercised).map(causeMissed);
+  const missed = input.causes.filter((c) => !c.exercised && !c.deselected).map(causeMissed);
+  const deselected = input.causes
+    .filter((c) => c.deselected)
+    .map((c) => `a cause is not checked: ${causeName(c)}: ${c.reason}`);
   if (!matched || missed.length > 0)
     return {
       kind: 'not-reproduced',
@@ -85,7 +88,7 @@ export function verdict(input: VerdictInput): Verdict {
     };
   if (input.strict && short.length > 0)
     return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
-  return { kind: 'passed', status: EXIT.ok, reasons: short };
+  return { kind: 'passed', status: EXIT.ok, reasons: [...deselected, ...short] };
 }
 
 /** Several incidents' verdicts as one status: a build failure first, then not reproduced, then not faithful. */

@@ -120,7 +120,8 @@ function suiteCases(suite: SuiteReport): Case[] {
       seconds: Number(c.wait_ns) / 1e9,
       out: c.reason,
     };
-    if (!c.exercised)
+    if (c.deselected) cause.skipped = c.reason;
+    else if (!c.exercised)
       cause.failure = { type: 'cause-not-exercised', message: `${causeName(c)}: ${c.reason}` };
     return cause;
   });

@@ -53,8 +53,8 @@ export interface SelectionFlags {
 
 export class TargetSelection {
   readonly excluded = new Map<string, Exclusion>();
-  /** why each excluded event was left out: a cause among them is named with it */
-  readonly reasons = new Map<RecordedCall, string>();
+  /** why each excluded event was left out, and whether the user chose so (--target, --skip-target) */
+  readonly reasons = new Map<RecordedCall, { reason: string; chosen: boolean }>();
   private readonly only: RegExp[];
   private readonly skip: RegExp[];
 
@@ -67,7 +67,7 @@ export class TargetSelection {
   readonly exclude = (event: RecordedCall, call: CallKind, target: string): string | null => {
     const reason = this.reasonFor(event, target);
     if (reason === null) return null;
-    this.reasons.set(event, reason);
+    this.reasons.set(event, { reason, chosen: !isMarkerWrite(event) });
     const kind = event.target_kind ?? 'other';
     const key = `${call}\t${target}`;
     const entry = this.excluded.get(key) ?? { call, target, kind, recorded_calls: 0, reason };

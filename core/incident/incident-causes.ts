@@ -4,8 +4,10 @@
  * leads with them and a replay against a build checks it exercised them.
  *
  * The rule, one owner:
- * - a call's wait is a socket read's `response_ns` (the upstream's time from
- *   the send's end) when recorded, else its duration;
+ * - a call's wait is its duration; a read's is its `response_ns` (the
+ *   upstream's time from the end of a send on the connection), and a read
+ *   with none recorded waited for input to arrive (a request, a pipe's
+ *   writer), which is idle time, no cause;
  * - a wait of at least CAUSE_SHARE of the transaction's span and at least
  *   CAUSE_MIN_WAIT_NS is a candidate;
  * - a candidate whose wait encloses another candidate's (a client waiting on
@@ -48,12 +50,11 @@ export interface CauseFields {
 
 /** A call's wait, and whether it is the upstream's response time. */
 export function waitOf(event: CauseFields): { ns: bigint; response: boolean } {
-  const response = event.event_type === 'sys_read' ? event.response_ns : null;
-  if (response !== null && response !== undefined) {
-    const ns = BigInt(response);
-    if (ns > event.duration_ns) return { ns, response: true };
-  }
-  return { ns: event.duration_ns, response: false };
+  if (event.event_type !== 'sys_read') return { ns: event.duration_ns, response: false };
+  const response = event.response_ns;
+  return response === null || response === undefined
+    ? { ns: 0n, response: false }
+    : { ns: BigInt(response), response: true };
 }
 
 function errnoName(event: CauseFields): string | null {

@@ -39,8 +39,9 @@ const events: RecordedCall[] = [
 function replay(
   outcome: (target: string, call: string) => Partial<TargetOutcome>,
   map: { from: string; to: string }[] = [],
+  skipTarget: string[] = [],
 ) {
-  const selection = new TargetSelection({ target: [], skipTarget: [] });
+  const selection = new TargetSelection({ target: [], skipTarget });
   const plan = buildPlan(events, {
     maps: map,
     schedule: new Schedule(1, 0n),
@@ -111,6 +112,15 @@ describe('a replay that did not exercise the cause', () => {
     );
     expect(mapped.v.reasons.join('\n')).toContain(
       '--map 10.0.0.5:6379=127.0.0.1:16379 maps it to tcp 127.0.0.1:16379, and the build made no call to that',
+    );
+  });
+
+  test('a cause the user left out with --skip-target is said, not failed', () => {
+    const { causes, v } = replay((target) => ({ matched: target === REDIS ? 0 : 1 }), [], [REDIS]);
+    expect(causes[0]).toMatchObject({ exercised: false, deselected: true });
+    expect(v.kind).toBe('passed');
+    expect(v.reasons[0]).toBe(
+      `a cause is not checked: the 1.500 s response wait on ${REDIS} (event #3): left out: not held: --skip-target ${REDIS}`,
     );
   });
 

@@ -36,6 +36,10 @@ describe('the incident cause rule', () => {
     ]);
   });
 
+  test('a read with no send before it waited for input (idle), no cause', () => {
+    expect(incidentCauses([call('sys_read', 0, 35), call('sys_write', 35, 0.1)])).toEqual([]);
+  });
+
   test('waits under a tenth of the span, or under 1 ms, are not causes; an empty transaction has none', () => {
     const many = Array.from({ length: 20 }, (_, i) => call('sys_write', i * 10, 5));
     expect(incidentCauses(many)).toEqual([]);
