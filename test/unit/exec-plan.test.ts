@@ -1,5 +1,5 @@
 import { buildPlan, type RecordedCall } from '../../cli/exec/exec-plan';
-import { checkMaps, collectMaps, mapTarget, portKey } from '../../cli/exec/target-keys';
+import { checkMaps, collectMaps, mapTarget, portKey, type TargetMap } from '../../cli/exec/target-keys';
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 
 const write = (ts: bigint, dur: bigint, target: string, kind = 'file'): RecordedCall => ({
@@ -46,7 +46,7 @@ describe('target names for the test build', () => {
       ['tcp 10.0.0.7:5432', 'socket'],
       ['/var/lib/app/db.sqlite', 'file'],
     ]);
-    const maps = (...rules: string[]) => rules.reduce((all, r) => collectMaps(r, all), [] as never[]);
+    const maps = (...rules: string[]) => rules.reduce((all, r) => collectMaps(r, all), [] as TargetMap[]);
     expect(() =>
       checkMaps(maps('tcp 127.0.0.1:6379=tcp 127.0.0.1:16379', '/var/lib/app=/tmp/app'), recorded),
     ).not.toThrow();

@@ -124,3 +124,36 @@ describe('exec report', () => {
     expect(xml.match(/<failure /g)).toHaveLength(1);
   });
 });
+
+describe('exec report truth', () => {
+  it('is true: never more matched than recorded, never a negative hold, a held response the build gave up on is held', () => {
+    const responses = {
+      ...target('tcp 10.0.0.5:6379', [ms(1500)]),
+      call: 'response' as const,
+      kind: 'socket',
+    };
+    const [row] = buildReport(
+      [responses],
+      [
+        {
+          // the relay counted two exchanges for one recorded; the build gave up on the held one
+          matched: 2,
+          passed: 0,
+          failed: 0,
+          bytes: 0,
+          observedNs: BigInt64Array.from([-1n, ms(0.01)]),
+          intendedNs: BigInt64Array.from([ms(1500), 0n]),
+        },
+      ],
+      [],
+      parseTolerance('10%,1ms'),
+    );
+    expect(row).toMatchObject({ matched: 1, passed_through: 1, gave_up: 1, cut_short: 0, held: true });
+    expect(row!.reason).toBe(
+      'held: the build made all 1 recorded calls; the build gave up on 1 before their release (it closed or timed out while held); 1 later calls passed',
+    );
+    for (const value of [row!.observed_p50_ns, row!.hold_error_p50_ns, row!.hold_error_p99_ns])
+      expect(value === null || value >= 0n).toBe(true);
+    expect(reportTable([row!])).not.toMatch(/-\d+ ns|held 2 of 1/);
+  });
+});
