@@ -51,6 +51,20 @@ function transactionArgument(value: string): string {
   return value;
 }
 
+function incidentArgument(value: string): string {
+  if (value === '')
+    throw new InvalidArgumentError('must not be empty: name an incident file (.kri) or a quoted glob');
+  return value;
+}
+
+/** Whether `value` was typed before `--` (a transaction id), not taken from the command after it. */
+function beforeDashes(cmd: Command, value: string): boolean {
+  const raw = (cmd.parent ?? cmd) as Command & { rawArgs?: string[] };
+  const args = raw.rawArgs ?? [];
+  const dash = args.indexOf('--');
+  return dash === -1 || args.slice(0, dash).includes(value);
+}
+
 function write(text: string): Promise<void> {
   return new Promise((resolve) =>
     process.stdout.write(text) ? resolve() : process.stdout.once('drain', resolve),
@@ -217,6 +231,10 @@ async function replayAction(
       await runReplay((await uploadIncident(flags.server, source.file!)).transaction_id, flags.server, flags);
     return;
   }
+  if (!flags.incident && transactionId !== undefined && !beforeDashes(cmd, transactionId))
+    cmd.error(
+      `error: --exec -- ${transactionId} needs what to replay: --incident FILE, or a transaction id before -- (replay TXN --exec -- CMD)`,
+    );
   if (command.length === 0)
     cmd.error('error: --exec needs a command after --, e.g. --exec -- ./build/app --port 0');
   const sources = flags.incident
@@ -246,6 +264,7 @@ export function registerReplayCommand(program: Command): void {
     .option(
       '--incident <file>',
       "replay incident files instead of a daemon's transaction: a file, or a quoted glob ('incidents/*.kri') to replay each in turn",
+      incidentArgument,
     )
     .option(
       '--speed <factor>',

@@ -9,6 +9,7 @@
  * the build starts throw, with CMD ended first.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { nativeAddon, type NativeExecSupervisor, type NativeNeverHeld } from '../../core/native/addon';
 import { exactJson } from '../../core/json/exact-json';
@@ -316,6 +317,24 @@ async function replayOne(
   return { suite, json };
 }
 
+/** Throws, naming the flag, when `file` cannot be written (its directory missing or not writable, or it is read-only). */
+function checkWritable(flag: string, file: string): void {
+  const dir = path.dirname(path.resolve(file));
+  try {
+    if (fs.existsSync(file)) {
+      if (fs.statSync(file).isDirectory()) throw new Error('it is a directory');
+      fs.accessSync(file, fs.constants.W_OK);
+    } else {
+      if (!fs.statSync(dir).isDirectory()) throw new Error(`${dir} is not a directory`);
+      fs.accessSync(dir, fs.constants.W_OK);
+    }
+  } catch (err) {
+    throw new Error(`${flag} ${file}: cannot be written (${(err as Error).message}); nothing ran`, {
+      cause: err,
+    });
+  }
+}
+
 /**
  * Replays each incident in turn against a fresh CMD; writes the reports (one
  * JUnit testsuite per incident) and resolves to the combined exit status.
@@ -327,6 +346,12 @@ export async function runExec(
   server: string | null,
 ): Promise<number> {
   resolveCommand(argv[0]!);
+  // a report that cannot be written is refused before anything runs, not after the build
+  for (const [flag, file] of [
+    ['--report', flags.report],
+    ['--report-json', flags.reportJson],
+  ] as const)
+    if (file !== undefined) checkWritable(flag, file);
   const results: IncidentResult[] = [];
   for (const [i, source] of sources.entries()) {
     if (sources.length > 1) say(`incident ${i + 1} of ${sources.length}: ${source.name}`);

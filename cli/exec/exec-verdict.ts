@@ -67,12 +67,20 @@ export function verdict(input: VerdictInput): Verdict {
   if (input.interrupted) return { kind: 'interrupted', status: EXIT.interrupted, reasons: ['interrupted'] };
   if (input.supervisorFailed)
     return { kind: 'replay-failed', status: EXIT.replayFailed, reasons: ['the supervisor failed'] };
-  if (input.buildStatus !== 0)
+  if (input.buildStatus !== 0) {
+    // the build's own status wins; one equal to a code of kreplay's is said so, once
+    const ours = Object.entries(EXIT).find(([, code]) => code === input.buildStatus && code >= 200)?.[0];
+    const clash = ours
+      ? [
+          `the build's own status ${input.buildStatus} is also kreplay's "${ours}" code: the verdict (build-failed) is in the JSON and JUnit reports`,
+        ]
+      : [];
     return {
       kind: 'build-failed',
       status: input.buildStatus,
-      reasons: [`the build exited ${input.buildStatus}`, ...short],
+      reasons: [`the build exited ${input.buildStatus}`, ...clash, ...short],
     };
+  }
   const missed = input.causes.filter((c) => !c.exercised && !c.deselected).map(causeMissed);
   const deselected = input.causes
     .filter((c) => c.deselected)

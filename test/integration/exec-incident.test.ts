@@ -368,6 +368,30 @@ describe('kreplay replay --incident FILE --exec', () => {
     expect(hinted.stderr).toMatch(/\| write +\| tcp 127\.0\.0\.1:1 /);
   });
 
+  it('clear errors before anything runs: --exec without what to replay, an empty --incident, an unwritable --report', async () => {
+    const file = incident('errors.kri', writes(1, join(dir.path, 'e.log'), 'file', 2));
+    const ran = join(dir.path, 'ran');
+    const build = ['--', writers.dynamic, '--file', ran, '1'];
+    const noIncident = await replay(['--exec', ...build]).done;
+    expect(noIncident.status).toBe(2);
+    expect(noIncident.stderr).toContain(`--exec -- ${writers.dynamic} needs what to replay: --incident FILE`);
+    expect(noIncident.stderr).not.toContain('cannot reach');
+    const empty = await replay(['--incident', '', '--exec', ...build]).done;
+    expect(empty.status).toBe(2);
+    expect(empty.stderr).toContain("option '--incident <file>' argument '' is invalid. must not be empty");
+    const report = await replay([
+      '--incident',
+      file,
+      '--exec',
+      '--report',
+      join(dir.path, 'no-dir', 'r.xml'),
+      ...build,
+    ]).done;
+    expect(report.status).toBe(1);
+    expect(report.stderr).toContain(`--report ${join(dir.path, 'no-dir', 'r.xml')}: cannot be written`);
+    expect(existsSync(ran)).toBe(false);
+  });
+
   it('--target and --skip-target select what is held, and the report says so', async () => {
     const log = join(dir.path, 'a.log');
     const file = incident('select.kri', [

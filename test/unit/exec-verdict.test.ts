@@ -255,3 +255,14 @@ describe('what is held', () => {
     ]);
   });
 });
+
+describe("a build whose own status is one of kreplay's", () => {
+  it("is the build failing, and says that its status is also a code of kreplay's", () => {
+    const v = verdict(base({ buildStatus: 220 }));
+    expect(v).toMatchObject({ kind: 'build-failed', status: 220 });
+    expect(v.reasons[1]).toBe(
+      'the build\'s own status 220 is also kreplay\'s "notReproduced" code: the verdict (build-failed) is in the JSON and JUnit reports',
+    );
+    expect(verdict(base({ buildStatus: 3 })).reasons).toEqual(['the build exited 3']);
+  });
+});
