@@ -66,7 +66,11 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
   const elsewhere = [...input.unplannedCalls.keys()].filter(
     (t) => t.split(' ')[0] === target.target.split(' ')[0],
   );
-  return `no call to that peer: the build made no ${target.call} to ${target.target}${
+  const none =
+    target.call === 'response'
+      ? `the build got no response from ${target.target} through kreplay's relay`
+      : `the build made no ${target.call} to ${target.target}`;
+  return `no call to that peer: ${none}${
     elsewhere.length > 0
       ? ` (it called ${elsewhere.slice(0, 3).join(', ')}: --map ${target.recorded}=…?)`
       : ''

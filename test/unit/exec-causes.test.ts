@@ -91,7 +91,7 @@ describe('a replay that did not exercise the cause', () => {
     const { v } = replay((target) => ({ matched: target === REDIS ? 0 : 1 }));
     expect(v).toMatchObject({ kind: 'not-reproduced', status: EXIT.notReproduced });
     expect(v.reasons).toEqual([
-      `cause not exercised: the 1.500 s response wait on ${REDIS} (event #3): no call to that peer: the build made no response to ${REDIS}`,
+      `cause not exercised: the 1.500 s response wait on ${REDIS} (event #3): no call to that peer: the build got no response from ${REDIS} through kreplay's relay`,
     ]);
   });
 
