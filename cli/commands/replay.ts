@@ -33,7 +33,16 @@ interface ReplayFlags extends ExecFlags {
 const DEFAULT_SERVER = 'http://127.0.0.1:7070';
 
 /** Flags that only mean something with --exec. */
-const EXEC_ONLY = ['map', 'report', 'reportJson', 'replayErrors', 'strict', 'target', 'skipTarget'] as const;
+const EXEC_ONLY = [
+  'map',
+  'report',
+  'reportJson',
+  'replayErrors',
+  'strict',
+  'target',
+  'skipTarget',
+  'withClient',
+] as const;
 
 interface SessionBody {
   id: string;
@@ -323,6 +332,10 @@ export function registerReplayCommand(program: Command): void {
       'with --exec: never hold calls to targets matching this shell pattern (repeatable)',
       collectPatterns,
       [],
+    )
+    .option(
+      '--with-client',
+      "with --exec: hold the client's calls too (the process that wrote the request head); by default a replay replays the service's side",
     )
     .option(
       '--strict',

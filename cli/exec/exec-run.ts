@@ -25,7 +25,7 @@ import { uploadIncident } from './incident-upload';
 import { junitXml, type SuiteReport } from './junit-report';
 import { commandLine, LaunchedBuild, resolveCommand, type BuildExit } from './launcher';
 import { SessionLink } from './session-link';
-import { TargetSelection } from './target-selection';
+import { clientPid, TargetSelection } from './target-selection';
 import type { TargetMap } from './target-keys';
 
 export interface ExecFlags {
@@ -41,6 +41,7 @@ export interface ExecFlags {
   strict?: boolean;
   target: string[];
   skipTarget: string[];
+  withClient?: boolean;
 }
 
 interface SessionBody {
@@ -133,7 +134,7 @@ async function replayOne(
 ): Promise<IncidentResult> {
   const started = Date.now();
   const schedule = new Schedule(flags.speed, BigInt(flags.extraLatencyNs));
-  const selection = new TargetSelection(flags);
+  const selection = new TargetSelection(flags, clientPid(source.events));
   const plan = buildPlan(source.events, {
     maps: flags.map,
     schedule,

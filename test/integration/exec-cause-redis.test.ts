@@ -66,6 +66,8 @@ function redisCommand(port: number, ...args: string[]): Promise<string> {
 interface Row {
   call: string;
   target: string;
+  held: boolean;
+  reason: string;
   matched: number;
   observed_p50_ns: string | number | null;
 }
@@ -201,6 +203,18 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     ),
   );
   expect(skipped.report.verdict).toBe('not-reproduced');
+  // the incident's client (curl, which wrote the request head) is left out, and said so
+  for (const call of ['write', 'response'])
+    expect(skipped.report.targets).toContainEqual(
+      expect.objectContaining({
+        call,
+        target: `tcp 127.0.0.1:${servicePort}`,
+        held: false,
+        reason: expect.stringMatching(
+          /^not held: the client's call \(pid \d+, which wrote the request head\)/,
+        ),
+      }),
+    );
   expect(skipped.report.causes).toEqual([
     expect.objectContaining({ target: redisTarget, cause: 'response', exercised: false }),
   ]);

@@ -4,7 +4,7 @@ import type { TargetOutcome } from '../../cli/exec/exec-report';
 import { buildReport, parseTolerance } from '../../cli/exec/exec-report';
 import { EXIT, verdict } from '../../cli/exec/exec-verdict';
 import { junitXml } from '../../cli/exec/junit-report';
-import { TargetSelection } from '../../cli/exec/target-selection';
+import { clientPid, TargetSelection } from '../../cli/exec/target-selection';
 import { incidentCauses } from '../../core/incident';
 import { Schedule } from '../../daemon/replay/sessions/schedule';
 
@@ -149,5 +149,48 @@ describe('a replay that did not exercise the cause', () => {
     expect(xml).toMatch(
       /<testcase classname="kreplay.cause" name="the 1.500 s response wait on tcp 10.0.0.5:6379 \(event #3\)"[^>]*>\n\s*<failure [^>]*type="cause-not-exercised"/,
     );
+  });
+});
+
+describe("an incident is the service's, not its client's", () => {
+  const curl = (type: string, atMs: number, extra: Partial<RecordedCall> = {}) =>
+    sock(type, atMs, 0.02, { pid: 99, target: 'tcp 127.0.0.1:8080', ...extra });
+  const http = [curl('sys_write', -1), ...events, curl('sys_read', 1503, { response_ns: ms(1503) })];
+
+  test('the client is the process whose head write opened the transaction; alone, or first otherwise, none', () => {
+    expect(clientPid(http)).toBe(99);
+    expect(clientPid(events)).toBeNull();
+    expect(clientPid([curl('sys_write', 0)])).toBeNull();
+  });
+
+  test("by default the client's calls are left out, said why; --with-client holds them", () => {
+    const planned = (withClient: boolean) => {
+      const selection = new TargetSelection({ target: [], skipTarget: [], withClient }, clientPid(http));
+      const plan = buildPlan(http, {
+        maps: [],
+        schedule: new Schedule(1, 0n),
+        pace: 'duration',
+        exclude: selection.exclude,
+      });
+      return {
+        targets: plan.map((t) => `${t.call} ${t.target}`),
+        excluded: [...selection.excluded.values()],
+      };
+    };
+    const service = planned(false);
+    expect(service.targets).not.toContain('write tcp 127.0.0.1:8080');
+    expect(service.excluded.map((e) => [e.call, e.target, e.reason])).toEqual([
+      [
+        'write',
+        'tcp 127.0.0.1:8080',
+        "not held: the client's call (pid 99, which wrote the request head): a replay replays the service's side (--with-client holds it too)",
+      ],
+      [
+        'response',
+        'tcp 127.0.0.1:8080',
+        "not held: the client's call (pid 99, which wrote the request head): a replay replays the service's side (--with-client holds it too)",
+      ],
+    ]);
+    expect(planned(true).targets).toContain('write tcp 127.0.0.1:8080');
   });
 });
