@@ -159,7 +159,7 @@ describe.each(BACKENDS)('GET /api/events from $kind', (backend) => {
       { ts: at(3), type: 'sys_read', dur: 10_000, response: 900_000_000, txn: 'slow' },
       { ts: at(4), type: 'block_io', dur: 1_200_000_000, txn: 'slow' },
     ]);
-    server.close();
+    await server.close();
     server = await startEventsServer(dir.path, backend);
     for (const query of ['node=gamma&min_duration_ms=1000', 'transaction_id=slow&min_duration_ms=1000']) {
       const found = (await list(query)).events;
