@@ -6,7 +6,7 @@
  * done, 130 after Ctrl-C, 0 when the reader of stdout goes away.
  */
 import { exactJson } from '../core/json/exact-json';
-import { Schedule } from '../daemon/replay/sessions/schedule';
+import { Schedule } from '../core/replay/schedule';
 import type { IncidentSource } from './exec/incident-source';
 
 /** Waits sleep until this close to a due time, then spin (a timer wakes late by a millisecond or so). */

@@ -4,6 +4,7 @@
  * E_CAPTURE_NO_TRACEPOINT, E_CAPTURE_LOAD, E_CAPTURE_ATTACH,
  * E_CAPTURE_RINGBUF, E_CAPTURE_STATE.
  */
+import { isErrorCode } from '../../core/error-codes';
 import { KreplayError } from '../../core/errors';
 export class CaptureError extends KreplayError {}
 
@@ -12,7 +13,7 @@ export function toCaptureError(err: unknown): unknown {
   if (err instanceof CaptureError) return err;
   if (err instanceof Error) {
     const code = (err as Error & { code?: unknown }).code;
-    if (typeof code === 'string' && code.startsWith('E_CAPTURE_')) return new CaptureError(code, err.message);
+    if (isErrorCode(code) && code.startsWith('E_CAPTURE_')) return new CaptureError(code, err.message);
   }
   return err;
 }

@@ -12,7 +12,7 @@ import { DEFAULT_SHIP_CODEC, type ClickHouseHttp } from '../../core/clickhouse/h
 import { eventsTable, migrateClickHouse } from '../../core/clickhouse/schema';
 import { readStoreInfo } from '../../core/store/schema';
 import { ShipBatchReader, type ShipBatch } from './ship-batch';
-import { LAST_SEQ_SQL } from './ship-protocol';
+import { LAST_SEQ_SQL } from './ship-sql';
 
 export interface ShipLoopOptions {
   /** ships once this many events wait (default 10,000) */

@@ -17,6 +17,3 @@ export interface ToShipThread {
   op: 'stop';
   flushMs: number;
 }
-
-/** The newest seq the node file holds: the loop's backlog and the owner's lag read it on their own connections. */
-export const LAST_SEQ_SQL = 'SELECT max(seq) FROM events';

@@ -24,6 +24,9 @@ import {
 } from '../../core/model';
 import { EVENT_COLUMN_TABLE } from '../../core/store/event-columns';
 
+/** The newest seq the node file holds: the loop's backlog and the owner's lag read it on their own connections. */
+export const LAST_SEQ_SQL = 'SELECT max(seq) FROM events';
+
 /**
  * The batch: the rows of a seq range (not `LIMIT n`, whose subquery would copy every row once more
  * before the aggregate) beside their dictionaries' strings.

@@ -13,7 +13,8 @@ import type { Worker } from 'node:worker_threads';
 import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { startThread } from '../../core/threads/start-thread';
 import type { ShipLoopOptions, ShipProgress } from './ship-loop';
-import { LAST_SEQ_SQL, type ShipThreadData, type ToShipThread } from './ship-protocol';
+import { LAST_SEQ_SQL } from './ship-sql';
+import type { ShipThreadData, ToShipThread } from './ship-protocol';
 
 export interface ShipperOptions extends ShipLoopOptions {
   /** wall-clock nanoseconds, for the lag in seconds */

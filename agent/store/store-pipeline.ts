@@ -6,6 +6,7 @@
  * what its ring cannot hold, so memory stays bounded and loss stays visible.
  */
 import { storeFileBytes } from '../../core/store/store-bytes';
+import { isErrorCode } from '../../core/error-codes';
 import { KreplayError } from '../../core/errors';
 import type { Worker } from 'node:worker_threads';
 import { EventBatch } from '../ingest/event-batch';
@@ -44,10 +45,16 @@ const SLOTS = 2;
 export const AGENT_BATCH_ROWS = 65536;
 const WAIT_SLICE_MS = 100;
 
-/** A failure the writer thread reported, with the code of the error it caught there (E_STORE_THREAD if none). */
+/**
+ * A failure the writer thread reported: the code of the error it caught there where that is
+ * kreplay's, else E_STORE_THREAD with the caught code (SQLite's, an errno's) kept as `threadCode`.
+ */
 export class StoreThreadError extends KreplayError {
+  readonly threadCode: string | undefined;
+
   constructor(message: string, code?: string) {
-    super(code ?? 'E_STORE_THREAD', message);
+    super(isErrorCode(code) ? code : 'E_STORE_THREAD', message);
+    this.threadCode = code;
   }
 }
 

@@ -56,6 +56,8 @@ function notHeldWhy(event: RecordedCall): string {
 
 function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number, input: CauseInput): string {
   const recorded = target.indices.length;
+  if (target.match === 'bytes' && target.bytesEnd && outcome.bytes > 0)
+    return `the build's calls to it carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes; the cause's end at byte ${target.bytesEnd[position]}`;
   if (outcome.matched > 0)
     return `the build made ${outcome.matched} of the ${recorded} recorded calls of it; the cause was call ${position + 1}`;
   if (outcome.passed > 0)
@@ -106,8 +108,12 @@ export function checkCauses(input: CauseInput): CauseCheck[] {
         (event.target ? notHeldWhy(event) : "it has no target to match the build's calls on");
       return { ...base, exercised: false, reason: `not replayed: ${why}` };
     }
-    if (found.position < found.outcome.matched)
-      return { ...base, exercised: true, reason: `exercised: the build made the matching call` };
+    // a stream matched by bytes: the cause is reached when the build's bytes reach the end of its
+    const ends = found.target.match === 'bytes' ? found.target.bytesEnd : undefined;
+    const reached = ends
+      ? BigInt(found.outcome.bytes) >= ends[found.position]!
+      : found.position < found.outcome.matched;
+    if (reached) return { ...base, exercised: true, reason: `exercised: the build made the matching call` };
     return {
       ...base,
       exercised: false,

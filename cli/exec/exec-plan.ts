@@ -6,7 +6,7 @@
  * held per the pace. The supervisor gets one plan per (kind, target), so it
  * decides every call without asking JS.
  */
-import type { Schedule } from '../../daemon/replay/sessions/schedule';
+import type { Schedule } from '../../core/replay/schedule';
 import { mapTarget, portKey, type TargetMap } from './target-keys';
 
 export type Pace = 'duration' | 'timeline';

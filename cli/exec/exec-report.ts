@@ -158,7 +158,7 @@ export const NEVER_HELD_LABELS: Record<string, string> = {
 
 function plannedReason(
   target: PlanTarget,
-  counts: { matched: number; passed: number; gaveUp: number },
+  counts: { matched: number; bytes: number; passed: number; gaveUp: number },
   unmatched: readonly UnmatchedOutcome[],
 ): string {
   const recorded = target.recordedNs.length;
@@ -167,6 +167,12 @@ function plannedReason(
     counts.gaveUp > 0
       ? `; the build gave up on ${counts.gaveUp} before their release (it closed or timed out while held)`
       : '';
+  if (target.match === 'bytes' && counts.matched > 0) {
+    const all = target.recordedBytes;
+    return counts.bytes >= all
+      ? `held: the build's ${counts.matched} calls carried all ${all} recorded bytes${gaveUp}${extra}`
+      : `held ${counts.bytes} of ${all} bytes: the build sent fewer (in ${counts.matched} calls)${gaveUp}`;
+  }
   if (counts.matched === recorded)
     return `held: the build made all ${recorded} recorded calls${gaveUp}${extra}`;
   if (counts.matched > 0) return `held ${counts.matched} of ${recorded}: the build made fewer calls${gaveUp}`;
@@ -233,8 +239,19 @@ export function buildReport(
     });
     const recorded = target.recordedNs.length;
     // a call beyond the recorded ones is no match, whatever the supervisor counted: it passed
-    const matched = Math.min(outcome.matched, recorded);
+    // matched by calls, a call beyond the recorded ones is no match, whatever the supervisor
+    // counted: it passed; matched by bytes, the build's calls carrying the incident's bytes may be
+    // more or fewer than the recorded calls, and the bytes say how much was matched
+    const byBytes = target.match === 'bytes';
+    const matched = byBytes ? outcome.matched : Math.min(outcome.matched, recorded);
     const passed = outcome.passed + (outcome.matched - matched);
+    const short = byBytes
+      ? outcome.bytes < target.recordedBytes
+        ? `the build's calls carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes`
+        : null
+      : matched < recorded
+        ? `the build made ${matched} of the ${recorded} recorded calls`
+        : null;
     const row = {
       call: target.call,
       target: target.target,
@@ -258,8 +275,8 @@ export function buildReport(
       hold_error_p50_ns: percentile(errors, 50),
       hold_error_p99_ns: percentile(errors, 99),
       held: true,
-      reason: plannedReason(target, { matched, passed, gaveUp }, unmatched),
-      shortfall: matched < recorded ? `the build made ${matched} of the ${recorded} recorded calls` : null,
+      reason: plannedReason(target, { matched, bytes: outcome.bytes, passed, gaveUp }, unmatched),
+      shortfall: short,
     };
     // the median off is systematic; a call released early is a hold missed; a late tail alone is
     // the machine's scheduling noise (hold_error_p99 shows it), nothing a CI engineer can act on

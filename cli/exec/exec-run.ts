@@ -13,7 +13,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { nativeAddon, type NativeExecSupervisor, type NativeNeverHeld } from '../../core/native/addon';
 import { exactJson } from '../../core/json/exact-json';
-import { Schedule } from '../../daemon/replay/sessions/schedule';
+import { Schedule } from '../../core/replay/schedule';
 import { requestJson } from '../daemon-request';
 import { sessionLinks } from '../session-links';
 import { causeName, checkCauses } from './cause-check';

@@ -5,7 +5,7 @@
  * call, play releases, seek moves it); either pace: stop lets everything through.
  */
 import type { NativeExecSupervisor } from '../../core/native/addon';
-import type { Schedule } from '../../daemon/replay/sessions/schedule';
+import type { Schedule } from '../../core/replay/schedule';
 import { openEventStream, type EventStream } from '../sse-client';
 import type { Pace } from './exec-plan';
 

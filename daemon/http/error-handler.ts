@@ -4,7 +4,7 @@ import type { Logger } from '../../core/log/logger';
 import { ClickHouseError } from '../../core/clickhouse/http-client';
 import { StoreError } from '../../core/store/schema';
 import { ProblemError } from './problem';
-import type { ProblemKind } from './problem-kinds';
+import type { ProblemKind } from '../../core/problem-kinds';
 
 export function sendProblem(res: Parameters<RequestHandler>[1], error: ProblemError): void {
   if (error.headers) res.set(error.headers);

@@ -1,6 +1,6 @@
 /** RFC 9457 problem details: the one error shape of the HTTP API. */
 import { KreplayError } from '../../core/errors';
-import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, problemCode, type ProblemKind } from './problem-kinds';
+import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, problemCode, type ProblemKind } from '../../core/problem-kinds';
 
 export interface ParamError {
   param: string;

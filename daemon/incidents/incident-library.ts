@@ -28,7 +28,6 @@ import { parseEventId } from '../../core/model';
 import type { Logger } from '../../core/log/logger';
 import { INCIDENT_STORES_DIR } from '../store/store-directory';
 import { IncidentStoreBuilder, storeSources } from './incident-store';
-import type { IncidentListing } from './incident-protocol';
 
 /** Where dropped-in incident files are read, and where uploads are kept, under the data dir. */
 export const INCIDENTS_DIR = 'incidents';
@@ -59,6 +58,12 @@ export interface IncidentEntry {
 export interface SkippedIncident {
   file: string;
   reason: string;
+}
+
+/** What the library holds: its incidents, and the files it skipped with why. */
+export interface IncidentListing {
+  incidents: IncidentEntry[];
+  skipped: SkippedIncident[];
 }
 
 interface Known {

@@ -1,7 +1,7 @@
 /** What the daemon's main thread and its incident thread say to each other. */
 import type { LogLevel } from '../../core/log/logger';
 import type { IncidentErrorCode } from '../../core/incident';
-import type { IncidentEntry, SkippedIncident } from './incident-library';
+import type { IncidentEntry, IncidentListing } from './incident-library';
 
 export interface IncidentThreadData {
   dataDir: string;
@@ -11,11 +11,6 @@ export type IncidentRequest =
   | { id: number; op: 'refresh' }
   /** the bytes of an uploaded file, transferred */
   | { id: number; op: 'upload'; bytes: Uint8Array };
-
-export interface IncidentListing {
-  incidents: IncidentEntry[];
-  skipped: SkippedIncident[];
-}
 
 /** A bad incident file crosses as its parts, to be the same IncidentFileError on the main thread. */
 export interface WireIncidentError {

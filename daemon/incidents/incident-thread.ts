@@ -8,14 +8,8 @@ import type { Worker } from 'node:worker_threads';
 import { IncidentFileError } from '../../core/incident';
 import type { Logger } from '../../core/log/logger';
 import { startThread } from '../../core/threads/start-thread';
-import type { IncidentEntry } from './incident-library';
-import type {
-  IncidentAnswer,
-  IncidentListing,
-  IncidentRequest,
-  IncidentResult,
-  WireIncidentError,
-} from './incident-protocol';
+import type { IncidentEntry, IncidentListing } from './incident-library';
+import type { IncidentAnswer, IncidentRequest, IncidentResult, WireIncidentError } from './incident-protocol';
 
 type Pending = { resolve: (answer: IncidentResult) => void; reject: (err: Error) => void };
 

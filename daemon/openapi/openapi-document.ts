@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { VERSION } from '../../core/version';
 import { eventsQuerySchema, int64Param } from '../events/events-query';
 import { exportQuerySchema } from '../events/export/export-query';
-import { PROBLEM_KINDS, type ProblemKind } from '../http/problem-kinds';
+import { PROBLEM_KINDS, type ProblemKind } from '../../core/problem-kinds';
 import { createSessionSchema, emptySchema, seekSchema } from '../replay/sessions/session-schema';
 // the response schemas register their ids in zod's registry, from which the components are built
 import './response-schemas';

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { TARGET_KINDS } from '../../core/model/target';
-import { PROBLEM_KINDS, PROBLEM_TYPE_BASE } from '../http/problem-kinds';
+import { PROBLEM_KINDS, PROBLEM_TYPE_BASE } from '../../core/problem-kinds';
 import { SESSION_STATES } from '../replay/sessions/session-state';
 import { drivingSchema } from '../replay/sessions/session-schema';
 

@@ -4,10 +4,11 @@
  * carry the result (structured-cloned: bigints survive) or the error, as
  * data, so that the main thread can raise the same class the worker caught.
  */
+import { isErrorCode } from '../../core/error-codes';
 import { KreplayError } from '../../core/errors';
 import { StoreError, type StoreErrorCode } from '../../core/store/schema';
 import { ProblemError, type ParamError } from '../http/problem';
-import type { ProblemKind } from '../http/problem-kinds';
+import type { ProblemKind } from '../../core/problem-kinds';
 import type { StoreScope } from '../store/store-directory';
 import type { QueryOp, QueryOps } from './query-ops';
 
@@ -51,5 +52,7 @@ export function toWire(err: unknown): WireError {
 export function fromWire(wire: WireError): Error {
   if (wire.type === 'problem') return new ProblemError(wire.kind, wire.detail, wire.errors, wire.headers);
   if (wire.type === 'store') return new StoreError(wire.code, wire.message, wire.file);
-  return wire.code ? new KreplayError(wire.code, wire.message) : new Error(wire.message);
+  if (isErrorCode(wire.code)) return new KreplayError(wire.code, wire.message);
+  // a code that is not kreplay's (SQLite's, an errno's) stays on the error, as Node's own errors carry theirs
+  return wire.code ? Object.assign(new Error(wire.message), { code: wire.code }) : new Error(wire.message);
 }

@@ -1,19 +1,7 @@
 /** The clock replay sessions are scheduled on: the high-resolution one, or a fake in tests. */
 import type { SocketClosed } from './clock/clock-wire';
-import type { FrameBuffer } from './frame-buffer';
+import type { FrameBuffer } from './lane/frame-buffer';
 import type { ReleaseStats } from './release-stats';
-
-/**
- * A replay frame whose lateness is known only at release: `head`, the
- * lateness in ns as digits, then `tail`. The clock writes it to the lane's
- * sockets itself where it can (LaneSockets).
- */
-export interface LateFrame {
-  /** the event's index in the replay */
-  index: number;
-  head: string;
-  tail: string;
-}
 
 /**
  * The clock released the lane's next `count` deadlines (in the order they

@@ -12,7 +12,7 @@
 import type { EventPosition, EventSummary } from '../store/event-filter';
 import type { EventReader } from '../store/event-reader';
 import { toReplayChunk, type ReplayChunk } from './replay-event';
-import { writeFrames, type FrameDest, type FrameSpec, type FramesWritten } from './sessions/frame-writer';
+import { writeFrames, type FrameDest, type FrameSpec, type FramesWritten } from './lane/frame-writer';
 
 /** A transaction's events from `fromNs` (inclusive) to `toNs` (exclusive). */
 export interface TransactionRange {

@@ -13,6 +13,7 @@ import { SEND_BUFFER } from '../../daemon/replay/send-buffer';
 import { startDaemonProcess } from '../../bench/daemon-process';
 import { writeStore } from '../support/event-store';
 import { api, StreamClient } from '../support/replay-http';
+import { waitFor } from '../support/wait';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-streams-');
@@ -160,7 +161,10 @@ describe('event stream bounds', () => {
     let slowOut = '';
     slow.stdout.on('data', (chunk: Buffer) => (slowOut += chunk.toString()));
     const slowDone = new Promise((resolve) => slow.once('exit', resolve));
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // the slow reader's stream is open (its request read, its watcher counted) before the replay starts
+    const watchers = async () =>
+      Number(/^kreplay_sse_watchers (\d+)$/m.exec(await (await fetch(`${url}/metrics`)).text())?.[1]);
+    await waitFor(async () => (await watchers()) === 1, { what: "the slow reader's stream" });
     const fast = await StreamClient.open(url, id);
     await api(url, 'POST', `/${id}/play`);
     await fast.until((s) => s.states().includes('finished'), 60_000);

@@ -346,6 +346,8 @@ describe('kreplay replay --exec', () => {
     await run.done;
     await until(() => !alive(pid) && !alive(child), 3000);
     await until(() => d.sessions.list()[0]!.state === 'stopped', 3000);
+    expect([alive(pid), alive(child)]).toEqual([false, false]);
+    expect(d.sessions.list()[0]!.state).toBe('stopped');
   });
 
   it('a build that ends before the incident does: its status, the session stopped, the calls it made counted', async () => {

@@ -2,6 +2,7 @@ import { writeStore, type TestEvent } from '../support/event-store';
 import { fetchAllPages, useEventsBackends } from '../support/events-http';
 import { api, startReplayServer, StreamClient, type ReplayServer } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const dir = useTempDir('kreplay-replay-api-');
 /* replay reads the node files, or (--store clickhouse://…) the same files shipped to ClickHouse */
@@ -120,17 +121,21 @@ describe.each(BACKENDS)('replay sessions over HTTP from $kind, real stores and c
     const session = await create('tx-quick', 0.1);
     const stream = await StreamClient.open(server.url, session.id);
     await stream.until((s) => s.states().length === 1);
-    let cycles = 0;
-    let finished = false;
-    for (; cycles < 100 && !finished; cycles++) {
-      finished = (await api(server.url, 'POST', `/${session.id}/play`)).status === 409;
-      if (!finished) finished = (await api(server.url, 'POST', `/${session.id}/pause`)).status === 409;
+    // alternate play and pause until the replay has finished (409): every control before that is taken
+    const statuses: number[] = [];
+    for (let cycle = 0; cycle < 100 && statuses.at(-1) !== 409; cycle++) {
+      statuses.push((await api(server.url, 'POST', `/${session.id}/play`)).status);
+      if (statuses.at(-1) !== 409)
+        statuses.push((await api(server.url, 'POST', `/${session.id}/pause`)).status);
     }
     // a bounded number of cycles, then it plays to the end
-    if (!finished) expect((await api(server.url, 'POST', `/${session.id}/play`)).status).toBe(200);
+    if (statuses.at(-1) !== 409)
+      expect((await api(server.url, 'POST', `/${session.id}/play`)).status).toBe(200);
     await stream.until((s) => s.states().includes('finished'));
     stream.close();
-    expect(cycles).toBeGreaterThan(0);
+    const taken = statuses.at(-1) === 409 ? statuses.slice(0, -1) : statuses;
+    expect(taken.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(taken)).toEqual(new Set([200]));
     const ids = stream.replays().map((m) => Number(m.id));
     expect(ids).toEqual(Array.from({ length: session.events_total }, (_, i) => i));
     for (const m of stream.replays()) expect(typeof JSON.parse(m.data).emitted_late_ns).toBe('number');
@@ -139,7 +144,10 @@ describe.each(BACKENDS)('replay sessions over HTTP from $kind, real stores and c
   it('starts a late watcher at the current position', async () => {
     const session = await create('tx-slow');
     await api(server.url, 'POST', `/${session.id}/play`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // join once the replay is under way (its 40 events take a second)
+    await waitFor(
+      async () => ((await api(server.url, 'GET', `/${session.id}`)).body.events_emitted as number) > 0,
+    );
     const late = await StreamClient.open(server.url, session.id);
     await late.until((s) => s.states().includes('finished'));
     late.close();

@@ -14,6 +14,7 @@ import type { SocketClosed } from '../../daemon/replay/replay-clock';
 import { ArmedLane } from '../support/armed-lane';
 import { LatenessLog } from '../../daemon/replay/lateness-log';
 import { ReleaseStats } from '../../daemon/replay/release-stats';
+import { waitFor } from '../support/wait';
 
 const FRAMES = 20;
 const GAP_NS = 5_000_000n;
@@ -86,7 +87,7 @@ describe('the clock thread writing a stream while the main thread is blocked', (
     }
     const freeAt = clock.now();
 
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await waitFor(() => released.length >= FRAMES, { what: 'every frame released' });
     expect(released).toHaveLength(FRAMES);
     for (const r of released) {
       expect(r.writtenAt).not.toBeNull();
@@ -102,13 +103,15 @@ describe('the clock thread writing a stream while the main thread is blocked', (
     const expected =
       'event: state\n\n' +
       lateness.map((late, i) => `id: ${i}\nevent: replay\ndata: {"emitted_late_ns":${late}}\n\n`).join('');
+    await waitFor(() => received.length >= expected.length, { what: 'every frame received' });
     expect(received).toBe(expected);
 
     // the end comes after what was sent before it, then the clock's copy of the socket is closed
     lane.lane.sockets!.send(watcher, ': bye\n\n');
     lane.lane.sockets!.end(watcher);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await waitFor(() => closed.length > 0, { what: "the clock's copy of the socket closed" });
     expect(closed).toEqual(['ended']);
+    await waitFor(() => received.length > expected.length, { what: 'the last text received' });
     expect(received).toBe(`${expected}: bye\n\n`);
     lane.clear(true);
     close();

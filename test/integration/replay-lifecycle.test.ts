@@ -9,6 +9,7 @@ import {
   type SessionLimits,
 } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 import { FakeWallClock } from '../support/fake-wall-clock';
 import { request } from 'node:http';
 
@@ -35,7 +36,6 @@ function apiFrom(
 
 const dir = useTempDir('kreplay-replay-lifecycle-');
 const T0 = 1_795_345_678_123_456_789n;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** 'tx-long': 100 events 20 ms apart on two nodes (2 s at speed 1); 'tx-short': 3 events within 2 µs. */
 function writeData(): void {
@@ -222,7 +222,11 @@ describe('replay session lifecycle', () => {
     for (const id of [paused, playing, finished]) await api(first.url, 'POST', `/${id}/play`);
     await stream.until((s) => s.replays().length >= 10);
     const pausedRecord = (await api(first.url, 'POST', `/${paused}/pause`)).body;
-    await sleep(50);
+    // the watcher has the pause, the fast one has finished and the other is under way before the restart
+    await stream.until((s) => s.states().at(-1) === 'paused');
+    const stateOf = async (id: string) => (await api(first.url, 'GET', `/${id}`)).body;
+    await waitFor(async () => (await stateOf(finished)).state === 'finished');
+    await waitFor(async () => ((await stateOf(playing)).position_ns as number) > 0);
     await first.close();
     servers.splice(0);
     expect(stream.states().at(-1)).toBe('paused');

@@ -3,9 +3,10 @@
  * (due from the lane's anchor, with a frame if given) into the lane's
  * FrameBuffer, as a session's read-ahead does, and publishes it.
  */
-import { FrameBuffer } from '../../daemon/replay/frame-buffer';
-import { RING, writeRecord } from '../../daemon/replay/clock/clock-wire';
-import type { ClockLane, LateFrame, ReplayClock } from '../../daemon/replay/replay-clock';
+import { FrameBuffer } from '../../daemon/replay/lane/frame-buffer';
+import { RING, writeRecord } from '../../daemon/replay/lane/lane-layout';
+import type { ClockLane, ReplayClock } from '../../daemon/replay/replay-clock';
+import type { LateFrame } from '../../daemon/replay/lane/replay-frame';
 
 export class ArmedLane {
   readonly buffer: FrameBuffer;

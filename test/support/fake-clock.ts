@@ -9,11 +9,11 @@
  * clock, it reads each deadline from the lane's buffer (anchor + due) and
  * adds each release to the session's statistics and lateness log.
  */
-import { FrameBuffer } from '../../daemon/replay/frame-buffer';
+import { FrameBuffer } from '../../daemon/replay/lane/frame-buffer';
 import { LatenessLog } from '../../daemon/replay/lateness-log';
 import type { ReleaseStats } from '../../daemon/replay/release-stats';
 import type { ClockLane, OnReleased, Released, ReplayClock } from '../../daemon/replay/replay-clock';
-import { laneBuffer } from '../../daemon/replay/clock/clock-wire';
+import { laneBuffer } from '../../daemon/replay/lane/lane-layout';
 
 /** Writes no frame itself: the main thread writes every one (no sockets). */
 class FakeLane implements ClockLane {

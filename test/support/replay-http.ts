@@ -7,6 +7,7 @@ import type { NodeStores } from '../../daemon/store/node-stores';
 import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { shipDataDir } from './clickhouse-server';
 import { freshDatabase, type EventsBackend } from './events-http';
+import { waitFor } from './wait';
 
 export interface ReplayServer {
   url: string;
@@ -114,19 +115,19 @@ export class StreamClient {
 
   /** Resolves once `done` holds (checked on each message), or rejects after `timeoutMs`. */
   async until(done: (stream: StreamClient) => boolean, timeoutMs = 30_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!done(this)) {
-      if (this.ended) throw new Error(`stream ended before the condition held: ${this.states().join(',')}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out; ${this.replays().length} events, states ${this.states()}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
+    await waitFor(
+      () => {
+        if (done(this)) return true;
+        if (this.ended) throw new Error(`stream ended before the condition held: ${this.states().join(',')}`);
+        return false;
+      },
+      {
+        timeoutMs,
+        what: () =>
+          `the stream's condition (${this.replays().length} events so far, states ${this.states()})`,
+        changed: () => new Promise<void>((resolve) => (this.wake = resolve)),
+      },
+    );
   }
 
   close(): void {

@@ -16,19 +16,21 @@ import {
   COMMAND_WIDTH,
   CONTROL,
   CONTROL_WORDS,
-  FRAME_WIDTH,
-  RECORD,
-  RECORD_WIDTH,
   REPORT_WIDTH,
-  RING,
   decodeReport,
   encodeCommand,
-  recordSlot,
-  ringRecords,
   type ClockCommand,
   type ClockPortMessage,
   type ClockReport,
 } from '../../daemon/replay/clock/clock-wire';
+import {
+  FRAME_WIDTH,
+  RECORD,
+  RECORD_WIDTH,
+  RING,
+  recordSlot,
+  ringRecords,
+} from '../../daemon/replay/lane/lane-layout';
 import { EarlyWake } from '../../daemon/replay/clock/early-wake';
 import { LatenessLog } from '../../daemon/replay/lateness-log';
 import { ReleaseStats } from '../../daemon/replay/release-stats';

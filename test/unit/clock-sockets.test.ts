@@ -6,7 +6,8 @@
  * end only after everything is out, and a peer gone.
  */
 import { clockSockets } from '../../daemon/replay/clock/clock-sockets';
-import { CLOSE_REASON, RING } from '../../daemon/replay/clock/clock-wire';
+import { CLOSE_REASON } from '../../daemon/replay/clock/clock-wire';
+import { RING } from '../../daemon/replay/lane/lane-layout';
 import type { SendBufferLimits } from '../../daemon/replay/send-buffer';
 
 class FakeSocket {

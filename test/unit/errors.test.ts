@@ -7,7 +7,7 @@ import { StoreLockedError } from '../../agent/store/writer-lock';
 import { StoreThreadError } from '../../agent/store/store-pipeline';
 import { CaptureError } from '../../agent/capture/capture-error';
 import { ProblemError } from '../../daemon/http/problem';
-import { PROBLEM_KINDS, problemCode, type ProblemKind } from '../../daemon/http/problem-kinds';
+import { PROBLEM_KINDS, problemCode, type ProblemKind } from '../../core/problem-kinds';
 import { InvalidValue } from '../../daemon/http/query-values';
 import { HttpError } from '../../cli/sse-client';
 import { ClockError, asClockError } from '../../daemon/replay/clock/clock-error';
@@ -20,8 +20,9 @@ describe('KreplayError', () => {
     [new CorruptRecordError(4, 8, 'x'), 'CorruptRecordError', 'E_CORRUPT_RECORD'],
     [new StoreLockedError('x'), 'StoreLockedError', 'E_STORE_LOCKED'],
     [new StoreThreadError('x'), 'StoreThreadError', 'E_STORE_THREAD'],
-    [new StoreThreadError('x', 'E_DISK_FULL'), 'StoreThreadError', 'E_DISK_FULL'],
-    [new CaptureError('E_ATTACH', 'x'), 'CaptureError', 'E_ATTACH'],
+    [new StoreThreadError('x', 'E_DATA_DIR'), 'StoreThreadError', 'E_DATA_DIR'],
+    [new StoreThreadError('x', 'SQLITE_FULL'), 'StoreThreadError', 'E_STORE_THREAD'],
+    [new CaptureError('E_CAPTURE_ATTACH', 'x'), 'CaptureError', 'E_CAPTURE_ATTACH'],
     [new ProblemError('session-not-found', 'x'), 'ProblemError', 'E_SESSION_NOT_FOUND'],
     [new InvalidValue('x'), 'InvalidValue', 'E_INVALID_VALUE'],
     [new HttpError(500, ''), 'HttpError', 'E_HTTP'],

@@ -6,7 +6,7 @@ import { EXIT, verdict } from '../../cli/exec/exec-verdict';
 import { junitXml } from '../../cli/exec/junit-report';
 import { clientPid, TargetSelection } from '../../cli/exec/target-selection';
 import { incidentCauses } from '../../core/incident';
-import { Schedule } from '../../daemon/replay/sessions/schedule';
+import { Schedule } from '../../core/replay/schedule';
 
 const ms = (n: number) => BigInt(Math.round(n * 1_000_000));
 const REDIS = 'tcp 10.0.0.5:6379';
@@ -192,5 +192,48 @@ describe("an incident is the service's, not its client's", () => {
       ],
     ]);
     expect(planned(true).targets).toContain('write tcp 127.0.0.1:8080');
+  });
+});
+
+describe('a cause on a stream matched by bytes', () => {
+  const wal = (atMs: number, durMs: number): RecordedCall => ({
+    event_type: 'sys_write',
+    timestamp_ns: ms(1000 + atMs),
+    duration_ns: ms(durMs),
+    target: 'pipe',
+    target_kind: 'pipe',
+    pid: 1,
+    bytes: 1000,
+    ret: 1000,
+  });
+  const stream = [wal(0, 0.1), wal(1, 0.1), wal(2, 50), wal(60, 0.1)];
+  const check = (bytes: number, calls: number) => {
+    const plan = buildPlan(stream, { maps: [], schedule: new Schedule(1, 0n), pace: 'duration' });
+    expect(plan[0]!.match).toBe('bytes');
+    const outcome = {
+      matched: calls,
+      passed: 0,
+      failed: 0,
+      bytes,
+      observedNs: new BigInt64Array(),
+      intendedNs: new BigInt64Array(),
+    };
+    return checkCauses({
+      causes: incidentCauses(stream),
+      events: stream,
+      plan,
+      outcomes: [outcome],
+      excluded: new Map(),
+      maps: [],
+      unplannedCalls: new Map(),
+    })[0]!;
+  };
+
+  test("is exercised when the build's bytes reach its end, however few calls carried them", () => {
+    expect(check(4000, 1)).toMatchObject({ index: 2, exercised: true });
+    expect(check(2500, 3)).toMatchObject({
+      exercised: false,
+      reason: "the build's calls to it carried 2500 of the 4000 recorded bytes; the cause's end at byte 3000",
+    });
   });
 });

@@ -1,6 +1,6 @@
 import { buildPlan, type RecordedCall } from '../../cli/exec/exec-plan';
 import { checkMaps, collectMaps, mapTarget, portKey, type TargetMap } from '../../cli/exec/target-keys';
-import { Schedule } from '../../daemon/replay/sessions/schedule';
+import { Schedule } from '../../core/replay/schedule';
 
 const write = (ts: bigint, dur: bigint, target: string, kind = 'file'): RecordedCall => ({
   event_type: 'sys_write',

@@ -156,4 +156,36 @@ describe('exec report truth', () => {
       expect(value === null || value >= 0n).toBe(true);
     expect(reportTable([row!])).not.toMatch(/-\d+ ns|held 2 of 1/);
   });
+
+  it('a stream matched by bytes says bytes, not "held 40 of 20"', () => {
+    const stream = {
+      ...target(
+        'tcp 10.0.0.5:5432',
+        Array.from({ length: 20 }, () => ms(1)),
+      ),
+      match: 'bytes' as const,
+      kind: 'socket',
+      recordedBytes: 8000,
+    };
+    const outcome = (calls: number, bytes: number) => ({
+      matched: calls,
+      passed: 0,
+      failed: 0,
+      bytes,
+      observedNs: BigInt64Array.from(Array.from({ length: calls }, () => ms(1))),
+      intendedNs: BigInt64Array.from(Array.from({ length: calls }, () => ms(1))),
+    });
+    const [all] = buildReport([stream], [outcome(40, 8000)], [], parseTolerance('10%,1ms'));
+    expect(all).toMatchObject({
+      matched: 40,
+      passed_through: 0,
+      shortfall: null,
+      reason: "held: the build's 40 calls carried all 8000 recorded bytes",
+    });
+    const [some] = buildReport([stream], [outcome(2, 3000)], [], parseTolerance('10%,1ms'));
+    expect(some).toMatchObject({
+      shortfall: "the build's calls carried 3000 of the 8000 recorded bytes",
+      reason: 'held 3000 of 8000 bytes: the build sent fewer (in 2 calls)',
+    });
+  });
 });

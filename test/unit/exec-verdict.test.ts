@@ -5,7 +5,7 @@ import { combinedStatus, EXIT, verdict, type VerdictInput } from '../../cli/exec
 import { completenessOf } from '../../cli/exec/incident-source';
 import { junitXml, type SuiteReport } from '../../cli/exec/junit-report';
 import { isMarkerWrite, TargetSelection } from '../../cli/exec/target-selection';
-import { Schedule } from '../../daemon/replay/sessions/schedule';
+import { Schedule } from '../../core/replay/schedule';
 
 const ms = (n: number) => BigInt(Math.round(n * 1_000_000));
 const target = (name: string, recorded: bigint[]): PlanTarget => ({

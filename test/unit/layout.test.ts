@@ -26,6 +26,56 @@ function offending(folder: string, forbidden: string): string[] {
   );
 }
 
+/** Modules (repository-relative, without `.ts`) each source of `folders` imports from the project. */
+function importGraph(folders: string[]): Map<string, string[]> {
+  const files = folders.flatMap(sources);
+  const known = new Set(files.map((file) => file.replace(/\.ts$/, '')));
+  const graph = new Map<string, string[]>();
+  for (const file of files) {
+    const targets = imports(file)
+      .map((target) => (known.has(target) ? target : `${target}/index`))
+      .filter((target) => known.has(target));
+    graph.set(file.replace(/\.ts$/, ''), targets);
+  }
+  return graph;
+}
+
+/** The strongly connected groups of more than one module (Tarjan), each sorted. */
+function circlesOf(graph: Map<string, string[]>): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  const visit = (node: string): void => {
+    index.set(node, next);
+    low.set(node, next++);
+    stack.push(node);
+    onStack.add(node);
+    for (const to of graph.get(node) ?? []) {
+      if (!index.has(to)) {
+        visit(to);
+        low.set(node, Math.min(low.get(node)!, low.get(to)!));
+      } else if (onStack.has(to)) low.set(node, Math.min(low.get(node)!, index.get(to)!));
+    }
+    if (low.get(node) !== index.get(node)) return;
+    const group: string[] = [];
+    for (let member = stack.pop()!; ; member = stack.pop()!) {
+      onStack.delete(member);
+      group.push(member);
+      if (member === node) break;
+    }
+    if (group.length > 1) circles.push(group.sort());
+  };
+  for (const node of graph.keys()) if (!index.has(node)) visit(node);
+  return circles;
+}
+
+function importCircles(folders: string[]): string[][] {
+  return circlesOf(importGraph(folders));
+}
+
 describe('layout', () => {
   it.each([
     ['daemon', 'agent'],
@@ -42,9 +92,29 @@ describe('layout', () => {
     // the clock and the streams meet only in what replay/ shares with both (replay-clock, send-buffer)
     ['daemon/replay/stream', 'daemon/replay/clock'],
     ['daemon/replay/clock', 'daemon/replay/stream'],
+    // one folder owns a lane's buffer (layout, writer, reader, frame): the clock, the sessions and
+    // the query workers build on it, and it on none of them
+    ['daemon/replay/lane', 'daemon/replay/clock'],
+    ['daemon/replay/lane', 'daemon/replay/sessions'],
+    ['daemon/replay/lane', 'daemon/replay/stream'],
+    ['daemon/queries', 'daemon/replay/sessions'],
     ['bench', 'test'],
   ])('%s imports nothing from %s', (folder, forbidden) => {
     expect(offending(folder, forbidden)).toEqual([]);
+  });
+
+  it('has no import circle, type-only imports included', () => {
+    expect(importCircles(['core', 'agent', 'daemon', 'cli', 'bench'])).toEqual([]);
+  });
+
+  it('finds a circle where there is one (the check itself works)', () => {
+    const graph = new Map([
+      ['a', ['b']],
+      ['b', ['c']],
+      ['c', ['a', 'd']],
+      ['d', []],
+    ]);
+    expect(circlesOf(graph)).toEqual([['a', 'b', 'c']]);
   });
 
   it('sees the imports it forbids elsewhere (the check itself works)', () => {

@@ -3,7 +3,7 @@
  * report per event): the session's figures must come out exactly as if
  * each event had been reported on its own.
  */
-import { FrameBuffer } from '../../daemon/replay/frame-buffer';
+import { FrameBuffer } from '../../daemon/replay/lane/frame-buffer';
 import { TimingStats } from '../../daemon/replay/timing-stats';
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';

@@ -1,6 +1,6 @@
 import { withJsonFields } from '../../core/model';
-import { replayFrame } from '../../daemon/replay/sessions/replay-frame';
-import { Schedule } from '../../daemon/replay/sessions/schedule';
+import { replayFrame } from '../../daemon/replay/lane/replay-frame';
+import { Schedule } from '../../core/replay/schedule';
 import { lateFrameText, sseFrame } from '../../daemon/replay/stream/sse-frame';
 
 describe('replayFrame', () => {

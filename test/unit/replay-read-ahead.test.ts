@@ -8,8 +8,8 @@
  */
 import { silentLogger } from '../../core/log/logger';
 import { eventToJson, type ApiEvent } from '../../core/model';
-import { laneBuffer } from '../../daemon/replay/clock/clock-wire';
-import { FrameBuffer } from '../../daemon/replay/frame-buffer';
+import { laneBuffer } from '../../daemon/replay/lane/lane-layout';
+import { FrameBuffer } from '../../daemon/replay/lane/frame-buffer';
 import { PREFETCH_CHUNK, Transaction, type FrameReader } from '../../daemon/replay/sessions/transaction';
 import { storeTransactionReader, type TransactionReader } from '../../daemon/replay/transaction-reader';
 import { nodeStoresReader } from '../../daemon/store/event-reader';

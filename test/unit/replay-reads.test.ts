@@ -5,7 +5,6 @@
  * rejects the control with the store's error and leaves the session as it
  * was (and it works again once the store answers).
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { useReplayFixtures } from '../support/replay-fixture';
 
@@ -14,14 +13,24 @@ const T0 = 1_795_345_678_123_456_789n;
 const EVENTS = [0n, 1_000n, 5_000n, 9_000n].map((o, i) => fakeEvent('tx', T0 + o, i));
 const body = { transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 };
 
+/** A read held until the test opens it. */
+function gate(): { held: Promise<void>; open: () => void } {
+  let open = (): void => undefined;
+  const held = new Promise<void>((resolve) => (open = resolve));
+  return { held, open };
+}
+
 describe('replay controls on an asynchronous store', () => {
   it('applies seeks in the order they came, whatever order their reads answer in', async () => {
     const fx = replayFixture(EVENTS);
     const session = await fx.sessions.create(body);
-    // the first seek's count answers 30 ms after the second's
-    fx.source.slow = (read, at) => (read === 'indexAt' && at === T0 + 1_000n ? sleep(30) : undefined);
+    // the first seek's count is held until the second seek has come: were the controls not run in
+    // turn, the second's read would answer first and the first seek would land last
+    const firstRead = gate();
+    fx.source.slow = (read, at) => (read === 'indexAt' && at === T0 + 1_000n ? firstRead.held : undefined);
     const first = session.seek(1_000n);
     const second = session.seek(5_000n);
+    firstRead.open();
     await Promise.all([first, second]);
     expect(session.record()).toMatchObject({ state: 'paused', position_ns: 5_000n, events_emitted: 2 });
   });
@@ -29,9 +38,11 @@ describe('replay controls on an asynchronous store', () => {
   it('a stop while a seek reads wins: the seek is refused, the session stays stopped', async () => {
     const fx = replayFixture(EVENTS);
     const session = await fx.sessions.create(body);
-    fx.source.slow = (read) => (read === 'indexAt' ? sleep(20) : undefined);
+    const read = gate();
+    fx.source.slow = (what) => (what === 'indexAt' ? read.held : undefined);
     const seek = session.seek(5_000n);
     session.stop();
+    read.open();
     await expect(seek).rejects.toMatchObject({ status: 409 });
     expect(session.record()).toMatchObject({ state: 'stopped', events_emitted: 0 });
   });

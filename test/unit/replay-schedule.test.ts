@@ -1,4 +1,4 @@
-import { Schedule } from '../../daemon/replay/sessions/schedule';
+import { Schedule } from '../../core/replay/schedule';
 import type { ReplaySession } from '../../daemon/replay/sessions/replay-session';
 import { PREFETCH_CHUNK } from '../../daemon/replay/sessions/transaction';
 import { LOOKAHEAD_NS, PRIME_NS } from '../../daemon/replay/sessions/player';

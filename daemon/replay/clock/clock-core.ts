@@ -12,16 +12,13 @@ import {
   CONTROL,
   COMMAND,
   COMMAND_KIND,
-  FRAME_WIDTH,
-  RECORD,
   REPORT,
   REPORT_KIND,
   REPORT_WIDTH,
-  recordSlot,
-  ringRecords,
   type ClockPortMessage,
   type SlotRing,
 } from './clock-wire';
+import { FRAME_WIDTH, RECORD, recordSlot, ringRecords } from '../lane/lane-layout';
 
 type ClockSockets = ReturnType<typeof clockSockets>;
 

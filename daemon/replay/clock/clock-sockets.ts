@@ -15,7 +15,8 @@
  * watcher is closed here (Node warns of descriptors a worker closes).
  */
 import type { SendBufferLimits } from '../send-buffer';
-import { CLOSE_REASON, FRAME, FRAME_WIDTH, RING } from './clock-wire';
+import { CLOSE_REASON } from './clock-wire';
+import { FRAME, FRAME_WIDTH, RING } from '../lane/lane-layout';
 
 /** Iovecs per writev (IOV_MAX is 1024). */
 const IOV_MAX = 1023;

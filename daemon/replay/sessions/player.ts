@@ -7,12 +7,13 @@
  * clock keeps the statistics. Nothing here runs per event. Timing model:
  * README, "Timing".
  */
-import type { ClockLane, LateFrame, Released, ReplayClock } from '../replay-clock';
+import type { ClockLane, Released, ReplayClock } from '../replay-clock';
+import type { LateFrame } from '../lane/replay-frame';
 import type { LaneSockets } from '../replay-clock';
 import type { LatenessLog } from '../lateness-log';
 import type { ReleaseStats } from '../release-stats';
 import { ReadAhead } from './read-ahead';
-import type { Schedule } from './schedule';
+import type { Schedule } from '../../../core/replay/schedule';
 import { PREFETCH_CHUNK, type EventStart, type Transaction } from './transaction';
 
 /**

@@ -4,11 +4,11 @@
  * may be on its way (a query worker writing into the buffer). A seek reads
  * into a new one before the replay moves there; the Player plays one.
  */
-import type { FrameBuffer } from '../frame-buffer';
+import type { FrameBuffer } from '../lane/frame-buffer';
 import type { FrameReader, Transaction } from './transaction';
 import type { EventStart } from './transaction';
-import type { Schedule } from './schedule';
-import { CHECKPOINT_EVERY } from './frame-writer';
+import type { Schedule } from '../../../core/replay/schedule';
+import { CHECKPOINT_EVERY } from '../lane/frame-writer';
 
 export class ReadAhead {
   /** the reader has no more events */

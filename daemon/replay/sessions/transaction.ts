@@ -9,10 +9,10 @@
  */
 import type { Logger } from '../../../core/log/logger';
 import type { EventPosition } from '../../store/event-filter';
-import type { FrameBuffer } from '../frame-buffer';
+import type { FrameBuffer } from '../lane/frame-buffer';
 import { fromReplayChunk, type ReplayEvent } from '../replay-event';
 import { framesOf, type TransactionRange, type TransactionReader } from '../transaction-reader';
-import type { FrameSpec, FramesWritten } from './frame-writer';
+import type { FrameSpec, FramesWritten } from '../lane/frame-writer';
 
 /** Events per read ahead. */
 export const PREFETCH_CHUNK = 2048;

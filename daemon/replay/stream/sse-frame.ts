@@ -1,5 +1,5 @@
 /** Server-Sent Events framing. Data is one line of JSON: JSON never holds a raw newline. */
-import type { LateFrame } from '../replay-clock';
+import type { LateFrame } from '../lane/replay-frame';
 
 export function sseFrame(event: string, data: string, id?: number): string {
   return `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${data}\n\n`;

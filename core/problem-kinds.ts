@@ -1,5 +1,5 @@
 /**
- * Every kind of problem the HTTP API answers with: its stable `type` URI
+ * Every kind of problem the daemon's HTTP API answers with: its stable `type` URI
  * suffix, status and title. A client tells "no such session" from "no such
  * route" by the type (or the `code`), never by the status alone.
  */
@@ -39,7 +39,13 @@ export type ProblemKind = keyof typeof PROBLEM_KINDS;
 
 export const PROBLEM_TYPE_BASE = 'https://kreplay.dev/problems/';
 
+type Underscored<S extends string> = S extends `${infer Head}-${infer Tail}`
+  ? `${Head}_${Underscored<Tail>}`
+  : S;
+/** The error code of each problem kind (core/error-codes.ts registers them with the rest). */
+export type ProblemCode = `E_${Uppercase<Underscored<ProblemKind>>}`;
+
 /** `session-not-found` → `E_SESSION_NOT_FOUND`: the code that goes with a kind. */
-export function problemCode(kind: ProblemKind): string {
-  return `E_${kind.toUpperCase().replace(/-/g, '_')}`;
+export function problemCode(kind: ProblemKind): ProblemCode {
+  return `E_${kind.toUpperCase().replace(/-/g, '_')}` as ProblemCode;
 }

@@ -4,9 +4,20 @@
  * withJsonFields(json, extra), index) would be, split at its lateness. Built
  * here directly, since a dense replay builds one per event.
  */
-import type { LateFrame } from '../replay-clock';
 import type { ReplayEvent } from '../replay-event';
-import type { Schedule } from './schedule';
+import type { Schedule } from '../../../core/replay/schedule';
+
+/**
+ * A replay frame whose lateness is known only at release: `head`, the
+ * lateness in ns as digits, then `tail`. The clock writes it to the lane's
+ * sockets itself where it can (LaneSockets).
+ */
+export interface LateFrame {
+  /** the event's index in the replay */
+  index: number;
+  head: string;
+  tail: string;
+}
 
 /** The frame's end once its lateness (the data's last field) is written. */
 const TAIL = '}\n\n';

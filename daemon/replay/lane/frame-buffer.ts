@@ -6,9 +6,9 @@
  * room for the next writes. Nothing here runs per event but `frameText`,
  * for the few streams the main thread writes itself.
  */
-import { RECORD, RING, recordSlot, ringRecords } from './clock/clock-wire';
-import type { LateFrame } from './replay-clock';
-import type { FrameDest, FramesWritten } from './sessions/frame-writer';
+import { RECORD, RING, recordSlot, ringRecords } from './lane-layout';
+import type { LateFrame } from './replay-frame';
+import type { FrameDest, FramesWritten } from './frame-writer';
 
 export class FrameBuffer {
   readonly records: Float64Array;

@@ -10,10 +10,10 @@
  * the main thread last freed them) and says where the page was left.
  */
 import type { EventPosition } from '../../store/event-filter';
-import { RING, ringRecords, writeRecord } from '../clock/clock-wire';
+import { RING, ringRecords, writeRecord } from './lane-layout';
 import type { ReplayChunk } from '../replay-event';
 import { replayFrame } from './replay-frame';
-import { Schedule } from './schedule';
+import { Schedule } from '../../../core/replay/schedule';
 
 /** What the frames are made of: the session's schedule and where the page's events stand in the replay. */
 export interface FrameSpec {

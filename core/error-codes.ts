@@ -1,0 +1,78 @@
+/**
+ * Every error code kreplay gives, with what it means: the one registry. A
+ * KreplayError takes only a code named here (or an HTTP problem's, from
+ * core/problem-kinds.ts); the native addon's codes (native/*.cc) are here
+ * too, and test/unit/error-codes.test.ts fails on a code used anywhere and
+ * not registered, or registered and used nowhere. The reference page of
+ * codes is generated from this table.
+ */
+import { PROBLEM_KINDS, problemCode, type ProblemCode, type ProblemKind } from './problem-kinds';
+
+export const ERROR_CODES = {
+  // capture (the agent's BPF programs; most are thrown by the native addon)
+  E_CAPTURE_CONFIG: 'a capture option is invalid (a filter, a size, a tunable)',
+  E_CAPTURE_PERM: 'the process may not load BPF programs (needs root, or CAP_BPF with CAP_PERFMON)',
+  E_CAPTURE_NO_BTF: 'the kernel has no BTF (/sys/kernel/btf/vmlinux), which the CO-RE programs need',
+  E_CAPTURE_NO_TRACEPOINT: 'a tracepoint the capture needs does not exist on this kernel',
+  E_CAPTURE_LOAD: "the kernel's verifier refused kreplay's BPF programs",
+  E_CAPTURE_ATTACH: 'a BPF program could not be attached to its tracepoint',
+  E_CAPTURE_RINGBUF: 'the ring buffer could not be sized or polled',
+  E_CAPTURE_STATS: 'BPF run-time statistics could not be enabled',
+  E_CAPTURE_STATE: 'a capture was started twice, or used after it stopped',
+  E_CORRUPT_RECORD: 'a record from the kernel does not decode (its type, size or fields are out of bounds)',
+  E_NATIVE_LOAD: 'the native addon could not be loaded (not built, or built for another Node)',
+  // the agent's store and configuration
+  E_CONFIG: 'the --config file cannot be read or is invalid',
+  E_FILTER: 'an --include/--exclude selector is invalid',
+  E_DATA_DIR: 'the data directory cannot be made or written',
+  E_STORE_LOCKED: 'another kreplay agent is writing the same node store',
+  E_STORE_THREAD: "the agent's writer thread failed",
+  E_STORE_OPEN: 'a node store cannot be opened',
+  E_STORE_NOT_KREPLAY: 'the file is not a kreplay node store',
+  E_STORE_NEWER_SCHEMA: 'the node store was written by a newer kreplay',
+  E_STORE_CORRUPT: 'the node store is damaged',
+  E_METRICS_LISTEN: 'the agent cannot listen on --metrics-listen',
+  // ClickHouse (the fleet store)
+  E_CLICKHOUSE_URL: 'a ClickHouse URL is invalid',
+  E_CLICKHOUSE_DOWN: 'ClickHouse does not answer',
+  E_CLICKHOUSE_REFUSED: 'ClickHouse refused a query or an insert',
+  E_CLICKHOUSE_SCHEMA: "ClickHouse's tables are not kreplay's, or of a newer kreplay",
+  // incident files
+  E_INCIDENT_READ: 'an incident file cannot be read',
+  E_INCIDENT_NOT_INCIDENT: 'the file is not an incident file (not a zstd frame)',
+  E_INCIDENT_TRUNCATED: 'the incident file ends early',
+  E_INCIDENT_CORRUPT: 'the incident file is damaged',
+  E_INCIDENT_DIGEST: "the incident file's contents do not match its digest",
+  E_INCIDENT_NEWER: 'the incident file was written by a newer kreplay',
+  // the daemon
+  E_TOKENS: 'the --tokens file cannot be read or is invalid',
+  E_UNSAFE_BIND: 'the daemon was asked to listen beyond loopback without tokens',
+  E_INVALID_VALUE: 'a query value is invalid',
+  // the replay clock
+  E_SCHED: "the replay clock thread's scheduling could not be set",
+  E_SCHED_PERM: 'real-time scheduling needs CAP_SYS_NICE',
+  E_PIPE: "the replay clock's doorbell pipe could not be made",
+  E_DUP: "a watcher's socket could not be duplicated for the clock thread",
+  E_CLOCK_STALLED: 'the replay clock thread did not answer in time',
+  // replay --exec (the seccomp supervisor and relay; thrown by the native addon)
+  E_SECCOMP: 'the seccomp supervisor could not be set up',
+  E_EXEC_PLAN: 'the replay plan handed to the supervisor is invalid',
+  E_EXEC_HANDOFF: 'the launcher could not hand its seccomp listener over',
+  E_EXEC_RELAY: 'the relay of held responses could not be set up',
+  // the CLI and the threads
+  E_HTTP: 'the daemon answered a CLI request with an HTTP error',
+  E_NO_CHECKOUT: "kreplay's own files are not where the launcher expects them",
+  E_THREAD_MODULE: "a worker thread's module is missing (run make build)",
+} as const satisfies Record<`E_${string}`, string>;
+
+/** A code a KreplayError may carry. */
+export type ErrorCode = keyof typeof ERROR_CODES | ProblemCode;
+
+/** True for a code the registry (or an HTTP problem kind) names: what crosses from the addon or a thread is checked with it. */
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && (Object.hasOwn(ERROR_CODES, code) || PROBLEM_CODES.has(code));
+}
+
+const PROBLEM_CODES: ReadonlySet<string> = new Set(
+  (Object.keys(PROBLEM_KINDS) as ProblemKind[]).map((kind) => problemCode(kind)),
+);
