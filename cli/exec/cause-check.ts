@@ -62,6 +62,16 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
     return `the build made ${outcome.matched} of the ${recorded} recorded calls of it; the cause was call ${position + 1}`;
   if (outcome.passed > 0)
     return `the build called ${target.target} ${outcome.passed} times, with different requests: none matched the recorded one`;
+  // the build called the peer (its connect or sends matched) but no response came through the relay
+  const calls = input.plan
+    .map((t, i) => ({ t, matched: input.outcomes[i]!.matched }))
+    .filter(({ t, matched }) => t !== target && t.target === target.target && matched > 0);
+  if (calls.length > 0)
+    return `the build called ${target.target} (${calls
+      .map(({ t, matched }) => `${t.call} ${matched} matched`)
+      .join(
+        ', ',
+      )}), but no ${target.call === 'response' ? 'response from it came through kreplay' : `${target.call} to it matched`}: the ${target.call === 'response' ? "connection was not relayed (README, 'the relay')" : 'calls differed'}`;
   const rule = input.maps.find((m) => mapTarget(target.recorded, target.kind, [m]) !== target.recorded);
   if (rule)
     return `--map ${rule.from}=${rule.to} maps it to ${target.target}, and the build made no call to that (the map matched nothing the build did)`;

@@ -95,6 +95,14 @@ describe('a replay that did not exercise the cause', () => {
     ]);
   });
 
+  test('a build that called the peer but got no relayed response is said so, not "no call to that peer"', () => {
+    const { v } = replay((target, call) => ({ matched: target === REDIS && call === 'response' ? 0 : 2 }));
+    expect(v.kind).toBe('not-reproduced');
+    expect(v.reasons[0]).toBe(
+      `cause not exercised: the 1.500 s response wait on ${REDIS} (event #3): the build called ${REDIS} (write 2 matched), but no response from it came through kreplay: the connection was not relayed (README, 'the relay')`,
+    );
+  });
+
   test('only the health probe answered: the cause was the second response', () => {
     const { v } = replay((target, call) => ({ matched: target === REDIS && call === 'response' ? 1 : 2 }));
     expect(v.kind).toBe('not-reproduced');
