@@ -29,7 +29,7 @@ NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 LAUNCHER := $(BUILD)/kreplay-exec
 # the agent's SQLite extension (kreplay_batch, kreplay_rowbinary), built against the SQLite better-sqlite3 bundles
 SQLITE_EXT := $(BUILD)/kreplay-sqlite.so
-TS_SRCS := $(shell find core agent daemon cli bench -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
+TS_SRCS := $(shell find core agent daemon cli bench tools -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
@@ -41,7 +41,7 @@ C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all help setup build run test test-unit test-integration test-system lint format bench vmlinux clean install uninstall deb dist
+.PHONY: all help setup build run test test-unit test-integration test-system lint format bench docs vmlinux clean install uninstall deb dist
 
 all: build
 
@@ -120,6 +120,10 @@ $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 $(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp
 	npx tsc -p web/tsconfig.json
 	node web/build.mjs
+
+## docs: regenerate the reference pages in docs/reference (CLI, HTTP API, errors) from their sources
+docs: build
+	node dist/tools/write-reference.js
 
 ## vmlinux: regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
 vmlinux:

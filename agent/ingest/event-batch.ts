@@ -5,6 +5,7 @@
  * number below 2^53.
  */
 import { RecordType, type SyscallRecordType } from '../../core/model';
+import { batchArrays, batchArraysBytes, paddedBytes, type BatchArrays } from './batch-columns';
 
 export interface SysWriteFields {
   tsOffset: number;
@@ -40,30 +41,16 @@ export interface BlockIoFields {
   error: number;
 }
 
+// The data columns' typed arrays (tsOffset, dur, …) are the batch's own fields, made from the one table.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type
+export interface EventBatch extends BatchArrays {}
+
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export class EventBatch {
   count = 0;
   baseTs = 0n;
+  /** each row's record type: kreplay_batch's `types` argument, which gives the row count */
   readonly type: Uint8Array;
-  readonly tsOffset: Float64Array;
-  readonly dur: Float64Array;
-  readonly service: Uint32Array;
-  readonly ctx: Uint32Array;
-  readonly pid: Uint32Array;
-  readonly tid: Uint32Array;
-  readonly comm: Uint32Array;
-  readonly bytes: Float64Array;
-  /** fd for sys_write, dev for block_io */
-  readonly handle: Float64Array;
-  /** ret for sys_write, sector for block_io */
-  readonly result: Float64Array;
-  /** syscall for sys_write, op for block_io */
-  readonly kind: Uint32Array;
-  /** block_io error (negative errno) */
-  readonly error: Int32Array;
-  /** syscall store target id, 0 = unknown */
-  readonly target: Uint32Array;
-  /** sys_read response_ns, 0 = none */
-  readonly response: Float64Array;
 
   /**
    * Columns live in `memory`, which may be a SharedArrayBuffer so that the
@@ -73,36 +60,13 @@ export class EventBatch {
     readonly capacity: number,
     readonly memory: ArrayBufferLike = new ArrayBuffer(EventBatch.bytesFor(capacity)),
   ) {
-    let offset = 0;
-    const take = <T>(
-      make: (buffer: ArrayBufferLike, offset: number, length: number) => T,
-      width: number,
-    ): T => {
-      const view = make(memory, offset, capacity);
-      offset += Math.ceil((capacity * width) / 8) * 8;
-      return view;
-    };
-    this.tsOffset = take((b, o, n) => new Float64Array(b, o, n), 8);
-    this.dur = take((b, o, n) => new Float64Array(b, o, n), 8);
-    this.bytes = take((b, o, n) => new Float64Array(b, o, n), 8);
-    this.handle = take((b, o, n) => new Float64Array(b, o, n), 8);
-    this.result = take((b, o, n) => new Float64Array(b, o, n), 8);
-    this.response = take((b, o, n) => new Float64Array(b, o, n), 8);
-    this.service = take((b, o, n) => new Uint32Array(b, o, n), 4);
-    this.ctx = take((b, o, n) => new Uint32Array(b, o, n), 4);
-    this.pid = take((b, o, n) => new Uint32Array(b, o, n), 4);
-    this.tid = take((b, o, n) => new Uint32Array(b, o, n), 4);
-    this.comm = take((b, o, n) => new Uint32Array(b, o, n), 4);
-    this.kind = take((b, o, n) => new Uint32Array(b, o, n), 4);
-    this.error = take((b, o, n) => new Int32Array(b, o, n), 4);
-    this.target = take((b, o, n) => new Uint32Array(b, o, n), 4);
-    this.type = take((b, o, n) => new Uint8Array(b, o, n), 1);
+    Object.assign(this, batchArrays(memory, capacity));
+    this.type = new Uint8Array(memory, batchArraysBytes(capacity), capacity);
   }
 
   /** Bytes of memory a batch of `capacity` rows needs. */
   static bytesFor(capacity: number): number {
-    const padded = (width: number) => Math.ceil((capacity * width) / 8) * 8;
-    return 6 * padded(8) + 8 * padded(4) + padded(1);
+    return batchArraysBytes(capacity) + paddedBytes(1, capacity);
   }
 
   get full(): boolean {

@@ -10,30 +10,13 @@ import path from 'node:path';
 import { RecordType, SYSCALL_RECORD_TYPES } from '../../core/model';
 import { columnsOf } from '../../core/store/event-columns';
 import { repoRoot } from '../../core/repo-root';
+import { BATCH_COLUMNS } from '../ingest/batch-columns';
 import type { EventBatch } from '../ingest/event-batch';
 
 /** The SQLite extension that defines kreplay_batch, built by `make build`. */
 export function batchExtensionPath(): string {
   return path.join(repoRoot(), 'build', 'kreplay-sqlite.so');
 }
-
-/** The batch columns kreplay_batch reads, in its argument order after row_type and types. */
-const BATCH_COLUMNS = [
-  'tsOffset',
-  'dur',
-  'bytes',
-  'handle',
-  'result',
-  'service',
-  'ctx',
-  'pid',
-  'tid',
-  'comm',
-  'kind',
-  'error',
-  'target',
-  'response',
-] as const satisfies readonly (keyof EventBatch)[];
 
 /*
  * What each events column is made of, per record type; `type` is a literal of the statement.
@@ -79,7 +62,7 @@ export class EventInsert {
     if (shapeType === undefined) throw new RangeError(`no insert shape for record type ${type}`);
     const columns = [...COMMON_COLUMNS, ...columnsOf(shapeType)];
     const values = columns.map((c) => (c === 'type' ? String(type) : SOURCES[c]!));
-    const args = ['@row_type', '@types', ...BATCH_COLUMNS.map((c) => `@${c}`)];
+    const args = ['@row_type', '@types', ...BATCH_COLUMNS.map((c) => `@${c.field}`)];
     this.insert = db.prepare(
       `INSERT INTO events (${columns.join(', ')}) SELECT ${values.join(', ')} FROM kreplay_batch(${args.join(', ')})`,
     );
@@ -99,7 +82,7 @@ export class EventInsert {
       row_type: this.type,
       types: blob(batch.type, start, end),
     };
-    for (const c of BATCH_COLUMNS) params[c] = blob(batch[c], start, end);
+    for (const { field } of BATCH_COLUMNS) params[field] = blob(batch[field], start, end);
     return firstSeq + this.insert.run(params).changes;
   }
 }

@@ -20,7 +20,8 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT1
 
-/* The EventBatch columns in the order of this table's visible columns after k: name and element type. */
+/* The batch columns in the order of this table's visible columns after k, as agent/ingest/batch-columns.ts lists them
+ * (test/unit/batch-columns.test.ts compiles this table and compares): name and element type. */
 /* ID: a u32 id whose 0 means none (NULL), as the batch's ctx and target do; NS: an F64 time, 0 = none */
 typedef enum { F64, U32, I32, ID, NS } Kind;
 static const struct {
