@@ -96,15 +96,25 @@ export class CauseFinder {
     if (this.firstNs === null) return [];
     const span = this.endNs! - this.firstNs;
     const floor = BigInt(Math.ceil(Number(span) * CAUSE_SHARE));
-    const waits = this.candidates.filter((c) => c.wait_ns >= floor && c.wait_ns >= CAUSE_MIN_WAIT_NS);
-    const encloses = (outer: (typeof waits)[number], inner: (typeof waits)[number]) =>
-      outer !== inner &&
-      outer.startNs <= inner.startNs &&
-      inner.endNs <= outer.endNs &&
-      outer.wait_ns > inner.wait_ns;
-    const kept = this.candidates.filter(
-      (c) => c.cause === 'error' || (waits.includes(c) && !waits.some((inner) => encloses(c, inner))),
-    );
+    // by start: the waits an outer one may enclose start within it, so each scan stops at its end
+    const waits = this.candidates
+      .filter((c) => c.wait_ns >= floor && c.wait_ns >= CAUSE_MIN_WAIT_NS)
+      .sort((a, b) => (a.startNs < b.startNs ? -1 : a.startNs > b.startNs ? 1 : 0));
+    const effects = new Set<(typeof waits)[number]>();
+    waits.forEach((outer, i) => {
+      // equal starts sort either way: look back over them too
+      let j = i;
+      while (j > 0 && waits[j - 1]!.startNs === outer.startNs) j--;
+      for (; j < waits.length && waits[j]!.startNs <= outer.endNs; j++) {
+        const inner = waits[j]!;
+        if (inner !== outer && inner.endNs <= outer.endNs && inner.wait_ns < outer.wait_ns) {
+          effects.add(outer);
+          break;
+        }
+      }
+    });
+    const causes = new Set(waits.filter((w) => !effects.has(w)));
+    const kept = this.candidates.filter((c) => c.cause === 'error' || causes.has(c));
     return kept
       .sort((a, b) => (a.wait_ns === b.wait_ns ? a.index - b.index : a.wait_ns > b.wait_ns ? -1 : 1))
       .map(({ index, cause, wait_ns, errno }) => ({ index, cause, wait_ns, errno }));

@@ -47,6 +47,18 @@ describe('the incident cause rule', () => {
     expect(incidentCauses([])).toEqual([]);
   });
 
+  test('a wait starting with the one it waited on still encloses it; thousands of concurrent waits are all causes', () => {
+    const sameStart = [
+      call('sys_read', 1000, 0.01, { response_ns: ms(1000) }),
+      call('sys_read', 500, 0.01, { response_ns: ms(500) }),
+    ];
+    expect(incidentCauses(sameStart).map((c) => c.index)).toEqual([1]);
+    const threads = Array.from({ length: 5000 }, (_, i) =>
+      call('sys_read', 500 + i * 0.001, 0.01, { response_ns: ms(500) }),
+    );
+    expect(incidentCauses(threads)).toHaveLength(5000);
+  });
+
   test('two overlapping waits on different peers are both causes', () => {
     const events = [
       call('sys_read', 400, 0.01, { response_ns: ms(400) }),
