@@ -37,7 +37,12 @@ export const QUERY_FLAGS: { option: Option; param: string }[] = (
     ],
     ['--from <time>', 'from', 'from this time on (epoch ns or RFC 3339)', parseTimeNs],
     ['--to <time>', 'to', 'before this time (epoch ns or RFC 3339)', parseTimeNs],
-    ['--min-ms <ms>', 'min_duration_ms', 'only calls at least this long (decimal ms)', parseDurationMsNs],
+    [
+      '--min-ms <ms>',
+      'min_duration_ms',
+      'only calls at least this long, or reads whose response wait is (decimal ms)',
+      parseDurationMsNs,
+    ],
     [
       '--target <target>',
       'target',

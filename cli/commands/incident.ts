@@ -1,6 +1,12 @@
 /** `kreplay incident show FILE`: what an incident file holds, without a daemon. */
 import type { Command } from 'commander';
-import { readIncidentFile, type Incident, type IncidentRun } from '../../core/incident';
+import {
+  incidentCauses,
+  readIncidentFile,
+  type Incident,
+  type IncidentCause,
+  type IncidentRun,
+} from '../../core/incident';
 import { exactJson } from '../../core/json/exact-json';
 import { formatNs, percentile } from '../exec/exec-report';
 import { formatTable } from '../text-table';
@@ -13,9 +19,20 @@ interface TargetRow {
   p99: bigint | null;
 }
 
+/** A cause as shown: the marked call with its target. */
+export interface CauseRow extends IncidentCause {
+  event_type: string;
+  target: string;
+  pid: number | null;
+}
+
 export interface IncidentSummary {
   file: string;
   header: Incident['header'];
+  /** the calls that made the transaction slow or fail, longest wait first */
+  causes: CauseRow[];
+  /** false: the file predates cause marking and they were computed on reading, by today's rule */
+  causes_marked: boolean;
   by_type: Record<string, number>;
   /** each (kind, target) called, most calls first; block requests count per device */
   targets: TargetRow[];
@@ -59,7 +76,26 @@ export function summarize(file: string, incident: Incident): IncidentSummary {
       for (const [name, value] of Object.entries(run.counters))
         if (LOSS.test(name) && value > 0) lost[name] = (lost[name] ?? 0) + value;
   }
-  return { file, header: incident.header, by_type: byType, targets, runs: incident.runs, lost };
+  const marked = incident.header.causes;
+  const causes = (marked ?? incidentCauses(incident.events)).map((c): CauseRow => {
+    const e = incident.events[c.index] as unknown as Record<string, unknown> | undefined;
+    return {
+      ...c,
+      event_type: String(e?.event_type ?? '?'),
+      target: String(e?.target ?? e?.device ?? '(unknown)'),
+      pid: typeof e?.pid === 'number' ? e.pid : null,
+    };
+  });
+  return {
+    file,
+    header: incident.header,
+    causes,
+    causes_marked: marked !== null,
+    by_type: byType,
+    targets,
+    runs: incident.runs,
+    lost,
+  };
 }
 
 const time = (ns: bigint | null) =>
@@ -87,6 +123,34 @@ function completeness(s: IncidentSummary): string[] {
   return lines;
 }
 
+const CAUSE_WORDS: Record<IncidentCause['cause'], string> = {
+  response: 'waited for the response',
+  duration: 'took',
+  error: 'failed',
+};
+
+function causeLines(s: IncidentSummary): string[] {
+  const head = `CAUSES${s.causes_marked ? '' : ' (computed on reading: the file predates cause marking)'}`;
+  if (s.causes.length === 0)
+    return [`${head}: none (no wait of 10% of the span and 1 ms or more, no failure)`, ''];
+  return [
+    `${head}: what made the transaction slow or fail`,
+    formatTable(
+      s.causes.map((c) => [
+        `#${c.index}`,
+        c.event_type,
+        c.target,
+        c.pid ?? '-',
+        c.cause === 'error'
+          ? `failed ${c.errno} after ${formatNs(c.wait_ns)}`
+          : `${CAUSE_WORDS[c.cause]} ${formatNs(c.wait_ns)}`,
+      ]),
+      ['EVENT', 'TYPE', 'TARGET', 'PID', 'WAIT'],
+    ),
+    '',
+  ];
+}
+
 export function formatSummary(s: IncidentSummary): string {
   const h = s.header;
   const span = h.first_ns !== null && h.end_ns !== null ? h.end_ns - h.first_ns : null;
@@ -95,6 +159,7 @@ export function formatSummary(s: IncidentSummary): string {
     .join(', ');
   const lines = [
     `incident ${s.file}`,
+    ...causeLines(s),
     `  transaction  ${h.transaction_id}`,
     `  file         format ${h.format_version}, ${h.digest}, exported ${h.exported_at} by kreplay ${h.kreplay_version} from ${h.source}`,
     `  span         ${time(h.first_ns)} .. ${time(h.end_ns)} (${formatNs(span)})`,

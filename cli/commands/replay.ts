@@ -16,7 +16,7 @@ import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/exec-report';
 import { runExec, type ExecFlags } from '../exec/exec-run';
 import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';
 import { uploadIncident } from '../exec/incident-upload';
-import { collectMaps } from '../exec/target-keys';
+import { checkMaps, collectMaps } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
 import { playLocally } from '../local-replay';
 import { sessionLinks } from '../session-links';
@@ -33,7 +33,16 @@ interface ReplayFlags extends ExecFlags {
 const DEFAULT_SERVER = 'http://127.0.0.1:7070';
 
 /** Flags that only mean something with --exec. */
-const EXEC_ONLY = ['map', 'report', 'reportJson', 'replayErrors', 'strict', 'target', 'skipTarget'] as const;
+const EXEC_ONLY = [
+  'map',
+  'report',
+  'reportJson',
+  'replayErrors',
+  'strict',
+  'target',
+  'skipTarget',
+  'withClient',
+] as const;
 
 interface SessionBody {
   id: string;
@@ -49,6 +58,20 @@ const PROGRESS_EVERY_MS = 100;
 function transactionArgument(value: string): string {
   if (value === '') throw new InvalidArgumentError('must not be empty');
   return value;
+}
+
+function incidentArgument(value: string): string {
+  if (value === '')
+    throw new InvalidArgumentError('must not be empty: name an incident file (.kri) or a quoted glob');
+  return value;
+}
+
+/** Whether `value` was typed before `--` (a transaction id), not taken from the command after it. */
+function beforeDashes(cmd: Command, value: string): boolean {
+  const raw = (cmd.parent ?? cmd) as Command & { rawArgs?: string[] };
+  const args = raw.rawArgs ?? [];
+  const dash = args.indexOf('--');
+  return dash === -1 || args.slice(0, dash).includes(value);
 }
 
 function write(text: string): Promise<void> {
@@ -217,11 +240,20 @@ async function replayAction(
       await runReplay((await uploadIncident(flags.server, source.file!)).transaction_id, flags.server, flags);
     return;
   }
+  if (!flags.incident && transactionId !== undefined && !beforeDashes(cmd, transactionId))
+    cmd.error(
+      `error: --exec -- ${transactionId} needs what to replay: --incident FILE, or a transaction id before -- (replay TXN --exec -- CMD)`,
+    );
   if (command.length === 0)
     cmd.error('error: --exec needs a command after --, e.g. --exec -- ./build/app --port 0');
   const sources = flags.incident
     ? await fileIncidents(flags.incident, EXEC_FIELDS)
     : [await daemonIncident(flags.server ?? DEFAULT_SERVER, transactionId!)];
+  // a map that means nothing is refused before the build runs (usage: exit 2)
+  const recorded = new Map<string, string>();
+  for (const source of sources)
+    for (const e of source.events) if (e.target) recorded.set(e.target, e.target_kind ?? 'other');
+  checkMaps(flags.map, recorded);
   const server = flags.incident ? (flags.server ?? null) : (flags.server ?? DEFAULT_SERVER);
   process.exitCode = await runExec(sources, command, flags, server);
 }
@@ -241,6 +273,7 @@ export function registerReplayCommand(program: Command): void {
     .option(
       '--incident <file>',
       "replay incident files instead of a daemon's transaction: a file, or a quoted glob ('incidents/*.kri') to replay each in turn",
+      incidentArgument,
     )
     .option(
       '--speed <factor>',
@@ -299,6 +332,10 @@ export function registerReplayCommand(program: Command): void {
       'with --exec: never hold calls to targets matching this shell pattern (repeatable)',
       collectPatterns,
       [],
+    )
+    .option(
+      '--with-client',
+      "with --exec: hold the client's calls too (the process that wrote the request head); by default a replay replays the service's side",
     )
     .option(
       '--strict',

@@ -83,6 +83,8 @@ export interface PlanTarget {
   recordedBytes: number;
   /** recorded calls that failed */
   recordedErrors: number;
+  /** per recorded call kept (as holdsNs), its event's index in the incident's replay order */
+  indices: number[];
   /** duration pace: the hold; timeline pace: the release offset on the session's timeline (per call kept) */
   holdsNs: BigInt64Array;
   /** --replay-errors: per recorded call, the errno its match fails with (0: it runs) */
@@ -105,6 +107,8 @@ export interface PlanOptions {
 }
 
 interface Recorded {
+  /** the event's index in replay order */
+  index: number;
   durationNs: bigint;
   replayedNs: bigint;
   /** timeline: the event's replayed end on the session's timeline */
@@ -195,6 +199,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
         ? options.schedule.replayedDuration(event.duration_ns)
         : options.schedule.replayedDuration(responseNs) - options.schedule.extraLatencyNs;
     group.calls.push({
+      index,
       durationNs: responseNs ?? event.duration_ns,
       replayedNs,
       // timeline: event k's replayed end, replay_offset_ns + replayed_duration_ns (unused by duration pace)
@@ -225,6 +230,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
       recordedNs: calls.map((c) => c.durationNs),
       recordedBytes: calls.reduce((sum, c) => sum + c.bytes, 0),
       recordedErrors: calls.filter((c) => c.errno !== 0).length,
+      indices: kept.map((c) => c.index),
       holdsNs: BigInt64Array.from(kept.map(hold)),
     };
     if (options.replayErrors && match === 'calls' && calls.some((c) => c.errno !== 0))

@@ -73,6 +73,8 @@ export interface TargetReport {
   passed_through: number;
   /** matched calls a stop released before their deadline (not compared) */
   cut_short: number;
+  /** matched calls held that the build gave up on before their release (it closed or timed out): held, not compared */
+  gave_up: number;
   recorded_p50_ns: bigint | null;
   recorded_p99_ns: bigint | null;
   intended_p50_ns: bigint | null;
@@ -156,13 +158,24 @@ export const NEVER_HELD_LABELS: Record<string, string> = {
 
 function plannedReason(
   target: PlanTarget,
-  outcome: TargetOutcome,
+  counts: { matched: number; bytes: number; passed: number; gaveUp: number },
   unmatched: readonly UnmatchedOutcome[],
 ): string {
   const recorded = target.recordedNs.length;
-  const extra = outcome.passed > 0 ? `; ${outcome.passed} later calls passed` : '';
-  if (outcome.matched === recorded) return `held: the build made all ${recorded} recorded calls${extra}`;
-  if (outcome.matched > 0) return `held ${outcome.matched} of ${recorded}: the build made fewer calls`;
+  const extra = counts.passed > 0 ? `; ${counts.passed} later calls passed` : '';
+  const gaveUp =
+    counts.gaveUp > 0
+      ? `; the build gave up on ${counts.gaveUp} before their release (it closed or timed out while held)`
+      : '';
+  if (target.match === 'bytes' && counts.matched > 0) {
+    const all = target.recordedBytes;
+    return counts.bytes >= all
+      ? `held: the build's ${counts.matched} calls carried all ${all} recorded bytes${gaveUp}${extra}`
+      : `held ${counts.bytes} of ${all} bytes: the build sent fewer (in ${counts.matched} calls)${gaveUp}`;
+  }
+  if (counts.matched === recorded)
+    return `held: the build made all ${recorded} recorded calls${gaveUp}${extra}`;
+  if (counts.matched > 0) return `held ${counts.matched} of ${recorded}: the build made fewer calls${gaveUp}`;
   // what the build wrote to instead, of the same kind: the likely --map
   const same = unmatched.filter(
     (u) => u.call === target.call && u.kind === target.kind && !(u.target in NEVER_HELD_LABELS),
@@ -201,6 +214,7 @@ export function buildReport(
     observed_p99_ns: null,
     hold_error_p50_ns: null,
     hold_error_p99_ns: null,
+    gave_up: 0,
     held: false,
     shortfall: null,
     failure: null,
@@ -210,13 +224,34 @@ export function buildReport(
     const observed: bigint[] = [];
     const intended: bigint[] = [];
     const errors: bigint[] = [];
+    let cutShort = 0;
+    let gaveUp = 0;
     outcome.intendedNs.forEach((hold, k) => {
-      if (hold < 0n) return;
-      intended.push(hold);
-      observed.push(outcome.observedNs[k]!);
-      errors.push(outcome.observedNs[k]! - hold);
+      const seen = outcome.observedNs[k] ?? -1n;
+      // -1: a stop released it before its deadline; a hold never answered: the build gave up on it
+      if (hold < 0n) cutShort++;
+      else if (seen < 0n) gaveUp++;
+      else {
+        intended.push(hold);
+        observed.push(seen);
+        errors.push(seen - hold);
+      }
     });
     const recorded = target.recordedNs.length;
+    // a call beyond the recorded ones is no match, whatever the supervisor counted: it passed
+    // matched by calls, a call beyond the recorded ones is no match, whatever the supervisor
+    // counted: it passed; matched by bytes, the build's calls carrying the incident's bytes may be
+    // more or fewer than the recorded calls, and the bytes say how much was matched
+    const byBytes = target.match === 'bytes';
+    const matched = byBytes ? outcome.matched : Math.min(outcome.matched, recorded);
+    const passed = outcome.passed + (outcome.matched - matched);
+    const short = byBytes
+      ? outcome.bytes < target.recordedBytes
+        ? `the build's calls carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes`
+        : null
+      : matched < recorded
+        ? `the build made ${matched} of the ${recorded} recorded calls`
+        : null;
     const row = {
       call: target.call,
       target: target.target,
@@ -225,11 +260,12 @@ export function buildReport(
       recorded_calls: recorded,
       recorded_bytes: target.recordedBytes,
       recorded_errors: target.recordedErrors,
-      matched: outcome.matched,
+      matched,
       matched_bytes: outcome.bytes,
       failed: outcome.failed,
-      passed_through: outcome.passed,
-      cut_short: outcome.matched - intended.length,
+      passed_through: passed,
+      cut_short: cutShort,
+      gave_up: gaveUp,
       recorded_p50_ns: percentile(target.recordedNs, 50),
       recorded_p99_ns: percentile(target.recordedNs, 99),
       intended_p50_ns: percentile(intended, 50),
@@ -239,11 +275,8 @@ export function buildReport(
       hold_error_p50_ns: percentile(errors, 50),
       hold_error_p99_ns: percentile(errors, 99),
       held: true,
-      reason: plannedReason(target, outcome, unmatched),
-      shortfall:
-        outcome.matched < recorded
-          ? `the build made ${outcome.matched} of the ${recorded} recorded calls`
-          : null,
+      reason: plannedReason(target, { matched, bytes: outcome.bytes, passed, gaveUp }, unmatched),
+      shortfall: short,
     };
     // the median off is systematic; a call released early is a hold missed; a late tail alone is
     // the machine's scheduling noise (hold_error_p99 shows it), nothing a CI engineer can act on

@@ -9,12 +9,14 @@
  * the build starts throw, with CMD ended first.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { nativeAddon, type NativeExecSupervisor, type NativeNeverHeld } from '../../core/native/addon';
 import { exactJson } from '../../core/json/exact-json';
 import { Schedule } from '../../core/replay/schedule';
 import { requestJson } from '../daemon-request';
 import { sessionLinks } from '../session-links';
+import { causeName, checkCauses } from './cause-check';
 import { buildPlan, type Match, type Pace } from './exec-plan';
 import { buildReport, reportTable, type Tolerance } from './exec-report';
 import { combinedStatus, verdict, type Verdict } from './exec-verdict';
@@ -23,7 +25,7 @@ import { uploadIncident } from './incident-upload';
 import { junitXml, type SuiteReport } from './junit-report';
 import { commandLine, LaunchedBuild, resolveCommand, type BuildExit } from './launcher';
 import { SessionLink } from './session-link';
-import { TargetSelection } from './target-selection';
+import { clientPid, TargetSelection } from './target-selection';
 import type { TargetMap } from './target-keys';
 
 export interface ExecFlags {
@@ -39,6 +41,7 @@ export interface ExecFlags {
   strict?: boolean;
   target: string[];
   skipTarget: string[];
+  withClient?: boolean;
 }
 
 interface SessionBody {
@@ -131,7 +134,7 @@ async function replayOne(
 ): Promise<IncidentResult> {
   const started = Date.now();
   const schedule = new Schedule(flags.speed, BigInt(flags.extraLatencyNs));
-  const selection = new TargetSelection(flags);
+  const selection = new TargetSelection(flags, clientPid(source.events));
   const plan = buildPlan(source.events, {
     maps: flags.map,
     schedule,
@@ -233,6 +236,15 @@ async function replayOne(
     ...selection.excluded.values(),
   ]);
   const command = commandLine(argv);
+  const causes = checkCauses({
+    causes: source.causes,
+    events: source.events,
+    plan,
+    outcomes: results.targets,
+    excluded: selection.reasons,
+    maps: flags.map,
+    unplannedCalls: new Map(results.unmatched.map((u) => [u.target, u.calls])),
+  });
   const outcome: Verdict = verdict({
     buildStatus: exit.status,
     interrupted,
@@ -240,10 +252,15 @@ async function replayOne(
     rows,
     strict: flags.strict === true,
     completeness: source.completeness,
+    causes,
   });
   process.stderr.write(
     `\nreplay ${source.name} against \`${command}\`${session ? ` (session ${session.id})` : ''}:\n${reportTable(rows)}\n`,
   );
+  for (const c of causes)
+    say(
+      `cause ${c.exercised ? 'exercised' : c.deselected ? 'not checked' : 'NOT exercised'}: ${causeName(c)}: ${c.reason}`,
+    );
   if (results.bypassed > 0)
     say(`${results.bypassed} calls passed untouched after the ${session ? 'session' : 'replay'} stopped`);
   if (results.peersFromProc > 0)
@@ -272,6 +289,7 @@ async function replayOne(
     strict: flags.strict === true,
     seconds: (Date.now() - started) / 1000,
     rows,
+    causes,
     verdict: outcome,
     completeness: source.completeness,
   };
@@ -294,9 +312,28 @@ async function replayOne(
     recording_complete: source.completeness.known ? source.completeness.lost.length === 0 : null,
     recording_lost: source.completeness.lost,
     bypassed: results.bypassed,
+    causes,
     targets: rows,
   };
   return { suite, json };
+}
+
+/** Throws, naming the flag, when `file` cannot be written (its directory missing or not writable, or it is read-only). */
+function checkWritable(flag: string, file: string): void {
+  const dir = path.dirname(path.resolve(file));
+  try {
+    if (fs.existsSync(file)) {
+      if (fs.statSync(file).isDirectory()) throw new Error('it is a directory');
+      fs.accessSync(file, fs.constants.W_OK);
+    } else {
+      if (!fs.statSync(dir).isDirectory()) throw new Error(`${dir} is not a directory`);
+      fs.accessSync(dir, fs.constants.W_OK);
+    }
+  } catch (err) {
+    throw new Error(`${flag} ${file}: cannot be written (${(err as Error).message}); nothing ran`, {
+      cause: err,
+    });
+  }
 }
 
 /**
@@ -310,6 +347,12 @@ export async function runExec(
   server: string | null,
 ): Promise<number> {
   resolveCommand(argv[0]!);
+  // a report that cannot be written is refused before anything runs, not after the build
+  for (const [flag, file] of [
+    ['--report', flags.report],
+    ['--report-json', flags.reportJson],
+  ] as const)
+    if (file !== undefined) checkWritable(flag, file);
   const results: IncidentResult[] = [];
   for (const [i, source] of sources.entries()) {
     if (sources.length > 1) say(`incident ${i + 1} of ${sources.length}: ${source.name}`);

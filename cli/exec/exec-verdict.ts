@@ -4,6 +4,7 @@
  * "kreplay failed during the replay" have codes above the signal range
  * (128 + N), which no build's ordinary exit uses.
  */
+import { causeName, type CauseCheck } from './cause-check';
 import type { Completeness } from './incident-source';
 import type { TargetReport } from './exec-report';
 
@@ -16,7 +17,7 @@ export const EXIT = {
   usage: 2,
   /** Ctrl-C or SIGTERM: the build was stopped */
   interrupted: 130,
-  /** the build exited 0, but no recorded call was matched: nothing of the incident was replayed */
+  /** the build exited 0, but no recorded call was matched, or a cause of the incident was not exercised */
   notReproduced: 220,
   /** --strict: the build exited 0 and matched, but fell short (fewer calls, holds off, a lossy recording) */
   notFaithful: 221,
@@ -41,7 +42,12 @@ export interface VerdictInput {
   rows: readonly TargetReport[];
   strict: boolean;
   completeness: Completeness;
+  /** the incident's causes and whether the build exercised each */
+  causes: readonly CauseCheck[];
 }
+
+/** A cause the build did not exercise, in words. */
+export const causeMissed = (c: CauseCheck) => `cause not exercised: ${causeName(c)}: ${c.reason}`;
 
 /** The shortfalls of a replay that matched something: each a failure under --strict, a warning without. */
 export function shortfalls(rows: readonly TargetReport[], completeness: Completeness): string[] {
@@ -61,21 +67,36 @@ export function verdict(input: VerdictInput): Verdict {
   if (input.interrupted) return { kind: 'interrupted', status: EXIT.interrupted, reasons: ['interrupted'] };
   if (input.supervisorFailed)
     return { kind: 'replay-failed', status: EXIT.replayFailed, reasons: ['the supervisor failed'] };
-  if (input.buildStatus !== 0)
+  if (input.buildStatus !== 0) {
+    // the build's own status wins; one equal to a code of kreplay's is said so, once
+    const ours = Object.entries(EXIT).find(([, code]) => code === input.buildStatus && code >= 200)?.[0];
+    const clash = ours
+      ? [
+          `the build's own status ${input.buildStatus} is also kreplay's "${ours}" code: the verdict (build-failed) is in the JSON and JUnit reports`,
+        ]
+      : [];
     return {
       kind: 'build-failed',
       status: input.buildStatus,
-      reasons: [`the build exited ${input.buildStatus}`, ...short],
+      reasons: [`the build exited ${input.buildStatus}`, ...clash, ...short],
     };
-  if (!matched)
+  }
+  const missed = input.causes.filter((c) => !c.exercised && !c.deselected).map(causeMissed);
+  const deselected = input.causes
+    .filter((c) => c.deselected)
+    .map((c) => `a cause is not checked: ${causeName(c)}: ${c.reason}`);
+  if (!matched || missed.length > 0)
     return {
       kind: 'not-reproduced',
       status: EXIT.notReproduced,
-      reasons: ['no recorded call was matched: nothing of the incident was replayed (see WHY)'],
+      reasons: [
+        ...(matched ? [] : ['no recorded call was matched: nothing of the incident was replayed (see WHY)']),
+        ...missed,
+      ],
     };
   if (input.strict && short.length > 0)
     return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
-  return { kind: 'passed', status: EXIT.ok, reasons: short };
+  return { kind: 'passed', status: EXIT.ok, reasons: [...deselected, ...short] };
 }
 
 /** Several incidents' verdicts as one status: a build failure first, then not reproduced, then not faithful. */

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { requestJson } from '../daemon-request';
 import { LOST_COUNTER_COLUMNS } from '../../agent/status';
-import { readIncidentFile } from '../../core/incident';
+import { incidentCauses, readIncidentFile, type IncidentCause } from '../../core/incident';
 import type { IncidentRun } from '../../core/incident/incident-types';
 import { RECORDED_CALL_FIELDS, type RecordedCall } from './exec-plan';
 import { MARKER_FIELDS } from './target-selection';
@@ -32,6 +32,8 @@ export interface IncidentSource {
   /** the file's content digest; null from a daemon */
   digest: string | null;
   completeness: Completeness;
+  /** the calls marked as the incident's cause (computed from the events when the source marked none) */
+  causes: IncidentCause[];
   /** the file's bytes, for an upload to a daemon (`--server`) */
   file: string | null;
 }
@@ -80,6 +82,7 @@ export async function daemonIncident(server: string, transactionId: string): Pro
     events,
     digest: null,
     completeness: { known: false, lost: [] },
+    causes: incidentCauses(events),
     file: null,
   };
 }
@@ -113,6 +116,7 @@ export async function fileIncidents(
       events: incident.events as unknown as IncidentEvent[],
       digest: incident.header.digest,
       completeness: completenessOf(incident.runs),
+      causes: incident.header.causes ?? incidentCauses(incident.events as unknown as IncidentEvent[]),
       file,
     });
   }

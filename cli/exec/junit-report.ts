@@ -8,6 +8,7 @@
  * under --strict also every shortfall.
  */
 import { VERSION } from '../../core/version';
+import { causeName, type CauseCheck } from './cause-check';
 import { formatNs, type TargetReport } from './exec-report';
 import type { Verdict } from './exec-verdict';
 import type { Completeness } from './incident-source';
@@ -28,6 +29,8 @@ export interface SuiteReport {
   /** wall time of the whole replay */
   seconds: number;
   rows: readonly TargetReport[];
+  /** the incident's causes: a testcase each, failed when the build did not exercise it */
+  causes: readonly CauseCheck[];
   verdict: Verdict;
   completeness: Completeness;
 }
@@ -62,7 +65,7 @@ function caseXml(c: Case): string {
 function targetCase(r: TargetReport, suite: SuiteReport): Case {
   const out =
     `match=${r.match} recorded=${r.recorded_calls} recorded_bytes=${r.recorded_bytes} recorded_errors=${r.recorded_errors} ` +
-    `matched=${r.matched} matched_bytes=${r.matched_bytes} failed=${r.failed} passed_through=${r.passed_through} cut_short=${r.cut_short} ` +
+    `matched=${r.matched} matched_bytes=${r.matched_bytes} failed=${r.failed} passed_through=${r.passed_through} cut_short=${r.cut_short} gave_up=${r.gave_up} ` +
     `hold_error_p50=${formatNs(r.hold_error_p50_ns)} hold_error_p99=${formatNs(r.hold_error_p99_ns)} ` +
     `recorded_p50=${formatNs(r.recorded_p50_ns)} recorded_p99=${formatNs(r.recorded_p99_ns)} ` +
     `intended_p50=${formatNs(r.intended_p50_ns)} observed_p50=${formatNs(r.observed_p50_ns)} observed_p99=${formatNs(r.observed_p99_ns)}\n` +
@@ -110,7 +113,19 @@ function suiteCases(suite: SuiteReport): Case[] {
   };
   if (lost.length > 0 && suite.strict)
     complete.failure = { type: 'lossy-recording', message: `the recording lost events: ${lost.join('; ')}` };
-  return [...cases, build, reproduced, complete];
+  const causes = suite.causes.map((c): Case => {
+    const cause: Case = {
+      classname: 'kreplay.cause',
+      name: causeName(c),
+      seconds: Number(c.wait_ns) / 1e9,
+      out: c.reason,
+    };
+    if (c.deselected) cause.skipped = c.reason;
+    else if (!c.exercised)
+      cause.failure = { type: 'cause-not-exercised', message: `${causeName(c)}: ${c.reason}` };
+    return cause;
+  });
+  return [...causes, ...cases, build, reproduced, complete];
 }
 
 function suiteXml(suite: SuiteReport, id: number): { xml: string; tests: number; failures: number } {

@@ -49,14 +49,35 @@ export function isMarkerWrite(event: RecordedCall & MarkerFields): boolean {
 export interface SelectionFlags {
   target: string[];
   skipTarget: string[];
+  /** --with-client: hold the client's calls too (by default only the service's side is replayed) */
+  withClient?: boolean;
+}
+
+/**
+ * The client of an HTTP incident: the process that wrote the request head. Its head write is
+ * what gave the transaction its context, so it is the transaction's first event (a send on a
+ * socket), and the service (the process that read the head, and its descendants) is every other
+ * process of the transaction. Null when the incident does not start so, or holds one process.
+ */
+export function clientPid(events: readonly RecordedCall[]): number | null {
+  const first = events[0];
+  if (!first || first.event_type !== 'sys_write' || first.target_kind !== 'socket') return null;
+  if (typeof first.pid !== 'number') return null;
+  return events.some((e) => typeof e.pid === 'number' && e.pid !== first.pid) ? first.pid : null;
 }
 
 export class TargetSelection {
   readonly excluded = new Map<string, Exclusion>();
+  /** why each excluded event was left out, and whether the user chose so (--target, --skip-target) */
+  readonly reasons = new Map<RecordedCall, { reason: string; chosen: boolean }>();
   private readonly only: RegExp[];
   private readonly skip: RegExp[];
 
-  constructor(private readonly flags: SelectionFlags) {
+  /** `client`: the client's pid (clientPid), whose calls are not the service's to replay */
+  constructor(
+    private readonly flags: SelectionFlags,
+    private readonly client: number | null = null,
+  ) {
     this.only = flags.target.map(globToRegExp);
     this.skip = flags.skipTarget.map(globToRegExp);
   }
@@ -65,6 +86,7 @@ export class TargetSelection {
   readonly exclude = (event: RecordedCall, call: CallKind, target: string): string | null => {
     const reason = this.reasonFor(event, target);
     if (reason === null) return null;
+    this.reasons.set(event, { reason, chosen: !isMarkerWrite(event) && !this.isClient(event) });
     const kind = event.target_kind ?? 'other';
     const key = `${call}\t${target}`;
     const entry = this.excluded.get(key) ?? { call, target, kind, recorded_calls: 0, reason };
@@ -73,9 +95,15 @@ export class TargetSelection {
     return reason;
   };
 
+  private isClient(event: RecordedCall): boolean {
+    return !this.flags.withClient && this.client !== null && event.pid === this.client;
+  }
+
   private reasonFor(event: RecordedCall, target: string): string | null {
     if (isMarkerWrite(event))
       return "not held: the incident's context marker (KREPLAY-CTX), no call of the build";
+    if (this.isClient(event))
+      return `not held: the client's call (pid ${this.client}, which wrote the request head): a replay replays the service's side (--with-client holds it too)`;
     if (this.only.length > 0 && !this.only.some((re) => re.test(target)))
       return `not held: not selected by --target ${this.flags.target.join(' ')}`;
     const skipped = this.skip.findIndex((re) => re.test(target));

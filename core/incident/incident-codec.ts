@@ -19,6 +19,7 @@ import {
   INCIDENT_FORMAT_VERSION,
   REDACT_KINDS,
   type Incident,
+  type IncidentCause,
   type IncidentFields,
   type IncidentHeader,
   type IncidentRun,
@@ -50,6 +51,7 @@ function headerJson(h: HeaderFields): string {
     first_ns: h.first_ns,
     end_ns: h.end_ns,
     redacted: h.redacted,
+    causes: h.causes,
   };
   return JSON.stringify(fields, bigintText);
 }
@@ -184,6 +186,17 @@ function toRun(r: Record<string, unknown>): IncidentRun {
   };
 }
 
+function toCause(c: Record<string, unknown>): IncidentCause {
+  const cause = String(c.cause);
+  if (!['response', 'duration', 'error'].includes(cause)) throw new Error(`a cause of kind ${cause}`);
+  return {
+    index: Number(c.index),
+    cause: cause as IncidentCause['cause'],
+    wait_ns: BigInt(c.wait_ns as string),
+    errno: (c.errno as string | null) ?? null,
+  };
+}
+
 /** Version 1's document (the one version so far): header, runs and columnar events. */
 function parseV1(
   doc: Record<string, unknown>,
@@ -206,6 +219,7 @@ function parseV1(
     first_ns: nsOf(h.first_ns),
     end_ns: nsOf(h.end_ns),
     redacted,
+    causes: Array.isArray(h.causes) ? (h.causes as Record<string, unknown>[]).map(toCause) : null,
     digest,
   };
   const runs = doc.runs === null ? null : (doc.runs as Record<string, unknown>[]).map(toRun);

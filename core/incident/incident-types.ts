@@ -24,8 +24,23 @@ export interface IncidentHeader {
   end_ns: bigint | null;
   /** what was replaced by tokens; empty when nothing was */
   redacted: RedactKind[];
+  /**
+   * The calls that made the transaction slow or fail (incident-causes.ts), marked at export;
+   * null in a file exported before kreplay marked them (a reader computes them from the events)
+   */
+  causes: IncidentCause[] | null;
   /** "sha256:" + hex of the content (filled in by the reader, checked on every read) */
   digest: string;
+}
+
+/** A call marked as a cause of the incident: the event at `index` in replay order. */
+export interface IncidentCause {
+  index: number;
+  /** response: the upstream's response wait; duration: the call's own time; error: it failed so */
+  cause: 'response' | 'duration' | 'error';
+  wait_ns: bigint;
+  /** error: the errno's name */
+  errno: string | null;
 }
 
 /**

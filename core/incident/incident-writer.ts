@@ -5,6 +5,7 @@
 import type { ApiEvent } from '../model/event';
 import { VERSION } from '../version';
 import { ColumnsBuilder, type EventObject } from './event-columns';
+import { CauseFinder } from './incident-causes';
 import { encodeIncident } from './incident-codec';
 import type { IncidentHeader, IncidentRun, RedactKind } from './incident-types';
 import { Redactor } from './redaction';
@@ -31,6 +32,7 @@ export function exportTime(env: NodeJS.ProcessEnv = process.env, now = Date.now(
 export class IncidentWriter {
   private readonly columns = new ColumnsBuilder();
   private readonly redactor: Redactor;
+  private readonly causes = new CauseFinder();
   private firstNs: bigint | null = null;
   private endNs: bigint | null = null;
 
@@ -47,6 +49,7 @@ export class IncidentWriter {
     this.firstNs ??= event.timestamp_ns;
     const end = event.timestamp_ns + event.duration_ns;
     if (this.endNs === null || end > this.endNs) this.endNs = end;
+    this.causes.add(event);
     this.columns.add(this.redactor.event(event as unknown as EventObject));
   }
 
@@ -67,6 +70,7 @@ export class IncidentWriter {
       first_ns: this.firstNs,
       end_ns: this.endNs,
       redacted,
+      causes: this.causes.finish(),
     };
     // a run's capture filter names services and paths: a redacted file does not show it
     const shown =

@@ -40,7 +40,10 @@ export const eventFilterParams = {
   from: time('inclusive start').optional(),
   to: time('exclusive end').optional(),
   min_duration_ms: parsedParam(parseDurationMsNs)
-    .meta({ description: 'decimal milliseconds, exact to the nanosecond' })
+    .meta({
+      description:
+        "decimal milliseconds, exact to the nanosecond: events whose duration_ns, or (a socket read's) response_ns, the upstream's wait, reaches it",
+    })
     .optional(),
   target: parsedParam(parseTargetPattern).meta({ description: 'exact, or a prefix ending in *' }).optional(),
   target_kind: parsedParam(parseTargetKinds)

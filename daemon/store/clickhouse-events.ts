@@ -170,7 +170,11 @@ function filterTerms(database: string, filter: EventFilter, bounds?: LookupBound
   if (filter.types) terms.push(`event_type IN (${filter.types.map((t) => quoteString(t)).join(', ')})`);
   terms.push(...rangeTerms(filter));
   if (filter.minDurationNs !== undefined)
-    terms.push(filter.minDurationNs <= 0n ? '1' : `duration_ns >= ${quoteInt(filter.minDurationNs)}`);
+    terms.push(
+      filter.minDurationNs <= 0n
+        ? '1'
+        : `(duration_ns >= ${quoteInt(filter.minDurationNs)} OR ifNull(response_ns, 0) >= ${quoteInt(filter.minDurationNs)})`,
+    );
   if (filter.target) {
     const value = quoteString(filter.target.value);
     // a byte prefix of UTF-8 text is a code-point prefix: the same events as the node store's range

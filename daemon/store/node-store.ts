@@ -7,6 +7,7 @@
 import type Database from 'better-sqlite3';
 import { EVENT_TYPE_CODE, targetKindCode } from '../../core/model';
 import {
+  SYSCALL_TYPES_SCHEMA_VERSION,
   TARGETS_SCHEMA_VERSION,
   eventColumnsOf,
   type EventRow,
@@ -210,10 +211,14 @@ export class NodeStore {
       filter.targetKinds && [...new Set(filter.targetKinds.map(targetKindCode))].sort(byNumber);
     const serviceId = filter.service === undefined ? undefined : this.names.serviceId(filter.service);
     if (filter.service !== undefined && serviceId === undefined) return [];
+    // min_duration_ms matches a call's duration or a read's response wait (README, events API)
+    const responses = this.schemaVersion >= SYSCALL_TYPES_SCHEMA_VERSION;
+    const minDuration =
+      filter.minDurationNs === undefined ? false : responses ? ('or-response' as const) : true;
     const shape = (index: ReadShape['index'], service = false): ReadShape => ({
       index,
       types: someTypes,
-      minDuration: filter.minDurationNs !== undefined,
+      minDuration,
       service,
       target: filter.target && (filter.target.prefix ? 'prefix' : 'exact'),
       targetKinds,
@@ -228,7 +233,12 @@ export class NodeStore {
     if (filter.minDurationNs !== undefined && filter.minDurationNs >= BigInt(SLOW_EVENT_NS)) {
       const slow = { ...shape('slow'), types: undefined };
       const all = codes ?? Object.values(EVENT_TYPE_CODE).sort(byNumber);
-      return all.map((key) => ({ shape: slow, params: { ...params, key } }));
+      // the slow index holds long calls only: a fast read after a long response wait is found by time
+      return all.map((key) =>
+        responses && key === EVENT_TYPE_CODE.sys_read
+          ? { shape: { ...shape('time'), types: [key] }, params }
+          : { shape: slow, params: { ...params, key } },
+      );
     }
     return [{ shape: shape('time'), params }];
   }

@@ -16,7 +16,11 @@ export interface ReadShape {
   index: IndexChoice;
   /** record type codes to keep, when not all of them */
   types?: readonly number[];
-  minDuration: boolean;
+  /**
+   * dur >= @minDuration; 'or-response': or a read's response wait >= @minDuration (a store with
+   * response_ns: the upstream's wait is the call's time a reader looks for)
+   */
+  minDuration: boolean | 'or-response';
   /** service = @service, when the index is not the service one */
   service: boolean;
   /** target value = @target, or @target <= value < @targetEnd */
@@ -52,7 +56,8 @@ function fromWhere(shape: ReadShape): string {
   const source = SOURCES[shape.index];
   const terms = [source.key, '(ts, seq) > (@loTs, @loSeq)', '(ts, seq) < (@hiTs, @hiSeq)'];
   if (shape.types) terms.push(`type IN (${shape.types.join(', ')})`);
-  if (shape.minDuration) terms.push('dur >= @minDuration');
+  if (shape.minDuration === 'or-response') terms.push('(dur >= @minDuration OR response_ns >= @minDuration)');
+  else if (shape.minDuration) terms.push('dur >= @minDuration');
   if (shape.service) terms.push('service = @service');
   terms.push(targetTerm(shape));
   return `FROM ${source.from} WHERE ${terms.filter((t) => t !== undefined).join(' AND ')}`;

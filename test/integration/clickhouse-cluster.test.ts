@@ -6,6 +6,7 @@
  * shards comes back whole, once, in order (the same as from the node files);
  * a shard killed or hung (SIGSTOP) turns queries into a prompt 503 naming it.
  */
+import { waitFor } from '../support/wait';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,14 +40,6 @@ function nodeEvents(n: number): TestEvent[] {
   }));
 }
 
-async function until(what: string, check: () => boolean, ms = 60_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describeCh('a ClickHouse cluster of two shards', () => {
   jest.setTimeout(120_000);
   const dir = { path: '' }; // one data dir for the block: its daemons outlive single tests
@@ -73,7 +66,10 @@ describeCh('a ClickHouse cluster of two shards', () => {
         }),
     );
     shippers.forEach((s) => s.start());
-    await until('all shipped', () => shippers.every((s) => s.status().shipped === PER_NODE));
+    await waitFor(() => shippers.every((s) => s.status().shipped === PER_NODE), {
+      what: 'all shipped',
+      timeoutMs: 60_000,
+    });
     await Promise.all(shippers.map((s) => s.stop()));
     viaCluster = await createDaemon({ dataDir: dir.path, store: cluster.url(DB, 0, 2), log: silentLogger });
     viaFiles = await createDaemon({ dataDir: dir.path, log: silentLogger });
@@ -121,7 +117,7 @@ describeCh('a ClickHouse cluster of two shards', () => {
     db.close();
     const again = new Shipper(path, fleet.cluster.client(DB, 1), { maxDelayMs: 0 });
     again.start();
-    await until('re-sent', () => again.status().shipped === PER_NODE);
+    await waitFor(() => again.status().shipped === PER_NODE, { what: 're-sent', timeoutMs: 60_000 });
     await again.stop();
     const events = await fetchAllPages(viaCluster.url, `node=${NODES[0]}&limit=1000`);
     expect(events).toHaveLength(PER_NODE);
@@ -144,7 +140,7 @@ describeCh('a ClickHouse cluster of two shards', () => {
             batchRows: 170 + 110 * copy,
           });
           again.start();
-          await until('re-sent', () => again.status().shipped === PER_NODE);
+          await waitFor(() => again.status().shipped === PER_NODE, { what: 're-sent', timeoutMs: 60_000 });
           await again.stop();
         }
       for (const shard of shards) {

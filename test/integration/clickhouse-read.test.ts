@@ -14,6 +14,7 @@ import { ClickHouseEvents } from '../../daemon/store/clickhouse-events';
 import type { EventFilter, EventOrder, EventPosition } from '../../daemon/store/event-filter';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { clickhouseAvailable, shipDataDir, useClickHouse } from '../support/clickhouse-server';
+import { waitFor } from '../support/wait';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 
@@ -115,7 +116,7 @@ describeCh('events read from ClickHouse match the node files', () => {
         db.close();
         const again = new Shipper(path, ch, { maxDelayMs: 0, batchRows });
         again.start();
-        while (again.status().shipped < until) await new Promise((r) => setTimeout(r, 20));
+        await waitFor(() => again.status().shipped >= until, { what: 're-shipped', timeoutMs: 60_000 });
         await again.stop();
       }
       const [raw] = await ch.rows<{ n: string; ids: string }>(

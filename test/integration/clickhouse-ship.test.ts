@@ -15,6 +15,7 @@ import { firstUnshippedSeq } from '../../core/store/schema';
 import { clickhouseAvailable, useClickHouse } from '../support/clickhouse-server';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const describeCh = clickhouseAvailable ? describe : describe.skip;
 if (!clickhouseAvailable)
@@ -29,14 +30,6 @@ function events(from: number, count: number): TestEvent[] {
     trace: (from + i) % 3 === 0 ? `trace-${(from + i) % 7}` : null,
     service: `svc-${(from + i) % 4}`,
   }));
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describeCh('shipping to ClickHouse', () => {
@@ -82,7 +75,7 @@ describeCh('shipping to ClickHouse', () => {
       for (let i = 0; i < 25_000; i += 5000) writeEvents(writer, events(i, 5000));
       const shipper = new Shipper(path, ch, { maxDelayMs: 100 });
       shipper.start();
-      await until('25,000 shipped', () => shipper.status().shipped === 25_000);
+      await waitFor(() => shipper.status().shipped === 25_000, { what: '25,000 shipped', timeoutMs: 30_000 });
       expect(shipper.status()).toMatchObject({ lagEvents: 0, lagSeconds: 0, state: 'shipping' });
       await shipper.stop();
       expect(firstUnshippedSeq(writer.db)).toBe(25_001);
@@ -103,7 +96,7 @@ describeCh('shipping to ClickHouse', () => {
       db.close();
       const again = new Shipper(path, ch, { maxDelayMs: 100 });
       again.start();
-      await until('re-sent', () => again.status().shipped === 25_000);
+      await waitFor(() => again.status().shipped === 25_000, { what: 're-sent', timeoutMs: 30_000 });
       await again.stop();
       const [raw] = await ch.rows<{ n: string }>('SELECT count() AS n FROM events');
       const [final] = await ch.rows<{ n: string }>('SELECT count() AS n FROM events FINAL');
@@ -130,15 +123,15 @@ describeCh('shipping to ClickHouse', () => {
     try {
       writeEvents(writer, events(0, 3000));
       shipper.start();
-      await until('first shipped', () => shipper.status().shipped === 3000);
+      await waitFor(() => shipper.status().shipped === 3000, { what: 'first shipped', timeoutMs: 30_000 });
       await clickhouse.server.stop();
       for (let i = 3000; i < 15_000; i += 3000) writeEvents(writer, events(i, 3000));
-      await until('retrying', () => shipper.status().state === 'retrying');
+      await waitFor(() => shipper.status().state === 'retrying', { what: 'retrying', timeoutMs: 30_000 });
       const down = shipper.status();
       expect(down.lagEvents).toBe(12_000);
       expect(down.lastError).toMatch(/unreachable/);
       await clickhouse.server.start();
-      await until('caught up', () => shipper.status().lagEvents === 0);
+      await waitFor(() => shipper.status().lagEvents === 0, { what: 'caught up', timeoutMs: 30_000 });
       const [final] = await ch.rows<{ n: string; ids: string }>(
         'SELECT count() AS n, uniqExact(event_id) AS ids FROM events FINAL',
       );
@@ -161,7 +154,7 @@ describeCh('shipping to ClickHouse', () => {
       writeEvents(writer, events(1_000_000, 500));
       let shipper = new Shipper(path, ch, { maxDelayMs: 0 });
       shipper.start();
-      await until('first shipped', () => shipper.status().shipped === 500);
+      await waitFor(() => shipper.status().shipped === 500, { what: 'first shipped', timeoutMs: 30_000 });
       await shipper.stop();
       // not shipped: background events, older in time but later in seq; the cap takes them first
       const background = events(0, 20_000).map((e) => ({ ...e, txn: null, trace: null }));
@@ -184,7 +177,7 @@ describeCh('shipping to ClickHouse', () => {
       expect(shipper.status()).toMatchObject({ lagEvents: 0, lagSeconds: 0 });
       // what arrives afterwards ships as usual and the lag returns to 0
       writeEvents(writer, events(2_000_000, 300));
-      await until('new ones shipped', () => shipper.status().shipped === 800);
+      await waitFor(() => shipper.status().shipped === 800, { what: 'new ones shipped', timeoutMs: 30_000 });
       expect(shipper.status()).toMatchObject({ lagEvents: 0, lagSeconds: 0 });
       await shipper.stop();
       const [final] = await ch.rows<{ n: string }>('SELECT count() AS n FROM events FINAL');

@@ -152,6 +152,25 @@ describe.each(BACKENDS)('GET /api/events from $kind', (backend) => {
     expect(await durations('0.000001')).toEqual(new Set([1000n, 100_000n, 249_999n, 250_000n, 5_000_000n]));
   });
 
+  it("min_duration_ms finds a read by its response wait: the upstream's 1.5 s, not the read's 10 µs", async () => {
+    writeStore(dir.path, 'gamma', [
+      { ts: at(1), type: 'sys_write', dur: 10_000, txn: 'slow' },
+      { ts: at(2), type: 'sys_read', dur: 10_000, response: 1_500_000_000, txn: 'slow' },
+      { ts: at(3), type: 'sys_read', dur: 10_000, response: 900_000_000, txn: 'slow' },
+      { ts: at(4), type: 'block_io', dur: 1_200_000_000, txn: 'slow' },
+    ]);
+    await server.close();
+    server = await startEventsServer(dir.path, backend);
+    for (const query of ['node=gamma&min_duration_ms=1000', 'transaction_id=slow&min_duration_ms=1000']) {
+      const found = (await list(query)).events;
+      expect(found.map((e) => [e.event_type, e.duration_ns])).toEqual([
+        ['sys_read', 10_000n],
+        ['block_io', 1_200_000_000n],
+      ]);
+      expect(found[0]).toMatchObject({ response_ns: '1500000000' });
+    }
+  });
+
   it('writes 19-digit timestamps and durations as exact JSON integers, or strings with int64=string', async () => {
     const numbers = await get(`${server.url}/api/events?node=alpha&limit=1`);
     expect(numbers.text).toContain(`"timestamp_ns":1795345678123456789,`);

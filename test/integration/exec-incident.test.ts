@@ -166,7 +166,9 @@ describe('kreplay replay --incident FILE --exec', () => {
         `never matched: the build made no call to it (it wrote to tcp 127.0.0.1:${sink.port}: --map tcp 10.0.0.5:${other.port}=…?)`,
       );
       const xml = readFileSync(join(dir.path, 'r.xml'), 'utf8');
-      expect(xml).toMatch(/<testsuites [^>]*failures="1">/);
+      // the replay matched nothing, and each cause call is a failed testcase naming why
+      expect(xml).toMatch(/<testsuites [^>]*failures="\d+">/);
+      expect(xml).toMatch(/<failure message="the 5.000 ms sys_write to tcp [^"]*: no call to that peer/);
       expect(xml).toContain('type="not-reproduced"');
     } finally {
       sink.close();
@@ -335,6 +337,61 @@ describe('kreplay replay --incident FILE --exec', () => {
     expect((await run(`/var/lib/app/inc.sqlite=${app}/inc.sqlite`)).status).toBe(220);
   });
 
+  it('a --map that matches no recorded target, twice, or in conflict exits 2 before the build runs; the hint form is taken', async () => {
+    const file = incident('maps.kri', [...writes(2, 'tcp 10.0.0.5:6379', 'socket', 5)]);
+    const out = join(dir.path, 'never-written');
+    const run = (...maps: string[]) =>
+      replay([
+        '--incident',
+        file,
+        '--exec',
+        ...maps.flatMap((m) => ['--map', m]),
+        '--',
+        writers.dynamic,
+        '--file',
+        out,
+        '1',
+      ]).done;
+    const wrongPort = await run('10.0.0.5:6380=127.0.0.1:6379');
+    expect(wrongPort.status).toBe(2);
+    expect(wrongPort.stderr).toContain(
+      "--map 10.0.0.5:6380=127.0.0.1:6379 matches no recorded target; the incident's targets nearest it: tcp 10.0.0.5:6379",
+    );
+    const twice = await run('10.0.0.5=127.0.0.1', '10.0.0.5=127.0.0.2');
+    expect(twice.status).toBe(2);
+    expect(twice.stderr).toContain('--map 10.0.0.5=127.0.0.2 conflicts with --map 10.0.0.5=127.0.0.1');
+    // nothing ran
+    expect(existsSync(out)).toBe(false);
+    // the form the report's hint suggests (`--map tcp 10.0.0.5:6379=…`) is one the parser takes
+    const hinted = await run('tcp 10.0.0.5:6379=tcp 127.0.0.1:1');
+    expect(hinted.status).not.toBe(2);
+    expect(hinted.stderr).toMatch(/\| write +\| tcp 127\.0\.0\.1:1 /);
+  });
+
+  it('clear errors before anything runs: --exec without what to replay, an empty --incident, an unwritable --report', async () => {
+    const file = incident('errors.kri', writes(1, join(dir.path, 'e.log'), 'file', 2));
+    const ran = join(dir.path, 'ran');
+    const build = ['--', writers.dynamic, '--file', ran, '1'];
+    const noIncident = await replay(['--exec', ...build]).done;
+    expect(noIncident.status).toBe(2);
+    expect(noIncident.stderr).toContain(`--exec -- ${writers.dynamic} needs what to replay: --incident FILE`);
+    expect(noIncident.stderr).not.toContain('cannot reach');
+    const empty = await replay(['--incident', '', '--exec', ...build]).done;
+    expect(empty.status).toBe(2);
+    expect(empty.stderr).toContain("option '--incident <file>' argument '' is invalid. must not be empty");
+    const report = await replay([
+      '--incident',
+      file,
+      '--exec',
+      '--report',
+      join(dir.path, 'no-dir', 'r.xml'),
+      ...build,
+    ]).done;
+    expect(report.status).toBe(1);
+    expect(report.stderr).toContain(`--report ${join(dir.path, 'no-dir', 'r.xml')}: cannot be written`);
+    expect(existsSync(ran)).toBe(false);
+  });
+
   it('--target and --skip-target select what is held, and the report says so', async () => {
     const log = join(dir.path, 'a.log');
     const file = incident('select.kri', [
@@ -444,8 +501,9 @@ describe('kreplay replay --incident FILE --exec', () => {
     const xml = readFileSync(join(dir.path, 'junit.xml'), 'utf8');
     expect(xml.match(/<testsuite /g)).toHaveLength(2);
     expect(xml).toContain('<testsuite id="0" name="replay incidents/a.kri"');
-    expect(xml).toMatch(/<testsuite id="1" name="replay incidents\/b\.kri" tests="\d+" failures="1"/);
-    expect(xml).toMatch(/<testsuites [^>]*failures="1">/);
+    // b's build matched nothing: its "reproduced" testcase and each of its cause calls fail
+    expect(xml).toMatch(/<testsuite id="0" name="replay incidents\/a\.kri" tests="\d+" failures="0"/);
+    expect(xml).toMatch(/<testsuite id="1" name="replay incidents\/b\.kri" tests="\d+" failures="[1-9]\d*"/);
     const json = JSON.parse(readFileSync(join(dir.path, 'r.json'), 'utf8')) as {
       incidents: { verdict: string }[];
     };

@@ -235,6 +235,8 @@ describe.each(BACKENDS)('incident export from $kind', (backend) => {
     const shown = await runKreplay(['incident', 'show', file]);
     expect(shown.status).toBe(0);
     expect(shown.stdout).toContain('transaction  T1');
+    // it leads with the calls that made the transaction slow or fail
+    expect(shown.stdout.split('\n')[1]).toMatch(/^CAUSES: (what made the transaction slow or fail|none)/);
     expect(shown.stdout).toContain('events       271: sys_write 233, block_io 38');
     expect(shown.stdout).toMatch(/\| \/var\/lib\/app\/db\.sqlite +\| file +\| 78 +\|/);
     expect(shown.stdout).toMatch(
@@ -245,7 +247,9 @@ describe.each(BACKENDS)('incident export from $kind', (backend) => {
     const json = JSON.parse((await runKreplay(['incident', 'show', '--json', file])).stdout) as {
       by_type: Record<string, number>;
       targets: { target: string; calls: number }[];
+      causes_marked: boolean;
     };
+    expect(json.causes_marked).toBe(true);
     expect(json.by_type).toEqual({ sys_write: 233, block_io: 38 });
     expect(json.targets.reduce((n, t) => n + t.calls, 0)).toBe(271);
     writeFileSync(file, readFileSync(file).subarray(0, 200));

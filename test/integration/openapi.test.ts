@@ -104,6 +104,17 @@ describe('OpenAPI document', () => {
     expect(JSON.parse(out)).toEqual({ valid: true });
   });
 
+  it("says min_duration_ms matches a call's duration or a read's response wait", () => {
+    const events = (
+      doc.paths as Record<
+        string,
+        { get: { parameters: { name: string; schema: { description?: string } }[] } }
+      >
+    )['/api/events']!.get;
+    const param = events.parameters.find((p) => p.name === 'min_duration_ms')!;
+    expect(param.schema.description).toMatch(/duration_ns, or \(a socket read's\) response_ns/);
+  });
+
   it('lists every route the app serves, and nothing it does not', async () => {
     const stores = new NodeStores(dir.path, silentLogger);
     const clock = new HighResClock(silentLogger);

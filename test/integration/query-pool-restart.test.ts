@@ -12,6 +12,7 @@ import { healthRouter } from '../../daemon/health/health-router';
 import { QueryPool } from '../../daemon/queries/query-pool';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 import express from 'express';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
@@ -34,7 +35,7 @@ describe('query workers that keep dying', () => {
     });
     try {
       const restarts = () => lines.filter((l) => l.msg === 'query worker died; starting another');
-      while (restarts().length < 5) await new Promise((resolve) => setTimeout(resolve, 20));
+      await waitFor(() => restarts().length >= 5, { what: 'five restarts', timeoutMs: 30_000 });
       expect(
         restarts()
           .map((l) => l.delayMs)

@@ -15,6 +15,7 @@ import { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { PREFETCH_CHUNK } from '../../daemon/replay/sessions/transaction';
 import type { NodeStores } from '../../daemon/store/node-stores';
 import { writeStore, type TestEvent } from '../support/event-store';
+import { waitFor } from '../support/wait';
 import { useEventsBackends } from '../support/events-http';
 import { api, startReplayServer, StreamClient, type ReplayServer } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
@@ -55,7 +56,10 @@ async function resendUnmerged(fleet: ClickHouseHttp): Promise<void> {
     db.close();
     const again = new Shipper(path, fleet, { maxDelayMs: 0, batchRows: 7_000 });
     again.start();
-    while (again.status().shipped < TOTAL / NODES.length + 1) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => again.status().shipped >= TOTAL / NODES.length + 1, {
+      what: 're-shipped',
+      timeoutMs: 60_000,
+    });
     await again.stop();
   }
   const [copies] = await fleet.rows<{ n: string }>('SELECT count() AS n FROM events');

@@ -11,14 +11,7 @@ import { StoreWriter } from '../../agent/store/store-writer';
 import { Shipper } from '../../agent/ship/shipper';
 import { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { useTempDir } from '../support/temp-dir';
-
-async function until(what: string, check: () => boolean, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { waitFor } from '../support/wait';
 
 describe('the ship thread', () => {
   const dir = useTempDir();
@@ -32,7 +25,7 @@ describe('the ship thread', () => {
     // this side has the file open; the thread, started now, finds nothing at the path
     renameSync(path, join(dir.path, 'moved.db'));
     shipper.start();
-    await until('two failed starts', () => shipper.status(false).retries >= 2);
+    await waitFor(() => shipper.status(false).retries >= 2, { what: 'two failed starts', timeoutMs: 30_000 });
     const status = shipper.status(false);
     expect(status.state).toBe('retrying');
     expect(status.lastError).toMatch(/open|exist/i);

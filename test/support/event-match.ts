@@ -11,7 +11,9 @@ export function matchesFilter(e: ApiEvent, f: EventFilter): boolean {
     (f.types === undefined || f.types.includes(e.event_type)) &&
     (f.fromNs === undefined || e.timestamp_ns >= f.fromNs) &&
     (f.toNs === undefined || e.timestamp_ns < f.toNs) &&
-    (f.minDurationNs === undefined || e.duration_ns >= f.minDurationNs) &&
+    (f.minDurationNs === undefined ||
+      e.duration_ns >= f.minDurationNs ||
+      (e.event_type === 'sys_read' && e.response_ns !== null && e.response_ns >= f.minDurationNs)) &&
     (f.target === undefined || matchesTarget(e, f.target.value, f.target.prefix)) &&
     (f.targetKinds === undefined ||
       (e.event_type === 'sys_write' && e.target_kind !== null && f.targetKinds.includes(e.target_kind)))

@@ -1,5 +1,5 @@
 import { buildPlan, type RecordedCall } from '../../cli/exec/exec-plan';
-import { collectMaps, mapTarget, portKey } from '../../cli/exec/target-keys';
+import { checkMaps, collectMaps, mapTarget, portKey, type TargetMap } from '../../cli/exec/target-keys';
 import { Schedule } from '../../core/replay/schedule';
 
 const write = (ts: bigint, dur: bigint, target: string, kind = 'file'): RecordedCall => ({
@@ -27,6 +27,44 @@ describe('target names for the test build', () => {
     expect(mapTarget('tcp 10.0.0.5:6379', 'socket', maps)).toBe('tcp 127.0.0.2:6379');
     expect(mapTarget('udp [::1]:53', 'socket', collectMaps('[::1]=[::2]'))).toBe('udp [::2]:53');
     expect(mapTarget('tcp 10.0.0.6:5432', 'socket', maps)).toBe('tcp 10.0.0.6:5432');
+  });
+
+  it("takes the form the report's hint gives (`tcp ADDR=tcp ADDR`), and refuses a change of protocol", () => {
+    const maps = collectMaps('tcp 127.0.0.1:6379=tcp 127.0.0.1:16379');
+    expect(mapTarget('tcp 127.0.0.1:6379', 'socket', maps)).toBe('tcp 127.0.0.1:16379');
+    expect(mapTarget('udp 127.0.0.1:6379', 'socket', maps)).toBe('udp 127.0.0.1:6379');
+    expect(mapTarget('unix /run/a.sock', 'socket', collectMaps('unix /run=/tmp/run'))).toBe(
+      'unix /tmp/run/a.sock',
+    );
+    expect(mapTarget('/run/a.log', 'file', collectMaps('unix /run=/tmp/run'))).toBe('/run/a.log');
+    expect(() => collectMaps('tcp 10.0.0.5:53=udp 127.0.0.1:53')).toThrow(/cannot change the protocol/);
+  });
+
+  it('checks maps against the recorded targets: one that matches nothing, twice, or in conflict is refused', () => {
+    const recorded = new Map([
+      ['tcp 127.0.0.1:6379', 'socket'],
+      ['tcp 10.0.0.7:5432', 'socket'],
+      ['/var/lib/app/db.sqlite', 'file'],
+    ]);
+    const maps = (...rules: string[]) => rules.reduce((all, r) => collectMaps(r, all), [] as TargetMap[]);
+    expect(() =>
+      checkMaps(maps('tcp 127.0.0.1:6379=tcp 127.0.0.1:16379', '/var/lib/app=/tmp/app'), recorded),
+    ).not.toThrow();
+    expect(() => checkMaps(maps('127.0.0.1:6380=127.0.0.1:16379'), recorded)).toThrow(
+      "--map 127.0.0.1:6380=127.0.0.1:16379 matches no recorded target; the incident's targets nearest it: tcp 127.0.0.1:6379,",
+    );
+    expect(() => checkMaps(maps('/var/lib/ap=/tmp/app'), recorded)).toThrow(
+      /--map \/var\/lib\/ap=\/tmp\/app matches no recorded target; the incident's targets nearest it: \/var\/lib\/app\/db\.sqlite/,
+    );
+    expect(() => checkMaps(maps('10.0.0.7=127.0.0.1', '10.0.0.7=127.0.0.1'), recorded)).toThrow(
+      '--map 10.0.0.7=127.0.0.1 is given twice',
+    );
+    expect(() => checkMaps(maps('10.0.0.7=127.0.0.1', '10.0.0.7=127.0.0.2'), recorded)).toThrow(
+      '--map 10.0.0.7=127.0.0.2 conflicts with --map 10.0.0.7=127.0.0.1',
+    );
+    expect(() => checkMaps(maps('10.0.0.7=127.0.0.1', '10.0.0.7:5432=127.0.0.2:5432'), recorded)).toThrow(
+      /--map 10\.0\.0\.7:5432=127\.0\.0\.2:5432 conflicts with the rules before it/,
+    );
   });
 
   it('refuses a map without both sides', () => {

@@ -13,6 +13,7 @@ const target = (name: string, recorded: bigint[]): PlanTarget => ({
   kind: 'file',
   keys: [name],
   recordedNs: recorded,
+  indices: recorded.map((_, i) => i),
   holdsNs: BigInt64Array.from(recorded),
 });
 const ms = (n: number) => BigInt(n * 1_000_000);
@@ -31,6 +32,7 @@ function suite(over: Partial<SuiteReport> & Pick<SuiteReport, 'rows' | 'verdict'
     pace: 'duration',
     strict: false,
     seconds: 1,
+    causes: [],
     completeness: { known: true, lost: [] },
     ...over,
   };
@@ -109,6 +111,7 @@ describe('exec report', () => {
           supervisorFailed: false,
           rows,
           strict: false,
+          causes: [],
           completeness,
         }),
       }),
@@ -119,5 +122,70 @@ describe('exec report', () => {
     expect(xml).toContain('<property name="command" value="a &amp;&amp; b"/>');
     expect(xml.match(/<testcase /g)).toHaveLength(7);
     expect(xml.match(/<failure /g)).toHaveLength(1);
+  });
+});
+
+describe('exec report truth', () => {
+  it('is true: never more matched than recorded, never a negative hold, a held response the build gave up on is held', () => {
+    const responses = {
+      ...target('tcp 10.0.0.5:6379', [ms(1500)]),
+      call: 'response' as const,
+      kind: 'socket',
+    };
+    const [row] = buildReport(
+      [responses],
+      [
+        {
+          // the relay counted two exchanges for one recorded; the build gave up on the held one
+          matched: 2,
+          passed: 0,
+          failed: 0,
+          bytes: 0,
+          observedNs: BigInt64Array.from([-1n, ms(0.01)]),
+          intendedNs: BigInt64Array.from([ms(1500), 0n]),
+        },
+      ],
+      [],
+      parseTolerance('10%,1ms'),
+    );
+    expect(row).toMatchObject({ matched: 1, passed_through: 1, gave_up: 1, cut_short: 0, held: true });
+    expect(row!.reason).toBe(
+      'held: the build made all 1 recorded calls; the build gave up on 1 before their release (it closed or timed out while held); 1 later calls passed',
+    );
+    for (const value of [row!.observed_p50_ns, row!.hold_error_p50_ns, row!.hold_error_p99_ns])
+      expect(value === null || value >= 0n).toBe(true);
+    expect(reportTable([row!])).not.toMatch(/-\d+ ns|held 2 of 1/);
+  });
+
+  it('a stream matched by bytes says bytes, not "held 40 of 20"', () => {
+    const stream = {
+      ...target(
+        'tcp 10.0.0.5:5432',
+        Array.from({ length: 20 }, () => ms(1)),
+      ),
+      match: 'bytes' as const,
+      kind: 'socket',
+      recordedBytes: 8000,
+    };
+    const outcome = (calls: number, bytes: number) => ({
+      matched: calls,
+      passed: 0,
+      failed: 0,
+      bytes,
+      observedNs: BigInt64Array.from(Array.from({ length: calls }, () => ms(1))),
+      intendedNs: BigInt64Array.from(Array.from({ length: calls }, () => ms(1))),
+    });
+    const [all] = buildReport([stream], [outcome(40, 8000)], [], parseTolerance('10%,1ms'));
+    expect(all).toMatchObject({
+      matched: 40,
+      passed_through: 0,
+      shortfall: null,
+      reason: "held: the build's 40 calls carried all 8000 recorded bytes",
+    });
+    const [some] = buildReport([stream], [outcome(2, 3000)], [], parseTolerance('10%,1ms'));
+    expect(some).toMatchObject({
+      shortfall: "the build's calls carried 3000 of the 8000 recorded bytes",
+      reason: 'held 3000 of 8000 bytes: the build sent fewer (in 2 calls)',
+    });
   });
 });

@@ -18,6 +18,7 @@ const target = (name: string, recorded: bigint[]): PlanTarget => ({
   kind: 'file',
   keys: [name],
   recordedNs: recorded,
+  indices: recorded.map((_, i) => i),
   holdsNs: BigInt64Array.from(recorded),
 });
 const tolerance = parseTolerance('10%,1ms');
@@ -47,6 +48,7 @@ const base = (over: Partial<VerdictInput>): VerdictInput => ({
   supervisorFailed: false,
   rows: rows(2, 2),
   strict: false,
+  causes: [],
   completeness: { known: true, lost: [] },
   ...over,
 });
@@ -151,6 +153,7 @@ describe('JUnit', () => {
     pace: 'duration',
     strict: false,
     seconds: 1,
+    causes: [],
     completeness: { known: true, lost: [] },
     ...over,
   });
@@ -175,7 +178,7 @@ describe('JUnit', () => {
     expect(xml).toContain('<testcase classname="kreplay.build" name="exit status"');
     expect(xml).toContain('<failure message="no recorded call was matched');
     expect(xml).toMatch(
-      /recorded=2 recorded_bytes=0 recorded_errors=0 matched=2 matched_bytes=0 failed=0 passed_through=0 cut_short=0 hold_error_p50=0 ns hold_error_p99=0 ns/,
+      /recorded=2 recorded_bytes=0 recorded_errors=0 matched=2 matched_bytes=0 failed=0 passed_through=0 cut_short=0 gave_up=0 hold_error_p50=0 ns hold_error_p99=0 ns/,
     );
   });
 
@@ -250,5 +253,16 @@ describe('what is held', () => {
       ['/dev/null', 1, "not held: the incident's context marker (KREPLAY-CTX), no call of the build"],
       ['pipe', 1, 'not held: --skip-target pipe'],
     ]);
+  });
+});
+
+describe("a build whose own status is one of kreplay's", () => {
+  it("is the build failing, and says that its status is also a code of kreplay's", () => {
+    const v = verdict(base({ buildStatus: 220 }));
+    expect(v).toMatchObject({ kind: 'build-failed', status: 220 });
+    expect(v.reasons[1]).toBe(
+      'the build\'s own status 220 is also kreplay\'s "notReproduced" code: the verdict (build-failed) is in the JSON and JUnit reports',
+    );
+    expect(verdict(base({ buildStatus: 3 })).reasons).toEqual(['the build exited 3']);
   });
 });

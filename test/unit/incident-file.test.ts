@@ -85,6 +85,7 @@ describe('incident file', () => {
         0n,
       ),
       redacted: [],
+      causes: expect.any(Array),
       digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
     });
   });

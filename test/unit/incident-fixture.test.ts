@@ -20,6 +20,8 @@ test('the version-1 fixture reads back whole', async () => {
     first_ns: 1763900000123457789n,
     end_ns: 1763900000127085315n,
     redacted: ['peers'],
+    // exported before kreplay marked causes: unknown, never made up
+    causes: null,
     digest: 'sha256:8dca273bd849ef9462b9fdb8fe040e8af13becdb75c534674b8e5223c3edbf77',
   });
   expect(incident.runs).toEqual([

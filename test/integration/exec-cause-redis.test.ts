@@ -1,0 +1,238 @@
+/**
+ * Issue 31 on real programs: a Python ThreadingHTTPServer service (python3-redis, SQLite) called
+ * by curl, Redis paused 1.5 s in production (CLIENT PAUSE) so the service's GET waited on it.
+ * The agent records it, the incident is exported and the data dir removed. Then:
+ * - the incident knows its cause: `incident show` leads with the Redis response wait, and
+ *   `kreplay events --min-ms 1000` found it while the daemon ran;
+ * - a build that skips Redis is "not reproduced" without --strict, naming the call (uid 65534);
+ * - a build that makes the call is never a false "passed": it passes only with the response held
+ *   ≥ 1.4 s, and a 1 s client timeout never passes.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { join } from 'node:path';
+import { silentLogger } from '../../core/log/logger';
+import { createDaemon, type Daemon } from '../../daemon/create-daemon';
+import { eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
+import { kreplay, UNPRIVILEGED, until } from '../support/exec/kreplay-run';
+import { useTempDir } from '../support/temp-dir';
+
+const TXN = `checkout-${process.pid}`;
+const TRACEPARENT = `00-${'4bf92f3577b34da6a3ce929d0e0e4736'}-${'00f067aa0ba902b7'}-01`;
+const SERVICE = join(__dirname, '../support/exec/redis-service.py');
+const PYTHON = '/usr/bin/python3';
+
+const dir = useTempDir('kreplay-cause-redis-');
+let cgroup: TestCgroup;
+let agent: AgentProcess | null = null;
+let daemon: Daemon | null = null;
+const children: ChildProcess[] = [];
+
+beforeAll(() => {
+  cgroup = createCgroup(`kreplay-cause-redis-${process.pid}.service`);
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await daemon?.close();
+  await agent?.stop();
+  cgroup?.remove();
+});
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** One RESP command to Redis, its first reply line. */
+function redisCommand(port: number, ...args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () =>
+      socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`),
+    );
+    socket.once('data', (data) => {
+      socket.end();
+      resolve(data.toString().split('\r\n')[0]!);
+    });
+    socket.once('error', reject);
+  });
+}
+
+interface Row {
+  call: string;
+  target: string;
+  held: boolean;
+  reason: string;
+  matched: number;
+  observed_p50_ns: string | number | null;
+}
+interface Report {
+  verdict: string;
+  causes: { target: string; cause: string; exercised: boolean; reason: string }[];
+  targets: Row[];
+}
+
+it('a Redis wait recorded on a real service is the incident cause; a build that skips it is not reproduced', async () => {
+  chmodSync(dir.path, 0o777);
+  const data = join(dir.path, 'data');
+  const incidentFile = join(dir.path, 'checkout.kri');
+  const redisPort = await freePort();
+  const redisServer = spawn(
+    'redis-server',
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
+  children.push(redisServer);
+  await eventually(async () =>
+    (await redisCommand(redisPort, 'PING').catch(() => '')) === '+PONG' ? true : undefined,
+  );
+  const redisTarget = `tcp 127.0.0.1:${redisPort}`;
+
+  agent = await startAgent(['--data-dir', data, '--node', 'prod', '--cgroup-id', String(cgroup.id)]);
+  const portFile = join(dir.path, 'service.port');
+  const service = spawn(
+    '/bin/sh',
+    [
+      '-c',
+      `${cgroup.enter} "$@"`,
+      'sh',
+      PYTHON,
+      SERVICE,
+      'serve',
+      String(redisPort),
+      join(dir.path, 'prod.db'),
+      portFile,
+    ],
+    { stdio: 'ignore' },
+  );
+  children.push(service);
+  await until(() => existsSync(portFile) && readFileSync(portFile, 'utf8').endsWith('\n'));
+  const servicePort = readFileSync(portFile, 'utf8').trim();
+  // production: Redis stalls 1.5 s (a pause, as a failover or a long command would)
+  expect(await redisCommand(redisPort, 'CLIENT', 'PAUSE', '1500', 'ALL')).toBe('+OK');
+  const answer = await runInCgroup(cgroup, 'curl', [
+    '-s',
+    '-H',
+    `traceparent: ${TRACEPARENT}`,
+    '-H',
+    `x-request-id: ${TXN}`,
+    `http://127.0.0.1:${servicePort}/checkout`,
+  ]);
+  expect(answer).toBe('ok\n');
+  service.kill();
+
+  daemon = await createDaemon({ dataDir: data, log: silentLogger });
+  const url = daemon.url;
+  await eventually(async () => {
+    const res = await fetch(
+      `${url}/api/events?transaction_id=${TXN}&event_type=sys_read&int64=string&limit=1000`,
+    );
+    const reads = ((await res.json()) as { events: { target: string | null; response_ns: string | null }[] })
+      .events;
+    return reads.some((r) => r.target === redisTarget && Number(r.response_ns) >= 1.4e9) ? true : undefined;
+  });
+  // the events API finds the wait by its response time: the read itself took microseconds
+  const slow = await kreplay(['events', '--txn', TXN, '--min-ms', '1000', '--server', url, '--json']).done;
+  expect(slow.status).toBe(0);
+  expect(slow.stdout).toContain(`"target":"${redisTarget}"`);
+  expect(
+    (await kreplay(['export', TXN, '--format', 'incident', '-o', incidentFile, '--server', url]).done).status,
+  ).toBe(0);
+  chmodSync(incidentFile, 0o644);
+  await daemon.close();
+  daemon = null;
+  expect(await agent.stop()).toBe(0);
+  agent = null;
+  rmSync(data, { recursive: true, force: true });
+
+  // the incident leads with its cause
+  const shown = await kreplay(['incident', 'show', incidentFile]).done;
+  expect(shown.status).toBe(0);
+  const lines = shown.stdout.split('\n');
+  expect(lines[1]).toBe('CAUSES: what made the transaction slow or fail');
+  expect(lines[4]).toMatch(
+    new RegExp(`\\| sys_read +\\| ${redisTarget} +\\| \\d+ +\\| waited for the response 1\\.[4-9]\\d\\d s`),
+  );
+  expect(lines.slice(4).findIndex((l) => !l.startsWith('|'))).toBe(1);
+
+  const replay = async (name: string, build: string[]) => {
+    const report = join(dir.path, `${name}.json`);
+    const junit = join(dir.path, `${name}.xml`);
+    const run = await kreplay(
+      [
+        'replay',
+        '--incident',
+        incidentFile,
+        '--exec',
+        '--report-json',
+        report,
+        '--report',
+        junit,
+        '--',
+        ...build,
+      ],
+      UNPRIVILEGED,
+      dir.path,
+    ).done;
+    return {
+      run,
+      report: JSON.parse(readFileSync(report, 'utf8')) as Report,
+      junit: readFileSync(junit, 'utf8'),
+    };
+  };
+  const build = (db: string, ...flags: string[]) => [
+    PYTHON,
+    SERVICE,
+    'once',
+    String(redisPort),
+    join(dir.path, db),
+    ...flags,
+  ];
+
+  // a build that skips the upstream: not reproduced, without --strict, naming the call and why
+  const skipped = await replay('skipped', build('skipped.db', '--skip-redis'));
+  expect(skipped.run.status).toBe(220);
+  expect(skipped.run.stderr).toMatch(
+    new RegExp(
+      `cause not exercised: the 1\\.[4-9]\\d\\d s response wait on ${redisTarget} \\(event #\\d+\\): no call to that peer`,
+    ),
+  );
+  expect(skipped.report.verdict).toBe('not-reproduced');
+  // the incident's client (curl, which wrote the request head) is left out, and said so
+  for (const call of ['write', 'response'])
+    expect(skipped.report.targets).toContainEqual(
+      expect.objectContaining({
+        call,
+        target: `tcp 127.0.0.1:${servicePort}`,
+        held: false,
+        reason: expect.stringMatching(
+          /^not held: the client's call \(pid \d+, which wrote the request head\)/,
+        ),
+      }),
+    );
+  expect(skipped.report.causes).toEqual([
+    expect.objectContaining({ target: redisTarget, cause: 'response', exercised: false }),
+  ]);
+  expect(skipped.junit).toMatch(
+    /<testcase classname="kreplay.cause" name="the 1\.[4-9]\d\d s response wait on [^"]*"[^>]*>\n\s*<failure [^>]*type="cause-not-exercised"/,
+  );
+
+  // the call made from the request's worker thread: passes only when the response was held, never falsely
+  const patient = await replay('patient', build('patient.db', '--timeout', '5'));
+  if (patient.run.status === 0) {
+    const row = patient.report.targets.find((r) => r.call === 'response' && r.target === redisTarget)!;
+    expect(Number(row.observed_p50_ns)).toBeGreaterThanOrEqual(1.4e9);
+    expect(patient.report.causes.every((c) => c.exercised)).toBe(true);
+  } else {
+    expect(patient.run.status).toBe(220);
+    expect(patient.report.causes[0]).toMatchObject({ target: redisTarget, exercised: false });
+  }
+  // a 1 s client timeout against the 1.5 s the incident waited never passes
+  const impatient = await replay('impatient', build('impatient.db', '--timeout', '1'));
+  expect(impatient.run.status).not.toBe(0);
+});

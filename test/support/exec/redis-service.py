@@ -1,0 +1,68 @@
+"""An ordinary service: http.server's ThreadingHTTPServer, Redis through python3-redis (apt), SQLite.
+
+GET /checkout reads the cart from Redis (GET cart:42) in the thread serving the request, commits
+an order to SQLite, and answers 200 (502 when Redis failed or timed out).
+
+  redis-service.py serve REDIS_PORT DB PORT_FILE
+      production: serves on an ephemeral port (written to PORT_FILE) until killed
+  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis]
+      a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1
+"""
+
+import http.client
+import sqlite3
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import redis
+
+MODE, REDIS_PORT, DB = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+TIMEOUT = float(sys.argv[sys.argv.index("--timeout") + 1]) if "--timeout" in sys.argv else 5.0
+SKIP_REDIS = "--skip-redis" in sys.argv
+
+
+class Checkout(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        status = 200
+        try:
+            cart = b"" if SKIP_REDIS else (self.server.redis().get("cart:42") or b"")
+            with sqlite3.connect(DB) as db:
+                db.execute("CREATE TABLE IF NOT EXISTS orders (cart BLOB)")
+                db.execute("INSERT INTO orders VALUES (?)", (cart,))
+        except redis.RedisError as err:
+            status = 502
+            sys.stderr.write(f"redis failed: {type(err).__name__}\n")
+        body = b"ok\n" if status == 200 else b"upstream\n"
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    def redis(self):
+        # one client per request thread, as a thread-per-request service makes them
+        return redis.Redis(port=REDIS_PORT, socket_timeout=TIMEOUT)
+
+
+server = Server(("127.0.0.1", 0), Checkout)
+port = server.server_address[1]
+if MODE == "serve":
+    with open(sys.argv[4], "w") as f:
+        f.write(f"{port}\n")
+    server.serve_forever()
+else:
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/checkout")
+    answer = conn.getresponse()
+    answer.read()
+    print(f"checkout: {answer.status}", flush=True)
+    server.shutdown()
+    sys.exit(0 if answer.status == 200 else 1)
