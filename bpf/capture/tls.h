@@ -182,4 +182,30 @@ int BPF_KPROBE(ssl_write_ex_enter, void *ssl, const void *buf, __u64 num)
 	return 0;
 }
 
+/*
+ * A thread whose context a TLS head set may create threads that outlive
+ * the request: Node's event loop starts libuv's pool in the middle of its
+ * first request, and the pool then serves every request. Such threads do
+ * not inherit the context (their events are unattributed, never the first
+ * request's); child processes still do. sched_wakeup_new comes after the
+ * fork tracepoint that copied the context and before the thread first runs.
+ */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(tls_thread_start, struct task_struct *child)
+{
+	__u32 parent_tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 child_tid = child->pid;
+	struct kr_thread *t;
+
+	if (child->tgid != bpf_get_current_pid_tgid() >> 32 ||
+	    !bpf_map_lookup_elem(&tls_threads, &parent_tid))
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &child_tid);
+	if (t && t->context_id) {
+		t->context_id = 0;
+		forget_thread_context(child_tid);
+	}
+	return 0;
+}
+
 #endif /* KREPLAY_CAPTURE_TLS_H */

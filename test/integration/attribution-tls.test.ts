@@ -262,7 +262,8 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
           const rid = `late-${ids.length}`;
           ids.push(rid);
           await get(pool, late.port, rid);
-          const rows = await writesFor(store, lateOut, rid, 1);
+          // the event loop's write (.a); the pool's (.b) is unattributed by design
+          const rows = await writesFor(store, lateOut, `${rid}.a`, 1);
           return rows[0]!.txn === rid ? rows : undefined;
         },
         10000,
@@ -270,8 +271,8 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
       );
       pool.destroy();
       expect(events).toHaveLength(1);
-      const all = await writesFor(store, lateOut, 'late-', ids.length);
-      expect(score(all, ids, 1).wrong).toBe(0);
+      const all = await writesFor(store, lateOut, 'late-', 2 * ids.length);
+      expect(score(all, ids, 2)).toMatchObject({ wrong: 0, missing: 0 });
     } finally {
       late.child.kill();
     }
@@ -304,11 +305,13 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
       ]);
       try {
         const ids = await load(node.port, 'node', level);
-        const s = score(await writesFor(store, nodeOut, `node${level}-`, PER_LEVEL), ids, 1);
+        const s = score(await writesFor(store, nodeOut, `node${level}-`, PER_LEVEL * 2), ids, 2);
         process.stdout.write(`TLS Node https c=${level}: ${JSON.stringify(s)}\n`);
         expect(s.wrong).toBe(0);
         expect(s.missing).toBe(0);
-        if (level === 1) expect(s.correct).toBe(PER_LEVEL);
+        // the event loop's writes are exact on one connection; libuv's pool threads, started in
+        // the first request, do not inherit it: their writes are unattributed
+        if (level === 1) expect(s).toEqual({ correct: PER_LEVEL, wrong: 0, none: PER_LEVEL, missing: 0 });
       } finally {
         node.child.kill();
       }
