@@ -69,7 +69,8 @@ export function createApp(deps: AppDeps): Express {
     app.use(checkHost(deps.allowedHosts ?? []));
     if (deps.webRoot) app.use(webRouter(deps.webRoot));
   }
-  app.use(healthRouter(deps.stores, deps.queryWorkers));
+  const incidents = deps.incidents;
+  app.use(healthRouter(deps.stores, deps.queryWorkers, incidents && (() => incidents.stuckForS())));
   app.use(openApiRouter());
   if (deps.metrics) app.use(metricsRouter(deps.metrics));
   const events = deps.events ?? nodeStoresReader(deps.stores);

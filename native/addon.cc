@@ -7,6 +7,7 @@
 #include "capture_error.h"
 #include "capture_session.h"
 #include "exec_binding.h"
+#include "file_lock.h"
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
@@ -82,6 +83,17 @@ Napi::Value DuplicateFdJs(const Napi::CallbackInfo& info) {
   }
 }
 
+// lockFileExclusive(path) -> the descriptor holding an exclusive flock on path (file_lock.h)
+Napi::Value LockFileExclusiveJs(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsString())
+    throw Napi::TypeError::New(info.Env(), "lockFileExclusive(path) takes a path");
+  try {
+    return Napi::Number::New(info.Env(), LockFileExclusive(info[0].As<Napi::String>().Utf8Value()));
+  } catch (const NativeFailure& failure) {
+    throw ToJsError(info.Env(), failure);
+  }
+}
+
 // hasBpfCapabilities(): the one check of load privileges, shared with LibbpfFailure.
 Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
@@ -116,6 +128,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
+  exports.Set("lockFileExclusive", Napi::Function::New(env, LockFileExclusiveJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));

@@ -13,6 +13,7 @@
         'exec_relay.cc',
         'exec_supervisor.cc',
         'exec_target.cc',
+        'file_lock.cc',
         'host_clock.cc',
         'kernel_features.cc',
         'native_log.cc',

@@ -1,11 +1,15 @@
 /**
  * One writer per store: dictionary ids and sequence numbers are assigned in
- * the writer's memory, so a second agent on the same file would collide.
- * A lock file holds the owner's pid; a lock whose process is gone (SIGKILL)
- * is taken over.
+ * the writer's memory, so a second agent on the same file would collide. The
+ * writer holds an exclusive flock(2) on the store file itself for as long as
+ * it runs: the kernel drops it with the holder, however it died, so a
+ * reused pid cannot block a restart, and there is no side file whose
+ * deletion would let a second writer in. Within one process the lock is
+ * shared (a store reopened after a failure, or by a test).
  */
+import { closeSync, readFileSync, statSync } from 'node:fs';
 import { KreplayError } from '../../core/errors';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { nativeAddon } from '../../core/native/addon';
 
 export class StoreLockedError extends KreplayError {
   constructor(message: string) {
@@ -13,29 +17,59 @@ export class StoreLockedError extends KreplayError {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+/** This process's locks by store path: the descriptor and how many writers share it. */
+const held = new Map<string, { fd: number; users: number }>();
+
+/** The pid holding an flock on the file of device `dev` and inode `ino`, from /proc/locks, if any. */
+export function flockHolder(
+  dev: number,
+  ino: number,
+  locks = readFileSync('/proc/locks', 'utf8'),
+): number | null {
+  const major = Math.floor(dev / 256) & 0xfff;
+  const minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
+  for (const line of locks.split('\n')) {
+    // e.g. "1: FLOCK  ADVISORY  WRITE 4242 08:02:1310745 0 EOF"
+    const m = /^\d+:\s+FLOCK\s+\S+\s+WRITE\s+(\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)\s/.exec(line);
+    if (m && parseInt(m[2]!, 16) === major && parseInt(m[3]!, 16) === minor && Number(m[4]) === ino)
+      return Number(m[1]);
   }
+  return null;
 }
 
 export function acquireWriterLock(storePath: string): () => void {
-  const lockPath = `${storePath}.lock`;
-  for (let attempt = 0; attempt < 2; attempt++) {
+  let lock = held.get(storePath);
+  if (!lock) {
+    let fd: number;
     try {
-      writeFileSync(lockPath, String(process.pid), { flag: 'wx' });
-      return () => rmSync(lockPath, { force: true });
+      fd = nativeAddon().lockFileExclusive(storePath);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const owner = Number(readFileSync(lockPath, 'utf8'));
-      if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) {
-        throw new StoreLockedError(`${storePath} is being written by another kreplay agent (pid ${owner})`);
-      }
-      rmSync(lockPath, { force: true });
+      if ((err as { code?: unknown }).code !== 'E_STORE_LOCKED') throw err;
+      throw new StoreLockedError(
+        `${storePath} is being written by another kreplay agent${holderText(storePath)}`,
+      );
     }
+    lock = { fd, users: 0 };
+    held.set(storePath, lock);
   }
-  throw new StoreLockedError(`cannot take the writer lock ${lockPath}`);
+  lock.users++;
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    if (--lock.users > 0) return;
+    held.delete(storePath);
+    closeSync(lock.fd);
+  };
+}
+
+/** " (pid N)" of the process holding the store's lock, where /proc/locks tells. */
+function holderText(storePath: string): string {
+  try {
+    const { dev, ino } = statSync(storePath);
+    const pid = flockHolder(dev, ino);
+    return pid === null ? '' : ` (pid ${pid})`;
+  } catch {
+    return '';
+  }
 }

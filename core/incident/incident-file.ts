@@ -1,5 +1,6 @@
 /** Incident files on disk: read whole and checked, written whole or not at all. */
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from 'node:fs';
+import { open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { contentKey, decodeIncident } from './incident-codec';
 import { IncidentFileError } from './incident-error';
 import type { EventObject } from './event-columns';
@@ -17,13 +18,57 @@ export async function readIncidentFile(
 ): Promise<Incident | Incident<EventObject>> {
   let bytes: Buffer;
   try {
-    bytes = await readFile(path);
+    const file = await open(path, READ_FLAGS);
+    try {
+      regularOnly(path, await file.stat());
+      bytes = await file.readFile();
+    } finally {
+      await file.close();
+    }
   } catch (err) {
-    throw new IncidentFileError('E_INCIDENT_READ', path, `cannot be read: ${(err as Error).message}`, {
-      cause: err,
-    });
+    throw readError(path, err);
   }
   return only ? decodeIncident(bytes, path, only) : decodeIncident(bytes, path);
+}
+
+/**
+ * The bytes of the incident file `path`, read only if it is a regular file: a FIFO, a socket or a
+ * device in an incidents folder would block the reader forever (its open is non-blocking, then
+ * checked, before any read).
+ */
+export function readIncidentBytesSync(path: string): Buffer {
+  try {
+    const fd = openSync(path, READ_FLAGS);
+    try {
+      regularOnly(path, fstatSync(fd));
+      return readFileSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    throw readError(path, err);
+  }
+}
+
+const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+
+function regularOnly(path: string, stat: Stats): void {
+  if (stat.isFile()) return;
+  const kind = stat.isFIFO()
+    ? 'a FIFO'
+    : stat.isSocket()
+      ? 'a socket'
+      : stat.isDirectory()
+        ? 'a directory'
+        : 'a device';
+  throw new IncidentFileError('E_INCIDENT_READ', path, `is ${kind}, not a regular file: not read`);
+}
+
+function readError(path: string, err: unknown): IncidentFileError {
+  if (err instanceof IncidentFileError) return err;
+  return new IncidentFileError('E_INCIDENT_READ', path, `cannot be read: ${(err as Error).message}`, {
+    cause: err,
+  });
 }
 
 /**

@@ -1,5 +1,5 @@
 /** The incident file format: its one owner (README "Incident files"). */
-export { readIncidentFile, writeIncidentFile } from './incident-file';
+export { readIncidentBytesSync, readIncidentFile, writeIncidentFile } from './incident-file';
 export { decodeIncident, contentKey, MAX_INCIDENT_JSON_BYTES } from './incident-codec';
 export { IncidentFileError, type IncidentErrorCode } from './incident-error';
 export { IncidentWriter, exportTime, type IncidentWriterOptions } from './incident-writer';

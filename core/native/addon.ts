@@ -144,6 +144,8 @@ export interface NativeAddon {
   doorbellPipe(): [number, number];
   /** a close-on-exec duplicate of `fd` (the same open socket or file); throws E_DUP */
   duplicateFd(fd: number): number;
+  /** the descriptor holding an exclusive flock on `path` (created if missing); throws E_STORE_LOCKED or E_STORE_OPEN */
+  lockFileExclusive(path: string): number;
   /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
   hasBpfCapabilities(): boolean;
   /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */

@@ -4,13 +4,19 @@
  * store: 200 when every `.db` file of the data dir is served, 503 naming
  * what is not (a data dir it cannot list, a store it skipped as damaged or
  * unreadable), with the newest event's age per store for staleness alerts;
- * and the query workers: 503 while none is up (they keep dying), naming why.
+ * and the query workers: 503 while none is up (they keep dying), naming why;
+ * and the incident library: 503 while a request to it is past its deadline.
  */
 import { Router } from 'express';
 import type { NodeStores } from '../store/node-stores';
 import type { PoolHealth } from '../queries/query-pool';
 
-export function healthRouter(stores: NodeStores, queryWorkers?: () => PoolHealth): Router {
+export function healthRouter(
+  stores: NodeStores,
+  queryWorkers?: () => PoolHealth,
+  /** seconds the incident library has not answered, past its deadline; null while it answers */
+  incidentsStuckForS?: () => number | null,
+): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -27,13 +33,17 @@ export function healthRouter(stores: NodeStores, queryWorkers?: () => PoolHealth
       };
     });
     const workers = queryWorkers?.();
-    const ready = dirError === null && skipped.length === 0 && (!workers || workers.up > 0);
+    const stuck = incidentsStuckForS?.() ?? null;
+    const ready = dirError === null && skipped.length === 0 && (!workers || workers.up > 0) && stuck === null;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'degraded',
       data_dir_error: dirError,
       stores: served,
       skipped,
       ...(workers && { query_workers: workers }),
+      ...(incidentsStuckForS && {
+        incident_library: stuck === null ? { status: 'ok' } : { status: 'stuck', stuck_for_s: stuck },
+      }),
     });
   });
   return router;

@@ -11,19 +11,10 @@
  * change. A file that is not a sound incident file is skipped and listed
  * with the reason.
  */
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { decodeIncident, IncidentFileError, type Incident } from '../../core/incident';
+import { decodeIncident, IncidentFileError, readIncidentBytesSync, type Incident } from '../../core/incident';
 import { parseEventId } from '../../core/model';
 import type { Logger } from '../../core/log/logger';
 import { INCIDENT_STORES_DIR } from '../store/store-directory';
@@ -106,7 +97,7 @@ export class IncidentLibrary {
   }
 
   private read(path: string): Incident {
-    return decodeIncident(readFileSync(path), path);
+    return decodeIncident(readIncidentBytesSync(path), path);
   }
 
   /** Looks at the files again; builds the stores whose incidents changed. */

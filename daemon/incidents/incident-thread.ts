@@ -8,10 +8,19 @@ import type { Worker } from 'node:worker_threads';
 import { IncidentFileError } from '../../core/incident';
 import type { Logger } from '../../core/log/logger';
 import { startThread } from '../../core/threads/start-thread';
+import { ProblemError } from '../http/problem';
 import type { IncidentEntry, IncidentListing } from './incident-library';
 import type { IncidentAnswer, IncidentRequest, IncidentResult, WireIncidentError } from './incident-protocol';
 
-type Pending = { resolve: (answer: IncidentResult) => void; reject: (err: Error) => void };
+type Pending = { resolve: (answer: IncidentResult) => void; reject: (err: Error) => void; since: number };
+
+/**
+ * A request the library has not answered in this long is refused (503) and the library reported
+ * stuck on /readyz: no read of a file may hold the daemon's incident routes forever.
+ */
+export const INCIDENT_DEADLINE_MS = 30_000;
+/** How long close() waits for the thread to end before leaving it to the process's exit. */
+const CLOSE_WAIT_MS = 2_000;
 
 function fromWire(error: WireIncidentError): Error {
   if (error.code === undefined || error.file === undefined) return new Error(error.message);
@@ -25,7 +34,11 @@ export class IncidentThread {
   private watch: NodeJS.Timeout | undefined;
   private stopped: Error | undefined;
 
-  constructor(dataDir: string, log: Logger) {
+  constructor(
+    dataDir: string,
+    log: Logger,
+    private readonly deadlineMs = INCIDENT_DEADLINE_MS,
+  ) {
     this.worker = startThread(__dirname, 'incident-thread-main', { workerData: { dataDir } });
     this.worker.on('message', (answer: IncidentAnswer) => {
       if ('log' in answer) return log[answer.log](answer.msg, answer.fields);
@@ -49,9 +62,37 @@ export class IncidentThread {
   private ask(request: IncidentRequest, transfer: ArrayBuffer[] = []): Promise<IncidentResult> {
     if (this.stopped) return Promise.reject(this.stopped);
     return new Promise((resolve, reject) => {
-      this.pending.set(request.id, { resolve, reject });
+      const timer = setTimeout(() => {
+        if (!this.pending.has(request.id)) return;
+        reject(
+          new ProblemError(
+            'store-unavailable',
+            `the incident library has not answered in ${INCIDENT_DEADLINE_MS / 1000} s (a file it cannot read?)`,
+            undefined,
+            { 'Retry-After': String(INCIDENT_DEADLINE_MS / 1000) },
+          ),
+        );
+      }, this.deadlineMs).unref();
+      this.pending.set(request.id, {
+        resolve: (answer) => {
+          clearTimeout(timer);
+          resolve(answer);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+        since: Date.now(),
+      });
       this.worker.postMessage(request, transfer);
     });
+  }
+
+  /** Seconds the oldest unanswered request has waited, once past the deadline; null while the library answers. */
+  stuckForS(now = Date.now()): number | null {
+    let oldest = now;
+    for (const waiting of this.pending.values()) oldest = Math.min(oldest, waiting.since);
+    return now - oldest >= this.deadlineMs ? (now - oldest) / 1000 : null;
   }
 
   /** Looks at the files again (after any look already asked for); what is then served and skipped. */
@@ -74,8 +115,15 @@ export class IncidentThread {
     }, everyMs).unref();
   }
 
+  /** Ends the thread; one stuck in a system call is left to the process's exit, not waited for. */
   async close(): Promise<void> {
     clearInterval(this.watch);
-    await this.worker.terminate();
+    this.worker.unref();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.worker.terminate(),
+      new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS).unref())),
+    ]);
+    clearTimeout(timer);
   }
 }

@@ -224,5 +224,9 @@ export const readinessSchema = z
         ),
       })
       .optional(),
+    incident_library: z
+      .strictObject({ status: z.enum(['ok', 'stuck']), stuck_for_s: z.number().optional() })
+      .optional()
+      .describe('stuck while a request to the incident library is past its 30 s deadline'),
   })
   .meta({ id: 'Readiness' });

@@ -133,7 +133,7 @@ describe('event stream bounds', () => {
     expect(refused.status).toBe(503);
     expect(await refused.json()).toMatchObject({
       code: 'E_TOO_MANY_STREAMS',
-      detail: expect.stringContaining('address 127.0.0.1 has 2 event streams open'),
+      detail: expect.stringContaining('loopback has 2 event streams open'),
     });
     first.close();
     second.close();

@@ -1,10 +1,16 @@
 import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { EVENT_COLUMNS, type EventRow } from '../../core/store/event-columns';
 import { SCHEMA_VERSION, StoreError } from '../../core/store/schema';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
+import { flockHolder } from '../../agent/store/writer-lock';
 import { useTempDir } from '../support/temp-dir';
+
+const ADDON = resolve(__dirname, '..', '..', 'native', 'build', 'Release', 'kreplay_native.node');
 
 const dir = useTempDir();
 const BASE = 1795345678123456789n;
@@ -118,14 +124,32 @@ describe('StoreWriter', () => {
     check.close();
   });
 
-  it('lets one writer at a time write a store, and takes over the lock of a dead owner', () => {
+  it('lets one writer at a time write a store: shared in this process, refused to another, a pid file ignored', async () => {
     const first = StoreWriter.open(dir.path, 'n');
-    expect(() => StoreWriter.open(dir.path, 'n')).not.toThrow(); // same process: the lock is ours
-    writeFileSync(`${storePath(dir.path, 'n')}.lock`, '1'); // pid 1 is alive and not us
-    expect(() => StoreWriter.open(dir.path, 'n')).toThrow(/being written by another kreplay agent \(pid 1\)/);
-    writeFileSync(`${storePath(dir.path, 'n')}.lock`, '4000000'); // no such process
+    StoreWriter.open(dir.path, 'n').close(); // same process: the lock is ours
+    writeFileSync(`${storePath(dir.path, 'n')}.lock`, '1'); // a pid file of old naming a live pid blocks nothing
     StoreWriter.open(dir.path, 'n').close();
     first.close();
+    // another process takes the store's lock (as a second agent would) and keeps it
+    const take = `require(${JSON.stringify(ADDON)}).lockFileExclusive(${JSON.stringify(storePath(dir.path, 'n'))});`;
+    const holder = spawn(
+      process.execPath,
+      ['-e', `${take} console.log('held'); setInterval(() => {}, 1000);`],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    try {
+      await once(holder.stdout!, 'data');
+      expect(() => StoreWriter.open(dir.path, 'n')).toThrow(
+        `being written by another kreplay agent (pid ${holder.pid})`,
+      );
+    } finally {
+      holder.kill('SIGKILL');
+      await once(holder, 'exit');
+    }
+    // the kernel dropped the lock with its holder
+    StoreWriter.open(dir.path, 'n').close();
   });
 
   it('names a data dir it cannot create or write', () => {
@@ -133,5 +157,18 @@ describe('StoreWriter', () => {
     const file = `${dir.path}/plain-file`;
     writeFileSync(file, '');
     expect(() => StoreWriter.open(file, 'n')).toThrow(/not a writable directory/);
+  });
+});
+
+describe('flockHolder', () => {
+  it("reads the holder's pid of a device and inode from /proc/locks", () => {
+    const locks = [
+      '1: POSIX  ADVISORY  WRITE 77 fe:00:2146401 0 EOF',
+      '2: FLOCK  ADVISORY  WRITE 4242 fe:00:2146400 0 EOF',
+      '3: FLOCK  ADVISORY  WRITE 99 08:12:2146400 0 EOF',
+    ].join('\n');
+    expect(flockHolder(0xfe00, 2146400, locks)).toBe(4242);
+    expect(flockHolder(0x0812, 2146400, locks)).toBe(99);
+    expect(flockHolder(0xfe00, 2146401, locks)).toBeNull(); // a POSIX lock (SQLite's) is not the writer's
   });
 });
