@@ -5,12 +5,16 @@
  */
 export const PROBLEM_KINDS = {
   'invalid-parameter': { status: 400, title: 'Bad Request' },
+  // a request Node's parser refuses (bad framing), or an absolute-form target (`GET http://host/path`)
+  'malformed-request': { status: 400, title: 'Bad Request' },
   'invalid-body': { status: 400, title: 'Bad Request' },
   // an uploaded incident file that is truncated, damaged, newer or not one: the detail says which
   'invalid-incident': { status: 400, title: 'Bad Request' },
   unauthorized: { status: 401, title: 'Unauthorized' },
   forbidden: { status: 403, title: 'Forbidden' },
   'host-not-allowed': { status: 403, title: 'Forbidden' },
+  // a state-changing request from a page of another origin (its Origin header is not the daemon's)
+  'origin-not-allowed': { status: 403, title: 'Forbidden' },
   'route-not-found': { status: 404, title: 'Not Found' },
   'event-not-found': { status: 404, title: 'Not Found' },
   'session-not-found': { status: 404, title: 'Not Found' },
@@ -19,6 +23,8 @@ export const PROBLEM_KINDS = {
   'body-too-large': { status: 413, title: 'Content Too Large' },
   'export-too-large': { status: 413, title: 'Content Too Large' },
   'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
+  // a request head over Node's 16 KiB
+  'headers-too-large': { status: 431, title: 'Request Header Fields Too Large' },
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },
   'store-unavailable': { status: 503, title: 'Service Unavailable' },

@@ -4,7 +4,7 @@
  */
 import express, { type Express } from 'express';
 import type { Logger } from '../core/log/logger';
-import { checkHost, requireToken } from './auth/auth-middleware';
+import { checkHost, originFormOnly, requireToken, sameOriginWrites } from './auth/auth-middleware';
 import type { TokenStore } from './auth/token-store';
 import type { EventsJson } from './events/events-json';
 import { eventsRouter } from './events/events-router';
@@ -61,6 +61,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('etag', false);
   app.set('query parser', 'simple');
   app.use(requestLog(deps.log.child('http'), deps.metrics && ((done) => deps.metrics!.request(done))));
+  app.use(originFormOnly, sameOriginWrites);
   if (deps.tokens) {
     // the page and its assets hold no data: a browser loads them without a token, then the page asks for one
     if (deps.webRoot) app.use(webRouter(deps.webRoot));

@@ -85,3 +85,40 @@ export function checkHost(ownNames: readonly string[]): RequestHandler {
     );
   };
 }
+
+/**
+ * Refuses an absolute-form request target (`GET http://elsewhere/api/events`): a proxy's form, never
+ * a client's of this daemon, and one whose host part the Host check would not see.
+ */
+export const originFormOnly: RequestHandler = (req, _res, next) => {
+  if (req.url.startsWith('/')) return next();
+  next(
+    new ProblemError(
+      'malformed-request',
+      `the request target ${JSON.stringify(req.url.slice(0, 200))} is not a path: send the path alone`,
+    ),
+  );
+};
+
+/**
+ * Refuses a request that changes state (not GET or HEAD) sent by a page of another origin: a
+ * browser sends such a POST without asking first when it has no body (`POST …/play`), and
+ * names the page's origin in Origin. The daemon's own page has the daemon's origin.
+ */
+export const sameOriginWrites: RequestHandler = (req, _res, next) => {
+  const origin = req.headers.origin;
+  if (origin === undefined || req.method === 'GET' || req.method === 'HEAD') return next();
+  let host: string | null = null;
+  try {
+    host = new URL(origin).host.toLowerCase();
+  } catch {
+    // "null" (a sandboxed page, a file) and anything unparsable are no origin of the daemon's
+  }
+  if (host !== null && host === (req.headers.host ?? '').toLowerCase()) return next();
+  next(
+    new ProblemError(
+      'origin-not-allowed',
+      `${req.method} ${req.path} from a page of ${JSON.stringify(origin)}, not this daemon's own origin, is refused`,
+    ),
+  );
+};
