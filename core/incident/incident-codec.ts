@@ -98,13 +98,57 @@ export function encodeIncident(
   });
 }
 
+/**
+ * How far an incident file may inflate: its JSON compresses well (10-50x on real incidents), never
+ * thousands of times, so output beyond this ratio to the file's size (with a floor for small files)
+ * is a decompression bomb, refused before the memory is spent.
+ */
+export const MAX_INFLATE_RATIO = 200;
+const INFLATE_FLOOR_BYTES = 64 << 20;
+
+/** What inflating `compressedBytes` bytes may give at most. */
+export function inflateBudget(compressedBytes: number): number {
+  return Math.min(
+    MAX_INCIDENT_JSON_BYTES,
+    Math.max(INFLATE_FLOOR_BYTES, MAX_INFLATE_RATIO * compressedBytes),
+  );
+}
+
+/** The content size a zstd frame's header declares (RFC 8878, 3.1.1.1), or null where it declares none. */
+export function declaredContentSize(bytes: Buffer): number | null {
+  if (bytes.length < 5) return null;
+  const descriptor = bytes[4]!;
+  const fcsFlag = descriptor >> 6;
+  const singleSegment = (descriptor >> 5) & 1;
+  const dictionaryBytes = [0, 1, 2, 4][descriptor & 3]!;
+  const fcsBytes = [singleSegment ? 1 : 0, 2, 4, 8][fcsFlag]!;
+  if (fcsBytes === 0) return null;
+  const at = 5 + (singleSegment ? 0 : 1) + dictionaryBytes;
+  if (bytes.length < at + fcsBytes) return null;
+  if (fcsBytes === 1) return bytes[at]!;
+  if (fcsBytes === 2) return bytes.readUInt16LE(at) + 256;
+  if (fcsBytes === 4) return bytes.readUInt32LE(at);
+  return Number(bytes.readBigUInt64LE(at));
+}
+
 /** The decompressed JSON text of an incident file's bytes. */
 function inflate(bytes: Buffer, file: string): string {
   if (bytes.length < ZSTD_MAGIC.length || !bytes.subarray(0, 4).equals(ZSTD_MAGIC))
     throw new IncidentFileError('E_INCIDENT_NOT_INCIDENT', file, 'not an incident file (not a zstd frame)');
+  const budget = inflateBudget(bytes.length);
+  const declared = declaredContentSize(bytes);
+  const tooLarge = (size: string) =>
+    new IncidentFileError(
+      'E_INCIDENT_READ',
+      file,
+      `would inflate ${bytes.length} bytes to ${size} bytes of JSON, over the ${budget} a file this size may ` +
+        `hold (${MAX_INFLATE_RATIO}:1, at most ${MAX_INCIDENT_JSON_BYTES}): refused as a decompression bomb`,
+    );
+  // refused on the header's word, before any memory is spent
+  if (declared !== null && declared > budget) throw tooLarge(String(declared));
   let text: Buffer;
   try {
-    text = zstdDecompressSync(bytes, { maxOutputLength: MAX_INCIDENT_JSON_BYTES });
+    text = zstdDecompressSync(bytes, { maxOutputLength: budget });
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'Z_BUF_ERROR')
@@ -116,12 +160,7 @@ function inflate(bytes: Buffer, file: string): string {
           cause: err,
         },
       );
-    if (code === 'ERR_BUFFER_TOO_LARGE')
-      throw new IncidentFileError(
-        'E_INCIDENT_READ',
-        file,
-        `holds more than ${MAX_INCIDENT_JSON_BYTES} bytes of JSON`,
-      );
+    if (code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(`more than ${budget}`);
     throw new IncidentFileError('E_INCIDENT_CORRUPT', file, `damaged: zstd says ${(err as Error).message}`, {
       cause: err,
     });
