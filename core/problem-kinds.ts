@@ -26,6 +26,8 @@ export const PROBLEM_KINDS = {
   // a request head over Node's 16 KiB
   'headers-too-large': { status: 431, title: 'Request Header Fields Too Large' },
   'too-many-sessions': { status: 429, title: 'Too Many Requests' },
+  // incident uploads under way: their number or their bytes are at the daemon's bound
+  'too-many-uploads': { status: 429, title: 'Too Many Requests' },
   'shutting-down': { status: 503, title: 'Service Unavailable' },
   'store-unavailable': { status: 503, title: 'Service Unavailable' },
   // --max-streams or --max-streams-per-client reached

@@ -1,6 +1,6 @@
 /** The incident file format: its one owner (README "Incident files"). */
 export { readIncidentBytesSync, readIncidentFile, writeIncidentFile } from './incident-file';
-export { decodeIncident, contentKey, MAX_INCIDENT_JSON_BYTES } from './incident-codec';
+export { decodeIncident, contentKey, MAX_INCIDENT_JSON_BYTES, ZSTD_MAGIC } from './incident-codec';
 export { IncidentFileError, type IncidentErrorCode } from './incident-error';
 export { IncidentWriter, exportTime, type IncidentWriterOptions } from './incident-writer';
 export { incidentCauses, waitOf, CAUSE_SHARE, CAUSE_MIN_WAIT_NS } from './incident-causes';

@@ -40,6 +40,8 @@ export function requestLog(log: Logger, counted?: (done: RequestDone) => void): 
     const id = typeof offered === 'string' && REQUEST_ID.test(offered) ? offered : randomUUID();
     res.setHeader('x-request-id', id);
     const route = recordRoute(req);
+    // read now: once the answer closes the connection the request has no socket
+    const client = req.socket.remoteAddress;
     const done = () => {
       res.off('finish', done);
       res.off('close', done);
@@ -51,7 +53,7 @@ export function requestLog(log: Logger, counted?: (done: RequestDone) => void): 
         status: res.statusCode,
         duration_ms: Number(process.hrtime.bigint() - started) / 1e6,
         request_id: id,
-        client: req.socket.remoteAddress,
+        client,
         // a client that went away before the answer was complete
         ...(res.writableFinished ? {} : { aborted: true }),
       };

@@ -25,7 +25,12 @@ const library = new IncidentLibrary((workerData as IncidentThreadData).dataDir, 
 
 parentPort!.on('message', (request: IncidentRequest) => {
   try {
-    const entry = request.op === 'upload' ? library.upload(Buffer.from(request.bytes)) : undefined;
+    const entry =
+      request.op === 'upload'
+        ? library.upload(
+            Buffer.from(request.bytes.buffer, request.bytes.byteOffset, request.bytes.byteLength),
+          )
+        : undefined;
     post({ id: request.id, ok: true, listing: library.listing(), entry });
   } catch (err) {
     const error = err as Error & { code?: string };

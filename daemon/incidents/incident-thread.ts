@@ -100,11 +100,19 @@ export class IncidentThread {
     return (await this.ask({ id: this.nextId++, op: 'refresh' })).listing;
   }
 
-  /** Checks the bytes whole, keeps them under their digest and serves them; IncidentFileError for a bad file. */
-  async upload(bytes: Buffer): Promise<IncidentEntry> {
-    // a copy of its own to hand over: the request's Buffer may share its memory
-    const copy = new Uint8Array(bytes);
-    const answer = await this.ask({ id: this.nextId++, op: 'upload', bytes: copy }, [copy.buffer]);
+  /**
+   * Checks the bytes whole, keeps them under their digest and serves them; IncidentFileError for a
+   * bad file. Bytes that own their whole buffer are handed over (and no longer usable here), others copied.
+   */
+  async upload(bytes: Uint8Array): Promise<IncidentEntry> {
+    const own =
+      bytes.byteOffset === 0 &&
+      bytes.byteLength === bytes.buffer.byteLength &&
+      bytes.buffer instanceof ArrayBuffer;
+    const handed = own ? bytes : new Uint8Array(bytes);
+    const answer = await this.ask({ id: this.nextId++, op: 'upload', bytes: handed }, [
+      handed.buffer as ArrayBuffer,
+    ]);
     return answer.entry!;
   }
 

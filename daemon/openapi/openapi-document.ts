@@ -138,7 +138,7 @@ export const OPERATIONS: Operation[] = [
       'upload an incident file: checked whole, kept under <data-dir>/.replay/incidents/, then served like a dropped-in one',
     rawBody: { type: 'application/octet-stream', description: 'the incident file (.kri) as it is' },
     responses: { 201: 'IncidentCreated' },
-    problems: ['invalid-incident', 'body-too-large', 'unsupported-media-type'],
+    problems: ['invalid-incident', 'body-too-large', 'unsupported-media-type', 'too-many-uploads'],
   },
   {
     method: 'get',
