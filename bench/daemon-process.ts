@@ -9,6 +9,9 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 
+/** How long a daemon may take to listen (a loaded machine, a large data dir) before it is called stuck. */
+const START_TIMEOUT_MS = 60_000;
+
 export interface DaemonProcess {
   child: ChildProcess;
   url: string;
@@ -38,11 +41,16 @@ export async function startDaemonProcess(
     if (child.exitCode === null) child.kill('SIGTERM');
     await exited;
   };
+  const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
     const text = readFileSync(logFile, 'utf8');
     const url = /listening url=(\S+)/.exec(text)?.[1];
     if (url) return { child, url, stop };
     if (child.exitCode !== null) throw new Error(`daemon exited ${child.exitCode}: ${text}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`daemon not listening after ${START_TIMEOUT_MS} ms: ${text}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { launchChromium, type TestBrowser } from '../../bench/chromium';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';
@@ -18,6 +18,7 @@ import { createDaemon } from '../../daemon/create-daemon';
 import { silentLogger } from '../../core/log/logger';
 import { readStoredEvents } from '../support/store-rows';
 import { writeStore } from '../support/event-store';
+import { waitFor } from '../support/wait';
 
 const ROOT = join(__dirname, '..', '..');
 const WEB_ROOT = join(ROOT, 'dist', 'web');
@@ -66,7 +67,7 @@ beforeAll(async () => {
     `${burst}; ${steps}`,
   ]);
   const store = join(data, 'web.db');
-  recorded = await eventually(() => {
+  recorded = await waitFor(() => {
     const rows = existsSync(store) ? readStoredEvents(store, `c.transaction_id = '${TXN}'`) : [];
     const writes = rows.filter((e) => e.type === 1 && e.bytes >= 1000 && e.bytes < 1030).length;
     const bytes = rows.filter((e) => e.type === 1 && e.bytes === 1).length;

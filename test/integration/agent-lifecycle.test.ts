@@ -5,9 +5,10 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SCHEMA_VERSION } from '../../core/store/schema';
-import { KREPLAY_BIN, eventually, startAgent } from '../support/agent-process';
+import { KREPLAY_BIN, startAgent } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { countStored, readStoredEvents } from '../support/store-rows';
+import { waitFor } from '../support/wait';
 
 let dir: string;
 let cgroup: TestCgroup;
@@ -48,7 +49,7 @@ describe('agent lifecycle (real kernel)', () => {
     ];
     const first = await startAgent(args);
     const storm = stormInCgroup(50_000_000);
-    await eventually(() => (countStored(store) > 10_000 ? true : undefined), 30000);
+    await waitFor(() => (countStored(store) > 10_000 ? true : undefined), 30000);
     expect(await first.stop('SIGKILL')).toBeNull();
     storm.kill('SIGKILL');
 
@@ -63,7 +64,7 @@ describe('agent lifecycle (real kernel)', () => {
       `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=1000 status=none`,
     ]);
     expect(dd.status).toBe(0);
-    await eventually(() => (countStored(store) >= afterKill + 1000 ? true : undefined));
+    await waitFor(() => (countStored(store) >= afterKill + 1000 ? true : undefined));
     expect(await second.stop('SIGTERM')).toBe(0);
 
     const db = new Database(store, { readonly: true });
@@ -106,7 +107,7 @@ describe('agent lifecycle (real kernel)', () => {
         `${cgroup.enter} dd if=/dev/zero of=/dev/null bs=64 count=${n} status=none`,
       ]);
     writes(100);
-    await eventually(() => (countStored(store) >= 100 ? true : undefined));
+    await waitFor(() => (countStored(store) >= 100 ? true : undefined));
     for (const suffix of ['', '-wal', '-shm']) rmSync(store + suffix, { force: true });
     writes(200);
     // the fresh file exists a moment before its tables do
@@ -117,7 +118,7 @@ describe('agent lifecycle (real kernel)', () => {
         return 0;
       }
     };
-    await eventually(() => (existsSync(store) && storedNow() >= 200 ? true : undefined));
+    await waitFor(() => (existsSync(store) && storedNow() >= 200 ? true : undefined));
     expect(await agent.stop()).toBe(0);
     expect(agent.output()).toMatch(/the store file was deleted or replaced \(.*rm\.db\) while the agent ran/);
 
@@ -185,7 +186,7 @@ describe('agent lifecycle (real kernel)', () => {
     ]);
     try {
       spawnSync('/bin/sh', ['-c', `${cgroup.enter} sh -c 'printf 12345 > /dev/null'`]);
-      const rows = await eventually(() => {
+      const rows = await waitFor(() => {
         const found = readStoredEvents(store, 'e.bytes = 5');
         return found.length > 0 ? found : undefined;
       });

@@ -3,8 +3,9 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { startAgent, type AgentProcess } from '../support/agent-process';
 import { countStored } from '../support/store-rows';
+import { waitFor } from '../support/wait';
 
 let dir: string;
 let agent: AgentProcess | undefined;
@@ -61,9 +62,9 @@ describe('agent metrics (real kernel)', () => {
     const writes = 1234;
     const dd = spawnSync(writer, ['if=/dev/zero', 'of=/dev/null', 'bs=64', `count=${writes}`, 'status=none']);
     expect(dd.status).toBe(0);
-    await eventually(() => (countStored(store) >= writes ? true : undefined));
+    await waitFor(() => (countStored(store) >= writes ? true : undefined));
 
-    const after = await eventually(async () => {
+    const after = await waitFor(async () => {
       const text = await scrape(url!);
       return sample(text, 'kreplay_agent_stored_events_total') === storedBefore + writes ? text : undefined;
     });

@@ -10,9 +10,10 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WRITER_CACHE_KIB } from '../../core/store/schema';
-import { eventually, startAgent } from '../support/agent-process';
+import { startAgent } from '../support/agent-process';
 import { buildStormWriter } from '../support/storm-writer';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const dir = useTempDir('kreplay-storm-');
 const WRITES = 1_500_000;
@@ -74,7 +75,7 @@ describe('agent under a two-writer storm (real kernel)', () => {
     for (const w of writers) w.stdin!.end('g');
     expect(await Promise.all(exited)).toEqual([0, 0]);
     // the agent catches up with what the ring and its queue hold (slow on a loaded machine), then two quiet intervals
-    await eventually(() => (caughtUp(agent.output()) >= 2 * WRITES ? true : undefined), 90_000, 200);
+    await waitFor(() => (caughtUp(agent.output()) >= 2 * WRITES ? true : undefined), 90_000, 200);
     await new Promise((r) => setTimeout(r, 2000));
     clearInterval(sampler);
     const after = anonRss(pid);

@@ -10,9 +10,10 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType, SYSCALL_NAMES } from '../../core/model';
-import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
+import { waitFor } from '../support/wait';
 
 const SUPPORT = join(__dirname, '..', 'support');
 const MARKER = (txn: string) => `KREPLAY-CTX txn=${txn}\n`;
@@ -44,7 +45,7 @@ const sysWrites = (where: string, store: string) =>
 
 /** Waits until the store holds `n` writes matching `where`. */
 const writesOf = (store: string, where: string, n: number): Promise<StoredEvent[]> =>
-  eventually(() => {
+  waitFor(() => {
     const rows = sysWrites(where, store);
     return rows.length >= n ? rows : undefined;
   });
@@ -185,8 +186,8 @@ describe('request attribution (real kernel, cgroup filter)', () => {
     const events = bySize(await writesOf(store, 'e.bytes BETWEEN 8001 AND 8010', 10));
     const txns = Array.from({ length: 10 }, (_, i) => events.get(8001 + i)!.txn);
     expect(txns).toEqual(['raw-1', null, trace(12), null, null, null, trace(14), null, null, null]);
-    await eventually(() => (storedCounter(store, 'incomplete_request_heads') >= 1 ? true : undefined));
-    await eventually(() => (storedCounter(store, 'untraced_request_heads') >= 2 ? true : undefined));
+    await waitFor(() => (storedCounter(store, 'incomplete_request_heads') >= 1 ? true : undefined));
+    await waitFor(() => (storedCounter(store, 'untraced_request_heads') >= 2 ? true : undefined));
   });
 
   /**

@@ -19,9 +19,10 @@ import { Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType } from '../../core/model';
-import { eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { readStoredEvents, type StoredEvent } from '../support/store-rows';
+import { waitFor } from '../support/wait';
 
 const SUPPORT = join(__dirname, '..', 'support');
 const PER_LEVEL = 256;
@@ -83,7 +84,7 @@ function get(pool: Agent, port: number, rid: string): Promise<boolean> {
 /** The file writes stored for requests whose ids start with prefix, once all `n` are in. */
 function writesFor(store: string, out: string, prefix: string, n: number): Promise<StoredEvent[]> {
   const where = `e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/${prefix}%'`;
-  return eventually(() => {
+  return waitFor(() => {
     const rows = readStoredEvents(store, where);
     return rows.length >= n ? rows : undefined;
   }, 30000);
@@ -257,7 +258,7 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
       // requests keep coming until the next scan has probed it: only the earlier ones are unattributed
       const pool = new Agent({ keepAlive: true, maxSockets: 1 });
       const ids: string[] = [];
-      const events = await eventually(
+      const events = await waitFor(
         async () => {
           const rid = `late-${ids.length}`;
           ids.push(rid);

@@ -8,10 +8,11 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType, targetKindCode } from '../../core/model';
-import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import { createLoopDevice, type LoopDevice } from '../support/loop-device';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
+import { waitFor } from '../support/wait';
 
 const WRITER = join(__dirname, '..', 'support', 'writer-child.js');
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -67,7 +68,7 @@ describe('attribution (real kernel)', () => {
       writesOf(rows, 3000, 3003),
       writesOf(rows, 4000, 4003),
     ];
-    const events = await eventually(() => {
+    const events = await waitFor(() => {
       const rows = readStoredEvents(store, `e.pid IN (${pid}, ${childPid})`);
       return phases(rows)[4]!.length === 3 ? rows : undefined;
     });
@@ -107,7 +108,7 @@ describe('attribution (real kernel)', () => {
       '-c',
       `${oneWrite(5000)} >> ${file}; sh -c "${oneWrite(5001)} >> ${file}"`,
     ]);
-    const events = await eventually(() => {
+    const events = await waitFor(() => {
       // (dd's reads of /dev/zero are in the transaction too, as sys_read)
       const rows = readStoredEvents(store, `e.type = ${RecordType.SysWrite} AND e.bytes IN (5000, 5001)`);
       return rows.length >= 2 ? rows : undefined;
@@ -144,7 +145,7 @@ describe('attribution (real kernel)', () => {
           s.end();
         });`;
       await inCgroup(process.execPath, ['-e', script]);
-      const events = await eventually(() => {
+      const events = await waitFor(() => {
         const rows = readStoredEvents(store, 'e.bytes IN (6100, 6200, 6300)');
         return rows.length >= 3 ? rows : undefined;
       });
@@ -168,13 +169,13 @@ describe('attribution (real kernel)', () => {
       '-c',
       `printf 'KREPLAY-CTX txn=good\\n' > /dev/null; printf 'KREPLAY-CTX txn=bad value!\\n' > /dev/null; ${oneWrite(7000)} >> ${file}`,
     ]);
-    const [event] = await eventually(() => {
+    const [event] = await waitFor(() => {
       const rows = readStoredEvents(store, 'e.bytes = 7000');
       return rows.length ? rows : undefined;
     });
     expect(event!.txn).toBe('good');
     // counters reach the store with each status line (every second here)
-    await eventually(() => (storedCounter(store, 'malformed_markers') >= 1 ? true : undefined));
+    await waitFor(() => (storedCounter(store, 'malformed_markers') >= 1 ? true : undefined));
   });
 });
 
@@ -192,7 +193,7 @@ describe('attribution of block I/O (real kernel, loop device)', () => {
       `printf 'KREPLAY-CTX txn=io-txn-1\\n' > /dev/null; dd if=/dev/zero of=${target} bs=4096 count=32 oflag=direct status=none`,
     ]);
     const dev = loop.major * 0x100000 + loop.minor;
-    const blocks = await eventually(() => {
+    const blocks = await waitFor(() => {
       const rows = readStoredEvents(store, `e.type = 2 AND e.dev = ${dev} AND e.op = 1`).filter(
         (e) => e.comm === 'dd',
       );

@@ -11,10 +11,11 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventually, startAgent } from '../support/agent-process';
+import { startAgent } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { clickhouseAvailable, TestClickHouse } from '../support/clickhouse-server';
 import { countStored, storedCounter } from '../support/store-rows';
+import { waitFor } from '../support/wait';
 
 const OUTAGE_S = Number(process.env.KREPLAY_CH_OUTAGE_S ?? 10);
 const describeCh = clickhouseAvailable ? describe : describe.skip;
@@ -93,7 +94,7 @@ describeCh('agent shipping under faults (real kernel, real ClickHouse)', () => {
     const agent = await startAgent(agentArgs(data, 'out', 'outage'));
     const writes = storm();
     try {
-      await eventually(() => (countStored(store) > 20_000 ? true : undefined), 30_000);
+      await waitFor(() => (countStored(store) > 20_000 ? true : undefined), 30_000);
       await server.stop();
       const atStop = countStored(store);
       await new Promise((r) => setTimeout(r, OUTAGE_S * 1000));
@@ -120,7 +121,7 @@ describeCh('agent shipping under faults (real kernel, real ClickHouse)', () => {
     const first = await startAgent(args);
     const writes = storm();
     try {
-      await eventually(() => (countStored(store) > 50_000 ? true : undefined), 30_000);
+      await waitFor(() => (countStored(store) > 50_000 ? true : undefined), 30_000);
       // kill while batches are being read and sent
       expect(await first.stop('SIGKILL')).toBeNull();
       stopStorm(writes);

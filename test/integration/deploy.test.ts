@@ -23,9 +23,10 @@ import { join } from 'node:path';
 import { parseConfig } from '../../agent/config/load-config';
 import { VERSION } from '../../core/version';
 import { parseTokens } from '../../daemon/auth/token-file';
-import { eventually, KREPLAY_BIN } from '../support/agent-process';
+import { KREPLAY_BIN } from '../support/agent-process';
 import { countStored } from '../support/store-rows';
 import { EVENT_TYPE_CODE } from '../../core/model/event-types';
+import { waitFor } from '../support/wait';
 
 const ROOT = join(__dirname, '..', '..');
 const UNIT_SOURCES = join(ROOT, 'deploy', 'systemd');
@@ -159,7 +160,7 @@ async function agentAsNobody(data: string, comm: string): Promise<Running> {
       'text',
     ]),
   ]);
-  await eventually(() => (agent.output().includes(' capturing ') ? true : undefined), 30000);
+  await waitFor(() => (agent.output().includes(' capturing ') ? true : undefined), 30000);
   return agent;
 }
 
@@ -263,7 +264,7 @@ describe('privileges of the units (real kernel)', () => {
     // its writes, exactly: a block read of its own (a page its exec found evicted under a loaded
     // machine's memory pressure) is an event of the writer too, but not one the test made
     const writes = () => countStored(join(data, 'unit.db'), `type = ${EVENT_TYPE_CODE.sys_write}`);
-    await eventually(() => (writes() >= 321 ? true : undefined));
+    await waitFor(() => (writes() >= 321 ? true : undefined));
     expect(await agent.stop()).toBe(0);
     expect(writes()).toBe(321);
     expect(lstatSync(join(data, 'unit.db')).uid).toBe(NOBODY);
@@ -293,7 +294,7 @@ describe('privileges of the units (real kernel)', () => {
     const test = writer('krro');
     let agent = await agentAsNobody(data, test.comm);
     test.write(40, 'ro-txn');
-    await eventually(() => (countStored(join(data, 'unit.db')) >= 40 ? true : undefined));
+    await waitFor(() => (countStored(join(data, 'unit.db')) >= 40 ? true : undefined));
     expect(await agent.stop()).toBe(0); // the store is closed: the daemon must open it without the agent
 
     const port = await freePort();
@@ -332,11 +333,11 @@ describe('privileges of the units (real kernel)', () => {
             .length
         : undefined;
     };
-    expect(await eventually(count, 30000)).toBe(40);
+    expect(await waitFor(count, 30000)).toBe(40);
 
     agent = await agentAsNobody(data, test.comm);
     test.write(25);
-    expect(await eventually(async () => ((await count()) === 65 ? 65 : undefined), 30000)).toBe(65);
+    expect(await waitFor(async () => ((await count()) === 65 ? 65 : undefined), 30000)).toBe(65);
     expect(await agent.stop()).toBe(0);
 
     const created = await fetch(`${base}/api/replay/sessions`, {

@@ -9,10 +9,11 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
-import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { expectHeld, useWriters, writeTimes } from '../support/exec/writer';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const MS = 1_000_000;
 const TXN = `incident-${process.pid}`;
@@ -90,7 +91,7 @@ it('records an incident with the agent and holds the fixed build to its write ti
     );
     daemon = await createDaemon({ dataDir: data, log: silentLogger });
     const url = daemon.url;
-    const writes = await eventually(async () => {
+    const writes = await waitFor(async () => {
       const rows = await recordedWrites(url);
       return rows.filter((w) => w.target === `tcp 127.0.0.1:${port}`).length === 2 ? rows : undefined;
     });

@@ -14,10 +14,11 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
-import { eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
-import { kreplay, UNPRIVILEGED, until } from '../support/exec/kreplay-run';
+import { kreplay, UNPRIVILEGED } from '../support/exec/kreplay-run';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const TXN = `checkout-${process.pid}`;
 const TRACEPARENT = `00-${'4bf92f3577b34da6a3ce929d0e0e4736'}-${'00f067aa0ba902b7'}-01`;
@@ -88,7 +89,7 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     { stdio: 'ignore' },
   );
   children.push(redisServer);
-  await eventually(async () =>
+  await waitFor(async () =>
     (await redisCommand(redisPort, 'PING').catch(() => '')) === '+PONG' ? true : undefined,
   );
   const redisTarget = `tcp 127.0.0.1:${redisPort}`;
@@ -111,7 +112,7 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     { stdio: 'ignore' },
   );
   children.push(service);
-  await until(() => existsSync(portFile) && readFileSync(portFile, 'utf8').endsWith('\n'));
+  await waitFor(() => existsSync(portFile) && readFileSync(portFile, 'utf8').endsWith('\n'));
   const servicePort = readFileSync(portFile, 'utf8').trim();
   // production: Redis stalls 1.5 s (a pause, as a failover or a long command would)
   expect(await redisCommand(redisPort, 'CLIENT', 'PAUSE', '1500', 'ALL')).toBe('+OK');
@@ -128,7 +129,7 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
 
   daemon = await createDaemon({ dataDir: data, log: silentLogger });
   const url = daemon.url;
-  await eventually(async () => {
+  await waitFor(async () => {
     const res = await fetch(
       `${url}/api/events?transaction_id=${TXN}&event_type=sys_read&int64=string&limit=1000`,
     );

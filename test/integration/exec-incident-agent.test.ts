@@ -13,11 +13,12 @@ import net from 'node:net';
 import { dirname, join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
-import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { kreplay, UNPRIVILEGED } from '../support/exec/kreplay-run';
 import { useWriters, writeTimes } from '../support/exec/writer';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const MS = 1_000_000;
 const TXN = `incident-e2e-${process.pid}`;
@@ -76,7 +77,7 @@ it('replays an exported incident file with nothing else running, as the daemon d
     ]);
     daemon = await createDaemon({ dataDir: data, log: silentLogger });
     const url = daemon.url;
-    await eventually(async () => {
+    await waitFor(async () => {
       const res = await fetch(`${url}/api/events?transaction_id=${TXN}&event_type=sys_write&limit=1000`);
       const rows = ((await res.json()) as { events: { target: string | null }[] }).events;
       return rows.filter((w) => w.target === `tcp 127.0.0.1:${port}`).length === 2 ? true : undefined;

@@ -11,10 +11,11 @@ import { dirname, join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
 import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
-import { kreplay, tcpSink, UNPRIVILEGED, until, type Run } from '../support/exec/kreplay-run';
+import { kreplay, tcpSink, UNPRIVILEGED, type Run } from '../support/exec/kreplay-run';
 import { expectHeld, expectHeldAtMedian, useWriters, writeTimes } from '../support/exec/writer';
 import { writeIncident } from '../support/incident-file';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const MS = 1_000_000;
 const TXN = 'inc';
@@ -235,7 +236,7 @@ describe('kreplay replay --incident FILE --exec', () => {
         // as root otherwise: the supervisor keeps its real-time priority, the holds their bounds
         [denyPidfdGetfd],
       );
-      await until(() => existsSync(socketPath));
+      await waitFor(() => existsSync(socketPath));
       const client = (await import('node:net')).connect(socketPath);
       client.resume();
       const result = await run.done;
@@ -574,7 +575,7 @@ describe('a replay on a daemon: its session printed at the start, driven by krep
       [],
       dir.path,
     );
-    await until(() => /web: /.test(run.stderr()));
+    await waitFor(() => /web: /.test(run.stderr()));
     const id = /session ([0-9a-f-]{36})/.exec(run.stderr())![1]!;
     expect(run.stderr()).toContain(`API: ${url}/api/replay/sessions/${id}`);
     expect(run.stderr()).toContain(`web: ${url}/#/txn/${TXN}?session=${id}`);

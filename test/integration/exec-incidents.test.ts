@@ -14,10 +14,11 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
-import { KREPLAY_BIN, eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { runCommand, type Outcome } from '../support/exec/kreplay-run';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const MS = 1_000_000;
 const BUILD = join(__dirname, '..', 'support', 'exec', 'calls-build.py');
@@ -89,7 +90,7 @@ async function recorded(
   count: number,
   enough: (events: Recorded[]) => boolean = () => true,
 ): Promise<Recorded[]> {
-  return eventually(async () => {
+  return waitFor(async () => {
     const res = await fetch(
       `${daemon!.url}/api/events?transaction_id=${txn}&event_type=${type}&int64=string&limit=1000`,
     );
@@ -120,7 +121,7 @@ async function fuseMount(mode: string): Promise<string> {
   mkdirSync(mountPoint);
   children.push(spawn('/usr/bin/python3', [FUSE_FS, backing, mountPoint, mode], { stdio: 'ignore' }));
   mounts.push(mountPoint);
-  await eventually(() => (readFileSync('/proc/self/mounts', 'utf8').includes(mountPoint) ? true : undefined));
+  await waitFor(() => (readFileSync('/proc/self/mounts', 'utf8').includes(mountPoint) ? true : undefined));
   return mountPoint;
 }
 
@@ -166,7 +167,7 @@ it('an upstream that answered in 3 s: three clients time out at 1 s; a 5 s timeo
   const slow = await serve(3000);
   const fast = await serve(0);
   expect((await record('slow-upstream', client('python', slow, 10))).status).toBe(0);
-  const [read] = await eventually(async () => {
+  const [read] = await waitFor(async () => {
     const reads = (await recorded('slow-upstream', 'sys_read', 1)).filter(
       (e) => e.target === `tcp 127.0.0.1:${slow}` && e.response_ns,
     );

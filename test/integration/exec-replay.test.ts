@@ -9,9 +9,10 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
-import { kreplay, tcpSink, until, type Run } from '../support/exec/kreplay-run';
+import { kreplay, tcpSink, type Run } from '../support/exec/kreplay-run';
 import { expectHeld, useWriters, writeTimes } from '../support/exec/writer';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const MS = 1_000_000;
 const dir = useTempDir('kreplay-exec-');
@@ -166,7 +167,7 @@ describe('kreplay replay --exec', () => {
       socketPath,
       '3',
     ]);
-    await until(() => existsSync(socketPath));
+    await waitFor(() => existsSync(socketPath));
     const client = net.connect(socketPath);
     client.resume();
     const result = await run.done;
@@ -289,7 +290,7 @@ describe('kreplay replay --exec', () => {
       '100',
     ]);
     const lines = () => (existsSync(file) ? readFileSync(file, 'utf8').length / 5 : 0);
-    await until(() => lines() >= 10);
+    await waitFor(() => lines() >= 10);
     const [session] = d.sessions.list();
     const control = (what: string) =>
       fetch(`${d.url}/api/replay/sessions/${session!.id}/${what}`, { method: 'POST' });
@@ -301,7 +302,7 @@ describe('kreplay replay --exec', () => {
     expect(lines()).toBe(paused);
     expect(paused).toBeLessThan(60);
     expect((await control('play')).status).toBe(200);
-    await until(() => lines() >= paused + 5);
+    await waitFor(() => lines() >= paused + 5);
     expect((await control('stop')).status).toBe(200);
     const result = await run.done;
     expect(result.status).toBe(0);
@@ -317,7 +318,7 @@ describe('kreplay replay --exec', () => {
     ]);
     const report = join(dir.path, 'r.json');
     const run = replayInc(d.url, ['--report-json', report, '--', writers.dynamic, '--file', file, '2']);
-    await until(() => d.sessions.list()[0]?.state === 'playing');
+    await waitFor(() => d.sessions.list()[0]?.state === 'playing');
     const pid = d.sessions.list()[0]!.driving!.pid;
     await new Promise((resolve) => setTimeout(resolve, 200));
     run.child.kill('SIGINT');
@@ -337,15 +338,15 @@ describe('kreplay replay --exec', () => {
       incidentWrite('inc', 60_000, 60_000, file, 'file'),
     ]);
     const run = replayInc(d.url, ['--', writers.dynamic, '--file', file, '2', '--fork']);
-    await until(() => d.sessions.list()[0]?.state === 'playing');
+    await waitFor(() => d.sessions.list()[0]?.state === 'playing');
     const pid = d.sessions.list()[0]!.driving!.pid;
     const children = () => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-    await until(() => children() !== '');
+    await waitFor(() => children() !== '');
     const child = Number(children());
     run.child.kill('SIGKILL');
     await run.done;
-    await until(() => !alive(pid) && !alive(child), 3000);
-    await until(() => d.sessions.list()[0]!.state === 'stopped', 3000);
+    await waitFor(() => !alive(pid) && !alive(child), 3000);
+    await waitFor(() => d.sessions.list()[0]!.state === 'stopped', 3000);
     expect([alive(pid), alive(child)]).toEqual([false, false]);
     expect(d.sessions.list()[0]!.state).toBe('stopped');
   });

@@ -7,6 +7,7 @@ import { fetchAllPages, get, getBytes } from '../support/events-http';
 import { incidentEvents } from '../support/incident-events';
 import { api, startReplayServer, StreamClient, type ReplayServer } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const dir = useTempDir('kreplay-incident-serve-');
 const EXPORTED_AT = '2026-11-23T00:00:00.000Z';
@@ -36,16 +37,6 @@ const RUN: IncidentRun = {
   counters_from_ns: first - 1_000_000n,
   counters_to_ns: first + 1_000_000_000n,
 };
-
-async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('incident files served by the daemon', () => {
   let server: ReplayServer;
@@ -134,9 +125,11 @@ describe('incident files served by the daemon', () => {
     });
     writeFileSync(join(dir.path, 'incidents', 'mixed.kri'), incidentFile(mixed, 'INC-3', null));
     const served = await waitFor(
-      () => fetchAllPages(server.url, 'transaction_id=INC-3&limit=1000'),
-      (found) => found.length === 60,
-      'the dropped-in incident to be searchable',
+      async () => {
+        const found = await fetchAllPages(server.url, 'transaction_id=INC-3&limit=1000');
+        return found.length === 60 && found;
+      },
+      { what: 'the dropped-in incident to be searchable' },
     );
     const exact = served.map((e) =>
       'response_ns' in e && e.response_ns !== null ? { ...e, response_ns: BigInt(e.response_ns) } : e,
@@ -177,9 +170,11 @@ describe('incident files served by the daemon', () => {
       digest,
     });
     const served = await waitFor(
-      () => fetchAllPages(server.url, 'transaction_id=INC-2&limit=1000'),
-      (found) => found.length === 50,
-      'the uploaded incident to be searchable',
+      async () => {
+        const found = await fetchAllPages(server.url, 'transaction_id=INC-2&limit=1000');
+        return found.length === 50 && found;
+      },
+      { what: 'the uploaded incident to be searchable' },
     );
     expect(served).toEqual(second);
     const list = JSON.parse((await get(`${server.url}/api/incidents`)).text) as {

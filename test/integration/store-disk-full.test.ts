@@ -8,10 +8,11 @@ import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { eventually, startAgent, type AgentProcess } from '../support/agent-process';
+import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { mountSmallFs, type SmallFs } from '../support/small-fs';
 import { countStored } from '../support/store-rows';
+import { waitFor } from '../support/wait';
 
 let fs: SmallFs;
 let cgroup: TestCgroup;
@@ -72,7 +73,7 @@ describe('agent on a full disk (real tmpfs, real kernel)', () => {
     const first = await startAgent(args);
     agents.push(first);
     writeInCgroup(300_000);
-    await eventually(() => (/disk_full=[1-9]/.test(first.output()) ? true : undefined), 30000);
+    await waitFor(() => (/disk_full=[1-9]/.test(first.output()) ? true : undefined), 30000);
     // said once per episode: again only after space came back in between
     const fullNotices = occurrences(first.output(), 'disk full: no space left');
     expect(fullNotices).toBeGreaterThanOrEqual(1);
@@ -87,11 +88,11 @@ describe('agent on a full disk (real tmpfs, real kernel)', () => {
     const second = await startAgent(args);
     agents.push(second);
     writeInCgroup(50_000);
-    await eventually(() => (/disk_full=[1-9]/.test(second.output()) ? true : undefined), 30000);
+    await waitFor(() => (/disk_full=[1-9]/.test(second.output()) ? true : undefined), 30000);
     rmSync(filler);
     writeInCgroup(2_000);
-    await eventually(() => (second.output().includes('space is back') ? true : undefined), 30000);
-    await eventually(() => (countStored(store) > storedBefore ? true : undefined), 30000);
+    await waitFor(() => (second.output().includes('space is back') ? true : undefined), 30000);
+    await waitFor(() => (countStored(store) > storedBefore ? true : undefined), 30000);
     const stop2 = await stopTimed(second);
     expect(stop2.code).toBe(0);
     expect(stop2.ms).toBeLessThan(5000);

@@ -4,7 +4,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventually, KREPLAY_BIN } from '../support/agent-process';
+import { KREPLAY_BIN } from '../support/agent-process';
+import { waitFor } from '../support/wait';
 
 let dir: string;
 const started: ChildProcess[] = [];
@@ -39,7 +40,7 @@ function startUp(args: string[]): Up {
     stderr: () => stderr,
     exited,
     pids: () =>
-      eventually(() => {
+      waitFor(() => {
         const match = /agent pid (\d+), daemon pid (\d+)/.exec(stderr);
         return match ? { agent: Number(match[1]), daemon: Number(match[2]) } : undefined;
       }),
@@ -92,12 +93,12 @@ describe('kreplay up', () => {
       ...repeated,
       '',
     ]);
-    await eventually(
+    await waitFor(
       async () =>
         (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.ok ? true : undefined,
       30000,
     );
-    await eventually(() => (existsSync(join(data, 'upnode.db')) ? true : undefined), 30000);
+    await waitFor(() => (existsSync(join(data, 'upnode.db')) ? true : undefined), 30000);
     up.child.kill('SIGTERM');
     expect(await up.exited).toBe(0);
     expect(alive(pids.agent)).toBe(false);
@@ -143,7 +144,7 @@ describe('kreplay up', () => {
       '1',
     ]);
     const pids = await up.pids();
-    await eventually(() => (/\[agent\] capturing/.test(up.stderr()) ? true : undefined), 30000);
+    await waitFor(() => (/\[agent\] capturing/.test(up.stderr()) ? true : undefined), 30000);
     process.kill(pids.agent, 'SIGKILL');
     expect(await up.exited).toBe(128 + 9);
     expect(up.stderr()).toMatch(

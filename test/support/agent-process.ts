@@ -48,18 +48,3 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
     });
   });
 }
-
-/** Polls until check() returns (or resolves to) a value, not undefined, or the time runs out. */
-export async function eventually<T>(
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 15000,
-  everyMs = 100,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}

@@ -6,7 +6,7 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { eventually } from './agent-process';
+import { waitFor } from './wait';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -117,7 +117,7 @@ export async function bootContainer(
   nspawn.stderr!.on('data', (c: Buffer) => (output += c.toString()));
   const exited = new Promise<void>((resolve) => nspawn.once('close', () => resolve()));
 
-  const leader = await eventually(
+  const leader = await waitFor(
     () => {
       if (nspawn.exitCode !== null) throw new Error(`systemd-nspawn exited ${nspawn.exitCode}:\n${output}`);
       return descendants(nspawn.pid!).find((pid) => comm(pid) === 'systemd');
@@ -139,7 +139,7 @@ export async function bootContainer(
     return out.stdout;
   };
   // running, or degraded where a unit that needs real hardware failed: either way booted
-  await eventually(
+  await waitFor(
     () => {
       const state = run('systemctl is-system-running').stdout.trim();
       return state === 'running' || state === 'degraded' ? state : undefined;

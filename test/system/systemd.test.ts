@@ -9,7 +9,8 @@ import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
-import { eventually } from '../support/agent-process';
+import { waitFor } from '../support/wait';
+
 import { bootContainer, buildRootfs, hostLikeArgs, type Container } from '../support/nspawn';
 
 const ROOT = join(__dirname, '..', '..');
@@ -178,7 +179,7 @@ describe('booted with systemd', () => {
   });
 
   it('runs the agent as kreplay-agent with its three capabilities, the daemon as kreplay with none', async () => {
-    await eventually(
+    await waitFor(
       () => (sh('journalctl -u kreplay-agent -o cat').includes('capturing') ? true : undefined),
       60000,
     );
@@ -196,7 +197,7 @@ describe('booted with systemd', () => {
     sh(
       `systemd-run --wait -q --unit=krtxn /usr/local/bin/${WRITER} -c "echo 'KREPLAY-CTX txn=${TXN}' > /dev/null; for i in 1 2 3; do printf %64s x >> /var/tmp/kr-out; done; sleep 1"`,
     );
-    const mine = await eventually(() => {
+    const mine = await waitFor(() => {
       const found = events(`transaction_id=${TXN}`).filter((e) => e.target === '/var/tmp/kr-out');
       return found.length >= 3 ? found : undefined;
     }, 60000);
@@ -222,7 +223,7 @@ describe('booted with systemd', () => {
       sh('systemctl stop kreplay-agent');
       const t0 = nowNs();
       sh('systemctl start kreplay-agent');
-      const first = await eventually(() => events(`service=krloop&from=${t0}`)[0], 60000, 50);
+      const first = await waitFor(() => events(`service=krloop&from=${t0}`)[0], 60000, 50);
       toServed.push(Number(nowNs() - t0) / 1e6);
       expect(BigInt(first.timestamp_ns)).toBeGreaterThan(t0);
       toEvent.push(Number(BigInt(first.timestamp_ns) - t0) / 1e6);
@@ -240,12 +241,12 @@ describe('booted with systemd', () => {
     expect(api('/api/events?limit=1', READ2).status).toBe(401);
     writeTokens([`${READ2} read grafana`, `${CONTROL} control ci`]);
     sh('systemctl reload kreplay-daemon');
-    await eventually(() => (api('/api/events?limit=1', READ2).status === 200 ? true : undefined), 30000);
+    await waitFor(() => (api('/api/events?limit=1', READ2).status === 200 ? true : undefined), 30000);
     expect(api('/api/events?limit=1', READ).status).toBe(401);
     expect(mainPid('kreplay-daemon')).toBe(pid);
     writeTokens([`${READ} read grafana`, `${CONTROL} control ci`]);
     sh('systemctl reload kreplay-daemon');
-    await eventually(() => (api('/api/events?limit=1', READ).status === 200 ? true : undefined), 30000);
+    await waitFor(() => (api('/api/events?limit=1', READ).status === 200 ? true : undefined), 30000);
   });
 
   let sessionId: string;
@@ -255,7 +256,7 @@ describe('booted with systemd', () => {
     expect(created.status).toBe(201);
     sessionId = (JSON.parse(created.body) as { id: string }).id;
     expect(api(`/api/replay/sessions/${sessionId}/play`, CONTROL, 'POST').status).toBe(200);
-    await eventually(() => {
+    await waitFor(() => {
       const state = (JSON.parse(api(`/api/replay/sessions/${sessionId}`, READ).body) as { state: string })
         .state;
       return state === 'finished' ? state : undefined;
@@ -356,10 +357,10 @@ describe('booted with systemd', () => {
   });
 
   it('Restart= brings a killed agent back', async () => {
-    await eventually(() => (prop('kreplay-agent', 'ActiveState') === 'active' ? true : undefined), 30000);
+    await waitFor(() => (prop('kreplay-agent', 'ActiveState') === 'active' ? true : undefined), 30000);
     const pid = mainPid('kreplay-agent');
     sh(`kill -KILL ${pid}`);
-    await eventually(() => {
+    await waitFor(() => {
       const now = mainPid('kreplay-agent');
       return now !== 0 && now !== pid && prop('kreplay-agent', 'ActiveState') === 'active' ? now : undefined;
     }, 60000);
@@ -370,7 +371,7 @@ describe('booted with systemd', () => {
     const before = { agent: mainPid('kreplay-agent'), daemon: mainPid('kreplay-daemon') };
     sh('dpkg -i /packages/current.deb');
     expect(sh("dpkg-query -W -f='${Version}' kreplay")).toBe(VERSION);
-    await eventually(
+    await waitFor(
       () =>
         prop('kreplay-agent', 'ActiveState') === 'active' &&
         prop('kreplay-daemon', 'ActiveState') === 'active'
@@ -380,7 +381,7 @@ describe('booted with systemd', () => {
     );
     expect(mainPid('kreplay-agent')).not.toBe(before.agent);
     expect(mainPid('kreplay-daemon')).not.toBe(before.daemon);
-    const kept = await eventually(() => {
+    const kept = await waitFor(() => {
       const found = events(`transaction_id=${TXN}`).filter((e) => e.target === '/var/tmp/kr-out');
       return found.length > 0 ? found : undefined;
     }, 30000);

@@ -50,14 +50,6 @@ export function kreplay(args: string[], prefix: string[] = [], cwd?: string): Ru
   return runCommand([...prefix, process.execPath, KREPLAY_BIN, ...args], cwd);
 }
 
-export async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 /** A loopback listener that drains what it is sent. */
 export async function tcpSink(): Promise<{ port: number; close(): void }> {
   const server = net.createServer((socket) => socket.resume());
