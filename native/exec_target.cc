@@ -31,11 +31,35 @@ constexpr size_t kCacheEntries = 4096;
 
 bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
+// The thread-group leader of `tid` (its Tgid), or -1.
+pid_t ThreadGroupOf(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(tid));
+  FILE* status = fopen(path, "re");
+  if (!status) return -1;
+  char line[256];
+  pid_t tgid = -1;
+  while (fgets(line, sizeof line, status))
+    if (sscanf(line, "Tgid: %d", &tgid) == 1) break;
+  fclose(status);
+  return tgid;
+}
+
+// A pidfd for the thread `tid` (the seccomp notification names the calling thread, often not the
+// leader): its own where the kernel has PIDFD_THREAD (6.9+; pidfd_open of a non-leader fails with
+// ENOENT or EINVAL otherwise), else its thread group's, whose descriptor table threads share.
+int ThreadPidfd(pid_t tid) {
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, tid, 0));
+  if (pidfd >= 0 || (errno != EINVAL && errno != ENOENT)) return pidfd;
+  pidfd = static_cast<int>(syscall(SYS_pidfd_open, tid, PIDFD_THREAD));
+  if (pidfd >= 0) return pidfd;
+  const pid_t tgid = ThreadGroupOf(tid);
+  return tgid > 0 ? static_cast<int>(syscall(SYS_pidfd_open, tgid, 0)) : -1;
+}
+
 // A socket fd of another process, duplicated into ours (pidfd_getfd), or -1.
 int DuplicateFd(pid_t tid, int fd) {
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, tid, 0));
-  // before Linux 6.9 only a thread-group leader has a pidfd; after, any thread with PIDFD_THREAD
-  if (pidfd < 0 && errno == EINVAL) pidfd = static_cast<int>(syscall(SYS_pidfd_open, tid, PIDFD_THREAD));
+  const int pidfd = ThreadPidfd(tid);
   if (pidfd < 0) return -1;
   const int local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
   close(pidfd);

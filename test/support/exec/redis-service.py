@@ -5,14 +5,19 @@ an order to SQLite, and answers 200 (502 when Redis failed or timed out).
 
   redis-service.py serve REDIS_PORT DB PORT_FILE
       production: serves on an ephemeral port (written to PORT_FILE) until killed
-  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis]
-      a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1
+  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis] [--call-from WHERE]
+      a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1; the Redis GET
+      is made where WHERE says: "handler" (the request's thread, the default), "pool" (a
+      ThreadPoolExecutor the handler hands it to), "fork" (a child process the handler forks), or
+      "main" (the main thread, before serving: the request then reads what it got)
 """
 
 import http.client
+import os
 import sqlite3
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import redis
@@ -20,6 +25,37 @@ import redis
 MODE, REDIS_PORT, DB = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 TIMEOUT = float(sys.argv[sys.argv.index("--timeout") + 1]) if "--timeout" in sys.argv else 5.0
 SKIP_REDIS = "--skip-redis" in sys.argv
+CALL_FROM = sys.argv[sys.argv.index("--call-from") + 1] if "--call-from" in sys.argv else "handler"
+POOL = ThreadPoolExecutor(max_workers=2) if CALL_FROM == "pool" else None
+MAIN_CART = None
+
+
+def get_cart(client):
+    """The cart, read where --call-from says; a Redis failure raises redis.RedisError."""
+    if CALL_FROM == "pool":
+        return POOL.submit(client.get, "cart:42").result()
+    if CALL_FROM == "fork":
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(read)
+            try:
+                os.write(write, b"ok:" + (client.get("cart:42") or b""))
+            except redis.RedisError:
+                os.write(write, b"failed")
+            os._exit(0)
+        os.close(write)
+        answer = os.read(read, 1 << 16)
+        os.close(read)
+        os.waitpid(child, 0)
+        if not answer.startswith(b"ok:"):
+            raise redis.TimeoutError("the forked child's GET failed")
+        return answer[3:]
+    if CALL_FROM == "main":
+        if isinstance(MAIN_CART, Exception):
+            raise MAIN_CART
+        return MAIN_CART
+    return client.get("cart:42")
 
 
 class Checkout(BaseHTTPRequestHandler):
@@ -28,7 +64,7 @@ class Checkout(BaseHTTPRequestHandler):
     def do_GET(self):
         status = 200
         try:
-            cart = b"" if SKIP_REDIS else (self.server.redis().get("cart:42") or b"")
+            cart = b"" if SKIP_REDIS else (get_cart(self.server.redis()) or b"")
             with sqlite3.connect(DB) as db:
                 db.execute("CREATE TABLE IF NOT EXISTS orders (cart BLOB)")
                 db.execute("INSERT INTO orders VALUES (?)", (cart,))
@@ -58,6 +94,11 @@ if MODE == "serve":
         f.write(f"{port}\n")
     server.serve_forever()
 else:
+    if CALL_FROM == "main" and not SKIP_REDIS:
+        try:
+            MAIN_CART = server.redis().get("cart:42")
+        except redis.RedisError as err:
+            MAIN_CART = err
     threading.Thread(target=server.serve_forever, daemon=True).start()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", "/checkout")
