@@ -117,7 +117,11 @@ enum kr_counter {
 	KR_COUNTER_SYS_CONNECT_DROPPED = 16,
 	/* connects in flight (SYN sent, no answer yet) the table had no room for */
 	KR_COUNTER_CONNECT_TABLE_FULL = 17,
-	KR_COUNTER_MAX = 18,
+	/* a request head read by a thread that interleaves connections: it set no context */
+	KR_COUNTER_INTERLEAVED_HEAD = 18,
+	/* a thread created by a request-serving thread, started without its context */
+	KR_COUNTER_UNINHERITED_THREAD = 19,
+	KR_COUNTER_MAX = 20,
 };
 
 /* What a call went to. */

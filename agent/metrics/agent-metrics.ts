@@ -61,6 +61,10 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   untraced_request_head: 'untracedRequestHeads',
   unknown_context: 'unknownContexts',
   unknown_target: 'unknownTargets',
+  // a thread interleaving connections (an event loop) read a head: no context set, never a wrong one
+  interleaved_request_head: 'interleavedHead',
+  // a pool thread made while a request was served: started without that request's context
+  uninherited_thread: 'uninheritedThread',
 };
 const TOTALS: Record<string, { help: string; key: Key }> = {
   kreplay_agent_stored_events_total: { help: 'events committed to the node store', key: 'rowsWritten' },

@@ -171,6 +171,47 @@ static __always_inline bool context_watched(__u64 pid_tgid)
 }
 
 /*
+ * The connection whose request head set a thread's context: a socket's
+ * struct file for plaintext, the SSL object for TLS (tls.h). A thread that
+ * reads heads from a second connection interleaves requests (an event loop,
+ * a pool thread serving one connection after another): which request its
+ * later work is for is not known, so its context is cleared and heads no
+ * longer set one; its events go without a transaction, counted, never with
+ * another request's. A thread-per-connection server reads one connection per
+ * thread (its keep-alive requests one after another) and keeps exact
+ * contexts. LRU: the entries of exited threads are evicted; a reused thread
+ * id can only lose contexts, never gain a wrong one.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64); /* the connection, or KR_INTERLEAVING */
+} head_threads SEC(".maps");
+
+#define KR_INTERLEAVING 1
+
+/* Whether a request head read from connection `conn` may set thread `tid`'s context. */
+static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
+{
+	__u64 *owner = bpf_map_lookup_elem(&head_threads, &tid);
+	struct kr_thread *t;
+
+	if (!owner)
+		return !bpf_map_update_elem(&head_threads, &tid, &conn, BPF_NOEXIST);
+	if (*owner == conn)
+		return true;
+	*owner = KR_INTERLEAVING;
+	count_event(KR_COUNTER_INTERLEAVED_HEAD);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && t->context_id) {
+		t->context_id = 0;
+		forget_thread_context(tid);
+	}
+	return false;
+}
+
+/*
  * Incoming requests: a read from a socket may bring an HTTP/1.x request
  * head. One program at syscall exit, nothing at enter: the call's
  * arguments are still in the task's saved registers. A failed or tiny
@@ -221,6 +262,8 @@ static __always_inline void request_head_read(struct trace_event_raw_sys_exit *c
 		return;
 	/* the method token first: most socket data stops here */
 	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
+		return;
+	if (!head_owns_thread((__u32)pid_tgid, (__u64)file))
 		return;
 	t = thread_entry((__u32)pid_tgid);
 	if (t)

@@ -23,6 +23,35 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	return 0;
 }
 
+/*
+ * A thread whose context a request head set may create threads that
+ * outlive the request: Node's event loop starts libuv's pool in the middle
+ * of its first request, asyncio its executor, Go its Ms, and the pool then
+ * serves every request. Such threads do not inherit the context (their
+ * events go without a transaction, counted, never the first request's);
+ * child processes still do, and so does everything under a KREPLAY-CTX
+ * marker or `kreplay run`. sched_wakeup_new comes after the fork tracepoint
+ * that copied the context and before the thread first runs.
+ */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(request_thread_start, struct task_struct *child)
+{
+	__u32 parent_tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 child_tid = child->pid;
+	struct kr_thread *t;
+
+	if (child->tgid != bpf_get_current_pid_tgid() >> 32 ||
+	    !bpf_map_lookup_elem(&head_threads, &parent_tid))
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &child_tid);
+	if (t && t->context_id) {
+		t->context_id = 0;
+		forget_thread_context(child_tid);
+		count_event(KR_COUNTER_UNINHERITED_THREAD);
+	}
+	return 0;
+}
+
 /* exec and prctl(PR_SET_NAME) and /proc/.../comm writes all come here */
 SEC("tp_btf/task_rename")
 int BPF_PROG(task_rename, struct task_struct *task, const char *comm)

@@ -32,43 +32,6 @@ struct {
 } tls_reads SEC(".maps");
 
 /*
- * The connection (SSL object) whose request head set a thread's context.
- * A thread that reads heads from a second connection interleaves requests
- * (an event loop): which request its later work is for is not known, so
- * its context is cleared and TLS heads no longer set one. Thread-per-
- * connection servers read one connection per thread and keep exact
- * contexts. LRU: the entries of exited threads are evicted; a reused
- * thread id can only lose contexts, never gain a wrong one.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64); /* the SSL object, or KR_TLS_INTERLEAVING */
-} tls_threads SEC(".maps");
-
-#define KR_TLS_INTERLEAVING 1
-
-/* Whether a head read from this connection may set the thread's context. */
-static __always_inline bool tls_head_owns_thread(__u32 tid, __u64 ssl)
-{
-	__u64 *owner = bpf_map_lookup_elem(&tls_threads, &tid);
-	struct kr_thread *t;
-
-	if (!owner)
-		return !bpf_map_update_elem(&tls_threads, &tid, &ssl, BPF_NOEXIST);
-	if (*owner == ssl)
-		return true;
-	*owner = KR_TLS_INTERLEAVING;
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (t && t->context_id) {
-		t->context_id = 0;
-		forget_thread_context(tid);
-	}
-	return false;
-}
-
-/*
  * A server thread's socket reads inside SSL_read may bring the next
  * request's head, which is seen only when the call returns: its context is
  * suspended for the call, so those reads are unattributed rather than the
@@ -86,7 +49,7 @@ static __always_inline void tls_read_enter(const void *ssl, const void *buf, con
 
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return;
-	owner = bpf_map_lookup_elem(&tls_threads, &tid);
+	owner = bpf_map_lookup_elem(&head_threads, &tid);
 	t = owner && *owner == (__u64)ssl ? bpf_map_lookup_elem(&threads, &tid) : NULL;
 	if (t) {
 		r.held = t->context_id;
@@ -123,7 +86,7 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 		return;
 	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
 		return;
-	if (!tls_head_owns_thread(tid, ssl))
+	if (!head_owns_thread(tid, ssl))
 		return;
 	t = thread_entry(tid);
 	if (t)
@@ -179,32 +142,6 @@ SEC("uprobe")
 int BPF_KPROBE(ssl_write_ex_enter, void *ssl, const void *buf, __u64 num)
 {
 	tls_write(buf, num);
-	return 0;
-}
-
-/*
- * A thread whose context a TLS head set may create threads that outlive
- * the request: Node's event loop starts libuv's pool in the middle of its
- * first request, and the pool then serves every request. Such threads do
- * not inherit the context (their events are unattributed, never the first
- * request's); child processes still do. sched_wakeup_new comes after the
- * fork tracepoint that copied the context and before the thread first runs.
- */
-SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(tls_thread_start, struct task_struct *child)
-{
-	__u32 parent_tid = (__u32)bpf_get_current_pid_tgid();
-	__u32 child_tid = child->pid;
-	struct kr_thread *t;
-
-	if (child->tgid != bpf_get_current_pid_tgid() >> 32 ||
-	    !bpf_map_lookup_elem(&tls_threads, &parent_tid))
-		return 0;
-	t = bpf_map_lookup_elem(&threads, &child_tid);
-	if (t && t->context_id) {
-		t->context_id = 0;
-		forget_thread_context(child_tid);
-	}
 	return 0;
 }
 

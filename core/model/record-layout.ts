@@ -136,6 +136,8 @@ export const KernelCounter = {
   sysConnectEmitted: 15,
   sysConnectDropped: 16,
   connectTableFull: 17,
+  interleavedHead: 18,
+  uninheritedThread: 19,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];
