@@ -151,6 +151,8 @@ describe('agent lifecycle (real kernel)', () => {
     expect(refused.stderr).toContain('--on-corrupt rename');
     expect(refused.stderr).not.toMatch(/^\s+at /m);
 
+    // nothing to capture (a cgroup of its own, which no process ever enters): the fresh store must start empty
+    const empty = createCgroup(`kreplay-life-empty-${process.pid}`);
     const renamed = await startAgent([
       '--data-dir',
       data,
@@ -158,12 +160,12 @@ describe('agent lifecycle (real kernel)', () => {
       'c',
       '--on-corrupt',
       'rename',
-      // nothing to capture: the fresh store must start empty
       '--cgroup-id',
-      String(cgroup.id),
+      String(empty.id),
       '--quiet',
     ]);
     expect(await renamed.stop()).toBe(0);
+    empty.remove();
     const aside = readdirSync(data).filter((f) => /^c\.db\.corrupt-[0-9T-]+Z$/.test(f));
     expect(aside).toHaveLength(1);
     expect(renamed.output()).toContain(`moved it to ${join(data, aside[0]!)}`);
