@@ -194,7 +194,7 @@ RUNTIME_DIST := dist/agent dist/cli dist/core dist/daemon dist/web
 define copy-runtime-tree
 	rm -rf $(1)
 	install -d $(1)/build $(1)/native/build/Release $(1)/dist
-	cp -a bin package.json README.md CHANGELOG.md $(1)/
+	cp -a bin package.json README.md CHANGELOG.md docs $(1)/
 	cp -a $(RUNTIME_DIST) $(BUILD_INFO) $(1)/dist/
 	install -m 0755 $(LAUNCHER) $(EXEC_SHIM) $(1)/build/
 	install -m 0644 $(SQLITE_EXT) $(1)/build/
@@ -231,7 +231,7 @@ deb: build $(DEB)
 
 # what goes in, as files (not the phony build): a second `make deb` with nothing changed is a no-op
 PACKAGED := $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX) $(BUILD_INFO) \
-	package.json package-lock.json README.md CHANGELOG.md Makefile deploy/prune-runtime.sh
+	package.json package-lock.json README.md CHANGELOG.md $(wildcard docs/*.md docs/reference/*.md) Makefile deploy/prune-runtime.sh
 
 $(DEB): $(PACKAGED) $(wildcard deploy/deb/* deploy/elf-files.sh deploy/systemd/* deploy/sysusers.d/* deploy/tmpfiles.d/* deploy/etc/kreplay/*)
 	rm -rf $(BUILD)/deb

@@ -2,7 +2,7 @@
  * `kreplay replay --incident FILE` without --exec or --server: the incident's
  * events as NDJSON on stdout, each at its moment on a local clock, in the
  * frames a daemon session streams (the event, `replay_offset_ns`,
- * `replayed_duration_ns`, `emitted_late_ns`; README, "Timing"). Exit 0 when
+ * `replayed_duration_ns`, `emitted_late_ns`; docs/replay.md, "Timing"). Exit 0 when
  * done, 130 after Ctrl-C, 0 when the reader of stdout goes away.
  */
 import { exactJson } from '../core/json/exact-json';

@@ -108,7 +108,7 @@ export function registerExportCommand(program: Command): void {
     .addOption(
       new Option(
         '--format <format>',
-        'chrome-trace, or incident: one file a replay needs (README "Incident files")',
+        'chrome-trace, or incident: one file a replay needs (docs/query.md "Incident files")',
       )
         .choices(EXPORT_FORMATS)
         .default('chrome-trace'),

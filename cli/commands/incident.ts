@@ -176,7 +176,7 @@ export function formatSummary(s: IncidentSummary): string {
 }
 
 export function registerIncidentCommand(program: Command): void {
-  const incident = program.command('incident').description('incident files (README "Incident files")');
+  const incident = program.command('incident').description('incident files (docs/query.md "Incident files")');
   incident
     .command('show')
     .description(

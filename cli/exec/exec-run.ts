@@ -1,7 +1,7 @@
 /**
  * `kreplay replay TXN|--incident FILE --exec -- CMD [ARGS...]`: runs CMD under
  * the seccomp supervisor, each of its writes to a target the incident wrote to
- * taking as long as the incident's matching write (README, "Replay against a
+ * taking as long as the incident's matching write (docs/replay.md, "Replay against a
  * test build"). With a daemon (TXN, or --incident with --server) the replay is
  * a live session there; without, it runs on the supervisor's own clock and
  * needs nothing else. Several incidents are replayed in turn, each against a

@@ -1,5 +1,5 @@
 /**
- * The exit-status contract of `kreplay replay --exec` (README, "Exit status"):
+ * The exit-status contract of `kreplay replay --exec` (docs/replay.md, "Exit status"):
  * "the build failed" is CMD's own status; "the replay was not faithful" and
  * "kreplay failed during the replay" have codes above the signal range
  * (128 + N), which no build's ordinary exit uses.

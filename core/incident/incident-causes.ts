@@ -1,5 +1,5 @@
 /**
- * Which calls made a transaction slow or fail: its causes (README, "What an
+ * Which calls made a transaction slow or fail: its causes (docs/query.md, "What an
  * incident marks as its cause"). Marked at export, so that `incident show`
  * leads with them and a replay against a build checks it exercised them.
  *

@@ -1,4 +1,4 @@
-/** The incident file format: its one owner (README "Incident files"). */
+/** The incident file format: its one owner (docs/query.md "Incident files"). */
 export { readIncidentBytesSync, readIncidentFile, writeIncidentFile } from './incident-file';
 export { decodeIncident, contentKey, MAX_INCIDENT_JSON_BYTES, ZSTD_MAGIC } from './incident-codec';
 export { IncidentFileError, type IncidentErrorCode } from './incident-error';

@@ -1,5 +1,5 @@
 /**
- * The replay schedule in exact integer arithmetic (README, "Timing"). The
+ * The replay schedule in exact integer arithmetic (docs/replay.md, "Timing"). The
  * speed factor is a double; every finite double is an exact fraction m / 2^k,
  * so recorded nanoseconds are divided by it as bigints and never pass through
  * a JS number.

@@ -100,7 +100,7 @@ export const OPERATIONS: Operation[] = [
     method: 'get',
     path: '/api/events/export',
     summary:
-      'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed; with format=incident, one transaction as an incident file (application/zstd, README "Incident files")',
+      'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed; with format=incident, one transaction as an incident file (application/zstd, docs/query.md "Incident files")',
     query: exportQuerySchema,
     responses: {
       200: {

@@ -22,7 +22,7 @@ The sections below are the output of
 .B kreplay \-\-help
 and of each command's
 .BR \-\-help .
-The README, /usr/lib/kreplay/README.md, explains every contract in full.
+The documentation under /usr/lib/kreplay/docs (install, operate, query, replay, internals, reference) explains every contract in full.
 The units kreplay\-agent.service and kreplay\-daemon.service read their
 extra flags from /etc/kreplay/agent.env and /etc/kreplay/daemon.env.
 HEAD

@@ -1,7 +1,7 @@
 /**
  * Two writers storm the real agent: every write is stored or counted as
  * dropped, exactly; the status line keeps its rhythm throughout; the agent's
- * RSS stays under the 256 MiB its defaults promise (README, "The agent's
+ * RSS stays under the 256 MiB its defaults promise (docs/operate.md, "The agent's
  * memory"), its own anonymous memory under a tighter bound, and that is given
  * back after the storm.
  */

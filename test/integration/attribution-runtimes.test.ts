@@ -5,7 +5,7 @@
  * whose names carry its request id, so each write event's target is the ground truth. Every
  * request's writes are stored (missing 0) and none carries another request's transaction (wrong
  * 0): what kreplay cannot follow it leaves unattributed, counted. The figures are printed and kept
- * in README "Attribution".
+ * in docs/internals.md "Attribution".
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,4 +1,4 @@
-/** The README's `--config` example is parsed by the agent's own loader, so the documentation cannot drift. */
+/** docs/operate.md's `--config` example is parsed by the agent's own loader, so the documentation cannot drift. */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../agent/config/load-config';
@@ -8,10 +8,10 @@ import { useTempDir } from '../support/temp-dir';
 const dir = useTempDir();
 
 function readmeExample(): string {
-  const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+  const readme = readFileSync(join(__dirname, '..', '..', 'docs', 'operate.md'), 'utf8');
   const section = readme.split(/^## /m).find((s) => s.startsWith('The `--config` file'));
   const block = section && /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
-  if (!block) throw new Error('README.md has no yaml example under "## The `--config` file"');
+  if (!block) throw new Error('docs/operate.md has no yaml example under "## The `--config` file"');
   return block;
 }
 

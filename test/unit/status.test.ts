@@ -38,6 +38,8 @@ describe('storedCounters', () => {
       sys_connect_emitted: 16,
       sys_connect_dropped: 17,
       connect_table_full: 18,
+      interleaved_head: 19,
+      uninherited_thread: 20,
       malformed_markers: 11,
       unknown_contexts: 12,
       unknown_targets: 13,

@@ -1,5 +1,5 @@
 /**
- * A replay event's SSE frame as sessions send it (README, "Timing"): built
+ * A replay event's SSE frame as sessions send it (docs/replay.md, "Timing"): built
  * once, when the event is read, as the text sseFrame('replay',
  * withJsonFields(json, extra), index) would be, split at its lateness. Built
  * here directly, since a dense replay builds one per event.

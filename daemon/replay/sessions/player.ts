@@ -5,7 +5,7 @@
  * them), and tells its listener as the clock releases them, a count at a
  * time. The session owns what a release means (its state and streams); the
  * clock keeps the statistics. Nothing here runs per event. Timing model:
- * README, "Timing".
+ * docs/replay.md, "Timing".
  */
 import type { ClockLane, Released, ReplayClock } from '../replay-clock';
 import type { LateFrame } from '../lane/replay-frame';

@@ -2,7 +2,7 @@
  * One replay session: its state machine, what it has emitted (statistics,
  * history for resuming streams) and its snapshot; its Player owns where the
  * replay stands, reads ahead and hands deadlines to the clock. Timing model:
- * README, "Timing".
+ * docs/replay.md, "Timing".
  */
 import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';

@@ -5,6 +5,7 @@
 const http = require('node:http');
 const fs = require('node:fs');
 const { join } = require('node:path');
+const { setTimeout } = require('node:timers');
 
 const [dir, upstreamPort] = [process.argv[2], Number(process.argv[3])];
 const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
