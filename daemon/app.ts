@@ -10,6 +10,7 @@ import type { EventsJson } from './events/events-json';
 import { eventsRouter } from './events/events-router';
 import type { IncidentRuns } from './events/export/incident-export';
 import type { IncidentThread } from './incidents/incident-thread';
+import type { MemoryTrim } from './http/memory-trim';
 import { incidentsRouter } from './incidents/incidents-router';
 import { healthRouter } from './health/health-router';
 import { openApiRouter } from './openapi/openapi-router';
@@ -53,6 +54,8 @@ export interface AppDeps {
   incidents?: IncidentThread;
   /** the query workers' state, for /readyz, when queries run on them */
   queryWorkers?: () => PoolHealth;
+  /** told when a load that took memory (an upload) is over */
+  memoryTrim?: MemoryTrim;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -79,7 +82,11 @@ export function createApp(deps: AppDeps): Express {
     ? null
     : (ids: ReadonlySet<string>, from: bigint, to: bigint) => deps.stores.incidentRuns(ids, from, to);
   app.use('/api/events', eventsRouter(events, deps.eventsJson, runs));
-  if (deps.incidents) app.use('/api/incidents', incidentsRouter(deps.incidents));
+  if (deps.incidents)
+    app.use(
+      '/api/incidents',
+      incidentsRouter(deps.incidents, undefined, () => deps.memoryTrim?.loadEnded()),
+    );
   if (deps.replay)
     app.use(
       '/api/replay/sessions',

@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../core/log/logger';
 import { createApp } from './app';
 import { DaemonMetrics } from './metrics/daemon-metrics';
 import { HighResClock } from './replay/clock/high-res-clock';
+import { MemoryTrim } from './http/memory-trim';
 import { ReplaySessions } from './replay/sessions/session-service';
 import { DEFAULT_SESSION_TTL_SECONDS } from './replay/sessions/session-limits';
 import type { WallClock } from './replay/sessions/wall-clock';
@@ -125,6 +126,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   });
   const events = fleet ? fleetFirstReader(fleet, pool.reader) : pool.reader;
   const clock = new HighResClock(log.child('replay'));
+  const memory = new MemoryTrim();
   const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
@@ -142,6 +144,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   metrics.watchSessions(replay);
   metrics.watchQueries(() => pool.stats());
   const release = async () => {
+    memory.close();
     await incidents.close();
     await replay.close();
     await clock.close();
@@ -161,7 +164,13 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       fleetStore: fleet !== null,
       incidents,
       queryWorkers: () => pool.health(),
-      streamLimits: new StreamLimits(log.child('streams'), options.maxStreams, options.maxStreamsPerClient),
+      streamLimits: new StreamLimits(
+        log.child('streams'),
+        options.maxStreams,
+        options.maxStreamsPerClient,
+        () => memory.loadEnded(),
+      ),
+      memoryTrim: memory,
       tokens,
       metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),

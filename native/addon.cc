@@ -2,6 +2,7 @@
 // supervisor of `kreplay replay --exec`.
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <malloc.h>
 #include <napi.h>
 
 #include "capture_error.h"
@@ -94,6 +95,10 @@ Napi::Value LockFileExclusiveJs(const Napi::CallbackInfo& info) {
   }
 }
 
+// trimMemory(): gives the heap's free pages back to the kernel (malloc_trim); the bytes it freed
+// stay Node's to reuse otherwise, so a daemon's RSS would keep its peak after a burst of load.
+Napi::Value TrimMemoryJs(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), malloc_trim(0) == 1); }
+
 // hasBpfCapabilities(): the one check of load privileges, shared with LibbpfFailure.
 Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
@@ -129,6 +134,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("lockFileExclusive", Napi::Function::New(env, LockFileExclusiveJs));
+  exports.Set("trimMemory", Napi::Function::New(env, TrimMemoryJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));

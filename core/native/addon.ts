@@ -146,6 +146,8 @@ export interface NativeAddon {
   duplicateFd(fd: number): number;
   /** the descriptor holding an exclusive flock on `path` (created if missing); throws E_STORE_LOCKED or E_STORE_OPEN */
   lockFileExclusive(path: string): number;
+  /** gives free heap pages back to the kernel (malloc_trim); true when some were */
+  trimMemory(): boolean;
   /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
   hasBpfCapabilities(): boolean;
   /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */

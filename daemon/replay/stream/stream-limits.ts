@@ -19,6 +19,8 @@ export class StreamLimits {
     private readonly log: Logger,
     readonly max = DEFAULT_MAX_STREAMS,
     readonly maxPerClient = DEFAULT_MAX_STREAMS_PER_CLIENT,
+    /** told when the last open stream closes (the daemon gives its memory back then) */
+    private readonly onIdle: () => void = () => undefined,
   ) {}
 
   get open(): number {
@@ -50,6 +52,7 @@ export class StreamLimits {
       const left = (this.perClient.get(client) ?? 1) - 1;
       if (left > 0) this.perClient.set(client, left);
       else this.perClient.delete(client);
+      if (this.total === 0) this.onIdle();
     };
   }
 }
