@@ -12,6 +12,7 @@
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
+#include "request_key.h"
 #include "thread_scheduling.h"
 #include "tracefs.h"
 
@@ -99,6 +100,28 @@ Napi::Value LockFileExclusiveJs(const Napi::CallbackInfo& info) {
 // stay Node's to reuse otherwise, so a daemon's RSS would keep its peak after a burst of load.
 Napi::Value TrimMemoryJs(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), malloc_trim(0) == 1); }
 
+// requestKey(bytes) / requestShape(bytes): what a request's first bytes ask (request_key.h), for the
+// agent's store and for tests; the relay computes the same from the build's bytes.
+const uint8_t* RequestBytes(const Napi::CallbackInfo& info, size_t* len) {
+  if (info.Length() != 1 || !info[0].IsTypedArray())
+    throw Napi::TypeError::New(info.Env(), "requestKey/requestShape(bytes) take a Uint8Array");
+  auto bytes = info[0].As<Napi::Uint8Array>();
+  *len = bytes.ElementLength();
+  return bytes.Data();
+}
+
+Napi::Value RequestKeyJs(const Napi::CallbackInfo& info) {
+  size_t len;
+  const uint8_t* data = RequestBytes(info, &len);
+  return Napi::Number::New(info.Env(), RequestKey(data, len));
+}
+
+Napi::Value RequestShapeJs(const Napi::CallbackInfo& info) {
+  size_t len;
+  const uint8_t* data = RequestBytes(info, &len);
+  return Napi::String::New(info.Env(), RequestShape(data, len));
+}
+
 // hasBpfCapabilities(): the one check of load privileges, shared with LibbpfFailure.
 Napi::Value HasBpfCapabilitiesJs(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), HasBpfCapabilities());
@@ -135,6 +158,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("lockFileExclusive", Napi::Function::New(env, LockFileExclusiveJs));
   exports.Set("trimMemory", Napi::Function::New(env, TrimMemoryJs));
+  exports.Set("requestKey", Napi::Function::New(env, RequestKeyJs));
+  exports.Set("requestShape", Napi::Function::New(env, RequestShapeJs));
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));

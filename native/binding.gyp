@@ -17,6 +17,7 @@
         'host_clock.cc',
         'kernel_features.cc',
         'native_log.cc',
+        'request_key.cc',
         'ring_reader.cc',
         'thread_scheduling.cc',
         'tls_probes.cc',

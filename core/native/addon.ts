@@ -148,6 +148,10 @@ export interface NativeAddon {
   lockFileExclusive(path: string): number;
   /** gives free heap pages back to the kernel (malloc_trim); true when some were */
   trimMemory(): boolean;
+  /** what a request's first bytes ask, as a key (never 0) that `replay --exec` matches responses on (native/request_key.h) */
+  requestKey(bytes: Uint8Array): number;
+  /** the same as text with literal values replaced: `redis GET`, `pg query SELECT * FROM t WHERE id = ?` */
+  requestShape(bytes: Uint8Array): string;
   /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
   hasBpfCapabilities(): boolean;
   /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */
