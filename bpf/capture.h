@@ -20,6 +20,11 @@
 #define KR_TARGET_NAME_MAX 256
 #define KR_TARGET_DATA_LEN (KR_TARGET_PATH_MAX + KR_TARGET_NAME_MAX)
 /*
+ * Bytes of a request kept with the send that starts it (the first send on a
+ * socket after a response): what `replay --exec` matches responses on.
+ */
+#define KR_REQUEST_DATA_LEN 128
+/*
  * A write reuses a target id only while fewer than this many ids were handed
  * out after it, else the target is sent again: user space can then forget
  * ids older than twice this, and keeps bounded memory.
@@ -180,6 +185,21 @@ struct kr_event {
 		struct kr_syscall call;
 		struct kr_block_io block;
 	};
+};
+
+/*
+ * A sys_write that started a request on a socket: the event, then the
+ * request's first bytes (kr_event.size tells the two sizes apart).
+ */
+struct kr_request_bytes {
+	__u32 len; /* valid bytes in data */
+	__u32 pad;
+	char data[KR_REQUEST_DATA_LEN];
+};
+
+struct kr_request_event {
+	struct kr_event event;
+	struct kr_request_bytes request;
 };
 
 /*

@@ -79,6 +79,16 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       target.holds_ns = Int64s(env, entry.Get("holdsNs"), "holdsNs", false);
       target.bytes_end = Int64s(env, entry.Get("bytesEnd"), "bytesEnd", true);
       target.spans_ns = Int64s(env, entry.Get("spansNs"), "spansNs", true);
+      Napi::Value keys_of_requests = entry.Get("requestKeys");
+      if (!keys_of_requests.IsUndefined()) {
+        if (!keys_of_requests.IsTypedArray() ||
+            keys_of_requests.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+          throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "requestKeys must be a Uint32Array"));
+        Napi::TypedArrayOf<uint32_t> array = keys_of_requests.As<Napi::TypedArrayOf<uint32_t>>();
+        target.request_keys.assign(array.Data(), array.Data() + array.ElementLength());
+        if (target.request_keys.size() != target.holds_ns.size())
+          throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "requestKeys and holdsNs differ in count"));
+      }
       Napi::Value errnos = entry.Get("errnos");
       if (!errnos.IsUndefined()) {
         if (!errnos.IsTypedArray() || errnos.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
@@ -148,7 +158,8 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     }
   }
 
-  // After stop(): {targets: [{matched, passed, failed, bytes, observedNs, intendedNs: BigInt64Array}],
+  // After stop(): {targets: [{matched, passed, failed, bytes, observedNs, intendedNs: BigInt64Array,
+  // exchanges: Uint32Array}],
   // unmatched: [{call, target, kind, calls}], bypassed}
   Napi::Value Results(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -169,6 +180,9 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       auto intended = Napi::TypedArrayOf<int64_t>::New(env, count, napi_bigint64_array);
       std::copy(target.intended_ns.begin(), target.intended_ns.begin() + count, intended.Data());
       entry.Set("intendedNs", intended);
+      auto exchanges = Napi::TypedArrayOf<uint32_t>::New(env, target.exchanges.size(), napi_uint32_array);
+      std::copy(target.exchanges.begin(), target.exchanges.end(), exchanges.Data());
+      entry.Set("exchanges", exchanges);
       targets.Set(i, entry);
     }
     out.Set("targets", targets);

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "exec_error.h"
+#include "request_key.h"
 
 namespace kreplay {
 
@@ -66,6 +67,16 @@ bool Flush(int fd, std::string* buffer) {
 
 }  // namespace
 
+uint32_t PickExchange(const ResponsePlan& plan, const std::vector<bool>& used, uint32_t key) {
+  const size_t count = plan.holds_ns.size();
+  auto keyOf = [&plan](size_t k) { return k < plan.request_keys.size() ? plan.request_keys[k] : 0; };
+  for (size_t k = 0; k < count; k++)
+    if (!used[k] && keyOf(k) == key) return static_cast<uint32_t>(k);
+  for (size_t k = 0; k < count; k++)
+    if (!used[k] && keyOf(k) == 0) return static_cast<uint32_t>(k);
+  return kNoExchange;
+}
+
 struct ExecRelay::Link {
   // r: the relay's end of the build's socket; u: the real peer; c: the build's socket while its connect is pending
   int r = -1, u = -1, c = -1;
@@ -82,6 +93,8 @@ struct ExecRelay::Link {
   // the build sent since the last response began, and when it last did
   bool sent = false;
   int64_t last_send_ns = 0;
+  // the first bytes of the build's request since the last response began (its key picks the exchange)
+  std::string request;
   // the current response is held until
   int64_t release_ns = 0;
   bool timing_pending = false;
@@ -90,8 +103,9 @@ struct ExecRelay::Link {
   uint32_t r_mask = 0, u_mask = 0;
 };
 
-ExecRelay::ExecRelay(std::vector<std::vector<int64_t>> response_holds)
-    : response_holds_(std::move(response_holds)), next_exchange_(response_holds_.size(), 0) {}
+ExecRelay::ExecRelay(std::vector<ResponsePlan> responses) : responses_(std::move(responses)) {
+  for (const ResponsePlan& plan : responses_) used_.emplace_back(plan.holds_ns.size(), false);
+}
 
 ExecRelay::~ExecRelay() { Stop(); }
 
@@ -317,7 +331,11 @@ void ExecRelay::Process(Link* link, int64_t now) {
     const uint64_t skip = std::min<uint64_t>(link->discard, static_cast<uint64_t>(n));
     link->discard -= skip;
     if (static_cast<uint64_t>(n) > skip) {
-      link->to_u.append(buf + skip, static_cast<size_t>(n) - skip);
+      const size_t own = static_cast<size_t>(n) - skip;
+      if (!link->sent) link->request.clear();
+      if (link->request.size() < kRequestBytes)
+        link->request.append(buf + skip, std::min<size_t>(own, kRequestBytes - link->request.size()));
+      link->to_u.append(buf + skip, own);
       link->sent = true;
       link->last_send_ns = NowNs();
     }
@@ -348,10 +366,19 @@ void ExecRelay::Process(Link* link, int64_t now) {
       link->sent = false;
       link->hold_ns = 0;
       const int target = link->response_target;
-      if (target >= 0 && next_exchange_[target] < response_holds_[target].size()) {
-        link->exchange = next_exchange_[target]++;
-        link->hold_ns = response_holds_[target][link->exchange];
-        link->timing_pending = true;
+      if (target >= 0) {
+        const uint32_t key =
+            RequestKey(reinterpret_cast<const uint8_t*>(link->request.data()), link->request.size());
+        const uint32_t k = PickExchange(responses_[target], used_[target], key);
+        if (k == kNoExchange) {
+          // a request the incident never made (a health probe, a warm-up): passed through, never held
+          timings_.push_back({target, kNoExchange, 0, -1});
+        } else {
+          used_[target][k] = true;
+          link->exchange = k;
+          link->hold_ns = responses_[target].holds_ns[k];
+          link->timing_pending = true;
+        }
       }
       link->release_ns = link->last_send_ns + link->hold_ns;
     }
@@ -402,6 +429,8 @@ void ExecRelay::Update(Link* link) {
 }
 
 void ExecRelay::Close(Link* link) {
+  // the build closed its end while a response was held (its own timeout fired): held, never delivered
+  if (link->timing_pending) timings_.push_back({link->response_target, link->exchange, -1, link->hold_ns});
   if (link->c >= 0) close(link->c);
   close(link->r);
   close(link->u);

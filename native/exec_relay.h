@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -23,17 +24,31 @@ namespace kreplay {
 
 // A relayed connection's timing, measured by the relay for the report.
 struct RelayTiming {
-  // plan index of the response or connect target, and the result slot it fills
+  // plan index of the response or connect target, and the result slot it fills (a response: the
+  // recorded exchange it took, or kNoExchange for a request the incident never made)
   int target;
   uint32_t index;
+  // -1: the build closed the connection before the held response was released
   int64_t observed_ns;
   int64_t intended_ns;
 };
 
+constexpr uint32_t kNoExchange = UINT32_MAX;
+
+// A peer's recorded exchanges: per exchange its response hold and the key of its request (0: not recorded).
+struct ResponsePlan {
+  std::vector<int64_t> holds_ns;
+  std::vector<uint32_t> request_keys;
+};
+
+// The exchange a response to a request of `key` answers: the first unused one of the same key, else the
+// first unused one whose request was not recorded (matched by order); kNoExchange when none is left.
+uint32_t PickExchange(const ResponsePlan& plan, const std::vector<bool>& used, uint32_t key);
+
 class ExecRelay {
  public:
   // response_holds: per plan index, its response hold per exchange (empty for other targets)
-  explicit ExecRelay(std::vector<std::vector<int64_t>> response_holds);
+  explicit ExecRelay(std::vector<ResponsePlan> responses);
   ~ExecRelay();
 
   // Connects to `peer` (up to a few seconds) and returns the socket to hand to
@@ -58,7 +73,7 @@ class ExecRelay {
   void Close(Link* link);
   int Listener(bool stuffing);
 
-  std::vector<std::vector<int64_t>> response_holds_;
+  std::vector<ResponsePlan> responses_;
   // one plain listener, one with a minimal receive buffer for stuffed (delayed) connects
   int listeners_[2] = {-1, -1};
   uint16_t ports_[2] = {0, 0};
@@ -71,7 +86,8 @@ class ExecRelay {
 
   // the relay thread's
   std::unordered_map<Link*, bool> links_;
-  std::vector<uint32_t> next_exchange_;
+  // per response target, the exchanges taken
+  std::vector<std::vector<bool>> used_;
   std::vector<RelayTiming> timings_;
 };
 

@@ -194,11 +194,14 @@ void ExecSupervisor::Run() {
 void ExecSupervisor::MergeRelayTimings() {
   for (const RelayTiming& timing : relay_->timings()) {
     TargetResult& result = results_.targets[timing.target];
-    if (plan_[timing.target].call == CallKind::kResponse) {
-      // one per exchange, in the order the relay saw them
+    if (plan_[timing.target].call == CallKind::kResponse && timing.index == kNoExchange) {
+      result.passed++;
+    } else if (plan_[timing.target].call == CallKind::kResponse) {
+      // one per exchange the build's responses took, in the order the relay saw them
       result.matched++;
       result.observed_ns.push_back(timing.observed_ns);
       result.intended_ns.push_back(timing.intended_ns);
+      result.exchanges.push_back(timing.index);
     } else if (timing.index < result.observed_ns.size()) {
       result.observed_ns[timing.index] = timing.observed_ns;
     }
@@ -379,10 +382,10 @@ bool ExecSupervisor::ConnectThroughRelay(const seccomp_notif& notif, const Targe
   int family = 0, type = 0;
   if (!SocketShape(tid, fd, &family, &type) || type != SOCK_STREAM) return false;
   if (!relay_) {
-    std::vector<std::vector<int64_t>> holds(plan_.size());
+    std::vector<ResponsePlan> responses(plan_.size());
     for (size_t i = 0; i < plan_.size(); i++)
-      if (plan_[i].call == CallKind::kResponse) holds[i] = plan_[i].holds_ns;
-    relay_ = std::make_unique<ExecRelay>(std::move(holds));
+      if (plan_[i].call == CallKind::kResponse) responses[i] = {plan_[i].holds_ns, plan_[i].request_keys};
+    relay_ = std::make_unique<ExecRelay>(std::move(responses));
   }
   int err = 0;
   // completed by the relay at its deadline: on the timeline, where the session stands now (a later

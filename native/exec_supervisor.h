@@ -47,6 +47,8 @@ struct TargetPlan {
   // bytes, timeline pace: per recorded call its replayed duration (byte x of call k is released
   // in proportion before the call's release offset)
   std::vector<int64_t> spans_ns;
+  // responses: per exchange, the key of the request it answered (request_key.h; 0: not recorded)
+  std::vector<uint32_t> request_keys;
 };
 
 struct TargetResult {
@@ -61,6 +63,8 @@ struct TargetResult {
   // it had when released (-1 when stop or the end released it before its deadline)
   std::vector<int64_t> observed_ns;
   std::vector<int64_t> intended_ns;
+  // responses: per matched response, the recorded exchange it took (by its request), in the build's order
+  std::vector<uint32_t> exchanges;
 };
 
 struct UnmatchedTarget {

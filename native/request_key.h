@@ -16,11 +16,18 @@
 // - anything else: `unknown` (such responses match by order).
 #pragma once
 
+#include <linux/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "capture.h"
+
 namespace kreplay {
+
+// Bytes of a request its key is made from: the capture keeps as many.
+constexpr size_t kRequestBytes = KR_REQUEST_DATA_LEN;
 
 // The shape of the request whose first bytes are data[0, len).
 std::string RequestShape(const uint8_t* data, size_t len);

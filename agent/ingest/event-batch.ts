@@ -24,6 +24,8 @@ export interface SysWriteFields {
   type?: SyscallRecordType;
   /** sys_read: response time, 0 (the default) = none */
   response?: number;
+  /** sys_write: the key of the request it started, 0 (the default) = none */
+  request?: number;
 }
 
 export interface BlockIoFields {
@@ -107,7 +109,7 @@ export class EventBatch {
     this.kind[i] = f.syscall;
     this.error[i] = 0;
     this.target[i] = f.target ?? 0;
-    this.response[i] = f.response ?? 0;
+    this.response[i] = f.response ?? f.request ?? 0;
   }
 
   pushBlockIo(f: BlockIoFields): void {

@@ -22,6 +22,8 @@ import {
   recordProblem,
   RecordProblem,
   RecordType,
+  REQUEST_DATA_LEN,
+  RequestLayout,
   SyscallLayout,
   SYSCALL_FLAGS,
   type RecordProblemCode,
@@ -29,6 +31,7 @@ import {
   readTargetRecord,
   targetText,
 } from '../../core/model';
+import { nativeAddon } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from './dictionary';
@@ -105,6 +108,8 @@ export class RecordDecoder {
     private readonly clockOffsetNs: () => bigint,
     /** --sample-background 1/N: N */
     private readonly sampleBackground = 1,
+    /** what a request's first bytes ask, as a key (native/request_key.h: one owner with the replay's relay) */
+    private readonly keyOfRequest: (bytes: Uint8Array) => number = nativeAddon().requestKey,
   ) {}
 
   /**
@@ -126,7 +131,7 @@ export class RecordDecoder {
         const ctx = this.storeContextId(viewU53(view, off + EventLayout.contextId));
         if (ctx !== 0 || this.keepWithoutContext(view, off, type)) {
           if (sink.current.full) sink.flush();
-          this.appendEvent(buf, view, off, type, ctx, sink.current);
+          this.appendEvent(buf, view, off, type, size, ctx, sink.current);
         }
       }
       off += size;
@@ -194,6 +199,7 @@ export class RecordDecoder {
     v: DataView,
     off: number,
     type: number,
+    size: number,
     ctx: number,
     out: EventBatch,
   ): void {
@@ -221,7 +227,11 @@ export class RecordDecoder {
       out.kind[i] = v.getUint32(off + SyscallLayout.syscall, true) & ~SYSCALL_FLAGS;
       out.error[i] = 0;
       out.target[i] = this.storeTargetId(viewU53(v, off + SyscallLayout.targetId));
-      out.response[i] = viewU53(v, off + SyscallLayout.responseNs);
+      // the column holds a read's response time, or a send's request key
+      out.response[i] =
+        size === RequestLayout.bytes
+          ? this.requestKey(buf, v, off)
+          : viewU53(v, off + SyscallLayout.responseNs);
     } else {
       out.bytes[i] = v.getUint32(off + BlockIoLayout.bytes, true);
       out.handle[i] = encodeDevice(
@@ -234,6 +244,13 @@ export class RecordDecoder {
       out.target[i] = 0;
       out.response[i] = 0;
     }
+  }
+
+  /** The key of the request whose first bytes the send's record carries. */
+  private requestKey(buf: Buffer, v: DataView, off: number): number {
+    const len = Math.min(v.getUint32(off + RequestLayout.len, true), REQUEST_DATA_LEN);
+    const start = off + RequestLayout.data;
+    return this.keyOfRequest(buf.subarray(start, start + len));
   }
 
   /* comm and service per thread, re-resolved only when its pid, cgroup or comm bytes change (exec, reuse, move) */

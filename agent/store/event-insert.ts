@@ -42,6 +42,7 @@ const SOURCES: Record<string, string> = {
   op: 'kind',
   error: 'error',
   response_ns: 'response',
+  request_key: 'response',
 };
 const COMMON_COLUMNS = columnsOf('all');
 const TYPES = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo] as const;

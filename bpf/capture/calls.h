@@ -111,14 +111,10 @@ static __always_inline void submit_call(struct kr_event *e, __u32 type)
 	count_event(emitted_counter(type));
 }
 
-/* Writes the event of the thread's call that ended at `now`. */
-static __always_inline void call_end(struct kr_thread *t, __u32 type, __u64 pid_tgid, __s64 ret, __u64 count,
-				     __u64 now, __u64 response_ns)
+/* Fills the event of the thread's call that ended at `now` (its timing is filled by reserve_event). */
+static __always_inline void call_fill(struct kr_event *e, struct kr_thread *t, __u64 pid_tgid, __s64 ret,
+				      __u64 count, __u64 response_ns)
 {
-	struct kr_event *e = reserve_call(type, t->start_ns, now, response_ns);
-
-	if (!e)
-		return;
 	e->cgroup_id = current_cgroup_id();
 	e->context_id = t->context_id;
 	e->pid = pid_tgid >> 32;
@@ -130,6 +126,17 @@ static __always_inline void call_end(struct kr_thread *t, __u32 type, __u64 pid_
 	e->call.syscall = t->syscall;
 	e->call.target_id = t->target_id;
 	e->call.response_ns = response_ns;
+}
+
+/* Writes the event of the thread's call that ended at `now`. */
+static __always_inline void call_end(struct kr_thread *t, __u32 type, __u64 pid_tgid, __s64 ret, __u64 count,
+				     __u64 now, __u64 response_ns)
+{
+	struct kr_event *e = reserve_call(type, t->start_ns, now, response_ns);
+
+	if (!e)
+		return;
+	call_fill(e, t, pid_tgid, ret, count, response_ns);
 	submit_call(e, type);
 }
 

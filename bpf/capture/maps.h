@@ -62,6 +62,9 @@ struct kr_thread {
 	 * connect: the user's address, which names the peer of a connect that failed
 	 */
 	__u64 messages;
+	/* a send's first buffer and its length, for the bytes of a request it starts */
+	__u64 data;
+	__u64 data_len;
 	__u32 type; /* enum kr_record_type of the call in flight, 0 = none */
 	__u32 addr_len; /* connect: of messages */
 	/* the last target this thread used: most calls go where the previous one went */
@@ -144,19 +147,25 @@ static __always_inline void submit(void *record, __u64 size)
  * A kr_event of `type` in the ring, its timing filled in; NULL when the
  * ring is full, counted under `dropped`.
  */
-static __always_inline struct kr_event *reserve_event(__u32 type, __u32 dropped, __u64 start_ns, __u64 now)
+static __always_inline struct kr_event *reserve_record(__u32 type, __u32 dropped, __u64 start_ns, __u64 now,
+						       __u32 size)
 {
-	struct kr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct kr_event *e = bpf_ringbuf_reserve(&events, size, 0);
 
 	if (!e) {
 		count_event(dropped);
 		return NULL;
 	}
 	e->type = type;
-	e->size = sizeof(*e);
+	e->size = size;
 	e->start_ns = start_ns;
 	e->duration_ns = now - start_ns;
 	return e;
+}
+
+static __always_inline struct kr_event *reserve_event(__u32 type, __u32 dropped, __u64 start_ns, __u64 now)
+{
+	return reserve_record(type, dropped, start_ns, now, sizeof(struct kr_event));
 }
 
 /*

@@ -47,23 +47,58 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	}
 	if (how == KR_MMSG)
 		t->messages = ctx->args[1];
+	/* before call_begin, which may end in a tail call */
+	t->data = how == KR_MMSG ? 0 : (__u64)data;
+	t->data_len = data_len;
 	call_begin(ctx, t, KR_RECORD_SYS_WRITE, code, ctx->args[0], count);
 	return 0;
+}
+
+/*
+ * The event of a send that starts a request (the first on its socket since a
+ * response was read), with the request's first bytes.
+ */
+static __always_inline void request_end(struct kr_thread *t, __u64 pid_tgid, __s64 ret, __u64 now)
+{
+	struct kr_request_event *r;
+	__u64 len = t->data_len < (__u64)ret ? t->data_len : (__u64)ret;
+
+	if (now - t->start_ns < min_duration_ns)
+		return;
+	r = (struct kr_request_event *)reserve_record(KR_RECORD_SYS_WRITE, KR_COUNTER_SYS_WRITE_DROPPED, t->start_ns,
+						      now, sizeof(*r));
+	if (!r)
+		return;
+	call_fill(&r->event, t, pid_tgid, ret, t->count, 0);
+	if (len > KR_REQUEST_DATA_LEN)
+		len = KR_REQUEST_DATA_LEN;
+	r->request.len = bpf_probe_read_user(r->request.data, len, (const void *)t->data) ? 0 : len;
+	r->request.pad = 0;
+	submit(r, sizeof(*r));
+	count_event(KR_COUNTER_SYS_WRITE_EMITTED);
 }
 
 static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u32 how)
 {
 	__u64 pid_tgid, now;
 	struct kr_thread *t = call_exit(KR_RECORD_SYS_WRITE, &pid_tgid);
+	/* read once: the verifier refuses a load through a ctx pointer the compiler moved */
+	__s64 ret = ctx->ret;
+	bool starts = false;
 
 	if (!t)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
 	/* a response is timed from the end of the socket's last send; only where reads are recorded */
-	if (t->sock && ctx->ret > 0 && (t->context_id || capture_reads))
+	if (t->sock && ret > 0 && (t->context_id || capture_reads)) {
+		starts = t->data && !bpf_map_lookup_elem(&last_sends, &t->sock);
 		bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
-	call_end(t, KR_RECORD_SYS_WRITE, pid_tgid, ctx->ret,
-		 how == KR_MMSG ? mmsg_bytes(t->messages, ctx->ret) : t->count, now, 0);
+	}
+	if (starts)
+		request_end(t, pid_tgid, ret, now);
+	else
+		call_end(t, KR_RECORD_SYS_WRITE, pid_tgid, ret, how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count,
+			 now, 0);
 	return 0;
 }
 

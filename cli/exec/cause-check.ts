@@ -58,6 +58,8 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
   const recorded = target.indices.length;
   if (target.match === 'bytes' && target.bytesEnd && outcome.bytes > 0)
     return `the build's calls to it carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes; the cause's end at byte ${target.bytesEnd[position]}`;
+  if (target.call === 'response' && outcome.matched + outcome.passed > 0)
+    return `a different request: the build's ${outcome.matched + outcome.passed} requests to ${target.target} got ${outcome.matched} of the ${recorded} recorded responses, none the cause's (exchange ${position + 1}); ${outcome.passed} asked what the incident never did`;
   if (outcome.matched > 0)
     return `the build made ${outcome.matched} of the ${recorded} recorded calls of it; the cause was call ${position + 1}`;
   if (outcome.passed > 0)
@@ -120,9 +122,13 @@ export function checkCauses(input: CauseInput): CauseCheck[] {
     }
     // a stream matched by bytes: the cause is reached when the build's bytes reach the end of its
     const ends = found.target.match === 'bytes' ? found.target.bytesEnd : undefined;
+    // a response: reached when a response of the build took its exchange (matched by request)
+    const exchanges = found.target.call === 'response' ? found.outcome.exchanges : undefined;
     const reached = ends
       ? BigInt(found.outcome.bytes) >= ends[found.position]!
-      : found.position < found.outcome.matched;
+      : exchanges
+        ? exchanges.includes(found.position)
+        : found.position < found.outcome.matched;
     if (reached) return { ...base, exercised: true, reason: `exercised: the build made the matching call` };
     return {
       ...base,

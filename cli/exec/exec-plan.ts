@@ -46,6 +46,8 @@ export interface RecordedCall {
   fd?: number | null;
   /** sys_read: the first read after a send on a socket, from the send's end to this read's end (exact JSON gives a string) */
   response_ns?: bigint | string | number | null;
+  /** sys_write: a send that started a request, the key of what it asked (native/request_key.h) */
+  request_key?: number | null;
 }
 
 /** Every field of RecordedCall: what a replay against a build decodes of an incident file's events. */
@@ -61,6 +63,7 @@ export const RECORDED_CALL_FIELDS = [
   'pid',
   'fd',
   'response_ns',
+  'request_key',
 ] as const satisfies readonly (keyof RecordedCall)[];
 // a field added to RecordedCall and not to the list fails to compile here
 const everyFieldListed: Exclude<keyof RecordedCall, (typeof RECORDED_CALL_FIELDS)[number]> extends never
@@ -93,6 +96,11 @@ export interface PlanTarget {
   bytesEnd?: BigInt64Array;
   /** match bytes, timeline pace: per recorded call kept, its replayed duration */
   spansNs?: BigInt64Array;
+  /**
+   * responses: per exchange, the key of the request it answered (0: not recorded, matched by
+   * order); the relay gives each response of the build the first unused exchange of its request's key
+   */
+  requestKeys?: Uint32Array;
 }
 
 export interface PlanOptions {
@@ -116,6 +124,8 @@ interface Recorded {
   bytes: number;
   errno: number;
   positional: boolean;
+  /** a response: the key of the request it answered, 0 when not recorded */
+  requestKey: number;
 }
 
 /**
@@ -134,26 +144,36 @@ function byBytes(call: CallKind, kind: string, calls: readonly Recorded[], optio
  * Per socket target, in order, the upstream's response time of each exchange:
  * a sys_read's `response_ns`, or, for recordings without it, the gap from the
  * end of the last send on the same (pid, fd, target) to the end of the first
- * read after it.
+ * read after it; and the key of the request it answered (that of the send
+ * on the connection that started it), 0 when not recorded.
  */
-function responseCalls(
-  events: readonly RecordedCall[],
-): { event: RecordedCall; index: number; responseNs: bigint }[] {
+interface ResponseCall {
+  responseNs: bigint;
+  requestKey: number;
+}
+
+function responseCalls(events: readonly RecordedCall[]): Map<RecordedCall, ResponseCall> {
   const lastSendEnd = new Map<string, bigint>();
-  const out: { event: RecordedCall; index: number; responseNs: bigint }[] = [];
-  events.forEach((event, index) => {
-    if (event.target_kind !== 'socket' || !event.target) return;
+  const requestKeys = new Map<string, number>();
+  const out = new Map<RecordedCall, ResponseCall>();
+  for (const event of events) {
+    if (event.target_kind !== 'socket' || !event.target) continue;
     const conn = `${event.pid ?? ''}\t${event.fd ?? ''}\t${event.target}`;
     const end = event.timestamp_ns + event.duration_ns;
-    if (event.event_type === 'sys_write' && (event.ret ?? 0) >= 0) lastSendEnd.set(conn, end);
-    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) return;
+    if (event.event_type === 'sys_write' && (event.ret ?? 0) >= 0) {
+      lastSendEnd.set(conn, end);
+      if (event.request_key) requestKeys.set(conn, event.request_key);
+    }
+    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) continue;
     const sent = lastSendEnd.get(conn);
     lastSendEnd.delete(conn);
+    const requestKey = requestKeys.get(conn) ?? 0;
+    requestKeys.delete(conn);
     const given = event.response_ns;
     const responseNs =
       given !== null && given !== undefined ? BigInt(given) : sent === undefined ? null : end - sent;
-    if (responseNs !== null && responseNs >= 0n) out.push({ event, index, responseNs });
-  });
+    if (responseNs !== null && responseNs >= 0n) out.set(event, { responseNs, requestKey });
+  }
   return out;
 }
 
@@ -165,7 +185,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
   const firstTs = events[0]?.timestamp_ns ?? 0n;
   type Group = { call: CallKind; target: string; recorded: string; kind: string; calls: Recorded[] };
   const groups = new Map<string, Group>();
-  const responses = new Map(responseCalls(events).map((r) => [r.event, r.responseNs]));
+  const responses = responseCalls(events);
   // an incident holds few targets and many calls: each (recorded target, kind) is mapped once, and
   // its group found by the call kind, with no key built per event
   const byRecorded = new Map<string, Map<string, { target: string; groups: Map<CallKind, Group> }>>();
@@ -178,7 +198,8 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     return entry;
   };
   events.forEach((event, index) => {
-    const responseNs = responses.get(event);
+    const response = responses.get(event);
+    const responseNs = response?.responseNs;
     const call = responseNs === undefined ? CALL_OF_EVENT[event.event_type] : 'response';
     if (!call || !event.target) return;
     const kind = event.target_kind ?? 'other';
@@ -210,6 +231,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
       bytes: event.bytes ?? 0,
       errno: event.ret !== null && event.ret !== undefined && event.ret < 0 ? -event.ret : 0,
       positional: POSITIONAL.has(event.syscall ?? ''),
+      requestKey: response?.requestKey ?? 0,
     });
   });
   return [...groups.values()].map(({ call, target, recorded, kind, calls }) => {
@@ -235,6 +257,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     };
     if (options.replayErrors && match === 'calls' && calls.some((c) => c.errno !== 0))
       plan.errnos = Int32Array.from(calls.map((c) => c.errno));
+    if (call === 'response') plan.requestKeys = Uint32Array.from(kept.map((c) => c.requestKey));
     if (match === 'bytes') {
       let end = 0n;
       plan.bytesEnd = BigInt64Array.from(kept.map((c) => (end += BigInt(c.bytes))));

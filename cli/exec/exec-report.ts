@@ -20,6 +20,8 @@ export interface TargetOutcome {
   observedNs: BigInt64Array;
   /** per matched call; -1 where a stop released it before its deadline */
   intendedNs: BigInt64Array;
+  /** responses: per matched response, the recorded exchange it took (by its request) */
+  exchanges?: Uint32Array;
 }
 
 export interface UnmatchedOutcome {

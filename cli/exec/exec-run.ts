@@ -170,6 +170,7 @@ async function replayOne(
           errnos: t.errnos,
           bytesEnd: t.bytesEnd,
           spansNs: t.spansNs,
+          requestKeys: t.requestKeys,
         })),
         neverHeld: handedOutputs(),
       },

@@ -5,6 +5,8 @@ import {
   EventLayout,
   RecordHead,
   RecordType,
+  REQUEST_DATA_LEN,
+  RequestLayout,
   SyscallLayout,
   TargetLayout,
 } from './record-layout';
@@ -36,11 +38,24 @@ function writeEvent(buf: Buffer, off: number, type: number, f: EventRecordFields
   buf.write(f.comm.slice(0, 15), off + EventLayout.comm, 'latin1');
 }
 
+/** A sys_write; with `request`, one that started a request, carrying its first bytes. */
 export function sysWriteRecord(
-  f: EventRecordFields & { fd: number; count: number; ret: number; syscall: number; targetId?: number },
+  f: EventRecordFields & {
+    fd: number;
+    count: number;
+    ret: number;
+    syscall: number;
+    targetId?: number;
+    request?: Buffer;
+  },
 ): Buffer {
-  const buf = Buffer.alloc(EventLayout.bytes);
+  const buf = Buffer.alloc(f.request ? RequestLayout.bytes : EventLayout.bytes);
   writeEvent(buf, 0, RecordType.SysWrite, f);
+  if (f.request) {
+    buf.writeUInt32LE(RequestLayout.bytes, RecordHead.size);
+    buf.writeUInt32LE(Math.min(f.request.length, REQUEST_DATA_LEN), RequestLayout.len);
+    f.request.copy(buf, RequestLayout.data, 0, REQUEST_DATA_LEN);
+  }
   buf.writeBigInt64LE(BigInt(f.ret), SyscallLayout.ret);
   buf.writeBigUInt64LE(BigInt(f.count), SyscallLayout.count);
   buf.writeInt32LE(f.fd, SyscallLayout.fd);

@@ -69,6 +69,16 @@ export const SyscallLayout = {
   responseNs: 96,
 } as const;
 
+/** KR_REQUEST_DATA_LEN: the first bytes of a request kept with the send that starts it */
+export const REQUEST_DATA_LEN = 128;
+
+/** struct kr_request_event: a sys_write's kr_event, then struct kr_request_bytes */
+export const RequestLayout = {
+  len: 104,
+  data: 112,
+  bytes: 240,
+} as const;
+
 /** KR_MAX_MMSG: the messages of a sendmmsg/recvmmsg whose bytes are counted */
 export const MAX_MMSG = 64;
 
@@ -152,11 +162,15 @@ export function kernelCounters(values: readonly number[]): Record<KernelCounterN
 
 /**
  * The size the record at `at` must have, or -1 for a type kreplay does not
- * know: fixed per type, and for a target record its head and its data
+ * know: fixed per type (a sys_write's either with or without its request's
+ * bytes), and for a target record its head and its data
  * rounded up to 8 (the head's size when the head itself is cut short).
  */
 export function recordBytes(buf: Buffer, at: number): number {
   const type = buf.readUInt32LE(at + RecordHead.type);
+  // a send that started a request carries its first bytes
+  if (type === RecordType.SysWrite && buf.readUInt32LE(at + RecordHead.size) === RequestLayout.bytes)
+    return RequestLayout.bytes;
   if (type === RecordType.BlockIo || isSyscallRecord(type)) return EventLayout.bytes;
   if (type === RecordType.Context) return ContextLayout.bytes;
   if (type !== RecordType.Target) return -1;

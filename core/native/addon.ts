@@ -74,6 +74,8 @@ export interface NativeExecTarget {
   errnos?: Int32Array;
   bytesEnd?: BigInt64Array;
   spansNs?: BigInt64Array;
+  /** responses: per exchange, the key of the request it answered (0: not recorded) */
+  requestKeys?: Uint32Array;
 }
 
 export interface NativeExecResults {
@@ -86,6 +88,8 @@ export interface NativeExecResults {
     bytes: number;
     observedNs: BigInt64Array;
     intendedNs: BigInt64Array;
+    /** responses: per matched response, the recorded exchange it took */
+    exchanges: Uint32Array;
   }[];
   unmatched: {
     call: 'write' | 'fsync' | 'connect' | 'response';

@@ -11,11 +11,15 @@ import { RecordType, SYSCALL_RECORD_TYPES, type RecordTypeValue } from '../model
 /** The store schema version that added write targets. */
 export const TARGETS_SCHEMA_VERSION = 2;
 
+/** The store schema version that added the key of the request a send started (request_key). */
+export const REQUEST_KEY_SCHEMA_VERSION = 7;
+
 /** The store schema version that added sys_read, sys_fsync, sys_connect and reads' response_ns. */
 export const SYSCALL_TYPES_SCHEMA_VERSION = 6;
 
 const BLOCK_IO = [RecordType.BlockIo] as const;
 const SYS_READ = [RecordType.SysRead] as const;
+const SYS_WRITE = [RecordType.SysWrite] as const;
 
 export interface EventColumn {
   name: string;
@@ -46,6 +50,7 @@ export const EVENT_COLUMN_TABLE = [
   { name: 'error', of: BLOCK_IO, nullable: true, since: 1 },
   { name: 'target', of: SYSCALL_RECORD_TYPES, nullable: true, since: TARGETS_SCHEMA_VERSION },
   { name: 'response_ns', of: SYS_READ, nullable: true, since: SYSCALL_TYPES_SCHEMA_VERSION },
+  { name: 'request_key', of: SYS_WRITE, nullable: true, since: REQUEST_KEY_SCHEMA_VERSION },
 ] as const satisfies readonly EventColumn[];
 
 type Columns = typeof EVENT_COLUMN_TABLE;

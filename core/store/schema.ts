@@ -11,6 +11,7 @@ import { KreplayError } from '../errors';
 import {
   eventColumnsAddedIn,
   eventColumnsDdl,
+  REQUEST_KEY_SCHEMA_VERSION,
   SYSCALL_TYPES_SCHEMA_VERSION,
   TARGETS_SCHEMA_VERSION,
 } from './event-columns';
@@ -18,7 +19,7 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 /** Stores from this version on have a pruned table (retention). */
 export const RETENTION_SCHEMA_VERSION = 4;
@@ -133,6 +134,10 @@ export const MIGRATIONS: readonly string[] = [
   // v6: sys_read, sys_fsync and sys_connect share sys_write's columns; a read's response time is new
   `
   ${eventColumnsAddedIn(SYSCALL_TYPES_SCHEMA_VERSION)}
+  `,
+  // v7: a send that started a request on a socket keeps the key of what it asked (native/request_key.h)
+  `
+  ${eventColumnsAddedIn(REQUEST_KEY_SCHEMA_VERSION)}
   `,
 ];
 

@@ -55,10 +55,10 @@ const byNumber = (a: number, b: number) => a - b;
 
 export function toEventRow(values: unknown[]): EventRow {
   // prettier-ignore
-  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns] =
+  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key] =
     values as RawEventRow;
   // prettier-ignore
-  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns };
+  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key };
 }
 
 export interface StoreSummary {

@@ -7,7 +7,13 @@ import { execFile, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
-import { SYSCALL_NAMES, targetText, EVENT_CONTEXT_ONLY, SYSCALL_FLAGS } from '../../core/model';
+import {
+  SYSCALL_NAMES,
+  targetText,
+  EVENT_CONTEXT_ONLY,
+  REQUEST_DATA_LEN,
+  SYSCALL_FLAGS,
+} from '../../core/model';
 import type { DecodedContext, DecodedRecord, DecodedSyscall, DecodedTarget } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
 import { KREPLAY_BIN } from '../support/agent-process';
@@ -355,6 +361,12 @@ describeKernel('sys_read and sends (real kernel)', () => {
     const inTxn = inTransaction(records, 'slow-upstream');
     const sends = calls(records, 'sys_write').filter((r) => r.comm === 'curl' && r.target === target);
     expect(sends.map((r) => [syscallName(r), inTxn(r), r.ret === r.count])).toEqual([['sendto', true, true]]);
+    // the send started the request: its record carries the request's first bytes, as curl sent them
+    const request = sends[0]!.request!;
+    expect(request.length).toBe(Math.min(sends[0]!.ret, REQUEST_DATA_LEN));
+    expect(request.toString('latin1')).toMatch(
+      new RegExp(`^GET / HTTP/1\\.1\r\nHost: 127\\.0\\.0\\.1:${server.line}\r\n`),
+    );
     const reads = calls(records, 'sys_read').filter((r) => r.comm === 'curl' && r.target === target);
     // the first read after the request carries the wait; later ones none
     const timed = reads.filter((r) => r.responseNs > 0n);

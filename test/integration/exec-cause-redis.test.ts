@@ -70,6 +70,7 @@ interface Row {
   held: boolean;
   reason: string;
   matched: number;
+  passed_through: number;
   observed_p50_ns: string | number | null;
 }
 interface Report {
@@ -241,4 +242,25 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     );
     expect({ from, status: impatient.run.status }).not.toEqual({ from, status: 0 });
   }
+
+  // responses match the request they answer, not the order: a health probe (PING) first on the same
+  // connection is passed through fast, and the GET still gets the recorded 1.5 s
+  const probed = await replay('probed', build('probed.db', '--timeout', '5', '--probe'));
+  expect(probed.run.status).toBe(0);
+  expect(Number(/probe: (\d+\.\d+) s/.exec(probed.run.stderr)![1])).toBeLessThan(0.5);
+  const probedRow = probed.report.targets.find((r) => r.call === 'response' && r.target === redisTarget)!;
+  expect(probedRow).toEqual(expect.objectContaining({ matched: 1, passed_through: 1 }));
+  expect(Number(probedRow.observed_p50_ns)).toBeGreaterThanOrEqual(1.4e9);
+  expect(probed.report.causes.every((c) => c.exercised)).toBe(true);
+  const probedImpatient = await replay(
+    'probed-impatient',
+    build('probed-1s.db', '--timeout', '1', '--probe'),
+  );
+  expect(probedImpatient.run.status).not.toBe(0);
+
+  // a build that asks Redis something else (the probe alone) never gets the GET's hold: not reproduced
+  const different = await replay('different', build('different.db', '--timeout', '5', '--probe-only'));
+  expect(different.run.status).toBe(220);
+  expect(different.run.stderr).toMatch(/cause not exercised: .* a different request/);
+  expect(Number(/probe: (\d+\.\d+) s/.exec(different.run.stderr)![1])).toBeLessThan(0.5);
 });

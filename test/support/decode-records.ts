@@ -10,6 +10,7 @@ import {
   ContextLayout,
   EventLayout,
   RecordHead,
+  RequestLayout,
   RecordType,
   SyscallLayout,
   TargetLayout,
@@ -49,6 +50,8 @@ export interface DecodedSyscall extends EventCommon {
   targetId: number;
   /** 0: none */
   responseNs: bigint;
+  /** a send that started a request: the first bytes it carried; null for other calls */
+  request: Buffer | null;
 }
 
 export type DecodedSysWrite = DecodedSyscall & { type: 'sys_write' };
@@ -115,6 +118,15 @@ function decodeOne(buf: Buffer, at: number, type: number): DecodedRecord {
       syscall: buf.readUInt32LE(at + SyscallLayout.syscall),
       targetId: readU53(buf, at + SyscallLayout.targetId),
       responseNs: buf.readBigUInt64LE(at + SyscallLayout.responseNs),
+      request:
+        buf.readUInt32LE(at + RecordHead.size) === RequestLayout.bytes
+          ? Buffer.from(
+              buf.subarray(
+                at + RequestLayout.data,
+                at + RequestLayout.data + buf.readUInt32LE(at + RequestLayout.len),
+              ),
+            )
+          : null,
     };
   }
   if (type === RecordType.BlockIo) {

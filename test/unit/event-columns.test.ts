@@ -34,7 +34,18 @@ describe('the events column table', () => {
     const common = { service: writer.services.id('s'), comm: writer.comms.id('c'), pid: 10, tid: 11 };
     const target = writer.targets.id(1, '/tmp/x');
     const ctx = writer.contexts.id('t', null);
-    batch.pushSysWrite({ ...common, ctx, tsOffset: 1, dur: 2, bytes: 3, fd: 4, ret: 5, syscall: 6, target });
+    batch.pushSysWrite({
+      ...common,
+      ctx,
+      tsOffset: 1,
+      dur: 2,
+      bytes: 3,
+      fd: 4,
+      ret: 5,
+      syscall: 6,
+      target,
+      request: 77,
+    });
     batch.pushBlockIo({
       ...common,
       ctx,

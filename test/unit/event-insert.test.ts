@@ -89,6 +89,7 @@ function expectedRows(batch: EventBatch, chunks: [number, number][]): Row[] {
           write ? null : BigInt(batch.error[i]!),
           write ? id(batch.target[i]!) : null,
           type === RecordType.SysRead ? id(batch.response[i]!) : null,
+          type === RecordType.SysWrite ? id(batch.response[i]!) : null,
         ]);
       }
     }

@@ -18,9 +18,18 @@ const write: SysWriteEvent = {
   ret: -28,
   target_kind: 'socket',
   target: 'tcp [::1]:8080',
+  request_key: 4_294_967_295,
 };
 
-const { syscall: _syscall, fd: _fd, ret: _ret, target_kind: _kind, target: _target, ...common } = write;
+const {
+  syscall: _syscall,
+  fd: _fd,
+  ret: _ret,
+  target_kind: _kind,
+  target: _target,
+  request_key: _request,
+  ...common
+} = write;
 const block: BlockIoEvent = {
   ...common,
   event_type: 'block_io',

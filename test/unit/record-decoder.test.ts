@@ -4,7 +4,16 @@ import { ServiceResolver } from '../../agent/attribution/service-resolver';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { CorruptRecordError, RecordDecoder } from '../../agent/ingest/record-decoder';
 import { silentLogger } from '../../core/log/logger';
-import { ContextKind, EventLayout, RecordHead, RecordType, targetKindCode } from '../../core/model';
+import { nativeAddon } from '../../core/native/addon';
+import {
+  ContextKind,
+  EventLayout,
+  RecordHead,
+  RecordType,
+  REQUEST_DATA_LEN,
+  RequestLayout,
+  targetKindCode,
+} from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 import {
   blockIoRecord,
@@ -47,6 +56,33 @@ const write = (over: Partial<Parameters<typeof sysWriteRecord>[0]> = {}) =>
   });
 
 describe('RecordDecoder', () => {
+  it("keeps the key of a request a send started, from the record's first bytes, beside plain writes", () => {
+    const { decoder, batch, sink } = setup();
+    const get = Buffer.from('*2\r\n$3\r\nGET\r\n$9\r\ncart:1234\r\n');
+    const long = Buffer.concat([
+      Buffer.from('Q\x00\x00\x01\x00SELECT * FROM t WHERE id = 7 AND s = '),
+      Buffer.alloc(300, 0x61),
+    ]);
+    decoder.decode(Buffer.concat([write({ request: get }), write(), write({ request: long })]), sink);
+    expect(batch.count).toBe(3);
+    const { requestKey } = nativeAddon();
+    expect([batch.response[0], batch.response[1], batch.response[2]]).toEqual([
+      requestKey(get),
+      0,
+      requestKey(long.subarray(0, REQUEST_DATA_LEN)),
+    ]);
+  });
+
+  it('refuses a sys_write of any other size', () => {
+    const { decoder, batch, sink } = setup();
+    const odd = write({ request: Buffer.from('PING\r\n') });
+    odd.writeUInt32LE(RequestLayout.bytes - 8, RecordHead.size);
+    expect(() =>
+      decoder.decode(Buffer.concat([write(), odd.subarray(0, RequestLayout.bytes - 8)]), sink),
+    ).toThrow(CorruptRecordError);
+    expect(batch.count).toBe(1);
+  });
+
   it('decodes sys_write and block_io records into exact columns', () => {
     const { writer, decoder, batch, sink } = setup();
     const buf = Buffer.concat([

@@ -25,6 +25,8 @@ import {
   RecordType,
   SYSCALL_NAMES,
   SyscallLayout,
+  RequestLayout,
+  REQUEST_DATA_LEN,
   TARGET_DATA_LEN,
   TARGET_ID_WINDOW,
   TARGET_KINDS,
@@ -130,6 +132,11 @@ const EXPECTED: Record<string, number> = {
   'offsetof(struct kr_event, call.syscall)': SyscallLayout.syscall,
   'offsetof(struct kr_event, call.target_id)': SyscallLayout.targetId,
   'offsetof(struct kr_event, call.response_ns)': SyscallLayout.responseNs,
+
+  'offsetof(struct kr_request_event, request.len)': RequestLayout.len,
+  'offsetof(struct kr_request_event, request.data)': RequestLayout.data,
+  'sizeof(((struct kr_request_event *)0)->request.data)': REQUEST_DATA_LEN,
+  'sizeof(struct kr_request_event)': RequestLayout.bytes,
 
   'offsetof(struct kr_event, block.sector)': BlockIoLayout.sector,
   'offsetof(struct kr_event, block.bytes)': BlockIoLayout.bytes,

@@ -80,7 +80,9 @@ describe('request keys', () => {
   it('are equal for equal shapes, differ for different ones, and are never 0', () => {
     expect(requestKey(resp('GET', 'a'))).toBe(requestKey(resp('GET', 'bbbbbbbbbb')));
     expect(requestKey(resp('GET', 'a'))).not.toBe(requestKey(resp('PING')));
-    expect(requestKey(bytes('GET /health HTTP/1.1\r\n'))).not.toBe(requestKey(bytes('GET /api HTTP/1.1\r\n')));
+    expect(requestKey(bytes('GET /health HTTP/1.1\r\n'))).not.toBe(
+      requestKey(bytes('GET /api HTTP/1.1\r\n')),
+    );
     for (const sample of [resp('GET', 'a'), Buffer.alloc(0), bytes('GET / HTTP/1.1\r\n')])
       expect(requestKey(sample)).toBeGreaterThan(0);
   });

@@ -5,11 +5,13 @@ an order to SQLite, and answers 200 (502 when Redis failed or timed out).
 
   redis-service.py serve REDIS_PORT DB PORT_FILE
       production: serves on an ephemeral port (written to PORT_FILE) until killed
-  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis] [--call-from WHERE]
+  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis] [--call-from WHERE] [--probe|--probe-only]
       a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1; the Redis GET
       is made where WHERE says: "handler" (the request's thread, the default), "pool" (a
       ThreadPoolExecutor the handler hands it to), "fork" (a child process the handler forks), or
-      "main" (the main thread, before serving: the request then reads what it got)
+      "main" (the main thread, before serving: the request then reads what it got); --probe: a
+      health probe (PING) on the same connection first, its time printed ("probe: 0.001 s");
+      --probe-only: the PING instead of the GET
 """
 
 import http.client
@@ -17,6 +19,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -26,6 +29,8 @@ MODE, REDIS_PORT, DB = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 TIMEOUT = float(sys.argv[sys.argv.index("--timeout") + 1]) if "--timeout" in sys.argv else 5.0
 SKIP_REDIS = "--skip-redis" in sys.argv
 CALL_FROM = sys.argv[sys.argv.index("--call-from") + 1] if "--call-from" in sys.argv else "handler"
+PROBE = "--probe" in sys.argv
+PROBE_ONLY = "--probe-only" in sys.argv
 POOL = ThreadPoolExecutor(max_workers=2) if CALL_FROM == "pool" else None
 MAIN_CART = None
 
@@ -64,7 +69,12 @@ class Checkout(BaseHTTPRequestHandler):
     def do_GET(self):
         status = 200
         try:
-            cart = b"" if SKIP_REDIS else (get_cart(self.server.redis()) or b"")
+            client = self.server.redis()
+            if PROBE or PROBE_ONLY:
+                start = time.monotonic()
+                client.ping()
+                sys.stderr.write(f"probe: {time.monotonic() - start:.3f} s\n")
+            cart = b"" if SKIP_REDIS or PROBE_ONLY else (get_cart(client) or b"")
             with sqlite3.connect(DB) as db:
                 db.execute("CREATE TABLE IF NOT EXISTS orders (cart BLOB)")
                 db.execute("INSERT INTO orders VALUES (?)", (cart,))
