@@ -51,7 +51,6 @@ function event(k: number, target: string): ApiEvent {
     ret: 2,
     target_kind: 'file',
     target: k === 0 ? target : `/var/lib/bench/f${k % 64}.log`,
-    request_key: null,
   };
 }
 

@@ -367,8 +367,7 @@ void ExecRelay::Process(Link* link, int64_t now) {
       link->hold_ns = 0;
       const int target = link->response_target;
       if (target >= 0) {
-        const uint32_t key =
-            RequestKey(reinterpret_cast<const uint8_t*>(link->request.data()), link->request.size());
+        const uint32_t key = RequestKey(reinterpret_cast<const uint8_t*>(link->request.data()), link->request.size());
         const uint32_t k = PickExchange(responses_[target], used_[target], key);
         if (k == kNoExchange) {
           // a request the incident never made (a health probe, a warm-up): passed through, never held

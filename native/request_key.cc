@@ -87,8 +87,8 @@ bool Resp(const uint8_t* p, size_t n, std::string* shape) {
   }
   if (count == 0) return false;
   // commands whose first argument names what they do, not a value
-  static const char* const kContainers[] = {"CLIENT", "CONFIG", "CLUSTER", "COMMAND", "OBJECT", "MEMORY", "SCRIPT",
-                                            "FUNCTION", "XINFO", "XGROUP", "ACL", "MODULE", "DEBUG", "PUBSUB"};
+  static const char* const kContainers[] = {"CLIENT",   "CONFIG", "CLUSTER", "COMMAND", "OBJECT", "MEMORY", "SCRIPT",
+                                            "FUNCTION", "XINFO",  "XGROUP",  "ACL",     "MODULE", "DEBUG",  "PUBSUB"};
   *shape = "redis " + words[0];
   for (const char* container : kContainers)
     if (words[0] == container && count > 1) *shape += " " + words[1];
@@ -97,8 +97,8 @@ bool Resp(const uint8_t* p, size_t n, std::string* shape) {
 
 // HTTP/1.x: the method and the path without its query, digit runs replaced.
 bool Http(const uint8_t* p, size_t n, std::string* shape) {
-  static const char* const kMethods[] = {"GET ",     "HEAD ",    "POST ",  "PUT ", "DELETE ",
-                                         "OPTIONS ", "PATCH ",   "TRACE ", "CONNECT "};
+  static const char* const kMethods[] = {"GET ",     "HEAD ",  "POST ",  "PUT ",    "DELETE ",
+                                         "OPTIONS ", "PATCH ", "TRACE ", "CONNECT "};
   for (const char* method : kMethods) {
     const size_t m = strlen(method);
     if (n <= m || memcmp(p, method, m) != 0) continue;
@@ -128,11 +128,16 @@ bool Postgres(const uint8_t* p, size_t n, std::string* shape) {
   if (n >= 8 && p[0] == 0) {
     const uint32_t len = Be32(p), code = Be32(p + 4);
     if (len < 8 || len > 10'000) return false;
-    if (code == 196608) *shape = "pg startup";
-    else if (code == 80877103) *shape = "pg ssl";
-    else if (code == 80877104) *shape = "pg gss";
-    else if (code == 80877102) *shape = "pg cancel";
-    else return false;
+    if (code == 196608)
+      *shape = "pg startup";
+    else if (code == 80877103)
+      *shape = "pg ssl";
+    else if (code == 80877104)
+      *shape = "pg gss";
+    else if (code == 80877102)
+      *shape = "pg cancel";
+    else
+      return false;
     return true;
   }
   if (n < 5 || !strchr("QPBEDSCHFXpfdc", p[0]) || p[0] == 0) return false;
@@ -193,8 +198,8 @@ bool Line(const uint8_t* p, size_t n, std::string* shape) {
 
 std::string RequestShape(const uint8_t* data, size_t len) {
   std::string shape;
-  if (Http(data, len, &shape) || Resp(data, len, &shape) || Postgres(data, len, &shape) ||
-      Mysql(data, len, &shape) || Line(data, len, &shape))
+  if (Http(data, len, &shape) || Resp(data, len, &shape) || Postgres(data, len, &shape) || Mysql(data, len, &shape) ||
+      Line(data, len, &shape))
     return shape;
   return "unknown";
 }

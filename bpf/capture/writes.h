@@ -65,8 +65,8 @@ static __always_inline void request_end(struct kr_thread *t, __u64 pid_tgid, __s
 
 	if (now - t->start_ns < min_duration_ns)
 		return;
-	r = (struct kr_request_event *)reserve_record(KR_RECORD_SYS_WRITE, KR_COUNTER_SYS_WRITE_DROPPED, t->start_ns,
-						      now, sizeof(*r));
+	r = (struct kr_request_event *)reserve_record(KR_RECORD_SYS_WRITE, KR_COUNTER_SYS_WRITE_DROPPED,
+						      t->start_ns, now, sizeof(*r));
 	if (!r)
 		return;
 	call_fill(&r->event, t, pid_tgid, ret, t->count, 0);
@@ -97,8 +97,8 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u3
 	if (starts)
 		request_end(t, pid_tgid, ret, now);
 	else
-		call_end(t, KR_RECORD_SYS_WRITE, pid_tgid, ret, how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count,
-			 now, 0);
+		call_end(t, KR_RECORD_SYS_WRITE, pid_tgid, ret,
+			 how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count, now, 0);
 	return 0;
 }
 

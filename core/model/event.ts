@@ -34,8 +34,8 @@ interface SyscallFields extends CommonFields {
 
 export interface SysWriteEvent extends SyscallFields {
   event_type: 'sys_write';
-  /** a send that started a request on a socket: the key of what it asked (native/request_key.h); null otherwise */
-  request_key: number | null;
+  /** a send that started a request on a socket: the key of what it asked (native/request_key.h); absent otherwise */
+  request_key?: number;
 }
 
 export interface SysReadEvent extends SyscallFields {
@@ -131,31 +131,9 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
       response_ns: row.response_ns,
     };
   }
-  if (type === 'sys_write') {
-    return {
-      event_id: eventId,
-      event_type: type,
-      timestamp_ns: row.ts,
-      duration_ns: row.dur,
-      service_name: serviceName,
-      transaction_id: ctx.transaction_id,
-      trace_id: ctx.trace_id,
-      node: names.node,
-      pid: Number(row.pid),
-      tid: Number(row.tid),
-      comm,
-      bytes: Number(row.bytes),
-      syscall: syscallName(Number(row.syscall ?? 0)),
-      fd: Number(row.fd ?? -1),
-      ret: Number(row.ret ?? 0),
-      target_kind: target && target.kind,
-      target: target && target.value,
-      request_key: row.request_key === null ? null : Number(row.request_key),
-    };
-  }
-  return {
+  const event: Exclude<SyscallEvent, SysReadEvent> = {
     event_id: eventId,
-    event_type: type as Exclude<SyscallEvent['event_type'], 'sys_read' | 'sys_write'>,
+    event_type: type as Exclude<SyscallEvent['event_type'], 'sys_read'>,
     timestamp_ns: row.ts,
     duration_ns: row.dur,
     service_name: serviceName,
@@ -172,6 +150,10 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
     target_kind: target && target.kind,
     target: target && target.value,
   };
+  // only a send that started a request has one (rare: the common shape stays one literal)
+  if (row.request_key !== null && event.event_type === 'sys_write')
+    event.request_key = Number(row.request_key);
+  return event;
 }
 
 /** A JSON string literal; the common case (printable ASCII, no quote or backslash) skips JSON.stringify. */
@@ -200,7 +182,8 @@ export function eventToJson(event: ApiEvent, int64AsString = false, extra?: Reco
         `,"target_kind":${jsonString(event.target_kind)},"target":${jsonString(event.target)}`;
   if (event.event_type === 'sys_read')
     text += `,"response_ns":${event.response_ns === null ? 'null' : int64Json(event.response_ns, int64AsString)}`;
-  else if (event.event_type === 'sys_write') text += `,"request_key":${event.request_key ?? 'null'}`;
+  else if (event.event_type === 'sys_write' && event.request_key !== undefined)
+    text += `,"request_key":${event.request_key}`;
   return withJsonFields(`${text}}`, extra, int64AsString);
 }
 

@@ -49,14 +49,10 @@ export const sysWriteEventSchema = z
   .strictObject({
     ...syscallEvent,
     event_type: z.literal('sys_write'),
-    request_key: z
-      .number()
-      .int()
-      .nullable()
-      .meta({
-        description:
-          "a send that started a request on a socket (its first since a response was read): the key of what the request asked, from its first 128 bytes with literal values replaced (docs/replay.md, 'How a request is recognised'); `replay --exec` matches each response to its request by it. null otherwise, and for stores that predate it",
-      }),
+    request_key: z.number().int().optional().meta({
+      description:
+        "a send that started a request on a socket (its first since a response was read): the key of what the request asked, from its first 128 bytes with literal values replaced (docs/replay.md, 'How a request is recognised'); `replay --exec` matches each response to its request by it. Absent from other events, and from stores, incident files and fleets that predate it",
+    }),
   })
   .meta({
     id: 'SysWriteEvent',

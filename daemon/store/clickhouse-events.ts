@@ -89,8 +89,7 @@ function toEvent(r: Row): ApiEvent {
     };
   }
   // the fleet does not keep request keys (a replay from it matches responses by order)
-  if ((r.event_type ?? 'sys_write') === 'sys_write') return { ...call, event_type: 'sys_write', request_key: null };
-  return { ...call, event_type: r.event_type as 'sys_fsync' } as ApiEvent;
+  return { ...call, event_type: (r.event_type ?? 'sys_write') as 'sys_write' } as ApiEvent;
 }
 
 /** The time range of a filter, as terms on timestamp_ns (of the events table or a lookup table). */

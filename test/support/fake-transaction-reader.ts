@@ -97,6 +97,5 @@ export function fakeEvent(txn: string, ts: bigint, seq: number, durationNs = 100
     ret: seq,
     target_kind: 'file',
     target: '/var/lib/app/wal.log',
-    request_key: null,
   };
 }

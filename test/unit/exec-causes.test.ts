@@ -106,14 +106,18 @@ describe('a replay that did not exercise the cause', () => {
   test('only the health probe answered: the cause was the second response', () => {
     const { v } = replay((target, call) => ({ matched: target === REDIS && call === 'response' ? 1 : 2 }));
     expect(v.kind).toBe('not-reproduced');
-    expect(v.reasons[0]).toContain('the build made 1 of the 2 recorded calls of it; the cause was call 2');
+    expect(v.reasons[0]).toContain(
+      "a different request: the build's 1 requests to tcp 10.0.0.5:6379 got 1 of the 2 recorded responses, none the cause's (exchange 2)",
+    );
   });
 
   test('a different request, and a map that matched nothing, are said so', () => {
     const other = replay((target, call) =>
       target === REDIS && call === 'response' ? { matched: 0, passed: 3 } : { matched: 1 },
     );
-    expect(other.v.reasons.join('\n')).toContain('with different requests: none matched the recorded one');
+    expect(other.v.reasons.join('\n')).toContain(
+      "a different request: the build's 3 requests to tcp 10.0.0.5:6379 got 0 of the 2 recorded responses, none the cause's (exchange 2); 3 asked what the incident never did",
+    );
     const mapped = replay(
       (target) => ({ matched: target.endsWith(':16379') ? 0 : 1 }),
       [{ from: '10.0.0.5:6379', to: '127.0.0.1:16379' }],
