@@ -200,6 +200,7 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     out.Set("bypassed", static_cast<double>(results.bypassed));
     out.Set("peersFromProc", static_cast<double>(results.peers_from_proc));
     out.Set("realtime", results.realtime);
+    out.Set("firstHeldNs", results.first_held_ns == 0 ? env.Null() : Napi::BigInt::New(env, results.first_held_ns));
     return out;
   }
 

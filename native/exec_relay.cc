@@ -374,6 +374,7 @@ void ExecRelay::Process(Link* link, int64_t now) {
           timings_.push_back({target, kNoExchange, 0, -1});
         } else {
           used_[target][k] = true;
+          if (first_held_ns_ == 0 || link->last_send_ns < first_held_ns_) first_held_ns_ = link->last_send_ns;
           link->exchange = k;
           link->hold_ns = responses_[target].holds_ns[k];
           link->timing_pending = true;

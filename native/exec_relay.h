@@ -63,6 +63,8 @@ class ExecRelay {
   // Ends the thread and every link; then timings() holds what it measured.
   void Stop();
   const std::vector<RelayTiming>& timings() const { return timings_; }
+  // CLOCK_MONOTONIC of the build's first request whose response was held; 0: none
+  int64_t first_held_ns() const { return first_held_ns_; }
 
  private:
   struct Link;
@@ -89,6 +91,7 @@ class ExecRelay {
   // per response target, the exchanges taken
   std::vector<std::vector<bool>> used_;
   std::vector<RelayTiming> timings_;
+  int64_t first_held_ns_ = 0;
 };
 
 }  // namespace kreplay

@@ -187,6 +187,9 @@ void ExecSupervisor::Run() {
   if (relay_) {
     relay_->Stop();
     MergeRelayTimings();
+    const int64_t relayed = relay_->first_held_ns();
+    if (relayed != 0 && (results_.first_held_ns == 0 || relayed < results_.first_held_ns))
+      results_.first_held_ns = relayed;
   }
   on_end_(code, message);
 }
@@ -358,6 +361,7 @@ void ExecSupervisor::Receive() {
 }
 
 void ExecSupervisor::Hold(const Held& held) {
+  if (held.target >= 0 && results_.first_held_ns == 0) results_.first_held_ns = held.received_ns;
   if (held.deadline_ns <= held.received_ns) {
     Release(held);
     return;

@@ -84,6 +84,9 @@ struct SupervisorResults {
   uint64_t peers_from_proc = 0;
   // whether the thread got SCHED_FIFO
   bool realtime = false;
+  // CLOCK_MONOTONIC when the build made its first call kreplay held (a matched call, or the request
+  // of a held response); 0: none
+  int64_t first_held_ns = 0;
 };
 
 // A file never held whatever the plan says (the stdout and stderr kreplay hands the build),

@@ -18,7 +18,7 @@ import { requestJson } from '../daemon-request';
 import { sessionLinks } from '../session-links';
 import { causeName, checkCauses } from './cause-check';
 import { buildPlan, type Match, type Pace } from './exec-plan';
-import { buildReport, reportTable, type Tolerance } from './exec-report';
+import { buildReport, formatNs, reportTable, type Tolerance } from './exec-report';
 import { combinedStatus, verdict, type Verdict } from './exec-verdict';
 import type { IncidentSource } from './incident-source';
 import { uploadIncident } from './incident-upload';
@@ -201,6 +201,8 @@ async function replayOne(
 
   // the timeline starts when CMD does; without a daemon it is the supervisor's own clock
   running.setTimeline(true, 0);
+  // the supervisor's times are CLOCK_MONOTONIC, as hrtime's
+  const goNs = process.hrtime.bigint();
   build.go();
 
   let interrupted = false;
@@ -233,6 +235,7 @@ async function replayOne(
   await session?.end();
 
   const results = running.results();
+  const firstHeldNs = results.firstHeldNs === null ? null : bigMax(results.firstHeldNs - goNs, 0n);
   const rows = buildReport(plan, results.targets, results.unmatched, flags.tolerance, [
     ...selection.excluded.values(),
   ]);
@@ -272,6 +275,11 @@ async function replayOne(
     say(
       'no real-time priority for the supervisor (CAP_SYS_NICE or RLIMIT_RTPRIO): holds may end later on a loaded machine',
     );
+  say(
+    firstHeldNs === null
+      ? 'the build made no call kreplay held'
+      : `the build's first held call came ${formatNs(firstHeldNs)} after it started`,
+  );
   if (!source.completeness.known) say(`${source.name}: whether the recording lost events is unknown`);
   for (const reason of outcome.reasons) say(`${outcome.kind === 'passed' ? 'warning: ' : ''}${reason}`);
   say(`${source.name}: ${outcome.kind} (exit ${outcome.status})`);
@@ -289,6 +297,7 @@ async function replayOne(
     pace: flags.pace,
     strict: flags.strict === true,
     seconds: (Date.now() - started) / 1000,
+    firstHeldNs,
     rows,
     causes,
     verdict: outcome,
@@ -313,11 +322,14 @@ async function replayOne(
     recording_complete: source.completeness.known ? source.completeness.lost.length === 0 : null,
     recording_lost: source.completeness.lost,
     bypassed: results.bypassed,
+    first_held_ns: firstHeldNs,
     causes,
     targets: rows,
   };
   return { suite, json };
 }
+
+const bigMax = (a: bigint, b: bigint) => (a > b ? a : b);
 
 /** Throws, naming the flag, when `file` cannot be written (its directory missing or not writable, or it is read-only). */
 function checkWritable(flag: string, file: string): void {

@@ -28,6 +28,8 @@ export interface SuiteReport {
   strict: boolean;
   /** wall time of the whole replay */
   seconds: number;
+  /** from the build's start to its first call kreplay held; null: none was held */
+  firstHeldNs: bigint | null;
   rows: readonly TargetReport[];
   /** the incident's causes: a testcase each, failed when the build did not exercise it */
   causes: readonly CauseCheck[];
@@ -145,6 +147,7 @@ function suiteXml(suite: SuiteReport, id: number): { xml: string; tests: number;
     ['command', suite.command],
     ['exit_status', suite.exitStatus],
     ['verdict', suite.verdict.kind],
+    ['first_held_ns', suite.firstHeldNs === null ? '' : suite.firstHeldNs.toString()],
   ];
   const text =
     `  <testsuite id="${id}" name="${xml(`replay ${suite.incident}`)}" tests="${cases.length}" failures="${failures}" errors="0" skipped="${skipped}" time="${suite.seconds.toFixed(3)}" timestamp="${xml(suite.timestamp)}">\n` +

@@ -102,6 +102,8 @@ export interface NativeExecResults {
   peersFromProc: number;
   /** whether the supervisor thread got SCHED_FIFO */
   realtime: boolean;
+  /** CLOCK_MONOTONIC ns of the build's first call kreplay held (a matched call, or a held response's request); null: none */
+  firstHeldNs: bigint | null;
 }
 
 /** A file the supervisor never holds a call to, by identity (the stdout and stderr kreplay hands the build). */

@@ -75,6 +75,7 @@ interface Row {
 }
 interface Report {
   verdict: string;
+  first_held_ns: number | string | null;
   causes: { target: string; cause: string; exercised: boolean; reason: string }[];
   targets: Row[];
 }
@@ -247,6 +248,12 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
   // connection is passed through fast, and the GET still gets the recorded 1.5 s
   const probed = await replay('probed', build('probed.db', '--timeout', '5', '--probe'));
   expect(probed.run.status).toBe(0);
+  // the time to the build's first held call, in the text, the JSON and the JUnit report
+  const firstHeld = Number(probed.report.first_held_ns);
+  expect(firstHeld).toBeGreaterThan(0);
+  expect(firstHeld).toBeLessThan(30e9);
+  expect(probed.run.stderr).toMatch(/the build's first held call came [\d.]+ (ns|µs|ms|s) after it started/);
+  expect(probed.junit).toContain(`<property name="first_held_ns" value="${probed.report.first_held_ns}"/>`);
   expect(Number(/probe: (\d+\.\d+) s/.exec(probed.run.stderr)![1])).toBeLessThan(0.5);
   const probedRow = probed.report.targets.find((r) => r.call === 'response' && r.target === redisTarget)!;
   expect(probedRow).toEqual(expect.objectContaining({ matched: 1, passed_through: 1 }));

@@ -152,6 +152,7 @@ describe('a replay that did not exercise the cause', () => {
         pace: 'duration',
         strict: false,
         seconds: 1,
+        firstHeldNs: null,
         rows,
         causes,
         verdict: v,

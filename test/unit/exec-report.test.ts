@@ -32,6 +32,7 @@ function suite(over: Partial<SuiteReport> & Pick<SuiteReport, 'rows' | 'verdict'
     pace: 'duration',
     strict: false,
     seconds: 1,
+    firstHeldNs: 2_500_000n,
     causes: [],
     completeness: { known: true, lost: [] },
     ...over,
@@ -120,6 +121,7 @@ describe('exec report', () => {
     expect(xml).toContain('<testsuites name="kreplay replay --exec" tests="7" failures="1">');
     expect(xml).toContain('name="replay t&lt;1&gt;.kri"');
     expect(xml).toContain('<property name="command" value="a &amp;&amp; b"/>');
+    expect(xml).toContain('<property name="first_held_ns" value="2500000"/>');
     expect(xml.match(/<testcase /g)).toHaveLength(7);
     expect(xml.match(/<failure /g)).toHaveLength(1);
   });

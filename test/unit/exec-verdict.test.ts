@@ -153,6 +153,7 @@ describe('JUnit', () => {
     pace: 'duration',
     strict: false,
     seconds: 1,
+    firstHeldNs: null,
     causes: [],
     completeness: { known: true, lost: [] },
     ...over,
