@@ -340,14 +340,19 @@ void ExecRelay::Process(Link* link, int64_t now) {
       link->last_send_ns = NowNs();
     }
   }
-  if (link->c >= 0 && link->discard == 0 && link->open_ns == 0) {
+  if (link->discard == 0 && link->open_ns == 0) {
     // the build's connect is complete: its socket back to the default low-water mark
-    const int zero = 0;
-    setsockopt(link->c, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof zero);
-    close(link->c);
-    link->c = -1;
-    if (link->connect_target >= 0)
+    if (link->c >= 0) {
+      const int zero = 0;
+      setsockopt(link->c, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof zero);
+      close(link->c);
+      link->c = -1;
+    }
+    // reported once, stuffed or not (one due too soon to stuff completed at once)
+    if (link->connect_target >= 0) {
       timings_.push_back({link->connect_target, link->connect_index, NowNs() - link->started_ns, -1});
+      link->connect_target = -1;
+    }
   }
   if (!Flush(link->u, &link->to_u)) link->u_eof = link->r_eof = true;
   if (link->r_eof && link->to_u.empty() && !link->u_shut) {

@@ -71,6 +71,7 @@ interface Row {
   reason: string;
   matched: number;
   passed_through: number;
+  gave_up: number;
   observed_p50_ns: string | number | null;
 }
 interface Report {
@@ -237,6 +238,10 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     const row = patient.report.targets.find((r) => r.call === 'response' && r.target === redisTarget)!;
     expect(Number(row.observed_p50_ns)).toBeGreaterThanOrEqual(1.4e9);
     expect(patient.report.causes.every((c) => c.exercised)).toBe(true);
+    // redis-py's connect is non-blocking (a socket timeout): completed by the relay, never "given up"
+    expect(
+      patient.report.targets.filter((r) => r.call === 'connect').map((r) => [r.target, r.gave_up]),
+    ).toEqual(patient.report.targets.filter((r) => r.call === 'connect').map((r) => [r.target, 0]));
     const impatient = await replay(
       `impatient-${from}`,
       build(`impatient-${from}.db`, '--timeout', '1', '--call-from', from),
