@@ -143,6 +143,8 @@ enum kr_target_flag {
 	KR_TARGET_TRUNCATED = 1, /* the path lost its leading names (too deep or too long) */
 	KR_TARGET_DELETED = 2, /* the file had no link left */
 	KR_TARGET_ANON_PIPE = 4, /* a pipe(2), not a named FIFO: no path */
+	KR_TARGET_ACCEPTED =
+		8, /* an inet connection a listener accepted: addr and port are its local (listening) ones */
 };
 
 /*

@@ -136,7 +136,29 @@ void UnixAddress(const std::string& path, sockaddr_storage* out, socklen_t* len)
   *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + n);
 }
 
+// Whether a line of /proc/<tid>/net/`table` is a listener (state 0A) on `port`.
+bool ListenerIn(pid_t tid, const char* table, uint16_t port) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/net/" + table);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    if (!(fields >> slot >> local >> remote >> state) || state != "0A") continue;
+    const size_t colon = local.find(':');
+    if (colon != std::string::npos && strtoul(local.c_str() + colon + 1, nullptr, 16) == port) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool ListensOn(pid_t tid, const sockaddr_storage& self) {
+  if (self.ss_family != AF_INET && self.ss_family != AF_INET6) return false;
+  const uint16_t port = ntohs(self.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(self).sin_port
+                                                        : reinterpret_cast<const sockaddr_in6&>(self).sin6_port);
+  return port != 0 && (ListenerIn(tid, "tcp", port) || ListenerIn(tid, "tcp6", port));
+}
 
 bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out) {
   if (FindInet(tid, "tcp", AF_INET, IPPROTO_TCP, inode, out) ||

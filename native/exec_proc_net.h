@@ -20,7 +20,13 @@ struct SocketFacts {
   socklen_t peer_len = 0;
   sockaddr_storage self{};
   socklen_t self_len = 0;
+  // a TCP connection a listener accepted (its local port is one thread `tid`'s network namespace listens on)
+  bool accepted = false;
 };
+
+// Whether a TCP socket listens on `self`'s port (and its address, or any) in thread `tid`'s network
+// namespace: what tells a connection the service accepted from one it made.
+bool ListensOn(pid_t tid, const sockaddr_storage& self);
 
 // The socket `inode` of thread `tid` (in its network namespace); false when no table lists it.
 bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out);

@@ -142,7 +142,9 @@ SocketFacts FactsOf(int sock) {
 std::string SocketName(const SocketFacts& facts) {
   if (facts.domain == AF_INET || facts.domain == AF_INET6) {
     const std::string proto = IpProtocolName(facts.protocol);
-    return facts.connected ? proto + " " + InetPeer(facts.peer) : proto;
+    if (!facts.connected) return proto;
+    // a connection a listener accepted: by the address it was accepted on (core/model/target.ts)
+    return facts.accepted ? proto + " accepted " + InetPeer(facts.self) : proto + " " + InetPeer(facts.peer);
   }
   if (facts.domain == AF_UNIX) {
     std::string path = facts.connected ? UnixPath(facts.peer, facts.peer_len) : "";
@@ -173,7 +175,8 @@ const char* TargetKindName(TargetKind kind) {
 }
 
 std::string PortKey(const std::string& socket_target) {
-  const size_t space = socket_target.find(' ');
+  // the last space: an accepted connection keeps its word (`tcp accepted *:8080`)
+  const size_t space = socket_target.rfind(' ');
   const size_t colon = socket_target.rfind(':');
   if (space == std::string::npos || colon == std::string::npos || colon < space) return "";
   if (StartsWith(socket_target, "unix")) return "";
@@ -283,6 +286,7 @@ bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* ou
     *out = {"socket", TargetKind::kSocket};
     return true;
   }
+  facts.accepted = facts.connected && facts.protocol == IPPROTO_TCP && ListensOn(tid, facts.self);
   *out = {SocketName(facts), TargetKind::kSocket};
   // an unconnected socket may connect later: look it up again then
   if (facts.connected) {

@@ -87,7 +87,15 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 	__u64 pid_tgid;
 	__u32 tid;
 	int err;
+	__u8 one = 1;
 
+	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
+		bpf_map_update_elem(&accepted_socks, &key, &one, BPF_ANY);
+		return 0;
+	}
+	/* a sock's memory may come back as another connection: an accepted one is forgotten at its end */
+	if (newstate == TCP_CLOSE || newstate == TCP_SYN_SENT)
+		bpf_map_delete_elem(&accepted_socks, &key);
 	if (newstate == TCP_SYN_SENT) {
 		pid_tgid = bpf_get_current_pid_tgid();
 		tid = (__u32)pid_tgid;

@@ -36,6 +36,7 @@ static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32
 {
 	__u64 pid_tgid, now, response_ns = 0, *sent;
 	struct kr_thread *t;
+	__s64 ret = ctx->ret;
 
 	if (sniff && attribution_enabled)
 		request_head_read(ctx, how);
@@ -45,17 +46,20 @@ static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32
 	if (!t)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
-	/* a non-blocking read that found nothing yet is not the response */
-	if (t->sock && ctx->ret != -KR_EAGAIN) {
+	/*
+	 * A non-blocking read that found nothing yet is not the response; the end of the stream
+	 * ends the exchange without one (a server's idle keep-alive read is no upstream wait).
+	 */
+	if (t->sock && ret != -KR_EAGAIN) {
 		sent = bpf_map_lookup_elem(&last_sends, &t->sock);
 		if (sent) {
-			if (*sent < now)
+			if (ret != 0 && *sent < now)
 				response_ns = now - *sent;
 			bpf_map_delete_elem(&last_sends, &t->sock);
 		}
 	}
-	call_end(t, KR_RECORD_SYS_READ, pid_tgid, ctx->ret,
-		 how == KR_MMSG ? mmsg_bytes(t->messages, ctx->ret) : t->count, now, response_ns);
+	call_end(t, KR_RECORD_SYS_READ, pid_tgid, ret,
+		 how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count, now, response_ns);
 	return 0;
 }
 

@@ -178,9 +178,26 @@ static __always_inline __u32 read_path(struct kr_target *rec, struct file *file)
 	return off > KR_TARGET_PATH_MAX ? KR_TARGET_PATH_MAX : off;
 }
 
-/* The peer of an inet socket, or the address of a unix one (its peer's if bound, else its own). */
+/*
+ * TCP connections a listener accepted (SYN_RECV to ESTABLISHED, seen by
+ * inet_sock_set_state), until they close: named by the address the service
+ * listens on, which a test build of it shares, not by the client's port.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* the sock */
+	__type(value, __u8);
+} accepted_socks SEC(".maps");
+
+/*
+ * The peer of an inet socket (the local address of an accepted one), or the
+ * address of a unix one (its peer's if bound, else its own).
+ */
 static __always_inline __u32 read_peer(struct kr_target *rec, struct sock *sk)
 {
+	__u64 key = (__u64)sk;
+	bool accepted;
 	struct unix_address *ua;
 	struct sock *peer;
 	__u32 len;
@@ -188,14 +205,24 @@ static __always_inline __u32 read_peer(struct kr_target *rec, struct sock *sk)
 	rec->family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	rec->protocol = rec->family == KR_AF_UNIX ? BPF_CORE_READ_BITFIELD_PROBED(sk, sk_type)
 						  : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
+	accepted = (rec->family == KR_AF_INET || rec->family == KR_AF_INET6) &&
+		   bpf_map_lookup_elem(&accepted_socks, &key);
+	if (accepted)
+		rec->flags |= KR_TARGET_ACCEPTED;
 	if (rec->family == KR_AF_INET) {
-		__u32 daddr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__u32 addr = accepted ? BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr)
+				      : BPF_CORE_READ(sk, __sk_common.skc_daddr);
 
-		__builtin_memcpy(rec->addr, &daddr, sizeof(daddr));
-		rec->port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		__builtin_memcpy(rec->addr, &addr, sizeof(addr));
+		rec->port = accepted ? BPF_CORE_READ(sk, __sk_common.skc_num)
+				     : bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	} else if (rec->family == KR_AF_INET6) {
-		bpf_core_read(rec->addr, sizeof(rec->addr), &sk->__sk_common.skc_v6_daddr);
-		rec->port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		if (accepted)
+			bpf_core_read(rec->addr, sizeof(rec->addr), &sk->__sk_common.skc_v6_rcv_saddr);
+		else
+			bpf_core_read(rec->addr, sizeof(rec->addr), &sk->__sk_common.skc_v6_daddr);
+		rec->port = accepted ? BPF_CORE_READ(sk, __sk_common.skc_num)
+				     : bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	} else if (rec->family == KR_AF_UNIX) {
 		peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
 		ua = peer ? BPF_CORE_READ((struct unix_sock *)peer, addr) : NULL;

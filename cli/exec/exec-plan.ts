@@ -164,7 +164,13 @@ function responseCalls(events: readonly RecordedCall[]): Map<RecordedCall, Respo
       lastSendEnd.set(conn, end);
       if (event.request_key) requestKeys.set(conn, event.request_key);
     }
+    // a read of the stream's end (ret 0) ends the exchange without a response
     if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) continue;
+    if (event.ret === 0) {
+      lastSendEnd.delete(conn);
+      requestKeys.delete(conn);
+      continue;
+    }
     const sent = lastSendEnd.get(conn);
     lastSendEnd.delete(conn);
     const requestKey = requestKeys.get(conn) ?? 0;

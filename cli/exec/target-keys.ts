@@ -71,9 +71,11 @@ export function mapTarget(target: string, kind: string, maps: readonly TargetMap
       if (space !== -1) {
         const proto = target.slice(0, space);
         if (map.proto !== undefined && map.proto !== proto) continue;
-        const rest = target.slice(space + 1);
-        const next = proto === 'unix' ? mapPath(rest, map) : mapAddress(rest, map);
-        mapped = next === null ? null : `${proto} ${next}`;
+        // `tcp accepted 10.0.0.5:8080` maps by its address as `tcp 10.0.0.5:8080` does
+        const at = target.lastIndexOf(' ');
+        const rest = target.slice(at + 1);
+        const next = proto === 'unix' ? mapPath(target.slice(space + 1), map) : mapAddress(rest, map);
+        mapped = next === null ? null : `${target.slice(0, proto === 'unix' ? space : at)} ${next}`;
       }
     } else if (map.proto === undefined && target.startsWith('/')) {
       mapped = mapPath(target, map);
@@ -85,7 +87,8 @@ export function mapTarget(target: string, kind: string, maps: readonly TargetMap
 
 /** `tcp 10.0.0.5:5432` → `tcp *:5432`; null for targets without a port (unix sockets, files). */
 export function portKey(target: string): string | null {
-  const space = target.indexOf(' ');
+  // the last space: an accepted connection keeps its word (`tcp accepted *:8080`)
+  const space = target.lastIndexOf(' ');
   const colon = target.lastIndexOf(':');
   if (space === -1 || colon < space || target.startsWith('unix')) return null;
   return `${target.slice(0, space)} *:${target.slice(colon + 1)}`;

@@ -52,7 +52,8 @@ export interface CauseFields {
 export function waitOf(event: CauseFields): { ns: bigint; response: boolean } {
   if (event.event_type !== 'sys_read') return { ns: event.duration_ns, response: false };
   const response = event.response_ns;
-  return response === null || response === undefined
+  // a read of the stream's end is no response (older recordings timed it as one)
+  return response === null || response === undefined || event.ret === 0
     ? { ns: 0n, response: false }
     : { ns: BigInt(response), response: true };
 }

@@ -65,11 +65,17 @@ export class Redactor {
     const space = target.indexOf(' ');
     if (space === -1) return target; // not connected: no peer
     const proto = target.slice(0, space);
-    const rest = target.slice(space + 1);
-    if (proto === 'unix') return `unix ${rest.startsWith('@') ? `@${this.hosts.of(rest)}` : this.path(rest)}`;
+    if (proto === 'unix') {
+      const path = target.slice(space + 1);
+      return `unix ${path.startsWith('@') ? `@${this.hosts.of(path)}` : this.path(path)}`;
+    }
+    // `tcp accepted HOST:PORT` keeps its word: the address follows the last space
+    const at = target.lastIndexOf(' ');
+    const head = target.slice(0, at);
+    const rest = target.slice(at + 1);
     const colon = rest.lastIndexOf(':');
-    if (colon === -1) return `${proto} ${this.hosts.of(rest)}`;
-    return `${proto} ${this.hosts.of(rest.slice(0, colon))}${rest.slice(colon)}`;
+    if (colon === -1) return `${head} ${this.hosts.of(rest)}`;
+    return `${head} ${this.hosts.of(rest.slice(0, colon))}${rest.slice(colon)}`;
   }
 
   /** The event with what is redacted replaced; the event itself is left alone. */

@@ -124,7 +124,7 @@ export const TargetLayout = {
 } as const;
 
 /** enum kr_target_flag */
-export const TargetFlag = { Truncated: 1, Deleted: 2, AnonPipe: 4 } as const;
+export const TargetFlag = { Truncated: 1, Deleted: 2, AnonPipe: 4, Accepted: 8 } as const;
 
 /** enum kr_counter: per-CPU counters kept by the kernel side. */
 export const KernelCounter = {

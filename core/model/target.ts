@@ -87,6 +87,14 @@ function isV4Mapped(addr: Uint8Array): boolean {
   return addr[10] === 0xff && addr[11] === 0xff;
 }
 
+/**
+ * The word between protocol and address of a connection a listener accepted
+ * (`tcp accepted 10.0.0.5:8080`): named by the service's listening address,
+ * which a test build of the service shares, never by the client's port.
+ * native/exec_target.cc names the build's sockets the same way.
+ */
+export const ACCEPTED_SOCKET = 'accepted';
+
 function socketText(r: TargetRecordFields): string {
   if (r.family === AF_UNIX) {
     const path = r.data;
@@ -100,9 +108,11 @@ function socketText(r: TargetRecordFields): string {
     const proto = IP_PROTOCOLS[r.protocol] ?? `ip${r.protocol}`;
     // not connected: no peer to show (getpeername(2) fails likewise)
     if (r.port === 0 && r.addr.every((byte) => byte === 0)) return proto;
-    if (r.family === AF_INET) return `${proto} ${ipv4(r.addr, 0)}:${r.port}`;
-    if (isV4Mapped(r.addr)) return `${proto} ${ipv4(r.addr, 12)}:${r.port}`;
-    return `${proto} [${ipv6(r.addr)}]:${r.port}`;
+    // a connection a listener accepted is named by the address it was accepted on (ACCEPTED_SOCKET)
+    const head = r.flags & TargetFlag.Accepted ? `${proto} ${ACCEPTED_SOCKET}` : proto;
+    if (r.family === AF_INET) return `${head} ${ipv4(r.addr, 0)}:${r.port}`;
+    if (isV4Mapped(r.addr)) return `${head} ${ipv4(r.addr, 12)}:${r.port}`;
+    return `${head} [${ipv6(r.addr)}]:${r.port}`;
   }
   return FAMILY_NAMES[r.family] ?? `af${r.family}`;
 }

@@ -9,7 +9,7 @@
  *   ≥ 1.4 s, and a 1 s client timeout never passes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
@@ -99,6 +99,8 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
 
   agent = await startAgent(['--data-dir', data, '--node', 'prod', '--cgroup-id', String(cgroup.id)]);
   const portFile = join(dir.path, 'service.port');
+  // the service listens on a port of its own, as a deployed one does, and the CI build on the same
+  const servicePort = await freePort();
   const service = spawn(
     '/bin/sh',
     [
@@ -111,12 +113,14 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
       String(redisPort),
       join(dir.path, 'prod.db'),
       portFile,
+      '--port',
+      String(servicePort),
     ],
     { stdio: 'ignore' },
   );
   children.push(service);
   await waitFor(() => existsSync(portFile) && readFileSync(portFile, 'utf8').endsWith('\n'));
-  const servicePort = readFileSync(portFile, 'utf8').trim();
+  expect(readFileSync(portFile, 'utf8').trim()).toBe(String(servicePort));
   // production: Redis stalls 1.5 s (a pause, as a failover or a long command would)
   expect(await redisCommand(redisPort, 'CLIENT', 'PAUSE', '1500', 'ALL')).toBe('+OK');
   const answer = await runInCgroup(cgroup, 'curl', [
@@ -164,7 +168,7 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
   );
   expect(lines.slice(4).findIndex((l) => !l.startsWith('|'))).toBe(1);
 
-  const replay = async (name: string, build: string[]) => {
+  const replay = async (name: string, build: string[], flags: string[] = []) => {
     const report = join(dir.path, `${name}.json`);
     const junit = join(dir.path, `${name}.xml`);
     const run = await kreplay(
@@ -177,6 +181,7 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
         report,
         '--report',
         junit,
+        ...flags,
         '--',
         ...build,
       ],
@@ -269,6 +274,24 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     build('probed-1s.db', '--timeout', '1', '--probe'),
   );
   expect(probedImpatient.run.status).not.toBe(0);
+
+  // --strict passes on a faithful build of a real HTTP incident: the service's reply goes to the
+  // connection it accepted, named by its listening address (not the client's ephemeral port), and
+  // its database is mapped by directory
+  mkdirSync(join(dir.path, 'strict'));
+  chmodSync(join(dir.path, 'strict'), 0o777);
+  const strict = await replay(
+    'strict',
+    build(join('strict', 'prod.db'), '--timeout', '5', '--port', String(servicePort)),
+    ['--strict', '--map', `${dir.path}=${join(dir.path, 'strict')}`],
+  );
+  expect({ status: strict.run.status, verdict: strict.report.verdict }).toEqual({
+    status: 0,
+    verdict: 'passed',
+  });
+  expect(strict.report.targets).toContainEqual(
+    expect.objectContaining({ call: 'write', target: `tcp accepted 127.0.0.1:${servicePort}`, held: true }),
+  );
 
   // a build that asks Redis something else (the probe alone) never gets the GET's hold: not reproduced
   const different = await replay('different', build('different.db', '--timeout', '5', '--probe-only'));

@@ -29,6 +29,16 @@ describe('target names for the test build', () => {
     expect(mapTarget('tcp 10.0.0.6:5432', 'socket', maps)).toBe('tcp 10.0.0.6:5432');
   });
 
+  it('maps a connection the service accepted by its listening address, and keys it apart from calls out', () => {
+    const maps = collectMaps('tcp 10.0.0.5:8080=tcp 127.0.0.1:18080');
+    expect(mapTarget('tcp accepted 10.0.0.5:8080', 'socket', maps)).toBe('tcp accepted 127.0.0.1:18080');
+    expect(mapTarget('tcp accepted 10.0.0.5:8080', 'socket', collectMaps('10.0.0.5=127.0.0.1'))).toBe(
+      'tcp accepted 127.0.0.1:8080',
+    );
+    expect(portKey('tcp accepted 10.0.0.5:8080')).toBe('tcp accepted *:8080');
+    expect(portKey('tcp 10.0.0.5:8080')).toBe('tcp *:8080');
+  });
+
   it("takes the form the report's hint gives (`tcp ADDR=tcp ADDR`), and refuses a change of protocol", () => {
     const maps = collectMaps('tcp 127.0.0.1:6379=tcp 127.0.0.1:16379');
     expect(mapTarget('tcp 127.0.0.1:6379', 'socket', maps)).toBe('tcp 127.0.0.1:16379');
@@ -262,5 +272,28 @@ describe('buildPlan: responses', () => {
     // scaled by the speed, without the per-call extra latency, whatever the pace
     expect([...response.holdsNs]).toEqual([1500n, 245n]);
     expect(plan.map((t) => t.call)).toEqual(['write', 'response']);
+  });
+
+  it("gives each exchange the key of the request that started it; a read of the stream's end is none", () => {
+    const plan = buildPlan(
+      [
+        ev('sys_write', 1000n, 10n, { bytes: 50, request_key: 11 }),
+        ev('sys_read', 1100n, 20n, { bytes: 80, ret: 80, response_ns: '3000' }),
+        ev('sys_write', 2000n, 10n, { bytes: 50, request_key: 22 }),
+        // a send that continues the request carries no key of its own
+        ev('sys_write', 2020n, 10n, { bytes: 50 }),
+        ev('sys_read', 2100n, 20n, { bytes: 80, ret: 80, response_ns: '900' }),
+        // a server's idle read that met the client's close: no response, whatever its response_ns says
+        ev('sys_write', 3000n, 10n, { bytes: 50 }),
+        ev('sys_read', 3100n, 60_000n, { bytes: 8192, ret: 0, response_ns: '60000' }),
+        // recorded without keys: matched by order
+        ev('sys_write', 4000n, 10n, { bytes: 50 }),
+        ev('sys_read', 4100n, 20n, { bytes: 80, ret: 80, response_ns: '50' }),
+      ],
+      { maps: [], schedule: new Schedule(1, 0n), pace: 'duration' },
+    );
+    const response = plan.find((t) => t.call === 'response')!;
+    expect(response.recordedNs).toEqual([3000n, 900n, 50n]);
+    expect([...response.requestKeys!]).toEqual([11, 22, 0]);
   });
 });

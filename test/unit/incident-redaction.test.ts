@@ -64,14 +64,19 @@ describe('redaction', () => {
       { ...base, target_kind: 'socket' as const, target: 'tcp [2001:db8::1]:443' },
       { ...base, target_kind: 'socket' as const, target: 'unix @abstract-name' },
       { ...base, target_kind: 'socket' as const, target: 'udp' },
+      // a connection accepted on that host keeps its word and shares the host's token
+      { ...base, target_kind: 'socket' as const, target: 'tcp accepted [2001:db8::1]:8443' },
     ];
-    expect(writes(redacted(odd, ['paths', 'peers'])).map((e) => e.target)).toEqual([
+    const out = writes(redacted(odd, ['paths', 'peers'])).map((e) => e.target);
+    expect(out).toEqual([
       '.../p1/p2/p3',
       '/p4/p5 (deleted)',
       'tcp h1:443',
       'unix @h2',
       'udp',
+      'tcp accepted h1:8443',
     ]);
+    expect(mapTarget(out[5]!, 'socket', collectMaps('h1=127.0.0.1'))).toBe('tcp accepted 127.0.0.1:8443');
   });
 
   test('--map of a redacted directory covers what lies under it, and a host map keeps the port', () => {

@@ -70,6 +70,7 @@ const EXPECTED: Record<string, number> = {
   KR_TARGET_TRUNCATED: TargetFlag.Truncated,
   KR_TARGET_DELETED: TargetFlag.Deleted,
   KR_TARGET_ANON_PIPE: TargetFlag.AnonPipe,
+  KR_TARGET_ACCEPTED: TargetFlag.Accepted,
   KR_CONTEXT_MARKER: ContextKind.Marker,
   KR_CONTEXT_HTTP: ContextKind.Http,
   KR_SYS_WRITE: SYSCALL_NAMES.indexOf('write'),
@@ -264,6 +265,7 @@ describe('decodeRecords', () => {
         syscall: 2,
         targetId: 12,
         responseNs: 1_500_000_123n,
+        request: null,
       },
       expect.objectContaining({ type: 'context', offset: EventLayout.bytes, contextId: 8, parentId: 7 }),
     ]);

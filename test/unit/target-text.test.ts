@@ -57,6 +57,16 @@ describe('targetText', () => {
       inet(AF_INET6, 6, [...v6(0, 0, 0, 0, 0, 0xffff), 10, 1, 2, 3], 443),
       'tcp 10.1.2.3:443',
     ],
+    [
+      'a connection a listener accepted, by its listening address',
+      { ...inet(AF_INET, 6, [127, 0, 0, 1], 8080), flags: TargetFlag.Accepted },
+      'tcp accepted 127.0.0.1:8080',
+    ],
+    [
+      'an accepted IPv6 connection',
+      { ...inet(AF_INET6, 6, v6(0, 0, 0, 0, 0, 0, 0, 1), 8443), flags: TargetFlag.Accepted },
+      'tcp accepted [::1]:8443',
+    ],
     ['an unnamed IP protocol', inet(AF_INET, 99, [1, 2, 3, 4], 0), 'ip99 1.2.3.4:0'],
     ['an unconnected socket', inet(AF_INET6, 17, [], 0), 'udp'],
     [

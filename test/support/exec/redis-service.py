@@ -3,9 +3,9 @@
 GET /checkout reads the cart from Redis (GET cart:42) in the thread serving the request, commits
 an order to SQLite, and answers 200 (502 when Redis failed or timed out).
 
-  redis-service.py serve REDIS_PORT DB PORT_FILE
+  redis-service.py serve REDIS_PORT DB PORT_FILE [--port N]
       production: serves on an ephemeral port (written to PORT_FILE) until killed
-  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis] [--call-from WHERE] [--probe|--probe-only]
+  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis] [--call-from WHERE] [--probe|--probe-only] [--port N]
       a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1; the Redis GET
       is made where WHERE says: "handler" (the request's thread, the default), "pool" (a
       ThreadPoolExecutor the handler hands it to), "fork" (a child process the handler forks), or
@@ -31,6 +31,8 @@ SKIP_REDIS = "--skip-redis" in sys.argv
 CALL_FROM = sys.argv[sys.argv.index("--call-from") + 1] if "--call-from" in sys.argv else "handler"
 PROBE = "--probe" in sys.argv
 PROBE_ONLY = "--probe-only" in sys.argv
+# the port it listens on, as a deployed service's is fixed (0: an ephemeral one)
+PORT = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
 POOL = ThreadPoolExecutor(max_workers=2) if CALL_FROM == "pool" else None
 MAIN_CART = None
 
@@ -97,7 +99,7 @@ class Server(ThreadingHTTPServer):
         return redis.Redis(port=REDIS_PORT, socket_timeout=TIMEOUT)
 
 
-server = Server(("127.0.0.1", 0), Checkout)
+server = Server(("127.0.0.1", PORT), Checkout)
 port = server.server_address[1]
 if MODE == "serve":
     with open(sys.argv[4], "w") as f:
