@@ -77,6 +77,7 @@ describe('kreplay replay --exec: slow upstreams and connects through the relay',
         ...incidentCall('inc', 1.1, 3000, 'sys_read' as 'sys_write', peer, 'socket', {
           syscall: 'recvfrom',
           bytes: 120,
+          ret: 120,
         }),
         response_ns: 3000n * BigInt(MS),
       } as IncidentEvent,
