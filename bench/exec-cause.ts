@@ -99,7 +99,21 @@ async function record(dir: string, redisPort: number, servicePort: number): Prom
       fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8').endsWith('\n') ? true : undefined,
     );
     if (redis(redisPort, 'CLIENT', 'PAUSE', '1500', 'ALL') !== 'OK') throw new Error('CLIENT PAUSE failed');
-    spawnSync('curl', ['-s', '-H', `x-request-id: ${TXN}`, `http://127.0.0.1:${servicePort}/checkout`]);
+    const answer = spawnSync(
+      'curl',
+      [
+        '-s',
+        '-H',
+        `traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`,
+        '-H',
+        `x-request-id: ${TXN}`,
+        `http://127.0.0.1:${servicePort}/checkout`,
+      ],
+      {
+        encoding: 'utf8',
+      },
+    );
+    log(`production request: ${answer.stdout.trim()} (curl exit ${answer.status})`);
     service.kill();
     const daemon = await createDaemon({ dataDir: data, log: silentLogger });
     try {
@@ -109,6 +123,10 @@ async function record(dir: string, redisPort: number, servicePort: number): Prom
         );
         const { events } = (await res.json()) as { events: { response_ns: string | null }[] };
         return events.some((e) => Number(e.response_ns) >= 1.4e9) ? true : undefined;
+      }).catch(async (err: unknown) => {
+        const res = await fetch(`${daemon.url}/api/events?event_type=sys_read&int64=string&limit=20`);
+        log(`reads stored: ${(await res.text()).slice(0, 3000)}`);
+        throw err;
       });
       const file = path.join(dir, 'checkout.kri');
       const out = spawnSync(

@@ -164,8 +164,10 @@ function responseCalls(events: readonly RecordedCall[]): Map<RecordedCall, Respo
       lastSendEnd.set(conn, end);
       if (event.request_key) requestKeys.set(conn, event.request_key);
     }
-    // a read of the stream's end (ret 0) ends the exchange without a response
-    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0) continue;
+    // a read of the stream's end (ret 0) ends the exchange without a response; a read that failed
+    // (EAGAIN on a non-blocking socket, as Go's and libuv's first try is) brought nothing and leaves
+    // the exchange open for the read that does
+    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0 || (event.ret ?? 0) < 0) continue;
     if (event.ret === 0) {
       lastSendEnd.delete(conn);
       requestKeys.delete(conn);

@@ -10,13 +10,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import { kreplay, UNPRIVILEGED } from '../support/exec/kreplay-run';
+import type { ExecReport } from '../support/exec/exec-report';
+import { freePort, redisCommand, startRedis } from '../support/exec/redis';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 
@@ -42,59 +43,13 @@ afterAll(async () => {
   cgroup?.remove();
 });
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** One RESP command to Redis, its first reply line. */
-function redisCommand(port: number, ...args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1', () =>
-      socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`),
-    );
-    socket.once('data', (data) => {
-      socket.end();
-      resolve(data.toString().split('\r\n')[0]!);
-    });
-    socket.once('error', reject);
-  });
-}
-
-interface Row {
-  call: string;
-  target: string;
-  held: boolean;
-  reason: string;
-  matched: number;
-  passed_through: number;
-  gave_up: number;
-  observed_p50_ns: string | number | null;
-}
-interface Report {
-  verdict: string;
-  first_held_ns: number | string | null;
-  causes: { target: string; cause: string; exercised: boolean; reason: string }[];
-  targets: Row[];
-}
-
 it('a Redis wait recorded on a real service is the incident cause; a build that skips it is not reproduced', async () => {
   chmodSync(dir.path, 0o777);
   const data = join(dir.path, 'data');
   const incidentFile = join(dir.path, 'checkout.kri');
-  const redisPort = await freePort();
-  const redisServer = spawn(
-    'redis-server',
-    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
-  children.push(redisServer);
-  await waitFor(async () =>
-    (await redisCommand(redisPort, 'PING').catch(() => '')) === '+PONG' ? true : undefined,
-  );
+  const redis = await startRedis();
+  children.push(redis.process);
+  const redisPort = redis.port;
   const redisTarget = `tcp 127.0.0.1:${redisPort}`;
 
   agent = await startAgent(['--data-dir', data, '--node', 'prod', '--cgroup-id', String(cgroup.id)]);
@@ -190,7 +145,7 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     ).done;
     return {
       run,
-      report: JSON.parse(readFileSync(report, 'utf8')) as Report,
+      report: JSON.parse(readFileSync(report, 'utf8')) as ExecReport,
       junit: readFileSync(junit, 'utf8'),
     };
   };

@@ -296,4 +296,18 @@ describe('buildPlan: responses', () => {
     expect(response.recordedNs).toEqual([3000n, 900n, 50n]);
     expect([...response.requestKeys!]).toEqual([11, 22, 0]);
   });
+
+  it('a read that failed (EAGAIN before the poll, as Go and libuv read) is no exchange: the read after it is the response', () => {
+    const plan = buildPlan(
+      [
+        ev('sys_write', 1000n, 10n, { bytes: 26, request_key: 7 }),
+        ev('sys_read', 1020n, 14n, { bytes: 4096, ret: -11 }),
+        ev('sys_read', 1_500_000_000n, 20n, { bytes: 4096, ret: 5, response_ns: '1499999000' }),
+      ],
+      { maps: [], schedule: new Schedule(1, 0n), pace: 'duration' },
+    );
+    const response = plan.find((t) => t.call === 'response')!;
+    expect(response.recordedNs).toEqual([1_499_999_000n]);
+    expect([...response.requestKeys!]).toEqual([7]);
+  });
 });

@@ -1,0 +1,206 @@
+/**
+ * Issue 31 beyond Python: the same Redis incident recorded and replayed on
+ * - a Node service (the pinned Node 24, the npm `redis` client connected at start, node:http), whose
+ *   GET is made on the event loop over a connection opened before the request arrived;
+ * - a Go client (golang-go from apt, the standard library's net), whose GET runs on a goroutine, so on
+ *   whichever of Go's threads the scheduler picks.
+ * Redis is paused 1.5 s in production (CLIENT PAUSE) while the agent records; the incident is
+ * exported and the data dir removed. Replayed as uid 65534 without capabilities: a 5 s timeout passes
+ * with the response held ≥ 1.4 s, a 1 s one fails, and a build that skips Redis is not reproduced.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { silentLogger } from '../../core/log/logger';
+import { createDaemon } from '../../daemon/create-daemon';
+import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
+import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
+import type { ExecReport } from '../support/exec/exec-report';
+import { kreplay, UNPRIVILEGED } from '../support/exec/kreplay-run';
+import { redisCommand, startRedis } from '../support/exec/redis';
+import { waitFor } from '../support/wait';
+
+const NODE_SERVICE = join(__dirname, '../support/exec/redis-service.js');
+const GO_CLIENT = join(__dirname, '../support/exec/redis-client.go');
+const NODE_TXN = `node-checkout-${process.pid}`;
+const GO_TXN = `go-get-${process.pid}`;
+
+const dir = { path: '' };
+let cgroup: TestCgroup;
+let agent: AgentProcess | null = null;
+const children: ChildProcess[] = [];
+let redisPort: number;
+let goClient: string;
+const incidents: Record<string, string> = {};
+/** The Redis response wait each transaction recorded, in ns. */
+const recordedWait: Record<string, number> = {};
+
+beforeAll(async () => {
+  // one directory for the file: the incidents recorded once are replayed by every test
+  dir.path = mkdtempSync(join(tmpdir(), 'kreplay-cause-runtimes-'));
+  chmodSync(dir.path, 0o777);
+  cgroup = createCgroup(`kreplay-cause-runtimes-${process.pid}.service`);
+  const redis = await startRedis();
+  children.push(redis.process);
+  redisPort = redis.port;
+  goClient = join(dir.path, 'redis-client');
+  execFileSync('go', ['build', '-o', goClient, GO_CLIENT], {
+    env: {
+      ...process.env,
+      GOCACHE: join(dir.path, 'gocache'),
+      GOPATH: join(dir.path, 'gopath'),
+      GO111MODULE: 'off',
+    },
+  });
+  const data = join(dir.path, 'data');
+  agent = await startAgent(['--data-dir', data, '--node', 'prod', '--cgroup-id', String(cgroup.id)]);
+
+  // production, Node: the service serves curl while Redis stalls 1.5 s
+  const portFile = join(dir.path, 'node.port');
+  const service = spawn(
+    '/bin/sh',
+    [
+      '-c',
+      `${cgroup.enter} "$@"`,
+      'sh',
+      process.execPath,
+      NODE_SERVICE,
+      'serve',
+      String(redisPort),
+      join(dir.path, 'prod-orders'),
+      portFile,
+    ],
+    { stdio: 'ignore' },
+  );
+  children.push(service);
+  await waitFor(() => existsSync(portFile) && readFileSync(portFile, 'utf8').endsWith('\n'));
+  const servicePort = readFileSync(portFile, 'utf8').trim();
+  expect(await redisCommand(redisPort, 'CLIENT', 'PAUSE', '1500', 'ALL')).toBe('+OK');
+  expect(
+    await runInCgroup(cgroup, 'curl', [
+      '-s',
+      '-H',
+      `traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`,
+      '-H',
+      `x-request-id: ${NODE_TXN}`,
+      `http://127.0.0.1:${servicePort}/checkout`,
+    ]),
+  ).toBe('ok\n');
+  service.kill();
+
+  // production, Go: a client run as one transaction while Redis stalls 1.5 s
+  expect(await redisCommand(redisPort, 'CLIENT', 'PAUSE', '1500', 'ALL')).toBe('+OK');
+  await runInCgroup(cgroup, process.execPath, [
+    KREPLAY_BIN,
+    'run',
+    '--txn',
+    GO_TXN,
+    '--',
+    goClient,
+    String(redisPort),
+    '5',
+  ]);
+
+  const daemon = await createDaemon({ dataDir: data, log: silentLogger });
+  try {
+    for (const txn of [NODE_TXN, GO_TXN]) {
+      // the wait is stored on the transaction's Redis read before it is exported
+      recordedWait[txn] = await waitFor(async () => {
+        const res = await fetch(
+          `${daemon.url}/api/events?transaction_id=${txn}&min_duration_ms=1000&int64=string&limit=10`,
+        );
+        const { events } = (await res.json()) as {
+          events: { target: string | null; response_ns: string | null }[];
+        };
+        const wait = events.find((e) => e.target === `tcp 127.0.0.1:${redisPort}` && e.response_ns !== null);
+        return wait ? Number(wait.response_ns) : undefined;
+      });
+      // CLIENT PAUSE 1500 began just before the call
+      expect(recordedWait[txn]).toBeGreaterThan(1.2e9);
+      incidents[txn] = join(dir.path, `${txn}.kri`);
+      const exported = await kreplay([
+        'export',
+        txn,
+        '--format',
+        'incident',
+        '-o',
+        incidents[txn],
+        '--server',
+        daemon.url,
+      ]).done;
+      expect(exported.status).toBe(0);
+      chmodSync(incidents[txn], 0o644);
+    }
+  } finally {
+    await daemon.close();
+  }
+  expect(await agent.stop()).toBe(0);
+  agent = null;
+  rmSync(data, { recursive: true, force: true });
+}, 120_000);
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await agent?.stop();
+  cgroup?.remove();
+  if (dir.path) rmSync(dir.path, { recursive: true, force: true });
+});
+
+async function replay(txn: string, name: string, build: string[]) {
+  const report = join(dir.path, `${name}.json`);
+  const run = await kreplay(
+    ['replay', '--incident', incidents[txn]!, '--exec', '--report-json', report, '--', ...build],
+    UNPRIVILEGED,
+    dir.path,
+  ).done;
+  const parsed = JSON.parse(readFileSync(report, 'utf8')) as ExecReport;
+  const held = parsed.targets.find((r) => r.call === 'response' && r.target === `tcp 127.0.0.1:${redisPort}`);
+  return { run, report: parsed, heldNs: Number(held?.observed_p50_ns ?? 0) };
+}
+
+describe('a Redis incident replayed on other runtimes (real kernel, uid 65534)', () => {
+  it('Node service (npm redis, a connection opened at start): held 1.5 s, 1 s fails, skipping Redis is not reproduced', async () => {
+    const node = (name: string, ...flags: string[]) => [
+      process.execPath,
+      NODE_SERVICE,
+      'once',
+      String(redisPort),
+      join(dir.path, `${name}-orders`),
+      ...flags,
+    ];
+    const patient = await replay(NODE_TXN, 'node-patient', node('patient', '--timeout', '5'));
+    expect({ status: patient.run.status, verdict: patient.report.verdict }).toEqual({
+      status: 0,
+      verdict: 'passed',
+    });
+    expect(patient.heldNs).toBeGreaterThanOrEqual(recordedWait[NODE_TXN]! * 0.99);
+    expect(patient.report.causes.length).toBeGreaterThan(0);
+    expect(patient.report.causes.every((c) => c.exercised)).toBe(true);
+
+    const impatient = await replay(NODE_TXN, 'node-impatient', node('impatient', '--timeout', '1'));
+    expect(impatient.run.status).not.toBe(0);
+    expect(impatient.run.stderr).toContain('Redis took over 1000 ms');
+
+    const skipped = await replay(NODE_TXN, 'node-skipped', node('skipped', '--skip-redis'));
+    expect(skipped.run.status).toBe(220);
+    expect(skipped.report.verdict).toBe('not-reproduced');
+  }, 120_000);
+
+  it("Go client (a goroutine on Go's threads): held 1.5 s, a 1 s deadline fails", async () => {
+    const patient = await replay(GO_TXN, 'go-patient', [goClient, String(redisPort), '5']);
+    expect({ status: patient.run.status, verdict: patient.report.verdict }).toEqual({
+      status: 0,
+      verdict: 'passed',
+    });
+    expect(patient.heldNs).toBeGreaterThanOrEqual(recordedWait[GO_TXN]! * 0.99);
+    expect(Number(/redis GET: (\d+\.\d+) s/.exec(patient.run.stderr)![1]) * 1e9).toBeGreaterThanOrEqual(
+      recordedWait[GO_TXN]! * 0.99,
+    );
+    expect(patient.report.causes.every((c) => c.exercised)).toBe(true);
+
+    const impatient = await replay(GO_TXN, 'go-impatient', [goClient, String(redisPort), '1']);
+    expect(impatient.run.status).not.toBe(0);
+    expect(impatient.run.stderr).toContain('i/o timeout');
+  }, 120_000);
+});

@@ -1,0 +1,17 @@
+/** The fields of `replay --exec --report-json` the tests read. */
+export interface ExecReportRow {
+  call: string;
+  target: string;
+  held: boolean;
+  reason: string;
+  matched: number;
+  passed_through: number;
+  gave_up: number;
+  observed_p50_ns: string | number | null;
+}
+export interface ExecReport {
+  verdict: string;
+  first_held_ns: number | string | null;
+  causes: { target: string; cause: string; exercised: boolean; reason: string }[];
+  targets: ExecReportRow[];
+}
