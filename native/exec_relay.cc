@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <deque>
 
 #include "exec_error.h"
 #include "request_key.h"
@@ -55,12 +56,13 @@ uint16_t LocalPort(int fd) {
                                          : reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
 }
 
-// Writes what it can of `buffer` to `fd`; false on a failure other than a full socket.
-bool Flush(int fd, std::string* buffer) {
-  while (!buffer->empty()) {
-    const ssize_t n = send(fd, buffer->data(), buffer->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+// Writes what it can of the first `limit` bytes of `buffer` to `fd`; false on a failure other than a full socket.
+bool Flush(int fd, std::string* buffer, size_t limit = SIZE_MAX) {
+  while (!buffer->empty() && limit > 0) {
+    const ssize_t n = send(fd, buffer->data(), std::min(limit, buffer->size()), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     buffer->erase(0, static_cast<size_t>(n));
+    limit -= static_cast<size_t>(n);
   }
   return true;
 }
@@ -76,6 +78,16 @@ uint32_t PickExchange(const ResponsePlan& plan, const std::vector<bool>& used, u
     if (!used[k] && keyOf(k) == 0) return static_cast<uint32_t>(k);
   return kNoExchange;
 }
+
+// A response exchange the relay took for a request of the build, until its first bytes reach the build.
+struct PendingExchange {
+  uint32_t exchange;
+  int64_t hold_ns;
+  int64_t sent_ns;
+  int64_t release_ns;
+  // where its answer begins among the peer's bytes to the build (Link::appended when it was taken)
+  uint64_t from;
+};
 
 struct ExecRelay::Link {
   // r: the relay's end of the build's socket; u: the real peer; c: the build's socket while its connect is pending
@@ -95,13 +107,27 @@ struct ExecRelay::Link {
   int64_t last_send_ns = 0;
   // the first bytes of the build's request since the last response began (its key picks the exchange)
   std::string request;
-  // the current response is held until
-  int64_t release_ns = 0;
-  bool timing_pending = false;
-  uint32_t exchange = 0;
-  int64_t hold_ns = 0;
+  // exchanges taken whose answer has not reached the build yet, oldest first: each answer is held to
+  // its own release, and what follows it waits behind it (a pipelined client's next answer, or the
+  // response after TLS 1.3's session tickets, when the build's request crossed them)
+  std::deque<PendingExchange> pending;
+  // the peer's bytes to the build so far: put in to_r, and sent on to the build
+  uint64_t appended = 0, delivered = 0;
   uint32_t r_mask = 0, u_mask = 0;
 };
+
+// How many of to_r's first bytes may reach the build at `now` (those before the first answer still
+// held), and when the next held ones may (kNever: none is held).
+size_t ExecRelay::Releasable(const Link* link, int64_t now, int64_t* next) {
+  *next = kNever;
+  for (const PendingExchange& p : link->pending) {
+    if (p.release_ns > now) {
+      *next = p.release_ns;
+      return static_cast<size_t>(p.from - link->delivered);
+    }
+  }
+  return link->to_r.size();
+}
 
 ExecRelay::ExecRelay(std::vector<ResponsePlan> responses) : responses_(std::move(responses)) {
   for (const ResponsePlan& plan : responses_) used_.emplace_back(plan.holds_ns.size(), false);
@@ -287,7 +313,9 @@ void ExecRelay::Run() {
     int64_t next = kNever;
     for (const auto& [link, _] : links_) {
       if (link->open_ns > now) next = std::min(next, link->open_ns);
-      if (!link->to_r.empty() && link->release_ns > now) next = std::min(next, link->release_ns);
+      int64_t held_until;
+      if (!link->to_r.empty() && Releasable(link, now, &held_until) < link->to_r.size())
+        next = std::min(next, held_until);
     }
     timespec wait{};
     if (next != kNever) {
@@ -307,8 +335,9 @@ void ExecRelay::Run() {
       }
       touched.push_back(static_cast<Link*>(events[i].data.ptr));
     }
+    int64_t held_until;
     for (const auto& [link, _] : links_)
-      if ((link->open_ns != 0 && link->open_ns <= now) || (!link->to_r.empty() && link->release_ns <= now))
+      if ((link->open_ns != 0 && link->open_ns <= now) || Releasable(link, now, &held_until) > 0)
         touched.push_back(link);
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -369,7 +398,6 @@ void ExecRelay::Process(Link* link, int64_t now) {
     }
     if (link->sent) {
       link->sent = false;
-      link->hold_ns = 0;
       const int target = link->response_target;
       if (target >= 0) {
         const uint32_t key = RequestKey(reinterpret_cast<const uint8_t*>(link->request.data()), link->request.size());
@@ -380,22 +408,24 @@ void ExecRelay::Process(Link* link, int64_t now) {
         } else {
           used_[target][k] = true;
           if (first_held_ns_ == 0 || link->last_send_ns < first_held_ns_) first_held_ns_ = link->last_send_ns;
-          link->exchange = k;
-          link->hold_ns = responses_[target].holds_ns[k];
-          link->timing_pending = true;
+          const int64_t hold_ns = responses_[target].holds_ns[k];
+          link->pending.push_back({k, hold_ns, link->last_send_ns, link->last_send_ns + hold_ns, link->appended});
         }
       }
-      link->release_ns = link->last_send_ns + link->hold_ns;
     }
     link->to_r.append(buf, static_cast<size_t>(n));
+    link->appended += static_cast<uint64_t>(n);
   }
   now = NowNs();
-  if (!link->to_r.empty() && link->release_ns <= now) {
+  int64_t held_until;
+  if (const size_t releasable = Releasable(link, now, &held_until); releasable > 0) {
     const size_t before = link->to_r.size();
-    if (!Flush(link->r, &link->to_r)) link->r_eof = link->u_eof = true;
-    if (link->timing_pending && link->to_r.size() < before) {
-      link->timing_pending = false;
-      timings_.push_back({link->response_target, link->exchange, now - link->last_send_ns, link->hold_ns});
+    if (!Flush(link->r, &link->to_r, releasable)) link->r_eof = link->u_eof = true;
+    link->delivered += before - link->to_r.size();
+    // an exchange is delivered with its answer's first byte
+    for (; !link->pending.empty() && link->pending.front().from < link->delivered; link->pending.pop_front()) {
+      const PendingExchange& p = link->pending.front();
+      timings_.push_back({link->response_target, p.exchange, now - p.sent_ns, p.hold_ns});
     }
   }
   if (link->u_eof && link->to_r.empty() && !link->r_shut) {
@@ -413,7 +443,8 @@ void ExecRelay::Update(Link* link) {
   const int64_t now = NowNs();
   uint32_t r_mask = 0, u_mask = 0;
   if (link->open_ns == 0 && !link->r_eof && link->to_u.size() < kMaxBuffered) r_mask |= EPOLLIN;
-  if (!link->to_r.empty() && link->release_ns <= now) r_mask |= EPOLLOUT;
+  int64_t held_until;
+  if (Releasable(link, now, &held_until) > 0) r_mask |= EPOLLOUT;
   if (!link->u_eof && link->to_r.size() < kMaxBuffered) u_mask |= EPOLLIN;
   if (!link->to_u.empty()) u_mask |= EPOLLOUT;
   // a side at its end reports hang-ups forever: it leaves the epoll set
@@ -435,7 +466,7 @@ void ExecRelay::Update(Link* link) {
 
 void ExecRelay::Close(Link* link) {
   // the build closed its end while a response was held (its own timeout fired): held, never delivered
-  if (link->timing_pending) timings_.push_back({link->response_target, link->exchange, -1, link->hold_ns});
+  for (const PendingExchange& p : link->pending) timings_.push_back({link->response_target, p.exchange, -1, p.hold_ns});
   if (link->c >= 0) close(link->c);
   close(link->r);
   close(link->u);

@@ -73,6 +73,7 @@ class ExecRelay {
   void Process(Link* link, int64_t now);
   void Update(Link* link);
   void Close(Link* link);
+  static size_t Releasable(const Link* link, int64_t now, int64_t* next);
   int Listener(bool stuffing);
 
   std::vector<ResponsePlan> responses_;

@@ -194,12 +194,36 @@ bool Line(const uint8_t* p, size_t n, std::string* shape) {
   return true;
 }
 
+// A TLS record (SSL 3.0 to TLS 1.3 framing): its plaintext is out of reach of an unprivileged replay,
+// so a request is known only by its record type (a ClientHello, other handshake records, a
+// ChangeCipherSpec, an alert, application data); equal ones match by order. Never by ciphertext.
+bool Tls(const uint8_t* p, size_t n, std::string* shape) {
+  // record header: type, version 3.x, a length no record exceeds (2^14 plus expansion)
+  if (n < 5 || p[0] < 0x14 || p[0] > 0x17 || p[1] != 3 || p[2] > 4) return false;
+  const size_t length = (static_cast<size_t>(p[3]) << 8) | p[4];
+  if (length == 0 || length > (1 << 14) + 2048) return false;
+  switch (p[0]) {
+    case 0x14:
+      *shape = "tls change_cipher_spec";
+      break;
+    case 0x15:
+      *shape = "tls alert";
+      break;
+    case 0x16:
+      *shape = n > 5 && p[5] == 1 ? "tls client_hello" : "tls handshake";
+      break;
+    default:
+      *shape = "tls application_data";
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string RequestShape(const uint8_t* data, size_t len) {
   std::string shape;
-  if (Http(data, len, &shape) || Resp(data, len, &shape) || Postgres(data, len, &shape) || Mysql(data, len, &shape) ||
-      Line(data, len, &shape))
+  if (Tls(data, len, &shape) || Http(data, len, &shape) || Resp(data, len, &shape) || Postgres(data, len, &shape) ||
+      Mysql(data, len, &shape) || Line(data, len, &shape))
     return shape;
   return "unknown";
 }

@@ -3,12 +3,63 @@
  * sys_read: the read and recv families, for threads that carry a context
  * (all threads with --capture-reads). A thread without one costs a single
  * load of its bit in context_threads at each end. A socket's first read
- * after a send on it carries the response time.
+ * after a send on it carries the response time, and so does a later read
+ * of a call out that follows an EAGAIN (a wait that came after the first
+ * bytes of the answer).
  */
 #ifndef KREPLAY_CAPTURE_READS_H
 #define KREPLAY_CAPTURE_READS_H
 
 #define KR_EAGAIN 11
+
+/*
+ * A call out's answer may come in parts with a wait between them: TLS 1.3
+ * servers send their session tickets at once and the response when it is
+ * ready, and a non-blocking reader (Python's ssl under a timeout, Go, libuv)
+ * reads the tickets, finds the socket empty (EAGAIN) and waits in poll for
+ * the rest. The first read after the send carries the wait for the first
+ * part; this keeps, per sock, when its last data was read and whether the
+ * reader has since found it empty, so the read that ends the next wait
+ * carries that wait (from the last data read) too. Not for connections a
+ * listener accepted: a server that finds one empty waits for the next
+ * request, not for an answer. Until the next send or the stream's end.
+ */
+struct kr_answer {
+	__u64 last_data_ns;
+	__u64 drained;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* the sock */
+	__type(value, struct kr_answer);
+} answers SEC(".maps");
+
+/* The wait a data read of sock carries: from the send, or after an EAGAIN from the last data. */
+static __always_inline __u64 response_time(__u64 sock, __u64 now)
+{
+	__u64 *sent = bpf_map_lookup_elem(&last_sends, &sock);
+	struct kr_answer *answer = bpf_map_lookup_elem(&answers, &sock);
+	struct kr_answer first = {.last_data_ns = now};
+	__u64 waited = 0;
+
+	if (sent) {
+		if (*sent < now)
+			waited = now - *sent;
+		bpf_map_delete_elem(&last_sends, &sock);
+		if (!bpf_map_lookup_elem(&accepted_socks, &sock))
+			bpf_map_update_elem(&answers, &sock, &first, BPF_ANY);
+		return waited;
+	}
+	if (!answer)
+		return 0;
+	if (answer->drained && answer->last_data_ns < now)
+		waited = now - answer->last_data_ns;
+	answer->last_data_ns = now;
+	answer->drained = 0;
+	return waited;
+}
 
 static __always_inline int read_enter(struct trace_event_raw_sys_enter *ctx, __u32 code, __u32 how)
 {
@@ -34,7 +85,7 @@ static __always_inline int read_enter(struct trace_event_raw_sys_enter *ctx, __u
  */
 static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32 how, bool sniff)
 {
-	__u64 pid_tgid, now, response_ns = 0, *sent;
+	__u64 pid_tgid, now, response_ns = 0;
 	struct kr_thread *t;
 	__s64 ret = ctx->ret;
 
@@ -47,16 +98,20 @@ static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32
 		return 0;
 	now = bpf_ktime_get_boot_ns();
 	/*
-	 * A non-blocking read that found nothing yet is not the response; the end of the stream
-	 * ends the exchange without one (a server's idle keep-alive read is no upstream wait).
+	 * A non-blocking read that found nothing yet is not the response (it marks the reader
+	 * waiting); the end of the stream ends the exchange without one (a server's idle
+	 * keep-alive read is no upstream wait); a failure is the answer the call got.
 	 */
-	if (t->sock && ret != -KR_EAGAIN) {
-		sent = bpf_map_lookup_elem(&last_sends, &t->sock);
-		if (sent) {
-			if (ret != 0 && *sent < now)
-				response_ns = now - *sent;
-			bpf_map_delete_elem(&last_sends, &t->sock);
-		}
+	if (t->sock && ret == -KR_EAGAIN) {
+		struct kr_answer *answer = bpf_map_lookup_elem(&answers, &t->sock);
+
+		if (answer)
+			answer->drained = 1;
+	} else if (t->sock && ret == 0) {
+		bpf_map_delete_elem(&last_sends, &t->sock);
+		bpf_map_delete_elem(&answers, &t->sock);
+	} else if (t->sock) {
+		response_ns = response_time(t->sock, now);
 	}
 	call_end(t, KR_RECORD_SYS_READ, pid_tgid, ret,
 		 how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count, now, response_ns);

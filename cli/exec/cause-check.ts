@@ -94,11 +94,15 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
 /** Each cause, whether the build exercised it, and why not. */
 export function checkCauses(input: CauseInput): CauseCheck[] {
   const where = new Map<number, { target: PlanTarget; outcome: TargetOutcome; position: number }>();
-  input.plan.forEach((target, i) =>
+  input.plan.forEach((target, i) => {
     target.indices.forEach((index, position) =>
       where.set(index, { target, outcome: input.outcomes[i]!, position }),
-    ),
-  );
+    );
+    // a later part of an answer is reached with its exchange
+    target.laterParts?.forEach((position, index) =>
+      where.set(index, { target, outcome: input.outcomes[i]!, position }),
+    );
+  });
   return input.causes.map((cause) => {
     const event = input.events[cause.index];
     const base = {

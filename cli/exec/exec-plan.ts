@@ -6,6 +6,7 @@
  * held per the pace. The supervisor gets one plan per (kind, target), so it
  * decides every call without asking JS.
  */
+import { allTlsRequests, TLS_MATCH_RULE } from './tls-requests';
 import type { Schedule } from '../../core/replay/schedule';
 import { mapTarget, portKey, type TargetMap } from './target-keys';
 
@@ -101,6 +102,13 @@ export interface PlanTarget {
    * order); the relay gives each response of the build the first unused exchange of its request's key
    */
   requestKeys?: Uint32Array;
+  /**
+   * responses: the later parts of an answer that came after a wait (TLS 1.3's tickets at once, the
+   * response later), by their event's index, with the exchange each belongs to (its position)
+   */
+  laterParts?: Map<number, number>;
+  /** responses: how the build's requests were matched to the exchanges, where it is not by what they ask */
+  matchRule?: string;
 }
 
 export interface PlanOptions {
@@ -145,42 +153,65 @@ function byBytes(call: CallKind, kind: string, calls: readonly Recorded[], optio
  * a sys_read's `response_ns`, or, for recordings without it, the gap from the
  * end of the last send on the same (pid, fd, target) to the end of the first
  * read after it; and the key of the request it answered (that of the send
- * on the connection that started it), 0 when not recorded.
+ * on the connection that started it), 0 when not recorded. A later read of
+ * the same answer that carries a wait of its own (the capture gives one to a
+ * read that follows an EAGAIN) is a later part of that exchange: the
+ * exchange's time runs from the send to the end of that read, so the relay
+ * holds the whole answer as long as its last part took.
  */
+const EAGAIN = 11;
+
 interface ResponseCall {
   responseNs: bigint;
   requestKey: number;
+  /** the reads of later parts of the answer */
+  laterParts: RecordedCall[];
 }
 
 function responseCalls(events: readonly RecordedCall[]): Map<RecordedCall, ResponseCall> {
   const lastSendEnd = new Map<string, bigint>();
   const requestKeys = new Map<string, number>();
   const out = new Map<RecordedCall, ResponseCall>();
+  // the exchange an answer's later parts extend, and when its request was sent
+  const answering = new Map<string, { call: ResponseCall; sentEnd: bigint }>();
   for (const event of events) {
     if (event.target_kind !== 'socket' || !event.target) continue;
     const conn = `${event.pid ?? ''}\t${event.fd ?? ''}\t${event.target}`;
     const end = event.timestamp_ns + event.duration_ns;
     if (event.event_type === 'sys_write' && (event.ret ?? 0) >= 0) {
       lastSendEnd.set(conn, end);
+      answering.delete(conn);
       if (event.request_key) requestKeys.set(conn, event.request_key);
     }
-    // a read of the stream's end (ret 0) ends the exchange without a response; a read that failed
-    // (EAGAIN on a non-blocking socket, as Go's and libuv's first try is) brought nothing and leaves
-    // the exchange open for the read that does
-    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0 || (event.ret ?? 0) < 0) continue;
+    // a read of the stream's end (ret 0) ends the exchange without a response; one that found the
+    // socket empty (EAGAIN, as Go's and libuv's first try does) brought nothing and leaves the
+    // exchange open for the read that does
+    if (event.event_type !== 'sys_read' || (event.bytes ?? 0) <= 0 || event.ret === -EAGAIN) continue;
     if (event.ret === 0) {
       lastSendEnd.delete(conn);
       requestKeys.delete(conn);
+      answering.delete(conn);
       continue;
     }
     const sent = lastSendEnd.get(conn);
+    const given = event.response_ns;
+    const waited = given !== null && given !== undefined;
+    const open = answering.get(conn);
+    if (sent === undefined && open && waited) {
+      open.call.responseNs = end - open.sentEnd;
+      open.call.laterParts.push(event);
+      continue;
+    }
+    // a read with no send before it on this (pid, fd) is an exchange only if the capture timed it
+    if (sent === undefined && !waited) continue;
     lastSendEnd.delete(conn);
     const requestKey = requestKeys.get(conn) ?? 0;
     requestKeys.delete(conn);
-    const given = event.response_ns;
-    const responseNs =
-      given !== null && given !== undefined ? BigInt(given) : sent === undefined ? null : end - sent;
-    if (responseNs !== null && responseNs >= 0n) out.set(event, { responseNs, requestKey });
+    const responseNs = waited ? BigInt(given) : end - sent!;
+    if (responseNs < 0n) continue;
+    const call = { responseNs, requestKey, laterParts: [] };
+    out.set(event, call);
+    answering.set(conn, { call, sentEnd: end - responseNs });
   }
   return out;
 }
@@ -191,7 +222,16 @@ function responseCalls(events: readonly RecordedCall[]): Map<RecordedCall, Respo
  */
 export function buildPlan(events: readonly RecordedCall[], options: PlanOptions): PlanTarget[] {
   const firstTs = events[0]?.timestamp_ns ?? 0n;
-  type Group = { call: CallKind; target: string; recorded: string; kind: string; calls: Recorded[] };
+  type Group = {
+    call: CallKind;
+    target: string;
+    recorded: string;
+    kind: string;
+    calls: Recorded[];
+    /** later parts of answers: [their event's index, the index of the exchange's first read] */
+    laterParts: [number, number][];
+  };
+  const indexOf = new Map(events.map((event, index) => [event, index]));
   const groups = new Map<string, Group>();
   const responses = responseCalls(events);
   // an incident holds few targets and many calls: each (recorded target, kind) is mapped once, and
@@ -219,7 +259,8 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
       // two recorded targets may map onto one: they share its group
       const key = `${call}\t${target}`;
       group = groups.get(key);
-      if (!group) groups.set(key, (group = { call, target, recorded: event.target, kind, calls: [] }));
+      if (!group)
+        groups.set(key, (group = { call, target, recorded: event.target, kind, calls: [], laterParts: [] }));
       mapped.groups.set(call, group);
     }
     // a response is the upstream's time, not a call's: scaled, without the per-call extra latency
@@ -241,8 +282,9 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
       positional: POSITIONAL.has(event.syscall ?? ''),
       requestKey: response?.requestKey ?? 0,
     });
+    for (const part of response?.laterParts ?? []) group.laterParts.push([indexOf.get(part)!, index]);
   });
-  return [...groups.values()].map(({ call, target, recorded, kind, calls }) => {
+  return [...groups.values()].map(({ call, target, recorded, kind, calls, laterParts }) => {
     const port = kind === 'socket' ? portKey(target) : null;
     const match: Match = byBytes(call, kind, calls, options) ? 'bytes' : 'calls';
     // a stream's calls without bytes (failed, empty) carry nothing to match
@@ -265,7 +307,14 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
     };
     if (options.replayErrors && match === 'calls' && calls.some((c) => c.errno !== 0))
       plan.errnos = Int32Array.from(calls.map((c) => c.errno));
-    if (call === 'response') plan.requestKeys = Uint32Array.from(kept.map((c) => c.requestKey));
+    if (call === 'response') {
+      plan.requestKeys = Uint32Array.from(kept.map((c) => c.requestKey));
+      if (allTlsRequests(plan.requestKeys)) plan.matchRule = TLS_MATCH_RULE;
+      if (laterParts.length > 0) {
+        const position = new Map(kept.map((c, k) => [c.index, k]));
+        plan.laterParts = new Map(laterParts.map(([part, first]) => [part, position.get(first)!]));
+      }
+    }
     if (match === 'bytes') {
       let end = 0n;
       plan.bytesEnd = BigInt64Array.from(kept.map((c) => (end += BigInt(c.bytes))));

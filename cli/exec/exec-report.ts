@@ -164,7 +164,8 @@ function plannedReason(
   unmatched: readonly UnmatchedOutcome[],
 ): string {
   const recorded = target.recordedNs.length;
-  const extra = counts.passed > 0 ? `; ${counts.passed} later calls passed` : '';
+  const rule = target.matchRule ? `; ${target.matchRule}` : '';
+  const extra = `${counts.passed > 0 ? `; ${counts.passed} later calls passed` : ''}${rule}`;
   const gaveUp =
     counts.gaveUp > 0
       ? `; the build gave up on ${counts.gaveUp} before their release (it closed or timed out while held)`
@@ -177,7 +178,8 @@ function plannedReason(
   }
   if (counts.matched === recorded)
     return `held: the build made all ${recorded} recorded calls${gaveUp}${extra}`;
-  if (counts.matched > 0) return `held ${counts.matched} of ${recorded}: the build made fewer calls${gaveUp}`;
+  if (counts.matched > 0)
+    return `held ${counts.matched} of ${recorded}: the build made fewer calls${gaveUp}${rule}`;
   // what the build wrote to instead, of the same kind: the likely --map
   const same = unmatched.filter(
     (u) => u.call === target.call && u.kind === target.kind && !(u.target in NEVER_HELD_LABELS),

@@ -22,6 +22,7 @@ import { RecordType } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { readStoredEvents, type StoredEvent } from '../support/store-rows';
+import { selfSignedCert } from '../support/tls-cert';
 import { waitFor } from '../support/wait';
 
 const SUPPORT = join(__dirname, '..', 'support');
@@ -115,29 +116,7 @@ function score(events: StoredEvent[], ids: string[], filesPerRequest = FILES_PER
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'kreplay-tls-'));
   cgroup = createCgroup(`kreplay-tls-${process.pid}.service`);
-  cert = join(dir, 'cert.pem');
-  key = join(dir, 'key.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-      '-days',
-      '1',
-    ],
-    { stdio: 'ignore' },
-  );
+  ({ cert, key } = selfSignedCert(dir));
 });
 
 afterAll(() => {

@@ -250,3 +250,50 @@ describe('a cause on a stream matched by bytes', () => {
     });
   });
 });
+
+describe("a cause in an answer's later part (TLS 1.3: the session tickets at once, the response 1.5 s later)", () => {
+  // the client's request, the tickets read 4 ms later, an EAGAIN, then the response after its wait
+  const tls = [
+    sock('sys_write', 0, 0.01, { bytes: 141, ret: 141, request_key: 9 }),
+    sock('sys_read', 4, 0.01, { bytes: 5, ret: 5, response_ns: ms(4) }),
+    sock('sys_read', 4.1, 0.01, { bytes: 5, ret: -11 }),
+    sock('sys_read', 1504, 0.01, { bytes: 5, ret: 5, response_ns: ms(1499.9) }),
+  ];
+  const check = (exchanges: number[]) => {
+    const plan = buildPlan(tls, { maps: [], schedule: new Schedule(1, 0n), pace: 'duration' });
+    const response = plan.find((t) => t.call === 'response')!;
+    const outcomes = plan.map((t) => ({
+      matched: t === response ? exchanges.length : 1,
+      passed: 0,
+      failed: 0,
+      bytes: 0,
+      observedNs: new BigInt64Array(),
+      intendedNs: new BigInt64Array(),
+      ...(t === response ? { exchanges: Uint32Array.from(exchanges) } : {}),
+    }));
+    const causes = checkCauses({
+      causes: incidentCauses(tls),
+      events: tls,
+      plan,
+      outcomes,
+      excluded: new Map(),
+      maps: [],
+      unplannedCalls: new Map(),
+    });
+    return { response, causes };
+  };
+
+  test('is one exchange held from the send to the end of its last part, and the later read maps to it', () => {
+    const { response, causes } = check([0]);
+    // the send ended at 1000.01 ms, the last part's read at 2504.01 ms
+    expect(response.recordedNs).toEqual([ms(1504)]);
+    expect(response.indices).toEqual([1]);
+    expect([...response.laterParts!]).toEqual([[3, 0]]);
+    expect(causes).toEqual([expect.objectContaining({ index: 3, cause: 'response', exercised: true })]);
+  });
+
+  test('is not exercised when no response of the build took its exchange', () => {
+    const { causes } = check([]);
+    expect(causes).toEqual([expect.objectContaining({ index: 3, exercised: false })]);
+  });
+});

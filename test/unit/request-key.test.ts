@@ -24,6 +24,26 @@ function mysqlPacket(command: number, text: string): Buffer {
 }
 
 describe('request shapes', () => {
+  it('names a TLS record by its type only (its plaintext is out of reach): equal ones match by order', () => {
+    const record = (type: number, length: number, first = 0) =>
+      Buffer.concat([
+        Buffer.from([type, 3, 3, length >> 8, length & 0xff, first]),
+        Buffer.alloc(length - 1, 0xa5),
+      ]);
+    // a ClientHello record says TLS 1.0 in its header, whatever it negotiates
+    const hello = record(0x16, 512, 1);
+    hello[2] = 1;
+    expect(requestShape(hello)).toBe('tls client_hello');
+    expect(requestShape(record(0x16, 40, 20))).toBe('tls handshake');
+    expect(requestShape(record(0x14, 1, 1))).toBe('tls change_cipher_spec');
+    expect(requestShape(record(0x15, 2))).toBe('tls alert');
+    // application data of any size and bytes is one request shape; never mistaken for MySQL's
+    // length-and-command framing, which a 23-byte record's header resembles
+    expect(requestShape(record(0x17, 23, 0x17))).toBe('tls application_data');
+    expect(requestKey(record(0x17, 141, 0x42))).toBe(requestKey(record(0x17, 300, 0x99)));
+    expect(requestShape(Buffer.from([0x17, 3, 3, 0, 0]))).toBe('unknown');
+  });
+
   it('names a Redis command without its arguments, and a container command with its subcommand', () => {
     expect(requestShape(resp('GET', 'user:1'))).toBe('redis GET');
     expect(requestShape(resp('get', 'user:2'))).toBe('redis GET');
@@ -69,7 +89,7 @@ describe('request shapes', () => {
   });
 
   it('calls anything else unknown, and a cut-short request keeps the shape of its whole', () => {
-    expect(requestShape(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]))).toBe('unknown');
+    expect(requestShape(Buffer.from([0x00, 0xff, 0x13, 0x37, 0x42, 0x01]))).toBe('unknown');
     expect(requestShape(Buffer.alloc(0))).toBe('unknown');
     const long = pgMessage('Q', bytes(`SELECT * FROM t WHERE name = '${'x'.repeat(200)}'\0`));
     expect(requestShape(long.subarray(0, 128))).toBe(requestShape(long.subarray(0, 100)));

@@ -8,6 +8,7 @@ export interface ExecReportRow {
   passed_through: number;
   gave_up: number;
   observed_p50_ns: string | number | null;
+  observed_p99_ns: string | number | null;
 }
 export interface ExecReport {
   verdict: string;
