@@ -21,6 +21,7 @@ import path from 'node:path';
 import { silentLogger } from '../core/log/logger';
 import { repoRoot } from '../core/repo-root';
 import { createDaemon } from '../daemon/create-daemon';
+import { createCgroup } from '../test/support/cgroup';
 import { printTable } from './table';
 
 const TXN = 'bench-checkout';
@@ -69,9 +70,23 @@ function timed(argv: string[]): Promise<{ ns: bigint; status: number | null; std
 
 async function record(dir: string, redisPort: number, servicePort: number): Promise<string> {
   const data = path.join(dir, 'data');
+  // the service runs in a cgroup of its own, and the agent records that cgroup only, as a deployed
+  // agent pointed at one service does (the rest of a busy machine is not this incident's)
+  const cgroup = createCgroup(`kreplay-bench-cause-${process.pid}`);
   const agent = spawn(
     process.execPath,
-    [KREPLAY, 'agent', '--data-dir', data, '--node', 'prod', '--log-format', 'text'],
+    [
+      KREPLAY,
+      'agent',
+      '--data-dir',
+      data,
+      '--node',
+      'prod',
+      '--log-format',
+      'text',
+      '--cgroup-id',
+      String(cgroup.id),
+    ],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
@@ -83,8 +98,12 @@ async function record(dir: string, redisPort: number, servicePort: number): Prom
     await until('the agent to capture', () => (agentOut.includes(' capturing ') ? true : undefined));
     const portFile = path.join(dir, 'service.port');
     const service = spawn(
-      PYTHON,
+      '/bin/sh',
       [
+        '-c',
+        `${cgroup.enter} "$@"`,
+        'sh',
+        PYTHON,
         SERVICE,
         'serve',
         String(redisPort),
@@ -142,6 +161,7 @@ async function record(dir: string, redisPort: number, servicePort: number): Prom
   } finally {
     agent.kill('SIGTERM');
     await new Promise((resolve) => agent.once('close', resolve));
+    cgroup.remove();
   }
 }
 
