@@ -294,12 +294,11 @@ Napi::Value ExecMatch(const Napi::CallbackInfo& info) {
   for (uint32_t i = 0; i < calls.Length(); i++) {
     Napi::Object call = calls.Get(i).As<Napi::Object>();
     const Napi::Value bytes = call.Get("bytes");
+    const bool sized = bytes.IsNumber();
     const int target = index.Find(ParseCall(env, call.Get("call")), call.Get("target").As<Napi::String>().Utf8Value(),
                                   call.Get("socket").ToBoolean().Value());
     const CallMatch match =
-        target < 0
-            ? CallMatch{}
-            : matchers[target].Next(bytes.IsNumber(), bytes.IsNumber() ? bytes.As<Napi::Number>().Int64Value() : 0);
+        target < 0 ? CallMatch{} : matchers[target].Next(sized, sized ? bytes.As<Napi::Number>().Int64Value() : 0);
     Napi::Object result = Napi::Object::New(env);
     result.Set("target", target);
     result.Set("held", match.held);

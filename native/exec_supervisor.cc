@@ -212,6 +212,10 @@ void ExecSupervisor::ApplyCommands() {
   std::make_heap(held_.begin(), held_.end(), kLater);
 }
 
+int64_t ExecSupervisor::Deadline(int64_t received_ns, int64_t release_ns) const {
+  return pace_ == Pace::kDuration ? received_ns + release_ns : TimelineDeadline(release_ns);
+}
+
 int64_t ExecSupervisor::TimelineDeadline(int64_t release_offset_ns) const {
   return timeline_playing_ ? timeline_anchor_ns_ + release_offset_ns : kNever;
 }
@@ -272,7 +276,7 @@ void ExecSupervisor::Receive() {
             match.err, match.release_ns, false};
   result.observed_ns.push_back(-1);
   result.intended_ns.push_back(-1);
-  held.deadline_ns = pace_ == Pace::kDuration ? received + held.release_ns : TimelineDeadline(held.release_ns);
+  held.deadline_ns = Deadline(received, held.release_ns);
   if (kind == CallKind::kConnect && held.err == 0 && ConnectThroughRelay(notif, call.target, response, &held)) return;
   Hold(held);
 }

@@ -142,6 +142,9 @@ class ExecSupervisor {
   void ReleaseDue(int64_t now);
   void ReleaseAll();
   void ApplyCommands();
+  // CLOCK_MONOTONIC when a call received at `received_ns` is due: its hold after it (duration pace), or
+  // its release offset on the timeline (never while paused)
+  int64_t Deadline(int64_t received_ns, int64_t release_ns) const;
   int64_t TimelineDeadline(int64_t release_offset_ns) const;
   const NeverHeld* NeverHeldFile(pid_t tid, int fd) const;
 
