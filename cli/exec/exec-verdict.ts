@@ -2,7 +2,8 @@
  * The exit-status contract of `kreplay replay --exec` (docs/replay.md, "Exit status"):
  * "the build failed" is CMD's own status; "the replay was not faithful" and
  * "kreplay failed during the replay" have codes above the signal range
- * (128 + N), which no build's ordinary exit uses.
+ * (128 + N), which no build's ordinary exit uses. judge() gives one replay its
+ * rows, its causes and its verdict.
  */
 import { causeName, checkCauses, type CauseCheck } from './cause-check';
 import type { ExecFlags } from './exec-flags';
