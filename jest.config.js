@@ -1,6 +1,7 @@
 /**
  * Projects: `unit` needs no kernel, no root and no server, but what `make build` makes: the
- * agent's SQLite extension (build/kreplay-sqlite.so, loaded by the store tests) and gcc (the
+ * agent's SQLite extension (build/kreplay-sqlite.so, loaded by the store tests), the native addon
+ * (request keys, and replay --exec's matcher through execMatch) and gcc (the
  * record-layout test compiles bpf/capture.h to compare offsets); `integration` loads real eBPF and runs servers;
  * `browser` drives Chromium; `system` (only with KREPLAY_TEST_SYSTEM=1, which `make test-system`
  * sets) boots Debian under systemd-nspawn and runs the .deb there.

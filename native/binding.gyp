@@ -9,6 +9,7 @@
         'capture_session.cc',
         'exec_binding.cc',
         'exec_call.cc',
+        'exec_match.cc',
         'exec_proc_net.cc',
         'exec_relay.cc',
         'exec_supervisor.cc',

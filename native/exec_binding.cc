@@ -45,7 +45,51 @@ std::vector<int64_t> Int64s(Napi::Env env, Napi::Value value, const char* name, 
   return std::vector<int64_t>(array.Data(), array.Data() + array.ElementLength());
 }
 
-// new ExecSupervisor(listenerFd, {pace, targets: [{call, keys, holdsNs, errnos?, bytesEnd?, spansNs?}]}, onEnd(error?))
+// plan.pace: duration or timeline
+Pace ParsePace(Napi::Env env, Napi::Object plan) {
+  const std::string pace = plan.Get("pace").As<Napi::String>().Utf8Value();
+  if (pace != "duration" && pace != "timeline")
+    throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "pace must be duration or timeline, got " + pace));
+  return pace == "duration" ? Pace::kDuration : Pace::kTimeline;
+}
+
+// plan.targets: [{call, keys, holdsNs, errnos?, bytesEnd?, spansNs?, requestKeys?}] (NativeExecTarget)
+std::vector<TargetPlan> ParseTargets(Napi::Env env, Napi::Object plan) {
+  std::vector<TargetPlan> targets;
+  Napi::Array list = plan.Get("targets").As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    Napi::Object entry = list.Get(i).As<Napi::Object>();
+    TargetPlan target;
+    target.call = ParseCall(env, entry.Get("call"));
+    Napi::Array keys = entry.Get("keys").As<Napi::Array>();
+    for (uint32_t k = 0; k < keys.Length(); k++) target.keys.push_back(keys.Get(k).As<Napi::String>().Utf8Value());
+    if (target.keys.empty()) throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "a target without keys"));
+    target.holds_ns = Int64s(env, entry.Get("holdsNs"), "holdsNs", false);
+    target.bytes_end = Int64s(env, entry.Get("bytesEnd"), "bytesEnd", true);
+    target.spans_ns = Int64s(env, entry.Get("spansNs"), "spansNs", true);
+    Napi::Value keys_of_requests = entry.Get("requestKeys");
+    if (!keys_of_requests.IsUndefined()) {
+      if (!keys_of_requests.IsTypedArray() ||
+          keys_of_requests.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+        throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "requestKeys must be a Uint32Array"));
+      Napi::TypedArrayOf<uint32_t> array = keys_of_requests.As<Napi::TypedArrayOf<uint32_t>>();
+      target.request_keys.assign(array.Data(), array.Data() + array.ElementLength());
+      if (target.request_keys.size() != target.holds_ns.size())
+        throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "requestKeys and holdsNs differ in count"));
+    }
+    Napi::Value errnos = entry.Get("errnos");
+    if (!errnos.IsUndefined()) {
+      if (!errnos.IsTypedArray() || errnos.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+        throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "errnos must be an Int32Array"));
+      Napi::TypedArrayOf<int32_t> array = errnos.As<Napi::TypedArrayOf<int32_t>>();
+      target.errnos.assign(array.Data(), array.Data() + array.ElementLength());
+    }
+    targets.push_back(std::move(target));
+  }
+  return targets;
+}
+
+// new ExecSupervisor(listenerFd, {pace, targets, neverHeld?}, onEnd(error?))
 class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -64,40 +108,8 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       throw Napi::TypeError::New(env, "new ExecSupervisor(listenerFd, plan, onEnd)");
     const int listener = info[0].As<Napi::Number>().Int32Value();
     Napi::Object plan = info[1].As<Napi::Object>();
-    const std::string pace = plan.Get("pace").As<Napi::String>().Utf8Value();
-    if (pace != "duration" && pace != "timeline")
-      throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "pace must be duration or timeline, got " + pace));
-    std::vector<TargetPlan> targets;
-    Napi::Array list = plan.Get("targets").As<Napi::Array>();
-    for (uint32_t i = 0; i < list.Length(); i++) {
-      Napi::Object entry = list.Get(i).As<Napi::Object>();
-      TargetPlan target;
-      target.call = ParseCall(env, entry.Get("call"));
-      Napi::Array keys = entry.Get("keys").As<Napi::Array>();
-      for (uint32_t k = 0; k < keys.Length(); k++) target.keys.push_back(keys.Get(k).As<Napi::String>().Utf8Value());
-      if (target.keys.empty()) throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "a target without keys"));
-      target.holds_ns = Int64s(env, entry.Get("holdsNs"), "holdsNs", false);
-      target.bytes_end = Int64s(env, entry.Get("bytesEnd"), "bytesEnd", true);
-      target.spans_ns = Int64s(env, entry.Get("spansNs"), "spansNs", true);
-      Napi::Value keys_of_requests = entry.Get("requestKeys");
-      if (!keys_of_requests.IsUndefined()) {
-        if (!keys_of_requests.IsTypedArray() ||
-            keys_of_requests.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
-          throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "requestKeys must be a Uint32Array"));
-        Napi::TypedArrayOf<uint32_t> array = keys_of_requests.As<Napi::TypedArrayOf<uint32_t>>();
-        target.request_keys.assign(array.Data(), array.Data() + array.ElementLength());
-        if (target.request_keys.size() != target.holds_ns.size())
-          throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "requestKeys and holdsNs differ in count"));
-      }
-      Napi::Value errnos = entry.Get("errnos");
-      if (!errnos.IsUndefined()) {
-        if (!errnos.IsTypedArray() || errnos.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
-          throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "errnos must be an Int32Array"));
-        Napi::TypedArrayOf<int32_t> array = errnos.As<Napi::TypedArrayOf<int32_t>>();
-        target.errnos.assign(array.Data(), array.Data() + array.ElementLength());
-      }
-      targets.push_back(std::move(target));
-    }
+    const Pace pace = ParsePace(env, plan);
+    std::vector<TargetPlan> targets = ParseTargets(env, plan);
     std::vector<NeverHeld> never_held;
     Napi::Value never = plan.Get("neverHeld");
     if (never.IsArray()) {
@@ -113,7 +125,7 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
     ended_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "kreplay-exec", 1, 1);
     try {
       supervisor_ = std::make_unique<ExecSupervisor>(
-          listener, pace == "duration" ? Pace::kDuration : Pace::kTimeline, std::move(targets),
+          listener, pace, std::move(targets),
           [this](const std::string& code, const std::string& message) { Ended(code, message); });
     } catch (const ExecFailure& failure) {
       close(listener);
@@ -260,12 +272,60 @@ Napi::Value ReceiveMessage(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// execMatch(plan, calls: [{call, target, socket?, bytes?}]) -> [{target, held, releaseNs, errno, from, to}]:
+// what the supervisor decides for each call in turn (exec_match.h: target -1 for none), without a build, for tests.
+Napi::Value ExecMatch(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 2 || !info[0].IsObject() || !info[1].IsArray())
+    throw Napi::TypeError::New(env, "execMatch(plan, calls)");
+  Napi::Object plan = info[0].As<Napi::Object>();
+  const Pace pace = ParsePace(env, plan);
+  const std::vector<TargetPlan> targets = ParseTargets(env, plan);
+  const TargetIndex index(targets);
+  std::vector<TargetMatcher> matchers;
+  matchers.reserve(targets.size());
+  try {
+    for (const TargetPlan& target : targets) matchers.emplace_back(target, pace);
+  } catch (const ExecFailure& failure) {
+    throw ToJsError(env, failure);
+  }
+  Napi::Array calls = info[1].As<Napi::Array>();
+  Napi::Array out = Napi::Array::New(env, calls.Length());
+  for (uint32_t i = 0; i < calls.Length(); i++) {
+    Napi::Object call = calls.Get(i).As<Napi::Object>();
+    const Napi::Value bytes = call.Get("bytes");
+    const bool sized = bytes.IsNumber();
+    const int target = index.Find(ParseCall(env, call.Get("call")), call.Get("target").As<Napi::String>().Utf8Value(),
+                                  call.Get("socket").ToBoolean().Value());
+    const CallMatch match =
+        target < 0 ? CallMatch{} : matchers[target].Next(sized, sized ? bytes.As<Napi::Number>().Int64Value() : 0);
+    Napi::Object result = Napi::Object::New(env);
+    result.Set("target", target);
+    result.Set("held", match.held);
+    result.Set("releaseNs", Napi::BigInt::New(env, match.release_ns));
+    result.Set("errno", match.err);
+    result.Set("from", static_cast<double>(match.from));
+    result.Set("to", static_cast<double>(match.to));
+    out.Set(i, result);
+  }
+  return out;
+}
+
+// portKey(target) -> `tcp *:5432` or null: the key sockets match on by port, for the plan's keys.
+Napi::Value PortKeyJs(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsString()) throw Napi::TypeError::New(info.Env(), "portKey(target)");
+  const std::string key = PortKey(info[0].As<Napi::String>().Utf8Value());
+  return key.empty() ? info.Env().Null() : Napi::String::New(info.Env(), key);
+}
+
 }  // namespace
 
 void ExportExec(Napi::Env env, Napi::Object exports) {
   exports.Set("ExecSupervisor", ExecSupervisorJs::Define(env));
   exports.Set("execSocketPair", Napi::Function::New(env, ExecSocketPair));
   exports.Set("receiveMessage", Napi::Function::New(env, ReceiveMessage));
+  exports.Set("execMatch", Napi::Function::New(env, ExecMatch));
+  exports.Set("portKey", Napi::Function::New(env, PortKeyJs));
 }
 
 }  // namespace kreplay

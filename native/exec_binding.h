@@ -1,5 +1,6 @@
-// JS side of `kreplay replay --exec`'s supervisor: the ExecSupervisor class
-// and the hand-over of the seccomp listener from the launcher.
+// JS side of `kreplay replay --exec`'s supervisor: the ExecSupervisor class,
+// the hand-over of the seccomp listener from the launcher, and the matcher
+// alone (execMatch, portKey) for tests and the plan's keys.
 #pragma once
 
 #include <napi.h>

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -67,30 +66,11 @@ ExecSupervisor::ExecSupervisor(int listener_fd, Pace pace, std::vector<TargetPla
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       pace_(pace),
       plan_(std::move(plan)),
+      index_(plan_),
       on_end_(std::move(on_end)) {
   if (wake_fd_ < 0) throw ExecSystemFailure("E_SECCOMP", "cannot make an eventfd", errno);
-  // exact names first: a port key never shadows another target's exact name
-  for (size_t i = 0; i < plan_.size(); i++)
-    keys_[static_cast<int>(plan_[i].call)].emplace(plan_[i].keys.at(0), static_cast<int>(i));
-  for (size_t i = 0; i < plan_.size(); i++)
-    for (const std::string& key : plan_[i].keys)
-      keys_[static_cast<int>(plan_[i].call)].emplace(key, static_cast<int>(i));
-  next_call_.assign(plan_.size(), 0);
-  next_byte_.assign(plan_.size(), 0);
-  hold_prefix_.resize(plan_.size());
-  for (size_t i = 0; i < plan_.size(); i++) {
-    const TargetPlan& target = plan_[i];
-    if (target.bytes_end.empty()) continue;
-    if (target.bytes_end.size() != target.holds_ns.size() ||
-        (pace_ == Pace::kTimeline && target.spans_ns.size() != target.holds_ns.size()))
-      throw ExecFailure("E_EXEC_PLAN", "a stream's byte ends and holds differ in count");
-    for (size_t k = 0; k < target.bytes_end.size(); k++)
-      if (target.bytes_end[k] <= (k == 0 ? 0 : target.bytes_end[k - 1]))
-        throw ExecFailure("E_EXEC_PLAN", "a stream's byte ends must increase");
-    std::vector<double>& prefix = hold_prefix_[i];
-    prefix.assign(1, 0.0);
-    for (int64_t hold : target.holds_ns) prefix.push_back(prefix.back() + static_cast<double>(hold));
-  }
+  matchers_.reserve(plan_.size());
+  for (const TargetPlan& target : plan_) matchers_.emplace_back(target, pace_);
   results_.targets.resize(plan_.size());
 }
 
@@ -232,6 +212,10 @@ void ExecSupervisor::ApplyCommands() {
   std::make_heap(held_.begin(), held_.end(), kLater);
 }
 
+int64_t ExecSupervisor::Deadline(int64_t received_ns, int64_t release_ns) const {
+  return pace_ == Pace::kDuration ? received_ns + release_ns : TimelineDeadline(release_ns);
+}
+
 int64_t ExecSupervisor::TimelineDeadline(int64_t release_offset_ns) const {
   return timeline_playing_ ? timeline_anchor_ns_ + release_offset_ns : kNever;
 }
@@ -247,39 +231,6 @@ const NeverHeld* ExecSupervisor::NeverHeldFile(pid_t tid, int fd) const {
   return nullptr;
 }
 
-int ExecSupervisor::Lookup(CallKind call, const Target& target) const {
-  const auto& keys = keys_[static_cast<int>(call)];
-  auto exact = keys.find(target.name);
-  if (exact != keys.end()) return exact->second;
-  if (target.kind != TargetKind::kSocket) return -1;
-  const std::string port = PortKey(target.name);
-  auto by_port = port.empty() ? keys.end() : keys.find(port);
-  return by_port == keys.end() ? -1 : by_port->second;
-}
-
-double ExecSupervisor::HoldUpTo(int index, uint64_t x) const {
-  const TargetPlan& target = plan_[index];
-  const std::vector<int64_t>& ends = target.bytes_end;
-  const auto at = std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(x));
-  if (at == ends.end()) return hold_prefix_[index].back();
-  const size_t k = static_cast<size_t>(at - ends.begin());
-  const double start = k == 0 ? 0.0 : static_cast<double>(ends[k - 1]);
-  const double share = (static_cast<double>(x) - start) / (static_cast<double>(ends[k]) - start);
-  return hold_prefix_[index][k] + share * static_cast<double>(target.holds_ns[k]);
-}
-
-int64_t ExecSupervisor::BytesHold(int index, uint64_t a, uint64_t b) const {
-  if (pace_ == Pace::kDuration) return std::llround(HoldUpTo(index, b) - HoldUpTo(index, a));
-  // timeline: byte b is written when the recorded call holding it had written its share of it
-  const TargetPlan& target = plan_[index];
-  const std::vector<int64_t>& ends = target.bytes_end;
-  const size_t k =
-      static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), static_cast<int64_t>(b)) - ends.begin());
-  const double start = k == 0 ? 0.0 : static_cast<double>(ends[k - 1]);
-  const double left = (static_cast<double>(ends[k]) - static_cast<double>(b)) / (static_cast<double>(ends[k]) - start);
-  return target.holds_ns[k] - std::llround(left * static_cast<double>(target.spans_ns[k]));
-}
-
 void ExecSupervisor::Receive() {
   seccomp_notif notif;
   memset(&notif, 0, sizeof notif);
@@ -289,75 +240,73 @@ void ExecSupervisor::Receive() {
     throw ExecSystemFailure("E_SECCOMP", "SECCOMP_IOCTL_NOTIF_RECV", errno);
   }
   const int64_t received = NowNs();
-  CallKind call;
-  if (bypass_ || !ClassifyCall(notif.data.nr, &call)) {
+  CallKind kind;
+  if (bypass_ || !ClassifyCall(notif.data.nr, &kind)) {
     if (bypass_) results_.bypassed++;
     Continue(notif.id);
     return;
   }
-  const pid_t tid = static_cast<pid_t>(notif.pid);
-  const int fd = static_cast<int>(notif.data.args[0]);
-  Target target;
-  const bool resolved =
-      call == CallKind::kConnect
-          ? resolver_.ResolveConnect(tid, fd, notif.data.args[1], static_cast<uint32_t>(notif.data.args[2]), &target)
-          : resolver_.Resolve(tid, fd, &target);
-  uint64_t bytes = 0;
-  const bool sized = call == CallKind::kWrite && RequestedBytes(tid, notif.data, &bytes);
-  // what /proc and the build's memory showed belong to this call only if it is still pending (the tid may be reused)
-  if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif.id) != 0) return;
-  const NeverHeld* never = resolved && call != CallKind::kConnect ? NeverHeldFile(tid, fd) : nullptr;
-  if (never) target.name = never->label;
-  int index = resolved && !never ? Lookup(call, target) : -1;
-  const int response = resolved && call == CallKind::kConnect ? Lookup(CallKind::kResponse, target) : -1;
+  Call call;
+  if (!Resolve(notif, kind, &call)) return;
+  const bool socket = call.target.kind == TargetKind::kSocket;
+  const int index = call.resolved && !call.never_held ? index_.Find(kind, call.target.name, socket) : -1;
+  const int response =
+      call.resolved && kind == CallKind::kConnect ? index_.Find(CallKind::kResponse, call.target.name, socket) : -1;
   if (index < 0 && response >= 0) {
     // a peer with responses to delay and no recorded connect: its connect goes through the relay at once
     Held held{received, notif.id, -1, 0, received, 0, 0, false};
-    if (!ConnectThroughRelay(notif, target, response, &held)) Continue(notif.id);
+    if (!ConnectThroughRelay(notif, call.target, response, &held)) Continue(notif.id);
     return;
   }
   if (index < 0) {
-    // a bad fd fails in the call itself; counted under the name the link had
-    if (!resolved) target = {call == CallKind::kConnect ? "(no address)" : "(closed fd)", TargetKind::kOther};
-    const std::string key = std::to_string(static_cast<int>(call)) + "\t" + target.name;
-    auto [entry, fresh] = results_.unmatched.try_emplace(key, UnmatchedTarget{target.name, call, target.kind, 0});
-    entry->second.calls++;
+    CountUnmatched(call);
     Continue(notif.id);
     return;
   }
-  const TargetPlan& plan = plan_[index];
+  const CallMatch match = matchers_[index].Next(call.sized, call.bytes);
   TargetResult& result = results_.targets[index];
-  const uint32_t k = next_call_[index]++;
-  Held held{0, notif.id, index, 0, received, 0, 0, false};
-  if (plan.bytes_end.empty()) {
-    if (k >= plan.holds_ns.size()) {
-      result.passed++;
-      Continue(notif.id);
-      return;
-    }
-    held.release_ns = plan.holds_ns[k];
-    if (k < plan.errnos.size()) held.err = plan.errnos[k];
-  } else {
-    // a stream: the build's bytes [a, b) take what the incident's took; past them, or unsized, a call passes
-    const uint64_t a = next_byte_[index];
-    const uint64_t total = static_cast<uint64_t>(plan.bytes_end.back());
-    if (!sized || a >= total) {
-      result.passed++;
-      Continue(notif.id);
-      return;
-    }
-    const uint64_t b = std::min(a + bytes, total);
-    next_byte_[index] = b;
-    result.bytes += b - a;
-    held.release_ns = BytesHold(index, a, b);
+  if (!match.held) {
+    result.passed++;
+    Continue(notif.id);
+    return;
   }
   result.matched++;
-  held.index = static_cast<uint32_t>(result.observed_ns.size());
+  result.bytes += match.to - match.from;
+  Held held{0,         notif.id,         index, static_cast<uint32_t>(result.observed_ns.size()), received,
+            match.err, match.release_ns, false};
   result.observed_ns.push_back(-1);
   result.intended_ns.push_back(-1);
-  held.deadline_ns = pace_ == Pace::kDuration ? received + held.release_ns : TimelineDeadline(held.release_ns);
-  if (call == CallKind::kConnect && held.err == 0 && ConnectThroughRelay(notif, target, response, &held)) return;
+  held.deadline_ns = Deadline(received, held.release_ns);
+  if (kind == CallKind::kConnect && held.err == 0 && ConnectThroughRelay(notif, call.target, response, &held)) return;
   Hold(held);
+}
+
+bool ExecSupervisor::Resolve(const seccomp_notif& notif, CallKind kind, Call* call) {
+  const pid_t tid = static_cast<pid_t>(notif.pid);
+  const int fd = static_cast<int>(notif.data.args[0]);
+  call->kind = kind;
+  call->resolved = kind == CallKind::kConnect
+                       ? resolver_.ResolveConnect(tid, fd, notif.data.args[1],
+                                                  static_cast<uint32_t>(notif.data.args[2]), &call->target)
+                       : resolver_.Resolve(tid, fd, &call->target);
+  call->bytes = 0;
+  call->sized = kind == CallKind::kWrite && RequestedBytes(tid, notif.data, &call->bytes);
+  // what /proc and the build's memory showed belong to this call only if it is still pending (the tid may be reused)
+  if (ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif.id) != 0) return false;
+  const NeverHeld* never = call->resolved && kind != CallKind::kConnect ? NeverHeldFile(tid, fd) : nullptr;
+  call->never_held = never != nullptr;
+  if (never) call->target.name = never->label;
+  return true;
+}
+
+void ExecSupervisor::CountUnmatched(const Call& call) {
+  // a bad fd fails in the call itself; counted under the name the link had
+  const Target target =
+      call.resolved ? call.target
+                    : Target{call.kind == CallKind::kConnect ? "(no address)" : "(closed fd)", TargetKind::kOther};
+  const std::string key = std::to_string(static_cast<int>(call.kind)) + "\t" + target.name;
+  auto [entry, fresh] = results_.unmatched.try_emplace(key, UnmatchedTarget{target.name, call.kind, target.kind, 0});
+  entry->second.calls++;
 }
 
 void ExecSupervisor::Hold(const Held& held) {

@@ -1,7 +1,7 @@
 // The supervisor of `kreplay replay --exec`: a thread that receives the
 // seccomp notifications of the build's writes, sends, fsyncs and connects,
-// resolves each call's target, matches it against the incident's plan (per
-// call, or per byte on streams), holds matched calls on CLOCK_MONOTONIC in a
+// resolves each call's target, matches it against the incident's plan
+// (exec_match.h: per call, or per byte on streams), holds matched calls on CLOCK_MONOTONIC in a
 // deadline queue (never a sleep per call: other calls keep flowing) and then
 // continues them (SECCOMP_USER_NOTIF_FLAG_CONTINUE), or fails them with the
 // incident's errno without running them (--replay-errors).
@@ -20,36 +20,11 @@
 #include <vector>
 
 #include "exec_call.h"
+#include "exec_match.h"
 #include "exec_relay.h"
 #include "exec_target.h"
 
 namespace kreplay {
-
-enum class Pace {
-  // matched call k is held holds_ns[k] from the moment it arrives
-  kDuration,
-  // matched call k proceeds once the session's timeline reaches holds_ns[k]
-  kTimeline,
-};
-
-// One recorded (kind, target): the names it answers to, and per recorded call,
-// in order, its hold (kDuration) or release offset on the timeline (kTimeline).
-struct TargetPlan {
-  CallKind call = CallKind::kWrite;
-  std::vector<std::string> keys;
-  std::vector<int64_t> holds_ns;
-  // per recorded call, the errno its match fails with without running (0: it runs); empty: none fail
-  std::vector<int32_t> errnos;
-  // A stream matched by bytes: per recorded call, the stream offset its bytes end at (strictly
-  // increasing); the build's bytes [a, b) take the time the incident took to write them. Empty:
-  // the build's k-th call matches the incident's k-th.
-  std::vector<int64_t> bytes_end;
-  // bytes, timeline pace: per recorded call its replayed duration (byte x of call k is released
-  // in proportion before the call's release offset)
-  std::vector<int64_t> spans_ns;
-  // responses: per exchange, the key of the request it answered (request_key.h; 0: not recorded)
-  std::vector<uint32_t> request_keys;
-};
 
 struct TargetResult {
   uint64_t matched = 0;
@@ -137,9 +112,25 @@ class ExecSupervisor {
     bool playing;
     int64_t offset_ns;
   };
+  // What the notification and /proc say of a call, before it is matched.
+  struct Call {
+    CallKind kind;
+    // false: its fd (or a connect's address) could not be named
+    bool resolved;
+    Target target;
+    // a write's byte count, when the build's memory could be read
+    bool sized;
+    uint64_t bytes;
+    // a file kreplay handed the build (target.name is then its label)
+    bool never_held;
+  };
 
   void Run();
   void Receive();
+  // The call of `notif` resolved; false when it is no longer pending (its answer is then no one's to give).
+  bool Resolve(const seccomp_notif& notif, CallKind kind, Call* call);
+  // A call to no planned target passes; counted under its name.
+  void CountUnmatched(const Call& call);
   void Continue(uint64_t id);
   // err 0: continue the call; else fail it with err; emulated: it returns 0 without running
   void Answer(uint64_t id, int err, bool emulated = false);
@@ -147,27 +138,21 @@ class ExecSupervisor {
   bool ConnectThroughRelay(const seccomp_notif& notif, const Target& target, int response, Held* held);
   void Hold(const Held& held);
   void MergeRelayTimings();
-  // the deadline of the k-th call to target `index` received at `received` (per call), or of its bytes [a, b)
-  // duration pace: the hold of target `index`'s bytes [a, b); timeline pace: the release offset of byte b
-  int64_t BytesHold(int index, uint64_t a, uint64_t b) const;
-  // the part of the holds of target `index` that its stream's first `x` bytes took
-  double HoldUpTo(int index, uint64_t x) const;
   void Release(const Held& held, bool early = false);
   void ReleaseDue(int64_t now);
   void ReleaseAll();
   void ApplyCommands();
+  // CLOCK_MONOTONIC when a call received at `received_ns` is due: its hold after it (duration pace), or
+  // its release offset on the timeline (never while paused)
+  int64_t Deadline(int64_t received_ns, int64_t release_ns) const;
   int64_t TimelineDeadline(int64_t release_offset_ns) const;
-  int Lookup(CallKind call, const Target& target) const;
   const NeverHeld* NeverHeldFile(pid_t tid, int fd) const;
 
   const int listener_fd_;
   const int wake_fd_;
   const Pace pace_;
-  std::vector<TargetPlan> plan_;
-  // per call kind, target names to plan indexes
-  std::unordered_map<std::string, int> keys_[kCallKinds];
-  // per target, bytes: the holds of the calls before each (duration pace)
-  std::vector<std::vector<double>> hold_prefix_;
+  const std::vector<TargetPlan> plan_;
+  const TargetIndex index_;
   std::vector<NeverHeld> never_held_;
   std::function<void(const std::string&, const std::string&)> on_end_;
   std::thread thread_;
@@ -179,9 +164,8 @@ class ExecSupervisor {
   TargetResolver resolver_;
   // made when the plan has responses to delay (or connects a non-blocking build waits on)
   std::unique_ptr<ExecRelay> relay_;
-  std::vector<uint32_t> next_call_;
-  // per target, bytes: the stream offset the build's next call starts at
-  std::vector<uint64_t> next_byte_;
+  // per target: which recorded call the build's next call takes
+  std::vector<TargetMatcher> matchers_;
   std::vector<Held> held_;  // a min-heap on deadline_ns
   bool bypass_ = false;
   bool timeline_playing_ = false;

@@ -174,15 +174,6 @@ const char* TargetKindName(TargetKind kind) {
   return "other";
 }
 
-std::string PortKey(const std::string& socket_target) {
-  // the last space: an accepted connection keeps its word (`tcp accepted *:8080`)
-  const size_t space = socket_target.rfind(' ');
-  const size_t colon = socket_target.rfind(':');
-  if (space == std::string::npos || colon == std::string::npos || colon < space) return "";
-  if (StartsWith(socket_target, "unix")) return "";
-  return socket_target.substr(0, space) + " *:" + socket_target.substr(colon + 1);
-}
-
 bool TargetResolver::Resolve(pid_t tid, int fd, Target* out) {
   char proc[64];
   snprintf(proc, sizeof proc, "/proc/%d/fd/%d", static_cast<int>(tid), fd);

@@ -19,11 +19,6 @@ struct Target {
   TargetKind kind = TargetKind::kOther;
 };
 
-// `<proto> *:<port>` for a socket target with a port (`tcp 10.0.0.5:5432` ->
-// `tcp *:5432`), else "": sockets match on the peer port when the address differs.
-// The TS matcher (cli/exec/target-keys.ts) builds the same key.
-std::string PortKey(const std::string& socket_target);
-
 // O_NONBLOCK and O_CLOEXEC of fd `fd` of thread `tid` (its fdinfo); false when it is gone.
 bool FdFlags(pid_t tid, int fd, bool* nonblocking, bool* cloexec);
 

@@ -13,7 +13,8 @@ import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions
 import { problemText, requestJson, unreachable } from '../daemon-request';
 import { MATCHES, PACES } from '../exec/exec-plan';
 import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/exec-report';
-import { runExec, type ExecFlags } from '../exec/exec-run';
+import type { ExecFlags } from '../exec/exec-flags';
+import { runExec } from '../exec/exec-run';
 import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';
 import { uploadIncident } from '../exec/incident-upload';
 import { checkMaps, collectMaps } from '../exec/target-keys';
@@ -23,7 +24,7 @@ import { sessionLinks } from '../session-links';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
 import { HttpError, openEventStream, type EventStream, type SseMessage } from '../sse-client';
 
-/** The --exec flags (exec-run.ts owns them) and where the events come from. */
+/** The --exec flags (exec-flags.ts) and where the events come from. */
 interface ReplayFlags extends ExecFlags {
   server?: string;
   incident?: string;

@@ -2,11 +2,16 @@
  * The exit-status contract of `kreplay replay --exec` (docs/replay.md, "Exit status"):
  * "the build failed" is CMD's own status; "the replay was not faithful" and
  * "kreplay failed during the replay" have codes above the signal range
- * (128 + N), which no build's ordinary exit uses.
+ * (128 + N), which no build's ordinary exit uses. judge() gives one replay its
+ * rows, its causes and its verdict.
  */
-import { causeName, type CauseCheck } from './cause-check';
-import type { Completeness } from './incident-source';
-import type { TargetReport } from './exec-report';
+import { causeName, checkCauses, type CauseCheck } from './cause-check';
+import type { ExecFlags } from './exec-flags';
+import type { PlanTarget } from './exec-plan';
+import { buildReport, type TargetReport } from './exec-report';
+import type { Completeness, IncidentSource } from './incident-source';
+import type { SupervisedRun } from './supervised-build';
+import type { TargetSelection } from './target-selection';
 
 export const EXIT = {
   /** the build exited 0 and the replay reproduced the incident */
@@ -97,6 +102,47 @@ export function verdict(input: VerdictInput): Verdict {
   if (input.strict && short.length > 0)
     return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
   return { kind: 'passed', status: EXIT.ok, reasons: [...deselected, ...short] };
+}
+
+export interface Judgement {
+  rows: TargetReport[];
+  causes: CauseCheck[];
+  verdict: Verdict;
+}
+
+export interface ReplayToJudge {
+  source: IncidentSource;
+  plan: readonly PlanTarget[];
+  run: SupervisedRun;
+  flags: ExecFlags;
+  selection: TargetSelection;
+}
+
+/** One incident's replay judged: a row per target, whether each cause was exercised, the verdict. */
+export function judge({ source, plan, run, flags, selection }: ReplayToJudge): Judgement {
+  const { results } = run;
+  const rows = buildReport(plan, results.targets, results.unmatched, flags.tolerance, [
+    ...selection.excluded.values(),
+  ]);
+  const causes = checkCauses({
+    causes: source.causes,
+    events: source.events,
+    plan,
+    outcomes: results.targets,
+    excluded: selection.reasons,
+    maps: flags.map,
+    unplannedCalls: new Map(results.unmatched.map((u) => [u.target, u.calls])),
+  });
+  const outcome = verdict({
+    buildStatus: run.exit.status,
+    interrupted: run.interrupted,
+    supervisorFailed: run.supervisorFailed,
+    rows,
+    strict: flags.strict === true,
+    completeness: source.completeness,
+    causes,
+  });
+  return { rows, causes, verdict: outcome };
 }
 
 /** Several incidents' verdicts as one status: a build failure first, then not reproduced, then not faithful. */

@@ -8,34 +8,31 @@
  * under --strict also every shortfall.
  */
 import { VERSION } from '../../core/version';
-import { causeName, type CauseCheck } from './cause-check';
+import { causeName } from './cause-check';
 import { formatNs, type TargetReport } from './exec-report';
-import type { Verdict } from './exec-verdict';
-import type { Completeness } from './incident-source';
+import type { IncidentReport } from './incident-report';
 
-export interface SuiteReport {
-  /** the incident file, or `transaction TXN` */
-  incident: string;
-  transactionId: string;
-  digest: string | null;
-  sessionId: string | null;
-  command: string;
-  exitStatus: number;
-  timestamp: string;
-  speedFactor: number;
-  extraLatencyNs: number;
-  pace: string;
-  strict: boolean;
-  /** wall time of the whole replay */
-  seconds: number;
-  /** from the build's start to its first call kreplay held; null: none was held */
-  firstHeldNs: bigint | null;
-  rows: readonly TargetReport[];
-  /** the incident's causes: a testcase each, failed when the build did not exercise it */
-  causes: readonly CauseCheck[];
-  verdict: Verdict;
-  completeness: Completeness;
-}
+/** The facts of an incident's replay a testsuite reads. */
+export type SuiteReport = Pick<
+  IncidentReport,
+  | 'incident'
+  | 'transactionId'
+  | 'digest'
+  | 'sessionId'
+  | 'command'
+  | 'exitStatus'
+  | 'timestamp'
+  | 'speedFactor'
+  | 'extraLatencyNs'
+  | 'pace'
+  | 'strict'
+  | 'seconds'
+  | 'firstHeldNs'
+  | 'rows'
+  | 'causes'
+  | 'verdict'
+  | 'completeness'
+>;
 
 const xml = (text: string) =>
   text.replace(

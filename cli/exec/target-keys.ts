@@ -1,9 +1,9 @@
 /**
  * How a recorded write target is named in the test build: `--map FROM=TO`
- * rewrites, and the port key sockets fall back to. The native supervisor
- * (native/exec_target.cc, PortKey) builds the same port key for the calls it sees.
+ * rewrites, and the port key sockets fall back to (the supervisor's, through the addon).
  */
 import { InvalidArgumentError } from 'commander';
+import { nativeAddon } from '../../core/native/addon';
 
 export interface TargetMap {
   from: string;
@@ -85,14 +85,12 @@ export function mapTarget(target: string, kind: string, maps: readonly TargetMap
   return target;
 }
 
-/** `tcp 10.0.0.5:5432` → `tcp *:5432`; null for targets without a port (unix sockets, files). */
-export function portKey(target: string): string | null {
-  // the last space: an accepted connection keeps its word (`tcp accepted *:8080`)
-  const space = target.lastIndexOf(' ');
-  const colon = target.lastIndexOf(':');
-  if (space === -1 || colon < space || target.startsWith('unix')) return null;
-  return `${target.slice(0, space)} *:${target.slice(colon + 1)}`;
-}
+/**
+ * `tcp 10.0.0.5:5432` → `tcp *:5432`; null for targets without a port (unix sockets, files). Built
+ * by the supervisor's own code (native/exec_match.cc), so the plan's keys and the keys of the
+ * build's calls cannot drift apart.
+ */
+export const portKey = (target: string): string | null => nativeAddon().portKey(target);
 
 /** A rule as the user typed it. */
 const ruleText = (map: TargetMap) => `--map ${map.text ?? `${map.from}=${map.to}`}`;

@@ -114,6 +114,30 @@ export interface NativeNeverHeld {
   label: string;
 }
 
+/** A call of the build as the supervisor sees it, for execMatch. */
+export interface NativeExecCall {
+  call: NativeExecTarget['call'];
+  target: string;
+  /** a socket: it may match a target by its port key */
+  socket?: boolean;
+  /** the bytes a write asks to write; absent: unknown (a stream then lets it pass) */
+  bytes?: number;
+}
+
+/** What the plan says of one call: passes (held false), or held with its release time, errno and bytes. */
+export interface NativeCallMatch {
+  /** the plan index it matched, -1 for none */
+  target: number;
+  held: boolean;
+  /** duration pace: its hold; timeline pace: its release offset */
+  releaseNs: bigint;
+  /** 0: it runs; else it fails with this errno */
+  errno: number;
+  /** a stream: the recorded bytes [from, to) it carried */
+  from: number;
+  to: number;
+}
+
 export interface NativeExecSupervisor {
   /** timeline pace: playing from `offsetNs`, or paused there */
   setTimeline(playing: boolean, offsetNs: number): void;
@@ -135,6 +159,13 @@ export interface NativeAddon {
   execSocketPair(): [number, number];
   /** one message of the launcher and the fd it carries (else -1); throws E_EXEC_HANDOFF */
   receiveMessage(fd: number, timeoutMs: number): { text: string; fd: number };
+  /** what the supervisor decides for each call in turn, without a build (native/exec_match.h); throws E_EXEC_PLAN */
+  execMatch(
+    plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[] },
+    calls: NativeExecCall[],
+  ): NativeCallMatch[];
+  /** `tcp 10.0.0.5:5432` → `tcp *:5432`, the key sockets match on by port; null for targets without a port */
+  portKey(target: string): string | null;
   CaptureSession: new (
     config: NativeCaptureConfig,
     onBatch: (batch: Buffer) => void,
