@@ -21,7 +21,6 @@ import path from 'node:path';
 import { silentLogger } from '../core/log/logger';
 import { repoRoot } from '../core/repo-root';
 import { createDaemon } from '../daemon/create-daemon';
-import { createCgroup } from '../test/support/cgroup';
 import { printTable } from './table';
 
 const TXN = 'bench-checkout';
@@ -70,9 +69,17 @@ function timed(argv: string[]): Promise<{ ns: bigint; status: number | null; std
 
 async function record(dir: string, redisPort: number, servicePort: number): Promise<string> {
   const data = path.join(dir, 'data');
-  // the service runs in a cgroup of its own, and the agent records that cgroup only, as a deployed
-  // agent pointed at one service does (the rest of a busy machine is not this incident's)
-  const cgroup = createCgroup(`kreplay-bench-cause-${process.pid}`);
+  const portFile = path.join(dir, 'service.port');
+  const service = spawn(
+    PYTHON,
+    [SERVICE, 'serve', String(redisPort), path.join(dir, 'prod.db'), portFile, '--port', String(servicePort)],
+    { stdio: 'ignore' },
+  );
+  await until('the service', () =>
+    fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8').endsWith('\n') ? true : undefined,
+  );
+  // the agent records the running service only, as one pointed at a deployed service does (the rest
+  // of a busy machine is not this incident's)
   const agent = spawn(
     process.execPath,
     [
@@ -84,39 +91,16 @@ async function record(dir: string, redisPort: number, servicePort: number): Prom
       'prod',
       '--log-format',
       'text',
-      '--cgroup-id',
-      String(cgroup.id),
+      '--include',
+      `pid:${service.pid}`,
     ],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+    { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let agentOut = '';
   agent.stdout.on('data', (chunk: Buffer) => (agentOut += chunk.toString()));
   agent.stderr.on('data', (chunk: Buffer) => (agentOut += chunk.toString()));
   try {
     await until('the agent to capture', () => (agentOut.includes(' capturing ') ? true : undefined));
-    const portFile = path.join(dir, 'service.port');
-    const service = spawn(
-      '/bin/sh',
-      [
-        '-c',
-        `${cgroup.enter} "$@"`,
-        'sh',
-        PYTHON,
-        SERVICE,
-        'serve',
-        String(redisPort),
-        path.join(dir, 'prod.db'),
-        portFile,
-        '--port',
-        String(servicePort),
-      ],
-      { stdio: 'ignore' },
-    );
-    await until('the service', () =>
-      fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8').endsWith('\n') ? true : undefined,
-    );
     if (redis(redisPort, 'CLIENT', 'PAUSE', '1500', 'ALL') !== 'OK') throw new Error('CLIENT PAUSE failed');
     const answer = spawnSync(
       'curl',
@@ -142,17 +126,21 @@ async function record(dir: string, redisPort: number, servicePort: number): Prom
         );
         const { events } = (await res.json()) as { events: { response_ns: string | null }[] };
         return events.some((e) => Number(e.response_ns) >= 1.4e9) ? true : undefined;
-      }).catch(async (err: unknown) => {
-        const res = await fetch(`${daemon.url}/api/events?event_type=sys_read&int64=string&limit=20`);
-        log(`reads stored: ${(await res.text()).slice(0, 3000)}`);
-        throw err;
       });
       const file = path.join(dir, 'checkout.kri');
-      const out = spawnSync(
+      // the daemon serves from this process: the export must not block its event loop
+      const out = await timed([
         process.execPath,
-        [KREPLAY, 'export', TXN, '--format', 'incident', '-o', file, '--server', daemon.url],
-        { encoding: 'utf8' },
-      );
+        KREPLAY,
+        'export',
+        TXN,
+        '--format',
+        'incident',
+        '-o',
+        file,
+        '--server',
+        daemon.url,
+      ]);
       if (out.status !== 0) throw new Error(`export failed: ${out.stderr}`);
       return file;
     } finally {
@@ -161,7 +149,7 @@ async function record(dir: string, redisPort: number, servicePort: number): Prom
   } finally {
     agent.kill('SIGTERM');
     await new Promise((resolve) => agent.once('close', resolve));
-    cgroup.remove();
+    service.kill();
   }
 }
 
