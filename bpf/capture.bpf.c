@@ -17,7 +17,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #include "capture/maps.h"
 #include "capture/targets.h"
+#include "capture/units.h"
 #include "capture/heads.h"
+#include "capture/tls.h"
 #include "capture/calls.h"
 #include "capture/writes.h"
 #include "capture/reads.h"
@@ -25,4 +27,3 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "capture/connect.h"
 #include "capture/tasks.h"
 #include "capture/block.h"
-#include "capture/tls.h"

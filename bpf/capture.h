@@ -96,6 +96,32 @@ enum kr_context_kind {
 	KR_CONTEXT_HTTP = 2, /* a write or send starts like an HTTP/1.x head */
 	/* a read from a socket starts with an HTTP/1.x request method: the thread now serves it */
 	KR_CONTEXT_HTTP_REQUEST = 3,
+	/* a runtime's hook opened a unit for a request whose head it parsed (data: an HTTP/1.x head) */
+	KR_CONTEXT_RUNTIME = 4,
+};
+
+/* What a runtime schedules on its threads (bpf/capture/units.h). */
+enum kr_unit_kind {
+	KR_UNIT_JS = 1, /* a JavaScript async context (Node), switched by the hook's signals */
+	KR_UNIT_GOROUTINE = 2,
+	KR_UNIT_WORK = 3, /* a libuv threadpool work request */
+};
+
+enum kr_unit_op {
+	KR_UNIT_ENTER = 1, /* the thread now runs the unit (0: none) */
+	KR_UNIT_OPEN = 2, /* the unit starts serving the request whose head follows */
+};
+
+/*
+ * A runtime hook's signal: a write of these bytes (to /dev/null) switches
+ * the writing thread's unit; it is never recorded.
+ */
+#define KR_UNIT_MAGIC "KREPLAY-UNIT"
+struct kr_unit_signal {
+	char magic[12];
+	__u32 op; /* enum kr_unit_op */
+	__u64 unit;
+	/* KR_UNIT_OPEN: the request's head follows */
 };
 
 /* Per-CPU counters, summed by user space. */

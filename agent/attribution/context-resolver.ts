@@ -12,6 +12,8 @@
  *                        incomplete (split across reads) or has no valid
  *                        traceparent, so a thread never keeps serving the
  *                        previous request's context (both counted)
+ *   runtime unit      -> the head a runtime's hook parsed, as a request
+ *                        head read (it has no parent)
  */
 import type { Logger } from '../../core/log/logger';
 import { parseHttpHead, parseMarker, type TraceContext } from './context-parser';
@@ -58,7 +60,7 @@ export class ContextResolver {
         }
         resolved = parent;
       }
-    } else if (kind === ContextKind.HttpRequest) {
+    } else if (kind === ContextKind.HttpRequest || kind === ContextKind.Runtime) {
       resolved = parent.explicit ? parent : this.requestContext(data);
     } else {
       const http = parent.explicit ? null : parseHttpHead(data);

@@ -111,12 +111,16 @@ static __always_inline void submit_call(struct kr_event *e, __u32 type)
 	count_event(emitted_counter(type));
 }
 
-/* Fills the event of the thread's call that ended at `now` (its timing is filled by reserve_event). */
+/*
+ * Fills the event of the thread's call that ended at `now` (its timing is
+ * filled by reserve_event); context_id: the thread's, or for a call on a
+ * socket its connection's (event_context).
+ */
 static __always_inline void call_fill(struct kr_event *e, struct kr_thread *t, __u64 pid_tgid, __s64 ret,
-				      __u64 count, __u64 response_ns)
+				      __u64 count, __u64 response_ns, __u64 context_id)
 {
 	e->cgroup_id = current_cgroup_id();
-	e->context_id = t->context_id;
+	e->context_id = context_id;
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
 	__builtin_memcpy(e->comm, t->comm, sizeof(e->comm));
@@ -130,13 +134,13 @@ static __always_inline void call_fill(struct kr_event *e, struct kr_thread *t, _
 
 /* Writes the event of the thread's call that ended at `now`. */
 static __always_inline void call_end(struct kr_thread *t, __u32 type, __u64 pid_tgid, __s64 ret, __u64 count,
-				     __u64 now, __u64 response_ns)
+				     __u64 now, __u64 response_ns, __u64 context_id)
 {
 	struct kr_event *e = reserve_call(type, t->start_ns, now, response_ns);
 
 	if (!e)
 		return;
-	call_fill(e, t, pid_tgid, ret, count, response_ns);
+	call_fill(e, t, pid_tgid, ret, count, response_ns, context_id);
 	submit_call(e, type);
 }
 

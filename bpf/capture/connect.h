@@ -94,8 +94,10 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 		return 0;
 	}
 	/* a sock's memory may come back as another connection: an accepted one is forgotten at its end */
-	if (newstate == TCP_CLOSE || newstate == TCP_SYN_SENT)
+	if (newstate == TCP_CLOSE || newstate == TCP_SYN_SENT) {
 		bpf_map_delete_elem(&accepted_socks, &key);
+		bpf_map_delete_elem(&conns, &key);
+	}
 	if (newstate == TCP_SYN_SENT) {
 		pid_tgid = bpf_get_current_pid_tgid();
 		tid = (__u32)pid_tgid;
@@ -144,8 +146,11 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
  * not there or refuses, an unreachable network): the target is the address
  * the caller asked for, as strace shows it, not the peerless socket. Not
  * cached: the socket's own stamp does not tell one asked address from another.
+ * Sets *socket when the socket's own target names it after all (it has a peer,
+ * or the address is of no family it knows): one call_target in the caller
+ * serves every such case, which keeps the program within the verifier's bounds.
  */
-static __always_inline __u64 asked_target(struct kr_thread *t)
+static __always_inline __u64 asked_target(struct kr_thread *t, bool *socket)
 {
 	struct kr_target_probe p = {};
 	struct kr_target *rec;
@@ -156,14 +161,19 @@ static __always_inline __u64 asked_target(struct kr_thread *t)
 	__u64 id;
 
 	known_target(t, t->fd, &p);
+	*socket = true;
 	if (!p.file || p.kind != KR_TARGET_SOCKET || len <= sizeof(family) ||
 	    bpf_probe_read_user(&family, sizeof(family), addr))
-		return call_target(t, t->fd);
+		return 0;
 	/* a kernel type: BPF_CORE_READ on p.sk would relocate kreplay's own struct */
 	sk = p.sk;
 	if (family == KR_AF_UNIX ? BPF_CORE_READ((struct unix_sock *)sk, peer) != NULL
 				 : BPF_CORE_READ(sk, __sk_common.skc_dport) != 0)
-		return call_target(t, t->fd);
+		return 0;
+	if (family != KR_AF_UNIX && !(family == KR_AF_INET && len >= sizeof(struct sockaddr_in)) &&
+	    !(family == KR_AF_INET6 && len >= sizeof(struct sockaddr_in6)))
+		return 0;
+	*socket = false;
 	id = new_target_id();
 	rec = target_head(&p, id);
 	if (!rec)
@@ -177,29 +187,29 @@ static __always_inline __u64 asked_target(struct kr_thread *t)
 		if (len > sizeof(((struct sockaddr_un *)0)->sun_path))
 			len = sizeof(((struct sockaddr_un *)0)->sun_path);
 		barrier_var(len);
-		if (bpf_probe_read_user(rec->data, len & 127, addr + sizeof(family)))
-			return call_target(t, t->fd);
+		if (bpf_probe_read_user(rec->data, len & 127, addr + sizeof(family))) {
+			*socket = true;
+			return 0;
+		}
 		if (rec->data[0]) {
 			long n = bpf_probe_read_user_str(rec->data, len & 127, addr + sizeof(family));
 
 			len = n > 0 ? n : 0;
 		}
-	} else if (family == KR_AF_INET && len >= sizeof(struct sockaddr_in) - sizeof(family)) {
+	} else if (family == KR_AF_INET) {
 		struct sockaddr_in in = {};
 
 		bpf_probe_read_user(&in, sizeof(in), addr);
 		rec->port = bpf_ntohs(in.sin_port);
 		__builtin_memcpy(rec->addr, &in.sin_addr, sizeof(in.sin_addr));
 		len = 0;
-	} else if (family == KR_AF_INET6 && len >= sizeof(struct sockaddr_in6) - sizeof(family)) {
+	} else {
 		struct sockaddr_in6 in6 = {};
 
 		bpf_probe_read_user(&in6, sizeof(in6), addr);
 		rec->port = bpf_ntohs(in6.sin6_port);
 		__builtin_memcpy(rec->addr, &in6.sin6_addr, sizeof(rec->addr));
 		len = 0;
-	} else {
-		return call_target(t, t->fd);
 	}
 	return output_target(rec, len) ? id : 0;
 }
@@ -219,8 +229,14 @@ int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
 	if (!t->sock) {
-		t->target_id = !targets_enabled ? 0 : ret < 0 ? asked_target(t) : call_target(t, t->fd);
-		call_end(t, KR_RECORD_SYS_CONNECT, pid_tgid, ret, 0, now, 0);
+		bool socket = ret >= 0;
+
+		t->target_id = 0;
+		if (targets_enabled && !socket)
+			t->target_id = asked_target(t, &socket);
+		if (targets_enabled && socket)
+			t->target_id = call_target(t, t->fd);
+		call_end(t, KR_RECORD_SYS_CONNECT, pid_tgid, ret, 0, now, 0, t->context_id);
 		return 0;
 	}
 	if (ret >= 0 || ret == -KR_EINTR || ret == -KR_ERESTARTSYS)

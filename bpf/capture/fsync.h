@@ -20,7 +20,8 @@ static __always_inline int fsync_exit(struct trace_event_raw_sys_exit *ctx)
 	struct kr_thread *t = call_exit(KR_RECORD_SYS_FSYNC, &pid_tgid);
 
 	if (t)
-		call_end(t, KR_RECORD_SYS_FSYNC, pid_tgid, ctx->ret, t->count, bpf_ktime_get_boot_ns(), 0);
+		call_end(t, KR_RECORD_SYS_FSYNC, pid_tgid, ctx->ret, t->count, bpf_ktime_get_boot_ns(), 0,
+			 t->context_id);
 	return 0;
 }
 

@@ -51,10 +51,24 @@ static __always_inline bool is_http_head(__u64 w0)
 	return is_http_request(w0) || LOW(w0, 7) == W8('H', 'T', 'T', 'P', '/', '1', '.', 0);
 }
 
+/* A write that is a runtime hook's signal (struct kr_unit_signal), not one of the program's own. */
+#define KR_UNIT_SIGNAL 0x100
+
+static __always_inline bool is_unit_signal(__u64 w0, __u64 w1)
+{
+	return w0 == W8('K', 'R', 'E', 'P', 'L', 'A', 'Y', '-') && LOW(w1, 4) == W4('U', 'N', 'I', 'T');
+}
+
+/* "PRI * HTTP/2.0": an HTTP/2 connection's preface, the client's first bytes */
+static __always_inline bool is_h2_preface(__u64 w0)
+{
+	return w0 == W8('P', 'R', 'I', ' ', '*', ' ', 'H', 'T');
+}
+
 /*
- * Classifies a write by its first bytes: a context marker, an HTTP/1.x
- * head, or 0 for everything else. The common case costs one 16-byte read
- * and a first-letter test.
+ * Classifies a write by its first bytes: a context marker, a runtime's unit
+ * signal, an HTTP/1.x head, or 0 for everything else. The common case costs
+ * one 16-byte read and a first-letter test.
  */
 static __always_inline __u32 context_kind(const void *data, __u64 len)
 {
@@ -71,47 +85,106 @@ static __always_inline __u32 context_kind(const void *data, __u64 len)
 	if (bpf_probe_read_user(w, n, data))
 		return 0;
 	first = (__u8)w[0] - 'A';
-	if (first == 'K' - 'A')
-		return is_marker(w[0], w[1], len) ? KR_CONTEXT_MARKER : 0;
+	if (first == 'K' - 'A') {
+		if (is_marker(w[0], w[1], len))
+			return KR_CONTEXT_MARKER;
+		return len >= sizeof(struct kr_unit_signal) && is_unit_signal(w[0], w[1]) ? KR_UNIT_SIGNAL
+											  : 0;
+	}
 	if (first > 'Z' - 'A' || !(LETTER('A' + first) & HTTP_FIRST_LETTERS))
 		return 0;
 	return is_http_head(w[0]) ? KR_CONTEXT_HTTP : 0;
 }
 
 /*
- * Puts the context record into the ring now, at sys_enter: every event
- * that will carry its id is reserved later, so user space always reads the
- * context first.
+ * Puts a context record into the ring now, at sys_enter: every event that
+ * will carry its id is reserved later, so user space always reads the
+ * context first. Returns its id, 0 when the ring was full (counted).
  */
-static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 pid_tgid, const void *data,
-					 __u64 len)
+static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u64 pid_tgid, __u64 prefix,
+					       __u64 prefix_len, const void *data, __u64 len)
 {
 	struct kr_context *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-	__u64 n = len;
+	__u64 n = len, at = prefix_len & 7;
 
 	if (!rec) {
 		count_event(KR_COUNTER_CONTEXT_DROPPED);
-		return;
+		return 0;
 	}
 	rec->type = KR_RECORD_CONTEXT;
 	rec->size = sizeof(*rec);
 	rec->context_id = __sync_fetch_and_add(&last_context_id, 1) + 1;
-	rec->parent_id = t->context_id;
+	rec->parent_id = parent_id;
 	rec->at_ns = bpf_ktime_get_boot_ns();
 	rec->pid = pid_tgid >> 32;
 	rec->tid = (__u32)pid_tgid;
 	rec->kind = kind;
-	/* clamped right at the call, where the verifier still sees the bound */
+	/* clamped right at each call, where the verifier still sees the bound */
 	barrier_var(n);
-	if (n > KR_CTX_DATA_LEN)
-		n = KR_CTX_DATA_LEN;
-	if (bpf_probe_read_user(rec->data, n, data))
-		n = 0;
-	rec->len = n;
-	t->context_id = rec->context_id;
-	mark_context_thread((__u32)pid_tgid);
+	if (!at) {
+		if (n > KR_CTX_DATA_LEN)
+			n = KR_CTX_DATA_LEN;
+		if (bpf_probe_read_user(rec->data, n, data))
+			n = 0;
+	} else {
+		/* the bytes an earlier read brought first (a head's start), then the data */
+		__builtin_memcpy(rec->data, &prefix, sizeof(prefix));
+		if (n > KR_CTX_DATA_LEN - 8)
+			n = KR_CTX_DATA_LEN - 8;
+		if (bpf_probe_read_user(rec->data + at, n, data))
+			n = 0;
+	}
+	rec->len = n ? n + at : 0;
+	n = rec->context_id;
 	submit(rec, sizeof(*rec));
 	count_event(KR_COUNTER_CONTEXT_EMITTED);
+	return n;
+}
+
+static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_tgid, const void *data,
+					 __u64 len)
+{
+	return open_record_after(kind, parent_id, pid_tgid, 0, 0, data, len);
+}
+
+/*
+ * The thread's context is now the record's: a lost record leaves it none,
+ * never the one it had.
+ */
+static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 pid_tgid, const void *data,
+					 __u64 len)
+{
+	t->context_id = open_record(kind, t->context_id, pid_tgid, data, len);
+	if (t->context_id)
+		mark_context_thread((__u32)pid_tgid);
+	else
+		forget_thread_context((__u32)pid_tgid);
+}
+
+/*
+ * A runtime hook's signal (the Node hook writes them to /dev/null): the
+ * thread now runs JavaScript unit `unit`, or opens it with the request head
+ * that follows. The write is the hook's, not the program's: never recorded.
+ */
+static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid, const void *data,
+						     __u64 len)
+{
+	struct kr_unit_signal sig;
+	__u64 id;
+
+	if (bpf_probe_read_user(&sig, sizeof(sig), data))
+		return t;
+	if (!t)
+		t = thread_entry((__u32)pid_tgid);
+	if (!t)
+		return t;
+	if (sig.op == KR_UNIT_OPEN) {
+		/* the unit's own request: no parent, whatever the thread ran before */
+		id = open_record(KR_CONTEXT_RUNTIME, 0, pid_tgid, data + sizeof(sig), len - sizeof(sig));
+		unit_set_context(pid_tgid >> 32, KR_UNIT_JS, sig.unit, id);
+	}
+	unit_switch(t, pid_tgid, KR_UNIT_JS, sig.unit);
+	return t;
 }
 
 /* The first non-empty buffer of an iovec array and the total length. */
@@ -137,12 +210,13 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
 
 /*
  * Sets the thread's context when a write or send starts with a marker or
- * an HTTP head. Seen for every process, whatever the capture filters:
- * they select events, and a context must be known before its events are.
- * Returns the thread's entry, t or the one made for the context.
+ * an HTTP head, or switches its unit on a runtime's signal (*signal set:
+ * not a call to record). Seen for every process, whatever the capture
+ * filters: they select events, and a context must be known before its
+ * events are. Returns the thread's entry, t or the one made for the context.
  */
 static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, const void *data,
-							__u64 len)
+							__u64 len, bool *signal)
 {
 	__u32 kind;
 
@@ -151,6 +225,10 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 	kind = context_kind(data, len);
 	if (!kind)
 		return t;
+	if (kind == KR_UNIT_SIGNAL) {
+		*signal = true;
+		return unit_signal(t, pid_tgid, data, len);
+	}
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);
 	if (t)
@@ -212,21 +290,103 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
 }
 
 /*
+ * A server read that brought only the first bytes of a method token (Go's
+ * net/http peeks one byte of the next request while a handler runs): kept
+ * per sock, so the read that brings the rest is known as the head it is.
+ */
+struct kr_head_prefix {
+	__u64 bytes;
+	__u64 len;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* the sock */
+	__type(value, struct kr_head_prefix);
+} head_prefixes SEC(".maps");
+
+#define KR_MAX_PREFIX 7
+
+/* Whether the first `len` bytes of w begin a method token. */
+static __always_inline bool is_request_prefix(__u64 w, __u64 len)
+{
+	static const __u64 tokens[] = {
+		W8('G', 'E', 'T', ' ', 0, 0, 0, 0),	    W8('P', 'U', 'T', ' ', 0, 0, 0, 0),
+		W8('P', 'O', 'S', 'T', ' ', 0, 0, 0),	    W8('H', 'E', 'A', 'D', ' ', 0, 0, 0),
+		W8('P', 'A', 'T', 'C', 'H', ' ', 0, 0),	    W8('T', 'R', 'A', 'C', 'E', ' ', 0, 0),
+		W8('D', 'E', 'L', 'E', 'T', 'E', ' ', 0),   W8('O', 'P', 'T', 'I', 'O', 'N', 'S', ' '),
+		W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' '),
+	};
+
+	if (!len || len > KR_MAX_PREFIX)
+		return false;
+	for (int i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
+		if (LOW(w, len) == LOW(tokens[i], len))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A request head was read from a connection (`owner`: a socket's file, or
+ * the SSL object for TLS) on `sock`: the connection now serves it, and so
+ * does the reader when the reader serves one request at a time:
+ *   - a thread running a unit that does its own reads (a goroutine): that
+ *     unit, not the thread;
+ *   - a thread running JavaScript units (libuv reads between them): none;
+ *     the unit's hook opens the request's context itself;
+ *   - a plain thread: the thread, while it reads one connection only
+ *     (head_owns_thread).
+ */
+static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, __u64 stamp, __u32 flags,
+				      __u64 prefix, __u64 prefix_len, const void *buf, __u64 len)
+{
+	__u32 tid = (__u32)pid_tgid;
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	__u64 id;
+
+	if (t && t->unit_kind) {
+		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
+		if (unit_owns_reads(t) && t->unit) {
+			unit_set_context(pid_tgid >> 32, t->unit_kind, t->unit, id);
+			t->context_id = id;
+		}
+	} else if (head_owns_thread(tid, owner)) {
+		t = thread_entry(tid);
+		if (!t)
+			return;
+		t->context_id = open_record_after(KR_CONTEXT_HTTP_REQUEST, t->context_id, pid_tgid, prefix,
+						  prefix_len, buf, len);
+		if (t->context_id)
+			mark_context_thread(tid);
+		else
+			forget_thread_context(tid);
+		id = t->context_id;
+	} else {
+		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
+	}
+	conn_set(sock, stamp, id, flags | KR_CONN_SERVER);
+}
+
+/*
  * Incoming requests: a read from a socket may bring an HTTP/1.x request
  * head. One program at syscall exit, nothing at enter: the call's
- * arguments are still in the task's saved registers. A failed or tiny
- * read stops at once, anything but a socket after a few direct loads, a
- * socket's data after its first 8 bytes unless they are a method token.
+ * arguments are still in the task's saved registers. A failed read stops at
+ * once, anything but a socket after a few direct loads, a socket's data
+ * after its first 8 bytes unless they are a method token, the HTTP/2
+ * preface, or the rest of a token a short read began.
  */
 static __always_inline void request_head_read(struct trace_event_raw_sys_exit *ctx, __u32 how)
 {
 	struct pt_regs *regs;
 	struct file *file;
+	struct sock *sk;
+	struct kr_head_prefix *prefix;
 	const void *buf;
-	__u64 len, got, pid_tgid, w = 0;
-	struct kr_thread *t;
+	__u64 len, got, pid_tgid, stamp = 0, w = 0, key, start, start_len;
 
-	if (ctx->ret < MIN_TOKEN_LEN || !bpf_rdonly_cast)
+	if (ctx->ret <= 0 || !bpf_rdonly_cast)
 		return;
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	file = current_file(PT_REGS_PARM1_SYSCALL(regs));
@@ -258,16 +418,40 @@ static __always_inline void request_head_read(struct trace_event_raw_sys_exit *c
 	got = ctx->ret;
 	if (got > len)
 		got = len;
-	if (got < MIN_TOKEN_LEN)
+	if (!got || bpf_probe_read_user(&w, got < sizeof(w) ? got & 7 : sizeof(w), buf))
 		return;
 	/* the method token first: most socket data stops here */
-	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
+	if (got >= MIN_TOKEN_LEN && is_http_request(w)) {
+		sk = file_sock(file, &stamp);
+		head_read(pid_tgid, (__u64)file, (__u64)sk, stamp, 0, 0, 0, buf, got);
 		return;
-	if (!head_owns_thread((__u32)pid_tgid, (__u64)file))
+	}
+	if (got >= sizeof(w) && is_h2_preface(w)) {
+		sk = file_sock(file, &stamp);
+		conn_set((__u64)sk, stamp, 0, KR_CONN_MULTIPLEXED);
 		return;
-	t = thread_entry((__u32)pid_tgid);
-	if (t)
-		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, buf, got);
+	}
+	/* only upper case or a space can continue a token */
+	if ((__u8)w != ' ' && ((__u8)w < 'A' || (__u8)w > 'Z'))
+		return;
+	sk = file_sock(file, &stamp);
+	key = (__u64)sk;
+	if (got < sizeof(w) && is_request_prefix(w, got) && bpf_map_lookup_elem(&accepted_socks, &key)) {
+		struct kr_head_prefix fresh = {.bytes = w, .len = got};
+
+		bpf_map_update_elem(&head_prefixes, &key, &fresh, BPF_ANY);
+		/* the next request has begun, which one is not known yet: this read is none's */
+		conn_set(key, stamp, 0, KR_CONN_SERVER);
+		return;
+	}
+	prefix = bpf_map_lookup_elem(&head_prefixes, &key);
+	if (!prefix)
+		return;
+	start = prefix->bytes;
+	start_len = prefix->len & 7;
+	bpf_map_delete_elem(&head_prefixes, &key);
+	if (is_http_request(LOW(start, start_len) | w << (start_len * 8)))
+		head_read(pid_tgid, (__u64)file, key, stamp, 0, start, start_len, buf, got);
 }
 
 #endif /* KREPLAY_CAPTURE_HEADS_H */

@@ -57,6 +57,12 @@ struct kr_thread {
 	__u64 target_id; /* of the call in flight */
 	/* the sock of the call in flight (its sends and reads time responses), 0 for the rest */
 	__u64 sock;
+	__u64 sock_stamp; /* what tells that sock's connection (units.h) */
+	/* the runtime unit this thread runs (units.h), 0: none; its kind stays once a runtime's hooks ran */
+	__u64 unit;
+	__u32 unit_kind; /* enum kr_unit_kind, 0: a plain thread */
+	/* the write in flight set the context (a head): it starts a request on its connection */
+	__u32 opened;
 	/*
 	 * sendmmsg/recvmmsg: the user's message array, whose lengths the exit adds up;
 	 * connect: the user's address, which names the peer of a connect that failed

@@ -85,7 +85,7 @@ static __always_inline int read_enter(struct trace_event_raw_sys_enter *ctx, __u
  */
 static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32 how, bool sniff)
 {
-	__u64 pid_tgid, now, response_ns = 0;
+	__u64 pid_tgid, now, response_ns = 0, context_id;
 	struct kr_thread *t;
 	__s64 ret = ctx->ret;
 
@@ -96,6 +96,7 @@ static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32
 	t = call_exit(KR_RECORD_SYS_READ, &pid_tgid);
 	if (!t)
 		return 0;
+	tls_read_socket((__u32)pid_tgid, t);
 	now = bpf_ktime_get_boot_ns();
 	/*
 	 * A non-blocking read that found nothing yet is not the response (it marks the reader
@@ -113,8 +114,12 @@ static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32
 	} else if (t->sock) {
 		response_ns = response_time(t->sock, now);
 	}
+	context_id = read_context(t);
+	/* a thread looked at for its unit or its TLS call, whose read belongs to no request */
+	if (!capture_reads && !context_id)
+		return 0;
 	call_end(t, KR_RECORD_SYS_READ, pid_tgid, ret,
-		 how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count, now, response_ns);
+		 how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count, now, response_ns, context_id);
 	return 0;
 }
 

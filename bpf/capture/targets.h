@@ -323,8 +323,10 @@ static __always_inline __u64 known_target(struct kr_thread *t, __s32 fd, struct 
 	if (!file)
 		return 0;
 	probe_target(file, p);
-	if (p->kind == KR_TARGET_SOCKET)
+	if (p->kind == KR_TARGET_SOCKET) {
 		t->sock = p->object;
+		t->sock_stamp = p->stamp;
+	}
 	newest = last_target_id;
 	if (p->object == t->last_object && p->stamp == t->last_stamp && t->last_target_id &&
 	    t->last_target_id + KR_TARGET_ID_WINDOW > newest)

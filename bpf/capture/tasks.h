@@ -12,7 +12,8 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &parent_tid);
 	struct kr_thread inherited = {};
 
-	if (!t || !t->context_id)
+	/* a runtime's threads run units, not the unit that ran when the thread was made */
+	if (!t || !t->context_id || (t->unit_kind && parent->tgid == child->tgid))
 		return 0;
 	inherited.context_id = t->context_id;
 	bpf_probe_read_kernel(inherited.comm, sizeof(inherited.comm), child->comm);

@@ -18,6 +18,9 @@ struct kr_tls_read {
 	__u64 buf;
 	__u64 readbytes; /* SSL_read_ex: the size_t its count goes to; 0 for SSL_read */
 	__u64 held; /* the context suspended during the call (see tls_read_enter), 0: none */
+	/* the socket a read inside the call used (reads.h), and its stamp: the connection the head came on */
+	__u64 sock;
+	__u64 stamp;
 };
 
 /*
@@ -43,7 +46,7 @@ static __always_inline void tls_read_enter(const void *ssl, const void *buf, con
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
-	struct kr_tls_read r = {(__u64)ssl, (__u64)buf, (__u64)readbytes, 0};
+	struct kr_tls_read r = {(__u64)ssl, (__u64)buf, (__u64)readbytes};
 	__u64 *owner;
 	struct kr_thread *t;
 
@@ -56,6 +59,19 @@ static __always_inline void tls_read_enter(const void *ssl, const void *buf, con
 		t->context_id = 0;
 	}
 	bpf_map_update_elem(&tls_reads, &tid, &r, BPF_ANY);
+	/* the read programs look at this thread's reads now, to learn the connection's socket */
+	mark_context_thread(tid);
+}
+
+/* A socket read inside SSL_read: the TLS connection is on that socket. */
+static __always_inline void tls_read_socket(__u32 tid, struct kr_thread *t)
+{
+	struct kr_tls_read *r = bpf_map_lookup_elem(&tls_reads, &tid);
+
+	if (r && t->sock) {
+		r->sock = t->sock;
+		r->stamp = t->sock_stamp;
+	}
 }
 
 /* ret: SSL_read's byte count, or SSL_read_ex's 1 (success) with the count in *readbytes */
@@ -65,32 +81,32 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 	__u32 tid = (__u32)pid_tgid;
 	struct kr_tls_read *r = bpf_map_lookup_elem(&tls_reads, &tid);
 	const void *buf;
-	__u64 got = 0, w = 0, ssl;
+	__u64 got = 0, w = 0, ssl, sock, stamp;
 	struct kr_thread *t;
 
 	if (!r)
 		return;
 	buf = (const void *)r->buf;
 	ssl = r->ssl;
+	sock = r->sock;
+	stamp = r->stamp;
 	if (!ex)
 		got = ret > 0 ? ret : 0;
 	else if (ret == 1 && r->readbytes)
 		bpf_probe_read_user(&got, sizeof(got), (const void *)r->readbytes);
-	if (r->held) {
-		t = bpf_map_lookup_elem(&threads, &tid);
-		if (t && !t->context_id)
-			t->context_id = r->held;
-	}
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && r->held && !t->context_id)
+		t->context_id = r->held;
+	/* the mark tls_read_enter set, where nothing else wants the thread's reads */
+	if (!t || (!t->context_id && !t->unit_kind))
+		forget_thread_context(tid);
 	bpf_map_delete_elem(&tls_reads, &tid);
-	if (got < MIN_TOKEN_LEN)
+	if (got < MIN_TOKEN_LEN || bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf))
 		return;
-	if (bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf) || !is_http_request(w))
-		return;
-	if (!head_owns_thread(tid, ssl))
-		return;
-	t = thread_entry(tid);
-	if (t)
-		open_context(t, KR_CONTEXT_HTTP_REQUEST, pid_tgid, buf, got);
+	if (got >= sizeof(w) && is_h2_preface(w))
+		conn_set(sock, stamp, 0, KR_CONN_MULTIPLEXED);
+	else if (is_http_request(w))
+		head_read(pid_tgid, ssl, sock, stamp, KR_CONN_TLS, 0, 0, buf, got);
 }
 
 SEC("uprobe")
@@ -127,7 +143,8 @@ static __always_inline void tls_write(const void *buf, __u64 len)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 	if (context_watched(pid_tgid))
-		context_source(bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid}), pid_tgid, buf, len);
+		context_source(bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid}), pid_tgid, buf, len,
+			       &(bool){false});
 }
 
 SEC("uprobe")

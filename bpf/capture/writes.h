@@ -19,6 +19,8 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	struct kr_thread *t = NULL;
 	bool wanted = current_wanted(pid_tgid >> 32);
 	__u32 tid = (__u32)pid_tgid;
+	bool signal = false;
+	__u64 before;
 
 	if (!wanted) {
 		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
@@ -30,9 +32,11 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 			return 0;
 	}
 	data = call_data(ctx, how, &data_len, &count);
-	t = context_source(t, pid_tgid, data, data_len);
-	if (!t)
+	before = t ? t->context_id : 0;
+	t = context_source(t, pid_tgid, data, data_len, &signal);
+	if (!t || signal)
 		return 0;
+	t->opened = t->context_id != before;
 	if (!wanted) {
 		if (!t->context_id)
 			return 0;
@@ -69,7 +73,7 @@ static __always_inline void request_end(struct kr_thread *t, __u64 pid_tgid, __s
 						      t->start_ns, now, sizeof(*r));
 	if (!r)
 		return;
-	call_fill(&r->event, t, pid_tgid, ret, t->count, 0);
+	call_fill(&r->event, t, pid_tgid, ret, t->count, 0, event_context(t));
 	if (len > KR_REQUEST_DATA_LEN)
 		len = KR_REQUEST_DATA_LEN;
 	r->request.len = bpf_probe_read_user(r->request.data, len, (const void *)t->data) ? 0 : len;
@@ -89,16 +93,25 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u3
 	if (!t)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
-	/* a response is timed from the end of the socket's last send; only where reads are recorded */
+	/*
+	 * A response is timed from the end of the socket's last send; only where reads are
+	 * recorded. A send that starts a request gives a client's connection the sender's
+	 * context; one by a thread without a context leaves it none.
+	 */
 	if (t->sock && ret > 0 && (t->context_id || capture_reads)) {
 		starts = t->data && !bpf_map_lookup_elem(&last_sends, &t->sock);
 		bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
+		/* a head sent after another, no answer between (pipelining), starts a request too */
+		if (starts || t->opened)
+			conn_request_started(t, t->context_id);
+	} else if (t->sock && ret > 0) {
+		conn_request_started(t, 0);
 	}
 	if (starts)
 		request_end(t, pid_tgid, ret, now);
 	else
 		call_end(t, KR_RECORD_SYS_WRITE, pid_tgid, ret,
-			 how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count, now, 0);
+			 how == KR_MMSG ? mmsg_bytes(t->messages, ret) : t->count, now, 0, event_context(t));
 	return 0;
 }
 

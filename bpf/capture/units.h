@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Contexts that do not live on a thread: a connection's, and a runtime unit's.
+ *
+ * A connection carries the request being served on it: a server's from the
+ * head read on it to the next one, a client's from the send that starts a
+ * request to the next such send. An event on a socket takes its
+ * connection's context whatever thread makes the call, so a reply written
+ * by an event loop or a pool thread is its request's.
+ *
+ * A unit is what a runtime schedules on its threads: a goroutine, a
+ * JavaScript async context, a libuv work item. Each has a context of its
+ * own; a thread running a unit carries the unit's context while it runs it
+ * (unit_switch), and never inherits "the last head it read". Runtime hooks
+ * (uprobes, or a signal write from code a runtime runs) switch units; what
+ * the hooks of each runtime are lives in the header of that runtime.
+ */
+#ifndef KREPLAY_CAPTURE_UNITS_H
+#define KREPLAY_CAPTURE_UNITS_H
+
+/* A connection's request context; `stamp` tells a sock whose memory came back as another connection. */
+struct kr_conn {
+	__u64 context_id; /* 0 on a multiplexed connection: no single request owns its calls */
+	__u64 stamp;
+	__u32 flags; /* enum kr_conn_flag */
+	__u32 pad;
+};
+
+enum kr_conn_flag {
+	/* the HTTP/2 preface was seen: many requests share it, its calls belong to none */
+	KR_CONN_MULTIPLEXED = 1,
+	/*
+	 * a server's TLS connection: a request's head is known only once its bytes were read and
+	 * decrypted, so a read may bring the next request while the connection still serves the
+	 * last one: its reads carry none
+	 */
+	KR_CONN_TLS = 2,
+	/* a request head was read on it: a server's, whose requests only heads start */
+	KR_CONN_SERVER = 4,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* the sock */
+	__type(value, struct kr_conn);
+} conns SEC(".maps");
+
+struct kr_unit_key {
+	__u32 tgid;
+	__u32 kind; /* enum kr_unit_kind */
+	__u64 id;
+};
+
+/*
+ * A unit's context. LRU: a unit the table lost carries none, never
+ * another's. A unit id reused by its runtime (a goroutine's g, a work
+ * request's memory) is given a context, or none, when it starts again.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct kr_unit_key);
+	__type(value, __u64);
+} units SEC(".maps");
+
+/* The socket behind a file, and the stamp (ports, addresses, inode) that tells its connection. */
+static __always_inline struct sock *file_sock(struct file *file, __u64 *stamp)
+{
+	struct sock *sk;
+
+	if (!file || (file->f_inode->i_mode & KR_S_IFMT) != KR_S_IFSOCK)
+		return NULL;
+	sk = RDONLY(struct socket, file->private_data)->sk;
+	*stamp = socket_stamp(sk) ^ file->f_inode->i_ino << 32;
+	return sk;
+}
+
+static __always_inline struct kr_conn *conn_of(__u64 sock, __u64 stamp)
+{
+	struct kr_conn *c = bpf_map_lookup_elem(&conns, &sock);
+
+	return c && c->stamp == stamp ? c : NULL;
+}
+
+static __always_inline void conn_set(__u64 sock, __u64 stamp, __u64 context_id, __u32 flags)
+{
+	struct kr_conn c = {
+		.context_id = flags & KR_CONN_MULTIPLEXED ? 0 : context_id, .stamp = stamp, .flags = flags};
+
+	if (sock)
+		bpf_map_update_elem(&conns, &sock, &c, BPF_ANY);
+}
+
+/*
+ * The context an event of the thread's call carries: its connection's for a
+ * call on a socket that has one, else the thread's (its unit's, while it runs
+ * one).
+ */
+static __always_inline __u64 event_context(struct kr_thread *t)
+{
+	struct kr_conn *c;
+
+	if (t->sock && (c = conn_of(t->sock, t->sock_stamp)))
+		return c->context_id;
+	return t->context_id;
+}
+
+/* A read's: as event_context, but none on a server's TLS connection (KR_CONN_TLS). */
+static __always_inline __u64 read_context(struct kr_thread *t)
+{
+	struct kr_conn *c;
+
+	if (t->sock && (c = conn_of(t->sock, t->sock_stamp)))
+		return c->flags & KR_CONN_TLS ? 0 : c->context_id;
+	return t->context_id;
+}
+
+/*
+ * A send on the thread's socket started a request: on a client's
+ * connection, its calls are the sender's request's until the next request
+ * (none when the sender has no context). A server's connection (one a
+ * listener accepted, or one a head was read on: connections older than the
+ * agent) keeps the request its last head started.
+ */
+static __always_inline void conn_request_started(struct kr_thread *t, __u64 context_id)
+{
+	__u64 key = t->sock;
+	struct kr_conn *c = conn_of(key, t->sock_stamp);
+
+	if ((c && c->flags & KR_CONN_SERVER) || bpf_map_lookup_elem(&accepted_socks, &key))
+		return;
+	if (context_id)
+		conn_set(key, t->sock_stamp, context_id, 0);
+	else if (c)
+		bpf_map_delete_elem(&conns, &key);
+}
+
+static __always_inline __u64 unit_context(__u32 tgid, __u32 kind, __u64 id)
+{
+	struct kr_unit_key key = {.tgid = tgid, .kind = kind, .id = id};
+	__u64 *found = id ? bpf_map_lookup_elem(&units, &key) : NULL;
+
+	return found ? *found : 0;
+}
+
+static __always_inline void unit_set_context(__u32 tgid, __u32 kind, __u64 id, __u64 context_id)
+{
+	struct kr_unit_key key = {.tgid = tgid, .kind = kind, .id = id};
+
+	if (!id)
+		return;
+	if (context_id)
+		bpf_map_update_elem(&units, &key, &context_id, BPF_ANY);
+	else
+		bpf_map_delete_elem(&units, &key);
+}
+
+/*
+ * The thread now runs unit `id` of `kind` (0: none) and carries its
+ * context. It stays marked for the read programs: which unit it runs next
+ * is not known, so its reads are looked at and kept when they carry a
+ * context.
+ */
+static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u32 kind, __u64 id)
+{
+	t->unit_kind = kind;
+	t->unit = id;
+	t->context_id = unit_context(pid_tgid >> 32, kind, id);
+	mark_context_thread((__u32)pid_tgid);
+}
+
+/* Whether the thread's reads happen inside its units (a goroutine's, a work item's), not between them
+ * (libuv's). */
+static __always_inline bool unit_owns_reads(struct kr_thread *t)
+{
+	return t->unit_kind != KR_UNIT_JS;
+}
+
+#endif /* KREPLAY_CAPTURE_UNITS_H */
