@@ -41,8 +41,10 @@ int sys_enter_connect(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 code = KR_SYS_CONNECT;
-	struct kr_thread *t = call_thread(pid_tgid, &code);
+	struct kr_thread *t;
 
+	go_refresh(pid_tgid);
+	t = call_thread(pid_tgid, &code);
 	if (!t)
 		return 0;
 	t->fd = ctx->args[0];

@@ -159,6 +159,9 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 		mark_context_thread((__u32)pid_tgid);
 	else
 		forget_thread_context((__u32)pid_tgid);
+	/* what a goroutine's write sets (a marker, a head it sends) is the goroutine's: its thread runs another one next */
+	if (t->unit_kind == KR_UNIT_GOROUTINE)
+		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit, t->context_id);
 }
 
 /*
@@ -339,6 +342,8 @@ static __always_inline bool is_request_prefix(__u64 w, __u64 len)
  *   - a plain thread: the thread, while it reads one connection only
  *     (head_owns_thread).
  */
+static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pid_tgid); /* golang.h */
+
 static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, __u64 stamp, __u32 flags,
 				      __u64 prefix, __u64 prefix_len, const void *buf, __u64 len)
 {
@@ -346,6 +351,8 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	__u64 id;
 
+	if (!t || !t->unit_kind)
+		t = go_detect(t, pid_tgid);
 	if (t && t->unit_kind) {
 		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
 		if (unit_owns_reads(t) && t->unit) {

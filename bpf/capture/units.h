@@ -46,12 +46,6 @@ struct {
 	__type(value, struct kr_conn);
 } conns SEC(".maps");
 
-struct kr_unit_key {
-	__u32 tgid;
-	__u32 kind; /* enum kr_unit_kind */
-	__u64 id;
-};
-
 /*
  * A unit's context. LRU: a unit the table lost carries none, never
  * another's. A unit id reused by its runtime (a goroutine's g, a work

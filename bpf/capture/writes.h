@@ -22,6 +22,7 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	bool signal = false;
 	__u64 before;
 
+	go_refresh(pid_tgid);
 	if (!wanted) {
 		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 			return 0;
