@@ -15,6 +15,7 @@
 #include "capture.h"
 #include "capture.skel.h"
 #include "capture_error.h"
+#include "go_probes.h"
 #include "kernel_features.h"
 #include "native_log.h"
 #include "tls_probes.h"
@@ -96,6 +97,14 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
     tls_ = std::make_unique<TlsProbes>(TlsPrograms{p.ssl_read_enter, p.ssl_read_exit, p.ssl_read_ex_enter,
                                                    p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter});
     tls_->Scan();
+#if defined(__x86_64__)
+    auto& m = skel_->maps;
+    go_ = std::make_unique<GoProbes>(
+        GoPrograms{p.go_newproc1, p.go_newproc1_ret, p.go_round_trip, p.go_read_loop, p.go_write_loop},
+        GoMaps{m.go_processes, m.exec_contexts, m.units, m.go_conns, m.go_loops, skel_->bss->go_tgids,
+               sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])});
+    go_->Scan();
+#endif
   }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
@@ -255,9 +264,13 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
 void CaptureEngine::Attach() {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
-    // resolve_target runs by tail call only (resolve_targets), attached nowhere
-    // the TLS probes go to binaries TlsProbes finds
-    if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target || TlsProbes::Owns(prog)) continue;
+    // resolve_target runs by tail call only (resolve_targets), attached nowhere;
+    // the uprobes go to the binaries TlsProbes and GoProbes find
+    if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target ||
+        std::strncmp(bpf_program__section_name(prog), "uprobe", 6) == 0 ||
+        std::strncmp(bpf_program__section_name(prog), "uretprobe", 9) == 0) {
+      continue;
+    }
     const char* section = bpf_program__section_name(prog);
     bpf_link* link = bpf_program__attach(prog);
     if (!link) throw LibbpfFailure(errno, "E_CAPTURE_ATTACH", std::string("cannot attach to ") + section, "");
@@ -268,6 +281,7 @@ void CaptureEngine::Attach() {
 
 void CaptureEngine::Detach() {
   if (tls_) tls_->Detach();
+  if (go_) go_->Detach();
   // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
   std::vector<std::thread> closers;
   for (auto* link : links_) closers.emplace_back(bpf_link__destroy, link);
@@ -278,14 +292,16 @@ void CaptureEngine::Detach() {
 void CaptureEngine::Teardown() {
   Detach();
   tls_.reset();
+  go_.reset();
   ring_.reset();
   capture__destroy(skel_);
   skel_ = nullptr;
 }
 
-// The poll thread's turn is also when newly started programs get their TLS probes.
+// The poll thread's turn is also when newly started programs get their TLS and Go probes.
 int CaptureEngine::Wait(int timeout_ms) {
   if (tls_) tls_->ScanIfDue();
+  if (go_) go_->ScanIfDue();
   return ring_->Wait(timeout_ms);
 }
 
