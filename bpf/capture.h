@@ -102,7 +102,8 @@ enum kr_context_kind {
 
 /* What a runtime schedules on its threads (bpf/capture/units.h). */
 enum kr_unit_kind {
-	KR_UNIT_JS = 1, /* a JavaScript async context (Node), switched by the hook's signals */
+	/* what a runtime hook signals (struct kr_unit_signal): a Node async context, an asyncio task */
+	KR_UNIT_HOOK = 1,
 	KR_UNIT_GOROUTINE = 2,
 	KR_UNIT_WORK = 3, /* a libuv threadpool work request */
 };

@@ -174,7 +174,7 @@ static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u
  * (libuv's). */
 static __always_inline bool unit_owns_reads(struct kr_thread *t)
 {
-	return t->unit_kind != KR_UNIT_JS;
+	return t->unit_kind != KR_UNIT_HOOK;
 }
 
 #endif /* KREPLAY_CAPTURE_UNITS_H */

@@ -78,7 +78,7 @@ const EXPECTED: Record<string, number> = {
   KR_CONTEXT_HTTP: ContextKind.Http,
   KR_CONTEXT_HTTP_REQUEST: ContextKind.HttpRequest,
   KR_CONTEXT_RUNTIME: ContextKind.Runtime,
-  KR_UNIT_JS: UnitKind.Js,
+  KR_UNIT_HOOK: UnitKind.Hook,
   KR_UNIT_GOROUTINE: UnitKind.Goroutine,
   KR_UNIT_WORK: UnitKind.Work,
   KR_UNIT_ENTER: UnitOp.Enter,
