@@ -155,6 +155,8 @@ export const KernelCounter = {
   connectTableFull: 17,
   interleavedHead: 18,
   uninheritedThread: 19,
+  multiplexedCall: 20,
+  unsureRead: 21,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];

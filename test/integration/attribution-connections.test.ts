@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { RecordType, UnitOp, UnitSignalLayout } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
-import { readStoredEvents, type StoredEvent } from '../support/store-rows';
+import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
 const trace = (n: number) => n.toString(16).padStart(32, 'c');
@@ -262,6 +262,7 @@ c.sendall(b'y' * 1501)
       [1, null],
       [text.length - 1, 'peeked-1'],
     ]);
+    await waitFor(() => storedCounter(store, 'unsure_read') > 0, { what: 'the peeked read counted' });
   });
 
   it("an HTTP/2 connection's calls carry no request, whatever its thread served before", async () => {
@@ -286,6 +287,7 @@ c.recv(4096); c.sendall(b'b' * 1602)
       [1601, 'h1-first'],
       [1602, null],
     ]);
+    await waitFor(() => storedCounter(store, 'multiplexed_call') > 0, { what: 'the HTTP/2 calls counted' });
   });
 });
 

@@ -123,6 +123,10 @@ const EXPECTED: Record<string, number> = {
   KR_COUNTER_SYS_CONNECT_EMITTED: KernelCounter.sysConnectEmitted,
   KR_COUNTER_SYS_CONNECT_DROPPED: KernelCounter.sysConnectDropped,
   KR_COUNTER_CONNECT_TABLE_FULL: KernelCounter.connectTableFull,
+  KR_COUNTER_INTERLEAVED_HEAD: KernelCounter.interleavedHead,
+  KR_COUNTER_UNINHERITED_THREAD: KernelCounter.uninheritedThread,
+  KR_COUNTER_MULTIPLEXED_CALL: KernelCounter.multiplexedCall,
+  KR_COUNTER_UNSURE_READ: KernelCounter.unsureRead,
   KR_COUNTER_MAX: KERNEL_COUNTER_COUNT,
 
   'offsetof(struct kr_event, type)': RecordHead.type,
