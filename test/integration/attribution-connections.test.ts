@@ -143,6 +143,25 @@ print(os.getpid())
     expect(events(`e.pid = ${Number(pid)} AND t.value = '/dev/null'`)).toEqual([]);
   });
 
+  it("a program a unit's thread execs runs no unit; one it spawns keeps the unit's request", async () => {
+    const out = join(dir, 'exec');
+    mkdirSync(out);
+    await python(
+      `import os, struct, subprocess, sys
+null = os.open('/dev/null', os.O_WRONLY)
+os.write(null, b'${UnitSignalLayout.magic}' + struct.pack('<IQ', ${UnitOp.Open}, 5) + ${JSON.stringify(head('unit-5', 5))}.encode())
+subprocess.run(['/bin/sh', '-c', 'echo x > ' + os.path.join(sys.argv[1], 'spawned')], check=True)
+os.execv('/bin/sh', ['sh', '-c', 'echo x > ' + os.path.join(sys.argv[1], 'execd')])
+`,
+      [out],
+    );
+    const writes = await waitEvents(`e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/%'`, 2);
+    expect(writes.map((e) => [e.target!.slice(out.length + 1), e.txn])).toEqual([
+      ['spawned', 'unit-5'],
+      ['execd', null],
+    ]);
+  });
+
   it("an event loop's calls on each connection carry that connection's request; its other writes none", async () => {
     const upstream = createTcpServer((s) => s.once('data', () => s.end('u'.repeat(1301))));
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
