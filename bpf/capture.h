@@ -142,11 +142,23 @@ enum kr_go_state {
 	KR_GO_FOLLOWED = 2,
 };
 
-/* A process's pointer (a g, a persistConn): the key of golang.h's per-process maps. */
+/* A process's pointer (a persistConn): the key of golang.h's per-process maps. */
 struct kr_go_key {
 	__u32 tgid;
 	__u32 pad;
 	__u64 ptr;
+};
+
+/* A Go binary user space inspected, by its file: a process that execs it is marked at once. */
+struct kr_go_file {
+	__u64 dev; /* the kernel's encoding (major << 20 | minor) */
+	__u64 ino;
+};
+
+struct kr_go_binary {
+	__s64 tls_offset;
+	__u32 state; /* enum kr_go_state its processes get */
+	__u32 pad;
 };
 
 struct kr_go_process {

@@ -16,6 +16,7 @@ const char kTlsg[] = "runtime.tlsg";
 const char kRoundTrip[] = "net/http.(*persistConn).roundTrip";
 const char kReadLoop[] = "net/http.(*persistConn).readLoop";
 const char kWriteLoop[] = "net/http.(*persistConn).writeLoop";
+const char kWaitForContinue[] = "net/http.(*persistConn).waitForContinue";
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -28,22 +29,28 @@ int GoMinor(const std::string& version) {
   return i > 4 ? minor : -1;
 }
 
-// The RET instructions' addresses of the function's code at `address`, or none when a byte of it does not decode.
-std::vector<uint64_t> ReturnSites(const std::vector<uint8_t>& code, uint64_t address) {
-  std::vector<uint64_t> found;
+// The function's instructions at `address`, decoded by a linear sweep; none when a byte of it does not decode
+// (a sweep that stopped early may have misread everything after: none of it is trusted).
+std::vector<cs_insn> Instructions(const std::vector<uint8_t>& code, uint64_t address) {
+  std::vector<cs_insn> found;
   csh handle;
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) return found;
+  if (code.empty() || cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) return found;
   cs_insn* insn = cs_malloc(handle);
   const uint8_t* at = code.data();
   size_t left = code.size();
-  while (cs_disasm_iter(handle, &at, &left, &address, insn)) {
-    if (insn->id == X86_INS_RET) found.push_back(insn->address);
-  }
+  while (cs_disasm_iter(handle, &at, &left, &address, insn)) found.push_back(*insn);
   cs_free(insn, 1);
   cs_close(&handle);
-  // a linear sweep that stopped early may have misread everything after: trust none of it
   if (left != 0) found.clear();
   return found;
+}
+
+// Where a direct CALL (E8 rel32) goes.
+uint64_t CallTarget(const cs_insn& insn) {
+  if (insn.id != X86_INS_CALL || insn.size != 5 || insn.bytes[0] != 0xe8) return 0;
+  int32_t rel;
+  std::memcpy(&rel, insn.bytes + 1, sizeof(rel));
+  return insn.address + insn.size + static_cast<int64_t>(rel);
 }
 
 // Where runtime.tlsg is from the thread pointer: in an executable's TLS block
@@ -56,6 +63,17 @@ int64_t TlsOffset(const ElfFile& elf) {
   const uint64_t align = tls.p_align ? tls.p_align : 1;
   const uint64_t block = (tls.p_memsz + align - 1) / align * align;
   return static_cast<int64_t>(tlsg.front().value) - static_cast<int64_t>(block);
+}
+
+// Whether writeLoop calls `callee` itself (not inlined): then it runs on the writeLoop's goroutine.
+bool WriteLoopCalls(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions, const char* callee) {
+  auto loop = functions.find(kWriteLoop);
+  auto target = functions.find(callee);
+  if (loop == functions.end() || target == functions.end()) return false;
+  for (const cs_insn& insn : Instructions(elf.Read(loop->second.value, loop->second.size), loop->second.value)) {
+    if (CallTarget(insn) == target->second.value) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -102,7 +120,8 @@ GoBinary InspectGoBinary(const std::string& path) {
   std::map<std::string, ElfSymbol> functions;
   for (const ElfSymbol& symbol : elf.Symbols([](const char* name, int type) {
          return type == STT_FUNC && (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) ||
-                                     !std::strcmp(name, kReadLoop) || !std::strcmp(name, kWriteLoop));
+                                     !std::strcmp(name, kReadLoop) || !std::strcmp(name, kWriteLoop) ||
+                                     !std::strcmp(name, kWaitForContinue));
        })) {
     functions[symbol.name] = symbol;
   }
@@ -117,8 +136,9 @@ GoBinary InspectGoBinary(const std::string& path) {
     return go;
   }
   const ElfSymbol& newproc1 = functions[kNewproc1];
-  for (uint64_t site : ReturnSites(elf.Read(newproc1.value, newproc1.size), newproc1.value))
-    go.newproc1_returns.push_back(site - newproc1.value + go.newproc1);
+  for (const cs_insn& insn : Instructions(elf.Read(newproc1.value, newproc1.size), newproc1.value)) {
+    if (insn.id == X86_INS_RET) go.newproc1_returns.push_back(insn.address - newproc1.value + go.newproc1);
+  }
   if (go.newproc1_returns.empty()) {
     go.unfollowed = std::string("no RET instruction was found in ") + kNewproc1;
     return go;
@@ -126,10 +146,10 @@ GoBinary InspectGoBinary(const std::string& path) {
   go.tls_offset = TlsOffset(elf);
   go.round_trip = offset(kRoundTrip);
   go.read_loop = offset(kReadLoop);
-  go.write_loop = offset(kWriteLoop);
-  // a pool's loops that no roundTrip reaches would keep the request that dialed for good
-  const int pool = !!go.round_trip + !!go.read_loop + !!go.write_loop;
-  if (pool != 0 && pool != 3) go.unfollowed = "net/http's client pool is not all in its symbol table";
+  go.conn_write = WriteLoopCalls(elf, functions, kWaitForContinue) ? offset(kWaitForContinue) : 0;
+  // a pool's loops that no probe reaches would keep the request that dialed for good
+  const int pool = !!go.round_trip + !!go.read_loop + !!go.conn_write;
+  if (pool != 0 && pool != 3) go.unfollowed = "net/http's client pool is not all probed (inlined or missing)";
   return go;
 }
 

@@ -21,10 +21,11 @@ struct GoBinary {
   // file offsets of runtime.newproc1's entry and of its RET instructions
   uint64_t newproc1 = 0;
   std::vector<uint64_t> newproc1_returns;
-  // net/http's client pool, 0 when the binary has none
+  // net/http's client pool: (*persistConn).roundTrip, readLoop and waitForContinue (which writeLoop calls
+  // before each request); 0 when the binary has none
   uint64_t round_trip = 0;
   uint64_t read_loop = 0;
-  uint64_t write_loop = 0;
+  uint64_t conn_write = 0;
 };
 
 GoBinary InspectGoBinary(const std::string& path);

@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <cerrno>
 #include <cstring>
@@ -44,32 +45,62 @@ std::string Described(const std::string& path, const GoBinary& go) {
 void GoProbes::Scan() {
   last_scan_ = std::chrono::steady_clock::now();
   const ProcessScan::Changes changes = processes_.Walk();
-  for (const pid_t pid : changes.gone) Forget(pid);
+  // the processes marked here that exited, or exec'd: the kernel marked the new program unfollowed
+  // (the old one's goroutines are still kept), and it is followed below once they are dropped
+  for (const pid_t pid : changes.gone) {
+    if (!marked_.count(pid)) continue;
+    if (!processes_.Alive(pid)) {
+      Forget(pid);
+      continue;
+    }
+    marked_.erase(pid);
+    forgotten_.insert(static_cast<__u32>(pid));
+  }
+  std::vector<std::pair<pid_t, const GoBinary*>> found;
   for (const pid_t pid : changes.started) {
-    Binary* binary = BinaryOf(pid);
+    const Binary* binary = BinaryOf(pid);
     if (binary && binary->go.is_go) {
-      Mark(pid, binary->go);
+      found.push_back({pid, &binary->go});
     } else {
-      // not Go (or gone already): a mark the kernel made at its head read is undone
+      // not Go (or gone already): a mark the kernel made at a head read is undone
       Forget(pid);
     }
   }
   // processes the kernel marked and that exited before a walk saw them
   for (const __u32 tgid : KeysOf<__u32>(maps_.processes, [&](__u32 tgid) { return !processes_.Alive(tgid); }))
     Forget(static_cast<pid_t>(tgid));
+  // what the kernel keeps under a tgid is dropped before its process is followed (it may be a dead one's)
+  for (const auto& [pid, go] : found) {
+    if (go->unfollowed.empty() && !FollowedAtExec(pid)) forgotten_.insert(static_cast<__u32>(pid));
+  }
+  Purge(forgotten_);
+  forgotten_.clear();
+  for (const auto& [pid, go] : found) Mark(pid, *go);
 }
 
 void GoProbes::ScanIfDue() {
   if (std::chrono::steady_clock::now() - last_scan_ >= std::chrono::seconds(1)) Scan();
 }
 
+bool GoProbes::FollowedAtExec(pid_t pid) const {
+  const __u32 tgid = static_cast<__u32>(pid);
+  kr_go_process process;
+  return bpf_map__lookup_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), 0) == 0 &&
+         process.state == KR_GO_FOLLOWED;
+}
+
 GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
   const std::string path = ProcPath(pid, "exe");
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
-  auto [at, fresh] = binaries_.try_emplace({st.st_dev, st.st_ino});
+  const kr_go_file file = {(static_cast<__u64>(major(st.st_dev)) << 20) | minor(st.st_dev), st.st_ino};
+  const int64_t mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+  auto [at, fresh] = binaries_.try_emplace({file.dev, file.ino});
   Binary& binary = at->second;
-  if (!fresh) return &binary;
+  if (!fresh && binary.mtime_ns == mtime_ns) return &binary;
+  // a file rewritten in place: its probes were placed by the old contents
+  Unprobe(binary);
+  binary.mtime_ns = mtime_ns;
   binary.go = InspectGoBinary(path);
   if (!binary.go.is_go) return &binary;
   if (binary.go.unfollowed.empty() && Attach(path, binary)) {
@@ -80,6 +111,10 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
     AppendLog("warn", "goroutines of " + Described(path, binary.go) + " are not followed: " + binary.go.unfollowed +
                           "; its events carry no transaction");
   }
+  // processes that exec it from now on are marked by the kernel at once
+  const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED,
+                              0};
+  bpf_map__update_elem(maps_.binaries, &file, sizeof(file), &known, sizeof(known), BPF_ANY);
   return &binary;
 }
 
@@ -93,8 +128,8 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
   for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
   if (go.round_trip) {
     probes.push_back({programs_.round_trip, go.round_trip});
+    probes.push_back({programs_.conn_write, go.conn_write});
     probes.push_back({programs_.read_loop, go.read_loop});
-    probes.push_back({programs_.write_loop, go.write_loop});
   }
   for (const Probe& probe : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
@@ -102,8 +137,7 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
     if (!link) {
       binary.go.unfollowed = std::string("cannot probe it at ") + std::to_string(probe.offset) + ": " +
                              std::strerror(errno);
-      for (bpf_link* attached : binary.links) bpf_link__destroy(attached);
-      binary.links.clear();
+      Unprobe(binary);
       return false;
     }
     binary.links.push_back(link);
@@ -111,9 +145,13 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
   return true;
 }
 
-// Followed: what the kernel kept under this tgid is dropped first (a dead
-// process's), then the probes act for it (they act only for a followed
-// process). Not followed: every thread runs a goroutine not known.
+void GoProbes::Unprobe(Binary& binary) {
+  for (bpf_link* link : binary.links) bpf_link__destroy(link);
+  binary.links.clear();
+}
+
+// A followed process was marked by the kernel at its exec, or purged just before; an unfollowed
+// one has every thread run a goroutine not known.
 void GoProbes::Mark(pid_t pid, const GoBinary& go) {
   const __u32 tgid = static_cast<__u32>(pid);
   kr_go_process process = {};
@@ -122,8 +160,8 @@ void GoProbes::Mark(pid_t pid, const GoBinary& go) {
   __u64 inherited = 0;
   if (bpf_map__lookup_elem(maps_.exec_contexts, &tgid, sizeof(tgid), &inherited, sizeof(inherited), 0) == 0)
     process.inherited = inherited;
-  if (process.state == KR_GO_FOLLOWED) Purge(pid);
-  if (bpf_map__update_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), BPF_ANY) != 0) {
+  if (!FollowedAtExec(pid) &&
+      bpf_map__update_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), BPF_ANY) != 0) {
     AppendLog("warn", "Go process " + std::to_string(pid) + " is not marked (the kernel's table is full)");
     return;
   }
@@ -135,28 +173,25 @@ void GoProbes::Mark(pid_t pid, const GoBinary& go) {
 void GoProbes::Forget(pid_t pid) {
   const __u32 tgid = static_cast<__u32>(pid);
   kr_go_process process;
-  // an exec took the kernel's entry already; the goroutines of the program before it are still kept
-  const bool marked = marked_.erase(pid) != 0;
-  if (!marked && bpf_map__lookup_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), 0) != 0) return;
+  const bool ours = marked_.erase(pid) != 0;
+  const bool kernels = bpf_map__lookup_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), 0) == 0;
+  if (!ours && !kernels) return;
   const size_t word = (tgid / 64) % maps_.tgid_words;
   __atomic_fetch_and(&maps_.tgids[word], ~(__u64{1} << (tgid % 64)), __ATOMIC_SEQ_CST);
   bpf_map__delete_elem(maps_.processes, &tgid, sizeof(tgid), 0);
-  Purge(pid);
+  forgotten_.insert(tgid);
 }
 
-void GoProbes::Purge(pid_t pid) {
-  const __u32 tgid = static_cast<__u32>(pid);
-  DeleteKeys<kr_unit_key>(maps_.units,
-                          [&](const kr_unit_key& key) { return key.tgid == tgid && key.kind == KR_UNIT_GOROUTINE; });
-  DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return key.tgid == tgid; });
-  DeleteKeys<kr_go_key>(maps_.loops, [&](const kr_go_key& key) { return key.tgid == tgid; });
+void GoProbes::Purge(const std::set<__u32>& tgids) {
+  if (tgids.empty()) return;
+  DeleteKeys<kr_unit_key>(maps_.units, [&](const kr_unit_key& key) {
+    return key.kind == KR_UNIT_GOROUTINE && tgids.count(key.tgid);
+  });
+  DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
 }
 
 void GoProbes::Detach() {
-  for (auto& [file, binary] : binaries_) {
-    for (bpf_link* link : binary.links) bpf_link__destroy(link);
-    binary.links.clear();
-  }
+  for (auto& [file, binary] : binaries_) Unprobe(binary);
 }
 
 }  // namespace kreplay

@@ -31,17 +31,17 @@ struct GoPrograms {
   bpf_program* newproc1;
   bpf_program* newproc1_ret;
   bpf_program* round_trip;
+  bpf_program* conn_write;
   bpf_program* read_loop;
-  bpf_program* write_loop;
 };
 
-// golang.h's per-process state, and the core's units map (goroutines are units).
+// golang.h's per-binary and per-process state, and the core's units map (goroutines are units).
 struct GoMaps {
+  bpf_map* binaries;
   bpf_map* processes;
   bpf_map* exec_contexts;
   bpf_map* units;
   bpf_map* conns;
-  bpf_map* loops;
   // go_tgids: one bit per tgid, in the object's mapped .bss
   __u64* tgids;
   size_t tgid_words;
@@ -64,23 +64,31 @@ class GoProbes {
   struct Binary {
     GoBinary go;
     std::vector<bpf_link*> links;
+    // the file's when inspected: a file rewritten in place is inspected again
+    int64_t mtime_ns = 0;
   };
 
   // The binary a process runs, inspected (and probed) the first time it is seen; NULL when unreadable.
   Binary* BinaryOf(pid_t pid);
   // Probes the binary; false (nothing left attached, the reason in go.unfollowed) when one fails.
   bool Attach(const std::string& path, Binary& binary);
+  void Unprobe(Binary& binary);
+  // Whether the kernel marked the process followed when it exec'd a binary inspected before.
+  bool FollowedAtExec(pid_t pid) const;
   void Mark(pid_t pid, const GoBinary& go);
   void Forget(pid_t pid);
-  // Drops what the kernel keeps of a process's goroutines and pool connections.
-  void Purge(pid_t pid);
+  // Drops what the kernel keeps of the processes' goroutines and pool connections (one walk of each map).
+  void Purge(const std::set<__u32>& tgids);
 
   GoPrograms programs_;
   GoMaps maps_;
   ProcessScan processes_;
   // processes marked here (an exec removes the kernel's entry before a walk sees it)
   std::set<pid_t> marked_;
-  std::map<std::pair<dev_t, ino_t>, Binary> binaries_;
+  // processes forgotten in this scan, purged together at its end
+  std::set<__u32> forgotten_;
+  // by file (the kernel's device encoding, inode)
+  std::map<std::pair<__u64, __u64>, Binary> binaries_;
   std::chrono::steady_clock::time_point last_scan_{};
 };
 

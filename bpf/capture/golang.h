@@ -11,8 +11,9 @@
  *     whose stacks move): a new goroutine takes its creator's context, a
  *     reused g loses the one it had;
  *   - net/http's client pool: a persistConn's readLoop and writeLoop
- *     goroutines outlive the request that dialed it; (*persistConn).roundTrip
- *     gives them the context of each request sent on it.
+ *     goroutines outlive the request that dialed it; the writeLoop takes
+ *     the context of each request (*persistConn).roundTrip sends on it, the
+ *     readLoop none (its reads carry the connection's).
  * User space (native/go_probes.cc) finds Go processes, attaches these to
  * their binaries and fills go_processes; a process it cannot follow (a
  * stripped binary) is marked all the same, and its events carry none:
@@ -47,6 +48,14 @@ struct {
 	__type(value, struct kr_go_process);
 } go_processes SEC(".maps");
 
+/* The Go binaries user space inspected (and probed, when followed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct kr_go_file);
+	__type(value, struct kr_go_binary);
+} go_binaries SEC(".maps");
+
 /* One bit per tgid, set while go_processes holds it: the syscall programs test it with one load. */
 __u64 go_tgids[KR_TID_BITS / 64] = {};
 
@@ -76,33 +85,16 @@ struct {
 	__type(value, struct kr_go_spawn);
 } go_spawns SEC(".maps");
 
-/* A persistConn's request and its two loop goroutines (0: not started yet). */
-#define GO_READ_LOOP 0
-#define GO_WRITE_LOOP 1
-struct kr_go_conn {
-	__u64 context_id; /* of the request last sent on it */
-	__u64 loops[2];
-};
-
 /*
- * Not LRU: a lost entry would leave a loop goroutine with an earlier
- * request's context. A full table leaves new loops without one instead.
- * Entries go when a loop's g is reused (go_spawned) and with their process
- * (user space).
+ * By persistConn: the context of the request its last roundTrip sent. LRU:
+ * a lost entry leaves the connection's writeLoop none, never another's.
  */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 32768);
-	__type(key, struct kr_go_key); /* the persistConn */
-	__type(value, struct kr_go_conn);
+	__type(key, struct kr_go_key);
+	__type(value, __u64);
 } go_conns SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct kr_go_key); /* a loop goroutine's g */
-	__type(value, __u64); /* its persistConn */
-} go_loops SEC(".maps");
 
 static __always_inline bool go_marked(__u32 tgid)
 {
@@ -211,26 +203,40 @@ static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pi
 }
 
 /*
- * exec: the process runs a new program, Go or not: what its old one was is
- * forgotten (user space looks at the new one), and the context it carries
- * into the new program is kept for it.
+ * exec: the process runs a new program. A Go binary user space inspected
+ * before (a restarted server) is marked now, before its first instruction;
+ * any other waits for user space's next scan. The context a plain thread
+ * carries into the new program is kept for its goroutines; a unit's thread
+ * carries none (tasks.h; whichever of the two programs runs first, this
+ * one keeps nothing of a unit's).
  */
 SEC("tp_btf/sched_process_exec")
-int BPF_PROG(go_process_exec, struct task_struct *task)
+int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = task->tgid, tid = task->pid;
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct inode *inode = bprm->file->f_inode;
+	struct kr_go_file file = {.dev = inode->i_sb->s_dev, .ino = inode->i_ino};
+	struct kr_go_binary *binary = bpf_map_lookup_elem(&go_binaries, &file);
+	struct kr_go_process process = {.state = KR_GO_UNFOLLOWED};
 
-	bpf_map_delete_elem(&go_processes, &tgid);
-	go_unmark(tgid);
-	if (t && t->context_id)
+	if (t && !t->unit_kind && t->context_id) {
 		bpf_map_update_elem(&exec_contexts, &tgid, &t->context_id, BPF_ANY);
-	else
+		process.inherited = t->context_id;
+	} else {
 		bpf_map_delete_elem(&exec_contexts, &tgid);
-	if (t) {
-		t->unit_kind = 0;
-		t->unit = 0;
 	}
+	if (!binary) {
+		bpf_map_delete_elem(&go_processes, &tgid);
+		go_unmark(tgid);
+		return 0;
+	}
+	process.tls_offset = binary->tls_offset;
+	/* a Go program before this one left its goroutines under this tgid: user space drops them first */
+	if (!go_marked(tgid))
+		process.state = binary->state;
+	bpf_map_update_elem(&go_processes, &tgid, &process, BPF_ANY);
+	go_mark(tgid);
 	return 0;
 }
 
@@ -250,112 +256,74 @@ int go_newproc1(struct pt_regs *ctx)
 	return 0;
 }
 
-/*
- * newproc1's RET sites, the new g in AX: it takes its creator's context, or
- * none, whatever an earlier goroutine on the same g had; and a g that was a
- * pool's loop is one no longer (its persistConn is gone).
- */
+/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier goroutine on the same g had. */
 SEC("uprobe")
 int go_newproc1_ret(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	struct kr_go_spawn *spawn = bpf_map_lookup_elem(&go_spawns, &tid);
-	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_RESULT(ctx)};
-	__u64 context_id = 0, *conn;
-	struct kr_go_conn *c;
+	__u64 context_id = 0;
 
 	if (spawn) {
 		if (spawn->pid_tgid == pid_tgid)
 			context_id = spawn->context_id;
 		bpf_map_delete_elem(&go_spawns, &tid);
 	}
-	unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, context_id);
-	conn = bpf_map_lookup_elem(&go_loops, &key);
-	if (!conn)
-		return 0;
-	key.ptr = *conn;
-	c = bpf_map_lookup_elem(&go_conns, &key);
-	if (c && (c->loops[GO_READ_LOOP] == GO_RESULT(ctx) || c->loops[GO_WRITE_LOOP] == GO_RESULT(ctx)))
-		bpf_map_delete_elem(&go_conns, &key);
-	key.ptr = GO_RESULT(ctx);
-	bpf_map_delete_elem(&go_loops, &key);
+	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_RESULT(ctx), context_id);
 	return 0;
 }
 
 /*
- * A persistConn's loop goroutine starts (readLoop or writeLoop, the
- * persistConn in AX, on the new goroutine): it is known as the connection's,
- * and carries the request last sent on it, or none (it was made by
- * whichever request dialed, which may not be the one the connection serves).
- */
-static __always_inline void go_loop_start(struct pt_regs *ctx, __u32 which)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 pc = GO_ARG1(ctx), g = GO_G(ctx);
-	struct kr_go_key conn_key = {.tgid = pid_tgid >> 32, .ptr = pc}, loop_key = {.tgid = pid_tgid >> 32, .ptr = g};
-	struct kr_go_conn fresh = {}, *c;
-
-	if (!go_followed(pid_tgid >> 32))
-		return;
-	c = bpf_map_lookup_elem(&go_conns, &conn_key);
-	/* a loop already there is a dead connection's whose memory this one took: start afresh */
-	if (c && c->loops[which & 1] && c->loops[which & 1] != g)
-		c = NULL;
-	if (!c) {
-		bpf_map_update_elem(&go_conns, &conn_key, &fresh, BPF_ANY);
-		c = bpf_map_lookup_elem(&go_conns, &conn_key);
-	}
-	if (!c || bpf_map_update_elem(&go_loops, &loop_key, &pc, BPF_ANY)) {
-		unit_set_context(conn_key.tgid, KR_UNIT_GOROUTINE, g, 0);
-		return;
-	}
-	c->loops[which & 1] = g;
-	unit_set_context(conn_key.tgid, KR_UNIT_GOROUTINE, g, c->context_id);
-}
-
-SEC("uprobe")
-int go_read_loop(struct pt_regs *ctx)
-{
-	go_loop_start(ctx, GO_READ_LOOP);
-	return 0;
-}
-
-SEC("uprobe")
-int go_write_loop(struct pt_regs *ctx)
-{
-	go_loop_start(ctx, GO_WRITE_LOOP);
-	return 0;
-}
-
-/*
- * (*persistConn).roundTrip, entered on the requesting goroutine with the
- * persistConn in AX: the connection's loops now work for this request (its
- * writeLoop sends it, which gives the connection its context).
+ * net/http's client pool: a persistConn's writeLoop and readLoop goroutines
+ * were made by whichever request dialed it and serve every request sent on
+ * it after. (*persistConn).roundTrip, entered on the requesting goroutine
+ * (the persistConn in AX), keeps the request's context for the connection.
  */
 SEC("uprobe")
 int go_round_trip(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_ARG1(ctx)};
-	struct kr_go_conn fresh = {}, *c;
-	__u64 pc = key.ptr, *owner;
+	__u64 context_id;
 
 	if (!go_followed(key.tgid))
 		return 0;
-	fresh.context_id = unit_context(key.tgid, KR_UNIT_GOROUTINE, GO_G(ctx));
-	c = bpf_map_lookup_elem(&go_conns, &key);
-	if (!c) {
-		bpf_map_update_elem(&go_conns, &key, &fresh, BPF_ANY);
+	context_id = unit_context(key.tgid, KR_UNIT_GOROUTINE, GO_G(ctx));
+	bpf_map_update_elem(&go_conns, &key, &context_id, BPF_ANY);
+	return 0;
+}
+
+/*
+ * (*persistConn).waitForContinue, called by the writeLoop right before it
+ * writes each request: the writeLoop now works for it (its send gives the
+ * connection the request's context).
+ */
+SEC("uprobe")
+int go_conn_write(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_ARG1(ctx)};
+	__u64 *context_id;
+
+	if (!go_followed(key.tgid))
 		return 0;
-	}
-	c->context_id = fresh.context_id;
-	for (int i = 0; i < 2; i++) {
-		key.ptr = c->loops[i];
-		owner = key.ptr ? bpf_map_lookup_elem(&go_loops, &key) : NULL;
-		if (owner && *owner == pc)
-			unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, fresh.context_id);
-	}
+	context_id = bpf_map_lookup_elem(&go_conns, &key);
+	unit_set_context(key.tgid, KR_UNIT_GOROUTINE, GO_G(ctx), context_id ? *context_id : 0);
+	return 0;
+}
+
+/*
+ * (*persistConn).readLoop's start: it reads every response of the
+ * connection, whose reads carry the connection's context; it carries none
+ * of its own, not the dialer's.
+ */
+SEC("uprobe")
+int go_read_loop(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_G(ctx), 0);
 	return 0;
 }
 #endif

@@ -207,7 +207,7 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 		mark_context_thread((__u32)pid_tgid);
 	else
 		forget_thread_context((__u32)pid_tgid);
-	/* what a goroutine's write sets (a marker, a head it sends) is the goroutine's: its thread runs another one next */
+	/* a goroutine's marker is the goroutine's: its thread runs another goroutine next */
 	if (t->unit_kind == KR_UNIT_GOROUTINE)
 		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit, t->context_id);
 }

@@ -7,7 +7,7 @@
  * 0): what kreplay cannot follow it leaves unattributed, counted. The figures are printed and kept
  * in docs/internals.md "Attribution".
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, Agent, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { buildGo } from '../support/go-build';
 import { readStoredEvents } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
@@ -78,11 +79,20 @@ async function measure(
   const table: Record<string, string> = {};
   for (const level of LEVELS) {
     const id = (i: number) => `${name}-c${level}-r${i}`;
+    // a request head carries a transaction only with a valid traceparent (its x-request-id names it)
+    const traceparent = (i: number) =>
+      `00-${(level * 1000 + i + 1).toString(16).padStart(32, '0')}-00f067aa0ba902b7-01`;
     const pool = new Agent({ keepAlive: true, maxSockets: level });
     const get = (i: number) =>
       new Promise<void>((resolve, reject) => {
         request(
-          { agent: pool, host: '127.0.0.1', port, path: '/', headers: { 'x-request-id': id(i) } },
+          {
+            agent: pool,
+            host: '127.0.0.1',
+            port,
+            path: '/',
+            headers: { 'x-request-id': id(i), traceparent: traceparent(i) },
+          },
           (res) => res.resume().once('end', () => resolve()),
         )
           .once('error', reject)
@@ -121,6 +131,17 @@ async function measure(
   return table;
 }
 
+/** At least 99.9% of each level's writes in their own request's transaction. */
+function expectCorrect(table: Record<string, string>, filesPerRequest: number): void {
+  for (const [level, cell] of Object.entries(table)) {
+    const correct = Number(cell.split('/')[0]);
+    expect({ level, correct: correct >= 0.999 * PER_LEVEL * filesPerRequest }).toEqual({
+      level,
+      correct: true,
+    });
+  }
+}
+
 function expectNeverWrong(table: Record<string, string>): void {
   for (const [level, cell] of Object.entries(table)) {
     const [, wrong, , missing] = cell.split('/');
@@ -148,18 +169,15 @@ describe('attribution on unmodified runtimes (real kernel)', () => {
     expectNeverWrong(await measure('aiohttp', port, out, 2));
   }, 300_000);
 
-  it('Go net/http (sleep, upstream GET, os.WriteFile): never wrong', async () => {
+  it("Go net/http (sleep, upstream GET through the pool, os.WriteFile, a spawned goroutine writes): every write its request's", async () => {
     const out = join(dir, 'go');
     mkdirSync(out);
-    const binary = join(dir, 'go-server');
-    const env = {
-      ...process.env,
-      GOCACHE: join(dir, 'gocache'),
-      GOPATH: join(dir, 'gopath'),
-      GO111MODULE: 'off',
-    };
-    execFileSync('go', ['build', '-o', binary, join(RUNTIMES, 'go-server.go')], { env });
+    const binary = buildGo(join(RUNTIMES, 'go-server.go'), join(dir, 'go-server'));
     const port = await serve(binary, [out, String(upstreamPort)]);
-    expectNeverWrong(await measure('go', port, out, 1));
+    // goroutines are followed from the agent's scan after the server started
+    await waitFor(() => agent.output().includes(`goroutines of ${binary} (`));
+    const table = await measure('go', port, out, 2);
+    expectNeverWrong(table);
+    expectCorrect(table, 2);
   }, 300_000);
 });
