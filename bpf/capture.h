@@ -137,7 +137,8 @@ struct kr_unit_signal {
  * (native/go_probes.cc): the go_processes map's value.
  */
 enum kr_go_state {
-	/* which goroutine a thread runs is not known (a stripped binary, one found a moment ago): its events carry none */
+	/* which goroutine a thread runs is not known (a stripped binary, one found a moment ago): its events
+	   carry none */
 	KR_GO_UNFOLLOWED = 1,
 	KR_GO_FOLLOWED = 2,
 };

@@ -58,7 +58,8 @@ uint64_t CallTarget(const cs_insn& insn) {
 // own linker placed it without a symbol.
 int64_t TlsOffset(const ElfFile& elf) {
   GElf_Phdr tls;
-  const auto tlsg = elf.Symbols([](const char* name, int type) { return type == STT_TLS && !std::strcmp(name, kTlsg); });
+  const auto tlsg =
+      elf.Symbols([](const char* name, int type) { return type == STT_TLS && !std::strcmp(name, kTlsg); });
   if (tlsg.empty() || !elf.Segment(PT_TLS, &tls)) return -8;
   const uint64_t align = tls.p_align ? tls.p_align : 1;
   const uint64_t block = (tls.p_memsz + align - 1) / align * align;
@@ -118,10 +119,10 @@ GoBinary InspectGoBinary(const std::string& path) {
     return go;
   }
   std::map<std::string, ElfSymbol> functions;
-  for (const ElfSymbol& symbol : elf.Symbols([](const char* name, int type) {
-         return type == STT_FUNC && (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) ||
-                                     !std::strcmp(name, kReadLoop) || !std::strcmp(name, kWriteLoop) ||
-                                     !std::strcmp(name, kWaitForContinue));
+  for (const ElfSymbol& symbol : elf.Symbols([](const char*name, int type) {
+         return type == STT_FUNC &&
+                (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
+                 !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue));
        })) {
     functions[symbol.name] = symbol;
   }

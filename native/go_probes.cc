@@ -135,8 +135,8 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
     bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), probe.offset, &opts);
     if (!link) {
-      binary.go.unfollowed = std::string("cannot probe it at ") + std::to_string(probe.offset) + ": " +
-                             std::strerror(errno);
+      binary.go.unfollowed =
+          std::string("cannot probe it at ") + std::to_string(probe.offset) + ": " + std::strerror(errno);
       Unprobe(binary);
       return false;
     }
@@ -184,9 +184,8 @@ void GoProbes::Forget(pid_t pid) {
 
 void GoProbes::Purge(const std::set<__u32>& tgids) {
   if (tgids.empty()) return;
-  DeleteKeys<kr_unit_key>(maps_.units, [&](const kr_unit_key& key) {
-    return key.kind == KR_UNIT_GOROUTINE && tgids.count(key.tgid);
-  });
+  DeleteKeys<kr_unit_key>(
+      maps_.units, [&](const kr_unit_key& key) { return key.kind == KR_UNIT_GOROUTINE && tgids.count(key.tgid); });
   DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
 }
 

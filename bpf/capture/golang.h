@@ -256,7 +256,8 @@ int go_newproc1(struct pt_regs *ctx)
 	return 0;
 }
 
-/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier goroutine on the same g had. */
+/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier
+ * goroutine on the same g had. */
 SEC("uprobe")
 int go_newproc1_ret(struct pt_regs *ctx)
 {
