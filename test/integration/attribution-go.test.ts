@@ -155,6 +155,14 @@ async function scoreUpstream(pid: number, name: string): Promise<Score> {
   return score;
 }
 
+/** The agent's line for a binary whose goroutines it follows: its Go version, where g is, the pool probed. */
+function followedLine(build: GoBuild): string | undefined {
+  return agent
+    .output()
+    .split('\n')
+    .find((l) => l.includes(`goroutines of ${binaries[build]} (`));
+}
+
 const all = (n: number): Score => ({ correct: n, wrong: 0, none: 0, missing: 0 });
 
 /**
@@ -220,6 +228,9 @@ afterAll(async () => {
 
 describe('Go goroutines (real kernel)', () => {
   it("a server started before the agent: every write its request's; an upstream send on a connection dialed before carries none", async () => {
+    expect(followedLine('default')).toMatch(
+      /are followed \(g at -8 from the thread pointer, net\/http's client pool too\)$/,
+    );
     const { writes, upstreamSends } = await measure(before, 'before');
     expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
     expect(upstreamSends.wrong).toBe(0);
@@ -240,7 +251,10 @@ describe('Go goroutines (real kernel)', () => {
     "%s build (CGO_ENABLED=0, or cgo linked by the system linker): every write and upstream send its request's",
     async (build) => {
       const server = await serve(build, join(dir, build));
-      await waitFor(() => agent.output().includes(`goroutines of ${binaries[build]} (`));
+      // the TLS offset comes from runtime.tlsg and PT_TLS when the system linker placed it
+      expect(await waitFor(() => followedLine(build))).toMatch(
+        /\(go1\.\d+[.\d]*\) are followed \(g at -8 from the thread pointer, net\/http's client pool too\)$/,
+      );
       const { writes, upstreamSends } = await measure(server, build);
       expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
       expectEachOwn(upstreamSends);

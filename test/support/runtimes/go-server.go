@@ -2,7 +2,7 @@
 // through the default client's pool (the path names the request in letters, so the upstream
 // request's key tells it), writes a file named by the request's x-request-id, and has a goroutine
 // it spawns write another.
-// Usage: go-server DIR UPSTREAM_PORT (prints its port).
+// Usage: go-server DIR UPSTREAM_PORT [MAX_SLEEP_MS=20] (prints its port).
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -27,9 +28,15 @@ func letters(s string) string {
 
 func main() {
 	dir, upstream := os.Args[1], "http://127.0.0.1:"+os.Args[2]+"/"
+	maxSleep := 20
+	if len(os.Args) > 3 {
+		maxSleep, _ = strconv.Atoi(os.Args[3])
+	}
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		time.Sleep(time.Duration(rand.Intn(20)) * time.Millisecond)
+		if maxSleep > 0 {
+			time.Sleep(time.Duration(rand.Intn(maxSleep)) * time.Millisecond)
+		}
 		if answer, err := http.Get(upstream + letters(id)); err == nil {
 			io.Copy(io.Discard, answer.Body)
 			answer.Body.Close()
