@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "capture.h"
 #include "native_log.h"
@@ -189,8 +190,14 @@ void GoProbes::Purge(const std::set<__u32>& tgids) {
   DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
 }
 
+// Each uprobe's detach waits for a grace period; in parallel they share it.
 void GoProbes::Detach() {
-  for (auto& [file, binary] : binaries_) Unprobe(binary);
+  std::vector<std::thread> closers;
+  for (auto& [file, binary] : binaries_) {
+    for (bpf_link* link : binary.links) closers.emplace_back(bpf_link__destroy, link);
+    binary.links.clear();
+  }
+  for (std::thread& closer : closers) closer.join();
 }
 
 }  // namespace kreplay
