@@ -9,7 +9,7 @@
  * attribution-runtimes.test.ts's.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, Agent, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -54,15 +54,11 @@ interface Score {
 }
 
 /** Starts a server build in the test cgroup, the ordinary way; resolves with it and its port. */
-function serve(build: GoBuild, out: string): Promise<Served> {
+function serve(build: GoBuild, out: string, binary = binaries[build]): Promise<Served> {
   mkdirSync(out, { recursive: true });
-  const child = spawn(
-    '/bin/sh',
-    ['-c', `${cgroup.enter} "$@"`, 'sh', binaries[build], out, String(upstreamPort)],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
+  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', binary, out, String(upstreamPort)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   children.push(child);
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${build} server exited with ${code} before listening`)));
@@ -261,6 +257,22 @@ describe('Go goroutines (real kernel)', () => {
     },
     120_000,
   );
+
+  it("a binary never seen before, asked at once: each write its request's or none (the kernel knows Go code by its g until the agent finds it), never another's; followed once found", async () => {
+    // a new file: neither the agent nor the kernel knows it
+    const fresh = join(dir, 'go-server-fresh');
+    copyFileSync(binaries.default, fresh);
+    chmodSync(fresh, 0o755);
+    const server = await serve('default', join(dir, 'fresh'), fresh);
+    const first = await measure(server, 'fresh');
+    expect({ ...first.writes, correct: 0, none: 0 }).toEqual({ correct: 0, wrong: 0, none: 0, missing: 0 });
+    expect(first.upstreamSends.wrong).toBe(0);
+    // once the agent found it, its goroutines are followed
+    await waitFor(() => agent.output().includes(`goroutines of ${fresh} (`));
+    const later = await measure(server, 'fresh-later');
+    expect(later.writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
+    expectEachOwn(later.upstreamSends);
+  }, 120_000);
 
   it("a stripped binary: its events carry none, never another request's, and one warning names it", async () => {
     for (const name of ['stripped', 'stripped-again']) {
