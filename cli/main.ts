@@ -5,8 +5,8 @@ import { versionText } from './version-text';
 
 /**
  * A module required when its command is registered, not when main.ts loads: a command's start pays
- * for its own modules, not for the agent's SQLite and logger (`replay --incident --exec` in a CI job
- * starts once per incident, and what it loads is added to every build's run).
+ * for its own modules, not for the agent's SQLite and logger (what `replay --incident --exec` loads
+ * is added to the run of the build it replays against).
  */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const load = <T>(id: string): T => require(id) as T;

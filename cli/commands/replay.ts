@@ -80,7 +80,7 @@ async function replayAction(
       (name) => flags[name] !== undefined && !(Array.isArray(flags[name]) && flags[name].length === 0),
     );
     if (misplaced) cmd.error(`error: ${flagName(misplaced)} needs --exec`);
-    // what a replay without --exec needs is loaded only then: --exec starts once per incident in CI
+    // what a replay without --exec needs is loaded only then: --exec's start is added to the build's run
     const { runReplay } = await import('../session-replay');
     if (!flags.incident) return runReplay(transactionId!, flags.server ?? DEFAULT_SERVER, flags);
     const sources = await fileIncidents(flags.incident);

@@ -33,7 +33,7 @@ describe('kreplay CLI', () => {
   });
 
   it("a command's start loads that command's modules only: replay loads no SQLite, logger nor other command", () => {
-    // main registers the command argv names alone (a CI job starts `replay --incident --exec` per incident)
+    // main registers the command argv names alone (what `replay --incident --exec` loads is added to the build's run)
     const main = join(__dirname, '..', '..', 'dist', 'cli', 'main.js');
     const script = `require(${JSON.stringify(main)}).buildProgram('replay');
       console.log(JSON.stringify(Object.keys(require.cache)))`;
