@@ -24,6 +24,7 @@ import { readStoredEvents } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-server.go');
+const MARKERS = join(__dirname, '..', 'support', 'runtimes', 'go-markers.go');
 const REQUESTS = 64;
 const CONCURRENT = 8;
 const FILES_PER_REQUEST = 2;
@@ -272,6 +273,30 @@ describe('Go goroutines (real kernel)', () => {
     const later = await measure(server, 'fresh-later');
     expect(later.writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
     expectEachOwn(later.upstreamSends);
+  }, 120_000);
+
+  it("a goroutine's KREPLAY-CTX marker is the goroutine's: its writes carry it on whichever thread they run", async () => {
+    const binary = buildGo(MARKERS, join(dir, 'go-markers'));
+    const out = join(dir, 'markers');
+    mkdirSync(out);
+    const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', binary, out, '16'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    children.push(child);
+    await new Promise((resolve) => child.stdout!.once('data', resolve));
+    await waitFor(() => agent.output().includes(`goroutines of ${binary} (`));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.stdin!.end('\n');
+    await exited;
+    const events = await waitFor(() => {
+      const found = readStoredEvents(
+        store,
+        `e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/marker-%'`,
+      );
+      return found.length >= 16 * 3 && found;
+    }, 30_000);
+    const own = events.filter((e) => e.txn === /(marker-\d+)\.\d$/.exec(e.target ?? '')![1]);
+    expect({ writes: events.length, own: own.length }).toEqual({ writes: 48, own: 48 });
   }, 120_000);
 
   it("a stripped binary: its events carry none, never another request's, and one warning names it", async () => {
