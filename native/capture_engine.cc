@@ -265,12 +265,8 @@ void CaptureEngine::Attach() {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
     // resolve_target runs by tail call only (resolve_targets), attached nowhere;
-    // the uprobes go to the binaries TlsProbes and GoProbes find
-    if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target ||
-        std::strncmp(bpf_program__section_name(prog), "uprobe", 6) == 0 ||
-        std::strncmp(bpf_program__section_name(prog), "uretprobe", 9) == 0) {
-      continue;
-    }
+    // the uprobes (Owns: by section, the Go ones too) go to the binaries TlsProbes and GoProbes find
+    if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target || TlsProbes::Owns(prog)) continue;
     const char* section = bpf_program__section_name(prog);
     bpf_link* link = bpf_program__attach(prog);
     if (!link) throw LibbpfFailure(errno, "E_CAPTURE_ATTACH", std::string("cannot attach to ") + section, "");
