@@ -4,6 +4,7 @@
       'target_name': 'kreplay_native',
       'sources': [
         'addon.cc',
+        'bpf_links.cc',
         'capture_engine.cc',
         'capture_error.cc',
         'capture_session.cc',

@@ -9,9 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 #include <unordered_set>
 
+#include "bpf_links.h"
 #include "capture.h"
 #include "capture.skel.h"
 #include "capture_error.h"
@@ -278,11 +278,7 @@ void CaptureEngine::Attach() {
 void CaptureEngine::Detach() {
   if (tls_) tls_->Detach();
   if (go_) go_->Detach();
-  // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
-  std::vector<std::thread> closers;
-  for (auto* link : links_) closers.emplace_back(bpf_link__destroy, link);
-  for (auto& closer : closers) closer.join();
-  links_.clear();
+  DestroyLinks(links_);
 }
 
 void CaptureEngine::Teardown() {

@@ -8,8 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
+#include "bpf_links.h"
 #include "capture.h"
 #include "native_log.h"
 
@@ -190,14 +190,13 @@ void GoProbes::Purge(const std::set<__u32>& tgids) {
   DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
 }
 
-// Each uprobe's detach waits for a grace period; in parallel they share it.
 void GoProbes::Detach() {
-  std::vector<std::thread> closers;
+  std::vector<bpf_link*> links;
   for (auto& [file, binary] : binaries_) {
-    for (bpf_link* link : binary.links) closers.emplace_back(bpf_link__destroy, link);
+    links.insert(links.end(), binary.links.begin(), binary.links.end());
     binary.links.clear();
   }
-  for (std::thread& closer : closers) closer.join();
+  DestroyLinks(links);
 }
 
 }  // namespace kreplay

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "bpf_links.h"
 #include "native_log.h"
 
 namespace kreplay {
@@ -152,9 +153,6 @@ void TlsProbes::ScanIfDue() {
   if (std::chrono::steady_clock::now() - last_scan_ >= std::chrono::seconds(1)) Scan();
 }
 
-void TlsProbes::Detach() {
-  for (bpf_link* link : links_) bpf_link__destroy(link);
-  links_.clear();
-}
+void TlsProbes::Detach() { DestroyLinks(links_); }
 
 }  // namespace kreplay
