@@ -17,24 +17,46 @@ namespace kreplay {
 
 namespace {
 
-// Every key of a map that `wanted` accepts (collected first: deleting while walking would skip keys).
+// Every key of a map that `wanted` accepts, read a batch of buckets at a time: a walk by
+// get_next_key starts over whenever the key it stands on goes, which on a map the kernel keeps
+// changing (goroutines come and go) may never end.
+// False when the map could not be read whole.
 template <typename Key, typename Wanted>
-std::vector<Key> KeysOf(bpf_map* map, Wanted wanted) {
-  std::vector<Key> keys;
-  Key key;
-  const Key* prev = nullptr;
-  Key last;
-  while (bpf_map__get_next_key(map, prev, &key, sizeof(key)) == 0) {
-    if (wanted(key)) keys.push_back(key);
-    last = key;
-    prev = &last;
+bool KeysOf(bpf_map* map, Wanted wanted, std::vector<Key>* found) {
+  const int fd = bpf_map__fd(map);
+  size_t room = 1024;
+  std::vector<Key> keys(room);
+  std::vector<char> values(room * bpf_map__value_size(map));
+  // the hash maps' batch cursor is a bucket index
+  __u64 in = 0, out = 0;
+  void* from = nullptr;
+  for (;;) {
+    __u32 count = static_cast<__u32>(room);
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    const int err = bpf_map_lookup_batch(fd, from, &out, keys.data(), values.data(), &count, &opts);
+    if (err && errno == ENOSPC && count == 0) {
+      // one bucket holds more than there is room for
+      room *= 2;
+      keys.resize(room);
+      values.resize(room * bpf_map__value_size(map));
+      continue;
+    }
+    for (__u32 i = 0; i < count; i++) {
+      if (wanted(keys[i])) found->push_back(keys[i]);
+    }
+    // ENOENT: the last bucket was read
+    if (err) return errno == ENOENT;
+    in = out;
+    from = &in;
   }
-  return keys;
 }
 
 template <typename Key, typename Wanted>
-void DeleteKeys(bpf_map* map, Wanted wanted) {
-  for (const Key& key : KeysOf<Key>(map, wanted)) bpf_map__delete_elem(map, &key, sizeof(key), 0);
+bool DeleteKeys(bpf_map* map, Wanted wanted) {
+  std::vector<Key> keys;
+  const bool whole = KeysOf<Key>(map, wanted, &keys);
+  for (const Key& key : keys) bpf_map__delete_elem(map, &key, sizeof(key), 0);
+  return whole;
 }
 
 std::string Described(const std::string& path, const GoBinary& go) {
@@ -68,15 +90,18 @@ void GoProbes::Scan() {
     }
   }
   // processes the kernel marked and that exited before a walk saw them
-  for (const __u32 tgid : KeysOf<__u32>(maps_.processes, [&](__u32 tgid) { return !processes_.Alive(tgid); }))
-    Forget(static_cast<pid_t>(tgid));
+  std::vector<__u32> dead;
+  KeysOf<__u32>(
+      maps_.processes, [&](__u32 tgid) { return !processes_.Alive(tgid); }, &dead);
+  for (const __u32 tgid : dead) Forget(static_cast<pid_t>(tgid));
   // what the kernel keeps under a tgid is dropped before its process is followed (it may be a dead one's)
   for (const auto& [pid, go] : found) {
     if (go->unfollowed.empty() && !FollowedAtExec(pid)) forgotten_.insert(static_cast<__u32>(pid));
   }
-  Purge(forgotten_);
+  const bool purged = Purge(forgotten_);
+  if (!purged) AppendLog("warn", "cannot read the kernel's goroutine tables: Go processes found now are not followed");
   forgotten_.clear();
-  for (const auto& [pid, go] : found) Mark(pid, *go);
+  for (const auto& [pid, go] : found) Mark(pid, *go, purged);
 }
 
 void GoProbes::ScanIfDue() {
@@ -153,11 +178,12 @@ void GoProbes::Unprobe(Binary& binary) {
 
 // A followed process was marked by the kernel at its exec, or purged just before; an unfollowed
 // one has every thread run a goroutine not known.
-void GoProbes::Mark(pid_t pid, const GoBinary& go) {
+void GoProbes::Mark(pid_t pid, const GoBinary& go, bool purged) {
   const __u32 tgid = static_cast<__u32>(pid);
   kr_go_process process = {};
   process.tls_offset = go.tls_offset;
-  process.state = go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
+  // an old goroutine's context may be left under this tgid unless the purge read the tables whole
+  process.state = go.unfollowed.empty() && (purged || FollowedAtExec(pid)) ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
   __u64 inherited = 0;
   if (bpf_map__lookup_elem(maps_.exec_contexts, &tgid, sizeof(tgid), &inherited, sizeof(inherited), 0) == 0)
     process.inherited = inherited;
@@ -183,11 +209,13 @@ void GoProbes::Forget(pid_t pid) {
   forgotten_.insert(tgid);
 }
 
-void GoProbes::Purge(const std::set<__u32>& tgids) {
-  if (tgids.empty()) return;
-  DeleteKeys<kr_unit_key>(
+bool GoProbes::Purge(const std::set<__u32>& tgids) {
+  if (tgids.empty()) return true;
+  const bool units = DeleteKeys<kr_unit_key>(
       maps_.units, [&](const kr_unit_key& key) { return key.kind == KR_UNIT_GOROUTINE && tgids.count(key.tgid); });
-  DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
+  const bool conns =
+      DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
+  return units && conns;
 }
 
 void GoProbes::Detach() {

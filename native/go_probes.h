@@ -75,10 +75,11 @@ class GoProbes {
   void Unprobe(Binary& binary);
   // Whether the kernel marked the process followed when it exec'd a binary inspected before.
   bool FollowedAtExec(pid_t pid) const;
-  void Mark(pid_t pid, const GoBinary& go);
+  // purged: whether the last purge read the kernel's tables whole (else nothing new is followed)
+  void Mark(pid_t pid, const GoBinary& go, bool purged);
   void Forget(pid_t pid);
   // Drops what the kernel keeps of the processes' goroutines and pool connections (one walk of each map).
-  void Purge(const std::set<__u32>& tgids);
+  bool Purge(const std::set<__u32>& tgids);
 
   GoPrograms programs_;
   GoMaps maps_;

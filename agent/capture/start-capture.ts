@@ -26,6 +26,8 @@ export interface Capture {
   stop(): Promise<void>;
 }
 
+const NATIVE_LOG_EVERY_MS = 1000;
+
 function forwardNativeLog(addon: NativeAddon, log: Logger): void {
   for (const [level, text] of addon.drainLog()) {
     if (level === 'warn') log.warn(text);
@@ -61,7 +63,11 @@ export function startCapture(
       log.error('capture batch handler failed, batch lost', { bytes: batch.length, error: String(err) });
     }
   };
+  // what the probe scans say (a Go binary followed, a stripped one not) is said while no event flows too
+  const logTimer = setInterval(() => forwardNativeLog(addon, log), NATIVE_LOG_EVERY_MS);
+  logTimer.unref();
   const onClosed = (error: Error | undefined): void => {
+    clearInterval(logTimer);
     forwardNativeLog(addon, log);
     if (error) {
       closeError = toCaptureError(error);
@@ -74,6 +80,7 @@ export function startCapture(
   try {
     session = new addon.CaptureSession(config, deliver, onClosed);
   } catch (err) {
+    clearInterval(logTimer);
     throw toCaptureError(err);
   } finally {
     forwardNativeLog(addon, log);
