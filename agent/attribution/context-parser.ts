@@ -12,6 +12,10 @@ const MARKER_KEYS = { txn: 'transactionId', trace: 'traceId' } as const;
 export interface TraceContext {
   transactionId: string | null;
   traceId: string | null;
+  /** a W3C traceparent's parent-id: the span the kernel's events of this context are children of */
+  parentSpanId?: string;
+  /** a W3C traceparent's trace-flags byte (bit 0: sampled) */
+  traceFlags?: number;
 }
 
 export type MarkerParse =
@@ -50,7 +54,8 @@ const START_LINE = /^(?:[A-Z]+ \S+ HTTP\/1\.[01]|HTTP\/1\.[01] \d{3}(?: .*)?)$/;
 
 /**
  * The context an HTTP/1.x head carries: trace_id from a valid traceparent,
- * transaction_id from x-request-id (when a valid value) else the trace id.
+ * transaction_id from x-request-id (when a valid value) else the trace id,
+ * and the traceparent's parent-id and flags (what an OTLP export needs).
  * Null when it is not a head or has no valid traceparent.
  */
 export function parseHttpHead(data: string): TraceContext | null {
@@ -69,11 +74,13 @@ export function parseHttpHead(data: string): TraceContext | null {
   }
   const m = traceparent === null ? null : TRACEPARENT.exec(traceparent);
   if (!m) return null;
-  const [, version, traceId, spanId] = m;
+  const [, version, traceId, spanId, flags] = m;
   // W3C: version ff and all-zero ids are invalid; version 00 has exactly these four fields.
   if (version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return null;
   return {
     traceId: traceId!,
     transactionId: requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : traceId!,
+    parentSpanId: spanId!,
+    traceFlags: parseInt(flags!, 16),
   };
 }
