@@ -1,0 +1,23 @@
+/**
+ * ExportTraceServiceRequest bytes of a list of spans, by the OpenTelemetry
+ * project's own serializers (@opentelemetry/otlp-transformer): its protobuf
+ * encoder for http/protobuf, its OTLP/JSON (hex ids, nanoseconds as decimal
+ * strings) for http/json and the files `kreplay export --format otlp` writes.
+ */
+import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import type { KernelSpan } from './event-span';
+
+/** The OTLP/HTTP encodings (OTEL_EXPORTER_OTLP_PROTOCOL's values; grpc is not one kreplay speaks). */
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
+
+export const CONTENT_TYPES: Record<OtlpProtocol, string> = {
+  'http/protobuf': 'application/x-protobuf',
+  'http/json': 'application/json',
+};
+
+/** The request holding `spans` (KernelSpan has the shape of the serializers' ReadableSpan). */
+export function encodeSpans(spans: KernelSpan[], protocol: OtlpProtocol): Uint8Array {
+  const serializer = protocol === 'http/json' ? JsonTraceSerializer : ProtobufTraceSerializer;
+  return serializer.serializeRequest(spans) ?? new Uint8Array(0);
+}
