@@ -81,6 +81,8 @@ export interface StoreContext {
   transaction_id: string | null;
   trace_id: string | null;
   parent_span_id: string | null;
+  /** the traceparent's flags (bit 0: sampled); not shown in events, read by the OTLP export */
+  trace_flags: number | null;
 }
 
 /** What a row's integer references mean in its store. */

@@ -6,15 +6,7 @@
  */
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { KernelSpan } from './event-span';
-
-/** The OTLP/HTTP encodings (OTEL_EXPORTER_OTLP_PROTOCOL's values; grpc is not one kreplay speaks). */
-export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
-export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
-
-export const CONTENT_TYPES: Record<OtlpProtocol, string> = {
-  'http/protobuf': 'application/x-protobuf',
-  'http/json': 'application/json',
-};
+import type { OtlpProtocol } from './otlp-protocols';
 
 /** The request holding `spans` (KernelSpan has the shape of the serializers' ReadableSpan). */
 export function encodeSpans(spans: KernelSpan[], protocol: OtlpProtocol): Uint8Array {

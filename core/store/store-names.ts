@@ -6,12 +6,12 @@
  * written, so only a bounded set of recently used ones is kept.
  */
 import type Database from 'better-sqlite3';
-import { PARENT_SPAN_SCHEMA_VERSION, schemaVersionOf, type StoreInfo } from '../../core/store/schema';
-import { targetKindName, type StoreContext, type StoreNames, type Target } from '../../core/model';
+import { PARENT_SPAN_SCHEMA_VERSION, schemaVersionOf, type StoreInfo } from './schema';
+import { targetKindName, type StoreContext, type StoreNames, type Target } from '../model';
 
 type Context = StoreContext;
 
-const NO_CONTEXT: Context = { transaction_id: null, trace_id: null, parent_span_id: null };
+const NO_CONTEXT: Context = { transaction_id: null, trace_id: null, parent_span_id: null, trace_flags: null };
 const MAX_CACHED_CONTEXTS = 65536;
 const MAX_CACHED_TARGETS = 65536;
 
@@ -84,11 +84,13 @@ export class StoreNameCache implements StoreNames {
     let withoutSpan: Database.Statement<[number], Context> | undefined;
     this.contexts = new BoundedCache(MAX_CACHED_CONTEXTS, (id) => {
       if (!withSpan && schemaVersionOf(db) >= PARENT_SPAN_SCHEMA_VERSION)
-        withSpan = db.prepare('SELECT transaction_id, trace_id, parent_span_id FROM contexts WHERE id = ?');
+        withSpan = db.prepare(
+          'SELECT transaction_id, trace_id, parent_span_id, trace_flags FROM contexts WHERE id = ?',
+        );
       const byId =
         withSpan ??
         (withoutSpan ??= db.prepare(
-          'SELECT transaction_id, trace_id, NULL AS parent_span_id FROM contexts WHERE id = ?',
+          'SELECT transaction_id, trace_id, NULL AS parent_span_id, NULL AS trace_flags FROM contexts WHERE id = ?',
         ));
       return byId.get(id) ?? NO_CONTEXT;
     });
