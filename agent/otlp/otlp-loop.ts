@@ -17,7 +17,13 @@ import { rowToEvent, type ApiEvent } from '../../core/model';
 import { eventColumnsOf, type EventRow } from '../../core/store/event-columns';
 import { readStoreInfo, SCHEMA_VERSION } from '../../core/store/schema';
 import { StoreNameCache } from '../../core/store/store-names';
-import { eventSpan, SAMPLED_FLAG, SpanResources, W3C_TRACE_ID, type KernelSpan } from '../../core/otlp/event-span';
+import {
+  eventSpan,
+  SAMPLED_FLAG,
+  SpanResources,
+  W3C_TRACE_ID,
+  type KernelSpan,
+} from '../../core/otlp/event-span';
 import { encodeSpans } from '../../core/otlp/otlp-encoding';
 import { LAST_SEQ_SQL } from '../ship/ship-sql';
 import { OtlpSender, type SendOutcome } from './otlp-sender';
@@ -186,7 +192,10 @@ export class OtlpLoop {
     if (this.open.length === 0) return;
     const encoded = encodeSpans(this.open, this.target.protocol);
     const bytes = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
-    this.requests.push({ body: this.target.gzip ? gzipSync(bytes, { level: 1 }) : bytes, spans: this.open.length });
+    this.requests.push({
+      body: this.target.gzip ? gzipSync(bytes, { level: 1 }) : bytes,
+      spans: this.open.length,
+    });
     this.open = [];
   }
 

@@ -103,7 +103,11 @@ export class OtlpSender {
                 afterMs: retryAfterMs(res.headers['retry-after'], Date.now()),
                 error: `HTTP ${status}`,
               });
-            else settle({ kind: 'rejected', error: `HTTP ${status}: ${answer.toString('utf8', 0, 200).trim()}` });
+            else
+              settle({
+                kind: 'rejected',
+                error: `HTTP ${status}: ${answer.toString('utf8', 0, 200).trim()}`,
+              });
           });
         },
       );

@@ -125,7 +125,11 @@ function readCertificate(path: string, from: string): string {
  * environment variable names an endpoint. Throws OtlpSettingError naming the
  * setting that is wrong.
  */
-export function resolveOtlpTarget(flags: OtlpSettings, config: OtlpSettings, env: Env): OtlpTarget | undefined {
+export function resolveOtlpTarget(
+  flags: OtlpSettings,
+  config: OtlpSettings,
+  env: Env,
+): OtlpTarget | undefined {
   let url: string;
   let endpointFrom: string;
   const base = flags.endpoint ?? config.endpoint;
@@ -151,7 +155,10 @@ export function resolveOtlpTarget(flags: OtlpSettings, config: OtlpSettings, env
   const envCertificate = fromEnv(env, 'CERTIFICATE');
   const ca =
     certificate !== undefined
-      ? readCertificate(certificate, flags.certificate !== undefined ? '--otlp-certificate' : 'otlp.certificate')
+      ? readCertificate(
+          certificate,
+          flags.certificate !== undefined ? '--otlp-certificate' : 'otlp.certificate',
+        )
       : envCertificate
         ? readCertificate(envCertificate[0], envCertificate[1])
         : undefined;
@@ -162,7 +169,9 @@ export function resolveOtlpTarget(flags: OtlpSettings, config: OtlpSettings, env
   if (envTimeout) {
     timeoutMs = Number(envTimeout[0]);
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0)
-      throw new OtlpSettingError(`${envTimeout[1]} "${envTimeout[0]}" must be a positive number of milliseconds`);
+      throw new OtlpSettingError(
+        `${envTimeout[1]} "${envTimeout[0]}" must be a positive number of milliseconds`,
+      );
   }
   const envCompression = fromEnv(env, 'COMPRESSION');
   if (envCompression && envCompression[0] !== 'gzip' && envCompression[0] !== 'none')

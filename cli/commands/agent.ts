@@ -316,14 +316,15 @@ export function registerAgentCommand(program: Command): Command {
       "export the events of W3C traces as OTLP spans to this OTLP/HTTP receiver's base URL (/v1/traces is appended; default: OTEL_EXPORTER_OTLP_ENDPOINT)",
     )
     .addOption(
-      new Option('--otlp-protocol <protocol>', 'OTLP encoding (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)').choices(
-        OTLP_PROTOCOLS,
-      ),
+      new Option(
+        '--otlp-protocol <protocol>',
+        'OTLP encoding (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)',
+      ).choices(OTLP_PROTOCOLS),
     )
     .addOption(
       new Option(
         '--otlp-sample <which>',
-        "sampled: only traces whose traceparent has the sampled flag (the default); all: every trace",
+        'sampled: only traces whose traceparent has the sampled flag (the default); all: every trace',
       ).choices(OTLP_SAMPLING),
     )
     .option(

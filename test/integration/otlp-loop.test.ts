@@ -81,13 +81,32 @@ function tickUntil<T>(loop: OtlpLoop, done: () => T | undefined, nowMs = () => D
 describe('OTLP export loop', () => {
   it('exports a sampled trace’s events one span each up to the cap, the rest in one summary span; unsampled traces give nothing', async () => {
     writeEvents(writer, [...traced(5), ...traced(3, 100, UNSAMPLED, 0)]);
-    writeEvents(writer, [{ ts: T0 + 900_000n, type: 'sys_fsync', trace: SAMPLED, txn: 'x', parentSpan: PARENT, traceFlags: 1, dur: 7 }]);
+    writeEvents(writer, [
+      {
+        ts: T0 + 900_000n,
+        type: 'sys_fsync',
+        trace: SAMPLED,
+        txn: 'x',
+        parentSpan: PARENT,
+        traceFlags: 1,
+        dur: 7,
+      },
+    ]);
     const loop = loopFor(target({ maxSpansPerTrace: 3 }));
     let now = 1_000_000;
-    await tickUntil(loop, () => (receiver.spans.length >= 3 ? true : undefined), () => now);
+    await tickUntil(
+      loop,
+      () => (receiver.spans.length >= 3 ? true : undefined),
+      () => now,
+    );
     // the trace goes quiet: its summary is sent
     now += IDLE_MS;
-    await tickUntil(loop, () => (receiver.spans.length >= 4 ? true : undefined), () => now);
+    // acknowledged, not only received: the counts below are the loop's
+    await tickUntil(
+      loop,
+      () => (loop.progress.exported >= 4 ? true : undefined),
+      () => now,
+    );
     expect(receiver.spans.map((s) => s.traceId)).toEqual(Array(4).fill(SAMPLED));
     expect(receiver.spans.every((s) => s.parentSpanId === PARENT)).toBe(true);
     const [first, , , summary] = receiver.spans;
@@ -104,7 +123,13 @@ describe('OTLP export loop', () => {
     });
     // from the first folded event's start to the last one's end
     expect([summary!.startNs, summary!.endNs]).toEqual([T0 + 3000n, T0 + 900_007n]);
-    expect(loop.progress).toMatchObject({ exported: 4, unsampled: 3, summarized: 3, dropped: 0, rejected: 0 });
+    expect(loop.progress).toMatchObject({
+      exported: 4,
+      unsampled: 3,
+      summarized: 3,
+      dropped: 0,
+      rejected: 0,
+    });
     expect(receiver.requests[0]).toMatchObject({
       path: '/v1/traces',
       headers: { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' },
@@ -124,7 +149,7 @@ describe('OTLP export loop', () => {
     };
     writeEvents(writer, traced(12));
     const loop = loopFor(target());
-    await tickUntil(loop, () => (receiver.spans.length >= 12 ? true : undefined));
+    await tickUntil(loop, () => (loop.progress.exported >= 12 ? true : undefined));
     // the request after the 429 waited for its Retry-After (1 s), not the 20 ms backoff
     expect(at[1]! - at[0]!).toBeGreaterThanOrEqual(950);
     expect(receiver.requests.slice(0, 3).map((r) => r.answer)).toEqual(['status', 'drop', 'status']);
@@ -136,7 +161,7 @@ describe('OTLP export loop', () => {
     await tickUntil(loop, () => (loop.progress.state === 'retrying' ? true : undefined));
     const before = receiver.spans;
     receiver = await OtlpReceiver.start(port);
-    await tickUntil(loop, () => (receiver.spans.length >= 4 ? true : undefined));
+    await tickUntil(loop, () => (loop.progress.exported >= 16 ? true : undefined));
     const ids = [...before, ...receiver.spans].map((s) => s.attributes['kreplay.event_id']);
     expect(new Set(ids).size).toBe(16);
     expect(ids).toHaveLength(16);
@@ -148,7 +173,9 @@ describe('OTLP export loop', () => {
     receiver.answer = (i) => (i === 0 ? { kind: 'status', status: 500, body: 'no' } : { kind: 'accept' });
     writeEvents(writer, traced(8));
     const loop = loopFor(target());
-    await tickUntil(loop, () => (loop.progress.queued === 0 && receiver.requests.length >= 2 ? true : undefined));
+    await tickUntil(loop, () =>
+      loop.progress.queued === 0 && receiver.requests.length >= 2 ? true : undefined,
+    );
     expect(loop.progress).toMatchObject({ exported: 3, rejected: 5, retries: 0, lastError: null });
     expect(receiver.spans).toHaveLength(3);
   });
@@ -157,8 +184,9 @@ describe('OTLP export loop', () => {
     receiver.answer = (i) => (i === 0 ? { kind: 'hang' } : { kind: 'accept' });
     writeEvents(writer, traced(5));
     const loop = loopFor(target({ timeoutMs: 200 }));
-    await tickUntil(loop, () => (receiver.spans.length >= 5 ? true : undefined));
+    await tickUntil(loop, () => (loop.progress.exported >= 5 ? true : undefined));
     expect(loop.progress).toMatchObject({ exported: 5, retries: 1 });
+    expect(receiver.spans).toHaveLength(5);
   });
 
   it('drops and counts what does not fit the queue while the receiver is down, and delivers the rest', async () => {
@@ -169,8 +197,9 @@ describe('OTLP export loop', () => {
     loop.tick();
     expect(loop.progress).toMatchObject({ queued: 10, dropped: 15 });
     receiver = await OtlpReceiver.start(port);
-    await tickUntil(loop, () => (receiver.spans.length >= 10 ? true : undefined));
+    await tickUntil(loop, () => (loop.progress.exported >= 10 ? true : undefined));
     expect(loop.progress).toMatchObject({ exported: 10, dropped: 15, queued: 0 });
+    expect(receiver.spans).toHaveLength(10);
   });
 
   it('speaks http/json when asked, with the same spans', async () => {

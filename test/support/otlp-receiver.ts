@@ -60,7 +60,12 @@ export class OtlpReceiver {
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const answer = this.answer(this.requests.length);
-    const record: ReceivedRequest = { path: req.url ?? '', headers: req.headers, answer: answer.kind, spans: 0 };
+    const record: ReceivedRequest = {
+      path: req.url ?? '',
+      headers: req.headers,
+      answer: answer.kind,
+      spans: 0,
+    };
     this.requests.push(record);
     const chunks: Buffer[] = [];
     let bytes = 0;
