@@ -11,7 +11,7 @@
  * the queue holds, and what is dropped past it is counted.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,9 @@ import Database from 'better-sqlite3';
 import { eventTypeName, formatEventId } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import type { DecodedSpan } from '../support/otlp-decode';
+import { startEventsServer } from '../support/events-http';
+import { runKreplay } from '../support/kreplay-cli';
+import { decodeTraceJson, type DecodedSpan } from '../support/otlp-decode';
 import { OtlpReceiver } from '../support/otlp-receiver';
 import { storedCounter } from '../support/store-rows';
 import { waitFor } from '../support/wait';
@@ -193,6 +195,25 @@ describe('kreplay agent --otlp', () => {
     expect(byName(`sys_write tcp 127.0.0.1:${redisPort}`)).toHaveLength(1);
   });
 
+  it('kreplay export TXN --format otlp writes the same spans as an OTLP/JSON file the generated code reads back', async () => {
+    const t = trace(1);
+    const server = await startEventsServer(join(dir, 'data'));
+    try {
+      const file = join(dir, 'export.otlp.json');
+      const cli = await runKreplay(['export', t, '--format', 'otlp', '-o', file, '--server', server.url]);
+      expect(cli).toMatchObject({ status: 0 });
+      const n = storedOf(store, t).length;
+      expect(cli.stderr).toContain(`wrote ${file} (${n} spans`);
+      const exported = decodeTraceJson(readFileSync(file, 'utf8'));
+      const live = new Map(spansOf(t).map((span) => [span.spanId, span]));
+      expect(exported).toHaveLength(n);
+      // the same span ids (made from the event ids), times and attributes as the live export sent
+      for (const span of exported) expect(span).toEqual(live.get(span.spanId));
+    } finally {
+      await server.close();
+    }
+  });
+
   it('sends nothing of an unsampled trace', async () => {
     const [unsampled, sampled] = [trace(2), trace(3)];
     await curl(servicePort, unsampled, '00');
@@ -238,7 +259,8 @@ describe('kreplay agent --otlp', () => {
     const dropped = await waitFor(() => storedCounter(store, 'otlp_dropped_spans') - before || undefined);
     expect(dropped).toBeGreaterThan(0);
     // every request is in the store, the fsync of each
-    for (const t of traces) expect(storedOf(store, t).filter((e) => e.type === 'sys_fsync')).toHaveLength(1);
+    for (const t of traces)
+      await waitFor(() => storedOf(store, t).filter((e) => e.type === 'sys_fsync').length === 1);
     expect(storedCounter(store, 'sys_fsync_dropped')).toBe(0);
     receiver = await OtlpReceiver.start(port);
     // what the queue held is delivered
