@@ -119,6 +119,12 @@ export const OPERATIONS: Operation[] = [
   },
   {
     method: 'get',
+    path: '/api/page-settings',
+    summary: "what the timeline page is told: the trace viewer it links each event's trace to (--trace-url)",
+    responses: { 200: 'PageSettings' },
+  },
+  {
+    method: 'get',
     path: '/api/events/{event_id}',
     summary: 'one event by its id',
     query: eventQuery,

@@ -218,6 +218,17 @@ export const incidentCreatedSchema = z
 
 export const livenessSchema = z.strictObject({ status: z.literal('ok') }).meta({ id: 'Liveness' });
 
+export const pageSettingsSchema = z
+  .strictObject({
+    trace_url: z
+      .string()
+      .nullable()
+      .describe(
+        "the daemon's --trace-url: a trace viewer's URL with {trace_id} where an event's trace id goes; null without it",
+      ),
+  })
+  .meta({ id: 'PageSettings' });
+
 export const readinessSchema = z
   .strictObject({
     status: z.enum(['ready', 'degraded']),
