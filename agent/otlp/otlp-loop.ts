@@ -24,7 +24,8 @@ import {
   W3C_TRACE_ID,
   type KernelSpan,
 } from '../../core/otlp/event-span';
-import { encodeSpans } from '../../core/otlp/otlp-encoding';
+import { SpanEncoder } from '../../core/otlp/otlp-encoding';
+import { spanIdFor } from '../../core/otlp/span-ids';
 import { LAST_SEQ_SQL } from '../ship/ship-sql';
 import { OtlpSender, type SendOutcome } from './otlp-sender';
 import type { OtlpTarget } from './otlp-target';
@@ -78,6 +79,7 @@ export class OtlpLoop {
   private readonly sender: OtlpSender;
   private readonly resources = new SpanResources();
   private readonly cap: TraceCap;
+  private readonly encoder: SpanEncoder;
   private readonly pollMs: number;
   private readonly batchSpans: number;
   private readonly batchDelayMs: number;
@@ -133,6 +135,7 @@ export class OtlpLoop {
     this.lastSeq = this.db.prepare<[], number | null>(LAST_SEQ_SQL).pluck();
     this.sender = new OtlpSender(target);
     this.cap = new TraceCap(target.maxSpansPerTrace, this.resources);
+    this.encoder = new SpanEncoder(target.protocol);
   }
 
   start(): void {
@@ -148,11 +151,21 @@ export class OtlpLoop {
     this.publish();
   }
 
-  /* Every committed event past the cursor, a look's worth of seqs at a time. */
+  /*
+   * The committed events past the cursor, a look's worth of seqs at a time. While the receiver
+   * takes requests, reading waits for room in the queue (the store holds the rest: a burst is sent
+   * late, not dropped); while it fails, reading goes on and what does not fit is dropped, counted,
+   * so the export never falls behind by more than the queue.
+   */
   private read(nowMs: number): void {
     const last = this.lastSeq.get() ?? 0;
     while (this.cursor <= last) {
-      const to = Math.min(this.cursor + this.readRows, last + 1);
+      const failing = this.progress.state === 'retrying' || this.stopping;
+      const room = this.target.queueSpans - this.progress.queued;
+      if (!failing && room <= 0) return;
+      // a row gives at most one span (a summary span comes with a row that closes one)
+      const rows = failing ? this.readRows : Math.min(this.readRows, room);
+      const to = Math.min(this.cursor + rows, last + 1);
       // all(), not iterate(): the names cache queries the same connection for a new context
       for (const row of this.select.all(this.cursor, to)) this.consider(row, nowMs);
       this.cursor = to;
@@ -169,11 +182,12 @@ export class OtlpLoop {
       return;
     }
     const event: ApiEvent = rowToEvent(row, this.names);
+    const spanId = spanIdFor(this.names.storeId, Number(row.seq));
     const closed: KernelSpan[] = [];
     const folded = this.cap.fold(event, flags, nowMs, closed);
     for (const summary of closed) this.add(summary, nowMs);
     if (folded) this.progress.summarized++;
-    else this.add(eventSpan(event, this.resources, ctx.trace_flags)!, nowMs);
+    else this.add(eventSpan(event, this.resources, ctx.trace_flags, spanId)!, nowMs);
   }
 
   private add(span: KernelSpan, nowMs: number): void {
@@ -190,7 +204,7 @@ export class OtlpLoop {
   /** The open batch becomes a request, encoded and compressed once, however often it is sent. */
   private seal(): void {
     if (this.open.length === 0) return;
-    const encoded = encodeSpans(this.open, this.target.protocol);
+    const encoded = this.encoder.encode(this.open);
     const bytes = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     this.requests.push({
       body: this.target.gzip ? gzipSync(bytes, { level: 1 }) : bytes,

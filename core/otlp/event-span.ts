@@ -5,8 +5,8 @@
  * `sys_read tcp 10.0.0.5:5432`). Attributes follow the OpenTelemetry semantic
  * conventions where one exists (process.pid, thread.id, file.path,
  * network.peer.*, error.type); the rest are kreplay's own (kreplay.*). The
- * span is what the OpenTelemetry project's serializers take (a ReadableSpan),
- * so its protobuf and JSON encodings are theirs (core/otlp/otlp-encoding.ts).
+ * span has the shape the OpenTelemetry project's serializers take (a
+ * ReadableSpan); core/otlp/otlp-encoding.ts says which encoder writes what.
  *
  * Spans rather than span events: an event of a span sits at one instant, but a
  * kernel call has a duration (the 800 ms fsync), and the trace views draw
@@ -48,14 +48,18 @@ export function errnoName(errno: number): string {
 
 /** One resource per (service, node): the serializers group spans by resource identity. */
 export class SpanResources {
-  private readonly byKey = new Map<string, Resource>();
+  private readonly byNode = new Map<string, Map<string, Resource>>();
 
   of(service: string, node: string): Resource {
-    const key = `${service}\0${node}`;
-    let resource = this.byKey.get(key);
+    let services = this.byNode.get(node);
+    if (!services) {
+      services = new Map();
+      this.byNode.set(node, services);
+    }
+    let resource = services.get(service);
     if (!resource) {
       resource = resourceFromAttributes({ 'service.name': service, 'host.name': node });
-      this.byKey.set(key, resource);
+      services.set(service, resource);
     }
     return resource;
   }
@@ -82,9 +86,9 @@ export class KernelSpan {
   readonly kind = SPAN_KIND_INTERNAL;
   readonly name: string;
   readonly parentSpanContext: SpanContext | undefined;
-  readonly startTime: HrTime;
-  readonly endTime: HrTime;
-  readonly duration: HrTime;
+  /** exact, for kreplay's protobuf writer; startTime and endTime (made when asked) for the OpenTelemetry serializers */
+  readonly startNs: bigint;
+  readonly endNs: bigint;
   readonly status: SpanStatus;
   readonly attributes: Attributes;
   readonly links = [];
@@ -109,12 +113,23 @@ export class KernelSpan {
             traceFlags: parts.traceFlags,
             isRemote: true,
           };
-    this.startTime = hrTimeOf(parts.startNs);
-    this.endTime = hrTimeOf(parts.endNs);
-    this.duration = hrTimeOf(parts.endNs - parts.startNs);
+    this.startNs = parts.startNs;
+    this.endNs = parts.endNs;
     this.status = parts.error === null ? STATUS_UNSET : { code: STATUS_ERROR, message: parts.error };
     this.attributes = parts.attributes;
     this.resource = parts.resource;
+  }
+
+  get startTime(): HrTime {
+    return hrTimeOf(this.startNs);
+  }
+
+  get endTime(): HrTime {
+    return hrTimeOf(this.endNs);
+  }
+
+  get duration(): HrTime {
+    return hrTimeOf(this.endNs - this.startNs);
   }
 
   spanContext(): SpanContext {
@@ -155,9 +170,10 @@ export function eventSpan(
   event: ApiEvent,
   resources: SpanResources,
   traceFlags: number | null = null,
+  /** the event's span id when the caller has it at hand (spanIdFor: the store id and seq) */
+  spanId: string | null = spanIdOf(event.event_id),
 ): KernelSpan | null {
   const traceId = event.trace_id;
-  const spanId = spanIdOf(event.event_id);
   if (traceId === null || !W3C_TRACE_ID.test(traceId) || spanId === null) return null;
   const attributes: Attributes = {
     'process.pid': event.pid,

@@ -11,19 +11,23 @@ import { parseEventId } from '../model/event-id';
 
 const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, '0');
 
-/** A 64-bit span id (16 hex digits, never all zero) for the event `eventId`, or null if it is not an event id. */
-export function spanIdOf(eventId: string): string | null {
-  const key = parseEventId(eventId);
-  if (!key) return null;
-  const storeHi = parseInt(key.storeId.slice(0, 8), 16);
-  const storeLo = parseInt(key.storeId.slice(8), 16);
-  const seqLo = key.seq % 0x1_0000_0000;
-  const seqHi = Math.floor(key.seq / 0x1_0000_0000);
+/** A 64-bit span id (16 hex digits, never all zero) for the event of `seq` in the store `storeId`. */
+export function spanIdFor(storeId: string, seq: number): string {
+  const storeHi = parseInt(storeId.slice(0, 8), 16);
+  const storeLo = parseInt(storeId.slice(8), 16);
+  const seqLo = seq % 0x1_0000_0000;
+  const seqHi = Math.floor(seq / 0x1_0000_0000);
   const lo = Math.imul(seqLo, 0x9e3779b1) >>> 0;
   const hi = (seqHi + Math.imul(lo, 0x85ebca6b)) >>> 0;
   const id = hex8(hi ^ storeHi) + hex8(lo ^ Math.imul(storeLo, 0xc2b2ae35));
   // all zero is an invalid span id (W3C): one seq of 2^64 per store lands there
   return id === '0000000000000000' ? '0000000000000001' : id;
+}
+
+/** spanIdFor the event `eventId` names, or null if it is not an event id. */
+export function spanIdOf(eventId: string): string | null {
+  const key = parseEventId(eventId);
+  return key && spanIdFor(key.storeId, key.seq);
 }
 
 /** The span id of a summary span (rare: one per capped trace and window), from what names it. */

@@ -1,5 +1,6 @@
-import { eventSpan, SpanResources, type KernelSpan } from '../../core/otlp/event-span';
-import { encodeSpans } from '../../core/otlp/otlp-encoding';
+import { eventSpan, KernelSpan, SpanResources } from '../../core/otlp/event-span';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { encodeSpansJson, SpanEncoder } from '../../core/otlp/otlp-encoding';
 import { spanIdOf } from '../../core/otlp/span-ids';
 import { formatEventId, type ApiEvent } from '../../core/model';
 import { VERSION } from '../../core/version';
@@ -76,6 +77,9 @@ const block: ApiEvent = {
   op: 'write',
   error: -5,
 };
+
+const encodeSpans = (spans: KernelSpan[], protocol: 'http/protobuf' | 'http/json') =>
+  new SpanEncoder(protocol).encode(spans);
 
 function spansOf(events: ApiEvent[]): KernelSpan[] {
   const resources = new SpanResources();
@@ -164,9 +168,43 @@ describe('eventSpan', () => {
     expect(s!.attributes['kreplay.parent_span_unknown']).toBe(true);
   });
 
+  it('writes the request the OpenTelemetry protobuf serializer writes, as the generated code reads both', () => {
+    const resources = new SpanResources();
+    const other = { ...fsync, service_name: 'db', node: 'node-2', event_id: formatEventId(STORE, T0, 99) };
+    const { parent_span_id: _, ...orphan } = { ...upstreamRead, event_id: formatEventId(STORE, T0, 98) };
+    const spans = [fsync, upstreamRead, refused, accepted, block, other, orphan as ApiEvent].map((e) =>
+      eventSpan(e, resources, 3)!,
+    );
+    const ours = decodeTraceRequest(encodeSpans(spans, 'http/protobuf'));
+    expect(ours).toHaveLength(7);
+    expect(ours).toEqual(decodeTraceRequest(ProtobufTraceSerializer.serializeRequest(spans)!));
+    // attribute values of every kind, a non-ASCII name, negative and large integers
+    const odd = new KernelSpan({
+      ...{ traceId: TRACE, spanId: '0102030405060708', parentSpanId: null, traceFlags: 0 },
+      ...{ name: 'sys_write /tmp/é 日本', startNs: T0, endNs: T0 + 1n, error: null },
+      attributes: { neg: -111, big: 2 ** 52, half: 0.5, yes: true, no: false, text: 'ü' },
+      resource: resources.of('s', 'n'),
+    });
+    // spans whose length takes one byte (no attributes) and three (a long path), and the long text
+    const sized = (name: string, attributes: Record<string, string>) =>
+      new KernelSpan({
+        ...{ traceId: TRACE, spanId: '0102030405060709', parentSpanId: PARENT, traceFlags: 1 },
+        ...{ name, startNs: T0, endNs: T0, attributes, error: 'EIO', resource: odd.resource },
+      });
+    const mixed = [
+      odd,
+      sized('x', {}),
+      sized('long', { 'file.path': `/${'é'.repeat(9000)}` }),
+      sized('y', {}),
+    ];
+    expect(decodeTraceRequest(encodeSpans(mixed, 'http/protobuf'))).toEqual(
+      decodeTraceRequest(ProtobufTraceSerializer.serializeRequest(mixed)!),
+    );
+  });
+
   it('writes the same spans as OTLP/JSON, which the generated code reads back', () => {
     const spans = spansOf([fsync, upstreamRead, refused, block]);
-    const json = Buffer.from(encodeSpans(spans, 'http/json')).toString('utf8');
+    const json = Buffer.from(encodeSpansJson(spans)).toString('utf8');
     expect(JSON.parse(json).resourceSpans[0].scopeSpans[0].spans[0]).toMatchObject({
       traceId: TRACE,
       parentSpanId: PARENT,

@@ -10,7 +10,7 @@
  */
 import type { ApiEvent } from '../../../core/model';
 import { eventSpan, SpanResources, type KernelSpan } from '../../../core/otlp/event-span';
-import { encodeSpans } from '../../../core/otlp/otlp-encoding';
+import { encodeSpansJson } from '../../../core/otlp/otlp-encoding';
 
 const HEAD = '{"resourceSpans":[';
 const TAIL = ']}\n';
@@ -33,7 +33,7 @@ export class OtlpJsonWriter {
     }
     if (spans.length === 0) return '';
     this.spans += spans.length;
-    const request = Buffer.from(encodeSpans(spans, 'http/json')).toString('utf8');
+    const request = Buffer.from(encodeSpansJson(spans)).toString('utf8');
     // the serializer's {"resourceSpans":[…]} without its wrapper
     const list = request.slice(HEAD.length, request.lastIndexOf(']'));
     const text = this.first ? list : `,${list}`;
