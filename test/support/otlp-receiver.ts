@@ -30,12 +30,12 @@ export class OtlpReceiver {
   /** decides each request's answer; accepts all by default */
   answer: (index: number) => Answer = () => ({ kind: 'accept' });
   private readonly sockets = new Set<Socket>();
+  private readonly server: Server;
+  port = 0;
 
-  private constructor(
-    private readonly server: Server,
-    readonly port: number,
-  ) {
-    server.on('connection', (socket) => {
+  private constructor() {
+    this.server = createServer((req, res) => this.handle(req, res));
+    this.server.on('connection', (socket) => {
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
     });
@@ -43,13 +43,12 @@ export class OtlpReceiver {
 
   /** Listens on 127.0.0.1 (a fixed port to come back on after a close, else any). */
   static async start(port = 0): Promise<OtlpReceiver> {
-    let receiver: OtlpReceiver | undefined;
-    const server = createServer((req, res) => receiver!.handle(req, res));
+    const receiver = new OtlpReceiver();
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => resolve());
+      receiver.server.once('error', reject);
+      receiver.server.listen(port, '127.0.0.1', () => resolve());
     });
-    receiver = new OtlpReceiver(server, (server.address() as AddressInfo).port);
+    receiver.port = (receiver.server.address() as AddressInfo).port;
     return receiver;
   }
 
