@@ -126,6 +126,8 @@ describe('kreplay agent --otlp', () => {
       'otlp',
       '--cgroup-id',
       String(cgroup.id),
+      // the test's processes only: another's traced requests on a shared machine are not this test's spans
+      '--filter-transactions',
       '--otlp',
       receiver.url,
       '--otlp-queue',
