@@ -4,9 +4,11 @@
       'target_name': 'kreplay_native',
       'sources': [
         'addon.cc',
+        'binary_scan.cc',
         'capture_engine.cc',
         'capture_error.cc',
         'capture_session.cc',
+        'elf_symbols.cc',
         'exec_binding.cc',
         'exec_call.cc',
         'exec_match.cc',
@@ -23,6 +25,7 @@
         'thread_scheduling.cc',
         'tls_probes.cc',
         'tracefs.cc',
+        'uv_probes.cc',
       ],
       # capture.skel.h comes from `make`; capture.h is shared with the BPF side.
       'include_dirs': [

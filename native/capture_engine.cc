@@ -18,6 +18,7 @@
 #include "kernel_features.h"
 #include "native_log.h"
 #include "tls_probes.h"
+#include "uv_probes.h"
 
 namespace kreplay {
 
@@ -96,6 +97,8 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
     tls_ = std::make_unique<TlsProbes>(TlsPrograms{p.ssl_read_enter, p.ssl_read_exit, p.ssl_read_ex_enter,
                                                    p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter});
     tls_->Scan();
+    uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start, p.uv_work_end});
+    uv_->Scan();
   }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
@@ -256,7 +259,7 @@ void CaptureEngine::Attach() {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
     // resolve_target runs by tail call only (resolve_targets), attached nowhere
-    // the TLS probes go to binaries TlsProbes finds
+    // the uprobes go to the binaries their scanners find (TlsProbes, UvProbes)
     if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target || TlsProbes::Owns(prog)) continue;
     const char* section = bpf_program__section_name(prog);
     bpf_link* link = bpf_program__attach(prog);
@@ -268,6 +271,7 @@ void CaptureEngine::Attach() {
 
 void CaptureEngine::Detach() {
   if (tls_) tls_->Detach();
+  if (uv_) uv_->Detach();
   // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
   std::vector<std::thread> closers;
   for (auto* link : links_) closers.emplace_back(bpf_link__destroy, link);
@@ -278,14 +282,16 @@ void CaptureEngine::Detach() {
 void CaptureEngine::Teardown() {
   Detach();
   tls_.reset();
+  uv_.reset();
   ring_.reset();
   capture__destroy(skel_);
   skel_ = nullptr;
 }
 
-// The poll thread's turn is also when newly started programs get their TLS probes.
+// The poll thread's turn is also when newly started programs get their TLS and libuv probes.
 int CaptureEngine::Wait(int timeout_ms) {
   if (tls_) tls_->ScanIfDue();
+  if (uv_) uv_->ScanIfDue();
   return ring_->Wait(timeout_ms);
 }
 

@@ -17,6 +17,7 @@ struct bpf_link;
 namespace kreplay {
 
 class TlsProbes;
+class UvProbes;
 
 // Tasks named by --include or --exclude, as the kernel sees them.
 struct FilterSet {
@@ -102,6 +103,7 @@ class CaptureEngine {
   std::unique_ptr<RingReader> ring_;
   std::vector<std::string> attach_points_;
   std::unique_ptr<TlsProbes> tls_;
+  std::unique_ptr<UvProbes> uv_;
 };
 
 }  // namespace kreplay

@@ -5,14 +5,11 @@
 // started later are found by the next scan.
 #pragma once
 
-#include <sys/types.h>
-
-#include <chrono>
-#include <map>
 #include <set>
 #include <string>
-#include <utility>
 #include <vector>
+
+#include "binary_scan.h"
 
 struct bpf_link;
 struct bpf_program;
@@ -30,7 +27,7 @@ struct TlsPrograms {
 
 class TlsProbes {
  public:
-  explicit TlsProbes(TlsPrograms programs) : programs_(programs) {}
+  explicit TlsProbes(TlsPrograms programs) : programs_(programs), scan_({"libssl.so"}) {}
   ~TlsProbes() { Detach(); }
   TlsProbes(const TlsProbes&) = delete;
   TlsProbes& operator=(const TlsProbes&) = delete;
@@ -55,11 +52,7 @@ class TlsProbes {
   TlsPrograms programs_;
   std::vector<bpf_link*> links_;
   std::vector<std::string> binaries_;
-  // files looked at, by (device, inode), whether or not they held the symbols
-  std::set<std::pair<dev_t, ino_t>> files_;
-  // per pid, the inode of the executable it had when scanned (an exec changes it)
-  std::map<pid_t, ino_t> processes_;
-  std::chrono::steady_clock::time_point last_scan_{};
+  BinaryScan scan_;
 };
 
 }  // namespace kreplay

@@ -1,0 +1,87 @@
+#include "uv_probes.h"
+
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "elf_symbols.h"
+#include "native_log.h"
+
+namespace kreplay {
+
+namespace {
+
+const char* kSubmit = "uv__work_submit";
+// uv_queue_work inlines uv__work_submit in libuv's own objects: probed too, it gives the same context twice at worst
+const char* kQueueWork = "uv_queue_work";
+// What libuv's pool threads run for each kind of request: fs, uv_queue_work (Node's crypto, zlib), dns, random.
+const char* kWorkFunctions[] = {"uv__fs_work", "uv__queue_work", "uv__getaddrinfo_work", "uv__getnameinfo_work",
+                                "uv__random_work"};
+
+}  // namespace
+
+void UvProbes::Consider(const std::string& path) {
+  std::set<std::string> wanted = {kSubmit, kQueueWork};
+  wanted.insert(std::begin(kWorkFunctions), std::end(kWorkFunctions));
+  const ElfSymbols elf = ReadElfSymbols(path, wanted);
+  std::set<std::string> symbols;
+  for (const auto& [name, value] : elf.values) symbols.insert(name);
+  // uv_queue_work alone is exported by every libuv: the pool is followed only with the local symbols
+  if (!symbols.count(kSubmit) || !symbols.count("uv__fs_work")) {
+    if (symbols.count(kQueueWork)) {
+      AppendLog("info", "libuv's threadpool in " + NamedBinary(path) +
+                            " is not followed: its local symbols (uv__work_submit) are stripped; its pool's calls "
+                            "carry no transaction");
+    }
+    return;
+  }
+  if (Attach(path, symbols)) AppendLog("info", "libuv's threadpool is followed in " + NamedBinary(path));
+}
+
+// Each work function at entry and return, the submit paths at entry; false (and nothing left attached) when one fails.
+bool UvProbes::Attach(const std::string& path, const std::set<std::string>& symbols) {
+  struct Probe {
+    const char* symbol;
+    bpf_program* prog;
+    bool ret;
+  };
+  std::vector<Probe> probes = {{kSubmit, programs_.work_submit, false}, {kQueueWork, programs_.queue_work, false}};
+  for (const char* work : kWorkFunctions) {
+    probes.push_back({work, programs_.work_start, false});
+    probes.push_back({work, programs_.work_end, true});
+  }
+  const size_t before = links_.size();
+  for (const Probe& probe : probes) {
+    if (!symbols.count(probe.symbol)) continue;
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret, .func_name = probe.symbol);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), 0, &opts);
+    if (!link) {
+      const int err = errno;
+      while (links_.size() > before) {
+        bpf_link__destroy(links_.back());
+        links_.pop_back();
+      }
+      AppendLog("warn", "libuv's threadpool in " + NamedBinary(path) + " is not followed: cannot probe " +
+                            probe.symbol + ": " + std::strerror(err));
+      return false;
+    }
+    links_.push_back(link);
+  }
+  return true;
+}
+
+void UvProbes::Scan() {
+  scan_.Scan([this](const std::string& path) { Consider(path); });
+}
+
+void UvProbes::ScanIfDue() {
+  if (scan_.Due()) Scan();
+}
+
+void UvProbes::Detach() {
+  for (bpf_link* link : links_) bpf_link__destroy(link);
+  links_.clear();
+}
+
+}  // namespace kreplay
