@@ -7,7 +7,7 @@
 
 namespace kreplay {
 
-ElfSymbols ReadElfSymbols(const std::string& path, const std::set<std::string>& wanted) {
+ElfSymbols ReadElfSymbols(const std::string& path, const std::set<std::string>& wanted, bool dynamic_only) {
   ElfSymbols out;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
@@ -21,7 +21,8 @@ ElfSymbols ReadElfSymbols(const std::string& path, const std::set<std::string>& 
   Elf_Scn* scn = nullptr;
   while (out.valid && (scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM)) continue;
+    if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_DYNSYM && (dynamic_only || shdr.sh_type != SHT_SYMTAB)))
+      continue;
     Elf_Data* data = elf_getdata(scn, nullptr);
     const size_t count = shdr.sh_entsize ? shdr.sh_size / shdr.sh_entsize : 0;
     for (size_t i = 0; data && i < count; i++) {

@@ -20,7 +20,8 @@ struct ElfSymbols {
   std::map<std::string, uint64_t> values;
 };
 
-// The symbols of `wanted` that the file at `path` defines.
-ElfSymbols ReadElfSymbols(const std::string& path, const std::set<std::string>& wanted);
+// The symbols of `wanted` that the file at `path` defines; `dynamic_only`: only those it exports
+// (.dynsym, far smaller than .symtab in a large program).
+ElfSymbols ReadElfSymbols(const std::string& path, const std::set<std::string>& wanted, bool dynamic_only = false);
 
 }  // namespace kreplay

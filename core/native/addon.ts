@@ -195,6 +195,16 @@ export interface NativeAddon {
   enableBpfStats(): number;
   /** the running libbpf's version, "v1.1" */
   libbpfVersion(): string;
+  /**
+   * The symbols of `names` (functions and data) an ELF file defines, with their values (relative
+   * to its load address when relocatable: a shared object or a PIE); null when it is no ELF file.
+   * `dynamicOnly`: only the symbols it exports (.dynsym), a quick look at a large program.
+   */
+  elfSymbols(
+    path: string,
+    names: string[],
+    dynamicOnly?: boolean,
+  ): { relocatable: boolean; values: Record<string, bigint> } | null;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');
