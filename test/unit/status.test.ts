@@ -18,6 +18,9 @@ describe('storedCounters', () => {
       unshippedPruned: 21,
       incompleteRequestHeads: 22,
       untracedRequestHeads: 23,
+      nodeHooked: 24,
+      nodeHookRefused: 25,
+      nodeHookFailed: 26,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -53,6 +56,9 @@ describe('storedCounters', () => {
       unshipped_pruned: 21,
       incomplete_request_heads: 22,
       untraced_request_heads: 23,
+      node_hooked: 24,
+      node_hook_refused: 25,
+      node_hook_failed: 26,
     });
   });
 });

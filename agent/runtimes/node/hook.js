@@ -1,0 +1,222 @@
+// The Node hook: what kreplay's agent evaluates in a Node process through its inspector
+// (agent/runtimes/node/injector.ts), as `(<this function's text>)(signal)`; nothing outside the
+// function is sent. It tells the kernel which
+// request the event loop's JavaScript works for, so the process's events carry that request's
+// transaction across awaits, timers, promises and callbacks:
+//   - each request a server receives (http/https 'request', http2 'stream', which grpc-js and
+//     express are built on) runs in an AsyncLocalStorage store of its own, a unit id;
+//   - a write of an OPEN signal to /dev/null gives the unit the request's context (the head that
+//     follows the signal: method, path, traceparent, x-request-id), an ENTER signal tells the
+//     kernel which unit the thread runs now (0: none) whenever that changes: when a request starts
+//     and ends, before each async callback (async_hooks), and around the events of a request's own
+//     objects (a request body's data, an HTTP/2 stream's frames, which arrive in the connection's
+//     callbacks);
+//   - a client socket written for two requests (a pooled connection of a database or cache
+//     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
+//     Node's own HTTP client is exact (it gives a reused socket the request it serves).
+// The kernel never records the signal writes (bpf/capture/heads.h). Evaluating it again replaces
+// the previous install (the originals are kept under a global symbol). It never throws into the
+// application: a failure leaves the process unattributed. Returns what it did, as a string.
+'use strict';
+module.exports = function kreplayNodeHook(signal) {
+  'use strict';
+  const load = typeof process.getBuiltinModule === 'function' ? process.getBuiltinModule : require;
+  const fs = load('fs');
+  const net = load('net');
+  const http = load('http');
+  const { AsyncLocalStorage, createHook } = load('async_hooks');
+  const UNIT = Symbol.for('kreplay.unit');
+  // a client socket's unit: the one that connected it, or SHARED once another wrote to it
+  const OWNER = Symbol.for('kreplay.owner');
+  const SHARED = -1;
+  const state = (globalThis[Symbol.for('kreplay.node-hook')] ??= {
+    originals: new Map(),
+    nextUnit: 1,
+    fd: -1,
+  });
+
+  // undo a previous install: this one starts from Node's own functions
+  if (state.asyncHook) state.asyncHook.disable();
+  for (const [target, keys] of state.originals) for (const [key, original] of keys) target[key] = original;
+  const original = (target, key) => {
+    let keys = state.originals.get(target);
+    if (!keys) state.originals.set(target, (keys = new Map()));
+    if (!keys.has(key)) keys.set(key, target[key]);
+    return keys.get(key);
+  };
+  const patch = (target, key, wrap) => {
+    const before = original(target, key);
+    target[key] = wrap(before);
+  };
+
+  if (state.fd < 0) state.fd = fs.openSync('/dev/null', 'w');
+  // struct kr_unit_signal: magic, u32 op, u64 unit; an OPEN's head follows it
+  const enterSignal = Buffer.alloc(signal.bytes);
+  const openSignal = Buffer.alloc(signal.bytes + signal.maxHead);
+  for (const [buf, op] of [
+    [enterSignal, signal.enter],
+    [openSignal, signal.open],
+  ]) {
+    buf.write(signal.magic, 0, 'latin1');
+    buf.writeUInt32LE(op, signal.opAt);
+  }
+  const send = (buf, unit, length) => {
+    buf.writeUInt32LE(unit >>> 0, signal.unitAt);
+    buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
+    try {
+      fs.writeSync(state.fd, buf, 0, length);
+    } catch {
+      // the application closed our descriptor: the next signal reopens it
+      try {
+        state.fd = fs.openSync('/dev/null', 'w');
+      } catch {
+        // nothing to do: the kernel keeps the last unit it was told
+      }
+    }
+  };
+
+  const als = new AsyncLocalStorage();
+  // the unit the kernel was last told this thread runs; -1: not told yet
+  let told = -1;
+  const current = () => als.getStore() ?? 0;
+  const enter = (unit) => {
+    if (unit === told) return;
+    told = unit;
+    send(enterSignal, unit, signal.bytes);
+  };
+  // Runs fn in `unit`, then tells the kernel the caller's unit again.
+  const runIn = (unit, fn, self, args) => {
+    const outer = current();
+    if (outer === unit) return Reflect.apply(fn, self, args);
+    enter(unit);
+    try {
+      return als.run(unit, Reflect.apply, fn, self, args);
+    } finally {
+      enter(outer);
+    }
+  };
+
+  // A header's value as one string, or undefined.
+  const one = (value) => (Array.isArray(value) ? value[0] : value);
+  // anything but printable ASCII (a space, a control character): none may stand in a head's line
+  const CONTROL = /[^\x21-\x7e]/;
+  // gRPC's binary trace context (OpenCensus): version 0, then field 0 (16-byte trace id), field 1
+  // (8-byte span id), field 2 (1-byte options)
+  const fromGrpcTraceBin = (value) => {
+    const bin = typeof value === 'string' ? Buffer.from(value, 'base64') : null;
+    if (!bin || bin.length < 29 || bin[0] !== 0 || bin[1] !== 0 || bin[18] !== 1) return undefined;
+    const flags = bin.length >= 29 && bin[27] === 2 ? bin[28] : 0;
+    return `00-${bin.toString('hex', 2, 18)}-${bin.toString('hex', 19, 27)}-${flags.toString(16).padStart(2, '0')}`;
+  };
+  // The request head the kernel parses for the unit's context: none without a trace context.
+  // Values are never cut (a cut id would name another request): a path too long is.
+  const head = (method, path, headers) => {
+    const traceparent = one(headers.traceparent) ?? fromGrpcTraceBin(one(headers['grpc-trace-bin']));
+    if (typeof traceparent !== 'string' || traceparent.length > 128 || CONTROL.test(traceparent)) return null;
+    const rid = one(headers['x-request-id']);
+    const ridLine =
+      typeof rid === 'string' && rid.length <= 128 && !CONTROL.test(rid) ? `x-request-id: ${rid}\r\n` : '';
+    let target = typeof path === 'string' && path !== '' ? path : '/';
+    if (target.length > 512 || CONTROL.test(target)) target = '/';
+    return `${typeof method === 'string' && !CONTROL.test(method) ? method.slice(0, 16) : 'GET'} ${target} HTTP/1.1\r\ntraceparent: ${traceparent}\r\n${ridLine}\r\n`;
+  };
+  // A new unit for a request; its context when it carries a trace context.
+  const open = (method, path, headers) => {
+    const unit = state.nextUnit++;
+    const text = head(method, path, headers ?? {});
+    if (text === null) return unit;
+    const length = signal.bytes + openSignal.write(text, signal.bytes, 'latin1');
+    told = unit;
+    send(openSignal, unit, length);
+    return unit;
+  };
+
+  // The events of a request's own objects (its body, its response, an HTTP/2 stream) run in its unit.
+  const inUnit = (emit) =>
+    function (...args) {
+      const unit = this[UNIT];
+      return unit === undefined ? Reflect.apply(emit, this, args) : runIn(unit, emit, this, args);
+    };
+  const patchedStreams = new Set();
+  const REQUEST_EVENTS = new Set(['request', 'checkContinue', 'checkExpectation']);
+  patch(
+    net.Server.prototype,
+    'emit',
+    (emit) =>
+      function (event, ...args) {
+        if (event === 'stream') {
+          // HTTP/2 (and gRPC): (stream, headers)
+          const [stream, headers] = args;
+          if (!stream || typeof stream !== 'object') return Reflect.apply(emit, this, [event, ...args]);
+          const proto = Object.getPrototypeOf(stream);
+          if (!patchedStreams.has(proto)) {
+            patchedStreams.add(proto);
+            patch(proto, 'emit', inUnit);
+          }
+          const h = headers ?? {};
+          stream[UNIT] = open(h[':method'], h[':path'], h);
+          return runIn(stream[UNIT], emit, this, [event, ...args]);
+        }
+        if (!REQUEST_EVENTS.has(event)) return Reflect.apply(emit, this, [event, ...args]);
+        // HTTP/1.x (req, res); or HTTP/2's compatibility API, whose stream has its unit already
+        const [req, res] = args;
+        if (!req || typeof req !== 'object') return Reflect.apply(emit, this, [event, ...args]);
+        const unit = req.stream?.[UNIT] ?? open(req.method, req.url, req.headers);
+        req[UNIT] = unit;
+        if (res && typeof res === 'object') res[UNIT] = unit;
+        return runIn(unit, emit, this, [event, ...args]);
+      },
+  );
+  patch(http.IncomingMessage.prototype, 'emit', inUnit);
+  patch(http.ServerResponse.prototype, 'emit', inUnit);
+
+  // Client sockets: a socket's callbacks run in the unit that connected it, which is right only
+  // while no other unit uses it. Node's HTTP client gives each request's socket its own (it
+  // resets a reused socket's async context), so a socket serving one (_httpMessage) is left alone.
+  patch(
+    net.Socket.prototype,
+    'connect',
+    (connect) =>
+      function (...args) {
+        this[OWNER] = current();
+        return Reflect.apply(connect, this, args);
+      },
+  );
+  const used = (socket) => {
+    const owner = socket[OWNER];
+    if (owner !== undefined && owner !== SHARED && owner !== current()) socket[OWNER] = SHARED;
+  };
+  for (const key of ['write', 'end'])
+    patch(
+      net.Socket.prototype,
+      key,
+      (write) =>
+        function (...args) {
+          if (key === 'write' || (args[0] != null && typeof args[0] !== 'function')) used(this);
+          return Reflect.apply(write, this, args);
+        },
+    );
+  patch(
+    net.Socket.prototype,
+    'emit',
+    (emit) =>
+      function (...args) {
+        return this[OWNER] === SHARED && !this._httpMessage
+          ? runIn(0, emit, this, args)
+          : Reflect.apply(emit, this, args);
+      },
+  );
+
+  // Before each callback (timers, I/O, promise continuations, ticks), the unit it runs in.
+  state.asyncHook = createHook({
+    before() {
+      try {
+        enter(current());
+      } catch {
+        // an async hook that throws ends the process: never
+      }
+    },
+  }).enable();
+  enter(current());
+  return `kreplay-node-hook ${process.pid}`;
+};
