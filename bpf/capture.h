@@ -102,7 +102,8 @@ enum kr_context_kind {
 
 /* What a runtime schedules on its threads (bpf/capture/units.h). */
 enum kr_unit_kind {
-	KR_UNIT_JS = 1, /* a JavaScript async context (Node), switched by the hook's signals */
+	/* what a runtime hook signals (struct kr_unit_signal): a Node async context, an asyncio task */
+	KR_UNIT_HOOK = 1,
 	KR_UNIT_GOROUTINE = 2,
 	KR_UNIT_WORK = 3, /* a libuv threadpool work request */
 };
@@ -152,7 +153,11 @@ enum kr_counter {
 	KR_COUNTER_INTERLEAVED_HEAD = 18,
 	/* a thread created by a request-serving thread, started without its context */
 	KR_COUNTER_UNINHERITED_THREAD = 19,
-	KR_COUNTER_MAX = 20,
+	/* a call on an HTTP/2 connection: its streams' bytes mix, it carries no request */
+	KR_COUNTER_MULTIPLEXED_CALL = 20,
+	/* a server's read that may bring the next request's first bytes (TLS, a peeked byte): no request */
+	KR_COUNTER_UNSURE_READ = 21,
+	KR_COUNTER_MAX = 22,
 };
 
 /* What a call went to. */

@@ -65,6 +65,10 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   interleaved_request_head: 'interleavedHead',
   // a pool thread made while a request was served: started without that request's context
   uninherited_thread: 'uninheritedThread',
+  // a call on an HTTP/2 connection, whose streams mix: no request
+  multiplexed_call: 'multiplexedCall',
+  // a server's read that may bring the next request before its head is known (TLS, a peeked byte)
+  unsure_read: 'unsureRead',
 };
 /** Node processes by what the hook did (agent/runtimes/node) */
 const NODE_HOOKS_BY_OUTCOME: Record<string, Key> = {

@@ -97,6 +97,54 @@ static __always_inline __u32 context_kind(const void *data, __u64 len)
 }
 
 /*
+ * The connection whose request head set a thread's context: a socket's
+ * struct file for plaintext, the SSL object for TLS (tls.h). A thread that
+ * reads heads from a second connection interleaves requests (an event loop,
+ * a pool thread serving one connection after another): which request its
+ * later work is for is not known, so its context is cleared and heads no
+ * longer set one; its events go without a transaction, counted, never with
+ * another request's. A thread-per-connection server reads one connection per
+ * thread (its keep-alive requests one after another) and keeps exact
+ * contexts. LRU: the entries of exited threads are evicted; a reused thread
+ * id can only lose contexts, never gain a wrong one.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64); /* the connection, or KR_INTERLEAVING */
+} head_threads SEC(".maps");
+
+#define KR_INTERLEAVING 1
+
+static __always_inline bool thread_interleaves(__u32 tid)
+{
+	__u64 *owner = bpf_map_lookup_elem(&head_threads, &tid);
+
+	return owner && *owner == KR_INTERLEAVING;
+}
+
+/* Whether a request head read from connection `conn` may set thread `tid`'s context. */
+static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
+{
+	__u64 *owner = bpf_map_lookup_elem(&head_threads, &tid);
+	struct kr_thread *t;
+
+	if (!owner)
+		return !bpf_map_update_elem(&head_threads, &tid, &conn, BPF_NOEXIST);
+	if (*owner == conn)
+		return true;
+	*owner = KR_INTERLEAVING;
+	count_event(KR_COUNTER_INTERLEAVED_HEAD);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && t->context_id) {
+		t->context_id = 0;
+		forget_thread_context(tid);
+	}
+	return false;
+}
+
+/*
  * Puts a context record into the ring now, at sys_enter: every event that
  * will carry its id is reserved later, so user space always reads the
  * context first. Returns its id, 0 when the ring was full (counted).
@@ -162,8 +210,8 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 }
 
 /*
- * A runtime hook's signal (the Node hook writes them to /dev/null): the
- * thread now runs JavaScript unit `unit`, or opens it with the request head
+ * A runtime hook's signal (the hooks write them to /dev/null): the
+ * thread now runs the hook's unit `unit`, or opens it with the request head
  * that follows. The write is the hook's, not the program's: never recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid, const void *data,
@@ -181,9 +229,9 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 	if (sig.op == KR_UNIT_OPEN) {
 		/* the unit's own request: no parent, whatever the thread ran before */
 		id = open_record(KR_CONTEXT_RUNTIME, 0, pid_tgid, data + sizeof(sig), len - sizeof(sig));
-		unit_set_context(pid_tgid >> 32, KR_UNIT_JS, sig.unit, id);
+		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, id);
 	}
-	unit_switch(t, pid_tgid, KR_UNIT_JS, sig.unit);
+	unit_switch(t, pid_tgid, KR_UNIT_HOOK, sig.unit);
 	return t;
 }
 
@@ -210,8 +258,9 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
 
 /*
  * Sets the thread's context when a write or send starts with a marker or
- * an HTTP head, or switches its unit on a runtime's signal (*signal set:
- * not a call to record). Seen for every process, whatever the capture
+ * an HTTP head (t->opened: the context the head opened, which its
+ * connection takes), or switches its unit on a runtime's signal (*signal
+ * set: not a call to record). Seen for every process, whatever the capture
  * filters: they select events, and a context must be known before its
  * events are. Returns the thread's entry, t or the one made for the context.
  */
@@ -231,8 +280,16 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 	}
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);
-	if (t)
-		open_context(t, kind, pid_tgid, data, len);
+	if (!t)
+		return t;
+	if (kind == KR_CONTEXT_HTTP && (t->unit_kind || thread_interleaves((__u32)pid_tgid))) {
+		/* a head such a thread sends (a proxy's, a client's call out) is its connection's request
+		 * only */
+		t->opened = open_record(kind, t->context_id, pid_tgid, data, len);
+		return t;
+	}
+	open_context(t, kind, pid_tgid, data, len);
+	t->opened = t->context_id;
 	return t;
 }
 
@@ -246,47 +303,6 @@ static __always_inline bool context_watched(__u64 pid_tgid)
 	if (pid_tgid >> 32 == self_tgid)
 		return false;
 	return !filter_transactions || current_wanted(pid_tgid >> 32);
-}
-
-/*
- * The connection whose request head set a thread's context: a socket's
- * struct file for plaintext, the SSL object for TLS (tls.h). A thread that
- * reads heads from a second connection interleaves requests (an event loop,
- * a pool thread serving one connection after another): which request its
- * later work is for is not known, so its context is cleared and heads no
- * longer set one; its events go without a transaction, counted, never with
- * another request's. A thread-per-connection server reads one connection per
- * thread (its keep-alive requests one after another) and keeps exact
- * contexts. LRU: the entries of exited threads are evicted; a reused thread
- * id can only lose contexts, never gain a wrong one.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64); /* the connection, or KR_INTERLEAVING */
-} head_threads SEC(".maps");
-
-#define KR_INTERLEAVING 1
-
-/* Whether a request head read from connection `conn` may set thread `tid`'s context. */
-static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
-{
-	__u64 *owner = bpf_map_lookup_elem(&head_threads, &tid);
-	struct kr_thread *t;
-
-	if (!owner)
-		return !bpf_map_update_elem(&head_threads, &tid, &conn, BPF_NOEXIST);
-	if (*owner == conn)
-		return true;
-	*owner = KR_INTERLEAVING;
-	count_event(KR_COUNTER_INTERLEAVED_HEAD);
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (t && t->context_id) {
-		t->context_id = 0;
-		forget_thread_context(tid);
-	}
-	return false;
 }
 
 /*
@@ -334,7 +350,7 @@ static __always_inline bool is_request_prefix(__u64 w, __u64 len)
  * does the reader when the reader serves one request at a time:
  *   - a thread running a unit that does its own reads (a goroutine): that
  *     unit, not the thread;
- *   - a thread running JavaScript units (libuv reads between them): none;
+ *   - a thread running a hook's units (Node, asyncio: reads between them): none;
  *     the unit's hook opens the request's context itself;
  *   - a plain thread: the thread, while it reads one connection only
  *     (head_owns_thread).

@@ -61,8 +61,9 @@ struct kr_thread {
 	/* the runtime unit this thread runs (units.h), 0: none; its kind stays once a runtime's hooks ran */
 	__u64 unit;
 	__u32 unit_kind; /* enum kr_unit_kind, 0: a plain thread */
-	/* the write in flight set the context (a head): it starts a request on its connection */
-	__u32 opened;
+	__u32 pad;
+	/* the context the write in flight opened (a head), 0: none; it starts a request on its connection */
+	__u64 opened;
 	/*
 	 * sendmmsg/recvmmsg: the user's message array, whose lengths the exit adds up;
 	 * connect: the user's address, which names the peer of a connect that failed

@@ -53,6 +53,25 @@ int BPF_PROG(request_thread_start, struct task_struct *child)
 	return 0;
 }
 
+/*
+ * A new program runs none of the old one's units: it starts a plain thread
+ * with the context it had (a marker's, inherited), as a child process does.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *task)
+{
+	__u32 tid = task->pid;
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t && t->unit_kind) {
+		t->unit_kind = 0;
+		t->unit = 0;
+		t->context_id = 0;
+		forget_thread_context(tid);
+	}
+	return 0;
+}
+
 /* exec and prctl(PR_SET_NAME) and /proc/.../comm writes all come here */
 SEC("tp_btf/task_rename")
 int BPF_PROG(task_rename, struct task_struct *task, const char *comm)

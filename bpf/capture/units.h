@@ -97,23 +97,38 @@ static __always_inline void conn_set(__u64 sock, __u64 stamp, __u64 context_id, 
  * call on a socket that has one, else the thread's (its unit's, while it runs
  * one).
  */
+static __always_inline __u64 conn_context(struct kr_conn *c)
+{
+	if (c->flags & KR_CONN_MULTIPLEXED)
+		count_event(KR_COUNTER_MULTIPLEXED_CALL);
+	return c->context_id;
+}
+
 static __always_inline __u64 event_context(struct kr_thread *t)
 {
 	struct kr_conn *c;
 
 	if (t->sock && (c = conn_of(t->sock, t->sock_stamp)))
-		return c->context_id;
+		return conn_context(c);
 	return t->context_id;
 }
 
-/* A read's: as event_context, but none on a server's TLS connection (KR_CONN_TLS). */
+/*
+ * A read's: as event_context, but none on a server's TLS connection
+ * (KR_CONN_TLS) nor for a server's read that began the next request before
+ * its head was known (its connection's context 0 then).
+ */
 static __always_inline __u64 read_context(struct kr_thread *t)
 {
 	struct kr_conn *c;
 
-	if (t->sock && (c = conn_of(t->sock, t->sock_stamp)))
-		return c->flags & KR_CONN_TLS ? 0 : c->context_id;
-	return t->context_id;
+	if (!t->sock || !(c = conn_of(t->sock, t->sock_stamp)))
+		return t->context_id;
+	if (c->flags & KR_CONN_TLS || (c->flags & KR_CONN_SERVER && !c->context_id)) {
+		count_event(KR_COUNTER_UNSURE_READ);
+		return 0;
+	}
+	return conn_context(c);
 }
 
 /*
@@ -174,7 +189,7 @@ static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u
  * (libuv's). */
 static __always_inline bool unit_owns_reads(struct kr_thread *t)
 {
-	return t->unit_kind != KR_UNIT_JS;
+	return t->unit_kind != KR_UNIT_HOOK;
 }
 
 #endif /* KREPLAY_CAPTURE_UNITS_H */

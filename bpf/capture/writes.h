@@ -20,7 +20,6 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	bool wanted = current_wanted(pid_tgid >> 32);
 	__u32 tid = (__u32)pid_tgid;
 	bool signal = false;
-	__u64 before;
 
 	if (!wanted) {
 		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
@@ -32,13 +31,13 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 			return 0;
 	}
 	data = call_data(ctx, how, &data_len, &count);
-	before = t ? t->context_id : 0;
+	if (t)
+		t->opened = 0;
 	t = context_source(t, pid_tgid, data, data_len, &signal);
 	if (!t || signal)
 		return 0;
-	t->opened = t->context_id != before;
 	if (!wanted) {
-		if (!t->context_id)
+		if (!t->context_id && !t->opened)
 			return 0;
 		code |= KR_EVENT_CONTEXT_ONLY;
 	} else if (sample_background > 1) {
@@ -98,12 +97,12 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u3
 	 * recorded. A send that starts a request gives a client's connection the sender's
 	 * context; one by a thread without a context leaves it none.
 	 */
-	if (t->sock && ret > 0 && (t->context_id || capture_reads)) {
+	if (t->sock && ret > 0 && (t->context_id || t->opened || capture_reads)) {
 		starts = t->data && !bpf_map_lookup_elem(&last_sends, &t->sock);
 		bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
 		/* a head sent after another, no answer between (pipelining), starts a request too */
 		if (starts || t->opened)
-			conn_request_started(t, t->context_id);
+			conn_request_started(t, t->opened ? t->opened : t->context_id);
 	} else if (t->sock && ret > 0) {
 		conn_request_started(t, 0);
 	}

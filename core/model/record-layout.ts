@@ -110,7 +110,7 @@ export const ContextLayout = {
 export const ContextKind = { Marker: 1, Http: 2, HttpRequest: 3, Runtime: 4 } as const;
 
 /** enum kr_unit_kind: what a runtime schedules on its threads. */
-export const UnitKind = { Js: 1, Goroutine: 2, Work: 3 } as const;
+export const UnitKind = { Hook: 1, Goroutine: 2, Work: 3 } as const;
 /** enum kr_unit_op */
 export const UnitOp = { Enter: 1, Open: 2 } as const;
 /** struct kr_unit_signal: a runtime hook's write that switches its thread's unit; a head follows an open. */
@@ -155,6 +155,8 @@ export const KernelCounter = {
   connectTableFull: 17,
   interleavedHead: 18,
   uninheritedThread: 19,
+  multiplexedCall: 20,
+  unsureRead: 21,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];

@@ -43,6 +43,8 @@ describe('storedCounters', () => {
       connect_table_full: 18,
       interleaved_head: 19,
       uninherited_thread: 20,
+      multiplexed_call: 21,
+      unsure_read: 22,
       malformed_markers: 11,
       unknown_contexts: 12,
       unknown_targets: 13,
