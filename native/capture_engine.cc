@@ -270,13 +270,15 @@ void CaptureEngine::Attach() {
 }
 
 void CaptureEngine::Detach() {
-  if (tls_) tls_->Detach();
-  if (uv_) uv_->Detach();
-  // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
-  std::vector<std::thread> closers;
-  for (auto* link : links_) closers.emplace_back(bpf_link__destroy, link);
-  for (auto& closer : closers) closer.join();
+  std::vector<bpf_link*> links = std::move(links_);
   links_.clear();
+  for (std::vector<bpf_link*> probes :
+       {tls_ ? tls_->TakeLinks() : std::vector<bpf_link*>{}, uv_ ? uv_->TakeLinks() : std::vector<bpf_link*>{}})
+    links.insert(links.end(), probes.begin(), probes.end());
+  // Each detach waits for a grace period (a uprobe's, ~0.1 s, for SRCU); in parallel they share it.
+  std::vector<std::thread> closers;
+  for (auto* link : links) closers.emplace_back(bpf_link__destroy, link);
+  for (auto& closer : closers) closer.join();
 }
 
 void CaptureEngine::Teardown() {

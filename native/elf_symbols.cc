@@ -34,6 +34,18 @@ ElfSymbols ReadElfSymbols(const std::string& path, const std::set<std::string>& 
       if (name && wanted.count(name)) out.values.emplace(name, sym.st_value);
     }
   }
+  // a symbol's file offset: its address within the loaded segment that holds it
+  size_t segments = 0;
+  if (out.valid && elf_getphdrnum(elf, &segments) == 0) {
+    for (size_t i = 0; i < segments; i++) {
+      GElf_Phdr phdr;
+      if (!gelf_getphdr(elf, static_cast<int>(i), &phdr) || phdr.p_type != PT_LOAD) continue;
+      for (const auto& [name, value] : out.values) {
+        if (value >= phdr.p_vaddr && value < phdr.p_vaddr + phdr.p_memsz)
+          out.offsets.emplace(name, value - phdr.p_vaddr + phdr.p_offset);
+      }
+    }
+  }
   if (elf) elf_end(elf);
   close(fd);
   return out;

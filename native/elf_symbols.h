@@ -18,6 +18,8 @@ struct ElfSymbols {
   bool relocatable = false;
   // name -> st_value of each wanted symbol defined here (functions and data)
   std::map<std::string, uint64_t> values;
+  // name -> where its bytes are in the file (what a uprobe is attached at), for those in a loaded segment
+  std::map<std::string, uint64_t> offsets;
 };
 
 // The symbols of `wanted` that the file at `path` defines; `dynamic_only`: only those it exports

@@ -19,14 +19,6 @@ const char* kLibsslPaths[] = {"/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/lib
 
 const char* kSymbols[] = {"SSL_read", "SSL_read_ex", "SSL_write", "SSL_write_ex"};
 
-// The SSL_read family's symbols the ELF file defines.
-std::set<std::string> DefinedSymbols(const std::string& path) {
-  std::set<std::string> found;
-  for (const auto& [name, value] : ReadElfSymbols(path, {std::begin(kSymbols), std::end(kSymbols)}).values)
-    found.insert(name);
-  return found;
-}
-
 }  // namespace
 
 bool TlsProbes::Owns(const bpf_program* prog) {
@@ -35,13 +27,16 @@ bool TlsProbes::Owns(const bpf_program* prog) {
 }
 
 void TlsProbes::Consider(const std::string& path) {
-  const std::set<std::string> symbols = DefinedSymbols(path);
+  // the SSL_read family's symbols the file defines, where they are in it
+  const std::map<std::string, uint64_t> symbols =
+      ReadElfSymbols(path, {std::begin(kSymbols), std::end(kSymbols)}).offsets;
   if (symbols.count("SSL_read") && symbols.count("SSL_write") && Attach(path, symbols))
     binaries_.push_back(NamedBinary(path));
 }
 
-// Both ends of each read, the entry of each write; false (and nothing left attached) when one fails.
-bool TlsProbes::Attach(const std::string& path, const std::set<std::string>& symbols) {
+// Both ends of each read, the entry of each write, at the symbols' file offsets (libbpf would read
+// the whole symbol table again for each name); false (and nothing left attached) when one fails.
+bool TlsProbes::Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols) {
   struct Probe {
     const char* symbol;
     bpf_program* prog;
@@ -53,9 +48,10 @@ bool TlsProbes::Attach(const std::string& path, const std::set<std::string>& sym
   };
   const size_t before = links_.size();
   for (const Probe& probe : probes) {
-    if (!symbols.count(probe.symbol)) continue;
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret, .func_name = probe.symbol);
-    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), 0, &opts);
+    const auto offset = symbols.find(probe.symbol);
+    if (offset == symbols.end()) continue;
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), offset->second, &opts);
     if (!link) {
       const int err = errno;
       while (links_.size() > before) {
@@ -81,6 +77,12 @@ void TlsProbes::Scan() {
 
 void TlsProbes::ScanIfDue() {
   if (scan_.Due()) Scan();
+}
+
+std::vector<bpf_link*> TlsProbes::TakeLinks() {
+  std::vector<bpf_link*> links = std::move(links_);
+  links_.clear();
+  return links;
 }
 
 void TlsProbes::Detach() {

@@ -5,7 +5,8 @@
 // started later are found by the next scan.
 #pragma once
 
-#include <set>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ class TlsProbes {
   void Scan();
   // Scan, at most once a second.
   void ScanIfDue();
+  // The attached links, handed over for the caller to destroy (in parallel: each waits for a grace period).
+  std::vector<bpf_link*> TakeLinks();
   void Detach();
 
   // The files probed so far.
@@ -47,7 +50,7 @@ class TlsProbes {
 
  private:
   void Consider(const std::string& path);
-  bool Attach(const std::string& path, const std::set<std::string>& symbols);
+  bool Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols);
 
   TlsPrograms programs_;
   std::vector<bpf_link*> links_;

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "elf_symbols.h"
 #include "native_log.h"
@@ -24,9 +25,7 @@ const char* kWorkFunctions[] = {"uv__fs_work", "uv__queue_work", "uv__getaddrinf
 void UvProbes::Consider(const std::string& path) {
   std::set<std::string> wanted = {kSubmit, kQueueWork};
   wanted.insert(std::begin(kWorkFunctions), std::end(kWorkFunctions));
-  const ElfSymbols elf = ReadElfSymbols(path, wanted);
-  std::set<std::string> symbols;
-  for (const auto& [name, value] : elf.values) symbols.insert(name);
+  const std::map<std::string, uint64_t> symbols = ReadElfSymbols(path, wanted).offsets;
   // uv_queue_work alone is exported by every libuv: the pool is followed only with the local symbols
   if (!symbols.count(kSubmit) || !symbols.count("uv__fs_work")) {
     if (symbols.count(kQueueWork)) {
@@ -39,8 +38,10 @@ void UvProbes::Consider(const std::string& path) {
   if (Attach(path, symbols)) AppendLog("info", "libuv's threadpool is followed in " + NamedBinary(path));
 }
 
-// Each work function at entry and return, the submit paths at entry; false (and nothing left attached) when one fails.
-bool UvProbes::Attach(const std::string& path, const std::set<std::string>& symbols) {
+// Each work function at entry and return, the submit paths at entry, at the file offsets of `symbols`
+// (libbpf would read the whole symbol table again for each name); false (and nothing left attached)
+// when one fails.
+bool UvProbes::Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols) {
   struct Probe {
     const char* symbol;
     bpf_program* prog;
@@ -53,9 +54,10 @@ bool UvProbes::Attach(const std::string& path, const std::set<std::string>& symb
   }
   const size_t before = links_.size();
   for (const Probe& probe : probes) {
-    if (!symbols.count(probe.symbol)) continue;
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret, .func_name = probe.symbol);
-    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), 0, &opts);
+    const auto offset = symbols.find(probe.symbol);
+    if (offset == symbols.end()) continue;
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), offset->second, &opts);
     if (!link) {
       const int err = errno;
       while (links_.size() > before) {
@@ -77,6 +79,12 @@ void UvProbes::Scan() {
 
 void UvProbes::ScanIfDue() {
   if (scan_.Due()) Scan();
+}
+
+std::vector<bpf_link*> UvProbes::TakeLinks() {
+  std::vector<bpf_link*> links = std::move(links_);
+  links_.clear();
+  return links;
 }
 
 void UvProbes::Detach() {

@@ -6,7 +6,8 @@
 // scan.
 #pragma once
 
-#include <set>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,13 @@ class UvProbes {
   void Scan();
   // Scan, at most once a second.
   void ScanIfDue();
+  // The attached links, handed over for the caller to destroy (in parallel: each waits for a grace period).
+  std::vector<bpf_link*> TakeLinks();
   void Detach();
 
  private:
   void Consider(const std::string& path);
-  bool Attach(const std::string& path, const std::set<std::string>& symbols);
+  bool Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols);
 
   UvPrograms programs_;
   std::vector<bpf_link*> links_;
