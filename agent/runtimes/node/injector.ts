@@ -9,7 +9,7 @@
 import type { Logger } from '../../../core/log/logger';
 import { hookExpression, hookInstalled } from './hook-signal';
 import { hookRefusal } from './hook-policy';
-import { InspectorSession, NodeHookError } from './inspector-session';
+import { deadline, InspectorSession, NodeHookError } from './inspector-session';
 import { namespaceListening, processListening, type ListeningSocket } from './listening-sockets';
 import { readProcessFacts } from './node-process';
 import type { NodeRuntime } from './node-runtime';
@@ -131,7 +131,10 @@ export async function injectNodeHook(
   return outcome;
 }
 
-/** Asks the process to close its inspector, then waits until it no longer listens. */
+/**
+ * Asks the process to close its inspector (which ends the session from its side: never both sides
+ * at once, see InspectorSession.close), then waits until it no longer listens.
+ */
 async function closeInspector(
   pid: number,
   inspector: ListeningSocket,
@@ -142,7 +145,10 @@ async function closeInspector(
   try {
     const closer = session ?? (await InspectorSession.open(inspector.port, timings.answerMs));
     await closer.evaluate(CLOSE_INSPECTOR);
-    closer.close();
+    // a session the process did not end in time is ended from here (it is not closing it, then)
+    await deadline(closer.closed, timings.inspectorMs, 'the inspector ending the session').catch(() =>
+      closer.close(),
+    );
     const gone = await poll(
       () => (processListening(pid).some((s) => s.inode === inspector.inode) ? undefined : true),
       timings.inspectorMs,

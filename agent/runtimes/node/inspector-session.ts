@@ -17,7 +17,8 @@ interface Answer {
   error?: { message?: string };
 }
 
-function deadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+/** `promise`, or a NodeHookError naming `what` after `ms`. */
+export function deadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new NodeHookError(`${what}: no answer within ${ms} ms`)), ms);
@@ -28,7 +29,9 @@ function deadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> 
 export class InspectorSession {
   private next = 1;
   private readonly waiting = new Map<number, (answer: Answer) => void>();
-  private closed = false;
+  private ended = false;
+  /** Resolves when the session ended (the inspector closed it, or close()). */
+  readonly closed: Promise<void>;
 
   private constructor(
     private readonly socket: WebSocket,
@@ -47,8 +50,11 @@ export class InspectorSession {
         resolve(answer);
       }
     });
+    let ended = (): void => undefined;
+    this.closed = new Promise((resolve) => (ended = resolve));
     socket.addEventListener('close', () => {
-      this.closed = true;
+      this.ended = true;
+      ended();
       for (const resolve of this.waiting.values())
         resolve({ error: { message: 'the inspector closed the session' } });
       this.waiting.clear();
@@ -90,7 +96,7 @@ export class InspectorSession {
 
   /** The value `expression` evaluates to in the process; throws NodeHookError on an exception. */
   async evaluate(expression: string): Promise<unknown> {
-    if (this.closed) throw new NodeHookError('the inspector closed the session');
+    if (this.ended) throw new NodeHookError('the inspector closed the session');
     const id = this.next++;
     const answered = new Promise<Answer>((resolve) => this.waiting.set(id, resolve));
     this.socket.send(
@@ -112,6 +118,11 @@ export class InspectorSession {
     return result?.result?.value;
   }
 
+  /**
+   * Ends the session from this side. Not while the process closes its inspector: Node 24's
+   * inspector thread crashes (a freed handler, WsHandler::OnCloseFrameWritten) when both sides
+   * close at once; wait for `closed` then.
+   */
   close(): void {
     this.socket.close();
   }
