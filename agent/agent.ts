@@ -156,6 +156,7 @@ export class Agent implements AgentReadings {
     if ((options.nodeHook ?? true) && options.capture.attribution !== false) {
       agent.nodeHooks = new NodeHooks({
         wanted: (pid) => agent.wantsProcess(pid),
+        followLibuv: (pid) => agent.capture?.followLibuv(pid),
         addon: nativeAddon(),
         log: log.child('node-hook'),
       });

@@ -46,23 +46,27 @@ void BinaryScan::Scan(const Visit& visit) {
     if (stat((dir + "/exe").c_str(), &exe) != 0) continue;
     alive[pid] = exe.st_ino;
     auto known = processes_.find(pid);
-    if (known != processes_.end() && known->second == exe.st_ino) continue;
-    Offer(dir + "/exe", visit);
-    if (libraries_.empty()) continue;
-    std::ifstream maps(dir + "/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-      const size_t slash = line.find('/');
-      if (slash == std::string::npos) continue;
-      for (const std::string& library : libraries_) {
-        if (line.find(library, slash) == std::string::npos) continue;
-        Offer(dir + "/root" + line.substr(slash), visit);
-        break;
-      }
-    }
+    if (known == processes_.end() || known->second != exe.st_ino) ScanProcess(pid, visit);
   }
   closedir(proc);
   processes_ = std::move(alive);
+}
+
+void BinaryScan::ScanProcess(pid_t pid, const Visit& visit) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  Offer(dir + "/exe", visit);
+  if (libraries_.empty()) return;
+  std::ifstream maps(dir + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    for (const std::string& library : libraries_) {
+      if (line.find(library, slash) == std::string::npos) continue;
+      Offer(dir + "/root" + line.substr(slash), visit);
+      break;
+    }
+  }
 }
 
 }  // namespace kreplay

@@ -25,9 +25,11 @@ class BinaryScan {
 
   // `path` unless this file was handed out before.
   void Offer(const std::string& path, const Visit& visit);
-  // Every process not seen before, or that exec'd since: its executable (/proc/PID/exe), then
-  // the mapped files `libraries` names, through the process's root (a container's files).
+  // Every process not seen before, or that exec'd since: ScanProcess.
   void Scan(const Visit& visit);
+  // One process's executable (/proc/PID/exe), then the mapped files `libraries` names, through the
+  // process's root (a container's files).
+  void ScanProcess(pid_t pid, const Visit& visit);
   // Whether a second passed since the last Scan.
   bool Due() const { return std::chrono::steady_clock::now() - last_scan_ >= std::chrono::seconds(1); }
 

@@ -98,7 +98,6 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
                                                    p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter});
     tls_->Scan();
     uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start, p.uv_work_end});
-    uv_->Scan();
   }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
@@ -290,11 +289,14 @@ void CaptureEngine::Teardown() {
   skel_ = nullptr;
 }
 
-// The poll thread's turn is also when newly started programs get their TLS and libuv probes.
+// The poll thread's turn is also when newly started programs get their TLS probes.
 int CaptureEngine::Wait(int timeout_ms) {
   if (tls_) tls_->ScanIfDue();
-  if (uv_) uv_->ScanIfDue();
   return ring_->Wait(timeout_ms);
+}
+
+void CaptureEngine::FollowLibuv(pid_t pid) {
+  if (uv_) uv_->Follow(pid);
 }
 
 int CaptureEngine::Consume() { return ring_->Consume(sink_); }

@@ -2,6 +2,8 @@
 // the ring buffer its records arrive in. No Node.js in here.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -80,6 +82,9 @@ class CaptureEngine {
   // Replaces the cgroup ids of the filter (services and cgroup paths resolve
   // to new ids as cgroups come and go); throws CaptureFailure.
   void SetCgroupFilter(const std::vector<uint64_t>& include, const std::vector<uint64_t>& exclude);
+
+  // Follows the libuv threadpool of process `pid` (uv_probes.h); any thread.
+  void FollowLibuv(pid_t pid);
 
   // Per-CPU counters summed, indexed by enum kr_counter.
   std::vector<uint64_t> ReadCounters() const;

@@ -73,21 +73,20 @@ bool UvProbes::Attach(const std::string& path, const std::map<std::string, uint6
   return true;
 }
 
-void UvProbes::Scan() {
-  scan_.Scan([this](const std::string& path) { Consider(path); });
-}
-
-void UvProbes::ScanIfDue() {
-  if (scan_.Due()) Scan();
+void UvProbes::Follow(pid_t pid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  scan_.ScanProcess(pid, [this](const std::string& path) { Consider(path); });
 }
 
 std::vector<bpf_link*> UvProbes::TakeLinks() {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<bpf_link*> links = std::move(links_);
   links_.clear();
   return links;
 }
 
 void UvProbes::Detach() {
+  std::lock_guard<std::mutex> lock(mutex_);
   for (bpf_link* link : links_) bpf_link__destroy(link);
   links_.clear();
 }

@@ -1,13 +1,17 @@
-// libuv threadpool probes (bpf/capture/uvpool.h): attached to every binary
-// that defines uv__work_submit and the work functions its pool threads run,
-// Node (libuv linked in, its local symbols kept) or a libuv.so built with
-// them. A uprobe belongs to the file, so every process running an attached
-// file is covered at once; programs started later are found by the next
-// scan.
+// libuv threadpool probes (bpf/capture/uvpool.h): attached, when the agent
+// follows a process's requests (its Node hook), to its executable or libuv.so
+// if it defines uv__work_submit and the work functions its pool threads run
+// (Node links libuv in and keeps the local symbols). A uprobe belongs to the
+// file, so other processes running it are covered too. Only on demand: each
+// uprobe's detach waits ~0.1 s for the kernel, one at a time, so probing every
+// Node binary on a host made the agent's stop slow.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,10 +36,9 @@ class UvProbes {
   UvProbes(const UvProbes&) = delete;
   UvProbes& operator=(const UvProbes&) = delete;
 
-  // Every process not seen before (or that exec'd since): its executable and the libuv it maps.
-  void Scan();
-  // Scan, at most once a second.
-  void ScanIfDue();
+  // Probes the executable of process `pid` and the libuv it maps, unless they were looked at before.
+  // Called from any thread.
+  void Follow(pid_t pid);
   // The attached links, handed over for the caller to destroy (in parallel: each waits for a grace period).
   std::vector<bpf_link*> TakeLinks();
   void Detach();
@@ -45,6 +48,8 @@ class UvProbes {
   bool Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols);
 
   UvPrograms programs_;
+  // Follow and TakeLinks come from the JS thread and the poll thread
+  std::mutex mutex_;
   std::vector<bpf_link*> links_;
   BinaryScan scan_;
 };

@@ -59,6 +59,8 @@ export interface NativeCaptureSession {
   programStats(): ProgramStats[];
   /** replaces the filter's cgroup ids (an id in both lists is excluded) */
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
+  /** probes the libuv threadpool of process `pid`'s executable (or libuv.so) from now on, when it has the symbols */
+  followLibuv(pid: number): void;
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }

@@ -75,14 +75,16 @@ async function poll<T>(check: () => T | undefined, ms: number): Promise<T | unde
 }
 
 /**
- * Hooks process `pid`, which runs `runtime`. Resolves with what happened; never throws. Waits for
- * each step within `timings`: the caller runs one at a time (the inspector port is shared).
+ * Hooks process `pid`, which runs `runtime`; `beforeSignal` runs once the policy let it through
+ * (the libuv probes go on first). Resolves with what happened; never throws. Waits for each step
+ * within `timings`: the caller runs one at a time (the inspector port is shared).
  */
 export async function injectNodeHook(
   pid: number,
   runtime: NodeRuntime,
   log: Logger,
   timings: InjectorTimings = INJECTOR_TIMINGS,
+  beforeSignal: () => void = () => undefined,
 ): Promise<HookOutcome> {
   const facts = readProcessFacts(pid);
   if (!facts) return { kind: 'failed', reason: 'the process is gone' };
@@ -98,6 +100,7 @@ export async function injectNodeHook(
       reason: `port ${DEFAULT_INSPECTOR_PORT} is taken: its inspector could not open`,
     };
   try {
+    beforeSignal();
     process.kill(pid, SIGUSR1);
   } catch (err) {
     return { kind: 'failed', reason: `cannot signal it: ${(err as Error).message}` };

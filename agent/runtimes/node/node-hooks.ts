@@ -21,6 +21,8 @@ export interface NodeHookCounts {
 export interface NodeHooksOptions {
   /** whether the capture filters include the process */
   wanted(pid: number): boolean;
+  /** follows the process's libuv threadpool (its probes go on its binary before the hook goes in) */
+  followLibuv(pid: number): void;
   addon: Pick<NativeAddon, 'elfSymbols'>;
   log: Logger;
   /** between scans of /proc; default 1000 */
@@ -92,7 +94,10 @@ export class NodeHooks {
       // not Node; or not included yet (a filter's cgroups and services change): asked again next scan
       if (!runtime) known.settled = true;
       if (!runtime || !this.options.wanted(pid)) continue;
-      this.settle(pid, known, await injectNodeHook(pid, runtime, this.options.log, this.options.timings));
+      const outcome = await injectNodeHook(pid, runtime, this.options.log, this.options.timings, () =>
+        this.options.followLibuv(pid),
+      );
+      this.settle(pid, known, outcome);
     }
     for (const pid of this.known.keys()) if (!alive.has(pid)) this.known.delete(pid);
   }
