@@ -71,15 +71,25 @@ export async function inTurn(
   );
 }
 
+export interface LoadOptions {
+  /** TLS, trusting this certificate */
+  ca?: Buffer;
+  /** each request carries a traceparent of its own (default), else only its x-request-id */
+  traced?: boolean;
+  path?: string;
+  /** a JSON body: the requests are POSTs */
+  body?: (id: string) => unknown;
+}
+
 /**
- * GETs over keep-alive connections (TLS when `ca` is given), `level` at a time, each with its
- * x-request-id and (unless `traced` is false) a traceparent of its own.
+ * Requests over keep-alive connections, `level` at a time, each with its x-request-id and (unless
+ * `traced` is false) a traceparent of its own.
  */
 export async function httpLoad(
   port: number,
   ids: string[],
   level: number,
-  { ca, traced = true }: { ca?: Buffer; traced?: boolean } = {},
+  { ca, traced = true, path = '/', body }: LoadOptions = {},
 ): Promise<void> {
   const pool = ca
     ? new HttpsAgent({ keepAlive: true, maxSockets: level })
@@ -91,19 +101,25 @@ export async function httpLoad(
       level,
       (id, i) =>
         new Promise<void>((resolve, reject) => {
+          const json = body && JSON.stringify(body(id));
           send(
             {
               agent: pool,
               host: '127.0.0.1',
               port,
-              path: '/',
+              path,
               ca,
-              headers: { 'x-request-id': id, ...(traced && { traceparent: traceparentOf(i) }) },
+              method: json === undefined ? 'GET' : 'POST',
+              headers: {
+                'x-request-id': id,
+                ...(traced && { traceparent: traceparentOf(i) }),
+                ...(json !== undefined && { 'content-type': 'application/json' }),
+              },
             },
             (res) => res.resume().once('end', () => resolve()),
           )
             .once('error', reject)
-            .end();
+            .end(json);
         }),
     );
   } finally {
