@@ -261,6 +261,7 @@ export class Agent implements AgentReadings {
       malformedMarkers: this.contexts.malformedMarkers,
       incompleteRequestHeads: this.contexts.incompleteRequestHeads,
       untracedRequestHeads: this.contexts.untracedRequestHeads,
+      pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
       nodeHooked: this.nodeHooks?.counts.hooked ?? 0,

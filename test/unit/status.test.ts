@@ -18,9 +18,10 @@ describe('storedCounters', () => {
       unshippedPruned: 21,
       incompleteRequestHeads: 22,
       untracedRequestHeads: 23,
-      nodeHooked: 24,
-      nodeHookRefused: 25,
-      nodeHookFailed: 26,
+      pipelinedRequestHeads: 24,
+      nodeHooked: 25,
+      nodeHookRefused: 26,
+      nodeHookFailed: 27,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -58,9 +59,10 @@ describe('storedCounters', () => {
       unshipped_pruned: 21,
       incomplete_request_heads: 22,
       untraced_request_heads: 23,
-      node_hooked: 24,
-      node_hook_refused: 25,
-      node_hook_failed: 26,
+      pipelined_request_heads: 24,
+      node_hooked: 25,
+      node_hook_refused: 26,
+      node_hook_failed: 27,
     });
   });
 });
