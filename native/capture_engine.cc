@@ -97,7 +97,7 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
     tls_ = std::make_unique<TlsProbes>(TlsPrograms{p.ssl_read_enter, p.ssl_read_exit, p.ssl_read_ex_enter,
                                                    p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter});
     tls_->Scan();
-    uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start, p.uv_work_end});
+    uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start});
   }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));

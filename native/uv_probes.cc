@@ -38,26 +38,21 @@ void UvProbes::Consider(const std::string& path) {
   if (Attach(path, symbols)) AppendLog("info", "libuv's threadpool is followed in " + NamedBinary(path));
 }
 
-// Each work function at entry and return, the submit paths at entry, at the file offsets of `symbols`
+// Each work function and the submit paths at entry, at the file offsets of `symbols`
 // (libbpf would read the whole symbol table again for each name); false (and nothing left attached)
 // when one fails.
 bool UvProbes::Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols) {
   struct Probe {
     const char* symbol;
     bpf_program* prog;
-    bool ret;
   };
-  std::vector<Probe> probes = {{kSubmit, programs_.work_submit, false}, {kQueueWork, programs_.queue_work, false}};
-  for (const char* work : kWorkFunctions) {
-    probes.push_back({work, programs_.work_start, false});
-    probes.push_back({work, programs_.work_end, true});
-  }
+  std::vector<Probe> probes = {{kSubmit, programs_.work_submit}, {kQueueWork, programs_.queue_work}};
+  for (const char* work : kWorkFunctions) probes.push_back({work, programs_.work_start});
   const size_t before = links_.size();
   for (const Probe& probe : probes) {
     const auto offset = symbols.find(probe.symbol);
     if (offset == symbols.end()) continue;
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret);
-    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), offset->second, &opts);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), offset->second, nullptr);
     if (!link) {
       const int err = errno;
       while (links_.size() > before) {

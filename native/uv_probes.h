@@ -26,7 +26,6 @@ struct UvPrograms {
   bpf_program* work_submit;
   bpf_program* queue_work;
   bpf_program* work_start;
-  bpf_program* work_end;
 };
 
 class UvProbes {

@@ -4,12 +4,14 @@
  * request is a unit (KR_UNIT_WORK, its id the request's struct uv__work).
  * The thread that submits it gives it its context (a Node event loop's is
  * the JavaScript unit it runs); a pool thread carries that context while it
- * runs the request's work function, and none between requests. Uprobes:
- * uv__work_submit and uv_queue_work (which inlines it) at entry, the work
- * functions (uv__fs_work, uv__queue_work, ...) at entry and return. A
- * synchronous call (uv_fs_* without a callback: Node's fs.*Sync) runs the
- * same work function on the calling thread: only the requests submitted to
- * the pool switch a thread's unit.
+ * runs the request's work function, until it starts the next one. Uprobes at
+ * entry only (each trap costs a request ~1 µs): uv__work_submit and
+ * uv_queue_work (which inlines it), the work functions (uv__fs_work,
+ * uv__queue_work, ...). Between two requests a pool thread makes one call,
+ * the eventfd write that tells the loop the last one is done: that
+ * request's. A synchronous call (uv_fs_* without a callback: Node's
+ * fs.*Sync) runs the same work function on the calling thread: only the
+ * requests submitted to the pool switch a thread's unit.
  * User space (native/uv_probes.cc) attaches them to every binary with the
  * symbols: Node, which links libuv in, or a libuv.so that kept them.
  */
@@ -25,8 +27,7 @@
 
 /*
  * The requests submitted to the pool and not started yet. LRU: a request
- * the table lost runs as a synchronous one would (its thread keeps what it
- * had: none, on a pool thread).
+ * the table lost runs in none.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -76,10 +77,14 @@ int BPF_KPROBE(uv_work_start, void *work)
 
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return 0;
-	/* a synchronous call: the caller's thread keeps its own context */
-	if (bpf_map_delete_elem(&uv_queued, &key))
-		return 0;
 	t = bpf_map_lookup_elem(&threads, &tid);
+	if (bpf_map_delete_elem(&uv_queued, &key)) {
+		/* a synchronous call (the caller keeps its own context), or, on a pool thread (one
+		 * that ran requests), a request the table lost: none, never the last one's */
+		if (t && t->unit_kind == KR_UNIT_WORK)
+			unit_switch(t, pid_tgid, KR_UNIT_WORK, 0);
+		return 0;
+	}
 	/* a thread without an entry has no context to lose: only a request with one needs it */
 	if (!t && !unit_context(pid_tgid >> 32, KR_UNIT_WORK, (__u64)work))
 		return 0;
@@ -87,23 +92,6 @@ int BPF_KPROBE(uv_work_start, void *work)
 		t = thread_entry(tid);
 	if (t)
 		unit_switch(t, pid_tgid, KR_UNIT_WORK, (__u64)work);
-	return 0;
-}
-
-/*
- * ... and none once it returns: what the thread does until the next request
- * is no request's. A synchronous call's return (its thread runs no work
- * request) changes nothing; one nested in a request's work ends that
- * request's context early (none, never another's).
- */
-SEC("uretprobe")
-int BPF_KRETPROBE(uv_work_end)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
-
-	if (t && t->unit_kind == KR_UNIT_WORK && t->unit)
-		unit_switch(t, pid_tgid, KR_UNIT_WORK, 0);
 	return 0;
 }
 
