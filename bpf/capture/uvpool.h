@@ -46,6 +46,8 @@ static __always_inline void uv_work_queued(__u64 work)
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return;
 	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
+	if (t)
+		unit_refresh(t, pid_tgid);
 	/* always written: the request's memory is reused by later requests */
 	unit_set_context(key.tgid, KR_UNIT_WORK, work, t ? t->context_id : 0);
 	bpf_map_update_elem(&uv_queued, &key, &(__u8){1}, BPF_ANY);

@@ -11,8 +11,9 @@ export interface HookSignal {
   opAt: number;
   unitAt: number;
   bytes: number;
-  enter: number;
   open: number;
+  /** the op that makes a signal's unit field the thread's unit slot */
+  watch: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
 }
@@ -22,8 +23,8 @@ export const HOOK_SIGNAL: HookSignal = {
   opAt: UnitSignalLayout.op,
   unitAt: UnitSignalLayout.unit,
   bytes: UnitSignalLayout.bytes,
-  enter: UnitOp.Enter,
   open: UnitOp.Open,
+  watch: UnitOp.Watch,
   maxHead: CONTEXT_DATA_LEN,
 };
 

@@ -5,12 +5,14 @@
 // transaction across awaits, timers, promises and callbacks:
 //   - each request a server receives (http/https 'request', http2 'stream', which grpc-js and
 //     express are built on) runs in an AsyncLocalStorage store of its own, a unit id;
-//   - a write of an OPEN signal to /dev/null gives the unit the request's context (the head that
-//     follows the signal: method, path, traceparent, x-request-id), an ENTER signal tells the
-//     kernel which unit the thread runs now (0: none) whenever that changes: when a request starts
-//     and ends, before each async callback (async_hooks), and around the events of a request's own
-//     objects (a request body's data, an HTTP/2 stream's frames, which arrive in the connection's
-//     callbacks);
+//   - the unit the event loop runs now (0: none) is kept in a slot, 8 bytes of a Buffer whose
+//     address the kernel learnt once (a WATCH signal, a write of those bytes to /dev/null) and
+//     reads at each of the thread's calls: set when a request starts and ends, before and after
+//     each async callback (async_hooks; a stack, as they nest), and around the events of a
+//     request's own objects (a request body's data, an HTTP/2 stream's frames, which arrive in the
+//     connection's callbacks). No call per switch: between callbacks, in libuv, the slot says 0;
+//   - a write of an OPEN signal gives a unit the request's context (the head that follows the
+//     signal: method, path, traceparent, x-request-id), once per request;
 //   - a client socket written for two requests (a pooled connection of a database or cache
 //     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
 //     Node's own HTTP client is exact (it gives a reused socket the request it serves).
@@ -50,19 +52,21 @@ module.exports = function kreplayNodeHook(signal) {
   };
 
   if (state.fd < 0) state.fd = fs.openSync('/dev/null', 'w');
-  // struct kr_unit_signal: magic, u32 op, u64 unit; an OPEN's head follows it
-  const enterSignal = Buffer.alloc(signal.bytes);
-  const openSignal = Buffer.alloc(signal.bytes + signal.maxHead);
-  for (const [buf, op] of [
-    [enterSignal, signal.enter],
-    [openSignal, signal.open],
-  ]) {
+  // struct kr_unit_signal: magic, u32 op, u64 unit; an OPEN's head follows it. The WATCH signal's
+  // bytes are the slot itself: a Buffer of its own (never pooled, never moved, kept in `state`).
+  const signalOf = (op, bytes) => {
+    const buf = Buffer.alloc(bytes);
     buf.write(signal.magic, 0, 'latin1');
     buf.writeUInt32LE(op, signal.opAt);
-  }
-  const send = (buf, unit, length) => {
+    return buf;
+  };
+  const slot = (state.slot = signalOf(signal.watch, signal.bytes));
+  const openSignal = signalOf(signal.open, signal.bytes + signal.maxHead);
+  const setUnit = (buf, unit) => {
     buf.writeUInt32LE(unit >>> 0, signal.unitAt);
     buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
+  };
+  const send = (buf, length) => {
     try {
       fs.writeSync(state.fd, buf, 0, length);
     } catch {
@@ -70,24 +74,24 @@ module.exports = function kreplayNodeHook(signal) {
       try {
         state.fd = fs.openSync('/dev/null', 'w');
       } catch {
-        // nothing to do: the kernel keeps the last unit it was told
+        // nothing to do: that request stays unattributed
       }
     }
   };
 
   const als = new AsyncLocalStorage();
-  // the unit the kernel was last told this thread runs; -1: not told yet
-  let told = -1;
+  // the unit in the slot
+  let running = 0;
   const current = () => als.getStore() ?? 0;
   const enter = (unit) => {
-    if (unit === told) return;
-    told = unit;
-    send(enterSignal, unit, signal.bytes);
+    if (unit === running) return;
+    running = unit;
+    setUnit(slot, unit);
   };
-  // Runs fn in `unit`, then tells the kernel the caller's unit again.
+  // Runs fn in `unit`, then the caller's unit again.
   const runIn = (unit, fn, self, args) => {
-    const outer = current();
-    if (outer === unit) return Reflect.apply(fn, self, args);
+    const outer = running;
+    if (outer === unit && current() === unit) return Reflect.apply(fn, self, args);
     enter(unit);
     try {
       return als.run(unit, Reflect.apply, fn, self, args);
@@ -126,8 +130,12 @@ module.exports = function kreplayNodeHook(signal) {
     const text = head(method, path, headers ?? {});
     if (text === null) return unit;
     const length = signal.bytes + openSignal.write(text, signal.bytes, 'latin1');
-    told = unit;
-    send(openSignal, unit, length);
+    // the kernel reads the slot when the write begins: the unit must be there already
+    const outer = running;
+    enter(unit);
+    setUnit(openSignal, unit);
+    send(openSignal, length);
+    enter(outer);
     return unit;
   };
 
@@ -207,16 +215,30 @@ module.exports = function kreplayNodeHook(signal) {
       },
   );
 
-  // Before each callback (timers, I/O, promise continuations, ticks), the unit it runs in.
+  // Around each callback (timers, I/O, promise continuations, ticks), the unit it runs in; they
+  // nest (a callback run in another's scope), so each after gives back what its before found.
+  const outers = [];
   state.asyncHook = createHook({
     before() {
       try {
+        // an unbalanced before (an exception that skipped afters) cannot grow it for ever
+        if (outers.length > 1000) outers.length = 0;
+        outers.push(running);
         enter(current());
       } catch {
         // an async hook that throws ends the process: never
       }
     },
+    after() {
+      try {
+        enter(outers.pop() ?? 0);
+      } catch {
+        // likewise
+      }
+    },
   }).enable();
-  enter(current());
+  running = current();
+  setUnit(slot, running);
+  send(slot, signal.bytes);
   return `kreplay-node-hook ${process.pid}`;
 };
