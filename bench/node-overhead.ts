@@ -5,7 +5,9 @@
  * the server, one never hooked and measured without the agent, the other measured with the agent
  * (which hooks it and probes its libuv pool), interleaved round by round; the uprobe hits per
  * request (bpf_stats run counts of the uv_* programs) and the hook's signal writes per request (the
- * hooked server's write(2) calls, /proc/PID/io syscw, beyond the other's).
+ * hooked server's write(2) calls, /proc/PID/io syscw, beyond the other's). On a shared machine
+ * throughput swings with the load; the CPU time each server spends per request (/proc/PID/stat,
+ * user and system) is the steadier figure, and the agent's own is given beside it.
  *
  * Usage: node dist/bench/node-overhead.js [rounds=5] [seconds=5] [connections=64]
  */
@@ -88,6 +90,14 @@ function uvRuns(): number {
   return progs.filter((p) => p.name?.startsWith('uv_')).reduce((n, p) => n + (p.run_cnt ?? 0), 0);
 }
 
+const CLOCK_TICKS = 100; // sysconf(_SC_CLK_TCK) on Linux
+
+/** The process's CPU time so far (user and system, all threads), µs. */
+function cpuUs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS) * 1e6;
+}
+
 /** The process's write(2)-family calls so far. */
 const writeCalls = (pid: number) =>
   Number(/^syscw: (\d+)$/m.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'))![1]);
@@ -108,26 +118,48 @@ async function main(): Promise<void> {
   const hits: number[] = [];
   const writesOff: number[] = [];
   const writesOn: number[] = [];
+  const cpuOff: number[] = [];
+  const cpuOn: number[] = [];
+  const agentCpu: number[] = [];
+  // the never-hooked copy with the agent capturing it: what capture costs without the hook
+  const captured: Wrk[] = [];
+  const cpuCaptured: number[] = [];
   try {
     for (let round = 0; round < rounds; round++) {
       let before = writeCalls(plainServer.child.pid!);
+      let cpu = cpuUs(plainServer.child.pid!);
       const plain = await wrk(plainServer.port);
       off.push(plain);
       writesOff.push((writeCalls(plainServer.child.pid!) - before) / plain.requests);
-      const agent = await startBenchAgent(ROOT, ['--include', `pid:${server.child.pid}`]);
+      cpuOff.push((cpuUs(plainServer.child.pid!) - cpu) / plain.requests);
+      const agent = await startBenchAgent(ROOT, [
+        ...['--include', `pid:${server.child.pid}`],
+        ...['--include', `pid:${plainServer.child.pid}`],
+      ]);
       try {
+        const word = new RegExp(
+          `(hooked a Node process|Node process unattributed|could not hook)[^\\n]* pid=${server.child.pid}\\b`,
+        );
         const deadline = Date.now() + 20_000;
-        while (!/hooked a Node process|Node process unattributed|could not hook/.test(agent.output())) {
+        while (!word.test(agent.output())) {
           if (Date.now() > deadline) throw new Error(`the agent did not hook the server:\n${agent.output()}`);
           await new Promise((r) => setTimeout(r, 50));
         }
-        if (!agent.output().includes('hooked a Node process')) throw new Error(agent.output());
+        if (word.exec(agent.output())![1] !== 'hooked a Node process') throw new Error(agent.output());
+        cpu = cpuUs(plainServer.child.pid!);
+        const capturedRun = await wrk(plainServer.port);
+        captured.push(capturedRun);
+        cpuCaptured.push((cpuUs(plainServer.child.pid!) - cpu) / capturedRun.requests);
         const runs = uvRuns();
         before = writeCalls(server.child.pid!);
+        cpu = cpuUs(server.child.pid!);
+        const agentBefore = cpuUs(agent.pid);
         const r = await wrk(server.port);
         on.push(r);
         hits.push((uvRuns() - runs) / r.requests);
         writesOn.push((writeCalls(server.child.pid!) - before) / r.requests);
+        cpuOn.push((cpuUs(server.child.pid!) - cpu) / r.requests);
+        agentCpu.push((cpuUs(agent.pid) - agentBefore) / r.requests);
       } finally {
         await agent.stop();
       }
@@ -140,16 +172,18 @@ async function main(): Promise<void> {
   }
   const losses = off.map((o, i) => 100 * (1 - on[i]!.rps / o.rps));
   const p99Added = off.map((o, i) => 1000 * (on[i]!.p99Ms - o.p99Ms));
+  const range = (xs: number[], digits: number) =>
+    `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}..${Math.max(...xs).toFixed(digits)})`;
   console.log(
-    `| req/s without | req/s with | loss (median, range of ${rounds}) | p99 ms without | p99 ms with | p99 added µs (median, range) | uprobe hits/request | signals/request |`,
+    `| req/s without | req/s with | loss % (median, range of ${rounds}) | p99 ms without | p99 ms with | p99 added µs | ` +
+      `server CPU µs/request without | captured, not hooked | hooked | agent CPU µs/request | req/s captured, not hooked | uprobe hits/request | signals/request |`,
   );
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   console.log(
-    `| ${median(off.map((x) => x.rps)).toFixed(0)} | ${median(on.map((x) => x.rps)).toFixed(0)} | ` +
-      `${median(losses).toFixed(1)}% (${Math.min(...losses).toFixed(1)}..${Math.max(...losses).toFixed(1)}) | ` +
-      `${median(off.map((x) => x.p99Ms)).toFixed(2)} | ${median(on.map((x) => x.p99Ms)).toFixed(2)} | ` +
-      `${median(p99Added).toFixed(0)} (${Math.min(...p99Added).toFixed(0)}..${Math.max(...p99Added).toFixed(0)}) | ` +
-      `${median(hits).toFixed(2)} | ${(median(writesOn) - median(writesOff)).toFixed(2)} |`,
+    `| ${median(off.map((x) => x.rps)).toFixed(0)} | ${median(on.map((x) => x.rps)).toFixed(0)} | ${range(losses, 1)} | ` +
+      `${median(off.map((x) => x.p99Ms)).toFixed(2)} | ${median(on.map((x) => x.p99Ms)).toFixed(2)} | ${range(p99Added, 0)} | ` +
+      `${range(cpuOff, 0)} | ${range(cpuCaptured, 0)} | ${range(cpuOn, 0)} | ${range(agentCpu, 0)} | ` +
+      `${median(captured.map((x) => x.rps)).toFixed(0)} | ${median(hits).toFixed(2)} | ${(median(writesOn) - median(writesOff)).toFixed(2)} |`,
   );
 }
 
