@@ -60,6 +60,8 @@ module.exports = function kreplayNodeHook(signal) {
     buf.writeUInt32LE(op, signal.opAt);
     return buf;
   };
+  // the kernel reads the previous install's slot until this one's WATCH: it stays alive meanwhile
+  state.previousSlot = state.slot;
   const slot = (state.slot = signalOf(signal.watch, signal.bytes));
   const openSignal = signalOf(signal.open, signal.bytes + signal.maxHead);
   const setUnit = (buf, unit) => {
