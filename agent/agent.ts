@@ -28,6 +28,10 @@ import { RingPeaks } from './ring-peaks';
 import { NodeHooks } from './runtimes/node/node-hooks';
 import { selectionWants, type KernelSelection } from './filter/task-filter';
 import { nativeAddon } from '../core/native/addon';
+import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
+import type { OtlpTarget } from './otlp/otlp-target';
+import type { OtlpLoopOptions } from './otlp/otlp-loop';
+import { formatOtlpStatus, otlpCounters } from './otlp/otlp-status';
 
 export interface AgentOptions {
   dataDir: string;
@@ -54,6 +58,10 @@ export interface AgentOptions {
   metrics?: AgentMetrics;
   /** hook the Node processes the filters include (agent/runtimes/node); default: with attribution */
   nodeHook?: boolean;
+  /** export the events of W3C traces as OTLP spans (agent/otlp) */
+  otlp?: OtlpTarget;
+  /** the export's batching and retry timings (tests, benchmarks) */
+  otlpLoop?: OtlpLoopOptions;
 }
 
 export interface AgentSummary {
@@ -67,6 +75,8 @@ const CLOCK_RESYNC_MS = 60_000;
 const STATUS_CHECK_MS = 100;
 /** How long a clean stop may spend shipping what the store holds past the cursor. */
 const SHIP_FLUSH_MS = 3000;
+/** How long a clean stop may spend sending the OTLP queue (what is left is counted as dropped). */
+const OTLP_FLUSH_MS = 3000;
 
 function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
@@ -93,6 +103,7 @@ export class Agent implements AgentReadings {
   /** what the kernel filter selects now (cgroup ids resolved), for what the agent does to processes */
   private selection: KernelSelection = { exclude: [] };
   private readonly cgroupPaths = new CgroupPaths();
+  private otlpExporter: OtlpExporter | null = null;
 
   private constructor(
     private readonly options: AgentOptions,
@@ -125,6 +136,8 @@ export class Agent implements AgentReadings {
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
+    // before the probes attach: the export starts with the first events they bring
+    if (options.otlp) agent.otlpExporter = new OtlpExporter(store.path, options.otlp, options.otlpLoop);
     const filter = options.filter ?? { exclude: [], filterTransactions: false };
     const cgroups = new CgroupSelection(filter, agent.services, agent.cgroupPaths);
     const selected = cgroups.captureOptions();
@@ -166,6 +179,15 @@ export class Agent implements AgentReadings {
       agent.shipper = new Shipper(store.path, options.ship);
       agent.shipper.start();
       log.info('shipping', { to: agent.shipper.status().destination });
+    }
+    if (agent.otlpExporter) {
+      agent.otlpExporter.start((err) => log.error(`the OTLP export stopped: ${err.message}`));
+      log.info('exporting OTLP spans', {
+        to: options.otlp!.url,
+        from: options.otlp!.endpointFrom,
+        protocol: options.otlp!.protocol,
+        sampling: options.otlp!.sampling,
+      });
     }
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     // Due lines are also written from the decode path and while waiting on the store, so a storm
@@ -251,6 +273,10 @@ export class Agent implements AgentReadings {
     return this.shipper?.status();
   }
 
+  otlp(): OtlpStatus | undefined {
+    return this.otlpExporter?.status();
+  }
+
   /** The agent's totals since start: the kernel's, the decoder's and the store's. */
   counters(): CounterSnapshot {
     const kernel = this.capture?.counters() ?? kernelCounters([]);
@@ -287,7 +313,12 @@ export class Agent implements AgentReadings {
     const now = this.counters();
     const at = performance.now();
     const ship = this.shipper?.status();
-    this.store.recordCounters(nowEpochNs(), { ...storedCounters(now), ...(ship && shipCounters(ship)) });
+    const otlp = this.otlpExporter?.status();
+    this.store.recordCounters(nowEpochNs(), {
+      ...storedCounters(now),
+      ...(ship && shipCounters(ship)),
+      ...(otlp && otlpCounters(otlp)),
+    });
     if (!this.options.quiet) {
       const line = formatStatusLine(
         now,
@@ -296,7 +327,8 @@ export class Agent implements AgentReadings {
         this.statusRingFill(),
         this.store.dbBytes(),
       );
-      this.log.info(ship ? `${line} ${formatShipStatus(ship)}` : line);
+      const parts = [line, ship && formatShipStatus(ship), otlp && formatOtlpStatus(otlp)];
+      this.log.info(parts.filter(Boolean).join(' '));
     }
     this.lastStatus = now;
     this.lastStatusAt = at;
@@ -311,9 +343,18 @@ export class Agent implements AgentReadings {
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
     // store, and the next run ships it from the cursor
-    await this.shipper?.stop(SHIP_FLUSH_MS);
+    await Promise.all([this.shipper?.stop(SHIP_FLUSH_MS), this.otlpExporter?.stop(OTLP_FLUSH_MS)]);
     const counters = this.counters();
-    this.store.recordCounters(nowEpochNs(), storedCounters(counters));
+    const otlp = this.otlpExporter?.status();
+    this.store.recordCounters(nowEpochNs(), { ...storedCounters(counters), ...(otlp && otlpCounters(otlp)) });
+    if (otlp)
+      this.log.info('OTLP export stopped', {
+        exported: otlp.exported,
+        dropped: otlp.dropped,
+        rejected: otlp.rejected,
+        summarized: otlp.summarized,
+        unsampled: otlp.unsampled,
+      });
     this.store.endRun(nowEpochNs(), reason);
     await this.store.close();
     const summary = {

@@ -35,6 +35,8 @@ export const ERROR_CODES = {
   E_STORE_CORRUPT: 'the node store is damaged',
   E_METRICS_LISTEN: 'the agent cannot listen on --metrics-listen',
   E_NODE_HOOK: "a Node process's inspector did not take the hook (it stays unattributed, counted and logged)",
+  E_OTLP_SETTING:
+    'an OTLP export setting (--otlp, the otlp config section, an OTEL_EXPORTER_OTLP_* variable) is invalid',
   // ClickHouse (the fleet store)
   E_CLICKHOUSE_URL: 'a ClickHouse URL is invalid',
   E_CLICKHOUSE_DOWN: 'ClickHouse does not answer',

@@ -15,6 +15,7 @@ import {
 import type { CounterSnapshot } from '../status';
 import type { EventType } from '../../core/model';
 import type { ShipStatus } from '../ship/shipper';
+import type { OtlpStatus } from '../otlp/otlp-exporter';
 
 /** What a scrape reads from the running agent. */
 export interface AgentReadings {
@@ -26,6 +27,7 @@ export interface AgentReadings {
   /** half the bracket of the latest CLOCK_REALTIME − CLOCK_BOOTTIME sample */
   clockErrorNs(): number;
   ship(): ShipStatus | undefined;
+  otlp(): OtlpStatus | undefined;
 }
 
 type Key = keyof CounterSnapshot;
@@ -103,7 +105,7 @@ export class AgentMetrics {
   private readonly storeBatchEvents: Histogram;
   private readonly storeCommitSeconds: Histogram;
 
-  constructor(options: { shipping: boolean }) {
+  constructor(options: { shipping: boolean; exportingOtlp?: boolean }) {
     collectDefaultMetrics({ register: this.registry });
     this.labelledTotal(
       'kreplay_agent_events_total',
@@ -175,6 +177,7 @@ export class AgentMetrics {
       registers: [this.registry],
     });
     if (options.shipping) this.shipMetrics();
+    if (options.exportingOtlp) this.otlpMetrics();
   }
 
   /** The running agent, read on every scrape from now on. */
@@ -215,6 +218,44 @@ export class AgentMetrics {
       'age of the oldest event not shipped yet',
       () => ship()?.lagSeconds,
     );
+  }
+
+  private otlpMetrics(): void {
+    const otlp = () => this.source?.otlp();
+    this.counter(
+      {
+        name: 'kreplay_agent_otlp_spans_total',
+        help: 'OTLP spans by outcome: exported (the receiver took them), dropped (the queue was full), rejected (the receiver refused them)',
+        labelNames: ['outcome'],
+      },
+      (counter) => {
+        const s = otlp();
+        if (!s) return;
+        counter.inc({ outcome: 'exported' }, s.exported);
+        counter.inc({ outcome: 'dropped' }, s.dropped);
+        counter.inc({ outcome: 'rejected' }, s.rejected);
+      },
+    );
+    this.counter(
+      {
+        name: 'kreplay_agent_otlp_skipped_events_total',
+        help: 'events of traces not exported one span each: unsampled (their traceparent is not sampled), summarized (past the per-trace cap, in a summary span)',
+        labelNames: ['reason'],
+      },
+      (counter) => {
+        const s = otlp();
+        if (!s) return;
+        counter.inc({ reason: 'unsampled' }, s.unsampled);
+        counter.inc({ reason: 'summarized' }, s.summarized);
+      },
+    );
+    this.total('kreplay_agent_otlp_retries_total', 'OTLP requests sent again', () => otlp()?.retries);
+    this.total(
+      'kreplay_agent_otlp_sent_bytes_total',
+      'bytes of the OTLP requests the receiver accepted, as sent',
+      () => otlp()?.wireBytes,
+    );
+    this.gauge('kreplay_agent_otlp_queued_spans', 'OTLP spans waiting to be sent', () => otlp()?.queued);
   }
 
   /* A counter that mirrors one of the agent's totals (set, not incremented, on each scrape). */

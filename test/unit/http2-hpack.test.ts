@@ -14,6 +14,8 @@ import { grpcTraceBinToTraceparent, streamContext } from '../../agent/ingest/htt
 const hex = (s: string) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const TRACEPARENT = `00-${TRACE}-00f067aa0ba902b7-01`;
+/** what a context from TRACEPARENT carries besides its ids */
+const PARENT = { parentSpanId: '00f067aa0ba902b7', traceFlags: 1 };
 
 /** A frame: 24-bit length, type, flags, stream id. */
 function frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
@@ -133,7 +135,7 @@ describe('RequestFrames', () => {
     expect(r.lost).toBeNull();
     expect(out).toHaveLength(1);
     expect(out[0]!.streamId).toBe(1);
-    expect(streamContext(out[0]!.headers)).toEqual({ traceId: TRACE, transactionId: 'split-1' });
+    expect(streamContext(out[0]!.headers)).toEqual({ traceId: TRACE, transactionId: 'split-1', ...PARENT });
   });
 
   it('skips padding and priority in HEADERS', () => {
@@ -141,7 +143,7 @@ describe('RequestFrames', () => {
     const payload = Buffer.concat([Buffer.from([3]), Buffer.alloc(5), block, Buffer.alloc(3)]);
     const out = new RequestFrames().feed(Buffer.concat([PREFACE, frame(1, 0x4 | 0x8 | 0x20, 3, payload)]));
     expect(out.map((s) => [s.streamId, streamContext(s.headers)])).toEqual([
-      [3, { traceId: TRACE, transactionId: TRACE }],
+      [3, { traceId: TRACE, transactionId: TRACE, ...PARENT }],
     ]);
   });
 
@@ -175,6 +177,7 @@ describe('stream contexts', () => {
     expect(streamContext([['grpc-trace-bin', bin.toString('base64').replace(/=+$/, '')]])).toEqual({
       traceId: TRACE,
       transactionId: TRACE,
+      ...PARENT,
     });
     expect(grpcTraceBinToTraceparent(Buffer.from([1, 2, 3]).toString('base64'))).toBeNull();
     expect(streamContext([['x-request-id', 'no-trace']])).toBeNull();
@@ -219,7 +222,10 @@ describe("a real encoder (Node's nghttp2), many streams on one connection", () =
     expect(seen).toHaveLength(n);
     // each stream id with its own request, in the order they were opened (client streams are odd)
     expect(seen.map((s) => [s.streamId, streamContext(s.headers)])).toEqual(
-      Array.from({ length: n }, (_, i) => [2 * i + 1, { traceId: traceOf(i), transactionId: `req-${i}` }]),
+      Array.from({ length: n }, (_, i) => [
+        2 * i + 1,
+        { traceId: traceOf(i), transactionId: `req-${i}`, ...PARENT },
+      ]),
     );
     // nghttp2 indexes what repeats (names, the authority): the later streams decode only through the table
     const paths = seen.map((s) => s.headers.find(([k]) => k === ':path')![1]);
