@@ -114,19 +114,22 @@ module.exports = function kreplayNodeHook(signal) {
     const flags = bin.length >= 29 && bin[27] === 2 ? bin[28] : 0;
     return `00-${bin.toString('hex', 2, 18)}-${bin.toString('hex', 19, 27)}-${flags.toString(16).padStart(2, '0')}`;
   };
-  // The request head the kernel parses for the unit's context: none without a trace context.
-  // Values are never cut (a cut id would name another request): a path too long is.
+  // A header line the kernel can hand on whole, or '' (a value is never cut: a cut id would name
+  // another request).
+  const line = (name, value) =>
+    typeof value === 'string' && value.length <= 128 && !CONTROL.test(value) ? `${name}: ${value}\r\n` : '';
+  // The request head the kernel parses for the unit's context (its traceparent, or gRPC's binary
+  // one, and its x-request-id): none without either. A path too long is cut.
   const head = (method, path, headers) => {
-    const traceparent = one(headers.traceparent) ?? fromGrpcTraceBin(one(headers['grpc-trace-bin']));
-    if (typeof traceparent !== 'string' || traceparent.length > 128 || CONTROL.test(traceparent)) return null;
-    const rid = one(headers['x-request-id']);
-    const ridLine =
-      typeof rid === 'string' && rid.length <= 128 && !CONTROL.test(rid) ? `x-request-id: ${rid}\r\n` : '';
+    const fields =
+      line('traceparent', one(headers.traceparent) ?? fromGrpcTraceBin(one(headers['grpc-trace-bin']))) +
+      line('x-request-id', one(headers['x-request-id']));
+    if (fields === '') return null;
     let target = typeof path === 'string' && path !== '' ? path : '/';
     if (target.length > 512 || CONTROL.test(target)) target = '/';
-    return `${typeof method === 'string' && !CONTROL.test(method) ? method.slice(0, 16) : 'GET'} ${target} HTTP/1.1\r\ntraceparent: ${traceparent}\r\n${ridLine}\r\n`;
+    return `${typeof method === 'string' && !CONTROL.test(method) ? method.slice(0, 16) : 'GET'} ${target} HTTP/1.1\r\n${fields}\r\n`;
   };
-  // A new unit for a request; its context when it carries a trace context.
+  // A new unit for a request; its context when it carries a trace context or a request id.
   const open = (method, path, headers) => {
     const unit = state.nextUnit++;
     const text = head(method, path, headers ?? {});
