@@ -118,6 +118,12 @@ struct kr_unit_key {
 enum kr_unit_op {
 	KR_UNIT_ENTER = 1, /* the thread now runs the unit (0: none) */
 	KR_UNIT_OPEN = 2, /* the unit starts serving the request whose head follows */
+	/*
+	 * from now on the thread's unit is the u64 at these very bytes' `unit` field: the hook stores
+	 * the unit it runs there (a plain store, no write per switch), the kernel reads it at each of
+	 * the thread's calls (units.h unit_refresh)
+	 */
+	KR_UNIT_WATCH = 3,
 };
 
 /*

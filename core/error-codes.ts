@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   E_STORE_NEWER_SCHEMA: 'the node store was written by a newer kreplay',
   E_STORE_CORRUPT: 'the node store is damaged',
   E_METRICS_LISTEN: 'the agent cannot listen on --metrics-listen',
+  E_NODE_HOOK: "a Node process's inspector did not take the hook (it stays unattributed, counted and logged)",
   E_OTLP_SETTING:
     'an OTLP export setting (--otlp, the otlp config section, an OTEL_EXPORTER_OTLP_* variable) is invalid',
   // ClickHouse (the fleet store)

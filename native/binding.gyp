@@ -4,11 +4,13 @@
       'target_name': 'kreplay_native',
       'sources': [
         'addon.cc',
+        'binary_scan.cc',
         'bpf_links.cc',
         'capture_engine.cc',
         'capture_error.cc',
         'capture_session.cc',
         'elf_file.cc',
+        'elf_symbols.cc',
         'exec_binding.cc',
         'exec_call.cc',
         'exec_match.cc',
@@ -28,6 +30,7 @@
         'thread_scheduling.cc',
         'tls_probes.cc',
         'tracefs.cc',
+        'uv_probes.cc',
       ],
       # capture.skel.h comes from `make`; capture.h is shared with the BPF side.
       'include_dirs': [

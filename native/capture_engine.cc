@@ -19,6 +19,7 @@
 #include "kernel_features.h"
 #include "native_log.h"
 #include "tls_probes.h"
+#include "uv_probes.h"
 
 namespace kreplay {
 
@@ -105,6 +106,7 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
                sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])});
     go_->Scan();
 #endif
+    uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start});
   }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
@@ -265,7 +267,7 @@ void CaptureEngine::Attach() {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
     // resolve_target runs by tail call only (resolve_targets), attached nowhere;
-    // the uprobes (Owns: by section, the Go ones too) go to the binaries TlsProbes and GoProbes find
+    // the uprobes (Owns: by section) go to the binaries their scanners find (TlsProbes, GoProbes, UvProbes)
     if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target || TlsProbes::Owns(prog)) continue;
     const char* section = bpf_program__section_name(prog);
     bpf_link* link = bpf_program__attach(prog);
@@ -276,15 +278,21 @@ void CaptureEngine::Attach() {
 }
 
 void CaptureEngine::Detach() {
-  if (tls_) tls_->Detach();
-  if (go_) go_->Detach();
-  DestroyLinks(links_);
+  std::vector<bpf_link*> links = std::move(links_);
+  links_.clear();
+  // every group's links at once: each detach waits for a grace period, in parallel they share it
+  for (std::vector<bpf_link*> probes : {tls_ ? tls_->TakeLinks() : std::vector<bpf_link*>{},
+                                        go_ ? go_->TakeLinks() : std::vector<bpf_link*>{},
+                                        uv_ ? uv_->TakeLinks() : std::vector<bpf_link*>{}})
+    links.insert(links.end(), probes.begin(), probes.end());
+  DestroyLinks(links);
 }
 
 void CaptureEngine::Teardown() {
   Detach();
   tls_.reset();
   go_.reset();
+  uv_.reset();
   ring_.reset();
   capture__destroy(skel_);
   skel_ = nullptr;
@@ -295,6 +303,10 @@ int CaptureEngine::Wait(int timeout_ms) {
   if (tls_) tls_->ScanIfDue();
   if (go_) go_->ScanIfDue();
   return ring_->Wait(timeout_ms);
+}
+
+void CaptureEngine::FollowLibuv(pid_t pid) {
+  if (uv_) uv_->Follow(pid);
 }
 
 int CaptureEngine::Consume() { return ring_->Consume(sink_); }

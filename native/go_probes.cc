@@ -218,12 +218,17 @@ bool GoProbes::Purge(const std::set<__u32>& tgids) {
   return units && conns;
 }
 
-void GoProbes::Detach() {
+std::vector<bpf_link*> GoProbes::TakeLinks() {
   std::vector<bpf_link*> links;
   for (auto& [file, binary] : binaries_) {
     links.insert(links.end(), binary.links.begin(), binary.links.end());
     binary.links.clear();
   }
+  return links;
+}
+
+void GoProbes::Detach() {
+  std::vector<bpf_link*> links = TakeLinks();
   DestroyLinks(links);
 }
 

@@ -58,6 +58,8 @@ class GoProbes {
   void Scan();
   // Scan, at most once a second.
   void ScanIfDue();
+  // The links, for a caller that destroys them with others' (CaptureEngine::Detach).
+  std::vector<bpf_link*> TakeLinks();
   void Detach();
 
  private:

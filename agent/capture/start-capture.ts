@@ -22,6 +22,8 @@ export interface Capture {
   programStats(): ProgramStats[];
   /** replaces the cgroup ids of the kernel filter (an id in both lists is excluded); throws CaptureError */
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
+  /** follows the libuv threadpool of process `pid` (its work requests carry their submitter's request) */
+  followLibuv(pid: number): void;
   /** resolves after the final batch was delivered to onBatch */
   stop(): Promise<void>;
 }
@@ -108,6 +110,10 @@ export function startCapture(
       } catch (err) {
         throw toCaptureError(err);
       }
+    },
+    followLibuv(pid) {
+      session.followLibuv(pid);
+      forwardNativeLog(addon, log);
     },
     async stop() {
       if (!stopRequested) {

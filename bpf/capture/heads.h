@@ -233,6 +233,8 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 		/* the unit's own request: no parent, whatever the thread ran before */
 		id = open_record(KR_CONTEXT_RUNTIME, 0, pid_tgid, data + sizeof(sig), len - sizeof(sig));
 		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, id);
+	} else if (sig.op == KR_UNIT_WATCH) {
+		t->unit_slot = (__u64)data + __builtin_offsetof(struct kr_unit_signal, unit);
 	}
 	unit_switch(t, pid_tgid, KR_UNIT_HOOK, sig.unit);
 	return t;

@@ -69,6 +69,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 	if (t && t->unit_kind) {
 		t->unit_kind = 0;
 		t->unit = 0;
+		t->unit_slot = 0;
 		t->context_id = 0;
 		forget_thread_context(tid);
 	}

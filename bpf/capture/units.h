@@ -184,6 +184,20 @@ static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u
 	mark_context_thread((__u32)pid_tgid);
 }
 
+/*
+ * A thread whose hook keeps its unit in memory (KR_UNIT_WATCH): the unit it
+ * runs now. Called where a thread's calls begin, before its context is used.
+ */
+static __always_inline void unit_refresh(struct kr_thread *t, __u64 pid_tgid)
+{
+	__u64 unit;
+
+	if (!t->unit_slot || bpf_probe_read_user(&unit, sizeof(unit), (const void *)t->unit_slot))
+		return;
+	if (unit != t->unit || t->unit_kind != KR_UNIT_HOOK)
+		unit_switch(t, pid_tgid, KR_UNIT_HOOK, unit);
+}
+
 /* Whether the thread's reads happen inside its units (a goroutine's, a work item's), not between them
  * (libuv's). */
 static __always_inline bool unit_owns_reads(struct kr_thread *t)

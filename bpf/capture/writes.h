@@ -32,8 +32,10 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 			return 0;
 	}
 	data = call_data(ctx, how, &data_len, &count);
-	if (t)
+	if (t) {
 		t->opened = 0;
+		unit_refresh(t, pid_tgid);
+	}
 	t = context_source(t, pid_tgid, data, data_len, &signal);
 	if (!t || signal)
 		return 0;
