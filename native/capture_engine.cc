@@ -281,9 +281,9 @@ void CaptureEngine::Detach() {
   std::vector<bpf_link*> links = std::move(links_);
   links_.clear();
   // every group's links at once: each detach waits for a grace period, in parallel they share it
-  for (std::vector<bpf_link*> probes : {tls_ ? tls_->TakeLinks() : std::vector<bpf_link*>{},
-                                        go_ ? go_->TakeLinks() : std::vector<bpf_link*>{},
-                                        uv_ ? uv_->TakeLinks() : std::vector<bpf_link*>{}})
+  for (std::vector<bpf_link*> probes :
+       {tls_ ? tls_->TakeLinks() : std::vector<bpf_link*>{}, go_ ? go_->TakeLinks() : std::vector<bpf_link*>{},
+        uv_ ? uv_->TakeLinks() : std::vector<bpf_link*>{}})
     links.insert(links.end(), probes.begin(), probes.end());
   DestroyLinks(links);
 }

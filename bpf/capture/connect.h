@@ -99,6 +99,9 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 	if (newstate == TCP_CLOSE || newstate == TCP_SYN_SENT) {
 		bpf_map_delete_elem(&accepted_socks, &key);
 		bpf_map_delete_elem(&conns, &key);
+		/* a sock's memory coming back as another connection starts with no send nor answer */
+		bpf_map_delete_elem(&last_sends, &key);
+		bpf_map_delete_elem(&answers, &key);
 	}
 	if (newstate == TCP_SYN_SENT) {
 		pid_tgid = bpf_get_current_pid_tgid();

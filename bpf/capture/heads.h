@@ -53,6 +53,8 @@ static __always_inline bool is_http_head(__u64 w0)
 
 /* A write that is a runtime hook's signal (struct kr_unit_signal), not one of the program's own. */
 #define KR_UNIT_SIGNAL 0x100
+/* A write of the HTTP/2 preface: a client opens a multiplexed connection. */
+#define KR_H2_PREFACE 0x101
 
 static __always_inline bool is_unit_signal(__u64 w0, __u64 w1)
 {
@@ -93,6 +95,8 @@ static __always_inline __u32 context_kind(const void *data, __u64 len)
 	}
 	if (first > 'Z' - 'A' || !(LETTER('A' + first) & HTTP_FIRST_LETTERS))
 		return 0;
+	if (is_h2_preface(w[0]))
+		return KR_H2_PREFACE;
 	return is_http_head(w[0]) ? KR_CONTEXT_HTTP : 0;
 }
 
@@ -282,6 +286,11 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 	if (kind == KR_UNIT_SIGNAL) {
 		*signal = true;
 		return unit_signal(t, pid_tgid, data, len);
+	}
+	if (kind == KR_H2_PREFACE) {
+		if (t)
+			t->preface = 1;
+		return t;
 	}
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);

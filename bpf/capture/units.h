@@ -132,7 +132,7 @@ static __always_inline __u64 read_context(struct kr_thread *t)
  * connection, its calls are the sender's request's until the next request
  * (none when the sender has no context). A server's connection (one a
  * listener accepted, or one a head was read on: connections older than the
- * agent) keeps the request its last head started.
+ * agent) keeps the request its last head started; a multiplexed one none.
  */
 static __always_inline void conn_request_started(struct kr_thread *t, __u64 context_id)
 {
@@ -142,7 +142,8 @@ static __always_inline void conn_request_started(struct kr_thread *t, __u64 cont
 	/* a datagram socket has no connection: each of its sends may be another request's */
 	if (RDONLY(struct sock, (struct sock *)key)->sk_type != KR_SOCK_STREAM)
 		return;
-	if ((c && c->flags & KR_CONN_SERVER) || bpf_map_lookup_elem(&accepted_socks, &key))
+	if ((c && c->flags & (KR_CONN_SERVER | KR_CONN_MULTIPLEXED)) ||
+	    bpf_map_lookup_elem(&accepted_socks, &key))
 		return;
 	if (context_id)
 		conn_set(key, t->sock_stamp, context_id, 0);

@@ -54,7 +54,10 @@ function node(
   children.push(child);
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) => resolve({ child, port: Number(chunk.toString().trim()) }));
+    // the first line: a cluster's two workers may print theirs in one chunk
+    child.stdout!.once('data', (chunk: Buffer) =>
+      resolve({ child, port: Number(chunk.toString().trim().split('\n')[0]) }),
+    );
   });
 }
 

@@ -172,7 +172,7 @@ describe('attribution on unmodified runtimes (real kernel)', () => {
     expectNeverWrong(await measure('aiohttp', port, out, 2));
   }, 300_000);
 
-  it("Go net/http (sleep, upstream GET through the pool, os.WriteFile, a spawned goroutine writes): exact", async () => {
+  it('Go net/http (sleep, upstream GET through the pool, os.WriteFile, a spawned goroutine writes): exact', async () => {
     const out = join(dir, 'go');
     mkdirSync(out);
     const binary = buildGo(join(RUNTIMES, 'go-server.go'), join(dir, 'go-server'));
