@@ -20,8 +20,6 @@ export const ERROR_CODES = {
   E_CAPTURE_STATS: 'BPF run-time statistics could not be enabled',
   E_CAPTURE_STATE: 'a capture was started twice, or used after it stopped',
   E_CORRUPT_RECORD: 'a record from the kernel does not decode (its type, size or fields are out of bounds)',
-  E_HPACK:
-    "an HTTP/2 connection's frames or header blocks cannot be followed (its requests stay unattributed)",
   E_NATIVE_LOAD: 'the native addon could not be loaded (not built, or built for another Node)',
   // the agent's store and configuration
   E_CONFIG: 'the --config file cannot be read or is invalid',
