@@ -28,7 +28,7 @@ NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 # the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
 LAUNCHER := $(BUILD)/kreplay-exec
-# the agent's SQLite extension (kreplay_batch, kreplay_rowbinary), built against the SQLite better-sqlite3 bundles
+# the agent's SQLite extension (kreplay_batch, kreplay_rowbinary, kreplay_otlp_spans), built against the SQLite better-sqlite3 bundles
 SQLITE_EXT := $(BUILD)/kreplay-sqlite.so
 TS_SRCS := $(shell find core agent daemon cli bench tools -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
@@ -109,7 +109,7 @@ $(LAUNCHER): native/launcher/kreplay-exec.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 # liblz4 linked in statically (Debian's liblz4.a is PIC): `make dist` runs with nothing installed but glibc
-$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h node_modules/.ci-stamp
+$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/kreplay_otlp.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h native/sqlite/kreplay_event_id.h node_modules/.ci-stamp
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -Wl,-Bstatic -llz4 -Wl,-Bdynamic -lm
 

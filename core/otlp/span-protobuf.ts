@@ -19,7 +19,7 @@
  */
 import type { Attributes, AttributeValue } from '@opentelemetry/api';
 import type { Resource } from '@opentelemetry/resources';
-import type { KernelSpan } from './event-span';
+import { INSTRUMENTATION_SCOPE, type KernelSpan } from './event-span';
 
 const LEN = 2;
 /** hex digit -> value, by char code */
@@ -227,11 +227,23 @@ class AttributeWriter {
   }
 }
 
+/** Spans already written as ScopeSpans field 2 (kreplay_otlp_spans, native/sqlite/kreplay_otlp.c), with their resource. */
+export interface EncodedSpans {
+  resource: Resource;
+  bytes: Uint8Array;
+}
+
+/** A resource's spans in the request being written: bytes written elsewhere, and a writer for the rest. */
+interface ResourceBody {
+  encoded: Uint8Array[];
+  encodedBytes: number;
+  writer: Writer;
+}
+
 export class SpanProtobufWriter {
   private readonly attributes = new AttributeWriter();
   /** each resource's spans of the request being written; kept between requests with their buffers */
-  private readonly bodies = new Map<Resource, Writer>();
-  private readonly out = new Writer();
+  private readonly bodies = new Map<Resource, ResourceBody>();
   /** ResourceSpans' resource field and ScopeSpans' scope field, per resource */
   private readonly heads = new WeakMap<Resource, Buffer>();
   private scope: Buffer | null = null;
@@ -247,14 +259,23 @@ export class SpanProtobufWriter {
     return head;
   }
 
-  private scopeHead(span: KernelSpan): Buffer {
+  private scopeHead(): Buffer {
     if (!this.scope) {
       const w = new Writer();
-      w.stringField(1, span.instrumentationScope.name);
-      w.stringField(2, span.instrumentationScope.version);
+      w.stringField(1, INSTRUMENTATION_SCOPE.name);
+      w.stringField(2, INSTRUMENTATION_SCOPE.version);
       this.scope = wrapped(1, w.buf.subarray(0, w.pos));
     }
     return this.scope;
+  }
+
+  private bodyOf(resource: Resource): ResourceBody {
+    let body = this.bodies.get(resource);
+    if (!body) {
+      body = { encoded: [], encodedBytes: 0, writer: new Writer() };
+      this.bodies.set(resource, body);
+    }
+    return body;
   }
 
   /**
@@ -305,34 +326,42 @@ export class SpanProtobufWriter {
     w.pos = end;
   }
 
-  /** The request holding `spans`, one ResourceSpans per resource. */
-  encode(spans: readonly KernelSpan[]): Buffer {
-    for (const body of this.bodies.values()) body.pos = 0;
-    for (const span of spans) {
-      let body = this.bodies.get(span.resource);
-      if (!body) {
-        body = new Writer();
-        this.bodies.set(span.resource, body);
-      }
-      this.writeSpan(body, span);
+  /**
+   * The request holding `spans` and the spans `encoded` elsewhere, one ResourceSpans per resource
+   * (in the order resources were first seen), each resource's encoded spans before its `spans`.
+   */
+  encode(spans: readonly KernelSpan[], encoded: readonly EncodedSpans[] = []): Buffer {
+    for (const body of this.bodies.values()) {
+      body.writer.pos = 0;
+      body.encoded.length = 0;
+      body.encodedBytes = 0;
     }
-    const out = this.out;
-    out.pos = 0;
+    for (const piece of encoded) {
+      const body = this.bodyOf(piece.resource);
+      body.encoded.push(piece.bytes);
+      body.encodedBytes += piece.bytes.length;
+    }
+    for (const span of spans) this.writeSpan(this.bodyOf(span.resource).writer, span);
+    const chunks: Uint8Array[] = [];
+    let total = 0;
     for (const [resource, body] of this.bodies) {
-      if (body.pos === 0) continue;
+      const written = body.encodedBytes + body.writer.pos;
+      if (written === 0) continue;
       const head = this.resourceHead(resource);
-      const scope = this.scopeHead(spans[0]!);
-      const scopeSpans = scope.length + body.pos;
+      const scope = this.scopeHead();
+      const scopeSpans = scope.length + written;
       const resourceSpans = head.length + 1 + varintBytes(scopeSpans) + scopeSpans;
-      out.ensure(resourceSpans + 12);
-      out.lengthOf(1, resourceSpans);
-      out.bytes(head);
-      out.lengthOf(2, scopeSpans);
-      out.bytes(scope);
-      out.bytes(body.buf.subarray(0, body.pos));
+      const frame = new Writer(12);
+      frame.lengthOf(1, resourceSpans);
+      const scopeFrame = new Writer(6);
+      scopeFrame.lengthOf(2, scopeSpans);
+      chunks.push(frame.buf.subarray(0, frame.pos), head, scopeFrame.buf.subarray(0, scopeFrame.pos), scope);
+      chunks.push(...body.encoded, body.writer.buf.subarray(0, body.writer.pos));
+      total += 1 + varintBytes(resourceSpans) + resourceSpans;
     }
-    // the writers are kept for the next request; the bytes go
+    // the writers are kept for the next request; the bytes go (one copy, into the request)
+    const request = Buffer.concat(chunks, total);
     if (this.bodies.size > MAX_KEPT_RESOURCES) this.bodies.clear();
-    return Buffer.from(out.buf.subarray(0, out.pos));
+    return request;
   }
 }
