@@ -4,8 +4,12 @@
  * connection follows the node store in commit (seq) order from where the
  * export started, turns each event of a W3C trace into a span (sampled traces
  * only, unless sampling is `all`; past the per-trace cap into the trace's
- * summary), gathers spans into requests by count (BATCH_SPANS) and age
- * (BATCH_DELAY_MS), gzips them and sends them in order. A receiver that is
+ * summary), gathers spans into requests by count (batchSpans) and age
+ * (batchDelayMs), gzips them and sends them in order. With http/protobuf the
+ * spans are written inside SQLite (otlp-native-spans.ts), a read's worth at a
+ * time, and only the trace cap's bookkeeping, summaries and the rare row the
+ * native encoder leaves to it come into JavaScript; http/json makes each
+ * span here (core/otlp/event-span.ts). A receiver that is
  * down, slow or asks to wait (429/503 with Retry-After) gets the same request
  * again after its Retry-After or an exponential backoff, while the reading
  * goes on: spans wait in a bounded queue, and what does not fit is dropped
@@ -26,7 +30,9 @@ import {
 } from '../../core/otlp/event-span';
 import { SpanEncoder } from '../../core/otlp/otlp-encoding';
 import { spanIdFor } from '../../core/otlp/span-ids';
+import type { EncodedSpans } from '../../core/otlp/span-protobuf';
 import { LAST_SEQ_SQL } from '../ship/ship-sql';
+import { NativeSpanReader, type EncodedGroup, type NativeSpans } from './otlp-native-spans';
 import { OtlpSender, type SendOutcome } from './otlp-sender';
 import type { OtlpTarget } from './otlp-target';
 import { TraceCap } from './trace-cap';
@@ -71,10 +77,25 @@ interface Request {
   spans: number;
 }
 
+/** The request being gathered: spans made here, and spans the native encoder wrote. */
+interface OpenRequest {
+  spans: KernelSpan[];
+  encoded: EncodedSpans[];
+  count: number;
+  sinceMs: number;
+}
+
+/** How often the progress goes to the owner at most, but for a change of state and the stop. */
+const PUBLISH_MS = 100;
+
 export class OtlpLoop {
   private readonly db: Database.Database;
   private readonly names: StoreNameCache;
   private readonly select: Database.Statement<[number, number], EventRow>;
+  /** the rows of some contexts in a seq range: the traces a native read cannot count at once */
+  private readonly selectOf: Database.Statement<[number, number, string], EventRow>;
+  /** http/protobuf: spans written inside SQLite */
+  private readonly native: NativeSpanReader | null;
   private readonly lastSeq: Database.Statement<[], number | null>;
   private readonly sender: OtlpSender;
   private readonly resources = new SpanResources();
@@ -87,8 +108,9 @@ export class OtlpLoop {
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
   private readonly requests: Request[] = [];
-  private open: KernelSpan[] = [];
-  private openSinceMs = 0;
+  private open: OpenRequest = { spans: [], encoded: [], count: 0, sinceMs: 0 };
+  private publishedMs = 0;
+  private publishedState: OtlpProgress['state'] | null = null;
   private timer: NodeJS.Timeout | null = null;
   private sending: Promise<void> | null = null;
   private backoffMs: number;
@@ -126,12 +148,23 @@ export class OtlpLoop {
     this.db.pragma('busy_timeout = 5000');
     this.names = new StoreNameCache(this.db, readStoreInfo(this.db));
     // the agent's writer migrated the file to this version before the export started
+    const columns = eventColumnsOf(SCHEMA_VERSION);
     this.select = this.db
       .prepare<[number, number], EventRow>(
-        `SELECT ${eventColumnsOf(SCHEMA_VERSION)} FROM events INDEXED BY events_by_seq
+        `SELECT ${columns} FROM events INDEXED BY events_by_seq
          WHERE seq >= ? AND seq < ? AND ctx IS NOT NULL ORDER BY seq`,
       )
       .safeIntegers(true);
+    this.selectOf = this.db
+      .prepare<[number, number, string], EventRow>(
+        `SELECT ${columns} FROM events INDEXED BY events_by_seq
+         WHERE seq >= ? AND seq < ? AND ctx IN (SELECT value FROM json_each(?)) ORDER BY seq`,
+      )
+      .safeIntegers(true);
+    this.native =
+      target.protocol === 'http/protobuf'
+        ? new NativeSpanReader(this.db, this.names.storeId, target.sampling)
+        : null;
     this.lastSeq = this.db.prepare<[], number | null>(LAST_SEQ_SQL).pluck();
     this.sender = new OtlpSender(target);
     this.cap = new TraceCap(target.maxSpansPerTrace, this.resources);
@@ -146,7 +179,7 @@ export class OtlpLoop {
   tick(nowMs = Date.now()): void {
     this.read(nowMs);
     for (const summary of this.cap.due(nowMs, false)) this.add(summary, nowMs);
-    if (this.open.length > 0 && nowMs - this.openSinceMs >= this.batchDelayMs) this.seal();
+    if (this.open.count > 0 && nowMs - this.open.sinceMs >= this.batchDelayMs) this.seal();
     this.kick();
     this.publish();
   }
@@ -163,15 +196,69 @@ export class OtlpLoop {
       const failing = this.progress.state === 'retrying' || this.stopping;
       const room = this.target.queueSpans - this.progress.queued;
       if (!failing && room <= 0) return;
-      // a row gives at most one span (a summary span comes with a row that closes one)
-      const rows = failing ? this.readRows : Math.min(this.readRows, room);
+      // a row gives at most one span (a summary span comes with a row that closes one); a native
+      // read's spans go into one request whole, so it reads a request's worth at most
+      const rows = this.native
+        ? Math.min(this.readRows, this.batchSpans, room > 0 ? room : this.batchSpans)
+        : failing
+          ? this.readRows
+          : Math.min(this.readRows, room);
       const to = Math.min(this.cursor + rows, last + 1);
+      if (this.native) this.readNative(this.native, to, nowMs);
       // all(), not iterate(): the names cache queries the same connection for a new context
-      for (const row of this.select.all(this.cursor, to)) this.consider(row, nowMs);
+      else for (const row of this.select.all(this.cursor, to)) this.consider(row, nowMs);
       this.cursor = to;
     }
   }
 
+  /**
+   * Seqs [cursor, to) written natively. The trace cap counts each trace's spans of the read at
+   * once; a trace the read takes past its cap (and one with a row left to the TS side) is
+   * counted event by event in seq order, as `consider` does, its folded events held out of a
+   * second native read.
+   */
+  private readNative(native: NativeSpanReader, to: number, nowMs: number): void {
+    const from = this.cursor;
+    const first = native.read(from, to);
+    const byTrace = new Map<string, { spans: number; ctxs: number[] }>();
+    for (const { ctx, spans, unsampled } of first.contexts) {
+      this.progress.unsampled += unsampled;
+      if (spans === 0) continue;
+      const traceId = this.names.context(ctx).trace_id!;
+      const trace = byTrace.get(traceId);
+      if (trace) {
+        trace.spans += spans;
+        trace.ctxs.push(ctx);
+      } else byTrace.set(traceId, { spans, ctxs: [ctx] });
+    }
+    // contexts whose rows are counted event by event: those of rows left to the TS side, and of their traces
+    const byEvent = new Set<number>();
+    const leftTraces = new Set<unknown>();
+    for (const { ctx } of first.left) {
+      byEvent.add(ctx);
+      leftTraces.add(this.names.context(ctx).trace_id);
+    }
+    const closed: KernelSpan[] = [];
+    for (const [traceId, trace] of byTrace) {
+      if (leftTraces.has(traceId) || trace.spans > this.cap.room(traceId))
+        for (const ctx of trace.ctxs) byEvent.add(ctx);
+      else this.cap.admit(traceId, trace.spans, nowMs, closed);
+    }
+    for (const summary of closed) this.add(summary, nowMs);
+    let spans: NativeSpans = first;
+    if (byEvent.size > 0) {
+      const left = new Set(first.left.map((row) => row.seq));
+      const held: number[] = [];
+      for (const row of this.selectOf.all(from, to, JSON.stringify([...byEvent]))) {
+        if (left.has(Number(row.seq))) this.consider(row, nowMs);
+        else if (this.fold(row, nowMs)) held.push(Number(row.seq));
+      }
+      if (held.length > 0) spans = native.read(from, to, held);
+    }
+    for (const group of spans.groups) if (group.spans > 0) this.addEncoded(group, nowMs);
+  }
+
+  /** A row as a span made here (http/json, and the rows the native encoder leaves): sampling, cap, span. */
   private consider(row: EventRow, nowMs: number): void {
     const ctx = this.names.context(Number(row.ctx));
     // a marker's context names no W3C trace: nothing to put the event under
@@ -190,27 +277,56 @@ export class OtlpLoop {
     else this.add(eventSpan(event, this.resources, ctx.trace_flags, spanId)!, nowMs);
   }
 
+  /** A row the native encoder wrote: whether the trace cap folds it into its trace's summary. */
+  private fold(row: EventRow, nowMs: number): boolean {
+    const ctx = this.names.context(Number(row.ctx));
+    const closed: KernelSpan[] = [];
+    const folded = this.cap.fold(rowToEvent(row, this.names), ctx.trace_flags ?? 0, nowMs, closed);
+    for (const summary of closed) this.add(summary, nowMs);
+    if (folded) this.progress.summarized++;
+    return folded;
+  }
+
   private add(span: KernelSpan, nowMs: number): void {
     if (this.progress.queued >= this.target.queueSpans) {
       this.progress.dropped++;
       return;
     }
-    if (this.open.length === 0) this.openSinceMs = nowMs;
-    this.open.push(span);
+    this.opened(1, nowMs);
+    this.open.spans.push(span);
     this.progress.queued++;
-    if (this.open.length >= this.batchSpans) this.seal();
+    if (this.open.count >= this.batchSpans) this.seal();
+  }
+
+  /** A service's spans of a native read, whole: read() sized the read to fit the queue's room and a request. */
+  private addEncoded(group: EncodedGroup, nowMs: number): void {
+    if (this.progress.queued >= this.target.queueSpans) {
+      this.progress.dropped += group.spans;
+      return;
+    }
+    if (this.open.count + group.spans > this.batchSpans) this.seal();
+    this.opened(group.spans, nowMs);
+    const service = this.names.service(group.serviceId);
+    this.open.encoded.push({ resource: this.resources.of(service, this.names.node), bytes: group.bytes });
+    this.progress.queued += group.spans;
+    if (this.open.count >= this.batchSpans) this.seal();
+  }
+
+  private opened(spans: number, nowMs: number): void {
+    if (this.open.count === 0) this.open.sinceMs = nowMs;
+    this.open.count += spans;
   }
 
   /** The open batch becomes a request, encoded and compressed once, however often it is sent. */
   private seal(): void {
-    if (this.open.length === 0) return;
-    const encoded = this.encoder.encode(this.open);
+    if (this.open.count === 0) return;
+    const encoded = this.encoder.encode(this.open.spans, this.open.encoded);
     const bytes = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     this.requests.push({
       body: this.target.gzip ? gzipSync(bytes, { level: 1 }) : bytes,
-      spans: this.open.length,
+      spans: this.open.count,
     });
-    this.open = [];
+    this.open = { spans: [], encoded: [], count: 0, sinceMs: 0 };
   }
 
   private kick(): void {
@@ -255,7 +371,11 @@ export class OtlpLoop {
     this.publish();
   }
 
-  private publish(): void {
+  /** The progress to the owner: at most every PUBLISH_MS (a message costs), at once when the state changed. */
+  private publish(nowMs = Date.now()): void {
+    if (nowMs - this.publishedMs < PUBLISH_MS && this.progress.state === this.publishedState) return;
+    this.publishedMs = nowMs;
+    this.publishedState = this.progress.state;
     this.report(this.progress);
   }
 
