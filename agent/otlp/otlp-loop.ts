@@ -30,9 +30,9 @@ import {
 } from '../../core/otlp/event-span';
 import { SpanEncoder } from '../../core/otlp/otlp-encoding';
 import { spanIdFor } from '../../core/otlp/span-ids';
-import type { EncodedSpans } from '../../core/otlp/span-protobuf';
+import { SpanProtobufWriter } from '../../core/otlp/span-protobuf';
 import { LAST_SEQ_SQL } from '../ship/ship-sql';
-import { NativeSpanReader, type EncodedGroup, type NativeSpans } from './otlp-native-spans';
+import { NativeSpanReader, type NativeRead } from './otlp-native-spans';
 import { OtlpSender, type SendOutcome } from './otlp-sender';
 import type { OtlpTarget } from './otlp-target';
 import { TraceCap } from './trace-cap';
@@ -77,14 +77,18 @@ interface Request {
   spans: number;
 }
 
-/** The request being gathered: spans made here, and spans the native encoder wrote. */
+/** The request being gathered: spans made here, and the bytes per service of the spans kept natively. */
 interface OpenRequest {
   spans: KernelSpan[];
-  encoded: EncodedSpans[];
+  native: Map<number, number>;
   count: number;
   sinceMs: number;
 }
 
+const noRequest = (): OpenRequest => ({ spans: [], native: new Map(), count: 0, sinceMs: 0 });
+
+/** The fastest level: a span's bytes are mostly keys and ids every span repeats, which level 1 finds as well. */
+const GZIP_LEVEL = 1;
 /** How often the progress goes to the owner at most, but for a change of state and the stop. */
 const PUBLISH_MS = 100;
 
@@ -101,6 +105,8 @@ export class OtlpLoop {
   private readonly resources = new SpanResources();
   private readonly cap: TraceCap;
   private readonly encoder: SpanEncoder;
+  /** the framing of requests with natively kept spans */
+  private readonly protobuf = new SpanProtobufWriter();
   private readonly pollMs: number;
   private readonly batchSpans: number;
   private readonly batchDelayMs: number;
@@ -108,7 +114,7 @@ export class OtlpLoop {
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
   private readonly requests: Request[] = [];
-  private open: OpenRequest = { spans: [], encoded: [], count: 0, sinceMs: 0 };
+  private open: OpenRequest = noRequest();
   private publishedMs = 0;
   private publishedState: OtlpProgress['state'] | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -196,17 +202,20 @@ export class OtlpLoop {
       const failing = this.progress.state === 'retrying' || this.stopping;
       const room = this.target.queueSpans - this.progress.queued;
       if (!failing && room <= 0) return;
+      if (this.open.count >= this.batchSpans) this.seal();
       // a row gives at most one span (a summary span comes with a row that closes one); a native
-      // read's spans go into one request whole, so it reads a request's worth at most
+      // read adds its spans to the open request whole, so it reads what the request has room for
       const rows = this.native
-        ? Math.min(this.readRows, this.batchSpans, room > 0 ? room : this.batchSpans)
+        ? Math.min(this.readRows, this.batchSpans - this.open.count, room > 0 ? room : this.batchSpans)
         : failing
           ? this.readRows
           : Math.min(this.readRows, room);
       const to = Math.min(this.cursor + rows, last + 1);
-      if (this.native) this.readNative(this.native, to, nowMs);
+      const spans: KernelSpan[] = [];
+      if (this.native) this.readNative(this.native, to, nowMs, spans);
       // all(), not iterate(): the names cache queries the same connection for a new context
-      else for (const row of this.select.all(this.cursor, to)) this.consider(row, nowMs);
+      else for (const row of this.select.all(this.cursor, to)) this.consider(row, nowMs, spans);
+      for (const span of spans) this.add(span, nowMs);
       this.cursor = to;
     }
   }
@@ -215,9 +224,9 @@ export class OtlpLoop {
    * Seqs [cursor, to) written natively. The trace cap counts each trace's spans of the read at
    * once; a trace the read takes past its cap (and one with a row left to the TS side) is
    * counted event by event in seq order, as `consider` does, its folded events held out of a
-   * second native read.
+   * second native read. The spans made here go to `out`, to be added once the read's own are.
    */
-  private readNative(native: NativeSpanReader, to: number, nowMs: number): void {
+  private readNative(native: NativeSpanReader, to: number, nowMs: number, out: KernelSpan[]): void {
     const from = this.cursor;
     const first = native.read(from, to);
     const byTrace = new Map<string, { spans: number; ctxs: number[] }>();
@@ -238,28 +247,40 @@ export class OtlpLoop {
       byEvent.add(ctx);
       leftTraces.add(this.names.context(ctx).trace_id);
     }
-    const closed: KernelSpan[] = [];
     for (const [traceId, trace] of byTrace) {
       if (leftTraces.has(traceId) || trace.spans > this.cap.room(traceId))
         for (const ctx of trace.ctxs) byEvent.add(ctx);
-      else this.cap.admit(traceId, trace.spans, nowMs, closed);
+      else this.cap.admit(traceId, trace.spans, nowMs, out);
     }
-    for (const summary of closed) this.add(summary, nowMs);
-    let spans: NativeSpans = first;
+    let read: NativeRead = first;
     if (byEvent.size > 0) {
       const left = new Set(first.left.map((row) => row.seq));
       const held: number[] = [];
       for (const row of this.selectOf.all(from, to, JSON.stringify([...byEvent]))) {
-        if (left.has(Number(row.seq))) this.consider(row, nowMs);
-        else if (this.fold(row, nowMs)) held.push(Number(row.seq));
+        if (left.has(Number(row.seq))) this.consider(row, nowMs, out);
+        else if (this.fold(row, nowMs, out)) held.push(Number(row.seq));
       }
-      if (held.length > 0) spans = native.read(from, to, held);
+      if (held.length > 0) {
+        native.undo();
+        read = native.read(from, to, held);
+      }
     }
-    for (const group of spans.groups) if (group.spans > 0) this.addEncoded(group, nowMs);
+    const spans = read.groups.reduce((n, group) => n + group.spans, 0);
+    if (spans === 0) return;
+    // read() sized the read to the queue's room: only a queue full already (a failing receiver) drops
+    if (this.progress.queued >= this.target.queueSpans) {
+      native.undo();
+      this.progress.dropped += spans;
+      return;
+    }
+    this.opened(spans, nowMs);
+    for (const { serviceId, length } of read.groups)
+      this.open.native.set(serviceId, (this.open.native.get(serviceId) ?? 0) + length);
+    this.progress.queued += spans;
   }
 
-  /** A row as a span made here (http/json, and the rows the native encoder leaves): sampling, cap, span. */
-  private consider(row: EventRow, nowMs: number): void {
+  /** A row as a span made here (http/json, and the rows the native encoder leaves): sampling, cap, span, to `out`. */
+  private consider(row: EventRow, nowMs: number, out: KernelSpan[]): void {
     const ctx = this.names.context(Number(row.ctx));
     // a marker's context names no W3C trace: nothing to put the event under
     if (ctx.trace_id === null || !W3C_TRACE_ID.test(ctx.trace_id)) return;
@@ -270,19 +291,14 @@ export class OtlpLoop {
     }
     const event: ApiEvent = rowToEvent(row, this.names);
     const spanId = spanIdFor(this.names.storeId, Number(row.seq));
-    const closed: KernelSpan[] = [];
-    const folded = this.cap.fold(event, flags, nowMs, closed);
-    for (const summary of closed) this.add(summary, nowMs);
-    if (folded) this.progress.summarized++;
-    else this.add(eventSpan(event, this.resources, ctx.trace_flags, spanId)!, nowMs);
+    if (this.cap.fold(event, flags, nowMs, out)) this.progress.summarized++;
+    else out.push(eventSpan(event, this.resources, ctx.trace_flags, spanId)!);
   }
 
-  /** A row the native encoder wrote: whether the trace cap folds it into its trace's summary. */
-  private fold(row: EventRow, nowMs: number): boolean {
+  /** A row the native encoder wrote: whether the trace cap folds it into its trace's summary (closed ones to `out`). */
+  private fold(row: EventRow, nowMs: number, out: KernelSpan[]): boolean {
     const ctx = this.names.context(Number(row.ctx));
-    const closed: KernelSpan[] = [];
-    const folded = this.cap.fold(rowToEvent(row, this.names), ctx.trace_flags ?? 0, nowMs, closed);
-    for (const summary of closed) this.add(summary, nowMs);
+    const folded = this.cap.fold(rowToEvent(row, this.names), ctx.trace_flags ?? 0, nowMs, out);
     if (folded) this.progress.summarized++;
     return folded;
   }
@@ -298,20 +314,6 @@ export class OtlpLoop {
     if (this.open.count >= this.batchSpans) this.seal();
   }
 
-  /** A service's spans of a native read, whole: read() sized the read to fit the queue's room and a request. */
-  private addEncoded(group: EncodedGroup, nowMs: number): void {
-    if (this.progress.queued >= this.target.queueSpans) {
-      this.progress.dropped += group.spans;
-      return;
-    }
-    if (this.open.count + group.spans > this.batchSpans) this.seal();
-    this.opened(group.spans, nowMs);
-    const service = this.names.service(group.serviceId);
-    this.open.encoded.push({ resource: this.resources.of(service, this.names.node), bytes: group.bytes });
-    this.progress.queued += group.spans;
-    if (this.open.count >= this.batchSpans) this.seal();
-  }
-
   private opened(spans: number, nowMs: number): void {
     if (this.open.count === 0) this.open.sinceMs = nowMs;
     this.open.count += spans;
@@ -320,13 +322,24 @@ export class OtlpLoop {
   /** The open batch becomes a request, encoded and compressed once, however often it is sent. */
   private seal(): void {
     if (this.open.count === 0) return;
-    const encoded = this.encoder.encode(this.open.spans, this.open.encoded);
+    this.requests.push({ body: this.body(), spans: this.open.count });
+    this.open = noRequest();
+  }
+
+  /** The open request's body: http/protobuf framed around the native spans and gzipped natively, http/json here. */
+  private body(): Buffer {
+    const { spans, native } = this.open;
+    if (this.native) {
+      const kept = [...native].map(([service, length]) => ({
+        resource: this.resources.of(this.names.service(service), this.names.node),
+        service,
+        length,
+      }));
+      return this.native.request(this.protobuf.layout(spans, kept), this.target.gzip ? GZIP_LEVEL : 0);
+    }
+    const encoded = this.encoder.encode(spans);
     const bytes = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
-    this.requests.push({
-      body: this.target.gzip ? gzipSync(bytes, { level: 1 }) : bytes,
-      spans: this.open.count,
-    });
-    this.open = { spans: [], encoded: [], count: 0, sinceMs: 0 };
+    return this.target.gzip ? gzipSync(bytes, { level: GZIP_LEVEL }) : bytes;
   }
 
   private kick(): void {

@@ -1,17 +1,21 @@
 /**
- * A range of the node store as OTLP span bytes, written inside SQLite by
- * kreplay_otlp_spans (native/sqlite/kreplay_otlp.c) in one statement, so no
- * row crosses into JavaScript: per service, its spans' bytes (ScopeSpans
- * field 2, ready to frame); per context, the rows written and the rows of
- * unsampled traces skipped (the trace cap and the counters need them); and
- * the rows the encoder left to core/otlp/event-span.ts, which it cannot be
- * sure to write exactly as that does (a code past its tables, text that is
- * not UTF-8, an integer past 2^53). The names the encoder gives codes come
- * from the TS name functions, handed over with each statement (the spec).
+ * OTLP spans of the node store written inside SQLite (native/sqlite/kreplay_otlp.c),
+ * so that neither a row nor a span's bytes cross into JavaScript. A read
+ * (kreplay_otlp_spans, one statement over a seq range) adds its spans to the
+ * connection's open request and tells, per service, the spans and bytes it
+ * added; per context, the rows written and the rows of unsampled traces
+ * skipped (the trace cap and the counters need them); and the rows it left to
+ * core/otlp/event-span.ts, which it cannot be sure to write exactly as that
+ * does (a code past its tables, text that is not UTF-8, an integer past
+ * 2^53). The request (kreplay_otlp_request) is the open request's spans in
+ * the framing the TS writer lays out (core/otlp/span-protobuf.ts), gzipped by
+ * libdeflate. The names the encoder gives codes come from the TS name
+ * functions, handed over with each read (the spec).
  */
 import type Database from 'better-sqlite3';
 import { blockOpName, eventTypeName, syscallName, targetKindName } from '../../core/model';
 import { errnoName } from '../../core/otlp/event-span';
+import type { RequestChunk } from '../../core/otlp/span-protobuf';
 import { EventInsert } from '../store/event-insert';
 import type { OtlpSampling } from './otlp-target';
 
@@ -78,11 +82,11 @@ export function nativeSpanSpec(storeId: string, sampling: OtlpSampling): string 
   return lines.join('\n');
 }
 
-/** One service's spans of a range, as bytes of ScopeSpans field 2. */
-export interface EncodedGroup {
+/** One service's spans a read added to the open request: their bytes (ScopeSpans field 2) stay native. */
+export interface NativeGroup {
   serviceId: number;
   spans: number;
-  bytes: Buffer;
+  length: number;
 }
 
 export interface ContextCount {
@@ -93,26 +97,50 @@ export interface ContextCount {
   unsampled: number;
 }
 
-export interface NativeSpans {
-  groups: EncodedGroup[];
+export interface NativeRead {
+  groups: NativeGroup[];
   contexts: ContextCount[];
   /** rows for the TS side to make (kreplay_otlp.c says which and why) */
   left: { seq: number; ctx: number }[];
 }
 
+/** A request's layout as kreplay_otlp_request reads it: per chunk a double 0, a length and bytes, or a double 1 and a service id. */
+function layoutBlob(chunks: readonly RequestChunk[]): Buffer {
+  const parts: Uint8Array[] = [];
+  for (const chunk of chunks) {
+    const head = Buffer.allocUnsafe(16);
+    if (chunk instanceof Uint8Array) {
+      head.writeDoubleLE(0, 0);
+      head.writeDoubleLE(chunk.length, 8);
+      parts.push(head, chunk);
+    } else {
+      head.writeDoubleLE(1, 0);
+      head.writeDoubleLE(chunk.service, 8);
+      parts.push(head);
+    }
+  }
+  return Buffer.concat(parts);
+}
+
 export class NativeSpanReader {
   private readonly select: Database.Statement<[Record<string, unknown>], Buffer>;
-  private readonly spec: string;
+  private readonly undoRead: Database.Statement<[], number>;
+  private readonly requestOf: Database.Statement<[Buffer, number], Buffer>;
+  private readonly spec: Buffer;
+  /** whether the last read added spans (an undo takes them back out) */
+  private lastAdded = false;
 
   constructor(db: Database.Database, storeId: string, sampling: OtlpSampling) {
     // kreplay_otlp_spans lives in the agent's SQLite extension
     EventInsert.prepareConnection(db);
     this.select = db.prepare<[Record<string, unknown>], Buffer>(SPANS_SQL).pluck();
-    this.spec = nativeSpanSpec(storeId, sampling);
+    this.undoRead = db.prepare<[], number>('SELECT kreplay_otlp_undo()').pluck();
+    this.requestOf = db.prepare<[Buffer, number], Buffer>('SELECT kreplay_otlp_request(?, ?)').pluck();
+    this.spec = Buffer.from(nativeSpanSpec(storeId, sampling));
   }
 
-  /** The spans of seqs [from, to), less those of `held` (ascending). */
-  read(from: number, to: number, held: readonly number[] = []): NativeSpans {
+  /** Adds the spans of seqs [from, to), less those of `held` (ascending), to the open request. */
+  read(from: number, to: number, held: readonly number[] = []): NativeRead {
     const out = this.select.get({
       spec: this.spec,
       held: Buffer.from(new Float64Array(held).buffer),
@@ -125,18 +153,26 @@ export class NativeSpanReader {
       at += 8;
       return value;
     };
-    const groups: EncodedGroup[] = [];
-    for (let n = next(); n > 0; n--) {
-      const serviceId = next();
-      const spans = next();
-      const length = next();
-      groups.push({ serviceId, spans, bytes: out.subarray(at, at + length) });
-      at += length;
-    }
+    const groups: NativeGroup[] = [];
+    for (let n = next(); n > 0; n--) groups.push({ serviceId: next(), spans: next(), length: next() });
+    this.lastAdded = groups.length > 0;
     const contexts: ContextCount[] = [];
     for (let n = next(); n > 0; n--) contexts.push({ ctx: next(), spans: next(), unsampled: next() });
-    const left: NativeSpans['left'] = [];
+    const left: NativeRead['left'] = [];
     for (let n = next(); n > 0; n--) left.push({ seq: next(), ctx: next() });
     return { groups, contexts, left };
+  }
+
+  /** Takes the spans the last read added back out of the open request. */
+  undo(): void {
+    if (this.lastAdded) this.undoRead.get();
+    this.lastAdded = false;
+  }
+
+  /** The open request in the layout `chunks` give (every service with spans named once), gzipped at `level` (0: not); it is then empty. */
+  request(chunks: readonly RequestChunk[], level: number): Buffer {
+    const body = this.requestOf.get(layoutBlob(chunks), level)!;
+    this.lastAdded = false;
+    return body;
   }
 }

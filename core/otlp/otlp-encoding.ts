@@ -10,7 +10,7 @@
 import { JsonTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { KernelSpan } from './event-span';
 import type { OtlpProtocol } from './otlp-protocols';
-import { SpanProtobufWriter, type EncodedSpans } from './span-protobuf';
+import { SpanProtobufWriter } from './span-protobuf';
 
 /** The OTLP/JSON request holding `spans` (KernelSpan has the shape of the serializer's ReadableSpan). */
 export function encodeSpansJson(spans: KernelSpan[]): Uint8Array {
@@ -23,10 +23,7 @@ export class SpanEncoder {
 
   constructor(readonly protocol: OtlpProtocol) {}
 
-  /** `encoded`: spans already written as protobuf (kreplay_otlp_spans), which only http/protobuf takes. */
-  encode(spans: KernelSpan[], encoded: readonly EncodedSpans[] = []): Uint8Array {
-    if (this.protocol === 'http/protobuf') return this.protobuf.encode(spans, encoded);
-    if (encoded.length > 0) throw new Error('spans written as protobuf cannot go into an http/json request');
-    return encodeSpansJson(spans);
+  encode(spans: KernelSpan[]): Uint8Array {
+    return this.protocol === 'http/json' ? encodeSpansJson(spans) : this.protobuf.encode(spans);
   }
 }

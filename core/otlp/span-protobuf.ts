@@ -227,16 +227,23 @@ class AttributeWriter {
   }
 }
 
-/** Spans already written as ScopeSpans field 2 (kreplay_otlp_spans, native/sqlite/kreplay_otlp.c), with their resource. */
-export interface EncodedSpans {
+/**
+ * A service's spans that kreplay_otlp_spans (native/sqlite/kreplay_otlp.c) wrote as ScopeSpans
+ * field 2 and keeps for the open request: `length` bytes that the request is framed around.
+ */
+export interface NativeSpans {
   resource: Resource;
-  bytes: Uint8Array;
+  service: number;
+  length: number;
 }
 
-/** A resource's spans in the request being written: bytes written elsewhere, and a writer for the rest. */
+/** A request's bytes: written here, or a service's spans kept natively (kreplay_otlp_request puts them in). */
+export type RequestChunk = Uint8Array | { service: number; length: number };
+
+/** A resource's spans in the request being written: those kept natively, and a writer for the rest. */
 interface ResourceBody {
-  encoded: Uint8Array[];
-  encodedBytes: number;
+  native: { service: number; length: number }[];
+  nativeBytes: number;
   writer: Writer;
 }
 
@@ -272,7 +279,7 @@ export class SpanProtobufWriter {
   private bodyOf(resource: Resource): ResourceBody {
     let body = this.bodies.get(resource);
     if (!body) {
-      body = { encoded: [], encodedBytes: 0, writer: new Writer() };
+      body = { native: [], nativeBytes: 0, writer: new Writer() };
       this.bodies.set(resource, body);
     }
     return body;
@@ -326,42 +333,44 @@ export class SpanProtobufWriter {
     w.pos = end;
   }
 
+  /** The request holding `spans`, one ResourceSpans per resource. */
+  encode(spans: readonly KernelSpan[]): Buffer {
+    return Buffer.concat(this.layout(spans, []) as Uint8Array[]);
+  }
+
   /**
-   * The request holding `spans` and the spans `encoded` elsewhere, one ResourceSpans per resource
-   * (in the order resources were first seen), each resource's encoded spans before its `spans`.
+   * The request holding `spans` and the spans kept natively, as chunks: one ResourceSpans per
+   * resource (in the order resources were first seen), each resource's native spans before its
+   * `spans`. The chunks written here are valid until the next call.
    */
-  encode(spans: readonly KernelSpan[], encoded: readonly EncodedSpans[] = []): Buffer {
+  layout(spans: readonly KernelSpan[], native: readonly NativeSpans[]): RequestChunk[] {
     for (const body of this.bodies.values()) {
       body.writer.pos = 0;
-      body.encoded.length = 0;
-      body.encodedBytes = 0;
+      body.native.length = 0;
+      body.nativeBytes = 0;
     }
-    for (const piece of encoded) {
-      const body = this.bodyOf(piece.resource);
-      body.encoded.push(piece.bytes);
-      body.encodedBytes += piece.bytes.length;
+    for (const { resource, service, length } of native) {
+      const body = this.bodyOf(resource);
+      body.native.push({ service, length });
+      body.nativeBytes += length;
     }
     for (const span of spans) this.writeSpan(this.bodyOf(span.resource).writer, span);
-    const chunks: Uint8Array[] = [];
-    let total = 0;
+    const chunks: RequestChunk[] = [];
     for (const [resource, body] of this.bodies) {
-      const written = body.encodedBytes + body.writer.pos;
+      const written = body.nativeBytes + body.writer.pos;
       if (written === 0) continue;
       const head = this.resourceHead(resource);
       const scope = this.scopeHead();
       const scopeSpans = scope.length + written;
-      const resourceSpans = head.length + 1 + varintBytes(scopeSpans) + scopeSpans;
-      const frame = new Writer(12);
-      frame.lengthOf(1, resourceSpans);
-      const scopeFrame = new Writer(6);
+      const frame = new Writer(16);
+      frame.lengthOf(1, head.length + 1 + varintBytes(scopeSpans) + scopeSpans);
+      const scopeFrame = new Writer(8);
       scopeFrame.lengthOf(2, scopeSpans);
       chunks.push(frame.buf.subarray(0, frame.pos), head, scopeFrame.buf.subarray(0, scopeFrame.pos), scope);
-      chunks.push(...body.encoded, body.writer.buf.subarray(0, body.writer.pos));
-      total += 1 + varintBytes(resourceSpans) + resourceSpans;
+      chunks.push(...body.native, body.writer.buf.subarray(0, body.writer.pos));
     }
-    // the writers are kept for the next request; the bytes go (one copy, into the request)
-    const request = Buffer.concat(chunks, total);
+    // the writers are kept for the next request
     if (this.bodies.size > MAX_KEPT_RESOURCES) this.bodies.clear();
-    return request;
+    return chunks;
   }
 }

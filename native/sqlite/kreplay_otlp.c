@@ -26,6 +26,7 @@
  * spans and the rows of unsampled traces skipped; then the number of rows left to the TS side,
  * per row its seq and context id.
  */
+#include <libdeflate.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -89,17 +90,28 @@ typedef struct {
   unsigned char isBlock[CODES], isRead[CODES], isWrite[CODES], isFile[CODES], isSocket[CODES];
 } Spec;
 
-/* The connection's last spec, parsed: the same text comes with every statement. */
-typedef struct {
-  Spec *spec;
-} Cache;
-
+/* A service's spans written since the last request, and how far they went before the last read. */
 typedef struct {
   int64_t service;
   unsigned char *data;
   int64_t len, cap;
   int64_t spans;
+  int64_t markLen, markSpans;
+  /* named by the layout being read */
+  int named;
 } Group;
+
+/* Groups kept between requests at most (their buffers are reused) */
+#define MAX_KEPT_GROUPS 64
+
+/* What a connection keeps between statements: the last spec, parsed; the open request's spans; the gzip compressor. */
+typedef struct {
+  Spec *spec;
+  Group *groups;
+  int nGroups, capGroups, lastGroup;
+  struct libdeflate_compressor *gzip;
+  int gzipLevel;
+} Conn;
 
 typedef struct {
   int64_t ctx;
@@ -110,10 +122,9 @@ typedef struct {
 typedef struct {
   int started, failed;
   const Spec *spec;
+  Conn *conn;
   double *held;
   int64_t nHeld;
-  Group *groups;
-  int nGroups, capGroups, lastGroup;
   CtxCount *ctxs;
   int64_t ctxCap, ctxUsed;
   double *left; /* seq, ctx pairs */
@@ -463,25 +474,43 @@ static int reserveGroup(Group *g, int64_t more) {
   return 1;
 }
 
-static Group *groupOf(Agg *a, int64_t service) {
-  if (a->nGroups > 0 && a->groups[a->lastGroup].service == service) return &a->groups[a->lastGroup];
-  for (int i = 0; i < a->nGroups; i++)
-    if (a->groups[i].service == service) {
-      a->lastGroup = i;
-      return &a->groups[i];
+static Group *groupOf(Conn *c, int64_t service) {
+  if (c->nGroups > 0 && c->groups[c->lastGroup].service == service) return &c->groups[c->lastGroup];
+  for (int i = 0; i < c->nGroups; i++)
+    if (c->groups[i].service == service) {
+      c->lastGroup = i;
+      return &c->groups[i];
     }
-  if (a->nGroups == a->capGroups) {
-    const int cap = a->capGroups ? a->capGroups * 2 : 8;
-    Group *groups = sqlite3_realloc64(a->groups, (sqlite3_uint64)cap * sizeof *groups);
+  if (c->nGroups == c->capGroups) {
+    const int cap = c->capGroups ? c->capGroups * 2 : 8;
+    Group *groups = sqlite3_realloc64(c->groups, (sqlite3_uint64)cap * sizeof *groups);
     if (groups == NULL) return NULL;
-    a->groups = groups;
-    a->capGroups = cap;
+    c->groups = groups;
+    c->capGroups = cap;
   }
-  Group *g = &a->groups[a->nGroups];
+  Group *g = &c->groups[c->nGroups];
   memset(g, 0, sizeof *g);
   g->service = service;
-  a->lastGroup = a->nGroups++;
+  c->lastGroup = c->nGroups++;
   return g;
+}
+
+/* The open request's spans as they were before the last read (kreplay_otlp_undo, a failed read). */
+static void undo(Conn *c) {
+  for (int i = 0; i < c->nGroups; i++) {
+    c->groups[i].len = c->groups[i].markLen;
+    c->groups[i].spans = c->groups[i].markSpans;
+  }
+}
+
+/* No open request: the spans went into one (or were undone); the buffers stay for the next. */
+static void clearGroups(Conn *c) {
+  if (c->nGroups > MAX_KEPT_GROUPS) {
+    for (int i = 0; i < c->nGroups; i++) sqlite3_free(c->groups[i].data);
+    c->nGroups = 0;
+  }
+  for (int i = 0; i < c->nGroups; i++)
+    c->groups[i].len = c->groups[i].spans = c->groups[i].markLen = c->groups[i].markSpans = 0;
 }
 
 static CtxCount *ctxCountOf(Agg *a, int64_t ctx) {
@@ -544,7 +573,7 @@ static int start(sqlite3_context *ctx, Agg *a, int argc, sqlite3_value **argv) {
     sqlite3_result_error(ctx, "kreplay_otlp_spans: wrong number of arguments", -1);
     return 0;
   }
-  Cache *cache = sqlite3_user_data(ctx);
+  Conn *cache = sqlite3_user_data(ctx);
   const char *text = (const char *)sqlite3_value_text(argv[A_SPEC]);
   const int len = sqlite3_value_bytes(argv[A_SPEC]);
   if (text == NULL) {
@@ -566,6 +595,11 @@ static int start(sqlite3_context *ctx, Agg *a, int argc, sqlite3_value **argv) {
     cache->spec = spec;
   }
   a->spec = cache->spec;
+  a->conn = cache;
+  for (int i = 0; i < cache->nGroups; i++) {
+    cache->groups[i].markLen = cache->groups[i].len;
+    cache->groups[i].markSpans = cache->groups[i].spans;
+  }
   const int heldBytes = sqlite3_value_bytes(argv[A_HELD]);
   if (heldBytes % 8 != 0) {
     sqlite3_result_error(ctx, "kreplay_otlp_spans: held must be doubles", -1);
@@ -663,7 +697,7 @@ static int writeSpan(Agg *a, sqlite3_value **argv, int64_t seq, Str trace, int64
   /* room: the fixed fields and keys take under 1 KB; the texts at most three times each (name, target, path) */
   const int64_t room = 1024 + typeName.n + 3 * (int64_t)target.n + comm.n + txn.n + errorName.n * 2 + opName.n * 2 +
                        deviceLen * 2 + STORE_ID_LEN + KREPLAY_EVENT_ID_DIGITS;
-  Group *g = groupOf(a, service);
+  Group *g = groupOf(a->conn, service);
   if (g == NULL || !reserveGroup(g, room)) return -1;
   unsigned char *const spanStart = g->data + g->len;
   Out o = {spanStart};
@@ -825,8 +859,6 @@ static void putDouble(unsigned char **p, double v) {
 }
 
 static void freeAgg(Agg *a) {
-  for (int i = 0; i < a->nGroups; i++) sqlite3_free(a->groups[i].data);
-  sqlite3_free(a->groups);
   sqlite3_free(a->ctxs);
   sqlite3_free(a->left);
   sqlite3_free(a->held);
@@ -841,34 +873,37 @@ static void otlpFinal(sqlite3_context *ctx) {
     return;
   }
   if (a->failed) {
+    if (a->conn) undo(a->conn);
     freeAgg(a);
     return;
   }
-  int64_t size = 8 + 8 + 8 + a->ctxUsed * 24 + a->nLeft * 16;
-  for (int i = 0; i < a->nGroups; i++) size += 24 + a->groups[i].len;
+  const Conn *c = a->conn;
+  int added = 0;
+  for (int i = 0; c && i < c->nGroups; i++) added += c->groups[i].spans > c->groups[i].markSpans;
+  const int64_t size = 8 + added * 24 + 8 + a->ctxUsed * 24 + 8 + a->nLeft * 16;
   unsigned char *out = sqlite3_malloc64((sqlite3_uint64)size);
   if (out == NULL) {
+    undo(a->conn);
     freeAgg(a);
     sqlite3_result_error_nomem(ctx);
     return;
   }
   unsigned char *p = out;
-  putDouble(&p, a->nGroups);
-  for (int i = 0; i < a->nGroups; i++) {
-    const Group *g = &a->groups[i];
+  putDouble(&p, added);
+  for (int i = 0; c && i < c->nGroups; i++) {
+    const Group *g = &c->groups[i];
+    if (g->spans == g->markSpans) continue;
     putDouble(&p, (double)g->service);
-    putDouble(&p, (double)g->spans);
-    putDouble(&p, (double)g->len);
-    if (g->len) memcpy(p, g->data, (size_t)g->len);
-    p += g->len;
+    putDouble(&p, (double)(g->spans - g->markSpans));
+    putDouble(&p, (double)(g->len - g->markLen));
   }
   putDouble(&p, (double)a->ctxUsed);
   for (int64_t i = 0; i < a->ctxCap; i++) {
-    const CtxCount *c = &a->ctxs[i];
-    if (!c->used) continue;
-    putDouble(&p, (double)c->ctx);
-    putDouble(&p, (double)c->spans);
-    putDouble(&p, (double)c->unsampled);
+    const CtxCount *count = &a->ctxs[i];
+    if (!count->used) continue;
+    putDouble(&p, (double)count->ctx);
+    putDouble(&p, (double)count->spans);
+    putDouble(&p, (double)count->unsampled);
   }
   putDouble(&p, (double)a->nLeft);
   if (a->nLeft) memcpy(p, a->left, (size_t)a->nLeft * 16);
@@ -876,16 +911,138 @@ static void otlpFinal(sqlite3_context *ctx) {
   sqlite3_result_blob64(ctx, out, (sqlite3_uint64)size, sqlite3_free);
 }
 
-static void freeCache(void *p) {
-  Cache *cache = p;
-  freeSpec(cache->spec);
-  sqlite3_free(cache);
+/*
+ * kreplay_otlp_request(layout, level): the open request's bytes, gzipped at `level` (libdeflate;
+ * 0: as they are). The layout (core/otlp/span-protobuf.ts writes it: the framing is the TS side's)
+ * is a list of chunks, each a double 0 and then a length and that many bytes, or a double 1 and a
+ * service id, for that service's spans written since the last request; each service with spans
+ * must be named once. The spans go with it.
+ */
+static void otlpRequest(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  Conn *c = sqlite3_user_data(ctx);
+  const unsigned char *layout = sqlite3_value_blob(argv[0]);
+  const int64_t n = sqlite3_value_bytes(argv[0]);
+  const int level = sqlite3_value_int(argv[1]);
+  char *error = NULL;
+  unsigned char *raw = NULL, *out = NULL;
+  if (level < 0 || level > 12) {
+    error = sqlite3_mprintf("kreplay_otlp_request: gzip level %d is not 0..12", level);
+    goto fail;
+  }
+  /* two passes: check and size, then copy */
+  int64_t size = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    int64_t at = 0, to = 0;
+    for (int i = 0; i < c->nGroups; i++) c->groups[i].named = 0;
+    while (at < n) {
+      double kind, value;
+      if (at + 16 > n) goto bad;
+      memcpy(&kind, layout + at, 8);
+      memcpy(&value, layout + at + 8, 8);
+      at += 16;
+      if (kind == 0) {
+        if (value < 0 || value > (double)(n - at)) goto bad;
+        if (pass) memcpy(raw + to, layout + at, (size_t)value);
+        at += (int64_t)value;
+        to += (int64_t)value;
+      } else if (kind == 1) {
+        Group *g = NULL;
+        for (int i = 0; i < c->nGroups && g == NULL; i++)
+          if ((double)c->groups[i].service == value) g = &c->groups[i];
+        if (g == NULL || g->spans == 0 || g->named) {
+          error = sqlite3_mprintf("kreplay_otlp_request: service %lld has no spans to send, or is named twice",
+                                  (long long)value);
+          goto fail;
+        }
+        g->named = 1;
+        if (pass) memcpy(raw + to, g->data, (size_t)g->len);
+        to += g->len;
+      } else
+        goto bad;
+    }
+    for (int i = 0; i < c->nGroups; i++)
+      if (c->groups[i].spans > 0 && !c->groups[i].named) {
+        error = sqlite3_mprintf("kreplay_otlp_request: the spans of service %lld are not in the layout",
+                                (long long)c->groups[i].service);
+        goto fail;
+      }
+    size = to;
+    if (!pass && (raw = sqlite3_malloc64((sqlite3_uint64)(size ? size : 1))) == NULL) goto nomem;
+  }
+  if (level == 0) {
+    clearGroups(c);
+    sqlite3_result_blob64(ctx, raw, (sqlite3_uint64)size, sqlite3_free);
+    return;
+  }
+  if (c->gzip == NULL || c->gzipLevel != level) {
+    libdeflate_free_compressor(c->gzip);
+    c->gzip = libdeflate_alloc_compressor(level);
+    c->gzipLevel = level;
+    if (c->gzip == NULL) goto nomem;
+  }
+  const size_t bound = libdeflate_gzip_compress_bound(c->gzip, (size_t)size);
+  out = sqlite3_malloc64(bound);
+  if (out == NULL) goto nomem;
+  const size_t packed = libdeflate_gzip_compress(c->gzip, raw, (size_t)size, out, bound);
+  sqlite3_free(raw);
+  if (packed == 0) {
+    sqlite3_free(out);
+    sqlite3_result_error(ctx, "kreplay_otlp_request: gzip found no room in its bound", -1);
+    return;
+  }
+  clearGroups(c);
+  sqlite3_result_blob64(ctx, out, (sqlite3_uint64)packed, sqlite3_free);
+  return;
+bad:
+  error = sqlite3_mprintf("kreplay_otlp_request: the layout is not chunks of bytes and services");
+fail:
+  sqlite3_free(raw);
+  if (error == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_error(ctx, error, -1);
+  sqlite3_free(error);
+  return;
+nomem:
+  sqlite3_free(raw);
+  sqlite3_free(out);
+  sqlite3_result_error_nomem(ctx);
+}
+
+/*
+ * kreplay_otlp_undo(): the spans of the last kreplay_otlp_spans that had rows taken back out of the
+ * open request (1).
+ */
+static void otlpUndo(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc, (void)argv;
+  undo(sqlite3_user_data(ctx));
+  sqlite3_result_int(ctx, 1);
+}
+
+static void freeConn(void *p) {
+  Conn *c = p;
+  freeSpec(c->spec);
+  for (int i = 0; i < c->nGroups; i++) sqlite3_free(c->groups[i].data);
+  sqlite3_free(c->groups);
+  libdeflate_free_compressor(c->gzip);
+  sqlite3_free(c);
 }
 
 int kreplay_otlp_register(sqlite3 *db) {
-  Cache *cache = sqlite3_malloc(sizeof *cache);
-  if (cache == NULL) return SQLITE_NOMEM;
-  cache->spec = NULL;
-  return sqlite3_create_function_v2(db, "kreplay_otlp_spans", N_ARGS, SQLITE_UTF8, cache, NULL, otlpStep, otlpFinal,
-                                    freeCache);
+  Conn *c = sqlite3_malloc(sizeof *c);
+  if (c == NULL) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  /* the last of the three owns the state: functions are destroyed in the order they were made */
+  int rc =
+      sqlite3_create_function_v2(db, "kreplay_otlp_spans", N_ARGS, SQLITE_UTF8, c, NULL, otlpStep, otlpFinal, NULL);
+  if (rc != SQLITE_OK) {
+    freeConn(c);
+    return rc;
+  }
+  /* past here a failure leaves the state to the functions made (a few bytes, until the connection closes) */
+  rc = sqlite3_create_function_v2(db, "kreplay_otlp_undo", 0, SQLITE_UTF8, c, otlpUndo, NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return rc;
+  return sqlite3_create_function_v2(db, "kreplay_otlp_request", 2, SQLITE_UTF8, c, otlpRequest, NULL, NULL, freeConn);
 }

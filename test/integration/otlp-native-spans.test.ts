@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../../agent/store/store-writer';
-import { NativeSpanReader, type NativeSpans } from '../../agent/otlp/otlp-native-spans';
+import { NativeSpanReader, type NativeRead } from '../../agent/otlp/otlp-native-spans';
 import { RecordType, rowToEvent, type ApiEvent } from '../../core/model';
 import { eventColumnsOf, type EventRow } from '../../core/store/event-columns';
 import { readStoreInfo, SCHEMA_VERSION } from '../../core/store/schema';
@@ -151,12 +151,19 @@ function reference(names: StoreNameCache, resources: SpanResources, sampling: 's
   return out;
 }
 
-function nativeRequest(spans: NativeSpans, names: StoreNameCache, resources: SpanResources): Buffer {
-  const encoded = spans.groups.map((g) => ({
+/** The open request the read made, framed by the TS writer, as it is and gzipped. */
+function nativeRequest(
+  reader: NativeSpanReader,
+  read: NativeRead,
+  names: StoreNameCache,
+  resources: SpanResources,
+): Buffer {
+  const kept = read.groups.map((g) => ({
     resource: resources.of(names.service(g.serviceId), names.node),
-    bytes: g.bytes,
+    service: g.serviceId,
+    length: g.length,
   }));
-  return new SpanProtobufWriter().encode([], encoded);
+  return reader.request(new SpanProtobufWriter().layout([], kept), 0);
 }
 
 describe('kreplay_otlp_spans', () => {
@@ -165,7 +172,8 @@ describe('kreplay_otlp_spans', () => {
     (sampling) => {
       const names = new StoreNameCache(db, readStoreInfo(db));
       const resources = new SpanResources();
-      const native = new NativeSpanReader(db, names.storeId, sampling).read(1, 1000);
+      const reader = new NativeSpanReader(db, names.storeId, sampling);
+      const native = reader.read(1, 1000);
       const expected = reference(names, resources, sampling);
       const left = native.left.map((row) => row.seq);
       // the odd ones, and only those: a target not UTF-8, a long port, codes past the tables, '#99', 'XYZ'
@@ -177,7 +185,7 @@ describe('kreplay_otlp_spans', () => {
       expect(native.contexts.reduce((n, c) => n + c.unsampled, 0)).toBe(expected.unsampled);
       expect(native.contexts.reduce((n, c) => n + c.spans, 0)).toBe(written.length);
 
-      const ours = nativeRequest(native, names, resources);
+      const ours = nativeRequest(reader, native, names, resources);
       const theirs = new SpanProtobufWriter().encode(written);
       expect(ours.equals(theirs)).toBe(true);
       const decoded = decodeTraceRequest(ours);
@@ -200,14 +208,38 @@ describe('kreplay_otlp_spans', () => {
     },
   );
 
-  it('leaves out the held seqs, and reads a range', () => {
+  it('leaves out the held seqs, takes a read back out, and gzips the request', () => {
     const names = new StoreNameCache(db, readStoreInfo(db));
+    const resources = new SpanResources();
     const reader = new NativeSpanReader(db, names.storeId, 'sampled');
+    const count = (s: NativeRead) => s.groups.reduce((n, g) => n + g.spans, 0);
     const all = reader.read(1, 1000);
-    const count = (s: NativeSpans) => s.groups.reduce((n, g) => n + g.spans, 0);
-    expect(count(reader.read(1, 1000, [2, 3, 5]))).toBe(count(all) - 3);
-    expect(count(reader.read(1, 4))).toBe(3);
+    reader.undo();
+    const held = reader.read(1, 1000, [2, 3, 5]);
+    expect(count(held)).toBe(count(all) - 3);
+    reader.undo();
     expect(reader.read(5000, 6000)).toEqual({ groups: [], contexts: [], left: [] });
+    // two reads into one request, the second a range
+    const first = reader.read(1, 4);
+    expect(count(first)).toBe(3);
+    const second = reader.read(4, 1000);
+    const lengths = new Map<number, number>();
+    for (const g of [...first.groups, ...second.groups])
+      lengths.set(g.serviceId, (lengths.get(g.serviceId) ?? 0) + g.length);
+    const kept = [...lengths].map(([service, length]) => ({
+      resource: resources.of(names.service(service), names.node),
+      service,
+      length,
+    }));
+    const writer = new SpanProtobufWriter();
+    const gzipped = reader.request(writer.layout([], kept), 1);
+    expect(gzipped.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
+    expect(decodeTraceRequest(gzipped, true)).toHaveLength(count(all));
+    // a service left out of the layout is refused, named; the request stays open
+    reader.read(1, 4);
+    expect(() => reader.request([], 0)).toThrow(/the spans of service 1 are not in the layout/);
+    reader.undo();
+    expect(reader.request([], 0)).toHaveLength(0);
   });
 
   it('refuses a spec it cannot read, naming what is wrong', () => {
