@@ -4,7 +4,7 @@
  * connection follows the node store in commit (seq) order from where the
  * export started, turns each event of a W3C trace into a span (sampled traces
  * only, unless sampling is `all`; past the per-trace cap into the trace's
- * summary), gathers spans into requests by count (batchSpans) and age
+ * summary), gathers spans into requests by count (batchSpans), size (MAX_REQUEST_BYTES) and age
  * (batchDelayMs), gzips them and sends them in order. With http/protobuf the
  * spans are written inside SQLite (otlp-native-spans.ts), a read's worth at a
  * time, and only the trace cap's bookkeeping, summaries and the rare row the
@@ -40,7 +40,7 @@ import { TraceCap } from './trace-cap';
 export interface OtlpLoopOptions {
   /** how often the store is looked at (default 100 ms) */
   pollMs?: number;
-  /** spans per request at most (default 512) */
+  /** spans per request at most (default 4,096) */
   batchSpans?: number;
   /** a request goes once its oldest span waited this long (default 1 s) */
   batchDelayMs?: number;
@@ -82,10 +82,21 @@ interface OpenRequest {
   spans: KernelSpan[];
   native: Map<number, number>;
   count: number;
+  /** of the native spans (those made here are few: summaries, odd rows) */
+  nativeBytes: number;
   sinceMs: number;
 }
 
-const noRequest = (): OpenRequest => ({ spans: [], native: new Map(), count: 0, sinceMs: 0 });
+const noRequest = (): OpenRequest => ({ spans: [], native: new Map(), count: 0, nativeBytes: 0, sinceMs: 0 });
+
+/**
+ * A request is sent once its spans take this many bytes (before gzip), whatever their count: an
+ * OTLP receiver takes 20 MiB bodies by default (the OpenTelemetry Collector's), and a read adds at
+ * most NATIVE_READ_ROWS spans of at most ~13 KB (a 4 KB path thrice) past it.
+ */
+const MAX_REQUEST_BYTES = 4 << 20;
+/** Rows a native read takes at most: past 512 a read costs no less a span (bench/otlp.ts). */
+const NATIVE_READ_ROWS = 512;
 
 /** The fastest level: a span's bytes are mostly keys and ids every span repeats, which level 1 finds as well. */
 const GZIP_LEVEL = 1;
@@ -144,7 +155,7 @@ export class OtlpLoop {
     options: OtlpLoopOptions = {},
   ) {
     this.pollMs = options.pollMs ?? 100;
-    this.batchSpans = options.batchSpans ?? 512;
+    this.batchSpans = options.batchSpans ?? 4096;
     this.batchDelayMs = options.batchDelayMs ?? 1000;
     this.readRows = options.readRows ?? 8192;
     this.retryInitialMs = options.retryInitialMs ?? 500;
@@ -202,11 +213,16 @@ export class OtlpLoop {
       const failing = this.progress.state === 'retrying' || this.stopping;
       const room = this.target.queueSpans - this.progress.queued;
       if (!failing && room <= 0) return;
-      if (this.open.count >= this.batchSpans) this.seal();
+      if (this.open.count >= this.batchSpans || this.open.nativeBytes >= MAX_REQUEST_BYTES) this.seal();
       // a row gives at most one span (a summary span comes with a row that closes one); a native
       // read adds its spans to the open request whole, so it reads what the request has room for
       const rows = this.native
-        ? Math.min(this.readRows, this.batchSpans - this.open.count, room > 0 ? room : this.batchSpans)
+        ? Math.min(
+            NATIVE_READ_ROWS,
+            this.readRows,
+            this.batchSpans - this.open.count,
+            room > 0 ? room : this.batchSpans,
+          )
         : failing
           ? this.readRows
           : Math.min(this.readRows, room);
@@ -274,8 +290,10 @@ export class OtlpLoop {
       return;
     }
     this.opened(spans, nowMs);
-    for (const { serviceId, length } of read.groups)
+    for (const { serviceId, length } of read.groups) {
       this.open.native.set(serviceId, (this.open.native.get(serviceId) ?? 0) + length);
+      this.open.nativeBytes += length;
+    }
     this.progress.queued += spans;
   }
 

@@ -1,13 +1,17 @@
 /*
+ * The agent's OTLP export, inside SQLite (agent/otlp/otlp-native-spans.ts owns the SQL), so that
+ * neither a row nor a span's bytes cross into JavaScript:
+ *
  * kreplay_otlp_spans(spec, held, seq, ts, dur, service, ctx, trace_id, parent_span_id, trace_flags,
  * transaction_id, type, pid, tid, comm, bytes, syscall, fd, ret, target_kind, target, response_ns,
- * request_key, dev, sector, op, error): an aggregate SQLite function that writes each row of a W3C
- * trace as an OTLP Span message (opentelemetry/proto/trace/v1/trace.proto), so that the agent's
- * OTLP export (agent/otlp/otlp-native-spans.ts owns the SQL) turns a range of the node file into
- * request bytes with one statement, no row crossing into JavaScript. The span is the one
- * core/otlp/event-span.ts makes of the row's API event (eventSpan, for OTLP/JSON and export files)
- * as core/otlp/span-protobuf.ts writes it, byte for byte (test/integration/otlp-native-spans.test.ts
- * compares them for events of every kind).
+ * request_key, dev, sector, op, error): an aggregate that writes each row of a W3C trace as an
+ * OTLP Span message (opentelemetry/proto/trace/v1/trace.proto, as ScopeSpans field 2) into the
+ * connection's open request, per service. The span is the one core/otlp/event-span.ts makes of
+ * the row's API event (eventSpan, for OTLP/JSON and export files) as core/otlp/span-protobuf.ts
+ * writes it, byte for byte (test/integration/otlp-native-spans.test.ts compares them for events of
+ * every kind). kreplay_otlp_undo() takes the last read's spans back out (the trace cap folded some
+ * of its rows; the queue was full). kreplay_otlp_request(layout, level) returns the open request
+ * framed as the TS side lays it out, gzipped by libdeflate, and empties it.
  *
  * spec: what the row's codes are named and where the rows come from, made by the TS side from its
  * own name functions, one item a line, fields split by tabs: `store` and the store id (12 hex
@@ -16,15 +20,15 @@
  * cap folded them into a summary).
  *
  * A row whose span this encoder cannot be sure to write as the TS side would (a code past the
- * tables, text that is not valid UTF-8, an integer past 2^53, a parent span id that is not 16 hex
- * digits, a missing comm) is not written but listed, for the TS side to make; a row whose trace id
- * is not a W3C one (32 lower-case hex digits, not all zero) is skipped, as eventSpan skips it.
+ * tables, text that is not valid UTF-8, an integer past 2^53 where JavaScript rounds, a parent
+ * span id that is not 16 hex digits, a missing comm) is not written but listed, for the TS side to
+ * make; a row whose trace id is not a W3C one (32 lower-case hex digits, not all zero) is skipped,
+ * as eventSpan skips it.
  *
- * The result (a blob; numbers as little-endian doubles): the number of groups, then per service
- * its id, its spans, the bytes of those spans (each a ScopeSpans field 2, tag and length
- * included) and the bytes; then the number of contexts, per context its id, the rows written as
- * spans and the rows of unsampled traces skipped; then the number of rows left to the TS side,
- * per row its seq and context id.
+ * kreplay_otlp_spans's result (a blob; numbers as little-endian doubles): the number of services
+ * the read added spans for, per service its id, the spans and their bytes; then the number of
+ * contexts, per context its id, the rows written as spans and the rows of unsampled traces
+ * skipped; then the number of rows left to the TS side, per row its seq and context id.
  */
 #include <libdeflate.h>
 #include <stdint.h>
@@ -263,8 +267,7 @@ static void putLenField(Out *o, int tag, const void *b, int n) {
 }
 
 /* KeyValue{1 key, 2 AnyValue} as Span field 9 (attributes). */
-static void attrString(Out *o, const char *key, const void *value, int n) {
-  const int keyLen = (int)strlen(key);
+static void attrString(Out *o, const char *key, int keyLen, const void *value, int n) {
   const int any = 1 + varintSize((uint64_t)n) + n;
   *o->p++ = 0x4a;
   putVarint(o, (uint64_t)(2 + keyLen + 1 + varintSize((uint64_t)any) + any));
@@ -275,8 +278,7 @@ static void attrString(Out *o, const char *key, const void *value, int n) {
 }
 
 /* An integer attribute, as the TS writer writes a Number: an int64 when safe, else the double it rounds to. */
-static void attrInt(Out *o, const char *key, int64_t v) {
-  const int keyLen = (int)strlen(key);
+static void attrInt(Out *o, const char *key, int keyLen, int64_t v) {
   if (v > MAX_SAFE || v < -MAX_SAFE) {
     const double d = (double)v;
     uint64_t bits;
@@ -300,8 +302,7 @@ static void attrInt(Out *o, const char *key, int64_t v) {
   putVarint(o, (uint64_t)v);
 }
 
-static void attrTrue(Out *o, const char *key) {
-  const int keyLen = (int)strlen(key);
+static void attrTrue(Out *o, const char *key, int keyLen) {
   *o->p++ = 0x4a;
   putVarint(o, (uint64_t)(2 + keyLen + 4));
   putLenField(o, 0x0a, key, keyLen);
@@ -311,11 +312,21 @@ static void attrTrue(Out *o, const char *key) {
   *o->p++ = 1;
 }
 
+/* the attributes of a key given as a literal, its length counted by the compiler */
+#define ATTR_STRING(o, key, value, n) attrString(o, key, (int)sizeof(key) - 1, value, n)
+#define ATTR_INT(o, key, v) attrInt(o, key, (int)sizeof(key) - 1, v)
+#define ATTR_TRUE(o, key) attrTrue(o, key, (int)sizeof(key) - 1)
+
 /* ---- what a row holds, checked ---- */
 
 /* Whether the bytes are UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF). */
 static int isUtf8(const unsigned char *s, int n) {
   int i = 0;
+  /* ASCII, nearly all of it: eight bytes at a time */
+  for (uint64_t word; i + 8 <= n; i += 8) {
+    memcpy(&word, s + i, 8);
+    if (word & 0x8080808080808080ull) break;
+  }
   while (i < n) {
     const unsigned char c = s[i];
     if (c < 0x80) {
@@ -703,7 +714,7 @@ static int writeSpan(Agg *a, sqlite3_value **argv, int64_t seq, Str trace, int64
   Out o = {spanStart};
   *o.p++ = 0x12; /* ScopeSpans.spans */
   unsigned char *const lengthAt = o.p;
-  o.p += 3; /* the length's varint, moved to its size once known */
+  o.p += 2; /* the length's varint (two bytes for most spans), the body moved when it takes another size */
   unsigned char *const body = o.p;
 
   unsigned char id[16];
@@ -743,45 +754,49 @@ static int writeSpan(Agg *a, sqlite3_value **argv, int64_t seq, Str trace, int64
 
   char eventId[STORE_ID_LEN + KREPLAY_EVENT_ID_DIGITS];
   const int eventIdLen = kreplay_format_event_id(eventId, spec->storeId, STORE_ID_LEN, (uint64_t)ts, (uint64_t)seq);
-  attrInt(&o, "process.pid", pid);
-  attrInt(&o, "thread.id", tid);
-  attrString(&o, "thread.name", comm.s, comm.n);
-  attrString(&o, "kreplay.event_id", eventId, eventIdLen);
-  attrString(&o, "kreplay.event_type", typeName.s, typeName.n);
-  attrInt(&o, "kreplay.bytes", bytes);
-  if (txn.s != NULL) attrString(&o, "kreplay.transaction_id", txn.s, txn.n);
-  if (parent.s == NULL) attrTrue(&o, "kreplay.parent_span_unknown");
+  ATTR_INT(&o, "process.pid", pid);
+  ATTR_INT(&o, "thread.id", tid);
+  ATTR_STRING(&o, "thread.name", comm.s, comm.n);
+  ATTR_STRING(&o, "kreplay.event_id", eventId, eventIdLen);
+  ATTR_STRING(&o, "kreplay.event_type", typeName.s, typeName.n);
+  ATTR_INT(&o, "kreplay.bytes", bytes);
+  if (txn.s != NULL) ATTR_STRING(&o, "kreplay.transaction_id", txn.s, txn.n);
+  if (parent.s == NULL) ATTR_TRUE(&o, "kreplay.parent_span_unknown");
   if (block) {
-    attrString(&o, "kreplay.device", device, deviceLen);
-    attrString(&o, "kreplay.op", opName.s, opName.n);
-    attrInt(&o, "kreplay.sector", sector);
+    ATTR_STRING(&o, "kreplay.device", device, deviceLen);
+    ATTR_STRING(&o, "kreplay.op", opName.s, opName.n);
+    ATTR_INT(&o, "kreplay.sector", sector);
   } else {
     const Str syscallName = spec->names[T_SYSCALL][syscall];
-    attrString(&o, "kreplay.syscall", syscallName.s, syscallName.n);
-    attrInt(&o, "kreplay.fd", fd);
-    attrInt(&o, "kreplay.ret", ret);
+    ATTR_STRING(&o, "kreplay.syscall", syscallName.s, syscallName.n);
+    ATTR_INT(&o, "kreplay.fd", fd);
+    ATTR_INT(&o, "kreplay.ret", ret);
     if (target.s != NULL) {
       const Str kindName = spec->names[T_KIND][kind];
-      attrString(&o, "kreplay.target_kind", kindName.s, kindName.n);
-      attrString(&o, "kreplay.target", target.s, target.n);
+      ATTR_STRING(&o, "kreplay.target_kind", kindName.s, kindName.n);
+      ATTR_STRING(&o, "kreplay.target", target.s, target.n);
       if (spec->isFile[kind])
-        attrString(&o, "file.path", target.s, target.n);
+        ATTR_STRING(&o, "file.path", target.s, target.n);
       else if (socketMatch) {
         /* an accepted connection is named by the listening address, this side's */
-        attrString(&o, "network.transport", socket.transport.s, socket.transport.n);
-        attrString(&o, "network.type", socket.v6 ? "ipv6" : "ipv4", 4);
-        attrString(&o, socket.accepted ? "network.local.address" : "network.peer.address", socket.address.s,
-                   socket.address.n);
-        attrInt(&o, socket.accepted ? "network.local.port" : "network.peer.port", socket.port);
+        ATTR_STRING(&o, "network.transport", socket.transport.s, socket.transport.n);
+        ATTR_STRING(&o, "network.type", socket.v6 ? "ipv6" : "ipv4", 4);
+        if (socket.accepted) {
+          ATTR_STRING(&o, "network.local.address", socket.address.s, socket.address.n);
+          ATTR_INT(&o, "network.local.port", socket.port);
+        } else {
+          ATTR_STRING(&o, "network.peer.address", socket.address.s, socket.address.n);
+          ATTR_INT(&o, "network.peer.port", socket.port);
+        }
       } else if (unixSocket) {
-        attrString(&o, "network.transport", "unix", 4);
-        attrString(&o, "network.peer.address", target.s + 5, target.n - 5);
+        ATTR_STRING(&o, "network.transport", "unix", 4);
+        ATTR_STRING(&o, "network.peer.address", target.s + 5, target.n - 5);
       }
     }
-    if (hasResponse) attrInt(&o, "kreplay.response_ns", response);
-    if (hasRequestKey) attrInt(&o, "kreplay.request_key", requestKey);
+    if (hasResponse) ATTR_INT(&o, "kreplay.response_ns", response);
+    if (hasRequestKey) ATTR_INT(&o, "kreplay.request_key", requestKey);
   }
-  if (errorName.s != NULL) attrString(&o, "error.type", errorName.s, errorName.n);
+  if (errorName.s != NULL) ATTR_STRING(&o, "error.type", errorName.s, errorName.n);
   /* status: the error's name as its message, code ERROR (2), else UNSET (0) */
   *o.p++ = 0x7a;
   if (errorName.s != NULL) {
@@ -802,7 +817,7 @@ static int writeSpan(Agg *a, sqlite3_value **argv, int64_t seq, Str trace, int64
 
   const int64_t length = o.p - body;
   const int size = varintSize((uint64_t)length);
-  if (size != 3) memmove(lengthAt + size, body, (size_t)length);
+  if (size != 2) memmove(lengthAt + size, body, (size_t)length);
   Out l = {lengthAt};
   putVarint(&l, (uint64_t)length);
   g->len += 1 + size + length;
