@@ -4,6 +4,7 @@
  * store/store-pipeline.ts); the kernel counts whatever the ring cannot hold.
  */
 import { kernelCounters } from '../core/model';
+import { readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
@@ -24,6 +25,9 @@ import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { Shipper, type ShipStatus } from './ship/shipper';
 import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';
 import { RingPeaks } from './ring-peaks';
+import { NodeHooks } from './runtimes/node/node-hooks';
+import { selectionWants, type KernelSelection } from './filter/task-filter';
+import { nativeAddon } from '../core/native/addon';
 import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
 import type { OtlpTarget } from './otlp/otlp-target';
 import type { OtlpLoopOptions } from './otlp/otlp-loop';
@@ -52,6 +56,8 @@ export interface AgentOptions {
   ship?: ClickHouseHttp;
   /** --metrics-listen: fed by this agent and read by each scrape */
   metrics?: AgentMetrics;
+  /** hook the Node processes the filters include (agent/runtimes/node); default: with attribution */
+  nodeHook?: boolean;
   /** export the events of W3C traces as OTLP spans (agent/otlp) */
   otlp?: OtlpTarget;
   /** the export's batching and retry timings (tests, benchmarks) */
@@ -93,6 +99,10 @@ export class Agent implements AgentReadings {
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
+  private nodeHooks: NodeHooks | null = null;
+  /** what the kernel filter selects now (cgroup ids resolved), for what the agent does to processes */
+  private selection: KernelSelection = { exclude: [] };
+  private readonly cgroupPaths = new CgroupPaths();
   private otlpExporter: OtlpExporter | null = null;
 
   private constructor(
@@ -129,11 +139,13 @@ export class Agent implements AgentReadings {
     // before the probes attach: the export starts with the first events they bring
     if (options.otlp) agent.otlpExporter = new OtlpExporter(store.path, options.otlp, options.otlpLoop);
     const filter = options.filter ?? { exclude: [], filterTransactions: false };
-    const cgroups = new CgroupSelection(filter, agent.services, new CgroupPaths());
+    const cgroups = new CgroupSelection(filter, agent.services, agent.cgroupPaths);
+    const selected = cgroups.captureOptions();
+    agent.selection = { include: selected.include, exclude: selected.exclude ?? [] };
     try {
       // startCapture mounts tracefs when it is missing
       agent.capture = startCapture(
-        { ...options.capture, ...cgroups.captureOptions() },
+        { ...options.capture, ...selected },
         (buf) => agent.onBatch(buf),
         log.child('capture'),
       );
@@ -154,6 +166,15 @@ export class Agent implements AgentReadings {
     });
     if (cgroups.live) agent.timers.push(setInterval(() => agent.refreshCgroups(cgroups), CGROUP_RESCAN_MS));
     log.info('capturing', { store: store.path, node: options.node });
+    if ((options.nodeHook ?? true) && options.capture.attribution !== false) {
+      agent.nodeHooks = new NodeHooks({
+        wanted: (pid) => agent.wantsProcess(pid),
+        followLibuv: (pid) => agent.capture?.followLibuv(pid),
+        addon: nativeAddon(),
+        log: log.child('node-hook'),
+      });
+      agent.nodeHooks.start();
+    }
     if (options.ship) {
       agent.shipper = new Shipper(store.path, options.ship);
       agent.shipper.start();
@@ -192,13 +213,27 @@ export class Agent implements AgentReadings {
   private refreshCgroups(cgroups: CgroupSelection): void {
     try {
       const ids = cgroups.changed();
-      if (ids) this.capture?.setCgroupFilter(ids.include, ids.exclude);
+      if (ids) {
+        this.capture?.setCgroupFilter(ids.include, ids.exclude);
+        this.selection = cgroups.kernelSelection(ids);
+      }
       this.cgroupFilterFailed = false;
     } catch (err) {
       if (!this.cgroupFilterFailed)
         this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
       this.cgroupFilterFailed = true;
     }
+  }
+
+  /** Whether the capture filters include process `pid` now, as the kernel would decide for its main thread. */
+  private wantsProcess(pid: number): boolean {
+    let comm: string;
+    try {
+      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trimEnd();
+    } catch {
+      return false;
+    }
+    return selectionWants(this.selection, { pid, comm, cgroupId: this.cgroupPaths.idOfProcess(pid) });
   }
 
   private onBatch(buf: Buffer): void {
@@ -255,6 +290,9 @@ export class Agent implements AgentReadings {
       pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
+      nodeHooked: this.nodeHooks?.counts.hooked ?? 0,
+      nodeHookRefused: this.nodeHooks?.counts.refused ?? 0,
+      nodeHookFailed: this.nodeHooks?.counts.failed ?? 0,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       diskFullDropped: this.store.dropped.diskFull,
@@ -299,6 +337,8 @@ export class Agent implements AgentReadings {
   /** Drains the ring, commits everything, records the run's end. */
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
+    // an injection under way finishes first: it closes the inspector it opened
+    await this.nodeHooks?.stop();
     await this.capture?.stop();
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the

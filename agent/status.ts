@@ -22,8 +22,16 @@ export interface LossCounters {
   storeReplacements: number;
 }
 
+/** The Node processes the hook went into, left alone by its policy, or failed to hook (agent/runtimes/node). */
+export interface RuntimeHookCounters {
+  nodeHooked: number;
+  nodeHookRefused: number;
+  nodeHookFailed: number;
+}
+
 export type CounterSnapshot = Record<KernelCounterName, number> &
-  LossCounters & {
+  LossCounters &
+  RuntimeHookCounters & {
     rowsWritten: number;
     /** stored events that retention removed since the start */
     pruned: number;

@@ -38,6 +38,19 @@ export class CgroupPaths {
     return this.paths.get(cgroupId) ?? null;
   }
 
+  /** A process's cgroup v2 id (what the kernel filter sees), null when unknown. */
+  idOfProcess(pid: number): bigint | null {
+    if (!this.mount) return null;
+    try {
+      const line = readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+        .split('\n')
+        .find((l) => l.startsWith('0::'));
+      return line === undefined ? null : BigInt(statSync(join(this.mount, line.slice(3))).ino);
+    } catch {
+      return null;
+    }
+  }
+
   /** Every cgroup now, id -> path, walked afresh (the filter's services and paths resolve from it). */
   all(): Map<number, string> {
     if (this.mount) {

@@ -50,6 +50,12 @@ export const captureConfigSchema = z
       .boolean()
       .default(false)
       .describe('record the reads of threads outside any transaction too (--capture-reads)'),
+    node_hook: z
+      .boolean()
+      .default(true)
+      .describe(
+        'hook the Node processes the filters include to follow their requests (false: --no-node-hook)',
+      ),
   })
   .strict();
 

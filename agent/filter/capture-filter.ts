@@ -9,6 +9,7 @@ import { globToRegExp } from '../config/glob';
 import type { CgroupPaths } from '../attribution/cgroup-paths';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Selector } from './selector';
+import type { KernelSelection } from './task-filter';
 
 export interface FilterOptions {
   /** undefined: every task; a list (even empty): only tasks one of them names */
@@ -87,9 +88,8 @@ export class CgroupSelection {
     return ids;
   }
 
-  /** The capture options of the filter, with the cgroup ids resolved now. */
-  captureOptions(): Pick<CaptureOptions, 'include' | 'exclude' | 'liveCgroups' | 'filterTransactions'> {
-    const ids = this.changed() ?? this.resolve();
+  /** The selectors as the kernel applies them, with these cgroup ids. */
+  kernelSelection(ids: CgroupIds): KernelSelection {
     const kernel = (list: Selector[], cgroupIds: bigint[]): KernelSelector[] => [
       ...list.flatMap((s): KernelSelector[] =>
         s.kind === 'pid' ? [{ pid: s.pid }] : s.kind === 'comm' ? [{ comm: s.comm }] : [],
@@ -99,6 +99,13 @@ export class CgroupSelection {
     return {
       include: this.filter.include && kernel(this.filter.include, ids.include),
       exclude: kernel(this.filter.exclude, ids.exclude),
+    };
+  }
+
+  /** The capture options of the filter, with the cgroup ids resolved now. */
+  captureOptions(): Pick<CaptureOptions, 'include' | 'exclude' | 'liveCgroups' | 'filterTransactions'> {
+    return {
+      ...this.kernelSelection(this.changed() ?? this.resolve()),
       liveCgroups: this.live,
       filterTransactions: this.filter.filterTransactions,
     };

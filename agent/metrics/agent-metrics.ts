@@ -73,6 +73,13 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   // a server's read that may bring the next request before its head is known (TLS, a peeked byte)
   unsure_read: 'unsureRead',
 };
+/** Node processes by what the hook did (agent/runtimes/node) */
+const NODE_HOOKS_BY_OUTCOME: Record<string, Key> = {
+  hooked: 'nodeHooked',
+  // its policy left it alone: opted out, its own SIGUSR1 listener, its inspector its user's, ...
+  refused: 'nodeHookRefused',
+  failed: 'nodeHookFailed',
+};
 const TOTALS: Record<string, { help: string; key: Key }> = {
   kreplay_agent_stored_events_total: { help: 'events committed to the node store', key: 'rowsWritten' },
   kreplay_agent_pruned_events_total: { help: 'stored events removed by retention', key: 'pruned' },
@@ -123,6 +130,12 @@ export class AgentMetrics {
       'events stored without (all of) their context, by cause',
       'kind',
       CONTEXT_PROBLEMS_BY_KIND,
+    );
+    this.labelledTotal(
+      'kreplay_agent_node_hooks_total',
+      'Node processes the hook went into, was refused by its policy, or failed to go into (all logged)',
+      'outcome',
+      NODE_HOOKS_BY_OUTCOME,
     );
     for (const [name, { help, key }] of Object.entries(TOTALS))
       this.total(name, help, () => this.scraped?.[key]);

@@ -49,6 +49,7 @@ static __always_inline void request_start(struct request *rq, __u64 update_flags
 
 	bool wanted = current_wanted(pid_tgid >> 32);
 
+	go_refresh(pid_tgid);
 	r.start_ns = bpf_ktime_get_boot_ns();
 	r.pid = pid_tgid >> 32;
 	r.tid = (__u32)pid_tgid;

@@ -52,6 +52,7 @@ interface AgentFlags extends LogFlags {
   ringBufferMb: number;
   storeCacheMb: number;
   attribution: boolean;
+  nodeHook: boolean;
   targets: boolean;
   captureReads?: boolean;
   quiet: boolean;
@@ -196,6 +197,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         },
         ship,
         metrics,
+        nodeHook: flags.nodeHook && config.capture.node_hook,
         otlp,
       },
       log,
@@ -268,6 +270,10 @@ export function registerAgentCommand(program: Command): Command {
       WRITER_CACHE_KIB / 1024,
     )
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
+    .option(
+      '--no-node-hook',
+      'do not hook the Node processes the filters include (their requests then stay unattributed; docs/operate.md)',
+    )
     .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)

@@ -59,6 +59,8 @@ export interface NativeCaptureSession {
   programStats(): ProgramStats[];
   /** replaces the filter's cgroup ids (an id in both lists is excluded) */
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
+  /** probes the libuv threadpool of process `pid`'s executable (or libuv.so) from now on, when it has the symbols */
+  followLibuv(pid: number): void;
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }
@@ -197,6 +199,16 @@ export interface NativeAddon {
   enableBpfStats(): number;
   /** the running libbpf's version, "v1.1" */
   libbpfVersion(): string;
+  /**
+   * The symbols of `names` (functions and data) an ELF file defines, with their values (relative
+   * to its load address when relocatable: a shared object or a PIE); null when it is no ELF file.
+   * `dynamicOnly`: only the symbols it exports (.dynsym), a quick look at a large program.
+   */
+  elfSymbols(
+    path: string,
+    names: string[],
+    dynamicOnly?: boolean,
+  ): { relocatable: boolean; values: Record<string, bigint> } | null;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');

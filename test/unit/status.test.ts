@@ -19,6 +19,9 @@ describe('storedCounters', () => {
       incompleteRequestHeads: 22,
       untracedRequestHeads: 23,
       pipelinedRequestHeads: 24,
+      nodeHooked: 25,
+      nodeHookRefused: 26,
+      nodeHookFailed: 27,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -57,6 +60,9 @@ describe('storedCounters', () => {
       incomplete_request_heads: 22,
       untraced_request_heads: 23,
       pipelined_request_heads: 24,
+      node_hooked: 25,
+      node_hook_refused: 26,
+      node_hook_failed: 27,
     });
   });
 });
