@@ -1,14 +1,19 @@
 /**
- * The protobuf ExportTraceServiceRequest of kernel spans, written for the
- * agent's live export. The OpenTelemetry project's serializer
- * (@opentelemetry/otlp-transformer, which writes the JSON) takes about
- * 4 µs a span here, eight times the whole export's budget (bench/otlp.ts):
- * this writer knows the one shape kreplay's spans have (no events, links or
- * trace state; attributes of strings, integers and booleans), keeps each
- * attribute key's and resource's bytes once, and writes a span in one pass
- * into a scratch buffer. test/unit/otlp-span.test.ts decodes what both
- * serializers write with the OpenTelemetry project's generated code and
- * finds the same request.
+ * The protobuf ExportTraceServiceRequest of kernel spans. The agent's live
+ * export writes its event spans natively (native/sqlite/kreplay_otlp.c, byte
+ * for byte what this writer makes of the same events:
+ * test/integration/otlp-native-spans.test.ts); this writer owns the request's
+ * framing around them (`layout`: ResourceSpans and ScopeSpans, resources and
+ * scope, kreplay_otlp_request fills in the native spans) and writes the spans
+ * made in TypeScript (trace-cap summaries, the rare row the native encoder
+ * leaves). The OpenTelemetry project's serializer
+ * (@opentelemetry/otlp-transformer, which writes the JSON) takes about 4 µs a
+ * span (bench/otlp.ts): this writer knows the one shape kreplay's spans have
+ * (no events, links or trace state; attributes of strings, integers and
+ * booleans), keeps each attribute key's and resource's bytes once, and writes
+ * a span in one pass into a scratch buffer. test/unit/otlp-span.test.ts
+ * decodes what both serializers write with the OpenTelemetry project's
+ * generated code and finds the same request.
  *
  * Wire format (opentelemetry/proto/trace/v1/trace.proto): ResourceSpans{1
  * resource, 2 scope_spans}, ScopeSpans{1 scope, 2 spans}, Span{1 trace_id, 2
