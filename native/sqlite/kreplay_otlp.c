@@ -115,7 +115,20 @@ typedef struct {
   int nGroups, capGroups, lastGroup;
   struct libdeflate_compressor *gzip;
   int gzipLevel;
+  /* a request's bytes, and gzipped: kept (a fresh buffer of megabytes costs its page faults each time) */
+  unsigned char *raw, *packed;
+  int64_t rawCap, packedCap;
 } Conn;
+
+/* `*buf` holds `size` bytes at least; 0 when memory ran out. */
+static int reserveScratch(unsigned char **buf, int64_t *cap, int64_t size) {
+  if (size <= *cap) return 1;
+  unsigned char *bigger = sqlite3_realloc64(*buf, (sqlite3_uint64)size);
+  if (bigger == NULL) return 0;
+  *buf = bigger;
+  *cap = size;
+  return 1;
+}
 
 typedef struct {
   int64_t ctx;
@@ -940,7 +953,6 @@ static void otlpRequest(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const int64_t n = sqlite3_value_bytes(argv[0]);
   const int level = sqlite3_value_int(argv[1]);
   char *error = NULL;
-  unsigned char *raw = NULL, *out = NULL;
   if (level < 0 || level > 12) {
     error = sqlite3_mprintf("kreplay_otlp_request: gzip level %d is not 0..12", level);
     goto fail;
@@ -958,7 +970,7 @@ static void otlpRequest(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       at += 16;
       if (kind == 0) {
         if (value < 0 || value > (double)(n - at)) goto bad;
-        if (pass) memcpy(raw + to, layout + at, (size_t)value);
+        if (pass) memcpy(c->raw + to, layout + at, (size_t)value);
         at += (int64_t)value;
         to += (int64_t)value;
       } else if (kind == 1) {
@@ -971,7 +983,7 @@ static void otlpRequest(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
           goto fail;
         }
         g->named = 1;
-        if (pass) memcpy(raw + to, g->data, (size_t)g->len);
+        if (pass) memcpy(c->raw + to, g->data, (size_t)g->len);
         to += g->len;
       } else
         goto bad;
@@ -983,11 +995,11 @@ static void otlpRequest(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         goto fail;
       }
     size = to;
-    if (!pass && (raw = sqlite3_malloc64((sqlite3_uint64)(size ? size : 1))) == NULL) goto nomem;
+    if (!pass && !reserveScratch(&c->raw, &c->rawCap, size)) goto nomem;
   }
   if (level == 0) {
     clearGroups(c);
-    sqlite3_result_blob64(ctx, raw, (sqlite3_uint64)size, sqlite3_free);
+    sqlite3_result_blob64(ctx, c->raw, (sqlite3_uint64)size, SQLITE_TRANSIENT);
     return;
   }
   if (c->gzip == NULL || c->gzipLevel != level) {
@@ -997,22 +1009,18 @@ static void otlpRequest(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (c->gzip == NULL) goto nomem;
   }
   const size_t bound = libdeflate_gzip_compress_bound(c->gzip, (size_t)size);
-  out = sqlite3_malloc64(bound);
-  if (out == NULL) goto nomem;
-  const size_t packed = libdeflate_gzip_compress(c->gzip, raw, (size_t)size, out, bound);
-  sqlite3_free(raw);
+  if (!reserveScratch(&c->packed, &c->packedCap, (int64_t)bound)) goto nomem;
+  const size_t packed = libdeflate_gzip_compress(c->gzip, c->raw, (size_t)size, c->packed, bound);
   if (packed == 0) {
-    sqlite3_free(out);
     sqlite3_result_error(ctx, "kreplay_otlp_request: gzip found no room in its bound", -1);
     return;
   }
   clearGroups(c);
-  sqlite3_result_blob64(ctx, out, (sqlite3_uint64)packed, sqlite3_free);
+  sqlite3_result_blob64(ctx, c->packed, (sqlite3_uint64)packed, SQLITE_TRANSIENT);
   return;
 bad:
   error = sqlite3_mprintf("kreplay_otlp_request: the layout is not chunks of bytes and services");
 fail:
-  sqlite3_free(raw);
   if (error == NULL) {
     sqlite3_result_error_nomem(ctx);
     return;
@@ -1021,8 +1029,6 @@ fail:
   sqlite3_free(error);
   return;
 nomem:
-  sqlite3_free(raw);
-  sqlite3_free(out);
   sqlite3_result_error_nomem(ctx);
 }
 
@@ -1042,6 +1048,8 @@ static void freeConn(void *p) {
   for (int i = 0; i < c->nGroups; i++) sqlite3_free(c->groups[i].data);
   sqlite3_free(c->groups);
   libdeflate_free_compressor(c->gzip);
+  sqlite3_free(c->raw);
+  sqlite3_free(c->packed);
   sqlite3_free(c);
 }
 
