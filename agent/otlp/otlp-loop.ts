@@ -4,16 +4,16 @@
  * connection follows the node store in commit (seq) order from where the
  * export started, turns each event of a W3C trace into a span (sampled traces
  * only, unless sampling is `all`; past the per-trace cap into the trace's
- * summary), gathers spans into requests by count (batchSpans), size (MAX_REQUEST_BYTES) and age
- * (batchDelayMs), gzips them and sends them in order. With http/protobuf the
- * spans are written inside SQLite (otlp-native-spans.ts), a read's worth at a
- * time, and only the trace cap's bookkeeping, summaries and the rare row the
- * native encoder leaves to it come into JavaScript; http/json makes each
- * span here (core/otlp/event-span.ts). A receiver that is
- * down, slow or asks to wait (429/503 with Retry-After) gets the same request
- * again after its Retry-After or an exponential backoff, while the reading
- * goes on: spans wait in a bounded queue, and what does not fit is dropped
- * and counted, never waited for.
+ * summary), gathers spans into requests by count (batchSpans), size
+ * (MAX_REQUEST_BYTES) and age (batchDelayMs), gzips them and sends them in
+ * order. With http/protobuf the spans are written inside SQLite
+ * (otlp-native-spans.ts), a read's worth at a time, and only the trace cap's
+ * bookkeeping, summaries and the rare row the native encoder leaves come into
+ * JavaScript; http/json makes each span here (core/otlp/event-span.ts). A
+ * receiver that is down, slow or asks to wait (429/503 with Retry-After) gets
+ * the same request again after its Retry-After or an exponential backoff,
+ * while the reading goes on: spans wait in a bounded queue, and what does not
+ * fit is dropped and counted, never waited for.
  */
 import Database from 'better-sqlite3';
 import { gzipSync } from 'node:zlib';
@@ -35,12 +35,13 @@ import { LAST_SEQ_SQL } from '../ship/ship-sql';
 import { NativeSpanReader, type NativeRead } from './otlp-native-spans';
 import { OtlpSender, type SendOutcome } from './otlp-sender';
 import type { OtlpTarget } from './otlp-target';
+import type { OtlpProtocol } from '../../core/otlp/otlp-protocols';
 import { TraceCap } from './trace-cap';
 
 export interface OtlpLoopOptions {
   /** how often the store is looked at (default 100 ms) */
   pollMs?: number;
-  /** spans per request at most (default 4,096) */
+  /** spans per request at most (default 4,096 for http/protobuf, 512 for http/json) */
   batchSpans?: number;
   /** a request goes once its oldest span waited this long (default 1 s) */
   batchDelayMs?: number;
@@ -89,6 +90,13 @@ interface OpenRequest {
 
 const noRequest = (): OpenRequest => ({ spans: [], native: new Map(), count: 0, nativeBytes: 0, sinceMs: 0 });
 
+/**
+ * Spans a request holds at most. Protobuf: a request costs the export thread ~200 µs (HTTP, the
+ * loopback), so many spans to one; its bytes are bounded too (MAX_REQUEST_BYTES). JSON: its bytes
+ * are not known before it is written, so few enough that long paths stay far under the 20 MiB
+ * a receiver takes (~14 KB a span).
+ */
+const DEFAULT_BATCH_SPANS: Record<OtlpProtocol, number> = { 'http/protobuf': 4096, 'http/json': 512 };
 /**
  * A request is sent once its spans take this many bytes (before gzip), whatever their count: an
  * OTLP receiver takes 20 MiB bodies by default (the OpenTelemetry Collector's), and a read adds at
@@ -155,7 +163,7 @@ export class OtlpLoop {
     options: OtlpLoopOptions = {},
   ) {
     this.pollMs = options.pollMs ?? 100;
-    this.batchSpans = options.batchSpans ?? 4096;
+    this.batchSpans = options.batchSpans ?? DEFAULT_BATCH_SPANS[target.protocol];
     this.batchDelayMs = options.batchDelayMs ?? 1000;
     this.readRows = options.readRows ?? 8192;
     this.retryInitialMs = options.retryInitialMs ?? 500;
@@ -196,7 +204,7 @@ export class OtlpLoop {
   tick(nowMs = Date.now()): void {
     this.read(nowMs);
     for (const summary of this.cap.due(nowMs, false)) this.add(summary, nowMs);
-    if (this.open.count > 0 && nowMs - this.open.sinceMs >= this.batchDelayMs) this.seal();
+    if (this.full() || (this.open.count > 0 && nowMs - this.open.sinceMs >= this.batchDelayMs)) this.seal();
     this.kick();
     this.publish();
   }
@@ -213,7 +221,7 @@ export class OtlpLoop {
       const failing = this.progress.state === 'retrying' || this.stopping;
       const room = this.target.queueSpans - this.progress.queued;
       if (!failing && room <= 0) return;
-      if (this.open.count >= this.batchSpans || this.open.nativeBytes >= MAX_REQUEST_BYTES) this.seal();
+      if (this.full()) this.seal();
       // a row gives at most one span (a summary span comes with a row that closes one); a native
       // read adds its spans to the open request whole, so it reads what the request has room for
       const rows = this.native
@@ -330,6 +338,10 @@ export class OtlpLoop {
     this.open.spans.push(span);
     this.progress.queued++;
     if (this.open.count >= this.batchSpans) this.seal();
+  }
+
+  private full(): boolean {
+    return this.open.count >= this.batchSpans || this.open.nativeBytes >= MAX_REQUEST_BYTES;
   }
 
   private opened(spans: number, nowMs: number): void {
