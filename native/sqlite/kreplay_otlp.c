@@ -69,6 +69,9 @@ enum {
   N_ARGS
 };
 
+/* the encoder's helpers, run a dozen times a span: inlined, a read costs a sixth less (perf, bench/otlp.ts) */
+#define HOT static inline __attribute__((always_inline))
+
 #define CODES 256
 #define STORE_ID_LEN 12
 /* Number.MAX_SAFE_INTEGER: past it JavaScript's Number() rounds */
@@ -150,7 +153,7 @@ typedef struct {
 
 static int strIs(Str s, const char *text) { return s.n == (int)strlen(text) && memcmp(s.s, text, (size_t)s.n) == 0; }
 
-static int hexValue(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
+HOT int hexValue(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
 
 static void freeSpec(Spec *spec) {
   if (spec == NULL) return;
@@ -249,13 +252,13 @@ typedef struct {
   unsigned char *p;
 } Out;
 
-static int varintSize(uint64_t v) {
+HOT int varintSize(uint64_t v) {
   int n = 1;
   while (v >= 0x80) v >>= 7, n++;
   return n;
 }
 
-static void putVarint(Out *o, uint64_t v) {
+HOT void putVarint(Out *o, uint64_t v) {
   while (v >= 0x80) {
     *o->p++ = (unsigned char)(v | 0x80);
     v >>= 7;
@@ -263,24 +266,24 @@ static void putVarint(Out *o, uint64_t v) {
   *o->p++ = (unsigned char)v;
 }
 
-static void putBytes(Out *o, const void *b, int n) {
+HOT void putBytes(Out *o, const void *b, int n) {
   memcpy(o->p, b, (size_t)n);
   o->p += n;
 }
 
-static void putFixed64(Out *o, uint64_t v) {
+HOT void putFixed64(Out *o, uint64_t v) {
   for (int i = 0; i < 8; i++) *o->p++ = (unsigned char)(v >> (8 * i));
 }
 
 /* A field of bytes: tag, length, bytes. */
-static void putLenField(Out *o, int tag, const void *b, int n) {
+HOT void putLenField(Out *o, int tag, const void *b, int n) {
   *o->p++ = (unsigned char)tag;
   putVarint(o, (uint64_t)n);
   putBytes(o, b, n);
 }
 
 /* KeyValue{1 key, 2 AnyValue} as Span field 9 (attributes). */
-static void attrString(Out *o, const char *key, int keyLen, const void *value, int n) {
+HOT void attrString(Out *o, const char *key, int keyLen, const void *value, int n) {
   const int any = 1 + varintSize((uint64_t)n) + n;
   *o->p++ = 0x4a;
   putVarint(o, (uint64_t)(2 + keyLen + 1 + varintSize((uint64_t)any) + any));
@@ -291,7 +294,7 @@ static void attrString(Out *o, const char *key, int keyLen, const void *value, i
 }
 
 /* An integer attribute, as the TS writer writes a Number: an int64 when safe, else the double it rounds to. */
-static void attrInt(Out *o, const char *key, int keyLen, int64_t v) {
+HOT void attrInt(Out *o, const char *key, int keyLen, int64_t v) {
   if (v > MAX_SAFE || v < -MAX_SAFE) {
     const double d = (double)v;
     uint64_t bits;
@@ -315,7 +318,7 @@ static void attrInt(Out *o, const char *key, int keyLen, int64_t v) {
   putVarint(o, (uint64_t)v);
 }
 
-static void attrTrue(Out *o, const char *key, int keyLen) {
+HOT void attrTrue(Out *o, const char *key, int keyLen) {
   *o->p++ = 0x4a;
   putVarint(o, (uint64_t)(2 + keyLen + 4));
   putLenField(o, 0x0a, key, keyLen);
@@ -333,7 +336,7 @@ static void attrTrue(Out *o, const char *key, int keyLen) {
 /* ---- what a row holds, checked ---- */
 
 /* Whether the bytes are UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF). */
-static int isUtf8(const unsigned char *s, int n) {
+HOT int isUtf8(const unsigned char *s, int n) {
   int i = 0;
   /* ASCII, nearly all of it: eight bytes at a time */
   for (uint64_t word; i + 8 <= n; i += 8) {
@@ -370,7 +373,7 @@ static int isUtf8(const unsigned char *s, int n) {
 }
 
 /* A text value (Str with s == NULL for SQL NULL); 0 when it is another type or not UTF-8. */
-static int textOf(sqlite3_value *v, Str *out) {
+HOT int textOf(sqlite3_value *v, Str *out) {
   const int type = sqlite3_value_type(v);
   if (type == SQLITE_NULL) {
     *out = (Str){NULL, 0};
@@ -383,7 +386,7 @@ static int textOf(sqlite3_value *v, Str *out) {
 }
 
 /* An integer value (`fallback` for NULL) that JavaScript's Number() holds exactly; 0 if not. */
-static int intOf(sqlite3_value *v, int64_t fallback, int64_t *out) {
+HOT int intOf(sqlite3_value *v, int64_t fallback, int64_t *out) {
   const int type = sqlite3_value_type(v);
   if (type == SQLITE_NULL) {
     *out = fallback;
@@ -417,7 +420,7 @@ static int isW3cTraceId(Str t) {
   return nonZero;
 }
 
-static void hexBytes(const unsigned char *hex, int bytes, unsigned char *out) {
+HOT void hexBytes(const unsigned char *hex, int bytes, unsigned char *out) {
   for (int i = 0; i < bytes; i++) out[i] = (unsigned char)(hexValue(hex[2 * i]) << 4 | hexValue(hex[2 * i + 1]));
 }
 
