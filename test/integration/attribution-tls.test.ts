@@ -14,8 +14,14 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { connect as connectH2 } from 'node:http2';
+import { connect as connectH2, type ClientHttp2Session, type OutgoingHttpHeaders } from 'node:http2';
 import { Agent, request } from 'node:https';
+import {
+  connect as connectTcp,
+  createServer as createTcpServer,
+  type AddressInfo,
+  type Socket,
+} from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType } from '../../core/model';
@@ -96,6 +102,53 @@ function writesFor(store: string, out: string, prefix: string, n: number): Promi
     const rows = readStoredEvents(store, where);
     return rows.length >= n ? rows : undefined;
   }, 30000);
+}
+
+const FRAME_HEADERS = 0x1;
+const FRAME_CONTINUATION = 0x9;
+
+/** A frame an HTTP/2 client sent: its type, its stream and its payload's length. */
+interface SentFrame {
+  type: number;
+  stream: number;
+  length: number;
+}
+
+/**
+ * A TCP relay to `port` that reads the frames each client sends (after the 24-byte connection
+ * preface): what went on the wire, which Node's client does not tell.
+ */
+async function frameTap(port: number): Promise<{ port: number; frames: SentFrame[]; close(): void }> {
+  const frames: SentFrame[] = [];
+  const sockets = new Set<Socket>();
+  const relay = createTcpServer((client) => {
+    const upstream = connectTcp(port, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    let pending = Buffer.alloc(0);
+    let preface = 24;
+    client.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      const skip = Math.min(preface, pending.length);
+      pending = pending.subarray(skip);
+      preface -= skip;
+      while (pending.length >= 9 && pending.length >= 9 + pending.readUIntBE(0, 3)) {
+        const length = pending.readUIntBE(0, 3);
+        frames.push({ type: pending[3]!, stream: pending.readUInt32BE(5) & 0x7fffffff, length });
+        pending = pending.subarray(9 + length);
+      }
+    });
+    client.pipe(upstream).pipe(client);
+    for (const s of [client, upstream]) s.once('error', () => sockets.forEach((x) => x.destroy()));
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (relay.address() as AddressInfo).port,
+    frames,
+    close() {
+      for (const s of sockets) s.destroy();
+      relay.close();
+    },
+  };
 }
 
 interface Score {
@@ -323,6 +376,18 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     expectExact(s, PER_LEVEL * 2);
   });
 
+  /** One request on an HTTP/2 session, its response read to the end. */
+  function h2Request(session: ClientHttp2Session, headers: OutgoingHttpHeaders): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      session
+        .request({ ':path': '/', ...headers })
+        .once('error', reject)
+        .on('data', () => undefined)
+        .once('end', () => resolve())
+        .end();
+    });
+  }
+
   // Many streams multiplexed on one connection: each stream runs in its own unit (the connection's
   // calls belong to none of them).
   it.each([
@@ -342,18 +407,8 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     );
     try {
       const ids = Array.from({ length: PER_LEVEL }, (_, i) => `h2${tls ? 's' : 'c'}${level}-${i}`);
-      await inTurn(
-        ids,
-        level,
-        (rid) =>
-          new Promise<void>((resolve, reject) => {
-            const req = session.request({ ':path': '/', 'x-request-id': rid, traceparent: traceparent() });
-            req
-              .once('error', reject)
-              .on('data', () => undefined)
-              .once('end', () => resolve())
-              .end();
-          }),
+      await inTurn(ids, level, (rid) =>
+        h2Request(session, { 'x-request-id': rid, traceparent: traceparent() }),
       );
       const s = score(await writesFor(store, h2Out, `h2${tls ? 's' : 'c'}${level}-`, PER_LEVEL * 2), ids, 2);
       process.stdout.write(`Node http2 ${name}, ${level} streams at a time: ${JSON.stringify(s)}\n`);
@@ -361,6 +416,57 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     } finally {
       session.destroy();
     }
+  });
+
+  // HPACK's shapes, on one h2c connection: a header block that references the dynamic table (the
+  // traceparent and x-request-id of an earlier stream, sent again after another stream's),
+  // Huffman-coded values (nghttp2's choice wherever shorter), and a block past the 16 KiB frame
+  // size that goes on in a CONTINUATION frame. A relay reads the client's frames off the wire to
+  // show each shape was sent; each stream's writes must carry exactly its transaction and trace.
+  it('follows Node http2 (h2c) streams whose headers are table-indexed, Huffman-coded or split by CONTINUATION: exact', async () => {
+    const h2Out = join(dir, 'h2c');
+    mkdirSync(h2Out, { recursive: true });
+    const h2 = await hookedNode('h2c', 'h2-node-server.js', [h2Out]);
+    const tap = await frameTap(h2.port);
+    const session = connectH2(`http://127.0.0.1:${tap.port}`);
+    const a = { 'x-request-id': 'hpack-a', traceparent: traceparent() };
+    const b = { 'x-request-id': 'hpack-b', traceparent: traceparent() };
+    // 'X' has an 8-bit Huffman code: no shorter coded, so 20 KiB of it passes the 16 KiB frame
+    const c = { 'x-padding': 'X'.repeat(20 * 1024), 'x-request-id': 'hpack-c', traceparent: traceparent() };
+    try {
+      for (const headers of [a, b, a, c]) await h2Request(session, headers);
+    } finally {
+      session.destroy();
+      tap.close();
+    }
+    const blocks = tap.frames.filter((f) => f.type === FRAME_HEADERS);
+    expect(blocks).toHaveLength(4);
+    // b's block is shorter than its two new values alone: they went Huffman-coded
+    expect(blocks[1]!.length).toBeLessThan(b.traceparent.length + b['x-request-id'].length);
+    // a again: every field (4 pseudo-headers, traceparent, x-request-id) one byte, an indexed
+    // reference (the two are in no static table: the dynamic table's entries)
+    expect(blocks[2]!.length).toBe(6);
+    // c's block fills a 16 KiB HEADERS frame and goes on in a CONTINUATION
+    expect(blocks[3]!.length).toBe(16384);
+    expect(
+      tap.frames.filter((f) => f.type === FRAME_CONTINUATION && f.stream === blocks[3]!.stream),
+    ).toHaveLength(1);
+    const rows = await writesFor(store, h2Out, 'hpack-', 8);
+    const traceOf = (h: { traceparent: string }) => h.traceparent.split('-')[1];
+    expect(rows.map((e) => [e.target!.slice(h2Out.length + 1), e.txn, e.trace]).sort()).toEqual(
+      [
+        ...[a, a, b, c].flatMap((h) => [
+          [`${h['x-request-id']}.a`, h['x-request-id'], traceOf(h)],
+          [`${h['x-request-id']}.b`, h['x-request-id'], traceOf(h)],
+        ]),
+      ].sort(),
+    );
+    expect(score(rows, ['hpack-a', 'hpack-b', 'hpack-c'])).toEqual({
+      correct: 8,
+      wrong: 0,
+      none: 0,
+      missing: 0,
+    });
   });
 
   // gRPC on @grpc/grpc-js (npm): its server takes http2 'stream's; the call's metadata carries
