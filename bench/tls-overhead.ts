@@ -1,157 +1,175 @@
 /**
- * What the TLS probes cost a real HTTPS server: wrk throughput and p99 on
- * Node https (OpenSSL linked into the pinned node) and Python's
- * ThreadingHTTPServer over ssl (libssl.so.3), with and without the agent,
- * interleaved in one run; and the uprobe hits per request (bpf_stats).
+ * What following HTTPS and HTTP/2 requests costs real servers: throughput and latency with and
+ * without the agent, interleaved round by round in one run, and the uprobe hits per request
+ * (bpf_stats run counts of the agent's uprobe programs: OpenSSL's ssl_*, libuv's uv_*), for
+ *   - Node https (OpenSSL linked into the pinned node) and Python's ThreadingHTTPServer over ssl
+ *     (libssl.so.3), under wrk (HTTP/1.1, p99);
+ *   - a Node http2 h2c server (test/support/h2-node-server.js) under h2load (nghttp2-client), many
+ *     streams at a time on one connection; h2load gives the request times' mean and max, no
+ *     percentiles.
+ * On a shared machine throughput swings with the load: each server's CPU time per request
+ * (/proc/PID/stat, user and system) is the steadier figure.
+ * The agent hooks each Node server (its default), and the hook stays in a process after the agent
+ * stops: so each Node server runs twice, a copy that opted out of the hook (measured without the
+ * agent) and one the agent hooks (measured with it).
  *
  * Usage: node dist/bench/tls-overhead.js [rounds=3] [seconds=5]
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { selfSignedCert } from '../test/support/tls-cert';
 import { startBenchAgent } from './agent-process';
+import {
+  awaitHooked,
+  cpuUs,
+  enableBpfStats,
+  h2load,
+  losses,
+  median,
+  nodeEnv,
+  programStats,
+  range,
+  startServer,
+  wrk,
+  type Load,
+  type Served,
+} from './server-load';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SUPPORT = path.join(ROOT, 'test', 'support');
 const rounds = Number(process.argv[2] ?? 3);
 const seconds = Number(process.argv[3] ?? 5);
+const H2_STREAMS = 8;
 
-interface Wrk {
-  rps: number;
-  p99Ms: number;
-  requests: number;
-}
+const isUprobe = (name: string) => name.startsWith('ssl_') || name.startsWith('uv_');
 
-function startServer(command: string, args: string[]): Promise<{ child: ChildProcess; port: number }> {
-  // stderr dropped: Python logs every connection wrk cuts at the end of a run
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'ignore'] });
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${command} exited with ${code}`)));
-    child.stdout!.once('data', (b: Buffer) => resolve({ child, port: Number(b.toString().trim()) }));
-  });
-}
-
-function wrk(port: number): Promise<Wrk> {
-  const script = path.join(os.tmpdir(), 'kreplay-tls-bench.lua');
-  // a valid traceparent so every request opens a context, as a traced service's would
-  fs.writeFileSync(
-    script,
-    `wrk.headers["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"\n` +
-      `wrk.headers["x-request-id"] = "bench"\n`,
-  );
-  return new Promise((resolve, reject) => {
-    const p = spawn('wrk', [
-      '-t1',
-      '-c8',
-      `-d${seconds}s`,
-      '--latency',
-      '-s',
-      script,
-      `https://127.0.0.1:${port}/`,
-    ]);
-    let out = '';
-    p.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    p.on('error', reject);
-    p.on('exit', () => {
-      const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
-      const p99 = /99%\s+([\d.]+)(us|ms|s)/.exec(out);
-      const total = /(\d+) requests in/.exec(out);
-      if (!rps || !p99 || !total) return reject(new Error(`cannot read wrk's output:\n${out}`));
-      const scale = { us: 0.001, ms: 1, s: 1000 }[p99[2] as 'us' | 'ms' | 's'];
-      resolve({ rps: Number(rps[1]), p99Ms: Number(p99[1]) * scale, requests: Number(total[1]) });
-    });
-  });
-}
-
-/** Runs and run time of the TLS programs (needs kernel.bpf_stats_enabled=1). */
-function tlsRuns(): { runs: number; ns: number } {
-  const progs = JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show']).toString()) as {
-    name?: string;
-    run_cnt?: number;
-    run_time_ns?: number;
-  }[];
-  const tls = progs.filter((p) => p.name?.startsWith('ssl_'));
-  return {
-    runs: tls.reduce((n, p) => n + (p.run_cnt ?? 0), 0),
-    ns: tls.reduce((n, p) => n + (p.run_time_ns ?? 0), 0),
+/** Starts counting the agent's uprobe runs; the returned function gives the runs, BPF ns and seconds since. */
+function measured(agentPid: number): () => { runs: number; ns: number; s: number } {
+  const t0 = process.hrtime.bigint();
+  const before = programStats(agentPid, isUprobe);
+  return () => {
+    const after = programStats(agentPid, isUprobe);
+    const s = Number(process.hrtime.bigint() - t0) / 1e9;
+    return { runs: after.runs - before.runs, ns: after.ns - before.ns, s };
   };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+interface Bench {
+  /** measured without the agent */
+  off: Served;
+  /** measured with it (hooked, for Node) */
+  on: Served;
+  node: boolean;
+  load(port: number): Promise<Load>;
+}
 
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-tls-bench-'));
-  const cert = path.join(dir, 'cert.pem');
-  const key = path.join(dir, 'key.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-subj',
-      '/CN=127.0.0.1',
-      '-days',
-      '1',
-    ],
-    { stdio: 'ignore' },
-  );
-  fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', '1');
-  const servers = {
-    'Node https': await startServer(process.execPath, [
-      path.join(SUPPORT, 'tls-node-server.js'),
-      cert,
-      key,
-      dir,
-    ]),
-    'Python ssl ThreadingHTTPServer': await startServer('/usr/bin/python3', [
-      path.join(SUPPORT, 'tls-file-server.py'),
-      cert,
-      key,
-      dir,
-    ]),
+  const { cert, key } = selfSignedCert(dir);
+  const https = (port: number) =>
+    wrk({ url: `https://127.0.0.1:${port}/`, seconds, threads: 1, connections: 8 });
+  const node = async (script: string, args: string[], load: Bench['load']): Promise<Bench> => {
+    const start = (hookable: boolean) =>
+      startServer(process.execPath, [path.join(SUPPORT, script), ...args], nodeEnv(hookable));
+    return { off: await start(false), on: await start(true), node: true, load };
   };
-  const results: Record<string, { off: Wrk[]; on: Wrk[]; hits: number[]; ns: number[] }> = {};
-  for (const name of Object.keys(servers)) results[name] = { off: [], on: [], hits: [], ns: [] };
+  const python = await startServer('/usr/bin/python3', [
+    path.join(SUPPORT, 'tls-file-server.py'),
+    cert,
+    key,
+    dir,
+  ]);
+  enableBpfStats();
+  const benches: Record<string, Bench> = {
+    'Node https (wrk)': await node('tls-node-server.js', [cert, key, dir], https),
+    'Python ssl ThreadingHTTPServer (wrk)': { off: python, on: python, node: false, load: https },
+    [`Node http2 h2c, ${H2_STREAMS} streams on 1 connection (h2load)`]: await node(
+      'h2-node-server.js',
+      [dir],
+      (port) => h2load(`http://127.0.0.1:${port}/`, seconds, 1, H2_STREAMS),
+    ),
+  };
+  const results: Record<
+    string,
+    { off: Load[]; on: Load[]; cpuOff: number[]; cpuOn: number[]; hits: number[]; ns: number[] }
+  > = {};
+  for (const name of Object.keys(benches))
+    results[name] = { off: [], on: [], cpuOff: [], cpuOn: [], hits: [], ns: [] };
+  /** The load on a server, and the server's CPU time per request over it (µs). */
+  const loaded = async (b: Bench, s: Served) => {
+    const cpu = cpuUs(s.child.pid!);
+    const r = await b.load(s.port);
+    return { r, cpu: (cpuUs(s.child.pid!) - cpu) / r.requests };
+  };
+  const backgroundHits: number[] = [];
+  const included = Object.values(benches).flatMap((b) => ['--include', `pid:${b.on.child.pid}`]);
+  // Seen here: an agent that hooked one server and then, for minutes, neither hooked the next
+  // nor said why (no log line). Such an agent is stopped and another started; counted, printed.
+  let restarts = 0;
+  const hookingAgent = async () => {
+    for (;;) {
+      const agent = await startBenchAgent(ROOT, included);
+      try {
+        for (const b of Object.values(benches)) if (b.node) await awaitHooked(agent, b.on.child.pid!, 30_000);
+        return agent;
+      } catch (err) {
+        await agent.stop();
+        if (++restarts > 2 * rounds) throw err;
+        console.error(`agent restarted: ${String(err).split('\n')[0]}`);
+      }
+    }
+  };
   try {
     for (let round = 0; round < rounds; round++) {
-      for (const [name, s] of Object.entries(servers)) results[name]!.off.push(await wrk(s.port));
-      const agent = await startBenchAgent(ROOT, []);
+      for (const [name, b] of Object.entries(benches)) {
+        const { r, cpu } = await loaded(b, b.off);
+        results[name]!.off.push(r);
+        results[name]!.cpuOff.push(cpu);
+      }
+      // the agent as users run it, capturing (and so hooking) these servers only: not the
+      // machine's other Node processes
+      const agent = await hookingAgent();
       try {
-        for (const [name, s] of Object.entries(servers)) {
-          const before = tlsRuns();
-          const r = await wrk(s.port);
+        // The probes fire in every process that runs the probed files (the machine's other node
+        // and libssl users too): their rate with no load here is taken off each run's count.
+        const idle = measured(agent.pid);
+        await new Promise((r) => setTimeout(r, seconds * 1000));
+        const { runs: idleRuns, ns: idleNs, s: idleS } = idle();
+        backgroundHits.push(idleRuns / idleS);
+        for (const [name, b] of Object.entries(benches)) {
+          const during = measured(agent.pid);
+          const { r, cpu } = await loaded(b, b.on);
+          const { runs, ns, s: runS } = during();
           results[name]!.on.push(r);
-          const after = tlsRuns();
-          results[name]!.hits.push((after.runs - before.runs) / r.requests);
-          results[name]!.ns.push((after.ns - before.ns) / r.requests);
+          results[name]!.cpuOn.push(cpu);
+          results[name]!.hits.push((runs - (idleRuns / idleS) * runS) / r.requests);
+          results[name]!.ns.push((ns - (idleNs / idleS) * runS) / r.requests);
         }
       } finally {
         await agent.stop();
       }
     }
   } finally {
-    for (const s of Object.values(servers)) s.child.kill();
+    for (const b of Object.values(benches)) for (const s of [b.off, b.on]) s.child.kill();
     fs.rmSync(dir, { recursive: true, force: true });
   }
+  console.log(`agents restarted because a server was not hooked within 30 s: ${restarts}`);
+  console.log(`uprobe hits/s with no load of ours (taken off below): ${range(backgroundHits, 0)}\n`);
+  const ms = (xs: (number | undefined)[]) => (xs[0] === undefined ? '-' : median(xs as number[]).toFixed(2));
   console.log(
-    `| server | req/s without | req/s with | loss (median, range) | p99 ms without | p99 ms with | uprobe hits/request | TLS program ns/request |`,
+    `| server (load) | req/s without | req/s with | loss % (median, range of ${rounds}) | p99 ms without | p99 ms with | ` +
+      `mean ms without | mean ms with | max ms without | max ms with | server CPU µs/request without | with | ` +
+      `uprobe hits/request | uprobe BPF ns/request |`,
   );
-  console.log(`| --- | --- | --- | --- | --- | --- | --- | --- |`);
+  console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
   for (const [name, r] of Object.entries(results)) {
-    const losses = r.off.map((o, i) => 100 * (1 - r.on[i]!.rps / o.rps));
     console.log(
       `| ${name} | ${median(r.off.map((x) => x.rps)).toFixed(0)} | ${median(r.on.map((x) => x.rps)).toFixed(0)} | ` +
-        `${median(losses).toFixed(1)}% (${Math.min(...losses).toFixed(1)}..${Math.max(...losses).toFixed(1)}) | ` +
-        `${median(r.off.map((x) => x.p99Ms)).toFixed(2)} | ${median(r.on.map((x) => x.p99Ms)).toFixed(2)} | ` +
-        `${median(r.hits).toFixed(2)} | ${median(r.ns).toFixed(0)} |`,
+        `${range(losses(r.off, r.on), 1)} | ${ms(r.off.map((x) => x.p99Ms))} | ${ms(r.on.map((x) => x.p99Ms))} | ` +
+        `${ms(r.off.map((x) => x.meanMs))} | ${ms(r.on.map((x) => x.meanMs))} | ` +
+        `${ms(r.off.map((x) => x.maxMs))} | ${ms(r.on.map((x) => x.maxMs))} | ` +
+        `${range(r.cpuOff, 0)} | ${range(r.cpuOn, 0)} | ${range(r.hits, 2)} | ${range(r.ns, 0)} |`,
     );
   }
 }
