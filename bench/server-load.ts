@@ -23,7 +23,13 @@ export function startServer(command: string, args: string[], env = process.env):
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'ignore'], env });
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${command} ${args.join(' ')} exited with ${code}`)));
-    child.stdout!.once('data', (b: Buffer) => resolve({ child, port: Number(b.toString().trim()) }));
+    child.stdout!.once('data', (b: Buffer) => {
+      resolve({ child, port: Number(b.toString().trim()) });
+      // said, so that a server gone mid-run is not a bare ENOENT on its /proc files
+      child.once('exit', (code, signal) =>
+        console.error(`${command} ${args.join(' ')} (pid ${child.pid}) exited: ${signal ?? code}`),
+      );
+    });
   });
 }
 

@@ -15,6 +15,8 @@ server.on('stream', async (stream, headers) => {
   const rid = String(headers['x-request-id'] ?? 'none').replace(/[^A-Za-z0-9._-]/g, '_');
   fs.writeFileSync(path.join(dir, `${rid}.a`), `${rid}\n`);
   await fs.promises.writeFile(path.join(dir, `${rid}.b`), `${rid}\n`);
+  // a client that went away meanwhile (a load tool stopping at its deadline): no one to answer
+  if (stream.destroyed) return;
   stream.respond({ ':status': 200 });
   stream.end('ok\n');
 });
