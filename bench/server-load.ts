@@ -26,9 +26,10 @@ export function startServer(command: string, args: string[], env = process.env):
     child.stdout!.once('data', (b: Buffer) => {
       resolve({ child, port: Number(b.toString().trim()) });
       // said, so that a server gone mid-run is not a bare ENOENT on its /proc files
-      child.once('exit', (code, signal) =>
-        console.error(`${command} ${args.join(' ')} (pid ${child.pid}) exited: ${signal ?? code}`),
-      );
+      child.once('exit', (code, signal) => {
+        if (!child.killed)
+          console.error(`${command} ${args.join(' ')} (pid ${child.pid}) exited: ${signal ?? code}`);
+      });
     });
   });
 }

@@ -104,22 +104,6 @@ async function main(): Promise<void> {
   };
   const backgroundHits: number[] = [];
   const included = Object.values(benches).flatMap((b) => ['--include', `pid:${b.on.child.pid}`]);
-  // Seen here: an agent that hooked one server and then, for minutes, neither hooked the next
-  // nor said why (no log line). Such an agent is stopped and another started; counted, printed.
-  let restarts = 0;
-  const hookingAgent = async () => {
-    for (;;) {
-      const agent = await startBenchAgent(ROOT, included);
-      try {
-        for (const b of Object.values(benches)) if (b.node) await awaitHooked(agent, b.on.child.pid!, 30_000);
-        return agent;
-      } catch (err) {
-        await agent.stop();
-        if (++restarts > 2 * rounds) throw err;
-        console.error(`agent restarted: ${String(err).split('\n')[0]}`);
-      }
-    }
-  };
   try {
     for (let round = 0; round < rounds; round++) {
       for (const [name, b] of Object.entries(benches)) {
@@ -129,8 +113,9 @@ async function main(): Promise<void> {
       }
       // the agent as users run it, capturing (and so hooking) these servers only: not the
       // machine's other Node processes
-      const agent = await hookingAgent();
+      const agent = await startBenchAgent(ROOT, included);
       try {
+        for (const b of Object.values(benches)) if (b.node) await awaitHooked(agent, b.on.child.pid!);
         // The probes fire in every process that runs the probed files (the machine's other node
         // and libssl users too): their rate with no load here is taken off each run's count.
         const idle = measured(agent.pid);
@@ -154,7 +139,6 @@ async function main(): Promise<void> {
     for (const b of Object.values(benches)) for (const s of [b.off, b.on]) s.child.kill();
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  console.log(`agents restarted because a server was not hooked within 30 s: ${restarts}`);
   console.log(`uprobe hits/s with no load of ours (taken off below): ${range(backgroundHits, 0)}\n`);
   const ms = (xs: (number | undefined)[]) => (xs[0] === undefined ? '-' : median(xs as number[]).toFixed(2));
   console.log(
