@@ -111,6 +111,8 @@ enum kr_unit_kind {
 enum kr_unit_op {
 	KR_UNIT_ENTER = 1, /* the thread now runs the unit (0: none) */
 	KR_UNIT_OPEN = 2, /* the unit starts serving the request whose head follows */
+	/* the unit carries the writing thread's context now: work it hands to another thread (a pool's) */
+	KR_UNIT_HANDOFF = 3,
 };
 
 /*

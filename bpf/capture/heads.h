@@ -212,7 +212,9 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 /*
  * A runtime hook's signal (the hooks write them to /dev/null): the
  * thread now runs the hook's unit `unit`, or opens it with the request head
- * that follows. The write is the hook's, not the program's: never recorded.
+ * that follows, or hands its context to it (a pool's work item, which
+ * another thread enters). The write is the hook's, not the program's: never
+ * recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid, const void *data,
 						     __u64 len)
@@ -222,6 +224,11 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 
 	if (bpf_probe_read_user(&sig, sizeof(sig), data))
 		return t;
+	if (sig.op == KR_UNIT_HANDOFF) {
+		/* the thread stays where it is; a thread without an entry has no context to hand */
+		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, t ? t->context_id : 0);
+		return t;
+	}
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
