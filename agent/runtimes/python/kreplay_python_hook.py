@@ -1,0 +1,334 @@
+"""kreplay's Python hook: tells the kernel which request each asyncio task, gRPC call and thread-pool
+work item serves, so that the side effects of unmodified aiohttp, grpcio and ThreadPoolExecutor code
+carry their request's transaction (docs/operate.md, "The Python hook").
+
+The agent queues this source into a running CPython 3.11+ (Py_AddPendingCall(PyRun_SimpleString),
+agent/runtimes/python/); the interpreter runs it once on its main thread, in a namespace of its own.
+It speaks to the kernel with writes of struct kr_unit_signal (bpf/capture.h) to /dev/null, which
+kreplay never records:
+  OPEN u + head   unit u serves the request whose HTTP/1.x-style head follows; this thread runs u
+  ENTER u         this thread now runs unit u (0: none)
+  HANDOFF u       unit u carries this thread's current context (work it hands to a pool thread)
+Units:
+  - an aiohttp request: RequestHandler._handle_request opens one from the request's traceparent and
+    x-request-id, and keeps it in a context variable, which asyncio copies into the tasks and
+    callbacks the request starts; asyncio.events.Handle._run enters the unit of each callback's
+    context before it runs (callbacks of the loop and of transports run as none: they serve
+    connections, whose calls the kernel attributes by connection);
+  - a grpcio call: the function grpc._server runs on its pool for each call opens one from the call's
+    metadata (traceparent, or grpc-trace-bin, and x-request-id);
+  - ThreadPoolExecutor.submit hands the submitter's unit (or its thread's context) to the work item,
+    which runs in it and leaves it when done.
+Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
+program that imports none of these. Queued again (a restarted agent), it makes every thread signal
+its unit anew; it does the same in a forked child.
+"""
+
+import os
+import sys
+
+NAME = "_kreplay_python_hook"
+# struct kr_unit_signal and enum kr_unit_op (bpf/capture.h); test/unit/python-hook.test.ts checks them
+MAGIC = b"KREPLAY-UNIT"
+SIGNAL_FORMAT = "<12sIQ"
+ENTER, OPEN, HANDOFF = 1, 2, 3
+# KR_CTX_DATA_LEN: the bytes of a head the kernel keeps; a longer one would lose its end
+HEAD_MAX = 1024
+# longer values are no valid traceparent or request id (agent/attribution/context-parser.ts)
+VALUE_MAX = 256
+PATH_MAX = 512
+HEADERS = ("traceparent", "x-request-id")
+
+
+def _printable(text):
+    return text.isascii() and text.isprintable()
+
+
+def http_head(method, path, headers):
+    """The head OPEN carries: the request line, then traceparent and x-request-id when valid-looking."""
+    if not (isinstance(method, str) and 0 < len(method) <= 16 and method.isascii() and method.isalpha()):
+        method = "GET"
+    if not isinstance(path, str):
+        path = path.decode("latin-1") if isinstance(path, bytes) else "/"
+    path = "".join(c if "!" <= c <= "~" else "%%%02X" % (ord(c) & 0xFF) for c in path[:PATH_MAX]) or "/"
+    lines = ["%s %s HTTP/1.1" % (method.upper(), path[:PATH_MAX])]
+    for name, value in headers:
+        if isinstance(value, str) and len(value) <= VALUE_MAX and _printable(value):
+            lines.append("%s: %s" % (name, value.strip()))
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+    return head if len(head) <= HEAD_MAX else b""
+
+
+def trace_bin_traceparent(value):
+    """grpc-trace-bin (OpenCensus binary: version 0, trace id, span id, options) as a traceparent."""
+    if not isinstance(value, bytes) or len(value) < 29 or value[0] != 0:
+        return None
+    if value[1] != 0 or value[18] != 1 or value[27] != 2:
+        return None
+    return "00-%s-%s-%02x" % (value[2:18].hex(), value[19:27].hex(), value[28] & 1)
+
+
+def grpc_headers(metadata):
+    found = {}
+    for key, value in metadata or ():
+        key = key.lower() if isinstance(key, str) else key
+        if key in HEADERS and key not in found:
+            found[key] = value
+        elif key == "grpc-trace-bin" and "grpc-trace-bin" not in found:
+            found[key] = trace_bin_traceparent(value)
+    if "traceparent" not in found and found.get("grpc-trace-bin"):
+        found["traceparent"] = found["grpc-trace-bin"]
+    return [(name, found[name]) for name in HEADERS if name in found]
+
+
+def install(fd):
+    """Wraps what is imported and what will be; returns the hook's module."""
+    import _contextvars
+    import _struct
+    import _thread
+    import itertools
+    import types
+
+    unit_var = _contextvars.ContextVar("kreplay_unit", default=0)
+    pack = _struct.Struct(SIGNAL_FORMAT).pack
+    ids = itertools.count(1)
+    write = os.write
+
+    class ThreadUnit(_thread._local):
+        # the unit this thread last signalled; -1: none yet, the kernel may hold anything
+        unit = -1
+
+    threads = [ThreadUnit()]
+
+    def switch(unit):
+        state = threads[0]
+        if state.unit != unit:
+            write(fd, pack(MAGIC, ENTER, unit))
+            state.unit = unit
+
+    def leave():
+        try:
+            switch(0)
+        except Exception:
+            pass
+
+    def open_unit(head):
+        unit = next(ids)
+        write(fd, pack(MAGIC, OPEN, unit) + head)
+        threads[0].unit = unit
+        return unit
+
+    def resync():
+        """Every thread signals its unit at its next switch: the kernel's view may have been lost."""
+        threads[0] = ThreadUnit()
+
+    # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop
+    def wrap_handle_run(run, neutral):
+        def _run(self):
+            try:
+                if isinstance(getattr(self._callback, "__self__", None), neutral):
+                    switch(0)
+                else:
+                    switch(self._context.get(unit_var, 0))
+            except Exception:
+                pass
+            return run(self)
+
+        return _run
+
+    # the loops whose callbacks go through the wrapped Handle._run (not uvloop's, for one)
+    switching_loops = []
+
+    def patch_asyncio(selector_events):
+        events = sys.modules.get("asyncio.events")
+        base_events = sys.modules.get("asyncio.base_events")
+        if events is None or base_events is None:
+            return False
+        neutral = [base_events.BaseEventLoop, selector_events._SelectorTransport]
+        sslproto = sys.modules.get("asyncio.sslproto")
+        if sslproto is not None:
+            neutral += [sslproto.SSLProtocol, sslproto._SSLProtocolTransport]
+        if not replace(events.Handle, "_run", lambda run: wrap_handle_run(run, tuple(neutral))):
+            return False
+        switching_loops[:] = [base_events.BaseEventLoop]
+        return True
+
+    # ThreadPoolExecutor: the work item runs in the submitter's unit, or in its thread's context
+    def in_unit(fn, unit):
+        def run_in_unit(*args, **kwargs):
+            try:
+                switch(unit)
+            except Exception:
+                pass
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                leave()
+
+        return run_in_unit
+
+    def wrap_submit(submit):
+        def submit_in_unit(self, fn, /, *args, **kwargs):
+            try:
+                if not getattr(fn, "_kreplay_opens_unit", False):
+                    unit = unit_var.get()
+                    if not unit:
+                        unit = next(ids)
+                        write(fd, pack(MAGIC, HANDOFF, unit))
+                    fn = in_unit(fn, unit)
+            except Exception:
+                pass
+            return submit(self, fn, *args, **kwargs)
+
+        return submit_in_unit
+
+    def patch_executor(thread):
+        return replace(thread.ThreadPoolExecutor, "submit", wrap_submit)
+
+    # aiohttp: a unit per request, opened in the request's own task, on a loop that switches units
+    def wrap_handle_request(handle_request):
+        async def _handle_request(self, request, *args, **kwargs):
+            try:
+                if not isinstance(self._loop, tuple(switching_loops)):
+                    raise LookupError("this loop's callbacks would not leave the unit")
+                headers = request.headers
+                picked = [(name, headers.get(name)) for name in HEADERS if name in headers]
+                unit_var.set(open_unit(http_head(request.method, request.raw_path, picked)))
+            except Exception:
+                pass
+            return await handle_request(self, request, *args, **kwargs)
+
+        return _handle_request
+
+    def patch_aiohttp(web_protocol):
+        return replace(web_protocol.RequestHandler, "_handle_request", wrap_handle_request)
+
+    # grpcio: a unit per call, opened on the pool thread that runs it
+    def wrap_grpc_call(function):
+        def in_call(rpc_event, *args, **kwargs):
+            try:
+                method = rpc_event.call_details.method
+                open_unit(http_head("POST", method, grpc_headers(rpc_event.invocation_metadata)))
+            except Exception:
+                leave()
+            try:
+                return function(rpc_event, *args, **kwargs)
+            finally:
+                leave()
+
+        in_call._kreplay_opens_unit = True
+        return in_call
+
+    def patch_grpc(server):
+        unary = replace(server, "_unary_response_in_pool", wrap_grpc_call)
+        return replace(server, "_stream_response_in_pool", wrap_grpc_call) and unary
+
+    patches = {
+        "asyncio.selector_events": patch_asyncio,
+        "concurrent.futures.thread": patch_executor,
+        "aiohttp.web_protocol": patch_aiohttp,
+        "grpc._server": patch_grpc,
+    }
+    # imported but not patched yet (caught in the middle of its import): retried at each import
+    unpatched = set()
+
+    def patch(name, module):
+        try:
+            done = patches[name](module)
+        except Exception:
+            done = False
+        if done:
+            unpatched.discard(name)
+        else:
+            unpatched.add(name)
+
+    def retry_unpatched():
+        for name in list(unpatched):
+            module = sys.modules.get(name)
+            if module is not None:
+                patch(name, module)
+
+    class PatchingLoader:
+        """The module's own loader, then the patch; the module keeps its own loader."""
+
+        def __init__(self, loader, name):
+            self._loader = loader
+            self._name = name
+
+        def create_module(self, spec):
+            create = getattr(self._loader, "create_module", None)
+            return create(spec) if create is not None else None
+
+        def exec_module(self, module):
+            self._loader.exec_module(module)
+            try:
+                if getattr(module.__spec__, "loader", None) is self:
+                    module.__spec__.loader = self._loader
+                if getattr(module, "__loader__", None) is self:
+                    module.__loader__ = self._loader
+            except Exception:
+                pass
+            patch(self._name, module)
+
+        def __getattr__(self, name):
+            return getattr(self._loader, name)
+
+    class PatchingFinder:
+        """Patches a module it knows once its import has run; finds nothing itself."""
+
+        def find_spec(self, name, path=None, target=None):
+            try:
+                if unpatched:
+                    retry_unpatched()
+                if name not in patches or name in sys.modules:
+                    return None
+                for finder in sys.meta_path:
+                    find = getattr(finder, "find_spec", None)
+                    if finder is self or find is None:
+                        continue
+                    spec = find(name, path, target)
+                    if spec is not None:
+                        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                            spec.loader = PatchingLoader(spec.loader, name)
+                        return spec
+            except Exception:
+                pass
+            return None
+
+    hook = types.ModuleType(NAME, __doc__)
+    hook.resync = resync
+    hook.unit = unit_var
+    hook.fd = fd
+    sys.meta_path.insert(0, PatchingFinder())
+    for name in patches:
+        module = sys.modules.get(name)
+        if module is not None:
+            patch(name, module)
+    os.register_at_fork(after_in_child=resync)
+    sys.modules[NAME] = hook
+    return hook
+
+
+def replace(owner, name, wrap):
+    """owner.name = wrap(owner.name), once: False when owner has no such attribute yet."""
+    current = (owner.__dict__ if isinstance(owner, type) else vars(owner)).get(name)
+    if current is None:
+        return False
+    if getattr(current, "_kreplay_wraps", None) is not None:
+        return True
+    wrapped = wrap(current)
+    wrapped._kreplay_wraps = current
+    setattr(owner, name, wrapped)
+    return True
+
+
+def main():
+    hook = sys.modules.get(NAME)
+    if hook is not None:
+        hook.resync()
+    else:
+        install(os.open("/dev/null", os.O_WRONLY | os.O_CLOEXEC))
+
+
+if __name__ == "_kreplay_python_hook_boot":
+    main()
