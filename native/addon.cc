@@ -12,6 +12,7 @@
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
+#include "py_inject.h"
 #include "request_key.h"
 #include "thread_scheduling.h"
 #include "tracefs.h"
@@ -164,6 +165,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));
   ExportExec(env, exports);
+  ExportPyInject(env, exports);
   return exports;
 }
 

@@ -18,6 +18,7 @@
         'host_clock.cc',
         'kernel_features.cc',
         'native_log.cc',
+        'py_inject.cc',
         'request_key.cc',
         'ring_reader.cc',
         'thread_scheduling.cc',
