@@ -35,6 +35,8 @@ TS_STAMP := dist/.build-stamp
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
+# the Python hook's source, beside the module that reads it (agent/runtimes/python/hook-source.ts)
+PY_HOOK := dist/agent/runtimes/python/kreplay_python_hook.py
 # the git commit `kreplay --version` prints (core/version.ts reads it)
 BUILD_INFO := dist/build-info.json
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
@@ -68,7 +70,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX) $(BUILD_INFO)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(PY_HOOK) $(WEB_INDEX) $(BUILD_INFO)
 
 # rewritten only when the commit (or whether the tree has changes) differs
 $(BUILD_INFO): FORCE
@@ -116,6 +118,9 @@ $(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c n
 $(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json
 	@touch $@
+
+$(PY_HOOK): agent/runtimes/python/kreplay_python_hook.py $(TS_STAMP)
+	install -m 0644 $< $@
 
 # the incident page: bundled by esbuild into dist/web (content-hashed assets), served by the daemon at /
 $(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp

@@ -22,7 +22,9 @@ import { formatShipStatus, shipCounters } from './ship/ship-status';
 import { VERSION } from '../core/version';
 import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { Shipper, type ShipStatus } from './ship/shipper';
-import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';
+import type { AgentMetrics, AgentReadings, RuntimeHookCount } from './metrics/agent-metrics';
+import { PythonHooks, PYTHON_HOOK_RESULTS } from './runtimes/python/python-hooks';
+import type { KernelFilter } from './filter/task-wanted';
 import { RingPeaks } from './ring-peaks';
 
 export interface AgentOptions {
@@ -48,6 +50,8 @@ export interface AgentOptions {
   ship?: ClickHouseHttp;
   /** --metrics-listen: fed by this agent and read by each scrape */
   metrics?: AgentMetrics;
+  /** default true: queue the Python hook into the CPython processes the filters include (--no-python-hook) */
+  pythonHook?: boolean;
 }
 
 export interface AgentSummary {
@@ -83,6 +87,9 @@ export class Agent implements AgentReadings {
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
+  private pythonHooks: PythonHooks | null = null;
+  /** --include/--exclude with the cgroup ids resolved last */
+  private taskFilter: KernelFilter = { exclude: [] };
 
   private constructor(
     private readonly options: AgentOptions,
@@ -116,11 +123,14 @@ export class Agent implements AgentReadings {
     );
     const agent = new Agent(options, store, log);
     const filter = options.filter ?? { exclude: [], filterTransactions: false };
-    const cgroups = new CgroupSelection(filter, agent.services, new CgroupPaths());
+    const cgroupPaths = new CgroupPaths();
+    const cgroups = new CgroupSelection(filter, agent.services, cgroupPaths);
+    const selected = cgroups.captureOptions();
+    agent.taskFilter = { include: selected.include, exclude: selected.exclude ?? [] };
     try {
       // startCapture mounts tracefs when it is missing
       agent.capture = startCapture(
-        { ...options.capture, ...cgroups.captureOptions() },
+        { ...options.capture, ...selected },
         (buf) => agent.onBatch(buf),
         log.child('capture'),
       );
@@ -146,6 +156,8 @@ export class Agent implements AgentReadings {
       agent.shipper.start();
       log.info('shipping', { to: agent.shipper.status().destination });
     }
+    if (options.pythonHook !== false && options.capture.attribution !== false)
+      agent.startPythonHooks(cgroupPaths, log.child('python-hook'));
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     // Due lines are also written from the decode path and while waiting on the store, so a storm
     // that keeps this thread busy does not stop them (see maybeReportStatus).
@@ -160,6 +172,16 @@ export class Agent implements AgentReadings {
     return agent;
   }
 
+  /* The hook signals the kernel from inside the interpreter: it is driven on x86-64 (native/py_inject). */
+  private startPythonHooks(cgroupPaths: CgroupPaths, log: Logger): void {
+    if (process.arch !== 'x64') {
+      log.warn(`no Python hook on ${process.arch}: asyncio and pool servers stay unattributed`);
+      return;
+    }
+    this.pythonHooks = new PythonHooks({ taskFilter: () => this.taskFilter, cgroups: cgroupPaths, log });
+    this.pythonHooks.start();
+  }
+
   private resyncClock(): void {
     const clock = clockOffset();
     this.offsetNs = clock.offsetNs;
@@ -170,7 +192,10 @@ export class Agent implements AgentReadings {
   private refreshCgroups(cgroups: CgroupSelection): void {
     try {
       const ids = cgroups.changed();
-      if (ids) this.capture?.setCgroupFilter(ids.include, ids.exclude);
+      if (ids) {
+        this.capture?.setCgroupFilter(ids.include, ids.exclude);
+        this.taskFilter = cgroups.selectors(ids);
+      }
       this.cgroupFilterFailed = false;
     } catch (err) {
       if (!this.cgroupFilterFailed)
@@ -214,6 +239,13 @@ export class Agent implements AgentReadings {
 
   ship(): ShipStatus | undefined {
     return this.shipper?.status();
+  }
+
+  runtimeHooks(): RuntimeHookCount[] {
+    const python = this.pythonHooks;
+    return python
+      ? PYTHON_HOOK_RESULTS.map((result) => ({ runtime: 'python', result, count: python.counts[result] }))
+      : [];
   }
 
   /** The agent's totals since start: the kernel's, the decoder's and the store's. */
@@ -266,6 +298,7 @@ export class Agent implements AgentReadings {
   /** Drains the ring, commits everything, records the run's end. */
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
+    await this.pythonHooks?.stop();
     await this.capture?.stop();
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the

@@ -38,6 +38,16 @@ export class CgroupPaths {
     return this.paths.get(cgroupId) ?? null;
   }
 
+  /** The id of the cgroup at `path` now (as /proc/<pid>/cgroup names it), null when it is gone. */
+  idOf(path: string): bigint | null {
+    if (!this.mount) return null;
+    try {
+      return statSync(join(this.mount, path), { bigint: true }).ino;
+    } catch {
+      return null;
+    }
+  }
+
   /** Every cgroup now, id -> path, walked afresh (the filter's services and paths resolve from it). */
   all(): Map<number, string> {
     if (this.mount) {

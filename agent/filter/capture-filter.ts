@@ -9,6 +9,7 @@ import { globToRegExp } from '../config/glob';
 import type { CgroupPaths } from '../attribution/cgroup-paths';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Selector } from './selector';
+import type { KernelFilter } from './task-wanted';
 
 export interface FilterOptions {
   /** undefined: every task; a list (even empty): only tasks one of them names */
@@ -89,7 +90,17 @@ export class CgroupSelection {
 
   /** The capture options of the filter, with the cgroup ids resolved now. */
   captureOptions(): Pick<CaptureOptions, 'include' | 'exclude' | 'liveCgroups' | 'filterTransactions'> {
-    const ids = this.changed() ?? this.resolve();
+    const { include, exclude } = this.selectors(this.changed() ?? this.resolve());
+    return {
+      include,
+      exclude,
+      liveCgroups: this.live,
+      filterTransactions: this.filter.filterTransactions,
+    };
+  }
+
+  /** The selectors the kernel applies, with these cgroup ids. */
+  selectors(ids: CgroupIds): KernelFilter {
     const kernel = (list: Selector[], cgroupIds: bigint[]): KernelSelector[] => [
       ...list.flatMap((s): KernelSelector[] =>
         s.kind === 'pid' ? [{ pid: s.pid }] : s.kind === 'comm' ? [{ comm: s.comm }] : [],
@@ -99,8 +110,6 @@ export class CgroupSelection {
     return {
       include: this.filter.include && kernel(this.filter.include, ids.include),
       exclude: kernel(this.filter.exclude, ids.exclude),
-      liveCgroups: this.live,
-      filterTransactions: this.filter.filterTransactions,
     };
   }
 }

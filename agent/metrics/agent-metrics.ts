@@ -26,6 +26,14 @@ export interface AgentReadings {
   /** half the bracket of the latest CLOCK_REALTIME − CLOCK_BOOTTIME sample */
   clockErrorNs(): number;
   ship(): ShipStatus | undefined;
+  /** processes a runtime hook (agent/runtimes/) looked at, by runtime and result */
+  runtimeHooks(): RuntimeHookCount[];
+}
+
+export interface RuntimeHookCount {
+  runtime: string;
+  result: string;
+  count: number;
 }
 
 type Key = keyof CounterSnapshot;
@@ -120,6 +128,17 @@ export class AgentMetrics {
       'events stored without (all of) their context, by cause',
       'kind',
       CONTEXT_PROBLEMS_BY_KIND,
+    );
+    this.counter(
+      {
+        name: 'kreplay_agent_runtime_hooks_total',
+        help: 'processes a runtime hook was queued into (hooked) or not, by runtime and result',
+        labelNames: ['runtime', 'result'],
+      },
+      (counter) => {
+        for (const { runtime, result, count } of this.source?.runtimeHooks() ?? [])
+          counter.inc({ runtime, result }, count);
+      },
     );
     for (const [name, { help, key }] of Object.entries(TOTALS))
       this.total(name, help, () => this.scraped?.[key]);

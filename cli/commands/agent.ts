@@ -45,6 +45,7 @@ interface AgentFlags extends LogFlags {
   attribution: boolean;
   targets: boolean;
   captureReads?: boolean;
+  pythonHook: boolean;
   quiet: boolean;
   statusInterval: number;
   onCorrupt: OnCorrupt;
@@ -153,6 +154,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         },
         ship,
         metrics,
+        pythonHook: flags.pythonHook,
       },
       log,
     );
@@ -225,6 +227,10 @@ export function registerAgentCommand(program: Command): Command {
     )
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
     .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
+    .option(
+      '--no-python-hook',
+      'do not queue the Python hook into CPython 3.11+ processes (with it, aiohttp, grpcio and thread-pool work carry their request; needs CAP_SYS_PTRACE)',
+    )
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
     .addOption(

@@ -28,12 +28,6 @@ import os
 import sys
 
 NAME = "_kreplay_python_hook"
-# struct kr_unit_signal and enum kr_unit_op (bpf/capture.h); test/unit/python-hook.test.ts checks them
-MAGIC = b"KREPLAY-UNIT"
-SIGNAL_FORMAT = "<12sIQ"
-ENTER, OPEN, HANDOFF = 1, 2, 3
-# KR_CTX_DATA_LEN: the bytes of a head the kernel keeps; a longer one would lose its end
-HEAD_MAX = 1024
 # longer values are no valid traceparent or request id (agent/attribution/context-parser.ts)
 VALUE_MAX = 256
 PATH_MAX = 512
@@ -44,8 +38,9 @@ def _printable(text):
     return text.isascii() and text.isprintable()
 
 
-def http_head(method, path, headers):
-    """The head OPEN carries: the request line, then traceparent and x-request-id when valid-looking."""
+def http_head(method, path, headers, limit):
+    """The head OPEN carries: the request line, then traceparent and x-request-id when valid-looking;
+    empty past `limit` bytes (the kernel would cut its end off)."""
     if not (isinstance(method, str) and 0 < len(method) <= 16 and method.isascii() and method.isalpha()):
         method = "GET"
     if not isinstance(path, str):
@@ -56,7 +51,7 @@ def http_head(method, path, headers):
         if isinstance(value, str) and len(value) <= VALUE_MAX and _printable(value):
             lines.append("%s: %s" % (name, value.strip()))
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
-    return head if len(head) <= HEAD_MAX else b""
+    return head if len(head) <= limit else b""
 
 
 def trace_bin_traceparent(value):
@@ -81,16 +76,29 @@ def grpc_headers(metadata):
     return [(name, found[name]) for name in HEADERS if name in found]
 
 
-def install(fd):
-    """Wraps what is imported and what will be; returns the hook's module."""
-    import _contextvars
+def signal_packer(signal):
+    """pack(op, unit) -> the bytes of struct kr_unit_signal, as `signal` lays it out (core/model)."""
     import _struct
+
+    magic = signal["magic"].encode("ascii")
+    if signal["opAt"] != len(magic) or signal["unitAt"] != len(magic) + 4 or signal["bytes"] != len(magic) + 12:
+        raise ValueError("a unit signal laid out otherwise than magic, u32 op, u64 unit")
+    pack = _struct.Struct("<%dsIQ" % len(magic)).pack
+    return lambda op, unit: pack(magic, op, unit)
+
+
+def install(fd, signal):
+    """Wraps what is imported and what will be; returns the hook's module. `signal`: the layout of
+    struct kr_unit_signal and its ops (agent/runtimes/python/hook-source.ts)."""
+    import _contextvars
     import _thread
     import itertools
     import types
 
+    ENTER, OPEN, HANDOFF = signal["enter"], signal["open"], signal["handoff"]
+    head_max = signal["maxHead"]
     unit_var = _contextvars.ContextVar("kreplay_unit", default=0)
-    pack = _struct.Struct(SIGNAL_FORMAT).pack
+    pack = signal_packer(signal)
     ids = itertools.count(1)
     write = os.write
 
@@ -103,7 +111,7 @@ def install(fd):
     def switch(unit):
         state = threads[0]
         if state.unit != unit:
-            write(fd, pack(MAGIC, ENTER, unit))
+            write(fd, pack(ENTER, unit))
             state.unit = unit
 
     def leave():
@@ -114,7 +122,7 @@ def install(fd):
 
     def open_unit(head):
         unit = next(ids)
-        write(fd, pack(MAGIC, OPEN, unit) + head)
+        write(fd, pack(OPEN, unit) + head)
         threads[0].unit = unit
         return unit
 
@@ -174,7 +182,7 @@ def install(fd):
                     unit = unit_var.get()
                     if not unit:
                         unit = next(ids)
-                        write(fd, pack(MAGIC, HANDOFF, unit))
+                        write(fd, pack(HANDOFF, unit))
                     fn = in_unit(fn, unit)
             except Exception:
                 pass
@@ -193,7 +201,7 @@ def install(fd):
                     raise LookupError("this loop's callbacks would not leave the unit")
                 headers = request.headers
                 picked = [(name, headers.get(name)) for name in HEADERS if name in headers]
-                unit_var.set(open_unit(http_head(request.method, request.raw_path, picked)))
+                unit_var.set(open_unit(http_head(request.method, request.raw_path, picked, head_max)))
             except Exception:
                 pass
             return await handle_request(self, request, *args, **kwargs)
@@ -208,7 +216,7 @@ def install(fd):
         def in_call(rpc_event, *args, **kwargs):
             try:
                 method = rpc_event.call_details.method
-                open_unit(http_head("POST", method, grpc_headers(rpc_event.invocation_metadata)))
+                open_unit(http_head("POST", method, grpc_headers(rpc_event.invocation_metadata), head_max))
             except Exception:
                 leave()
             try:
@@ -322,13 +330,14 @@ def replace(owner, name, wrap):
     return True
 
 
-def main():
+def main(signal):
     hook = sys.modules.get(NAME)
     if hook is not None:
         hook.resync()
     else:
-        install(os.open("/dev/null", os.O_WRONLY | os.O_CLOEXEC))
+        install(os.open("/dev/null", os.O_WRONLY | os.O_CLOEXEC), signal)
 
 
+# queued by the agent: run with the signal's layout (hook-source.ts); imported, it does nothing
 if __name__ == "_kreplay_python_hook_boot":
-    main()
+    main(SIGNAL)  # noqa: F821
