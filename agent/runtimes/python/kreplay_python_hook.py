@@ -16,7 +16,7 @@ Units:
     context before it runs (callbacks of the loop and of transports run as none: they serve
     connections, whose calls the kernel attributes by connection);
   - a grpcio call: the function grpc._server runs on its pool for each call opens one from the call's
-    metadata (traceparent, or grpc-trace-bin, and x-request-id);
+    metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself);
   - ThreadPoolExecutor.submit hands the submitter's unit (or its thread's context) to the work item,
     which runs in it and leaves it when done.
 Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
@@ -54,37 +54,14 @@ def http_head(method, path, headers, limit):
     return head if len(head) <= limit else b""
 
 
-def trace_bin_traceparent(value):
-    """grpc-trace-bin (OpenCensus binary: version 0, trace id, span id, options) as a traceparent."""
-    if not isinstance(value, bytes) or len(value) < 29 or value[0] != 0:
-        return None
-    if value[1] != 0 or value[18] != 1 or value[27] != 2:
-        return None
-    return "00-%s-%s-%02x" % (value[2:18].hex(), value[19:27].hex(), value[28] & 1)
-
-
 def grpc_headers(metadata):
+    """traceparent and x-request-id from a call's metadata (grpcio's core keeps grpc-trace-bin)."""
     found = {}
     for key, value in metadata or ():
         key = key.lower() if isinstance(key, str) else key
         if key in HEADERS and key not in found:
             found[key] = value
-        elif key == "grpc-trace-bin" and "grpc-trace-bin" not in found:
-            found[key] = trace_bin_traceparent(value)
-    if "traceparent" not in found and found.get("grpc-trace-bin"):
-        found["traceparent"] = found["grpc-trace-bin"]
     return [(name, found[name]) for name in HEADERS if name in found]
-
-
-def signal_packer(signal):
-    """pack(op, unit) -> the bytes of struct kr_unit_signal, as `signal` lays it out (core/model)."""
-    import _struct
-
-    magic = signal["magic"].encode("ascii")
-    if signal["opAt"] != len(magic) or signal["unitAt"] != len(magic) + 4 or signal["bytes"] != len(magic) + 12:
-        raise ValueError("a unit signal laid out otherwise than magic, u32 op, u64 unit")
-    pack = _struct.Struct("<%dsIQ" % len(magic)).pack
-    return lambda op, unit: pack(magic, op, unit)
 
 
 def install(fd, signal):

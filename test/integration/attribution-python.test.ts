@@ -1,0 +1,272 @@
+/**
+ * The Python hook (agent/runtimes/python/) on unmodified servers started the ordinary way with
+ * Debian's python3.11 (real kernel, real agent): the agent queues the hook into each CPython process
+ * its filters include, through ptrace, whether the process started before it or after; the hook
+ * tells the kernel which request each asyncio task, gRPC call and pool work item serves. Ground
+ * truth: each request names its files by its x-request-id. A process the hook cannot reach (opted
+ * out, traced by another tracer) keeps its events unattributed, never another request's. The
+ * injected process keeps answering every request, during the injection and after.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { startAgent, type AgentProcess } from '../support/agent-process';
+import { createCgroup, type TestCgroup } from '../support/cgroup';
+import {
+  formatScore,
+  meetsGoal,
+  scoreWrites,
+  sendRequests,
+  storedWrites,
+  type Score,
+} from '../support/request-accuracy';
+import { readStoredEvents, type StoredEvent } from '../support/store-rows';
+import { waitFor } from '../support/wait';
+
+const SUPPORT = join(__dirname, '..', 'support');
+const AIOHTTP_SERVER = join(SUPPORT, 'runtimes', 'aiohttp-server.py');
+const PER_LEVEL = 256;
+
+let dir: string;
+let store: string;
+let cgroup: TestCgroup;
+let agent: AgentProcess;
+let metricsUrl: string;
+let upstream: Server;
+let upstreamPort: number;
+const children: ChildProcess[] = [];
+
+interface Started {
+  child: ChildProcess;
+  pid: number;
+  port: number;
+}
+
+/** Starts `command` in the test cgroup (its pid is the process's: the shell execs it); resolves with the port it prints. */
+function serve(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Started> {
+  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env,
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${command} exited with ${code} before listening`)));
+    child.stdout!.once('data', (chunk: Buffer) =>
+      resolve({ child, pid: child.pid!, port: Number(chunk.toString().trim()) }),
+    );
+  });
+}
+
+const aiohttp = (out: string, env?: NodeJS.ProcessEnv) =>
+  serve('/usr/bin/python3', [AIOHTTP_SERVER, out, String(upstreamPort)], env);
+
+/** The agent's line about process `pid` once it logged one with `text`. */
+const agentSaid = (text: string, pid: number) =>
+  waitFor(() =>
+    agent
+      .output()
+      .split('\n')
+      .find((line) => line.includes(text) && line.includes(` pid=${pid} `)),
+  );
+
+const hooked = (pid: number) => agentSaid('queued the Python hook', pid);
+
+/** Sends PER_LEVEL requests `level` at a time and scores their writes. */
+async function measure(
+  port: number,
+  out: string,
+  name: string,
+  level: number,
+  files: number,
+): Promise<Score> {
+  const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${name}-c${level}-r${i}`);
+  await sendRequests(port, ids, level);
+  const s = scoreWrites(await storedWrites(store, out, `${name}-c${level}-`, PER_LEVEL * files), ids, files);
+  process.stdout.write(`${name} at ${level} concurrent, correct/wrong/none/missing: ${formatScore(s)}\n`);
+  return s;
+}
+
+function expectGoal(s: Score, total: number): void {
+  const goal = meetsGoal(s, total);
+  // what the agent lost, if anything, says why a write is missing
+  if (!goal) process.stdout.write(`agent:\n${agent.output().split('\n').slice(-6).join('\n')}\n`);
+  expect({ ...s, goal }).toEqual({ ...s, goal: true });
+}
+
+let early: Started;
+let earlyOut: string;
+/** requests answered while the agent started and queued the hook into `early`; from `captured` on, their writes were captured */
+let duringInjection: { sent: number; captured: number; failed: Error[] };
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'kreplay-python-'));
+  store = join(dir, 'data', 'py.db');
+  cgroup = createCgroup(`kreplay-python-${process.pid}`);
+  // the upstream lives in this process, outside the servers' cgroup: its events are not captured
+  upstream = createServer((_req, res) => res.end('upstream'));
+  upstream.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  upstreamPort = (upstream.address() as AddressInfo).port;
+  // a server running before the agent starts, answering requests all the while
+  earlyOut = join(dir, 'early');
+  mkdirSync(earlyOut);
+  early = await aiohttp(earlyOut);
+  duringInjection = { sent: 0, captured: 0, failed: [] };
+  let loading = true;
+  const load = (async () => {
+    while (loading) {
+      await sendRequests(early.port, [`during-r${duringInjection.sent++}`], 1).catch((err: Error) =>
+        duringInjection.failed.push(err),
+      );
+    }
+  })();
+  agent = await startAgent([
+    '--data-dir',
+    join(dir, 'data'),
+    '--node',
+    'py',
+    '--cgroup-id',
+    String(cgroup.id),
+    '--metrics-listen',
+    '127.0.0.1:0',
+  ]);
+  metricsUrl = /serving metrics url=(\S+)/.exec(agent.output())![1]!;
+  // the request under way may have begun before the capture
+  duringInjection.captured = duringInjection.sent + 1;
+  await hooked(early.pid);
+  // a few requests after the hook was queued: the first of them runs it
+  const sentAtHook = duringInjection.sent;
+  await waitFor(() => duringInjection.sent >= sentAtHook + 5);
+  loading = false;
+  await load;
+}, 120_000);
+
+afterAll(async () => {
+  for (const c of children) c.kill('SIGKILL');
+  await agent?.stop();
+  upstream?.close();
+  upstream?.closeAllConnections();
+  cgroup?.remove();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the Python hook on unmodified servers (real kernel)', () => {
+  it('an aiohttp server running before the agent: hooked without a failed answer, then every request its own writes', async () => {
+    expect(duringInjection.failed).toEqual([]);
+    // before the hook ran the writes were none's (the loop interleaves requests), never another's
+    const { sent, captured } = duringInjection;
+    const ids = Array.from({ length: sent - captured }, (_, i) => `during-r${captured + i}`);
+    const ours = (e: StoredEvent) => ids.includes(e.target!.slice(earlyOut.length + 1).split('.')[0]!);
+    const written = () => readStoredEvents(store, `t.value LIKE '${earlyOut}/during-%'`).filter(ours);
+    const before = scoreWrites(
+      await waitFor(() => written().length >= 2 * ids.length && written()).catch(() => written()),
+      ids,
+      2,
+    );
+    expect({ wrong: before.wrong, missing: before.missing }).toEqual({ wrong: 0, missing: 0 });
+    expectGoal(await measure(early.port, earlyOut, 'early', 64, 2), 2 * PER_LEVEL);
+  });
+
+  it('a server restarted while the agent runs is hooked again', async () => {
+    early.child.kill('SIGKILL');
+    const out = join(dir, 'restarted');
+    mkdirSync(out);
+    const again = await aiohttp(out);
+    await hooked(again.pid);
+    expectGoal(await measure(again.port, out, 'again', 8, 2), 2 * PER_LEVEL);
+    again.child.kill();
+  });
+
+  it('ThreadingHTTPServer: what a handler hands to a ThreadPoolExecutor (executor.submit) carries its request', async () => {
+    const out = join(dir, 'threads');
+    mkdirSync(out);
+    const server = await serve('/usr/bin/python3', [
+      join(SUPPORT, 'runtimes', 'threading-pool-server.py'),
+      out,
+    ]);
+    await hooked(server.pid);
+    for (const level of [1, 8, 64])
+      expectGoal(await measure(server.port, out, 'threads', level, 2), 2 * PER_LEVEL);
+    server.child.kill();
+  });
+
+  // grpcio's handlers run on its ThreadPoolExecutor, fed by the C core's poller over one HTTP/2
+  // connection: each call's unit is opened from its metadata on the pool thread that runs it
+  it.each([
+    ['unary', 'Unary', 1],
+    ['server-streaming', 'Stream', 4],
+  ])(
+    'grpcio %s calls at 1, 8 and 64 at a time on one channel: each its own writes',
+    async (_name, method, files) => {
+      const out = join(dir, `grpc-${method}`);
+      mkdirSync(out);
+      const server = await serve('/usr/bin/python3', [join(SUPPORT, 'grpc-file-server.py'), out]);
+      await hooked(server.pid);
+      for (const level of [1, 8, 64]) {
+        const prefix = `g${method}-c${level}-r`;
+        // exits 0 only when every call succeeded; each call has its x-request-id and a traceparent
+        await promisify(execFile)('/usr/bin/python3', [
+          join(SUPPORT, 'grpc-client.py'),
+          String(server.port),
+          method,
+          prefix,
+          String(PER_LEVEL),
+          String(level),
+        ]);
+        const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${prefix}${i}`);
+        const s = scoreWrites(await storedWrites(store, out, prefix, PER_LEVEL * files), ids, files);
+        process.stdout.write(`grpcio ${method} at ${level}, correct/wrong/none/missing: ${formatScore(s)}\n`);
+        expectGoal(s, PER_LEVEL * files);
+      }
+      server.child.kill();
+    },
+  );
+
+  it('a server that opts out (KREPLAY_PYTHON_HOOK=off) is not hooked: its writes none, never wrong', async () => {
+    const out = join(dir, 'opted-out');
+    mkdirSync(out);
+    const server = await aiohttp(out, { ...process.env, KREPLAY_PYTHON_HOOK: 'off' });
+    await agentSaid('KREPLAY_PYTHON_HOOK=off in its environment', server.pid);
+    const s = await measure(server.port, out, 'optout', 8, 2);
+    expect({ wrong: s.wrong, missing: s.missing }).toEqual({ wrong: 0, missing: 0 });
+    expect(s.none).toBeGreaterThan(PER_LEVEL);
+    server.child.kill();
+  });
+
+  it('a server another tracer holds (strace) is refused: logged, counted, its writes never wrong', async () => {
+    const out = join(dir, 'traced');
+    mkdirSync(out);
+    const strace = await serve('/usr/bin/strace', [
+      '-f',
+      '-qq',
+      '-e',
+      'trace=none',
+      '-o',
+      '/dev/null',
+      '/usr/bin/python3',
+      AIOHTTP_SERVER,
+      out,
+      String(upstreamPort),
+    ]);
+    const python = Number(readFileSync(`/proc/${strace.pid}/task/${strace.pid}/children`, 'utf8').trim());
+    expect(await agentSaid(`already traced by process ${strace.pid}`, python)).toContain('unattributed');
+    const s = await measure(strace.port, out, 'traced', 8, 2);
+    expect({ wrong: s.wrong, missing: s.missing }).toEqual({ wrong: 0, missing: 0 });
+    strace.child.kill();
+
+    const metrics = await (await fetch(metricsUrl)).text();
+    const count = (result: string) =>
+      Number(
+        new RegExp(
+          `^kreplay_agent_runtime_hooks_total\\{runtime="python",result="${result}"\\} (\\d+)$`,
+          'm',
+        ).exec(metrics)?.[1],
+      );
+    expect({ refused: count('refused'), optedOut: count('opted_out') }).toEqual({ refused: 1, optedOut: 1 });
+    expect(count('hooked')).toBeGreaterThanOrEqual(5);
+  });
+});
