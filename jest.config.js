@@ -1,8 +1,9 @@
 /**
  * Projects: `unit` needs no kernel, no root and no server, but what `make build` makes: the
  * agent's SQLite extension (build/kreplay-sqlite.so, loaded by the store tests), the native addon
- * (request keys, and replay --exec's matcher through execMatch) and gcc (the
- * record-layout test compiles bpf/capture.h to compare offsets); `integration` loads real eBPF and runs servers;
+ * (request keys, and replay --exec's matcher through execMatch), gcc (record-layout and
+ * batch-columns compile C tables to compare them) and the zstd and jq programs (incident-file reads a
+ * file as the docs show); `integration` loads real eBPF and runs servers;
  * `browser` drives Chromium; `system` (only with KREPLAY_TEST_SYSTEM=1, which `make test-system`
  * sets) boots Debian under systemd-nspawn and runs the .deb there.
  */

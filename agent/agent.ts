@@ -258,6 +258,7 @@ export class Agent implements AgentReadings {
       malformedMarkers: this.contexts.malformedMarkers,
       incompleteRequestHeads: this.contexts.incompleteRequestHeads,
       untracedRequestHeads: this.contexts.untracedRequestHeads,
+      pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
       corruptRecords: this.corruptRecords,

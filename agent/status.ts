@@ -5,8 +5,10 @@ export interface LossCounters {
   malformedMarkers: number;
   /** request heads read in pieces: the thread serves them without context */
   incompleteRequestHeads: number;
-  /** request heads read without a valid traceparent, likewise */
+  /** request heads read without a valid traceparent nor x-request-id, likewise */
   untracedRequestHeads: number;
+  /** request heads read with another request after them in the same read (pipelined), likewise */
+  pipelinedRequestHeads: number;
   unknownContexts: number;
   /** writes stored without their target: its record was lost */
   unknownTargets: number;

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "exec_error.h"
+#include "exec_relay.h"
 #include "exec_supervisor.h"
 
 namespace kreplay {
@@ -318,6 +319,29 @@ Napi::Value PortKeyJs(const Napi::CallbackInfo& info) {
   return key.empty() ? info.Env().Null() : Napi::String::New(info.Env(), key);
 }
 
+// execExchanges(recordedKeys, requestKeys) -> per request of the build, in order, the recorded
+// exchange its response takes (PickExchange, as the relay picks it), or null: passed through.
+Napi::Value ExecExchanges(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() != 2 || !info[0].IsArray() || !info[1].IsArray())
+    throw Napi::TypeError::New(env, "execExchanges(recordedKeys, requestKeys)");
+  const Napi::Array recorded = info[0].As<Napi::Array>();
+  const Napi::Array requests = info[1].As<Napi::Array>();
+  ResponsePlan plan;
+  for (uint32_t k = 0; k < recorded.Length(); k++) {
+    plan.holds_ns.push_back(0);
+    plan.request_keys.push_back(recorded.Get(k).As<Napi::Number>().Uint32Value());
+  }
+  std::vector<bool> used(plan.holds_ns.size(), false);
+  Napi::Array out = Napi::Array::New(env, requests.Length());
+  for (uint32_t i = 0; i < requests.Length(); i++) {
+    const uint32_t k = PickExchange(plan, used, requests.Get(i).As<Napi::Number>().Uint32Value());
+    if (k != kNoExchange) used[k] = true;
+    out.Set(i, k == kNoExchange ? env.Null() : Napi::Number::New(env, k));
+  }
+  return out;
+}
+
 }  // namespace
 
 void ExportExec(Napi::Env env, Napi::Object exports) {
@@ -326,6 +350,7 @@ void ExportExec(Napi::Env env, Napi::Object exports) {
   exports.Set("receiveMessage", Napi::Function::New(env, ReceiveMessage));
   exports.Set("execMatch", Napi::Function::New(env, ExecMatch));
   exports.Set("portKey", Napi::Function::New(env, PortKeyJs));
+  exports.Set("execExchanges", Napi::Function::New(env, ExecExchanges));
 }
 
 }  // namespace kreplay

@@ -1,15 +1,19 @@
 #include "exec_proc_net.h"
 
+#include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -151,13 +155,74 @@ bool ListenerIn(pid_t tid, const char* table, uint16_t port) {
   return false;
 }
 
+// Whether thread `tid` is in our network namespace, the one sock_diag answers for.
+bool OurNetns(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/net", static_cast<int>(tid));
+  struct stat ours {
+  }, theirs{};
+  return stat("/proc/self/ns/net", &ours) == 0 && stat(path, &theirs) == 0 && ours.st_dev == theirs.st_dev &&
+         ours.st_ino == theirs.st_ino;
+}
+
+// Whether a TCP socket of `family` listens on `port` in our network namespace: 1 or 0, -1 when the
+// kernel cannot say. sock_diag asked for listeners walks the listening table only; /proc/net/tcp
+// walks every connection's bucket for each page it reads, milliseconds on a large host.
+int DiagListener(int family, uint16_t port) {
+  const int sock = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (sock < 0) return -1;
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 request;
+  } message{};
+  message.header.nlmsg_len = sizeof message;
+  message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  message.request.sdiag_family = static_cast<uint8_t>(family);
+  message.request.sdiag_protocol = IPPROTO_TCP;
+  message.request.idiag_states = 1u << TCP_LISTEN;
+  int found = -1;
+  if (send(sock, &message, sizeof message, 0) == static_cast<ssize_t>(sizeof message)) {
+    found = 0;
+    alignas(nlmsghdr) char buf[16384];
+    for (bool done = false; !done && found == 0;) {
+      const ssize_t got = recv(sock, buf, sizeof buf, 0);
+      if (got <= 0) {
+        found = -1;
+        break;
+      }
+      int left = static_cast<int>(got);
+      for (auto* header = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(header, left); header = NLMSG_NEXT(header, left)) {
+        if (header->nlmsg_type == NLMSG_DONE || header->nlmsg_type == NLMSG_ERROR) {
+          if (header->nlmsg_type == NLMSG_ERROR) found = -1;
+          done = true;
+          break;
+        }
+        if (ntohs(static_cast<const inet_diag_msg*>(NLMSG_DATA(header))->id.idiag_sport) == port) {
+          found = 1;
+          break;
+        }
+      }
+    }
+  }
+  close(sock);
+  return found;
+}
+
 }  // namespace
 
 bool ListensOn(pid_t tid, const sockaddr_storage& self) {
   if (self.ss_family != AF_INET && self.ss_family != AF_INET6) return false;
   const uint16_t port = ntohs(self.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(self).sin_port
                                                         : reinterpret_cast<const sockaddr_in6&>(self).sin6_port);
-  return port != 0 && (ListenerIn(tid, "tcp", port) || ListenerIn(tid, "tcp6", port));
+  if (port == 0) return false;
+  if (OurNetns(tid)) {
+    const int v4 = DiagListener(AF_INET, port);
+    const int any = v4 == 0 ? DiagListener(AF_INET6, port) : v4;
+    if (any >= 0) return any == 1;
+  }
+  // another namespace's tables, or a kernel without inet_diag: the build's own /proc view
+  return ListenerIn(tid, "tcp", port) || ListenerIn(tid, "tcp6", port);
 }
 
 bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out) {

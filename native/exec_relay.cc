@@ -67,6 +67,15 @@ bool Flush(int fd, std::string* buffer, size_t limit = SIZE_MAX) {
   return true;
 }
 
+// Whether `fd`'s peer reset the connection: a socket on loopback answers bytes sent to an end its
+// process closed with a reset before send() returns, so this tells a build that closed (its timeout
+// fired) from one that only shut its writing half and still reads. Reading SO_ERROR clears it.
+bool PeerReset(int fd) {
+  int error = 0;
+  socklen_t len = sizeof error;
+  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && (error == ECONNRESET || error == EPIPE);
+}
+
 }  // namespace
 
 uint32_t PickExchange(const ResponsePlan& plan, const std::vector<bool>& used, uint32_t key) {
@@ -421,11 +430,18 @@ void ExecRelay::Process(Link* link, int64_t now) {
   if (const size_t releasable = Releasable(link, now, &held_until); releasable > 0) {
     const size_t before = link->to_r.size();
     if (!Flush(link->r, &link->to_r, releasable)) link->r_eof = link->u_eof = true;
-    link->delivered += before - link->to_r.size();
-    // an exchange is delivered with its answer's first byte
-    for (; !link->pending.empty() && link->pending.front().from < link->delivered; link->pending.pop_front()) {
-      const PendingExchange& p = link->pending.front();
-      timings_.push_back({link->response_target, p.exchange, now - p.sent_ns, p.hold_ns});
+    if (link->r_eof && PeerReset(link->r)) {
+      // the build sent its end's FIN while this was held and had closed it, not only its writing
+      // half: the bytes were refused, never delivered, and Close() reports the exchanges given up
+      link->u_eof = true;
+      link->to_r.clear();
+    } else {
+      link->delivered += before - link->to_r.size();
+      // an exchange is delivered with its answer's first byte
+      for (; !link->pending.empty() && link->pending.front().from < link->delivered; link->pending.pop_front()) {
+        const PendingExchange& p = link->pending.front();
+        timings_.push_back({link->response_target, p.exchange, now - p.sent_ns, p.hold_ns});
+      }
     }
   }
   if (link->u_eof && link->to_r.empty() && !link->r_shut) {

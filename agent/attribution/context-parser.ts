@@ -50,8 +50,9 @@ const START_LINE = /^(?:[A-Z]+ \S+ HTTP\/1\.[01]|HTTP\/1\.[01] \d{3}(?: .*)?)$/;
 
 /**
  * The context an HTTP/1.x head carries: trace_id from a valid traceparent,
- * transaction_id from x-request-id (when a valid value) else the trace id.
- * Null when it is not a head or has no valid traceparent.
+ * transaction_id from x-request-id (when a valid value) else the trace id; a
+ * head with an x-request-id and no valid traceparent is that transaction,
+ * without a trace. Null when it is not a head or carries neither.
  */
 export function parseHttpHead(data: string): TraceContext | null {
   const end = data.indexOf('\r\n\r\n');
@@ -67,13 +68,26 @@ export function parseHttpHead(data: string): TraceContext | null {
     if (name === 'traceparent' && traceparent === null) traceparent = value;
     else if (name === 'x-request-id' && requestId === null) requestId = value;
   }
+  const transactionId = requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : null;
   const m = traceparent === null ? null : TRACEPARENT.exec(traceparent);
-  if (!m) return null;
-  const [, version, traceId, spanId] = m;
+  const [, version, traceId, spanId] = m ?? [];
   // W3C: version ff and all-zero ids are invalid; version 00 has exactly these four fields.
-  if (version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return null;
-  return {
-    traceId: traceId!,
-    transactionId: requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : traceId!,
-  };
+  if (!m || version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!))
+    return transactionId === null ? null : { traceId: null, transactionId };
+  return { traceId: traceId!, transactionId: transactionId ?? traceId! };
+}
+
+/**
+ * Whether a request head read is followed, in the same read, by bytes that are not its body: a
+ * pipelined request. Its connection then serves two requests at once, so the kernel's context
+ * (the first head's) cannot name the one each later call is for. The body is framed by
+ * content-length; a chunked body is not followed to its end (unknown, taken as a body).
+ */
+export function followedByAnotherRequest(data: string): boolean {
+  const end = data.indexOf('\r\n\r\n');
+  if (end === -1) return false;
+  const head = data.slice(0, end).toLowerCase();
+  if (/\r\ntransfer-encoding:/.test(head)) return false;
+  const length = /\r\ncontent-length:[ \t]*(\d+)/.exec(head);
+  return data.length > end + 4 + (length ? Number(length[1]) : 0);
 }

@@ -9,14 +9,16 @@
  *                        else its traceparent context, else the parent
  *   request head read -> the parent while the parent is an explicit marker,
  *                        else the request's context: none when the head is
- *                        incomplete (split across reads) or has no valid
- *                        traceparent, so a thread never keeps serving the
- *                        previous request's context (both counted)
+ *                        incomplete (split across reads), carries neither a
+ *                        valid traceparent nor an x-request-id, or is followed
+ *                        by another request in the same read (pipelined), so a
+ *                        thread never keeps serving the previous request's
+ *                        context (all counted)
  *   runtime unit      -> the head a runtime's hook parsed, as a request
  *                        head read (it has no parent)
  */
 import type { Logger } from '../../core/log/logger';
-import { parseHttpHead, parseMarker, type TraceContext } from './context-parser';
+import { followedByAnotherRequest, parseHttpHead, parseMarker, type TraceContext } from './context-parser';
 import { ContextKind } from '../../core/model';
 
 export interface ResolvedContext extends TraceContext {
@@ -38,6 +40,7 @@ export class ContextResolver {
   malformedMarkers = 0;
   incompleteRequestHeads = 0;
   untracedRequestHeads = 0;
+  pipelinedRequestHeads = 0;
   unknownIds = 0;
 
   constructor(private readonly log: Logger) {}
@@ -74,6 +77,10 @@ export class ContextResolver {
   private requestContext(data: string): ResolvedContext {
     if (!data.includes('\r\n\r\n')) {
       this.incompleteRequestHeads++;
+      return NO_CONTEXT;
+    }
+    if (followedByAnotherRequest(data)) {
+      this.pipelinedRequestHeads++;
       return NO_CONTEXT;
     }
     const http = parseHttpHead(data);

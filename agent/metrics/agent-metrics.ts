@@ -67,6 +67,7 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   malformed_marker: 'malformedMarkers',
   incomplete_request_head: 'incompleteRequestHeads',
   untraced_request_head: 'untracedRequestHeads',
+  pipelined_request_head: 'pipelinedRequestHeads',
   unknown_context: 'unknownContexts',
   unknown_target: 'unknownTargets',
   // a thread interleaving connections (an event loop) read a head: no context set, never a wrong one

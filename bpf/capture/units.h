@@ -46,6 +46,8 @@ struct {
 	__type(value, struct kr_conn);
 } conns SEC(".maps");
 
+#define KR_SOCK_STREAM 1
+
 struct kr_unit_key {
 	__u32 tgid;
 	__u32 kind; /* enum kr_unit_kind */
@@ -143,6 +145,9 @@ static __always_inline void conn_request_started(struct kr_thread *t, __u64 cont
 	__u64 key = t->sock;
 	struct kr_conn *c = conn_of(key, t->sock_stamp);
 
+	/* a datagram socket has no connection: each of its sends may be another request's */
+	if (RDONLY(struct sock, (struct sock *)key)->sk_type != KR_SOCK_STREAM)
+		return;
 	if ((c && c->flags & KR_CONN_SERVER) || bpf_map_lookup_elem(&accepted_socks, &key))
 		return;
 	if (context_id)

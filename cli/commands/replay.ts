@@ -10,19 +10,14 @@
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-limits';
-import { problemText, requestJson, unreachable } from '../daemon-request';
 import { MATCHES, PACES } from '../exec/exec-plan';
 import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/exec-report';
 import type { ExecFlags } from '../exec/exec-flags';
 import { runExec } from '../exec/exec-run';
 import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';
-import { uploadIncident } from '../exec/incident-upload';
 import { checkMaps, collectMaps } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
-import { playLocally } from '../local-replay';
-import { sessionLinks } from '../session-links';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
-import { HttpError, openEventStream, type EventStream, type SseMessage } from '../sse-client';
 
 /** The --exec flags (exec-flags.ts) and where the events come from. */
 interface ReplayFlags extends ExecFlags {
@@ -45,17 +40,6 @@ const EXEC_ONLY = [
   'withClient',
 ] as const;
 
-interface SessionBody {
-  id: string;
-  state: string;
-  events_total: number;
-}
-
-/** Reconnections in a row (with Last-Event-ID) before giving up on a stream that keeps dropping. */
-const RECONNECTS = 5;
-const RECONNECT_DELAY_MS = 500;
-const PROGRESS_EVERY_MS = 100;
-
 function transactionArgument(value: string): string {
   if (value === '') throw new InvalidArgumentError('must not be empty');
   return value;
@@ -73,141 +57,6 @@ function beforeDashes(cmd: Command, value: string): boolean {
   const args = raw.rawArgs ?? [];
   const dash = args.indexOf('--');
   return dash === -1 || args.slice(0, dash).includes(value);
-}
-
-function write(text: string): Promise<void> {
-  return new Promise((resolve) =>
-    process.stdout.write(text) ? resolve() : process.stdout.once('drain', resolve),
-  );
-}
-
-/** One status line, redrawn in place, on a terminal only. */
-class Progress {
-  private shownAt = 0;
-
-  constructor(private readonly enabled: boolean) {}
-
-  show(text: string, force = false): void {
-    const now = Date.now();
-    if (!this.enabled || (!force && now - this.shownAt < PROGRESS_EVERY_MS)) return;
-    this.shownAt = now;
-    process.stderr.write(`\r\x1b[K${text}`);
-  }
-
-  clear(): void {
-    if (this.enabled && this.shownAt > 0) process.stderr.write('\r\x1b[K');
-  }
-}
-
-class Replay {
-  private lastEventId: string | undefined;
-  private emitted = 0;
-  private stream: EventStream | null = null;
-  private readonly progress = new Progress(process.stderr.isTTY === true);
-
-  constructor(
-    private readonly base: string,
-    private readonly session: SessionBody,
-  ) {}
-
-  /** Follows the stream to the end, reconnecting after the last event seen when the connection drops. */
-  async run(): Promise<void> {
-    for (let failures = 0; ;) {
-      const seenBefore = this.lastEventId;
-      let networkError: unknown = null;
-      try {
-        if (await this.follow()) return;
-      } catch (err) {
-        if (err instanceof HttpError) throw new Error(problemText(err.status, err.body), { cause: err });
-        // system errors (refused, reset) are worth a retry; anything else is an answer
-        if (typeof (err as NodeJS.ErrnoException).code !== 'string') throw err;
-        networkError = err;
-      }
-      failures = this.lastEventId === seenBefore ? failures + 1 : 0;
-      if (failures > RECONNECTS) {
-        if (networkError) throw unreachable(this.base, networkError);
-        throw new Error(`the event stream of session ${this.session.id} keeps ending`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, RECONNECT_DELAY_MS));
-    }
-  }
-
-  /** True once the session finished; false when the stream ended before. */
-  private async follow(): Promise<boolean> {
-    this.stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
-    let first = true;
-    for await (const message of this.stream.messages) {
-      if (message.event === 'replay') await this.print(message);
-      if (message.event !== 'state') continue;
-      const { state } = JSON.parse(message.data) as { state: string };
-      // each (re)connection starts with the state: one not playing is ours to start (again)
-      if (first && (state === 'ready' || state === 'paused')) await this.control('play');
-      first = false;
-      if (state === 'finished') {
-        this.close();
-        return true;
-      }
-      if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
-    }
-    return false;
-  }
-
-  private async print(message: SseMessage): Promise<void> {
-    await write(`${message.data}\n`);
-    this.lastEventId = message.id;
-    this.emitted = Number(message.id) + 1;
-    const offset = /"replay_offset_ns":(\d+)/.exec(message.data)?.[1] ?? '0';
-    this.progress.show(
-      `replay ${this.session.id}: ${this.emitted}/${this.session.events_total} events, ` +
-        `${(Number(offset) / 1e9).toFixed(3)} s in`,
-      this.emitted === this.session.events_total,
-    );
-  }
-
-  control(control: 'play' | 'stop'): Promise<SessionBody> {
-    return requestJson<SessionBody>('POST', `${this.base}/${this.session.id}/${control}`);
-  }
-
-  close(): void {
-    this.stream?.close();
-    this.progress.clear();
-  }
-}
-
-export async function runReplay(transactionId: string, server: string, flags: ReplayFlags): Promise<void> {
-  const base = `${server}/api/replay/sessions`;
-  const session = await requestJson<SessionBody>('POST', base, {
-    transaction_id: transactionId,
-    speed_factor: flags.speed,
-    extra_latency_ns: flags.extraLatencyNs,
-  });
-  // where to follow it, with the progress: on a terminal only (a pipeline reads stdout alone)
-  if (process.stderr.isTTY) {
-    const links = sessionLinks(server, session.id, transactionId);
-    process.stderr.write(
-      `kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`,
-    );
-  }
-  const replay = new Replay(base, session);
-  // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
-  const stop = async (code: number) => {
-    replay.close();
-    await replay.control('stop').catch(() => undefined);
-    process.exit(code);
-  };
-  const onInterrupt = () => void stop(130);
-  const onStdoutError = (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') void stop(0);
-  };
-  process.once('SIGINT', onInterrupt);
-  process.stdout.on('error', onStdoutError);
-  try {
-    await replay.run();
-  } finally {
-    replay.close();
-    process.off('SIGINT', onInterrupt);
-    process.stdout.off('error', onStdoutError);
-  }
 }
 
 /** The flag's name as typed: reportJson → --report-json. */
@@ -231,12 +80,15 @@ async function replayAction(
       (name) => flags[name] !== undefined && !(Array.isArray(flags[name]) && flags[name].length === 0),
     );
     if (misplaced) cmd.error(`error: ${flagName(misplaced)} needs --exec`);
+    // what a replay without --exec needs is loaded only then: --exec's start is added to the build's run
+    const { runReplay } = await import('../session-replay');
     if (!flags.incident) return runReplay(transactionId!, flags.server ?? DEFAULT_SERVER, flags);
     const sources = await fileIncidents(flags.incident);
     if (!flags.server) {
-      process.exitCode = await playLocally(sources, flags);
+      process.exitCode = await (await import('../local-replay')).playLocally(sources, flags);
       return;
     }
+    const { uploadIncident } = await import('../exec/incident-upload');
     for (const source of sources)
       await runReplay((await uploadIncident(flags.server, source.file!)).transaction_id, flags.server, flags);
     return;

@@ -180,6 +180,11 @@ function plannedReason(
     return `held: the build made all ${recorded} recorded calls${gaveUp}${extra}`;
   if (counts.matched > 0)
     return `held ${counts.matched} of ${recorded}: the build made fewer calls${gaveUp}${rule}`;
+  // the build did call it: none of its calls was one the incident recorded
+  if (counts.passed > 0)
+    return target.call === 'response'
+      ? `never matched: the build's ${counts.passed} requests to it asked what the incident never did (a different request)${rule}`
+      : `never matched: the build's ${counts.passed} calls to it matched none of the recorded ones${rule}`;
   // what the build wrote to instead, of the same kind: the likely --map
   const same = unmatched.filter(
     (u) => u.call === target.call && u.kind === target.kind && !(u.target in NEVER_HELD_LABELS),

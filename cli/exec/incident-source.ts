@@ -7,8 +7,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { requestJson } from '../daemon-request';
 import { LOST_COUNTER_COLUMNS } from '../../agent/status';
-import { incidentCauses, readIncidentFile, type IncidentCause } from '../../core/incident';
-import type { IncidentRun } from '../../core/incident/incident-types';
+// the file and the cause rule alone: the writer (export, redaction) is not a replay's
+import { incidentCauses } from '../../core/incident/incident-causes';
+import { readIncidentFile } from '../../core/incident/incident-file';
+import type { IncidentCause, IncidentRun } from '../../core/incident/incident-types';
 import { RECORDED_CALL_FIELDS, type RecordedCall } from './exec-plan';
 import { MARKER_FIELDS } from './target-selection';
 

@@ -13,13 +13,13 @@ import {
   type NativeNeverHeld,
 } from '../../core/native/addon';
 import type { Schedule } from '../../core/replay/schedule';
-import { DaemonSession } from './daemon-session';
+import type { DaemonSession } from './daemon-session';
 import type { ExecFlags } from './exec-flags';
 import type { PlanTarget } from './exec-plan';
 import type { IncidentSource } from './incident-source';
 import { LaunchedBuild, type BuildExit } from './launcher';
 import { say } from './say';
-import { SessionLink } from './session-link';
+import type { SessionLink } from './session-link';
 
 /** After CMD's end, how long the supervisor may take to see the last supervised process go. */
 const SUPERVISOR_END_MS = 2000;
@@ -79,7 +79,11 @@ export async function superviseBuild({
   let ended!: () => void;
   const supervisorEnded = new Promise<void>((resolve) => (ended = resolve));
   try {
-    if (server) session = await DaemonSession.create(server, source, flags, argv, build.pid);
+    // the daemon's side is loaded only with a daemon: a CI job's replay starts without it
+    if (server)
+      session = await (
+        await import('./daemon-session')
+      ).DaemonSession.create(server, source, flags, argv, build.pid);
     const mark = `${source.transactionId}-replay-${session ? session.id : `local-${randomUUID().slice(0, 8)}`}`;
     const listenerFd = build.markAs(mark);
     supervisor = new (nativeAddon().ExecSupervisor)(
@@ -107,6 +111,7 @@ export async function superviseBuild({
       },
     );
     if (session) {
+      const { SessionLink } = await import('./session-link');
       link = new SessionLink(session.eventsUrl, supervisor, schedule, flags.pace, say);
       await link.open();
       await session.control('play');

@@ -166,6 +166,8 @@ export interface NativeAddon {
   ): NativeCallMatch[];
   /** `tcp 10.0.0.5:5432` → `tcp *:5432`, the key sockets match on by port; null for targets without a port */
   portKey(target: string): string | null;
+  /** per request of the build (its requestKey), the recorded exchange its response takes as the relay picks it, or null: passed through */
+  execExchanges(recordedKeys: number[], requestKeys: number[]): (number | null)[];
   CaptureSession: new (
     config: NativeCaptureConfig,
     onBatch: (batch: Buffer) => void,

@@ -248,6 +248,34 @@ as_txn('pool-a', lambda: up.recv(1402))
     }
   });
 
+  it("a datagram socket's reads are no send's request", async () => {
+    await python(
+      `import os, socket, threading
+null = os.open('/dev/null', os.O_WRONLY)
+echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); echo.bind(('127.0.0.1', 0))
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.connect(echo.getsockname())
+def as_txn(txn, work):
+    def run():
+        os.write(null, ('KREPLAY-CTX txn=%s\\n' % txn).encode()); work()
+    t = threading.Thread(target=run); t.start(); t.join()
+as_txn('dgram-a', lambda: udp.send(b'a' * 1701))
+as_txn('dgram-b', lambda: udp.send(b'b' * 1702))
+for _ in range(2):
+    data, peer = echo.recvfrom(4096); echo.sendto(data, peer)
+udp.recv(4096); udp.recv(4096)
+`,
+      [],
+    );
+    const reads = await waitEvents(`e.type = ${RecordType.SysRead} AND e.ret IN (1701, 1702)`, 4);
+    // the echo's reads and the client's: no thread of them has a context, no socket carries one
+    expect(reads.map((e) => [e.ret, e.txn])).toEqual([
+      [1701, null],
+      [1702, null],
+      [1701, null],
+      [1702, null],
+    ]);
+  });
+
   it("a server's read of one byte of a head is joined with the next read (Go peeks so)", async () => {
     const out = join(dir, 'peek');
     mkdirSync(out);

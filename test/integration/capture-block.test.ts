@@ -10,14 +10,13 @@ import { basename, join } from 'node:path';
 import { clockOffset } from '../../agent/capture';
 import type { DecodedBlockIo, DecodedContext } from '../support/decode-records';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
+import { waitFor } from '../support/wait';
 
 const DIRECT_WRITES = 64;
 const BLOCK = 4096;
 const OP_WRITE = 1;
 // /sys/block/<dev>/stat: reads, writes, discards and flushes completed
 const COMPLETED_FIELDS = [0, 4, 11, 15];
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface LoopDevice {
   device: string;
@@ -35,21 +34,22 @@ function completedIos(device: string): number {
   return COMPLETED_FIELDS.reduce((sum, i) => sum + (fields[i] ?? 0), 0);
 }
 
-/** Waits until nothing is in flight and the counts hold still. */
+/** Waits until nothing is in flight and the counts held still over 300 ms. */
 async function settle(device: string): Promise<void> {
   let last = -1;
-  for (;;) {
-    await sleep(300);
-    const now = completedIos(device);
-    if (
-      now === last &&
-      sysBlock(device, 'inflight')
-        .split(/\s+/)
-        .every((n) => n === '0')
-    )
-      return;
-    last = now;
-  }
+  await waitFor(
+    () => {
+      const now = completedIos(device);
+      const still =
+        now === last &&
+        sysBlock(device, 'inflight')
+          .split(/\s+/)
+          .every((n) => n === '0');
+      last = now;
+      return still;
+    },
+    { everyMs: 300, timeoutMs: 30_000, what: `${device} to settle` },
+  );
 }
 
 function bootNowNs(offsetNs: bigint): bigint {

@@ -6,7 +6,7 @@
  * loopback HTTP server serving the `make dist` tarball, and the `services:`
  * Redis is a redis-server (apt) on the port the example maps.
  */
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -24,6 +24,7 @@ import { repoRoot } from '../../core/repo-root';
 import { VERSION } from '../../core/version';
 import { incidentWrite } from '../support/exec-daemon';
 import { UNPRIVILEGED } from '../support/exec/kreplay-run';
+import { startRedis } from '../support/exec/redis';
 import { writeIncident } from '../support/incident-file';
 import { useTempDir } from '../support/temp-dir';
 
@@ -128,25 +129,6 @@ async function serveTarball(): Promise<{ url: string; close: () => void }> {
   return { url: `http://127.0.0.1:${port}/kreplay-${VERSION}-linux-x64.tar.gz`, close: () => server.close() };
 }
 
-async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  for (let tries = 0; ; tries++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => (socket.end(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-    if (up) return child;
-    if (tries > 100) throw new Error(`redis-server did not listen on ${port}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 describe('the CI examples', () => {
   let release: { url: string; close: () => void };
   beforeAll(async () => {
@@ -178,7 +160,7 @@ describe('the CI examples', () => {
       rmSync(dir.path, { recursive: true, force: true });
       mkdirSync(dir.path, { recursive: true });
       project(dir.path);
-      const redis = await startRedis(example.redisPort);
+      const redis = (await startRedis(example.redisPort)).process;
       // the runner's environment: the variable the README asks for; GitHub's PATH file
       const githubPath = join(dir.path, '.github-path');
       writeFileSync(githubPath, '');

@@ -32,6 +32,27 @@ describe('kreplay CLI', () => {
     for (const heavy of ['zod', 'express', 'yaml', 'prom-client']) expect(loaded).not.toContain(heavy);
   });
 
+  it("a command's start loads that command's modules only: replay loads no SQLite, logger nor other command", () => {
+    // main registers the command argv names alone (what `replay --incident --exec` loads is added to the build's run)
+    const main = join(__dirname, '..', '..', 'dist', 'cli', 'main.js');
+    const script = `require(${JSON.stringify(main)}).buildProgram('replay');
+      console.log(JSON.stringify(Object.keys(require.cache)))`;
+    const out = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 });
+    expect(out.status).toBe(0);
+    const loaded = JSON.parse(out.stdout) as string[];
+    expect(loaded.filter((path) => /node_modules\/(better-sqlite3|pino)\//.test(path))).toEqual([]);
+    expect(loaded.filter((path) => /dist\/cli\/commands\/(?!replay\.js)/.test(path))).toEqual([]);
+    // nor the session streaming, the local player or the writer of incident files
+    expect(
+      loaded.filter((path) => /(session-replay|local-replay|sse-client|incident-writer)\.js$/.test(path)),
+    ).toEqual([]);
+    // and up, which takes the agent's and the daemon's flags, still has them
+    const up = kreplay('up', '--help');
+    expect(up.status).toBe(0);
+    expect(up.stdout).toMatch(/--ring-buffer-mb/);
+    expect(up.stdout).toMatch(/--session-ttl/);
+  });
+
   it('prints the version from package.json, the commit built, the Node and the libbpf it runs on', () => {
     const out = kreplay('--version');
     expect(out.status).toBe(0);

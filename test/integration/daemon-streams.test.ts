@@ -90,10 +90,8 @@ describe('event stream bounds', () => {
     expect((await fetch(`${started.url}/api/events?limit=1`)).status).toBe(200);
     for (const req of open) req.destroy();
     // once they close, a new stream is served
-    let again = 0;
-    for (let i = 0; i < 50 && again !== 200; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      again = await new Promise<number>((resolve) => {
+    const again = () =>
+      new Promise<number>((resolve) => {
         const req = request(`${started.url}${path}`, (res) => {
           resolve(res.statusCode ?? 0);
           req.destroy();
@@ -101,8 +99,10 @@ describe('event stream bounds', () => {
         req.on('error', () => resolve(-1));
         req.end();
       });
-    }
-    expect(again).toBe(200);
+    await waitFor(async () => (await again()) === 200, {
+      everyMs: 100,
+      what: 'a stream served once the others closed',
+    });
   }, 120_000);
 
   it('answers 413 to a control body over 16 KiB, and goes on serving', async () => {

@@ -52,7 +52,17 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
   const redisPort = redis.port;
   const redisTarget = `tcp 127.0.0.1:${redisPort}`;
 
-  agent = await startAgent(['--data-dir', data, '--node', 'prod', '--cgroup-id', String(cgroup.id)]);
+  // the test's cgroup only: other transactions on a shared machine (other tests' markers and
+  // traceparents) would be kept too, and the agent's drain could outlast its deadline
+  agent = await startAgent([
+    '--data-dir',
+    data,
+    '--node',
+    'prod',
+    '--cgroup-id',
+    String(cgroup.id),
+    '--filter-transactions',
+  ]);
   const portFile = join(dir.path, 'service.port');
   // the service listens on a port of its own, as a deployed one does, and the CI build on the same
   const servicePort = await freePort();
@@ -187,9 +197,10 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
   );
 
   // the Redis GET made from the request's thread (ThreadingHTTPServer's worker), a thread pool, a
-  // forked child and the main thread: each is held the recorded 1.5 s, so a 5 s client timeout
-  // passes with the response held, and a 1 s one fails
-  for (const from of ['handler', 'pool', 'fork', 'main']) {
+  // forked child, an asyncio event loop (redis.asyncio: a non-blocking socket polled with epoll) and
+  // the main thread: each is held the recorded 1.5 s, so a 5 s client timeout passes with the
+  // response held, and a 1 s one fails on its own timeout while held
+  for (const from of ['handler', 'pool', 'fork', 'asyncio', 'main']) {
     const patient = await replay(
       `patient-${from}`,
       build(`patient-${from}.db`, '--timeout', '5', '--call-from', from),
@@ -202,11 +213,33 @@ it('a Redis wait recorded on a real service is the incident cause; a build that 
     expect(
       patient.report.targets.filter((r) => r.call === 'connect').map((r) => [r.target, r.gave_up]),
     ).toEqual(patient.report.targets.filter((r) => r.call === 'connect').map((r) => [r.target, 0]));
+    // the impatient build goes on serving a second after its failed request, as a deployed service
+    // does: the response is released while it still runs, to the connection its timeout closed
     const impatient = await replay(
       `impatient-${from}`,
-      build(`impatient-${from}.db`, '--timeout', '1', '--call-from', from),
+      build(`impatient-${from}.db`, '--timeout', '1', '--call-from', from, '--linger', '1'),
     );
     expect({ from, status: impatient.run.status }).not.toEqual({ from, status: 0 });
+    expect({ from, stderr: impatient.run.stderr }).toEqual({
+      from,
+      stderr: expect.stringContaining('redis failed: TimeoutError'),
+    });
+    // the response the build timed out on (redis-py closes the connection) is reported as held and
+    // given up on: neither "never matched" nor delivered
+    expect({
+      from,
+      row: impatient.report.targets.find((r) => r.call === 'response' && r.target === redisTarget),
+    }).toEqual({
+      from,
+      row: expect.objectContaining({
+        matched: 1,
+        gave_up: 1,
+        held: true,
+        reason: expect.stringContaining('the build gave up on 1 before their release'),
+      }),
+    });
+    // every thread's socket peer was named through its own pidfd, none from /proc for want of it
+    for (const run of [patient, impatient]) expect(run.run.stderr).not.toContain('pidfd_getfd was denied');
   }
 
   // responses match the request they answer, not the order: a health probe (PING) first on the same

@@ -295,8 +295,18 @@ describe('kreplay replay --exec', () => {
     const control = (what: string) =>
       fetch(`${d.url}/api/replay/sessions/${session!.id}/${what}`, { method: 'POST' });
     expect((await control('pause')).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const paused = lines();
+    // the pause reaches the build through kreplay's stream of the session: paused once no write
+    // came for 100 ms (five of the incident's intervals)
+    let last = -1;
+    const paused = await waitFor(
+      () => {
+        const now = lines();
+        const still = now === last;
+        last = now;
+        return still ? now : undefined;
+      },
+      { everyMs: 100, what: 'the build to pause' },
+    );
     await new Promise((resolve) => setTimeout(resolve, 300));
     // 300 ms paused: at the incident's pace 15 writes would have gone
     expect(lines()).toBe(paused);
@@ -320,7 +330,10 @@ describe('kreplay replay --exec', () => {
     const run = replayInc(d.url, ['--report-json', report, '--', writers.dynamic, '--file', file, '2']);
     await waitFor(() => d.sessions.list()[0]?.state === 'playing');
     const pid = d.sessions.list()[0]!.driving!.pid;
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // interrupted while its first write is held (the build waits in write(2), syscall 1)
+    await waitFor(() => readFileSync(`/proc/${pid}/syscall`, 'utf8').startsWith('1 '), {
+      what: "the build's first write held",
+    });
     run.child.kill('SIGINT');
     const result = await run.done;
     expect(result.status).toBe(130);

@@ -105,7 +105,10 @@ describe.each(BACKENDS)('replay sessions over HTTP from $kind, real stores and c
     const seen = first.replays();
     const last = Number(seen.at(-1)!.id);
     // events go on meanwhile; the second stream gets them from the store, then live
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await waitFor(
+      async () => ((await api(server.url, 'GET', `/${session.id}`)).body.events_emitted as number) > last + 1,
+      { what: 'events emitted after the first stream closed' },
+    );
     const second = await StreamClient.open(server.url, session.id, last);
     await second.until((s) => s.states().includes('finished'));
     second.close();

@@ -1,4 +1,4 @@
-import { parseHttpHead, parseMarker } from '../../agent/attribution/context-parser';
+import { followedByAnotherRequest, parseHttpHead, parseMarker } from '../../agent/attribution/context-parser';
 
 describe('parseMarker', () => {
   it.each([
@@ -73,8 +73,42 @@ describe('parseHttpHead', () => {
     expect(parseHttpHead(`GET / HTTP/1.1\r\ntraceparent: ${value}\r\n\r\n`)).toBeNull();
   });
 
+  it('takes an x-request-id without a (valid) traceparent as the transaction, without a trace', () => {
+    expect(parseHttpHead('GET / HTTP/1.1\r\nX-Request-Id: lb-77\r\n\r\n')).toEqual({
+      traceId: null,
+      transactionId: 'lb-77',
+    });
+    expect(parseHttpHead('GET / HTTP/1.1\r\ntraceparent: garbage\r\nx-request-id: lb-78\r\n\r\n')).toEqual({
+      traceId: null,
+      transactionId: 'lb-78',
+    });
+    // neither: no context; an x-request-id that is no valid value neither
+    expect(parseHttpHead('GET / HTTP/1.1\r\nHost: a\r\n\r\n')).toBeNull();
+    expect(parseHttpHead('GET / HTTP/1.1\r\nx-request-id: a b\r\n\r\n')).toBeNull();
+  });
+
   it('ignores a traceparent after the head and a head that is not HTTP/1.x', () => {
     expect(parseHttpHead(`GET / HTTP/1.1\r\nHost: a\r\n\r\ntraceparent: ${tp}\r\n`)).toBeNull();
     expect(parseHttpHead(`GET / HTTP/2\r\ntraceparent: ${tp}\r\n\r\n`)).toBeNull();
+  });
+});
+
+describe('followedByAnotherRequest', () => {
+  it('tells a pipelined request after a head and its content-length body from the body alone', () => {
+    const get = 'GET /a HTTP/1.1\r\nHost: h\r\n\r\n';
+    expect(followedByAnotherRequest(get)).toBe(false);
+    expect(followedByAnotherRequest(get + get)).toBe(true);
+    expect(followedByAnotherRequest(get + 'G')).toBe(true);
+    const post = 'POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello';
+    expect(followedByAnotherRequest(post)).toBe(false);
+    expect(followedByAnotherRequest(post + get)).toBe(true);
+    // a chunked body is not followed to its end: taken as the body
+    expect(
+      followedByAnotherRequest(
+        'POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
+      ),
+    ).toBe(false);
+    // a head not complete in the read says nothing
+    expect(followedByAnotherRequest('GET /a HTTP/1.1\r\nHost: h\r\n')).toBe(false);
   });
 });

@@ -39,6 +39,11 @@ describe('ContextResolver', () => {
     r.define(3, 2, ContextKind.HttpRequest, head(`traceparent: ${TP}\r\n`));
     expect(r.define(4, 3, ContextKind.HttpRequest, head('traceparent: 00-zz-01\r\n'))).toBe(NO_CONTEXT);
     expect(r.untracedRequestHeads).toBe(1);
+    // two requests in one read (pipelined): which one a later call serves is not known
+    expect(r.define(7, 4, ContextKind.HttpRequest, head(`traceparent: ${TP}\r\n`) + head(''))).toBe(
+      NO_CONTEXT,
+    );
+    expect(r.pipelinedRequestHeads).toBe(1);
     r.define(5, 4, ContextKind.Marker, 'KREPLAY-CTX txn=m');
     expect(r.define(6, 5, ContextKind.HttpRequest, head(`traceparent: ${TP}\r\n`))).toMatchObject({
       transactionId: 'm',

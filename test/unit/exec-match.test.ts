@@ -148,3 +148,27 @@ describe('the match key', () => {
     ]);
   });
 });
+
+describe('responses matched to the request they answer (the relay, native/exec_relay.cc PickExchange)', () => {
+  const { execExchanges, requestKey } = nativeAddon();
+  const redis = (...args: string[]) =>
+    requestKey(Buffer.from(`*${args.length}\r\n${args.map((a) => `$${a.length}\r\n${a}\r\n`).join('')}`));
+
+  it('gives a request the first unused exchange of its key, equal requests in order; one the incident never made passes', () => {
+    const get = redis('GET', 'cart:1');
+    // the literal value is no part of the key: GET cart:2 is the same request
+    expect(redis('GET', 'cart:2')).toBe(get);
+    expect(execExchanges([get, get], [redis('PING'), get, redis('GET', 'cart:2'), get])).toEqual([
+      null,
+      0,
+      1,
+      null,
+    ]);
+  });
+
+  it('matches exchanges recorded without a key by order, after those of the same key', () => {
+    const [get, set] = [redis('GET', 'a'), redis('SET', 'a', '1')];
+    expect(execExchanges([0, 0], [redis('PING'), get, get])).toEqual([0, 1, null]);
+    expect(execExchanges([set, 0], [get, set])).toEqual([1, 0]);
+  });
+});

@@ -159,6 +159,35 @@ describe('exec report truth', () => {
     expect(reportTable([row!])).not.toMatch(/-\d+ ns|held 2 of 1/);
   });
 
+  it('a target the build called without matching is not "made no call to it"', () => {
+    const outcome = (passed: number) => ({
+      matched: 0,
+      passed,
+      failed: 0,
+      bytes: 0,
+      observedNs: new BigInt64Array(0),
+      intendedNs: new BigInt64Array(0),
+    });
+    const response = {
+      ...target('tcp 10.0.0.5:5432', [ms(1500)]),
+      call: 'response' as const,
+      kind: 'socket',
+    };
+    const [asked, silent] = buildReport(
+      [response, response],
+      [outcome(2), outcome(0)],
+      [],
+      parseTolerance('10%,1ms'),
+    );
+    expect(asked).toMatchObject({
+      matched: 0,
+      passed_through: 2,
+      reason:
+        "never matched: the build's 2 requests to it asked what the incident never did (a different request)",
+    });
+    expect(silent!.reason).toBe('never matched: the build made no call to it');
+  });
+
   it('a stream matched by bytes says bytes, not "held 40 of 20"', () => {
     const stream = {
       ...target(

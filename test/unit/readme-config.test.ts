@@ -25,6 +25,17 @@ describe("the README's --config example", () => {
     expect(config.services[1]!.match).toEqual({ cgroup: '/system.slice/cron.service/*', comm: 'python3*' });
   });
 
+  it('every yaml block of docs/operate.md loads with the agent config loader', () => {
+    const page = readFileSync(join(__dirname, '..', '..', 'docs', 'operate.md'), 'utf8');
+    const blocks = [...page.matchAll(/^```yaml\n([\s\S]*?)^```/gm)].map((m) => m[1]!);
+    expect(blocks.length).toBeGreaterThan(1);
+    blocks.forEach((block, i) => {
+      const path = join(dir.path, `block-${i}.yaml`);
+      writeFileSync(path, block);
+      expect(() => loadConfig(path)).not.toThrow();
+    });
+  });
+
   it('shows every key the loader accepts', () => {
     const example = readmeExample();
     const keys = [

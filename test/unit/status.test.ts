@@ -18,6 +18,7 @@ describe('storedCounters', () => {
       unshippedPruned: 21,
       incompleteRequestHeads: 22,
       untracedRequestHeads: 23,
+      pipelinedRequestHeads: 24,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -55,6 +56,7 @@ describe('storedCounters', () => {
       unshipped_pruned: 21,
       incomplete_request_heads: 22,
       untraced_request_heads: 23,
+      pipelined_request_heads: 24,
     });
   });
 });

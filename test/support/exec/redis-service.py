@@ -5,15 +5,18 @@ an order to SQLite, and answers 200 (502 when Redis failed or timed out).
 
   redis-service.py serve REDIS_PORT DB PORT_FILE [--port N]
       production: serves on an ephemeral port (written to PORT_FILE) until killed
-  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis] [--call-from WHERE] [--probe|--probe-only] [--port N]
-      a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1; the Redis GET
+  redis-service.py once REDIS_PORT DB [--timeout S] [--skip-redis] [--call-from WHERE] [--probe|--probe-only] [--port N] [--linger S]
+      a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1 (after serving S
+      seconds more with --linger, as a deployed service goes on serving after a failed request); the Redis GET
       is made where WHERE says: "handler" (the request's thread, the default), "pool" (a
-      ThreadPoolExecutor the handler hands it to), "fork" (a child process the handler forks), or
-      "main" (the main thread, before serving: the request then reads what it got); --probe: a
+      ThreadPoolExecutor the handler hands it to), "fork" (a child process the handler forks),
+      "asyncio" (redis.asyncio on an event loop the handler runs: a non-blocking socket polled with
+      epoll), or "main" (the main thread, before serving: the request then reads what it got); --probe: a
       health probe (PING) on the same connection first, its time printed ("probe: 0.001 s");
       --probe-only: the PING instead of the GET
 """
 
+import asyncio
 import http.client
 import os
 import sqlite3
@@ -24,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import redis
+import redis.asyncio
 
 MODE, REDIS_PORT, DB = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 TIMEOUT = float(sys.argv[sys.argv.index("--timeout") + 1]) if "--timeout" in sys.argv else 5.0
@@ -33,6 +37,7 @@ PROBE = "--probe" in sys.argv
 PROBE_ONLY = "--probe-only" in sys.argv
 # the port it listens on, as a deployed service's is fixed (0: an ephemeral one)
 PORT = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+LINGER = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else 0.0
 POOL = ThreadPoolExecutor(max_workers=2) if CALL_FROM == "pool" else None
 MAIN_CART = None
 
@@ -58,11 +63,21 @@ def get_cart(client):
         if not answer.startswith(b"ok:"):
             raise redis.TimeoutError("the forked child's GET failed")
         return answer[3:]
+    if CALL_FROM == "asyncio":
+        return asyncio.run(get_cart_async())
     if CALL_FROM == "main":
         if isinstance(MAIN_CART, Exception):
             raise MAIN_CART
         return MAIN_CART
     return client.get("cart:42")
+
+
+async def get_cart_async():
+    client = redis.asyncio.Redis(port=REDIS_PORT, socket_timeout=TIMEOUT)
+    try:
+        return await client.get("cart:42")
+    finally:
+        await client.close()
 
 
 class Checkout(BaseHTTPRequestHandler):
@@ -117,5 +132,8 @@ else:
     answer = conn.getresponse()
     answer.read()
     print(f"checkout: {answer.status}", flush=True)
-    server.shutdown()
+    time.sleep(LINGER)
+    # no server.shutdown(): serve_forever sees it only at its next 0.5 s poll, which would add up to
+    # half a second to the build's run, by where the request fell in that cycle (its serving thread
+    # is a daemon: exiting ends it)
     sys.exit(0 if answer.status == 200 else 1)

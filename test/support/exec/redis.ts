@@ -26,9 +26,9 @@ export function redisCommand(port: number, ...args: string[]): Promise<string> {
   });
 }
 
-/** redis-server on a free port, without persistence, answering PING. */
-export async function startRedis(): Promise<{ port: number; process: ChildProcess }> {
-  const port = await freePort();
+/** redis-server on `port` (else a free one), without persistence, answering PING. */
+export async function startRedis(wanted?: number): Promise<{ port: number; process: ChildProcess }> {
+  const port = wanted ?? (await freePort());
   const child = spawn(
     'redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],

@@ -1,0 +1,161 @@
+/**
+ * `kreplay replay TXN` (and `--incident FILE --server URL`): a session on the daemon, played, its
+ * events printed as one line of JSON each on stdout when the session emits them, so a pipeline sees
+ * the calls at their recorded pace. Progress goes to stderr, and only to a terminal. Ctrl-C, or the
+ * reader of stdout going away, stops the session.
+ */
+import { problemText, requestJson, unreachable } from './daemon-request';
+import { sessionLinks } from './session-links';
+import { HttpError, openEventStream, type EventStream, type SseMessage } from './sse-client';
+
+/** What a session is replayed with. */
+export interface SessionFlags {
+  speed: number;
+  extraLatencyNs: number;
+}
+
+interface SessionBody {
+  id: string;
+  state: string;
+  events_total: number;
+}
+
+/** Reconnections in a row (with Last-Event-ID) before giving up on a stream that keeps dropping. */
+const RECONNECTS = 5;
+const RECONNECT_DELAY_MS = 500;
+const PROGRESS_EVERY_MS = 100;
+
+function write(text: string): Promise<void> {
+  return new Promise((resolve) =>
+    process.stdout.write(text) ? resolve() : process.stdout.once('drain', resolve),
+  );
+}
+
+/** One status line, redrawn in place, on a terminal only. */
+class Progress {
+  private shownAt = 0;
+
+  constructor(private readonly enabled: boolean) {}
+
+  show(text: string, force = false): void {
+    const now = Date.now();
+    if (!this.enabled || (!force && now - this.shownAt < PROGRESS_EVERY_MS)) return;
+    this.shownAt = now;
+    process.stderr.write(`\r\x1b[K${text}`);
+  }
+
+  clear(): void {
+    if (this.enabled && this.shownAt > 0) process.stderr.write('\r\x1b[K');
+  }
+}
+
+class Replay {
+  private lastEventId: string | undefined;
+  private emitted = 0;
+  private stream: EventStream | null = null;
+  private readonly progress = new Progress(process.stderr.isTTY === true);
+
+  constructor(
+    private readonly base: string,
+    private readonly session: SessionBody,
+  ) {}
+
+  /** Follows the stream to the end, reconnecting after the last event seen when the connection drops. */
+  async run(): Promise<void> {
+    for (let failures = 0; ;) {
+      const seenBefore = this.lastEventId;
+      let networkError: unknown = null;
+      try {
+        if (await this.follow()) return;
+      } catch (err) {
+        if (err instanceof HttpError) throw new Error(problemText(err.status, err.body), { cause: err });
+        // system errors (refused, reset) are worth a retry; anything else is an answer
+        if (typeof (err as NodeJS.ErrnoException).code !== 'string') throw err;
+        networkError = err;
+      }
+      failures = this.lastEventId === seenBefore ? failures + 1 : 0;
+      if (failures > RECONNECTS) {
+        if (networkError) throw unreachable(this.base, networkError);
+        throw new Error(`the event stream of session ${this.session.id} keeps ending`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, RECONNECT_DELAY_MS));
+    }
+  }
+
+  /** True once the session finished; false when the stream ended before. */
+  private async follow(): Promise<boolean> {
+    this.stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
+    let first = true;
+    for await (const message of this.stream.messages) {
+      if (message.event === 'replay') await this.print(message);
+      if (message.event !== 'state') continue;
+      const { state } = JSON.parse(message.data) as { state: string };
+      // each (re)connection starts with the state: one not playing is ours to start (again)
+      if (first && (state === 'ready' || state === 'paused')) await this.control('play');
+      first = false;
+      if (state === 'finished') {
+        this.close();
+        return true;
+      }
+      if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
+    }
+    return false;
+  }
+
+  private async print(message: SseMessage): Promise<void> {
+    await write(`${message.data}\n`);
+    this.lastEventId = message.id;
+    this.emitted = Number(message.id) + 1;
+    const offset = /"replay_offset_ns":(\d+)/.exec(message.data)?.[1] ?? '0';
+    this.progress.show(
+      `replay ${this.session.id}: ${this.emitted}/${this.session.events_total} events, ` +
+        `${(Number(offset) / 1e9).toFixed(3)} s in`,
+      this.emitted === this.session.events_total,
+    );
+  }
+
+  control(control: 'play' | 'stop'): Promise<SessionBody> {
+    return requestJson<SessionBody>('POST', `${this.base}/${this.session.id}/${control}`);
+  }
+
+  close(): void {
+    this.stream?.close();
+    this.progress.clear();
+  }
+}
+
+export async function runReplay(transactionId: string, server: string, flags: SessionFlags): Promise<void> {
+  const base = `${server}/api/replay/sessions`;
+  const session = await requestJson<SessionBody>('POST', base, {
+    transaction_id: transactionId,
+    speed_factor: flags.speed,
+    extra_latency_ns: flags.extraLatencyNs,
+  });
+  // where to follow it, with the progress: on a terminal only (a pipeline reads stdout alone)
+  if (process.stderr.isTTY) {
+    const links = sessionLinks(server, session.id, transactionId);
+    process.stderr.write(
+      `kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`,
+    );
+  }
+  const replay = new Replay(base, session);
+  // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
+  const stop = async (code: number) => {
+    replay.close();
+    await replay.control('stop').catch(() => undefined);
+    process.exit(code);
+  };
+  const onInterrupt = () => void stop(130);
+  const onStdoutError = (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') void stop(0);
+  };
+  process.once('SIGINT', onInterrupt);
+  process.stdout.on('error', onStdoutError);
+  try {
+    await replay.run();
+  } finally {
+    replay.close();
+    process.off('SIGINT', onInterrupt);
+    process.stdout.off('error', onStdoutError);
+  }
+}
