@@ -64,6 +64,17 @@ def grpc_headers(metadata):
     return [(name, found[name]) for name in HEADERS if name in found]
 
 
+def signal_packer(signal):
+    """pack(op, unit) -> the bytes of struct kr_unit_signal, as `signal` lays it out (core/model)."""
+    import _struct
+
+    magic = signal["magic"].encode("ascii")
+    if signal["opAt"] != len(magic) or signal["unitAt"] != len(magic) + 4 or signal["bytes"] != len(magic) + 12:
+        raise ValueError("a unit signal laid out otherwise than magic, u32 op, u64 unit")
+    pack = _struct.Struct("<%dsIQ" % len(magic)).pack
+    return lambda op, unit: pack(magic, op, unit)
+
+
 def install(fd, signal):
     """Wraps what is imported and what will be; returns the hook's module. `signal`: the layout of
     struct kr_unit_signal and its ops (agent/runtimes/python/hook-source.ts)."""
