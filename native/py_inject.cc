@@ -64,12 +64,16 @@ std::vector<Mapping> InterpreterMappings(pid_t pid) {
 
 // Looks the three names up in the ELF mapped at `m` (opened through /proc/<pid>/map_files, so a file
 // replaced or deleted since, or in another mount namespace, is the one the process runs).
+// False when the file defines none of them; throws E_PY_INJECT_PERM when it cannot be read.
 bool ReadSymbols(pid_t pid, const Mapping& m, PythonSymbols* out) {
   char name[64];
   std::snprintf(name, sizeof(name), "%llx-%llx", static_cast<unsigned long long>(m.start),
                 static_cast<unsigned long long>(m.end));
   int fd = open(("/proc/" + std::to_string(pid) + "/map_files/" + name).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fd = open(("/proc/" + std::to_string(pid) + "/root" + m.path).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == EACCES || errno == EPERM))
+    Fail("E_PY_INJECT_PERM",
+         "cannot read the interpreter " + m.path + " of process " + std::to_string(pid) + ": " + Errno(errno));
   if (fd < 0) return false;
   elf_version(EV_CURRENT);
   Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
