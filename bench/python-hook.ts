@@ -3,9 +3,10 @@
  * an upstream GET through a ClientSession, a file written on the loop and one through
  * run_in_executor): wrk throughput and p99, the server's CPU per request and its write system calls
  * per request (the hook's signals are writes; the scenario's own are two), without the agent, with
- * the agent and its hook, and with the agent and --no-python-hook, interleaved round by round.
- * Two servers run the same code: one the agent never includes (the "without" runs), one it includes
- * (--include pid:N) and hooks at its first "with" round.
+ * the agent and its hook, with the hook left in the server after the agent stopped (its signals
+ * reach no probe), and with the agent and --no-python-hook, interleaved round by round. Two servers
+ * run the same code: one the agent never hooks (the "without" runs, and --no-python-hook's), one it
+ * includes (--include pid:N) and hooks at its first "with" round.
  *
  * Usage: node dist/bench/python-hook.js [rounds=5] [seconds=5] [connections=64]
  */
@@ -113,12 +114,16 @@ async function main(): Promise<void> {
   const upstreamPort = (upstream.address() as AddressInfo).port;
   const plain = await startServer(dir, upstreamPort);
   const hooked = await startServer(dir, upstreamPort);
-  const modes = ['without the agent', 'agent, Python hook', 'agent, --no-python-hook'] as const;
-  const runs: Record<(typeof modes)[number], Run[]> = {
-    'without the agent': [],
-    'agent, Python hook': [],
-    'agent, --no-python-hook': [],
-  };
+  const modes = [
+    'without the agent',
+    'agent, Python hook',
+    'the hook, agent stopped',
+    'agent, --no-python-hook',
+  ] as const;
+  const runs = Object.fromEntries(modes.map((mode) => [mode, [] as Run[]])) as Record<
+    (typeof modes)[number],
+    Run[]
+  >;
   try {
     for (let round = 0; round < rounds; round++) {
       runs['without the agent'].push(await wrk(plain, script));
@@ -135,6 +140,7 @@ async function main(): Promise<void> {
       } finally {
         await agent.stop();
       }
+      runs['the hook, agent stopped'].push(await wrk(hooked, script));
       const unhooked = await startBenchAgent(ROOT, ['--include', `pid:${plain.pid}`, '--no-python-hook']);
       try {
         runs['agent, --no-python-hook'].push(await wrk(plain, script));
