@@ -98,12 +98,13 @@ export class PythonHooks {
 
   private scanNow(): void {
     if (this.scanning || this.stopped) return;
-    this.scanning = this.scan()
+    this.scanning = this.scanOnce()
       .catch((err: unknown) => this.options.log.warn(`python hook scan failed: ${(err as Error).message}`))
       .finally(() => (this.scanning = null));
   }
 
-  private async scan(): Promise<void> {
+  /** One look at /proc: what start() does every SCAN_MS. */
+  async scanOnce(): Promise<void> {
     const pids = new Set(
       readdirSync('/proc')
         .filter((name) => /^\d+$/.test(name))
@@ -206,7 +207,6 @@ export class PythonHooks {
   /** The process or one of its ancestors runs kreplay (`kreplay run`, `replay --exec`, the agent). */
   private isKreplays(pid: number): boolean {
     for (let at = pid, hops = 0; at > 1 && hops < 64; hops++) {
-      if (at === process.pid) return true;
       if (isKreplayCommand(readText(() => readFileSync(`/proc/${at}/cmdline`, 'latin1')) ?? '')) return true;
       const stat = parseStat(readText(() => readFileSync(`/proc/${at}/stat`, 'latin1')) ?? '');
       if (!stat) return false;
