@@ -269,4 +269,42 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
     expect({ refused: count('refused'), optedOut: count('opted_out') }).toEqual({ refused: 1, optedOut: 1 });
     expect(count('hooked')).toBeGreaterThanOrEqual(5);
   });
+
+  it('a hooked server serving through an agent restart: never wrong meanwhile, each request its own after', async () => {
+    const out = join(dir, 'agent-restart');
+    mkdirSync(out);
+    const server = await aiohttp(out);
+    await hooked(server.pid);
+    expectGoal(await measure(server.port, out, 'first', 8, 2), 2 * PER_LEVEL);
+    // the hook stays; the next agent's kernel knows nothing of the threads it put in units
+    await agent.stop();
+    let loading = true;
+    let sent = 0;
+    const load = (async () => {
+      while (loading) {
+        const ids = Array.from({ length: 8 }, () => `across-r${sent++}`);
+        await sendRequests(server.port, ids, 8);
+      }
+    })();
+    agent = await startAgent([
+      '--data-dir',
+      join(dir, 'data'),
+      '--node',
+      'py',
+      '--cgroup-id',
+      String(cgroup.id),
+    ]);
+    await hooked(server.pid);
+    loading = false;
+    await load;
+    const across = readStoredEvents(store, `t.value LIKE '${out}/across-%'`);
+    // requests made while no agent ran are missing; none of those stored is another request's
+    const meanwhile = scoreWrites(across, [], 2);
+    process.stdout.write(
+      `across the agent restart, ${sent} requests, stored writes correct/wrong/none: ${meanwhile.correct}/${meanwhile.wrong}/${meanwhile.none}\n`,
+    );
+    expect(meanwhile.wrong).toBe(0);
+    expectGoal(await measure(server.port, out, 'second', 8, 2), 2 * PER_LEVEL);
+    server.child.kill();
+  });
 });

@@ -118,12 +118,18 @@ def install(fd, signal):
         """Every thread signals its unit at its next switch: the kernel's view may have been lost."""
         threads[0] = ThreadUnit()
 
-    # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop
+    # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop.
+    # Those say so every time: they read the request heads, and a head a thread reads outside any
+    # unit sets the thread's context; the kernel of an agent started since the last signal knows
+    # nothing of the thread (the cache of the last unit signalled would skip the signal).
+    enter_none = pack(ENTER, 0)
+
     def wrap_handle_run(run, neutral):
         def _run(self):
             try:
                 if isinstance(getattr(self._callback, "__self__", None), neutral):
-                    switch(0)
+                    write(fd, enter_none)
+                    threads[0].unit = 0
                 else:
                     switch(self._context.get(unit_var, 0))
             except Exception:
