@@ -113,6 +113,11 @@ enum kr_unit_op {
 	KR_UNIT_OPEN = 2, /* the unit starts serving the request whose head follows */
 	/* the unit carries the writing thread's context now: work it hands to another thread (a pool's) */
 	KR_UNIT_HANDOFF = 3,
+	/*
+	 * `unit` is the address, in the writing thread's memory, where its hook keeps the unit the thread
+	 * runs from now on (0: none): a switch is a store there, no write; the kernel reads it at each call
+	 */
+	KR_UNIT_CELL = 4,
 };
 
 /*

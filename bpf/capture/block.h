@@ -55,6 +55,7 @@ static __always_inline void request_start(struct request *rq, __u64 update_flags
 	if (attribution_enabled && r.pid != self_tgid && (wanted || !filter_transactions)) {
 		struct kr_thread *t = bpf_map_lookup_elem(&threads, &r.tid);
 
+		unit_cell_refresh(t, pid_tgid);
 		if (t)
 			r.context_id = t->context_id;
 	}

@@ -213,7 +213,8 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
  * A runtime hook's signal (the hooks write them to /dev/null): the
  * thread now runs the hook's unit `unit`, or opens it with the request head
  * that follows, or hands its context to it (a pool's work item, which
- * another thread enters). The write is the hook's, not the program's: never
+ * another thread enters), or keeps its unit at the address `unit` from now
+ * on (a cell: units.h). The write is the hook's, not the program's: never
  * recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid, const void *data,
@@ -233,6 +234,12 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
 		return t;
+	if (sig.op == KR_UNIT_CELL) {
+		t->unit_cell = sig.unit;
+		t->unit_kind = 0;
+		unit_cell_refresh(t, pid_tgid);
+		return t;
+	}
 	if (sig.op == KR_UNIT_OPEN) {
 		/* the unit's own request: no parent, whatever the thread ran before */
 		id = open_record(KR_CONTEXT_RUNTIME, 0, pid_tgid, data + sizeof(sig), len - sizeof(sig));

@@ -62,6 +62,9 @@ struct kr_thread {
 	__u64 unit;
 	__u32 unit_kind; /* enum kr_unit_kind, 0: a plain thread */
 	__u32 pad;
+	/* where the thread's hook keeps the unit it runs (KR_UNIT_CELL), 0: none, the hook signals each
+	 * switch */
+	__u64 unit_cell;
 	/* the context the write in flight opened (a head), 0: none; it starts a request on its connection */
 	__u64 opened;
 	/*

@@ -141,10 +141,13 @@ int BPF_KRETPROBE(ssl_read_ex_exit, int ret)
 static __always_inline void tls_write(const void *buf, __u64 len)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_thread *t;
 
-	if (context_watched(pid_tgid))
-		context_source(bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid}), pid_tgid, buf, len,
-			       &(bool){false});
+	if (!context_watched(pid_tgid))
+		return;
+	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
+	unit_cell_refresh(t, pid_tgid);
+	context_source(t, pid_tgid, buf, len, &(bool){false});
 }
 
 SEC("uprobe")

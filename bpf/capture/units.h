@@ -190,6 +190,24 @@ static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u
 	mark_context_thread((__u32)pid_tgid);
 }
 
+/*
+ * A hook's thread that keeps its current unit in its own memory
+ * (KR_UNIT_CELL) takes that unit at each call's enter, before anything the
+ * call does reads its context. A cell that cannot be read gives none, never
+ * the unit the thread ran before.
+ */
+static __always_inline void unit_cell_refresh(struct kr_thread *t, __u64 pid_tgid)
+{
+	__u64 unit;
+
+	if (!t || !t->unit_cell)
+		return;
+	if (bpf_probe_read_user(&unit, sizeof(unit), (const void *)t->unit_cell))
+		unit = 0;
+	if (unit != t->unit || t->unit_kind != KR_UNIT_HOOK)
+		unit_switch(t, pid_tgid, KR_UNIT_HOOK, unit);
+}
+
 /* Whether the thread's reads happen inside its units (a goroutine's, a work item's), not between them
  * (libuv's). */
 static __always_inline bool unit_owns_reads(struct kr_thread *t)

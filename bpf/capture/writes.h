@@ -31,6 +31,7 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 			return 0;
 	}
 	data = call_data(ctx, how, &data_len, &count);
+	unit_cell_refresh(t, pid_tgid);
 	if (t)
 		t->opened = 0;
 	t = context_source(t, pid_tgid, data, data_len, &signal);

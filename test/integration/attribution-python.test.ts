@@ -294,7 +294,10 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
       '--cgroup-id',
       String(cgroup.id),
     ]);
+    // from here the new agent captures; its hook is queued a moment later
+    const captured = sent;
     await hooked(server.pid);
+    await waitFor(() => sent >= captured + 64);
     loading = false;
     await load;
     const across = readStoredEvents(store, `t.value LIKE '${out}/across-%'`);
@@ -304,6 +307,7 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
       `across the agent restart, ${sent} requests, stored writes correct/wrong/none: ${meanwhile.correct}/${meanwhile.wrong}/${meanwhile.none}\n`,
     );
     expect(meanwhile.wrong).toBe(0);
+    expect(meanwhile.correct + meanwhile.none).toBeGreaterThanOrEqual(2 * 64);
     expectGoal(await measure(server.port, out, 'second', 8, 2), 2 * PER_LEVEL);
     server.child.kill();
   });

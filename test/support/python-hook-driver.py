@@ -5,6 +5,7 @@ would carry. Prints one JSON object: scenario -> [[side effect, its request or n
 Args: the hook's source, the signal layout (JSON, hook-source.ts's PYTHON_HOOK_SIGNAL).
 """
 import asyncio
+import ctypes
 import json
 import os
 import sys
@@ -17,31 +18,47 @@ MAGIC = SIGNAL["magic"].encode()
 
 # ---- the kernel, as far as the hook's signals go --------------------------------------------------
 
-record = []  # (thread, bytes) in the order the writes were made
+# (thread, bytes, the thread's cell before the call, the cell a CELL signal registers) in call order:
+# at each call the kernel reads the cell the thread registered (units.h, unit_cell_refresh)
+record = []
+cells = {}  # thread -> the address of the cell it registered
 failing = [False]
+
+
+def cell_value(thread):
+    address = cells.get(thread)
+    return None if address is None else ctypes.c_uint64.from_address(address).value
 
 
 def recording_write(fd, data):
     if failing[0]:
         raise OSError(9, "Bad file descriptor")
-    record.append((threading.get_ident(), bytes(data)))
+    thread, data = threading.get_ident(), bytes(data)
+    before, registered = cell_value(thread), None
+    if data.startswith(MAGIC) and int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little") == SIGNAL["cell"]:
+        cells[thread] = int.from_bytes(data[SIGNAL["unitAt"] : SIGNAL["unitAt"] + 8], "little")
+        registered = cell_value(thread)
+    record.append((thread, data, before, registered))
     return len(data)
 
 
 def mark(label):
     """A side effect: the model says whose request it carries."""
-    record.append((threading.get_ident(), b"MARK " + label.encode()))
+    thread = threading.get_ident()
+    record.append((thread, b"MARK " + label.encode(), cell_value(thread), None))
 
 
 def head_read(rid):
     """The thread read request rid's head: as a plain thread, the kernel gives it that context."""
-    record.append((threading.get_ident(), b"HEAD " + rid.encode()))
+    record.append((threading.get_ident(), b"HEAD " + rid.encode(), None, None))
 
 
 def model():
     """Each mark's request: a thread in a unit carries the unit's; a plain one its own."""
     units, current, thread_request, out = {}, {}, {}, []
-    for thread, data in record:
+    for thread, data, before, registered in record:
+        if before is not None:
+            current[thread] = before
         if data.startswith(b"HEAD "):
             thread_request[thread] = data[5:].decode()
             continue
@@ -52,13 +69,13 @@ def model():
         assert data.startswith(MAGIC), data
         op = int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little")
         unit = int.from_bytes(data[SIGNAL["unitAt"] : SIGNAL["unitAt"] + 8], "little")
-        if op == SIGNAL["open"]:
+        if op == SIGNAL["cell"]:
+            current[thread] = registered
+        elif op == SIGNAL["open"]:
             head = data[SIGNAL["bytes"] :].decode()
             assert head.endswith("\r\n\r\n"), head
             lines = dict(line.split(": ", 1) for line in head.split("\r\n")[1:] if ": " in line)
             units[unit] = lines.get("x-request-id")
-            current[thread] = unit
-        elif op == SIGNAL["enter"]:
             current[thread] = unit
         elif op == SIGNAL["handoff"]:
             mine = current.get(thread)
@@ -184,7 +201,7 @@ results["grpc"] = [[label, rid] for label, rid in model()]
 results["grpc handoffs"] = grpc_server._unary_response_in_pool._kreplay_opens_unit
 
 # queued again: nothing is wrapped twice, and every thread signals its unit anew
-signals = lambda: sum(data.startswith(MAGIC) for _, data in record)  # noqa: E731
+signals = lambda: sum(data.startswith(MAGIC) for _, data, _b, _r in record)  # noqa: E731
 loop.run_until_complete(asyncio.sleep(0))
 before = signals()
 exec(SOURCE, dict(namespace, __name__="_kreplay_python_hook_boot", SIGNAL=SIGNAL))

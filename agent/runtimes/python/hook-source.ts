@@ -15,9 +15,9 @@ export interface PythonHookSignal {
   opAt: number;
   unitAt: number;
   bytes: number;
-  enter: number;
   open: number;
   handoff: number;
+  cell: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
 }
@@ -27,9 +27,9 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   opAt: UnitSignalLayout.op,
   unitAt: UnitSignalLayout.unit,
   bytes: UnitSignalLayout.bytes,
-  enter: UnitOp.Enter,
   open: UnitOp.Open,
   handoff: UnitOp.Handoff,
+  cell: UnitOp.Cell,
   maxHead: CONTEXT_DATA_LEN,
 };
 

@@ -6,8 +6,9 @@ The agent queues this source into a running CPython 3.11+ (Py_AddPendingCall(PyR
 agent/runtimes/python/); the interpreter runs it once on its main thread, in a namespace of its own.
 It speaks to the kernel with writes of struct kr_unit_signal (bpf/capture.h) to /dev/null, which
 kreplay never records:
+  CELL a          this thread keeps the unit it runs at address a (8 bytes of its own memory): a
+                  switch is a store there, which the kernel reads at each call the thread makes
   OPEN u + head   unit u serves the request whose HTTP/1.x-style head follows; this thread runs u
-  ENTER u         this thread now runs unit u (0: none)
   HANDOFF u       unit u carries this thread's current context (work it hands to a pool thread)
 Units:
   - an aiohttp request: RequestHandler._handle_request opens one from the request's traceparent and
@@ -20,8 +21,8 @@ Units:
   - ThreadPoolExecutor.submit hands the submitter's unit (or its thread's context) to the work item,
     which runs in it and leaves it when done.
 Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
-program that imports none of these. Queued again (a restarted agent), it makes every thread signal
-its unit anew; it does the same in a forked child.
+program that imports none of these. Queued again (a restarted agent), it makes every thread register
+its cell anew; it does the same in a forked child.
 """
 
 import os
@@ -80,27 +81,42 @@ def install(fd, signal):
     struct kr_unit_signal and its ops (agent/runtimes/python/hook-source.ts)."""
     import _contextvars
     import _thread
+    import array
     import itertools
     import types
 
-    ENTER, OPEN, HANDOFF = signal["enter"], signal["open"], signal["handoff"]
+    OPEN, HANDOFF, CELL = signal["open"], signal["handoff"], signal["cell"]
     head_max = signal["maxHead"]
     unit_var = _contextvars.ContextVar("kreplay_unit", default=0)
     pack = signal_packer(signal)
     ids = itertools.count(1)
     write = os.write
+    # bumped when the kernel's view may have been lost (queued again, a fork): each thread registers anew
+    generation = [0]
 
-    class ThreadUnit(_thread._local):
-        # the unit this thread last signalled; -1: none yet, the kernel may hold anything
-        unit = -1
+    class ThreadCell(_thread._local):
+        """A thread's cell: the unit it runs, which the kernel reads at each call (KR_UNIT_CELL). Kept
+        for the thread's life: an agent holds its address."""
 
-    threads = [ThreadUnit()]
+        cell = None
+        registration = b""
+        generation = -1
+
+    state = ThreadCell()
+
+    def cell():
+        """This thread's cell, registered with the kernel (once, and again after a resync)."""
+        mine = state
+        if mine.generation != generation[0]:
+            if mine.cell is None:
+                mine.cell = array.array("Q", [0])
+                mine.registration = pack(CELL, mine.cell.buffer_info()[0])
+            write(fd, mine.registration)
+            mine.generation = generation[0]
+        return mine.cell
 
     def switch(unit):
-        state = threads[0]
-        if state.unit != unit:
-            write(fd, pack(ENTER, unit))
-            state.unit = unit
+        cell()[0] = unit
 
     def leave():
         try:
@@ -110,28 +126,27 @@ def install(fd, signal):
 
     def open_unit(head):
         unit = next(ids)
+        cell()[0] = unit
         write(fd, pack(OPEN, unit) + head)
-        threads[0].unit = unit
         return unit
 
     def resync():
-        """Every thread signals its unit at its next switch: the kernel's view may have been lost."""
-        threads[0] = ThreadUnit()
+        """Every thread registers its cell again at its next switch: the kernel's view may have been lost."""
+        generation[0] += 1
 
     # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop.
-    # Those say so every time: they read the request heads, and a head a thread reads outside any
-    # unit sets the thread's context; the kernel of an agent started since the last signal knows
-    # nothing of the thread (the cache of the last unit signalled would skip the signal).
-    enter_none = pack(ENTER, 0)
-
+    # Those register their thread's cell every time: they read the request heads, and a head a thread
+    # reads outside any unit sets the thread's context; the kernel of an agent started since the
+    # thread registered knows nothing of it until it registers again.
     def wrap_handle_run(run, neutral):
         def _run(self):
             try:
                 if isinstance(getattr(self._callback, "__self__", None), neutral):
-                    write(fd, enter_none)
-                    threads[0].unit = 0
+                    mine = cell()
+                    mine[0] = 0
+                    write(fd, state.registration)
                 else:
-                    switch(self._context.get(unit_var, 0))
+                    cell()[0] = self._context.get(unit_var, 0)
             except Exception:
                 pass
             return run(self)
