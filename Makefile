@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 # Addons build against that Node's own headers; node-gyp must not try to download any.
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
-APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make g++ python3 \
+APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcapstone-dev pkg-config make g++ python3 \
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client liblz4-dev zstd jq \
 	chromium chromium-driver systemd python3-fusepy iproute2 python3-grpcio \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container redis-server python3-redis \
@@ -32,6 +32,8 @@ LAUNCHER := $(BUILD)/kreplay-exec
 SQLITE_EXT := $(BUILD)/kreplay-sqlite.so
 TS_SRCS := $(shell find core agent daemon cli bench tools -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
+# plain JavaScript beside the compiled code: the Node hook the agent sends into other programs
+TS_ASSETS := agent/runtimes/node/hook.js
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
@@ -115,8 +117,9 @@ $(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c n
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -Wl,-Bstatic -llz4 -Wl,-Bdynamic -lm
 
-$(TS_STAMP): $(TS_SRCS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
+$(TS_STAMP): $(TS_SRCS) $(TS_ASSETS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json
+	for f in $(TS_ASSETS); do install -D -m 0644 $$f dist/$$f; done
 	@touch $@
 
 $(PY_HOOK): agent/runtimes/python/kreplay_python_hook.py $(TS_STAMP)
@@ -139,6 +142,11 @@ vmlinux:
 run: build
 	@mkdir -p var
 	@exec node bin/kreplay.js up --data-dir var
+
+# The agents the tests start hook the Node processes their filters include: the runner and every
+# process it starts opt out, and a test that wants a server hooked lifts it for that server
+# (test/support/request-accuracy.ts); jest.config.js sets it too, for `npx jest` run by hand.
+test test-system test-unit test-integration: export KREPLAY_NODE_HOOK = off
 
 ## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
 test: build

@@ -4,6 +4,7 @@
  * store/store-pipeline.ts); the kernel counts whatever the ring cannot hold.
  */
 import { kernelCounters } from '../core/model';
+import { readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
@@ -22,10 +23,16 @@ import { formatShipStatus, shipCounters } from './ship/ship-status';
 import { VERSION } from '../core/version';
 import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { Shipper, type ShipStatus } from './ship/shipper';
-import type { AgentMetrics, AgentReadings, RuntimeHookCount } from './metrics/agent-metrics';
-import { PythonHooks, PYTHON_HOOK_RESULTS } from './runtimes/python/python-hooks';
-import type { KernelFilter } from './filter/task-wanted';
+import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';
 import { RingPeaks } from './ring-peaks';
+import { NodeHooks } from './runtimes/node/node-hooks';
+import { PythonHooks } from './runtimes/python/python-hooks';
+import { selectionWants, type KernelSelection } from './filter/task-filter';
+import { nativeAddon } from '../core/native/addon';
+import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
+import type { OtlpTarget } from './otlp/otlp-target';
+import type { OtlpLoopOptions } from './otlp/otlp-loop';
+import { formatOtlpStatus, otlpCounters } from './otlp/otlp-status';
 
 export interface AgentOptions {
   dataDir: string;
@@ -50,8 +57,14 @@ export interface AgentOptions {
   ship?: ClickHouseHttp;
   /** --metrics-listen: fed by this agent and read by each scrape */
   metrics?: AgentMetrics;
-  /** default true: queue the Python hook into the CPython processes the filters include (--no-python-hook) */
+  /** hook the Node processes the filters include (agent/runtimes/node); default: with attribution */
+  nodeHook?: boolean;
+  /** queue the Python hook into the CPython processes the filters include (agent/runtimes/python); default: with attribution */
   pythonHook?: boolean;
+  /** export the events of W3C traces as OTLP spans (agent/otlp) */
+  otlp?: OtlpTarget;
+  /** the export's batching and retry timings (tests, benchmarks) */
+  otlpLoop?: OtlpLoopOptions;
 }
 
 export interface AgentSummary {
@@ -65,6 +78,8 @@ const CLOCK_RESYNC_MS = 60_000;
 const STATUS_CHECK_MS = 100;
 /** How long a clean stop may spend shipping what the store holds past the cursor. */
 const SHIP_FLUSH_MS = 3000;
+/** How long a clean stop may spend sending the OTLP queue (what is left is counted as dropped). */
+const OTLP_FLUSH_MS = 3000;
 
 function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
@@ -87,9 +102,12 @@ export class Agent implements AgentReadings {
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
+  private nodeHooks: NodeHooks | null = null;
   private pythonHooks: PythonHooks | null = null;
-  /** --include/--exclude with the cgroup ids resolved last */
-  private taskFilter: KernelFilter = { exclude: [] };
+  /** what the kernel filter selects now (cgroup ids resolved), for what the agent does to processes */
+  private selection: KernelSelection = { exclude: [] };
+  private readonly cgroupPaths = new CgroupPaths();
+  private otlpExporter: OtlpExporter | null = null;
 
   private constructor(
     private readonly options: AgentOptions,
@@ -122,11 +140,12 @@ export class Agent implements AgentReadings {
       log.child('store'),
     );
     const agent = new Agent(options, store, log);
+    // before the probes attach: the export starts with the first events they bring
+    if (options.otlp) agent.otlpExporter = new OtlpExporter(store.path, options.otlp, options.otlpLoop);
     const filter = options.filter ?? { exclude: [], filterTransactions: false };
-    const cgroupPaths = new CgroupPaths();
-    const cgroups = new CgroupSelection(filter, agent.services, cgroupPaths);
+    const cgroups = new CgroupSelection(filter, agent.services, agent.cgroupPaths);
     const selected = cgroups.captureOptions();
-    agent.taskFilter = { include: selected.include, exclude: selected.exclude ?? [] };
+    agent.selection = { include: selected.include, exclude: selected.exclude ?? [] };
     try {
       // startCapture mounts tracefs when it is missing
       agent.capture = startCapture(
@@ -151,13 +170,31 @@ export class Agent implements AgentReadings {
     });
     if (cgroups.live) agent.timers.push(setInterval(() => agent.refreshCgroups(cgroups), CGROUP_RESCAN_MS));
     log.info('capturing', { store: store.path, node: options.node });
+    if ((options.nodeHook ?? true) && options.capture.attribution !== false) {
+      agent.nodeHooks = new NodeHooks({
+        wanted: (pid) => agent.wantsProcess(pid),
+        followLibuv: (pid) => agent.capture?.followLibuv(pid),
+        addon: nativeAddon(),
+        log: log.child('node-hook'),
+      });
+      agent.nodeHooks.start();
+    }
+    if ((options.pythonHook ?? true) && options.capture.attribution !== false)
+      agent.startPythonHooks(log.child('python-hook'));
     if (options.ship) {
       agent.shipper = new Shipper(store.path, options.ship);
       agent.shipper.start();
       log.info('shipping', { to: agent.shipper.status().destination });
     }
-    if (options.pythonHook !== false && options.capture.attribution !== false)
-      agent.startPythonHooks(cgroupPaths, log.child('python-hook'));
+    if (agent.otlpExporter) {
+      agent.otlpExporter.start((err) => log.error(`the OTLP export stopped: ${err.message}`));
+      log.info('exporting OTLP spans', {
+        to: options.otlp!.url,
+        from: options.otlp!.endpointFrom,
+        protocol: options.otlp!.protocol,
+        sampling: options.otlp!.sampling,
+      });
+    }
     agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     // Due lines are also written from the decode path and while waiting on the store, so a storm
     // that keeps this thread busy does not stop them (see maybeReportStatus).
@@ -172,16 +209,6 @@ export class Agent implements AgentReadings {
     return agent;
   }
 
-  /* The hook signals the kernel from inside the interpreter: it is driven on x86-64 (native/py_inject). */
-  private startPythonHooks(cgroupPaths: CgroupPaths, log: Logger): void {
-    if (process.arch !== 'x64') {
-      log.warn(`no Python hook on ${process.arch}: asyncio and pool servers stay unattributed`);
-      return;
-    }
-    this.pythonHooks = new PythonHooks({ taskFilter: () => this.taskFilter, cgroups: cgroupPaths, log });
-    this.pythonHooks.start();
-  }
-
   private resyncClock(): void {
     const clock = clockOffset();
     this.offsetNs = clock.offsetNs;
@@ -194,7 +221,7 @@ export class Agent implements AgentReadings {
       const ids = cgroups.changed();
       if (ids) {
         this.capture?.setCgroupFilter(ids.include, ids.exclude);
-        this.taskFilter = cgroups.selectors(ids);
+        this.selection = cgroups.kernelSelection(ids);
       }
       this.cgroupFilterFailed = false;
     } catch (err) {
@@ -202,6 +229,27 @@ export class Agent implements AgentReadings {
         this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
       this.cgroupFilterFailed = true;
     }
+  }
+
+  /* The hook is queued with ptrace from native/py_inject.cc, which drives x86-64 registers. */
+  private startPythonHooks(log: Logger): void {
+    if (process.arch !== 'x64') {
+      log.warn(`no Python hook on ${process.arch}: asyncio and pool servers stay unattributed`);
+      return;
+    }
+    this.pythonHooks = new PythonHooks({ wanted: (pid) => this.wantsProcess(pid), log });
+    this.pythonHooks.start();
+  }
+
+  /** Whether the capture filters include process `pid` now, as the kernel would decide for its main thread. */
+  private wantsProcess(pid: number): boolean {
+    let comm: string;
+    try {
+      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trimEnd();
+    } catch {
+      return false;
+    }
+    return selectionWants(this.selection, { pid, comm, cgroupId: this.cgroupPaths.idOfProcess(pid) });
   }
 
   private onBatch(buf: Buffer): void {
@@ -241,11 +289,8 @@ export class Agent implements AgentReadings {
     return this.shipper?.status();
   }
 
-  runtimeHooks(): RuntimeHookCount[] {
-    const python = this.pythonHooks;
-    return python
-      ? PYTHON_HOOK_RESULTS.map((result) => ({ runtime: 'python', result, count: python.counts[result] }))
-      : [];
+  otlp(): OtlpStatus | undefined {
+    return this.otlpExporter?.status();
   }
 
   /** The agent's totals since start: the kernel's, the decoder's and the store's. */
@@ -261,6 +306,12 @@ export class Agent implements AgentReadings {
       pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
+      nodeHooked: this.nodeHooks?.counts.hooked ?? 0,
+      nodeHookRefused: this.nodeHooks?.counts.refused ?? 0,
+      nodeHookFailed: this.nodeHooks?.counts.failed ?? 0,
+      pythonHooked: this.pythonHooks?.counts.hooked ?? 0,
+      pythonHookRefused: this.pythonHooks?.counts.refused ?? 0,
+      pythonHookFailed: this.pythonHooks?.counts.failed ?? 0,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       diskFullDropped: this.store.dropped.diskFull,
@@ -281,7 +332,12 @@ export class Agent implements AgentReadings {
     const now = this.counters();
     const at = performance.now();
     const ship = this.shipper?.status();
-    this.store.recordCounters(nowEpochNs(), { ...storedCounters(now), ...(ship && shipCounters(ship)) });
+    const otlp = this.otlpExporter?.status();
+    this.store.recordCounters(nowEpochNs(), {
+      ...storedCounters(now),
+      ...(ship && shipCounters(ship)),
+      ...(otlp && otlpCounters(otlp)),
+    });
     if (!this.options.quiet) {
       const line = formatStatusLine(
         now,
@@ -290,7 +346,8 @@ export class Agent implements AgentReadings {
         this.statusRingFill(),
         this.store.dbBytes(),
       );
-      this.log.info(ship ? `${line} ${formatShipStatus(ship)}` : line);
+      const parts = [line, ship && formatShipStatus(ship), otlp && formatOtlpStatus(otlp)];
+      this.log.info(parts.filter(Boolean).join(' '));
     }
     this.lastStatus = now;
     this.lastStatusAt = at;
@@ -299,14 +356,25 @@ export class Agent implements AgentReadings {
   /** Drains the ring, commits everything, records the run's end. */
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
+    // an injection under way finishes first: it closes the inspector it opened
+    await this.nodeHooks?.stop();
     await this.pythonHooks?.stop();
     await this.capture?.stop();
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
     // store, and the next run ships it from the cursor
-    await this.shipper?.stop(SHIP_FLUSH_MS);
+    await Promise.all([this.shipper?.stop(SHIP_FLUSH_MS), this.otlpExporter?.stop(OTLP_FLUSH_MS)]);
     const counters = this.counters();
-    this.store.recordCounters(nowEpochNs(), storedCounters(counters));
+    const otlp = this.otlpExporter?.status();
+    this.store.recordCounters(nowEpochNs(), { ...storedCounters(counters), ...(otlp && otlpCounters(otlp)) });
+    if (otlp)
+      this.log.info('OTLP export stopped', {
+        exported: otlp.exported,
+        dropped: otlp.dropped,
+        rejected: otlp.rejected,
+        summarized: otlp.summarized,
+        unsampled: otlp.unsampled,
+      });
     this.store.endRun(nowEpochNs(), reason);
     await this.store.close();
     const summary = {

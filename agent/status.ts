@@ -22,8 +22,22 @@ export interface LossCounters {
   storeReplacements: number;
 }
 
+/**
+ * The processes a runtime hook went into, left alone (its policy, or refused before anything was
+ * sent), or failed to hook: Node's (agent/runtimes/node) and Python's (agent/runtimes/python).
+ */
+export interface RuntimeHookCounters {
+  nodeHooked: number;
+  nodeHookRefused: number;
+  nodeHookFailed: number;
+  pythonHooked: number;
+  pythonHookRefused: number;
+  pythonHookFailed: number;
+}
+
 export type CounterSnapshot = Record<KernelCounterName, number> &
-  LossCounters & {
+  LossCounters &
+  RuntimeHookCounters & {
     rowsWritten: number;
     /** stored events that retention removed since the start */
     pruned: number;

@@ -23,6 +23,7 @@ const BENCHES = [
   'fleet',
   'incident',
   'incident-start',
+  'otlp',
 ] as const;
 
 function selected(args: string[]): string[] {

@@ -20,6 +20,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "capture/units.h"
 #include "capture/heads.h"
 #include "capture/tls.h"
+#include "capture/golang.h"
+#include "capture/uvpool.h"
 #include "capture/calls.h"
 #include "capture/writes.h"
 #include "capture/reads.h"

@@ -108,16 +108,24 @@ enum kr_unit_kind {
 	KR_UNIT_WORK = 3, /* a libuv threadpool work request */
 };
 
+/* The units map's key: user space forgets a process's goroutines by it (native/go_probes.cc). */
+struct kr_unit_key {
+	__u32 tgid;
+	__u32 kind; /* enum kr_unit_kind */
+	__u64 id;
+};
+
 enum kr_unit_op {
 	KR_UNIT_ENTER = 1, /* the thread now runs the unit (0: none) */
 	KR_UNIT_OPEN = 2, /* the unit starts serving the request whose head follows */
-	/* the unit carries the writing thread's context now: work it hands to another thread (a pool's) */
-	KR_UNIT_HANDOFF = 3,
 	/*
-	 * `unit` is the address, in the writing thread's memory, where its hook keeps the unit the thread
-	 * runs from now on (0: none): a switch is a store there, no write; the kernel reads it at each call
+	 * from now on the thread's unit is the u64 at these very bytes' `unit` field: the hook stores
+	 * the unit it runs there (a plain store, no write per switch), the kernel reads it at each of
+	 * the thread's calls (units.h unit_refresh)
 	 */
-	KR_UNIT_CELL = 4,
+	KR_UNIT_WATCH = 3,
+	/* the unit carries the writing thread's context now: work it hands to another thread (a pool's) */
+	KR_UNIT_HANDOFF = 4,
 };
 
 /*
@@ -130,6 +138,44 @@ struct kr_unit_signal {
 	__u32 op; /* enum kr_unit_op */
 	__u64 unit;
 	/* KR_UNIT_OPEN: the request's head follows */
+};
+
+/*
+ * A Go process (bpf/capture/golang.h), as user space found it
+ * (native/go_probes.cc): the go_processes map's value.
+ */
+enum kr_go_state {
+	/* which goroutine a thread runs is not known (a stripped binary, one found a moment ago): its events
+	   carry none */
+	KR_GO_UNFOLLOWED = 1,
+	KR_GO_FOLLOWED = 2,
+};
+
+/* A process's pointer (a persistConn): the key of golang.h's per-process maps. */
+struct kr_go_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 ptr;
+};
+
+/* A Go binary user space inspected, by its file: a process that execs it is marked at once. */
+struct kr_go_file {
+	__u64 dev; /* the kernel's encoding (major << 20 | minor) */
+	__u64 ino;
+};
+
+struct kr_go_binary {
+	__s64 tls_offset;
+	__u32 state; /* enum kr_go_state its processes get */
+	__u32 pad;
+};
+
+struct kr_go_process {
+	__s64 tls_offset; /* where a thread's current g is, from its thread pointer */
+	/* the context the process had when it exec'd: its goroutines' when they have none of their own */
+	__u64 inherited;
+	__u32 state; /* enum kr_go_state */
+	__u32 pad;
 };
 
 /* Per-CPU counters, summed by user space. */

@@ -20,8 +20,6 @@ export const ERROR_CODES = {
   E_CAPTURE_STATS: 'BPF run-time statistics could not be enabled',
   E_CAPTURE_STATE: 'a capture was started twice, or used after it stopped',
   E_CORRUPT_RECORD: 'a record from the kernel does not decode (its type, size or fields are out of bounds)',
-  E_HPACK:
-    "an HTTP/2 connection's frames or header blocks cannot be followed (its requests stay unattributed)",
   E_NATIVE_LOAD: 'the native addon could not be loaded (not built, or built for another Node)',
   // the agent's store and configuration
   E_CONFIG: 'the --config file cannot be read or is invalid',
@@ -34,6 +32,9 @@ export const ERROR_CODES = {
   E_STORE_NEWER_SCHEMA: 'the node store was written by a newer kreplay',
   E_STORE_CORRUPT: 'the node store is damaged',
   E_METRICS_LISTEN: 'the agent cannot listen on --metrics-listen',
+  E_NODE_HOOK: "a Node process's inspector did not take the hook (it stays unattributed, counted and logged)",
+  E_OTLP_SETTING:
+    'an OTLP export setting (--otlp, the otlp config section, an OTEL_EXPORTER_OTLP_* variable) is invalid',
   // ClickHouse (the fleet store)
   E_CLICKHOUSE_URL: 'a ClickHouse URL is invalid',
   E_CLICKHOUSE_DOWN: 'ClickHouse does not answer',

@@ -25,6 +25,7 @@ import { nodeStoresReader, type EventReader } from './store/event-reader';
 import type { NodeStores } from './store/node-stores';
 import type { PoolHealth } from './queries/query-pool';
 import { webRouter } from './web/web-router';
+import { pageSettingsRouter } from './web/page-settings';
 
 export interface AppDeps {
   log: Logger;
@@ -56,6 +57,8 @@ export interface AppDeps {
   queryWorkers?: () => PoolHealth;
   /** told when a load that took memory (an upload) is over */
   memoryTrim?: MemoryTrim;
+  /** --trace-url: the trace viewer the page links each event's trace to ({trace_id} in it) */
+  traceUrl?: string;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -82,6 +85,7 @@ export function createApp(deps: AppDeps): Express {
     ? null
     : (ids: ReadonlySet<string>, from: bigint, to: bigint) => deps.stores.incidentRuns(ids, from, to);
   app.use('/api/events', eventsRouter(events, deps.eventsJson, runs));
+  app.use('/api/page-settings', pageSettingsRouter({ trace_url: deps.traceUrl ?? null }));
   if (deps.incidents)
     app.use(
       '/api/incidents',

@@ -63,6 +63,8 @@ export interface DaemonOptions {
   tls?: TlsFiles;
   /** the built incident page served at / (default dist/web of the checkout) */
   webRoot?: string;
+  /** --trace-url: the trace viewer the page links each event's trace to ({trace_id} in it) */
+  traceUrl?: string;
 }
 
 export interface Daemon {
@@ -175,6 +177,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       metrics,
       webRoot: options.webRoot ?? join(repoRoot(), 'dist', 'web'),
       allowedHosts: [host, ...(options.allowedHosts ?? [])],
+      traceUrl: options.traceUrl,
     });
     const running = await listen(app, host, options.port ?? 0, options.tls);
     return {

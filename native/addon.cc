@@ -7,6 +7,7 @@
 
 #include "capture_error.h"
 #include "capture_session.h"
+#include "elf_symbols.h"
 #include "exec_binding.h"
 #include "file_lock.h"
 #include "host_clock.h"
@@ -143,6 +144,25 @@ Napi::Value LibbpfVersionJs(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), libbpf_version_string());
 }
 
+// elfSymbols(path, names, dynamicOnly?) -> { relocatable, values: { name: bigint } } of the names
+// the ELF file defines, or null when it is not a readable ELF file (elf_symbols.h).
+Napi::Value ElfSymbolsJs(const Napi::CallbackInfo& info) {
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsArray())
+    throw Napi::TypeError::New(info.Env(), "elfSymbols(path, names, dynamicOnly?) takes a path and an array of names");
+  std::set<std::string> wanted;
+  Napi::Array names = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < names.Length(); i++) wanted.insert(names.Get(i).ToString().Utf8Value());
+  const bool dynamic_only = info.Length() > 2 && info[2].ToBoolean().Value();
+  const ElfSymbols elf = ReadElfSymbols(info[0].As<Napi::String>().Utf8Value(), wanted, dynamic_only);
+  if (!elf.valid) return info.Env().Null();
+  Napi::Object values = Napi::Object::New(info.Env());
+  for (const auto& [name, value] : elf.values) values.Set(name, Napi::BigInt::New(info.Env(), value));
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("relocatable", Napi::Boolean::New(info.Env(), elf.relocatable));
+  out.Set("values", values);
+  return out;
+}
+
 }  // namespace
 
 }  // namespace kreplay
@@ -164,6 +184,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("hasBpfCapabilities", Napi::Function::New(env, HasBpfCapabilitiesJs));
   exports.Set("enableBpfStats", Napi::Function::New(env, EnableBpfStatsJs));
   exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));
+  exports.Set("elfSymbols", Napi::Function::New(env, ElfSymbolsJs));
   ExportExec(env, exports);
   ExportPyInject(env, exports);
   return exports;

@@ -4,9 +4,13 @@
       'target_name': 'kreplay_native',
       'sources': [
         'addon.cc',
+        'binary_scan.cc',
+        'bpf_links.cc',
         'capture_engine.cc',
         'capture_error.cc',
         'capture_session.cc',
+        'elf_file.cc',
+        'elf_symbols.cc',
         'exec_binding.cc',
         'exec_call.cc',
         'exec_match.cc',
@@ -15,15 +19,19 @@
         'exec_supervisor.cc',
         'exec_target.cc',
         'file_lock.cc',
+        'go_binary.cc',
+        'go_probes.cc',
         'host_clock.cc',
         'kernel_features.cc',
         'native_log.cc',
         'py_inject.cc',
+        'process_scan.cc',
         'request_key.cc',
         'ring_reader.cc',
         'thread_scheduling.cc',
         'tls_probes.cc',
         'tracefs.cc',
+        'uv_probes.cc',
       ],
       # capture.skel.h comes from `make`; capture.h is shared with the BPF side.
       'include_dirs': [
@@ -36,7 +44,8 @@
       'cflags!': ['-fno-exceptions'],
       'cflags_cc!': ['-fno-exceptions'],
       'cflags_cc': ['-std=c++17', '-Wall', '-Wextra', '<!@(pkg-config --cflags libbpf)'],
-      'libraries': ['<!@(pkg-config --libs libbpf)', '-lelf', '-lz'],
+      # capstone: the Go probes find runtime.newproc1's RET instructions by disassembly
+      'libraries': ['<!@(pkg-config --libs libbpf)', '-lelf', '-lz', '-lcapstone'],
     },
   ],
 }

@@ -9,15 +9,17 @@
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 #include <unordered_set>
 
+#include "bpf_links.h"
 #include "capture.h"
 #include "capture.skel.h"
 #include "capture_error.h"
+#include "go_probes.h"
 #include "kernel_features.h"
 #include "native_log.h"
 #include "tls_probes.h"
+#include "uv_probes.h"
 
 namespace kreplay {
 
@@ -96,6 +98,15 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
     tls_ = std::make_unique<TlsProbes>(TlsPrograms{p.ssl_read_enter, p.ssl_read_exit, p.ssl_read_ex_enter,
                                                    p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter});
     tls_->Scan();
+#if defined(__x86_64__)
+    auto& m = skel_->maps;
+    go_ = std::make_unique<GoProbes>(
+        GoPrograms{p.go_newproc1, p.go_newproc1_ret, p.go_round_trip, p.go_conn_write, p.go_read_loop},
+        GoMaps{m.go_binaries, m.go_processes, m.exec_contexts, m.units, m.go_conns, skel_->bss->go_tgids,
+               sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])});
+    go_->Scan();
+#endif
+    uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start});
   }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
@@ -255,8 +266,8 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
 void CaptureEngine::Attach() {
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {
-    // resolve_target runs by tail call only (resolve_targets), attached nowhere
-    // the TLS probes go to binaries TlsProbes finds
+    // resolve_target runs by tail call only (resolve_targets), attached nowhere;
+    // the uprobes (Owns: by section) go to the binaries their scanners find (TlsProbes, GoProbes, UvProbes)
     if (!bpf_program__autoload(prog) || prog == skel_->progs.resolve_target || TlsProbes::Owns(prog)) continue;
     const char* section = bpf_program__section_name(prog);
     bpf_link* link = bpf_program__attach(prog);
@@ -267,26 +278,35 @@ void CaptureEngine::Attach() {
 }
 
 void CaptureEngine::Detach() {
-  if (tls_) tls_->Detach();
-  // Each tracepoint detach waits for an RCU grace period; in parallel they share it.
-  std::vector<std::thread> closers;
-  for (auto* link : links_) closers.emplace_back(bpf_link__destroy, link);
-  for (auto& closer : closers) closer.join();
+  std::vector<bpf_link*> links = std::move(links_);
   links_.clear();
+  // every group's links at once: each detach waits for a grace period, in parallel they share it
+  for (std::vector<bpf_link*> probes :
+       {tls_ ? tls_->TakeLinks() : std::vector<bpf_link*>{}, go_ ? go_->TakeLinks() : std::vector<bpf_link*>{},
+        uv_ ? uv_->TakeLinks() : std::vector<bpf_link*>{}})
+    links.insert(links.end(), probes.begin(), probes.end());
+  DestroyLinks(links);
 }
 
 void CaptureEngine::Teardown() {
   Detach();
   tls_.reset();
+  go_.reset();
+  uv_.reset();
   ring_.reset();
   capture__destroy(skel_);
   skel_ = nullptr;
 }
 
-// The poll thread's turn is also when newly started programs get their TLS probes.
+// The poll thread's turn is also when newly started programs get their TLS and Go probes.
 int CaptureEngine::Wait(int timeout_ms) {
   if (tls_) tls_->ScanIfDue();
+  if (go_) go_->ScanIfDue();
   return ring_->Wait(timeout_ms);
+}
+
+void CaptureEngine::FollowLibuv(pid_t pid) {
+  if (uv_) uv_->Follow(pid);
 }
 
 int CaptureEngine::Consume() { return ring_->Consume(sink_); }

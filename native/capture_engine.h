@@ -2,6 +2,8 @@
 // the ring buffer its records arrive in. No Node.js in here.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -17,6 +19,8 @@ struct bpf_link;
 namespace kreplay {
 
 class TlsProbes;
+class GoProbes;
+class UvProbes;
 
 // Tasks named by --include or --exclude, as the kernel sees them.
 struct FilterSet {
@@ -80,6 +84,9 @@ class CaptureEngine {
   // to new ids as cgroups come and go); throws CaptureFailure.
   void SetCgroupFilter(const std::vector<uint64_t>& include, const std::vector<uint64_t>& exclude);
 
+  // Follows the libuv threadpool of process `pid` (uv_probes.h); any thread.
+  void FollowLibuv(pid_t pid);
+
   // Per-CPU counters summed, indexed by enum kr_counter.
   std::vector<uint64_t> ReadCounters() const;
   // Share of the ring holding unread records, 0..1.
@@ -102,6 +109,8 @@ class CaptureEngine {
   std::unique_ptr<RingReader> ring_;
   std::vector<std::string> attach_points_;
   std::unique_ptr<TlsProbes> tls_;
+  std::unique_ptr<GoProbes> go_;
+  std::unique_ptr<UvProbes> uv_;
 };
 
 }  // namespace kreplay

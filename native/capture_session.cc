@@ -79,6 +79,7 @@ Napi::Function CaptureSession::Define(Napi::Env env) {
                          InstanceMethod("ringFill", &CaptureSession::RingFill),
                          InstanceMethod("programStats", &CaptureSession::ProgramStats),
                          InstanceMethod("setCgroupFilter", &CaptureSession::SetCgroupFilter),
+                         InstanceMethod("followLibuv", &CaptureSession::FollowLibuv),
                          InstanceMethod("stop", &CaptureSession::Stop),
                      });
 }
@@ -234,6 +235,13 @@ void CaptureSession::SetCgroupFilter(const Napi::CallbackInfo& info) {
   } catch (const CaptureFailure& failure) {
     throw ToJsError(info.Env(), failure);
   }
+}
+
+// followLibuv(pid): the process's libuv threadpool is followed from now on (uv_probes.h)
+void CaptureSession::FollowLibuv(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsNumber())
+    throw Napi::TypeError::New(info.Env(), "followLibuv(pid) takes a process id");
+  if (engine_) engine_->FollowLibuv(info[0].As<Napi::Number>().Int32Value());
 }
 
 void CaptureSession::Stop(const Napi::CallbackInfo&) { stopping_.store(true, std::memory_order_release); }

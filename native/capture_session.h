@@ -28,6 +28,7 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   Napi::Value RingFill(const Napi::CallbackInfo& info);
   Napi::Value ProgramStats(const Napi::CallbackInfo& info);
   void SetCgroupFilter(const Napi::CallbackInfo& info);
+  void FollowLibuv(const Napi::CallbackInfo& info);
   void Stop(const Napi::CallbackInfo& info);
 
   void PollLoop();

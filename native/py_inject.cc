@@ -2,8 +2,6 @@
 
 #include <elf.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -19,6 +17,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "elf_symbols.h"
 
 namespace kreplay {
 
@@ -62,58 +62,40 @@ std::vector<Mapping> InterpreterMappings(pid_t pid) {
   return found;
 }
 
-// Looks the three names up in the ELF mapped at `m` (opened through /proc/<pid>/map_files, so a file
-// replaced or deleted since, or in another mount namespace, is the one the process runs).
-// False when the file defines none of them; throws E_PY_INJECT_PERM when it cannot be read.
+// The 64-bit x86 ELF mapped at `m` that defines the functions the hook needs, read through
+// /proc/<pid>/map_files (a file replaced or deleted since, or in another mount namespace, is the one
+// the process runs). False when it defines none; throws E_PY_INJECT_PERM when it cannot be read.
 bool ReadSymbols(pid_t pid, const Mapping& m, PythonSymbols* out) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "%llx-%llx", static_cast<unsigned long long>(m.start),
+  char range[64];
+  std::snprintf(range, sizeof(range), "%llx-%llx", static_cast<unsigned long long>(m.start),
                 static_cast<unsigned long long>(m.end));
-  int fd = open(("/proc/" + std::to_string(pid) + "/map_files/" + name).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fd = open(("/proc/" + std::to_string(pid) + "/root" + m.path).c_str(), O_RDONLY | O_CLOEXEC);
+  std::string path = "/proc/" + std::to_string(pid) + "/map_files/" + range;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    path = "/proc/" + std::to_string(pid) + "/root" + m.path;
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  }
   if (fd < 0 && (errno == EACCES || errno == EPERM))
     Fail("E_PY_INJECT_PERM",
          "cannot read the interpreter " + m.path + " of process " + std::to_string(pid) + ": " + Errno(errno));
   if (fd < 0) return false;
-  elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  GElf_Ehdr ehdr;
-  bool ok = elf && gelf_getehdr(elf, &ehdr) && ehdr.e_machine == EM_X86_64;
-  // the load bias: a PIE or a shared library lies where its first PT_LOAD was mapped
-  uint64_t bias = 0;
-  if (ok && ehdr.e_type == ET_DYN) {
-    size_t phnum = 0;
-    elf_getphdrnum(elf, &phnum);
-    for (size_t i = 0; i < phnum; i++) {
-      GElf_Phdr phdr;
-      if (gelf_getphdr(elf, static_cast<int>(i), &phdr) && phdr.p_type == PT_LOAD) {
-        bias = m.start - (phdr.p_vaddr & ~static_cast<uint64_t>(phdr.p_align ? phdr.p_align - 1 : 0));
-        break;
-      }
-    }
-  }
-  PythonSymbols symbols;
-  Elf_Scn* scn = nullptr;
-  while (ok && (scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM)) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    const size_t count = shdr.sh_entsize ? shdr.sh_size / shdr.sh_entsize : 0;
-    for (size_t i = 0; data && i < count; i++) {
-      GElf_Sym sym;
-      if (!gelf_getsym(data, static_cast<int>(i), &sym) || sym.st_shndx == SHN_UNDEF) continue;
-      const char* symbol = elf_strptr(elf, shdr.sh_link, sym.st_name);
-      if (!symbol || (symbol[0] != 'P' && symbol[0] != '_')) continue;
-      if (std::strcmp(symbol, "Py_AddPendingCall") == 0) symbols.add_pending_call = bias + sym.st_value;
-      if (std::strcmp(symbol, "PyRun_SimpleString") == 0) symbols.run_simple_string = bias + sym.st_value;
-      if (std::strcmp(symbol, "_PyRuntime") == 0) symbols.runtime = bias + sym.st_value;
-    }
-  }
-  if (elf) elf_end(elf);
+  Elf64_Ehdr ehdr{};
+  const bool x86_64 = pread(fd, &ehdr, sizeof(ehdr), 0) == static_cast<ssize_t>(sizeof(ehdr)) &&
+                      ehdr.e_ident[EI_CLASS] == ELFCLASS64 && ehdr.e_machine == EM_X86_64;
   close(fd);
-  if (!symbols.add_pending_call || !symbols.run_simple_string) return false;
-  symbols.file = m.path;
-  *out = symbols;
+  if (!x86_64) return false;
+  const ElfSymbols elf = ReadElfSymbols(path, {"Py_AddPendingCall", "PyRun_SimpleString", "_PyRuntime"}, true);
+  const auto value = [&](const char* name) {
+    const auto found = elf.values.find(name);
+    return found == elf.values.end() ? 0 : found->second;
+  };
+  if (!value("Py_AddPendingCall") || !value("PyRun_SimpleString")) return false;
+  // a shared object or a PIE lies where its first page (the first PT_LOAD, at 0 as linkers make them) is mapped
+  const uint64_t base = elf.relocatable ? m.start : 0;
+  out->file = m.path;
+  out->add_pending_call = base + value("Py_AddPendingCall");
+  out->run_simple_string = base + value("PyRun_SimpleString");
+  out->runtime = value("_PyRuntime") ? base + value("_PyRuntime") : 0;
   return true;
 }
 

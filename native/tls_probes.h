@@ -5,14 +5,12 @@
 // started later are found by the next scan.
 #pragma once
 
-#include <sys/types.h>
-
-#include <chrono>
+#include <cstdint>
 #include <map>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
+
+#include "binary_scan.h"
 
 struct bpf_link;
 struct bpf_program;
@@ -30,7 +28,7 @@ struct TlsPrograms {
 
 class TlsProbes {
  public:
-  explicit TlsProbes(TlsPrograms programs) : programs_(programs) {}
+  explicit TlsProbes(TlsPrograms programs) : programs_(programs), scan_({"libssl.so"}) {}
   ~TlsProbes() { Detach(); }
   TlsProbes(const TlsProbes&) = delete;
   TlsProbes& operator=(const TlsProbes&) = delete;
@@ -43,6 +41,8 @@ class TlsProbes {
   void Scan();
   // Scan, at most once a second.
   void ScanIfDue();
+  // The attached links, handed over for the caller to destroy (in parallel: each waits for a grace period).
+  std::vector<bpf_link*> TakeLinks();
   void Detach();
 
   // The files probed so far.
@@ -50,16 +50,12 @@ class TlsProbes {
 
  private:
   void Consider(const std::string& path);
-  bool Attach(const std::string& path, const std::set<std::string>& symbols);
+  bool Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols);
 
   TlsPrograms programs_;
   std::vector<bpf_link*> links_;
   std::vector<std::string> binaries_;
-  // files looked at, by (device, inode), whether or not they held the symbols
-  std::set<std::pair<dev_t, ino_t>> files_;
-  // per pid, the inode of the executable it had when scanned (an exec changes it)
-  std::map<pid_t, ino_t> processes_;
-  std::chrono::steady_clock::time_point last_scan_{};
+  BinaryScan scan_;
 };
 
 }  // namespace kreplay

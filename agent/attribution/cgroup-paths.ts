@@ -38,11 +38,14 @@ export class CgroupPaths {
     return this.paths.get(cgroupId) ?? null;
   }
 
-  /** The id of the cgroup at `path` now (as /proc/<pid>/cgroup names it), null when it is gone. */
-  idOf(path: string): bigint | null {
+  /** A process's cgroup v2 id (what the kernel filter sees), null when unknown. */
+  idOfProcess(pid: number): bigint | null {
     if (!this.mount) return null;
     try {
-      return statSync(join(this.mount, path), { bigint: true }).ino;
+      const line = readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+        .split('\n')
+        .find((l) => l.startsWith('0::'));
+      return line === undefined ? null : BigInt(statSync(join(this.mount, line.slice(3))).ino);
     } catch {
       return null;
     }

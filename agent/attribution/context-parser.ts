@@ -12,6 +12,10 @@ const MARKER_KEYS = { txn: 'transactionId', trace: 'traceId' } as const;
 export interface TraceContext {
   transactionId: string | null;
   traceId: string | null;
+  /** a W3C traceparent's parent-id: the span the kernel's events of this context are children of */
+  parentSpanId?: string;
+  /** a W3C traceparent's trace-flags byte (bit 0: sampled) */
+  traceFlags?: number;
 }
 
 export type MarkerParse =
@@ -50,7 +54,8 @@ const START_LINE = /^(?:[A-Z]+ \S+ HTTP\/1\.[01]|HTTP\/1\.[01] \d{3}(?: .*)?)$/;
 
 /**
  * The context an HTTP/1.x head carries: trace_id from a valid traceparent,
- * transaction_id from x-request-id (when a valid value) else the trace id; a
+ * transaction_id from x-request-id (when a valid value) else the trace id,
+ * and the traceparent's parent-id and flags (what an OTLP export needs); a
  * head with an x-request-id and no valid traceparent is that transaction,
  * without a trace. Null when it is not a head or carries neither.
  */
@@ -70,11 +75,16 @@ export function parseHttpHead(data: string): TraceContext | null {
   }
   const transactionId = requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : null;
   const m = traceparent === null ? null : TRACEPARENT.exec(traceparent);
-  const [, version, traceId, spanId] = m ?? [];
+  const [, version, traceId, spanId, flags] = m ?? [];
   // W3C: version ff and all-zero ids are invalid; version 00 has exactly these four fields.
   if (!m || version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!))
     return transactionId === null ? null : { traceId: null, transactionId };
-  return { traceId: traceId!, transactionId: transactionId ?? traceId! };
+  return {
+    traceId: traceId!,
+    transactionId: transactionId ?? traceId!,
+    parentSpanId: spanId!,
+    traceFlags: parseInt(flags!, 16),
+  };
 }
 
 /**

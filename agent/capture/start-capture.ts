@@ -22,9 +22,13 @@ export interface Capture {
   programStats(): ProgramStats[];
   /** replaces the cgroup ids of the kernel filter (an id in both lists is excluded); throws CaptureError */
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
+  /** follows the libuv threadpool of process `pid` (its work requests carry their submitter's request) */
+  followLibuv(pid: number): void;
   /** resolves after the final batch was delivered to onBatch */
   stop(): Promise<void>;
 }
+
+const NATIVE_LOG_EVERY_MS = 1000;
 
 function forwardNativeLog(addon: NativeAddon, log: Logger): void {
   for (const [level, text] of addon.drainLog()) {
@@ -61,7 +65,11 @@ export function startCapture(
       log.error('capture batch handler failed, batch lost', { bytes: batch.length, error: String(err) });
     }
   };
+  // what the probe scans say (a Go binary followed, a stripped one not) is said while no event flows too
+  const logTimer = setInterval(() => forwardNativeLog(addon, log), NATIVE_LOG_EVERY_MS);
+  logTimer.unref();
   const onClosed = (error: Error | undefined): void => {
+    clearInterval(logTimer);
     forwardNativeLog(addon, log);
     if (error) {
       closeError = toCaptureError(error);
@@ -74,6 +82,7 @@ export function startCapture(
   try {
     session = new addon.CaptureSession(config, deliver, onClosed);
   } catch (err) {
+    clearInterval(logTimer);
     throw toCaptureError(err);
   } finally {
     forwardNativeLog(addon, log);
@@ -101,6 +110,10 @@ export function startCapture(
       } catch (err) {
         throw toCaptureError(err);
       }
+    },
+    followLibuv(pid) {
+      session.followLibuv(pid);
+      forwardNativeLog(addon, log);
     },
     async stop() {
       if (!stopRequested) {

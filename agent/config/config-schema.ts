@@ -2,6 +2,8 @@
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import { z } from 'zod';
 import { parseSampleRate, parseSelector, SelectorError } from '../filter/selector';
+import { OTLP_PROTOCOLS } from '../../core/otlp/otlp-protocols';
+import { OTLP_SAMPLING } from '../otlp/otlp-target';
 
 const pattern = z.string().min(1, 'must not be empty');
 
@@ -48,6 +50,40 @@ export const captureConfigSchema = z
       .boolean()
       .default(false)
       .describe('record the reads of threads outside any transaction too (--capture-reads)'),
+    node_hook: z
+      .boolean()
+      .default(true)
+      .describe(
+        'hook the Node processes the filters include to follow their requests (false: --no-node-hook)',
+      ),
+    python_hook: z
+      .boolean()
+      .default(true)
+      .describe(
+        'queue the Python hook into the CPython 3.11-3.13 processes the filters include (false: --no-python-hook)',
+      ),
+  })
+  .strict();
+
+/** The OTLP export (--otlp and its flags, which win over these). */
+export const otlpConfigSchema = z
+  .object({
+    endpoint: z
+      .string()
+      .min(1)
+      .describe('base URL of the OTLP/HTTP receiver; /v1/traces is appended (--otlp)'),
+    protocol: z.enum(OTLP_PROTOCOLS).optional().describe('http/protobuf (the default) or http/json'),
+    sample: z
+      .enum(OTLP_SAMPLING)
+      .optional()
+      .describe('sampled (the default): only traces whose traceparent is sampled; all: every trace'),
+    headers: z
+      .record(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name'), z.string())
+      .optional()
+      .describe('sent with every request, e.g. a token: {authorization: "Bearer …"}'),
+    certificate: z.string().min(1).optional().describe('PEM file of the CA that signs the receiver (https)'),
+    max_spans_per_trace: z.number().int().min(1).optional(),
+    queue_spans: z.number().int().min(1).optional(),
   })
   .strict();
 
@@ -56,9 +92,11 @@ export const agentConfigSchema = z
     node: z.string().regex(NODE_NAME, NODE_NAME_RULE).optional(),
     services: z.array(serviceRuleSchema).default([]),
     capture: captureConfigSchema.prefault({}),
+    otlp: otlpConfigSchema.optional(),
   })
   .strict();
 
 export type ServiceRule = z.infer<typeof serviceRuleSchema>;
 export type AgentConfig = z.infer<typeof agentConfigSchema>;
 export type CaptureConfig = z.infer<typeof captureConfigSchema>;
+export type OtlpConfig = z.infer<typeof otlpConfigSchema>;

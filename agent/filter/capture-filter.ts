@@ -9,7 +9,7 @@ import { globToRegExp } from '../config/glob';
 import type { CgroupPaths } from '../attribution/cgroup-paths';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Selector } from './selector';
-import type { KernelFilter } from './task-wanted';
+import type { KernelSelection } from './task-filter';
 
 export interface FilterOptions {
   /** undefined: every task; a list (even empty): only tasks one of them names */
@@ -88,19 +88,8 @@ export class CgroupSelection {
     return ids;
   }
 
-  /** The capture options of the filter, with the cgroup ids resolved now. */
-  captureOptions(): Pick<CaptureOptions, 'include' | 'exclude' | 'liveCgroups' | 'filterTransactions'> {
-    const { include, exclude } = this.selectors(this.changed() ?? this.resolve());
-    return {
-      include,
-      exclude,
-      liveCgroups: this.live,
-      filterTransactions: this.filter.filterTransactions,
-    };
-  }
-
-  /** The selectors the kernel applies, with these cgroup ids. */
-  selectors(ids: CgroupIds): KernelFilter {
+  /** The selectors as the kernel applies them, with these cgroup ids. */
+  kernelSelection(ids: CgroupIds): KernelSelection {
     const kernel = (list: Selector[], cgroupIds: bigint[]): KernelSelector[] => [
       ...list.flatMap((s): KernelSelector[] =>
         s.kind === 'pid' ? [{ pid: s.pid }] : s.kind === 'comm' ? [{ comm: s.comm }] : [],
@@ -110,6 +99,15 @@ export class CgroupSelection {
     return {
       include: this.filter.include && kernel(this.filter.include, ids.include),
       exclude: kernel(this.filter.exclude, ids.exclude),
+    };
+  }
+
+  /** The capture options of the filter, with the cgroup ids resolved now. */
+  captureOptions(): Pick<CaptureOptions, 'include' | 'exclude' | 'liveCgroups' | 'filterTransactions'> {
+    return {
+      ...this.kernelSelection(this.changed() ?? this.resolve()),
+      liveCgroups: this.live,
+      filterTransactions: this.filter.filterTransactions,
     };
   }
 }

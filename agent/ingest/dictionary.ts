@@ -6,7 +6,14 @@
  * event whose name is missing.
  */
 export type NameEntry = [id: number, name: string];
-export type ContextEntry = [id: number, transactionId: string | null, traceId: string | null];
+/** parentSpanId and traceFlags: a W3C traceparent's parent-id and flags, null for a marker's context */
+export type ContextEntry = [
+  id: number,
+  transactionId: string | null,
+  traceId: string | null,
+  parentSpanId: string | null,
+  traceFlags: number | null,
+];
 /** kind: enum kr_target_kind */
 export type TargetEntry = [id: number, kind: number, value: string];
 
@@ -54,7 +61,9 @@ export class NameDictionary {
 export const MAX_REMEMBERED_CONTEXTS = 262144;
 
 /**
- * (transaction_id, trace_id) pairs; id 0 stands for "no context". Contexts
+ * (transaction_id, trace_id, parent span, trace flags) tuples; id 0 stands for "no context". Two
+ * requests of one trace (a retry, two services of one node) differ by their traceparent's span, so
+ * an OTLP export knows each event's parent. Contexts
  * grow with every transaction, so memory holds only the recently used ones:
  * a pair seen again after it was forgotten gets a fresh id and row (the
  * store allows several rows per pair; readers look contexts up by value).
@@ -70,15 +79,22 @@ export class ContextDictionary {
     private readonly capacity = MAX_REMEMBERED_CONTEXTS,
   ) {
     this.nextId = firstFreeId;
-    for (const [id, txn, trace] of entries) {
-      this.remember(ContextDictionary.key(txn, trace), id);
+    for (const [id, txn, trace, span, flags] of entries) {
+      this.remember(ContextDictionary.key(txn, trace, span, flags), id);
       this.nextId = Math.max(this.nextId, id + 1);
     }
   }
 
   /* Values never contain a space (see the marker grammar), so this key is unambiguous. */
-  private static key(txn: string | null, trace: string | null): string {
-    return `${txn ?? ''} ${trace ?? ''}`;
+  private static key(
+    txn: string | null,
+    trace: string | null,
+    span: string | null,
+    flags: number | null,
+  ): string {
+    return span === null
+      ? `${txn ?? ''} ${trace ?? ''}`
+      : `${txn ?? ''} ${trace ?? ''} ${span} ${flags ?? ''}`;
   }
 
   private remember(key: string, id: number): void {
@@ -87,13 +103,18 @@ export class ContextDictionary {
     this.ids.set(key, id);
   }
 
-  id(transactionId: string | null, traceId: string | null): number {
+  id(
+    transactionId: string | null,
+    traceId: string | null,
+    parentSpanId: string | null = null,
+    traceFlags: number | null = null,
+  ): number {
     if (transactionId === null && traceId === null) return 0;
-    const key = ContextDictionary.key(transactionId, traceId);
+    const key = ContextDictionary.key(transactionId, traceId, parentSpanId, traceFlags);
     let id = this.ids.get(key);
     if (id === undefined) {
       id = this.nextId++;
-      this.pending.push([id, transactionId, traceId]);
+      this.pending.push([id, transactionId, traceId, parentSpanId, traceFlags]);
     }
     this.remember(key, id);
     return id;
@@ -101,8 +122,8 @@ export class ContextDictionary {
 
   /** Forgets contexts the store removed, so they are never referenced again. */
   forget(entries: ContextEntry[]): void {
-    for (const [id, txn, trace] of entries) {
-      const key = ContextDictionary.key(txn, trace);
+    for (const [id, txn, trace, span, flags] of entries) {
+      const key = ContextDictionary.key(txn, trace, span, flags);
       if (this.ids.get(key) === id) this.ids.delete(key);
     }
   }

@@ -296,7 +296,12 @@ export class RecordDecoder {
     let id = this.storeContextIds.get(kernelId);
     if (id === undefined) {
       const context = this.contexts.lookup(kernelId);
-      id = this.dictionaries.contexts.id(context.transactionId, context.traceId);
+      id = this.dictionaries.contexts.id(
+        context.transactionId,
+        context.traceId,
+        context.parentSpanId ?? null,
+        context.traceFlags ?? null,
+      );
       if (this.storeContextIds.size >= MAX_CACHED_CONTEXTS) this.storeContextIds.clear();
       this.storeContextIds.set(kernelId, id);
     }

@@ -15,6 +15,7 @@ import {
 import type { CounterSnapshot } from '../status';
 import type { EventType } from '../../core/model';
 import type { ShipStatus } from '../ship/shipper';
+import type { OtlpStatus } from '../otlp/otlp-exporter';
 
 /** What a scrape reads from the running agent. */
 export interface AgentReadings {
@@ -26,14 +27,7 @@ export interface AgentReadings {
   /** half the bracket of the latest CLOCK_REALTIME − CLOCK_BOOTTIME sample */
   clockErrorNs(): number;
   ship(): ShipStatus | undefined;
-  /** processes a runtime hook (agent/runtimes/) looked at, by runtime and result */
-  runtimeHooks(): RuntimeHookCount[];
-}
-
-export interface RuntimeHookCount {
-  runtime: string;
-  result: string;
-  count: number;
+  otlp(): OtlpStatus | undefined;
 }
 
 type Key = keyof CounterSnapshot;
@@ -79,6 +73,20 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   // a server's read that may bring the next request before its head is known (TLS, a peeked byte)
   unsure_read: 'unsureRead',
 };
+/** Node processes by what the hook did (agent/runtimes/node) */
+const NODE_HOOKS_BY_OUTCOME: Record<string, Key> = {
+  hooked: 'nodeHooked',
+  // its policy left it alone: opted out, its own SIGUSR1 listener, its inspector its user's, ...
+  refused: 'nodeHookRefused',
+  failed: 'nodeHookFailed',
+};
+/** Python processes by what the agent did (agent/runtimes/python) */
+const PYTHON_HOOKS_BY_OUTCOME: Record<string, Key> = {
+  hooked: 'pythonHooked',
+  // left alone before anything was sent: opted out, an interpreter the hook does not know, ptrace refused
+  refused: 'pythonHookRefused',
+  failed: 'pythonHookFailed',
+};
 const TOTALS: Record<string, { help: string; key: Key }> = {
   kreplay_agent_stored_events_total: { help: 'events committed to the node store', key: 'rowsWritten' },
   kreplay_agent_pruned_events_total: { help: 'stored events removed by retention', key: 'pruned' },
@@ -104,7 +112,7 @@ export class AgentMetrics {
   private readonly storeBatchEvents: Histogram;
   private readonly storeCommitSeconds: Histogram;
 
-  constructor(options: { shipping: boolean }) {
+  constructor(options: { shipping: boolean; exportingOtlp?: boolean }) {
     collectDefaultMetrics({ register: this.registry });
     this.labelledTotal(
       'kreplay_agent_events_total',
@@ -130,16 +138,17 @@ export class AgentMetrics {
       'kind',
       CONTEXT_PROBLEMS_BY_KIND,
     );
-    this.counter(
-      {
-        name: 'kreplay_agent_runtime_hooks_total',
-        help: 'processes a runtime hook was queued into (hooked) or not, by runtime and result',
-        labelNames: ['runtime', 'result'],
-      },
-      (counter) => {
-        for (const { runtime, result, count } of this.source?.runtimeHooks() ?? [])
-          counter.inc({ runtime, result }, count);
-      },
+    this.labelledTotal(
+      'kreplay_agent_node_hooks_total',
+      'Node processes the hook went into, was refused by its policy, or failed to go into (all logged)',
+      'outcome',
+      NODE_HOOKS_BY_OUTCOME,
+    );
+    this.labelledTotal(
+      'kreplay_agent_python_hooks_total',
+      'Python processes the hook was queued into, was refused, or failed to be queued into (all logged)',
+      'outcome',
+      PYTHON_HOOKS_BY_OUTCOME,
     );
     for (const [name, { help, key }] of Object.entries(TOTALS))
       this.total(name, help, () => this.scraped?.[key]);
@@ -181,6 +190,7 @@ export class AgentMetrics {
       registers: [this.registry],
     });
     if (options.shipping) this.shipMetrics();
+    if (options.exportingOtlp) this.otlpMetrics();
   }
 
   /** The running agent, read on every scrape from now on. */
@@ -221,6 +231,44 @@ export class AgentMetrics {
       'age of the oldest event not shipped yet',
       () => ship()?.lagSeconds,
     );
+  }
+
+  private otlpMetrics(): void {
+    const otlp = () => this.source?.otlp();
+    this.counter(
+      {
+        name: 'kreplay_agent_otlp_spans_total',
+        help: 'OTLP spans by outcome: exported (the receiver took them), dropped (the queue was full), rejected (the receiver refused them)',
+        labelNames: ['outcome'],
+      },
+      (counter) => {
+        const s = otlp();
+        if (!s) return;
+        counter.inc({ outcome: 'exported' }, s.exported);
+        counter.inc({ outcome: 'dropped' }, s.dropped);
+        counter.inc({ outcome: 'rejected' }, s.rejected);
+      },
+    );
+    this.counter(
+      {
+        name: 'kreplay_agent_otlp_skipped_events_total',
+        help: 'events of traces not exported one span each: unsampled (their traceparent is not sampled), summarized (past the per-trace cap, in a summary span)',
+        labelNames: ['reason'],
+      },
+      (counter) => {
+        const s = otlp();
+        if (!s) return;
+        counter.inc({ reason: 'unsampled' }, s.unsampled);
+        counter.inc({ reason: 'summarized' }, s.summarized);
+      },
+    );
+    this.total('kreplay_agent_otlp_retries_total', 'OTLP requests sent again', () => otlp()?.retries);
+    this.total(
+      'kreplay_agent_otlp_sent_bytes_total',
+      'bytes of the OTLP requests the receiver accepted, as sent',
+      () => otlp()?.wireBytes,
+    );
+    this.gauge('kreplay_agent_otlp_queued_spans', 'OTLP spans waiting to be sent', () => otlp()?.queued);
   }
 
   /* A counter that mirrors one of the agent's totals (set, not incremented, on each scrape). */

@@ -130,10 +130,13 @@ interface TierStatements {
   countFromSeq: Database.Statement<[bigint, bigint, bigint, number], number>;
 }
 
+type OrphanContext = [string | null, string | null, string | null, number | null];
+
 /** Context tier deletes say which contexts they touched, to remove those left without events. */
 interface ContextCleanup {
   removeReturning: Database.Statement<[bigint, bigint, bigint], number>;
-  orphan: Database.Statement<[number, number], [string | null, string | null] | undefined>;
+  /** the context's values (ContextEntry without its id) when no event refers to it any more */
+  orphan: Database.Statement<[number, number], OrphanContext | undefined>;
   removeContext: Database.Statement<[number]>;
 }
 
@@ -202,8 +205,8 @@ export class Pruner {
         )
         .pluck(),
       orphan: db
-        .prepare<[number, number], [string | null, string | null] | undefined>(
-          'SELECT transaction_id, trace_id FROM contexts WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE ctx = ?)',
+        .prepare<[number, number], OrphanContext | undefined>(
+          'SELECT transaction_id, trace_id, parent_span_id, trace_flags FROM contexts WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE ctx = ?)',
         )
         .raw(),
       removeContext: db.prepare('DELETE FROM contexts WHERE id = ?'),
@@ -321,7 +324,7 @@ export class Pruner {
           const orphan = this.cleanup.orphan.get(id, id);
           if (!orphan) continue;
           this.cleanup.removeContext.run(id);
-          forgotten.push([id, orphan[0], orphan[1]]);
+          forgotten.push([id, ...orphan]);
         }
       }
       this.insertPruned.run(

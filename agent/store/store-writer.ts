@@ -168,7 +168,9 @@ export class StoreWriter {
     );
     this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
-    this.insertContext = db.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
+    this.insertContext = db.prepare(
+      'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags) VALUES (?, ?, ?, ?, ?)',
+    );
     this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     const policy = options.retention ? resolvePolicy(dirname(path), options.retention) : null;
     const checkpoint =
@@ -247,7 +249,7 @@ export class StoreWriter {
       services: this.db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
       comms: this.db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[],
       contexts: this.db
-        .prepare('SELECT id, transaction_id, trace_id FROM contexts')
+        .prepare('SELECT id, transaction_id, trace_id, parent_span_id, trace_flags FROM contexts')
         .raw()
         .all() as ContextEntry[],
       targets: this.db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],

@@ -49,13 +49,13 @@ static __always_inline void request_start(struct request *rq, __u64 update_flags
 
 	bool wanted = current_wanted(pid_tgid >> 32);
 
+	go_refresh(pid_tgid);
 	r.start_ns = bpf_ktime_get_boot_ns();
 	r.pid = pid_tgid >> 32;
 	r.tid = (__u32)pid_tgid;
 	if (attribution_enabled && r.pid != self_tgid && (wanted || !filter_transactions)) {
 		struct kr_thread *t = bpf_map_lookup_elem(&threads, &r.tid);
 
-		unit_cell_refresh(t, pid_tgid);
 		if (t)
 			r.context_id = t->context_id;
 	}

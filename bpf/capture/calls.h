@@ -30,13 +30,15 @@ static __always_inline struct kr_thread *call_thread(__u64 pid_tgid, __u32 *code
 
 	if (current_wanted(pid_tgid >> 32)) {
 		t = thread_entry(tid);
-		unit_cell_refresh(t, pid_tgid);
+		if (t)
+			unit_refresh(t, pid_tgid);
 		return t;
 	}
 	if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 		return NULL;
 	t = bpf_map_lookup_elem(&threads, &tid);
-	unit_cell_refresh(t, pid_tgid);
+	if (t)
+		unit_refresh(t, pid_tgid);
 	if (!t || !t->context_id)
 		return NULL;
 	*code |= KR_EVENT_CONTEXT_ONLY;

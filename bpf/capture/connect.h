@@ -41,8 +41,10 @@ int sys_enter_connect(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 code = KR_SYS_CONNECT;
-	struct kr_thread *t = call_thread(pid_tgid, &code);
+	struct kr_thread *t;
 
+	go_refresh(pid_tgid);
+	t = call_thread(pid_tgid, &code);
 	if (!t)
 		return 0;
 	t->fd = ctx->args[0];
@@ -97,6 +99,9 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 	if (newstate == TCP_CLOSE || newstate == TCP_SYN_SENT) {
 		bpf_map_delete_elem(&accepted_socks, &key);
 		bpf_map_delete_elem(&conns, &key);
+		/* a sock's memory coming back as another connection starts with no send nor answer */
+		bpf_map_delete_elem(&last_sends, &key);
+		bpf_map_delete_elem(&answers, &key);
 	}
 	if (newstate == TCP_SYN_SENT) {
 		pid_tgid = bpf_get_current_pid_tgid();

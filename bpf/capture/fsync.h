@@ -7,8 +7,10 @@
 static __always_inline int fsync_enter(struct trace_event_raw_sys_enter *ctx, __u32 code, __u64 count)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct kr_thread *t = call_thread(pid_tgid, &code);
+	struct kr_thread *t;
 
+	go_refresh(pid_tgid);
+	t = call_thread(pid_tgid, &code);
 	if (t)
 		call_begin(ctx, t, KR_RECORD_SYS_FSYNC, code, ctx->args[0], count);
 	return 0;

@@ -53,6 +53,8 @@ static __always_inline bool is_http_head(__u64 w0)
 
 /* A write that is a runtime hook's signal (struct kr_unit_signal), not one of the program's own. */
 #define KR_UNIT_SIGNAL 0x100
+/* A write of the HTTP/2 preface: a client opens a multiplexed connection. */
+#define KR_H2_PREFACE 0x101
 
 static __always_inline bool is_unit_signal(__u64 w0, __u64 w1)
 {
@@ -93,6 +95,8 @@ static __always_inline __u32 context_kind(const void *data, __u64 len)
 	}
 	if (first > 'Z' - 'A' || !(LETTER('A' + first) & HTTP_FIRST_LETTERS))
 		return 0;
+	if (is_h2_preface(w[0]))
+		return KR_H2_PREFACE;
 	return is_http_head(w[0]) ? KR_CONTEXT_HTTP : 0;
 }
 
@@ -207,15 +211,18 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 		mark_context_thread((__u32)pid_tgid);
 	else
 		forget_thread_context((__u32)pid_tgid);
+	/* a goroutine's marker is the goroutine's: its thread runs another goroutine next */
+	if (t->unit_kind == KR_UNIT_GOROUTINE)
+		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit, t->context_id);
 }
 
 /*
  * A runtime hook's signal (the hooks write them to /dev/null): the
  * thread now runs the hook's unit `unit`, or opens it with the request head
- * that follows, or hands its context to it (a pool's work item, which
- * another thread enters), or keeps its unit at the address `unit` from now
- * on (a cell: units.h). The write is the hook's, not the program's: never
- * recorded.
+ * that follows, or keeps its unit in the signal's own bytes from now on
+ * (KR_UNIT_WATCH), or hands its context to unit `unit` (a pool's work item,
+ * which another thread enters). The write is the hook's, not the program's:
+ * never recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid, const void *data,
 						     __u64 len)
@@ -234,16 +241,12 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
 		return t;
-	if (sig.op == KR_UNIT_CELL) {
-		t->unit_cell = sig.unit;
-		t->unit_kind = 0;
-		unit_cell_refresh(t, pid_tgid);
-		return t;
-	}
 	if (sig.op == KR_UNIT_OPEN) {
 		/* the unit's own request: no parent, whatever the thread ran before */
 		id = open_record(KR_CONTEXT_RUNTIME, 0, pid_tgid, data + sizeof(sig), len - sizeof(sig));
 		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, id);
+	} else if (sig.op == KR_UNIT_WATCH) {
+		t->unit_slot = (__u64)data + __builtin_offsetof(struct kr_unit_signal, unit);
 	}
 	unit_switch(t, pid_tgid, KR_UNIT_HOOK, sig.unit);
 	return t;
@@ -291,6 +294,11 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 	if (kind == KR_UNIT_SIGNAL) {
 		*signal = true;
 		return unit_signal(t, pid_tgid, data, len);
+	}
+	if (kind == KR_H2_PREFACE) {
+		if (t)
+			t->preface = 1;
+		return t;
 	}
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);
@@ -369,6 +377,8 @@ static __always_inline bool is_request_prefix(__u64 w, __u64 len)
  *   - a plain thread: the thread, while it reads one connection only
  *     (head_owns_thread).
  */
+static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pid_tgid); /* golang.h */
+
 static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, __u64 stamp, __u32 flags,
 				      __u64 prefix, __u64 prefix_len, const void *buf, __u64 len)
 {
@@ -376,6 +386,8 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	__u64 id;
 
+	if (!t || !t->unit_kind)
+		t = go_detect(t, pid_tgid);
 	if (t && t->unit_kind) {
 		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
 		if (unit_owns_reads(t) && t->unit) {

@@ -60,11 +60,11 @@ struct kr_thread {
 	__u64 sock_stamp; /* what tells that sock's connection (units.h) */
 	/* the runtime unit this thread runs (units.h), 0: none; its kind stays once a runtime's hooks ran */
 	__u64 unit;
+	/* where a hook keeps the unit the thread runs (KR_UNIT_WATCH), read at each call; 0: none */
+	__u64 unit_slot;
 	__u32 unit_kind; /* enum kr_unit_kind, 0: a plain thread */
-	__u32 pad;
-	/* where the thread's hook keeps the unit it runs (KR_UNIT_CELL), 0: none, the hook signals each
-	 * switch */
-	__u64 unit_cell;
+	/* the write in flight begins with the HTTP/2 preface: a client's multiplexed connection */
+	__u32 preface;
 	/* the context the write in flight opened (a head), 0: none; it starts a request on its connection */
 	__u64 opened;
 	/*

@@ -67,6 +67,7 @@ static __always_inline int read_enter(struct trace_event_raw_sys_enter *ctx, __u
 	struct kr_thread *t;
 	__u64 count, first_len;
 
+	go_refresh(pid_tgid);
 	if (!capture_reads && !thread_has_context((__u32)pid_tgid))
 		return 0;
 	t = call_thread(pid_tgid, &code);

@@ -9,11 +9,17 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 {
 	__u32 parent_tid = parent->pid;
 	__u32 child_tid = child->pid;
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &parent_tid);
+	struct kr_thread *t;
 	struct kr_thread inherited = {};
 
-	/* the parent is the current task */
-	unit_cell_refresh(t, bpf_get_current_pid_tgid());
+	/*
+	 * a Go child process is its forking goroutine's, a hooked thread's its slot's unit's (no call
+	 * the capture sees may have come since the hook's last switch); the parent is the current task
+	 */
+	go_refresh(bpf_get_current_pid_tgid());
+	t = bpf_map_lookup_elem(&threads, &parent_tid);
+	if (t)
+		unit_refresh(t, bpf_get_current_pid_tgid());
 	/* a runtime's threads run units, not the unit that ran when the thread was made */
 	if (!t || !t->context_id || (t->unit_kind && parent->tgid == child->tgid))
 		return 0;
@@ -68,8 +74,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 	if (t && t->unit_kind) {
 		t->unit_kind = 0;
 		t->unit = 0;
-		/* the address is the old program's */
-		t->unit_cell = 0;
+		t->unit_slot = 0;
 		t->context_id = 0;
 		forget_thread_context(tid);
 	}

@@ -48,12 +48,6 @@ struct {
 
 #define KR_SOCK_STREAM 1
 
-struct kr_unit_key {
-	__u32 tgid;
-	__u32 kind; /* enum kr_unit_kind */
-	__u64 id;
-};
-
 /*
  * A unit's context. LRU: a unit the table lost carries none, never
  * another's. A unit id reused by its runtime (a goroutine's g, a work
@@ -138,7 +132,7 @@ static __always_inline __u64 read_context(struct kr_thread *t)
  * connection, its calls are the sender's request's until the next request
  * (none when the sender has no context). A server's connection (one a
  * listener accepted, or one a head was read on: connections older than the
- * agent) keeps the request its last head started.
+ * agent) keeps the request its last head started; a multiplexed one none.
  */
 static __always_inline void conn_request_started(struct kr_thread *t, __u64 context_id)
 {
@@ -148,7 +142,8 @@ static __always_inline void conn_request_started(struct kr_thread *t, __u64 cont
 	/* a datagram socket has no connection: each of its sends may be another request's */
 	if (RDONLY(struct sock, (struct sock *)key)->sk_type != KR_SOCK_STREAM)
 		return;
-	if ((c && c->flags & KR_CONN_SERVER) || bpf_map_lookup_elem(&accepted_socks, &key))
+	if ((c && c->flags & (KR_CONN_SERVER | KR_CONN_MULTIPLEXED)) ||
+	    bpf_map_lookup_elem(&accepted_socks, &key))
 		return;
 	if (context_id)
 		conn_set(key, t->sock_stamp, context_id, 0);
@@ -191,19 +186,15 @@ static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u
 }
 
 /*
- * A hook's thread that keeps its current unit in its own memory
- * (KR_UNIT_CELL) takes that unit at each call's enter, before anything the
- * call does reads its context. A cell that cannot be read gives none, never
- * the unit the thread ran before.
+ * A thread whose hook keeps its unit in memory (KR_UNIT_WATCH): the unit it
+ * runs now. Called where a thread's calls begin, before its context is used.
  */
-static __always_inline void unit_cell_refresh(struct kr_thread *t, __u64 pid_tgid)
+static __always_inline void unit_refresh(struct kr_thread *t, __u64 pid_tgid)
 {
 	__u64 unit;
 
-	if (!t || !t->unit_cell)
+	if (!t->unit_slot || bpf_probe_read_user(&unit, sizeof(unit), (const void *)t->unit_slot))
 		return;
-	if (bpf_probe_read_user(&unit, sizeof(unit), (const void *)t->unit_cell))
-		unit = 0;
 	if (unit != t->unit || t->unit_kind != KR_UNIT_HOOK)
 		unit_switch(t, pid_tgid, KR_UNIT_HOOK, unit);
 }

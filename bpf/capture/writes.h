@@ -21,6 +21,7 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	__u32 tid = (__u32)pid_tgid;
 	bool signal = false;
 
+	go_refresh(pid_tgid);
 	if (!wanted) {
 		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 			return 0;
@@ -31,9 +32,11 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 			return 0;
 	}
 	data = call_data(ctx, how, &data_len, &count);
-	unit_cell_refresh(t, pid_tgid);
-	if (t)
+	if (t) {
 		t->opened = 0;
+		t->preface = 0;
+		unit_refresh(t, pid_tgid);
+	}
 	t = context_source(t, pid_tgid, data, data_len, &signal);
 	if (!t || signal)
 		return 0;
@@ -98,7 +101,10 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u3
 	 * recorded. A send that starts a request gives a client's connection the sender's
 	 * context; one by a thread without a context leaves it none.
 	 */
-	if (t->sock && ret > 0 && (t->context_id || t->opened || capture_reads)) {
+	if (t->preface && t->sock && ret > 0) {
+		/* a client's HTTP/2 connection: its calls mix streams, they carry no request */
+		conn_set(t->sock, t->sock_stamp, 0, KR_CONN_MULTIPLEXED);
+	} else if (t->sock && ret > 0 && (t->context_id || t->opened || capture_reads)) {
 		starts = t->data && !bpf_map_lookup_elem(&last_sends, &t->sock);
 		bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
 		/* a head sent after another, no answer between (pipelining), starts a request too */

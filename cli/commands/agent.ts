@@ -27,6 +27,15 @@ import { parseSampleRate, parseSelector, type Selector } from '../../agent/filte
 import type { AgentConfig } from '../../agent/config/config-schema';
 import type { FilterOptions } from '../../agent/filter/capture-filter';
 import type { ListenAddress } from '../../agent/metrics/metrics-server';
+import { OTLP_PROTOCOLS, type OtlpProtocol } from '../../core/otlp/otlp-protocols';
+import {
+  DEFAULT_MAX_SPANS_PER_TRACE,
+  DEFAULT_QUEUE_SPANS,
+  OTLP_SAMPLING,
+  resolveOtlpTarget,
+  type OtlpSampling,
+  type OtlpTarget,
+} from '../../agent/otlp/otlp-target';
 
 interface AgentFlags extends LogFlags {
   dataDir: string;
@@ -43,9 +52,10 @@ interface AgentFlags extends LogFlags {
   ringBufferMb: number;
   storeCacheMb: number;
   attribution: boolean;
+  nodeHook: boolean;
+  pythonHook: boolean;
   targets: boolean;
   captureReads?: boolean;
-  pythonHook: boolean;
   quiet: boolean;
   statusInterval: number;
   onCorrupt: OnCorrupt;
@@ -56,6 +66,12 @@ interface AgentFlags extends LogFlags {
   shipUser?: string;
   shipPasswordFile?: string;
   metricsListen?: ListenAddress;
+  otlp?: string;
+  otlpProtocol?: OtlpProtocol;
+  otlpSample?: OtlpSampling;
+  otlpCertificate?: string;
+  otlpMaxSpansPerTrace?: number;
+  otlpQueue?: number;
 }
 
 /* Past this, a drain that the store cannot finish is cut short: a signal must stop the agent in seconds. */
@@ -77,6 +93,31 @@ function shipTarget(flags: AgentFlags): ClickHouseHttp | undefined {
 }
 
 const MIB = 1024 * 1024;
+
+/** The OTLP export: flags, then the config file's otlp section, then the OTEL_EXPORTER_OTLP_* variables. */
+function otlpTarget(flags: AgentFlags, config: AgentConfig): OtlpTarget | undefined {
+  const c = config.otlp;
+  return resolveOtlpTarget(
+    {
+      endpoint: flags.otlp,
+      protocol: flags.otlpProtocol,
+      sampling: flags.otlpSample,
+      certificate: flags.otlpCertificate,
+      maxSpansPerTrace: flags.otlpMaxSpansPerTrace,
+      queueSpans: flags.otlpQueue,
+    },
+    {
+      endpoint: c?.endpoint,
+      protocol: c?.protocol,
+      sampling: c?.sample,
+      headers: c?.headers,
+      certificate: c?.certificate,
+      maxSpansPerTrace: c?.max_spans_per_trace,
+      queueSpans: c?.queue_spans,
+    },
+    process.env,
+  );
+}
 
 /**
  * The config file's capture section plus the flags: flags add selectors, and
@@ -118,8 +159,11 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
   if (!isPowerOfTwo(ringBytes))
     throw new InvalidArgumentError(`--ring-buffer-mb ${flags.ringBufferMb} must be a power of two`);
   const ship = shipTarget(flags);
+  const otlp = otlpTarget(flags, config);
   // Bound before the probes attach, so a taken address fails before anything is loaded.
-  const metrics = flags.metricsListen ? new AgentMetrics({ shipping: ship !== undefined }) : undefined;
+  const metrics = flags.metricsListen
+    ? new AgentMetrics({ shipping: ship !== undefined, exportingOtlp: otlp !== undefined })
+    : undefined;
   const metricsServer =
     metrics && flags.metricsListen
       ? await startMetricsServer(metrics, flags.metricsListen, log.child('metrics'))
@@ -154,7 +198,9 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         },
         ship,
         metrics,
-        pythonHook: flags.pythonHook,
+        nodeHook: flags.nodeHook && config.capture.node_hook,
+        pythonHook: flags.pythonHook && config.capture.python_hook,
+        otlp,
       },
       log,
     );
@@ -226,11 +272,15 @@ export function registerAgentCommand(program: Command): Command {
       WRITER_CACHE_KIB / 1024,
     )
     .option('--no-attribution', 'do not look for KREPLAY-CTX markers and HTTP heads')
-    .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
+    .option(
+      '--no-node-hook',
+      'do not hook the Node processes the filters include (their requests then stay unattributed; docs/operate.md)',
+    )
     .option(
       '--no-python-hook',
-      'do not queue the Python hook into CPython 3.11+ processes (with it, aiohttp, grpcio and thread-pool work carry their request; needs CAP_SYS_PTRACE)',
+      'do not queue the Python hook into the CPython processes the filters include (their asyncio, grpcio and pool work then stays unattributed; needs CAP_SYS_PTRACE; docs/operate.md)',
     )
+    .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
     .addOption(
@@ -272,6 +322,36 @@ export function registerAgentCommand(program: Command): Command {
       '--metrics-listen <host:port>',
       'serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464)',
       listenAddressOption,
+    )
+    .option(
+      '--otlp <url>',
+      "export the events of W3C traces as OTLP spans to this OTLP/HTTP receiver's base URL (/v1/traces is appended; default: OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    .addOption(
+      new Option(
+        '--otlp-protocol <protocol>',
+        'OTLP encoding (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)',
+      ).choices(OTLP_PROTOCOLS),
+    )
+    .addOption(
+      new Option(
+        '--otlp-sample <which>',
+        'sampled: only traces whose traceparent has the sampled flag (the default); all: every trace',
+      ).choices(OTLP_SAMPLING),
+    )
+    .option(
+      '--otlp-certificate <file>',
+      "PEM of the CA that signs the receiver's certificate (default: OTEL_EXPORTER_OTLP_CERTIFICATE)",
+    )
+    .option(
+      '--otlp-max-spans-per-trace <n>',
+      `spans of one trace exported one by one; the rest of its events go into one summary span (default ${DEFAULT_MAX_SPANS_PER_TRACE})`,
+      integerOption(1, 1_000_000_000),
+    )
+    .option(
+      '--otlp-queue <spans>',
+      `spans waiting to be sent at most; beyond, spans are dropped and counted (default ${DEFAULT_QUEUE_SPANS})`,
+      integerOption(1, 100_000_000),
     );
   return addLogOptions(command).action((flags: AgentFlags) => runAgentCommand(flags));
 }

@@ -12,12 +12,15 @@ import {
   DEFAULT_SESSION_TTL_SECONDS,
 } from '../../daemon/replay/sessions/session-limits';
 import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
-import { decimalOption, integerOption } from '../options';
+import { decimalOption, integerOption, parsedOption } from '../options';
 import {
   DEFAULT_MAX_STREAMS,
   DEFAULT_MAX_STREAMS_PER_CLIENT,
 } from '../../daemon/replay/stream/stream-limits';
 import { untilSignal } from '../signals';
+import { checkTraceUrl } from '../../daemon/web/trace-url';
+
+const traceUrlOption = parsedOption(checkTraceUrl, false);
 
 export interface DaemonFlags extends LogFlags {
   dataDir: string;
@@ -37,6 +40,7 @@ export interface DaemonFlags extends LogFlags {
   allowedHost: string[];
   tlsCert?: string;
   tlsKey?: string;
+  traceUrl?: string;
 }
 
 function tlsFiles(flags: DaemonFlags): TlsFiles | undefined {
@@ -67,6 +71,7 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
     tokensFile: flags.tokens,
     allowedHosts: flags.allowedHost,
     tls: tlsFiles(flags),
+    traceUrl: flags.traceUrl,
   });
   const reload = () => daemon.reloadTokens();
   if (flags.tokens) process.on('SIGHUP', reload);
@@ -161,6 +166,11 @@ export function registerDaemonCommand(program: Command): Command {
       DEFAULT_MAX_STREAMS_PER_CLIENT,
     )
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
-    .option('--tls-key <file>', 'the PEM private key of --tls-cert');
+    .option('--tls-key <file>', 'the PEM private key of --tls-cert')
+    .option(
+      '--trace-url <template>',
+      "link each event's trace on the timeline page to this trace viewer URL, {trace_id} replaced (e.g. https://jaeger.example/trace/{trace_id})",
+      traceUrlOption,
+    );
   return addLogOptions(command).action((flags: DaemonFlags) => runDaemon(flags));
 }

@@ -15,7 +15,7 @@ import { targetKindCode, type TargetKind } from './target';
 export interface RowNames {
   service(name: string): number;
   comm(name: string): number;
-  context(transactionId: string | null, traceId: string | null): number | null;
+  context(transactionId: string | null, traceId: string | null, parentSpanId: string | null): number | null;
   target(kind: number, value: string): number;
 }
 
@@ -44,6 +44,7 @@ export function eventToRow(event: Record<string, unknown>, names: RowNames, fall
   row.ctx = names.context(
     (event.transaction_id as string | null) ?? null,
     (event.trace_id as string | null) ?? null,
+    typeof event.parent_span_id === 'string' ? event.parent_span_id : null,
   );
   row.pid = int(event.pid) ?? 0;
   row.tid = int(event.tid) ?? 0;

@@ -19,6 +19,11 @@ interface CommonFields {
   tid: number;
   comm: string;
   bytes: number;
+  /**
+   * the parent-id of the W3C traceparent that set the event's context: the span its OTLP export is
+   * a child of; absent for a marker's context and for events stored before store schema v8
+   */
+  parent_span_id?: string;
 }
 
 /** The fields of every syscall type (all but block_io). */
@@ -71,14 +76,29 @@ export interface Target {
   value: string;
 }
 
+/** A context as its store holds it. */
+export interface StoreContext {
+  transaction_id: string | null;
+  trace_id: string | null;
+  parent_span_id: string | null;
+  /** the traceparent's flags (bit 0: sampled); not shown in events, read by the OTLP export */
+  trace_flags: number | null;
+}
+
 /** What a row's integer references mean in its store. */
 export interface StoreNames {
   storeId: string;
   node: string;
   service(id: number): string;
   comm(id: number): string;
-  context(id: number | null): { transaction_id: string | null; trace_id: string | null };
+  context(id: number | null): StoreContext;
   target(id: number | null): Target | null;
+}
+
+/* Rare beside the common shape (only traceparent contexts): added after the literal, like request_key. */
+function withParentSpan<E extends ApiEvent>(event: E, ctx: StoreContext): E {
+  if (ctx.parent_span_id !== null) event.parent_span_id = ctx.parent_span_id;
+  return event;
 }
 
 export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
@@ -88,48 +108,54 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
   const serviceName = names.service(Number(row.service));
   const comm = names.comm(Number(row.comm));
   if (Number(row.type) === RecordType.BlockIo) {
-    return {
-      event_id: eventId,
-      event_type: 'block_io',
-      timestamp_ns: row.ts,
-      duration_ns: row.dur,
-      service_name: serviceName,
-      transaction_id: ctx.transaction_id,
-      trace_id: ctx.trace_id,
-      node: names.node,
-      pid: Number(row.pid),
-      tid: Number(row.tid),
-      comm,
-      bytes: Number(row.bytes),
-      device: deviceName(Number(row.dev ?? 0)),
-      sector: Number(row.sector ?? 0),
-      op: blockOpName(Number(row.op ?? 0)),
-      error: Number(row.error ?? 0),
-    };
+    return withParentSpan<BlockIoEvent>(
+      {
+        event_id: eventId,
+        event_type: 'block_io',
+        timestamp_ns: row.ts,
+        duration_ns: row.dur,
+        service_name: serviceName,
+        transaction_id: ctx.transaction_id,
+        trace_id: ctx.trace_id,
+        node: names.node,
+        pid: Number(row.pid),
+        tid: Number(row.tid),
+        comm,
+        bytes: Number(row.bytes),
+        device: deviceName(Number(row.dev ?? 0)),
+        sector: Number(row.sector ?? 0),
+        op: blockOpName(Number(row.op ?? 0)),
+        error: Number(row.error ?? 0),
+      },
+      ctx,
+    );
   }
   const target = names.target(row.target === null ? null : Number(row.target));
   const type = eventTypeName(Number(row.type));
   if (type === 'sys_read') {
-    return {
-      event_id: eventId,
-      event_type: type,
-      timestamp_ns: row.ts,
-      duration_ns: row.dur,
-      service_name: serviceName,
-      transaction_id: ctx.transaction_id,
-      trace_id: ctx.trace_id,
-      node: names.node,
-      pid: Number(row.pid),
-      tid: Number(row.tid),
-      comm,
-      bytes: Number(row.bytes),
-      syscall: syscallName(Number(row.syscall ?? 0)),
-      fd: Number(row.fd ?? -1),
-      ret: Number(row.ret ?? 0),
-      target_kind: target && target.kind,
-      target: target && target.value,
-      response_ns: row.response_ns,
-    };
+    return withParentSpan<SysReadEvent>(
+      {
+        event_id: eventId,
+        event_type: type,
+        timestamp_ns: row.ts,
+        duration_ns: row.dur,
+        service_name: serviceName,
+        transaction_id: ctx.transaction_id,
+        trace_id: ctx.trace_id,
+        node: names.node,
+        pid: Number(row.pid),
+        tid: Number(row.tid),
+        comm,
+        bytes: Number(row.bytes),
+        syscall: syscallName(Number(row.syscall ?? 0)),
+        fd: Number(row.fd ?? -1),
+        ret: Number(row.ret ?? 0),
+        target_kind: target && target.kind,
+        target: target && target.value,
+        response_ns: row.response_ns,
+      },
+      ctx,
+    );
   }
   const event: Exclude<SyscallEvent, SysReadEvent> = {
     event_id: eventId,
@@ -153,7 +179,7 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
   // only a send that started a request has one (rare: the common shape stays one literal)
   if (row.request_key !== null && event.event_type === 'sys_write')
     event.request_key = Number(row.request_key);
-  return event;
+  return withParentSpan(event, ctx);
 }
 
 /** A JSON string literal; the common case (printable ASCII, no quote or backslash) skips JSON.stringify. */
@@ -184,6 +210,7 @@ export function eventToJson(event: ApiEvent, int64AsString = false, extra?: Reco
     text += `,"response_ns":${event.response_ns === null ? 'null' : int64Json(event.response_ns, int64AsString)}`;
   else if (event.event_type === 'sys_write' && event.request_key !== undefined)
     text += `,"request_key":${event.request_key}`;
+  if (event.parent_span_id !== undefined) text += `,"parent_span_id":${jsonString(event.parent_span_id)}`;
   return withJsonFields(`${text}}`, extra, int64AsString);
 }
 

@@ -59,6 +59,8 @@ export interface NativeCaptureSession {
   programStats(): ProgramStats[];
   /** replaces the filter's cgroup ids (an id in both lists is excluded) */
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
+  /** probes the libuv threadpool of process `pid`'s executable (or libuv.so) from now on, when it has the symbols */
+  followLibuv(pid: number): void;
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }
@@ -197,6 +199,16 @@ export interface NativeAddon {
   enableBpfStats(): number;
   /** the running libbpf's version, "v1.1" */
   libbpfVersion(): string;
+  /**
+   * The symbols of `names` (functions and data) an ELF file defines, with their values (relative
+   * to its load address when relocatable: a shared object or a PIE); null when it is no ELF file.
+   * `dynamicOnly`: only the symbols it exports (.dynsym), a quick look at a large program.
+   */
+  elfSymbols(
+    path: string,
+    names: string[],
+    dynamicOnly?: boolean,
+  ): { relocatable: boolean; values: Record<string, bigint> } | null;
   /** where process `pid`'s interpreter has what the Python hook needs (native/py_inject.h); throws E_PY_INJECT_SYMBOLS or E_PY_INJECT_GONE */
   pythonSymbols(pid: number): NativePythonSymbols;
   /** Py_AddPendingCall(PyRun_SimpleString, code) made by `pid`'s main thread: what it returned (0: queued); rejects with an E_PY_INJECT_ code */

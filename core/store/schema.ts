@@ -19,7 +19,10 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;
+
+/** Stores from this version on keep a traceparent's parent span and flags in contexts. */
+export const PARENT_SPAN_SCHEMA_VERSION = 8;
 
 /** Stores from this version on have a pruned table (retention). */
 export const RETENTION_SCHEMA_VERSION = 4;
@@ -138,6 +141,12 @@ export const MIGRATIONS: readonly string[] = [
   // v7: a send that started a request on a socket keeps the key of what it asked (native/request_key.h)
   `
   ${eventColumnsAddedIn(REQUEST_KEY_SCHEMA_VERSION)}
+  `,
+  // v8: a context set by a W3C traceparent keeps its parent-id and flags (the OTLP export's parent
+  // span and sampled flag); NULL for markers and for contexts stored before
+  `
+  ALTER TABLE contexts ADD COLUMN parent_span_id TEXT;
+  ALTER TABLE contexts ADD COLUMN trace_flags INTEGER;
   `,
 ];
 

@@ -6,7 +6,7 @@ import { parseQuery } from '../http/query-params';
 import type { EventReader } from '../store/event-reader';
 import { eventsQuerySchema, int64Param, toFilter } from './events-query';
 import { exportQuerySchema } from './export/export-query';
-import { streamChromeTrace } from './export/export-stream';
+import { streamTrace } from './export/export-stream';
 import { sendIncident, type IncidentRuns } from './export/incident-export';
 import { localEventsJson, type EventsJson, type JsonBody } from './events-json';
 
@@ -45,7 +45,7 @@ export function eventsRouter(
     if (query.format === 'incident') {
       const { transaction_id: transactionId, redact, source_date_epoch: sourceDateEpoch } = query;
       await sendIncident(stores, runs, { transactionId: transactionId!, redact, sourceDateEpoch }, res);
-    } else await streamChromeTrace(stores, toFilter(query), res);
+    } else await streamTrace(stores, toFilter(query), query.format ?? 'chrome-trace', res);
   });
   router.get('/:event_id', async (req, res) => {
     const { int64 } = parseQuery(eventQuerySchema, req.query);

@@ -59,19 +59,23 @@ export class IncidentStoreBuilder {
     setMeta.run(SOURCES_KEY, sources);
     const services = this.db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     const comms = this.db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
-    const contexts = this.db.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
+    const contexts = this.db.prepare(
+      'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id) VALUES (?, ?, ?, ?)',
+    );
     const targets = this.db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     const serviceIds = new Dictionary<string>((id, name) => services.run(id, name));
     const commIds = new Dictionary<string>((id, name) => comms.run(id, name));
-    const contextIds = new Dictionary<[string | null, string | null]>((id, [txn, trace]) =>
-      contexts.run(id, txn, trace),
+    const contextIds = new Dictionary<[string | null, string | null, string | null]>(
+      (id, [txn, trace, span]) => contexts.run(id, txn, trace, span),
     );
     const targetIds = new Dictionary<[number, string]>((id, [kind, value]) => targets.run(id, kind, value));
     this.names = {
       service: (name) => serviceIds.id(name, name),
       comm: (name) => commIds.id(name, name),
-      context: (txn, trace) =>
-        txn === null && trace === null ? null : contextIds.id(JSON.stringify([txn, trace]), [txn, trace]),
+      context: (txn, trace, span) =>
+        txn === null && trace === null
+          ? null
+          : contextIds.id(JSON.stringify([txn, trace, span]), [txn, trace, span]),
       target: (kind, value) => targetIds.id(`${kind}\0${value}`, [kind, value]),
     };
     this.insertEvent = this.db.prepare(INSERT_EVENT);

@@ -100,12 +100,13 @@ export const OPERATIONS: Operation[] = [
     method: 'get',
     path: '/api/events/export',
     summary:
-      'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed; with format=incident, one transaction as an incident file (application/zstd, docs/query.md "Incident files")',
+      'the matching events as a Chrome trace-event file (Perfetto, chrome://tracing), streamed; with format=otlp, as one OTLP/JSON ExportTraceServiceRequest (each event of a W3C trace a span in it, docs/query.md "OTLP"); with format=incident, one transaction as an incident file (application/zstd, docs/query.md "Incident files")',
     query: exportQuerySchema,
     responses: {
       200: {
         type: 'application/json',
-        description: 'Chrome trace-event JSON; format=incident answers application/zstd, the incident file',
+        description:
+          'Chrome trace-event JSON, or OTLP/JSON with format=otlp (header X-Kreplay-Events: the events the filter matched; those without a W3C trace id are not in the file); format=incident answers application/zstd, the incident file',
       },
     },
     problems: [
@@ -115,6 +116,12 @@ export const OPERATIONS: Operation[] = [
       'store-unavailable',
       'store-damaged',
     ],
+  },
+  {
+    method: 'get',
+    path: '/api/page-settings',
+    summary: "what the timeline page is told: the trace viewer it links each event's trace to (--trace-url)",
+    responses: { 200: 'PageSettings' },
   },
   {
     method: 'get',

@@ -27,6 +27,14 @@ const commonEvent = {
   tid: z.number().int(),
   comm: z.string(),
   bytes: z.number().int(),
+  parent_span_id: z
+    .string()
+    .regex(/^[0-9a-f]{16}$/)
+    .optional()
+    .meta({
+      description:
+        "the parent-id of the W3C `traceparent` that set the event's context: the span an OTLP export of the event is a child of (format=otlp). Absent for a marker's context, and from stores older than this field and from a ClickHouse fleet",
+    }),
 };
 
 /** The fields every syscall type has (all but block_io). */
@@ -209,6 +217,17 @@ export const incidentCreatedSchema = z
   .meta({ id: 'IncidentCreated' });
 
 export const livenessSchema = z.strictObject({ status: z.literal('ok') }).meta({ id: 'Liveness' });
+
+export const pageSettingsSchema = z
+  .strictObject({
+    trace_url: z
+      .string()
+      .nullable()
+      .describe(
+        "the daemon's --trace-url: a trace viewer's URL with {trace_id} where an event's trace id goes; null without it",
+      ),
+  })
+  .meta({ id: 'PageSettings' });
 
 export const readinessSchema = z
   .strictObject({

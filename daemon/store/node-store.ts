@@ -37,7 +37,7 @@ import {
   type ReadShape,
   type SqlParams,
 } from './query-sql';
-import { StoreNameCache } from './store-names';
+import { StoreNameCache } from '../../core/store/store-names';
 
 /** One index read: its shape and its key and filter values, without the keyset bounds. */
 export interface StoreRead {

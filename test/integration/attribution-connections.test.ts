@@ -336,6 +336,41 @@ c.recv(4096); c.sendall(b'b' * 1602)
     ]);
     await waitFor(() => storedCounter(store, 'multiplexed_call') > 0, { what: 'the HTTP/2 calls counted' });
   });
+  it("a client's HTTP/2 connection carries no request, though its thread has one", async () => {
+    const upstream = createTcpServer((c) =>
+      c.on('data', (d) => c.write(Buffer.alloc(1800 + (d.length % 2), 0x61))),
+    );
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const out = join(dir, 'h2client');
+    mkdirSync(out);
+    try {
+      await python(
+        `import os, socket, sys
+null = os.open('/dev/null', os.O_WRONLY)
+os.write(null, b'KREPLAY-CTX txn=h2-client\\n')
+c = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+c.sendall(b'PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n'); c.recv(4096)
+c.sendall(b'x' * 1801); c.recv(4096)
+fd = os.open(os.path.join(sys.argv[2], 'h2-file'), os.O_WRONLY | os.O_CREAT); os.write(fd, b'x'); os.close(fd)
+`,
+        [String((upstream.address() as AddressInfo).port), out],
+      );
+      const [file] = await waitEvents(`e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/%'`, 1);
+      expect(file!.txn).toBe('h2-client');
+      const calls = events(
+        `e.pid = ${file!.pid} AND t.value = 'tcp 127.0.0.1:${(upstream.address() as AddressInfo).port}'`,
+      );
+      expect(calls.map((e) => [e.type, e.txn])).toEqual([
+        [RecordType.SysConnect, 'h2-client'],
+        [RecordType.SysWrite, null],
+        [RecordType.SysRead, null],
+        [RecordType.SysWrite, null],
+        [RecordType.SysRead, null],
+      ]);
+    } finally {
+      upstream.close();
+    }
+  });
 });
 
 describe('nginx proxying through one event-loop worker (real program)', () => {

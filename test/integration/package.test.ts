@@ -44,7 +44,13 @@ describe('make deb', () => {
     expect(debField('Architecture')).toBe('amd64');
     const depends = debField('Depends');
     // (libelf1 and zlib1g come through libbpf1, which the addon links)
-    for (const dep of ['libbpf1', 'libc6', 'libstdc++6', 'systemd | systemd-standalone-sysusers'])
+    for (const dep of [
+      'libbpf1',
+      'libcapstone4',
+      'libc6',
+      'libstdc++6',
+      'systemd | systemd-standalone-sysusers',
+    ])
       expect(depends).toContain(dep);
   });
 
@@ -165,7 +171,7 @@ describe('make dist', () => {
     expect(commit).toMatch(/^commit: [0-9a-f]{12}/);
     expect(node).toMatch(/^node: 24\./);
     expect(libbpf).toMatch(/^libbpf: \d+\.\d+$/);
-    // the addon resolves libbpf and libelf from the tarball, not from the system
+    // the addon resolves libbpf, libelf and capstone from the tarball, not from the system
     const ldd = execFileSync(
       'ldd',
       [join(moved, 'kreplay', 'native', 'build', 'Release', 'kreplay_native.node')],
@@ -173,7 +179,7 @@ describe('make dist', () => {
         encoding: 'utf8',
       },
     );
-    for (const lib of ['libbpf.so.1', 'libelf.so.1', 'libz.so.1']) {
+    for (const lib of ['libbpf.so.1', 'libelf.so.1', 'libz.so.1', 'libcapstone.so.4']) {
       const found = new RegExp(`^\\s*${lib.replace(/\./g, '\\.')} => (\\S+)`, 'm').exec(ldd)?.[1];
       expect(found && resolve(found)).toBe(join(moved, 'kreplay', 'lib', lib));
     }

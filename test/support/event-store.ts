@@ -23,6 +23,11 @@ export interface TestEvent {
   target?: [kind: TargetKind, value: string];
   /** sys_read only; default none (NULL) */
   response?: number;
+  /** the context's traceparent parent-id and flags; default none (a marker's context) */
+  parentSpan?: string;
+  traceFlags?: number;
+  /** a syscall's ret; default bytes */
+  ret?: number;
 }
 
 /** One batch, so one transaction: readers see all of `events` or none. */
@@ -38,7 +43,7 @@ export function writeEvents(writer: StoreWriter, events: TestEvent[]): void {
       tsOffset: Number(offset),
       dur: e.dur ?? 1000,
       service: writer.services.id(e.service ?? 'svc'),
-      ctx: writer.contexts.id(e.txn ?? null, e.trace ?? null),
+      ctx: writer.contexts.id(e.txn ?? null, e.trace ?? null, e.parentSpan ?? null, e.traceFlags ?? null),
       pid: e.pid ?? 100,
       tid: e.pid ?? 100,
       comm: writer.comms.id(e.comm ?? 'worker'),
@@ -52,7 +57,7 @@ export function writeEvents(writer: StoreWriter, events: TestEvent[]): void {
         ...common,
         type: EVENT_TYPE_CODE[e.type ?? 'sys_write'] as SyscallRecordType,
         fd: 3,
-        ret: common.bytes,
+        ret: e.ret ?? common.bytes,
         syscall: 1,
         target: target ?? 0,
         response: e.response ?? 0,

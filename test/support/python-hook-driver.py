@@ -18,10 +18,10 @@ MAGIC = SIGNAL["magic"].encode()
 
 # ---- the kernel, as far as the hook's signals go --------------------------------------------------
 
-# (thread, bytes, the thread's cell before the call, the cell a CELL signal registers) in call order:
-# at each call the kernel reads the cell the thread registered (units.h, unit_cell_refresh)
+# (thread, bytes, the thread's slot before the call, the slot a WATCH signal registers) in call order:
+# at each call the kernel reads the slot the thread registered (units.h, unit_refresh)
 record = []
-cells = {}  # thread -> the address of the cell it registered
+cells = {}  # thread -> the address of the slot it registered
 failing = [False]
 
 
@@ -33,10 +33,11 @@ def cell_value(thread):
 def recording_write(fd, data):
     if failing[0]:
         raise OSError(9, "Bad file descriptor")
-    thread, data = threading.get_ident(), bytes(data)
+    thread, buffer, data = threading.get_ident(), data, bytes(data)
     before, registered = cell_value(thread), None
-    if data.startswith(MAGIC) and int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little") == SIGNAL["cell"]:
-        cells[thread] = int.from_bytes(data[SIGNAL["unitAt"] : SIGNAL["unitAt"] + 8], "little")
+    if data.startswith(MAGIC) and int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little") == SIGNAL["watch"]:
+        # the slot is the written bytes' own unit field
+        cells[thread] = buffer.buffer_info()[0] + SIGNAL["unitAt"]
         registered = cell_value(thread)
     record.append((thread, data, before, registered))
     return len(data)
@@ -69,7 +70,7 @@ def model():
         assert data.startswith(MAGIC), data
         op = int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little")
         unit = int.from_bytes(data[SIGNAL["unitAt"] : SIGNAL["unitAt"] + 8], "little")
-        if op == SIGNAL["cell"]:
+        if op == SIGNAL["watch"]:
             current[thread] = registered
         elif op == SIGNAL["open"]:
             head = data[SIGNAL["bytes"] :].decode()

@@ -1,100 +1,170 @@
 /**
- * Request attribution measured as users would: each request names the files it writes by its
- * x-request-id, so each stored write's target says which request caused it, and its transaction
- * is correct, wrong (another request's) or none; a write not stored is missing.
+ * Attribution accuracy measured as users would: each request writes files whose names start with
+ * its request id (`<id>.<anything>`), so each stored write's target says which request caused it,
+ * and its transaction is scored against that: correct, wrong (another request's), none, or
+ * missing (not stored by the deadline). Also how tests let the agent's Node hook into the servers
+ * they start (the runner opts its own processes out, see jest.config.js).
  */
 import { Agent, request } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { basename } from 'node:path';
 import { RecordType } from '../../core/model';
+import type { AgentProcess } from './agent-process';
 import { readStoredEvents, type StoredEvent } from './store-rows';
 import { waitFor } from './wait';
 
-export interface Score {
+export interface Accuracy {
   correct: number;
   wrong: number;
   none: number;
   missing: number;
 }
 
-let traced = 0;
-/** A fresh valid W3C traceparent: a request head without one carries no transaction. */
-export const traceparent = (): string =>
-  `00-${(++traced).toString(16).padStart(32, 'b')}-00f067aa0ba902b7-01`;
+/** A valid W3C traceparent of its own for request n (a head without one carries no transaction). */
+export const traceparentOf = (n: number): string =>
+  `00-${(n + 1).toString(16).padStart(32, 'b')}-00f067aa0ba902b7-01`;
+
+/** Scores writes by the request id their file name starts with. */
+export function scoreWrites(events: StoredEvent[], ids: string[], filesPerRequest: number): Accuracy {
+  const known = new Set(ids);
+  const s: Accuracy = { correct: 0, wrong: 0, none: 0, missing: 0 };
+  for (const e of events) {
+    const rid = basename(e.target!).split('.')[0]!;
+    if (!known.has(rid)) continue;
+    if (e.txn === null) s.none++;
+    else if (e.txn === rid) s.correct++;
+    else s.wrong++;
+  }
+  s.missing = ids.length * filesPerRequest - (s.correct + s.wrong + s.none);
+  return s;
+}
+
+/** The file writes stored under `dir/prefix*`: once `n` are in, or what is there at the deadline. */
+export async function writesUnder(
+  store: string,
+  dir: string,
+  prefix: string,
+  n: number,
+): Promise<StoredEvent[]> {
+  const read = () =>
+    readStoredEvents(store, `e.type = ${RecordType.SysWrite} AND t.value LIKE '${dir}/${prefix}%'`);
+  return waitFor(() => {
+    const rows = read();
+    return rows.length >= n && rows;
+  }, 30_000).catch(() => read());
+}
+
+/** Runs `send` for each id, `level` at a time. */
+export async function inTurn(
+  ids: string[],
+  level: number,
+  send: (id: string, i: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: level }, async () => {
+      while (next < ids.length) {
+        const i = next++;
+        await send(ids[i]!, i);
+      }
+    }),
+  );
+}
+
+export interface LoadOptions {
+  /** TLS, trusting this certificate */
+  ca?: Buffer;
+  /** each request carries a traceparent of its own (default), else only its x-request-id */
+  traced?: boolean;
+  path?: string;
+  /** a JSON body: the requests are POSTs */
+  body?: (id: string) => unknown;
+  /** each answer must be 200 with this body (a server that keeps serving right), else the load rejects */
+  answer?: string;
+}
 
 /**
- * GETs / once per id, `level` at a time over as many keep-alive connections, each with its
- * x-request-id and a traceparent; rejects unless every answer is 200 with body `body`.
+ * Requests over keep-alive connections, `level` at a time, each with its x-request-id and (unless
+ * `traced` is false) a traceparent of its own.
  */
-export async function sendRequests(port: number, ids: string[], level: number, body = 'ok'): Promise<void> {
-  const pool = new Agent({ keepAlive: true, maxSockets: level });
-  const get = (rid: string) =>
-    new Promise<void>((resolve, reject) => {
-      request(
-        {
-          agent: pool,
-          host: '127.0.0.1',
-          port,
-          path: '/',
-          headers: { 'x-request-id': rid, traceparent: traceparent() },
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res
-            .on('data', (chunk: string) => (text += chunk))
-            .once('end', () => {
-              if (res.statusCode === 200 && text === body) resolve();
-              else
-                reject(new Error(`request ${rid}: ${res.statusCode} ${JSON.stringify(text.slice(0, 200))}`));
-            });
-        },
-      )
-        .once('error', reject)
-        .end();
-    });
-  let next = 0;
+export async function httpLoad(
+  port: number,
+  ids: string[],
+  level: number,
+  { ca, traced = true, path = '/', body, answer }: LoadOptions = {},
+): Promise<void> {
+  const pool = ca
+    ? new HttpsAgent({ keepAlive: true, maxSockets: level })
+    : new Agent({ keepAlive: true, maxSockets: level });
+  const send = ca ? httpsRequest : request;
   try {
-    await Promise.all(
-      Array.from({ length: level }, async () => {
-        while (next < ids.length) await get(ids[next++]!);
-      }),
+    await inTurn(
+      ids,
+      level,
+      (id, i) =>
+        new Promise<void>((resolve, reject) => {
+          const json = body && JSON.stringify(body(id));
+          send(
+            {
+              agent: pool,
+              host: '127.0.0.1',
+              port,
+              path,
+              ca,
+              method: json === undefined ? 'GET' : 'POST',
+              headers: {
+                'x-request-id': id,
+                ...(traced && { traceparent: traceparentOf(i) }),
+                ...(json !== undefined && { 'content-type': 'application/json' }),
+              },
+            },
+            (res) => {
+              let text = '';
+              res.setEncoding('utf8');
+              res
+                .on('data', (chunk: string) => (text += chunk))
+                .once('end', () =>
+                  answer === undefined || (res.statusCode === 200 && text === answer)
+                    ? resolve()
+                    : reject(
+                        new Error(`request ${id}: ${res.statusCode} ${JSON.stringify(text.slice(0, 200))}`),
+                      ),
+                );
+            },
+          )
+            .once('error', reject)
+            .end(json);
+        }),
     );
   } finally {
     pool.destroy();
   }
 }
 
-/** The stored writes of files `<dir>/<prefix>…`, once `n` are stored or, after the deadline, those that are. */
-export async function storedWrites(
-  store: string,
-  dir: string,
-  prefix: string,
-  n: number,
-): Promise<StoredEvent[]> {
-  const rows = () =>
-    readStoredEvents(store, `e.type = ${RecordType.SysWrite} AND t.value LIKE '${dir}/${prefix}%'`);
-  return waitFor(() => {
-    const found = rows();
-    return found.length >= n && found;
-  }, 30_000).catch(() => rows());
+/** The environment of a child the agent's Node hook may go into: the test runner's opt-out removed. */
+export function hookableEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env.KREPLAY_NODE_HOOK;
+  return env;
 }
 
-/** The request a file belongs to: its name up to the first dot (`<id>.loop`, `<id>.s2`). */
-const requestOf = (target: string) => target.slice(target.lastIndexOf('/') + 1).split('.')[0]!;
-
-/** Scores the writes of requests `ids`, `filesPerRequest` each. */
-export function scoreWrites(events: StoredEvent[], ids: string[], filesPerRequest: number): Score {
-  const s: Score = { correct: 0, wrong: 0, none: 0, missing: ids.length * filesPerRequest - events.length };
-  for (const e of events) {
-    if (e.txn === null) s.none++;
-    else if (e.txn === requestOf(e.target!)) s.correct++;
-    else s.wrong++;
-  }
-  return s;
+/** The line the agent logged of Node process `pid` once it hooked it or said why not (its reason in it). */
+export function nodeHookLine(agent: AgentProcess, pid: number): Promise<string> {
+  const pattern = new RegExp(
+    `^.*(hooked a Node process|left a Node process unattributed|could not hook a Node process).* pid=${pid}\\b.*$`,
+    'm',
+  );
+  return waitFor(() => pattern.exec(agent.output())?.[0], {
+    timeoutMs: 20_000,
+    what: `the agent's word on Node process ${pid}`,
+  });
 }
 
-/** The goal: at least 99.9% correct, none wrong, none missing. */
-export function meetsGoal(s: Score, total: number): boolean {
-  return s.correct >= 0.999 * total && s.wrong === 0 && s.missing === 0;
+/** The line the agent logged of Python process `pid` once it queued its hook or said why not (agent/runtimes/python). */
+export function pythonHookLine(agent: AgentProcess, pid: number): Promise<string> {
+  const pattern = new RegExp(`^.*(queued the Python hook|no Python hook).* pid=${pid}\\b.*$`, 'm');
+  return waitFor(() => pattern.exec(agent.output())?.[0], {
+    timeoutMs: 20_000,
+    what: `the agent's word on Python process ${pid}`,
+  });
 }
-
-export const formatScore = (s: Score): string => `${s.correct}/${s.wrong}/${s.none}/${s.missing}`;

@@ -9,7 +9,7 @@ set -euo pipefail
 cache=${KREPLAY_ROOTFS_CACHE:-/var/cache/kreplay-test-rootfs}
 suite=bookworm
 # systemd to boot, what the .deb depends on (so dpkg -i needs no network), curl to ask the daemon
-packages=systemd,systemd-sysv,dbus,libbpf1,libelf1,zlib1g,libstdc++6,libgcc-s1,procps,curl
+packages=systemd,systemd-sysv,dbus,libbpf1,libelf1,zlib1g,libcapstone4,libstdc++6,libgcc-s1,procps,curl
 sources=(/etc/apt/sources.list.d/*.sources)
 key=$( { echo "$suite $packages"; cat "${sources[@]}" "$0"; } | sha256sum | cut -c1-16)
 dir=$cache/$suite-$key

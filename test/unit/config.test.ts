@@ -11,7 +11,14 @@ describe('agent config', () => {
     expect(loadConfig(`${dir.path}/c.yaml`)).toEqual({
       node: 'web-1',
       services: [{ service: 'api', match: { unit: 'api-*.service' } }],
-      capture: { exclude: [], filter_transactions: false, sample_background: 1, capture_reads: false },
+      capture: {
+        exclude: [],
+        filter_transactions: false,
+        sample_background: 1,
+        capture_reads: false,
+        node_hook: true,
+        python_hook: true,
+      },
     });
     writeFileSync(
       `${dir.path}/c.json`,
@@ -68,6 +75,8 @@ describe('agent config', () => {
       filter_transactions: true,
       sample_background: 100,
       capture_reads: true,
+      node_hook: true,
+      python_hook: true,
     });
     expect(parseConfig('capture: { sample_background: 8 }', 'c.yaml', 'yaml').capture.sample_background).toBe(
       8,

@@ -51,6 +51,8 @@ describe('parseHttpHead', () => {
     expect(parseHttpHead(head)).toEqual({
       traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
       transactionId: 'req-9',
+      parentSpanId: '00f067aa0ba902b7',
+      traceFlags: 1,
     });
   });
 
@@ -58,7 +60,14 @@ describe('parseHttpHead', () => {
     expect(parseHttpHead(`HTTP/1.1 200 OK\r\ntraceparent: ${tp}\r\n\r\n`)).toEqual({
       traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
       transactionId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentSpanId: '00f067aa0ba902b7',
+      traceFlags: 1,
     });
+  });
+
+  it('keeps the flags of an unsampled traceparent', () => {
+    const head = `GET / HTTP/1.1\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00\r\n\r\n`;
+    expect(parseHttpHead(head)).toMatchObject({ parentSpanId: '00f067aa0ba902b7', traceFlags: 0 });
   });
 
   it.each([

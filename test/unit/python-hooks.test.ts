@@ -5,8 +5,6 @@
  * test/integration/attribution-python.test.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { CgroupPaths } from '../../agent/attribution/cgroup-paths';
-import type { KernelFilter } from '../../agent/filter/task-wanted';
 import { PythonHooks } from '../../agent/runtimes/python/python-hooks';
 import type { Logger } from '../../core/log/logger';
 import { nativeAddon, type NativePythonSymbols } from '../../core/native/addon';
@@ -39,7 +37,6 @@ function hooks(include: number[], queue: (pid: number) => Promise<number>) {
     child: () => log,
   };
   const queued: { pid: number; code: string }[] = [];
-  const filter: KernelFilter = { include: include.map((pid) => ({ pid })), exclude: [] };
   const native = {
     pythonSymbols: (pid: number): NativePythonSymbols => nativeAddon().pythonSymbols(pid),
     queuePythonCode: (pid: number, _s: NativePythonSymbols, code: string) => {
@@ -47,7 +44,7 @@ function hooks(include: number[], queue: (pid: number) => Promise<number>) {
       return queue(pid);
     },
   };
-  const h = new PythonHooks({ taskFilter: () => filter, cgroups: new CgroupPaths(), log, native });
+  const h = new PythonHooks({ wanted: (pid) => include.includes(pid), log, native });
   return { h, lines, queued };
 }
 
@@ -65,7 +62,7 @@ describe('PythonHooks', () => {
     await h.scanOnce();
     expect(queued.map((q) => q.pid)).toEqual([included]);
     expect(queued[0]!.code).toContain('_kreplay_python_hook_boot');
-    expect(h.counts).toEqual({ hooked: 1, refused: 0, unsupported: 0, opted_out: 0, failed: 0 });
+    expect(h.counts).toEqual({ hooked: 1, refused: 0, failed: 0 });
     expect(lines).toEqual([
       `info queued the Python hook (it runs at the interpreter's next check) pid=${included}`,
     ]);
@@ -82,15 +79,15 @@ describe('PythonHooks', () => {
     );
     await waitFor(async () => {
       await h.scanOnce();
-      return h.counts.refused + h.counts.opted_out === 2;
+      return h.counts.refused === 2;
     });
     await h.scanOnce();
     expect(queued.map((q) => q.pid)).toEqual([refusing]);
-    expect(h.counts).toMatchObject({ hooked: 0, refused: 1, opted_out: 1 });
+    expect(h.counts).toEqual({ hooked: 0, refused: 2, failed: 0 });
     expect(lines.sort()).toEqual(
       [
-        `info KREPLAY_PYTHON_HOOK=off in its environment pid=${optedOut}`,
-        `warn no Python hook: ptrace refused: Operation not permitted; its requests stay unattributed pid=${refusing}`,
+        `info no Python hook: KREPLAY_PYTHON_HOOK=off in its environment; its requests stay unattributed pid=${optedOut}`,
+        `info no Python hook: ptrace refused: Operation not permitted; its requests stay unattributed pid=${refusing}`,
       ].sort(),
     );
   });

@@ -2,7 +2,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../agent/config/load-config';
-import { agentConfigSchema, captureConfigSchema, serviceRuleSchema } from '../../agent/config/config-schema';
+import {
+  agentConfigSchema,
+  captureConfigSchema,
+  otlpConfigSchema,
+  serviceRuleSchema,
+} from '../../agent/config/config-schema';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -23,6 +28,7 @@ describe("the README's --config example", () => {
     expect(config.node).toBe('web-1');
     expect(config.services.map((s) => s.service)).toEqual(['api', 'reports', 'db']);
     expect(config.services[1]!.match).toEqual({ cgroup: '/system.slice/cron.service/*', comm: 'python3*' });
+    expect(config.otlp).toMatchObject({ endpoint: 'http://otel-collector:4318', sample: 'sampled' });
   });
 
   it('every yaml block of docs/operate.md loads with the agent config loader', () => {
@@ -43,6 +49,7 @@ describe("the README's --config example", () => {
       ...Object.keys(serviceRuleSchema.shape),
       ...Object.keys(serviceRuleSchema.shape.match.shape),
       ...Object.keys(captureConfigSchema.shape),
+      ...Object.keys(otlpConfigSchema.shape),
     ];
     for (const key of keys) expect(example).toMatch(new RegExp(`^\\s*(- )?${key}:`, 'm'));
   });

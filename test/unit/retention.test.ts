@@ -186,7 +186,7 @@ describe('retention', () => {
     const ctx = old.ctx[0]!;
     writer.writeBatch(old);
     const { forgotten, epoch } = writer.prune(1000);
-    expect(forgotten).toEqual([[ctx, `t${NOW - 2n * HOUR}-0`, null]]);
+    expect(forgotten).toEqual([[ctx, `t${NOW - 2n * HOUR}-0`, null, null, null]]);
 
     // Filled before the decoder heard of the removal: refers to the removed id.
     const late = batchOf(writer, NOW, 1, 1, 1);

@@ -19,6 +19,12 @@ describe('storedCounters', () => {
       incompleteRequestHeads: 22,
       untracedRequestHeads: 23,
       pipelinedRequestHeads: 24,
+      nodeHooked: 25,
+      nodeHookRefused: 26,
+      nodeHookFailed: 27,
+      pythonHooked: 28,
+      pythonHookRefused: 29,
+      pythonHookFailed: 30,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -57,6 +63,12 @@ describe('storedCounters', () => {
       incomplete_request_heads: 22,
       untraced_request_heads: 23,
       pipelined_request_heads: 24,
+      node_hooked: 25,
+      node_hook_refused: 26,
+      node_hook_failed: 27,
+      python_hooked: 28,
+      python_hook_refused: 29,
+      python_hook_failed: 30,
     });
   });
 });

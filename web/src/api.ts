@@ -25,6 +25,14 @@ export interface ApiEvent {
   sector?: number;
   op?: string;
   error?: number;
+  /** the span of the traceparent that set the event's context */
+  parent_span_id?: string;
+}
+
+/** GET /api/page-settings */
+export interface PageSettings {
+  /** a trace viewer's URL with {trace_id} where the trace id goes (the daemon's --trace-url), or null */
+  trace_url: string | null;
 }
 
 export interface EventsPage {
@@ -74,6 +82,16 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
     throw new ApiError(res.status, `${res.status}: ${detail}${hint}`);
   }
   return JSON.parse(text) as T;
+}
+
+export function pageSettings(): Promise<PageSettings> {
+  return request<PageSettings>('GET', '/api/page-settings');
+}
+
+/** An event's trace in the trace viewer the daemon names, or null (no viewer, no trace). */
+export function traceLink(settings: PageSettings, traceId: string | null): string | null {
+  if (settings.trace_url === null || traceId === null) return null;
+  return settings.trace_url.replaceAll('{trace_id}', encodeURIComponent(traceId));
 }
 
 export function eventsPage(params: URLSearchParams): Promise<EventsPage> {

@@ -444,8 +444,8 @@ function formatTick(t: number, tick: number, end: number): string {
   return `${(t / unit).toFixed(Math.min(9, digits))} ${name}`;
 }
 
-/** An event's fields as a definition list (tooltip and pinned panel). */
-export function fieldsHtml(e: ApiEvent): string {
+/** An event's fields as a definition list (tooltip and pinned panel); `traceUrl`: its trace in a trace viewer. */
+export function fieldsHtml(e: ApiEvent, traceUrl: string | null = null): string {
   const rows: [string, string][] = [
     ['event_type', e.event_type],
     ['time', formatTime(BigInt(e.timestamp_ns))],
@@ -464,6 +464,11 @@ export function fieldsHtml(e: ApiEvent): string {
   rows.push(['bytes', String(e.bytes)]);
   rows.push(['transaction', e.transaction_id ?? '–']);
   rows.push(['trace', e.trace_id ?? '–']);
+  if (e.parent_span_id) rows.push(['parent span', e.parent_span_id]);
   rows.push(['event_id', e.event_id]);
-  return `<dl>${rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${escapeHtml(v)}</dd>`).join('')}</dl>`;
+  const value = (k: string, v: string) =>
+    k === 'trace' && traceUrl
+      ? `<a href="${escapeHtml(traceUrl)}" target="_blank" rel="noopener" data-trace-link>${escapeHtml(v)}</a>`
+      : escapeHtml(v);
+  return `<dl>${rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${value(k, v)}</dd>`).join('')}</dl>`;
 }

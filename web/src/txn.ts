@@ -5,7 +5,15 @@
  * (&session=…), so a pasted link opens the same picture, and a second tab
  * on the same link follows the same replay.
  */
-import { allEvents, exportLink, type ApiEvent, type Session } from './api';
+import {
+  allEvents,
+  exportLink,
+  pageSettings,
+  traceLink,
+  type ApiEvent,
+  type PageSettings,
+  type Session,
+} from './api';
 import { escapeHtml, formatDuration } from './format';
 import { BuildFollower } from './build-follower';
 import { ReplayFollower } from './replay';
@@ -51,10 +59,14 @@ export async function renderTransaction(
   });
   const box = $('#timeline-box');
   let events: ApiEvent[];
+  let settings: PageSettings;
   try {
-    events = await allEvents(new URLSearchParams({ transaction_id: txn }), (n) => {
-      $('#loading').textContent = `loading… ${n} events`;
-    });
+    [events, settings] = await Promise.all([
+      allEvents(new URLSearchParams({ transaction_id: txn }), (n) => {
+        $('#loading').textContent = `loading… ${n} events`;
+      }),
+      pageSettings(),
+    ]);
   } catch (err) {
     error.textContent = (err as Error).message;
     return () => undefined;
@@ -94,7 +106,7 @@ export async function renderTransaction(
     },
     onPin(event) {
       $('#pinned').innerHTML = event
-        ? `<strong>Pinned</strong>${fieldsHtml(event)}`
+        ? `<strong>Pinned</strong>${fieldsHtml(event, traceLink(settings, event.trace_id))}`
         : '<em>click a bar to pin its fields</em>';
     },
   });

@@ -17,7 +17,7 @@ export interface PythonHookSignal {
   bytes: number;
   open: number;
   handoff: number;
-  cell: number;
+  watch: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
 }
@@ -29,7 +29,7 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   bytes: UnitSignalLayout.bytes,
   open: UnitOp.Open,
   handoff: UnitOp.Handoff,
-  cell: UnitOp.Cell,
+  watch: UnitOp.Watch,
   maxHead: CONTEXT_DATA_LEN,
 };
 

@@ -6,8 +6,9 @@ The agent queues this source into a running CPython 3.11+ (Py_AddPendingCall(PyR
 agent/runtimes/python/); the interpreter runs it once on its main thread, in a namespace of its own.
 It speaks to the kernel with writes of struct kr_unit_signal (bpf/capture.h) to /dev/null, which
 kreplay never records:
-  CELL a          this thread keeps the unit it runs at address a (8 bytes of its own memory): a
-                  switch is a store there, which the kernel reads at each call the thread makes
+  WATCH u         this thread keeps the unit it runs in these very bytes' unit field (8 bytes of
+                  its own memory, u now): a switch is a store there, which the kernel reads at each
+                  call the thread makes
   OPEN u + head   unit u serves the request whose HTTP/1.x-style head follows; this thread runs u
   HANDOFF u       unit u carries this thread's current context (work it hands to a pool thread)
 Units:
@@ -22,7 +23,7 @@ Units:
     which runs in it and leaves it when done.
 Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
 program that imports none of these. Queued again (a restarted agent), it makes every thread register
-its cell anew; it does the same in a forked child.
+its slot anew; it does the same in a forked child.
 """
 
 import os
@@ -72,6 +73,8 @@ def signal_packer(signal):
     magic = signal["magic"].encode("ascii")
     if signal["opAt"] != len(magic) or signal["unitAt"] != len(magic) + 4 or signal["bytes"] != len(magic) + 12:
         raise ValueError("a unit signal laid out otherwise than magic, u32 op, u64 unit")
+    if signal["unitAt"] % 8:
+        raise ValueError("a unit field a slot of 8-byte words cannot hold")
     pack = _struct.Struct("<%dsIQ" % len(magic)).pack
     return lambda op, unit: pack(magic, op, unit)
 
@@ -85,7 +88,7 @@ def install(fd, signal):
     import itertools
     import types
 
-    OPEN, HANDOFF, CELL = signal["open"], signal["handoff"], signal["cell"]
+    OPEN, HANDOFF, WATCH = signal["open"], signal["handoff"], signal["watch"]
     head_max = signal["maxHead"]
     unit_var = _contextvars.ContextVar("kreplay_unit", default=0)
     pack = signal_packer(signal)
@@ -94,29 +97,31 @@ def install(fd, signal):
     # bumped when the kernel's view may have been lost (queued again, a fork): each thread registers anew
     generation = [0]
 
-    class ThreadCell(_thread._local):
-        """A thread's cell: the unit it runs, which the kernel reads at each call (KR_UNIT_CELL). Kept
-        for the thread's life: an agent holds its address."""
+    slot_at = signal["unitAt"] // 8
 
-        cell = None
-        registration = b""
+    class ThreadSlot(_thread._local):
+        """A thread's slot: a WATCH signal whose unit field holds the unit the thread runs, which the
+        kernel reads at each call (KR_UNIT_WATCH). Kept for the thread's life: an agent holds its
+        address."""
+
+        slot = None
         generation = -1
 
-    state = ThreadCell()
+    state = ThreadSlot()
 
-    def cell():
-        """This thread's cell, registered with the kernel (once, and again after a resync)."""
+    def slot():
+        """This thread's slot, registered with the kernel (once, and again after a resync)."""
         mine = state
         if mine.generation != generation[0]:
-            if mine.cell is None:
-                mine.cell = array.array("Q", [0])
-                mine.registration = pack(CELL, mine.cell.buffer_info()[0])
-            write(fd, mine.registration)
+            if mine.slot is None:
+                mine.slot = array.array("Q")
+                mine.slot.frombytes(pack(WATCH, 0))
+            write(fd, mine.slot)
             mine.generation = generation[0]
-        return mine.cell
+        return mine.slot
 
     def switch(unit):
-        cell()[0] = unit
+        slot()[slot_at] = unit
 
     def leave():
         try:
@@ -126,27 +131,27 @@ def install(fd, signal):
 
     def open_unit(head):
         unit = next(ids)
-        cell()[0] = unit
+        slot()[slot_at] = unit
         write(fd, pack(OPEN, unit) + head)
         return unit
 
     def resync():
-        """Every thread registers its cell again at its next switch: the kernel's view may have been lost."""
+        """Every thread registers its slot again at its next switch: the kernel's view may have been lost."""
         generation[0] += 1
 
     # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop.
-    # Those register their thread's cell every time: they read the request heads, and a head a thread
+    # Those register their thread's slot every time: they read the request heads, and a head a thread
     # reads outside any unit sets the thread's context; the kernel of an agent started since the
     # thread registered knows nothing of it until it registers again.
     def wrap_handle_run(run, neutral):
         def _run(self):
             try:
                 if isinstance(getattr(self._callback, "__self__", None), neutral):
-                    mine = cell()
-                    mine[0] = 0
-                    write(fd, state.registration)
+                    mine = slot()
+                    mine[slot_at] = 0
+                    write(fd, mine)
                 else:
-                    cell()[0] = self._context.get(unit_var, 0)
+                    slot()[slot_at] = self._context.get(unit_var, 0)
             except Exception:
                 pass
             return run(self)

@@ -5,15 +5,14 @@
  * answers a second queuing by having its threads signal their units anew. Never into kreplay's own
  * processes, nor one that opted out (KREPLAY_PYTHON_HOOK=off in its environment). A process the hook
  * cannot reach keeps its events unattributed where its runtime interleaves requests: each such
- * process is logged once and counted by result (agent metrics, kreplay_agent_runtime_hooks_total).
+ * process is logged once, with why, and counted: refused (nothing was sent: opted out, an
+ * interpreter the hook does not know, ptrace not allowed) or failed (a step in the process failed,
+ * or its main thread had no safe point).
  */
 import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, readSync } from 'node:fs';
 import { isErrorCode, type ErrorCode } from '../../../core/error-codes';
 import type { Logger } from '../../../core/log/logger';
 import { nativeAddon, type NativeAddon, type NativePythonSymbols } from '../../../core/native/addon';
-import type { CgroupPaths } from '../../attribution/cgroup-paths';
-import { readProcCgroupPath } from '../../attribution/process-info';
-import { taskWanted, type KernelFilter } from '../../filter/task-wanted';
 import { pythonBootstrap, readPythonHookSource } from './hook-source';
 import {
   interpreterState,
@@ -28,9 +27,12 @@ import {
   type RuntimeLayout,
 } from './python-process';
 
-/** How a process ended up: hooked (the hook is queued; it runs at the interpreter's next check). */
-export const PYTHON_HOOK_RESULTS = ['hooked', 'refused', 'unsupported', 'opted_out', 'failed'] as const;
-export type PythonHookResult = (typeof PYTHON_HOOK_RESULTS)[number];
+export interface PythonHookCounts {
+  /** the hook is queued: it runs at the interpreter's next pending-call check */
+  hooked: number;
+  refused: number;
+  failed: number;
+}
 
 /** How often /proc is scanned for Python processes that started since. */
 export const SCAN_MS = 500;
@@ -40,9 +42,8 @@ const QUEUE_TIMEOUT_MS = 2000;
 const MAX_ATTEMPTS = 20;
 
 export interface PythonHookOptions {
-  /** the capture's --include/--exclude now */
-  taskFilter: () => KernelFilter;
-  cgroups: CgroupPaths;
+  /** whether the capture filters include the process */
+  wanted(pid: number): boolean;
   log: Logger;
   native?: Pick<NativeAddon, 'pythonSymbols' | 'queuePythonCode'>;
 }
@@ -68,10 +69,7 @@ interface Seen {
 }
 
 export class PythonHooks {
-  readonly counts = Object.fromEntries(PYTHON_HOOK_RESULTS.map((r) => [r, 0])) as Record<
-    PythonHookResult,
-    number
-  >;
+  readonly counts: PythonHookCounts = { hooked: 0, refused: 0, failed: 0 };
   /** by pid: processes looked at; dropped when their pid leaves /proc */
   private readonly seen = new Map<number, Seen>();
   private readonly bootstrap = pythonBootstrap(readPythonHookSource());
@@ -137,19 +135,14 @@ export class PythonHooks {
       return this.failed(candidate, err);
     }
     if (!symbols.runtime) {
-      this.finish(pid, 'unsupported', `${symbols.file} exports no _PyRuntime`, candidate.exe);
+      this.finish(pid, 'refused', `${symbols.file} exports no _PyRuntime`, candidate.exe);
       return 'done';
     }
     const state = interpreterState(candidate.layout, readMemory(pid, symbols.runtime, RUNTIME_BYTES));
     if (state === 'starting') return 'retry';
     if (state === 'finalizing') return 'done';
     if (state === 'unknown') {
-      this.finish(
-        pid,
-        'unsupported',
-        `${symbols.file}: _PyRuntime is not laid out as expected`,
-        candidate.exe,
-      );
+      this.finish(pid, 'refused', `${symbols.file}: _PyRuntime is not laid out as expected`, candidate.exe);
       return 'done';
     }
     try {
@@ -177,23 +170,20 @@ export class PythonHooks {
     const maps = needsMaps(exe) ? (readText(() => readFileSync(`/proc/${pid}/maps`, 'utf8')) ?? '') : '';
     const version = pythonVersion(exe, maps);
     if (!version) return 'young';
-    const comm = readText(() => readFileSync(`/proc/${pid}/comm`, 'utf8').trim()) ?? '';
-    const path = readProcCgroupPath(pid);
-    const task = { pid, comm, cgroupId: path === null ? null : this.options.cgroups.idOf(path) };
-    if (!taskWanted(task, this.options.taskFilter())) return 'young';
+    if (!this.options.wanted(pid)) return 'young';
     if (this.isKreplays(pid)) return 'done';
     const layout = runtimeLayout(version);
     if (!layout) {
       this.finish(
         pid,
-        'unsupported',
+        'refused',
         `python${version.major}.${version.minor}: the hook knows CPython 3.11 to 3.13`,
         exe,
       );
       return 'done';
     }
     if (optedOut(readText(() => readFileSync(`/proc/${pid}/environ`, 'latin1')) ?? '')) {
-      this.finish(pid, 'opted_out', 'KREPLAY_PYTHON_HOOK=off in its environment', exe);
+      this.finish(pid, 'refused', 'KREPLAY_PYTHON_HOOK=off in its environment', exe);
       return 'done';
     }
     const tracer = tracerPid(readText(() => readFileSync(`/proc/${pid}/status`, 'utf8')) ?? '');
@@ -231,7 +221,7 @@ export class PythonHooks {
         this.finish(candidate.pid, 'refused', message, candidate.exe);
         return 'done';
       case 'E_PY_INJECT_SYMBOLS':
-        this.finish(candidate.pid, 'unsupported', message, candidate.exe);
+        this.finish(candidate.pid, 'refused', message, candidate.exe);
         return 'done';
       default:
         this.finish(candidate.pid, 'failed', message, candidate.exe);
@@ -239,11 +229,13 @@ export class PythonHooks {
     }
   }
 
-  /** Counts the result, and says it once (each process ends here once). */
-  private finish(pid: number, result: PythonHookResult, why: string, exe?: string): void {
-    this.counts[result]++;
-    const fields = { pid, exe, result };
-    if (result === 'hooked' || result === 'opted_out') this.options.log.info(why, fields);
+  /** Counts the outcome, and says it once (each process ends here once). */
+  private finish(pid: number, outcome: keyof PythonHookCounts, why: string, exe?: string): void {
+    this.counts[outcome]++;
+    const fields = { pid, exe, outcome };
+    if (outcome === 'hooked') this.options.log.info(why, fields);
+    else if (outcome === 'refused')
+      this.options.log.info(`no Python hook: ${why}; its requests stay unattributed`, fields);
     else this.options.log.warn(`no Python hook: ${why}; its requests stay unattributed`, fields);
   }
 }

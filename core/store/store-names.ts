@@ -6,12 +6,12 @@
  * written, so only a bounded set of recently used ones is kept.
  */
 import type Database from 'better-sqlite3';
-import type { StoreInfo } from '../../core/store/schema';
-import { targetKindName, type StoreNames, type Target } from '../../core/model';
+import { PARENT_SPAN_SCHEMA_VERSION, schemaVersionOf, type StoreInfo } from './schema';
+import { targetKindName, type StoreContext, type StoreNames, type Target } from '../model';
 
-type Context = { transaction_id: string | null; trace_id: string | null };
+type Context = StoreContext;
 
-const NO_CONTEXT: Context = { transaction_id: null, trace_id: null };
+const NO_CONTEXT: Context = { transaction_id: null, trace_id: null, parent_span_id: null, trace_flags: null };
 const MAX_CACHED_CONTEXTS = 65536;
 const MAX_CACHED_TARGETS = 65536;
 
@@ -79,10 +79,21 @@ export class StoreNameCache implements StoreNames {
     this.node = info.node;
     this.services = new NameTable(db, 'services');
     this.comms = new NameTable(db, 'comms');
-    const contextById = db.prepare<[number], Context>(
-      'SELECT transaction_id, trace_id FROM contexts WHERE id = ?',
-    );
-    this.contexts = new BoundedCache(MAX_CACHED_CONTEXTS, (id) => contextById.get(id) ?? NO_CONTEXT);
+    // a store older than v8 has no parent_span_id until the agent upgrades it: asked at each miss until then
+    let withSpan: Database.Statement<[number], Context> | undefined;
+    let withoutSpan: Database.Statement<[number], Context> | undefined;
+    this.contexts = new BoundedCache(MAX_CACHED_CONTEXTS, (id) => {
+      if (!withSpan && schemaVersionOf(db) >= PARENT_SPAN_SCHEMA_VERSION)
+        withSpan = db.prepare(
+          'SELECT transaction_id, trace_id, parent_span_id, trace_flags FROM contexts WHERE id = ?',
+        );
+      const byId =
+        withSpan ??
+        (withoutSpan ??= db.prepare(
+          'SELECT transaction_id, trace_id, NULL AS parent_span_id, NULL AS trace_flags FROM contexts WHERE id = ?',
+        ));
+      return byId.get(id) ?? NO_CONTEXT;
+    });
     // prepared at the first target: a store of schema v1 has no targets table (and no target ids)
     let targetById: Database.Statement<[number], { kind: number; value: string }> | undefined;
     this.targets = new BoundedCache(MAX_CACHED_TARGETS, (id) => {

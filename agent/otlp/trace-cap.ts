@@ -1,0 +1,148 @@
+/**
+ * The per-trace span cap: a trace's first `maxSpans` events are exported as
+ * spans; the rest are folded into one summary span (events, bytes and total
+ * time per event type, from the first folded event's start to the last one's
+ * end), so a request that made a million writes costs the trace view one
+ * span, not a million. A trace counts while it is active: once no event of it
+ * came for IDLE_MS its summary is sent and it is forgotten; a summary older
+ * than SUMMARY_MAX_MS is sent too, and a new one begins.
+ */
+import type { ApiEvent } from '../../core/model';
+import { KernelSpan, type SpanResources } from '../../core/otlp/event-span';
+import { summarySpanIdOf } from '../../core/otlp/span-ids';
+import type { Attributes } from '@opentelemetry/api';
+
+export const IDLE_MS = 5000;
+export const SUMMARY_MAX_MS = 60_000;
+/** Traces followed at once; past this the least recently active is closed early. */
+const MAX_TRACES = 65536;
+
+interface TypeTotals {
+  count: number;
+  bytes: number;
+  durationNs: bigint;
+}
+
+class Summary {
+  readonly byType = new Map<string, TypeTotals>();
+  events = 0;
+  startNs: bigint;
+  endNs: bigint;
+  lastEventId: string;
+
+  constructor(
+    readonly first: ApiEvent,
+    readonly traceFlags: number,
+    readonly startedMs: number,
+  ) {
+    this.startNs = first.timestamp_ns;
+    this.endNs = first.timestamp_ns + first.duration_ns;
+    this.lastEventId = first.event_id;
+  }
+
+  add(event: ApiEvent): void {
+    this.events++;
+    let totals = this.byType.get(event.event_type);
+    if (!totals) {
+      totals = { count: 0, bytes: 0, durationNs: 0n };
+      this.byType.set(event.event_type, totals);
+    }
+    totals.count++;
+    totals.bytes += event.bytes;
+    totals.durationNs += event.duration_ns;
+    if (event.timestamp_ns < this.startNs) this.startNs = event.timestamp_ns;
+    const end = event.timestamp_ns + event.duration_ns;
+    if (end > this.endNs) this.endNs = end;
+    this.lastEventId = event.event_id;
+  }
+
+  span(maxSpans: number, resources: SpanResources): KernelSpan {
+    const e = this.first;
+    const attributes: Attributes = {
+      'kreplay.summary.events': this.events,
+      'kreplay.summary.span_cap': maxSpans,
+      'kreplay.summary.first_event_id': e.event_id,
+      'kreplay.summary.last_event_id': this.lastEventId,
+    };
+    for (const [type, t] of this.byType) {
+      attributes[`kreplay.summary.${type}.count`] = t.count;
+      attributes[`kreplay.summary.${type}.bytes`] = t.bytes;
+      attributes[`kreplay.summary.${type}.duration_ns`] = Number(t.durationNs);
+    }
+    if (e.transaction_id !== null) attributes['kreplay.transaction_id'] = e.transaction_id;
+    return new KernelSpan({
+      traceId: e.trace_id!,
+      spanId: summarySpanIdOf('summary', e.event_id),
+      parentSpanId: e.parent_span_id ?? null,
+      traceFlags: this.traceFlags,
+      name: `kreplay: ${this.events} more kernel events`,
+      startNs: this.startNs,
+      endNs: this.endNs,
+      attributes,
+      error: null,
+      resource: resources.of(e.service_name, e.node),
+    });
+  }
+}
+
+interface TraceState {
+  spans: number;
+  lastMs: number;
+  summary: Summary | null;
+}
+
+export class TraceCap {
+  /** Map order is activity order: the least recently active trace first */
+  private readonly traces = new Map<string, TraceState>();
+  /** events folded into summaries */
+  summarized = 0;
+
+  constructor(
+    private readonly maxSpans: number,
+    private readonly resources: SpanResources,
+  ) {}
+
+  /**
+   * Whether the event (of a W3C trace) is past its trace's cap, and so folded
+   * into the trace's summary; false: it goes as a span of its own. A trace
+   * closed early to make room adds its summary to `closed`.
+   */
+  fold(event: ApiEvent, traceFlags: number, nowMs: number, closed: KernelSpan[]): boolean {
+    const traceId = event.trace_id!;
+    let state = this.traces.get(traceId);
+    if (state) this.traces.delete(traceId);
+    else {
+      if (this.traces.size >= MAX_TRACES) this.close(this.traces.keys().next().value!, closed);
+      state = { spans: 0, lastMs: nowMs, summary: null };
+    }
+    state.lastMs = nowMs;
+    this.traces.set(traceId, state);
+    if (state.spans < this.maxSpans) {
+      state.spans++;
+      return false;
+    }
+    state.summary ??= new Summary(event, traceFlags, nowMs);
+    state.summary.add(event);
+    this.summarized++;
+    return true;
+  }
+
+  private close(traceId: string, closed: KernelSpan[]): void {
+    const state = this.traces.get(traceId);
+    this.traces.delete(traceId);
+    if (state?.summary) closed.push(state.summary.span(this.maxSpans, this.resources));
+  }
+
+  /** Summaries due at `nowMs` (idle traces, old summaries), or all of them when `all`. */
+  due(nowMs: number, all: boolean): KernelSpan[] {
+    const closed: KernelSpan[] = [];
+    for (const [traceId, state] of this.traces) {
+      if (all || nowMs - state.lastMs >= IDLE_MS) this.close(traceId, closed);
+      else if (state.summary && nowMs - state.summary.startedMs >= SUMMARY_MAX_MS) {
+        closed.push(state.summary.span(this.maxSpans, this.resources));
+        state.summary = null;
+      }
+    }
+    return closed;
+  }
+}

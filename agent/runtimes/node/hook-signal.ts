@@ -1,0 +1,39 @@
+/**
+ * What the Node hook (hook.js) is evaluated with: the layout of the unit signal it writes, from
+ * the one owner of the record layouts, and the expression the inspector evaluates.
+ */
+import { CONTEXT_DATA_LEN, UnitOp, UnitSignalLayout } from '../../../core/model';
+import kreplayNodeHook from './hook';
+
+export interface HookSignal {
+  magic: string;
+  /** offsets of the op and the unit in struct kr_unit_signal, and its size */
+  opAt: number;
+  unitAt: number;
+  bytes: number;
+  open: number;
+  /** the op that makes a signal's unit field the thread's unit slot */
+  watch: number;
+  /** the most bytes of an OPEN's request head the kernel hands on */
+  maxHead: number;
+}
+
+export const HOOK_SIGNAL: HookSignal = {
+  magic: UnitSignalLayout.magic,
+  opAt: UnitSignalLayout.op,
+  unitAt: UnitSignalLayout.unit,
+  bytes: UnitSignalLayout.bytes,
+  open: UnitOp.Open,
+  watch: UnitOp.Watch,
+  maxHead: CONTEXT_DATA_LEN,
+};
+
+/** The hook's function text called with the signal layout: what Runtime.evaluate runs. */
+export function hookExpression(): string {
+  return `(${kreplayNodeHook.toString()})(${JSON.stringify(HOOK_SIGNAL)})`;
+}
+
+/** What the hook returns when it installed itself in process `pid` (as that process sees its pid). */
+export function hookInstalled(pid: number): string {
+  return `kreplay-node-hook ${pid}`;
+}

@@ -1,0 +1,249 @@
+// The Node hook: what kreplay's agent evaluates in a Node process through its inspector
+// (agent/runtimes/node/injector.ts), as `(<this function's text>)(signal)`; nothing outside the
+// function is sent. It tells the kernel which
+// request the event loop's JavaScript works for, so the process's events carry that request's
+// transaction across awaits, timers, promises and callbacks:
+//   - each request a server receives (http/https 'request', http2 'stream', which grpc-js and
+//     express are built on) runs in an AsyncLocalStorage store of its own, a unit id;
+//   - the unit the event loop runs now (0: none) is kept in a slot, 8 bytes of a Buffer whose
+//     address the kernel learnt once (a WATCH signal, a write of those bytes to /dev/null) and
+//     reads at each of the thread's calls: set when a request starts and ends, before and after
+//     each async callback (async_hooks; a stack, as they nest), and around the events of a
+//     request's own objects (a request body's data, an HTTP/2 stream's frames, which arrive in the
+//     connection's callbacks). No call per switch: between callbacks, in libuv, the slot says 0;
+//   - a write of an OPEN signal gives a unit the request's context (the head that follows the
+//     signal: method, path, traceparent, x-request-id), once per request;
+//   - a client socket written for two requests (a pooled connection of a database or cache
+//     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
+//     Node's own HTTP client is exact (it gives a reused socket the request it serves).
+// The kernel never records the signal writes (bpf/capture/heads.h). Evaluating it again replaces
+// the previous install (the originals are kept under a global symbol). It never throws into the
+// application: a failure leaves the process unattributed. Returns what it did, as a string.
+'use strict';
+module.exports = function kreplayNodeHook(signal) {
+  'use strict';
+  const load = typeof process.getBuiltinModule === 'function' ? process.getBuiltinModule : require;
+  const fs = load('fs');
+  const net = load('net');
+  const http = load('http');
+  const { AsyncLocalStorage, createHook } = load('async_hooks');
+  const UNIT = Symbol.for('kreplay.unit');
+  // a client socket's unit: the one that connected it, or SHARED once another wrote to it
+  const OWNER = Symbol.for('kreplay.owner');
+  const SHARED = -1;
+  const state = (globalThis[Symbol.for('kreplay.node-hook')] ??= {
+    originals: new Map(),
+    nextUnit: 1,
+    fd: -1,
+  });
+
+  // undo a previous install: this one starts from Node's own functions
+  if (state.asyncHook) state.asyncHook.disable();
+  for (const [target, keys] of state.originals) for (const [key, original] of keys) target[key] = original;
+  const original = (target, key) => {
+    let keys = state.originals.get(target);
+    if (!keys) state.originals.set(target, (keys = new Map()));
+    if (!keys.has(key)) keys.set(key, target[key]);
+    return keys.get(key);
+  };
+  const patch = (target, key, wrap) => {
+    const before = original(target, key);
+    target[key] = wrap(before);
+  };
+
+  if (state.fd < 0) state.fd = fs.openSync('/dev/null', 'w');
+  // struct kr_unit_signal: magic, u32 op, u64 unit; an OPEN's head follows it. The WATCH signal's
+  // bytes are the slot itself: a Buffer of its own (never pooled, never moved, kept in `state`).
+  const signalOf = (op, bytes) => {
+    const buf = Buffer.alloc(bytes);
+    buf.write(signal.magic, 0, 'latin1');
+    buf.writeUInt32LE(op, signal.opAt);
+    return buf;
+  };
+  // the kernel reads the previous install's slot until this one's WATCH: it stays alive meanwhile
+  state.previousSlot = state.slot;
+  const slot = (state.slot = signalOf(signal.watch, signal.bytes));
+  const openSignal = signalOf(signal.open, signal.bytes + signal.maxHead);
+  const setUnit = (buf, unit) => {
+    buf.writeUInt32LE(unit >>> 0, signal.unitAt);
+    buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
+  };
+  const send = (buf, length) => {
+    try {
+      fs.writeSync(state.fd, buf, 0, length);
+    } catch {
+      // the application closed our descriptor: the next signal reopens it
+      try {
+        state.fd = fs.openSync('/dev/null', 'w');
+      } catch {
+        // nothing to do: that request stays unattributed
+      }
+    }
+  };
+
+  const als = new AsyncLocalStorage();
+  // the unit in the slot
+  let running = 0;
+  const current = () => als.getStore() ?? 0;
+  const enter = (unit) => {
+    if (unit === running) return;
+    running = unit;
+    setUnit(slot, unit);
+  };
+  // Runs fn in `unit`, then the caller's unit again.
+  const runIn = (unit, fn, self, args) => {
+    const outer = running;
+    if (outer === unit && current() === unit) return Reflect.apply(fn, self, args);
+    enter(unit);
+    try {
+      return als.run(unit, Reflect.apply, fn, self, args);
+    } finally {
+      enter(outer);
+    }
+  };
+
+  // A header's value as one string, or undefined.
+  const one = (value) => (Array.isArray(value) ? value[0] : value);
+  // anything but printable ASCII (a space, a control character): none may stand in a head's line
+  const CONTROL = /[^\x21-\x7e]/;
+  // gRPC's binary trace context (OpenCensus): version 0, then field 0 (16-byte trace id), field 1
+  // (8-byte span id), field 2 (1-byte options)
+  const fromGrpcTraceBin = (value) => {
+    const bin = typeof value === 'string' ? Buffer.from(value, 'base64') : null;
+    if (!bin || bin.length < 29 || bin[0] !== 0 || bin[1] !== 0 || bin[18] !== 1) return undefined;
+    const flags = bin.length >= 29 && bin[27] === 2 ? bin[28] : 0;
+    return `00-${bin.toString('hex', 2, 18)}-${bin.toString('hex', 19, 27)}-${flags.toString(16).padStart(2, '0')}`;
+  };
+  // A header line the kernel can hand on whole, or '' (a value is never cut: a cut id would name
+  // another request).
+  const line = (name, value) =>
+    typeof value === 'string' && value.length <= 128 && !CONTROL.test(value) ? `${name}: ${value}\r\n` : '';
+  // The request head the kernel parses for the unit's context (its traceparent, or gRPC's binary
+  // one, and its x-request-id): none without either. A path too long is cut.
+  const head = (method, path, headers) => {
+    const fields =
+      line('traceparent', one(headers.traceparent) ?? fromGrpcTraceBin(one(headers['grpc-trace-bin']))) +
+      line('x-request-id', one(headers['x-request-id']));
+    if (fields === '') return null;
+    let target = typeof path === 'string' && path !== '' ? path : '/';
+    if (target.length > 512 || CONTROL.test(target)) target = '/';
+    return `${typeof method === 'string' && !CONTROL.test(method) ? method.slice(0, 16) : 'GET'} ${target} HTTP/1.1\r\n${fields}\r\n`;
+  };
+  // A new unit for a request; its context when it carries a trace context or a request id.
+  const open = (method, path, headers) => {
+    const unit = state.nextUnit++;
+    const text = head(method, path, headers ?? {});
+    if (text === null) return unit;
+    const length = signal.bytes + openSignal.write(text, signal.bytes, 'latin1');
+    // the kernel reads the slot when the write begins: the unit must be there already
+    const outer = running;
+    enter(unit);
+    setUnit(openSignal, unit);
+    send(openSignal, length);
+    enter(outer);
+    return unit;
+  };
+
+  // The events of a request's own objects (its body, its response, an HTTP/2 stream) run in its unit.
+  const inUnit = (emit) =>
+    function (...args) {
+      const unit = this[UNIT];
+      return unit === undefined ? Reflect.apply(emit, this, args) : runIn(unit, emit, this, args);
+    };
+  const patchedStreams = new Set();
+  const REQUEST_EVENTS = new Set(['request', 'checkContinue', 'checkExpectation']);
+  patch(
+    net.Server.prototype,
+    'emit',
+    (emit) =>
+      function (event, ...args) {
+        if (event === 'stream') {
+          // HTTP/2 (and gRPC): (stream, headers)
+          const [stream, headers] = args;
+          if (!stream || typeof stream !== 'object') return Reflect.apply(emit, this, [event, ...args]);
+          const proto = Object.getPrototypeOf(stream);
+          if (!patchedStreams.has(proto)) {
+            patchedStreams.add(proto);
+            patch(proto, 'emit', inUnit);
+          }
+          const h = headers ?? {};
+          stream[UNIT] = open(h[':method'], h[':path'], h);
+          return runIn(stream[UNIT], emit, this, [event, ...args]);
+        }
+        if (!REQUEST_EVENTS.has(event)) return Reflect.apply(emit, this, [event, ...args]);
+        // HTTP/1.x (req, res); or HTTP/2's compatibility API, whose stream has its unit already
+        const [req, res] = args;
+        if (!req || typeof req !== 'object') return Reflect.apply(emit, this, [event, ...args]);
+        const unit = req.stream?.[UNIT] ?? open(req.method, req.url, req.headers);
+        req[UNIT] = unit;
+        if (res && typeof res === 'object') res[UNIT] = unit;
+        return runIn(unit, emit, this, [event, ...args]);
+      },
+  );
+  patch(http.IncomingMessage.prototype, 'emit', inUnit);
+  patch(http.ServerResponse.prototype, 'emit', inUnit);
+
+  // Client sockets: a socket's callbacks run in the unit that connected it, which is right only
+  // while no other unit uses it. Node's HTTP client gives each request's socket its own (it
+  // resets a reused socket's async context), so a socket serving one (_httpMessage) is left alone.
+  patch(
+    net.Socket.prototype,
+    'connect',
+    (connect) =>
+      function (...args) {
+        this[OWNER] = current();
+        return Reflect.apply(connect, this, args);
+      },
+  );
+  const used = (socket) => {
+    const owner = socket[OWNER];
+    if (owner !== undefined && owner !== SHARED && owner !== current()) socket[OWNER] = SHARED;
+  };
+  for (const key of ['write', 'end'])
+    patch(
+      net.Socket.prototype,
+      key,
+      (write) =>
+        function (...args) {
+          if (key === 'write' || (args[0] != null && typeof args[0] !== 'function')) used(this);
+          return Reflect.apply(write, this, args);
+        },
+    );
+  patch(
+    net.Socket.prototype,
+    'emit',
+    (emit) =>
+      function (...args) {
+        return this[OWNER] === SHARED && !this._httpMessage
+          ? runIn(0, emit, this, args)
+          : Reflect.apply(emit, this, args);
+      },
+  );
+
+  // Around each callback (timers, I/O, promise continuations, ticks), the unit it runs in; they
+  // nest (a callback run in another's scope), so each after gives back what its before found.
+  const outers = [];
+  state.asyncHook = createHook({
+    before() {
+      try {
+        // an unbalanced before (an exception that skipped afters) cannot grow it for ever
+        if (outers.length > 1000) outers.length = 0;
+        outers.push(running);
+        enter(current());
+      } catch {
+        // an async hook that throws ends the process: never
+      }
+    },
+    after() {
+      try {
+        enter(outers.pop() ?? 0);
+      } catch {
+        // likewise
+      }
+    },
+  }).enable();
+  running = current();
+  setUnit(slot, running);
+  send(slot, signal.bytes);
+  return `kreplay-node-hook ${process.pid}`;
+};

@@ -1,0 +1,63 @@
+/**
+ * The TCP sockets a process listens on, from its own descriptors and its network namespace's
+ * /proc/PID/net/tcp{,6}: where the inspector a SIGUSR1 opened really is (whatever --inspect-port
+ * said), and that it is on loopback.
+ */
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+
+export interface ListeningSocket {
+  inode: number;
+  port: number;
+  /** bound to 127.0.0.0/8 or ::1 only */
+  loopback: boolean;
+}
+
+const LISTEN = '0A';
+
+/** The LISTEN entries of a /proc/net/tcp or tcp6 table. */
+export function parseListening(table: string): ListeningSocket[] {
+  const out: ListeningSocket[] = [];
+  for (const line of table.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10 || f[3] !== LISTEN) continue;
+    const [address, port] = f[1]!.split(':');
+    if (!address || !port) continue;
+    // IPv4 as one little-endian word; IPv6 as four (::1 ends in 01000000, ::ffff:127.x in FFFF0000 then 7F)
+    const loopback =
+      address.length === 8
+        ? address.endsWith('7F')
+        : address === '00000000000000000000000001000000' ||
+          (address.startsWith('0000000000000000FFFF0000') && address.endsWith('7F'));
+    out.push({ inode: Number(f[9]), port: parseInt(port, 16), loopback });
+  }
+  return out;
+}
+
+/** Every socket listening in the process's network namespace, whoever holds it. */
+export function namespaceListening(pid: number): ListeningSocket[] {
+  return ['tcp', 'tcp6'].flatMap((table) => {
+    try {
+      return parseListening(readFileSync(`/proc/${pid}/net/${table}`, 'utf8'));
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** The sockets the process itself listens on. */
+export function processListening(pid: number): ListeningSocket[] {
+  const own = new Set<number>();
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (m) own.add(Number(m[1]));
+      } catch {
+        // closed while we looked
+      }
+    }
+  } catch {
+    return [];
+  }
+  return namespaceListening(pid).filter((s) => own.has(s.inode));
+}

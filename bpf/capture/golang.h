@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Go: each goroutine is a unit (units.h) whose id is its g pointer. Go's
+ * threads (Ms) run one goroutine after another without a syscall between
+ * them, so a Go thread's context is its current goroutine's, read at each
+ * syscall's enter from the thread's TLS (go_refresh), never "the last head
+ * it read". A request head read by a goroutine gives it the request (the
+ * core does this for units that own their reads); the uprobes below pass
+ * a context on:
+ *   - runtime.newproc1 (entry, and its RET sites: never a uretprobe on Go,
+ *     whose stacks move): a new goroutine takes its creator's context, a
+ *     reused g loses the one it had;
+ *   - net/http's client pool: a persistConn's readLoop and writeLoop
+ *     goroutines outlive the request that dialed it; the writeLoop takes
+ *     the context of each request (*persistConn).roundTrip sends on it, the
+ *     readLoop none (its reads carry the connection's).
+ * User space (native/go_probes.cc) finds Go processes, attaches these to
+ * their binaries and fills go_processes; a process it cannot follow (a
+ * stripped binary) is marked all the same, and its events carry none:
+ * which goroutine a thread runs is not known.
+ */
+#ifndef KREPLAY_CAPTURE_GOLANG_H
+#define KREPLAY_CAPTURE_GOLANG_H
+
+/* Go's register ABI (ABIInternal, Go 1.17+): arguments and results from AX, BX, ...; the current g in R14. */
+#if defined(__TARGET_ARCH_x86)
+#define GO_ARG1(regs) ((regs)->ax)
+#define GO_ARG2(regs) ((regs)->bx)
+#define GO_RESULT(regs) ((regs)->ax)
+#define GO_G(regs) ((regs)->r14)
+#define GO_THREAD_POINTER(task) ((task)->thread.fsbase)
+#define GO_SUPPORTED 1
+#else
+#define GO_SUPPORTED 0
+#endif
+
+/* Offsets that have not moved since Go 1.4: g.stack.lo, g.stack.hi, g.m; m.g0. */
+#define GO_G_STACK_LO 0
+#define GO_G_STACK_HI 8
+#define GO_G_M 48
+#define GO_M_G0 0
+
+/* By tgid: the Go processes user space found (or go_detect marked). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct kr_go_process);
+} go_processes SEC(".maps");
+
+/* The Go binaries user space inspected (and probed, when followed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct kr_go_file);
+	__type(value, struct kr_go_binary);
+} go_binaries SEC(".maps");
+
+/* One bit per tgid, set while go_processes holds it: the syscall programs test it with one load. */
+__u64 go_tgids[KR_TID_BITS / 64] = {};
+
+/*
+ * By tgid: the context a process had when it exec'd (under `kreplay run`
+ * or a marker), which a Go process's goroutines carry when they have none
+ * of their own. Only contexts set before exec count: never one a head or a
+ * marker gave a thread of the running program.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} exec_contexts SEC(".maps");
+
+/* By thread: newproc1's creator's context, from its entry to its RET. */
+struct kr_go_spawn {
+	__u64 pid_tgid;
+	__u64 context_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct kr_go_spawn);
+} go_spawns SEC(".maps");
+
+/*
+ * By persistConn: the context of the request its last roundTrip sent. LRU:
+ * a lost entry leaves the connection's writeLoop none, never another's.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, struct kr_go_key);
+	__type(value, __u64);
+} go_conns SEC(".maps");
+
+static __always_inline bool go_marked(__u32 tgid)
+{
+	return go_tgids[(tgid / 64) & (KR_TID_BITS / 64 - 1)] & (1ULL << (tgid & 63));
+}
+
+static __always_inline void go_mark(__u32 tgid)
+{
+	if (!go_marked(tgid))
+		__sync_fetch_and_or(&go_tgids[(tgid / 64) & (KR_TID_BITS / 64 - 1)], 1ULL << (tgid & 63));
+}
+
+static __always_inline void go_unmark(__u32 tgid)
+{
+	if (go_marked(tgid))
+		__sync_fetch_and_and(&go_tgids[(tgid / 64) & (KR_TID_BITS / 64 - 1)], ~(1ULL << (tgid & 63)));
+}
+
+/* The process's entry when its goroutines are followed (uprobes act only then), else NULL. */
+static __always_inline struct kr_go_process *go_followed(__u32 tgid)
+{
+	struct kr_go_process *p = go_marked(tgid) ? bpf_map_lookup_elem(&go_processes, &tgid) : NULL;
+
+	return p && p->state == KR_GO_FOLLOWED ? p : NULL;
+}
+
+/* The goroutine the current thread runs: the g its TLS holds (g0 in the scheduler). */
+static __always_inline __u64 go_current_g(struct kr_go_process *p)
+{
+	__u64 g = 0;
+#if GO_SUPPORTED
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	if (bpf_probe_read_user(&g, sizeof(g), (const void *)(GO_THREAD_POINTER(task) + p->tls_offset)))
+		return 0;
+#endif
+	return g;
+}
+
+/* The thread now runs goroutine g (0: one not known) and carries its context, or its process's. */
+static __always_inline void go_switch(struct kr_thread *t, __u64 pid_tgid, struct kr_go_process *p, __u64 g)
+{
+	unit_switch(t, pid_tgid, KR_UNIT_GOROUTINE, g);
+	if (!t->context_id)
+		t->context_id = p->inherited;
+}
+
+/*
+ * At a syscall's enter (and where the kernel acts for the current thread:
+ * a fork, a block request): a thread of a Go process takes its current
+ * goroutine's context. One load for every other thread.
+ */
+static __always_inline void go_refresh(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+	struct kr_go_process *p;
+	struct kr_thread *t;
+
+	if (!go_marked(tgid))
+		return;
+	p = bpf_map_lookup_elem(&go_processes, &tgid);
+	if (!p || !context_watched(pid_tgid))
+		return;
+	t = thread_entry((__u32)pid_tgid);
+	if (t)
+		go_switch(t, pid_tgid, p, p->state == KR_GO_FOLLOWED ? go_current_g(p) : 0);
+}
+
+/*
+ * A plain thread read a request head: if it runs Go code, its process is Go
+ * that user space has not found yet (started a moment ago). Such a thread
+ * must not take the request as "the last head it read": it is marked as
+ * running a goroutine not known, and so is every thread of its process
+ * until user space follows it. Go code is known by its g: R14 holds it in
+ * Go code, the stack pointer lies in that g's stack, and its m's g0 points
+ * back to that m.
+ */
+static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pid_tgid)
+{
+#if GO_SUPPORTED
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct kr_go_process fresh = {.state = KR_GO_UNFOLLOWED}, *p;
+	__u64 g = GO_G(regs), sp = regs->sp, lo = 0, hi = 0, m = 0, g0 = 0, back = 0;
+	__u32 tgid = pid_tgid >> 32;
+	__u64 *inherited;
+
+	if (!g || bpf_probe_read_user(&lo, sizeof(lo), (const void *)(g + GO_G_STACK_LO)) ||
+	    bpf_probe_read_user(&hi, sizeof(hi), (const void *)(g + GO_G_STACK_HI)) || sp < lo || sp >= hi ||
+	    bpf_probe_read_user(&m, sizeof(m), (const void *)(g + GO_G_M)) || !m ||
+	    bpf_probe_read_user(&g0, sizeof(g0), (const void *)(m + GO_M_G0)) || !g0 ||
+	    bpf_probe_read_user(&back, sizeof(back), (const void *)(g0 + GO_G_M)) || back != m)
+		return t;
+	inherited = bpf_map_lookup_elem(&exec_contexts, &tgid);
+	fresh.inherited = inherited ? *inherited : 0;
+	bpf_map_update_elem(&go_processes, &tgid, &fresh, BPF_NOEXIST);
+	p = bpf_map_lookup_elem(&go_processes, &tgid);
+	if (!p)
+		return t;
+	go_mark(tgid);
+	if (!t)
+		t = thread_entry((__u32)pid_tgid);
+	if (t)
+		go_switch(t, pid_tgid, p, 0);
+#endif
+	return t;
+}
+
+/*
+ * exec: the process runs a new program. A Go binary user space inspected
+ * before (a restarted server) is marked now, before its first instruction;
+ * any other waits for user space's next scan. The context a plain thread
+ * carries into the new program is kept for its goroutines; a unit's thread
+ * carries none (tasks.h; whichever of the two programs runs first, this
+ * one keeps nothing of a unit's).
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = task->tgid, tid = task->pid;
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct inode *inode = bprm->file->f_inode;
+	struct kr_go_file file = {.dev = inode->i_sb->s_dev, .ino = inode->i_ino};
+	struct kr_go_binary *binary = bpf_map_lookup_elem(&go_binaries, &file);
+	struct kr_go_process process = {.state = KR_GO_UNFOLLOWED};
+
+	if (t && !t->unit_kind && t->context_id) {
+		bpf_map_update_elem(&exec_contexts, &tgid, &t->context_id, BPF_ANY);
+		process.inherited = t->context_id;
+	} else {
+		bpf_map_delete_elem(&exec_contexts, &tgid);
+	}
+	if (!binary) {
+		bpf_map_delete_elem(&go_processes, &tgid);
+		go_unmark(tgid);
+		return 0;
+	}
+	process.tls_offset = binary->tls_offset;
+	/* a Go program before this one left its goroutines under this tgid: user space drops them first */
+	if (!go_marked(tgid))
+		process.state = binary->state;
+	bpf_map_update_elem(&go_processes, &tgid, &process, BPF_ANY);
+	go_mark(tgid);
+	return 0;
+}
+
+#if GO_SUPPORTED
+/* runtime.newproc1(fn, callergp, callerpc) *g, entered on the system stack: the creator is callergp. */
+SEC("uprobe")
+int go_newproc1(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct kr_go_spawn spawn = {.pid_tgid = pid_tgid};
+
+	if (!go_followed(pid_tgid >> 32))
+		return 0;
+	spawn.context_id = unit_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_ARG2(ctx));
+	bpf_map_update_elem(&go_spawns, &tid, &spawn, BPF_ANY);
+	return 0;
+}
+
+/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier
+ * goroutine on the same g had. */
+SEC("uprobe")
+int go_newproc1_ret(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct kr_go_spawn *spawn = bpf_map_lookup_elem(&go_spawns, &tid);
+	__u64 context_id = 0;
+
+	if (spawn) {
+		if (spawn->pid_tgid == pid_tgid)
+			context_id = spawn->context_id;
+		bpf_map_delete_elem(&go_spawns, &tid);
+	}
+	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_RESULT(ctx), context_id);
+	return 0;
+}
+
+/*
+ * net/http's client pool: a persistConn's writeLoop and readLoop goroutines
+ * were made by whichever request dialed it and serve every request sent on
+ * it after. (*persistConn).roundTrip, entered on the requesting goroutine
+ * (the persistConn in AX), keeps the request's context for the connection.
+ */
+SEC("uprobe")
+int go_round_trip(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_ARG1(ctx)};
+	__u64 context_id;
+
+	if (!go_followed(key.tgid))
+		return 0;
+	context_id = unit_context(key.tgid, KR_UNIT_GOROUTINE, GO_G(ctx));
+	bpf_map_update_elem(&go_conns, &key, &context_id, BPF_ANY);
+	return 0;
+}
+
+/*
+ * (*persistConn).waitForContinue, called by the writeLoop right before it
+ * writes each request: the writeLoop now works for it (its send gives the
+ * connection the request's context).
+ */
+SEC("uprobe")
+int go_conn_write(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_ARG1(ctx)};
+	__u64 *context_id;
+
+	if (!go_followed(key.tgid))
+		return 0;
+	context_id = bpf_map_lookup_elem(&go_conns, &key);
+	unit_set_context(key.tgid, KR_UNIT_GOROUTINE, GO_G(ctx), context_id ? *context_id : 0);
+	return 0;
+}
+
+/*
+ * (*persistConn).readLoop's start: it reads every response of the
+ * connection, whose reads carry the connection's context; it carries none
+ * of its own, not the dialer's.
+ */
+SEC("uprobe")
+int go_read_loop(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_G(ctx), 0);
+	return 0;
+}
+#endif
+
+#endif /* KREPLAY_CAPTURE_GOLANG_H */

@@ -1,0 +1,157 @@
+#include "go_binary.h"
+
+#include <capstone/capstone.h>
+
+#include <cstring>
+#include <map>
+
+#include "elf_file.h"
+
+namespace kreplay {
+
+namespace {
+
+const char kNewproc1[] = "runtime.newproc1";
+const char kTlsg[] = "runtime.tlsg";
+const char kRoundTrip[] = "net/http.(*persistConn).roundTrip";
+const char kReadLoop[] = "net/http.(*persistConn).readLoop";
+const char kWriteLoop[] = "net/http.(*persistConn).writeLoop";
+const char kWaitForContinue[] = "net/http.(*persistConn).waitForContinue";
+// Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
+const int kRegisterAbiMinor = 17;
+
+// The minor of "go1.N...", or -1.
+int GoMinor(const std::string& version) {
+  if (version.compare(0, 4, "go1.") != 0) return -1;
+  int minor = 0;
+  size_t i = 4;
+  for (; i < version.size() && version[i] >= '0' && version[i] <= '9'; i++) minor = minor * 10 + (version[i] - '0');
+  return i > 4 ? minor : -1;
+}
+
+// The function's instructions at `address`, decoded by a linear sweep; none when a byte of it does not decode
+// (a sweep that stopped early may have misread everything after: none of it is trusted).
+std::vector<cs_insn> Instructions(const std::vector<uint8_t>& code, uint64_t address) {
+  std::vector<cs_insn> found;
+  csh handle;
+  if (code.empty() || cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) return found;
+  cs_insn* insn = cs_malloc(handle);
+  const uint8_t* at = code.data();
+  size_t left = code.size();
+  while (cs_disasm_iter(handle, &at, &left, &address, insn)) found.push_back(*insn);
+  cs_free(insn, 1);
+  cs_close(&handle);
+  if (left != 0) found.clear();
+  return found;
+}
+
+// Where a direct CALL (E8 rel32) goes.
+uint64_t CallTarget(const cs_insn& insn) {
+  if (insn.id != X86_INS_CALL || insn.size != 5 || insn.bytes[0] != 0xe8) return 0;
+  int32_t rel;
+  std::memcpy(&rel, insn.bytes + 1, sizeof(rel));
+  return insn.address + insn.size + static_cast<int64_t>(rel);
+}
+
+// Where runtime.tlsg is from the thread pointer: in an executable's TLS block
+// (x86-64 puts it right below the thread pointer, aligned), or -8 where Go's
+// own linker placed it without a symbol.
+int64_t TlsOffset(const ElfFile& elf) {
+  GElf_Phdr tls;
+  const auto tlsg =
+      elf.Symbols([](const char* name, int type) { return type == STT_TLS && !std::strcmp(name, kTlsg); });
+  if (tlsg.empty() || !elf.Segment(PT_TLS, &tls)) return -8;
+  const uint64_t align = tls.p_align ? tls.p_align : 1;
+  const uint64_t block = (tls.p_memsz + align - 1) / align * align;
+  return static_cast<int64_t>(tlsg.front().value) - static_cast<int64_t>(block);
+}
+
+// Whether writeLoop calls `callee` itself (not inlined): then it runs on the writeLoop's goroutine.
+bool WriteLoopCalls(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions, const char* callee) {
+  auto loop = functions.find(kWriteLoop);
+  auto target = functions.find(callee);
+  if (loop == functions.end() || target == functions.end()) return false;
+  for (const cs_insn& insn : Instructions(elf.Read(loop->second.value, loop->second.size), loop->second.value)) {
+    if (CallTarget(insn) == target->second.value) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string GoBuildVersion(const std::vector<uint8_t>& buildinfo) {
+  static const char kMagic[] = "\xff Go buildinf:";
+  const size_t header = 32;
+  // the version string follows the header inline (flag 2) from Go 1.18 on, as a uvarint length and bytes
+  if (buildinfo.size() <= header || std::memcmp(buildinfo.data(), kMagic, sizeof(kMagic) - 1) != 0 ||
+      !(buildinfo[15] & 2)) {
+    return "";
+  }
+  uint64_t length = 0;
+  size_t at = header;
+  for (int shift = 0; at < buildinfo.size() && shift < 64; shift += 7) {
+    const uint8_t byte = buildinfo[at++];
+    length |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) break;
+  }
+  if (length > 64 || at + length > buildinfo.size()) return "";
+  return std::string(reinterpret_cast<const char*>(buildinfo.data() + at), length);
+}
+
+GoBinary InspectGoBinary(const std::string& path) {
+  GoBinary go;
+  const ElfFile elf(path);
+  if (!elf.ok() || (!elf.HasSection(".go.buildinfo") && !elf.HasSection(".note.go.buildid"))) return go;
+  go.is_go = true;
+  go.version = GoBuildVersion(elf.SectionBytes(".go.buildinfo"));
+  const int minor = GoMinor(go.version);
+  if (elf.machine() != EM_X86_64) {
+    go.unfollowed = "goroutines are followed on x86-64 only";
+    return go;
+  }
+  if (minor < kRegisterAbiMinor) {
+    go.unfollowed = go.version.empty() ? "its Go version is not readable (Go 1.18 or newer is)"
+                                       : go.version + " is older than Go 1.17's register ABI";
+    return go;
+  }
+  if (!elf.HasSection(".symtab")) {
+    go.unfollowed = "it is stripped (no symbol table: built with -ldflags=-s)";
+    return go;
+  }
+  std::map<std::string, ElfSymbol> functions;
+  for (const ElfSymbol& symbol : elf.Symbols([](const char*name, int type) {
+         return type == STT_FUNC &&
+                (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
+                 !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue));
+       })) {
+    functions[symbol.name] = symbol;
+  }
+  auto offset = [&](const char* name) -> uint64_t {
+    auto found = functions.find(name);
+    const int64_t at = found == functions.end() ? -1 : elf.FileOffset(found->second.value);
+    return at < 0 ? 0 : static_cast<uint64_t>(at);
+  };
+  go.newproc1 = offset(kNewproc1);
+  if (!go.newproc1 || !functions[kNewproc1].size) {
+    go.unfollowed = std::string(kNewproc1) + " is not in its symbol table";
+    return go;
+  }
+  const ElfSymbol& newproc1 = functions[kNewproc1];
+  for (const cs_insn& insn : Instructions(elf.Read(newproc1.value, newproc1.size), newproc1.value)) {
+    if (insn.id == X86_INS_RET) go.newproc1_returns.push_back(insn.address - newproc1.value + go.newproc1);
+  }
+  if (go.newproc1_returns.empty()) {
+    go.unfollowed = std::string("no RET instruction was found in ") + kNewproc1;
+    return go;
+  }
+  go.tls_offset = TlsOffset(elf);
+  go.round_trip = offset(kRoundTrip);
+  go.read_loop = offset(kReadLoop);
+  go.conn_write = WriteLoopCalls(elf, functions, kWaitForContinue) ? offset(kWaitForContinue) : 0;
+  // a pool's loops that no probe reaches would keep the request that dialed for good
+  const int pool = !!go.round_trip + !!go.read_loop + !!go.conn_write;
+  if (pool != 0 && pool != 3) go.unfollowed = "net/http's client pool is not all probed (inlined or missing)";
+  return go;
+}
+
+}  // namespace kreplay

@@ -1,0 +1,36 @@
+// What the Go probes need of a Go binary, read from its file: whether it
+// is Go and which version, where a thread's current g is, and the file
+// offsets of the runtime and net/http functions bpf/capture/golang.h
+// probes. Plain functions of the file: no kernel in here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kreplay {
+
+struct GoBinary {
+  bool is_go = false;
+  // "go1.19.8", or empty when the build information is not readable
+  std::string version;
+  // why its goroutines cannot be followed, empty when they can
+  std::string unfollowed;
+  // where the current g is, from the thread pointer (fsbase)
+  int64_t tls_offset = 0;
+  // file offsets of runtime.newproc1's entry and of its RET instructions
+  uint64_t newproc1 = 0;
+  std::vector<uint64_t> newproc1_returns;
+  // net/http's client pool: (*persistConn).roundTrip, readLoop and waitForContinue (which writeLoop calls
+  // before each request); 0 when the binary has none
+  uint64_t round_trip = 0;
+  uint64_t read_loop = 0;
+  uint64_t conn_write = 0;
+};
+
+GoBinary InspectGoBinary(const std::string& path);
+
+// The Go version in a .go.buildinfo section's bytes (Go 1.18+'s inline form), or "".
+std::string GoBuildVersion(const std::vector<uint8_t>& buildinfo);
+
+}  // namespace kreplay

@@ -1,0 +1,235 @@
+#include "go_probes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "bpf_links.h"
+#include "capture.h"
+#include "native_log.h"
+
+namespace kreplay {
+
+namespace {
+
+// Every key of a map that `wanted` accepts, read a batch of buckets at a time: a walk by
+// get_next_key starts over whenever the key it stands on goes, which on a map the kernel keeps
+// changing (goroutines come and go) may never end.
+// False when the map could not be read whole.
+template <typename Key, typename Wanted>
+bool KeysOf(bpf_map* map, Wanted wanted, std::vector<Key>* found) {
+  const int fd = bpf_map__fd(map);
+  size_t room = 1024;
+  std::vector<Key> keys(room);
+  std::vector<char> values(room * bpf_map__value_size(map));
+  // the hash maps' batch cursor is a bucket index
+  __u64 in = 0, out = 0;
+  void* from = nullptr;
+  for (;;) {
+    __u32 count = static_cast<__u32>(room);
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    const int err = bpf_map_lookup_batch(fd, from, &out, keys.data(), values.data(), &count, &opts);
+    if (err && errno == ENOSPC && count == 0) {
+      // one bucket holds more than there is room for
+      room *= 2;
+      keys.resize(room);
+      values.resize(room * bpf_map__value_size(map));
+      continue;
+    }
+    for (__u32 i = 0; i < count; i++) {
+      if (wanted(keys[i])) found->push_back(keys[i]);
+    }
+    // ENOENT: the last bucket was read
+    if (err) return errno == ENOENT;
+    in = out;
+    from = &in;
+  }
+}
+
+template <typename Key, typename Wanted>
+bool DeleteKeys(bpf_map* map, Wanted wanted) {
+  std::vector<Key> keys;
+  const bool whole = KeysOf<Key>(map, wanted, &keys);
+  for (const Key& key : keys) bpf_map__delete_elem(map, &key, sizeof(key), 0);
+  return whole;
+}
+
+std::string Described(const std::string& path, const GoBinary& go) {
+  return Named(path) + " (" + (go.version.empty() ? "Go" : go.version) + ")";
+}
+
+}  // namespace
+
+void GoProbes::Scan() {
+  last_scan_ = std::chrono::steady_clock::now();
+  const ProcessScan::Changes changes = processes_.Walk();
+  // the processes marked here that exited, or exec'd: the kernel marked the new program unfollowed
+  // (the old one's goroutines are still kept), and it is followed below once they are dropped
+  for (const pid_t pid : changes.gone) {
+    if (!marked_.count(pid)) continue;
+    if (!processes_.Alive(pid)) {
+      Forget(pid);
+      continue;
+    }
+    marked_.erase(pid);
+    forgotten_.insert(static_cast<__u32>(pid));
+  }
+  std::vector<std::pair<pid_t, const GoBinary*>> found;
+  for (const pid_t pid : changes.started) {
+    const Binary* binary = BinaryOf(pid);
+    if (binary && binary->go.is_go) {
+      found.push_back({pid, &binary->go});
+    } else {
+      // not Go (or gone already): a mark the kernel made at a head read is undone
+      Forget(pid);
+    }
+  }
+  // processes the kernel marked and that exited before a walk saw them
+  std::vector<__u32> dead;
+  KeysOf<__u32>(
+      maps_.processes, [&](__u32 tgid) { return !processes_.Alive(tgid); }, &dead);
+  for (const __u32 tgid : dead) Forget(static_cast<pid_t>(tgid));
+  // what the kernel keeps under a tgid is dropped before its process is followed (it may be a dead one's)
+  for (const auto& [pid, go] : found) {
+    if (go->unfollowed.empty() && !FollowedAtExec(pid)) forgotten_.insert(static_cast<__u32>(pid));
+  }
+  const bool purged = Purge(forgotten_);
+  if (!purged) AppendLog("warn", "cannot read the kernel's goroutine tables: Go processes found now are not followed");
+  forgotten_.clear();
+  for (const auto& [pid, go] : found) Mark(pid, *go, purged);
+}
+
+void GoProbes::ScanIfDue() {
+  if (std::chrono::steady_clock::now() - last_scan_ >= std::chrono::seconds(1)) Scan();
+}
+
+bool GoProbes::FollowedAtExec(pid_t pid) const {
+  const __u32 tgid = static_cast<__u32>(pid);
+  kr_go_process process;
+  return bpf_map__lookup_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), 0) == 0 &&
+         process.state == KR_GO_FOLLOWED;
+}
+
+GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
+  const std::string path = ProcPath(pid, "exe");
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
+  const kr_go_file file = {(static_cast<__u64>(major(st.st_dev)) << 20) | minor(st.st_dev), st.st_ino};
+  const int64_t mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+  auto [at, fresh] = binaries_.try_emplace({file.dev, file.ino});
+  Binary& binary = at->second;
+  if (!fresh && binary.mtime_ns == mtime_ns) return &binary;
+  // a file rewritten in place: its probes were placed by the old contents
+  Unprobe(binary);
+  binary.mtime_ns = mtime_ns;
+  binary.go = InspectGoBinary(path);
+  if (!binary.go.is_go) return &binary;
+  if (binary.go.unfollowed.empty() && Attach(path, binary)) {
+    AppendLog("info", "goroutines of " + Described(path, binary.go) + " are followed (g at " +
+                          std::to_string(binary.go.tls_offset) + " from the thread pointer" +
+                          (binary.go.round_trip ? ", net/http's client pool too)" : ")"));
+  } else {
+    AppendLog("warn", "goroutines of " + Described(path, binary.go) + " are not followed: " + binary.go.unfollowed +
+                          "; its events carry no transaction");
+  }
+  // processes that exec it from now on are marked by the kernel at once
+  const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED,
+                              0};
+  bpf_map__update_elem(maps_.binaries, &file, sizeof(file), &known, sizeof(known), BPF_ANY);
+  return &binary;
+}
+
+bool GoProbes::Attach(const std::string& path, Binary& binary) {
+  const GoBinary& go = binary.go;
+  struct Probe {
+    bpf_program* prog;
+    uint64_t offset;
+  };
+  std::vector<Probe> probes = {{programs_.newproc1, go.newproc1}};
+  for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
+  if (go.round_trip) {
+    probes.push_back({programs_.round_trip, go.round_trip});
+    probes.push_back({programs_.conn_write, go.conn_write});
+    probes.push_back({programs_.read_loop, go.read_loop});
+  }
+  for (const Probe& probe : probes) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), probe.offset, &opts);
+    if (!link) {
+      binary.go.unfollowed =
+          std::string("cannot probe it at ") + std::to_string(probe.offset) + ": " + std::strerror(errno);
+      Unprobe(binary);
+      return false;
+    }
+    binary.links.push_back(link);
+  }
+  return true;
+}
+
+void GoProbes::Unprobe(Binary& binary) {
+  for (bpf_link* link : binary.links) bpf_link__destroy(link);
+  binary.links.clear();
+}
+
+// A followed process was marked by the kernel at its exec, or purged just before; an unfollowed
+// one has every thread run a goroutine not known.
+void GoProbes::Mark(pid_t pid, const GoBinary& go, bool purged) {
+  const __u32 tgid = static_cast<__u32>(pid);
+  kr_go_process process = {};
+  process.tls_offset = go.tls_offset;
+  // an old goroutine's context may be left under this tgid unless the purge read the tables whole
+  process.state = go.unfollowed.empty() && (purged || FollowedAtExec(pid)) ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
+  __u64 inherited = 0;
+  if (bpf_map__lookup_elem(maps_.exec_contexts, &tgid, sizeof(tgid), &inherited, sizeof(inherited), 0) == 0)
+    process.inherited = inherited;
+  if (!FollowedAtExec(pid) &&
+      bpf_map__update_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), BPF_ANY) != 0) {
+    AppendLog("warn", "Go process " + std::to_string(pid) + " is not marked (the kernel's table is full)");
+    return;
+  }
+  marked_.insert(pid);
+  const size_t word = (tgid / 64) % maps_.tgid_words;
+  __atomic_fetch_or(&maps_.tgids[word], __u64{1} << (tgid % 64), __ATOMIC_SEQ_CST);
+}
+
+void GoProbes::Forget(pid_t pid) {
+  const __u32 tgid = static_cast<__u32>(pid);
+  kr_go_process process;
+  const bool ours = marked_.erase(pid) != 0;
+  const bool kernels = bpf_map__lookup_elem(maps_.processes, &tgid, sizeof(tgid), &process, sizeof(process), 0) == 0;
+  if (!ours && !kernels) return;
+  const size_t word = (tgid / 64) % maps_.tgid_words;
+  __atomic_fetch_and(&maps_.tgids[word], ~(__u64{1} << (tgid % 64)), __ATOMIC_SEQ_CST);
+  bpf_map__delete_elem(maps_.processes, &tgid, sizeof(tgid), 0);
+  forgotten_.insert(tgid);
+}
+
+bool GoProbes::Purge(const std::set<__u32>& tgids) {
+  if (tgids.empty()) return true;
+  const bool units = DeleteKeys<kr_unit_key>(
+      maps_.units, [&](const kr_unit_key& key) { return key.kind == KR_UNIT_GOROUTINE && tgids.count(key.tgid); });
+  const bool conns =
+      DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
+  return units && conns;
+}
+
+std::vector<bpf_link*> GoProbes::TakeLinks() {
+  std::vector<bpf_link*> links;
+  for (auto& [file, binary] : binaries_) {
+    links.insert(links.end(), binary.links.begin(), binary.links.end());
+    binary.links.clear();
+  }
+  return links;
+}
+
+void GoProbes::Detach() {
+  std::vector<bpf_link*> links = TakeLinks();
+  DestroyLinks(links);
+}
+
+}  // namespace kreplay

@@ -1,0 +1,98 @@
+// Go's goroutines (bpf/capture/golang.h): finds the Go processes, attaches
+// the runtime and net/http probes to each Go binary whose goroutines can be
+// followed, and tells the kernel about each process (go_processes). A
+// process whose goroutines cannot be followed (a stripped binary) is marked
+// too, so its events carry none rather than a thread's, and its binary is
+// named in one warning. Processes started later are found by the next scan;
+// a uprobe belongs to the file, so a restarted server is probed at once.
+#pragma once
+
+#include <linux/types.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "go_binary.h"
+#include "process_scan.h"
+
+struct bpf_link;
+struct bpf_program;
+struct bpf_map;
+
+namespace kreplay {
+
+struct GoPrograms {
+  bpf_program* newproc1;
+  bpf_program* newproc1_ret;
+  bpf_program* round_trip;
+  bpf_program* conn_write;
+  bpf_program* read_loop;
+};
+
+// golang.h's per-binary and per-process state, and the core's units map (goroutines are units).
+struct GoMaps {
+  bpf_map* binaries;
+  bpf_map* processes;
+  bpf_map* exec_contexts;
+  bpf_map* units;
+  bpf_map* conns;
+  // go_tgids: one bit per tgid, in the object's mapped .bss
+  __u64* tgids;
+  size_t tgid_words;
+};
+
+class GoProbes {
+ public:
+  GoProbes(GoPrograms programs, GoMaps maps) : programs_(programs), maps_(maps) {}
+  ~GoProbes() { Detach(); }
+  GoProbes(const GoProbes&) = delete;
+  GoProbes& operator=(const GoProbes&) = delete;
+
+  // Every process not seen before (or that exec'd since); forgets those gone.
+  void Scan();
+  // Scan, at most once a second.
+  void ScanIfDue();
+  // The links, for a caller that destroys them with others' (CaptureEngine::Detach).
+  std::vector<bpf_link*> TakeLinks();
+  void Detach();
+
+ private:
+  struct Binary {
+    GoBinary go;
+    std::vector<bpf_link*> links;
+    // the file's when inspected: a file rewritten in place is inspected again
+    int64_t mtime_ns = 0;
+  };
+
+  // The binary a process runs, inspected (and probed) the first time it is seen; NULL when unreadable.
+  Binary* BinaryOf(pid_t pid);
+  // Probes the binary; false (nothing left attached, the reason in go.unfollowed) when one fails.
+  bool Attach(const std::string& path, Binary& binary);
+  void Unprobe(Binary& binary);
+  // Whether the kernel marked the process followed when it exec'd a binary inspected before.
+  bool FollowedAtExec(pid_t pid) const;
+  // purged: whether the last purge read the kernel's tables whole (else nothing new is followed)
+  void Mark(pid_t pid, const GoBinary& go, bool purged);
+  void Forget(pid_t pid);
+  // Drops what the kernel keeps of the processes' goroutines and pool connections (one walk of each map).
+  bool Purge(const std::set<__u32>& tgids);
+
+  GoPrograms programs_;
+  GoMaps maps_;
+  ProcessScan processes_;
+  // processes marked here (an exec removes the kernel's entry before a walk sees it)
+  std::set<pid_t> marked_;
+  // processes forgotten in this scan, purged together at its end
+  std::set<__u32> forgotten_;
+  // by file (the kernel's device encoding, inode)
+  std::map<std::pair<__u64, __u64>, Binary> binaries_;
+  std::chrono::steady_clock::time_point last_scan_{};
+};
+
+}  // namespace kreplay
