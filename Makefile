@@ -143,10 +143,11 @@ run: build
 	@mkdir -p var
 	@exec node bin/kreplay.js up --data-dir var
 
-# The agents the tests start hook the Node processes their filters include: the runner and every
+# The agents the tests start hook the Node and Python processes their filters include: the runner and every
 # process it starts opt out, and a test that wants a server hooked lifts it for that server
 # (test/support/request-accuracy.ts); jest.config.js sets it too, for `npx jest` run by hand.
 test test-system test-unit test-integration: export KREPLAY_NODE_HOOK = off
+test test-system test-unit test-integration: export KREPLAY_PYTHON_HOOK = off
 
 ## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
 test: build

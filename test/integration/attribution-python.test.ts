@@ -17,6 +17,7 @@ import { promisify } from 'node:util';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import {
+  hookableEnv,
   httpLoad,
   pythonHookLine,
   scoreWrites,
@@ -45,8 +46,11 @@ interface Started {
   port: number;
 }
 
-/** Starts `command` in the test cgroup (its pid is the process's: the shell execs it); resolves with the port it prints. */
-function serve(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Started> {
+/**
+ * Starts `command` in the test cgroup (its pid is the process's: the shell execs it), hookable (the
+ * runner's opt-out lifted); resolves with the port it prints.
+ */
+function serve(command: string, args: string[], env: NodeJS.ProcessEnv = hookableEnv()): Promise<Started> {
   const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env,
@@ -200,18 +204,28 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
       const out = join(dir, `grpc-${method}`);
       mkdirSync(out);
       const server = await serve('/usr/bin/python3', [join(SUPPORT, 'grpc-file-server.py'), out]);
-      await hooked(server.pid);
-      for (const level of [1, 8, 64]) {
-        const prefix = `g${method}-c${level}-r`;
-        // exits 0 only when every call succeeded; each call has its x-request-id and a traceparent
-        await promisify(execFile)('/usr/bin/python3', [
+      // exits 0 only when every call succeeded; each call has its x-request-id and a traceparent
+      const call = (prefix: string, n: number, level: number) =>
+        promisify(execFile)('/usr/bin/python3', [
           join(SUPPORT, 'grpc-client.py'),
           String(server.port),
           method,
           prefix,
-          String(PER_LEVEL),
+          String(n),
           String(level),
         ]);
+      await hooked(server.pid);
+      // queued, the hook runs at the main thread's next pending-call check (grpcio's wait wakes it
+      // every 0.1 s; the calls are served by other threads): calls until one is followed
+      let warm = 0;
+      await waitFor(async () => {
+        const prefix = `warm${warm++}-`;
+        await call(prefix, 1, 1);
+        return (await writesUnder(store, out, prefix, 1)).some((e) => e.txn === `${prefix}0`);
+      });
+      for (const level of [1, 8, 64]) {
+        const prefix = `g${method}-c${level}-r`;
+        await call(prefix, PER_LEVEL, level);
         const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${prefix}${i}`);
         const s = scoreWrites(await writesUnder(store, out, prefix, PER_LEVEL * files), ids, files);
         process.stdout.write(`grpcio ${method} at ${level}, correct/wrong/none/missing: ${formatScore(s)}\n`);
@@ -224,7 +238,7 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
   it('a server that opts out (KREPLAY_PYTHON_HOOK=off) is not hooked: its writes none, never wrong', async () => {
     const out = join(dir, 'opted-out');
     mkdirSync(out);
-    const server = await aiohttp(out, { ...process.env, KREPLAY_PYTHON_HOOK: 'off' });
+    const server = await aiohttp(out, { ...hookableEnv(), KREPLAY_PYTHON_HOOK: 'off' });
     expect(await hookLine(server.pid)).toContain('KREPLAY_PYTHON_HOOK=off in its environment');
     const s = await measure(server.port, out, 'optout', 8, 2);
     expect({ wrong: s.wrong, missing: s.missing }).toEqual({ wrong: 0, missing: 0 });
@@ -295,7 +309,11 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
     await waitFor(() => sent >= captured + 64);
     loading = false;
     await load;
-    const across = readStoredEvents(store, `t.value LIKE '${out}/across-%'`);
+    // what the new agent captured, once stored
+    const across = await waitFor(() => {
+      const rows = readStoredEvents(store, `t.value LIKE '${out}/across-%'`);
+      return rows.length >= 2 * 64 && rows;
+    });
     // requests made while no agent ran are missing; none of those stored is another request's
     const meanwhile = scoreWrites(
       across,

@@ -165,11 +165,11 @@ describe('attribution on unmodified runtimes (real kernel)', () => {
     const out = join(dir, 'aiohttp');
     mkdirSync(out);
     // Debian's python3, whose aiohttp comes from apt
-    const port = await serve('/usr/bin/python3', [
-      join(RUNTIMES, 'aiohttp-server.py'),
-      out,
-      String(upstreamPort),
-    ]);
+    const port = await serve(
+      '/usr/bin/python3',
+      [join(RUNTIMES, 'aiohttp-server.py'), out, String(upstreamPort)],
+      hookableEnv(),
+    );
     // the agent queues its Python hook into the server (agent/runtimes/python/); the server's
     // first request runs it. The shell execs python: the child's pid is the server's.
     expect(await pythonHookLine(agent, servers[servers.length - 1]!.pid!)).toMatch(/queued the Python hook/);

@@ -21,12 +21,12 @@ MAGIC = SIGNAL["magic"].encode()
 # (thread, bytes, the thread's slot before the call, the slot a WATCH signal registers) in call order:
 # at each call the kernel reads the slot the thread registered (units.h, unit_refresh)
 record = []
-cells = {}  # thread -> the address of the slot it registered
+slots = {}  # thread -> the address of the slot it registered
 failing = [False]
 
 
-def cell_value(thread):
-    address = cells.get(thread)
+def slot_value(thread):
+    address = slots.get(thread)
     return None if address is None else ctypes.c_uint64.from_address(address).value
 
 
@@ -34,11 +34,11 @@ def recording_write(fd, data):
     if failing[0]:
         raise OSError(9, "Bad file descriptor")
     thread, buffer, data = threading.get_ident(), data, bytes(data)
-    before, registered = cell_value(thread), None
+    before, registered = slot_value(thread), None
     if data.startswith(MAGIC) and int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little") == SIGNAL["watch"]:
         # the slot is the written bytes' own unit field
-        cells[thread] = buffer.buffer_info()[0] + SIGNAL["unitAt"]
-        registered = cell_value(thread)
+        slots[thread] = buffer.buffer_info()[0] + SIGNAL["unitAt"]
+        registered = slot_value(thread)
     record.append((thread, data, before, registered))
     return len(data)
 
@@ -46,7 +46,7 @@ def recording_write(fd, data):
 def mark(label):
     """A side effect: the model says whose request it carries."""
     thread = threading.get_ident()
-    record.append((thread, b"MARK " + label.encode(), cell_value(thread), None))
+    record.append((thread, b"MARK " + label.encode(), slot_value(thread), None))
 
 
 def head_read(rid):

@@ -141,10 +141,11 @@ export async function httpLoad(
   }
 }
 
-/** The environment of a child the agent's Node hook may go into: the test runner's opt-out removed. */
+/** The environment of a child the agent's Node or Python hook may go into: the test runner's opt-outs removed. */
 export function hookableEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   delete env.KREPLAY_NODE_HOOK;
+  delete env.KREPLAY_PYTHON_HOOK;
   return env;
 }
 

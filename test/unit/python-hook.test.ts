@@ -58,8 +58,8 @@ describe('the Python hook', () => {
     expect(results['grpc handoffs']).toBe(true);
   });
 
-  it('switches units by a store into its cell; queued again, wraps nothing twice and registers each cell anew', () => {
-    // callbacks that switch units write nothing; after the second queuing, the next one registers its cell
+  it('switches units by a store into its slot; queued again, wraps nothing twice and registers each slot anew', () => {
+    // callbacks that switch units write nothing; after the second queuing, the next one registers its slot
     expect(results['signals anew']).toEqual([0, 1]);
     expect(results['wrapped once']).toBe(true);
     expect(results.finders).toBe(1);

@@ -8,13 +8,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { PythonHooks } from '../../agent/runtimes/python/python-hooks';
 import type { Logger } from '../../core/log/logger';
 import { nativeAddon, type NativePythonSymbols } from '../../core/native/addon';
+import { hookableEnv } from '../support/request-accuracy';
 import { waitFor } from '../support/wait';
 
 const children: ChildProcess[] = [];
 afterAll(() => children.forEach((c) => c.kill('SIGKILL')));
 
 /** A python3 that idles until killed, once its interpreter is up. */
-async function python(env: NodeJS.ProcessEnv = process.env): Promise<number> {
+async function python(env: NodeJS.ProcessEnv = hookableEnv()): Promise<number> {
   const child = spawn('/usr/bin/python3', ['-c', 'import time\nprint("up", flush=True)\ntime.sleep(60)'], {
     env,
     stdio: ['ignore', 'pipe', 'ignore'],
@@ -70,7 +71,7 @@ describe('PythonHooks', () => {
   });
 
   it('leaves a process that opted out, and says and counts one that refused', async () => {
-    const optedOut = await python({ ...process.env, KREPLAY_PYTHON_HOOK: 'off' });
+    const optedOut = await python({ ...hookableEnv(), KREPLAY_PYTHON_HOOK: 'off' });
     const refusing = await python();
     const { h, lines, queued } = hooks([optedOut, refusing], () =>
       Promise.reject(
