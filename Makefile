@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcapstone-dev pkg-config make g++ python3 \
-	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client liblz4-dev zstd jq \
+	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client liblz4-dev libdeflate-dev zstd jq \
 	chromium chromium-driver systemd python3-fusepy iproute2 python3-grpcio \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container redis-server python3-redis \
 	golang-go python3-aiohttp nginx-light postgresql
@@ -28,7 +28,7 @@ NATIVE_ADDON := native/build/Release/kreplay_native.node
 NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
 # the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
 LAUNCHER := $(BUILD)/kreplay-exec
-# the agent's SQLite extension (kreplay_batch, kreplay_rowbinary), built against the SQLite better-sqlite3 bundles
+# the agent's SQLite extension (kreplay_batch, kreplay_rowbinary, kreplay_otlp_spans), built against the SQLite better-sqlite3 bundles
 SQLITE_EXT := $(BUILD)/kreplay-sqlite.so
 TS_SRCS := $(shell find core agent daemon cli bench tools -name '*.ts' 2>/dev/null) $(wildcard test/support/*.ts)
 TS_STAMP := dist/.build-stamp
@@ -112,10 +112,10 @@ $(LAUNCHER): native/launcher/kreplay-exec.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
-# liblz4 linked in statically (Debian's liblz4.a is PIC): `make dist` runs with nothing installed but glibc
-$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h node_modules/.ci-stamp
+# liblz4 and libdeflate linked in statically (Debian's .a files are PIC): `make dist` runs with nothing installed but glibc
+$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/kreplay_otlp.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h native/sqlite/kreplay_event_id.h node_modules/.ci-stamp
 	@mkdir -p $(BUILD)
-	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -Wl,-Bstatic -llz4 -Wl,-Bdynamic -lm
+	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -Wl,-Bstatic -llz4 -ldeflate -Wl,-Bdynamic -lm
 
 $(TS_STAMP): $(TS_SRCS) $(TS_ASSETS) tsconfig.json tsconfig.build.json node_modules/.ci-stamp
 	npx tsc -p tsconfig.build.json

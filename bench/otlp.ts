@@ -8,20 +8,34 @@
  * --otlp, once the receiver acknowledged every span: the added CPU per
  * exported span is the difference divided by the spans. The wire figure is
  * the gzipped request bytes the receiver took per span. Then, in this
- * process, what each step of the export costs per span (the OpenTelemetry
- * serializers, gzip).
+ * process, what each step of the export costs per span, on the loop's events
+ * written into a node store: the native encoder and request (what
+ * http/protobuf runs), and the path before it (rows read into JavaScript,
+ * spans built and written there, Node's gzip) beside the OpenTelemetry
+ * serializers.
  *
  *   node dist/bench/otlp.js [writes per round] [rounds] [rate]
  */
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { repoRoot } from '../core/repo-root';
-import { formatEventId, type ApiEvent } from '../core/model';
-import { eventSpan, SpanResources } from '../core/otlp/event-span';
-import { spanIdFor } from '../core/otlp/span-ids';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import { encodeSpansJson, SpanEncoder } from '../core/otlp/otlp-encoding';
+import { EventBatch } from '../agent/ingest/event-batch';
+import { NativeSpanReader } from '../agent/otlp/otlp-native-spans';
+import { StoreWriter } from '../agent/store/store-writer';
+import { repoRoot } from '../core/repo-root';
+import { RecordType, rowToEvent, targetKindCode, type ApiEvent } from '../core/model';
+import { eventSpan, SpanResources, type KernelSpan } from '../core/otlp/event-span';
+import { encodeSpansJson } from '../core/otlp/otlp-encoding';
+import { spanIdFor } from '../core/otlp/span-ids';
+import { SpanProtobufWriter } from '../core/otlp/span-protobuf';
+import { eventColumnsOf, type EventRow } from '../core/store/event-columns';
+import { readStoreInfo, SCHEMA_VERSION } from '../core/store/schema';
+import { StoreNameCache } from '../core/store/store-names';
 import { startBenchAgent, type AgentCpu } from './agent-process';
 import { benchLoop, timeLoop } from './bench-loops';
 import { printTable } from './table';
@@ -94,63 +108,159 @@ async function round(otlp: string | null, exe: string, receiverBytes: () => numb
   }
 }
 
-/** µs per span of each export step, in this process, on spans like the agent makes. */
-function steps(): [string, number][] {
-  const n = 20_000;
-  const resources = new SpanResources();
-  const base = 1_795_338_478_000_000_000n;
-  const events: ApiEvent[] = Array.from({ length: n }, (_, i) => ({
-    event_id: formatEventId('a1b2c3d4e5f6', base + BigInt(i * 10_000), i + 1),
-    event_type: 'sys_write',
-    timestamp_ns: base + BigInt(i * 10_000),
-    duration_ns: 1234n,
-    service_name: 'traceloop',
-    transaction_id: '4bf92f3577b34da60000000000000001',
-    trace_id: '4bf92f3577b34da60000000000000001',
-    parent_span_id: '00f067aa0ba902b7',
-    node: 'bench',
-    pid: 4242,
-    tid: 4242,
-    comm: 'traceloop',
-    bytes: 64,
-    syscall: 'write',
-    fd: 3,
-    ret: 64,
-    target_kind: 'char',
-    target: '/dev/null',
-  }));
-  const time = (f: () => void): number => {
-    const t0 = process.cpuUsage();
-    f();
-    const t = process.cpuUsage(t0);
-    return (t.user + t.system) / n;
-  };
-  const spans = events.map((e) => eventSpan(e, resources, 1)!);
-  const batches = Array.from({ length: n / 512 }, (_, i) => spans.slice(i * 512, (i + 1) * 512));
-  let encoded: Uint8Array[] = [];
-  const rows: [string, number][] = [];
-  // a warm-up pass, then the measured one
-  for (const measured of [false, true]) {
-    // the span id from the store id and seq, as the agent's export has them
-    const build = time(() =>
-      events.forEach((e, i) => eventSpan(e, resources, 1, spanIdFor('a1b2c3d4e5f6', i + 1))),
-    );
-    const otel = time(() => batches.forEach((b) => ProtobufTraceSerializer.serializeRequest(b)));
-    const encoder = new SpanEncoder('http/protobuf');
-    const protobuf = time(() => (encoded = batches.map((b) => encoder.encode(b))));
-    const json = time(() => batches.forEach((b) => encodeSpansJson(b)));
-    const gzip = time(() => encoded.forEach((b) => gzipSync(b, { level: 1 })));
-    if (measured)
-      rows.push(
-        ['event -> span (attributes, ids)', build],
-        ['OpenTelemetry protobuf serializer (not used)', otel],
-        ["kreplay's protobuf writer (http/protobuf)", protobuf],
-        ['OpenTelemetry JSON serializer (http/json, files)', json],
-        ['gzip (level 1) of the protobuf', gzip],
-      );
+const STEP_EVENTS = 20_480;
+
+/** A node store of the loop's events: writes to /dev/null, 500 to a sampled trace. */
+function writeStepStore(dir: string): string {
+  const writer = StoreWriter.open(dir, 'bench');
+  const batch = new EventBatch(STEP_EVENTS);
+  batch.clear(1_795_338_478_000_000_000n);
+  const service = writer.services.id(LOOP_COMM);
+  const comm = writer.comms.id(LOOP_COMM);
+  const target = writer.targets.id(targetKindCode('char'), '/dev/null');
+  for (let i = 0; i < STEP_EVENTS; i++) {
+    const trace = `4bf92f3577b34da6${(Math.floor(i / PER_TRACE) + 1).toString(16).padStart(16, '0')}`;
+    batch.pushSysWrite({
+      ...{ tsOffset: i * 10_000, dur: 1234 + ((i * 7919) % 3000), service, comm, pid: 4242, tid: 4242 },
+      ...{ ctx: writer.contexts.id(trace, trace, '00f067aa0ba902b7', 1), bytes: 64, fd: 3, ret: 64 },
+      ...{ type: RecordType.SysWrite, syscall: 1, target },
+    });
   }
-  const raw = encoded.reduce((sum, b) => sum + b.length, 0) / n;
-  rows.push(['(protobuf bytes per span, before gzip)', raw]);
+  writer.writeBatch(batch);
+  const path = writer.path;
+  writer.close();
+  return path;
+}
+
+/** µs of this process's CPU per span of `f` (run twice: the first warms up). */
+function cpuPerSpan(f: () => number): number {
+  let us = 0;
+  for (let pass = 0; pass < 2; pass++) {
+    const t0 = process.cpuUsage();
+    const spans = f();
+    const t = process.cpuUsage(t0);
+    us = (t.user + t.system) / spans;
+  }
+  return us;
+}
+
+/** µs per span of each export step, in this process, on the loop's events in a node store. */
+function steps(dir: string): [string, number][] {
+  const db = new Database(writeStepStore(dir), { readonly: true });
+  const names = new StoreNameCache(db, readStoreInfo(db));
+  const resources = new SpanResources();
+  const native = new NativeSpanReader(db, names.storeId, 'sampled');
+  const writer = new SpanProtobufWriter();
+  const READ = 512;
+  const REQUEST = 4096;
+  const ranges = Array.from({ length: STEP_EVENTS / READ + 1 }, (_, i) => i * READ + 1);
+  const rows: [string, number][] = [];
+  rows.push([
+    'kreplay_otlp_spans: rows to span bytes in SQLite (reads of 512)',
+    cpuPerSpan(() => {
+      let spans = 0;
+      for (const from of ranges) {
+        spans += native.read(from, from + READ).groups.reduce((n, g) => n + g.spans, 0);
+        native.undo();
+      }
+      return spans;
+    }),
+  ]);
+  let raw = 0;
+  let wire = 0;
+  for (const [step, level] of [
+    ['kreplay_otlp_request: framed, no compression (the body copied out)', 0],
+    ['kreplay_otlp_request: framed, gzip (libdeflate level 1)', 1],
+  ] as const) {
+    let requestUs = 0;
+    // the reads run again each pass; the request's own share is timed around it
+    cpuPerSpan(() => {
+      let spans = 0;
+      requestUs = 0;
+      if (level === 0) raw = 0;
+      else wire = 0;
+      for (let at = 0; at < ranges.length; at += REQUEST / READ) {
+        const lengths = new Map<number, number>();
+        for (const from of ranges.slice(at, at + REQUEST / READ))
+          for (const g of native.read(from, from + READ).groups) {
+            lengths.set(g.serviceId, (lengths.get(g.serviceId) ?? 0) + g.length);
+            spans += g.spans;
+          }
+        const kept = [...lengths].map(([service, length]) => ({
+          resource: resources.of(names.service(service), names.node),
+          service,
+          length,
+        }));
+        const t0 = process.cpuUsage();
+        const body = native.request(writer.layout([], kept), level);
+        const t = process.cpuUsage(t0);
+        requestUs += t.user + t.system;
+        if (level === 0) raw += body.length;
+        else wire += body.length;
+      }
+      requestUs /= spans;
+      return spans;
+    });
+    rows.push([step, requestUs]);
+  }
+
+  // the path before: rows read into JavaScript, made API events, spans, written and gzipped here
+  const select = db
+    .prepare<[number, number], EventRow>(
+      `SELECT ${eventColumnsOf(SCHEMA_VERSION)} FROM events INDEXED BY events_by_seq WHERE seq >= ? AND seq < ? ORDER BY seq`,
+    )
+    .safeIntegers(true);
+  let events: ApiEvent[] = [];
+  rows.push([
+    'rows read into JavaScript as API events (before)',
+    cpuPerSpan(() => {
+      events = ranges.flatMap((from) => select.all(from, from + READ).map((row) => rowToEvent(row, names)));
+      return events.length;
+    }),
+  ]);
+  let spans: KernelSpan[] = [];
+  rows.push([
+    'event -> span (attributes, ids): JSON export (before: every span)',
+    cpuPerSpan(() => {
+      spans = events.map((e, i) => eventSpan(e, resources, 1, spanIdFor(names.storeId, i + 1))!);
+      return spans.length;
+    }),
+  ]);
+  const batches = Array.from({ length: Math.ceil(spans.length / 512) }, (_, i) =>
+    spans.slice(i * 512, (i + 1) * 512),
+  );
+  let encoded: Uint8Array[] = [];
+  rows.push([
+    "kreplay's TS protobuf writer (before; now summaries, odd rows)",
+    cpuPerSpan(() => {
+      encoded = batches.map((b) => writer.encode(b));
+      return spans.length;
+    }),
+  ]);
+  rows.push([
+    'OpenTelemetry protobuf serializer (not used)',
+    cpuPerSpan(() => {
+      batches.forEach((b) => ProtobufTraceSerializer.serializeRequest(b));
+      return spans.length;
+    }),
+  ]);
+  rows.push([
+    'OpenTelemetry JSON serializer (http/json, files)',
+    cpuPerSpan(() => {
+      batches.forEach((b) => encodeSpansJson(b));
+      return spans.length;
+    }),
+  ]);
+  rows.push([
+    "Node's gzip level 1 (before)",
+    cpuPerSpan(() => {
+      encoded.forEach((b) => gzipSync(b, { level: 1 }));
+      return spans.length;
+    }),
+  ]);
+  db.close();
+  rows.push(['(protobuf bytes per span, before gzip)', raw / STEP_EVENTS]);
+  rows.push(['(gzipped bytes per span, requests of 4,096)', wire / STEP_EVENTS]);
   return rows;
 }
 
@@ -191,11 +301,16 @@ async function main(): Promise<void> {
   console.log(
     `added agent CPU per exported span, by round: ${added.map((a) => a.toFixed(2)).join(', ')} µs (goal ≤ 0.5 µs)`,
   );
-  printTable(
-    'the export, step by step (this process, 20,000 spans in requests of 512)',
-    steps().map(([step, us]) => [step, us.toFixed(3)]),
-    ['step', 'µs per span (bytes for the last row)'],
-  );
+  const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-otlp-'));
+  try {
+    printTable(
+      `the export, step by step (this process, ${STEP_EVENTS.toLocaleString('en-US')} events of the loop in a node store)`,
+      steps(dir).map(([step, us]) => [step, us.toFixed(3)]),
+      ['step', 'µs per span (bytes for the last rows)'],
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 void main();

@@ -4,12 +4,16 @@
  * connection follows the node store in commit (seq) order from where the
  * export started, turns each event of a W3C trace into a span (sampled traces
  * only, unless sampling is `all`; past the per-trace cap into the trace's
- * summary), gathers spans into requests by count (BATCH_SPANS) and age
- * (BATCH_DELAY_MS), gzips them and sends them in order. A receiver that is
- * down, slow or asks to wait (429/503 with Retry-After) gets the same request
- * again after its Retry-After or an exponential backoff, while the reading
- * goes on: spans wait in a bounded queue, and what does not fit is dropped
- * and counted, never waited for.
+ * summary), gathers spans into requests by count (batchSpans), size
+ * (MAX_REQUEST_BYTES) and age (batchDelayMs), gzips them and sends them in
+ * order. With http/protobuf the spans are written inside SQLite
+ * (otlp-native-spans.ts), a read's worth at a time, and only the trace cap's
+ * bookkeeping, summaries and the rare row the native encoder leaves come into
+ * JavaScript; http/json makes each span here (core/otlp/event-span.ts). A
+ * receiver that is down, slow or asks to wait (429/503 with Retry-After) gets
+ * the same request again after its Retry-After or an exponential backoff,
+ * while the reading goes on: spans wait in a bounded queue, and what does not
+ * fit is dropped and counted, never waited for.
  */
 import Database from 'better-sqlite3';
 import { gzipSync } from 'node:zlib';
@@ -26,15 +30,18 @@ import {
 } from '../../core/otlp/event-span';
 import { SpanEncoder } from '../../core/otlp/otlp-encoding';
 import { spanIdFor } from '../../core/otlp/span-ids';
+import { SpanProtobufWriter } from '../../core/otlp/span-protobuf';
 import { LAST_SEQ_SQL } from '../ship/ship-sql';
+import { NativeSpanReader, type NativeRead } from './otlp-native-spans';
 import { OtlpSender, type SendOutcome } from './otlp-sender';
 import type { OtlpTarget } from './otlp-target';
+import type { OtlpProtocol } from '../../core/otlp/otlp-protocols';
 import { TraceCap } from './trace-cap';
 
 export interface OtlpLoopOptions {
   /** how often the store is looked at (default 100 ms) */
   pollMs?: number;
-  /** spans per request at most (default 512) */
+  /** spans per request at most (default 4,096 for http/protobuf, 512 for http/json) */
   batchSpans?: number;
   /** a request goes once its oldest span waited this long (default 1 s) */
   batchDelayMs?: number;
@@ -71,15 +78,54 @@ interface Request {
   spans: number;
 }
 
+/** The request being gathered: spans made here, and the bytes per service of the spans kept natively. */
+interface OpenRequest {
+  spans: KernelSpan[];
+  native: Map<number, number>;
+  count: number;
+  /** of the native spans (those made here are few: summaries, odd rows) */
+  nativeBytes: number;
+  sinceMs: number;
+}
+
+const noRequest = (): OpenRequest => ({ spans: [], native: new Map(), count: 0, nativeBytes: 0, sinceMs: 0 });
+
+/**
+ * Spans a request holds at most. Protobuf: a request costs the export thread ~200 µs (HTTP, the
+ * loopback), so many spans to one; its bytes are bounded too (MAX_REQUEST_BYTES). JSON: its bytes
+ * are not known before it is written, so few enough that long paths stay far under the 20 MiB
+ * a receiver takes (~14 KB a span).
+ */
+const DEFAULT_BATCH_SPANS: Record<OtlpProtocol, number> = { 'http/protobuf': 4096, 'http/json': 512 };
+/**
+ * A request is sent once its spans take this many bytes (before gzip), whatever their count: an
+ * OTLP receiver takes 20 MiB bodies by default (the OpenTelemetry Collector's), and a read adds at
+ * most NATIVE_READ_ROWS spans of at most ~13 KB (a 4 KB path thrice) past it.
+ */
+const MAX_REQUEST_BYTES = 4 << 20;
+/** Rows a native read takes at most: past 512 a read costs no less a span (bench/otlp.ts). */
+const NATIVE_READ_ROWS = 512;
+
+/** The fastest level: a span's bytes are mostly keys and ids every span repeats, which level 1 finds as well. */
+const GZIP_LEVEL = 1;
+/** How often the progress goes to the owner at most, but for a change of state and the stop. */
+const PUBLISH_MS = 100;
+
 export class OtlpLoop {
   private readonly db: Database.Database;
   private readonly names: StoreNameCache;
   private readonly select: Database.Statement<[number, number], EventRow>;
+  /** the rows of some contexts in a seq range: the traces a native read cannot count at once */
+  private readonly selectOf: Database.Statement<[number, number, string], EventRow>;
+  /** http/protobuf: spans written inside SQLite */
+  private readonly native: NativeSpanReader | null;
   private readonly lastSeq: Database.Statement<[], number | null>;
   private readonly sender: OtlpSender;
   private readonly resources = new SpanResources();
   private readonly cap: TraceCap;
   private readonly encoder: SpanEncoder;
+  /** the framing of requests with natively kept spans */
+  private readonly protobuf = new SpanProtobufWriter();
   private readonly pollMs: number;
   private readonly batchSpans: number;
   private readonly batchDelayMs: number;
@@ -87,8 +133,9 @@ export class OtlpLoop {
   private readonly retryInitialMs: number;
   private readonly retryMaxMs: number;
   private readonly requests: Request[] = [];
-  private open: KernelSpan[] = [];
-  private openSinceMs = 0;
+  private open: OpenRequest = noRequest();
+  private publishedMs = 0;
+  private publishedState: OtlpProgress['state'] | null = null;
   private timer: NodeJS.Timeout | null = null;
   private sending: Promise<void> | null = null;
   private backoffMs: number;
@@ -116,7 +163,7 @@ export class OtlpLoop {
     options: OtlpLoopOptions = {},
   ) {
     this.pollMs = options.pollMs ?? 100;
-    this.batchSpans = options.batchSpans ?? 512;
+    this.batchSpans = options.batchSpans ?? DEFAULT_BATCH_SPANS[target.protocol];
     this.batchDelayMs = options.batchDelayMs ?? 1000;
     this.readRows = options.readRows ?? 8192;
     this.retryInitialMs = options.retryInitialMs ?? 500;
@@ -126,12 +173,23 @@ export class OtlpLoop {
     this.db.pragma('busy_timeout = 5000');
     this.names = new StoreNameCache(this.db, readStoreInfo(this.db));
     // the agent's writer migrated the file to this version before the export started
+    const columns = eventColumnsOf(SCHEMA_VERSION);
     this.select = this.db
       .prepare<[number, number], EventRow>(
-        `SELECT ${eventColumnsOf(SCHEMA_VERSION)} FROM events INDEXED BY events_by_seq
+        `SELECT ${columns} FROM events INDEXED BY events_by_seq
          WHERE seq >= ? AND seq < ? AND ctx IS NOT NULL ORDER BY seq`,
       )
       .safeIntegers(true);
+    this.selectOf = this.db
+      .prepare<[number, number, string], EventRow>(
+        `SELECT ${columns} FROM events INDEXED BY events_by_seq
+         WHERE seq >= ? AND seq < ? AND ctx IN (SELECT value FROM json_each(?)) ORDER BY seq`,
+      )
+      .safeIntegers(true);
+    this.native =
+      target.protocol === 'http/protobuf'
+        ? new NativeSpanReader(this.db, this.names.storeId, target.sampling)
+        : null;
     this.lastSeq = this.db.prepare<[], number | null>(LAST_SEQ_SQL).pluck();
     this.sender = new OtlpSender(target);
     this.cap = new TraceCap(target.maxSpansPerTrace, this.resources);
@@ -146,7 +204,7 @@ export class OtlpLoop {
   tick(nowMs = Date.now()): void {
     this.read(nowMs);
     for (const summary of this.cap.due(nowMs, false)) this.add(summary, nowMs);
-    if (this.open.length > 0 && nowMs - this.openSinceMs >= this.batchDelayMs) this.seal();
+    if (this.full() || (this.open.count > 0 && nowMs - this.open.sinceMs >= this.batchDelayMs)) this.seal();
     this.kick();
     this.publish();
   }
@@ -163,16 +221,92 @@ export class OtlpLoop {
       const failing = this.progress.state === 'retrying' || this.stopping;
       const room = this.target.queueSpans - this.progress.queued;
       if (!failing && room <= 0) return;
-      // a row gives at most one span (a summary span comes with a row that closes one)
-      const rows = failing ? this.readRows : Math.min(this.readRows, room);
+      if (this.full()) this.seal();
+      // a row gives at most one span (a summary span comes with a row that closes one); a native
+      // read adds its spans to the open request whole, so it reads what the request has room for
+      const rows = this.native
+        ? Math.min(
+            NATIVE_READ_ROWS,
+            this.readRows,
+            this.batchSpans - this.open.count,
+            room > 0 ? room : this.batchSpans,
+          )
+        : failing
+          ? this.readRows
+          : Math.min(this.readRows, room);
       const to = Math.min(this.cursor + rows, last + 1);
+      const spans: KernelSpan[] = [];
+      if (this.native) this.readNative(this.native, to, nowMs, spans);
       // all(), not iterate(): the names cache queries the same connection for a new context
-      for (const row of this.select.all(this.cursor, to)) this.consider(row, nowMs);
+      else for (const row of this.select.all(this.cursor, to)) this.consider(row, nowMs, spans);
+      for (const span of spans) this.add(span, nowMs);
       this.cursor = to;
     }
   }
 
-  private consider(row: EventRow, nowMs: number): void {
+  /**
+   * Seqs [cursor, to) written natively. The trace cap counts each trace's spans of the read at
+   * once; a trace the read takes past its cap (and one with a row left to the TS side) is
+   * counted event by event in seq order, as `consider` does, its folded events held out of a
+   * second native read. The spans made here go to `out`, to be added once the read's own are.
+   */
+  private readNative(native: NativeSpanReader, to: number, nowMs: number, out: KernelSpan[]): void {
+    const from = this.cursor;
+    const first = native.read(from, to);
+    const byTrace = new Map<string, { spans: number; ctxs: number[] }>();
+    for (const { ctx, spans, unsampled } of first.contexts) {
+      this.progress.unsampled += unsampled;
+      if (spans === 0) continue;
+      const traceId = this.names.context(ctx).trace_id!;
+      const trace = byTrace.get(traceId);
+      if (trace) {
+        trace.spans += spans;
+        trace.ctxs.push(ctx);
+      } else byTrace.set(traceId, { spans, ctxs: [ctx] });
+    }
+    // contexts whose rows are counted event by event: those of rows left to the TS side, and of their traces
+    const byEvent = new Set<number>();
+    const leftTraces = new Set<unknown>();
+    for (const { ctx } of first.left) {
+      byEvent.add(ctx);
+      leftTraces.add(this.names.context(ctx).trace_id);
+    }
+    for (const [traceId, trace] of byTrace) {
+      if (leftTraces.has(traceId) || trace.spans > this.cap.room(traceId))
+        for (const ctx of trace.ctxs) byEvent.add(ctx);
+      else this.cap.admit(traceId, trace.spans, nowMs, out);
+    }
+    let read: NativeRead = first;
+    if (byEvent.size > 0) {
+      const left = new Set(first.left.map((row) => row.seq));
+      const held: number[] = [];
+      for (const row of this.selectOf.all(from, to, JSON.stringify([...byEvent]))) {
+        if (left.has(Number(row.seq))) this.consider(row, nowMs, out);
+        else if (this.fold(row, nowMs, out)) held.push(Number(row.seq));
+      }
+      if (held.length > 0) {
+        native.undo();
+        read = native.read(from, to, held);
+      }
+    }
+    const spans = read.groups.reduce((n, group) => n + group.spans, 0);
+    if (spans === 0) return;
+    // read() sized the read to the queue's room: only a queue full already (a failing receiver) drops
+    if (this.progress.queued >= this.target.queueSpans) {
+      native.undo();
+      this.progress.dropped += spans;
+      return;
+    }
+    this.opened(spans, nowMs);
+    for (const { serviceId, length } of read.groups) {
+      this.open.native.set(serviceId, (this.open.native.get(serviceId) ?? 0) + length);
+      this.open.nativeBytes += length;
+    }
+    this.progress.queued += spans;
+  }
+
+  /** A row as a span made here (http/json, and the rows the native encoder leaves): sampling, cap, span, to `out`. */
+  private consider(row: EventRow, nowMs: number, out: KernelSpan[]): void {
     const ctx = this.names.context(Number(row.ctx));
     // a marker's context names no W3C trace: nothing to put the event under
     if (ctx.trace_id === null || !W3C_TRACE_ID.test(ctx.trace_id)) return;
@@ -183,11 +317,16 @@ export class OtlpLoop {
     }
     const event: ApiEvent = rowToEvent(row, this.names);
     const spanId = spanIdFor(this.names.storeId, Number(row.seq));
-    const closed: KernelSpan[] = [];
-    const folded = this.cap.fold(event, flags, nowMs, closed);
-    for (const summary of closed) this.add(summary, nowMs);
+    if (this.cap.fold(event, flags, nowMs, out)) this.progress.summarized++;
+    else out.push(eventSpan(event, this.resources, ctx.trace_flags, spanId)!);
+  }
+
+  /** A row the native encoder wrote: whether the trace cap folds it into its trace's summary (closed ones to `out`). */
+  private fold(row: EventRow, nowMs: number, out: KernelSpan[]): boolean {
+    const ctx = this.names.context(Number(row.ctx));
+    const folded = this.cap.fold(rowToEvent(row, this.names), ctx.trace_flags ?? 0, nowMs, out);
     if (folded) this.progress.summarized++;
-    else this.add(eventSpan(event, this.resources, ctx.trace_flags, spanId)!, nowMs);
+    return folded;
   }
 
   private add(span: KernelSpan, nowMs: number): void {
@@ -195,22 +334,42 @@ export class OtlpLoop {
       this.progress.dropped++;
       return;
     }
-    if (this.open.length === 0) this.openSinceMs = nowMs;
-    this.open.push(span);
+    this.opened(1, nowMs);
+    this.open.spans.push(span);
     this.progress.queued++;
-    if (this.open.length >= this.batchSpans) this.seal();
+    if (this.open.count >= this.batchSpans) this.seal();
+  }
+
+  private full(): boolean {
+    return this.open.count >= this.batchSpans || this.open.nativeBytes >= MAX_REQUEST_BYTES;
+  }
+
+  private opened(spans: number, nowMs: number): void {
+    if (this.open.count === 0) this.open.sinceMs = nowMs;
+    this.open.count += spans;
   }
 
   /** The open batch becomes a request, encoded and compressed once, however often it is sent. */
   private seal(): void {
-    if (this.open.length === 0) return;
-    const encoded = this.encoder.encode(this.open);
+    if (this.open.count === 0) return;
+    this.requests.push({ body: this.body(), spans: this.open.count });
+    this.open = noRequest();
+  }
+
+  /** The open request's body: http/protobuf framed around the native spans and gzipped natively, http/json here. */
+  private body(): Buffer {
+    const { spans, native } = this.open;
+    if (this.native) {
+      const kept = [...native].map(([service, length]) => ({
+        resource: this.resources.of(this.names.service(service), this.names.node),
+        service,
+        length,
+      }));
+      return this.native.request(this.protobuf.layout(spans, kept), this.target.gzip ? GZIP_LEVEL : 0);
+    }
+    const encoded = this.encoder.encode(spans);
     const bytes = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
-    this.requests.push({
-      body: this.target.gzip ? gzipSync(bytes, { level: 1 }) : bytes,
-      spans: this.open.length,
-    });
-    this.open = [];
+    return this.target.gzip ? gzipSync(bytes, { level: GZIP_LEVEL }) : bytes;
   }
 
   private kick(): void {
@@ -255,7 +414,11 @@ export class OtlpLoop {
     this.publish();
   }
 
-  private publish(): void {
+  /** The progress to the owner: at most every PUBLISH_MS (a message costs), at once when the state changed. */
+  private publish(nowMs = Date.now()): void {
+    if (nowMs - this.publishedMs < PUBLISH_MS && this.progress.state === this.publishedState) return;
+    this.publishedMs = nowMs;
+    this.publishedState = this.progress.state;
     this.report(this.progress);
   }
 

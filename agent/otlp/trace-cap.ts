@@ -102,21 +102,27 @@ export class TraceCap {
     private readonly resources: SpanResources,
   ) {}
 
+  /** Spans the trace may still send one by one. */
+  room(traceId: string): number {
+    return this.maxSpans - (this.traces.get(traceId)?.spans ?? 0);
+  }
+
+  /**
+   * `n` events of the trace go as spans of their own (the caller checked `room`): counted at once
+   * (events written natively, a read's worth at a time). A trace closed early to make room adds
+   * its summary to `closed`.
+   */
+  admit(traceId: string, n: number, nowMs: number, closed: KernelSpan[]): void {
+    this.touch(traceId, nowMs, closed).spans += n;
+  }
+
   /**
    * Whether the event (of a W3C trace) is past its trace's cap, and so folded
    * into the trace's summary; false: it goes as a span of its own. A trace
    * closed early to make room adds its summary to `closed`.
    */
   fold(event: ApiEvent, traceFlags: number, nowMs: number, closed: KernelSpan[]): boolean {
-    const traceId = event.trace_id!;
-    let state = this.traces.get(traceId);
-    if (state) this.traces.delete(traceId);
-    else {
-      if (this.traces.size >= MAX_TRACES) this.close(this.traces.keys().next().value!, closed);
-      state = { spans: 0, lastMs: nowMs, summary: null };
-    }
-    state.lastMs = nowMs;
-    this.traces.set(traceId, state);
+    const state = this.touch(event.trace_id!, nowMs, closed);
     if (state.spans < this.maxSpans) {
       state.spans++;
       return false;
@@ -125,6 +131,19 @@ export class TraceCap {
     state.summary.add(event);
     this.summarized++;
     return true;
+  }
+
+  /** The trace's state, made the most recently active. */
+  private touch(traceId: string, nowMs: number, closed: KernelSpan[]): TraceState {
+    let state = this.traces.get(traceId);
+    if (state) this.traces.delete(traceId);
+    else {
+      if (this.traces.size >= MAX_TRACES) this.close(this.traces.keys().next().value!, closed);
+      state = { spans: 0, lastMs: nowMs, summary: null };
+    }
+    state.lastMs = nowMs;
+    this.traces.set(traceId, state);
+    return state;
   }
 
   private close(traceId: string, closed: KernelSpan[]): void {

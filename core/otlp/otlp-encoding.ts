@@ -2,10 +2,11 @@
  * ExportTraceServiceRequest bytes of kernel spans. OTLP/JSON (http/json, and
  * the files `kreplay export --format otlp` writes) is the OpenTelemetry
  * project's own serializer (@opentelemetry/otlp-transformer): hex ids,
- * nanoseconds as decimal strings. Protobuf (http/protobuf, the agent's
- * default) is kreplay's writer for its one span shape (span-protobuf.ts),
- * six to eight times cheaper a span than the project's serializer
- * (bench/otlp.ts), checked against it in test/unit/otlp-span.test.ts.
+ * nanoseconds as decimal strings. Protobuf is kreplay's writer for its one
+ * span shape (span-protobuf.ts), checked against the project's serializer in
+ * test/unit/otlp-span.test.ts; the agent's http/protobuf export writes its
+ * event spans natively (agent/otlp/otlp-native-spans.ts) and frames them with
+ * that writer.
  */
 import { JsonTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { KernelSpan } from './event-span';

@@ -1,14 +1,19 @@
 /**
- * The protobuf ExportTraceServiceRequest of kernel spans, written for the
- * agent's live export. The OpenTelemetry project's serializer
- * (@opentelemetry/otlp-transformer, which writes the JSON) takes about
- * 4 µs a span here, eight times the whole export's budget (bench/otlp.ts):
- * this writer knows the one shape kreplay's spans have (no events, links or
- * trace state; attributes of strings, integers and booleans), keeps each
- * attribute key's and resource's bytes once, and writes a span in one pass
- * into a scratch buffer. test/unit/otlp-span.test.ts decodes what both
- * serializers write with the OpenTelemetry project's generated code and
- * finds the same request.
+ * The protobuf ExportTraceServiceRequest of kernel spans. The agent's live
+ * export writes its event spans natively (native/sqlite/kreplay_otlp.c, byte
+ * for byte what this writer makes of the same events:
+ * test/integration/otlp-native-spans.test.ts); this writer owns the request's
+ * framing around them (`layout`: ResourceSpans and ScopeSpans, resources and
+ * scope, kreplay_otlp_request fills in the native spans) and writes the spans
+ * made in TypeScript (trace-cap summaries, the rare row the native encoder
+ * leaves). The OpenTelemetry project's serializer
+ * (@opentelemetry/otlp-transformer, which writes the JSON) takes about 4 µs a
+ * span (bench/otlp.ts): this writer knows the one shape kreplay's spans have
+ * (no events, links or trace state; attributes of strings, integers and
+ * booleans), keeps each attribute key's and resource's bytes once, and writes
+ * a span in one pass into a scratch buffer. test/unit/otlp-span.test.ts
+ * decodes what both serializers write with the OpenTelemetry project's
+ * generated code and finds the same request.
  *
  * Wire format (opentelemetry/proto/trace/v1/trace.proto): ResourceSpans{1
  * resource, 2 scope_spans}, ScopeSpans{1 scope, 2 spans}, Span{1 trace_id, 2
@@ -19,7 +24,7 @@
  */
 import type { Attributes, AttributeValue } from '@opentelemetry/api';
 import type { Resource } from '@opentelemetry/resources';
-import type { KernelSpan } from './event-span';
+import { INSTRUMENTATION_SCOPE, type KernelSpan } from './event-span';
 
 const LEN = 2;
 /** hex digit -> value, by char code */
@@ -227,11 +232,30 @@ class AttributeWriter {
   }
 }
 
+/**
+ * A service's spans that kreplay_otlp_spans (native/sqlite/kreplay_otlp.c) wrote as ScopeSpans
+ * field 2 and keeps for the open request: `length` bytes that the request is framed around.
+ */
+export interface NativeSpans {
+  resource: Resource;
+  service: number;
+  length: number;
+}
+
+/** A request's bytes: written here, or a service's spans kept natively (kreplay_otlp_request puts them in). */
+export type RequestChunk = Uint8Array | { service: number; length: number };
+
+/** A resource's spans in the request being written: those kept natively, and a writer for the rest. */
+interface ResourceBody {
+  native: { service: number; length: number }[];
+  nativeBytes: number;
+  writer: Writer;
+}
+
 export class SpanProtobufWriter {
   private readonly attributes = new AttributeWriter();
   /** each resource's spans of the request being written; kept between requests with their buffers */
-  private readonly bodies = new Map<Resource, Writer>();
-  private readonly out = new Writer();
+  private readonly bodies = new Map<Resource, ResourceBody>();
   /** ResourceSpans' resource field and ScopeSpans' scope field, per resource */
   private readonly heads = new WeakMap<Resource, Buffer>();
   private scope: Buffer | null = null;
@@ -247,14 +271,23 @@ export class SpanProtobufWriter {
     return head;
   }
 
-  private scopeHead(span: KernelSpan): Buffer {
+  private scopeHead(): Buffer {
     if (!this.scope) {
       const w = new Writer();
-      w.stringField(1, span.instrumentationScope.name);
-      w.stringField(2, span.instrumentationScope.version);
+      w.stringField(1, INSTRUMENTATION_SCOPE.name);
+      w.stringField(2, INSTRUMENTATION_SCOPE.version);
       this.scope = wrapped(1, w.buf.subarray(0, w.pos));
     }
     return this.scope;
+  }
+
+  private bodyOf(resource: Resource): ResourceBody {
+    let body = this.bodies.get(resource);
+    if (!body) {
+      body = { native: [], nativeBytes: 0, writer: new Writer() };
+      this.bodies.set(resource, body);
+    }
+    return body;
   }
 
   /**
@@ -307,32 +340,42 @@ export class SpanProtobufWriter {
 
   /** The request holding `spans`, one ResourceSpans per resource. */
   encode(spans: readonly KernelSpan[]): Buffer {
-    for (const body of this.bodies.values()) body.pos = 0;
-    for (const span of spans) {
-      let body = this.bodies.get(span.resource);
-      if (!body) {
-        body = new Writer();
-        this.bodies.set(span.resource, body);
-      }
-      this.writeSpan(body, span);
+    return Buffer.concat(this.layout(spans, []) as Uint8Array[]);
+  }
+
+  /**
+   * The request holding `spans` and the spans kept natively, as chunks: one ResourceSpans per
+   * resource (in the order resources were first seen), each resource's native spans before its
+   * `spans`. The chunks written here are valid until the next call.
+   */
+  layout(spans: readonly KernelSpan[], native: readonly NativeSpans[]): RequestChunk[] {
+    for (const body of this.bodies.values()) {
+      body.writer.pos = 0;
+      body.native.length = 0;
+      body.nativeBytes = 0;
     }
-    const out = this.out;
-    out.pos = 0;
+    for (const { resource, service, length } of native) {
+      const body = this.bodyOf(resource);
+      body.native.push({ service, length });
+      body.nativeBytes += length;
+    }
+    for (const span of spans) this.writeSpan(this.bodyOf(span.resource).writer, span);
+    const chunks: RequestChunk[] = [];
     for (const [resource, body] of this.bodies) {
-      if (body.pos === 0) continue;
+      const written = body.nativeBytes + body.writer.pos;
+      if (written === 0) continue;
       const head = this.resourceHead(resource);
-      const scope = this.scopeHead(spans[0]!);
-      const scopeSpans = scope.length + body.pos;
-      const resourceSpans = head.length + 1 + varintBytes(scopeSpans) + scopeSpans;
-      out.ensure(resourceSpans + 12);
-      out.lengthOf(1, resourceSpans);
-      out.bytes(head);
-      out.lengthOf(2, scopeSpans);
-      out.bytes(scope);
-      out.bytes(body.buf.subarray(0, body.pos));
+      const scope = this.scopeHead();
+      const scopeSpans = scope.length + written;
+      const frame = new Writer(16);
+      frame.lengthOf(1, head.length + 1 + varintBytes(scopeSpans) + scopeSpans);
+      const scopeFrame = new Writer(8);
+      scopeFrame.lengthOf(2, scopeSpans);
+      chunks.push(frame.buf.subarray(0, frame.pos), head, scopeFrame.buf.subarray(0, scopeFrame.pos), scope);
+      chunks.push(...body.native, body.writer.buf.subarray(0, body.writer.pos));
     }
-    // the writers are kept for the next request; the bytes go
+    // the writers are kept for the next request
     if (this.bodies.size > MAX_KEPT_RESOURCES) this.bodies.clear();
-    return Buffer.from(out.buf.subarray(0, out.pos));
+    return chunks;
   }
 }

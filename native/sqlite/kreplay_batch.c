@@ -230,11 +230,14 @@ static sqlite3_module kBatchModule = {
 /* native/sqlite/kreplay_rowbinary.c: the shipper's encoder; kreplay_clickhouse_lz4.c: its LZ4 framing */
 int kreplay_rowbinary_register(sqlite3 *db);
 int kreplay_clickhouse_lz4_register(sqlite3 *db);
+/* native/sqlite/kreplay_otlp.c: the OTLP export's span encoder */
+int kreplay_otlp_register(sqlite3 *db);
 
 int sqlite3_kreplaysqlite_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
   (void)err;
   SQLITE_EXTENSION_INIT2(api);
   int rc = sqlite3_create_module(db, "kreplay_batch", &kBatchModule, NULL);
   if (rc == SQLITE_OK) rc = kreplay_rowbinary_register(db);
-  return rc == SQLITE_OK ? kreplay_clickhouse_lz4_register(db) : rc;
+  if (rc == SQLITE_OK) rc = kreplay_clickhouse_lz4_register(db);
+  return rc == SQLITE_OK ? kreplay_otlp_register(db) : rc;
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kreplay_event_id.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -159,26 +160,21 @@ static void rowbinaryFinal(sqlite3_context *ctx) {
 }
 
 /*
- * kreplay_event_id(store_id, ts, seq): the event id as core/model/event-id.ts formats it (the store
- * id, then ts in 16 and seq in 12 lower-case hex digits); a sixth of a batch's encoding when
- * printf() made it.
+ * kreplay_event_id(store_id, ts, seq): the event id as core/model/event-id.ts formats it
+ * (kreplay_event_id.h); a sixth of a batch's encoding when printf() made it.
  */
 static void eventId(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  static const char kHex[] = "0123456789abcdef";
   const unsigned char *store = sqlite3_value_text(argv[0]);
   const int storeLen = sqlite3_value_bytes(argv[0]);
   if (store == NULL || storeLen > 64) {
     sqlite3_result_error(ctx, "kreplay_event_id: the store id must be text of at most 64 bytes", -1);
     return;
   }
-  char id[64 + 16 + 12];
-  memcpy(id, store, (size_t)storeLen);
-  uint64_t ts = (uint64_t)sqlite3_value_int64(argv[1]);
-  uint64_t seq = (uint64_t)sqlite3_value_int64(argv[2]);
-  for (int i = 15; i >= 0; i--, ts >>= 4) id[storeLen + i] = kHex[ts & 15];
-  for (int i = 11; i >= 0; i--, seq >>= 4) id[storeLen + 16 + i] = kHex[seq & 15];
-  sqlite3_result_text(ctx, id, storeLen + 16 + 12, SQLITE_TRANSIENT);
+  char id[64 + KREPLAY_EVENT_ID_DIGITS];
+  const int n = kreplay_format_event_id(id, store, storeLen, (uint64_t)sqlite3_value_int64(argv[1]),
+                                        (uint64_t)sqlite3_value_int64(argv[2]));
+  sqlite3_result_text(ctx, id, n, SQLITE_TRANSIENT);
 }
 
 int kreplay_rowbinary_register(sqlite3 *db) {

@@ -11,6 +11,8 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { repoRoot } from '../../core/repo-root';
@@ -27,6 +29,9 @@ const PAGES = [
 ];
 const TXN = 'checkout-timeout';
 const DEFAULT_SERVER = 'http://127.0.0.1:7070';
+/** The OTLP/HTTP receiver the pages send to, played here by a test server. */
+const COLLECTOR = 'http://otel-collector:4318';
+const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 
 /** Commands another test runs as the page shows them: the test, and what in it runs the command. */
 const ELSEWHERE: [command: RegExp, test: string, runs: string][] = [
@@ -108,9 +113,12 @@ function run(command: string, cwd: string): Promise<{ status: number; stdout: st
 describe('the commands the docs show', () => {
   const dir = useTempDir('kreplay-docs-');
   let daemon: Daemon | null = null;
+  let collector: Server | null = null;
   afterEach(async () => {
     await daemon?.close();
     daemon = null;
+    await new Promise((r) => (collector ? collector.close(r) : r(null)));
+    collector = null;
   });
 
   it('finds the commands of every page (the check itself works)', () => {
@@ -133,21 +141,45 @@ describe('the commands the docs show', () => {
   it('runs every other one against a real daemon, in the pages’ order', async () => {
     const data = join(dir.path, 'data');
     const T0 = 1_763_856_000_000_000_000n;
+    const traced = { trace: TRACE, parentSpan: '00f067aa0ba902b7', traceFlags: 1 };
     writeStore(data, 'web-1', [
-      { ts: T0, txn: TXN, target: ['socket', 'tcp 10.0.0.5:6379'], dur: 2_000 },
+      { ts: T0, txn: TXN, ...traced, target: ['socket', 'tcp 10.0.0.5:6379'], dur: 2_000 },
       {
         ts: T0 + 5_000_000n,
         txn: TXN,
+        ...traced,
         type: 'sys_read',
         target: ['socket', 'tcp 10.0.0.5:6379'],
         response: 1_500_000_000,
       },
-      { ts: T0 + 1_600_000_000n, txn: TXN, target: ['file', '/var/lib/app/orders.db'], dur: 40_000 },
+      {
+        ts: T0 + 1_600_000_000n,
+        txn: TXN,
+        ...traced,
+        target: ['file', '/var/lib/app/orders.db'],
+        dur: 40_000,
+      },
     ]);
     daemon = await createDaemon({ dataDir: data, log: silentLogger });
     const url = daemon.url;
+    const received: string[] = [];
+    collector = createServer((req, res) => {
+      const body: Buffer[] = [];
+      req.on('data', (c: Buffer) => body.push(c));
+      req.on('end', () => {
+        if (req.url === '/v1/traces') received.push(Buffer.concat(body).toString());
+        res.setHeader('content-type', 'application/json');
+        res.end('{}');
+      });
+    });
+    const listening = collector;
+    await new Promise<void>((r) => listening.listen(0, '127.0.0.1', r));
+    const collectorUrl = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
     const fill = (command: string) => {
-      let filled = command.replace(/\bTXN\b/g, TXN).replaceAll(DEFAULT_SERVER, url);
+      let filled = command
+        .replace(/\bTXN\b/g, TXN)
+        .replaceAll(DEFAULT_SERVER, url)
+        .replaceAll(COLLECTOR, collectorUrl);
       // a kreplay command that asks the daemon at its default address asks this one
       if (/^kreplay (export|events|replay|session)\b/.test(filled) && !filled.includes('--server'))
         filled += ` --server ${url}`;
@@ -162,7 +194,13 @@ describe('the commands the docs show', () => {
         stderr: expect.not.stringMatching(/error|fail/i) as unknown,
       });
     }
-    // what they made is what the pages say: an incident file, a Chrome trace
+    // what they made is what the pages say: the spans in the collector, an incident file, a Chrome trace
+    const spans = received.flatMap(
+      (body) =>
+        (JSON.parse(body) as { resourceSpans: { scopeSpans: { spans: { traceId: string }[] }[] }[] })
+          .resourceSpans,
+    );
+    expect(spans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans.map((x) => x.traceId)))).toContain(TRACE);
     expect(existsSync(join(dir.path, 'checkout-timeout.kri'))).toBe(true);
     const trace = JSON.parse(readFileSync(join(dir.path, 'incident.json'), 'utf8')) as {
       traceEvents: unknown[];

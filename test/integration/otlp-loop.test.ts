@@ -211,6 +211,35 @@ describe('OTLP export loop', () => {
     expect(receiver.spans).toHaveLength(10);
   });
 
+  it('makes here the spans the native encoder leaves (an errno past its table), in seq order with the cap', async () => {
+    const odd = { ...traced(1, 2)[0]!, ret: -5000 };
+    writeEvents(writer, [...traced(2), odd, ...traced(3, 3)]);
+    const loop = loopFor(target({ maxSpansPerTrace: 4 }), { batchSpans: 100 });
+    let now = 1_000_000;
+    await tickUntil(
+      loop,
+      () => (receiver.spans.length >= 4 ? true : undefined),
+      () => now,
+    );
+    now += IDLE_MS;
+    await tickUntil(
+      loop,
+      () => (loop.progress.exported >= 5 ? true : undefined),
+      () => now,
+    );
+    // the first four events in seq order as spans, the odd one third; the last two in the summary
+    const spans = receiver.spans.filter((s) => !s.name.startsWith('kreplay:'));
+    expect(spans.map((s) => s.startNs).sort()).toEqual([T0, T0 + 1000n, T0 + 2000n, T0 + 3000n]);
+    expect(spans.find((s) => s.startNs === T0 + 2000n)).toMatchObject({
+      attributes: { 'kreplay.ret': -5000, 'error.type': 'errno 5000' },
+      status: { code: 2, message: 'errno 5000' },
+    });
+    expect(receiver.spans.find((s) => s.name.startsWith('kreplay:'))!.attributes).toMatchObject({
+      'kreplay.summary.events': 2,
+    });
+    expect(loop.progress).toMatchObject({ exported: 5, summarized: 2, dropped: 0 });
+  });
+
   it('speaks http/json when asked, with the same spans', async () => {
     writeEvents(writer, traced(3));
     const loop = loopFor(target({ protocol: 'http/json', gzip: false }));

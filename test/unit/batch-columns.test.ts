@@ -21,6 +21,7 @@ function cColumns(): string[][] {
     // the other files of the extension, which its entry point registers
     'int kreplay_rowbinary_register(sqlite3 *db) { (void)db; return 0; }',
     'int kreplay_clickhouse_lz4_register(sqlite3 *db) { (void)db; return 0; }',
+    'int kreplay_otlp_register(sqlite3 *db) { (void)db; return 0; }',
     'static const char *kindName(Kind k) {',
     '  switch (k) { case F64: return "F64"; case U32: return "U32"; case I32: return "I32"; case ID: return "ID"; case NS: return "NS"; }',
     '  return "?";',
