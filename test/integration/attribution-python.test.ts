@@ -39,6 +39,8 @@ let metricsUrl: string;
 let upstream: Server;
 let upstreamPort: number;
 const children: ChildProcess[] = [];
+/** processes a child started that outlive it (strace's tracee): killed at the end too */
+const grandchildren: number[] = [];
 
 interface Started {
   child: ChildProcess;
@@ -70,6 +72,14 @@ const aiohttp = (out: string, env?: NodeJS.ProcessEnv) =>
 /** The agent's line about Python process `pid`, once it queued the hook or said why not. */
 const hookLine = (pid: number) => pythonHookLine(agent, pid);
 const hooked = async (pid: number) => expect(await hookLine(pid)).toMatch(/queued the Python hook/);
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
 
 const formatScore = (s: Accuracy) => `${s.correct}/${s.wrong}/${s.none}/${s.missing}`;
 
@@ -146,6 +156,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');
+  for (const pid of grandchildren) killQuietly(pid);
   await agent?.stop();
   upstream?.close();
   upstream?.closeAllConnections();
@@ -262,10 +273,13 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
       String(upstreamPort),
     ]);
     const python = Number(readFileSync(`/proc/${strace.pid}/task/${strace.pid}/children`, 'utf8').trim());
+    // strace killed leaves its tracee running (holding the pipe jest reads): killed itself
+    grandchildren.push(python);
     expect(await hookLine(python)).toContain(`already traced by process ${strace.pid}`);
     const s = await measure(strace.port, out, 'traced', 8, 2);
     expect({ wrong: s.wrong, missing: s.missing }).toEqual({ wrong: 0, missing: 0 });
     strace.child.kill();
+    killQuietly(python);
 
     const metrics = await (await fetch(metricsUrl)).text();
     const count = (outcome: string) =>
