@@ -13,7 +13,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType, UnitOp, UnitSignalLayout } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
+import {
+  createCgroup,
+  runInCgroup,
+  serverInCgroup,
+  type CgroupServer,
+  type TestCgroup,
+} from '../support/cgroup';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
@@ -58,17 +64,10 @@ function python(source: string, args: string[]): Promise<string> {
 }
 
 /** A Python server in the test cgroup: resolves with the process and the port it prints first. */
-function pythonServer(source: string, args: string[]): Promise<{ child: ChildProcess; port: number }> {
+function pythonServer(source: string, args: string[]): Promise<CgroupServer> {
   const file = join(dir, `s${children.length}.py`);
   writeFileSync(file, source);
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', '/usr/bin/python3', file, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`server exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) => resolve({ child, port: Number(chunk.toString().trim()) }));
-  });
+  return serverInCgroup(cgroup, '/usr/bin/python3', [file, ...args], { children });
 }
 
 const events = (where: string) => readStoredEvents(store, where);
