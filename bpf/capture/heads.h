@@ -153,15 +153,13 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
  * will carry its id is reserved later, so user space always reads the
  * context first. Returns its id, 0 when the ring was full (counted).
  */
-static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u64 pid_tgid, __u64 prefix,
-					       __u64 prefix_len, const void *data, __u64 len)
+static __always_inline struct kr_context *context_reserve(__u32 kind, __u64 parent_id, __u64 pid_tgid)
 {
 	struct kr_context *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-	__u64 n = len, at = prefix_len & 7;
 
 	if (!rec) {
 		count_event(KR_COUNTER_CONTEXT_DROPPED);
-		return 0;
+		return NULL;
 	}
 	rec->type = KR_RECORD_CONTEXT;
 	rec->size = sizeof(*rec);
@@ -171,6 +169,28 @@ static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u6
 	rec->pid = pid_tgid >> 32;
 	rec->tid = (__u32)pid_tgid;
 	rec->kind = kind;
+	return rec;
+}
+
+/* Submits a reserved record whose data holds len bytes; returns its id. */
+static __always_inline __u64 context_submit(struct kr_context *rec, __u32 len)
+{
+	__u64 id = rec->context_id;
+
+	rec->len = len;
+	submit(rec, sizeof(*rec));
+	count_event(KR_COUNTER_CONTEXT_EMITTED);
+	return id;
+}
+
+static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u64 pid_tgid, __u64 prefix,
+					       __u64 prefix_len, const void *data, __u64 len)
+{
+	struct kr_context *rec = context_reserve(kind, parent_id, pid_tgid);
+	__u64 n = len, at = prefix_len & 7;
+
+	if (!rec)
+		return 0;
 	/* clamped right at each call, where the verifier still sees the bound */
 	barrier_var(n);
 	if (!at) {
@@ -186,11 +206,7 @@ static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u6
 		if (bpf_probe_read_user(rec->data + at, n, data))
 			n = 0;
 	}
-	rec->len = n ? n + at : 0;
-	n = rec->context_id;
-	submit(rec, sizeof(*rec));
-	count_event(KR_COUNTER_CONTEXT_EMITTED);
-	return n;
+	return context_submit(rec, n ? n + at : 0);
 }
 
 static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_tgid, const void *data,
