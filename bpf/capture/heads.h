@@ -384,6 +384,10 @@ static __always_inline bool is_request_prefix(__u64 w, __u64 len)
  *     the unit's hook opens the request's context itself;
  *   - a plain thread: the thread, while it reads one connection only
  *     (head_owns_thread).
+ * The HTTP/2 preface (`flags` KR_CONN_MULTIPLEXED) is read the same way with
+ * no request: the connection now carries many at once, and its reader serves
+ * them all (after an h2c Upgrade, the reader read the upgrading request's
+ * head; the streams that follow are not that request).
  */
 static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pid_tgid); /* golang.h */
 
@@ -392,12 +396,15 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 {
 	__u32 tid = (__u32)pid_tgid;
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	bool preface = flags & KR_CONN_MULTIPLEXED;
 	__u64 id;
 
 	if (!t || !t->unit_kind)
 		t = go_detect(t, pid_tgid);
 	if (t && t->unit_kind) {
-		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
+		id = preface ? 0
+			     : open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len,
+						 buf, len);
 		if (unit_owns_reads(t) && t->unit) {
 			unit_set_context(pid_tgid >> 32, t->unit_kind, t->unit, id);
 			t->context_id = id;
@@ -406,17 +413,20 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 		t = thread_entry(tid);
 		if (!t)
 			return;
-		t->context_id = open_record_after(KR_CONTEXT_HTTP_REQUEST, t->context_id, pid_tgid, prefix,
-						  prefix_len, buf, len);
+		t->context_id = preface ? 0
+					: open_record_after(KR_CONTEXT_HTTP_REQUEST, t->context_id, pid_tgid,
+							    prefix, prefix_len, buf, len);
 		if (t->context_id)
 			mark_context_thread(tid);
 		else
 			forget_thread_context(tid);
 		id = t->context_id;
 	} else {
-		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
+		id = preface ? 0
+			     : open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len,
+						 buf, len);
 	}
-	conn_set(sock, stamp, id, flags | KR_CONN_SERVER);
+	conn_set(sock, stamp, id, preface ? flags : flags | KR_CONN_SERVER);
 }
 
 /*
@@ -478,7 +488,7 @@ static __always_inline void request_head_read(struct trace_event_raw_sys_exit *c
 	}
 	if (got >= sizeof(w) && is_h2_preface(w)) {
 		sk = file_sock(file, &stamp);
-		conn_set((__u64)sk, stamp, 0, KR_CONN_MULTIPLEXED);
+		head_read(pid_tgid, (__u64)file, (__u64)sk, stamp, KR_CONN_MULTIPLEXED, 0, 0, buf, got);
 		return;
 	}
 	/* only upper case or a space can continue a token */
