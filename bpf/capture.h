@@ -168,6 +168,7 @@ struct kr_go_binary {
 	__s64 tls_offset;
 	__u32 state; /* enum kr_go_state its processes get */
 	__u32 pad;
+	__u64 h2_handler_go; /* kr_go_process's */
 };
 
 struct kr_go_process {
@@ -176,6 +177,11 @@ struct kr_go_process {
 	__u64 inherited;
 	__u32 state; /* enum kr_go_state */
 	__u32 pad;
+	/*
+	 * net/http's HTTP/2 server: from (*http2serverConn).processHeaders' entry to the return address of
+	 * its `go sc.runHandler(...)` (the callerpc newproc1 gets); 0 when its streams are not followed
+	 */
+	__u64 h2_handler_go;
 };
 
 /* Per-CPU counters, summed by user space. */

@@ -11,11 +11,10 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { repoRoot } from '../../core/repo-root';
+import { OtlpReceiver } from '../support/otlp-receiver';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { writeStore } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
@@ -113,11 +112,11 @@ function run(command: string, cwd: string): Promise<{ status: number; stdout: st
 describe('the commands the docs show', () => {
   const dir = useTempDir('kreplay-docs-');
   let daemon: Daemon | null = null;
-  let collector: Server | null = null;
+  let collector: OtlpReceiver | null = null;
   afterEach(async () => {
     await daemon?.close();
     daemon = null;
-    await new Promise((r) => (collector ? collector.close(r) : r(null)));
+    await collector?.close();
     collector = null;
   });
 
@@ -162,19 +161,8 @@ describe('the commands the docs show', () => {
     ]);
     daemon = await createDaemon({ dataDir: data, log: silentLogger });
     const url = daemon.url;
-    const received: string[] = [];
-    collector = createServer((req, res) => {
-      const body: Buffer[] = [];
-      req.on('data', (c: Buffer) => body.push(c));
-      req.on('end', () => {
-        if (req.url === '/v1/traces') received.push(Buffer.concat(body).toString());
-        res.setHeader('content-type', 'application/json');
-        res.end('{}');
-      });
-    });
-    const listening = collector;
-    await new Promise<void>((r) => listening.listen(0, '127.0.0.1', r));
-    const collectorUrl = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
+    collector = await OtlpReceiver.start();
+    const collectorUrl = collector.url;
     const fill = (command: string) => {
       let filled = command
         .replace(/\bTXN\b/g, TXN)
@@ -195,12 +183,7 @@ describe('the commands the docs show', () => {
       });
     }
     // what they made is what the pages say: the spans in the collector, an incident file, a Chrome trace
-    const spans = received.flatMap(
-      (body) =>
-        (JSON.parse(body) as { resourceSpans: { scopeSpans: { spans: { traceId: string }[] }[] }[] })
-          .resourceSpans,
-    );
-    expect(spans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans.map((x) => x.traceId)))).toContain(TRACE);
+    expect(collector.spans.map((span) => span.traceId)).toContain(TRACE);
     expect(existsSync(join(dir.path, 'checkout-timeout.kri'))).toBe(true);
     const trace = JSON.parse(readFileSync(join(dir.path, 'incident.json'), 'utf8')) as {
       traceEvents: unknown[];
