@@ -37,6 +37,8 @@ TS_ASSETS := agent/runtimes/node/hook.js
 EXEC_SHIM := $(BUILD)/kreplay-exec-shim
 WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
+# the Python hook's source, beside the module that reads it (agent/runtimes/python/hook-source.ts)
+PY_HOOK := dist/agent/runtimes/python/kreplay_python_hook.py
 # the git commit `kreplay --version` prints (core/version.ts reads it)
 BUILD_INFO := dist/build-info.json
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
@@ -70,7 +72,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX) $(BUILD_INFO)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(PY_HOOK) $(WEB_INDEX) $(BUILD_INFO)
 
 # rewritten only when the commit (or whether the tree has changes) differs
 $(BUILD_INFO): FORCE
@@ -120,6 +122,9 @@ $(TS_STAMP): $(TS_SRCS) $(TS_ASSETS) tsconfig.json tsconfig.build.json node_modu
 	for f in $(TS_ASSETS); do install -D -m 0644 $$f dist/$$f; done
 	@touch $@
 
+$(PY_HOOK): agent/runtimes/python/kreplay_python_hook.py $(TS_STAMP)
+	install -m 0644 $< $@
+
 # the incident page: bundled by esbuild into dist/web (content-hashed assets), served by the daemon at /
 $(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp
 	npx tsc -p web/tsconfig.json
@@ -138,10 +143,11 @@ run: build
 	@mkdir -p var
 	@exec node bin/kreplay.js up --data-dir var
 
-# The agents the tests start hook the Node processes their filters include: the runner and every
+# The agents the tests start hook the Node and Python processes their filters include: the runner and every
 # process it starts opt out, and a test that wants a server hooked lifts it for that server
 # (test/support/request-accuracy.ts); jest.config.js sets it too, for `npx jest` run by hand.
 test test-system test-unit test-integration: export KREPLAY_NODE_HOOK = off
+test test-system test-unit test-integration: export KREPLAY_PYTHON_HOOK = off
 
 ## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
 test: build

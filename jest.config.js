@@ -7,10 +7,12 @@
  * `browser` drives Chromium; `system` (only with KREPLAY_TEST_SYSTEM=1, which `make test-system`
  * sets) boots Debian under systemd-nspawn and runs the .deb there.
  */
-// The agents tests start hook the Node processes their filters include (docs/operate.md "The Node
-// hook"): jest's workers and every process they start opt out; a test that wants a server hooked
-// lifts it for that server (test/support/request-accuracy.ts). The Makefile sets it for jest itself.
+// The agents tests start hook the Node and Python processes their filters include (docs/operate.md
+// "The Node hook", "The Python hook"): jest's workers and every process they start opt out; a test
+// that wants a server hooked lifts it for that server (test/support/request-accuracy.ts). The
+// Makefile sets it for jest itself.
 process.env.KREPLAY_NODE_HOOK ??= 'off';
+process.env.KREPLAY_PYTHON_HOOK ??= 'off';
 
 const common = {
   preset: 'ts-jest',

@@ -26,6 +26,7 @@ import { Shipper, type ShipStatus } from './ship/shipper';
 import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';
 import { RingPeaks } from './ring-peaks';
 import { NodeHooks } from './runtimes/node/node-hooks';
+import { PythonHooks } from './runtimes/python/python-hooks';
 import { selectionWants, type KernelSelection } from './filter/task-filter';
 import { nativeAddon } from '../core/native/addon';
 import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
@@ -58,6 +59,8 @@ export interface AgentOptions {
   metrics?: AgentMetrics;
   /** hook the Node processes the filters include (agent/runtimes/node); default: with attribution */
   nodeHook?: boolean;
+  /** queue the Python hook into the CPython processes the filters include (agent/runtimes/python); default: with attribution */
+  pythonHook?: boolean;
   /** export the events of W3C traces as OTLP spans (agent/otlp) */
   otlp?: OtlpTarget;
   /** the export's batching and retry timings (tests, benchmarks) */
@@ -100,6 +103,7 @@ export class Agent implements AgentReadings {
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
   private nodeHooks: NodeHooks | null = null;
+  private pythonHooks: PythonHooks | null = null;
   /** what the kernel filter selects now (cgroup ids resolved), for what the agent does to processes */
   private selection: KernelSelection = { exclude: [] };
   private readonly cgroupPaths = new CgroupPaths();
@@ -175,6 +179,8 @@ export class Agent implements AgentReadings {
       });
       agent.nodeHooks.start();
     }
+    if ((options.pythonHook ?? true) && options.capture.attribution !== false)
+      agent.startPythonHooks(log.child('python-hook'));
     if (options.ship) {
       agent.shipper = new Shipper(store.path, options.ship);
       agent.shipper.start();
@@ -223,6 +229,16 @@ export class Agent implements AgentReadings {
         this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
       this.cgroupFilterFailed = true;
     }
+  }
+
+  /* The hook is queued with ptrace from native/py_inject.cc, which drives x86-64 registers. */
+  private startPythonHooks(log: Logger): void {
+    if (process.arch !== 'x64') {
+      log.warn(`no Python hook on ${process.arch}: asyncio and pool servers stay unattributed`);
+      return;
+    }
+    this.pythonHooks = new PythonHooks({ wanted: (pid) => this.wantsProcess(pid), log });
+    this.pythonHooks.start();
   }
 
   /** Whether the capture filters include process `pid` now, as the kernel would decide for its main thread. */
@@ -293,6 +309,9 @@ export class Agent implements AgentReadings {
       nodeHooked: this.nodeHooks?.counts.hooked ?? 0,
       nodeHookRefused: this.nodeHooks?.counts.refused ?? 0,
       nodeHookFailed: this.nodeHooks?.counts.failed ?? 0,
+      pythonHooked: this.pythonHooks?.counts.hooked ?? 0,
+      pythonHookRefused: this.pythonHooks?.counts.refused ?? 0,
+      pythonHookFailed: this.pythonHooks?.counts.failed ?? 0,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       diskFullDropped: this.store.dropped.diskFull,
@@ -339,6 +358,7 @@ export class Agent implements AgentReadings {
     for (const timer of this.timers) clearInterval(timer);
     // an injection under way finishes first: it closes the inspector it opened
     await this.nodeHooks?.stop();
+    await this.pythonHooks?.stop();
     await this.capture?.stop();
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the

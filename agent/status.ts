@@ -22,11 +22,17 @@ export interface LossCounters {
   storeReplacements: number;
 }
 
-/** The Node processes the hook went into, left alone by its policy, or failed to hook (agent/runtimes/node). */
+/**
+ * The processes a runtime hook went into, left alone (its policy, or refused before anything was
+ * sent), or failed to hook: Node's (agent/runtimes/node) and Python's (agent/runtimes/python).
+ */
 export interface RuntimeHookCounters {
   nodeHooked: number;
   nodeHookRefused: number;
   nodeHookFailed: number;
+  pythonHooked: number;
+  pythonHookRefused: number;
+  pythonHookFailed: number;
 }
 
 export type CounterSnapshot = Record<KernelCounterName, number> &

@@ -124,6 +124,8 @@ enum kr_unit_op {
 	 * the thread's calls (units.h unit_refresh)
 	 */
 	KR_UNIT_WATCH = 3,
+	/* the unit carries the writing thread's context now: work it hands to another thread (a pool's) */
+	KR_UNIT_HANDOFF = 4,
 };
 
 /*
@@ -166,6 +168,7 @@ struct kr_go_binary {
 	__s64 tls_offset;
 	__u32 state; /* enum kr_go_state its processes get */
 	__u32 pad;
+	__u64 h2_handler_go; /* kr_go_process's */
 };
 
 struct kr_go_process {
@@ -174,6 +177,11 @@ struct kr_go_process {
 	__u64 inherited;
 	__u32 state; /* enum kr_go_state */
 	__u32 pad;
+	/*
+	 * net/http's HTTP/2 server: from (*http2serverConn).processHeaders' entry to the return address of
+	 * its `go sc.runHandler(...)` (the callerpc newproc1 gets); 0 when its streams are not followed
+	 */
+	__u64 h2_handler_go;
 };
 
 /* Per-CPU counters, summed by user space. */

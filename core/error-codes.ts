@@ -62,6 +62,17 @@ export const ERROR_CODES = {
   E_EXEC_PLAN: 'the replay plan handed to the supervisor is invalid',
   E_EXEC_HANDOFF: 'the launcher could not hand its seccomp listener over',
   E_EXEC_RELAY: 'the relay of held responses could not be set up',
+  // the Python hook (agent/runtimes/python/; thrown by the native addon, native/py_inject.cc)
+  E_PY_INJECT_PERM:
+    'ptrace of a Python process was refused (Yama, an LSM, a tracer already attached, no CAP_SYS_PTRACE)',
+  E_PY_INJECT_GONE: 'the Python process ended before its hook was queued',
+  E_PY_INJECT_SYMBOLS:
+    'the process maps no interpreter that exports Py_AddPendingCall and PyRun_SimpleString',
+  E_PY_INJECT_TIMEOUT:
+    "the Python process's main thread reached no system call, or did not answer, before the deadline",
+  E_PY_INJECT_STATE:
+    'the Python process is stopped by job control, or runs on an architecture the hook is not queued on',
+  E_PY_INJECT_FAILED: 'a step of queuing the Python hook failed in the process (it was left as it was)',
   // the CLI and the threads
   E_HTTP: 'the daemon answered a CLI request with an HTTP error',
   E_NO_CHECKOUT: "kreplay's own files are not where the launcher expects them",

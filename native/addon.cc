@@ -13,6 +13,7 @@
 #include "host_clock.h"
 #include "js_error.h"
 #include "native_log.h"
+#include "py_inject.h"
 #include "request_key.h"
 #include "thread_scheduling.h"
 #include "tracefs.h"
@@ -185,6 +186,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));
   exports.Set("elfSymbols", Napi::Function::New(env, ElfSymbolsJs));
   ExportExec(env, exports);
+  ExportPyInject(env, exports);
   return exports;
 }
 

@@ -8,11 +8,12 @@
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "process_scan.h"
 
 namespace kreplay {
 
@@ -37,12 +38,9 @@ class BinaryScan {
   std::vector<std::string> libraries_;
   // files handed out, by (device, inode)
   std::set<std::pair<dev_t, ino_t>> files_;
-  // per pid, the inode of the executable it had when scanned (an exec changes it)
-  std::map<pid_t, ino_t> processes_;
+  // the processes walked, to tell those started or exec'd since
+  ProcessScan processes_;
   std::chrono::steady_clock::time_point last_scan_{};
 };
-
-// The file's name for logs: /proc/<pid>/exe resolved to what the process ran.
-std::string NamedBinary(const std::string& path);
 
 }  // namespace kreplay

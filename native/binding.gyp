@@ -24,6 +24,7 @@
         'host_clock.cc',
         'kernel_features.cc',
         'native_log.cc',
+        'py_inject.cc',
         'process_scan.cc',
         'request_key.cc',
         'ring_reader.cc',

@@ -29,12 +29,19 @@ int ElfFile::machine() const {
   return elf_ && gelf_getehdr(elf_, &header) ? header.e_machine : 0;
 }
 
-std::vector<ElfSymbol> ElfFile::Symbols(const std::function<bool(const char* name, int type)>& wanted) const {
+bool ElfFile::relocatable() const {
+  GElf_Ehdr header;
+  return elf_ && gelf_getehdr(elf_, &header) && header.e_type == ET_DYN;
+}
+
+std::vector<ElfSymbol> ElfFile::Symbols(const std::function<bool(const char* name, int type)>& wanted,
+                                        bool dynamic_only) const {
   std::vector<ElfSymbol> found;
   Elf_Scn* scn = nullptr;
   while (elf_ && (scn = elf_nextscn(elf_, scn)) != nullptr) {
     GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM)) continue;
+    if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_DYNSYM && (dynamic_only || shdr.sh_type != SHT_SYMTAB)))
+      continue;
     Elf_Data* data = elf_getdata(scn, nullptr);
     const size_t count = shdr.sh_entsize ? shdr.sh_size / shdr.sh_entsize : 0;
     for (size_t i = 0; data && i < count; i++) {

@@ -29,9 +29,13 @@ class ElfFile {
   bool ok() const { return elf_ != nullptr; }
   // e_machine (EM_X86_64, ...), 0 when not ok.
   int machine() const;
+  // ET_DYN (a shared object or a PIE): its addresses are relative to where it is loaded.
+  bool relocatable() const;
 
-  // The defined symbols of .symtab and .dynsym that `wanted` accepts, by name and STT_ type.
-  std::vector<ElfSymbol> Symbols(const std::function<bool(const char* name, int type)>& wanted) const;
+  // The defined symbols of .symtab and .dynsym that `wanted` accepts, by name and STT_ type;
+  // `dynamic_only`: .dynsym's alone (what the file exports, far smaller in a large program).
+  std::vector<ElfSymbol> Symbols(const std::function<bool(const char* name, int type)>& wanted,
+                                 bool dynamic_only = false) const;
   bool HasSection(const char* name) const;
   // The section's bytes (empty when absent or without file contents).
   std::vector<uint8_t> SectionBytes(const char* name) const;

@@ -17,6 +17,8 @@ const char kRoundTrip[] = "net/http.(*persistConn).roundTrip";
 const char kReadLoop[] = "net/http.(*persistConn).readLoop";
 const char kWriteLoop[] = "net/http.(*persistConn).writeLoop";
 const char kWaitForContinue[] = "net/http.(*persistConn).waitForContinue";
+const char kProcessHeaders[] = "net/http.(*http2serverConn).processHeaders";
+const char kNewproc[] = "runtime.newproc";
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -77,6 +79,23 @@ bool WriteLoopCalls(const ElfFile& elf, const std::map<std::string, ElfSymbol>& 
   return false;
 }
 
+// From processHeaders' entry to the return address of its only CALL runtime.newproc (the stream handler's `go`
+// statement: newproc1's callerpc); 0 when there is not exactly one.
+uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions) {
+  auto headers = functions.find(kProcessHeaders);
+  auto newproc = functions.find(kNewproc);
+  if (headers == functions.end() || newproc == functions.end()) return 0;
+  const ElfSymbol& f = headers->second;
+  uint64_t site = 0;
+  int calls = 0;
+  for (const cs_insn& insn : Instructions(elf.Read(f.value, f.size), f.value)) {
+    if (CallTarget(insn) != newproc->second.value) continue;
+    calls++;
+    site = insn.address + insn.size - f.value;
+  }
+  return calls == 1 ? site : 0;
+}
+
 }  // namespace
 
 std::string GoBuildVersion(const std::vector<uint8_t>& buildinfo) {
@@ -122,7 +141,8 @@ GoBinary InspectGoBinary(const std::string& path) {
   for (const ElfSymbol& symbol : elf.Symbols([](const char*name, int type) {
          return type == STT_FUNC &&
                 (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
-                 !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue));
+                 !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
+                 !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc));
        })) {
     functions[symbol.name] = symbol;
   }
@@ -151,6 +171,10 @@ GoBinary InspectGoBinary(const std::string& path) {
   // a pool's loops that no probe reaches would keep the request that dialed for good
   const int pool = !!go.round_trip + !!go.read_loop + !!go.conn_write;
   if (pool != 0 && pool != 3) go.unfollowed = "net/http's client pool is not all probed (inlined or missing)";
+  // without it, a stream's handler takes its serve goroutine's context as any goroutine its creator's
+  go.h2_handler_go = HandlerGo(elf, functions);
+  go.h2_headers = go.h2_handler_go ? offset(kProcessHeaders) : 0;
+  if (!go.h2_headers) go.h2_handler_go = 0;
   return go;
 }
 

@@ -26,6 +26,10 @@ struct GoBinary {
   uint64_t round_trip = 0;
   uint64_t read_loop = 0;
   uint64_t conn_write = 0;
+  // net/http's HTTP/2 server: (*http2serverConn).processHeaders' file offset, and the distance from its entry to
+  // the return address of its one `go sc.runHandler(...)` (its CALL runtime.newproc); 0 when not found
+  uint64_t h2_headers = 0;
+  uint64_t h2_handler_go = 0;
 };
 
 GoBinary InspectGoBinary(const std::string& path);

@@ -132,14 +132,15 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
   if (binary.go.unfollowed.empty() && Attach(path, binary)) {
     AppendLog("info", "goroutines of " + Described(path, binary.go) + " are followed (g at " +
                           std::to_string(binary.go.tls_offset) + " from the thread pointer" +
-                          (binary.go.round_trip ? ", net/http's client pool too)" : ")"));
+                          (binary.go.round_trip ? ", net/http's client pool too" : "") +
+                          (binary.go.h2_headers ? ", HTTP/2 server streams too)" : ")"));
   } else {
     AppendLog("warn", "goroutines of " + Described(path, binary.go) + " are not followed: " + binary.go.unfollowed +
                           "; its events carry no transaction");
   }
   // processes that exec it from now on are marked by the kernel at once
-  const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED,
-                              0};
+  const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED, 0,
+                              binary.go.h2_handler_go};
   bpf_map__update_elem(maps_.binaries, &file, sizeof(file), &known, sizeof(known), BPF_ANY);
   return &binary;
 }
@@ -157,6 +158,7 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
     probes.push_back({programs_.conn_write, go.conn_write});
     probes.push_back({programs_.read_loop, go.read_loop});
   }
+  if (go.h2_headers) probes.push_back({programs_.h2_headers, go.h2_headers});
   for (const Probe& probe : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
     bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), probe.offset, &opts);
@@ -182,6 +184,7 @@ void GoProbes::Mark(pid_t pid, const GoBinary& go, bool purged) {
   const __u32 tgid = static_cast<__u32>(pid);
   kr_go_process process = {};
   process.tls_offset = go.tls_offset;
+  process.h2_handler_go = go.h2_handler_go;
   // an old goroutine's context may be left under this tgid unless the purge read the tables whole
   process.state = go.unfollowed.empty() && (purged || FollowedAtExec(pid)) ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
   __u64 inherited = 0;
@@ -215,7 +218,9 @@ bool GoProbes::Purge(const std::set<__u32>& tgids) {
       maps_.units, [&](const kr_unit_key& key) { return key.kind == KR_UNIT_GOROUTINE && tgids.count(key.tgid); });
   const bool conns =
       DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
-  return units && conns;
+  const bool streams =
+      DeleteKeys<kr_go_key>(maps_.streams, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
+  return units && conns && streams;
 }
 
 std::vector<bpf_link*> GoProbes::TakeLinks() {

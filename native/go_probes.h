@@ -33,6 +33,7 @@ struct GoPrograms {
   bpf_program* round_trip;
   bpf_program* conn_write;
   bpf_program* read_loop;
+  bpf_program* h2_headers;
 };
 
 // golang.h's per-binary and per-process state, and the core's units map (goroutines are units).
@@ -42,6 +43,7 @@ struct GoMaps {
   bpf_map* exec_contexts;
   bpf_map* units;
   bpf_map* conns;
+  bpf_map* streams;
   // go_tgids: one bit per tgid, in the object's mapped .bss
   __u64* tgids;
   size_t tgid_words;
@@ -80,7 +82,8 @@ class GoProbes {
   // purged: whether the last purge read the kernel's tables whole (else nothing new is followed)
   void Mark(pid_t pid, const GoBinary& go, bool purged);
   void Forget(pid_t pid);
-  // Drops what the kernel keeps of the processes' goroutines and pool connections (one walk of each map).
+  // Drops what the kernel keeps of the processes' goroutines, pool connections and HTTP/2 streams (one walk of each
+  // map).
   bool Purge(const std::set<__u32>& tgids);
 
   GoPrograms programs_;

@@ -9,6 +9,7 @@
 #include "bpf_links.h"
 #include "elf_symbols.h"
 #include "native_log.h"
+#include "process_scan.h"
 
 namespace kreplay {
 
@@ -32,7 +33,7 @@ void TlsProbes::Consider(const std::string& path) {
   const std::map<std::string, uint64_t> symbols =
       ReadElfSymbols(path, {std::begin(kSymbols), std::end(kSymbols)}).offsets;
   if (symbols.count("SSL_read") && symbols.count("SSL_write") && Attach(path, symbols))
-    binaries_.push_back(NamedBinary(path));
+    binaries_.push_back(Named(path));
 }
 
 // Both ends of each read, the entry of each write, at the symbols' file offsets (libbpf would read
@@ -59,13 +60,13 @@ bool TlsProbes::Attach(const std::string& path, const std::map<std::string, uint
         bpf_link__destroy(links_.back());
         links_.pop_back();
       }
-      AppendLog("warn", "TLS requests in " + NamedBinary(path) + " are not attributed: cannot probe " + probe.symbol +
-                            ": " + std::strerror(err));
+      AppendLog("warn", "TLS requests in " + Named(path) + " are not attributed: cannot probe " + probe.symbol + ": " +
+                            std::strerror(err));
       return false;
     }
     links_.push_back(link);
   }
-  AppendLog("info", "TLS plaintext is read from " + NamedBinary(path));
+  AppendLog("info", "TLS plaintext is read from " + Named(path));
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include "bpf_links.h"
 #include "elf_symbols.h"
 #include "native_log.h"
+#include "process_scan.h"
 
 namespace kreplay {
 
@@ -30,13 +31,13 @@ void UvProbes::Consider(const std::string& path) {
   // uv_queue_work alone is exported by every libuv: the pool is followed only with the local symbols
   if (!symbols.count(kSubmit) || !symbols.count("uv__fs_work")) {
     if (symbols.count(kQueueWork)) {
-      AppendLog("info", "libuv's threadpool in " + NamedBinary(path) +
+      AppendLog("info", "libuv's threadpool in " + Named(path) +
                             " is not followed: its local symbols (uv__work_submit) are stripped; its pool's calls "
                             "carry no transaction");
     }
     return;
   }
-  if (Attach(path, symbols)) AppendLog("info", "libuv's threadpool is followed in " + NamedBinary(path));
+  if (Attach(path, symbols)) AppendLog("info", "libuv's threadpool is followed in " + Named(path));
 }
 
 // Each work function and the submit paths at entry, at the file offsets of `symbols`
@@ -60,8 +61,8 @@ bool UvProbes::Attach(const std::string& path, const std::map<std::string, uint6
         bpf_link__destroy(links_.back());
         links_.pop_back();
       }
-      AppendLog("warn", "libuv's threadpool in " + NamedBinary(path) + " is not followed: cannot probe " +
-                            probe.symbol + ": " + std::strerror(err));
+      AppendLog("warn", "libuv's threadpool in " + Named(path) + " is not followed: cannot probe " + probe.symbol +
+                            ": " + std::strerror(err));
       return false;
     }
     links_.push_back(link);

@@ -56,6 +56,12 @@ export const captureConfigSchema = z
       .describe(
         'hook the Node processes the filters include to follow their requests (false: --no-node-hook)',
       ),
+    python_hook: z
+      .boolean()
+      .default(true)
+      .describe(
+        'queue the Python hook into the CPython 3.11-3.13 processes the filters include (false: --no-python-hook)',
+      ),
   })
   .strict();
 

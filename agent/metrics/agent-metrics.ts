@@ -80,6 +80,13 @@ const NODE_HOOKS_BY_OUTCOME: Record<string, Key> = {
   refused: 'nodeHookRefused',
   failed: 'nodeHookFailed',
 };
+/** Python processes by what the agent did (agent/runtimes/python) */
+const PYTHON_HOOKS_BY_OUTCOME: Record<string, Key> = {
+  hooked: 'pythonHooked',
+  // left alone before anything was sent: opted out, an interpreter the hook does not know, ptrace refused
+  refused: 'pythonHookRefused',
+  failed: 'pythonHookFailed',
+};
 const TOTALS: Record<string, { help: string; key: Key }> = {
   kreplay_agent_stored_events_total: { help: 'events committed to the node store', key: 'rowsWritten' },
   kreplay_agent_pruned_events_total: { help: 'stored events removed by retention', key: 'pruned' },
@@ -136,6 +143,12 @@ export class AgentMetrics {
       'Node processes the hook went into, was refused by its policy, or failed to go into (all logged)',
       'outcome',
       NODE_HOOKS_BY_OUTCOME,
+    );
+    this.labelledTotal(
+      'kreplay_agent_python_hooks_total',
+      'Python processes the hook was queued into, was refused, or failed to be queued into (all logged)',
+      'outcome',
+      PYTHON_HOOKS_BY_OUTCOME,
     );
     for (const [name, { help, key }] of Object.entries(TOTALS))
       this.total(name, help, () => this.scraped?.[key]);

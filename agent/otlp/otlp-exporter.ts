@@ -10,7 +10,8 @@ import Database from 'better-sqlite3';
 import type { Worker } from 'node:worker_threads';
 import { startThread } from '../../core/threads/start-thread';
 import { LAST_SEQ_SQL } from '../ship/ship-sql';
-import type { OtlpLoopOptions, OtlpProgress } from './otlp-loop';
+import type { OtlpLoopOptions } from './otlp-loop';
+import { startingOtlpProgress, type OtlpProgress } from './otlp-progress';
 import type { OtlpTarget } from './otlp-target';
 
 export interface OtlpThreadData {
@@ -32,18 +33,7 @@ export interface OtlpStatus extends OtlpProgress {
 }
 
 export class OtlpExporter {
-  private progress: OtlpProgress = {
-    state: 'exporting',
-    exported: 0,
-    dropped: 0,
-    rejected: 0,
-    unsampled: 0,
-    summarized: 0,
-    queued: 0,
-    retries: 0,
-    wireBytes: 0,
-    lastError: null,
-  };
+  private progress = startingOtlpProgress();
   private worker: Worker | null = null;
   private stopped: Promise<void> | null = null;
   private readonly cursor: number;

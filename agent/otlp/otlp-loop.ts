@@ -37,6 +37,8 @@ import { OtlpSender, type SendOutcome } from './otlp-sender';
 import type { OtlpTarget } from './otlp-target';
 import type { OtlpProtocol } from '../../core/otlp/otlp-protocols';
 import { TraceCap } from './trace-cap';
+import { WakeableSleep } from '../wakeable-sleep';
+import { startingOtlpProgress, type OtlpProgress } from './otlp-progress';
 
 export interface OtlpLoopOptions {
   /** how often the store is looked at (default 100 ms) */
@@ -49,28 +51,6 @@ export interface OtlpLoopOptions {
   readRows?: number;
   retryInitialMs?: number;
   retryMaxMs?: number;
-}
-
-/** What the loop tells its owner: totals since the start, and the queue now. */
-export interface OtlpProgress {
-  state: 'exporting' | 'retrying' | 'stopped';
-  /** spans the receiver accepted (summary spans included) */
-  exported: number;
-  /** spans that did not fit the queue */
-  dropped: number;
-  /** spans the receiver refused for good (a non-retryable answer, or a partial success) */
-  rejected: number;
-  /** events of traces whose traceparent is not sampled (skipped) */
-  unsampled: number;
-  /** events past their trace's cap, folded into summary spans */
-  summarized: number;
-  /** spans waiting to be sent */
-  queued: number;
-  /** requests sent again */
-  retries: number;
-  /** bytes of the requests the receiver accepted, as sent (gzipped) */
-  wireBytes: number;
-  lastError: string | null;
 }
 
 interface Request {
@@ -139,20 +119,9 @@ export class OtlpLoop {
   private timer: NodeJS.Timeout | null = null;
   private sending: Promise<void> | null = null;
   private backoffMs: number;
-  private wake: (() => void) | null = null;
+  private readonly pause = new WakeableSleep();
   private stopping = false;
-  readonly progress: OtlpProgress = {
-    state: 'exporting',
-    exported: 0,
-    dropped: 0,
-    rejected: 0,
-    unsampled: 0,
-    summarized: 0,
-    queued: 0,
-    retries: 0,
-    wireBytes: 0,
-    lastError: null,
-  };
+  readonly progress = startingOtlpProgress();
 
   constructor(
     storePath: string,
@@ -385,7 +354,7 @@ export class OtlpLoop {
       if (outcome.kind === 'retry') {
         this.note(outcome);
         if (this.stopping) return;
-        await this.sleep(outcome.afterMs ?? this.backoffMs);
+        await this.pause.sleep(outcome.afterMs ?? this.backoffMs);
         this.backoffMs = Math.min(this.backoffMs * 2, this.retryMaxMs);
         this.progress.retries++;
         continue;
@@ -422,17 +391,6 @@ export class OtlpLoop {
     this.report(this.progress);
   }
 
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
-  }
-
   /**
    * Stops reading: what is committed by then is read, every summary closed,
    * and the queue sent for at most `flushMs`, each request tried once more at
@@ -442,7 +400,7 @@ export class OtlpLoop {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     this.stopping = true;
-    this.wake?.();
+    this.pause.wake();
     const nowMs = Date.now();
     this.read(nowMs);
     for (const summary of this.cap.due(nowMs, true)) this.add(summary, nowMs);

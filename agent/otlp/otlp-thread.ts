@@ -5,7 +5,8 @@
  * learns the progress, and asks for the stop.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { OtlpLoop, type OtlpProgress } from './otlp-loop';
+import { OtlpLoop } from './otlp-loop';
+import type { OtlpProgress } from './otlp-progress';
 import type { OtlpThreadData, ToOtlpThread } from './otlp-exporter';
 
 const data = workerData as OtlpThreadData;

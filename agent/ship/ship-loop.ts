@@ -13,6 +13,7 @@ import { eventsTable, migrateClickHouse } from '../../core/clickhouse/schema';
 import { readStoreInfo } from '../../core/store/schema';
 import { ShipBatchReader, type ShipBatch } from './ship-batch';
 import { LAST_SEQ_SQL } from './ship-sql';
+import { WakeableSleep } from '../wakeable-sleep';
 
 export interface ShipLoopOptions {
   /** ships once this many events wait (default 10,000) */
@@ -51,7 +52,7 @@ export class ShipLoop {
   private readonly lastSeq: Database.Statement<[], number | null>;
   private readonly writeCursor: Database.Statement<[string, number, number, bigint]>;
   private stopping = false;
-  private wake: (() => void) | null = null;
+  private readonly pause = new WakeableSleep();
   private loop: Promise<void> | null = null;
 
   constructor(
@@ -103,7 +104,7 @@ export class ShipLoop {
    */
   async stop(flushMs = 0): Promise<void> {
     this.stopping = true;
-    this.wake?.();
+    this.pause.wake();
     await this.loop;
     if (flushMs > 0 && this.progress.state === 'shipping') await this.flush(Date.now() + flushMs);
     this.progress.state = 'stopped';
@@ -140,17 +141,6 @@ export class ShipLoop {
     this.report(this.progress);
   }
 
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
-  }
-
   private async run(): Promise<void> {
     let backoff = this.retryInitialMs;
     let migrated = false;
@@ -167,7 +157,7 @@ export class ShipLoop {
         const due =
           waiting >= this.batchRows || (waiting > 0 && Date.now() - waitingSince! >= this.maxDelayMs);
         if (!due) {
-          await this.sleep(IDLE_POLL_MS);
+          await this.pause.sleep(IDLE_POLL_MS);
           continue;
         }
         const batch = this.reader.read(
@@ -184,7 +174,7 @@ export class ShipLoop {
         this.progress.retries++;
         this.progress.lastError = (err as Error).message;
         this.report(this.progress);
-        await this.sleep(backoff);
+        await this.pause.sleep(backoff);
         backoff = Math.min(backoff * 2, this.retryMaxMs);
       }
     }

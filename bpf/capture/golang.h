@@ -13,7 +13,11 @@
  *   - net/http's client pool: a persistConn's readLoop and writeLoop
  *     goroutines outlive the request that dialed it; the writeLoop takes
  *     the context of each request (*persistConn).roundTrip sends on it, the
- *     readLoop none (its reads carry the connection's).
+ *     readLoop none (its reads carry the connection's);
+ *   - net/http's HTTP/2 server: one goroutine serves every stream of a
+ *     connection and starts each stream's handler goroutine in
+ *     (*http2serverConn).processHeaders; that goroutine, and no other it
+ *     starts, takes the stream's request from the HEADERS frame's fields.
  * User space (native/go_probes.cc) finds Go processes, attaches these to
  * their binaries and fills go_processes; a process it cannot follow (a
  * stripped binary) is marked all the same, and its events carry none:
@@ -26,6 +30,7 @@
 #if defined(__TARGET_ARCH_x86)
 #define GO_ARG1(regs) ((regs)->ax)
 #define GO_ARG2(regs) ((regs)->bx)
+#define GO_ARG3(regs) ((regs)->cx)
 #define GO_RESULT(regs) ((regs)->ax)
 #define GO_G(regs) ((regs)->r14)
 #define GO_THREAD_POINTER(task) ((task)->thread.fsbase)
@@ -95,6 +100,23 @@ struct {
 	__type(key, struct kr_go_key);
 	__type(value, __u64);
 } go_conns SEC(".maps");
+
+/*
+ * By serve goroutine {tgid, g}: the request of the stream whose HEADERS its
+ * processHeaders is handling, for the handler goroutine it starts there.
+ * LRU: a lost entry leaves that handler none, never another stream's.
+ */
+struct kr_go_stream {
+	__u64 handler_go; /* the callerpc of newproc1 for processHeaders' `go sc.runHandler` */
+	__u64 context_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct kr_go_key);
+	__type(value, struct kr_go_stream);
+} go_streams SEC(".maps");
 
 static __always_inline bool go_marked(__u32 tgid)
 {
@@ -232,6 +254,7 @@ int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct li
 		return 0;
 	}
 	process.tls_offset = binary->tls_offset;
+	process.h2_handler_go = binary->h2_handler_go;
 	/* a Go program before this one left its goroutines under this tgid: user space drops them first */
 	if (!go_marked(tgid))
 		process.state = binary->state;
@@ -241,6 +264,26 @@ int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct li
 }
 
 #if GO_SUPPORTED
+/*
+ * The context a goroutine that `creator` starts from `callerpc` takes, when
+ * it would take `inherited` (its creator's): a stream's handler, started by
+ * processHeaders' `go` statement, takes the stream's request (or none),
+ * whatever the serve goroutine carries; the serve goroutine's other
+ * goroutines (frame writers, ...) are not the stream's.
+ */
+static __always_inline __u64 go_stream_handler(__u32 tgid, __u64 creator, __u64 callerpc, __u64 inherited)
+{
+	struct kr_go_key key = {.tgid = tgid, .ptr = creator};
+	struct kr_go_stream *stream = bpf_map_lookup_elem(&go_streams, &key);
+	__u64 context_id;
+
+	if (!stream || stream->handler_go != callerpc)
+		return inherited;
+	context_id = stream->context_id;
+	bpf_map_delete_elem(&go_streams, &key);
+	return context_id;
+}
+
 /* runtime.newproc1(fn, callergp, callerpc) *g, entered on the system stack: the creator is callergp. */
 SEC("uprobe")
 int go_newproc1(struct pt_regs *ctx)
@@ -248,10 +291,14 @@ int go_newproc1(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	struct kr_go_spawn spawn = {.pid_tgid = pid_tgid};
+	struct kr_go_process *p = go_followed(pid_tgid >> 32);
 
-	if (!go_followed(pid_tgid >> 32))
+	if (!p)
 		return 0;
 	spawn.context_id = unit_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_ARG2(ctx));
+	if (p->h2_handler_go)
+		spawn.context_id =
+			go_stream_handler(pid_tgid >> 32, GO_ARG2(ctx), GO_ARG3(ctx), spawn.context_id);
 	bpf_map_update_elem(&go_spawns, &tid, &spawn, BPF_ANY);
 	return 0;
 }
@@ -272,6 +319,146 @@ int go_newproc1_ret(struct pt_regs *ctx)
 		bpf_map_delete_elem(&go_spawns, &tid);
 	}
 	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_RESULT(ctx), context_id);
+	return 0;
+}
+
+/*
+ * A stream's request, from the fields of its HEADERS frame (Go decoded
+ * them: HPACK, CONTINUATION frames): a context record as a runtime hook's
+ * (KR_CONTEXT_RUNTIME), whose data is an HTTP/1.x head user space parses as
+ * any other: a request line, then a line per slot, each the first field of
+ * its name or blanks, then the blank line. A value longer than a slot holds
+ * is invalid for both names (a traceparent is 55 bytes, an x-request-id at
+ * most 128): its slot says so with "!". A header list Go truncated, or one
+ * with more fields than are looked at, gets no blank line: an incomplete
+ * head, none (counted by user space).
+ *
+ * Go's layouts (amd64, unchanged since HTTP/2 came into net/http):
+ * http2MetaHeadersFrame {*http2HeadersFrame; Fields []hpack.HeaderField;
+ * Truncated bool}, hpack.HeaderField {Name, Value string; Sensitive bool}.
+ */
+#define GO_H2_FIELDS 8
+#define GO_H2_TRUNCATED 32
+#define GO_H2_FIELD_SIZE 40
+#define GO_H2_MAX_FIELDS 64
+#define GO_H2_REQUEST_LINE "GET / HTTP/1.1\r\n"
+#define GO_H2_LINE 16
+#define GO_H2_SLOT 160
+/* a slot: name, value, CRLF */
+#define GO_H2_MAX_VALUE (GO_H2_SLOT - 14 - 2)
+#define GO_H2_HEAD_LEN (GO_H2_LINE + 2 * GO_H2_SLOT + 2)
+
+struct go_string {
+	__u64 ptr;
+	__u64 len;
+};
+
+struct go_header_field {
+	struct go_string name;
+	struct go_string value;
+};
+
+/* Fills a slot with the field's name and value; false when the value could not be read. */
+static __always_inline bool go_h2_slot(char *slot, const char *name, __u32 name_len, struct go_string *value)
+{
+	__u64 n = value->len;
+
+	__builtin_memcpy(slot, name, name_len);
+	if (n > GO_H2_MAX_VALUE) {
+		slot[name_len] = '!';
+		return true;
+	}
+	barrier_var(n);
+	if (n > GO_H2_MAX_VALUE)
+		n = GO_H2_MAX_VALUE;
+	return !n || !bpf_probe_read_user(slot + name_len, n, (const void *)value->ptr);
+}
+
+/* Opens the context record of the stream whose HEADERS frame `frame` is; 0 when the ring was full. */
+static __always_inline __u64 go_h2_request(__u64 pid_tgid, __u64 frame)
+{
+	struct kr_context *rec = context_reserve(KR_CONTEXT_RUNTIME, 0, pid_tgid);
+	char *traceparent, *request_id;
+	struct go_string fields = {};
+	bool complete = false, seen_traceparent = false, seen_request_id = false;
+	__u8 truncated = 1;
+
+	if (!rec)
+		return 0;
+	__builtin_memcpy(rec->data, GO_H2_REQUEST_LINE, GO_H2_LINE);
+	__builtin_memset(rec->data + GO_H2_LINE, ' ', 2 * GO_H2_SLOT);
+	traceparent = rec->data + GO_H2_LINE;
+	request_id = traceparent + GO_H2_SLOT;
+	traceparent[GO_H2_SLOT - 2] = '\r';
+	traceparent[GO_H2_SLOT - 1] = '\n';
+	request_id[GO_H2_SLOT - 2] = '\r';
+	request_id[GO_H2_SLOT - 1] = '\n';
+	if (bpf_probe_read_user(&fields, sizeof(fields), (const void *)(frame + GO_H2_FIELDS)) ||
+	    bpf_probe_read_user(&truncated, sizeof(truncated), (const void *)(frame + GO_H2_TRUNCATED)) ||
+	    truncated || fields.len > GO_H2_MAX_FIELDS)
+		goto out;
+	for (int i = 0; i < GO_H2_MAX_FIELDS; i++) {
+		struct go_header_field field;
+		__u64 name[2] = {};
+
+		if (i >= fields.len) {
+			complete = true;
+			break;
+		}
+		if (bpf_probe_read_user(&field, sizeof(field),
+					(const void *)(fields.ptr + i * GO_H2_FIELD_SIZE)))
+			break;
+		/* names are lower case in HTTP/2 (Go refuses others) */
+		if (field.name.len == 11 && !seen_traceparent) {
+			if (bpf_probe_read_user(name, 11, (const void *)field.name.ptr))
+				break;
+			if (name[0] == W8('t', 'r', 'a', 'c', 'e', 'p', 'a', 'r') &&
+			    name[1] == W4('e', 'n', 't', 0)) {
+				seen_traceparent = true;
+				if (!go_h2_slot(traceparent, "traceparent: ", 13, &field.value))
+					break;
+			}
+		} else if (field.name.len == 12 && !seen_request_id) {
+			if (bpf_probe_read_user(name, 12, (const void *)field.name.ptr))
+				break;
+			if (name[0] == W8('x', '-', 'r', 'e', 'q', 'u', 'e', 's') &&
+			    name[1] == W4('t', '-', 'i', 'd')) {
+				seen_request_id = true;
+				if (!go_h2_slot(request_id, "x-request-id: ", 14, &field.value))
+					break;
+			}
+		}
+	}
+out:
+	if (!complete)
+		return context_submit(rec, GO_H2_HEAD_LEN - 2);
+	rec->data[GO_H2_HEAD_LEN - 2] = '\r';
+	rec->data[GO_H2_HEAD_LEN - 1] = '\n';
+	return context_submit(rec, GO_H2_HEAD_LEN);
+}
+
+/*
+ * (*http2serverConn).processHeaders(f), entered on the connection's serve
+ * goroutine (receiver in AX, f in BX): the handler goroutine its `go`
+ * statement starts takes the stream's request. The serve goroutine itself
+ * works for no one request: it carries none.
+ */
+SEC("uprobe")
+int go_h2_headers(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
+	struct kr_go_process *p = go_followed(key.tgid);
+	struct kr_go_stream stream;
+
+	if (!p || !p->h2_handler_go)
+		return 0;
+	unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, 0);
+	/* the uprobe's ip is processHeaders' entry where it is mapped */
+	stream.handler_go = PT_REGS_IP(ctx) + p->h2_handler_go;
+	stream.context_id = go_h2_request(pid_tgid, GO_ARG2(ctx));
+	if (bpf_map_update_elem(&go_streams, &key, &stream, BPF_ANY))
+		bpf_map_delete_elem(&go_streams, &key);
 	return 0;
 }
 

@@ -153,15 +153,13 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
  * will carry its id is reserved later, so user space always reads the
  * context first. Returns its id, 0 when the ring was full (counted).
  */
-static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u64 pid_tgid, __u64 prefix,
-					       __u64 prefix_len, const void *data, __u64 len)
+static __always_inline struct kr_context *context_reserve(__u32 kind, __u64 parent_id, __u64 pid_tgid)
 {
 	struct kr_context *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-	__u64 n = len, at = prefix_len & 7;
 
 	if (!rec) {
 		count_event(KR_COUNTER_CONTEXT_DROPPED);
-		return 0;
+		return NULL;
 	}
 	rec->type = KR_RECORD_CONTEXT;
 	rec->size = sizeof(*rec);
@@ -171,6 +169,28 @@ static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u6
 	rec->pid = pid_tgid >> 32;
 	rec->tid = (__u32)pid_tgid;
 	rec->kind = kind;
+	return rec;
+}
+
+/* Submits a reserved record whose data holds len bytes; returns its id. */
+static __always_inline __u64 context_submit(struct kr_context *rec, __u32 len)
+{
+	__u64 id = rec->context_id;
+
+	rec->len = len;
+	submit(rec, sizeof(*rec));
+	count_event(KR_COUNTER_CONTEXT_EMITTED);
+	return id;
+}
+
+static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u64 pid_tgid, __u64 prefix,
+					       __u64 prefix_len, const void *data, __u64 len)
+{
+	struct kr_context *rec = context_reserve(kind, parent_id, pid_tgid);
+	__u64 n = len, at = prefix_len & 7;
+
+	if (!rec)
+		return 0;
 	/* clamped right at each call, where the verifier still sees the bound */
 	barrier_var(n);
 	if (!at) {
@@ -186,11 +206,7 @@ static __always_inline __u64 open_record_after(__u32 kind, __u64 parent_id, __u6
 		if (bpf_probe_read_user(rec->data + at, n, data))
 			n = 0;
 	}
-	rec->len = n ? n + at : 0;
-	n = rec->context_id;
-	submit(rec, sizeof(*rec));
-	count_event(KR_COUNTER_CONTEXT_EMITTED);
-	return n;
+	return context_submit(rec, n ? n + at : 0);
 }
 
 static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_tgid, const void *data,
@@ -219,7 +235,10 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 /*
  * A runtime hook's signal (the hooks write them to /dev/null): the
  * thread now runs the hook's unit `unit`, or opens it with the request head
- * that follows. The write is the hook's, not the program's: never recorded.
+ * that follows, or keeps its unit in the signal's own bytes from now on
+ * (KR_UNIT_WATCH), or hands its context to unit `unit` (a pool's work item,
+ * which another thread enters). The write is the hook's, not the program's:
+ * never recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid, const void *data,
 						     __u64 len)
@@ -229,6 +248,11 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 
 	if (bpf_probe_read_user(&sig, sizeof(sig), data))
 		return t;
+	if (sig.op == KR_UNIT_HANDOFF) {
+		/* the thread stays where it is; a thread without an entry has no context to hand */
+		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, t ? t->context_id : 0);
+		return t;
+	}
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
@@ -368,6 +392,10 @@ static __always_inline bool is_request_prefix(__u64 w, __u64 len)
  *     the unit's hook opens the request's context itself;
  *   - a plain thread: the thread, while it reads one connection only
  *     (head_owns_thread).
+ * The HTTP/2 preface (`flags` KR_CONN_MULTIPLEXED) is read the same way with
+ * no request: the connection now carries many at once, and its reader serves
+ * them all (after an h2c Upgrade, the reader read the upgrading request's
+ * head; the streams that follow are not that request).
  */
 static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pid_tgid); /* golang.h */
 
@@ -376,12 +404,15 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 {
 	__u32 tid = (__u32)pid_tgid;
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	bool preface = flags & KR_CONN_MULTIPLEXED;
 	__u64 id;
 
 	if (!t || !t->unit_kind)
 		t = go_detect(t, pid_tgid);
 	if (t && t->unit_kind) {
-		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
+		id = preface ? 0
+			     : open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len,
+						 buf, len);
 		if (unit_owns_reads(t) && t->unit) {
 			unit_set_context(pid_tgid >> 32, t->unit_kind, t->unit, id);
 			t->context_id = id;
@@ -390,17 +421,20 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 		t = thread_entry(tid);
 		if (!t)
 			return;
-		t->context_id = open_record_after(KR_CONTEXT_HTTP_REQUEST, t->context_id, pid_tgid, prefix,
-						  prefix_len, buf, len);
+		t->context_id = preface ? 0
+					: open_record_after(KR_CONTEXT_HTTP_REQUEST, t->context_id, pid_tgid,
+							    prefix, prefix_len, buf, len);
 		if (t->context_id)
 			mark_context_thread(tid);
 		else
 			forget_thread_context(tid);
 		id = t->context_id;
 	} else {
-		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len, buf, len);
+		id = preface ? 0
+			     : open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len,
+						 buf, len);
 	}
-	conn_set(sock, stamp, id, flags | KR_CONN_SERVER);
+	conn_set(sock, stamp, id, preface ? flags : flags | KR_CONN_SERVER);
 }
 
 /*
@@ -462,7 +496,7 @@ static __always_inline void request_head_read(struct trace_event_raw_sys_exit *c
 	}
 	if (got >= sizeof(w) && is_h2_preface(w)) {
 		sk = file_sock(file, &stamp);
-		conn_set((__u64)sk, stamp, 0, KR_CONN_MULTIPLEXED);
+		head_read(pid_tgid, (__u64)file, (__u64)sk, stamp, KR_CONN_MULTIPLEXED, 0, 0, buf, got);
 		return;
 	}
 	/* only upper case or a space can continue a token */

@@ -12,9 +12,14 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	struct kr_thread *t;
 	struct kr_thread inherited = {};
 
-	/* a Go child process is its forking goroutine's (the parent is the current task) */
+	/*
+	 * a Go child process is its forking goroutine's, a hooked thread's its slot's unit's (no call
+	 * the capture sees may have come since the hook's last switch); the parent is the current task
+	 */
 	go_refresh(bpf_get_current_pid_tgid());
 	t = bpf_map_lookup_elem(&threads, &parent_tid);
+	if (t)
+		unit_refresh(t, bpf_get_current_pid_tgid());
 	/* a runtime's threads run units, not the unit that ran when the thread was made */
 	if (!t || !t->context_id || (t->unit_kind && parent->tgid == child->tgid))
 		return 0;

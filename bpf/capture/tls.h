@@ -104,7 +104,7 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 	if (got < MIN_TOKEN_LEN || bpf_probe_read_user(&w, got < sizeof(w) ? MIN_TOKEN_LEN : sizeof(w), buf))
 		return;
 	if (got >= sizeof(w) && is_h2_preface(w))
-		conn_set(sock, stamp, 0, KR_CONN_MULTIPLEXED);
+		head_read(pid_tgid, ssl, sock, stamp, KR_CONN_TLS | KR_CONN_MULTIPLEXED, 0, 0, buf, got);
 	else if (is_http_request(w))
 		head_read(pid_tgid, ssl, sock, stamp, KR_CONN_TLS, 0, 0, buf, got);
 }

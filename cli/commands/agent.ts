@@ -53,6 +53,7 @@ interface AgentFlags extends LogFlags {
   storeCacheMb: number;
   attribution: boolean;
   nodeHook: boolean;
+  pythonHook: boolean;
   targets: boolean;
   captureReads?: boolean;
   quiet: boolean;
@@ -198,6 +199,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         ship,
         metrics,
         nodeHook: flags.nodeHook && config.capture.node_hook,
+        pythonHook: flags.pythonHook && config.capture.python_hook,
         otlp,
       },
       log,
@@ -273,6 +275,10 @@ export function registerAgentCommand(program: Command): Command {
     .option(
       '--no-node-hook',
       'do not hook the Node processes the filters include (their requests then stay unattributed; docs/operate.md)',
+    )
+    .option(
+      '--no-python-hook',
+      'do not queue the Python hook into the CPython processes the filters include (their asyncio, grpcio and pool work then stays unattributed; needs CAP_SYS_PTRACE; docs/operate.md)',
     )
     .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)

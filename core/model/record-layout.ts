@@ -112,7 +112,7 @@ export const ContextKind = { Marker: 1, Http: 2, HttpRequest: 3, Runtime: 4 } as
 /** enum kr_unit_kind: what a runtime schedules on its threads. */
 export const UnitKind = { Hook: 1, Goroutine: 2, Work: 3 } as const;
 /** enum kr_unit_op */
-export const UnitOp = { Enter: 1, Open: 2, Watch: 3 } as const;
+export const UnitOp = { Enter: 1, Open: 2, Watch: 3, Handoff: 4 } as const;
 /** struct kr_unit_signal: a runtime hook's write that switches its thread's unit; a head follows an open. */
 export const UnitSignalLayout = { magic: 'KREPLAY-UNIT', op: 12, unit: 16, bytes: 24 } as const;
 

@@ -209,6 +209,24 @@ export interface NativeAddon {
     names: string[],
     dynamicOnly?: boolean,
   ): { relocatable: boolean; values: Record<string, bigint> } | null;
+  /** where process `pid`'s interpreter has what the Python hook needs (native/py_inject.h); throws E_PY_INJECT_SYMBOLS or E_PY_INJECT_GONE */
+  pythonSymbols(pid: number): NativePythonSymbols;
+  /** Py_AddPendingCall(PyRun_SimpleString, code) made by `pid`'s main thread: what it returned (0: queued); rejects with an E_PY_INJECT_ code */
+  queuePythonCode(
+    pid: number,
+    symbols: NativePythonSymbols,
+    code: string,
+    timeoutMs: number,
+  ): Promise<number>;
+}
+
+/** Absolute addresses in one process; runtime (_PyRuntime) is 0n when not exported. */
+export interface NativePythonSymbols {
+  /** the ELF that defines them, as the process maps it */
+  file: string;
+  addPendingCall: bigint;
+  runSimpleString: bigint;
+  runtime: bigint;
 }
 
 const ADDON_PATH = path.join('native', 'build', 'Release', 'kreplay_native.node');

@@ -162,6 +162,8 @@ describe('agent lifecycle (real kernel)', () => {
       'rename',
       '--cgroup-id',
       String(empty.id),
+      // without it another process's transaction writes (a traced test's, on a shared machine) are kept
+      '--filter-transactions',
       '--quiet',
     ]);
     expect(await renamed.stop()).toBe(0);
@@ -183,6 +185,7 @@ describe('agent lifecycle (real kernel)', () => {
       'nt',
       '--cgroup-id',
       String(cgroup.id),
+      '--filter-transactions',
       '--quiet',
       '--no-targets',
     ]);

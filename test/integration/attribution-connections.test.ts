@@ -13,7 +13,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType, UnitOp, UnitSignalLayout } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
+import {
+  createCgroup,
+  runInCgroup,
+  serverInCgroup,
+  type CgroupServer,
+  type TestCgroup,
+} from '../support/cgroup';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
@@ -58,17 +64,10 @@ function python(source: string, args: string[]): Promise<string> {
 }
 
 /** A Python server in the test cgroup: resolves with the process and the port it prints first. */
-function pythonServer(source: string, args: string[]): Promise<{ child: ChildProcess; port: number }> {
+function pythonServer(source: string, args: string[]): Promise<CgroupServer> {
   const file = join(dir, `s${children.length}.py`);
   writeFileSync(file, source);
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', '/usr/bin/python3', file, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`server exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) => resolve({ child, port: Number(chunk.toString().trim()) }));
-  });
+  return serverInCgroup(cgroup, '/usr/bin/python3', [file, ...args], { children });
 }
 
 const events = (where: string) => readStoredEvents(store, where);
@@ -312,16 +311,21 @@ c.sendall(b'y' * 1501)
     await waitFor(() => storedCounter(store, 'unsure_read') > 0, { what: 'the peeked read counted' });
   });
 
-  it("an HTTP/2 connection's calls carry no request, whatever its thread served before", async () => {
+  // the shape of an h2c Upgrade: a head, then the preface on the same connection, read by one thread
+  it("an HTTP/2 connection's calls, and its reader's after the preface, carry no request, whatever it served before", async () => {
+    const out = join(dir, 'h2server');
+    mkdirSync(out);
     const { port } = await pythonServer(
-      `import socket
+      `import os, socket, sys
 srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)
 print(srv.getsockname()[1], flush=True)
 c = srv.accept()[0]
 c.recv(4096); c.sendall(b'a' * 1601)
-c.recv(4096); c.sendall(b'b' * 1602)
+c.recv(4096)
+fd = os.open(os.path.join(sys.argv[1], 'after-preface'), os.O_WRONLY | os.O_CREAT); os.write(fd, b'x'); os.close(fd)
+c.sendall(b'b' * 1602)
 `,
-      [],
+      [out],
     );
     const s = await connected(port);
     s.write(head('h1-first', 41));
@@ -334,6 +338,9 @@ c.recv(4096); c.sendall(b'b' * 1602)
       [1601, 'h1-first'],
       [1602, null],
     ]);
+    // the thread now serves the connection's streams, none of them the upgrading request
+    const [file] = await waitEvents(`e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/%'`, 1);
+    expect(file!.txn).toBeNull();
     await waitFor(() => storedCounter(store, 'multiplexed_call') > 0, { what: 'the HTTP/2 calls counted' });
   });
   it("a client's HTTP/2 connection carries no request, though its thread has one", async () => {

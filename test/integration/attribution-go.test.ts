@@ -6,11 +6,13 @@
  * Each request writes two files named by its id (the handler's, and a goroutine's it spawns) and
  * GETs an upstream through net/http's pool on a path that names it, so the upstream request's key
  * tells which request sent it. The accuracy at 1 to 256 concurrent requests is
- * attribution-runtimes.test.ts's.
+ * attribution-runtimes.test.ts's. A server over TLS with HTTP/2 negotiated has its streams, many
+ * on one connection at a time, each attributed to its own request from its HEADERS frame.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request, Agent, type Server } from 'node:http';
+import { connect } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,11 +22,23 @@ import { RecordType } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { buildGo, type GoBuild } from '../support/go-build';
+import {
+  inTurn,
+  scoreWrites as scoreByName,
+  traceparentOf,
+  writesUnder,
+  type Accuracy,
+} from '../support/request-accuracy';
 import { readStoredEvents } from '../support/store-rows';
+import { selfSignedCert } from '../support/tls-cert';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-server.go');
 const MARKERS = join(__dirname, '..', 'support', 'runtimes', 'go-markers.go');
+const H2_SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-h2-server.go');
+/** HTTP/2 streams: requests a level, and the levels (concurrent streams on one connection) */
+const H2_PER_LEVEL = 256;
+const H2_LEVELS = [1, 8, 64];
 const REQUESTS = 64;
 const CONCURRENT = 8;
 const FILES_PER_REQUEST = 2;
@@ -150,6 +164,48 @@ function scoreUpstream(pid: number, name: string): Score {
   return score;
 }
 
+/**
+ * The requests `ids` names, `level` streams at a time on ONE HTTP/2 session over TLS, each with its
+ * x-request-id and a traceparent of its own; resolves with the protocols the server saw.
+ */
+async function h2Load(
+  port: number,
+  ca: Buffer,
+  ids: string[],
+  level: number,
+  extra: Record<string, string> = {},
+): Promise<Set<string>> {
+  const session = connect(`https://127.0.0.1:${port}`, { ca });
+  const protocols = new Set<string>();
+  try {
+    await inTurn(
+      ids,
+      level,
+      (id, i) =>
+        new Promise<void>((resolve, reject) => {
+          const stream = session.request({
+            ':path': '/',
+            'x-request-id': id,
+            traceparent: traceparentOf(i),
+            ...extra,
+          });
+          let body = '';
+          stream.setEncoding('utf8');
+          stream.on('data', (chunk: string) => (body += chunk));
+          stream.once('end', () => {
+            protocols.add(body);
+            resolve();
+          });
+          stream.once('error', reject);
+          stream.end();
+        }),
+    );
+  } finally {
+    session.close();
+  }
+  return protocols;
+}
+
 /** The agent's line for a binary whose goroutines it follows: its Go version, where g is, the pool probed. */
 function followedLine(build: GoBuild): string | undefined {
   return agent
@@ -224,7 +280,7 @@ afterAll(async () => {
 describe('Go goroutines (real kernel)', () => {
   it("a server started before the agent: every write its request's; an upstream send on a connection dialed before carries none", async () => {
     expect(followedLine('default')).toMatch(
-      /are followed \(g at -8 from the thread pointer, net\/http's client pool too\)$/,
+      /are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too\)$/,
     );
     const { writes, upstreamSends } = await measure(before, 'before');
     expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
@@ -248,7 +304,7 @@ describe('Go goroutines (real kernel)', () => {
       const server = await serve(build, join(dir, build));
       // the TLS offset comes from runtime.tlsg and PT_TLS when the system linker placed it
       expect(await waitFor(() => followedLine(build))).toMatch(
-        /\(go1\.\d+[.\d]*\) are followed \(g at -8 from the thread pointer, net\/http's client pool too\)$/,
+        /\(go1\.\d+[.\d]*\) are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too\)$/,
       );
       const { writes, upstreamSends } = await measure(server, build);
       expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
@@ -296,6 +352,65 @@ describe('Go goroutines (real kernel)', () => {
     const own = events.filter((e) => e.txn === /(marker-\d+)\.\d$/.exec(e.target ?? '')![1]);
     expect({ writes: events.length, own: own.length }).toEqual({ writes: 48, own: 48 });
   }, 120_000);
+
+  it("HTTP/2 over TLS (ServeTLS, h2 by ALPN), 1, 8 and 64 streams on one connection: each stream's writes (its handler's, a goroutine's it spawns) carry its own x-request-id and trace", async () => {
+    const { cert, key } = selfSignedCert(dir);
+    const binary = buildGo(H2_SERVER, join(dir, 'go-h2-server'));
+    const out = join(dir, 'h2');
+    mkdirSync(out);
+    const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', binary, out, cert, key], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.push(child);
+    const port = await new Promise<number>((resolve) =>
+      child.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim()))),
+    );
+    expect(
+      await waitFor(() =>
+        agent
+          .output()
+          .split('\n')
+          .find((l) => l.includes(`goroutines of ${binary} (`)),
+      ),
+    ).toMatch(/are followed \(.*HTTP\/2 server streams too\)$/);
+    const ca = readFileSync(cert);
+    const table: Record<string, Accuracy & { otherTrace: number }> = {};
+    for (const level of H2_LEVELS) {
+      const ids = Array.from({ length: H2_PER_LEVEL }, (_, i) => `h2-c${level}-r${i}`);
+      expect([...(await h2Load(port, ca, ids, level))]).toEqual(['HTTP/2.0']);
+      const events = await writesUnder(store, out, `h2-c${level}-r`, H2_PER_LEVEL * FILES_PER_REQUEST);
+      const traceOf = new Map(ids.map((id, i) => [id, traceparentOf(i).split('-')[1]]));
+      // a write of its own request carries that request's trace too (from its traceparent)
+      const otherTrace = events.filter((e) => e.txn !== null && e.trace !== traceOf.get(e.txn)).length;
+      table[`c=${level}`] = { ...scoreByName(events, ids, FILES_PER_REQUEST), otherTrace };
+    }
+    const cells = Object.entries(table).map(
+      ([l, a]) => `${l}: ${a.correct}/${a.wrong}/${a.none}/${a.missing} (other trace ${a.otherTrace})`,
+    );
+    process.stdout.write(
+      `Go HTTP/2 over TLS writes, correct/wrong/none/missing of ${H2_PER_LEVEL * FILES_PER_REQUEST} a level: ${cells.join(', ')}\n`,
+    );
+    for (const [level, a] of Object.entries(table))
+      expect({ level, ...a, correct: a.correct >= 0.999 * H2_PER_LEVEL * FILES_PER_REQUEST }).toEqual({
+        level,
+        correct: true,
+        wrong: 0,
+        none: a.none,
+        missing: 0,
+        otherTrace: 0,
+      });
+    // more header fields than the kernel looks at: which of them name the request is not known, so none
+    const crowded = Array.from({ length: 8 }, (_, i) => `h2-crowded-r${i}`);
+    const filler = Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`x-filler-${i}`, 'f']));
+    await h2Load(port, ca, crowded, 8, filler);
+    const events = await writesUnder(store, out, 'h2-crowded-r', crowded.length * FILES_PER_REQUEST);
+    expect(scoreByName(events, crowded, FILES_PER_REQUEST)).toEqual({
+      correct: 0,
+      wrong: 0,
+      none: crowded.length * FILES_PER_REQUEST,
+      missing: 0,
+    });
+  }, 180_000);
 
   it("a stripped binary: its events carry none, never another request's, and one warning names it", async () => {
     for (const name of ['stripped', 'stripped-again']) {

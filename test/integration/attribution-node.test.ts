@@ -6,7 +6,7 @@
  * and one with its own SIGUSR1 listener, which is never signalled; both logged and counted, their
  * requests unattributed, never another's. The inspector a hook opened is closed again.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { processListening } from '../../agent/runtimes/node/listening-sockets';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, serverInCgroup, type CgroupServer, type TestCgroup } from '../support/cgroup';
 import {
   hookableEnv,
   httpLoad,
@@ -42,24 +42,8 @@ let early: { child: ChildProcess; port: number };
 const children: ChildProcess[] = [];
 
 /** Starts a Node program in the test cgroup, hookable unless `env` says otherwise; its first printed port. */
-function node(
-  script: string,
-  args: string[],
-  env = hookableEnv(),
-): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', process.execPath, script, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env,
-  });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${script} exited with ${code} before listening`)));
-    // the first line: a cluster's two workers may print theirs in one chunk
-    child.stdout!.once('data', (chunk: Buffer) =>
-      resolve({ child, port: Number(chunk.toString().trim().split('\n')[0]) }),
-    );
-  });
-}
+const node = (script: string, args: string[], env = hookableEnv()): Promise<CgroupServer> =>
+  serverInCgroup(cgroup, process.execPath, [script, ...args], { env, children });
 
 /** Sends REQUESTS requests LEVEL at a time; how their writes (files named `<name>-<i>.*`) were attributed. */
 async function measure(

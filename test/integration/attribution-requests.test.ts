@@ -3,7 +3,7 @@
  * context of a server thread comes from the request head it reads, a
  * client's from the head it sends, and `kreplay run` tags only its command.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { request, Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType, SYSCALL_NAMES } from '../../core/model';
 import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, runInCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
@@ -25,16 +25,7 @@ let cgroup: TestCgroup;
 
 const inCgroup = (command: string, args: string[]) => runInCgroup(cgroup, command, args);
 
-/** Starts a server inside the test cgroup and resolves with it and the port it prints. */
-function serverInCgroup(command: string, args: string[]): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${command} exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) => resolve({ child, port: Number(chunk.toString().trim()) }));
-  });
-}
+const startServer = (command: string, args: string[]) => serverInCgroup(cgroup, command, args);
 
 /* writes proper: the servers' responses, sent, are sys_write events too and may have the same sizes */
 const SENDS = new Set(
@@ -118,10 +109,7 @@ describe('request attribution (real kernel, cgroup filter)', () => {
   });
 
   it("gives a thread-per-request server's writes the context of the request it reads (curl, keep-alive)", async () => {
-    const server = await serverInCgroup('python3', [
-      join(SUPPORT, 'http-log-server.py'),
-      join(dir, 'py.log'),
-    ]);
+    const server = await startServer('python3', [join(SUPPORT, 'http-log-server.py'), join(dir, 'py.log')]);
     servers.push(server.child);
     const url = (size: number) => `http://127.0.0.1:${server.port}/${size}`;
     const get = (n: number, size: number) => [
@@ -151,10 +139,7 @@ describe('request attribution (real kernel, cgroup filter)', () => {
   });
 
   it('gives no false context for malformed heads, heads split across reads and binary data, and counts them', async () => {
-    const server = await serverInCgroup('python3', [
-      join(SUPPORT, 'recv-log-server.py'),
-      join(dir, 'raw.log'),
-    ]);
+    const server = await startServer('python3', [join(SUPPORT, 'recv-log-server.py'), join(dir, 'raw.log')]);
     servers.push(server.child);
     const open = () =>
       new Promise<Socket>((resolve) => {
@@ -232,10 +217,7 @@ describe('request attribution (real kernel, cgroup filter)', () => {
   }
 
   it('is exact for a thread-per-request server under concurrent requests', async () => {
-    const server = await serverInCgroup('python3', [
-      join(SUPPORT, 'http-log-server.py'),
-      join(dir, 'py2.log'),
-    ]);
+    const server = await startServer('python3', [join(SUPPORT, 'http-log-server.py'), join(dir, 'py2.log')]);
     servers.push(server.child);
     // each connection has its thread, which reads each head before it handles the request
     expect(await accuracy(server.port, 'python', 30000)).toEqual({
@@ -246,7 +228,7 @@ describe('request attribution (real kernel, cgroup filter)', () => {
   });
 
   it('never gives the writes of an event-loop (Node http) server another request transaction, at 1, 8 and 64 concurrent', async () => {
-    const server = await serverInCgroup(process.execPath, [
+    const server = await startServer(process.execPath, [
       join(SUPPORT, 'node-log-server.js'),
       join(dir, 'node.log'),
     ]);

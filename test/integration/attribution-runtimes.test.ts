@@ -19,6 +19,7 @@ import {
   httpLoad,
   hookableEnv,
   nodeHookLine,
+  pythonHookLine,
   scoreWrites,
   writesUnder,
   type Accuracy,
@@ -160,16 +161,19 @@ describe('attribution on unmodified runtimes (real kernel)', () => {
     300_000,
   );
 
-  it('aiohttp (asyncio.sleep, upstream GET, a write on the loop and one through run_in_executor): never wrong', async () => {
+  it('aiohttp (asyncio.sleep, upstream GET, a write on the loop and one through run_in_executor), hooked: exact', async () => {
     const out = join(dir, 'aiohttp');
     mkdirSync(out);
     // Debian's python3, whose aiohttp comes from apt
-    const port = await serve('/usr/bin/python3', [
-      join(RUNTIMES, 'aiohttp-server.py'),
-      out,
-      String(upstreamPort),
-    ]);
-    expectNeverWrong(await measure('aiohttp', port, out, 2));
+    const port = await serve(
+      '/usr/bin/python3',
+      [join(RUNTIMES, 'aiohttp-server.py'), out, String(upstreamPort)],
+      hookableEnv(),
+    );
+    // the agent queues its Python hook into the server (agent/runtimes/python/); the server's
+    // first request runs it. The shell execs python: the child's pid is the server's.
+    expect(await pythonHookLine(agent, servers[servers.length - 1]!.pid!)).toMatch(/queued the Python hook/);
+    expectExact(await measure('aiohttp', port, out, 2, true), 2);
   }, 300_000);
 
   it('Go net/http (sleep, upstream GET through the pool, os.WriteFile, a spawned goroutine writes): exact', async () => {

@@ -4,7 +4,7 @@
  * plaintext head does. Ground truth: each request writes files named by
  * its x-request-id, so each write's target says which request caused it.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -12,7 +12,6 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
-  writeFileSync,
 } from 'node:fs';
 import { connect as connectH2, type ClientHttp2Session, type OutgoingHttpHeaders } from 'node:http2';
 import { Agent, request } from 'node:https';
@@ -26,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import { readStoredEvents, type StoredEvent } from '../support/store-rows';
 import { selfSignedCert } from '../support/tls-cert';
 import { waitFor } from '../support/wait';
@@ -42,23 +41,15 @@ let cgroup: TestCgroup;
 let cert: string;
 let key: string;
 
-function serverInCgroup(
-  command: string,
-  args: string[],
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<{ child: ChildProcess; port: number }> {
-  // This thread sent traced requests (their heads set its client-side context) and children
-  // inherit a context: clear it, or the server would start inside the last request.
-  writeFileSync('/dev/null', 'KREPLAY-CTX\n');
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env,
-  });
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${command} exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) => resolve({ child, port: Number(chunk.toString().trim()) }));
-  });
-}
+/** Every server the tests start: killed at the end, whether it got to listen or be hooked or not. */
+const children: ChildProcess[] = [];
+
+/**
+ * A server in the test cgroup. This thread sent traced requests (their heads set its client-side
+ * context), so the server must not start inside the last one: its context is cleared first.
+ */
+const startServer = (command: string, args: string[], env: NodeJS.ProcessEnv = process.env) =>
+  serverInCgroup(cgroup, command, args, { env, clearContext: true, children });
 
 let traced = 0;
 /** A fresh valid traceparent: a head without one carries no context. */
@@ -179,7 +170,14 @@ beforeAll(() => {
   ({ cert, key } = selfSignedCert(dir));
 });
 
-afterAll(() => {
+afterAll(async () => {
+  // gone before the cgroup is removed
+  await Promise.all(
+    children.map((child) => {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      return child.exitCode === null && child.signalCode === null && child.kill() ? exited : null;
+    }),
+  );
   cgroup?.remove();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -195,7 +193,7 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
   beforeAll(async () => {
     out = join(dir, 'py');
     mkdirSync(out);
-    server = await serverInCgroup('/usr/bin/python3', [join(SUPPORT, 'tls-file-server.py'), cert, key, out]);
+    server = await startServer('/usr/bin/python3', [join(SUPPORT, 'tls-file-server.py'), cert, key, out]);
     await get(early, server.port, 'early-0');
     store = join(dir, 'data', 'tls.db');
     agent = await startAgent([
@@ -292,7 +290,7 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     const copy = join(dir, 'late-node');
     copyFileSync(process.execPath, copy);
     chmodSync(copy, 0o755);
-    const late = await serverInCgroup(copy, [join(SUPPORT, 'tls-node-server.js'), cert, key, lateOut]);
+    const late = await startServer(copy, [join(SUPPORT, 'tls-node-server.js'), cert, key, lateOut]);
     try {
       // requests keep coming until the next scan has probed it: only the earlier ones are unattributed
       const pool = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -340,7 +338,7 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     if (!hooked.has(name))
       hooked.set(
         name,
-        serverInCgroup(process.execPath, [join(SUPPORT, script), ...args], hookableEnv()).then(
+        startServer(process.execPath, [join(SUPPORT, script), ...args], hookableEnv()).then(
           async (server) => {
             expect(await nodeHookLine(agent, server.child.pid!)).toMatch(/hooked a Node process/);
             return server;
@@ -349,14 +347,6 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
       );
     return hooked.get(name)!;
   }
-  afterAll(async () => {
-    for (const server of hooked.values()) {
-      const { child } = await server;
-      // gone before the cgroup is removed
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      if (child.exitCode === null && child.kill()) await exited;
-    }
-  });
 
   /** The goal: correct >= 99.9%, wrong 0, missing 0. */
   function expectExact(s: Score, writes: number): void {
@@ -517,45 +507,4 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
       client.close();
     }
   });
-
-  // gRPC over HTTP/2 (python3-grpcio, h2c): handlers run on a thread pool fed by the C core's
-  // poller, and HTTP/2 is not yet tied to events, so calls are unattributed, never another call's.
-  it.each([
-    ['unary', 'Unary', 1],
-    ['server-streaming', 'Stream', 4],
-  ])(
-    "never gives a grpcio %s call another call's writes, 64 calls at a time on one channel",
-    async (name, method, files) => {
-      const grpcOut = join(dir, `grpc-${method}`);
-      mkdirSync(grpcOut, { recursive: true });
-      const grpcServer = await serverInCgroup('/usr/bin/python3', [
-        join(SUPPORT, 'grpc-file-server.py'),
-        grpcOut,
-      ]);
-      try {
-        const prefix = `g${method}-`;
-        execFileSync('/usr/bin/python3', [
-          join(SUPPORT, 'grpc-client.py'),
-          String(grpcServer.port),
-          method,
-          prefix,
-          String(PER_LEVEL),
-          '64',
-        ]);
-        const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${prefix}${i}`);
-        const rows = await writesFor(store, grpcOut, prefix, PER_LEVEL * files);
-        // the streamed files are <id>.s<i>: score them by their id too
-        const s = score(
-          rows.map((e) => ({ ...e, target: e.target!.replace(/\.s\d$/, '.a') })),
-          ids,
-          files,
-        );
-        process.stdout.write(`grpcio ${name}, 64 calls at a time: ${JSON.stringify(s)}\n`);
-        expect(s.wrong).toBe(0);
-        expect(s.missing).toBe(0);
-      } finally {
-        grpcServer.child.kill();
-      }
-    },
-  );
 });

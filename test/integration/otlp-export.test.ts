@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { eventTypeName, formatEventId } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import { startEventsServer } from '../support/events-http';
 import { runKreplay } from '../support/kreplay-cli';
 import { decodeTraceJson, type DecodedSpan } from '../support/otlp-decode';
@@ -134,15 +134,12 @@ describe('kreplay agent --otlp', () => {
       String(QUEUE_SPANS),
     ]);
     dataFile = join(dir, 'db.sqlite');
-    service = spawn(
-      '/bin/sh',
-      ['-c', `${cgroup.enter} "$@"`, 'sh', PYTHON, SERVICE, dataFile, String(redisPort), String(closedPort)],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    servicePort = await new Promise<number>((resolve, reject) => {
-      service.once('exit', (code) => reject(new Error(`the service exited with ${code}`)));
-      service.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
-    });
+    ({ child: service, port: servicePort } = await serverInCgroup(cgroup, PYTHON, [
+      SERVICE,
+      dataFile,
+      String(redisPort),
+      String(closedPort),
+    ]));
     // Redis answers once it listens
     await waitFor(async () => (await curl(servicePort, trace(0), '01').catch(() => '')).startsWith('+PONG'));
   });

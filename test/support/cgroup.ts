@@ -1,5 +1,5 @@
 /** A cgroup v2 directory of the test's own, so the agent can be pointed at exactly its processes. */
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -53,6 +53,42 @@ export function runInCgroup(cgroup: TestCgroup, command: string, args: string[])
       { timeout: 60000 },
       (err, stdout, stderr) =>
         err ? reject(new Error(`${command} failed: ${err.message}\n${stderr}`)) : resolve(stdout),
+    );
+  });
+}
+
+export interface CgroupServer {
+  child: ChildProcess;
+  port: number;
+}
+
+/**
+ * Starts a server inside the cgroup and resolves with it and the port on the first line it prints
+ * (a cluster's workers may print theirs in one chunk). `clearContext`: the test thread sent traced
+ * requests (their heads set its client-side context) and a child inherits its parent's context, so
+ * the server would start inside the last request; a KREPLAY-CTX marker with no id clears it first.
+ */
+export function serverInCgroup(
+  cgroup: TestCgroup,
+  command: string,
+  args: string[],
+  options: {
+    env?: NodeJS.ProcessEnv;
+    clearContext?: boolean;
+    /** the test's processes to kill at its end: the child joins at its spawn, printed a port or not */
+    children?: ChildProcess[];
+  } = {},
+): Promise<CgroupServer> {
+  if (options.clearContext) writeFileSync('/dev/null', 'KREPLAY-CTX\n');
+  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: options.env ?? process.env,
+  });
+  options.children?.push(child);
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${command} exited with ${code} before listening`)));
+    child.stdout!.once('data', (chunk: Buffer) =>
+      resolve({ child, port: Number(chunk.toString().trim().split('\n')[0]) }),
     );
   });
 }

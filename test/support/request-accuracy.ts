@@ -79,6 +79,8 @@ export interface LoadOptions {
   path?: string;
   /** a JSON body: the requests are POSTs */
   body?: (id: string) => unknown;
+  /** each answer must be 200 with this body (a server that keeps serving right), else the load rejects */
+  answer?: string;
 }
 
 /**
@@ -89,7 +91,7 @@ export async function httpLoad(
   port: number,
   ids: string[],
   level: number,
-  { ca, traced = true, path = '/', body }: LoadOptions = {},
+  { ca, traced = true, path = '/', body, answer }: LoadOptions = {},
 ): Promise<void> {
   const pool = ca
     ? new HttpsAgent({ keepAlive: true, maxSockets: level })
@@ -116,7 +118,19 @@ export async function httpLoad(
                 ...(json !== undefined && { 'content-type': 'application/json' }),
               },
             },
-            (res) => res.resume().once('end', () => resolve()),
+            (res) => {
+              let text = '';
+              res.setEncoding('utf8');
+              res
+                .on('data', (chunk: string) => (text += chunk))
+                .once('end', () =>
+                  answer === undefined || (res.statusCode === 200 && text === answer)
+                    ? resolve()
+                    : reject(
+                        new Error(`request ${id}: ${res.statusCode} ${JSON.stringify(text.slice(0, 200))}`),
+                      ),
+                );
+            },
           )
             .once('error', reject)
             .end(json);
@@ -127,10 +141,11 @@ export async function httpLoad(
   }
 }
 
-/** The environment of a child the agent's Node hook may go into: the test runner's opt-out removed. */
+/** The environment of a child the agent's Node or Python hook may go into: the test runner's opt-outs removed. */
 export function hookableEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   delete env.KREPLAY_NODE_HOOK;
+  delete env.KREPLAY_PYTHON_HOOK;
   return env;
 }
 
@@ -143,5 +158,14 @@ export function nodeHookLine(agent: AgentProcess, pid: number): Promise<string> 
   return waitFor(() => pattern.exec(agent.output())?.[0], {
     timeoutMs: 20_000,
     what: `the agent's word on Node process ${pid}`,
+  });
+}
+
+/** The line the agent logged of Python process `pid` once it queued its hook or said why not (agent/runtimes/python). */
+export function pythonHookLine(agent: AgentProcess, pid: number): Promise<string> {
+  const pattern = new RegExp(`^.*(queued the Python hook|no Python hook).* pid=${pid}\\b.*$`, 'm');
+  return waitFor(() => pattern.exec(agent.output())?.[0], {
+    timeoutMs: 20_000,
+    what: `the agent's word on Python process ${pid}`,
   });
 }

@@ -17,6 +17,7 @@ describe('agent config', () => {
         sample_background: 1,
         capture_reads: false,
         node_hook: true,
+        python_hook: true,
       },
     });
     writeFileSync(
@@ -75,6 +76,7 @@ describe('agent config', () => {
       sample_background: 100,
       capture_reads: true,
       node_hook: true,
+      python_hook: true,
     });
     expect(parseConfig('capture: { sample_background: 8 }', 'c.yaml', 'yaml').capture.sample_background).toBe(
       8,

@@ -83,6 +83,8 @@ const EXPECTED: Record<string, number> = {
   KR_UNIT_WORK: UnitKind.Work,
   KR_UNIT_ENTER: UnitOp.Enter,
   KR_UNIT_OPEN: UnitOp.Open,
+  KR_UNIT_HANDOFF: UnitOp.Handoff,
+  KR_UNIT_WATCH: UnitOp.Watch,
   KR_SYS_WRITE: SYSCALL_NAMES.indexOf('write'),
   KR_SYS_WRITEV: SYSCALL_NAMES.indexOf('writev'),
   KR_SYS_PWRITE64: SYSCALL_NAMES.indexOf('pwrite64'),

@@ -22,6 +22,9 @@ describe('storedCounters', () => {
       nodeHooked: 25,
       nodeHookRefused: 26,
       nodeHookFailed: 27,
+      pythonHooked: 28,
+      pythonHookRefused: 29,
+      pythonHookFailed: 30,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -63,6 +66,9 @@ describe('storedCounters', () => {
       node_hooked: 25,
       node_hook_refused: 26,
       node_hook_failed: 27,
+      python_hooked: 28,
+      python_hook_refused: 29,
+      python_hook_failed: 30,
     });
   });
 });

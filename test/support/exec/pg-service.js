@@ -9,8 +9,7 @@
 //       a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1; --probe: a
 //       health query (SELECT 1, the simple protocol) on the same connection first, its time printed
 //       ("probe: 0.001 s"); --skip-db: answers without asking the database
-const http = require('node:http');
-const fs = require('node:fs');
+const { runCheckoutService, runMain } = require('./checkout-service');
 const { Client } = require('pg');
 
 const [mode, pgPort] = [process.argv[2], Number(process.argv[3])];
@@ -29,39 +28,18 @@ async function main() {
   });
   db.on('error', (err) => process.stderr.write(`pg: ${err.message}\n`));
   await db.connect();
-  const server = http.createServer(async (req, res) => {
-    let status = 200;
-    try {
+  await runCheckoutService({
+    mode,
+    portFile: process.argv[4],
+    checkout: async () => {
       if (probe) {
         const start = process.hrtime.bigint();
         await db.query('SELECT 1');
         process.stderr.write(`probe: ${(Number(process.hrtime.bigint() - start) / 1e9).toFixed(3)} s\n`);
       }
       if (!skipDb) await db.query('SELECT total FROM orders WHERE id = $1', [42]);
-    } catch (err) {
-      status = 502;
-      process.stderr.write(`checkout failed: ${err.message}\n`);
-    }
-    res.writeHead(status).end(status === 200 ? 'ok\n' : 'upstream\n');
+    },
   });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  if (mode === 'serve') {
-    fs.writeFileSync(process.argv[4], `${port}\n`);
-    return;
-  }
-  const status = await new Promise((resolve, reject) =>
-    http
-      .get({ host: '127.0.0.1', port, path: '/checkout' }, (res) =>
-        res.resume().once('end', () => resolve(res.statusCode)),
-      )
-      .once('error', reject),
-  );
-  process.stdout.write(`checkout: ${status}\n`);
-  process.exit(status === 200 ? 0 : 1);
 }
 
-main().catch((err) => {
-  process.stderr.write(`${err.stack}\n`);
-  process.exit(1);
-});
+runMain(main);

@@ -6,8 +6,8 @@
 //   redis-service.js serve REDIS_PORT OUT PORT_FILE   production: serves until killed
 //   redis-service.js once REDIS_PORT OUT [--timeout S] [--skip-redis]
 //       a CI build: serves, requests /checkout of itself once, exits 0 on 200, else 1
-const http = require('node:http');
 const fs = require('node:fs');
+const { runCheckoutService, runMain } = require('./checkout-service');
 const { setTimeout, clearTimeout } = require('node:timers');
 const { createClient } = require('redis');
 
@@ -32,38 +32,17 @@ async function main() {
   });
   client.on('error', (err) => process.stderr.write(`redis: ${err.message}\n`));
   await client.connect();
-  const server = http.createServer(async (req, res) => {
-    let status = 200;
-    try {
+  await runCheckoutService({
+    mode,
+    portFile: process.argv[5],
+    checkout: async () => {
       const got = skipRedis ? '' : ((await cart(client)) ?? '');
       const fd = fs.openSync(out, 'a');
       fs.writeSync(fd, `order ${got}\n`);
       fs.fsyncSync(fd);
       fs.closeSync(fd);
-    } catch (err) {
-      status = 502;
-      process.stderr.write(`checkout failed: ${err.message}\n`);
-    }
-    res.writeHead(status).end(status === 200 ? 'ok\n' : 'upstream\n');
+    },
   });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  if (mode === 'serve') {
-    fs.writeFileSync(process.argv[5], `${port}\n`);
-    return;
-  }
-  const status = await new Promise((resolve, reject) =>
-    http
-      .get({ host: '127.0.0.1', port, path: '/checkout' }, (res) =>
-        res.resume().once('end', () => resolve(res.statusCode)),
-      )
-      .once('error', reject),
-  );
-  process.stdout.write(`checkout: ${status}\n`);
-  process.exit(status === 200 ? 0 : 1);
 }
 
-main().catch((err) => {
-  process.stderr.write(`${err.stack}\n`);
-  process.exit(1);
-});
+runMain(main);

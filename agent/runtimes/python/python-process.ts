@@ -1,0 +1,109 @@
+/**
+ * What the agent reads of a process before it queues the Python hook, as plain functions over the
+ * text of /proc/<pid>/*: which interpreter it runs, whether it opted out, whether a tracer holds it,
+ * and whether its interpreter is up (from the bytes of _PyRuntime).
+ */
+import { basename } from 'node:path';
+
+export interface PythonVersion {
+  major: number;
+  minor: number;
+}
+
+/** The environment variable a process opts out with: KREPLAY_PYTHON_HOOK=off. */
+export const OPT_OUT_VARIABLE = 'KREPLAY_PYTHON_HOOK';
+
+/**
+ * The CPython a process runs, from its executable's name (python3.11), else from a libpython3.X it
+ * maps (`maps`, read only when the executable is named python without a version); null: not one.
+ */
+export function pythonVersion(exe: string, maps?: string): PythonVersion | null {
+  const name = basename(exe.replace(/ \(deleted\)$/, ''));
+  if (!name.startsWith('python')) return null;
+  const named = /^python(\d+)\.(\d+)$/.exec(name);
+  const linked = named ? null : /\/libpython(\d+)\.(\d+)[^/\s]*\.so/.exec(maps ?? '');
+  const m = named ?? linked;
+  return m ? { major: Number(m[1]), minor: Number(m[2]) } : null;
+}
+
+/** Whether `name` is a python executable without a version, whose maps tell its version. */
+export function needsMaps(exe: string): boolean {
+  const name = basename(exe.replace(/ \(deleted\)$/, ''));
+  return name.startsWith('python') && !/^python\d+\.\d+$/.test(name);
+}
+
+/** KREPLAY_PYTHON_HOOK=off (any case) in the process's initial environment (/proc/<pid>/environ). */
+export function optedOut(environ: string): boolean {
+  return environ.split('\0').some((entry) => entry.toLowerCase() === `${OPT_OUT_VARIABLE.toLowerCase()}=off`);
+}
+
+/** TracerPid from /proc/<pid>/status: the process that ptraces it, 0 for none. */
+export function tracerPid(status: string): number {
+  const m = /^TracerPid:\s*(\d+)$/m.exec(status);
+  return m ? Number(m[1]) : 0;
+}
+
+export interface ProcessStat {
+  ppid: number;
+  /** clock ticks after boot: with the pid, tells one process from a later one with the same pid */
+  startTime: string;
+}
+
+/** /proc/<pid>/stat: the comm (field 2) may hold spaces and parentheses; the fields after it do not. */
+export function parseStat(stat: string): ProcessStat | null {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // after the comm: state(3) ppid(4) ... starttime(22)
+  const ppid = Number(fields[1]);
+  const startTime = fields[19];
+  return Number.isInteger(ppid) && startTime !== undefined && /^\d+$/.test(startTime)
+    ? { ppid, startTime }
+    : null;
+}
+
+/** Whether a command line (/proc/<pid>/cmdline, NUL-separated) is kreplay's: its launcher's script. */
+export function isKreplayCommand(cmdline: string): boolean {
+  return cmdline.split('\0').some((arg) => basename(arg) === 'kreplay.js');
+}
+
+/**
+ * Where _PyRuntime says that the interpreter is up and not finalizing: `initialized` (an int, 1 once
+ * Py_Initialize finished) and `_finalizing` (a pointer, set by Py_FinalizeEx). 3.11 and 3.12 start
+ * the struct with five ints; 3.13 puts _Py_DebugOffsets first, which gives _finalizing's offset.
+ * null: a version whose layout is not known here (the hook is not queued).
+ */
+export type RuntimeLayout =
+  { kind: 'fixed'; initialized: number; finalizing: number } | { kind: 'debug-offsets' };
+
+export function runtimeLayout(version: PythonVersion): RuntimeLayout | null {
+  if (version.major !== 3) return null;
+  if (version.minor === 11 || version.minor === 12) return { kind: 'fixed', initialized: 16, finalizing: 24 };
+  if (version.minor === 13) return { kind: 'debug-offsets' };
+  return null;
+}
+
+/** Bytes of _PyRuntime the layout's fields lie within, from its start. */
+export const RUNTIME_BYTES = 4096;
+
+export type InterpreterState = 'ready' | 'starting' | 'finalizing' | 'unknown';
+
+/**
+ * The interpreter's state from the first RUNTIME_BYTES of _PyRuntime. 'unknown': the debug offsets
+ * are not there, or name a free-threaded build (the hook is not queued).
+ */
+export function interpreterState(layout: RuntimeLayout, runtime: Buffer): InterpreterState {
+  let initialized: number;
+  let finalizing: number;
+  if (layout.kind === 'fixed') {
+    ({ initialized, finalizing } = layout);
+  } else {
+    // _Py_DebugOffsets: cookie[8], version, free_threaded, runtime_state {size, finalizing, ...}
+    if (runtime.subarray(0, 8).toString('latin1') !== 'xdebugpy' || runtime.readBigUInt64LE(16) !== 0n)
+      return 'unknown';
+    finalizing = Number(runtime.readBigUInt64LE(32));
+    // int initialized right before the (aligned) _finalizing pointer
+    initialized = finalizing - 8;
+  }
+  if (finalizing + 8 > runtime.length || initialized < 0) return 'unknown';
+  if (runtime.readBigUInt64LE(finalizing) !== 0n) return 'finalizing';
+  return runtime.readInt32LE(initialized) === 1 ? 'ready' : 'starting';
+}

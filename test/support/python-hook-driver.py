@@ -1,0 +1,230 @@
+"""Runs kreplay's Python hook (agent/runtimes/python/kreplay_python_hook.py) in this process without
+a kernel: its signal writes are recorded with the writing thread, and a model of what the kernel
+does with them (bpf/capture/units.h) says which request each side effect of the scenarios below
+would carry. Prints one JSON object: scenario -> [[side effect, its request or null], ...].
+Args: the hook's source, the signal layout (JSON, hook-source.ts's PYTHON_HOOK_SIGNAL).
+"""
+import asyncio
+import ctypes
+import json
+import os
+import sys
+import threading
+import types
+from concurrent.futures import ThreadPoolExecutor
+
+SOURCE, SIGNAL = open(sys.argv[1]).read(), json.loads(sys.argv[2])
+MAGIC = SIGNAL["magic"].encode()
+
+# ---- the kernel, as far as the hook's signals go --------------------------------------------------
+
+# (thread, bytes, the thread's slot before the call, the slot a WATCH signal registers) in call order:
+# at each call the kernel reads the slot the thread registered (units.h, unit_refresh)
+record = []
+slots = {}  # thread -> the address of the slot it registered
+failing = [False]
+
+
+def slot_value(thread):
+    address = slots.get(thread)
+    return None if address is None else ctypes.c_uint64.from_address(address).value
+
+
+def recording_write(fd, data):
+    if failing[0]:
+        raise OSError(9, "Bad file descriptor")
+    thread, buffer, data = threading.get_ident(), data, bytes(data)
+    before, registered = slot_value(thread), None
+    if data.startswith(MAGIC) and int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little") == SIGNAL["watch"]:
+        # the slot is the written bytes' own unit field
+        slots[thread] = buffer.buffer_info()[0] + SIGNAL["unitAt"]
+        registered = slot_value(thread)
+    record.append((thread, data, before, registered))
+    return len(data)
+
+
+def mark(label):
+    """A side effect: the model says whose request it carries."""
+    thread = threading.get_ident()
+    record.append((thread, b"MARK " + label.encode(), slot_value(thread), None))
+
+
+def head_read(rid):
+    """The thread read request rid's head: as a plain thread, the kernel gives it that context."""
+    record.append((threading.get_ident(), b"HEAD " + rid.encode(), None, None))
+
+
+def model():
+    """Each mark's request: a thread in a unit carries the unit's; a plain one its own."""
+    units, current, thread_request, out = {}, {}, {}, []
+    for thread, data, before, registered in record:
+        if before is not None:
+            current[thread] = before
+        if data.startswith(b"HEAD "):
+            thread_request[thread] = data[5:].decode()
+            continue
+        if data.startswith(b"MARK "):
+            unit = current.get(thread)
+            out.append([data[5:].decode(), units.get(unit) if unit is not None else thread_request.get(thread)])
+            continue
+        assert data.startswith(MAGIC), data
+        op = int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little")
+        unit = int.from_bytes(data[SIGNAL["unitAt"] : SIGNAL["unitAt"] + 8], "little")
+        if op == SIGNAL["watch"]:
+            current[thread] = registered
+        elif op == SIGNAL["open"]:
+            head = data[SIGNAL["bytes"] :].decode()
+            assert head.endswith("\r\n\r\n"), head
+            lines = dict(line.split(": ", 1) for line in head.split("\r\n")[1:] if ": " in line)
+            units[unit] = lines.get("x-request-id")
+            current[thread] = unit
+        elif op == SIGNAL["handoff"]:
+            mine = current.get(thread)
+            units[unit] = units.get(mine) if mine is not None else thread_request.get(thread)
+    record.clear()
+    return out
+
+
+# ---- stand-ins for aiohttp's and grpcio's modules, patched by the hook as the real ones are --------
+
+web_protocol = types.ModuleType("aiohttp.web_protocol")
+
+
+class RequestHandler:
+    def __init__(self, loop):
+        self._loop = loop
+
+    async def _handle_request(self, request, start_time, request_handler):
+        return await request_handler(request), False
+
+
+web_protocol.RequestHandler = RequestHandler
+grpc_server = types.ModuleType("grpc._server")
+
+
+def _unary_response_in_pool(rpc_event, state, behavior, *args):
+    behavior(rpc_event)
+
+
+grpc_server._unary_response_in_pool = _unary_response_in_pool
+grpc_server._stream_response_in_pool = _unary_response_in_pool
+sys.modules.update({"aiohttp": types.ModuleType("aiohttp"), "aiohttp.web_protocol": web_protocol})
+sys.modules.update({"grpc": types.ModuleType("grpc"), "grpc._server": grpc_server})
+
+
+class Request:
+    method = "GET"
+
+    def __init__(self, rid):
+        self.raw_path = "/x?id=" + rid
+        self.headers = {"x-request-id": rid, "traceparent": "00-%032x-00f067aa0ba902b7-01" % (1 + len(rid))}
+
+
+class Loop(asyncio.SelectorEventLoop):
+    def loop_callback(self):
+        mark("loop callback")
+
+
+os.write = recording_write
+namespace = {"__name__": "kreplay_python_hook_test"}
+exec(SOURCE, namespace)
+hook = namespace["install"](99, SIGNAL)
+results = {}
+
+# ---- scenarios ------------------------------------------------------------------------------------
+
+
+async def child(rid):
+    mark(rid + " in a child task")
+
+
+async def handler(request):
+    rid = request.headers["x-request-id"]
+    loop = asyncio.get_running_loop()
+    mark(rid + " start")
+    await asyncio.sleep(0.001 * (hash(rid) % 5))
+    mark(rid + " after sleep")
+    await loop.run_in_executor(None, mark, rid + " in the executor")
+    await asyncio.create_task(child(rid))
+    loop.call_soon(loop.loop_callback)
+    await asyncio.sleep(0)
+    mark(rid + " end")
+    return "ok"
+
+
+async def serve(n):
+    loop = asyncio.get_running_loop()
+    protocol = RequestHandler(loop)
+    answers = await asyncio.gather(*(protocol._handle_request(Request("r%d" % i), 0, handler) for i in range(n)))
+    mark("between requests")
+    return answers
+
+
+loop = Loop()
+asyncio.set_event_loop(loop)
+answers = loop.run_until_complete(serve(8))
+results["aiohttp"] = model()
+assert answers == [("ok", False)] * 8, answers
+
+pool = ThreadPoolExecutor(max_workers=2)
+
+
+def thread_per_request(rid):
+    head_read(rid)
+    pool.submit(mark, rid + " in the pool").result()
+
+
+threads = [threading.Thread(target=thread_per_request, args=("t%d" % i,)) for i in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+pool.submit(mark, "from a thread without a request").result()
+results["executor"] = model()
+
+
+class CallDetails:
+    method = b"/kr.Files/Unary"
+
+
+class RpcEvent:
+    call_details = CallDetails()
+
+    def __init__(self, rid):
+        self.invocation_metadata = (("user-agent", "grpc-python"), ("x-request-id", rid))
+
+
+for i in range(3):
+    pool.submit(grpc_server._unary_response_in_pool, RpcEvent("g%d" % i), None, lambda e: mark("grpc call")).result()
+pool.submit(mark, "after the calls").result()
+results["grpc"] = [[label, rid] for label, rid in model()]
+# the hook's own functions are not wrapped again on the way into the pool
+results["grpc handoffs"] = grpc_server._unary_response_in_pool._kreplay_opens_unit
+
+# queued again: nothing is wrapped twice, and every thread signals its unit anew
+signals = lambda: sum(data.startswith(MAGIC) for _, data, _b, _r in record)  # noqa: E731
+loop.run_until_complete(asyncio.sleep(0))
+before = signals()
+exec(SOURCE, dict(namespace, __name__="_kreplay_python_hook_boot", SIGNAL=SIGNAL))
+loop.run_until_complete(asyncio.sleep(0))
+results["signals anew"] = [before, signals() - before]
+results["wrapped once"] = asyncio.events.Handle._run._kreplay_wraps.__name__ == "_run"
+results["finders"] = sum(type(f).__name__ == "PatchingFinder" for f in sys.meta_path)
+record.clear()
+
+# a hook whose writes fail raises nothing into the program
+failing[0] = True
+results["failing"] = [
+    loop.run_until_complete(serve(2)),
+    pool.submit(lambda: "pool answer").result(),
+]
+failing[0] = False
+record.clear()
+
+http_head = namespace["http_head"]
+results["heads"] = [
+    http_head("GET", "/a b\u00e9", [("traceparent", "00-1-2-01"), ("x-request-id", "bad\r\nvalue")], 1024).decode(),
+    http_head("get!", "/" + "p" * 600, [], 1024).decode()[:20],
+    len(http_head("GET", "/", [("x-request-id", "r" * 200)] * 5, 512)),
+]
+print(json.dumps(results))

@@ -1,0 +1,113 @@
+/**
+ * The Python hook (agent/runtimes/python/kreplay_python_hook.py) in Debian's python3, without a
+ * kernel: test/support/python-hook-driver.py records its signals by thread and models what the
+ * kernel makes of them, so each side effect of an aiohttp-like request, a pool hand-off and a
+ * grpcio-like call says which request it would carry. And the code the agent queues: the hook in a
+ * namespace of its own, patching modules imported later, idempotent, silent when broken.
+ */
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import {
+  pythonBootstrap,
+  PYTHON_HOOK_SIGNAL,
+  readPythonHookSource,
+} from '../../agent/runtimes/python/hook-source';
+
+const PYTHON = '/usr/bin/python3';
+const DRIVER = join(__dirname, '..', 'support', 'python-hook-driver.py');
+const SOURCE = join(__dirname, '..', '..', 'agent', 'runtimes', 'python', 'kreplay_python_hook.py');
+
+type Marks = [string, string | null][];
+
+describe('the Python hook', () => {
+  let results: Record<string, unknown>;
+  beforeAll(() => {
+    results = JSON.parse(
+      execFileSync(PYTHON, [DRIVER, SOURCE, JSON.stringify(PYTHON_HOOK_SIGNAL)], { encoding: 'utf8' }),
+    );
+  });
+
+  it("gives an aiohttp request's task, its child tasks and its executor work the request; loop callbacks none", () => {
+    const marks = results.aiohttp as Marks;
+    // 8 requests interleaved on one loop: start, after a sleep, in the executor, in a child task, end
+    expect(marks.filter(([label]) => /^r\d /.test(label))).toHaveLength(40);
+    for (const [label, request] of marks) {
+      const owner = /^(r\d) /.exec(label)?.[1] ?? null;
+      expect({ label, request }).toEqual({ label, request: owner });
+    }
+    expect(marks.filter(([label]) => label === 'loop callback')).toHaveLength(8);
+  });
+
+  it("runs work a plain thread hands to a ThreadPoolExecutor in that thread's request, and leaves it after", () => {
+    expect(results.executor).toEqual([
+      ['t0 in the pool', 't0'],
+      ['t1 in the pool', 't1'],
+      ['t2 in the pool', 't2'],
+      ['t3 in the pool', 't3'],
+      ['from a thread without a request', null],
+    ]);
+  });
+
+  it("opens a grpcio call's unit from its metadata on the pool thread, and leaves it after", () => {
+    expect(results.grpc).toEqual([
+      ['grpc call', 'g0'],
+      ['grpc call', 'g1'],
+      ['grpc call', 'g2'],
+      ['after the calls', null],
+    ]);
+    expect(results['grpc handoffs']).toBe(true);
+  });
+
+  it('switches units by a store into its slot; queued again, wraps nothing twice and registers each slot anew', () => {
+    // callbacks that switch units write nothing; after the second queuing, the next one registers its slot
+    expect(results['signals anew']).toEqual([0, 1]);
+    expect(results['wrapped once']).toBe(true);
+    expect(results.finders).toBe(1);
+  });
+
+  it('raises nothing into the program when its signals fail', () => {
+    expect(results.failing).toEqual([
+      [
+        ['ok', false],
+        ['ok', false],
+      ],
+      'pool answer',
+    ]);
+  });
+
+  it('writes a head the kernel keeps whole: a request line, printable traceparent and x-request-id only', () => {
+    expect(results.heads).toEqual([
+      'GET /a%20b%E9 HTTP/1.1\r\ntraceparent: 00-1-2-01\r\n\r\n',
+      'GET /ppppppppppppppp',
+      0,
+    ]);
+  });
+});
+
+describe("the code the agent queues (PyRun_SimpleString's)", () => {
+  const run = (code: string) =>
+    execFileSync(PYTHON, ['-I', '-c', code], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const bootstrap = pythonBootstrap(readPythonHookSource());
+
+  it('installs the hook in a namespace of its own, patches a module imported later, once', () => {
+    const out = run(`${bootstrap}${bootstrap}
+import sys, concurrent.futures.thread as thread
+print(sorted(k for k in globals() if not k.startswith("__")))
+print(hasattr(thread.ThreadPoolExecutor.submit, "_kreplay_wraps"), "_kreplay_python_hook" in sys.modules)
+print(type(thread.__loader__).__name__, type(thread.__spec__.loader).__name__)
+print(sum(type(f).__name__ == "PatchingFinder" for f in sys.meta_path))
+`);
+    expect(out.split('\n')).toEqual([
+      "['sys', 'thread']",
+      'True True',
+      'SourceFileLoader SourceFileLoader',
+      '1',
+      '',
+    ]);
+  });
+
+  it('raises nothing, and prints nothing, when the hook is broken', () => {
+    expect(run(`${pythonBootstrap('def broken(:\n')}print("still running")`)).toBe('still running\n');
+    expect(() => pythonBootstrap('caf\u00e9 = 1\n')).toThrow('printable ASCII');
+  });
+});
