@@ -17,6 +17,7 @@ import { createServer, request, Agent, type Server } from 'node:http';
 import { connect } from 'node:http2';
 import { get as httpsGet } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -284,6 +285,32 @@ function expectTlsTable(what: string, table: TlsTable): void {
     });
 }
 
+/**
+ * Pairs of requests, each pair on a TLS connection of its own, the second written (a TLS record of
+ * its own) right after the first: Go's background read peeks the second's first byte while the
+ * first's handler runs, and the serving goroutine reads the rest. Resolves once all were answered.
+ */
+async function pipelinedPairs(port: number, ca: Buffer, ids: string[]): Promise<void> {
+  const head = (i: number, last: boolean) =>
+    `GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nx-request-id: ${ids[i]}\r\ntraceparent: ${traceparentOf(i)}\r\n` +
+    `${last ? 'connection: close\r\n' : ''}\r\n`;
+  for (let i = 0; i + 1 < ids.length; i += 2) {
+    await new Promise<void>((resolve, reject) => {
+      let answers = '';
+      const socket = tlsConnect({ host: '127.0.0.1', port, ca }, () => {
+        socket.write(head(i, false));
+        socket.write(head(i + 1, true));
+      });
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (answers += chunk));
+      socket.once('end', () =>
+        answers.split('HTTP/1.1 200 OK').length === 3 ? resolve() : reject(new Error(`answered: ${answers}`)),
+      );
+      socket.once('error', reject);
+    });
+  }
+}
+
 const all = (n: number): Score => ({ correct: n, wrong: 0, none: 0, missing: 0 });
 
 /**
@@ -459,6 +486,16 @@ describe('Go goroutines (real kernel)', () => {
     expect(proto).toBe('HTTP/1.1');
     const table = await tlsTable(out, 'tls1', (ids, level) => httpLoad(port, ids, level, { ca }));
     expectTlsTable('HTTP/1.1 over TLS', table);
+    // the next request's first byte peeked by the background read, joined with the rest by its socket
+    const pairs = Array.from({ length: 64 }, (_, i) => `tls1-pipe-r${i}`);
+    await pipelinedPairs(port, ca, pairs);
+    const piped = scoreByName(
+      await writesUnder(store, out, 'tls1-pipe-r', pairs.length * FILES_PER_REQUEST),
+      pairs,
+      FILES_PER_REQUEST,
+    );
+    process.stdout.write(`Go HTTP/1.1 over TLS, pipelined pairs: ${JSON.stringify(piped)}\n`);
+    expect(piped).toEqual({ correct: pairs.length * FILES_PER_REQUEST, wrong: 0, none: 0, missing: 0 });
   }, 180_000);
 
   it("a stripped binary: its events carry none, never another request's, and one warning names it", async () => {
