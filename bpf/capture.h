@@ -169,6 +169,7 @@ struct kr_go_binary {
 	__u32 state; /* enum kr_go_state its processes get */
 	__u32 pad;
 	__u64 h2_handler_go; /* kr_go_process's */
+	__u64 tls_conn_itab; /* kr_go_process's */
 };
 
 struct kr_go_process {
@@ -182,6 +183,11 @@ struct kr_go_process {
 	 * its `go sc.runHandler(...)` (the callerpc newproc1 gets); 0 when its streams are not followed
 	 */
 	__u64 h2_handler_go;
+	/*
+	 * crypto/tls: from (*tls.Conn).Read's entry to the itab of (*net.TCPConn, net.Conn), which a server's
+	 * TLS connection on a TCP socket holds; 0 when its reads are not looked at
+	 */
+	__u64 tls_conn_itab;
 };
 
 /* Per-CPU counters, summed by user space. */

@@ -101,9 +101,10 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
 #if defined(__x86_64__)
     auto& m = skel_->maps;
     go_ = std::make_unique<GoProbes>(
-        GoPrograms{p.go_newproc1, p.go_newproc1_ret, p.go_round_trip, p.go_conn_write, p.go_read_loop, p.go_h2_headers},
-        GoMaps{m.go_binaries, m.go_processes, m.exec_contexts, m.units, m.go_conns, m.go_streams, skel_->bss->go_tgids,
-               sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])});
+        GoPrograms{p.go_newproc1, p.go_newproc1_ret, p.go_round_trip, p.go_conn_write, p.go_read_loop, p.go_h2_headers,
+                   p.go_tls_read, p.go_tls_read_ret},
+        GoMaps{m.go_binaries, m.go_processes, m.exec_contexts, m.units, m.go_conns, m.go_streams, m.go_tls_reads,
+               skel_->bss->go_tgids, sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])});
     go_->Scan();
 #endif
     uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start});

@@ -19,6 +19,8 @@ const char kWriteLoop[] = "net/http.(*persistConn).writeLoop";
 const char kWaitForContinue[] = "net/http.(*persistConn).waitForContinue";
 const char kProcessHeaders[] = "net/http.(*http2serverConn).processHeaders";
 const char kNewproc[] = "runtime.newproc";
+const char kTlsRead[] = "crypto/tls.(*Conn).Read";
+const char kTcpConnItab[] = "go.itab.*net.TCPConn,net.Conn";
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -96,6 +98,15 @@ uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& f
   return calls == 1 ? site : 0;
 }
 
+// The file offsets of the function's RET instructions (`at`: its entry's), none when it does not decode.
+std::vector<uint64_t> Returns(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
+  std::vector<uint64_t> found;
+  for (const cs_insn& insn : Instructions(elf.Read(f.value, f.size), f.value)) {
+    if (insn.id == X86_INS_RET) found.push_back(insn.address - f.value + at);
+  }
+  return found;
+}
+
 }  // namespace
 
 std::string GoBuildVersion(const std::vector<uint8_t>& buildinfo) {
@@ -139,10 +150,11 @@ GoBinary InspectGoBinary(const std::string& path) {
   }
   std::map<std::string, ElfSymbol> functions;
   for (const ElfSymbol& symbol : elf.Symbols([](const char*name, int type) {
-         return type == STT_FUNC &&
-                (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
-                 !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
-                 !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc));
+         return (type == STT_FUNC && (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) ||
+                                      !std::strcmp(name, kReadLoop) || !std::strcmp(name, kWriteLoop) ||
+                                      !std::strcmp(name, kWaitForContinue) || !std::strcmp(name, kProcessHeaders) ||
+                                      !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead))) ||
+                (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;
   }
@@ -156,10 +168,7 @@ GoBinary InspectGoBinary(const std::string& path) {
     go.unfollowed = std::string(kNewproc1) + " is not in its symbol table";
     return go;
   }
-  const ElfSymbol& newproc1 = functions[kNewproc1];
-  for (const cs_insn& insn : Instructions(elf.Read(newproc1.value, newproc1.size), newproc1.value)) {
-    if (insn.id == X86_INS_RET) go.newproc1_returns.push_back(insn.address - newproc1.value + go.newproc1);
-  }
+  go.newproc1_returns = Returns(elf, functions[kNewproc1], go.newproc1);
   if (go.newproc1_returns.empty()) {
     go.unfollowed = std::string("no RET instruction was found in ") + kNewproc1;
     return go;
@@ -175,6 +184,15 @@ GoBinary InspectGoBinary(const std::string& path) {
   go.h2_handler_go = HandlerGo(elf, functions);
   go.h2_headers = go.h2_handler_go ? offset(kProcessHeaders) : 0;
   if (!go.h2_headers) go.h2_handler_go = 0;
+  // without them, a TLS server's heads stay ciphertext to the kernel: its requests carry none
+  go.tls_read = offset(kTlsRead);
+  auto itab = functions.find(kTcpConnItab);
+  if (go.tls_read && itab != functions.end()) go.tls_read_returns = Returns(elf, functions[kTlsRead], go.tls_read);
+  if (go.tls_read_returns.empty()) {
+    go.tls_read = 0;
+  } else {
+    go.tls_conn_itab = itab->second.value - functions[kTlsRead].value;
+  }
   return go;
 }
 

@@ -30,6 +30,11 @@ struct GoBinary {
   // the return address of its one `go sc.runHandler(...)` (its CALL runtime.newproc); 0 when not found
   uint64_t h2_headers = 0;
   uint64_t h2_handler_go = 0;
+  // crypto/tls: (*Conn).Read's file offset and its RET instructions', and the distance from its entry to the itab of
+  // (*net.TCPConn, net.Conn) (a server connection's net.Conn on a TCP socket); 0 when either is missing
+  uint64_t tls_read = 0;
+  std::vector<uint64_t> tls_read_returns;
+  uint64_t tls_conn_itab = 0;
 };
 
 GoBinary InspectGoBinary(const std::string& path);

@@ -133,14 +133,15 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
     AppendLog("info", "goroutines of " + Described(path, binary.go) + " are followed (g at " +
                           std::to_string(binary.go.tls_offset) + " from the thread pointer" +
                           (binary.go.round_trip ? ", net/http's client pool too" : "") +
-                          (binary.go.h2_headers ? ", HTTP/2 server streams too)" : ")"));
+                          (binary.go.h2_headers ? ", HTTP/2 server streams too" : "") +
+                          (binary.go.tls_read ? ", TLS server reads too)" : ")"));
   } else {
     AppendLog("warn", "goroutines of " + Described(path, binary.go) + " are not followed: " + binary.go.unfollowed +
                           "; its events carry no transaction");
   }
   // processes that exec it from now on are marked by the kernel at once
   const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED, 0,
-                              binary.go.h2_handler_go};
+                              binary.go.h2_handler_go, binary.go.tls_conn_itab};
   bpf_map__update_elem(maps_.binaries, &file, sizeof(file), &known, sizeof(known), BPF_ANY);
   return &binary;
 }
@@ -159,6 +160,10 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
     probes.push_back({programs_.read_loop, go.read_loop});
   }
   if (go.h2_headers) probes.push_back({programs_.h2_headers, go.h2_headers});
+  if (go.tls_read) {
+    probes.push_back({programs_.tls_read, go.tls_read});
+    for (uint64_t site : go.tls_read_returns) probes.push_back({programs_.tls_read_ret, site});
+  }
   for (const Probe& probe : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
     bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), probe.offset, &opts);
@@ -185,6 +190,7 @@ void GoProbes::Mark(pid_t pid, const GoBinary& go, bool purged) {
   kr_go_process process = {};
   process.tls_offset = go.tls_offset;
   process.h2_handler_go = go.h2_handler_go;
+  process.tls_conn_itab = go.tls_conn_itab;
   // an old goroutine's context may be left under this tgid unless the purge read the tables whole
   process.state = go.unfollowed.empty() && (purged || FollowedAtExec(pid)) ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
   __u64 inherited = 0;
@@ -220,7 +226,9 @@ bool GoProbes::Purge(const std::set<__u32>& tgids) {
       DeleteKeys<kr_go_key>(maps_.conns, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
   const bool streams =
       DeleteKeys<kr_go_key>(maps_.streams, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
-  return units && conns && streams;
+  const bool tls_reads =
+      DeleteKeys<kr_go_key>(maps_.tls_reads, [&](const kr_go_key& key) { return tgids.count(key.tgid) != 0; });
+  return units && conns && streams && tls_reads;
 }
 
 std::vector<bpf_link*> GoProbes::TakeLinks() {

@@ -34,6 +34,8 @@ struct GoPrograms {
   bpf_program* conn_write;
   bpf_program* read_loop;
   bpf_program* h2_headers;
+  bpf_program* tls_read;
+  bpf_program* tls_read_ret;
 };
 
 // golang.h's per-binary and per-process state, and the core's units map (goroutines are units).
@@ -44,6 +46,7 @@ struct GoMaps {
   bpf_map* units;
   bpf_map* conns;
   bpf_map* streams;
+  bpf_map* tls_reads;
   // go_tgids: one bit per tgid, in the object's mapped .bss
   __u64* tgids;
   size_t tgid_words;
@@ -82,8 +85,8 @@ class GoProbes {
   // purged: whether the last purge read the kernel's tables whole (else nothing new is followed)
   void Mark(pid_t pid, const GoBinary& go, bool purged);
   void Forget(pid_t pid);
-  // Drops what the kernel keeps of the processes' goroutines, pool connections and HTTP/2 streams (one walk of each
-  // map).
+  // Drops what the kernel keeps of the processes' goroutines, pool connections, HTTP/2 streams and TLS reads (one
+  // walk of each map).
   bool Purge(const std::set<__u32>& tgids);
 
   GoPrograms programs_;

@@ -17,7 +17,10 @@
  *   - net/http's HTTP/2 server: one goroutine serves every stream of a
  *     connection and starts each stream's handler goroutine in
  *     (*http2serverConn).processHeaders; that goroutine, and no other it
- *     starts, takes the stream's request from the HEADERS frame's fields.
+ *     starts, takes the stream's request from the HEADERS frame's fields;
+ *   - crypto/tls: a server's (*tls.Conn).Read returns a request head's
+ *     plaintext to the goroutine that serves it, as a socket read does
+ *     over plaintext.
  * User space (native/go_probes.cc) finds Go processes, attaches these to
  * their binaries and fills go_processes; a process it cannot follow (a
  * stripped binary) is marked all the same, and its events carry none:
@@ -255,6 +258,7 @@ int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct li
 	}
 	process.tls_offset = binary->tls_offset;
 	process.h2_handler_go = binary->h2_handler_go;
+	process.tls_conn_itab = binary->tls_conn_itab;
 	/* a Go program before this one left its goroutines under this tgid: user space drops them first */
 	if (!go_marked(tgid))
 		process.state = binary->state;
@@ -512,6 +516,121 @@ int go_read_loop(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_G(ctx), 0);
+	return 0;
+}
+
+/*
+ * crypto/tls: a server's (*tls.Conn).Read(b) on a TCP socket, from its
+ * entry to its RET sites (never a uretprobe on Go), by goroutine {tgid, g}:
+ * where its plaintext lands. Not LRU: a read the table has no room for is
+ * known at its entry, and its goroutine carries none from there (counted),
+ * never the request it served before. An entry is dropped at the RET, by the
+ * goroutine's next read, or with its process (native/go_probes.cc).
+ */
+struct kr_go_tls_read {
+	__u64 buf;
+	__u64 conn; /* the *tls.Conn */
+	__u64 tcp_conn; /* the *net.TCPConn under it */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, struct kr_go_key);
+	__type(value, struct kr_go_tls_read);
+} go_tls_reads SEC(".maps");
+
+/*
+ * Go's layouts (amd64, unchanged since Go 1.4): tls.Conn {conn net.Conn;
+ * isClient bool; ...}, net.TCPConn {conn{fd *netFD}}, netFD {pfd poll.FD;
+ * ...}, poll.FD {fdmu fdMutex (16 bytes); Sysfd int; ...}.
+ */
+struct go_tls_conn {
+	__u64 itab; /* net.Conn's */
+	__u64 data;
+	__u8 is_client;
+};
+
+#define GO_NETFD_SYSFD 16
+
+/*
+ * (*tls.Conn).Read(b []byte), entered on the reading goroutine (receiver in
+ * AX, b's pointer in BX): a server's connection whose net.Conn is a
+ * *net.TCPConn (its itab: anything else, a wrapper, has no socket known
+ * here) has its read looked at when it returns. Any other read drops what
+ * an earlier read of the goroutine left (one that never returned).
+ */
+SEC("uprobe")
+int go_tls_read(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
+	struct kr_go_process *p = go_followed(key.tgid);
+	struct kr_go_tls_read r = {.buf = GO_ARG2(ctx), .conn = GO_ARG1(ctx)};
+	struct go_tls_conn conn;
+
+	if (!p || !p->tls_conn_itab || !attribution_enabled || !context_watched(pid_tgid))
+		return 0;
+	if (bpf_probe_read_user(&conn, sizeof(conn), (const void *)r.conn) || conn.is_client || !conn.data ||
+	    conn.itab != PT_REGS_IP(ctx) + p->tls_conn_itab) {
+		bpf_map_delete_elem(&go_tls_reads, &key);
+		return 0;
+	}
+	r.tcp_conn = conn.data;
+	if (bpf_map_update_elem(&go_tls_reads, &key, &r, BPF_ANY)) {
+		count_event(KR_COUNTER_REQUEST_TABLE_FULL);
+		unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, 0);
+	}
+	return 0;
+}
+
+/*
+ * Read's RET sites, n in AX: its plaintext goes through the head sniffing
+ * of a server's socket read (heads.h), on the connection's socket (the
+ * netFD's descriptor) as a TLS connection, for the goroutine that read it
+ * (a head gives it the request; Go's 1-byte peek of the next request, on
+ * a goroutine of its own, is joined with the serving goroutine's next
+ * read by the socket).
+ */
+SEC("uprobe")
+int go_tls_read_ret(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
+	struct kr_go_tls_read *found = bpf_map_lookup_elem(&go_tls_reads, &key);
+	__u64 got = GO_RESULT(ctx), w = 0, netfd = 0, stamp = 0;
+	struct kr_go_process *p;
+	struct kr_go_tls_read r;
+	struct sock *sk = NULL;
+	struct kr_thread *t;
+	__s64 fd = -1;
+
+	if (!found)
+		return 0;
+	r = *found;
+	bpf_map_delete_elem(&go_tls_reads, &key);
+	p = go_followed(key.tgid);
+	if (!p || !bpf_rdonly_cast || (__s64)got <= 0 ||
+	    bpf_probe_read_user(&w, got < sizeof(w) ? got & 7 : sizeof(w), (const void *)r.buf))
+		return 0;
+	/* only upper case or a space can begin or continue a token: most plaintext stops here */
+	if ((__u8)w != ' ' && ((__u8)w < 'A' || (__u8)w > 'Z'))
+		return 0;
+	if (!bpf_probe_read_user(&netfd, sizeof(netfd), (const void *)r.tcp_conn) && netfd &&
+	    !bpf_probe_read_user(&fd, sizeof(fd), (const void *)(netfd + GO_NETFD_SYSFD)) && fd >= 0 &&
+	    fd <= 0x7fffffff)
+		sk = file_sock(current_file(fd), &stamp);
+	t = sk ? thread_entry((__u32)pid_tgid) : NULL;
+	if (!t) {
+		/* a head on a connection whose socket went (closed meanwhile): its goroutine serves none */
+		if (got >= MIN_TOKEN_LEN && is_http_request(w))
+			unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, 0);
+		return 0;
+	}
+	/* the thread runs the reading goroutine now, whatever it ran at its last syscall */
+	go_switch(t, pid_tgid, p, key.ptr);
+	head_bytes(pid_tgid, r.conn, (__u64)sk, stamp, KR_CONN_TLS | KR_CONN_SERVER, (const void *)r.buf, got,
+		   w);
 	return 0;
 }
 #endif

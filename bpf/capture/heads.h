@@ -438,21 +438,60 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 }
 
 /*
+ * The first bytes `w` of `got` a server read from a connection (`owner` on
+ * `sock`, `flags` its kr_conn_flag: KR_CONN_SERVER when the reader knows it
+ * serves it): a request head, the HTTP/2 preface, the first bytes of a
+ * method token (kept per sock), or the rest of a token an earlier read
+ * began. The caller has seen that w begins with upper case or a space.
+ */
+static __always_inline void head_bytes(__u64 pid_tgid, __u64 owner, __u64 sock, __u64 stamp, __u32 flags,
+				       const void *buf, __u64 got, __u64 w)
+{
+	struct kr_head_prefix *prefix;
+	__u64 start, start_len;
+
+	if (got >= MIN_TOKEN_LEN && is_http_request(w)) {
+		head_read(pid_tgid, owner, sock, stamp, flags, 0, 0, buf, got);
+		return;
+	}
+	if (got >= sizeof(w) && is_h2_preface(w)) {
+		head_read(pid_tgid, owner, sock, stamp, flags | KR_CONN_MULTIPLEXED, 0, 0, buf, got);
+		return;
+	}
+	if (got < sizeof(w) && is_request_prefix(w, got) &&
+	    (flags & KR_CONN_SERVER || bpf_map_lookup_elem(&accepted_socks, &sock))) {
+		struct kr_head_prefix fresh = {.bytes = w, .len = got};
+
+		bpf_map_update_elem(&head_prefixes, &sock, &fresh, BPF_ANY);
+		/* the next request has begun, which one is not known yet: this read is none's */
+		conn_set(sock, stamp, 0, flags | KR_CONN_SERVER);
+		return;
+	}
+	prefix = bpf_map_lookup_elem(&head_prefixes, &sock);
+	if (!prefix)
+		return;
+	start = prefix->bytes;
+	start_len = prefix->len & 7;
+	bpf_map_delete_elem(&head_prefixes, &sock);
+	if (is_http_request(LOW(start, start_len) | w << (start_len * 8)))
+		head_read(pid_tgid, owner, sock, stamp, flags, start, start_len, buf, got);
+}
+
+/*
  * Incoming requests: a read from a socket may bring an HTTP/1.x request
  * head. One program at syscall exit, nothing at enter: the call's
  * arguments are still in the task's saved registers. A failed read stops at
  * once, anything but a socket after a few direct loads, a socket's data
- * after its first 8 bytes unless they are a method token, the HTTP/2
- * preface, or the rest of a token a short read began.
+ * after its first byte unless it is upper case or a space (a method token,
+ * the HTTP/2 preface, or the rest of a token a short read began).
  */
 static __always_inline void request_head_read(struct trace_event_raw_sys_exit *ctx, __u32 how)
 {
 	struct pt_regs *regs;
 	struct file *file;
 	struct sock *sk;
-	struct kr_head_prefix *prefix;
 	const void *buf;
-	__u64 len, got, pid_tgid, stamp = 0, w = 0, key, start, start_len;
+	__u64 len, got, pid_tgid, stamp = 0, w = 0;
 
 	if (ctx->ret <= 0 || !bpf_rdonly_cast)
 		return;
@@ -488,38 +527,11 @@ static __always_inline void request_head_read(struct trace_event_raw_sys_exit *c
 		got = len;
 	if (!got || bpf_probe_read_user(&w, got < sizeof(w) ? got & 7 : sizeof(w), buf))
 		return;
-	/* the method token first: most socket data stops here */
-	if (got >= MIN_TOKEN_LEN && is_http_request(w)) {
-		sk = file_sock(file, &stamp);
-		head_read(pid_tgid, (__u64)file, (__u64)sk, stamp, 0, 0, 0, buf, got);
-		return;
-	}
-	if (got >= sizeof(w) && is_h2_preface(w)) {
-		sk = file_sock(file, &stamp);
-		head_read(pid_tgid, (__u64)file, (__u64)sk, stamp, KR_CONN_MULTIPLEXED, 0, 0, buf, got);
-		return;
-	}
-	/* only upper case or a space can continue a token */
+	/* only upper case or a space can begin or continue a token: most socket data stops here */
 	if ((__u8)w != ' ' && ((__u8)w < 'A' || (__u8)w > 'Z'))
 		return;
 	sk = file_sock(file, &stamp);
-	key = (__u64)sk;
-	if (got < sizeof(w) && is_request_prefix(w, got) && bpf_map_lookup_elem(&accepted_socks, &key)) {
-		struct kr_head_prefix fresh = {.bytes = w, .len = got};
-
-		bpf_map_update_elem(&head_prefixes, &key, &fresh, BPF_ANY);
-		/* the next request has begun, which one is not known yet: this read is none's */
-		conn_set(key, stamp, 0, KR_CONN_SERVER);
-		return;
-	}
-	prefix = bpf_map_lookup_elem(&head_prefixes, &key);
-	if (!prefix)
-		return;
-	start = prefix->bytes;
-	start_len = prefix->len & 7;
-	bpf_map_delete_elem(&head_prefixes, &key);
-	if (is_http_request(LOW(start, start_len) | w << (start_len * 8)))
-		head_read(pid_tgid, (__u64)file, key, stamp, 0, start, start_len, buf, got);
+	head_bytes(pid_tgid, (__u64)file, (__u64)sk, stamp, 0, buf, got, w);
 }
 
 #endif /* KREPLAY_CAPTURE_HEADS_H */

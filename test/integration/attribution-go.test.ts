@@ -7,13 +7,17 @@
  * GETs an upstream through net/http's pool on a path that names it, so the upstream request's key
  * tells which request sent it. The accuracy at 1 to 256 concurrent requests is
  * attribution-runtimes.test.ts's. A server over TLS with HTTP/2 negotiated has its streams, many
- * on one connection at a time, each attributed to its own request from its HEADERS frame.
+ * on one connection at a time, each attributed to its own request from its HEADERS frame; one with
+ * HTTP/1.1 only has each request on its keep-alive connections attributed from the plaintext
+ * crypto/tls's Read returns.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request, Agent, type Server } from 'node:http';
 import { connect } from 'node:http2';
+import { get as httpsGet } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -23,6 +27,7 @@ import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { buildGo, type GoBuild } from '../support/go-build';
 import {
+  httpLoad,
   inTurn,
   scoreWrites as scoreByName,
   traceparentOf,
@@ -36,9 +41,9 @@ import { waitFor } from '../support/wait';
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-server.go');
 const MARKERS = join(__dirname, '..', 'support', 'runtimes', 'go-markers.go');
 const H2_SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-h2-server.go');
-/** HTTP/2 streams: requests a level, and the levels (concurrent streams on one connection) */
-const H2_PER_LEVEL = 256;
-const H2_LEVELS = [1, 8, 64];
+/** over TLS: requests a level, and the levels (HTTP/2 streams on one connection, or HTTP/1.1 keep-alive connections) */
+const TLS_PER_LEVEL = 256;
+const TLS_LEVELS = [1, 8, 64];
 const REQUESTS = 64;
 const CONCURRENT = 8;
 const FILES_PER_REQUEST = 2;
@@ -214,6 +219,102 @@ function followedLine(build: GoBuild): string | undefined {
     .find((l) => l.includes(`goroutines of ${binaries[build]} (`));
 }
 
+/** A go-h2-server in the test cgroup (`mode` http1: HTTP/1.1 only), once the agent follows it, with its CA. */
+async function serveTls(mode: 'h2' | 'http1'): Promise<{ port: number; out: string; ca: Buffer }> {
+  const certs = join(dir, `certs-${mode}`);
+  mkdirSync(certs);
+  const { cert, key } = selfSignedCert(certs);
+  const binary = buildGo(H2_SERVER, join(dir, `go-tls-server-${mode}`));
+  const out = join(dir, `tls-${mode}`);
+  mkdirSync(out);
+  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', binary, out, cert, key, mode], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  const port = await new Promise<number>((resolve) =>
+    child.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim()))),
+  );
+  expect(
+    await waitFor(() =>
+      agent
+        .output()
+        .split('\n')
+        .find((l) => l.includes(`goroutines of ${binary} (`)),
+    ),
+  ).toMatch(/are followed \(.*HTTP\/2 server streams too, TLS server reads too\)$/);
+  return { port, out, ca: readFileSync(cert) };
+}
+
+type TlsTable = Record<string, Accuracy & { otherTrace: number }>;
+
+/** Each level's writes scored, the requests (`${name}-c${level}-r${i}`) sent by `load`. */
+async function tlsTable(
+  out: string,
+  name: string,
+  load: (ids: string[], level: number) => Promise<void>,
+): Promise<TlsTable> {
+  const table: TlsTable = {};
+  for (const level of TLS_LEVELS) {
+    const ids = Array.from({ length: TLS_PER_LEVEL }, (_, i) => `${name}-c${level}-r${i}`);
+    await load(ids, level);
+    const events = await writesUnder(store, out, `${name}-c${level}-r`, TLS_PER_LEVEL * FILES_PER_REQUEST);
+    const traceOf = new Map(ids.map((id, i) => [id, traceparentOf(i).split('-')[1]]));
+    // a write of its own request carries that request's trace too (from its traceparent)
+    const otherTrace = events.filter((e) => e.txn !== null && e.trace !== traceOf.get(e.txn)).length;
+    table[`c=${level}`] = { ...scoreByName(events, ids, FILES_PER_REQUEST), otherTrace };
+  }
+  return table;
+}
+
+/** Prints the table and asserts each level: correct >= 99.9%, wrong 0, missing 0, no other trace. */
+function expectTlsTable(what: string, table: TlsTable): void {
+  const cells = Object.entries(table).map(
+    ([l, a]) => `${l}: ${a.correct}/${a.wrong}/${a.none}/${a.missing} (other trace ${a.otherTrace})`,
+  );
+  process.stdout.write(
+    `Go ${what} writes, correct/wrong/none/missing of ${TLS_PER_LEVEL * FILES_PER_REQUEST} a level: ${cells.join(', ')}\n`,
+  );
+  for (const [level, a] of Object.entries(table))
+    expect({ level, ...a, correct: a.correct >= 0.999 * TLS_PER_LEVEL * FILES_PER_REQUEST }).toEqual({
+      level,
+      correct: true,
+      wrong: 0,
+      none: a.none,
+      missing: 0,
+      otherTrace: 0,
+    });
+}
+
+/**
+ * Pairs of requests, each pair on a TLS connection of its own, the second written right after the
+ * first: in a TLS record of its own, Go's background read peeks its first byte while the first's
+ * handler runs and the serving goroutine reads the rest; `together`, both in one record, one read
+ * brings both heads. Resolves once all were answered.
+ */
+async function pipelinedPairs(port: number, ca: Buffer, ids: string[], together = false): Promise<void> {
+  const head = (i: number, last: boolean) =>
+    `GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nx-request-id: ${ids[i]}\r\ntraceparent: ${traceparentOf(i)}\r\n` +
+    `${last ? 'connection: close\r\n' : ''}\r\n`;
+  for (let i = 0; i + 1 < ids.length; i += 2) {
+    await new Promise<void>((resolve, reject) => {
+      let answers = '';
+      const socket = tlsConnect({ host: '127.0.0.1', port, ca }, () => {
+        if (together) socket.write(head(i, false) + head(i + 1, true));
+        else {
+          socket.write(head(i, false));
+          socket.write(head(i + 1, true));
+        }
+      });
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (answers += chunk));
+      socket.once('end', () =>
+        answers.split('HTTP/1.1 200 OK').length === 3 ? resolve() : reject(new Error(`answered: ${answers}`)),
+      );
+      socket.once('error', reject);
+    });
+  }
+}
+
 const all = (n: number): Score => ({ correct: n, wrong: 0, none: 0, missing: 0 });
 
 /**
@@ -280,7 +381,7 @@ afterAll(async () => {
 describe('Go goroutines (real kernel)', () => {
   it("a server started before the agent: every write its request's; an upstream send on a connection dialed before carries none", async () => {
     expect(followedLine('default')).toMatch(
-      /are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too\)$/,
+      /are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too, TLS server reads too\)$/,
     );
     const { writes, upstreamSends } = await measure(before, 'before');
     expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
@@ -304,7 +405,7 @@ describe('Go goroutines (real kernel)', () => {
       const server = await serve(build, join(dir, build));
       // the TLS offset comes from runtime.tlsg and PT_TLS when the system linker placed it
       expect(await waitFor(() => followedLine(build))).toMatch(
-        /\(go1\.\d+[.\d]*\) are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too\)$/,
+        /\(go1\.\d+[.\d]*\) are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too, TLS server reads too\)$/,
       );
       const { writes, upstreamSends } = await measure(server, build);
       expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
@@ -354,51 +455,11 @@ describe('Go goroutines (real kernel)', () => {
   }, 120_000);
 
   it("HTTP/2 over TLS (ServeTLS, h2 by ALPN), 1, 8 and 64 streams on one connection: each stream's writes (its handler's, a goroutine's it spawns) carry its own x-request-id and trace", async () => {
-    const { cert, key } = selfSignedCert(dir);
-    const binary = buildGo(H2_SERVER, join(dir, 'go-h2-server'));
-    const out = join(dir, 'h2');
-    mkdirSync(out);
-    const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', binary, out, cert, key], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    children.push(child);
-    const port = await new Promise<number>((resolve) =>
-      child.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim()))),
-    );
-    expect(
-      await waitFor(() =>
-        agent
-          .output()
-          .split('\n')
-          .find((l) => l.includes(`goroutines of ${binary} (`)),
-      ),
-    ).toMatch(/are followed \(.*HTTP\/2 server streams too\)$/);
-    const ca = readFileSync(cert);
-    const table: Record<string, Accuracy & { otherTrace: number }> = {};
-    for (const level of H2_LEVELS) {
-      const ids = Array.from({ length: H2_PER_LEVEL }, (_, i) => `h2-c${level}-r${i}`);
+    const { port, out, ca } = await serveTls('h2');
+    const table = await tlsTable(out, 'h2', async (ids, level) => {
       expect([...(await h2Load(port, ca, ids, level))]).toEqual(['HTTP/2.0']);
-      const events = await writesUnder(store, out, `h2-c${level}-r`, H2_PER_LEVEL * FILES_PER_REQUEST);
-      const traceOf = new Map(ids.map((id, i) => [id, traceparentOf(i).split('-')[1]]));
-      // a write of its own request carries that request's trace too (from its traceparent)
-      const otherTrace = events.filter((e) => e.txn !== null && e.trace !== traceOf.get(e.txn)).length;
-      table[`c=${level}`] = { ...scoreByName(events, ids, FILES_PER_REQUEST), otherTrace };
-    }
-    const cells = Object.entries(table).map(
-      ([l, a]) => `${l}: ${a.correct}/${a.wrong}/${a.none}/${a.missing} (other trace ${a.otherTrace})`,
-    );
-    process.stdout.write(
-      `Go HTTP/2 over TLS writes, correct/wrong/none/missing of ${H2_PER_LEVEL * FILES_PER_REQUEST} a level: ${cells.join(', ')}\n`,
-    );
-    for (const [level, a] of Object.entries(table))
-      expect({ level, ...a, correct: a.correct >= 0.999 * H2_PER_LEVEL * FILES_PER_REQUEST }).toEqual({
-        level,
-        correct: true,
-        wrong: 0,
-        none: a.none,
-        missing: 0,
-        otherTrace: 0,
-      });
+    });
+    expectTlsTable('HTTP/2 over TLS', table);
     // more header fields than the kernel looks at: which of them name the request is not known, so none
     const crowded = Array.from({ length: 8 }, (_, i) => `h2-crowded-r${i}`);
     const filler = Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`x-filler-${i}`, 'f']));
@@ -410,6 +471,45 @@ describe('Go goroutines (real kernel)', () => {
       none: crowded.length * FILES_PER_REQUEST,
       missing: 0,
     });
+  }, 180_000);
+
+  it("HTTP/1.1 over TLS (an empty TLSNextProto), 1, 8 and 64 keep-alive connections: each request's writes (its handler's, a goroutine's it spawns) carry its own x-request-id and trace", async () => {
+    const { port, out, ca } = await serveTls('http1');
+    // the handler answers with the protocol it was asked in
+    const proto = await new Promise<string>((resolve, reject) =>
+      httpsGet(
+        { host: '127.0.0.1', port, ca, path: '/', headers: { 'x-request-id': 'tls1-proto' } },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.once('end', () => resolve(body));
+        },
+      ).once('error', reject),
+    );
+    expect(proto).toBe('HTTP/1.1');
+    const table = await tlsTable(out, 'tls1', (ids, level) => httpLoad(port, ids, level, { ca }));
+    expectTlsTable('HTTP/1.1 over TLS', table);
+    // the next request's first byte peeked by the background read, joined with the rest by its socket
+    const pairs = Array.from({ length: 64 }, (_, i) => `tls1-pipe-r${i}`);
+    await pipelinedPairs(port, ca, pairs);
+    const piped = scoreByName(
+      await writesUnder(store, out, 'tls1-pipe-r', pairs.length * FILES_PER_REQUEST),
+      pairs,
+      FILES_PER_REQUEST,
+    );
+    process.stdout.write(`Go HTTP/1.1 over TLS, pipelined pairs: ${JSON.stringify(piped)}\n`);
+    expect(piped).toEqual({ correct: pairs.length * FILES_PER_REQUEST, wrong: 0, none: 0, missing: 0 });
+    // two heads in one read: which request a later call serves is not known (pipelined), none, never the other's
+    const joined = Array.from({ length: 16 }, (_, i) => `tls1-joined-r${i}`);
+    await pipelinedPairs(port, ca, joined, true);
+    const together = scoreByName(
+      await writesUnder(store, out, 'tls1-joined-r', joined.length * FILES_PER_REQUEST),
+      joined,
+      FILES_PER_REQUEST,
+    );
+    process.stdout.write(`Go HTTP/1.1 over TLS, pairs in one record: ${JSON.stringify(together)}\n`);
+    expect({ ...together, correct: 0, none: 0 }).toEqual({ correct: 0, wrong: 0, none: 0, missing: 0 });
   }, 180_000);
 
   it("a stripped binary: its events carry none, never another request's, and one warning names it", async () => {

@@ -1,10 +1,12 @@
-// A Go net/http server over TLS, the ordinary way (ServeTLS: HTTP/2 negotiated by ALPN), for
-// attribution accuracy on multiplexed streams: each request sleeps 0-20 ms, writes a file named by
-// its x-request-id, and has a goroutine it spawns write another.
-// Usage: go-h2-server DIR CERT KEY (prints its port).
+// A Go net/http server over TLS, the ordinary way (ServeTLS: HTTP/2 negotiated by ALPN; with
+// "http1", HTTP/1.1 only, as a server with an empty TLSNextProto), for attribution accuracy on
+// multiplexed streams and keep-alive connections: each request sleeps 0-20 ms, writes a file named
+// by its x-request-id, and has a goroutine it spawns write another.
+// Usage: go-h2-server DIR CERT KEY [http1] (prints its port).
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math/rand"
@@ -34,5 +36,9 @@ func main() {
 		panic(err)
 	}
 	fmt.Println(listener.Addr().(*net.TCPAddr).Port)
-	panic(http.ServeTLS(listener, nil, cert, key))
+	server := &http.Server{}
+	if len(os.Args) > 4 && os.Args[4] == "http1" {
+		server.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	panic(server.ServeTLS(listener, cert, key))
 }
