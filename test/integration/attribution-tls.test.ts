@@ -5,14 +5,7 @@
  * its x-request-id, so each write's target says which request caused it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import {
-  chmodSync,
-  copyFileSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-} from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect as connectH2, type ClientHttp2Session, type OutgoingHttpHeaders } from 'node:http2';
 import { Agent, request } from 'node:https';
 import {
