@@ -18,7 +18,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { selfSignedCert } from '../test/support/tls-cert';
+import { selfSignedCert } from './tls-cert';
 import { startBenchAgent } from './agent-process';
 import {
   awaitHooked,

@@ -35,7 +35,7 @@ import {
   type Accuracy,
 } from '../support/request-accuracy';
 import { readStoredEvents } from '../support/store-rows';
-import { selfSignedCert } from '../support/tls-cert';
+import { selfSignedCert } from '../../bench/tls-cert';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-server.go');

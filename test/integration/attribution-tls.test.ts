@@ -20,7 +20,7 @@ import { RecordType } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import { readStoredEvents, type StoredEvent } from '../support/store-rows';
-import { selfSignedCert } from '../support/tls-cert';
+import { selfSignedCert } from '../../bench/tls-cert';
 import { waitFor } from '../support/wait';
 import { hookableEnv, inTurn, nodeHookLine } from '../support/request-accuracy';
 import * as grpc from '@grpc/grpc-js';

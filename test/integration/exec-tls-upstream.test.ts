@@ -19,7 +19,7 @@ import { createCgroup, type TestCgroup } from '../support/cgroup';
 import type { ExecReport } from '../support/exec/exec-report';
 import { runCommand, UNPRIVILEGED, type Outcome } from '../support/exec/kreplay-run';
 import { useTempDir } from '../support/temp-dir';
-import { selfSignedCert } from '../support/tls-cert';
+import { selfSignedCert } from '../../bench/tls-cert';
 import { waitFor } from '../support/wait';
 
 const CLIENT = join(__dirname, '..', 'support', 'exec', 'https-client.py');

@@ -25,7 +25,7 @@ async function python(env: NodeJS.ProcessEnv = hookableEnv()): Promise<number> {
   return child.pid!;
 }
 
-function hooks(include: number[], queue: (pid: number) => Promise<number>) {
+function hooks(include: number[], queue: (pid: number) => Promise<number>, ancestors: number[] = []) {
   const lines: string[] = [];
   const line = (level: string) => (msg: string, f?: Record<string, unknown>) => {
     lines.push(`${level} ${msg} pid=${String(f?.pid)}`);
@@ -45,7 +45,12 @@ function hooks(include: number[], queue: (pid: number) => Promise<number>) {
       return queue(pid);
     },
   };
-  const h = new PythonHooks({ wanted: (pid) => include.includes(pid), log, native });
+  const h = new PythonHooks({
+    wanted: (pid) => include.includes(pid),
+    log,
+    native,
+    ancestors: () => ancestors,
+  });
   return { h, lines, queued };
 }
 
@@ -91,6 +96,20 @@ describe('PythonHooks', () => {
         `info no Python hook: ptrace refused: Operation not permitted; its requests stay unattributed pid=${refusing}`,
       ].sort(),
     );
+  });
+
+  it('never goes into a process above the agent (its supervisor, shell or CI runner), and says so', async () => {
+    const supervisor = await python();
+    const { h, lines, queued } = hooks([supervisor], () => Promise.resolve(0), [supervisor]);
+    await waitFor(async () => {
+      await h.scanOnce();
+      return h.counts.refused === 1;
+    });
+    expect(queued).toEqual([]);
+    expect(h.counts).toEqual({ hooked: 0, refused: 1, failed: 0 });
+    expect(lines).toEqual([
+      `info no Python hook: it runs above the agent (its supervisor, shell or CI runner): the agent's own line is never hooked; its requests stay unattributed pid=${supervisor}`,
+    ]);
   });
 
   it('tries again a process whose main thread had no safe point', async () => {

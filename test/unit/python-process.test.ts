@@ -4,7 +4,6 @@ import {
   isKreplayCommand,
   needsMaps,
   optedOut,
-  parseStat,
   pythonVersion,
   RUNTIME_BYTES,
   runtimeLayout,
@@ -27,16 +26,12 @@ describe('python-process', () => {
     expect(pythonVersion('/usr/sbin/uwsgi')).toBeNull();
   });
 
-  it('reads the opt-out, the tracer, the parent and the start time', () => {
+  it('reads the opt-out and the tracer, and tells kreplay by its command line', () => {
     expect(optedOut('PATH=/usr/bin\0KREPLAY_PYTHON_HOOK=off\0')).toBe(true);
     expect(optedOut('PATH=/usr/bin\0kreplay_python_hook=OFF\0')).toBe(true);
     expect(optedOut('PATH=/usr/bin\0KREPLAY_PYTHON_HOOK=on\0X=KREPLAY_PYTHON_HOOK=off')).toBe(false);
     expect(tracerPid('Name:\tpython3\nTracerPid:\t4242\nUid:\t0\n')).toBe(4242);
     expect(tracerPid('Name:\tpython3\nTracerPid:\t0\n')).toBe(0);
-    // a comm with spaces and parentheses
-    const stat = '77 (my (odd) srv) S 12 77 77 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1 2 3';
-    expect(parseStat(stat)).toEqual({ ppid: 12, startTime: '987654' });
-    expect(parseStat('garbage')).toBeNull();
     expect(isKreplayCommand('/usr/lib/kreplay/node\0/usr/lib/kreplay/bin/kreplay.js\0run\0--txn\0x\0')).toBe(
       true,
     );

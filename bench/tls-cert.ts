@@ -1,4 +1,4 @@
-/** A self-signed certificate for 127.0.0.1 (openssl from apt), valid a day: for loopback TLS servers in tests. */
+/** A self-signed certificate for 127.0.0.1 (openssl from apt), valid a day: for the loopback TLS servers of the benches and the tests. */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
