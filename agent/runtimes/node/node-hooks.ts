@@ -9,6 +9,7 @@ import { readdirSync } from 'node:fs';
 import type { Logger } from '../../../core/log/logger';
 import type { NativeAddon } from '../../../core/native/addon';
 import { injectNodeHook, type HookOutcome, type InjectorTimings } from './injector';
+import { AGENT_ANCESTOR_REASON, ancestorsOf } from '../process-tree';
 import { exeIdentity } from './node-process';
 import { NodeRuntimes } from './node-runtime';
 
@@ -28,6 +29,8 @@ export interface NodeHooksOptions {
   /** between scans of /proc; default 1000 */
   scanMs?: number;
   timings?: InjectorTimings;
+  /** the processes above the agent, never hooked (default: read from /proc at each scan) */
+  ancestors?: () => number[];
 }
 
 /** How often a process whose refusal may pass (SIGUSR1 not caught yet, just after exec) is asked again. */
@@ -77,6 +80,7 @@ export class NodeHooks {
 
   private async scan(): Promise<void> {
     const alive = new Set<number>();
+    const agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
     for (const name of readdirSync('/proc')) {
       if (this.stopped) return;
       const pid = Number(name);
@@ -94,6 +98,10 @@ export class NodeHooks {
       // not Node; or not included yet (a filter's cgroups and services change): asked again next scan
       if (!runtime) known.settled = true;
       if (!runtime || !this.options.wanted(pid)) continue;
+      if (agentLine.has(pid)) {
+        this.settle(pid, known, { kind: 'refused', reason: AGENT_ANCESTOR_REASON, transient: false });
+        continue;
+      }
       const outcome = await injectNodeHook(pid, runtime, this.options.log, this.options.timings, () =>
         this.options.followLibuv(pid),
       );

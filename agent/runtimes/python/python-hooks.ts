@@ -13,13 +13,13 @@ import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, readSync 
 import { isErrorCode, type ErrorCode } from '../../../core/error-codes';
 import type { Logger } from '../../../core/log/logger';
 import { nativeAddon, type NativeAddon, type NativePythonSymbols } from '../../../core/native/addon';
+import { AGENT_ANCESTOR_REASON, ancestorsOf, parseStat, readStat } from '../process-tree';
 import { pythonBootstrap, readPythonHookSource } from './hook-source';
 import {
   interpreterState,
   isKreplayCommand,
   needsMaps,
   optedOut,
-  parseStat,
   pythonVersion,
   RUNTIME_BYTES,
   runtimeLayout,
@@ -46,6 +46,8 @@ export interface PythonHookOptions {
   wanted(pid: number): boolean;
   log: Logger;
   native?: Pick<NativeAddon, 'pythonSymbols' | 'queuePythonCode'>;
+  /** the processes above the agent, never hooked (default: read from /proc at each scan) */
+  ancestors?: () => number[];
 }
 
 interface Candidate {
@@ -77,6 +79,8 @@ export class PythonHooks {
   private timer: NodeJS.Timeout | null = null;
   private scanning: Promise<void> | null = null;
   private stopped = false;
+  /** the agent's ancestors at the last scan */
+  private agentLine = new Set<number>();
 
   constructor(private readonly options: PythonHookOptions) {
     this.native = options.native ?? nativeAddon();
@@ -103,6 +107,7 @@ export class PythonHooks {
 
   /** One look at /proc: what start() does every SCAN_MS. */
   async scanOnce(): Promise<void> {
+    this.agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
     const pids = new Set(
       readdirSync('/proc')
         .filter((name) => /^\d+$/.test(name))
@@ -172,6 +177,10 @@ export class PythonHooks {
     if (!version) return 'young';
     if (!this.options.wanted(pid)) return 'young';
     if (this.isKreplays(pid)) return 'done';
+    if (this.agentLine.has(pid)) {
+      this.finish(pid, 'refused', AGENT_ANCESTOR_REASON, exe);
+      return 'done';
+    }
     const layout = runtimeLayout(version);
     if (!layout) {
       this.finish(
@@ -198,7 +207,7 @@ export class PythonHooks {
   private isKreplays(pid: number): boolean {
     for (let at = pid, hops = 0; at > 1 && hops < 64; hops++) {
       if (isKreplayCommand(readText(() => readFileSync(`/proc/${at}/cmdline`, 'latin1')) ?? '')) return true;
-      const stat = parseStat(readText(() => readFileSync(`/proc/${at}/stat`, 'latin1')) ?? '');
+      const stat = parseStat(readStat(at) ?? '');
       if (!stat) return false;
       at = stat.ppid;
     }

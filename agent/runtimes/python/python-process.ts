@@ -43,23 +43,6 @@ export function tracerPid(status: string): number {
   return m ? Number(m[1]) : 0;
 }
 
-export interface ProcessStat {
-  ppid: number;
-  /** clock ticks after boot: with the pid, tells one process from a later one with the same pid */
-  startTime: string;
-}
-
-/** /proc/<pid>/stat: the comm (field 2) may hold spaces and parentheses; the fields after it do not. */
-export function parseStat(stat: string): ProcessStat | null {
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // after the comm: state(3) ppid(4) ... starttime(22)
-  const ppid = Number(fields[1]);
-  const startTime = fields[19];
-  return Number.isInteger(ppid) && startTime !== undefined && /^\d+$/.test(startTime)
-    ? { ppid, startTime }
-    : null;
-}
-
 /** Whether a command line (/proc/<pid>/cmdline, NUL-separated) is kreplay's: its launcher's script. */
 export function isKreplayCommand(cmdline: string): boolean {
   return cmdline.split('\0').some((arg) => basename(arg) === 'kreplay.js');
