@@ -106,6 +106,32 @@ print(sum(type(f).__name__ == "PatchingFinder" for f in sys.meta_path))
     ]);
   });
 
+  it('patches a module it caught in the middle of its import at the next loop callback or pool submission', () => {
+    // what the agent meets when it queues the hook while the server still imports: aiohttp's
+    // web_protocol (and grpcio's _server) in sys.modules before their functions are defined; once
+    // the server runs, it imports nothing more that would retry them
+    const out = run(`import asyncio, sys, types
+from concurrent.futures import ThreadPoolExecutor
+for name in ("aiohttp", "aiohttp.web_protocol", "grpc", "grpc._server"):
+    sys.modules[name] = types.ModuleType(name)
+loop = asyncio.new_event_loop()
+pool = ThreadPoolExecutor(max_workers=1)
+${bootstrap}
+class RequestHandler:
+    async def _handle_request(self, request, *args):
+        return "ok"
+sys.modules["aiohttp.web_protocol"].RequestHandler = RequestHandler
+server = sys.modules["grpc._server"]
+server._unary_response_in_pool = server._stream_response_in_pool = lambda *args: None
+print(hasattr(RequestHandler._handle_request, "_kreplay_wraps"), hasattr(server._unary_response_in_pool, "_kreplay_wraps"))
+loop.run_until_complete(asyncio.sleep(0))
+print(hasattr(RequestHandler._handle_request, "_kreplay_wraps"))
+pool.submit(print, "submitted").result()
+print(hasattr(server._unary_response_in_pool, "_kreplay_wraps"))
+`);
+    expect(out.split('\n')).toEqual(['False False', 'True', 'submitted', 'True', '']);
+  });
+
   it('raises nothing, and prints nothing, when the hook is broken', () => {
     expect(run(`${pythonBootstrap('def broken(:\n')}print("still running")`)).toBe('still running\n');
     expect(() => pythonBootstrap('caf\u00e9 = 1\n')).toThrow('printable ASCII');

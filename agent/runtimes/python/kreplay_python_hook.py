@@ -146,6 +146,8 @@ def install(fd, signal):
     def wrap_handle_run(run, neutral):
         def _run(self):
             try:
+                if unpatched:
+                    retry_unpatched()
                 if isinstance(getattr(self._callback, "__self__", None), neutral):
                     mine = slot()
                     mine[slot_at] = 0
@@ -192,6 +194,8 @@ def install(fd, signal):
     def wrap_submit(submit):
         def submit_in_unit(self, fn, /, *args, **kwargs):
             try:
+                if unpatched:
+                    retry_unpatched()
                 if not getattr(fn, "_kreplay_opens_unit", False):
                     unit = unit_var.get()
                     if not unit:
@@ -251,7 +255,10 @@ def install(fd, signal):
         "aiohttp.web_protocol": patch_aiohttp,
         "grpc._server": patch_grpc,
     }
-    # imported but not patched yet (caught in the middle of its import): retried at each import
+    # imported but not patched yet (caught in the middle of its import: the agent queues the hook as
+    # soon as the interpreter is up, often while the application still imports): retried at each
+    # import, and at each loop callback and pool submission, since a server that has finished
+    # starting may import nothing again
     unpatched = set()
 
     def patch(name, module):
