@@ -27,6 +27,7 @@ import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { buildGo, type GoBuild } from '../support/go-build';
 import {
+  h2Request,
   httpLoad,
   inTurn,
   scoreWrites as scoreByName,
@@ -183,28 +184,11 @@ async function h2Load(
   const session = connect(`https://127.0.0.1:${port}`, { ca });
   const protocols = new Set<string>();
   try {
-    await inTurn(
-      ids,
-      level,
-      (id, i) =>
-        new Promise<void>((resolve, reject) => {
-          const stream = session.request({
-            ':path': '/',
-            'x-request-id': id,
-            traceparent: traceparentOf(i),
-            ...extra,
-          });
-          let body = '';
-          stream.setEncoding('utf8');
-          stream.on('data', (chunk: string) => (body += chunk));
-          stream.once('end', () => {
-            protocols.add(body);
-            resolve();
-          });
-          stream.once('error', reject);
-          stream.end();
-        }),
-    );
+    await inTurn(ids, level, async (id, i) => {
+      protocols.add(
+        await h2Request(session, { 'x-request-id': id, traceparent: traceparentOf(i), ...extra }),
+      );
+    });
   } finally {
     session.close();
   }

@@ -65,6 +65,10 @@ function expectExact(score: Accuracy, files: number): void {
   expect(score.correct).toBeGreaterThanOrEqual(0.999 * REQUESTS * files);
 }
 
+/** The agent on the test's cgroup (started again by the restart case, on the same store). */
+const startNodeAgent = () =>
+  startAgent(['--data-dir', join(dir, 'data'), '--node', 'node', '--cgroup-id', String(cgroup.id)]);
+
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kreplay-node-'));
   store = join(dir, 'data', 'node.db');
@@ -75,14 +79,7 @@ beforeAll(async () => {
   upstreamPort = (upstream.address() as AddressInfo).port;
   mkdirSync(join(dir, 'early'));
   early = await node(join(RUNTIMES, 'node-server.js'), [join(dir, 'early'), String(upstreamPort)]);
-  agent = await startAgent([
-    '--data-dir',
-    join(dir, 'data'),
-    '--node',
-    'node',
-    '--cgroup-id',
-    String(cgroup.id),
-  ]);
+  agent = await startNodeAgent();
 });
 
 afterAll(async () => {
@@ -182,14 +179,7 @@ describe('the Node hook on unmodified servers (real kernel)', () => {
     const server = await node(join(RUNTIMES, 'node-server.js'), [out, String(upstreamPort)]);
     expect(await nodeHookLine(agent, server.child.pid!)).toMatch(/hooked a Node process/);
     expect(await agent.stop()).toBe(0);
-    agent = await startAgent([
-      '--data-dir',
-      join(dir, 'data'),
-      '--node',
-      'node',
-      '--cgroup-id',
-      String(cgroup.id),
-    ]);
+    agent = await startNodeAgent();
     expect(await nodeHookLine(agent, server.child.pid!)).toMatch(/hooked a Node process/);
     expectExact(await measure('again', server.port, out, 2), 2);
   });

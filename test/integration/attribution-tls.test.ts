@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect as connectH2, type ClientHttp2Session, type OutgoingHttpHeaders } from 'node:http2';
+import { connect as connectH2 } from 'node:http2';
 import { Agent, request } from 'node:https';
 import {
   connect as connectTcp,
@@ -22,7 +22,7 @@ import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup
 import { readStoredEvents, type StoredEvent } from '../support/store-rows';
 import { selfSignedCert } from '../../bench/tls-cert';
 import { waitFor } from '../support/wait';
-import { hookableEnv, inTurn, nodeHookLine } from '../support/request-accuracy';
+import { h2Request, hookableEnv, inTurn, nodeHookLine } from '../support/request-accuracy';
 import * as grpc from '@grpc/grpc-js';
 
 const SUPPORT = join(__dirname, '..', 'support');
@@ -358,18 +358,6 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     process.stdout.write(`TLS Node https c=${level}: ${JSON.stringify(s)}\n`);
     expectExact(s, PER_LEVEL * 2);
   });
-
-  /** One request on an HTTP/2 session, its response read to the end. */
-  function h2Request(session: ClientHttp2Session, headers: OutgoingHttpHeaders): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      session
-        .request({ ':path': '/', ...headers })
-        .once('error', reject)
-        .on('data', () => undefined)
-        .once('end', () => resolve())
-        .end();
-    });
-  }
 
   // Many streams multiplexed on one connection: each stream runs in its own unit (the connection's
   // calls belong to none of them).

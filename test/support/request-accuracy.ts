@@ -6,6 +6,7 @@
  * they start (the runner opts its own processes out, see jest.config.js).
  */
 import { Agent, request } from 'node:http';
+import type { ClientHttp2Session, OutgoingHttpHeaders } from 'node:http2';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { basename } from 'node:path';
 import { RecordType } from '../../core/model';
@@ -58,7 +59,7 @@ export async function writesUnder(
 export async function inTurn(
   ids: string[],
   level: number,
-  send: (id: string, i: number) => Promise<void>,
+  send: (id: string, i: number) => Promise<unknown>,
 ): Promise<void> {
   let next = 0;
   await Promise.all(
@@ -69,6 +70,20 @@ export async function inTurn(
       }
     }),
   );
+}
+
+/** One request on an HTTP/2 session (path `/` unless `headers` names one); resolves with its response body. */
+export function h2Request(session: ClientHttp2Session, headers: OutgoingHttpHeaders): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let body = '';
+    session
+      .request({ ':path': '/', ...headers })
+      .setEncoding('utf8')
+      .once('error', reject)
+      .on('data', (chunk: string) => (body += chunk))
+      .once('end', () => resolve(body))
+      .end();
+  });
 }
 
 export interface LoadOptions {
