@@ -368,26 +368,33 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     ['h2 over TLS', true, 1],
     ['h2 over TLS', true, 8],
     ['h2 over TLS', true, 64],
-  ])('follows Node http2 (%s) streams, %i at a time on one connection: exact', async (name, tls, level) => {
-    const h2Out = join(dir, tls ? 'h2s' : 'h2c');
-    mkdirSync(h2Out, { recursive: true });
-    const h2 = await hookedNode(name, 'h2-node-server.js', [h2Out, ...(tls ? [cert, key] : [])]);
-    const session = connectH2(
-      `${tls ? 'https' : 'http'}://127.0.0.1:${h2.port}`,
-      tls ? { ca: readFileSync(cert) } : {},
-    );
-    try {
-      const ids = Array.from({ length: PER_LEVEL }, (_, i) => `h2${tls ? 's' : 'c'}${level}-${i}`);
-      await inTurn(ids, level, (rid) =>
-        h2Request(session, { 'x-request-id': rid, traceparent: traceparent() }),
+  ])(
+    'follows Node http2 (%s, TLS %s) streams, %i at a time on one connection: exact',
+    async (name, tls, level) => {
+      const h2Out = join(dir, tls ? 'h2s' : 'h2c');
+      mkdirSync(h2Out, { recursive: true });
+      const h2 = await hookedNode(name, 'h2-node-server.js', [h2Out, ...(tls ? [cert, key] : [])]);
+      const session = connectH2(
+        `${tls ? 'https' : 'http'}://127.0.0.1:${h2.port}`,
+        tls ? { ca: readFileSync(cert) } : {},
       );
-      const s = score(await writesFor(store, h2Out, `h2${tls ? 's' : 'c'}${level}-`, PER_LEVEL * 2), ids, 2);
-      process.stdout.write(`Node http2 ${name}, ${level} streams at a time: ${JSON.stringify(s)}\n`);
-      expectExact(s, PER_LEVEL * 2);
-    } finally {
-      session.destroy();
-    }
-  });
+      try {
+        const ids = Array.from({ length: PER_LEVEL }, (_, i) => `h2${tls ? 's' : 'c'}${level}-${i}`);
+        await inTurn(ids, level, (rid) =>
+          h2Request(session, { 'x-request-id': rid, traceparent: traceparent() }),
+        );
+        const s = score(
+          await writesFor(store, h2Out, `h2${tls ? 's' : 'c'}${level}-`, PER_LEVEL * 2),
+          ids,
+          2,
+        );
+        process.stdout.write(`Node http2 ${name}, ${level} streams at a time: ${JSON.stringify(s)}\n`);
+        expectExact(s, PER_LEVEL * 2);
+      } finally {
+        session.destroy();
+      }
+    },
+  );
 
   // HPACK's shapes, on one h2c connection: a header block that references the dynamic table (the
   // traceparent and x-request-id of an earlier stream, sent again after another stream's),
