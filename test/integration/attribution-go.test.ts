@@ -24,7 +24,7 @@ import Database from 'better-sqlite3';
 import { nativeAddon } from '../../core/native/addon';
 import { RecordType } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import { buildGo, type GoBuild } from '../support/go-build';
 import {
   h2Request,
@@ -75,18 +75,9 @@ interface Score {
 }
 
 /** Starts a server build in the test cgroup, the ordinary way; resolves with it and its port. */
-function serve(build: GoBuild, out: string, binary = binaries[build]): Promise<Served> {
+async function serve(build: GoBuild, out: string, binary = binaries[build]): Promise<Served> {
   mkdirSync(out, { recursive: true });
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', binary, out, String(upstreamPort)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${build} server exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) =>
-      resolve({ child, port: Number(chunk.toString().trim()), out }),
-    );
-  });
+  return { ...(await serverInCgroup(cgroup, binary, [out, String(upstreamPort)], { children })), out };
 }
 
 const ids = (name: string) => Array.from({ length: REQUESTS }, (_, i) => `${name}-r${i}`);
@@ -211,13 +202,7 @@ async function serveTls(mode: 'h2' | 'http1'): Promise<{ port: number; out: stri
   const binary = buildGo(H2_SERVER, join(dir, `go-tls-server-${mode}`));
   const out = join(dir, `tls-${mode}`);
   mkdirSync(out);
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', binary, out, cert, key, mode], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  const port = await new Promise<number>((resolve) =>
-    child.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim()))),
-  );
+  const { port } = await serverInCgroup(cgroup, binary, [out, cert, key, mode], { children });
   expect(
     await waitFor(() =>
       agent

@@ -7,7 +7,7 @@
  * out, traced by another tracer) keeps its events unattributed, never another request's. The
  * injected process keeps answering every request, during the injection and after.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import {
   hookableEnv,
   httpLoad,
@@ -52,18 +52,13 @@ interface Started {
  * Starts `command` in the test cgroup (its pid is the process's: the shell execs it), hookable (the
  * runner's opt-out lifted); resolves with the port it prints.
  */
-function serve(command: string, args: string[], env: NodeJS.ProcessEnv = hookableEnv()): Promise<Started> {
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env,
-  });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${command} exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) =>
-      resolve({ child, pid: child.pid!, port: Number(chunk.toString().trim()) }),
-    );
-  });
+async function serve(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = hookableEnv(),
+): Promise<Started> {
+  const { child, port } = await serverInCgroup(cgroup, command, args, { env, children });
+  return { child, pid: child.pid!, port };
 }
 
 const aiohttp = (out: string, env?: NodeJS.ProcessEnv) =>

@@ -7,14 +7,14 @@
  * 0): what kreplay cannot follow it leaves unattributed, counted. The figures are printed and kept
  * in docs/internals.md "Attribution".
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { createCgroup, type TestCgroup } from '../support/cgroup';
+import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import {
   httpLoad,
   hookableEnv,
@@ -65,16 +65,8 @@ afterAll(async () => {
 });
 
 /** Starts `command` in the test cgroup, the ordinary way, and resolves with the port it prints. */
-function serve(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const child = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', command, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env,
-  });
-  servers.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${command} exited with ${code} before listening`)));
-    child.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
-  });
+async function serve(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  return (await serverInCgroup(cgroup, command, args, { env, children: servers })).port;
 }
 
 /**
