@@ -4,9 +4,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { NodeHooks } from '../../agent/runtimes/node/node-hooks';
-import type { Logger } from '../../core/log/logger';
 import { nativeAddon } from '../../core/native/addon';
 import { hookableEnv } from '../support/request-accuracy';
+import { recordingLogger } from '../support/recording-logger';
 import { waitFor } from '../support/wait';
 
 let child: ChildProcess | null = null;
@@ -23,16 +23,9 @@ describe('NodeHooks', () => {
     let stderr = '';
     child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
     const lines: string[] = [];
-    const line = (level: string) => (msg: string, f?: Record<string, unknown>) => {
+    const log = recordingLogger((level, msg, f) => {
       if (f?.pid === child!.pid) lines.push(`${level} ${msg} ${String(f?.reason)}`);
-    };
-    const log: Logger = {
-      debug: line('debug'),
-      info: line('info'),
-      warn: line('warn'),
-      error: line('error'),
-      child: () => log,
-    };
+    });
     const hooks = new NodeHooks({
       wanted: (pid) => pid === child!.pid,
       followLibuv: () => {

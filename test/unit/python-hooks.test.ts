@@ -6,9 +6,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { PythonHooks } from '../../agent/runtimes/python/python-hooks';
-import type { Logger } from '../../core/log/logger';
 import { nativeAddon, type NativePythonSymbols } from '../../core/native/addon';
 import { hookableEnv } from '../support/request-accuracy';
+import { recordingLogger } from '../support/recording-logger';
 import { waitFor } from '../support/wait';
 
 const children: ChildProcess[] = [];
@@ -27,16 +27,7 @@ async function python(env: NodeJS.ProcessEnv = hookableEnv()): Promise<number> {
 
 function hooks(include: number[], queue: (pid: number) => Promise<number>, ancestors: number[] = []) {
   const lines: string[] = [];
-  const line = (level: string) => (msg: string, f?: Record<string, unknown>) => {
-    lines.push(`${level} ${msg} pid=${String(f?.pid)}`);
-  };
-  const log: Logger = {
-    debug: line('debug'),
-    info: line('info'),
-    warn: line('warn'),
-    error: line('error'),
-    child: () => log,
-  };
+  const log = recordingLogger((level, msg, f) => lines.push(`${level} ${msg} pid=${String(f?.pid)}`));
   const queued: { pid: number; code: string }[] = [];
   const native = {
     pythonSymbols: (pid: number): NativePythonSymbols => nativeAddon().pythonSymbols(pid),
