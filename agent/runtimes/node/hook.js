@@ -12,7 +12,8 @@
 //     request's own objects (a request body's data, an HTTP/2 stream's frames, which arrive in the
 //     connection's callbacks). No call per switch: between callbacks, in libuv, the slot says 0;
 //   - a write of an OPEN signal gives a unit the request's context (the head that follows the
-//     signal: method, path, traceparent, x-request-id), once per request;
+//     signal: method, path, traceparent, x-request-id), once per request, and a CLOSE signal ends
+//     it when the response is done (a timer the request left keeps running in its unit, with none);
 //   - a client socket written for two requests (a pooled connection of a database or cache
 //     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
 //     Node's own HTTP client is exact (it gives a reused socket the request it serves).
@@ -64,6 +65,7 @@ module.exports = function kreplayNodeHook(signal) {
   state.previousSlot = state.slot;
   const slot = (state.slot = signalOf(signal.watch, signal.bytes));
   const openSignal = signalOf(signal.open, signal.bytes + signal.maxHead);
+  const closeSignal = signalOf(signal.close, signal.bytes);
   const setUnit = (buf, unit) => {
     buf.writeUInt32LE(unit >>> 0, signal.unitAt);
     buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
@@ -129,8 +131,9 @@ module.exports = function kreplayNodeHook(signal) {
     if (target.length > 512 || CONTROL.test(target)) target = '/';
     return `${typeof method === 'string' && !CONTROL.test(method) ? method.slice(0, 16) : 'GET'} ${target} HTTP/1.1\r\n${fields}\r\n`;
   };
-  // A new unit for a request; its context when it carries a trace context or a request id.
-  const open = (method, path, headers) => {
+  // A new unit for a request; its context when it carries a trace context or a request id, until
+  // `done` (the response or stream) closes.
+  const open = (method, path, headers, done) => {
     const unit = state.nextUnit++;
     const text = head(method, path, headers ?? {});
     if (text === null) return unit;
@@ -141,6 +144,10 @@ module.exports = function kreplayNodeHook(signal) {
     setUnit(openSignal, unit);
     send(openSignal, length);
     enter(outer);
+    done?.once?.('close', () => {
+      setUnit(closeSignal, unit);
+      send(closeSignal, signal.bytes);
+    });
     return unit;
   };
 
@@ -167,14 +174,14 @@ module.exports = function kreplayNodeHook(signal) {
             patch(proto, 'emit', inUnit);
           }
           const h = headers ?? {};
-          stream[UNIT] = open(h[':method'], h[':path'], h);
+          stream[UNIT] = open(h[':method'], h[':path'], h, stream);
           return runIn(stream[UNIT], emit, this, [event, ...args]);
         }
         if (!REQUEST_EVENTS.has(event)) return Reflect.apply(emit, this, [event, ...args]);
         // HTTP/1.x (req, res); or HTTP/2's compatibility API, whose stream has its unit already
         const [req, res] = args;
         if (!req || typeof req !== 'object') return Reflect.apply(emit, this, [event, ...args]);
-        const unit = req.stream?.[UNIT] ?? open(req.method, req.url, req.headers);
+        const unit = req.stream?.[UNIT] ?? open(req.method, req.url, req.headers, res);
         req[UNIT] = unit;
         if (res && typeof res === 'object') res[UNIT] = unit;
         return runIn(unit, emit, this, [event, ...args]);
