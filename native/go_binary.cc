@@ -152,11 +152,11 @@ GoBinary InspectGoBinary(const std::string& path) {
   }
   std::map<std::string, ElfSymbol> functions;
   for (const ElfSymbol& symbol : elf.Symbols([](const char*name, int type) {
-         return (type == STT_FUNC && (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) ||
-                                      !std::strcmp(name, kReadLoop) || !std::strcmp(name, kWriteLoop) ||
-                                      !std::strcmp(name, kWaitForContinue) || !std::strcmp(name, kProcessHeaders) ||
-                                      !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
-                                      !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv))) ||
+         return (type == STT_FUNC &&
+                 (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
+                  !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
+                  !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
+                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;

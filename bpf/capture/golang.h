@@ -111,7 +111,7 @@ struct {
  */
 struct kr_go_stream {
 	__u64 handler_go; /* the callerpc of newproc1 for processHeaders' `go sc.runHandler` */
-	__u64 context_id;
+	__u64 context_id; /* a handle (lifetime.h) */
 };
 
 struct {
@@ -462,7 +462,8 @@ int go_h2_headers(struct pt_regs *ctx)
 	unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, 0);
 	/* the uprobe's ip is processHeaders' entry where it is mapped */
 	stream.handler_go = PT_REGS_IP(ctx) + p->h2_handler_go;
-	stream.context_id = go_h2_request(pid_tgid, GO_ARG2(ctx));
+	/* a request's; net/http tells no stream's end here: it lives until live_requests drops it */
+	stream.context_id = request_opened(go_h2_request(pid_tgid, GO_ARG2(ctx)));
 	if (bpf_map_update_elem(&go_streams, &key, &stream, BPF_ANY))
 		bpf_map_delete_elem(&go_streams, &key);
 	return 0;
@@ -592,8 +593,8 @@ int go_chansend(struct pt_regs *ctx)
 	__u64 handle, *found;
 
 	/* a non-blocking send (a timer's, a select's default) may run on any goroutine: not a hand-off */
-	if (!go_followed(tgid) || !(GO_ARG3(ctx) & 0xff) || !attribution_enabled || !context_watched(pid_tgid) ||
-	    !go_value(&v, tgid, GO_ARG1(ctx), GO_ARG2(ctx)))
+	if (!go_followed(tgid) || !(GO_ARG3(ctx) & 0xff) || !attribution_enabled ||
+	    !context_watched(pid_tgid) || !go_value(&v, tgid, GO_ARG1(ctx), GO_ARG2(ctx)))
 		return 0;
 	handle = unit_context(tgid, KR_UNIT_GOROUTINE, GO_G(ctx)) & ~KR_OWNED;
 	if (!bpf_map_update_elem(&go_sent, &v, &handle, BPF_NOEXIST))
@@ -605,7 +606,7 @@ int go_chansend(struct pt_regs *ctx)
 	return 0;
 }
 
-/* runtime.chanrecv(c *hchan, ep unsafe.Pointer, block bool), on the receiving goroutine: where the value lands. */
+/* runtime.chanrecv(c *hchan, ep unsafe.Pointer, block bool), on the receiver: where the value lands. */
 SEC("uprobe")
 int go_chanrecv(struct pt_regs *ctx)
 {
@@ -636,7 +637,7 @@ int go_chanrecv_ret(struct pt_regs *ctx)
 		r = *found;
 		bpf_map_delete_elem(&go_recvs, &key);
 	}
-	/* nothing received (a closed channel, a non-blocking receive that found none), or the value dropped */
+	/* nothing received (a closed channel, an empty one not waited for), or the value dropped */
 	if (found && (!(GO_ARG2(ctx) & 0xff) || !r.elem))
 		return 0;
 	if (found && go_value(&v, key.tgid, r.chan, r.elem) && (sent = bpf_map_lookup_elem(&go_sent, &v))) {

@@ -142,7 +142,7 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
 	count_event(KR_COUNTER_INTERLEAVED_HEAD);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t && t->context_id) {
-		/* what it created meanwhile (an event loop's pool) may serve any request now: its lease ends */
+		/* what it created meanwhile (an event loop's pool) may serve any request: lease ended */
 		if (t->lease)
 			request_ended(t->context_id);
 		t->context_id = 0;
@@ -428,8 +428,8 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 			return;
 	}
 	if (!preface)
-		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, owns_thread ? t->context_id : 0, pid_tgid, prefix,
-				       prefix_len, buf, len);
+		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, owns_thread ? t->context_id : 0, pid_tgid,
+				       prefix, prefix_len, buf, len);
 	/* a request's: it lives until the connection's next head or its close (lifetime.h) */
 	handle = request_opened(id);
 	if (t && t->unit_kind && unit_owns_reads(t) && t->unit) {
@@ -472,7 +472,7 @@ static __always_inline void head_bytes(__u64 pid_tgid, __u64 owner, __u64 sock, 
 		struct kr_head_prefix fresh = {.bytes = w, .len = got};
 
 		bpf_map_update_elem(&head_prefixes, &sock, &fresh, BPF_ANY);
-		/* the next request has begun, which one is not known yet: this read is none's, the last one ended */
+		/* the next request began, which one is not known yet: this read is none's, the last ended */
 		conn_serve(sock, stamp, 0, flags | KR_CONN_SERVER);
 		return;
 	}

@@ -68,10 +68,7 @@ class Handler(BaseHTTPRequestHandler):
             pool = once("pool", lambda: multiprocessing.get_context("fork").Pool(2))
             pool.apply(write, (rid + ".pool",))
         write(rid + ".handler")
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
     def log_message(self, *args):
         pass
