@@ -194,26 +194,26 @@ static __always_inline void unit_set_context(__u32 tgid, __u32 kind, __u64 id, _
 		bpf_map_delete_elem(&units, &key);
 }
 
+/* The kr_counter a unit's holder counts under when its request ends first. */
+static __always_inline __u32 unit_outlived(__u32 kind)
+{
+	return kind == KR_UNIT_GOROUTINE ? KR_COUNTER_OUTLIVED_GOROUTINE : KR_COUNTER_OUTLIVED_UNIT;
+}
+
 /*
  * The thread now runs unit `id` of `kind` (0: none) and carries its
  * context. It stays marked for the read programs: which unit it runs next
  * is not known, so its reads are looked at and kept when they carry a
  * context.
  */
-static __always_inline __u32 unit_outlived(__u32 kind)
-{
-	return kind == KR_UNIT_GOROUTINE ? KR_COUNTER_OUTLIVED_GOROUTINE : KR_COUNTER_OUTLIVED_UNIT;
-}
-
 static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u32 kind, __u64 id)
 {
 	__u64 handle = unit_context(pid_tgid >> 32, kind, id);
 
 	t->unit_kind = kind;
 	t->unit = id;
-	if (handle & KR_LEASED && !request_live(KR_HANDLE_ID(handle))) {
+	if (handle && !handle_context(handle, unit_outlived(kind))) {
 		/* its request ended: the unit carries none from now on, counted once */
-		count_event(unit_outlived(kind));
 		unit_set_context(pid_tgid >> 32, kind, id, 0);
 		handle = 0;
 	}
@@ -222,13 +222,9 @@ static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u
 }
 
 /*
- * A thread whose hook keeps its unit in memory (KR_UNIT_WATCH): the unit it
- * runs now. Called where a thread's calls begin, before its context is used.
- */
-/*
- * Called where a thread's calls begin, before its context is used: a hook's
- * thread takes the unit its slot says, and a context whose request ended
- * is dropped (its unit's too).
+ * Called where a thread's calls begin, before its context is used: a thread
+ * whose hook keeps its unit in memory (KR_UNIT_WATCH) takes the unit it runs
+ * now, and a context whose request ended is dropped (its unit's too).
  */
 static __always_inline void unit_refresh(struct kr_thread *t, __u64 pid_tgid)
 {

@@ -26,7 +26,7 @@ import {
   writesUnder,
   type Accuracy,
 } from '../support/request-accuracy';
-import { readStoredEvents, type StoredEvent } from '../support/store-rows';
+import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
 const RUNTIMES = join(__dirname, '..', 'support', 'runtimes');
@@ -179,6 +179,13 @@ function writesAfter(out: string, prefix: string, after: number, count: number):
 
 const transactions = (events: StoredEvent[]) => [...new Set(events.map((e) => e.txn))];
 
+/** The run's count of holders of `kind` that lost a request's context at its end, once it is some. */
+const outlived = (kind: 'thread' | 'process' | 'goroutine' | 'unit') =>
+  waitFor(() => storedCounter(store, `outlived_${kind}`) > 0, {
+    timeoutMs: 30_000,
+    what: `outlived_${kind} counted`,
+  });
+
 describe('a request context lives as long as its request (real kernel)', () => {
   describe('Go net/http', () => {
     let out: string;
@@ -213,6 +220,7 @@ describe('a request context lives as long as its request (real kernel)', () => {
       await httpLoad(port, ['go-loop-meanwhile'], 1, { path: '/once' });
       const after = await writesAfter(out, 'loop', ended, 50);
       expect(transactions(after)).toEqual([null]);
+      await outlived('goroutine');
     }, 120_000);
   });
 
@@ -257,6 +265,7 @@ describe('a request context lives as long as its request (real kernel)', () => {
       );
       expectAll(table, 'handler', 'correct');
       expectAll(table, 'consumer', 'none');
+      await outlived('thread');
     }, 300_000);
 
     it('a multiprocessing.Pool created in a request: its later work is never that request’s', async () => {
@@ -266,6 +275,7 @@ describe('a request context lives as long as its request (real kernel)', () => {
       const table = await measure(`py-${setting}-pool`, port, out, '/pool', ['pool', 'handler'], ca);
       expectAll(table, 'handler', 'correct');
       expectAll(table, 'pool', 'none');
+      await outlived('process');
     }, 300_000);
   });
 
@@ -283,6 +293,7 @@ describe('a request context lives as long as its request (real kernel)', () => {
     const table = await measure('node-interval', port, out, '/', ['handler']);
     expectAll(table, 'handler', 'correct');
     expect(transactions(await writesAfter(out, 'tick', ended, 50))).toEqual([null]);
+    await outlived('unit');
   }, 300_000);
 
   it('C: a thread per connection and a helper thread per request, joined before the reply: exact', async () => {
