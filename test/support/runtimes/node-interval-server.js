@@ -6,6 +6,7 @@
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
+const { setInterval } = require('node:timers');
 
 const dir = process.argv[2];
 let ticks = 0;
