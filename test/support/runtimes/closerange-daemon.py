@@ -20,12 +20,11 @@ def describe(fd):
         target = os.readlink("/proc/self/fd/%s" % fd)
     except OSError:
         return None
-    # a socket's or pipe's inode differs from run to run
-    return target.split(":")[0] if ":" in target else target
+    # a socket's or pipe's inode differs from run to run, and so does the directory
+    return target.split(":")[0] if ":" in target else os.path.relpath(target)
 
 
-async def main():
-    log = os.open(os.path.join(DIR, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+async def main(log):
     pool = ThreadPoolExecutor(max_workers=4)
     stop = asyncio.Event()
 
@@ -73,4 +72,5 @@ async def main():
 
 sys.stdin.readline()
 os.closerange(3, 1024)
-asyncio.run(main())
+# fd 3: where a hook that kept a descriptor open had it
+asyncio.run(main(os.open(os.path.join(DIR, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)))
