@@ -159,7 +159,7 @@ function get(port: number, path: string, id = 'none', n = 0): Promise<string> {
 
 describe('a hooked program sees nothing of the hook (real kernel)', () => {
   it('a Python daemon that closes every descriptor and opens its log: the log is as without the agent, each line its request', async () => {
-    const ids = Array.from({ length: 24 }, (_, i) => (i % 8 === 7 ? `boom-${i}` : `daemon-${i}`));
+    const ids = Array.from({ length: 24 }, (_, i) => ['boom', 'raise', 'daemon'][Math.min(i % 8, 2)] + `-${i}`);
     const states: string[] = [];
     const serves = async (port: number) => {
       for (const [i, id] of ids.entries()) await get(port, `/r/${id}`, id, i + 1);
@@ -173,7 +173,7 @@ describe('a hooked program sees nothing of the hook (real kernel)', () => {
     expect(without.files['daemon.log']).toBe(expected);
     // its log, aiohttp's tracebacks of the failed pool jobs on stderr, what it sees of itself
     expect(hooked).toEqual(without);
-    expect(without.stderr).toMatch(/ValueError: boom in boom-7/);
+    expect(without.stderr).toMatch(/ValueError: boom in boom-8\n[^]*KeyError: 'raise-9'\n/);
     expect(states[1]).toBe(states[0]);
     expect(JSON.parse(states[0]!).fds['3']).toBe('daemon.log');
     // and the hook still works after the daemon closed everything: each line carries its request
@@ -189,17 +189,21 @@ describe('a hooked program sees nothing of the hook (real kernel)', () => {
     expect(writes.map((e) => e.txn)).toEqual(lines.map((line) => line.split(' ')[0]));
   }, 120_000);
 
-  it('a Node server that closes its files and opens its own on their numbers: its files are as without the agent', async () => {
+  it('a Node server that closes its files and opens its own on every number it closed: its files are as without the agent', async () => {
+    const paths = Array.from({ length: 16 }, (_, i) => `/w/${i}`);
     const serves = async (port: number) => {
-      for (let i = 0; i < 16; i++) expect(await get(port, `/w/${i}`, `node-${i}`, i + 1)).toBe('ok');
+      for (const [i, path] of paths.entries()) expect(await get(port, path, `node-${i}`, i + 1)).toBe('ok');
       expect(await get(port, '/quit')).toBe('bye');
     };
     const { without, hooked } = await bothWays('node', process.execPath, [join(RUNTIMES, 'fd-reuse-server.js'), '.'], {
       serves,
     });
-    expect(Object.keys(without.files)).toEqual(['a', 'b', 'c', 'd']);
-    expect(without.files.a).toMatch(/^\/w\/0 fd \d+\n\/w\/0 later\n/);
-    expect(hooked).toEqual(without);
+    // how many files it needed to take every number back depends on the holes its descriptors
+    // had (the inspector's closed sockets leave some): each file is what a run without the agent wrote
+    const expected = paths.map((path) => `${path}\n${path} later\n`).join('');
+    expect(new Set(Object.values(without.files))).toEqual(new Set([expected]));
+    expect(new Set(Object.values(hooked.files))).toEqual(new Set([expected]));
+    expect({ ...hooked, files: {} }).toEqual({ ...without, files: {} });
   }, 120_000);
 
   const pythonPrograms: [string, string][] = [
@@ -284,11 +288,39 @@ except KeyError:
 print(len(traceback.extract_stack()))
 raise SystemExit(3)`,
     ],
+    [
+      "tracebacks through a pool and an event loop's callbacks, and a KeyboardInterrupt out of one",
+      `import asyncio, concurrent.futures, sys, traceback
+sys.stdin.readline()
+def job():
+    raise ValueError("in a job")
+with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    done = pool.submit(job)
+    concurrent.futures.wait([done])
+    try:
+        done.result()
+    except ValueError:
+        traceback.print_exc()
+def interrupt():
+    raise KeyboardInterrupt
+async def main():
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, job)
+    except ValueError:
+        traceback.print_exc()
+    loop.call_soon(lambda: 1 / 0)
+    await asyncio.sleep(0.01)
+    loop.call_soon(interrupt)
+    await asyncio.sleep(1)
+asyncio.run(main())`,
+    ],
   ];
 
   it.each(pythonPrograms)('Python: %s', async (_name, code) => {
     const { without, hooked } = await bothWays('python', PYTHON, ['-c', code]);
-    expect(without.status).not.toBeNull();
+    // it ran to its end: an exit status, or the SIGINT an uncaught KeyboardInterrupt ends in
+    expect(without.status ?? without.signal).not.toBeNull();
     expect(hooked).toEqual(without);
   }, 60_000);
 
@@ -347,7 +379,7 @@ process.stdin.once('data', () => {
 
   it.each(nodePrograms)('Node: %s', async (_name, code) => {
     const { without, hooked } = await bothWays('node', process.execPath, ['-e', code]);
-    expect(without.status).not.toBeNull();
+    expect(without.status ?? without.signal).not.toBeNull();
     expect(hooked).toEqual(without);
   }, 60_000);
 

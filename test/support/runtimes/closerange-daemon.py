@@ -1,7 +1,7 @@
 """A daemon as they are written: once told to go (a line on stdin), it closes every descriptor but
 stdio (os.closerange), opens its log, and serves aiohttp requests whose pool threads write the log.
 GET /r/<id>: a line from a pool thread and one from the loop; an id starting with "boom" then raises
-in a pool job, which aiohttp logs with its traceback. GET /state: what the program can see of
+in a pool job, one starting with "raise" in the handler, which aiohttp logs with its traceback. GET /state: what the program can see of
 itself (sys.meta_path, its descriptors, modules, threads). GET /quit: exits 0.
 Usage: closerange-daemon.py DIR (prints its port)."""
 import asyncio
@@ -41,6 +41,8 @@ async def main(log):
         log_line("%s from the loop\n" % rid)
         if rid.startswith("boom"):
             await loop.run_in_executor(pool, boom, rid)
+        if rid.startswith("raise"):
+            raise KeyError(rid)
         return web.Response(text=rid)
 
     async def state(_req):

@@ -1,8 +1,9 @@
 // A Node server that, once told to go (a line on stdin), closes every descriptor above stdio that
-// is a file or /dev/null (what a program that cleans up inherited descriptors does), opens its own
-// files, which take those numbers again, and writes them while it serves. GET /w/<id>: a line in
-// each file; GET /quit: closes them and exits 0. It listens from the start; it prints its port once
-// its files are open.
+// is a file or /dev/null (what a program that cleans up inherited descriptors does), then opens
+// files f0, f1, ... until every number up to the highest it closed is its own again, and writes
+// them while it serves. GET /w/<id>: a line in each file, and another after a turn of the loop;
+// GET /quit: closes them and exits 0. It listens from the start; it prints its port once its
+// files are open.
 // Usage: fd-reuse-server.js DIR
 'use strict';
 const fs = require('node:fs');
@@ -10,7 +11,7 @@ const http = require('node:http');
 const path = require('node:path');
 
 const dir = process.argv[2];
-let files = [];
+const files = [];
 const server = http.createServer((req, res) => {
   if (req.url === '/quit') {
     res.end('bye', () => {
@@ -19,7 +20,7 @@ const server = http.createServer((req, res) => {
     });
     return;
   }
-  for (const fd of files) fs.writeSync(fd, `${req.url} fd ${fd}\n`);
+  for (const fd of files) fs.writeSync(fd, `${req.url}\n`);
   setImmediate(() => {
     for (const fd of files) fs.writeSync(fd, `${req.url} later\n`);
     res.end('ok');
@@ -28,6 +29,7 @@ const server = http.createServer((req, res) => {
 server.listen(0, '127.0.0.1', () => {
   process.stdin.once('data', () => {
     process.stdin.destroy();
+    let highest = 2;
     for (const name of fs.readdirSync('/proc/self/fd')) {
       const fd = Number(name);
       let target;
@@ -36,10 +38,13 @@ server.listen(0, '127.0.0.1', () => {
       } catch {
         continue;
       }
-      if (fd > 2 && (target === '/dev/null' || (target.startsWith('/') && fs.fstatSync(fd).isFile())))
+      if (fd > 2 && (target === '/dev/null' || (target.startsWith('/') && fs.fstatSync(fd).isFile()))) {
         fs.closeSync(fd);
+        highest = Math.max(highest, fd);
+      }
     }
-    files = ['a', 'b', 'c', 'd'].map((name) => fs.openSync(path.join(dir, name), 'a'));
+    do files.push(fs.openSync(path.join(dir, `f${files.length}`), 'a'));
+    while (files.at(-1) < highest);
     console.log(server.address().port);
   });
 });
