@@ -151,7 +151,9 @@ print(os.getpid())
     ]);
     // the signals themselves are the hook's, not the program's; that write to /dev/null its own
     const own = events(`e.pid = ${Number(pid)} AND (t.value = '/dev/null' OR e.fd = ${UnitSignalLayout.fd})`);
-    expect(own.map((e) => [e.target, e.bytes, e.txn])).toEqual([['/dev/null', UnitSignalLayout.bytes, 'unit-7']]);
+    expect(own.map((e) => [e.target, e.bytes, e.txn])).toEqual([
+      ['/dev/null', UnitSignalLayout.bytes, 'unit-7'],
+    ]);
   });
 
   it("a program a unit's thread execs runs no unit; one it spawns keeps the unit's request", async () => {

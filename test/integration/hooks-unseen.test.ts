@@ -33,7 +33,14 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kreplay-unseen-'));
   store = join(dir, 'data', 'unseen.db');
   cgroup = createCgroup(`kreplay-unseen-${process.pid}`);
-  agent = await startAgent(['--data-dir', join(dir, 'data'), '--node', 'unseen', '--cgroup-id', String(cgroup.id)]);
+  agent = await startAgent([
+    '--data-dir',
+    join(dir, 'data'),
+    '--node',
+    'unseen',
+    '--cgroup-id',
+    String(cgroup.id),
+  ]);
 }, 60_000);
 
 afterAll(async () => {
@@ -159,16 +166,24 @@ function get(port: number, path: string, id = 'none', n = 0): Promise<string> {
 
 describe('a hooked program sees nothing of the hook (real kernel)', () => {
   it('a Python daemon that closes every descriptor and opens its log: the log is as without the agent, each line its request', async () => {
-    const ids = Array.from({ length: 24 }, (_, i) => ['boom', 'raise', 'daemon'][Math.min(i % 8, 2)] + `-${i}`);
+    const ids = Array.from(
+      { length: 24 },
+      (_, i) => ['boom', 'raise', 'daemon'][Math.min(i % 8, 2)] + `-${i}`,
+    );
     const states: string[] = [];
     const serves = async (port: number) => {
       for (const [i, id] of ids.entries()) await get(port, `/r/${id}`, id, i + 1);
       states.push(await get(port, '/state'));
       expect(await get(port, '/quit')).toBe('bye');
     };
-    const { without, hooked } = await bothWays('python', PYTHON, [join(RUNTIMES, 'closerange-daemon.py'), '.'], {
-      serves,
-    });
+    const { without, hooked } = await bothWays(
+      'python',
+      PYTHON,
+      [join(RUNTIMES, 'closerange-daemon.py'), '.'],
+      {
+        serves,
+      },
+    );
     const expected = ids.map((id) => `${id} from a pool thread\n${id} from the loop\n`).join('');
     expect(without.files['daemon.log']).toBe(expected);
     // its log, aiohttp's tracebacks of the failed pool jobs on stderr, what it sees of itself
@@ -195,9 +210,14 @@ describe('a hooked program sees nothing of the hook (real kernel)', () => {
       for (const [i, path] of paths.entries()) expect(await get(port, path, `node-${i}`, i + 1)).toBe('ok');
       expect(await get(port, '/quit')).toBe('bye');
     };
-    const { without, hooked } = await bothWays('node', process.execPath, [join(RUNTIMES, 'fd-reuse-server.js'), '.'], {
-      serves,
-    });
+    const { without, hooked } = await bothWays(
+      'node',
+      process.execPath,
+      [join(RUNTIMES, 'fd-reuse-server.js'), '.'],
+      {
+        serves,
+      },
+    );
     // how many files it needed to take every number back depends on the holes its descriptors
     // had (the inspector's closed sockets leave some): each file is what a run without the agent wrote
     const expected = paths.map((path) => `${path}\n${path} later\n`).join('');
@@ -317,12 +337,16 @@ asyncio.run(main())`,
     ],
   ];
 
-  it.each(pythonPrograms)('Python: %s', async (_name, code) => {
-    const { without, hooked } = await bothWays('python', PYTHON, ['-c', code]);
-    // it ran to its end: an exit status, or the SIGINT an uncaught KeyboardInterrupt ends in
-    expect(without.status ?? without.signal).not.toBeNull();
-    expect(hooked).toEqual(without);
-  }, 60_000);
+  it.each(pythonPrograms)(
+    'Python: %s',
+    async (_name, code) => {
+      const { without, hooked } = await bothWays('python', PYTHON, ['-c', code]);
+      // it ran to its end: an exit status, or the SIGINT an uncaught KeyboardInterrupt ends in
+      expect(without.status ?? without.signal).not.toBeNull();
+      expect(hooked).toEqual(without);
+    },
+    60_000,
+  );
 
   it('Python: json.tool reads what it is given, good and bad', async () => {
     for (const input of ['{"b": [1, 2], "a": "x"}\n', '{"a": }\n']) {
@@ -377,11 +401,15 @@ process.stdin.once('data', () => {
     ],
   ];
 
-  it.each(nodePrograms)('Node: %s', async (_name, code) => {
-    const { without, hooked } = await bothWays('node', process.execPath, ['-e', code]);
-    expect(without.status ?? without.signal).not.toBeNull();
-    expect(hooked).toEqual(without);
-  }, 60_000);
+  it.each(nodePrograms)(
+    'Node: %s',
+    async (_name, code) => {
+      const { without, hooked } = await bothWays('node', process.execPath, ['-e', code]);
+      expect(without.status ?? without.signal).not.toBeNull();
+      expect(hooked).toEqual(without);
+    },
+    60_000,
+  );
 
   it('Node: a REPL', async () => {
     const input = `const fs = require('node:fs')

@@ -35,7 +35,10 @@ module.exports = function kreplayNodeHook(signal) {
   // non-enumerable: no spread or Object.assign of globalThis copies it
   const KEY = Symbol.for('kreplay.node-hook');
   if (!Object.prototype.hasOwnProperty.call(globalThis, KEY))
-    Object.defineProperty(globalThis, KEY, { value: { originals: new Map(), nextUnit: 1 }, configurable: true });
+    Object.defineProperty(globalThis, KEY, {
+      value: { originals: new Map(), nextUnit: 1 },
+      configurable: true,
+    });
   const state = globalThis[KEY];
   // an object's unit (a request's, its response's, an HTTP/2 stream's) and a client socket's owner,
   // kept beside the objects, not on them: the program's util.inspect of a request shows nothing

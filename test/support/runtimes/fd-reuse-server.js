@@ -9,6 +9,7 @@
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
+const { setImmediate } = require('node:timers');
 
 const dir = process.argv[2];
 const files = [];
