@@ -75,11 +75,19 @@ module.exports = function kreplayNodeHook(signal) {
     buf.writeUInt32LE(unit >>> 0, signal.unitAt);
     buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
   };
+  // writevSync of one buffer is one write(2) on this thread, and its error is made in C++, where a
+  // stackTraceLimit of 0 spares the stack (writeSync's, made in JavaScript, takes ten times the
+  // write). The limit is lowered only when it is a plain writable value, and given back at once.
   const send = (buf, length) => {
+    const limit = Object.getOwnPropertyDescriptor(Error, 'stackTraceLimit');
+    const lowered = limit?.writable === true;
     try {
-      fs.writeSync(signal.fd, buf, 0, length);
+      if (lowered) Error.stackTraceLimit = 0;
+      fs.writevSync(signal.fd, [length === buf.length ? buf : buf.subarray(0, length)]);
     } catch {
       // EBADF, always: the kernel read the signal at the write's start
+    } finally {
+      if (lowered) Error.stackTraceLimit = limit.value;
     }
   };
 
