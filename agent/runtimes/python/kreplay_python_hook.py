@@ -142,6 +142,7 @@ def install(signal):
             write(fd, data)
         except OSError:
             pass
+
     # bumped when the kernel's view may have been lost (queued again, a fork): each thread registers anew
     generation = [0]
 
