@@ -18,6 +18,7 @@ export interface PythonHookSignal {
   open: number;
   handoff: number;
   watch: number;
+  close: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
@@ -32,6 +33,7 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   open: UnitOp.Open,
   handoff: UnitOp.Handoff,
   watch: UnitOp.Watch,
+  close: UnitOp.Close,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
 };

@@ -13,14 +13,17 @@ never records them:
                   call the thread makes
   OPEN u + head   unit u serves the request whose HTTP/1.x-style head follows; this thread runs u
   HANDOFF u       unit u carries this thread's current context (work it hands to a pool thread)
+  CLOSE u         unit u's request ended: what still runs in u, or was handed it, carries none
 Units:
   - an aiohttp request: RequestHandler._handle_request opens one from the request's traceparent and
-    x-request-id, and keeps it in a context variable, which asyncio copies into the tasks and
+    x-request-id (and closes it when it returns: the handler ran and its response was written), and
+    keeps it in a context variable, which asyncio copies into the tasks and
     callbacks the request starts; asyncio.events.Handle._run enters the unit of each callback's
     context before it runs (callbacks of the loop and of transports run as none: they serve
     connections, whose calls the kernel attributes by connection);
   - a grpcio call: the function grpc._server runs on its pool for each call opens one from the call's
-    metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself);
+    metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself), and closes
+    it when it returns (the response, or the stream's last message, was sent);
   - a ThreadPoolExecutor work item takes the submitter's unit (or its thread's context) when it is
     made, in the submitter's thread, and runs in it and leaves it when done.
 Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
@@ -128,7 +131,7 @@ def install(signal):
 
     _contextvars = imported_quietly("_contextvars")
 
-    OPEN, HANDOFF, WATCH = signal["open"], signal["handoff"], signal["watch"]
+    OPEN, HANDOFF, WATCH, CLOSE = signal["open"], signal["handoff"], signal["watch"], signal["close"]
     head_max = signal["maxHead"]
     unit_var = _contextvars.ContextVar("kreplay_unit", default=0)
     pack = signal_packer(signal)
@@ -183,6 +186,16 @@ def install(signal):
         slot()[slot_at] = unit
         send(pack(OPEN, unit) + head)
         return unit
+
+    def close_unit(unit):
+        """Unit `unit`'s request ended: this thread leaves it first (its next call carries none, not the
+        ended request counted as outlived), then what was handed it loses it."""
+        leave()
+        try:
+            if unit:
+                send(pack(CLOSE, unit))
+        except Exception:
+            pass
 
     def resync():
         """Every thread registers its slot again at its next switch: the kernel's view may have been lost."""
@@ -277,12 +290,14 @@ def install(signal):
     # aiohttp: a unit per request, opened in the request's own task, on a loop that switches units
     def wrap_handle_request(handle_request):
         async def _handle_request(self, request, *args, **kwargs):
+            unit = 0
             try:
                 if not isinstance(self._loop, tuple(switching_loops)):
                     raise LookupError("this loop's callbacks would not leave the unit")
                 headers = request.headers
                 picked = [(name, headers.get(name)) for name in HEADERS if name in headers]
-                unit_var.set(open_unit(http_head(request.method, request.raw_path, picked, head_max)))
+                unit = open_unit(http_head(request.method, request.raw_path, picked, head_max))
+                unit_var.set(unit)
             except Exception:
                 pass
             try:
@@ -290,6 +305,10 @@ def install(signal):
             except BaseException as exc:
                 passing(exc)
                 raise
+            finally:
+                # it returns once the response was written (finish_response): the request ended
+                if unit:
+                    close_unit(unit)
 
         return _handle_request
 
@@ -299,9 +318,10 @@ def install(signal):
     # grpcio: a unit per call, opened on the pool thread that runs it
     def wrap_grpc_call(function):
         def in_call(rpc_event, *args, **kwargs):
+            unit = 0
             try:
                 method = rpc_event.call_details.method
-                open_unit(http_head("POST", method, grpc_headers(rpc_event.invocation_metadata), head_max))
+                unit = open_unit(http_head("POST", method, grpc_headers(rpc_event.invocation_metadata), head_max))
             except Exception:
                 leave()
             try:
@@ -310,7 +330,8 @@ def install(signal):
                 passing(exc)
                 raise
             finally:
-                leave()
+                # it returns once the response (or the stream's last message) was sent: the call ended
+                close_unit(unit)
 
         in_call._kreplay_opens_unit = True
         return in_call
