@@ -271,6 +271,35 @@ describe('a request context lives as long as its request (real kernel)', () => {
       await outlived('thread');
     }, 300_000);
 
+    it('a worker the first request started, while that request is still served, takes each job’s request from its queue.Queue (hooked)', async () => {
+      const handoffOut = join(dir, `py-${setting}-handoff`);
+      mkdirSync(handoffOut);
+      const hookedPort = await serve(
+        '/usr/bin/python3',
+        [join(RUNTIMES, 'threading-lifetime-server.py'), handoffOut],
+        hookableEnv(),
+      );
+      expect(await pythonHookLine(agent, servers[servers.length - 1]!.pid!)).toMatch(
+        /queued the Python hook/,
+      );
+      await waitFor(async () => (await single(hookedPort, '/hooked', `py-${setting}-probe`)) === 'ye', {
+        timeoutMs: 30_000,
+        what: 'the Python hook wrapping queue.Queue',
+      });
+      const first = `py-${setting}-handoff-first`;
+      // answered only at /release: it lives while every level's requests hand jobs to its worker
+      const firstAnswered = single(hookedPort, '/handoff-first', first);
+      expect((await writeOf(handoffOut, `${first}.worker`)).txn).toBe(first);
+      const table = await measure(`py-${setting}-handoff`, hookedPort, handoffOut, '/handoff', [
+        'worker',
+        'handler',
+      ]);
+      await single(hookedPort, '/release', `py-${setting}-release`);
+      await firstAnswered;
+      expectAll(table, 'handler', 'correct');
+      expectAll(table, 'worker', 'correct');
+    }, 300_000);
+
     it('a multiprocessing.Pool created in a request: its later work is never that request’s', async () => {
       const first = `py-${setting}-pool-first`;
       await single(port, '/pool', first, ca);

@@ -19,6 +19,7 @@ export interface PythonHookSignal {
   handoff: number;
   watch: number;
   close: number;
+  adopt: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
@@ -34,6 +35,7 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   handoff: UnitOp.Handoff,
   watch: UnitOp.Watch,
   close: UnitOp.Close,
+  adopt: UnitOp.Adopt,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
 };
