@@ -7,6 +7,7 @@ import os
 import sys
 
 from aiohttp import web
+from aiohttp_serve import serve
 
 DIR = sys.argv[1]
 # what /flush sets: the tasks of the requests answered since the last one
@@ -49,12 +50,7 @@ async def main():
     app = web.Application()
     app.router.add_get("/", handle)
     app.router.add_get("/flush", flushed)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(site._server.sockets[0].getsockname()[1], flush=True)
-    await asyncio.Event().wait()
+    await serve(app)
 
 
 asyncio.run(main())
