@@ -222,7 +222,11 @@ enum kr_counter {
 	KR_COUNTER_MULTIPLEXED_CALL = 20,
 	/* a server's read that may bring the next request's first bytes (TLS, a peeked byte): no request */
 	KR_COUNTER_UNSURE_READ = 21,
-	KR_COUNTER_MAX = 22,
+	/* a call a signal or a stop interrupted, restarted by the kernel: one event from its first entry */
+	KR_COUNTER_RESTARTED_CALL = 22,
+	/* a call the agent's own hooks interrupted (its ptrace, its signal): restarted, or -EINTR */
+	KR_COUNTER_AGENT_INTERRUPTED_CALL = 23,
+	KR_COUNTER_MAX = 24,
 };
 
 /* What a call went to. */

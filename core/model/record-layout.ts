@@ -157,6 +157,8 @@ export const KernelCounter = {
   uninheritedThread: 19,
   multiplexedCall: 20,
   unsureRead: 21,
+  restartedCall: 22,
+  agentInterruptedCall: 23,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];

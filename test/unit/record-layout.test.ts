@@ -129,6 +129,8 @@ const EXPECTED: Record<string, number> = {
   KR_COUNTER_UNINHERITED_THREAD: KernelCounter.uninheritedThread,
   KR_COUNTER_MULTIPLEXED_CALL: KernelCounter.multiplexedCall,
   KR_COUNTER_UNSURE_READ: KernelCounter.unsureRead,
+  KR_COUNTER_RESTARTED_CALL: KernelCounter.restartedCall,
+  KR_COUNTER_AGENT_INTERRUPTED_CALL: KernelCounter.agentInterruptedCall,
   KR_COUNTER_MAX: KERNEL_COUNTER_COUNT,
 
   'offsetof(struct kr_event, type)': RecordHead.type,

@@ -1,0 +1,65 @@
+/**
+ * A call the kernel restarts is one call: a program blocked in a pipe write
+ * and a socket read, each interrupted by a SIGCHLD whose handler was
+ * installed with SA_RESTART (the kernel restarts both), records exactly the
+ * calls strace sees it complete, each blocked call once, from its first
+ * entry (the handler's own write inside its span) to its final result.
+ */
+import { execFileSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { SYSCALL_FLAGS, syscallName } from '../../core/model';
+import type { DecodedRecord, DecodedSyscall } from '../support/decode-records';
+import { straced } from '../support/strace';
+import { useTempDir } from '../support/temp-dir';
+import { captureAround, describeKernel } from './capture-harness';
+
+const dir = useTempDir();
+const BLOCKED_WRITE = 65536;
+const REPLY = 5;
+/** ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK: never seen by user space */
+const RESTART_CODES = [-512, -513, -514, -516];
+
+/** The thread's write and read events in the order they ended (strace's order). */
+function endOrder(records: DecodedRecord[], tid: number): DecodedSyscall[] {
+  return records
+    .filter((r): r is DecodedSyscall => (r.type === 'sys_write' || r.type === 'sys_read') && r.tid === tid)
+    .sort((a, b) => (a.startNs + a.durationNs < b.startNs + b.durationNs ? -1 : 1));
+}
+
+const endOf = (r: DecodedSyscall) => r.startNs + r.durationNs;
+
+describeKernel('restarted calls (real kernel)', () => {
+  it('records a write and a read a SIGCHLD interrupted (SA_RESTART) once each, from the first entry to the final result', async () => {
+    const waiter = join(dir.path, 'restart-waiter');
+    execFileSync('cc', ['-O2', '-Wall', '-Werror', '-o', waiter, resolve(__dirname, '../support/restart-waiter.c')]);
+    const { records, counters, value } = await captureAround({ captureReads: true }, () =>
+      straced(dir.path, 'write,read', [waiter]),
+    );
+    const [pid, pipeFd, socketFd] = value.out.trim().split(' ').map(Number) as [number, number, number];
+    const name = (r: DecodedSyscall) => syscallName(r.syscall & ~SYSCALL_FLAGS);
+    // (the loader's pread64 calls are no write nor read to strace)
+    const mine = endOrder(records, pid).filter((r) => ['write', 'read'].includes(name(r)));
+    // every call the program saw, as strace saw it complete: none more (no ERESTARTSYS), none less
+    const traced = value.byTid.get(pid)!.map(([call, fd, , ret]) => [call, fd, ret]);
+    expect(traced.filter(([call, fd]) => call === 'write' && fd === pipeFd).at(-1)).toEqual([
+      'write',
+      pipeFd,
+      BLOCKED_WRITE,
+    ]);
+    expect(mine.map((r) => [name(r), r.fd, r.ret])).toEqual(traced);
+    expect(mine.filter((r) => RESTART_CODES.includes(r.ret))).toEqual([]);
+
+    const blockedWrite = mine.filter((r) => r.fd === pipeFd && r.count === BLOCKED_WRITE);
+    const blockedRead = mine.filter((r) => r.fd === socketFd);
+    expect(blockedWrite.map((r) => [name(r), r.ret])).toEqual([['write', BLOCKED_WRITE]]);
+    expect(blockedRead.map((r) => [name(r), r.ret])).toEqual([['read', REPLY]]);
+    // each handler's write (one byte to its notification pipe) ran inside the call it interrupted
+    for (const call of [blockedWrite[0]!, blockedRead[0]!]) {
+      const handlers = mine.filter(
+        (r) => name(r) === 'write' && r.ret === 1 && r.startNs > call.startNs && endOf(r) < endOf(call),
+      );
+      expect(handlers).toHaveLength(1);
+    }
+    expect(counters.restartedCall).toBeGreaterThanOrEqual(2);
+  });
+});
