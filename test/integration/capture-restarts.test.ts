@@ -4,18 +4,24 @@
  * installed with SA_RESTART (the kernel restarts both), records exactly the
  * calls strace sees it complete, each blocked call once, from its first
  * entry (the handler's own write inside its span) to its final result.
+ * A read a handler without SA_RESTART interrupts returns EINTR: one event,
+ * with -4, counted as the capture's doing when its process sent the signal.
  */
 import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { SYSCALL_FLAGS, syscallName } from '../../core/model';
 import type { DecodedRecord, DecodedSyscall } from '../support/decode-records';
 import { straced } from '../support/strace';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 import { captureAround, describeKernel } from './capture-harness';
 
 const dir = useTempDir();
 const BLOCKED_WRITE = 65536;
 const REPLY = 5;
+const EINTR = -4;
+const SYS_READ = 0;
 /** ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK: never seen by user space */
 const RESTART_CODES = [-512, -513, -514, -516];
 
@@ -28,19 +34,39 @@ function endOrder(records: DecodedRecord[], tid: number): DecodedSyscall[] {
 
 const endOf = (r: DecodedSyscall) => r.startNs + r.durationNs;
 
+/** The waiter's pid and fds (data pipe, socket, last socket) once it wrote them. */
+function fds(file: string): [number, number, number, number] | undefined {
+  const line = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  return line.endsWith('\n') ? (line.trim().split(' ').map(Number) as [number, number, number, number]) : undefined;
+}
+
+/** Whether `pid` is blocked in syscall `nr` on `fd` now. */
+function blockedIn(pid: number, nr: number, fd: number): true | undefined {
+  const [call, arg] = readFileSync(`/proc/${pid}/syscall`, 'utf8').split(' ');
+  return Number(call) === nr && Number(arg) === fd ? true : undefined;
+}
+
 describeKernel('restarted calls (real kernel)', () => {
-  it('records a write and a read a SIGCHLD interrupted (SA_RESTART) once each, from the first entry to the final result', async () => {
+  it('records a write and a read a SIGCHLD interrupted (SA_RESTART) once each, from the first entry to the final result; an EINTR once', async () => {
     const waiter = join(dir.path, 'restart-waiter');
     execFileSync('cc', ['-O2', '-Wall', '-Werror', '-o', waiter, resolve(__dirname, '../support/restart-waiter.c')]);
-    const { records, counters, value } = await captureAround({ captureReads: true }, () =>
-      straced(dir.path, 'write,read', [waiter]),
-    );
-    const [pid, pipeFd, socketFd] = value.out.trim().split(' ').map(Number) as [number, number, number];
+    const fdsFile = join(dir.path, 'fds');
+    const { records, counters, value } = await captureAround({ captureReads: true }, async () => {
+      const traced = straced(dir.path, 'write,read', [waiter, fdsFile]);
+      // its last read, blocked, ended by this process's SIGUSR1 (the capture's own, as the Node hook's)
+      const [pid, , , lastFd] = await waitFor(() => fds(fdsFile), { what: "the waiter's fds" });
+      await waitFor(() => blockedIn(pid, SYS_READ, lastFd), { what: 'the last read blocked' });
+      process.kill(pid, 'SIGUSR1');
+      return { ...(await traced), fds: await waitFor(() => fds(fdsFile)) };
+    });
+    const [pid, pipeFd, socketFd, lastFd] = value.fds;
     const name = (r: DecodedSyscall) => syscallName(r.syscall & ~SYSCALL_FLAGS);
     // (the loader's pread64 calls are no write nor read to strace)
     const mine = endOrder(records, pid).filter((r) => ['write', 'read'].includes(name(r)));
     // every call the program saw, as strace saw it complete: none more (no ERESTARTSYS), none less
+    // (strace shows the read that returned EINTR as "= ? ERESTARTSYS" alone: its exit's value)
     const traced = value.byTid.get(pid)!.map(([call, fd, , ret]) => [call, fd, ret]);
+    traced.push(['read', lastFd, EINTR]);
     expect(traced.filter(([call, fd]) => call === 'write' && fd === pipeFd).at(-1)).toEqual([
       'write',
       pipeFd,
@@ -61,5 +87,7 @@ describeKernel('restarted calls (real kernel)', () => {
       expect(handlers).toHaveLength(1);
     }
     expect(counters.restartedCall).toBeGreaterThanOrEqual(2);
+    // the one signal this process sent: its read ended with EINTR, counted as the capture's doing
+    expect(counters.agentInterruptedCall).toBe(1);
   });
 });

@@ -5,9 +5,13 @@
  * notification pipe, and another child releases the call (drains the pipe,
  * sends the data) only once that byte came and the call is blocked again,
  * restarted. The kernel restarts both calls: the program sees one write and
- * one read. Prints its pid, the data pipe's write end and the socket.
+ * one read. Then it blocks in a read of a second socket with a SIGUSR1
+ * handler installed without SA_RESTART, which whoever sends the signal
+ * ends: that read returns EINTR. Writes its pid, the data pipe's write end
+ * and the two sockets to the file argv[1].
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +26,11 @@
 #define READ_SIZE 100
 
 static int notify_fd = -1;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
 
 static void on_child(int sig)
 {
@@ -115,11 +124,12 @@ static void reap(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static char data[BLOCKED_WRITE];
 	struct sigaction sa;
-	int p[2], sv[2], notified;
+	int p[2], sv[2], sv2[2], notified;
+	FILE *fds;
 	size_t filled = 0;
 	ssize_t n;
 	char buf[READ_SIZE];
@@ -129,10 +139,15 @@ int main(void)
 	sa.sa_handler = on_child;
 	sa.sa_flags = SA_RESTART;
 	sigaction(SIGCHLD, &sa, NULL);
-	if (pipe(p) || socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = 0;
+	sigaction(SIGUSR1, &sa, NULL);
+	if (argc != 2 || pipe(p) || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) ||
+	    socketpair(AF_UNIX, SOCK_STREAM, 0, sv2))
 		return 1;
-	printf("%d %d %d\n", self, p[1], sv[0]);
-	fflush(stdout);
+	fds = fopen(argv[1], "w");
+	if (!fds || fprintf(fds, "%d %d %d %d\n", self, p[1], sv[0], sv2[0]) < 0 || fclose(fds))
+		return 1;
 
 	/* the pipe full, so that the write blocks before it moved a byte */
 	fcntl(p[1], F_SETFL, O_NONBLOCK);
@@ -152,5 +167,7 @@ int main(void)
 	if (read(sv[0], buf, READ_SIZE) != 5)
 		return 2;
 	reap();
-	return 0;
+
+	n = read(sv2[0], buf, READ_SIZE);
+	return n == -1 && errno == EINTR ? 0 : 2;
 }
