@@ -83,10 +83,11 @@ static __always_inline void call_park(struct kr_thread *t, __u32 tid, __u32 type
 
 /*
  * At a call's enter, before its start is taken: true when it restarts the
- * thread's parked call, whose first entry it then starts at (and whose
- * sock a connect keeps: that connect's state changes time it). A call that does not match a call parked without a
- * handler ends the wait for it: nothing else runs before the kernel's
- * restart (one by restart_syscall, which none of these calls uses, is not seen).
+ * thread's parked call, whose first entry it then starts at (and whose sock
+ * a connect keeps: that connect's state changes time it). Another call ends
+ * the wait for a call parked without a handler, since nothing else runs
+ * before the kernel's restart (one by restart_syscall, which none of these
+ * calls uses, is not seen); a handler's own calls leave it parked.
  */
 static __always_inline bool call_resume(struct kr_thread *t, __u32 tid, __u32 type, __u32 code, __s32 fd,
 					__u64 count, bool keep_sock)

@@ -102,7 +102,8 @@ int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	/* SIG_DFL, SIG_IGN: no handler runs; the call restarts (or the default action ends the task) */
 	if (handler <= KR_SIG_IGN)
 		return 0;
-	eintr = p->ret != -KR_ERESTARTNOINTR && (p->ret != -KR_ERESTARTSYS || !(ka->sa.sa_flags & KR_SA_RESTART));
+	eintr = p->ret != -KR_ERESTARTNOINTR &&
+		(p->ret != -KR_ERESTARTSYS || !(ka->sa.sa_flags & KR_SA_RESTART));
 	if (!eintr) {
 		t->parked = KR_PARK_RESTART;
 		return 0;

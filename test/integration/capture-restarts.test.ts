@@ -37,7 +37,9 @@ const endOf = (r: DecodedSyscall) => r.startNs + r.durationNs;
 /** The waiter's pid and fds (data pipe, socket, last socket) once it wrote them. */
 function fds(file: string): [number, number, number, number] | undefined {
   const line = existsSync(file) ? readFileSync(file, 'utf8') : '';
-  return line.endsWith('\n') ? (line.trim().split(' ').map(Number) as [number, number, number, number]) : undefined;
+  return line.endsWith('\n')
+    ? (line.trim().split(' ').map(Number) as [number, number, number, number])
+    : undefined;
 }
 
 /** Whether `pid` is blocked in syscall `nr` on `fd` now. */
@@ -49,7 +51,14 @@ function blockedIn(pid: number, nr: number, fd: number): true | undefined {
 describeKernel('restarted calls (real kernel)', () => {
   it('records a write and a read a SIGCHLD interrupted (SA_RESTART) once each, from the first entry to the final result; an EINTR once', async () => {
     const waiter = join(dir.path, 'restart-waiter');
-    execFileSync('cc', ['-O2', '-Wall', '-Werror', '-o', waiter, resolve(__dirname, '../support/restart-waiter.c')]);
+    execFileSync('cc', [
+      '-O2',
+      '-Wall',
+      '-Werror',
+      '-o',
+      waiter,
+      resolve(__dirname, '../support/restart-waiter.c'),
+    ]);
     const fdsFile = join(dir.path, 'fds');
     const { records, counters, value } = await captureAround({ captureReads: true }, async () => {
       const traced = straced(dir.path, 'write,read', [waiter, fdsFile]);

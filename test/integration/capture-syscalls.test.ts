@@ -4,8 +4,7 @@
  * exact records, checked against strace where it sees the same calls.
  */
 import { execFile, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
   SYSCALL_NAMES,

@@ -108,7 +108,8 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
   expect(await metric(metricsUrl, 'kreplay_agent_restarted_calls_total')).toBeGreaterThanOrEqual(1);
 
   const incident = join(dir.path, 'restart.kri');
-  const exported = await kreplay(['export', TXN, '--format', 'incident', '-o', incident, '--server', url]).done;
+  const exported = await kreplay(['export', TXN, '--format', 'incident', '-o', incident, '--server', url])
+    .done;
   expect(exported.status).toBe(0);
   await daemon.close();
   daemon = null;
