@@ -20,7 +20,10 @@ enum kr_park {
 	KR_PARK_NONE = 0,
 	/* the call exited with a restart code; no handler has run yet (parked_calls holds it) */
 	KR_PARK_PENDING = 1,
-	/* a handler runs first; its sigreturn restarts the call (parked_calls holds it) */
+	/*
+	 * a handler runs first (parked_calls holds the call): its calls are its own, and its
+	 * rt_sigreturn makes the call pending again, the next one the thread makes
+	 */
 	KR_PARK_RESTART = 2,
 	/* the call in flight is a restart: its start is its first entry's */
 	KR_PARK_RESUMED = 3,
@@ -84,28 +87,29 @@ static __always_inline void call_park(struct kr_thread *t, __u32 tid, __u32 type
 /*
  * At a call's enter, before its start is taken: true when it restarts the
  * thread's parked call, whose first entry it then starts at (and whose sock
- * a connect keeps: that connect's state changes time it). Another call ends
- * the wait for a call parked without a handler, since nothing else runs
- * before the kernel's restart (one by restart_syscall, which none of these
- * calls uses, is not seen); a handler's own calls leave it parked.
+ * a connect keeps: that connect's state changes time it). Only a pending
+ * call restarts (no handler runs): another call ends the wait for it, since
+ * nothing else runs before the kernel's restart (one by restart_syscall,
+ * which none of these calls uses, is not seen). While a handler runs, every
+ * call is its own; one that never returns (a longjmp) leaves the call parked
+ * for good, never merged with a later call.
  */
 static __always_inline bool call_resume(struct kr_thread *t, __u32 tid, __u32 type, __u32 code, __s32 fd,
 					__u64 count, bool keep_sock)
 {
 	struct kr_parked *p;
-	__u32 was = t->parked;
 
-	t->parked = KR_PARK_NONE;
-	if (was != KR_PARK_PENDING && was != KR_PARK_RESTART)
+	if (t->parked != KR_PARK_PENDING) {
+		if (t->parked == KR_PARK_RESUMED)
+			t->parked = KR_PARK_NONE;
 		return false;
+	}
+	t->parked = KR_PARK_NONE;
 	p = bpf_map_lookup_elem(&parked_calls, &tid);
 	if (!p)
 		return false;
 	if (p->type != type || (p->syscall & 0xffff) != (code & 0xffff) || p->fd != fd || p->count != count) {
-		if (was == KR_PARK_RESTART)
-			t->parked = was;
-		else
-			bpf_map_delete_elem(&parked_calls, &tid);
+		bpf_map_delete_elem(&parked_calls, &tid);
 		return false;
 	}
 	t->start_ns = p->start_ns;

@@ -117,4 +117,16 @@ int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	return 0;
 }
 
+/* The handler returns: the call it interrupted restarts next (when no other handler's return comes first). */
+SEC("tracepoint/syscalls/sys_enter_rt_sigreturn")
+int sys_enter_rt_sigreturn(struct trace_event_raw_sys_enter *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t && t->parked == KR_PARK_RESTART)
+		t->parked = KR_PARK_PENDING;
+	return 0;
+}
+
 #endif /* KREPLAY_CAPTURE_SIGNALS_H */
