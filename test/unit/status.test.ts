@@ -49,6 +49,8 @@ describe('storedCounters', () => {
       uninherited_thread: 20,
       multiplexed_call: 21,
       unsure_read: 22,
+      restarted_call: 23,
+      agent_interrupted_call: 24,
       malformed_markers: 11,
       unknown_contexts: 12,
       unknown_targets: 13,
