@@ -5,14 +5,17 @@
  * notification pipe, and another child releases the call (drains the pipe,
  * sends the data) only once that byte came and the call is blocked again,
  * restarted. The kernel restarts both calls: the program sees one write and
- * one read. Then it blocks in a read of a second socket with a SIGUSR1
+ * one read. Likewise a TCP connect to a listener whose queue is full (its
+ * SYN dropped), released by an accept that makes room for the SYN sent
+ * again: the restarted connect waits on, and returns 0. Then it blocks in a read of a second socket with a SIGUSR1
  * handler installed without SA_RESTART, which whoever sends the signal
- * ends: that read returns EINTR. Writes its pid, the data pipe's write end
- * and the two sockets to the file argv[1].
+ * ends: that read returns EINTR. Writes its pid, the data pipe's write end,
+ * the two sockets and the two connecting sockets to the file argv[1].
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +110,12 @@ static void send_reply(void *arg)
 		_exit(7);
 }
 
+static void accept_one(void *arg)
+{
+	if (accept(*(int *)arg, NULL, NULL) < 0)
+		_exit(8);
+}
+
 /* A fresh notification pipe for the handler: its read end. */
 static int notify_pipe(void)
 {
@@ -128,7 +137,9 @@ int main(int argc, char **argv)
 {
 	static char data[BLOCKED_WRITE];
 	struct sigaction sa;
-	int p[2], sv[2], sv2[2], notified;
+	int p[2], sv[2], sv2[2], notified, listener, queued, waiting;
+	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t addr_len = sizeof(addr);
 	FILE *fds;
 	size_t filled = 0;
 	ssize_t n;
@@ -142,11 +153,17 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_usr1;
 	sa.sa_flags = 0;
 	sigaction(SIGUSR1, &sa, NULL);
+	listener = socket(AF_INET, SOCK_STREAM, 0);
+	queued = socket(AF_INET, SOCK_STREAM, 0);
+	waiting = socket(AF_INET, SOCK_STREAM, 0);
 	if (argc != 2 || pipe(p) || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) ||
-	    socketpair(AF_UNIX, SOCK_STREAM, 0, sv2))
+	    socketpair(AF_UNIX, SOCK_STREAM, 0, sv2) || listener < 0 || queued < 0 || waiting < 0 ||
+	    bind(listener, (struct sockaddr *)&addr, sizeof(addr)) || listen(listener, 0) ||
+	    getsockname(listener, (struct sockaddr *)&addr, &addr_len))
 		return 1;
 	fds = fopen(argv[1], "w");
-	if (!fds || fprintf(fds, "%d %d %d %d\n", self, p[1], sv[0], sv2[0]) < 0 || fclose(fds))
+	if (!fds || fprintf(fds, "%d %d %d %d %d %d\n", self, p[1], sv[0], sv2[0], queued, waiting) < 0 ||
+	    fclose(fds))
 		return 1;
 
 	/* the pipe full, so that the write blocks before it moved a byte */
@@ -165,6 +182,15 @@ int main(int argc, char **argv)
 	notified = notify_pipe();
 	interrupt_then(self, SYS_read, sv[0], notified, send_reply, &sv[1]);
 	if (read(sv[0], buf, READ_SIZE) != 5)
+		return 2;
+	reap();
+
+	/* the listener's queue (backlog 0) holds one connection: the next one's SYN is dropped */
+	if (connect(queued, (struct sockaddr *)&addr, sizeof(addr)))
+		return 2;
+	notified = notify_pipe();
+	interrupt_then(self, SYS_connect, waiting, notified, accept_one, &listener);
+	if (connect(waiting, (struct sockaddr *)&addr, sizeof(addr)))
 		return 2;
 	reap();
 
