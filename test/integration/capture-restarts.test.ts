@@ -35,12 +35,12 @@ function endOrder(records: DecodedRecord[], tid: number): DecodedSyscall[] {
 
 const endOf = (r: DecodedSyscall) => r.startNs + r.durationNs;
 
-/** The waiter's pid and fds (data pipe, socket, last socket) once it wrote them. */
-function fds(file: string): [number, number, number, number] | undefined {
+type Fds = [pid: number, pipe: number, socket: number, last: number, queued: number, waiting: number];
+
+/** The waiter's pid and fds (data pipe, socket, last socket, the two connecting sockets) once it wrote them. */
+function fds(file: string): Fds | undefined {
   const line = existsSync(file) ? readFileSync(file, 'utf8') : '';
-  return line.endsWith('\n')
-    ? (line.trim().split(' ').map(Number) as [number, number, number, number])
-    : undefined;
+  return line.endsWith('\n') ? (line.trim().split(' ').map(Number) as Fds) : undefined;
 }
 
 /** Whether `pid` is blocked in syscall `nr` on `fd` now. */

@@ -12,7 +12,8 @@ import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import { kreplay } from '../support/exec/kreplay-run';
+import type { ExecReport } from '../support/exec/exec-report';
+import { kreplay, replayIncident } from '../support/exec/kreplay-run';
 import { hookableEnv, pythonHookLine } from '../support/request-accuracy';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
@@ -117,27 +118,11 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
   agent = null;
 
   const report = join(dir.path, 'replay.json');
-  const replay = await kreplay([
-    'replay',
-    '--incident',
-    incident,
-    '--exec',
-    '--report-json',
-    report,
-    '--',
-    ...writer('-', output),
-  ]).done;
+  const replay = await replayIncident(incident, report, writer('-', output)).done;
   // a phantom call in the recording would be 64 KiB the build never writes
   expect(replay.stderr).not.toMatch(/warning/);
   expect(replay.status).toBe(0);
-  interface Row {
-    call: string;
-    target: string;
-    recorded_calls: number;
-    held: boolean;
-    shortfall: string | null;
-  }
-  const rows = (JSON.parse(readFileSync(report, 'utf8')) as { targets: Row[] }).targets.filter(
+  const rows = (JSON.parse(readFileSync(report, 'utf8')) as ExecReport).targets.filter(
     (r) => r.call === 'write' && r.target === 'pipe',
   );
   expect(rows.map((r) => [r.recorded_calls, r.held, r.shortfall])).toEqual([[WRITES, true, null]]);
