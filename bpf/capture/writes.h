@@ -44,8 +44,8 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 		if (!t->context_id && !t->opened)
 			return 0;
 		code |= KR_EVENT_CONTEXT_ONLY;
-	} else if (sample_background > 1 && !t->parked) {
-		/* a restart (t->parked) goes where its first entry went */
+	} else if (sample_background > 1 && t->parked != KR_PARK_PENDING) {
+		/* a restart (of a pending call) goes where its first entry went */
 		if (t->context_id)
 			code |= KR_EVENT_SAMPLE_IN_USER;
 		else if (bpf_get_prandom_u32() % sample_background) {

@@ -114,7 +114,9 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
   expect(exported.status).toBe(0);
   await daemon.close();
   daemon = null;
-  expect(await agent.stop()).toBe(0);
+  const stopped = await agent.stop();
+  // (what it said last, when it did not stop cleanly)
+  expect([stopped, stopped === 0 ? '' : agent.output().slice(-3000)]).toEqual([0, '']);
   agent = null;
 
   const report = join(dir.path, 'replay.json');
