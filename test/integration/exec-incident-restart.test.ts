@@ -6,7 +6,7 @@
  * without a shortfall (every recorded byte carried by the build's calls).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
@@ -21,6 +21,7 @@ import { waitFor } from '../support/wait';
 const WRITER = join(__dirname, '..', 'support', 'blocked-pipe-writer.py');
 const WRITES = 13;
 const SIZE = 65536;
+const SYS_WRITE = 1;
 const TXN = `restart-${process.pid}`;
 
 const dir = useTempDir('kreplay-restart-');
@@ -38,11 +39,14 @@ afterAll(async () => {
   cgroup?.remove();
 });
 
-/** The writer's command line: tagged with txn ('-': not), its stdout to `output`. */
+/**
+ * The writer, tagged with txn ('-': not), its pid and count to `output`, its stdout a pipe whose
+ * reader waits for a line or the end of this shell's stdin before it drains it.
+ */
 const writer = (txn: string, output: string) => [
   '/bin/sh',
   '-c',
-  'exec python3 "$0" "$1" > "$2"',
+  'exec 3<&0; python3 "$0" "$1" "$2" </dev/null | { read -r go <&3; cat >/dev/null; }',
   WRITER,
   txn,
   output,
@@ -73,10 +77,12 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
     '127.0.0.1:0',
   ]);
   const metricsUrl = /serving metrics url=(\S+)/.exec(agent.output())![1]!;
-  // its output to a file, which the build of the replay writes too (a socket of this test's would be
-  // a target the build never has)
   const output = join(dir.path, 'writer.out');
-  const program = spawn('/bin/sh', ['-c', `${cgroup.enter} "$@"`, 'sh', ...writer(TXN, output)], {
+  // started outside the agent's cgroup: its marker gives its calls a context, so the capture sees
+  // them all, and the hook only goes in once it is in the cgroup, moved there while it is blocked
+  // in its second write
+  const [shell, ...args] = writer(TXN, output);
+  const program = spawn(shell!, args, {
     env: hookableEnv(),
     stdio: ['pipe', 'ignore', 'inherit'],
   });
@@ -85,9 +91,15 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
   const pid = await waitFor(() => (out().includes('\n') ? Number(out().split('\n')[0]) : undefined), {
     what: "the writer's pid",
   });
-  // blocked in its second write (the pipe full, its reader waiting) when the hook is queued
+  await waitFor(
+    () => (readFileSync(`/proc/${pid}/syscall`, 'utf8').startsWith(`${SYS_WRITE} 0x1 `) ? true : undefined),
+    {
+      what: 'the writer blocked in its write to the pipe',
+    },
+  );
+  writeFileSync(join(cgroup.path, 'cgroup.procs'), String(pid));
   expect(await pythonHookLine(agent, pid)).toMatch(/queued the Python hook/);
-  program.stdin!.end('g');
+  program.stdin!.end('go\n');
   expect(await exited).toBe(0);
   expect(out().trim().split('\n')).toEqual([String(pid), String(WRITES)]);
   daemon = await createDaemon({ dataDir: data, log: silentLogger });
