@@ -82,31 +82,61 @@ class Replay {
     }
   }
 
-  /** True once the session finished; false when the stream ended before. */
+  /**
+   * True once the session finished; false when the stream ended before.
+   * Each chunk's events are printed in one write, so that a dense replay
+   * costs a turn per chunk; the play a (re)connection asks for is not
+   * waited for before reading on, so the first events are printed the
+   * moment they come, as every later one is.
+   */
   private async follow(): Promise<boolean> {
     this.stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
     let first = true;
-    for await (const message of this.stream.messages) {
-      if (message.event === 'replay') await this.print(message);
-      if (message.event !== 'state') continue;
-      const { state } = JSON.parse(message.data) as { state: string };
-      // each (re)connection starts with the state: one not playing is ours to start (again)
-      if (first && (state === 'ready' || state === 'paused')) await this.control('play');
-      first = false;
-      if (state === 'finished') {
-        this.close();
-        return true;
+    let playing: Promise<unknown> | null = null;
+    let failure: unknown = null;
+    try {
+      for await (const batch of this.stream.batches) {
+        let lines = '';
+        let last: SseMessage | null = null;
+        let finished = false;
+        for (const message of batch) {
+          if (message.event === 'replay') {
+            lines += `${message.data}\n`;
+            last = message;
+            continue;
+          }
+          if (message.event !== 'state') continue;
+          const { state } = JSON.parse(message.data) as { state: string };
+          // each (re)connection starts with the state: one not playing is ours to start (again)
+          if (first && (state === 'ready' || state === 'paused'))
+            playing = this.control('play').catch((err: unknown) => {
+              failure = err;
+              this.stream?.close();
+            });
+          first = false;
+          if (state === 'finished') finished = true;
+          if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
+        }
+        if (last) await this.print(lines, last);
+        if (finished) {
+          this.close();
+          return true;
+        }
       }
-      if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
+    } catch (err) {
+      if (!failure) throw err;
     }
+    await playing;
+    if (failure) throw failure as Error;
     return false;
   }
 
-  private async print(message: SseMessage): Promise<void> {
-    await write(`${message.data}\n`);
-    this.lastEventId = message.id;
-    this.emitted = Number(message.id) + 1;
-    const offset = /"replay_offset_ns":(\d+)/.exec(message.data)?.[1] ?? '0';
+  /** Prints a chunk's events (`lines`), `last` the last of them. */
+  private async print(lines: string, last: SseMessage): Promise<void> {
+    await write(lines);
+    this.lastEventId = last.id;
+    this.emitted = Number(last.id) + 1;
+    const offset = /"replay_offset_ns":(\d+)/.exec(last.data)?.[1] ?? '0';
     this.progress.show(
       `replay ${this.session.id}: ${this.emitted}/${this.session.events_total} events, ` +
         `${(Number(offset) / 1e9).toFixed(3)} s in`,

@@ -42,11 +42,23 @@ export class SseParser {
   }
 }
 
-/** The messages of an event-stream response body, as they arrive. */
-export async function* sseMessages(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseMessage> {
+/**
+ * The messages of an event-stream response body, as they arrive: all those
+ * a chunk completes at once, so that a dense stream costs its reader one
+ * turn per chunk, not one per message.
+ */
+export async function* sseBatches(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseMessage[]> {
   const parser = new SseParser();
   const decoder = new TextDecoder();
-  for await (const chunk of body) yield* parser.push(decoder.decode(chunk, { stream: true }));
+  for await (const chunk of body) {
+    const messages = parser.push(decoder.decode(chunk, { stream: true }));
+    if (messages.length > 0) yield messages;
+  }
+}
+
+/** The messages of an event-stream response body, one at a time. */
+export async function* sseMessages(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseMessage> {
+  for await (const batch of sseBatches(body)) yield* batch;
 }
 
 /** An answer other than 200, with its body (a problem document, usually). */
@@ -60,7 +72,9 @@ export class HttpError extends KreplayError {
 }
 
 export interface EventStream {
+  /** one message at a time, or (read one or the other) each chunk's messages at once */
   messages: AsyncGenerator<SseMessage>;
+  batches: AsyncGenerator<SseMessage[]>;
   close(): void;
 }
 
@@ -70,7 +84,7 @@ export function openEventStream(url: string, lastEventId?: string): Promise<Even
   return new Promise((resolve, reject) => {
     const request = (url.startsWith('https:') ? getTls : get)(url, { headers }, (res: IncomingMessage) => {
       if (res.statusCode === 200) {
-        resolve({ messages: sseMessages(res), close: () => request.destroy() });
+        resolve({ messages: sseMessages(res), batches: sseBatches(res), close: () => request.destroy() });
         return;
       }
       let body = '';

@@ -13,6 +13,18 @@ export interface EarlyWakeBounds {
   maxEarlyWakeNs: number;
 }
 
+/**
+ * A deadline due within this of the last release is part of a dense
+ * stretch: the thread sleeps to the deadline itself instead of spinning
+ * to it, and releases what is due when it wakes (the wake-up's latency,
+ * tens of µs under SCHED_FIFO, is what those events are late). Spinning
+ * through a dense replay would hold a core for as long as it plays, which
+ * on a small machine is the core the stream's client and the daemon's
+ * requests need, and a real-time thread that never sleeps is parked by
+ * the kernel's throttling (50 ms of every second) once it has run 950 ms.
+ */
+export const DENSE_GAP_NS = 1_000_000;
+
 export class EarlyWake {
   /** the margin now: half as much again as the overshoot, within its bounds */
   margin: number;
@@ -21,6 +33,15 @@ export class EarlyWake {
 
   constructor(private readonly bounds: EarlyWakeBounds) {
     this.margin = bounds.earlyWakeNs;
+  }
+
+  /**
+   * When to stop sleeping for a deadline `next`: the margin before it, or
+   * the deadline itself when the last release (at `lastReleaseAt`) was less
+   * than DENSE_GAP_NS before it (no spin).
+   */
+  wakeAt(next: number, lastReleaseAt: number): number {
+    return next - lastReleaseAt < DENSE_GAP_NS ? next : next - this.margin;
   }
 
   /** A timed sleep meant to end at the margin woke `over` ns after it. */
