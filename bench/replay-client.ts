@@ -120,7 +120,9 @@ function probe(mode: 'sse' | 'cli', url: string, transaction: string): Promise<P
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out) as ProbeResult) : reject(new Error(`probe ${mode} exited ${code}`)),
+      code === 0
+        ? resolve(JSON.parse(out) as ProbeResult)
+        : reject(new Error(`probe ${mode} exited ${code}`)),
     );
   });
 }
@@ -207,24 +209,20 @@ async function main(): Promise<void> {
     await daemon.stop();
     if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
   }
-  printTable(
-    `replay-client: arrival at the client against the schedule, speed 1; ms`,
-    rows,
-    [
-      'round',
-      'run',
-      'events',
-      'cuts',
-      'lateness null',
-      'late p50 / p99 / max',
-      'vs first p50 / max',
-      'first late',
-      'release p99',
-      '/healthz p99',
-      'event page p99',
-      'load req/s',
-    ],
-  );
+  printTable(`replay-client: arrival at the client against the schedule, speed 1; ms`, rows, [
+    'round',
+    'run',
+    'events',
+    'cuts',
+    'lateness null',
+    'late p50 / p99 / max',
+    'vs first p50 / max',
+    'first late',
+    'release p99',
+    '/healthz p99',
+    'event page p99',
+    'load req/s',
+  ]);
 }
 
 main().catch((err: unknown) => {

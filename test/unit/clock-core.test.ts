@@ -31,7 +31,7 @@ import {
   recordSlot,
   ringRecords,
 } from '../../daemon/replay/lane/lane-layout';
-import { DENSE_GAP_NS, EarlyWake } from '../../daemon/replay/clock/early-wake';
+import { DENSE_GAP_NS, DENSE_LOOK_NS, EarlyWake } from '../../daemon/replay/clock/early-wake';
 import { LatenessLog } from '../../daemon/replay/lateness-log';
 import { ReleaseStats } from '../../daemon/replay/release-stats';
 
@@ -402,8 +402,9 @@ describe('EarlyWake', () => {
     // an isolated deadline: woken a margin early, then spun to it
     expect(wake.wakeAt(10_000_000, -Infinity)).toBe(10_000_000 - 250_000);
     expect(wake.wakeAt(10_000_000, 10_000_000 - DENSE_GAP_NS)).toBe(10_000_000 - 250_000);
-    // a dense stretch (10 µs apart): the thread sleeps to the deadline itself, never spinning through it
-    expect(wake.wakeAt(10_000_000, 9_990_000)).toBe(10_000_000);
+    // a dense stretch: the thread sleeps to the deadline itself, never spinning through it ...
     expect(wake.wakeAt(10_000_000, 10_000_000 - DENSE_GAP_NS + 1)).toBe(10_000_000);
+    // ... and deadlines 10 µs apart go out together, a look per DENSE_LOOK_NS
+    expect(wake.wakeAt(10_000_000, 9_990_000)).toBe(9_990_000 + DENSE_LOOK_NS);
   });
 });
