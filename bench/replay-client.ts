@@ -17,7 +17,9 @@
  *   with no replay just before.
  * Three shapes: a sparse session (300 events, 10 ms apart) on an idle
  * daemon, the same under a query load (~440 event pages a second), and a
- * dense incident (100,001 events, 10 µs apart: 1 s).
+ * dense incident (100,001 events, 10 µs apart: 1 s). KREPLAY_BENCH_ROOT runs
+ * another checkout's build (its daemon and CLI; the bench and its clients
+ * stay this one's), to compare two builds in the same hour.
  *
  *   node dist/bench/replay-client.js [rounds]
  */
@@ -25,10 +27,17 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
+import { repoRoot } from '../core/repo-root';
 import { startDaemonProcess } from './daemon-process';
-import { quantile, writeEvenTransaction } from './replay-data';
+import {
+  LOOKUPS,
+  pollDaemon,
+  quantile,
+  timedGet,
+  writeEvenTransaction,
+  writeLookupTransactions,
+} from './replay-data';
 import type { ProbeResult } from './replay-probe';
 import { printTable } from './table';
 
@@ -36,60 +45,20 @@ const SPARSE_EVENTS = 300;
 const SPARSE_NS = 3_000_000_000;
 const DENSE_EVENTS = 100_001;
 const DENSE_NS = 1_000_010_000;
-const LOOKUPS = 100;
 const POLL_MS = 5;
 const LOAD_PER_SECOND = 440;
+const ROOT = process.env.KREPLAY_BENCH_ROOT ?? repoRoot();
 const log = (msg: string) => process.stderr.write(`[bench:replay-client] ${msg}\n`);
 
 function writeData(dir: string): void {
   const writer = StoreWriter.open(dir, 'n1');
   writeEvenTransaction(writer, 'sparse', SPARSE_EVENTS, SPARSE_NS);
   writeEvenTransaction(writer, 'dense', DENSE_EVENTS, DENSE_NS);
-  // what the event pages ask for, later in time
-  const comm = writer.comms.id('worker');
-  const service = writer.services.id('svc');
-  const batch = new EventBatch(LOOKUPS * 10);
-  batch.clear(1_795_000_100_000_000_000n);
-  for (let i = 0; i < LOOKUPS * 10; i++)
-    batch.pushSysWrite({
-      tsOffset: i * 1000,
-      dur: 1000,
-      service,
-      ctx: writer.contexts.id(`lookup-${i % LOOKUPS}`, null),
-      pid: 2,
-      tid: 2,
-      comm,
-      bytes: 8,
-      fd: 3,
-      ret: 8,
-      syscall: 1,
-    });
-  writer.writeBatch(batch);
+  writeLookupTransactions(writer);
   writer.close();
 }
 
-/** A request's latency in ms, pushed onto `into`. */
-async function timed(url: string, into: number[]): Promise<void> {
-  const t = process.hrtime.bigint();
-  const res = await fetch(url);
-  await res.arrayBuffer();
-  if (!res.ok) throw new Error(`${url}: ${res.status}`);
-  into.push(Number(process.hrtime.bigint() - t) / 1e6);
-}
-
-/** /healthz and an event page in turn every POLL_MS until `until` settles: their latencies (ms). */
-async function poll(url: string, until: Promise<unknown>): Promise<{ health: number[]; page: number[] }> {
-  let done = false;
-  void until.finally(() => (done = true));
-  const health: number[] = [];
-  const page: number[] = [];
-  for (let i = 0; !done; i++) {
-    await timed(`${url}/healthz`, health);
-    await timed(`${url}/api/events?transaction_id=lookup-${i % LOOKUPS}`, page);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-  return { health, page };
-}
+const poll = (url: string, until: Promise<unknown>) => pollDaemon(url, until, POLL_MS);
 
 /** Event pages at LOAD_PER_SECOND until `until` settles; resolves with the rate reached. */
 async function load(url: string, until: Promise<unknown>): Promise<number> {
@@ -101,7 +70,7 @@ async function load(url: string, until: Promise<unknown>): Promise<number> {
   while (!done) {
     const due = Math.floor(((performance.now() - started) / 1000) * LOAD_PER_SECOND);
     for (; sent < due && inFlight.size < 32; sent++) {
-      const request = timed(`${url}/api/events?transaction_id=lookup-${sent % LOOKUPS}&limit=100`, []);
+      const request = timedGet(`${url}/api/events?transaction_id=lookup-${sent % LOOKUPS}&limit=100`, []);
       inFlight.add(request);
       void request.finally(() => inFlight.delete(request));
     }
@@ -114,6 +83,7 @@ async function load(url: string, until: Promise<unknown>): Promise<number> {
 function probe(mode: 'sse' | 'cli', url: string, transaction: string): Promise<ProbeResult> {
   const child = spawn(process.execPath, [join(__dirname, 'replay-probe.js'), mode, url, transaction, '1'], {
     stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, KREPLAY_BENCH_ROOT: ROOT },
   });
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
@@ -162,7 +132,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-client-'));
   log(`writing ${SPARSE_EVENTS} and ${DENSE_EVENTS} events to ${dir}`);
   writeData(dir);
-  const daemon = await startDaemonProcess(['--data-dir', dir], join(dir, 'daemon.log'));
+  const daemon = await startDaemonProcess(['--data-dir', dir], join(dir, 'daemon.log'), ROOT);
   const rows: string[][] = [];
   const row = (round: number, run: string, r: ProbeResult | null, t: Timing | null, extra: string[]) =>
     rows.push([
@@ -182,7 +152,7 @@ async function main(): Promise<void> {
       const quiet = await poll(daemon.url, new Promise((resolve) => setTimeout(resolve, 2000)));
       row(round, 'no replay (anchor)', null, null, [
         f(quantile(quiet.health, 0.99)),
-        f(quantile(quiet.page, 0.99)),
+        f(quantile(quiet.lookup, 0.99)),
         '',
       ]);
       for (const mode of ['cli', 'sse'] as const) {
@@ -200,7 +170,7 @@ async function main(): Promise<void> {
         const seen = await dense;
         row(round, `dense, ${mode}`, seen, timing(seen), [
           f(quantile(polled.health, 0.99)),
-          f(quantile(polled.page, 0.99)),
+          f(quantile(polled.lookup, 0.99)),
           '',
         ]);
       }

@@ -31,7 +31,8 @@ export interface ProbeResult {
   released: number[];
 }
 
-const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
+/** the build whose CLI runs (replay-client.ts passes KREPLAY_BENCH_ROOT on) */
+const KREPLAY = join(process.env.KREPLAY_BENCH_ROOT ?? repoRoot(), 'bin', 'kreplay.js');
 const OFFSET = '"replay_offset_ns":';
 const LATE = '"emitted_late_ns":';
 
