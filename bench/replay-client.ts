@@ -14,7 +14,7 @@
  * - the first event's own lateness, the server's release p99
  *   (emitted_late_ns), and, during the dense runs, GET /healthz and an event
  *   page asked every POLL_MS by this process, against the same requests
- *   with no replay just before.
+ *   with no replay just before, and the CPU the daemon used meanwhile.
  * Three shapes: a sparse session (300 events, 10 ms apart) on an idle
  * daemon, the same under a query load (~440 event pages a second), and a
  * dense incident (100,001 events, 10 µs apart: 1 s). KREPLAY_BENCH_ROOT runs
@@ -24,7 +24,7 @@
  *   node dist/bench/replay-client.js [rounds]
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../agent/store/store-writer';
@@ -80,6 +80,12 @@ async function load(url: string, until: Promise<unknown>): Promise<number> {
   return sent / ((performance.now() - started) / 1000);
 }
 
+/** CPU seconds (user + system) process `pid` has used: fields 14 and 15 of /proc/PID/stat, in ticks of 1/100 s. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 function probe(mode: 'sse' | 'cli', url: string, transaction: string): Promise<ProbeResult> {
   const child = spawn(process.execPath, [join(__dirname, 'replay-probe.js'), mode, url, transaction, '1'], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -101,6 +107,8 @@ interface Timing {
   late: { p50: number; p99: number; max: number };
   vsFirst: { p50: number; max: number };
   firstLate: number;
+  /** the server's emitted_late_ns of the first event */
+  firstRelease: number;
   releaseP99: number;
 }
 
@@ -121,6 +129,7 @@ function timing(r: ProbeResult): Timing {
     late: { p50: quantile(late, 0.5), p99: quantile(late, 0.99), max: Math.max(...late) },
     vsFirst: { p50: quantile(vsFirst, 0.5), max: Math.max(...vsFirst) },
     firstLate: late[0]!,
+    firstRelease: r.released[0]! / 1e6,
     releaseP99: quantile(released, 0.99),
   };
 }
@@ -143,7 +152,7 @@ async function main(): Promise<void> {
       r ? String(r.nullLateness) : '',
       t ? `${f(t.late.p50)} / ${f(t.late.p99)} / ${f(t.late.max)}` : '',
       t ? `${f(t.vsFirst.p50)} / ${f(t.vsFirst.max)}` : '',
-      t ? f(t.firstLate) : '',
+      t ? `${f(t.firstLate)} (${f(t.firstRelease, 3)})` : '',
       t ? f(t.releaseP99, 3) : '',
       ...extra,
     ]);
@@ -154,17 +163,19 @@ async function main(): Promise<void> {
         f(quantile(quiet.health, 0.99)),
         f(quantile(quiet.lookup, 0.99)),
         '',
+        '',
       ]);
       for (const mode of ['cli', 'sse'] as const) {
         log(`round ${round}: sparse, ${mode}`);
         const idle = await probe(mode, daemon.url, 'sparse');
-        row(round, `sparse, ${mode}`, idle, timing(idle), ['', '', '']);
+        row(round, `sparse, ${mode}`, idle, timing(idle), ['', '', '', '']);
         log(`round ${round}: sparse under load, ${mode}`);
         const loaded = probe(mode, daemon.url, 'sparse');
         const rate = await load(daemon.url, loaded);
         const busy = await loaded;
-        row(round, `sparse, ${mode}, loaded`, busy, timing(busy), ['', '', rate.toFixed(0)]);
+        row(round, `sparse, ${mode}, loaded`, busy, timing(busy), ['', '', rate.toFixed(0), '']);
         log(`round ${round}: dense, ${mode}`);
+        const cpuBefore = cpuSeconds(daemon.child.pid!);
         const dense = probe(mode, daemon.url, 'dense');
         const polled = await poll(daemon.url, dense);
         const seen = await dense;
@@ -172,6 +183,7 @@ async function main(): Promise<void> {
           f(quantile(polled.health, 0.99)),
           f(quantile(polled.lookup, 0.99)),
           '',
+          (cpuSeconds(daemon.child.pid!) - cpuBefore).toFixed(2),
         ]);
       }
     }

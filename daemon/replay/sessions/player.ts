@@ -241,11 +241,13 @@ export class Player {
    */
   play(): boolean {
     const ahead = this.readFrom();
-    this.anchor = this.clock.now() + this.clock.leadNs() - this.wallNs;
     this.startWallNs = this.wallNs;
     this.active = true;
     this.handPages();
-    this.lane.play(ahead.buffer, this.anchor);
+    this.lane.play(ahead.buffer, () => {
+      this.anchor = this.clock.now() + this.clock.leadNs() - this.wallNs;
+      return this.anchor;
+    });
     this.readAhead();
     return ahead.buffer.pending > 0 || !ahead.exhausted;
   }
