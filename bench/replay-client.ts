@@ -199,11 +199,12 @@ async function main(): Promise<void> {
     'lateness null',
     'late p50 / p99 / max',
     'vs first p50 / max',
-    'first late',
+    'first late (its release)',
     'release p99',
     '/healthz p99',
     'event page p99',
     'load req/s',
+    'daemon CPU s',
   ]);
 }
 
