@@ -309,6 +309,8 @@ export class Agent implements AgentReadings {
       nodeHooked: this.nodeHooks?.counts.hooked ?? 0,
       nodeHookRefused: this.nodeHooks?.counts.refused ?? 0,
       nodeHookFailed: this.nodeHooks?.counts.failed ?? 0,
+      nodeHookIntrusions: this.nodeHooks?.intrusions ?? 0,
+      nodeHookStderrLines: this.nodeHooks?.stderrLines ?? 0,
       pythonHooked: this.pythonHooks?.counts.hooked ?? 0,
       pythonHookRefused: this.pythonHooks?.counts.refused ?? 0,
       pythonHookFailed: this.pythonHooks?.counts.failed ?? 0,
