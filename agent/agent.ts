@@ -358,10 +358,15 @@ export class Agent implements AgentReadings {
   /** Drains the ring, commits everything, records the run's end. */
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
-    // an injection under way finishes first: it closes the inspector it opened
-    await this.nodeHooks?.stop();
-    await this.pythonHooks?.stop();
-    await this.capture?.stop();
+    // an injection under way finishes and the inspectors still watched close (agent/runtimes/node)
+    // while the probes detach
+    await Promise.all([
+      this.nodeHooks?.stop(),
+      (async () => {
+        await this.pythonHooks?.stop();
+        await this.capture?.stop();
+      })(),
+    ]);
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
     // store, and the next run ships it from the cursor

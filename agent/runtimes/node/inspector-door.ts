@@ -131,8 +131,9 @@ export class InspectorDoors {
       watch.release();
       return { kind: 'failed', reason: `cannot signal it: ${(err as Error).message}` };
     }
-    this.watched.add(watch);
     const inspector = await poll(() => this.opened(watch), this.timings.inspectorMs);
+    // watched from here on (not before: the watch's checks would race this for the inspector)
+    this.watched.add(watch);
     if (!inspector) {
       this.log.info('a Node process did not open its inspector yet (its main thread is busy): watched, guarded', {
         pid: target.pid,
@@ -179,7 +180,7 @@ export class InspectorDoors {
   private async check(): Promise<void> {
     for (const watch of [...this.watched]) {
       if (startTimeOf(watch.target.pid) !== watch.startTime) {
-        this.end(watch);
+        this.end(watch, 'the Node process kreplay signalled ended: its inspector with it');
         continue;
       }
       const inspector = this.opened(watch);
@@ -188,13 +189,15 @@ export class InspectorDoors {
         const outcome = await this.through(watch, inspector);
         if (first) watch.target.late(outcome);
         else this.log.info('closed a Node inspector that opened again after kreplay closed it', { pid: watch.target.pid });
-      } else if (performance.now() >= watch.quietUntil) this.end(watch);
+      } else if (performance.now() >= watch.quietUntil)
+        this.end(watch, 'the inspector of a Node process kreplay signalled is closed for good: its port unguarded');
     }
   }
 
-  private end(watch: Watched): void {
+  private end(watch: Watched, why: string): void {
     this.watched.delete(watch);
     watch.release();
+    this.log.debug(why, { pid: watch.target.pid, port: watch.target.port });
   }
 
   /** Hooks (the first time) and closes the inspector; the watch then waits `quietMs` for a reopening. */

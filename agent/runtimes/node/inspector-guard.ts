@@ -8,6 +8,11 @@
 import type { Logger } from '../../../core/log/logger';
 import type { GuardIntrusion, NativeAddon, NativeInspectorGuard } from '../../../core/native/addon';
 
+interface Offender {
+  rec: GuardIntrusion;
+  attempts: number;
+}
+
 /** How often the kernel's records of refusals are read while a port is held. */
 const DRAIN_MS = 200;
 
@@ -15,6 +20,8 @@ export class InspectorGuard {
   /** connects the kernel refused */
   intrusions = 0;
   private readonly holds = new Map<number, number>();
+  /** the processes refused, by port, since it was guarded */
+  private readonly offenders = new Map<number, Map<number, Offender>>();
   private timer: NodeJS.Timeout | undefined;
 
   private constructor(
@@ -44,7 +51,9 @@ export class InspectorGuard {
         return;
       }
       this.holds.delete(port);
-      this.native.unguard(port);
+      // the entry's own count: refusals whose record the full ring could not take count too
+      const refused = this.native.unguard(port);
+      this.intrusions += Math.max(0, refused - this.summarize(port));
       if (this.holds.size === 0) {
         clearInterval(this.timer);
         this.timer = undefined;
@@ -52,26 +61,46 @@ export class InspectorGuard {
     };
   }
 
-  /** Counts and logs the refusals the kernel recorded: one line per process and port. */
+  /**
+   * Counts the refusals the kernel recorded, and logs each process the first time it is refused
+   * while the port is held (how many times in all is logged when the port is given back).
+   */
   drain(): void {
     const seen = this.native.drain();
-    if (seen.length === 0) return;
     this.intrusions += seen.length;
-    const by = new Map<string, { first: GuardIntrusion; attempts: number }>();
     for (const rec of seen) {
-      const key = `${rec.pid}:${rec.port}`;
-      const known = by.get(key);
-      if (known) known.attempts++;
-      else by.set(key, { first: rec, attempts: 1 });
-    }
-    for (const { first, attempts } of by.values())
+      const port = this.offenders.get(rec.port) ?? new Map<number, Offender>();
+      this.offenders.set(rec.port, port);
+      const known = port.get(rec.pid);
+      if (known) {
+        known.attempts++;
+        continue;
+      }
+      port.set(rec.pid, { rec, attempts: 1 });
       this.log.warn("refused a connection to a Node inspector kreplay opened: it is the agent's alone", {
-        pid: first.pid,
-        uid: first.uid,
-        comm: first.comm,
-        port: first.port,
+        pid: rec.pid,
+        uid: rec.uid,
+        comm: rec.comm,
+        port: rec.port,
+      });
+    }
+  }
+
+  /** The port's offenders, once more with their attempts, as its guard is given back. */
+  private summarize(port: number): number {
+    let recorded = 0;
+    for (const { rec, attempts } of this.offenders.get(port)?.values() ?? []) {
+      recorded += attempts;
+      this.log.warn('a process tried to reach a Node inspector kreplay opened', {
+        pid: rec.pid,
+        uid: rec.uid,
+        comm: rec.comm,
+        port,
         attempts,
       });
+    }
+    this.offenders.delete(port);
+    return recorded;
   }
 
   /** Drops every hold and detaches the programs. */
@@ -79,6 +108,7 @@ export class InspectorGuard {
     this.drain();
     clearInterval(this.timer);
     this.timer = undefined;
+    for (const port of this.holds.keys()) this.intrusions += Math.max(0, this.native.unguard(port) - this.summarize(port));
     this.holds.clear();
     this.native.close();
   }

@@ -41,7 +41,7 @@ const TRANSIENT_TRIES = 5;
 const BUSY_RETRY_MS = 1000;
 const BUSY_RETRY_MAX_MS = 30_000;
 /** How long a stop waits for the inspectors being closed (inspector-door.ts) before letting them go. */
-const STOP_WATCH_MS = 5000;
+const STOP_WATCH_MS = 4000;
 
 interface Known {
   /** its executable: an exec makes it another program */
