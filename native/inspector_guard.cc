@@ -1,9 +1,9 @@
 #include "inspector_guard.h"
 
-#include <linux/types.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include <linux/types.h>
 #include <sys/socket.h>
 #include <unistd.h>
 

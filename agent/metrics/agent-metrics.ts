@@ -96,7 +96,7 @@ const TOTALS: Record<string, { help: string; key: Key }> = {
   },
   kreplay_agent_corrupt_bytes_total: { help: 'ring bytes skipped as corrupt records', key: 'corruptBytes' },
   kreplay_agent_node_hook_intrusions_total: {
-    help: "connects to an inspector the agent opened, from another process, that the kernel refused (each logged with its pid)",
+    help: 'connects to an inspector the agent opened, from another process, that the kernel refused (each logged with its pid)',
     key: 'nodeHookIntrusions',
   },
   kreplay_agent_node_hook_stderr_lines_total: {

@@ -228,8 +228,8 @@ describe('the inspector the Node hook opens (real kernel)', () => {
     for (let i = 0; i < SERVERS; i++) {
       const app = await server();
       expect(await nodeHookLine(agent, app.child.pid!)).toMatch(/hooked a Node process/);
-      await doneWith(app.child.pid!);
       app.child.kill('SIGKILL');
+      await doneWith(app.child.pid!);
     }
     poller.kill('SIGTERM');
     const counts = JSON.parse(

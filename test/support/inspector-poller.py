@@ -42,14 +42,19 @@ def read_http(s):
 def json_list(host, family):
     s = connect(host, family)
     try:
-        s.sendall(f"GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
+        s.sendall(f"GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\n\r\n".encode())
+        data = read_http(s)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip())
+        while len(body) < length:
             chunk = s.recv(65536)
             if not chunk:
                 break
-            data += chunk
-        body = data.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in data else b""
+            body += chunk
         return json.loads(body) if body else []
     finally:
         s.close()

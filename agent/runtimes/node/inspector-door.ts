@@ -135,9 +135,12 @@ export class InspectorDoors {
     // watched from here on (not before: the watch's checks would race this for the inspector)
     this.watched.add(watch);
     if (!inspector) {
-      this.log.info('a Node process did not open its inspector yet (its main thread is busy): watched, guarded', {
-        pid: target.pid,
-      });
+      this.log.info(
+        'a Node process did not open its inspector yet (its main thread is busy): watched, guarded',
+        {
+          pid: target.pid,
+        },
+      );
       this.schedule();
       return { kind: 'pending' };
     }
@@ -188,9 +191,15 @@ export class InspectorDoors {
         const first = !watch.done;
         const outcome = await this.through(watch, inspector);
         if (first) watch.target.late(outcome);
-        else this.log.info('closed a Node inspector that opened again after kreplay closed it', { pid: watch.target.pid });
+        else
+          this.log.info('closed a Node inspector that opened again after kreplay closed it', {
+            pid: watch.target.pid,
+          });
       } else if (performance.now() >= watch.quietUntil)
-        this.end(watch, 'the inspector of a Node process kreplay signalled is closed for good: its port unguarded');
+        this.end(
+          watch,
+          'the inspector of a Node process kreplay signalled is closed for good: its port unguarded',
+        );
     }
   }
 
@@ -236,14 +245,20 @@ export class InspectorDoors {
    * Asks the process to close its inspector (which ends the session from its side: never both
    * sides at once, see InspectorSession.close), then waits until it no longer listens.
    */
-  private async close(pid: number, inspector: ListeningSocket, session: InspectorSession | undefined): Promise<void> {
+  private async close(
+    pid: number,
+    inspector: ListeningSocket,
+    session: InspectorSession | undefined,
+  ): Promise<void> {
     const { inspectorMs, answerMs } = this.timings;
     try {
       const closer = session ?? (await InspectorSession.open(inspector.port, answerMs));
       if (!session) this.stderrLines += LINES_PER_SESSION;
       await closer.evaluate(CLOSE_INSPECTOR);
       // a session the process did not end in time is ended from here (it is not closing it, then)
-      await deadline(closer.closed, inspectorMs, 'the inspector ending the session').catch(() => closer.close());
+      await deadline(closer.closed, inspectorMs, 'the inspector ending the session').catch(() =>
+        closer.close(),
+      );
       const gone = await poll(
         () => (processListening(pid).some((s) => s.inode === inspector.inode) ? undefined : true),
         inspectorMs,

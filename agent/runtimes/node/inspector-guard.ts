@@ -108,7 +108,8 @@ export class InspectorGuard {
     this.drain();
     clearInterval(this.timer);
     this.timer = undefined;
-    for (const port of this.holds.keys()) this.intrusions += Math.max(0, this.native.unguard(port) - this.summarize(port));
+    for (const port of this.holds.keys())
+      this.intrusions += Math.max(0, this.native.unguard(port) - this.summarize(port));
     this.holds.clear();
     this.native.close();
   }

@@ -152,7 +152,8 @@ export class NodeHooks {
     if (outcome.kind === 'refused' && outcome.transient && ++known.tries < TRANSIENT_TRIES) return;
     if (outcome.kind === 'busy') {
       // never given up: another program's inspector or server holds the port for a while
-      if (known.retryMs === undefined) log.info('a Node process waits for its inspector port', { pid, reason: outcome.reason });
+      if (known.retryMs === undefined)
+        log.info('a Node process waits for its inspector port', { pid, reason: outcome.reason });
       known.retryMs = Math.min((known.retryMs ?? BUSY_RETRY_MS / 2) * 2, BUSY_RETRY_MAX_MS);
       known.retryAt = performance.now() + known.retryMs;
       return;

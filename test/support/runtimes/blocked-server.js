@@ -1,6 +1,7 @@
 // A server whose main thread blocks in execSync as soon as it listens, until the file FILE exists:
 // a SIGUSR1 meanwhile cannot open the inspector (neither V8 nor libuv gets to run) until it returns.
 // Prints its port, then "unblocked". Usage: blocked-server.js FILE
+'use strict';
 const http = require('node:http');
 const { execFileSync } = require('node:child_process');
 
