@@ -71,6 +71,12 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   ~InspectorGuard() override { Teardown(); }
 
   Napi::Value Guard(const Napi::CallbackInfo& info) { return Change(info, true); }
+  Napi::Value Refused(const Napi::CallbackInfo& info) {
+    const kr_guard_key key = Key(info);
+    uint64_t refused = 0;
+    bpf_map_lookup_elem(bpf_map__fd(skel_->maps.guarded), &key, &refused);
+    return Napi::Number::New(info.Env(), static_cast<double>(refused));
+  }
   Napi::Value Unguard(const Napi::CallbackInfo& info) { return Change(info, false); }
 
   Napi::Value Drain(const Napi::CallbackInfo& info) {
@@ -121,20 +127,26 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
     return 0;
   }
 
-  Napi::Value Change(const Napi::CallbackInfo& info, bool on) {
+  // The map key of the port argument, in this process's network namespace.
+  kr_guard_key Key(const Napi::CallbackInfo& info) {
     if (info.Length() != 1 || !info[0].IsNumber())
-      throw Napi::TypeError::New(info.Env(), "guard(port) and unguard(port) take a port number");
+      throw Napi::TypeError::New(info.Env(), "guard(port), unguard(port) and refused(port) take a port number");
     const uint32_t port = info[0].As<Napi::Number>().Uint32Value();
     if (port == 0 || port > 65535) throw Napi::RangeError::New(info.Env(), "a port is 1 to 65535");
     if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
     kr_guard_key key = {};
     key.netns_cookie = netns_cookie_;
     key.port = port;
+    return key;
+  }
+
+  Napi::Value Change(const Napi::CallbackInfo& info, bool on) {
+    const kr_guard_key key = Key(info);
     const int fd = bpf_map__fd(skel_->maps.guarded);
     if (on) {
       const uint64_t none = 0;
       if (bpf_map_update_elem(fd, &key, &none, BPF_NOEXIST) != 0 && errno != EEXIST)
-        throw ToJsError(info.Env(), LibbpfFailure(errno, kCode, "cannot guard port " + std::to_string(port), ""));
+        throw ToJsError(info.Env(), LibbpfFailure(errno, kCode, "cannot guard port " + std::to_string(key.port), ""));
       return info.Env().Undefined();
     }
     uint64_t refused = 0;
@@ -169,6 +181,7 @@ Napi::Function DefineInspectorGuard(Napi::Env env) {
                                      {
                                          InspectorGuard::InstanceMethod("guard", &InspectorGuard::Guard),
                                          InspectorGuard::InstanceMethod("unguard", &InspectorGuard::Unguard),
+                                         InspectorGuard::InstanceMethod("refused", &InspectorGuard::Refused),
                                          InspectorGuard::InstanceMethod("drain", &InspectorGuard::Drain),
                                          InspectorGuard::InstanceMethod("close", &InspectorGuard::Close),
                                      });

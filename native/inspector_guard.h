@@ -7,7 +7,7 @@
 namespace kreplay {
 
 // new InspectorGuard() loads the programs and attaches them to the cgroup v2 root; then
-// guard(port), unguard(port), drain() -> [{ pid, uid, port, comm }], close().
+// guard(port), unguard(port), refused(port), drain() -> [{ pid, uid, port, comm }], close().
 Napi::Function DefineInspectorGuard(Napi::Env env);
 
 }  // namespace kreplay

@@ -166,6 +166,8 @@ export interface NativeInspectorGuard {
   guard(port: number): void;
   /** how many connects the entry refused */
   unguard(port: number): number;
+  /** how many connects the entry of a guarded port refused so far */
+  refused(port: number): number;
   /** the refusals recorded since the last call */
   drain(): GuardIntrusion[];
   close(): void;

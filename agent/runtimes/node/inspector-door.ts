@@ -78,6 +78,8 @@ interface Watched {
   done: boolean;
   /** the watch ends at this time (performance.now()) if nothing opens; Infinity while pending */
   quietUntil: number;
+  /** a session of the agent's is at it now (the checks leave it alone) */
+  busy: boolean;
 }
 
 /** Asks `check` every POLL_MS until it gives a value, for at most `ms`; undefined past that. */
@@ -124,6 +126,7 @@ export class InspectorDoors {
       release: this.guard.hold(target.port),
       done: false,
       quietUntil: Infinity,
+      busy: false,
     };
     try {
       signal();
@@ -182,6 +185,7 @@ export class InspectorDoors {
 
   private async check(): Promise<void> {
     for (const watch of [...this.watched]) {
+      if (watch.busy) continue;
       if (startTimeOf(watch.target.pid) !== watch.startTime) {
         this.end(watch, 'the Node process kreplay signalled ended: its inspector with it');
         continue;
@@ -211,6 +215,15 @@ export class InspectorDoors {
 
   /** Hooks (the first time) and closes the inspector; the watch then waits `quietMs` for a reopening. */
   private async through(watch: Watched, inspector: ListeningSocket): Promise<HookOutcome> {
+    watch.busy = true;
+    try {
+      return await this.use(watch, inspector);
+    } finally {
+      watch.busy = false;
+    }
+  }
+
+  private async use(watch: Watched, inspector: ListeningSocket): Promise<HookOutcome> {
     const { pid, innerPid } = watch.target;
     const hook = !watch.done;
     watch.done = true;

@@ -17,8 +17,8 @@ interface Offender {
 const DRAIN_MS = 200;
 
 export class InspectorGuard {
-  /** connects the kernel refused */
-  intrusions = 0;
+  /** connects the kernel refused to ports given back since */
+  private released = 0;
   private readonly holds = new Map<number, number>();
   /** the processes refused, by port, since it was guarded */
   private readonly offenders = new Map<number, Map<number, Offender>>();
@@ -52,8 +52,8 @@ export class InspectorGuard {
       }
       this.holds.delete(port);
       // the entry's own count: refusals whose record the full ring could not take count too
-      const refused = this.native.unguard(port);
-      this.intrusions += Math.max(0, refused - this.summarize(port));
+      this.released += this.native.unguard(port);
+      this.summarize(port);
       if (this.holds.size === 0) {
         clearInterval(this.timer);
         this.timer = undefined;
@@ -61,13 +61,19 @@ export class InspectorGuard {
     };
   }
 
+  /** Connects the kernel refused: its own counts, of the ports held now and of those given back. */
+  get intrusions(): number {
+    let now = 0;
+    for (const port of this.holds.keys()) now += this.native.refused(port);
+    return this.released + now;
+  }
+
   /**
-   * Counts the refusals the kernel recorded, and logs each process the first time it is refused
-   * while the port is held (how many times in all is logged when the port is given back).
+   * Logs each process the kernel refused the first time it is refused while the port is held
+   * (how many times in all is logged when the port is given back).
    */
   drain(): void {
     const seen = this.native.drain();
-    this.intrusions += seen.length;
     for (const rec of seen) {
       const port = this.offenders.get(rec.port) ?? new Map<number, Offender>();
       this.offenders.set(rec.port, port);
@@ -86,11 +92,9 @@ export class InspectorGuard {
     }
   }
 
-  /** The port's offenders, once more with their attempts, as its guard is given back. */
-  private summarize(port: number): number {
-    let recorded = 0;
+  /** The port's offenders, once more with their attempts (as recorded), as its guard is given back. */
+  private summarize(port: number): void {
     for (const { rec, attempts } of this.offenders.get(port)?.values() ?? []) {
-      recorded += attempts;
       this.log.warn('a process tried to reach a Node inspector kreplay opened', {
         pid: rec.pid,
         uid: rec.uid,
@@ -100,7 +104,6 @@ export class InspectorGuard {
       });
     }
     this.offenders.delete(port);
-    return recorded;
   }
 
   /** Drops every hold and detaches the programs. */
@@ -108,8 +111,10 @@ export class InspectorGuard {
     this.drain();
     clearInterval(this.timer);
     this.timer = undefined;
-    for (const port of this.holds.keys())
-      this.intrusions += Math.max(0, this.native.unguard(port) - this.summarize(port));
+    for (const port of this.holds.keys()) {
+      this.released += this.native.unguard(port);
+      this.summarize(port);
+    }
     this.holds.clear();
     this.native.close();
   }
