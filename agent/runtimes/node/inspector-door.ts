@@ -267,7 +267,12 @@ export class InspectorDoors {
     try {
       const closer = session ?? (await InspectorSession.open(inspector.port, answerMs));
       if (!session) this.stderrLines += LINES_PER_SESSION;
-      await closer.evaluate(CLOSE_INSPECTOR);
+      // no answer: its JavaScript no longer runs (it is exiting, and Node waits at exit for the
+      // sessions to end): this side ends the session, or the process would wait for good
+      await closer.evaluate(CLOSE_INSPECTOR).catch((err: unknown) => {
+        closer.close();
+        throw err;
+      });
       // a session the process did not end in time is ended from here (it is not closing it, then)
       await deadline(closer.closed, inspectorMs, 'the inspector ending the session').catch(() =>
         closer.close(),
