@@ -6,6 +6,7 @@
  */
 import { InvalidArgumentError } from 'commander';
 import { formatTable } from '../text-table';
+import { ACCEPTED_SOCKET } from '../../core/model/target';
 import type { CallKind, Match, PlanTarget } from './exec-plan';
 
 /** What the supervisor counted for one planned target. */
@@ -22,6 +23,8 @@ export interface TargetOutcome {
   intendedNs: BigInt64Array;
   /** responses: per matched response, the recorded exchange it took (by its request) */
   exchanges?: Uint32Array;
+  /** responses: the exchanges the build's requests took without a hold, the incident having made others like them (ambiguous) */
+  ambiguous?: Uint32Array;
 }
 
 export interface UnmatchedOutcome {
@@ -77,6 +80,11 @@ export interface TargetReport {
   cut_short: number;
   /** matched calls held that the build gave up on before their release (it closed or timed out): held, not compared */
   gave_up: number;
+  /**
+   * responses matched but not held: the incident made other requests the matcher cannot tell theirs
+   * from, which took other times (ambiguous)
+   */
+  ambiguous: number;
   recorded_p50_ns: bigint | null;
   recorded_p99_ns: bigint | null;
   intended_p50_ns: bigint | null;
@@ -90,8 +98,10 @@ export interface TargetReport {
   held: boolean;
   /** why it was or was not matched, in words */
   reason: string;
-  /** the build made fewer calls to it than the incident, else null (a failure under --strict) */
+  /** the build made fewer calls to it than the incident, or holds were not given (ambiguous), else null (a failure under --strict) */
   shortfall: string | null;
+  /** how the content of the service's own replies differs (their bytes), else null: reported, never failed on */
+  difference: string | null;
   /** why observed and intended differ beyond the tolerance, else null */
   failure: string | null;
 }
@@ -109,6 +119,15 @@ export function percentile(values: readonly bigint[], p: number): bigint | null 
 function allowance(intended: bigint, tolerance: Tolerance): bigint {
   const relative = BigInt(Math.round(Number(intended) * tolerance.fraction));
   return relative > tolerance.ns ? relative : tolerance.ns;
+}
+
+/**
+ * Whether two holds `low` <= `high` are one for a replay: both timing noise (below the floor), or
+ * apart by no more than the tolerance of the longer (without one, only equal holds are).
+ */
+export function alike(low: bigint, high: bigint, tolerance?: Tolerance): boolean {
+  if (high < TIMING_NOISE_FLOOR_NS) return true;
+  return high - low <= (tolerance ? allowance(high, tolerance) : 0n);
 }
 
 function compare(
@@ -224,8 +243,10 @@ export function buildReport(
     hold_error_p50_ns: null,
     hold_error_p99_ns: null,
     gave_up: 0,
+    ambiguous: 0,
     held: false,
     shortfall: null,
+    difference: null,
     failure: null,
   };
   const rows = plan.map((target, i): TargetReport => {
@@ -254,13 +275,18 @@ export function buildReport(
     const byBytes = target.match === 'bytes';
     const matched = byBytes ? outcome.matched : Math.min(outcome.matched, recorded);
     const passed = outcome.passed + (outcome.matched - matched);
-    const short = byBytes
-      ? outcome.bytes < target.recordedBytes
+    const ambiguous = outcome.ambiguous?.length ?? 0;
+    const bytesShort =
+      byBytes && outcome.bytes < target.recordedBytes
         ? `the build's calls carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes`
-        : null
-      : matched < recorded
-        ? `the build made ${matched} of the ${recorded} recorded calls`
         : null;
+    // the service's replies were made: their content (dates, ids, timings) is the build's own
+    const reply = bytesShort !== null && outcome.bytes > 0 && isServiceReply(target);
+    const short = [
+      reply ? null : bytesShort,
+      !byBytes && matched < recorded ? `the build made ${matched} of the ${recorded} recorded calls` : null,
+      ambiguous > 0 ? ambiguousWhy(ambiguous) : null,
+    ].filter((s) => s !== null);
     const row = {
       call: target.call,
       target: target.target,
@@ -275,6 +301,7 @@ export function buildReport(
       passed_through: passed,
       cut_short: cutShort,
       gave_up: gaveUp,
+      ambiguous,
       recorded_p50_ns: percentile(target.recordedNs, 50),
       recorded_p99_ns: percentile(target.recordedNs, 99),
       intended_p50_ns: percentile(intended, 50),
@@ -284,8 +311,13 @@ export function buildReport(
       hold_error_p50_ns: percentile(errors, 50),
       hold_error_p99_ns: percentile(errors, 99),
       held: true,
-      reason: plannedReason(target, { matched, bytes: outcome.bytes, passed, gaveUp }, unmatched),
-      shortfall: short,
+      reason:
+        plannedReason(target, { matched, bytes: outcome.bytes, passed, gaveUp }, unmatched) +
+        (ambiguous > 0 ? `; ${ambiguousWhy(ambiguous)}` : ''),
+      shortfall: short.length > 0 ? short.join('; ') : null,
+      difference: reply
+        ? `the build's replies carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes: their content differs (reported, never failed on)`
+        : null,
     };
     // the median off is systematic; a call released early is a hold missed; a late tail alone is
     // the machine's scheduling noise (hold_error_p99 shows it), nothing a CI engineer can act on
@@ -316,6 +348,14 @@ export function buildReport(
   }
   return rows;
 }
+
+/** The service's own replies: its writes to a connection it accepted (`tcp accepted 127.0.0.1:8080`). */
+export function isServiceReply(target: PlanTarget): boolean {
+  return target.call === 'write' && target.kind === 'socket' && target.target.includes(` ${ACCEPTED_SOCKET} `);
+}
+
+const ambiguousWhy = (n: number) =>
+  `${n} responses not held: the incident made other requests the matcher cannot tell theirs from, with other times (ambiguous)`;
 
 /** 1234567 → "1.235 ms"; units that keep 3-4 significant digits. */
 export function formatNs(ns: bigint | null): string {

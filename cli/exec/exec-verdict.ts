@@ -66,6 +66,10 @@ export function shortfalls(rows: readonly TargetReport[], completeness: Complete
   return out;
 }
 
+/** How the content of the service's own replies differs: said, never a failure, --strict or not. */
+export const differences = (rows: readonly TargetReport[]): string[] =>
+  rows.filter((r) => r.difference).map((r) => `${r.target}: ${r.difference}`);
+
 export function verdict(input: VerdictInput): Verdict {
   const matched = input.rows.some((r) => r.held && r.matched > 0);
   const short = shortfalls(input.rows, input.completeness);
@@ -99,9 +103,10 @@ export function verdict(input: VerdictInput): Verdict {
         ...missed,
       ],
     };
+  const differ = differences(input.rows);
   if (input.strict && short.length > 0)
-    return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
-  return { kind: 'passed', status: EXIT.ok, reasons: [...deselected, ...short] };
+    return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: [...short, ...differ] };
+  return { kind: 'passed', status: EXIT.ok, reasons: [...deselected, ...short, ...differ] };
 }
 
 export interface Judgement {
