@@ -94,6 +94,8 @@ struct PendingExchange {
   int64_t hold_ns;
   int64_t sent_ns;
   int64_t release_ns;
+  // when the peer's answer began to arrive: past release_ns, the peer took longer than the incident
+  int64_t arrived_ns;
   // where its answer begins among the peer's bytes to the build (Link::appended when it was taken)
   uint64_t from;
 };
@@ -429,7 +431,8 @@ void ExecRelay::Process(Link* link, int64_t now) {
           used_[target][k] = true;
           if (first_held_ns_ == 0 || link->last_send_ns < first_held_ns_) first_held_ns_ = link->last_send_ns;
           const int64_t hold_ns = plan.holds_ns[k];
-          link->pending.push_back({k, hold_ns, link->last_send_ns, link->last_send_ns + hold_ns, link->appended});
+          link->pending.push_back(
+              {k, hold_ns, link->last_send_ns, link->last_send_ns + hold_ns, NowNs(), link->appended});
         }
       }
     }
@@ -451,7 +454,9 @@ void ExecRelay::Process(Link* link, int64_t now) {
       // an exchange is delivered with its answer's first byte
       for (; !link->pending.empty() && link->pending.front().from < link->delivered; link->pending.pop_front()) {
         const PendingExchange& p = link->pending.front();
-        timings_.push_back({link->response_target, p.exchange, now - p.sent_ns, p.hold_ns, false});
+        // an answer that came after its release time was held not at all: its intended time is the peer's own
+        const int64_t intended = std::max(p.hold_ns, p.arrived_ns - p.sent_ns);
+        timings_.push_back({link->response_target, p.exchange, now - p.sent_ns, intended, false});
       }
     }
   }

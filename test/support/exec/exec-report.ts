@@ -7,6 +7,8 @@ export interface ExecReportRow {
   matched: number;
   passed_through: number;
   gave_up: number;
+  ambiguous: number;
+  difference: string | null;
   observed_p50_ns: string | number | null;
   observed_p99_ns: string | number | null;
 }

@@ -1,0 +1,195 @@
+/**
+ * Issue 42 on MariaDB (apt `mariadb-server`, one server for the file): a slow `SELECT SLEEP(1.5)`
+ * recorded from two ordinary services, replayed as uid 65534 against the same database answering at
+ * once (SLEEP(0.001)).
+ * - npm `mysql2` through a pool with prepared statements (pool.execute(): every COM_STMT_EXECUTE
+ *   once had one key, the command number, so a build that skipped the slow query passed with a fast
+ *   one held in its stead): a build that skips it is "not reproduced", with and without --strict; a
+ *   health probe (a statement the incident never ran) first, or a warm-up connection before the
+ *   pool's, leaves the fast statements un-held and the slow one held as recorded; --strict passes a
+ *   faithful build whose JSON reply carries other bytes (a timing, the SLEEP's argument), reporting
+ *   the difference; the same with the text protocol (pool.query()).
+ * - PyMySQL from a worker thread, a connection per call: a health probe's connection first (once
+ *   beyond the recorded connections, so never relayed, and the order's query never held) replays
+ *   as recorded; skipping the slow query is "not reproduced".
+ */
+import type { ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCgroup, type TestCgroup } from '../support/cgroup';
+import type { ExecReport, ExecReportRow } from '../support/exec/exec-report';
+import { kreplay, UNPRIVILEGED } from '../support/exec/kreplay-run';
+import { startMariaDb, type MariaDb } from '../support/exec/mariadb';
+import { recordIncident, type RecordedIncident } from '../support/exec/record-incident';
+
+const NODE_SERVICE = join(__dirname, '../support/exec/mysql-service.js');
+const PY_SERVICE = join(__dirname, '../support/exec/mysql-service.py');
+const PYTHON = '/usr/bin/python3';
+
+const dir = { path: '' };
+let cgroup: TestCgroup;
+let db: MariaDb | null = null;
+const children: ChildProcess[] = [];
+let dbTarget: string;
+
+beforeAll(async () => {
+  dir.path = mkdtempSync(join(tmpdir(), 'kreplay-prepared-mysql-'));
+  chmodSync(dir.path, 0o777);
+  cgroup = createCgroup(`kreplay-prepared-mysql-${process.pid}.service`);
+  db = await startMariaDb();
+  dbTarget = `tcp 127.0.0.1:${db.port}`;
+  db.sql(
+    'CREATE DATABASE shop; CREATE TABLE shop.orders (id INT PRIMARY KEY, total DECIMAL(10,2), n INT); INSERT INTO shop.orders VALUES (42, 99.5, 0)',
+  );
+}, 120_000);
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await db?.stop();
+  cgroup?.remove();
+  if (dir.path) rmSync(dir.path, { recursive: true, force: true });
+});
+
+interface Replayed {
+  status: number | null;
+  stderr: string;
+  report: ExecReport;
+  /** the database's responses */
+  row: ExecReportRow | undefined;
+  /** each statement's time the build printed, in seconds */
+  times: Record<string, number>;
+}
+
+async function replay(
+  incident: RecordedIncident,
+  name: string,
+  build: string[],
+  ...flags: string[]
+): Promise<Replayed> {
+  const report = join(dir.path, `${name}.json`);
+  const run = await kreplay(
+    ['replay', '--incident', incident.file, '--exec', '--report-json', report, ...flags, '--', ...build],
+    UNPRIVILEGED,
+    dir.path,
+  ).done;
+  const parsed = JSON.parse(readFileSync(report, 'utf8')) as ExecReport;
+  const times = Object.fromEntries(
+    [...run.stderr.matchAll(/^(probe|update|report|total): (\d+\.\d+) s$/gm)].map((m) => [
+      m[1]!,
+      Number(m[2]),
+    ]),
+  );
+  return {
+    status: run.status,
+    stderr: run.stderr,
+    report: parsed,
+    row: parsed.targets.find((r) => r.call === 'response' && r.target === dbTarget),
+    times,
+  };
+}
+
+/** The slow query held as recorded, every other statement at once (the database answers at once). */
+function heldAsRecorded(run: Replayed, incident: RecordedIncident): void {
+  expect({ status: run.status, verdict: run.report.verdict }).toEqual({ status: 0, verdict: 'passed' });
+  expect(run.times.report).toBeGreaterThanOrEqual((incident.waitNs / 1e9) * 0.95);
+  // the fast statements, and any the incident never made, at once
+  const slow = Object.entries(run.times).filter(([name, s]) => name !== 'report' && s >= 0.5);
+  expect(slow).toEqual([]);
+  expect(run.report.causes).toEqual([expect.objectContaining({ target: dbTarget, exercised: true })]);
+}
+
+describe('mysql2 through a pool', () => {
+  let incident: RecordedIncident;
+  const build = (...flags: string[]) => [
+    process.execPath,
+    NODE_SERVICE,
+    'once',
+    String(db!.port),
+    '--listen',
+    String(incident.servicePort),
+    ...flags,
+  ];
+
+  beforeAll(async () => {
+    incident = await recordIncident({
+      dir: dir.path,
+      cgroup,
+      txn: `mysql2-checkout-${process.pid}`,
+      service: (portFile) => [process.execPath, NODE_SERVICE, 'serve', String(db!.port), portFile],
+      target: dbTarget,
+      minWaitNs: 1.4e9,
+      children,
+    });
+    expect(JSON.parse(incident.reply)).toEqual(expect.objectContaining({ slept: 1.5 }));
+  }, 120_000);
+
+  it('a build that skips the slow prepared statement is never passed, with or without --strict', async () => {
+    for (const strict of [[], ['--strict']]) {
+      const skipped = await replay(incident, `skipped${strict.length}`, build('--skip-slow'), ...strict);
+      expect({ status: skipped.status, verdict: skipped.report.verdict }).toEqual({
+        status: 220,
+        verdict: 'not-reproduced',
+      });
+      expect(skipped.report.causes).toEqual([
+        expect.objectContaining({
+          target: dbTarget,
+          exercised: false,
+          reason: expect.stringContaining('a different request') as string,
+        }),
+      ]);
+      // the fast statements took their own exchanges, not the slow one's
+      expect(skipped.times.update).toBeLessThan(0.5);
+      expect(skipped.times.total).toBeLessThan(0.5);
+    }
+  }, 60_000);
+
+  it('a health probe first, or a warm-up connection before the pool, leaves the fast statements fast and holds the slow one', async () => {
+    heldAsRecorded(await replay(incident, 'probe', build('--probe')), incident);
+    const warm = await replay(incident, 'warm', build('--warm-up'));
+    heldAsRecorded(warm, incident);
+    // the warm-up's connection, beyond the recorded one, was relayed and passed through un-held
+    expect(warm.report.targets.find((r) => r.call === 'connect' && r.target === dbTarget)).toEqual(
+      expect.objectContaining({ matched: 1, passed_through: 1 }),
+    );
+  }, 60_000);
+
+  it('--strict passes a faithful build whose reply carries other bytes, and says how they differ', async () => {
+    const faithful = await replay(incident, 'strict', build(), '--strict');
+    heldAsRecorded(faithful, incident);
+    expect(faithful.row).toEqual(expect.objectContaining({ passed_through: 0, ambiguous: 0 }));
+    const reply = faithful.report.targets.find(
+      (r) => r.call === 'write' && r.target === `tcp accepted 127.0.0.1:${incident.servicePort}`,
+    );
+    expect(reply?.difference).toMatch(
+      /^the build's replies carried \d+ of the \d+ recorded bytes: their content differs/,
+    );
+  }, 60_000);
+});
+
+describe('PyMySQL, a connection per call', () => {
+  let incident: RecordedIncident;
+  const build = (...flags: string[]) => [PYTHON, PY_SERVICE, 'once', String(db!.port), ...flags];
+
+  beforeAll(async () => {
+    incident = await recordIncident({
+      dir: dir.path,
+      cgroup,
+      txn: `pymysql-checkout-${process.pid}`,
+      service: (portFile) => [PYTHON, PY_SERVICE, 'serve', String(db!.port), portFile],
+      target: dbTarget,
+      minWaitNs: 1.4e9,
+      children,
+    });
+  }, 120_000);
+
+  it("a health probe's connection first replays as recorded; a warm-up too; skipping the slow query is not reproduced", async () => {
+    heldAsRecorded(await replay(incident, 'py-probe', build('--probe')), incident);
+    heldAsRecorded(await replay(incident, 'py-warm', build('--warm-up')), incident);
+    const skipped = await replay(incident, 'py-skipped', build('--skip-slow'), '--strict');
+    expect({ status: skipped.status, verdict: skipped.report.verdict }).toEqual({
+      status: 220,
+      verdict: 'not-reproduced',
+    });
+  }, 60_000);
+});
