@@ -100,7 +100,7 @@ export interface TargetReport {
   reason: string;
   /** the build made fewer calls to it than the incident, or holds were not given (ambiguous), else null (a failure under --strict) */
   shortfall: string | null;
-  /** how the content of the service's own replies differs (their bytes), else null: reported, never failed on */
+  /** every recorded call made, how their content differs (fewer bytes: the service's replies, its requests' values), else null: reported, never failed on */
   difference: string | null;
   /** why observed and intended differ beyond the tolerance, else null */
   failure: string | null;
@@ -276,15 +276,16 @@ export function buildReport(
     const matched = byBytes ? outcome.matched : Math.min(outcome.matched, recorded);
     const passed = outcome.passed + (outcome.matched - matched);
     const ambiguous = outcome.ambiguous?.length ?? 0;
-    const bytesShort =
-      byBytes && outcome.bytes < target.recordedBytes
-        ? `the build's calls carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes`
-        : null;
-    // the service's replies were made: their content (dates, ids, timings) is the build's own
-    const reply = bytesShort !== null && outcome.bytes > 0 && isServiceReply(target);
+    // a stream's calls are the build's calls to it, held or past the recorded bytes
+    const calls = byBytes ? outcome.matched + outcome.passed : matched;
+    const carried = `${outcome.bytes} of the ${target.recordedBytes} recorded bytes`;
+    // every recorded call made, its bytes fewer: content (a literal value, a date, an id, a timing),
+    // the build's own: said, never failed on
+    const differs = byBytes && calls >= recorded && outcome.bytes < target.recordedBytes;
     const short = [
-      reply ? null : bytesShort,
-      !byBytes && matched < recorded ? `the build made ${matched} of the ${recorded} recorded calls` : null,
+      calls < recorded
+        ? `the build made ${calls} of the ${recorded} recorded calls${byBytes ? `, carrying ${carried}` : ''}`
+        : null,
       ambiguous > 0 ? ambiguousWhy(ambiguous) : null,
     ].filter((s) => s !== null);
     const row = {
@@ -315,8 +316,8 @@ export function buildReport(
         plannedReason(target, { matched, bytes: outcome.bytes, passed, gaveUp }, unmatched) +
         (ambiguous > 0 ? `; ${ambiguousWhy(ambiguous)}` : ''),
       shortfall: short.length > 0 ? short.join('; ') : null,
-      difference: reply
-        ? `the build's replies carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes: their content differs (reported, never failed on)`
+      difference: differs
+        ? `the build's ${isServiceReply(target) ? 'replies' : 'calls'} carried ${carried}: their content differs (reported, never failed on)`
         : null,
     };
     // the median off is systematic; a call released early is a hold missed; a late tail alone is
@@ -351,7 +352,9 @@ export function buildReport(
 
 /** The service's own replies: its writes to a connection it accepted (`tcp accepted 127.0.0.1:8080`). */
 export function isServiceReply(target: PlanTarget): boolean {
-  return target.call === 'write' && target.kind === 'socket' && target.target.includes(` ${ACCEPTED_SOCKET} `);
+  return (
+    target.call === 'write' && target.kind === 'socket' && target.target.includes(` ${ACCEPTED_SOCKET} `)
+  );
 }
 
 const ambiguousWhy = (n: number) =>

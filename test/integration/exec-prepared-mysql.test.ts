@@ -8,23 +8,23 @@
  *   health probe (a statement the incident never ran) first, or a warm-up connection before the
  *   pool's, leaves the fast statements un-held and the slow one held as recorded; --strict passes a
  *   faithful build whose JSON reply carries other bytes (a timing, the SLEEP's argument), reporting
- *   the difference; the same with the text protocol (pool.query()).
+ *   the difference. The same with the text protocol (pool.query(), whose statements were always
+ *   keyed by their text).
  * - PyMySQL from a worker thread, a connection per call: a health probe's connection first (once
  *   beyond the recorded connections, so never relayed, and the order's query never held) replays
  *   as recorded; skipping the slow query is "not reproduced".
  */
 import type { ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import type { ExecReport, ExecReportRow } from '../support/exec/exec-report';
-import { kreplay, UNPRIVILEGED } from '../support/exec/kreplay-run';
 import { startMariaDb, type MariaDb } from '../support/exec/mariadb';
 import { recordIncident, type RecordedIncident } from '../support/exec/record-incident';
+import { replayBuild, slowOneHeld, type Replayed } from '../support/exec/replay-build';
 
 const NODE_SERVICE = join(__dirname, '../support/exec/mysql-service.js');
-const PY_SERVICE = join(__dirname, '../support/exec/mysql-service.py');
+const PY_SERVICE = join(__dirname, '../support/exec/sql-service.py');
 const PYTHON = '/usr/bin/python3';
 
 const dir = { path: '' };
@@ -51,55 +51,11 @@ afterAll(async () => {
   if (dir.path) rmSync(dir.path, { recursive: true, force: true });
 });
 
-interface Replayed {
-  status: number | null;
-  stderr: string;
-  report: ExecReport;
-  /** the database's responses */
-  row: ExecReportRow | undefined;
-  /** each statement's time the build printed, in seconds */
-  times: Record<string, number>;
-}
+const replay = (incident: RecordedIncident, name: string, build: string[], ...flags: string[]) =>
+  replayBuild({ dir: dir.path, incident, name, build, flags, target: dbTarget });
+const heldAsRecorded = (run: Replayed, incident: RecordedIncident) => slowOneHeld(run, incident, dbTarget);
 
-async function replay(
-  incident: RecordedIncident,
-  name: string,
-  build: string[],
-  ...flags: string[]
-): Promise<Replayed> {
-  const report = join(dir.path, `${name}.json`);
-  const run = await kreplay(
-    ['replay', '--incident', incident.file, '--exec', '--report-json', report, ...flags, '--', ...build],
-    UNPRIVILEGED,
-    dir.path,
-  ).done;
-  const parsed = JSON.parse(readFileSync(report, 'utf8')) as ExecReport;
-  const times = Object.fromEntries(
-    [...run.stderr.matchAll(/^(probe|update|report|total): (\d+\.\d+) s$/gm)].map((m) => [
-      m[1]!,
-      Number(m[2]),
-    ]),
-  );
-  return {
-    status: run.status,
-    stderr: run.stderr,
-    report: parsed,
-    row: parsed.targets.find((r) => r.call === 'response' && r.target === dbTarget),
-    times,
-  };
-}
-
-/** The slow query held as recorded, every other statement at once (the database answers at once). */
-function heldAsRecorded(run: Replayed, incident: RecordedIncident): void {
-  expect({ status: run.status, verdict: run.report.verdict }).toEqual({ status: 0, verdict: 'passed' });
-  expect(run.times.report).toBeGreaterThanOrEqual((incident.waitNs / 1e9) * 0.95);
-  // the fast statements, and any the incident never made, at once
-  const slow = Object.entries(run.times).filter(([name, s]) => name !== 'report' && s >= 0.5);
-  expect(slow).toEqual([]);
-  expect(run.report.causes).toEqual([expect.objectContaining({ target: dbTarget, exercised: true })]);
-}
-
-describe('mysql2 through a pool', () => {
+describe.each(['execute', 'query'])('mysql2 through a pool, pool.%s()', (api) => {
   let incident: RecordedIncident;
   const build = (...flags: string[]) => [
     process.execPath,
@@ -108,6 +64,8 @@ describe('mysql2 through a pool', () => {
     String(db!.port),
     '--listen',
     String(incident.servicePort),
+    '--api',
+    api,
     ...flags,
   ];
 
@@ -115,8 +73,16 @@ describe('mysql2 through a pool', () => {
     incident = await recordIncident({
       dir: dir.path,
       cgroup,
-      txn: `mysql2-checkout-${process.pid}`,
-      service: (portFile) => [process.execPath, NODE_SERVICE, 'serve', String(db!.port), portFile],
+      txn: `mysql2-${api}-${process.pid}`,
+      service: (portFile) => [
+        process.execPath,
+        NODE_SERVICE,
+        'serve',
+        String(db!.port),
+        portFile,
+        '--api',
+        api,
+      ],
       target: dbTarget,
       minWaitNs: 1.4e9,
       children,
@@ -124,9 +90,14 @@ describe('mysql2 through a pool', () => {
     expect(JSON.parse(incident.reply)).toEqual(expect.objectContaining({ slept: 1.5 }));
   }, 120_000);
 
-  it('a build that skips the slow prepared statement is never passed, with or without --strict', async () => {
+  it('a build that skips the slow statement is never passed, with or without --strict', async () => {
     for (const strict of [[], ['--strict']]) {
-      const skipped = await replay(incident, `skipped${strict.length}`, build('--skip-slow'), ...strict);
+      const skipped = await replay(
+        incident,
+        `${api}-skipped${strict.length}`,
+        build('--skip-slow'),
+        ...strict,
+      );
       expect({ status: skipped.status, verdict: skipped.report.verdict }).toEqual({
         status: 220,
         verdict: 'not-reproduced',
@@ -145,8 +116,8 @@ describe('mysql2 through a pool', () => {
   }, 60_000);
 
   it('a health probe first, or a warm-up connection before the pool, leaves the fast statements fast and holds the slow one', async () => {
-    heldAsRecorded(await replay(incident, 'probe', build('--probe')), incident);
-    const warm = await replay(incident, 'warm', build('--warm-up'));
+    heldAsRecorded(await replay(incident, `${api}-probe`, build('--probe')), incident);
+    const warm = await replay(incident, `${api}-warm`, build('--warm-up'));
     heldAsRecorded(warm, incident);
     // the warm-up's connection, beyond the recorded one, was relayed and passed through un-held
     expect(warm.report.targets.find((r) => r.call === 'connect' && r.target === dbTarget)).toEqual(
@@ -155,7 +126,7 @@ describe('mysql2 through a pool', () => {
   }, 60_000);
 
   it('--strict passes a faithful build whose reply carries other bytes, and says how they differ', async () => {
-    const faithful = await replay(incident, 'strict', build(), '--strict');
+    const faithful = await replay(incident, `${api}-strict`, build(), '--strict');
     heldAsRecorded(faithful, incident);
     expect(faithful.row).toEqual(expect.objectContaining({ passed_through: 0, ambiguous: 0 }));
     const reply = faithful.report.targets.find(
@@ -169,14 +140,14 @@ describe('mysql2 through a pool', () => {
 
 describe('PyMySQL, a connection per call', () => {
   let incident: RecordedIncident;
-  const build = (...flags: string[]) => [PYTHON, PY_SERVICE, 'once', String(db!.port), ...flags];
+  const build = (...flags: string[]) => [PYTHON, PY_SERVICE, 'mysql', 'once', String(db!.port), ...flags];
 
   beforeAll(async () => {
     incident = await recordIncident({
       dir: dir.path,
       cgroup,
       txn: `pymysql-checkout-${process.pid}`,
-      service: (portFile) => [PYTHON, PY_SERVICE, 'serve', String(db!.port), portFile],
+      service: (portFile) => [PYTHON, PY_SERVICE, 'mysql', 'serve', String(db!.port), portFile],
       target: dbTarget,
       minWaitNs: 1.4e9,
       children,

@@ -6,7 +6,7 @@
 // bytes vary run to run, as a real service's dates, ids and timings do), and prints each statement's
 // time on stderr (a build's only). Nothing here knows of kreplay.
 //
-//   mysql-service.js serve DB_PORT PORT_FILE [--sleep S]     production: serves until killed
+//   mysql-service.js serve DB_PORT PORT_FILE [--sleep S] [--api execute|query]  production: serves until killed
 //   mysql-service.js once DB_PORT [--listen PORT] [--sleep S] [--api execute|query] [--probe]
 //                         [--warm-up] [--skip-slow]
 //       a CI build: serves (on PORT), requests /checkout of itself once, exits 0 on 200, else 1.

@@ -1,12 +1,14 @@
-"""An ordinary Python service on MariaDB: http.server's ThreadingHTTPServer and PyMySQL (apt
-python3-pymysql), a connection per call, as a small service without a pool makes. GET /checkout, in
-the thread serving it, counts the order (UPDATE), reads a report that takes as long as its SLEEP,
-then the order's total (the text protocol: PyMySQL quotes the values itself), and answers the total
-in JSON; each statement's time goes to a build's stderr ("report: 1.502 s"). Nothing here knows of kreplay.
+"""An ordinary Python service on a SQL database: http.server's ThreadingHTTPServer and, a connection
+per call as a small service without a pool makes, PyMySQL (apt python3-pymysql) on MariaDB or
+psycopg2 (apt python3-psycopg2) on PostgreSQL. GET /checkout, in the thread serving it, counts the
+order (UPDATE), reads a report that takes as long as its sleep (SLEEP, pg_sleep), then the order's
+total (the text protocol: both drivers quote the values in themselves), and answers the total in
+JSON; each statement's time goes to a build's stderr ("report: 1.502 s"). Nothing here knows of
+kreplay.
 
-  mysql-service.py serve DB_PORT PORT_FILE           production: SLEEP(1.5), serves until killed
-  mysql-service.py once DB_PORT [--probe] [--warm-up] [--skip-slow]
-      a CI build: SLEEP(0.001), serves, requests /checkout of itself once, exits 0 on 200, else 1;
+  sql-service.py mysql|pg serve DB_PORT PORT_FILE      production: a 1.5 s sleep, serves until killed
+  sql-service.py mysql|pg once DB_PORT [--probe] [--warm-up] [--skip-slow]
+      a CI build: a 0 s sleep, serves, requests /checkout of itself once, exits 0 on 200, else 1;
       --probe: a health check (SELECT 1) on a connection of its own first; --warm-up: a connection
       opened and pinged at start, before serving; --skip-slow: no report
 """
@@ -14,23 +16,34 @@ in JSON; each statement's time goes to a build's stderr ("report: 1.502 s"). Not
 import http.client
 import json
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pymysql
+DRIVER, MODE, DB_PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
+SLEEP = 1.5 if MODE == "serve" else 0
+if DRIVER == "mysql":
+    import pymysql as driver
 
-MODE, DB_PORT = sys.argv[1], int(sys.argv[2])
-SLEEP = 1.5 if MODE == "serve" else 0.001
+    SLEEP_SQL = "SELECT SLEEP(%s) AS report"
+else:
+    import psycopg2 as driver
+
+    SLEEP_SQL = "SELECT pg_sleep(%s)"
 
 
 def connect():
-    return pymysql.connect(host="127.0.0.1", port=DB_PORT, user="app", database="shop", autocommit=True)
+    if DRIVER == "mysql":
+        return driver.connect(host="127.0.0.1", port=DB_PORT, user="app", database="shop", autocommit=True)
+    connection = driver.connect(host="127.0.0.1", port=DB_PORT, user="postgres", dbname="postgres")
+    connection.autocommit = True
+    return connection
 
 
 def timed(cursor, name, sql, args=None):
     start = time.monotonic()
     cursor.execute(sql, args)
-    rows = cursor.fetchall()
+    rows = cursor.fetchall() if cursor.description else []
     # a build's only: production's stderr is nobody's (/dev/null), and a replay never holds the build's
     if MODE == "once":
         print(f"{name}: {time.monotonic() - start:.3f} s", file=sys.stderr, flush=True)
@@ -48,7 +61,7 @@ def checkout():
         with db.cursor() as cursor:
             timed(cursor, "update", "UPDATE orders SET n = n + 1 WHERE id = %s", (42,))
             if "--skip-slow" not in sys.argv:
-                timed(cursor, "report", "SELECT SLEEP(%s) AS report", (SLEEP,))
+                timed(cursor, "report", SLEEP_SQL, (SLEEP,))
             rows = timed(cursor, "total", "SELECT total FROM orders WHERE id = %s", (42,))
         return json.dumps({"total": str(rows[0][0])}) + "\n"
     finally:
@@ -59,7 +72,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         try:
             body, status = checkout().encode(), 200
-        except pymysql.MySQLError as err:
+        except driver.Error as err:
             print(f"checkout failed: {err}", file=sys.stderr, flush=True)
             body, status = b"upstream\n", 502
         self.send_response(status)
@@ -74,17 +87,15 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     if "--warm-up" in sys.argv:
         warm = connect()
-        warm.ping()
+        warm.cursor().execute("SELECT 1")
         warm.close()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     port = server.server_address[1]
     if MODE == "serve":
-        with open(sys.argv[3], "w") as out:
+        with open(sys.argv[4], "w") as out:
             out.write(f"{port}\n")
         server.serve_forever()
         return
-    import threading
-
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     client.request("GET", "/checkout")
