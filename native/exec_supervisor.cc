@@ -345,7 +345,8 @@ bool ExecSupervisor::ConnectThroughRelay(const seccomp_notif& notif, const Targe
   if (!relay_) {
     std::vector<ResponsePlan> responses(plan_.size());
     for (size_t i = 0; i < plan_.size(); i++)
-      if (plan_[i].call == CallKind::kResponse) responses[i] = {plan_[i].holds_ns, plan_[i].request_keys, plan_[i].ambiguous};
+      if (plan_[i].call == CallKind::kResponse)
+        responses[i] = {plan_[i].holds_ns, plan_[i].request_keys, plan_[i].ambiguous};
     relay_ = std::make_unique<ExecRelay>(std::move(responses));
   }
   int err = 0;

@@ -148,8 +148,8 @@ std::string PostgresStartup(const uint8_t* p, size_t n) {
 
 // PostgreSQL's frontend messages: a start-up packet (no type byte), or a type byte and a length. The
 // extended protocol names its statements and portals: with a connection's state, a Bind, Describe or
-// Execute that leads a request is the statement it runs (`pg query …`, as the Parse of it), else
-// `pg bind (unknown statement)`.
+// Execute that leads a request is the statement it runs (`pg execute …`; led by its Parse, `pg query
+// …`), else `pg B (unknown statement)`.
 bool Postgres(const uint8_t* p, size_t n, Statements* state, std::string* shape) {
   if (n >= 8 && p[0] == 0) {
     const uint32_t len = Be32(p), code = Be32(p + 4);
@@ -178,8 +178,9 @@ bool Postgres(const uint8_t* p, size_t n, Statements* state, std::string* shape)
   } else if (p[0] == 'P') {
     // Parse: the statement's name, then its query
     const std::string name = CString(body, have, &used);
-    *shape = "pg query " + NormalizeSql(body + used, have - used);
-    if (state) state->Name(name, *shape);
+    const std::string sql = NormalizeSql(body + used, have - used);
+    *shape = "pg query " + sql;
+    if (state) state->Name(name, sql);
   } else if (p[0] == 'B' || p[0] == 'E' || p[0] == 'D') {
     // Bind: a portal, then the statement it binds; Execute: a portal; Describe: 'S' or 'P' and a name
     const bool describe = p[0] == 'D' && have > 0;
@@ -194,7 +195,9 @@ bool Postgres(const uint8_t* p, size_t n, Statements* state, std::string* shape)
     } else if (state) {
       statement = describe && body[0] == 'S' ? state->Find(first) : state->FindPortal(first);
     }
-    *shape = statement.empty() ? std::string("pg ") + static_cast<char>(p[0]) + " (unknown statement)" : statement;
+    // a statement run without its Parse (a named one parsed before) asks less of the server than its Parse
+    *shape = std::string("pg ") + (statement.empty() ? std::string(1, static_cast<char>(p[0])) + " (unknown statement)"
+                                                      : "execute " + statement);
   } else {
     *shape = std::string("pg ") + static_cast<char>(p[0]);
   }

@@ -78,5 +78,4 @@ class Statements {
 uint32_t RequestKey(const uint8_t* data, size_t len);
 uint32_t KeyOfShape(const std::string& shape);
 
-
 }  // namespace kreplay

@@ -48,8 +48,6 @@ class RequestKeysJs : public Napi::ObjectWrap<RequestKeysJs> {
 
 }  // namespace
 
-void ExportRequestKeys(Napi::Env env, Napi::Object exports) {
-  exports.Set("RequestKeys", RequestKeysJs::Define(env));
-}
+void ExportRequestKeys(Napi::Env env, Napi::Object exports) { exports.Set("RequestKeys", RequestKeysJs::Define(env)); }
 
 }  // namespace kreplay

@@ -59,7 +59,9 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
   if (target.ambiguous?.[position]) {
     const key = target.requestKeys![position];
     const like = target.requestKeys!.filter((k) => k === key).length - 1;
-    const taken = outcome.ambiguous?.includes(position) ? "a request of the build took its exchange, but " : '';
+    const taken = outcome.ambiguous?.includes(position)
+      ? 'a request of the build took its exchange, but '
+      : '';
     return `ambiguous: ${taken}the incident made ${like} other requests to ${target.target} that cannot be told from the cause's (the same request key), with other times: which one a request of the build is cannot be known, so the cause is never exercised`;
   }
   if (target.match === 'bytes' && target.bytesEnd && outcome.bytes > 0)

@@ -135,7 +135,11 @@ export interface PlanOptions {
  * Per exchange, 1 when an exchange of the same recorded request key (not 0: requests not recorded
  * match by order) took a time not alike its own.
  */
-export function ambiguousExchanges(keys: Uint32Array, holds: BigInt64Array, tolerance?: Tolerance): Uint8Array {
+export function ambiguousExchanges(
+  keys: Uint32Array,
+  holds: BigInt64Array,
+  tolerance?: Tolerance,
+): Uint8Array {
   const out = new Uint8Array(keys.length);
   const byKey = new Map<number, number[]>();
   keys.forEach((key, k) => {

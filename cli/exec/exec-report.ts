@@ -98,7 +98,7 @@ export interface TargetReport {
   held: boolean;
   /** why it was or was not matched, in words */
   reason: string;
-  /** the build made fewer calls to it than the incident, or holds were not given (ambiguous), else null (a failure under --strict) */
+  /** the build made fewer calls to it than the incident, else null (a failure under --strict) */
   shortfall: string | null;
   /** every recorded call made, how their content differs (fewer bytes: the service's replies, its requests' values), else null: reported, never failed on */
   difference: string | null;
@@ -286,7 +286,6 @@ export function buildReport(
       calls < recorded
         ? `the build made ${calls} of the ${recorded} recorded calls${byBytes ? `, carrying ${carried}` : ''}`
         : null,
-      ambiguous > 0 ? ambiguousWhy(ambiguous) : null,
     ].filter((s) => s !== null);
     const row = {
       call: target.call,
@@ -357,7 +356,7 @@ export function isServiceReply(target: PlanTarget): boolean {
   );
 }
 
-const ambiguousWhy = (n: number) =>
+export const ambiguousWhy = (n: number) =>
   `${n} responses not held: the incident made other requests the matcher cannot tell theirs from, with other times (ambiguous)`;
 
 /** 1234567 → "1.235 ms"; units that keep 3-4 significant digits. */

@@ -176,24 +176,34 @@ describe('keys of statements, per connection', () => {
     expect(keys.key('c', mysqlStatement(0x17, 2))).toBe(keys.key('d', mysqlStatement(0x17, 1)));
   });
 
-  it("keys PostgreSQL's Bind, Describe and Execute by the statement a Parse named, as the Parse itself", () => {
+  it("keys PostgreSQL's Bind, Describe and Execute by the statement a Parse named", () => {
     const keys = new RequestKeys();
     const parse = (name: string, sql: string) =>
       pgMessage('P', Buffer.concat([bytes(`${name}\0${sql}\0`), Buffer.alloc(2)]));
     const bind = (portal: string, statement: string) =>
       pgMessage('B', Buffer.concat([bytes(`${portal}\0${statement}\0`), Buffer.alloc(6)]));
     keys.key('a', pgStartup('app', 'shop'));
-    const slow = keys.key('a', parse('slow', 'SELECT pg_sleep($1)'));
-    const fast = keys.key('a', parse('fast', 'SELECT total FROM orders WHERE id = $1'));
-    expect(keys.key('a', bind('', 'slow'))).toBe(slow);
-    expect(keys.key('a', bind('p1', 'fast'))).toBe(fast);
+    keys.key('b', pgStartup('app', 'shop'));
+    // connection a names the statements one way, b the other
+    const slowParse = keys.key('a', parse('s1', 'SELECT pg_sleep($1)'));
+    keys.key('a', parse('s2', 'SELECT total FROM orders WHERE id = $1'));
+    keys.key('b', parse('s1', 'SELECT total FROM orders WHERE id = $1'));
+    keys.key('b', parse('s2', 'SELECT pg_sleep($1)'));
+    const slow = keys.key('a', bind('', 's1'));
+    const fast = keys.key('a', bind('p1', 's2'));
+    expect(keys.key('b', bind('', 's2'))).toBe(slow);
+    expect(keys.key('b', bind('', 's1'))).toBe(fast);
+    expect(fast).not.toBe(slow);
+    // a statement run without its Parse is not the Parse that runs it
+    expect(slow).not.toBe(slowParse);
     expect(keys.key('a', pgMessage('E', bytes('p1\0\0\0\0\0')))).toBe(fast);
-    expect(keys.key('a', pgMessage('D', bytes('Sslow\0')))).toBe(slow);
+    expect(keys.key('a', pgMessage('D', bytes('Ss1\0')))).toBe(slow);
     // the unnamed statement is the last unnamed Parse
     keys.key('a', parse('', 'SELECT 1'));
-    expect(keys.key('a', bind('', ''))).toBe(requestKey(pgMessage('Q', bytes('SELECT 1\0'))));
+    keys.key('b', parse('', 'SELECT 2'));
+    expect(keys.key('a', bind('', ''))).toBe(keys.key('b', bind('', '')));
     // a name never parsed on this connection, or on another one
-    expect(keys.key('b', bind('', 'slow'))).toBe(requestKey(bind('', 'slow')));
+    expect(keys.key('c', bind('', 's1'))).toBe(requestKey(bind('', 's1')));
     expect(keys.key('a', bind('', 'other'))).toBe(requestKey(bind('', 'other')));
   });
 });

@@ -15,6 +15,6 @@ export interface ExecReportRow {
 export interface ExecReport {
   verdict: string;
   first_held_ns: number | string | null;
-  causes: { target: string; cause: string; exercised: boolean; reason: string }[];
+  causes: { target: string; cause: string; exercised: boolean; reason: string; wait_ns: number | string }[];
   targets: ExecReportRow[];
 }
