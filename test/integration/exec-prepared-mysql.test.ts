@@ -83,7 +83,7 @@ describe.each(['execute', 'query'])('mysql2 through a pool, pool.%s()', (api) =>
     for (const strict of [[], ['--strict', ...CI_TOLERANCE]]) {
       const skipped = await replay(
         incident,
-        `${api}-skipped${strict.length}`,
+        `${api}-skipped${strict.length > 0 ? '-strict' : ''}`,
         build('--skip-slow'),
         ...strict,
       );

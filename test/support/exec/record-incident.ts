@@ -36,16 +36,13 @@ export async function recordIncident(options: {
   minWaitNs: number;
   children: ChildProcess[];
 }): Promise<RecordedIncident> {
-  const data = join(options.dir, 'data');
-  const agent = await startAgent([
-    '--data-dir',
-    data,
-    '--node',
-    'prod',
-    '--cgroup-id',
-    String(options.cgroup.id),
-    '--filter-transactions',
-  ]);
+  // a data dir of its own: an agent that failed to start in time may still hold another's
+  const data = join(options.dir, `data-${options.txn}`);
+  const agent = await startAgent(
+    ['--data-dir', data, '--node', 'prod', '--cgroup-id', String(options.cgroup.id), '--filter-transactions'],
+    // a machine shared with other builds may take long to load the probes
+    60_000,
+  );
   try {
     const portFile = join(options.dir, `${options.txn}.port`);
     const service = spawn(
