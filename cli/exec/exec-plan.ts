@@ -9,7 +9,7 @@
 import { allTlsRequests, TLS_MATCH_RULE } from './tls-requests';
 import type { Schedule } from '../../core/replay/schedule';
 import { mapTarget, portKey, type TargetMap } from './target-keys';
-import { alike, type Tolerance } from './exec-report';
+import { alike, type Tolerance } from './tolerance';
 
 export type Pace = 'duration' | 'timeline';
 export const PACES: readonly Pace[] = ['duration', 'timeline'];

@@ -4,10 +4,10 @@
  * and how long they took, and why each was or was not matched; as a table
  * (stderr) and JSON (JUnit: junit-report.ts).
  */
-import { InvalidArgumentError } from 'commander';
 import { formatTable } from '../text-table';
 import { ACCEPTED_SOCKET } from '../../core/model/target';
 import type { CallKind, Match, PlanTarget } from './exec-plan';
+import { allowance, TIMING_NOISE_FLOOR_NS, type Tolerance } from './tolerance';
 
 /** What the supervisor counted for one planned target. */
 export interface TargetOutcome {
@@ -32,31 +32,6 @@ export interface UnmatchedOutcome {
   target: string;
   kind: string;
   calls: number;
-}
-
-/** Observed and intended may differ by the larger of `fraction` × intended and `ns`. */
-export interface Tolerance {
-  fraction: number;
-  ns: bigint;
-}
-
-export const DEFAULT_TOLERANCE = '10%,1ms';
-const UNITS: Record<string, bigint> = { ns: 1n, us: 1_000n, ms: 1_000_000n, s: 1_000_000_000n };
-
-/** `10%`, `1ms`, `500us`, or both (`10%,1ms`: the larger allowance wins). */
-export function parseTolerance(value: string): Tolerance {
-  const tolerance: Tolerance = { fraction: 0, ns: 0n };
-  for (const part of value.split(',')) {
-    const percent = /^(\d+(?:\.\d+)?)%$/.exec(part);
-    const time = /^(\d+)(ns|us|ms|s)$/.exec(part);
-    if (percent) tolerance.fraction = Number(percent[1]) / 100;
-    else if (time) tolerance.ns = BigInt(time[1]!) * UNITS[time[2]!]!;
-    else
-      throw new InvalidArgumentError(
-        `expected a percentage and/or a duration (10%,1ms; 500us), got "${value}"`,
-      );
-  }
-  return tolerance;
 }
 
 export interface TargetReport {
@@ -106,28 +81,11 @@ export interface TargetReport {
   failure: string | null;
 }
 
-/** Holds shorter than this are timing noise on a shared machine, never a failure (README). */
-export const TIMING_NOISE_FLOOR_NS = 1_000_000n;
-
 /** Nearest-rank percentile of unsorted values, null for none. */
 export function percentile(values: readonly bigint[], p: number): bigint | null {
   if (values.length === 0) return null;
   const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-function allowance(intended: bigint, tolerance: Tolerance): bigint {
-  const relative = BigInt(Math.round(Number(intended) * tolerance.fraction));
-  return relative > tolerance.ns ? relative : tolerance.ns;
-}
-
-/**
- * Whether two holds `low` <= `high` are one for a replay: both timing noise (below the floor), or
- * apart by no more than the tolerance of the longer (without one, only equal holds are).
- */
-export function alike(low: bigint, high: bigint, tolerance?: Tolerance): boolean {
-  if (high < TIMING_NOISE_FLOOR_NS) return true;
-  return high - low <= (tolerance ? allowance(high, tolerance) : 0n);
 }
 
 function compare(

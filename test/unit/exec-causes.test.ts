@@ -1,7 +1,8 @@
 import { checkCauses } from '../../cli/exec/cause-check';
 import { buildPlan, type RecordedCall } from '../../cli/exec/exec-plan';
 import type { TargetOutcome } from '../../cli/exec/exec-report';
-import { buildReport, parseTolerance } from '../../cli/exec/exec-report';
+import { buildReport } from '../../cli/exec/exec-report';
+import { parseTolerance } from '../../cli/exec/tolerance';
 import { EXIT, verdict } from '../../cli/exec/exec-verdict';
 import { junitXml } from '../../cli/exec/junit-report';
 import { clientPid, TargetSelection } from '../../cli/exec/target-selection';

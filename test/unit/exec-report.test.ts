@@ -1,5 +1,6 @@
 import type { PlanTarget } from '../../cli/exec/exec-plan';
-import { buildReport, parseTolerance, percentile, reportTable } from '../../cli/exec/exec-report';
+import { buildReport, percentile, reportTable } from '../../cli/exec/exec-report';
+import { parseTolerance } from '../../cli/exec/tolerance';
 import { verdict } from '../../cli/exec/exec-verdict';
 import { junitXml, type SuiteReport } from '../../cli/exec/junit-report';
 

@@ -1,6 +1,7 @@
 import type { PlanTarget, RecordedCall } from '../../cli/exec/exec-plan';
 import { buildPlan } from '../../cli/exec/exec-plan';
-import { buildReport, parseTolerance, type TargetReport } from '../../cli/exec/exec-report';
+import { buildReport, type TargetReport } from '../../cli/exec/exec-report';
+import { parseTolerance } from '../../cli/exec/tolerance';
 import { combinedStatus, EXIT, verdict, type VerdictInput } from '../../cli/exec/exec-verdict';
 import { completenessOf } from '../../cli/exec/incident-source';
 import { junitXml, type SuiteReport } from '../../cli/exec/junit-report';
