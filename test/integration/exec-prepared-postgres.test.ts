@@ -132,9 +132,9 @@ describe('psycopg2, a connection per call', () => {
   }, 120_000);
 
   it("a health probe's connection first replays as recorded; a warm-up too; skipping the slow query is not reproduced", async () => {
-    heldAsRecorded(await replay(incident, 'py-probe', build('--probe')), incident);
-    heldAsRecorded(await replay(incident, 'py-warm', build('--warm-up')), incident);
-    const skipped = await replay(incident, 'py-skipped', build('--skip-slow'), '--strict', ...CI_TOLERANCE);
+    heldAsRecorded(await replay(incident, 'psycopg2-probe', build('--probe')), incident);
+    heldAsRecorded(await replay(incident, 'psycopg2-warm', build('--warm-up')), incident);
+    const skipped = await replay(incident, 'psycopg2-skipped', build('--skip-slow'), '--strict', ...CI_TOLERANCE);
     expect({ status: skipped.status, verdict: skipped.report.verdict }).toEqual({
       status: 220,
       verdict: 'not-reproduced',
