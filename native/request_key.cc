@@ -197,7 +197,7 @@ bool Postgres(const uint8_t* p, size_t n, Statements* state, std::string* shape)
     }
     // a statement run without its Parse (a named one parsed before) asks less of the server than its Parse
     *shape = std::string("pg ") + (statement.empty() ? std::string(1, static_cast<char>(p[0])) + " (unknown statement)"
-                                                      : "execute " + statement);
+                                                     : "execute " + statement);
   } else {
     *shape = std::string("pg ") + static_cast<char>(p[0]);
   }

@@ -143,7 +143,13 @@ describe('PyMySQL, a connection per call', () => {
   it("a health probe's connection first replays as recorded; a warm-up too; skipping the slow query is not reproduced", async () => {
     heldAsRecorded(await replay(incident, 'pymysql-probe', build('--probe')), incident);
     heldAsRecorded(await replay(incident, 'pymysql-warm', build('--warm-up')), incident);
-    const skipped = await replay(incident, 'pymysql-skipped', build('--skip-slow'), '--strict', ...CI_TOLERANCE);
+    const skipped = await replay(
+      incident,
+      'pymysql-skipped',
+      build('--skip-slow'),
+      '--strict',
+      ...CI_TOLERANCE,
+    );
     expect({ status: skipped.status, verdict: skipped.report.verdict }).toEqual({
       status: 220,
       verdict: 'not-reproduced',

@@ -134,7 +134,13 @@ describe('psycopg2, a connection per call', () => {
   it("a health probe's connection first replays as recorded; a warm-up too; skipping the slow query is not reproduced", async () => {
     heldAsRecorded(await replay(incident, 'psycopg2-probe', build('--probe')), incident);
     heldAsRecorded(await replay(incident, 'psycopg2-warm', build('--warm-up')), incident);
-    const skipped = await replay(incident, 'psycopg2-skipped', build('--skip-slow'), '--strict', ...CI_TOLERANCE);
+    const skipped = await replay(
+      incident,
+      'psycopg2-skipped',
+      build('--skip-slow'),
+      '--strict',
+      ...CI_TOLERANCE,
+    );
     expect({ status: skipped.status, verdict: skipped.report.verdict }).toEqual({
       status: 220,
       verdict: 'not-reproduced',

@@ -13,6 +13,7 @@
 //       --sleep: the report's SLEEP (default 1.5 serving, 0 once: its reply a few bytes shorter); --probe: a health query
 //       (SELECT ? AS ok, a statement the incident never ran) through the pool first; --warm-up: a
 //       connection of its own made, pinged and closed before the pool's; --skip-slow: no report
+const { performance } = require('node:perf_hooks');
 const { runCheckoutService, runMain } = require('./checkout-service');
 const mysql = require('mysql2/promise');
 

@@ -10,6 +10,7 @@
 //       a CI build: pg_sleep(0), serves (on PORT), requests /checkout of itself once, exits 0 on 200,
 //       else 1; --probe: a health statement the incident never ran through the pool first; --warm-up:
 //       a connection of its own made, queried and closed before the pool's; --skip-slow: no report
+const { performance } = require('node:perf_hooks');
 const { runCheckoutService, runMain } = require('./checkout-service');
 const { Client, Pool } = require('pg');
 
