@@ -26,6 +26,13 @@ async function main() {
     portFile: process.argv[4],
     listenPort: flag('--listen') > 0 ? Number(process.argv[flag('--listen') + 1]) : 0,
     checkout: async () => {
+      // the warm-up's connection comes before the pool's first
+      if (flag('--warm-up') > 0) {
+        const warm = new Client(connection);
+        await warm.connect();
+        await warm.query('SELECT 1');
+        await warm.end();
+      }
       const db = await pool.connect();
       const timed = async (name, text, values) => {
         const start = performance.now();
@@ -35,12 +42,6 @@ async function main() {
         return result.rows;
       };
       try {
-        if (flag('--warm-up') > 0) {
-          const warm = new Client(connection);
-          await warm.connect();
-          await warm.query('SELECT 1');
-          await warm.end();
-        }
         if (flag('--probe') > 0) await timed('probe', 'SELECT $1::int AS ok', [1]);
         await timed('update', 'UPDATE orders SET n = n + 1 WHERE id = $1', [42]);
         if (flag('--skip-slow') < 0) await timed('report', 'SELECT pg_sleep($1)', [sleep]);
