@@ -51,7 +51,12 @@ async function main() {
       await timed('update', 'UPDATE orders SET n = n + 1 WHERE id = ?', [42]);
       if (flag('--skip-slow') < 0) await timed('report', 'SELECT SLEEP(?) AS report', [sleep]);
       const rows = await timed('total', 'SELECT total FROM orders WHERE id = ?', [42]);
-      const reply = { total: rows[0].total, slept: sleep, db_ms: performance.now() - start };
+      // the database's time to the tenth of a millisecond: production's 1503.2, a build's 20.1
+      const reply = {
+        total: rows[0].total,
+        slept: sleep,
+        db_ms: Math.round((performance.now() - start) * 10) / 10,
+      };
       return `${JSON.stringify(reply)}\n`;
     },
   });
