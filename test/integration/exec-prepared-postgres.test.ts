@@ -19,6 +19,7 @@ import {
   CI_TOLERANCE,
   replayBuild,
   slowCause,
+  replySaid,
   slowOneHeld,
   useReplayWorkspace,
   type Replayed,
@@ -109,10 +110,7 @@ describe('pg through a Pool, named prepared statements', () => {
     heldAsRecorded(faithful, incident);
     // every statement, the second update a Bind of its name alone, took its own exchange
     expect(faithful.row).toEqual(expect.objectContaining({ passed_through: 0, ambiguous: 0 }));
-    const reply = faithful.report.targets.find(
-      (r) => r.call === 'write' && r.target === `tcp accepted 127.0.0.1:${incident.servicePort}`,
-    );
-    expect(reply?.difference).toMatch(/^the build's replies carried \d+ of the \d+ recorded bytes/);
+    replySaid(faithful, incident.servicePort);
   }, 60_000);
 });
 

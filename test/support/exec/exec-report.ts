@@ -5,6 +5,9 @@ export interface ExecReportRow {
   held: boolean;
   reason: string;
   matched: number;
+  recorded_bytes: number;
+  matched_bytes: number;
+  shortfall: string | null;
   passed_through: number;
   gave_up: number;
   ambiguous: number;

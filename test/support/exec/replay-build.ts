@@ -117,3 +117,20 @@ export function slowOneHeld(run: Replayed, incident: RecordedIncident, target: s
   expect(run.report.causes).toContainEqual(expect.objectContaining({ target, exercised: true }));
   expect(run.report.causes.filter((c) => !c.exercised)).toEqual([]);
 }
+
+/**
+ * The service's reply (its write to the connection it accepted on `port`) in a faithful replay:
+ * made, and when it carried fewer bytes than production's (a timing, the sleep's argument, headers:
+ * which is longer varies run to run), said as a difference, never failed on.
+ */
+export function replySaid(run: Replayed, port: number): void {
+  const reply = run.report.targets.find(
+    (r) => r.call === 'write' && r.target === `tcp accepted 127.0.0.1:${port}`,
+  );
+  expect(reply).toEqual(expect.objectContaining({ matched: 1, shortfall: null }));
+  if (reply!.matched_bytes < reply!.recorded_bytes)
+    expect(reply!.difference).toBe(
+      `the build's replies carried ${reply!.matched_bytes} of the ${reply!.recorded_bytes} recorded bytes: their content differs (reported, never failed on)`,
+    );
+  else expect(reply!.difference).toBeNull();
+}
