@@ -66,8 +66,11 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   unknown_target: 'unknownTargets',
   // a thread interleaving connections (an event loop) read a head: no context set, never a wrong one
   interleaved_request_head: 'interleavedHead',
-  // a pool thread made while a request was served: started without that request's context
-  uninherited_thread: 'uninheritedThread',
+  // a request's context outlived its request: what still carried it (bpf/capture/lifetime.h) lost it, by holder
+  outlived_request_thread: 'outlivedThread',
+  outlived_request_process: 'outlivedProcess',
+  outlived_request_goroutine: 'outlivedGoroutine',
+  outlived_request_unit: 'outlivedUnit',
   // a call on an HTTP/2 connection, whose streams mix: no request
   multiplexed_call: 'multiplexedCall',
   // a server's read that may bring the next request before its head is known (TLS, a peeked byte)
