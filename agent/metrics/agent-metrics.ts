@@ -98,6 +98,14 @@ const TOTALS: Record<string, { help: string; key: Key }> = {
     key: 'unshippedPruned',
   },
   kreplay_agent_corrupt_bytes_total: { help: 'ring bytes skipped as corrupt records', key: 'corruptBytes' },
+  kreplay_agent_node_hook_intrusions_total: {
+    help: 'connects to an inspector the agent opened, from another process, that the kernel refused (each logged with its pid)',
+    key: 'nodeHookIntrusions',
+  },
+  kreplay_agent_node_hook_stderr_lines_total: {
+    help: "lines Node printed on hooked programs' stderr for the inspectors the agent opened (Debugger listening, For help, Debugger attached)",
+    key: 'nodeHookStderrLines',
+  },
   kreplay_agent_store_replacements_total: {
     help: 'fresh stores opened because the file was deleted, replaced or damaged',
     key: 'storeReplacements',
