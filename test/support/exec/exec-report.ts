@@ -2,12 +2,13 @@
 export interface ExecReportRow {
   call: string;
   target: string;
+  recorded_calls: number;
   held: boolean;
   reason: string;
+  shortfall: string | null;
   matched: number;
   recorded_bytes: number;
   matched_bytes: number;
-  shortfall: string | null;
   passed_through: number;
   gave_up: number;
   ambiguous: number;
