@@ -28,6 +28,7 @@
         'py_inject.cc',
         'process_scan.cc',
         'request_key.cc',
+        'request_keys_binding.cc',
         'ring_reader.cc',
         'thread_scheduling.cc',
         'tls_probes.cc',

@@ -78,6 +78,13 @@ export interface NativeExecTarget {
   spansNs?: BigInt64Array;
   /** responses: per exchange, the key of the request it answered (0: not recorded) */
   requestKeys?: Uint32Array;
+  /** responses: per exchange, 1 when another exchange of its key took another time: its response is not held */
+  ambiguous?: Uint8Array;
+}
+
+/** The recorded requests' keys, per connection (a string naming it): each knows the statements its connection named. */
+export interface NativeRequestKeys {
+  key(connection: string, bytes: Uint8Array): number;
 }
 
 export interface NativeExecResults {
@@ -92,6 +99,8 @@ export interface NativeExecResults {
     intendedNs: BigInt64Array;
     /** responses: per matched response, the recorded exchange it took */
     exchanges: Uint32Array;
+    /** responses: the exchanges taken without a hold (ambiguous: the incident made others like them, with other times) */
+    ambiguous: Uint32Array;
   }[];
   unmatched: {
     call: 'write' | 'fsync' | 'connect' | 'response';
@@ -219,6 +228,8 @@ export interface NativeAddon {
   requestKey(bytes: Uint8Array): number;
   /** the same as text with literal values replaced: `redis GET`, `pg query SELECT * FROM t WHERE id = ?` */
   requestShape(bytes: Uint8Array): string;
+  /** requestKey per connection: a prepared statement's later commands are keyed by its text (native/request_key.h) */
+  RequestKeys: new () => NativeRequestKeys;
   /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
   hasBpfCapabilities(): boolean;
   /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */
