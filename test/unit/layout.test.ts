@@ -1,8 +1,61 @@
 /** The folder tree says what depends on what: these imports would make it lie. */
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
+
+/**
+ * What the repository's root may hold: the build and lint configuration, the project's front
+ * pages and one folder per part. Anything else (a test's port file, a scratch log) belongs in a
+ * temporary directory or a part's own folder.
+ */
+const ROOT_ENTRIES = new Set([
+  '.ci/',
+  '.clang-format',
+  '.gitignore',
+  '.prettierignore',
+  '.prettierrc.json',
+  'CHANGELOG.md',
+  'CONTRIBUTING.md',
+  'Makefile',
+  'README.md',
+  'eslint.config.mjs',
+  'jest.config.js',
+  'package-lock.json',
+  'package.json',
+  'tsconfig.build.json',
+  'tsconfig.json',
+  ...[
+    'agent',
+    'bench',
+    'bin',
+    'bpf',
+    'cli',
+    'core',
+    'daemon',
+    'deploy',
+    'docs',
+    'examples',
+    'native',
+    'test',
+    'tools',
+    'web',
+  ].map((folder) => `${folder}/`),
+]);
+
+/** The root's entries git sees: committed, and untracked but not ignored (what a test left behind). */
+function rootEntries(): string[] {
+  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  const entries = files
+    .split('\n')
+    .filter(Boolean)
+    .map((file) => (file.includes('/') ? `${file.slice(0, file.indexOf('/'))}/` : file));
+  return [...new Set(entries)].sort();
+}
 
 function sources(folder: string): string[] {
   return readdirSync(join(ROOT, folder), { recursive: true, encoding: 'utf8' })
@@ -109,6 +162,10 @@ describe('layout', () => {
 
   it('has no import circle, type-only imports included', () => {
     expect(importCircles(['core', 'agent', 'daemon', 'cli', 'bench', 'tools'])).toEqual([]);
+  });
+
+  it('holds at the root only the files and folders it lists', () => {
+    expect(rootEntries().filter((entry) => !ROOT_ENTRIES.has(entry))).toEqual([]);
   });
 
   it('finds a circle where there is one (the check itself works)', () => {
