@@ -130,7 +130,7 @@ $(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp
 	npx tsc -p web/tsconfig.json
 	node web/build.mjs
 
-## docs: regenerate the reference pages in docs/reference (CLI, HTTP API, errors) from their sources
+## docs: regenerate the reference pages in docs/reference (CLI, HTTP API, errors, metrics, config file) from their sources
 docs: build
 	node dist/tools/write-reference.js
 
