@@ -185,9 +185,9 @@ $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -Wall -Werror -pthread -o $@ $<
 
-## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay), results printed as tables
+## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay; BENCH_ARGS= for one's arguments), tables printed, a JSON summary each in bench/out/
 bench: build $(BENCH_LOOPS)
-	node dist/bench/run.js $(BENCH)
+	node dist/bench/run.js $(BENCH) $(if $(BENCH_ARGS),-- $(BENCH_ARGS))
 
 # `make install`: the built tree under $(PREFIX)/lib/kreplay (only the runtime npm packages),
 # the launcher as $(PREFIX)/bin/kreplay, the systemd units and their sysusers.d/tmpfiles.d
