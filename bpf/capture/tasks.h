@@ -3,6 +3,12 @@
 #ifndef KREPLAY_CAPTURE_TASKS_H
 #define KREPLAY_CAPTURE_TASKS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "units.h"
+#include "heads.h"
+#include "golang.h"
+
 /* Children start in the context of the thread that created them. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)

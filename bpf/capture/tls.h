@@ -12,6 +12,10 @@
 #ifndef KREPLAY_CAPTURE_TLS_H
 #define KREPLAY_CAPTURE_TLS_H
 
+#include "maps.h"
+#include "units.h"
+#include "heads.h"
+
 /* An SSL_read in flight: where its plaintext lands. */
 struct kr_tls_read {
 	__u64 ssl; /* the connection */

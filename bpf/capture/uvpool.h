@@ -18,6 +18,11 @@
 #ifndef KREPLAY_CAPTURE_UVPOOL_H
 #define KREPLAY_CAPTURE_UVPOOL_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "units.h"
+#include "heads.h"
+
 /*
  * Where uv_work_t holds its struct uv__work: after UV_REQ_FIELDS (data,
  * type, reserved[6]: 64 bytes), loop, work_cb and after_work_cb. libuv 1.x's
