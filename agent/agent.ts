@@ -309,6 +309,8 @@ export class Agent implements AgentReadings {
       nodeHooked: this.nodeHooks?.counts.hooked ?? 0,
       nodeHookRefused: this.nodeHooks?.counts.refused ?? 0,
       nodeHookFailed: this.nodeHooks?.counts.failed ?? 0,
+      nodeHookIntrusions: this.nodeHooks?.intrusions ?? 0,
+      nodeHookStderrLines: this.nodeHooks?.stderrLines ?? 0,
       pythonHooked: this.pythonHooks?.counts.hooked ?? 0,
       pythonHookRefused: this.pythonHooks?.counts.refused ?? 0,
       pythonHookFailed: this.pythonHooks?.counts.failed ?? 0,
@@ -356,10 +358,15 @@ export class Agent implements AgentReadings {
   /** Drains the ring, commits everything, records the run's end. */
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
-    // an injection under way finishes first: it closes the inspector it opened
-    await this.nodeHooks?.stop();
-    await this.pythonHooks?.stop();
-    await this.capture?.stop();
+    // an injection under way finishes and the inspectors still watched close (agent/runtimes/node)
+    // while the probes detach
+    await Promise.all([
+      this.nodeHooks?.stop(),
+      (async () => {
+        await this.pythonHooks?.stop();
+        await this.capture?.stop();
+      })(),
+    ]);
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
     // store, and the next run ships it from the cursor

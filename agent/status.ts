@@ -30,6 +30,10 @@ export interface RuntimeHookCounters {
   nodeHooked: number;
   nodeHookRefused: number;
   nodeHookFailed: number;
+  /** connects to an inspector the agent opened that the kernel refused (another process's) */
+  nodeHookIntrusions: number;
+  /** lines Node printed on hooked programs' stderr for the agent's inspectors */
+  nodeHookStderrLines: number;
   pythonHooked: number;
   pythonHookRefused: number;
   pythonHookFailed: number;

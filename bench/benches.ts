@@ -39,6 +39,7 @@ export const BENCHES = {
   replay: { topic: 'replay', args: '' },
   'replay-dense': { topic: 'replay', args: '[events] [rounds]' },
   'replay-reads': { topic: 'replay', args: '[events] [rounds]' },
+  'replay-client': { topic: 'replay', args: '[rounds]' },
   exec: { topic: 'replay', args: '[pass-through writes] [rounds]' },
   'exec-relay': { topic: 'replay', args: '[rounds]' },
   'exec-cause': { topic: 'replay', args: '[rounds]' },

@@ -17,6 +17,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #include "capture/maps.h"
 #include "capture/targets.h"
+#include "capture/lifetime.h"
 #include "capture/units.h"
 #include "capture/goprocs.h"
 #include "capture/heads.h"

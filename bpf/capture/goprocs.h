@@ -12,6 +12,7 @@
 #include "../capture.h"
 #include "maps.h"
 #include "units.h"
+#include "lifetime.h"
 
 /* Go's register ABI (ABIInternal, Go 1.17+): arguments and results from AX, BX, ...; the current g in R14. */
 #if defined(__TARGET_ARCH_x86)
@@ -78,7 +79,7 @@ static __always_inline void go_switch(struct kr_thread *t, __u64 pid_tgid, struc
 {
 	unit_switch(t, pid_tgid, KR_UNIT_GOROUTINE, g);
 	if (!t->context_id)
-		t->context_id = p->inherited;
+		thread_hold(t, p->inherited, KR_COUNTER_OUTLIVED_PROCESS);
 }
 
 /*
