@@ -64,7 +64,7 @@ export const ERROR_CODES = {
   E_EXEC_PLAN: 'the replay plan handed to the supervisor is invalid',
   E_EXEC_HANDOFF: 'the launcher could not hand its seccomp listener over',
   E_EXEC_RELAY: 'the relay of held responses could not be set up',
-  // the Python hook (agent/runtimes/python/; thrown by the native addon, native/py_inject.cc)
+  // the Python hook (agent/runtimes/python/; thrown by the native addon, native/python/py_inject.cc)
   E_PY_INJECT_PERM:
     'ptrace of a Python process was refused (Yama, an LSM, a tracer already attached, no CAP_SYS_PTRACE)',
   E_PY_INJECT_GONE: 'the Python process ended before its hook was queued',

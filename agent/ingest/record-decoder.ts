@@ -108,7 +108,7 @@ export class RecordDecoder {
     private readonly clockOffsetNs: () => bigint,
     /** --sample-background 1/N: N */
     private readonly sampleBackground = 1,
-    /** what a request's first bytes ask, as a key (native/request_key.h: one owner with the replay's relay) */
+    /** what a request's first bytes ask, as a key (native/capture/request_key.h: one owner with the replay's relay) */
     private readonly keyOfRequest: (bytes: Uint8Array) => number = nativeAddon().requestKey,
   ) {}
 

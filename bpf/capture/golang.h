@@ -21,7 +21,7 @@
  *   - crypto/tls: a server's (*tls.Conn).Read returns a request head's
  *     plaintext to the goroutine that serves it, as a socket read does
  *     over plaintext.
- * User space (native/go_probes.cc) finds Go processes, attaches these to
+ * User space (native/probes/go_probes.cc) finds Go processes, attaches these to
  * their binaries and fills go_processes; a process it cannot follow (a
  * stripped binary) is marked all the same, and its events carry none:
  * which goroutine a thread runs is not known.
@@ -556,7 +556,7 @@ int go_chanrecv_ret(struct pt_regs *ctx)
  * where its plaintext lands. Not LRU: a read the table has no room for is
  * known at its entry, and its goroutine carries none from there (counted),
  * never the request it served before. An entry is dropped at the RET, by the
- * goroutine's next read, or with its process (native/go_probes.cc).
+ * goroutine's next read, or with its process (native/probes/go_probes.cc).
  */
 struct kr_go_tls_read {
 	__u64 buf;

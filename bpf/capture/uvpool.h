@@ -12,7 +12,7 @@
  * request's. A synchronous call (uv_fs_* without a callback: Node's
  * fs.*Sync) runs the same work function on the calling thread: only the
  * requests submitted to the pool switch a thread's unit.
- * User space (native/uv_probes.cc) attaches them to every binary with the
+ * User space (native/probes/uv_probes.cc) attaches them to every binary with the
  * symbols: Node, which links libuv in, or a libuv.so that kept them.
  */
 #ifndef KREPLAY_CAPTURE_UVPOOL_H

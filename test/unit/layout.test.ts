@@ -57,6 +57,48 @@ function rootEntries(): string[] {
   return [...new Set(entries)].sort();
 }
 
+/**
+ * native/ by concern: each room may include its own files and those of the rooms listed here (the
+ * root's utilities: errors, the log, the file lock, thread scheduling). The addon's entry,
+ * native/addon.cc, binds them all. A file includes another by its name (binding.gyp's include
+ * directories), so each name is in one room only.
+ */
+const NATIVE_ROOMS: Record<string, string[]> = {
+  '': [''],
+  capture: ['capture', 'probes', ''],
+  probes: ['probes', ''],
+  python: ['python', 'probes', ''],
+  exec: ['exec', 'capture', ''],
+};
+
+/** The addon's C++ files (not the SQLite extension's C, nor the launcher's), by name, with their room. */
+function nativeFiles(): Map<string, string> {
+  const files = new Map<string, string>();
+  for (const room of Object.keys(NATIVE_ROOMS))
+    for (const file of readdirSync(join(ROOT, 'native', room)))
+      if (/\.(cc|h)$/.test(file)) {
+        if (files.has(file))
+          throw new Error(`native/${room}/${file}: its name is in native/${files.get(file)} too`);
+        files.set(file, room);
+      }
+  return files;
+}
+
+/** Includes from one room into a room it may not include, as `native/room/file -> native/room/included`. */
+function nativeOffences(files: Map<string, string>): string[] {
+  const offences: string[] = [];
+  for (const [file, room] of files) {
+    if (room === '' && file === 'addon.cc') continue;
+    const path = join('native', room, file);
+    for (const m of readFileSync(join(ROOT, path), 'utf8').matchAll(/^#include "([^"]+)"/gm)) {
+      const target = files.get(m[1]!);
+      if (target !== undefined && !NATIVE_ROOMS[room]!.includes(target))
+        offences.push(`${path} -> ${join('native', target, m[1]!)}`);
+    }
+  }
+  return offences;
+}
+
 function sources(folder: string): string[] {
   return readdirSync(join(ROOT, folder), { recursive: true, encoding: 'utf8' })
     .filter((file) => file.endsWith('.ts'))
@@ -162,6 +204,22 @@ describe('layout', () => {
 
   it('has no import circle, type-only imports included', () => {
     expect(importCircles(['core', 'agent', 'daemon', 'cli', 'bench', 'tools'])).toEqual([]);
+  });
+
+  it("keeps native/ by concern: capture, probes, python, exec, and the root's utilities", () => {
+    const files = nativeFiles();
+    expect(nativeOffences(files)).toEqual([]);
+    // every C++ file of the addon is in a room: none in a folder the rooms do not name
+    const placed = new Set([...files].map(([file, room]) => join('native', room, file)));
+    const everywhere = readdirSync(join(ROOT, 'native'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => /\.(cc|h)$/.test(file) && !file.startsWith('build/') && !file.startsWith('sqlite/'))
+      .map((file) => join('native', file));
+    expect(everywhere.filter((file) => !placed.has(file))).toEqual([]);
+    // and the check sees an include across rooms (the capture engine attaches the probes)
+    expect(readFileSync(join(ROOT, 'native', 'capture', 'capture_engine.cc'), 'utf8')).toContain(
+      '#include "go_probes.h"',
+    );
+    expect(files.get('go_probes.h')).toBe('probes');
   });
 
   it('holds at the root only the files and folders it lists', () => {
