@@ -16,6 +16,7 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #include "capture/maps.h"
+#include "capture/restarts.h"
 #include "capture/targets.h"
 #include "capture/lifetime.h"
 #include "capture/units.h"
@@ -29,5 +30,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "capture/reads.h"
 #include "capture/fsync.h"
 #include "capture/connect.h"
+#include "capture/signals.h"
 #include "capture/tasks.h"
 #include "capture/block.h"

@@ -235,7 +235,11 @@ enum kr_counter {
 	KR_COUNTER_OUTLIVED_PROCESS = 22,
 	KR_COUNTER_OUTLIVED_GOROUTINE = 23,
 	KR_COUNTER_OUTLIVED_UNIT = 24,
-	KR_COUNTER_MAX = 25,
+	/* a call a signal or a stop interrupted, restarted by the kernel: one event from its first entry */
+	KR_COUNTER_RESTARTED_CALL = 25,
+	/* a call the agent's own hooks interrupted (its ptrace, its signal): restarted, or -EINTR */
+	KR_COUNTER_AGENT_INTERRUPTED_CALL = 26,
+	KR_COUNTER_MAX = 27,
 };
 
 /* What a call went to. */

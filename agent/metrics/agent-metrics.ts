@@ -97,6 +97,14 @@ const TOTALS: Record<string, { help: string; key: Key }> = {
     help: 'of the pruned events, those the store cap removed before they were shipped',
     key: 'unshippedPruned',
   },
+  kreplay_agent_restarted_calls_total: {
+    help: 'calls a signal or a stop interrupted and the kernel restarted: each stored as one event from its first entry',
+    key: 'restartedCall',
+  },
+  kreplay_agent_hook_interrupted_calls_total: {
+    help: "calls the agent's own hooks interrupted (the Python hook's ptrace, the Node hook's SIGUSR1): restarted, or ended with EINTR",
+    key: 'agentInterruptedCall',
+  },
   kreplay_agent_corrupt_bytes_total: { help: 'ring bytes skipped as corrupt records', key: 'corruptBytes' },
   kreplay_agent_node_hook_intrusions_total: {
     help: 'connects to an inspector the agent opened, from another process, that the kernel refused (each logged with its pid)',

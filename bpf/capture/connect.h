@@ -11,6 +11,7 @@
 
 #include "../capture.h"
 #include "maps.h"
+#include "restarts.h"
 #include "targets.h"
 #include "units.h"
 #include "golang.h"
@@ -21,7 +22,6 @@
 #define KR_ECONNABORTED 103
 #define KR_EALREADY 114
 #define KR_EINPROGRESS 115
-#define KR_ERESTARTSYS 512
 
 /* A TCP connect between its SYN and its answer; everything its event needs but the end. */
 struct kr_connect {
@@ -63,7 +63,10 @@ int sys_enter_connect(struct trace_event_raw_sys_enter *ctx)
 	t->count = 0;
 	t->syscall = code;
 	t->type = KR_RECORD_SYS_CONNECT;
-	t->start_ns = bpf_ktime_get_boot_ns();
+	/* a restarted TCP connect keeps its sock: the state changes of its first entry's SYN time it */
+	if (t->parked)
+		call_resume(t, (__u32)pid_tgid, KR_RECORD_SYS_CONNECT, code, t->fd, 0, true);
+	call_start(t);
 	return 0;
 }
 
@@ -234,9 +237,9 @@ SEC("tracepoint/syscalls/sys_exit_connect")
 int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 pid_tgid, key, now;
-	struct kr_thread *t = call_exit(KR_RECORD_SYS_CONNECT, &pid_tgid);
-	struct kr_connect c, *found;
 	__s64 ret = ctx->ret;
+	struct kr_thread *t = call_exit(KR_RECORD_SYS_CONNECT, ret, &pid_tgid);
+	struct kr_connect c, *found;
 
 	if (!t)
 		return 0;
@@ -255,7 +258,7 @@ int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
 		call_end(t, KR_RECORD_SYS_CONNECT, pid_tgid, ret, 0, now, 0, t->context_id);
 		return 0;
 	}
-	if (ret >= 0 || ret == -KR_EINTR || ret == -KR_ERESTARTSYS)
+	if (ret >= 0 || ret == -KR_EINTR)
 		return 0;
 	/* a SYN was sent, but the call failed in a way no state change reported */
 	key = t->sock;

@@ -89,6 +89,8 @@ struct kr_thread {
 	__u64 last_object;
 	__u64 last_stamp;
 	__u64 last_target_id;
+	__u32 parked; /* enum kr_park (restarts.h): a call the kernel is to restart */
+	__u32 pad;
 	/* kept current by task_rename: cheaper than asking at every call */
 	char comm[KR_COMM_LEN];
 };

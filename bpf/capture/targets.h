@@ -8,6 +8,7 @@
 
 #include "../capture.h"
 #include "maps.h"
+#include "restarts.h"
 
 /* Keyed by the dentry (files, devices, FIFOs), the sock, or a constant (pipes). */
 struct kr_known_target {
@@ -466,7 +467,7 @@ int resolve_target(void *ctx)
 		remember_target(t, &p, pending->target_id);
 	else if (t->target_id == pending->target_id)
 		t->target_id = 0;
-	t->start_ns = bpf_ktime_get_boot_ns();
+	call_start(t);
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include "../capture.h"
 #include "maps.h"
+#include "restarts.h"
 #include "lifetime.h"
 #include "units.h"
 #include "golang.h"
@@ -85,7 +86,11 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
+	/* a call the signal that ends the thread interrupted never restarts */
+	if (t && t->parked)
+		bpf_map_delete_elem(&parked_calls, &tid);
 	bpf_map_delete_elem(&threads, &tid);
 	forget_thread_context(tid);
 	return 0;

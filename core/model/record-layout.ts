@@ -169,6 +169,8 @@ export const KernelCounter = {
   outlivedProcess: 22,
   outlivedGoroutine: 23,
   outlivedUnit: 24,
+  restartedCall: 25,
+  agentInterruptedCall: 26,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];

@@ -54,6 +54,8 @@ describe('storedCounters', () => {
       outlived_process: 23,
       outlived_goroutine: 24,
       outlived_unit: 25,
+      restarted_call: 26,
+      agent_interrupted_call: 27,
       malformed_markers: 11,
       unknown_contexts: 12,
       unknown_targets: 13,
