@@ -110,7 +110,7 @@ export class RecordDecoder {
     private readonly sampleBackground = 1,
     /**
      * what a request's first bytes ask, as a key, per connection: a prepared statement's execute is
-     * its statement's (native/request_key.h: one owner with the replay's relay)
+     * its statement's (native/capture/request_key.h: one owner with the replay's relay)
      */
     private readonly requestKeys: NativeRequestKeys = new (nativeAddon().RequestKeys)(),
   ) {}

@@ -48,7 +48,7 @@ export interface RecordedCall {
   fd?: number | null;
   /** sys_read: the first read after a send on a socket, from the send's end to this read's end (exact JSON gives a string) */
   response_ns?: bigint | string | number | null;
-  /** sys_write: a send that started a request, the key of what it asked (native/request_key.h) */
+  /** sys_write: a send that started a request, the key of what it asked (native/capture/request_key.h) */
   request_key?: number | null;
 }
 

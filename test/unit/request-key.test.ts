@@ -1,5 +1,5 @@
 /**
- * How a request is recognised from its first bytes (native/request_key.cc), the key `replay --exec`
+ * How a request is recognised from its first bytes (native/capture/request_key.cc), the key `replay --exec`
  * matches a response to its request on: literal values never tell two requests apart, commands and
  * statements always do. Bytes are those real clients send (redis-py, node-redis, libpq, curl).
  */
