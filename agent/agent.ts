@@ -231,7 +231,7 @@ export class Agent implements AgentReadings {
     }
   }
 
-  /* The hook is queued with ptrace from native/py_inject.cc, which drives x86-64 registers. */
+  /* The hook is queued with ptrace from native/python/py_inject.cc, which drives x86-64 registers. */
   private startPythonHooks(log: Logger): void {
     if (process.arch !== 'x64') {
       log.warn(`no Python hook on ${process.arch}: asyncio and pool servers stay unattributed`);

@@ -1,7 +1,7 @@
 /**
  * Which processes the agent queues the Python hook into, and what it says and counts
  * (agent/runtimes/python/python-hooks.ts), with real processes in /proc and the queuing itself
- * faked: the ptrace part is native/py_inject.cc's, tested on a real kernel in
+ * faked: the ptrace part is native/python/py_inject.cc's, tested on a real kernel in
  * test/integration/attribution-python.test.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
