@@ -140,11 +140,7 @@ async function bothWays(
   return { without, hooked };
 }
 
-/**
- * GET `path` on a connection of its own, with the request's x-request-id and a traceparent; resolves
- * once the server closed that connection, so the next request never races the close of this one's
- * descriptor (a program's descriptors are compared across runs).
- */
+/** GET `path` on a connection of its own, with the request's x-request-id and a traceparent. */
 function get(port: number, path: string, id = 'none', n = 0): Promise<string> {
   return new Promise((resolve, reject) => {
     request(
@@ -157,11 +153,10 @@ function get(port: number, path: string, id = 'none', n = 0): Promise<string> {
       },
       (res) => {
         let text = '';
-        const socket = res.socket;
         res
           .setEncoding('utf8')
           .on('data', (chunk: string) => (text += chunk))
-          .once('end', () => (socket.destroyed ? resolve(text) : socket.once('close', () => resolve(text))));
+          .once('end', () => resolve(text));
       },
     )
       .once('error', reject)
