@@ -128,6 +128,11 @@ enum kr_unit_op {
 	KR_UNIT_HANDOFF = 4,
 	/* the unit's request ended (its response completed): what still carries it loses it (lifetime.h) */
 	KR_UNIT_CLOSE = 5,
+	/*
+	 * the writing thread takes unit `unit`'s context (a HANDOFF's, consumed: a job a queue handed
+	 * it), unless it serves a request of its own (kr_thread.owned) or runs units; 0: none
+	 */
+	KR_UNIT_ADOPT = 6,
 };
 
 /*

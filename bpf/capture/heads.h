@@ -234,6 +234,8 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 {
 	/* a marker's, or a request this thread sends: it lasts until replaced */
 	thread_hold(t, open_record(kind, t->context_id, pid_tgid, data, len), 0);
+	/* a head it sends as a client is the job's it runs, which the next job replaces */
+	t->owned = kind == KR_CONTEXT_MARKER;
 	if (t->context_id)
 		mark_context_thread((__u32)pid_tgid);
 	else
@@ -242,6 +244,32 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 	if (t->unit_kind == KR_UNIT_GOROUTINE)
 		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit,
 				 t->context_id ? t->context_id | KR_OWNED : 0);
+}
+
+/*
+ * A queue's hand-off (KR_UNIT_ADOPT): a plain thread takes the context its
+ * job's putter handed unit `unit` (a lease on its request; none for a job
+ * put with no unit), whatever it carried before (its creator's request, the
+ * last job's), unless it serves a request of its own (a head it read, its
+ * marker) or runs a runtime's units (their contexts are its). The unit was
+ * made for this one job: consumed.
+ */
+static __always_inline struct kr_thread *unit_adopt(struct kr_thread *t, __u64 pid_tgid, __u64 unit)
+{
+	__u64 handle = unit_context(pid_tgid >> 32, KR_UNIT_HOOK, unit);
+
+	unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, unit, 0);
+	if (!t && handle)
+		t = thread_entry((__u32)pid_tgid);
+	if (!t || t->unit_kind || (t->owned && t->context_id))
+		return t;
+	thread_hold(t, handle, KR_COUNTER_OUTLIVED_THREAD);
+	t->owned = 0;
+	if (t->context_id)
+		mark_context_thread((__u32)pid_tgid);
+	else
+		forget_thread_context((__u32)pid_tgid);
+	return t;
 }
 
 /*
@@ -270,6 +298,8 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 		request_ended(unit_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit));
 		return t;
 	}
+	if (sig.op == KR_UNIT_ADOPT)
+		return unit_adopt(t, pid_tgid, sig.unit);
 	if (!t)
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
@@ -447,6 +477,7 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 		thread_hold(t, handle, unit_outlived(t->unit_kind));
 	} else if (owns_thread) {
 		thread_hold(t, handle, KR_COUNTER_OUTLIVED_THREAD);
+		t->owned = 1;
 		if (t->context_id)
 			mark_context_thread(tid);
 		else

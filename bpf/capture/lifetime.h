@@ -12,10 +12,10 @@
  *     connections (an event loop: heads.h), whose requests it cannot tell.
  * live_requests holds it while it lives. Whatever it was given to (the
  * thread that read it, threads and processes created while it lived,
- * goroutines, timers, pool work, a channel's receiver) holds a lease: that
- * context is used only while live_requests still holds it, one lookup per
- * event; then the holder carries none, counted as outlived by kind of
- * holder. A marker's context (KREPLAY-CTX, `kreplay run`) and a head a
+ * goroutines, timers, pool work, a channel's or a queue's receiver) holds a
+ * lease: that context is used only while live_requests still holds it, one
+ * lookup per event; then the holder carries none, counted as outlived by
+ * kind of holder. A marker's context (KREPLAY-CTX, `kreplay run`) and a head a
  * client sends are no request served here: they last until replaced, and
  * so does what inherits them.
  *

@@ -72,7 +72,8 @@ struct kr_thread {
 	 * counts under (the kind of holder); 0: a context that lasts until replaced, or none
 	 */
 	__u32 lease;
-	__u32 lease_pad;
+	/* context_id is the thread's own (a head it read, a marker it wrote): no ADOPT replaces it */
+	__u32 owned;
 	/* the context the write in flight opened (a head), 0: none; it starts a request on its connection */
 	__u64 opened;
 	/*

@@ -21,6 +21,7 @@ import {
   hookableEnv,
   httpLoad,
   nodeHookLine,
+  pythonHookLine,
   scoreWrites,
   traceparentOf,
   writesUnder,
@@ -104,11 +105,13 @@ async function measure(
   path: string,
   suffixes: string[],
   ca?: string,
+  answered?: (level: number) => Promise<unknown>,
 ): Promise<Record<string, Record<string, Accuracy>>> {
   const table: Record<string, Record<string, Accuracy>> = {};
   for (const level of LEVELS) {
     const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${name}-c${level}-r${i}`);
     await httpLoad(port, ids, level, { path, ...(ca && { ca: readFileSync(ca) }) });
+    await answered?.(level);
     const events = await writesUnder(store, out, `${name}-c${level}-r`, PER_LEVEL * suffixes.length);
     table[`c=${level}`] = Object.fromEntries(
       suffixes.map((suffix) => [
@@ -268,6 +271,35 @@ describe('a request context lives as long as its request (real kernel)', () => {
       await outlived('thread');
     }, 300_000);
 
+    it('a worker the first request started, while that request is still served, takes each job’s request from its queue.Queue (hooked)', async () => {
+      const handoffOut = join(dir, `py-${setting}-handoff`);
+      mkdirSync(handoffOut);
+      const hookedPort = await serve(
+        '/usr/bin/python3',
+        [join(RUNTIMES, 'threading-lifetime-server.py'), handoffOut],
+        hookableEnv(),
+      );
+      expect(await pythonHookLine(agent, servers[servers.length - 1]!.pid!)).toMatch(
+        /queued the Python hook/,
+      );
+      await waitFor(async () => (await single(hookedPort, '/hooked', `py-${setting}-probe`)) === 'ye', {
+        timeoutMs: 30_000,
+        what: 'the Python hook wrapping queue.Queue',
+      });
+      const first = `py-${setting}-handoff-first`;
+      // answered only at /release: it lives while every level's requests hand jobs to its worker
+      const firstAnswered = single(hookedPort, '/handoff-first', first);
+      expect((await writeOf(handoffOut, `${first}.worker`)).txn).toBe(first);
+      const table = await measure(`py-${setting}-handoff`, hookedPort, handoffOut, '/handoff', [
+        'worker',
+        'handler',
+      ]);
+      await single(hookedPort, '/release', `py-${setting}-release`);
+      await firstAnswered;
+      expectAll(table, 'handler', 'correct');
+      expectAll(table, 'worker', 'correct');
+    }, 300_000);
+
     it('a multiprocessing.Pool created in a request: its later work is never that request’s', async () => {
       const first = `py-${setting}-pool-first`;
       await single(port, '/pool', first, ca);
@@ -293,6 +325,42 @@ describe('a request context lives as long as its request (real kernel)', () => {
     const table = await measure('node-interval', port, out, '/', ['handler']);
     expectAll(table, 'handler', 'correct');
     expect(transactions(await writesAfter(out, 'tick', ended, 50))).toEqual([null]);
+    await outlived('unit');
+  }, 300_000);
+
+  it('aiohttp: a task and pool work a request left behind are its while it lives, none after (hooked)', async () => {
+    const out = join(dir, 'aiohttp');
+    mkdirSync(out);
+    const port = await serve(
+      '/usr/bin/python3',
+      [join(RUNTIMES, 'aiohttp-lifetime-server.py'), out],
+      hookableEnv(),
+    );
+    expect(await pythonHookLine(agent, servers[servers.length - 1]!.pid!)).toMatch(/queued the Python hook/);
+    // the hook runs at one of the server's calls after it was queued: a request whose write is its own says it ran
+    let warm = 0;
+    await waitFor(
+      async () => {
+        const id = `aio-warm-${warm++}`;
+        await single(port, '/', id);
+        return (await writeOf(out, `${id}.handler`)).txn === id;
+      },
+      { timeoutMs: 30_000, what: 'the Python hook running in the aiohttp server' },
+    );
+    // /flush, once a level's requests were answered (ended), lets their tasks write
+    const table = await measure(
+      'aio-left',
+      port,
+      out,
+      '/',
+      ['handler', 'during', 'task', 'pool'],
+      undefined,
+      (level) => single(port, '/flush', `aio-flush-c${level}`),
+    );
+    expectAll(table, 'handler', 'correct');
+    expectAll(table, 'during', 'correct');
+    expectAll(table, 'task', 'none');
+    expectAll(table, 'pool', 'none');
     await outlived('unit');
   }, 300_000);
 

@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import posix
+import queue
 import sys
 import threading
 import types
@@ -58,14 +59,26 @@ def head_read(rid):
     record.append((threading.get_ident(), b"HEAD " + rid.encode(), None, None))
 
 
+def fresh():
+    """A new thread: Python reuses a joined thread's ident, the kernel never reuses a live tid."""
+    record.append((threading.get_ident(), b"FRESH", None, None))
+
+
 def model():
-    """Each mark's request: a thread in a unit carries the unit's; a plain one its own."""
-    units, current, thread_request, out = {}, {}, {}, []
+    """Each mark's request: a thread in a unit carries the unit's; a plain one its own, or the one a
+    queue's job handed it."""
+    units, current, thread_request, owned, out = {}, {}, {}, set(), []
     for thread, data, before, registered in record:
         if before is not None:
             current[thread] = before
+        if data == b"FRESH":
+            thread_request.pop(thread, None)
+            owned.discard(thread)
+            current.pop(thread, None)
+            continue
         if data.startswith(b"HEAD "):
             thread_request[thread] = data[5:].decode()
+            owned.add(thread)
             continue
         if data.startswith(b"MARK "):
             unit = current.get(thread)
@@ -85,6 +98,12 @@ def model():
         elif op == SIGNAL["handoff"]:
             mine = current.get(thread)
             units[unit] = units.get(mine) if mine is not None else thread_request.get(thread)
+        elif op == SIGNAL["close"]:
+            units[unit] = None
+        elif op == SIGNAL["adopt"]:
+            handed = units.pop(unit, None)
+            if thread not in owned and current.get(thread) is None:
+                thread_request[thread] = handed
     record.clear()
     return out
 
@@ -205,6 +224,42 @@ pool.submit(mark, "after the calls").result()
 results["grpc"] = [[label, rid] for label, rid in model()]
 # the hook's own functions are not wrapped again on the way into the pool
 results["grpc handoffs"] = grpc_server._unary_response_in_pool._kreplay_opens_unit
+
+# queue.Queue: a plain worker takes each job's putter's request; LIFO in its order; a PriorityQueue's
+# job none; a thread serving its own request keeps it
+jobs, lifo, prio = queue.Queue(), queue.LifoQueue(), queue.PriorityQueue()
+
+
+def putter(rid, into, item):
+    head_read(rid)
+    into.put(item)
+
+
+def in_turn(*calls):
+    for target, args in calls:
+        t = threading.Thread(target=lambda target=target, args=args: (fresh(), target(*args)))
+        t.start()
+        t.join()
+
+
+def worker():
+    for _ in range(3):
+        mark(jobs.get())
+    for _ in range(2):
+        mark(lifo.get())
+    prio.get()
+    mark("a PriorityQueue's job")
+
+
+def own_request():
+    head_read("h")
+    mark("its own request, after a get of " + jobs.get())
+
+
+in_turn(*[(putter, ("q%d" % i, jobs, "q%d's job" % i)) for i in range(3)])
+in_turn((putter, ("l0", lifo, "l0's job")), (putter, ("l1", lifo, "l1's job")), (putter, ("p", prio, 1)))
+in_turn((worker, ()), (putter, ("q9", jobs, "q9's job")), (own_request, ()))
+results["queue"] = model()
 
 # queued again: nothing is wrapped twice, and every thread signals its unit anew
 signals = lambda: sum(data.startswith(MAGIC) for _, data, _b, _r in record)  # noqa: E731

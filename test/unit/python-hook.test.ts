@@ -60,6 +60,18 @@ describe('the Python hook', () => {
     expect(results['grpc handoffs']).toBe(true);
   });
 
+  it("hands a queue.Queue job's request to the worker that gets it, in the queue's order; none for a PriorityQueue's", () => {
+    expect(results.queue).toEqual([
+      ["q0's job", 'q0'],
+      ["q1's job", 'q1'],
+      ["q2's job", 'q2'],
+      ["l1's job", 'l1'],
+      ["l0's job", 'l0'],
+      ["a PriorityQueue's job", null],
+      ["its own request, after a get of q9's job", 'h'],
+    ]);
+  });
+
   it('switches units by a store into its slot; queued again, wraps nothing twice and registers each slot anew', () => {
     // callbacks that switch units write nothing; after the second queuing, the next one registers its slot
     expect(results['signals anew']).toEqual([0, 1]);

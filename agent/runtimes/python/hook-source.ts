@@ -18,6 +18,8 @@ export interface PythonHookSignal {
   open: number;
   handoff: number;
   watch: number;
+  close: number;
+  adopt: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
@@ -32,6 +34,8 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   open: UnitOp.Open,
   handoff: UnitOp.Handoff,
   watch: UnitOp.Watch,
+  close: UnitOp.Close,
+  adopt: UnitOp.Adopt,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
 };

@@ -13,16 +13,22 @@ never records them:
                   call the thread makes
   OPEN u + head   unit u serves the request whose HTTP/1.x-style head follows; this thread runs u
   HANDOFF u       unit u carries this thread's current context (work it hands to a pool thread)
+  CLOSE u         unit u's request ended: what still runs in u, or was handed it, carries none
+  ADOPT u         this thread takes what HANDOFF u gave u (0: none), unless it serves its own request
 Units:
   - an aiohttp request: RequestHandler._handle_request opens one from the request's traceparent and
-    x-request-id, and keeps it in a context variable, which asyncio copies into the tasks and
+    x-request-id (and closes it when it returns: the handler ran and its response was written), and
+    keeps it in a context variable, which asyncio copies into the tasks and
     callbacks the request starts; asyncio.events.Handle._run enters the unit of each callback's
     context before it runs (callbacks of the loop and of transports run as none: they serve
     connections, whose calls the kernel attributes by connection);
   - a grpcio call: the function grpc._server runs on its pool for each call opens one from the call's
-    metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself);
+    metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself), and closes
+    it when it returns (the response, or the stream's last message, was sent);
   - a ThreadPoolExecutor work item takes the submitter's unit (or its thread's context) when it is
-    made, in the submitter's thread, and runs in it and leaves it when done.
+    made, in the submitter's thread, and runs in it and leaves it when done;
+  - a job put on a queue.Queue or LifoQueue is handed the putter's context (HANDOFF), and the thread
+    that gets it takes that (ADOPT); a PriorityQueue's hands none.
 Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
 program that imports none of these. The program sees none of it: the wrappers sit above the frames
 that catch the program's exceptions and drop their own frame from any exception that passes through
@@ -128,7 +134,10 @@ def install(signal):
 
     _contextvars = imported_quietly("_contextvars")
 
-    OPEN, HANDOFF, WATCH = signal["open"], signal["handoff"], signal["watch"]
+    OPEN, HANDOFF, WATCH, CLOSE = signal["open"], signal["handoff"], signal["watch"], signal["close"]
+    ADOPT = signal["adopt"]
+    _weakref = imported_quietly("_weakref")
+    deque = imported_quietly("_collections").deque
     head_max = signal["maxHead"]
     unit_var = _contextvars.ContextVar("kreplay_unit", default=0)
     pack = signal_packer(signal)
@@ -183,6 +192,16 @@ def install(signal):
         slot()[slot_at] = unit
         send(pack(OPEN, unit) + head)
         return unit
+
+    def close_unit(unit):
+        """Unit `unit`'s request ended: this thread leaves it first (its next call carries none, not the
+        ended request counted as outlived), then what was handed it loses it."""
+        leave()
+        try:
+            if unit:
+                send(pack(CLOSE, unit))
+        except Exception:
+            pass
 
     def resync():
         """Every thread registers its slot again at its next switch: the kernel's view may have been lost."""
@@ -274,15 +293,99 @@ def install(signal):
         item = thread._WorkItem
         return replace(item, "__init__", wrap_work_item) and replace(item, "run", wrap_work_run)
 
+    # queue: a job carries its putter's context (a HANDOFF to a unit made for it) to the thread that
+    # gets it (ADOPT), as Go's channel probes do. The units ride in a deque per queue beside the
+    # queue's own items, kept in step under the queue's mutex (_put and _get run holding it); a
+    # queue whose order the hook does not know (a PriorityQueue, a subclass with a _put or _get of
+    # its own) hands none. Kept here, not on the queue: the program sees nothing of it.
+    queues = {}  # id(queue) -> (weak reference to it, its units)
+    orders = {}  # (_put, _get) of a class the hook wrapped -> the deque method _get takes with
+
+    def units_of(queue, held):
+        """The queue's units, `held` of them (the items it holds): all none when out of step (items
+        put before the hook, a put or a get that raised)."""
+        key = id(queue)
+        entry = queues.get(key)
+        if entry is None or entry[0]() is not queue:
+
+            def forget(ref):
+                if queues.get(key, (None,))[0] is ref:
+                    queues.pop(key, None)
+
+            entry = queues[key] = (_weakref.ref(queue, forget), deque())
+        units = entry[1]
+        if len(units) != held:
+            units.clear()
+            units.extend([0] * held)
+        return units
+
+    def order_of(queue):
+        cls = type(queue)
+        return orders.get((cls._put, cls._get))
+
+    def wrap_queue_put(put):
+        def _put(self, item):
+            try:
+                put(self, item)
+            except BaseException as exc:
+                passing(exc)
+                raise
+            try:
+                if order_of(self) is not None:
+                    units = units_of(self, self._qsize() - 1)
+                    unit = next(ids)
+                    send(pack(HANDOFF, unit))
+                    units.append(unit)
+            except Exception:
+                pass
+
+        return _put
+
+    def wrap_queue_get(get):
+        def _get(self):
+            held = -1
+            try:
+                held = self._qsize()
+            except Exception:
+                pass
+            try:
+                item = get(self)
+            except BaseException as exc:
+                passing(exc)
+                raise
+            try:
+                unit = 0
+                end = order_of(self)
+                if end is not None and held > 0:
+                    unit = getattr(units_of(self, held), end)()
+                # a thread running units (a loop's, a pool's) takes none: the kernel keeps its unit's
+                if state.slot is None:
+                    send(pack(ADOPT, unit))
+            except Exception:
+                pass
+            return item
+
+        return _get
+
+    def patch_queue(queue):
+        for cls, end in ((queue.Queue, "popleft"), (queue.LifoQueue, "pop"), (queue.PriorityQueue, None)):
+            if not (replace(cls, "_put", wrap_queue_put) and replace(cls, "_get", wrap_queue_get)):
+                return False
+            if end:
+                orders[(cls.__dict__["_put"], cls.__dict__["_get"])] = end
+        return True
+
     # aiohttp: a unit per request, opened in the request's own task, on a loop that switches units
     def wrap_handle_request(handle_request):
         async def _handle_request(self, request, *args, **kwargs):
+            unit = 0
             try:
                 if not isinstance(self._loop, tuple(switching_loops)):
                     raise LookupError("this loop's callbacks would not leave the unit")
                 headers = request.headers
                 picked = [(name, headers.get(name)) for name in HEADERS if name in headers]
-                unit_var.set(open_unit(http_head(request.method, request.raw_path, picked, head_max)))
+                unit = open_unit(http_head(request.method, request.raw_path, picked, head_max))
+                unit_var.set(unit)
             except Exception:
                 pass
             try:
@@ -290,6 +393,10 @@ def install(signal):
             except BaseException as exc:
                 passing(exc)
                 raise
+            finally:
+                # it returns once the response was written (finish_response): the request ended
+                if unit:
+                    close_unit(unit)
 
         return _handle_request
 
@@ -299,9 +406,10 @@ def install(signal):
     # grpcio: a unit per call, opened on the pool thread that runs it
     def wrap_grpc_call(function):
         def in_call(rpc_event, *args, **kwargs):
+            unit = 0
             try:
                 method = rpc_event.call_details.method
-                open_unit(http_head("POST", method, grpc_headers(rpc_event.invocation_metadata), head_max))
+                unit = open_unit(http_head("POST", method, grpc_headers(rpc_event.invocation_metadata), head_max))
             except Exception:
                 leave()
             try:
@@ -310,7 +418,8 @@ def install(signal):
                 passing(exc)
                 raise
             finally:
-                leave()
+                # it returns once the response (or the stream's last message) was sent: the call ended
+                close_unit(unit)
 
         in_call._kreplay_opens_unit = True
         return in_call
@@ -324,6 +433,7 @@ def install(signal):
         "concurrent.futures.thread": patch_executor,
         "aiohttp.web_protocol": patch_aiohttp,
         "grpc._server": patch_grpc,
+        "queue": patch_queue,
     }
     # the modules not patched yet, which the import watch waits for
     waited = set(patches)

@@ -7,6 +7,7 @@ import random
 import sys
 
 from aiohttp import ClientSession, web
+from aiohttp_serve import serve
 
 DIR, UPSTREAM = sys.argv[1], int(sys.argv[2])
 
@@ -30,12 +31,7 @@ async def main():
     app = web.Application()
     app.router.add_get("/", handle)
     app["session"] = ClientSession()
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(site._server.sockets[0].getsockname()[1], flush=True)
-    await asyncio.Event().wait()
+    await serve(app)
 
 
 asyncio.run(main())

@@ -4,8 +4,11 @@ HTTP/1.1 keep-alive, optionally over TLS):
   - /consumer: a consumer thread the first request starts, fed one job per request over a queue,
     writes <x-request-id>.consumer; the handler waits for it;
   - /pool: a multiprocessing.Pool the first request creates; each request's work is done by one of
-    its processes, which writes <x-request-id>.pool.
-The handler writes <x-request-id>.handler after each.
+    its processes, which writes <x-request-id>.pool;
+  - /handoff-first: starts a worker fed over a queue.Queue, hands it a job (it writes
+    <x-request-id>.worker), and is not answered before /release; /handoff hands it a job meanwhile.
+The handler writes <x-request-id>.handler after each. /hooked answers whether the Python hook wraps
+queue.Queue (the test waits for the hook to run).
 
 Usage: threading-lifetime-server.py DIR [CERT KEY] (prints its port).
 """
@@ -37,6 +40,24 @@ def consume():
         done.set()
 
 
+handoffs = queue.Queue()
+released = threading.Event()
+
+
+def work():
+    while True:
+        rid, done = handoffs.get()
+        write(rid + ".worker")
+        done.set()
+
+
+def hand_off(rid):
+    once("worker", lambda: threading.Thread(target=work, daemon=True).start())
+    done = threading.Event()
+    handoffs.put((rid, done))
+    done.wait()
+
+
 def once(name, make):
     with lazy:
         if name not in started:
@@ -55,6 +76,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         rid = self.headers.get("x-request-id", "none")
+        if self.path == "/hooked":
+            return self.answer(b"ye" if getattr(queue.Queue._put, "_kreplay_wraps", None) else b"no")
+        if self.path == "/release":
+            released.set()
+            return self.answer(b"ok")
         if self.path == "/child":
             child = threading.Thread(target=write, args=(rid + ".child",))
             child.start()
@@ -64,11 +90,18 @@ class Handler(BaseHTTPRequestHandler):
             done = threading.Event()
             jobs.put((rid, done))
             done.wait()
+        elif self.path.startswith("/handoff"):
+            hand_off(rid)
+            if self.path == "/handoff-first":
+                released.wait()
         elif self.path == "/pool":
             pool = once("pool", lambda: multiprocessing.get_context("fork").Pool(2))
             pool.apply(write, (rid + ".pool",))
         write(rid + ".handler")
-        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        self.answer(b"ok")
+
+    def answer(self, body):
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
 
     def log_message(self, *args):
         pass
