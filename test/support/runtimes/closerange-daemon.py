@@ -46,6 +46,11 @@ async def main(log):
         return web.Response(text=rid)
 
     async def state(_req):
+        # the earlier requests' connections closed first: their sockets' numbers would race this one's
+        for _ in range(500):
+            if len(runner.server.connections) <= 1:
+                break
+            await asyncio.sleep(0.01)
         return web.json_response(
             {
                 "meta_path": [f.__name__ if isinstance(f, type) else type(f).__name__ for f in sys.meta_path],
