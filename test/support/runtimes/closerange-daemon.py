@@ -54,7 +54,10 @@ async def main(log):
         return web.json_response(
             {
                 "meta_path": [f.__name__ if isinstance(f, type) else type(f).__name__ for f in sys.meta_path],
-                "fds": {fd: describe(fd) for fd in sorted(os.listdir("/proc/self/fd"), key=int)},
+                # what is open, not at which numbers: this connection's socket took the lowest free
+                # number when it was accepted, which an earlier connection still closing then could hold
+                "fds": sorted(filter(None, map(describe, os.listdir("/proc/self/fd")))),
+                "log_fd": log,
                 "modules": sorted(sys.modules),
                 "threads": sorted(t.name for t in threading.enumerate() if not t.name.startswith("ThreadPool")),
             }
