@@ -25,8 +25,10 @@ import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { Shipper, type ShipStatus } from './ship/shipper';
 import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';
 import { RingPeaks } from './ring-peaks';
-import { NodeHooks } from './runtimes/node/node-hooks';
-import { PythonHooks } from './runtimes/python/python-hooks';
+import { ProcessDiscovery } from './runtimes/discovery/process-discovery';
+import { RuntimeClassifier } from './runtimes/discovery/classify';
+import { runtimeInjectors } from './runtimes/discovery/runtime-injectors';
+import { runtimeHookCounters } from './runtimes/discovery/runtime-hook';
 import { selectionWants, type KernelSelection } from './filter/task-filter';
 import { nativeAddon } from '../core/native/addon';
 import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
@@ -102,8 +104,7 @@ export class Agent implements AgentReadings {
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
-  private nodeHooks: NodeHooks | null = null;
-  private pythonHooks: PythonHooks | null = null;
+  private runtimeHooks: ProcessDiscovery | null = null;
   /** what the kernel filter selects now (cgroup ids resolved), for what the agent does to processes */
   private selection: KernelSelection = { exclude: [] };
   private readonly cgroupPaths = new CgroupPaths();
@@ -170,17 +171,21 @@ export class Agent implements AgentReadings {
     });
     if (cgroups.live) agent.timers.push(setInterval(() => agent.refreshCgroups(cgroups), CGROUP_RESCAN_MS));
     log.info('capturing', { store: store.path, node: options.node });
-    if ((options.nodeHook ?? true) && options.capture.attribution !== false) {
-      agent.nodeHooks = new NodeHooks({
-        wanted: (pid) => agent.wantsProcess(pid),
-        followLibuv: (pid) => agent.capture?.followLibuv(pid),
-        addon: nativeAddon(),
-        log: log.child('node-hook'),
+    if (options.capture.attribution !== false) {
+      const hookLog = log.child('runtime-hook');
+      agent.runtimeHooks = new ProcessDiscovery({
+        injectors: runtimeInjectors({
+          nodeHook: options.nodeHook ?? true,
+          pythonHook: options.pythonHook ?? true,
+          followLibuv: (pid) => agent.capture?.followLibuv(pid),
+          log: hookLog,
+        }),
+        classifier: new RuntimeClassifier(nativeAddon()),
+        scope: (pid) => (agent.wantsProcess(pid) ? null : 'the capture filters leave it out'),
+        log: hookLog,
       });
-      agent.nodeHooks.start();
+      agent.runtimeHooks.start();
     }
-    if ((options.pythonHook ?? true) && options.capture.attribution !== false)
-      agent.startPythonHooks(log.child('python-hook'));
     if (options.ship) {
       agent.shipper = new Shipper(store.path, options.ship);
       agent.shipper.start();
@@ -229,16 +234,6 @@ export class Agent implements AgentReadings {
         this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
       this.cgroupFilterFailed = true;
     }
-  }
-
-  /* The hook is queued with ptrace from native/py_inject.cc, which drives x86-64 registers. */
-  private startPythonHooks(log: Logger): void {
-    if (process.arch !== 'x64') {
-      log.warn(`no Python hook on ${process.arch}: asyncio and pool servers stay unattributed`);
-      return;
-    }
-    this.pythonHooks = new PythonHooks({ wanted: (pid) => this.wantsProcess(pid), log });
-    this.pythonHooks.start();
   }
 
   /** Whether the capture filters include process `pid` now, as the kernel would decide for its main thread. */
@@ -306,12 +301,7 @@ export class Agent implements AgentReadings {
       pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
-      nodeHooked: this.nodeHooks?.counts.hooked ?? 0,
-      nodeHookRefused: this.nodeHooks?.counts.refused ?? 0,
-      nodeHookFailed: this.nodeHooks?.counts.failed ?? 0,
-      pythonHooked: this.pythonHooks?.counts.hooked ?? 0,
-      pythonHookRefused: this.pythonHooks?.counts.refused ?? 0,
-      pythonHookFailed: this.pythonHooks?.counts.failed ?? 0,
+      ...runtimeHookCounters(this.runtimeHooks?.counts),
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       diskFullDropped: this.store.dropped.diskFull,
@@ -357,8 +347,7 @@ export class Agent implements AgentReadings {
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
     // an injection under way finishes first: it closes the inspector it opened
-    await this.nodeHooks?.stop();
-    await this.pythonHooks?.stop();
+    await this.runtimeHooks?.stop();
     await this.capture?.stop();
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the

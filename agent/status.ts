@@ -1,5 +1,6 @@
 /** The agent's health figures: rates per status interval, totals since start, and everything lost, by cause. */
 import type { KernelCounterName } from '../core/model';
+import type { RuntimeHookCounters } from './runtimes/discovery/runtime-hook';
 
 export interface LossCounters {
   malformedMarkers: number;
@@ -20,19 +21,6 @@ export interface LossCounters {
   storeErrorDropped: number;
   /** fresh stores opened because the file was deleted, replaced or damaged */
   storeReplacements: number;
-}
-
-/**
- * The processes a runtime hook went into, left alone (its policy, or refused before anything was
- * sent), or failed to hook: Node's (agent/runtimes/node) and Python's (agent/runtimes/python).
- */
-export interface RuntimeHookCounters {
-  nodeHooked: number;
-  nodeHookRefused: number;
-  nodeHookFailed: number;
-  pythonHooked: number;
-  pythonHookRefused: number;
-  pythonHookFailed: number;
 }
 
 export type CounterSnapshot = Record<KernelCounterName, number> &

@@ -1,128 +1,44 @@
 /**
- * The agent's side of Node attribution: finds the Node processes the capture filters include (at
- * start, then every second for those started since, or that exec'd), and hooks each once, one at
- * a time (Node's inspector port is shared). What cannot be hooked stays unattributed, logged once
- * with the reason and counted: refused (the policy said no before anything was sent) or failed (a
- * step after it went wrong).
+ * The Node injector of the process discovery (agent/runtimes/discovery): hooks each Node process
+ * it is handed through its inspector (injector.ts). A refusal that may pass (SIGUSR1 not caught
+ * yet, just after exec) is asked again at the next scans; what cannot be hooked stays unattributed,
+ * refused (the policy said no before anything was sent) or failed (a step after it went wrong).
  */
-import { readdirSync } from 'node:fs';
 import type { Logger } from '../../../core/log/logger';
-import type { NativeAddon } from '../../../core/native/addon';
-import { injectNodeHook, type HookOutcome, type InjectorTimings } from './injector';
-import { AGENT_ANCESTOR_REASON, ancestorsOf } from '../process-tree';
-import { exeIdentity } from './node-process';
-import { NodeRuntimes } from './node-runtime';
+import type { FoundProcess, InjectResult, RuntimeInjector } from '../discovery/runtime-hook';
+import { injectNodeHook, type InjectorTimings } from './injector';
+import type { NodeRuntime } from './node-runtime';
 
-export interface NodeHookCounts {
-  hooked: number;
-  refused: number;
-  failed: number;
-}
-
-export interface NodeHooksOptions {
-  /** whether the capture filters include the process */
-  wanted(pid: number): boolean;
+export interface NodeHookOptions {
   /** follows the process's libuv threadpool (its probes go on its binary before the hook goes in) */
   followLibuv(pid: number): void;
-  addon: Pick<NativeAddon, 'elfSymbols'>;
   log: Logger;
-  /** between scans of /proc; default 1000 */
-  scanMs?: number;
   timings?: InjectorTimings;
-  /** the processes above the agent, never hooked (default: read from /proc at each scan) */
-  ancestors?: () => number[];
 }
 
-/** How often a process whose refusal may pass (SIGUSR1 not caught yet, just after exec) is asked again. */
-const TRANSIENT_TRIES = 5;
+/** Scans a process whose refusal may pass is asked again (Node installs its SIGUSR1 handler some milliseconds after exec). */
+const TRANSIENT_TRIES = 10;
 
-interface Known {
-  /** its executable: an exec makes it another program */
-  exe: string;
-  /** hooked, refused or failed for good, or no Node at all */
-  settled: boolean;
-  tries: number;
-}
+type NodeProcess = FoundProcess<{ runtime: 'node'; node: NodeRuntime }>;
 
-export class NodeHooks {
-  readonly counts: NodeHookCounts = { hooked: 0, refused: 0, failed: 0 };
-  private readonly runtimes: NodeRuntimes;
-  private readonly known = new Map<number, Known>();
-  private timer: NodeJS.Timeout | undefined;
-  private scanning: Promise<void> = Promise.resolve();
-  private stopped = false;
+export class NodeHookInjector implements RuntimeInjector<NodeProcess['classification']> {
+  readonly maxTries = TRANSIENT_TRIES;
+  readonly hookedMessage = 'hooked a Node process: its requests are followed';
 
-  constructor(private readonly options: NodeHooksOptions) {
-    this.runtimes = new NodeRuntimes(options.addon);
-  }
+  constructor(private readonly options: NodeHookOptions) {}
 
-  start(): void {
-    this.schedule(0);
-  }
-
-  /** No new injection starts; resolves once the one under way (if any) has finished. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.scanning;
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.scanning = this.scan()
-        .catch((err: unknown) =>
-          this.options.log.warn('the Node process scan failed', { error: String(err) }),
-        )
-        .finally(() => this.schedule(this.options.scanMs ?? 1000));
-    }, ms);
-  }
-
-  private async scan(): Promise<void> {
-    const alive = new Set<number>();
-    const agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
-    for (const name of readdirSync('/proc')) {
-      if (this.stopped) return;
-      const pid = Number(name);
-      if (!Number.isInteger(pid) || pid === process.pid) continue;
-      alive.add(pid);
-      const exe = exeIdentity(pid);
-      if (exe === null) continue;
-      let known = this.known.get(pid);
-      if (!known || known.exe !== exe) {
-        known = { exe, settled: false, tries: 0 };
-        this.known.set(pid, known);
-      }
-      if (known.settled) continue;
-      const runtime = this.runtimes.of(pid);
-      // not Node; or not included yet (a filter's cgroups and services change): asked again next scan
-      if (!runtime) known.settled = true;
-      if (!runtime || !this.options.wanted(pid)) continue;
-      if (agentLine.has(pid)) {
-        this.settle(pid, known, { kind: 'refused', reason: AGENT_ANCESTOR_REASON, transient: false });
-        continue;
-      }
-      const outcome = await injectNodeHook(pid, runtime, this.options.log, this.options.timings, () =>
-        this.options.followLibuv(pid),
-      );
-      this.settle(pid, known, outcome);
-    }
-    for (const pid of this.known.keys()) if (!alive.has(pid)) this.known.delete(pid);
-  }
-
-  private settle(pid: number, known: Known, outcome: HookOutcome): void {
-    const log = this.options.log;
-    if (outcome.kind === 'refused' && outcome.transient && ++known.tries < TRANSIENT_TRIES) return;
-    known.settled = true;
-    if (outcome.kind === 'hooked') {
-      this.counts.hooked++;
-      log.info('hooked a Node process: its requests are followed', { pid });
-    } else if (outcome.kind === 'refused') {
-      this.counts.refused++;
-      log.info('left a Node process unattributed', { pid, reason: outcome.reason });
-    } else {
-      this.counts.failed++;
-      log.warn('could not hook a Node process: it stays unattributed', { pid, reason: outcome.reason });
-    }
+  async inject({ pid, classification }: NodeProcess): Promise<InjectResult> {
+    const outcome = await injectNodeHook(
+      pid,
+      classification.node,
+      this.options.log,
+      this.options.timings,
+      () => this.options.followLibuv(pid),
+    );
+    if (outcome.kind === 'hooked') return { outcome: 'hooked' };
+    if (outcome.kind === 'failed') return { outcome: 'failed', reason: outcome.reason };
+    return outcome.transient
+      ? { outcome: 'retry', then: { outcome: 'refused', reason: outcome.reason } }
+      : { outcome: 'refused', reason: outcome.reason };
   }
 }

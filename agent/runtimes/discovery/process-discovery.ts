@@ -1,0 +1,172 @@
+/**
+ * The one process discovery of the runtime hooks: scans /proc once per tick, tells which runtime
+ * each process runs (classify.ts), applies the hooks' scope and the agent's own line once, and
+ * hands each process to its runtime's injector, one at a time (an injection waits on the process;
+ * Node's inspector port is shared). Each process ends in one outcome, counted and logged once
+ * (runtime-hook.ts); a process that exec'd is another program and is looked at anew.
+ */
+import { readdirSync, readlinkSync } from 'node:fs';
+import type { Logger } from '../../../core/log/logger';
+import { AGENT_ANCESTOR_REASON, ancestorsOf, exeIdentity } from '../process-tree';
+import {
+  RUNTIME_LABELS,
+  zeroHookCounts,
+  type Classification,
+  type FoundProcess,
+  type HookOutcome,
+  type RuntimeHookCounts,
+  type RuntimeInjector,
+  type RuntimeInjectors,
+} from './runtime-hook';
+
+/** Between scans of /proc. */
+export const SCAN_MS = 500;
+/**
+ * Scans a process that runs none of the runtimes is looked at again: a shell may exec python just
+ * after its fork, and an embedding program (uwsgi) maps libpython after it started.
+ */
+const YOUNG_SCANS = 6;
+
+export interface DiscoveryOptions {
+  injectors: RuntimeInjectors;
+  classifier: { classify(pid: number, exeId: string): Classification | null };
+  /** why the hooks leave this process out now (capture filters, hook selectors, serving), or null */
+  scope(pid: number): string | null;
+  log: Logger;
+  scanMs?: number;
+  /** the processes above the agent, never hooked (default: read from /proc at each scan) */
+  ancestors?: () => number[];
+}
+
+interface Tracked {
+  /** its executable: an exec makes it another program */
+  exeId: string;
+  classification: Classification | null;
+  /** scans it was looked at without a runtime found */
+  looks: number;
+  /** scans its injector answered `retry` */
+  tries: number;
+  /** counted in its final outcome, or runs no runtime */
+  settled: boolean;
+  /** counted out_of_scope once already */
+  leftOut: boolean;
+}
+
+export class ProcessDiscovery {
+  readonly counts: RuntimeHookCounts = zeroHookCounts();
+  private readonly tracked = new Map<number, Tracked>();
+  private timer: NodeJS.Timeout | undefined;
+  private scanning: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly options: DiscoveryOptions) {}
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  /** No new injection starts; resolves once the one under way (if any) has finished. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.scanning;
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.scanning = this.scanOnce()
+        .catch((err: unknown) =>
+          this.options.log.warn('the runtime process scan failed', { error: String(err) }),
+        )
+        .finally(() => this.schedule(this.options.scanMs ?? SCAN_MS));
+    }, ms);
+  }
+
+  /** One look at /proc: what start() does every scanMs. */
+  async scanOnce(): Promise<void> {
+    const agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
+    const alive = new Set<number>();
+    for (const name of readdirSync('/proc')) {
+      if (this.stopped) return;
+      if (!/^\d+$/.test(name)) continue;
+      const pid = Number(name);
+      if (pid === process.pid) continue;
+      alive.add(pid);
+      // a kernel thread has no executable
+      const exeId = exeIdentity(pid);
+      if (exeId === null) continue;
+      let tracked = this.tracked.get(pid);
+      if (!tracked || tracked.exeId !== exeId) {
+        tracked = { exeId, classification: null, looks: 0, tries: 0, settled: false, leftOut: false };
+        this.tracked.set(pid, tracked);
+      }
+      if (tracked.settled) continue;
+      tracked.classification ??= this.options.classifier.classify(pid, exeId);
+      if (!tracked.classification) {
+        if (++tracked.looks >= YOUNG_SCANS) tracked.settled = true;
+        continue;
+      }
+      await this.consider(pid, tracked, tracked.classification, agentLine);
+    }
+    for (const pid of this.tracked.keys()) if (!alive.has(pid)) this.tracked.delete(pid);
+  }
+
+  private async consider(
+    pid: number,
+    tracked: Tracked,
+    classification: Classification,
+    agentLine: Set<number>,
+  ): Promise<void> {
+    const found: FoundProcess = { pid, exe: readExe(pid), classification };
+    const outOfScope = this.options.scope(pid);
+    if (outOfScope !== null) {
+      // looked at again at each scan: a server binds its port after it started, a cgroup changes
+      if (!tracked.leftOut) this.report(found, 'out_of_scope', outOfScope);
+      tracked.leftOut = true;
+      return;
+    }
+    if (agentLine.has(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
+    const injector = this.options.injectors[classification.runtime] as RuntimeInjector;
+    const result = await injector.inject(found);
+    if (result.outcome === 'gone') tracked.settled = true;
+    else if (result.outcome === 'hooked') this.settle(tracked, found, 'hooked', injector.hookedMessage);
+    else if (result.outcome !== 'retry') this.settle(tracked, found, result.outcome, result.reason);
+    else if (++tracked.tries >= injector.maxTries)
+      this.settle(tracked, found, result.then.outcome, result.then.reason);
+  }
+
+  private settle(tracked: Tracked, found: FoundProcess, outcome: HookOutcome, why: string): void {
+    tracked.settled = true;
+    this.report(found, outcome, why);
+  }
+
+  /** Counts the outcome and says it, once per process. */
+  private report({ pid, exe, classification }: FoundProcess, outcome: HookOutcome, why: string): void {
+    const { runtime } = classification;
+    this.counts[runtime][outcome]++;
+    const label = RUNTIME_LABELS[runtime];
+    const fields = { pid, exe, runtime, outcome };
+    const log = this.options.log;
+    switch (outcome) {
+      case 'hooked':
+        return log.info(why, fields);
+      case 'refused':
+        return log.info(`left a ${label} process unattributed: ${why}`, fields);
+      case 'failed':
+        return log.warn(`could not hook a ${label} process: ${why}; it stays unattributed`, fields);
+      case 'out_of_scope':
+        return log.info(`left a ${label} process unhooked for now: ${why}`, fields);
+      case 'no_hook':
+        return log.info(`no ${label} hook: ${why}`, fields);
+    }
+  }
+}
+
+function readExe(pid: number): string {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return '';
+  }
+}
