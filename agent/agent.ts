@@ -11,7 +11,9 @@ import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import { CgroupPaths } from './attribution/cgroup-paths';
 import { CGROUP_RESCAN_MS, CgroupSelection, type FilterOptions } from './filter/capture-filter';
-import { describeFilter } from './filter/selector';
+import { describeFilter, type Selector } from './filter/selector';
+import { readSelectedProcess } from './filter/process-selectors';
+import { HookScope } from './runtimes/discovery/hook-scope';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
@@ -59,6 +61,8 @@ export interface AgentOptions {
   ship?: ClickHouseHttp;
   /** --metrics-listen: fed by this agent and read by each scrape */
   metrics?: AgentMetrics;
+  /** --hook-include/--hook-exclude: which processes the runtime hooks go into (default: servers and their children) */
+  hookScope?: { include?: Selector[]; exclude: Selector[] };
   /** hook the Node processes the filters include (agent/runtimes/node); default: with attribution */
   nodeHook?: boolean;
   /** queue the Python hook into the CPython processes the filters include (agent/runtimes/python); default: with attribution */
@@ -173,6 +177,11 @@ export class Agent implements AgentReadings {
     log.info('capturing', { store: store.path, node: options.node });
     if (options.capture.attribution !== false) {
       const hookLog = log.child('runtime-hook');
+      const scope = new HookScope({
+        ...(options.hookScope ?? { exclude: [] }),
+        captured: (pid) => agent.wantsProcess(pid),
+        read: (pid) => readSelectedProcess(pid, agent.services, agent.cgroupPaths),
+      });
       agent.runtimeHooks = new ProcessDiscovery({
         injectors: runtimeInjectors({
           nodeHook: options.nodeHook ?? true,
@@ -181,7 +190,7 @@ export class Agent implements AgentReadings {
           log: hookLog,
         }),
         classifier: new RuntimeClassifier(nativeAddon()),
-        scope: (pid) => (agent.wantsProcess(pid) ? null : 'the capture filters leave it out'),
+        scope: (pid) => scope.check(pid),
         log: hookLog,
       });
       agent.runtimeHooks.start();

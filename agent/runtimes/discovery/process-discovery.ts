@@ -26,6 +26,13 @@ export const SCAN_MS = 500;
  * after its fork, and an embedding program (uwsgi) maps libpython after it started.
  */
 const YOUNG_SCANS = 6;
+/**
+ * A process the scope left out is looked at again at each of its first LEFT_OUT_SCANS scans (a
+ * server binds its port once it has started), then at every LEFT_OUT_EVERY-th (a scope that
+ * changes later, a cgroup or a late listener: within 5 s).
+ */
+const LEFT_OUT_SCANS = 20;
+const LEFT_OUT_EVERY = 10;
 
 export interface DiscoveryOptions {
   injectors: RuntimeInjectors;
@@ -48,8 +55,8 @@ interface Tracked {
   tries: number;
   /** counted in its final outcome, or runs no runtime */
   settled: boolean;
-  /** counted out_of_scope once already */
-  leftOut: boolean;
+  /** scans the scope left it out (counted out_of_scope at the first) */
+  leftOut: number;
 }
 
 export class ProcessDiscovery {
@@ -98,7 +105,7 @@ export class ProcessDiscovery {
       if (exeId === null) continue;
       let tracked = this.tracked.get(pid);
       if (!tracked || tracked.exeId !== exeId) {
-        tracked = { exeId, classification: null, looks: 0, tries: 0, settled: false, leftOut: false };
+        tracked = { exeId, classification: null, looks: 0, tries: 0, settled: false, leftOut: 0 };
         this.tracked.set(pid, tracked);
       }
       if (tracked.settled) continue;
@@ -118,12 +125,16 @@ export class ProcessDiscovery {
     classification: Classification,
     agentLine: Set<number>,
   ): Promise<void> {
+    const left = tracked.leftOut;
+    if (left > LEFT_OUT_SCANS && left % LEFT_OUT_EVERY !== 0) {
+      tracked.leftOut++;
+      return;
+    }
     const found: FoundProcess = { pid, exe: readExe(pid), classification };
     const outOfScope = this.options.scope(pid);
     if (outOfScope !== null) {
-      // looked at again at each scan: a server binds its port after it started, a cgroup changes
-      if (!tracked.leftOut) this.report(found, 'out_of_scope', outOfScope);
-      tracked.leftOut = true;
+      if (left === 0) this.report(found, 'out_of_scope', outOfScope);
+      tracked.leftOut++;
       return;
     }
     if (agentLine.has(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
