@@ -2,18 +2,24 @@
  * The process discovery tells Go and JVM processes (agent/runtimes/discovery): a Go server built by
  * the test (stripped: no symbol table, Go's sections still tell it) and a Java server (`java`
  * launching a source file, when a JDK is installed) are found and counted `no_hook`, each said once
- * with why, never silently; nothing is sent to them. Real agent, real kernel.
+ * with why, never silently; nothing is sent to them. uwsgi, which embeds CPython (its python3
+ * plugin maps libpython3.11), gets the Python hook like a python3. Real agent, real kernel.
  */
-import { type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import { buildGo } from '../support/go-build';
+import { hookableEnv, pythonHookLine } from '../support/request-accuracy';
 import { waitFor } from '../support/wait';
 
 const JAVA = '/usr/bin/java';
+const UWSGI = '/usr/bin/uwsgi-core';
+const WSGI_APP =
+  'def application(env, start):\n    start("200 OK", [("Content-Type", "text/plain")])\n    return [b"ok"]\n';
 const GO_SERVER = `package main
 
 import (
@@ -95,6 +101,66 @@ describe('runtime discovery (real agent)', () => {
       expect(out.match(new RegExp(`pid=${java.child.pid}\\b`, 'g'))!.length).toBeLessThanOrEqual(2);
     },
   );
+});
+
+/** A port free now (the kernel's pick, closed again). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+describe('runtime discovery: CPython embedded (real agent)', () => {
+  it("finds uwsgi's master and workers by the libpython its plugin maps, and queues the Python hook into each", async () => {
+    writeFileSync(join(dir, 'app.py'), WSGI_APP);
+    const port = await freePort();
+    const uwsgi = spawn(
+      '/bin/sh',
+      [
+        '-c',
+        `${cgroup.enter} "$@"`,
+        'sh',
+        UWSGI,
+        '--plugin',
+        'python3',
+        '--master',
+        '--workers',
+        '2',
+        '--http-socket',
+        `127.0.0.1:${port}`,
+        '--wsgi-file',
+        join(dir, 'app.py'),
+      ],
+      { stdio: 'ignore', env: hookableEnv() },
+    );
+    children.push(uwsgi);
+    const answer = () =>
+      fetch(`http://127.0.0.1:${port}/`).then(
+        (r) => r.text(),
+        () => undefined,
+      );
+    expect(await waitFor(answer, { timeoutMs: 30_000, what: 'uwsgi answering' })).toBe('ok');
+    const master = uwsgi.pid!;
+    const workers = await waitFor(
+      () => {
+        try {
+          const pids = readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(' ');
+          return pids.length >= 2 ? pids.map(Number) : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      { what: "uwsgi's workers" },
+    );
+    agent ??= await startAgent(['--data-dir', join(dir, 'data'), '--include', `cgroup-id:${cgroup.id}`]);
+    for (const pid of [master, ...workers])
+      expect(await pythonHookLine(agent, pid)).toMatch(/queued the Python hook/);
+    // and it still serves
+    expect(await answer()).toBe('ok');
+  });
 });
 
 if (!existsSync(JAVA)) console.warn(`SKIPPED: the JVM case needs ${JAVA} (default-jdk-headless)`);
