@@ -53,11 +53,14 @@ export function ancestorsOf(pid: number, stat: (pid: number) => string | null = 
 export const AGENT_ANCESTOR_REASON =
   "it runs above the agent (its supervisor, shell or CI runner): the agent's own line is never hooked";
 
-/** The executable's identity (device and inode): the same file under any path. */
+/**
+ * The executable's identity (device and inode): the same file under any path; null for a kernel
+ * thread (no executable: asked at every scan, so without the cost of a thrown error) or a process gone.
+ */
 export function exeIdentity(pid: number): string | null {
   try {
-    const st = statSync(`/proc/${pid}/exe`);
-    return `${st.dev}:${st.ino}`;
+    const st = statSync(`/proc/${pid}/exe`, { throwIfNoEntry: false });
+    return st ? `${st.dev}:${st.ino}` : null;
   } catch {
     return null;
   }

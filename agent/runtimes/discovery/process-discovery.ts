@@ -46,7 +46,7 @@ export interface DiscoveryOptions {
 }
 
 interface Tracked {
-  /** its executable: an exec makes it another program */
+  /** its executable: an exec makes it another program ('' for a kernel thread) */
   exeId: string;
   classification: Classification | null;
   /** scans it was looked at without a runtime found */
@@ -65,6 +65,7 @@ export class ProcessDiscovery {
   private timer: NodeJS.Timeout | undefined;
   private scanning: Promise<void> = Promise.resolve();
   private stopped = false;
+  private scans = 0;
 
   constructor(private readonly options: DiscoveryOptions) {}
 
@@ -92,6 +93,7 @@ export class ProcessDiscovery {
 
   /** One look at /proc: what start() does every scanMs. */
   async scanOnce(): Promise<void> {
+    this.scans++;
     const agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
     const alive = new Set<number>();
     for (const name of readdirSync('/proc')) {
@@ -100,12 +102,14 @@ export class ProcessDiscovery {
       const pid = Number(name);
       if (pid === process.pid) continue;
       alive.add(pid);
-      // a kernel thread has no executable
-      const exeId = exeIdentity(pid);
-      if (exeId === null) continue;
       let tracked = this.tracked.get(pid);
+      // a settled process is asked whether it exec'd every other scan (a stat each: the scan's cost)
+      if (tracked?.settled && this.scans % 2 === 1) continue;
+      // '': a kernel thread (no executable), settled at once
+      const exeId = exeIdentity(pid) ?? '';
       if (!tracked || tracked.exeId !== exeId) {
-        tracked = { exeId, classification: null, looks: 0, tries: 0, settled: false, leftOut: 0 };
+        const settled = exeId === '';
+        tracked = { exeId, classification: null, looks: 0, tries: 0, settled, leftOut: 0 };
         this.tracked.set(pid, tracked);
       }
       if (tracked.settled) continue;
