@@ -17,6 +17,8 @@ import { waitFor } from '../support/wait';
 let dir: string;
 let cgroup: TestCgroup;
 const children: ChildProcess[] = [];
+/** the servers' workers: killed by pid at the end */
+const workers: number[] = [];
 
 /** A Python program that serves nothing: reads its stdin (here: nothing comes) after printing 0. */
 const TOOL = 'import sys, time\nprint(0, flush=True)\ntime.sleep(120)';
@@ -26,7 +28,7 @@ const SERVER = [
   's = socket.socket()',
   's.bind(("127.0.0.1", 0))',
   's.listen()',
-  'w = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], close_fds=True)',
+  'w = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], close_fds=True, stdout=subprocess.DEVNULL)',
   'print(w.pid, flush=True)',
   'time.sleep(120)',
 ].join('\n');
@@ -46,6 +48,13 @@ beforeAll(() => {
 
 afterAll(() => {
   for (const c of children) c.kill('SIGKILL');
+  for (const pid of workers) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
   try {
     cgroup.remove();
   } catch {
@@ -70,7 +79,9 @@ describe('the runtime hooks scope (real agent, real python3)', () => {
     const tool = await python(TOOL);
     const server = await python(SERVER);
     const worker = server.line;
+    workers.push(worker);
     const excluded = await python(SERVER, join(dir, 'krscope-excl'));
+    workers.push(excluded.line);
     const agent = await startAgent([
       '--data-dir',
       join(dir, 'data'),
@@ -106,6 +117,7 @@ describe('the runtime hooks scope (real agent, real python3)', () => {
   it('with --hook-include, hooks what it names, a tool included, and nothing else', async () => {
     const tool = await python(TOOL);
     const other = await python(SERVER);
+    workers.push(other.line);
     const agent = await startAgent([
       '--data-dir',
       join(dir, 'data-include'),

@@ -16,10 +16,27 @@ import { HookScope, NOT_SERVING } from '../../agent/runtimes/discovery/hook-scop
 import { waitFor } from '../support/wait';
 
 const children: ChildProcess[] = [];
+/** workers our children started: killed by pid at the end */
+const orphans: number[] = [];
 let dir: string;
 beforeAll(() => (dir = mkdtempSync(join(tmpdir(), 'kreplay-hook-scope-'))));
-afterAll(() => {
-  children.forEach((c) => c.kill('SIGKILL'));
+afterAll(async () => {
+  for (const pid of orphans) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  await Promise.all(
+    children.map((c) => {
+      const exited = new Promise((resolve) =>
+        (c.exitCode ?? c.signalCode) !== null ? resolve(null) : c.once('exit', resolve),
+      );
+      c.kill('SIGKILL');
+      return exited;
+    }),
+  );
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -48,7 +65,7 @@ const SERVER_WITH_CHILD = [
   's = socket.socket()',
   's.bind(("127.0.0.1", 0))',
   's.listen()',
-  'c = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], close_fds=True)',
+  'c = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], close_fds=True, stdout=subprocess.DEVNULL)',
   'print(c.pid, flush=True)',
   'time.sleep(60)',
 ].join('\n');
@@ -71,6 +88,7 @@ describe('hook scope', () => {
     const server = await python(SERVER);
     const parent = await python(SERVER_WITH_CHILD);
     const child = Number(parent.line);
+    orphans.push(child);
     const s = scope(undefined);
     expect(s.check(tool.pid)).toBe(NOT_SERVING);
     expect(s.check(server.pid)).toBeNull();
