@@ -129,10 +129,15 @@ enum kr_unit_op {
 };
 
 /*
- * A runtime hook's signal: a write of these bytes (to /dev/null) switches
- * the writing thread's unit; it is never recorded.
+ * A runtime hook's signal: a write(2) of these bytes to KR_UNIT_SIGNAL_FD
+ * switches the writing thread's unit; it is never recorded. No descriptor
+ * can have that number (fs.nr_open stops below it), so the write fails with
+ * EBADF after sys_enter_write has read its bytes: a program that closes and
+ * reuses its descriptors never gets the hook's bytes in its files, and the
+ * same bytes written anywhere else are the program's own.
  */
 #define KR_UNIT_MAGIC "KREPLAY-UNIT"
+#define KR_UNIT_SIGNAL_FD 0x7fffffff
 struct kr_unit_signal {
 	char magic[12];
 	__u32 op; /* enum kr_unit_op */

@@ -233,7 +233,7 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 }
 
 /*
- * A runtime hook's signal (the hooks write them to /dev/null): the
+ * A runtime hook's signal (a write to KR_UNIT_SIGNAL_FD): the
  * thread now runs the hook's unit `unit`, or opens it with the request head
  * that follows, or keeps its unit in the signal's own bytes from now on
  * (KR_UNIT_WATCH), or hands its context to unit `unit` (a pool's work item,
@@ -293,9 +293,11 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
  * Sets the thread's context when a write or send starts with a marker or
  * an HTTP head (t->opened: the context the head opened, which its
  * connection takes), or switches its unit on a runtime's signal (*signal
- * set: not a call to record). Seen for every process, whatever the capture
- * filters: they select events, and a context must be known before its
- * events are. Returns the thread's entry, t or the one made for the context.
+ * set: not a call to record). `signal` is NULL for a call that is no
+ * signal whatever its bytes: all but a write(2) to KR_UNIT_SIGNAL_FD. Seen
+ * for every process, whatever the capture filters: they select events, and
+ * a context must be known before its events are. Returns the thread's entry,
+ * t or the one made for the context.
  */
 static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, const void *data,
 							__u64 len, bool *signal)
@@ -308,6 +310,8 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 	if (!kind)
 		return t;
 	if (kind == KR_UNIT_SIGNAL) {
+		if (!signal)
+			return t;
 		*signal = true;
 		return unit_signal(t, pid_tgid, data, len);
 	}

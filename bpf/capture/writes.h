@@ -37,7 +37,9 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 		t->preface = 0;
 		unit_refresh(t, pid_tgid);
 	}
-	t = context_source(t, pid_tgid, data, data_len, &signal);
+	/* only a write(2) to the descriptor no file can have is a hook's signal (bpf/capture.h) */
+	t = context_source(t, pid_tgid, data, data_len,
+			   code == KR_SYS_WRITE && (__u32)ctx->args[0] == KR_UNIT_SIGNAL_FD ? &signal : NULL);
 	if (!t || signal)
 		return 0;
 	if (!wanted) {

@@ -113,8 +113,17 @@ export const ContextKind = { Marker: 1, Http: 2, HttpRequest: 3, Runtime: 4 } as
 export const UnitKind = { Hook: 1, Goroutine: 2, Work: 3 } as const;
 /** enum kr_unit_op */
 export const UnitOp = { Enter: 1, Open: 2, Watch: 3, Handoff: 4 } as const;
-/** struct kr_unit_signal: a runtime hook's write that switches its thread's unit; a head follows an open. */
-export const UnitSignalLayout = { magic: 'KREPLAY-UNIT', op: 12, unit: 16, bytes: 24 } as const;
+/**
+ * struct kr_unit_signal: a runtime hook's write that switches its thread's unit; a head follows an
+ * open. `fd`: KR_UNIT_SIGNAL_FD, the descriptor the hooks write it to, which no file can have.
+ */
+export const UnitSignalLayout = {
+  magic: 'KREPLAY-UNIT',
+  op: 12,
+  unit: 16,
+  bytes: 24,
+  fd: 0x7fffffff,
+} as const;
 
 /** struct kr_target: a head, then `len` bytes of data; `size` is rounded up to 8. */
 export const TargetLayout = {

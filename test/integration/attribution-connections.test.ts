@@ -104,11 +104,17 @@ describe('connection and unit contexts (real kernel)', () => {
   it("a hook's unit signals open and switch units, and are never recorded", async () => {
     const out = join(dir, 'units');
     mkdirSync(out);
-    const signal = (op: number, unit: number, data = '') =>
-      `os.write(null, b'${UnitSignalLayout.magic}' + struct.pack('<IQ', ${op}, ${unit}) + ${JSON.stringify(data)}.encode())`;
+    const signal = (op: number, unit: number, data = '', fd = 'SIGNAL_FD') =>
+      `send(${fd}, b'${UnitSignalLayout.magic}' + struct.pack('<IQ', ${op}, ${unit}) + ${JSON.stringify(data)}.encode())`;
     const pid = await python(
       `import os, struct, sys
+SIGNAL_FD = ${UnitSignalLayout.fd}
 null = os.open('/dev/null', os.O_WRONLY)
+def send(fd, data):
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
 def w(name):
     fd = os.open(os.path.join(sys.argv[1], name), os.O_WRONLY | os.O_CREAT)
     os.write(fd, b'x'); os.close(fd)
@@ -124,11 +130,14 @@ ${signal(UnitOp.Enter, 8)}
 w('e')
 ${signal(UnitOp.Enter, 9)}
 w('f')
+${signal(UnitOp.Enter, 7)}
+${signal(UnitOp.Enter, 8, '', 'null')}
+w('g')
 print(os.getpid())
 `,
       [out],
     );
-    const writes = await waitEvents(`e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/%'`, 6);
+    const writes = await waitEvents(`e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/%'`, 7);
     expect(writes.map((e) => [e.target!.slice(out.length + 1), e.txn, e.trace])).toEqual([
       ['a', 'unit-7', trace(7)],
       ['b', 'unit-8', trace(8)],
@@ -137,9 +146,14 @@ print(os.getpid())
       ['e', 'unit-8', trace(8)],
       // a unit no signal opened has no context
       ['f', null, null],
+      // the same bytes written to a file (/dev/null) are the program's own: they switch nothing
+      ['g', 'unit-7', trace(7)],
     ]);
-    // the signals themselves are the hook's, not the program's
-    expect(events(`e.pid = ${Number(pid)} AND t.value = '/dev/null'`)).toEqual([]);
+    // the signals themselves are the hook's, not the program's; that write to /dev/null its own
+    const own = events(`e.pid = ${Number(pid)} AND (t.value = '/dev/null' OR e.fd = ${UnitSignalLayout.fd})`);
+    expect(own.map((e) => [e.target, e.bytes, e.txn])).toEqual([
+      ['/dev/null', UnitSignalLayout.bytes, 'unit-7'],
+    ]);
   });
 
   it("a program a unit's thread execs runs no unit; one it spawns keeps the unit's request", async () => {
@@ -147,8 +161,10 @@ print(os.getpid())
     mkdirSync(out);
     await python(
       `import os, struct, subprocess, sys
-null = os.open('/dev/null', os.O_WRONLY)
-os.write(null, b'${UnitSignalLayout.magic}' + struct.pack('<IQ', ${UnitOp.Open}, 5) + ${JSON.stringify(head('unit-5', 5))}.encode())
+try:
+    os.write(${UnitSignalLayout.fd}, b'${UnitSignalLayout.magic}' + struct.pack('<IQ', ${UnitOp.Open}, 5) + ${JSON.stringify(head('unit-5', 5))}.encode())
+except OSError:
+    pass
 subprocess.run(['/bin/sh', '-c', 'echo x > ' + os.path.join(sys.argv[1], 'spawned')], check=True)
 os.execv('/bin/sh', ['sh', '-c', 'echo x > ' + os.path.join(sys.argv[1], 'execd')])
 `,

@@ -6,8 +6,10 @@ Args: the hook's source, the signal layout (JSON, hook-source.ts's PYTHON_HOOK_S
 """
 import asyncio
 import ctypes
+import importlib
 import json
 import os
+import posix
 import sys
 import threading
 import types
@@ -23,6 +25,7 @@ MAGIC = SIGNAL["magic"].encode()
 record = []
 slots = {}  # thread -> the address of the slot it registered
 failing = [False]
+fds = set()  # the descriptors the hook wrote to
 
 
 def slot_value(thread):
@@ -31,13 +34,14 @@ def slot_value(thread):
 
 
 def recording_write(fd, data):
+    fds.add(fd)
     if failing[0]:
         raise OSError(9, "Bad file descriptor")
     thread, buffer, data = threading.get_ident(), data, bytes(data)
     before, registered = slot_value(thread), None
     if data.startswith(MAGIC) and int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little") == SIGNAL["watch"]:
         # the slot is the written bytes' own unit field
-        slots[thread] = buffer.buffer_info()[0] + SIGNAL["unitAt"]
+        slots[thread] = ctypes.addressof(ctypes.c_char.from_buffer(buffer)) + SIGNAL["unitAt"]
         registered = slot_value(thread)
     record.append((thread, data, before, registered))
     return len(data)
@@ -125,10 +129,11 @@ class Loop(asyncio.SelectorEventLoop):
         mark("loop callback")
 
 
-os.write = recording_write
+posix.write = recording_write
 namespace = {"__name__": "kreplay_python_hook_test"}
 exec(SOURCE, namespace)
-hook = namespace["install"](99, SIGNAL)
+meta_path = list(sys.meta_path)
+namespace["install"](SIGNAL)
 results = {}
 
 # ---- scenarios ------------------------------------------------------------------------------------
@@ -209,7 +214,8 @@ exec(SOURCE, dict(namespace, __name__="_kreplay_python_hook_boot", SIGNAL=SIGNAL
 loop.run_until_complete(asyncio.sleep(0))
 results["signals anew"] = [before, signals() - before]
 results["wrapped once"] = asyncio.events.Handle._run._kreplay_wraps.__name__ == "_run"
-results["finders"] = sum(type(f).__name__ == "PatchingFinder" for f in sys.meta_path)
+# every module it waits for is patched: importlib has its own _find_and_load back
+results["import machinery"] = [sys.meta_path == meta_path, hasattr(importlib._bootstrap._find_and_load, "_kreplay_wraps")]
 record.clear()
 
 # a hook whose writes fail raises nothing into the program
@@ -222,6 +228,7 @@ failing[0] = False
 record.clear()
 
 http_head = namespace["http_head"]
+results["fds"] = sorted(fds)
 results["heads"] = [
     http_head("GET", "/a b\u00e9", [("traceparent", "00-1-2-01"), ("x-request-id", "bad\r\nvalue")], 1024).decode(),
     http_head("get!", "/" + "p" * 600, [], 1024).decode()[:20],

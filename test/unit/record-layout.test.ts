@@ -147,6 +147,7 @@ const EXPECTED: Record<string, number> = {
   'sizeof(struct kr_unit_signal)': UnitSignalLayout.bytes,
   'sizeof(((struct kr_unit_signal *)0)->magic)': UnitSignalLayout.magic.length,
   'sizeof(KR_UNIT_MAGIC) - 1': UnitSignalLayout.magic.length,
+  KR_UNIT_SIGNAL_FD: UnitSignalLayout.fd,
 
   'offsetof(struct kr_event, call.ret)': SyscallLayout.ret,
   'offsetof(struct kr_event, call.count)': SyscallLayout.count,

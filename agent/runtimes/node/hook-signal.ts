@@ -16,6 +16,8 @@ export interface HookSignal {
   watch: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
+  /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
+  fd: number;
 }
 
 export const HOOK_SIGNAL: HookSignal = {
@@ -26,6 +28,7 @@ export const HOOK_SIGNAL: HookSignal = {
   open: UnitOp.Open,
   watch: UnitOp.Watch,
   maxHead: CONTEXT_DATA_LEN,
+  fd: UnitSignalLayout.fd,
 };
 
 /** The hook's function text called with the signal layout: what Runtime.evaluate runs. */

@@ -6,7 +6,7 @@
 //   - each request a server receives (http/https 'request', http2 'stream', which grpc-js and
 //     express are built on) runs in an AsyncLocalStorage store of its own, a unit id;
 //   - the unit the event loop runs now (0: none) is kept in a slot, 8 bytes of a Buffer whose
-//     address the kernel learnt once (a WATCH signal, a write of those bytes to /dev/null) and
+//     address the kernel learnt once (a WATCH signal, a write of those bytes) and
 //     reads at each of the thread's calls: set when a request starts and ends, before and after
 //     each async callback (async_hooks; a stack, as they nest), and around the events of a
 //     request's own objects (a request body's data, an HTTP/2 stream's frames, which arrive in the
@@ -16,7 +16,10 @@
 //   - a client socket written for two requests (a pooled connection of a database or cache
 //     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
 //     Node's own HTTP client is exact (it gives a reused socket the request it serves).
-// The kernel never records the signal writes (bpf/capture/heads.h). Evaluating it again replaces
+// Signals are written to signal.fd (KR_UNIT_SIGNAL_FD, bpf/capture.h), a descriptor number no file
+// can have: each write fails with EBADF (caught here) after the kernel's tracepoint read its bytes,
+// so no signal lands in a file the program opened, whatever descriptors it closes and reuses; the
+// hook opens none. The kernel never records the signal writes (bpf/capture/heads.h). Evaluating it again replaces
 // the previous install (the originals are kept under a global symbol). It never throws into the
 // application: a failure leaves the process unattributed. Returns what it did, as a string.
 'use strict';
@@ -27,15 +30,20 @@ module.exports = function kreplayNodeHook(signal) {
   const net = load('net');
   const http = load('http');
   const { AsyncLocalStorage, createHook } = load('async_hooks');
-  const UNIT = Symbol.for('kreplay.unit');
   // a client socket's unit: the one that connected it, or SHARED once another wrote to it
-  const OWNER = Symbol.for('kreplay.owner');
   const SHARED = -1;
-  const state = (globalThis[Symbol.for('kreplay.node-hook')] ??= {
-    originals: new Map(),
-    nextUnit: 1,
-    fd: -1,
-  });
+  // non-enumerable: no spread or Object.assign of globalThis copies it
+  const KEY = Symbol.for('kreplay.node-hook');
+  if (!Object.prototype.hasOwnProperty.call(globalThis, KEY))
+    Object.defineProperty(globalThis, KEY, {
+      value: { originals: new Map(), nextUnit: 1 },
+      configurable: true,
+    });
+  const state = globalThis[KEY];
+  // an object's unit (a request's, its response's, an HTTP/2 stream's) and a client socket's owner,
+  // kept beside the objects, not on them: the program's util.inspect of a request shows nothing
+  const units = (state.units ??= new WeakMap());
+  const owners = (state.owners ??= new WeakMap());
 
   // undo a previous install: this one starts from Node's own functions
   if (state.asyncHook) state.asyncHook.disable();
@@ -51,7 +59,6 @@ module.exports = function kreplayNodeHook(signal) {
     target[key] = wrap(before);
   };
 
-  if (state.fd < 0) state.fd = fs.openSync('/dev/null', 'w');
   // struct kr_unit_signal: magic, u32 op, u64 unit; an OPEN's head follows it. The WATCH signal's
   // bytes are the slot itself: a Buffer of its own (never pooled, never moved, kept in `state`).
   const signalOf = (op, bytes) => {
@@ -68,16 +75,19 @@ module.exports = function kreplayNodeHook(signal) {
     buf.writeUInt32LE(unit >>> 0, signal.unitAt);
     buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
   };
+  // writevSync of one buffer is one write(2) on this thread, and its error is made in C++, where a
+  // stackTraceLimit of 0 spares the stack (writeSync's, made in JavaScript, takes ten times the
+  // write). The limit is lowered only when it is a plain writable value, and given back at once.
   const send = (buf, length) => {
+    const limit = Object.getOwnPropertyDescriptor(Error, 'stackTraceLimit');
+    const lowered = limit?.writable === true;
     try {
-      fs.writeSync(state.fd, buf, 0, length);
+      if (lowered) Error.stackTraceLimit = 0;
+      fs.writevSync(signal.fd, [length === buf.length ? buf : buf.subarray(0, length)]);
     } catch {
-      // the application closed our descriptor: the next signal reopens it
-      try {
-        state.fd = fs.openSync('/dev/null', 'w');
-      } catch {
-        // nothing to do: that request stays unattributed
-      }
+      // EBADF, always: the kernel read the signal at the write's start
+    } finally {
+      if (lowered) Error.stackTraceLimit = limit.value;
     }
   };
 
@@ -147,7 +157,7 @@ module.exports = function kreplayNodeHook(signal) {
   // The events of a request's own objects (its body, its response, an HTTP/2 stream) run in its unit.
   const inUnit = (emit) =>
     function (...args) {
-      const unit = this[UNIT];
+      const unit = units.get(this);
       return unit === undefined ? Reflect.apply(emit, this, args) : runIn(unit, emit, this, args);
     };
   const patchedStreams = new Set();
@@ -167,16 +177,18 @@ module.exports = function kreplayNodeHook(signal) {
             patch(proto, 'emit', inUnit);
           }
           const h = headers ?? {};
-          stream[UNIT] = open(h[':method'], h[':path'], h);
-          return runIn(stream[UNIT], emit, this, [event, ...args]);
+          const unit = open(h[':method'], h[':path'], h);
+          units.set(stream, unit);
+          return runIn(unit, emit, this, [event, ...args]);
         }
         if (!REQUEST_EVENTS.has(event)) return Reflect.apply(emit, this, [event, ...args]);
         // HTTP/1.x (req, res); or HTTP/2's compatibility API, whose stream has its unit already
         const [req, res] = args;
         if (!req || typeof req !== 'object') return Reflect.apply(emit, this, [event, ...args]);
-        const unit = req.stream?.[UNIT] ?? open(req.method, req.url, req.headers);
-        req[UNIT] = unit;
-        if (res && typeof res === 'object') res[UNIT] = unit;
+        const stream = req.stream;
+        const unit = (stream && units.get(stream)) ?? open(req.method, req.url, req.headers);
+        units.set(req, unit);
+        if (res && typeof res === 'object') units.set(res, unit);
         return runIn(unit, emit, this, [event, ...args]);
       },
   );
@@ -191,13 +203,13 @@ module.exports = function kreplayNodeHook(signal) {
     'connect',
     (connect) =>
       function (...args) {
-        this[OWNER] = current();
+        owners.set(this, current());
         return Reflect.apply(connect, this, args);
       },
   );
   const used = (socket) => {
-    const owner = socket[OWNER];
-    if (owner !== undefined && owner !== SHARED && owner !== current()) socket[OWNER] = SHARED;
+    const owner = owners.get(socket);
+    if (owner !== undefined && owner !== SHARED && owner !== current()) owners.set(socket, SHARED);
   };
   for (const key of ['write', 'end'])
     patch(
@@ -214,7 +226,7 @@ module.exports = function kreplayNodeHook(signal) {
     'emit',
     (emit) =>
       function (...args) {
-        return this[OWNER] === SHARED && !this._httpMessage
+        return owners.get(this) === SHARED && !this._httpMessage
           ? runIn(0, emit, this, args)
           : Reflect.apply(emit, this, args);
       },

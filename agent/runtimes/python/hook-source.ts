@@ -20,6 +20,8 @@ export interface PythonHookSignal {
   watch: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
+  /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
+  fd: number;
 }
 
 export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
@@ -31,9 +33,10 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   handoff: UnitOp.Handoff,
   watch: UnitOp.Watch,
   maxHead: CONTEXT_DATA_LEN,
+  fd: UnitSignalLayout.fd,
 };
 
-/** The module name the hook registers in sys.modules, which tells a process that has it. */
+/** The hook's name: its namespace's __name__ is this with `_boot` (it registers nothing in sys.modules). */
 export const PYTHON_HOOK_MODULE = '_kreplay_python_hook';
 
 /** The hook's source: beside this module, in the checkout and in dist/ (the build copies it there). */

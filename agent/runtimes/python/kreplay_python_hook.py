@@ -4,8 +4,10 @@ carry their request's transaction (docs/operate.md, "The Python hook").
 
 The agent queues this source into a running CPython 3.11+ (Py_AddPendingCall(PyRun_SimpleString),
 agent/runtimes/python/); the interpreter runs it once on its main thread, in a namespace of its own.
-It speaks to the kernel with writes of struct kr_unit_signal (bpf/capture.h) to /dev/null, which
-kreplay never records:
+It speaks to the kernel with writes of struct kr_unit_signal (bpf/capture.h) to KR_UNIT_SIGNAL_FD, a
+descriptor number no file can have: each write fails with EBADF (caught here) after the kernel's
+tracepoint has read its bytes, so no signal ever lands in a file the program opened, and kreplay
+never records them:
   WATCH u         this thread keeps the unit it runs in these very bytes' unit field (8 bytes of
                   its own memory, u now): a switch is a store there, which the kernel reads at each
                   call the thread makes
@@ -19,17 +21,25 @@ Units:
     connections, whose calls the kernel attributes by connection);
   - a grpcio call: the function grpc._server runs on its pool for each call opens one from the call's
     metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself);
-  - ThreadPoolExecutor.submit hands the submitter's unit (or its thread's context) to the work item,
-    which runs in it and leaves it when done.
+  - a ThreadPoolExecutor work item takes the submitter's unit (or its thread's context) when it is
+    made, in the submitter's thread, and runs in it and leaves it when done.
 Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
-program that imports none of these. Queued again (a restarted agent), it makes every thread register
-its slot anew; it does the same in a forked child.
+program that imports none of these. The program sees none of it: the wrappers sit above the frames
+that catch the program's exceptions and drop their own frame from any exception that passes through
+them, so the program's tracebacks are what they are without the hook; modules imported later are
+watched through importlib's own _find_and_load (not sys.meta_path), put back once all are patched;
+the hook opens no descriptor, starts no thread, and leaves nothing in sys.modules or the program's
+globals. Queued again (a restarted agent), it makes every thread register its slot anew; it does
+the same in a forked child.
 """
 
-import os
+# posix, not os: it is loaded in every interpreter (importlib's own), os is not (python -S)
+import posix
 import sys
 
-NAME = "_kreplay_python_hook"
+# importlib's own file name: CPython trims frames of that file from import tracebacks, and warnings
+# skips them when it looks for the frame a warning is about (the import watch's frame)
+IMPORTLIB = "<frozen importlib._bootstrap>"
 # longer values are no valid traceparent or request id (agent/attribution/context-parser.ts)
 VALUE_MAX = 256
 PATH_MAX = 512
@@ -68,32 +78,71 @@ def grpc_headers(metadata):
 
 def signal_packer(signal):
     """pack(op, unit) -> the bytes of struct kr_unit_signal, as `signal` lays it out (core/model)."""
-    import _struct
-
     magic = signal["magic"].encode("ascii")
     if signal["opAt"] != len(magic) or signal["unitAt"] != len(magic) + 4 or signal["bytes"] != len(magic) + 12:
         raise ValueError("a unit signal laid out otherwise than magic, u32 op, u64 unit")
     if signal["unitAt"] % 8:
         raise ValueError("a unit field a slot of 8-byte words cannot hold")
-    pack = _struct.Struct("<%dsIQ" % len(magic)).pack
-    return lambda op, unit: pack(magic, op, unit)
+    return lambda op, unit: magic + op.to_bytes(4, "little") + unit.to_bytes(8, "little")
 
 
-def install(fd, signal):
-    """Wraps what is imported and what will be; returns the hook's module. `signal`: the layout of
-    struct kr_unit_signal and its ops (agent/runtimes/python/hook-source.ts)."""
-    import _contextvars
+def imported_quietly(name):
+    """Module `name`, imported; left out of sys.modules when it was not there (a built-in module: the
+    program importing it later gets one of its own, over the same types)."""
+    there = name in sys.modules
+    module = __import__(name)
+    if not there:
+        sys.modules.pop(name, None)
+    return module
+
+
+def passing(exc):
+    """An exception leaving the wrapper that calls this: the wrapper's own frame, which heads its
+    traceback, is dropped, and a bare `raise` (which adds no frame) passes it on as if the wrapper
+    were not there."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame is sys._getframe(1):
+        exc.__traceback__ = tb.tb_next
+
+
+# the import watch: importlib calls _find_and_load for each module not imported yet, from an import
+# statement or importlib.import_module; compiled as importlib's own code (IMPORTLIB)
+WATCH_SOURCE = """
+def _find_and_load(name, import_):
+    try:
+        module = _find_and_load._kreplay_wraps(name, import_)
+    except BaseException as exc:
+        passing(exc)
+        raise
+    if name in waited:
+        loaded(name, module)
+    return module
+"""
+
+
+def install(signal):
+    """Wraps what is imported and what will be; returns the function that makes every thread
+    register anew. `signal`: the layout of struct kr_unit_signal, its ops and the descriptor the
+    signals go to (agent/runtimes/python/hook-source.ts)."""
     import _thread
-    import array
-    import itertools
-    import types
+
+    _contextvars = imported_quietly("_contextvars")
 
     OPEN, HANDOFF, WATCH = signal["open"], signal["handoff"], signal["watch"]
     head_max = signal["maxHead"]
     unit_var = _contextvars.ContextVar("kreplay_unit", default=0)
     pack = signal_packer(signal)
-    ids = itertools.count(1)
-    write = os.write
+    # a C iterator: next() on it is atomic, as the pool's submitting threads need
+    ids = iter(range(1, 1 << 63))
+    write, fd = posix.write, signal["fd"]
+
+    def send(data):
+        """A signal: the write always fails (EBADF), after the kernel read its bytes."""
+        try:
+            write(fd, data)
+        except OSError:
+            pass
+
     # bumped when the kernel's view may have been lost (queued again, a fork): each thread registers anew
     generation = [0]
 
@@ -114,9 +163,9 @@ def install(fd, signal):
         mine = state
         if mine.generation != generation[0]:
             if mine.slot is None:
-                mine.slot = array.array("Q")
-                mine.slot.frombytes(pack(WATCH, 0))
-            write(fd, mine.slot)
+                # the bytearray cannot move or resize while the view holds it
+                mine.slot = memoryview(bytearray(pack(WATCH, 0))).cast("Q")
+            send(mine.slot)
             mine.generation = generation[0]
         return mine.slot
 
@@ -132,7 +181,7 @@ def install(fd, signal):
     def open_unit(head):
         unit = next(ids)
         slot()[slot_at] = unit
-        write(fd, pack(OPEN, unit) + head)
+        send(pack(OPEN, unit) + head)
         return unit
 
     def resync():
@@ -151,12 +200,16 @@ def install(fd, signal):
                 if isinstance(getattr(self._callback, "__self__", None), neutral):
                     mine = slot()
                     mine[slot_at] = 0
-                    write(fd, mine)
+                    send(mine)
                 else:
                     slot()[slot_at] = self._context.get(unit_var, 0)
             except Exception:
                 pass
-            return run(self)
+            try:
+                return run(self)
+            except BaseException as exc:
+                passing(exc)
+                raise
 
         return _run
 
@@ -172,27 +225,17 @@ def install(fd, signal):
         sslproto = sys.modules.get("asyncio.sslproto")
         if sslproto is not None:
             neutral += [sslproto.SSLProtocol, sslproto._SSLProtocolTransport]
-        if not replace(events.Handle, "_run", lambda run: wrap_handle_run(run, tuple(neutral))):
+        if not replace(events.Handle, "_run", sign(lambda run: wrap_handle_run(run, tuple(neutral)))):
             return False
         switching_loops[:] = [base_events.BaseEventLoop]
         return True
 
-    # ThreadPoolExecutor: the work item runs in the submitter's unit, or in its thread's context
-    def in_unit(fn, unit):
-        def run_in_unit(*args, **kwargs):
-            try:
-                switch(unit)
-            except Exception:
-                pass
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                leave()
-
-        return run_in_unit
-
-    def wrap_submit(submit):
-        def submit_in_unit(self, fn, /, *args, **kwargs):
+    # ThreadPoolExecutor: a work item takes the submitter's unit, or its thread's context, when it is
+    # made (in the submitter's thread); it runs in it. The work item's run, not its function, is
+    # wrapped: run catches the function's exceptions, so no traceback of the program's passes here.
+    def wrap_work_item(init):
+        def __init__(self, future, fn, *args, **kwargs):
+            init(self, future, fn, *args, **kwargs)
             try:
                 if unpatched:
                     retry_unpatched()
@@ -200,16 +243,36 @@ def install(fd, signal):
                     unit = unit_var.get()
                     if not unit:
                         unit = next(ids)
-                        write(fd, pack(HANDOFF, unit))
-                    fn = in_unit(fn, unit)
+                        send(pack(HANDOFF, unit))
+                    self._kreplay_unit = unit
             except Exception:
                 pass
-            return submit(self, fn, *args, **kwargs)
 
-        return submit_in_unit
+        return __init__
+
+    def wrap_work_run(run):
+        def _run(self, *args, **kwargs):
+            unit = 0
+            try:
+                unit = vars(self).get("_kreplay_unit", 0)
+                if unit:
+                    switch(unit)
+            except Exception:
+                pass
+            try:
+                return run(self, *args, **kwargs)
+            except BaseException as exc:
+                passing(exc)
+                raise
+            finally:
+                if unit:
+                    leave()
+
+        return _run
 
     def patch_executor(thread):
-        return replace(thread.ThreadPoolExecutor, "submit", wrap_submit)
+        item = thread._WorkItem
+        return replace(item, "__init__", wrap_work_item) and replace(item, "run", wrap_work_run)
 
     # aiohttp: a unit per request, opened in the request's own task, on a loop that switches units
     def wrap_handle_request(handle_request):
@@ -222,7 +285,11 @@ def install(fd, signal):
                 unit_var.set(open_unit(http_head(request.method, request.raw_path, picked, head_max)))
             except Exception:
                 pass
-            return await handle_request(self, request, *args, **kwargs)
+            try:
+                return await handle_request(self, request, *args, **kwargs)
+            except BaseException as exc:
+                passing(exc)
+                raise
 
         return _handle_request
 
@@ -239,6 +306,9 @@ def install(fd, signal):
                 leave()
             try:
                 return function(rpc_event, *args, **kwargs)
+            except BaseException as exc:
+                passing(exc)
+                raise
             finally:
                 leave()
 
@@ -255,11 +325,14 @@ def install(fd, signal):
         "aiohttp.web_protocol": patch_aiohttp,
         "grpc._server": patch_grpc,
     }
+    # the modules not patched yet, which the import watch waits for
+    waited = set(patches)
     # imported but not patched yet (caught in the middle of its import: the agent queues the hook as
     # soon as the interpreter is up, often while the application still imports): retried at each
     # import, and at each loop callback and pool submission, since a server that has finished
     # starting may import nothing again
     unpatched = set()
+    importlib = sys.modules["_frozen_importlib"]
 
     def patch(name, module):
         try:
@@ -268,6 +341,9 @@ def install(fd, signal):
             done = False
         if done:
             unpatched.discard(name)
+            waited.discard(name)
+            if not waited:
+                unwatch()
         else:
             unpatched.add(name)
 
@@ -277,69 +353,46 @@ def install(fd, signal):
             if module is not None:
                 patch(name, module)
 
-    class PatchingLoader:
-        """The module's own loader, then the patch; the module keeps its own loader."""
+    def loaded(name, module):
+        try:
+            if unpatched:
+                retry_unpatched()
+            if name in waited:
+                patch(name, module)
+        except Exception:
+            pass
 
-        def __init__(self, loader, name):
-            self._loader = loader
-            self._name = name
+    def unwatch():
+        """Every module patched: importlib gets its own _find_and_load back."""
+        current = importlib.__dict__.get("_find_and_load")
+        if getattr(current, "_kreplay_resync", None) is resync:
+            importlib._find_and_load = current._kreplay_wraps
 
-        def create_module(self, spec):
-            create = getattr(self._loader, "create_module", None)
-            return create(spec) if create is not None else None
+    def sign(wrap):
+        """A wrapper that says whose it is: a hook queued again finds this one's resync there."""
 
-        def exec_module(self, module):
-            self._loader.exec_module(module)
-            try:
-                if getattr(module.__spec__, "loader", None) is self:
-                    module.__spec__.loader = self._loader
-                if getattr(module, "__loader__", None) is self:
-                    module.__loader__ = self._loader
-            except Exception:
-                pass
-            patch(self._name, module)
+        def signed(current):
+            wrapped = wrap(current)
+            wrapped._kreplay_resync = resync
+            return wrapped
 
-        def __getattr__(self, name):
-            return getattr(self._loader, name)
+        return signed
 
-    class PatchingFinder:
-        """Patches a module it knows once its import has run; finds nothing itself."""
-
-        def find_spec(self, name, path=None, target=None):
-            try:
-                if unpatched:
-                    retry_unpatched()
-                if name not in patches or name in sys.modules:
-                    return None
-                for finder in sys.meta_path:
-                    find = getattr(finder, "find_spec", None)
-                    if finder is self or find is None:
-                        continue
-                    spec = find(name, path, target)
-                    if spec is not None:
-                        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                            spec.loader = PatchingLoader(spec.loader, name)
-                        return spec
-            except Exception:
-                pass
-            return None
-
-    hook = types.ModuleType(NAME, __doc__)
-    hook.resync = resync
-    hook.unit = unit_var
-    hook.fd = fd
-    sys.meta_path.insert(0, PatchingFinder())
     for name in patches:
         module = sys.modules.get(name)
         if module is not None:
             patch(name, module)
-    os.register_at_fork(after_in_child=resync)
-    sys.modules[NAME] = hook
-    return hook
+    if waited:
+        scope = {"passing": passing, "waited": waited, "loaded": loaded}
+        exec(compile(WATCH_SOURCE, IMPORTLIB, "exec"), scope)
+        replace(importlib, "_find_and_load", sign(lambda original: scope["_find_and_load"]))
+    posix.register_at_fork(after_in_child=resync)
+    return resync
 
 
 def replace(owner, name, wrap):
-    """owner.name = wrap(owner.name), once: False when owner has no such attribute yet."""
+    """owner.name = wrap(owner.name), once: False when owner has no such attribute yet. The wrapper
+    keeps what it wraps in _kreplay_wraps."""
     current = (owner.__dict__ if isinstance(owner, type) else vars(owner)).get(name)
     if current is None:
         return False
@@ -351,12 +404,27 @@ def replace(owner, name, wrap):
     return True
 
 
+def installed():
+    """The resync of the hook this process runs already (queued by an earlier agent), or None: on
+    importlib's _find_and_load while modules are waited for, else (every module patched, asyncio's
+    too) on asyncio's Handle._run."""
+    places = [sys.modules["_frozen_importlib"].__dict__.get("_find_and_load")]
+    events = sys.modules.get("asyncio.events")
+    if events is not None:
+        places.append(events.Handle.__dict__.get("_run"))
+    for place in places:
+        resync = getattr(place, "_kreplay_resync", None)
+        if resync is not None:
+            return resync
+    return None
+
+
 def main(signal):
-    hook = sys.modules.get(NAME)
-    if hook is not None:
-        hook.resync()
+    resync = installed()
+    if resync is not None:
+        resync()
     else:
-        install(os.open("/dev/null", os.O_WRONLY | os.O_CLOEXEC), signal)
+        install(signal)
 
 
 # queued by the agent: run with the signal's layout (hook-source.ts); imported, it does nothing
