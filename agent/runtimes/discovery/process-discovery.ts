@@ -33,6 +33,8 @@ const YOUNG_SCANS = 6;
  */
 const LEFT_OUT_SCANS = 20;
 const LEFT_OUT_EVERY = 10;
+/** Scans a process that came into scope is in it before its injector is handed it. */
+const SETTLE_SCANS = 2;
 
 export interface DiscoveryOptions {
   injectors: RuntimeInjectors;
@@ -57,6 +59,8 @@ interface Tracked {
   settled: boolean;
   /** scans the scope left it out (counted out_of_scope at the first) */
   leftOut: number;
+  /** scans in scope since it was last left out */
+  inScope: number;
 }
 
 export class ProcessDiscovery {
@@ -109,7 +113,7 @@ export class ProcessDiscovery {
       const exeId = exeIdentity(pid) ?? '';
       if (!tracked || tracked.exeId !== exeId) {
         const settled = exeId === '';
-        tracked = { exeId, classification: null, looks: 0, tries: 0, settled, leftOut: 0 };
+        tracked = { exeId, classification: null, looks: 0, tries: 0, settled, leftOut: 0, inScope: 0 };
         this.tracked.set(pid, tracked);
       }
       if (tracked.settled) continue;
@@ -139,8 +143,13 @@ export class ProcessDiscovery {
     if (outOfScope !== null) {
       if (left === 0) this.report(found, 'out_of_scope', outOfScope);
       tracked.leftOut++;
+      tracked.inScope = 0;
       return;
     }
+    // one that just came into scope (a server that just bound its port, its workers with it) is
+    // left a scan to settle: signalled in the middle of its start-up (a cluster's primary handing
+    // its workers their listener), Node opens its inspector a second time, and keeps it
+    if (left > 0 && ++tracked.inScope < SETTLE_SCANS) return;
     if (agentLine.has(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
     const injector = this.options.injectors[classification.runtime] as RuntimeInjector;
     const result = await injector.inject(found);
