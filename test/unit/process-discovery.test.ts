@@ -191,8 +191,13 @@ describe('ProcessDiscovery', () => {
 
   it('tries again a Python process whose main thread had no safe point', async () => {
     const busy = await python();
-    const answers = [Promise.reject(Object.assign(new Error('no stop'), { code: 'E_PY_INJECT_TIMEOUT' }))];
-    const { injector, queued } = fakeQueue(() => answers.shift() ?? Promise.resolve(0));
+    // the first queuing finds no safe point, the next one queues
+    let tries = 0;
+    const { injector, queued } = fakeQueue(() =>
+      ++tries === 1
+        ? Promise.reject(Object.assign(new Error('no stop'), { code: 'E_PY_INJECT_TIMEOUT' }))
+        : Promise.resolve(0),
+    );
     const { d } = discovery([busy], { python: injector });
     await waitFor(async () => {
       await d.scanOnce();

@@ -33,7 +33,7 @@ const YOUNG_SCANS = 6;
  */
 const LEFT_OUT_SCANS = 20;
 const LEFT_OUT_EVERY = 10;
-/** Scans a process that came into scope is in it before its injector is handed it. */
+/** Looks in a row a process is in scope before its injector is handed it. */
 const SETTLE_SCANS = 2;
 
 export interface DiscoveryOptions {
@@ -59,7 +59,7 @@ interface Tracked {
   settled: boolean;
   /** scans the scope left it out (counted out_of_scope at the first) */
   leftOut: number;
-  /** scans in scope since it was last left out */
+  /** looks in a row it was in scope */
   inScope: number;
 }
 
@@ -146,10 +146,11 @@ export class ProcessDiscovery {
       tracked.inScope = 0;
       return;
     }
-    // one that just came into scope (a server that just bound its port, its workers with it) is
-    // left a scan to settle: signalled in the middle of its start-up (a cluster's primary handing
-    // its workers their listener), Node opens its inspector a second time, and keeps it
-    if (left > 0 && ++tracked.inScope < SETTLE_SCANS) return;
+    // in scope at two looks in a row before its injector gets it: a server that just bound its port
+    // (its workers with it) is left a scan to settle; signalled in the middle of its start-up (a
+    // cluster's primary handing its workers their listener), Node opened its inspector a second
+    // time, and kept port 9229
+    if (++tracked.inScope < SETTLE_SCANS) return;
     if (agentLine.has(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
     const injector = this.options.injectors[classification.runtime] as RuntimeInjector;
     const result = await injector.inject(found);
