@@ -100,7 +100,7 @@ $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 -include $(wildcard $(BUILD)/bpf/*.d)
 
-$(NATIVE_ADDON): $(NATIVE_SRCS) $(BPF_SKELS) bpf/capture.h node_modules/.ci-stamp
+$(NATIVE_ADDON): $(NATIVE_SRCS) $(BPF_SKELS) bpf/capture.h bpf/guard.h node_modules/.ci-stamp
 	cd native && ../$(NODE_GYP) configure $(GYPFLAGS) >/dev/null && ../$(NODE_GYP) build --jobs=2
 
 # kreplay run's launcher: sets the context in the child between fork and exec (cli/exec-shim.c)

@@ -30,6 +30,7 @@ import { RingPeaks } from './ring-peaks';
 import { ProcessDiscovery } from './runtimes/discovery/process-discovery';
 import { RuntimeClassifier } from './runtimes/discovery/classify';
 import { runtimeInjectors } from './runtimes/discovery/runtime-injectors';
+import { NodeHookInjector } from './runtimes/node/node-hooks';
 import { runtimeHookCounters } from './runtimes/discovery/runtime-hook';
 import { selectionWants, type KernelSelection } from './filter/task-filter';
 import { nativeAddon } from '../core/native/addon';
@@ -109,6 +110,7 @@ export class Agent implements AgentReadings {
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
   private runtimeHooks: ProcessDiscovery | null = null;
+  private nodeHooks: NodeHookInjector | null = null;
   /** what the kernel filter selects now (cgroup ids resolved), for what the agent does to processes */
   private selection: KernelSelection = { exclude: [] };
   private readonly cgroupPaths = new CgroupPaths();
@@ -182,13 +184,17 @@ export class Agent implements AgentReadings {
         captured: (pid) => agent.wantsProcess(pid),
         read: (pid) => readSelectedProcess(pid, agent.services, agent.cgroupPaths),
       });
+      const injectors = runtimeInjectors({
+        nodeHook: options.nodeHook ?? true,
+        pythonHook: options.pythonHook ?? true,
+        followLibuv: (pid) => agent.capture?.followLibuv(pid),
+        addon: nativeAddon(),
+        log: hookLog,
+      });
+      // its inspectors' counters (intrusions, stderr lines) beside the discovery's
+      if (injectors.node instanceof NodeHookInjector) agent.nodeHooks = injectors.node;
       agent.runtimeHooks = new ProcessDiscovery({
-        injectors: runtimeInjectors({
-          nodeHook: options.nodeHook ?? true,
-          pythonHook: options.pythonHook ?? true,
-          followLibuv: (pid) => agent.capture?.followLibuv(pid),
-          log: hookLog,
-        }),
+        injectors,
         classifier: new RuntimeClassifier(nativeAddon()),
         scope: (pid) => scope.check(pid),
         log: hookLog,
@@ -311,6 +317,8 @@ export class Agent implements AgentReadings {
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
       ...runtimeHookCounters(this.runtimeHooks?.counts),
+      nodeHookIntrusions: this.nodeHooks?.intrusions ?? 0,
+      nodeHookStderrLines: this.nodeHooks?.stderrLines ?? 0,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       diskFullDropped: this.store.dropped.diskFull,
@@ -355,9 +363,9 @@ export class Agent implements AgentReadings {
   /** Drains the ring, commits everything, records the run's end. */
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
-    // an injection under way finishes first: it closes the inspector it opened
-    await this.runtimeHooks?.stop();
-    await this.capture?.stop();
+    // an injection under way finishes and the Node inspectors still watched close
+    // (agent/runtimes/node) while the probes detach
+    await Promise.all([this.runtimeHooks?.stop(), this.capture?.stop()]);
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
     // store, and the next run ships it from the cursor

@@ -23,9 +23,18 @@ export interface LossCounters {
   storeReplacements: number;
 }
 
+/** What the Node hook's inspectors met (agent/runtimes/node/inspector-door.ts). */
+export interface NodeInspectorCounters {
+  /** connects to an inspector the agent opened that the kernel refused (another process's) */
+  nodeHookIntrusions: number;
+  /** lines Node printed on hooked programs' stderr for the agent's inspectors */
+  nodeHookStderrLines: number;
+}
+
 export type CounterSnapshot = Record<KernelCounterName, number> &
   LossCounters &
-  RuntimeHookCounters & {
+  RuntimeHookCounters &
+  NodeInspectorCounters & {
     rowsWritten: number;
     /** stored events that retention removed since the start */
     pruned: number;

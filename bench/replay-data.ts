@@ -1,4 +1,8 @@
-/** What the replay benches share: one transaction written evenly over a span, and a quantile. */
+/**
+ * What the replay benches share: one transaction written evenly over a
+ * span, the small transactions the daemon is asked for meanwhile and the
+ * poller that asks, and a quantile.
+ */
 import { EventBatch } from '../agent/ingest/event-batch';
 import type { StoreWriter } from '../agent/store/store-writer';
 
@@ -38,3 +42,55 @@ export function writeEvenTransaction(
 /** The q-quantile of `values` (NaN for none), nearest rank below. */
 export const quantile = (values: number[], q: number): number =>
   values.length === 0 ? NaN : [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]!;
+
+/** Transactions `lookup-0` .. `lookup-{LOOKUPS-1}`, 10 events each, after the replayed ones: what a poll asks for. */
+export const LOOKUPS = 100;
+
+export function writeLookupTransactions(writer: StoreWriter): void {
+  const comm = writer.comms.id('worker');
+  const service = writer.services.id('svc');
+  const batch = new EventBatch(LOOKUPS * 10);
+  batch.clear(1_795_000_100_000_000_000n);
+  for (let i = 0; i < LOOKUPS * 10; i++)
+    batch.pushSysWrite({
+      tsOffset: i * 1000,
+      dur: 1000,
+      service,
+      ctx: writer.contexts.id(`lookup-${i % LOOKUPS}`, null),
+      pid: 2,
+      tid: 2,
+      comm,
+      bytes: 8,
+      fd: 3,
+      ret: 8,
+      syscall: 1,
+    });
+  writer.writeBatch(batch);
+}
+
+/** A GET's latency in ms, pushed onto `into`. */
+export async function timedGet(url: string, into: number[]): Promise<void> {
+  const t = process.hrtime.bigint();
+  const res = await fetch(url);
+  await res.arrayBuffer();
+  if (!res.ok) throw new Error(`${url}: ${res.status}`);
+  into.push(Number(process.hrtime.bigint() - t) / 1e6);
+}
+
+/** Latencies (ms) of /healthz and of an event page (a lookup), asked in turn every `everyMs` until `until` settles. */
+export async function pollDaemon(
+  url: string,
+  until: Promise<unknown>,
+  everyMs: number,
+): Promise<{ health: number[]; lookup: number[] }> {
+  let done = false;
+  void until.finally(() => (done = true));
+  const health: number[] = [];
+  const lookup: number[] = [];
+  for (let i = 0; !done; i++) {
+    await timedGet(`${url}/healthz`, health);
+    await timedGet(`${url}/api/events?transaction_id=lookup-${i % LOOKUPS}`, lookup);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+  return { health, lookup };
+}

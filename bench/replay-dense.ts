@@ -16,66 +16,27 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EventBatch } from '../agent/ingest/event-batch';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
 import { startDaemonProcess } from './daemon-process';
 import { parseCyclictest, type Latency } from './replay';
-import { quantile, writeEvenTransaction } from './replay-data';
+import { pollDaemon, quantile, writeEvenTransaction, writeLookupTransactions } from './replay-data';
 import { printTable } from './table';
 
 const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
 const RECORDED_NS = 400_000_000;
-const LOOKUP_TRANSACTIONS = 100;
 const POLL_MS = 10;
 const log = (msg: string) => process.stderr.write(`[bench:replay-dense] ${msg}\n`);
 
 function writeData(dir: string, events: number): void {
   const writer = StoreWriter.open(dir, 'n1');
   writeEvenTransaction(writer, 'dense', events, RECORDED_NS);
-  const comm = writer.comms.id('worker');
-  const service = writer.services.id('svc');
   // what the lookups ask for, later in time
-  const batch = new EventBatch(LOOKUP_TRANSACTIONS * 10);
-  batch.clear(1_795_000_100_000_000_000n);
-  for (let i = 0; i < LOOKUP_TRANSACTIONS * 10; i++)
-    batch.pushSysWrite({
-      tsOffset: i * 1000,
-      dur: 1000,
-      service,
-      ctx: writer.contexts.id(`lookup-${i % LOOKUP_TRANSACTIONS}`, null),
-      pid: 2,
-      tid: 2,
-      comm,
-      bytes: 8,
-      fd: 3,
-      ret: 8,
-      syscall: 1,
-    });
-  writer.writeBatch(batch);
+  writeLookupTransactions(writer);
   writer.close();
 }
 
-/** Latencies (ms) of /healthz and of a transaction lookup, asked in turn every POLL_MS until `until` settles. */
-async function poll(url: string, until: Promise<unknown>): Promise<{ health: number[]; lookup: number[] }> {
-  let done = false;
-  void until.finally(() => (done = true));
-  const health: number[] = [];
-  const lookup: number[] = [];
-  for (let i = 0; !done; i++) {
-    const timed = async (path: string, into: number[]) => {
-      const t = process.hrtime.bigint();
-      const res = await fetch(`${url}${path}`);
-      await res.arrayBuffer();
-      if (!res.ok) throw new Error(`${path}: ${res.status}`);
-      into.push(Number(process.hrtime.bigint() - t) / 1e6);
-    };
-    await timed('/healthz', health);
-    await timed(`/api/events?transaction_id=lookup-${i % LOOKUP_TRANSACTIONS}`, lookup);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-  return { health, lookup };
-}
+const poll = (url: string, until: Promise<unknown>) => pollDaemon(url, until, POLL_MS);
 
 interface Run {
   speed: number;

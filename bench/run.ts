@@ -2,7 +2,7 @@
  * Every benchmark, one after another, each in a process of its own (so one
  * bench's heap and threads do not disturb the next), each printing its table.
  *
- *   node dist/bench/run.js [overhead|ingest|retention|query|replay|replay-dense|replay-reads|daemon-load|exec|exec-relay|exec-cause|timeline|fleet|incident|incident-start ...]
+ *   node dist/bench/run.js [overhead|ingest|retention|query|replay|replay-dense|replay-reads|replay-client|daemon-load|exec|exec-relay|exec-cause|timeline|fleet|incident|incident-start ...]
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -15,6 +15,7 @@ const BENCHES = [
   'replay',
   'replay-dense',
   'replay-reads',
+  'replay-client',
   'daemon-load',
   'exec',
   'exec-relay',

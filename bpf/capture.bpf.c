@@ -16,7 +16,9 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #include "capture/maps.h"
+#include "capture/restarts.h"
 #include "capture/targets.h"
+#include "capture/lifetime.h"
 #include "capture/units.h"
 #include "capture/heads.h"
 #include "capture/tls.h"
@@ -27,5 +29,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "capture/reads.h"
 #include "capture/fsync.h"
 #include "capture/connect.h"
+#include "capture/signals.h"
 #include "capture/tasks.h"
 #include "capture/block.h"

@@ -126,6 +126,8 @@ enum kr_unit_op {
 	KR_UNIT_WATCH = 3,
 	/* the unit carries the writing thread's context now: work it hands to another thread (a pool's) */
 	KR_UNIT_HANDOFF = 4,
+	/* the unit's request ended (its response completed): what still carries it loses it (lifetime.h) */
+	KR_UNIT_CLOSE = 5,
 };
 
 /*
@@ -221,13 +223,23 @@ enum kr_counter {
 	KR_COUNTER_CONNECT_TABLE_FULL = 17,
 	/* a request head read by a thread that interleaves connections: it set no context */
 	KR_COUNTER_INTERLEAVED_HEAD = 18,
-	/* a thread created by a request-serving thread, started without its context */
-	KR_COUNTER_UNINHERITED_THREAD = 19,
+	/*
+	 * a request's context outlived its request (bpf/capture/lifetime.h): what still carried it lost it,
+	 * by kind of holder: a thread, a process, a goroutine, a runtime unit (a timer, pool work)
+	 */
+	KR_COUNTER_OUTLIVED_THREAD = 19,
 	/* a call on an HTTP/2 connection: its streams' bytes mix, it carries no request */
 	KR_COUNTER_MULTIPLEXED_CALL = 20,
 	/* a server's read that may bring the next request's first bytes (TLS, a peeked byte): no request */
 	KR_COUNTER_UNSURE_READ = 21,
-	KR_COUNTER_MAX = 22,
+	KR_COUNTER_OUTLIVED_PROCESS = 22,
+	KR_COUNTER_OUTLIVED_GOROUTINE = 23,
+	KR_COUNTER_OUTLIVED_UNIT = 24,
+	/* a call a signal or a stop interrupted, restarted by the kernel: one event from its first entry */
+	KR_COUNTER_RESTARTED_CALL = 25,
+	/* a call the agent's own hooks interrupted (its ptrace, its signal): restarted, or -EINTR */
+	KR_COUNTER_AGENT_INTERRUPTED_CALL = 26,
+	KR_COUNTER_MAX = 27,
 };
 
 /* What a call went to. */

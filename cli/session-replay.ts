@@ -6,7 +6,7 @@
  */
 import { problemText, requestJson, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
-import { HttpError, openEventStream, type EventStream, type SseMessage } from './sse-client';
+import { HttpError, openEventStream, type EventStream, type SseRawMessage } from './sse-client';
 
 /** What a session is replayed with. */
 export interface SessionFlags {
@@ -25,17 +25,19 @@ const RECONNECTS = 5;
 const RECONNECT_DELAY_MS = 500;
 const PROGRESS_EVERY_MS = 100;
 
-function write(text: string): Promise<void> {
+function write(bytes: Buffer): Promise<void> {
   return new Promise((resolve) =>
-    process.stdout.write(text) ? resolve() : process.stdout.once('drain', resolve),
+    process.stdout.write(bytes) ? resolve() : process.stdout.once('drain', resolve),
   );
 }
+
+const NEWLINE = Buffer.from('\n');
 
 /** One status line, redrawn in place, on a terminal only. */
 class Progress {
   private shownAt = 0;
 
-  constructor(private readonly enabled: boolean) {}
+  constructor(readonly enabled: boolean) {}
 
   show(text: string, force = false): void {
     const now = Date.now();
@@ -82,31 +84,62 @@ class Replay {
     }
   }
 
-  /** True once the session finished; false when the stream ended before. */
+  /**
+   * True once the session finished; false when the stream ended before.
+   * Each chunk's events are printed in one write, so that a dense replay
+   * costs a turn per chunk; the play a (re)connection asks for is not
+   * waited for before reading on, so the first events are printed the
+   * moment they come, as every later one is.
+   */
   private async follow(): Promise<boolean> {
     this.stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
     let first = true;
-    for await (const message of this.stream.messages) {
-      if (message.event === 'replay') await this.print(message);
-      if (message.event !== 'state') continue;
-      const { state } = JSON.parse(message.data) as { state: string };
-      // each (re)connection starts with the state: one not playing is ours to start (again)
-      if (first && (state === 'ready' || state === 'paused')) await this.control('play');
-      first = false;
-      if (state === 'finished') {
-        this.close();
-        return true;
+    let playing: Promise<unknown> | null = null;
+    let failure: unknown = null;
+    try {
+      for await (const batch of this.stream.batches) {
+        const lines: Buffer[] = [];
+        let last: SseRawMessage | null = null;
+        let finished = false;
+        for (const message of batch) {
+          if (message.event === 'replay') {
+            lines.push(message.data, NEWLINE);
+            last = message;
+            continue;
+          }
+          if (message.event !== 'state') continue;
+          const { state } = JSON.parse(message.data.toString('utf8')) as { state: string };
+          // each (re)connection starts with the state: one not playing is ours to start (again)
+          if (first && (state === 'ready' || state === 'paused'))
+            playing = this.control('play').catch((err: unknown) => {
+              failure = err;
+              this.stream?.close();
+            });
+          first = false;
+          if (state === 'finished') finished = true;
+          if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
+        }
+        if (last) await this.print(lines, last);
+        if (finished) {
+          this.close();
+          return true;
+        }
       }
-      if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
+    } catch (err) {
+      if (!failure) throw err;
     }
+    await playing;
+    if (failure) throw failure as Error;
     return false;
   }
 
-  private async print(message: SseMessage): Promise<void> {
-    await write(`${message.data}\n`);
-    this.lastEventId = message.id;
-    this.emitted = Number(message.id) + 1;
-    const offset = /"replay_offset_ns":(\d+)/.exec(message.data)?.[1] ?? '0';
+  /** Prints a chunk's events (`lines`: each one's data, then a newline), `last` the last of them. */
+  private async print(lines: Buffer[], last: SseRawMessage): Promise<void> {
+    await write(Buffer.concat(lines));
+    this.lastEventId = last.id;
+    this.emitted = Number(last.id) + 1;
+    if (!this.progress.enabled) return;
+    const offset = /"replay_offset_ns":(\d+)/.exec(last.data.toString('utf8'))?.[1] ?? '0';
     this.progress.show(
       `replay ${this.session.id}: ${this.emitted}/${this.session.events_total} events, ` +
         `${(Number(offset) / 1e9).toFixed(3)} s in`,

@@ -14,39 +14,106 @@ export interface SseMessage {
   data: string;
 }
 
-function parseBlock(block: string): SseMessage | null {
-  const message: SseMessage = { event: 'message', data: '' };
-  const data: string[] = [];
-  for (const line of block.split('\n')) {
-    if (line === '' || line.startsWith(':')) continue;
-    const colon = line.indexOf(':');
-    const field = colon === -1 ? line : line.slice(0, colon);
-    const value = colon === -1 ? '' : line.slice(colon + (line[colon + 1] === ' ' ? 2 : 1));
-    if (field === 'event') message.event = value;
-    else if (field === 'id') message.id = value;
-    else if (field === 'data') data.push(value);
-  }
-  if (data.length === 0) return null;
-  message.data = data.join('\n');
-  return message;
+/** A message with its data left as bytes: a dense replay's client copies them out without decoding them. */
+export interface SseRawMessage {
+  event: string;
+  id?: string;
+  data: Buffer;
 }
 
+const NEWLINE = 10;
+const COLON = 58;
+const SPACE = 32;
+const NEWLINE_BYTES = Buffer.from('\n');
+const BLOCK_END = Buffer.from('\n\n');
+
+/** Whether the field name at [start, colon) of `bytes` is `name` (ASCII). */
+function isField(bytes: Buffer, start: number, colon: number, name: string): boolean {
+  if (colon - start !== name.length) return false;
+  for (let i = 0; i < name.length; i++) if (bytes[start + i] !== name.charCodeAt(i)) return false;
+  return true;
+}
+
+/** The message of the block at [start, end) of `bytes` (null: none, as for a comment). */
+function parseBlock(bytes: Buffer, start: number, end: number): SseRawMessage | null {
+  let event = 'message';
+  let id: string | undefined;
+  let data: Buffer | null = null;
+  for (let line = start; line < end;) {
+    let eol = bytes.indexOf(NEWLINE, line);
+    if (eol === -1 || eol > end) eol = end;
+    if (eol > line && bytes[line] !== COLON) {
+      let colon = bytes.indexOf(COLON, line);
+      if (colon === -1 || colon > eol) colon = eol;
+      let from = colon < eol ? colon + 1 : eol;
+      if (from < eol && bytes[from] === SPACE) from++;
+      if (isField(bytes, line, colon, 'data')) {
+        const value = bytes.subarray(from, eol);
+        data = data === null ? value : Buffer.concat([data, NEWLINE_BYTES, value]);
+      } else if (isField(bytes, line, colon, 'event')) event = bytes.toString('utf8', from, eol);
+      else if (isField(bytes, line, colon, 'id')) id = bytes.toString('utf8', from, eol);
+    }
+    line = eol + 1;
+  }
+  if (data === null) return null;
+  return id === undefined ? { event, data } : { event, id, data };
+}
+
+/**
+ * Splits an event stream into messages as its bytes come, without decoding
+ * the data (UTF-8 never holds a newline byte inside a character).
+ */
+export class SseByteParser {
+  private rest: Buffer | null = null;
+
+  /** The messages that `chunk` completes. */
+  push(chunk: Uint8Array): SseRawMessage[] {
+    const bytes = this.rest
+      ? Buffer.concat([this.rest, chunk])
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const messages: SseRawMessage[] = [];
+    let start = 0;
+    for (let end = bytes.indexOf(BLOCK_END, start); end !== -1; end = bytes.indexOf(BLOCK_END, start)) {
+      const message = parseBlock(bytes, start, end);
+      if (message) messages.push(message);
+      start = end + 2;
+    }
+    this.rest = start < bytes.length ? bytes.subarray(start) : null;
+    return messages;
+  }
+}
+
+const decoded = ({ data, ...fields }: SseRawMessage): SseMessage => ({
+  ...fields,
+  data: data.toString('utf8'),
+});
+
+/** The same, for text. */
 export class SseParser {
-  private rest = '';
+  private readonly bytes = new SseByteParser();
 
   /** The messages that `text` completes. */
   push(text: string): SseMessage[] {
-    const blocks = (this.rest + text).split('\n\n');
-    this.rest = blocks.pop()!;
-    return blocks.flatMap((block) => parseBlock(block) ?? []);
+    return this.bytes.push(Buffer.from(text, 'utf8')).map(decoded);
   }
 }
 
-/** The messages of an event-stream response body, as they arrive. */
+/**
+ * The messages of an event-stream response body, as they arrive: all those
+ * a chunk completes at once, their data as bytes, so that a dense stream
+ * costs its reader one turn per chunk and no decoding.
+ */
+export async function* sseBatches(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseRawMessage[]> {
+  const parser = new SseByteParser();
+  for await (const chunk of body) {
+    const messages = parser.push(chunk);
+    if (messages.length > 0) yield messages;
+  }
+}
+
+/** The messages of an event-stream response body, one at a time. */
 export async function* sseMessages(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseMessage> {
-  const parser = new SseParser();
-  const decoder = new TextDecoder();
-  for await (const chunk of body) yield* parser.push(decoder.decode(chunk, { stream: true }));
+  for await (const batch of sseBatches(body)) for (const message of batch) yield decoded(message);
 }
 
 /** An answer other than 200, with its body (a problem document, usually). */
@@ -60,7 +127,9 @@ export class HttpError extends KreplayError {
 }
 
 export interface EventStream {
+  /** one message at a time, or (read one or the other) each chunk's messages at once, their data as bytes */
   messages: AsyncGenerator<SseMessage>;
+  batches: AsyncGenerator<SseRawMessage[]>;
   close(): void;
 }
 
@@ -70,7 +139,7 @@ export function openEventStream(url: string, lastEventId?: string): Promise<Even
   return new Promise((resolve, reject) => {
     const request = (url.startsWith('https:') ? getTls : get)(url, { headers }, (res: IncomingMessage) => {
       if (res.statusCode === 200) {
-        resolve({ messages: sseMessages(res), close: () => request.destroy() });
+        resolve({ messages: sseMessages(res), batches: sseBatches(res), close: () => request.destroy() });
         return;
       }
       let body = '';

@@ -33,6 +33,8 @@ export const ERROR_CODES = {
   E_STORE_CORRUPT: 'the node store is damaged',
   E_METRICS_LISTEN: 'the agent cannot listen on --metrics-listen',
   E_NODE_HOOK: "a Node process's inspector did not take the hook (it stays unattributed, counted and logged)",
+  E_NODE_GUARD:
+    'the kernel guard of the Node inspector (bpf/inspector_guard.bpf.c) could not be set up: no Node process is hooked',
   E_OTLP_SETTING:
     'an OTLP export setting (--otlp, the otlp config section, an OTEL_EXPORTER_OTLP_* variable) is invalid',
   // ClickHouse (the fleet store)

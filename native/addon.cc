@@ -11,6 +11,7 @@
 #include "exec_binding.h"
 #include "file_lock.h"
 #include "host_clock.h"
+#include "inspector_guard.h"
 #include "js_error.h"
 #include "native_log.h"
 #include "py_inject.h"
@@ -98,6 +99,18 @@ Napi::Value LockFileExclusiveJs(const Napi::CallbackInfo& info) {
   }
 }
 
+// unlockFile(fd): closes a descriptor lockFileExclusive gave (file_lock.h)
+Napi::Value UnlockFileJs(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsNumber())
+    throw Napi::TypeError::New(info.Env(), "unlockFile(fd) takes a descriptor number");
+  try {
+    UnlockFile(info[0].As<Napi::Number>().Int32Value());
+  } catch (const NativeFailure& failure) {
+    throw ToJsError(info.Env(), failure);
+  }
+  return info.Env().Undefined();
+}
+
 // trimMemory(): gives the heap's free pages back to the kernel (malloc_trim); the bytes it freed
 // stay Node's to reuse otherwise, so a daemon's RSS would keep its peak after a burst of load.
 Napi::Value TrimMemoryJs(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), malloc_trim(0) == 1); }
@@ -171,6 +184,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   using namespace kreplay;
   InstallLibbpfLog();
   exports.Set("CaptureSession", CaptureSession::Define(env));
+  exports.Set("InspectorGuard", DefineInspectorGuard(env));
   exports.Set("clockOffset", Napi::Function::New(env, ClockOffsetJs));
   exports.Set("ensureTracefs", Napi::Function::New(env, EnsureTracefsJs));
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
@@ -178,6 +192,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("lockFileExclusive", Napi::Function::New(env, LockFileExclusiveJs));
+  exports.Set("unlockFile", Napi::Function::New(env, UnlockFileJs));
   exports.Set("trimMemory", Napi::Function::New(env, TrimMemoryJs));
   exports.Set("requestKey", Napi::Function::New(env, RequestKeyJs));
   exports.Set("requestShape", Napi::Function::New(env, RequestShapeJs));

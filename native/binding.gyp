@@ -22,6 +22,7 @@
         'go_binary.cc',
         'go_probes.cc',
         'host_clock.cc',
+        'inspector_guard.cc',
         'kernel_features.cc',
         'native_log.cc',
         'py_inject.cc',

@@ -25,4 +25,9 @@ int LockFileExclusive(const std::string& path) {
   return fd;
 }
 
+void UnlockFile(int fd) {
+  if (close(fd) != 0 && errno != EINTR)
+    throw NativeFailure("E_STORE_OPEN", std::string("cannot close a store lock: ") + std::strerror(errno));
+}
+
 }  // namespace kreplay

@@ -11,4 +11,8 @@ namespace kreplay {
 // open file of the file holds it, E_STORE_OPEN when it cannot be opened.
 int LockFileExclusive(const std::string& path);
 
+// Closes a descriptor LockFileExclusive gave, which drops the lock. Here, not with fs.closeSync:
+// Node tracks the descriptors its fs opened, and warns (in worker threads) on closing another.
+void UnlockFile(int fd);
+
 }  // namespace kreplay

@@ -21,6 +21,8 @@ const char kProcessHeaders[] = "net/http.(*http2serverConn).processHeaders";
 const char kNewproc[] = "runtime.newproc";
 const char kTlsRead[] = "crypto/tls.(*Conn).Read";
 const char kTcpConnItab[] = "go.itab.*net.TCPConn,net.Conn";
+const char kChansend[] = "runtime.chansend";
+const char kChanrecv[] = "runtime.chanrecv";
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -150,10 +152,11 @@ GoBinary InspectGoBinary(const std::string& path) {
   }
   std::map<std::string, ElfSymbol> functions;
   for (const ElfSymbol& symbol : elf.Symbols([](const char*name, int type) {
-         return (type == STT_FUNC && (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) ||
-                                      !std::strcmp(name, kReadLoop) || !std::strcmp(name, kWriteLoop) ||
-                                      !std::strcmp(name, kWaitForContinue) || !std::strcmp(name, kProcessHeaders) ||
-                                      !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead))) ||
+         return (type == STT_FUNC &&
+                 (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
+                  !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
+                  !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
+                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;
@@ -193,6 +196,10 @@ GoBinary InspectGoBinary(const std::string& path) {
   } else {
     go.tls_conn_itab = itab->second.value - functions[kTlsRead].value;
   }
+  go.chansend = offset(kChansend);
+  go.chanrecv = offset(kChanrecv);
+  if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(elf, functions[kChanrecv], go.chanrecv);
+  if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
   return go;
 }
 

@@ -35,6 +35,11 @@ struct GoBinary {
   uint64_t tls_read = 0;
   std::vector<uint64_t> tls_read_returns;
   uint64_t tls_conn_itab = 0;
+  // channel hand-offs: runtime.chansend's file offset, runtime.chanrecv's and its RET instructions'; 0 when any is
+  // missing (a worker fed by a channel then carries what it was created with, until that request ends)
+  uint64_t chansend = 0;
+  uint64_t chanrecv = 0;
+  std::vector<uint64_t> chanrecv_returns;
 };
 
 GoBinary InspectGoBinary(const std::string& path);

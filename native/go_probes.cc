@@ -134,7 +134,8 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
                           std::to_string(binary.go.tls_offset) + " from the thread pointer" +
                           (binary.go.round_trip ? ", net/http's client pool too" : "") +
                           (binary.go.h2_headers ? ", HTTP/2 server streams too" : "") +
-                          (binary.go.tls_read ? ", TLS server reads too)" : ")"));
+                          (binary.go.tls_read ? ", TLS server reads too" : "") +
+                          (binary.go.chanrecv ? ", channel hand-offs too)" : ")"));
   } else {
     AppendLog("warn", "goroutines of " + Described(path, binary.go) + " are not followed: " + binary.go.unfollowed +
                           "; its events carry no transaction");
@@ -163,6 +164,11 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
   if (go.tls_read) {
     probes.push_back({programs_.tls_read, go.tls_read});
     for (uint64_t site : go.tls_read_returns) probes.push_back({programs_.tls_read_ret, site});
+  }
+  if (go.chanrecv) {
+    probes.push_back({programs_.chansend, go.chansend});
+    probes.push_back({programs_.chanrecv, go.chanrecv});
+    for (uint64_t site : go.chanrecv_returns) probes.push_back({programs_.chanrecv_ret, site});
   }
   for (const Probe& probe : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);

@@ -36,6 +36,9 @@ struct GoPrograms {
   bpf_program* h2_headers;
   bpf_program* tls_read;
   bpf_program* tls_read_ret;
+  bpf_program* chansend;
+  bpf_program* chanrecv;
+  bpf_program* chanrecv_ret;
 };
 
 // golang.h's per-binary and per-process state, and the core's units map (goroutines are units).

@@ -67,8 +67,11 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   unknown_target: 'unknownTargets',
   // a thread interleaving connections (an event loop) read a head: no context set, never a wrong one
   interleaved_request_head: 'interleavedHead',
-  // a pool thread made while a request was served: started without that request's context
-  uninherited_thread: 'uninheritedThread',
+  // a request's context outlived its request: what still carried it (bpf/capture/lifetime.h) lost it, by holder
+  outlived_request_thread: 'outlivedThread',
+  outlived_request_process: 'outlivedProcess',
+  outlived_request_goroutine: 'outlivedGoroutine',
+  outlived_request_unit: 'outlivedUnit',
   // a call on an HTTP/2 connection, whose streams mix: no request
   multiplexed_call: 'multiplexedCall',
   // a server's read that may bring the next request before its head is known (TLS, a peeked byte)
@@ -81,7 +84,23 @@ const TOTALS: Record<string, { help: string; key: Key }> = {
     help: 'of the pruned events, those the store cap removed before they were shipped',
     key: 'unshippedPruned',
   },
+  kreplay_agent_restarted_calls_total: {
+    help: 'calls a signal or a stop interrupted and the kernel restarted: each stored as one event from its first entry',
+    key: 'restartedCall',
+  },
+  kreplay_agent_hook_interrupted_calls_total: {
+    help: "calls the agent's own hooks interrupted (the Python hook's ptrace, the Node hook's SIGUSR1): restarted, or ended with EINTR",
+    key: 'agentInterruptedCall',
+  },
   kreplay_agent_corrupt_bytes_total: { help: 'ring bytes skipped as corrupt records', key: 'corruptBytes' },
+  kreplay_agent_node_hook_intrusions_total: {
+    help: 'connects to an inspector the agent opened, from another process, that the kernel refused (each logged with its pid)',
+    key: 'nodeHookIntrusions',
+  },
+  kreplay_agent_node_hook_stderr_lines_total: {
+    help: "lines Node printed on hooked programs' stderr for the inspectors the agent opened (Debugger listening, For help, Debugger attached)",
+    key: 'nodeHookStderrLines',
+  },
   kreplay_agent_store_replacements_total: {
     help: 'fresh stores opened because the file was deleted, replaced or damaged',
     key: 'storeReplacements',

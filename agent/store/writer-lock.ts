@@ -7,7 +7,7 @@
  * deletion would let a second writer in. Within one process the lock is
  * shared (a store reopened after a failure, or by a test).
  */
-import { closeSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { KreplayError } from '../../core/errors';
 import { nativeAddon } from '../../core/native/addon';
 
@@ -59,7 +59,7 @@ export function acquireWriterLock(storePath: string): () => void {
     released = true;
     if (--lock.users > 0) return;
     held.delete(storePath);
-    closeSync(lock.fd);
+    nativeAddon().unlockFile(lock.fd);
   };
 }
 

@@ -65,7 +65,9 @@ static __always_inline void call_begin(void *ctx, struct kr_thread *t, __u32 typ
 	t->count = count;
 	t->syscall = code;
 	t->type = type;
-	t->start_ns = bpf_ktime_get_boot_ns();
+	if (t->parked)
+		call_resume(t, (__u32)bpf_get_current_pid_tgid(), type, code, fd, count, false);
+	call_start(t);
 	if (pending) {
 		bpf_tail_call(ctx, &resolve_targets, 0);
 		/* not loaded: the id stays without a record */
@@ -73,8 +75,11 @@ static __always_inline void call_begin(void *ctx, struct kr_thread *t, __u32 typ
 	}
 }
 
-/* The thread's call of `type` that is ending now, or NULL when none is in flight. */
-static __always_inline struct kr_thread *call_exit(__u32 type, __u64 *pid_tgid)
+/*
+ * The thread's call of `type` that is ending now with `ret`, or NULL when
+ * none is in flight or the kernel is to restart it (then it is parked).
+ */
+static __always_inline struct kr_thread *call_exit(__u32 type, __s64 ret, __u64 *pid_tgid)
 {
 	__u32 tid;
 	struct kr_thread *t;
@@ -85,6 +90,10 @@ static __always_inline struct kr_thread *call_exit(__u32 type, __u64 *pid_tgid)
 	if (!t || t->type != type)
 		return NULL;
 	t->type = 0;
+	if (restart_code(ret)) {
+		call_park(t, tid, type, ret);
+		return NULL;
+	}
 	return t;
 }
 

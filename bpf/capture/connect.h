@@ -13,7 +13,6 @@
 #define KR_ECONNABORTED 103
 #define KR_EALREADY 114
 #define KR_EINPROGRESS 115
-#define KR_ERESTARTSYS 512
 
 /* A TCP connect between its SYN and its answer; everything its event needs but the end. */
 struct kr_connect {
@@ -55,7 +54,10 @@ int sys_enter_connect(struct trace_event_raw_sys_enter *ctx)
 	t->count = 0;
 	t->syscall = code;
 	t->type = KR_RECORD_SYS_CONNECT;
-	t->start_ns = bpf_ktime_get_boot_ns();
+	/* a restarted TCP connect keeps its sock: the state changes of its first entry's SYN time it */
+	if (t->parked)
+		call_resume(t, (__u32)pid_tgid, KR_RECORD_SYS_CONNECT, code, t->fd, 0, true);
+	call_start(t);
 	return 0;
 }
 
@@ -95,6 +97,9 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 		bpf_map_update_elem(&accepted_socks, &key, &one, BPF_ANY);
 		return 0;
 	}
+	/* a server's close (or the connection's end) ends the request it served (lifetime.h) */
+	if (newstate == TCP_FIN_WAIT1 || newstate == TCP_LAST_ACK || newstate == TCP_CLOSE)
+		conn_ended(key);
 	/* a sock's memory may come back as another connection: an accepted one is forgotten at its end */
 	if (newstate == TCP_CLOSE || newstate == TCP_SYN_SENT) {
 		bpf_map_delete_elem(&accepted_socks, &key);
@@ -223,9 +228,9 @@ SEC("tracepoint/syscalls/sys_exit_connect")
 int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 pid_tgid, key, now;
-	struct kr_thread *t = call_exit(KR_RECORD_SYS_CONNECT, &pid_tgid);
-	struct kr_connect c, *found;
 	__s64 ret = ctx->ret;
+	struct kr_thread *t = call_exit(KR_RECORD_SYS_CONNECT, ret, &pid_tgid);
+	struct kr_connect c, *found;
 
 	if (!t)
 		return 0;
@@ -244,7 +249,7 @@ int sys_exit_connect(struct trace_event_raw_sys_exit *ctx)
 		call_end(t, KR_RECORD_SYS_CONNECT, pid_tgid, ret, 0, now, 0, t->context_id);
 		return 0;
 	}
-	if (ret >= 0 || ret == -KR_EINTR || ret == -KR_ERESTARTSYS)
+	if (ret >= 0 || ret == -KR_EINTR)
 		return 0;
 	/* a SYN was sent, but the call failed in a way no state change reported */
 	key = t->sock;

@@ -19,10 +19,11 @@ static __always_inline int fsync_enter(struct trace_event_raw_sys_enter *ctx, __
 static __always_inline int fsync_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 pid_tgid;
-	struct kr_thread *t = call_exit(KR_RECORD_SYS_FSYNC, &pid_tgid);
+	__s64 ret = ctx->ret;
+	struct kr_thread *t = call_exit(KR_RECORD_SYS_FSYNC, ret, &pid_tgid);
 
 	if (t)
-		call_end(t, KR_RECORD_SYS_FSYNC, pid_tgid, ctx->ret, t->count, bpf_ktime_get_boot_ns(), 0,
+		call_end(t, KR_RECORD_SYS_FSYNC, pid_tgid, ret, t->count, bpf_ktime_get_boot_ns(), 0,
 			 t->context_id);
 	return 0;
 }

@@ -111,7 +111,7 @@ struct {
  */
 struct kr_go_stream {
 	__u64 handler_go; /* the callerpc of newproc1 for processHeaders' `go sc.runHandler` */
-	__u64 context_id;
+	__u64 context_id; /* a handle (lifetime.h) */
 };
 
 struct {
@@ -164,7 +164,7 @@ static __always_inline void go_switch(struct kr_thread *t, __u64 pid_tgid, struc
 {
 	unit_switch(t, pid_tgid, KR_UNIT_GOROUTINE, g);
 	if (!t->context_id)
-		t->context_id = p->inherited;
+		thread_hold(t, p->inherited, KR_COUNTER_OUTLIVED_PROCESS);
 }
 
 /*
@@ -246,8 +246,8 @@ int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct li
 	struct kr_go_process process = {.state = KR_GO_UNFOLLOWED};
 
 	if (t && !t->unit_kind && t->context_id) {
-		bpf_map_update_elem(&exec_contexts, &tgid, &t->context_id, BPF_ANY);
-		process.inherited = t->context_id;
+		process.inherited = thread_handle(t);
+		bpf_map_update_elem(&exec_contexts, &tgid, &process.inherited, BPF_ANY);
 	} else {
 		bpf_map_delete_elem(&exec_contexts, &tgid);
 	}
@@ -285,7 +285,8 @@ static __always_inline __u64 go_stream_handler(__u32 tgid, __u64 creator, __u64 
 		return inherited;
 	context_id = stream->context_id;
 	bpf_map_delete_elem(&go_streams, &key);
-	return context_id;
+	/* the stream's own request: a hand-off does not replace it */
+	return context_id ? context_id | KR_OWNED : 0;
 }
 
 /* runtime.newproc1(fn, callergp, callerpc) *g, entered on the system stack: the creator is callergp. */
@@ -299,7 +300,8 @@ int go_newproc1(struct pt_regs *ctx)
 
 	if (!p)
 		return 0;
-	spawn.context_id = unit_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_ARG2(ctx));
+	/* a request's lease passes on; the creator's own request is not the new goroutine's own */
+	spawn.context_id = unit_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_ARG2(ctx)) & ~KR_OWNED;
 	if (p->h2_handler_go)
 		spawn.context_id =
 			go_stream_handler(pid_tgid >> 32, GO_ARG2(ctx), GO_ARG3(ctx), spawn.context_id);
@@ -460,7 +462,8 @@ int go_h2_headers(struct pt_regs *ctx)
 	unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, 0);
 	/* the uprobe's ip is processHeaders' entry where it is mapped */
 	stream.handler_go = PT_REGS_IP(ctx) + p->h2_handler_go;
-	stream.context_id = go_h2_request(pid_tgid, GO_ARG2(ctx));
+	/* a request's; net/http tells no stream's end here: it lives until live_requests drops it */
+	stream.context_id = request_opened(go_h2_request(pid_tgid, GO_ARG2(ctx)));
 	if (bpf_map_update_elem(&go_streams, &key, &stream, BPF_ANY))
 		bpf_map_delete_elem(&go_streams, &key);
 	return 0;
@@ -481,7 +484,7 @@ int go_round_trip(struct pt_regs *ctx)
 
 	if (!go_followed(key.tgid))
 		return 0;
-	context_id = unit_context(key.tgid, KR_UNIT_GOROUTINE, GO_G(ctx));
+	context_id = unit_context(key.tgid, KR_UNIT_GOROUTINE, GO_G(ctx)) & ~KR_OWNED;
 	bpf_map_update_elem(&go_conns, &key, &context_id, BPF_ANY);
 	return 0;
 }
@@ -516,6 +519,133 @@ int go_read_loop(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_G(ctx), 0);
+	return 0;
+}
+
+/*
+ * Channel hand-offs: a value a goroutine sends on a channel (`ch <- v`:
+ * runtime.chansend, blocking) and another receives (`<-ch`, `v, ok := <-ch`,
+ * `range ch`: runtime.chanrecv, entry and RET sites) gives the receiver the
+ * sender's context (a lease, which ends with the sender's request), unless
+ * the receiver serves a request of its own (KR_OWNED: a head it read, its
+ * stream, its marker). A value is known by its channel and its first 16
+ * bytes (a pointer, an id, a string's data): two sends in flight of the
+ * same bytes from different contexts leave their receivers none, and so does
+ * a value whose send was not seen (a select's, a timer's, one sent before
+ * the agent): never the context the receiver had. A select's receive is not
+ * looked at.
+ */
+struct kr_go_value {
+	__u32 tgid;
+	__u32 pad;
+	__u64 chan;
+	__u64 bytes[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct kr_go_value);
+	__type(value, __u64); /* the sender's context handle, 0: none */
+} go_sent SEC(".maps");
+
+struct kr_go_recv {
+	__u64 chan;
+	__u64 elem; /* where the received value lands */
+};
+
+/* By goroutine {tgid, g}: a chanrecv from its entry to its RET. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct kr_go_key);
+	__type(value, struct kr_go_recv);
+} go_recvs SEC(".maps");
+
+/* hchan {qcount, dataqsiz uint; buf unsafe.Pointer; elemsize uint16; ...}: unchanged since Go 1.4 */
+#define GO_HCHAN_ELEMSIZE 24
+
+/* The key of the value at `elem` on channel `chan`; false when it could not be read. */
+static __always_inline bool go_value(struct kr_go_value *v, __u32 tgid, __u64 chan, __u64 elem)
+{
+	__u16 size = 0;
+	__u64 n;
+
+	__builtin_memset(v, 0, sizeof(*v));
+	v->tgid = tgid;
+	v->chan = chan;
+	if (!chan || bpf_probe_read_user(&size, sizeof(size), (const void *)(chan + GO_HCHAN_ELEMSIZE)))
+		return false;
+	n = size;
+	barrier_var(n);
+	if (n > sizeof(v->bytes))
+		n = sizeof(v->bytes);
+	return !n || !bpf_probe_read_user(v->bytes, n, (const void *)elem);
+}
+
+/* runtime.chansend(c *hchan, ep unsafe.Pointer, block bool, callerpc uintptr), on the sending goroutine. */
+SEC("uprobe")
+int go_chansend(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct kr_go_value v;
+	__u64 handle, *found;
+
+	/* a non-blocking send (a timer's, a select's default) may run on any goroutine: not a hand-off */
+	if (!go_followed(tgid) || !(GO_ARG3(ctx) & 0xff) || !attribution_enabled ||
+	    !context_watched(pid_tgid) || !go_value(&v, tgid, GO_ARG1(ctx), GO_ARG2(ctx)))
+		return 0;
+	handle = unit_context(tgid, KR_UNIT_GOROUTINE, GO_G(ctx)) & ~KR_OWNED;
+	if (!bpf_map_update_elem(&go_sent, &v, &handle, BPF_NOEXIST))
+		return 0;
+	/* the same bytes in flight already: from another context, which receiver gets which is not known */
+	found = bpf_map_lookup_elem(&go_sent, &v);
+	if (found && *found != handle)
+		*found = 0;
+	return 0;
+}
+
+/* runtime.chanrecv(c *hchan, ep unsafe.Pointer, block bool), on the receiver: where the value lands. */
+SEC("uprobe")
+int go_chanrecv(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
+	struct kr_go_recv r = {.chan = GO_ARG1(ctx), .elem = GO_ARG2(ctx)};
+
+	if (!go_followed(key.tgid) || !attribution_enabled || !context_watched(pid_tgid))
+		return 0;
+	bpf_map_update_elem(&go_recvs, &key, &r, BPF_ANY);
+	return 0;
+}
+
+/* chanrecv's RET sites, received in BX: the receiver takes the value's sender's context. */
+SEC("uprobe")
+int go_chanrecv_ret(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
+	struct kr_go_recv *found = bpf_map_lookup_elem(&go_recvs, &key);
+	struct kr_go_recv r = {};
+	struct kr_go_value v;
+	__u64 handle = 0, *sent;
+
+	if (!go_followed(key.tgid))
+		return 0;
+	if (found) {
+		r = *found;
+		bpf_map_delete_elem(&go_recvs, &key);
+	}
+	/* nothing received (a closed channel, an empty one not waited for), or the value dropped */
+	if (found && (!(GO_ARG2(ctx) & 0xff) || !r.elem))
+		return 0;
+	if (found && go_value(&v, key.tgid, r.chan, r.elem) && (sent = bpf_map_lookup_elem(&go_sent, &v))) {
+		handle = *sent;
+		bpf_map_delete_elem(&go_sent, &v);
+	}
+	if (!(unit_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr) & KR_OWNED))
+		unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, handle);
 	return 0;
 }
 

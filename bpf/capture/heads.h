@@ -142,6 +142,9 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
 	count_event(KR_COUNTER_INTERLEAVED_HEAD);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t && t->context_id) {
+		/* what it created meanwhile (an event loop's pool) may serve any request: lease ended */
+		if (t->lease)
+			request_ended(t->context_id);
 		t->context_id = 0;
 		forget_thread_context(tid);
 	}
@@ -222,14 +225,16 @@ static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_
 static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 pid_tgid, const void *data,
 					 __u64 len)
 {
-	t->context_id = open_record(kind, t->context_id, pid_tgid, data, len);
+	/* a marker's, or a request this thread sends: it lasts until replaced */
+	thread_hold(t, open_record(kind, t->context_id, pid_tgid, data, len), 0);
 	if (t->context_id)
 		mark_context_thread((__u32)pid_tgid);
 	else
 		forget_thread_context((__u32)pid_tgid);
 	/* a goroutine's marker is the goroutine's: its thread runs another goroutine next */
 	if (t->unit_kind == KR_UNIT_GOROUTINE)
-		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit, t->context_id);
+		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit,
+				 t->context_id ? t->context_id | KR_OWNED : 0);
 }
 
 /*
@@ -250,7 +255,12 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 		return t;
 	if (sig.op == KR_UNIT_HANDOFF) {
 		/* the thread stays where it is; a thread without an entry has no context to hand */
-		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, t ? t->context_id : 0);
+		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, t ? thread_handle(t) : 0);
+		return t;
+	}
+	if (sig.op == KR_UNIT_CLOSE) {
+		/* the unit's request is done: whatever runs in the unit, or was handed it, loses it */
+		request_ended(unit_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit));
 		return t;
 	}
 	if (!t)
@@ -260,7 +270,7 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 	if (sig.op == KR_UNIT_OPEN) {
 		/* the unit's own request: no parent, whatever the thread ran before */
 		id = open_record(KR_CONTEXT_RUNTIME, 0, pid_tgid, data + sizeof(sig), len - sizeof(sig));
-		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, id);
+		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, request_opened(id));
 	} else if (sig.op == KR_UNIT_WATCH) {
 		t->unit_slot = (__u64)data + __builtin_offsetof(struct kr_unit_signal, unit);
 	}
@@ -409,36 +419,35 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 	__u32 tid = (__u32)pid_tgid;
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	bool preface = flags & KR_CONN_MULTIPLEXED;
-	__u64 id;
+	bool owns_thread = false;
+	__u64 id = 0, handle;
 
 	if (!t || !t->unit_kind)
 		t = go_detect(t, pid_tgid);
-	if (t && t->unit_kind) {
-		id = preface ? 0
-			     : open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len,
-						 buf, len);
-		if (unit_owns_reads(t) && t->unit) {
-			unit_set_context(pid_tgid >> 32, t->unit_kind, t->unit, id);
-			t->context_id = id;
-		}
-	} else if (head_owns_thread(tid, owner)) {
-		t = thread_entry(tid);
-		if (!t)
+	if (!t || !t->unit_kind) {
+		owns_thread = head_owns_thread(tid, owner);
+		if (owns_thread)
+			t = thread_entry(tid);
+		if (owns_thread && !t)
 			return;
-		t->context_id = preface ? 0
-					: open_record_after(KR_CONTEXT_HTTP_REQUEST, t->context_id, pid_tgid,
-							    prefix, prefix_len, buf, len);
+	}
+	if (!preface)
+		id = open_record_after(KR_CONTEXT_HTTP_REQUEST, owns_thread ? t->context_id : 0, pid_tgid,
+				       prefix, prefix_len, buf, len);
+	/* a request's: it lives until the connection's next head or its close (lifetime.h) */
+	handle = request_opened(id);
+	if (t && t->unit_kind && unit_owns_reads(t) && t->unit) {
+		/* the goroutine's own request: a hand-off does not replace it */
+		unit_set_context(pid_tgid >> 32, t->unit_kind, t->unit, handle ? handle | KR_OWNED : 0);
+		thread_hold(t, handle, unit_outlived(t->unit_kind));
+	} else if (owns_thread) {
+		thread_hold(t, handle, KR_COUNTER_OUTLIVED_THREAD);
 		if (t->context_id)
 			mark_context_thread(tid);
 		else
 			forget_thread_context(tid);
-		id = t->context_id;
-	} else {
-		id = preface ? 0
-			     : open_record_after(KR_CONTEXT_HTTP_REQUEST, 0, pid_tgid, prefix, prefix_len,
-						 buf, len);
 	}
-	conn_set(sock, stamp, id, preface ? flags : flags | KR_CONN_SERVER);
+	conn_serve(sock, stamp, id, preface ? flags : flags | KR_CONN_SERVER);
 }
 
 /*
@@ -467,8 +476,8 @@ static __always_inline void head_bytes(__u64 pid_tgid, __u64 owner, __u64 sock, 
 		struct kr_head_prefix fresh = {.bytes = w, .len = got};
 
 		bpf_map_update_elem(&head_prefixes, &sock, &fresh, BPF_ANY);
-		/* the next request has begun, which one is not known yet: this read is none's */
-		conn_set(sock, stamp, 0, flags | KR_CONN_SERVER);
+		/* the next request began, which one is not known yet: this read is none's, the last ended */
+		conn_serve(sock, stamp, 0, flags | KR_CONN_SERVER);
 		return;
 	}
 	prefix = bpf_map_lookup_elem(&head_prefixes, &sock);

@@ -65,6 +65,12 @@ struct kr_thread {
 	__u32 unit_kind; /* enum kr_unit_kind, 0: a plain thread */
 	/* the write in flight begins with the HTTP/2 preface: a client's multiplexed connection */
 	__u32 preface;
+	/*
+	 * context_id is a request's, held while the request lives (lifetime.h): the kr_counter its end
+	 * counts under (the kind of holder); 0: a context that lasts until replaced, or none
+	 */
+	__u32 lease;
+	__u32 lease_pad;
 	/* the context the write in flight opened (a head), 0: none; it starts a request on its connection */
 	__u64 opened;
 	/*
@@ -81,6 +87,8 @@ struct kr_thread {
 	__u64 last_object;
 	__u64 last_stamp;
 	__u64 last_target_id;
+	__u32 parked; /* enum kr_park (restarts.h): a call the kernel is to restart */
+	__u32 pad;
 	/* kept current by task_rename: cheaper than asking at every call */
 	char comm[KR_COMM_LEN];
 };

@@ -94,7 +94,7 @@ static __always_inline int read_exit(struct trace_event_raw_sys_exit *ctx, __u32
 		request_head_read(ctx, how);
 	if (!capture_reads && !thread_has_context((__u32)bpf_get_current_pid_tgid()))
 		return 0;
-	t = call_exit(KR_RECORD_SYS_READ, &pid_tgid);
+	t = call_exit(KR_RECORD_SYS_READ, ret, &pid_tgid);
 	if (!t)
 		return 0;
 	tls_read_socket((__u32)pid_tgid, t);

@@ -463,7 +463,7 @@ int resolve_target(void *ctx)
 		remember_target(t, &p, pending->target_id);
 	else if (t->target_id == pending->target_id)
 		t->target_id = 0;
-	t->start_ns = bpf_ktime_get_boot_ns();
+	call_start(t);
 	return 0;
 }
 

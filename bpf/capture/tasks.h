@@ -3,7 +3,13 @@
 #ifndef KREPLAY_CAPTURE_TASKS_H
 #define KREPLAY_CAPTURE_TASKS_H
 
-/* Children start in the context of the thread that created them. */
+/*
+ * Children start in the context of the thread that created them: a
+ * request's only while that request lives (lifetime.h), so a helper thread
+ * joined within its request is the request's, and a pool or a consumer a
+ * request starts (libuv's, asyncio's executor, a worker) carries it only
+ * until the request ends, then none.
+ */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -23,41 +29,13 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	/* a runtime's threads run units, not the unit that ran when the thread was made */
 	if (!t || !t->context_id || (t->unit_kind && parent->tgid == child->tgid))
 		return 0;
-	inherited.context_id = t->context_id;
+	thread_hold(&inherited, thread_handle(t),
+		    parent->tgid == child->tgid ? KR_COUNTER_OUTLIVED_THREAD : KR_COUNTER_OUTLIVED_PROCESS);
 	bpf_probe_read_kernel(inherited.comm, sizeof(inherited.comm), child->comm);
 	if (bpf_map_update_elem(&threads, &child_tid, &inherited, BPF_ANY))
 		count_event(KR_COUNTER_THREAD_TABLE_FULL);
 	else
 		mark_context_thread(child_tid);
-	return 0;
-}
-
-/*
- * A thread whose context a request head set may create threads that
- * outlive the request: Node's event loop starts libuv's pool in the middle
- * of its first request, asyncio its executor, Go its Ms, and the pool then
- * serves every request. Such threads do not inherit the context (their
- * events go without a transaction, counted, never the first request's);
- * child processes still do, and so does everything under a KREPLAY-CTX
- * marker or `kreplay run`. sched_wakeup_new comes after the fork tracepoint
- * that copied the context and before the thread first runs.
- */
-SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(request_thread_start, struct task_struct *child)
-{
-	__u32 parent_tid = (__u32)bpf_get_current_pid_tgid();
-	__u32 child_tid = child->pid;
-	struct kr_thread *t;
-
-	if (child->tgid != bpf_get_current_pid_tgid() >> 32 ||
-	    !bpf_map_lookup_elem(&head_threads, &parent_tid))
-		return 0;
-	t = bpf_map_lookup_elem(&threads, &child_tid);
-	if (t && t->context_id) {
-		t->context_id = 0;
-		forget_thread_context(child_tid);
-		count_event(KR_COUNTER_UNINHERITED_THREAD);
-	}
 	return 0;
 }
 
@@ -75,7 +53,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 		t->unit_kind = 0;
 		t->unit = 0;
 		t->unit_slot = 0;
-		t->context_id = 0;
+		thread_hold(t, 0, 0);
 		forget_thread_context(tid);
 	}
 	return 0;
@@ -101,7 +79,11 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
+	/* a call the signal that ends the thread interrupted never restarts */
+	if (t && t->parked)
+		bpf_map_delete_elem(&parked_calls, &tid);
 	bpf_map_delete_elem(&threads, &tid);
 	forget_thread_context(tid);
 	return 0;

@@ -89,6 +89,28 @@ static __always_inline void conn_set(__u64 sock, __u64 stamp, __u64 context_id, 
 }
 
 /*
+ * A server's connection serves request `context_id` now (0: one not known
+ * yet): the request it served before ended (lifetime.h).
+ */
+static __always_inline void conn_serve(__u64 sock, __u64 stamp, __u64 context_id, __u32 flags)
+{
+	struct kr_conn *c = sock ? bpf_map_lookup_elem(&conns, &sock) : NULL;
+
+	if (c && c->flags & KR_CONN_SERVER && c->context_id != context_id)
+		request_ended(c->context_id);
+	conn_set(sock, stamp, context_id, flags);
+}
+
+/* The connection on `sock` is done (closed by the server, or gone): its request ended. */
+static __always_inline void conn_ended(__u64 sock)
+{
+	struct kr_conn *c = bpf_map_lookup_elem(&conns, &sock);
+
+	if (c && c->flags & KR_CONN_SERVER)
+		request_ended(c->context_id);
+}
+
+/*
  * The context an event of the thread's call carries: its connection's for a
  * call on a socket that has one, else the thread's (its unit's, while it runs
  * one).
@@ -151,6 +173,7 @@ static __always_inline void conn_request_started(struct kr_thread *t, __u64 cont
 		bpf_map_delete_elem(&conns, &key);
 }
 
+/* A unit's context handle (lifetime.h), 0: none. */
 static __always_inline __u64 unit_context(__u32 tgid, __u32 kind, __u64 id)
 {
 	struct kr_unit_key key = {.tgid = tgid, .kind = kind, .id = id};
@@ -159,16 +182,22 @@ static __always_inline __u64 unit_context(__u32 tgid, __u32 kind, __u64 id)
 	return found ? *found : 0;
 }
 
-static __always_inline void unit_set_context(__u32 tgid, __u32 kind, __u64 id, __u64 context_id)
+static __always_inline void unit_set_context(__u32 tgid, __u32 kind, __u64 id, __u64 handle)
 {
 	struct kr_unit_key key = {.tgid = tgid, .kind = kind, .id = id};
 
 	if (!id)
 		return;
-	if (context_id)
-		bpf_map_update_elem(&units, &key, &context_id, BPF_ANY);
+	if (handle)
+		bpf_map_update_elem(&units, &key, &handle, BPF_ANY);
 	else
 		bpf_map_delete_elem(&units, &key);
+}
+
+/* The kr_counter a unit's holder counts under when its request ends first. */
+static __always_inline __u32 unit_outlived(__u32 kind)
+{
+	return kind == KR_UNIT_GOROUTINE ? KR_COUNTER_OUTLIVED_GOROUTINE : KR_COUNTER_OUTLIVED_UNIT;
 }
 
 /*
@@ -179,24 +208,33 @@ static __always_inline void unit_set_context(__u32 tgid, __u32 kind, __u64 id, _
  */
 static __always_inline void unit_switch(struct kr_thread *t, __u64 pid_tgid, __u32 kind, __u64 id)
 {
+	__u64 handle = unit_context(pid_tgid >> 32, kind, id);
+
 	t->unit_kind = kind;
 	t->unit = id;
-	t->context_id = unit_context(pid_tgid >> 32, kind, id);
+	if (handle && !handle_context(handle, unit_outlived(kind))) {
+		/* its request ended: the unit carries none from now on, counted once */
+		unit_set_context(pid_tgid >> 32, kind, id, 0);
+		handle = 0;
+	}
+	thread_hold(t, handle, unit_outlived(kind));
 	mark_context_thread((__u32)pid_tgid);
 }
 
 /*
- * A thread whose hook keeps its unit in memory (KR_UNIT_WATCH): the unit it
- * runs now. Called where a thread's calls begin, before its context is used.
+ * Called where a thread's calls begin, before its context is used: a thread
+ * whose hook keeps its unit in memory (KR_UNIT_WATCH) takes the unit it runs
+ * now, and a context whose request ended is dropped (its unit's too).
  */
 static __always_inline void unit_refresh(struct kr_thread *t, __u64 pid_tgid)
 {
 	__u64 unit;
 
-	if (!t->unit_slot || bpf_probe_read_user(&unit, sizeof(unit), (const void *)t->unit_slot))
-		return;
-	if (unit != t->unit || t->unit_kind != KR_UNIT_HOOK)
+	if (t->unit_slot && !bpf_probe_read_user(&unit, sizeof(unit), (const void *)t->unit_slot) &&
+	    (unit != t->unit || t->unit_kind != KR_UNIT_HOOK))
 		unit_switch(t, pid_tgid, KR_UNIT_HOOK, unit);
+	if (thread_lease_ended(t, (__u32)pid_tgid) && t->unit_kind)
+		unit_set_context(pid_tgid >> 32, t->unit_kind, t->unit, 0);
 }
 
 /* Whether the thread's reads happen inside its units (a goroutine's, a work item's), not between them

@@ -49,7 +49,7 @@ static __always_inline void uv_work_queued(__u64 work)
 	if (t)
 		unit_refresh(t, pid_tgid);
 	/* always written: the request's memory is reused by later requests */
-	unit_set_context(key.tgid, KR_UNIT_WORK, work, t ? t->context_id : 0);
+	unit_set_context(key.tgid, KR_UNIT_WORK, work, t ? thread_handle(t) : 0);
 	bpf_map_update_elem(&uv_queued, &key, &(__u8){1}, BPF_ANY);
 }
 

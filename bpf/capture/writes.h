@@ -46,7 +46,8 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 		if (!t->context_id && !t->opened)
 			return 0;
 		code |= KR_EVENT_CONTEXT_ONLY;
-	} else if (sample_background > 1) {
+	} else if (sample_background > 1 && t->parked != KR_PARK_PENDING) {
+		/* a restart (of a pending call) goes where its first entry went */
 		if (t->context_id)
 			code |= KR_EVENT_SAMPLE_IN_USER;
 		else if (bpf_get_prandom_u32() % sample_background) {
@@ -90,9 +91,9 @@ static __always_inline void request_end(struct kr_thread *t, __u64 pid_tgid, __s
 static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u32 how)
 {
 	__u64 pid_tgid, now;
-	struct kr_thread *t = call_exit(KR_RECORD_SYS_WRITE, &pid_tgid);
 	/* read once: the verifier refuses a load through a ctx pointer the compiler moved */
 	__s64 ret = ctx->ret;
+	struct kr_thread *t = call_exit(KR_RECORD_SYS_WRITE, ret, &pid_tgid);
 	bool starts = false;
 
 	if (!t)

@@ -112,7 +112,7 @@ export const ContextKind = { Marker: 1, Http: 2, HttpRequest: 3, Runtime: 4 } as
 /** enum kr_unit_kind: what a runtime schedules on its threads. */
 export const UnitKind = { Hook: 1, Goroutine: 2, Work: 3 } as const;
 /** enum kr_unit_op */
-export const UnitOp = { Enter: 1, Open: 2, Watch: 3, Handoff: 4 } as const;
+export const UnitOp = { Enter: 1, Open: 2, Watch: 3, Handoff: 4, Close: 5 } as const;
 /**
  * struct kr_unit_signal: a runtime hook's write that switches its thread's unit; a head follows an
  * open. `fd`: KR_UNIT_SIGNAL_FD, the descriptor the hooks write it to, which no file can have.
@@ -163,9 +163,14 @@ export const KernelCounter = {
   sysConnectDropped: 16,
   connectTableFull: 17,
   interleavedHead: 18,
-  uninheritedThread: 19,
+  outlivedThread: 19,
   multiplexedCall: 20,
   unsureRead: 21,
+  outlivedProcess: 22,
+  outlivedGoroutine: 23,
+  outlivedUnit: 24,
+  restartedCall: 25,
+  agentInterruptedCall: 26,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];

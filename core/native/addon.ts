@@ -151,6 +151,28 @@ export interface NativeExecSupervisor {
   results(): NativeExecResults;
 }
 
+/** One connect the inspector guard refused. */
+export interface GuardIntrusion {
+  pid: number;
+  uid: number;
+  port: number;
+  /** 4 or 6: the socket's family */
+  family: number;
+  comm: string;
+}
+
+/** Connects to a guarded port of a local address, in the agent's network namespace, pass from the agent alone. */
+export interface NativeInspectorGuard {
+  guard(port: number): void;
+  /** how many connects the entry refused */
+  unguard(port: number): number;
+  /** how many connects the entry of a guarded port refused so far */
+  refused(port: number): number;
+  /** the refusals recorded since the last call */
+  drain(): GuardIntrusion[];
+  close(): void;
+}
+
 export interface NativeAddon {
   ExecSupervisor: new (
     listenerFd: number,
@@ -175,6 +197,8 @@ export interface NativeAddon {
     onBatch: (batch: Buffer) => void,
     onClosed: (error: Error | undefined) => void,
   ) => NativeCaptureSession;
+  /** the kernel guard of the Node inspector (bpf/inspector_guard.bpf.c); throws E_NODE_GUARD */
+  InspectorGuard: new () => NativeInspectorGuard;
   clockOffset(): { offsetNs: bigint; errorNs: number };
   ensureTracefs(): boolean;
   /** [level, text] lines from libbpf and the addon since the last call */
@@ -187,6 +211,8 @@ export interface NativeAddon {
   duplicateFd(fd: number): number;
   /** the descriptor holding an exclusive flock on `path` (created if missing); throws E_STORE_LOCKED or E_STORE_OPEN */
   lockFileExclusive(path: string): number;
+  /** closes a descriptor lockFileExclusive gave (not fs.closeSync: Node's fs did not open it); throws E_STORE_OPEN */
+  unlockFile(fd: number): void;
   /** gives free heap pages back to the kernel (malloc_trim); true when some were */
   trimMemory(): boolean;
   /** what a request's first bytes ask, as a key (never 0) that `replay --exec` matches responses on (native/request_key.h) */

@@ -50,9 +50,12 @@ export interface LaneSockets {
 export interface ClockLane {
   /**
    * Releases `buffer`'s records from the first not taken up to its tail, each
-   * at `anchor` + its due time; a buffer other than the lane's replaces it.
+   * at the anchor + its due time; a buffer other than the lane's replaces it.
+   * `anchor()` is taken once the clock has all else it needs (the buffer, the
+   * statistics, the lateness pages), just before the command that carries
+   * it, so that the lead it gives the first deadline is not spent on them.
    */
-  play(buffer: FrameBuffer, anchor: bigint): void;
+  play(buffer: FrameBuffer, anchor: () => bigint): void;
   /** Records written to the playing buffer since: they may be released too. */
   publish(): void;
   /** Where the clock keeps the session's release statistics and each event's lateness (pages as the replay reaches them). */

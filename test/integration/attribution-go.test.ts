@@ -210,7 +210,7 @@ async function serveTls(mode: 'h2' | 'http1'): Promise<{ port: number; out: stri
         .split('\n')
         .find((l) => l.includes(`goroutines of ${binary} (`)),
     ),
-  ).toMatch(/are followed \(.*HTTP\/2 server streams too, TLS server reads too\)$/);
+  ).toMatch(/are followed \(.*HTTP\/2 server streams too, TLS server reads too, channel hand-offs too\)$/);
   return { port, out, ca: readFileSync(cert) };
 }
 
@@ -350,7 +350,7 @@ afterAll(async () => {
 describe('Go goroutines (real kernel)', () => {
   it("a server started before the agent: every write its request's; an upstream send on a connection dialed before carries none", async () => {
     expect(followedLine('default')).toMatch(
-      /are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too, TLS server reads too\)$/,
+      /are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too, TLS server reads too, channel hand-offs too\)$/,
     );
     const { writes, upstreamSends } = await measure(before, 'before');
     expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));
@@ -374,7 +374,7 @@ describe('Go goroutines (real kernel)', () => {
       const server = await serve(build, join(dir, build));
       // the TLS offset comes from runtime.tlsg and PT_TLS when the system linker placed it
       expect(await waitFor(() => followedLine(build))).toMatch(
-        /\(go1\.\d+[.\d]*\) are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too, TLS server reads too\)$/,
+        /\(go1\.\d+[.\d]*\) are followed \(g at -8 from the thread pointer, net\/http's client pool too, HTTP\/2 server streams too, TLS server reads too, channel hand-offs too\)$/,
       );
       const { writes, upstreamSends } = await measure(server, build);
       expect(writes).toEqual(all(REQUESTS * FILES_PER_REQUEST));

@@ -4,8 +4,7 @@
  * exact records, checked against strace where it sees the same calls.
  */
 import { execFile, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
   SYSCALL_NAMES,
@@ -18,6 +17,7 @@ import type { DecodedContext, DecodedRecord, DecodedSyscall, DecodedTarget } fro
 import { useTempDir } from '../support/temp-dir';
 import { KREPLAY_BIN } from '../support/agent-process';
 import { isLibcLookup } from '../support/libc-lookups';
+import { straced } from '../support/strace';
 import { captureAround, describeKernel } from './capture-harness';
 
 const run = promisify(execFile);
@@ -50,36 +50,6 @@ function calls(
 async function python(code: string, args: string[] = []): Promise<string[]> {
   const { stdout } = await run('python3', ['-c', code, ...args]);
   return stdout.trim().split('\n');
-}
-
-type StraceLine = [name: string, fd: number, size: number, ret: number];
-
-/** `strace -ff -e trace=<calls>` of `argv`: each thread's calls as [syscall, fd, size, ret], by tid. */
-async function straced(
-  calls: string,
-  argv: string[],
-): Promise<{ out: string; byTid: Map<number, StraceLine[]> }> {
-  const prefix = join(dir.path, `strace-${Date.now()}`);
-  const { stdout } = await run(
-    'strace',
-    ['-ff', '-qq', '-e', `trace=${calls}`, '-e', 'signal=none', '-o', prefix, ...argv],
-    {
-      maxBuffer: 64 << 20,
-    },
-  );
-  const byTid = new Map<number, StraceLine[]>();
-  for (const file of readdirSync(dir.path).filter((f) => f.startsWith(basename(prefix) + '.'))) {
-    const lines: StraceLine[] = [];
-    for (const line of readFileSync(join(dir.path, file), 'utf8').split('\n')) {
-      // 'sendto(3, "ab"..., 4096, 0, NULL, 0) = 4096' or 'fdatasync(3) = 0'
-      const m = /^(\w+)\((\d+)(.*)\)\s+= (-?\d+)/.exec(line);
-      if (!m) continue;
-      const size = /^, (?:".*"(?:\.\.\.)?|\[.*\]), (\d+)/.exec(m[3]!);
-      lines.push([m[1]!, Number(m[2]), size ? Number(size[1]) : 0, Number(m[4])]);
-    }
-    byTid.set(Number(file.slice(basename(prefix).length + 1)), lines);
-  }
-  return { out: stdout, byTid };
 }
 
 const FSYNCS = `
@@ -121,7 +91,7 @@ describeKernel('syscall types (real kernel)', () => {
       'PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t (v TEXT);' +
       ' INSERT INTO t VALUES (randomblob(5000)); INSERT INTO t VALUES (randomblob(5000)); SELECT 1;';
     const { records, value } = await captureAround({ include: [{ comm: 'sqlite3' }] }, () =>
-      straced('fsync,fdatasync,sync_file_range,syncfs', ['sqlite3', db, sql]),
+      straced(dir.path, 'fsync,fdatasync,sync_file_range,syncfs', ['sqlite3', db, sql]),
     );
     const traced = [...value.byTid.values()].flat();
     expect(traced.length).toBeGreaterThan(0);
@@ -383,7 +353,7 @@ describeKernel('sys_read and sends (real kernel)', () => {
 
   it("records a sendall client's sends and a server thread's reads exactly as strace sees them", async () => {
     const { records, value } = await captureAround({}, () =>
-      straced('sendto,recvfrom', ['python3', '-c', SENDALL]),
+      straced(dir.path, 'sendto,recvfrom', ['python3', '-c', SENDALL]),
     );
     const pid = Number(value.out.trim());
     const inTxn = inTransaction(records, 'sendall-server');

@@ -21,7 +21,7 @@ import { createDaemon } from '../../daemon/create-daemon';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
 import type { ExecReport } from '../support/exec/exec-report';
-import { kreplay, UNPRIVILEGED } from '../support/exec/kreplay-run';
+import { kreplay, replayIncident, UNPRIVILEGED } from '../support/exec/kreplay-run';
 import { startPostgres, type Postgres } from '../support/exec/postgres';
 import { waitFor } from '../support/wait';
 
@@ -158,21 +158,10 @@ afterAll(async () => {
 
 async function replay(name: string, ...flags: string[]) {
   const report = join(dir.path, `${name}.json`);
-  const run = await kreplay(
-    [
-      'replay',
-      '--incident',
-      incident,
-      '--exec',
-      '--report-json',
-      report,
-      '--',
-      process.execPath,
-      SERVICE,
-      'once',
-      String(postgres!.port),
-      ...flags,
-    ],
+  const run = await replayIncident(
+    incident,
+    report,
+    [process.execPath, SERVICE, 'once', String(postgres!.port), ...flags],
     UNPRIVILEGED,
     dir.path,
   ).done;

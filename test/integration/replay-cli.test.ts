@@ -1,13 +1,61 @@
 import { execFile, spawn } from 'node:child_process';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { writeStore } from '../support/event-store';
 import { fetchAllPages } from '../support/events-http';
 import { api, startReplayServer, type ReplayServer } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
 const dir = useTempDir('kreplay-replay-cli-');
 const T0 = 1_795_345_678_123_456_789n;
+
+/**
+ * A proxy to `target` that holds back its answers to POST .../play until
+ * `release` is called: what the CLI does meanwhile shows whether it waits
+ * for its play's answer before reading the stream.
+ */
+async function holdingPlays(
+  target: string,
+): Promise<{ url: string; plays: number; release(): void; close(): Promise<void> }> {
+  const held: (() => void)[] = [];
+  let released = false;
+  const state = { plays: 0 };
+  const server: Server = createServer((req, res) => {
+    const upstream = request(
+      `${target}${req.url}`,
+      { method: req.method, headers: req.headers },
+      (answer) => {
+        const forward = () => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        };
+        if (req.method === 'POST' && req.url!.endsWith('/play') && !released) {
+          state.plays++;
+          held.push(forward);
+        } else forward();
+      },
+    );
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get plays() {
+      return state.plays;
+    },
+    release() {
+      released = true;
+      for (const forward of held.splice(0)) forward();
+    },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 /* Asynchronous: the daemon answering the CLI runs in this very process. */
 function kreplay(...args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
@@ -63,6 +111,30 @@ describe('kreplay replay', () => {
     });
     const sessions = (await api(server.url, 'GET', '')).body.sessions as Record<string, unknown>[];
     expect(sessions).toEqual([expect.objectContaining({ state: 'finished', speed_factor: 20 })]);
+  });
+
+  it('prints the first events as they come, before its play is answered, like every later one', async () => {
+    const proxy = await holdingPlays(server.url);
+    const child = spawn(process.execPath, [BIN, 'replay', 'tx', '--server', proxy.url]);
+    try {
+      let stdout = '';
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      // the daemon played the session (its answer is held): the events stream in meanwhile
+      await waitFor(() => proxy.plays === 1);
+      await waitFor(() => stdout.split('\n').length > 30, {
+        what: 'all 30 events printed while the play answer is held',
+      });
+      proxy.release();
+      expect(await exited).toBe(0);
+      const lines = stdout.trim().split('\n');
+      expect(
+        lines.map((line) => (JSON.parse(line) as { replay_offset_ns: number }).replay_offset_ns),
+      ).toEqual(Array.from({ length: 30 }, (_, i) => i * 1_000_000));
+    } finally {
+      child.kill();
+      await proxy.close();
+    }
   });
 
   it('exits 1 printing the problem for a transaction without events', async () => {

@@ -42,7 +42,7 @@ export class ArmedLane {
     buffer.tail++;
     if (this.playing) return this.lane.publish();
     this.playing = true;
-    this.lane.play(buffer, this.anchor);
+    this.lane.play(buffer, () => this.anchor);
   }
 
   /** The lane's clear: nothing more is released until the next `at` plays the lane again. */

@@ -41,12 +41,12 @@ class FakeLane implements ClockLane {
     for (const { page, shared } of pages) this.log.adopt(page, shared);
   }
 
-  play(buffer: FrameBuffer, anchor: bigint): void {
+  play(buffer: FrameBuffer, anchor: () => bigint): void {
     if (buffer !== this.buffer) {
       this.buffer = buffer;
       this.head = this.published = buffer.taken;
     }
-    this.anchor = anchor;
+    this.anchor = anchor();
     this.published = this.head;
     this.publish();
   }

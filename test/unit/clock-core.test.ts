@@ -31,7 +31,7 @@ import {
   recordSlot,
   ringRecords,
 } from '../../daemon/replay/lane/lane-layout';
-import { EarlyWake } from '../../daemon/replay/clock/early-wake';
+import { DENSE_GAP_NS, DENSE_LOOK_NS, EarlyWake } from '../../daemon/replay/clock/early-wake';
 import { LatenessLog } from '../../daemon/replay/lateness-log';
 import { ReleaseStats } from '../../daemon/replay/release-stats';
 
@@ -395,5 +395,16 @@ describe('EarlyWake', () => {
     expect(wake.margin).toBeCloseTo(1.5 * (100_000 - 100_000 / 32));
     for (let i = 0; i < 2000; i++) wake.fade();
     expect(wake.margin).toBe(30_000);
+  });
+
+  it('spins the margin before a deadline far from the last release, and sleeps to one close behind it', () => {
+    const wake = new EarlyWake(bounds);
+    // an isolated deadline: woken a margin early, then spun to it
+    expect(wake.wakeAt(10_000_000, -Infinity)).toBe(10_000_000 - 250_000);
+    expect(wake.wakeAt(10_000_000, 10_000_000 - DENSE_GAP_NS)).toBe(10_000_000 - 250_000);
+    // a dense stretch: the thread sleeps to the deadline itself, never spinning through it ...
+    expect(wake.wakeAt(10_000_000, 10_000_000 - DENSE_GAP_NS + 1)).toBe(10_000_000);
+    // ... and deadlines 10 µs apart go out together, a look per DENSE_LOOK_NS
+    expect(wake.wakeAt(10_000_000, 9_990_000)).toBe(9_990_000 + DENSE_LOOK_NS);
   });
 });

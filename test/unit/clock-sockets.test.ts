@@ -6,6 +6,7 @@
  * end only after everything is out, and a peer gone.
  */
 import { clockSockets } from '../../daemon/replay/clock/clock-sockets';
+import type { Floats } from '../../daemon/replay/clock/float-list';
 import { CLOSE_REASON } from '../../daemon/replay/clock/clock-wire';
 import { RING } from '../../daemon/replay/lane/lane-layout';
 import type { SendBufferLimits } from '../../daemon/replay/send-buffer';
@@ -66,6 +67,10 @@ function setup() {
   return { out, ring, frame, frames, socket, closed, advance: (ns: number) => (nowNs += ns) };
 }
 
+/** The frames and lateness the clock hands over, from a test's plain values. */
+const list = (values: number[]): Floats => ({ length: values.length, get: (i) => values[i]! });
+const fn = (get: (i: number) => number): Floats => ({ length: Number.MAX_SAFE_INTEGER, get });
+
 describe('the clock thread writing replay frames to stream sockets', () => {
   it('writes each released frame with its lateness, after the first text, to every watcher', () => {
     const t = setup();
@@ -76,7 +81,15 @@ describe('the clock thread writing replay frames to stream sockets', () => {
     t.out.attach(1, 2, 11, 0, 'state-b\n');
     t.frame(0, 'e0 late=', ';\n');
     t.frame(1, 'e1 late=', ';\n');
-    expect(t.out.release(1, t.frames, 0, 2, (i) => [5, 1234][i]!)).toBe(true);
+    expect(
+      t.out.release(
+        1,
+        list(t.frames),
+        0,
+        2,
+        fn((i) => [5, 1234][i]!),
+      ),
+    ).toBe(true);
     expect(a.received).toBe('state-a\ne0 late=5;\ne1 late=1234;\n');
     expect(b.received).toBe('state-b\ne0 late=5;\ne1 late=1234;\n');
     t.out.send(1, 2, 'only-b\n');
@@ -89,14 +102,26 @@ describe('the clock thread writing replay frames to stream sockets', () => {
     const t = setup();
     t.out.buffer(1, t.ring);
     for (let i = 0; i < 4; i++) t.frame(i, `e${i}:`, '\n');
-    t.out.release(1, t.frames, 0, 4, (i) => i * 10);
+    t.out.release(
+      1,
+      list(t.frames),
+      0,
+      4,
+      fn((i) => i * 10),
+    );
     // the main thread has taken the releases of events 0 and 1: the watcher starts at 2
     Atomics.store(new Int32Array(t.ring, 0, RING.headerWords), RING.processedIndex, 2);
     const late = t.socket(20);
     t.out.attach(1, 7, 20, 2, 'state\n');
     expect(late.received).toBe('state\ne2:20\ne3:30\n');
     t.frame(4, 'e4:', '\n');
-    t.out.release(1, t.frames, 4, 5, () => 0);
+    t.out.release(
+      1,
+      list(t.frames),
+      4,
+      5,
+      fn(() => 0),
+    );
     expect(late.received).toBe('state\ne2:20\ne3:30\ne4:0\n');
   });
 
@@ -107,7 +132,13 @@ describe('the clock thread writing replay frames to stream sockets', () => {
     t.out.attach(1, 1, 30, 0, '');
     slow.room = 5;
     t.frame(0, 'abcdefgh', '|');
-    t.out.release(1, t.frames, 0, 1, () => 7);
+    t.out.release(
+      1,
+      list(t.frames),
+      0,
+      1,
+      fn(() => 7),
+    );
     expect(slow.received).toBe('abcde');
     expect(t.out.backlogged).toBe(true);
     t.out.send(1, 1, 'after\n');
@@ -139,7 +170,15 @@ describe('the clock thread writing replay frames to stream sockets', () => {
     ]);
     // a cut watcher gets nothing more
     t.frame(0, 'e0:', '\n');
-    expect(t.out.release(1, t.frames, 0, 1, () => 0)).toBe(false);
+    expect(
+      t.out.release(
+        1,
+        list(t.frames),
+        0,
+        1,
+        fn(() => 0),
+      ),
+    ).toBe(false);
   });
 
   it('ends a watcher only once its waiting bytes are out, and drops one whose peer is gone', () => {
@@ -172,7 +211,13 @@ describe('the clock thread writing replay frames to stream sockets', () => {
     t.out.attach(1, 1, 60, 0, '');
     t.frames.push(0, 0, 0, 0); // a deadline without a frame
     t.frame(1, 'e1:', '\n');
-    t.out.release(1, t.frames, 0, 2, () => 3);
+    t.out.release(
+      1,
+      list(t.frames),
+      0,
+      2,
+      fn(() => 3),
+    );
     expect(s.received).toBe('e1:3\n');
     t.out.clear(1, false);
     const late = t.socket(61);

@@ -1,5 +1,5 @@
 /** What the Node hook decides from /proc alone, before anything is sent to a process. */
-import { hookRefusal, isKreplay, nodeOptions } from '../../agent/runtimes/node/hook-policy';
+import { hookRefusal, inspectorPort, isKreplay, nodeOptions } from '../../agent/runtimes/node/hook-policy';
 import { parseEnviron, parseStatus, type ProcessFacts } from '../../agent/runtimes/node/node-process';
 import { parseListening } from '../../agent/runtimes/node/listening-sockets';
 import { findSignalListener, type MemoryReader } from '../../agent/runtimes/node/signal-listener';
@@ -65,6 +65,24 @@ describe('Node hook policy', () => {
     expect(reason(['--inspect-port=9230'])).toBeNull();
     expect(reason(['--inspect-port=localhost:9230'])).toBeNull();
     expect(reason(['--disable-sigusr1'])).toBe('SIGUSR1 is disabled (--disable-sigusr1)');
+  });
+
+  it('knows the port SIGUSR1 opens the inspector on before it is sent (the guard holds it), and refuses a random one', () => {
+    expect(inspectorPort([])).toBe(9229);
+    expect(inspectorPort(['--inspect-port=9230'])).toBe(9230);
+    expect(inspectorPort(['--inspect-port', '127.0.0.1:9231'])).toBe(9231);
+    expect(inspectorPort(['--debug-port=[::1]:9232'])).toBe(9232);
+    // the command line's wins over NODE_OPTIONS' (which nodeOptions puts after it)
+    expect(inspectorPort(nodeOptions(['node', '--inspect-port=9233', 'app.js'], '--inspect-port=9234'))).toBe(
+      9233,
+    );
+    expect(inspectorPort(['--inspect-port=0'])).toBe(0);
+    expect(inspectorPort(['--inspect-port=70000'])).toBeNaN();
+    const reason = (argv: string[]) =>
+      hookRefusal(facts({ argv: ['node', ...argv, 'app.js'] }))?.reason ?? null;
+    expect(reason(['--inspect-port=0'])).toMatch(/a port the agent cannot guard beforehand/);
+    expect(reason(['--inspect-port=localhost:x'])).toMatch(/a port the agent cannot guard beforehand/);
+    expect(reason(['--inspect-port=9230'])).toBeNull();
   });
 
   it('refuses another network namespace, and a process SIGUSR1 would end (for now: it may catch it soon)', () => {

@@ -12,6 +12,7 @@ import type { RuntimeInjectors } from '../../agent/runtimes/discovery/runtime-ho
 import { NodeHookInjector } from '../../agent/runtimes/node/node-hooks';
 import { PythonHookInjector } from '../../agent/runtimes/python/python-hooks';
 import { nativeAddon, type NativePythonSymbols } from '../../core/native/addon';
+import type { Logger } from '../../core/log/logger';
 import { hookableEnv } from '../support/request-accuracy';
 import { recordingLogger } from '../support/recording-logger';
 import { waitFor } from '../support/wait';
@@ -32,6 +33,16 @@ const python = async (env?: NodeJS.ProcessEnv) =>
   (await started('/usr/bin/python3', ['-c', 'import time\nprint("up", flush=True)\ntime.sleep(60)'], env))
     .pid!;
 
+/** Every runtime's injector with the Node and Python hooks off: the tests put in their own. */
+const hooksOff = (log: Logger): RuntimeInjectors =>
+  runtimeInjectors({
+    nodeHook: false,
+    pythonHook: false,
+    followLibuv: () => undefined,
+    addon: nativeAddon(),
+    log,
+  });
+
 function discovery(
   include: number[],
   injectors: Partial<RuntimeInjectors>,
@@ -43,7 +54,7 @@ function discovery(
   });
   const d = new ProcessDiscovery({
     injectors: {
-      ...runtimeInjectors({ nodeHook: false, pythonHook: false, followLibuv: () => undefined, log }),
+      ...hooksOff(log),
       ...injectors,
     },
     classifier: new RuntimeClassifier(nativeAddon()),
@@ -77,6 +88,7 @@ describe('ProcessDiscovery', () => {
       followLibuv: () => {
         throw new Error('libuv followed in a process never hooked');
       },
+      addon: nativeAddon(),
       log: recordingLogger(() => undefined),
     });
     const { d, lines } = discovery([child.pid!], { node }, [child.pid!]);
@@ -125,7 +137,7 @@ describe('ProcessDiscovery', () => {
     });
     const d = new ProcessDiscovery({
       injectors: {
-        ...runtimeInjectors({ nodeHook: false, pythonHook: false, followLibuv: () => undefined, log }),
+        ...hooksOff(log),
         python: injector,
       },
       classifier: new RuntimeClassifier(nativeAddon()),

@@ -197,26 +197,37 @@ describe('a session on a fake clock', () => {
   });
 
   it('primes up to a second before playing when the store reads slower than the replay plays', async () => {
-    // 20 µs apart: 12,500 events a lookahead, 50,000 a second
-    const dense = Array.from({ length: 60_000 }, (_, i) => fakeEvent('d', T0 + BigInt(i) * 20_000n, i));
-    const fast = replayFixture(dense);
+    // 40 µs apart: 6,250 events a lookahead, 25,000 a second (not dense)
+    const events = Array.from({ length: 30_000 }, (_, i) => fakeEvent('d', T0 + BigInt(i) * 40_000n, i));
+    const fast = replayFixture(events);
     const quick = await fast.sessions.create({ transaction_id: 'd', speed_factor: 1, extra_latency_ns: 0 });
     await quick.play();
-    const lookahead = Number(LOOKAHEAD_NS / 20_000n);
+    const lookahead = Number(LOOKAHEAD_NS / 40_000n);
     expect(fast.source.read).toBeGreaterThanOrEqual(lookahead);
     expect(fast.source.read).toBeLessThanOrEqual(lookahead + PREFETCH_CHUNK);
 
-    const slow = replayFixture(dense);
-    slow.clock.dataBytes = 64 << 20;
-    // each page of 2,048 events (41 ms of replay) takes 50 ms to read: slower than it plays
+    const slow = replayFixture(events);
+    // each page of 2,048 events (82 ms of replay) takes 100 ms to read: slower than it plays
     slow.source.slow = (read) => {
-      if (read === 'page') slow.clock.nowNs += 50_000_000n;
+      if (read === 'page') slow.clock.nowNs += 100_000_000n;
     };
     const primed = await slow.sessions.create({ transaction_id: 'd', speed_factor: 1, extra_latency_ns: 0 });
     await primed.play();
-    const second = Number(PRIME_NS / 20_000n);
+    const second = Number(PRIME_NS / 40_000n);
     expect(slow.source.read).toBeGreaterThanOrEqual(second);
     expect(slow.source.read).toBeLessThanOrEqual(second + PREFETCH_CHUNK);
+  });
+
+  it('primes a second of a dense replay before playing, however fast the store reads', async () => {
+    // 20 µs apart: 50,000 events a second, dense; read at once
+    const dense = Array.from({ length: 60_000 }, (_, i) => fakeEvent('d', T0 + BigInt(i) * 20_000n, i));
+    const fx = replayFixture(dense);
+    fx.clock.dataBytes = 64 << 20;
+    const session = await fx.sessions.create({ transaction_id: 'd', speed_factor: 1, extra_latency_ns: 0 });
+    await session.play();
+    const second = Number(PRIME_NS / 20_000n);
+    expect(fx.source.read).toBeGreaterThanOrEqual(second);
+    expect(fx.source.read).toBeLessThanOrEqual(second + PREFETCH_CHUNK);
   });
 
   it('never holds more than its buffer, however dense the transaction', async () => {

@@ -12,6 +12,7 @@ import {
   RUNTIME_LABELS,
   zeroHookCounts,
   type Classification,
+  type FinalResult,
   type FoundProcess,
   type HookOutcome,
   type RuntimeHookCounts,
@@ -35,6 +36,9 @@ const LEFT_OUT_SCANS = 20;
 const LEFT_OUT_EVERY = 10;
 /** Looks in a row a process is in scope before its injector is handed it. */
 const SETTLE_SCANS = 2;
+/** A process that waits on another program (`wait`) is asked again after this, doubled each time up to the most. */
+const WAIT_MS = 1000;
+const WAIT_MAX_MS = 30_000;
 
 export interface DiscoveryOptions {
   injectors: RuntimeInjectors;
@@ -61,6 +65,9 @@ interface Tracked {
   leftOut: number;
   /** looks in a row it was in scope */
   inScope: number;
+  /** it waits on another program: not handed to its injector before this (performance.now()), and the next wait */
+  retryAt?: number;
+  retryMs?: number;
 }
 
 export class ProcessDiscovery {
@@ -74,14 +81,20 @@ export class ProcessDiscovery {
   constructor(private readonly options: DiscoveryOptions) {}
 
   start(): void {
+    for (const injector of this.injectors()) injector.start?.();
     this.schedule(0);
   }
 
-  /** No new injection starts; resolves once the one under way (if any) has finished. */
+  /** No new injection starts; resolves once the one under way (if any) has finished, then the injectors stopped. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.scanning;
+    await Promise.all(this.injectors().map((injector) => injector.stop?.()));
+  }
+
+  private injectors(): RuntimeInjector[] {
+    return Object.values(this.options.injectors) as RuntimeInjector[];
   }
 
   private schedule(ms: number): void {
@@ -133,6 +146,7 @@ export class ProcessDiscovery {
     classification: Classification,
     agentLine: Set<number>,
   ): Promise<void> {
+    if ((tracked.retryAt ?? 0) > performance.now()) return;
     const left = tracked.leftOut;
     if (left > LEFT_OUT_SCANS && left % LEFT_OUT_EVERY !== 0) {
       tracked.leftOut++;
@@ -153,17 +167,40 @@ export class ProcessDiscovery {
     if (++tracked.inScope < SETTLE_SCANS) return;
     if (agentLine.has(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
     const injector = this.options.injectors[classification.runtime] as RuntimeInjector;
-    const result = await injector.inject(found);
-    if (result.outcome === 'gone') tracked.settled = true;
-    else if (result.outcome === 'hooked') this.settle(tracked, found, 'hooked', injector.hookedMessage);
-    else if (result.outcome !== 'retry') this.settle(tracked, found, result.outcome, result.reason);
-    else if (++tracked.tries >= injector.maxTries)
-      this.settle(tracked, found, result.then.outcome, result.then.reason);
+    const final = (r: FinalResult): void =>
+      this.settle(tracked, found, r.outcome, r.outcome === 'hooked' ? injector.hookedMessage : r.reason);
+    const result = await injector.inject(found, final);
+    switch (result.outcome) {
+      // gone: nothing to count; pending: counted when the injector calls `final`
+      case 'gone':
+      case 'pending':
+        tracked.settled = true;
+        return;
+      case 'wait':
+        return this.wait(tracked, found, result.reason);
+      case 'retry':
+        if (++tracked.tries >= injector.maxTries) final(result.then);
+        return;
+      default:
+        return final(result);
+    }
   }
 
   private settle(tracked: Tracked, found: FoundProcess, outcome: HookOutcome, why: string): void {
     tracked.settled = true;
     this.report(found, outcome, why);
+  }
+
+  /** Asked again with backoff for as long as it runs, never given up nor counted; said once. */
+  private wait(tracked: Tracked, { pid, exe, classification }: FoundProcess, reason: string): void {
+    const { runtime } = classification;
+    if (tracked.retryMs === undefined)
+      this.options.log.info(
+        `a ${RUNTIME_LABELS[runtime]} process waits for ${reason}; asked again with backoff for as long as it runs`,
+        { pid, exe, runtime },
+      );
+    tracked.retryMs = Math.min((tracked.retryMs ?? WAIT_MS / 2) * 2, WAIT_MAX_MS);
+    tracked.retryAt = performance.now() + tracked.retryMs;
   }
 
   /** Counts the outcome and says it, once per process. */

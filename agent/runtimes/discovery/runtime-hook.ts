@@ -44,12 +44,22 @@ export interface FoundProcess<C extends Classification = Classification> {
   classification: C;
 }
 
+/** An answer the discovery counts: the process's outcome. */
+export type FinalResult =
+  { outcome: 'hooked' } | { outcome: 'refused' | 'failed' | 'no_hook'; reason: string };
+
 /** What an injector answers for one process. */
 export type InjectResult =
-  | { outcome: 'hooked' }
-  | { outcome: 'refused' | 'failed' | 'no_hook'; reason: string }
+  | FinalResult
   /** not now (its runtime is starting, no safe point): asked again at the next scans, then `then` */
   | { outcome: 'retry'; then: { outcome: 'refused' | 'failed'; reason: string } }
+  /**
+   * another program holds what its hook needs (Node: its inspector port): asked again with backoff
+   * for as long as it runs, never given up (not one of maxTries)
+   */
+  | { outcome: 'wait'; reason: string }
+  /** under way past this scan (Node: its inspector not open yet): its `late` answer is counted then */
+  | { outcome: 'pending' }
   /** it left while looked at: nothing to count */
   | { outcome: 'gone' };
 
@@ -58,7 +68,10 @@ export interface RuntimeInjector<C extends Classification = Classification> {
   readonly maxTries: number;
   /** what the log says when the hook went in */
   readonly hookedMessage: string;
-  inject(found: FoundProcess<C>): Promise<InjectResult>;
+  /** with the discovery's start and stop (what the injector holds for the whole run) */
+  start?(): void;
+  stop?(): Promise<void>;
+  inject(found: FoundProcess<C>, late: (result: FinalResult) => void): Promise<InjectResult>;
 }
 
 /** One injector per runtime. */

@@ -3,6 +3,7 @@
  * machine cannot run) leaves its processes alone, each counted `refused` with why, never silently.
  */
 import type { Logger } from '../../../core/log/logger';
+import type { NativeAddon } from '../../../core/native/addon';
 import { GO_NO_HOOK } from '../go/go-binary';
 import { NodeHookInjector } from '../node/node-hooks';
 import { PythonHookInjector } from '../python/python-hooks';
@@ -14,6 +15,8 @@ export interface InjectorOptions {
   /** --no-python-hook: false */
   pythonHook: boolean;
   followLibuv(pid: number): void;
+  /** the kernel guard of the Node inspectors */
+  addon: Pick<NativeAddon, 'InspectorGuard'>;
   log: Logger;
 }
 
@@ -32,7 +35,7 @@ export function leaveAlone<C extends Classification>(
 export function runtimeInjectors(options: InjectorOptions): RuntimeInjectors {
   return {
     node: options.nodeHook
-      ? new NodeHookInjector({ followLibuv: options.followLibuv, log: options.log })
+      ? new NodeHookInjector({ followLibuv: options.followLibuv, addon: options.addon, log: options.log })
       : leaveAlone('refused', 'the Node hook is off (--no-node-hook)'),
     // queued with ptrace from native/py_inject.cc, which drives x86-64 registers
     python: !options.pythonHook

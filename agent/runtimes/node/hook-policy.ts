@@ -48,6 +48,24 @@ function hostOf(value: string): string {
   return value.slice(0, colon);
 }
 
+/** Where SIGUSR1 opens the inspector when no option says otherwise. */
+export const DEFAULT_INSPECTOR_PORT = 9229;
+
+/**
+ * The port SIGUSR1 opens the inspector on, from its options (the command line's first, which
+ * wins over NODE_OPTIONS'); 0 for a random one, NaN when the value is no port.
+ */
+export function inspectorPort(options: string[]): number {
+  for (let i = 0; i < options.length; i++) {
+    const [flag, inline] = options[i]!.split(/=(.*)/s) as [string, string | undefined];
+    if (flag !== '--inspect-port' && flag !== '--debug-port') continue;
+    const value = inline ?? options[i + 1] ?? '';
+    const port = value.slice(value.lastIndexOf(':') + 1);
+    return /^\d{1,5}$/.test(port) && Number(port) <= 65535 ? Number(port) : NaN;
+  }
+  return DEFAULT_INSPECTOR_PORT;
+}
+
 /** Why the inspector must not be opened from its options, or null. */
 function inspectorRefusal(options: string[]): string | null {
   for (let i = 0; i < options.length; i++) {
@@ -62,6 +80,9 @@ function inspectorRefusal(options: string[]): string | null {
         return `SIGUSR1 would open its inspector on ${host}, beyond loopback (${flag})`;
     }
   }
+  const port = inspectorPort(options);
+  if (!(port > 0))
+    return 'SIGUSR1 would open its inspector on a port the agent cannot guard beforehand (--inspect-port: random or invalid)';
   return null;
 }
 

@@ -14,6 +14,8 @@ export interface HookSignal {
   open: number;
   /** the op that makes a signal's unit field the thread's unit slot */
   watch: number;
+  /** the op that ends a unit's request (its response completed): what carries it loses it */
+  close: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
@@ -27,6 +29,7 @@ export const HOOK_SIGNAL: HookSignal = {
   bytes: UnitSignalLayout.bytes,
   open: UnitOp.Open,
   watch: UnitOp.Watch,
+  close: UnitOp.Close,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
 };

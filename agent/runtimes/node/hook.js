@@ -12,7 +12,8 @@
 //     request's own objects (a request body's data, an HTTP/2 stream's frames, which arrive in the
 //     connection's callbacks). No call per switch: between callbacks, in libuv, the slot says 0;
 //   - a write of an OPEN signal gives a unit the request's context (the head that follows the
-//     signal: method, path, traceparent, x-request-id), once per request;
+//     signal: method, path, traceparent, x-request-id), once per request, and a CLOSE signal ends
+//     it when the response is done (a timer the request left keeps running in its unit, with none);
 //   - a client socket written for two requests (a pooled connection of a database or cache
 //     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
 //     Node's own HTTP client is exact (it gives a reused socket the request it serves).
@@ -71,6 +72,7 @@ module.exports = function kreplayNodeHook(signal) {
   state.previousSlot = state.slot;
   const slot = (state.slot = signalOf(signal.watch, signal.bytes));
   const openSignal = signalOf(signal.open, signal.bytes + signal.maxHead);
+  const closeSignal = signalOf(signal.close, signal.bytes);
   const setUnit = (buf, unit) => {
     buf.writeUInt32LE(unit >>> 0, signal.unitAt);
     buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
@@ -139,8 +141,9 @@ module.exports = function kreplayNodeHook(signal) {
     if (target.length > 512 || CONTROL.test(target)) target = '/';
     return `${typeof method === 'string' && !CONTROL.test(method) ? method.slice(0, 16) : 'GET'} ${target} HTTP/1.1\r\n${fields}\r\n`;
   };
-  // A new unit for a request; its context when it carries a trace context or a request id.
-  const open = (method, path, headers) => {
+  // A new unit for a request; its context when it carries a trace context or a request id, until
+  // `done` (the response or stream) closes.
+  const open = (method, path, headers, done) => {
     const unit = state.nextUnit++;
     const text = head(method, path, headers ?? {});
     if (text === null) return unit;
@@ -151,6 +154,10 @@ module.exports = function kreplayNodeHook(signal) {
     setUnit(openSignal, unit);
     send(openSignal, length);
     enter(outer);
+    done?.once?.('close', () => {
+      setUnit(closeSignal, unit);
+      send(closeSignal, signal.bytes);
+    });
     return unit;
   };
 
@@ -177,7 +184,7 @@ module.exports = function kreplayNodeHook(signal) {
             patch(proto, 'emit', inUnit);
           }
           const h = headers ?? {};
-          const unit = open(h[':method'], h[':path'], h);
+          const unit = open(h[':method'], h[':path'], h, stream);
           units.set(stream, unit);
           return runIn(unit, emit, this, [event, ...args]);
         }
@@ -186,7 +193,7 @@ module.exports = function kreplayNodeHook(signal) {
         const [req, res] = args;
         if (!req || typeof req !== 'object') return Reflect.apply(emit, this, [event, ...args]);
         const stream = req.stream;
-        const unit = (stream && units.get(stream)) ?? open(req.method, req.url, req.headers);
+        const unit = (stream && units.get(stream)) ?? open(req.method, req.url, req.headers, res);
         units.set(req, unit);
         if (res && typeof res === 'object') units.set(res, unit);
         return runIn(unit, emit, this, [event, ...args]);

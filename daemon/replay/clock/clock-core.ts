@@ -19,6 +19,7 @@ import {
   type SlotRing,
 } from './clock-wire';
 import { FRAME_WIDTH, RECORD, recordSlot, ringRecords } from '../lane/lane-layout';
+import { FloatList } from './float-list';
 
 type ClockSockets = ReturnType<typeof clockSockets>;
 
@@ -61,9 +62,9 @@ export interface ClockCoreParts {
 export class ClockCore {
   private readonly lanes = new Map<number, LaneRecords>();
   /** the frames of the records being released, FRAME_WIDTH numbers each, for the sockets (reused) */
-  private readonly frames: number[] = [];
-  private readonly lateness: number[] = [];
-  private readonly deadlines: number[] = [];
+  private readonly frames = new FloatList();
+  private readonly lateness = new FloatList();
+  private readonly deadlines = new FloatList();
   /** reports that did not fit in the ring yet, REPORT_WIDTH numbers each */
   private readonly unsent: number[] = [];
   private readonly out: ClockSockets;
@@ -135,7 +136,9 @@ export class ClockCore {
         continue;
       const first = lane.head;
       const { frames, lateness, deadlines } = this;
-      frames.length = lateness.length = deadlines.length = 0;
+      frames.clear();
+      lateness.clear();
+      deadlines.clear();
       for (; lane.head !== lane.tail; lane.head++) {
         const at = recordSlot(lane.head);
         const deadline = lane.anchor + records[at + RECORD.due]!;
@@ -148,11 +151,13 @@ export class ClockCore {
         lane.log.set(records[at + RECORD.index]!, late);
       }
       const id = lane.id;
-      const wrote = this.out.release(id, frames, 0, lateness.length, (i) => lateness[i]!);
+      const wrote = this.out.release(id, frames, 0, lateness.length, lateness);
       const writtenAt = wrote ? Math.round(this.parts.now()) : -1;
       if (wrote && lane.stats)
-        for (const deadline of deadlines)
+        for (let i = 0; i < deadlines.length; i++) {
+          const deadline = deadlines.get(i);
           lane.stats.delivery.add(writtenAt > deadline ? writtenAt - deadline : 0);
+        }
       lane.unreported += lane.head - first;
       lane.releasedAt = releasedAt;
       if (wrote) lane.writtenAt = writtenAt;

@@ -17,6 +17,7 @@
 import type { SendBufferLimits } from '../send-buffer';
 import { CLOSE_REASON } from './clock-wire';
 import { FRAME, FRAME_WIDTH, RING } from '../lane/lane-layout';
+import { FloatList, type Floats } from './float-list';
 
 /** Iovecs per writev (IOV_MAX is 1024). */
 const IOV_MAX = 1023;
@@ -38,7 +39,7 @@ interface Outlet {
   header: Int32Array | null;
   watchers: Map<number, SocketWatcher>;
   /** frames released, FRAME_WIDTH + 1 (lateness) numbers each, from `releasedFrom` on not yet taken by the main thread */
-  released: number[];
+  released: FloatList;
   releasedFrom: number;
 }
 
@@ -58,7 +59,7 @@ export function clockSockets(
   const outlet = (lane: number): Outlet => {
     let found = outlets.get(lane);
     if (!found) {
-      found = { bytes: null, header: null, watchers: new Map(), released: [], releasedFrom: 0 };
+      found = { bytes: null, header: null, watchers: new Map(), released: new FloatList(), releasedFrom: 0 };
       outlets.set(lane, found);
     }
     return found;
@@ -169,26 +170,20 @@ export function clockSockets(
    * next call): one copy of each frame and one write per watcher, however
    * many frames a look releases.
    */
-  const packFrames = (
-    bytes: Buffer,
-    frames: readonly number[],
-    from: number,
-    to: number,
-    late: (i: number) => number,
-  ): Uint8Array => {
+  const packFrames = (bytes: Buffer, frames: Floats, from: number, to: number, late: Floats): Uint8Array => {
     let size = 0;
     // a lateness has at most 16 digits (below 2^53)
-    for (let i = from; i < to; i++) size += frames[i * FRAME_WIDTH + FRAME.length]! + 16;
+    for (let i = from; i < to; i++) size += frames.get(i * FRAME_WIDTH + FRAME.length) + 16;
     if (size > packed.length) packed = Buffer.alloc(2 ** Math.ceil(Math.log2(size)));
     let at = 0;
     for (let i = from; i < to; i++) {
       const frame = i * FRAME_WIDTH;
-      const length = frames[frame + FRAME.length]!;
+      const length = frames.get(frame + FRAME.length);
       if (length === 0) continue; // a deadline without a frame
-      const start = RING.dataOffset + frames[frame + FRAME.offset]!;
-      const latePos = start + frames[frame + FRAME.latenessAt]!;
+      const start = RING.dataOffset + frames.get(frame + FRAME.offset);
+      const latePos = start + frames.get(frame + FRAME.latenessAt);
       at += bytes.copy(packed, at, start, latePos);
-      at = writeDigits(late(i), at);
+      at = writeDigits(late.get(i), at);
       at += bytes.copy(packed, at, latePos, start + length);
     }
     return packed.subarray(0, at);
@@ -214,15 +209,16 @@ export function clockSockets(
       const text = Buffer.from(first, 'utf8');
       deliver(lane, id, watcher, [text], text.length);
       if (!target.bytes || !target.watchers.has(id)) return;
-      const gap: number[] = [];
-      const lateness: number[] = [];
-      for (let at = target.releasedFrom; at < target.released.length; at += FRAME_WIDTH + 1) {
-        if (target.released[at + FRAME.index]! < fromIndex) continue;
-        for (let k = 0; k < FRAME_WIDTH; k++) gap.push(target.released[at + k]!);
-        lateness.push(target.released[at + FRAME_WIDTH]!);
+      const gap = new FloatList();
+      const lateness = new FloatList();
+      const { released } = target;
+      for (let at = target.releasedFrom; at < released.length; at += FRAME_WIDTH + 1) {
+        if (released.get(at + FRAME.index) < fromIndex) continue;
+        for (let k = 0; k < FRAME_WIDTH; k++) gap.push(released.get(at + k));
+        lateness.push(released.get(at + FRAME_WIDTH));
       }
       if (lateness.length === 0) return;
-      const frames = packFrames(target.bytes, gap, 0, lateness.length, (i) => lateness[i]!);
+      const frames = packFrames(target.bytes, gap, 0, lateness.length, lateness);
       deliver(lane, id, watcher, [frames], frames.length);
     },
 
@@ -253,7 +249,7 @@ export function clockSockets(
     clear(lane: number, dropRing: boolean): void {
       const target = outlets.get(lane);
       if (!target) return;
-      target.released = [];
+      target.released.clear();
       target.releasedFrom = 0;
       if (dropRing) {
         target.bytes = null;
@@ -263,16 +259,10 @@ export function clockSockets(
     },
 
     /**
-     * Writes frames [from, to) of `frames` released `late(i)` ns late to the
-     * lane's watchers; true when one or more watchers were written to.
+     * Writes frames [from, to) of `frames` released `late.get(i)` ns late to
+     * the lane's watchers; true when one or more watchers were written to.
      */
-    release(
-      lane: number,
-      frames: readonly number[],
-      from: number,
-      to: number,
-      late: (i: number) => number,
-    ): boolean {
+    release(lane: number, frames: Floats, from: number, to: number, late: Floats): boolean {
       const target = outlets.get(lane);
       if (!target?.bytes || from === to) return false;
       if (target.header) {
@@ -281,17 +271,17 @@ export function clockSockets(
         const processed = Atomics.load(target.header, RING.processedIndex);
         const { released } = target;
         let at = target.releasedFrom;
-        while (at < released.length && released[at + FRAME.index]! < processed) at += FRAME_WIDTH + 1;
+        while (at < released.length && released.get(at + FRAME.index) < processed) at += FRAME_WIDTH + 1;
         if (at > 4096 * (FRAME_WIDTH + 1) && 2 * at > released.length) {
-          target.released = released.slice(at);
+          released.dropFront(at);
           at = 0;
         }
         target.releasedFrom = at;
       }
       for (let i = from; i < to; i++) {
-        if (frames[i * FRAME_WIDTH + FRAME.length] === 0) continue;
-        for (let k = 0; k < FRAME_WIDTH; k++) target.released.push(frames[i * FRAME_WIDTH + k]!);
-        target.released.push(late(i));
+        if (frames.get(i * FRAME_WIDTH + FRAME.length) === 0) continue;
+        for (let k = 0; k < FRAME_WIDTH; k++) target.released.push(frames.get(i * FRAME_WIDTH + k));
+        target.released.push(late.get(i));
       }
       if (target.watchers.size === 0) return false;
       const packedFrames = packFrames(target.bytes, frames, from, to, late);

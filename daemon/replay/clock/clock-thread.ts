@@ -130,6 +130,7 @@ export function clockThread(
   const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop());
   threads.parentPort!.postMessage({ tid, niceness: os.getPriority() } satisfies ClockThreadHello);
   const earlyWake = new EarlyWake(data);
+  let lastReleaseAt = -Infinity;
 
   for (;;) {
     // read before draining: a command queued after the drain changes it, and the wait returns at once
@@ -149,20 +150,27 @@ export function clockThread(
       Atomics.wait(control, CONTROL.wake, seen, idleMs);
       continue;
     }
-    const wakeAt = next - earlyWake.margin;
+    const wakeAt = earlyWake.wakeAt(next, lastReleaseAt);
     const sleep = wakeAt - now();
     if (sleep > 0) {
       const ms = idleMs === undefined ? sleep / 1e6 : Math.min(idleMs, sleep / 1e6);
-      if (Atomics.wait(control, CONTROL.wake, seen, ms) === 'timed-out' && ms === sleep / 1e6)
+      // only a sleep meant to end at the margin tells how late wake-ups are
+      if (
+        Atomics.wait(control, CONTROL.wake, seen, ms) === 'timed-out' &&
+        ms === sleep / 1e6 &&
+        wakeAt < next
+      )
         earlyWake.woke(now() - wakeAt);
       continue;
     }
     let t = now();
     while (t < next && Atomics.load(control, CONTROL.wake) === seen) t = now();
     if (t < next) continue; // new commands may bring an earlier deadline
+    // a dense look may come after several deadlines: they go out together
     // a full report ring (a main thread far behind) holds no release back: the clock counts
     // them and reports once there is room (core.backlogged keeps it looking meanwhile)
     core.release(t);
+    lastReleaseAt = t;
     earlyWake.fade();
   }
 }

@@ -13,6 +13,25 @@ export interface EarlyWakeBounds {
   maxEarlyWakeNs: number;
 }
 
+/**
+ * A deadline due within this of the last release is part of a dense
+ * stretch: the thread sleeps to the deadline itself instead of spinning
+ * to it, and releases what is due when it wakes (the wake-up's latency,
+ * tens of µs under SCHED_FIFO, is what those events are late). Spinning
+ * through a dense replay would hold a core for as long as it plays, which
+ * on a small machine is the core the stream's client and the daemon's
+ * requests need, and a real-time thread that never sleeps is parked by
+ * the kernel's throttling (50 ms of every second) once it has run 950 ms.
+ */
+export const DENSE_GAP_NS = 1_000_000;
+/**
+ * In a dense stretch the thread looks at most once per DENSE_LOOK_NS: each
+ * look writes what it releases to every stream in one writev, and a write
+ * per few events (10 µs apart at 100,000 events/s) would spend more on
+ * system calls, and on the client's reads, than on the events.
+ */
+export const DENSE_LOOK_NS = 100_000;
+
 export class EarlyWake {
   /** the margin now: half as much again as the overshoot, within its bounds */
   margin: number;
@@ -21,6 +40,18 @@ export class EarlyWake {
 
   constructor(private readonly bounds: EarlyWakeBounds) {
     this.margin = bounds.earlyWakeNs;
+  }
+
+  /**
+   * When to stop sleeping for a deadline `next`: the margin before it; or,
+   * when the last release (at `lastReleaseAt`) was less than DENSE_GAP_NS
+   * before it, the deadline itself (no spin), and no sooner than
+   * DENSE_LOOK_NS after that release.
+   */
+  wakeAt(next: number, lastReleaseAt: number): number {
+    if (next - lastReleaseAt >= DENSE_GAP_NS) return next - this.margin;
+    const look = lastReleaseAt + DENSE_LOOK_NS;
+    return next > look ? next : look;
   }
 
   /** A timed sleep meant to end at the margin woke `over` ns after it. */

@@ -92,7 +92,7 @@ export class HighResLane implements ClockLane, ReportedLane {
     }
   }
 
-  play(buffer: FrameBuffer, anchor: bigint): void {
+  play(buffer: FrameBuffer, anchor: () => bigint): void {
     if (buffer !== this.buffer) {
       this.buffer = buffer;
       this.published = this.reportedTail = buffer.taken;
@@ -101,7 +101,7 @@ export class HighResLane implements ClockLane, ReportedLane {
       this.clock.queue(this, { kind: 'ring', head: buffer.taken });
     }
     this.handOver();
-    this.clock.queue(this, { kind: 'anchor', at: this.clock.sinceEpoch(anchor) });
+    this.clock.queue(this, { kind: 'anchor', at: this.clock.sinceEpoch(anchor()) });
     this.publish();
     // the anchor is a millisecond ahead (LEAD_NS): the clock takes it now, not after whatever else this task does
     this.clock.flush();

@@ -79,6 +79,8 @@ export class Player {
   private retry: NodeJS.Timeout | null = null;
   private readonly checkpoints: EventStart[] = [];
   private readonly lane: ClockLane;
+  /** the replay plays more than DENSE_EVENTS a PRIME_NS: it takes the large buffer, and its play waits for PRIME_NS read */
+  private dense = false;
 
   constructor(
     private readonly transaction: Transaction,
@@ -124,7 +126,8 @@ export class Player {
   private readAt(index: number, start: EventStart | undefined): ReadAhead {
     const { total } = this.transaction;
     const wallNs = this.schedule.wallOffset(total - 1, this.transaction.durationNs) + 1n;
-    const buffer = this.clock.frameBuffer(BigInt(total) * PRIME_NS > BigInt(DENSE_EVENTS) * wallNs);
+    this.dense = BigInt(total) * PRIME_NS > BigInt(DENSE_EVENTS) * wallNs;
+    const buffer = this.clock.frameBuffer(this.dense);
     return ReadAhead.from(this.transaction, this.schedule, buffer, index, start, this.checkpoints);
   }
 
@@ -238,11 +241,13 @@ export class Player {
    */
   play(): boolean {
     const ahead = this.readFrom();
-    this.anchor = this.clock.now() + this.clock.leadNs() - this.wallNs;
     this.startWallNs = this.wallNs;
     this.active = true;
     this.handPages();
-    this.lane.play(ahead.buffer, this.anchor);
+    this.lane.play(ahead.buffer, () => {
+      this.anchor = this.clock.now() + this.clock.leadNs() - this.wallNs;
+      return this.anchor;
+    });
     this.readAhead();
     return ahead.buffer.pending > 0 || !ahead.exhausted;
   }
@@ -260,7 +265,8 @@ export class Player {
       // a lookahead is in hand: go if it was read fast enough that the reads keep ahead from here
       const readAheadNs = ahead.buffer.lastDue - Number(this.wallNs);
       const tookNs = Number(this.clock.now() - started);
-      if (!this.wants(ahead, this.wallNs + LOOKAHEAD_NS) && readAheadNs > READ_MARGIN * tookNs) return;
+      if (!this.dense && !this.wants(ahead, this.wallNs + LOOKAHEAD_NS) && readAheadNs > READ_MARGIN * tookNs)
+        return;
       await ahead.read();
     }
   }

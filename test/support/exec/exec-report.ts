@@ -2,8 +2,10 @@
 export interface ExecReportRow {
   call: string;
   target: string;
+  recorded_calls: number;
   held: boolean;
   reason: string;
+  shortfall: string | null;
   matched: number;
   passed_through: number;
   gave_up: number;

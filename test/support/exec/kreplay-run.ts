@@ -50,6 +50,21 @@ export function kreplay(args: string[], prefix: string[] = [], cwd?: string): Ru
   return runCommand([...prefix, process.execPath, KREPLAY_BIN, ...args], cwd);
 }
 
+/** `kreplay replay --incident FILE --exec --report-json REPORT -- CMD`, optionally behind a prefix. */
+export function replayIncident(
+  incident: string,
+  report: string,
+  command: string[],
+  prefix: string[] = [],
+  cwd?: string,
+): Run {
+  return kreplay(
+    ['replay', '--incident', incident, '--exec', '--report-json', report, '--', ...command],
+    prefix,
+    cwd,
+  );
+}
+
 /** A loopback listener that drains what it is sent. */
 export async function tcpSink(): Promise<{ port: number; close(): void }> {
   const server = net.createServer((socket) => socket.resume());

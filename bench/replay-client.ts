@@ -1,0 +1,214 @@
+/**
+ * A replay on time, as its client sees it (issue 48): the real `kreplay
+ * daemon` process, and each consumer in a process of its own
+ * (bench/replay-probe.ts) taking the moment every event reaches it: the
+ * CLI's NDJSON stream (`kreplay replay` on a pipe) and an SSE client (the
+ * timeline page's stream). Per run:
+ * - "late": each event's arrival against its schedule, anchor + replay_offset_ns;
+ *   the client cannot read the daemon's anchor, so it is taken as the
+ *   earliest arrival − offset of the run (what the best-served event took
+ *   to reach it, loopback and the client's reading included, counts as 0);
+ * - "vs first": |(arrival_i − arrival_0) − (offset_i − offset_0)|, the
+ *   schedule seen relative to the first event (a first event that takes
+ *   another path shows as a constant offset here);
+ * - the first event's own lateness, the server's release p99
+ *   (emitted_late_ns), and, during the dense runs, GET /healthz and an event
+ *   page asked every POLL_MS by this process, against the same requests
+ *   with no replay just before, and the CPU the daemon used meanwhile.
+ * Three shapes: a sparse session (300 events, 10 ms apart) on an idle
+ * daemon, the same under a query load (~440 event pages a second), and a
+ * dense incident (100,001 events, 10 µs apart: 1 s). KREPLAY_BENCH_ROOT runs
+ * another checkout's build (its daemon and CLI; the bench and its clients
+ * stay this one's), to compare two builds in the same hour.
+ *
+ *   node dist/bench/replay-client.js [rounds]
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { StoreWriter } from '../agent/store/store-writer';
+import { repoRoot } from '../core/repo-root';
+import { startDaemonProcess } from './daemon-process';
+import {
+  LOOKUPS,
+  pollDaemon,
+  quantile,
+  timedGet,
+  writeEvenTransaction,
+  writeLookupTransactions,
+} from './replay-data';
+import type { ProbeResult } from './replay-probe';
+import { printTable } from './table';
+
+const SPARSE_EVENTS = 300;
+const SPARSE_NS = 3_000_000_000;
+const DENSE_EVENTS = 100_001;
+const DENSE_NS = 1_000_010_000;
+const POLL_MS = 5;
+const LOAD_PER_SECOND = 440;
+const ROOT = process.env.KREPLAY_BENCH_ROOT ?? repoRoot();
+const log = (msg: string) => process.stderr.write(`[bench:replay-client] ${msg}\n`);
+
+function writeData(dir: string): void {
+  const writer = StoreWriter.open(dir, 'n1');
+  writeEvenTransaction(writer, 'sparse', SPARSE_EVENTS, SPARSE_NS);
+  writeEvenTransaction(writer, 'dense', DENSE_EVENTS, DENSE_NS);
+  writeLookupTransactions(writer);
+  writer.close();
+}
+
+const poll = (url: string, until: Promise<unknown>) => pollDaemon(url, until, POLL_MS);
+
+/** Event pages at LOAD_PER_SECOND until `until` settles; resolves with the rate reached. */
+async function load(url: string, until: Promise<unknown>): Promise<number> {
+  let done = false;
+  void until.finally(() => (done = true));
+  const started = performance.now();
+  let sent = 0;
+  const inFlight = new Set<Promise<void>>();
+  while (!done) {
+    const due = Math.floor(((performance.now() - started) / 1000) * LOAD_PER_SECOND);
+    for (; sent < due && inFlight.size < 32; sent++) {
+      const request = timedGet(`${url}/api/events?transaction_id=lookup-${sent % LOOKUPS}&limit=100`, []);
+      inFlight.add(request);
+      void request.finally(() => inFlight.delete(request));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  await Promise.all(inFlight);
+  return sent / ((performance.now() - started) / 1000);
+}
+
+/** CPU seconds (user + system) process `pid` has used: fields 14 and 15 of /proc/PID/stat, in ticks of 1/100 s. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+function probe(mode: 'sse' | 'cli', url: string, transaction: string): Promise<ProbeResult> {
+  const child = spawn(process.execPath, [join(__dirname, 'replay-probe.js'), mode, url, transaction, '1'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, KREPLAY_BENCH_ROOT: ROOT },
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) =>
+      code === 0
+        ? resolve(JSON.parse(out) as ProbeResult)
+        : reject(new Error(`probe ${mode} exited ${code}`)),
+    );
+  });
+}
+
+interface Timing {
+  late: { p50: number; p99: number; max: number };
+  vsFirst: { p50: number; max: number };
+  firstLate: number;
+  /** the server's emitted_late_ns of the first event */
+  firstRelease: number;
+  releaseP99: number;
+}
+
+/** What a probe saw against the schedule (ms). */
+function timing(r: ProbeResult): Timing {
+  const n = r.events;
+  let anchor = Infinity;
+  for (let i = 0; i < n; i++) anchor = Math.min(anchor, r.arrivals[i]! - r.offsets[i]!);
+  const late: number[] = [];
+  const vsFirst: number[] = [];
+  for (let i = 0; i < n; i++) {
+    late.push((r.arrivals[i]! - r.offsets[i]! - anchor) / 1e6);
+    if (i > 0)
+      vsFirst.push(Math.abs(r.arrivals[i]! - r.arrivals[0]! - (r.offsets[i]! - r.offsets[0]!)) / 1e6);
+  }
+  const released = r.released.filter((x) => !Number.isNaN(x)).map((x) => x / 1e6);
+  return {
+    late: { p50: quantile(late, 0.5), p99: quantile(late, 0.99), max: Math.max(...late) },
+    vsFirst: { p50: quantile(vsFirst, 0.5), max: Math.max(...vsFirst) },
+    firstLate: late[0]!,
+    firstRelease: r.released[0]! / 1e6,
+    releaseP99: quantile(released, 0.99),
+  };
+}
+
+const f = (ms: number, digits = 2) => (Number.isFinite(ms) ? ms.toFixed(digits) : '-');
+
+async function main(): Promise<void> {
+  const rounds = Number(process.argv[2] ?? 3);
+  const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-client-'));
+  log(`writing ${SPARSE_EVENTS} and ${DENSE_EVENTS} events to ${dir}`);
+  writeData(dir);
+  const daemon = await startDaemonProcess(['--data-dir', dir], join(dir, 'daemon.log'), ROOT);
+  const rows: string[][] = [];
+  const row = (round: number, run: string, r: ProbeResult | null, t: Timing | null, extra: string[]) =>
+    rows.push([
+      String(round),
+      run,
+      r ? `${r.events}${r.outOfOrder ? ` (${r.outOfOrder} out of order)` : ''}` : '',
+      r ? String(r.cuts) : '',
+      r ? String(r.nullLateness) : '',
+      t ? `${f(t.late.p50)} / ${f(t.late.p99)} / ${f(t.late.max)}` : '',
+      t ? `${f(t.vsFirst.p50)} / ${f(t.vsFirst.max)}` : '',
+      t ? `${f(t.firstLate)} (${f(t.firstRelease, 3)})` : '',
+      t ? f(t.releaseP99, 3) : '',
+      ...extra,
+    ]);
+  try {
+    for (let round = 1; round <= rounds; round++) {
+      const quiet = await poll(daemon.url, new Promise((resolve) => setTimeout(resolve, 2000)));
+      row(round, 'no replay (anchor)', null, null, [
+        f(quantile(quiet.health, 0.99)),
+        f(quantile(quiet.lookup, 0.99)),
+        '',
+        '',
+      ]);
+      for (const mode of ['cli', 'sse'] as const) {
+        log(`round ${round}: sparse, ${mode}`);
+        const idle = await probe(mode, daemon.url, 'sparse');
+        row(round, `sparse, ${mode}`, idle, timing(idle), ['', '', '', '']);
+        log(`round ${round}: sparse under load, ${mode}`);
+        const loaded = probe(mode, daemon.url, 'sparse');
+        const rate = await load(daemon.url, loaded);
+        const busy = await loaded;
+        row(round, `sparse, ${mode}, loaded`, busy, timing(busy), ['', '', rate.toFixed(0), '']);
+        log(`round ${round}: dense, ${mode}`);
+        const cpuBefore = cpuSeconds(daemon.child.pid!);
+        const dense = probe(mode, daemon.url, 'dense');
+        const polled = await poll(daemon.url, dense);
+        const seen = await dense;
+        row(round, `dense, ${mode}`, seen, timing(seen), [
+          f(quantile(polled.health, 0.99)),
+          f(quantile(polled.lookup, 0.99)),
+          '',
+          (cpuSeconds(daemon.child.pid!) - cpuBefore).toFixed(2),
+        ]);
+      }
+    }
+  } finally {
+    await daemon.stop();
+    if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
+  }
+  printTable(`replay-client: arrival at the client against the schedule, speed 1; ms`, rows, [
+    'round',
+    'run',
+    'events',
+    'cuts',
+    'lateness null',
+    'late p50 / p99 / max',
+    'vs first p50 / max',
+    'first late (its release)',
+    'release p99',
+    '/healthz p99',
+    'event page p99',
+    'load req/s',
+    'daemon CPU s',
+  ]);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The Node inspector guard: while the agent hooks a Node process, its
+ * inspector (an open door to code execution as the process's user) is
+ * reachable by the agent alone. cgroup/connect4 and connect6 on the cgroup v2
+ * root run for every connect(2) of every process (and TCP Fast Open's
+ * sendmsg), in every network namespace; one to a guarded port of a local
+ * address, from any process but the agent's, is refused (EPERM) and
+ * recorded. A listener on 127.0.0.1 is reached through any 127/8 address,
+ * 0.0.0.0, ::ffff:127.x and ::ffff:0.0.0.0; one on ::1 through ::1 and ::.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "guard.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* the agent's tgid: its connects pass */
+const volatile __u32 agent_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_GUARD_MAX_PORTS);
+	__type(key, struct kr_guard_key);
+	/* how many refusals this entry made */
+	__type(value, __u64);
+} guarded SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} intrusions SEC(".maps");
+
+/* 1: pass; 0: refused (EPERM) */
+static __always_inline int check(struct bpf_sock_addr *ctx, int local, __u32 family)
+{
+	struct kr_guard_key key = {};
+	__u64 *refused;
+	__u64 id;
+
+	if (!local || ctx->type != SOCK_STREAM)
+		return 1;
+	key.netns_cookie = bpf_get_netns_cookie(ctx);
+	key.port = bpf_ntohs((__u16)ctx->user_port);
+	refused = bpf_map_lookup_elem(&guarded, &key);
+	if (!refused)
+		return 1;
+	id = bpf_get_current_pid_tgid();
+	if ((__u32)(id >> 32) == agent_tgid)
+		return 1;
+	__sync_fetch_and_add(refused, 1);
+	struct kr_guard_intrusion *rec = bpf_ringbuf_reserve(&intrusions, sizeof(*rec), 0);
+	if (rec) {
+		rec->netns_cookie = key.netns_cookie;
+		rec->pid = id >> 32;
+		rec->uid = (__u32)bpf_get_current_uid_gid();
+		rec->port = key.port;
+		rec->family = family;
+		bpf_get_current_comm(rec->comm, sizeof(rec->comm));
+		bpf_ringbuf_submit(rec, 0);
+	}
+	return 0;
+}
+
+/* 127.0.0.0/8 or 0.0.0.0, in network order */
+static __always_inline int local4(__u32 addr)
+{
+	__u32 host = bpf_ntohl(addr);
+	return host == 0 || (host >> 24) == 127;
+}
+
+SEC("cgroup/connect4")
+int guard_connect4(struct bpf_sock_addr *ctx)
+{
+	return check(ctx, local4(ctx->user_ip4), 4);
+}
+
+SEC("cgroup/connect6")
+int guard_connect6(struct bpf_sock_addr *ctx)
+{
+	__u32 a0 = ctx->user_ip6[0], a1 = ctx->user_ip6[1], a2 = ctx->user_ip6[2], a3 = ctx->user_ip6[3];
+	int local = 0;
+
+	if (a0 == 0 && a1 == 0) {
+		/* :: and ::1 */
+		if (a2 == 0 && (a3 == 0 || a3 == bpf_htonl(1)))
+			local = 1;
+		/* ::ffff:a.b.c.d, the IPv4 address mapped */
+		else if (a2 == bpf_htonl(0xffff))
+			local = local4(a3);
+	}
+	return check(ctx, local, 6);
+}

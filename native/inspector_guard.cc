@@ -1,0 +1,190 @@
+#include "inspector_guard.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/types.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "capture_error.h"
+#include "guard.h"
+#include "inspector_guard.skel.h"
+#include "js_error.h"
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+namespace kreplay {
+
+namespace {
+
+constexpr const char* kCode = "E_NODE_GUARD";
+
+// Where the cgroup v2 hierarchy is mounted (its root), or "" when it is not.
+std::string CgroupV2Root() {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string field; fields >> field;) f.push_back(field);
+    for (size_t i = 6; i + 1 < f.size(); i++)
+      // a mount of the whole hierarchy ("/" as its root), not a cgroup namespace's view
+      if (f[i] == "-" && f[i + 1] == "cgroup2" && f[3] == "/") return f[4];
+  }
+  return "";
+}
+
+// The cookie of this process's network namespace, which the kernel side keys on.
+uint64_t OwnNetnsCookie() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw CaptureFailure(kCode, std::string("cannot open a socket: ") + std::strerror(errno));
+  uint64_t cookie = 0;
+  socklen_t len = sizeof(cookie);
+  const int rc = getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len);
+  const int err = errno;
+  close(fd);
+  if (rc != 0)
+    throw CaptureFailure(kCode, std::string("cannot read the network namespace's cookie: ") + std::strerror(err));
+  return cookie;
+}
+
+class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
+ public:
+  explicit InspectorGuard(const Napi::CallbackInfo& info) : Napi::ObjectWrap<InspectorGuard>(info) {
+    try {
+      Open();
+    } catch (const NativeFailure& failure) {
+      Teardown();
+      throw ToJsError(info.Env(), failure);
+    }
+  }
+  ~InspectorGuard() override { Teardown(); }
+
+  Napi::Value Guard(const Napi::CallbackInfo& info) { return Change(info, true); }
+  Napi::Value Refused(const Napi::CallbackInfo& info) {
+    const kr_guard_key key = Key(info);
+    uint64_t refused = 0;
+    bpf_map_lookup_elem(bpf_map__fd(skel_->maps.guarded), &key, &refused);
+    return Napi::Number::New(info.Env(), static_cast<double>(refused));
+  }
+  Napi::Value Unguard(const Napi::CallbackInfo& info) { return Change(info, false); }
+
+  Napi::Value Drain(const Napi::CallbackInfo& info) {
+    seen_.clear();
+    if (ring_) ring_buffer__consume(ring_);
+    Napi::Array out = Napi::Array::New(info.Env(), seen_.size());
+    for (uint32_t i = 0; i < seen_.size(); i++) {
+      const kr_guard_intrusion& rec = seen_[i];
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("pid", rec.pid);
+      o.Set("uid", rec.uid);
+      o.Set("port", rec.port);
+      o.Set("family", rec.family);
+      o.Set("comm", std::string(rec.comm, strnlen(rec.comm, sizeof(rec.comm))));
+      out.Set(i, o);
+    }
+    return out;
+  }
+
+  void Close(const Napi::CallbackInfo&) { Teardown(); }
+
+ private:
+  void Open() {
+    if (!HasBpfCapabilities()) throw LibbpfFailure(EPERM, kCode, "cannot load the inspector guard", "");
+    const std::string root = CgroupV2Root();
+    if (root.empty()) throw CaptureFailure(kCode, "no cgroup v2 hierarchy is mounted: the inspector guard needs one");
+    netns_cookie_ = OwnNetnsCookie();
+    skel_ = inspector_guard__open();
+    if (!skel_) throw LibbpfFailure(errno, kCode, "cannot open the inspector guard's BPF object", "");
+    skel_->rodata->agent_tgid = static_cast<__u32>(getpid());
+    int err = inspector_guard__load(skel_);
+    if (err) throw LibbpfFailure(err, kCode, "the kernel refused the inspector guard", "");
+    cgroup_fd_ = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cgroup_fd_ < 0) throw CaptureFailure(kCode, "cannot open " + root + ": " + std::strerror(errno));
+    // bpf_link attachments: beside any other program on the root, and gone with this process
+    for (bpf_program* prog : {skel_->progs.guard_connect4, skel_->progs.guard_connect6}) {
+      bpf_link* link = bpf_program__attach_cgroup(prog, cgroup_fd_);
+      if (!link) throw LibbpfFailure(errno, kCode, "cannot attach the inspector guard to " + root, "");
+      links_.push_back(link);
+    }
+    ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.intrusions), &InspectorGuard::OnRecord, this, nullptr);
+    if (!ring_) throw LibbpfFailure(errno, kCode, "cannot read the inspector guard's records", "");
+  }
+
+  static int OnRecord(void* ctx, void* data, size_t size) {
+    if (size >= sizeof(kr_guard_intrusion))
+      static_cast<InspectorGuard*>(ctx)->seen_.push_back(*static_cast<kr_guard_intrusion*>(data));
+    return 0;
+  }
+
+  // The map key of the port argument, in this process's network namespace.
+  kr_guard_key Key(const Napi::CallbackInfo& info) {
+    if (info.Length() != 1 || !info[0].IsNumber())
+      throw Napi::TypeError::New(info.Env(), "guard(port), unguard(port) and refused(port) take a port number");
+    const uint32_t port = info[0].As<Napi::Number>().Uint32Value();
+    if (port == 0 || port > 65535) throw Napi::RangeError::New(info.Env(), "a port is 1 to 65535");
+    if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
+    kr_guard_key key = {};
+    key.netns_cookie = netns_cookie_;
+    key.port = port;
+    return key;
+  }
+
+  Napi::Value Change(const Napi::CallbackInfo& info, bool on) {
+    const kr_guard_key key = Key(info);
+    const int fd = bpf_map__fd(skel_->maps.guarded);
+    if (on) {
+      const uint64_t none = 0;
+      if (bpf_map_update_elem(fd, &key, &none, BPF_NOEXIST) != 0 && errno != EEXIST)
+        throw ToJsError(info.Env(), LibbpfFailure(errno, kCode, "cannot guard port " + std::to_string(key.port), ""));
+      return info.Env().Undefined();
+    }
+    uint64_t refused = 0;
+    bpf_map_lookup_elem(fd, &key, &refused);
+    bpf_map_delete_elem(fd, &key);
+    return Napi::Number::New(info.Env(), static_cast<double>(refused));
+  }
+
+  void Teardown() {
+    if (ring_) ring_buffer__free(ring_);
+    ring_ = nullptr;
+    for (bpf_link* link : links_) bpf_link__destroy(link);
+    links_.clear();
+    if (cgroup_fd_ >= 0) close(cgroup_fd_);
+    cgroup_fd_ = -1;
+    if (skel_) inspector_guard__destroy(skel_);
+    skel_ = nullptr;
+  }
+
+  inspector_guard* skel_ = nullptr;
+  std::vector<bpf_link*> links_;
+  ring_buffer* ring_ = nullptr;
+  int cgroup_fd_ = -1;
+  uint64_t netns_cookie_ = 0;
+  std::vector<kr_guard_intrusion> seen_;
+};
+
+}  // namespace
+
+Napi::Function DefineInspectorGuard(Napi::Env env) {
+  return InspectorGuard::DefineClass(env, "InspectorGuard",
+                                     {
+                                         InspectorGuard::InstanceMethod("guard", &InspectorGuard::Guard),
+                                         InspectorGuard::InstanceMethod("unguard", &InspectorGuard::Unguard),
+                                         InspectorGuard::InstanceMethod("refused", &InspectorGuard::Refused),
+                                         InspectorGuard::InstanceMethod("drain", &InspectorGuard::Drain),
+                                         InspectorGuard::InstanceMethod("close", &InspectorGuard::Close),
+                                     });
+}
+
+}  // namespace kreplay

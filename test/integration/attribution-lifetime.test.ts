@@ -1,0 +1,309 @@
+/**
+ * A request's context lives exactly as long as the request (bpf/capture/lifetime.h), on real
+ * programs started the ordinary way: what a request starts (a helper thread, a goroutine, a worker
+ * fed by a channel or a queue, a timer, a process pool) carries the request while it lives and
+ * none after, never that request's context for another request's work. Ground truth: each request
+ * names its files by its x-request-id; what a request left running names its files otherwise and
+ * is checked against when the request ended.
+ */
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { selfSignedCert } from '../../bench/tls-cert';
+import { RecordType } from '../../core/model';
+import { startAgent, type AgentProcess } from '../support/agent-process';
+import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
+import { buildGo } from '../support/go-build';
+import {
+  hookableEnv,
+  httpLoad,
+  nodeHookLine,
+  scoreWrites,
+  traceparentOf,
+  writesUnder,
+  type Accuracy,
+} from '../support/request-accuracy';
+import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
+import { waitFor } from '../support/wait';
+
+const RUNTIMES = join(__dirname, '..', 'support', 'runtimes');
+const LEVELS = [1, 8, 64];
+const PER_LEVEL = 128;
+
+let dir: string;
+let store: string;
+let cgroup: TestCgroup;
+let agent: AgentProcess;
+let cert: string;
+let key: string;
+const servers: ChildProcess[] = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'kreplay-lifetime-'));
+  store = join(dir, 'data', 'lt.db');
+  cgroup = createCgroup(`kreplay-lifetime-${process.pid}`);
+  ({ cert, key } = selfSignedCert(dir));
+  agent = await startAgent([
+    '--data-dir',
+    join(dir, 'data'),
+    '--node',
+    'lt',
+    '--cgroup-id',
+    String(cgroup.id),
+  ]);
+});
+
+afterAll(async () => {
+  for (const s of servers) s.kill('SIGKILL');
+  await agent?.stop();
+  cgroup?.remove();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Starts `command` in the test cgroup (outside any request this test sent) and resolves with its port. */
+async function serve(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  return (await serverInCgroup(cgroup, command, args, { env, children: servers, clearContext: true })).port;
+}
+
+/**
+ * One request on a connection of its own that the server closes after answering (`Connection:
+ * close`): the request has ended, by the server's close, once this resolves with the answer.
+ */
+function single(port: number, path: string, id: string, ca?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const send = ca ? httpsRequest : request;
+    send(
+      {
+        agent: false,
+        host: '127.0.0.1',
+        port,
+        path,
+        ca: ca && readFileSync(ca),
+        headers: { 'x-request-id': id, traceparent: traceparentOf(0), connection: 'close' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        res.socket.once('close', () => resolve(text));
+        res.resume();
+      },
+    )
+      .once('error', reject)
+      .end();
+  });
+}
+
+/** correct / wrong / none / missing per level of the `suffixes` files each request writes. */
+async function measure(
+  name: string,
+  port: number,
+  out: string,
+  path: string,
+  suffixes: string[],
+  ca?: string,
+): Promise<Record<string, Record<string, Accuracy>>> {
+  const table: Record<string, Record<string, Accuracy>> = {};
+  for (const level of LEVELS) {
+    const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${name}-c${level}-r${i}`);
+    await httpLoad(port, ids, level, { path, ...(ca && { ca: readFileSync(ca) }) });
+    const events = await writesUnder(store, out, `${name}-c${level}-r`, PER_LEVEL * suffixes.length);
+    table[`c=${level}`] = Object.fromEntries(
+      suffixes.map((suffix) => [
+        suffix,
+        scoreWrites(
+          events.filter((e) => e.target!.endsWith(`.${suffix}`)),
+          ids,
+          1,
+        ),
+      ]),
+    );
+  }
+  const cells = Object.entries(table).map(
+    ([level, bySuffix]) =>
+      `${level}: ` +
+      Object.entries(bySuffix)
+        .map(([suffix, a]) => `${suffix} ${a.correct}/${a.wrong}/${a.none}/${a.missing}`)
+        .join(' '),
+  );
+  process.stdout.write(`${name}, correct/wrong/none/missing of ${PER_LEVEL} requests: ${cells.join(', ')}\n`);
+  return table;
+}
+
+/** Each level's `suffix` writes: all correct (`exact`), or all none; never wrong, never missing. */
+function expectAll(
+  table: Record<string, Record<string, Accuracy>>,
+  suffix: string,
+  outcome: 'correct' | 'none',
+): void {
+  for (const [level, bySuffix] of Object.entries(table)) {
+    const { correct, wrong, none, missing } = bySuffix[suffix]!;
+    expect({ level, suffix, correct, wrong, none, missing }).toEqual({
+      level,
+      suffix,
+      correct: outcome === 'correct' ? PER_LEVEL : 0,
+      wrong: 0,
+      none: outcome === 'none' ? PER_LEVEL : 0,
+      missing: 0,
+    });
+  }
+}
+
+/** The write of file `name` under `out`, once stored. */
+function writeOf(out: string, name: string): Promise<StoredEvent> {
+  return waitFor(
+    () => readStoredEvents(store, `e.type = ${RecordType.SysWrite} AND t.value = '${out}/${name}'`)[0],
+    { timeoutMs: 30_000, what: `the write of ${name}` },
+  );
+}
+
+/**
+ * The writes of `prefix.<n>` files numbered past `after` (made after a request ended), once `count`
+ * of them are stored.
+ */
+function writesAfter(out: string, prefix: string, after: number, count: number): Promise<StoredEvent[]> {
+  const read = () =>
+    readStoredEvents(store, `e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/${prefix}.%'`).filter(
+      (e) => Number(basename(e.target!).slice(prefix.length + 1)) > after,
+    );
+  return waitFor(
+    () => {
+      const rows = read();
+      return rows.length >= count && rows;
+    },
+    { timeoutMs: 30_000, what: `${count} ${prefix} writes` },
+  );
+}
+
+const transactions = (events: StoredEvent[]) => [...new Set(events.map((e) => e.txn))];
+
+/** The run's count of holders of `kind` that lost a request's context at its end, once it is some. */
+const outlived = (kind: 'thread' | 'process' | 'goroutine' | 'unit') =>
+  waitFor(() => storedCounter(store, `outlived_${kind}`) > 0, {
+    timeoutMs: 30_000,
+    what: `outlived_${kind} counted`,
+  });
+
+describe('a request context lives as long as its request (real kernel)', () => {
+  describe('Go net/http', () => {
+    let out: string;
+    let port: number;
+
+    beforeAll(async () => {
+      out = join(dir, 'go');
+      mkdirSync(out);
+      const binary = buildGo(join(RUNTIMES, 'go-lifetime-server.go'), join(dir, 'go-lifetime-server'));
+      port = await serve(binary, [out]);
+      await waitFor(() => agent.output().includes(`goroutines of ${binary} (`), {
+        timeoutMs: 20_000,
+        what: 'the agent following the Go server',
+      });
+      expect(agent.output()).toMatch(/goroutines of .*go-lifetime-server \(.*channel hand-offs too/);
+    }, 120_000);
+
+    it('a sync.Once worker fed by a channel: each write is its job sender’s request, never the first one’s', async () => {
+      const first = 'go-once-first';
+      await single(port, '/once', first);
+      expect((await writeOf(out, `${first}.worker`)).txn).toBe(first);
+      const table = await measure('go-once', port, out, '/once', ['worker', 'handler']);
+      expectAll(table, 'handler', 'correct');
+      expectAll(table, 'worker', 'correct');
+    }, 300_000);
+
+    it('a background loop the first request started writes with none once that request ended', async () => {
+      const first = 'go-loop-first';
+      await single(port, '/loop', first);
+      // the loop's writes numbered past this came after the first request's connection closed
+      const ended = Number(await single(port, '/mark', 'go-loop-mark'));
+      await httpLoad(port, ['go-loop-meanwhile'], 1, { path: '/once' });
+      const after = await writesAfter(out, 'loop', ended, 50);
+      expect(transactions(after)).toEqual([null]);
+      await outlived('goroutine');
+    }, 120_000);
+  });
+
+  describe.each([
+    ['plain', false],
+    ['TLS', true],
+  ])('Python ThreadingHTTPServer (%s)', (setting, tls) => {
+    let out: string;
+    let port: number;
+    let ca: string | undefined;
+
+    beforeAll(async () => {
+      out = join(dir, `py-${setting}`);
+      mkdirSync(out);
+      ca = tls ? cert : undefined;
+      port = await serve('/usr/bin/python3', [
+        join(RUNTIMES, 'threading-lifetime-server.py'),
+        out,
+        ...(tls ? [cert, key] : []),
+      ]);
+    });
+
+    it("the handler's child thread, joined before the reply, is the request's at every level", async () => {
+      const table = await measure(`py-${setting}-child`, port, out, '/child', ['child', 'handler'], ca);
+      expectAll(table, 'child', 'correct');
+      expectAll(table, 'handler', 'correct');
+    }, 300_000);
+
+    if (tls) return;
+
+    it('a consumer thread the first request started: that request’s while it lives, none after', async () => {
+      const first = `py-${setting}-consumer-first`;
+      await single(port, '/consumer', first, ca);
+      expect((await writeOf(out, `${first}.consumer`)).txn).toBe(first);
+      const table = await measure(
+        `py-${setting}-consumer`,
+        port,
+        out,
+        '/consumer',
+        ['consumer', 'handler'],
+        ca,
+      );
+      expectAll(table, 'handler', 'correct');
+      expectAll(table, 'consumer', 'none');
+      await outlived('thread');
+    }, 300_000);
+
+    it('a multiprocessing.Pool created in a request: its later work is never that request’s', async () => {
+      const first = `py-${setting}-pool-first`;
+      await single(port, '/pool', first, ca);
+      expect((await writeOf(out, `${first}.pool`)).txn).toBe(first);
+      const table = await measure(`py-${setting}-pool`, port, out, '/pool', ['pool', 'handler'], ca);
+      expectAll(table, 'handler', 'correct');
+      expectAll(table, 'pool', 'none');
+      await outlived('process');
+    }, 300_000);
+  });
+
+  it('Node: a setInterval a request started writes with none after the request ended (hooked)', async () => {
+    const out = join(dir, 'node');
+    mkdirSync(out);
+    const port = await serve(
+      process.execPath,
+      [join(RUNTIMES, 'node-interval-server.js'), out],
+      hookableEnv(),
+    );
+    expect(await nodeHookLine(agent, servers[servers.length - 1]!.pid!)).toMatch(/hooked a Node process/);
+    await single(port, '/interval', 'node-interval-first');
+    const ended = Number(await single(port, '/mark', 'node-interval-mark'));
+    const table = await measure('node-interval', port, out, '/', ['handler']);
+    expectAll(table, 'handler', 'correct');
+    expect(transactions(await writesAfter(out, 'tick', ended, 50))).toEqual([null]);
+    await outlived('unit');
+  }, 300_000);
+
+  it('C: a thread per connection and a helper thread per request, joined before the reply: exact', async () => {
+    const out = join(dir, 'c');
+    mkdirSync(out);
+    const binary = join(dir, 'pthread-server');
+    execFileSync('cc', ['-O2', '-pthread', '-o', binary, join(RUNTIMES, 'pthread-server.c')]);
+    const port = await serve(binary, [out]);
+    const table = await measure('c-pthread', port, out, '/', ['helper', 'handler']);
+    expectAll(table, 'helper', 'correct');
+    expectAll(table, 'handler', 'correct');
+  }, 300_000);
+});
