@@ -8,10 +8,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { RuntimeClassifier } from '../../agent/runtimes/discovery/classify';
 import { ProcessDiscovery } from '../../agent/runtimes/discovery/process-discovery';
 import { leaveAlone, runtimeInjectors } from '../../agent/runtimes/discovery/runtime-injectors';
-import type { RuntimeInjectors } from '../../agent/runtimes/discovery/runtime-hook';
+import type {
+  FinalResult,
+  RuntimeInjector,
+  RuntimeInjectors,
+} from '../../agent/runtimes/discovery/runtime-hook';
 import { NodeHookInjector } from '../../agent/runtimes/node/node-hooks';
 import { PythonHookInjector } from '../../agent/runtimes/python/python-hooks';
-import { nativeAddon, type NativePythonSymbols } from '../../core/native/addon';
+import { nativeAddon, type NativeAddon, type NativePythonSymbols } from '../../core/native/addon';
 import type { Logger } from '../../core/log/logger';
 import { hookableEnv } from '../support/request-accuracy';
 import { recordingLogger } from '../support/recording-logger';
@@ -27,6 +31,10 @@ async function started(command: string, args: string[], env: NodeJS.ProcessEnv =
   await new Promise((resolve) => child.stdout!.once('data', resolve));
   return child;
 }
+
+/** A Node program that idles until killed, once it is up. */
+const node = async () =>
+  (await started(process.execPath, ['-e', 'console.log("up"); setInterval(() => {}, 1000)'])).pid!;
 
 /** A python3 that idles until killed, once its interpreter is up. */
 const python = async (env?: NodeJS.ProcessEnv) =>
@@ -216,6 +224,122 @@ describe('ProcessDiscovery', () => {
       return d.counts.python.hooked === 1;
     });
     expect(queued.map((q) => q.pid)).toEqual([busy, busy]);
+  });
+
+  it('asks again with backoff a Node process that waits on another program, beyond maxTries, says it once, and counts only its outcome', async () => {
+    const pid = await node();
+    const asked: number[] = [];
+    // the port another program holds is free at the fourth ask
+    const waiting: RuntimeInjector = {
+      maxTries: 1,
+      hookedMessage: 'hooked a Node process',
+      inject: () =>
+        Promise.resolve(
+          asked.push(performance.now()) < 4
+            ? { outcome: 'wait', reason: 'its inspector port (port 9229 is taken)' }
+            : { outcome: 'hooked' },
+        ),
+    };
+    const { d, lines } = discovery([pid], { node: waiting });
+    await waitFor(
+      async () => {
+        await d.scanOnce();
+        return d.counts.node.hooked === 1;
+      },
+      { timeoutMs: 20_000 },
+    );
+    await d.scanOnce();
+    expect(asked).toHaveLength(4);
+    // 1, 2, then 4 s between the asks (the scans come every few ms here)
+    const gaps = asked.slice(1).map((at, i) => at - asked[i]!);
+    expect(gaps.map((gap, i) => gap >= 1000 * 2 ** i)).toEqual([true, true, true]);
+    expect(d.counts.node).toMatchObject({ hooked: 1, refused: 0, failed: 0 });
+    expect(lines).toEqual([
+      `info a Node process waits for its inspector port (port 9229 is taken); asked again with backoff for as long as it runs pid=${pid}`,
+      `info hooked a Node process pid=${pid}`,
+    ]);
+  }, 30_000);
+
+  it('counts a Node process whose hook is under way past the scan once its injector answers late, and asks it no more', async () => {
+    const pid = await node();
+    let late: ((result: FinalResult) => void) | undefined;
+    const pending: RuntimeInjector = {
+      maxTries: 1,
+      hookedMessage: 'hooked a Node process',
+      inject: (_found, answer) => {
+        late = answer;
+        return Promise.resolve({ outcome: 'pending' });
+      },
+    };
+    const { d, lines } = discovery([pid], { node: pending });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return late !== undefined;
+    });
+    const answer = late!;
+    late = undefined;
+    await d.scanOnce();
+    await d.scanOnce();
+    expect({ asked: late, counts: d.counts.node, lines }).toMatchObject({
+      asked: undefined,
+      counts: { hooked: 0, refused: 0, failed: 0 },
+      lines: [],
+    });
+    answer({ outcome: 'failed', reason: 'its inspector answered for pid 1' });
+    expect(d.counts.node).toMatchObject({ hooked: 0, refused: 0, failed: 1 });
+    expect(lines).toEqual([
+      `warn could not hook a Node process: its inspector answered for pid 1; it stays unattributed pid=${pid}`,
+    ]);
+  });
+
+  it('counts every Node process refused, with why, when the kernel cannot guard their inspectors', async () => {
+    const pid = await node();
+    const warnings: string[] = [];
+    const unguarded = new NodeHookInjector({
+      followLibuv: () => {
+        throw new Error('libuv followed in a process never hooked');
+      },
+      addon: {
+        InspectorGuard: class {
+          constructor() {
+            throw new Error('no cgroup v2 hierarchy');
+          }
+        } as unknown as NativeAddon['InspectorGuard'],
+      },
+      log: recordingLogger((level, msg, f) => {
+        if (level === 'warn') warnings.push(`${msg} ${String(f?.error)}`);
+      }),
+    });
+    unguarded.start();
+    const { d, lines } = discovery([pid], { node: unguarded });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return d.counts.node.refused === 1;
+    });
+    await unguarded.stop();
+    expect(warnings).toEqual([
+      'no Node process is hooked: their inspectors cannot be guarded no cgroup v2 hierarchy',
+    ]);
+    expect(lines).toEqual([
+      `info left a Node process unattributed: its inspector cannot be guarded (no cgroup v2 hierarchy) pid=${pid}`,
+    ]);
+  });
+
+  it("starts and stops the injectors with itself (the Node hook's inspector guard)", async () => {
+    const calls: string[] = [];
+    const held: RuntimeInjector = {
+      ...leaveAlone('refused', 'not in this test'),
+      start: () => calls.push('start'),
+      stop: async () => {
+        await Promise.resolve();
+        calls.push('stop');
+      },
+    };
+    const { d } = discovery([], { node: held });
+    d.start();
+    expect(calls).toEqual(['start']);
+    await d.stop();
+    expect(calls).toEqual(['start', 'stop']);
   });
 
   it('counts a hook turned off as refused, with why, never silently', async () => {
