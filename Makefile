@@ -19,14 +19,15 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcapstone-
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client liblz4-dev libdeflate-dev zstd jq \
 	chromium chromium-driver systemd python3-fusepy iproute2 python3-grpcio nghttp2-client \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container redis-server python3-redis \
-	golang-go python3-aiohttp nginx-light postgresql uwsgi-core uwsgi-plugin-python3
+	golang-go python3-aiohttp nginx-light postgresql mariadb-server python3-pymysql python3-psycopg2 uwsgi-core uwsgi-plugin-python3
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
 NATIVE_ADDON := native/build/Release/kreplay_native.node
-NATIVE_SRCS := $(wildcard native/*.cc native/*.h) native/binding.gyp
-# the launcher of `kreplay replay --exec` (native/launcher/kreplay-exec.c)
+NATIVE_ROOMS := native native/capture native/probes native/python native/exec
+NATIVE_SRCS := $(foreach room,$(NATIVE_ROOMS),$(wildcard $(room)/*.cc $(room)/*.h)) native/binding.gyp
+# the launcher of `kreplay replay --exec` (native/exec/launcher/kreplay-exec.c)
 LAUNCHER := $(BUILD)/kreplay-exec
 # the agent's SQLite extension (kreplay_batch, kreplay_rowbinary, kreplay_otlp_spans), built against the SQLite better-sqlite3 bundles
 SQLITE_EXT := $(BUILD)/kreplay-sqlite.so
@@ -42,7 +43,7 @@ PY_HOOK := dist/agent/runtimes/python/kreplay_python_hook.py
 # the git commit `kreplay --version` prints (core/version.ts reads it)
 BUILD_INFO := dist/build-info.json
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
-C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard bpf/capture/*.h) $(wildcard native/*.cc native/*.h native/launcher/*.c native/sqlite/*.c cli/*.c)
+C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard bpf/capture/*.h) $(filter-out native/binding.gyp,$(NATIVE_SRCS)) $(wildcard native/exec/launcher/*.c native/sqlite/*.c cli/*.c)
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
@@ -108,7 +109,7 @@ $(EXEC_SHIM): cli/exec-shim.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Werror -o $@ $<
 
-$(LAUNCHER): native/launcher/kreplay-exec.c
+$(LAUNCHER): native/exec/launcher/kreplay-exec.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
@@ -130,7 +131,7 @@ $(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp
 	npx tsc -p web/tsconfig.json
 	node web/build.mjs
 
-## docs: regenerate the reference pages in docs/reference (CLI, HTTP API, errors) from their sources
+## docs: regenerate the reference pages in docs/reference (CLI, HTTP API, errors, metrics, config file) from their sources
 docs: build
 	node dist/tools/write-reference.js
 
@@ -185,9 +186,9 @@ $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -Wall -Werror -pthread -o $@ $<
 
-## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay), results printed as tables
+## bench: every benchmark (or those named in BENCH=, e.g. BENCH=replay; BENCH_ARGS= for one's arguments), tables printed, a JSON summary each in bench/out/
 bench: build $(BENCH_LOOPS)
-	node dist/bench/run.js $(BENCH)
+	node dist/bench/run.js $(BENCH) $(if $(BENCH_ARGS),-- $(BENCH_ARGS))
 
 # `make install`: the built tree under $(PREFIX)/lib/kreplay (only the runtime npm packages),
 # the launcher as $(PREFIX)/bin/kreplay, the systemd units and their sysusers.d/tmpfiles.d

@@ -20,6 +20,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "capture/targets.h"
 #include "capture/lifetime.h"
 #include "capture/units.h"
+#include "capture/goprocs.h"
 #include "capture/heads.h"
 #include "capture/tls.h"
 #include "capture/golang.h"

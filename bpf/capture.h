@@ -108,7 +108,7 @@ enum kr_unit_kind {
 	KR_UNIT_WORK = 3, /* a libuv threadpool work request */
 };
 
-/* The units map's key: user space forgets a process's goroutines by it (native/go_probes.cc). */
+/* The units map's key: user space forgets a process's goroutines by it (native/probes/go_probes.cc). */
 struct kr_unit_key {
 	__u32 tgid;
 	__u32 kind; /* enum kr_unit_kind */
@@ -149,7 +149,7 @@ struct kr_unit_signal {
 
 /*
  * A Go process (bpf/capture/golang.h), as user space found it
- * (native/go_probes.cc): the go_processes map's value.
+ * (native/probes/go_probes.cc): the go_processes map's value.
  */
 enum kr_go_state {
 	/* which goroutine a thread runs is not known (a stripped binary, one found a moment ago): its events

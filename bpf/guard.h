@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The Node inspector guard (inspector_guard.bpf.c), shared with the addon
- * (native/inspector_guard.cc): which ports are the agent's alone, and the
+ * (native/capture/inspector_guard.cc): which ports are the agent's alone, and the
  * record of each connect the kernel refused.
  */
 #ifndef KREPLAY_GUARD_H

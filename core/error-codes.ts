@@ -64,7 +64,7 @@ export const ERROR_CODES = {
   E_EXEC_PLAN: 'the replay plan handed to the supervisor is invalid',
   E_EXEC_HANDOFF: 'the launcher could not hand its seccomp listener over',
   E_EXEC_RELAY: 'the relay of held responses could not be set up',
-  // the Python hook (agent/runtimes/python/; thrown by the native addon, native/py_inject.cc)
+  // the Python hook (agent/runtimes/python/; thrown by the native addon, native/python/py_inject.cc)
   E_PY_INJECT_PERM:
     'ptrace of a Python process was refused (Yama, an LSM, a tracer already attached, no CAP_SYS_PTRACE)',
   E_PY_INJECT_GONE: 'the Python process ended before its hook was queued',
@@ -79,6 +79,23 @@ export const ERROR_CODES = {
   E_HTTP: 'the daemon answered a CLI request with an HTTP error',
   E_NO_CHECKOUT: "kreplay's own files are not where the launcher expects them",
   E_THREAD_MODULE: "a worker thread's module is missing (run make build)",
+} as const satisfies Record<`E_${string}`, string>;
+
+/**
+ * Codes kreplay gave once and gives no more, with what they meant and why they went: a code is
+ * never reused with another meaning (a script that matched the old one would take the new one for
+ * it). test/unit/error-codes.test.ts fails on a code removed from this registry or from
+ * core/problem-kinds.ts (as git's history shows) and not listed here, and on a listed code given
+ * again.
+ */
+export const RETIRED_ERROR_CODES = {
+  E_CAPTURE_NATIVE: 'the native addon was not built or not found; since 2026-11-22 E_NATIVE_LOAD',
+  E_STORE_OLDER_SCHEMA:
+    "a node store older than the daemon's schema; retired 2026-11-22: the daemon reads older stores as they are",
+  E_TRANSACTION_TOO_LARGE:
+    'problem transaction-too-large (422), a replayed transaction past its bound; retired 2026-11-23: replay reads the store in pages',
+  E_HPACK:
+    "an HTTP/2 connection's frames or header blocks could not be followed; retired 2026-11-25 with the agent's HPACK decoder",
 } as const satisfies Record<`E_${string}`, string>;
 
 /** A code a KreplayError may carry. */

@@ -16,6 +16,7 @@
 #include "native_log.h"
 #include "py_inject.h"
 #include "request_key.h"
+#include "request_keys_binding.h"
 #include "thread_scheduling.h"
 #include "tracefs.h"
 
@@ -201,6 +202,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("libbpfVersion", Napi::Function::New(env, LibbpfVersionJs));
   exports.Set("elfSymbols", Napi::Function::New(env, ElfSymbolsJs));
   ExportExec(env, exports);
+  ExportRequestKeys(env, exports);
   ExportPyInject(env, exports);
   return exports;
 }

@@ -4,9 +4,16 @@ import { dirname, join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { referencePages } from './reference-pages';
 
-for (const [path, text] of Object.entries(referencePages())) {
-  const file = join(repoRoot(), path);
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, text);
-  process.stdout.write(`wrote ${path}\n`);
+async function main(): Promise<void> {
+  for (const [path, text] of Object.entries(await referencePages())) {
+    const file = join(repoRoot(), path);
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, text);
+    process.stdout.write(`wrote ${path}\n`);
+  }
 }
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${String(err)}\n`);
+  process.exitCode = 1;
+});

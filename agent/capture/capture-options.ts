@@ -38,7 +38,7 @@ export interface CaptureOptions {
 /**
  * Ring buffer sizes (powers of two) a capture accepts; the CLI's --ring-buffer-mb takes its bounds from here.
  * The ring is what absorbs a burst the agent cannot keep up with, and all of it is resident in
- * the agent (native/ring_reader.h maps it once): the 64 MiB default keeps the agent's whole RSS
+ * the agent (native/capture/ring_reader.h maps it once): the 64 MiB default keeps the agent's whole RSS
  * under 256 MiB in a storm (issue 14).
  */
 export const RING_BUFFER_BYTES = { min: 4096, max: 1024 * 1024 * 1024, default: 64 * 1024 * 1024 } as const;

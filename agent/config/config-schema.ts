@@ -3,22 +3,25 @@ import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import { z } from 'zod';
 import { parseHookSelector, parseSampleRate, parseSelector, SelectorError } from '../filter/selector';
 import { OTLP_PROTOCOLS } from '../../core/otlp/otlp-protocols';
-import { OTLP_SAMPLING } from '../otlp/otlp-target';
+import { DEFAULT_MAX_SPANS_PER_TRACE, DEFAULT_QUEUE_SPANS, OTLP_SAMPLING } from '../otlp/otlp-target';
 
 const pattern = z.string().min(1, 'must not be empty');
 
 export const serviceRuleSchema = z
   .object({
-    service: z.string().min(1).max(128),
+    service: z.string().min(1).max(128).describe('the service name the rule gives, at most 128 characters'),
     match: z
       .object({
         unit: pattern.optional().describe('systemd unit, e.g. "nginx.service" or "api-*.service"'),
         cgroup: pattern.optional().describe('cgroup path, e.g. "/system.slice/*"'),
-        comm: pattern.optional(),
+        comm: pattern.optional().describe('the thread\'s comm (at most 15 characters), e.g. "python3*"'),
         exe: pattern.optional().describe('executable path, e.g. "/usr/bin/python3*"'),
       })
       .strict()
-      .refine((m) => Object.keys(m).length > 0, 'needs at least one of unit, cgroup, comm, exe'),
+      .refine((m) => Object.keys(m).length > 0, 'needs at least one of unit, cgroup, comm, exe')
+      .describe(
+        'conditions that must all hold (shell patterns: * any run of characters, ? one); at least one',
+      ),
   })
   .strict();
 
@@ -38,14 +41,27 @@ function parsedBy<T>(parse: (text: string) => T) {
 /** What is captured: the same selectors as --include/--exclude, which add to these. */
 export const captureConfigSchema = z
   .object({
-    include: z.array(parsedBy(parseSelector)).optional(),
-    exclude: z.array(parsedBy(parseSelector)).default([]),
-    filter_transactions: z.boolean().default(false),
+    include: z
+      .array(parsedBy(parseSelector))
+      .optional()
+      .describe('only capture the tasks one of these selectors names (--include adds to them)'),
+    exclude: z
+      .array(parsedBy(parseSelector))
+      .default([])
+      .describe(
+        'never capture the tasks these selectors name; wins over any include (--exclude adds to them)',
+      ),
+    filter_transactions: z
+      .boolean()
+      .default(false)
+      .describe('excluded tasks lose their transaction events too (--filter-transactions)'),
     sample_background: z
       .union([z.number().transform(String), z.string()])
       .pipe(parsedBy(parseSampleRate))
       .default(1)
-      .describe('1/N: keep one in N writes made outside any transaction'),
+      .describe(
+        '1/N: keep one in N writes made outside any transaction (default 1: all of them; --sample-background)',
+      ),
     capture_reads: z
       .boolean()
       .default(false)
@@ -92,17 +108,42 @@ export const otlpConfigSchema = z
       .optional()
       .describe('sent with every request, e.g. a token: {authorization: "Bearer …"}'),
     certificate: z.string().min(1).optional().describe('PEM file of the CA that signs the receiver (https)'),
-    max_spans_per_trace: z.number().int().min(1).optional(),
-    queue_spans: z.number().int().min(1).optional(),
+    max_spans_per_trace: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        `a trace's spans sent one by one, the rest in one summary span (default ${DEFAULT_MAX_SPANS_PER_TRACE}; --otlp-max-spans-per-trace)`,
+      ),
+    queue_spans: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        `spans waiting to be sent; past it they are dropped, counted (default ${DEFAULT_QUEUE_SPANS}; --otlp-queue)`,
+      ),
   })
   .strict();
 
 export const agentConfigSchema = z
   .object({
-    node: z.string().regex(NODE_NAME, NODE_NAME_RULE).optional(),
-    services: z.array(serviceRuleSchema).default([]),
-    capture: captureConfigSchema.prefault({}),
-    otlp: otlpConfigSchema.optional(),
+    node: z
+      .string()
+      .regex(NODE_NAME, NODE_NAME_RULE)
+      .optional()
+      .describe(
+        'stored with every event and naming the store file NODE.db (default: the host name; --node wins)',
+      ),
+    services: z
+      .array(serviceRuleSchema)
+      .default([])
+      .describe(
+        "rules tried in order: the first whose conditions all hold names the process's service (none: its systemd unit without .service, else its comm)",
+      ),
+    capture: captureConfigSchema.prefault({}).describe('what is captured; the flags add to these lists'),
+    otlp: otlpConfigSchema.optional().describe('the OTLP export; its flags win over these'),
   })
   .strict();
 

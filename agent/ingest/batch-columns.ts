@@ -30,7 +30,7 @@ export const BATCH_COLUMNS = [
   /** store target id of a syscall */
   { field: 'target', sql: 'target', kind: 'ID' },
   /**
-   * a read's response time; a send's request key (native/request_key.h). One column for both: past
+   * a read's response time; a send's request key (native/capture/request_key.h). One column for both: past
    * 16 arguments SQLite checks kreplay_batch's arguments itself, comparing whole blobs per row
    */
   { field: 'response', sql: 'response', kind: 'NS' },

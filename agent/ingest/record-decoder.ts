@@ -31,7 +31,7 @@ import {
   readTargetRecord,
   targetText,
 } from '../../core/model';
-import { nativeAddon } from '../../core/native/addon';
+import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from './dictionary';
@@ -108,8 +108,11 @@ export class RecordDecoder {
     private readonly clockOffsetNs: () => bigint,
     /** --sample-background 1/N: N */
     private readonly sampleBackground = 1,
-    /** what a request's first bytes ask, as a key (native/request_key.h: one owner with the replay's relay) */
-    private readonly keyOfRequest: (bytes: Uint8Array) => number = nativeAddon().requestKey,
+    /**
+     * what a request's first bytes ask, as a key, per connection: a prepared statement's execute is
+     * its statement's (native/capture/request_key.h: one owner with the replay's relay)
+     */
+    private readonly requestKeys: NativeRequestKeys = new (nativeAddon().RequestKeys)(),
   ) {}
 
   /**
@@ -230,7 +233,7 @@ export class RecordDecoder {
       // the column holds a read's response time, or a send's request key
       out.response[i] =
         size === RequestLayout.bytes
-          ? this.requestKey(buf, v, off)
+          ? this.requestKey(buf, v, off, ids.pid, out.handle[i]!, out.target[i]!)
           : viewU53(v, off + SyscallLayout.responseNs);
     } else {
       out.bytes[i] = v.getUint32(off + BlockIoLayout.bytes, true);
@@ -246,11 +249,11 @@ export class RecordDecoder {
     }
   }
 
-  /** The key of the request whose first bytes the send's record carries. */
-  private requestKey(buf: Buffer, v: DataView, off: number): number {
+  /** The key of the request whose first bytes the send's record carries, on its connection (pid, fd, target). */
+  private requestKey(buf: Buffer, v: DataView, off: number, pid: number, fd: number, target: number): number {
     const len = Math.min(v.getUint32(off + RequestLayout.len, true), REQUEST_DATA_LEN);
     const start = off + RequestLayout.data;
-    return this.keyOfRequest(buf.subarray(start, start + len));
+    return this.requestKeys.key(`${pid}\t${fd}\t${target}`, buf.subarray(start, start + len));
   }
 
   /* comm and service per thread, re-resolved only when its pid, cgroup or comm bytes change (exec, reuse, move) */

@@ -216,10 +216,20 @@ export class AgentMetrics {
   }
 
   /** The Prometheus text exposition. */
-  async scrape(): Promise<string> {
+  scrape(): Promise<string> {
+    return this.reading(() => this.registry.metrics());
+  }
+
+  /** The same scrape as prom-client's JSON (docs/reference/metrics.md lists each label's values from it). */
+  scrapeJson(): ReturnType<Registry['getMetricsAsJSON']> {
+    return this.reading(() => this.registry.getMetricsAsJSON());
+  }
+
+  /** The agent's counters read once for the collect functions of one scrape. */
+  private async reading<T>(collect: () => Promise<T>): Promise<T> {
     this.scraped = this.source?.counters() ?? null;
     try {
-      return await this.registry.metrics();
+      return await collect();
     } finally {
       this.scraped = null;
     }

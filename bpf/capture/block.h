@@ -6,6 +6,10 @@
 #ifndef KREPLAY_CAPTURE_BLOCK_H
 #define KREPLAY_CAPTURE_BLOCK_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "golang.h"
+
 #define KR_REQ_OP_MASK 0xff
 #define KR_REQ_OP_FLUSH 2
 

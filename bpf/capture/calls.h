@@ -7,6 +7,13 @@
 #ifndef KREPLAY_CAPTURE_CALLS_H
 #define KREPLAY_CAPTURE_CALLS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "restarts.h"
+#include "targets.h"
+#include "units.h"
+#include "heads.h"
+
 /*
  * When each socket's last send ended, for the response time of the first
  * read after it. Kept only for threads whose reads are recorded.

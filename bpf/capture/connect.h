@@ -9,6 +9,15 @@
 #ifndef KREPLAY_CAPTURE_CONNECT_H
 #define KREPLAY_CAPTURE_CONNECT_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "restarts.h"
+#include "targets.h"
+#include "units.h"
+#include "golang.h"
+#include "calls.h"
+#include "reads.h"
+
 #define KR_EINTR 4
 #define KR_ECONNABORTED 103
 #define KR_EALREADY 114

@@ -3,6 +3,11 @@
 #ifndef KREPLAY_CAPTURE_FSYNC_H
 #define KREPLAY_CAPTURE_FSYNC_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "golang.h"
+#include "calls.h"
+
 /* count: the bytes asked for (sync_file_range), else 0 */
 static __always_inline int fsync_enter(struct trace_event_raw_sys_enter *ctx, __u32 code, __u64 count)
 {

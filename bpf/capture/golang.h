@@ -21,7 +21,7 @@
  *   - crypto/tls: a server's (*tls.Conn).Read returns a request head's
  *     plaintext to the goroutine that serves it, as a socket read does
  *     over plaintext.
- * User space (native/go_probes.cc) finds Go processes, attaches these to
+ * User space (native/probes/go_probes.cc) finds Go processes, attaches these to
  * their binaries and fills go_processes; a process it cannot follow (a
  * stripped binary) is marked all the same, and its events carry none:
  * which goroutine a thread runs is not known.
@@ -29,32 +29,13 @@
 #ifndef KREPLAY_CAPTURE_GOLANG_H
 #define KREPLAY_CAPTURE_GOLANG_H
 
-/* Go's register ABI (ABIInternal, Go 1.17+): arguments and results from AX, BX, ...; the current g in R14. */
-#if defined(__TARGET_ARCH_x86)
-#define GO_ARG1(regs) ((regs)->ax)
-#define GO_ARG2(regs) ((regs)->bx)
-#define GO_ARG3(regs) ((regs)->cx)
-#define GO_RESULT(regs) ((regs)->ax)
-#define GO_G(regs) ((regs)->r14)
-#define GO_THREAD_POINTER(task) ((task)->thread.fsbase)
-#define GO_SUPPORTED 1
-#else
-#define GO_SUPPORTED 0
-#endif
-
-/* Offsets that have not moved since Go 1.4: g.stack.lo, g.stack.hi, g.m; m.g0. */
-#define GO_G_STACK_LO 0
-#define GO_G_STACK_HI 8
-#define GO_G_M 48
-#define GO_M_G0 0
-
-/* By tgid: the Go processes user space found (or go_detect marked). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, struct kr_go_process);
-} go_processes SEC(".maps");
+#include "../capture.h"
+#include "maps.h"
+#include "lifetime.h"
+#include "targets.h"
+#include "units.h"
+#include "goprocs.h"
+#include "heads.h"
 
 /* The Go binaries user space inspected (and probed, when followed). */
 struct {
@@ -63,22 +44,6 @@ struct {
 	__type(key, struct kr_go_file);
 	__type(value, struct kr_go_binary);
 } go_binaries SEC(".maps");
-
-/* One bit per tgid, set while go_processes holds it: the syscall programs test it with one load. */
-__u64 go_tgids[KR_TID_BITS / 64] = {};
-
-/*
- * By tgid: the context a process had when it exec'd (under `kreplay run`
- * or a marker), which a Go process's goroutines carry when they have none
- * of their own. Only contexts set before exec count: never one a head or a
- * marker gave a thread of the running program.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} exec_contexts SEC(".maps");
 
 /* By thread: newproc1's creator's context, from its entry to its RET. */
 struct kr_go_spawn {
@@ -121,23 +86,6 @@ struct {
 	__type(value, struct kr_go_stream);
 } go_streams SEC(".maps");
 
-static __always_inline bool go_marked(__u32 tgid)
-{
-	return go_tgids[(tgid / 64) & (KR_TID_BITS / 64 - 1)] & (1ULL << (tgid & 63));
-}
-
-static __always_inline void go_mark(__u32 tgid)
-{
-	if (!go_marked(tgid))
-		__sync_fetch_and_or(&go_tgids[(tgid / 64) & (KR_TID_BITS / 64 - 1)], 1ULL << (tgid & 63));
-}
-
-static __always_inline void go_unmark(__u32 tgid)
-{
-	if (go_marked(tgid))
-		__sync_fetch_and_and(&go_tgids[(tgid / 64) & (KR_TID_BITS / 64 - 1)], ~(1ULL << (tgid & 63)));
-}
-
 /* The process's entry when its goroutines are followed (uprobes act only then), else NULL. */
 static __always_inline struct kr_go_process *go_followed(__u32 tgid)
 {
@@ -159,14 +107,6 @@ static __always_inline __u64 go_current_g(struct kr_go_process *p)
 	return g;
 }
 
-/* The thread now runs goroutine g (0: one not known) and carries its context, or its process's. */
-static __always_inline void go_switch(struct kr_thread *t, __u64 pid_tgid, struct kr_go_process *p, __u64 g)
-{
-	unit_switch(t, pid_tgid, KR_UNIT_GOROUTINE, g);
-	if (!t->context_id)
-		thread_hold(t, p->inherited, KR_COUNTER_OUTLIVED_PROCESS);
-}
-
 /*
  * At a syscall's enter (and where the kernel acts for the current thread:
  * a fork, a block request): a thread of a Go process takes its current
@@ -186,45 +126,6 @@ static __always_inline void go_refresh(__u64 pid_tgid)
 	t = thread_entry((__u32)pid_tgid);
 	if (t)
 		go_switch(t, pid_tgid, p, p->state == KR_GO_FOLLOWED ? go_current_g(p) : 0);
-}
-
-/*
- * A plain thread read a request head: if it runs Go code, its process is Go
- * that user space has not found yet (started a moment ago). Such a thread
- * must not take the request as "the last head it read": it is marked as
- * running a goroutine not known, and so is every thread of its process
- * until user space follows it. Go code is known by its g: R14 holds it in
- * Go code, the stack pointer lies in that g's stack, and its m's g0 points
- * back to that m.
- */
-static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pid_tgid)
-{
-#if GO_SUPPORTED
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	struct kr_go_process fresh = {.state = KR_GO_UNFOLLOWED}, *p;
-	__u64 g = GO_G(regs), sp = regs->sp, lo = 0, hi = 0, m = 0, g0 = 0, back = 0;
-	__u32 tgid = pid_tgid >> 32;
-	__u64 *inherited;
-
-	if (!g || bpf_probe_read_user(&lo, sizeof(lo), (const void *)(g + GO_G_STACK_LO)) ||
-	    bpf_probe_read_user(&hi, sizeof(hi), (const void *)(g + GO_G_STACK_HI)) || sp < lo || sp >= hi ||
-	    bpf_probe_read_user(&m, sizeof(m), (const void *)(g + GO_G_M)) || !m ||
-	    bpf_probe_read_user(&g0, sizeof(g0), (const void *)(m + GO_M_G0)) || !g0 ||
-	    bpf_probe_read_user(&back, sizeof(back), (const void *)(g0 + GO_G_M)) || back != m)
-		return t;
-	inherited = bpf_map_lookup_elem(&exec_contexts, &tgid);
-	fresh.inherited = inherited ? *inherited : 0;
-	bpf_map_update_elem(&go_processes, &tgid, &fresh, BPF_NOEXIST);
-	p = bpf_map_lookup_elem(&go_processes, &tgid);
-	if (!p)
-		return t;
-	go_mark(tgid);
-	if (!t)
-		t = thread_entry((__u32)pid_tgid);
-	if (t)
-		go_switch(t, pid_tgid, p, 0);
-#endif
-	return t;
 }
 
 /*
@@ -655,7 +556,7 @@ int go_chanrecv_ret(struct pt_regs *ctx)
  * where its plaintext lands. Not LRU: a read the table has no room for is
  * known at its entry, and its goroutine carries none from there (counted),
  * never the request it served before. An entry is dropped at the RET, by the
- * goroutine's next read, or with its process (native/go_probes.cc).
+ * goroutine's next read, or with its process (native/probes/go_probes.cc).
  */
 struct kr_go_tls_read {
 	__u64 buf;

@@ -7,6 +7,13 @@
 #ifndef KREPLAY_CAPTURE_HEADS_H
 #define KREPLAY_CAPTURE_HEADS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "lifetime.h"
+#include "targets.h"
+#include "units.h"
+#include "goprocs.h"
+
 #define KR_MAX_IOVECS 64
 /* how a call names its buffer */
 #define KR_BUF 0
@@ -411,8 +418,6 @@ static __always_inline bool is_request_prefix(__u64 w, __u64 len)
  * them all (after an h2c Upgrade, the reader read the upgrading request's
  * head; the streams that follow are not that request).
  */
-static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pid_tgid); /* golang.h */
-
 static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, __u64 stamp, __u32 flags,
 				      __u64 prefix, __u64 prefix_len, const void *buf, __u64 len)
 {

@@ -26,6 +26,8 @@
 #ifndef KREPLAY_CAPTURE_LIFETIME_H
 #define KREPLAY_CAPTURE_LIFETIME_H
 
+#include "maps.h"
+
 #define KR_LEASED (1ULL << 63)
 /* a goroutine's own request (a head it read, its marker): no hand-off replaces it (golang.h) */
 #define KR_OWNED (1ULL << 62)

@@ -7,6 +7,8 @@
 #ifndef KREPLAY_CAPTURE_MAPS_H
 #define KREPLAY_CAPTURE_MAPS_H
 
+#include "../capture.h"
+
 /* Set by user space before load; the verifier prunes what they disable. */
 const volatile __u32 self_tgid = 0;
 /*

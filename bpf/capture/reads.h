@@ -10,6 +10,15 @@
 #ifndef KREPLAY_CAPTURE_READS_H
 #define KREPLAY_CAPTURE_READS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "targets.h"
+#include "units.h"
+#include "heads.h"
+#include "tls.h"
+#include "golang.h"
+#include "calls.h"
+
 #define KR_EAGAIN 11
 
 /*

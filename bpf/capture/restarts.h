@@ -10,6 +10,9 @@
 #ifndef KREPLAY_CAPTURE_RESTARTS_H
 #define KREPLAY_CAPTURE_RESTARTS_H
 
+#include "../capture.h"
+#include "maps.h"
+
 #define KR_ERESTARTSYS 512
 #define KR_ERESTARTNOINTR 513
 #define KR_ERESTARTNOHAND 514

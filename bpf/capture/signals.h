@@ -10,6 +10,14 @@
 #ifndef KREPLAY_CAPTURE_SIGNALS_H
 #define KREPLAY_CAPTURE_SIGNALS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "restarts.h"
+#include "targets.h"
+#include "units.h"
+#include "calls.h"
+#include "connect.h"
+
 #define KR_SIG_IGN 1
 #define KR_SA_RESTART 0x10000000
 

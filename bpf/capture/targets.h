@@ -6,6 +6,10 @@
 #ifndef KREPLAY_CAPTURE_TARGETS_H
 #define KREPLAY_CAPTURE_TARGETS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "restarts.h"
+
 /* Keyed by the dentry (files, devices, FIFOs), the sock, or a constant (pipes). */
 struct kr_known_target {
 	__u64 stamp;

@@ -3,6 +3,13 @@
 #ifndef KREPLAY_CAPTURE_TASKS_H
 #define KREPLAY_CAPTURE_TASKS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "restarts.h"
+#include "lifetime.h"
+#include "units.h"
+#include "golang.h"
+
 /*
  * Children start in the context of the thread that created them: a
  * request's only while that request lives (lifetime.h), so a helper thread

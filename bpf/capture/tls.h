@@ -6,11 +6,15 @@
  * (heads.h), so a request head read over TLS sets the thread's context
  * exactly as a plaintext one does. The socket events themselves are the
  * syscalls' and keep the ciphertext byte counts. User space
- * (native/tls_probes.cc) attaches these to each binary that holds the
+ * (native/probes/tls_probes.cc) attaches these to each binary that holds the
  * symbols.
  */
 #ifndef KREPLAY_CAPTURE_TLS_H
 #define KREPLAY_CAPTURE_TLS_H
+
+#include "maps.h"
+#include "units.h"
+#include "heads.h"
 
 /* An SSL_read in flight: where its plaintext lands. */
 struct kr_tls_read {

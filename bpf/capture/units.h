@@ -18,6 +18,11 @@
 #ifndef KREPLAY_CAPTURE_UNITS_H
 #define KREPLAY_CAPTURE_UNITS_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "lifetime.h"
+#include "targets.h"
+
 /* A connection's request context; `stamp` tells a sock whose memory came back as another connection. */
 struct kr_conn {
 	__u64 context_id; /* 0 on a multiplexed connection: no single request owns its calls */

@@ -12,11 +12,17 @@
  * request's. A synchronous call (uv_fs_* without a callback: Node's
  * fs.*Sync) runs the same work function on the calling thread: only the
  * requests submitted to the pool switch a thread's unit.
- * User space (native/uv_probes.cc) attaches them to every binary with the
+ * User space (native/probes/uv_probes.cc) attaches them to every binary with the
  * symbols: Node, which links libuv in, or a libuv.so that kept them.
  */
 #ifndef KREPLAY_CAPTURE_UVPOOL_H
 #define KREPLAY_CAPTURE_UVPOOL_H
+
+#include "../capture.h"
+#include "maps.h"
+#include "lifetime.h"
+#include "units.h"
+#include "heads.h"
 
 /*
  * Where uv_work_t holds its struct uv__work: after UV_REQ_FIELDS (data,

@@ -6,6 +6,14 @@
 #ifndef KREPLAY_CAPTURE_WRITES_H
 #define KREPLAY_CAPTURE_WRITES_H
 
+#include "../capture.h"
+#include "maps.h"
+#include "restarts.h"
+#include "units.h"
+#include "heads.h"
+#include "golang.h"
+#include "calls.h"
+
 /*
  * The filter verdict comes first, so that an excluded write costs its
  * lookups and, unless --filter-transactions, one look at its first bytes

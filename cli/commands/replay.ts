@@ -11,7 +11,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { MAX_EXTRA_LATENCY_NS, SPEED_FACTOR } from '../../daemon/replay/sessions/session-limits';
 import { MATCHES, PACES } from '../exec/exec-plan';
-import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/exec-report';
+import { DEFAULT_TOLERANCE, parseTolerance } from '../exec/tolerance';
 import type { ExecFlags } from '../exec/exec-flags';
 import { runExec } from '../exec/exec-run';
 import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';

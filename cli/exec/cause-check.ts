@@ -56,6 +56,14 @@ function notHeldWhy(event: RecordedCall): string {
 
 function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number, input: CauseInput): string {
   const recorded = target.indices.length;
+  if (target.ambiguous?.[position]) {
+    const key = target.requestKeys![position];
+    const like = target.requestKeys!.filter((k) => k === key).length - 1;
+    const taken = outcome.ambiguous?.includes(position)
+      ? 'a request of the build took its exchange, but '
+      : '';
+    return `ambiguous: ${taken}the incident made ${like} other requests to ${target.target} that cannot be told from the cause's (the same request key), with other times: which one a request of the build is cannot be known, so the cause is never exercised`;
+  }
   if (target.match === 'bytes' && target.bytesEnd && outcome.bytes > 0)
     return `the build's calls to it carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes; the cause's end at byte ${target.bytesEnd[position]}`;
   if (target.call === 'response' && outcome.matched + outcome.passed > 0)

@@ -1,6 +1,6 @@
 /** The flags of `kreplay replay --exec` (cli/commands/replay.ts parses them). */
 import type { Match, Pace } from './exec-plan';
-import type { Tolerance } from './exec-report';
+import type { Tolerance } from './tolerance';
 import type { TargetMap } from './target-keys';
 
 export interface ExecFlags {

@@ -9,6 +9,7 @@
 import { allTlsRequests, TLS_MATCH_RULE } from './tls-requests';
 import type { Schedule } from '../../core/replay/schedule';
 import { mapTarget, portKey, type TargetMap } from './target-keys';
+import { alike, type Tolerance } from './tolerance';
 
 export type Pace = 'duration' | 'timeline';
 export const PACES: readonly Pace[] = ['duration', 'timeline'];
@@ -47,7 +48,7 @@ export interface RecordedCall {
   fd?: number | null;
   /** sys_read: the first read after a send on a socket, from the send's end to this read's end (exact JSON gives a string) */
   response_ns?: bigint | string | number | null;
-  /** sys_write: a send that started a request, the key of what it asked (native/request_key.h) */
+  /** sys_write: a send that started a request, the key of what it asked (native/capture/request_key.h) */
   request_key?: number | null;
 }
 
@@ -103,6 +104,12 @@ export interface PlanTarget {
    */
   requestKeys?: Uint32Array;
   /**
+   * responses: per exchange, 1 when another exchange of its request's key took a time not alike its
+   * own (beyond the tolerance): the matcher cannot tell which one a request of the build is, so none
+   * is held, and a cause among them is never exercised
+   */
+  ambiguous?: Uint8Array;
+  /**
    * responses: the later parts of an answer that came after a wait (TLS 1.3's tickets at once, the
    * response later), by their event's index, with the exchange each belongs to (its position)
    */
@@ -120,6 +127,34 @@ export interface PlanOptions {
   replayErrors?: boolean;
   /** why a recorded call is not to be held (target-selection.ts), or null to plan it */
   exclude?: (event: RecordedCall, call: CallKind, target: string) => string | null;
+  /** two responses of one request key whose holds differ by more than this are ambiguous (default: none alike but equal) */
+  tolerance?: Tolerance;
+}
+
+/**
+ * Per exchange, 1 when an exchange of the same recorded request key (not 0: requests not recorded
+ * match by order) took a time not alike its own.
+ */
+export function ambiguousExchanges(
+  keys: Uint32Array,
+  holds: BigInt64Array,
+  tolerance?: Tolerance,
+): Uint8Array {
+  const out = new Uint8Array(keys.length);
+  const byKey = new Map<number, number[]>();
+  keys.forEach((key, k) => {
+    if (key !== 0) byKey.set(key, [...(byKey.get(key) ?? []), k]);
+  });
+  for (const group of byKey.values()) {
+    let low = holds[group[0]!]!;
+    let high = low;
+    for (const k of group) {
+      if (holds[k]! < low) low = holds[k]!;
+      if (holds[k]! > high) high = holds[k]!;
+    }
+    if (!alike(low, high, tolerance)) for (const k of group) out[k] = 1;
+  }
+  return out;
 }
 
 interface Recorded {
@@ -309,6 +344,7 @@ export function buildPlan(events: readonly RecordedCall[], options: PlanOptions)
       plan.errnos = Int32Array.from(calls.map((c) => c.errno));
     if (call === 'response') {
       plan.requestKeys = Uint32Array.from(kept.map((c) => c.requestKey));
+      plan.ambiguous = ambiguousExchanges(plan.requestKeys, plan.holdsNs, options.tolerance);
       if (allTlsRequests(plan.requestKeys)) plan.matchRule = TLS_MATCH_RULE;
       if (laterParts.length > 0) {
         const position = new Map(kept.map((c, k) => [c.index, k]));

@@ -4,9 +4,10 @@
  * and how long they took, and why each was or was not matched; as a table
  * (stderr) and JSON (JUnit: junit-report.ts).
  */
-import { InvalidArgumentError } from 'commander';
 import { formatTable } from '../text-table';
+import { ACCEPTED_SOCKET } from '../../core/model/target';
 import type { CallKind, Match, PlanTarget } from './exec-plan';
+import { allowance, TIMING_NOISE_FLOOR_NS, type Tolerance } from './tolerance';
 
 /** What the supervisor counted for one planned target. */
 export interface TargetOutcome {
@@ -22,6 +23,8 @@ export interface TargetOutcome {
   intendedNs: BigInt64Array;
   /** responses: per matched response, the recorded exchange it took (by its request) */
   exchanges?: Uint32Array;
+  /** responses: the exchanges the build's requests took without a hold, the incident having made others like them (ambiguous) */
+  ambiguous?: Uint32Array;
 }
 
 export interface UnmatchedOutcome {
@@ -29,31 +32,6 @@ export interface UnmatchedOutcome {
   target: string;
   kind: string;
   calls: number;
-}
-
-/** Observed and intended may differ by the larger of `fraction` × intended and `ns`. */
-export interface Tolerance {
-  fraction: number;
-  ns: bigint;
-}
-
-export const DEFAULT_TOLERANCE = '10%,1ms';
-const UNITS: Record<string, bigint> = { ns: 1n, us: 1_000n, ms: 1_000_000n, s: 1_000_000_000n };
-
-/** `10%`, `1ms`, `500us`, or both (`10%,1ms`: the larger allowance wins). */
-export function parseTolerance(value: string): Tolerance {
-  const tolerance: Tolerance = { fraction: 0, ns: 0n };
-  for (const part of value.split(',')) {
-    const percent = /^(\d+(?:\.\d+)?)%$/.exec(part);
-    const time = /^(\d+)(ns|us|ms|s)$/.exec(part);
-    if (percent) tolerance.fraction = Number(percent[1]) / 100;
-    else if (time) tolerance.ns = BigInt(time[1]!) * UNITS[time[2]!]!;
-    else
-      throw new InvalidArgumentError(
-        `expected a percentage and/or a duration (10%,1ms; 500us), got "${value}"`,
-      );
-  }
-  return tolerance;
 }
 
 export interface TargetReport {
@@ -77,6 +55,11 @@ export interface TargetReport {
   cut_short: number;
   /** matched calls held that the build gave up on before their release (it closed or timed out): held, not compared */
   gave_up: number;
+  /**
+   * responses matched but not held: the incident made other requests the matcher cannot tell theirs
+   * from, which took other times (ambiguous)
+   */
+  ambiguous: number;
   recorded_p50_ns: bigint | null;
   recorded_p99_ns: bigint | null;
   intended_p50_ns: bigint | null;
@@ -92,23 +75,17 @@ export interface TargetReport {
   reason: string;
   /** the build made fewer calls to it than the incident, else null (a failure under --strict) */
   shortfall: string | null;
+  /** every recorded call made, how their content differs (fewer bytes: the service's replies, its requests' values), else null: reported, never failed on */
+  difference: string | null;
   /** why observed and intended differ beyond the tolerance, else null */
   failure: string | null;
 }
-
-/** Holds shorter than this are timing noise on a shared machine, never a failure (README). */
-export const TIMING_NOISE_FLOOR_NS = 1_000_000n;
 
 /** Nearest-rank percentile of unsorted values, null for none. */
 export function percentile(values: readonly bigint[], p: number): bigint | null {
   if (values.length === 0) return null;
   const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-function allowance(intended: bigint, tolerance: Tolerance): bigint {
-  const relative = BigInt(Math.round(Number(intended) * tolerance.fraction));
-  return relative > tolerance.ns ? relative : tolerance.ns;
 }
 
 function compare(
@@ -224,8 +201,10 @@ export function buildReport(
     hold_error_p50_ns: null,
     hold_error_p99_ns: null,
     gave_up: 0,
+    ambiguous: 0,
     held: false,
     shortfall: null,
+    difference: null,
     failure: null,
   };
   const rows = plan.map((target, i): TargetReport => {
@@ -254,13 +233,18 @@ export function buildReport(
     const byBytes = target.match === 'bytes';
     const matched = byBytes ? outcome.matched : Math.min(outcome.matched, recorded);
     const passed = outcome.passed + (outcome.matched - matched);
-    const short = byBytes
-      ? outcome.bytes < target.recordedBytes
-        ? `the build's calls carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes`
-        : null
-      : matched < recorded
-        ? `the build made ${matched} of the ${recorded} recorded calls`
-        : null;
+    const ambiguous = outcome.ambiguous?.length ?? 0;
+    // a stream's calls are the build's calls to it, held or past the recorded bytes
+    const calls = byBytes ? outcome.matched + outcome.passed : matched;
+    const carried = `${outcome.bytes} of the ${target.recordedBytes} recorded bytes`;
+    // every recorded call made, its bytes fewer: content (a literal value, a date, an id, a timing),
+    // the build's own: said, never failed on
+    const differs = byBytes && calls >= recorded && outcome.bytes < target.recordedBytes;
+    const short = [
+      calls < recorded
+        ? `the build made ${calls} of the ${recorded} recorded calls${byBytes ? `, carrying ${carried}` : ''}`
+        : null,
+    ].filter((s) => s !== null);
     const row = {
       call: target.call,
       target: target.target,
@@ -275,6 +259,7 @@ export function buildReport(
       passed_through: passed,
       cut_short: cutShort,
       gave_up: gaveUp,
+      ambiguous,
       recorded_p50_ns: percentile(target.recordedNs, 50),
       recorded_p99_ns: percentile(target.recordedNs, 99),
       intended_p50_ns: percentile(intended, 50),
@@ -284,8 +269,13 @@ export function buildReport(
       hold_error_p50_ns: percentile(errors, 50),
       hold_error_p99_ns: percentile(errors, 99),
       held: true,
-      reason: plannedReason(target, { matched, bytes: outcome.bytes, passed, gaveUp }, unmatched),
-      shortfall: short,
+      reason:
+        plannedReason(target, { matched, bytes: outcome.bytes, passed, gaveUp }, unmatched) +
+        (ambiguous > 0 ? `; ${ambiguousWhy(ambiguous)}` : ''),
+      shortfall: short.length > 0 ? short.join('; ') : null,
+      difference: differs
+        ? `the build's ${isServiceReply(target) ? 'replies' : 'calls'} carried ${carried}: their content differs (reported, never failed on)`
+        : null,
     };
     // the median off is systematic; a call released early is a hold missed; a late tail alone is
     // the machine's scheduling noise (hold_error_p99 shows it), nothing a CI engineer can act on
@@ -316,6 +306,16 @@ export function buildReport(
   }
   return rows;
 }
+
+/** The service's own replies: its writes to a connection it accepted (`tcp accepted 127.0.0.1:8080`). */
+export function isServiceReply(target: PlanTarget): boolean {
+  return (
+    target.call === 'write' && target.kind === 'socket' && target.target.includes(` ${ACCEPTED_SOCKET} `)
+  );
+}
+
+export const ambiguousWhy = (n: number) =>
+  `${n} responses not held: the incident made other requests the matcher cannot tell theirs from, with other times (ambiguous)`;
 
 /** 1234567 → "1.235 ms"; units that keep 3-4 significant digits. */
 export function formatNs(ns: bigint | null): string {

@@ -41,6 +41,7 @@ async function replayOne(
     match: flags.match,
     replayErrors: flags.replayErrors ?? false,
     exclude: selection.exclude,
+    tolerance: flags.tolerance,
   });
   if (plan.length === 0)
     say(

@@ -8,7 +8,7 @@
 import { causeName, checkCauses, type CauseCheck } from './cause-check';
 import type { ExecFlags } from './exec-flags';
 import type { PlanTarget } from './exec-plan';
-import { buildReport, type TargetReport } from './exec-report';
+import { ambiguousWhy, buildReport, type TargetReport } from './exec-report';
 import type { Completeness, IncidentSource } from './incident-source';
 import type { SupervisedRun } from './supervised-build';
 import type { TargetSelection } from './target-selection';
@@ -66,6 +66,17 @@ export function shortfalls(rows: readonly TargetReport[], completeness: Complete
   return out;
 }
 
+/**
+ * What a replay says and never fails on, --strict or not: how the content of calls all made
+ * differs, and holds not given to requests the matcher cannot tell apart (a cause among them is
+ * not exercised: that fails).
+ */
+export const notes = (rows: readonly TargetReport[]): string[] =>
+  rows.flatMap((r) => [
+    ...(r.ambiguous > 0 ? [`${r.target}: ${ambiguousWhy(r.ambiguous)}`] : []),
+    ...(r.difference ? [`${r.target}: ${r.difference}`] : []),
+  ]);
+
 export function verdict(input: VerdictInput): Verdict {
   const matched = input.rows.some((r) => r.held && r.matched > 0);
   const short = shortfalls(input.rows, input.completeness);
@@ -99,9 +110,10 @@ export function verdict(input: VerdictInput): Verdict {
         ...missed,
       ],
     };
+  const differ = notes(input.rows);
   if (input.strict && short.length > 0)
-    return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: short };
-  return { kind: 'passed', status: EXIT.ok, reasons: [...deselected, ...short] };
+    return { kind: 'not-faithful', status: EXIT.notFaithful, reasons: [...short, ...differ] };
+  return { kind: 'passed', status: EXIT.ok, reasons: [...deselected, ...short, ...differ] };
 }
 
 export interface Judgement {

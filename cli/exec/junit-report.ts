@@ -64,7 +64,7 @@ function caseXml(c: Case): string {
 function targetCase(r: TargetReport, suite: SuiteReport): Case {
   const out =
     `match=${r.match} recorded=${r.recorded_calls} recorded_bytes=${r.recorded_bytes} recorded_errors=${r.recorded_errors} ` +
-    `matched=${r.matched} matched_bytes=${r.matched_bytes} failed=${r.failed} passed_through=${r.passed_through} cut_short=${r.cut_short} gave_up=${r.gave_up} ` +
+    `matched=${r.matched} matched_bytes=${r.matched_bytes} failed=${r.failed} passed_through=${r.passed_through} cut_short=${r.cut_short} gave_up=${r.gave_up} ambiguous=${r.ambiguous} ` +
     `hold_error_p50=${formatNs(r.hold_error_p50_ns)} hold_error_p99=${formatNs(r.hold_error_p99_ns)} ` +
     `recorded_p50=${formatNs(r.recorded_p50_ns)} recorded_p99=${formatNs(r.recorded_p99_ns)} ` +
     `intended_p50=${formatNs(r.intended_p50_ns)} observed_p50=${formatNs(r.observed_p50_ns)} observed_p99=${formatNs(r.observed_p99_ns)}\n` +

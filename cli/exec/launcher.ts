@@ -1,5 +1,5 @@
 /**
- * The build under test, started through build/kreplay-exec (native/launcher):
+ * The build under test, started through build/kreplay-exec (native/exec/launcher):
  * the launcher hands over the seccomp listener and CMD's pid on a socket, runs
  * CMD once told the transaction to mark, and reports CMD's wait status there.
  */

@@ -98,6 +98,7 @@ export async function superviseBuild({
           bytesEnd: t.bytesEnd,
           spansNs: t.spansNs,
           requestKeys: t.requestKeys,
+          ambiguous: t.ambiguous,
         })),
         neverHeld: handedOutputs(),
       },

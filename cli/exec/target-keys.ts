@@ -87,7 +87,7 @@ export function mapTarget(target: string, kind: string, maps: readonly TargetMap
 
 /**
  * `tcp 10.0.0.5:5432` → `tcp *:5432`; null for targets without a port (unix sockets, files). Built
- * by the supervisor's own code (native/exec_match.cc), so the plan's keys and the keys of the
+ * by the supervisor's own code (native/exec/exec_match.cc), so the plan's keys and the keys of the
  * build's calls cannot drift apart.
  */
 export const portKey = (target: string): string | null => nativeAddon().portKey(target);

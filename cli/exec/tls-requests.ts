@@ -1,5 +1,5 @@
 /**
- * Requests the capture and the relay know only by their TLS record (native/request_key.cc): the
+ * Requests the capture and the relay know only by their TLS record (native/capture/request_key.cc): the
  * keys of the record types, from the one owner of recognition and hashing, fed a record header of
  * each type. A response whose requests are all such records is matched by record type and order.
  */

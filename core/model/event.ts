@@ -39,7 +39,7 @@ interface SyscallFields extends CommonFields {
 
 export interface SysWriteEvent extends SyscallFields {
   event_type: 'sys_write';
-  /** a send that started a request on a socket: the key of what it asked (native/request_key.h); absent otherwise */
+  /** a send that started a request on a socket: the key of what it asked (native/capture/request_key.h); absent otherwise */
   request_key?: number;
 }
 

@@ -91,7 +91,7 @@ function isV4Mapped(addr: Uint8Array): boolean {
  * The word between protocol and address of a connection a listener accepted
  * (`tcp accepted 10.0.0.5:8080`): named by the service's listening address,
  * which a test build of the service shares, never by the client's port.
- * native/exec_target.cc names the build's sockets the same way.
+ * native/exec/exec_target.cc names the build's sockets the same way.
  */
 export const ACCEPTED_SOCKET = 'accepted';
 

@@ -78,6 +78,13 @@ export interface NativeExecTarget {
   spansNs?: BigInt64Array;
   /** responses: per exchange, the key of the request it answered (0: not recorded) */
   requestKeys?: Uint32Array;
+  /** responses: per exchange, 1 when another exchange of its key took another time: its response is not held */
+  ambiguous?: Uint8Array;
+}
+
+/** The recorded requests' keys, per connection (a string naming it): each knows the statements its connection named. */
+export interface NativeRequestKeys {
+  key(connection: string, bytes: Uint8Array): number;
 }
 
 export interface NativeExecResults {
@@ -92,6 +99,8 @@ export interface NativeExecResults {
     intendedNs: BigInt64Array;
     /** responses: per matched response, the recorded exchange it took */
     exchanges: Uint32Array;
+    /** responses: the exchanges taken without a hold (ambiguous: the incident made others like them, with other times) */
+    ambiguous: Uint32Array;
   }[];
   unmatched: {
     call: 'write' | 'fsync' | 'connect' | 'response';
@@ -183,7 +192,7 @@ export interface NativeAddon {
   execSocketPair(): [number, number];
   /** one message of the launcher and the fd it carries (else -1); throws E_EXEC_HANDOFF */
   receiveMessage(fd: number, timeoutMs: number): { text: string; fd: number };
-  /** what the supervisor decides for each call in turn, without a build (native/exec_match.h); throws E_EXEC_PLAN */
+  /** what the supervisor decides for each call in turn, without a build (native/exec/exec_match.h); throws E_EXEC_PLAN */
   execMatch(
     plan: { pace: 'duration' | 'timeline'; targets: NativeExecTarget[] },
     calls: NativeExecCall[],
@@ -215,10 +224,12 @@ export interface NativeAddon {
   unlockFile(fd: number): void;
   /** gives free heap pages back to the kernel (malloc_trim); true when some were */
   trimMemory(): boolean;
-  /** what a request's first bytes ask, as a key (never 0) that `replay --exec` matches responses on (native/request_key.h) */
+  /** what a request's first bytes ask, as a key (never 0) that `replay --exec` matches responses on (native/capture/request_key.h) */
   requestKey(bytes: Uint8Array): number;
   /** the same as text with literal values replaced: `redis GET`, `pg query SELECT * FROM t WHERE id = ?` */
   requestShape(bytes: Uint8Array): string;
+  /** requestKey per connection: a prepared statement's later commands are keyed by its text (native/capture/request_key.h) */
+  RequestKeys: new () => NativeRequestKeys;
   /** CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: the check the addon's E_CAPTURE_PERM uses */
   hasBpfCapabilities(): boolean;
   /** an fd keeping BPF run-time statistics (programStats) on until closed; throws E_CAPTURE_STATS */
@@ -235,7 +246,7 @@ export interface NativeAddon {
     names: string[],
     dynamicOnly?: boolean,
   ): { relocatable: boolean; values: Record<string, bigint> } | null;
-  /** where process `pid`'s interpreter has what the Python hook needs (native/py_inject.h); throws E_PY_INJECT_SYMBOLS or E_PY_INJECT_GONE */
+  /** where process `pid`'s interpreter has what the Python hook needs (native/python/py_inject.h); throws E_PY_INJECT_SYMBOLS or E_PY_INJECT_GONE */
   pythonSymbols(pid: number): NativePythonSymbols;
   /** Py_AddPendingCall(PyRun_SimpleString, code) made by `pid`'s main thread: what it returned (0: queued); rejects with an E_PY_INJECT_ code */
   queuePythonCode(

@@ -138,7 +138,7 @@ export const MIGRATIONS: readonly string[] = [
   `
   ${eventColumnsAddedIn(SYSCALL_TYPES_SCHEMA_VERSION)}
   `,
-  // v7: a send that started a request on a socket keeps the key of what it asked (native/request_key.h)
+  // v7: a send that started a request on a socket keeps the key of what it asked (native/capture/request_key.h)
   `
   ${eventColumnsAddedIn(REQUEST_KEY_SCHEMA_VERSION)}
   `,

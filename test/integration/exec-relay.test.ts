@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
 import { join } from 'node:path';
+import { nativeAddon } from '../../core/native/addon';
 import { KREPLAY_BIN } from '../support/agent-process';
 import { incidentCall, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
 import { runCommand, type Outcome } from '../support/exec/kreplay-run';
@@ -154,6 +155,54 @@ describe('kreplay replay --exec: slow upstreams and connects through the relay',
       ['connect', 1],
       ['write', 1],
       ['response', 1],
+    ]);
+  });
+
+  it('two requests the matcher cannot tell apart (one key), one answered in 1.5 s and one at once: neither held, and the slow one is never exercised', async () => {
+    // issue 42: by order, the build's first GET took the slow answer whichever request it was
+    const peer = `tcp 10.0.0.5:${port}`;
+    const key = nativeAddon().requestKey(Buffer.from('GET / HTTP/1.1\r\nHost: a\r\n\r\n'));
+    const exchange = (atMs: number, waitMs: number): IncidentEvent[] => [
+      incidentCall('inc', atMs, 0.05, 'sys_write', peer, 'socket', { syscall: 'sendto', bytes: 60 }),
+      {
+        ...incidentCall('inc', atMs + waitMs, 0.01, 'sys_read' as 'sys_write', peer, 'socket', {
+          syscall: 'recvfrom',
+          bytes: 120,
+          ret: 120,
+        }),
+        response_ns: BigInt(waitMs * MS),
+      } as IncidentEvent,
+    ];
+    const events = [
+      incidentCall('inc', 0, 0.2, 'sys_connect', peer, 'socket', { syscall: 'connect' }),
+      ...exchange(1, 1500),
+      ...exchange(1510, 2),
+    ].map((e) => (e.event_type === 'sys_write' ? { ...e, request_key: key } : e));
+    const report = join(dir.path, 'ambiguous.json');
+    const url = `http://127.0.0.1:${port}/`;
+    const result = await replay(
+      events,
+      ['--report-json', report],
+      ['curl', '-sS', '-o', '/dev/null', '-o', '/dev/null', '-w', '%{time_total}\n', url, url],
+    );
+    expect(result.status).toBe(220);
+    // neither was held
+    const times = result.stdout.trim().split('\n').map(Number);
+    expect(times).toHaveLength(2);
+    for (const seconds of times) expect(seconds).toBeLessThan(1);
+    const parsed = JSON.parse(readFileSync(report, 'utf8')) as {
+      verdict: string;
+      targets: { call: string; matched: number; ambiguous: number; passed_through: number }[];
+      causes: { exercised: boolean; reason: string }[];
+    };
+    expect(parsed.verdict).toBe('not-reproduced');
+    expect(parsed.targets.find((r) => r.call === 'response')).toMatchObject({
+      matched: 2,
+      ambiguous: 2,
+      passed_through: 0,
+    });
+    expect(parsed.causes).toEqual([
+      expect.objectContaining({ exercised: false, reason: expect.stringMatching(/^ambiguous: /) as string }),
     ]);
   });
 

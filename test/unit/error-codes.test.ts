@@ -1,7 +1,8 @@
 /** One registry of error codes (core/error-codes.ts): every code used is in it, and every code in it is used. */
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ERROR_CODES, isErrorCode } from '../../core/error-codes';
+import { ERROR_CODES, isErrorCode, RETIRED_ERROR_CODES } from '../../core/error-codes';
 import { PROBLEM_KINDS, problemCode, type ProblemKind } from '../../core/problem-kinds';
 
 const ROOT = resolve(__dirname, '..', '..');
@@ -27,6 +28,26 @@ function literals(): Map<string, string> {
   return found;
 }
 
+/**
+ * Codes git's history shows leaving the registry (`-  E_…:` lines of core/error-codes.ts) or
+ * leaving with their problem kind (`-  'kind': {` lines of core/problem-kinds.ts, followed to where
+ * it was before). A line moved within the file comes back as a `+` line: its code is registered
+ * still.
+ */
+function removedInHistory(): Set<string> {
+  const log = (file: string) =>
+    execFileSync('git', ['log', '--follow', '-p', '--format=', '--', file], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
+  const removed = new Set<string>();
+  for (const m of log(REGISTRY).matchAll(/^-\s+(E_[A-Z0-9_]+):/gm)) removed.add(m[1]!);
+  for (const m of log(join('core', 'problem-kinds.ts')).matchAll(/^-\s+'?([a-z][a-z-]*)'?: \{ status/gm))
+    removed.add(problemCode(m[1]! as ProblemKind));
+  return removed;
+}
+
 describe('error codes', () => {
   it('registers every code the TypeScript and the native addon use', () => {
     const unregistered = [...literals()]
@@ -50,7 +71,24 @@ describe('error codes', () => {
     expect(isErrorCode(undefined)).toBe(false);
   });
 
+  it('lists every code it ever removed as retired, so none is reused with another meaning', () => {
+    const retired = new Set(Object.keys(RETIRED_ERROR_CODES));
+    const removed = [...removedInHistory()].filter((code) => !isErrorCode(code));
+    expect(removed.filter((code) => !retired.has(code))).toEqual([]);
+    // the check reads the history at all: E_HPACK left the registry in c97964b
+    expect(removed).toContain('E_HPACK');
+  });
+
+  it('gives no retired code again, neither registered nor used', () => {
+    const used = literals();
+    for (const code of Object.keys(RETIRED_ERROR_CODES)) {
+      expect([code, isErrorCode(code)]).toEqual([code, false]);
+      expect([code, used.get(code)]).toEqual([code, undefined]);
+    }
+  });
+
   it('says what each code means', () => {
-    for (const meaning of Object.values(ERROR_CODES)) expect(meaning.length).toBeGreaterThan(10);
+    for (const meaning of [...Object.values(ERROR_CODES), ...Object.values(RETIRED_ERROR_CODES)])
+      expect(meaning.length).toBeGreaterThan(10);
   });
 });

@@ -1,7 +1,8 @@
 import { checkCauses } from '../../cli/exec/cause-check';
 import { buildPlan, type RecordedCall } from '../../cli/exec/exec-plan';
 import type { TargetOutcome } from '../../cli/exec/exec-report';
-import { buildReport, parseTolerance } from '../../cli/exec/exec-report';
+import { buildReport } from '../../cli/exec/exec-report';
+import { parseTolerance } from '../../cli/exec/tolerance';
 import { EXIT, verdict } from '../../cli/exec/exec-verdict';
 import { junitXml } from '../../cli/exec/junit-report';
 import { clientPid, TargetSelection } from '../../cli/exec/target-selection';
@@ -36,6 +37,19 @@ const events: RecordedCall[] = [
   sock('sys_write', 1502, 0.3, { target: '/srv/app.db', target_kind: 'file' }),
 ];
 
+/** The verdict of a build that exited 0, without --strict, on a complete recording. */
+function verdictOf(rows: ReturnType<typeof buildReport>, causes: ReturnType<typeof checkCauses>) {
+  return verdict({
+    buildStatus: 0,
+    interrupted: false,
+    supervisorFailed: false,
+    rows,
+    strict: false,
+    completeness: { known: true, lost: [] },
+    causes,
+  });
+}
+
 function replay(
   outcome: (target: string, call: string) => Partial<TargetOutcome>,
   map: { from: string; to: string }[] = [],
@@ -66,15 +80,7 @@ function replay(
     unplannedCalls: new Map(),
   });
   const rows = buildReport(plan, outcomes, [], parseTolerance('10%,1ms'));
-  const v = verdict({
-    buildStatus: 0,
-    interrupted: false,
-    supervisorFailed: false,
-    rows,
-    strict: false,
-    completeness: { known: true, lost: [] },
-    causes,
-  });
+  const v = verdictOf(rows, causes);
   return { causes, v, rows };
 }
 
@@ -295,5 +301,76 @@ describe("a cause in an answer's later part (TLS 1.3: the session tickets at onc
   test('is not exercised when no response of the build took its exchange', () => {
     const { causes } = check([]);
     expect(causes).toEqual([expect.objectContaining({ index: 3, exercised: false })]);
+  });
+});
+
+describe('requests the matcher cannot tell apart (issue 42: one key, other times)', () => {
+  // three executes of statements whose ids the recording could not name: one key, one of them slow
+  const unknown = { request_key: 77 };
+  const recorded = [
+    sock('sys_write', 0, 0.01, unknown),
+    sock('sys_read', 2, 0.01, { response_ns: ms(2) }),
+    sock('sys_write', 3, 0.01, unknown),
+    sock('sys_read', 1504, 0.01, { response_ns: ms(1500) }),
+    sock('sys_write', 1505, 0.01, unknown),
+    sock('sys_read', 1507, 0.01, { response_ns: ms(1.5) }),
+    // another request, its own key: told apart
+    sock('sys_write', 1508, 0.01, { request_key: 88 }),
+    sock('sys_read', 1510, 0.01, { response_ns: ms(2) }),
+  ];
+  const plan = buildPlan(recorded, {
+    maps: [],
+    schedule: new Schedule(1, 0n),
+    pace: 'duration',
+    tolerance: parseTolerance('10%,1ms'),
+  });
+  const response = plan.find((t) => t.call === 'response')!;
+
+  test('are ambiguous, each of them; requests of a key alike in time are not', () => {
+    expect([...response.ambiguous!]).toEqual([1, 1, 1, 0]);
+    const alike = buildPlan(
+      recorded.map((e) => (e.response_ns === ms(1500) ? { ...e, response_ns: ms(1.6) } : e)),
+      { maps: [], schedule: new Schedule(1, 0n), pace: 'duration', tolerance: parseTolerance('10%,1ms') },
+    );
+    expect([...alike.find((t) => t.call === 'response')!.ambiguous!]).toEqual([0, 0, 0, 0]);
+  });
+
+  test('a build whose requests took them all is never passed: the cause among them is not exercised, and the report says the holds were not given', () => {
+    const outcomes = plan.map((t) => ({
+      matched: t === response ? 4 : 0,
+      passed: 0,
+      failed: 0,
+      bytes: 0,
+      observedNs: BigInt64Array.from(t === response ? [ms(2)] : []),
+      intendedNs: BigInt64Array.from(t === response ? [ms(2)] : []),
+      ...(t === response ? { exchanges: Uint32Array.from([3]), ambiguous: Uint32Array.from([0, 1, 2]) } : {}),
+    }));
+    const causes = checkCauses({
+      causes: incidentCauses(recorded),
+      events: recorded,
+      plan,
+      outcomes,
+      excluded: new Map(),
+      maps: [],
+      unplannedCalls: new Map(),
+    });
+    expect(causes).toEqual([
+      expect.objectContaining({
+        exercised: false,
+        reason: expect.stringMatching(
+          /^ambiguous: a request of the build took its exchange, but the incident made 2 other requests to tcp 10\.0\.0\.5:6379 that cannot be told from the cause's/,
+        ) as string,
+      }),
+    ]);
+    const rows = buildReport(plan, outcomes, [], parseTolerance('10%,1ms'));
+    const row = rows.find((r) => r.call === 'response')!;
+    expect(row).toMatchObject({ matched: 4, ambiguous: 3 });
+    // said, and no shortfall: a build whose calls were all made is faithful but for the cause
+    expect(row.shortfall).toBeNull();
+    expect(row.reason).toMatch(
+      /3 responses not held: the incident made other requests the matcher cannot tell/,
+    );
+    const v = verdictOf(rows, causes);
+    expect(v).toMatchObject({ kind: 'not-reproduced', status: EXIT.notReproduced });
   });
 });

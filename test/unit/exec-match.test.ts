@@ -1,5 +1,5 @@
 /**
- * Which recorded call a build's call takes (native/exec_match.cc), driven through the addon's
+ * Which recorded call a build's call takes (native/exec/exec_match.cc), driven through the addon's
  * execMatch without a build, a kernel or root: the supervisor runs the same code on each call.
  */
 import { buildPlan, type RecordedCall } from '../../cli/exec/exec-plan';
@@ -149,7 +149,7 @@ describe('the match key', () => {
   });
 });
 
-describe('responses matched to the request they answer (the relay, native/exec_relay.cc PickExchange)', () => {
+describe('responses matched to the request they answer (the relay, native/exec/exec_relay.cc PickExchange)', () => {
   const { execExchanges, requestKey } = nativeAddon();
   const redis = (...args: string[]) =>
     requestKey(Buffer.from(`*${args.length}\r\n${args.map((a) => `$${a.length}\r\n${a}\r\n`).join('')}`));

@@ -1,5 +1,6 @@
 import type { PlanTarget } from '../../cli/exec/exec-plan';
-import { buildReport, parseTolerance, percentile, reportTable } from '../../cli/exec/exec-report';
+import { buildReport, percentile, reportTable } from '../../cli/exec/exec-report';
+import { parseTolerance } from '../../cli/exec/tolerance';
 import { verdict } from '../../cli/exec/exec-verdict';
 import { junitXml, type SuiteReport } from '../../cli/exec/junit-report';
 
@@ -215,8 +216,20 @@ describe('exec report truth', () => {
     });
     const [some] = buildReport([stream], [outcome(2, 3000)], [], parseTolerance('10%,1ms'));
     expect(some).toMatchObject({
-      shortfall: "the build's calls carried 3000 of the 8000 recorded bytes",
+      shortfall: 'the build made 2 of the 20 recorded calls, carrying 3000 of the 8000 recorded bytes',
+      difference: null,
       reason: 'held 3000 of 8000 bytes: the build sent fewer (in 2 calls)',
     });
+    // every call made with fewer bytes (a literal value, a timing): their content, said and not failed on
+    const [content] = buildReport([stream], [outcome(20, 7990)], [], parseTolerance('10%,1ms'));
+    expect(content).toMatchObject({
+      shortfall: null,
+      difference:
+        "the build's calls carried 7990 of the 8000 recorded bytes: their content differs (reported, never failed on)",
+    });
+    const reply = { ...stream, target: 'tcp accepted 127.0.0.1:8080' };
+    expect(buildReport([reply], [outcome(20, 7990)], [], parseTolerance('10%,1ms'))[0]!.difference).toMatch(
+      /^the build's replies carried 7990 of the 8000 recorded bytes/,
+    );
   });
 });

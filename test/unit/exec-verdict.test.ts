@@ -1,6 +1,7 @@
 import type { PlanTarget, RecordedCall } from '../../cli/exec/exec-plan';
 import { buildPlan } from '../../cli/exec/exec-plan';
-import { buildReport, parseTolerance, type TargetReport } from '../../cli/exec/exec-report';
+import { buildReport, type TargetReport } from '../../cli/exec/exec-report';
+import { parseTolerance } from '../../cli/exec/tolerance';
 import { combinedStatus, EXIT, verdict, type VerdictInput } from '../../cli/exec/exec-verdict';
 import { completenessOf } from '../../cli/exec/incident-source';
 import { junitXml, type SuiteReport } from '../../cli/exec/junit-report';
@@ -179,7 +180,7 @@ describe('JUnit', () => {
     expect(xml).toContain('<testcase classname="kreplay.build" name="exit status"');
     expect(xml).toContain('<failure message="no recorded call was matched');
     expect(xml).toMatch(
-      /recorded=2 recorded_bytes=0 recorded_errors=0 matched=2 matched_bytes=0 failed=0 passed_through=0 cut_short=0 gave_up=0 hold_error_p50=0 ns hold_error_p99=0 ns/,
+      /recorded=2 recorded_bytes=0 recorded_errors=0 matched=2 matched_bytes=0 failed=0 passed_through=0 cut_short=0 gave_up=0 ambiguous=0 hold_error_p50=0 ns hold_error_p99=0 ns/,
     );
   });
 

@@ -3,7 +3,8 @@
  * text, the JSON report and JUnit each say a fact as the one list holds it.
  */
 import type { PlanTarget } from '../../cli/exec/exec-plan';
-import { buildReport, parseTolerance, reportTable } from '../../cli/exec/exec-report';
+import { buildReport, reportTable } from '../../cli/exec/exec-report';
+import { parseTolerance } from '../../cli/exec/tolerance';
 import { verdict } from '../../cli/exec/exec-verdict';
 import { reportJson, reportText, type IncidentReport } from '../../cli/exec/incident-report';
 import { junitXml } from '../../cli/exec/junit-report';

@@ -1,8 +1,103 @@
 /** The folder tree says what depends on what: these imports would make it lie. */
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
+
+/**
+ * What the repository's root may hold: the build and lint configuration, the project's front
+ * pages and one folder per part. Anything else (a test's port file, a scratch log) belongs in a
+ * temporary directory or a part's own folder.
+ */
+const ROOT_ENTRIES = new Set([
+  '.ci/',
+  '.clang-format',
+  '.gitignore',
+  '.prettierignore',
+  '.prettierrc.json',
+  'CHANGELOG.md',
+  'CONTRIBUTING.md',
+  'Makefile',
+  'README.md',
+  'eslint.config.mjs',
+  'jest.config.js',
+  'package-lock.json',
+  'package.json',
+  'tsconfig.build.json',
+  'tsconfig.json',
+  ...[
+    'agent',
+    'bench',
+    'bin',
+    'bpf',
+    'cli',
+    'core',
+    'daemon',
+    'deploy',
+    'docs',
+    'examples',
+    'native',
+    'test',
+    'tools',
+    'web',
+  ].map((folder) => `${folder}/`),
+]);
+
+/** The root's entries git sees: committed, and untracked but not ignored (what a test left behind). */
+function rootEntries(): string[] {
+  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  const entries = files
+    .split('\n')
+    .filter(Boolean)
+    .map((file) => (file.includes('/') ? `${file.slice(0, file.indexOf('/'))}/` : file));
+  return [...new Set(entries)].sort();
+}
+
+/**
+ * native/ by concern: each room may include its own files and those of the rooms listed here (the
+ * root's utilities: errors, the log, the file lock, thread scheduling). The addon's entry,
+ * native/addon.cc, binds them all. A file includes another by its name (binding.gyp's include
+ * directories), so each name is in one room only.
+ */
+const NATIVE_ROOMS: Record<string, string[]> = {
+  '': [''],
+  capture: ['capture', 'probes', ''],
+  probes: ['probes', ''],
+  python: ['python', 'probes', ''],
+  exec: ['exec', 'capture', ''],
+};
+
+/** The addon's C++ files (not the SQLite extension's C, nor the launcher's), by name, with their room. */
+function nativeFiles(): Map<string, string> {
+  const files = new Map<string, string>();
+  for (const room of Object.keys(NATIVE_ROOMS))
+    for (const file of readdirSync(join(ROOT, 'native', room)))
+      if (/\.(cc|h)$/.test(file)) {
+        if (files.has(file))
+          throw new Error(`native/${room}/${file}: its name is in native/${files.get(file)} too`);
+        files.set(file, room);
+      }
+  return files;
+}
+
+/** Includes from one room into a room it may not include, as `native/room/file -> native/room/included`. */
+function nativeOffences(files: Map<string, string>): string[] {
+  const offences: string[] = [];
+  for (const [file, room] of files) {
+    if (room === '' && file === 'addon.cc') continue;
+    const path = join('native', room, file);
+    for (const m of readFileSync(join(ROOT, path), 'utf8').matchAll(/^#include "([^"]+)"/gm)) {
+      const target = files.get(m[1]!);
+      if (target !== undefined && !NATIVE_ROOMS[room]!.includes(target))
+        offences.push(`${path} -> ${join('native', target, m[1]!)}`);
+    }
+  }
+  return offences;
+}
 
 function sources(folder: string): string[] {
   return readdirSync(join(ROOT, folder), { recursive: true, encoding: 'utf8' })
@@ -109,6 +204,26 @@ describe('layout', () => {
 
   it('has no import circle, type-only imports included', () => {
     expect(importCircles(['core', 'agent', 'daemon', 'cli', 'bench', 'tools'])).toEqual([]);
+  });
+
+  it("keeps native/ by concern: capture, probes, python, exec, and the root's utilities", () => {
+    const files = nativeFiles();
+    expect(nativeOffences(files)).toEqual([]);
+    // every C++ file of the addon is in a room: none in a folder the rooms do not name
+    const placed = new Set([...files].map(([file, room]) => join('native', room, file)));
+    const everywhere = readdirSync(join(ROOT, 'native'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => /\.(cc|h)$/.test(file) && !file.startsWith('build/') && !file.startsWith('sqlite/'))
+      .map((file) => join('native', file));
+    expect(everywhere.filter((file) => !placed.has(file))).toEqual([]);
+    // and the check sees an include across rooms (the capture engine attaches the probes)
+    expect(readFileSync(join(ROOT, 'native', 'capture', 'capture_engine.cc'), 'utf8')).toContain(
+      '#include "go_probes.h"',
+    );
+    expect(files.get('go_probes.h')).toBe('probes');
+  });
+
+  it('holds at the root only the files and folders it lists', () => {
+    expect(rootEntries().filter((entry) => !ROOT_ENTRIES.has(entry))).toEqual([]);
   });
 
   it('finds a circle where there is one (the check itself works)', () => {

@@ -1,7 +1,7 @@
 /**
  * The one process discovery of the runtime hooks (agent/runtimes/discovery): which processes it
  * hands to which injector, and what it says and counts, with real processes in /proc. The Python
- * queuing is faked (the ptrace part is native/py_inject.cc's, tested on a real kernel in
+ * queuing is faked (the ptrace part is native/python/py_inject.cc's, tested on a real kernel in
  * attribution-python.test.ts); the Node injection is tested in attribution-node.test.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';

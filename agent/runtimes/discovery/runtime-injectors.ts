@@ -37,7 +37,7 @@ export function runtimeInjectors(options: InjectorOptions): RuntimeInjectors {
     node: options.nodeHook
       ? new NodeHookInjector({ followLibuv: options.followLibuv, addon: options.addon, log: options.log })
       : leaveAlone('refused', 'the Node hook is off (--no-node-hook)'),
-    // queued with ptrace from native/py_inject.cc, which drives x86-64 registers
+    // queued with ptrace from native/python/py_inject.cc, which drives x86-64 registers
     python: !options.pythonHook
       ? leaveAlone('refused', 'the Python hook is off (--no-python-hook)')
       : process.arch !== 'x64'

@@ -1,7 +1,7 @@
 /**
  * Whether a file is a Go program: an ELF64 file with Go's build-info or build-id section, the same
- * test native/go_binary.cc makes before it probes one (stripped programs keep both sections). Go
- * needs no hook: its goroutines are followed by uprobes on its binary (native/go_probes.cc), which
+ * test native/probes/go_binary.cc makes before it probes one (stripped programs keep both sections). Go
+ * needs no hook: its goroutines are followed by uprobes on its binary (native/probes/go_probes.cc), which
  * log what they follow; the discovery counts its processes (docs/operate.md "Go").
  */
 import { closeSync, openSync, readSync } from 'node:fs';

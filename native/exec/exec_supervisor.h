@@ -40,6 +40,9 @@ struct TargetResult {
   std::vector<int64_t> intended_ns;
   // responses: per matched response, the recorded exchange it took (by its request), in the build's order
   std::vector<uint32_t> exchanges;
+  // responses: the recorded exchanges the build's requests took without a hold, since the incident
+  // made others it cannot tell them from with other times (ambiguous)
+  std::vector<uint32_t> ambiguous;
 };
 
 struct UnmatchedTarget {

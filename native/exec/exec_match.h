@@ -37,6 +37,8 @@ struct TargetPlan {
   std::vector<int64_t> spans_ns;
   // responses: per exchange, the key of the request it answered (request_key.h; 0: not recorded)
   std::vector<uint32_t> request_keys;
+  // responses: per exchange, 1 when another of its key took another time (exec-plan.ts): not held
+  std::vector<uint8_t> ambiguous;
 };
 
 // `<proto> *:<port>` for a socket target with a port (`tcp 10.0.0.5:5432` -> `tcp *:5432`), else

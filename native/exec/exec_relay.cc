@@ -94,6 +94,8 @@ struct PendingExchange {
   int64_t hold_ns;
   int64_t sent_ns;
   int64_t release_ns;
+  // when the peer's answer began to arrive: past release_ns, the peer took longer than the incident
+  int64_t arrived_ns;
   // where its answer begins among the peer's bytes to the build (Link::appended when it was taken)
   uint64_t from;
 };
@@ -116,6 +118,8 @@ struct ExecRelay::Link {
   int64_t last_send_ns = 0;
   // the first bytes of the build's request since the last response began (its key picks the exchange)
   std::string request;
+  // what the connection's requests named (statements), for the keys of later ones
+  Statements statements{false};
   // exchanges taken whose answer has not reached the build yet, oldest first: each answer is held to
   // its own release, and what follows it waits behind it (a pipelined client's next answer, or the
   // response after TLS 1.3's session tickets, when the build's request crossed them)
@@ -388,7 +392,7 @@ void ExecRelay::Process(Link* link, int64_t now) {
     }
     // reported once, stuffed or not (one due too soon to stuff completed at once)
     if (link->connect_target >= 0) {
-      timings_.push_back({link->connect_target, link->connect_index, NowNs() - link->started_ns, -1});
+      timings_.push_back({link->connect_target, link->connect_index, NowNs() - link->started_ns, -1, false});
       link->connect_target = -1;
     }
   }
@@ -408,17 +412,27 @@ void ExecRelay::Process(Link* link, int64_t now) {
     if (link->sent) {
       link->sent = false;
       const int target = link->response_target;
+      // keyed with what the connection named before (a statement's id or name), then told of the answer
+      const uint32_t key =
+          link->statements.Key(reinterpret_cast<const uint8_t*>(link->request.data()), link->request.size());
+      link->statements.Answer(reinterpret_cast<const uint8_t*>(buf), static_cast<size_t>(n));
       if (target >= 0) {
-        const uint32_t key = RequestKey(reinterpret_cast<const uint8_t*>(link->request.data()), link->request.size());
-        const uint32_t k = PickExchange(responses_[target], used_[target], key);
+        const ResponsePlan& plan = responses_[target];
+        const uint32_t k = PickExchange(plan, used_[target], key);
         if (k == kNoExchange) {
           // a request the incident never made (a health probe, a warm-up): passed through, never held
-          timings_.push_back({target, kNoExchange, 0, -1});
+          timings_.push_back({target, kNoExchange, 0, -1, false});
+        } else if (k < plan.ambiguous.size() && plan.ambiguous[k]) {
+          // the incident made other requests this one cannot be told from, with other times: which
+          // one it is decides its hold, so it gets none
+          used_[target][k] = true;
+          timings_.push_back({target, k, 0, -1, true});
         } else {
           used_[target][k] = true;
           if (first_held_ns_ == 0 || link->last_send_ns < first_held_ns_) first_held_ns_ = link->last_send_ns;
-          const int64_t hold_ns = responses_[target].holds_ns[k];
-          link->pending.push_back({k, hold_ns, link->last_send_ns, link->last_send_ns + hold_ns, link->appended});
+          const int64_t hold_ns = plan.holds_ns[k];
+          link->pending.push_back(
+              {k, hold_ns, link->last_send_ns, link->last_send_ns + hold_ns, NowNs(), link->appended});
         }
       }
     }
@@ -440,7 +454,9 @@ void ExecRelay::Process(Link* link, int64_t now) {
       // an exchange is delivered with its answer's first byte
       for (; !link->pending.empty() && link->pending.front().from < link->delivered; link->pending.pop_front()) {
         const PendingExchange& p = link->pending.front();
-        timings_.push_back({link->response_target, p.exchange, now - p.sent_ns, p.hold_ns});
+        // an answer that came after its release time was held not at all: its intended time is the peer's own
+        const int64_t intended = std::max(p.hold_ns, p.arrived_ns - p.sent_ns);
+        timings_.push_back({link->response_target, p.exchange, now - p.sent_ns, intended, false});
       }
     }
   }
@@ -482,7 +498,8 @@ void ExecRelay::Update(Link* link) {
 
 void ExecRelay::Close(Link* link) {
   // the build closed its end while a response was held (its own timeout fired): held, never delivered
-  for (const PendingExchange& p : link->pending) timings_.push_back({link->response_target, p.exchange, -1, p.hold_ns});
+  for (const PendingExchange& p : link->pending)
+    timings_.push_back({link->response_target, p.exchange, -1, p.hold_ns, false});
   if (link->c >= 0) close(link->c);
   close(link->r);
   close(link->u);

@@ -31,14 +31,18 @@ struct RelayTiming {
   // -1: the build closed the connection before the held response was released
   int64_t observed_ns;
   int64_t intended_ns;
+  // a response whose request the incident made among others it cannot be told from: not held
+  bool ambiguous;
 };
 
 constexpr uint32_t kNoExchange = UINT32_MAX;
 
-// A peer's recorded exchanges: per exchange its response hold and the key of its request (0: not recorded).
+// A peer's recorded exchanges: per exchange its response hold, the key of its request (0: not
+// recorded), and whether other exchanges of that key took other times (then none is held).
 struct ResponsePlan {
   std::vector<int64_t> holds_ns;
   std::vector<uint32_t> request_keys;
+  std::vector<uint8_t> ambiguous;
 };
 
 // The exchange a response to a request of `key` answers: the first unused one of the same key, else the

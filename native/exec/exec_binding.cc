@@ -54,7 +54,7 @@ Pace ParsePace(Napi::Env env, Napi::Object plan) {
   return pace == "duration" ? Pace::kDuration : Pace::kTimeline;
 }
 
-// plan.targets: [{call, keys, holdsNs, errnos?, bytesEnd?, spansNs?, requestKeys?}] (NativeExecTarget)
+// plan.targets: [{call, keys, holdsNs, errnos?, bytesEnd?, spansNs?, requestKeys?, ambiguous?}] (NativeExecTarget)
 std::vector<TargetPlan> ParseTargets(Napi::Env env, Napi::Object plan) {
   std::vector<TargetPlan> targets;
   Napi::Array list = plan.Get("targets").As<Napi::Array>();
@@ -77,6 +77,15 @@ std::vector<TargetPlan> ParseTargets(Napi::Env env, Napi::Object plan) {
       target.request_keys.assign(array.Data(), array.Data() + array.ElementLength());
       if (target.request_keys.size() != target.holds_ns.size())
         throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "requestKeys and holdsNs differ in count"));
+    }
+    Napi::Value ambiguous = entry.Get("ambiguous");
+    if (!ambiguous.IsUndefined()) {
+      if (!ambiguous.IsTypedArray() || ambiguous.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+        throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "ambiguous must be a Uint8Array"));
+      Napi::Uint8Array array = ambiguous.As<Napi::Uint8Array>();
+      target.ambiguous.assign(array.Data(), array.Data() + array.ElementLength());
+      if (target.ambiguous.size() != target.holds_ns.size())
+        throw ToJsError(env, ExecFailure("E_EXEC_PLAN", "ambiguous and holdsNs differ in count"));
     }
     Napi::Value errnos = entry.Get("errnos");
     if (!errnos.IsUndefined()) {
@@ -172,7 +181,7 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
   }
 
   // After stop(): {targets: [{matched, passed, failed, bytes, observedNs, intendedNs: BigInt64Array,
-  // exchanges: Uint32Array}],
+  // exchanges, ambiguous: Uint32Array}],
   // unmatched: [{call, target, kind, calls}], bypassed}
   Napi::Value Results(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -196,6 +205,9 @@ class ExecSupervisorJs : public Napi::ObjectWrap<ExecSupervisorJs> {
       auto exchanges = Napi::TypedArrayOf<uint32_t>::New(env, target.exchanges.size(), napi_uint32_array);
       std::copy(target.exchanges.begin(), target.exchanges.end(), exchanges.Data());
       entry.Set("exchanges", exchanges);
+      auto ambiguous = Napi::TypedArrayOf<uint32_t>::New(env, target.ambiguous.size(), napi_uint32_array);
+      std::copy(target.ambiguous.begin(), target.ambiguous.end(), ambiguous.Data());
+      entry.Set("ambiguous", ambiguous);
       targets.Set(i, entry);
     }
     out.Set("targets", targets);
