@@ -11,7 +11,9 @@ import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import { CgroupPaths } from './attribution/cgroup-paths';
 import { CGROUP_RESCAN_MS, CgroupSelection, type FilterOptions } from './filter/capture-filter';
-import { describeFilter } from './filter/selector';
+import { describeFilter, type Selector } from './filter/selector';
+import { readSelectedProcess } from './filter/process-selectors';
+import { HookScope } from './runtimes/discovery/hook-scope';
 import type { AgentConfig } from './config/config-schema';
 import { CorruptRecordError, RecordDecoder } from './ingest/record-decoder';
 import type { Logger } from '../core/log/logger';
@@ -25,8 +27,11 @@ import type { ClickHouseHttp } from '../core/clickhouse/http-client';
 import { Shipper, type ShipStatus } from './ship/shipper';
 import type { AgentMetrics, AgentReadings } from './metrics/agent-metrics';
 import { RingPeaks } from './ring-peaks';
-import { NodeHooks } from './runtimes/node/node-hooks';
-import { PythonHooks } from './runtimes/python/python-hooks';
+import { ProcessDiscovery } from './runtimes/discovery/process-discovery';
+import { RuntimeClassifier } from './runtimes/discovery/classify';
+import { runtimeInjectors } from './runtimes/discovery/runtime-injectors';
+import { NodeHookInjector } from './runtimes/node/node-hooks';
+import { runtimeHookCounters } from './runtimes/discovery/runtime-hook';
 import { selectionWants, type KernelSelection } from './filter/task-filter';
 import { nativeAddon } from '../core/native/addon';
 import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
@@ -57,6 +62,8 @@ export interface AgentOptions {
   ship?: ClickHouseHttp;
   /** --metrics-listen: fed by this agent and read by each scrape */
   metrics?: AgentMetrics;
+  /** --hook-include/--hook-exclude: which processes the runtime hooks go into (default: servers and their children) */
+  hookScope?: { include?: Selector[]; exclude: Selector[] };
   /** hook the Node processes the filters include (agent/runtimes/node); default: with attribution */
   nodeHook?: boolean;
   /** queue the Python hook into the CPython processes the filters include (agent/runtimes/python); default: with attribution */
@@ -102,8 +109,8 @@ export class Agent implements AgentReadings {
   private lastStatusAt = performance.now();
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
-  private nodeHooks: NodeHooks | null = null;
-  private pythonHooks: PythonHooks | null = null;
+  private runtimeHooks: ProcessDiscovery | null = null;
+  private nodeHooks: NodeHookInjector | null = null;
   /** what the kernel filter selects now (cgroup ids resolved), for what the agent does to processes */
   private selection: KernelSelection = { exclude: [] };
   private readonly cgroupPaths = new CgroupPaths();
@@ -170,17 +177,30 @@ export class Agent implements AgentReadings {
     });
     if (cgroups.live) agent.timers.push(setInterval(() => agent.refreshCgroups(cgroups), CGROUP_RESCAN_MS));
     log.info('capturing', { store: store.path, node: options.node });
-    if ((options.nodeHook ?? true) && options.capture.attribution !== false) {
-      agent.nodeHooks = new NodeHooks({
-        wanted: (pid) => agent.wantsProcess(pid),
+    if (options.capture.attribution !== false) {
+      const hookLog = log.child('runtime-hook');
+      const scope = new HookScope({
+        ...(options.hookScope ?? { exclude: [] }),
+        captured: (pid) => agent.wantsProcess(pid),
+        read: (pid) => readSelectedProcess(pid, agent.services, agent.cgroupPaths),
+      });
+      const injectors = runtimeInjectors({
+        nodeHook: options.nodeHook ?? true,
+        pythonHook: options.pythonHook ?? true,
         followLibuv: (pid) => agent.capture?.followLibuv(pid),
         addon: nativeAddon(),
-        log: log.child('node-hook'),
+        log: hookLog,
       });
-      agent.nodeHooks.start();
+      // its inspectors' counters (intrusions, stderr lines) beside the discovery's
+      if (injectors.node instanceof NodeHookInjector) agent.nodeHooks = injectors.node;
+      agent.runtimeHooks = new ProcessDiscovery({
+        injectors,
+        classifier: new RuntimeClassifier(nativeAddon()),
+        scope: (pid) => scope.check(pid),
+        log: hookLog,
+      });
+      agent.runtimeHooks.start();
     }
-    if ((options.pythonHook ?? true) && options.capture.attribution !== false)
-      agent.startPythonHooks(log.child('python-hook'));
     if (options.ship) {
       agent.shipper = new Shipper(store.path, options.ship);
       agent.shipper.start();
@@ -229,16 +249,6 @@ export class Agent implements AgentReadings {
         this.log.warn(`cannot update the cgroup filter: ${(err as Error).message}`);
       this.cgroupFilterFailed = true;
     }
-  }
-
-  /* The hook is queued with ptrace from native/python/py_inject.cc, which drives x86-64 registers. */
-  private startPythonHooks(log: Logger): void {
-    if (process.arch !== 'x64') {
-      log.warn(`no Python hook on ${process.arch}: asyncio and pool servers stay unattributed`);
-      return;
-    }
-    this.pythonHooks = new PythonHooks({ wanted: (pid) => this.wantsProcess(pid), log });
-    this.pythonHooks.start();
   }
 
   /** Whether the capture filters include process `pid` now, as the kernel would decide for its main thread. */
@@ -306,14 +316,9 @@ export class Agent implements AgentReadings {
       pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
-      nodeHooked: this.nodeHooks?.counts.hooked ?? 0,
-      nodeHookRefused: this.nodeHooks?.counts.refused ?? 0,
-      nodeHookFailed: this.nodeHooks?.counts.failed ?? 0,
+      ...runtimeHookCounters(this.runtimeHooks?.counts),
       nodeHookIntrusions: this.nodeHooks?.intrusions ?? 0,
       nodeHookStderrLines: this.nodeHooks?.stderrLines ?? 0,
-      pythonHooked: this.pythonHooks?.counts.hooked ?? 0,
-      pythonHookRefused: this.pythonHooks?.counts.refused ?? 0,
-      pythonHookFailed: this.pythonHooks?.counts.failed ?? 0,
       corruptRecords: this.corruptRecords,
       corruptBytes: this.corruptBytes,
       diskFullDropped: this.store.dropped.diskFull,
@@ -358,15 +363,9 @@ export class Agent implements AgentReadings {
   /** Drains the ring, commits everything, records the run's end. */
   async stop(reason: string): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
-    // an injection under way finishes and the inspectors still watched close (agent/runtimes/node)
-    // while the probes detach
-    await Promise.all([
-      this.nodeHooks?.stop(),
-      (async () => {
-        await this.pythonHooks?.stop();
-        await this.capture?.stop();
-      })(),
-    ]);
+    // an injection under way finishes and the Node inspectors still watched close
+    // (agent/runtimes/node) while the probes detach
+    await Promise.all([this.runtimeHooks?.stop(), this.capture?.stop()]);
     this.store.drain();
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
     // store, and the next run ships it from the cursor

@@ -1,5 +1,6 @@
 /** The agent's health figures: rates per status interval, totals since start, and everything lost, by cause. */
 import type { KernelCounterName } from '../core/model';
+import type { RuntimeHookCounters } from './runtimes/discovery/runtime-hook';
 
 export interface LossCounters {
   malformedMarkers: number;
@@ -22,26 +23,18 @@ export interface LossCounters {
   storeReplacements: number;
 }
 
-/**
- * The processes a runtime hook went into, left alone (its policy, or refused before anything was
- * sent), or failed to hook: Node's (agent/runtimes/node) and Python's (agent/runtimes/python).
- */
-export interface RuntimeHookCounters {
-  nodeHooked: number;
-  nodeHookRefused: number;
-  nodeHookFailed: number;
+/** What the Node hook's inspectors met (agent/runtimes/node/inspector-door.ts). */
+export interface NodeInspectorCounters {
   /** connects to an inspector the agent opened that the kernel refused (another process's) */
   nodeHookIntrusions: number;
   /** lines Node printed on hooked programs' stderr for the agent's inspectors */
   nodeHookStderrLines: number;
-  pythonHooked: number;
-  pythonHookRefused: number;
-  pythonHookFailed: number;
 }
 
 export type CounterSnapshot = Record<KernelCounterName, number> &
   LossCounters &
-  RuntimeHookCounters & {
+  RuntimeHookCounters &
+  NodeInspectorCounters & {
     rowsWritten: number;
     /** stored events that retention removed since the start */
     pruned: number;

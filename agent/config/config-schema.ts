@@ -1,7 +1,7 @@
 /** The agent's optional config file (--config, JSON or YAML). */
 import { NODE_NAME, NODE_NAME_RULE } from '../../core/model/node-name';
 import { z } from 'zod';
-import { parseSampleRate, parseSelector, SelectorError } from '../filter/selector';
+import { parseHookSelector, parseSampleRate, parseSelector, SelectorError } from '../filter/selector';
 import { OTLP_PROTOCOLS } from '../../core/otlp/otlp-protocols';
 import { DEFAULT_MAX_SPANS_PER_TRACE, DEFAULT_QUEUE_SPANS, OTLP_SAMPLING } from '../otlp/otlp-target';
 
@@ -72,6 +72,16 @@ export const captureConfigSchema = z
       .describe(
         'hook the Node processes the filters include to follow their requests (false: --no-node-hook)',
       ),
+    hook_include: z
+      .array(parsedBy(parseHookSelector))
+      .optional()
+      .describe(
+        'only hook the Node and Python processes these selectors name (service:, cgroup:, comm:, exe:, pid:, cgroup-id:; --hook-include adds to them); default: processes that listen on TCP and their children',
+      ),
+    hook_exclude: z
+      .array(parsedBy(parseHookSelector))
+      .default([])
+      .describe('never hook the processes these selectors name (--hook-exclude adds to them)'),
     python_hook: z
       .boolean()
       .default(true)

@@ -37,12 +37,15 @@ function ancestry(path: string): string[] {
   return out;
 }
 
-/** A cgroup path selector names that cgroup and every one under it. */
+/** A cgroup path selector (`cgroup:PATTERN`) names that cgroup and every one under it. */
+export function cgroupPathTest(selectorPath: string): CgroupTest {
+  const pattern = globToRegExp(selectorPath);
+  return (path) => ancestry(path).some((p) => pattern.test(p));
+}
+
 function cgroupTest(selector: Selector, services: ServiceResolver): CgroupTest | null {
   if (selector.kind === 'service') return (path) => services.serviceOfCgroup(path) === selector.name;
-  if (selector.kind !== 'cgroup') return null;
-  const pattern = globToRegExp(selector.path);
-  return (path) => ancestry(path).some((p) => pattern.test(p));
+  return selector.kind === 'cgroup' ? cgroupPathTest(selector.path) : null;
 }
 
 export class CgroupSelection {

@@ -1,8 +1,10 @@
 /**
- * What --include/--exclude name (flags and the config file's `capture:`
- * section): `service:NAME`, `cgroup:PATH` (the cgroup and those under it;
- * `*` and `?` as in config rules), `comm:NAME` (exact), `pid:N`,
- * `cgroup-id:N`. The one parser of that syntax and of `--sample-background`.
+ * What --include/--exclude and --hook-include/--hook-exclude name (flags and
+ * the config file's `capture:` section): `service:NAME`, `cgroup:PATH` (the
+ * cgroup and those under it; `*` and `?` as in config rules), `comm:NAME`
+ * (exact), `pid:N`, `cgroup-id:N`, and for the hooks only `exe:PATH` (the
+ * executable; `*` and `?` too; the kernel filter cannot tell executables).
+ * The one parser of that syntax and of `--sample-background`.
  */
 import { COMM_LEN } from '../../core/model';
 import { KreplayError } from '../../core/errors';
@@ -12,7 +14,10 @@ export type Selector =
   | { kind: 'cgroup'; path: string }
   | { kind: 'comm'; comm: string }
   | { kind: 'pid'; pid: number }
-  | { kind: 'cgroup-id'; id: bigint };
+  | { kind: 'cgroup-id'; id: bigint }
+  | { kind: 'exe'; path: string };
+
+export type SelectorKind = Selector['kind'];
 
 export class SelectorError extends KreplayError {
   constructor(message: string) {
@@ -20,42 +25,78 @@ export class SelectorError extends KreplayError {
   }
 }
 
-const KINDS = 'service:NAME, cgroup:PATH, comm:NAME, pid:N or cgroup-id:N';
+const KIND_FORMS: Record<SelectorKind, string> = {
+  service: 'service:NAME',
+  cgroup: 'cgroup:PATH',
+  comm: 'comm:NAME',
+  pid: 'pid:N',
+  'cgroup-id': 'cgroup-id:N',
+  exe: 'exe:PATH',
+};
+/** What the capture's kernel filter can select (--include/--exclude). */
+export const CAPTURE_KINDS: readonly SelectorKind[] = ['service', 'cgroup', 'comm', 'pid', 'cgroup-id'];
+/** What the runtime hooks' scope can select (--hook-include/--hook-exclude): the process is read in /proc. */
+export const HOOK_KINDS: readonly SelectorKind[] = [...CAPTURE_KINDS, 'exe'];
 const MAX_PID = 4_194_304;
 
+function expected(kinds: readonly SelectorKind[]): string {
+  const forms = kinds.map((k) => KIND_FORMS[k]);
+  return `${forms.slice(0, -1).join(', ')} or ${forms[forms.length - 1]}`;
+}
+
+/** A capture selector (--include/--exclude). */
 export function parseSelector(text: string): Selector {
+  return parseSelectorOf(text, CAPTURE_KINDS, 'filter');
+}
+
+/** A runtime hook selector (--hook-include/--hook-exclude). */
+export function parseHookSelector(text: string): Selector {
+  return parseSelectorOf(text, HOOK_KINDS, 'hook selector');
+}
+
+function parseSelectorOf(text: string, kinds: readonly SelectorKind[], what: string): Selector {
   const colon = text.indexOf(':');
   const kind = colon < 0 ? '' : text.slice(0, colon);
   const value = text.slice(colon + 1);
-  if (colon < 0 || value === '') throw new SelectorError(`"${text}" is not a filter: expected ${KINDS}`);
-  switch (kind) {
+  const forms = expected(kinds);
+  if (colon < 0 || value === '') throw new SelectorError(`"${text}" is not a ${what}: expected ${forms}`);
+  if (!(kinds as readonly string[]).includes(kind))
+    throw new SelectorError(
+      Object.hasOwn(KIND_FORMS, kind)
+        ? `"${text}": a ${what} cannot select by ${kind}, expected ${forms}`
+        : `"${text}": unknown ${what} kind "${kind}", expected ${forms}`,
+    );
+  switch (kind as SelectorKind) {
     case 'service':
-      return { kind, name: value };
+      return { kind: 'service', name: value };
     case 'cgroup':
       if (!value.startsWith('/'))
         throw new SelectorError(`"${text}": a cgroup path starts with / (as in /proc/PID/cgroup)`);
-      return { kind, path: value.length > 1 ? value.replace(/\/+$/, '') : value };
+      return { kind: 'cgroup', path: value.length > 1 ? value.replace(/\/+$/, '') : value };
     case 'comm':
       if (Buffer.byteLength(value) > COMM_LEN - 1 || value.includes('\0'))
         throw new SelectorError(
           `"${text}": a comm is at most ${COMM_LEN - 1} bytes (the kernel cuts longer names)`,
         );
-      return { kind, comm: value };
+      return { kind: 'comm', comm: value };
     case 'pid': {
       const pid = /^\d+$/.test(value) ? Number(value) : NaN;
       if (!(pid >= 1 && pid <= MAX_PID))
         throw new SelectorError(`"${text}": expected a pid from 1 to ${MAX_PID}`);
-      return { kind, pid };
+      return { kind: 'pid', pid };
     }
     case 'cgroup-id': {
       const id = /^\d+$/.test(value) ? BigInt(value) : -1n;
       if (id < 1n || id >= 2n ** 64n)
         throw new SelectorError(`"${text}": expected a cgroup v2 id (the directory's inode number)`);
-      return { kind, id };
+      return { kind: 'cgroup-id', id };
     }
-    default:
-      throw new SelectorError(`"${text}": unknown filter kind "${kind}", expected ${KINDS}`);
+    case 'exe':
+      if (!value.startsWith('/'))
+        throw new SelectorError(`"${text}": an executable is an absolute path (as /proc/PID/exe names it)`);
+      return { kind: 'exe', path: value };
   }
+  throw new SelectorError(`"${text}": unknown ${what} kind "${kind}", expected ${forms}`);
 }
 
 export function formatSelector(s: Selector): string {
@@ -70,6 +111,8 @@ export function formatSelector(s: Selector): string {
       return `pid:${s.pid}`;
     case 'cgroup-id':
       return `cgroup-id:${s.id}`;
+    case 'exe':
+      return `exe:${s.path}`;
   }
 }
 

@@ -16,6 +16,7 @@ import type { CounterSnapshot } from '../status';
 import type { EventType } from '../../core/model';
 import type { ShipStatus } from '../ship/shipper';
 import type { OtlpStatus } from '../otlp/otlp-exporter';
+import { HOOK_OUTCOMES, RUNTIMES, runtimeHookKey } from '../runtimes/discovery/runtime-hook';
 
 /** What a scrape reads from the running agent. */
 export interface AgentReadings {
@@ -75,20 +76,6 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   multiplexed_call: 'multiplexedCall',
   // a server's read that may bring the next request before its head is known (TLS, a peeked byte)
   unsure_read: 'unsureRead',
-};
-/** Node processes by what the hook did (agent/runtimes/node) */
-const NODE_HOOKS_BY_OUTCOME: Record<string, Key> = {
-  hooked: 'nodeHooked',
-  // its policy left it alone: opted out, its own SIGUSR1 listener, its inspector its user's, ...
-  refused: 'nodeHookRefused',
-  failed: 'nodeHookFailed',
-};
-/** Python processes by what the agent did (agent/runtimes/python) */
-const PYTHON_HOOKS_BY_OUTCOME: Record<string, Key> = {
-  hooked: 'pythonHooked',
-  // left alone before anything was sent: opted out, an interpreter the hook does not know, ptrace refused
-  refused: 'pythonHookRefused',
-  failed: 'pythonHookFailed',
 };
 const TOTALS: Record<string, { help: string; key: Key }> = {
   kreplay_agent_stored_events_total: { help: 'events committed to the node store', key: 'rowsWritten' },
@@ -157,17 +144,19 @@ export class AgentMetrics {
       'kind',
       CONTEXT_PROBLEMS_BY_KIND,
     );
-    this.labelledTotal(
-      'kreplay_agent_node_hooks_total',
-      'Node processes the hook went into, was refused by its policy, or failed to go into (all logged)',
-      'outcome',
-      NODE_HOOKS_BY_OUTCOME,
-    );
-    this.labelledTotal(
-      'kreplay_agent_python_hooks_total',
-      'Python processes the hook was queued into, was refused, or failed to be queued into (all logged)',
-      'outcome',
-      PYTHON_HOOKS_BY_OUTCOME,
+    this.counter(
+      {
+        name: 'kreplay_agent_runtime_hooks_total',
+        help: 'processes of each runtime by what its hook did: hooked, refused, failed, out_of_scope, no_hook (all logged)',
+        labelNames: ['runtime', 'outcome'],
+      },
+      (counter) => {
+        const now = this.scraped;
+        if (now)
+          for (const runtime of RUNTIMES)
+            for (const outcome of HOOK_OUTCOMES)
+              counter.inc({ runtime, outcome }, now[runtimeHookKey(runtime, outcome)]);
+      },
     );
     for (const [name, { help, key }] of Object.entries(TOTALS))
       this.total(name, help, () => this.scraped?.[key]);

@@ -2,7 +2,7 @@
  * A process's place in the process tree, from /proc: what the runtime hooks need to keep out of
  * the agent's own line (its supervisor, the shell or CI runner that started it).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 
 export interface ProcessStat {
   ppid: number;
@@ -52,3 +52,16 @@ export function ancestorsOf(pid: number, stat: (pid: number) => string | null = 
 /** Why a runtime hook stays out of an ancestor of the agent, said the same for every runtime. */
 export const AGENT_ANCESTOR_REASON =
   "it runs above the agent (its supervisor, shell or CI runner): the agent's own line is never hooked";
+
+/**
+ * The executable's identity (device and inode): the same file under any path; null for a kernel
+ * thread (no executable: asked at every scan, so without the cost of a thrown error) or a process gone.
+ */
+export function exeIdentity(pid: number): string | null {
+  try {
+    const st = statSync(`/proc/${pid}/exe`, { throwIfNoEntry: false });
+    return st ? `${st.dev}:${st.ino}` : null;
+  } catch {
+    return null;
+  }
+}

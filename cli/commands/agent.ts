@@ -23,9 +23,15 @@ import {
   parsedOption,
   sizeOption,
 } from '../options';
-import { parseSampleRate, parseSelector, type Selector } from '../../agent/filter/selector';
+import {
+  parseHookSelector,
+  parseSampleRate,
+  parseSelector,
+  type Selector,
+} from '../../agent/filter/selector';
 import type { AgentConfig } from '../../agent/config/config-schema';
 import type { FilterOptions } from '../../agent/filter/capture-filter';
+import type { AgentOptions } from '../../agent/agent';
 import type { ListenAddress } from '../../agent/metrics/metrics-server';
 import { OTLP_PROTOCOLS, type OtlpProtocol } from '../../core/otlp/otlp-protocols';
 import {
@@ -46,6 +52,8 @@ interface AgentFlags extends LogFlags {
   cgroupId?: number;
   include?: Selector[];
   exclude?: Selector[];
+  hookInclude?: Selector[];
+  hookExclude?: Selector[];
   filterTransactions?: boolean;
   sampleBackground?: number;
   minDurationNs: number;
@@ -138,6 +146,15 @@ function filterOptions(flags: AgentFlags, config: AgentConfig): FilterOptions {
   };
 }
 
+/** Which processes the runtime hooks go into: the config file's hook_include/hook_exclude plus the flags'. */
+function hookScope(flags: AgentFlags, config: AgentConfig): AgentOptions['hookScope'] {
+  const given = config.capture.hook_include !== undefined || flags.hookInclude !== undefined;
+  return {
+    include: given ? [...(config.capture.hook_include ?? []), ...(flags.hookInclude ?? [])] : undefined,
+    exclude: [...config.capture.hook_exclude, ...(flags.hookExclude ?? [])],
+  };
+}
+
 /* Loaded when an agent runs, not by every command: zod, yaml and prom-client cost a CLI start ~60 ms. */
 const agentModules = async () => {
   const [{ Agent }, { loadConfig }, { AgentMetrics }, { startMetricsServer }] = await Promise.all([
@@ -198,6 +215,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
         },
         ship,
         metrics,
+        hookScope: hookScope(flags, config),
         nodeHook: flags.nodeHook && config.capture.node_hook,
         pythonHook: flags.pythonHook && config.capture.python_hook,
         otlp,
@@ -239,6 +257,16 @@ export function registerAgentCommand(program: Command): Command {
       '--exclude <selector>',
       'never capture tasks of this selector (repeatable; wins over --include)',
       parsedOption(parseSelector, true),
+    )
+    .option(
+      '--hook-include <selector>',
+      'only hook the Node and Python processes of this service:NAME, cgroup:PATH, comm:NAME, exe:PATH, pid:N or cgroup-id:N (repeatable: any of them; default: processes that listen on TCP and their children)',
+      parsedOption(parseHookSelector, true),
+    )
+    .option(
+      '--hook-exclude <selector>',
+      'never hook the processes of this selector (repeatable; wins over --hook-include)',
+      parsedOption(parseHookSelector, true),
     )
     .option('--filter-transactions', 'excluded tasks lose their transaction events too (kept by default)')
     .option(

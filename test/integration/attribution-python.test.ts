@@ -279,9 +279,10 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
     const metrics = await (await fetch(metricsUrl)).text();
     const count = (outcome: string) =>
       Number(
-        new RegExp(`^kreplay_agent_python_hooks_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(
-          metrics,
-        )?.[1],
+        new RegExp(
+          `^kreplay_agent_runtime_hooks_total\\{runtime="python",outcome="${outcome}"\\} (\\d+)$`,
+          'm',
+        ).exec(metrics)?.[1],
       );
     // the server that opted out and the traced one; every other server here was hooked
     expect({ refused: count('refused'), failed: count('failed') }).toEqual({ refused: 2, failed: 0 });

@@ -40,6 +40,9 @@ beforeAll(async () => {
     'unseen',
     '--cgroup-id',
     String(cgroup.id),
+    // programs that serve nothing too: the default scope would leave them alone (hook-scope.test.ts)
+    '--hook-include',
+    `cgroup-id:${cgroup.id}`,
   ]);
 }, 60_000);
 

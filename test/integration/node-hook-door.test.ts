@@ -132,6 +132,9 @@ beforeAll(async () => {
     'node',
     '--cgroup-id',
     String(cgroup.id),
+    // forked workers and a blocked program serve nothing: the default scope would leave them alone
+    '--hook-include',
+    `cgroup-id:${cgroup.id}`,
     '--log-level',
     'debug',
   ]);

@@ -178,7 +178,10 @@ export function nodeHookLine(agent: AgentProcess, pid: number): Promise<string> 
 
 /** The line the agent logged of Python process `pid` once it queued its hook or said why not (agent/runtimes/python). */
 export function pythonHookLine(agent: AgentProcess, pid: number): Promise<string> {
-  const pattern = new RegExp(`^.*(queued the Python hook|no Python hook).* pid=${pid}\\b.*$`, 'm');
+  const pattern = new RegExp(
+    `^.*(queued the Python hook|left a Python process unattributed|could not hook a Python process).* pid=${pid}\\b.*$`,
+    'm',
+  );
   return waitFor(() => pattern.exec(agent.output())?.[0], {
     timeoutMs: 20_000,
     what: `the agent's word on Python process ${pid}`,

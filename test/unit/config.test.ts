@@ -18,6 +18,7 @@ describe('agent config', () => {
         capture_reads: false,
         node_hook: true,
         python_hook: true,
+        hook_exclude: [],
       },
     });
     writeFileSync(
@@ -62,6 +63,8 @@ describe('agent config', () => {
       '  filter_transactions: true',
       '  sample_background: 1/100',
       '  capture_reads: true',
+      '  hook_include: ["exe:/usr/bin/python3*", "service:api"]',
+      '  hook_exclude: ["comm:celery"]',
     ].join('\n');
     expect(parseConfig(yaml, 'c.yaml', 'yaml').capture).toEqual({
       include: [
@@ -77,7 +80,19 @@ describe('agent config', () => {
       capture_reads: true,
       node_hook: true,
       python_hook: true,
+      hook_include: [
+        { kind: 'exe', path: '/usr/bin/python3*' },
+        { kind: 'service', name: 'api' },
+      ],
+      hook_exclude: [{ kind: 'comm', comm: 'celery' }],
     });
+    // the capture's kernel filter cannot tell executables; a bad hook selector is named
+    expect(() => parseConfig('capture: { include: ["exe:/usr/bin/node"] }', 'c.yaml', 'yaml')).toThrow(
+      'a filter cannot select by exe',
+    );
+    expect(() => parseConfig('capture: { hook_exclude: ["exe:node"] }', 'c.yaml', 'yaml')).toThrow(
+      '"exe:node": an executable is an absolute path',
+    );
     expect(parseConfig('capture: { sample_background: 8 }', 'c.yaml', 'yaml').capture.sample_background).toBe(
       8,
     );

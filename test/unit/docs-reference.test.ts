@@ -38,8 +38,8 @@ describe('generated reference pages', () => {
     expect(metrics).toContain('`type`: `sys_write`, `sys_read`, `sys_fsync`, `sys_connect`, `block_io`');
     for (const reason of ['sys_read_ring_full', 'sys_fsync_ring_full', 'sys_connect_ring_full'])
       expect(metrics).toContain(`\`${reason}\``);
-    expect(metrics).toMatch(
-      /\| `kreplay_agent_node_hooks_total` \| counter \| `outcome`: `hooked`, `refused`, `failed` \|/,
+    expect(metrics).toContain(
+      '| `kreplay_agent_runtime_hooks_total` | counter | `runtime`: `node`, `python`, `go`, `jvm`; `outcome`: `hooked`, `refused`, `failed`, `out_of_scope`, `no_hook` |',
     );
     expect(metrics).toMatch(/\| `kreplay_agent_otlp_spans_total` \| counter \|/);
     expect(metrics).toMatch(/\| `kreplay_agent_store_commit_seconds` \| histogram \| {2}\|/);
@@ -51,7 +51,13 @@ describe('generated reference pages', () => {
   it('describes every key of the config file', () => {
     const keys = configKeys();
     expect(keys.map((key) => key.path)).toEqual(
-      expect.arrayContaining(['node', 'services[].match.comm', 'capture.python_hook', 'otlp.queue_spans']),
+      expect.arrayContaining([
+        'node',
+        'services[].match.comm',
+        'capture.python_hook',
+        'capture.hook_include',
+        'otlp.queue_spans',
+      ]),
     );
     expect(keys.filter((key) => !key.description).map((key) => key.path)).toEqual([]);
   });

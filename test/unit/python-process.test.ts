@@ -2,7 +2,6 @@
 import {
   interpreterState,
   isKreplayCommand,
-  needsMaps,
   optedOut,
   pythonVersion,
   RUNTIME_BYTES,
@@ -11,18 +10,17 @@ import {
 } from '../../agent/runtimes/python/python-process';
 
 describe('python-process', () => {
-  it('tells the CPython version from the executable, or from the libpython an unversioned python maps', () => {
+  it('tells the CPython version from the executable, or from the libpython it maps', () => {
     expect(pythonVersion('/usr/bin/python3.11')).toEqual({ major: 3, minor: 11 });
     expect(pythonVersion('/root/.pyenv/versions/3.12.1/bin/python3.12 (deleted)')).toEqual({
       major: 3,
       minor: 12,
     });
     const maps = '7f00-7f10 r-xp 00000000 08:01 42 /opt/py/lib/libpython3.13.so.1.0\n';
-    expect(needsMaps('/opt/py/bin/python')).toBe(true);
-    expect(needsMaps('/usr/bin/python3.11')).toBe(false);
     expect(pythonVersion('/opt/py/bin/python', maps)).toEqual({ major: 3, minor: 13 });
     expect(pythonVersion('/opt/py/bin/python', '')).toBeNull();
-    expect(pythonVersion('/usr/bin/node', maps)).toBeNull();
+    // a program that embeds the interpreter (uwsgi's python plugin) runs it too
+    expect(pythonVersion('/usr/bin/uwsgi-core', maps)).toEqual({ major: 3, minor: 13 });
     expect(pythonVersion('/usr/sbin/uwsgi')).toBeNull();
   });
 

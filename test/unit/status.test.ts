@@ -1,5 +1,6 @@
 import { storedCounters, type CounterSnapshot } from '../../agent/status';
 import { KERNEL_COUNTER_NAMES, kernelCounters } from '../../core/model';
+import { runtimeHookCounters } from '../../agent/runtimes/discovery/runtime-hook';
 
 describe('storedCounters', () => {
   it('stores every counter under its stable snake_case name', () => {
@@ -19,6 +20,7 @@ describe('storedCounters', () => {
       incompleteRequestHeads: 22,
       untracedRequestHeads: 23,
       pipelinedRequestHeads: 24,
+      ...runtimeHookCounters(),
       nodeHooked: 25,
       nodeHookRefused: 26,
       nodeHookFailed: 27,
@@ -27,6 +29,9 @@ describe('storedCounters', () => {
       pythonHooked: 28,
       pythonHookRefused: 29,
       pythonHookFailed: 30,
+      pythonHookOutOfScope: 31,
+      goHookNoHook: 32,
+      jvmHookNoHook: 33,
     };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
@@ -78,6 +83,21 @@ describe('storedCounters', () => {
       python_hooked: 28,
       python_hook_refused: 29,
       python_hook_failed: 30,
+      python_hook_out_of_scope: 31,
+      go_hook_no_hook: 32,
+      jvm_hook_no_hook: 33,
+      ...Object.fromEntries(
+        ['node_hook_out_of_scope', 'node_hook_no_hook', 'python_hook_no_hook']
+          .concat(
+            ['go', 'jvm'].flatMap((r) => [
+              `${r}_hooked`,
+              `${r}_hook_refused`,
+              `${r}_hook_failed`,
+              `${r}_hook_out_of_scope`,
+            ]),
+          )
+          .map((name) => [name, 0]),
+      ),
     });
   });
 });

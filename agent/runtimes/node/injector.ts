@@ -9,7 +9,7 @@
  * descriptors); the code runs only after `process.pid` there is the process's.
  */
 import { hookRefusal, inspectorPort, nodeOptions } from './hook-policy';
-import type { HookOutcome, InspectorDoors } from './inspector-door';
+import type { HookOutcome, InspectorDoors, OpenedOutcome } from './inspector-door';
 import { namespaceListening, processListening } from './listening-sockets';
 import { readProcessFacts } from './node-process';
 import type { NodeRuntime } from './node-runtime';
@@ -50,7 +50,7 @@ export async function injectNodeHook(
   runtime: NodeRuntime,
   doors: InspectorDoors,
   beforeSignal: () => void = () => undefined,
-  late: (outcome: HookOutcome) => void = () => undefined,
+  late: (outcome: OpenedOutcome) => void = () => undefined,
 ): Promise<HookOutcome> {
   const facts = readProcessFacts(pid);
   if (!facts) return { kind: 'failed', reason: 'the process is gone' };

@@ -31,6 +31,9 @@ export type HookOutcome =
   /** signalled, its inspector not open yet: watched, and `late` reports what happened */
   | { kind: 'pending' };
 
+/** What came of an inspector once it opened: the hook went in, or not. */
+export type OpenedOutcome = Extract<HookOutcome, { kind: 'hooked' | 'failed' }>;
+
 export interface InjectorTimings {
   /** for the inspector to open after SIGUSR1, and to close after the hook */
   inspectorMs: number;
@@ -66,7 +69,7 @@ export interface Signalled {
   /** the sockets it listened on before the signal */
   before: Set<number>;
   /** what it did when its inspector opened only after the injection stopped waiting */
-  late: (outcome: HookOutcome) => void;
+  late: (outcome: OpenedOutcome) => void;
 }
 
 interface Watched {
@@ -214,7 +217,7 @@ export class InspectorDoors {
   }
 
   /** Hooks (the first time) and closes the inspector; the watch then waits `quietMs` for a reopening. */
-  private async through(watch: Watched, inspector: ListeningSocket): Promise<HookOutcome> {
+  private async through(watch: Watched, inspector: ListeningSocket): Promise<OpenedOutcome> {
     watch.busy = true;
     try {
       return await this.use(watch, inspector);
@@ -223,13 +226,13 @@ export class InspectorDoors {
     }
   }
 
-  private async use(watch: Watched, inspector: ListeningSocket): Promise<HookOutcome> {
+  private async use(watch: Watched, inspector: ListeningSocket): Promise<OpenedOutcome> {
     const { pid, innerPid } = watch.target;
     const hook = !watch.done;
     watch.done = true;
     this.stderrLines += LINES_PER_OPEN;
     let session: InspectorSession | undefined;
-    let outcome: HookOutcome = { kind: 'failed', reason: 'its inspector reopened' };
+    let outcome: OpenedOutcome = { kind: 'failed', reason: 'its inspector reopened' };
     try {
       session = await InspectorSession.open(inspector.port, this.timings.answerMs);
       this.stderrLines += LINES_PER_SESSION;

@@ -44,8 +44,8 @@ export function namespaceListening(pid: number): ListeningSocket[] {
   });
 }
 
-/** The sockets the process itself listens on. */
-export function processListening(pid: number): ListeningSocket[] {
+/** The inodes of the sockets among the process's descriptors (empty when it is gone). */
+export function socketInodes(pid: number): Set<number> {
   const own = new Set<number>();
   try {
     for (const fd of readdirSync(`/proc/${pid}/fd`)) {
@@ -57,7 +57,13 @@ export function processListening(pid: number): ListeningSocket[] {
       }
     }
   } catch {
-    return [];
+    // gone, or not readable
   }
-  return namespaceListening(pid).filter((s) => own.has(s.inode));
+  return own;
+}
+
+/** The sockets the process itself listens on. */
+export function processListening(pid: number): ListeningSocket[] {
+  const own = socketInodes(pid);
+  return own.size === 0 ? [] : namespaceListening(pid).filter((s) => own.has(s.inode));
 }

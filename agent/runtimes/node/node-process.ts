@@ -63,16 +63,6 @@ export function readProcessFacts(pid: number): ProcessFacts | null {
   }
 }
 
-/** The executable's identity (device and inode): the same file under any path. */
-export function exeIdentity(pid: number): string | null {
-  try {
-    const st = statSync(`/proc/${pid}/exe`);
-    return `${st.dev}:${st.ino}`;
-  } catch {
-    return null;
-  }
-}
-
 /** Where the files a process maps start: path -> the lowest address of a mapping at file offset 0. */
 export function mappedFiles(pid: number): Map<string, bigint> {
   const out = new Map<string, bigint>();

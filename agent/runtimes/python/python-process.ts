@@ -15,21 +15,13 @@ export const OPT_OUT_VARIABLE = 'KREPLAY_PYTHON_HOOK';
 
 /**
  * The CPython a process runs, from its executable's name (python3.11), else from a libpython3.X it
- * maps (`maps`, read only when the executable is named python without a version); null: not one.
+ * maps (`maps`, /proc/PID/maps): an unversioned python, or a program that embeds the interpreter
+ * (uwsgi's python plugin, mod_wsgi). null: not one.
  */
-export function pythonVersion(exe: string, maps?: string): PythonVersion | null {
-  const name = basename(exe.replace(/ \(deleted\)$/, ''));
-  if (!name.startsWith('python')) return null;
-  const named = /^python(\d+)\.(\d+)$/.exec(name);
-  const linked = named ? null : /\/libpython(\d+)\.(\d+)[^/\s]*\.so/.exec(maps ?? '');
-  const m = named ?? linked;
+export function pythonVersion(exe: string, maps = ''): PythonVersion | null {
+  const named = /^python(\d+)\.(\d+)$/.exec(basename(exe.replace(/ \(deleted\)$/, '')));
+  const m = named ?? /\/libpython(\d+)\.(\d+)[^/\s]*\.so/.exec(maps);
   return m ? { major: Number(m[1]), minor: Number(m[2]) } : null;
-}
-
-/** Whether `name` is a python executable without a version, whose maps tell its version. */
-export function needsMaps(exe: string): boolean {
-  const name = basename(exe.replace(/ \(deleted\)$/, ''));
-  return name.startsWith('python') && !/^python\d+\.\d+$/.test(name);
 }
 
 /** KREPLAY_PYTHON_HOOK=off (any case) in the process's initial environment (/proc/<pid>/environ). */

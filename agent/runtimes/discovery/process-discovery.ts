@@ -1,0 +1,234 @@
+/**
+ * The one process discovery of the runtime hooks: scans /proc once per tick, tells which runtime
+ * each process runs (classify.ts), applies the hooks' scope and the agent's own line once, and
+ * hands each process to its runtime's injector, one at a time (an injection waits on the process;
+ * Node's inspector port is shared). Each process ends in one outcome, counted and logged once
+ * (runtime-hook.ts); a process that exec'd is another program and is looked at anew.
+ */
+import { readdirSync, readlinkSync } from 'node:fs';
+import type { Logger } from '../../../core/log/logger';
+import { AGENT_ANCESTOR_REASON, ancestorsOf, exeIdentity } from '../process-tree';
+import {
+  RUNTIME_LABELS,
+  zeroHookCounts,
+  type Classification,
+  type FinalResult,
+  type FoundProcess,
+  type HookOutcome,
+  type RuntimeHookCounts,
+  type RuntimeInjector,
+  type RuntimeInjectors,
+} from './runtime-hook';
+
+/** Between scans of /proc. */
+export const SCAN_MS = 500;
+/**
+ * Scans a process that runs none of the runtimes is looked at again: a shell may exec python just
+ * after its fork, and an embedding program (uwsgi) maps libpython after it started.
+ */
+const YOUNG_SCANS = 6;
+/**
+ * A process the scope left out is looked at again at each of its first LEFT_OUT_SCANS scans (a
+ * server binds its port once it has started), then at every LEFT_OUT_EVERY-th (a scope that
+ * changes later, a cgroup or a late listener: within 5 s).
+ */
+const LEFT_OUT_SCANS = 20;
+const LEFT_OUT_EVERY = 10;
+/** Looks in a row a process is in scope before its injector is handed it. */
+const SETTLE_SCANS = 2;
+/** A process that waits on another program (`wait`) is asked again after this, doubled each time up to the most. */
+const WAIT_MS = 1000;
+const WAIT_MAX_MS = 30_000;
+
+export interface DiscoveryOptions {
+  injectors: RuntimeInjectors;
+  classifier: { classify(pid: number, exeId: string): Classification | null };
+  /** why the hooks leave this process out now (capture filters, hook selectors, serving), or null */
+  scope(pid: number): string | null;
+  log: Logger;
+  scanMs?: number;
+  /** the processes above the agent, never hooked (default: read from /proc at each scan) */
+  ancestors?: () => number[];
+}
+
+interface Tracked {
+  /** its executable: an exec makes it another program ('' for a kernel thread) */
+  exeId: string;
+  classification: Classification | null;
+  /** scans it was looked at without a runtime found */
+  looks: number;
+  /** scans its injector answered `retry` */
+  tries: number;
+  /** counted in its final outcome, or runs no runtime */
+  settled: boolean;
+  /** scans the scope left it out (counted out_of_scope at the first) */
+  leftOut: number;
+  /** looks in a row it was in scope */
+  inScope: number;
+  /** it waits on another program: not handed to its injector before this (performance.now()), and the next wait */
+  retryAt?: number;
+  retryMs?: number;
+}
+
+export class ProcessDiscovery {
+  readonly counts: RuntimeHookCounts = zeroHookCounts();
+  private readonly tracked = new Map<number, Tracked>();
+  private timer: NodeJS.Timeout | undefined;
+  private scanning: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private scans = 0;
+
+  constructor(private readonly options: DiscoveryOptions) {}
+
+  start(): void {
+    for (const injector of this.injectors()) injector.start?.();
+    this.schedule(0);
+  }
+
+  /** No new injection starts; resolves once the one under way (if any) has finished, then the injectors stopped. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.scanning;
+    await Promise.all(this.injectors().map((injector) => injector.stop?.()));
+  }
+
+  private injectors(): RuntimeInjector[] {
+    return Object.values(this.options.injectors) as RuntimeInjector[];
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.scanning = this.scanOnce()
+        .catch((err: unknown) =>
+          this.options.log.warn('the runtime process scan failed', { error: String(err) }),
+        )
+        .finally(() => this.schedule(this.options.scanMs ?? SCAN_MS));
+    }, ms);
+  }
+
+  /** One look at /proc: what start() does every scanMs. */
+  async scanOnce(): Promise<void> {
+    this.scans++;
+    const agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
+    const alive = new Set<number>();
+    for (const name of readdirSync('/proc')) {
+      if (this.stopped) return;
+      if (!/^\d+$/.test(name)) continue;
+      const pid = Number(name);
+      if (pid === process.pid) continue;
+      alive.add(pid);
+      let tracked = this.tracked.get(pid);
+      // a settled process is asked whether it exec'd every other scan (a stat each: the scan's cost)
+      if (tracked?.settled && this.scans % 2 === 1) continue;
+      // '': a kernel thread (no executable), settled at once
+      const exeId = exeIdentity(pid) ?? '';
+      if (!tracked || tracked.exeId !== exeId) {
+        const settled = exeId === '';
+        tracked = { exeId, classification: null, looks: 0, tries: 0, settled, leftOut: 0, inScope: 0 };
+        this.tracked.set(pid, tracked);
+      }
+      if (tracked.settled) continue;
+      tracked.classification ??= this.options.classifier.classify(pid, exeId);
+      if (!tracked.classification) {
+        if (++tracked.looks >= YOUNG_SCANS) tracked.settled = true;
+        continue;
+      }
+      await this.consider(pid, tracked, tracked.classification, agentLine);
+    }
+    for (const pid of this.tracked.keys()) if (!alive.has(pid)) this.tracked.delete(pid);
+  }
+
+  private async consider(
+    pid: number,
+    tracked: Tracked,
+    classification: Classification,
+    agentLine: Set<number>,
+  ): Promise<void> {
+    if ((tracked.retryAt ?? 0) > performance.now()) return;
+    const left = tracked.leftOut;
+    if (left > LEFT_OUT_SCANS && left % LEFT_OUT_EVERY !== 0) {
+      tracked.leftOut++;
+      return;
+    }
+    const found: FoundProcess = { pid, exe: readExe(pid), classification };
+    const outOfScope = this.options.scope(pid);
+    if (outOfScope !== null) {
+      if (left === 0) this.report(found, 'out_of_scope', outOfScope);
+      tracked.leftOut++;
+      tracked.inScope = 0;
+      return;
+    }
+    // in scope at two looks in a row before its injector gets it: a server that just bound its port
+    // (its workers with it) is left a scan to settle; signalled in the middle of its start-up (a
+    // cluster's primary handing its workers their listener), Node opened its inspector a second
+    // time, and kept port 9229
+    if (++tracked.inScope < SETTLE_SCANS) return;
+    if (agentLine.has(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
+    const injector = this.options.injectors[classification.runtime] as RuntimeInjector;
+    const final = (r: FinalResult): void =>
+      this.settle(tracked, found, r.outcome, r.outcome === 'hooked' ? injector.hookedMessage : r.reason);
+    const result = await injector.inject(found, final);
+    switch (result.outcome) {
+      // gone: nothing to count; pending: counted when the injector calls `final`
+      case 'gone':
+      case 'pending':
+        tracked.settled = true;
+        return;
+      case 'wait':
+        return this.wait(tracked, found, result.reason);
+      case 'retry':
+        if (++tracked.tries >= injector.maxTries) final(result.then);
+        return;
+      default:
+        return final(result);
+    }
+  }
+
+  private settle(tracked: Tracked, found: FoundProcess, outcome: HookOutcome, why: string): void {
+    tracked.settled = true;
+    this.report(found, outcome, why);
+  }
+
+  /** Asked again with backoff for as long as it runs, never given up nor counted; said once. */
+  private wait(tracked: Tracked, { pid, exe, classification }: FoundProcess, reason: string): void {
+    const { runtime } = classification;
+    if (tracked.retryMs === undefined)
+      this.options.log.info(
+        `a ${RUNTIME_LABELS[runtime]} process waits for ${reason}; asked again with backoff for as long as it runs`,
+        { pid, exe, runtime },
+      );
+    tracked.retryMs = Math.min((tracked.retryMs ?? WAIT_MS / 2) * 2, WAIT_MAX_MS);
+    tracked.retryAt = performance.now() + tracked.retryMs;
+  }
+
+  /** Counts the outcome and says it, once per process. */
+  private report({ pid, exe, classification }: FoundProcess, outcome: HookOutcome, why: string): void {
+    const { runtime } = classification;
+    this.counts[runtime][outcome]++;
+    const label = RUNTIME_LABELS[runtime];
+    const fields = { pid, exe, runtime, outcome };
+    const log = this.options.log;
+    switch (outcome) {
+      case 'hooked':
+        return log.info(why, fields);
+      case 'refused':
+        return log.info(`left a ${label} process unattributed: ${why}`, fields);
+      case 'failed':
+        return log.warn(`could not hook a ${label} process: ${why}; it stays unattributed`, fields);
+      case 'out_of_scope':
+        return log.info(`left a ${label} process unhooked for now: ${why}`, fields);
+      case 'no_hook':
+        return log.info(`no ${label} hook: ${why}`, fields);
+    }
+  }
+}
+
+function readExe(pid: number): string {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return '';
+  }
+}

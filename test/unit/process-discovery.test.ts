@@ -1,0 +1,358 @@
+/**
+ * The one process discovery of the runtime hooks (agent/runtimes/discovery): which processes it
+ * hands to which injector, and what it says and counts, with real processes in /proc. The Python
+ * queuing is faked (the ptrace part is native/python/py_inject.cc's, tested on a real kernel in
+ * attribution-python.test.ts); the Node injection is tested in attribution-node.test.ts.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { RuntimeClassifier } from '../../agent/runtimes/discovery/classify';
+import { ProcessDiscovery } from '../../agent/runtimes/discovery/process-discovery';
+import { leaveAlone, runtimeInjectors } from '../../agent/runtimes/discovery/runtime-injectors';
+import type {
+  FinalResult,
+  RuntimeInjector,
+  RuntimeInjectors,
+} from '../../agent/runtimes/discovery/runtime-hook';
+import { NodeHookInjector } from '../../agent/runtimes/node/node-hooks';
+import { PythonHookInjector } from '../../agent/runtimes/python/python-hooks';
+import { nativeAddon, type NativeAddon, type NativePythonSymbols } from '../../core/native/addon';
+import type { Logger } from '../../core/log/logger';
+import { hookableEnv } from '../support/request-accuracy';
+import { recordingLogger } from '../support/recording-logger';
+import { waitFor } from '../support/wait';
+
+const children: ChildProcess[] = [];
+afterEach(() => children.splice(0).forEach((c) => c.kill('SIGKILL')));
+
+/** A child that printed its first line (its runtime is up). */
+async function started(command: string, args: string[], env: NodeJS.ProcessEnv = hookableEnv()) {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  await new Promise((resolve) => child.stdout!.once('data', resolve));
+  return child;
+}
+
+/** A Node program that idles until killed, once it is up. */
+const node = async () =>
+  (await started(process.execPath, ['-e', 'console.log("up"); setInterval(() => {}, 1000)'])).pid!;
+
+/** A python3 that idles until killed, once its interpreter is up. */
+const python = async (env?: NodeJS.ProcessEnv) =>
+  (await started('/usr/bin/python3', ['-c', 'import time\nprint("up", flush=True)\ntime.sleep(60)'], env))
+    .pid!;
+
+/** Every runtime's injector with the Node and Python hooks off: the tests put in their own. */
+const hooksOff = (log: Logger): RuntimeInjectors =>
+  runtimeInjectors({
+    nodeHook: false,
+    pythonHook: false,
+    followLibuv: () => undefined,
+    addon: nativeAddon(),
+    log,
+  });
+
+function discovery(
+  include: number[],
+  injectors: Partial<RuntimeInjectors>,
+  ancestors: number[] = [],
+): { d: ProcessDiscovery; lines: string[] } {
+  const lines: string[] = [];
+  const log = recordingLogger((level, msg, f) => {
+    if (include.includes(f?.pid as number)) lines.push(`${level} ${msg} pid=${String(f?.pid)}`);
+  });
+  const d = new ProcessDiscovery({
+    injectors: {
+      ...hooksOff(log),
+      ...injectors,
+    },
+    classifier: new RuntimeClassifier(nativeAddon()),
+    scope: (pid) => (include.includes(pid) ? null : 'not in this test'),
+    log,
+    ancestors: () => ancestors,
+  });
+  return { d, lines };
+}
+
+/** A Python injector whose queuing answers `queue`, recording what it was asked. */
+function fakeQueue(queue: (pid: number) => Promise<number>) {
+  const queued: { pid: number; code: string }[] = [];
+  const injector = new PythonHookInjector({
+    pythonSymbols: (pid: number): NativePythonSymbols => nativeAddon().pythonSymbols(pid),
+    queuePythonCode: (pid: number, _s: NativePythonSymbols, code: string) => {
+      queued.push({ pid, code });
+      return queue(pid);
+    },
+  });
+  return { injector, queued };
+}
+
+describe('ProcessDiscovery', () => {
+  it('never goes into a Node process above the agent (its supervisor, shell or CI runner), and says so', async () => {
+    // hookable in every other way: only the agent's line keeps the hook out
+    const child = await started(process.execPath, ['-e', 'console.log("up"); setInterval(() => {}, 1000)']);
+    let stderr = '';
+    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    const node = new NodeHookInjector({
+      followLibuv: () => {
+        throw new Error('libuv followed in a process never hooked');
+      },
+      addon: nativeAddon(),
+      log: recordingLogger(() => undefined),
+    });
+    const { d, lines } = discovery([child.pid!], { node }, [child.pid!]);
+    await waitFor(async () => {
+      await d.scanOnce();
+      return d.counts.node.refused === 1;
+    });
+    await d.scanOnce();
+    expect(d.counts.node).toMatchObject({ hooked: 0, refused: 1, failed: 0 });
+    expect(lines).toEqual([
+      `info left a Node process unattributed: it runs above the agent (its supervisor, shell or CI runner): the agent's own line is never hooked pid=${child.pid}`,
+    ]);
+    // no SIGUSR1 reached it: its inspector never opened
+    expect(stderr).not.toContain('Debugger listening');
+  });
+
+  it('queues the Python hook once into a Python process in scope, and into no other', async () => {
+    const [included, left] = [await python(), await python()];
+    const sleeper = spawn('/bin/sleep', ['60']);
+    children.push(sleeper);
+    const { injector, queued } = fakeQueue(() => Promise.resolve(0));
+    const { d, lines } = discovery([included, sleeper.pid!], { python: injector });
+    // the interpreter may still be starting at the first look: a later scan queues it
+    await waitFor(async () => {
+      await d.scanOnce();
+      return queued.length > 0;
+    });
+    await d.scanOnce();
+    expect(queued.map((q) => q.pid)).toEqual([included]);
+    expect(queued[0]!.code).toContain('_kreplay_python_hook_boot');
+    // the others of the host (and of the tests before) are out of this test's scope
+    expect(d.counts.python).toMatchObject({ hooked: 1, refused: 0, failed: 0 });
+    expect(lines).toEqual([
+      `info queued the Python hook (it runs at the interpreter's next check) pid=${included}`,
+    ]);
+    expect(left).not.toBe(included);
+  });
+
+  it('says once and counts a Python process left out of scope, and hooks it once it comes in', async () => {
+    const pid = await python();
+    let inScope = false;
+    const { injector, queued } = fakeQueue(() => Promise.resolve(0));
+    const lines: string[] = [];
+    const log = recordingLogger((level, msg, f) => {
+      if (f?.pid === pid) lines.push(`${level} ${msg}`);
+    });
+    const d = new ProcessDiscovery({
+      injectors: {
+        ...hooksOff(log),
+        python: injector,
+      },
+      classifier: new RuntimeClassifier(nativeAddon()),
+      scope: (p) => (p === pid && inScope ? null : 'it serves nothing'),
+      log,
+      ancestors: () => [],
+    });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return lines.length > 0;
+    });
+    await d.scanOnce();
+    await d.scanOnce();
+    expect(queued).toEqual([]);
+    inScope = true;
+    await waitFor(async () => {
+      await d.scanOnce();
+      return queued.length > 0;
+    });
+    expect(lines).toEqual([
+      'info left a Python process unhooked for now: it serves nothing',
+      "info queued the Python hook (it runs at the interpreter's next check)",
+    ]);
+  });
+
+  it('leaves a Python process that opted out, and says and counts one that refused', async () => {
+    const optedOut = await python({ ...hookableEnv(), KREPLAY_PYTHON_HOOK: 'off' });
+    const refusing = await python();
+    const { injector, queued } = fakeQueue(() =>
+      Promise.reject(
+        Object.assign(new Error('ptrace refused: Operation not permitted'), { code: 'E_PY_INJECT_PERM' }),
+      ),
+    );
+    const { d, lines } = discovery([optedOut, refusing], { python: injector });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return d.counts.python.refused === 2;
+    });
+    await d.scanOnce();
+    expect(queued.map((q) => q.pid)).toEqual([refusing]);
+    expect(d.counts.python).toMatchObject({ hooked: 0, refused: 2, failed: 0 });
+    expect(lines.sort()).toEqual(
+      [
+        `info left a Python process unattributed: KREPLAY_PYTHON_HOOK=off in its environment pid=${optedOut}`,
+        `info left a Python process unattributed: ptrace refused: Operation not permitted pid=${refusing}`,
+      ].sort(),
+    );
+  });
+
+  it('never goes into a Python process above the agent, and says so', async () => {
+    const supervisor = await python();
+    const { injector, queued } = fakeQueue(() => Promise.resolve(0));
+    const { d, lines } = discovery([supervisor], { python: injector }, [supervisor]);
+    await waitFor(async () => {
+      await d.scanOnce();
+      return d.counts.python.refused === 1;
+    });
+    expect(queued).toEqual([]);
+    expect(lines).toEqual([
+      `info left a Python process unattributed: it runs above the agent (its supervisor, shell or CI runner): the agent's own line is never hooked pid=${supervisor}`,
+    ]);
+  });
+
+  it('tries again a Python process whose main thread had no safe point', async () => {
+    const busy = await python();
+    // the first queuing finds no safe point, the next one queues
+    let tries = 0;
+    const { injector, queued } = fakeQueue(() =>
+      ++tries === 1
+        ? Promise.reject(Object.assign(new Error('no stop'), { code: 'E_PY_INJECT_TIMEOUT' }))
+        : Promise.resolve(0),
+    );
+    const { d } = discovery([busy], { python: injector });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return d.counts.python.hooked === 1;
+    });
+    expect(queued.map((q) => q.pid)).toEqual([busy, busy]);
+  });
+
+  it('asks again with backoff a Node process that waits on another program, beyond maxTries, says it once, and counts only its outcome', async () => {
+    const pid = await node();
+    const asked: number[] = [];
+    // the port another program holds is free at the fourth ask
+    const waiting: RuntimeInjector = {
+      maxTries: 1,
+      hookedMessage: 'hooked a Node process',
+      inject: () =>
+        Promise.resolve(
+          asked.push(performance.now()) < 4
+            ? { outcome: 'wait', reason: 'its inspector port (port 9229 is taken)' }
+            : { outcome: 'hooked' },
+        ),
+    };
+    const { d, lines } = discovery([pid], { node: waiting });
+    await waitFor(
+      async () => {
+        await d.scanOnce();
+        return d.counts.node.hooked === 1;
+      },
+      { timeoutMs: 20_000 },
+    );
+    await d.scanOnce();
+    expect(asked).toHaveLength(4);
+    // 1, 2, then 4 s between the asks (the scans come every few ms here)
+    const gaps = asked.slice(1).map((at, i) => at - asked[i]!);
+    expect(gaps.map((gap, i) => gap >= 1000 * 2 ** i)).toEqual([true, true, true]);
+    expect(d.counts.node).toMatchObject({ hooked: 1, refused: 0, failed: 0 });
+    expect(lines).toEqual([
+      `info a Node process waits for its inspector port (port 9229 is taken); asked again with backoff for as long as it runs pid=${pid}`,
+      `info hooked a Node process pid=${pid}`,
+    ]);
+  }, 30_000);
+
+  it('counts a Node process whose hook is under way past the scan once its injector answers late, and asks it no more', async () => {
+    const pid = await node();
+    let late: ((result: FinalResult) => void) | undefined;
+    const pending: RuntimeInjector = {
+      maxTries: 1,
+      hookedMessage: 'hooked a Node process',
+      inject: (_found, answer) => {
+        late = answer;
+        return Promise.resolve({ outcome: 'pending' });
+      },
+    };
+    const { d, lines } = discovery([pid], { node: pending });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return late !== undefined;
+    });
+    const answer = late!;
+    late = undefined;
+    await d.scanOnce();
+    await d.scanOnce();
+    expect({ asked: late, counts: d.counts.node, lines }).toMatchObject({
+      asked: undefined,
+      counts: { hooked: 0, refused: 0, failed: 0 },
+      lines: [],
+    });
+    answer({ outcome: 'failed', reason: 'its inspector answered for pid 1' });
+    expect(d.counts.node).toMatchObject({ hooked: 0, refused: 0, failed: 1 });
+    expect(lines).toEqual([
+      `warn could not hook a Node process: its inspector answered for pid 1; it stays unattributed pid=${pid}`,
+    ]);
+  });
+
+  it('counts every Node process refused, with why, when the kernel cannot guard their inspectors', async () => {
+    const pid = await node();
+    const warnings: string[] = [];
+    const unguarded = new NodeHookInjector({
+      followLibuv: () => {
+        throw new Error('libuv followed in a process never hooked');
+      },
+      addon: {
+        InspectorGuard: class {
+          constructor() {
+            throw new Error('no cgroup v2 hierarchy');
+          }
+        } as unknown as NativeAddon['InspectorGuard'],
+      },
+      log: recordingLogger((level, msg, f) => {
+        if (level === 'warn') warnings.push(`${msg} ${String(f?.error)}`);
+      }),
+    });
+    unguarded.start();
+    const { d, lines } = discovery([pid], { node: unguarded });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return d.counts.node.refused === 1;
+    });
+    await unguarded.stop();
+    expect(warnings).toEqual([
+      'no Node process is hooked: their inspectors cannot be guarded no cgroup v2 hierarchy',
+    ]);
+    expect(lines).toEqual([
+      `info left a Node process unattributed: its inspector cannot be guarded (no cgroup v2 hierarchy) pid=${pid}`,
+    ]);
+  });
+
+  it("starts and stops the injectors with itself (the Node hook's inspector guard)", async () => {
+    const calls: string[] = [];
+    const held: RuntimeInjector = {
+      ...leaveAlone('refused', 'not in this test'),
+      start: () => calls.push('start'),
+      stop: async () => {
+        await Promise.resolve();
+        calls.push('stop');
+      },
+    };
+    const { d } = discovery([], { node: held });
+    d.start();
+    expect(calls).toEqual(['start']);
+    await d.stop();
+    expect(calls).toEqual(['start', 'stop']);
+  });
+
+  it('counts a hook turned off as refused, with why, never silently', async () => {
+    const pid = await python();
+    const { d, lines } = discovery([pid], {
+      python: leaveAlone('refused', 'the Python hook is off (--no-python-hook)'),
+    });
+    await waitFor(async () => {
+      await d.scanOnce();
+      return d.counts.python.refused === 1;
+    });
+    expect(lines).toEqual([
+      `info left a Python process unattributed: the Python hook is off (--no-python-hook) pid=${pid}`,
+    ]);
+  });
+});
