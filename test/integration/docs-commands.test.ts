@@ -69,6 +69,17 @@ const ELSEWHERE: [command: RegExp, test: string, runs: string][] = [
     'test/integration/exec-replay.test.ts',
     "['replay', 'inc', '--exec', '--server', url",
   ],
+  // an agent runs until stopped: its hook selectors as hook-scope starts them
+  [
+    /^kreplay agent --data-dir \/var\/lib\/kreplay --hook-exclude \S+$/,
+    'test/integration/hook-scope.test.ts',
+    "'--hook-exclude',",
+  ],
+  [
+    /^kreplay agent --data-dir \/var\/lib\/kreplay --hook-include \S+$/,
+    'test/integration/hook-scope.test.ts',
+    "'--hook-include',",
+  ],
   // a ClickHouse fleet: the agent shipping and the daemon reading a cluster
   [
     /^kreplay agent --ship 'clickhouse:\/\/\S+' …$/,

@@ -73,6 +73,9 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
     'restart',
     '--cgroup-id',
     String(cgroup.id),
+    // the writer serves nothing: the default scope would never hook it
+    '--hook-include',
+    `cgroup-id:${cgroup.id}`,
     '--metrics-listen',
     '127.0.0.1:0',
   ]);
