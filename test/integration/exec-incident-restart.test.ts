@@ -5,7 +5,7 @@
  * the interruption as the agent's; the incident exported from it replays with `replay --exec`
  * without a shortfall (every recorded byte carried by the build's calls).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
@@ -28,12 +28,16 @@ const dir = useTempDir('kreplay-restart-');
 let cgroup: TestCgroup;
 let agent: AgentProcess | null = null;
 let daemon: Daemon | null = null;
+/** the writer's shell: its stdin, held open by this process, is what lets its pipe's reader wait */
+let program: ChildProcess | null = null;
 
 beforeAll(() => {
   cgroup = createCgroup(`kreplay-restart-${process.pid}`);
 });
 
 afterAll(async () => {
+  // a failed test leaves the writer blocked: ending the reader's stdin lets it drain and all exit
+  program?.stdin?.destroy();
   await daemon?.close();
   await agent?.stop();
   cgroup?.remove();
@@ -85,12 +89,13 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
   // them all, and the hook only goes in once it is in the cgroup, moved there while it is blocked
   // in its second write
   const [shell, ...args] = writer(TXN, output);
-  const program = spawn(shell!, args, {
+  const child = spawn(shell!, args, {
     env: hookableEnv(),
     stdio: ['pipe', 'ignore', 'inherit'],
   });
   const out = () => (existsSync(output) ? readFileSync(output, 'utf8') : '');
-  const exited = new Promise<number | null>((resolve) => program.on('exit', resolve));
+  program = child;
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
   const pid = await waitFor(() => (out().includes('\n') ? Number(out().split('\n')[0]) : undefined), {
     what: "the writer's pid",
   });
@@ -102,7 +107,7 @@ it('a write the Python hook interrupted is recorded once, and its incident repla
   );
   writeFileSync(join(cgroup.path, 'cgroup.procs'), String(pid));
   expect(await pythonHookLine(agent, pid)).toMatch(/queued the Python hook/);
-  program.stdin!.end('go\n');
+  child.stdin!.end('go\n');
   expect(await exited).toBe(0);
   expect(out().trim().split('\n')).toEqual([String(pid), String(WRITES)]);
   daemon = await createDaemon({ dataDir: data, log: silentLogger });
