@@ -19,7 +19,8 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcapstone-
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client liblz4-dev libdeflate-dev zstd jq \
 	chromium chromium-driver systemd python3-fusepy iproute2 python3-grpcio nghttp2-client \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container redis-server python3-redis \
-	golang-go python3-aiohttp nginx-light postgresql mariadb-server python3-pymysql python3-psycopg2 uwsgi-core uwsgi-plugin-python3 default-jdk-headless
+	golang-go python3-aiohttp nginx-light postgresql mariadb-server python3-pymysql python3-psycopg2 uwsgi-core uwsgi-plugin-python3 default-jdk-headless \
+	uwsgi python3-gunicorn python3-uvicorn python3-fastapi python3-gevent python3-flask python3-django tomcat10 libasm-java libjetty9-java libnetty-java podman runc
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
