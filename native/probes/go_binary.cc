@@ -109,6 +109,24 @@ std::vector<uint64_t> Returns(const ElfFile& elf, const ElfSymbol& f, uint64_t a
   return found;
 }
 
+// Where an entry uprobe goes (`at`: the entry's file offset): the conditional jump of Go's stack check
+// (`[LEAQ -n(SP), R12;] CMPQ SP|R12, 16(R14); JBE morestack`), or the entry when there is none. The kernel emulates
+// a jump, and single-steps the CMP or LEAQ at the entry out of line: a #DB trap per hit, which a virtual machine
+// turns into an exit to its hypervisor (tens of µs; bench/RESULTS.md, issue 46). Neither instruction before the
+// jump writes an argument register or R14 (g), so the probe reads what it would at the entry. A jump taken (the
+// stack grows) comes back to the entry, and the probe runs again on the same arguments (the moved stack's
+// pointers adjusted): its program must give the same result twice.
+uint64_t EntrySite(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
+  const std::vector<cs_insn> prologue = Instructions(elf.Read(f.value, f.size), f.value);
+  for (size_t i = 0; i < prologue.size() && i < 3; i++) {
+    const cs_insn& insn = prologue[i];
+    if (insn.id == X86_INS_JBE) return at + (insn.address - f.value);
+    // only the check's own instructions come before its jump
+    if (insn.id != X86_INS_LEA && insn.id != X86_INS_CMP) break;
+  }
+  return at;
+}
+
 }  // namespace
 
 std::string GoBuildVersion(const std::vector<uint8_t>& buildinfo) {
@@ -176,6 +194,7 @@ GoBinary InspectGoBinary(const std::string& path) {
     go.unfollowed = std::string("no RET instruction was found in ") + kNewproc1;
     return go;
   }
+  go.newproc1 = EntrySite(elf, functions[kNewproc1], go.newproc1);
   go.tls_offset = TlsOffset(elf);
   go.round_trip = offset(kRoundTrip);
   go.read_loop = offset(kReadLoop);
@@ -200,6 +219,8 @@ GoBinary InspectGoBinary(const std::string& path) {
   go.chanrecv = offset(kChanrecv);
   if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(elf, functions[kChanrecv], go.chanrecv);
   if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
+  if (go.chansend) go.chansend = EntrySite(elf, functions[kChansend], go.chansend);
+  if (go.chanrecv) go.chanrecv = EntrySite(elf, functions[kChanrecv], go.chanrecv);
   return go;
 }
 
