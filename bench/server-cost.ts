@@ -79,7 +79,7 @@ function freePort(): Promise<number> {
 }
 
 async function untilListening(port: number): Promise<void> {
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
     const up = await new Promise<boolean>((resolve) => {
       const c = connect(port, '127.0.0.1', () => resolve(true)).on('error', () => resolve(false));
       c.once('connect', () => c.end());
@@ -128,8 +128,9 @@ async function subjects(dir: string): Promise<Subject[]> {
       followed: await startServer(binary, [file('go')]),
       hookExcluded: [],
       async awaitFollowed(agent) {
-        for (const deadline = Date.now() + 20_000; !agent.output().includes(`goroutines of ${binary} (`); ) {
-          if (Date.now() > deadline) throw new Error(`the agent did not follow ${binary}:\n${agent.output()}`);
+        for (const deadline = Date.now() + 20_000; !agent.output().includes(`goroutines of ${binary} (`);) {
+          if (Date.now() > deadline)
+            throw new Error(`the agent did not follow ${binary}:\n${agent.output()}`);
           await new Promise((r) => setTimeout(r, 50));
         }
       },
@@ -176,7 +177,7 @@ async function subjects(dir: string): Promise<Subject[]> {
 /** Waits for two status lines in a row with the same totals: everything the load caused is in. */
 async function settled(agent: BenchAgent): Promise<{ stored: number; dropped: number }> {
   let last = agent.totals();
-  for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
     await new Promise((r) => setTimeout(r, 200));
     const now = agent.totals();
     if (now && last && now.line > last.line) {
@@ -223,7 +224,11 @@ async function main(): Promise<void> {
   const loadAverages: string[] = [];
   try {
     for (let round = 0; round < rounds; round++) {
-      for (const s of all) runs.get(s.name)!.get('without the agent')!.push(await measure(s.plain));
+      for (const s of all)
+        runs
+          .get(s.name)!
+          .get('without the agent')!
+          .push(await measure(s.plain));
       const agent = await startBenchAgent(ROOT, [
         ...all
           .flatMap((s) => [s.plain, s.followed])
@@ -237,8 +242,14 @@ async function main(): Promise<void> {
         for (const s of all) await fetch(`http://127.0.0.1:${s.followed.port}/`).then((r) => r.text());
         for (const s of all) await s.awaitFollowed(agent);
         for (const s of all) {
-          runs.get(s.name)!.get('captured, not followed')!.push(await measure(s.plain, agent));
-          runs.get(s.name)!.get('followed')!.push(await measure(s.followed, agent));
+          runs
+            .get(s.name)!
+            .get('captured, not followed')!
+            .push(await measure(s.plain, agent));
+          runs
+            .get(s.name)!
+            .get('followed')!
+            .push(await measure(s.followed, agent));
         }
       } finally {
         await agent.stop();
@@ -271,12 +282,36 @@ async function main(): Promise<void> {
         `| ${name} | ${mode} | ${range(
           r.map((x) => x.load.rps),
           0,
-        )} | ${agentless ? '' : range(losses(base.map((x) => x.load), r.map((x) => x.load)), 1)} | ` +
+        )} | ${
+          agentless
+            ? ''
+            : range(
+                losses(
+                  base.map((x) => x.load),
+                  r.map((x) => x.load),
+                ),
+                1,
+              )
+        } | ` +
           `${range(
             r.map((x) => x.serverUs),
             1,
-          )} | ${agentless ? '' : range(added, 1)} | ${agentless ? '' : range(r.map((x) => x.agentUs), 1)} | ` +
-          `${agentless ? '' : range(allIn, 1)} | ${agentless ? '' : range(r.map((x) => x.stored), 2)} | ` +
+          )} | ${agentless ? '' : range(added, 1)} | ${
+            agentless
+              ? ''
+              : range(
+                  r.map((x) => x.agentUs),
+                  1,
+                )
+          } | ` +
+          `${agentless ? '' : range(allIn, 1)} | ${
+            agentless
+              ? ''
+              : range(
+                  r.map((x) => x.stored),
+                  2,
+                )
+          } | ` +
           `${agentless ? '' : r.map((x) => x.dropped).join(', ')} | ` +
           `${agentless ? '' : range(bpf('runs', 1), 1)} | ${agentless ? '' : range(bpf('ns', 1000), 2)} |`,
       );
