@@ -7,9 +7,10 @@
  * it read". A request head read by a goroutine gives it the request (the
  * core does this for units that own their reads); the uprobes below pass
  * a context on:
- *   - runtime.newproc1 (entry, and its RET sites: never a uretprobe on Go,
- *     whose stacks move): a new goroutine takes its creator's context, a
- *     reused g loses the one it had;
+ *   - runtime.newproc1 (entry, and newproc's runqput of the new g after it,
+ *     or newproc1's RET sites: never a uretprobe on Go, whose stacks move): a
+ *     new goroutine takes its creator's context; runtime.goexit0: an ended
+ *     goroutine's g loses the one it had;
  *   - net/http's client pool: a persistConn's readLoop and writeLoop
  *     goroutines outlive the request that dialed it; the writeLoop takes
  *     the context of each request (*persistConn).roundTrip sends on it, the
@@ -210,10 +211,8 @@ int go_newproc1(struct pt_regs *ctx)
 	return 0;
 }
 
-/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier
- * goroutine on the same g had. */
-SEC("uprobe")
-int go_newproc1_ret(struct pt_regs *ctx)
+/* The new goroutine `newg` takes its creator's context (kept by newproc1's entry on this thread), or none. */
+static __always_inline int go_spawned(__u64 newg)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -225,7 +224,36 @@ int go_newproc1_ret(struct pt_regs *ctx)
 			context_id = spawn->context_id;
 		bpf_map_delete_elem(&go_spawns, &tid);
 	}
-	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_RESULT(ctx), context_id);
+	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, newg, context_id);
+	return 0;
+}
+
+/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier
+ * goroutine on the same g had. Where the sites below are found, these are not probed. */
+SEC("uprobe")
+int go_newproc1_ret(struct pt_regs *ctx)
+{
+	return go_spawned(GO_RESULT(ctx));
+}
+
+/*
+ * newproc's `runqput(pp, newg, true)` right after its newproc1 (newg in BX): a CALL, which the
+ * kernel emulates, where newproc1's RET it single-steps, a #DB trap a virtual machine turns into an
+ * exit to its hypervisor (bench/RESULTS.md, issue 46). A goroutine newproc1 makes for another caller
+ * (a debugger's injected call, a coroutine) is not seen here: its g lost any context at the
+ * previous goroutine's exit (go_goexit0), so it carries none, never an earlier goroutine's.
+ */
+SEC("uprobe")
+int go_newproc_runqput(struct pt_regs *ctx)
+{
+	return go_spawned(GO_ARG2(ctx));
+}
+
+/* runtime.goexit0(gp), on g0: the goroutine ended, its g keeps no context for the next one on it. */
+SEC("uprobe")
+int go_goexit0(struct pt_regs *ctx)
+{
+	unit_set_context(bpf_get_current_pid_tgid() >> 32, KR_UNIT_GOROUTINE, GO_ARG1(ctx), 0);
 	return 0;
 }
 

@@ -23,6 +23,9 @@ const char kTlsRead[] = "crypto/tls.(*Conn).Read";
 const char kTcpConnItab[] = "go.itab.*net.TCPConn,net.Conn";
 const char kChansend[] = "runtime.chansend";
 const char kChanrecv[] = "runtime.chanrecv";
+const char kNewprocFunc1[] = "runtime.newproc.func1";
+const char kRunqput[] = "runtime.runqput";
+const char kGoexit0[] = "runtime.goexit0";
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -96,6 +99,23 @@ uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& f
     if (CallTarget(insn) != newproc->second.value) continue;
     calls++;
     site = insn.address + insn.size - f.value;
+  }
+  return calls == 1 ? site : 0;
+}
+
+// The file offset of newproc's closure's one CALL runtime.runqput (`runqput(pp, newg, true)` after its newproc1);
+// 0 when there is not exactly one.
+uint64_t NewprocRunqput(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions, uint64_t at) {
+  auto closure = functions.find(kNewprocFunc1);
+  auto runqput = functions.find(kRunqput);
+  if (!at || closure == functions.end() || runqput == functions.end()) return 0;
+  const ElfSymbol& f = closure->second;
+  uint64_t site = 0;
+  int calls = 0;
+  for (const cs_insn& insn : Instructions(elf.Read(f.value, f.size), f.value)) {
+    if (CallTarget(insn) != runqput->second.value) continue;
+    calls++;
+    site = at + (insn.address - f.value);
   }
   return calls == 1 ? site : 0;
 }
@@ -174,7 +194,8 @@ GoBinary InspectGoBinary(const std::string& path) {
                  (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
                   !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
                   !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
-                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv))) ||
+                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv) || !std::strcmp(name, kNewprocFunc1) ||
+                  !std::strcmp(name, kRunqput) || !std::strcmp(name, kGoexit0))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;
@@ -195,6 +216,14 @@ GoBinary InspectGoBinary(const std::string& path) {
     return go;
   }
   go.newproc1 = EntrySite(elf, functions[kNewproc1], go.newproc1);
+  // both, or newproc1's RET sites: a goroutine's g is cleared at its exit for a runqput site to be enough
+  go.newproc_runqput = NewprocRunqput(elf, functions, offset(kNewprocFunc1));
+  go.goexit0 = offset(kGoexit0);
+  if (go.newproc_runqput && go.goexit0) {
+    go.goexit0 = EntrySite(elf, functions[kGoexit0], go.goexit0);
+  } else {
+    go.newproc_runqput = go.goexit0 = 0;
+  }
   go.tls_offset = TlsOffset(elf);
   go.round_trip = offset(kRoundTrip);
   go.read_loop = offset(kReadLoop);

@@ -22,6 +22,10 @@ struct GoBinary {
   // instructions
   uint64_t newproc1 = 0;
   std::vector<uint64_t> newproc1_returns;
+  // newproc's `runqput(pp, newg, true)` CALL and runtime.goexit0's entry probe, probed instead of newproc1's RET
+  // sites (which the kernel single-steps) when both are found; 0 when not
+  uint64_t newproc_runqput = 0;
+  uint64_t goexit0 = 0;
   // net/http's client pool: (*persistConn).roundTrip, readLoop and waitForContinue (which writeLoop calls
   // before each request); 0 when the binary has none
   uint64_t round_trip = 0;

@@ -154,7 +154,12 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
     uint64_t offset;
   };
   std::vector<Probe> probes = {{programs_.newproc1, go.newproc1}};
-  for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
+  if (go.newproc_runqput) {
+    probes.push_back({programs_.newproc_runqput, go.newproc_runqput});
+    probes.push_back({programs_.goexit0, go.goexit0});
+  } else {
+    for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
+  }
   if (go.round_trip) {
     probes.push_back({programs_.round_trip, go.round_trip});
     probes.push_back({programs_.conn_write, go.conn_write});

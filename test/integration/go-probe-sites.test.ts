@@ -2,9 +2,11 @@
  * Where the agent's Go uprobes sit in a real net/http server's binary (issue 46). A uprobe on an
  * instruction the kernel cannot emulate is single-stepped out of line: a #DB trap per hit, which a
  * virtual machine turns into an exit to its hypervisor, tens of µs a hit. The entry probes of the
- * functions a request runs (runtime.newproc1, chansend, chanrecv) sit on their stack check's JBE,
- * which the kernel emulates, not on the CMP or LEA at their entry. Read from the kernel's own list
- * of the agent's probes (bpftool perf) and the binary's bytes at each probe's offset.
+ * functions a request runs (runtime.newproc1, goexit0, chansend, chanrecv) sit on their stack
+ * check's JBE, which the kernel emulates, not on the CMP or LEA at their entry; a new goroutine is
+ * given its context at newproc's CALL runtime.runqput, emulated too, not at newproc1's RETs. Read
+ * from the kernel's own list of the agent's probes (bpftool perf) and the binary's bytes at each
+ * probe's offset.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readSync, closeSync, rmSync } from 'node:fs';
@@ -15,7 +17,7 @@ import { buildGo } from '../support/go-build';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'append-server.go');
-const ENTRY_PROBES = ['go_newproc1', 'go_chansend', 'go_chanrecv'];
+const ENTRY_PROBES = ['go_newproc1', 'go_goexit0', 'go_chansend', 'go_chanrecv'];
 
 let dir: string;
 let server: ChildProcess;
@@ -77,10 +79,23 @@ function bytesAt(file: string, offset: number, length: number): Buffer {
 /** JBE rel8 (76) or rel32 (0F 86): a conditional jump, which the kernel emulates. */
 const isJbe = (b: Buffer) => b[0] === 0x76 || (b[0] === 0x0f && b[1] === 0x86);
 
+/** The agent's probes of program `name` in the server's binary. */
+const inServer = (probes: ReturnType<typeof agentUprobes>, name: string) =>
+  (probes.get(name) ?? []).filter((p) => p.filename.endsWith('/exe') || p.filename === binary);
+
+it('gives a new goroutine its context at a CALL, not at the RETs of newproc1, which the kernel single-steps', () => {
+  const probes = agentUprobes();
+  const calls = inServer(probes, 'go_newproc_runqput').map((p) => bytesAt(p.filename, p.offset, 1)[0]);
+  expect({ calls, returns: inServer(probes, 'go_newproc1_ret').length }).toEqual({
+    calls: [0xe8],
+    returns: 0,
+  });
+});
+
 it("puts each entry probe of the request path on its function's stack-check jump, which the kernel emulates", () => {
   const probes = agentUprobes();
   const sites = ENTRY_PROBES.map((name) => {
-    const at = (probes.get(name) ?? []).filter((p) => p.filename.endsWith('/exe') || p.filename === binary);
+    const at = inServer(probes, name);
     return [name, at.length, at.every((p) => isJbe(bytesAt(p.filename, p.offset, 2)))];
   });
   expect(sites).toEqual(ENTRY_PROBES.map((name) => [name, 1, true]));
