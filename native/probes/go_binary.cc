@@ -23,6 +23,8 @@ const char kTlsRead[] = "crypto/tls.(*Conn).Read";
 const char kTcpConnItab[] = "go.itab.*net.TCPConn,net.Conn";
 const char kChansend[] = "runtime.chansend";
 const char kChanrecv[] = "runtime.chanrecv";
+const char kChanrecv1[] = "runtime.chanrecv1";
+const char kChanrecv2[] = "runtime.chanrecv2";
 const char kNewprocFunc1[] = "runtime.newproc.func1";
 const char kRunqput[] = "runtime.runqput";
 const char kGoexit0[] = "runtime.goexit0";
@@ -103,17 +105,12 @@ uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& f
   return calls == 1 ? site : 0;
 }
 
-// The file offset of newproc's closure's one CALL runtime.runqput (`runqput(pp, newg, true)` after its newproc1);
-// 0 when there is not exactly one.
-uint64_t NewprocRunqput(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions, uint64_t at) {
-  auto closure = functions.find(kNewprocFunc1);
-  auto runqput = functions.find(kRunqput);
-  if (!at || closure == functions.end() || runqput == functions.end()) return 0;
-  const ElfSymbol& f = closure->second;
+// The file offset of the function's one direct CALL of `callee` (`at`: its entry's), 0 when there is not exactly one.
+uint64_t OneCall(const ElfFile& elf, const ElfSymbol& f, uint64_t at, uint64_t callee) {
   uint64_t site = 0;
   int calls = 0;
   for (const cs_insn& insn : Instructions(elf.Read(f.value, f.size), f.value)) {
-    if (CallTarget(insn) != runqput->second.value) continue;
+    if (CallTarget(insn) != callee) continue;
     calls++;
     site = at + (insn.address - f.value);
   }
@@ -145,6 +142,27 @@ uint64_t EntrySite(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
     if (insn.id != X86_INS_LEA && insn.id != X86_INS_CMP) break;
   }
   return at;
+}
+
+// runtime.chanrecv1 and chanrecv2, each its CALL runtime.chanrecv and RETs, into `go`; none unless every one the
+// binary has (the linker drops an unused one) has both.
+template <typename Offset>
+void BlockingReceives(const ElfFile& elf, std::map<std::string, ElfSymbol>& functions, Offset offset, GoBinary& go) {
+  const uint64_t chanrecv = functions[kChanrecv].value;
+  uint64_t* calls[] = {&go.chanrecv1_call, &go.chanrecv2_call};
+  std::vector<uint64_t>* returns[] = {&go.chanrecv1_returns, &go.chanrecv2_returns};
+  const char* names[] = {kChanrecv1, kChanrecv2};
+  bool complete = true;
+  for (int i = 0; i < 2; i++) {
+    if (!offset(names[i])) continue;
+    *calls[i] = OneCall(elf, functions[names[i]], offset(names[i]), chanrecv);
+    *returns[i] = Returns(elf, functions[names[i]], offset(names[i]));
+    complete = complete && *calls[i] && !returns[i]->empty();
+  }
+  if (complete) return;
+  go.chanrecv1_call = go.chanrecv2_call = 0;
+  go.chanrecv1_returns.clear();
+  go.chanrecv2_returns.clear();
 }
 
 }  // namespace
@@ -195,7 +213,8 @@ GoBinary InspectGoBinary(const std::string& path) {
                   !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
                   !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
                   !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv) || !std::strcmp(name, kNewprocFunc1) ||
-                  !std::strcmp(name, kRunqput) || !std::strcmp(name, kGoexit0))) ||
+                  !std::strcmp(name, kRunqput) || !std::strcmp(name, kGoexit0) || !std::strcmp(name, kChanrecv1) ||
+                  !std::strcmp(name, kChanrecv2))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;
@@ -217,7 +236,9 @@ GoBinary InspectGoBinary(const std::string& path) {
   }
   go.newproc1 = EntrySite(elf, functions[kNewproc1], go.newproc1);
   // both, or newproc1's RET sites: a goroutine's g is cleared at its exit for a runqput site to be enough
-  go.newproc_runqput = NewprocRunqput(elf, functions, offset(kNewprocFunc1));
+  auto runqput = functions.find(kRunqput);
+  if (offset(kNewprocFunc1) && runqput != functions.end())
+    go.newproc_runqput = OneCall(elf, functions[kNewprocFunc1], offset(kNewprocFunc1), runqput->second.value);
   go.goexit0 = offset(kGoexit0);
   if (go.newproc_runqput && go.goexit0) {
     go.goexit0 = EntrySite(elf, functions[kGoexit0], go.goexit0);
@@ -249,6 +270,7 @@ GoBinary InspectGoBinary(const std::string& path) {
   if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(elf, functions[kChanrecv], go.chanrecv);
   if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
   if (go.chansend) go.chansend = EntrySite(elf, functions[kChansend], go.chansend);
+  if (go.chanrecv) BlockingReceives(elf, functions, offset, go);
   if (go.chanrecv) go.chanrecv = EntrySite(elf, functions[kChanrecv], go.chanrecv);
   return go;
 }

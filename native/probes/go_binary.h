@@ -46,6 +46,13 @@ struct GoBinary {
   uint64_t chansend = 0;
   uint64_t chanrecv = 0;
   std::vector<uint64_t> chanrecv_returns;
+  // the blocking receives, runtime.chanrecv1 (`<-ch`) and chanrecv2 (`v, ok := <-ch`): the file offsets of each one's
+  // CALL runtime.chanrecv and RET instructions, probed instead of chanrecv's entry and RETs when every one found has
+  // them (a select's or non-blocking receive then stops at no probe); 0 and none when not
+  uint64_t chanrecv1_call = 0;
+  std::vector<uint64_t> chanrecv1_returns;
+  uint64_t chanrecv2_call = 0;
+  std::vector<uint64_t> chanrecv2_returns;
 };
 
 GoBinary InspectGoBinary(const std::string& path);

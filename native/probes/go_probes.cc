@@ -172,8 +172,15 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
   }
   if (go.chanrecv) {
     probes.push_back({programs_.chansend, go.chansend});
-    probes.push_back({programs_.chanrecv, go.chanrecv});
-    for (uint64_t site : go.chanrecv_returns) probes.push_back({programs_.chanrecv_ret, site});
+    if (go.chanrecv1_call || go.chanrecv2_call) {
+      if (go.chanrecv1_call) probes.push_back({programs_.chanrecv, go.chanrecv1_call});
+      for (uint64_t site : go.chanrecv1_returns) probes.push_back({programs_.chanrecv1_ret, site});
+      if (go.chanrecv2_call) probes.push_back({programs_.chanrecv, go.chanrecv2_call});
+      for (uint64_t site : go.chanrecv2_returns) probes.push_back({programs_.chanrecv2_ret, site});
+    } else {
+      probes.push_back({programs_.chanrecv, go.chanrecv});
+      for (uint64_t site : go.chanrecv_returns) probes.push_back({programs_.chanrecv_ret, site});
+    }
   }
   for (const Probe& probe : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
