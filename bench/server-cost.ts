@@ -61,6 +61,8 @@ interface Subject {
 
 interface Run {
   load: Load;
+  /** what the kernel sent to the agent, by metric and label (kreplay_agent_events_total, records_total) */
+  sent: Map<string, number>;
   serverUs: number;
   agentUs: number;
   stored: number;
@@ -196,13 +198,23 @@ const diff = (after: Run['bpf'], before: Run['bpf']) =>
     }),
   );
 
+/** The agent's counts of what the kernel sent it: events by type, context and target records by kind. */
+async function sentCounts(metrics: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+  const counts = new Map<string, number>();
+  for (const m of text.matchAll(/^kreplay_agent_(events|records)_total\{\w+="([^"]+)"\} (\d+)/gm))
+    counts.set(`${m[1]} ${m[2]}`, Number(m[3]));
+  return counts;
+}
+
 /** One load on `s`, with the server's (and the agent's) CPU and the agent's figures over it. */
-async function measure(s: Served, agent?: BenchAgent): Promise<Run> {
+async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run> {
   const url = `http://127.0.0.1:${s.port}/`;
   const before = agent && (await settled(agent));
   const server0 = treeCpuUs(s.child.pid!);
   const agent0 = agent ? treeCpuUs(agent.pid) : 0;
   const bpf0 = agent ? programsByName(agent.pid) : new Map();
+  const sent0 = agent ? await sentCounts(metrics) : new Map<string, number>();
   const load = await wrk({ url, seconds, threads: 1, connections: 16 });
   const serverUs = (treeCpuUs(s.child.pid!) - server0) / load.requests;
   const after = agent && (await settled(agent));
@@ -213,6 +225,12 @@ async function measure(s: Served, agent?: BenchAgent): Promise<Run> {
     stored: after && before ? (after.stored - before.stored) / load.requests : 0,
     dropped: after && before ? after.dropped - before.dropped : 0,
     bpf: agent ? diff(programsByName(agent.pid), bpf0) : new Map(),
+    sent: new Map(
+      [...(agent ? await sentCounts(metrics) : new Map<string, number>())].map(([k, n]) => [
+        k,
+        (n - (sent0.get(k) ?? 0)) / load.requests,
+      ]),
+    ),
   };
 }
 
@@ -229,13 +247,17 @@ async function main(): Promise<void> {
           .get(s.name)!
           .get('without the agent')!
           .push(await measure(s.plain));
+      const metrics = await freePort();
       const agent = await startBenchAgent(ROOT, [
+        ...['--metrics-listen', `127.0.0.1:${metrics}`],
         ...all
           .flatMap((s) => [s.plain, s.followed])
           .flatMap((s) => processTree(s.child.pid!))
           .flatMap((pid) => ['--include', `pid:${pid}`]),
         ...all.flatMap((s) => s.hookExcluded).flatMap((pid) => ['--hook-exclude', `pid:${pid}`]),
         ...['--exclude', 'comm:wrk'],
+        // other processes' requests (a shared machine's) stay out of the figures
+        '--filter-transactions',
       ]);
       try {
         // a request each first: the Python hook runs at the interpreter's next check
@@ -245,11 +267,11 @@ async function main(): Promise<void> {
           runs
             .get(s.name)!
             .get('captured, not followed')!
-            .push(await measure(s.plain, agent));
+            .push(await measure(s.plain, agent, metrics));
           runs
             .get(s.name)!
             .get('followed')!
-            .push(await measure(s.followed, agent));
+            .push(await measure(s.followed, agent, metrics));
         }
       } finally {
         await agent.stop();
@@ -317,6 +339,18 @@ async function main(): Promise<void> {
       );
     }
   }
+  console.log('\nWhat the kernel sends the agent per request (events by type, records by kind; medians):\n');
+  console.log('| server | mode | sent | per request |');
+  console.log('| --- | --- | --- | --- |');
+  for (const [name, byMode] of runs)
+    for (const mode of MODES.slice(1)) {
+      const r = byMode.get(mode)!;
+      const kinds = new Set(r.flatMap((x) => [...x.sent.keys()]));
+      for (const kind of kinds) {
+        const per = median(r.map((x) => x.sent.get(kind) ?? 0));
+        if (per >= 0.01) console.log(`| ${name} | ${mode} | ${kind} | ${per.toFixed(2)} |`);
+      }
+    }
   console.log('\nThe BPF programs that run while a followed server is loaded, per request (medians):\n');
   console.log('| server | program | runs/request | ns/run | µs/request |');
   console.log('| --- | --- | --- | --- | --- |');

@@ -7,10 +7,9 @@
  * it read". A request head read by a goroutine gives it the request (the
  * core does this for units that own their reads); the uprobes below pass
  * a context on:
- *   - runtime.newproc1 (entry, and newproc's runqput of the new g after it,
- *     or newproc1's RET sites: never a uretprobe on Go, whose stacks move): a
- *     new goroutine takes its creator's context; runtime.goexit0: an ended
- *     goroutine's g loses the one it had;
+ *   - runtime.newproc1 (entry, and its RET sites: never a uretprobe on Go,
+ *     whose stacks move): a new goroutine takes its creator's context, a
+ *     reused g loses the one it had;
  *   - net/http's client pool: a persistConn's readLoop and writeLoop
  *     goroutines outlive the request that dialed it; the writeLoop takes
  *     the context of each request (*persistConn).roundTrip sends on it, the
@@ -211,8 +210,10 @@ int go_newproc1(struct pt_regs *ctx)
 	return 0;
 }
 
-/* The new goroutine `newg` takes its creator's context (kept by newproc1's entry on this thread), or none. */
-static __always_inline int go_spawned(__u64 newg)
+/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier
+ * goroutine on the same g had. */
+SEC("uprobe")
+int go_newproc1_ret(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -224,36 +225,7 @@ static __always_inline int go_spawned(__u64 newg)
 			context_id = spawn->context_id;
 		bpf_map_delete_elem(&go_spawns, &tid);
 	}
-	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, newg, context_id);
-	return 0;
-}
-
-/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier
- * goroutine on the same g had. Where the sites below are found, these are not probed. */
-SEC("uprobe")
-int go_newproc1_ret(struct pt_regs *ctx)
-{
-	return go_spawned(GO_RESULT(ctx));
-}
-
-/*
- * newproc's `runqput(pp, newg, true)` right after its newproc1 (newg in BX): a CALL, which the
- * kernel emulates, where newproc1's RET it single-steps, a #DB trap a virtual machine turns into an
- * exit to its hypervisor (bench/RESULTS.md, issue 46). A goroutine newproc1 makes for another caller
- * (a debugger's injected call, a coroutine) is not seen here: its g lost any context at the
- * previous goroutine's exit (go_goexit0), so it carries none, never an earlier goroutine's.
- */
-SEC("uprobe")
-int go_newproc_runqput(struct pt_regs *ctx)
-{
-	return go_spawned(GO_ARG2(ctx));
-}
-
-/* runtime.goexit0(gp), on g0: the goroutine ended, its g keeps no context for the next one on it. */
-SEC("uprobe")
-int go_goexit0(struct pt_regs *ctx)
-{
-	unit_set_context(bpf_get_current_pid_tgid() >> 32, KR_UNIT_GOROUTINE, GO_ARG1(ctx), 0);
+	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_RESULT(ctx), context_id);
 	return 0;
 }
 
@@ -578,7 +550,7 @@ static __always_inline int go_received(struct pt_regs *ctx, bool received)
 	return 0;
 }
 
-/* chanrecv's RET sites, received in BX: where chanrecv1 and chanrecv2 are not probed instead. */
+/* chanrecv's RET sites, received in BX: where chanrecv1 and chanrecv2 are not found instead. */
 SEC("uprobe")
 int go_chanrecv_ret(struct pt_regs *ctx)
 {
@@ -589,11 +561,12 @@ int go_chanrecv_ret(struct pt_regs *ctx)
 #define GO_HCHAN_CLOSED 28
 
 /*
- * The blocking receives' RET sites, whose go_chanrecv is at their CALL runtime.chanrecv (emulated):
- * probing chanrecv itself stops every select's and non-blocking receive at its RET (net/http's
- * context.WithCancel makes one a request), and the kernel single-steps a RET. `<-ch`
- * (chanrecv1) returns nothing: a closed channel's receive may be a value or its zero, so it hands
- * nothing off; `v, ok := <-ch` (chanrecv2) returns ok in AX.
+ * The blocking receives' RET sites (chanrecv1 and chanrecv2 call chanrecv with block true): chanrecv's
+ * own RETs stop every select's and non-blocking receive too (net/http's context.WithCancel makes one a
+ * request), and the kernel single-steps a RET, a #DB trap a virtual machine turns into an exit to its
+ * hypervisor (bench/RESULTS.md, issue 46). `<-ch` (chanrecv1) returns nothing: a closed channel's
+ * receive may be a value or its zero, so it hands nothing off; `v, ok := <-ch` (chanrecv2) returns ok
+ * in AX.
  */
 SEC("uprobe")
 int go_chanrecv1_ret(struct pt_regs *ctx)

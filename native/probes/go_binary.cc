@@ -25,9 +25,6 @@ const char kChansend[] = "runtime.chansend";
 const char kChanrecv[] = "runtime.chanrecv";
 const char kChanrecv1[] = "runtime.chanrecv1";
 const char kChanrecv2[] = "runtime.chanrecv2";
-const char kNewprocFunc1[] = "runtime.newproc.func1";
-const char kRunqput[] = "runtime.runqput";
-const char kGoexit0[] = "runtime.goexit0";
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -105,18 +102,6 @@ uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& f
   return calls == 1 ? site : 0;
 }
 
-// The file offset of the function's one direct CALL of `callee` (`at`: its entry's), 0 when there is not exactly one.
-uint64_t OneCall(const ElfFile& elf, const ElfSymbol& f, uint64_t at, uint64_t callee) {
-  uint64_t site = 0;
-  int calls = 0;
-  for (const cs_insn& insn : Instructions(elf.Read(f.value, f.size), f.value)) {
-    if (CallTarget(insn) != callee) continue;
-    calls++;
-    site = at + (insn.address - f.value);
-  }
-  return calls == 1 ? site : 0;
-}
-
 // The file offsets of the function's RET instructions (`at`: its entry's), none when it does not decode.
 std::vector<uint64_t> Returns(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
   std::vector<uint64_t> found;
@@ -142,27 +127,6 @@ uint64_t EntrySite(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
     if (insn.id != X86_INS_LEA && insn.id != X86_INS_CMP) break;
   }
   return at;
-}
-
-// runtime.chanrecv1 and chanrecv2, each its CALL runtime.chanrecv and RETs, into `go`; none unless every one the
-// binary has (the linker drops an unused one) has both.
-template <typename Offset>
-void BlockingReceives(const ElfFile& elf, std::map<std::string, ElfSymbol>& functions, Offset offset, GoBinary& go) {
-  const uint64_t chanrecv = functions[kChanrecv].value;
-  uint64_t* calls[] = {&go.chanrecv1_call, &go.chanrecv2_call};
-  std::vector<uint64_t>* returns[] = {&go.chanrecv1_returns, &go.chanrecv2_returns};
-  const char* names[] = {kChanrecv1, kChanrecv2};
-  bool complete = true;
-  for (int i = 0; i < 2; i++) {
-    if (!offset(names[i])) continue;
-    *calls[i] = OneCall(elf, functions[names[i]], offset(names[i]), chanrecv);
-    *returns[i] = Returns(elf, functions[names[i]], offset(names[i]));
-    complete = complete && *calls[i] && !returns[i]->empty();
-  }
-  if (complete) return;
-  go.chanrecv1_call = go.chanrecv2_call = 0;
-  go.chanrecv1_returns.clear();
-  go.chanrecv2_returns.clear();
 }
 
 }  // namespace
@@ -212,8 +176,7 @@ GoBinary InspectGoBinary(const std::string& path) {
                  (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
                   !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
                   !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
-                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv) || !std::strcmp(name, kNewprocFunc1) ||
-                  !std::strcmp(name, kRunqput) || !std::strcmp(name, kGoexit0) || !std::strcmp(name, kChanrecv1) ||
+                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv) || !std::strcmp(name, kChanrecv1) ||
                   !std::strcmp(name, kChanrecv2))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
@@ -235,16 +198,6 @@ GoBinary InspectGoBinary(const std::string& path) {
     return go;
   }
   go.newproc1 = EntrySite(elf, functions[kNewproc1], go.newproc1);
-  // both, or newproc1's RET sites: a goroutine's g is cleared at its exit for a runqput site to be enough
-  auto runqput = functions.find(kRunqput);
-  if (offset(kNewprocFunc1) && runqput != functions.end())
-    go.newproc_runqput = OneCall(elf, functions[kNewprocFunc1], offset(kNewprocFunc1), runqput->second.value);
-  go.goexit0 = offset(kGoexit0);
-  if (go.newproc_runqput && go.goexit0) {
-    go.goexit0 = EntrySite(elf, functions[kGoexit0], go.goexit0);
-  } else {
-    go.newproc_runqput = go.goexit0 = 0;
-  }
   go.tls_offset = TlsOffset(elf);
   go.round_trip = offset(kRoundTrip);
   go.read_loop = offset(kReadLoop);
@@ -270,7 +223,14 @@ GoBinary InspectGoBinary(const std::string& path) {
   if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(elf, functions[kChanrecv], go.chanrecv);
   if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
   if (go.chansend) go.chansend = EntrySite(elf, functions[kChansend], go.chansend);
-  if (go.chanrecv) BlockingReceives(elf, functions, offset, go);
+  // the blocking receives' RETs, or chanrecv's: every one the binary has (the linker drops an unused one) must decode
+  const uint64_t recv1 = offset(kChanrecv1), recv2 = offset(kChanrecv2);
+  if (go.chanrecv && recv1) go.chanrecv1_returns = Returns(elf, functions[kChanrecv1], recv1);
+  if (go.chanrecv && recv2) go.chanrecv2_returns = Returns(elf, functions[kChanrecv2], recv2);
+  if ((recv1 && go.chanrecv1_returns.empty()) || (recv2 && go.chanrecv2_returns.empty()) || (!recv1 && !recv2)) {
+    go.chanrecv1_returns.clear();
+    go.chanrecv2_returns.clear();
+  }
   if (go.chanrecv) go.chanrecv = EntrySite(elf, functions[kChanrecv], go.chanrecv);
   return go;
 }

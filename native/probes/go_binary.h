@@ -22,10 +22,6 @@ struct GoBinary {
   // instructions
   uint64_t newproc1 = 0;
   std::vector<uint64_t> newproc1_returns;
-  // newproc's `runqput(pp, newg, true)` CALL and runtime.goexit0's entry probe, probed instead of newproc1's RET
-  // sites (which the kernel single-steps) when both are found; 0 when not
-  uint64_t newproc_runqput = 0;
-  uint64_t goexit0 = 0;
   // net/http's client pool: (*persistConn).roundTrip, readLoop and waitForContinue (which writeLoop calls
   // before each request); 0 when the binary has none
   uint64_t round_trip = 0;
@@ -46,12 +42,10 @@ struct GoBinary {
   uint64_t chansend = 0;
   uint64_t chanrecv = 0;
   std::vector<uint64_t> chanrecv_returns;
-  // the blocking receives, runtime.chanrecv1 (`<-ch`) and chanrecv2 (`v, ok := <-ch`): the file offsets of each one's
-  // CALL runtime.chanrecv and RET instructions, probed instead of chanrecv's entry and RETs when every one found has
-  // them (a select's or non-blocking receive then stops at no probe); 0 and none when not
-  uint64_t chanrecv1_call = 0;
+  // the RET instructions of the blocking receives, runtime.chanrecv1 (`<-ch`) and chanrecv2 (`v, ok := <-ch`), probed
+  // instead of chanrecv's when every one the binary has decodes (a select's or non-blocking receive then meets no RET
+  // probe, which the kernel single-steps); none when not
   std::vector<uint64_t> chanrecv1_returns;
-  uint64_t chanrecv2_call = 0;
   std::vector<uint64_t> chanrecv2_returns;
 };
 

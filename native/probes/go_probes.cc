@@ -154,12 +154,7 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
     uint64_t offset;
   };
   std::vector<Probe> probes = {{programs_.newproc1, go.newproc1}};
-  if (go.newproc_runqput) {
-    probes.push_back({programs_.newproc_runqput, go.newproc_runqput});
-    probes.push_back({programs_.goexit0, go.goexit0});
-  } else {
-    for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
-  }
+  for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
   if (go.round_trip) {
     probes.push_back({programs_.round_trip, go.round_trip});
     probes.push_back({programs_.conn_write, go.conn_write});
@@ -172,13 +167,10 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
   }
   if (go.chanrecv) {
     probes.push_back({programs_.chansend, go.chansend});
-    if (go.chanrecv1_call || go.chanrecv2_call) {
-      if (go.chanrecv1_call) probes.push_back({programs_.chanrecv, go.chanrecv1_call});
-      for (uint64_t site : go.chanrecv1_returns) probes.push_back({programs_.chanrecv1_ret, site});
-      if (go.chanrecv2_call) probes.push_back({programs_.chanrecv, go.chanrecv2_call});
-      for (uint64_t site : go.chanrecv2_returns) probes.push_back({programs_.chanrecv2_ret, site});
-    } else {
-      probes.push_back({programs_.chanrecv, go.chanrecv});
+    probes.push_back({programs_.chanrecv, go.chanrecv});
+    for (uint64_t site : go.chanrecv1_returns) probes.push_back({programs_.chanrecv1_ret, site});
+    for (uint64_t site : go.chanrecv2_returns) probes.push_back({programs_.chanrecv2_ret, site});
+    if (go.chanrecv1_returns.empty() && go.chanrecv2_returns.empty()) {
       for (uint64_t site : go.chanrecv_returns) probes.push_back({programs_.chanrecv_ret, site});
     }
   }

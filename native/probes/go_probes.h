@@ -30,8 +30,6 @@ namespace kreplay {
 struct GoPrograms {
   bpf_program* newproc1;
   bpf_program* newproc1_ret;
-  bpf_program* newproc_runqput;
-  bpf_program* goexit0;
   bpf_program* round_trip;
   bpf_program* conn_write;
   bpf_program* read_loop;
