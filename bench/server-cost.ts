@@ -61,6 +61,8 @@ interface Subject {
 
 interface Run {
   load: Load;
+  /** uprobes other processes (another agent on a shared host) held on the server's files at the end of the run */
+  foreignProbes: number;
   /** what the kernel sent to the agent, by metric and label (kreplay_agent_events_total, records_total) */
   sent: Map<string, number>;
   serverUs: number;
@@ -147,7 +149,7 @@ async function subjects(dir: string): Promise<Subject[]> {
       plain,
       followed,
       hookExcluded: [plain.child.pid!],
-      awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!),
+      awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!, 'Node', 90_000),
     });
   }
   if (only.includes('aiohttp')) {
@@ -159,7 +161,7 @@ async function subjects(dir: string): Promise<Subject[]> {
       plain,
       followed,
       hookExcluded: [plain.child.pid!],
-      awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!, 'Python'),
+      awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!, 'Python', 90_000),
     });
   }
   if (only.includes('gunicorn')) {
@@ -170,7 +172,7 @@ async function subjects(dir: string): Promise<Subject[]> {
       plain,
       followed,
       hookExcluded: [plain.child.pid!, workerOf(plain)],
-      awaitFollowed: (agent) => awaitHooked(agent, workerOf(followed), 'Python'),
+      awaitFollowed: (agent) => awaitHooked(agent, workerOf(followed), 'Python', 90_000),
     });
   }
   return out;
@@ -197,6 +199,29 @@ const diff = (after: Run['bpf'], before: Run['bpf']) =>
       return [name, { runs: a.runs - b.runs, ns: a.ns - b.ns }];
     }),
   );
+
+/**
+ * Uprobes that processes other than `agentPid` hold on the files process `pid` and its children run: a uprobe
+ * is on the file, every process that runs it pays for every probe on it, whoever placed it.
+ */
+function foreignUprobes(pid: number, agentPid: number): number {
+  const files = new Set(
+    processTree(pid).flatMap((p) => {
+      try {
+        return [`/proc/${p}/exe`, fs.readlinkSync(`/proc/${p}/exe`)];
+      } catch {
+        return [];
+      }
+    }),
+  );
+  const perf = JSON.parse(execFileSync('bpftool', ['-j', 'perf', 'show']).toString()) as {
+    pid: number;
+    fd_type?: string;
+    filename?: string;
+  }[];
+  return perf.filter((p) => p.fd_type === 'uprobe' && p.pid !== agentPid && files.has(p.filename ?? ''))
+    .length;
+}
 
 /** The agent's counts of what the kernel sent it: events by type, context and target records by kind. */
 async function sentCounts(metrics: number): Promise<Map<string, number>> {
@@ -225,6 +250,7 @@ async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run>
     stored: after && before ? (after.stored - before.stored) / load.requests : 0,
     dropped: after && before ? after.dropped - before.dropped : 0,
     bpf: agent ? diff(programsByName(agent.pid), bpf0) : new Map(),
+    foreignProbes: foreignUprobes(s.child.pid!, agent?.pid ?? 0),
     sent: new Map(
       [...(agent ? await sentCounts(metrics) : new Map<string, number>())].map(([k, n]) => [
         k,
@@ -339,6 +365,19 @@ async function main(): Promise<void> {
       );
     }
   }
+  console.log(
+    "\nUprobes other processes (agents other than this one) held on the servers' files, at the end of each run:\n",
+  );
+  for (const [name, byMode] of runs)
+    console.log(
+      `- ${name}: ${MODES.map(
+        (m) =>
+          `${m} ${byMode
+            .get(m)!
+            .map((x) => x.foreignProbes)
+            .join(', ')}`,
+      ).join('; ')}`,
+    );
   console.log('\nWhat the kernel sends the agent per request (events by type, records by kind; medians):\n');
   console.log('| server | mode | sent | per request |');
   console.log('| --- | --- | --- | --- |');
