@@ -426,7 +426,7 @@ int go_read_loop(struct pt_regs *ctx)
 /*
  * Channel hand-offs: a value a goroutine sends on a channel (`ch <- v`:
  * runtime.chansend, blocking) and another receives (`<-ch`, `v, ok := <-ch`,
- * `range ch`: runtime.chanrecv, entry and RET sites) gives the receiver the
+ * `range ch`: runtime.chanrecv's entry, chanrecv1's and chanrecv2's RET sites) gives the receiver the
  * sender's context (a lease, which ends with the sender's request), unless
  * the receiver serves a request of its own (KR_OWNED: a head it read, its
  * stream, its marker). A value is known by its channel and its first 16
@@ -521,8 +521,8 @@ int go_chanrecv(struct pt_regs *ctx)
 	return 0;
 }
 
-/* The receive go_chanrecv saw ended (`received`: a value, not a closed channel's zero): the receiver takes the
- * value's sender's context. */
+/* The receive go_chanrecv saw ended (`received`: a value, not a closed channel's zero): the receiver takes
+ * the value's sender's context. */
 static __always_inline int go_received(struct pt_regs *ctx, bool received)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
