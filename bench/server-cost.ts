@@ -46,7 +46,6 @@ const rounds = Number(process.argv[2] ?? 3);
 const seconds = Number(process.argv[3] ?? 5);
 const only = (process.argv[4] ?? 'go,node,aiohttp,gunicorn').split(',');
 const MODES = ['without the agent', 'captured, not followed', 'followed'] as const;
-type Mode = (typeof MODES)[number];
 
 interface Subject {
   name: string;
