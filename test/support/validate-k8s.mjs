@@ -3,6 +3,7 @@
 // Node). Usage: validate-k8s.mjs FILE...; prints one JSON array: { file, apiVersion, kind, name,
 // error } per document, error null when it is valid.
 import { readFileSync } from 'node:fs';
+import process from 'node:process';
 import { parseAllDocuments } from 'yaml';
 
 /** apiVersion (group/version, or v1 for the core group) -> its kubernetes-models module */
