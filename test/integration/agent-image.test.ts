@@ -1,7 +1,8 @@
 /**
  * The agent as a container (real kernel, rootful podman with runc): `make image` builds the OCI
  * image offline, and the agent in it, run the way docs/install.md says (the host's pid namespace,
- * the named capabilities and no others, bpffs, tracefs and BTF mounted, its store on the host),
+ * the named capabilities and no others, bpffs, tracefs, BTF and the cgroup hierarchies mounted,
+ * its store on the host),
  * records a host program's writes exactly: every one, with the host's pid, and no other's.
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -26,6 +27,8 @@ const AGENT_IMAGE_FLAGS = [
   '--volume=/sys/fs/bpf:/sys/fs/bpf',
   '--volume=/sys/kernel/tracing:/sys/kernel/tracing',
   '--volume=/sys/kernel/btf:/sys/kernel/btf:ro',
+  // the host's cgroup hierarchies: the Node inspector guard attaches to the cgroup v2 root
+  '--volume=/sys/fs/cgroup:/sys/fs/cgroup:ro',
 ];
 
 const pods = usePodman('kreplay-agentimg');
@@ -93,5 +96,7 @@ afterAll(() => {
     expect(new Set(rows.map((r) => r.pid))).toEqual(new Set([writerPid]));
     expect(rows.map((r) => r.bytes)).toEqual(rows.map((r) => `line ${r.target!.split('-').pop()}\n`.length));
     expect(agent.logs()).not.toMatch(/ (ERROR|FATAL) /);
+    // every part loaded: the inspector guard too (no "no Node process is hooked")
+    expect(agent.logs()).not.toMatch(/no Node process is hooked/);
   }, 600_000);
 });
