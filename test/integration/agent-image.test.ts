@@ -5,18 +5,16 @@
  * its store on the host),
  * records a host program's writes exactly: every one, with the host's pid, and no other's.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType } from '../../core/model';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import { usePodman } from '../support/podman';
+import { kreplayImage, usePodman } from '../support/podman';
 import { readStoredEvents } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
-const ROOT = join(__dirname, '..', '..');
-const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 const FILES = 25;
 
 /** How docs/install.md runs the agent's image (and deploy/kubernetes/agent-daemonset.yaml). */
@@ -47,16 +45,9 @@ afterAll(() => {
     const out = join(dir, 'out');
     mkdirSync(data);
     mkdirSync(out);
-    const env = { ...process.env };
-    delete env.HOME;
-    execFileSync('make', ['--no-print-directory', 'image'], {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
     cgroup = createCgroup(`kreplay-agentimg-${process.pid}`);
     const agent = pods.run({
-      image: `localhost/kreplay:${VERSION}`,
+      image: kreplayImage(),
       name: 'agent',
       extraArgs: [...AGENT_IMAGE_FLAGS, `--volume=${data}:/var/lib/kreplay`],
       command: [

@@ -6,21 +6,19 @@
  * the container's network namespace (uid 65534, polling every way to loopback) gets no session:
  * its attempts are refused by the guard there, counted and logged.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { namespaceListening, processListening } from '../../agent/runtimes/node/listening-sockets';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { cgroup2Mount } from '../support/cgroup';
+import { startPoller } from '../support/inspector-poller';
 import { buildImage, PINNED_NODE, usePodman, type Container } from '../support/podman';
 import { httpLoad, nodeHookLine, scoreWrites, writesUnder } from '../support/request-accuracy';
 import { storedCounter } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
 const SUPPORT = join(__dirname, '..', 'support');
-const POLLER = join(SUPPORT, 'inspector-poller.py');
-const NOBODY = 65534;
 const INSPECTOR_PORT = 9229;
 const REQUESTS = 128;
 const OUT = '/srv/out';
@@ -69,34 +67,16 @@ afterAll(async () => {
       what: 'the containerised server listening',
     });
     // the intruder: in the container's network namespace, another user, polling from before the signal
-    const poller = spawn(
-      'nsenter',
-      [
-        `--net=/proc/${server.pid}/ns/net`,
-        '--',
-        'setpriv',
-        `--reuid=${NOBODY}`,
-        `--regid=${NOBODY}`,
-        '--clear-groups',
-        '/usr/bin/python3',
-        POLLER,
-        String(INSPECTOR_PORT),
-      ],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    children.push(poller);
-    let seen = '';
-    poller.stdout!.on('data', (c: Buffer) => (seen += c.toString()));
-    await waitFor(() => /^polling$/m.test(seen) || undefined, { what: 'the poller polling' });
+    const poller = await startPoller(INSPECTOR_PORT, ['nsenter', `--net=/proc/${server.pid}/ns/net`, '--']);
+    children.push(poller.child);
 
-    const mount = cgroup2Mount()!;
     agent = await startAgent([
       '--data-dir',
       join(dir, 'data'),
       '--node',
       'node',
       '--cgroup-id',
-      String(statSync(join(mount, server.cgroup)).ino),
+      String(server.cgroupId),
     ]);
     expect(await nodeHookLine(agent, server.pid)).toMatch(/hooked a Node process/);
     // closed again: nothing listens on the inspector's port in the container
@@ -117,16 +97,13 @@ afterAll(async () => {
       });
     }
 
-    poller.kill('SIGTERM');
-    const counts = JSON.parse(
-      await waitFor(() => /^\{.*\}$/m.exec(seen)?.[0], { what: "the poller's counts" }),
-    ) as Record<string, number>;
+    const counts = await poller.stop();
     process.stdout.write(`poller in the container's namespace: ${JSON.stringify(counts)}\n`);
     expect(counts.sessions).toBe(0);
     expect(counts.lists).toBe(0);
     expect(counts.refused).toBeGreaterThan(0);
     expect(agent.output()).toMatch(
-      new RegExp(`refused a connection to a Node inspector kreplay opened.* pid=${poller.pid}\\b`),
+      new RegExp(`refused a connection to a Node inspector kreplay opened.* pid=${poller.child.pid}\\b`),
     );
     await waitFor(() => storedCounter(store, 'node_hook_intrusions') >= (counts.refused ?? 0) || undefined, {
       what: 'the intrusions counted in the store',

@@ -5,13 +5,12 @@
  * handler and spawned goroutine writes, and a Python TLS server's (its Python hook off: only the
  * libssl probes see its requests' heads). Both run in one container, reached on published ports.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { selfSignedCert } from '../../bench/tls-cert';
 import { processListening } from '../../agent/runtimes/node/listening-sockets';
 import { startAgent, type AgentProcess } from '../support/agent-process';
-import { cgroup2Mount } from '../support/cgroup';
 import { buildGo } from '../support/go-build';
 import { buildImage, usePodman, type Container } from '../support/podman';
 import { httpLoad, scoreWrites, writesUnder, type LoadOptions } from '../support/request-accuracy';
@@ -83,7 +82,7 @@ async function measure(name: string, port: number, files: number, load: LoadOpti
       '--node',
       'ctr',
       '--cgroup-id',
-      String(statSync(join(cgroup2Mount()!, box.cgroup)).ino),
+      String(box.cgroupId),
     ]);
   });
 

@@ -12,17 +12,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { incidentWrite, type IncidentEvent } from '../support/exec-daemon';
 import { writeIncident } from '../support/incident-file';
-import { RUN_FLAGS, usePodman } from '../support/podman';
+import { kreplayImage, RUN_FLAGS, usePodman } from '../support/podman';
 
-const ROOT = join(__dirname, '..', '..');
-const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-const IMAGE = `localhost/kreplay:${VERSION}`;
 const TXN = 'ci';
 const WRITES = 6;
 const HOLD_MS = 15;
 
 const pods = usePodman('kreplay-execctr');
 let dir: string;
+let image: string;
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -37,7 +35,7 @@ function replayIn(extraArgs: string[]): { status: number | null; stdout: string;
     `--volume=${dir}:/work`,
     '--workdir=/work',
     ...extraArgs,
-    IMAGE,
+    image,
     'replay',
     '--incident',
     '/work/incident.kri',
@@ -64,13 +62,7 @@ function replayIn(extraArgs: string[]): { status: number | null; stdout: string;
 
 (pods.skip ? describe.skip : describe)('kreplay replay --exec in a CI container (podman)', () => {
   beforeAll(() => {
-    const env = { ...process.env };
-    delete env.HOME;
-    execFileSync('make', ['--no-print-directory', 'image'], {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    image = kreplayImage();
     dir = mkdtempSync(join(tmpdir(), 'kreplay-execctr-'));
     chmodSync(dir, 0o777);
     const events: IncidentEvent[] = Array.from({ length: WRITES }, (_, i) =>

@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { cgroup2Mount } from './cgroup';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -103,6 +104,20 @@ export function buildImage(spec: ImageSpec): string {
   return ref;
 }
 
+/** kreplay's own image (`make image`: the agent and daemon of this tree), built unless current; its reference. */
+export function kreplayImage(): string {
+  const env = { ...process.env };
+  // make's npm steps must not write into a HOME of the runner's
+  delete env.HOME;
+  execFileSync('make', ['--no-print-directory', 'image'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  return `localhost/kreplay:${version}`;
+}
+
 export interface RunOptions {
   image: string;
   /** the container's name (unique per run: the test's prefix and a counter are added) */
@@ -124,6 +139,8 @@ export interface Container {
   pid: number;
   /** its cgroup v2 path (`0::` of /proc/PID/cgroup), e.g. /libpod_parent/libpod-<id> */
   cgroup: string;
+  /** that cgroup's id (what bpf_get_current_cgroup_id() reports, the agent's --cgroup-id) */
+  cgroupId: number;
   /** its address on podman's bridge ('' with another network) */
   ip: string;
   /** the host port where a published container port is reached on 127.0.0.1 */
@@ -177,6 +194,7 @@ export function runContainer(opts: RunOptions): Container {
       image: opts.image,
       pid: Number(pid),
       cgroup: cgroupLine ? cgroupLine.slice(3) : '',
+      cgroupId: cgroupLine ? statSync(join(cgroup2Mount() ?? '/sys/fs/cgroup', cgroupLine.slice(3))).ino : 0,
       ip: ip ?? '',
       hostPort: (port) => {
         const hp = ports.get(port);
