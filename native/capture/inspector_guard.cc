@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +65,16 @@ int SocketIn(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
   const int ns = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (ns < 0) throw CaptureFailure(kCode, "cannot open " + path + ": " + std::strerror(errno));
+  // the agent's own namespace: no setns, which needs CAP_SYS_ADMIN (an agent run as its unit has not)
+  struct stat theirs = {};
+  struct stat own = {};
+  if (fstat(ns, &theirs) == 0 && stat("/proc/self/ns/net", &own) == 0 && theirs.st_dev == own.st_dev &&
+      theirs.st_ino == own.st_ino) {
+    close(ns);
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw CaptureFailure(kCode, std::string("cannot open a socket: ") + std::strerror(errno));
+    return fd;
+  }
   int fd = -1;
   int err = 0;
   std::thread([&] {
@@ -93,11 +104,7 @@ uint64_t CookieClosing(int fd) {
   }
 }
 
-uint64_t OwnNetnsCookie() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw CaptureFailure(kCode, std::string("cannot open a socket: ") + std::strerror(errno));
-  return CookieClosing(fd);
-}
+uint64_t OwnNetnsCookie() { return CookieClosing(SocketIn(getpid())); }
 
 pid_t PidArgument(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsNumber() || info[0].As<Napi::Number>().Int32Value() <= 0)
