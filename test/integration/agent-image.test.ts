@@ -89,5 +89,7 @@ afterAll(() => {
     expect(agent.logs()).not.toMatch(/ (ERROR|FATAL) /);
     // every part loaded: the inspector guard too (no "no Node process is hooked")
     expect(agent.logs()).not.toMatch(/no Node process is hooked/);
+    // it stops cleanly at SIGTERM, as `podman stop` sends it
+    expect(agent.stop(30)).toBe(0);
   }, 600_000);
 });

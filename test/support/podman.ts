@@ -147,6 +147,8 @@ export interface Container {
   hostPort(port: number): number;
   /** `podman exec` of `command`: its status and output, whatever the status */
   exec(command: string[]): { status: number | null; stdout: string; stderr: string };
+  /** SIGTERM to its first process, SIGKILL after `seconds`; its exit code */
+  stop(seconds: number): number;
   /** `podman inspect --format FORMAT` of it */
   inspect(format: string): string;
   /** what the container printed */
@@ -167,7 +169,11 @@ export function runContainer(opts: RunOptions): Container {
   args.push(...(opts.extraArgs ?? []), opts.image, ...opts.command);
   const id = podman(args);
   const remove = () => {
-    spawnSync('podman', ['rm', '--force', '--time', '0', id]);
+    let out = spawnSync('podman', ['rm', '--force', '--time', '0', id], { encoding: 'utf8' });
+    // a process of the host's pid namespace (an agent's) may take its time to die after SIGKILL
+    if (out.status !== 0) out = spawnSync('podman', ['rm', '--force', id], { encoding: 'utf8' });
+    // said, not thrown: the other containers still go
+    if (out.status !== 0) console.warn(`podman rm ${opts.name} failed (${out.status}): ${out.stderr}`);
   };
   try {
     const [pid, ip, status] = podman([
@@ -206,6 +212,10 @@ export function runContainer(opts: RunOptions): Container {
         return { status: out.status, stdout: out.stdout, stderr: out.stderr };
       },
       inspect: (format) => podman(['inspect', '--format', format, id]),
+      stop: (seconds) => {
+        podman(['stop', '--time', String(seconds), id]);
+        return Number(podman(['inspect', '--format', '{{.State.ExitCode}}', id]));
+      },
       logs: () => {
         const out = spawnSync('podman', ['logs', id], { encoding: 'utf8' });
         return out.stdout + out.stderr;
