@@ -33,6 +33,7 @@ import {
 } from '../../core/model';
 import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
+import { serviceColumn } from './batch-columns';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
@@ -58,6 +59,7 @@ interface ThreadIds {
   comm2: number;
   comm3: number;
   commId: number;
+  /** the service's store id plus 2^32 times its container's (the batch's service column) */
   serviceId: number;
 }
 
@@ -278,7 +280,8 @@ export class RecordDecoder {
       return known;
     }
     const comm = readCString(buf, c, COMM_LEN);
-    const service = this.services.serviceOf({ pid, comm, cgroupId });
+    const { service, container } = this.services.identityOf({ pid, comm, cgroupId });
+    const containerId = container ? this.dictionaries.containers.id(JSON.stringify(container)) : 0;
     const ids: ThreadIds = {
       pid,
       cgroupId,
@@ -287,7 +290,7 @@ export class RecordDecoder {
       comm2: c2,
       comm3: c3,
       commId: this.dictionaries.comms.id(comm),
-      serviceId: this.dictionaries.services.id(service),
+      serviceId: serviceColumn(this.dictionaries.services.id(service), containerId),
     };
     if (this.threads.size >= MAX_CACHED_THREADS) this.threads.clear();
     this.threads.set(tid, ids);

@@ -21,7 +21,31 @@ export interface EventFilter {
   /** sys_write events whose target matches; block_io events have none */
   target?: TargetPattern;
   targetKinds?: TargetKind[];
+  /** events of processes in a container, by its name, its id or an id prefix of 12 or more (CONTAINER_ID_PREFIX) */
+  container?: string;
+  /** exact Kubernetes pod name, namespace, container image */
+  pod?: string;
+  namespace?: string;
+  image?: string;
 }
+
+/** The shortest container id prefix a filter matches by (what `podman ps` and `docker ps` show). */
+export const CONTAINER_ID_PREFIX = 12;
+
+/** The container filters a filter has: they are matched in the stores' containers. */
+export function containerFilterOf(filter: EventFilter): ContainerFilter | undefined {
+  const { container, pod, namespace, image } = filter;
+  if (container === undefined && pod === undefined && namespace === undefined && image === undefined)
+    return undefined;
+  const out: ContainerFilter = {};
+  if (container !== undefined) out.container = container;
+  if (pod !== undefined) out.pod = pod;
+  if (namespace !== undefined) out.namespace = namespace;
+  if (image !== undefined) out.image = image;
+  return out;
+}
+
+export type ContainerFilter = Pick<EventFilter, 'container' | 'pod' | 'namespace' | 'image'>;
 
 export type EventOrder = 'asc' | 'desc';
 
