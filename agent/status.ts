@@ -13,6 +13,10 @@ export interface LossCounters {
   unknownContexts: number;
   /** writes stored without their target: its record was lost */
   unknownTargets: number;
+  /** containers whose runtime state could not be read whole (their events carry what was read; logged) */
+  unreadableContainerStates: number;
+  /** file targets in a container's root whose host path could not be told: stored as the container names them */
+  unresolvedContainerPaths: number;
   corruptRecords: number;
   corruptBytes: number;
   /** events that reached the store while its disk was full */
