@@ -36,7 +36,11 @@ export function containerOfCgroup(cgroupPath: string | null): ContainerRef | nul
       if (id) return { id, runtime };
     }
     // a bare id is a container only under a runtime's parent: docker's cgroupfs tree or a kubelet's
-    if (BARE_ID.test(part) && i > 0 && (parts[i - 1] === 'docker' || /^kubepods|^pod[0-9a-f_-]+$/.test(parts[i - 1]!)))
+    if (
+      BARE_ID.test(part) &&
+      i > 0 &&
+      (parts[i - 1] === 'docker' || /^kubepods|^pod[0-9a-f_-]+$/.test(parts[i - 1]!))
+    )
       return { id: part, runtime: parts[i - 1] === 'docker' ? 'docker' : 'unknown' };
   }
   return null;

@@ -77,7 +77,8 @@ export function readJsonFile(path: string, maxBytes = MAX_STATE_BYTES): Read<unk
 }
 
 const text = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
-const object = (v: unknown): Json => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {});
+const object = (v: unknown): Json =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {};
 
 /** What the runtime's files said so far, and what they could not say. */
 class StateBuilder {
@@ -154,7 +155,11 @@ class StateBuilder {
 }
 
 /** podman's name and image: containers/storage's containers.json entry for the id. */
-function storageEntry(b: StateBuilder, roots: RuntimeRoots, id: string): { name: string | null; image: string | null } {
+function storageEntry(
+  b: StateBuilder,
+  roots: RuntimeRoots,
+  id: string,
+): { name: string | null; image: string | null } {
   const path = join(roots.storage, 'overlay-containers', 'containers.json');
   const read = readJsonFile(path, MAX_CONTAINERS_JSON_BYTES);
   if ('error' in read || !Array.isArray(read.value)) {
@@ -226,7 +231,10 @@ const READERS: Record<
  * does not say the runtime: each is tried, the first with a readable bundle
  * answers (and becomes the runtime).
  */
-export function readContainerState(ref: ContainerRef, roots: RuntimeRoots = DEFAULT_RUNTIME_ROOTS): ContainerState {
+export function readContainerState(
+  ref: ContainerRef,
+  roots: RuntimeRoots = DEFAULT_RUNTIME_ROOTS,
+): ContainerState {
   if (ref.runtime !== 'unknown') return READERS[ref.runtime](new StateBuilder(), roots, ref);
   for (const runtime of ['crio', 'containerd', 'docker', 'podman'] as const) {
     const state = READERS[runtime](new StateBuilder(), roots, { id: ref.id, runtime });

@@ -1,5 +1,5 @@
-/** What /proc still tells about a process: its cgroup path, executable and root. */
-import { readFileSync, readlinkSync, statSync } from 'node:fs';
+/** What /proc still tells about a process: its cgroup path and executable. */
+import { readFileSync, readlinkSync } from 'node:fs';
 
 /** The process's cgroup paths in /proc/PID/cgroup: the unified (v2) one and name=systemd's (v1, hybrid hosts). */
 export function readProcCgroupPaths(
@@ -38,24 +38,6 @@ export function readProcCgroupPath(pid: number, procRoot = '/proc'): string | nu
 export function readExePath(pid: number, procRoot = '/proc'): string | null {
   try {
     return readlinkSync(`${procRoot}/${pid}/exe`);
-  } catch {
-    return null;
-  }
-}
-
-/**
- * The host's path to the file the process names `path` in its own root (a container's), or null
- * when there is none: its root is not reachable from the host's (readlink of /proc/PID/root is
- * where it is), or the path there is not the very file (same device and inode), e.g. the file was
- * renamed or removed since, or the process is gone.
- */
-export function hostPathOf(pid: number, path: string, procRoot = '/proc'): string | null {
-  try {
-    const root = readlinkSync(`${procRoot}/${pid}/root`);
-    const candidate = root === '/' ? path : root + path;
-    const inside = statSync(`${procRoot}/${pid}/root${path}`);
-    const outside = statSync(candidate);
-    return inside.dev === outside.dev && inside.ino === outside.ino ? candidate : null;
   } catch {
     return null;
   }

@@ -97,7 +97,11 @@ export class ServiceResolver {
     return { service: this.serviceOfProcess(facts, cgroupPath, container), container };
   }
 
-  private serviceOfProcess(facts: ProcessFacts, cgroupPath: string | null, container: Container | null): string {
+  private serviceOfProcess(
+    facts: ProcessFacts,
+    cgroupPath: string | null,
+    container: Container | null,
+  ): string {
     const unit = serviceUnitOf(cgroupPath);
     let exe: string | null | undefined;
     for (const rule of this.rules) {

@@ -32,7 +32,7 @@ import {
   targetKindCode,
   targetText,
 } from '../../core/model';
-import { hostPathOf } from '../attribution/process-info';
+import { hostPathOf } from '../attribution/host-path';
 import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
 import { serviceColumn } from './batch-columns';

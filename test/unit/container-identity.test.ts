@@ -10,6 +10,7 @@ import {
   readContainerState,
   type RuntimeRoots,
 } from '../../agent/attribution/container-state';
+import { hostPathByMounts, parseMountInfo } from '../../agent/attribution/host-path';
 import { ServiceResolver } from '../../agent/attribution/service-resolver';
 import { useTempDir } from '../support/temp-dir';
 
@@ -29,7 +30,8 @@ function write(path: string, text: string): void {
   writeFileSync(path, text);
 }
 
-const bundle = (storage: string, id: string) => join(storage, 'overlay-containers', id, 'userdata', 'config.json');
+const bundle = (storage: string, id: string) =>
+  join(storage, 'overlay-containers', id, 'userdata', 'config.json');
 
 /** What podman 4.3 writes: annotations in the bundle, the name and image in containers.json. */
 function podmanContainer(id: string, name: string, annotations: Record<string, string>): void {
@@ -54,7 +56,10 @@ describe('containerOfCgroup', () => {
     [`/machine.slice/libpod-${ID}.scope/container`, 'podman'],
     [`/system.slice/docker-${ID}.scope`, 'docker'],
     [`/docker/${ID}`, 'docker'],
-    [`/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-${ID}.scope`, 'containerd'],
+    [
+      `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-${ID}.scope`,
+      'containerd',
+    ],
     [`/kubepods.slice/kubepods-pod2.slice/crio-${ID}.scope`, 'crio'],
     [`/kubepods/besteffort/pod0f1e2d3c-aaaa-bbbb-cccc-000000000000/${ID}`, 'unknown'],
   ])('%s is a %s container', (path, runtime) => {
@@ -123,7 +128,12 @@ describe('readContainerState', () => {
     mkdirSync(join(roots().containerd, 'moby'), { recursive: true });
     const { container, problem } = readContainerState({ id: ID, runtime: 'containerd' }, roots());
     expect(problem).toBeNull();
-    expect(container).toMatchObject({ name: 'api', image: 'registry.example/api:2', pod: 'api-5c4', namespace: 'payments' });
+    expect(container).toMatchObject({
+      name: 'api',
+      image: 'registry.example/api:2',
+      pod: 'api-5c4',
+      namespace: 'payments',
+    });
   });
 
   it("reads CRI-O's annotations and its labels annotation from the run root's bundle", () => {
@@ -142,7 +152,12 @@ describe('readContainerState', () => {
     );
     const { container, problem } = readContainerState({ id: ID, runtime: 'crio' }, roots());
     expect(problem).toBeNull();
-    expect(container).toMatchObject({ name: 'web', image: 'quay.example/web:3', pod: 'web-0', namespace: 'shop' });
+    expect(container).toMatchObject({
+      name: 'web',
+      image: 'quay.example/web:3',
+      pod: 'web-0',
+      namespace: 'shop',
+    });
   });
 
   it("reads docker's config.v2.json; a kubelet's cgroupfs path finds whichever runtime has the container", () => {
@@ -160,9 +175,20 @@ describe('readContainerState', () => {
 
   it('gives the container by its id and says why when its state is missing, malformed or hostile', () => {
     const ref = { id: ID, runtime: 'podman' as const };
-    const none = { id: ID, runtime: 'podman', name: null, image: null, pod: null, namespace: null, labels: {} };
+    const none = {
+      id: ID,
+      runtime: 'podman',
+      name: null,
+      image: null,
+      pod: null,
+      namespace: null,
+      labels: {},
+    };
     // missing
-    expect(readContainerState(ref, roots())).toEqual({ container: none, problem: expect.stringContaining('ENOENT') });
+    expect(readContainerState(ref, roots())).toEqual({
+      container: none,
+      problem: expect.stringContaining('ENOENT'),
+    });
     // not JSON, a JSON array, too large
     write(bundle(roots().storage, ID), '{"annotations": ');
     expect(readContainerState(ref, roots()).problem).toMatch(/config\.json: .*JSON/);
@@ -180,7 +206,10 @@ describe('readContainerState', () => {
     expect(readContainerState(ref, roots()).problem).toContain('not a regular file');
     // fields of the wrong type are left out
     execFileSync('rm', ['-f', path]);
-    write(path, JSON.stringify({ annotations: { 'io.kubernetes.pod.name': 7, ok: 'yes', nested: { a: 'b' } } }));
+    write(
+      path,
+      JSON.stringify({ annotations: { 'io.kubernetes.pod.name': 7, ok: 'yes', nested: { a: 'b' } } }),
+    );
     expect(readContainerState(ref, roots()).container.labels).toEqual({ ok: 'yes' });
     expect(readContainerState(ref, roots()).container.pod).toBeNull();
   });
@@ -222,7 +251,10 @@ describe('container service names', () => {
       container: { id: ID, name: 'shop-a' },
     });
     expect(r.serviceOf({ pid: 11, comm: 'python3', cgroupId: 1 })).toBe('cache-b');
-    expect(r.identityOf({ pid: 12, comm: 'nginx', cgroupId: 1 })).toEqual({ service: 'nginx', container: null });
+    expect(r.identityOf({ pid: 12, comm: 'nginx', cgroupId: 1 })).toEqual({
+      service: 'nginx',
+      container: null,
+    });
     expect(r.serviceOfCgroup(`/libpod_parent/libpod-${OTHER}`)).toBe('cache-b');
     const ruled = new ServiceResolver(
       [{ service: 'py', match: { comm: 'python3' } }],
@@ -233,5 +265,33 @@ describe('container service names', () => {
     expect(ruled.serviceOf({ pid: 10, comm: 'python3', cgroupId: 1 })).toBe('py');
     expect(problems).toEqual([]);
     expect(containers.unreadableStates).toBe(0);
+  });
+});
+
+describe('hostPathByMounts', () => {
+  const mounts = (lines: string[]) => parseMountInfo(lines.join('\n'));
+  // podman with runc: the container's root is an overlay the host has mounted at its merged dir
+  const host = mounts([
+    '22 1 8:1 / / rw - ext4 /dev/sda1 rw',
+    '90 22 0:40 / /var/lib/containers/storage/overlay/abc/merged rw - overlay overlay rw',
+    '91 22 8:1 /srv/data /mnt/data\\040dir rw - ext4 /dev/sda1 rw',
+  ]);
+  const inside = mounts([
+    '81 53 0:40 / / rw - overlay overlay rw',
+    '82 81 0:45 / /proc rw - proc proc rw',
+    '83 81 8:1 /srv/data/vol /out rw - ext4 /dev/sda1 rw',
+  ]);
+
+  it("finds the host's path through the mount that holds the path", () => {
+    expect(hostPathByMounts('/etc/app.conf', inside, host)).toBe(
+      '/var/lib/containers/storage/overlay/abc/merged/etc/app.conf',
+    );
+    // a volume: the host's own filesystem, at the directory it was bound from
+    expect(hostPathByMounts('/out/x.log', inside, host)).toBe('/srv/data/vol/x.log');
+  });
+
+  it('is null where the host does not reach the filesystem', () => {
+    expect(hostPathByMounts('/proc/1/status', inside, host)).toBeNull();
+    expect(hostPathByMounts('/x', [], host)).toBeNull();
   });
 });

@@ -1,0 +1,146 @@
+/**
+ * Containers under the real agent (issue 45): two podman containers (runc) of one aiohttp image,
+ * each with the CRI annotations a kubelet's runtime writes, serve requests that write the same path
+ * inside each. Every event of theirs carries its container's id, name, image, pod, namespace and
+ * labels; the two /out/x.log are two targets (the host's paths to each file); the services are named
+ * by the pod's app.kubernetes.io/name label, else the container's name; GET /api/events filters by
+ * container, pod, namespace and image.
+ */
+import { join } from 'node:path';
+import type { ApiEvent, SyscallEvent } from '../../core/model';
+import { startAgent, type AgentProcess } from '../support/agent-process';
+import { fetchAllPages, get, startEventsServer, type EventsServer } from '../support/events-http';
+import { buildImage, usePodman, type Container } from '../support/podman';
+import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
+
+const dir = useTempDir('kreplay-containers-');
+const pods = usePodman('kreplay-ctr');
+const tag = process.pid;
+const namespace = `shop-${tag}`;
+let agent: AgentProcess | undefined;
+let server: EventsServer | undefined;
+
+afterAll(async () => {
+  await server?.close();
+  await agent?.stop('SIGKILL');
+});
+
+async function request(c: Container, path: string, id: string): Promise<void> {
+  const res = await fetch(`http://127.0.0.1:${c.hostPort(8080)}${path}`, { headers: { 'x-request-id': id } });
+  expect(await res.text()).toBe('ok');
+}
+
+(pods.skip ? describe.skip : describe)('containers under the agent (real podman, runc)', () => {
+  it('gives every event its container and labels, tells same-path files apart and filters by them', async () => {
+    const image = buildImage({
+      name: 'aiohttp',
+      packages: ['python3-aiohttp'],
+      files: [{ from: join(__dirname, '..', 'support', 'aiohttp-log-server.py'), to: '/srv/app.py' }],
+    });
+    const annotations = (pod: string, extra: Record<string, string> = {}) => ({
+      'io.kubernetes.pod.name': pod,
+      'io.kubernetes.pod.namespace': namespace,
+      ...extra,
+    });
+    const run = (name: string, extra: Record<string, string>) =>
+      pods.run({
+        image,
+        name,
+        command: ['python3', '/srv/app.py', '8080'],
+        annotations: annotations(`${name}-7d9f`, extra),
+        publish: [8080],
+      });
+    const a = run('web', { 'app.kubernetes.io/name': 'shop-web' });
+    const b = run('api', {});
+    agent = await startAgent([
+      ...['--data-dir', dir.path, '--node', 'n'],
+      ...['--include', `cgroup:${a.cgroup}`, '--include', `cgroup:${b.cgroup}`],
+    ]);
+    // the servers listen once aiohttp has loaded
+    for (const c of [a, b])
+      await waitFor(
+        () =>
+          request(c, '/warm', 'warm').then(
+            () => true,
+            () => undefined,
+          ),
+        30_000,
+      );
+    for (let i = 0; i < 3; i++) await request(a, '/x', `A${tag}-${i}`);
+    for (let i = 0; i < 2; i++) await request(b, '/x', `B${tag}-${i}`);
+
+    server = await startEventsServer(dir.path);
+    const url = server.url;
+    const logWrites = async (query: string) =>
+      (await fetchAllPages(url, `event_type=sys_write&${query}`)).filter((e) =>
+        (e as SyscallEvent).target?.endsWith('/out/x.log'),
+      ) as SyscallEvent[];
+    let seen: ApiEvent[] = [];
+    const written = await waitFor(
+      async () => {
+        const events = await logWrites('target_kind=file');
+        seen = await fetchAllPages(url, 'event_type=sys_write');
+        return events.length === 5 ? events : undefined;
+      },
+      {
+        timeoutMs: 30_000,
+        what: () =>
+          `5 writes of /out/x.log (sys_writes: ${JSON.stringify(seen.map((e) => [e.transaction_id, (e as SyscallEvent).target, e.service_name, e.container?.name]))}; agent: ${agent!.output()})`,
+      },
+    );
+
+    const expected = (c: Container, pod: string, labels: Record<string, string>) => ({
+      id: c.id,
+      runtime: 'podman',
+      name: c.name,
+      image: image,
+      pod,
+      namespace,
+      labels: expect.objectContaining(labels) as unknown,
+    });
+    const inA = expected(a, 'web-7d9f', annotations('web-7d9f', { 'app.kubernetes.io/name': 'shop-web' }));
+    const inB = expected(b, 'api-7d9f', annotations('api-7d9f'));
+    const byContainer = (c: Container) => written.filter((e) => e.container?.id === c.id);
+    expect(byContainer(a).map((e) => e.container)).toEqual([inA, inA, inA]);
+    expect(byContainer(b).map((e) => e.container)).toEqual([inB, inB]);
+    // the pod's app label names A's service, B's container name B's
+    expect(new Set(byContainer(a).map((e) => e.service_name))).toEqual(new Set(['shop-web']));
+    expect(new Set(byContainer(b).map((e) => e.service_name))).toEqual(new Set([b.name]));
+    // one path inside, two files: two targets, each the host's path to its container's file
+    const targets = (events: SyscallEvent[]) => [...new Set(events.map((e) => e.target))];
+    const [targetA] = targets(byContainer(a));
+    const [targetB] = targets(byContainer(b));
+    expect(targets(byContainer(a))).toHaveLength(1);
+    expect(targets(byContainer(b))).toHaveLength(1);
+    expect(targetA).not.toBe(targetB);
+    expect(targetA).toMatch(/^\/.+\/out\/x\.log$/);
+    // every event of the containers' processes carries its container (this test's own requests are
+    // captured too, for the transactions their x-request-id starts)
+    const all = (await fetchAllPages(url, '')).filter((e) => e.pid !== process.pid);
+    expect(all.length).toBeGreaterThan(5);
+    const withContainer = (events: ApiEvent[]) =>
+      events.every((e) => e.container?.id === a.id || e.container?.id === b.id);
+    expect(all.filter((e) => !withContainer([e]))).toEqual([]);
+
+    // the filters: container by name, id and short id; pod; namespace; image
+    const ids = async (query: string) =>
+      new Set((await fetchAllPages(url, query)).map((e) => e.container?.id));
+    expect(await ids(`container=${a.name}`)).toEqual(new Set([a.id]));
+    expect(await ids(`container=${b.id}`)).toEqual(new Set([b.id]));
+    expect(await ids(`container=${b.id.slice(0, 12)}`)).toEqual(new Set([b.id]));
+    expect(await ids('pod=web-7d9f')).toEqual(new Set([a.id]));
+    expect(await ids(`namespace=${namespace}`)).toEqual(new Set([a.id, b.id]));
+    expect(await ids(`image=${encodeURIComponent(image)}`)).toEqual(new Set([a.id, b.id]));
+    expect(await logWrites(`pod=api-7d9f&namespace=${namespace}`)).toEqual(byContainer(b));
+    for (const query of [
+      'container=nope',
+      `container=${a.id.slice(0, 11)}`,
+      'pod=web',
+      'namespace=shop',
+      'image=x',
+    ])
+      expect((await fetchAllPages(url, query)).length).toBe(0);
+    expect((await get(`${url}/api/events?pod=`)).status).toBe(400);
+  }, 180_000);
+});
