@@ -19,6 +19,17 @@ export interface Container {
   labels: Record<string, string>;
 }
 
+/**
+ * The shortest container id prefix that names a container (what `podman ps` and `docker ps` show):
+ * --include container:, the events API's container= and the ClickHouse reader all match by it.
+ */
+export const CONTAINER_ID_PREFIX = 12;
+
+/** Whether `text` names the container: its name, its id, or an id prefix of CONTAINER_ID_PREFIX or more. */
+export function namesContainer(text: string, c: Container): boolean {
+  return c.name === text || (text.length >= CONTAINER_ID_PREFIX && c.id.startsWith(text));
+}
+
 /** Reads a containers row's JSON; a row that is not one gives a container known only by its text. */
 export function parseContainer(json: string): Container {
   try {

@@ -11,7 +11,8 @@ import {
   parseTimeNs,
 } from '../http/query-values';
 import { EVENT_TYPES } from '../../core/model/event-types';
-import { CONTAINER_ID_PREFIX, type EventFilter } from '../store/event-filter';
+import { CONTAINER_ID_PREFIX } from '../../core/model/container';
+import type { EventFilter } from '../store/event-filter';
 import { decodeCursor, filterHash } from './events-cursor';
 
 export const DEFAULT_LIMIT = 1000;

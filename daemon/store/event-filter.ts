@@ -21,16 +21,13 @@ export interface EventFilter {
   /** sys_write events whose target matches; block_io events have none */
   target?: TargetPattern;
   targetKinds?: TargetKind[];
-  /** events of processes in a container, by its name, its id or an id prefix of 12 or more (CONTAINER_ID_PREFIX) */
+  /** events of processes in a container, by its name, its id or an id prefix (namesContainer, core/model/container.ts) */
   container?: string;
   /** exact Kubernetes pod name, namespace, container image */
   pod?: string;
   namespace?: string;
   image?: string;
 }
-
-/** The shortest container id prefix a filter matches by (what `podman ps` and `docker ps` show). */
-export const CONTAINER_ID_PREFIX = 12;
 
 /** The container filters a filter has: they are matched in the stores' containers. */
 export function containerFilterOf(filter: EventFilter): ContainerFilter | undefined {

@@ -7,7 +7,8 @@
  */
 import { EVENT_COLUMNS } from '../../core/store/event-columns';
 import { SLOW_EVENT_NS } from '../../core/store/schema';
-import { CONTAINER_ID_PREFIX, type EventOrder } from './event-filter';
+import { CONTAINER_ID_PREFIX } from '../../core/model/container';
+import type { EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 
 export type IndexChoice = 'context' | 'service' | 'slow' | 'time';

@@ -12,6 +12,9 @@ import {
 } from '../../agent/attribution/container-state';
 import { hostPathByMounts, parseMountInfo } from '../../agent/attribution/host-path';
 import { ServiceResolver } from '../../agent/attribution/service-resolver';
+import { CgroupSelection } from '../../agent/filter/capture-filter';
+import { ProcessSelectors, type SelectedProcess } from '../../agent/filter/process-selectors';
+import { formatSelector, parseHookSelector, parseSelector } from '../../agent/filter/selector';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -293,5 +296,68 @@ describe('hostPathByMounts', () => {
   it('is null where the host does not reach the filesystem', () => {
     expect(hostPathByMounts('/proc/1/status', inside, host)).toBeNull();
     expect(hostPathByMounts('/x', [], host)).toBeNull();
+  });
+});
+
+describe('container:, pod: and namespace: selectors', () => {
+  const container = {
+    id: ID,
+    runtime: 'podman' as const,
+    name: 'shop-a',
+    image: 'localhost/shop:1',
+    pod: 'shop-7d9',
+    namespace: 'prod',
+    labels: {},
+  };
+  const process = (c: typeof container | null): SelectedProcess => ({
+    pid: 10,
+    comm: 'python3',
+    cgroupPaths: [],
+    cgroupId: null,
+    exe: null,
+    service: 'shop',
+    container: c,
+  });
+
+  it('parse, print and name a process by its container, pod or namespace', () => {
+    const selectors = [
+      'container:shop-a',
+      `container:${ID.slice(0, 12)}`,
+      'pod:shop-7d9',
+      'namespace:prod',
+    ].map(parseHookSelector);
+    expect(selectors.map(formatSelector)).toEqual([
+      'container:shop-a',
+      `container:${ID.slice(0, 12)}`,
+      'pod:shop-7d9',
+      'namespace:prod',
+    ]);
+    for (const s of selectors) {
+      expect(new ProcessSelectors([s]).naming(process(container))).toBe(s);
+      expect(new ProcessSelectors([s]).naming(process(null))).toBeUndefined();
+    }
+    for (const text of [`container:${ID.slice(0, 11)}`, 'container:shop', 'pod:shop', 'namespace:pro'])
+      expect(new ProcessSelectors([parseSelector(text)]).naming(process(container))).toBeUndefined();
+    expect(() => parseSelector('pod:')).toThrow('"pod:" is not a filter');
+  });
+
+  it("select a container's cgroups for the kernel filter", () => {
+    podmanContainer(ID, 'shop-a', { 'io.kubernetes.pod.namespace': 'prod' });
+    const services = new ServiceResolver([], new CgroupPaths(null), dir.path, new ContainerResolver(roots()));
+    const paths = new Map([
+      [1, '/'],
+      [2, `/libpod_parent/libpod-${ID}`],
+      [3, `/libpod_parent/libpod-conmon-${ID}`],
+      [4, '/system.slice/nginx.service'],
+    ]);
+    const cgroups = { all: () => paths } as unknown as CgroupPaths;
+    for (const text of ['container:shop-a', 'namespace:prod']) {
+      const selection = new CgroupSelection(
+        { include: [parseSelector(text)], exclude: [], filterTransactions: false },
+        services,
+        cgroups,
+      );
+      expect(selection.resolve()).toEqual({ include: [2n], exclude: [] });
+    }
   });
 });

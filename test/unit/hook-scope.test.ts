@@ -149,7 +149,7 @@ describe('hook scope', () => {
       '"exe:python3": an executable is an absolute path (as /proc/PID/exe names it)',
     );
     expect(() => parseHookSelector('binary:/usr/bin/python3')).toThrow(
-      '"binary:/usr/bin/python3": unknown hook selector kind "binary", expected service:NAME, cgroup:PATH, comm:NAME, pid:N, cgroup-id:N or exe:PATH',
+      '"binary:/usr/bin/python3": unknown hook selector kind "binary", expected service:NAME, cgroup:PATH, comm:NAME, pid:N, cgroup-id:N, container:NAME, pod:NAME, namespace:NAME or exe:PATH',
     );
     expect(() => parseHookSelector('comm')).toThrow('"comm" is not a hook selector');
     expect(() => parseHookSelector('cgroup:system.slice')).toThrow('a cgroup path starts with /');
