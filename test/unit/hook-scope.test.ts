@@ -156,7 +156,7 @@ describe('hook scope', () => {
     expect(() => parseHookSelector('constructor:x')).toThrow('unknown hook selector kind "constructor"');
     // the kernel filter cannot tell executables: the capture's selectors have no exe
     expect(() => parseSelector('exe:/usr/bin/python3')).toThrow(
-      '"exe:/usr/bin/python3": a filter cannot select by exe, expected service:NAME, cgroup:PATH, comm:NAME, pid:N or cgroup-id:N',
+      '"exe:/usr/bin/python3": a filter cannot select by exe, expected service:NAME, cgroup:PATH, comm:NAME, pid:N, cgroup-id:N, container:NAME, pod:NAME or namespace:NAME',
     );
   });
 });
