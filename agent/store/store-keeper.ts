@@ -126,7 +126,13 @@ export class StoreKeeper {
     firstFreeContextId: number;
   } {
     const { services, comms, targets, containers } = this.writer!.allNames();
-    return { services, comms, targets, containers, firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db) };
+    return {
+      services,
+      comms,
+      targets,
+      containers,
+      firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db),
+    };
   }
 
   private now(): bigint {

@@ -51,11 +51,15 @@ export const eventFilterParams = {
     .meta({ description: 'comma-separated: file, socket, pipe, char, anon, other' })
     .optional(),
   container: text
-    .meta({ description: `events of a container: its name, its id, or an id prefix of ${CONTAINER_ID_PREFIX}+ characters` })
+    .meta({
+      description: `events of a container: its name, its id, or an id prefix of ${CONTAINER_ID_PREFIX}+ characters`,
+    })
     .optional(),
   pod: text.meta({ description: "events of a Kubernetes pod's containers, by the pod's name" }).optional(),
   namespace: text.meta({ description: 'events of the containers of a Kubernetes namespace' }).optional(),
-  image: text.meta({ description: "events of containers of an image, by the runtime's image name" }).optional(),
+  image: text
+    .meta({ description: "events of containers of an image, by the runtime's image name" })
+    .optional(),
 };
 
 /** from must come before to. */
