@@ -328,6 +328,7 @@ export class Agent implements AgentReadings {
       unknownTargets: this.decoder.unknownTargets,
       unreadableContainerStates: this.services.containers.unreadableStates,
       unresolvedContainerPaths: this.decoder.unresolvedContainerPaths,
+      containersPastBound: this.decoder.containersPastBound,
       ...runtimeHookCounters(this.runtimeHooks?.counts),
       nodeHookIntrusions: this.nodeHooks?.intrusions ?? 0,
       nodeHookStderrLines: this.nodeHooks?.stderrLines ?? 0,

@@ -17,6 +17,8 @@ export interface LossCounters {
   unreadableContainerStates: number;
   /** file targets in a container's root whose host path could not be told: stored as the container names them */
   unresolvedContainerPaths: number;
+  /** processes whose events went without their container: the store holds 2^21 - 1 containers already */
+  containersPastBound: number;
   corruptRecords: number;
   corruptBytes: number;
   /** events that reached the store while its disk was full */

@@ -40,7 +40,10 @@ export const BATCH_COLUMNS = [
   { field: 'response', sql: 'response', kind: 'NS' },
 ] as const;
 
-/** The service column's value: the service's store id, the container's (0: none) above 2^32. */
+/** The largest container id the service column holds exactly beside a service id (2^53 / 2^32 - 1). */
+export const MAX_CONTAINER_ID = 2 ** 21 - 1;
+
+/** The service column's value: the service's store id, the container's (0: none, at most MAX_CONTAINER_ID) above 2^32. */
 export function serviceColumn(service: number, container: number): number {
   return service + container * 0x1_0000_0000;
 }

@@ -35,7 +35,7 @@ import {
 import { hostPathOf } from '../attribution/host-path';
 import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
-import { serviceColumn } from './batch-columns';
+import { MAX_CONTAINER_ID, serviceColumn } from './batch-columns';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
@@ -109,6 +109,8 @@ export class RecordDecoder {
   private readonly storeTargetIds = new Map<number, number | PendingTarget>();
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
   unresolvedContainerPaths = 0;
+  /** processes whose container went unsaid: the store already holds MAX_CONTAINER_ID containers */
+  containersPastBound = 0;
   contextRecords = 0;
   targetRecords = 0;
   /** writes whose target id no target record defined (lost with a corrupt batch) */
@@ -312,7 +314,12 @@ export class RecordDecoder {
     }
     const comm = readCString(buf, c, COMM_LEN);
     const { service, container } = this.services.identityOf({ pid, comm, cgroupId });
-    const containerId = container ? this.dictionaries.containers.id(JSON.stringify(container)) : 0;
+    let containerId = container ? this.dictionaries.containers.id(JSON.stringify(container)) : 0;
+    if (containerId > MAX_CONTAINER_ID) {
+      // past what the batch holds exactly: the events go without their container, counted
+      this.containersPastBound++;
+      containerId = 0;
+    }
     const ids: ThreadIds = {
       pid,
       cgroupId,
