@@ -7,7 +7,7 @@
  * container, pod, namespace and image.
  */
 import { join } from 'node:path';
-import type { ApiEvent, SyscallEvent } from '../../core/model';
+import type { SyscallEvent } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import {
   fetchAllPages,
