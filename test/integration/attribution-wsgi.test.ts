@@ -29,18 +29,39 @@ const gunicorn = (worker: string, ...more: string[]) => [
 
 describe('the Python hook on WSGI servers (real kernel)', () => {
   it.each([
-    ['gunicorn sync', '/usr/bin/python3', gunicorn('sync')],
-    ['gunicorn gthread', '/usr/bin/python3', gunicorn('gthread', '--threads', '4')],
-    ['gunicorn gevent', '/usr/bin/python3', gunicorn('gevent')],
+    ['gunicorn sync', '/usr/bin/python3', gunicorn('sync'), Infinity],
+    ['gunicorn gthread', '/usr/bin/python3', gunicorn('gthread', '--threads', '4'), Infinity],
+    ['gunicorn gevent', '/usr/bin/python3', gunicorn('gevent'), Infinity],
     [
       'uWSGI threads',
       '/usr/bin/uwsgi',
-      ['--http-socket', '127.0.0.1:{port}', '--plugin', 'python3', '--threads', '4', '--module', 'wsgi_app:app', '--disable-logging'],
+      // --http11-socket: --http-socket hangs up on a client that asks for keep-alive
+      [
+        '--http11-socket',
+        '127.0.0.1:{port}',
+        '--listen',
+        '512',
+        '--plugin',
+        'python3',
+        '--threads',
+        '8',
+        '--module',
+        'wsgi_app:app',
+        '--disable-logging',
+      ],
+      // a thread serves one connection until it closes: 8 kept-alive connections at once
+      8,
     ],
-  ])('%s + Flask: every request its own writes', async (name, command, args) => {
-    const server = await servers.serve(name.replace(/\W+/g, '-'), command, args);
-    await servers.warm(server, '/', FILES);
-    expect(await servers.everyLevel(server, name.replace(/\W+/g, '-'), { files: FILES })).toEqual([]);
-    server.child.kill();
-  });
+  ])(
+    '%s + Flask: every request its own writes',
+    async (name, command, args, keepAliveUpTo) => {
+      const server = await servers.serve(name.replace(/\W+/g, '-'), command, args);
+      await servers.warm(server, '/', FILES);
+      expect(
+        await servers.everyLevel(server, name.replace(/\W+/g, '-'), { files: FILES, keepAliveUpTo }),
+      ).toEqual([]);
+      server.child.kill();
+    },
+    300_000,
+  );
 });
