@@ -1,6 +1,6 @@
-"""kreplay's Python hook: tells the kernel which request each asyncio task, gRPC call and thread-pool
-work item serves, so that the side effects of unmodified aiohttp, grpcio and ThreadPoolExecutor code
-carry their request's transaction (docs/operate.md, "The Python hook").
+"""kreplay's Python hook: tells the kernel which request each asyncio task, greenlet, gRPC call and
+thread-pool work item serves, so that the side effects of unmodified WSGI, ASGI, aiohttp, grpcio and
+ThreadPoolExecutor code carry their request's transaction (docs/operate.md, "The Python hook").
 
 The agent queues this source into a running CPython 3.11+ (Py_AddPendingCall(PyRun_SimpleString),
 agent/runtimes/python/); the interpreter runs it once on its main thread, in a namespace of its own.
@@ -25,6 +25,13 @@ Units:
   - a grpcio call: the function grpc._server runs on its pool for each call opens one from the call's
     metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself), and closes
     it when it returns (the response, or the stream's last message, was sent);
+  - a WSGI call (Flask's, Django's application) or an ASGI call with an http scope (uvicorn's request
+    cycle, Starlette's and Django's application) opens one from the request's traceparent and
+    x-request-id, unless its context runs one already (a framework inside a server), and closes it
+    when it returns; in a thread that runs greenlets, each switch enters the unit of the greenlet
+    switched to (greenlet.settrace), or of the one that spawned it;
+  - a threading.Thread started in a unit is handed its context (HANDOFF), which the thread takes
+    (ADOPT) first thing;
   - a ThreadPoolExecutor work item takes the submitter's unit (or its thread's context) when it is
     made, in the submitter's thread, and runs in it and leaves it when done;
   - a job put on a queue.Queue or LifoQueue is handed the putter's context (HANDOFF), and the thread
