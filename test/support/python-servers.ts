@@ -4,7 +4,7 @@
  * writes are named by its x-request-id (test/support/runtimes/wsgi_app.py, asgi_app.py,
  * django_asgi.py) and must carry its transaction, at each concurrency, keep-alive and not.
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -21,7 +21,6 @@ import {
   type Accuracy,
 } from './request-accuracy';
 import { waitFor } from './wait';
-import { spawn } from 'node:child_process';
 
 export const RUNTIMES = join(__dirname, 'runtimes');
 export const LEVELS = [1, 8, 64, 256];

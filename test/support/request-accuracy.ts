@@ -110,7 +110,9 @@ export async function httpLoad(
   level: number,
   { ca, traced = true, path = '/', body, answer, keepAlive = true }: LoadOptions = {},
 ): Promise<void> {
-  const pool = ca ? new HttpsAgent({ keepAlive, maxSockets: level }) : new Agent({ keepAlive, maxSockets: level });
+  const pool = ca
+    ? new HttpsAgent({ keepAlive, maxSockets: level })
+    : new Agent({ keepAlive, maxSockets: level });
   const send = ca ? httpsRequest : request;
   try {
     await inTurn(
