@@ -11,53 +11,35 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { createServer } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent, type BenchAgent } from './agent-process';
+import {
+  accepts,
+  argsFor,
+  freePort,
+  gunicorn,
+  processTree,
+  PYTHON_APPS,
+  uvicorn,
+  uwsgi,
+  type ServerCommand,
+} from './python-server-commands';
 
 const ROOT = path.join(__dirname, '..', '..');
-const APPS = path.join(ROOT, 'test', 'support', 'runtimes');
 const rounds = Number(process.argv[2] ?? 3);
 const seconds = Number(process.argv[3] ?? 5);
 const connections = Number(process.argv[4] ?? 32);
 const CLOCK_TICKS = 100;
 
-const gunicorn = (worker: string, ...more: string[]) => [
-  ...['-m', 'gunicorn', '-b', '127.0.0.1:{port}', '-w', '2', '-k', worker],
-  ...more,
-  'wsgi_app:app',
-];
-const SERVERS: { name: string; command: string; args: string[]; path: string }[] = [
-  { name: 'gunicorn sync + Flask', command: '/usr/bin/python3', args: gunicorn('sync'), path: '/' },
-  {
-    name: 'gunicorn gthread + Flask',
-    command: '/usr/bin/python3',
-    args: gunicorn('gthread', '--threads', '4'),
-    path: '/',
-  },
-  { name: 'gunicorn gevent + Flask', command: '/usr/bin/python3', args: gunicorn('gevent'), path: '/' },
-  {
-    name: 'uWSGI threads + Flask',
-    command: '/usr/bin/uwsgi',
-    args: [
-      ...['--http11-socket', '127.0.0.1:{port}', '--listen', '512', '--plugin', 'python3'],
-      ...['--threads', '8', '--module', 'wsgi_app:app', '--disable-logging'],
-    ],
-    path: '/',
-  },
-  {
-    name: 'uvicorn + FastAPI async def',
-    command: '/usr/bin/python3',
-    args: ['-m', 'uvicorn', '--host', '127.0.0.1', '--port', '{port}', '--no-access-log', 'asgi_app:app'],
-    path: '/',
-  },
-  {
-    name: 'uvicorn + FastAPI def',
-    command: '/usr/bin/python3',
-    args: ['-m', 'uvicorn', '--host', '127.0.0.1', '--port', '{port}', '--no-access-log', 'asgi_app:app'],
-    path: '/sync',
-  },
+const SERVERS: (ServerCommand & { name: string; path: string })[] = [
+  { name: 'gunicorn sync + Flask', ...gunicorn('sync'), path: '/' },
+  { name: 'gunicorn gthread + Flask', ...gunicorn('gthread', '--threads', '4'), path: '/' },
+  { name: 'gunicorn gevent + Flask', ...gunicorn('gevent'), path: '/' },
+  { name: 'uWSGI threads + Flask', ...uwsgi, path: '/' },
+  { name: 'uvicorn + FastAPI async def', ...uvicorn('asgi_app:app'), path: '/' },
+  { name: 'uvicorn + FastAPI def', ...uvicorn('asgi_app:app'), path: '/sync' },
 ];
 
 interface Server {
@@ -65,25 +47,10 @@ interface Server {
   port: number;
 }
 
-/** The processes under `pid` (itself included). */
-function tree(pid: number): number[] {
-  const found = [pid];
-  for (let i = 0; i < found.length; i++) {
-    try {
-      for (const task of fs.readdirSync(`/proc/${found[i]}/task`))
-        for (const child of fs.readFileSync(`/proc/${found[i]}/task/${task}/children`, 'utf8').split(' '))
-          if (child.trim()) found.push(Number(child));
-    } catch {
-      // gone
-    }
-  }
-  return found;
-}
-
 /** CPU ticks (user + system) of every process of the server so far. */
 function ticks(pid: number): number {
   let sum = 0;
-  for (const p of tree(pid)) {
+  for (const p of processTree(pid)) {
     try {
       const fields = fs.readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]!.split(' ');
       sum += Number(fields[11]) + Number(fields[12]);
@@ -96,25 +63,6 @@ function ticks(pid: number): number {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1')
-      .once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      })
-      .once('error', () => resolve(false));
-  });
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
-
 async function start(
   spec: (typeof SERVERS)[number],
   out: string,
@@ -122,20 +70,16 @@ async function start(
   optOut: boolean,
 ): Promise<Server> {
   const port = await freePort();
-  const child = spawn(
-    spec.command,
-    spec.args.map((a) => a.replace('{port}', String(port))),
-    {
-      cwd: APPS,
-      stdio: 'ignore',
-      env: {
-        ...process.env,
-        KR_OUT: out,
-        KR_UPSTREAM: String(upstream),
-        ...(optOut ? { KREPLAY_PYTHON_HOOK: 'off' } : {}),
-      },
+  const child = spawn(spec.command, argsFor(spec, port), {
+    cwd: PYTHON_APPS,
+    stdio: 'ignore',
+    env: {
+      ...process.env,
+      KR_OUT: out,
+      KR_UPSTREAM: String(upstream),
+      ...(optOut ? { KREPLAY_PYTHON_HOOK: 'off' } : {}),
     },
-  );
+  });
   const deadline = Date.now() + 20_000;
   while (!(await accepts(port))) {
     if (Date.now() > deadline) throw new Error(`${spec.name} not accepting on ${port}`);
@@ -147,7 +91,7 @@ async function start(
 /** Once the agent said its word on every process of the server (queued the hook, or why not). */
 async function spoken(agent: BenchAgent, server: Server): Promise<void> {
   const deadline = Date.now() + 20_000;
-  while (!tree(server.child.pid!).every((p) => agent.output().includes(`pid=${p} `))) {
+  while (!processTree(server.child.pid!).every((p) => agent.output().includes(`pid=${p} `))) {
     if (Date.now() > deadline) throw new Error(`the agent said nothing of ${server.child.pid}`);
     await sleep(100);
   }

@@ -6,6 +6,7 @@
  * hands to a worker thread runs in it. Every request's writes are its own at 1, 8, 64 and 256
  * concurrent, keep-alive and not.
  */
+import { uvicorn } from '../../bench/python-server-commands';
 import { PythonServers } from '../support/python-servers';
 
 const servers = new PythonServers();
@@ -13,20 +14,9 @@ const servers = new PythonServers();
 beforeAll(() => servers.start('asgi'), 60_000);
 afterAll(() => servers.stop());
 
-const uvicorn = (app: string) => [
-  '-m',
-  'uvicorn',
-  '--host',
-  '127.0.0.1',
-  '--port',
-  '{port}',
-  '--no-access-log',
-  app,
-];
-
 describe('the Python hook on ASGI servers (real kernel)', () => {
   it('uvicorn + FastAPI: async def, plain def (anyio threads) and BackgroundTasks, every request its own writes', async () => {
-    const server = await servers.serve('fastapi', '/usr/bin/python3', uvicorn('asgi_app:app'));
+    const server = await servers.serve('fastapi', uvicorn('asgi_app:app'));
     await servers.warm(server, '/', 2);
     const missed: string[] = [];
     for (const [name, path] of [
@@ -44,7 +34,7 @@ describe('the Python hook on ASGI servers (real kernel)', () => {
   }, 400_000);
 
   it('uvicorn + Django ASGI: every request its own writes', async () => {
-    const server = await servers.serve('django', '/usr/bin/python3', uvicorn('django_asgi:application'));
+    const server = await servers.serve('django', uvicorn('django_asgi:application'));
     await servers.warm(server, '/', 2);
     expect(await servers.everyLevel(server, 'django', { files: 2 })).toEqual([]);
     server.child.kill();

@@ -5,11 +5,19 @@
  * django_asgi.py) and must carry its transaction, at each concurrency, keep-alive and not.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  accepts,
+  argsFor,
+  freePort,
+  processTree,
+  PYTHON_APPS,
+  type ServerCommand,
+} from '../../bench/python-server-commands';
 import { startAgent, type AgentProcess } from './agent-process';
 import { createCgroup, type TestCgroup } from './cgroup';
 import {
@@ -22,7 +30,6 @@ import {
 } from './request-accuracy';
 import { waitFor } from './wait';
 
-export const RUNTIMES = join(__dirname, 'runtimes');
 export const LEVELS = [1, 8, 64, 256];
 export const PER_LEVEL = 256;
 
@@ -31,39 +38,6 @@ export interface PythonServer {
   port: number;
   /** where its requests write */
   out: string;
-}
-
-/** The processes under `pid` (itself included), from /proc's children lists. */
-function tree(pid: number): number[] {
-  const found = [pid];
-  for (let i = 0; i < found.length; i++) {
-    try {
-      for (const task of readdirSync(`/proc/${found[i]}/task`))
-        for (const child of readFileSync(`/proc/${found[i]}/task/${task}/children`, 'utf8').split(' '))
-          if (child.trim()) found.push(Number(child));
-    } catch {
-      // gone
-    }
-  }
-  return found;
-}
-
-const accepts = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = connect(port, '127.0.0.1')
-      .once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      })
-      .once('error', () => resolve(false));
-  });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 export const formatScore = (s: Accuracy) => `${s.correct}/${s.wrong}/${s.none}/${s.missing}`;
@@ -115,43 +89,29 @@ export class PythonServers {
   }
 
   /**
-   * Runs `command` (its `{port}` arguments a free port's) in the cgroup, in directory `cwd`, with
-   * KR_OUT and KR_UPSTREAM set; resolves once it accepts connections and the agent queued the hook
-   * into each of its processes (unless `hooked` is false), and one request was followed.
+   * Runs `server` in the cgroup, in test/support/runtimes, with KR_OUT (a directory of its own) and
+   * KR_UPSTREAM set; resolves once it accepts connections and the agent queued the hook into each
+   * of its processes.
    */
-  async serve(
-    name: string,
-    command: string,
-    args: string[],
-    cwd = RUNTIMES,
-    hooked = true,
-  ): Promise<PythonServer> {
+  async serve(name: string, server: ServerCommand): Promise<PythonServer> {
     const out = join(this.dir, name);
     mkdirSync(out);
     const port = await freePort();
     const child = spawn(
       '/bin/sh',
-      [
-        '-c',
-        `${this.cgroup.enter} "$@"`,
-        'sh',
-        command,
-        ...args.map((a) => a.replace('{port}', String(port))),
-      ],
+      ['-c', `${this.cgroup.enter} "$@"`, 'sh', server.command, ...argsFor(server, port)],
       {
         stdio: ['ignore', 'ignore', 'inherit'],
-        cwd,
+        cwd: PYTHON_APPS,
         env: { ...hookableEnv(), KR_OUT: out, KR_UPSTREAM: String(this.upstreamPort) },
       },
     );
     this.children.push(child);
-    const server = { child, port, out };
-    await waitFor(() => accepts(port), { timeoutMs: 20_000, what: `${command} accepting on ${port}` });
-    if (!hooked) return server;
+    await waitFor(() => accepts(port), { timeoutMs: 20_000, what: `${server.command} accepting on ${port}` });
     // a pre-fork server's workers are hooked as their master serves; each says so once
-    for (const pid of tree(child.pid!))
+    for (const pid of processTree(child.pid!))
       expect(await pythonHookLine(this.agent, pid)).toMatch(/queued the Python hook/);
-    return server;
+    return { child, port, out };
   }
 
   /**

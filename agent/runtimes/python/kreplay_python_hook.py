@@ -494,45 +494,33 @@ def install(signal):
         return open_request(*asgi_head(scope))
 
     # ASGI: a unit per call with an http scope, in the call's own task, closed when it returns (the
-    # response sent, background tasks run). uvicorn's request cycle is wrapped (any application), and
-    # Starlette's and Django's application (any server: hypercorn, daphne).
-    def wrap_asgi_call(call):
-        async def __call__(self, scope, *args, **kwargs):
-            unit, token = 0, None
-            try:
-                if unpatched:
-                    retry_unpatched()
-                unit, token = asgi_request(scope)
-            except Exception:
-                pass
-            try:
-                return await call(self, scope, *args, **kwargs)
-            except BaseException as exc:
-                passing(exc)
-                raise
-            finally:
-                close_request(unit, token)
+    # response sent, background tasks run). uvicorn's request cycle is wrapped (any application:
+    # its scope is the cycle's), and Starlette's and Django's application (any server: hypercorn,
+    # daphne; the call's scope is its first argument).
+    def asgi_wrapper(scope_of):
+        def wrap(call):
+            async def __call__(self, first, *args, **kwargs):
+                unit, token = 0, None
+                try:
+                    if unpatched:
+                        retry_unpatched()
+                    unit, token = asgi_request(scope_of(self, first))
+                except Exception:
+                    pass
+                try:
+                    return await call(self, first, *args, **kwargs)
+                except BaseException as exc:
+                    passing(exc)
+                    raise
+                finally:
+                    close_request(unit, token)
 
-        return __call__
+            return __call__
 
-    def wrap_run_asgi(run_asgi):
-        async def run_asgi_in_unit(self, app, *args, **kwargs):
-            unit, token = 0, None
-            try:
-                if unpatched:
-                    retry_unpatched()
-                unit, token = asgi_request(self.scope)
-            except Exception:
-                pass
-            try:
-                return await run_asgi(self, app, *args, **kwargs)
-            except BaseException as exc:
-                passing(exc)
-                raise
-            finally:
-                close_request(unit, token)
+        return wrap
 
-        return run_asgi_in_unit
+    wrap_asgi_call = asgi_wrapper(lambda app, scope: scope)
+    wrap_run_asgi = asgi_wrapper(lambda cycle, app: cycle.scope)
 
     def patcher(attribute, wrap):
         """Patches class `attribute` (a dotted path in the module) with `wrap`."""
