@@ -10,7 +10,9 @@ import { createServer } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import path from 'node:path';
 
-export const PYTHON_APPS = path.join(__dirname, '..', '..', 'test', 'support', 'runtimes');
+/** The checkout's root: this module runs from bench/ (the tests) and from dist/bench/ (the bench). */
+const ROOT = path.join(__dirname, path.basename(path.dirname(__dirname)) === 'dist' ? '../..' : '..');
+export const PYTHON_APPS = path.join(ROOT, 'test', 'support', 'runtimes');
 
 /** A command's arguments: `{port}` stands for the port it serves on. */
 export interface ServerCommand {

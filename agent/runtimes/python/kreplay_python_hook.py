@@ -36,8 +36,9 @@ Units:
     made, in the submitter's thread, and runs in it and leaves it when done;
   - a job put on a queue.Queue or LifoQueue is handed the putter's context (HANDOFF), and the thread
     that gets it takes that (ADOPT); a PriorityQueue's hands none.
-Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
-program that imports none of these. The program sees none of it: the wrappers sit above the frames
+Each wrapper is guarded: the hook never raises into the application, and it signals nothing in a
+program that serves no request through these (a thread started outside any unit costs a lookup).
+The program sees none of it: the wrappers sit above the frames
 that catch the program's exceptions and drop their own frame from any exception that passes through
 them, so the program's tracebacks are what they are without the hook; modules imported later are
 watched through importlib's own _find_and_load (not sys.meta_path), put back once all are patched;
