@@ -1,8 +1,7 @@
 /**
- * The Python hook on ASGI servers started the ordinary way with Debian's packages: uvicorn with
+ * The Python hook on an ASGI server started the ordinary way with Debian's packages: uvicorn with
  * FastAPI (test/support/runtimes/asgi_app.py: `async def`, plain `def` on anyio's worker threads, a
- * BackgroundTasks write) and Django's ASGI application (django_asgi.py, its sync view on asgiref's
- * thread). Each call with an http scope is a unit opened from its request's head; work the request
+ * BackgroundTasks write); Django's ASGI application is attribution-django-asgi.test.ts's. Each call with an http scope is a unit opened from its request's head; work the request
  * hands to a worker thread runs in it. Every request's writes are its own at 1, 8, 64 and 256
  * concurrent, keep-alive and not.
  */
@@ -32,11 +31,4 @@ describe('the Python hook on ASGI servers (real kernel)', () => {
     expect(missed).toEqual([]);
     server.child.kill();
   }, 400_000);
-
-  it('uvicorn + Django ASGI: every request its own writes', async () => {
-    const server = await servers.serve('django', uvicorn('django_asgi:application'));
-    await servers.warm(server, '/', 2);
-    expect(await servers.everyLevel(server, 'django', { files: 2 })).toEqual([]);
-    server.child.kill();
-  }, 300_000);
 });
