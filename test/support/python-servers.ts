@@ -115,16 +115,18 @@ export class PythonServers {
   }
 
   /**
-   * Queued, the hook runs at the main thread's next pending-call check: requests until one of each
-   * worker's is followed (`processes` of them share the port).
+   * Queued, the hook runs at the main thread's next pending-call check: requests until every one
+   * of a round is followed.
    */
   async warm(server: PythonServer, path: string, files: number): Promise<void> {
     let n = 0;
     await waitFor(
       async () => {
         const prefix = `warm${n++}-`;
-        const ids = Array.from({ length: 16 }, (_, i) => `${prefix}${i}`);
-        await httpLoad(server.port, ids, 4, { answer: 'ok', path, keepAlive: false });
+        // as many at once as a server has threads: its main thread (the only one that runs pending
+        // calls) serves one of them too (uWSGI's threads take turns at accept)
+        const ids = Array.from({ length: 32 }, (_, i) => `${prefix}${i}`);
+        await httpLoad(server.port, ids, 16, { answer: 'ok', path, keepAlive: false });
         const s = scoreWrites(
           await writesUnder(this.store, server.out, prefix, ids.length * files),
           ids,
