@@ -7,12 +7,13 @@
  * (attach disabled, opted out) is refused and counted, and its writes are never another request's.
  * One JVM per case: a JVM's start is slow on two cores.
  */
-import type { ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFile, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, serverInCgroup, type TestCgroup } from '../support/cgroup';
 import {
@@ -23,9 +24,13 @@ import {
   writesUnder,
   type Accuracy,
 } from '../support/request-accuracy';
+import { waitFor } from '../support/wait';
 
 const JAVA = '/usr/bin/java';
 const POOL_SERVER = join(__dirname, '..', 'support', 'runtimes', 'JvmPoolServer.java');
+const TOMCAT_SERVLETS = join(__dirname, '..', 'support', 'runtimes', 'TomcatServlets.java');
+const TOMCAT_SERVLET_API = '/usr/share/tomcat10/lib/servlet-api.jar';
+const CATALINA = '/usr/share/tomcat10/bin/catalina.sh';
 /** the files each request of JvmPoolServer writes: its handler's, a pool's, CompletableFuture's, a fork-join pool's, a scheduled one */
 const KINDS = ['handler', 'pool', 'async', 'fj', 'later'];
 const FILES = KINDS.length;
@@ -65,40 +70,109 @@ async function poolServer(
 
 const formatScore = (s: Accuracy) => `${s.correct}/${s.wrong}/${s.none}/${s.missing}`;
 
-/** Sends PER_LEVEL requests `level` at a time, each answered right, and scores their writes, all and by kind. */
+/** Sends PER_LEVEL requests `level` at a time to `path`, each answered right, and scores their `kinds` of writes, all and by kind. */
 async function measure(
   server: Started & { out: string },
   name: string,
   level: number,
+  { path = '/', kinds = KINDS }: { path?: string; kinds?: string[] } = {},
 ): Promise<Accuracy & { byKind: Record<string, Accuracy> }> {
   const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${name}-c${level}-r${i}`);
-  await httpLoad(server.port, ids, level, { answer: 'ok' });
-  const rows = await writesUnder(store, server.out, `${name}-c${level}-`, PER_LEVEL * FILES);
-  const s = scoreWrites(rows, ids, FILES);
+  await httpLoad(server.port, ids, level, { answer: 'ok', path });
+  const rows = await writesUnder(store, server.out, `${name}-c${level}-`, PER_LEVEL * kinds.length);
+  const s = scoreWrites(rows, ids, kinds.length);
   const byKind: Record<string, Accuracy> = {};
-  for (const kind of KINDS)
+  for (const kind of kinds)
     byKind[kind] = scoreWrites(
       rows.filter((e) => e.target!.endsWith(`.${kind}`)),
       ids,
       1,
     );
-  const kinds = KINDS.map((k) => `${k} ${formatScore(byKind[k]!)}`).join(', ');
+  const each = kinds.map((k) => `${k} ${formatScore(byKind[k]!)}`).join(', ');
   process.stdout.write(
-    `${name} at ${level} concurrent, correct/wrong/none/missing: ${formatScore(s)} (${kinds})\n`,
+    `${name} at ${level} concurrent, correct/wrong/none/missing: ${formatScore(s)} (${each})\n`,
   );
   return { ...s, byKind };
 }
 
 /** The goal: at least 99.9% correct, none wrong, none missing. */
-function expectGoal({ correct, wrong, none, missing }: Accuracy): void {
+function expectGoal({ correct, wrong, none, missing }: Accuracy, files = FILES): void {
   const s = { correct, wrong, none, missing };
-  const total = PER_LEVEL * FILES;
+  const total = PER_LEVEL * files;
   const goal = s.correct >= 0.999 * total && s.wrong === 0 && s.missing === 0;
   if (!goal) process.stdout.write(`agent:\n${agent.output().split('\n').slice(-6).join('\n')}\n`);
   expect({ ...s, goal }).toEqual({ ...s, goal: true });
 }
 
 let early: Started & { out: string };
+
+/** A port free now (the kernel's pick, closed again). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Debian's Tomcat 10 run the ordinary way (catalina.sh run) on a CATALINA_BASE of the test's own,
+ * serving TomcatServlets as its ROOT application on a free port: resolves once it answers.
+ */
+async function startTomcat(): Promise<Started & { out: string }> {
+  const base = join(dir, 'tomcat');
+  const out = join(dir, 'tomcat-out');
+  const classes = join(base, 'webapps', 'ROOT', 'WEB-INF', 'classes');
+  for (const d of ['conf', 'logs', 'temp', 'work', out, classes])
+    mkdirSync(d.startsWith('/') ? d : join(base, d), { recursive: true });
+  copyFileSync('/etc/tomcat10/web.xml', join(base, 'conf', 'web.xml'));
+  const port = await freePort();
+  writeFileSync(
+    join(base, 'conf', 'server.xml'),
+    `<Server port="-1" shutdown="SHUTDOWN"><Service name="Catalina">
+  <Connector port="${port}" address="127.0.0.1" protocol="HTTP/1.1" maxThreads="16"/>
+  <Engine name="Catalina" defaultHost="localhost"><Host name="localhost" appBase="webapps" unpackWARs="false" autoDeploy="false"/></Engine>
+</Service></Server>\n`,
+  );
+  writeFileSync(
+    join(base, 'webapps', 'ROOT', 'WEB-INF', 'web.xml'),
+    `<web-app xmlns="https://jakarta.ee/xml/ns/jakartaee" version="5.0" metadata-complete="true">
+  <context-param><param-name>out</param-name><param-value>${out}</param-value></context-param>
+  <servlet><servlet-name>pool</servlet-name><servlet-class>TomcatServlets$Pool</servlet-class></servlet>
+  <servlet><servlet-name>async</servlet-name><servlet-class>TomcatServlets$Async</servlet-class><async-supported>true</async-supported></servlet>
+  <servlet-mapping><servlet-name>pool</servlet-name><url-pattern>/pool</url-pattern></servlet-mapping>
+  <servlet-mapping><servlet-name>async</servlet-name><url-pattern>/async</url-pattern></servlet-mapping>
+</web-app>\n`,
+  );
+  await promisify(execFile)('/usr/bin/javac', [
+    '-nowarn',
+    '-cp',
+    TOMCAT_SERVLET_API,
+    '-d',
+    classes,
+    TOMCAT_SERVLETS,
+  ]);
+  // the shell prints the port, then becomes Tomcat's JVM
+  const { child } = await serverInCgroup(
+    cgroup,
+    '/bin/sh',
+    ['-c', `echo ${port}; exec ${CATALINA} run >/dev/null`],
+    {
+      env: { ...hookableEnv(), CATALINA_HOME: '/usr/share/tomcat10', CATALINA_BASE: base },
+      children,
+    },
+  );
+  await waitFor(
+    () =>
+      httpLoad(port, ['tomcat-up'], 1, { answer: 'ok', path: '/pool' }).then(
+        () => true,
+        () => false,
+      ),
+    { timeoutMs: 60_000, what: 'Tomcat answering' },
+  );
+  return { child, pid: child.pid!, port, out };
+}
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kreplay-jvm-'));
@@ -143,6 +217,15 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
     },
   );
 
+  it('Tomcat 10 started after the agent: a servlet handing work to an ExecutorService, and an async servlet (AsyncContext.start), at 1, 8, 64 and 256 concurrent: every write its request', async () => {
+    const tomcat = await startTomcat();
+    expect(await jvmHookLine(agent, tomcat.pid)).toMatch(/loaded the JVM hook/);
+    for (const level of [1, 8, 64, 256]) {
+      expectGoal(await measure(tomcat, 'servlet', level, { path: '/pool', kinds: ['handler', 'pool'] }), 2);
+      expectGoal(await measure(tomcat, 'async', level, { path: '/async', kinds: ['async', 'pool'] }), 2);
+    }
+  });
+
   // unhooked, a JVM is left to the kernel's own rules: its handlers' and fixed pool's writes are
   // their request's or none; the threads a fork-join pool or a scheduler starts on a request's
   // thread inherit that request for a while (a kernel rule, as on main): not asserted here
@@ -176,8 +259,9 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
           'm',
         ).exec(metrics)?.[1],
       );
+    // the early server and Tomcat
     expect({ hooked: count('hooked'), refused: count('refused'), failed: count('failed') }).toEqual({
-      hooked: 1,
+      hooked: 2,
       refused: 2,
       failed: 0,
     });

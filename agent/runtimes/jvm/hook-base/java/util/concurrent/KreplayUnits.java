@@ -56,6 +56,8 @@ public final class KreplayUnits {
   static volatile int generation;
 
   static final ConcurrentHashMap<Key, Long> HANDED = new ConcurrentHashMap<>();
+  /** async servlet requests, by their Request: their unit, open until the container recycles it */
+  static final ConcurrentHashMap<Key, Long> ASYNC = new ConcurrentHashMap<>();
   static final ThreadLocal<Slot> SLOTS = new ThreadLocal<>();
 
   /** A thread's slot: its WATCH signal's bytes, and the units it left to enter others. */
@@ -211,6 +213,37 @@ public final class KreplayUnits {
       if (slot == null || slot.watch == null) return;
       long unit = leave(slot);
       if (unit != 0) send(signal(opClose, unit, 0));
+    } catch (RuntimeException | Error ignored) {
+      // never into the program
+    }
+  }
+
+  /**
+   * Where a servlet container's request leaves the servlet: closed, unless the servlet started async
+   * processing: then this thread leaves its unit, which stays open for the work the request goes on
+   * with until `recycled` (the response complete).
+   */
+  public static void finish(Object request, boolean async) {
+    if (!async || request == null || ASYNC.size() >= HANDED_MAX) {
+      close();
+      return;
+    }
+    try {
+      Slot slot = SLOTS.get();
+      if (slot == null || slot.watch == null) return;
+      long unit = leave(slot);
+      if (unit != 0) ASYNC.put(new Key(request), unit);
+    } catch (RuntimeException | Error ignored) {
+      // never into the program
+    }
+  }
+
+  /** A container recycles `request`: an async request it served ended. */
+  public static void recycled(Object request) {
+    try {
+      if (ASYNC.isEmpty()) return;
+      Long unit = ASYNC.remove(new Key(request));
+      if (unit != null) send(signal(opClose, unit, 0));
     } catch (RuntimeException | Error ignored) {
       // never into the program
     }

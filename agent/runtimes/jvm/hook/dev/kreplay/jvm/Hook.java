@@ -26,7 +26,8 @@ import org.objectweb.asm.commons.AdviceAdapter;
  *       ForkJoinTask.doExec's exec(), whose calls go through Units;
  *   <li>requests: where a server hands a request to the program (com.sun.net.httpserver's filter
  *       chain, Tomcat's servlet wrapper), a unit is opened from the request's method, path,
- *       traceparent and x-request-id, and closed when that returns, however it returns.
+ *       traceparent and x-request-id, and closed when that returns, however it returns (a
+ *       servlet's async request when Tomcat recycles its Request, its response complete).
  * </ul>
  * Tomcat's own ThreadPoolExecutor (a copy of the JDK's) is rewritten as the JDK's. KreplayUnits is
  * in java.base: every module reads it, every class loader sees it.
@@ -43,9 +44,10 @@ final class Hook implements ClassFileTransformer {
   private static final String THREAD_PER_TASK = "java/util/concurrent/CompletableFuture$ThreadPerTaskExecutor";
   private static final String LINK = "sun/net/httpserver/ServerImpl$Exchange$LinkHandler";
   private static final String TOMCAT_WRAPPER = "org/apache/catalina/core/StandardWrapperValve";
+  private static final String TOMCAT_REQUEST = "org/apache/catalina/connector/Request";
 
   private static final Set<String> TARGETS =
-      Set.of(TPE, TOMCAT_TPE, STPE, FJP, FJT, THREAD_PER_TASK, THREAD, LINK, TOMCAT_WRAPPER);
+      Set.of(TPE, TOMCAT_TPE, STPE, FJP, FJT, THREAD_PER_TASK, THREAD, LINK, TOMCAT_WRAPPER, TOMCAT_REQUEST);
 
   static boolean targets(String className) {
     return TARGETS.contains(className.replace('.', '/'));
@@ -151,7 +153,20 @@ final class Hook implements ClassFileTransformer {
                 mv.visitMethodInsn(INVOKEVIRTUAL, request, "getHeader", get, false);
               }
             }
+
+            /** An async request (startAsync) stays open past the servlet's return, until its Request is recycled. */
+            @Override
+            void close() {
+              loadArg(0);
+              loadArg(0);
+              mv.visitMethodInsn(INVOKEVIRTUAL, TOMCAT_REQUEST, "isAsyncStarted", "()Z", false);
+              mv.visitMethodInsn(INVOKESTATIC, UNITS, "finish", "(Ljava/lang/Object;Z)V", false);
+            }
           };
+        return mv;
+      case TOMCAT_REQUEST:
+        // recycled once its response is complete, an async one's too
+        if (at.equals("recycle()V")) return handsTo(mv, 0, "recycled");
         return mv;
       default:
         return mv;
@@ -212,6 +227,11 @@ final class Hook implements ClassFileTransformer {
     /** Pushes the request's method, path, traceparent and x-request-id (Strings, null when absent). */
     abstract void headOf();
 
+    /** Where it ends: the request's unit is closed (and left). */
+    void close() {
+      mv.visitMethodInsn(INVOKESTATIC, UNITS, "close", "()V", false);
+    }
+
     @Override
     protected void onMethodEnter() {
       headOf();
@@ -227,14 +247,14 @@ final class Hook implements ClassFileTransformer {
     @Override
     protected void onMethodExit(int opcode) {
       // a throw is closed by the handler below
-      if (opcode != ATHROW) mv.visitMethodInsn(INVOKESTATIC, UNITS, "close", "()V", false);
+      if (opcode != ATHROW) close();
     }
 
     @Override
     public void visitMaxs(int maxStack, int maxLocals) {
       mv.visitTryCatchBlock(start, handler, handler, null);
       mv.visitLabel(handler);
-      mv.visitMethodInsn(INVOKESTATIC, UNITS, "close", "()V", false);
+      close();
       mv.visitInsn(ATHROW);
       super.visitMaxs(maxStack, maxLocals);
     }
