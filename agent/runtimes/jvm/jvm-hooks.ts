@@ -9,8 +9,8 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { CONTEXT_DATA_LEN, UnitOp, UnitSignalLayout } from '../../../core/model';
 import type { FoundProcess, InjectResult, RuntimeInjector } from '../discovery/runtime-hook';
+import { HOOK_SIGNAL } from '../node/hook-signal';
 import { isKreplays } from '../python/python-hooks';
 import {
   AttachError,
@@ -38,20 +38,9 @@ export function jvmHookJar(): string {
   return join(__dirname, 'kreplay-jvm-hook.jar');
 }
 
-/** The agent's argument: the layout of the unit signal, from the one owner of the record layouts. */
+/** The agent's argument: the layout of the unit signal the Node hook is given too, as `name=value,…`. */
 export function jvmHookArgs(): string {
-  const args = {
-    magic: UnitSignalLayout.magic,
-    opAt: UnitSignalLayout.op,
-    unitAt: UnitSignalLayout.unit,
-    bytes: UnitSignalLayout.bytes,
-    open: UnitOp.Open,
-    watch: UnitOp.Watch,
-    close: UnitOp.Close,
-    maxHead: CONTEXT_DATA_LEN,
-    fd: UnitSignalLayout.fd,
-  };
-  return Object.entries(args)
+  return Object.entries(HOOK_SIGNAL)
     .map(([name, value]) => `${name}=${value}`)
     .join(',');
 }
@@ -132,8 +121,10 @@ export class JvmHookInjector implements RuntimeInjector<JvmProcess['classificati
       const ours = statSync(this.jar);
       const theirs = statSync(`/proc/${pid}/root${this.jar}`);
       if (ours.dev === theirs.dev && ours.ino === theirs.ino) return null;
-    } catch {
-      // not there
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM')
+        return `the agent may not look into its root (/proc/${pid}/root: ${code}): the JVM hook needs CAP_SYS_PTRACE`;
     }
     return `its mount namespace has not the hook's jar at ${this.jar} (a container)`;
   }
