@@ -266,4 +266,18 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
       failed: 0,
     });
   });
+
+  it('a hooked JVM under a restarted agent: the hook loaded again makes its threads register anew, every write its request', async () => {
+    await agent.stop();
+    agent = await startAgent([
+      '--data-dir',
+      join(dir, 'data'),
+      '--node',
+      'jvm',
+      '--cgroup-id',
+      String(cgroup.id),
+    ]);
+    expect(await jvmHookLine(agent, early.pid)).toMatch(/loaded the JVM hook/);
+    expectGoal(await measure(early, 'restarted', 8));
+  });
 });
