@@ -36,7 +36,7 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class KreplayUnits {
   private KreplayUnits() {}
 
-  /** The most tasks waiting with a unit; past it a task is handed none (it runs as none, never wrong). */
+  /** The most tasks waiting with a unit; past it those are forgotten (they run as none, never wrong). */
   static final int HANDED_MAX = 1 << 16;
   static final int VALUE_MAX = 256;
   static final int PATH_MAX = 512;
@@ -292,7 +292,10 @@ public final class KreplayUnits {
   public static void hand(Object task) {
     try {
       long unit = current();
-      if (unit == 0 || task == null || HANDED.size() >= HANDED_MAX) return;
+      if (unit == 0 || task == null) return;
+      // tasks handed and never run (rejected, cancelled, a pool shut down) are forgotten all at
+      // once past the bound: those still waiting then run as none, never another's
+      if (HANDED.size() >= HANDED_MAX) HANDED.clear();
       HANDED.put(new Key(task), unit);
     } catch (RuntimeException | Error ignored) {
       // never into the program
