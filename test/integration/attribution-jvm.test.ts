@@ -31,6 +31,12 @@ const POOL_SERVER = join(__dirname, '..', 'support', 'runtimes', 'JvmPoolServer.
 const TOMCAT_SERVLETS = join(__dirname, '..', 'support', 'runtimes', 'TomcatServlets.java');
 const TOMCAT_SERVLET_API = '/usr/share/tomcat10/lib/servlet-api.jar';
 const CATALINA = '/usr/share/tomcat10/bin/catalina.sh';
+const JETTY_SERVER = join(__dirname, '..', 'support', 'runtimes', 'JettyPoolServer.java');
+/** Debian's Jetty 9 (libjetty9-java) and the javax servlet API it serves */
+const JETTY_CLASSPATH = ['server', 'servlet', 'http', 'io', 'util', 'security']
+  .map((jar) => `/usr/share/java/jetty9-${jar}.jar`)
+  .concat('/usr/share/java/servlet-api-4.0.1.jar')
+  .join(':');
 /** the files each request of JvmPoolServer writes: its handler's, a pool's, CompletableFuture's, a fork-join pool's, a scheduled one */
 const KINDS = ['handler', 'pool', 'async', 'fj', 'later'];
 const FILES = KINDS.length;
@@ -226,6 +232,19 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
     }
   });
 
+  it('an embedded Jetty 9 server started after the agent: a servlet handing work to an ExecutorService, at 1, 8, 64 and 256 concurrent: every write its request', async () => {
+    const out = join(dir, 'jetty');
+    mkdirSync(out);
+    const { child, port } = await serverInCgroup(cgroup, JAVA, ['-cp', JETTY_CLASSPATH, JETTY_SERVER, out], {
+      env: hookableEnv(),
+      children,
+    });
+    const jetty = { child, pid: child.pid!, port, out };
+    expect(await jvmHookLine(agent, jetty.pid)).toMatch(/loaded the JVM hook/);
+    for (const level of [1, 8, 64, 256])
+      expectGoal(await measure(jetty, 'jetty', level, { kinds: ['handler', 'pool'] }), 2);
+  });
+
   // unhooked, a JVM is left to the kernel's own rules: its handlers' and fixed pool's writes are
   // their request's or none; the threads a fork-join pool or a scheduler starts on a request's
   // thread inherit that request for a while (a kernel rule, as on main): not asserted here
@@ -259,9 +278,9 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
           'm',
         ).exec(metrics)?.[1],
       );
-    // the early server and Tomcat
+    // the early server, Tomcat and Jetty
     expect({ hooked: count('hooked'), refused: count('refused'), failed: count('failed') }).toEqual({
-      hooked: 2,
+      hooked: 3,
       refused: 2,
       failed: 0,
     });

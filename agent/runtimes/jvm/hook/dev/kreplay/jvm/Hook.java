@@ -25,7 +25,7 @@ import org.objectweb.asm.commons.AdviceAdapter;
  *       whose loop began before the hook), and around Thread.run's target.run() and
  *       ForkJoinTask.doExec's exec(), whose calls go through Units;
  *   <li>requests: where a server hands a request to the program (com.sun.net.httpserver's filter
- *       chain, Tomcat's servlet wrapper), a unit is opened from the request's method, path,
+ *       chain, Tomcat's servlet wrapper, Jetty's servlet holder), a unit is opened from the request's method, path,
  *       traceparent and x-request-id, and closed when that returns, however it returns (a
  *       servlet's async request when Tomcat recycles its Request, its response complete).
  * </ul>
@@ -45,9 +45,11 @@ final class Hook implements ClassFileTransformer {
   private static final String LINK = "sun/net/httpserver/ServerImpl$Exchange$LinkHandler";
   private static final String TOMCAT_WRAPPER = "org/apache/catalina/core/StandardWrapperValve";
   private static final String TOMCAT_REQUEST = "org/apache/catalina/connector/Request";
+  private static final String JETTY_HOLDER = "org/eclipse/jetty/servlet/ServletHolder";
+  private static final String JETTY_REQUEST = "org/eclipse/jetty/server/Request";
 
   private static final Set<String> TARGETS =
-      Set.of(TPE, TOMCAT_TPE, STPE, FJP, FJT, THREAD_PER_TASK, THREAD, LINK, TOMCAT_WRAPPER, TOMCAT_REQUEST);
+      Set.of(TPE, TOMCAT_TPE, STPE, FJP, FJT, THREAD_PER_TASK, THREAD, LINK, TOMCAT_WRAPPER, TOMCAT_REQUEST, JETTY_HOLDER, JETTY_REQUEST);
 
   static boolean targets(String className) {
     return TARGETS.contains(className.replace('.', '/'));
@@ -72,7 +74,7 @@ final class Hook implements ClassFileTransformer {
 
   static byte[] rewrite(String name, ClassLoader loader, byte[] bytes) {
     ClassReader reader = new ClassReader(bytes);
-    boolean request = name.equals(LINK) || name.equals(TOMCAT_WRAPPER);
+    boolean request = name.equals(LINK) || name.equals(TOMCAT_WRAPPER) || name.equals(JETTY_HOLDER);
     ClassWriter writer =
         request ? new LoaderWriter(reader, loader) : new ClassWriter(reader, ClassWriter.COMPUTE_MAXS);
     reader.accept(
@@ -137,35 +139,16 @@ final class Hook implements ClassFileTransformer {
           };
         return mv;
       case TOMCAT_WRAPPER:
-        if (name.equals("invoke") && desc.startsWith("(Lorg/apache/catalina/connector/Request;"))
-          return new Request(mv, access, name, desc) {
-            @Override
-            void headOf() {
-              String request = "org/apache/catalina/connector/Request";
-              String get = "(Ljava/lang/String;)Ljava/lang/String;";
-              loadArg(0);
-              mv.visitMethodInsn(INVOKEVIRTUAL, request, "getMethod", "()Ljava/lang/String;", false);
-              loadArg(0);
-              mv.visitMethodInsn(INVOKEVIRTUAL, request, "getRequestURI", "()Ljava/lang/String;", false);
-              for (String header : new String[] {"traceparent", "x-request-id"}) {
-                loadArg(0);
-                mv.visitLdcInsn(header);
-                mv.visitMethodInsn(INVOKEVIRTUAL, request, "getHeader", get, false);
-              }
-            }
-
-            /** An async request (startAsync) stays open past the servlet's return, until its Request is recycled. */
-            @Override
-            void close() {
-              loadArg(0);
-              loadArg(0);
-              mv.visitMethodInsn(INVOKEVIRTUAL, TOMCAT_REQUEST, "isAsyncStarted", "()Z", false);
-              mv.visitMethodInsn(INVOKESTATIC, UNITS, "finish", "(Ljava/lang/Object;Z)V", false);
-            }
-          };
+        if (name.equals("invoke") && desc.startsWith("(L" + TOMCAT_REQUEST + ";"))
+          return new ContainerRequest(mv, access, name, desc, TOMCAT_REQUEST);
         return mv;
+      case JETTY_HOLDER:
+        if (name.equals("handle") && desc.startsWith("(L" + JETTY_REQUEST + ";"))
+          return new ContainerRequest(mv, access, name, desc, JETTY_REQUEST);
+        return mv;
+      case JETTY_REQUEST:
       case TOMCAT_REQUEST:
-        // recycled once its response is complete, an async one's too
+        // recycled once its response is complete, an async one's too (Jetty's as Tomcat's)
         if (at.equals("recycle()V")) return handsTo(mv, 0, "recycled");
         return mv;
       default:
@@ -257,6 +240,43 @@ final class Hook implements ClassFileTransformer {
       close();
       mv.visitInsn(ATHROW);
       super.visitMaxs(maxStack, maxLocals);
+    }
+  }
+
+  /**
+   * A servlet container's request (Tomcat's StandardWrapperValve.invoke, Jetty's
+   * ServletHolder.handle), read from the container's own request class, the method's first
+   * argument: an async one (startAsync) stays open past the servlet's return, until the container
+   * recycles its request.
+   */
+  private static final class ContainerRequest extends Request {
+    private final String request;
+
+    ContainerRequest(MethodVisitor mv, int access, String name, String desc, String request) {
+      super(mv, access, name, desc);
+      this.request = request;
+    }
+
+    @Override
+    void headOf() {
+      String get = "(Ljava/lang/String;)Ljava/lang/String;";
+      loadArg(0);
+      mv.visitMethodInsn(INVOKEVIRTUAL, request, "getMethod", "()Ljava/lang/String;", false);
+      loadArg(0);
+      mv.visitMethodInsn(INVOKEVIRTUAL, request, "getRequestURI", "()Ljava/lang/String;", false);
+      for (String header : new String[] {"traceparent", "x-request-id"}) {
+        loadArg(0);
+        mv.visitLdcInsn(header);
+        mv.visitMethodInsn(INVOKEVIRTUAL, request, "getHeader", get, false);
+      }
+    }
+
+    @Override
+    void close() {
+      loadArg(0);
+      loadArg(0);
+      mv.visitMethodInsn(INVOKEVIRTUAL, request, "isAsyncStarted", "()Z", false);
+      mv.visitMethodInsn(INVOKESTATIC, UNITS, "finish", "(Ljava/lang/Object;Z)V", false);
     }
   }
 
