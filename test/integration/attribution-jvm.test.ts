@@ -112,6 +112,16 @@ function expectGoal({ correct, wrong, none, missing }: Accuracy, files = FILES):
 
 let early: Started & { out: string };
 
+/** The agent's arguments: the test's store, its servers' cgroup. */
+const agentArgs = (): string[] => [
+  '--data-dir',
+  join(dir, 'data'),
+  '--node',
+  'jvm',
+  '--cgroup-id',
+  String(cgroup.id),
+];
+
 /** A port free now (the kernel's pick, closed again). */
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -192,16 +202,7 @@ beforeAll(async () => {
   // a server running before the agent starts, answering a request first (its classes loaded)
   early = await poolServer('early');
   await httpLoad(early.port, ['warm'], 1, { answer: 'ok' });
-  agent = await startAgent([
-    '--data-dir',
-    join(dir, 'data'),
-    '--node',
-    'jvm',
-    '--cgroup-id',
-    String(cgroup.id),
-    '--metrics-listen',
-    '127.0.0.1:0',
-  ]);
+  agent = await startAgent([...agentArgs(), '--metrics-listen', '127.0.0.1:0']);
   metricsUrl = /serving metrics url=(\S+)/.exec(agent.output())![1]!;
 }, 120_000);
 
@@ -288,14 +289,7 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
 
   it('a hooked JVM under a restarted agent: the hook loaded again makes its threads register anew, every write its request', async () => {
     await agent.stop();
-    agent = await startAgent([
-      '--data-dir',
-      join(dir, 'data'),
-      '--node',
-      'jvm',
-      '--cgroup-id',
-      String(cgroup.id),
-    ]);
+    agent = await startAgent(agentArgs());
     expect(await jvmHookLine(agent, early.pid)).toMatch(/loaded the JVM hook/);
     expectGoal(await measure(early, 'restarted', 8));
   });
