@@ -4,7 +4,7 @@
  * the calls at their recorded pace. Progress goes to stderr, and only to a terminal. Ctrl-C, or the
  * reader of stdout going away, stops the session.
  */
-import { problemText, requestJson, unreachable } from './daemon-request';
+import { postJson, problemText, requestJson, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
 import { HttpError, openEventStream, type EventStream, type SseRawMessage } from './sse-client';
 
@@ -148,7 +148,7 @@ class Replay {
   }
 
   control(control: 'play' | 'stop'): Promise<SessionBody> {
-    return requestJson<SessionBody>('POST', `${this.base}/${this.session.id}/${control}`);
+    return postJson<SessionBody>(`${this.base}/${this.session.id}/${control}`);
   }
 
   close(): void {

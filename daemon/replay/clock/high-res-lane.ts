@@ -103,7 +103,7 @@ export class HighResLane implements ClockLane, ReportedLane {
     this.handOver();
     this.clock.queue(this, { kind: 'anchor', at: this.clock.sinceEpoch(anchor()) });
     this.publish();
-    // the anchor is a millisecond ahead (LEAD_NS): the clock takes it now, not after whatever else this task does
+    // the anchor is only LEAD_NS ahead: the clock takes it now, not after whatever else this task does
     this.clock.flush();
   }
 
