@@ -52,7 +52,7 @@ C_SRCS := $(BPF_SRCS) $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.h)) $(wildcard
 # the C loops the benchmarks time (bench/bench-loops.ts)
 BENCH_LOOPS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all help setup build run test test-unit test-integration test-system lint format bench docs vmlinux clean install uninstall deb dist
+.PHONY: all help setup build run test test-unit test-integration test-system lint format bench docs vmlinux clean install uninstall deb dist image
 
 all: build
 
@@ -278,6 +278,11 @@ dist: build $(DIST)
 $(DIST): $(PACKAGED) deploy/dist/build-dist.sh deploy/elf-files.sh
 	$(call copy-runtime-tree,$(BUILD)/dist/kreplay)
 	deploy/dist/build-dist.sh $(BUILD)/dist $@
+
+## image: localhost/kreplay:<version>, an OCI image of the agent and daemon (FROM scratch over a Debian minbase rootfs and the tarball), built offline with podman
+IMAGE := localhost/kreplay:$(VERSION)
+image: dist
+	deploy/image/build-image.sh $(DIST) $(IMAGE)
 
 ## uninstall: remove what install put under PREFIX (keeps $(SYSCONFDIR)/kreplay and /var/lib/kreplay)
 uninstall:

@@ -22,6 +22,8 @@ export interface BenchAgent {
   rssBytes(): number;
   /** everything it printed so far (status lines included) */
   output(): string;
+  /** the last status line's totals: events stored and dropped (every reason) so far, and its number */
+  totals(): { stored: number; dropped: number; line: number } | undefined;
   /** resolves once stored + dropped (every reason) reach `events` */
   caughtUp(events: number, timeoutMs?: number): Promise<{ stored: number; dropped: number }>;
   stop(): Promise<void>;
@@ -52,6 +54,13 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
     await new Promise((r) => setTimeout(r, 50));
   }
   const pid = child.pid!;
+  const totals = () => {
+    const lines = [...output.matchAll(TOTALS)];
+    const last = lines.at(-1);
+    if (!last) return undefined;
+    const dropped = Number(last[2]) + Number(last[3]) + Number(last[4]);
+    return { stored: Number(last[1]), dropped, line: lines.length };
+  };
   return {
     pid,
     cpu() {
@@ -63,15 +72,12 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
       const kib = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
       return kib ? Number(kib[1]) * 1024 : 0;
     },
+    totals,
     async caughtUp(events, timeoutMs = 120_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
-        const last = [...output.matchAll(TOTALS)].pop();
-        if (last) {
-          const stored = Number(last[1]);
-          const dropped = Number(last[2]) + Number(last[3]) + Number(last[4]);
-          if (stored + dropped >= events) return { stored, dropped };
-        }
+        const now = totals();
+        if (now && now.stored + now.dropped >= events) return { stored: now.stored, dropped: now.dropped };
         if (Date.now() > until) throw new Error(`agent did not catch up with ${events} events:\n${output}`);
         await new Promise((r) => setTimeout(r, 100));
       }

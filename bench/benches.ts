@@ -50,6 +50,7 @@ export const BENCHES = {
   'jvm-hook': { topic: 'runtime hooks', args: '[rounds=5] [seconds=5] [connections=64]' },
   'go-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'tls-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
+  'server-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]' },
   fleet: { topic: 'fleet', args: '' },
   otlp: { topic: 'fleet', args: '[rounds]' },
   'daemon-load': { topic: 'daemon', args: '[rounds]' },

@@ -41,17 +41,28 @@ export function nodeEnv(hookable: boolean): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Waits until the agent hooked Node process `pid`; throws with its output if it said it would not. */
-export async function awaitHooked(agent: BenchAgent, pid: number, timeoutMs = 20_000): Promise<void> {
+/** What the agent says once it hooked a process of each runtime. */
+const HOOKED = {
+  Node: 'hooked a Node process',
+  Python: 'queued the Python hook',
+} as const;
+
+/** Waits until the agent hooked process `pid`; throws with its output if it said it would not. */
+export async function awaitHooked(
+  agent: BenchAgent,
+  pid: number,
+  runtime: keyof typeof HOOKED = 'Node',
+  timeoutMs = 20_000,
+): Promise<void> {
   const word = new RegExp(
-    `(hooked a Node process|Node process unattributed|could not hook)[^\\n]* pid=${pid}\\b`,
+    `(${HOOKED[runtime]}|${runtime} process unattributed|could not hook|unhooked for now)[^\\n]* pid=${pid}\\b`,
   );
   const deadline = Date.now() + timeoutMs;
   while (!word.test(agent.output())) {
     if (Date.now() > deadline) throw new Error(`the agent did not hook pid ${pid}:\n${agent.output()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  if (word.exec(agent.output())![1] !== 'hooked a Node process') throw new Error(agent.output());
+  if (word.exec(agent.output())![1] !== HOOKED[runtime]) throw new Error(agent.output());
 }
 
 export interface Load {
@@ -153,11 +164,8 @@ function programIdsOf(pid: number): Set<number> {
   return ids;
 }
 
-/** Runs and run time so far of the agent's programs whose names `match`. */
-export function programStats(
-  agentPid: number,
-  match: (name: string) => boolean,
-): { runs: number; ns: number } {
+/** Each of the agent's programs by name: its runs and run time so far (programs of one name summed). */
+export function programsByName(agentPid: number): Map<string, { runs: number; ns: number }> {
   const ids = programIdsOf(agentPid);
   const progs = JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show']).toString()) as {
     id: number;
@@ -165,10 +173,25 @@ export function programStats(
     run_cnt?: number;
     run_time_ns?: number;
   }[];
-  const mine = progs.filter((p) => ids.has(p.id) && match(p.name ?? ''));
+  const byName = new Map<string, { runs: number; ns: number }>();
+  for (const p of progs.filter((p) => ids.has(p.id))) {
+    const sum = byName.get(p.name ?? '') ?? { runs: 0, ns: 0 };
+    sum.runs += p.run_cnt ?? 0;
+    sum.ns += p.run_time_ns ?? 0;
+    byName.set(p.name ?? '', sum);
+  }
+  return byName;
+}
+
+/** Runs and run time so far of the agent's programs whose names `match`. */
+export function programStats(
+  agentPid: number,
+  match: (name: string) => boolean,
+): { runs: number; ns: number } {
+  const mine = [...programsByName(agentPid)].filter(([name]) => match(name)).map(([, p]) => p);
   return {
-    runs: mine.reduce((n, p) => n + (p.run_cnt ?? 0), 0),
-    ns: mine.reduce((n, p) => n + (p.run_time_ns ?? 0), 0),
+    runs: mine.reduce((n, p) => n + p.runs, 0),
+    ns: mine.reduce((n, p) => n + p.ns, 0),
   };
 }
 
@@ -179,6 +202,19 @@ export function cpuUs(pid: number): number {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return ((Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS) * 1e6;
 }
+
+/** Process `pid` and its descendants (a pre-fork server's workers). */
+export function processTree(pid: number): number[] {
+  const children: number[] = [];
+  for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
+    const listed = fs.readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
+    if (listed) children.push(...listed.split(' ').map(Number));
+  }
+  return [pid, ...children.flatMap(processTree)];
+}
+
+/** The CPU time so far of process `pid` and its descendants, µs. */
+export const treeCpuUs = (pid: number) => processTree(pid).reduce((sum, p) => sum + cpuUs(p), 0);
 
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 

@@ -63,6 +63,8 @@ export const ERROR_CODES = {
   E_SECCOMP: 'the seccomp supervisor could not be set up',
   E_EXEC_PLAN: 'the replay plan handed to the supervisor is invalid',
   E_EXEC_HANDOFF: 'the launcher could not hand its seccomp listener over',
+  E_EXEC_SECCOMP:
+    "seccomp user notification is not available (a container's seccomp profile forbids seccomp(), or the kernel lacks it): nothing can be held",
   E_EXEC_RELAY: 'the relay of held responses could not be set up',
   // the Python hook (agent/runtimes/python/; thrown by the native addon, native/python/py_inject.cc)
   E_PY_INJECT_PERM:

@@ -426,7 +426,7 @@ int go_read_loop(struct pt_regs *ctx)
 /*
  * Channel hand-offs: a value a goroutine sends on a channel (`ch <- v`:
  * runtime.chansend, blocking) and another receives (`<-ch`, `v, ok := <-ch`,
- * `range ch`: runtime.chanrecv, entry and RET sites) gives the receiver the
+ * `range ch`: runtime.chanrecv's entry, chanrecv1's and chanrecv2's RET sites) gives the receiver the
  * sender's context (a lease, which ends with the sender's request), unless
  * the receiver serves a request of its own (KR_OWNED: a head it read, its
  * stream, its marker). A value is known by its channel and its first 16
@@ -521,9 +521,9 @@ int go_chanrecv(struct pt_regs *ctx)
 	return 0;
 }
 
-/* chanrecv's RET sites, received in BX: the receiver takes the value's sender's context. */
-SEC("uprobe")
-int go_chanrecv_ret(struct pt_regs *ctx)
+/* The receive go_chanrecv saw ended (`received`: a value, not a closed channel's zero): the receiver takes
+ * the value's sender's context. */
+static __always_inline int go_received(struct pt_regs *ctx, bool received)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
@@ -539,7 +539,7 @@ int go_chanrecv_ret(struct pt_regs *ctx)
 		bpf_map_delete_elem(&go_recvs, &key);
 	}
 	/* nothing received (a closed channel, an empty one not waited for), or the value dropped */
-	if (found && (!(GO_ARG2(ctx) & 0xff) || !r.elem))
+	if (found && (!received || !r.elem))
 		return 0;
 	if (found && go_value(&v, key.tgid, r.chan, r.elem) && (sent = bpf_map_lookup_elem(&go_sent, &v))) {
 		handle = *sent;
@@ -548,6 +548,43 @@ int go_chanrecv_ret(struct pt_regs *ctx)
 	if (!(unit_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr) & KR_OWNED))
 		unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, handle);
 	return 0;
+}
+
+/* chanrecv's RET sites, received in BX: where chanrecv1 and chanrecv2 are not found instead. */
+SEC("uprobe")
+int go_chanrecv_ret(struct pt_regs *ctx)
+{
+	return go_received(ctx, GO_ARG2(ctx) & 0xff);
+}
+
+/* hchan's closed uint32, after elemsize uint16 */
+#define GO_HCHAN_CLOSED 28
+
+/*
+ * The blocking receives' RET sites (chanrecv1 and chanrecv2 call chanrecv with block true): chanrecv's
+ * own RETs stop every select's and non-blocking receive too (net/http's context.WithCancel makes one a
+ * request), and the kernel single-steps a RET, a #DB trap a virtual machine turns into an exit to its
+ * hypervisor (bench/RESULTS.md, issue 46). `<-ch` (chanrecv1) returns nothing: a closed channel's
+ * receive may be a value or its zero, so it hands nothing off; `v, ok := <-ch` (chanrecv2) returns ok
+ * in AX.
+ */
+SEC("uprobe")
+int go_chanrecv1_ret(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
+	struct kr_go_recv *found = bpf_map_lookup_elem(&go_recvs, &key);
+	__u32 closed = 1;
+
+	if (found)
+		bpf_probe_read_user(&closed, sizeof(closed), (const void *)(found->chan + GO_HCHAN_CLOSED));
+	return go_received(ctx, !closed);
+}
+
+SEC("uprobe")
+int go_chanrecv2_ret(struct pt_regs *ctx)
+{
+	return go_received(ctx, GO_RESULT(ctx) & 0xff);
 }
 
 /*

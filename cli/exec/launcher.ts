@@ -8,11 +8,25 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { KreplayError } from '../../core/errors';
 import { nativeAddon } from '../../core/native/addon';
 import { repoRoot } from '../../core/repo-root';
 
 /** How long the launcher may take to install its filter and hand the listener over. */
 const HANDOFF_TIMEOUT_MS = 10_000;
+
+/** What the launcher's seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER) failing with `errno` means, as said to the user. */
+export function seccompUnavailable(errno: number): KreplayError {
+  const name = Object.entries(os.constants.errno).find(([, n]) => n === errno)?.[0] ?? `errno ${errno}`;
+  return new KreplayError(
+    'E_EXEC_SECCOMP',
+    `replay needs seccomp user notification, and seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER) failed with ${name}: ` +
+      (name === 'EPERM' || name === 'EACCES'
+        ? "this system's or container's seccomp profile forbids it (podman's and Docker's default profiles allow it)"
+        : 'this kernel lacks it (Linux 5.0 or later has it)') +
+      '; nothing can be held, so the build was not run',
+  );
+}
 
 export interface BuildExit {
   /** CMD's exit status, 128 + N when signal N killed it */
@@ -115,8 +129,12 @@ export class LaunchedBuild {
   markAs(transactionId: string): number {
     fs.writeSync(this.socketFd, `txn ${transactionId}\n`);
     const message = nativeAddon().receiveMessage(this.socketFd, HANDOFF_TIMEOUT_MS);
+    // the launcher's own status line may come in the same read
+    const refused = /^no-listener (\d+)\n/.exec(message.text);
+    if (refused) throw seccompUnavailable(Number(refused[1]));
     if (message.text !== 'listener\n' || message.fd < 0)
-      throw new Error(
+      throw new KreplayError(
+        'E_EXEC_HANDOFF',
         `the launcher said ${JSON.stringify(message.text)} instead of handing over its listener`,
       );
     return message.fd;

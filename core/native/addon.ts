@@ -165,18 +165,27 @@ export interface GuardIntrusion {
   pid: number;
   uid: number;
   port: number;
+  /** the cookie of the network namespace it was refused in */
+  netns: bigint;
   /** 4 or 6: the socket's family */
   family: number;
   comm: string;
 }
 
-/** Connects to a guarded port of a local address, in the agent's network namespace, pass from the agent alone. */
+/**
+ * Connects to a guarded port of a local address, in the network namespace of the cookie given (the
+ * agent's without one), pass from the agent alone.
+ */
 export interface NativeInspectorGuard {
-  guard(port: number): void;
+  guard(port: number, netns?: bigint): void;
   /** how many connects the entry refused */
-  unguard(port: number): number;
+  unguard(port: number, netns?: bigint): number;
   /** how many connects the entry of a guarded port refused so far */
-  refused(port: number): number;
+  refused(port: number, netns?: bigint): number;
+  /** the cookie of process `pid`'s network namespace (entered by a thread of the agent's); throws E_NODE_GUARD */
+  netnsOf(pid: number): bigint;
+  /** a descriptor connected to 127.0.0.1:`port` in process `pid`'s network namespace; throws E_NODE_GUARD */
+  connectIn(pid: number, port: number): number;
   /** the refusals recorded since the last call */
   drain(): GuardIntrusion[];
   close(): void;

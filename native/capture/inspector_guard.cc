@@ -1,10 +1,14 @@
 #include "inspector_guard.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <linux/types.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "capture_error.h"
@@ -44,18 +49,67 @@ std::string CgroupV2Root() {
   return "";
 }
 
-// The cookie of this process's network namespace, which the kernel side keys on.
-uint64_t OwnNetnsCookie() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw CaptureFailure(kCode, std::string("cannot open a socket: ") + std::strerror(errno));
+// The cookie of the network namespace socket `fd` lives in, which the kernel side keys on.
+uint64_t NetnsCookie(int fd) {
   uint64_t cookie = 0;
   socklen_t len = sizeof(cookie);
-  const int rc = getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len);
-  const int err = errno;
-  close(fd);
-  if (rc != 0)
-    throw CaptureFailure(kCode, std::string("cannot read the network namespace's cookie: ") + std::strerror(err));
+  if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0)
+    throw CaptureFailure(kCode, std::string("cannot read the network namespace's cookie: ") + std::strerror(errno));
   return cookie;
+}
+
+// A TCP socket in the network namespace of process `pid` (a container's). setns moves only the
+// calling thread, so a thread of its own enters it and ends: the agent's other threads stay
+// where they are, and the socket, once made, belongs to the namespace it was made in.
+int SocketIn(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
+  const int ns = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ns < 0) throw CaptureFailure(kCode, "cannot open " + path + ": " + std::strerror(errno));
+  // the agent's own namespace: no setns, which needs CAP_SYS_ADMIN (an agent run as its unit has not)
+  struct stat theirs = {};
+  struct stat own = {};
+  if (fstat(ns, &theirs) == 0 && stat("/proc/self/ns/net", &own) == 0 && theirs.st_dev == own.st_dev &&
+      theirs.st_ino == own.st_ino) {
+    close(ns);
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw CaptureFailure(kCode, std::string("cannot open a socket: ") + std::strerror(errno));
+    return fd;
+  }
+  int fd = -1;
+  int err = 0;
+  std::thread([&] {
+    if (setns(ns, CLONE_NEWNET) != 0) {
+      err = errno;
+      return;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) err = errno;
+  }).join();
+  close(ns);
+  if (fd < 0)
+    throw CaptureFailure(kCode, "cannot open a socket in the network namespace of process " + std::to_string(pid) +
+                                    ": " + std::strerror(err));
+  return fd;
+}
+
+// The socket's cookie; the socket closed either way.
+uint64_t CookieClosing(int fd) {
+  try {
+    const uint64_t cookie = NetnsCookie(fd);
+    close(fd);
+    return cookie;
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+}
+
+uint64_t OwnNetnsCookie() { return CookieClosing(SocketIn(getpid())); }
+
+pid_t PidArgument(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsNumber() || info[0].As<Napi::Number>().Int32Value() <= 0)
+    throw Napi::TypeError::New(info.Env(), "a process id (a positive number) is needed");
+  return info[0].As<Napi::Number>().Int32Value();
 }
 
 class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
@@ -89,6 +143,7 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
       o.Set("pid", rec.pid);
       o.Set("uid", rec.uid);
       o.Set("port", rec.port);
+      o.Set("netns", Napi::BigInt::New(info.Env(), static_cast<uint64_t>(rec.netns_cookie)));
       o.Set("family", rec.family);
       o.Set("comm", std::string(rec.comm, strnlen(rec.comm, sizeof(rec.comm))));
       out.Set(i, o);
@@ -97,6 +152,42 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   }
 
   void Close(const Napi::CallbackInfo&) { Teardown(); }
+
+  // netnsOf(pid): the cookie of the process's network namespace, for guard(port, cookie).
+  Napi::Value Netns(const Napi::CallbackInfo& info) {
+    const pid_t pid = PidArgument(info);
+    try {
+      return Napi::BigInt::New(info.Env(), CookieClosing(SocketIn(pid)));
+    } catch (const NativeFailure& failure) {
+      throw ToJsError(info.Env(), failure);
+    }
+  }
+
+  // connectIn(pid, port): a descriptor connected to 127.0.0.1:port in the process's network
+  // namespace. The connect is this process's, so a port guarded there lets it through.
+  Napi::Value Connect(const Napi::CallbackInfo& info) {
+    const pid_t pid = PidArgument(info);
+    if (info.Length() != 2 || !info[1].IsNumber()) throw Napi::TypeError::New(info.Env(), "connectIn(pid, port)");
+    const uint32_t port = info[1].As<Napi::Number>().Uint32Value();
+    if (port == 0 || port > 65535) throw Napi::RangeError::New(info.Env(), "a port is 1 to 65535");
+    try {
+      const int fd = SocketIn(pid);
+      sockaddr_in to = {};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(static_cast<uint16_t>(port));
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+        const int err = errno;
+        close(fd);
+        throw CaptureFailure(kCode, "cannot connect to 127.0.0.1:" + std::to_string(port) +
+                                        " in the network namespace of process " + std::to_string(pid) + ": " +
+                                        std::strerror(err));
+      }
+      return Napi::Number::New(info.Env(), fd);
+    } catch (const NativeFailure& failure) {
+      throw ToJsError(info.Env(), failure);
+    }
+  }
 
  private:
   void Open() {
@@ -127,15 +218,22 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
     return 0;
   }
 
-  // The map key of the port argument, in this process's network namespace.
+  // The map key of the port argument, in the network namespace of the cookie argument (netnsOf()'s),
+  // else in this process's.
   kr_guard_key Key(const Napi::CallbackInfo& info) {
-    if (info.Length() != 1 || !info[0].IsNumber())
-      throw Napi::TypeError::New(info.Env(), "guard(port), unguard(port) and refused(port) take a port number");
+    if (info.Length() < 1 || info.Length() > 2 || !info[0].IsNumber() || (info.Length() == 2 && !info[1].IsBigInt()))
+      throw Napi::TypeError::New(info.Env(),
+                                 "guard, unguard and refused take a port number and a network namespace's cookie");
     const uint32_t port = info[0].As<Napi::Number>().Uint32Value();
     if (port == 0 || port > 65535) throw Napi::RangeError::New(info.Env(), "a port is 1 to 65535");
     if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
     kr_guard_key key = {};
     key.netns_cookie = netns_cookie_;
+    if (info.Length() == 2) {
+      bool lossless = false;
+      key.netns_cookie = info[1].As<Napi::BigInt>().Uint64Value(&lossless);
+      if (!lossless) throw Napi::RangeError::New(info.Env(), "a network namespace's cookie is a 64-bit number");
+    }
     key.port = port;
     return key;
   }
@@ -184,6 +282,8 @@ Napi::Function DefineInspectorGuard(Napi::Env env) {
                                          InspectorGuard::InstanceMethod("refused", &InspectorGuard::Refused),
                                          InspectorGuard::InstanceMethod("drain", &InspectorGuard::Drain),
                                          InspectorGuard::InstanceMethod("close", &InspectorGuard::Close),
+                                         InspectorGuard::InstanceMethod("netnsOf", &InspectorGuard::Netns),
+                                         InspectorGuard::InstanceMethod("connectIn", &InspectorGuard::Connect),
                                      });
 }
 

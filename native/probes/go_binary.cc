@@ -23,6 +23,8 @@ const char kTlsRead[] = "crypto/tls.(*Conn).Read";
 const char kTcpConnItab[] = "go.itab.*net.TCPConn,net.Conn";
 const char kChansend[] = "runtime.chansend";
 const char kChanrecv[] = "runtime.chanrecv";
+const char kChanrecv1[] = "runtime.chanrecv1";
+const char kChanrecv2[] = "runtime.chanrecv2";
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -109,6 +111,24 @@ std::vector<uint64_t> Returns(const ElfFile& elf, const ElfSymbol& f, uint64_t a
   return found;
 }
 
+// Where an entry uprobe goes (`at`: the entry's file offset): the conditional jump of Go's stack check
+// (`[LEAQ -n(SP), R12;] CMPQ SP|R12, 16(R14); JBE morestack`), or the entry when there is none. The kernel emulates
+// a jump, and single-steps the CMP or LEAQ at the entry out of line: a #DB trap per hit, which a virtual machine
+// turns into an exit to its hypervisor (tens of µs; bench/RESULTS.md, issue 46). Neither instruction before the
+// jump writes an argument register or R14 (g), so the probe reads what it would at the entry. A jump taken (the
+// stack grows) comes back to the entry, and the probe runs again on the same arguments (the moved stack's
+// pointers adjusted): its program must give the same result twice.
+uint64_t EntrySite(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
+  const std::vector<cs_insn> prologue = Instructions(elf.Read(f.value, f.size), f.value);
+  for (size_t i = 0; i < prologue.size() && i < 3; i++) {
+    const cs_insn& insn = prologue[i];
+    if (insn.id == X86_INS_JBE) return at + (insn.address - f.value);
+    // only the check's own instructions come before its jump
+    if (insn.id != X86_INS_LEA && insn.id != X86_INS_CMP) break;
+  }
+  return at;
+}
+
 }  // namespace
 
 std::string GoBuildVersion(const std::vector<uint8_t>& buildinfo) {
@@ -156,7 +176,8 @@ GoBinary InspectGoBinary(const std::string& path) {
                  (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
                   !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
                   !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
-                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv))) ||
+                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv) || !std::strcmp(name, kChanrecv1) ||
+                  !std::strcmp(name, kChanrecv2))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;
@@ -176,6 +197,7 @@ GoBinary InspectGoBinary(const std::string& path) {
     go.unfollowed = std::string("no RET instruction was found in ") + kNewproc1;
     return go;
   }
+  go.newproc1 = EntrySite(elf, functions[kNewproc1], go.newproc1);
   go.tls_offset = TlsOffset(elf);
   go.round_trip = offset(kRoundTrip);
   go.read_loop = offset(kReadLoop);
@@ -200,6 +222,16 @@ GoBinary InspectGoBinary(const std::string& path) {
   go.chanrecv = offset(kChanrecv);
   if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(elf, functions[kChanrecv], go.chanrecv);
   if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
+  if (go.chansend) go.chansend = EntrySite(elf, functions[kChansend], go.chansend);
+  // the blocking receives' RETs, or chanrecv's: every one the binary has (the linker drops an unused one) must decode
+  const uint64_t recv1 = offset(kChanrecv1), recv2 = offset(kChanrecv2);
+  if (go.chanrecv && recv1) go.chanrecv1_returns = Returns(elf, functions[kChanrecv1], recv1);
+  if (go.chanrecv && recv2) go.chanrecv2_returns = Returns(elf, functions[kChanrecv2], recv2);
+  if ((recv1 && go.chanrecv1_returns.empty()) || (recv2 && go.chanrecv2_returns.empty()) || (!recv1 && !recv2)) {
+    go.chanrecv1_returns.clear();
+    go.chanrecv2_returns.clear();
+  }
+  if (go.chanrecv) go.chanrecv = EntrySite(elf, functions[kChanrecv], go.chanrecv);
   return go;
 }
 

@@ -18,7 +18,8 @@ struct GoBinary {
   std::string unfollowed;
   // where the current g is, from the thread pointer (fsbase)
   int64_t tls_offset = 0;
-  // file offsets of runtime.newproc1's entry and of its RET instructions
+  // file offsets of runtime.newproc1's entry probe (its stack check's jump: EntrySite in go_binary.cc) and of its RET
+  // instructions
   uint64_t newproc1 = 0;
   std::vector<uint64_t> newproc1_returns;
   // net/http's client pool: (*persistConn).roundTrip, readLoop and waitForContinue (which writeLoop calls
@@ -35,11 +36,17 @@ struct GoBinary {
   uint64_t tls_read = 0;
   std::vector<uint64_t> tls_read_returns;
   uint64_t tls_conn_itab = 0;
-  // channel hand-offs: runtime.chansend's file offset, runtime.chanrecv's and its RET instructions'; 0 when any is
+  // channel hand-offs: runtime.chansend's entry probe's file offset, runtime.chanrecv's and its RET instructions'
+  // (entry probes at the stack check's jump, as newproc1's); 0 when any is
   // missing (a worker fed by a channel then carries what it was created with, until that request ends)
   uint64_t chansend = 0;
   uint64_t chanrecv = 0;
   std::vector<uint64_t> chanrecv_returns;
+  // the RET instructions of the blocking receives, runtime.chanrecv1 (`<-ch`) and chanrecv2 (`v, ok := <-ch`), probed
+  // instead of chanrecv's when every one the binary has decodes (a select's or non-blocking receive then meets no RET
+  // probe, which the kernel single-steps); none when not
+  std::vector<uint64_t> chanrecv1_returns;
+  std::vector<uint64_t> chanrecv2_returns;
 };
 
 GoBinary InspectGoBinary(const std::string& path);

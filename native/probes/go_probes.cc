@@ -168,7 +168,11 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
   if (go.chanrecv) {
     probes.push_back({programs_.chansend, go.chansend});
     probes.push_back({programs_.chanrecv, go.chanrecv});
-    for (uint64_t site : go.chanrecv_returns) probes.push_back({programs_.chanrecv_ret, site});
+    for (uint64_t site : go.chanrecv1_returns) probes.push_back({programs_.chanrecv1_ret, site});
+    for (uint64_t site : go.chanrecv2_returns) probes.push_back({programs_.chanrecv2_ret, site});
+    if (go.chanrecv1_returns.empty() && go.chanrecv2_returns.empty()) {
+      for (uint64_t site : go.chanrecv_returns) probes.push_back({programs_.chanrecv_ret, site});
+    }
   }
   for (const Probe& probe : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);

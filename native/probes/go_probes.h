@@ -39,6 +39,8 @@ struct GoPrograms {
   bpf_program* chansend;
   bpf_program* chanrecv;
   bpf_program* chanrecv_ret;
+  bpf_program* chanrecv1_ret;
+  bpf_program* chanrecv2_ret;
 };
 
 // golang.h's per-binary and per-process state, and the core's units map (goroutines are units).

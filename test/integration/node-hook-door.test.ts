@@ -7,7 +7,7 @@
  * handlers), forked workers that come and go, and a port another program holds. Then the agent
  * stops with nothing but its own lines on its stderr.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type Server } from 'node:net';
@@ -16,15 +16,14 @@ import { join } from 'node:path';
 import { processListening } from '../../agent/runtimes/node/listening-sockets';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, serverInCgroup, type CgroupServer, type TestCgroup } from '../support/cgroup';
+import { NOBODY, startPoller } from '../support/inspector-poller';
 import { hookableEnv } from '../support/request-accuracy';
 import { storedCounter } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
 const SUPPORT = join(__dirname, '..', 'support');
-const POLLER = join(SUPPORT, 'inspector-poller.py');
 const RUNTIMES = join(SUPPORT, 'runtimes');
 const INSPECTOR_PORT = 9229;
-const NOBODY = '65534';
 /** Root Node servers hooked one after another under the poller's eyes. */
 const SERVERS = 20;
 
@@ -235,23 +234,9 @@ describe('the inspector the Node hook opens (real kernel)', () => {
   }, 150_000);
 
   it('lets no other user in: a uid-65534 poller gets no session of 20 root servers hooked one after another; its attempts are refused, counted and logged with its pid', async () => {
-    const poller = spawn(
-      'setpriv',
-      [
-        `--reuid=${NOBODY}`,
-        `--regid=${NOBODY}`,
-        '--clear-groups',
-        '/usr/bin/python3',
-        POLLER,
-        String(INSPECTOR_PORT),
-      ],
-      {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    children.push(poller);
-    const seen = stdoutOf(poller);
-    await waitFor(() => /^polling$/m.test(seen()) || undefined, { what: 'the poller polling' });
+    const poller = await startPoller(INSPECTOR_PORT);
+    children.push(poller.child);
+    const seen = poller.output;
     const servers = new Set<number>();
     for (let i = 0; i < SERVERS; i++) {
       const app = await server();
@@ -260,10 +245,7 @@ describe('the inspector the Node hook opens (real kernel)', () => {
       app.child.kill('SIGKILL');
       await doneWith(app.child.pid!);
     }
-    poller.kill('SIGTERM');
-    const counts = JSON.parse(
-      await waitFor(() => /^\{.*\}$/m.exec(seen())?.[0], { what: "the poller's counts" }),
-    ) as Record<string, number>;
+    const counts = await poller.stop();
     process.stdout.write(`poller: ${JSON.stringify(counts)}\n`);
     // never a session in a server the agent hooked (other inspectors on this host, not this
     // agent's, are not its to guard: another test's, say)
@@ -275,7 +257,7 @@ describe('the inspector the Node hook opens (real kernel)', () => {
     expect(counts.refused).toBeGreaterThan(0);
     expect(agent.output()).toMatch(
       new RegExp(
-        `refused a connection to a Node inspector kreplay opened.* pid=${poller.pid}\\b.* uid=${NOBODY}\\b`,
+        `refused a connection to a Node inspector kreplay opened.* pid=${poller.child.pid}\\b.* uid=${NOBODY}\\b`,
       ),
     );
     await waitFor(() => storedCounter(store, 'node_hook_intrusions') >= (counts.refused ?? 0) || undefined, {

@@ -89,6 +89,8 @@ export function h2Request(session: ClientHttp2Session, headers: OutgoingHttpHead
 export interface LoadOptions {
   /** TLS, trusting this certificate */
   ca?: Buffer;
+  /** where the server is (default 127.0.0.1; a container's bridge address) */
+  host?: string;
   /** each request carries a traceparent of its own (default), else only its x-request-id */
   traced?: boolean;
   path?: string;
@@ -106,7 +108,7 @@ export async function httpLoad(
   port: number,
   ids: string[],
   level: number,
-  { ca, traced = true, path = '/', body, answer }: LoadOptions = {},
+  { ca, host = '127.0.0.1', traced = true, path = '/', body, answer }: LoadOptions = {},
 ): Promise<void> {
   const pool = ca
     ? new HttpsAgent({ keepAlive: true, maxSockets: level })
@@ -122,7 +124,7 @@ export async function httpLoad(
           send(
             {
               agent: pool,
-              host: '127.0.0.1',
+              host,
               port,
               path,
               ca,

@@ -2,7 +2,8 @@
 
 GET /anything writes two files in <dir> whose names are the request's
 x-request-id (<id>.a, <id>.b): each write's target names the request that
-caused it. Args: cert key dir. Prints its port when it listens.
+caused it. Args: cert key dir [port [host]] (default: a free port on 127.0.0.1).
+Prints its port when it listens.
 """
 import os
 import ssl
@@ -10,6 +11,8 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 cert, key, out = sys.argv[1:4]
+port = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+host = sys.argv[5] if len(sys.argv) > 5 else "127.0.0.1"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -31,7 +34,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server = ThreadingHTTPServer((host, port), Handler)
 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 context.load_cert_chain(cert, key)
 server.socket = context.wrap_socket(server.socket, server_side=True)

@@ -32,13 +32,20 @@ class FakeKernel implements NativeInspectorGuard {
   close(): void {
     this.closed = true;
   }
+  /** one network namespace: the agent's */
+  netnsOf(): bigint {
+    return 0n;
+  }
+  connectIn(): number {
+    return -1;
+  }
   /** a connect from `pid` to `port`: refused (counted, recorded if the ring has room) when guarded */
-  connect(pid: number, port: number): boolean {
+  attempt(pid: number, port: number): boolean {
     const refused = this.guarded.get(port);
     if (refused === undefined) return true;
     this.guarded.set(port, refused + 1);
     if (this.ring.length < this.ringRoom)
-      this.ring.push({ pid, uid: 65534, port, family: 4, comm: 'python3' });
+      this.ring.push({ pid, uid: 65534, port, netns: 0n, family: 4, comm: 'python3' });
     return false;
   }
 }
@@ -63,12 +70,12 @@ describe('InspectorGuard', () => {
     const { guard } = guardOver(kernel);
     const first = guard.hold(9229);
     const second = guard.hold(9229);
-    expect(kernel.connect(1, 9229)).toBe(false);
+    expect(kernel.attempt(1, 9229)).toBe(false);
     first();
     first(); // a release counts once
-    expect(kernel.connect(1, 9229)).toBe(false);
+    expect(kernel.attempt(1, 9229)).toBe(false);
     second();
-    expect(kernel.connect(1, 9229)).toBe(true);
+    expect(kernel.attempt(1, 9229)).toBe(true);
     guard.close();
     expect(kernel.closed).toBe(true);
   });
@@ -77,10 +84,10 @@ describe('InspectorGuard', () => {
     const kernel = new FakeKernel();
     const { guard, lines } = guardOver(kernel);
     const release = guard.hold(9229);
-    for (let i = 0; i < 5; i++) kernel.connect(4242, 9229);
-    kernel.connect(4343, 9229);
+    for (let i = 0; i < 5; i++) kernel.attempt(4242, 9229);
+    kernel.attempt(4343, 9229);
     guard.drain();
-    kernel.connect(4242, 9229);
+    kernel.attempt(4242, 9229);
     guard.drain();
     expect(guard.intrusions).toBe(7);
     release();
@@ -97,7 +104,7 @@ describe('InspectorGuard', () => {
     const kernel = new FakeKernel(2);
     const { guard } = guardOver(kernel);
     const release = guard.hold(9229);
-    for (let i = 0; i < 10; i++) kernel.connect(4242, 9229);
+    for (let i = 0; i < 10; i++) kernel.attempt(4242, 9229);
     guard.drain();
     expect(guard.intrusions).toBe(10);
     release();

@@ -1,8 +1,9 @@
 /**
  * Which Node processes the hook may go into, decided from what /proc says before anything is sent
  * (docs/operate.md "The Node hook"): not one that opted out, not kreplay's own, not one whose
- * inspector is its user's or would open beyond loopback, not one SIGUSR1 would end, not one in
- * another network namespace. Plain functions: the answer is a reason to refuse, or null.
+ * inspector is its user's or would open beyond loopback, not one SIGUSR1 would end. One in another
+ * network namespace (a container's) is reached there (inspector-door.ts). Plain functions: the
+ * answer is a reason to refuse, or null.
  */
 import type { ProcessFacts } from './node-process';
 
@@ -102,11 +103,6 @@ export function hookRefusal(facts: ProcessFacts): { reason: string; transient: b
   if (isKreplay(facts.argv)) return { reason: "kreplay's own process", transient: false };
   const inspector = inspectorRefusal(nodeOptions(facts.argv, facts.env.NODE_OPTIONS));
   if (inspector) return { reason: inspector, transient: false };
-  if (!facts.sameNetns)
-    return {
-      reason: 'it runs in another network namespace: its inspector is out of reach',
-      transient: false,
-    };
   if (!facts.sigusr1Caught)
     return { reason: 'SIGUSR1 is not caught: it would end the process', transient: true };
   return null;

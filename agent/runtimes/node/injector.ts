@@ -62,7 +62,13 @@ export async function injectNodeHook(
   const before = new Set(processListening(pid).map((s) => s.inode));
   if (namespaceListening(pid).some((s) => s.port === port && !before.has(s.inode)))
     return { kind: 'busy', reason: `port ${port} is taken: its inspector could not open` };
-  return doors.enter({ pid, innerPid: facts.innerPid, port, before, late }, () => {
+  let netns: bigint;
+  try {
+    netns = doors.guard.netnsOf(pid);
+  } catch (err) {
+    return { kind: 'failed', reason: `cannot reach its network namespace: ${(err as Error).message}` };
+  }
+  return doors.enter({ pid, innerPid: facts.innerPid, port, netns, before, late }, () => {
     beforeSignal();
     process.kill(pid, SIGUSR1);
   });

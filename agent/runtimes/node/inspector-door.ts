@@ -21,6 +21,7 @@ import { deadline, InspectorSession, NodeHookError } from './inspector-session';
 import type { InspectorGuard } from './inspector-guard';
 import { processListening, type ListeningSocket } from './listening-sockets';
 import { readStat, parseStat } from '../process-tree';
+import { Socket } from 'node:net';
 
 export type HookOutcome =
   | { kind: 'hooked' }
@@ -66,6 +67,8 @@ export interface Signalled {
   innerPid: number;
   /** the port its inspector opens on, guarded */
   port: number;
+  /** its network namespace's cookie (InspectorGuard.netnsOf): where the port is guarded and reached */
+  netns: bigint;
   /** the sockets it listened on before the signal */
   before: Set<number>;
   /** what it did when its inspector opened only after the injection stopped waiting */
@@ -126,7 +129,7 @@ export class InspectorDoors {
     const watch: Watched = {
       target,
       startTime: startTimeOf(target.pid),
-      release: this.guard.hold(target.port),
+      release: this.guard.hold(target.port, target.netns),
       done: false,
       quietUntil: Infinity,
       busy: false,
@@ -234,7 +237,7 @@ export class InspectorDoors {
     let session: InspectorSession | undefined;
     let outcome: OpenedOutcome = { kind: 'failed', reason: 'its inspector reopened' };
     try {
-      session = await InspectorSession.open(inspector.port, this.timings.answerMs);
+      session = await InspectorSession.open(inspector.port, this.timings.answerMs, this.dial(pid, inspector));
       this.stderrLines += LINES_PER_SESSION;
       // an inspector set beyond loopback where its options did not show it: closed, unused
       if (!inspector.loopback) throw new NodeHookError('its inspector opened beyond loopback');
@@ -258,6 +261,15 @@ export class InspectorDoors {
   }
 
   /**
+   * Connections to the inspector of process `pid`, made in its network namespace (a container's
+   * too) by the agent itself, so the guard lets them through there.
+   */
+  private dial(pid: number, inspector: ListeningSocket): () => Socket {
+    return () =>
+      new Socket({ fd: this.guard.connectIn(pid, inspector.port), readable: true, writable: true });
+  }
+
+  /**
    * Asks the process to close its inspector (which ends the session from its side: never both
    * sides at once, see InspectorSession.close), then waits until it no longer listens.
    */
@@ -268,7 +280,8 @@ export class InspectorDoors {
   ): Promise<void> {
     const { inspectorMs, answerMs } = this.timings;
     try {
-      const closer = session ?? (await InspectorSession.open(inspector.port, answerMs));
+      const closer =
+        session ?? (await InspectorSession.open(inspector.port, answerMs, this.dial(pid, inspector)));
       if (!session) this.stderrLines += LINES_PER_SESSION;
       // no answer: its JavaScript no longer runs (it is exiting, and Node waits at exit for the
       // sessions to end): this side ends the session, or the process would wait for good

@@ -1,9 +1,10 @@
 /**
  * The kernel's guard of the inspectors the agent opens (bpf/inspector_guard.bpf.c): while a port
  * is held, every connect to it on a local address (any 127/8 address, 0.0.0.0, ::1, ::, their
- * IPv4-mapped forms), from any process but the agent, is refused with EPERM, in the agent's network
- * namespace (the only one the hook goes into). A port is held from before SIGUSR1 until the
- * inspector it opens is closed for good. Each refusal is counted and its pid logged.
+ * IPv4-mapped forms), from any process but the agent, is refused with EPERM, in the network
+ * namespace it is held in: the hooked process's own (the agent's, or a container's). A port is held
+ * from before SIGUSR1 until the inspector it opens is closed for good. Each refusal is counted and
+ * its pid logged.
  */
 import type { Logger } from '../../../core/log/logger';
 import type { GuardIntrusion, NativeAddon, NativeInspectorGuard } from '../../../core/native/addon';
@@ -16,44 +17,68 @@ interface Offender {
 /** How often the kernel's records of refusals are read while a port is held. */
 const DRAIN_MS = 200;
 
+/** A port in a network namespace (its cookie): what is held, and whose refusals are summed up. */
+const keyOf = (port: number, netns: bigint) => `${netns}:${port}`;
+
+interface Held {
+  port: number;
+  netns: bigint;
+  count: number;
+}
+
 export class InspectorGuard {
   /** connects the kernel refused to ports given back since */
   private released = 0;
-  private readonly holds = new Map<number, number>();
-  /** the processes refused, by port, since it was guarded */
-  private readonly offenders = new Map<number, Map<number, Offender>>();
+  private readonly holds = new Map<string, Held>();
+  /** the processes refused, by namespace and port (keyOf), since it was guarded */
+  private readonly offenders = new Map<string, Map<number, Offender>>();
   private timer: NodeJS.Timeout | undefined;
+  /** the cookie of the agent's own network namespace */
+  private readonly own: bigint;
 
   private constructor(
     private readonly native: NativeInspectorGuard,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.own = native.netnsOf(process.pid);
+  }
 
   /** Loads and attaches the guard; throws (E_NODE_GUARD) when the kernel refuses it. */
   static open(addon: Pick<NativeAddon, 'InspectorGuard'>, log: Logger): InspectorGuard {
     return new InspectorGuard(new addon.InspectorGuard(), log);
   }
 
-  /** Guards `port` (again, if held already); the function returned gives this hold back. */
-  hold(port: number): () => void {
-    const held = this.holds.get(port) ?? 0;
-    if (held === 0) this.native.guard(port);
-    this.holds.set(port, held + 1);
+  /** The cookie of process `pid`'s network namespace, for hold(); throws E_NODE_GUARD. */
+  netnsOf(pid: number): bigint {
+    return this.native.netnsOf(pid);
+  }
+
+  /** A descriptor connected to 127.0.0.1:`port` in process `pid`'s network namespace; throws E_NODE_GUARD. */
+  connectIn(pid: number, port: number): number {
+    return this.native.connectIn(pid, port);
+  }
+
+  /**
+   * Guards `port` in the network namespace `netns` (netnsOf()'s; the agent's own by default),
+   * again if held already; the function returned gives this hold back.
+   */
+  hold(port: number, netns: bigint = this.own): () => void {
+    const key = keyOf(port, netns);
+    const held = this.holds.get(key) ?? { port, netns, count: 0 };
+    if (held.count === 0) this.native.guard(port, netns);
+    held.count++;
+    this.holds.set(key, held);
     this.timer ??= setInterval(() => this.drain(), DRAIN_MS);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.drain();
-      const left = (this.holds.get(port) ?? 1) - 1;
-      if (left > 0) {
-        this.holds.set(port, left);
-        return;
-      }
-      this.holds.delete(port);
+      if (--held.count > 0) return;
+      this.holds.delete(key);
       // the entry's own count: refusals whose record the full ring could not take count too
-      this.released += this.native.unguard(port);
-      this.summarize(port);
+      this.released += this.native.unguard(port, netns);
+      this.summarize(key);
       if (this.holds.size === 0) {
         clearInterval(this.timer);
         this.timer = undefined;
@@ -64,7 +89,7 @@ export class InspectorGuard {
   /** Connects the kernel refused: its own counts, of the ports held now and of those given back. */
   get intrusions(): number {
     let now = 0;
-    for (const port of this.holds.keys()) now += this.native.refused(port);
+    for (const { port, netns } of this.holds.values()) now += this.native.refused(port, netns);
     return this.released + now;
   }
 
@@ -75,8 +100,9 @@ export class InspectorGuard {
   drain(): void {
     const seen = this.native.drain();
     for (const rec of seen) {
-      const port = this.offenders.get(rec.port) ?? new Map<number, Offender>();
-      this.offenders.set(rec.port, port);
+      const key = keyOf(rec.port, rec.netns);
+      const port = this.offenders.get(key) ?? new Map<number, Offender>();
+      this.offenders.set(key, port);
       const known = port.get(rec.pid);
       if (known) {
         known.attempts++;
@@ -93,17 +119,17 @@ export class InspectorGuard {
   }
 
   /** The port's offenders, once more with their attempts (as recorded), as its guard is given back. */
-  private summarize(port: number): void {
-    for (const { rec, attempts } of this.offenders.get(port)?.values() ?? []) {
+  private summarize(key: string): void {
+    for (const { rec, attempts } of this.offenders.get(key)?.values() ?? []) {
       this.log.warn('a process tried to reach a Node inspector kreplay opened', {
         pid: rec.pid,
         uid: rec.uid,
         comm: rec.comm,
-        port,
+        port: rec.port,
         attempts,
       });
     }
-    this.offenders.delete(port);
+    this.offenders.delete(key);
   }
 
   /** Drops every hold and detaches the programs. */
@@ -111,9 +137,9 @@ export class InspectorGuard {
     this.drain();
     clearInterval(this.timer);
     this.timer = undefined;
-    for (const port of this.holds.keys()) {
-      this.released += this.native.unguard(port);
-      this.summarize(port);
+    for (const [key, { port, netns }] of this.holds) {
+      this.released += this.native.unguard(port, netns);
+      this.summarize(key);
     }
     this.holds.clear();
     this.native.close();

@@ -1,9 +1,11 @@
 /**
- * A session with a Node inspector on 127.0.0.1: the Chrome DevTools Protocol over Node 24's
- * global WebSocket, only Runtime.evaluate, each step under a deadline. No domain is enabled, so
- * the only messages that come are the answers.
+ * A session with a Node inspector on 127.0.0.1 of its process's network namespace: the Chrome
+ * DevTools Protocol over sockets the agent connects itself (inspector-socket.ts), only
+ * Runtime.evaluate, each step under a deadline. No domain is enabled, so the only messages that
+ * come are the answers.
  */
 import { KreplayError } from '../../../core/errors';
+import { httpGet, openTextSocket, type Dial, type TextSocket } from './inspector-socket';
 
 export class NodeHookError extends KreplayError {
   constructor(message: string) {
@@ -33,38 +35,43 @@ export class InspectorSession {
   /** Resolves when the session ended (the inspector closed it, or close()). */
   readonly closed: Promise<void>;
 
-  private constructor(
-    private readonly socket: WebSocket,
-    private readonly timeoutMs: number,
-  ) {
-    socket.addEventListener('message', (event) => {
-      let answer: Answer;
-      try {
-        answer = JSON.parse(String(event.data)) as Answer;
-      } catch {
-        return;
-      }
-      const resolve = answer.id === undefined ? undefined : this.waiting.get(answer.id);
-      if (resolve) {
-        this.waiting.delete(answer.id!);
-        resolve(answer);
-      }
-    });
+  private socket: TextSocket | undefined;
+
+  private constructor(private readonly timeoutMs: number) {
     let ended = (): void => undefined;
     this.closed = new Promise((resolve) => (ended = resolve));
-    socket.addEventListener('close', () => {
+    this.onClose = () => {
       this.ended = true;
       ended();
       for (const resolve of this.waiting.values())
         resolve({ error: { message: 'the inspector closed the session' } });
       this.waiting.clear();
-    });
+    };
   }
 
-  /** Connects to the inspector listening on 127.0.0.1:`port` (its first target). */
-  static async open(port: number, timeoutMs: number): Promise<InspectorSession> {
+  private readonly onClose: () => void;
+
+  private onText(text: string): void {
+    let answer: Answer;
+    try {
+      answer = JSON.parse(text) as Answer;
+    } catch {
+      return;
+    }
+    const resolve = answer.id === undefined ? undefined : this.waiting.get(answer.id);
+    if (resolve) {
+      this.waiting.delete(answer.id!);
+      resolve(answer);
+    }
+  }
+
+  /**
+   * Connects to the inspector listening on 127.0.0.1:`port` (its first target), each connection
+   * made by `dial` (in the inspector's network namespace).
+   */
+  static async open(port: number, timeoutMs: number, dial: Dial): Promise<InspectorSession> {
     const list = await deadline(
-      fetch(`http://127.0.0.1:${port}/json/list`).then((r) => r.json() as Promise<unknown>),
+      httpGet(dial, port, '/json/list').then((body) => JSON.parse(body) as unknown),
       timeoutMs,
       'the inspector target list',
     ).catch((err: unknown) => {
@@ -77,21 +84,29 @@ export class InspectorSession {
       : null;
     if (typeof url !== 'string' || !url.startsWith(`ws://127.0.0.1:${port}/`))
       throw new NodeHookError(`the inspector on port ${port} names no target`);
-    const socket = new WebSocket(url);
-    await deadline(
-      new Promise<void>((resolve, reject) => {
-        socket.addEventListener('open', () => resolve());
-        socket.addEventListener('error', () =>
-          reject(new NodeHookError('the inspector refused the session')),
-        );
+    const session = new InspectorSession(timeoutMs);
+    const opening = openTextSocket(
+      dial,
+      port,
+      url.slice(`ws://127.0.0.1:${port}`.length),
+      (text) => session.onText(text),
+      () => session.onClose(),
+    );
+    session.socket = await deadline(
+      opening.catch((err: unknown) => {
+        throw new NodeHookError(`the inspector refused the session: ${String(err)}`);
       }),
       timeoutMs,
       'the inspector session',
     ).catch((err: unknown) => {
-      socket.close();
+      // one that opens after the deadline is closed at once
+      void opening.then(
+        (socket) => socket.close(),
+        () => undefined,
+      );
       throw err;
     });
-    return new InspectorSession(socket, timeoutMs);
+    return session;
   }
 
   /** The value `expression` evaluates to in the process; throws NodeHookError on an exception. */
@@ -99,7 +114,7 @@ export class InspectorSession {
     if (this.ended) throw new NodeHookError('the inspector closed the session');
     const id = this.next++;
     const answered = new Promise<Answer>((resolve) => this.waiting.set(id, resolve));
-    this.socket.send(
+    this.socket!.send(
       JSON.stringify({
         id,
         method: 'Runtime.evaluate',
@@ -124,6 +139,6 @@ export class InspectorSession {
    * close at once; wait for `closed` then.
    */
   close(): void {
-    this.socket.close();
+    this.socket?.close();
   }
 }

@@ -1,9 +1,9 @@
 /**
  * What /proc tells of a process the Node hook might go into: whether it runs Node, how it was
- * started, what it opted out of, whether SIGUSR1 is safe to send it, and its network namespace.
+ * started, what it opted out of, and whether SIGUSR1 is safe to send it.
  * Reading only: nothing here touches the process.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 
 export interface ProcessFacts {
   pid: number;
@@ -15,8 +15,6 @@ export interface ProcessFacts {
   env: { KREPLAY_NODE_HOOK?: string; NODE_OPTIONS?: string };
   /** SIGUSR1 is caught (Node's inspector trigger, or the application's own handler) */
   sigusr1Caught: boolean;
-  /** shares the agent's network namespace: its 127.0.0.1 is the agent's */
-  sameNetns: boolean;
 }
 
 const SIGUSR1 = 10;
@@ -43,8 +41,6 @@ export function parseStatus(text: string, signal = SIGUSR1): { innerPid: number;
   };
 }
 
-const netnsOf = (pid: number | 'self') => statSync(`/proc/${pid}/ns/net`).ino;
-
 /** The facts of a live process; null when it is gone (or a kernel thread). */
 export function readProcessFacts(pid: number): ProcessFacts | null {
   try {
@@ -56,7 +52,6 @@ export function readProcessFacts(pid: number): ProcessFacts | null {
       argv: readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(0, -1),
       env: parseEnviron(readFileSync(`/proc/${pid}/environ`, 'latin1')),
       sigusr1Caught: status.caught,
-      sameNetns: netnsOf(pid) === netnsOf('self'),
     };
   } catch {
     return null;

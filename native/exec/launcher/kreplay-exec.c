@@ -206,7 +206,14 @@ static void run_child(char **argv) {
   close(devnull);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("PR_SET_NO_NEW_PRIVS");
   int listener = install_filter();
-  if (listener < 0) die("cannot install the seccomp filter (SECCOMP_FILTER_FLAG_NEW_LISTENER)");
+  if (listener < 0) {
+    /* kreplay names it (E_EXEC_SECCOMP): a seccomp profile that forbids it, a kernel without it */
+    int err = errno;
+    snprintf(line, sizeof line, "no-listener %d\n", err);
+    send_message(line, -1);
+    errno = err;
+    die("cannot install the seccomp filter (SECCOMP_FILTER_FLAG_NEW_LISTENER)");
+  }
   send_message("listener\n", listener);
   close(listener);
   receive_line(line, sizeof line);

@@ -2,7 +2,7 @@
 // through the default client's pool (the path names the request in letters, so the upstream
 // request's key tells it), writes a file named by the request's x-request-id, and has a goroutine
 // it spawns write another.
-// Usage: go-server DIR UPSTREAM_PORT [MAX_SLEEP_MS=20] (prints its port).
+// Usage: go-server DIR UPSTREAM_PORT [MAX_SLEEP_MS=20 [ADDRESS=127.0.0.1:0]] (prints its port).
 package main
 
 import (
@@ -50,7 +50,11 @@ func main() {
 		<-spawned
 		io.WriteString(w, "ok")
 	})
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	address := "127.0.0.1:0"
+	if len(os.Args) > 4 {
+		address = os.Args[4]
+	}
+	listener, err := net.Listen("tcp", address)
 	if err != nil {
 		panic(err)
 	}

@@ -1,7 +1,8 @@
 // A realistic Node `http` handler for attribution accuracy: it waits 0-20 ms (setTimeout), calls an
 // upstream through a keep-alive agent, then writes two files whose names carry the request's
 // x-request-id (fs.promises.appendFile on libuv's pool, fs.writeFileSync on the loop) and answers.
-// Unmodified kreplay-wise: nothing here knows of kreplay. Usage: node-server.js DIR UPSTREAM_PORT
+// Unmodified kreplay-wise: nothing here knows of kreplay.
+// Usage: node-server.js DIR UPSTREAM_PORT [PORT [HOST]] (default: a free port on 127.0.0.1)
 const http = require('node:http');
 const fs = require('node:fs');
 const { join } = require('node:path');
@@ -27,4 +28,6 @@ const server = http.createServer(async (req, res) => {
   res.end('ok');
 });
 server.keepAliveTimeout = 60000;
-server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+server.listen(Number(process.argv[4] ?? 0), process.argv[5] ?? '127.0.0.1', () =>
+  console.log(server.address().port),
+);

@@ -1,0 +1,416 @@
+/**
+ * What the agent costs a server, all in (issue 46): Go net/http, Node http, aiohttp and gunicorn
+ * (gthread worker, Flask), each a keep-alive handler appending a line to a file and answering,
+ * under `wrk -t1 -c16` with a traceparent and an x-request-id on every request, measured three ways
+ * in interleaved rounds:
+ *   - without the agent;
+ *   - captured, not followed: the agent records the server's system calls but leaves its runtime
+ *     alone (Go: the same server built stripped, which it cannot follow; Node, Python:
+ *     --hook-exclude pid:N);
+ *   - followed: the agent hooks the runtime (Node, Python) or probes its goroutines (Go).
+ * Each server runs twice (a plain copy, never followed, and one the agent follows: a hook stays in
+ * a process after its agent stops). The agent runs as users run it, including the servers only and
+ * excluding the load generator (--exclude comm:wrk, as a real client is on another host).
+ * Reported per server and mode: req/s and its loss against the run without the agent, the server's
+ * CPU per request (utime + stime of its processes, /proc), the agent's CPU per request, events stored
+ * per request and events dropped, and the agent's BPF programs' runs and time per request
+ * (bpf_stats), the breakdown per program for the followed runs. CPU per request is the steadier
+ * figure on a shared machine: the load average is printed with the tables.
+ *
+ * Usage: node dist/bench/server-cost.js [rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { startBenchAgent, type BenchAgent } from './agent-process';
+import {
+  awaitHooked,
+  enableBpfStats,
+  losses,
+  median,
+  processTree,
+  programsByName,
+  range,
+  startServer,
+  treeCpuUs,
+  wrk,
+  type Load,
+  type Served,
+} from './server-load';
+
+const ROOT = path.join(__dirname, '..', '..');
+const RUNTIMES = path.join(ROOT, 'test', 'support', 'runtimes');
+const rounds = Number(process.argv[2] ?? 3);
+const seconds = Number(process.argv[3] ?? 5);
+const only = (process.argv[4] ?? 'go,node,aiohttp,gunicorn').split(',');
+const MODES = ['without the agent', 'captured, not followed', 'followed'] as const;
+
+interface Subject {
+  name: string;
+  /** never followed: measured without the agent and captured */
+  plain: Served;
+  followed: Served;
+  /** the pids the agent must not hook */
+  hookExcluded: number[];
+  /** resolves once the agent follows `followed` */
+  awaitFollowed(agent: BenchAgent): Promise<void>;
+}
+
+interface Run {
+  load: Load;
+  /** uprobes other processes (another agent on a shared host) held on the server's files at the end of the run */
+  foreignProbes: number;
+  /** what the kernel sent to the agent, by metric and label (kreplay_agent_events_total, records_total) */
+  sent: Map<string, number>;
+  serverUs: number;
+  agentUs: number;
+  stored: number;
+  dropped: number;
+  bpf: Map<string, { runs: number; ns: number }>;
+}
+
+function freePort(): Promise<number> {
+  const s = createServer();
+  return new Promise((resolve) =>
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolve(port));
+    }),
+  );
+}
+
+async function untilListening(port: number): Promise<void> {
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+    const up = await new Promise<boolean>((resolve) => {
+      const c = connect(port, '127.0.0.1', () => resolve(true)).on('error', () => resolve(false));
+      c.once('connect', () => c.end());
+    });
+    if (up) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+/** gunicorn with one gthread worker of 4 threads (its master forks the worker). */
+async function gunicorn(file: string): Promise<Served> {
+  const port = await freePort();
+  const child = spawn(
+    '/usr/bin/python3',
+    [
+      ...['-m', 'gunicorn', '-k', 'gthread', '--workers', '1', '--threads', '4'],
+      ...['--bind', `127.0.0.1:${port}`, '--chdir', RUNTIMES, 'append_flask:app'],
+    ],
+    { stdio: 'ignore', env: { ...process.env, APPEND_FILE: file } },
+  );
+  await untilListening(port);
+  return { child, port };
+}
+
+/** gunicorn's worker: the process that serves, the one its hook goes into. */
+function workerOf(s: Served): number {
+  const [, worker] = processTree(s.child.pid!);
+  if (worker === undefined) throw new Error(`gunicorn ${s.child.pid} has no worker`);
+  return worker;
+}
+
+async function subjects(dir: string): Promise<Subject[]> {
+  const file = (name: string) => path.join(dir, `${name}.log`);
+  const out: Subject[] = [];
+  if (only.includes('go')) {
+    const env = { ...process.env, GOCACHE: path.join(dir, 'cache'), GO111MODULE: 'off' };
+    const binary = path.join(dir, 'append-server');
+    const stripped = path.join(dir, 'append-server-stripped');
+    const source = path.join(RUNTIMES, 'append-server.go');
+    execFileSync('go', ['build', '-o', binary, source], { env });
+    execFileSync('go', ['build', '-ldflags=-s -w', '-o', stripped, source], { env });
+    out.push({
+      name: `Go net/http (${execFileSync('go', ['env', 'GOVERSION']).toString().trim()})`,
+      plain: await startServer(stripped, [file('go-plain')]),
+      followed: await startServer(binary, [file('go')]),
+      hookExcluded: [],
+      async awaitFollowed(agent) {
+        for (const deadline = Date.now() + 20_000; !agent.output().includes(`goroutines of ${binary} (`);) {
+          if (Date.now() > deadline)
+            throw new Error(`the agent did not follow ${binary}:\n${agent.output()}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      },
+    });
+  }
+  if (only.includes('node')) {
+    const script = path.join(RUNTIMES, 'append-server.js');
+    const plain = await startServer(process.execPath, [script, file('node-plain')]);
+    const followed = await startServer(process.execPath, [script, file('node')]);
+    out.push({
+      name: `Node http (${process.version})`,
+      plain,
+      followed,
+      hookExcluded: [plain.child.pid!],
+      awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!, 'Node', 90_000),
+    });
+  }
+  if (only.includes('aiohttp')) {
+    const script = path.join(RUNTIMES, 'append-aiohttp.py');
+    const plain = await startServer('/usr/bin/python3', [script, file('aiohttp-plain')]);
+    const followed = await startServer('/usr/bin/python3', [script, file('aiohttp')]);
+    out.push({
+      name: 'aiohttp',
+      plain,
+      followed,
+      hookExcluded: [plain.child.pid!],
+      awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!, 'Python', 90_000),
+    });
+  }
+  if (only.includes('gunicorn')) {
+    const plain = await gunicorn(file('gunicorn-plain'));
+    const followed = await gunicorn(file('gunicorn'));
+    out.push({
+      name: 'gunicorn gthread + Flask',
+      plain,
+      followed,
+      hookExcluded: [plain.child.pid!, workerOf(plain)],
+      awaitFollowed: (agent) => awaitHooked(agent, workerOf(followed), 'Python', 90_000),
+    });
+  }
+  return out;
+}
+
+/** Waits for two status lines in a row with the same totals: everything the load caused is in. */
+async function settled(agent: BenchAgent): Promise<{ stored: number; dropped: number }> {
+  let last = agent.totals();
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
+    await new Promise((r) => setTimeout(r, 200));
+    const now = agent.totals();
+    if (now && last && now.line > last.line) {
+      if (now.stored === last.stored && now.dropped === last.dropped) return now;
+      last = now;
+    } else last ??= now;
+  }
+  throw new Error(`the agent did not settle:\n${agent.output()}`);
+}
+
+const diff = (after: Run['bpf'], before: Run['bpf']) =>
+  new Map(
+    [...after].map(([name, a]) => {
+      const b = before.get(name) ?? { runs: 0, ns: 0 };
+      return [name, { runs: a.runs - b.runs, ns: a.ns - b.ns }];
+    }),
+  );
+
+/**
+ * Uprobes that processes other than `agentPid` hold on the files process `pid` and its children run: a uprobe
+ * is on the file, every process that runs it pays for every probe on it, whoever placed it.
+ */
+function foreignUprobes(pid: number, agentPid: number): number {
+  const files = new Set(
+    processTree(pid).flatMap((p) => {
+      try {
+        return [`/proc/${p}/exe`, fs.readlinkSync(`/proc/${p}/exe`)];
+      } catch {
+        return [];
+      }
+    }),
+  );
+  const perf = JSON.parse(execFileSync('bpftool', ['-j', 'perf', 'show']).toString()) as {
+    pid: number;
+    fd_type?: string;
+    filename?: string;
+  }[];
+  return perf.filter((p) => p.fd_type === 'uprobe' && p.pid !== agentPid && files.has(p.filename ?? ''))
+    .length;
+}
+
+/** The agent's counts of what the kernel sent it: events by type, context and target records by kind. */
+async function sentCounts(metrics: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+  const counts = new Map<string, number>();
+  for (const m of text.matchAll(/^kreplay_agent_(events|records)_total\{\w+="([^"]+)"\} (\d+)/gm))
+    counts.set(`${m[1]} ${m[2]}`, Number(m[3]));
+  return counts;
+}
+
+/** One load on `s`, with the server's (and the agent's) CPU and the agent's figures over it. */
+async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run> {
+  const url = `http://127.0.0.1:${s.port}/`;
+  const before = agent && (await settled(agent));
+  const server0 = treeCpuUs(s.child.pid!);
+  const agent0 = agent ? treeCpuUs(agent.pid) : 0;
+  const bpf0 = agent ? programsByName(agent.pid) : new Map();
+  const sent0 = agent ? await sentCounts(metrics) : new Map<string, number>();
+  const load = await wrk({ url, seconds, threads: 1, connections: 16 });
+  const serverUs = (treeCpuUs(s.child.pid!) - server0) / load.requests;
+  const after = agent && (await settled(agent));
+  return {
+    load,
+    serverUs,
+    agentUs: agent ? (treeCpuUs(agent.pid) - agent0) / load.requests : 0,
+    stored: after && before ? (after.stored - before.stored) / load.requests : 0,
+    dropped: after && before ? after.dropped - before.dropped : 0,
+    bpf: agent ? diff(programsByName(agent.pid), bpf0) : new Map(),
+    foreignProbes: foreignUprobes(s.child.pid!, agent?.pid ?? 0),
+    sent: new Map(
+      [...(agent ? await sentCounts(metrics) : new Map<string, number>())].map(([k, n]) => [
+        k,
+        (n - (sent0.get(k) ?? 0)) / load.requests,
+      ]),
+    ),
+  };
+}
+
+async function main(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-server-cost-'));
+  const all = await subjects(dir);
+  enableBpfStats();
+  const runs = new Map(all.map((s) => [s.name, new Map(MODES.map((m) => [m, [] as Run[]]))]));
+  const loadAverages: string[] = [];
+  try {
+    for (let round = 0; round < rounds; round++) {
+      for (const s of all)
+        runs
+          .get(s.name)!
+          .get('without the agent')!
+          .push(await measure(s.plain));
+      const metrics = await freePort();
+      const agent = await startBenchAgent(ROOT, [
+        ...['--metrics-listen', `127.0.0.1:${metrics}`],
+        ...all
+          .flatMap((s) => [s.plain, s.followed])
+          .flatMap((s) => processTree(s.child.pid!))
+          .flatMap((pid) => ['--include', `pid:${pid}`]),
+        ...all.flatMap((s) => s.hookExcluded).flatMap((pid) => ['--hook-exclude', `pid:${pid}`]),
+        ...['--exclude', 'comm:wrk'],
+        // other processes' requests (a shared machine's) stay out of the figures
+        '--filter-transactions',
+      ]);
+      try {
+        // a request each first: the Python hook runs at the interpreter's next check
+        for (const s of all) await fetch(`http://127.0.0.1:${s.followed.port}/`).then((r) => r.text());
+        for (const s of all) await s.awaitFollowed(agent);
+        for (const s of all) {
+          runs
+            .get(s.name)!
+            .get('captured, not followed')!
+            .push(await measure(s.plain, agent, metrics));
+          runs
+            .get(s.name)!
+            .get('followed')!
+            .push(await measure(s.followed, agent, metrics));
+        }
+      } finally {
+        await agent.stop();
+      }
+      loadAverages.push(os.loadavg()[0]!.toFixed(2));
+    }
+  } finally {
+    for (const s of all) for (const served of [s.plain, s.followed]) served.child.kill();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(
+    `wrk -t1 -c16 -d${seconds}s, ${rounds} interleaved rounds, median (min..max); ` +
+      `load average (1 min) after each round: ${loadAverages.join(', ')}; ${os.cpus().length} CPUs\n`,
+  );
+  console.log(
+    '| server | mode | req/s | loss % | server CPU µs/request | added | agent CPU µs/request | all in µs/request | ' +
+      'stored events/request | dropped | BPF runs/request | BPF µs/request |',
+  );
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const [name, byMode] of runs) {
+    const base = byMode.get('without the agent')!;
+    for (const mode of MODES) {
+      const r = byMode.get(mode)!;
+      const agentless = mode === 'without the agent';
+      const added = r.map((x, i) => x.serverUs - base[i]!.serverUs);
+      const allIn = r.map((x, i) => added[i]! + x.agentUs);
+      const bpf = (pick: 'runs' | 'ns', scale: number) =>
+        r.map((x) => [...x.bpf.values()].reduce((n, p) => n + p[pick], 0) / x.load.requests / scale);
+      console.log(
+        `| ${name} | ${mode} | ${range(
+          r.map((x) => x.load.rps),
+          0,
+        )} | ${
+          agentless
+            ? ''
+            : range(
+                losses(
+                  base.map((x) => x.load),
+                  r.map((x) => x.load),
+                ),
+                1,
+              )
+        } | ` +
+          `${range(
+            r.map((x) => x.serverUs),
+            1,
+          )} | ${agentless ? '' : range(added, 1)} | ${
+            agentless
+              ? ''
+              : range(
+                  r.map((x) => x.agentUs),
+                  1,
+                )
+          } | ` +
+          `${agentless ? '' : range(allIn, 1)} | ${
+            agentless
+              ? ''
+              : range(
+                  r.map((x) => x.stored),
+                  2,
+                )
+          } | ` +
+          `${agentless ? '' : r.map((x) => x.dropped).join(', ')} | ` +
+          `${agentless ? '' : range(bpf('runs', 1), 1)} | ${agentless ? '' : range(bpf('ns', 1000), 2)} |`,
+      );
+    }
+  }
+  console.log(
+    "\nUprobes other processes (agents other than this one) held on the servers' files, at the end of each run:\n",
+  );
+  for (const [name, byMode] of runs)
+    console.log(
+      `- ${name}: ${MODES.map(
+        (m) =>
+          `${m} ${byMode
+            .get(m)!
+            .map((x) => x.foreignProbes)
+            .join(', ')}`,
+      ).join('; ')}`,
+    );
+  console.log('\nWhat the kernel sends the agent per request (events by type, records by kind; medians):\n');
+  console.log('| server | mode | sent | per request |');
+  console.log('| --- | --- | --- | --- |');
+  for (const [name, byMode] of runs)
+    for (const mode of MODES.slice(1)) {
+      const r = byMode.get(mode)!;
+      const kinds = new Set(r.flatMap((x) => [...x.sent.keys()]));
+      for (const kind of kinds) {
+        const per = median(r.map((x) => x.sent.get(kind) ?? 0));
+        if (per >= 0.01) console.log(`| ${name} | ${mode} | ${kind} | ${per.toFixed(2)} |`);
+      }
+    }
+  console.log('\nThe BPF programs that run while a followed server is loaded, per request (medians):\n');
+  console.log('| server | program | runs/request | ns/run | µs/request |');
+  console.log('| --- | --- | --- | --- | --- |');
+  for (const [name, byMode] of runs) {
+    const r = byMode.get('followed')!;
+    const names = new Set(r.flatMap((x) => [...x.bpf.keys()]));
+    const rows = [...names]
+      .map((program) => {
+        const per = (pick: 'runs' | 'ns') =>
+          median(r.map((x) => (x.bpf.get(program)?.[pick] ?? 0) / x.load.requests));
+        return { program, runs: per('runs'), ns: per('ns') };
+      })
+      .filter((p) => p.runs >= 0.01)
+      .sort((a, b) => b.ns - a.ns);
+    for (const p of rows)
+      console.log(
+        `| ${name} | ${p.program} | ${p.runs.toFixed(2)} | ${(p.ns / p.runs).toFixed(0)} | ${(p.ns / 1000).toFixed(2)} |`,
+      );
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
