@@ -9,6 +9,8 @@ import { release } from 'node:os';
 import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
+import { ContainerResolver } from './attribution/container-resolver';
+import { DEFAULT_RUNTIME_ROOTS } from './attribution/container-state';
 import { CgroupPaths } from './attribution/cgroup-paths';
 import { CGROUP_RESCAN_MS, CgroupSelection, type FilterOptions } from './filter/capture-filter';
 import { describeFilter, type Selector } from './filter/selector';
@@ -125,7 +127,15 @@ export class Agent implements AgentReadings {
     this.offsetNs = clock.offsetNs;
     this.clockError = clock.errorNs;
     this.contexts = new ContextResolver(log.child('context'));
-    this.services = new ServiceResolver(options.config.services);
+    const containerLog = log.child('containers');
+    this.services = new ServiceResolver(
+      options.config.services,
+      undefined,
+      undefined,
+      new ContainerResolver(DEFAULT_RUNTIME_ROOTS, (id, problem) =>
+        containerLog.warn("a container's runtime state could not be read whole", { container: id, problem }),
+      ),
+    );
     this.decoder = new RecordDecoder(
       store,
       this.services,
@@ -316,6 +326,9 @@ export class Agent implements AgentReadings {
       pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
       unknownTargets: this.decoder.unknownTargets,
+      unreadableContainerStates: this.services.containers.unreadableStates,
+      unresolvedContainerPaths: this.decoder.unresolvedContainerPaths,
+      containersPastBound: this.decoder.containersPastBound,
       ...runtimeHookCounters(this.runtimeHooks?.counts),
       nodeHookIntrusions: this.nodeHooks?.intrusions ?? 0,
       nodeHookStderrLines: this.nodeHooks?.stderrLines ?? 0,

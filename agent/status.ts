@@ -13,6 +13,12 @@ export interface LossCounters {
   unknownContexts: number;
   /** writes stored without their target: its record was lost */
   unknownTargets: number;
+  /** containers whose runtime state could not be read whole (their events carry what was read; logged) */
+  unreadableContainerStates: number;
+  /** file targets in a container's root whose host path could not be told: stored as the container names them */
+  unresolvedContainerPaths: number;
+  /** processes whose events went without their container: the store holds 2^21 - 1 containers already */
+  containersPastBound: number;
   corruptRecords: number;
   corruptBytes: number;
   /** events that reached the store while its disk was full */

@@ -1,12 +1,15 @@
 /**
  * Which service an event belongs to: the first config rule that matches the
- * process (all of a rule's conditions must hold), else its systemd service
- * unit without ".service", else its comm. Resolved once per process and
- * cached until the process changes its comm (exec) or cgroup.
+ * process (all of a rule's conditions must hold), else, in a container, its
+ * pod's app.kubernetes.io/name label or the container's name, else its
+ * systemd service unit without ".service", else its comm. Resolved once per
+ * process and cached until the process changes its comm (exec) or cgroup.
  */
 import { globToRegExp } from '../config/glob';
 import type { ServiceRule } from '../config/config-schema';
+import type { Container } from '../../core/model';
 import { CgroupPaths } from './cgroup-paths';
+import { ContainerResolver } from './container-resolver';
 import { readExePath, readProcCgroupPath, serviceUnitOf } from './process-info';
 
 interface CompiledRule {
@@ -23,16 +26,30 @@ export interface ProcessFacts {
   cgroupId: number;
 }
 
+/** A process's service and the container it runs in (null: a host process). */
+export interface ProcessIdentity {
+  service: string;
+  container: Container | null;
+}
+
 const MAX_CACHED_PROCESSES = 65536;
+
+/** The name a container gives its processes' service when no rule names it. */
+export function containerServiceName(container: Container | null): string | null {
+  if (!container) return null;
+  const appName = container.labels['app.kubernetes.io/name'];
+  return (appName !== undefined && appName !== '' ? appName : null) ?? container.name;
+}
 
 export class ServiceResolver {
   private readonly rules: CompiledRule[];
-  private readonly cache = new Map<number, { comm: string; cgroupId: number; service: string }>();
+  private readonly cache = new Map<number, { comm: string; cgroupId: number; identity: ProcessIdentity }>();
 
   constructor(
     rules: ServiceRule[],
     private readonly cgroups = new CgroupPaths(),
     private readonly procRoot = '/proc',
+    readonly containers = new ContainerResolver(),
   ) {
     this.rules = rules.map((r) => ({
       service: r.service,
@@ -44,12 +61,16 @@ export class ServiceResolver {
   }
 
   serviceOf(facts: ProcessFacts): string {
+    return this.identityOf(facts).service;
+  }
+
+  identityOf(facts: ProcessFacts): ProcessIdentity {
     const cached = this.cache.get(facts.pid);
-    if (cached && cached.comm === facts.comm && cached.cgroupId === facts.cgroupId) return cached.service;
-    const service = this.resolve(facts);
+    if (cached && cached.comm === facts.comm && cached.cgroupId === facts.cgroupId) return cached.identity;
+    const identity = this.resolve(facts);
     if (this.cache.size >= MAX_CACHED_PROCESSES) this.cache.clear();
-    this.cache.set(facts.pid, { comm: facts.comm, cgroupId: facts.cgroupId, service });
-    return service;
+    this.cache.set(facts.pid, { comm: facts.comm, cgroupId: facts.cgroupId, identity });
+    return identity;
   }
 
   /**
@@ -66,11 +87,21 @@ export class ServiceResolver {
       if (rule.comm || rule.exe) return null;
       return rule.service;
     }
-    return unit ? unit.slice(0, -'.service'.length) : null;
+    const named = containerServiceName(this.containers.containerOf(cgroupPath));
+    return named ?? (unit ? unit.slice(0, -'.service'.length) : null);
   }
 
-  private resolve(facts: ProcessFacts): string {
+  private resolve(facts: ProcessFacts): ProcessIdentity {
     const cgroupPath = readProcCgroupPath(facts.pid, this.procRoot) ?? this.cgroups.pathOf(facts.cgroupId);
+    const container = this.containers.containerOf(cgroupPath);
+    return { service: this.serviceOfProcess(facts, cgroupPath, container), container };
+  }
+
+  private serviceOfProcess(
+    facts: ProcessFacts,
+    cgroupPath: string | null,
+    container: Container | null,
+  ): string {
     const unit = serviceUnitOf(cgroupPath);
     let exe: string | null | undefined;
     for (const rule of this.rules) {
@@ -83,6 +114,6 @@ export class ServiceResolver {
       }
       return rule.service;
     }
-    return unit ? unit.slice(0, -'.service'.length) : facts.comm;
+    return containerServiceName(container) ?? (unit ? unit.slice(0, -'.service'.length) : facts.comm);
   }
 }

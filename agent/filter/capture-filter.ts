@@ -8,7 +8,7 @@ import type { CaptureOptions, KernelSelector } from '../capture/capture-options'
 import { globToRegExp } from '../config/glob';
 import type { CgroupPaths } from '../attribution/cgroup-paths';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { Selector } from './selector';
+import { selectsContainer, type Selector } from './selector';
 import type { KernelSelection } from './task-filter';
 
 export interface FilterOptions {
@@ -45,6 +45,8 @@ export function cgroupPathTest(selectorPath: string): CgroupTest {
 
 function cgroupTest(selector: Selector, services: ServiceResolver): CgroupTest | null {
   if (selector.kind === 'service') return (path) => services.serviceOfCgroup(path) === selector.name;
+  if (selector.kind === 'container' || selector.kind === 'pod' || selector.kind === 'namespace')
+    return (path) => selectsContainer(selector, services.containers.containerOf(path));
   return selector.kind === 'cgroup' ? cgroupPathTest(selector.path) : null;
 }
 

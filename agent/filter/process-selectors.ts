@@ -10,7 +10,8 @@ import { readExePath, readProcCgroupPaths } from '../attribution/process-info';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import { globToRegExp } from '../config/glob';
 import { cgroupPathTest } from './capture-filter';
-import type { Selector } from './selector';
+import { selectsContainer, type Selector } from './selector';
+import type { Container } from '../../core/model';
 
 /** What the selectors read of a process. */
 export interface SelectedProcess {
@@ -22,6 +23,8 @@ export interface SelectedProcess {
   /** /proc/PID/exe's target, null when unreadable */
   exe: string | null;
   service: string;
+  /** the container it runs in, null for a host process */
+  container: Container | null;
 }
 
 type Test = (p: SelectedProcess) => boolean;
@@ -55,6 +58,10 @@ function test(selector: Selector): Test {
       return (p) => p.cgroupId === selector.id;
     case 'exe':
       return exeTest(selector.path);
+    case 'container':
+    case 'pod':
+    case 'namespace':
+      return (p) => selectsContainer(selector, p.container);
   }
 }
 
@@ -79,7 +86,7 @@ export class ProcessSelectors {
 /** A live process as the selectors read it; null when it is gone. */
 export function readSelectedProcess(
   pid: number,
-  services: Pick<ServiceResolver, 'serviceOf'>,
+  services: Pick<ServiceResolver, 'identityOf'>,
   cgroups: Pick<CgroupPaths, 'idOfProcess'>,
 ): SelectedProcess | null {
   let comm: string;
@@ -90,12 +97,14 @@ export function readSelectedProcess(
   }
   const paths = readProcCgroupPaths(pid);
   const cgroupId = cgroups.idOfProcess(pid);
+  const { service, container } = services.identityOf({ pid, comm, cgroupId: Number(cgroupId ?? 0n) });
   return {
     pid,
     comm,
     cgroupPaths: [paths?.unified, paths?.systemd].filter((p): p is string => typeof p === 'string'),
     cgroupId,
     exe: readExePath(pid),
-    service: services.serviceOf({ pid, comm, cgroupId: Number(cgroupId ?? 0n) }),
+    service,
+    container,
   };
 }

@@ -2,11 +2,13 @@
  * What --include/--exclude and --hook-include/--hook-exclude name (flags and
  * the config file's `capture:` section): `service:NAME`, `cgroup:PATH` (the
  * cgroup and those under it; `*` and `?` as in config rules), `comm:NAME`
- * (exact), `pid:N`, `cgroup-id:N`, and for the hooks only `exe:PATH` (the
- * executable; `*` and `?` too; the kernel filter cannot tell executables).
- * The one parser of that syntax and of `--sample-background`.
+ * (exact), `pid:N`, `cgroup-id:N`, `container:NAME` (a container by name, id
+ * or id prefix), `pod:NAME` and `namespace:NAME` (Kubernetes', exact), and
+ * for the hooks only `exe:PATH` (the executable; `*` and `?` too; the kernel
+ * filter cannot tell executables). The one parser of that syntax and of
+ * `--sample-background`, and the one matcher of the container kinds.
  */
-import { COMM_LEN } from '../../core/model';
+import { COMM_LEN, namesContainer, type Container } from '../../core/model';
 import { KreplayError } from '../../core/errors';
 
 export type Selector =
@@ -15,7 +17,8 @@ export type Selector =
   | { kind: 'comm'; comm: string }
   | { kind: 'pid'; pid: number }
   | { kind: 'cgroup-id'; id: bigint }
-  | { kind: 'exe'; path: string };
+  | { kind: 'exe'; path: string }
+  | { kind: 'container' | 'pod' | 'namespace'; name: string };
 
 export type SelectorKind = Selector['kind'];
 
@@ -32,9 +35,21 @@ const KIND_FORMS: Record<SelectorKind, string> = {
   pid: 'pid:N',
   'cgroup-id': 'cgroup-id:N',
   exe: 'exe:PATH',
+  container: 'container:NAME',
+  pod: 'pod:NAME',
+  namespace: 'namespace:NAME',
 };
 /** What the capture's kernel filter can select (--include/--exclude). */
-export const CAPTURE_KINDS: readonly SelectorKind[] = ['service', 'cgroup', 'comm', 'pid', 'cgroup-id'];
+export const CAPTURE_KINDS: readonly SelectorKind[] = [
+  'service',
+  'cgroup',
+  'comm',
+  'pid',
+  'cgroup-id',
+  'container',
+  'pod',
+  'namespace',
+];
 /** What the runtime hooks' scope can select (--hook-include/--hook-exclude): the process is read in /proc. */
 export const HOOK_KINDS: readonly SelectorKind[] = [...CAPTURE_KINDS, 'exe'];
 const MAX_PID = 4_194_304;
@@ -91,6 +106,10 @@ function parseSelectorOf(text: string, kinds: readonly SelectorKind[], what: str
         throw new SelectorError(`"${text}": expected a cgroup v2 id (the directory's inode number)`);
       return { kind: 'cgroup-id', id };
     }
+    case 'container':
+    case 'pod':
+    case 'namespace':
+      return { kind: kind as 'container' | 'pod' | 'namespace', name: value };
     case 'exe':
       if (!value.startsWith('/'))
         throw new SelectorError(`"${text}": an executable is an absolute path (as /proc/PID/exe names it)`);
@@ -113,7 +132,21 @@ export function formatSelector(s: Selector): string {
       return `cgroup-id:${s.id}`;
     case 'exe':
       return `exe:${s.path}`;
+    case 'container':
+    case 'pod':
+    case 'namespace':
+      return `${s.kind}:${s.name}`;
   }
+}
+
+/** Whether a container, pod or namespace selector names a process in `container` (null: none names a host process). */
+export function selectsContainer(
+  s: Extract<Selector, { kind: 'container' | 'pod' | 'namespace' }>,
+  container: Container | null,
+): boolean {
+  if (!container) return false;
+  if (s.kind === 'container') return namesContainer(s.name, container);
+  return (s.kind === 'pod' ? container.pod : container.namespace) === s.name;
 }
 
 /** The filter as the run records it (runs.filter), null when everything is captured. */

@@ -17,7 +17,11 @@ export const BATCH_COLUMNS = [
   { field: 'handle', sql: 'handle', kind: 'F64' },
   /** ret for a syscall, sector for block_io */
   { field: 'result', sql: 'result', kind: 'F64' },
-  { field: 'service', sql: 'service', kind: 'U32' },
+  /**
+   * the service's store id plus 2^32 times the container's (0: none): one column for both, as
+   * `response` below (exact: container ids stay far below 2^21)
+   */
+  { field: 'service', sql: 'service', kind: 'F64' },
   /** store context id */
   { field: 'ctx', sql: 'ctx', kind: 'ID' },
   { field: 'pid', sql: 'pid', kind: 'U32' },
@@ -35,6 +39,14 @@ export const BATCH_COLUMNS = [
    */
   { field: 'response', sql: 'response', kind: 'NS' },
 ] as const;
+
+/** The largest container id the service column holds exactly beside a service id (2^53 / 2^32 - 1). */
+export const MAX_CONTAINER_ID = 2 ** 21 - 1;
+
+/** The service column's value: the service's store id, the container's (0: none, at most MAX_CONTAINER_ID) above 2^32. */
+export function serviceColumn(service: number, container: number): number {
+  return service + container * 0x1_0000_0000;
+}
 
 export type BatchColumn = (typeof BATCH_COLUMNS)[number];
 export type BatchKind = BatchColumn['kind'];

@@ -1,6 +1,6 @@
 /**
  * Integer ids for the strings events repeat (service names, comms,
- * contexts, write targets). The decoder assigns ids in memory as it meets
+ * contexts, write targets, containers as their JSON). The decoder assigns ids in memory as it meets
  * the strings; the store's one writer persists new entries in the same
  * transaction as the first batch that uses them, so a reader never sees an
  * event whose name is missing.
@@ -22,6 +22,8 @@ export interface NewNames {
   comms: NameEntry[];
   contexts: ContextEntry[];
   targets: TargetEntry[];
+  /** [id, the container's JSON (core/model/container.ts)] */
+  containers: NameEntry[];
 }
 
 export class NameDictionary {
@@ -171,6 +173,7 @@ export interface Dictionaries {
   comms: NameDictionary;
   contexts: ContextDictionary;
   targets: TargetDictionary;
+  containers: NameDictionary;
 }
 
 export function takeNewNames(d: Dictionaries): NewNames {
@@ -179,9 +182,16 @@ export function takeNewNames(d: Dictionaries): NewNames {
     comms: d.comms.takePending(),
     contexts: d.contexts.takePending(),
     targets: d.targets.takePending(),
+    containers: d.containers.takePending(),
   };
 }
 
 export function countNewNames(names: NewNames): number {
-  return names.services.length + names.comms.length + names.contexts.length + names.targets.length;
+  return (
+    names.services.length +
+    names.comms.length +
+    names.contexts.length +
+    names.targets.length +
+    names.containers.length
+  );
 }

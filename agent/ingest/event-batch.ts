@@ -5,12 +5,14 @@
  * number below 2^53.
  */
 import { RecordType, type SyscallRecordType } from '../../core/model';
-import { batchArrays, batchArraysBytes, paddedBytes, type BatchArrays } from './batch-columns';
+import { batchArrays, batchArraysBytes, paddedBytes, serviceColumn, type BatchArrays } from './batch-columns';
 
 export interface SysWriteFields {
   tsOffset: number;
   dur: number;
   service: number;
+  /** store container id, 0 (the default) = none */
+  container?: number;
   ctx: number; // store context id, 0 = none
   pid: number;
   tid: number;
@@ -32,6 +34,7 @@ export interface BlockIoFields {
   tsOffset: number;
   dur: number;
   service: number;
+  container?: number;
   ctx: number;
   pid: number;
   tid: number;
@@ -92,7 +95,7 @@ export class EventBatch {
     const i = this.append(type);
     this.tsOffset[i] = f.tsOffset;
     this.dur[i] = f.dur;
-    this.service[i] = f.service;
+    this.service[i] = serviceColumn(f.service, f.container ?? 0);
     this.ctx[i] = f.ctx;
     this.pid[i] = f.pid;
     this.tid[i] = f.tid;

@@ -29,10 +29,13 @@ import {
   type RecordProblemCode,
   TARGET_ID_WINDOW,
   readTargetRecord,
+  targetKindCode,
   targetText,
 } from '../../core/model';
+import { hostPathOf } from '../attribution/host-path';
 import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
+import { MAX_CONTAINER_ID, serviceColumn } from './batch-columns';
 import type { ServiceResolver } from '../attribution/service-resolver';
 import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
@@ -58,7 +61,18 @@ interface ThreadIds {
   comm2: number;
   comm3: number;
   commId: number;
+  /** the service's store id plus 2^32 times its container's (the batch's service column) */
   serviceId: number;
+  /** the process runs in a container: its file paths are its own root's */
+  inContainer: boolean;
+}
+
+const FILE_KIND = targetKindCode('file');
+
+/** A kernel target not yet used by an event: its store id depends on the writer's root. */
+interface PendingTarget {
+  kind: number;
+  text: string;
 }
 
 /** Where decoded events go: a batch, handed on (and replaced) by flush(). */
@@ -92,7 +106,11 @@ export class RecordDecoder {
   private readonly threads = new Map<number, ThreadIds>();
   private readonly storeContextIds = new Map<number, number>();
   /** kernel target id -> store target id, from the target records (always ahead of their events) */
-  private readonly storeTargetIds = new Map<number, number>();
+  private readonly storeTargetIds = new Map<number, number | PendingTarget>();
+  /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
+  unresolvedContainerPaths = 0;
+  /** processes whose container went unsaid: the store already holds MAX_CONTAINER_ID containers */
+  containersPastBound = 0;
   contextRecords = 0;
   targetRecords = 0;
   /** writes whose target id no target record defined (lost with a corrupt batch) */
@@ -175,7 +193,7 @@ export class RecordDecoder {
   private defineTarget(buf: Buffer, off: number): void {
     const record = readTargetRecord(buf, off);
     const kernelId = record.targetId;
-    this.storeTargetIds.set(kernelId, this.dictionaries.targets.id(record.kind, targetText(record)));
+    this.storeTargetIds.set(kernelId, { kind: record.kind, text: targetText(record) });
     this.targetRecords++;
     if (this.storeTargetIds.size > 2 * TARGET_ID_WINDOW)
       this.forgetTargetsBefore(kernelId - 2 * TARGET_ID_WINDOW);
@@ -189,12 +207,29 @@ export class RecordDecoder {
     }
   }
 
-  private storeTargetId(kernelId: number): number {
+  /**
+   * The store id of the target the kernel numbered `kernelId`, given at its first write: the kernel
+   * numbers targets per thread, so its writer's root is the one root its path is in. A path in a
+   * container's root is stored as the host's path to the same file, so that two containers' /out/x.log
+   * are two targets (the event carries its container either way).
+   */
+  private storeTargetId(kernelId: number, writer: ThreadIds): number {
     if (kernelId === 0) return 0;
-    const id = this.storeTargetIds.get(kernelId);
-    if (id !== undefined) return id;
-    this.unknownTargets++;
-    return 0;
+    const known = this.storeTargetIds.get(kernelId);
+    if (typeof known === 'number') return known;
+    if (known === undefined) {
+      this.unknownTargets++;
+      return 0;
+    }
+    let text = known.text;
+    if (writer.inContainer && known.kind === FILE_KIND && text.startsWith('/')) {
+      const host = hostPathOf(writer.pid, text);
+      if (host === null) this.unresolvedContainerPaths++;
+      else text = host;
+    }
+    const id = this.dictionaries.targets.id(known.kind, text);
+    this.storeTargetIds.set(kernelId, id);
+    return id;
   }
 
   private appendEvent(
@@ -229,7 +264,7 @@ export class RecordDecoder {
       out.result[i] = viewI53(v, off + SyscallLayout.ret);
       out.kind[i] = v.getUint32(off + SyscallLayout.syscall, true) & ~SYSCALL_FLAGS;
       out.error[i] = 0;
-      out.target[i] = this.storeTargetId(viewU53(v, off + SyscallLayout.targetId));
+      out.target[i] = this.storeTargetId(viewU53(v, off + SyscallLayout.targetId), ids);
       // the column holds a read's response time, or a send's request key
       out.response[i] =
         size === RequestLayout.bytes
@@ -278,7 +313,13 @@ export class RecordDecoder {
       return known;
     }
     const comm = readCString(buf, c, COMM_LEN);
-    const service = this.services.serviceOf({ pid, comm, cgroupId });
+    const { service, container } = this.services.identityOf({ pid, comm, cgroupId });
+    let containerId = container ? this.dictionaries.containers.id(JSON.stringify(container)) : 0;
+    if (containerId > MAX_CONTAINER_ID) {
+      // past what the batch holds exactly: the events go without their container, counted
+      this.containersPastBound++;
+      containerId = 0;
+    }
     const ids: ThreadIds = {
       pid,
       cgroupId,
@@ -287,7 +328,8 @@ export class RecordDecoder {
       comm2: c2,
       comm3: c3,
       commId: this.dictionaries.comms.id(comm),
-      serviceId: this.dictionaries.services.id(service),
+      serviceId: serviceColumn(this.dictionaries.services.id(service), containerId),
+      inContainer: container !== null,
     };
     if (this.threads.size >= MAX_CACHED_THREADS) this.threads.clear();
     this.threads.set(tid, ids);

@@ -65,6 +65,9 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   pipelined_request_head: 'pipelinedRequestHeads',
   unknown_context: 'unknownContexts',
   unknown_target: 'unknownTargets',
+  unreadable_container_state: 'unreadableContainerStates',
+  unresolved_container_path: 'unresolvedContainerPaths',
+  container_past_bound: 'containersPastBound',
   // a thread interleaving connections (an event loop) read a head: no context set, never a wrong one
   interleaved_request_head: 'interleavedHead',
   // a request's context outlived its request: what still carried it (bpf/capture/lifetime.h) lost it, by holder

@@ -37,6 +37,7 @@ const FROM_SQL = `
   JOIN comms m ON m.id = e.comm
   LEFT JOIN contexts c ON c.id = e.ctx
   LEFT JOIN targets t ON t.id = e.target
+  LEFT JOIN containers k ON k.id = e.container
   WHERE e.seq >= @from AND e.seq < @to`;
 
 /** A SQLite string literal. */
@@ -96,6 +97,12 @@ const DERIVED: Record<string, string> = {
   sector: ofBlock('coalesce(e.sector, 0)'),
   op: ofBlock(names('coalesce(e.op, 0)', BLOCK_OP_CODES, blockOpName, `'op_' || e.op`)),
   error: ofBlock('coalesce(e.error, 0)'),
+  container: 'k.info',
+  container_id: "k.info ->> '$.id'",
+  container_name: "k.info ->> '$.name'",
+  container_image: "k.info ->> '$.image'",
+  k8s_pod_name: "k.info ->> '$.pod'",
+  k8s_namespace_name: "k.info ->> '$.namespace'",
 };
 
 const NODE_COLUMNS = new Set<string>(EVENT_COLUMN_TABLE.map((c) => c.name));

@@ -27,7 +27,9 @@ const SOURCES: Record<string, string> = {
   ts: '@base + ts_offset',
   seq: '@seq + k',
   dur: 'dur',
-  service: 'service',
+  // the batch's service column carries the container's id above 2^32 (agent/ingest/batch-columns.ts)
+  service: 'service & 4294967295',
+  container: 'nullif(service >> 32, 0)',
   ctx: 'ctx',
   pid: 'pid',
   tid: 'tid',

@@ -122,10 +122,17 @@ export class StoreKeeper {
     services: NameEntry[];
     comms: NameEntry[];
     targets: TargetEntry[];
+    containers: NameEntry[];
     firstFreeContextId: number;
   } {
-    const { services, comms, targets } = this.writer!.allNames();
-    return { services, comms, targets, firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db) };
+    const { services, comms, targets, containers } = this.writer!.allNames();
+    return {
+      services,
+      comms,
+      targets,
+      containers,
+      firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db),
+    };
   }
 
   private now(): bigint {

@@ -81,6 +81,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
     readonly comms: NameDictionary,
     readonly contexts: ContextDictionary,
     readonly targets: TargetDictionary,
+    readonly containers: NameDictionary,
     private readonly log: Logger,
   ) {
     this.current = batches[0]!;
@@ -174,6 +175,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
             new NameDictionary(message.comms),
             new ContextDictionary([], message.firstFreeContextId),
             new TargetDictionary(message.targets),
+            new NameDictionary(message.containers),
             log,
           ),
         );

@@ -56,7 +56,9 @@ export interface FileIdentity {
   ino: number;
 }
 
-const NO_NAMES: NewNames = { services: [], comms: [], contexts: [], targets: [] };
+const CONTAINERS_SQL = 'SELECT id, info FROM containers';
+
+const NO_NAMES: NewNames = { services: [], comms: [], contexts: [], targets: [], containers: [] };
 
 function joinNames(a: NewNames, b: NewNames): NewNames {
   if (countNewNames(a) === 0) return b;
@@ -65,6 +67,7 @@ function joinNames(a: NewNames, b: NewNames): NewNames {
     comms: [...a.comms, ...b.comms],
     contexts: [...a.contexts, ...b.contexts],
     targets: [...a.targets, ...b.targets],
+    containers: [...a.containers, ...b.containers],
   };
 }
 
@@ -120,6 +123,7 @@ export class StoreWriter {
   readonly comms: NameDictionary;
   readonly contexts: ContextDictionary;
   readonly targets: TargetDictionary;
+  readonly containers: NameDictionary;
   readonly checkpoints: CheckpointPolicy;
   rowsWritten = 0;
   readonly identity: FileIdentity;
@@ -146,6 +150,7 @@ export class StoreWriter {
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContext: Database.Statement<ContextEntry>;
   private readonly insertTarget: Database.Statement<TargetEntry>;
+  private readonly insertContainer: Database.Statement<NameEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
   private readonly commitBatch: (batch: EventBatch, names: NewNames, start: number, end: number) => number;
   /* rows per transaction: a small store cap needs a small WAL, so shorter transactions */
@@ -172,6 +177,8 @@ export class StoreWriter {
       'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags) VALUES (?, ?, ?, ?, ?)',
     );
     this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
+    this.containers = new NameDictionary(db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[]);
+    this.insertContainer = db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');
     const policy = options.retention ? resolvePolicy(dirname(path), options.retention) : null;
     const checkpoint =
       options.checkpoint ?? (policy ? checkpointPolicyFor(policy) : DEFAULT_CHECKPOINT_POLICY);
@@ -200,6 +207,7 @@ export class StoreWriter {
       for (const entry of names.comms) this.insertComm.run(...entry);
       for (const entry of names.contexts) this.insertContext.run(...entry);
       for (const entry of names.targets) this.insertTarget.run(...entry);
+      for (const entry of names.containers) this.insertContainer.run(...entry);
       let seq = this.nextSeq;
       for (const insert of this.inserts) seq = insert.run(batch, seq, start, end);
       this.setNextSeq.run(String(seq));
@@ -253,6 +261,7 @@ export class StoreWriter {
         .raw()
         .all() as ContextEntry[],
       targets: this.db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
+      containers: this.db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[],
     };
   }
 
@@ -372,7 +381,7 @@ export class StoreWriter {
       contexts.push(tombstone.entry);
       this.tombstones.delete(tombstone.entry[0]);
     }
-    return { services: [], comms: [], contexts, targets: [] };
+    return { services: [], comms: [], contexts, targets: [], containers: [] };
   }
 
   dbBytes(): number {

@@ -59,6 +59,7 @@ export type FromWriter =
       comms: NameEntry[];
       firstFreeContextId: number;
       targets: TargetEntry[];
+      containers: NameEntry[];
     }
   /** retention removed these contexts with their last events: forget them, acknowledge the epoch */
   | { op: 'forgetContexts'; epoch: number; entries: ContextEntry[] }

@@ -111,6 +111,7 @@ try {
     comms: names.comms,
     firstFreeContextId: names.firstFreeContextId,
     targets: names.targets,
+    containers: names.containers,
   });
   serve(keeper);
 } catch (err) {

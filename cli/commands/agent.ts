@@ -250,7 +250,7 @@ export function registerAgentCommand(program: Command): Command {
     .option('--config <file>', 'service rules, JSON or YAML')
     .option(
       '--include <selector>',
-      'only capture tasks of this service:NAME, cgroup:PATH, comm:NAME, pid:N or cgroup-id:N (repeatable: any of them)',
+      'only capture tasks of this service:NAME, cgroup:PATH, comm:NAME, pid:N, cgroup-id:N, container:NAME (name, id or id prefix), pod:NAME or namespace:NAME (repeatable: any of them)',
       parsedOption(parseSelector, true),
     )
     .option(
@@ -260,7 +260,7 @@ export function registerAgentCommand(program: Command): Command {
     )
     .option(
       '--hook-include <selector>',
-      'only hook the Node and Python processes of this service:NAME, cgroup:PATH, comm:NAME, exe:PATH, pid:N or cgroup-id:N (repeatable: any of them; default: processes that listen on TCP and their children)',
+      'only hook the Node and Python processes of this service:NAME, cgroup:PATH, comm:NAME, exe:PATH, pid:N, cgroup-id:N, container:NAME, pod:NAME or namespace:NAME (repeatable: any of them; default: processes that listen on TCP and their children)',
       parsedOption(parseHookSelector, true),
     )
     .option(

@@ -28,15 +28,19 @@
  * Migrations are versioned like the node store's (MIGRATIONS[v] takes the
  * database from v to v + 1); the applied versions live in kreplay_migrations.
  * v2 rebuilt the tables with finer granules for lookups (regranulate below);
- * v3 added sys_read's response_ns.
+ * v3 added sys_read's response_ns; v4 each event's container (its JSON, and the fields a query
+ * filters by as columns of their own).
  */
 import { ClickHouseError, type ClickHouseEndpoint, type ClickHouseHttp } from './http-client';
 import { quoteInt } from './quote';
 
-export const CLICKHOUSE_SCHEMA_VERSION = 3;
+export const CLICKHOUSE_SCHEMA_VERSION = 4;
 
 /** The schema version that added response_ns (issue 24: sys_read, sys_fsync, sys_connect). */
 const RESPONSE_SCHEMA_VERSION = 3;
+
+/** The schema version that added the containers' columns (issue 45). */
+const CONTAINER_SCHEMA_VERSION = 4;
 
 export interface ClickHouseColumn {
   name: string;
@@ -77,6 +81,13 @@ export const CLICKHOUSE_EVENT_COLUMNS: readonly ClickHouseColumn[] = [
   { name: 'op', type: 'Nullable(String)', since: 1 },
   { name: 'error', type: 'Nullable(Int64)', since: 1 },
   { name: 'response_ns', type: 'Nullable(UInt64)', since: RESPONSE_SCHEMA_VERSION },
+  /** the API's container object as JSON (core/model/container.ts); NULL for a host process */
+  { name: 'container', type: 'Nullable(String)', since: CONTAINER_SCHEMA_VERSION },
+  { name: 'container_id', type: 'Nullable(String)', since: CONTAINER_SCHEMA_VERSION },
+  { name: 'container_name', type: 'Nullable(String)', since: CONTAINER_SCHEMA_VERSION },
+  { name: 'container_image', type: 'Nullable(String)', since: CONTAINER_SCHEMA_VERSION },
+  { name: 'k8s_pod_name', type: 'Nullable(String)', since: CONTAINER_SCHEMA_VERSION },
+  { name: 'k8s_namespace_name', type: 'Nullable(String)', since: CONTAINER_SCHEMA_VERSION },
 ];
 
 const columnsAt = (version: number) => CLICKHOUSE_EVENT_COLUMNS.filter((c) => c.since <= version);
@@ -212,6 +223,7 @@ async function addColumns(ch: ClickHouseHttp, version: number): Promise<void> {
 export const CLICKHOUSE_MIGRATIONS: readonly Migration[] = [
   [eventsDdl('events', 1, null), ...LOOKUP_KEYS.flatMap((key) => lookupDdl(key, 1, null))],
   regranulate,
+  addColumns,
   addColumns,
 ];
 

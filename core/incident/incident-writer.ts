@@ -44,13 +44,13 @@ export class IncidentWriter {
     return this.columns.count;
   }
 
-  /** The next event in replay order. */
+  /** The next event in replay order (its container, an object, as its JSON text: columns hold scalars). */
   add(event: ApiEvent): void {
     this.firstNs ??= event.timestamp_ns;
     const end = event.timestamp_ns + event.duration_ns;
     if (this.endNs === null || end > this.endNs) this.endNs = end;
     this.causes.add(event);
-    this.columns.add(this.redactor.event(event as unknown as EventObject));
+    this.columns.add(this.redactor.event(incidentFields(event)));
   }
 
   /** The incident's window: where its runs and their counters are looked up. */
@@ -80,4 +80,10 @@ export class IncidentWriter {
         : runs);
     return encodeIncident(header, shown, this.columns.finish());
   }
+}
+
+/** An event as an incident file's columns hold it: every field a scalar, the container as its JSON. */
+function incidentFields(event: ApiEvent): EventObject {
+  if (event.container === undefined) return event as unknown as EventObject;
+  return { ...(event as unknown as EventObject), container: JSON.stringify(event.container) };
 }

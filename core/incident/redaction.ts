@@ -84,6 +84,8 @@ export class Redactor {
     const out = { ...event };
     if (this.kinds.has('services') && typeof out.service_name === 'string')
       out.service_name = this.services.of(out.service_name);
+    // a container names its service (its name, pod, labels): redacted services leave it out whole
+    if (this.kinds.has('services') && out.container !== undefined) delete out.container;
     if (typeof out.target === 'string') {
       if (out.target_kind === 'file' && this.kinds.has('paths')) out.target = this.path(out.target);
       if (out.target_kind === 'socket' && this.kinds.has('peers')) out.target = this.peer(out.target);

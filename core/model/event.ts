@@ -5,6 +5,7 @@ import { exactJson, int64Json } from '../json/exact-json';
 import { RecordType } from './record-layout';
 import type { TargetKind } from './target';
 import type { EventRow } from '../store/event-columns';
+import type { Container } from './container';
 
 interface CommonFields {
   event_id: string;
@@ -24,6 +25,8 @@ interface CommonFields {
    * a child of; absent for a marker's context and for events stored before store schema v8
    */
   parent_span_id?: string;
+  /** the container the process ran in (its runtime's state on the host); absent for a host process */
+  container?: Container;
 }
 
 /** The fields of every syscall type (all but block_io). */
@@ -93,11 +96,16 @@ export interface StoreNames {
   comm(id: number): string;
   context(id: number | null): StoreContext;
   target(id: number | null): Target | null;
+  container(id: number | null): Container | null;
 }
 
-/* Rare beside the common shape (only traceparent contexts): added after the literal, like request_key. */
-function withParentSpan<E extends ApiEvent>(event: E, ctx: StoreContext): E {
+/*
+ * Not on every event (only traceparent contexts, only processes in containers): added after the
+ * literal, like request_key.
+ */
+function withParentSpan<E extends ApiEvent>(event: E, ctx: StoreContext, container: Container | null): E {
   if (ctx.parent_span_id !== null) event.parent_span_id = ctx.parent_span_id;
+  if (container !== null) event.container = container;
   return event;
 }
 
@@ -107,6 +115,7 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
   const eventId = formatEventId(names.storeId, row.ts, Number(row.seq));
   const serviceName = names.service(Number(row.service));
   const comm = names.comm(Number(row.comm));
+  const container = names.container(row.container === null ? null : Number(row.container));
   if (Number(row.type) === RecordType.BlockIo) {
     return withParentSpan<BlockIoEvent>(
       {
@@ -128,6 +137,7 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
         error: Number(row.error ?? 0),
       },
       ctx,
+      container,
     );
   }
   const target = names.target(row.target === null ? null : Number(row.target));
@@ -155,6 +165,7 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
         response_ns: row.response_ns,
       },
       ctx,
+      container,
     );
   }
   const event: Exclude<SyscallEvent, SysReadEvent> = {
@@ -179,7 +190,7 @@ export function rowToEvent(row: EventRow, names: StoreNames): ApiEvent {
   // only a send that started a request has one (rare: the common shape stays one literal)
   if (row.request_key !== null && event.event_type === 'sys_write')
     event.request_key = Number(row.request_key);
-  return withParentSpan(event, ctx);
+  return withParentSpan(event, ctx, container);
 }
 
 /** A JSON string literal; the common case (printable ASCII, no quote or backslash) skips JSON.stringify. */
@@ -211,6 +222,7 @@ export function eventToJson(event: ApiEvent, int64AsString = false, extra?: Reco
   else if (event.event_type === 'sys_write' && event.request_key !== undefined)
     text += `,"request_key":${event.request_key}`;
   if (event.parent_span_id !== undefined) text += `,"parent_span_id":${jsonString(event.parent_span_id)}`;
+  if (event.container !== undefined) text += `,"container":${JSON.stringify(event.container)}`;
   return withJsonFields(`${text}}`, extra, int64AsString);
 }
 

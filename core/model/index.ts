@@ -4,3 +4,4 @@ export * from './event-id';
 export * from './event';
 export * from './target';
 export * from './node-name';
+export * from './container';

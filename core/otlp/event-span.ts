@@ -16,6 +16,7 @@ import type { Attributes, HrTime, SpanContext, SpanStatus } from '@opentelemetry
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { constants } from 'node:os';
 import type { ApiEvent } from '../model/event';
+import type { Container } from '../model/container';
 import { VERSION } from '../version';
 import { spanIdOf } from './span-ids';
 
@@ -46,20 +47,37 @@ export function errnoName(errno: number): string {
   return ERRNO_NAMES.get(errno) ?? `errno ${errno}`;
 }
 
-/** One resource per (service, node): the serializers group spans by resource identity. */
+/** The OpenTelemetry semantic conventions' resource attributes of a container, those it has. */
+export function containerAttributes(c: Container): Attributes {
+  const attributes: Attributes = { 'container.id': c.id };
+  if (c.name !== null) attributes['container.name'] = c.name;
+  if (c.image !== null) attributes['container.image.name'] = c.image;
+  if (c.runtime !== 'unknown') attributes['container.runtime'] = c.runtime;
+  if (c.pod !== null) attributes['k8s.pod.name'] = c.pod;
+  if (c.namespace !== null) attributes['k8s.namespace.name'] = c.namespace;
+  return attributes;
+}
+
+/** One resource per (service, node, container): the serializers group spans by resource identity. */
 export class SpanResources {
   private readonly byNode = new Map<string, Map<string, Resource>>();
 
-  of(service: string, node: string): Resource {
+  of(service: string, node: string, container?: Container): Resource {
     let services = this.byNode.get(node);
     if (!services) {
       services = new Map();
       this.byNode.set(node, services);
     }
-    let resource = services.get(service);
+    // a service name holds no NUL: the key is unambiguous
+    const key = container ? `${service}\0${container.id}` : service;
+    let resource = services.get(key);
     if (!resource) {
-      resource = resourceFromAttributes({ 'service.name': service, 'host.name': node });
-      services.set(service, resource);
+      resource = resourceFromAttributes({
+        'service.name': service,
+        'host.name': node,
+        ...(container && containerAttributes(container)),
+      });
+      services.set(key, resource);
     }
     return resource;
   }
@@ -223,6 +241,6 @@ export function eventSpan(
     endNs: event.timestamp_ns + event.duration_ns,
     attributes,
     error,
-    resource: resources.of(event.service_name, event.node),
+    resource: resources.of(event.service_name, event.node, event.container),
   });
 }

@@ -14,6 +14,9 @@ export const TARGETS_SCHEMA_VERSION = 2;
 /** The store schema version that added the key of the request a send started (request_key). */
 export const REQUEST_KEY_SCHEMA_VERSION = 7;
 
+/** The store schema version that added containers and each event's container. */
+export const CONTAINERS_SCHEMA_VERSION = 9;
+
 /** The store schema version that added sys_read, sys_fsync, sys_connect and reads' response_ns. */
 export const SYSCALL_TYPES_SCHEMA_VERSION = 6;
 
@@ -51,6 +54,7 @@ export const EVENT_COLUMN_TABLE = [
   { name: 'target', of: SYSCALL_RECORD_TYPES, nullable: true, since: TARGETS_SCHEMA_VERSION },
   { name: 'response_ns', of: SYS_READ, nullable: true, since: SYSCALL_TYPES_SCHEMA_VERSION },
   { name: 'request_key', of: SYS_WRITE, nullable: true, since: REQUEST_KEY_SCHEMA_VERSION },
+  { name: 'container', of: 'all', nullable: true, since: CONTAINERS_SCHEMA_VERSION },
 ] as const satisfies readonly EventColumn[];
 
 type Columns = typeof EVENT_COLUMN_TABLE;

@@ -9,6 +9,7 @@
  */
 import { KreplayError } from '../errors';
 import {
+  CONTAINERS_SCHEMA_VERSION,
   eventColumnsAddedIn,
   eventColumnsDdl,
   REQUEST_KEY_SCHEMA_VERSION,
@@ -19,7 +20,7 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
 
 /** Stores from this version on keep a traceparent's parent span and flags in contexts. */
 export const PARENT_SPAN_SCHEMA_VERSION = 8;
@@ -147,6 +148,12 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE contexts ADD COLUMN parent_span_id TEXT;
   ALTER TABLE contexts ADD COLUMN trace_flags INTEGER;
+  `,
+  // v9: the container each event's process ran in (NULL: a host process), once per container as
+  // its JSON (core/model/container.ts); a container whose state reads otherwise later is a new row
+  `
+  CREATE TABLE containers (id INTEGER PRIMARY KEY, info TEXT NOT NULL UNIQUE) STRICT;
+  ${eventColumnsAddedIn(CONTAINERS_SCHEMA_VERSION)}
   `,
 ];
 

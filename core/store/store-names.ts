@@ -7,13 +7,21 @@
  */
 import type Database from 'better-sqlite3';
 import { PARENT_SPAN_SCHEMA_VERSION, schemaVersionOf, type StoreInfo } from './schema';
-import { targetKindName, type StoreContext, type StoreNames, type Target } from '../model';
+import {
+  parseContainer,
+  targetKindName,
+  type Container,
+  type StoreContext,
+  type StoreNames,
+  type Target,
+} from '../model';
 
 type Context = StoreContext;
 
 const NO_CONTEXT: Context = { transaction_id: null, trace_id: null, parent_span_id: null, trace_flags: null };
 const MAX_CACHED_CONTEXTS = 65536;
 const MAX_CACHED_TARGETS = 65536;
+const MAX_CACHED_CONTAINERS = 4096;
 
 /** id -> value of a growing dictionary table, the most recently loaded `max` kept (Map keeps insertion order). */
 class BoundedCache<V> {
@@ -73,6 +81,7 @@ export class StoreNameCache implements StoreNames {
   private readonly comms: NameTable;
   private readonly contexts: BoundedCache<Context>;
   private readonly targets: BoundedCache<Target | null>;
+  private readonly containers: BoundedCache<Container | null>;
 
   constructor(db: Database.Database, info: StoreInfo) {
     this.storeId = info.storeId;
@@ -101,6 +110,13 @@ export class StoreNameCache implements StoreNames {
       const row = targetById.get(id);
       return row ? { kind: targetKindName(row.kind), value: row.value } : null;
     });
+    // prepared at the first container: only a store of schema v9 on has container ids
+    let containerById: Database.Statement<[number], { info: string }> | undefined;
+    this.containers = new BoundedCache(MAX_CACHED_CONTAINERS, (id) => {
+      containerById ??= db.prepare('SELECT info FROM containers WHERE id = ?');
+      const row = containerById.get(id);
+      return row ? parseContainer(row.info) : null;
+    });
   }
 
   service(id: number): string {
@@ -121,5 +137,9 @@ export class StoreNameCache implements StoreNames {
 
   target(id: number | null): Target | null {
     return id === null ? null : this.targets.get(id);
+  }
+
+  container(id: number | null): Container | null {
+    return id === null ? null : this.containers.get(id);
   }
 }

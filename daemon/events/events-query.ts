@@ -11,6 +11,7 @@ import {
   parseTimeNs,
 } from '../http/query-values';
 import { EVENT_TYPES } from '../../core/model/event-types';
+import { CONTAINER_ID_PREFIX } from '../../core/model/container';
 import type { EventFilter } from '../store/event-filter';
 import { decodeCursor, filterHash } from './events-cursor';
 
@@ -48,6 +49,16 @@ export const eventFilterParams = {
   target: parsedParam(parseTargetPattern).meta({ description: 'exact, or a prefix ending in *' }).optional(),
   target_kind: parsedParam(parseTargetKinds)
     .meta({ description: 'comma-separated: file, socket, pipe, char, anon, other' })
+    .optional(),
+  container: text
+    .meta({
+      description: `events of a container: its name, its id, or an id prefix of ${CONTAINER_ID_PREFIX}+ characters`,
+    })
+    .optional(),
+  pod: text.meta({ description: "events of a Kubernetes pod's containers, by the pod's name" }).optional(),
+  namespace: text.meta({ description: 'events of the containers of a Kubernetes namespace' }).optional(),
+  image: text
+    .meta({ description: "events of containers of an image, by the runtime's image name" })
     .optional(),
 };
 
@@ -94,5 +105,9 @@ export function toFilter(q: FilterQuery): EventFilter {
   if (q.min_duration_ms !== undefined) filter.minDurationNs = q.min_duration_ms;
   if (q.target !== undefined) filter.target = q.target;
   if (q.target_kind !== undefined) filter.targetKinds = q.target_kind;
+  if (q.container !== undefined) filter.container = q.container;
+  if (q.pod !== undefined) filter.pod = q.pod;
+  if (q.namespace !== undefined) filter.namespace = q.namespace;
+  if (q.image !== undefined) filter.image = q.image;
   return filter;
 }

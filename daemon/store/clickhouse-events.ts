@@ -29,7 +29,7 @@ import { ClickHouseError, type ClickHouseHttp } from '../../core/clickhouse/http
 import { quoteInt, quoteString } from '../../core/clickhouse/quote';
 import { eventsTable, lookupTable, type LookupKey } from '../../core/clickhouse/schema';
 import { explainShardFailure } from './clickhouse-shards';
-import { parseEventId, type ApiEvent } from '../../core/model';
+import { CONTAINER_ID_PREFIX, parseContainer, parseEventId, type ApiEvent } from '../../core/model';
 import type { EventReader } from './event-reader';
 import type { SampledRange } from './node-store';
 import {
@@ -44,12 +44,18 @@ import {
 /** The API's fields, as the events table names them. */
 const COLUMNS =
   'event_id, event_type, timestamp_ns, duration_ns, service_name, transaction_id, trace_id, node, pid, tid, comm, bytes, ' +
-  'syscall, fd, ret, target_kind, target, device, sector, op, error, response_ns';
+  'syscall, fd, ret, target_kind, target, device, sector, op, error, response_ns, container';
 
 type Row = Record<string, string | number | null>;
 
 /* 64-bit integers arrive as strings (output_format_json_quote_64bit_integers) */
 function toEvent(r: Row): ApiEvent {
+  const event = toBareEvent(r);
+  if (typeof r.container === 'string') event.container = parseContainer(r.container);
+  return event;
+}
+
+function toBareEvent(r: Row): ApiEvent {
   const common = {
     event_id: r.event_id as string,
     timestamp_ns: BigInt(r.timestamp_ns!),
@@ -185,6 +191,15 @@ function filterTerms(database: string, filter: EventFilter, bounds?: LookupBound
   }
   if (filter.targetKinds)
     terms.push(`target_kind IN (${filter.targetKinds.map((k) => quoteString(k)).join(', ')})`);
+  if (filter.container !== undefined) {
+    const value = quoteString(filter.container);
+    terms.push(
+      `(container_name = ${value} OR (length(${value}) >= ${CONTAINER_ID_PREFIX} AND substring(container_id, 1, length(${value})) = ${value}))`,
+    );
+  }
+  if (filter.pod !== undefined) terms.push(`k8s_pod_name = ${quoteString(filter.pod)}`);
+  if (filter.namespace !== undefined) terms.push(`k8s_namespace_name = ${quoteString(filter.namespace)}`);
+  if (filter.image !== undefined) terms.push(`container_image = ${quoteString(filter.image)}`);
   return terms;
 }
 

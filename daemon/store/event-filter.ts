@@ -21,7 +21,28 @@ export interface EventFilter {
   /** sys_write events whose target matches; block_io events have none */
   target?: TargetPattern;
   targetKinds?: TargetKind[];
+  /** events of processes in a container, by its name, its id or an id prefix (namesContainer, core/model/container.ts) */
+  container?: string;
+  /** exact Kubernetes pod name, namespace, container image */
+  pod?: string;
+  namespace?: string;
+  image?: string;
 }
+
+/** The container filters a filter has: they are matched in the stores' containers. */
+export function containerFilterOf(filter: EventFilter): ContainerFilter | undefined {
+  const { container, pod, namespace, image } = filter;
+  if (container === undefined && pod === undefined && namespace === undefined && image === undefined)
+    return undefined;
+  const out: ContainerFilter = {};
+  if (container !== undefined) out.container = container;
+  if (pod !== undefined) out.pod = pod;
+  if (namespace !== undefined) out.namespace = namespace;
+  if (image !== undefined) out.image = image;
+  return out;
+}
+
+export type ContainerFilter = Pick<EventFilter, 'container' | 'pod' | 'namespace' | 'image'>;
 
 export type EventOrder = 'asc' | 'desc';
 

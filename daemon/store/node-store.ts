@@ -7,6 +7,7 @@
 import type Database from 'better-sqlite3';
 import { EVENT_TYPE_CODE, targetKindCode } from '../../core/model';
 import {
+  CONTAINERS_SCHEMA_VERSION,
   SYSCALL_TYPES_SCHEMA_VERSION,
   TARGETS_SCHEMA_VERSION,
   eventColumnsOf,
@@ -25,7 +26,7 @@ import {
   type StoreInfo,
 } from '../../core/store/schema';
 import type { IncidentRun } from '../../core/incident';
-import type { EventFilter, EventOrder } from './event-filter';
+import { containerFilterOf, type EventFilter, type EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 import {
   eventByKeySql,
@@ -55,10 +56,10 @@ const byNumber = (a: number, b: number) => a - b;
 
 export function toEventRow(values: unknown[]): EventRow {
   // prettier-ignore
-  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key] =
+  const [ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key, container] =
     values as RawEventRow;
   // prettier-ignore
-  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key };
+  return { ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key, container };
 }
 
 export interface StoreSummary {
@@ -201,12 +202,16 @@ export class NodeStore {
     this.refreshSchema();
     const targetFilter = filter.target !== undefined || filter.targetKinds !== undefined;
     if (targetFilter && this.schemaVersion < TARGETS_SCHEMA_VERSION) return [];
+    const containers = containerFilterOf(filter);
+    // a store from before containers has none: no event of it is in one
+    if (containers && this.schemaVersion < CONTAINERS_SCHEMA_VERSION) return [];
     const codes = filter.types && [...new Set(filter.types.map((t) => EVENT_TYPE_CODE[t]))].sort(byNumber);
     const someTypes = codes && codes.length < Object.keys(EVENT_TYPE_CODE).length ? codes : undefined;
     const params: SqlParams = {};
     if (filter.minDurationNs !== undefined) params.minDuration = filter.minDurationNs;
     if (filter.target) params.target = filter.target.value;
     if (filter.target?.prefix) params.targetEnd = filter.target.value + TEXT_END;
+    if (containers) Object.assign(params, containers);
     const targetKinds =
       filter.targetKinds && [...new Set(filter.targetKinds.map(targetKindCode))].sort(byNumber);
     const serviceId = filter.service === undefined ? undefined : this.names.serviceId(filter.service);
@@ -222,6 +227,7 @@ export class NodeStore {
       service,
       target: filter.target && (filter.target.prefix ? 'prefix' : 'exact'),
       targetKinds,
+      container: containers && (Object.keys(containers) as (keyof typeof containers)[]),
     });
 
     if (filter.transactionId !== undefined || filter.traceId !== undefined) {

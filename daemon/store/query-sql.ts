@@ -7,6 +7,7 @@
  */
 import { EVENT_COLUMNS } from '../../core/store/event-columns';
 import { SLOW_EVENT_NS } from '../../core/store/schema';
+import { CONTAINER_ID_PREFIX } from '../../core/model/container';
 import type { EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
 
@@ -27,6 +28,8 @@ export interface ReadShape {
   target?: 'exact' | 'prefix';
   /** target kind codes to keep */
   targetKinds?: readonly number[];
+  /** container matched by @container (name, id or id prefix), @pod, @namespace, @image (those given) */
+  container?: readonly ('container' | 'pod' | 'namespace' | 'image')[];
 }
 
 export type SqlValue = bigint | number | string | null;
@@ -52,6 +55,17 @@ function targetTerm(shape: ReadShape): string | undefined {
   return terms.length ? `target IN (SELECT id FROM targets WHERE ${terms.join(' AND ')})` : undefined;
 }
 
+/* Containers are a dictionary of JSON rows (core/model/container.ts): match them, then their events. */
+function containerTerm(shape: ReadShape): string | undefined {
+  if (!shape.container) return undefined;
+  const terms = shape.container.map((key) =>
+    key === 'container'
+      ? `(info ->> '$.name' = @container OR (length(@container) >= ${CONTAINER_ID_PREFIX} AND substr(info ->> '$.id', 1, length(@container)) = @container))`
+      : `info ->> '$.${key}' = @${key}`,
+  );
+  return `container IN (SELECT id FROM containers WHERE ${terms.join(' AND ')})`;
+}
+
 function fromWhere(shape: ReadShape): string {
   const source = SOURCES[shape.index];
   const terms = [source.key, '(ts, seq) > (@loTs, @loSeq)', '(ts, seq) < (@hiTs, @hiSeq)'];
@@ -60,6 +74,7 @@ function fromWhere(shape: ReadShape): string {
   else if (shape.minDuration) terms.push('dur >= @minDuration');
   if (shape.service) terms.push('service = @service');
   terms.push(targetTerm(shape));
+  terms.push(containerTerm(shape));
   return `FROM ${source.from} WHERE ${terms.filter((t) => t !== undefined).join(' AND ')}`;
 }
 

@@ -29,7 +29,7 @@ static const struct {
   Kind kind;
 } kColumns[] = {
     {"ts_offset", F64}, {"dur", F64},   {"bytes", F64}, {"handle", F64},  {"result", F64},
-    {"service", U32},   {"ctx", ID},    {"pid", U32},   {"tid", U32},     {"comm", U32},
+    {"service", F64},   {"ctx", ID},    {"pid", U32},   {"tid", U32},     {"comm", U32},
     {"kind", U32},      {"error", I32}, {"target", ID}, {"response", NS},
 };
 #define N_DATA ((int)(sizeof kColumns / sizeof kColumns[0]))

@@ -124,6 +124,8 @@ export interface RunOptions {
   name: string;
   command: string[];
   labels?: Record<string, string>;
+  /** OCI annotations: where a kubelet's CRI runtime puts io.kubernetes.* (the bundle's config.json) */
+  annotations?: Record<string, string>;
   env?: Record<string, string>;
   /** container ports published on 127.0.0.1 at a port the host picks (see Container.hostPort) */
   publish?: number[];
@@ -164,6 +166,7 @@ export const RUN_FLAGS = ['--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '
 export function runContainer(opts: RunOptions): Container {
   const args = ['run', '--detach', ...RUN_FLAGS, '--name', opts.name];
   for (const [k, v] of Object.entries(opts.labels ?? {})) args.push('--label', `${k}=${v}`);
+  for (const [k, v] of Object.entries(opts.annotations ?? {})) args.push('--annotation', `${k}=${v}`);
   for (const [k, v] of Object.entries(opts.env ?? {})) args.push('--env', `${k}=${v}`);
   for (const p of opts.publish ?? []) args.push('--publish', `127.0.0.1::${p}`);
   args.push(...(opts.extraArgs ?? []), opts.image, ...opts.command);

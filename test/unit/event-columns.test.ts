@@ -31,7 +31,13 @@ describe('the events column table', () => {
     const writer = StoreWriter.open(dir.path, 'm');
     const batch = new EventBatch(4);
     batch.clear(1_000n);
-    const common = { service: writer.services.id('s'), comm: writer.comms.id('c'), pid: 10, tid: 11 };
+    const common = {
+      service: writer.services.id('s'),
+      container: writer.containers.id('{"id":"c"}'),
+      comm: writer.comms.id('c'),
+      pid: 10,
+      tid: 11,
+    };
     const target = writer.targets.id(1, '/tmp/x');
     const ctx = writer.contexts.id('t', null);
     batch.pushSysWrite({

@@ -25,6 +25,8 @@ function mixedBatch(): EventBatch {
       tsOffset: i < ROWS - 2 ? i * 1000 + (i % 7) : Number.MAX_SAFE_INTEGER - (ROWS - i),
       dur: i * 37,
       service: 1 + (i % 3),
+      // up to the largest container id the service column holds exactly with a service id beside it
+      container: i % 3 === 1 ? 0 : i === 0 ? 2 ** 21 - 1 : 1 + i,
       ctx: i % 5 === 0 ? 0 : 100 + i,
       pid: 4_000_000 + i,
       tid: 0xffff_fff0 + (i % 16),
@@ -74,7 +76,7 @@ function expectedRows(batch: EventBatch, chunks: [number, number][]): Row[] {
           BigInt(seq++),
           BigInt(type),
           BigInt(batch.dur[i]!),
-          BigInt(batch.service[i]!),
+          BigInt(batch.service[i]! % 2 ** 32),
           id(batch.ctx[i]!),
           BigInt(batch.pid[i]!),
           BigInt(batch.tid[i]!),
@@ -90,6 +92,7 @@ function expectedRows(batch: EventBatch, chunks: [number, number][]): Row[] {
           write ? id(batch.target[i]!) : null,
           type === RecordType.SysRead ? id(batch.response[i]!) : null,
           type === RecordType.SysWrite ? id(batch.response[i]!) : null,
+          id(Math.floor(batch.service[i]! / 2 ** 32)),
         ]);
       }
     }
@@ -161,7 +164,7 @@ describe('EventInsert (kreplay_batch)', () => {
       blob(dur),
       ...Array(11)
         .fill(null)
-        .map((_, i) => blob(i < 3 ? 16 : 8)),
+        .map((_, i) => blob(i < 4 ? 16 : 8)),
       blob(16),
     ];
     expect(() =>

@@ -149,14 +149,14 @@ describe('hook scope', () => {
       '"exe:python3": an executable is an absolute path (as /proc/PID/exe names it)',
     );
     expect(() => parseHookSelector('binary:/usr/bin/python3')).toThrow(
-      '"binary:/usr/bin/python3": unknown hook selector kind "binary", expected service:NAME, cgroup:PATH, comm:NAME, pid:N, cgroup-id:N or exe:PATH',
+      '"binary:/usr/bin/python3": unknown hook selector kind "binary", expected service:NAME, cgroup:PATH, comm:NAME, pid:N, cgroup-id:N, container:NAME, pod:NAME, namespace:NAME or exe:PATH',
     );
     expect(() => parseHookSelector('comm')).toThrow('"comm" is not a hook selector');
     expect(() => parseHookSelector('cgroup:system.slice')).toThrow('a cgroup path starts with /');
     expect(() => parseHookSelector('constructor:x')).toThrow('unknown hook selector kind "constructor"');
     // the kernel filter cannot tell executables: the capture's selectors have no exe
     expect(() => parseSelector('exe:/usr/bin/python3')).toThrow(
-      '"exe:/usr/bin/python3": a filter cannot select by exe, expected service:NAME, cgroup:PATH, comm:NAME, pid:N or cgroup-id:N',
+      '"exe:/usr/bin/python3": a filter cannot select by exe, expected service:NAME, cgroup:PATH, comm:NAME, pid:N, cgroup-id:N, container:NAME, pod:NAME or namespace:NAME',
     );
   });
 });

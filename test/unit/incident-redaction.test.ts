@@ -50,6 +50,27 @@ describe('redaction', () => {
     expect(new Set(pairs.values()).size).toBe(pairs.size);
   });
 
+  test('keeps a container as its JSON, and leaves it out when services are redacted (it names them)', () => {
+    const container = {
+      id: 'c'.repeat(64),
+      runtime: 'podman' as const,
+      name: 'shop-a',
+      image: 'localhost/shop:1',
+      pod: 'shop-7d9',
+      namespace: 'prod',
+      labels: { tier: 'web' },
+    };
+    const inContainer = events.slice(0, 3).map((e) => ({ ...e, container }));
+    expect(redacted(inContainer, []).map((e) => e.container as unknown)).toEqual(
+      inContainer.map(() => JSON.stringify(container)),
+    );
+    expect(redacted(inContainer, ['services']).map((e) => e.container)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+  });
+
   test('only what is asked for is redacted', () => {
     const out = redacted(events, ['services']);
     expect(writes(out).map((e) => e.target)).toEqual(writes(events).map((e) => e.target));

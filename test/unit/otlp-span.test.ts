@@ -202,6 +202,38 @@ describe('eventSpan', () => {
     );
   });
 
+  it("gives a container's spans its container and pod as resource attributes, one resource per container", () => {
+    const container = {
+      id: 'c'.repeat(64),
+      runtime: 'podman' as const,
+      name: 'shop-a',
+      image: 'localhost/shop:1',
+      pod: 'shop-7d9',
+      namespace: 'prod',
+      labels: { tier: 'web' },
+    };
+    const spans = spansOf([{ ...fsync, container }, fsync, { ...upstreamRead, container }]);
+    const decoded = decodeTraceRequest(encodeSpans(spans, 'http/protobuf'));
+    const inContainer = decoded.filter((s) => s.resource['container.id'] === container.id);
+    expect(inContainer.map((s) => s.resource)).toEqual([
+      {
+        'service.name': 'app',
+        'host.name': 'node-1',
+        'container.id': container.id,
+        'container.name': 'shop-a',
+        'container.image.name': 'localhost/shop:1',
+        'container.runtime': 'podman',
+        'k8s.pod.name': 'shop-7d9',
+        'k8s.namespace.name': 'prod',
+      },
+      inContainer[0]!.resource,
+    ]);
+    expect(decoded.filter((s) => !inContainer.includes(s)).map((s) => s.resource)).toEqual([
+      { 'service.name': 'app', 'host.name': 'node-1' },
+    ]);
+    expect(spans[0]!.resource).toBe(spans[2]!.resource);
+  });
+
   it('writes the same spans as OTLP/JSON, which the generated code reads back', () => {
     const spans = spansOf([fsync, upstreamRead, refused, block]);
     const json = Buffer.from(encodeSpansJson(spans)).toString('utf8');

@@ -40,6 +40,7 @@ function open(onCorrupt: OnCorrupt = 'refuse') {
     comms: new NameDictionary(names.comms),
     contexts: new ContextDictionary([], names.firstFreeContextId),
     targets: new TargetDictionary(names.targets),
+    containers: new NameDictionary(names.containers),
   };
   return { keeper, notices, dictionaries };
 }
