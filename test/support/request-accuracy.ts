@@ -98,21 +98,23 @@ export interface LoadOptions {
   body?: (id: string) => unknown;
   /** each answer must be 200 with this body (a server that keeps serving right), else the load rejects */
   answer?: string;
+  /** requests share connections (default), else each has its own */
+  keepAlive?: boolean;
 }
 
 /**
- * Requests over keep-alive connections, `level` at a time, each with its x-request-id and (unless
+ * Requests over keep-alive connections (unless `keepAlive` is false), `level` at a time, each with its x-request-id and (unless
  * `traced` is false) a traceparent of its own.
  */
 export async function httpLoad(
   port: number,
   ids: string[],
   level: number,
-  { ca, host = '127.0.0.1', traced = true, path = '/', body, answer }: LoadOptions = {},
+  { ca, host = '127.0.0.1', traced = true, path = '/', body, answer, keepAlive = true }: LoadOptions = {},
 ): Promise<void> {
   const pool = ca
-    ? new HttpsAgent({ keepAlive: true, maxSockets: level })
-    : new Agent({ keepAlive: true, maxSockets: level });
+    ? new HttpsAgent({ keepAlive, maxSockets: level })
+    : new Agent({ keepAlive, maxSockets: level });
   const send = ca ? httpsRequest : request;
   try {
     await inTurn(
