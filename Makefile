@@ -43,7 +43,7 @@ WEB_INDEX := dist/web/index.html
 PY_HOOK := dist/agent/runtimes/python/kreplay_python_hook.py
 # the JVM hook's jar (agent/runtimes/jvm/hook), with apt's ASM shaded into it, beside the module that loads it
 JVM_HOOK := dist/agent/runtimes/jvm/kreplay-jvm-hook.jar
-JVM_HOOK_SRCS := $(wildcard agent/runtimes/jvm/hook/dev/kreplay/jvm/*.java) agent/runtimes/jvm/hook-base/java/util/concurrent/KreplayUnits.java agent/runtimes/jvm/hook/MANIFEST.MF agent/runtimes/jvm/build/Shade.java
+JVM_HOOK_SRCS := $(wildcard agent/runtimes/jvm/hook/dev/kreplay/jvm/*.java) agent/runtimes/jvm/hook-base/java/util/concurrent/KreplayUnits.java agent/runtimes/jvm/hook/MANIFEST.MF agent/runtimes/jvm/shade/Shade.java
 ASM_CP := /usr/share/java/asm.jar:/usr/share/java/asm-commons.jar:/usr/share/java/asm-tree.jar
 # the git commit `kreplay --version` prints (core/version.ts reads it)
 BUILD_INFO := dist/build-info.json
@@ -137,7 +137,7 @@ $(JVM_HOOK): $(JVM_HOOK_SRCS) $(BUILD)/.apt-stamp $(TS_STAMP)
 	rm -rf $(BUILD)/jvm-hook && mkdir -p $(BUILD)/jvm-hook/classes $(BUILD)/jvm-hook/shade $(BUILD)/jvm-hook/jar/kreplay-base
 	javac -Xlint:all -Werror --patch-module java.base=agent/runtimes/jvm/hook-base -d $(BUILD)/jvm-hook/jar/kreplay-base $(filter %/KreplayUnits.java,$^)
 	javac -Xlint:all,-options -Werror -d $(BUILD)/jvm-hook/classes -cp $(ASM_CP) $(filter agent/runtimes/jvm/hook/%.java,$^)
-	javac -nowarn -d $(BUILD)/jvm-hook/shade -cp $(ASM_CP) agent/runtimes/jvm/build/Shade.java
+	javac -nowarn -d $(BUILD)/jvm-hook/shade -cp $(ASM_CP) agent/runtimes/jvm/shade/Shade.java
 	java -cp $(BUILD)/jvm-hook/shade:$(ASM_CP) Shade $(BUILD)/jvm-hook/jar $(BUILD)/jvm-hook/classes $(subst :, ,$(ASM_CP))
 	@mkdir -p $(dir $@)
 	jar --create --file $@ --manifest agent/runtimes/jvm/hook/MANIFEST.MF -C $(BUILD)/jvm-hook/jar .
