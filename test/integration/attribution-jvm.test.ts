@@ -37,6 +37,11 @@ const JETTY_CLASSPATH = ['server', 'servlet', 'http', 'io', 'util', 'security']
   .map((jar) => `/usr/share/java/jetty9-${jar}.jar`)
   .concat('/usr/share/java/servlet-api-4.0.1.jar')
   .join(':');
+const NETTY_SERVER = join(__dirname, '..', 'support', 'runtimes', 'NettyServer.java');
+/** Debian's Netty 4.1 (libnetty-java): its netty-all.jar holds no classes, the modules' jars do */
+const NETTY_CLASSPATH = ['common', 'buffer', 'transport', 'codec', 'codec-http']
+  .map((jar) => `/usr/share/java/netty-${jar}.jar`)
+  .join(':');
 /** the files each request of JvmPoolServer writes: its handler's, a pool's, CompletableFuture's, a fork-join pool's, a scheduled one */
 const KINDS = ['handler', 'pool', 'async', 'fj', 'later'];
 const FILES = KINDS.length;
@@ -244,6 +249,20 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
     expect(await jvmHookLine(agent, jetty.pid)).toMatch(/loaded the JVM hook/);
     for (const level of [1, 8, 64, 256])
       expectGoal(await measure(jetty, 'jetty', level, { kinds: ['handler', 'pool'] }), 2);
+  });
+
+  it("a Netty 4.1 HTTP server started after the agent: two event loops multiplexing keep-alive connections, a task on the channel's event loop and one on a DefaultEventExecutorGroup, at 1, 8, 64 and 256 concurrent: every write its request", async () => {
+    const out = join(dir, 'netty');
+    mkdirSync(out);
+    const { child, port } = await serverInCgroup(cgroup, JAVA, ['-cp', NETTY_CLASSPATH, NETTY_SERVER, out], {
+      env: hookableEnv(),
+      children,
+    });
+    const netty = { child, pid: child.pid!, port, out };
+    expect(await jvmHookLine(agent, netty.pid)).toMatch(/loaded the JVM hook/);
+    const kinds = ['handler', 'loop', 'group'];
+    for (const level of [1, 8, 64, 256])
+      expectGoal(await measure(netty, 'netty', level, { kinds }), kinds.length);
   });
 
   // unhooked, a JVM is left to the kernel's own rules, as on main: most of its writes are none,
