@@ -10,7 +10,7 @@
 import { execFile, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -113,6 +113,27 @@ function expectGoal({ correct, wrong, none, missing }: Accuracy, files = FILES):
   const goal = s.correct >= 0.999 * total && s.wrong === 0 && s.missing === 0;
   if (!goal) process.stdout.write(`agent:\n${agent.output().split('\n').slice(-6).join('\n')}\n`);
   expect({ ...s, goal }).toEqual({ ...s, goal: true });
+}
+
+/** Sends the requests `ids` pipelined, in one write on one connection: resolves once each is answered. */
+function pipelined(port: number, ids: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () =>
+      socket.write(
+        ids.map((id) => `GET / HTTP/1.1\r\nhost: localhost\r\nx-request-id: ${id}\r\n\r\n`).join(''),
+      ),
+    );
+    let got = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      got += chunk;
+      if (got.split('\r\n\r\nok').length > ids.length) {
+        socket.destroy();
+        resolve();
+      }
+    });
+    socket.on('error', reject);
+  });
 }
 
 let early: Started & { out: string };
@@ -263,6 +284,15 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
     const kinds = ['handler', 'loop', 'group'];
     for (const level of [1, 8, 64, 256])
       expectGoal(await measure(netty, 'netty', level, { kinds }), kinds.length);
+    // pipelined requests (two in one segment): which one a write serves is not known once the
+    // second is read before the first is answered, so the channel runs none until both are: never wrong
+    const pairs = Array.from({ length: 16 }, (_, i) => [`netty-pipe-${i}-a`, `netty-pipe-${i}-b`]);
+    await Promise.all(pairs.map((ids) => pipelined(port, ids)));
+    const ids = pairs.flat();
+    const rows = await writesUnder(store, out, 'netty-pipe-', ids.length * kinds.length);
+    const s = scoreWrites(rows, ids, kinds.length);
+    process.stdout.write(`netty pipelined, correct/wrong/none/missing: ${formatScore(s)}\n`);
+    expect({ wrong: s.wrong, missing: s.missing }).toEqual({ wrong: 0, missing: 0 });
   });
 
   // unhooked, a JVM is left to the kernel's own rules, as on main: most of its writes are none,
