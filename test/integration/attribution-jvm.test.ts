@@ -79,6 +79,21 @@ async function poolServer(
   return { child, pid: child.pid!, port, out };
 }
 
+/** A Java program `source` on `classpath`, hookable, writing under a directory of its own (its argument): prints its port. */
+async function javaServer(
+  name: string,
+  classpath: string,
+  source: string,
+): Promise<Started & { out: string }> {
+  const out = join(dir, name);
+  mkdirSync(out);
+  const { child, port } = await serverInCgroup(cgroup, JAVA, ['-cp', classpath, source, out], {
+    env: hookableEnv(),
+    children,
+  });
+  return { child, pid: child.pid!, port, out };
+}
+
 const formatScore = (s: Accuracy) => `${s.correct}/${s.wrong}/${s.none}/${s.missing}`;
 
 /** Sends PER_LEVEL requests `level` at a time to `path`, each answered right, and scores their `kinds` of writes, all and by kind. */
@@ -260,26 +275,14 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
   });
 
   it('an embedded Jetty 9 server started after the agent: a servlet handing work to an ExecutorService, at 1, 8, 64 and 256 concurrent: every write its request', async () => {
-    const out = join(dir, 'jetty');
-    mkdirSync(out);
-    const { child, port } = await serverInCgroup(cgroup, JAVA, ['-cp', JETTY_CLASSPATH, JETTY_SERVER, out], {
-      env: hookableEnv(),
-      children,
-    });
-    const jetty = { child, pid: child.pid!, port, out };
+    const jetty = await javaServer('jetty', JETTY_CLASSPATH, JETTY_SERVER);
     expect(await jvmHookLine(agent, jetty.pid)).toMatch(/loaded the JVM hook/);
     for (const level of [1, 8, 64, 256])
       expectGoal(await measure(jetty, 'jetty', level, { kinds: ['handler', 'pool'] }), 2);
   });
 
   it("a Netty 4.1 HTTP server started after the agent: two event loops multiplexing keep-alive connections, a task on the channel's event loop and one on a DefaultEventExecutorGroup, at 1, 8, 64 and 256 concurrent: every write its request", async () => {
-    const out = join(dir, 'netty');
-    mkdirSync(out);
-    const { child, port } = await serverInCgroup(cgroup, JAVA, ['-cp', NETTY_CLASSPATH, NETTY_SERVER, out], {
-      env: hookableEnv(),
-      children,
-    });
-    const netty = { child, pid: child.pid!, port, out };
+    const netty = await javaServer('netty', NETTY_CLASSPATH, NETTY_SERVER);
     expect(await jvmHookLine(agent, netty.pid)).toMatch(/loaded the JVM hook/);
     const kinds = ['handler', 'loop', 'group'];
     for (const level of [1, 8, 64, 256])
@@ -287,9 +290,9 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
     // pipelined requests (two in one segment): which one a write serves is not known once the
     // second is read before the first is answered, so the channel runs none until both are: never wrong
     const pairs = Array.from({ length: 16 }, (_, i) => [`netty-pipe-${i}-a`, `netty-pipe-${i}-b`]);
-    await Promise.all(pairs.map((ids) => pipelined(port, ids)));
+    await Promise.all(pairs.map((ids) => pipelined(netty.port, ids)));
     const ids = pairs.flat();
-    const rows = await writesUnder(store, out, 'netty-pipe-', ids.length * kinds.length);
+    const rows = await writesUnder(store, netty.out, 'netty-pipe-', ids.length * kinds.length);
     const s = scoreWrites(rows, ids, kinds.length);
     process.stdout.write(`netty pipelined, correct/wrong/none/missing: ${formatScore(s)}\n`);
     expect({ wrong: s.wrong, missing: s.missing }).toEqual({ wrong: 0, missing: 0 });
@@ -325,9 +328,9 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
           'm',
         ).exec(metrics)?.[1],
       );
-    // the early server, Tomcat and Jetty
+    // the early server, Tomcat, Jetty and Netty
     expect({ hooked: count('hooked'), refused: count('refused'), failed: count('failed') }).toEqual({
-      hooked: 3,
+      hooked: 4,
       refused: 2,
       failed: 0,
     });

@@ -27,7 +27,10 @@ import org.objectweb.asm.commons.AdviceAdapter;
  *   <li>requests: where a server hands a request to the program (com.sun.net.httpserver's filter
  *       chain, Tomcat's servlet wrapper, Jetty's servlet holder), a unit is opened from the request's method, path,
  *       traceparent and x-request-id, and closed when that returns, however it returns (a
- *       servlet's async request when Tomcat recycles its Request, its response complete).
+ *       servlet's async request when Tomcat recycles its Request, its response complete);
+ *   <li>Netty: a channel handler context's read of an HTTP request opens a unit the channel keeps
+ *       until the flush that sends its response's end; each of the context's reads, writes and
+ *       flushes runs in the channel's unit, and Netty's event executors hand tasks as pools do.
  * </ul>
  * Tomcat's own ThreadPoolExecutor (a copy of the JDK's) is rewritten as the JDK's. KreplayUnits is
  * in java.base: every module reads it, every class loader sees it.
