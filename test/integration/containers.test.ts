@@ -104,6 +104,8 @@ async function request(c: Container, path: string, id: string): Promise<void> {
       pod,
       namespace,
       labels: expect.objectContaining(labels) as unknown,
+      // the server is its container's first process: pid 1 inside
+      pid: 1,
     });
     const inA = expected(a, 'web-7d9f', annotations('web-7d9f', { 'app.kubernetes.io/name': 'shop-web' }));
     const inB = expected(b, 'api-7d9f', annotations('api-7d9f'));
