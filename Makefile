@@ -41,6 +41,10 @@ WEB_SRCS := $(wildcard web/src/*) web/index.html web/build.mjs
 WEB_INDEX := dist/web/index.html
 # the Python hook's source, beside the module that reads it (agent/runtimes/python/hook-source.ts)
 PY_HOOK := dist/agent/runtimes/python/kreplay_python_hook.py
+# the JVM hook's jar (agent/runtimes/jvm/hook), with apt's ASM shaded into it, beside the module that loads it
+JVM_HOOK := dist/agent/runtimes/jvm/kreplay-jvm-hook.jar
+JVM_HOOK_SRCS := $(wildcard agent/runtimes/jvm/hook/dev/kreplay/jvm/*.java) agent/runtimes/jvm/hook-base/java/util/concurrent/KreplayUnits.java agent/runtimes/jvm/hook/MANIFEST.MF agent/runtimes/jvm/shade/Shade.java
+ASM_CP := /usr/share/java/asm.jar:/usr/share/java/asm-commons.jar:/usr/share/java/asm-tree.jar
 # the git commit `kreplay --version` prints (core/version.ts reads it)
 BUILD_INFO := dist/build-info.json
 # C and C++ under clang-format (bpf/.clang-format: kernel style; .clang-format: the addon's); not the generated vmlinux.h
@@ -74,7 +78,7 @@ node_modules/.ci-stamp: package.json package-lock.json
 	@touch $@
 
 ## build: BPF objects and skeletons, the native addon, the TypeScript
-build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(PY_HOOK) $(WEB_INDEX) $(BUILD_INFO)
+build: setup $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(PY_HOOK) $(JVM_HOOK) $(WEB_INDEX) $(BUILD_INFO)
 
 # rewritten only when the commit (or whether the tree has changes) differs
 $(BUILD_INFO): FORCE
@@ -127,6 +131,18 @@ $(TS_STAMP): $(TS_SRCS) $(TS_ASSETS) tsconfig.json tsconfig.build.json node_modu
 $(PY_HOOK): agent/runtimes/python/kreplay_python_hook.py $(TS_STAMP)
 	install -m 0644 $< $@
 
+# javac from default-jdk-headless, ASM from libasm-java, both only at build time. KreplayUnits is compiled
+# as java.base's (the hook defines it there) and rides in the jar as data under kreplay-base/
+$(JVM_HOOK): $(JVM_HOOK_SRCS) $(BUILD)/.apt-stamp $(TS_STAMP)
+	rm -rf $(BUILD)/jvm-hook && mkdir -p $(BUILD)/jvm-hook/classes $(BUILD)/jvm-hook/shade $(BUILD)/jvm-hook/jar/kreplay-base
+	javac -Xlint:all -Werror --patch-module java.base=agent/runtimes/jvm/hook-base -d $(BUILD)/jvm-hook/jar/kreplay-base $(filter %/KreplayUnits.java,$^)
+	javac -Xlint:all,-options -Werror -d $(BUILD)/jvm-hook/classes -cp $(ASM_CP) $(filter agent/runtimes/jvm/hook/%.java,$^)
+	javac -nowarn -d $(BUILD)/jvm-hook/shade -cp $(ASM_CP) agent/runtimes/jvm/shade/Shade.java
+	java -cp $(BUILD)/jvm-hook/shade:$(ASM_CP) Shade $(BUILD)/jvm-hook/jar $(BUILD)/jvm-hook/classes $(subst :, ,$(ASM_CP))
+	@mkdir -p $(dir $@)
+	jar --create --file $@ --manifest agent/runtimes/jvm/hook/MANIFEST.MF -C $(BUILD)/jvm-hook/jar .
+	chmod 0644 $@
+
 # the incident page: bundled by esbuild into dist/web (content-hashed assets), served by the daemon at /
 $(WEB_INDEX): $(WEB_SRCS) web/tsconfig.json node_modules/.ci-stamp
 	npx tsc -p web/tsconfig.json
@@ -145,15 +161,28 @@ run: build
 	@mkdir -p var
 	@exec node bin/kreplay.js up --data-dir var
 
-# The agents the tests start hook the Node and Python processes their filters include: the runner and every
+# The agents the tests start hook the Node, Python and JVM processes their filters include: the runner and every
 # process it starts opt out, and a test that wants a server hooked lifts it for that server
 # (test/support/request-accuracy.ts); jest.config.js sets it too, for `npx jest` run by hand.
 test test-system test-unit test-integration: export KREPLAY_NODE_HOOK = off
 test test-system test-unit test-integration: export KREPLAY_PYTHON_HOOK = off
+test test-system test-unit test-integration: export KREPLAY_JVM_HOOK = off
+
+# Slow real-program suites that share no port, lock or process with the rest (each agent scoped to
+# its own cgroup, none through the Node inspector): they run beside the others, so `make test`
+# stays under CI's 40 minutes; their output follows the others'.
+TEST_BESIDE := test/integration/(attribution-(wsgi|asgi|django-asgi|jvm)|containers|container-runtimes|exec-container|podman-support)\.test\.ts$$
 
 ## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
 test: build
-	npx jest --ci
+	@rm -f $(BUILD)/test-main.summary $(BUILD)/test-beside.summary; status=0; \
+	KREPLAY_TEST_SUMMARY=$(BUILD)/test-beside.summary npx jest --ci --testPathPattern '$(TEST_BESIDE)' \
+	  > $(BUILD)/test-beside.log 2>&1 & beside=$$!; \
+	KREPLAY_TEST_SUMMARY=$(BUILD)/test-main.summary npx jest --ci --testPathIgnorePatterns '/node_modules/' '$(TEST_BESIDE)' || status=1; \
+	wait $$beside || status=1; \
+	echo "test: the suites run beside the others ($(BUILD)/test-beside.log):"; cat $(BUILD)/test-beside.log; \
+	node test/support/summary-reporter.js $(BUILD)/test-main.summary $(BUILD)/test-beside.summary || status=1; \
+	exit $$status
 	@if test/system/rootfs.sh warm; then $(MAKE) --no-print-directory test-system; \
 	else echo "test: test-system skipped: no cached rootfs ($$(test/system/rootfs.sh path)); run make test-system once"; fi
 

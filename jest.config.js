@@ -13,6 +13,7 @@
 // Makefile sets it for jest itself.
 process.env.KREPLAY_NODE_HOOK ??= 'off';
 process.env.KREPLAY_PYTHON_HOOK ??= 'off';
+process.env.KREPLAY_JVM_HOOK ??= 'off';
 
 const common = {
   preset: 'ts-jest',

@@ -47,6 +47,8 @@ export const BENCHES = {
   'incident-start': { topic: 'replay', args: '[events] [runs]' },
   'node-overhead': { topic: 'runtime hooks', args: '[rounds=5] [seconds=5] [connections=64]' },
   'python-hook': { topic: 'runtime hooks', args: '[rounds=5] [seconds=5] [connections=64]' },
+  'jvm-hook': { topic: 'runtime hooks', args: '[rounds=5] [seconds=5] [connections=64]' },
+  'python-servers': { topic: 'runtime hooks', args: '[rounds=3] [seconds=5] [connections=32]' },
   'go-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'tls-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'server-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]' },

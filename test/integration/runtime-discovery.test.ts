@@ -87,17 +87,18 @@ describe('runtime discovery (real agent)', () => {
   });
 
   (existsSync(JAVA) ? it : it.skip)(
-    'finds a Java server by its libjvm.so and counts it no_hook',
+    'finds a Java server by its libjvm.so and hands it to the JVM injector (opted out here: refused)',
     async () => {
       writeFileSync(join(dir, 'Server.java'), JAVA_SERVER);
       const java = await serverInCgroup(cgroup, JAVA, [join(dir, 'Server.java')], { children });
       agent ??= await startAgent(['--data-dir', join(dir, 'data'), '--include', `cgroup-id:${cgroup.id}`]);
-      expect(await lineOf(java.child.pid!, 'no JVM hook')).toBe(
-        'no JVM hook: kreplay has no JVM hook yet: its requests stay unattributed',
+      // the runner's processes opt out of the JVM hook (jest.config.js): attribution-jvm hooks them
+      expect(await lineOf(java.child.pid!, 'left a JVM process unattributed')).toBe(
+        'left a JVM process unattributed: KREPLAY_JVM_HOOK=off in its environment',
       );
       // said once, however many scans passed (besides once out of scope while it compiled)
       const out = agent.output();
-      expect(out.match(new RegExp(`no JVM hook: .* pid=${java.child.pid}\\b`, 'g'))).toHaveLength(1);
+      expect(out.match(new RegExp(`unattributed: .* pid=${java.child.pid}\\b`, 'g'))).toHaveLength(1);
       expect(out.match(new RegExp(`pid=${java.child.pid}\\b`, 'g'))!.length).toBeLessThanOrEqual(2);
     },
   );

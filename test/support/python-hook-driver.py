@@ -60,7 +60,9 @@ def head_read(rid):
 
 
 def fresh():
-    """A new thread: Python reuses a joined thread's ident, the kernel never reuses a live tid."""
+    """A new thread: Python reuses a joined thread's ident, the kernel never reuses a live tid (nor
+    its slot: the thread that registered it ended)."""
+    slots.pop(threading.get_ident(), None)
     record.append((threading.get_ident(), b"FRESH", None, None))
 
 
@@ -135,6 +137,67 @@ sys.modules.update({"aiohttp": types.ModuleType("aiohttp"), "aiohttp.web_protoco
 sys.modules.update({"grpc": types.ModuleType("grpc"), "grpc._server": grpc_server})
 
 
+# ---- stand-ins for the WSGI and ASGI applications and server the hook patches ---------------------
+
+
+class Flask:
+    """A WSGI application: its view marks, and starts a thread that marks."""
+
+    def __call__(self, environ, start_response):
+        rid = environ["HTTP_X_REQUEST_ID"]
+        mark(rid + " in its view")
+        thread = threading.Thread(target=marked_thread, args=(rid + " in a thread it started",))
+        thread.start()
+        thread.join()
+        return [b"ok"]
+
+
+def marked_thread(label):
+    mark(label)
+    # its ident may be reused by the next thread, whose tid the kernel never saw
+    fresh()
+
+
+class Starlette:
+    """An ASGI application, called inside the server's request cycle (one unit, not two)."""
+
+    async def __call__(self, scope, receive, send):
+        rid = dict(scope["headers"])[b"x-request-id"].decode()
+        mark(rid + " in its endpoint")
+        await asyncio.sleep(0)
+        mark(rid + " after a sleep")
+
+
+class RequestResponseCycle:
+    def __init__(self, rid):
+        headers = [(b"x-request-id", rid.encode()), (b"traceparent", b"00-%032x-00f067aa0ba902b7-01" % len(rid))]
+        self.scope = {"type": "http", "method": "GET", "path": "/", "raw_path": b"/", "headers": headers}
+
+    async def run_asgi(self, app):
+        await app(self.scope, None, None)
+
+
+def stand_in(name, **attributes):
+    module = types.ModuleType(name)
+    vars(module).update(attributes)
+    sys.modules[name] = module
+
+
+for name in ("flask", "django", "django.core", "django.core.handlers", "uvicorn", "uvicorn.protocols"):
+    stand_in(name)
+stand_in("uvicorn.protocols.http")
+stand_in("starlette")
+stand_in("flask.app", Flask=Flask)
+stand_in("django.core.handlers.wsgi", WSGIHandler=type("WSGIHandler", (Flask,), {"__call__": Flask.__call__}))
+stand_in("starlette.applications", Starlette=Starlette)
+stand_in("django.core.handlers.asgi", ASGIHandler=type("ASGIHandler", (Starlette,), {"__call__": Starlette.__call__}))
+for impl in ("h11_impl", "httptools_impl"):
+    stand_in(
+        "uvicorn.protocols.http." + impl,
+        RequestResponseCycle=type("RequestResponseCycle", (RequestResponseCycle,), {"run_asgi": RequestResponseCycle.run_asgi}),
+    )
+
+
 class Request:
     method = "GET"
 
@@ -189,6 +252,30 @@ asyncio.set_event_loop(loop)
 answers = loop.run_until_complete(serve(8))
 results["aiohttp"] = model()
 assert answers == [("ok", False)] * 8, answers
+
+
+
+def wsgi_request(rid):
+    fresh()
+    Flask()({"REQUEST_METHOD": "GET", "PATH_INFO": "/", "HTTP_X_REQUEST_ID": rid}, None)
+    mark(rid + " after its call")
+    fresh()
+
+
+wsgi_threads = [threading.Thread(target=wsgi_request, args=("w%d" % i,)) for i in range(3)]
+for t in wsgi_threads:
+    t.start()
+    t.join()
+results["wsgi"] = model()
+
+
+async def asgi(n):
+    await asyncio.gather(*(RequestResponseCycle("a%d" % i).run_asgi(Starlette()) for i in range(n)))
+
+
+loop.run_until_complete(asgi(3))
+opens = sum(data.startswith(MAGIC) and data[SIGNAL["opAt"]] == SIGNAL["open"] for _, data, _b, _r in record)
+results["asgi"] = [model(), opens]
 
 pool = ThreadPoolExecutor(max_workers=2)
 

@@ -98,21 +98,23 @@ export interface LoadOptions {
   body?: (id: string) => unknown;
   /** each answer must be 200 with this body (a server that keeps serving right), else the load rejects */
   answer?: string;
+  /** requests share connections (default), else each has its own */
+  keepAlive?: boolean;
 }
 
 /**
- * Requests over keep-alive connections, `level` at a time, each with its x-request-id and (unless
+ * Requests over keep-alive connections (unless `keepAlive` is false), `level` at a time, each with its x-request-id and (unless
  * `traced` is false) a traceparent of its own.
  */
 export async function httpLoad(
   port: number,
   ids: string[],
   level: number,
-  { ca, host = '127.0.0.1', traced = true, path = '/', body, answer }: LoadOptions = {},
+  { ca, host = '127.0.0.1', traced = true, path = '/', body, answer, keepAlive = true }: LoadOptions = {},
 ): Promise<void> {
   const pool = ca
-    ? new HttpsAgent({ keepAlive: true, maxSockets: level })
-    : new Agent({ keepAlive: true, maxSockets: level });
+    ? new HttpsAgent({ keepAlive, maxSockets: level })
+    : new Agent({ keepAlive, maxSockets: level });
   const send = ca ? httpsRequest : request;
   try {
     await inTurn(
@@ -158,34 +160,35 @@ export async function httpLoad(
   }
 }
 
-/** The environment of a child the agent's Node or Python hook may go into: the test runner's opt-outs removed. */
+/** The environment of a child the agent's Node, Python or JVM hook may go into: the test runner's opt-outs removed. */
 export function hookableEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   delete env.KREPLAY_NODE_HOOK;
   delete env.KREPLAY_PYTHON_HOOK;
+  delete env.KREPLAY_JVM_HOOK;
   return env;
 }
 
-/** The line the agent logged of Node process `pid` once it hooked it or said why not (its reason in it). */
-export function nodeHookLine(agent: AgentProcess, pid: number): Promise<string> {
+/** The line the agent logged of `label` process `pid` once it hooked it (`hooked`) or said why not (its reason in it). */
+function hookLine(agent: AgentProcess, pid: number, label: string, hooked: string): Promise<string> {
   const pattern = new RegExp(
-    `^.*(hooked a Node process|left a Node process unattributed|could not hook a Node process).* pid=${pid}\\b.*$`,
+    `^.*(${hooked}|left a ${label} process unattributed|could not hook a ${label} process).* pid=${pid}\\b.*$`,
     'm',
   );
   return waitFor(() => pattern.exec(agent.output())?.[0], {
     timeoutMs: 20_000,
-    what: `the agent's word on Node process ${pid}`,
+    what: `the agent's word on ${label} process ${pid}`,
   });
 }
 
+/** The line the agent logged of Node process `pid` once it hooked it or said why not (its reason in it). */
+export const nodeHookLine = (agent: AgentProcess, pid: number): Promise<string> =>
+  hookLine(agent, pid, 'Node', 'hooked a Node process');
+
 /** The line the agent logged of Python process `pid` once it queued its hook or said why not (agent/runtimes/python). */
-export function pythonHookLine(agent: AgentProcess, pid: number): Promise<string> {
-  const pattern = new RegExp(
-    `^.*(queued the Python hook|left a Python process unattributed|could not hook a Python process).* pid=${pid}\\b.*$`,
-    'm',
-  );
-  return waitFor(() => pattern.exec(agent.output())?.[0], {
-    timeoutMs: 20_000,
-    what: `the agent's word on Python process ${pid}`,
-  });
-}
+export const pythonHookLine = (agent: AgentProcess, pid: number): Promise<string> =>
+  hookLine(agent, pid, 'Python', 'queued the Python hook');
+
+/** The line the agent logged of JVM process `pid` once it loaded its hook or said why not (agent/runtimes/jvm). */
+export const jvmHookLine = (agent: AgentProcess, pid: number): Promise<string> =>
+  hookLine(agent, pid, 'JVM', 'loaded the JVM hook');

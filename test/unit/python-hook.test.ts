@@ -38,6 +38,24 @@ describe('the Python hook', () => {
     expect(marks.filter(([label]) => label === 'loop callback')).toHaveLength(8);
   });
 
+  it('opens a unit per WSGI call from its environ; a thread the request starts carries it, and the thread none after', () => {
+    expect(results.wsgi).toEqual(
+      ['w0', 'w1', 'w2'].flatMap((rid) => [
+        [`${rid} in its view`, rid],
+        [`${rid} in a thread it started`, rid],
+        [`${rid} after its call`, null],
+      ]),
+    );
+  });
+
+  it("opens one unit per ASGI http call, the server's (uvicorn's cycle), not again the framework's inside it", () => {
+    const [marks, opens] = results.asgi as [Marks, number];
+    expect(opens).toBe(3);
+    expect(marks).toHaveLength(6);
+    for (const [label, request] of marks)
+      expect({ label, request }).toEqual({ label, request: label.split(' ')[0] });
+  });
+
   it("runs work a plain thread hands to a ThreadPoolExecutor in that thread's request, and leaves it after", () => {
     // the four threads submit at once: their work runs in any order
     const marks = results.executor as Marks;

@@ -103,8 +103,8 @@ describe('replay reading a transaction a page at a time', () => {
     // the history's read: pages no larger than what is still wanted
     limits.length = 0;
     const got: string[] = [];
-    for await (const event of found.events(start, () => 10 - got.length)) {
-      got.push(event.json);
+    for await (const page of found.pages(start, () => 10 - got.length)) {
+      got.push(...page.map((event) => event.json));
       if (got.length === 10) break;
     }
     expect(got).toEqual(expected.slice(3, 13));

@@ -1,5 +1,6 @@
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
+import type { HistoryPage } from '../../daemon/replay/sessions/replay-session';
 
 const replayFixture = useReplayFixtures('kreplay-replay-resume-');
 const T0 = 1_795_345_678_123_456_789n;
@@ -9,9 +10,9 @@ const EVENTS = Array.from({ length: 3000 }, (_, i) =>
 );
 const offsetOf = (i: number) => EVENTS[i]!.timestamp_ns - T0;
 
-async function collect(frames: AsyncIterable<string>): Promise<string[]> {
+async function collect(pages: AsyncIterable<HistoryPage>): Promise<string[]> {
   const out: string[] = [];
-  for await (const frame of frames) out.push(frame);
+  for await (const page of pages) out.push(page.text);
   return out;
 }
 
@@ -25,15 +26,21 @@ describe('resuming a stream', () => {
     expect(session.record().events_emitted).toBe(2500);
     const read = fx.source.read;
     const stream = new CapturedStream();
-    for await (const frame of session.history(2100)) stream.write(frame);
+    const pages: number[] = [];
+    for await (const page of session.history(2100)) {
+      stream.write(page.text);
+      pages.push(page.events);
+    }
     expect(fx.source.read - read).toBeLessThan(500);
+    // a page's frames go as one text, not one write per event
+    expect(pages).toEqual([400]);
     const replays = stream.replays();
     expect(replays.map((r) => r.id)).toEqual(Array.from({ length: 400 }, (_, i) => 2100 + i));
     expect(replays.map((r) => r.data.bytes)).toEqual(replays.map((r) => r.id));
     expect(replays.every((r) => r.data.emitted_late_ns === 5)).toBe(true);
     // far behind the live stream too (a stream cut for falling behind resumes from there)
     const old = new CapturedStream();
-    for await (const frame of session.history(3)) old.write(frame);
+    for await (const page of session.history(3)) old.write(page.text);
     expect(old.replays().map((r) => [r.id, r.data.emitted_late_ns])).toEqual(
       Array.from({ length: 2497 }, (_, i) => [3 + i, 5]),
     );
@@ -46,9 +53,12 @@ describe('resuming a stream', () => {
     await session.play();
     fx.clock.advanceTo(start + offsetOf(9));
     const ids: number[] = [];
-    for await (const frame of session.history(0)) {
-      ids.push(Number(/^id: (\d+)/.exec(frame)![1]));
-      if (ids.length === 5) fx.clock.advanceTo(start + offsetOf(19));
+    for await (const page of session.history(0)) {
+      const frames = [...page.text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      expect(frames.length).toBe(page.events);
+      ids.push(...frames);
+      // the live stream moves on while the history is sent: the next page reaches where it is then
+      if (ids.length === 10) fx.clock.advanceTo(start + offsetOf(19));
     }
     expect(ids).toEqual(Array.from({ length: 20 }, (_, i) => i));
     expect(await collect(session.history(25))).toEqual([]);

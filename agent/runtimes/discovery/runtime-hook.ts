@@ -26,12 +26,12 @@ export type Classification =
 
 /**
  * How a process ends up, each counted once per process (a program an exec replaced is another):
- * - hooked: the hook went in (Python: was queued);
+ * - hooked: the hook went in (Python: was queued; the JVM: loaded by its attach);
  * - refused: left alone before anything was sent (its policy, the agent's own line, opted out);
  * - failed: a step after that went wrong;
  * - out_of_scope: the capture filters, --hook-include/--hook-exclude or the default scope leave it
  *   out for now (it is looked at again at every scan, and counted again if it comes in later);
- * - no_hook: its runtime has no hook (Go is followed by uprobes; the JVM has none yet).
+ * - no_hook: its runtime has no hook (Go is followed by uprobes).
  */
 export const HOOK_OUTCOMES = ['hooked', 'refused', 'failed', 'out_of_scope', 'no_hook'] as const;
 export type HookOutcome = (typeof HOOK_OUTCOMES)[number];

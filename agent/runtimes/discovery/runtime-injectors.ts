@@ -5,6 +5,7 @@
 import type { Logger } from '../../../core/log/logger';
 import type { NativeAddon } from '../../../core/native/addon';
 import { GO_NO_HOOK } from '../go/go-binary';
+import { JvmHookInjector } from '../jvm/jvm-hooks';
 import { NodeHookInjector } from '../node/node-hooks';
 import { PythonHookInjector } from '../python/python-hooks';
 import type { Classification, InjectResult, RuntimeInjector, RuntimeInjectors } from './runtime-hook';
@@ -19,9 +20,6 @@ export interface InjectorOptions {
   addon: Pick<NativeAddon, 'InspectorGuard'>;
   log: Logger;
 }
-
-/** The JVM's hook is a later issue: its processes are found and counted, and left alone. */
-const JVM_NO_HOOK = 'kreplay has no JVM hook yet: its requests stay unattributed';
 
 /** An injector that sends nothing and answers `outcome` with `reason` for every process. */
 export function leaveAlone<C extends Classification>(
@@ -47,6 +45,6 @@ export function runtimeInjectors(options: InjectorOptions): RuntimeInjectors {
           )
         : new PythonHookInjector(),
     go: leaveAlone('no_hook', GO_NO_HOOK),
-    jvm: leaveAlone('no_hook', JVM_NO_HOOK),
+    jvm: new JvmHookInjector(),
   };
 }

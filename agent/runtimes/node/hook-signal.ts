@@ -1,6 +1,7 @@
 /**
- * What the Node hook (hook.js) is evaluated with: the layout of the unit signal it writes, from
- * the one owner of the record layouts, and the expression the inspector evaluates.
+ * What the Node hook (hook.js) is evaluated with (and the JVM hook loaded with, agent/runtimes/jvm):
+ * the layout of the unit signal it writes, from the one owner of the record layouts, and the
+ * expression the inspector evaluates.
  */
 import { CONTEXT_DATA_LEN, UnitOp, UnitSignalLayout } from '../../../core/model';
 import kreplayNodeHook from './hook';

@@ -1,6 +1,6 @@
-"""kreplay's Python hook: tells the kernel which request each asyncio task, gRPC call and thread-pool
-work item serves, so that the side effects of unmodified aiohttp, grpcio and ThreadPoolExecutor code
-carry their request's transaction (docs/operate.md, "The Python hook").
+"""kreplay's Python hook: tells the kernel which request each asyncio task, greenlet, gRPC call and
+thread-pool work item serves, so that the side effects of unmodified WSGI, ASGI, aiohttp, grpcio and
+ThreadPoolExecutor code carry their request's transaction (docs/operate.md, "The Python hook").
 
 The agent queues this source into a running CPython 3.11+ (Py_AddPendingCall(PyRun_SimpleString),
 agent/runtimes/python/); the interpreter runs it once on its main thread, in a namespace of its own.
@@ -25,12 +25,20 @@ Units:
   - a grpcio call: the function grpc._server runs on its pool for each call opens one from the call's
     metadata (traceparent and x-request-id; grpcio's core keeps grpc-trace-bin to itself), and closes
     it when it returns (the response, or the stream's last message, was sent);
+  - a WSGI call (Flask's, Django's application) or an ASGI call with an http scope (uvicorn's request
+    cycle, Starlette's and Django's application) opens one from the request's traceparent and
+    x-request-id, unless its context runs one already (a framework inside a server), and closes it
+    when it returns; in a thread that runs greenlets, each switch enters the unit of the greenlet
+    switched to (greenlet.settrace), or of the one that spawned it;
+  - a threading.Thread started in a unit is handed its context (HANDOFF), which the thread takes
+    (ADOPT) first thing;
   - a ThreadPoolExecutor work item takes the submitter's unit (or its thread's context) when it is
     made, in the submitter's thread, and runs in it and leaves it when done;
   - a job put on a queue.Queue or LifoQueue is handed the putter's context (HANDOFF), and the thread
     that gets it takes that (ADOPT); a PriorityQueue's hands none.
-Each wrapper is guarded: the hook never raises into the application, and it does nothing in a
-program that imports none of these. The program sees none of it: the wrappers sit above the frames
+Each wrapper is guarded: the hook never raises into the application, and it signals nothing in a
+program that serves no request through these (a thread started outside any unit costs a lookup).
+The program sees none of it: the wrappers sit above the frames
 that catch the program's exceptions and drop their own frame from any exception that passes through
 them, so the program's tracebacks are what they are without the hook; modules imported later are
 watched through importlib's own _find_and_load (not sys.meta_path), put back once all are patched;
@@ -130,8 +138,6 @@ def install(signal):
     """Wraps what is imported and what will be; returns the function that makes every thread
     register anew. `signal`: the layout of struct kr_unit_signal, its ops and the descriptor the
     signals go to (agent/runtimes/python/hook-source.ts)."""
-    import _thread
-
     _contextvars = imported_quietly("_contextvars")
 
     OPEN, HANDOFF, WATCH, CLOSE = signal["open"], signal["handoff"], signal["watch"], signal["close"]
@@ -157,13 +163,15 @@ def install(signal):
 
     slot_at = signal["unitAt"] // 8
 
-    class ThreadSlot(_thread._local):
+    class ThreadSlot(original("_thread", "_local")):
         """A thread's slot: a WATCH signal whose unit field holds the unit the thread runs, which the
         kernel reads at each call (KR_UNIT_WATCH). Kept for the thread's life: an agent holds its
         address."""
 
         slot = None
         generation = -1
+        # the greenlet switch trace this thread had before the hook's (None: none, False: not traced yet)
+        traced = False
 
     state = ThreadSlot()
 
@@ -375,6 +383,202 @@ def install(signal):
                 orders[(cls.__dict__["_put"], cls.__dict__["_get"])] = end
         return True
 
+    # greenlets (gevent): many requests on one thread, each in a greenlet of its own. Once a thread
+    # opens a unit its greenlet switches are traced, and each switch enters the unit of the greenlet
+    # switched to (the unit in its context: greenlet gives each its own).
+    def greenlet_unit(greenlet):
+        context = greenlet.gr_context
+        return context.get(unit_var, 0) if context is not None else 0
+
+    def greenlet_switched(event, args):
+        try:
+            if event == "switch" or event == "throw":
+                target = args[1]
+                unit = greenlet_unit(target)
+                if not unit:
+                    # a greenlet a request spawned (gevent's spawn, a monkey-patched Thread) serves it
+                    spawner = getattr(target, "spawning_greenlet", None)
+                    spawner = spawner() if spawner is not None else None
+                    if spawner is not None:
+                        unit = greenlet_unit(spawner)
+                slot()[slot_at] = unit
+        except Exception:
+            pass
+        previous = state.traced
+        if previous:
+            previous(event, args)
+
+    greenlet_switched._kreplay_resync = resync
+
+    def greenlets_followed():
+        """Whether this thread's greenlet switches (if any can happen) leave and enter units."""
+        greenlet = sys.modules.get("greenlet")
+        if greenlet is None:
+            return True
+        mine = state
+        if mine.traced is False:
+            previous = greenlet.gettrace()
+            if getattr(previous, "_kreplay_resync", None) is not None:
+                # an earlier hook's (a restarted agent): it follows the switches already
+                mine.traced = None
+                return True
+            greenlet.settrace(greenlet_switched)
+            mine.traced = previous
+        return True
+
+    def open_request(method, path, headers):
+        """A unit for the request this thread (or task, or greenlet) serves from now on: (unit, token),
+        (0, None) when it serves one already (an ASGI server's and its framework's both call here)."""
+        if unit_var.get():
+            return 0, None
+        if not greenlets_followed():
+            return 0, None
+        unit = open_unit(http_head(method, path, headers, head_max))
+        return unit, unit_var.set(unit)
+
+    def close_request(unit, token):
+        if unit:
+            close_unit(unit)
+            try:
+                unit_var.reset(token)
+            except Exception:
+                unit_var.set(0)
+
+    def wsgi_head(environ):
+        path = environ.get("RAW_URI") or (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))
+        query = environ.get("QUERY_STRING")
+        if query and "?" not in path:
+            path += "?" + query
+        picked = [(name, environ.get("HTTP_" + name.upper().replace("-", "_"))) for name in HEADERS]
+        return environ.get("REQUEST_METHOD"), path, [(n, v) for n, v in picked if v is not None]
+
+    # WSGI: a unit per call of the application, closed when it returns (a framework's __call__ runs
+    # the view and builds the response). Patched on the class: a server holding the application
+    # object (gunicorn's worker, uWSGI's C side) calls through it.
+    def wrap_wsgi_call(call):
+        def __call__(self, environ, start_response, *args, **kwargs):
+            unit, token = 0, None
+            try:
+                if unpatched:
+                    retry_unpatched()
+                unit, token = open_request(*wsgi_head(environ))
+            except Exception:
+                pass
+            try:
+                return call(self, environ, start_response, *args, **kwargs)
+            except BaseException as exc:
+                passing(exc)
+                raise
+            finally:
+                close_request(unit, token)
+
+        return __call__
+
+    def asgi_head(scope):
+        path = scope.get("raw_path") or scope.get("path", "/")
+        if isinstance(path, str) and scope.get("query_string") and "?" not in path:
+            path += "?" + scope["query_string"].decode("latin-1")
+        found = {}
+        for key, value in scope.get("headers") or ():
+            name = key.decode("latin-1").lower() if isinstance(key, bytes) else key
+            if name in HEADERS and name not in found:
+                found[name] = value.decode("latin-1") if isinstance(value, bytes) else value
+        return scope.get("method"), path, [(name, found[name]) for name in HEADERS if name in found]
+
+    def asgi_request(scope):
+        """A unit for an ASGI call with an http scope, on a loop that switches units."""
+        if not isinstance(scope, dict) or scope.get("type") != "http":
+            return 0, None
+        events = sys.modules["asyncio.events"]
+        if not isinstance(events.get_running_loop(), tuple(switching_loops)):
+            return 0, None
+        return open_request(*asgi_head(scope))
+
+    # ASGI: a unit per call with an http scope, in the call's own task, closed when it returns (the
+    # response sent, background tasks run). uvicorn's request cycle is wrapped (any application:
+    # its scope is the cycle's), and Starlette's and Django's application (any server: hypercorn,
+    # daphne; the call's scope is its first argument).
+    def asgi_wrapper(scope_of):
+        def wrap(call):
+            async def __call__(self, first, *args, **kwargs):
+                unit, token = 0, None
+                try:
+                    if unpatched:
+                        retry_unpatched()
+                    unit, token = asgi_request(scope_of(self, first))
+                except Exception:
+                    pass
+                try:
+                    return await call(self, first, *args, **kwargs)
+                except BaseException as exc:
+                    passing(exc)
+                    raise
+                finally:
+                    close_request(unit, token)
+
+            return __call__
+
+        return wrap
+
+    wrap_asgi_call = asgi_wrapper(lambda app, scope: scope)
+    wrap_run_asgi = asgi_wrapper(lambda cycle, app: cycle.scope)
+
+    def patcher(attribute, wrap):
+        """Patches class `attribute` (a dotted path in the module) with `wrap`."""
+        cls_name, _, name = attribute.rpartition(".")
+
+        def patch_module(module):
+            return replace(getattr(module, cls_name), name, wrap)
+
+        return patch_module
+
+    # threading: a thread started inside a unit (a request's) carries its context, handed to a unit
+    # made for it (HANDOFF) in the starting thread and taken (ADOPT) by the thread first thing: its
+    # lease ends with the request. Kept here by the thread's id, not on it: the program sees nothing.
+    started = {}
+
+    def wrap_thread_start(start):
+        def start_in_unit(self, *args, **kwargs):
+            try:
+                if unit_var.get():
+                    unit = next(ids)
+                    send(pack(HANDOFF, unit))
+                    started[id(self)] = unit
+            except Exception:
+                pass
+            try:
+                return start(self, *args, **kwargs)
+            except BaseException as exc:
+                started.pop(id(self), None)
+                passing(exc)
+                raise
+
+        return start_in_unit
+
+    # above the frame that catches the thread's exceptions (threading's excepthook prints from there)
+    def wrap_thread_bootstrap(bootstrap):
+        def _bootstrap_inner(self, *args, **kwargs):
+            try:
+                unit = started.pop(id(self), 0)
+                # a greenlet (gevent's Thread) runs on a thread that follows units: its spawner's
+                if unit and state.slot is None:
+                    send(pack(ADOPT, unit))
+            except Exception:
+                pass
+            try:
+                return bootstrap(self, *args, **kwargs)
+            except BaseException as exc:
+                passing(exc)
+                raise
+
+        return _bootstrap_inner
+
+    def patch_threading(threading):
+        thread = threading.Thread
+        return replace(thread, "_bootstrap_inner", wrap_thread_bootstrap) and replace(
+            thread, "start", wrap_thread_start
+        )
+
     # aiohttp: a unit per request, opened in the request's own task, on a loop that switches units
     def wrap_handle_request(handle_request):
         async def _handle_request(self, request, *args, **kwargs):
@@ -434,6 +638,13 @@ def install(signal):
         "aiohttp.web_protocol": patch_aiohttp,
         "grpc._server": patch_grpc,
         "queue": patch_queue,
+        "threading": patch_threading,
+        "flask.app": patcher("Flask.__call__", wrap_wsgi_call),
+        "django.core.handlers.wsgi": patcher("WSGIHandler.__call__", wrap_wsgi_call),
+        "uvicorn.protocols.http.h11_impl": patcher("RequestResponseCycle.run_asgi", wrap_run_asgi),
+        "uvicorn.protocols.http.httptools_impl": patcher("RequestResponseCycle.run_asgi", wrap_run_asgi),
+        "starlette.applications": patcher("Starlette.__call__", wrap_asgi_call),
+        "django.core.handlers.asgi": patcher("ASGIHandler.__call__", wrap_asgi_call),
     }
     # the modules not patched yet, which the import watch waits for
     waited = set(patches)
@@ -498,6 +709,18 @@ def install(signal):
         replace(importlib, "_find_and_load", sign(lambda original: scope["_find_and_load"]))
     posix.register_at_fork(after_in_child=resync)
     return resync
+
+
+def original(module, name):
+    """module.name as the interpreter made it: gevent's monkey-patching replaces _thread's local with
+    a greenlet's, and the hook's slots are the thread's."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None:
+        try:
+            return monkey.get_original(module, name)
+        except Exception:
+            pass
+    return getattr(__import__(module), name)
 
 
 def replace(owner, name, wrap):

@@ -86,7 +86,7 @@ function refusalOf(pid: number, version: PythonVersion): string | { layout: Runt
 }
 
 /** The process or one of its ancestors runs kreplay (`kreplay run`, `replay --exec`, the agent). */
-function isKreplays(pid: number): boolean {
+export function isKreplays(pid: number): boolean {
   for (let at = pid, hops = 0; at > 1 && hops < 64; hops++) {
     if (isKreplayCommand(readText(() => readFileSync(`/proc/${at}/cmdline`, 'latin1')) ?? '')) return true;
     const stat = parseStat(readStat(at) ?? '');

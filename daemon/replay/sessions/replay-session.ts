@@ -36,6 +36,12 @@ export interface SessionSettings {
   owner: string;
 }
 
+/** Frames a resuming stream reads again: `events` of them, as one text. */
+export interface HistoryPage {
+  text: string;
+  events: number;
+}
+
 /** Told, in aggregate, how late events were released by the clock and reached the watchers (metrics). */
 export interface TimingObserver {
   released(delta: MetricDelta): void;
@@ -274,23 +280,33 @@ export class ReplaySession {
 
   /**
    * Frames of the events emitted before now from index `from` on, read again
-   * from the store (no more than the live stream has passed); ends where the
-   * live stream is, checked at each step.
+   * from the store (no more than the live stream has passed), a page's
+   * frames as one text (one write, one step: a stream cut in a dense replay
+   * resumes 100,000 events back); ends where the live stream is, checked at
+   * each event.
    */
-  async *history(from: number): AsyncGenerator<string> {
+  async *history(from: number): AsyncGenerator<HistoryPage> {
     let slot = Math.floor(from / CHECKPOINT_EVERY);
     while (slot > 0 && !this.player.checkpoint(slot)) slot--;
     let index = slot * CHECKPOINT_EVERY;
     if (from >= this.player.emitted) return;
-    const events = this.transaction.events(this.player.checkpoint(slot), () => this.player.emitted - index);
-    for await (const event of events) {
+    const pages = this.transaction.pages(this.player.checkpoint(slot), () => this.player.emitted - index);
+    for await (const page of pages) {
+      let text = '';
+      let events = 0;
+      for (const event of page) {
+        if (index >= this.player.emitted) break;
+        if (index >= from) {
+          text += lateFrameText(
+            replayFrame(this.schedule, this.transaction.firstTs, index, event),
+            this.latenessByIndex.get(index),
+          );
+          events++;
+        }
+        index++;
+      }
+      if (events > 0) yield { text, events };
       if (index >= this.player.emitted) return;
-      if (index >= from)
-        yield lateFrameText(
-          replayFrame(this.schedule, this.transaction.firstTs, index, event),
-          this.latenessByIndex.get(index),
-        );
-      index++;
     }
   }
 

@@ -34,8 +34,8 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
     if (history) {
       do {
         for (let step = first ?? (await history.next()); !step.done; step = await history.next()) {
-          if (!(await watcher.send(step.value))) return;
-          from++;
+          if (!(await watcher.send(step.value.text))) return;
+          from += step.value.events;
         }
         first = undefined;
         history = session.history(from);

@@ -50,17 +50,18 @@ export class Transaction {
   }
 
   /**
-   * The events from `start` (inclusive) on, a page at a time, each page no
-   * larger than `most()` says is still wanted (a resuming stream's history
-   * reads no more than it sends).
+   * The events from `start` (inclusive) on, a page at a time (one step per
+   * page, not per event: a resuming stream's history may be 100,000 events),
+   * each page no larger than `most()` says is still wanted (a resuming
+   * stream's history reads no more than it sends).
    */
-  async *events(start: EventStart | undefined, most: () => number): AsyncGenerator<ReplayEvent> {
+  async *pages(start: EventStart | undefined, most: () => number): AsyncGenerator<ReplayEvent[]> {
     const range = this.range(start?.ts ?? this.firstTs);
     let after: EventPosition | undefined;
     for (;;) {
       const limit = Math.min(PREFETCH_CHUNK, Math.max(1, most()));
       const chunk = await this.reader.page(range, limit, after);
-      for (const event of fromReplayChunk(chunk)) if (!before(event, range.fromNs, start)) yield event;
+      yield fromReplayChunk(chunk).filter((event) => !before(event, range.fromNs, start));
       if (!chunk.next) return;
       after = chunk.next;
     }

@@ -1,0 +1,36 @@
+/**
+ * The Python hook on the WSGI servers people deploy, started the ordinary way with Debian's
+ * packages and a Flask application (test/support/runtimes/wsgi_app.py): gunicorn's sync, gthread
+ * and gevent workers and uWSGI's threads (its uwsgi-core embeds libpython3.11: found by it). Each
+ * call of the application is a unit opened from its request's head; a thread (a greenlet under
+ * gevent) the request starts carries it. Every request's writes are its own at 1, 8, 64 and 256
+ * concurrent, keep-alive and not.
+ */
+import { gunicorn, uwsgi, UWSGI_THREADS } from '../../bench/python-server-commands';
+import { PythonServers } from '../support/python-servers';
+
+const servers = new PythonServers();
+const FILES = 3;
+
+beforeAll(() => servers.start('wsgi'), 60_000);
+afterAll(() => servers.stop());
+
+describe('the Python hook on WSGI servers (real kernel)', () => {
+  it.each([
+    ['gunicorn sync', gunicorn('sync'), Infinity],
+    ['gunicorn gthread', gunicorn('gthread', '--threads', '4'), Infinity],
+    ['gunicorn gevent', gunicorn('gevent'), Infinity],
+    // a thread serves one connection until the client closes it: as many kept alive at once
+    ['uWSGI threads', uwsgi, UWSGI_THREADS],
+  ])(
+    '%s + Flask: every request its own writes',
+    async (name, command, keepAliveUpTo) => {
+      const label = name.replace(/\W+/g, '-');
+      const server = await servers.serve(label, command);
+      await servers.warm(server, '/', FILES);
+      expect(await servers.everyLevel(server, label, { files: FILES, keepAliveUpTo })).toEqual([]);
+      server.child.kill();
+    },
+    300_000,
+  );
+});
