@@ -249,7 +249,7 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
   // unhooked, a JVM is left to the kernel's own rules but one: its threads inherit no request (a
   // pool thread started lazily on a request's thread would run other requests' tasks while that one
   // lives, bpf/capture/tasks.h), so its writes are none, never another request's
-  it('a JVM with attach disabled, and one that opts out (KREPLAY_JVM_HOOK=off), are refused: logged, counted, every request answered, no write another request's', async () => {
+  it('a JVM with attach disabled, and one that opts out (KREPLAY_JVM_HOOK=off), are refused: logged, counted, every request answered, no write given to another request', async () => {
     const [disabled, optedOut] = await Promise.all([
       poolServer('disabled', ['-XX:+DisableAttachMechanism']),
       poolServer('opted-out', [], { ...hookableEnv(), KREPLAY_JVM_HOOK: 'off' }),

@@ -361,7 +361,7 @@ describe('ProcessDiscovery', () => {
     ]);
   });
 
-  it('marks a JVM for the kernel once, out of the hooks\' scope too, and no other process', async () => {
+  it("marks a JVM for the kernel once, out of the hooks' scope too, and no other process", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kreplay-jvm-'));
     const source = join(dir, 'Idle.java');
     writeFileSync(
