@@ -43,7 +43,7 @@ WEB_INDEX := dist/web/index.html
 PY_HOOK := dist/agent/runtimes/python/kreplay_python_hook.py
 # the JVM hook's jar (agent/runtimes/jvm/hook), with apt's ASM shaded into it, beside the module that loads it
 JVM_HOOK := dist/agent/runtimes/jvm/kreplay-jvm-hook.jar
-JVM_HOOK_SRCS := $(wildcard agent/runtimes/jvm/hook/dev/kreplay/jvm/*.java) agent/runtimes/jvm/hook-base/java/util/concurrent/KreplayUnits.java agent/runtimes/jvm/hook/MANIFEST.MF agent/runtimes/jvm/build/Shade.java
+JVM_HOOK_SRCS := $(wildcard agent/runtimes/jvm/hook/dev/kreplay/jvm/*.java) agent/runtimes/jvm/hook-base/java/util/concurrent/KreplayUnits.java agent/runtimes/jvm/hook/MANIFEST.MF agent/runtimes/jvm/shade/Shade.java
 ASM_CP := /usr/share/java/asm.jar:/usr/share/java/asm-commons.jar:/usr/share/java/asm-tree.jar
 # the git commit `kreplay --version` prints (core/version.ts reads it)
 BUILD_INFO := dist/build-info.json
@@ -137,7 +137,7 @@ $(JVM_HOOK): $(JVM_HOOK_SRCS) $(BUILD)/.apt-stamp $(TS_STAMP)
 	rm -rf $(BUILD)/jvm-hook && mkdir -p $(BUILD)/jvm-hook/classes $(BUILD)/jvm-hook/shade $(BUILD)/jvm-hook/jar/kreplay-base
 	javac -Xlint:all -Werror --patch-module java.base=agent/runtimes/jvm/hook-base -d $(BUILD)/jvm-hook/jar/kreplay-base $(filter %/KreplayUnits.java,$^)
 	javac -Xlint:all,-options -Werror -d $(BUILD)/jvm-hook/classes -cp $(ASM_CP) $(filter agent/runtimes/jvm/hook/%.java,$^)
-	javac -nowarn -d $(BUILD)/jvm-hook/shade -cp $(ASM_CP) agent/runtimes/jvm/build/Shade.java
+	javac -nowarn -d $(BUILD)/jvm-hook/shade -cp $(ASM_CP) agent/runtimes/jvm/shade/Shade.java
 	java -cp $(BUILD)/jvm-hook/shade:$(ASM_CP) Shade $(BUILD)/jvm-hook/jar $(BUILD)/jvm-hook/classes $(subst :, ,$(ASM_CP))
 	@mkdir -p $(dir $@)
 	jar --create --file $@ --manifest agent/runtimes/jvm/hook/MANIFEST.MF -C $(BUILD)/jvm-hook/jar .
@@ -168,9 +168,21 @@ test test-system test-unit test-integration: export KREPLAY_NODE_HOOK = off
 test test-system test-unit test-integration: export KREPLAY_PYTHON_HOOK = off
 test test-system test-unit test-integration: export KREPLAY_JVM_HOOK = off
 
+# Slow real-program suites that share no port, lock or process with the rest (each agent scoped to
+# its own cgroup, none through the Node inspector): they run beside the others, so `make test`
+# stays under CI's 40 minutes; their output follows the others'.
+TEST_BESIDE := test/integration/(attribution-(wsgi|asgi|django-asgi|jvm)|containers|container-runtimes|exec-container|podman-support)\.test\.ts$$
+
 ## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
 test: build
-	npx jest --ci
+	@rm -f $(BUILD)/test-main.summary $(BUILD)/test-beside.summary; status=0; \
+	KREPLAY_TEST_SUMMARY=$(BUILD)/test-beside.summary npx jest --ci --testPathPattern '$(TEST_BESIDE)' \
+	  > $(BUILD)/test-beside.log 2>&1 & beside=$$!; \
+	KREPLAY_TEST_SUMMARY=$(BUILD)/test-main.summary npx jest --ci --testPathIgnorePatterns '/node_modules/' '$(TEST_BESIDE)' || status=1; \
+	wait $$beside || status=1; \
+	echo "test: the suites run beside the others ($(BUILD)/test-beside.log):"; cat $(BUILD)/test-beside.log; \
+	node test/support/summary-reporter.js $(BUILD)/test-main.summary $(BUILD)/test-beside.summary || status=1; \
+	exit $$status
 	@if test/system/rootfs.sh warm; then $(MAKE) --no-print-directory test-system; \
 	else echo "test: test-system skipped: no cached rootfs ($$(test/system/rootfs.sh path)); run make test-system once"; fi
 
