@@ -33,8 +33,14 @@ export const gunicornServing = (app: string, worker: string, ...more: string[]):
 export const gunicorn = (worker: string, ...more: string[]): ServerCommand =>
   gunicornServing('wsgi_app:app', worker, ...more);
 
-/** wsgiref's simple_server, a thread per connection, serving the bare WSGI function (wsgi_bare.py). */
-export const wsgiref: ServerCommand = { command: '/usr/bin/python3', args: ['wsgiref_serve.py', '{port}'] };
+/**
+ * wsgiref's simple_server, a thread per connection, serving the bare WSGI function (wsgi_bare.py);
+ * `gevent`: monkey-patched first, its threads greenlets on one thread.
+ */
+export const wsgiref = (...more: 'gevent'[]): ServerCommand => ({
+  command: '/usr/bin/python3',
+  args: ['wsgiref_serve.py', '{port}', ...more],
+});
 
 /** uWSGI's threads, over --http11-socket: --http-socket hangs up on a client that asks for keep-alive. */
 export const UWSGI_THREADS = 8;

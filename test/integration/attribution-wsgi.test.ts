@@ -4,7 +4,8 @@
  * and gevent workers and uWSGI's threads (its uwsgi-core embeds libpython3.11: found by it). Each
  * call of the application is a unit opened from its request's head; a thread (a greenlet under
  * gevent) the request starts carries it. A bare WSGI function (test/support/runtimes/wsgi_bare.py, no
- * framework) under gunicorn and wsgiref's threading simple_server: the server's request is the unit.
+ * framework) under gunicorn and wsgiref's threading simple_server (gevent-patched too): the server's
+ * request is the unit.
  * Every request's writes are its own at 1, 8, 64 and 256 concurrent, keep-alive and not.
  */
 import { gunicorn, gunicornServing, uwsgi, UWSGI_THREADS, wsgiref } from '../../bench/python-server-commands';
@@ -37,7 +38,10 @@ describe('the Python hook on WSGI servers (real kernel)', () => {
 
   it.each([
     ['gunicorn gthread', gunicornServing('wsgi_bare:app', 'gthread', '--threads', '4')],
-    ['wsgiref threading', wsgiref],
+    // a thread per connection reads its own request's head: the kernel alone follows it; greenlets
+    // on one thread it cannot
+    ['wsgiref threading', wsgiref()],
+    ['wsgiref threading under gevent', wsgiref('gevent')],
   ])(
     '%s + a bare WSGI function: every request its own writes',
     async (name, command) => {
