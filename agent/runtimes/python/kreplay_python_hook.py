@@ -512,35 +512,29 @@ def install(signal):
             retry_unpatched()
         opened.append(open_request(*wsgi_head(environ)))
 
-    def wrap_wsgi_create(create):
-        def _create(*args, **kwargs):
-            try:
-                made = create(*args, **kwargs)
-            except BaseException as exc:
-                passing(exc)
-                raise
-            try:
-                open_in_scope(made[1])
-            except Exception:
-                pass
-            return made
+    def environ_maker(environ_of):
+        """Wraps what makes a request's environ: its unit opens once it is made."""
 
-        return _create
+        def wrap(make):
+            def _make(*args, **kwargs):
+                try:
+                    made = make(*args, **kwargs)
+                except BaseException as exc:
+                    passing(exc)
+                    raise
+                try:
+                    open_in_scope(environ_of(made, args))
+                except Exception:
+                    pass
+                return made
 
-    def wrap_setup_environ(setup_environ):
-        def _setup_environ(self, *args, **kwargs):
-            try:
-                made = setup_environ(self, *args, **kwargs)
-            except BaseException as exc:
-                passing(exc)
-                raise
-            try:
-                open_in_scope(self.environ)
-            except Exception:
-                pass
-            return made
+            return _make
 
-        return _setup_environ
+        return wrap
+
+    # gunicorn.http.wsgi.create returns (response, environ); BaseHandler.setup_environ sets self.environ
+    wrap_wsgi_create = environ_maker(lambda made, args: made[1])
+    wrap_setup_environ = environ_maker(lambda made, args: args[0].environ)
 
     def patch_wsgiref(handlers):
         handler = handlers.BaseHandler
