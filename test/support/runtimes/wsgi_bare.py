@@ -17,8 +17,8 @@ def write(path, text):
         f.write(text)
 
 
-def app(environ, start_response):
-    rid = environ["HTTP_X_REQUEST_ID"]
+def serve(rid):
+    """Request rid's work, the bare function's and wsgi_app.py's Flask view's."""
     time.sleep(random.random() * 0.02)
     write(os.path.join(DIR, f"{rid}.before"), "before the upstream call\n")
     with urllib.request.urlopen(f"http://127.0.0.1:{UPSTREAM}/") as answer:
@@ -27,5 +27,9 @@ def app(environ, start_response):
     thread.start()
     thread.join()
     write(os.path.join(DIR, f"{rid}.after"), "after it\n")
+
+
+def app(environ, start_response):
+    serve(environ["HTTP_X_REQUEST_ID"])
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
     return [b"ok"]
