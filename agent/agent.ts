@@ -207,6 +207,7 @@ export class Agent implements AgentReadings {
         injectors,
         classifier: new RuntimeClassifier(nativeAddon()),
         scope: (pid) => scope.check(pid),
+        markJvm: (pid) => agent.capture?.markJvm(pid),
         log: hookLog,
       });
       agent.runtimeHooks.start();

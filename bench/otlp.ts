@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { EventBatch } from '../agent/ingest/event-batch';
-import { NativeSpanReader } from '../agent/otlp/otlp-native-spans';
+import { groupResource, NativeSpanReader } from '../agent/otlp/otlp-native-spans';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
 import { RecordType, rowToEvent, targetKindCode, type ApiEvent } from '../core/model';
@@ -183,12 +183,12 @@ function steps(dir: string): [string, number][] {
         const lengths = new Map<number, number>();
         for (const from of ranges.slice(at, at + REQUEST / READ))
           for (const g of native.read(from, from + READ).groups) {
-            lengths.set(g.serviceId, (lengths.get(g.serviceId) ?? 0) + g.length);
+            lengths.set(g.group, (lengths.get(g.group) ?? 0) + g.length);
             spans += g.spans;
           }
-        const kept = [...lengths].map(([service, length]) => ({
-          resource: resources.of(names.service(service), names.node),
-          service,
+        const kept = [...lengths].map(([group, length]) => ({
+          resource: groupResource(group, names, resources),
+          service: group,
           length,
         }));
         const t0 = process.cpuUsage();

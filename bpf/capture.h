@@ -244,7 +244,9 @@ enum kr_counter {
 	KR_COUNTER_RESTARTED_CALL = 25,
 	/* a call the agent's own hooks interrupted (its ptrace, its signal): restarted, or -EINTR */
 	KR_COUNTER_AGENT_INTERRUPTED_CALL = 26,
-	KR_COUNTER_MAX = 27,
+	/* a thread a JVM made while its creator carried a request: it inherited none (tasks.h) */
+	KR_COUNTER_UNINHERITED_JVM_THREAD = 27,
+	KR_COUNTER_MAX = 28,
 };
 
 /* What a call went to. */

@@ -35,6 +35,22 @@ export function readProcCgroupPath(pid: number, procRoot = '/proc'): string | nu
   return systemd ?? unified;
 }
 
+/** NSpid's last value in /proc/PID/status's text: the pid in the process's own pid namespace (NaN: none said). */
+export function innermostPid(statusText: string): number {
+  const nspids = /^NSpid:\s*(.*)$/m.exec(statusText)?.[1]?.trim().split(/\s+/) ?? [];
+  return Number(nspids[nspids.length - 1] ?? NaN);
+}
+
+/** The process's pid in its own pid namespace, or null when /proc no longer tells it. */
+export function readInnermostPid(pid: number, procRoot = '/proc'): number | null {
+  try {
+    const inner = innermostPid(readFileSync(`${procRoot}/${pid}/status`, 'utf8'));
+    return Number.isSafeInteger(inner) && inner > 0 ? inner : null;
+  } catch {
+    return null;
+  }
+}
+
 export function readExePath(pid: number, procRoot = '/proc'): string | null {
   try {
     return readlinkSync(`${procRoot}/${pid}/exe`);

@@ -10,7 +10,7 @@ import type { ServiceRule } from '../config/config-schema';
 import type { Container } from '../../core/model';
 import { CgroupPaths } from './cgroup-paths';
 import { ContainerResolver } from './container-resolver';
-import { readExePath, readProcCgroupPath, serviceUnitOf } from './process-info';
+import { readExePath, readInnermostPid, readProcCgroupPath, serviceUnitOf } from './process-info';
 
 interface CompiledRule {
   service: string;
@@ -94,7 +94,11 @@ export class ServiceResolver {
   private resolve(facts: ProcessFacts): ProcessIdentity {
     const cgroupPath = readProcCgroupPath(facts.pid, this.procRoot) ?? this.cgroups.pathOf(facts.cgroupId);
     const container = this.containers.containerOf(cgroupPath);
-    return { service: this.serviceOfProcess(facts, cgroupPath, container), container };
+    const service = this.serviceOfProcess(facts, cgroupPath, container);
+    if (!container) return { service, container };
+    // the process's own pid in the container: kept with its container (one row per container and process)
+    const pid = readInnermostPid(facts.pid, this.procRoot);
+    return { service, container: pid === null ? container : { ...container, pid } };
   }
 
   private serviceOfProcess(

@@ -24,6 +24,8 @@ export interface Capture {
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
   /** follows the libuv threadpool of process `pid` (its work requests carry their submitter's request) */
   followLibuv(pid: number): void;
+  /** marks process `pid` a JVM: the threads it makes from now on inherit no request in the kernel */
+  markJvm(pid: number): void;
   /** resolves after the final batch was delivered to onBatch */
   stop(): Promise<void>;
 }
@@ -113,6 +115,10 @@ export function startCapture(
     },
     followLibuv(pid) {
       session.followLibuv(pid);
+      forwardNativeLog(addon, log);
+    },
+    markJvm(pid) {
+      session.markJvm(pid);
       forwardNativeLog(addon, log);
     },
     async stop() {

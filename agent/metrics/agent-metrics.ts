@@ -79,6 +79,8 @@ const CONTEXT_PROBLEMS_BY_KIND: Record<string, Key> = {
   multiplexed_call: 'multiplexedCall',
   // a server's read that may bring the next request before its head is known (TLS, a peeked byte)
   unsure_read: 'unsureRead',
+  // a thread a JVM made while its creator carried a request: the kernel cannot see whom it will serve
+  uninherited_jvm_thread: 'uninheritedJvmThread',
 };
 const TOTALS: Record<string, { help: string; key: Key }> = {
   kreplay_agent_stored_events_total: { help: 'events committed to the node store', key: 'rowsWritten' },

@@ -32,7 +32,7 @@ import { SpanEncoder } from '../../core/otlp/otlp-encoding';
 import { spanIdFor } from '../../core/otlp/span-ids';
 import { SpanProtobufWriter } from '../../core/otlp/span-protobuf';
 import { LAST_SEQ_SQL } from '../ship/ship-sql';
-import { NativeSpanReader, type NativeRead } from './otlp-native-spans';
+import { groupResource, NativeSpanReader, type NativeRead } from './otlp-native-spans';
 import { OtlpSender, type SendOutcome } from './otlp-sender';
 import type { OtlpTarget } from './otlp-target';
 import type { OtlpProtocol } from '../../core/otlp/otlp-protocols';
@@ -58,7 +58,7 @@ interface Request {
   spans: number;
 }
 
-/** The request being gathered: spans made here, and the bytes per service of the spans kept natively. */
+/** The request being gathered: spans made here, and the bytes per group (service, container) of the spans kept natively. */
 interface OpenRequest {
   spans: KernelSpan[];
   native: Map<number, number>;
@@ -267,8 +267,8 @@ export class OtlpLoop {
       return;
     }
     this.opened(spans, nowMs);
-    for (const { serviceId, length } of read.groups) {
-      this.open.native.set(serviceId, (this.open.native.get(serviceId) ?? 0) + length);
+    for (const { group, length } of read.groups) {
+      this.open.native.set(group, (this.open.native.get(group) ?? 0) + length);
       this.open.nativeBytes += length;
     }
     this.progress.queued += spans;
@@ -329,9 +329,9 @@ export class OtlpLoop {
   private body(): Buffer {
     const { spans, native } = this.open;
     if (this.native) {
-      const kept = [...native].map(([service, length]) => ({
-        resource: this.resources.of(this.names.service(service), this.names.node),
-        service,
+      const kept = [...native].map(([group, length]) => ({
+        resource: groupResource(group, this.names, this.resources),
+        service: group,
         length,
       }));
       return this.native.request(this.protobuf.layout(spans, kept), this.target.gzip ? GZIP_LEVEL : 0);

@@ -14,7 +14,9 @@
  */
 import type Database from 'better-sqlite3';
 import { blockOpName, eventTypeName, syscallName, targetKindName } from '../../core/model';
-import { errnoName } from '../../core/otlp/event-span';
+import { errnoName, type SpanResources } from '../../core/otlp/event-span';
+import type { StoreNameCache } from '../../core/store/store-names';
+import type { Resource } from '@opentelemetry/resources';
 import type { RequestChunk } from '../../core/otlp/span-protobuf';
 import { EventInsert } from '../store/event-insert';
 import type { OtlpSampling } from './otlp-target';
@@ -27,7 +29,8 @@ const ROW_ARGUMENTS = [
   'e.seq',
   'e.ts',
   'e.dur',
-  'e.service',
+  // the group a span goes to: its service and its container (one resource each), as the batch's service column holds them
+  `e.service + (coalesce(e.container, 0) << 32)`,
   'e.ctx',
   'c.trace_id',
   'c.parent_span_id',
@@ -82,9 +85,10 @@ export function nativeSpanSpec(storeId: string, sampling: OtlpSampling): string 
   return lines.join('\n');
 }
 
-/** One service's spans a read added to the open request: their bytes (ScopeSpans field 2) stay native. */
+/** One resource's spans a read added to the open request: their bytes (ScopeSpans field 2) stay native. */
 export interface NativeGroup {
-  serviceId: number;
+  /** the service's store id plus 2^32 times its container's (0: none) */
+  group: number;
   spans: number;
   length: number;
 }
@@ -122,6 +126,14 @@ function layoutBlob(chunks: readonly RequestChunk[]): Buffer {
   return Buffer.concat(parts);
 }
 
+const CONTAINER_SHIFT = 2 ** 32;
+
+/** The resource of a group's spans: its service's and its container's, the one eventSpan gives their events. */
+export function groupResource(group: number, names: StoreNameCache, resources: SpanResources): Resource {
+  const container = names.container(Math.floor(group / CONTAINER_SHIFT) || null);
+  return resources.of(names.service(group % CONTAINER_SHIFT), names.node, container ?? undefined);
+}
+
 export class NativeSpanReader {
   private readonly select: Database.Statement<[Record<string, unknown>], Buffer>;
   private readonly undoRead: Database.Statement<[], number>;
@@ -154,7 +166,7 @@ export class NativeSpanReader {
       return value;
     };
     const groups: NativeGroup[] = [];
-    for (let n = next(); n > 0; n--) groups.push({ serviceId: next(), spans: next(), length: next() });
+    for (let n = next(); n > 0; n--) groups.push({ group: next(), spans: next(), length: next() });
     this.lastAdded = groups.length > 0;
     const contexts: ContextCount[] = [];
     for (let n = next(); n > 0; n--) contexts.push({ ctx: next(), spans: next(), unsampled: next() });

@@ -11,6 +11,21 @@
 #include "golang.h"
 
 /*
+ * By tgid: the processes discovery found to be a JVM (native/capture marks
+ * them), until exec or the last thread's exit. A JVM's threads inherit no
+ * request: a pool thread started inside a request (ThreadPoolExecutor makes
+ * its workers in execute()) runs other requests' tasks while the first one
+ * lives, a hand-off the kernel cannot see; the JVM hook hands units across
+ * threads itself.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} jvm_processes SEC(".maps");
+
+/*
  * Children start in the context of the thread that created them: a
  * request's only while that request lives (lifetime.h), so a helper thread
  * joined within its request is the request's, and a pool or a consumer a
@@ -36,6 +51,10 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	/* a runtime's threads run units, not the unit that ran when the thread was made */
 	if (!t || !t->context_id || (t->unit_kind && parent->tgid == child->tgid))
 		return 0;
+	if (parent->tgid == child->tgid && bpf_map_lookup_elem(&jvm_processes, &(__u32){child->tgid})) {
+		count_event(KR_COUNTER_UNINHERITED_JVM_THREAD);
+		return 0;
+	}
 	thread_hold(&inherited, thread_handle(t),
 		    parent->tgid == child->tgid ? KR_COUNTER_OUTLIVED_THREAD : KR_COUNTER_OUTLIVED_PROCESS);
 	bpf_probe_read_kernel(inherited.comm, sizeof(inherited.comm), child->comm);
@@ -56,6 +75,8 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 	__u32 tid = task->pid;
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
+	/* no longer the JVM discovery found (if it is one again, discovery finds it again) */
+	bpf_map_delete_elem(&jvm_processes, &(__u32){task->tgid});
 	if (t && t->unit_kind) {
 		t->unit_kind = 0;
 		t->unit = 0;
@@ -85,8 +106,13 @@ int BPF_PROG(task_rename, struct task_struct *task, const char *comm)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	/* the process's last thread (its live count already dropped): its tgid may be reused */
+	if (!bpf_get_current_task_btf()->signal->live.counter)
+		bpf_map_delete_elem(&jvm_processes, &(__u32){pid_tgid >> 32});
 
 	/* a call the signal that ends the thread interrupted never restarts */
 	if (t && t->parked)

@@ -17,6 +17,11 @@ export interface Container {
   namespace: string | null;
   /** the runtime's labels and annotations on the container, bounded (agent/attribution/container-state.ts) */
   labels: Record<string, string>;
+  /**
+   * on an event: its process's pid in the container's pid namespace (NSpid, what `ps` inside shows);
+   * absent when /proc no longer told it
+   */
+  pid?: number;
 }
 
 /**
@@ -43,6 +48,7 @@ export function parseContainer(json: string): Container {
         pod: value.pod ?? null,
         namespace: value.namespace ?? null,
         labels: value.labels ?? {},
+        ...(typeof value.pid === 'number' && { pid: value.pid }),
       };
   } catch {
     // below

@@ -17,6 +17,8 @@ export interface RowNames {
   comm(name: string): number;
   context(transactionId: string | null, traceId: string | null, parentSpanId: string | null): number | null;
   target(kind: number, value: string): number;
+  /** the containers row of a container's JSON (core/model/container.ts) */
+  container(info: string): number;
 }
 
 export type RowValues = Record<EventColumnName, bigint | number | null>;
@@ -61,6 +63,11 @@ export function eventToRow(event: Record<string, unknown>, names: RowNames, fall
     row.dev = encodeDevice(major ?? 0, minor ?? 0);
   }
   if (typeof event.op === 'string') row.op = opCode(event.op);
+  // an API event's container is an object; an incident file's column holds its JSON
+  const container = event.container;
+  if (typeof container === 'string') row.container = names.container(container);
+  else if (typeof container === 'object' && container !== null)
+    row.container = names.container(JSON.stringify(container));
   // fd, ret, sector, error, and any column added later: the field of the same name
   for (const { name } of EVENT_COLUMN_TABLE)
     if (row[name] === null && name in event && !(name in FIELD_OF)) row[name] = int(event[name]);
@@ -80,4 +87,5 @@ const FIELD_OF: Partial<Record<EventColumnName, string>> = {
   target: 'target',
   dev: 'device',
   op: 'op',
+  container: 'container',
 };

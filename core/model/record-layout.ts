@@ -171,6 +171,7 @@ export const KernelCounter = {
   outlivedUnit: 24,
   restartedCall: 25,
   agentInterruptedCall: 26,
+  uninheritedJvmThread: 27,
 } as const;
 export type KernelCounterName = keyof typeof KernelCounter;
 export const KERNEL_COUNTER_NAMES = Object.keys(KernelCounter) as KernelCounterName[];

@@ -61,6 +61,8 @@ export interface NativeCaptureSession {
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
   /** probes the libuv threadpool of process `pid`'s executable (or libuv.so) from now on, when it has the symbols */
   followLibuv(pid: number): void;
+  /** marks process `pid` a JVM: the threads it makes from now on inherit no request in the kernel */
+  markJvm(pid: number): void;
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }

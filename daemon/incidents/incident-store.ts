@@ -69,6 +69,8 @@ export class IncidentStoreBuilder {
       (id, [txn, trace, span]) => contexts.run(id, txn, trace, span),
     );
     const targetIds = new Dictionary<[number, string]>((id, [kind, value]) => targets.run(id, kind, value));
+    const containers = this.db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');
+    const containerIds = new Dictionary<string>((id, info) => containers.run(id, info));
     this.names = {
       service: (name) => serviceIds.id(name, name),
       comm: (name) => commIds.id(name, name),
@@ -77,6 +79,7 @@ export class IncidentStoreBuilder {
           ? null
           : contextIds.id(JSON.stringify([txn, trace, span]), [txn, trace, span]),
       target: (kind, value) => targetIds.id(`${kind}\0${value}`, [kind, value]),
+      container: (info) => containerIds.id(info, info),
     };
     this.insertEvent = this.db.prepare(INSERT_EVENT);
     this.db.exec('BEGIN');

@@ -311,6 +311,14 @@ void CaptureEngine::FollowLibuv(pid_t pid) {
   if (uv_) uv_->Follow(pid);
 }
 
+void CaptureEngine::MarkJvm(pid_t pid) {
+  const __u32 tgid = static_cast<__u32>(pid);
+  const __u8 jvm = 1;
+  if (bpf_map__update_elem(skel_->maps.jvm_processes, &tgid, sizeof(tgid), &jvm, sizeof(jvm), BPF_ANY) != 0)
+    AppendLog("warn", "JVM " + std::to_string(pid) +
+                          " not marked (the table is full or the process gone): its new threads may inherit a request");
+}
+
 int CaptureEngine::Consume() { return ring_->Consume(sink_); }
 
 std::vector<uint64_t> CaptureEngine::ReadCounters() const {

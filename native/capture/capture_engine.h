@@ -87,6 +87,9 @@ class CaptureEngine {
   // Follows the libuv threadpool of process `pid` (uv_probes.h); any thread.
   void FollowLibuv(pid_t pid);
 
+  // Marks process `pid` a JVM: its new threads inherit no request (tasks.h); any thread.
+  void MarkJvm(pid_t pid);
+
   // Per-CPU counters summed, indexed by enum kr_counter.
   std::vector<uint64_t> ReadCounters() const;
   // Share of the ring holding unread records, 0..1.

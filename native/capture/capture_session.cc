@@ -80,6 +80,7 @@ Napi::Function CaptureSession::Define(Napi::Env env) {
                          InstanceMethod("programStats", &CaptureSession::ProgramStats),
                          InstanceMethod("setCgroupFilter", &CaptureSession::SetCgroupFilter),
                          InstanceMethod("followLibuv", &CaptureSession::FollowLibuv),
+                         InstanceMethod("markJvm", &CaptureSession::MarkJvm),
                          InstanceMethod("stop", &CaptureSession::Stop),
                      });
 }
@@ -242,6 +243,13 @@ void CaptureSession::FollowLibuv(const Napi::CallbackInfo& info) {
   if (info.Length() != 1 || !info[0].IsNumber())
     throw Napi::TypeError::New(info.Env(), "followLibuv(pid) takes a process id");
   if (engine_) engine_->FollowLibuv(info[0].As<Napi::Number>().Int32Value());
+}
+
+// markJvm(pid): the process is a JVM, its new threads inherit no request (bpf/capture/tasks.h)
+void CaptureSession::MarkJvm(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsNumber())
+    throw Napi::TypeError::New(info.Env(), "markJvm(pid) takes a process id");
+  if (engine_) engine_->MarkJvm(info[0].As<Napi::Number>().Int32Value());
 }
 
 void CaptureSession::Stop(const Napi::CallbackInfo&) { stopping_.store(true, std::memory_order_release); }

@@ -29,6 +29,7 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   Napi::Value ProgramStats(const Napi::CallbackInfo& info);
   void SetCgroupFilter(const Napi::CallbackInfo& info);
   void FollowLibuv(const Napi::CallbackInfo& info);
+  void MarkJvm(const Napi::CallbackInfo& info);
   void Stop(const Napi::CallbackInfo& info);
 
   void PollLoop();

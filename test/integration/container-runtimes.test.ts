@@ -19,6 +19,7 @@ import { waitFor } from '../support/wait';
 const SUPPORT = join(__dirname, '..', 'support');
 const REQUESTS = 64;
 const LEVEL = 8;
+/** where the servers write, in the container; a host directory mounted there, so the store names the host's path */
 const OUT = '/srv/out';
 
 const pods = usePodman('kreplay-ctrrt');
@@ -36,7 +37,11 @@ afterAll(async () => {
 async function measure(name: string, port: number, files: number, load: LoadOptions = {}) {
   const ids = Array.from({ length: REQUESTS }, (_, i) => `${name}-${i}`);
   await httpLoad(box.hostPort(port), ids, LEVEL, { answer: 'ok', ...load });
-  const score = scoreWrites(await writesUnder(store, OUT, `${name}-`, REQUESTS * files), ids, files);
+  const score = scoreWrites(
+    await writesUnder(store, join(dir, 'out'), `${name}-`, REQUESTS * files),
+    ids,
+    files,
+  );
   process.stdout.write(
     `${name} in a container: ${JSON.stringify(score)} of ${REQUESTS}, ${LEVEL} at a time\n`,
   );
@@ -48,6 +53,7 @@ async function measure(name: string, port: number, files: number, load: LoadOpti
     dir = mkdtempSync(join(tmpdir(), 'kreplay-ctrrt-'));
     store = join(dir, 'data', 'ctr.db');
     mkdirSync(join(dir, 'certs'));
+    mkdirSync(join(dir, 'out'));
     selfSignedCert(join(dir, 'certs'));
     const go = buildGo(join(SUPPORT, 'runtimes', 'go-server.go'), join(dir, 'go-server'), 'static');
     const image = buildImage({
@@ -62,7 +68,7 @@ async function measure(name: string, port: number, files: number, load: LoadOpti
       image,
       name: 'box',
       // the certificate names 127.0.0.1: reached through the published port
-      extraArgs: ['--volume', `${join(dir, 'certs')}:/certs:ro`],
+      extraArgs: ['--volume', `${join(dir, 'certs')}:/certs:ro`, '--volume', `${join(dir, 'out')}:${OUT}`],
       env: { KREPLAY_PYTHON_HOOK: 'off' },
       publish: [8080, 8443],
       command: [

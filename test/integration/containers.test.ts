@@ -4,8 +4,10 @@
  * inside each. Every event of theirs carries its container's id, name, image, pod, namespace and
  * labels; the two /out/x.log are two targets (the host's paths to each file); the services are named
  * by the pod's app.kubernetes.io/name label, else the container's name; GET /api/events filters by
- * container, pod, namespace and image.
+ * container, pod, namespace and image. The agent's live OTLP export gives each container's spans
+ * a resource with its container and pod.
  */
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { SyscallEvent } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
@@ -16,6 +18,7 @@ import {
   useEventsBackends,
   type EventsServer,
 } from '../support/events-http';
+import { OtlpReceiver } from '../support/otlp-receiver';
 import { buildImage, usePodman, type Container } from '../support/podman';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
@@ -27,15 +30,22 @@ const tag = process.pid;
 const namespace = `shop-${tag}`;
 let agent: AgentProcess | undefined;
 let server: EventsServer | undefined;
+let receiver: OtlpReceiver | undefined;
 const containers: Container[] = [];
 
 afterAll(async () => {
   await server?.close();
   await agent?.stop('SIGKILL');
+  await receiver?.close();
 });
 
+/** The W3C trace id a request of id `id` carries. */
+const traceOf = (id: string) => createHash('md5').update(id).digest('hex');
+
 async function request(c: Container, path: string, id: string): Promise<void> {
-  const res = await fetch(`http://127.0.0.1:${c.hostPort(8080)}${path}`, { headers: { 'x-request-id': id } });
+  const res = await fetch(`http://127.0.0.1:${c.hostPort(8080)}${path}`, {
+    headers: { 'x-request-id': id, traceparent: `00-${traceOf(id)}-00f067aa0ba902b7-01` },
+  });
   expect(await res.text()).toBe('ok');
 }
 
@@ -62,8 +72,9 @@ async function request(c: Container, path: string, id: string): Promise<void> {
     const a = run('web', { 'app.kubernetes.io/name': 'shop-web' });
     const b = run('api', {});
     containers.push(a, b);
+    receiver = await OtlpReceiver.start();
     agent = await startAgent([
-      ...['--data-dir', dir.path, '--node', 'n'],
+      ...['--data-dir', dir.path, '--node', 'n', '--otlp', receiver.url],
       ...['--include', `cgroup:${a.cgroup}`, '--include', `cgroup:${b.cgroup}`],
     ]);
     // the servers listen once aiohttp has loaded
@@ -104,6 +115,8 @@ async function request(c: Container, path: string, id: string): Promise<void> {
       pod,
       namespace,
       labels: expect.objectContaining(labels) as unknown,
+      // the server is its container's first process: pid 1 inside
+      pid: 1,
     });
     const inA = expected(a, 'web-7d9f', annotations('web-7d9f', { 'app.kubernetes.io/name': 'shop-web' }));
     const inB = expected(b, 'api-7d9f', annotations('api-7d9f'));
@@ -131,6 +144,34 @@ async function request(c: Container, path: string, id: string): Promise<void> {
     expect(ofPid(b).filter((e) => e.container?.id !== b.id)).toEqual([]);
     const claimed = (c: Container) => all.filter((e) => e.container?.id === c.id && e.pid !== c.pid);
     expect([...claimed(a), ...claimed(b)]).toEqual([]);
+
+    // the live OTLP export: each container's spans under a resource naming its container and pod
+    const resourcesOf = async (id: string) => {
+      // the container's spans (the test's own client is in the trace too, on the host)
+      const spans = await waitFor(
+        () => {
+          const found = receiver!.spans.filter(
+            (span) => span.traceId === traceOf(id) && 'container.id' in span.resource,
+          );
+          return found.length > 0 && found;
+        },
+        { timeoutMs: 30_000, what: `the container spans of ${id} exported` },
+      );
+      // each distinct resource once
+      return [...new Map(spans.map((span) => [JSON.stringify(span.resource), span.resource])).values()];
+    };
+    const resource = (c: Container, service: string, pod: string) => ({
+      'service.name': service,
+      'host.name': 'n',
+      'container.id': c.id,
+      'container.name': c.name,
+      'container.image.name': image,
+      'container.runtime': 'podman',
+      'k8s.pod.name': pod,
+      'k8s.namespace.name': namespace,
+    });
+    expect(await resourcesOf(`A${tag}-0`)).toEqual([resource(a, 'shop-web', 'web-7d9f')]);
+    expect(await resourcesOf(`B${tag}-1`)).toEqual([resource(b, b.name, 'api-7d9f')]);
 
     // the same answers from the node store and from ClickHouse (the agent stopped: nothing more comes)
     await agent.stop();

@@ -2,7 +2,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeIncident, IncidentWriter, type IncidentRun } from '../../core/incident';
-import type { ApiEvent } from '../../core/model';
+import type { ApiEvent, Container } from '../../core/model';
 import { fetchAllPages, get, getBytes } from '../support/events-http';
 import { incidentEvents } from '../support/incident-events';
 import { api, startReplayServer, StreamClient, type ReplayServer } from '../support/replay-http';
@@ -96,7 +96,18 @@ describe('incident files served by the daemon', () => {
   });
 
   it('carries every event type and field through a file and back out of the daemon', async () => {
-    const mixed = incidentEvents(60, 'INC-3').map((e, i): ApiEvent => {
+    const container: Container = {
+      id: 'c'.repeat(64),
+      runtime: 'podman',
+      name: 'web',
+      image: 'localhost/web:1',
+      pod: 'web-7d9f',
+      namespace: 'shop',
+      labels: { 'io.kubernetes.pod.name': 'web-7d9f', 'io.kubernetes.pod.namespace': 'shop' },
+    };
+    const mixed = incidentEvents(60, 'INC-3').map((event, i): ApiEvent => {
+      // every third event's process ran in a container
+      const e = i % 3 === 0 ? { ...event, container } : event;
       const id = `d${e.event_id.slice(1)}`;
       if (e.event_type === 'block_io' || i % 4 === 0) return { ...e, event_id: id };
       const { event_type: _type, ...fields } = e;
@@ -138,6 +149,9 @@ describe('incident files served by the daemon', () => {
     expect(new Set(exact.map((e) => e.event_type))).toEqual(
       new Set(['sys_write', 'sys_read', 'sys_fsync', 'sys_connect', 'block_io']),
     );
+    // the container is kept, and its filters answer as on the agent's store
+    const inPod = await fetchAllPages(server.url, 'transaction_id=INC-3&pod=web-7d9f&limit=1000');
+    expect(inPod.map((e) => e.event_id)).toEqual(mixed.filter((_, i) => i % 3 === 0).map((e) => e.event_id));
   });
 
   it('replays it like a transaction', async () => {

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../../agent/store/store-writer';
-import { NativeSpanReader, type NativeRead } from '../../agent/otlp/otlp-native-spans';
+import { groupResource, NativeSpanReader, type NativeRead } from '../../agent/otlp/otlp-native-spans';
 import { RecordType, rowToEvent, type ApiEvent } from '../../core/model';
 import { eventColumnsOf, type EventRow } from '../../core/store/event-columns';
 import { readStoreInfo, SCHEMA_VERSION } from '../../core/store/schema';
@@ -33,6 +33,17 @@ const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = '00f067aa0ba902b7';
 const T0 = 1_795_338_478_123_456_789n;
 const { SysWrite, SysRead, SysFsync, SysConnect, BlockIo } = RecordType;
+/** Two containers of one service (a pod's, and a plain podman one), as the agent stores them. */
+const POD = {
+  id: 'a'.repeat(64),
+  runtime: 'containerd',
+  name: 'web',
+  image: 'registry.local/web:1',
+  pod: 'web-7d9f',
+  namespace: 'shop',
+  labels: {},
+};
+const PLAIN = { ...POD, id: 'b'.repeat(64), runtime: 'podman', name: 'web-2', pod: null, namespace: null };
 
 let dir: string;
 let db: Database.Database;
@@ -46,6 +57,10 @@ beforeAll(() => {
   rows('INSERT INTO services (id, name) VALUES (?, ?)', [
     [1, 'app'],
     [2, 'db ü'],
+  ]);
+  rows('INSERT INTO containers (id, info) VALUES (?, ?)', [
+    [1, JSON.stringify(POD)],
+    [2, JSON.stringify(PLAIN)],
   ]);
   rows('INSERT INTO comms (id, name) VALUES (?, ?)', [
     [1, 'python3'],
@@ -79,8 +94,8 @@ beforeAll(() => {
     Buffer.from([0x2f, 0xff, 0x41]), // not UTF-8: left to the TS side
   );
   const insert = db.prepare(
-    `INSERT INTO events (ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key)
-     VALUES (@ts, @seq, @type, @dur, @service, @ctx, @pid, @tid, @comm, @bytes, @fd, @ret, @syscall, @dev, @sector, @op, @error, @target, @response_ns, @request_key)`,
+    `INSERT INTO events (ts, seq, type, dur, service, ctx, pid, tid, comm, bytes, fd, ret, syscall, dev, sector, op, error, target, response_ns, request_key, container)
+     VALUES (@ts, @seq, @type, @dur, @service, @ctx, @pid, @tid, @comm, @bytes, @fd, @ret, @syscall, @dev, @sector, @op, @error, @target, @response_ns, @request_key, @container)`,
   );
   let seq = 0;
   const event = (values: Record<string, unknown>) => {
@@ -88,7 +103,7 @@ beforeAll(() => {
     insert.run({
       ...{ ts: T0 + BigInt(seq * 1000), seq, type: SysWrite, dur: 1000 + seq, service: 1, ctx: 1 },
       ...{ pid: 4242, tid: 4243, comm: 1, bytes: 64, fd: 3, ret: 64, syscall: 1, dev: null, sector: null },
-      ...{ op: null, error: null, target: null, response_ns: null, request_key: null },
+      ...{ op: null, error: null, target: null, response_ns: null, request_key: null, container: null },
       ...values,
     });
   };
@@ -116,6 +131,10 @@ beforeAll(() => {
   event({ ctx: 6 }); // odd parent id
   event({ ctx: null });
   event({ comm: 99 }); // a comm the dictionary lacks: '#99', left to the TS side
+  // one service in two containers and on the host: three resources
+  event({ container: 1, target: 2 });
+  event({ container: 2, target: 2 });
+  event({ container: 1, target: 1 });
 });
 
 afterAll(() => {
@@ -159,8 +178,8 @@ function nativeRequest(
   resources: SpanResources,
 ): Buffer {
   const kept = read.groups.map((g) => ({
-    resource: resources.of(names.service(g.serviceId), names.node),
-    service: g.serviceId,
+    resource: groupResource(g.group, names, resources),
+    service: g.group,
     length: g.length,
   }));
   return reader.request(new SpanProtobufWriter().layout([], kept), 0);
@@ -205,6 +224,32 @@ describe('kreplay_otlp_spans', () => {
         status: { code: 2, message: 'EIO' },
       });
       expect(decoded.some((s) => s.attributes['kreplay.bytes'] === 2 ** 53 + 2)).toBe(true);
+      // each container's spans under its own resource, with the attributes the daemon's export gives
+      const inPod = decoded.filter((s) => s.resource['container.id'] === POD.id);
+      expect(inPod.map((s) => s.name)).toEqual([
+        'sys_write tcp 10.0.0.5:5432',
+        'sys_write /var/lib/app/db.sqlite',
+      ]);
+      expect(inPod[0]!.resource).toEqual({
+        'service.name': 'app',
+        'host.name': 'node-1',
+        'container.id': POD.id,
+        'container.name': 'web',
+        'container.image.name': 'registry.local/web:1',
+        'container.runtime': 'containerd',
+        'k8s.pod.name': 'web-7d9f',
+        'k8s.namespace.name': 'shop',
+      });
+      expect(decoded.filter((s) => s.resource['container.id'] === PLAIN.id).map((s) => s.resource)).toEqual([
+        {
+          'service.name': 'app',
+          'host.name': 'node-1',
+          'container.id': PLAIN.id,
+          'container.name': 'web-2',
+          'container.image.name': 'registry.local/web:1',
+          'container.runtime': 'podman',
+        },
+      ]);
     },
   );
 
@@ -225,10 +270,10 @@ describe('kreplay_otlp_spans', () => {
     const second = reader.read(4, 1000);
     const lengths = new Map<number, number>();
     for (const g of [...first.groups, ...second.groups])
-      lengths.set(g.serviceId, (lengths.get(g.serviceId) ?? 0) + g.length);
-    const kept = [...lengths].map(([service, length]) => ({
-      resource: resources.of(names.service(service), names.node),
-      service,
+      lengths.set(g.group, (lengths.get(g.group) ?? 0) + g.length);
+    const kept = [...lengths].map(([group, length]) => ({
+      resource: groupResource(group, names, resources),
+      service: group,
       length,
     }));
     const writer = new SpanProtobufWriter();

@@ -246,14 +246,18 @@ describe('container service names', () => {
     fakeProcess(10, `0::/libpod_parent/libpod-${ID}\n`);
     fakeProcess(11, `0::/libpod_parent/libpod-${OTHER}\n`);
     fakeProcess(12, '0::/system.slice/nginx.service\n');
+    // pid 10 is pid 1 in its container (NSpid: host's, then each inner namespace's); 11's status is gone
+    writeFileSync(join(dir.path, 'proc', '10', 'status'), 'Name:\tpython3\nNSpid:\t10\t1\nNStgid:\t10\t1\n');
+    writeFileSync(join(dir.path, 'proc', '12', 'status'), 'Name:\tnginx\nNSpid:\t12\n');
     const problems: string[] = [];
     const containers = new ContainerResolver(roots(), (_, p) => problems.push(p));
     const r = new ServiceResolver([], new CgroupPaths(null), join(dir.path, 'proc'), containers);
     expect(r.identityOf({ pid: 10, comm: 'python3', cgroupId: 1 })).toMatchObject({
       service: 'shop',
-      container: { id: ID, name: 'shop-a' },
+      container: { id: ID, name: 'shop-a', pid: 1 },
     });
     expect(r.serviceOf({ pid: 11, comm: 'python3', cgroupId: 1 })).toBe('cache-b');
+    expect(r.identityOf({ pid: 11, comm: 'python3', cgroupId: 1 }).container).not.toHaveProperty('pid');
     expect(r.identityOf({ pid: 12, comm: 'nginx', cgroupId: 1 })).toEqual({
       service: 'nginx',
       container: null,

@@ -5,6 +5,9 @@
  * attribution-python.test.ts); the Node injection is tested in attribution-node.test.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { RuntimeClassifier } from '../../agent/runtimes/discovery/classify';
 import { ProcessDiscovery } from '../../agent/runtimes/discovery/process-discovery';
 import { leaveAlone, runtimeInjectors } from '../../agent/runtimes/discovery/runtime-injectors';
@@ -55,6 +58,7 @@ function discovery(
   include: number[],
   injectors: Partial<RuntimeInjectors>,
   ancestors: number[] = [],
+  markJvm?: (pid: number) => void,
 ): { d: ProcessDiscovery; lines: string[] } {
   const lines: string[] = [];
   const log = recordingLogger((level, msg, f) => {
@@ -69,6 +73,7 @@ function discovery(
     scope: (pid) => (include.includes(pid) ? null : 'not in this test'),
     log,
     ancestors: () => ancestors,
+    ...(markJvm ? { markJvm } : {}),
   });
   return { d, lines };
 }
@@ -354,5 +359,31 @@ describe('ProcessDiscovery', () => {
     expect(lines).toEqual([
       `info left a Python process unattributed: the Python hook is off (--no-python-hook) pid=${pid}`,
     ]);
+  });
+
+  it("marks a JVM for the kernel once, out of the hooks' scope too, and no other process", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kreplay-jvm-'));
+    const source = join(dir, 'Idle.java');
+    writeFileSync(
+      source,
+      'class Idle { public static void main(String[] a) throws Exception { System.out.println("up"); Thread.sleep(60000); } }\n',
+    );
+    try {
+      const [jvm, py] = [(await started('/usr/bin/java', [source])).pid!, await python()];
+      const marked: number[] = [];
+      // neither is in scope: the JVM is marked all the same, never hooked
+      const { d } = discovery([], {}, [], (pid) => marked.push(pid));
+      await waitFor(async () => {
+        await d.scanOnce();
+        return marked.includes(jvm);
+      });
+      await d.scanOnce();
+      await d.scanOnce();
+      // the host's other JVMs (other tests') may be marked too: only these two are this test's
+      expect(marked.filter((pid) => pid === jvm || pid === py)).toEqual([jvm]);
+      expect(d.counts.jvm.hooked).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -136,6 +136,7 @@ const EXPECTED: Record<string, number> = {
   KR_COUNTER_OUTLIVED_UNIT: KernelCounter.outlivedUnit,
   KR_COUNTER_RESTARTED_CALL: KernelCounter.restartedCall,
   KR_COUNTER_AGENT_INTERRUPTED_CALL: KernelCounter.agentInterruptedCall,
+  KR_COUNTER_UNINHERITED_JVM_THREAD: KernelCounter.uninheritedJvmThread,
   KR_COUNTER_MAX: KERNEL_COUNTER_COUNT,
 
   'offsetof(struct kr_event, type)': RecordHead.type,

@@ -64,6 +64,7 @@ describe('storedCounters', () => {
       outlived_unit: 25,
       restarted_call: 26,
       agent_interrupted_call: 27,
+      uninherited_jvm_thread: 28,
       malformed_markers: 11,
       unknown_contexts: 12,
       unknown_targets: 13,

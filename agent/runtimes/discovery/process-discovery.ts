@@ -47,6 +47,8 @@ export interface DiscoveryOptions {
   scope(pid: number): string | null;
   log: Logger;
   scanMs?: number;
+  /** tells the kernel a process is a JVM, whose new threads inherit no request (bpf/capture/tasks.h) */
+  markJvm?(pid: number): void;
   /** the processes above the agent, never hooked (default: read from /proc at each scan) */
   ancestors?: () => number[];
 }
@@ -130,7 +132,11 @@ export class ProcessDiscovery {
         this.tracked.set(pid, tracked);
       }
       if (tracked.settled) continue;
-      tracked.classification ??= this.options.classifier.classify(pid, exeId);
+      if (!tracked.classification) {
+        tracked.classification = this.options.classifier.classify(pid, exeId);
+        // hooked or not, in scope or not: the kernel cannot see a JVM's hand-offs between threads
+        if (tracked.classification?.runtime === 'jvm') this.options.markJvm?.(pid);
+      }
       if (!tracked.classification) {
         if (++tracked.looks >= YOUNG_SCANS) tracked.settled = true;
         continue;

@@ -4,6 +4,7 @@
  * Reading only: nothing here touches the process.
  */
 import { readFileSync } from 'node:fs';
+import { innermostPid } from '../../attribution/process-info';
 
 export interface ProcessFacts {
   pid: number;
@@ -33,10 +34,9 @@ export function parseEnviron(text: string): ProcessFacts['env'] {
 /** /proc/PID/status: the innermost pid and whether signal `signal` is in SigCgt. */
 export function parseStatus(text: string, signal = SIGUSR1): { innerPid: number; caught: boolean } {
   const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(text)?.[1]?.trim() ?? '';
-  const nspids = field('NSpid').split(/\s+/).filter(Boolean);
   const caughtMask = BigInt(`0x${field('SigCgt') || '0'}`);
   return {
-    innerPid: Number(nspids[nspids.length - 1] ?? NaN),
+    innerPid: innermostPid(text),
     caught: ((caughtMask >> BigInt(signal - 1)) & 1n) === 1n,
   };
 }
