@@ -15,7 +15,8 @@ const servers = new PythonServers();
 const FILES = 3;
 
 beforeAll(() => servers.start('wsgi'), 60_000);
-afterAll(() => servers.stop());
+// the agent flushes its store before it exits
+afterAll(() => servers.stop(), 30_000);
 
 describe('the Python hook on WSGI servers (real kernel)', () => {
   it.each([
