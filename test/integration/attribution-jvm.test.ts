@@ -10,7 +10,7 @@
 import { execFile, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -36,6 +36,11 @@ const JETTY_SERVER = join(__dirname, '..', 'support', 'runtimes', 'JettyPoolServ
 const JETTY_CLASSPATH = ['server', 'servlet', 'http', 'io', 'util', 'security']
   .map((jar) => `/usr/share/java/jetty9-${jar}.jar`)
   .concat('/usr/share/java/servlet-api-4.0.1.jar')
+  .join(':');
+const NETTY_SERVER = join(__dirname, '..', 'support', 'runtimes', 'NettyServer.java');
+/** Debian's Netty 4.1 (libnetty-java): its netty-all.jar holds no classes, the modules' jars do */
+const NETTY_CLASSPATH = ['common', 'buffer', 'transport', 'codec', 'codec-http']
+  .map((jar) => `/usr/share/java/netty-${jar}.jar`)
   .join(':');
 /** the files each request of JvmPoolServer writes: its handler's, a pool's, CompletableFuture's, a fork-join pool's, a scheduled one */
 const KINDS = ['handler', 'pool', 'async', 'fj', 'later'];
@@ -74,6 +79,21 @@ async function poolServer(
   return { child, pid: child.pid!, port, out };
 }
 
+/** A Java program `source` on `classpath`, hookable, writing under a directory of its own (its argument): prints its port. */
+async function javaServer(
+  name: string,
+  classpath: string,
+  source: string,
+): Promise<Started & { out: string }> {
+  const out = join(dir, name);
+  mkdirSync(out);
+  const { child, port } = await serverInCgroup(cgroup, JAVA, ['-cp', classpath, source, out], {
+    env: hookableEnv(),
+    children,
+  });
+  return { child, pid: child.pid!, port, out };
+}
+
 const formatScore = (s: Accuracy) => `${s.correct}/${s.wrong}/${s.none}/${s.missing}`;
 
 /** Sends PER_LEVEL requests `level` at a time to `path`, each answered right, and scores their `kinds` of writes, all and by kind. */
@@ -108,6 +128,27 @@ function expectGoal({ correct, wrong, none, missing }: Accuracy, files = FILES):
   const goal = s.correct >= 0.999 * total && s.wrong === 0 && s.missing === 0;
   if (!goal) process.stdout.write(`agent:\n${agent.output().split('\n').slice(-6).join('\n')}\n`);
   expect({ ...s, goal }).toEqual({ ...s, goal: true });
+}
+
+/** Sends the requests `ids` pipelined, in one write on one connection: resolves once each is answered. */
+function pipelined(port: number, ids: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () =>
+      socket.write(
+        ids.map((id) => `GET / HTTP/1.1\r\nhost: localhost\r\nx-request-id: ${id}\r\n\r\n`).join(''),
+      ),
+    );
+    let got = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      got += chunk;
+      if (got.split('\r\n\r\nok').length > ids.length) {
+        socket.destroy();
+        resolve();
+      }
+    });
+    socket.on('error', reject);
+  });
 }
 
 let early: Started & { out: string };
@@ -234,16 +275,27 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
   });
 
   it('an embedded Jetty 9 server started after the agent: a servlet handing work to an ExecutorService, at 1, 8, 64 and 256 concurrent: every write its request', async () => {
-    const out = join(dir, 'jetty');
-    mkdirSync(out);
-    const { child, port } = await serverInCgroup(cgroup, JAVA, ['-cp', JETTY_CLASSPATH, JETTY_SERVER, out], {
-      env: hookableEnv(),
-      children,
-    });
-    const jetty = { child, pid: child.pid!, port, out };
+    const jetty = await javaServer('jetty', JETTY_CLASSPATH, JETTY_SERVER);
     expect(await jvmHookLine(agent, jetty.pid)).toMatch(/loaded the JVM hook/);
     for (const level of [1, 8, 64, 256])
       expectGoal(await measure(jetty, 'jetty', level, { kinds: ['handler', 'pool'] }), 2);
+  });
+
+  it("a Netty 4.1 HTTP server started after the agent: two event loops multiplexing keep-alive connections, a task on the channel's event loop and one on a DefaultEventExecutorGroup, at 1, 8, 64 and 256 concurrent: every write its request", async () => {
+    const netty = await javaServer('netty', NETTY_CLASSPATH, NETTY_SERVER);
+    expect(await jvmHookLine(agent, netty.pid)).toMatch(/loaded the JVM hook/);
+    const kinds = ['handler', 'loop', 'group'];
+    for (const level of [1, 8, 64, 256])
+      expectGoal(await measure(netty, 'netty', level, { kinds }), kinds.length);
+    // pipelined requests (two in one segment): which one a write serves is not known once the
+    // second is read before the first is answered, so the channel runs none until both are: never wrong
+    const pairs = Array.from({ length: 16 }, (_, i) => [`netty-pipe-${i}-a`, `netty-pipe-${i}-b`]);
+    await Promise.all(pairs.map((ids) => pipelined(netty.port, ids)));
+    const ids = pairs.flat();
+    const rows = await writesUnder(store, netty.out, 'netty-pipe-', ids.length * kinds.length);
+    const s = scoreWrites(rows, ids, kinds.length);
+    process.stdout.write(`netty pipelined, correct/wrong/none/missing: ${formatScore(s)}\n`);
+    expect({ wrong: s.wrong, missing: s.missing }).toEqual({ wrong: 0, missing: 0 });
   });
 
   // unhooked, a JVM is left to the kernel's own rules but one: its threads inherit no request (a
@@ -281,9 +333,9 @@ describe('the JVM hook on unmodified Java servers (real kernel)', () => {
           'm',
         ).exec(metrics)?.[1],
       );
-    // the early server, Tomcat and Jetty
+    // the early server, Tomcat, Jetty and Netty
     expect({ hooked: count('hooked'), refused: count('refused'), failed: count('failed') }).toEqual({
-      hooked: 3,
+      hooked: 4,
       refused: 2,
       failed: 0,
     });

@@ -4,6 +4,7 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.lang.reflect.Field;
+import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -362,6 +363,173 @@ public final class KreplayUnits {
       return task.exec();
     } finally {
       left(slot);
+    }
+  }
+
+  // ---- Netty: many connections per event-loop thread; a unit per HTTP request, kept by its channel
+
+  static final int NETTY_READ = 0;
+  static final int NETTY_WRITE = 1;
+  static final int NETTY_FLUSH = 2;
+
+  /** channels that read an HTTP request, until inactive */
+  static final ConcurrentHashMap<Key, Conn> CONNS = new ConcurrentHashMap<>();
+  static final Messages MESSAGES = new Messages();
+
+  /** A channel's requests: the unit of the one it serves (0: none), and what it read and answered. */
+  static final class Conn {
+    long unit;
+    /** the headers of the request it read last: an aggregated request shares its parts' */
+    Object headers;
+    /** requests read and not yet answered: past one (pipelined), the channel runs none */
+    int pending;
+    /** responses whose last content was written, ended at the flush that sends them */
+    int answered;
+  }
+
+  /** What a Netty message's class is to the hook: an HTTP request (its accessors), a response's end. */
+  static final class Message {
+    Method method;
+    Method uri;
+    Method headers;
+    Method header;
+    boolean last;
+  }
+
+  /** Netty's classes by name, by reflection: java.base cannot link to them, and they may be absent. */
+  static final class Messages extends ClassValue<Message> {
+    @Override
+    protected Message computeValue(Class<?> type) {
+      Message kind = new Message();
+      try {
+        Class<?> request = implemented(type, "io.netty.handler.codec.http.HttpRequest");
+        if (request != null) {
+          kind.headers = request.getMethod("headers");
+          kind.header = kind.headers.getReturnType().getMethod("get", String.class);
+          kind.uri = request.getMethod("uri");
+          kind.method = request.getMethod("method");
+        }
+      } catch (ReflectiveOperationException | RuntimeException | LinkageError unknown) {
+        kind.headers = null;
+      }
+      kind.last = implemented(type, "io.netty.handler.codec.http.LastHttpContent") != null;
+      return kind;
+    }
+
+    static Class<?> implemented(Class<?> type, String name) {
+      for (Class<?> c = type; c != null; c = c.getSuperclass())
+        for (Class<?> i : c.getInterfaces()) {
+          if (i.getName().equals(name)) return i;
+          Class<?> inner = implemented(i, name);
+          if (inner != null) return inner;
+        }
+      return null;
+    }
+  }
+
+  /**
+   * Where a channel handler context invokes its handler (`what`: a read of `message`, a write of
+   * it, a flush): the thread enters the unit of the request the channel serves, until `nettyLeft`.
+   * A channel that never read an HTTP request keeps the thread's unit (a client's, called from a
+   * request's handler).
+   */
+  public static void netty(Object channel, Object message, int what) {
+    Slot slot;
+    try {
+      slot = slot();
+    } catch (RuntimeException | Error ignored) {
+      return;
+    }
+    long unit = slot.unit;
+    try {
+      unit = nettyUnit(channel, message, what, unit);
+    } catch (RuntimeException | Error | ReflectiveOperationException ignored) {
+      unit = 0;
+    }
+    enter(slot, unit);
+  }
+
+  static long nettyUnit(Object channel, Object message, int what, long current)
+      throws ReflectiveOperationException {
+    Key key = new Key(channel);
+    Conn conn = CONNS.get(key);
+    Message kind = message == null ? null : MESSAGES.get(message.getClass());
+    if (what == NETTY_READ && kind != null && kind.headers != null) {
+      Object headers = kind.headers.invoke(message);
+      if (conn == null) {
+        if (CONNS.size() >= HANDED_MAX) return 0;
+        Conn fresh = new Conn();
+        conn = CONNS.putIfAbsent(key, fresh);
+        if (conn == null) conn = fresh;
+      }
+      synchronized (conn) {
+        if (headers != conn.headers) {
+          conn.headers = headers;
+          conn.pending++;
+          if (conn.unit != 0) send(signal(opClose, conn.unit, 0));
+          conn.unit = 0;
+          // a request read while another waits for its answer (pipelined): which one a write
+          // serves is not known, so none until all are answered
+          if (conn.pending == 1) conn.unit = opened(kind, message, headers);
+        }
+        return conn.unit;
+      }
+    }
+    if (conn == null) return current;
+    synchronized (conn) {
+      if (what == NETTY_WRITE && kind != null && kind.last && conn.pending > conn.answered) conn.answered++;
+      return conn.unit;
+    }
+  }
+
+  static long opened(Message kind, Object message, Object headers) throws ReflectiveOperationException {
+    String uri = String.valueOf(kind.uri.invoke(message));
+    int query = uri.indexOf('?');
+    String path = query < 0 ? uri : uri.substring(0, query);
+    String method = String.valueOf(kind.method.invoke(message));
+    String traceparent = (String) kind.header.invoke(headers, "traceparent");
+    String requestId = (String) kind.header.invoke(headers, "x-request-id");
+    long unit = IDS.incrementAndGet();
+    byte[] head = head(method, path, traceparent, requestId);
+    byte[] bytes = signal(opOpen, unit, head.length);
+    System.arraycopy(head, 0, bytes, signalBytes, head.length);
+    send(bytes);
+    return unit;
+  }
+
+  /** The handler returned: the thread leaves the unit; after a flush, the responses it sent end their requests. */
+  public static void nettyLeft(Object channel, int what) {
+    try {
+      Slot slot = SLOTS.get();
+      if (slot == null || slot.watch == null) return;
+      leave(slot);
+      if (what != NETTY_FLUSH || CONNS.isEmpty()) return;
+      Conn conn = CONNS.get(new Key(channel));
+      if (conn == null) return;
+      synchronized (conn) {
+        if (conn.answered == 0) return;
+        conn.pending -= conn.answered;
+        conn.answered = 0;
+        if (conn.unit != 0) send(signal(opClose, conn.unit, 0));
+        conn.unit = 0;
+      }
+    } catch (RuntimeException | Error ignored) {
+      // never into the program
+    }
+  }
+
+  /** The channel closed: its request, if one is open, ended. */
+  public static void nettyGone(Object channel) {
+    try {
+      if (CONNS.isEmpty()) return;
+      Conn conn = CONNS.remove(new Key(channel));
+      if (conn == null) return;
+      synchronized (conn) {
+        if (conn.unit != 0) send(signal(opClose, conn.unit, 0));
+        conn.unit = 0;
+      }
+    } catch (RuntimeException | Error ignored) {
+      // never into the program
     }
   }
 

@@ -21,7 +21,14 @@ public final class Agent {
   private Agent() {}
 
   static final String UNITS = "java.util.concurrent.KreplayUnits";
-  private static final String[] CLASSES = {"KreplayUnits$Slot", "KreplayUnits$Key", "KreplayUnits"};
+  private static final String[] CLASSES = {
+    "KreplayUnits$Slot",
+    "KreplayUnits$Key",
+    "KreplayUnits$Conn",
+    "KreplayUnits$Message",
+    "KreplayUnits$Messages",
+    "KreplayUnits"
+  };
 
   public static void agentmain(String args, Instrumentation inst) throws Exception {
     synchronized (Agent.class) {

@@ -27,7 +27,10 @@ import org.objectweb.asm.commons.AdviceAdapter;
  *   <li>requests: where a server hands a request to the program (com.sun.net.httpserver's filter
  *       chain, Tomcat's servlet wrapper, Jetty's servlet holder), a unit is opened from the request's method, path,
  *       traceparent and x-request-id, and closed when that returns, however it returns (a
- *       servlet's async request when Tomcat recycles its Request, its response complete).
+ *       servlet's async request when Tomcat recycles its Request, its response complete);
+ *   <li>Netty: a channel handler context's read of an HTTP request opens a unit the channel keeps
+ *       until the flush that sends its response's end; each of the context's reads, writes and
+ *       flushes runs in the channel's unit, and Netty's event executors hand tasks as pools do.
  * </ul>
  * Tomcat's own ThreadPoolExecutor (a copy of the JDK's) is rewritten as the JDK's. KreplayUnits is
  * in java.base: every module reads it, every class loader sees it.
@@ -47,9 +50,29 @@ final class Hook implements ClassFileTransformer {
   private static final String TOMCAT_REQUEST = "org/apache/catalina/connector/Request";
   private static final String JETTY_HOLDER = "org/eclipse/jetty/servlet/ServletHolder";
   private static final String JETTY_REQUEST = "org/eclipse/jetty/server/Request";
+  private static final String NETTY_CONTEXT = "io/netty/channel/AbstractChannelHandlerContext";
+  private static final String NETTY_EXECUTOR = "io/netty/util/concurrent/SingleThreadEventExecutor";
+  private static final String NETTY_TASKS = "io/netty/util/concurrent/AbstractEventExecutor";
+  private static final String NETTY_DEFAULT = "io/netty/util/concurrent/DefaultEventExecutor";
 
   private static final Set<String> TARGETS =
-      Set.of(TPE, TOMCAT_TPE, STPE, FJP, FJT, THREAD_PER_TASK, THREAD, LINK, TOMCAT_WRAPPER, TOMCAT_REQUEST, JETTY_HOLDER, JETTY_REQUEST);
+      Set.of(
+          TPE,
+          TOMCAT_TPE,
+          STPE,
+          FJP,
+          FJT,
+          THREAD_PER_TASK,
+          THREAD,
+          LINK,
+          TOMCAT_WRAPPER,
+          TOMCAT_REQUEST,
+          JETTY_HOLDER,
+          JETTY_REQUEST,
+          NETTY_CONTEXT,
+          NETTY_EXECUTOR,
+          NETTY_TASKS,
+          NETTY_DEFAULT);
 
   static boolean targets(String className) {
     return TARGETS.contains(className.replace('.', '/'));
@@ -74,7 +97,8 @@ final class Hook implements ClassFileTransformer {
 
   static byte[] rewrite(String name, ClassLoader loader, byte[] bytes) {
     ClassReader reader = new ClassReader(bytes);
-    boolean request = name.equals(LINK) || name.equals(TOMCAT_WRAPPER) || name.equals(JETTY_HOLDER);
+    boolean request =
+        name.equals(LINK) || name.equals(TOMCAT_WRAPPER) || name.equals(JETTY_HOLDER) || name.equals(NETTY_CONTEXT);
     ClassWriter writer =
         request ? new LoaderWriter(reader, loader) : new ClassWriter(reader, ClassWriter.COMPUTE_MAXS);
     reader.accept(
@@ -151,9 +175,41 @@ final class Hook implements ClassFileTransformer {
         // recycled once its response is complete, an async one's too (Jetty's as Tomcat's)
         if (at.equals("recycle()V")) return handsTo(mv, 0, "recycled");
         return mv;
+      case NETTY_CONTEXT:
+        // each handler's read, write and flush, whichever thread runs it (an event loop, a group's executor)
+        if (at.equals("invokeChannelRead(Ljava/lang/Object;)V")) return new NettyCall(mv, access, name, desc, 0);
+        if (at.equals("invokeWrite0(Ljava/lang/Object;Lio/netty/channel/ChannelPromise;)V"))
+          return new NettyCall(mv, access, name, desc, 1);
+        if (at.equals("invokeFlush0()V")) return new NettyCall(mv, access, name, desc, 2);
+        if (at.equals("invokeChannelInactive()V")) return nettyGone(mv);
+        return mv;
+      case NETTY_EXECUTOR:
+        // an event loop's or a DefaultEventExecutorGroup's queue
+        if (name.equals("execute") && desc.startsWith("(Ljava/lang/Runnable;")) return handsArgument(mv);
+        return mv;
+      case NETTY_TASKS:
+        if (at.equals("safeExecute(Ljava/lang/Runnable;)V"))
+          return runsThrough(mv, "java/lang/Runnable", "run", "()V", "run", "(Ljava/lang/Runnable;)V");
+        return mv;
+      case NETTY_DEFAULT:
+        if (at.equals("run()V")) return runsThrough(mv, "java/lang/Runnable", "run", "()V", "run", "(Ljava/lang/Runnable;)V");
+        return mv;
       default:
         return mv;
     }
+  }
+
+  /** Units.nettyGone(this.channel()) where the method begins. */
+  private static MethodVisitor nettyGone(MethodVisitor mv) {
+    return new MethodVisitor(Opcodes.ASM9, mv) {
+      @Override
+      public void visitCode() {
+        super.visitCode();
+        super.visitVarInsn(Opcodes.ALOAD, 0);
+        super.visitMethodInsn(Opcodes.INVOKEVIRTUAL, NETTY_CONTEXT, "channel", "()Lio/netty/channel/Channel;", false);
+        super.visitMethodInsn(Opcodes.INVOKESTATIC, UNITS, "nettyGone", "(Ljava/lang/Object;)V", false);
+      }
+    };
   }
 
   /** Units.hand(the method's first argument) where the method begins. */
@@ -198,32 +254,24 @@ final class Hook implements ClassFileTransformer {
     };
   }
 
-  /** A method that serves one request: a unit opened where it begins, closed wherever it ends. */
-  private abstract static class Request extends AdviceAdapter {
+  /** A method run in a unit: entered where it begins, left (`close`) wherever it ends. */
+  private abstract static class Around extends AdviceAdapter {
     private final Label start = new Label();
     private final Label handler = new Label();
 
-    Request(MethodVisitor mv, int access, String name, String desc) {
+    Around(MethodVisitor mv, int access, String name, String desc) {
       super(Opcodes.ASM9, mv, access, name, desc);
     }
 
-    /** Pushes the request's method, path, traceparent and x-request-id (Strings, null when absent). */
-    abstract void headOf();
+    /** Where it begins: the unit entered. */
+    abstract void enter();
 
-    /** Where it ends: the request's unit is closed (and left). */
-    void close() {
-      mv.visitMethodInsn(INVOKESTATIC, UNITS, "close", "()V", false);
-    }
+    /** Where it ends: the unit left. */
+    abstract void close();
 
     @Override
     protected void onMethodEnter() {
-      headOf();
-      mv.visitMethodInsn(
-          INVOKESTATIC,
-          UNITS,
-          "open",
-          "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;)V",
-          false);
+      enter();
       mv.visitLabel(start);
     }
 
@@ -240,6 +288,67 @@ final class Hook implements ClassFileTransformer {
       close();
       mv.visitInsn(ATHROW);
       super.visitMaxs(maxStack, maxLocals);
+    }
+  }
+
+  /** A method that serves one request: a unit opened where it begins, closed wherever it ends. */
+  private abstract static class Request extends Around {
+    Request(MethodVisitor mv, int access, String name, String desc) {
+      super(mv, access, name, desc);
+    }
+
+    /** Pushes the request's method, path, traceparent and x-request-id (Strings, null when absent). */
+    abstract void headOf();
+
+    @Override
+    void enter() {
+      headOf();
+      mv.visitMethodInsn(
+          INVOKESTATIC,
+          UNITS,
+          "open",
+          "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;)V",
+          false);
+    }
+
+    /** The request's unit is closed (and left). */
+    @Override
+    void close() {
+      mv.visitMethodInsn(INVOKESTATIC, UNITS, "close", "()V", false);
+    }
+  }
+
+  /**
+   * A Netty handler context's invocation of its handler (`what`: 0 a read, its message the first
+   * argument; 1 a write, likewise; 2 a flush), in the unit of the request its channel serves.
+   */
+  private static final class NettyCall extends Around {
+    private final int what;
+
+    NettyCall(MethodVisitor mv, int access, String name, String desc, int what) {
+      super(mv, access, name, desc);
+      this.what = what;
+    }
+
+    private void channel() {
+      loadThis();
+      mv.visitMethodInsn(INVOKEVIRTUAL, NETTY_CONTEXT, "channel", "()Lio/netty/channel/Channel;", false);
+    }
+
+    @Override
+    void enter() {
+      channel();
+      if (what == 2) mv.visitInsn(ACONST_NULL);
+      else loadArg(0);
+      push(what);
+      mv.visitMethodInsn(INVOKESTATIC, UNITS, "netty", "(Ljava/lang/Object;Ljava/lang/Object;I)V", false);
+    }
+
+    @Override
+    void close() {
+      channel();
+      push(what);
+      mv.visitMethodInsn(INVOKESTATIC, UNITS, "nettyLeft", "(Ljava/lang/Object;I)V", false);
     }
   }
 
