@@ -20,10 +20,26 @@ export interface ServerCommand {
   args: string[];
 }
 
-/** Debian's python3-gunicorn has no gunicorn command (the gunicorn package adds it): python3 -m. */
-export const gunicorn = (worker: string, ...more: string[]): ServerCommand => ({
+/**
+ * gunicorn serving `app` (module:callable). Debian's python3-gunicorn has no gunicorn command (the
+ * gunicorn package adds it): python3 -m.
+ */
+export const gunicornServing = (app: string, worker: string, ...more: string[]): ServerCommand => ({
   command: '/usr/bin/python3',
-  args: ['-m', 'gunicorn', '-b', '127.0.0.1:{port}', '-w', '2', '-k', worker, ...more, 'wsgi_app:app'],
+  args: ['-m', 'gunicorn', '-b', '127.0.0.1:{port}', '-w', '2', '-k', worker, ...more, app],
+});
+
+/** gunicorn serving the Flask application (wsgi_app.py). */
+export const gunicorn = (worker: string, ...more: string[]): ServerCommand =>
+  gunicornServing('wsgi_app:app', worker, ...more);
+
+/**
+ * wsgiref's simple_server, a thread per connection, serving the bare WSGI function (wsgi_bare.py);
+ * `gevent`: monkey-patched first, its threads greenlets on one thread.
+ */
+export const wsgiref = (...more: 'gevent'[]): ServerCommand => ({
+  command: '/usr/bin/python3',
+  args: ['wsgiref_serve.py', '{port}', ...more],
 });
 
 /** uWSGI's threads, over --http11-socket: --http-socket hangs up on a client that asks for keep-alive. */

@@ -7,6 +7,7 @@ Args: the hook's source, the signal layout (JSON, hook-source.ts's PYTHON_HOOK_S
 import asyncio
 import ctypes
 import importlib
+import io
 import json
 import os
 import posix
@@ -149,6 +150,8 @@ class Flask:
         thread = threading.Thread(target=marked_thread, args=(rid + " in a thread it started",))
         thread.start()
         thread.join()
+        if start_response is not None:
+            start_response("200 OK", [])
         return [b"ok"]
 
 
@@ -191,6 +194,27 @@ stand_in("flask.app", Flask=Flask)
 stand_in("django.core.handlers.wsgi", WSGIHandler=type("WSGIHandler", (Flask,), {"__call__": Flask.__call__}))
 stand_in("starlette.applications", Starlette=Starlette)
 stand_in("django.core.handlers.asgi", ASGIHandler=type("ASGIHandler", (Starlette,), {"__call__": Starlette.__call__}))
+gunicorn_wsgi = types.ModuleType("gunicorn.http.wsgi")
+gunicorn_wsgi.create = lambda req, sock, client, server, cfg: (None, {"REQUEST_METHOD": "GET", "RAW_URI": "/", "HTTP_X_REQUEST_ID": req})
+
+
+class Worker:
+    """gunicorn's worker: its handle_request makes the environ (wsgi.create) and calls the application."""
+
+    def __init__(self, application):
+        self.wsgi = application
+
+    def handle_request(self, req, conn):
+        resp, environ = gunicorn_wsgi.create(req, conn, None, None, None)
+        for data in self.wsgi(environ, lambda status, headers: None):
+            mark(req + " writing its response")
+
+
+for name in ("gunicorn", "gunicorn.http", "gunicorn.workers"):
+    stand_in(name)
+sys.modules["gunicorn.http.wsgi"] = gunicorn_wsgi
+for module, cls in (("sync", "SyncWorker"), ("gthread", "ThreadWorker"), ("base_async", "AsyncWorker")):
+    stand_in("gunicorn.workers." + module, **{cls: type(cls, (Worker,), {"handle_request": Worker.handle_request})})
 for impl in ("h11_impl", "httptools_impl"):
     stand_in(
         "uvicorn.protocols.http." + impl,
@@ -267,6 +291,56 @@ for t in wsgi_threads:
     t.start()
     t.join()
 results["wsgi"] = model()
+
+# wsgiref's own handler (imported after the hook: the import watch patches it): its run is the
+# request's scope for any application, a bare function's; a framework's call inside opens none
+from wsgiref.handlers import SimpleHandler  # noqa: E402
+
+
+def bare(environ, start_response):
+    rid = environ["HTTP_X_REQUEST_ID"]
+    mark(rid + " in its view")
+    thread = threading.Thread(target=marked_thread, args=(rid + " in a thread it started",))
+    thread.start()
+    thread.join()
+    start_response("200 OK", [])
+    return [b"ok"]
+
+
+def wsgiref_request(rid, application):
+    fresh()
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "SERVER_NAME": "h", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1"}
+    out, errors = io.BytesIO(), io.StringIO()
+    SimpleHandler(io.BytesIO(), out, errors, dict(environ, HTTP_X_REQUEST_ID=rid)).run(application)
+    assert out.getvalue().endswith(b"ok") and not errors.getvalue(), (out.getvalue(), errors.getvalue())
+    mark(rid + " after its call")
+    fresh()
+
+
+for i, application in enumerate([bare, Flask(), bare]):
+    t = threading.Thread(target=wsgiref_request, args=("e%d" % i, application))
+    t.start()
+    t.join()
+opens = sum(data.startswith(MAGIC) and data[SIGNAL["opAt"]] == SIGNAL["open"] for _, data, _b, _r in record)
+results["wsgiref"] = [model(), opens]
+
+# gunicorn's workers: handle_request is the scope, the unit opened when wsgi.create makes the environ
+
+
+def gunicorn_request(rid, worker):
+    fresh()
+    worker.handle_request(rid, None)
+    mark(rid + " after its call")
+    fresh()
+
+
+workers = [sys.modules["gunicorn.workers." + m] for m in ("sync", "gthread", "base_async")]
+for i, worker in enumerate([workers[0].SyncWorker(bare), workers[1].ThreadWorker(Flask()), workers[2].AsyncWorker(bare)]):
+    t = threading.Thread(target=gunicorn_request, args=("g%d" % i, worker))
+    t.start()
+    t.join()
+opens = sum(data.startswith(MAGIC) and data[SIGNAL["opAt"]] == SIGNAL["open"] for _, data, _b, _r in record)
+results["gunicorn"] = [model(), opens]
 
 
 async def asgi(n):

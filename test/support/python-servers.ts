@@ -78,8 +78,12 @@ export class PythonServers {
 
   async stop(): Promise<void> {
     for (const c of this.children) c.kill('SIGKILL');
+    // one a signal ended (a server without a SIGTERM handler) has no exit code: its exit was seen
     await Promise.all(
-      this.children.map((c) => c.exitCode === null && new Promise((resolve) => c.once('exit', resolve))),
+      this.children.map(
+        (c) =>
+          c.exitCode === null && c.signalCode === null && new Promise((resolve) => c.once('exit', resolve)),
+      ),
     );
     await this.agent?.stop();
     this.upstream?.close();

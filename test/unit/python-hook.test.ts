@@ -48,6 +48,31 @@ describe('the Python hook', () => {
     );
   });
 
+  it("opens one unit per request of wsgiref's handler, a bare function's too, and none again for a framework's call inside", () => {
+    const [marks, opens] = results.wsgiref as [Marks, number];
+    expect(opens).toBe(3);
+    expect(marks).toEqual(
+      ['e0', 'e1', 'e2'].flatMap((rid) => [
+        [`${rid} in its view`, rid],
+        [`${rid} in a thread it started`, rid],
+        [`${rid} after its call`, null],
+      ]),
+    );
+  });
+
+  it("opens one unit per request of gunicorn's workers (sync, gthread, async), its response written in it, and none again for a framework's call inside", () => {
+    const [marks, opens] = results.gunicorn as [Marks, number];
+    expect(opens).toBe(3);
+    expect(marks).toEqual(
+      ['g0', 'g1', 'g2'].flatMap((rid) => [
+        [`${rid} in its view`, rid],
+        [`${rid} in a thread it started`, rid],
+        [`${rid} writing its response`, rid],
+        [`${rid} after its call`, null],
+      ]),
+    );
+  });
+
   it("opens one unit per ASGI http call, the server's (uvicorn's cycle), not again the framework's inside it", () => {
     const [marks, opens] = results.asgi as [Marks, number];
     expect(opens).toBe(3);

@@ -474,6 +474,72 @@ def install(signal):
 
         return __call__
 
+    # WSGI servers that make the environ inside the method that serves the whole request (gunicorn's
+    # workers' handle_request, wsgiref's BaseHandler.run): any application, a bare callable too. The
+    # method is the unit's scope: the unit is opened when the environ is made (gunicorn.http.wsgi.create,
+    # BaseHandler.setup_environ) and closed when the method returns (the response written).
+    scope_var = _contextvars.ContextVar("kreplay_wsgi_scope", default=None)
+
+    def wrap_wsgi_scope(method):
+        def serve(*args, **kwargs):
+            opened, token = [], None
+            try:
+                token = scope_var.set(opened)
+            except Exception:
+                pass
+            try:
+                return method(*args, **kwargs)
+            except BaseException as exc:
+                passing(exc)
+                raise
+            finally:
+                for unit, unit_token in opened:
+                    close_request(unit, unit_token)
+                if token is not None:
+                    try:
+                        scope_var.reset(token)
+                    except Exception:
+                        scope_var.set(None)
+
+        return serve
+
+    def open_in_scope(environ):
+        """The unit of the request whose environ was just made, once a scope, inside one."""
+        opened = scope_var.get()
+        if opened is None or opened:
+            return
+        if unpatched:
+            retry_unpatched()
+        opened.append(open_request(*wsgi_head(environ)))
+
+    def environ_maker(environ_of):
+        """Wraps what makes a request's environ: its unit opens once it is made."""
+
+        def wrap(make):
+            def _make(*args, **kwargs):
+                try:
+                    made = make(*args, **kwargs)
+                except BaseException as exc:
+                    passing(exc)
+                    raise
+                try:
+                    open_in_scope(environ_of(made, args))
+                except Exception:
+                    pass
+                return made
+
+            return _make
+
+        return wrap
+
+    # gunicorn.http.wsgi.create returns (response, environ); BaseHandler.setup_environ sets self.environ
+    wrap_wsgi_create = environ_maker(lambda made, args: made[1])
+    wrap_setup_environ = environ_maker(lambda made, args: args[0].environ)
+
+    def patch_wsgiref(handlers):
+        handler = handlers.BaseHandler
+        return replace(handler, "setup_environ", wrap_setup_environ) and replace(handler, "run", wrap_wsgi_scope)
+
     def asgi_head(scope):
         path = scope.get("raw_path") or scope.get("path", "/")
         if isinstance(path, str) and scope.get("query_string") and "?" not in path:
@@ -641,6 +707,11 @@ def install(signal):
         "threading": patch_threading,
         "flask.app": patcher("Flask.__call__", wrap_wsgi_call),
         "django.core.handlers.wsgi": patcher("WSGIHandler.__call__", wrap_wsgi_call),
+        "gunicorn.http.wsgi": lambda module: replace(module, "create", wrap_wsgi_create),
+        "gunicorn.workers.sync": patcher("SyncWorker.handle_request", wrap_wsgi_scope),
+        "gunicorn.workers.gthread": patcher("ThreadWorker.handle_request", wrap_wsgi_scope),
+        "gunicorn.workers.base_async": patcher("AsyncWorker.handle_request", wrap_wsgi_scope),
+        "wsgiref.handlers": patch_wsgiref,
         "uvicorn.protocols.http.h11_impl": patcher("RequestResponseCycle.run_asgi", wrap_run_asgi),
         "uvicorn.protocols.http.httptools_impl": patcher("RequestResponseCycle.run_asgi", wrap_run_asgi),
         "starlette.applications": patcher("Starlette.__call__", wrap_asgi_call),
