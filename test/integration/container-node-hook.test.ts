@@ -7,7 +7,7 @@
  * its attempts are refused by the guard there, counted and logged.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { namespaceListening, processListening } from '../../agent/runtimes/node/listening-sockets';
@@ -21,6 +21,7 @@ import { waitFor } from '../support/wait';
 const SUPPORT = join(__dirname, '..', 'support');
 const INSPECTOR_PORT = 9229;
 const REQUESTS = 128;
+/** where the server writes, in the container; a host directory mounted there, so the store names the host's path */
 const OUT = '/srv/out';
 
 const pods = usePodman('kreplay-ctrnode');
@@ -40,6 +41,7 @@ afterAll(async () => {
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'kreplay-ctrnode-'));
     store = join(dir, 'data', 'node.db');
+    mkdirSync(join(dir, 'out'));
     const image = buildImage({
       name: 'node-server',
       packages: ['libstdc++6'],
@@ -54,6 +56,7 @@ afterAll(async () => {
     server = pods.run({
       image,
       name: 'server',
+      extraArgs: ['--volume', `${join(dir, 'out')}:${OUT}`],
       command: [
         'sh',
         '-c',
@@ -87,7 +90,11 @@ afterAll(async () => {
     for (const level of [1, 8, 64]) {
       const ids = Array.from({ length: REQUESTS }, (_, i) => `c${level}-${i}`);
       await httpLoad(8080, ids, level, { host: server.ip, answer: 'ok' });
-      const score = scoreWrites(await writesUnder(store, OUT, `c${level}-`, REQUESTS * 2), ids, 2);
+      const score = scoreWrites(
+        await writesUnder(store, join(dir, 'out'), `c${level}-`, REQUESTS * 2),
+        ids,
+        2,
+      );
       process.stdout.write(`container node at ${level}: ${JSON.stringify(score)} of ${REQUESTS} requests\n`);
       expect({ level, wrong: score.wrong, missing: score.missing, none: score.none }).toEqual({
         level,
