@@ -17,6 +17,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent } from './agent-process';
+import { TRACEPARENT } from './server-load';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SERVER = path.join(ROOT, 'test', 'support', 'runtimes', 'aiohttp-server.py');
@@ -105,8 +106,7 @@ async function main(): Promise<void> {
   // a traced request, as the accuracy scenario's: every request opens a unit
   fs.writeFileSync(
     script,
-    `wrk.headers["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"\n` +
-      `wrk.headers["x-request-id"] = "bench"\n`,
+    `wrk.headers["traceparent"] = "${TRACEPARENT}"\n` + `wrk.headers["x-request-id"] = "bench"\n`,
   );
   const upstream = createServer((_req, res) => res.end('upstream'));
   upstream.keepAliveTimeout = 60_000;

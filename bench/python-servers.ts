@@ -15,6 +15,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent, type BenchAgent } from './agent-process';
+import { range as medianRange, TRACEPARENT } from './server-load';
 import {
   accepts,
   argsFor,
@@ -121,17 +122,15 @@ function wrk(server: Server, script: string, urlPath: string, duration = seconds
   });
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const range = (xs: number[]) =>
-  `${median(xs).toFixed(0)} (${Math.min(...xs).toFixed(0)}..${Math.max(...xs).toFixed(0)})`;
+/** server-load's "median (min..max)", in whole µs */
+const range = (xs: number[]) => medianRange(xs, 0);
 
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-python-servers-'));
   const script = path.join(dir, 'headers.lua');
   fs.writeFileSync(
     script,
-    `wrk.headers["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"\n` +
-      `wrk.headers["x-request-id"] = "bench"\n`,
+    `wrk.headers["traceparent"] = "${TRACEPARENT}"\n` + `wrk.headers["x-request-id"] = "bench"\n`,
   );
   const upstream = createServer((_req, res) => res.end('upstream'));
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
