@@ -18,8 +18,8 @@ namespace {
 
 // A batch goes to JS when a poll round ends or when it grows past this.
 constexpr size_t kBatchBytes = 1u << 20;
-// Batches waiting for JS (at most 4 x 1 MiB held, plus the one being filled
-// and the one JS decodes); when JS falls behind, the poll thread blocks, the
+// Batches waiting for JS (at most 4 x 1 MiB held, plus the one being filled,
+// the one JS decodes and kSpareBatches); when JS falls behind, the poll thread blocks, the
 // ring fills up and the kernel counts what it drops. The ring is the buffer
 // that absorbs a storm (--ring-buffer-mb); a longer queue here only moved
 // memory from the kernel's side to the agent's (issue 14).
