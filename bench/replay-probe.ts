@@ -141,6 +141,19 @@ function warm(): void {
   }
 }
 
+/**
+ * The same for a child's stdout, read as `cli` reads `kreplay replay`'s:
+ * its first read would otherwise run Node's stream code for the first time.
+ */
+function warmPipe(): Promise<void> {
+  const script = `for (let i = 0; i < 64; i++) process.stdout.write('{"replay_offset_ns":1}\\n')`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const sink = new Seen();
+  const lines = new Splitter(NEWLINE, (bytes, from, to, at) => sink.add(bytes, from, to, at, 0));
+  child.stdout.on('data', (chunk: Buffer) => lines.push(chunk, now()));
+  return new Promise((resolve) => child.once('close', () => resolve()));
+}
+
 async function post(url: string): Promise<unknown> {
   const res = await fetch(url, { method: 'POST' });
   const text = await res.text();
@@ -221,6 +234,7 @@ async function main(): Promise<void> {
   if ((mode !== 'sse' && mode !== 'cli') || !url || !transaction)
     throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED');
   warm();
+  if (mode === 'cli') await warmPipe();
   const result = await (mode === 'sse' ? sse : cli)(url, transaction, Number(speed ?? 1));
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
