@@ -31,11 +31,20 @@ export const NO_CONTEXT: ResolvedContext = Object.freeze({
   explicit: false,
 });
 
-/* Enough for any realistic number of live contexts; the oldest go first. */
-const MAX_CONTEXTS = 1_000_000;
+/*
+ * Contexts remembered: enough for any realistic number of live ones, the oldest going first. The
+ * kernel numbers contexts from one counter (bpf/capture/heads.h), so a table indexed by the id's low
+ * bits keeps the last CONTEXT_SLOTS ids; a Map of them cost a hash insert and rehashes per record.
+ */
+const CONTEXT_SLOTS = 2 ** 20;
+/* The resolutions are held in pages made at first use: an agent that sees few contexts holds little. */
+const PAGE_BITS = 12;
+const PAGE_MASK = (1 << PAGE_BITS) - 1;
 
 export class ContextResolver {
-  private readonly byId = new Map<number, ResolvedContext>();
+  /* the id each slot holds (0: none; zero pages until used) and its resolution, by slot */
+  private readonly ids = new Float64Array(CONTEXT_SLOTS);
+  private readonly pages: ResolvedContext[][] = [];
   private readonly loggedReasons = new Set<string>();
   malformedMarkers = 0;
   incompleteRequestHeads = 0;
@@ -69,8 +78,12 @@ export class ContextResolver {
       const http = parent.explicit ? null : parseHttpHead(data);
       resolved = http ? { ...http, explicit: false } : parent;
     }
-    if (this.byId.size >= MAX_CONTEXTS) this.byId.delete(this.byId.keys().next().value!);
-    this.byId.set(id, resolved);
+    const slot = id % CONTEXT_SLOTS;
+    const page = (this.pages[slot >>> PAGE_BITS] ??= new Array<ResolvedContext>(PAGE_MASK + 1).fill(
+      NO_CONTEXT,
+    ));
+    page[slot & PAGE_MASK] = resolved;
+    this.ids[slot] = id;
     return resolved;
   }
 
@@ -93,8 +106,8 @@ export class ContextResolver {
 
   lookup(id: number): ResolvedContext {
     if (id === 0) return NO_CONTEXT;
-    const found = this.byId.get(id);
-    if (found) return found;
+    const slot = id % CONTEXT_SLOTS;
+    if (this.ids[slot] === id) return this.pages[slot >>> PAGE_BITS]![slot & PAGE_MASK]!;
     this.unknownIds++;
     return NO_CONTEXT;
   }

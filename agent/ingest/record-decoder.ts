@@ -98,13 +98,15 @@ function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): Co
 }
 
 const MAX_CACHED_THREADS = 262144;
-const MAX_CACHED_CONTEXTS = 262144;
+/* kernel context id -> store context id, direct-mapped: a kernel id takes the slot of the one CACHED_CONTEXTS below it */
+const CACHED_CONTEXTS = 2 ** 18;
 
 export class RecordDecoder {
   private baseHi = 0;
   private baseLo = 0;
   private readonly threads = new Map<number, ThreadIds>();
-  private readonly storeContextIds = new Map<number, number>();
+  private readonly cachedKernelContexts = new Float64Array(CACHED_CONTEXTS);
+  private readonly cachedStoreContexts = new Float64Array(CACHED_CONTEXTS);
   /** kernel target id -> store target id, from the target records (always ahead of their events) */
   private readonly storeTargetIds = new Map<number, number | PendingTarget>();
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
@@ -338,23 +340,22 @@ export class RecordDecoder {
 
   private storeContextId(kernelId: number): number {
     if (kernelId === 0) return 0;
-    let id = this.storeContextIds.get(kernelId);
-    if (id === undefined) {
-      const context = this.contexts.lookup(kernelId);
-      id = this.dictionaries.contexts.id(
-        context.transactionId,
-        context.traceId,
-        context.parentSpanId ?? null,
-        context.traceFlags ?? null,
-      );
-      if (this.storeContextIds.size >= MAX_CACHED_CONTEXTS) this.storeContextIds.clear();
-      this.storeContextIds.set(kernelId, id);
-    }
+    const slot = kernelId % CACHED_CONTEXTS;
+    if (this.cachedKernelContexts[slot] === kernelId) return this.cachedStoreContexts[slot]!;
+    const context = this.contexts.lookup(kernelId);
+    const id = this.dictionaries.contexts.id(
+      context.transactionId,
+      context.traceId,
+      context.parentSpanId ?? null,
+      context.traceFlags ?? null,
+    );
+    this.cachedKernelContexts[slot] = kernelId;
+    this.cachedStoreContexts[slot] = id;
     return id;
   }
 
   /** The store removed contexts: ids cached for kernel contexts may be among them. */
   forgetContextIds(): void {
-    this.storeContextIds.clear();
+    this.cachedKernelContexts.fill(0);
   }
 }

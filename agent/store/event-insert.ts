@@ -79,6 +79,8 @@ export class EventInsert {
 
   /** Inserts rows [start, end) of `batch` of this type with consecutive seqs; returns the next seq. */
   run(batch: EventBatch, firstSeq: number, start = 0, end = batch.count): number {
+    // a type none of the rows has costs no statement (each would bind and copy every column)
+    if (!batch.type.subarray(start, end).includes(this.type)) return firstSeq;
     const params: Record<string, unknown> = {
       base: batch.baseTs,
       seq: BigInt(firstSeq),

@@ -187,8 +187,9 @@ export function kernelCounters(values: readonly number[]): Record<KernelCounterN
 /**
  * The size the record at `at` must have, or -1 for a type kreplay does not
  * know: fixed per type (a sys_write's either with or without its request's
- * bytes), and for a target record its head and its data
- * rounded up to 8 (the head's size when the head itself is cut short).
+ * bytes), and for a target record, or a context record cut after its data,
+ * its head and its data rounded up to 8 (the head's size when the head
+ * itself is cut short).
  */
 export function recordBytes(buf: Buffer, at: number): number {
   const type = buf.readUInt32LE(at + RecordHead.type);
@@ -196,7 +197,15 @@ export function recordBytes(buf: Buffer, at: number): number {
   if (type === RecordType.SysWrite && buf.readUInt32LE(at + RecordHead.size) === RequestLayout.bytes)
     return RequestLayout.bytes;
   if (type === RecordType.BlockIo || isSyscallRecord(type)) return EventLayout.bytes;
-  if (type === RecordType.Context) return ContextLayout.bytes;
+  if (type === RecordType.Context) {
+    // whole as the kernel reserved it, or as the capture session passes it on: cut after its valid
+    // bytes, rounded up to 8 (native/capture/capture_session.cc)
+    if (buf.readUInt32LE(at + RecordHead.size) === ContextLayout.bytes) return ContextLayout.bytes;
+    if (buf.length - at < ContextLayout.data) return ContextLayout.data;
+    return (
+      (ContextLayout.data + Math.min(buf.readUInt32LE(at + ContextLayout.len), CONTEXT_DATA_LEN) + 7) & ~7
+    );
+  }
   if (type !== RecordType.Target) return -1;
   if (buf.length - at < TargetLayout.data) return TargetLayout.data;
   return (TargetLayout.data + Math.min(buf.readUInt16LE(at + TargetLayout.len), TARGET_DATA_LEN) + 7) & ~7;

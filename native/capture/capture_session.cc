@@ -1,10 +1,14 @@
 #include "capture_session.h"
 
+#include <linux/types.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
+#include "capture.h"
 #include "capture_error.h"
 #include "js_error.h"
 
@@ -14,12 +18,15 @@ namespace {
 
 // A batch goes to JS when a poll round ends or when it grows past this.
 constexpr size_t kBatchBytes = 1u << 20;
-// Batches waiting for JS (at most 4 x 1 MiB held, plus the one being filled
-// and the one JS decodes); when JS falls behind, the poll thread blocks, the
+// Batches waiting for JS (at most 4 x 1 MiB held, plus the one being filled,
+// the one JS decodes and kSpareBatches); when JS falls behind, the poll thread blocks, the
 // ring fills up and the kernel counts what it drops. The ring is the buffer
 // that absorbs a storm (--ring-buffer-mb); a longer queue here only moved
 // memory from the kernel's side to the agent's (issue 14).
 constexpr size_t kMaxQueuedBatches = 4;
+// Batches kept for reuse once JS is done with them: enough for the one JS decodes and the one
+// queued behind it while the poll thread fills the next; past a burst, more are freed.
+constexpr size_t kSpareBatches = 2;
 
 uint64_t ReadU64(const Napi::Object& config, const char* key) {
   Napi::Value value = config.Get(key);
@@ -94,6 +101,7 @@ CaptureSession::CaptureSession(const Napi::CallbackInfo& info) : Napi::ObjectWra
   // fixed threshold maps each one and returns it to the system when freed.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   batch_.reserve(kBatchBytes + 64 * 1024);
+  spare_.reserve(kSpareBatches);
   try {
     engine_ = std::make_unique<CaptureEngine>(ReadConfig(config),
                                               [this](const uint8_t* data, size_t size) { Append(data, size); });
@@ -142,18 +150,54 @@ void CaptureSession::NotePeakFill(double fill) {
 }
 
 void CaptureSession::Append(const uint8_t* data, size_t size) {
-  batch_.insert(batch_.end(), data, data + size);
+  uint32_t type;
+  std::memcpy(&type, data, sizeof type);
+  if (type == KR_RECORD_CONTEXT && size == sizeof(kr_context)) {
+    // The kernel reserves a context record whole (KR_CTX_DATA_LEN bytes of data, most of them unused
+    // by a head): it goes on up to its valid bytes, rounded up to 8, its size saying so
+    // (core/model/record-layout.ts's recordBytes).
+    uint32_t len;
+    std::memcpy(&len, data + offsetof(kr_context, len), sizeof len);
+    const uint32_t trimmed = (offsetof(kr_context, data) + std::min<uint32_t>(len, KR_CTX_DATA_LEN) + 7) & ~uint32_t{7};
+    const size_t at = batch_.size();
+    batch_.insert(batch_.end(), data, data + trimmed);
+    std::memcpy(batch_.data() + at + offsetof(kr_context, size), &trimmed, sizeof trimmed);
+  } else {
+    batch_.insert(batch_.end(), data, data + size);
+  }
   if (batch_.size() >= kBatchBytes) Deliver();
+}
+
+std::unique_ptr<std::vector<uint8_t>> CaptureSession::TakeSpare() {
+  {
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (!spare_.empty()) {
+      std::unique_ptr<std::vector<uint8_t>> batch = std::move(spare_.back());
+      spare_.pop_back();
+      return batch;
+    }
+  }
+  auto batch = std::make_unique<std::vector<uint8_t>>();
+  batch->reserve(kBatchBytes + 64 * 1024);
+  return batch;
+}
+
+void CaptureSession::Recycle(std::unique_ptr<std::vector<uint8_t>> batch) {
+  batch->clear();
+  std::lock_guard<std::mutex> lock(spare_mutex_);
+  if (spare_.size() < kSpareBatches) spare_.push_back(std::move(batch));
 }
 
 void CaptureSession::Deliver() {
   if (batch_.empty()) return;
-  auto* bytes = new std::vector<uint8_t>(batch_.begin(), batch_.end());
-  batch_.clear();
+  // the filled batch goes to JS as it is; the poll thread goes on in a spare one
+  std::unique_ptr<std::vector<uint8_t>> filled = TakeSpare();
+  filled->swap(batch_);
+  auto* bytes = filled.release();
   napi_status status =
-      deliver_.BlockingCall(bytes, [](Napi::Env env, Napi::Function on_batch, std::vector<uint8_t>* bytes) {
-        // The batch is valid during the call only, and it is freed here, right after it. A
-        // finalizer would run later: Node defers the frees of external buffers to the event
+      deliver_.BlockingCall(bytes, [this](Napi::Env env, Napi::Function on_batch, std::vector<uint8_t>* bytes) {
+        // The batch is valid during the call only, and it is reused or freed here, right after it.
+        // A finalizer would run later: Node defers the frees of external buffers to the event
         // loop's check phase, which a storm's stream of batches (up to 1,000 per turn of the
         // loop) holds off, and 160 MiB of freed batches were seen waiting (issue 14).
         std::unique_ptr<std::vector<uint8_t>> owned(bytes);
@@ -164,8 +208,9 @@ void CaptureSession::Deliver() {
           buffer.ArrayBuffer().Detach();
           throw;
         }
-        // Detached, no view on it can read the memory once it is freed.
+        // Detached, no view on it can read the memory once it is reused.
         buffer.ArrayBuffer().Detach();
+        Recycle(std::move(owned));
       });
   if (status != napi_ok) {
     // The function is closing (the environment is going away): stop.

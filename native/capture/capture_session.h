@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,8 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   void Append(const uint8_t* data, size_t size);
   void NotePeakFill(double fill);
   void Deliver();
+  std::unique_ptr<std::vector<uint8_t>> TakeSpare();
+  void Recycle(std::unique_ptr<std::vector<uint8_t>> batch);
   void Closed(Napi::Env env);
 
   std::unique_ptr<CaptureEngine> engine_;
@@ -50,6 +53,10 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   // Touched by the poll thread only, until it has been joined.
   std::vector<uint8_t> batch_;
   std::string poll_error_;
+  // Batches JS is done with, kept for the poll thread to fill again (at most kSpareBatches): a
+  // fresh 1 MiB batch was a fresh mapping, its pages faulted in one by one and unmapped after.
+  std::mutex spare_mutex_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> spare_;
 };
 
 }  // namespace kreplay

@@ -20,7 +20,7 @@ const WRITES = 1_500_000;
 const MiB = 1024 * 1024;
 /*
  * Anonymous memory the agent may hold at any rate: V8's two heaps (about 50 MiB), the page cache
- * (16 MiB), two 4.6 MiB batch slots, at most six 1 MiB capture batches; 91-101 MiB measured.
+ * (16 MiB), two 4.6 MiB batch slots, at most eight 1 MiB capture batches; 91-101 MiB measured.
  */
 const ANON_BOUND = 160 * MiB;
 /* All of it with the default ring (64 MiB, mapped once) and Node's own code (about 50 MiB); 214-215 MiB measured. */

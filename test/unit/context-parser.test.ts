@@ -102,6 +102,84 @@ describe('parseHttpHead', () => {
   });
 });
 
+describe('parseHttpHead, read in place', () => {
+  const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+  const START_LINE = /^(?:[A-Z]+ \S+ HTTP\/1\.[01]|HTTP\/1\.[01] \d{3}(?: .*)?)$/;
+  const VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
+
+  /* The head's definition, spelled as split lines: what the in-place reading must answer. */
+  function byLines(data: string): unknown {
+    const end = data.indexOf('\r\n\r\n');
+    const lines = (end === -1 ? data : data.slice(0, end)).split(/\r?\n/);
+    if (!START_LINE.test(lines[0] ?? '')) return null;
+    let traceparent: string | null = null;
+    let requestId: string | null = null;
+    for (const line of lines.slice(1)) {
+      const colon = line.indexOf(':');
+      if (colon <= 0) continue;
+      const name = line.slice(0, colon).trim().toLowerCase();
+      const value = line.slice(colon + 1).trim();
+      if (name === 'traceparent' && traceparent === null) traceparent = value;
+      else if (name === 'x-request-id' && requestId === null) requestId = value;
+    }
+    const transactionId = requestId !== null && VALUE.test(requestId) ? requestId : null;
+    const m = traceparent === null ? null : TRACEPARENT.exec(traceparent);
+    if (!m || m[1] === 'ff' || /^0+$/.test(m[2]!) || /^0+$/.test(m[3]!))
+      return transactionId === null ? null : { traceId: null, transactionId };
+    return {
+      traceId: m[2],
+      transactionId: transactionId ?? m[2],
+      parentSpanId: m[3],
+      traceFlags: parseInt(m[4]!, 16),
+    };
+  }
+
+  it('answers as the split lines do, on heads made of the pieces that trip a reader', () => {
+    const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const pieces = [
+      'GET / HTTP/1.1',
+      'HTTP/1.0 200 OK',
+      'get / HTTP/1.1',
+      '\r\n',
+      '\n',
+      '\r',
+      '\r\n\r\n',
+      ':',
+      ' ',
+      '\t',
+      '\u00a0',
+      '\u2028',
+      '\ufeff',
+      '\u0130',
+      '\u212a',
+      'traceparent',
+      'TraceParent',
+      'traceparent ',
+      'x-request-id',
+      'X-Request-ID',
+      'x_request_id',
+      'Host',
+      tp,
+      ` ${tp} `,
+      'ff' + tp.slice(2),
+      'req-1',
+      'a b',
+      'x-request-id:r1',
+      `traceparent:${tp}`,
+      '\r\ntraceparent: ' + tp,
+      '\r\nx-request-id: r2\r',
+    ];
+    // a fixed seed: the same heads every run
+    let seed = 46;
+    const next = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let i = 0; i < 20000; i++) {
+      let head = next(3) === 0 ? '' : pieces[next(2)]!;
+      for (let k = next(14); k > 0; k--) head += pieces[next(pieces.length)];
+      expect([head, parseHttpHead(head)]).toEqual([head, byLines(head)]);
+    }
+  });
+});
+
 describe('followedByAnotherRequest', () => {
   it('tells a pipelined request after a head and its content-length body from the body alone', () => {
     const get = 'GET /a HTTP/1.1\r\nHost: h\r\n\r\n';

@@ -7,6 +7,7 @@ import { silentLogger } from '../../core/log/logger';
 import { nativeAddon } from '../../core/native/addon';
 import {
   ContextKind,
+  ContextLayout,
   EventLayout,
   RecordHead,
   RecordType,
@@ -39,6 +40,14 @@ function setup(batchRows = 16) {
   );
   const batch = new EventBatch(batchRows);
   return { writer, contexts, decoder, batch, sink: { current: batch, flush: () => undefined } };
+}
+
+/* A context record as the capture session passes it on: cut after its data, rounded up to 8. */
+function trimmed(record: Buffer): Buffer {
+  const size = (ContextLayout.data + record.readUInt32LE(ContextLayout.len) + 7) & ~7;
+  const out = Buffer.from(record.subarray(0, size));
+  out.writeUInt32LE(size, RecordHead.size);
+  return out;
 }
 
 const write = (over: Partial<Parameters<typeof sysWriteRecord>[0]> = {}) =>
@@ -145,6 +154,32 @@ describe('RecordDecoder', () => {
     writer.close();
   });
 
+  it('takes context records cut after their data, as the capture session passes them on, beside whole ones', () => {
+    const { writer, decoder, batch, sink } = setup();
+    const marker = (contextId: number, data: string) =>
+      contextRecord({ contextId, parentId: 0, kind: ContextKind.Marker, data });
+    const cut = trimmed(marker(7, 'KREPLAY-CTX txn=t1 trace=x'));
+    expect(cut.length).toBe(ContextLayout.data + 32);
+    decoder.decode(
+      Buffer.concat([
+        cut,
+        write({ contextId: 7 }),
+        trimmed(marker(8, 'KREPLAY-CTX txn=t2')),
+        marker(9, 'KREPLAY-CTX trace=y'),
+        write({ contextId: 8 }),
+        write({ contextId: 9 }),
+      ]),
+      sink,
+    );
+    expect([batch.ctx[0], batch.ctx[1], batch.ctx[2]]).toEqual([
+      writer.contexts.id('t1', 'x'),
+      writer.contexts.id('t2', null),
+      writer.contexts.id(null, 'y'),
+    ]);
+    expect(decoder.contextRecords).toBe(3);
+    writer.close();
+  });
+
   it('flushes when the batch fills and keeps every record', () => {
     const { writer, decoder, batch } = setup(4);
     const records = Array.from({ length: 10 }, (_, i) => write({ startNs: BigInt(1000 + i) }));
@@ -207,6 +242,17 @@ describe('RecordDecoder', () => {
           b.subarray(EventLayout.bytes),
         ]),
       /type 4 with size 56, expected/,
+    ],
+    [
+      'a cut context record whose size does not match its data',
+      (b: Buffer) => {
+        const cut = trimmed(
+          contextRecord({ contextId: 3, parentId: 0, kind: ContextKind.Marker, data: 'KREPLAY-CTX' }),
+        );
+        cut.writeUInt32LE(40, ContextLayout.len);
+        return Buffer.concat([b.subarray(0, EventLayout.bytes), cut, b.subarray(EventLayout.bytes)]);
+      },
+      new RegExp(`type 3 with size ${ContextLayout.data + 16}, expected ${ContextLayout.data + 40}`),
     ],
     ['a truncated head', (b: Buffer) => b.subarray(0, 2 * EventLayout.bytes - 20), /runs past the end/],
     ['an unknown type', (b: Buffer) => (b.writeUInt32LE(42, EventLayout.bytes), b), /unknown record type 42/],
