@@ -1,7 +1,8 @@
 /**
  * What the benchmarks of real servers under load share (go-, node- and tls-overhead): a server
  * started as a child that prints its port, wrk and h2load runs against it with a traceparent on
- * every request (so each request opens a context, as a traced service's would), whether the agent
+ * every request (so each request opens a context, as a traced service's would; wrk's a fresh one
+ * each request), whether the agent
  * hooked a Node server, the run counts and times of the agent's BPF programs (bpf_stats), a
  * process's CPU time, and medians with their ranges.
  */
@@ -12,6 +13,29 @@ import path from 'node:path';
 import type { BenchAgent } from './agent-process';
 
 export const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+
+/**
+ * wrk's script: a trace and a request id of its own on every request, as real traffic has (one
+ * id for all would spare the agent the context row each new transaction costs it). Each wrk
+ * thread takes a random prefix; the counter makes the rest.
+ */
+const FRESH_IDS_LUA = `
+local n = 0
+local prefix
+function init(args)
+  math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)") or "0", 16))
+  prefix = string.format("%08x%08x", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff))
+end
+function request()
+  n = n + 1
+  local id = string.format("%s%016x", prefix, n)
+  return wrk.format(nil, nil, {
+    ["Host"] = wrk.headers["Host"],
+    ["traceparent"] = string.format("00-%s-%016x-01", id, n),
+    ["x-request-id"] = "bench-" .. id,
+  })
+end
+`;
 
 export interface Served {
   child: ChildProcess;
@@ -98,10 +122,7 @@ const toMs = (value: string, unit: string) => Number(value) * MS[unit as keyof t
 /** wrk (HTTP/1.1) with its latency distribution. */
 export async function wrk({ url, seconds, threads, connections }: WrkOptions): Promise<Load> {
   const script = path.join(os.tmpdir(), `kreplay-bench-${process.pid}.lua`);
-  fs.writeFileSync(
-    script,
-    `wrk.headers["traceparent"] = "${TRACEPARENT}"\nwrk.headers["x-request-id"] = "bench"\n`,
-  );
+  fs.writeFileSync(script, FRESH_IDS_LUA);
   const out = await run('wrk', [
     `-t${threads}`,
     `-c${connections}`,
