@@ -21,6 +21,9 @@ export interface HookSignal {
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
   fd: number;
+  /** where, in the WATCH signal's bytes, the mailbox keeps its signal's length and the signal */
+  mailboxLengthAt: number;
+  mailboxAt: number;
 }
 
 export const HOOK_SIGNAL: HookSignal = {
@@ -33,6 +36,8 @@ export const HOOK_SIGNAL: HookSignal = {
   close: UnitOp.Close,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
+  mailboxLengthAt: UnitSignalLayout.mailboxLength,
+  mailboxAt: UnitSignalLayout.mailbox,
 };
 
 /** The hook's function text called with the signal layout: what Runtime.evaluate runs. */
