@@ -40,9 +40,15 @@ export const HOOK_SIGNAL: HookSignal = {
   mailboxAt: UnitSignalLayout.mailbox,
 };
 
+/** How the hook may signal in one process. */
+export interface HookOptions {
+  /** through the slot's mailbox and getpriority (false: a seccomp filter might refuse that call) */
+  mailbox: boolean;
+}
+
 /** The hook's function text called with the signal layout: what Runtime.evaluate runs. */
-export function hookExpression(): string {
-  return `(${kreplayNodeHook.toString()})(${JSON.stringify(HOOK_SIGNAL)})`;
+export function hookExpression(options: HookOptions): string {
+  return `(${kreplayNodeHook.toString()})(${JSON.stringify(HOOK_SIGNAL)}, ${JSON.stringify(options)})`;
 }
 
 /** What the hook returns when it installed itself in process `pid` (as that process sees its pid). */

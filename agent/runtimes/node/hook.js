@@ -1,5 +1,5 @@
 // The Node hook: what kreplay's agent evaluates in a Node process through its inspector
-// (agent/runtimes/node/injector.ts), as `(<this function's text>)(signal)`; nothing outside the
+// (agent/runtimes/node/injector.ts), as `(<this function's text>)(signal, options)`; nothing outside the
 // function is sent. It tells the kernel which
 // request the event loop's JavaScript works for, so the process's events carry that request's
 // transaction across awaits, timers, promises and callbacks:
@@ -28,7 +28,7 @@
 // the previous install (the originals are kept under a global symbol). It never throws into the
 // application: a failure leaves the process unattributed. Returns what it did, as a string.
 'use strict';
-module.exports = function kreplayNodeHook(signal) {
+module.exports = function kreplayNodeHook(signal, options) {
   'use strict';
   const load = typeof process.getBuiltinModule === 'function' ? process.getBuiltinModule : require;
   const fs = load('fs');
@@ -97,9 +97,10 @@ module.exports = function kreplayNodeHook(signal) {
     }
   };
   // Node's own getpriority(PRIO_PROCESS, 0): the kernel reads the mailbox at its start. No
-  // exception, no file, no libuv pool request; a getPriority that throws (a seccomp filter that
-  // denies it) or was replaced by one that does is left for good, for the write.
-  let ring = os.getPriority;
+  // exception, no file, no libuv pool request. Not in a process under a seccomp filter (the agent
+  // says so: one might kill it for a call it does not expect); a getPriority that throws is left
+  // for good, for the write.
+  let ring = options?.mailbox === true ? os.getPriority : null;
   // Signal `op` for `unit` (an OPEN with its head, `text`), then the mailbox is empty again: a
   // getpriority of the program's own finds nothing in it.
   const send = (op, unit, text) => {
