@@ -153,6 +153,21 @@ struct kr_unit_signal {
 };
 
 /*
+ * A signal without a write (heads.h mailbox_signal): a WATCH written with at
+ * least KR_UNIT_MAILBOX_AT + sizeof(struct kr_unit_signal) bytes gives its
+ * thread a mailbox in the same memory, after the slot: a u64 length at
+ * KR_UNIT_MAILBOX_LEN_AT (0: empty), then a signal at KR_UNIT_MAILBOX_AT. The
+ * hook puts a signal there and calls getpriority(PRIO_PROCESS, 0), which the
+ * kernel reads it at: a call that cannot fail, touches no file, and costs a
+ * JavaScript caller no exception (a write to KR_UNIT_SIGNAL_FD throws one).
+ * The hook empties the mailbox after the call, so a getpriority of the
+ * program's own finds nothing there.
+ */
+#define KR_UNIT_MAILBOX_LEN_AT 24
+#define KR_UNIT_MAILBOX_AT 32
+#define KR_PRIO_PROCESS 0
+
+/*
  * A Go process (bpf/capture/golang.h), as user space found it
  * (native/probes/go_probes.cc): the go_processes map's value.
  */

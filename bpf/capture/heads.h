@@ -310,9 +310,44 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, request_opened(id));
 	} else if (sig.op == KR_UNIT_WATCH) {
 		t->unit_slot = (__u64)data + __builtin_offsetof(struct kr_unit_signal, unit);
+		t->mailbox = len >= KR_UNIT_MAILBOX_AT + sizeof(sig);
 	}
 	unit_switch(t, pid_tgid, KR_UNIT_HOOK, sig.unit);
 	return t;
+}
+
+/*
+ * getpriority(PRIO_PROCESS, 0) by a thread with a mailbox (capture.h
+ * KR_UNIT_MAILBOX_AT): the signal in it, if any, as if written to
+ * KR_UNIT_SIGNAL_FD. A mailbox's WATCH is ignored: only a write registers
+ * memory.
+ */
+SEC("tracepoint/syscalls/sys_enter_getpriority")
+int sys_enter_getpriority(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), len;
+	struct kr_thread *t;
+	const void *mail;
+	__u32 op;
+
+	if (!attribution_enabled || ctx->args[0] != KR_PRIO_PROCESS || ctx->args[1] != 0)
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
+	if (!t || !t->unit_slot || !t->mailbox)
+		return 0;
+	/* the slot is the WATCH signal's unit field: the mailbox follows it */
+	mail = (const void *)(t->unit_slot - __builtin_offsetof(struct kr_unit_signal, unit));
+	if (bpf_probe_read_user(&len, sizeof(len), mail + KR_UNIT_MAILBOX_LEN_AT) ||
+	    len < sizeof(struct kr_unit_signal) || len > sizeof(struct kr_unit_signal) + KR_CTX_DATA_LEN)
+		return 0;
+	mail += KR_UNIT_MAILBOX_AT;
+	if (context_kind(mail, len) != KR_UNIT_SIGNAL ||
+	    bpf_probe_read_user(&op, sizeof(op), mail + __builtin_offsetof(struct kr_unit_signal, op)) ||
+	    op == KR_UNIT_WATCH)
+		return 0;
+	unit_refresh(t, pid_tgid);
+	unit_signal(t, pid_tgid, mail, len);
+	return 0;
 }
 
 /* The first non-empty buffer of an iovec array and the total length. */

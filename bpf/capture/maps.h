@@ -91,7 +91,8 @@ struct kr_thread {
 	__u64 last_stamp;
 	__u64 last_target_id;
 	__u32 parked; /* enum kr_park (restarts.h): a call the kernel is to restart */
-	__u32 pad;
+	/* its WATCH gave the thread a mailbox after the slot (KR_UNIT_MAILBOX_AT) */
+	__u32 mailbox;
 	/* kept current by task_rename: cheaper than asking at every call */
 	char comm[KR_COMM_LEN];
 };

@@ -81,6 +81,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 		t->unit_kind = 0;
 		t->unit = 0;
 		t->unit_slot = 0;
+		t->mailbox = 0;
 		thread_hold(t, 0, 0);
 		forget_thread_context(tid);
 	}

@@ -116,6 +116,8 @@ export const UnitOp = { Enter: 1, Open: 2, Watch: 3, Handoff: 4, Close: 5, Adopt
 /**
  * struct kr_unit_signal: a runtime hook's write that switches its thread's unit; a head follows an
  * open. `fd`: KR_UNIT_SIGNAL_FD, the descriptor the hooks write it to, which no file can have.
+ * `mailboxLength`, `mailbox`: where a WATCH written with a mailbox (KR_UNIT_MAILBOX_AT) keeps the
+ * length of the signal it holds and the signal, read at the thread's getpriority(PRIO_PROCESS, 0).
  */
 export const UnitSignalLayout = {
   magic: 'KREPLAY-UNIT',
@@ -123,6 +125,8 @@ export const UnitSignalLayout = {
   unit: 16,
   bytes: 24,
   fd: 0x7fffffff,
+  mailboxLength: 24,
+  mailbox: 32,
 } as const;
 
 /** struct kr_target: a head, then `len` bytes of data; `size` is rounded up to 8. */

@@ -231,6 +231,8 @@ void CaptureEngine::ChoosePrograms(bool attribution) {
   };
   require(calls[0].enter, kTracefsAdvice);
   require(calls[0].exit, kTracefsAdvice);
+  // where the Node hook's signals are read (bpf/capture/heads.h): a hook that lost them would run unattributed
+  require(p.sys_enter_getpriority, kTracefsAdvice);
   for (const auto& call : calls) {
     if (has(call.enter) && has(call.exit)) continue;
     bpf_program__set_autoload(call.enter, false);

@@ -156,6 +156,72 @@ print(os.getpid())
     ]);
   });
 
+  it("a hook's mailbox signals, read at its getpriority(PRIO_PROCESS, 0), open, switch and close units without a write", async () => {
+    const out = join(dir, 'mailbox');
+    mkdirSync(out);
+    const { magic, fd, bytes, unit, mailbox, mailboxLength } = UnitSignalLayout;
+    const pid = await python(
+      `import os, struct, sys
+MAGIC = b'${magic}'
+box = bytearray(${mailbox + bytes} + 1024)
+view = memoryview(box)  # the bytearray cannot move while the view holds it
+box[0:${bytes}] = MAGIC + struct.pack('<IQ', ${UnitOp.Watch}, 0)
+try:
+    os.write(${fd}, view[:${mailbox + bytes}])
+except OSError:
+    pass
+def slot(u):
+    struct.pack_into('<Q', box, ${unit}, u)
+def put(op, u, data=''):
+    sig = MAGIC + struct.pack('<IQ', op, u) + data.encode()
+    box[${mailbox}:${mailbox} + len(sig)] = sig
+    return len(sig)
+def mail(op, u, data='', who=0, length=None):
+    n = put(op, u, data)
+    struct.pack_into('<Q', box, ${mailboxLength}, n if length is None else length)
+    os.getpriority(os.PRIO_PROCESS, who)
+    struct.pack_into('<Q', box, ${mailboxLength}, 0)
+def w(name):
+    f = os.open(os.path.join(sys.argv[1], name), os.O_WRONLY | os.O_CREAT)
+    os.write(f, b'x'); os.close(f)
+slot(7); mail(${UnitOp.Open}, 7, ${JSON.stringify(head('mail-7', 7))})
+w('a')
+slot(8); mail(${UnitOp.Open}, 8, ${JSON.stringify(head('mail-8', 8))})
+w('b')
+slot(7)
+w('c')
+slot(0)
+w('d')
+# an empty mailbox (the program's own getpriority), and another getpriority than the hook's: nothing
+slot(9); mail(${UnitOp.Open}, 9, ${JSON.stringify(head('mail-9', 9))}, length=0)
+w('e')
+mail(${UnitOp.Open}, 9, ${JSON.stringify(head('mail-9', 9))}, who=os.getpid())
+w('f')
+mail(${UnitOp.Open}, 9, ${JSON.stringify(head('mail-9', 9))})
+w('g')
+mail(${UnitOp.Close}, 7)
+slot(7)
+w('h')
+print(os.getpid())
+`,
+      [out],
+    );
+    const writes = await waitEvents(`e.type = ${RecordType.SysWrite} AND t.value LIKE '${out}/%'`, 8);
+    expect(writes.map((e) => [e.target!.slice(out.length + 1), e.txn, e.trace])).toEqual([
+      ['a', 'mail-7', trace(7)],
+      ['b', 'mail-8', trace(8)],
+      ['c', 'mail-7', trace(7)],
+      ['d', null, null],
+      ['e', null, null],
+      ['f', null, null],
+      ['g', 'mail-9', trace(9)],
+      // closed: its request ended, the unit runs with none
+      ['h', null, null],
+    ]);
+    // the WATCH is the hook's, not the program's
+    expect(events(`e.pid = ${Number(pid)} AND e.fd = ${fd}`)).toEqual([]);
+  });
+
   it("a program a unit's thread execs runs no unit; one it spawns keeps the unit's request", async () => {
     const out = join(dir, 'exec');
     mkdirSync(out);

@@ -1,6 +1,13 @@
 /** What the Node hook decides from /proc alone, before anything is sent to a process. */
 import { hookRefusal, inspectorPort, isKreplay, nodeOptions } from '../../agent/runtimes/node/hook-policy';
-import { parseEnviron, parseStatus, type ProcessFacts } from '../../agent/runtimes/node/node-process';
+import {
+  parseEnviron,
+  parseSeccomp,
+  parseStatus,
+  seccompFiltered,
+  type ProcessFacts,
+} from '../../agent/runtimes/node/node-process';
+import { hookExpression } from '../../agent/runtimes/node/hook-signal';
 import { parseListening } from '../../agent/runtimes/node/listening-sockets';
 import { findSignalListener, type MemoryReader } from '../../agent/runtimes/node/signal-listener';
 import { selectionWants } from '../../agent/filter/task-filter';
@@ -100,6 +107,18 @@ describe('what /proc says', () => {
       innerPid: 17,
       caught: false,
     });
+  });
+
+  it('tells a process under a seccomp filter, which the hook signals with writes only', () => {
+    const status = 'Name:\tnode\nNoNewPrivs:\t0\nSeccomp:\t0\nSeccomp_filters:\t0\n';
+    expect(parseSeccomp(status)).toBe(false);
+    expect(parseSeccomp(status.replace('Seccomp:\t0', 'Seccomp:\t2'))).toBe(true);
+    expect(parseSeccomp(status.replace('Seccomp:\t0', 'Seccomp:\t1'))).toBe(true);
+    // a kernel without seccomp: no field, no filter
+    expect(parseSeccomp('Name:\tnode\n')).toBe(false);
+    // a process gone: never the getpriority signal
+    expect(seccompFiltered(2 ** 22 + 1)).toBe(true);
+    expect(hookExpression({ mailbox: false })).toMatch(/\)\(\{.*\}, \{"mailbox":false\}\)$/s);
   });
 
   it('reads only the variables the hook cares about from environ', () => {

@@ -156,6 +156,8 @@ const EXPECTED: Record<string, number> = {
   'sizeof(((struct kr_unit_signal *)0)->magic)': UnitSignalLayout.magic.length,
   'sizeof(KR_UNIT_MAGIC) - 1': UnitSignalLayout.magic.length,
   KR_UNIT_SIGNAL_FD: UnitSignalLayout.fd,
+  KR_UNIT_MAILBOX_LEN_AT: UnitSignalLayout.mailboxLength,
+  KR_UNIT_MAILBOX_AT: UnitSignalLayout.mailbox,
 
   'offsetof(struct kr_event, call.ret)': SyscallLayout.ret,
   'offsetof(struct kr_event, call.count)': SyscallLayout.count,

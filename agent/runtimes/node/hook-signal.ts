@@ -21,6 +21,9 @@ export interface HookSignal {
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
   fd: number;
+  /** where, in the WATCH signal's bytes, the mailbox keeps its signal's length and the signal */
+  mailboxLengthAt: number;
+  mailboxAt: number;
 }
 
 export const HOOK_SIGNAL: HookSignal = {
@@ -33,11 +36,19 @@ export const HOOK_SIGNAL: HookSignal = {
   close: UnitOp.Close,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
+  mailboxLengthAt: UnitSignalLayout.mailboxLength,
+  mailboxAt: UnitSignalLayout.mailbox,
 };
 
+/** How the hook may signal in one process. */
+export interface HookOptions {
+  /** through the slot's mailbox and getpriority (false: a seccomp filter might refuse that call) */
+  mailbox: boolean;
+}
+
 /** The hook's function text called with the signal layout: what Runtime.evaluate runs. */
-export function hookExpression(): string {
-  return `(${kreplayNodeHook.toString()})(${JSON.stringify(HOOK_SIGNAL)})`;
+export function hookExpression(options: HookOptions): string {
+  return `(${kreplayNodeHook.toString()})(${JSON.stringify(HOOK_SIGNAL)}, ${JSON.stringify(options)})`;
 }
 
 /** What the hook returns when it installed itself in process `pid` (as that process sees its pid). */

@@ -1,5 +1,5 @@
 // The Node hook: what kreplay's agent evaluates in a Node process through its inspector
-// (agent/runtimes/node/injector.ts), as `(<this function's text>)(signal)`; nothing outside the
+// (agent/runtimes/node/injector.ts), as `(<this function's text>)(signal, options)`; nothing outside the
 // function is sent. It tells the kernel which
 // request the event loop's JavaScript works for, so the process's events carry that request's
 // transaction across awaits, timers, promises and callbacks:
@@ -17,18 +17,23 @@
 //   - a client socket written for two requests (a pooled connection of a database or cache
 //     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
 //     Node's own HTTP client is exact (it gives a reused socket the request it serves).
-// Signals are written to signal.fd (KR_UNIT_SIGNAL_FD, bpf/capture.h), a descriptor number no file
-// can have: each write fails with EBADF (caught here) after the kernel's tracepoint read its bytes,
-// so no signal lands in a file the program opened, whatever descriptors it closes and reuses; the
-// hook opens none. The kernel never records the signal writes (bpf/capture/heads.h). Evaluating it again replaces
+// Signals go in a mailbox beside the slot (KR_UNIT_MAILBOX_AT, bpf/capture.h), registered by the
+// same WATCH, and a call of Node's os.getPriority(0) (getpriority(PRIO_PROCESS, 0)) has the kernel
+// read it: a call that cannot fail and touches no file, so a signal costs no exception and no libuv
+// pool request (about a tenth of a write's cost). The WATCH itself, and any signal once getPriority
+// threw, are written to signal.fd (KR_UNIT_SIGNAL_FD), a descriptor number no file can have: each
+// write fails with EBADF (caught here) after the kernel's tracepoint read its bytes, so no signal
+// lands in a file the program opened, whatever descriptors it closes and reuses; the hook opens
+// none. The kernel never records the signal writes (bpf/capture/heads.h). Evaluating it again replaces
 // the previous install (the originals are kept under a global symbol). It never throws into the
 // application: a failure leaves the process unattributed. Returns what it did, as a string.
 'use strict';
-module.exports = function kreplayNodeHook(signal) {
+module.exports = function kreplayNodeHook(signal, options) {
   'use strict';
   const load = typeof process.getBuiltinModule === 'function' ? process.getBuiltinModule : require;
   const fs = load('fs');
   const net = load('net');
+  const os = load('os');
   const http = load('http');
   const { AsyncLocalStorage, createHook } = load('async_hooks');
   // a client socket's unit: the one that connected it, or SHARED once another wrote to it
@@ -60,37 +65,60 @@ module.exports = function kreplayNodeHook(signal) {
     target[key] = wrap(before);
   };
 
-  // struct kr_unit_signal: magic, u32 op, u64 unit; an OPEN's head follows it. The WATCH signal's
-  // bytes are the slot itself: a Buffer of its own (never pooled, never moved, kept in `state`).
-  const signalOf = (op, bytes) => {
-    const buf = Buffer.alloc(bytes);
-    buf.write(signal.magic, 0, 'latin1');
-    buf.writeUInt32LE(op, signal.opAt);
-    return buf;
-  };
+  // struct kr_unit_signal: magic, u32 op, u64 unit; an OPEN's head follows it. The slot and the
+  // mailbox are one Buffer of their own (never pooled, never moved, kept in `state`): a WATCH signal,
+  // whose unit field is the slot, then the mailbox's length (u64) and the signal it holds.
+  const MAIL = signal.mailboxAt;
   // the kernel reads the previous install's slot until this one's WATCH: it stays alive meanwhile
   state.previousSlot = state.slot;
-  const slot = (state.slot = signalOf(signal.watch, signal.bytes));
-  const openSignal = signalOf(signal.open, signal.bytes + signal.maxHead);
-  const closeSignal = signalOf(signal.close, signal.bytes);
-  const setUnit = (buf, unit) => {
-    buf.writeUInt32LE(unit >>> 0, signal.unitAt);
-    buf.writeUInt32LE(Math.floor(unit / 0x100000000), signal.unitAt + 4);
+  const slot = (state.slot = Buffer.alloc(MAIL + signal.bytes + signal.maxHead));
+  slot.write(signal.magic, 0, 'latin1');
+  slot.writeUInt32LE(signal.watch, signal.opAt);
+  slot.write(signal.magic, MAIL, 'latin1');
+  const setUnit = (at, unit) => {
+    slot.writeUInt32LE(unit >>> 0, at + signal.unitAt);
+    slot.writeUInt32LE(Math.floor(unit / 0x100000000), at + signal.unitAt + 4);
   };
-  // writevSync of one buffer is one write(2) on this thread, and its error is made in C++, where a
-  // stackTraceLimit of 0 spares the stack (writeSync's, made in JavaScript, takes ten times the
-  // write). The limit is lowered only when it is a plain writable value, and given back at once.
-  const send = (buf, length) => {
+  const setMailLength = (length) => slot.writeUInt32LE(length, signal.mailboxLengthAt);
+  // The WATCH, and a signal the mailbox could not carry: writevSync of one buffer is one write(2) on
+  // this thread, and its error (EBADF, always: the kernel read the signal at the write's start) is
+  // made in C++, where a stackTraceLimit of 0 spares the stack. The limit is lowered only when it is
+  // a plain writable value, and given back at once.
+  const write = (from, to) => {
     const limit = Object.getOwnPropertyDescriptor(Error, 'stackTraceLimit');
     const lowered = limit?.writable === true;
     try {
       if (lowered) Error.stackTraceLimit = 0;
-      fs.writevSync(signal.fd, [length === buf.length ? buf : buf.subarray(0, length)]);
+      fs.writevSync(signal.fd, [slot.subarray(from, to)]);
     } catch {
-      // EBADF, always: the kernel read the signal at the write's start
+      // EBADF
     } finally {
       if (lowered) Error.stackTraceLimit = limit.value;
     }
+  };
+  // Node's own getpriority(PRIO_PROCESS, 0): the kernel reads the mailbox at its start. No
+  // exception, no file, no libuv pool request. Not in a process under a seccomp filter (the agent
+  // says so: one might kill it for a call it does not expect); a getPriority that throws is left
+  // for good, for the write.
+  let ring = options?.mailbox === true ? os.getPriority : null;
+  // Signal `op` for `unit` (an OPEN with its head, `text`), then the mailbox is empty again: a
+  // getpriority of the program's own finds nothing in it.
+  const send = (op, unit, text) => {
+    slot.writeUInt32LE(op, MAIL + signal.opAt);
+    setUnit(MAIL, unit);
+    const length = signal.bytes + (text === undefined ? 0 : slot.write(text, MAIL + signal.bytes, 'latin1'));
+    if (ring) {
+      setMailLength(length);
+      try {
+        ring(0);
+        return;
+      } catch {
+        ring = null;
+      } finally {
+        setMailLength(0);
+      }
+    }
+    write(MAIL, MAIL + length);
   };
 
   const als = new AsyncLocalStorage();
@@ -100,7 +128,7 @@ module.exports = function kreplayNodeHook(signal) {
   const enter = (unit) => {
     if (unit === running) return;
     running = unit;
-    setUnit(slot, unit);
+    setUnit(0, unit);
   };
   // Runs fn in `unit`, then the caller's unit again.
   const runIn = (unit, fn, self, args) => {
@@ -147,17 +175,12 @@ module.exports = function kreplayNodeHook(signal) {
     const unit = state.nextUnit++;
     const text = head(method, path, headers ?? {});
     if (text === null) return unit;
-    const length = signal.bytes + openSignal.write(text, signal.bytes, 'latin1');
     // the kernel reads the slot when the write begins: the unit must be there already
     const outer = running;
     enter(unit);
-    setUnit(openSignal, unit);
-    send(openSignal, length);
+    send(signal.open, unit, text);
     enter(outer);
-    done?.once?.('close', () => {
-      setUnit(closeSignal, unit);
-      send(closeSignal, signal.bytes);
-    });
+    done?.once?.('close', () => send(signal.close, unit));
     return unit;
   };
 
@@ -262,7 +285,7 @@ module.exports = function kreplayNodeHook(signal) {
     },
   }).enable();
   running = current();
-  setUnit(slot, running);
-  send(slot, signal.bytes);
+  setUnit(0, running);
+  write(0, MAIL + signal.bytes);
   return `kreplay-node-hook ${process.pid}`;
 };

@@ -20,6 +20,7 @@ import { hookExpression, hookInstalled } from './hook-signal';
 import { deadline, InspectorSession, NodeHookError } from './inspector-session';
 import type { InspectorGuard } from './inspector-guard';
 import { processListening, type ListeningSocket } from './listening-sockets';
+import { seccompFiltered } from './node-process';
 import { readStat, parseStat } from '../process-tree';
 import { Socket } from 'node:net';
 
@@ -246,7 +247,7 @@ export class InspectorDoors {
       if (seen !== innerPid)
         throw new NodeHookError(`its inspector answered for pid ${String(seen)}, not ${innerPid}`);
       if (hook) {
-        const installed = await session.evaluate(hookExpression());
+        const installed = await session.evaluate(hookExpression({ mailbox: !seccompFiltered(pid) }));
         outcome =
           installed === hookInstalled(innerPid)
             ? { kind: 'hooked' }

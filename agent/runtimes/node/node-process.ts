@@ -41,6 +41,25 @@ export function parseStatus(text: string, signal = SIGUSR1): { innerPid: number;
   };
 }
 
+/**
+ * /proc/PID/status's Seccomp: whether a filter may refuse, or kill the process for, a system call
+ * it does not expect (anything but mode 0; an unreadable status counts as one). The hook then
+ * signals only with the write every Node process makes, never with getpriority (hook.js).
+ */
+export function seccompFiltered(pid: number): boolean {
+  try {
+    return parseSeccomp(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
+/** status's Seccomp field is not 0 (a kernel without seccomp has none: nothing filters there). */
+export function parseSeccomp(status: string): boolean {
+  const mode = /^Seccomp:\s*(\d+)$/m.exec(status)?.[1];
+  return mode !== undefined && mode !== '0';
+}
+
 /** The facts of a live process; null when it is gone (or a kernel thread). */
 export function readProcessFacts(pid: number): ProcessFacts | null {
   try {
