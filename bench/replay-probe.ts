@@ -33,23 +33,39 @@ export interface ProbeResult {
 
 /** the build whose CLI runs (replay-client.ts passes KREPLAY_BENCH_ROOT on) */
 const KREPLAY = join(process.env.KREPLAY_BENCH_ROOT ?? repoRoot(), 'bin', 'kreplay.js');
-const OFFSET = '"replay_offset_ns":';
-const LATE = '"emitted_late_ns":';
+const OFFSET = Buffer.from('"replay_offset_ns":');
+const LATE = Buffer.from('"emitted_late_ns":');
+const ID = Buffer.from('id: ');
+const REPLAY = Buffer.from('event: replay\n');
+const STATE = Buffer.from('event: state\n');
+const FINISHED = Buffer.from('"state":"finished"');
+const NEWLINE = 10;
+const BLOCK_END = Buffer.from('\n\n');
 
-/** The integer after `key` in `text` from `at` (NaN for null or absent). */
-function numberAfter(text: string, key: string, at: number): number {
-  const i = text.indexOf(key, at);
-  if (i < 0) return NaN;
+/**
+ * The integer after `key` in `bytes` within [from, to) (NaN for null or
+ * absent). The probe reads bytes and decodes nothing: at 100,000 events a
+ * second the client that measures must not be the hop that falls behind.
+ */
+function numberAfter(bytes: Buffer, key: Buffer, from: number, to: number): number {
+  const i = bytes.indexOf(key, from);
+  if (i < 0 || i >= to) return NaN;
   let j = i + key.length;
-  if (text[j] === '"') j++;
+  if (bytes[j] === 34) j++; // a quoted number
   let n = 0;
-  let digits = 0;
-  for (; j < text.length; j++, digits++) {
-    const c = text.charCodeAt(j) - 48;
+  const start = j;
+  for (; j < to; j++) {
+    const c = bytes[j]! - 48;
     if (c < 0 || c > 9) break;
     n = n * 10 + c;
   }
-  return digits === 0 ? NaN : n;
+  return j === start ? NaN : n;
+}
+
+/** Whether `key` occurs in [from, to) of `bytes`. */
+function within(bytes: Buffer, key: Buffer, from: number, to: number): boolean {
+  const i = bytes.indexOf(key, from);
+  return i !== -1 && i + key.length <= to;
 }
 
 class Seen implements ProbeResult {
@@ -62,20 +78,81 @@ class Seen implements ProbeResult {
   released: number[] = [];
   private lastIndex = -1;
 
-  /** One event's JSON (with `index`, when the stream gives it) reached the client at `at`. */
-  add(json: string, at: number, index: number): void {
+  /** One event's bytes [from, to) of `bytes` (with `index`, when the stream gives it) reached the client at `at`. */
+  add(bytes: Buffer, from: number, to: number, at: number, index: number): void {
     this.events++;
     if (index !== this.lastIndex + 1) this.outOfOrder++;
     this.lastIndex = index;
-    const late = numberAfter(json, LATE, 0);
+    const late = numberAfter(bytes, LATE, from, to);
     if (Number.isNaN(late)) this.nullLateness++;
     this.arrivals.push(at);
-    this.offsets.push(numberAfter(json, OFFSET, 0));
+    this.offsets.push(numberAfter(bytes, OFFSET, from, to));
     this.released.push(late);
   }
 }
 
+/**
+ * Splits a byte stream on `separator` as chunks come: `onPart` gets each
+ * complete part's range in the buffer it is in, with the chunk's arrival.
+ */
+class Splitter {
+  private rest: Buffer | null = null;
+
+  constructor(
+    private readonly separator: Buffer | number,
+    private readonly onPart: (bytes: Buffer, from: number, to: number, at: number) => void,
+  ) {}
+
+  push(chunk: Buffer, at: number): void {
+    const bytes = this.rest ? Buffer.concat([this.rest, chunk]) : chunk;
+    const width = typeof this.separator === 'number' ? 1 : this.separator.length;
+    let start = 0;
+    for (
+      let end = bytes.indexOf(this.separator, start);
+      end !== -1;
+      end = bytes.indexOf(this.separator, start)
+    ) {
+      this.onPart(bytes, start, end, at);
+      start = end + width;
+    }
+    this.rest = start < bytes.length ? bytes.subarray(start) : null;
+  }
+}
+
 const now = () => Number(process.hrtime.bigint());
+
+/**
+ * Runs the probe's parsing over made-up events before it measures, so that
+ * the first real events meet compiled code, not the interpreter: the cold
+ * start is the client's under test, not the probe's.
+ */
+function warm(): void {
+  const json = '{"event_id":"1","replay_offset_ns":1000,"emitted_late_ns":0}';
+  const lines = Buffer.from(`${json}\n`.repeat(64));
+  const blocks = Buffer.from(`id: 1\nevent: replay\ndata: ${json}\n\n`.repeat(64));
+  const sink = new Seen();
+  const byLine = new Splitter(NEWLINE, (bytes, from, to, at) => sink.add(bytes, from, to, at, 0));
+  const byBlock = new Splitter(BLOCK_END, (bytes, from, to, at) => {
+    if (within(bytes, REPLAY, from, to)) sink.add(bytes, from, to, at, numberAfter(bytes, ID, from, to));
+  });
+  for (let i = 0; i < 200; i++) {
+    byLine.push(lines, now());
+    byBlock.push(blocks, now());
+  }
+}
+
+/**
+ * The same for a child's stdout, read as `cli` reads `kreplay replay`'s:
+ * its first read would otherwise run Node's stream code for the first time.
+ */
+function warmPipe(): Promise<void> {
+  const script = `for (let i = 0; i < 64; i++) process.stdout.write('{"replay_offset_ns":1}\\n')`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const sink = new Seen();
+  const lines = new Splitter(NEWLINE, (bytes, from, to, at) => sink.add(bytes, from, to, at, 0));
+  child.stdout.on('data', (chunk: Buffer) => lines.push(chunk, now()));
+  return new Promise((resolve) => child.once('close', () => resolve()));
+}
 
 async function post(url: string): Promise<unknown> {
   const res = await fetch(url, { method: 'POST' });
@@ -105,28 +182,22 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
       const headers: Record<string, string> = { accept: 'text/event-stream' };
       if (lastId !== null) headers['last-event-id'] = String(lastId);
       const request = get(`${base}/events`, { headers }, (stream) => {
-        let rest = '';
-        stream.setEncoding('utf8');
-        stream.on('data', (chunk: string) => {
-          const at = now();
-          const blocks = (rest + chunk).split('\n\n');
-          rest = blocks.pop()!;
-          for (const block of blocks) {
-            if (block.includes('event: replay\n')) {
-              lastId = numberAfter(block, 'id: ', 0);
-              seen.add(block, at, lastId);
-            } else if (block.includes('event: state\n')) {
-              if (!played) {
-                played = true;
-                post(`${base}/play`).catch(reject);
-              }
-              if (block.includes('"state":"finished"')) {
-                request.destroy();
-                resolve(true);
-              }
+        const blocks = new Splitter(BLOCK_END, (bytes, from, to, at) => {
+          if (within(bytes, REPLAY, from, to)) {
+            lastId = numberAfter(bytes, ID, from, to);
+            seen.add(bytes, from, to, at, lastId);
+          } else if (within(bytes, STATE, from, to)) {
+            if (!played) {
+              played = true;
+              post(`${base}/play`).catch(reject);
+            }
+            if (within(bytes, FINISHED, from, to)) {
+              request.destroy();
+              resolve(true);
             }
           }
         });
+        stream.on('data', (chunk: Buffer) => blocks.push(chunk, now()));
         stream.on('end', () => resolve(false));
       });
       request.on('error', reject);
@@ -143,14 +214,11 @@ function cli(url: string, transaction: string, speed: number): Promise<ProbeResu
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const seen = new Seen();
-  let rest = '';
   let index = 0;
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    const at = now();
-    const lines = (rest + chunk).split('\n');
-    rest = lines.pop()!;
-    for (const line of lines) if (line.startsWith('{')) seen.add(line, at, index++);
+  const lines = new Splitter(NEWLINE, (bytes, from, to, at) => {
+    if (bytes[from] === 123) seen.add(bytes, from, to, at, index++); // '{'
   });
+  child.stdout.on('data', (chunk: Buffer) => lines.push(chunk, now()));
   let errText = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (errText += chunk));
   return new Promise((resolve, reject) => {
@@ -165,6 +233,8 @@ async function main(): Promise<void> {
   const [mode, url, transaction, speed] = process.argv.slice(2);
   if ((mode !== 'sse' && mode !== 'cli') || !url || !transaction)
     throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED');
+  warm();
+  if (mode === 'cli') await warmPipe();
   const result = await (mode === 'sse' ? sse : cli)(url, transaction, Number(speed ?? 1));
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }

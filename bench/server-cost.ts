@@ -16,6 +16,10 @@
  * per request and events dropped, and the agent's BPF programs' runs and time per request
  * (bpf_stats), the breakdown per program for the followed runs. CPU per request is the steadier
  * figure on a shared machine: the load average is printed with the tables.
+ * Each run starts and ends once the agent has stored (or counted lost) every event the kernel sent
+ * it, from its metrics: a store stalled on a busy disk would otherwise charge one run's events and
+ * CPU to the next. A run that lost events, or stored fewer a request than the server's own writes
+ * (or more than it can cause), is marked ⚠, listed, and fails the bench.
  *
  * Usage: node dist/bench/server-cost.js [rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]
  */
@@ -52,8 +56,8 @@ interface Subject {
   /** never followed: measured without the agent and captured */
   plain: Served;
   followed: Served;
-  /** the pids the agent must not hook */
-  hookExcluded: number[];
+  /** whether the agent hooks this runtime: then every process of the plain copy is hook-excluded (read each round) */
+  hooked: boolean;
   /** resolves once the agent follows `followed` */
   awaitFollowed(agent: BenchAgent): Promise<void>;
 }
@@ -129,7 +133,7 @@ async function subjects(dir: string): Promise<Subject[]> {
       name: `Go net/http (${execFileSync('go', ['env', 'GOVERSION']).toString().trim()})`,
       plain: await startServer(stripped, [file('go-plain')]),
       followed: await startServer(binary, [file('go')]),
-      hookExcluded: [],
+      hooked: false,
       async awaitFollowed(agent) {
         for (const deadline = Date.now() + 20_000; !agent.output().includes(`goroutines of ${binary} (`);) {
           if (Date.now() > deadline)
@@ -147,7 +151,7 @@ async function subjects(dir: string): Promise<Subject[]> {
       name: `Node http (${process.version})`,
       plain,
       followed,
-      hookExcluded: [plain.child.pid!],
+      hooked: true,
       awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!, 'Node', 90_000),
     });
   }
@@ -159,7 +163,7 @@ async function subjects(dir: string): Promise<Subject[]> {
       name: 'aiohttp',
       plain,
       followed,
-      hookExcluded: [plain.child.pid!],
+      hooked: true,
       awaitFollowed: (agent) => awaitHooked(agent, followed.child.pid!, 'Python', 90_000),
     });
   }
@@ -170,25 +174,67 @@ async function subjects(dir: string): Promise<Subject[]> {
       name: 'gunicorn gthread + Flask',
       plain,
       followed,
-      hookExcluded: [plain.child.pid!, workerOf(plain)],
+      hooked: true,
       awaitFollowed: (agent) => awaitHooked(agent, workerOf(followed), 'Python', 90_000),
     });
   }
   return out;
 }
 
-/** Waits for two status lines in a row with the same totals: everything the load caused is in. */
-async function settled(agent: BenchAgent): Promise<{ stored: number; dropped: number }> {
-  let last = agent.totals();
-  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
-    await new Promise((r) => setTimeout(r, 200));
-    const now = agent.totals();
-    if (now && last && now.line > last.line) {
-      if (now.stored === last.stored && now.dropped === last.dropped) return now;
-      last = now;
-    } else last ??= now;
+/** How long the agent may take to store what the kernel sent it before the bench gives up. */
+const CATCH_UP_MS = 120_000;
+/** Losses counted after the ring: of events the kernel had sent. */
+const LOST_AFTER_RING = new Set(['disk_full', 'store_error', 'corrupt_record']);
+
+/** The agent's counters, from its /metrics. */
+interface Counts {
+  /** what the kernel put in the ring: events by type, context and target records by kind ("events sys_write") */
+  sent: Map<string, number>;
+  stored: number;
+  /** lost anywhere (the ring full, a table full, the store), every reason */
+  dropped: number;
+  /** events the kernel sent that the agent has neither stored nor counted lost yet */
+  pending: number;
+}
+
+async function counts(metrics: number): Promise<Counts> {
+  const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+  const sent = new Map<string, number>();
+  let events = 0;
+  let stored = 0;
+  let dropped = 0;
+  let lostAfterRing = 0;
+  for (const [, name, label = '', value] of text.matchAll(
+    /^kreplay_agent_(\w+)_total(?:\{\w+="([^"]+)"\})? (\d+)/gm,
+  )) {
+    const n = Number(value);
+    if (name === 'events' || name === 'records') sent.set(`${name} ${label}`, n);
+    if (name === 'events') events += n;
+    else if (name === 'stored_events') stored = n;
+    else if (name === 'dropped') {
+      dropped += n;
+      if (LOST_AFTER_RING.has(label)) lostAfterRing += n;
+    }
   }
-  throw new Error(`the agent did not settle:\n${agent.output()}`);
+  return { sent, stored, dropped, pending: events - stored - lostAfterRing };
+}
+
+/**
+ * Waits until the agent has stored, or counted lost, every event the kernel sent it: a run's figures
+ * are then its own. Status lines that stop moving are no proof: a store stalled on its disk makes
+ * none either, and its backlog would be counted in the next run (or never).
+ */
+async function caughtUp(metrics: number): Promise<Counts> {
+  for (const deadline = Date.now() + CATCH_UP_MS; ;) {
+    const now = await counts(metrics);
+    if (now.pending <= 0) return now;
+    if (Date.now() > deadline)
+      throw new Error(
+        `the agent did not catch up in ${CATCH_UP_MS / 1000} s: ${now.pending} events the kernel sent ` +
+          `are neither stored nor counted lost (${now.stored} stored)`,
+      );
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 const diff = (after: Run['bpf'], before: Run['bpf']) =>
@@ -222,27 +268,17 @@ function foreignUprobes(pid: number, agentPid: number): number {
     .length;
 }
 
-/** The agent's counts of what the kernel sent it: events by type, context and target records by kind. */
-async function sentCounts(metrics: number): Promise<Map<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
-  const counts = new Map<string, number>();
-  for (const m of text.matchAll(/^kreplay_agent_(events|records)_total\{\w+="([^"]+)"\} (\d+)/gm))
-    counts.set(`${m[1]} ${m[2]}`, Number(m[3]));
-  return counts;
-}
-
 /** One load on `s`, with the server's (and the agent's) CPU and the agent's figures over it. */
 async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run> {
   const url = `http://127.0.0.1:${s.port}/`;
-  const before = agent && (await settled(agent));
+  const before = agent && (await caughtUp(metrics));
   const server0 = treeCpuUs(s.child.pid!);
   const agent0 = agent ? treeCpuUs(agent.pid) : 0;
   const bpf0 = agent ? programsByName(agent.pid) : new Map();
-  const sent0 = agent ? await sentCounts(metrics) : new Map<string, number>();
   const foreign0 = foreignUprobes(s.child.pid!, agent?.pid ?? 0);
   const load = await wrk({ url, seconds, threads: 1, connections: 16 });
   const serverUs = (treeCpuUs(s.child.pid!) - server0) / load.requests;
-  const after = agent && (await settled(agent));
+  const after = agent && (await caughtUp(metrics));
   return {
     load,
     serverUs,
@@ -252,12 +288,32 @@ async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run>
     bpf: agent ? diff(programsByName(agent.pid), bpf0) : new Map(),
     foreignProbes: Math.max(foreign0, foreignUprobes(s.child.pid!, agent?.pid ?? 0)),
     sent: new Map(
-      [...(agent ? await sentCounts(metrics) : new Map<string, number>())].map(([k, n]) => [
+      [...(after?.sent ?? new Map<string, number>())].map(([k, n]) => [
         k,
-        (n - (sent0.get(k) ?? 0)) / load.requests,
+        (n - (before?.sent.get(k) ?? 0)) / load.requests,
       ]),
     ),
   };
+}
+
+/** The server's own writes a request (the appended line, the response): the fewest events a capture of it stores. */
+const SERVER_WRITES = 2;
+/** The most events a request can give: the server's 2–3 writes and 1–2 reads; more is a storm. */
+const MOST_EVENTS = 6;
+
+/** What makes a run's figures not the server's: events lost, or stored in numbers the server cannot cause. */
+function problems(name: string, mode: string, r: Run[]): string[] {
+  return r.flatMap((x, round) => {
+    const found: string[] = [];
+    if (x.dropped > 0) found.push(`${x.dropped} events lost`);
+    if (x.stored < SERVER_WRITES)
+      found.push(
+        `${x.stored.toFixed(2)} events stored a request, fewer than its own ${SERVER_WRITES} writes`,
+      );
+    if (x.stored > MOST_EVENTS)
+      found.push(`${x.stored.toFixed(2)} events stored a request, more than it can cause (${MOST_EVENTS})`);
+    return found.map((p) => `${name}, ${mode}, round ${round + 1}: ${p}`);
+  });
 }
 
 async function main(): Promise<void> {
@@ -280,7 +336,11 @@ async function main(): Promise<void> {
           .flatMap((s) => [s.plain, s.followed])
           .flatMap((s) => processTree(s.child.pid!))
           .flatMap((pid) => ['--include', `pid:${pid}`]),
-        ...all.flatMap((s) => s.hookExcluded).flatMap((pid) => ['--hook-exclude', `pid:${pid}`]),
+        // read each round: a pre-fork server's new worker must stay out too
+        ...all
+          .filter((s) => s.hooked)
+          .flatMap((s) => processTree(s.plain.child.pid!))
+          .flatMap((pid) => ['--hook-exclude', `pid:${pid}`]),
         ...['--exclude', 'comm:wrk'],
         // other processes' requests (a shared machine's) stay out of the figures
         '--filter-transactions',
@@ -317,11 +377,14 @@ async function main(): Promise<void> {
       'stored events/request | dropped | BPF runs/request | BPF µs/request |',
   );
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  const wrong: string[] = [];
   for (const [name, byMode] of runs) {
     const base = byMode.get('without the agent')!;
     for (const mode of MODES) {
       const r = byMode.get(mode)!;
       const agentless = mode === 'without the agent';
+      const found = agentless ? [] : problems(name, mode, r);
+      wrong.push(...found);
       const added = r.map((x, i) => x.serverUs - base[i]!.serverUs);
       const allIn = r.map((x, i) => added[i]! + x.agentUs);
       const bpf = (pick: 'runs' | 'ns', scale: number) =>
@@ -358,12 +421,18 @@ async function main(): Promise<void> {
               : range(
                   r.map((x) => x.stored),
                   2,
-                )
+                ) + (found.length ? ' ⚠' : '')
           } | ` +
           `${agentless ? '' : r.map((x) => x.dropped).join(', ')} | ` +
           `${agentless ? '' : range(bpf('runs', 1), 1)} | ${agentless ? '' : range(bpf('ns', 1000), 2)} |`,
       );
     }
+  }
+  if (wrong.length) {
+    // a row that measured something else must not pass for a figure
+    console.log(`\n⚠ Rows that did not measure the server as it is (the bench fails):\n`);
+    for (const line of wrong) console.log(`- ${line}`);
+    process.exitCode = 1;
   }
   console.log(
     "\nUprobes other processes (agents other than this one) held on the servers' files, at the start or the end of each run (the more), and the server's CPU µs/request in that run:\n",

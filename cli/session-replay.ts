@@ -6,7 +6,13 @@
  */
 import { postJson, problemText, requestJson, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
-import { HttpError, openEventStream, type EventStream, type SseRawMessage } from './sse-client';
+import {
+  HttpError,
+  openEventStream,
+  SseByteParser,
+  type EventStream,
+  type SseRawMessage,
+} from './sse-client';
 
 /** What a session is replayed with. */
 export interface SessionFlags {
@@ -25,13 +31,35 @@ const RECONNECTS = 5;
 const RECONNECT_DELAY_MS = 500;
 const PROGRESS_EVERY_MS = 100;
 
-function write(bytes: Buffer): Promise<void> {
-  return new Promise((resolve) =>
-    process.stdout.write(bytes) ? resolve() : process.stdout.once('drain', resolve),
-  );
+/** Writes to stdout (synchronous on a pipe or file); a promise only when it is full, settled once it drains. */
+function writeOut(bytes: Buffer): Promise<void> | undefined {
+  if (process.stdout.write(bytes)) return undefined;
+  return new Promise((resolve) => process.stdout.once('drain', resolve));
 }
 
 const NEWLINE = Buffer.from('\n');
+
+/** Frames of the shape the daemon streams, parsed before a play and thrown away (warmParser). */
+const WARM_CHUNK = Buffer.from(
+  Array.from(
+    { length: 64 },
+    (_, i) =>
+      `id: ${i}\nevent: replay\ndata: {"event_id":"${i}","replay_offset_ns":${i}000,"emitted_late_ns":0}\n\n`,
+  ).join(''),
+);
+const WARM_CHUNKS = 32;
+
+/**
+ * Runs the stream's parser over made-up replay frames before asking for the
+ * play: a dense replay's first events otherwise meet it interpreted, at
+ * several times its compiled cost per event, and the stream falls behind
+ * for its first tens of milliseconds. It delays the play by a few ms, not
+ * an event.
+ */
+function warmParser(): void {
+  const parser = new SseByteParser();
+  for (let i = 0; i < WARM_CHUNKS; i++) parser.push(WARM_CHUNK);
+}
 
 /** One status line, redrawn in place, on a terminal only. */
 class Progress {
@@ -86,65 +114,74 @@ class Replay {
 
   /**
    * True once the session finished; false when the stream ended before.
-   * Each chunk's events are printed in one write, so that a dense replay
-   * costs a turn per chunk; the play a (re)connection asks for is not
-   * waited for before reading on, so the first events are printed the
-   * moment they come, as every later one is.
+   * Each chunk's events are printed in one write, in the turn the chunk is
+   * read (no promise between the socket and stdout), so that a dense replay
+   * costs a turn per chunk; the play a (re)connection asks for is not waited
+   * for before reading on, so the first events are printed the moment they
+   * come, as every later one is.
    */
   private async follow(): Promise<boolean> {
-    this.stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
+    const stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
+    this.stream = stream;
     let first = true;
     let playing: Promise<unknown> | null = null;
     let failure: unknown = null;
-    try {
-      for await (const batch of this.stream.batches) {
-        const lines: Buffer[] = [];
-        let last: SseRawMessage | null = null;
-        let finished = false;
-        for (const message of batch) {
-          if (message.event === 'replay') {
-            lines.push(message.data, NEWLINE);
-            last = message;
-            continue;
-          }
-          if (message.event !== 'state') continue;
-          const { state } = JSON.parse(message.data.toString('utf8')) as { state: string };
-          // each (re)connection starts with the state: one not playing is ours to start (again)
-          if (first && (state === 'ready' || state === 'paused'))
-            playing = this.control('play').catch((err: unknown) => {
-              failure = err;
-              this.stream?.close();
-            });
-          first = false;
-          if (state === 'finished') finished = true;
-          if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
+    let finished = false;
+    await stream.listen((batch) => {
+      const lines: Buffer[] = [];
+      let last: SseRawMessage | null = null;
+      for (const message of batch) {
+        if (message.event === 'replay') {
+          lines.push(message.data, NEWLINE);
+          last = message;
+          continue;
         }
-        if (last) await this.print(lines, last);
-        if (finished) {
-          this.close();
-          return true;
+        if (message.event !== 'state') continue;
+        const { state } = JSON.parse(message.data.toString('utf8')) as { state: string };
+        // each (re)connection starts with the state: one not playing is ours to start (again)
+        if (first && (state === 'ready' || state === 'paused')) {
+          warmParser();
+          playing = this.control('play').catch((err: unknown) => {
+            failure = err;
+            stream.close();
+          });
+          // the first events must not meet cold code on their way out (the lead before them is for
+          // this): the way they are printed runs once now, with nothing to print
+          void this.print([], null);
         }
+        first = false;
+        if (state === 'finished') finished = true;
+        if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
       }
-    } catch (err) {
-      if (!failure) throw err;
-    }
+      const printed = last ? this.print(lines, last) : undefined;
+      if (finished) stream.close();
+      return printed;
+    });
     await playing;
     if (failure) throw failure as Error;
-    return false;
+    if (finished) this.close();
+    return finished;
   }
 
-  /** Prints a chunk's events (`lines`: each one's data, then a newline), `last` the last of them. */
-  private async print(lines: Buffer[], last: SseRawMessage): Promise<void> {
-    await write(Buffer.concat(lines));
+  /**
+   * Prints a chunk's events (`lines`: each one's data, then a newline), `last`
+   * the last of them (null: none, a write of no bytes, which no reader sees);
+   * a promise when stdout is full, settled once it drains.
+   */
+  private print(lines: Buffer[], last: SseRawMessage | null): Promise<void> | undefined {
+    const drained = writeOut(Buffer.concat(lines));
+    if (!last) return drained;
     this.lastEventId = last.id;
     this.emitted = Number(last.id) + 1;
-    if (!this.progress.enabled) return;
-    const offset = /"replay_offset_ns":(\d+)/.exec(last.data.toString('utf8'))?.[1] ?? '0';
-    this.progress.show(
-      `replay ${this.session.id}: ${this.emitted}/${this.session.events_total} events, ` +
-        `${(Number(offset) / 1e9).toFixed(3)} s in`,
-      this.emitted === this.session.events_total,
-    );
+    if (this.progress.enabled) {
+      const offset = /"replay_offset_ns":(\d+)/.exec(last.data.toString('utf8'))?.[1] ?? '0';
+      this.progress.show(
+        `replay ${this.session.id}: ${this.emitted}/${this.session.events_total} events, ` +
+          `${(Number(offset) / 1e9).toFixed(3)} s in`,
+        this.emitted === this.session.events_total,
+      );
+    }
+    return drained;
   }
 
   control(control: 'play' | 'stop'): Promise<SessionBody> {

@@ -4,7 +4,7 @@
  * stream closes its connection at once.
  */
 import { KreplayError } from '../core/errors';
-import { get, type IncomingMessage } from 'node:http';
+import { get, type ClientRequest, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
 import { authHeaders } from './daemon-request';
 
@@ -127,10 +127,66 @@ export class HttpError extends KreplayError {
 }
 
 export interface EventStream {
-  /** one message at a time, or (read one or the other) each chunk's messages at once, their data as bytes */
+  /** one message at a time */
   messages: AsyncGenerator<SseMessage>;
-  batches: AsyncGenerator<SseRawMessage[]>;
+  /**
+   * Or (read one or the other) each chunk's messages at once, their data as
+   * bytes, handed to `onBatch` in the same turn the chunk is read, with no
+   * promise or generator between the socket and the reader: how a dense
+   * replay's client keeps up. A promise `onBatch` returns holds the socket
+   * (the reader's output is full) until it settles. Resolves when the stream
+   * ends or is closed; rejects on a broken connection or what `onBatch` throws.
+   */
+  listen(onBatch: (batch: SseRawMessage[]) => void | Promise<void>): Promise<void>;
   close(): void;
+}
+
+/** `listen` over a 200 answer; `close` destroys the request, which ends a listen in progress. */
+function eventStream(request: ClientRequest, res: IncomingMessage): EventStream {
+  let closed = false;
+  let settle: (() => void) | null = null;
+  return {
+    messages: sseMessages(res),
+    listen(onBatch) {
+      const parser = new SseByteParser();
+      return new Promise<void>((resolve, reject) => {
+        settle = resolve;
+        const fail = (err: unknown) => {
+          request.destroy();
+          if (closed) resolve();
+          else reject(err as Error);
+        };
+        res.on('data', (chunk: Buffer) => {
+          let wait: void | Promise<void>;
+          try {
+            const messages = parser.push(chunk);
+            if (messages.length === 0) return;
+            wait = onBatch(messages);
+          } catch (err) {
+            return fail(err);
+          }
+          if (!wait) return;
+          res.pause();
+          wait.then(() => res.resume(), fail);
+        });
+        res.once('end', () => resolve());
+        res.once('error', (err) => fail(err));
+        // a connection dropped mid-stream is a network error, as the 'error' before it says
+        res.once('close', () =>
+          closed || res.complete
+            ? resolve()
+            : fail(
+                Object.assign(new Error('the event stream closed before its end'), { code: 'ECONNRESET' }),
+              ),
+        );
+      });
+    },
+    close() {
+      closed = true;
+      request.destroy();
+      settle?.();
+    },
+  };
 }
 
 export function openEventStream(url: string, lastEventId?: string): Promise<EventStream> {
@@ -139,7 +195,7 @@ export function openEventStream(url: string, lastEventId?: string): Promise<Even
   return new Promise((resolve, reject) => {
     const request = (url.startsWith('https:') ? getTls : get)(url, { headers }, (res: IncomingMessage) => {
       if (res.statusCode === 200) {
-        resolve({ messages: sseMessages(res), batches: sseBatches(res), close: () => request.destroy() });
+        resolve(eventStream(request, res));
         return;
       }
       let body = '';

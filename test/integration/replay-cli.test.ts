@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { writeStore } from '../support/event-store';
 import { fetchAllPages } from '../support/events-http';
+import { straced } from '../support/strace';
 import { api, startReplayServer, type ReplayServer } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
@@ -135,6 +136,28 @@ describe('kreplay replay', () => {
       child.kill();
       await proxy.close();
     }
+  });
+
+  it('runs its way out once before the first event, writing no bytes, then prints every event in order', async () => {
+    // the first event must not be the first to meet the code and the call that print it: the CLI
+    // goes through them before its play, with nothing to print, which no reader of stdout sees
+    const { out, byTid } = await straced(dir.path, 'write,writev', [
+      process.execPath,
+      BIN,
+      'replay',
+      'tx',
+      '--server',
+      server.url,
+    ]);
+    const toStdout = [...byTid.values()].flatMap((calls) => calls.filter(([, fd]) => fd === 1));
+    expect(toStdout.length).toBeGreaterThan(1);
+    expect(toStdout[0]).toEqual([expect.stringMatching(/^writev?$/), 1, 0, 0]);
+    expect(toStdout.slice(1).every(([, , size, ret]) => size > 0 && ret === size)).toBe(true);
+    expect(toStdout.reduce((sum, [, , , ret]) => sum + ret, 0)).toBe(Buffer.byteLength(out));
+    const lines = out.trim().split('\n');
+    expect(lines.map((line) => (JSON.parse(line) as { replay_offset_ns: number }).replay_offset_ns)).toEqual(
+      Array.from({ length: 30 }, (_, i) => i * 1_000_000),
+    );
   });
 
   it('exits 1 printing the problem for a transaction without events', async () => {
