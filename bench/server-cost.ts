@@ -64,7 +64,7 @@ interface Subject {
 
 interface Run {
   load: Load;
-  /** uprobes other processes (another agent on a shared host) held on the server's files at the end of the run */
+  /** uprobes other processes (another agent on a shared host) held on the server's files at the run's start or end, the more */
   foreignProbes: number;
   /** what the kernel sent to the agent, by metric and label (kreplay_agent_events_total, records_total) */
   sent: Map<string, number>;
@@ -275,6 +275,7 @@ async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run>
   const server0 = treeCpuUs(s.child.pid!);
   const agent0 = agent ? treeCpuUs(agent.pid) : 0;
   const bpf0 = agent ? programsByName(agent.pid) : new Map();
+  const foreign0 = foreignUprobes(s.child.pid!, agent?.pid ?? 0);
   const load = await wrk({ url, seconds, threads: 1, connections: 16 });
   const serverUs = (treeCpuUs(s.child.pid!) - server0) / load.requests;
   const after = agent && (await caughtUp(metrics));
@@ -285,7 +286,7 @@ async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run>
     stored: after && before ? (after.stored - before.stored) / load.requests : 0,
     dropped: after && before ? after.dropped - before.dropped : 0,
     bpf: agent ? diff(programsByName(agent.pid), bpf0) : new Map(),
-    foreignProbes: foreignUprobes(s.child.pid!, agent?.pid ?? 0),
+    foreignProbes: Math.max(foreign0, foreignUprobes(s.child.pid!, agent?.pid ?? 0)),
     sent: new Map(
       [...(after?.sent ?? new Map<string, number>())].map(([k, n]) => [
         k,
@@ -434,7 +435,7 @@ async function main(): Promise<void> {
     process.exitCode = 1;
   }
   console.log(
-    "\nUprobes other processes (agents other than this one) held on the servers' files, at the end of each run:\n",
+    "\nUprobes other processes (agents other than this one) held on the servers' files, at the start or the end of each run (the more), and the server's CPU µs/request in that run:\n",
   );
   for (const [name, byMode] of runs)
     console.log(
@@ -442,7 +443,7 @@ async function main(): Promise<void> {
         (m) =>
           `${m} ${byMode
             .get(m)!
-            .map((x) => x.foreignProbes)
+            .map((x) => `${x.foreignProbes} (${x.serverUs.toFixed(1)})`)
             .join(', ')}`,
       ).join('; ')}`,
     );

@@ -7,8 +7,9 @@
  * it read". A request head read by a goroutine gives it the request (the
  * core does this for units that own their reads); the uprobes below pass
  * a context on:
- *   - runtime.newproc1 (entry, and its RET sites: never a uretprobe on Go,
- *     whose stacks move): a new goroutine takes its creator's context, a
+ *   - runtime.newproc1 (entry, and its casgstatus(newg, _Gdead, _Grunnable)
+ *     call, or its RET sites where that is not found: never a uretprobe on
+ *     Go, whose stacks move): a new goroutine takes its creator's context, a
  *     reused g loses the one it had;
  *   - net/http's client pool: a persistConn's readLoop and writeLoop
  *     goroutines outlive the request that dialed it; the writeLoop takes
@@ -45,7 +46,7 @@ struct {
 	__type(value, struct kr_go_binary);
 } go_binaries SEC(".maps");
 
-/* By thread: newproc1's creator's context, from its entry to its RET. */
+/* By thread: newproc1's creator's context, from its entry to where the new g is seen. */
 struct kr_go_spawn {
 	__u64 pid_tgid;
 	__u64 context_id;
@@ -210,10 +211,8 @@ int go_newproc1(struct pt_regs *ctx)
 	return 0;
 }
 
-/* newproc1's RET sites, the new g in AX: it takes its creator's context, or none, whatever an earlier
- * goroutine on the same g had. */
-SEC("uprobe")
-int go_newproc1_ret(struct pt_regs *ctx)
+/* The new g takes its creator's context, or none, whatever an earlier goroutine on the same g had. */
+static __always_inline void go_spawned(__u64 newg)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -225,7 +224,33 @@ int go_newproc1_ret(struct pt_regs *ctx)
 			context_id = spawn->context_id;
 		bpf_map_delete_elem(&go_spawns, &tid);
 	}
-	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_RESULT(ctx), context_id);
+	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, newg, context_id);
+}
+
+/* Go's g statuses (runtime2.go, unchanged since Go 1.4) */
+#define GO_G_RUNNABLE 1
+#define GO_G_DEAD 6
+
+/*
+ * newproc1's one `casgstatus(newg, _Gdead, _Grunnable)`, a direct CALL (the kernel emulates it; a RET is
+ * single-stepped: a #DB trap, tens of µs on a virtual machine, bench/RESULTS.md, issue 46), every
+ * goroutine newproc1 makes passes before it can run: casgstatus(gp, oldval, newval) in AX, BX, CX.
+ * User space probes it only where the instructions before the CALL set BX and CX to these constants;
+ * the registers are checked all the same.
+ */
+SEC("uprobe")
+int go_newproc1_runnable(struct pt_regs *ctx)
+{
+	if (GO_ARG2(ctx) == GO_G_DEAD && GO_ARG3(ctx) == GO_G_RUNNABLE)
+		go_spawned(GO_ARG1(ctx));
+	return 0;
+}
+
+/* newproc1's RET sites, the new g in AX: where its casgstatus call is not found. */
+SEC("uprobe")
+int go_newproc1_ret(struct pt_regs *ctx)
+{
+	go_spawned(GO_RESULT(ctx));
 	return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "elf_file.h"
 
@@ -19,12 +20,17 @@ const char kWriteLoop[] = "net/http.(*persistConn).writeLoop";
 const char kWaitForContinue[] = "net/http.(*persistConn).waitForContinue";
 const char kProcessHeaders[] = "net/http.(*http2serverConn).processHeaders";
 const char kNewproc[] = "runtime.newproc";
+const char kCasgstatus[] = "runtime.casgstatus";
 const char kTlsRead[] = "crypto/tls.(*Conn).Read";
 const char kTcpConnItab[] = "go.itab.*net.TCPConn,net.Conn";
 const char kChansend[] = "runtime.chansend";
 const char kChanrecv[] = "runtime.chanrecv";
 const char kChanrecv1[] = "runtime.chanrecv1";
 const char kChanrecv2[] = "runtime.chanrecv2";
+// casgstatus(gp, oldval, newval)'s second and third arguments' registers (x86 numbering) and the statuses that
+// make a new goroutine runnable (runtime2.go: _Gdead, _Grunnable, unchanged since Go 1.4)
+const uint8_t kBx = 3, kCx = 1;
+const int32_t kGdead = 6, kGrunnable = 1;
 // Go's register ABI (arguments in AX, BX, ...; g in R14) on amd64 since 1.17
 const int kRegisterAbiMinor = 17;
 
@@ -129,6 +135,68 @@ uint64_t EntrySite(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
   return at;
 }
 
+// Whether `insn` is `MOVL $value, reg` (B8+r imm32: how Go's assembler passes a small constant), `reg` 0-7.
+bool SetsConstant(const cs_insn& insn, uint8_t reg, int32_t value) {
+  if (insn.size != 5 || insn.bytes[0] != 0xb8 + reg) return false;
+  int32_t imm;
+  std::memcpy(&imm, insn.bytes + 1, sizeof(imm));
+  return imm == value;
+}
+
+// Where a jump goes: a direct one's target (JMP or Jcc, rel8 or rel32), ~0 for an indirect one (anywhere), 0 for
+// any other instruction.
+uint64_t JumpTarget(const cs_insn& insn) {
+  const uint8_t* b = insn.bytes;
+  const uint64_t next = insn.address + insn.size;
+  if (insn.size == 2 && (b[0] == 0xeb || (b[0] & 0xf0) == 0x70)) return next + static_cast<int8_t>(b[1]);
+  int32_t rel;
+  if (insn.size == 5 && b[0] == 0xe9) {
+    std::memcpy(&rel, b + 1, sizeof(rel));
+    return next + static_cast<int64_t>(rel);
+  }
+  if (insn.size == 6 && b[0] == 0x0f && (b[1] & 0xf0) == 0x80) {
+    std::memcpy(&rel, b + 2, sizeof(rel));
+    return next + static_cast<int64_t>(rel);
+  }
+  return insn.id == X86_INS_JMP || insn.id == X86_INS_LJMP ? ~uint64_t{0} : 0;
+}
+
+// The file offset of newproc1's one `CALL runtime.casgstatus` with BX = _Gdead (6) and CX = _Grunnable (1) set by
+// the instructions right before it (NOPs aside), none of which a branch lands on or after (`at`: newproc1's entry's
+// file offset). Every goroutine newproc1 makes passes there before it can run; unlike a RET, a direct CALL is
+// emulated by the kernel. 0 when there is not exactly one such call (Go 1.21 and later pass a variable status).
+uint64_t RunnableSite(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions, uint64_t at) {
+  auto newproc1 = functions.find(kNewproc1);
+  auto casgstatus = functions.find(kCasgstatus);
+  if (newproc1 == functions.end() || casgstatus == functions.end()) return 0;
+  const ElfSymbol& f = newproc1->second;
+  const std::vector<cs_insn> code = Instructions(elf.Read(f.value, f.size), f.value);
+  std::set<uint64_t> targets;
+  for (const cs_insn& insn : code) targets.insert(JumpTarget(insn));
+  // a jump table's targets are not known
+  if (targets.count(~uint64_t{0})) return 0;
+  uint64_t site = 0;
+  int calls = 0;
+  for (size_t i = 0; i < code.size(); i++) {
+    if (CallTarget(code[i]) != casgstatus->second.value) continue;
+    bool dead = false, runnable = false;
+    // back from the CALL to the two MOVs, over NOPs, no branch landing in between
+    for (size_t j = i; j-- > 0 && !targets.count(code[j + 1].address) && !(dead && runnable);) {
+      if (SetsConstant(code[j], kBx, kGdead)) {
+        dead = true;
+      } else if (SetsConstant(code[j], kCx, kGrunnable)) {
+        runnable = true;
+      } else if (code[j].id != X86_INS_NOP) {
+        break;
+      }
+    }
+    if (!dead || !runnable) continue;
+    calls++;
+    site = at + (code[i].address - f.value);
+  }
+  return calls == 1 ? site : 0;
+}
+
 }  // namespace
 
 std::string GoBuildVersion(const std::vector<uint8_t>& buildinfo) {
@@ -175,9 +243,9 @@ GoBinary InspectGoBinary(const std::string& path) {
          return (type == STT_FUNC &&
                  (!std::strcmp(name, kNewproc1) || !std::strcmp(name, kRoundTrip) || !std::strcmp(name, kReadLoop) ||
                   !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
-                  !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) || !std::strcmp(name, kTlsRead) ||
-                  !std::strcmp(name, kChansend) || !std::strcmp(name, kChanrecv) || !std::strcmp(name, kChanrecv1) ||
-                  !std::strcmp(name, kChanrecv2))) ||
+                  !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) ||
+                  !std::strcmp(name, kCasgstatus) || !std::strcmp(name, kTlsRead) || !std::strcmp(name, kChansend) ||
+                  !std::strcmp(name, kChanrecv) || !std::strcmp(name, kChanrecv1) || !std::strcmp(name, kChanrecv2))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;
@@ -197,6 +265,7 @@ GoBinary InspectGoBinary(const std::string& path) {
     go.unfollowed = std::string("no RET instruction was found in ") + kNewproc1;
     return go;
   }
+  go.newproc1_runnable = RunnableSite(elf, functions, go.newproc1);
   go.newproc1 = EntrySite(elf, functions[kNewproc1], go.newproc1);
   go.tls_offset = TlsOffset(elf);
   go.round_trip = offset(kRoundTrip);

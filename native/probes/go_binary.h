@@ -18,9 +18,11 @@ struct GoBinary {
   std::string unfollowed;
   // where the current g is, from the thread pointer (fsbase)
   int64_t tls_offset = 0;
-  // file offsets of runtime.newproc1's entry probe (its stack check's jump: EntrySite in go_binary.cc) and of its RET
-  // instructions
+  // file offsets of runtime.newproc1's entry probe (its stack check's jump: EntrySite in go_binary.cc), of its
+  // `CALL runtime.casgstatus` that makes the new goroutine runnable (RunnableSite; 0 when not found), and of its RET
+  // instructions, probed instead where that call is not found (the kernel single-steps a RET, emulates a CALL)
   uint64_t newproc1 = 0;
+  uint64_t newproc1_runnable = 0;
   std::vector<uint64_t> newproc1_returns;
   // net/http's client pool: (*persistConn).roundTrip, readLoop and waitForContinue (which writeLoop calls
   // before each request); 0 when the binary has none

@@ -135,7 +135,11 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
                           (binary.go.round_trip ? ", net/http's client pool too" : "") +
                           (binary.go.h2_headers ? ", HTTP/2 server streams too" : "") +
                           (binary.go.tls_read ? ", TLS server reads too" : "") +
-                          (binary.go.chanrecv ? ", channel hand-offs too)" : ")"));
+                          (binary.go.chanrecv ? ", channel hand-offs too" : "") +
+                          (binary.go.newproc1_runnable ? ")"
+                                                       : "; newproc1's casgstatus(newg, _Gdead, _Grunnable) call is "
+                                                         "not found: its RETs are probed, single-stepped by the "
+                                                         "kernel at each goroutine's start)"));
   } else {
     AppendLog("warn", "goroutines of " + Described(path, binary.go) + " are not followed: " + binary.go.unfollowed +
                           "; its events carry no transaction");
@@ -154,7 +158,11 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
     uint64_t offset;
   };
   std::vector<Probe> probes = {{programs_.newproc1, go.newproc1}};
-  for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
+  if (go.newproc1_runnable) {
+    probes.push_back({programs_.newproc1_runnable, go.newproc1_runnable});
+  } else {
+    for (uint64_t site : go.newproc1_returns) probes.push_back({programs_.newproc1_ret, site});
+  }
   if (go.round_trip) {
     probes.push_back({programs_.round_trip, go.round_trip});
     probes.push_back({programs_.conn_write, go.conn_write});

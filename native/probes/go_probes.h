@@ -29,6 +29,7 @@ namespace kreplay {
 
 struct GoPrograms {
   bpf_program* newproc1;
+  bpf_program* newproc1_runnable;
   bpf_program* newproc1_ret;
   bpf_program* round_trip;
   bpf_program* conn_write;

@@ -5,12 +5,15 @@
  * functions a request runs (runtime.newproc1, chansend, chanrecv) sit on their stack check's JBE,
  * which the kernel emulates, not on the CMP or LEA at their entry; a receive's end is looked at in
  * the blocking receives (runtime.chanrecv1, chanrecv2), whose RETs no select or non-blocking receive
- * runs (net/http's context.WithCancel makes one a request), not at chanrecv's own RETs. Read
- * from the kernel's own list of the agent's probes (bpftool perf) and the binary's bytes at each
- * probe's offset.
+ * runs (net/http's context.WithCancel makes one a request), not at chanrecv's own RETs; a new
+ * goroutine (net/http's background read, one a request) is seen at newproc1's CALL
+ * casgstatus(newg, _Gdead, _Grunnable), not at newproc1's RET. Read from the kernel's own list of
+ * the agent's probes (bpftool perf), the binary's bytes at each probe's offset and Go's own
+ * disassembly of it. A copy whose casgstatus call is set up otherwise is probed at its RET, and
+ * the agent says so.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, readSync, closeSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, readSync, closeSync, rmSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgent, type AgentProcess } from '../support/agent-process';
@@ -24,18 +27,33 @@ let dir: string;
 let server: ChildProcess;
 let agent: AgentProcess;
 let binary: string;
+let odd: string;
+let oddServer: ChildProcess;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kreplay-go-sites-'));
   binary = buildGo(SERVER, join(dir, 'append-server'));
+  odd = withRunnableByStack(binary, join(dir, 'append-server-odd'));
   server = spawn(binary, [join(dir, 'lines')], { stdio: ['ignore', 'pipe', 'ignore'] });
-  await new Promise((resolve) => server.stdout!.once('data', resolve));
-  agent = await startAgent(['--data-dir', join(dir, 'data'), '--node', 'sites', '--pid', String(server.pid)]);
-  await waitFor(() => agent.output().includes(`goroutines of ${binary} (`), 90_000);
+  oddServer = spawn(odd, [join(dir, 'odd-lines')], { stdio: ['ignore', 'pipe', 'ignore'] });
+  await Promise.all(
+    [server, oddServer].map((s) => new Promise((resolve) => s.stdout!.once('data', resolve))),
+  );
+  agent = await startAgent([
+    ...['--data-dir', join(dir, 'data'), '--node', 'sites'],
+    ...['--pid', String(server.pid), '--pid', String(oddServer.pid)],
+  ]);
+  await waitFor(
+    () =>
+      agent.output().includes(`goroutines of ${binary} (`) &&
+      agent.output().includes(`goroutines of ${odd} (`),
+    90_000,
+  );
 }, 180_000);
 
 afterAll(async () => {
   server?.kill('SIGKILL');
+  oddServer?.kill('SIGKILL');
   await agent?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -80,9 +98,48 @@ function bytesAt(file: string, offset: number, length: number): Buffer {
 /** JBE rel8 (76) or rel32 (0F 86): a conditional jump, which the kernel emulates. */
 const isJbe = (b: Buffer) => b[0] === 0x76 || (b[0] === 0x0f && b[1] === 0x86);
 
-/** The agent's probes of program `name` in the server's binary. */
-const inServer = (probes: ReturnType<typeof agentUprobes>, name: string) =>
-  (probes.get(name) ?? []).filter((p) => p.filename === binary || p.filename === `/proc/${server.pid}/exe`);
+/** The agent's probes of program `name` in a server's binary (the one of `binary` by default). */
+const inServer = (probes: ReturnType<typeof agentUprobes>, name: string, file = binary, pid = server.pid) =>
+  (probes.get(name) ?? []).filter((p) => p.filename === file || p.filename === `/proc/${pid}/exe`);
+
+/** From a file offset to its address in Go's disassembly, by the executable segment's offset and address (readelf). */
+function addressOf(file: string, offset: number): number {
+  const load = /LOAD\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+\S+\s+\S+\s+\S+\s+R E/.exec(
+    execFileSync('readelf', ['-lW', file]).toString(),
+  );
+  if (!load) throw new Error(`no executable segment in ${file}`);
+  return offset - Number(load[1]) + Number(load[2]);
+}
+
+/** runtime.newproc1's instructions, as Go disassembles them: address and text. */
+function newproc1(file: string): { address: number; text: string }[] {
+  return execFileSync('go', ['tool', 'objdump', '-s', '^runtime.newproc1$', file])
+    .toString()
+    .split('\n')
+    .map((l) => /^\s+\S+\s+0x([0-9a-f]+)\s+[0-9a-f]+\s+(.*?)\s*$/.exec(l))
+    .filter((m) => m !== null)
+    .map((m) => ({ address: parseInt(m[1]!, 16), text: m[2]! }));
+}
+
+/**
+ * A copy of `file` whose newproc1 sets up its CALL casgstatus(newg, _Gdead, _Grunnable) with `PUSHQ $6;
+ * POPQ BX; NOP` (6A 06 5B 66 90) in place of `MOVL $0x6, BX` (BB 06 00 00 00): the same registers, set in a
+ * way the agent does not read as a constant.
+ */
+function withRunnableByStack(file: string, copy: string): string {
+  const code = newproc1(file);
+  const at = code.findIndex(
+    (insn, i) => insn.text === 'MOVL $0x6, BX' && code[i + 1]?.text === 'MOVL $0x1, CX',
+  );
+  if (at < 0) throw new Error(`no casgstatus(newg, _Gdead, _Grunnable) set up in ${file}'s newproc1`);
+  const bytes = readFileSync(file);
+  const offset = code[at]!.address - addressOf(file, 0);
+  if (!bytes.subarray(offset, offset + 5).equals(Buffer.from('bb06000000', 'hex')))
+    throw new Error(`${file}'s MOVL $0x6, BX is not at offset ${offset}`);
+  Buffer.from('6a065b6690', 'hex').copy(bytes, offset);
+  writeFileSync(copy, bytes, { mode: 0o755 });
+  return copy;
+}
 
 it("looks at a receive's end in the blocking receives (chanrecv1, chanrecv2), not in chanrecv, which every select runs", () => {
   const probes = agentUprobes();
@@ -101,4 +158,39 @@ it("puts each entry probe of the request path on its function's stack-check jump
     return [name, at.length, at.every((p) => isJbe(bytesAt(p.filename, p.offset, 2)))];
   });
   expect(sites).toEqual(ENTRY_PROBES.map((name) => [name, 1, true]));
+});
+
+it("sees each new goroutine (a request's background read) at newproc1's CALL casgstatus(newg, _Gdead, _Grunnable), which the kernel emulates, not at its RET", () => {
+  const probes = agentUprobes();
+  const code = newproc1(binary);
+  const runnable = inServer(probes, 'go_newproc1_runnable').map((p) => {
+    const i = code.findIndex((insn) => insn.address === addressOf(p.filename, p.offset));
+    return code.slice(i - 3, i + 1).map((insn) => insn.text);
+  });
+  expect({ runnable, returns: inServer(probes, 'go_newproc1_ret').length }).toEqual({
+    runnable: [['MOVL $0x6, BX', 'MOVL $0x1, CX', 'NOPL', 'CALL runtime.casgstatus(SB)']],
+    returns: 0,
+  });
+});
+
+it('probes the RETs of a newproc1 whose casgstatus call it does not read as making a goroutine runnable, and says so', () => {
+  const probes = agentUprobes();
+  const returns = inServer(probes, 'go_newproc1_ret', odd, oddServer.pid).map(
+    (p) => bytesAt(p.filename, p.offset, 1)[0],
+  );
+  const line = agent
+    .output()
+    .split('\n')
+    .find((l) => l.includes(`goroutines of ${odd} (`));
+  expect({
+    returns,
+    runnable: inServer(probes, 'go_newproc1_runnable', odd, oddServer.pid).length,
+    line,
+  }).toEqual({
+    returns: [0xc3],
+    runnable: 0,
+    line: expect.stringMatching(
+      /are followed \(.*newproc1's casgstatus\(newg, _Gdead, _Grunnable\) call is not found: its RETs are probed/,
+    ),
+  });
 });
