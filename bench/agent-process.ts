@@ -22,8 +22,6 @@ export interface BenchAgent {
   rssBytes(): number;
   /** everything it printed so far (status lines included) */
   output(): string;
-  /** the last status line's totals: events stored and dropped (every reason) so far, and its number */
-  totals(): { stored: number; dropped: number; line: number } | undefined;
   /** resolves once stored + dropped (every reason) reach `events` */
   caughtUp(events: number, timeoutMs?: number): Promise<{ stored: number; dropped: number }>;
   stop(): Promise<void>;
@@ -58,8 +56,7 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
     const lines = [...output.matchAll(TOTALS)];
     const last = lines.at(-1);
     if (!last) return undefined;
-    const dropped = Number(last[2]) + Number(last[3]) + Number(last[4]);
-    return { stored: Number(last[1]), dropped, line: lines.length };
+    return { stored: Number(last[1]), dropped: Number(last[2]) + Number(last[3]) + Number(last[4]) };
   };
   return {
     pid,
@@ -72,7 +69,6 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
       const kib = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
       return kib ? Number(kib[1]) * 1024 : 0;
     },
-    totals,
     async caughtUp(events, timeoutMs = 120_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
