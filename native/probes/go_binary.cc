@@ -59,6 +59,11 @@ std::vector<cs_insn> Instructions(const std::vector<uint8_t>& code, uint64_t add
   return found;
 }
 
+// A function symbol's instructions (Instructions), decoded once for every site looked for in it.
+std::vector<cs_insn> CodeOf(const ElfFile& elf, const ElfSymbol& f) {
+  return Instructions(elf.Read(f.value, f.size), f.value);
+}
+
 // Where a direct CALL (E8 rel32) goes.
 uint64_t CallTarget(const cs_insn& insn) {
   if (insn.id != X86_INS_CALL || insn.size != 5 || insn.bytes[0] != 0xe8) return 0;
@@ -85,7 +90,7 @@ bool WriteLoopCalls(const ElfFile& elf, const std::map<std::string, ElfSymbol>& 
   auto loop = functions.find(kWriteLoop);
   auto target = functions.find(callee);
   if (loop == functions.end() || target == functions.end()) return false;
-  for (const cs_insn& insn : Instructions(elf.Read(loop->second.value, loop->second.size), loop->second.value)) {
+  for (const cs_insn& insn : CodeOf(elf, loop->second)) {
     if (CallTarget(insn) == target->second.value) return true;
   }
   return false;
@@ -100,7 +105,7 @@ uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& f
   const ElfSymbol& f = headers->second;
   uint64_t site = 0;
   int calls = 0;
-  for (const cs_insn& insn : Instructions(elf.Read(f.value, f.size), f.value)) {
+  for (const cs_insn& insn : CodeOf(elf, f)) {
     if (CallTarget(insn) != newproc->second.value) continue;
     calls++;
     site = insn.address + insn.size - f.value;
@@ -108,10 +113,11 @@ uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& f
   return calls == 1 ? site : 0;
 }
 
-// The file offsets of the function's RET instructions (`at`: its entry's), none when it does not decode.
-std::vector<uint64_t> Returns(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
+// The file offsets of the function's RET instructions (`code`: CodeOf(f); `at`: its entry's), none when it does
+// not decode.
+std::vector<uint64_t> Returns(const std::vector<cs_insn>& code, const ElfSymbol& f, uint64_t at) {
   std::vector<uint64_t> found;
-  for (const cs_insn& insn : Instructions(elf.Read(f.value, f.size), f.value)) {
+  for (const cs_insn& insn : code) {
     if (insn.id == X86_INS_RET) found.push_back(insn.address - f.value + at);
   }
   return found;
@@ -124,10 +130,9 @@ std::vector<uint64_t> Returns(const ElfFile& elf, const ElfSymbol& f, uint64_t a
 // jump writes an argument register or R14 (g), so the probe reads what it would at the entry. A jump taken (the
 // stack grows) comes back to the entry, and the probe runs again on the same arguments (the moved stack's
 // pointers adjusted): its program must give the same result twice.
-uint64_t EntrySite(const ElfFile& elf, const ElfSymbol& f, uint64_t at) {
-  const std::vector<cs_insn> prologue = Instructions(elf.Read(f.value, f.size), f.value);
-  for (size_t i = 0; i < prologue.size() && i < 3; i++) {
-    const cs_insn& insn = prologue[i];
+uint64_t EntrySite(const std::vector<cs_insn>& code, const ElfSymbol& f, uint64_t at) {
+  for (size_t i = 0; i < code.size() && i < 3; i++) {
+    const cs_insn& insn = code[i];
     if (insn.id == X86_INS_JBE) return at + (insn.address - f.value);
     // only the check's own instructions come before its jump
     if (insn.id != X86_INS_LEA && insn.id != X86_INS_CMP) break;
@@ -162,15 +167,14 @@ uint64_t JumpTarget(const cs_insn& insn) {
 }
 
 // The file offset of newproc1's one `CALL runtime.casgstatus` with BX = _Gdead (6) and CX = _Grunnable (1) set by
-// the instructions right before it (NOPs aside), none of which a branch lands on or after (`at`: newproc1's entry's
-// file offset). Every goroutine newproc1 makes passes there before it can run; unlike a RET, a direct CALL is
-// emulated by the kernel. 0 when there is not exactly one such call (Go 1.21 and later pass a variable status).
-uint64_t RunnableSite(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions, uint64_t at) {
-  auto newproc1 = functions.find(kNewproc1);
+// the instructions right before it (NOPs aside), none of which a branch lands on or after (`code`: CodeOf(newproc1)
+// `f`; `at`: its entry's file offset). Every goroutine newproc1 makes passes there before it can run; unlike a RET, a
+// direct CALL is emulated by the kernel. 0 when there is not exactly one such call (Go 1.21 and later pass a variable
+// status).
+uint64_t RunnableSite(const std::vector<cs_insn>& code, const ElfSymbol& f,
+                      const std::map<std::string, ElfSymbol>& functions, uint64_t at) {
   auto casgstatus = functions.find(kCasgstatus);
-  if (newproc1 == functions.end() || casgstatus == functions.end()) return 0;
-  const ElfSymbol& f = newproc1->second;
-  const std::vector<cs_insn> code = Instructions(elf.Read(f.value, f.size), f.value);
+  if (casgstatus == functions.end()) return 0;
   std::set<uint64_t> targets;
   for (const cs_insn& insn : code) targets.insert(JumpTarget(insn));
   // a jump table's targets are not known
@@ -260,13 +264,14 @@ GoBinary InspectGoBinary(const std::string& path) {
     go.unfollowed = std::string(kNewproc1) + " is not in its symbol table";
     return go;
   }
-  go.newproc1_returns = Returns(elf, functions[kNewproc1], go.newproc1);
+  const std::vector<cs_insn> newproc1 = CodeOf(elf, functions[kNewproc1]);
+  go.newproc1_returns = Returns(newproc1, functions[kNewproc1], go.newproc1);
   if (go.newproc1_returns.empty()) {
     go.unfollowed = std::string("no RET instruction was found in ") + kNewproc1;
     return go;
   }
-  go.newproc1_runnable = RunnableSite(elf, functions, go.newproc1);
-  go.newproc1 = EntrySite(elf, functions[kNewproc1], go.newproc1);
+  go.newproc1_runnable = RunnableSite(newproc1, functions[kNewproc1], functions, go.newproc1);
+  go.newproc1 = EntrySite(newproc1, functions[kNewproc1], go.newproc1);
   go.tls_offset = TlsOffset(elf);
   go.round_trip = offset(kRoundTrip);
   go.read_loop = offset(kReadLoop);
@@ -281,7 +286,8 @@ GoBinary InspectGoBinary(const std::string& path) {
   // without them, a TLS server's heads stay ciphertext to the kernel: its requests carry none
   go.tls_read = offset(kTlsRead);
   auto itab = functions.find(kTcpConnItab);
-  if (go.tls_read && itab != functions.end()) go.tls_read_returns = Returns(elf, functions[kTlsRead], go.tls_read);
+  if (go.tls_read && itab != functions.end())
+    go.tls_read_returns = Returns(CodeOf(elf, functions[kTlsRead]), functions[kTlsRead], go.tls_read);
   if (go.tls_read_returns.empty()) {
     go.tls_read = 0;
   } else {
@@ -289,18 +295,22 @@ GoBinary InspectGoBinary(const std::string& path) {
   }
   go.chansend = offset(kChansend);
   go.chanrecv = offset(kChanrecv);
-  if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(elf, functions[kChanrecv], go.chanrecv);
+  const std::vector<cs_insn> chanrecv =
+      go.chansend && go.chanrecv ? CodeOf(elf, functions[kChanrecv]) : std::vector<cs_insn>{};
+  if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(chanrecv, functions[kChanrecv], go.chanrecv);
   if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
-  if (go.chansend) go.chansend = EntrySite(elf, functions[kChansend], go.chansend);
+  if (go.chansend) go.chansend = EntrySite(CodeOf(elf, functions[kChansend]), functions[kChansend], go.chansend);
   // the blocking receives' RETs, or chanrecv's: every one the binary has (the linker drops an unused one) must decode
   const uint64_t recv1 = offset(kChanrecv1), recv2 = offset(kChanrecv2);
-  if (go.chanrecv && recv1) go.chanrecv1_returns = Returns(elf, functions[kChanrecv1], recv1);
-  if (go.chanrecv && recv2) go.chanrecv2_returns = Returns(elf, functions[kChanrecv2], recv2);
+  if (go.chanrecv && recv1)
+    go.chanrecv1_returns = Returns(CodeOf(elf, functions[kChanrecv1]), functions[kChanrecv1], recv1);
+  if (go.chanrecv && recv2)
+    go.chanrecv2_returns = Returns(CodeOf(elf, functions[kChanrecv2]), functions[kChanrecv2], recv2);
   if ((recv1 && go.chanrecv1_returns.empty()) || (recv2 && go.chanrecv2_returns.empty()) || (!recv1 && !recv2)) {
     go.chanrecv1_returns.clear();
     go.chanrecv2_returns.clear();
   }
-  if (go.chanrecv) go.chanrecv = EntrySite(elf, functions[kChanrecv], go.chanrecv);
+  if (go.chanrecv) go.chanrecv = EntrySite(chanrecv, functions[kChanrecv], go.chanrecv);
   return go;
 }
 
