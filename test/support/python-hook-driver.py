@@ -45,8 +45,36 @@ def recording_write(fd, data):
         # the slot is the written bytes' own unit field
         slots[thread] = ctypes.addressof(ctypes.c_char.from_buffer(buffer)) + SIGNAL["unitAt"]
         registered = slot_value(thread)
+    if data.startswith(MAGIC):
+        written[SIGNAL_OPS[op_of(data)]] += 1
     record.append((thread, data, before, registered))
     return len(data)
+
+
+def recording_getpriority(which, who):
+    """getpriority(PRIO_PROCESS, 0): the signal in the mailbox of the slot the thread registered, if
+    any, as if written (bpf/capture/heads.h, sys_enter_getpriority)."""
+    if failing[0]:
+        raise OSError(1, "Operation not permitted")
+    thread = threading.get_ident()
+    address = slots.get(thread)
+    if which == 0 and who == 0 and address is not None:
+        signal_at = address - SIGNAL["unitAt"]
+        length = ctypes.c_uint64.from_address(signal_at + SIGNAL["mailboxLengthAt"]).value
+        if length:
+            data = ctypes.string_at(signal_at + SIGNAL["mailboxAt"], length)
+            record.append((thread, data, slot_value(thread), None))
+            mailed[SIGNAL_OPS[op_of(data)]] += 1
+    return 0
+
+
+def op_of(data):
+    return int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little")
+
+
+SIGNAL_OPS = {SIGNAL[name]: name for name in ("open", "handoff", "watch", "close", "adopt")}
+# signals by op, read from a mailbox and written
+mailed, written = dict.fromkeys(SIGNAL_OPS.values(), 0), dict.fromkeys(SIGNAL_OPS.values(), 0)
 
 
 def mark(label):
@@ -236,6 +264,7 @@ class Loop(asyncio.SelectorEventLoop):
 
 
 posix.write = recording_write
+posix.getpriority = recording_getpriority
 namespace = {"__name__": "kreplay_python_hook_test"}
 exec(SOURCE, namespace)
 meta_path = list(sys.meta_path)
@@ -434,7 +463,11 @@ results["wrapped once"] = asyncio.events.Handle._run._kreplay_wraps.__name__ == 
 results["import machinery"] = [sys.meta_path == meta_path, hasattr(importlib._bootstrap._find_and_load, "_kreplay_wraps")]
 record.clear()
 
-# a hook whose writes fail raises nothing into the program
+# the mailbox's signals, and whether each mailbox the kernel knows was left empty
+mailboxes = [ctypes.c_uint64.from_address(a - SIGNAL["unitAt"] + SIGNAL["mailboxLengthAt"]).value for a in slots.values()]
+results["signals"] = {"mailed": mailed, "written": written, "mailboxes left empty": not any(mailboxes)}
+
+# a hook whose writes (and getpriority calls) fail raises nothing into the program
 failing[0] = True
 results["failing"] = [
     loop.run_until_complete(serve(2)),

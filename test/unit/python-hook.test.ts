@@ -11,6 +11,7 @@ import {
   pythonBootstrap,
   PYTHON_HOOK_SIGNAL,
   readPythonHookSource,
+  type PythonHookSignal,
 } from '../../agent/runtimes/python/hook-source';
 
 const PYTHON = '/usr/bin/python3';
@@ -20,11 +21,13 @@ const SOURCE = join(__dirname, '..', '..', 'agent', 'runtimes', 'python', 'krepl
 type Marks = [string, string | null][];
 
 describe('the Python hook', () => {
+  const drive = (signal: PythonHookSignal) =>
+    JSON.parse(
+      execFileSync(PYTHON, [DRIVER, SOURCE, JSON.stringify(signal)], { encoding: 'utf8' }),
+    ) as Record<string, unknown>;
   let results: Record<string, unknown>;
   beforeAll(() => {
-    results = JSON.parse(
-      execFileSync(PYTHON, [DRIVER, SOURCE, JSON.stringify(PYTHON_HOOK_SIGNAL)], { encoding: 'utf8' }),
-    );
+    results = drive(PYTHON_HOOK_SIGNAL);
   });
 
   it("gives an aiohttp request's task, its child tasks and its executor work the request; loop callbacks none", () => {
@@ -120,6 +123,35 @@ describe('the Python hook', () => {
     expect(results['signals anew']).toEqual([0, 1]);
     expect(results['wrapped once']).toBe(true);
     expect(results['import machinery']).toEqual([true, false]);
+  });
+
+  it("signals through the thread's mailbox and getpriority, emptied after; writes only a slot's WATCH and what a thread without one signals", () => {
+    const { mailed, written, ...rest } = results.signals as Record<string, Record<string, number>>;
+    // every request's OPEN and CLOSE is mailed: their threads run units
+    expect(mailed.open).toBeGreaterThan(0);
+    expect(mailed.close).toBe(mailed.open);
+    expect(mailed.handoff).toBeGreaterThan(0);
+    expect([written.open, written.close, mailed.watch, mailed.adopt]).toEqual([0, 0, 0, 0]);
+    // a plain thread's (a queue's getter's ADOPT, a submitter's HANDOFF outside any unit)
+    expect(written.adopt).toBeGreaterThan(0);
+    expect(written.handoff).toBeGreaterThan(0);
+    expect(rest).toEqual({ 'mailboxes left empty': true });
+  });
+
+  it('attributes the same with every signal written, as in a process under a seccomp filter', () => {
+    const writesOnly = drive({ ...PYTHON_HOOK_SIGNAL, mailbox: false });
+    const { mailed, written } = writesOnly.signals as Record<string, Record<string, number>>;
+    expect(Object.values(mailed)).toEqual([0, 0, 0, 0, 0]);
+    expect(written.open).toBe((results.signals as Record<string, Record<string, number>>).mailed.open);
+    // each scenario's side effects and their requests, in an order the pool threads' timing cannot move
+    const attributed = (all: Record<string, unknown>) =>
+      Object.entries(all)
+        .filter(([scenario]) => scenario !== 'signals')
+        .map(([scenario, marks]) => [
+          scenario,
+          Array.isArray(marks) ? marks.map((m) => JSON.stringify(m)).sort() : marks,
+        ]);
+    expect(attributed(writesOnly)).toEqual(attributed(results));
   });
 
   it('writes its signals to the descriptor no file can have, and to no other', () => {

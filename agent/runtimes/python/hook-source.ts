@@ -24,6 +24,11 @@ export interface PythonHookSignal {
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
   fd: number;
+  /** where, in a thread's WATCH signal's bytes, the mailbox keeps its signal's length and the signal */
+  mailboxLengthAt: number;
+  mailboxAt: number;
+  /** signals through a thread's mailbox and getpriority (false: a seccomp filter might refuse that call) */
+  mailbox: boolean;
 }
 
 export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
@@ -38,6 +43,9 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   adopt: UnitOp.Adopt,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
+  mailboxLengthAt: UnitSignalLayout.mailboxLength,
+  mailboxAt: UnitSignalLayout.mailbox,
+  mailbox: true,
 };
 
 /** The hook's name: its namespace's __name__ is this with `_boot` (it registers nothing in sys.modules). */
@@ -51,11 +59,17 @@ export function readPythonHookSource(): string {
 /**
  * The code PyRun_SimpleString runs. The source goes in as a string literal (JSON's escapes are
  * Python's for ASCII text, and the source is ASCII), so nothing is bound in the program's __main__.
- * A KeyboardInterrupt that lands while it runs is handed back to the program.
+ * A KeyboardInterrupt that lands while it runs is handed back to the program. `mailbox` false: the
+ * hook writes every signal (a process under a seccomp filter).
  */
-export function pythonBootstrap(source: string): string {
+export function pythonBootstrap(source: string, mailbox = true): string {
   if (!/^[\x20-\x7e\n]*$/.test(source)) throw new Error('the Python hook source must be printable ASCII');
-  const globals = `{"__name__": "${PYTHON_HOOK_MODULE}_boot", "SIGNAL": ${JSON.stringify(PYTHON_HOOK_SIGNAL)}}`;
+  const signal: PythonHookSignal = { ...PYTHON_HOOK_SIGNAL, mailbox };
+  // a Python literal: its booleans as 1 and 0 (JSON's true is no Python name)
+  const literal = JSON.stringify(signal, (_key, value: unknown) =>
+    typeof value === 'boolean' ? Number(value) : value,
+  );
+  const globals = `{"__name__": "${PYTHON_HOOK_MODULE}_boot", "SIGNAL": ${literal}}`;
   return [
     'try:',
     `    exec(${JSON.stringify(source)}, ${globals})`,

@@ -4,10 +4,14 @@ ThreadPoolExecutor code carry their request's transaction (docs/operate.md, "The
 
 The agent queues this source into a running CPython 3.11+ (Py_AddPendingCall(PyRun_SimpleString),
 agent/runtimes/python/); the interpreter runs it once on its main thread, in a namespace of its own.
-It speaks to the kernel with writes of struct kr_unit_signal (bpf/capture.h) to KR_UNIT_SIGNAL_FD, a
-descriptor number no file can have: each write fails with EBADF (caught here) after the kernel's
-tracepoint has read its bytes, so no signal ever lands in a file the program opened, and kreplay
-never records them:
+It speaks to the kernel with struct kr_unit_signal (bpf/capture.h). A thread registers its slot with
+a write of a WATCH signal to KR_UNIT_SIGNAL_FD, a descriptor number no file can have: the write fails
+with EBADF (caught here) after the kernel's tracepoint has read its bytes, so no signal ever lands in
+a file the program opened, and kreplay never records them. A thread with a slot puts its other
+signals in the mailbox beside it (KR_UNIT_MAILBOX_AT) and calls getpriority(PRIO_PROCESS, 0), at
+whose start the kernel reads it (no exception, no file), then empties it; a thread without one, or a
+process under a seccomp filter (SIGNAL["mailbox"] false: a filter might refuse that call), writes
+them as the WATCH:
   WATCH u         this thread keeps the unit it runs in these very bytes' unit field (8 bytes of
                   its own memory, u now): a switch is a store there, which the kernel reads at each
                   call the thread makes
@@ -150,9 +154,13 @@ def install(signal):
     # a C iterator: next() on it is atomic, as the pool's submitting threads need
     ids = iter(range(1, 1 << 63))
     write, fd = posix.write, signal["fd"]
+    # getpriority(PRIO_PROCESS, 0), or None: the write for every signal (a getpriority that raised is
+    # left for good)
+    ring = [posix.getpriority if signal["mailbox"] else None]
+    pack_into = imported_quietly("_struct").pack_into
 
-    def send(data):
-        """A signal: the write always fails (EBADF), after the kernel read its bytes."""
+    def write_signal(data):
+        """A signal written: the write always fails (EBADF), after the kernel read its bytes."""
         try:
             write(fd, data)
         except OSError:
@@ -162,6 +170,30 @@ def install(signal):
     generation = [0]
 
     slot_at = signal["unitAt"] // 8
+    # the mailbox: its length (a u64 of the slot's words), the signal it holds, the WATCH that has one
+    mail_at, mail_length_at = signal["mailboxAt"], signal["mailboxLengthAt"] // 8
+    mail_op_at, watch_bytes = mail_at + signal["opAt"], mail_at + signal["bytes"]
+    if mail_at % 8 or signal["mailboxLengthAt"] % 8 or signal["opAt"] + 4 != signal["unitAt"]:
+        raise ValueError("a mailbox laid out otherwise than 8-byte words, u32 op then u64 unit")
+
+    def send(op, unit, head=b""):
+        """Signal `op` for `unit` (an OPEN with its head): through this thread's mailbox when the kernel
+        has its slot, then the mailbox is empty again (a getpriority of the program's own finds
+        nothing there); else written."""
+        mine = state
+        if ring[0] is not None and mine.generation == generation[0]:
+            view, data = mine.slot, mine.data
+            pack_into("<IQ", data, mail_op_at, op, unit)
+            data[watch_bytes : watch_bytes + len(head)] = head
+            view[mail_length_at] = signal["bytes"] + len(head)
+            try:
+                ring[0](0, 0)
+                return
+            except Exception:
+                ring[0] = None
+            finally:
+                view[mail_length_at] = 0
+        write_signal(pack(op, unit) + head)
 
     class ThreadSlot(original("_thread", "_local")):
         """A thread's slot: a WATCH signal whose unit field holds the unit the thread runs, which the
@@ -169,6 +201,8 @@ def install(signal):
         address."""
 
         slot = None
+        # the slot's bytes: the WATCH signal, then the mailbox (its length and the signal it holds)
+        data = None
         generation = -1
         # the greenlet switch trace this thread had before the hook's (None: none, False: not traced yet)
         traced = False
@@ -180,9 +214,11 @@ def install(signal):
         mine = state
         if mine.generation != generation[0]:
             if mine.slot is None:
-                # the bytearray cannot move or resize while the view holds it
-                mine.slot = memoryview(bytearray(pack(WATCH, 0))).cast("Q")
-            send(mine.slot)
+                # the bytearray cannot move or resize while the views hold it
+                data = bytearray(pack(WATCH, 0)).ljust(mail_at, b"\0") + pack(0, 0)
+                data += bytes(-(len(data) + head_max) % 8 + head_max)
+                mine.data, mine.slot = memoryview(data), memoryview(data).cast("Q")
+            write_signal(mine.data[:watch_bytes])
             mine.generation = generation[0]
         return mine.slot
 
@@ -198,7 +234,7 @@ def install(signal):
     def open_unit(head):
         unit = next(ids)
         slot()[slot_at] = unit
-        send(pack(OPEN, unit) + head)
+        send(OPEN, unit, head)
         return unit
 
     def close_unit(unit):
@@ -207,7 +243,7 @@ def install(signal):
         leave()
         try:
             if unit:
-                send(pack(CLOSE, unit))
+                send(CLOSE, unit)
         except Exception:
             pass
 
@@ -215,21 +251,18 @@ def install(signal):
         """Every thread registers its slot again at its next switch: the kernel's view may have been lost."""
         generation[0] += 1
 
-    # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop.
-    # Those register their thread's slot every time: they read the request heads, and a head a thread
-    # reads outside any unit sets the thread's context; the kernel of an agent started since the
-    # thread registered knows nothing of it until it registers again.
+    # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop
+    # (a client's transport made inside a request too): those run in none. A store in the slot, no
+    # signal: an agent started since the thread registered queues the hook again, whose resync has
+    # the thread register anew at this very store; until then the kernel sees a thread reading heads
+    # from many connections, which sets no context (bpf/capture/heads.h), never a wrong one.
     def wrap_handle_run(run, neutral):
         def _run(self):
             try:
                 if unpatched:
                     retry_unpatched()
-                if isinstance(getattr(self._callback, "__self__", None), neutral):
-                    mine = slot()
-                    mine[slot_at] = 0
-                    send(mine)
-                else:
-                    slot()[slot_at] = self._context.get(unit_var, 0)
+                neutral_callback = isinstance(getattr(self._callback, "__self__", None), neutral)
+                slot()[slot_at] = 0 if neutral_callback else self._context.get(unit_var, 0)
             except Exception:
                 pass
             try:
@@ -270,7 +303,7 @@ def install(signal):
                     unit = unit_var.get()
                     if not unit:
                         unit = next(ids)
-                        send(pack(HANDOFF, unit))
+                        send(HANDOFF, unit)
                     self._kreplay_unit = unit
             except Exception:
                 pass
@@ -342,7 +375,7 @@ def install(signal):
                 if order_of(self) is not None:
                     units = units_of(self, self._qsize() - 1)
                     unit = next(ids)
-                    send(pack(HANDOFF, unit))
+                    send(HANDOFF, unit)
                     units.append(unit)
             except Exception:
                 pass
@@ -368,7 +401,7 @@ def install(signal):
                     unit = getattr(units_of(self, held), end)()
                 # a thread running units (a loop's, a pool's) takes none: the kernel keeps its unit's
                 if state.slot is None:
-                    send(pack(ADOPT, unit))
+                    send(ADOPT, unit)
             except Exception:
                 pass
             return item
@@ -608,7 +641,7 @@ def install(signal):
             try:
                 if unit_var.get():
                     unit = next(ids)
-                    send(pack(HANDOFF, unit))
+                    send(HANDOFF, unit)
                     started[id(self)] = unit
             except Exception:
                 pass
@@ -628,7 +661,7 @@ def install(signal):
                 unit = started.pop(id(self), 0)
                 # a greenlet (gevent's Thread) runs on a thread that follows units: its spawner's
                 if unit and state.slot is None:
-                    send(pack(ADOPT, unit))
+                    send(ADOPT, unit)
             except Exception:
                 pass
             try:

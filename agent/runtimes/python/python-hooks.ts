@@ -11,6 +11,7 @@ import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { isErrorCode, type ErrorCode } from '../../../core/error-codes';
 import { nativeAddon, type NativeAddon, type NativePythonSymbols } from '../../../core/native/addon';
 import type { FoundProcess, InjectResult, RuntimeInjector } from '../discovery/runtime-hook';
+import { parseSeccomp } from '../node/node-process';
 import { parseStat, readStat } from '../process-tree';
 import { pythonBootstrap, readPythonHookSource } from './hook-source';
 import {
@@ -39,7 +40,12 @@ const NO_SAFE_POINT = {
 export class PythonHookInjector implements RuntimeInjector<PythonProcess['classification']> {
   readonly maxTries = MAX_ATTEMPTS;
   readonly hookedMessage = "queued the Python hook (it runs at the interpreter's next check)";
-  private readonly bootstrap = pythonBootstrap(readPythonHookSource());
+  private readonly source = readPythonHookSource();
+  /** by whether the process is under a seccomp filter: then the hook signals with writes only */
+  private readonly bootstraps = {
+    filtered: pythonBootstrap(this.source, false),
+    free: pythonBootstrap(this.source),
+  };
   private readonly native: Pick<NativeAddon, 'pythonSymbols' | 'queuePythonCode'>;
 
   constructor(native?: Pick<NativeAddon, 'pythonSymbols' | 'queuePythonCode'>) {
@@ -63,7 +69,8 @@ export class PythonHookInjector implements RuntimeInjector<PythonProcess['classi
     if (state === 'unknown')
       return { outcome: 'refused', reason: `${symbols.file}: _PyRuntime is not laid out as expected` };
     try {
-      const queued = await this.native.queuePythonCode(pid, symbols, this.bootstrap, QUEUE_TIMEOUT_MS);
+      const bootstrap = refusal.filtered ? this.bootstraps.filtered : this.bootstraps.free;
+      const queued = await this.native.queuePythonCode(pid, symbols, bootstrap, QUEUE_TIMEOUT_MS);
       // -1: the interpreter's pending calls are full for now
       if (queued !== 0) return NO_SAFE_POINT;
     } catch (err) {
@@ -73,16 +80,24 @@ export class PythonHookInjector implements RuntimeInjector<PythonProcess['classi
   }
 }
 
-/** Why the hook stays out of a CPython process before anything is sent, or the layout it reads. */
-function refusalOf(pid: number, version: PythonVersion): string | { layout: RuntimeLayout } {
+/**
+ * Why the hook stays out of a CPython process before anything is sent, or the layout it reads and
+ * whether a seccomp filter might refuse the getpriority the hook's mailbox signals with (an
+ * unreadable status counts as one).
+ */
+function refusalOf(
+  pid: number,
+  version: PythonVersion,
+): string | { layout: RuntimeLayout; filtered: boolean } {
   if (isKreplays(pid)) return "kreplay's own process, or one kreplay runs";
   const layout = runtimeLayout(version);
   if (!layout) return `python${version.major}.${version.minor}: the hook knows CPython 3.11 to 3.13`;
   if (optedOut(readText(() => readFileSync(`/proc/${pid}/environ`, 'latin1')) ?? ''))
     return 'KREPLAY_PYTHON_HOOK=off in its environment';
-  const tracer = tracerPid(readText(() => readFileSync(`/proc/${pid}/status`, 'utf8')) ?? '');
+  const status = readText(() => readFileSync(`/proc/${pid}/status`, 'utf8'));
+  const tracer = tracerPid(status ?? '');
   if (tracer !== 0) return `already traced by process ${tracer}`;
-  return { layout };
+  return { layout, filtered: status === null || parseSeccomp(status) };
 }
 
 /** The process or one of its ancestors runs kreplay (`kreplay run`, `replay --exec`, the agent). */
