@@ -29,6 +29,7 @@ import { waitFor } from '../support/wait';
 
 const SUPPORT = join(__dirname, '..', 'support');
 const AIOHTTP_SERVER = join(SUPPORT, 'runtimes', 'aiohttp-server.py');
+const SECCOMP_EXEC = join(SUPPORT, 'runtimes', 'seccomp-exec.py');
 const PER_LEVEL = 256;
 
 let dir: string;
@@ -240,6 +241,24 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
       server.child.kill();
     },
   );
+
+  it('a server under a seccomp filter that kills at getpriority: hooked, its signals written, each request its own', async () => {
+    // the hook signals through getpriority only where no filter may refuse it: here that call kills
+    const out = join(dir, 'seccomp');
+    mkdirSync(out);
+    const server = await serve('/usr/bin/python3', [
+      SECCOMP_EXEC,
+      '/usr/bin/python3',
+      AIOHTTP_SERVER,
+      out,
+      String(upstreamPort),
+    ]);
+    expect(readFileSync(`/proc/${server.pid}/status`, 'utf8')).toMatch(/^Seccomp:\s+2$/m);
+    await hooked(server.pid);
+    expectGoal(await measure(server.port, out, 'seccomp', 8, 2), 2 * PER_LEVEL);
+    expect(server.child.exitCode).toBeNull();
+    server.child.kill();
+  });
 
   it('a server that opts out (KREPLAY_PYTHON_HOOK=off) is not hooked: its writes none, never wrong', async () => {
     const out = join(dir, 'opted-out');

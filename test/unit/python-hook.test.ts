@@ -19,6 +19,13 @@ const DRIVER = join(__dirname, '..', 'support', 'python-hook-driver.py');
 const SOURCE = join(__dirname, '..', '..', 'agent', 'runtimes', 'python', 'kreplay_python_hook.py');
 
 type Marks = [string, string | null][];
+/** the driver's count of the hook's signals by op, read from a mailbox and written */
+type Ops = Record<'open' | 'handoff' | 'watch' | 'close' | 'adopt', number>;
+interface Signals {
+  mailed: Ops;
+  written: Ops;
+  'mailboxes left empty': boolean;
+}
 
 describe('the Python hook', () => {
   const drive = (signal: PythonHookSignal) =>
@@ -126,7 +133,7 @@ describe('the Python hook', () => {
   });
 
   it("signals through the thread's mailbox and getpriority, emptied after; writes only a slot's WATCH and what a thread without one signals", () => {
-    const { mailed, written, ...rest } = results.signals as Record<string, Record<string, number>>;
+    const { mailed, written, ...rest } = results.signals as Signals;
     // every request's OPEN and CLOSE is mailed: their threads run units
     expect(mailed.open).toBeGreaterThan(0);
     expect(mailed.close).toBe(mailed.open);
@@ -140,9 +147,9 @@ describe('the Python hook', () => {
 
   it('attributes the same with every signal written, as in a process under a seccomp filter', () => {
     const writesOnly = drive({ ...PYTHON_HOOK_SIGNAL, mailbox: false });
-    const { mailed, written } = writesOnly.signals as Record<string, Record<string, number>>;
+    const { mailed, written } = writesOnly.signals as Signals;
     expect(Object.values(mailed)).toEqual([0, 0, 0, 0, 0]);
-    expect(written.open).toBe((results.signals as Record<string, Record<string, number>>).mailed.open);
+    expect(written.open).toBe((results.signals as Signals).mailed.open);
     // each scenario's side effects and their requests, in an order the pool threads' timing cannot move
     const attributed = (all: Record<string, unknown>) =>
       Object.entries(all)
