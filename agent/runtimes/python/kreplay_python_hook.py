@@ -158,6 +158,7 @@ def install(signal):
     # left for good)
     ring = [posix.getpriority if signal["mailbox"] else None]
     pack_into = imported_quietly("_struct").pack_into
+    clock = imported_quietly("time").monotonic
 
     def write_signal(data):
         """A signal written: the write always fails (EBADF), after the kernel read its bytes."""
@@ -204,6 +205,8 @@ def install(signal):
         # the slot's bytes: the WATCH signal, then the mailbox (its length and the signal it holds)
         data = None
         generation = -1
+        # when it last registered (time.monotonic)
+        registered = 0.0
         # the greenlet switch trace this thread had before the hook's (None: none, False: not traced yet)
         traced = False
 
@@ -218,9 +221,13 @@ def install(signal):
                 data = bytearray(pack(WATCH, 0)).ljust(mail_at, b"\0") + pack(0, 0)
                 data += bytes(-(len(data) + head_max) % 8 + head_max)
                 mine.data, mine.slot = memoryview(data), memoryview(data).cast("Q")
-            write_signal(mine.data[:watch_bytes])
-            mine.generation = generation[0]
+            register(mine)
         return mine.slot
+
+    def register(mine):
+        write_signal(mine.data[:watch_bytes])
+        mine.generation = generation[0]
+        mine.registered = clock()
 
     def switch(unit):
         slot()[slot_at] = unit
@@ -252,17 +259,25 @@ def install(signal):
         generation[0] += 1
 
     # asyncio: a callback runs in the unit of its context, unless it serves a connection or the loop
-    # (a client's transport made inside a request too): those run in none. A store in the slot, no
-    # signal: an agent started since the thread registered queues the hook again, whose resync has
-    # the thread register anew at this very store; until then the kernel sees a thread reading heads
-    # from many connections, which sets no context (bpf/capture/heads.h), never a wrong one.
+    # (a client's transport made inside a request too): those run in none. Those read the request
+    # heads, and the kernel of an agent started since the thread registered knows nothing of its
+    # slot (it sees a loop reading many connections' heads, which sets no context) until the thread
+    # registers again: they do so at most every REGISTER_AGAIN seconds, not at each callback (a
+    # write each), and the new agent's queuing of the hook (resync) makes it register at once.
+    REGISTER_AGAIN = 0.1
+
     def wrap_handle_run(run, neutral):
         def _run(self):
             try:
                 if unpatched:
                     retry_unpatched()
-                neutral_callback = isinstance(getattr(self._callback, "__self__", None), neutral)
-                slot()[slot_at] = 0 if neutral_callback else self._context.get(unit_var, 0)
+                if isinstance(getattr(self._callback, "__self__", None), neutral):
+                    slot()[slot_at] = 0
+                    mine = state
+                    if clock() - mine.registered >= REGISTER_AGAIN:
+                        register(mine)
+                else:
+                    slot()[slot_at] = self._context.get(unit_var, 0)
             except Exception:
                 pass
             try:
