@@ -182,7 +182,7 @@ export class RecordDecoder {
 
   private defineContext(buf: Buffer, off: number): void {
     const len = Math.min(buf.readUInt32LE(off + ContextLayout.len), ContextLayout.bytes - ContextLayout.data);
-    const data = buf.toString('latin1', off + ContextLayout.data, off + ContextLayout.data + len);
+    const data = buf.subarray(off + ContextLayout.data, off + ContextLayout.data + len);
     this.contexts.define(
       readU53(buf, off + ContextLayout.contextId),
       readU53(buf, off + ContextLayout.parentId),
