@@ -25,7 +25,7 @@ import {
   parseMarker,
   type TraceContext,
 } from './context-parser';
-import { ContextKind } from '../../core/model';
+import { ContextKind } from '../../core/model/record-layout';
 
 export interface ResolvedContext extends TraceContext {
   explicit: boolean;

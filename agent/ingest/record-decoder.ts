@@ -4,12 +4,11 @@
  * few integers and does cached map lookups, and allocates nothing.
  */
 import { KreplayError } from '../../core/errors';
+// the modules themselves, not core/model's index: its re-exports are getters, run per field read (issue 46)
 import {
   BlockIoLayout,
-  blockStatusErrno,
   COMM_LEN,
   ContextLayout,
-  encodeDevice,
   EVENT_CONTEXT_ONLY,
   EVENT_SAMPLE_IN_USER,
   EventLayout,
@@ -28,10 +27,9 @@ import {
   SYSCALL_FLAGS,
   type RecordProblemCode,
   TARGET_ID_WINDOW,
-  readTargetRecord,
-  targetKindCode,
-  targetText,
-} from '../../core/model';
+} from '../../core/model/record-layout';
+import { blockStatusErrno, encodeDevice } from '../../core/model/event-types';
+import { readTargetRecord, targetKindCode, targetText } from '../../core/model/target';
 import { hostPathOf } from '../attribution/host-path';
 import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
