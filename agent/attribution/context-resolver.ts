@@ -29,12 +29,21 @@ import { ContextKind } from '../../core/model/record-layout';
 
 export interface ResolvedContext extends TraceContext {
   explicit: boolean;
+  /**
+   * Left to the decoder: the store id it gave this resolution, valid while `storeOwner` is its
+   * current token. A thread's later context records often resolve to the same one (a response head
+   * keeps the request's): its id is then had without the dictionary's key and lookup (issue 46).
+   */
+  storeId: number;
+  storeOwner: object | null;
 }
 
 export const NO_CONTEXT: ResolvedContext = Object.freeze({
   transactionId: null,
   traceId: null,
   explicit: false,
+  storeId: 0,
+  storeOwner: null,
 });
 
 /*
@@ -48,6 +57,8 @@ function resolvedContext(context: TraceContext, explicit: boolean): ResolvedCont
     parentSpanId: context.parentSpanId,
     traceFlags: context.traceFlags,
     explicit,
+    storeId: 0,
+    storeOwner: null,
   };
 }
 

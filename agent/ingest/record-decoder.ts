@@ -105,6 +105,8 @@ export class RecordDecoder {
   private readonly threads = new Map<number, ThreadIds>();
   private readonly cachedKernelContexts = new Float64Array(CACHED_CONTEXTS);
   private readonly cachedStoreContexts = new Float64Array(CACHED_CONTEXTS);
+  /* marks the store ids resolutions hold as this decoder's, until the store removes contexts */
+  private storeToken = {};
   /** kernel target id -> store target id, from the target records (always ahead of their events) */
   private readonly storeTargetIds = new Map<number, number | PendingTarget>();
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
@@ -341,12 +343,20 @@ export class RecordDecoder {
     const slot = kernelId % CACHED_CONTEXTS;
     if (this.cachedKernelContexts[slot] === kernelId) return this.cachedStoreContexts[slot]!;
     const context = this.contexts.lookup(kernelId);
-    const id = this.dictionaries.contexts.id(
-      context.transactionId,
-      context.traceId,
-      context.parentSpanId ?? null,
-      context.traceFlags ?? null,
-    );
+    let id = context.storeOwner === this.storeToken ? context.storeId : 0;
+    if (id === 0) {
+      id = this.dictionaries.contexts.id(
+        context.transactionId,
+        context.traceId,
+        context.parentSpanId ?? null,
+        context.traceFlags ?? null,
+      );
+      // 0 (no context, NO_CONTEXT among them: frozen) needs no dictionary anyway
+      if (id !== 0) {
+        context.storeId = id;
+        context.storeOwner = this.storeToken;
+      }
+    }
     this.cachedKernelContexts[slot] = kernelId;
     this.cachedStoreContexts[slot] = id;
     return id;
@@ -355,5 +365,6 @@ export class RecordDecoder {
   /** The store removed contexts: ids cached for kernel contexts may be among them. */
   forgetContextIds(): void {
     this.cachedKernelContexts.fill(0);
+    this.storeToken = {};
   }
 }
