@@ -68,8 +68,13 @@ function indexOfByte(b: Uint8Array, byte: number, from: number, to: number): num
 
 /** Where a head's blank line (its `\r\n\r\n`) starts, -1 when the bytes hold none. */
 export function headEnd(b: Uint8Array): number {
-  for (let i = 0; i + 3 < b.length; i++)
-    if (b[i] === CR && b[i + 1] === LF && b[i + 2] === CR && b[i + 3] === LF) return i;
+  for (let i = 0; i + 3 < b.length;) {
+    const c = b[i + 3];
+    // every byte of the four is a CR or LF: a match starts past i + 3 unless this one is
+    if (c !== CR && c !== LF) i += 4;
+    else if (b[i] === CR && b[i + 1] === LF && b[i + 2] === CR && c === LF) return i;
+    else i++;
+  }
   return -1;
 }
 
@@ -157,10 +162,10 @@ function parseTraceparent(b: Buffer, from: number, to: number): Traceparent | nu
  * The head is its lines up to the first blank one (`\n` or `\r\n` apart); a header line is a
  * name (trimmed, any case) before its first colon and a value (trimmed) after it, the first of
  * each name counting. Read in place, line by line: each context record is one, on the agent's hot path.
+ * `blankLine` is headEnd(b), for a caller that has it.
  */
-export function parseHttpHead(b: Buffer): TraceContext | null {
-  let end = headEnd(b);
-  if (end === -1) end = b.length;
+export function parseHttpHead(b: Buffer, blankLine = headEnd(b)): TraceContext | null {
+  const end = blankLine === -1 ? b.length : blankLine;
   let newline = indexOfByte(b, LF, 0, end);
   if (newline === -1) newline = end;
   const first = b.toString('latin1', 0, newline < end && b[newline - 1] === CR ? newline - 1 : newline);
@@ -200,8 +205,7 @@ export function parseHttpHead(b: Buffer): TraceContext | null {
  * (the first head's) cannot name the one each later call is for. The body is framed by
  * content-length; a chunked body is not followed to its end (unknown, taken as a body).
  */
-export function followedByAnotherRequest(b: Buffer): boolean {
-  const end = headEnd(b);
+export function followedByAnotherRequest(b: Buffer, end = headEnd(b)): boolean {
   // nothing after the head: no body, nor another request (whatever its content-length says)
   if (end === -1 || b.length <= end + 4) return false;
   const head = b.toString('latin1', 0, end).toLowerCase();

@@ -119,15 +119,16 @@ export class ContextResolver {
   }
 
   private requestContext(data: Buffer): ResolvedContext {
-    if (headEnd(data) === -1) {
+    const end = headEnd(data);
+    if (end === -1) {
       this.incompleteRequestHeads++;
       return NO_CONTEXT;
     }
-    if (followedByAnotherRequest(data)) {
+    if (followedByAnotherRequest(data, end)) {
       this.pipelinedRequestHeads++;
       return NO_CONTEXT;
     }
-    const http = parseHttpHead(data);
+    const http = parseHttpHead(data, end);
     if (!http) {
       this.untracedRequestHeads++;
       return NO_CONTEXT;

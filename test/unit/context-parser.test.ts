@@ -1,4 +1,9 @@
-import { followedByAnotherRequest, parseHttpHead, parseMarker } from '../../agent/attribution/context-parser';
+import {
+  followedByAnotherRequest,
+  headEnd,
+  parseHttpHead,
+  parseMarker,
+} from '../../agent/attribution/context-parser';
 
 const latin1 = (text: string): Buffer => Buffer.from(text, 'latin1');
 
@@ -190,6 +195,7 @@ describe('parseHttpHead, read in place', () => {
       // the kernel's bytes, as the agent once decoded them (latin1) before reading the head
       const bytes = latin1(head);
       expect([head, parseHttpHead(bytes)]).toEqual([head, byLines(bytes.toString('latin1'))]);
+      expect([head, headEnd(bytes)]).toEqual([head, bytes.toString('latin1').indexOf('\r\n\r\n')]);
     }
   });
 });
