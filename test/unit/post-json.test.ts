@@ -5,7 +5,13 @@
  * the error, the token sent.
  */
 import { once } from 'node:events';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { postJson } from '../../cli/daemon-request';
 
@@ -15,9 +21,12 @@ describe('postJson', () => {
   const seen: { method?: string; headers: IncomingHttpHeaders; body: string }[] = [];
 
   beforeAll(async () => {
-    server = createServer(async (req, res) => {
+    server = createServer((req, res) => {
       let body = '';
-      for await (const chunk of req) body += String(chunk);
+      req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+      req.on('end', () => answer(req, res, body));
+    });
+    const answer = (req: IncomingMessage, res: ServerResponse, body: string) => {
       seen.push({ method: req.method, headers: req.headers, body });
       if (req.url === '/play' || req.url === '/sessions') {
         res.setHeader('content-type', 'application/json');
@@ -27,7 +36,7 @@ describe('postJson', () => {
       res.statusCode = 409;
       res.setHeader('content-type', 'application/problem+json');
       res.end(JSON.stringify({ title: 'Conflict', detail: 'session s1 is finished' }));
-    });
+    };
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
