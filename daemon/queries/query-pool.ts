@@ -44,8 +44,17 @@ export interface QueryPoolOptions {
   timeoutMs?: number;
   /** told when a worker finds a store damaged (the other workers are told here) */
   onDamaged?: (damage: StoreError) => void;
+  /** told of each query answered (or failed) by a worker: how long it waited for one, how long it took there */
+  onAnswered?: (timing: QueryTiming) => void;
   /** the workers' thread module (a directory and name, as startThread takes them); the query worker by default */
   workerModule?: { dir: string; name: string };
+}
+
+/** A query's time in the pool, in seconds: queued before a worker took it, then from there to its answer. */
+export interface QueryTiming {
+  op: QueryOp;
+  waitSeconds: number;
+  runSeconds: number;
 }
 
 /** What operation K resolves to on the main thread. */
@@ -57,6 +66,9 @@ interface Job {
   reject(err: Error): void;
   timer?: NodeJS.Timeout;
   slot?: Slot;
+  /** performance.now() when it was queued, and when a worker took it */
+  queuedAt: number;
+  takenAt: number;
 }
 
 interface Slot {
@@ -224,6 +236,8 @@ export class QueryPool {
         request: { id: ++this.nextId, op, args } as QueryRequest,
         resolve: resolve as (result: unknown) => void,
         reject,
+        queuedAt: performance.now(),
+        takenAt: 0,
       };
       if (first) this.queue.unshift(job);
       else this.queue.push(job);
@@ -238,6 +252,7 @@ export class QueryPool {
       const job = this.queue.shift()!;
       slot.job = job;
       slot.since = Date.now();
+      job.takenAt = performance.now();
       job.slot = slot;
       job.timer = setTimeout(() => this.expire(job), this.timeoutMs);
       slot.worker.postMessage(job.request);
@@ -280,6 +295,11 @@ export class QueryPool {
       if (!job || job.request.id !== answer.id) return;
       this.release(slot);
       clearTimeout(job.timer);
+      this.options.onAnswered?.({
+        op: job.request.op,
+        waitSeconds: (job.takenAt - job.queuedAt) / 1000,
+        runSeconds: (performance.now() - job.takenAt) / 1000,
+      });
       if (answer.ok) job.resolve(answer.result);
       else {
         const error = fromWire(answer.error);
