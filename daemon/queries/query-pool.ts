@@ -134,14 +134,16 @@ export class QueryPool {
 
   /**
    * Replay's reads of the node files: a session's summary, a seek's index,
-   * pages of events (their JSON built in the workers). They go before the
-   * queued queries: a replay's schedule or a control waits for them, a
-   * client's query can wait a few milliseconds more.
+   * the frames read ahead, pages of events. Those a replay's schedule or a
+   * control waits for go before the queued queries: a client's query can
+   * wait a few milliseconds more. The pages are a resuming stream's history,
+   * sent at its client's pace, on no schedule: they queue with the queries,
+   * so that a client catching up does not hold a worker ahead of them.
    */
   readonly transactions: TransactionReader = {
     summarize: (...args) => this.enqueue(true, 'transactionSummary', ...args),
     indexAt: (...args) => this.enqueue(true, 'transactionIndexAt', ...args),
-    page: (...args) => this.enqueue(true, 'transactionPage', ...args),
+    page: (...args) => this.enqueue(false, 'transactionPage', ...args),
     frames: (...args) => this.enqueue(true, 'transactionFrames', ...args),
   };
 
