@@ -134,7 +134,10 @@ async function agentOpens(): Promise<{ stop(): Promise<string[]> }> {
   tracer.stdout.on('data', (b: Buffer) => (out += b.toString()));
   tracer.stderr.on('data', (b: Buffer) => (out += b.toString()));
   const exited = new Promise((resolve) => tracer.once('exit', resolve));
-  await waitFor(() => /^Attaching/m.test(out) || undefined, { timeoutMs: 60_000, what: () => `bpftrace: ${out}` });
+  await waitFor(() => /^Attaching/m.test(out) || undefined, {
+    timeoutMs: 60_000,
+    what: () => `bpftrace: ${out}`,
+  });
   return {
     stop: async () => {
       tracer.kill('SIGINT');
@@ -292,6 +295,35 @@ describe('the inspector the Node hook opens (real kernel)', () => {
       what: 'the intrusions counted in the store',
     });
   }, 300_000);
+
+  it('closes again an inspector that reopens in the watch after the hook (seen by the kernel, not a poll of /proc)', async () => {
+    // opens its inspector once more as soon as the agent's close took it down
+    const app = await node([
+      '-e',
+      `const inspector = require('inspector');
+       let seen = false;
+       const t = setInterval(() => {
+         if (inspector.url()) seen = true;
+         else if (seen) { clearInterval(t); inspector.open(${INSPECTOR_PORT}, '127.0.0.1'); }
+       }, 2);
+       const s = require('http').createServer((req, res) => res.end('ok'));
+       s.listen(0, '127.0.0.1', () => console.log(s.address().port));`,
+    ]);
+    const pid = app.child.pid!;
+    expect(await hookLine(pid)).toMatch(/hooked a Node process/);
+    await waitFor(
+      () =>
+        new RegExp(`closed a Node inspector that opened again after kreplay closed it.* pid=${pid}\\b`).test(
+          agent.output(),
+        ) || undefined,
+      {
+        timeoutMs: 30_000,
+        what: `the agent closing the reopened inspector of ${pid}`,
+      },
+    );
+    await doneWith(pid);
+    expect(inspectorOpen(pid)).toBe(false);
+  }, 90_000);
 
   it('reads /proc/PID/net/tcp{,6} only while an inspector it opened listens, not every 25 ms of the watch', async () => {
     const opens = await agentOpens();
