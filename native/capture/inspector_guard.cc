@@ -161,8 +161,7 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
       first = false;
       sock = next;
       kr_guard_key held = {};
-      if (bpf_map_lookup_elem(fd, &sock, &held) == 0 && held.netns_cookie == key.netns_cookie &&
-          held.port == key.port)
+      if (bpf_map_lookup_elem(fd, &sock, &held) == 0 && held.netns_cookie == key.netns_cookie && held.port == key.port)
         return Napi::Boolean::New(info.Env(), true);
     }
     return Napi::Boolean::New(info.Env(), false);
@@ -267,8 +266,8 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   // else in this process's.
   kr_guard_key Key(const Napi::CallbackInfo& info) {
     if (info.Length() < 1 || info.Length() > 2 || !info[0].IsNumber() || (info.Length() == 2 && !info[1].IsBigInt()))
-      throw Napi::TypeError::New(info.Env(),
-                                 "guard, unguard, refused and listening take a port number and a network namespace's cookie");
+      throw Napi::TypeError::New(
+          info.Env(), "guard, unguard, refused and listening take a port number and a network namespace's cookie");
     const uint32_t port = info[0].As<Napi::Number>().Uint32Value();
     if (port == 0 || port > 65535) throw Napi::RangeError::New(info.Env(), "a port is 1 to 65535");
     if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
