@@ -713,7 +713,8 @@ static __always_inline void go_tls_plaintext(__u64 pid_tgid, struct kr_go_key *k
 	}
 	/* the thread runs the reading goroutine now, whatever it ran at its last syscall */
 	go_switch(t, pid_tgid, p, key->ptr);
-	head_bytes(pid_tgid, r->conn, (__u64)sk, stamp, KR_CONN_TLS | KR_CONN_SERVER, (const void *)buf, got, w);
+	head_bytes(pid_tgid, r->conn, (__u64)sk, stamp, KR_CONN_TLS | KR_CONN_SERVER, (const void *)buf, got,
+		   w);
 }
 
 /* Read's RET sites, n in AX, the plaintext in b: where its copy is not found. */

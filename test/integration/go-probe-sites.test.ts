@@ -159,7 +159,8 @@ it("reads a TLS read's plaintext at (*tls.Conn).Read's one CALL runtime.memmove,
   const probes = agentUprobes();
   const copies = inServer(probes, 'go_tls_read_copy').map((p) => {
     const address = addressOf(p.filename, p.offset);
-    return disassembly(binary, '^crypto/tls.\\(\\*Conn\\).Read$').find((insn) => insn.address === address)?.text;
+    return disassembly(binary, '^crypto/tls.\\(\\*Conn\\).Read$').find((insn) => insn.address === address)
+      ?.text;
   });
   expect({ copies, returns: inServer(probes, 'go_tls_read_ret').length }).toEqual({
     copies: ['CALL runtime.memmove(SB)'],
