@@ -717,9 +717,16 @@ static __always_inline void go_tls_plaintext(__u64 pid_tgid, struct kr_go_key *k
 		   w);
 }
 
-/* Read's RET sites, n in AX, the plaintext in b: where its copy is not found. */
-SEC("uprobe")
-int go_tls_read_ret(struct pt_regs *ctx)
+/*
+ * Where a read's plaintext is: at Read's RET sites (`copy` false: n in AX,
+ * the plaintext in b), or at its one copy into b (`copy`: the CALL
+ * runtime.memmove(dst AX, src BX, n CX) of bytes.Reader.Read, inlined,
+ * which the kernel emulates, where it single-steps each RET). At the copy
+ * the plaintext is read at its source, before the copy; a copy to anywhere
+ * but b is not this one. A read that returns before copying (an error)
+ * leaves its entry to the goroutine's next read.
+ */
+static __always_inline int go_tls_read_end(struct pt_regs *ctx, bool copy)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
@@ -730,32 +737,23 @@ int go_tls_read_ret(struct pt_regs *ctx)
 		return 0;
 	r = *found;
 	bpf_map_delete_elem(&go_tls_reads, &key);
-	go_tls_plaintext(pid_tgid, &key, &r, r.buf, GO_RESULT(ctx));
+	if (!copy)
+		go_tls_plaintext(pid_tgid, &key, &r, r.buf, GO_RESULT(ctx));
+	else if (GO_ARG1(ctx) == r.buf)
+		go_tls_plaintext(pid_tgid, &key, &r, GO_ARG2(ctx), GO_ARG3(ctx));
 	return 0;
 }
 
-/*
- * Read's one copy of plaintext into b: the CALL runtime.memmove(dst AX,
- * src BX, n CX) of bytes.Reader.Read, inlined, which the kernel emulates
- * (it single-steps each RET). The plaintext is read at its source, before
- * the copy; a copy to anywhere but b is not this one. A read that returns
- * before copying (an error) leaves its entry to the goroutine's next read.
- */
+SEC("uprobe")
+int go_tls_read_ret(struct pt_regs *ctx)
+{
+	return go_tls_read_end(ctx, false);
+}
+
 SEC("uprobe")
 int go_tls_read_copy(struct pt_regs *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
-	struct kr_go_tls_read *found = bpf_map_lookup_elem(&go_tls_reads, &key);
-	struct kr_go_tls_read r;
-
-	if (!found)
-		return 0;
-	r = *found;
-	bpf_map_delete_elem(&go_tls_reads, &key);
-	if (GO_ARG1(ctx) == r.buf)
-		go_tls_plaintext(pid_tgid, &key, &r, GO_ARG2(ctx), GO_ARG3(ctx));
-	return 0;
+	return go_tls_read_end(ctx, true);
 }
 #endif
 

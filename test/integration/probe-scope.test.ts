@@ -21,6 +21,7 @@ import { nativeAddon } from '../../core/native/addon';
 import { selfSignedCert } from '../../bench/tls-cert';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { buildGo } from '../support/go-build';
+import { listUprobes, programsById } from '../support/uprobes';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'append-server.go');
@@ -103,39 +104,14 @@ async function follow(extra: string[], probed: (output: string) => boolean): Pro
   return agent;
 }
 
-interface Uprobe {
-  pid: number;
-  progId: number;
-  filename: string;
-  offset: number;
-}
-
-/** Every uprobe the kernel lists (bpftool perf), with the process that holds it. */
-function uprobes(): Uprobe[] {
-  const perf = JSON.parse(execFileSync('bpftool', ['-j', 'perf', 'show']).toString()) as {
-    pid: number;
-    prog_id: number;
-    fd_type?: string;
-    filename?: string;
-    offset?: number;
-  }[];
-  return perf
-    .filter((p) => (p.fd_type === 'uprobe' || p.fd_type === 'uretprobe') && p.filename !== undefined)
-    .map((p) => ({ pid: p.pid, progId: p.prog_id, filename: p.filename!, offset: p.offset ?? 0 }));
-}
-
 /** How many times the programs behind the agent's uprobes ran so far (bpf_stats), those on Go binaries and the others. */
 function uprobeRuns(agent: AgentProcess): { go: number; tls: number } {
-  const mine = uprobes().filter((p) => p.pid === agent.child.pid);
+  const mine = listUprobes().filter((p) => p.pid === agent.child.pid);
   const onGo = new Set(mine.filter((p) => inode(p.filename) === inode(binary)).map((p) => p.progId));
-  const progs = JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show']).toString()) as {
-    id: number;
-    run_cnt?: number;
-  }[];
-  const ids = new Set(mine.map((p) => p.progId));
+  const programs = programsById();
   const runs = { go: 0, tls: 0 };
-  for (const prog of progs.filter((p) => ids.has(p.id)))
-    runs[onGo.has(prog.id) ? 'go' : 'tls'] += prog.run_cnt ?? 0;
+  for (const id of new Set(mine.map((p) => p.progId)))
+    runs[onGo.has(id) ? 'go' : 'tls'] += programs.get(id)?.runs ?? 0;
   return runs;
 }
 
@@ -186,7 +162,7 @@ function fileByte(file: string, offset: number): number {
  * same site.
  */
 function sites(agent: AgentProcess, followed: Server, other: Server) {
-  const all = uprobes();
+  const all = listUprobes();
   const foreign = new Set(
     all.filter((p) => p.pid !== agent.child.pid).map((p) => `${inode(p.filename)}@${p.offset}`),
   );
