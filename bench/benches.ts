@@ -40,6 +40,7 @@ export const BENCHES = {
   'replay-dense': { topic: 'replay', args: '[events] [rounds]' },
   'replay-reads': { topic: 'replay', args: '[events] [rounds]' },
   'replay-client': { topic: 'replay', args: '[rounds]' },
+  'replay-stream-parse': { topic: 'replay', args: '[rounds]' },
   exec: { topic: 'replay', args: '[pass-through writes] [rounds]' },
   'exec-relay': { topic: 'replay', args: '[rounds]' },
   'exec-cause': { topic: 'replay', args: '[rounds]' },

@@ -103,19 +103,30 @@ class Splitter {
     private readonly onPart: (bytes: Buffer, from: number, to: number, at: number) => void,
   ) {}
 
+  /** A part begun in an earlier chunk is joined with its end alone, not the whole chunk (as cli/sse-client.ts's parser). */
   push(chunk: Buffer, at: number): void {
-    const bytes = this.rest ? Buffer.concat([this.rest, chunk]) : chunk;
-    const width = typeof this.separator === 'number' ? 1 : this.separator.length;
+    const separator = this.separator;
+    const width = typeof separator === 'number' ? 1 : separator.length;
     let start = 0;
-    for (
-      let end = bytes.indexOf(this.separator, start);
-      end !== -1;
-      end = bytes.indexOf(this.separator, start)
-    ) {
-      this.onPart(bytes, start, end, at);
+    if (this.rest) {
+      const rest = this.rest;
+      // the rest holds no separator: the first one is across the two (two bytes split) or the chunk's first
+      const across =
+        typeof separator !== 'number' && rest[rest.length - 1] === separator[0] && chunk[0] === separator[1];
+      const end = across ? 0 : chunk.indexOf(separator);
+      if (end === -1) {
+        this.rest = Buffer.concat([rest, chunk]);
+        return;
+      }
+      start = across ? 1 : end + width;
+      const part = Buffer.concat([rest, chunk.subarray(0, start)]);
+      this.onPart(part, 0, part.length - width, at);
+    }
+    for (let end = chunk.indexOf(separator, start); end !== -1; end = chunk.indexOf(separator, start)) {
+      this.onPart(chunk, start, end, at);
       start = end + width;
     }
-    this.rest = start < bytes.length ? bytes.subarray(start) : null;
+    this.rest = start < chunk.length ? chunk.subarray(start) : null;
   }
 }
 

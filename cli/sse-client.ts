@@ -34,6 +34,15 @@ function isField(bytes: Buffer, start: number, colon: number, name: string): boo
   return true;
 }
 
+/** The event names the replay stream sends: taken as they are, not decoded, once per message. */
+const EVENT_NAMES = ['replay', 'state', 'message'];
+
+/** The event name at [from, to) of `bytes`. */
+function eventName(bytes: Buffer, from: number, to: number): string {
+  for (const name of EVENT_NAMES) if (isField(bytes, from, to, name)) return name;
+  return bytes.toString('utf8', from, to);
+}
+
 /** The message of the block at [start, end) of `bytes` (null: none, as for a comment). */
 function parseBlock(bytes: Buffer, start: number, end: number): SseRawMessage | null {
   let event = 'message';
@@ -50,7 +59,7 @@ function parseBlock(bytes: Buffer, start: number, end: number): SseRawMessage | 
       if (isField(bytes, line, colon, 'data')) {
         const value = bytes.subarray(from, eol);
         data = data === null ? value : Buffer.concat([data, NEWLINE_BYTES, value]);
-      } else if (isField(bytes, line, colon, 'event')) event = bytes.toString('utf8', from, eol);
+      } else if (isField(bytes, line, colon, 'event')) event = eventName(bytes, from, eol);
       else if (isField(bytes, line, colon, 'id')) id = bytes.toString('utf8', from, eol);
     }
     line = eol + 1;
@@ -66,13 +75,31 @@ function parseBlock(bytes: Buffer, start: number, end: number): SseRawMessage | 
 export class SseByteParser {
   private rest: Buffer | null = null;
 
-  /** The messages that `chunk` completes. */
+  /**
+   * The messages that `chunk` completes. A block begun in an earlier chunk
+   * is joined with its end alone, not with the whole chunk: a reader behind
+   * a dense stream gets chunks of 64 KiB, and copying each one again (into
+   * memory newly allocated, so faulted in) cost more than parsing it.
+   */
   push(chunk: Uint8Array): SseRawMessage[] {
-    const bytes = this.rest
-      ? Buffer.concat([this.rest, chunk])
-      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     const messages: SseRawMessage[] = [];
     let start = 0;
+    if (this.rest) {
+      const rest = this.rest;
+      // what is left never holds a block's end, so the first one in rest + chunk is either across
+      // the two (rest ends with a newline, the chunk starts with one) or the chunk's first
+      const across = rest[rest.length - 1] === NEWLINE && bytes[0] === NEWLINE;
+      const end = across ? 0 : bytes.indexOf(BLOCK_END);
+      if (end === -1) {
+        this.rest = Buffer.concat([rest, bytes]);
+        return messages;
+      }
+      start = across ? 1 : end + 2;
+      const block = Buffer.concat([rest, bytes.subarray(0, start)]);
+      const message = parseBlock(block, 0, block.length - 2);
+      if (message) messages.push(message);
+    }
     for (let end = bytes.indexOf(BLOCK_END, start); end !== -1; end = bytes.indexOf(BLOCK_END, start)) {
       const message = parseBlock(bytes, start, end);
       if (message) messages.push(message);
