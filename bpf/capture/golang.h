@@ -678,29 +678,38 @@ int go_tls_read(struct pt_regs *ctx)
 }
 
 /*
- * n bytes of a read's plaintext at buf: they go through the head sniffing
+ * Read's RET sites, n in AX: its plaintext goes through the head sniffing
  * of a server's socket read (heads.h), on the connection's socket (the
  * netFD's descriptor) as a TLS connection, for the goroutine that read it
  * (a head gives it the request; Go's 1-byte peek of the next request, on
  * a goroutine of its own, is joined with the serving goroutine's next
  * read by the socket).
  */
-static __always_inline void go_tls_plaintext(__u64 pid_tgid, struct kr_go_key *key, struct kr_go_tls_read *r,
-					     __u64 buf, __u64 got)
+SEC("uprobe")
+int go_tls_read_ret(struct pt_regs *ctx)
 {
-	__u64 w = 0, netfd = 0, stamp = 0;
-	struct kr_go_process *p = go_followed(key->tgid);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
+	struct kr_go_tls_read *found = bpf_map_lookup_elem(&go_tls_reads, &key);
+	__u64 got = GO_RESULT(ctx), w = 0, netfd = 0, stamp = 0;
+	struct kr_go_process *p;
+	struct kr_go_tls_read r;
 	struct sock *sk = NULL;
 	struct kr_thread *t;
 	__s64 fd = -1;
 
+	if (!found)
+		return 0;
+	r = *found;
+	bpf_map_delete_elem(&go_tls_reads, &key);
+	p = go_followed(key.tgid);
 	if (!p || !bpf_rdonly_cast || (__s64)got <= 0 ||
-	    bpf_probe_read_user(&w, got < sizeof(w) ? got & 7 : sizeof(w), (const void *)buf))
-		return;
+	    bpf_probe_read_user(&w, got < sizeof(w) ? got & 7 : sizeof(w), (const void *)r.buf))
+		return 0;
 	/* only upper case or a space can begin or continue a token: most plaintext stops here */
 	if ((__u8)w != ' ' && ((__u8)w < 'A' || (__u8)w > 'Z'))
-		return;
-	if (!bpf_probe_read_user(&netfd, sizeof(netfd), (const void *)r->tcp_conn) && netfd &&
+		return 0;
+	if (!bpf_probe_read_user(&netfd, sizeof(netfd), (const void *)r.tcp_conn) && netfd &&
 	    !bpf_probe_read_user(&fd, sizeof(fd), (const void *)(netfd + GO_NETFD_SYSFD)) && fd >= 0 &&
 	    fd <= 0x7fffffff)
 		sk = file_sock(current_file(fd), &stamp);
@@ -708,52 +717,14 @@ static __always_inline void go_tls_plaintext(__u64 pid_tgid, struct kr_go_key *k
 	if (!t) {
 		/* a head on a connection whose socket went (closed meanwhile): its goroutine serves none */
 		if (got >= MIN_TOKEN_LEN && is_http_request(w))
-			unit_set_context(key->tgid, KR_UNIT_GOROUTINE, key->ptr, 0);
-		return;
+			unit_set_context(key.tgid, KR_UNIT_GOROUTINE, key.ptr, 0);
+		return 0;
 	}
 	/* the thread runs the reading goroutine now, whatever it ran at its last syscall */
-	go_switch(t, pid_tgid, p, key->ptr);
-	head_bytes(pid_tgid, r->conn, (__u64)sk, stamp, KR_CONN_TLS | KR_CONN_SERVER, (const void *)buf, got,
+	go_switch(t, pid_tgid, p, key.ptr);
+	head_bytes(pid_tgid, r.conn, (__u64)sk, stamp, KR_CONN_TLS | KR_CONN_SERVER, (const void *)r.buf, got,
 		   w);
-}
-
-/*
- * Where a read's plaintext is: at Read's RET sites (`copy` false: n in AX,
- * the plaintext in b), or at its one copy into b (`copy`: the CALL
- * runtime.memmove(dst AX, src BX, n CX) of bytes.Reader.Read, inlined,
- * which the kernel emulates, where it single-steps each RET). At the copy
- * the plaintext is read at its source, before the copy; a copy to anywhere
- * but b is not this one. A read that returns before copying (an error)
- * leaves its entry to the goroutine's next read.
- */
-static __always_inline int go_tls_read_end(struct pt_regs *ctx, bool copy)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct kr_go_key key = {.tgid = pid_tgid >> 32, .ptr = GO_G(ctx)};
-	struct kr_go_tls_read *found = bpf_map_lookup_elem(&go_tls_reads, &key);
-	struct kr_go_tls_read r;
-
-	if (!found)
-		return 0;
-	r = *found;
-	bpf_map_delete_elem(&go_tls_reads, &key);
-	if (!copy)
-		go_tls_plaintext(pid_tgid, &key, &r, r.buf, GO_RESULT(ctx));
-	else if (GO_ARG1(ctx) == r.buf)
-		go_tls_plaintext(pid_tgid, &key, &r, GO_ARG2(ctx), GO_ARG3(ctx));
 	return 0;
-}
-
-SEC("uprobe")
-int go_tls_read_ret(struct pt_regs *ctx)
-{
-	return go_tls_read_end(ctx, false);
-}
-
-SEC("uprobe")
-int go_tls_read_copy(struct pt_regs *ctx)
-{
-	return go_tls_read_end(ctx, true);
 }
 #endif
 

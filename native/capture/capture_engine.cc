@@ -117,8 +117,8 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
     auto& m = skel_->maps;
     go_ = std::make_unique<GoProbes>(
         GoPrograms{p.go_newproc1, p.go_newproc1_runnable, p.go_newproc1_ret, p.go_round_trip, p.go_conn_write,
-                   p.go_read_loop, p.go_h2_headers, p.go_tls_read, p.go_tls_read_ret, p.go_tls_read_copy, p.go_chansend,
-                   p.go_chanrecv, p.go_chanrecv_ret, p.go_chanrecv1_ret, p.go_chanrecv2_ret},
+                   p.go_read_loop, p.go_h2_headers, p.go_tls_read, p.go_tls_read_ret, p.go_chansend, p.go_chanrecv,
+                   p.go_chanrecv_ret, p.go_chanrecv1_ret, p.go_chanrecv2_ret},
         GoMaps{m.go_binaries, m.go_processes, m.exec_contexts, m.units, m.go_conns, m.go_streams, m.go_tls_reads,
                skel_->bss->go_tgids, sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])},
         scope);

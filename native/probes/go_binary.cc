@@ -27,7 +27,6 @@ const char kChansend[] = "runtime.chansend";
 const char kChanrecv[] = "runtime.chanrecv";
 const char kChanrecv1[] = "runtime.chanrecv1";
 const char kChanrecv2[] = "runtime.chanrecv2";
-const char kMemmove[] = "runtime.memmove";
 // casgstatus(gp, oldval, newval)'s second and third arguments' registers (x86 numbering) and the statuses that
 // make a new goroutine runnable (runtime2.go: _Gdead, _Grunnable, unchanged since Go 1.4)
 const uint8_t kBx = 3, kCx = 1;
@@ -71,22 +70,6 @@ uint64_t CallTarget(const cs_insn& insn) {
   int32_t rel;
   std::memcpy(&rel, insn.bytes + 1, sizeof(rel));
   return insn.address + insn.size + static_cast<int64_t>(rel);
-}
-
-// The file offset of the function's one direct CALL of `callee` (`code`: CodeOf(f); `at`: its entry's), 0 when
-// there is not exactly one.
-uint64_t OnlyCall(const std::vector<cs_insn>& code, const ElfSymbol& f, uint64_t at,
-                  const std::map<std::string, ElfSymbol>& functions, const char* callee) {
-  auto target = functions.find(callee);
-  if (target == functions.end()) return 0;
-  uint64_t site = 0;
-  int calls = 0;
-  for (const cs_insn& insn : code) {
-    if (CallTarget(insn) != target->second.value) continue;
-    calls++;
-    site = at + (insn.address - f.value);
-  }
-  return calls == 1 ? site : 0;
 }
 
 // Where runtime.tlsg is from the thread pointer: in an executable's TLS block
@@ -266,8 +249,7 @@ GoBinary InspectGoBinary(const std::string& path) {
                   !std::strcmp(name, kWriteLoop) || !std::strcmp(name, kWaitForContinue) ||
                   !std::strcmp(name, kProcessHeaders) || !std::strcmp(name, kNewproc) ||
                   !std::strcmp(name, kCasgstatus) || !std::strcmp(name, kTlsRead) || !std::strcmp(name, kChansend) ||
-                  !std::strcmp(name, kChanrecv) || !std::strcmp(name, kChanrecv1) || !std::strcmp(name, kChanrecv2) ||
-                  !std::strcmp(name, kMemmove))) ||
+                  !std::strcmp(name, kChanrecv) || !std::strcmp(name, kChanrecv1) || !std::strcmp(name, kChanrecv2))) ||
                 (type == STT_OBJECT && !std::strcmp(name, kTcpConnItab));
        })) {
     functions[symbol.name] = symbol;
@@ -311,8 +293,6 @@ GoBinary InspectGoBinary(const std::string& path) {
     go.tls_read = 0;
   } else {
     const uint64_t entry = go.tls_read;
-    // bytes.Reader.Read, inlined: its copy of the plaintext into b
-    go.tls_read_copy = OnlyCall(tls_read, functions[kTlsRead], entry, functions, kMemmove);
     go.tls_read = EntrySite(tls_read, functions[kTlsRead], entry);
     // from the probe's address, which the program reads the itab's address by
     go.tls_conn_itab = itab->second.value - (functions[kTlsRead].value + (go.tls_read - entry));

@@ -34,13 +34,10 @@ struct GoBinary {
   uint64_t h2_headers = 0;
   uint64_t h2_handler_go = 0;
   // crypto/tls: (*Conn).Read's entry probe's file offset (its stack check's jump) and its RET instructions', and the
-  // distance from its entry to the itab of
-  // (*net.TCPConn, net.Conn) (a server connection's net.Conn on a TCP socket); 0 when either is missing
+  // distance from that probe to the itab of (*net.TCPConn, net.Conn) (a server connection's net.Conn on a TCP
+  // socket); 0 when either is missing
   uint64_t tls_read = 0;
   std::vector<uint64_t> tls_read_returns;
-  // its one `CALL runtime.memmove` (bytes.Reader.Read inlined: the plaintext's copy into b), probed instead of its
-  // RETs (the kernel emulates a CALL, single-steps a RET); 0 when there is not exactly one
-  uint64_t tls_read_copy = 0;
   uint64_t tls_conn_itab = 0;
   // channel hand-offs: runtime.chansend's entry probe's file offset, runtime.chanrecv's and its RET instructions'
   // (entry probes at the stack check's jump, as newproc1's); 0 when any is

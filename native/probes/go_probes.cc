@@ -199,11 +199,7 @@ std::vector<bpf_link*> GoProbes::Attach(const std::string& path, const GoBinary&
   if (go.h2_headers) probes.push_back({programs_.h2_headers, go.h2_headers});
   if (go.tls_read) {
     probes.push_back({programs_.tls_read, go.tls_read});
-    if (go.tls_read_copy) {
-      probes.push_back({programs_.tls_read_copy, go.tls_read_copy});
-    } else {
-      for (uint64_t site : go.tls_read_returns) probes.push_back({programs_.tls_read_ret, site});
-    }
+    for (uint64_t site : go.tls_read_returns) probes.push_back({programs_.tls_read_ret, site});
   }
   if (go.chanrecv) {
     probes.push_back({programs_.chansend, go.chansend});

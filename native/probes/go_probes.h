@@ -40,7 +40,6 @@ struct GoPrograms {
   bpf_program* h2_headers;
   bpf_program* tls_read;
   bpf_program* tls_read_ret;
-  bpf_program* tls_read_copy;
   bpf_program* chansend;
   bpf_program* chanrecv;
   bpf_program* chanrecv_ret;

@@ -7,8 +7,7 @@
  * the blocking receives (runtime.chanrecv1, chanrecv2), whose RETs no select or non-blocking receive
  * runs (net/http's context.WithCancel makes one a request), not at chanrecv's own RETs; a new
  * goroutine (net/http's background read, one a request) is seen at newproc1's CALL
- * casgstatus(newg, _Gdead, _Grunnable), not at newproc1's RET; a TLS read's plaintext at (*Conn).Read's one
- * CALL runtime.memmove (its copy into the caller's buffer), not at Read's RETs. Read from the kernel's own list of
+ * casgstatus(newg, _Gdead, _Grunnable), not at newproc1's RET. Read from the kernel's own list of
  * the agent's probes (bpftool perf), the binary's bytes at each probe's offset and Go's own
  * disassembly of it. A copy whose casgstatus call is set up otherwise is probed at its RET, and
  * the agent says so.
@@ -100,11 +99,8 @@ function addressOf(file: string, offset: number): number {
 }
 
 /** runtime.newproc1's instructions, as Go disassembles them: address and text. */
-const newproc1 = (file: string) => disassembly(file, '^runtime.newproc1$');
-
-/** The instructions of the functions whose names match `pattern`, as Go disassembles them: address and text. */
-function disassembly(file: string, pattern: string): { address: number; text: string }[] {
-  return execFileSync('go', ['tool', 'objdump', '-s', pattern, file])
+function newproc1(file: string): { address: number; text: string }[] {
+  return execFileSync('go', ['tool', 'objdump', '-s', '^runtime.newproc1$', file])
     .toString()
     .split('\n')
     .map((l) => /^\s+\S+\s+0x([0-9a-f]+)\s+[0-9a-f]+\s+(.*?)\s*$/.exec(l))
@@ -139,19 +135,6 @@ it("looks at a receive's end in the blocking receives (chanrecv1, chanrecv2), no
   expect({ returns, inChanrecv: inServer(probes, 'go_chanrecv_ret').length }).toEqual({
     returns: [0xc3],
     inChanrecv: 0,
-  });
-});
-
-it("reads a TLS read's plaintext at (*tls.Conn).Read's one CALL runtime.memmove, which the kernel emulates, not at its RETs", () => {
-  const probes = agentUprobes();
-  const copies = inServer(probes, 'go_tls_read_copy').map((p) => {
-    const address = addressOf(p.filename, p.offset);
-    return disassembly(binary, '^crypto/tls.\\(\\*Conn\\).Read$').find((insn) => insn.address === address)
-      ?.text;
-  });
-  expect({ copies, returns: inServer(probes, 'go_tls_read_ret').length }).toEqual({
-    copies: ['CALL runtime.memmove(SB)'],
-    returns: 0,
   });
 });
 
