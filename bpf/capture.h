@@ -211,9 +211,8 @@ struct kr_go_process {
 	 */
 	__u64 h2_handler_go;
 	/*
-	 * crypto/tls: from (*tls.Conn).Read's probe (its stack check's jump) to the itab of (*net.TCPConn,
-	 * net.Conn), which a server's TLS connection on a TCP socket holds; 0 when its reads are not looked
-	 * at
+	 * crypto/tls: from (*tls.Conn).Read's entry to the itab of (*net.TCPConn, net.Conn), which a server's
+	 * TLS connection on a TCP socket holds; 0 when its reads are not looked at
 	 */
 	__u64 tls_conn_itab;
 };

@@ -286,16 +286,12 @@ GoBinary InspectGoBinary(const std::string& path) {
   // without them, a TLS server's heads stay ciphertext to the kernel: its requests carry none
   go.tls_read = offset(kTlsRead);
   auto itab = functions.find(kTcpConnItab);
-  const std::vector<cs_insn> tls_read =
-      go.tls_read && itab != functions.end() ? CodeOf(elf, functions[kTlsRead]) : std::vector<cs_insn>{};
-  go.tls_read_returns = Returns(tls_read, functions[kTlsRead], go.tls_read);
+  if (go.tls_read && itab != functions.end())
+    go.tls_read_returns = Returns(CodeOf(elf, functions[kTlsRead]), functions[kTlsRead], go.tls_read);
   if (go.tls_read_returns.empty()) {
     go.tls_read = 0;
   } else {
-    const uint64_t entry = go.tls_read;
-    go.tls_read = EntrySite(tls_read, functions[kTlsRead], entry);
-    // from the probe's address, which the program reads the itab's address by
-    go.tls_conn_itab = itab->second.value - (functions[kTlsRead].value + (go.tls_read - entry));
+    go.tls_conn_itab = itab->second.value - functions[kTlsRead].value;
   }
   go.chansend = offset(kChansend);
   go.chanrecv = offset(kChanrecv);

@@ -2,7 +2,7 @@
  * Where the agent's Go uprobes sit in a real net/http server's binary (issue 46). A uprobe on an
  * instruction the kernel cannot emulate is single-stepped out of line: a #DB trap per hit, which a
  * virtual machine turns into an exit to its hypervisor, tens of µs a hit. The entry probes of the
- * functions a request runs (runtime.newproc1, chansend, chanrecv, crypto/tls's (*Conn).Read) sit on their stack check's JBE,
+ * functions a request runs (runtime.newproc1, chansend, chanrecv) sit on their stack check's JBE,
  * which the kernel emulates, not on the CMP or LEA at their entry; a receive's end is looked at in
  * the blocking receives (runtime.chanrecv1, chanrecv2), whose RETs no select or non-blocking receive
  * runs (net/http's context.WithCancel makes one a request), not at chanrecv's own RETs; a new
@@ -22,7 +22,7 @@ import { listUprobes, programsById } from '../support/uprobes';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'append-server.go');
-const ENTRY_PROBES = ['go_newproc1', 'go_chansend', 'go_chanrecv', 'go_tls_read'];
+const ENTRY_PROBES = ['go_newproc1', 'go_chansend', 'go_chanrecv'];
 
 let dir: string;
 let server: ChildProcess;
