@@ -33,6 +33,7 @@ export const BENCHES = {
   'read-program-cost': { topic: 'write and read overhead', args: '[reads] [runs]' },
   ingest: { topic: 'ingest', args: '' },
   retention: { topic: 'ingest', args: '' },
+  'store-write': { topic: 'ingest', args: '[batches] [rounds]' },
   query: { topic: 'query', args: '' },
   'clickhouse-limit-by': { topic: 'query', args: '' },
   timeline: { topic: 'query', args: '[runs]' },

@@ -184,7 +184,7 @@ function rawScripts(stores: NodeStore[], key: Key): string[] {
     if (transactionId !== undefined || traceId !== undefined) {
       const params = { transactionId: transactionId ?? null, traceId: traceId ?? null };
       statements.push(
-        inlineParams(contextIdsSql(transactionId !== undefined, traceId !== undefined), params),
+        inlineParams(contextIdsSql(transactionId !== undefined, traceId !== undefined, true), params),
       );
     }
     const range = rangeParams(rangeFor(key.filter, store.info.storeId, 'asc'));

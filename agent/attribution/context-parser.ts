@@ -49,39 +49,107 @@ export function parseMarker(data: string): MarkerParse {
   return { kind: 'set', context };
 }
 
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const START_LINE = /^(?:[A-Z]+ \S+ HTTP\/1\.[01]|HTTP\/1\.[01] \d{3}(?: .*)?)$/;
+const CR = 0x0d;
+const LF = 0x0a;
+const COLON = 0x3a;
+const DASH = 0x2d;
 
-/** Whether String.prototype.trim removes the UTF-16 code unit `c` (ECMAScript WhiteSpace and LineTerminator). */
+/*
+ * A context record's bytes, read in place: the kernel's copy of a head, latin1 (one byte is one
+ * UTF-16 code unit, what the record's string once was). Only the values kept become strings, each
+ * its own: a slice of the whole head would keep the head alive as long as the context (issue 46).
+ */
+
+function indexOfByte(b: Uint8Array, byte: number, from: number, to: number): number {
+  for (let i = from; i < to; i++) if (b[i] === byte) return i;
+  return -1;
+}
+
+/** Where a head's blank line (its `\r\n\r\n`) starts, -1 when the bytes hold none. */
+export function headEnd(b: Uint8Array): number {
+  for (let i = 0; i + 3 < b.length;) {
+    const c = b[i + 3];
+    // every byte of the four is a CR or LF: a match starts past i + 3 unless this one is
+    if (c !== CR && c !== LF) i += 4;
+    else if (b[i] === CR && b[i + 1] === LF && b[i + 2] === CR && c === LF) return i;
+    else i++;
+  }
+  return -1;
+}
+
+/** Whether String.prototype.trim removes the latin1 character `c` (ECMAScript WhiteSpace and LineTerminator). */
 function trimmed(c: number): boolean {
-  if (c <= 0x20) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
-  if (c < 0xa0) return false;
-  return (
-    c === 0xa0 ||
-    c === 0x1680 ||
-    (c >= 0x2000 && c <= 0x200a) ||
-    c === 0x2028 ||
-    c === 0x2029 ||
-    c === 0x202f ||
-    c === 0x205f ||
-    c === 0x3000 ||
-    c === 0xfeff
-  );
+  return c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0;
 }
 
 /**
- * Whether data[from, to), trimmed, is `name` (lower-case ASCII) in any case. No code unit outside
- * ASCII lower-cases to one of these names' letters, so this is `slice().trim().toLowerCase() === name`.
+ * Whether b[from, to), trimmed, is `name` (lower-case ASCII) in any case. No latin1 character
+ * outside ASCII lower-cases to one of these names' letters, so this is
+ * `slice().trim().toLowerCase() === name`.
  */
-function isHeaderName(data: string, from: number, to: number, name: string): boolean {
-  while (from < to && trimmed(data.charCodeAt(from))) from++;
-  while (to > from && trimmed(data.charCodeAt(to - 1))) to--;
+function isHeaderName(b: Uint8Array, from: number, to: number, name: string): boolean {
+  while (from < to && trimmed(b[from]!)) from++;
+  while (to > from && trimmed(b[to - 1]!)) to--;
   if (to - from !== name.length) return false;
   for (let i = 0; i < name.length; i++) {
-    const c = data.charCodeAt(from + i);
+    const c = b[from + i]!;
     if ((c >= 0x41 && c <= 0x5a ? c + 0x20 : c) !== name.charCodeAt(i)) return false;
   }
   return true;
+}
+
+/** b[from, to) trimmed, as its own string. */
+function trimmedValue(b: Buffer, from: number, to: number): string {
+  while (from < to && trimmed(b[from]!)) from++;
+  while (to > from && trimmed(b[to - 1]!)) to--;
+  return b.toString('latin1', from, to);
+}
+
+/* A lower-case hex digit's value, -1 for any other byte. */
+function hexDigit(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  if (c >= 0x61 && c <= 0x66) return c - 0x57;
+  return -1;
+}
+
+/* Whether b[from, to) is lower-case hex, and (nonZero) not all zeros. */
+function isHex(b: Uint8Array, from: number, to: number, nonZero: boolean): boolean {
+  let any = !nonZero;
+  for (let i = from; i < to; i++) {
+    const d = hexDigit(b[i]!);
+    if (d === -1) return false;
+    if (d !== 0) any = true;
+  }
+  return any;
+}
+
+const TRACEPARENT_BYTES = 55;
+
+interface Traceparent {
+  traceId: string;
+  parentSpanId: string;
+  traceFlags: number;
+}
+
+/**
+ * A W3C traceparent, b[from, to) trimmed: `VV-TRACE32-SPAN16-FF`, lower-case hex. Version ff and
+ * all-zero ids are invalid; version 00 has exactly these four fields.
+ */
+function parseTraceparent(b: Buffer, from: number, to: number): Traceparent | null {
+  while (from < to && trimmed(b[from]!)) from++;
+  while (to > from && trimmed(b[to - 1]!)) to--;
+  if (to - from !== TRACEPARENT_BYTES) return null;
+  const s = from;
+  if (b[s + 2] !== DASH || b[s + 35] !== DASH || b[s + 52] !== DASH) return null;
+  if (!isHex(b, s, s + 2, false) || (b[s] === 0x66 && b[s + 1] === 0x66)) return null;
+  if (!isHex(b, s + 3, s + 35, true) || !isHex(b, s + 36, s + 52, true) || !isHex(b, s + 53, s + 55, false))
+    return null;
+  return {
+    traceId: b.toString('latin1', s + 3, s + 35),
+    parentSpanId: b.toString('latin1', s + 36, s + 52),
+    traceFlags: hexDigit(b[s + 53]!) * 16 + hexDigit(b[s + 54]!),
+  };
 }
 
 /**
@@ -94,41 +162,40 @@ function isHeaderName(data: string, from: number, to: number, name: string): boo
  * The head is its lines up to the first blank one (`\n` or `\r\n` apart); a header line is a
  * name (trimmed, any case) before its first colon and a value (trimmed) after it, the first of
  * each name counting. Read in place, line by line: each context record is one, on the agent's hot path.
+ * `blankLine` is headEnd(b), for a caller that has it.
  */
-export function parseHttpHead(data: string): TraceContext | null {
-  let end = data.indexOf('\r\n\r\n');
-  if (end === -1) end = data.length;
-  let newline = data.indexOf('\n');
-  if (newline === -1 || newline > end) newline = end;
-  const first = data.slice(0, newline < end && data.charCodeAt(newline - 1) === 0x0d ? newline - 1 : newline);
+export function parseHttpHead(b: Buffer, blankLine = headEnd(b)): TraceContext | null {
+  const end = blankLine === -1 ? b.length : blankLine;
+  let newline = indexOfByte(b, LF, 0, end);
+  if (newline === -1) newline = end;
+  const first = b.toString('latin1', 0, newline < end && b[newline - 1] === CR ? newline - 1 : newline);
   if (!START_LINE.test(first)) return null;
-  let traceparent: string | null = null;
+  let traceparentFrom = -1;
+  let traceparentTo = -1;
   let requestId: string | null = null;
-  for (let from = newline + 1; from <= end && (traceparent === null || requestId === null);) {
-    let next = data.indexOf('\n', from);
-    if (next === -1 || next > end) next = end;
+  for (let from = newline + 1; from <= end && (traceparentFrom === -1 || requestId === null);) {
+    let next = indexOfByte(b, LF, from, end);
+    if (next === -1) next = end;
     // a line ends before its newline's \r; the head's last line (no newline) keeps a \r it ends with
-    const to = next < end && next > from && data.charCodeAt(next - 1) === 0x0d ? next - 1 : next;
-    const colon = data.indexOf(':', from);
-    if (colon > from && colon < to) {
-      if (traceparent === null && isHeaderName(data, from, colon, 'traceparent'))
-        traceparent = data.slice(colon + 1, to).trim();
-      else if (requestId === null && isHeaderName(data, from, colon, 'x-request-id'))
-        requestId = data.slice(colon + 1, to).trim();
+    const to = next < end && next > from && b[next - 1] === CR ? next - 1 : next;
+    const colon = indexOfByte(b, COLON, from, to);
+    if (colon > from) {
+      if (traceparentFrom === -1 && isHeaderName(b, from, colon, 'traceparent')) {
+        traceparentFrom = colon + 1;
+        traceparentTo = to;
+      } else if (requestId === null && isHeaderName(b, from, colon, 'x-request-id'))
+        requestId = trimmedValue(b, colon + 1, to);
     }
     from = next + 1;
   }
   const transactionId = requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : null;
-  const m = traceparent === null ? null : TRACEPARENT.exec(traceparent);
-  const [, version, traceId, spanId, flags] = m ?? [];
-  // W3C: version ff and all-zero ids are invalid; version 00 has exactly these four fields.
-  if (!m || version === 'ff' || /^0+$/.test(traceId!) || /^0+$/.test(spanId!))
-    return transactionId === null ? null : { traceId: null, transactionId };
+  const trace = traceparentFrom === -1 ? null : parseTraceparent(b, traceparentFrom, traceparentTo);
+  if (!trace) return transactionId === null ? null : { traceId: null, transactionId };
   return {
-    traceId: traceId!,
-    transactionId: transactionId ?? traceId!,
-    parentSpanId: spanId!,
-    traceFlags: parseInt(flags!, 16),
+    traceId: trace.traceId,
+    transactionId: transactionId ?? trace.traceId,
+    parentSpanId: trace.parentSpanId,
+    traceFlags: trace.traceFlags,
   };
 }
 
@@ -138,12 +205,11 @@ export function parseHttpHead(data: string): TraceContext | null {
  * (the first head's) cannot name the one each later call is for. The body is framed by
  * content-length; a chunked body is not followed to its end (unknown, taken as a body).
  */
-export function followedByAnotherRequest(data: string): boolean {
-  const end = data.indexOf('\r\n\r\n');
+export function followedByAnotherRequest(b: Buffer, end = headEnd(b)): boolean {
   // nothing after the head: no body, nor another request (whatever its content-length says)
-  if (end === -1 || data.length <= end + 4) return false;
-  const head = data.slice(0, end).toLowerCase();
+  if (end === -1 || b.length <= end + 4) return false;
+  const head = b.toString('latin1', 0, end).toLowerCase();
   if (/\r\ntransfer-encoding:/.test(head)) return false;
   const length = /\r\ncontent-length:[ \t]*(\d+)/.exec(head);
-  return data.length > end + 4 + (length ? Number(length[1]) : 0);
+  return b.length > end + 4 + (length ? Number(length[1]) : 0);
 }

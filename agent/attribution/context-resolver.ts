@@ -18,18 +18,49 @@
  *                        head read (it has no parent)
  */
 import type { Logger } from '../../core/log/logger';
-import { followedByAnotherRequest, parseHttpHead, parseMarker, type TraceContext } from './context-parser';
-import { ContextKind } from '../../core/model';
+import {
+  followedByAnotherRequest,
+  headEnd,
+  parseHttpHead,
+  parseMarker,
+  type TraceContext,
+} from './context-parser';
+import { ContextKind } from '../../core/model/record-layout';
 
 export interface ResolvedContext extends TraceContext {
   explicit: boolean;
+  /**
+   * Left to the decoder: the store id it gave this resolution, valid while `storeOwner` is its
+   * current token. A thread's later context records often resolve to the same one (a response head
+   * keeps the request's): its id is then had without the dictionary's key and lookup (issue 46).
+   */
+  storeId: number;
+  storeOwner: object | null;
 }
 
 export const NO_CONTEXT: ResolvedContext = Object.freeze({
   transactionId: null,
   traceId: null,
   explicit: false,
+  storeId: 0,
+  storeOwner: null,
 });
+
+/*
+ * One shape for every resolution: a spread (`{ ...context, explicit }`) gave each its own hidden
+ * class, a Map and descriptors of ~250 bytes held as long as the context (issue 46).
+ */
+function resolvedContext(context: TraceContext, explicit: boolean): ResolvedContext {
+  return {
+    transactionId: context.transactionId,
+    traceId: context.traceId,
+    parentSpanId: context.parentSpanId,
+    traceFlags: context.traceFlags,
+    explicit,
+    storeId: 0,
+    storeOwner: null,
+  };
+}
 
 /*
  * Contexts remembered: enough for any realistic number of live ones, the oldest going first. The
@@ -54,13 +85,13 @@ export class ContextResolver {
 
   constructor(private readonly log: Logger) {}
 
-  /** A kernel context record. */
-  define(id: number, parentId: number, kind: number, data: string): ResolvedContext {
+  /** A kernel context record: its bytes (a view of the record's, not kept). */
+  define(id: number, parentId: number, kind: number, data: Buffer): ResolvedContext {
     const parent = this.lookup(parentId);
     let resolved: ResolvedContext;
     if (kind === ContextKind.Marker) {
-      const parsed = parseMarker(data);
-      if (parsed.kind === 'set') resolved = { ...parsed.context, explicit: true };
+      const parsed = parseMarker(data.toString('latin1'));
+      if (parsed.kind === 'set') resolved = resolvedContext(parsed.context, true);
       else if (parsed.kind === 'clear') resolved = NO_CONTEXT;
       else {
         this.malformedMarkers++;
@@ -76,7 +107,7 @@ export class ContextResolver {
       resolved = parent.explicit ? parent : this.requestContext(data);
     } else {
       const http = parent.explicit ? null : parseHttpHead(data);
-      resolved = http ? { ...http, explicit: false } : parent;
+      resolved = http ? resolvedContext(http, false) : parent;
     }
     const slot = id % CONTEXT_SLOTS;
     const page = (this.pages[slot >>> PAGE_BITS] ??= new Array<ResolvedContext>(PAGE_MASK + 1).fill(
@@ -87,21 +118,22 @@ export class ContextResolver {
     return resolved;
   }
 
-  private requestContext(data: string): ResolvedContext {
-    if (!data.includes('\r\n\r\n')) {
+  private requestContext(data: Buffer): ResolvedContext {
+    const end = headEnd(data);
+    if (end === -1) {
       this.incompleteRequestHeads++;
       return NO_CONTEXT;
     }
-    if (followedByAnotherRequest(data)) {
+    if (followedByAnotherRequest(data, end)) {
       this.pipelinedRequestHeads++;
       return NO_CONTEXT;
     }
-    const http = parseHttpHead(data);
+    const http = parseHttpHead(data, end);
     if (!http) {
       this.untracedRequestHeads++;
       return NO_CONTEXT;
     }
-    return { ...http, explicit: false };
+    return resolvedContext(http, false);
   }
 
   lookup(id: number): ResolvedContext {

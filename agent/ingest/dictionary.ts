@@ -89,7 +89,13 @@ export class ContextDictionary {
   ) {
     this.nextId = firstFreeId;
     for (const [id, txn, trace, span, flags] of entries) {
-      this.remember(ContextDictionary.key(txn, trace, span, flags), id);
+      // several rows of one pair: the last one read is the one used
+      const key = ContextDictionary.key(txn, trace, span, flags);
+      if (this.ids.has(key)) this.ids.set(key, id);
+      else {
+        this.old.delete(key);
+        this.remember(key, id);
+      }
       this.nextId = Math.max(this.nextId, id + 1);
     }
   }
@@ -106,9 +112,9 @@ export class ContextDictionary {
       : `${txn ?? ''} ${trace ?? ''} ${span} ${flags ?? ''}`;
   }
 
+  /* A key the young generation does not hold goes into it (past half the capacity, into a new one). */
   private remember(key: string, id: number): void {
-    this.old.delete(key);
-    if (!this.ids.has(key) && this.ids.size >= this.capacity / 2) {
+    if (this.ids.size >= this.capacity / 2) {
       this.old = this.ids;
       this.ids = new Map();
     }
@@ -123,11 +129,14 @@ export class ContextDictionary {
   ): number {
     if (transactionId === null && traceId === null) return 0;
     const key = ContextDictionary.key(transactionId, traceId, parentSpanId, traceFlags);
-    let id = this.ids.get(key) ?? this.old.get(key);
+    // per event batch's context: one hash lookup when young, the fewest otherwise (issue 46)
+    let id = this.ids.get(key);
+    if (id !== undefined) return id;
+    id = this.old.get(key);
     if (id === undefined) {
       id = this.nextId++;
       this.pending.push([id, transactionId, traceId, parentSpanId, traceFlags]);
-    }
+    } else this.old.delete(key);
     this.remember(key, id);
     return id;
   }

@@ -4,12 +4,11 @@
  * few integers and does cached map lookups, and allocates nothing.
  */
 import { KreplayError } from '../../core/errors';
+// the modules themselves, not core/model's index: its re-exports are getters, run per field read (issue 46)
 import {
   BlockIoLayout,
-  blockStatusErrno,
   COMM_LEN,
   ContextLayout,
-  encodeDevice,
   EVENT_CONTEXT_ONLY,
   EVENT_SAMPLE_IN_USER,
   EventLayout,
@@ -28,10 +27,9 @@ import {
   SYSCALL_FLAGS,
   type RecordProblemCode,
   TARGET_ID_WINDOW,
-  readTargetRecord,
-  targetKindCode,
-  targetText,
-} from '../../core/model';
+} from '../../core/model/record-layout';
+import { blockStatusErrno, encodeDevice } from '../../core/model/event-types';
+import { readTargetRecord, targetKindCode, targetText } from '../../core/model/target';
 import { hostPathOf } from '../attribution/host-path';
 import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
@@ -107,6 +105,8 @@ export class RecordDecoder {
   private readonly threads = new Map<number, ThreadIds>();
   private readonly cachedKernelContexts = new Float64Array(CACHED_CONTEXTS);
   private readonly cachedStoreContexts = new Float64Array(CACHED_CONTEXTS);
+  /* marks the store ids resolutions hold as this decoder's, until the store removes contexts */
+  private storeToken = {};
   /** kernel target id -> store target id, from the target records (always ahead of their events) */
   private readonly storeTargetIds = new Map<number, number | PendingTarget>();
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
@@ -182,7 +182,7 @@ export class RecordDecoder {
 
   private defineContext(buf: Buffer, off: number): void {
     const len = Math.min(buf.readUInt32LE(off + ContextLayout.len), ContextLayout.bytes - ContextLayout.data);
-    const data = buf.toString('latin1', off + ContextLayout.data, off + ContextLayout.data + len);
+    const data = buf.subarray(off + ContextLayout.data, off + ContextLayout.data + len);
     this.contexts.define(
       readU53(buf, off + ContextLayout.contextId),
       readU53(buf, off + ContextLayout.parentId),
@@ -343,12 +343,20 @@ export class RecordDecoder {
     const slot = kernelId % CACHED_CONTEXTS;
     if (this.cachedKernelContexts[slot] === kernelId) return this.cachedStoreContexts[slot]!;
     const context = this.contexts.lookup(kernelId);
-    const id = this.dictionaries.contexts.id(
-      context.transactionId,
-      context.traceId,
-      context.parentSpanId ?? null,
-      context.traceFlags ?? null,
-    );
+    let id = context.storeOwner === this.storeToken ? context.storeId : 0;
+    if (id === 0) {
+      id = this.dictionaries.contexts.id(
+        context.transactionId,
+        context.traceId,
+        context.parentSpanId ?? null,
+        context.traceFlags ?? null,
+      );
+      // 0 (no context, NO_CONTEXT among them: frozen) needs no dictionary anyway
+      if (id !== 0) {
+        context.storeId = id;
+        context.storeOwner = this.storeToken;
+      }
+    }
     this.cachedKernelContexts[slot] = kernelId;
     this.cachedStoreContexts[slot] = id;
     return id;
@@ -357,5 +365,6 @@ export class RecordDecoder {
   /** The store removed contexts: ids cached for kernel contexts may be among them. */
   forgetContextIds(): void {
     this.cachedKernelContexts.fill(0);
+    this.storeToken = {};
   }
 }

@@ -15,6 +15,7 @@ import {
   type RawEventRow,
 } from '../../core/store/event-columns';
 import {
+  CONTEXT_GENERATIONS_SCHEMA_VERSION,
   RETENTION_SCHEMA_VERSION,
   SAMPLING_SCHEMA_VERSION,
   SLOW_EVENT_NS,
@@ -186,7 +187,11 @@ export class NodeStore {
   }
 
   private contextIds(filter: EventFilter): bigint[] {
-    const sql = contextIdsSql(filter.transactionId !== undefined, filter.traceId !== undefined);
+    const sql = contextIdsSql(
+      filter.transactionId !== undefined,
+      filter.traceId !== undefined,
+      this.schemaVersion >= CONTEXT_GENERATIONS_SCHEMA_VERSION,
+    );
     const params: SqlParams = {};
     if (filter.transactionId !== undefined) params.transactionId = filter.transactionId;
     if (filter.traceId !== undefined) params.traceId = filter.traceId;

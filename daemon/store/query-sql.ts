@@ -6,7 +6,7 @@
  * and never sorts (test/unit/store-query-plan.test.ts checks the plans).
  */
 import { EVENT_COLUMNS } from '../../core/store/event-columns';
-import { SLOW_EVENT_NS } from '../../core/store/schema';
+import { CONTEXT_GENERATION_BITS, SLOW_EVENT_NS } from '../../core/store/schema';
 import { CONTAINER_ID_PREFIX } from '../../core/model/container';
 import type { EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
@@ -96,8 +96,21 @@ export function eventByKeySql(columns = EVENT_COLUMNS): string {
   return `SELECT ${columns} FROM events WHERE ts = ? AND seq = ?`;
 }
 
-/** Context ids per filter; a trace may span several (transaction, trace) rows. */
-export function contextIdsSql(transaction: boolean, trace: boolean): string {
+/**
+ * Context ids per filter; a trace may span several (transaction, trace) rows. A store whose
+ * lookup indexes lead with the generation (`generations`, schema.ts CONTEXT_GENERATION_BITS) is
+ * searched once per generation from its first context's to its last's.
+ */
+export function contextIdsSql(transaction: boolean, trace: boolean, generations: boolean): string {
   const terms = [transaction && 'transaction_id = @transactionId', trace && 'trace_id = @traceId'];
-  return `SELECT id FROM contexts WHERE ${terms.filter(Boolean).join(' AND ')} ORDER BY id`;
+  const where = terms.filter(Boolean).join(' AND ');
+  if (!generations) return `SELECT id FROM contexts WHERE ${where} ORDER BY id`;
+  const bits = CONTEXT_GENERATION_BITS;
+  return (
+    `WITH RECURSIVE generations(g) AS (SELECT min(id) >> ${bits} FROM contexts UNION ALL ` +
+    `SELECT g + 1 FROM generations WHERE g < (SELECT max(id) >> ${bits} FROM contexts)) ` +
+    // CROSS JOIN keeps generations outside: the planner, without statistics, would scan contexts
+    `SELECT id FROM generations CROSS JOIN contexts INDEXED BY ${transaction ? 'contexts_by_transaction' : 'contexts_by_trace'} ` +
+    `ON id >> ${bits} = g AND ${where} ORDER BY id`
+  );
 }

@@ -1,4 +1,11 @@
-import { followedByAnotherRequest, parseHttpHead, parseMarker } from '../../agent/attribution/context-parser';
+import {
+  followedByAnotherRequest,
+  headEnd,
+  parseHttpHead,
+  parseMarker,
+} from '../../agent/attribution/context-parser';
+
+const latin1 = (text: string): Buffer => Buffer.from(text, 'latin1');
 
 describe('parseMarker', () => {
   it.each([
@@ -48,7 +55,7 @@ describe('parseHttpHead', () => {
 
   it('takes trace_id from traceparent and transaction_id from x-request-id, names case-insensitive', () => {
     const head = `POST /pay HTTP/1.1\r\nHost: x\r\nTraceParent: ${tp}\r\nX-Request-ID: req-9\r\n\r\nbody`;
-    expect(parseHttpHead(head)).toEqual({
+    expect(parseHttpHead(latin1(head))).toEqual({
       traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
       transactionId: 'req-9',
       parentSpanId: '00f067aa0ba902b7',
@@ -57,7 +64,7 @@ describe('parseHttpHead', () => {
   });
 
   it('uses the trace id as transaction id without x-request-id, also for responses', () => {
-    expect(parseHttpHead(`HTTP/1.1 200 OK\r\ntraceparent: ${tp}\r\n\r\n`)).toEqual({
+    expect(parseHttpHead(latin1(`HTTP/1.1 200 OK\r\ntraceparent: ${tp}\r\n\r\n`))).toEqual({
       traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
       transactionId: '4bf92f3577b34da6a3ce929d0e0e4736',
       parentSpanId: '00f067aa0ba902b7',
@@ -67,7 +74,7 @@ describe('parseHttpHead', () => {
 
   it('keeps the flags of an unsampled traceparent', () => {
     const head = `GET / HTTP/1.1\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00\r\n\r\n`;
-    expect(parseHttpHead(head)).toMatchObject({ parentSpanId: '00f067aa0ba902b7', traceFlags: 0 });
+    expect(parseHttpHead(latin1(head))).toMatchObject({ parentSpanId: '00f067aa0ba902b7', traceFlags: 0 });
   });
 
   it.each([
@@ -79,26 +86,28 @@ describe('parseHttpHead', () => {
     '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7',
     'garbage',
   ])('ignores the malformed traceparent %j', (value) => {
-    expect(parseHttpHead(`GET / HTTP/1.1\r\ntraceparent: ${value}\r\n\r\n`)).toBeNull();
+    expect(parseHttpHead(latin1(`GET / HTTP/1.1\r\ntraceparent: ${value}\r\n\r\n`))).toBeNull();
   });
 
   it('takes an x-request-id without a (valid) traceparent as the transaction, without a trace', () => {
-    expect(parseHttpHead('GET / HTTP/1.1\r\nX-Request-Id: lb-77\r\n\r\n')).toEqual({
+    expect(parseHttpHead(latin1('GET / HTTP/1.1\r\nX-Request-Id: lb-77\r\n\r\n'))).toEqual({
       traceId: null,
       transactionId: 'lb-77',
     });
-    expect(parseHttpHead('GET / HTTP/1.1\r\ntraceparent: garbage\r\nx-request-id: lb-78\r\n\r\n')).toEqual({
+    expect(
+      parseHttpHead(latin1('GET / HTTP/1.1\r\ntraceparent: garbage\r\nx-request-id: lb-78\r\n\r\n')),
+    ).toEqual({
       traceId: null,
       transactionId: 'lb-78',
     });
     // neither: no context; an x-request-id that is no valid value neither
-    expect(parseHttpHead('GET / HTTP/1.1\r\nHost: a\r\n\r\n')).toBeNull();
-    expect(parseHttpHead('GET / HTTP/1.1\r\nx-request-id: a b\r\n\r\n')).toBeNull();
+    expect(parseHttpHead(latin1('GET / HTTP/1.1\r\nHost: a\r\n\r\n'))).toBeNull();
+    expect(parseHttpHead(latin1('GET / HTTP/1.1\r\nx-request-id: a b\r\n\r\n'))).toBeNull();
   });
 
   it('ignores a traceparent after the head and a head that is not HTTP/1.x', () => {
-    expect(parseHttpHead(`GET / HTTP/1.1\r\nHost: a\r\n\r\ntraceparent: ${tp}\r\n`)).toBeNull();
-    expect(parseHttpHead(`GET / HTTP/2\r\ntraceparent: ${tp}\r\n\r\n`)).toBeNull();
+    expect(parseHttpHead(latin1(`GET / HTTP/1.1\r\nHost: a\r\n\r\ntraceparent: ${tp}\r\n`))).toBeNull();
+    expect(parseHttpHead(latin1(`GET / HTTP/2\r\ntraceparent: ${tp}\r\n\r\n`))).toBeNull();
   });
 });
 
@@ -148,6 +157,14 @@ describe('parseHttpHead, read in place', () => {
       ' ',
       '\t',
       '\u00a0',
+      '\u0085',
+      '\u00ff',
+      'TRACEPARENT: \u00a000-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\u0085',
+      '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
+      '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01',
       '\u2028',
       '\ufeff',
       '\u0130',
@@ -175,7 +192,10 @@ describe('parseHttpHead, read in place', () => {
     for (let i = 0; i < 20000; i++) {
       let head = next(3) === 0 ? '' : pieces[next(2)]!;
       for (let k = next(14); k > 0; k--) head += pieces[next(pieces.length)];
-      expect([head, parseHttpHead(head)]).toEqual([head, byLines(head)]);
+      // the kernel's bytes, as the agent once decoded them (latin1) before reading the head
+      const bytes = latin1(head);
+      expect([head, parseHttpHead(bytes)]).toEqual([head, byLines(bytes.toString('latin1'))]);
+      expect([head, headEnd(bytes)]).toEqual([head, bytes.toString('latin1').indexOf('\r\n\r\n')]);
     }
   });
 });
@@ -183,19 +203,19 @@ describe('parseHttpHead, read in place', () => {
 describe('followedByAnotherRequest', () => {
   it('tells a pipelined request after a head and its content-length body from the body alone', () => {
     const get = 'GET /a HTTP/1.1\r\nHost: h\r\n\r\n';
-    expect(followedByAnotherRequest(get)).toBe(false);
-    expect(followedByAnotherRequest(get + get)).toBe(true);
-    expect(followedByAnotherRequest(get + 'G')).toBe(true);
+    expect(followedByAnotherRequest(latin1(get))).toBe(false);
+    expect(followedByAnotherRequest(latin1(get + get))).toBe(true);
+    expect(followedByAnotherRequest(latin1(get + 'G'))).toBe(true);
     const post = 'POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello';
-    expect(followedByAnotherRequest(post)).toBe(false);
-    expect(followedByAnotherRequest(post + get)).toBe(true);
+    expect(followedByAnotherRequest(latin1(post))).toBe(false);
+    expect(followedByAnotherRequest(latin1(post + get))).toBe(true);
     // a chunked body is not followed to its end: taken as the body
     expect(
       followedByAnotherRequest(
-        'POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
+        latin1('POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n'),
       ),
     ).toBe(false);
     // a head not complete in the read says nothing
-    expect(followedByAnotherRequest('GET /a HTTP/1.1\r\nHost: h\r\n')).toBe(false);
+    expect(followedByAnotherRequest(latin1('GET /a HTTP/1.1\r\nHost: h\r\n'))).toBe(false);
   });
 });

@@ -154,6 +154,41 @@ describe('RecordDecoder', () => {
     writer.close();
   });
 
+  it('gives the context records that resolve alike one id, and a fresh one once the store removed it', () => {
+    const { writer, decoder, batch, sink } = setup();
+    const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const head = (contextId: number, parentId: number, kind: number, data: string) =>
+      contextRecord({ contextId, parentId, kind, data });
+    decoder.decode(
+      Buffer.concat([
+        head(
+          7,
+          0,
+          ContextKind.HttpRequest,
+          `GET / HTTP/1.1\r\ntraceparent: ${tp}\r\nx-request-id: r1\r\n\r\n`,
+        ),
+        write({ contextId: 7 }),
+        // the response's head carries no traceparent: the request's context goes on
+        head(8, 7, ContextKind.Http, 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n'),
+        write({ contextId: 8 }),
+      ]),
+      sink,
+    );
+    const first = writer.contexts.takePending();
+    expect(first).toEqual([[batch.ctx[0], 'r1', '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7', 1]]);
+    expect(batch.ctx[1]).toBe(batch.ctx[0]);
+    // the store's retention removed the context: no event may name its id again
+    writer.contexts.forget(first);
+    decoder.forgetContextIds();
+    batch.clear();
+    decoder.decode(Buffer.concat([write({ contextId: 8 }), write({ contextId: 7 })]), sink);
+    const again = writer.contexts.takePending();
+    expect(again).toEqual([[batch.ctx[0], 'r1', '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7', 1]]);
+    expect(batch.ctx[0]).not.toBe(first[0]![0]);
+    expect(batch.ctx[1]).toBe(batch.ctx[0]);
+    writer.close();
+  });
+
   it('takes context records cut after their data, as the capture session passes them on, beside whole ones', () => {
     const { writer, decoder, batch, sink } = setup();
     const marker = (contextId: number, data: string) =>
