@@ -53,6 +53,7 @@ export const BENCHES = {
   'python-servers': { topic: 'runtime hooks', args: '[rounds=3] [seconds=5] [connections=32]' },
   'go-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'tls-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
+  'unfollowed-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'server-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]' },
   fleet: { topic: 'fleet', args: '' },
   otlp: { topic: 'fleet', args: '[rounds]' },

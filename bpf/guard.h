@@ -25,5 +25,7 @@ struct kr_guard_intrusion {
 };
 
 #define KR_GUARD_MAX_PORTS 64
+/* sockets listening on guarded ports at once: one an inspector, more only if others use them */
+#define KR_GUARD_MAX_LISTENERS 256
 
 #endif

@@ -8,9 +8,16 @@
  * address, from any process but the agent's, is refused (EPERM) and
  * recorded. A listener on 127.0.0.1 is reached through any 127/8 address,
  * 0.0.0.0, ::ffff:127.x and ::ffff:0.0.0.0; one on ::1 through ::1 and ::.
+ *
+ * sock:inet_sock_set_state keeps the TCP sockets that started listening on a
+ * guarded port, while they listen: the agent looks for an inspector in
+ * /proc/PID/net/tcp{,6} (the kernel walks its whole TCP table per read) only
+ * while one does. The state changes as listen(2) starts, so a socket is kept
+ * from before it can be reached, whatever its inode.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 #include "guard.h"
 
@@ -31,6 +38,21 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
 } intrusions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KR_GUARD_MAX_LISTENERS);
+	__type(key, __u64); /* the sock */
+	__type(value, struct kr_guard_key);
+} listeners SEC(".maps");
+
+/* listeners the full table could not keep: the agent then reads /proc for every port */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} listeners_lost SEC(".maps");
 
 /* 1: pass; 0: refused (EPERM) */
 static __always_inline int check(struct bpf_sock_addr *ctx, int local, __u32 family)
@@ -91,4 +113,31 @@ int guard_connect6(struct bpf_sock_addr *ctx)
 			local = local4(a3);
 	}
 	return check(ctx, local, 6);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(guard_listen, const struct sock *sk, const int oldstate, const int newstate)
+{
+	struct kr_guard_key key = {};
+	__u64 id = (__u64)sk;
+	__u32 zero = 0;
+	__u64 *lost;
+
+	if (oldstate == TCP_LISTEN) {
+		bpf_map_delete_elem(&listeners, &id);
+		return 0;
+	}
+	if (newstate != TCP_LISTEN || sk->sk_protocol != IPPROTO_TCP)
+		return 0;
+	key.netns_cookie = sk->__sk_common.skc_net.net->net_cookie;
+	/* bound before listen(2) (an inspector always is); a port autobound later is the kernel's pick */
+	key.port = sk->__sk_common.skc_num;
+	if (!bpf_map_lookup_elem(&guarded, &key))
+		return 0;
+	if (bpf_map_update_elem(&listeners, &id, &key, BPF_ANY)) {
+		lost = bpf_map_lookup_elem(&listeners_lost, &zero);
+		if (lost)
+			__sync_fetch_and_add(lost, 1);
+	}
+	return 0;
 }

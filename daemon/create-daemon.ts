@@ -117,6 +117,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     options.store === undefined
       ? null
       : new ClickHouseEvents(new ClickHouseHttp(parseClickHouseUrl(options.store)));
+  const metrics = new DaemonMetrics();
   const pool = new QueryPool({
     dataDir: options.dataDir,
     log: log.child('queries'),
@@ -125,11 +126,11 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
     maxQueued: options.maxQueuedQueries,
     timeoutMs: options.queryTimeoutMs,
     onDamaged: (damage) => stores.markDamaged(damage),
+    onAnswered: (timing) => metrics.query(timing),
   });
   const events = fleet ? fleetFirstReader(fleet, pool.reader) : pool.reader;
   const clock = new HighResClock(log.child('replay'));
   const memory = new MemoryTrim();
-  const metrics = new DaemonMetrics();
   const replay = new ReplaySessions({
     dataDir: options.dataDir,
     // replay reads the node files on the query workers, the fleet store over HTTP: never on this thread

@@ -184,6 +184,11 @@ export interface NativeInspectorGuard {
   unguard(port: number, netns?: bigint): number;
   /** how many connects the entry of a guarded port refused so far */
   refused(port: number, netns?: bigint): number;
+  /**
+   * a socket that started listening on the guarded port since it was guarded listens still (or
+   * the kernel cannot tell): the only time /proc is worth reading for it
+   */
+  listening(port: number, netns?: bigint): boolean;
   /** the cookie of process `pid`'s network namespace (entered by a thread of the agent's); throws E_NODE_GUARD */
   netnsOf(pid: number): bigint;
   /** a descriptor connected to 127.0.0.1:`port` in process `pid`'s network namespace; throws E_NODE_GUARD */

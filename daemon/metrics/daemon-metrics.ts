@@ -4,7 +4,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { TimingObserver } from '../replay/sessions/replay-session';
-import type { PoolStats } from '../queries/query-pool';
+import type { PoolStats, QueryTiming } from '../queries/query-pool';
 import type { ReplaySessions } from '../replay/sessions/session-service';
 import { CountedHistogram } from './counted-histogram';
 import { SESSION_STATES } from '../replay/sessions/session-state';
@@ -28,6 +28,8 @@ export class DaemonMetrics {
   /** added to in aggregate, from the counts the replay clock keeps: CountedHistogram's, not prom-client's */
   private readonly release: CountedHistogram;
   private readonly delivery: CountedHistogram;
+  private readonly queryWait: Histogram<'op'>;
+  private readonly queryRun: Histogram<'op'>;
 
   constructor() {
     const registers = [this.registry];
@@ -56,6 +58,26 @@ export class DaemonMetrics {
       SECONDS_BUCKETS,
       this.registry,
     );
+    this.queryWait = new Histogram({
+      name: 'kreplay_query_wait_seconds',
+      help: "time a query (an events page, a replay's read) waited for a free query worker, by operation",
+      labelNames: ['op'],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.queryRun = new Histogram({
+      name: 'kreplay_query_run_seconds',
+      help: 'time from a query worker taking a query to its answer on the main thread, by operation',
+      labelNames: ['op'],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+  }
+
+  /** A query the workers answered: its wait for one, then its run. */
+  query(timing: QueryTiming): void {
+    this.queryWait.observe({ op: timing.op }, timing.waitSeconds);
+    this.queryRun.observe({ op: timing.op }, timing.runSeconds);
   }
 
   request(done: RequestDone): void {

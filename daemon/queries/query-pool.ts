@@ -44,8 +44,17 @@ export interface QueryPoolOptions {
   timeoutMs?: number;
   /** told when a worker finds a store damaged (the other workers are told here) */
   onDamaged?: (damage: StoreError) => void;
+  /** told of each query answered (or failed) by a worker: how long it waited for one, how long it took there */
+  onAnswered?: (timing: QueryTiming) => void;
   /** the workers' thread module (a directory and name, as startThread takes them); the query worker by default */
   workerModule?: { dir: string; name: string };
+}
+
+/** A query's time in the pool, in seconds: queued before a worker took it, then from there to its answer. */
+export interface QueryTiming {
+  op: QueryOp;
+  waitSeconds: number;
+  runSeconds: number;
 }
 
 /** What operation K resolves to on the main thread. */
@@ -57,6 +66,9 @@ interface Job {
   reject(err: Error): void;
   timer?: NodeJS.Timeout;
   slot?: Slot;
+  /** performance.now() when it was queued, and when a worker took it */
+  queuedAt: number;
+  takenAt: number;
 }
 
 interface Slot {
@@ -122,14 +134,16 @@ export class QueryPool {
 
   /**
    * Replay's reads of the node files: a session's summary, a seek's index,
-   * pages of events (their JSON built in the workers). They go before the
-   * queued queries: a replay's schedule or a control waits for them, a
-   * client's query can wait a few milliseconds more.
+   * the frames read ahead, pages of events. Those a replay's schedule or a
+   * control waits for go before the queued queries: a client's query can
+   * wait a few milliseconds more. The pages are a resuming stream's history,
+   * sent at its client's pace, on no schedule: they queue with the queries,
+   * so that a client catching up does not hold a worker ahead of them.
    */
   readonly transactions: TransactionReader = {
     summarize: (...args) => this.enqueue(true, 'transactionSummary', ...args),
     indexAt: (...args) => this.enqueue(true, 'transactionIndexAt', ...args),
-    page: (...args) => this.enqueue(true, 'transactionPage', ...args),
+    page: (...args) => this.enqueue(false, 'transactionPage', ...args),
     frames: (...args) => this.enqueue(true, 'transactionFrames', ...args),
   };
 
@@ -224,6 +238,8 @@ export class QueryPool {
         request: { id: ++this.nextId, op, args } as QueryRequest,
         resolve: resolve as (result: unknown) => void,
         reject,
+        queuedAt: performance.now(),
+        takenAt: 0,
       };
       if (first) this.queue.unshift(job);
       else this.queue.push(job);
@@ -238,6 +254,7 @@ export class QueryPool {
       const job = this.queue.shift()!;
       slot.job = job;
       slot.since = Date.now();
+      job.takenAt = performance.now();
       job.slot = slot;
       job.timer = setTimeout(() => this.expire(job), this.timeoutMs);
       slot.worker.postMessage(job.request);
@@ -280,6 +297,11 @@ export class QueryPool {
       if (!job || job.request.id !== answer.id) return;
       this.release(slot);
       clearTimeout(job.timer);
+      this.options.onAnswered?.({
+        op: job.request.op,
+        waitSeconds: (job.takenAt - job.queuedAt) / 1000,
+        runSeconds: (performance.now() - job.takenAt) / 1000,
+      });
       if (answer.ok) job.resolve(answer.result);
       else {
         const error = fromWire(answer.error);

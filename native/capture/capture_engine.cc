@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <unordered_set>
 
 #include "bpf_links.h"
@@ -18,6 +19,7 @@
 #include "go_probes.h"
 #include "kernel_features.h"
 #include "native_log.h"
+#include "probe_scope.h"
 #include "tls_probes.h"
 #include "uv_probes.h"
 
@@ -54,6 +56,17 @@ void CheckConfig(const CaptureConfig& config) {
       }
     }
   }
+}
+
+// Only the included processes' events can be stored when a transaction's are not kept elsewhere and pids alone are
+// included (a comm or cgroup matches processes started later, and a cgroup filter changes while capturing).
+ProbeScope ScopeOf(const CaptureConfig& config) {
+  if (!config.filter_transactions || !config.includes || config.cgroup_filter || !config.include.comms.empty() ||
+      !config.include.cgroup_ids.empty())
+    return std::nullopt;
+  std::set<pid_t> pids(config.include.pids.begin(), config.include.pids.end());
+  for (uint32_t pid : config.exclude.pids) pids.erase(static_cast<pid_t>(pid));
+  return pids;
 }
 
 void Put(bpf_map* map, const void* key, size_t key_size, __u8 verdict) {
@@ -95,8 +108,10 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   Attach();
   if (config.attribution) {
     auto& p = skel_->progs;
+    const ProbeScope scope = ScopeOf(config);
     tls_ = std::make_unique<TlsProbes>(TlsPrograms{p.ssl_read_enter, p.ssl_read_exit, p.ssl_read_ex_enter,
-                                                   p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter});
+                                                   p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter},
+                                       scope);
     tls_->Scan();
 #if defined(__x86_64__)
     auto& m = skel_->maps;
@@ -105,7 +120,8 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
                    p.go_read_loop, p.go_h2_headers, p.go_tls_read, p.go_tls_read_ret, p.go_chansend, p.go_chanrecv,
                    p.go_chanrecv_ret, p.go_chanrecv1_ret, p.go_chanrecv2_ret},
         GoMaps{m.go_binaries, m.go_processes, m.exec_contexts, m.units, m.go_conns, m.go_streams, m.go_tls_reads,
-               skel_->bss->go_tgids, sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])});
+               skel_->bss->go_tgids, sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])},
+        scope);
     go_->Scan();
 #endif
     uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start});

@@ -23,6 +23,8 @@
 #include "guard.h"
 #include "inspector_guard.skel.h"
 #include "js_error.h"
+#include "kernel_features.h"
+#include "native_log.h"
 
 #ifndef SO_NETNS_COOKIE
 #define SO_NETNS_COOKIE 71
@@ -104,6 +106,14 @@ uint64_t CookieClosing(int fd) {
   }
 }
 
+bool HasListenTracepoint() {
+  try {
+    return KernelFeatures().HasAttachPoint("tp_btf/inet_sock_set_state");
+  } catch (const NativeFailure&) {
+    return false;
+  }
+}
+
 uint64_t OwnNetnsCookie() { return CookieClosing(SocketIn(getpid())); }
 
 pid_t PidArgument(const Napi::CallbackInfo& info) {
@@ -132,6 +142,30 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
     return Napi::Number::New(info.Env(), static_cast<double>(refused));
   }
   Napi::Value Unguard(const Napi::CallbackInfo& info) { return Change(info, false); }
+
+  // listening(port, netns): a socket that started listening on the guarded port since it was
+  // guarded listens still, or the kernel could not tell (its table full, its program not attached).
+  Napi::Value Listening(const Napi::CallbackInfo& info) {
+    const kr_guard_key key = Key(info);
+    if (!listen_attached_) return Napi::Boolean::New(info.Env(), true);
+    const uint32_t zero = 0;
+    uint64_t lost = 0;
+    bpf_map_lookup_elem(bpf_map__fd(skel_->maps.listeners_lost), &zero, &lost);
+    if (lost > 0) return Napi::Boolean::New(info.Env(), true);
+    const int fd = bpf_map__fd(skel_->maps.listeners);
+    uint64_t sock = 0;
+    bool first = true;
+    for (;;) {
+      uint64_t next = 0;
+      if (bpf_map_get_next_key(fd, first ? nullptr : &sock, &next) != 0) break;
+      first = false;
+      sock = next;
+      kr_guard_key held = {};
+      if (bpf_map_lookup_elem(fd, &sock, &held) == 0 && held.netns_cookie == key.netns_cookie && held.port == key.port)
+        return Napi::Boolean::New(info.Env(), true);
+    }
+    return Napi::Boolean::New(info.Env(), false);
+  }
 
   Napi::Value Drain(const Napi::CallbackInfo& info) {
     seen_.clear();
@@ -198,6 +232,7 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
     skel_ = inspector_guard__open();
     if (!skel_) throw LibbpfFailure(errno, kCode, "cannot open the inspector guard's BPF object", "");
     skel_->rodata->agent_tgid = static_cast<__u32>(getpid());
+    if (!HasListenTracepoint()) bpf_program__set_autoload(skel_->progs.guard_listen, false);
     int err = inspector_guard__load(skel_);
     if (err) throw LibbpfFailure(err, kCode, "the kernel refused the inspector guard", "");
     cgroup_fd_ = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -207,6 +242,15 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
       bpf_link* link = bpf_program__attach_cgroup(prog, cgroup_fd_);
       if (!link) throw LibbpfFailure(errno, kCode, "cannot attach the inspector guard to " + root, "");
       links_.push_back(link);
+    }
+    // without it the agent reads /proc at every look (listening() says yes): slower, as safe
+    bpf_link* listen =
+        bpf_program__autoload(skel_->progs.guard_listen) ? bpf_program__attach(skel_->progs.guard_listen) : nullptr;
+    if (listen) {
+      links_.push_back(listen);
+      listen_attached_ = true;
+    } else {
+      AppendLog("warn", "sock:inet_sock_set_state cannot be followed: the Node inspector's watch reads /proc instead");
     }
     ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.intrusions), &InspectorGuard::OnRecord, this, nullptr);
     if (!ring_) throw LibbpfFailure(errno, kCode, "cannot read the inspector guard's records", "");
@@ -222,8 +266,8 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   // else in this process's.
   kr_guard_key Key(const Napi::CallbackInfo& info) {
     if (info.Length() < 1 || info.Length() > 2 || !info[0].IsNumber() || (info.Length() == 2 && !info[1].IsBigInt()))
-      throw Napi::TypeError::New(info.Env(),
-                                 "guard, unguard and refused take a port number and a network namespace's cookie");
+      throw Napi::TypeError::New(
+          info.Env(), "guard, unguard, refused and listening take a port number and a network namespace's cookie");
     const uint32_t port = info[0].As<Napi::Number>().Uint32Value();
     if (port == 0 || port > 65535) throw Napi::RangeError::New(info.Env(), "a port is 1 to 65535");
     if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
@@ -268,6 +312,7 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   std::vector<bpf_link*> links_;
   ring_buffer* ring_ = nullptr;
   int cgroup_fd_ = -1;
+  bool listen_attached_ = false;
   uint64_t netns_cookie_ = 0;
   std::vector<kr_guard_intrusion> seen_;
 };
@@ -280,6 +325,7 @@ Napi::Function DefineInspectorGuard(Napi::Env env) {
                                          InspectorGuard::InstanceMethod("guard", &InspectorGuard::Guard),
                                          InspectorGuard::InstanceMethod("unguard", &InspectorGuard::Unguard),
                                          InspectorGuard::InstanceMethod("refused", &InspectorGuard::Refused),
+                                         InspectorGuard::InstanceMethod("listening", &InspectorGuard::Listening),
                                          InspectorGuard::InstanceMethod("drain", &InspectorGuard::Drain),
                                          InspectorGuard::InstanceMethod("close", &InspectorGuard::Close),
                                          InspectorGuard::InstanceMethod("netnsOf", &InspectorGuard::Netns),

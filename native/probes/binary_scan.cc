@@ -6,19 +6,22 @@
 
 namespace kreplay {
 
-void BinaryScan::Offer(const std::string& path, const Visit& visit) {
+void BinaryScan::Offer(const std::string& path, pid_t pid, const Visit& visit) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  if (files_.insert({st.st_dev, st.st_ino}).second) visit(path);
+  if (files_.insert({st.st_dev, st.st_ino, pid}).second) visit(path, pid);
 }
 
 void BinaryScan::Scan(const Visit& visit) {
   last_scan_ = std::chrono::steady_clock::now();
-  for (const pid_t pid : processes_.Walk().started) ScanProcess(pid, visit);
+  for (const pid_t pid : processes_.Walk().started) {
+    if (InScope(scope_, pid)) ScanProcess(pid, visit);
+  }
 }
 
 void BinaryScan::ScanProcess(pid_t pid, const Visit& visit) {
-  Offer(ProcPath(pid, "exe"), visit);
+  const pid_t in = scope_ ? pid : -1;
+  Offer(ProcPath(pid, "exe"), in, visit);
   if (libraries_.empty()) return;
   std::ifstream maps(ProcPath(pid, "maps"));
   std::string line;
@@ -27,7 +30,7 @@ void BinaryScan::ScanProcess(pid_t pid, const Visit& visit) {
     if (slash == std::string::npos) continue;
     for (const std::string& library : libraries_) {
       if (line.find(library, slash) == std::string::npos) continue;
-      Offer(ProcPath(pid, "root") + line.substr(slash), visit);
+      Offer(ProcPath(pid, "root") + line.substr(slash), in, visit);
       break;
     }
   }

@@ -1,7 +1,8 @@
 // Finds the files programs run: each process's executable and the shared
 // libraries it maps, each file handed out once. What the uprobe sets (TLS,
 // libuv) look through at start and again every second for programs
-// started since.
+// started since. Scoped (probe_scope.h), only the processes in scope are
+// looked through, and a file is handed out once for each of them.
 #pragma once
 
 #include <sys/types.h>
@@ -10,23 +11,27 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "probe_scope.h"
 #include "process_scan.h"
 
 namespace kreplay {
 
 class BinaryScan {
  public:
-  using Visit = std::function<void(const std::string& path)>;
+  // pid: the process to probe the file in; -1: every process that maps it
+  using Visit = std::function<void(const std::string& path, pid_t pid)>;
 
   // `libraries`: parts of the mapped files' names worth a look (e.g. "libssl.so").
-  explicit BinaryScan(std::vector<std::string> libraries) : libraries_(std::move(libraries)) {}
+  explicit BinaryScan(std::vector<std::string> libraries, ProbeScope scope = std::nullopt)
+      : libraries_(std::move(libraries)), scope_(std::move(scope)) {}
 
-  // `path` unless this file was handed out before.
-  void Offer(const std::string& path, const Visit& visit);
-  // Every process not seen before, or that exec'd since: ScanProcess.
+  // `path` unless this file was handed out before (for this process, scoped).
+  void Offer(const std::string& path, pid_t pid, const Visit& visit);
+  // Every process in scope not seen before, or that exec'd since: ScanProcess.
   void Scan(const Visit& visit);
   // One process's executable (/proc/PID/exe), then the mapped files `libraries` names, through the
   // process's root (a container's files).
@@ -36,8 +41,9 @@ class BinaryScan {
 
  private:
   std::vector<std::string> libraries_;
-  // files handed out, by (device, inode)
-  std::set<std::pair<dev_t, ino_t>> files_;
+  ProbeScope scope_;
+  // files handed out, by (device, inode, process or -1)
+  std::set<std::tuple<dev_t, ino_t, pid_t>> files_;
   // the processes walked, to tell those started or exec'd since
   ProcessScan processes_;
   std::chrono::steady_clock::time_point last_scan_{};

@@ -63,6 +63,17 @@ std::string Described(const std::string& path, const GoBinary& go) {
   return Named(path) + " (" + (go.version.empty() ? "Go" : go.version) + ")";
 }
 
+// The line saying what of a followed binary's goroutines is seen; `where`: "" on the whole host.
+std::string Following(const std::string& path, const GoBinary& go, const std::string& where) {
+  return "goroutines of " + Described(path, go) + " are followed" + where + " (g at " + std::to_string(go.tls_offset) +
+         " from the thread pointer" + (go.round_trip ? ", net/http's client pool too" : "") +
+         (go.h2_headers ? ", HTTP/2 server streams too" : "") + (go.tls_read ? ", TLS server reads too" : "") +
+         (go.chanrecv ? ", channel hand-offs too" : "") +
+         (go.newproc1_runnable ? ")"
+                               : "; newproc1's casgstatus(newg, _Gdead, _Grunnable) call is not found: its RETs are "
+                                 "probed, single-stepped by the kernel at each goroutine's start)");
+}
+
 }  // namespace
 
 void GoProbes::Scan() {
@@ -71,6 +82,7 @@ void GoProbes::Scan() {
   // the processes marked here that exited, or exec'd: the kernel marked the new program unfollowed
   // (the old one's goroutines are still kept), and it is followed below once they are dropped
   for (const pid_t pid : changes.gone) {
+    Unprobe(pid);
     if (!marked_.count(pid)) continue;
     if (!processes_.Alive(pid)) {
       Forget(pid);
@@ -79,11 +91,18 @@ void GoProbes::Scan() {
     marked_.erase(pid);
     forgotten_.insert(static_cast<__u32>(pid));
   }
-  std::vector<std::pair<pid_t, const GoBinary*>> found;
+  struct Found {
+    pid_t pid;
+    const GoBinary* go;
+    bool probed;
+  };
+  std::vector<Found> found;
   for (const pid_t pid : changes.started) {
+    // out of scope: its events are not stored, and a Go process the kernel finds is marked unfollowed (go_detect)
+    if (!InScope(scope_, pid)) continue;
     const Binary* binary = BinaryOf(pid);
     if (binary && binary->go.is_go) {
-      found.push_back({pid, &binary->go});
+      found.push_back({pid, &binary->go, scope_ ? AttachTo(pid, binary->go) : binary->go.unfollowed.empty()});
     } else {
       // not Go (or gone already): a mark the kernel made at a head read is undone
       Forget(pid);
@@ -95,13 +114,13 @@ void GoProbes::Scan() {
       maps_.processes, [&](__u32 tgid) { return !processes_.Alive(tgid); }, &dead);
   for (const __u32 tgid : dead) Forget(static_cast<pid_t>(tgid));
   // what the kernel keeps under a tgid is dropped before its process is followed (it may be a dead one's)
-  for (const auto& [pid, go] : found) {
-    if (go->unfollowed.empty() && !FollowedAtExec(pid)) forgotten_.insert(static_cast<__u32>(pid));
+  for (const Found& process : found) {
+    if (process.probed && !FollowedAtExec(process.pid)) forgotten_.insert(static_cast<__u32>(process.pid));
   }
   const bool purged = Purge(forgotten_);
   if (!purged) AppendLog("warn", "cannot read the kernel's goroutine tables: Go processes found now are not followed");
   forgotten_.clear();
-  for (const auto& [pid, go] : found) Mark(pid, *go, purged);
+  for (const Found& process : found) Mark(process.pid, *process.go, process.probed, purged);
 }
 
 void GoProbes::ScanIfDue() {
@@ -129,21 +148,16 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
   binary.mtime_ns = mtime_ns;
   binary.go = InspectGoBinary(path);
   if (!binary.go.is_go) return &binary;
-  if (binary.go.unfollowed.empty() && Attach(path, binary)) {
-    AppendLog("info", "goroutines of " + Described(path, binary.go) + " are followed (g at " +
-                          std::to_string(binary.go.tls_offset) + " from the thread pointer" +
-                          (binary.go.round_trip ? ", net/http's client pool too" : "") +
-                          (binary.go.h2_headers ? ", HTTP/2 server streams too" : "") +
-                          (binary.go.tls_read ? ", TLS server reads too" : "") +
-                          (binary.go.chanrecv ? ", channel hand-offs too" : "") +
-                          (binary.go.newproc1_runnable ? ")"
-                                                       : "; newproc1's casgstatus(newg, _Gdead, _Grunnable) call is "
-                                                         "not found: its RETs are probed, single-stepped by the "
-                                                         "kernel at each goroutine's start)"));
-  } else {
+  if (binary.go.unfollowed.empty() && !scope_) {
+    binary.links = Attach(path, binary.go, -1, &binary.go.unfollowed);
+    if (binary.go.unfollowed.empty()) AppendLog("info", Following(path, binary.go, ""));
+  }
+  if (!binary.go.unfollowed.empty()) {
     AppendLog("warn", "goroutines of " + Described(path, binary.go) + " are not followed: " + binary.go.unfollowed +
                           "; its events carry no transaction");
   }
+  // scoped, a process that execs it later is out of scope or probed by the next scan: the kernel leaves it unmarked
+  if (scope_) return &binary;
   // processes that exec it from now on are marked by the kernel at once
   const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED, 0,
                               binary.go.h2_handler_go, binary.go.tls_conn_itab};
@@ -151,8 +165,22 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
   return &binary;
 }
 
-bool GoProbes::Attach(const std::string& path, Binary& binary) {
-  const GoBinary& go = binary.go;
+bool GoProbes::AttachTo(pid_t pid, const GoBinary& go) {
+  if (!go.unfollowed.empty()) return false;
+  const std::string path = ProcPath(pid, "exe");
+  std::string why;
+  std::vector<bpf_link*> links = Attach(path, go, pid, &why);
+  if (!why.empty()) {
+    AppendLog("warn", "goroutines of " + Described(path, go) + " are not followed in process " + std::to_string(pid) +
+                          ": " + why + "; its events carry no transaction");
+    return false;
+  }
+  process_links_[pid] = std::move(links);
+  AppendLog("info", Following(path, go, " in process " + std::to_string(pid) + " alone"));
+  return true;
+}
+
+std::vector<bpf_link*> GoProbes::Attach(const std::string& path, const GoBinary& go, pid_t pid, std::string* why) {
   struct Probe {
     bpf_program* prog;
     uint64_t offset;
@@ -182,18 +210,18 @@ bool GoProbes::Attach(const std::string& path, Binary& binary) {
       for (uint64_t site : go.chanrecv_returns) probes.push_back({programs_.chanrecv_ret, site});
     }
   }
+  std::vector<bpf_link*> links;
   for (const Probe& probe : probes) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
-    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), probe.offset, &opts);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, pid, path.c_str(), probe.offset, &opts);
     if (!link) {
-      binary.go.unfollowed =
-          std::string("cannot probe it at ") + std::to_string(probe.offset) + ": " + std::strerror(errno);
-      Unprobe(binary);
-      return false;
+      *why = std::string("cannot probe it at ") + std::to_string(probe.offset) + ": " + std::strerror(errno);
+      DestroyLinks(links);
+      break;
     }
-    binary.links.push_back(link);
+    links.push_back(link);
   }
-  return true;
+  return links;
 }
 
 void GoProbes::Unprobe(Binary& binary) {
@@ -201,16 +229,23 @@ void GoProbes::Unprobe(Binary& binary) {
   binary.links.clear();
 }
 
+void GoProbes::Unprobe(pid_t pid) {
+  auto links = process_links_.find(pid);
+  if (links == process_links_.end()) return;
+  DestroyLinks(links->second);
+  process_links_.erase(links);
+}
+
 // A followed process was marked by the kernel at its exec, or purged just before; an unfollowed
 // one has every thread run a goroutine not known.
-void GoProbes::Mark(pid_t pid, const GoBinary& go, bool purged) {
+void GoProbes::Mark(pid_t pid, const GoBinary& go, bool probed, bool purged) {
   const __u32 tgid = static_cast<__u32>(pid);
   kr_go_process process = {};
   process.tls_offset = go.tls_offset;
   process.h2_handler_go = go.h2_handler_go;
   process.tls_conn_itab = go.tls_conn_itab;
   // an old goroutine's context may be left under this tgid unless the purge read the tables whole
-  process.state = go.unfollowed.empty() && (purged || FollowedAtExec(pid)) ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
+  process.state = probed && (purged || FollowedAtExec(pid)) ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
   __u64 inherited = 0;
   if (bpf_map__lookup_elem(maps_.exec_contexts, &tgid, sizeof(tgid), &inherited, sizeof(inherited), 0) == 0)
     process.inherited = inherited;
@@ -255,6 +290,8 @@ std::vector<bpf_link*> GoProbes::TakeLinks() {
     links.insert(links.end(), binary.links.begin(), binary.links.end());
     binary.links.clear();
   }
+  for (auto& [pid, own] : process_links_) links.insert(links.end(), own.begin(), own.end());
+  process_links_.clear();
   return links;
 }
 

@@ -5,6 +5,8 @@
 // too, so its events carry none rather than a thread's, and its binary is
 // named in one warning. Processes started later are found by the next scan;
 // a uprobe belongs to the file, so a restarted server is probed at once.
+// Scoped (probe_scope.h), the probes go to each process in scope alone, and
+// other Go processes are neither probed nor marked.
 #pragma once
 
 #include <linux/types.h>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "go_binary.h"
+#include "probe_scope.h"
 #include "process_scan.h"
 
 struct bpf_link;
@@ -60,7 +63,8 @@ struct GoMaps {
 
 class GoProbes {
  public:
-  GoProbes(GoPrograms programs, GoMaps maps) : programs_(programs), maps_(maps) {}
+  GoProbes(GoPrograms programs, GoMaps maps, ProbeScope scope)
+      : programs_(programs), maps_(maps), scope_(std::move(scope)) {}
   ~GoProbes() { Detach(); }
   GoProbes(const GoProbes&) = delete;
   GoProbes& operator=(const GoProbes&) = delete;
@@ -76,20 +80,27 @@ class GoProbes {
  private:
   struct Binary {
     GoBinary go;
+    // its probes in every process (whole host)
     std::vector<bpf_link*> links;
     // the file's when inspected: a file rewritten in place is inspected again
     int64_t mtime_ns = 0;
   };
 
-  // The binary a process runs, inspected (and probed) the first time it is seen; NULL when unreadable.
+  // The binary a process runs, inspected (and probed, whole host) the first time it is seen; NULL when unreadable.
   Binary* BinaryOf(pid_t pid);
-  // Probes the binary; false (nothing left attached, the reason in go.unfollowed) when one fails.
-  bool Attach(const std::string& path, Binary& binary);
+  // Probes the binary in process `pid` (-1: in every process); empty (nothing left attached) with the reason in
+  // *why when one fails.
+  std::vector<bpf_link*> Attach(const std::string& path, const GoBinary& go, pid_t pid, std::string* why);
+  // Scoped: the probes in the process alone; false (logged) when they could not be attached.
+  bool AttachTo(pid_t pid, const GoBinary& go);
   void Unprobe(Binary& binary);
+  // Scoped: the process's own probes.
+  void Unprobe(pid_t pid);
   // Whether the kernel marked the process followed when it exec'd a binary inspected before.
   bool FollowedAtExec(pid_t pid) const;
-  // purged: whether the last purge read the kernel's tables whole (else nothing new is followed)
-  void Mark(pid_t pid, const GoBinary& go, bool purged);
+  // purged: whether the last purge read the kernel's tables whole (else nothing new is followed); probed: whether
+  // its goroutines can be followed (the binary's probes are in it)
+  void Mark(pid_t pid, const GoBinary& go, bool probed, bool purged);
   void Forget(pid_t pid);
   // Drops what the kernel keeps of the processes' goroutines, pool connections, HTTP/2 streams and TLS reads (one
   // walk of each map).
@@ -97,6 +108,7 @@ class GoProbes {
 
   GoPrograms programs_;
   GoMaps maps_;
+  ProbeScope scope_;
   ProcessScan processes_;
   // processes marked here (an exec removes the kernel's entry before a walk sees it)
   std::set<pid_t> marked_;
@@ -104,6 +116,8 @@ class GoProbes {
   std::set<__u32> forgotten_;
   // by file (the kernel's device encoding, inode)
   std::map<std::pair<__u64, __u64>, Binary> binaries_;
+  // scoped: each process's own probes
+  std::map<pid_t, std::vector<bpf_link*>> process_links_;
   std::chrono::steady_clock::time_point last_scan_{};
 };
 

@@ -28,17 +28,18 @@ bool TlsProbes::Owns(const bpf_program* prog) {
   return std::strcmp(section, "uprobe") == 0 || std::strcmp(section, "uretprobe") == 0;
 }
 
-void TlsProbes::Consider(const std::string& path) {
+void TlsProbes::Consider(const std::string& path, pid_t pid) {
   // the SSL_read family's symbols the file defines, where they are in it
   const std::map<std::string, uint64_t> symbols =
       ReadElfSymbols(path, {std::begin(kSymbols), std::end(kSymbols)}).offsets;
-  if (symbols.count("SSL_read") && symbols.count("SSL_write") && Attach(path, symbols))
+  if (symbols.count("SSL_read") && symbols.count("SSL_write") && Attach(path, pid, symbols))
     binaries_.push_back(Named(path));
 }
 
 // Both ends of each read, the entry of each write, at the symbols' file offsets (libbpf would read
-// the whole symbol table again for each name); false (and nothing left attached) when one fails.
-bool TlsProbes::Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols) {
+// the whole symbol table again for each name), in process `pid` (-1: every process); false (and nothing
+// left attached) when one fails.
+bool TlsProbes::Attach(const std::string& path, pid_t pid, const std::map<std::string, uint64_t>& symbols) {
   struct Probe {
     const char* symbol;
     bpf_program* prog;
@@ -53,7 +54,7 @@ bool TlsProbes::Attach(const std::string& path, const std::map<std::string, uint
     const auto offset = symbols.find(probe.symbol);
     if (offset == symbols.end()) continue;
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret);
-    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, -1, path.c_str(), offset->second, &opts);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, pid, path.c_str(), offset->second, &opts);
     if (!link) {
       const int err = errno;
       while (links_.size() > before) {
@@ -66,13 +67,16 @@ bool TlsProbes::Attach(const std::string& path, const std::map<std::string, uint
     }
     links_.push_back(link);
   }
-  AppendLog("info", "TLS plaintext is read from " + Named(path));
+  AppendLog("info", "TLS plaintext is read from " + Named(path) +
+                        (pid < 0 ? "" : " in process " + std::to_string(pid) + " alone"));
   return true;
 }
 
 void TlsProbes::Scan() {
-  const BinaryScan::Visit consider = [this](const std::string& path) { Consider(path); };
-  for (const char* path : kLibsslPaths) scan_.Offer(path, consider);
+  const BinaryScan::Visit consider = [this](const std::string& path, pid_t pid) { Consider(path, pid); };
+  if (whole_host_) {
+    for (const char* path : kLibsslPaths) scan_.Offer(path, -1, consider);
+  }
   // a libssl elsewhere than the usual paths too (a container's, a vendored one)
   scan_.Scan(consider);
 }

@@ -2,15 +2,18 @@
 // that holds OpenSSL's SSL_read family, a shared libssl or a program that
 // links OpenSSL in (the pinned Node). A uprobe belongs to the file, so a
 // process that maps an attached libssl later is covered at once; programs
-// started later are found by the next scan.
+// started later are found by the next scan. Scoped (probe_scope.h), each
+// process in scope has its own probes and no other process any.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "binary_scan.h"
+#include "probe_scope.h"
 
 struct bpf_link;
 struct bpf_program;
@@ -28,7 +31,8 @@ struct TlsPrograms {
 
 class TlsProbes {
  public:
-  explicit TlsProbes(TlsPrograms programs) : programs_(programs), scan_({"libssl.so"}) {}
+  TlsProbes(TlsPrograms programs, ProbeScope scope)
+      : programs_(programs), whole_host_(!scope), scan_({"libssl.so"}, std::move(scope)) {}
   ~TlsProbes() { Detach(); }
   TlsProbes(const TlsProbes&) = delete;
   TlsProbes& operator=(const TlsProbes&) = delete;
@@ -36,8 +40,8 @@ class TlsProbes {
   // Whether the program is one of these (attached here, not by section name).
   static bool Owns(const bpf_program* prog);
 
-  // The usual libssl paths, then every process not seen before (or that
-  // exec'd since): its executable and the libssl it maps.
+  // The usual libssl paths (whole host), then every process in scope not seen
+  // before (or that exec'd since): its executable and the libssl it maps.
   void Scan();
   // Scan, at most once a second.
   void ScanIfDue();
@@ -49,10 +53,11 @@ class TlsProbes {
   const std::vector<std::string>& binaries() const { return binaries_; }
 
  private:
-  void Consider(const std::string& path);
-  bool Attach(const std::string& path, const std::map<std::string, uint64_t>& symbols);
+  void Consider(const std::string& path, pid_t pid);
+  bool Attach(const std::string& path, pid_t pid, const std::map<std::string, uint64_t>& symbols);
 
   TlsPrograms programs_;
+  bool whole_host_;
   std::vector<bpf_link*> links_;
   std::vector<std::string> binaries_;
   BinaryScan scan_;

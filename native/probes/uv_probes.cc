@@ -72,7 +72,7 @@ bool UvProbes::Attach(const std::string& path, const std::map<std::string, uint6
 
 void UvProbes::Follow(pid_t pid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  scan_.ScanProcess(pid, [this](const std::string& path) { Consider(path); });
+  scan_.ScanProcess(pid, [this](const std::string& path, pid_t) { Consider(path); });
 }
 
 std::vector<bpf_link*> UvProbes::TakeLinks() {

@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { buildGo } from '../support/go-build';
+import { listUprobes, programsById } from '../support/uprobes';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'append-server.go');
@@ -60,26 +61,12 @@ afterAll(async () => {
 
 /** The agent's uprobes by program name: the file and offset of each. */
 function agentUprobes(): Map<string, { filename: string; offset: number }[]> {
-  const perf = JSON.parse(execFileSync('bpftool', ['-j', 'perf', 'show']).toString()) as {
-    pid: number;
-    prog_id: number;
-    fd_type?: string;
-    filename?: string;
-    offset?: number;
-  }[];
-  const names = new Map(
-    (
-      JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show']).toString()) as {
-        id: number;
-        name?: string;
-      }[]
-    ).map((p) => [p.id, p.name ?? '']),
-  );
+  const names = programsById();
   const byName = new Map<string, { filename: string; offset: number }[]>();
-  for (const p of perf) {
-    if (p.pid !== agent.child.pid || p.fd_type !== 'uprobe' || p.filename === undefined) continue;
-    const name = names.get(p.prog_id) ?? '';
-    byName.set(name, [...(byName.get(name) ?? []), { filename: p.filename, offset: p.offset ?? 0 }]);
+  for (const p of listUprobes()) {
+    if (p.pid !== agent.child.pid || p.retprobe) continue;
+    const name = names.get(p.progId)?.name ?? '';
+    byName.set(name, [...(byName.get(name) ?? []), { filename: p.filename, offset: p.offset }]);
   }
   return byName;
 }

@@ -7,7 +7,7 @@
  * handlers), forked workers that come and go, and a port another program holds. Then the agent
  * stops with nothing but its own lines on its stderr.
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type Server } from 'node:net';
@@ -112,6 +112,37 @@ function keepBusy(port: number, lanes: number): { stop(): Promise<void> } {
     stop: async () => {
       going = false;
       await all;
+    },
+  };
+}
+
+/**
+ * The paths the agent opens from now on (bpftrace on its openat calls), until `stop()`: how often
+ * it reads a file, counted in the kernel whatever the agent's timing.
+ */
+async function agentOpens(): Promise<{ stop(): Promise<string[]> }> {
+  const tracer = spawn(
+    'bpftrace',
+    [
+      '-e',
+      `tracepoint:syscalls:sys_enter_openat /pid == ${agent.child.pid}/ { printf("open %s\\n", str(args->filename)); }`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.push(tracer);
+  let out = '';
+  tracer.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  tracer.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise((resolve) => tracer.once('exit', resolve));
+  await waitFor(() => /^Attaching/m.test(out) || undefined, {
+    timeoutMs: 60_000,
+    what: () => `bpftrace: ${out}`,
+  });
+  return {
+    stop: async () => {
+      tracer.kill('SIGINT');
+      await exited;
+      return [...out.matchAll(/^open (.*)$/gm)].map((m) => m[1]!);
     },
   };
 }
@@ -264,6 +295,50 @@ describe('the inspector the Node hook opens (real kernel)', () => {
       what: 'the intrusions counted in the store',
     });
   }, 300_000);
+
+  it('closes again an inspector that reopens in the watch after the hook (seen by the kernel, not a poll of /proc)', async () => {
+    // opens its inspector once more as soon as the agent's close took it down
+    const app = await node([
+      '-e',
+      `const inspector = require('inspector');
+       let seen = false;
+       const t = setInterval(() => {
+         if (inspector.url()) seen = true;
+         else if (seen) { clearInterval(t); inspector.open(${INSPECTOR_PORT}, '127.0.0.1'); }
+       }, 2);
+       const s = require('http').createServer((req, res) => res.end('ok'));
+       s.listen(0, '127.0.0.1', () => console.log(s.address().port));`,
+    ]);
+    const pid = app.child.pid!;
+    expect(await hookLine(pid)).toMatch(/hooked a Node process/);
+    await waitFor(
+      () =>
+        new RegExp(`closed a Node inspector that opened again after kreplay closed it.* pid=${pid}\\b`).test(
+          agent.output(),
+        ) || undefined,
+      {
+        timeoutMs: 30_000,
+        what: `the agent closing the reopened inspector of ${pid}`,
+      },
+    );
+    await doneWith(pid);
+    expect(inspectorOpen(pid)).toBe(false);
+  }, 90_000);
+
+  it('reads /proc/PID/net/tcp{,6} only while an inspector it opened listens, not every 25 ms of the watch', async () => {
+    const opens = await agentOpens();
+    const app = await server();
+    const pid = app.child.pid!;
+    expect(await hookLine(pid)).toMatch(/hooked a Node process/);
+    await doneWith(pid);
+    const tables = (await opens.stop()).filter((path) => path.startsWith(`/proc/${pid}/net/tcp`));
+    // tcp and tcp6 once before the signal (its sockets, and the port free), once when the inspector
+    // listens (the kernel says when one does, bpf/inspector_guard.bpf.c): main read both twice
+    // before, then every 10 ms until it opened, every 10 ms until it closed, every 25 ms of the
+    // 3 s watch after (160 reads)
+    const once = [`/proc/${pid}/net/tcp`, `/proc/${pid}/net/tcp6`];
+    expect(tables).toEqual([...once, ...once]);
+  }, 90_000);
 
   it('stops with only its own lines on its stderr (no Node warning of the store lock)', async () => {
     const code = await agent.stop();

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon, type DaemonOptions } from '../../daemon/create-daemon';
 import { writeStore } from '../support/event-store';
+import { waitFor } from '../support/wait';
 
 const T0 = 1_795_345_678_000_000_000n;
 const EVENTS = 400_000;
@@ -94,6 +95,24 @@ describe('query worker pool', () => {
     const metrics = await (await fetch(`${url}/metrics`)).text();
     expect(metrics).toMatch(/^kreplay_query_workers_busy 0$/m);
     expect(daemon.url).toBe(url);
+  });
+
+  it('counts the wait for a worker apart from the run: a query queued behind another waits while it runs', async () => {
+    const url = await start({ queryWorkers: 1 });
+    const scrape = async () => (await fetch(`${url}/metrics`)).text();
+    const replies = Promise.all(Array.from({ length: 4 }, () => timed(`${url}${HEAVY}`)));
+    // one of them seen waiting: its wait is one at least of the others' runs
+    await waitFor(async () => /^kreplay_query_queue_depth [1-9]/m.test(await scrape()), { everyMs: 1 });
+    expect((await replies).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    const metrics = await scrape();
+    const value = (name: string) =>
+      Number(new RegExp(`^${name}\\{op="list"\\} (\\S+)$`, 'm').exec(metrics)?.[1]);
+    expect(value('kreplay_query_wait_seconds_count')).toBe(4);
+    expect(value('kreplay_query_run_seconds_count')).toBe(4);
+    // one worker: the waits end as runs end, so together they are more than nothing and less than the runs
+    const waited = value('kreplay_query_wait_seconds_sum');
+    expect(waited).toBeGreaterThan(0);
+    expect(waited).toBeLessThan(value('kreplay_query_run_seconds_sum') * 3);
   });
 
   it('refuses with 503 too-busy past --max-queued-queries, and serves the rest', async () => {

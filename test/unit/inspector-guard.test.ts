@@ -19,6 +19,10 @@ class FakeKernel implements NativeInspectorGuard {
   refused(port: number): number {
     return this.guarded.get(port) ?? 0;
   }
+  /** the door's watch asks; this guard's tests do not */
+  listening(): boolean {
+    return true;
+  }
   unguard(port: number): number {
     const refused = this.guarded.get(port) ?? 0;
     this.guarded.delete(port);

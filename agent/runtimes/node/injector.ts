@@ -59,8 +59,9 @@ export async function injectNodeHook(
   const listener = listenerRefusal(pid, runtime);
   if (listener) return { kind: 'refused', reason: listener, transient: false };
   const port = inspectorPort(nodeOptions(facts.argv, facts.env.NODE_OPTIONS));
-  const before = new Set(processListening(pid).map((s) => s.inode));
-  if (namespaceListening(pid).some((s) => s.port === port && !before.has(s.inode)))
+  const listening = namespaceListening(pid);
+  const before = new Set(processListening(pid, listening).map((s) => s.inode));
+  if (listening.some((s) => s.port === port && !before.has(s.inode)))
     return { kind: 'busy', reason: `port ${port} is taken: its inspector could not open` };
   let netns: bigint;
   try {

@@ -174,9 +174,14 @@ export class InspectorDoors {
     this.watched.clear();
   }
 
-  /** The inspector the process listens on now, on the guarded port, opened since the signal. */
+  /**
+   * The inspector the process listens on now, on the guarded port, opened since the signal: read
+   * in /proc only while the kernel says a socket that started listening there since the hold
+   * (the signal's after it) listens still.
+   */
   private opened(watch: Watched): ListeningSocket | undefined {
-    const { pid, port, before } = watch.target;
+    const { pid, port, netns, before } = watch.target;
+    if (!this.guard.listening(port, netns)) return undefined;
     return processListening(pid).find((s) => s.port === port && !before.has(s.inode));
   }
 
@@ -256,7 +261,7 @@ export class InspectorDoors {
     } catch (err) {
       outcome = { kind: 'failed', reason: (err as Error).message };
     }
-    await this.close(pid, inspector, session);
+    await this.close(watch, inspector, session);
     watch.quietUntil = performance.now() + (this.timings.quietMs ?? QUIET_MS);
     return outcome;
   }
@@ -275,10 +280,11 @@ export class InspectorDoors {
    * sides at once, see InspectorSession.close), then waits until it no longer listens.
    */
   private async close(
-    pid: number,
+    watch: Watched,
     inspector: ListeningSocket,
     session: InspectorSession | undefined,
   ): Promise<void> {
+    const { pid } = watch.target;
     const { inspectorMs, answerMs } = this.timings;
     try {
       const closer =
@@ -294,8 +300,12 @@ export class InspectorDoors {
       await deadline(closer.closed, inspectorMs, 'the inspector ending the session').catch(() =>
         closer.close(),
       );
+      const { port, netns } = watch.target;
       const gone = await poll(
-        () => (processListening(pid).some((s) => s.inode === inspector.inode) ? undefined : true),
+        () =>
+          this.guard.listening(port, netns) && processListening(pid).some((s) => s.inode === inspector.inode)
+            ? undefined
+            : true,
         inspectorMs,
       );
       if (!gone) throw new NodeHookError(`still listening ${inspectorMs} ms after it was asked to close`);

@@ -59,6 +59,15 @@ export class InspectorGuard {
   }
 
   /**
+   * Whether a socket that started listening on held `port` (in `netns`) since it was held
+   * listens still; true when the kernel cannot tell. No: no inspector opened there is open, and
+   * /proc/PID/net/tcp, whose every read walks the host's TCP table, need not be read.
+   */
+  listening(port: number, netns: bigint): boolean {
+    return this.native.listening(port, netns);
+  }
+
+  /**
    * Guards `port` in the network namespace `netns` (netnsOf()'s; the agent's own by default),
    * again if held already; the function returned gives this hold back.
    */

@@ -62,8 +62,11 @@ export function socketInodes(pid: number): Set<number> {
   return own;
 }
 
-/** The sockets the process itself listens on. */
-export function processListening(pid: number): ListeningSocket[] {
+/**
+ * The sockets the process itself listens on, among `table` (its namespace's, read when not given:
+ * each read walks the host's whole TCP table).
+ */
+export function processListening(pid: number, table?: ListeningSocket[]): ListeningSocket[] {
   const own = socketInodes(pid);
-  return own.size === 0 ? [] : namespaceListening(pid).filter((s) => own.has(s.inode));
+  return own.size === 0 ? [] : (table ?? namespaceListening(pid)).filter((s) => own.has(s.inode));
 }
