@@ -32,16 +32,17 @@ export class RuntimeClassifier {
 
   /** What process `pid` runs (its executable known by `exeId`), or null: none of these, or gone. */
   classify(pid: number, exeId: string): Classification | null {
-    const node = this.node.of(pid);
-    if (node) return { runtime: 'node', node };
     let exe: string;
     let maps: string;
     try {
       exe = readlinkSync(`/proc/${pid}/exe`);
+      // read once for every runtime: a young process is classified at each of its first scans
       maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
     } catch {
       return null;
     }
+    const node = this.node.of(pid, maps);
+    if (node) return { runtime: 'node', node };
     const mapped = classifyMapped(exe, maps);
     if (mapped) return mapped;
     let go = this.goFiles.get(exeId);

@@ -77,14 +77,18 @@ export function readProcessFacts(pid: number): ProcessFacts | null {
   }
 }
 
-/** Where the files a process maps start: path -> the lowest address of a mapping at file offset 0. */
-export function mappedFiles(pid: number): Map<string, bigint> {
+/**
+ * Where the files a process maps start: path -> the lowest address of a mapping at file offset 0.
+ * `text`: the process's /proc/PID/maps when the caller read it already.
+ */
+export function mappedFiles(pid: number, text?: string): Map<string, bigint> {
   const out = new Map<string, bigint>();
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/maps`, 'utf8');
-  } catch {
-    return out;
+  if (text === undefined) {
+    try {
+      text = readFileSync(`/proc/${pid}/maps`, 'utf8');
+    } catch {
+      return out;
+    }
   }
   for (const line of text.split('\n')) {
     // start-end perms offset dev inode path

@@ -12,6 +12,8 @@ const NODE_SYMBOL = 'napi_module_register';
 /** libuv's red-black tree of active signal handles (process.on('SIGUSR1') adds one). */
 const SIGNAL_TREE = 'uv__signal_tree';
 const LIBNODE = /\/libnode\.so[^/]*$/;
+/** The same in a whole maps text: most processes map no libnode, and parsing their maps costs. */
+const LIBNODE_MAPPED = /\/libnode\.so[^/\n]*$/m;
 
 interface NodeFile {
   relocatable: boolean;
@@ -30,20 +32,24 @@ export class NodeRuntimes {
 
   constructor(private readonly addon: Pick<NativeAddon, 'elfSymbols'>) {}
 
-  /** The Node a process runs, or null when it runs none (or is gone). */
-  of(pid: number): NodeRuntime | null {
+  /**
+   * The Node a process runs, or null when it runs none (or is gone). `maps`: its /proc/PID/maps, read
+   * once by a caller that reads it for other runtimes too.
+   */
+  of(pid: number, maps: string): NodeRuntime | null {
     try {
-      return this.read(pid);
+      return this.read(pid, maps);
     } catch {
       // gone while we looked
       return null;
     }
   }
 
-  private read(pid: number): NodeRuntime | null {
+  private read(pid: number, maps: string): NodeRuntime | null {
     const exe = this.file(`/proc/${pid}/exe`);
     if (exe) return { signalTree: exe.relocatable ? this.relocated(pid, null, exe) : exe.signalTree };
-    for (const [path] of mappedFiles(pid)) {
+    if (!LIBNODE_MAPPED.test(maps)) return null;
+    for (const [path] of mappedFiles(pid, maps)) {
       if (!LIBNODE.test(path)) continue;
       const lib = this.file(`/proc/${pid}/root${path}`);
       if (lib) return { signalTree: this.relocated(pid, path, lib) };
