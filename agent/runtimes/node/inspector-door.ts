@@ -284,7 +284,7 @@ export class InspectorDoors {
     inspector: ListeningSocket,
     session: InspectorSession | undefined,
   ): Promise<void> {
-    const { pid } = watch.target;
+    const { pid, port, netns } = watch.target;
     const { inspectorMs, answerMs } = this.timings;
     try {
       const closer =
@@ -300,7 +300,6 @@ export class InspectorDoors {
       await deadline(closer.closed, inspectorMs, 'the inspector ending the session').catch(() =>
         closer.close(),
       );
-      const { port, netns } = watch.target;
       const gone = await poll(
         () =>
           this.guard.listening(port, netns) && processListening(pid).some((s) => s.inode === inspector.inode)

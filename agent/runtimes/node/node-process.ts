@@ -77,20 +77,10 @@ export function readProcessFacts(pid: number): ProcessFacts | null {
   }
 }
 
-/**
- * Where the files a process maps start: path -> the lowest address of a mapping at file offset 0.
- * `text`: the process's /proc/PID/maps when the caller read it already.
- */
-export function mappedFiles(pid: number, text?: string): Map<string, bigint> {
+/** Where the files a process maps start, from its /proc/PID/maps: path -> the lowest address of a mapping at file offset 0. */
+export function mappedFiles(maps: string): Map<string, bigint> {
   const out = new Map<string, bigint>();
-  if (text === undefined) {
-    try {
-      text = readFileSync(`/proc/${pid}/maps`, 'utf8');
-    } catch {
-      return out;
-    }
-  }
-  for (const line of text.split('\n')) {
+  for (const line of maps.split('\n')) {
     // start-end perms offset dev inode path
     const m = /^([0-9a-f]+)-[0-9a-f]+ \S+ ([0-9a-f]+) \S+ \d+\s+(\/.*)$/.exec(line);
     if (!m || BigInt(`0x${m[2]}`) !== 0n) continue;

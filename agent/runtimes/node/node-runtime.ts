@@ -47,25 +47,25 @@ export class NodeRuntimes {
 
   private read(pid: number, maps: string): NodeRuntime | null {
     const exe = this.file(`/proc/${pid}/exe`);
-    if (exe) return { signalTree: exe.relocatable ? this.relocated(pid, null, exe) : exe.signalTree };
+    if (exe) return { signalTree: exe.relocatable ? this.relocated(pid, null, exe, maps) : exe.signalTree };
     if (!LIBNODE_MAPPED.test(maps)) return null;
-    for (const [path] of mappedFiles(pid, maps)) {
+    for (const [path] of mappedFiles(maps)) {
       if (!LIBNODE.test(path)) continue;
       const lib = this.file(`/proc/${pid}/root${path}`);
-      if (lib) return { signalTree: this.relocated(pid, path, lib) };
+      if (lib) return { signalTree: this.relocated(pid, path, lib, maps) };
     }
     return null;
   }
 
-  /** A relocatable file's symbol at its load address: where its first page is mapped. */
-  private relocated(pid: number, path: string | null, file: NodeFile): bigint | null {
+  /** A relocatable file's symbol at its load address: where its first page is mapped (in `maps`). */
+  private relocated(pid: number, path: string | null, file: NodeFile, maps: string): bigint | null {
     if (file.signalTree === null) return null;
-    const maps = mappedFiles(pid);
+    const starts = mappedFiles(maps);
     let base: bigint | undefined;
-    if (path !== null) base = maps.get(path);
+    if (path !== null) base = starts.get(path);
     else {
       const exe = statSync(`/proc/${pid}/exe`);
-      for (const [mapped, start] of maps) {
+      for (const [mapped, start] of starts) {
         try {
           const st = statSync(`/proc/${pid}/root${mapped}`);
           if (st.dev === exe.dev && st.ino === exe.ino) base = start;
