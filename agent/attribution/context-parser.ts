@@ -83,14 +83,26 @@ function trimmed(c: number): boolean {
   return c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0;
 }
 
+/* The first of b[from, to) that trim keeps (to when none). */
+function trimStart(b: Uint8Array, from: number, to: number): number {
+  while (from < to && trimmed(b[from]!)) from++;
+  return from;
+}
+
+/* The end of b[from, to) once trim removed its trailing characters. */
+function trimEnd(b: Uint8Array, from: number, to: number): number {
+  while (to > from && trimmed(b[to - 1]!)) to--;
+  return to;
+}
+
 /**
  * Whether b[from, to), trimmed, is `name` (lower-case ASCII) in any case. No latin1 character
  * outside ASCII lower-cases to one of these names' letters, so this is
  * `slice().trim().toLowerCase() === name`.
  */
 function isHeaderName(b: Uint8Array, from: number, to: number, name: string): boolean {
-  while (from < to && trimmed(b[from]!)) from++;
-  while (to > from && trimmed(b[to - 1]!)) to--;
+  from = trimStart(b, from, to);
+  to = trimEnd(b, from, to);
   if (to - from !== name.length) return false;
   for (let i = 0; i < name.length; i++) {
     const c = b[from + i]!;
@@ -101,8 +113,8 @@ function isHeaderName(b: Uint8Array, from: number, to: number, name: string): bo
 
 /** b[from, to) trimmed, as its own string. */
 function trimmedValue(b: Buffer, from: number, to: number): string {
-  while (from < to && trimmed(b[from]!)) from++;
-  while (to > from && trimmed(b[to - 1]!)) to--;
+  from = trimStart(b, from, to);
+  to = trimEnd(b, from, to);
   return b.toString('latin1', from, to);
 }
 
@@ -137,8 +149,8 @@ interface Traceparent {
  * all-zero ids are invalid; version 00 has exactly these four fields.
  */
 function parseTraceparent(b: Buffer, from: number, to: number): Traceparent | null {
-  while (from < to && trimmed(b[from]!)) from++;
-  while (to > from && trimmed(b[to - 1]!)) to--;
+  from = trimStart(b, from, to);
+  to = trimEnd(b, from, to);
   if (to - from !== TRACEPARENT_BYTES) return null;
   const s = from;
   if (b[s + 2] !== DASH || b[s + 35] !== DASH || b[s + 52] !== DASH) return null;
