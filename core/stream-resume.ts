@@ -31,7 +31,11 @@ export interface ResumeHooks {
 }
 
 /** Follows `follow` until the stream finishes, resuming after drops as the policy says. */
-export async function followResuming(follow: FollowOnce, policy: ResumePolicy, hooks: ResumeHooks): Promise<void> {
+export async function followResuming(
+  follow: FollowOnce,
+  policy: ResumePolicy,
+  hooks: ResumeHooks,
+): Promise<void> {
   for (let failures = 0; ;) {
     const seenBefore = hooks.lastSeen();
     let networkError: unknown = null;

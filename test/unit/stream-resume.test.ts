@@ -1,6 +1,7 @@
 import { followResuming, type FollowOnce } from '../../core/stream-resume';
 
-const reset = () => Object.assign(new Error('the event stream closed before its end'), { code: 'ECONNRESET' });
+const reset = () =>
+  Object.assign(new Error('the event stream closed before its end'), { code: 'ECONNRESET' });
 const refused = () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
 
 /**
@@ -80,7 +81,9 @@ describe('followResuming', () => {
   });
 
   it('passes an answer (an error without a system code) through without a retry', async () => {
-    const { log, follow, hooks } = scripted([{ events: true, then: () => new Error('session s1 was stopped') }]);
+    const { log, follow, hooks } = scripted([
+      { events: true, then: () => new Error('session s1 was stopped') },
+    ]);
     await expect(followResuming(follow, policy, hooks)).rejects.toThrow('session s1 was stopped');
     expect(log).toEqual(['connect -']);
   });

@@ -41,9 +41,12 @@ export class StreamLimits {
    */
   cut(client: string): void {
     this.cutCount++;
-    this.log.warn('event stream cut: its client fell behind its send buffer; it may resume with Last-Event-ID', {
-      client,
-    });
+    this.log.warn(
+      'event stream cut: its client fell behind its send buffer; it may resume with Last-Event-ID',
+      {
+        client,
+      },
+    );
   }
 
   /** Counts a new stream of `client`, or throws the 503; call the returned function once it closes. */
