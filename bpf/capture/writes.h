@@ -116,7 +116,7 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u3
 	 */
 	if (t->preface && t->sock && ret > 0) {
 		/* a client's HTTP/2 connection: its calls mix streams, they carry no request */
-		conn_set(t->sock, t->sock_stamp, 0, KR_CONN_MULTIPLEXED);
+		conn_set(conn_of(t->sock, t->sock_stamp), t->sock, t->sock_stamp, 0, KR_CONN_MULTIPLEXED);
 	} else if (t->sock && ret > 0 && (t->context_id || t->opened || capture_reads)) {
 		__u64 *sent = bpf_map_lookup_elem(&last_sends, &t->sock);
 
