@@ -281,7 +281,8 @@ static __always_inline struct kr_thread *unit_adopt(struct kr_thread *t, __u64 p
  * never recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid,
-						     const struct kr_unit_signal *signal, const void *data, __u64 len)
+						     const struct kr_unit_signal *signal, const void *data,
+						     __u64 len)
 {
 	struct kr_unit_signal sig = *signal;
 	__u64 id;
@@ -349,16 +350,17 @@ int sys_enter_getpriority(struct trace_event_raw_sys_enter *ctx)
 		return 0;
 	/* the slot, the length and the signal in one read: a WATCH with a mailbox spans them all */
 	if (bpf_probe_read_user(&box, sizeof(box), (const void *)t->unit_slot) ||
-	    box.len < sizeof(struct kr_unit_signal) || box.len > sizeof(struct kr_unit_signal) + KR_CTX_DATA_LEN)
+	    box.len < sizeof(struct kr_unit_signal) ||
+	    box.len > sizeof(struct kr_unit_signal) + KR_CTX_DATA_LEN)
 		return 0;
 	/* the magic and the op: what context_kind reads of a write */
 	__builtin_memcpy(w, &box.sig, sizeof(w));
 	if (!is_unit_signal(w[0], w[1]) || box.sig.op == KR_UNIT_WATCH)
 		return 0;
 	unit_refresh(t, pid_tgid);
+	/* the slot is the WATCH signal's unit field: the mailbox's signal follows its length */
 	unit_signal(t, pid_tgid, &box.sig,
-		    (const void *)(t->unit_slot - __builtin_offsetof(struct kr_unit_signal, unit) + KR_UNIT_MAILBOX_AT),
-		    box.len);
+		    (const void *)t->unit_slot + __builtin_offsetof(struct kr_mailbox, sig), box.len);
 	return 0;
 }
 
@@ -408,7 +410,9 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 		if (!signal)
 			return t;
 		*signal = true;
-		return bpf_probe_read_user(&sig, sizeof(sig), data) ? t : unit_signal(t, pid_tgid, &sig, data, len);
+		if (bpf_probe_read_user(&sig, sizeof(sig), data))
+			return t;
+		return unit_signal(t, pid_tgid, &sig, data, len);
 	}
 	if (kind == KR_H2_PREFACE) {
 		if (t)

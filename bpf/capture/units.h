@@ -90,7 +90,8 @@ static __always_inline struct kr_conn *conn_of(__u64 sock, __u64 stamp)
  * alone, one aligned store in place: an LRU update allocates a node and
  * frees the old one, once a request on a server's connection.
  */
-static __always_inline void conn_set(struct kr_conn *old, __u64 sock, __u64 stamp, __u64 context_id, __u32 flags)
+static __always_inline void conn_set(struct kr_conn *old, __u64 sock, __u64 stamp, __u64 context_id,
+				     __u32 flags)
 {
 	struct kr_conn c = {
 		.context_id = flags & KR_CONN_MULTIPLEXED ? 0 : context_id, .stamp = stamp, .flags = flags};
