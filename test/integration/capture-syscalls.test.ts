@@ -21,6 +21,9 @@ import { straced } from '../support/strace';
 import { captureAround, describeKernel } from './capture-harness';
 
 const run = promisify(execFile);
+/* A command under `kreplay run --txn`: its calls are that transaction's. */
+const underTransaction = (txn: string, command: string[]) =>
+  run(process.execPath, [KREPLAY_BIN, 'run', '--txn', txn, '--', ...command]);
 const dir = useTempDir();
 const MS = 1_000_000n;
 const ECONNREFUSED = -111;
@@ -301,12 +304,7 @@ describeKernel('sys_connect (real kernel)', () => {
     const server = await startPython(FULL_BACKLOG);
     const url = `http://127.0.0.1:${server.line}/`;
     const { records, value } = await captureAround({}, async () => {
-      const curl = await run(process.execPath, [
-        KREPLAY_BIN,
-        'run',
-        '--txn',
-        'slow-connect',
-        '--',
+      const curl = await underTransaction('slow-connect', [
         'curl',
         '-s',
         '-o',
@@ -338,12 +336,7 @@ describeKernel('sys_read and sends (real kernel)', () => {
     const server = await startPython(SLOW_UPSTREAM);
     const target = `tcp 127.0.0.1:${server.line}`;
     const { records, value } = await captureAround({}, async () => {
-      const curl = await run(process.execPath, [
-        KREPLAY_BIN,
-        'run',
-        '--txn',
-        'slow-upstream',
-        '--',
+      const curl = await underTransaction('slow-upstream', [
         'curl',
         '-s',
         '-o',
@@ -382,17 +375,7 @@ describeKernel('sys_read and sends (real kernel)', () => {
     const server = await startPython(KEEP_ALIVE_UPSTREAM);
     const target = `tcp 127.0.0.1:${server.line}`;
     const { records, value } = await captureAround({}, async () => {
-      const client = await run(process.execPath, [
-        KREPLAY_BIN,
-        'run',
-        '--txn',
-        'keep-alive',
-        '--',
-        'python3',
-        '-c',
-        KEEP_ALIVE_CLIENT,
-        server.line,
-      ]);
+      const client = await underTransaction('keep-alive', ['python3', '-c', KEEP_ALIVE_CLIENT, server.line]);
       await exited(server.child);
       return client.stdout.trim().split(' ').map(BigInt);
     });
