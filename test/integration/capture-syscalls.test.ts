@@ -379,7 +379,7 @@ describeKernel('sys_read and sends (real kernel)', () => {
       await exited(server.child);
       return client.stdout.trim().split(' ').map(BigInt);
     });
-    const mine = (r: DecodedSyscall) => r.comm === 'python3' && r.target === target;
+    const mine = (r: ReturnType<typeof calls>[number]) => r.comm === 'python3' && r.target === target;
     const sends = calls(records, 'sys_write').filter(mine);
     // every send follows an answer (or none yet): each starts a request and carries its first bytes
     expect(sends.map((r) => r.request?.toString('latin1').split('\r\n')[0])).toEqual([
