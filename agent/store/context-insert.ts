@@ -16,7 +16,7 @@ export interface PackedContexts {
 }
 
 const NULL_LENGTH = -1;
-const NON_ASCII = /[^\x00-\x7f]/;
+const NON_ASCII = /[\u0080-\uffff]/;
 
 /** The entries as kreplay_contexts reads them: strings as UTF-8 (as a bound string is), null as a length or flags of -1. */
 export function packContexts(entries: readonly ContextEntry[]): PackedContexts {
@@ -27,7 +27,8 @@ export function packContexts(entries: readonly ContextEntry[]): PackedContexts {
   const strings: string[] = [];
   for (let i = 0; i < n; i++) {
     const [id, txn, trace, span, traceFlags] = entries[i]!;
-    if (!Number.isSafeInteger(id) || id < 1) throw new RangeError(`context id ${id} is not a positive integer`);
+    if (!Number.isSafeInteger(id) || id < 1)
+      throw new RangeError(`context id ${id} is not a positive integer`);
     if (traceFlags !== null && !(Number.isInteger(traceFlags) && traceFlags >= 0 && traceFlags <= 0xff))
       throw new RangeError(`context ${id}: trace flags ${traceFlags} are not a byte`);
     ids[i] = id;

@@ -33,8 +33,7 @@ typedef struct {
   int64_t offset;
 } Cursor;
 
-static int contextsConnect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **vtab,
-                           char **err) {
+static int contextsConnect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **vtab, char **err) {
   (void)aux, (void)argc, (void)argv, (void)err;
   int rc = sqlite3_declare_vtab(db,
                                 "CREATE TABLE x(id, transaction_id, trace_id, parent_span_id, trace_flags, "
@@ -104,16 +103,15 @@ static const unsigned char *blobOf(sqlite3_value *v, int64_t want, int64_t *got)
   return sqlite3_value_blob(v);
 }
 
-static int contextsFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *idxStr, int argc,
-                          sqlite3_value **argv) {
+static int contextsFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *idxStr, int argc, sqlite3_value **argv) {
   (void)idxNum, (void)idxStr;
   Cursor *c = (Cursor *)cursor;
   c->n = c->row = c->offset = 0;
   if (argc != N_ARGS) return fail(c, sqlite3_mprintf("kreplay_contexts: %d arguments, expected %d", argc, N_ARGS));
   int64_t n = sqlite3_value_bytes(argv[0]);
   if (n % 8 != 0 || (n > 0 && sqlite3_value_type(argv[0]) != SQLITE_BLOB))
-    return fail(c, sqlite3_mprintf("kreplay_contexts: ids holds %lld bytes, not a whole number of doubles",
-                                   (long long)n));
+    return fail(c,
+                sqlite3_mprintf("kreplay_contexts: ids holds %lld bytes, not a whole number of doubles", (long long)n));
   n /= 8;
   static const char *const names[] = {"flags", "lengths"};
   const int64_t widths[] = {4, 4 * N_TEXT};
@@ -122,8 +120,8 @@ static int contextsFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *i
     int64_t got;
     *blobs[i] = blobOf(argv[1 + i], n * widths[i], &got);
     if (got != n * widths[i] || (*blobs[i] == NULL && got > 0))
-      return fail(c, sqlite3_mprintf("kreplay_contexts: %s holds %lld bytes, expected %lld for %lld contexts",
-                                     names[i], (long long)got, (long long)(n * widths[i]), (long long)n));
+      return fail(c, sqlite3_mprintf("kreplay_contexts: %s holds %lld bytes, expected %lld for %lld contexts", names[i],
+                                     (long long)got, (long long)(n * widths[i]), (long long)n));
   }
   int64_t textBytes = 0;
   for (int64_t i = 0; i < n * N_TEXT; i++) {
@@ -201,4 +199,6 @@ static sqlite3_module kContextsModule = {
     .xRowid = contextsRowid,
 };
 
-int kreplay_contexts_register(sqlite3 *db) { return sqlite3_create_module(db, "kreplay_contexts", &kContextsModule, NULL); }
+int kreplay_contexts_register(sqlite3 *db) {
+  return sqlite3_create_module(db, "kreplay_contexts", &kContextsModule, NULL);
+}

@@ -30,7 +30,8 @@ function entries(): ContextEntry[] {
     [7, null, null, 'span-only', null],
     [2 ** 40, 'a big id', null, null, null],
   ];
-  for (let i = 0; i < 500; i++) out.push([100 + i, `bench-${i.toString(16)}`, i.toString(16).padStart(32, '0'), null, i % 2]);
+  for (let i = 0; i < 500; i++)
+    out.push([100 + i, `bench-${i.toString(16)}`, i.toString(16).padStart(32, '0'), null, i % 2]);
   return out;
 }
 
@@ -56,11 +57,18 @@ describe('ContextInsert (kreplay_contexts)', () => {
   it('runs one statement for a batch of 2,000 new contexts', () => {
     const writer = StoreWriter.open(dir.path, 'count');
     const contexts: ContextEntry[] = [];
-    for (let i = 1; i <= 2000; i++) contexts.push([i, `bench-${i}`, i.toString(16).padStart(32, '0'), null, 1]);
+    for (let i = 1; i <= 2000; i++)
+      contexts.push([i, `bench-${i}`, i.toString(16).padStart(32, '0'), null, 1]);
     const statement = Object.getPrototypeOf(writer.db.prepare('SELECT 1')) as { run: () => unknown };
     const run = jest.spyOn(statement, 'run');
     try {
-      writer.writeBatch(new EventBatch(1), { services: [], comms: [], contexts, targets: [], containers: [] });
+      writer.writeBatch(new EventBatch(1), {
+        services: [],
+        comms: [],
+        contexts,
+        targets: [],
+        containers: [],
+      });
       // BEGIN, the contexts', the next seq's, COMMIT (a statement a context: 2,003)
       expect(run).toHaveBeenCalledTimes(4);
     } finally {
@@ -68,7 +76,9 @@ describe('ContextInsert (kreplay_contexts)', () => {
     }
     writer.close();
     const db = new Database(storePath(dir.path, 'count'), { readonly: true });
-    expect(db.prepare('SELECT count(*), min(id), max(id) FROM contexts').raw().get()).toEqual([2000, 1, 2000]);
+    expect(db.prepare('SELECT count(*), min(id), max(id) FROM contexts').raw().get()).toEqual([
+      2000, 1, 2000,
+    ]);
     db.close();
   });
 
@@ -90,7 +100,11 @@ describe('ContextInsert (kreplay_contexts)', () => {
   });
 
   it('refuses an entry it cannot store exactly', () => {
-    expect(() => packContexts([[1, 'a', null, null, 256]])).toThrow('context 1: trace flags 256 are not a byte');
-    expect(() => packContexts([[0.5, 'a', null, null, null]])).toThrow('context id 0.5 is not a positive integer');
+    expect(() => packContexts([[1, 'a', null, null, 256]])).toThrow(
+      'context 1: trace flags 256 are not a byte',
+    );
+    expect(() => packContexts([[0.5, 'a', null, null, null]])).toThrow(
+      'context id 0.5 is not a positive integer',
+    );
   });
 });
