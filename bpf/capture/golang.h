@@ -162,6 +162,8 @@ int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct li
 	process.tls_offset = binary->tls_offset;
 	process.h2_handler_go = binary->h2_handler_go;
 	process.tls_conn_itab = binary->tls_conn_itab;
+	process.m_curg = binary->m_curg;
+	process.g_gopc = binary->g_gopc;
 	/* a Go program before this one left its goroutines under this tgid: user space drops them first */
 	if (!go_marked(tgid))
 		process.state = binary->state;
