@@ -60,12 +60,15 @@ interface Sample {
 /** One command's cost per op in a fresh spawner, followed by the agent of `tree` unless undefined. */
 async function measure(binary: string, tree: string | undefined, command: string): Promise<Sample> {
   const spawner = await start(binary);
-  const agent = tree ? await startBenchAgent(tree, ['--pid', String(spawner.child.pid), '--filter-transactions']) : undefined;
+  const agent = tree
+    ? await startBenchAgent(tree, ['--pid', String(spawner.child.pid), '--filter-transactions'])
+    : undefined;
   try {
     if (agent) {
       const deadline = Date.now() + 90_000;
       while (!agent.output().includes(`goroutines of ${binary} (`)) {
-        if (Date.now() > deadline) throw new Error(`the agent of ${tree} did not follow the program:\n${agent.output()}`);
+        if (Date.now() > deadline)
+          throw new Error(`the agent of ${tree} did not follow the program:\n${agent.output()}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     }
@@ -74,7 +77,11 @@ async function measure(binary: string, tree: string | undefined, command: string
     await spawner.run(`${command} ${ops}`);
     const cpuNs = (cpuUs(spawner.child.pid!) - cpu) * 1000;
     const after = agent ? programStats(agent.pid, isGoUprobe) : { runs: 0, ns: 0 };
-    return { cpuNs: cpuNs / ops, runs: (after.runs - before.runs) / ops, bpfNs: (after.ns - before.ns) / ops };
+    return {
+      cpuNs: cpuNs / ops,
+      runs: (after.runs - before.runs) / ops,
+      bpfNs: (after.ns - before.ns) / ops,
+    };
   } finally {
     spawner.child.kill();
     await agent?.stop();
@@ -84,7 +91,12 @@ async function measure(binary: string, tree: string | undefined, command: string
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-go-hits-'));
   const binary = path.join(dir, 'go-spawner');
-  const env = { ...process.env, GOCACHE: path.join(dir, 'cache'), GOPATH: path.join(dir, 'path'), GO111MODULE: 'off' };
+  const env = {
+    ...process.env,
+    GOCACHE: path.join(dir, 'cache'),
+    GOPATH: path.join(dir, 'path'),
+    GO111MODULE: 'off',
+  };
   execFileSync('go', ['build', '-o', binary, SPAWNER], { env });
   enableBpfStats();
   const ways = { 'no agent': undefined, ...trees };
@@ -110,9 +122,18 @@ async function main(): Promise<void> {
       const s = samples.get(`${command}\t${way}`)!;
       const added = s.map((x, i) => x.cpuNs - anchor[i]!.cpuNs);
       const runs = median(s.map((x) => x.runs));
-      const perHit = runs > 0 ? range(added.map((a, i) => a / s[i]!.runs), 0) : '';
+      const perHit =
+        runs > 0
+          ? range(
+              added.map((a, i) => a / s[i]!.runs),
+              0,
+            )
+          : '';
       console.log(
-        `| ${command} | ${way} | ${range(s.map((x) => x.cpuNs), 0)} | ${way === 'no agent' ? '' : range(added, 0)} | ` +
+        `| ${command} | ${way} | ${range(
+          s.map((x) => x.cpuNs),
+          0,
+        )} | ${way === 'no agent' ? '' : range(added, 0)} | ` +
           `${runs.toFixed(2)} | ${median(s.map((x) => x.bpfNs)).toFixed(0)} | ${perHit} |`,
       );
     }

@@ -47,7 +47,7 @@ struct {
 	__type(value, struct kr_go_binary);
 } go_binaries SEC(".maps");
 
-/* By thread: newproc1's creator's context, from its entry to where the new g is seen (the layout not known). */
+/* By thread: newproc1's creator's context, from its entry to where the new g is seen (layout not known) */
 struct kr_go_spawn {
 	__u64 pid_tgid;
 	__u64 context_id;
@@ -194,9 +194,10 @@ static __always_inline __u64 go_stream_handler(__u32 tgid, __u64 creator, __u64 
 	return context_id ? context_id | KR_OWNED : 0;
 }
 
-/* The context a goroutine `creator` starts from `callerpc` takes: a request's lease passes on; the creator's own
- * request is not the new goroutine's own. */
-static __always_inline __u64 go_spawn_context(struct kr_go_process *p, __u32 tgid, __u64 creator, __u64 callerpc)
+/* The context a goroutine `creator` starts from `callerpc` takes: a request's lease passes on; the creator's
+ * own request is not the new goroutine's own. */
+static __always_inline __u64 go_spawn_context(struct kr_go_process *p, __u32 tgid, __u64 creator,
+					      __u64 callerpc)
 {
 	__u64 context_id = unit_context(tgid, KR_UNIT_GOROUTINE, creator) & ~KR_OWNED;
 
@@ -204,8 +205,9 @@ static __always_inline __u64 go_spawn_context(struct kr_go_process *p, __u32 tgi
 }
 
 /*
- * runtime.newproc1(fn, callergp, callerpc) *g, entered on the system stack: the creator is callergp. Probed only
- * where the runtime's layout is not known (kr_go_process.m_curg): go_spawned reads the same from the runtime.
+ * runtime.newproc1(fn, callergp, callerpc) *g, entered on the system stack: the creator is callergp. Probed
+ * only where the runtime's layout is not known (kr_go_process.m_curg): go_spawned reads the same from the
+ * runtime.
  */
 SEC("uprobe")
 int go_newproc1(struct pt_regs *ctx)
@@ -228,7 +230,8 @@ int go_newproc1(struct pt_regs *ctx)
  * systemstack keeps curg) called it, as newproc1 itself reads it for pprof labels; newg.gopc is already that
  * statement's pc. 0 when a read fails.
  */
-static __always_inline __u64 go_creator_context(struct pt_regs *ctx, struct kr_go_process *p, __u32 tgid, __u64 newg)
+static __always_inline __u64 go_creator_context(struct pt_regs *ctx, struct kr_go_process *p, __u32 tgid,
+						__u64 newg)
 {
 	__u64 m = 0, creator = 0, callerpc = 0;
 
@@ -482,16 +485,13 @@ int go_read_loop(struct pt_regs *ctx)
 /*
  * Channel hand-offs: a value a goroutine sends on a channel (`ch <- v`:
  * runtime.chansend, blocking) and another receives (`<-ch`, `v, ok := <-ch`,
- * `range ch`: chanrecv1's and chanrecv2's CALL runtime.chanrecv and RET sites, or chanrecv's entry and RET sites
- * where those are not found) gives the receiver the
- * sender's context (a lease, which ends with the sender's request), unless
- * the receiver serves a request of its own (KR_OWNED: a head it read, its
- * stream, its marker). A value is known by its channel and its first 16
- * bytes (a pointer, an id, a string's data): two sends in flight of the
- * same bytes from different contexts leave their receivers none, and so does
- * a value whose send was not seen (a select's, a timer's, one sent before
- * the agent): never the context the receiver had. A select's receive is not
- * looked at.
+ * `range ch`: chanrecv1's and chanrecv2's CALL runtime.chanrecv and RET sites, or chanrecv's entry and RET
+ * sites where those are not found) gives the receiver the sender's context (a lease, which ends with the
+ * sender's request), unless the receiver serves a request of its own (KR_OWNED: a head it read, its stream,
+ * its marker). A value is known by its channel and its first 16 bytes (a pointer, an id, a string's data):
+ * two sends in flight of the same bytes from different contexts leave their receivers none, and so does a
+ * value whose send was not seen (a select's, a timer's, one sent before the agent): never the context the
+ * receiver had. A select's receive is not looked at.
  */
 struct kr_go_value {
 	__u32 tgid;
@@ -565,8 +565,8 @@ int go_chansend(struct pt_regs *ctx)
 }
 
 /*
- * runtime.chanrecv(c *hchan, ep unsafe.Pointer, block bool), on the receiver: where the value lands. At the CALL in
- * chanrecv1 and chanrecv2 (the same arguments): a select's or non-blocking receive (net/http's
+ * runtime.chanrecv(c *hchan, ep unsafe.Pointer, block bool), on the receiver: where the value lands. At the
+ * CALL in chanrecv1 and chanrecv2 (the same arguments): a select's or non-blocking receive (net/http's
  * context.WithCancel makes one a request) runs no probe.
  */
 SEC("uprobe")

@@ -309,12 +309,12 @@ GoBinary InspectGoBinary(const std::string& path) {
   if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(chanrecv, functions[kChanrecv], go.chanrecv);
   if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
   if (go.chansend) go.chansend = EntrySite(CodeOf(elf, functions[kChansend]), functions[kChansend], go.chansend);
-  // the blocking receives' RETs and CALLs of chanrecv, or chanrecv's entry and RETs: every one the binary has (the linker
-  // drops an unused one) must decode, with one call
+  // the blocking receives' RETs and CALLs of chanrecv, or chanrecv's entry and RETs: every one the binary has (the
+  // linker drops an unused one) must decode, with one call
   const uint64_t recv1 = offset(kChanrecv1), recv2 = offset(kChanrecv2);
   bool blocking = go.chanrecv && (recv1 || recv2);
-  for (const auto& [name, at, returns] : {std::tuple{kChanrecv1, recv1, &go.chanrecv1_returns},
-                                          std::tuple{kChanrecv2, recv2, &go.chanrecv2_returns}}) {
+  for (const auto& [name, at, returns] :
+       {std::tuple{kChanrecv1, recv1, &go.chanrecv1_returns}, std::tuple{kChanrecv2, recv2, &go.chanrecv2_returns}}) {
     if (!blocking || !at) continue;
     const std::vector<cs_insn> code = CodeOf(elf, functions[name]);
     *returns = Returns(code, functions[name], at);

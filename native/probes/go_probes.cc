@@ -160,8 +160,12 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
   // scoped, a process that execs it later is out of scope or probed by the next scan: the kernel leaves it unmarked
   if (scope_) return &binary;
   // processes that exec it from now on are marked by the kernel at once
-  const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED, 0,
-                              binary.go.h2_handler_go, binary.go.tls_conn_itab, binary.go.layout.m_curg,
+  const kr_go_binary known = {binary.go.tls_offset,
+                              binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED,
+                              0,
+                              binary.go.h2_handler_go,
+                              binary.go.tls_conn_itab,
+                              binary.go.layout.m_curg,
                               binary.go.layout.g_gopc};
   bpf_map__update_elem(maps_.binaries, &file, sizeof(file), &known, sizeof(known), BPF_ANY);
   return &binary;

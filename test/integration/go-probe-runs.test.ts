@@ -79,7 +79,10 @@ function runs(s: Spawner): Map<string, number> {
   const programs = programsById();
   const ids = new Set(
     listUprobes()
-      .filter((p) => p.pid === agent.child.pid && (p.filename === s.binary || p.filename === `/proc/${s.child.pid}/exe`))
+      .filter(
+        (p) =>
+          p.pid === agent.child.pid && (p.filename === s.binary || p.filename === `/proc/${s.child.pid}/exe`),
+      )
       .map((p) => p.progId),
   );
   return new Map([...ids].map((id) => [programs.get(id)!.name, programs.get(id)!.runs]));
@@ -113,6 +116,8 @@ it("probes newproc1's entry too where the binary has no DWARF to read the creato
     .find((l) => l.includes(`goroutines of ${noDwarf.binary} (`));
   expect({ spawned: await cost(noDwarf, `spawn ${N}`), line }).toEqual({
     spawned: { go_newproc1: N, go_newproc1_runnable: N },
-    line: expect.stringContaining("no DWARF to find a goroutine's creator in: newproc1's entry is probed too"),
+    line: expect.stringContaining(
+      "no DWARF to find a goroutine's creator in: newproc1's entry is probed too",
+    ),
   });
 }, 60_000);
