@@ -91,13 +91,9 @@ async function measure(binary: string, tree: string | undefined, command: string
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-go-hits-'));
   const binary = path.join(dir, 'go-spawner');
-  const env = {
-    ...process.env,
-    GOCACHE: path.join(dir, 'cache'),
-    GOPATH: path.join(dir, 'path'),
-    GO111MODULE: 'off',
-  };
-  execFileSync('go', ['build', '-o', binary, SPAWNER], { env });
+  execFileSync('go', ['build', '-o', binary, SPAWNER], {
+    env: { ...process.env, GOCACHE: path.join(dir, 'cache'), GO111MODULE: 'off' },
+  });
   enableBpfStats();
   const ways = { 'no agent': undefined, ...trees };
   const samples = new Map<string, Sample[]>();
