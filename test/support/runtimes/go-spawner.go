@@ -3,7 +3,7 @@
 //
 //	spawn N: N goroutines (`go` statements), waited for
 //	poll N:  N non-blocking receives (a select with a default), as net/http's context.WithCancel makes
-//	recv N:  N blocking sends and N blocking receives on a buffered channel
+//	recv N:  N blocking sends and N blocking receives on a buffered channel (in batches of its capacity)
 //
 // The GC is off: its mark workers are goroutines the runtime would start at its first cycle.
 package main
@@ -15,6 +15,13 @@ import (
 	"runtime/debug"
 	"sync"
 )
+
+func min(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
 
 func main() {
 	debug.SetGCPercent(-1)
@@ -42,11 +49,14 @@ func main() {
 				}
 			}
 		case "recv":
-			for i := 0; i < n; i++ {
-				buffered <- i
-			}
-			for i := 0; i < n; i++ {
-				<-buffered
+			for left := n; left > 0; left -= cap(buffered) {
+				batch := min(left, cap(buffered))
+				for i := 0; i < batch; i++ {
+					buffered <- i
+				}
+				for i := 0; i < batch; i++ {
+					<-buffered
+				}
 			}
 		}
 		fmt.Println("done")
