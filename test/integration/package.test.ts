@@ -47,6 +47,7 @@ describe('make deb', () => {
     for (const dep of [
       'libbpf1',
       'libcapstone4',
+      'libdw1',
       'libc6',
       'libstdc++6',
       'systemd | systemd-standalone-sysusers',
