@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 # Addons build against that Node's own headers; node-gyp must not try to download any.
 GYPFLAGS := --nodedir=$(NODE_HOME)
 
-APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcapstone-dev pkg-config make g++ python3 \
+APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcapstone-dev libdw-dev pkg-config make g++ python3 \
 	sqlite3 bpftrace strace rt-tests wrk e2fsprogs util-linux openssl curl clang-format clickhouse-server clickhouse-client liblz4-dev libdeflate-dev zstd jq \
 	chromium chromium-driver systemd python3-fusepy iproute2 python3-grpcio nghttp2-client \
 	dpkg-dev lintian patchelf binutils mmdebstrap systemd-container redis-server python3-redis \

@@ -54,6 +54,7 @@ export const BENCHES = {
   'go-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'tls-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'unfollowed-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
+  'go-probe-hits': { topic: 'server cost', args: "[rounds=3] [ops=200000] [other tree's root]" },
   'server-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]' },
   fleet: { topic: 'fleet', args: '' },
   otlp: { topic: 'fleet', args: '[rounds]' },

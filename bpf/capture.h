@@ -197,6 +197,8 @@ struct kr_go_binary {
 	__u32 pad;
 	__u64 h2_handler_go; /* kr_go_process's */
 	__u64 tls_conn_itab; /* kr_go_process's */
+	__u32 m_curg; /* kr_go_process's */
+	__u32 g_gopc; /* kr_go_process's */
 };
 
 struct kr_go_process {
@@ -215,6 +217,13 @@ struct kr_go_process {
 	 * TLS connection on a TCP socket holds; 0 when its reads are not looked at
 	 */
 	__u64 tls_conn_itab;
+	/*
+	 * offsetof(runtime.m, curg) and offsetof(runtime.g, gopc), from the binary's DWARF: a new goroutine's
+	 * creator and `go` statement, read where newproc1 makes it; 0 when not known (newproc1's entry is
+	 * probed)
+	 */
+	__u32 m_curg;
+	__u32 g_gopc;
 };
 
 /* Per-CPU counters, summed by user space. */

@@ -28,6 +28,7 @@
         'probes/elf_file.cc',
         'probes/elf_symbols.cc',
         'probes/go_binary.cc',
+        'probes/go_layout.cc',
         'probes/go_probes.cc',
         'probes/process_scan.cc',
         'probes/tls_probes.cc',
@@ -52,8 +53,8 @@
       'cflags!': ['-fno-exceptions'],
       'cflags_cc!': ['-fno-exceptions'],
       'cflags_cc': ['-std=c++17', '-Wall', '-Wextra', '<!@(pkg-config --cflags libbpf)'],
-      # capstone: the Go probes find runtime.newproc1's RET instructions by disassembly
-      'libraries': ['<!@(pkg-config --libs libbpf)', '-lelf', '-lz', '-lcapstone'],
+      # capstone: the Go probes find runtime.newproc1's sites by disassembly; libdw: the runtime's layouts from DWARF
+      'libraries': ['<!@(pkg-config --libs libbpf)', '-lelf', '-ldw', '-lz', '-lcapstone'],
     },
   ],
 }

@@ -7,10 +7,11 @@
  * it read". A request head read by a goroutine gives it the request (the
  * core does this for units that own their reads); the uprobes below pass
  * a context on:
- *   - runtime.newproc1 (entry, and its casgstatus(newg, _Gdead, _Grunnable)
- *     call, or its RET sites where that is not found: never a uretprobe on
- *     Go, whose stacks move): a new goroutine takes its creator's context, a
- *     reused g loses the one it had;
+ *   - runtime.newproc1 (its casgstatus(newg, _Gdead, _Grunnable) call, or
+ *     its RET sites where that is not found: never a uretprobe on Go, whose
+ *     stacks move; the creator read from the runtime, or from newproc1's
+ *     entry where the binary has no DWARF): a new goroutine takes its
+ *     creator's context, a reused g loses the one it had;
  *   - net/http's client pool: a persistConn's readLoop and writeLoop
  *     goroutines outlive the request that dialed it; the writeLoop takes
  *     the context of each request (*persistConn).roundTrip sends on it, the
@@ -46,7 +47,7 @@ struct {
 	__type(value, struct kr_go_binary);
 } go_binaries SEC(".maps");
 
-/* By thread: newproc1's creator's context, from its entry to where the new g is seen. */
+/* By thread: newproc1's creator's context, from its entry to where the new g is seen (layout not known) */
 struct kr_go_spawn {
 	__u64 pid_tgid;
 	__u64 context_id;
@@ -171,6 +172,8 @@ int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct li
 	process.tls_offset = binary->tls_offset;
 	process.h2_handler_go = binary->h2_handler_go;
 	process.tls_conn_itab = binary->tls_conn_itab;
+	process.m_curg = binary->m_curg;
+	process.g_gopc = binary->g_gopc;
 	/* a Go program before this one left its goroutines under this tgid: user space drops them first */
 	if (!go_marked(tgid))
 		process.state = binary->state;
@@ -201,7 +204,21 @@ static __always_inline __u64 go_stream_handler(__u32 tgid, __u64 creator, __u64 
 	return context_id ? context_id | KR_OWNED : 0;
 }
 
-/* runtime.newproc1(fn, callergp, callerpc) *g, entered on the system stack: the creator is callergp. */
+/* The context a goroutine `creator` starts from `callerpc` takes: a request's lease passes on; the creator's
+ * own request is not the new goroutine's own. */
+static __always_inline __u64 go_spawn_context(struct kr_go_process *p, __u32 tgid, __u64 creator,
+					      __u64 callerpc)
+{
+	__u64 context_id = unit_context(tgid, KR_UNIT_GOROUTINE, creator) & ~KR_OWNED;
+
+	return p->h2_handler_go ? go_stream_handler(tgid, creator, callerpc, context_id) : context_id;
+}
+
+/*
+ * runtime.newproc1(fn, callergp, callerpc) *g, entered on the system stack: the creator is callergp. Probed
+ * only where the runtime's layout is not known (kr_go_process.m_curg): go_spawned reads the same from the
+ * runtime.
+ */
 SEC("uprobe")
 int go_newproc1(struct pt_regs *ctx)
 {
@@ -212,29 +229,46 @@ int go_newproc1(struct pt_regs *ctx)
 
 	if (!p)
 		return 0;
-	/* a request's lease passes on; the creator's own request is not the new goroutine's own */
-	spawn.context_id = unit_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, GO_ARG2(ctx)) & ~KR_OWNED;
-	if (p->h2_handler_go)
-		spawn.context_id =
-			go_stream_handler(pid_tgid >> 32, GO_ARG2(ctx), GO_ARG3(ctx), spawn.context_id);
+	spawn.context_id = go_spawn_context(p, pid_tgid >> 32, GO_ARG2(ctx), GO_ARG3(ctx));
 	bpf_map_update_elem(&go_spawns, &tid, &spawn, BPF_ANY);
 	return 0;
 }
 
+/*
+ * The context of the goroutine newproc1 is making (`newg`), read from the runtime where newproc1 runs: on the
+ * system stack, so R14 is the M's g0, and the M's curg the goroutine whose `go` statement (newproc, whose
+ * systemstack keeps curg) called it, as newproc1 itself reads it for pprof labels; newg.gopc is already that
+ * statement's pc. 0 when a read fails.
+ */
+static __always_inline __u64 go_creator_context(struct pt_regs *ctx, struct kr_go_process *p, __u32 tgid,
+						__u64 newg)
+{
+	__u64 m = 0, creator = 0, callerpc = 0;
+
+	if (bpf_probe_read_user(&m, sizeof(m), (const void *)(GO_G(ctx) + GO_G_M)) || !m ||
+	    bpf_probe_read_user(&creator, sizeof(creator), (const void *)(m + p->m_curg)) || !creator ||
+	    bpf_probe_read_user(&callerpc, sizeof(callerpc), (const void *)(newg + p->g_gopc)))
+		return 0;
+	return go_spawn_context(p, tgid, creator, callerpc);
+}
+
 /* The new g takes its creator's context, or none, whatever an earlier goroutine on the same g had. */
-static __always_inline void go_spawned(__u64 newg)
+static __always_inline void go_spawned(struct pt_regs *ctx, __u64 newg)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	struct kr_go_spawn *spawn = bpf_map_lookup_elem(&go_spawns, &tid);
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
+	struct kr_go_process *p = go_followed(tgid);
+	struct kr_go_spawn *spawn;
 	__u64 context_id = 0;
 
-	if (spawn) {
+	if (p && p->m_curg) {
+		context_id = go_creator_context(ctx, p, tgid, newg);
+	} else if ((spawn = bpf_map_lookup_elem(&go_spawns, &tid))) {
 		if (spawn->pid_tgid == pid_tgid)
 			context_id = spawn->context_id;
 		bpf_map_delete_elem(&go_spawns, &tid);
 	}
-	unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, newg, context_id);
+	unit_set_context(tgid, KR_UNIT_GOROUTINE, newg, context_id);
 }
 
 /* Go's g statuses (runtime2.go, unchanged since Go 1.4) */
@@ -252,7 +286,7 @@ SEC("uprobe")
 int go_newproc1_runnable(struct pt_regs *ctx)
 {
 	if (GO_ARG2(ctx) == GO_G_DEAD && GO_ARG3(ctx) == GO_G_RUNNABLE)
-		go_spawned(GO_ARG1(ctx));
+		go_spawned(ctx, GO_ARG1(ctx));
 	return 0;
 }
 
@@ -260,7 +294,7 @@ int go_newproc1_runnable(struct pt_regs *ctx)
 SEC("uprobe")
 int go_newproc1_ret(struct pt_regs *ctx)
 {
-	go_spawned(GO_RESULT(ctx));
+	go_spawned(ctx, GO_RESULT(ctx));
 	return 0;
 }
 
@@ -461,15 +495,13 @@ int go_read_loop(struct pt_regs *ctx)
 /*
  * Channel hand-offs: a value a goroutine sends on a channel (`ch <- v`:
  * runtime.chansend, blocking) and another receives (`<-ch`, `v, ok := <-ch`,
- * `range ch`: runtime.chanrecv's entry, chanrecv1's and chanrecv2's RET sites) gives the receiver the
- * sender's context (a lease, which ends with the sender's request), unless
- * the receiver serves a request of its own (KR_OWNED: a head it read, its
- * stream, its marker). A value is known by its channel and its first 16
- * bytes (a pointer, an id, a string's data): two sends in flight of the
- * same bytes from different contexts leave their receivers none, and so does
- * a value whose send was not seen (a select's, a timer's, one sent before
- * the agent): never the context the receiver had. A select's receive is not
- * looked at.
+ * `range ch`: chanrecv1's and chanrecv2's CALL runtime.chanrecv and RET sites, or chanrecv's entry and RET
+ * sites where those are not found) gives the receiver the sender's context (a lease, which ends with the
+ * sender's request), unless the receiver serves a request of its own (KR_OWNED: a head it read, its stream,
+ * its marker). A value is known by its channel and its first 16 bytes (a pointer, an id, a string's data):
+ * two sends in flight of the same bytes from different contexts leave their receivers none, and so does a
+ * value whose send was not seen (a select's, a timer's, one sent before the agent): never the context the
+ * receiver had. A select's receive is not looked at.
  */
 struct kr_go_value {
 	__u32 tgid;
@@ -542,7 +574,11 @@ int go_chansend(struct pt_regs *ctx)
 	return 0;
 }
 
-/* runtime.chanrecv(c *hchan, ep unsafe.Pointer, block bool), on the receiver: where the value lands. */
+/*
+ * runtime.chanrecv(c *hchan, ep unsafe.Pointer, block bool), on the receiver: where the value lands. At the
+ * CALL in chanrecv1 and chanrecv2 (the same arguments): a select's or non-blocking receive (net/http's
+ * context.WithCancel makes one a request) runs no probe.
+ */
 SEC("uprobe")
 int go_chanrecv(struct pt_regs *ctx)
 {

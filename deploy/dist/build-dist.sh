@@ -14,10 +14,11 @@ elves() { "$here/../elf-files.sh" "$tree"; }
 
 for f in $(elves); do strip --strip-unneeded --remove-section=.comment "$f"; done
 
-# libbpf and what it links (libelf, zlib), and capstone (the Go probes' disassembler): copied from where
-# the addon resolves them now
+# libbpf and what it links (libelf, zlib), capstone (the Go probes' disassembler), and libdw (the Go
+# runtime's layouts from DWARF) with what it links (liblzma, libbz2): copied from where the addon
+# resolves them now
 install -d "$tree/lib"
-for soname in libbpf.so.1 libelf.so.1 libz.so.1 libcapstone.so.4; do
+for soname in libbpf.so.1 libelf.so.1 libz.so.1 libcapstone.so.4 libdw.so.1 liblzma.so.5 libbz2.so.1.0; do
   path=$(ldd "$addon" | awk -v so="$soname" '$1 == so { print $3 }')
   [ -n "$path" ] || { echo "build-dist: $addon does not link $soname" >&2; exit 1; }
   install -m 0644 "$(readlink -f "$path")" "$tree/lib/$soname"

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "elf_file.h"
 
@@ -96,21 +97,28 @@ bool WriteLoopCalls(const ElfFile& elf, const std::map<std::string, ElfSymbol>& 
   return false;
 }
 
+// The file offset of the function's one direct CALL to `target` (`code`: CodeOf(f); `at`: its entry's file offset), 0
+// when there is not exactly one.
+uint64_t CallSite(const std::vector<cs_insn>& code, const ElfSymbol& f, uint64_t target, uint64_t at) {
+  uint64_t site = 0;
+  int calls = 0;
+  for (const cs_insn& insn : code) {
+    if (CallTarget(insn) != target) continue;
+    calls++;
+    site = at + (insn.address - f.value);
+  }
+  return calls == 1 ? site : 0;
+}
+
 // From processHeaders' entry to the return address of its only CALL runtime.newproc (the stream handler's `go`
 // statement: newproc1's callerpc); 0 when there is not exactly one.
 uint64_t HandlerGo(const ElfFile& elf, const std::map<std::string, ElfSymbol>& functions) {
   auto headers = functions.find(kProcessHeaders);
   auto newproc = functions.find(kNewproc);
   if (headers == functions.end() || newproc == functions.end()) return 0;
-  const ElfSymbol& f = headers->second;
-  uint64_t site = 0;
-  int calls = 0;
-  for (const cs_insn& insn : CodeOf(elf, f)) {
-    if (CallTarget(insn) != newproc->second.value) continue;
-    calls++;
-    site = insn.address + insn.size - f.value;
-  }
-  return calls == 1 ? site : 0;
+  const uint64_t call = CallSite(CodeOf(elf, headers->second), headers->second, newproc->second.value, 0);
+  // a direct CALL is 5 bytes (CallTarget)
+  return call ? call + 5 : 0;
 }
 
 // The file offsets of the function's RET instructions (`code`: CodeOf(f); `at`: its entry's), none when it does
@@ -273,6 +281,7 @@ GoBinary InspectGoBinary(const std::string& path) {
   go.newproc1_runnable = RunnableSite(newproc1, functions[kNewproc1], functions, go.newproc1);
   go.newproc1 = EntrySite(newproc1, functions[kNewproc1], go.newproc1);
   go.tls_offset = TlsOffset(elf);
+  go.layout = ReadGoLayout(path);
   go.round_trip = offset(kRoundTrip);
   go.read_loop = offset(kReadLoop);
   go.conn_write = WriteLoopCalls(elf, functions, kWaitForContinue) ? offset(kWaitForContinue) : 0;
@@ -300,15 +309,23 @@ GoBinary InspectGoBinary(const std::string& path) {
   if (go.chansend && go.chanrecv) go.chanrecv_returns = Returns(chanrecv, functions[kChanrecv], go.chanrecv);
   if (go.chanrecv_returns.empty()) go.chansend = go.chanrecv = 0;
   if (go.chansend) go.chansend = EntrySite(CodeOf(elf, functions[kChansend]), functions[kChansend], go.chansend);
-  // the blocking receives' RETs, or chanrecv's: every one the binary has (the linker drops an unused one) must decode
+  // the blocking receives' RETs and CALLs of chanrecv, or chanrecv's entry and RETs: every one the binary has (the
+  // linker drops an unused one) must decode, with one call
   const uint64_t recv1 = offset(kChanrecv1), recv2 = offset(kChanrecv2);
-  if (go.chanrecv && recv1)
-    go.chanrecv1_returns = Returns(CodeOf(elf, functions[kChanrecv1]), functions[kChanrecv1], recv1);
-  if (go.chanrecv && recv2)
-    go.chanrecv2_returns = Returns(CodeOf(elf, functions[kChanrecv2]), functions[kChanrecv2], recv2);
-  if ((recv1 && go.chanrecv1_returns.empty()) || (recv2 && go.chanrecv2_returns.empty()) || (!recv1 && !recv2)) {
+  bool blocking = go.chanrecv && (recv1 || recv2);
+  for (const auto& [name, at, returns] :
+       {std::tuple{kChanrecv1, recv1, &go.chanrecv1_returns}, std::tuple{kChanrecv2, recv2, &go.chanrecv2_returns}}) {
+    if (!blocking || !at) continue;
+    const std::vector<cs_insn> code = CodeOf(elf, functions[name]);
+    *returns = Returns(code, functions[name], at);
+    const uint64_t call = CallSite(code, functions[name], functions[kChanrecv].value, at);
+    if (returns->empty() || !call) blocking = false;
+    go.chanrecv_calls.push_back(call);
+  }
+  if (!blocking) {
     go.chanrecv1_returns.clear();
     go.chanrecv2_returns.clear();
+    go.chanrecv_calls.clear();
   }
   if (go.chanrecv) go.chanrecv = EntrySite(chanrecv, functions[kChanrecv], go.chanrecv);
   return go;

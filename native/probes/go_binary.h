@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "go_layout.h"
+
 namespace kreplay {
 
 struct GoBinary {
@@ -21,6 +23,7 @@ struct GoBinary {
   // file offsets of runtime.newproc1's entry probe (its stack check's jump: EntrySite in go_binary.cc), of its
   // `CALL runtime.casgstatus` that makes the new goroutine runnable (RunnableSite; 0 when not found), and of its RET
   // instructions, probed instead where that call is not found (the kernel single-steps a RET, emulates a CALL)
+  // newproc1's entry is probed only where `layout` is not known: there the creator is read from newproc1's arguments
   uint64_t newproc1 = 0;
   uint64_t newproc1_runnable = 0;
   std::vector<uint64_t> newproc1_returns;
@@ -49,6 +52,11 @@ struct GoBinary {
   // probe, which the kernel single-steps); none when not
   std::vector<uint64_t> chanrecv1_returns;
   std::vector<uint64_t> chanrecv2_returns;
+  // with those RETs, the receive's start is looked at in the same two functions, at their one `CALL runtime.chanrecv`
+  // (emulated, as the RETs are the blocking receives'): a select's or non-blocking receive then runs no probe at all
+  std::vector<uint64_t> chanrecv_calls;
+  // where the runtime keeps a goroutine's creator and `go` statement (offsets 0: not known)
+  GoLayout layout;
 };
 
 GoBinary InspectGoBinary(const std::string& path);

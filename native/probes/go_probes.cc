@@ -69,6 +69,7 @@ std::string Following(const std::string& path, const GoBinary& go, const std::st
          " from the thread pointer" + (go.round_trip ? ", net/http's client pool too" : "") +
          (go.h2_headers ? ", HTTP/2 server streams too" : "") + (go.tls_read ? ", TLS server reads too" : "") +
          (go.chanrecv ? ", channel hand-offs too" : "") +
+         (go.layout.m_curg ? "" : "; no DWARF to find a goroutine's creator in: newproc1's entry is probed too") +
          (go.newproc1_runnable ? ")"
                                : "; newproc1's casgstatus(newg, _Gdead, _Grunnable) call is not found: its RETs are "
                                  "probed, single-stepped by the kernel at each goroutine's start)");
@@ -159,8 +160,13 @@ GoProbes::Binary* GoProbes::BinaryOf(pid_t pid) {
   // scoped, a process that execs it later is out of scope or probed by the next scan: the kernel leaves it unmarked
   if (scope_) return &binary;
   // processes that exec it from now on are marked by the kernel at once
-  const kr_go_binary known = {binary.go.tls_offset, binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED, 0,
-                              binary.go.h2_handler_go, binary.go.tls_conn_itab};
+  const kr_go_binary known = {binary.go.tls_offset,
+                              binary.go.unfollowed.empty() ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED,
+                              0,
+                              binary.go.h2_handler_go,
+                              binary.go.tls_conn_itab,
+                              binary.go.layout.m_curg,
+                              binary.go.layout.g_gopc};
   bpf_map__update_elem(maps_.binaries, &file, sizeof(file), &known, sizeof(known), BPF_ANY);
   return &binary;
 }
@@ -185,7 +191,9 @@ std::vector<bpf_link*> GoProbes::Attach(const std::string& path, const GoBinary&
     bpf_program* prog;
     uint64_t offset;
   };
-  std::vector<Probe> probes = {{programs_.newproc1, go.newproc1}};
+  std::vector<Probe> probes;
+  // where the runtime keeps the creator is not known: newproc1's entry reads it from its arguments
+  if (!go.layout.m_curg) probes.push_back({programs_.newproc1, go.newproc1});
   if (go.newproc1_runnable) {
     probes.push_back({programs_.newproc1_runnable, go.newproc1_runnable});
   } else {
@@ -203,7 +211,8 @@ std::vector<bpf_link*> GoProbes::Attach(const std::string& path, const GoBinary&
   }
   if (go.chanrecv) {
     probes.push_back({programs_.chansend, go.chansend});
-    probes.push_back({programs_.chanrecv, go.chanrecv});
+    if (go.chanrecv_calls.empty()) probes.push_back({programs_.chanrecv, go.chanrecv});
+    for (uint64_t site : go.chanrecv_calls) probes.push_back({programs_.chanrecv, site});
     for (uint64_t site : go.chanrecv1_returns) probes.push_back({programs_.chanrecv1_ret, site});
     for (uint64_t site : go.chanrecv2_returns) probes.push_back({programs_.chanrecv2_ret, site});
     if (go.chanrecv1_returns.empty() && go.chanrecv2_returns.empty()) {
@@ -244,6 +253,8 @@ void GoProbes::Mark(pid_t pid, const GoBinary& go, bool probed, bool purged) {
   process.tls_offset = go.tls_offset;
   process.h2_handler_go = go.h2_handler_go;
   process.tls_conn_itab = go.tls_conn_itab;
+  process.m_curg = go.layout.m_curg;
+  process.g_gopc = go.layout.g_gopc;
   // an old goroutine's context may be left under this tgid unless the purge read the tables whole
   process.state = probed && (purged || FollowedAtExec(pid)) ? KR_GO_FOLLOWED : KR_GO_UNFOLLOWED;
   __u64 inherited = 0;

@@ -2,12 +2,13 @@
  * Where the agent's Go uprobes sit in a real net/http server's binary (issue 46). A uprobe on an
  * instruction the kernel cannot emulate is single-stepped out of line: a #DB trap per hit, which a
  * virtual machine turns into an exit to its hypervisor, tens of µs a hit. The entry probes of the
- * functions a request runs (runtime.newproc1, chansend, chanrecv) sit on their stack check's JBE,
- * which the kernel emulates, not on the CMP or LEA at their entry; a receive's end is looked at in
- * the blocking receives (runtime.chanrecv1, chanrecv2), whose RETs no select or non-blocking receive
- * runs (net/http's context.WithCancel makes one a request), not at chanrecv's own RETs; a new
- * goroutine (net/http's background read, one a request) is seen at newproc1's CALL
- * casgstatus(newg, _Gdead, _Grunnable), not at newproc1's RET. Read from the kernel's own list of
+ * functions a request may run (runtime.chansend) sit on their stack check's JBE, which the kernel
+ * emulates, not on the CMP or LEA at their entry; a receive is looked at in the blocking receives
+ * (runtime.chanrecv1, chanrecv2), at their CALL runtime.chanrecv and their RETs, which no select or
+ * non-blocking receive runs (net/http's context.WithCancel makes one a request), not at chanrecv's
+ * own entry and RETs; a new goroutine (net/http's background read, one a request) is seen at
+ * newproc1's CALL casgstatus(newg, _Gdead, _Grunnable) alone (the creator read from the runtime,
+ * go-probe-runs.test.ts), not at newproc1's entry nor its RET. Read from the kernel's own list of
  * the agent's probes (bpftool perf), the binary's bytes at each probe's offset and Go's own
  * disassembly of it. A copy whose casgstatus call is set up otherwise is probed at its RET, and
  * the agent says so.
@@ -22,7 +23,7 @@ import { listUprobes, programsById } from '../support/uprobes';
 import { waitFor } from '../support/wait';
 
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'append-server.go');
-const ENTRY_PROBES = ['go_newproc1', 'go_chansend', 'go_chanrecv'];
+const ENTRY_PROBES = ['go_chansend'];
 
 let dir: string;
 let server: ChildProcess;
@@ -98,6 +99,16 @@ function addressOf(file: string, offset: number): number {
   return offset - Number(load[1]) + Number(load[2]);
 }
 
+/** A function symbol's address (nm). */
+function symbol(file: string, name: string): number {
+  const line = execFileSync('nm', [file])
+    .toString()
+    .split('\n')
+    .find((l) => l.endsWith(` ${name}`));
+  if (!line) throw new Error(`no ${name} in ${file}`);
+  return parseInt(line.split(' ')[0]!, 16);
+}
+
 /** runtime.newproc1's instructions, as Go disassembles them: address and text. */
 function newproc1(file: string): { address: number; text: string }[] {
   return execFileSync('go', ['tool', 'objdump', '-s', '^runtime.newproc1$', file])
@@ -128,12 +139,17 @@ function withRunnableByStack(file: string, copy: string): string {
   return copy;
 }
 
-it("looks at a receive's end in the blocking receives (chanrecv1, chanrecv2), not in chanrecv, which every select runs", () => {
+it("looks at a receive in the blocking receives (chanrecv1's CALL chanrecv and RET), not in chanrecv, which every select runs", () => {
   const probes = agentUprobes();
   const returns = inServer(probes, 'go_chanrecv1_ret').map((p) => bytesAt(p.filename, p.offset, 1)[0]);
-  // the server's binary has chanrecv1 alone (one RET), and chanrecv's own RETs are not probed
-  expect({ returns, inChanrecv: inServer(probes, 'go_chanrecv_ret').length }).toEqual({
+  const starts = inServer(probes, 'go_chanrecv').map((p) => {
+    const [call, ...rel] = bytesAt(p.filename, p.offset, 5);
+    return { call, to: addressOf(p.filename, p.offset) + 5 + Buffer.from(rel).readInt32LE() };
+  });
+  // the server's binary has chanrecv1 alone (one CALL, one RET), and chanrecv's own RETs are not probed
+  expect({ returns, starts, inChanrecv: inServer(probes, 'go_chanrecv_ret').length }).toEqual({
     returns: [0xc3],
+    starts: [{ call: 0xe8, to: symbol(binary, 'runtime.chanrecv') }],
     inChanrecv: 0,
   });
 });
@@ -154,9 +170,14 @@ it("sees each new goroutine (a request's background read) at newproc1's CALL cas
     const i = code.findIndex((insn) => insn.address === addressOf(p.filename, p.offset));
     return code.slice(i - 3, i + 1).map((insn) => insn.text);
   });
-  expect({ runnable, returns: inServer(probes, 'go_newproc1_ret').length }).toEqual({
+  expect({
+    runnable,
+    returns: inServer(probes, 'go_newproc1_ret').length,
+    entries: inServer(probes, 'go_newproc1').length,
+  }).toEqual({
     runnable: [['MOVL $0x6, BX', 'MOVL $0x1, CX', 'NOPL', 'CALL runtime.casgstatus(SB)']],
     returns: 0,
+    entries: 0,
   });
 });
 

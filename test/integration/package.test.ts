@@ -47,6 +47,7 @@ describe('make deb', () => {
     for (const dep of [
       'libbpf1',
       'libcapstone4',
+      'libdw1',
       'libc6',
       'libstdc++6',
       'systemd | systemd-standalone-sysusers',
@@ -171,7 +172,7 @@ describe('make dist', () => {
     expect(commit).toMatch(/^commit: [0-9a-f]{12}/);
     expect(node).toMatch(/^node: 24\./);
     expect(libbpf).toMatch(/^libbpf: \d+\.\d+$/);
-    // the addon resolves libbpf, libelf and capstone from the tarball, not from the system
+    // the addon resolves libbpf, libelf, capstone and libdw (and what they link) from the tarball, not from the system
     const ldd = execFileSync(
       'ldd',
       [join(moved, 'kreplay', 'native', 'build', 'Release', 'kreplay_native.node')],
@@ -179,7 +180,15 @@ describe('make dist', () => {
         encoding: 'utf8',
       },
     );
-    for (const lib of ['libbpf.so.1', 'libelf.so.1', 'libz.so.1', 'libcapstone.so.4']) {
+    for (const lib of [
+      'libbpf.so.1',
+      'libelf.so.1',
+      'libz.so.1',
+      'libcapstone.so.4',
+      'libdw.so.1',
+      'liblzma.so.5',
+      'libbz2.so.1.0',
+    ]) {
       const found = new RegExp(`^\\s*${lib.replace(/\./g, '\\.')} => (\\S+)`, 'm').exec(ldd)?.[1];
       expect(found && resolve(found)).toBe(join(moved, 'kreplay', 'lib', lib));
     }

@@ -6,15 +6,16 @@ import { join } from 'node:path';
 /**
  * default: `go build` (cgo on, as Debian's go has gcc: linked by Go's own linker against libc);
  * static: CGO_ENABLED=0; external: cgo linked by the system linker (-linkmode=external);
- * stripped: `-ldflags=-s -w`.
+ * stripped: `-ldflags=-s -w`; no-dwarf: `-ldflags=-w` (a symbol table, no DWARF).
  */
-export type GoBuild = 'default' | 'static' | 'external' | 'stripped';
+export type GoBuild = 'default' | 'static' | 'external' | 'stripped' | 'no-dwarf';
 
 const FLAGS: Record<GoBuild, string[]> = {
   default: [],
   static: [],
   external: ['-ldflags=-linkmode=external'],
   stripped: ['-ldflags=-s -w'],
+  'no-dwarf': ['-ldflags=-w'],
 };
 
 /** Builds `source` into `output`. The build cache is kept across runs (CI has no HOME). */

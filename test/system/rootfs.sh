@@ -13,7 +13,7 @@ cache=${KREPLAY_ROOTFS_CACHE:-/var/cache/kreplay-test-rootfs}
 suite=bookworm
 # systemd to boot, what the .deb depends on (so dpkg -i needs no network), curl to ask the daemon
 name=${2:-systemd}
-packages=${3:-systemd,systemd-sysv,dbus,libbpf1,libelf1,zlib1g,libcapstone4,libstdc++6,libgcc-s1,procps,curl}
+packages=${3:-systemd,systemd-sysv,dbus,libbpf1,libelf1,libdw1,zlib1g,libcapstone4,libstdc++6,libgcc-s1,procps,curl}
 [[ $name =~ ^[a-z0-9-]+$ ]] || { echo "$0: bad rootfs name '$name' (a-z, 0-9, -)" >&2; exit 2; }
 sources=(/etc/apt/sources.list.d/*.sources)
 key=$( { echo "$suite $packages"; cat "${sources[@]}" "$0"; } | sha256sum | cut -c1-16)
