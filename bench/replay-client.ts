@@ -86,7 +86,24 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-function probe(mode: 'sse' | 'cli', url: string, transaction: string): Promise<ProbeResult> {
+/** Event streams the daemon has cut for falling behind (NaN: a build without the count). */
+async function streamCuts(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^kreplay_sse_streams_cut_total (\d+)$/m.exec(text)?.[1] ?? NaN);
+}
+
+/**
+ * A probe's run. The CLI resumes a cut stream unseen by the probe, which
+ * reads its stdout: its cuts are the daemon's count over the run.
+ */
+async function probe(mode: 'sse' | 'cli', url: string, transaction: string): Promise<ProbeResult> {
+  const cutsBefore = await streamCuts(url);
+  const result = await probeRun(mode, url, transaction);
+  if (mode === 'cli') result.cuts = (await streamCuts(url)) - cutsBefore;
+  return result;
+}
+
+function probeRun(mode: 'sse' | 'cli', url: string, transaction: string): Promise<ProbeResult> {
   const child = spawn(process.execPath, [join(__dirname, 'replay-probe.js'), mode, url, transaction, '1'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, KREPLAY_BENCH_ROOT: ROOT },
@@ -148,7 +165,7 @@ async function main(): Promise<void> {
       String(round),
       run,
       r ? `${r.events}${r.outOfOrder ? ` (${r.outOfOrder} out of order)` : ''}` : '',
-      r ? String(r.cuts) : '',
+      r ? (Number.isNaN(r.cuts) ? '?' : String(r.cuts)) : '',
       r ? String(r.nullLateness) : '',
       t ? `${f(t.late.p50)} / ${f(t.late.p99)} / ${f(t.late.max)}` : '',
       t ? `${f(t.vsFirst.p50)} / ${f(t.vsFirst.max)}` : '',

@@ -4,6 +4,7 @@
  * the calls at their recorded pace. Progress goes to stderr, and only to a terminal. Ctrl-C, or the
  * reader of stdout going away, stops the session.
  */
+import { followResuming } from '../core/stream-resume';
 import { postJson, problemText, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
 import {
@@ -26,7 +27,7 @@ interface SessionBody {
   events_total: number;
 }
 
-/** Reconnections in a row (with Last-Event-ID) before giving up on a stream that keeps dropping. */
+/** Reconnections in a row (with Last-Event-ID) that bring nothing new before giving up on a stream. */
 const RECONNECTS = 5;
 const RECONNECT_DELAY_MS = 500;
 const PROGRESS_EVERY_MS = 100;
@@ -91,25 +92,26 @@ class Replay {
   ) {}
 
   /** Follows the stream to the end, reconnecting after the last event seen when the connection drops. */
-  async run(): Promise<void> {
-    for (let failures = 0; ;) {
-      const seenBefore = this.lastEventId;
-      let networkError: unknown = null;
-      try {
-        if (await this.follow()) return;
-      } catch (err) {
+  run(): Promise<void> {
+    const follow = () =>
+      this.follow().catch((err: unknown) => {
         if (err instanceof HttpError) throw new Error(problemText(err.status, err.body), { cause: err });
+        throw err;
+      });
+    return followResuming(
+      follow,
+      { attempts: RECONNECTS, waitMs: RECONNECT_DELAY_MS },
+      {
+        lastSeen: () => this.lastEventId,
+        pause: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
         // system errors (refused, reset) are worth a retry; anything else is an answer
-        if (typeof (err as NodeJS.ErrnoException).code !== 'string') throw err;
-        networkError = err;
-      }
-      failures = this.lastEventId === seenBefore ? failures + 1 : 0;
-      if (failures > RECONNECTS) {
-        if (networkError) throw unreachable(this.base, networkError);
-        throw new Error(`the event stream of session ${this.session.id} keeps ending`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, RECONNECT_DELAY_MS));
-    }
+        retriable: (err) => typeof (err as NodeJS.ErrnoException).code === 'string',
+        giveUp: (networkError) =>
+          networkError
+            ? unreachable(this.base, networkError)
+            : new Error(`the event stream of session ${this.session.id} keeps ending`),
+      },
+    );
   }
 
   /**

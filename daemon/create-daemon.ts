@@ -146,6 +146,13 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
   });
   metrics.watchSessions(replay);
   metrics.watchQueries(() => pool.stats());
+  const streamLimits = new StreamLimits(
+    log.child('streams'),
+    options.maxStreams,
+    options.maxStreamsPerClient,
+    () => memory.loadEnded(),
+  );
+  metrics.watchStreams(streamLimits);
   const release = async () => {
     memory.close();
     await incidents.close();
@@ -167,12 +174,7 @@ export async function createDaemon(options: DaemonOptions): Promise<Daemon> {
       fleetStore: fleet !== null,
       incidents,
       queryWorkers: () => pool.health(),
-      streamLimits: new StreamLimits(
-        log.child('streams'),
-        options.maxStreams,
-        options.maxStreamsPerClient,
-        () => memory.loadEnded(),
-      ),
+      streamLimits,
       memoryTrim: memory,
       tokens,
       metrics,

@@ -66,6 +66,7 @@ async function daemonMetrics(): Promise<MetricDescription[]> {
   const metrics = new DaemonMetrics();
   metrics.watchSessions({ list: () => [] } as unknown as ReplaySessions);
   metrics.watchQueries(() => ({ workers: 0, busy: 0, queued: 0, busySeconds: 0 }));
+  metrics.watchStreams({ cuts: 0 });
   return describe(metrics.registry, await metrics.registry.getMetricsAsJSON());
 }
 

@@ -114,6 +114,19 @@ export class DaemonMetrics {
     });
   }
 
+  /** Event streams cut for falling behind, read at each scrape. */
+  watchStreams(streams: { readonly cuts: number }): void {
+    new Counter({
+      name: 'kreplay_sse_streams_cut_total',
+      help: "event streams cut because their client fell behind the stream's send buffer bound (it may resume with Last-Event-ID)",
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(streams.cuts);
+      },
+    });
+  }
+
   /** The query workers: queue depth, busy workers and their busy time, read at each scrape. */
   watchQueries(stats: () => PoolStats): void {
     this.gauge('kreplay_query_queue_depth', 'queries waiting for a free query worker', () => stats().queued);

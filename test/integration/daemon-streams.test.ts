@@ -1,7 +1,8 @@
 /**
  * Event streams are bounded: idle connections past --max-streams are refused
  * with 503 and the daemon's memory stays bounded; a watcher that does not read
- * is cut off at its send buffer while the others get every event.
+ * is cut off at its send buffer (counted and logged) while the others get
+ * every event.
  */
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -175,5 +176,13 @@ describe('event stream bounds', () => {
     const [events, bytes] = slowOut.trim().split(' ').map(Number);
     expect(events).toBeLessThan(EVENTS);
     expect(bytes).toBeGreaterThan(SEND_BUFFER.softBytes);
+    // the cut is counted and logged, the fast reader's stream not
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(/^kreplay_sse_streams_cut_total (\d+)$/m.exec(metrics)?.[1]).toBe('1');
+    const cuts = readFileSync(join(dir.path, 'daemon.log'), 'utf8')
+      .split('\n')
+      .filter((line) => line.includes('event stream cut'));
+    expect(cuts).toHaveLength(1);
+    expect(cuts[0]).toContain('loopback');
   }, 90_000);
 });

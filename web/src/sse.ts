@@ -2,9 +2,12 @@
  * A server-sent event stream read with fetch rather than EventSource, which
  * cannot send the bearer token. Like EventSource it reconnects after the
  * stream ends with Last-Event-ID (the session then sends the replay events
- * after it again), until closed; a refused request (a session gone, a bad
- * token) ends it for good and is reported.
+ * after it again), until closed: at once after a stream that brought events
+ * (the daemon cut a client that fell behind), after RETRY_MS otherwise; a
+ * refused request (a session gone, a bad token) ends it for good and is
+ * reported.
  */
+import { followResuming } from '../../core/stream-resume';
 import { authHeaders } from './auth';
 
 export interface SseMessage {
@@ -64,16 +67,22 @@ export function followSse(
       }
     }
   };
-  void (async () => {
-    while (!abort.signal.aborted) {
-      try {
-        await connect();
-      } catch (err) {
-        if (abort.signal.aborted) return;
-        if ((err as Error).message.startsWith('stream ')) return onError((err as Error).message);
-      }
-      await new Promise((r) => setTimeout(r, RETRY_MS));
-    }
-  })();
+  // a refused request ends it for good (reported); a stream that ends or drops is followed again
+  const refusal = (err: unknown) => (err as Error).message.startsWith('stream ');
+  void followResuming(
+    async () => {
+      await connect();
+      return abort.signal.aborted;
+    },
+    { attempts: Infinity, waitMs: RETRY_MS },
+    {
+      lastSeen: () => lastId ?? undefined,
+      pause: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      retriable: (err) => !abort.signal.aborted && !refusal(err),
+      giveUp: () => new Error('unreachable: no bound on attempts'),
+    },
+  ).catch((err: unknown) => {
+    if (!abort.signal.aborted) onError((err as Error).message);
+  });
   return { close: () => abort.abort() };
 }

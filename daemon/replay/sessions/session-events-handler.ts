@@ -25,11 +25,16 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
     // the history's first page is read before the stream starts: a store that fails answers a problem
     let history = lastEventId === undefined ? undefined : session.history(from);
     let first = await history?.next();
-    const release = limits.acquire(clientName(req, res));
-    const watcher: SseWatcher = new SseWatcher(res, () => {
-      release();
-      session.unwatch(watcher);
-    });
+    const client = clientName(req, res);
+    const release = limits.acquire(client);
+    const watcher: SseWatcher = new SseWatcher(
+      res,
+      () => {
+        release();
+        session.unwatch(watcher);
+      },
+      () => limits.cut(client),
+    );
     // history at the client's pace, until nothing waits in Node's buffers: the clock may take the stream then
     if (history) {
       do {

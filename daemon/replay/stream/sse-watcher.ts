@@ -34,6 +34,8 @@ export class SseWatcher implements Watcher {
   constructor(
     private readonly res: Response,
     onClose: () => void,
+    /** told when the stream is cut for falling behind its send buffer's bound */
+    private readonly onCut: () => void = () => undefined,
   ) {
     res.status(200).set({
       'Content-Type': 'text/event-stream; charset=utf-8',
@@ -87,7 +89,13 @@ export class SseWatcher implements Watcher {
   private closedByClock(reason: SocketClosed): void {
     // the clock's copy is closed: ours ends the connection (after nothing, the body being unframed)
     if (reason === 'ended') this.res.end();
-    else this.res.destroy();
+    else this.cutOff(reason === 'cut');
+  }
+
+  /** Destroys the connection; `behind`: because the client fell behind its send buffer's bound. */
+  private cutOff(behind: boolean): void {
+    if (behind && !this.closed) this.onCut();
+    this.res.destroy();
   }
 
   write(text: string): void {
@@ -95,7 +103,7 @@ export class SseWatcher implements Watcher {
     if (this.clock) return this.clock.sockets.send(this.clock.id, text);
     this.res.write(text);
     const buffered = this.res.writableLength;
-    if (buffered > SEND_BUFFER.hardBytes) this.res.destroy();
+    if (buffered > SEND_BUFFER.hardBytes) this.cutOff(true);
     else if (buffered > SEND_BUFFER.softBytes && !this.stall) this.watchStall();
   }
 
@@ -105,7 +113,7 @@ export class SseWatcher implements Watcher {
     this.stall = setTimeout(() => {
       this.stall = null;
       if (this.res.writableLength <= SEND_BUFFER.softBytes) return;
-      if ((this.res.socket?.bytesWritten ?? 0) === taken) this.res.destroy();
+      if ((this.res.socket?.bytesWritten ?? 0) === taken) this.cutOff(true);
       else this.watchStall();
     }, SEND_BUFFER.stallMs).unref();
   }

@@ -13,6 +13,8 @@ export const DEFAULT_MAX_STREAMS_PER_CLIENT = 128;
 
 export class StreamLimits {
   private total = 0;
+  /** streams cut because their client fell behind its send buffer's bound (SEND_BUFFER), since start */
+  private cutCount = 0;
   private readonly perClient = new Map<string, number>();
 
   constructor(
@@ -25,6 +27,26 @@ export class StreamLimits {
 
   get open(): number {
     return this.total;
+  }
+
+  get cuts(): number {
+    return this.cutCount;
+  }
+
+  /**
+   * A stream of `client` was cut: it fell behind past its send buffer's bound
+   * (a reader too slow for a dense replay, or none). Its client resumes with
+   * Last-Event-ID; counted and logged, so that a replay late at its client
+   * can be told from one cut and read again from the store.
+   */
+  cut(client: string): void {
+    this.cutCount++;
+    this.log.warn(
+      'event stream cut: its client fell behind its send buffer; it may resume with Last-Event-ID',
+      {
+        client,
+      },
+    );
   }
 
   /** Counts a new stream of `client`, or throws the 503; call the returned function once it closes. */
