@@ -119,7 +119,7 @@ $(LAUNCHER): native/exec/launcher/kreplay-exec.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 # liblz4 and libdeflate linked in statically (Debian's .a files are PIC): `make dist` runs with nothing installed but glibc
-$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/kreplay_otlp.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h native/sqlite/kreplay_event_id.h node_modules/.ci-stamp
+$(SQLITE_EXT): native/sqlite/kreplay_batch.c native/sqlite/kreplay_contexts.c native/sqlite/kreplay_rowbinary.c native/sqlite/kreplay_clickhouse_lz4.c native/sqlite/kreplay_otlp.c native/sqlite/cityhash102.c native/sqlite/cityhash102.h native/sqlite/kreplay_event_id.h node_modules/.ci-stamp
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Wextra -Werror -fPIC -shared -I node_modules/better-sqlite3/deps/sqlite3 -o $@ $(filter %.c,$^) -Wl,-Bstatic -llz4 -ldeflate -Wl,-Bdynamic -lm
 

@@ -22,6 +22,7 @@ import {
   type NewNames,
   type TargetEntry,
 } from '../ingest/dictionary';
+import { ContextInsert } from './context-insert';
 import { EventInsert } from './event-insert';
 import {
   checkpointPolicyFor,
@@ -148,7 +149,7 @@ export class StoreWriter {
   private readonly setNextSeq: Database.Statement<[string]>;
   private readonly insertService: Database.Statement<NameEntry>;
   private readonly insertComm: Database.Statement<NameEntry>;
-  private readonly insertContext: Database.Statement<ContextEntry>;
+  private readonly insertContexts: ContextInsert;
   private readonly insertTarget: Database.Statement<TargetEntry>;
   private readonly insertContainer: Database.Statement<NameEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
@@ -173,9 +174,6 @@ export class StoreWriter {
     );
     this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
-    this.insertContext = db.prepare(
-      'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags) VALUES (?, ?, ?, ?, ?)',
-    );
     this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     this.containers = new NameDictionary(db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[]);
     this.insertContainer = db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');
@@ -194,6 +192,7 @@ export class StoreWriter {
         )
       : null;
     EventInsert.prepareConnection(db);
+    this.insertContexts = new ContextInsert(db);
     this.inserts = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo].map((type) => new EventInsert(db, type));
     this.nextSeq = Number(
       (db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`).get() as { value: string }).value,
@@ -205,7 +204,7 @@ export class StoreWriter {
     this.commitBatch = db.transaction((batch: EventBatch, names: NewNames, start: number, end: number) => {
       for (const entry of names.services) this.insertService.run(...entry);
       for (const entry of names.comms) this.insertComm.run(...entry);
-      for (const entry of names.contexts) this.insertContext.run(...entry);
+      this.insertContexts.run(names.contexts);
       for (const entry of names.targets) this.insertTarget.run(...entry);
       for (const entry of names.containers) this.insertContainer.run(...entry);
       let seq = this.nextSeq;

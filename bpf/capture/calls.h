@@ -16,7 +16,9 @@
 
 /*
  * When each socket's last send ended, for the response time of the first
- * read after it. Kept only for threads whose reads are recorded.
+ * read after it; 0 once that read came. Kept only for threads whose reads
+ * are recorded. Written in place: a server's sock has its entry from one
+ * request to the next, not a node allocated and freed for each.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -27,29 +29,37 @@ struct {
 
 /*
  * The thread entry of a call to record, or NULL: a task the filters want
- * (its entry made if new), else, unless --filter-transactions, one whose
- * thread carries a context, its code then flagged KR_EVENT_CONTEXT_ONLY.
+ * (`wanted`; its entry made if new), else, unless --filter-transactions,
+ * one whose thread carries a context, its code then flagged
+ * KR_EVENT_CONTEXT_ONLY. `t`: the thread's entry when the caller has it.
  */
-static __always_inline struct kr_thread *call_thread(__u64 pid_tgid, __u32 *code)
+static __always_inline struct kr_thread *call_thread_of(__u64 pid_tgid, bool wanted, struct kr_thread *t,
+							__u32 *code)
 {
 	__u32 tid = (__u32)pid_tgid;
-	struct kr_thread *t;
 
-	if (current_wanted(pid_tgid >> 32)) {
-		t = thread_entry(tid);
+	if (wanted) {
+		if (!t)
+			t = thread_entry(tid);
 		if (t)
 			unit_refresh(t, pid_tgid);
 		return t;
 	}
 	if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 		return NULL;
-	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t)
+		t = bpf_map_lookup_elem(&threads, &tid);
 	if (t)
 		unit_refresh(t, pid_tgid);
 	if (!t || !t->context_id)
 		return NULL;
 	*code |= KR_EVENT_CONTEXT_ONLY;
 	return t;
+}
+
+static __always_inline struct kr_thread *call_thread(__u64 pid_tgid, __u32 *code)
+{
+	return call_thread_of(pid_tgid, current_wanted(pid_tgid >> 32), NULL, code);
 }
 
 /*

@@ -111,22 +111,32 @@ static __always_inline __u64 go_current_g(struct kr_go_process *p)
 /*
  * At a syscall's enter (and where the kernel acts for the current thread:
  * a fork, a block request): a thread of a Go process takes its current
- * goroutine's context. One load for every other thread.
+ * goroutine's context; its entry is returned (NULL: none refreshed). One
+ * load for every other thread. `wanted`: current_wanted's verdict, which
+ * the caller has (read only under --filter-transactions).
  */
-static __always_inline void go_refresh(__u64 pid_tgid)
+static __always_inline struct kr_thread *go_refresh_wanted(__u64 pid_tgid, bool wanted)
 {
 	__u32 tgid = pid_tgid >> 32;
 	struct kr_go_process *p;
 	struct kr_thread *t;
 
 	if (!go_marked(tgid))
-		return;
+		return NULL;
 	p = bpf_map_lookup_elem(&go_processes, &tgid);
-	if (!p || !context_watched(pid_tgid))
-		return;
+	/* context_watched, the verdict given */
+	if (!p || tgid == self_tgid || (filter_transactions && !wanted))
+		return NULL;
 	t = thread_entry((__u32)pid_tgid);
 	if (t)
 		go_switch(t, pid_tgid, p, p->state == KR_GO_FOLLOWED ? go_current_g(p) : 0);
+	return t;
+}
+
+static __always_inline void go_refresh(__u64 pid_tgid)
+{
+	if (go_marked(pid_tgid >> 32))
+		go_refresh_wanted(pid_tgid, !filter_transactions || current_wanted(pid_tgid >> 32));
 }
 
 /*

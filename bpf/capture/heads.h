@@ -280,14 +280,13 @@ static __always_inline struct kr_thread *unit_adopt(struct kr_thread *t, __u64 p
  * which another thread enters). The write is the hook's, not the program's:
  * never recorded.
  */
-static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid, const void *data,
+static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid,
+						     const struct kr_unit_signal *signal, const void *data,
 						     __u64 len)
 {
-	struct kr_unit_signal sig;
+	struct kr_unit_signal sig = *signal;
 	__u64 id;
 
-	if (bpf_probe_read_user(&sig, sizeof(sig), data))
-		return t;
 	if (sig.op == KR_UNIT_HANDOFF) {
 		/* the thread stays where it is; a thread without an entry has no context to hand */
 		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, t ? thread_handle(t) : 0);
@@ -322,31 +321,46 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
  * KR_UNIT_SIGNAL_FD. A mailbox's WATCH is ignored: only a write registers
  * memory.
  */
+/* The mailbox as one read sees it, from the WATCH signal's unit field on (capture.h). */
+struct kr_mailbox {
+	__u64 unit;
+	__u64 len;
+	struct kr_unit_signal sig;
+};
+
+_Static_assert(__builtin_offsetof(struct kr_unit_signal, unit) + __builtin_offsetof(struct kr_mailbox, len) ==
+		       KR_UNIT_MAILBOX_LEN_AT,
+	       "the mailbox's length follows the slot");
+_Static_assert(__builtin_offsetof(struct kr_unit_signal, unit) + __builtin_offsetof(struct kr_mailbox, sig) ==
+		       KR_UNIT_MAILBOX_AT,
+	       "the mailbox's signal follows its length");
+
 SEC("tracepoint/syscalls/sys_enter_getpriority")
 int sys_enter_getpriority(struct trace_event_raw_sys_enter *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), len;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct kr_mailbox box;
 	struct kr_thread *t;
-	const void *mail;
-	__u32 op;
+	__u64 w[2];
 
 	if (!attribution_enabled || ctx->args[0] != KR_PRIO_PROCESS || ctx->args[1] != 0)
 		return 0;
 	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
 	if (!t || !t->unit_slot || !t->mailbox)
 		return 0;
-	/* the slot is the WATCH signal's unit field: the mailbox follows it */
-	mail = (const void *)(t->unit_slot - __builtin_offsetof(struct kr_unit_signal, unit));
-	if (bpf_probe_read_user(&len, sizeof(len), mail + KR_UNIT_MAILBOX_LEN_AT) ||
-	    len < sizeof(struct kr_unit_signal) || len > sizeof(struct kr_unit_signal) + KR_CTX_DATA_LEN)
+	/* the slot, the length and the signal in one read: a WATCH with a mailbox spans them all */
+	if (bpf_probe_read_user(&box, sizeof(box), (const void *)t->unit_slot) ||
+	    box.len < sizeof(struct kr_unit_signal) ||
+	    box.len > sizeof(struct kr_unit_signal) + KR_CTX_DATA_LEN)
 		return 0;
-	mail += KR_UNIT_MAILBOX_AT;
-	if (context_kind(mail, len) != KR_UNIT_SIGNAL ||
-	    bpf_probe_read_user(&op, sizeof(op), mail + __builtin_offsetof(struct kr_unit_signal, op)) ||
-	    op == KR_UNIT_WATCH)
+	/* the magic and the op: what context_kind reads of a write */
+	__builtin_memcpy(w, &box.sig, sizeof(w));
+	if (!is_unit_signal(w[0], w[1]) || box.sig.op == KR_UNIT_WATCH)
 		return 0;
 	unit_refresh(t, pid_tgid);
-	unit_signal(t, pid_tgid, mail, len);
+	/* the slot is the WATCH signal's unit field: the mailbox's signal follows its length */
+	unit_signal(t, pid_tgid, &box.sig,
+		    (const void *)t->unit_slot + __builtin_offsetof(struct kr_mailbox, sig), box.len);
 	return 0;
 }
 
@@ -384,6 +398,7 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
 static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, const void *data,
 							__u64 len, bool *signal)
 {
+	struct kr_unit_signal sig;
 	__u32 kind;
 
 	if (!attribution_enabled || !data)
@@ -395,7 +410,9 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 		if (!signal)
 			return t;
 		*signal = true;
-		return unit_signal(t, pid_tgid, data, len);
+		if (bpf_probe_read_user(&sig, sizeof(sig), data))
+			return t;
+		return unit_signal(t, pid_tgid, &sig, data, len);
 	}
 	if (kind == KR_H2_PREFACE) {
 		if (t)

@@ -48,19 +48,20 @@ struct {
 /* The wait a data read of sock carries: from the send, or after an EAGAIN from the last data. */
 static __always_inline __u64 response_time(__u64 sock, __u64 now)
 {
-	__u64 *sent = bpf_map_lookup_elem(&last_sends, &sock);
-	struct kr_answer *answer = bpf_map_lookup_elem(&answers, &sock);
-	struct kr_answer first = {.last_data_ns = now};
+	__u64 *sent = bpf_map_lookup_elem(&last_sends, &sock), at = sent ? *sent : 0;
+	struct kr_answer *answer, first = {.last_data_ns = now};
 	__u64 waited = 0;
 
-	if (sent) {
-		if (*sent < now)
-			waited = now - *sent;
-		bpf_map_delete_elem(&last_sends, &sock);
+	if (at) {
+		if (at < now)
+			waited = now - at;
+		/* answered: 0 in place, the entry kept for the sock's next send (calls.h) */
+		*sent = 0;
 		if (!bpf_map_lookup_elem(&accepted_socks, &sock))
 			bpf_map_update_elem(&answers, &sock, &first, BPF_ANY);
 		return waited;
 	}
+	answer = bpf_map_lookup_elem(&answers, &sock);
 	if (!answer)
 		return 0;
 	if (answer->drained && answer->last_data_ns < now)
@@ -73,13 +74,14 @@ static __always_inline __u64 response_time(__u64 sock, __u64 now)
 static __always_inline int read_enter(struct trace_event_raw_sys_enter *ctx, __u32 code, __u32 how)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct kr_thread *t;
+	/* a Go thread's verdict and entry are looked up once, for its goroutine and its call */
+	bool go = go_marked(pid_tgid >> 32), wanted = go && current_wanted(pid_tgid >> 32);
+	struct kr_thread *t = go ? go_refresh_wanted(pid_tgid, wanted) : NULL;
 	__u64 count, first_len;
 
-	go_refresh(pid_tgid);
 	if (!capture_reads && !thread_has_context((__u32)pid_tgid))
 		return 0;
-	t = call_thread(pid_tgid, &code);
+	t = call_thread_of(pid_tgid, go ? wanted : current_wanted(pid_tgid >> 32), t, &code);
 	if (!t)
 		return 0;
 	if (how == KR_MMSG)

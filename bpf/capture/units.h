@@ -84,12 +84,21 @@ static __always_inline struct kr_conn *conn_of(__u64 sock, __u64 stamp)
 	return c && c->stamp == stamp ? c : NULL;
 }
 
-static __always_inline void conn_set(__u64 sock, __u64 stamp, __u64 context_id, __u32 flags)
+/*
+ * `old`: sock's entry, looked up by the caller (NULL: none, or another
+ * connection's). The same connection in the same state changes its request
+ * alone, one aligned store in place: an LRU update allocates a node and
+ * frees the old one, once a request on a server's connection.
+ */
+static __always_inline void conn_set(struct kr_conn *old, __u64 sock, __u64 stamp, __u64 context_id,
+				     __u32 flags)
 {
 	struct kr_conn c = {
 		.context_id = flags & KR_CONN_MULTIPLEXED ? 0 : context_id, .stamp = stamp, .flags = flags};
 
-	if (sock)
+	if (old && old->stamp == stamp && old->flags == flags)
+		old->context_id = c.context_id;
+	else if (sock)
 		bpf_map_update_elem(&conns, &sock, &c, BPF_ANY);
 }
 
@@ -103,7 +112,7 @@ static __always_inline void conn_serve(__u64 sock, __u64 stamp, __u64 context_id
 
 	if (c && c->flags & KR_CONN_SERVER && c->context_id != context_id)
 		request_ended(c->context_id);
-	conn_set(sock, stamp, context_id, flags);
+	conn_set(c, sock, stamp, context_id, flags);
 }
 
 /* The connection on `sock` is done (closed by the server, or gone): its request ended. */
@@ -173,7 +182,7 @@ static __always_inline void conn_request_started(struct kr_thread *t, __u64 cont
 	    bpf_map_lookup_elem(&accepted_socks, &key))
 		return;
 	if (context_id)
-		conn_set(key, t->sock_stamp, context_id, 0);
+		conn_set(c, key, t->sock_stamp, context_id, 0);
 	else if (c)
 		bpf_map_delete_elem(&conns, &key);
 }
@@ -191,9 +200,15 @@ static __always_inline void unit_set_context(__u32 tgid, __u32 kind, __u64 id, _
 {
 	struct kr_unit_key key = {.tgid = tgid, .kind = kind, .id = id};
 
+	__u64 *found;
+
 	if (!id)
 		return;
-	if (handle)
+	/* in place when the unit has an entry (a goroutine's next request): no LRU node allocated */
+	found = handle ? bpf_map_lookup_elem(&units, &key) : NULL;
+	if (found)
+		*found = handle;
+	else if (handle)
 		bpf_map_update_elem(&units, &key, &handle, BPF_ANY);
 	else
 		bpf_map_delete_elem(&units, &key);

@@ -24,17 +24,19 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	const void *data;
 	__u64 count, data_len;
-	struct kr_thread *t = NULL;
+	struct kr_thread *t;
 	bool wanted = current_wanted(pid_tgid >> 32);
 	__u32 tid = (__u32)pid_tgid;
 	bool signal = false;
 
-	go_refresh(pid_tgid);
+	/* a Go thread's entry, its goroutine's context taken: not looked up again */
+	t = go_refresh_wanted(pid_tgid, wanted);
 	if (!wanted) {
 		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 			return 0;
-		t = bpf_map_lookup_elem(&threads, &tid);
-	} else {
+		if (!t)
+			t = bpf_map_lookup_elem(&threads, &tid);
+	} else if (!t) {
 		t = thread_entry(tid);
 		if (!t)
 			return 0;
@@ -114,10 +116,16 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u3
 	 */
 	if (t->preface && t->sock && ret > 0) {
 		/* a client's HTTP/2 connection: its calls mix streams, they carry no request */
-		conn_set(t->sock, t->sock_stamp, 0, KR_CONN_MULTIPLEXED);
+		conn_set(conn_of(t->sock, t->sock_stamp), t->sock, t->sock_stamp, 0, KR_CONN_MULTIPLEXED);
 	} else if (t->sock && ret > 0 && (t->context_id || t->opened || capture_reads)) {
-		starts = t->data && !bpf_map_lookup_elem(&last_sends, &t->sock);
-		bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
+		__u64 *sent = bpf_map_lookup_elem(&last_sends, &t->sock);
+
+		starts = t->data && (!sent || !*sent);
+		/* in place when the sock has an entry: an LRU update allocates a node and frees the old */
+		if (sent)
+			*sent = now;
+		else
+			bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
 		/* a head sent after another, no answer between (pipelining), starts a request too */
 		if (starts || t->opened)
 			conn_request_started(t, t->opened ? t->opened : t->context_id);

@@ -227,6 +227,8 @@ static sqlite3_module kBatchModule = {
     .xRowid = batchRowid,
 };
 
+/* native/sqlite/kreplay_contexts.c: a batch's new contexts */
+int kreplay_contexts_register(sqlite3 *db);
 /* native/sqlite/kreplay_rowbinary.c: the shipper's encoder; kreplay_clickhouse_lz4.c: its LZ4 framing */
 int kreplay_rowbinary_register(sqlite3 *db);
 int kreplay_clickhouse_lz4_register(sqlite3 *db);
@@ -237,6 +239,7 @@ int sqlite3_kreplaysqlite_init(sqlite3 *db, char **err, const sqlite3_api_routin
   (void)err;
   SQLITE_EXTENSION_INIT2(api);
   int rc = sqlite3_create_module(db, "kreplay_batch", &kBatchModule, NULL);
+  if (rc == SQLITE_OK) rc = kreplay_contexts_register(db);
   if (rc == SQLITE_OK) rc = kreplay_rowbinary_register(db);
   if (rc == SQLITE_OK) rc = kreplay_clickhouse_lz4_register(db);
   return rc == SQLITE_OK ? kreplay_otlp_register(db) : rc;

@@ -21,6 +21,9 @@ import { straced } from '../support/strace';
 import { captureAround, describeKernel } from './capture-harness';
 
 const run = promisify(execFile);
+/* A command under `kreplay run --txn`: its calls are that transaction's. */
+const underTransaction = (txn: string, command: string[]) =>
+  run(process.execPath, [KREPLAY_BIN, 'run', '--txn', txn, '--', ...command]);
 const dir = useTempDir();
 const MS = 1_000_000n;
 const ECONNREFUSED = -111;
@@ -175,6 +178,33 @@ conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\
 conn.close()
 `;
 
+/* A keep-alive upstream: each request answered 0.3 s after it came, on one connection. */
+const KEEP_ALIVE_UPSTREAM = `
+import socket, time
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+while conn.recv(65536):
+    time.sleep(0.3)
+    conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+`;
+
+/* Three requests on that connection, each read whole; prints each exchange's time, in ns. */
+const KEEP_ALIVE_CLIENT = `
+import socket, sys, time
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+took = []
+for i in range(3):
+    start = time.monotonic_ns()
+    c.sendall(b"GET /%d HTTP/1.1\\r\\nHost: upstream\\r\\n\\r\\n" % i)
+    got = b""
+    while not got.endswith(b"ok"):
+        got += c.recv(65536)
+    took.append(time.monotonic_ns() - start)
+c.close()
+print(" ".join(map(str, took)))
+`;
+
 /* A sendall client and a server thread that carries a context (a marker): 3 MiB in partial sends. */
 const SENDALL = `
 import os, socket, threading
@@ -274,12 +304,7 @@ describeKernel('sys_connect (real kernel)', () => {
     const server = await startPython(FULL_BACKLOG);
     const url = `http://127.0.0.1:${server.line}/`;
     const { records, value } = await captureAround({}, async () => {
-      const curl = await run(process.execPath, [
-        KREPLAY_BIN,
-        'run',
-        '--txn',
-        'slow-connect',
-        '--',
+      const curl = await underTransaction('slow-connect', [
         'curl',
         '-s',
         '-o',
@@ -311,12 +336,7 @@ describeKernel('sys_read and sends (real kernel)', () => {
     const server = await startPython(SLOW_UPSTREAM);
     const target = `tcp 127.0.0.1:${server.line}`;
     const { records, value } = await captureAround({}, async () => {
-      const curl = await run(process.execPath, [
-        KREPLAY_BIN,
-        'run',
-        '--txn',
-        'slow-upstream',
-        '--',
+      const curl = await underTransaction('slow-upstream', [
         'curl',
         '-s',
         '-o',
@@ -349,6 +369,32 @@ describeKernel('sys_read and sends (real kernel)', () => {
     expect(timed[0]!.responseNs).toBeLessThanOrEqual(value);
     // the read itself is short: the wait was in poll
     expect(timed[0]!.durationNs).toBeLessThan(timed[0]!.responseNs);
+  });
+
+  it('times each answer on a keep-alive connection from its own request, and each request starts one', async () => {
+    const server = await startPython(KEEP_ALIVE_UPSTREAM);
+    const target = `tcp 127.0.0.1:${server.line}`;
+    const { records, value } = await captureAround({}, async () => {
+      const client = await underTransaction('keep-alive', ['python3', '-c', KEEP_ALIVE_CLIENT, server.line]);
+      await exited(server.child);
+      return client.stdout.trim().split(' ').map(BigInt);
+    });
+    const mine = (r: ReturnType<typeof calls>[number]) => r.comm === 'python3' && r.target === target;
+    const sends = calls(records, 'sys_write').filter(mine);
+    // every send follows an answer (or none yet): each starts a request and carries its first bytes
+    expect(sends.map((r) => r.request?.toString('latin1').split('\r\n')[0])).toEqual([
+      'GET /0 HTTP/1.1',
+      'GET /1 HTTP/1.1',
+      'GET /2 HTTP/1.1',
+    ]);
+    const reads = calls(records, 'sys_read').filter(mine);
+    // the first read after each send carries that request's wait, no other read one
+    const timed = reads.filter((r) => r.responseNs > 0n);
+    expect(timed.map((r) => sends.filter((s) => s.startNs < r.startNs).length)).toEqual([1, 2, 3]);
+    timed.forEach((r, i) => {
+      expect(r.responseNs).toBeGreaterThanOrEqual(300n * MS);
+      expect(r.responseNs).toBeLessThanOrEqual(value[i]!);
+    });
   });
 
   it("records a sendall client's sends and a server thread's reads exactly as strace sees them", async () => {

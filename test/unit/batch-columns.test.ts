@@ -19,6 +19,7 @@ function cColumns(): string[][] {
     '#include <stdio.h>',
     '#include "kreplay_batch.c"',
     // the other files of the extension, which its entry point registers
+    'int kreplay_contexts_register(sqlite3 *db) { (void)db; return 0; }',
     'int kreplay_rowbinary_register(sqlite3 *db) { (void)db; return 0; }',
     'int kreplay_clickhouse_lz4_register(sqlite3 *db) { (void)db; return 0; }',
     'int kreplay_otlp_register(sqlite3 *db) { (void)db; return 0; }',

@@ -13,6 +13,7 @@ import { ServiceResolver } from '../../agent/attribution/service-resolver';
 import { readSelectedProcess } from '../../agent/filter/process-selectors';
 import { parseHookSelector, parseSelector, type Selector } from '../../agent/filter/selector';
 import { HookScope, NOT_SERVING } from '../../agent/runtimes/discovery/hook-scope';
+import * as listeningSockets from '../../agent/runtimes/node/listening-sockets';
 import { waitFor } from '../support/wait';
 
 const children: ChildProcess[] = [];
@@ -104,6 +105,35 @@ describe('hook scope', () => {
     // unshare execs python3: the pid is the python's
     await waitFor(() => scope(undefined).check(server.pid) === null, { what: 'the namespaced server seen' });
     expect(scope(undefined).check(tool.pid)).toBe(NOT_SERVING);
+  });
+
+  it("reads a process's descriptors again only once a socket started listening in its namespace", async () => {
+    // its own namespace: no other program's listener starts there
+    const child = spawn(
+      '/usr/bin/unshare',
+      [
+        '-n',
+        '/usr/bin/python3',
+        '-c',
+        'import socket, sys\nprint("up", flush=True)\nsys.stdin.readline()\ns = socket.socket()\ns.bind(("127.0.0.1", 0))\ns.listen()\nprint("listening", flush=True)\nsys.stdin.readline()',
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    children.push(child);
+    await new Promise((resolve) => child.stdout!.once('data', resolve));
+    const reads = jest.spyOn(listeningSockets, 'socketInodes');
+    try {
+      const s = scope(undefined);
+      const pid = child.pid!;
+      for (let i = 0; i < 3; i++) expect(s.check(pid)).toBe(NOT_SERVING);
+      expect(reads.mock.calls.filter(([p]) => p === pid)).toHaveLength(1);
+      child.stdin!.write('listen\n');
+      await new Promise((resolve) => child.stdout!.once('data', resolve));
+      await waitFor(() => s.check(pid) === null, { what: 'its new listener seen' });
+      expect(reads.mock.calls.filter(([p]) => p === pid)).toHaveLength(2);
+    } finally {
+      reads.mockRestore();
+    }
   });
 
   it('includes and excludes by service, cgroup, comm, exe, pid and cgroup-id', async () => {

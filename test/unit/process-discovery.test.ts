@@ -5,11 +5,12 @@
  * attribution-python.test.ts); the Node injection is tested in attribution-node.test.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RuntimeClassifier } from '../../agent/runtimes/discovery/classify';
 import { ProcessDiscovery } from '../../agent/runtimes/discovery/process-discovery';
+import { exeIdentity } from '../../agent/runtimes/process-tree';
 import { leaveAlone, runtimeInjectors } from '../../agent/runtimes/discovery/runtime-injectors';
 import type {
   FinalResult,
@@ -33,6 +34,13 @@ async function started(command: string, args: string[], env: NodeJS.ProcessEnv =
   children.push(child);
   await new Promise((resolve) => child.stdout!.once('data', resolve));
   return child;
+}
+
+/** A child that runs until killed (spawn returns once it has exec'd). */
+function spawnChild(command: string, args: string[]): number {
+  const child = spawn(command, args, { stdio: 'ignore' });
+  children.push(child);
+  return child.pid!;
 }
 
 /** A Node program that idles until killed, once it is up. */
@@ -385,5 +393,67 @@ describe('ProcessDiscovery', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  describe("the scan's cost on a busy host", () => {
+    /** A discovery that counts, for `pid` alone, its classifications and its executable's stats. */
+    function counting(pid: () => number) {
+      const looks = { classify: 0, stat: 0, runtime: '' };
+      const classifier = new RuntimeClassifier(nativeAddon());
+      const d = new ProcessDiscovery({
+        injectors: hooksOff(recordingLogger(() => undefined)),
+        classifier: {
+          classify(p, exeId) {
+            const found = classifier.classify(p, exeId);
+            if (p === pid()) {
+              looks.classify++;
+              looks.runtime = found?.runtime ?? '';
+            }
+            return found;
+          },
+        },
+        exeIdentity(p) {
+          if (p === pid()) looks.stat++;
+          return exeIdentity(p);
+        },
+        scope: () => 'not in this test',
+        log: recordingLogger(() => undefined),
+        ancestors: () => [],
+      });
+      return { d, looks };
+    }
+
+    it("looks at a process from its second scan, and asks a settled one whether it exec'd at one scan in ten", async () => {
+      // spawn returns once the child has exec'd: it is sleep from the first scan on
+      const pid = spawnChild('/bin/sleep', ['60']);
+      const { d, looks } = counting(() => pid);
+      await d.scanOnce();
+      expect(looks).toEqual({ classify: 0, stat: 0, runtime: '' });
+      // its six looks without a runtime settle it
+      for (let i = 0; i < 6; i++) await d.scanOnce();
+      expect(looks).toEqual({ classify: 6, stat: 6, runtime: '' });
+      for (let i = 0; i < 20; i++) await d.scanOnce();
+      expect(looks).toEqual({ classify: 6, stat: 8, runtime: '' });
+    });
+
+    it('finds the program a settled process exec, within ten scans', async () => {
+      const child = spawn(
+        '/bin/sh',
+        ['-c', 'read line; exec /usr/bin/python3 -c "import time; time.sleep(60)"'],
+        {
+          env: hookableEnv(),
+          stdio: ['pipe', 'ignore', 'ignore'],
+        },
+      );
+      children.push(child);
+      const pid = child.pid!;
+      const { d, looks } = counting(() => pid);
+      for (let i = 0; i < 7; i++) await d.scanOnce();
+      expect(looks.classify).toBe(6);
+      child.stdin!.write('go\n');
+      await waitFor(() => readlinkSync(`/proc/${pid}/exe`).includes('python'));
+      for (let scans = 0; looks.runtime === '' && scans < 10; scans++) await d.scanOnce();
+      expect(looks).toMatchObject({ classify: 7, runtime: 'python' });
+    });
   });
 });

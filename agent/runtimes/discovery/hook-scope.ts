@@ -27,12 +27,30 @@ export const NOT_SERVING =
 
 /** How long one read of a network namespace's listening sockets answers for it (a scan's length). */
 const TABLE_MS = 250;
+/** A namespace's table not read for this long is dropped (namespaces come and go: containers). */
+const TABLE_FORGET_MS = 60_000;
+
+interface ListeningTable {
+  at: number;
+  inodes: Set<number>;
+  /** bumped when a socket starts listening: only that can make a process that served nothing serve */
+  added: number;
+}
+
+/** A process found serving nothing: its start time (a later process with its pid is another), and its namespace's table then. */
+interface NotServing {
+  startTime: string;
+  netns: number;
+  added: number;
+}
 
 export class HookScope {
   private readonly include: ProcessSelectors | null;
   private readonly exclude: ProcessSelectors;
   /** by network namespace inode: its listening sockets' inodes, and when they were read */
-  private readonly tables = new Map<number, { at: number; inodes: Set<number> }>();
+  private readonly tables = new Map<number, ListeningTable>();
+  /** by pid: the processes found serving nothing, whose descriptors are read again only once a socket started listening */
+  private readonly notServing = new Map<number, NotServing>();
 
   constructor(private readonly options: HookScopeOptions) {
     this.include = options.include ? new ProcessSelectors(options.include) : null;
@@ -54,25 +72,47 @@ export class HookScope {
     return parent > 1 && this.serves(parent) ? null : NOT_SERVING;
   }
 
-  /** Whether the process holds a socket listening on TCP in its network namespace. */
+  /**
+   * Whether the process holds a socket listening on TCP in its network namespace. One found serving
+   * nothing is asked again (its descriptors read, a readlink each) only once a socket has started
+   * listening in its namespace: a listener of its own would be one. A listener handed to it over a
+   * Unix socket while none starts listening is seen at the next that does.
+   */
   serves(pid: number): boolean {
-    const own = socketInodes(pid);
-    if (own.size === 0) return false;
     let netns: number;
     try {
       netns = statSync(`/proc/${pid}/ns/net`).ino;
     } catch {
       return false;
     }
-    const now = performance.now();
-    let table = this.tables.get(netns);
-    if (!table || now - table.at > TABLE_MS) {
-      table = { at: now, inodes: new Set(namespaceListening(pid).map((s) => s.inode)) };
-      // namespaces come and go (containers): the stale ones are dropped
-      for (const [ns, t] of this.tables) if (now - t.at > TABLE_MS) this.tables.delete(ns);
-      this.tables.set(netns, table);
-    }
-    for (const inode of own) if (table.inodes.has(inode)) return true;
+    const table = this.table(pid, netns);
+    const startTime = parseStat(readStat(pid) ?? '')?.startTime;
+    if (startTime === undefined) return false;
+    const known = this.notServing.get(pid);
+    if (known?.startTime === startTime && known.netns === netns && known.added === table.added) return false;
+    for (const inode of socketInodes(pid))
+      if (table.inodes.has(inode)) {
+        this.notServing.delete(pid);
+        return true;
+      }
+    this.notServing.set(pid, { startTime, netns, added: table.added });
     return false;
+  }
+
+  /** The namespace's listening sockets, read at most once per TABLE_MS. */
+  private table(pid: number, netns: number): ListeningTable {
+    const now = performance.now();
+    const last = this.tables.get(netns);
+    if (last && now - last.at <= TABLE_MS) return last;
+    const inodes = new Set(namespaceListening(pid).map((s) => s.inode));
+    const grew = !last || [...inodes].some((inode) => !last.inodes.has(inode));
+    const table = { at: now, inodes, added: (last?.added ?? 0) + (grew ? 1 : 0) };
+    if (grew)
+      // what was found serving nothing in this namespace is asked again: forgotten (this bounds the map)
+      for (const [p, n] of this.notServing) if (n.netns === netns) this.notServing.delete(p);
+    // a namespace read again after this is new to it (grew): its processes are asked again
+    for (const [ns, t] of this.tables) if (now - t.at > TABLE_FORGET_MS) this.tables.delete(ns);
+    this.tables.set(netns, table);
+    return table;
   }
 }

@@ -23,6 +23,13 @@ import {
 /** Between scans of /proc. */
 export const SCAN_MS = 500;
 /**
+ * A settled process (no runtime found, or its outcome counted) is asked whether it exec'd at one
+ * scan in this many (a stat each, spread over the scans by pid): every other scan, those stats were
+ * the larger part of a scan of an unchanged process set. A program exec'd by a process this old is
+ * found within 5 s.
+ */
+const EXEC_CHECK_SCANS = 10;
+/**
  * Scans a process that runs none of the runtimes is looked at again: a shell may exec python just
  * after its fork, and an embedding program (uwsgi) maps libpython after it started.
  */
@@ -51,6 +58,8 @@ export interface DiscoveryOptions {
   markJvm?(pid: number): void;
   /** the processes above the agent, never hooked (default: read from /proc at each scan) */
   ancestors?: () => number[];
+  /** a process's executable's identity, null for a kernel thread or a process gone (default: process-tree's, a stat) */
+  exeIdentity?: (pid: number) => string | null;
 }
 
 interface Tracked {
@@ -79,6 +88,8 @@ export class ProcessDiscovery {
   private scanning: Promise<void> = Promise.resolve();
   private stopped = false;
   private scans = 0;
+  /** the processes first seen at the last scan, not looked at yet */
+  private firstSeen = new Set<number>();
 
   constructor(private readonly options: DiscoveryOptions) {}
 
@@ -115,6 +126,7 @@ export class ProcessDiscovery {
     this.scans++;
     const agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
     const alive = new Set<number>();
+    const firstSeen = new Set<number>();
     for (const name of readdirSync('/proc')) {
       if (this.stopped) return;
       if (!/^\d+$/.test(name)) continue;
@@ -122,10 +134,15 @@ export class ProcessDiscovery {
       if (pid === process.pid) continue;
       alive.add(pid);
       let tracked = this.tracked.get(pid);
-      // a settled process is asked whether it exec'd every other scan (a stat each: the scan's cost)
-      if (tracked?.settled && this.scans % 2 === 1) continue;
+      // looked at from its second scan: on a busy host most processes are gone by then (a build's,
+      // a shell loop's), and none is hooked before two looks in scope anyway
+      if (!tracked && !this.firstSeen.has(pid)) {
+        firstSeen.add(pid);
+        continue;
+      }
+      if (tracked?.settled && (this.scans + pid) % EXEC_CHECK_SCANS !== 0) continue;
       // '': a kernel thread (no executable), settled at once
-      const exeId = exeIdentity(pid) ?? '';
+      const exeId = (this.options.exeIdentity ?? exeIdentity)(pid) ?? '';
       if (!tracked || tracked.exeId !== exeId) {
         const settled = exeId === '';
         tracked = { exeId, classification: null, looks: 0, tries: 0, settled, leftOut: 0, inScope: 0 };
@@ -143,6 +160,7 @@ export class ProcessDiscovery {
       }
       await this.consider(pid, tracked, tracked.classification, agentLine);
     }
+    this.firstSeen = firstSeen;
     for (const pid of this.tracked.keys()) if (!alive.has(pid)) this.tracked.delete(pid);
   }
 
