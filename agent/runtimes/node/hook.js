@@ -36,6 +36,7 @@ module.exports = function kreplayNodeHook(signal, options) {
   const os = load('os');
   const http = load('http');
   const { AsyncLocalStorage, createHook } = load('async_hooks');
+  const { promiseHooks } = load('v8');
   // a client socket's unit: the one that connected it, or SHARED once another wrote to it
   const SHARED = -1;
   // non-enumerable: no spread or Object.assign of globalThis copies it
@@ -53,6 +54,7 @@ module.exports = function kreplayNodeHook(signal, options) {
 
   // undo a previous install: this one starts from Node's own functions
   if (state.asyncHook) state.asyncHook.disable();
+  state.stopPromiseHooks?.();
   for (const [target, keys] of state.originals) for (const [key, original] of keys) target[key] = original;
   const original = (target, key) => {
     let keys = state.originals.get(target);
@@ -265,7 +267,7 @@ module.exports = function kreplayNodeHook(signal, options) {
   // Around each callback (timers, I/O, promise continuations, ticks), the unit it runs in; they
   // nest (a callback run in another's scope), so each after gives back what its before found.
   const outers = [];
-  state.asyncHook = createHook({
+  const callbacks = {
     before() {
       try {
         // an unbalanced before (an exception that skipped afters) cannot grow it for ever
@@ -283,7 +285,28 @@ module.exports = function kreplayNodeHook(signal, options) {
         // likewise
       }
     },
-  }).enable();
+  };
+  // Promise continuations through V8's own promise hooks when async_hooks can leave promises alone
+  // (createHook's trackPromises, whose Node refuses it beside a promiseResolve callback): its own
+  // give each promise the program awaits an async id in two symbol properties and push an async
+  // context per continuation, none of which the slot needs: V8's before hook already runs in the
+  // continuation's async context frame, where an AsyncLocalStorage keeps its store since Node 24.
+  const untracked = (() => {
+    // a store async_hooks keeps (an AsyncLocalStorage that propagates itself: Node before 24, or
+    // --no-async-context-frame) is the promise's only once async_hooks' own promise hook ran
+    if (typeof AsyncLocalStorage.prototype._propagate === 'function') return false;
+    try {
+      createHook({ promiseResolve() {}, trackPromises: false });
+      return false;
+    } catch {
+      return typeof promiseHooks?.onBefore === 'function';
+    }
+  })();
+  state.asyncHook = createHook(untracked ? { ...callbacks, trackPromises: false } : callbacks).enable();
+  const stops = untracked
+    ? [promiseHooks.onBefore(callbacks.before), promiseHooks.onAfter(callbacks.after)]
+    : [];
+  state.stopPromiseHooks = () => stops.forEach((stop) => stop());
   running = current();
   setUnit(0, running);
   write(0, MAIL + signal.bytes);
