@@ -133,6 +133,11 @@ enum kr_unit_op {
 	 * it), unless it serves a request of its own (kr_thread.owned) or runs units; 0: none
 	 */
 	KR_UNIT_ADOPT = 6,
+	/*
+	 * these bytes, laid out as a WATCH's, are the writing thread's mailbox (KR_UNIT_MAILBOX_AT), its
+	 * unit untouched: a thread that runs no unit (a server's accepting thread) signals without a write
+	 */
+	KR_UNIT_MAILBOX = 7,
 };
 
 /*
@@ -153,9 +158,10 @@ struct kr_unit_signal {
 };
 
 /*
- * A signal without a write (heads.h mailbox_signal): a WATCH written with at
- * least KR_UNIT_MAILBOX_AT + sizeof(struct kr_unit_signal) bytes gives its
- * thread a mailbox in the same memory, after the slot: a u64 length at
+ * A signal without a write (heads.h sys_enter_getpriority): a WATCH (or a
+ * KR_UNIT_MAILBOX) written with at least KR_UNIT_MAILBOX_AT + sizeof(struct
+ * kr_unit_signal) bytes gives its thread a mailbox in the same memory, after
+ * the unit field: a u64 length at
  * KR_UNIT_MAILBOX_LEN_AT (0: empty), then a signal at KR_UNIT_MAILBOX_AT. The
  * hook puts a signal there and calls getpriority(PRIO_PROCESS, 0), which the
  * kernel reads it at: a call that cannot fail, touches no file, and costs a

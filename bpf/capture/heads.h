@@ -272,12 +272,18 @@ static __always_inline struct kr_thread *unit_adopt(struct kr_thread *t, __u64 p
 	return t;
 }
 
+/* Where a WATCH's or KR_UNIT_MAILBOX's bytes keep a thread's slot and mailbox: their unit field. */
+static __always_inline __u64 unit_field_at(const void *data)
+{
+	return (__u64)data + __builtin_offsetof(struct kr_unit_signal, unit);
+}
+
 /*
  * A runtime hook's signal (a write to KR_UNIT_SIGNAL_FD): the
  * thread now runs the hook's unit `unit`, or opens it with the request head
  * that follows, or keeps its unit in the signal's own bytes from now on
  * (KR_UNIT_WATCH), or hands its context to unit `unit` (a pool's work item,
- * which another thread enters). The write is the hook's, not the program's:
+ * which another thread enters), or has a mailbox (KR_UNIT_MAILBOX). The write is the hook's, not the program's:
  * never recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid,
@@ -303,13 +309,18 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
 		return t;
+	if (sig.op == KR_UNIT_MAILBOX) {
+		/* the thread keeps running what it ran: no unit kind, so its reads and heads stay a plain thread's */
+		t->mailbox = len >= KR_UNIT_MAILBOX_AT + sizeof(sig) ? unit_field_at(data) : 0;
+		return t;
+	}
 	if (sig.op == KR_UNIT_OPEN) {
 		/* the unit's own request: no parent, whatever the thread ran before */
 		id = open_record(KR_CONTEXT_RUNTIME, 0, pid_tgid, data + sizeof(sig), len - sizeof(sig));
 		unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, sig.unit, request_opened(id));
 	} else if (sig.op == KR_UNIT_WATCH) {
-		t->unit_slot = (__u64)data + __builtin_offsetof(struct kr_unit_signal, unit);
-		t->mailbox = len >= KR_UNIT_MAILBOX_AT + sizeof(sig);
+		t->unit_slot = unit_field_at(data);
+		t->mailbox = len >= KR_UNIT_MAILBOX_AT + sizeof(sig) ? t->unit_slot : 0;
 	}
 	unit_switch(t, pid_tgid, KR_UNIT_HOOK, sig.unit);
 	return t;
@@ -318,8 +329,8 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 /*
  * getpriority(PRIO_PROCESS, 0) by a thread with a mailbox (capture.h
  * KR_UNIT_MAILBOX_AT): the signal in it, if any, as if written to
- * KR_UNIT_SIGNAL_FD. A mailbox's WATCH is ignored: only a write registers
- * memory.
+ * KR_UNIT_SIGNAL_FD. A WATCH or KR_UNIT_MAILBOX in a mailbox is ignored: only
+ * a write registers memory.
  */
 /* The mailbox as one read sees it, from the WATCH signal's unit field on (capture.h). */
 struct kr_mailbox {
@@ -346,21 +357,21 @@ int sys_enter_getpriority(struct trace_event_raw_sys_enter *ctx)
 	if (!attribution_enabled || ctx->args[0] != KR_PRIO_PROCESS || ctx->args[1] != 0)
 		return 0;
 	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
-	if (!t || !t->unit_slot || !t->mailbox)
+	if (!t || !t->mailbox)
 		return 0;
-	/* the slot, the length and the signal in one read: a WATCH with a mailbox spans them all */
-	if (bpf_probe_read_user(&box, sizeof(box), (const void *)t->unit_slot) ||
+	/* the unit field, the length and the signal in one read: a WATCH with a mailbox spans them all */
+	if (bpf_probe_read_user(&box, sizeof(box), (const void *)t->mailbox) ||
 	    box.len < sizeof(struct kr_unit_signal) ||
 	    box.len > sizeof(struct kr_unit_signal) + KR_CTX_DATA_LEN)
 		return 0;
 	/* the magic and the op: what context_kind reads of a write */
 	__builtin_memcpy(w, &box.sig, sizeof(w));
-	if (!is_unit_signal(w[0], w[1]) || box.sig.op == KR_UNIT_WATCH)
+	if (!is_unit_signal(w[0], w[1]) || box.sig.op == KR_UNIT_WATCH || box.sig.op == KR_UNIT_MAILBOX)
 		return 0;
 	unit_refresh(t, pid_tgid);
-	/* the slot is the WATCH signal's unit field: the mailbox's signal follows its length */
-	unit_signal(t, pid_tgid, &box.sig,
-		    (const void *)t->unit_slot + __builtin_offsetof(struct kr_mailbox, sig), box.len);
+	/* the mailbox's signal follows its length */
+	unit_signal(t, pid_tgid, &box.sig, (const void *)t->mailbox + __builtin_offsetof(struct kr_mailbox, sig),
+		    box.len);
 	return 0;
 }
 

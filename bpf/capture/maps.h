@@ -64,6 +64,8 @@ struct kr_thread {
 	__u64 unit;
 	/* where a hook keeps the unit the thread runs (KR_UNIT_WATCH), read at each call; 0: none */
 	__u64 unit_slot;
+	/* where its WATCH or KR_UNIT_MAILBOX put the thread's mailbox (struct kr_mailbox), 0: none */
+	__u64 mailbox;
 	__u32 unit_kind; /* enum kr_unit_kind, 0: a plain thread */
 	/* the write in flight begins with the HTTP/2 preface: a client's multiplexed connection */
 	__u32 preface;
@@ -91,8 +93,6 @@ struct kr_thread {
 	__u64 last_stamp;
 	__u64 last_target_id;
 	__u32 parked; /* enum kr_park (restarts.h): a call the kernel is to restart */
-	/* its WATCH gave the thread a mailbox after the slot (KR_UNIT_MAILBOX_AT) */
-	__u32 mailbox;
 	/* kept current by task_rename: cheaper than asking at every call */
 	char comm[KR_COMM_LEN];
 };

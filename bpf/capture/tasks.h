@@ -77,11 +77,13 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 
 	/* no longer the JVM discovery found (if it is one again, discovery finds it again) */
 	bpf_map_delete_elem(&jvm_processes, &(__u32){task->tgid});
+	/* the memory a mailbox was in is gone, whether or not the thread ran units */
+	if (t)
+		t->mailbox = 0;
 	if (t && t->unit_kind) {
 		t->unit_kind = 0;
 		t->unit = 0;
 		t->unit_slot = 0;
-		t->mailbox = 0;
 		thread_hold(t, 0, 0);
 		forget_thread_context(tid);
 	}

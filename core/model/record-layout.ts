@@ -112,11 +112,11 @@ export const ContextKind = { Marker: 1, Http: 2, HttpRequest: 3, Runtime: 4 } as
 /** enum kr_unit_kind: what a runtime schedules on its threads. */
 export const UnitKind = { Hook: 1, Goroutine: 2, Work: 3 } as const;
 /** enum kr_unit_op */
-export const UnitOp = { Enter: 1, Open: 2, Watch: 3, Handoff: 4, Close: 5, Adopt: 6 } as const;
+export const UnitOp = { Enter: 1, Open: 2, Watch: 3, Handoff: 4, Close: 5, Adopt: 6, Mailbox: 7 } as const;
 /**
  * struct kr_unit_signal: a runtime hook's write that switches its thread's unit; a head follows an
  * open. `fd`: KR_UNIT_SIGNAL_FD, the descriptor the hooks write it to, which no file can have.
- * `mailboxLength`, `mailbox`: where a WATCH written with a mailbox (KR_UNIT_MAILBOX_AT) keeps the
+ * `mailboxLength`, `mailbox`: where a WATCH or a KR_UNIT_MAILBOX written with a mailbox keeps the
  * length of the signal it holds and the signal, read at the thread's getpriority(PRIO_PROCESS, 0).
  */
 export const UnitSignalLayout = {

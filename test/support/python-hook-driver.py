@@ -26,6 +26,7 @@ MAGIC = SIGNAL["magic"].encode()
 # at each call the kernel reads the slot the thread registered (units.h, unit_refresh)
 record = []
 slots = {}  # thread -> the address of the slot it registered
+boxes = {}  # thread -> the address of its mailbox (a WATCH's or a MAILBOX's unit field)
 failing = [False]
 fds = set()  # the descriptors the hook wrote to
 
@@ -41,10 +42,12 @@ def recording_write(fd, data):
         raise OSError(9, "Bad file descriptor")
     thread, buffer, data = threading.get_ident(), data, bytes(data)
     before, registered = slot_value(thread), None
-    if data.startswith(MAGIC) and int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little") == SIGNAL["watch"]:
-        # the slot is the written bytes' own unit field
-        slots[thread] = ctypes.addressof(ctypes.c_char.from_buffer(buffer)) + SIGNAL["unitAt"]
-        registered = slot_value(thread)
+    if data.startswith(MAGIC) and op_of(data) in (SIGNAL["watch"], SIGNAL["mailboxOp"]):
+        # the slot and the mailbox are at the written bytes' own unit field; a MAILBOX's is no slot
+        boxes[thread] = ctypes.addressof(ctypes.c_char.from_buffer(buffer)) + SIGNAL["unitAt"]
+        if op_of(data) == SIGNAL["watch"]:
+            slots[thread] = boxes[thread]
+            registered = slot_value(thread)
     if data.startswith(MAGIC):
         written[SIGNAL_OPS[op_of(data)]] += 1
     record.append((thread, data, before, registered))
@@ -52,12 +55,12 @@ def recording_write(fd, data):
 
 
 def recording_getpriority(which, who):
-    """getpriority(PRIO_PROCESS, 0): the signal in the mailbox of the slot the thread registered, if
-    any, as if written (bpf/capture/heads.h, sys_enter_getpriority)."""
+    """getpriority(PRIO_PROCESS, 0): the signal in the mailbox the thread registered (with its slot or
+    alone), if any, as if written (bpf/capture/heads.h, sys_enter_getpriority)."""
     if failing[0]:
         raise OSError(1, "Operation not permitted")
     thread = threading.get_ident()
-    address = slots.get(thread)
+    address = boxes.get(thread)
     if which == 0 and who == 0 and address is not None:
         signal_at = address - SIGNAL["unitAt"]
         length = ctypes.c_uint64.from_address(signal_at + SIGNAL["mailboxLengthAt"]).value
@@ -72,7 +75,7 @@ def op_of(data):
     return int.from_bytes(data[SIGNAL["opAt"] : SIGNAL["opAt"] + 4], "little")
 
 
-SIGNAL_OPS = {SIGNAL[name]: name for name in ("open", "handoff", "watch", "close", "adopt")}
+SIGNAL_OPS = {SIGNAL[name]: name for name in ("open", "handoff", "watch", "close", "adopt", "mailboxOp")}
 # signals by op, read from a mailbox and written
 mailed, written = dict.fromkeys(SIGNAL_OPS.values(), 0), dict.fromkeys(SIGNAL_OPS.values(), 0)
 
@@ -92,6 +95,7 @@ def fresh():
     """A new thread: Python reuses a joined thread's ident, the kernel never reuses a live tid (nor
     its slot: the thread that registered it ended)."""
     slots.pop(threading.get_ident(), None)
+    boxes.pop(threading.get_ident(), None)
     record.append((threading.get_ident(), b"FRESH", None, None))
 
 
@@ -120,6 +124,8 @@ def model():
         unit = int.from_bytes(data[SIGNAL["unitAt"] : SIGNAL["unitAt"] + 8], "little")
         if op == SIGNAL["watch"]:
             current[thread] = registered
+        elif op == SIGNAL["mailboxOp"]:
+            pass  # the thread keeps what it ran
         elif op == SIGNAL["open"]:
             head = data[SIGNAL["bytes"] :].decode()
             assert head.endswith("\r\n\r\n"), head
@@ -464,7 +470,7 @@ results["import machinery"] = [sys.meta_path == meta_path, hasattr(importlib._bo
 record.clear()
 
 # the mailbox's signals, and whether each mailbox the kernel knows was left empty
-mailboxes = [ctypes.c_uint64.from_address(a - SIGNAL["unitAt"] + SIGNAL["mailboxLengthAt"]).value for a in slots.values()]
+mailboxes = [ctypes.c_uint64.from_address(a - SIGNAL["unitAt"] + SIGNAL["mailboxLengthAt"]).value for a in boxes.values()]
 results["signals"] = {"mailed": mailed, "written": written, "mailboxes left empty": not any(mailboxes)}
 
 # a hook whose writes (and getpriority calls) fail raises nothing into the program

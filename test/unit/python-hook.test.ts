@@ -20,7 +20,7 @@ const SOURCE = join(__dirname, '..', '..', 'agent', 'runtimes', 'python', 'krepl
 
 type Marks = [string, string | null][];
 /** the driver's count of the hook's signals by op, read from a mailbox and written */
-type Ops = Record<'open' | 'handoff' | 'watch' | 'close' | 'adopt', number>;
+type Ops = Record<'open' | 'handoff' | 'watch' | 'close' | 'adopt' | 'mailboxOp', number>;
 interface Signals {
   mailed: Ops;
   written: Ops;
@@ -132,23 +132,26 @@ describe('the Python hook', () => {
     expect(results['import machinery']).toEqual([true, false]);
   });
 
-  it("signals through the thread's mailbox and getpriority, emptied after; writes only a slot's WATCH and what a thread without one signals", () => {
+  it("signals through the thread's mailbox and getpriority, emptied after; writes a slot's WATCH, and a slotless thread's first signal and its MAILBOX", () => {
     const { mailed, written, ...rest } = results.signals as Signals;
     // every request's OPEN and CLOSE is mailed: their threads run units
     expect(mailed.open).toBeGreaterThan(0);
     expect(mailed.close).toBe(mailed.open);
     expect(mailed.handoff).toBeGreaterThan(0);
-    expect([written.open, written.close, mailed.watch, mailed.adopt]).toEqual([0, 0, 0, 0]);
-    // a plain thread's (a queue's getter's ADOPT, a submitter's HANDOFF outside any unit)
+    expect([written.open, written.close, mailed.watch, mailed.mailboxOp]).toEqual([0, 0, 0, 0]);
+    // a plain thread writes its first signal (a started thread's one ADOPT, a submitter's HANDOFF
+    // outside any unit), then registers its mailbox alone: the queue's worker mails its 5 other gets
     expect(written.adopt).toBeGreaterThan(0);
     expect(written.handoff).toBeGreaterThan(0);
+    expect(written.mailboxOp).toBe(1);
+    expect(mailed.adopt).toBe(5);
     expect(rest).toEqual({ 'mailboxes left empty': true });
   });
 
   it('attributes the same with every signal written, as in a process under a seccomp filter', () => {
     const writesOnly = drive({ ...PYTHON_HOOK_SIGNAL, mailbox: false });
     const { mailed, written } = writesOnly.signals as Signals;
-    expect(Object.values(mailed)).toEqual([0, 0, 0, 0, 0]);
+    expect(Object.values(mailed)).toEqual([0, 0, 0, 0, 0, 0]);
     expect(written.open).toBe((results.signals as Signals).mailed.open);
     // each scenario's side effects and their requests, in an order the pool threads' timing cannot move
     const attributed = (all: Record<string, unknown>) =>

@@ -86,6 +86,7 @@ const EXPECTED: Record<string, number> = {
   KR_UNIT_HANDOFF: UnitOp.Handoff,
   KR_UNIT_CLOSE: UnitOp.Close,
   KR_UNIT_ADOPT: UnitOp.Adopt,
+  KR_UNIT_MAILBOX: UnitOp.Mailbox,
   KR_UNIT_WATCH: UnitOp.Watch,
   KR_SYS_WRITE: SYSCALL_NAMES.indexOf('write'),
   KR_SYS_WRITEV: SYSCALL_NAMES.indexOf('writev'),

@@ -20,6 +20,8 @@ export interface PythonHookSignal {
   watch: number;
   close: number;
   adopt: number;
+  /** the op that gives a thread running no unit a mailbox (KR_UNIT_MAILBOX) */
+  mailboxOp: number;
   /** the most bytes of an OPEN's request head the kernel hands on */
   maxHead: number;
   /** the descriptor the signals are written to: KR_UNIT_SIGNAL_FD, which no file can have */
@@ -41,6 +43,7 @@ export const PYTHON_HOOK_SIGNAL: PythonHookSignal = {
   watch: UnitOp.Watch,
   close: UnitOp.Close,
   adopt: UnitOp.Adopt,
+  mailboxOp: UnitOp.Mailbox,
   maxHead: CONTEXT_DATA_LEN,
   fd: UnitSignalLayout.fd,
   mailboxLengthAt: UnitSignalLayout.mailboxLength,

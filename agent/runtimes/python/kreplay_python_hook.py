@@ -9,9 +9,9 @@ a write of a WATCH signal to KR_UNIT_SIGNAL_FD, a descriptor number no file can 
 with EBADF (caught here) after the kernel's tracepoint has read its bytes, so no signal ever lands in
 a file the program opened, and kreplay never records them. A thread with a slot puts its other
 signals in the mailbox beside it (KR_UNIT_MAILBOX_AT) and calls getpriority(PRIO_PROCESS, 0), at
-whose start the kernel reads it (no exception, no file), then empties it; a thread without one, or a
-process under a seccomp filter (SIGNAL["mailbox"] false: a filter might refuse that call), writes
-them as the WATCH:
+whose start the kernel reads it (no exception, no file), then empties it; a thread without one
+registers the mailbox alone, once (MAILBOX: its unit untouched); a process under a seccomp filter
+(SIGNAL["mailbox"] false: a filter might refuse that call) writes them all as the WATCH:
   WATCH u         this thread keeps the unit it runs in these very bytes' unit field (8 bytes of
                   its own memory, u now): a switch is a store there, which the kernel reads at each
                   call the thread makes
@@ -19,6 +19,7 @@ them as the WATCH:
   HANDOFF u       unit u carries this thread's current context (work it hands to a pool thread)
   CLOSE u         unit u's request ended: what still runs in u, or was handed it, carries none
   ADOPT u         this thread takes what HANDOFF u gave u (0: none), unless it serves its own request
+  MAILBOX         these bytes, laid out as a WATCH's, hold this thread's mailbox; it runs no unit
 Units:
   - an aiohttp request: RequestHandler._handle_request opens one from the request's traceparent and
     x-request-id (and closes it when it returns: the handler ran and its response was written), and
@@ -145,7 +146,7 @@ def install(signal):
     _contextvars = imported_quietly("_contextvars")
 
     OPEN, HANDOFF, WATCH, CLOSE = signal["open"], signal["handoff"], signal["watch"], signal["close"]
-    ADOPT = signal["adopt"]
+    ADOPT, MAILBOX = signal["adopt"], signal["mailboxOp"]
     _weakref = imported_quietly("_weakref")
     deque = imported_quietly("_collections").deque
     head_max = signal["maxHead"]
@@ -182,8 +183,8 @@ def install(signal):
         has its slot, then the mailbox is empty again (a getpriority of the program's own finds
         nothing there); else written."""
         mine = state
-        if ring[0] is not None and mine.generation == generation[0]:
-            view, data = mine.slot, mine.data
+        if ring[0] is not None and (mine.generation == generation[0] or mailbox(mine)):
+            view, data = mine.words, mine.data
             pack_into("<IQ", data, mail_op_at, op, unit)
             data[watch_bytes : watch_bytes + len(head)] = head
             view[mail_length_at] = signal["bytes"] + len(head)
@@ -201,10 +202,14 @@ def install(signal):
         kernel reads at each call (KR_UNIT_WATCH). Kept for the thread's life: an agent holds its
         address."""
 
+        # its bytes as u64 words once it registered its slot (None: a thread that runs no units)
         slot = None
         # the slot's bytes: the WATCH signal, then the mailbox (its length and the signal it holds)
-        data = None
+        data = words = None
         generation = -1
+        # the generation its mailbox alone was registered in (KR_UNIT_MAILBOX), and the last one it
+        # wrote a signal in: a thread without a slot
+        boxed = wrote = -1
         # when it last registered (time.monotonic)
         registered = 0.0
         # the greenlet switch trace this thread had before the hook's (None: none, False: not traced yet)
@@ -212,17 +217,40 @@ def install(signal):
 
     state = ThreadSlot()
 
+    def allocate(mine):
+        """This thread's slot and mailbox, made once: the kernel keeps their address."""
+        if mine.data is None:
+            # the bytearray cannot move or resize while the views hold it
+            data = bytearray(pack(WATCH, 0)).ljust(mail_at, b"\0") + pack(0, 0)
+            data += bytes(-(len(data) + head_max) % 8 + head_max)
+            mine.data, mine.words = memoryview(data), memoryview(data).cast("Q")
+
     def slot():
         """This thread's slot, registered with the kernel (once, and again after a resync)."""
         mine = state
         if mine.generation != generation[0]:
-            if mine.slot is None:
-                # the bytearray cannot move or resize while the views hold it
-                data = bytearray(pack(WATCH, 0)).ljust(mail_at, b"\0") + pack(0, 0)
-                data += bytes(-(len(data) + head_max) % 8 + head_max)
-                mine.data, mine.slot = memoryview(data), memoryview(data).cast("Q")
+            allocate(mine)
             register(mine)
+            mine.slot = mine.words
         return mine.slot
+
+    def mailbox(mine):
+        """A thread that has not registered its slot (gunicorn's main thread, which accepts and hands
+        each connection to the pool outside any unit) registers its mailbox alone, once: a slot would
+        make it a thread that runs units, whose reads and heads the kernel takes otherwise. At its
+        second signal: a thread that signals once (a started thread's ADOPT) writes it, one write."""
+        if mine.wrote != generation[0]:
+            mine.wrote = generation[0]
+            return False
+        if mine.boxed != generation[0]:
+            allocate(mine)
+            pack_into("<I", mine.data, signal["opAt"], MAILBOX)
+            try:
+                write_signal(mine.data[:watch_bytes])
+            finally:
+                pack_into("<I", mine.data, signal["opAt"], WATCH)
+            mine.boxed = generation[0]
+        return True
 
     def register(mine):
         write_signal(mine.data[:watch_bytes])
