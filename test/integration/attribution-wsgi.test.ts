@@ -7,9 +7,20 @@
  * framework) under gunicorn and wsgiref's threading simple_server (gevent-patched too): the server's
  * request is the unit.
  * Every request's writes are its own at 1, 8, 64 and 256 concurrent, keep-alive and not.
+ * The hook's signals a gunicorn gthread request costs, counted by strace: its main thread hands each
+ * connection to the pool through its mailbox, not a write.
  */
-import { gunicorn, gunicornServing, uwsgi, UWSGI_THREADS, wsgiref } from '../../bench/python-server-commands';
-import { PythonServers } from '../support/python-servers';
+import { UnitOp, UnitSignalLayout } from '../../core/model/record-layout';
+import {
+  gunicorn,
+  gunicornServing,
+  processTree,
+  uwsgi,
+  UWSGI_THREADS,
+  wsgiref,
+} from '../../bench/python-server-commands';
+import { formatScore, PER_LEVEL, PythonServers } from '../support/python-servers';
+import { straceAttached } from '../support/strace';
 
 const servers = new PythonServers();
 const FILES = 3;
@@ -54,4 +65,49 @@ describe('the Python hook on WSGI servers (real kernel)', () => {
     },
     300_000,
   );
+
+  it("gunicorn gthread: the main thread's hand-off of each connection is no write; every request its own writes", async () => {
+    const label = 'gthread-signals';
+    const server = await servers.serve(label, gunicornServing('wsgi_bare:app', 'gthread', '--threads', '4'));
+    await servers.warm(server, '/', FILES);
+    // the workers: the processes of the tree with no child (its pid is each one's main thread)
+    const tree = processTree(server.child.pid!);
+    const workers = tree.filter((pid) => processTree(pid).length === 1);
+    const trace = await straceAttached(servers.dir, 'write,getpriority', workers);
+    const scores = [];
+    for (const keepAlive of [true, false])
+      scores.push(formatScore(await servers.measure(server, label, 8, { files: FILES, keepAlive })));
+    const lines = await trace.stop();
+    server.child.kill();
+    // "<tid> write(2147483647, "\x4b\x52...", n) = -1 EBADF": the op is the u32 after the magic
+    const signals = lines.flatMap((line) => {
+      const m = new RegExp(`^(\\d+) +write\\(${UnitSignalLayout.fd}, "((?:\\\\x[0-9a-f]{2})+)`).exec(line);
+      return m
+        ? [
+            {
+              tid: Number(m[1]),
+              op: parseInt(m[2]!.slice(4 * UnitSignalLayout.op + 2, 4 * UnitSignalLayout.op + 4), 16),
+            },
+          ]
+        : [];
+    });
+    const count = (op: number) => signals.filter((s) => s.op === op).length;
+    const mailed = lines.filter((line) => /^\d+ +getpriority\(PRIO_PROCESS, 0/.test(line)).length;
+    const requests = 2 * PER_LEVEL;
+    process.stdout.write(
+      `gunicorn gthread, ${requests} requests: ${signals.length} signals written (${count(UnitOp.Handoff)} HANDOFF, ${count(UnitOp.Adopt)} ADOPT, ${count(UnitOp.Watch)} WATCH), ${mailed} getpriority\n`,
+    );
+    expect({
+      scores,
+      'by the main threads': signals.filter((s) => workers.includes(s.tid)).length,
+      handoffs: count(UnitOp.Handoff),
+      // each request's started thread signals once (its ADOPT): one write, as a mailbox would cost
+      adopts: count(UnitOp.Adopt),
+    }).toEqual({
+      scores: [`${PER_LEVEL * FILES}/0/0/0`, `${PER_LEVEL * FILES}/0/0/0`],
+      'by the main threads': 0,
+      handoffs: 0,
+      adopts: requests,
+    });
+  }, 300_000);
 });

@@ -1,9 +1,10 @@
 /** Runs a command under strace and reads back the calls it completed, per thread. */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
+import { waitFor } from './wait';
 
 const run = promisify(execFile);
 
@@ -41,4 +42,49 @@ export async function straced(
     byTid.set(Number(file.slice(basename(prefix).length + 1)), lines);
   }
   return { out: stdout, byTid };
+}
+
+/**
+ * `strace -f -xx -e trace=<calls>` attached to running processes, every thread of each, until
+ * `stop`: its lines ("<tid> call(...) = ret", strings in hex), in `dir`.
+ */
+export async function straceAttached(
+  dir: string,
+  calls: string,
+  pids: number[],
+): Promise<{ stop: () => Promise<string[]> }> {
+  const file = join(dir, `strace-${Date.now()}`);
+  const child = spawn(
+    'strace',
+    [
+      '-f',
+      '-qq',
+      '-xx',
+      '-e',
+      `trace=${calls}`,
+      '-e',
+      'signal=none',
+      '-o',
+      file,
+      ...pids.flatMap((p) => ['-p', String(p)]),
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const tracer = (pid: number, tid: string) =>
+    /^TracerPid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))?.[1];
+  await waitFor(
+    () =>
+      pids.every((pid) =>
+        readdirSync(`/proc/${pid}/task`).every((tid) => tracer(pid, tid) === String(child.pid)),
+      ),
+    { timeoutMs: 10_000, what: `strace attached to every thread of ${pids.join(', ')}` },
+  );
+  return {
+    stop: async () => {
+      child.kill('SIGINT');
+      await exited;
+      return readFileSync(file, 'utf8').split('\n');
+    },
+  };
 }
