@@ -283,8 +283,8 @@ static __always_inline __u64 unit_field_at(const void *data)
  * thread now runs the hook's unit `unit`, or opens it with the request head
  * that follows, or keeps its unit in the signal's own bytes from now on
  * (KR_UNIT_WATCH), or hands its context to unit `unit` (a pool's work item,
- * which another thread enters), or has a mailbox (KR_UNIT_MAILBOX). The write is the hook's, not the program's:
- * never recorded.
+ * which another thread enters), or has a mailbox (KR_UNIT_MAILBOX). The
+ * write is the hook's, not the program's: never recorded.
  */
 static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 pid_tgid,
 						     const struct kr_unit_signal *signal, const void *data,
@@ -310,7 +310,8 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 	if (!t)
 		return t;
 	if (sig.op == KR_UNIT_MAILBOX) {
-		/* the thread keeps running what it ran: no unit kind, so its reads and heads stay a plain thread's */
+		/* the thread keeps running what it ran: no unit kind, so its reads and heads stay a plain
+		 * thread's */
 		t->mailbox = len >= KR_UNIT_MAILBOX_AT + sizeof(sig) ? unit_field_at(data) : 0;
 		return t;
 	}
@@ -370,8 +371,8 @@ int sys_enter_getpriority(struct trace_event_raw_sys_enter *ctx)
 		return 0;
 	unit_refresh(t, pid_tgid);
 	/* the mailbox's signal follows its length */
-	unit_signal(t, pid_tgid, &box.sig, (const void *)t->mailbox + __builtin_offsetof(struct kr_mailbox, sig),
-		    box.len);
+	unit_signal(t, pid_tgid, &box.sig,
+		    (const void *)t->mailbox + __builtin_offsetof(struct kr_mailbox, sig), box.len);
 	return 0;
 }
 
