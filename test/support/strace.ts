@@ -73,13 +73,20 @@ export async function straceAttached(
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const tracer = (pid: number, tid: string) =>
     /^TracerPid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))?.[1];
-  await waitFor(
-    () =>
-      pids.every((pid) =>
-        readdirSync(`/proc/${pid}/task`).every((tid) => tracer(pid, tid) === String(child.pid)),
-      ),
-    { timeoutMs: 10_000, what: `strace attached to every thread of ${pids.join(', ')}` },
-  );
+  try {
+    await waitFor(
+      () =>
+        pids.every((pid) =>
+          readdirSync(`/proc/${pid}/task`).every((tid) => tracer(pid, tid) === String(child.pid)),
+        ),
+      { timeoutMs: 10_000, what: `strace attached to every thread of ${pids.join(', ')}` },
+    );
+  } catch (err) {
+    // a strace left attached would slow the server for the rest of the suite
+    child.kill('SIGINT');
+    await exited;
+    throw err;
+  }
   return {
     stop: async () => {
       child.kill('SIGINT');
