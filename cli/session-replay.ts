@@ -103,7 +103,6 @@ class Replay {
       { attempts: RECONNECTS, waitMs: RECONNECT_DELAY_MS },
       {
         lastSeen: () => this.lastEventId,
-        pause: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
         // system errors (refused, reset) are worth a retry; anything else is an answer
         retriable: (err) => typeof (err as NodeJS.ErrnoException).code === 'string',
         giveUp: (networkError) =>

@@ -22,13 +22,15 @@ export interface ResumePolicy {
 export interface ResumeHooks {
   /** the last event id seen so far (a connection that moved it made progress) */
   lastSeen(): string | undefined;
-  /** waits `ms` before the next try (a timer; a test passes its own) */
-  pause(ms: number): Promise<void>;
+  /** waits `ms` before the next try (default: a timer; a test passes its own) */
+  pause?(ms: number): Promise<void>;
   /** whether an error a connection threw is worth a retry (a network error), not an answer to pass on */
   retriable(err: unknown): boolean;
   /** the error to end with once the tries are spent, given the last network error (or null: the stream kept ending) */
   giveUp(networkError: unknown): Error;
 }
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Follows `follow` until the stream finishes, resuming after drops as the policy says. */
 export async function followResuming(
@@ -47,6 +49,6 @@ export async function followResuming(
     }
     failures = hooks.lastSeen() === seenBefore ? failures + 1 : 0;
     if (failures > policy.attempts) throw hooks.giveUp(networkError);
-    if (failures > 0) await hooks.pause(policy.waitMs);
+    if (failures > 0) await (hooks.pause ?? sleep)(policy.waitMs);
   }
 }

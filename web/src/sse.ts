@@ -77,7 +77,6 @@ export function followSse(
     { attempts: Infinity, waitMs: RETRY_MS },
     {
       lastSeen: () => lastId ?? undefined,
-      pause: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
       retriable: (err) => !abort.signal.aborted && !refusal(err),
       giveUp: () => new Error('unreachable: no bound on attempts'),
     },
