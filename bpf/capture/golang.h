@@ -113,8 +113,7 @@ static __always_inline __u64 go_current_g(struct kr_go_process *p)
  * At a syscall's enter (and where the kernel acts for the current thread:
  * a fork, a block request): a thread of a Go process takes its current
  * goroutine's context; its entry is returned (NULL: none refreshed). One
- * load for every other thread. `wanted`: current_wanted's verdict, which
- * the caller has (read only under --filter-transactions).
+ * load for every other thread. `wanted`: as context_watched_by's.
  */
 static __always_inline struct kr_thread *go_refresh_wanted(__u64 pid_tgid, bool wanted)
 {
@@ -125,8 +124,7 @@ static __always_inline struct kr_thread *go_refresh_wanted(__u64 pid_tgid, bool 
 	if (!go_marked(tgid))
 		return NULL;
 	p = bpf_map_lookup_elem(&go_processes, &tgid);
-	/* context_watched, the verdict given */
-	if (!p || tgid == self_tgid || (filter_transactions && !wanted))
+	if (!p || !context_watched_by(pid_tgid, wanted))
 		return NULL;
 	t = thread_entry((__u32)pid_tgid);
 	if (t)
@@ -137,7 +135,7 @@ static __always_inline struct kr_thread *go_refresh_wanted(__u64 pid_tgid, bool 
 static __always_inline void go_refresh(__u64 pid_tgid)
 {
 	if (go_marked(pid_tgid >> 32))
-		go_refresh_wanted(pid_tgid, !filter_transactions || current_wanted(pid_tgid >> 32));
+		go_refresh_wanted(pid_tgid, filter_transactions && current_wanted(pid_tgid >> 32));
 }
 
 /*

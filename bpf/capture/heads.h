@@ -449,13 +449,18 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 /*
  * Whether a context program looks at the current task: every task but this
  * one, except that with --filter-transactions an excluded task is not looked
- * at at all (its events would be dropped with their context).
+ * at at all (its events would be dropped with their context). `wanted`:
+ * current_wanted's verdict, which a caller that has it passes on (read only
+ * under --filter-transactions).
  */
+static __always_inline bool context_watched_by(__u64 pid_tgid, bool wanted)
+{
+	return pid_tgid >> 32 != self_tgid && (!filter_transactions || wanted);
+}
+
 static __always_inline bool context_watched(__u64 pid_tgid)
 {
-	if (pid_tgid >> 32 == self_tgid)
-		return false;
-	return !filter_transactions || current_wanted(pid_tgid >> 32);
+	return context_watched_by(pid_tgid, filter_transactions && current_wanted(pid_tgid >> 32));
 }
 
 /*
