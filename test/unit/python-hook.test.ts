@@ -242,7 +242,7 @@ print(hasattr(server._unary_response_in_pool, "_kreplay_wraps"))
     expect(out.split('\n')).toEqual(['False False', 'True', 'submitted', 'True', '']);
   });
 
-  it("costs a real aiohttp request's loop thread its two wrappers and six calls: no step per character, per callback or per header", () => {
+  it("costs a real aiohttp request's loop thread the hook's wrappers and eight calls of its own: none per character, per callback or per header", () => {
     // Debian's aiohttp, served on a loop thread whose calls into the hook's functions (its
     // namespace's) are counted by sys.setprofile; requests from another thread, keep-alive
     const out = run(`import asyncio, collections, http.client, socket, sys, threading
