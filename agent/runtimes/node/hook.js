@@ -13,7 +13,8 @@
 //     connection's callbacks). No call per switch: between callbacks, in libuv, the slot says 0;
 //   - a write of an OPEN signal gives a unit the request's context (the head that follows the
 //     signal: method, path, traceparent, x-request-id), once per request, and a CLOSE signal ends
-//     it when the response is done (a timer the request left keeps running in its unit, with none);
+//     it when the response is done (a timer the request left keeps running in its unit, with none),
+//     sent by the response's emit wrapper before the program's own `close` listeners run;
 //   - a client socket written for two requests (a pooled connection of a database or cache
 //     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
 //     Node's own HTTP client is exact (it gives a reused socket the request it serves).
