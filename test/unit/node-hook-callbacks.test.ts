@@ -185,7 +185,7 @@ test.each([1, 64])(
           idleUnits: number[];
           busCalls: number;
           busWrong: number[][];
-          signals: number[][];
+          signals: [number, number][];
           closes: [number, { unit: number; closesBefore: number }][];
         }>(port, '/stats');
         return s.closes.length === results.length ? s : undefined;
