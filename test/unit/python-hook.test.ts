@@ -245,7 +245,7 @@ print(hasattr(server._unary_response_in_pool, "_kreplay_wraps"))
   it("costs a real aiohttp request's loop thread the hook's wrappers and eight calls of its own: none per character, per callback or per header", () => {
     // Debian's aiohttp, served on a loop thread whose calls into the hook's functions (its
     // namespace's) are counted by sys.setprofile; requests from another thread, keep-alive
-    const out = run(`import asyncio, collections, http.client, socket, sys, threading
+    const out = run(`import asyncio, collections, http.client, sys, threading
 ${bootstrap}
 from aiohttp import web
 calls, N = collections.Counter(), 200
@@ -265,21 +265,17 @@ def client(port, loop, warm, done):
     loop.call_soon_threadsafe(done.set)
 warm_seen = threading.Event()
 async def main():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    app = web.Application()
-    app.router.add_get("/items", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
+    # aiohttp's low-level server: the same RequestHandler as an application's, no router
+    listening = await asyncio.get_running_loop().create_server(web.Server(handle), "127.0.0.1", 0)
     warm, done = asyncio.Event(), asyncio.Event()
-    threading.Thread(target=client, args=(sock.getsockname()[1], asyncio.get_running_loop(), warm, done)).start()
+    port = listening.sockets[0].getsockname()[1]
+    threading.Thread(target=client, args=(port, asyncio.get_running_loop(), warm, done)).start()
     await warm.wait()
     sys.setprofile(profile)
     warm_seen.set()
     await done.wait()
     sys.setprofile(None)
-    await runner.cleanup()
+    listening.close()
 asyncio.run(main())
 # the slot's re-registration, at most every 0.1 s, rounds to none a request
 print(__import__("json").dumps({name: round(n / N, 1) for name, n in calls.items() if round(n / N, 1)}))
