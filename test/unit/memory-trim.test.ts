@@ -1,5 +1,5 @@
 /** Memory is given back once per storm: after the load ends and stays ended for a quiet moment. */
-import { MemoryTrim } from '../../daemon/http/memory-trim';
+import { GROWTH_BYTES, MemoryTrim } from '../../daemon/http/memory-trim';
 
 describe('MemoryTrim', () => {
   beforeEach(() => jest.useFakeTimers());
@@ -7,7 +7,12 @@ describe('MemoryTrim', () => {
 
   it('trims once after the last of a burst of ends, not on each', () => {
     let trims = 0;
-    const memory = new MemoryTrim(() => void trims++);
+    let rss = 100 << 20;
+    const memory = new MemoryTrim(
+      () => void trims++,
+      () => rss,
+    );
+    rss += GROWTH_BYTES;
     for (let i = 0; i < 100; i++) {
       memory.loadEnded();
       jest.advanceTimersByTime(100);
@@ -18,6 +23,36 @@ describe('MemoryTrim', () => {
     memory.loadEnded();
     memory.close();
     jest.advanceTimersByTime(5_000);
+    expect(trims).toBe(1);
+  });
+
+  it('leaves a load that grew the process less than a storm alone: a full collection stops every answer', () => {
+    let trims = 0;
+    let rss = 100 << 20;
+    const memory = new MemoryTrim(
+      () => {
+        trims++;
+        rss = 110 << 20;
+      },
+      () => rss,
+    );
+    // a replay's stream closes, the daemon a few MiB larger: no collection
+    rss += 20 << 20;
+    memory.loadEnded();
+    jest.advanceTimersByTime(2_000);
+    expect(trims).toBe(0);
+    // counted from the least seen: it shrank to 90, then a storm took it 64 MiB past that
+    rss = 90 << 20;
+    memory.loadEnded();
+    jest.advanceTimersByTime(2_000);
+    rss = (90 << 20) + GROWTH_BYTES;
+    memory.loadEnded();
+    jest.advanceTimersByTime(2_000);
+    expect(trims).toBe(1);
+    // from what the trim left (110), the same again is not enough
+    rss = 150 << 20;
+    memory.loadEnded();
+    jest.advanceTimersByTime(2_000);
     expect(trims).toBe(1);
   });
 });
