@@ -39,11 +39,11 @@ export class LatenessLog {
   /** Events from..to-1's, NaN where unknown: what a history page's frames carry, handed to the thread that builds them. */
   slice(from: number, to: number): Float64Array {
     const out = new Float64Array(to - from).fill(NaN);
-    for (let at = from; at < to; ) {
+    for (let at = from; at < to;) {
       const page = Math.floor(at / PAGE);
       const end = Math.min(to, (page + 1) * PAGE);
       const held = this.pages[page];
-      if (held) out.set(held.subarray(at % PAGE, at % PAGE + (end - at)), at - from);
+      if (held) out.set(held.subarray(at % PAGE, (at % PAGE) + (end - at)), at - from);
       at = end;
     }
     return out;

@@ -104,8 +104,13 @@ describe('replay reading a transaction a page at a time', () => {
     limits.length = 0;
     const got: string[] = [];
     const unknown = (a: number, b: number) => new Float64Array(b - a).fill(NaN);
-    for await (const page of found.history(start, 3, 3, () => 13, unknown, { speedFactor: 1, extraLatencyNs: 0n }))
-      for (const data of Buffer.from(page.bytes).toString('utf8').matchAll(/^data: (.*)$/gm))
+    for await (const page of found.history(start, 3, 3, () => 13, unknown, {
+      speedFactor: 1,
+      extraLatencyNs: 0n,
+    }))
+      for (const data of Buffer.from(page.bytes)
+        .toString('utf8')
+        .matchAll(/^data: (.*)$/gm))
         got.push(data[1]!.replace(/,"replay_offset_ns":.*$/, '}'));
     expect(got).toEqual(expected.slice(3, 13));
     // the event before the start at its timestamp took a place in the first page: one more is read

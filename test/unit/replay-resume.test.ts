@@ -87,7 +87,11 @@ describe('a history framed where it is read', () => {
     };
     const seen: string[][] = [];
     for (const fx of [framedHere, onWorker]) {
-      const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+      const session = await fx.sessions.create({
+        transaction_id: 'tx',
+        speed_factor: 1,
+        extra_latency_ns: 0,
+      });
       const start = fx.clock.now();
       await session.play();
       fx.clock.advanceTo(start + offsetOf(2499), 3n);
