@@ -4,13 +4,14 @@
  * the daemon is idle, and the C heap keeps freed pages: the daemon's RSS stayed at its peak (564
  * MB after an SSE storm). When the load that took them ends (the last stream closes, an upload is
  * done), after a short quiet, one full collection runs and the C heap's free pages go back to the
- * kernel (malloc_trim). Only when the load grew the process by GROWTH_BYTES at least: a full
- * collection stops the main thread for its whole length (15–40 ms with a 20–50 MB heap on the
- * 2-core host, 300 ms under load), and a replay's stream closing grows nothing worth it (a dense
- * replay: the heap from 32 to 54 MB), so every replay cost a pause of the daemon's answers two
- * seconds after its stream closed.
+ * kernel (malloc_trim). Only when the load grew the main thread's heap (what the collection
+ * gives back) by GROWTH_BYTES at least: a full collection stops the main thread for its whole
+ * length (120–520 ms measured under load with a 20–45 MB heap), and a replay grows it by less (a
+ * dense one: 32 to 55 MB), so every replay cost a pause of the daemon's answers two seconds
+ * after its stream closed. Not RSS: a playing session's frames (shared memory, up to 128 MiB)
+ * grow it, and no collection gives them back.
  */
-import { setFlagsFromString } from 'node:v8';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { nativeAddon } from '../../core/native/addon';
 
@@ -23,14 +24,14 @@ function fullCollection(): () => void {
 /** How long after the load ended the trim runs: a storm that goes on does not trim on every close. */
 const QUIET_MS = 2_000;
 
-/** RSS grown since the last trim (or the least seen) that is worth a full collection: a storm's, 160 MiB or more. */
-export const GROWTH_BYTES = 64 * 2 ** 20;
+/** Heap grown since the last trim (or the least seen) that is worth a full collection: more than a replay's. */
+export const GROWTH_BYTES = 32 * 2 ** 20;
 
 export class MemoryTrim {
   private timer: NodeJS.Timeout | null = null;
   trims = 0;
 
-  /** the RSS after the last trim, or the least seen since: what growth is counted from */
+  /** the heap after the last trim, or the least seen since: what growth is counted from */
   private base: number;
 
   constructor(
@@ -41,9 +42,9 @@ export class MemoryTrim {
         nativeAddon().trimMemory();
       };
     })(),
-    private readonly rss: () => number = process.memoryUsage.rss,
+    private readonly heapBytes: () => number = () => getHeapStatistics().total_heap_size,
   ) {
-    this.base = rss();
+    this.base = heapBytes();
   }
 
   /** The load that took memory ended: trim after QUIET_MS, unless more ends meanwhile (then later), if it grew the process. */
@@ -51,14 +52,14 @@ export class MemoryTrim {
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = null;
-      const now = this.rss();
+      const now = this.heapBytes();
       if (now - this.base < GROWTH_BYTES) {
         this.base = Math.min(this.base, now);
         return;
       }
       this.trims++;
       this.trim();
-      this.base = this.rss();
+      this.base = this.heapBytes();
     }, QUIET_MS).unref();
   }
 

@@ -7,12 +7,12 @@ describe('MemoryTrim', () => {
 
   it('trims once after the last of a burst of ends, not on each', () => {
     let trims = 0;
-    let rss = 100 << 20;
+    let heap = 100 << 20;
     const memory = new MemoryTrim(
       () => void trims++,
-      () => rss,
+      () => heap,
     );
-    rss += GROWTH_BYTES;
+    heap += GROWTH_BYTES;
     for (let i = 0; i < 100; i++) {
       memory.loadEnded();
       jest.advanceTimersByTime(100);
@@ -26,31 +26,31 @@ describe('MemoryTrim', () => {
     expect(trims).toBe(1);
   });
 
-  it('leaves a load that grew the process less than a storm alone: a full collection stops every answer', () => {
+  it('leaves a load that grew the heap less than a storm alone: a full collection stops every answer', () => {
     let trims = 0;
-    let rss = 100 << 20;
+    let heap = 100 << 20;
     const memory = new MemoryTrim(
       () => {
         trims++;
-        rss = 110 << 20;
+        heap = 110 << 20;
       },
-      () => rss,
+      () => heap,
     );
     // a replay's stream closes, the daemon a few MiB larger: no collection
-    rss += 20 << 20;
+    heap += 20 << 20;
     memory.loadEnded();
     jest.advanceTimersByTime(2_000);
     expect(trims).toBe(0);
-    // counted from the least seen: it shrank to 90, then a storm took it 64 MiB past that
-    rss = 90 << 20;
+    // counted from the least seen: it shrank to 90, then a storm took it GROWTH_BYTES past that
+    heap = 90 << 20;
     memory.loadEnded();
     jest.advanceTimersByTime(2_000);
-    rss = (90 << 20) + GROWTH_BYTES;
+    heap = (90 << 20) + GROWTH_BYTES;
     memory.loadEnded();
     jest.advanceTimersByTime(2_000);
     expect(trims).toBe(1);
     // from what the trim left (110), the same again is not enough
-    rss = 150 << 20;
+    heap = 130 << 20;
     memory.loadEnded();
     jest.advanceTimersByTime(2_000);
     expect(trims).toBe(1);
