@@ -4,8 +4,7 @@ import type { HistoryPage } from '../../daemon/replay/sessions/replay-session';
 import type { TransactionReader } from '../../daemon/replay/transaction-reader';
 import { toReplayChunk } from '../../daemon/replay/replay-event';
 import { writeHistory } from '../../daemon/replay/lane/history-writer';
-import { replayFrame } from '../../daemon/replay/lane/replay-frame';
-import { lateFrameText } from '../../daemon/replay/stream/sse-frame';
+import { lateFrameText, replayFrame } from '../../daemon/replay/lane/replay-frame';
 import { Schedule } from '../../core/replay/schedule';
 import { eventToJson } from '../../core/model';
 

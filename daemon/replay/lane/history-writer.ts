@@ -9,9 +9,8 @@
  */
 import type { EventPosition } from '../../store/event-filter';
 import type { ReplayChunk } from '../replay-event';
-import { lateFrameText } from '../stream/sse-frame';
 import type { FrameSpec } from './frame-writer';
-import { replayFrame } from './replay-frame';
+import { lateFrameText, replayFrame } from './replay-frame';
 import { Schedule } from '../../../core/replay/schedule';
 
 export interface HistorySpec extends FrameSpec {
