@@ -36,23 +36,19 @@ describe('MemoryTrim', () => {
       },
       () => heap,
     );
-    // a replay's stream closes, the daemon a few MiB larger: no collection
-    heap += 20 << 20;
-    memory.loadEnded();
-    jest.advanceTimersByTime(2_000);
-    expect(trims).toBe(0);
+    // a load ends with the heap at `bytes`, and the quiet passes
+    const endAt = (bytes: number) => {
+      heap = bytes;
+      memory.loadEnded();
+      jest.advanceTimersByTime(2_000);
+      return trims;
+    };
+    // a replay's stream closes, the heap 20 MiB larger: no collection
+    expect(endAt(120 << 20)).toBe(0);
     // counted from the least seen: it shrank to 90, then a storm took it GROWTH_BYTES past that
-    heap = 90 << 20;
-    memory.loadEnded();
-    jest.advanceTimersByTime(2_000);
-    heap = (90 << 20) + GROWTH_BYTES;
-    memory.loadEnded();
-    jest.advanceTimersByTime(2_000);
-    expect(trims).toBe(1);
-    // from what the trim left (110), the same again is not enough
-    heap = 130 << 20;
-    memory.loadEnded();
-    jest.advanceTimersByTime(2_000);
-    expect(trims).toBe(1);
+    expect(endAt(90 << 20)).toBe(0);
+    expect(endAt((90 << 20) + GROWTH_BYTES)).toBe(1);
+    // from what the trim left (110), 20 MiB more is not enough
+    expect(endAt(130 << 20)).toBe(1);
   });
 });
