@@ -9,8 +9,8 @@
  * owns the SQL that maps these columns to the events table). Each blob holds n
  * elements of its column's C type; the type column (n bytes) gives n and
  * `type` each row's. Every row comes back, in the batch's order, so that a
- * transaction's rows go in with one statement whatever their types and each
- * B-tree's insertion point only moves forward (issue 46); `k` numbers them
+ * transaction's rows go in with one statement whatever their types, in the
+ * order the B-trees' keys mostly follow (issue 46); `k` numbers them
  * from 0. Whole-number doubles come back as integers, as SQLite's INTEGER
  * affinity would store them, an id of 0 (ctx, target) and a time of 0
  * (response) come back as NULL.
@@ -96,8 +96,7 @@ static int batchBestIndex(sqlite3_vtab *vtab, sqlite3_index_info *info) {
   }
   if (given != (1 << N_ARGS) - 1) {
     sqlite3_free(vtab->zErrMsg);
-    vtab->zErrMsg =
-        sqlite3_mprintf("kreplay_batch takes %d arguments: types, then one blob per column", N_ARGS);
+    vtab->zErrMsg = sqlite3_mprintf("kreplay_batch takes %d arguments: types, then one blob per column", N_ARGS);
     return SQLITE_ERROR;
   }
   info->estimatedCost = 1e6;
