@@ -125,6 +125,25 @@ describe('EventInsert (kreplay_batch)', () => {
     expect(nonIntegers).toBe(0);
   });
 
+  it('puts a batch of every record type in with one statement, in the batch order', () => {
+    const writer = StoreWriter.open(dir.path, 'count');
+    const batch = mixedBatch();
+    const statement = Object.getPrototypeOf(writer.db.prepare('SELECT 1')) as { run: () => unknown };
+    const run = jest.spyOn(statement, 'run');
+    try {
+      writer.writeBatch(batch);
+      // BEGIN, the events', the next seq's, COMMIT (a statement a record type: 8)
+      expect(run).toHaveBeenCalledTimes(4);
+    } finally {
+      run.mockRestore();
+    }
+    writer.close();
+    const db = new Database(storePath(dir.path, 'count'), { readonly: true });
+    const types = db.prepare('SELECT type FROM events ORDER BY seq').pluck().all();
+    db.close();
+    expect(types).toEqual(Array.from(batch.type));
+  });
+
   it('numbers each transaction of a batch split under a small cap on from the last', () => {
     const writer = StoreWriter.open(dir.path, 'split');
     const batch = mixedBatch();
