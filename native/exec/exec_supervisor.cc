@@ -416,8 +416,7 @@ void ExecSupervisor::Release(const Held& held, bool early) {
 }
 
 void ExecSupervisor::HandOver(bool direct) {
-  if (hand_over_)
-    ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, direct ? SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP : 0UL);
+  if (hand_over_) ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, direct ? SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP : 0UL);
 }
 
 void ExecSupervisor::ReleaseDue(int64_t now) {
