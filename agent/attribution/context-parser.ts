@@ -49,11 +49,12 @@ export function parseMarker(data: string): MarkerParse {
   return { kind: 'set', context };
 }
 
-const START_LINE = /^(?:[A-Z]+ \S+ HTTP\/1\.[01]|HTTP\/1\.[01] \d{3}(?: .*)?)$/;
 const CR = 0x0d;
 const LF = 0x0a;
 const COLON = 0x3a;
 const DASH = 0x2d;
+const SPACE = 0x20;
+const HTTP_1 = 'HTTP/1.';
 
 /*
  * A context record's bytes, read in place: the kernel's copy of a head, latin1 (one byte is one
@@ -136,6 +137,40 @@ function isHex(b: Uint8Array, from: number, to: number, nonZero: boolean): boole
   return any;
 }
 
+/* Whether b[from, from + text.length) is `text` (ASCII). */
+function bytesAre(b: Uint8Array, from: number, text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (b[from + i] !== text.charCodeAt(i)) return false;
+  return true;
+}
+
+/* Whether b[at, at + 8) is `HTTP/1.0` or `HTTP/1.1`. */
+function isHttp1(b: Uint8Array, at: number): boolean {
+  return bytesAre(b, at, HTTP_1) && (b[at + 7] === 0x30 || b[at + 7] === 0x31);
+}
+
+const isDigit = (c: number | undefined): boolean => c !== undefined && c >= 0x30 && c <= 0x39;
+
+/**
+ * Whether b[0, to) is an HTTP/1.x start line: `METHOD TARGET HTTP/1.x` (METHOD upper-case letters,
+ * TARGET no white space) or `HTTP/1.x NNN[ REASON]` (REASON no CR). Read in place: no string of the
+ * line (two a request, on the agent's hot path).
+ */
+export function isStartLine(b: Uint8Array, to: number): boolean {
+  if (isHttp1(b, 0)) {
+    if (to < 12 || b[8] !== SPACE || !isDigit(b[9]) || !isDigit(b[10]) || !isDigit(b[11])) return false;
+    if (to === 12) return true;
+    return b[12] === SPACE && indexOfByte(b, CR, 13, to) === -1;
+  }
+  let method = 0;
+  while (method < to && b[method]! >= 0x41 && b[method]! <= 0x5a) method++;
+  // the target: one character at least, between the method's space and the version's
+  const version = to - 9;
+  if (method === 0 || version < method + 2 || b[method] !== SPACE || b[version] !== SPACE) return false;
+  if (!isHttp1(b, version + 1)) return false;
+  for (let i = method + 1; i < version; i++) if (trimmed(b[i]!)) return false;
+  return true;
+}
+
 const TRACEPARENT_BYTES = 55;
 
 interface Traceparent {
@@ -180,8 +215,7 @@ export function parseHttpHead(b: Buffer, blankLine = headEnd(b)): TraceContext |
   const end = blankLine === -1 ? b.length : blankLine;
   let newline = indexOfByte(b, LF, 0, end);
   if (newline === -1) newline = end;
-  const first = b.toString('latin1', 0, newline < end && b[newline - 1] === CR ? newline - 1 : newline);
-  if (!START_LINE.test(first)) return null;
+  if (!isStartLine(b, newline < end && b[newline - 1] === CR ? newline - 1 : newline)) return null;
   let traceparentFrom = -1;
   let traceparentTo = -1;
   let requestId: string | null = null;

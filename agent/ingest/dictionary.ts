@@ -62,6 +62,109 @@ export class NameDictionary {
 /** Contexts the decoder remembers at most: beyond half of it, those unused for longest are forgotten. */
 export const MAX_REMEMBERED_CONTEXTS = 262144;
 
+/* FNV-1a's prime: each character (and each field's end) multiplied in */
+const FNV_PRIME = 0x01000193;
+/* the slots a lookup probes at most: past them a tuple is taken as not remembered (a fresh id, never a wrong one) */
+const MAX_PROBES = 32;
+/* a slot whose entry was removed: lookups probe past it, inserts leave it until the table is cleared */
+const REMOVED = -1;
+
+function hashText(h: number, text: string | null): number {
+  if (text !== null) for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), FNV_PRIME);
+  // a field's end (or its absence) is mixed in, so ("ab", "c") and ("a", "bc") differ
+  return Math.imul(h ^ (text === null ? 0x100 : text.length + 0x200), FNV_PRIME);
+}
+
+function sameContext(
+  e: ContextEntry,
+  txn: string | null,
+  trace: string | null,
+  span: string | null,
+  flags: number | null,
+): boolean {
+  return e[1] === txn && e[2] === trace && e[3] === span && e[4] === flags;
+}
+
+/*
+ * One generation of remembered contexts: an open-addressed table (linear probing, at most half
+ * full) over typed arrays. A Map keyed by a string of the four fields cost ~2 µs a new context at
+ * 2^17 entries (its growth, its rehashes, the key strings kept, the old generation's table left to
+ * the GC at each turn; issue 46): these arrays are allocated once and cleared in place.
+ */
+class ContextTable {
+  /* each slot's store id: 0 empty, REMOVED, else the id of entries[slot] */
+  private readonly ids: Float64Array;
+  private readonly hashes: Int32Array;
+  private readonly entries: (ContextEntry | undefined)[];
+  private readonly mask: number;
+  /* slots not empty (live or REMOVED): the table turns over when they reach half */
+  used = 0;
+  live = 0;
+
+  constructor(readonly limit: number) {
+    const slots = 2 ** Math.ceil(Math.log2(Math.max(2, limit) * 2));
+    this.ids = new Float64Array(slots);
+    this.hashes = new Int32Array(slots);
+    this.entries = new Array<ContextEntry | undefined>(slots).fill(undefined);
+    this.mask = slots - 1;
+  }
+
+  get full(): boolean {
+    return this.used >= this.limit;
+  }
+
+  /** The slot holding the tuple, -1 when it holds none (or none within MAX_PROBES). */
+  find(
+    hash: number,
+    txn: string | null,
+    trace: string | null,
+    span: string | null,
+    flags: number | null,
+  ): number {
+    for (let n = 0, slot = hash & this.mask; n < MAX_PROBES; n++, slot = (slot + 1) & this.mask) {
+      const id = this.ids[slot]!;
+      if (id === 0) return -1;
+      if (
+        id !== REMOVED &&
+        this.hashes[slot] === hash &&
+        sameContext(this.entries[slot]!, txn, trace, span, flags)
+      )
+        return slot;
+    }
+    return -1;
+  }
+
+  idAt(slot: number): number {
+    return this.ids[slot]!;
+  }
+
+  /** Remembers the entry unless its run of slots is past MAX_PROBES long (then it goes unremembered). */
+  insert(hash: number, entry: ContextEntry): void {
+    for (let n = 0, slot = hash & this.mask; n < MAX_PROBES; n++, slot = (slot + 1) & this.mask) {
+      if (this.ids[slot] !== 0) continue;
+      this.ids[slot] = entry[0];
+      this.hashes[slot] = hash;
+      this.entries[slot] = entry;
+      this.used++;
+      this.live++;
+      return;
+    }
+  }
+
+  remove(slot: number): void {
+    this.ids[slot] = REMOVED;
+    this.entries[slot] = undefined;
+    this.live--;
+  }
+
+  clear(): void {
+    this.ids.fill(0);
+    this.entries.fill(undefined);
+    this.used = 0;
+    this.live = 0;
+  }
+}
+
 /**
  * (transaction_id, trace_id, parent span, trace flags) tuples; id 0 stands for "no context". Two
  * requests of one trace (a retry, two services of one node) differ by their traceparent's span, so
@@ -72,53 +175,49 @@ export const MAX_REMEMBERED_CONTEXTS = 262144;
  */
 export class ContextDictionary {
   /*
-   * Two generations instead of one Map in recency order: evicting a Map's oldest key through
-   * keys().next() walks the holes its deletions left (V8 compacts a Map only when it grows), 70 to
-   * 190 µs a new context once full (issue 46). A context used again moves to the young generation;
-   * when it holds half the capacity, the old one (unused since) is forgotten whole.
+   * Two generations instead of one table in recency order: a context used again moves to the young
+   * generation; when it holds half the capacity, the old one (unused since) is forgotten whole.
    */
-  private ids = new Map<string, number>();
-  private old = new Map<string, number>();
+  private young: ContextTable;
+  private old: ContextTable;
+  /* the hash's start, per dictionary: tuples that collide in one agent do not in another */
+  private readonly seed = (Math.random() * 0x1_0000_0000) | 0;
   private nextId: number;
   private pending: ContextEntry[] = [];
 
-  constructor(
-    entries: ContextEntry[],
-    firstFreeId = 1,
-    private readonly capacity = MAX_REMEMBERED_CONTEXTS,
-  ) {
+  constructor(entries: ContextEntry[], firstFreeId = 1, capacity = MAX_REMEMBERED_CONTEXTS) {
+    this.young = new ContextTable(capacity / 2);
+    this.old = new ContextTable(capacity / 2);
     this.nextId = firstFreeId;
-    for (const [id, txn, trace, span, flags] of entries) {
+    for (const entry of entries) {
       // several rows of one pair: the last one read is the one used
-      const key = ContextDictionary.key(txn, trace, span, flags);
-      if (this.ids.has(key)) this.ids.set(key, id);
+      const [id, txn, trace, span, flags] = entry;
+      const hash = this.hash(txn, trace, span, flags);
+      const slot = this.young.find(hash, txn, trace, span, flags);
+      if (slot !== -1) this.young.remove(slot);
       else {
-        this.old.delete(key);
-        this.remember(key, id);
+        const old = this.old.find(hash, txn, trace, span, flags);
+        if (old !== -1) this.old.remove(old);
       }
+      this.remember(hash, entry);
       this.nextId = Math.max(this.nextId, id + 1);
     }
   }
 
-  /* Values never contain a space (see the marker grammar), so this key is unambiguous. */
-  private static key(
-    txn: string | null,
-    trace: string | null,
-    span: string | null,
-    flags: number | null,
-  ): string {
-    return span === null
-      ? `${txn ?? ''} ${trace ?? ''}`
-      : `${txn ?? ''} ${trace ?? ''} ${span} ${flags ?? ''}`;
+  private hash(txn: string | null, trace: string | null, span: string | null, flags: number | null): number {
+    const h = hashText(hashText(hashText(this.seed, txn), trace), span);
+    return Math.imul(h ^ (flags === null ? 0x100 : flags), FNV_PRIME);
   }
 
-  /* A key the young generation does not hold goes into it (past half the capacity, into a new one). */
-  private remember(key: string, id: number): void {
-    if (this.ids.size >= this.capacity / 2) {
-      this.old = this.ids;
-      this.ids = new Map();
+  /* An entry the young generation does not hold goes into it (past half the capacity, into a new one). */
+  private remember(hash: number, entry: ContextEntry): void {
+    if (this.young.full) {
+      const young = this.old;
+      young.clear();
+      this.old = this.young;
+      this.young = young;
     }
-    this.ids.set(key, id);
+    this.young.insert(hash, entry);
   }
 
   id(
@@ -128,29 +227,36 @@ export class ContextDictionary {
     traceFlags: number | null = null,
   ): number {
     if (transactionId === null && traceId === null) return 0;
-    const key = ContextDictionary.key(transactionId, traceId, parentSpanId, traceFlags);
-    // per event batch's context: one hash lookup when young, the fewest otherwise (issue 46)
-    let id = this.ids.get(key);
-    if (id !== undefined) return id;
-    id = this.old.get(key);
-    if (id === undefined) {
-      id = this.nextId++;
-      this.pending.push([id, transactionId, traceId, parentSpanId, traceFlags]);
-    } else this.old.delete(key);
-    this.remember(key, id);
-    return id;
+    const hash = this.hash(transactionId, traceId, parentSpanId, traceFlags);
+    // per event batch's context: one probe when young, the fewest otherwise (issue 46)
+    const slot = this.young.find(hash, transactionId, traceId, parentSpanId, traceFlags);
+    if (slot !== -1) return this.young.idAt(slot);
+    const old = this.old.find(hash, transactionId, traceId, parentSpanId, traceFlags);
+    let entry: ContextEntry;
+    if (old === -1) {
+      entry = [this.nextId++, transactionId, traceId, parentSpanId, traceFlags];
+      this.pending.push(entry);
+    } else {
+      entry = [this.old.idAt(old), transactionId, traceId, parentSpanId, traceFlags];
+      this.old.remove(old);
+    }
+    this.remember(hash, entry);
+    return entry[0];
   }
 
   /** Forgets contexts the store removed, so they are never referenced again. */
   forget(entries: ContextEntry[]): void {
     for (const [id, txn, trace, span, flags] of entries) {
-      const key = ContextDictionary.key(txn, trace, span, flags);
-      for (const generation of [this.ids, this.old]) if (generation.get(key) === id) generation.delete(key);
+      const hash = this.hash(txn, trace, span, flags);
+      for (const generation of [this.young, this.old]) {
+        const slot = generation.find(hash, txn, trace, span, flags);
+        if (slot !== -1 && generation.idAt(slot) === id) generation.remove(slot);
+      }
     }
   }
 
   get size(): number {
-    return this.ids.size + this.old.size;
+    return this.young.live + this.old.live;
   }
 
   takePending(): ContextEntry[] {

@@ -1,6 +1,7 @@
 import {
   followedByAnotherRequest,
   headEnd,
+  isStartLine,
   parseHttpHead,
   parseMarker,
 } from '../../agent/attribution/context-parser';
@@ -142,6 +143,33 @@ describe('parseHttpHead, read in place', () => {
       traceFlags: parseInt(m[4]!, 16),
     };
   }
+
+  it('tells a start line as the grammar does, from its bytes', () => {
+    // each line a start line's parts, each part drawn from the valid and the nearly valid
+    const parts = [
+      ['GET', 'M', 'get', 'HTTP/1.1', 'HTTP/1.0', 'HTTP/1.2', 'HTTP/1.', 'HTTP/2', '', 'G\u00ff'],
+      [' ', '  ', '', '\t', '\u00a0', '\u0085'],
+      ['/', '/a?b', '200', '20', '2000', '', 'x\u00ffy', '/\u000b', '\r', 'HTTP/1.1'],
+      [' ', '', '  ', '\u00a0'],
+      ['HTTP/1.1', 'HTTP/1.0', 'HTTP/1.2', 'http/1.1', 'OK', 'Not \u0085Found', '', 'a\rb'],
+      ['', '', '', ' ', '\r', 'x'],
+    ];
+    let seed = 4646;
+    const next = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const lines = [
+      'GET / HTTP/1.1',
+      'HTTP/1.1 200',
+      'HTTP/1.0 404 Not Found',
+      'HTTP/1.1 200 ',
+      'A B HTTP/1.0',
+    ];
+    for (let i = 0; i < 20000; i++) lines.push(parts.map((p) => p[next(p.length)]).join(''));
+    const got = lines.map((line) => isStartLine(latin1(`${line}\nGET / HTTP/1.1`), line.length));
+    expect(lines.filter((line, i) => got[i] !== START_LINE.test(line))).toEqual([]);
+    // the generated lines hold both answers, many times
+    expect(got.filter(Boolean).length).toBeGreaterThan(500);
+    expect(got.filter((yes) => !yes).length).toBeGreaterThan(500);
+  });
 
   it('answers as the split lines do, on heads made of the pieces that trip a reader', () => {
     const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';

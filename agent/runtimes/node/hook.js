@@ -13,7 +13,8 @@
 //     connection's callbacks). No call per switch: between callbacks, in libuv, the slot says 0;
 //   - a write of an OPEN signal gives a unit the request's context (the head that follows the
 //     signal: method, path, traceparent, x-request-id), once per request, and a CLOSE signal ends
-//     it when the response is done (a timer the request left keeps running in its unit, with none);
+//     it when the response is done (a timer the request left keeps running in its unit, with none),
+//     sent by the response's emit wrapper before the program's own `close` listeners run;
 //   - a client socket written for two requests (a pooled connection of a database or cache
 //     client) runs its callbacks in no unit: they would run in the unit of whoever opened it.
 //     Node's own HTTP client is exact (it gives a reused socket the request it serves).
@@ -51,6 +52,9 @@ module.exports = function kreplayNodeHook(signal, options) {
   // kept beside the objects, not on them: the program's util.inspect of a request shows nothing
   const units = (state.units ??= new WeakMap());
   const owners = (state.owners ??= new WeakMap());
+  // the object whose `close` ends a unit (a response, an HTTP/2 stream), until it closes
+  const closing = (state.closing ??= new WeakMap());
+  const wrappedEmits = new WeakSet();
 
   // undo a previous install: this one starts from Node's own functions
   if (state.asyncHook) state.asyncHook.disable();
@@ -77,9 +81,15 @@ module.exports = function kreplayNodeHook(signal, options) {
   slot.write(signal.magic, 0, 'latin1');
   slot.writeUInt32LE(signal.watch, signal.opAt);
   slot.write(signal.magic, MAIL, 'latin1');
+  // The unit as the kernel reads it, a u64 in the host's order, stored through a view of the slot's
+  // words: set twice around most callbacks, where Buffer's checked writes cost more than the store.
+  // Buffer.alloc gives the slot an ArrayBuffer of its own, so its words are aligned.
+  const words = new Uint32Array(slot.buffer, slot.byteOffset, slot.length >>> 2);
+  const [low, high] = os.endianness() === 'LE' ? [0, 1] : [1, 0];
   const setUnit = (at, unit) => {
-    slot.writeUInt32LE(unit >>> 0, at + signal.unitAt);
-    slot.writeUInt32LE(Math.floor(unit / 0x100000000), at + signal.unitAt + 4);
+    const word = (at + signal.unitAt) >>> 2;
+    words[word + low] = unit >>> 0;
+    words[word + high] = Math.floor(unit / 0x100000000);
   };
   const setMailLength = (length) => slot.writeUInt32LE(length, signal.mailboxLengthAt);
   // The WATCH, and a signal the mailbox could not carry: writevSync of one buffer is one write(2) on
@@ -182,16 +192,37 @@ module.exports = function kreplayNodeHook(signal, options) {
     enter(unit);
     send(signal.open, unit, text);
     enter(outer);
-    done?.once?.('close', () => send(signal.close, unit));
+    // an object whose emit is not ours (a response class of the program's that overrides it) is
+    // given a listener
+    if (done && wrappedEmits.has(done.emit)) closing.set(done, unit);
+    else done?.once?.('close', () => send(signal.close, unit));
     return unit;
   };
 
-  // The events of a request's own objects (its body, its response, an HTTP/2 stream) run in its unit.
-  const inUnit = (emit) =>
-    function (...args) {
-      const unit = units.get(this);
-      return unit === undefined ? Reflect.apply(emit, this, args) : runIn(unit, emit, this, args);
+  // The events of a request's own objects (its body, its response, an HTTP/2 stream) run in its unit:
+  // those that have listeners ('error' always: its errorMonitor listeners are not counted, and with
+  // none it throws); an event nobody listens to runs nothing of the program. The `close` of the
+  // object that ends a unit signals CLOSE first, before any listener of the program runs, from this
+  // wrapper rather than a listener of ours: the program's response keeps the listeners it was given.
+  const inUnit = (emit) => {
+    const closeThenEmit = function (...args) {
+      const unit = closing.get(this);
+      closing.delete(this);
+      send(signal.close, unit);
+      return Reflect.apply(emit, this, args);
     };
+    const wrapped = function (...args) {
+      const unit = units.get(this);
+      if (unit === undefined) return Reflect.apply(emit, this, args);
+      const event = args[0];
+      if (event === 'close' && closing.has(this)) return runIn(unit, closeThenEmit, this, args);
+      return event !== 'error' && this.listenerCount(event) === 0
+        ? Reflect.apply(emit, this, args)
+        : runIn(unit, emit, this, args);
+    };
+    wrappedEmits.add(wrapped);
+    return wrapped;
+  };
   const patchedStreams = new Set();
   const REQUEST_EVENTS = new Set(['request', 'checkContinue', 'checkExpectation']);
   patch(
