@@ -1,14 +1,18 @@
 /**
- * The events of one record type go in with one `INSERT ... SELECT` per
- * transaction from kreplay_batch (native/sqlite/kreplay_batch.c), a
- * table-valued function over the batch's columns bound as blobs: SQLite
- * reads the typed arrays itself, where binding 14 values a row from
- * JavaScript cost about as much as the B-tree work (issue 14).
+ * A transaction's events go in with one `INSERT ... SELECT` from
+ * kreplay_batch (native/sqlite/kreplay_batch.c), a table-valued function over
+ * the batch's columns bound as blobs: SQLite reads the typed arrays itself,
+ * where binding 14 values a row from JavaScript cost about as much as the
+ * B-tree work (issue 14). One statement for every record type, in the batch's
+ * order (issue 46): one a type walked the batch's time range once per type,
+ * each pass after the first inserting between the rows of the one before, so
+ * that every row sought its place in the table and each index from the root,
+ * where in order most rows go in after the B-tree's last (SQLite's append
+ * path). Measured: ~0.4 µs an event less on request-shaped batches.
  */
 import type Database from 'better-sqlite3';
 import path from 'node:path';
-import { RecordType, SYSCALL_RECORD_TYPES } from '../../core/model';
-import { columnsOf } from '../../core/store/event-columns';
+import { EVENT_COLUMN_TABLE, type EventColumn } from '../../core/store/event-columns';
 import { repoRoot } from '../../core/repo-root';
 import { BATCH_COLUMNS } from '../ingest/batch-columns';
 import type { EventBatch } from '../ingest/event-batch';
@@ -19,7 +23,7 @@ export function batchExtensionPath(): string {
 }
 
 /*
- * What each events column is made of, per record type; `type` is a literal of the statement.
+ * What each events column is made of (`type` is the row's own).
  * kreplay_batch gives NULL for an id of 0 (ctx, target: none); ts is exact, the batch's base plus an
  * integer offset.
  */
@@ -46,8 +50,13 @@ const SOURCES: Record<string, string> = {
   response_ns: 'response',
   request_key: 'response',
 };
-const COMMON_COLUMNS = columnsOf('all');
-const TYPES = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo] as const;
+
+/** A column only some record types fill is NULL in the others' rows. */
+function valueOf(column: EventColumn): string {
+  if (column.name === 'type') return 'type';
+  const source = SOURCES[column.name]!;
+  return column.of === 'all' ? source : `CASE WHEN type IN (${column.of.join(', ')}) THEN ${source} END`;
+}
 
 function blob(column: ArrayBufferView & { BYTES_PER_ELEMENT: number }, start: number, end: number): Buffer {
   const width = column.BYTES_PER_ELEMENT;
@@ -57,17 +66,12 @@ function blob(column: ArrayBufferView & { BYTES_PER_ELEMENT: number }, start: nu
 export class EventInsert {
   private readonly insert: Database.Statement;
 
-  constructor(
-    db: Database.Database,
-    private readonly type: number,
-  ) {
-    const shapeType = TYPES.find((t) => t === type);
-    if (shapeType === undefined) throw new RangeError(`no insert shape for record type ${type}`);
-    const columns = [...COMMON_COLUMNS, ...columnsOf(shapeType)];
-    const values = columns.map((c) => (c === 'type' ? String(type) : SOURCES[c]!));
-    const args = ['@row_type', '@types', ...BATCH_COLUMNS.map((c) => `@${c.field}`)];
+  constructor(db: Database.Database) {
+    const columns: readonly EventColumn[] = EVENT_COLUMN_TABLE;
+    const args = ['@types', ...BATCH_COLUMNS.map((c) => `@${c.field}`)];
     this.insert = db.prepare(
-      `INSERT INTO events (${columns.join(', ')}) SELECT ${values.join(', ')} FROM kreplay_batch(${args.join(', ')})`,
+      `INSERT INTO events (${columns.map((c) => c.name).join(', ')}) ` +
+        `SELECT ${columns.map(valueOf).join(', ')} FROM kreplay_batch(${args.join(', ')})`,
     );
   }
 
@@ -77,14 +81,12 @@ export class EventInsert {
     db.loadExtension(batchExtensionPath());
   }
 
-  /** Inserts rows [start, end) of `batch` of this type with consecutive seqs; returns the next seq. */
+  /** Inserts rows [start, end) of `batch` with consecutive seqs in the batch's order; returns the next seq. */
   run(batch: EventBatch, firstSeq: number, start = 0, end = batch.count): number {
-    // a type none of the rows has costs no statement (each would bind and copy every column)
-    if (!batch.type.subarray(start, end).includes(this.type)) return firstSeq;
+    if (start === end) return firstSeq;
     const params: Record<string, unknown> = {
       base: batch.baseTs,
       seq: BigInt(firstSeq),
-      row_type: this.type,
       types: blob(batch.type, start, end),
     };
     for (const { field } of BATCH_COLUMNS) params[field] = blob(batch[field], start, end);

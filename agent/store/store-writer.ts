@@ -4,7 +4,6 @@ import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { corruptStoreError, isCorruption, openWriteStore, type StoreInfo } from '../../core/store/schema';
-import { RecordType, SYSCALL_RECORD_TYPES } from '../../core/model';
 import type { EventBatch } from '../ingest/event-batch';
 import {
   CheckpointPolicy,
@@ -145,7 +144,7 @@ export class StoreWriter {
   private runId = 0;
   private readonly lastCounters = new Map<string, number>();
   /** one per record type */
-  private readonly inserts: EventInsert[];
+  private readonly insertEvents: EventInsert;
   private readonly setNextSeq: Database.Statement<[string]>;
   private readonly insertService: Database.Statement<NameEntry>;
   private readonly insertComm: Database.Statement<NameEntry>;
@@ -193,7 +192,7 @@ export class StoreWriter {
       : null;
     EventInsert.prepareConnection(db);
     this.insertContexts = new ContextInsert(db);
-    this.inserts = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo].map((type) => new EventInsert(db, type));
+    this.insertEvents = new EventInsert(db);
     this.nextSeq = Number(
       (db.prepare(`SELECT value FROM meta WHERE key = 'next_seq'`).get() as { value: string }).value,
     );
@@ -207,8 +206,7 @@ export class StoreWriter {
       this.insertContexts.run(names.contexts);
       for (const entry of names.targets) this.insertTarget.run(...entry);
       for (const entry of names.containers) this.insertContainer.run(...entry);
-      let seq = this.nextSeq;
-      for (const insert of this.inserts) seq = insert.run(batch, seq, start, end);
+      const seq = this.insertEvents.run(batch, this.nextSeq, start, end);
       this.setNextSeq.run(String(seq));
       return seq;
     });

@@ -36,6 +36,9 @@ export function queryOps(stores: NodeStores) {
     // a playing session's read-ahead: the frames written here, into the session's shared buffer
     transactionFrames: (...args: Parameters<NonNullable<TransactionReader['frames']>>) =>
       transactions.frames(...args),
+    // a resuming stream's history: its frames' bytes built here
+    transactionHistory: (...args: Parameters<NonNullable<TransactionReader['history']>>) =>
+      transactions.history(...args),
     summarize: (filter: EventFilter) => reader.summarize(filter),
     get: (eventId: string) => reader.get(eventId),
     nodes: () => reader.nodes(),

@@ -136,8 +136,8 @@ export class QueryPool {
    * Replay's reads of the node files: a session's summary, a seek's index,
    * the frames read ahead, pages of events. Those a replay's schedule or a
    * control waits for go before the queued queries: a client's query can
-   * wait a few milliseconds more. The pages are a resuming stream's history,
-   * sent at its client's pace, on no schedule: they queue with the queries,
+   * wait a few milliseconds more. The pages are a resuming stream's history
+   * (framed on the worker), sent at its client's pace, on no schedule: they queue with the queries,
    * so that a client catching up does not hold a worker ahead of them.
    */
   readonly transactions: TransactionReader = {
@@ -145,6 +145,7 @@ export class QueryPool {
     indexAt: (...args) => this.enqueue(true, 'transactionIndexAt', ...args),
     page: (...args) => this.enqueue(false, 'transactionPage', ...args),
     frames: (...args) => this.enqueue(true, 'transactionFrames', ...args),
+    history: (...args) => this.enqueue(false, 'transactionHistory', ...args),
   };
 
   /** Events pages and lookups as JSON text, built in the workers. */

@@ -36,6 +36,19 @@ export class LatenessLog {
     this.pages[Math.floor(index / PAGE)]![index % PAGE] = Number(lateNs);
   }
 
+  /** Events from..to-1's, NaN where unknown: what a history page's frames carry, handed to the thread that builds them. */
+  slice(from: number, to: number): Float64Array {
+    const out = new Float64Array(to - from).fill(NaN);
+    for (let at = from; at < to;) {
+      const page = Math.floor(at / PAGE);
+      const end = Math.min(to, (page + 1) * PAGE);
+      const held = this.pages[page];
+      if (held) out.set(held.subarray(at % PAGE, (at % PAGE) + (end - at)), at - from);
+      at = end;
+    }
+    return out;
+  }
+
   get(index: number): bigint | null {
     const late = this.pages[Math.floor(index / PAGE)]?.[index % PAGE];
     return late === undefined || Number.isNaN(late) ? null : BigInt(late);

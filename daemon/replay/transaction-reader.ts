@@ -2,7 +2,7 @@
  * The one way replay reads the store: a transaction's summary when its
  * session is created, the index of a time for a seek, and pages of its events
  * in replay order, (timestamp_ns, event_id) across every node, for the
- * read-ahead and for a resuming stream's history. Asynchronous, so that the
+ * read-ahead and for a resuming stream's history (both framed where read). Asynchronous, so that the
  * main thread never waits on a store: the query pool answers it on its
  * workers for the node files (queries/query-ops.ts), ClickHouseEvents over
  * HTTP for the fleet store; both through `storeTransactionReader`, so the
@@ -13,6 +13,7 @@ import type { EventPosition, EventSummary } from '../store/event-filter';
 import type { EventReader } from '../store/event-reader';
 import { toReplayChunk, type ReplayChunk } from './replay-event';
 import { writeFrames, type FrameDest, type FrameSpec, type FramesWritten } from './lane/frame-writer';
+import { writeHistory, type HistoryFrames, type HistorySpec } from './lane/history-writer';
 
 /** A transaction's events from `fromNs` (inclusive) to `toNs` (exclusive). */
 export interface TransactionRange {
@@ -40,6 +41,17 @@ export interface TransactionReader {
     spec: FrameSpec,
     dest: FrameDest,
   ): Promise<FramesWritten>;
+  /**
+   * A page as a resuming stream's history, its frames as bytes, built where
+   * the page is read (a query worker): absent, the reader's page is framed by
+   * the caller (historyOf).
+   */
+  history?(
+    range: TransactionRange,
+    limit: number,
+    after: EventPosition | undefined,
+    spec: HistorySpec,
+  ): Promise<HistoryFrames>;
 }
 
 /** `reader`'s frames: its own, or its page written into the buffer by this thread. */
@@ -48,6 +60,13 @@ export function framesOf(reader: TransactionReader): NonNullable<TransactionRead
     ? reader.frames.bind(reader)
     : async (range, limit, after, spec, dest) =>
         writeFrames(await reader.page(range, limit, after), spec, dest);
+}
+
+/** `reader`'s history pages: its own, or its page framed by this thread. */
+export function historyOf(reader: TransactionReader): NonNullable<TransactionReader['history']> {
+  return reader.history
+    ? reader.history.bind(reader)
+    : async (range, limit, after, spec) => writeHistory(await reader.page(range, limit, after), spec);
 }
 
 /** Replay's reads over a store's EventReader (the node files on a query worker, or ClickHouse). */
@@ -60,5 +79,7 @@ export function storeTransactionReader(reader: EventReader): Required<Transactio
       toReplayChunk(await reader.page(range, { order: 'asc', limit, after })),
     frames: async (range, limit, after, spec, dest) =>
       writeFrames(toReplayChunk(await reader.page(range, { order: 'asc', limit, after })), spec, dest),
+    history: async (range, limit, after, spec) =>
+      writeHistory(toReplayChunk(await reader.page(range, { order: 'asc', limit, after })), spec),
   };
 }

@@ -111,7 +111,7 @@ void ExecSupervisor::Run() {
   // held calls are due to the microsecond: no timer slack, and real-time priority when allowed
   prctl(PR_SET_TIMERSLACK, 1UL);
   // older kernels lack it: calls then wake through the scheduler, a little slower
-  ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+  hand_over_ = ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0;
   try {
     SetRealtimeScheduling(static_cast<pid_t>(syscall(SYS_gettid)), kRealtimePriority);
     results_.realtime = true;
@@ -415,16 +415,29 @@ void ExecSupervisor::Release(const Held& held, bool early) {
   if (!early) result.intended_ns[held.index] = std::max<int64_t>(held.deadline_ns - held.received_ns, 0);
 }
 
+void ExecSupervisor::HandOver(bool direct) {
+  if (hand_over_) ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, direct ? SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP : 0UL);
+}
+
 void ExecSupervisor::ReleaseDue(int64_t now) {
+  if (held_.empty() || held_.front().deadline_ns > now) return;
+  // A call released after its hold wakes the build as a timer wakes a sleeping thread: on the CPU the
+  // scheduler picks, an idle one if there is one. Handed over directly, it would wake on this thread's
+  // CPU, which the spin to the deadline kept from everything else, and wait there for a busy
+  // neighbour's turn: late by a time slice or more on a loaded machine (issue 48). A call answered at
+  // once is still handed back directly: the build's thread was on this CPU a moment ago.
+  HandOver(false);
   while (!held_.empty() && held_.front().deadline_ns <= now) {
     std::pop_heap(held_.begin(), held_.end(), kLater);
     const Held held = held_.back();
     held_.pop_back();
     Release(held);
   }
+  HandOver(true);
 }
 
 void ExecSupervisor::ReleaseAll() {
+  HandOver(false);
   for (const Held& held : held_) {
     try {
       Release(held, true);
@@ -433,6 +446,7 @@ void ExecSupervisor::ReleaseAll() {
     }
   }
   held_.clear();
+  HandOver(true);
 }
 
 }  // namespace kreplay

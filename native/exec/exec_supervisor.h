@@ -144,6 +144,9 @@ class ExecSupervisor {
   void Release(const Held& held, bool early = false);
   void ReleaseDue(int64_t now);
   void ReleaseAll();
+  // Whether the build's calls and kreplay's answers hand the CPU over directly (on the caller's CPU);
+  // off while held calls are released (see ReleaseDue).
+  void HandOver(bool direct);
   void ApplyCommands();
   // CLOCK_MONOTONIC when a call received at `received_ns` is due: its hold after it (duration pace), or
   // its release offset on the timeline (never while paused)
@@ -171,6 +174,8 @@ class ExecSupervisor {
   std::vector<TargetMatcher> matchers_;
   std::vector<Held> held_;  // a min-heap on deadline_ns
   bool bypass_ = false;
+  // whether the kernel took SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6)
+  bool hand_over_ = false;
   bool timeline_playing_ = false;
   int64_t timeline_anchor_ns_ = 0;  // while playing: offset = now - anchor
   int64_t timeline_offset_ns_ = 0;  // while paused

@@ -7,8 +7,10 @@
  *
  * Loaded into the agent's writer connection only (agent/store/event-insert.ts
  * owns the SQL that maps these columns to the events table). Each blob holds n
- * elements of its column's C type; the type column (n bytes) gives n. Rows
- * whose type is not `row_type` are skipped; `k` numbers the rows returned
+ * elements of its column's C type; the type column (n bytes) gives n and
+ * `type` each row's. Every row comes back, in the batch's order, so that a
+ * transaction's rows go in with one statement whatever their types, in the
+ * order the B-trees' keys mostly follow (issue 46); `k` numbers them
  * from 0. Whole-number doubles come back as integers, as SQLite's INTEGER
  * affinity would store them, an id of 0 (ctx, target) and a time of 0
  * (response) come back as NULL.
@@ -33,11 +35,12 @@ static const struct {
     {"kind", U32},      {"error", I32}, {"target", ID}, {"response", NS},
 };
 #define N_DATA ((int)(sizeof kColumns / sizeof kColumns[0]))
-/* visible: k, then the data columns; hidden (the arguments): row_type, types, then one blob per data column */
+/* visible: k, type, then the data columns; hidden (the arguments): types, then one blob per data column */
 #define COL_K 0
-#define COL_ROW_TYPE (1 + N_DATA)
-#define COL_TYPES (COL_ROW_TYPE + 1)
-#define N_ARGS (2 + N_DATA)
+#define COL_TYPE 1
+#define COL_DATA 2
+#define COL_TYPES (COL_DATA + N_DATA)
+#define N_ARGS (1 + N_DATA)
 
 typedef struct {
   sqlite3_vtab_cursor base;
@@ -49,20 +52,18 @@ typedef struct {
   const void *data[N_DATA];
   int64_t n;
   int64_t row;
-  int64_t k;
-  int rowType;
 } Cursor;
 
 static int widthOf(Kind kind) { return kind == F64 || kind == NS ? 8 : 4; }
 
 static int batchConnect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **vtab, char **err) {
   (void)aux, (void)argc, (void)argv, (void)err;
-  char schema[1024] = "CREATE TABLE x(k";
+  char schema[1024] = "CREATE TABLE x(k, type";
   for (int i = 0; i < N_DATA; i++) {
     strcat(schema, ", ");
     strcat(schema, kColumns[i].name);
   }
-  strcat(schema, ", row_type HIDDEN, types HIDDEN");
+  strcat(schema, ", types HIDDEN");
   for (int i = 0; i < N_DATA; i++) {
     strcat(schema, ", ");
     strcat(schema, kColumns[i].name);
@@ -87,16 +88,15 @@ static int batchBestIndex(sqlite3_vtab *vtab, sqlite3_index_info *info) {
   int given = 0;
   for (int i = 0; i < info->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    if (c->iColumn < COL_ROW_TYPE || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    if (c->iColumn < COL_TYPES || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
     if (!c->usable) return SQLITE_CONSTRAINT;
-    info->aConstraintUsage[i].argvIndex = c->iColumn - COL_ROW_TYPE + 1;
+    info->aConstraintUsage[i].argvIndex = c->iColumn - COL_TYPES + 1;
     info->aConstraintUsage[i].omit = 1;
-    given |= 1 << (c->iColumn - COL_ROW_TYPE);
+    given |= 1 << (c->iColumn - COL_TYPES);
   }
   if (given != (1 << N_ARGS) - 1) {
     sqlite3_free(vtab->zErrMsg);
-    vtab->zErrMsg =
-        sqlite3_mprintf("kreplay_batch takes %d arguments: row_type, types, then one blob per column", N_ARGS);
+    vtab->zErrMsg = sqlite3_mprintf("kreplay_batch takes %d arguments: types, then one blob per column", N_ARGS);
     return SQLITE_ERROR;
   }
   info->estimatedCost = 1e6;
@@ -117,10 +117,6 @@ static int batchClose(sqlite3_vtab_cursor *cursor) {
   return SQLITE_OK;
 }
 
-static void skipOtherTypes(Cursor *c) {
-  while (c->row < c->n && c->types[c->row] != c->rowType) c->row++;
-}
-
 static int fail(Cursor *c, char *message) {
   sqlite3_free(c->base.pVtab->zErrMsg);
   c->base.pVtab->zErrMsg = message;
@@ -130,13 +126,12 @@ static int fail(Cursor *c, char *message) {
 static int batchFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *idxStr, int argc, sqlite3_value **argv) {
   (void)idxNum, (void)idxStr;
   Cursor *c = (Cursor *)cursor;
-  c->n = c->row = c->k = 0;
+  c->n = c->row = 0;
   if (argc != N_ARGS) return fail(c, sqlite3_mprintf("kreplay_batch: %d arguments, expected %d", argc, N_ARGS));
-  c->rowType = sqlite3_value_int(argv[0]);
-  c->n = sqlite3_value_bytes(argv[1]);
-  c->types = sqlite3_value_blob(argv[1]);
+  c->n = sqlite3_value_bytes(argv[0]);
+  c->types = sqlite3_value_blob(argv[0]);
   for (int i = 0; i < N_DATA; i++) {
-    sqlite3_value *v = argv[2 + i];
+    sqlite3_value *v = argv[1 + i];
     int64_t want = c->n * widthOf(kColumns[i].kind);
     if (sqlite3_value_bytes(v) != want || (want > 0 && sqlite3_value_type(v) != SQLITE_BLOB)) {
       int64_t got = sqlite3_value_bytes(v);
@@ -147,15 +142,12 @@ static int batchFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *idxS
     }
     c->data[i] = sqlite3_value_blob(v);
   }
-  skipOtherTypes(c);
   return SQLITE_OK;
 }
 
 static int batchNext(sqlite3_vtab_cursor *cursor) {
   Cursor *c = (Cursor *)cursor;
   c->row++;
-  c->k++;
-  skipOtherTypes(c);
   return SQLITE_OK;
 }
 
@@ -167,11 +159,15 @@ static int batchEof(sqlite3_vtab_cursor *cursor) {
 static int batchColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int col) {
   Cursor *c = (Cursor *)cursor;
   if (col == COL_K) {
-    sqlite3_result_int64(ctx, c->k);
+    sqlite3_result_int64(ctx, c->row);
     return SQLITE_OK;
   }
-  if (col > N_DATA) return SQLITE_OK; /* a hidden argument: never read back */
-  const int i = col - 1;
+  if (col == COL_TYPE) {
+    sqlite3_result_int(ctx, c->types[c->row]);
+    return SQLITE_OK;
+  }
+  if (col >= COL_TYPES) return SQLITE_OK; /* a hidden argument: never read back */
+  const int i = col - COL_DATA;
   const int64_t r = c->row;
   switch (kColumns[i].kind) {
     case F64:

@@ -29,7 +29,7 @@ describe('query pool order', () => {
       await Promise.all([
         note('query 1', pool.reader.nodes()),
         note('query 2', pool.reader.get('e2')),
-        note('history page', pool.transactions.page(RANGE, 10)),
+        note('history page', pool.transactions.history!(RANGE, 10, undefined, {} as never)),
         note('read-ahead', pool.transactions.frames!(RANGE, 10, undefined, {} as never, {} as never)),
         note('query 3', pool.reader.nodes()),
       ]);

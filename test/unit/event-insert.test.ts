@@ -57,44 +57,40 @@ function mixedBatch(): EventBatch {
   return batch;
 }
 
-/* The rows as the batch holds them, in the order EventInsert numbers them: a chunk's rows type by type. */
-const INSERT_ORDER = [...SYSCALL_RECORD_TYPES, RecordType.BlockIo];
-
 type Row = (bigint | null)[];
 
+/* The rows as the batch holds them, numbered in the batch's order whatever their types. */
 function expectedRows(batch: EventBatch, chunks: [number, number][]): Row[] {
   const rows: Row[] = [];
   let seq = 1;
   for (const [start, end] of chunks) {
-    for (const type of INSERT_ORDER) {
-      for (let i = start; i < end; i++) {
-        if (batch.type[i] !== type) continue;
-        const write = type !== RecordType.BlockIo;
-        const id = (v: number) => (v === 0 ? null : BigInt(v));
-        rows.push([
-          BASE + BigInt(batch.tsOffset[i]!),
-          BigInt(seq++),
-          BigInt(type),
-          BigInt(batch.dur[i]!),
-          BigInt(batch.service[i]! % 2 ** 32),
-          id(batch.ctx[i]!),
-          BigInt(batch.pid[i]!),
-          BigInt(batch.tid[i]!),
-          BigInt(batch.comm[i]!),
-          BigInt(batch.bytes[i]!),
-          write ? BigInt(batch.handle[i]!) : null,
-          write ? BigInt(batch.result[i]!) : null,
-          write ? BigInt(batch.kind[i]!) : null,
-          write ? null : BigInt(batch.handle[i]!),
-          write ? null : BigInt(batch.result[i]!),
-          write ? null : BigInt(batch.kind[i]!),
-          write ? null : BigInt(batch.error[i]!),
-          write ? id(batch.target[i]!) : null,
-          type === RecordType.SysRead ? id(batch.response[i]!) : null,
-          type === RecordType.SysWrite ? id(batch.response[i]!) : null,
-          id(Math.floor(batch.service[i]! / 2 ** 32)),
-        ]);
-      }
+    for (let i = start; i < end; i++) {
+      const type = batch.type[i]!;
+      const write = type !== RecordType.BlockIo;
+      const id = (v: number) => (v === 0 ? null : BigInt(v));
+      rows.push([
+        BASE + BigInt(batch.tsOffset[i]!),
+        BigInt(seq++),
+        BigInt(type),
+        BigInt(batch.dur[i]!),
+        BigInt(batch.service[i]! % 2 ** 32),
+        id(batch.ctx[i]!),
+        BigInt(batch.pid[i]!),
+        BigInt(batch.tid[i]!),
+        BigInt(batch.comm[i]!),
+        BigInt(batch.bytes[i]!),
+        write ? BigInt(batch.handle[i]!) : null,
+        write ? BigInt(batch.result[i]!) : null,
+        write ? BigInt(batch.kind[i]!) : null,
+        write ? null : BigInt(batch.handle[i]!),
+        write ? null : BigInt(batch.result[i]!),
+        write ? null : BigInt(batch.kind[i]!),
+        write ? null : BigInt(batch.error[i]!),
+        write ? id(batch.target[i]!) : null,
+        type === RecordType.SysRead ? id(batch.response[i]!) : null,
+        type === RecordType.SysWrite ? id(batch.response[i]!) : null,
+        id(Math.floor(batch.service[i]! / 2 ** 32)),
+      ]);
     }
   }
   return rows.sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : Number(a[1]! - b[1]!)));
@@ -129,17 +125,36 @@ describe('EventInsert (kreplay_batch)', () => {
     expect(nonIntegers).toBe(0);
   });
 
+  it('puts a batch of every record type in with one statement, in the batch order', () => {
+    const writer = StoreWriter.open(dir.path, 'count');
+    const batch = mixedBatch();
+    const statement = Object.getPrototypeOf(writer.db.prepare('SELECT 1')) as { run: () => unknown };
+    const run = jest.spyOn(statement, 'run');
+    try {
+      writer.writeBatch(batch);
+      // BEGIN, the events', the next seq's, COMMIT (a statement a record type: 8)
+      expect(run).toHaveBeenCalledTimes(4);
+    } finally {
+      run.mockRestore();
+    }
+    writer.close();
+    const db = new Database(storePath(dir.path, 'count'), { readonly: true });
+    const types = db.prepare('SELECT type FROM events ORDER BY seq').pluck().all();
+    db.close();
+    expect(types).toEqual(Array.from(batch.type));
+  });
+
   it('numbers each transaction of a batch split under a small cap on from the last', () => {
     const writer = StoreWriter.open(dir.path, 'split');
     const batch = mixedBatch();
-    const inserts = INSERT_ORDER.map((type) => new EventInsert(writer.db, type));
+    const insert = new EventInsert(writer.db);
     let seq = 1;
     for (const [start, end] of [
       [0, 333],
       [333, 334],
       [334, ROWS],
     ] as [number, number][]) {
-      for (const insert of inserts) seq = insert.run(batch, seq, start, end);
+      seq = insert.run(batch, seq, start, end);
     }
     expect(seq).toBe(ROWS + 1);
     writer.close();
@@ -158,7 +173,6 @@ describe('EventInsert (kreplay_batch)', () => {
     EventInsert.prepareConnection(db);
     const blob = (bytes: number) => Buffer.alloc(bytes);
     const args = (dur: number) => [
-      1,
       blob(2),
       blob(16),
       blob(dur),
@@ -169,18 +183,18 @@ describe('EventInsert (kreplay_batch)', () => {
     ];
     expect(() =>
       db
-        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(15)}?)`)
+        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
         .pluck()
         .get(...args(8)),
     ).toThrow(/kreplay_batch: dur holds 8 bytes, expected 16 for 2 rows/);
     expect(
       db
-        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(15)}?)`)
+        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
         .pluck()
         .get(...args(16)),
-    ).toBe(0);
-    expect(() => db.prepare("SELECT * FROM kreplay_batch(1, x'00')").all()).toThrow(
-      /kreplay_batch takes 16 arguments/,
+    ).toBe(2);
+    expect(() => db.prepare("SELECT * FROM kreplay_batch(x'00')").all()).toThrow(
+      /kreplay_batch takes 15 arguments/,
     );
     db.close();
   });

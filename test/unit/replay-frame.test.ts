@@ -1,7 +1,7 @@
 import { withJsonFields } from '../../core/model';
-import { replayFrame } from '../../daemon/replay/lane/replay-frame';
+import { lateFrameText, replayFrame } from '../../daemon/replay/lane/replay-frame';
 import { Schedule } from '../../core/replay/schedule';
-import { lateFrameText, sseFrame } from '../../daemon/replay/stream/sse-frame';
+import { sseFrame } from '../../daemon/replay/stream/sse-frame';
 
 describe('replayFrame', () => {
   it('is the SSE frame of the event with the replay fields added, split where its lateness goes', () => {

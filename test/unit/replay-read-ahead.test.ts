@@ -100,13 +100,18 @@ describe('replay reading a transaction a page at a time', () => {
     const start = { ts: second.timestamp_ns, eventId: second.event_id };
     expect(await drain(found.frames(start))).toEqual(ids.slice(3));
 
-    // the history's read: pages no larger than what is still wanted
+    // the history's read: pages no larger than what is still wanted, each event's frame as the live stream's
     limits.length = 0;
     const got: string[] = [];
-    for await (const page of found.pages(start, () => 10 - got.length)) {
-      got.push(...page.map((event) => event.json));
-      if (got.length === 10) break;
-    }
+    const unknown = (a: number, b: number) => new Float64Array(b - a).fill(NaN);
+    for await (const page of found.history(start, 3, 3, () => 13, unknown, {
+      speedFactor: 1,
+      extraLatencyNs: 0n,
+    }))
+      for (const data of Buffer.from(page.bytes)
+        .toString('utf8')
+        .matchAll(/^data: (.*)$/gm))
+        got.push(data[1]!.replace(/,"replay_offset_ns":.*$/, '}'));
     expect(got).toEqual(expected.slice(3, 13));
     // the event before the start at its timestamp took a place in the first page: one more is read
     expect(limits).toEqual([10, 1]);

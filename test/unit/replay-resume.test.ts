@@ -1,6 +1,12 @@
 import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 import type { HistoryPage } from '../../daemon/replay/sessions/replay-session';
+import type { TransactionReader } from '../../daemon/replay/transaction-reader';
+import { toReplayChunk } from '../../daemon/replay/replay-event';
+import { writeHistory } from '../../daemon/replay/lane/history-writer';
+import { lateFrameText, replayFrame } from '../../daemon/replay/lane/replay-frame';
+import { Schedule } from '../../core/replay/schedule';
+import { eventToJson } from '../../core/model';
 
 const replayFixture = useReplayFixtures('kreplay-replay-resume-');
 const T0 = 1_795_345_678_123_456_789n;
@@ -10,9 +16,11 @@ const EVENTS = Array.from({ length: 3000 }, (_, i) =>
 );
 const offsetOf = (i: number) => EVENTS[i]!.timestamp_ns - T0;
 
+const text = (page: HistoryPage) => Buffer.from(page.bytes).toString('utf8');
+
 async function collect(pages: AsyncIterable<HistoryPage>): Promise<string[]> {
   const out: string[] = [];
-  for await (const page of pages) out.push(page.text);
+  for await (const page of pages) out.push(text(page));
   return out;
 }
 
@@ -28,7 +36,7 @@ describe('resuming a stream', () => {
     const stream = new CapturedStream();
     const pages: number[] = [];
     for await (const page of session.history(2100)) {
-      stream.write(page.text);
+      stream.write(text(page));
       pages.push(page.events);
     }
     expect(fx.source.read - read).toBeLessThan(500);
@@ -40,7 +48,7 @@ describe('resuming a stream', () => {
     expect(replays.every((r) => r.data.emitted_late_ns === 5)).toBe(true);
     // far behind the live stream too (a stream cut for falling behind resumes from there)
     const old = new CapturedStream();
-    for await (const page of session.history(3)) old.write(page.text);
+    for await (const page of session.history(3)) old.write(text(page));
     expect(old.replays().map((r) => [r.id, r.data.emitted_late_ns])).toEqual(
       Array.from({ length: 2497 }, (_, i) => [3 + i, 5]),
     );
@@ -54,7 +62,7 @@ describe('resuming a stream', () => {
     fx.clock.advanceTo(start + offsetOf(9));
     const ids: number[] = [];
     for await (const page of session.history(0)) {
-      const frames = [...page.text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      const frames = [...text(page).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
       expect(frames.length).toBe(page.events);
       ids.push(...frames);
       // the live stream moves on while the history is sent: the next page reaches where it is then
@@ -62,6 +70,63 @@ describe('resuming a stream', () => {
     }
     expect(ids).toEqual(Array.from({ length: 20 }, (_, i) => i));
     expect(await collect(session.history(25))).toEqual([]);
+  });
+});
+
+describe('a history framed where it is read', () => {
+  it('asks the reader for framed pages (a query worker builds them), bytes the same as framed here', async () => {
+    const framedHere = replayFixture(EVENTS);
+    const onWorker = replayFixture(EVENTS);
+    const asked: number[] = [];
+    const reader: TransactionReader = onWorker.source;
+    // the query pool's reader frames on its worker; this one records that it was asked to
+    reader.history = async (range, limit, after, spec) => {
+      asked.push(limit);
+      return writeHistory(await onWorker.source.page(range, limit, after), spec);
+    };
+    const seen: string[][] = [];
+    for (const fx of [framedHere, onWorker]) {
+      const session = await fx.sessions.create({
+        transaction_id: 'tx',
+        speed_factor: 1,
+        extra_latency_ns: 0,
+      });
+      const start = fx.clock.now();
+      await session.play();
+      fx.clock.advanceTo(start + offsetOf(2499), 3n);
+      expect(session.record().events_emitted).toBe(2500);
+      seen.push(await collect(session.history(1500)));
+    }
+    // the main thread of a daemon with query workers frames nothing: every page came framed
+    // from the checkpoint before event 1500 (1024) to the live stream (2500), in one page
+    expect(asked).toEqual([1476]);
+    expect(seen[1]).toEqual(seen[0]);
+    const stream = new CapturedStream();
+    stream.write(seen[1]!.join(''));
+    expect(stream.replays().map((r) => [r.id, r.data.emitted_late_ns])).toEqual(
+      Array.from({ length: 1000 }, (_, i) => [1500 + i, 3]),
+    );
+  });
+
+  it('frames each event as the live stream did: from its index on, the skipped left out, unknown lateness null', () => {
+    const events = EVENTS.slice(0, 6);
+    const schedule = new Schedule(1, 0n);
+    // events[2] and [3] share a timestamp; a start at [3] skips [2]
+    const skip = { ts: events[3]!.timestamp_ns, eventId: events[3]!.event_id };
+    const page = writeHistory(toReplayChunk({ events: events.slice(2), next: null }), {
+      firstTs: T0,
+      speedFactor: 1,
+      extraLatencyNs: 0n,
+      firstIndex: 3,
+      skip,
+      from: 4,
+      lateness: Float64Array.of(11, NaN, -2),
+    });
+    // event i sits at index i: [2] takes no place, so [3] is index 3
+    const live = (i: number, late: bigint | null) =>
+      lateFrameText(replayFrame(schedule, T0, i, { ...events[i]!, json: eventToJson(events[i]!) }), late);
+    expect(Buffer.from(page.bytes).toString('utf8')).toBe(live(4, null) + live(5, -2n));
+    expect(page).toMatchObject({ events: 2, placed: 3, next: null });
   });
 });
 

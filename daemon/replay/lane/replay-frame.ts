@@ -37,3 +37,8 @@ export function replayFrame(
     `"replay_offset_ns":${offset},"replayed_duration_ns":${duration},"emitted_late_ns":`;
   return { index, head, tail: TAIL };
 }
+
+/** The frame's text with its lateness in ns (null: not known, as for history read back from the store). */
+export function lateFrameText(frame: LateFrame, lateNs: bigint | null): string {
+  return `${frame.head}${lateNs === null ? 'null' : lateNs}${frame.tail}`;
+}

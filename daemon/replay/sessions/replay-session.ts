@@ -8,10 +8,10 @@ import { exactJson } from '../../../core/json/exact-json';
 import { badRequest } from '../../http/problem';
 import type { ReplayClock } from '../replay-clock';
 import { Broadcast, type Watcher } from '../stream/broadcast';
-import { lateFrameText, sseFrame } from '../stream/sse-frame';
+import { sseFrame } from '../stream/sse-frame';
+import { lateFrameText } from '../lane/replay-frame';
 import { Player } from './player';
 import { CHECKPOINT_EVERY } from '../lane/frame-writer';
-import { replayFrame } from '../lane/replay-frame';
 import { Schedule } from '../../../core/replay/schedule';
 import type { SessionRecord } from './session-record';
 import type { Driving } from './session-schema';
@@ -36,9 +36,9 @@ export interface SessionSettings {
   owner: string;
 }
 
-/** Frames a resuming stream reads again: `events` of them, as one text. */
+/** Frames a resuming stream reads again: `events` of them, as UTF-8 bytes. */
 export interface HistoryPage {
-  text: string;
+  bytes: Uint8Array;
   events: number;
 }
 
@@ -280,34 +280,24 @@ export class ReplaySession {
 
   /**
    * Frames of the events emitted before now from index `from` on, read again
-   * from the store (no more than the live stream has passed), a page's
-   * frames as one text (one write, one step: a stream cut in a dense replay
-   * resumes 100,000 events back); ends where the live stream is, checked at
-   * each event.
+   * from the store (no more than the live stream has passed) and framed
+   * where they are read (a query worker): a page's frames as bytes (one
+   * write, one step: a stream cut in a dense replay resumes 100,000 events
+   * back); ends where the live stream is when each page is asked for.
    */
   async *history(from: number): AsyncGenerator<HistoryPage> {
     let slot = Math.floor(from / CHECKPOINT_EVERY);
     while (slot > 0 && !this.player.checkpoint(slot)) slot--;
-    let index = slot * CHECKPOINT_EVERY;
     if (from >= this.player.emitted) return;
-    const pages = this.transaction.pages(this.player.checkpoint(slot), () => this.player.emitted - index);
-    for await (const page of pages) {
-      let text = '';
-      let events = 0;
-      for (const event of page) {
-        if (index >= this.player.emitted) break;
-        if (index >= from) {
-          text += lateFrameText(
-            replayFrame(this.schedule, this.transaction.firstTs, index, event),
-            this.latenessByIndex.get(index),
-          );
-          events++;
-        }
-        index++;
-      }
-      if (events > 0) yield { text, events };
-      if (index >= this.player.emitted) return;
-    }
+    const pages = this.transaction.history(
+      this.player.checkpoint(slot),
+      slot * CHECKPOINT_EVERY,
+      from,
+      () => this.player.emitted,
+      (a, b) => this.latenessByIndex.slice(a, b),
+      this.schedule,
+    );
+    for await (const page of pages) if (page.events > 0) yield { bytes: page.bytes, events: page.events };
   }
 
   snapshot(): SessionSnapshot {

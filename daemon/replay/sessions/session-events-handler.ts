@@ -39,7 +39,7 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
     if (history) {
       do {
         for (let step = first ?? (await history.next()); !step.done; step = await history.next()) {
-          if (!(await watcher.send(step.value.text))) return;
+          if (!(await watcher.send(step.value.bytes))) return;
           from += step.value.events;
         }
         first = undefined;

@@ -10,9 +10,9 @@
 import type { Logger } from '../../../core/log/logger';
 import type { EventPosition } from '../../store/event-filter';
 import type { FrameBuffer } from '../lane/frame-buffer';
-import { fromReplayChunk, type ReplayEvent } from '../replay-event';
-import { framesOf, type TransactionRange, type TransactionReader } from '../transaction-reader';
+import { framesOf, historyOf, type TransactionRange, type TransactionReader } from '../transaction-reader';
 import type { FrameSpec, FramesWritten } from '../lane/frame-writer';
+import type { HistoryFrames } from '../lane/history-writer';
 
 /** Events per read ahead. */
 export const PREFETCH_CHUNK = 2048;
@@ -50,20 +50,39 @@ export class Transaction {
   }
 
   /**
-   * The events from `start` (inclusive) on, a page at a time (one step per
-   * page, not per event: a resuming stream's history may be 100,000 events),
-   * each page no larger than `most()` says is still wanted (a resuming
-   * stream's history reads no more than it sends).
+   * A resuming stream's history: the events from `start` (inclusive, the
+   * replay's event `index`) on, framed where they are read, a page at a time
+   * (one step per page, not per event: a resuming stream's history may be
+   * 100,000 events), those from index `from` on sent, up to where `until()`
+   * says the live stream is when the page is asked for. `lateness(a, b)`:
+   * events a..b-1's, as released.
    */
-  async *pages(start: EventStart | undefined, most: () => number): AsyncGenerator<ReplayEvent[]> {
+  async *history(
+    start: EventStart | undefined,
+    index: number,
+    from: number,
+    until: () => number,
+    lateness: (from: number, to: number) => Float64Array,
+    schedule: Pick<FrameSpec, 'speedFactor' | 'extraLatencyNs'>,
+  ): AsyncGenerator<HistoryFrames> {
     const range = this.range(start?.ts ?? this.firstTs);
+    const skip = start?.eventId === undefined ? undefined : { ts: range.fromNs, eventId: start.eventId };
+    const read = historyOf(this.reader);
     let after: EventPosition | undefined;
-    for (;;) {
-      const limit = Math.min(PREFETCH_CHUNK, Math.max(1, most()));
-      const chunk = await this.reader.page(range, limit, after);
-      yield fromReplayChunk(chunk).filter((event) => !before(event, range.fromNs, start));
-      if (!chunk.next) return;
-      after = chunk.next;
+    for (let end = until(); index < end; end = until()) {
+      const limit = Math.min(PREFETCH_CHUNK, end - index);
+      const page = await read(range, limit, after, {
+        ...schedule,
+        firstTs: this.firstTs,
+        firstIndex: index,
+        skip,
+        from,
+        lateness: lateness(index, index + limit),
+      });
+      index += page.placed;
+      yield page;
+      if (!page.next) return;
+      after = page.next;
     }
   }
 
@@ -78,15 +97,6 @@ export class Transaction {
   indexAt(ts: bigint): Promise<number> {
     return ts <= this.firstTs ? Promise.resolve(0) : this.reader.indexAt(this.id, this.firstTs, ts);
   }
-}
-
-/** Events sharing the start's timestamp but ordered before it were emitted already. */
-function before(
-  event: Pick<ReplayEvent, 'timestamp_ns' | 'event_id'>,
-  from: bigint,
-  start: EventStart | undefined,
-): boolean {
-  return start?.eventId !== undefined && event.timestamp_ns === from && event.event_id < start.eventId;
 }
 
 /**

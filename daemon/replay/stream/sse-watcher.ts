@@ -119,9 +119,9 @@ export class SseWatcher implements Watcher {
   }
 
   /** Writes at the client's pace; false once the client is gone. Only before a hand-over. */
-  async send(text: string): Promise<boolean> {
+  async send(chunk: string | Uint8Array): Promise<boolean> {
     if (this.closed) return false;
-    if (!this.res.write(text)) {
+    if (!this.res.write(chunk)) {
       await new Promise<void>((resolve) => {
         const done = () => {
           this.res.off('drain', done).off('close', done);
