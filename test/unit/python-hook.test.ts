@@ -242,6 +242,61 @@ print(hasattr(server._unary_response_in_pool, "_kreplay_wraps"))
     expect(out.split('\n')).toEqual(['False False', 'True', 'submitted', 'True', '']);
   });
 
+  it("costs a real aiohttp request's loop thread the hook's wrappers and eight calls of its own: none per character, per callback or per header", () => {
+    // Debian's aiohttp, served on a loop thread whose calls into the hook's functions (its
+    // namespace's) are counted by sys.setprofile; requests from another thread, keep-alive
+    const out = run(`import asyncio, collections, http.client, sys, threading
+${bootstrap}
+from aiohttp import web
+calls, N = collections.Counter(), 200
+def profile(frame, event, arg):
+    if event == "call" and frame.f_globals.get("__name__") == "_kreplay_python_hook_boot":
+        calls[frame.f_code.co_name] += 1
+async def handle(request):
+    return web.Response(text="ok")
+def client(port, loop, warm, done):
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    for i in range(20 + N):
+        if i == 20:
+            loop.call_soon_threadsafe(warm.set)
+            warm_seen.wait()
+        connection.request("GET", "/items?page=%d" % i, headers={"traceparent": "00-%032x-%016x-01" % (i + 1, i + 1), "x-request-id": "r%d" % i})
+        connection.getresponse().read()
+    loop.call_soon_threadsafe(done.set)
+warm_seen = threading.Event()
+async def main():
+    # aiohttp's low-level server: the same RequestHandler as an application's, no router
+    listening = await asyncio.get_running_loop().create_server(web.Server(handle), "127.0.0.1", 0)
+    warm, done = asyncio.Event(), asyncio.Event()
+    port = listening.sockets[0].getsockname()[1]
+    threading.Thread(target=client, args=(port, asyncio.get_running_loop(), warm, done)).start()
+    await warm.wait()
+    sys.setprofile(profile)
+    warm_seen.set()
+    await done.wait()
+    sys.setprofile(None)
+    listening.close()
+asyncio.run(main())
+# the slot's re-registration, at most every 0.1 s, rounds to none a request
+print(__import__("json").dumps({name: round(n / N, 1) for name, n in calls.items() if round(n / N, 1)}))
+`);
+    // each loop callback's wrapper (_run) calls none of the hook's functions; the request's opens its
+    // unit (its head made, its slot set, its OPEN mailed) and closes it (its slot cleared, its CLOSE
+    // mailed)
+    const { _run: callbacks, ...perRequest } = JSON.parse(out) as Record<string, number>;
+    expect(perRequest).toEqual({
+      _handle_request: 1,
+      '<listcomp>': 1,
+      http_head: 1,
+      open_unit: 1,
+      slot: 2,
+      send: 2,
+      close_unit: 1,
+    });
+    // the connection's read, its task's steps: aiohttp's own count
+    expect(callbacks).toBeGreaterThanOrEqual(3);
+  });
+
   it('raises nothing, and prints nothing, when the hook is broken', () => {
     expect(run(`${pythonBootstrap('def broken(:\n')}print("still running")`)).toBe('still running\n');
     expect(() => pythonBootstrap('caf\u00e9 = 1\n')).toThrow('printable ASCII');

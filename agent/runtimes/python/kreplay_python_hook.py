@@ -65,23 +65,22 @@ PATH_MAX = 512
 HEADERS = ("traceparent", "x-request-id")
 
 
-def _printable(text):
-    return text.isascii() and text.isprintable()
-
-
 def http_head(method, path, headers, limit):
     """The head OPEN carries: the request line, then traceparent and x-request-id when valid-looking;
-    empty past `limit` bytes (the kernel would cut its end off)."""
+    empty past `limit` bytes (the kernel would cut its end off). Once a request: its common case (a
+    path of printable ASCII without a space) takes no step per character."""
     if not (isinstance(method, str) and 0 < len(method) <= 16 and method.isascii() and method.isalpha()):
         method = "GET"
     if not isinstance(path, str):
         path = path.decode("latin-1") if isinstance(path, bytes) else "/"
-    path = "".join(c if "!" <= c <= "~" else "%%%02X" % (ord(c) & 0xFF) for c in path[:PATH_MAX]) or "/"
-    lines = ["%s %s HTTP/1.1" % (method.upper(), path[:PATH_MAX])]
+    path = path[:PATH_MAX]
+    if not (path.isascii() and path.isprintable()) or " " in path:
+        path = "".join(c if "!" <= c <= "~" else "%%%02X" % (ord(c) & 0xFF) for c in path)
+    head = "%s %s HTTP/1.1\r\n" % (method.upper(), path[:PATH_MAX] or "/")
     for name, value in headers:
-        if isinstance(value, str) and len(value) <= VALUE_MAX and _printable(value):
-            lines.append("%s: %s" % (name, value.strip()))
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+        if isinstance(value, str) and len(value) <= VALUE_MAX and value.isascii() and value.isprintable():
+            head += "%s: %s\r\n" % (name, value.strip())
+    head = (head + "\r\n").encode("ascii")
     return head if len(head) <= limit else b""
 
 
@@ -159,6 +158,8 @@ def install(signal):
     # left for good)
     ring = [posix.getpriority if signal["mailbox"] else None]
     pack_into = imported_quietly("_struct").pack_into
+    # a mailbox's op and unit, its format parsed once
+    pack_mail = imported_quietly("_struct").Struct("<IQ").pack_into
     clock = imported_quietly("time").monotonic
 
     def write_signal(data):
@@ -174,7 +175,7 @@ def install(signal):
     slot_at = signal["unitAt"] // 8
     # the mailbox: its length (a u64 of the slot's words), the signal it holds, the WATCH that has one
     mail_at, mail_length_at = signal["mailboxAt"], signal["mailboxLengthAt"] // 8
-    mail_op_at, watch_bytes = mail_at + signal["opAt"], mail_at + signal["bytes"]
+    mail_op_at, watch_bytes, signal_bytes = mail_at + signal["opAt"], mail_at + signal["bytes"], signal["bytes"]
     if mail_at % 8 or signal["mailboxLengthAt"] % 8 or signal["opAt"] + 4 != signal["unitAt"]:
         raise ValueError("a mailbox laid out otherwise than 8-byte words, u32 op then u64 unit")
 
@@ -184,10 +185,11 @@ def install(signal):
         nothing there); else written."""
         mine = state
         if ring[0] is not None and (mine.generation == generation[0] or mailbox(mine)):
-            view, data = mine.words, mine.data
-            pack_into("<IQ", data, mail_op_at, op, unit)
-            data[watch_bytes : watch_bytes + len(head)] = head
-            view[mail_length_at] = signal["bytes"] + len(head)
+            view = mine.words
+            pack_mail(mine.data, mail_op_at, op, unit)
+            if head:
+                mine.data[watch_bytes : watch_bytes + len(head)] = head
+            view[mail_length_at] = signal_bytes + len(head)
             try:
                 ring[0](0, 0)
                 return
@@ -275,7 +277,10 @@ def install(signal):
     def close_unit(unit):
         """Unit `unit`'s request ended: this thread leaves it first (its next call carries none, not the
         ended request counted as outlived), then what was handed it loses it."""
-        leave()
+        try:
+            slot()[slot_at] = 0
+        except Exception:
+            pass
         try:
             if unit:
                 send(CLOSE, unit)
@@ -299,13 +304,20 @@ def install(signal):
             try:
                 if unpatched:
                     retry_unpatched()
-                if isinstance(getattr(self._callback, "__self__", None), neutral):
-                    slot()[slot_at] = 0
-                    mine = state
-                    if clock() - mine.registered >= REGISTER_AGAIN:
-                        register(mine)
-                else:
-                    slot()[slot_at] = self._context.get(unit_var, 0)
+                mine = state
+                if mine.generation != generation[0]:
+                    slot()
+                # what a callback serves is looked at only when it matters: a callback outside any
+                # request runs in none either way
+                unit = self._context.get(unit_var, 0)
+                if unit:
+                    if isinstance(getattr(self._callback, "__self__", None), neutral):
+                        unit = 0
+                elif clock() - mine.registered >= REGISTER_AGAIN and isinstance(
+                    getattr(self._callback, "__self__", None), neutral
+                ):
+                    register(mine)
+                mine.slot[slot_at] = unit
             except Exception:
                 pass
             try:
@@ -316,8 +328,9 @@ def install(signal):
 
         return _run
 
-    # the loops whose callbacks go through the wrapped Handle._run (not uvloop's, for one)
-    switching_loops = []
+    # the loops whose callbacks go through the wrapped Handle._run (not uvloop's, for one): a tuple
+    # for isinstance, in a list the patch sets it in
+    switching_loops = [()]
 
     def patch_asyncio(selector_events):
         events = sys.modules.get("asyncio.events")
@@ -330,7 +343,7 @@ def install(signal):
             neutral += [sslproto.SSLProtocol, sslproto._SSLProtocolTransport]
         if not replace(events.Handle, "_run", sign(lambda run: wrap_handle_run(run, tuple(neutral)))):
             return False
-        switching_loops[:] = [base_events.BaseEventLoop]
+        switching_loops[0] = (base_events.BaseEventLoop,)
         return True
 
     # ThreadPoolExecutor: a work item takes the submitter's unit, or its thread's context, when it is
@@ -632,7 +645,7 @@ def install(signal):
         if not isinstance(scope, dict) or scope.get("type") != "http":
             return 0, None
         events = sys.modules["asyncio.events"]
-        if not isinstance(events.get_running_loop(), tuple(switching_loops)):
+        if not isinstance(events.get_running_loop(), switching_loops[0]):
             return 0, None
         return open_request(*asgi_head(scope))
 
@@ -726,10 +739,11 @@ def install(signal):
         async def _handle_request(self, request, *args, **kwargs):
             unit = 0
             try:
-                if not isinstance(self._loop, tuple(switching_loops)):
+                if not isinstance(self._loop, switching_loops[0]):
                     raise LookupError("this loop's callbacks would not leave the unit")
                 headers = request.headers
-                picked = [(name, headers.get(name)) for name in HEADERS if name in headers]
+                # a header it lacks is None, which http_head leaves out
+                picked = [(name, headers.get(name)) for name in HEADERS]
                 unit = open_unit(http_head(request.method, request.raw_path, picked, head_max))
                 unit_var.set(unit)
             except Exception:
