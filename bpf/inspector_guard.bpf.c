@@ -30,9 +30,19 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KR_GUARD_MAX_PORTS);
 	__type(key, struct kr_guard_key);
-	/* how many refusals this entry made */
-	__type(value, __u64);
+	__type(value, __u8); /* a set: the value is not read */
 } guarded SEC(".maps");
+
+/*
+ * Every refusal since the guard was loaded, in one counter: a count kept in a port's entry is lost
+ * with the entry when its refusal lands between the agent's read and its delete, as a poller's do.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} refused_total SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -58,6 +68,7 @@ struct {
 static __always_inline int check(struct bpf_sock_addr *ctx, int local, __u32 family)
 {
 	struct kr_guard_key key = {};
+	__u32 zero = 0;
 	__u64 *refused;
 	__u64 id;
 
@@ -65,13 +76,14 @@ static __always_inline int check(struct bpf_sock_addr *ctx, int local, __u32 fam
 		return 1;
 	key.netns_cookie = bpf_get_netns_cookie(ctx);
 	key.port = bpf_ntohs((__u16)ctx->user_port);
-	refused = bpf_map_lookup_elem(&guarded, &key);
-	if (!refused)
+	if (!bpf_map_lookup_elem(&guarded, &key))
 		return 1;
 	id = bpf_get_current_pid_tgid();
 	if ((__u32)(id >> 32) == agent_tgid)
 		return 1;
-	__sync_fetch_and_add(refused, 1);
+	refused = bpf_map_lookup_elem(&refused_total, &zero);
+	if (refused)
+		__sync_fetch_and_add(refused, 1);
 	struct kr_guard_intrusion *rec = bpf_ringbuf_reserve(&intrusions, sizeof(*rec), 0);
 	if (rec) {
 		rec->netns_cookie = key.netns_cookie;

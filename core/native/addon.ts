@@ -180,10 +180,9 @@ export interface GuardIntrusion {
  */
 export interface NativeInspectorGuard {
   guard(port: number, netns?: bigint): void;
-  /** how many connects the entry refused */
-  unguard(port: number, netns?: bigint): number;
-  /** how many connects the entry of a guarded port refused so far */
-  refused(port: number, netns?: bigint): number;
+  unguard(port: number, netns?: bigint): void;
+  /** how many connects the guard refused since it was loaded, whatever their port */
+  refusedTotal(): number;
   /**
    * a socket that started listening on the guarded port since it was guarded listens still (or
    * the kernel cannot tell): the only time /proc is worth reading for it

@@ -135,10 +135,12 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   ~InspectorGuard() override { Teardown(); }
 
   Napi::Value Guard(const Napi::CallbackInfo& info) { return Change(info, true); }
-  Napi::Value Refused(const Napi::CallbackInfo& info) {
-    const kr_guard_key key = Key(info);
+  // refusedTotal(): every connect refused since the guard was loaded
+  Napi::Value RefusedTotal(const Napi::CallbackInfo& info) {
+    if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
+    const uint32_t zero = 0;
     uint64_t refused = 0;
-    bpf_map_lookup_elem(bpf_map__fd(skel_->maps.guarded), &key, &refused);
+    bpf_map_lookup_elem(bpf_map__fd(skel_->maps.refused_total), &zero, &refused);
     return Napi::Number::New(info.Env(), static_cast<double>(refused));
   }
   Napi::Value Unguard(const Napi::CallbackInfo& info) { return Change(info, false); }
@@ -286,15 +288,13 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
     const kr_guard_key key = Key(info);
     const int fd = bpf_map__fd(skel_->maps.guarded);
     if (on) {
-      const uint64_t none = 0;
-      if (bpf_map_update_elem(fd, &key, &none, BPF_NOEXIST) != 0 && errno != EEXIST)
+      const uint8_t held = 1;
+      if (bpf_map_update_elem(fd, &key, &held, BPF_NOEXIST) != 0 && errno != EEXIST)
         throw ToJsError(info.Env(), LibbpfFailure(errno, kCode, "cannot guard port " + std::to_string(key.port), ""));
       return info.Env().Undefined();
     }
-    uint64_t refused = 0;
-    bpf_map_lookup_elem(fd, &key, &refused);
     bpf_map_delete_elem(fd, &key);
-    return Napi::Number::New(info.Env(), static_cast<double>(refused));
+    return info.Env().Undefined();
   }
 
   void Teardown() {
@@ -324,7 +324,7 @@ Napi::Function DefineInspectorGuard(Napi::Env env) {
                                      {
                                          InspectorGuard::InstanceMethod("guard", &InspectorGuard::Guard),
                                          InspectorGuard::InstanceMethod("unguard", &InspectorGuard::Unguard),
-                                         InspectorGuard::InstanceMethod("refused", &InspectorGuard::Refused),
+                                         InspectorGuard::InstanceMethod("refusedTotal", &InspectorGuard::RefusedTotal),
                                          InspectorGuard::InstanceMethod("listening", &InspectorGuard::Listening),
                                          InspectorGuard::InstanceMethod("drain", &InspectorGuard::Drain),
                                          InspectorGuard::InstanceMethod("close", &InspectorGuard::Close),

@@ -7,26 +7,26 @@ import type { GuardIntrusion, NativeInspectorGuard } from '../../core/native/add
 import { InspectorGuard } from '../../agent/runtimes/node/inspector-guard';
 import { recordingLogger } from '../support/recording-logger';
 
-/** The kernel's map (refusals by guarded port) and its ring of records, the ring holding `ringRoom` at most. */
+/** The kernel's set of guarded ports, its count of refusals and its ring of records, the ring holding `ringRoom` at most. */
 class FakeKernel implements NativeInspectorGuard {
-  readonly guarded = new Map<number, number>();
+  readonly guarded = new Set<number>();
+  total = 0;
   ring: GuardIntrusion[] = [];
   closed = false;
   constructor(private readonly ringRoom = Infinity) {}
   guard(port: number): void {
-    if (!this.guarded.has(port)) this.guarded.set(port, 0);
+    this.guarded.add(port);
   }
-  refused(port: number): number {
-    return this.guarded.get(port) ?? 0;
+  refusedTotal(): number {
+    if (this.closed) throw new Error('the inspector guard is closed');
+    return this.total;
   }
   /** the door's watch asks; this guard's tests do not */
   listening(): boolean {
     return true;
   }
-  unguard(port: number): number {
-    const refused = this.guarded.get(port) ?? 0;
+  unguard(port: number): void {
     this.guarded.delete(port);
-    return refused;
   }
   drain(): GuardIntrusion[] {
     const out = this.ring;
@@ -45,9 +45,8 @@ class FakeKernel implements NativeInspectorGuard {
   }
   /** a connect from `pid` to `port`: refused (counted, recorded if the ring has room) when guarded */
   attempt(pid: number, port: number): boolean {
-    const refused = this.guarded.get(port);
-    if (refused === undefined) return true;
-    this.guarded.set(port, refused + 1);
+    if (!this.guarded.has(port)) return true;
+    this.total++;
     if (this.ring.length < this.ringRoom)
       this.ring.push({ pid, uid: 65534, port, netns: 0n, family: 4, comm: 'python3' });
     return false;
@@ -104,7 +103,7 @@ describe('InspectorGuard', () => {
     ]);
   });
 
-  it("counts the refusals whose records the kernel's ring had no room for, from the port's own count", () => {
+  it("counts the refusals whose records the kernel's ring had no room for, from the kernel's own count, closed or not", () => {
     const kernel = new FakeKernel(2);
     const { guard } = guardOver(kernel);
     const release = guard.hold(9229);
@@ -114,5 +113,6 @@ describe('InspectorGuard', () => {
     release();
     expect(guard.intrusions).toBe(10);
     guard.close();
+    expect(guard.intrusions).toBe(10);
   });
 });

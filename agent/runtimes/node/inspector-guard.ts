@@ -27,12 +27,12 @@ interface Held {
 }
 
 export class InspectorGuard {
-  /** connects the kernel refused to ports given back since */
-  private released = 0;
   private readonly holds = new Map<string, Held>();
   /** the processes refused, by namespace and port (keyOf), since it was guarded */
   private readonly offenders = new Map<string, Map<number, Offender>>();
   private timer: NodeJS.Timeout | undefined;
+  /** the kernel's count as the guard closed */
+  private refusedAtClose: number | undefined;
   /** the cookie of the agent's own network namespace */
   private readonly own: bigint;
 
@@ -85,8 +85,7 @@ export class InspectorGuard {
       this.drain();
       if (--held.count > 0) return;
       this.holds.delete(key);
-      // the entry's own count: refusals whose record the full ring could not take count too
-      this.released += this.native.unguard(port, netns);
+      this.native.unguard(port, netns);
       this.summarize(key);
       if (this.holds.size === 0) {
         clearInterval(this.timer);
@@ -95,11 +94,12 @@ export class InspectorGuard {
     };
   }
 
-  /** Connects the kernel refused: its own counts, of the ports held now and of those given back. */
+  /**
+   * Connects the kernel refused, by its own count: refusals whose record the full ring could not
+   * take count too.
+   */
   get intrusions(): number {
-    let now = 0;
-    for (const { port, netns } of this.holds.values()) now += this.native.refused(port, netns);
-    return this.released + now;
+    return this.refusedAtClose ?? this.native.refusedTotal();
   }
 
   /**
@@ -147,10 +147,11 @@ export class InspectorGuard {
     clearInterval(this.timer);
     this.timer = undefined;
     for (const [key, { port, netns }] of this.holds) {
-      this.released += this.native.unguard(port, netns);
+      this.native.unguard(port, netns);
       this.summarize(key);
     }
     this.holds.clear();
+    this.refusedAtClose = this.native.refusedTotal();
     this.native.close();
   }
 }
