@@ -52,15 +52,15 @@ export function toReplayChunk(page: EventPage): ReplayChunk {
   };
 }
 
-/** On the main thread: the chunk's events. */
-export function fromReplayChunk(chunk: ReplayChunk): ReplayEvent[] {
-  if (chunk.ts.length === 0) return [];
-  const ids = chunk.ids.split('\n');
-  const json = chunk.json.split('\n');
-  return Array.from(chunk.ts, (ts, i) => ({
-    timestamp_ns: ts,
+/** Where a page is framed: the chunk's event `i`, built when asked for (its ids and texts split once). */
+export function chunkEvents(chunk: ReplayChunk): (i: number) => ReplayEvent {
+  const n = chunk.ts.length;
+  const ids = n > 0 ? chunk.ids.split('\n') : [];
+  const json = n > 0 ? chunk.json.split('\n') : [];
+  return (i) => ({
+    timestamp_ns: chunk.ts[i]!,
     duration_ns: chunk.durations[i]!,
     event_id: ids[i]!,
     json: json[i]!,
-  }));
+  });
 }

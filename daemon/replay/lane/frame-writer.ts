@@ -11,7 +11,7 @@
  */
 import type { EventPosition } from '../../store/event-filter';
 import { RING, ringRecords, writeRecord } from './lane-layout';
-import type { ReplayChunk } from '../replay-event';
+import { chunkEvents, type ReplayChunk, type ReplayEvent } from '../replay-event';
 import { replayFrame } from './replay-frame';
 import { Schedule } from '../../../core/replay/schedule';
 
@@ -55,6 +55,11 @@ export interface FramesWritten {
 /** Where every 1024th event starts, so a resuming stream re-reads at most 1023 events to find its place. */
 export const CHECKPOINT_EVERY = 1024;
 
+/** Whether `event` was emitted already: at the start's timestamp, ordered before its id (FrameSpec.skip). */
+export function emittedBefore(skip: EventPosition | undefined, event: ReplayEvent): boolean {
+  return skip !== undefined && event.timestamp_ns === skip.ts && event.event_id < skip.eventId;
+}
+
 /** Writes `chunk`'s events as frames into `dest` as far as they fit. */
 export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest): FramesWritten {
   const schedule = new Schedule(spec.speedFactor, spec.extraLatencyNs);
@@ -62,8 +67,7 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
   const records = ringRecords(dest.ring);
   const dataBytes = dest.ring.byteLength - RING.dataOffset;
   const n = chunk.ts.length;
-  const ids = n > 0 ? chunk.ids.split('\n') : [];
-  const json = n > 0 ? chunk.json.split('\n') : [];
+  const eventAt = chunkEvents(chunk);
   let { tail, written } = dest;
   let count = 0;
   let consumed = 0;
@@ -71,16 +75,10 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
   let full = false;
   const checkpoints: FramesWritten['checkpoints'] = [];
   for (; consumed < n; consumed++) {
-    const ts = chunk.ts[consumed]!;
-    const eventId = ids[consumed]!;
-    if (spec.skip && ts === spec.skip.ts && eventId < spec.skip.eventId) continue;
+    const event = eventAt(consumed);
+    if (emittedBefore(spec.skip, event)) continue;
+    const { timestamp_ns: ts, event_id: eventId } = event;
     const index = spec.firstIndex + count;
-    const event = {
-      timestamp_ns: ts,
-      duration_ns: chunk.durations[consumed]!,
-      event_id: eventId,
-      json: json[consumed]!,
-    };
     const frame = replayFrame(schedule, spec.firstTs, index, event);
     // at most 3 UTF-8 bytes per UTF-16 unit: room is checked without encoding
     const most = 3 * (frame.head.length + frame.tail.length + eventId.length);
@@ -117,7 +115,7 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
     consumed === n
       ? chunk.next
       : consumed > 0
-        ? { ts: chunk.ts[consumed - 1]!, eventId: ids[consumed - 1]! }
+        ? { ts: chunk.ts[consumed - 1]!, eventId: eventAt(consumed - 1).event_id }
         : undefined;
   return { read: n, count, tail, written, next, full, checkpoints, lastDue };
 }

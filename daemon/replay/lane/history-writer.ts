@@ -8,8 +8,8 @@
  * thread for 10–40 ms, the daemon's longest task during a dense replay).
  */
 import type { EventPosition } from '../../store/event-filter';
-import type { ReplayChunk } from '../replay-event';
-import type { FrameSpec } from './frame-writer';
+import { chunkEvents, type ReplayChunk } from '../replay-event';
+import { emittedBefore, type FrameSpec } from './frame-writer';
 import { lateFrameText, replayFrame } from './replay-frame';
 import { Schedule } from '../../../core/replay/schedule';
 
@@ -37,20 +37,16 @@ const utf8 = new TextEncoder();
 export function writeHistory(chunk: ReplayChunk, spec: HistorySpec): HistoryFrames {
   const schedule = new Schedule(spec.speedFactor, spec.extraLatencyNs);
   const n = chunk.ts.length;
-  const ids = n > 0 ? chunk.ids.split('\n') : [];
-  const json = n > 0 ? chunk.json.split('\n') : [];
+  const eventAt = chunkEvents(chunk);
   let text = '';
   let events = 0;
   let placed = 0;
   let consumed = 0;
   for (; consumed < n && placed < spec.lateness.length; consumed++) {
-    const i = consumed;
-    const ts = chunk.ts[i]!;
-    const eventId = ids[i]!;
-    if (spec.skip && ts === spec.skip.ts && eventId < spec.skip.eventId) continue;
+    const event = eventAt(consumed);
+    if (emittedBefore(spec.skip, event)) continue;
     const index = spec.firstIndex + placed++;
     if (index < spec.from) continue;
-    const event = { timestamp_ns: ts, duration_ns: chunk.durations[i]!, event_id: eventId, json: json[i]! };
     const late = spec.lateness[index - spec.firstIndex]!;
     text += lateFrameText(
       replayFrame(schedule, spec.firstTs, index, event),
@@ -59,6 +55,7 @@ export function writeHistory(chunk: ReplayChunk, spec: HistorySpec): HistoryFram
     events++;
   }
   // a page asked for no more than the lateness covers ends early only if the store returned more
-  const next = consumed === n ? chunk.next : { ts: chunk.ts[consumed - 1]!, eventId: ids[consumed - 1]! };
+  const next =
+    consumed === n ? chunk.next : { ts: chunk.ts[consumed - 1]!, eventId: eventAt(consumed - 1).event_id };
   return { bytes: utf8.encode(text), events, placed, next };
 }
