@@ -143,7 +143,7 @@ export class StoreWriter {
   checkpointFailure: Error | null = null;
   private runId = 0;
   private readonly lastCounters = new Map<string, number>();
-  /** one per record type */
+  /** a transaction's events, every record type in one statement */
   private readonly insertEvents: EventInsert;
   private readonly setNextSeq: Database.Statement<[string]>;
   private readonly insertService: Database.Statement<NameEntry>;
