@@ -134,10 +134,14 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   }
   ~InspectorGuard() override { Teardown(); }
 
+  void RequireOpen(Napi::Env env) const {
+    if (!skel_) throw ToJsError(env, CaptureFailure(kCode, "the inspector guard is closed"));
+  }
+
   Napi::Value Guard(const Napi::CallbackInfo& info) { return Change(info, true); }
   // refusedTotal(): every connect refused since the guard was loaded
   Napi::Value RefusedTotal(const Napi::CallbackInfo& info) {
-    if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
+    RequireOpen(info.Env());
     const uint32_t zero = 0;
     uint64_t refused = 0;
     bpf_map_lookup_elem(bpf_map__fd(skel_->maps.refused_total), &zero, &refused);
@@ -268,11 +272,11 @@ class InspectorGuard : public Napi::ObjectWrap<InspectorGuard> {
   // else in this process's.
   kr_guard_key Key(const Napi::CallbackInfo& info) {
     if (info.Length() < 1 || info.Length() > 2 || !info[0].IsNumber() || (info.Length() == 2 && !info[1].IsBigInt()))
-      throw Napi::TypeError::New(
-          info.Env(), "guard, unguard, refused and listening take a port number and a network namespace's cookie");
+      throw Napi::TypeError::New(info.Env(),
+                                 "guard, unguard and listening take a port number and a network namespace's cookie");
     const uint32_t port = info[0].As<Napi::Number>().Uint32Value();
     if (port == 0 || port > 65535) throw Napi::RangeError::New(info.Env(), "a port is 1 to 65535");
-    if (!skel_) throw ToJsError(info.Env(), CaptureFailure(kCode, "the inspector guard is closed"));
+    RequireOpen(info.Env());
     kr_guard_key key = {};
     key.netns_cookie = netns_cookie_;
     if (info.Length() == 2) {
