@@ -10,7 +10,14 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
 import { kreplay, tcpSink, type Run } from '../support/exec/kreplay-run';
-import { beyondHost, expectHeld, useWriters, writerRun, writeTimes } from '../support/exec/writer';
+import {
+  beyondHost,
+  expectHeld,
+  expectHeldAtMedian,
+  useWriters,
+  writerRun,
+  writeTimes,
+} from '../support/exec/writer';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 
@@ -101,7 +108,7 @@ describe('kreplay replay --exec', () => {
       ]);
       const result = await run.done;
       expect(result.stderr).toMatch(/\| TARGET +\| KIND/);
-      expect(result.status).toBe(0);
+      expect(result).toMatchObject({ status: 0 });
       const hold = (ms: number) => Math.round((ms * MS) / speed) + extraNs;
       const writes = writerRun(out);
       for (const [label, { ms }] of Object.entries(recorded)) expectHeld(writes, label, ms.map(hold));
@@ -204,8 +211,9 @@ describe('kreplay replay --exec', () => {
       ],
       ['setpriv', '--bounding-set=-sys_nice', '--inh-caps=-sys_nice', '--'],
     ).done;
-    expect(result.status).toBe(0);
-    expectHeld(writerRun(out), 'file', [8 * MS, 4 * MS]);
+    expect(result).toMatchObject({ status: 0 });
+    // without real-time priority a single call may wait a scheduler slice: held at the median
+    expectHeldAtMedian(writerRun(out), 'file', [8 * MS, 4 * MS]);
   });
 
   it('propagates exit status 3 and death by a signal (128 + N), report written', async () => {
