@@ -57,7 +57,7 @@ export const BENCHES = {
   'go-probe-hits': { topic: 'server cost', args: "[rounds=3] [ops=200000] [other tree's root]" },
   'server-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]' },
   fleet: { topic: 'fleet', args: '' },
-  otlp: { topic: 'fleet', args: '[rounds]' },
+  otlp: { topic: 'fleet', args: '[writes=500000] [rounds=3] [rate=100000] [writes per trace=500]' },
   'daemon-load': { topic: 'daemon', args: '[rounds]' },
   // the agent's /metrics, scraped as a Prometheus server scrapes it (issue 13: kreplay in production)
   'metrics-scrape': { topic: 'daemon', args: '', script: true },

@@ -1,7 +1,8 @@
 /**
  * What `--otlp` costs the agent users run: a C loop's writes, each in a
  * sampled W3C trace (its thread sent a request head with a traceparent; a new
- * trace every 500 writes, under the per-trace cap), paced at 100k writes/s,
+ * trace every 500 writes, under the per-trace cap, or every few as short
+ * requests give), paced at 100k writes/s,
  * under the `kreplay agent` process without and with --otlp to a receiver on
  * loopback, interleaved round by round. The agent's CPU (user and system,
  * every thread, from /proc) is read once it stored every event and, with
@@ -14,7 +15,7 @@
  * spans built and written there, Node's gzip) beside the OpenTelemetry
  * serializers.
  *
- *   node dist/bench/otlp.js [writes per round] [rounds] [rate]
+ *   node dist/bench/otlp.js [writes per round] [rounds] [rate] [writes per trace]
  */
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -43,7 +44,8 @@ import { printTable } from './table';
 const WRITES = Number(process.argv[2] ?? 500_000);
 const ROUNDS = Number(process.argv[3] ?? 3);
 const RATE = Number(process.argv[4] ?? 100_000);
-const PER_TRACE = 500;
+/** writes a trace holds: 500 (the default) under the per-trace cap; a request's few (e.g. 4) for traffic of short requests */
+const PER_TRACE = Number(process.argv[5] ?? 500);
 const LOOP_COMM = 'traceloop';
 
 /** A receiver that takes every request and counts its bytes (spans are counted by the agent's status line). */

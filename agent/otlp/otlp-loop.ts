@@ -223,10 +223,9 @@ export class OtlpLoop {
     const from = this.cursor;
     const first = native.read(from, to);
     const byTrace = new Map<string, { spans: number; ctxs: number[] }>();
-    for (const { ctx, spans, unsampled } of first.contexts) {
+    for (const { ctx, traceId, spans, unsampled } of first.contexts) {
       this.progress.unsampled += unsampled;
       if (spans === 0) continue;
-      const traceId = this.names.context(ctx).trace_id!;
       const trace = byTrace.get(traceId);
       if (trace) {
         trace.spans += spans;

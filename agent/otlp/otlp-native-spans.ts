@@ -95,6 +95,8 @@ export interface NativeGroup {
 
 export interface ContextCount {
   ctx: number;
+  /** its W3C trace id, from the read's own join (no query a context) */
+  traceId: string;
   /** rows written as spans */
   spans: number;
   /** rows of a W3C trace whose traceparent is not sampled, skipped */
@@ -127,6 +129,8 @@ function layoutBlob(chunks: readonly RequestChunk[]): Buffer {
 }
 
 const CONTAINER_SHIFT = 2 ** 32;
+/** a context's trace id in the read's result: 32 hex digits (kreplay_otlp.c's TRACE_ID_LEN) */
+const TRACE_ID_LENGTH = 32;
 
 /** The resource of a group's spans: its service's and its container's, the one eventSpan gives their events. */
 export function groupResource(group: number, names: StoreNameCache, resources: SpanResources): Resource {
@@ -169,7 +173,10 @@ export class NativeSpanReader {
     for (let n = next(); n > 0; n--) groups.push({ group: next(), spans: next(), length: next() });
     this.lastAdded = groups.length > 0;
     const contexts: ContextCount[] = [];
-    for (let n = next(); n > 0; n--) contexts.push({ ctx: next(), spans: next(), unsampled: next() });
+    for (let n = next(); n > 0; n--) {
+      const count = { ctx: next(), spans: next(), unsampled: next() };
+      contexts.push({ ...count, traceId: out.toString('latin1', at, (at += TRACE_ID_LENGTH)) });
+    }
     const left: NativeRead['left'] = [];
     for (let n = next(); n > 0; n--) left.push({ seq: next(), ctx: next() });
     return { groups, contexts, left };

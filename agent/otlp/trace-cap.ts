@@ -94,6 +94,8 @@ interface TraceState {
 export class TraceCap {
   /** Map order is activity order: the least recently active trace first */
   private readonly traces = new Map<string, TraceState>();
+  /** the traces holding a summary (few: those past their cap), looked at for its age */
+  private readonly summarizing = new Map<string, TraceState>();
   /** events folded into summaries */
   summarized = 0;
 
@@ -127,7 +129,10 @@ export class TraceCap {
       state.spans++;
       return false;
     }
-    state.summary ??= new Summary(event, traceFlags, nowMs);
+    if (!state.summary) {
+      state.summary = new Summary(event, traceFlags, nowMs);
+      this.summarizing.set(event.trace_id!, state);
+    }
     state.summary.add(event);
     this.summarized++;
     return true;
@@ -149,19 +154,28 @@ export class TraceCap {
   private close(traceId: string, closed: KernelSpan[]): void {
     const state = this.traces.get(traceId);
     this.traces.delete(traceId);
+    this.summarizing.delete(traceId);
     if (state?.summary) closed.push(state.summary.span(this.maxSpans, this.resources));
   }
 
-  /** Summaries due at `nowMs` (idle traces, old summaries), or all of them when `all`. */
+  /**
+   * Summaries due at `nowMs` (idle traces, old summaries), or all of them when `all`. Called every
+   * tick with tens of thousands of traces followed (a few events each): it looks at the idle ones,
+   * which lead the activity order, and at those with a summary, not at every trace. (A wall clock
+   * stepped back only delays the close of the traces touched after the step.)
+   */
   due(nowMs: number, all: boolean): KernelSpan[] {
     const closed: KernelSpan[] = [];
     for (const [traceId, state] of this.traces) {
-      if (all || nowMs - state.lastMs >= IDLE_MS) this.close(traceId, closed);
-      else if (state.summary && nowMs - state.summary.startedMs >= SUMMARY_MAX_MS) {
-        closed.push(state.summary.span(this.maxSpans, this.resources));
-        state.summary = null;
-      }
+      if (!all && nowMs - state.lastMs < IDLE_MS) break;
+      this.close(traceId, closed);
     }
+    for (const [traceId, state] of this.summarizing)
+      if (nowMs - state.summary!.startedMs >= SUMMARY_MAX_MS) {
+        closed.push(state.summary!.span(this.maxSpans, this.resources));
+        state.summary = null;
+        this.summarizing.delete(traceId);
+      }
     return closed;
   }
 }

@@ -28,7 +28,8 @@
  * kreplay_otlp_spans's result (a blob; numbers as little-endian doubles): the number of services
  * the read added spans for, per service its id, the spans and their bytes; then the number of
  * contexts, per context its id, the rows written as spans and the rows of unsampled traces
- * skipped; then the number of rows left to the TS side, per row its seq and context id.
+ * skipped, then its trace id (32 hex digits, not a double: the TS side counts the cap by trace
+ * without a query a context); then the number of rows left to the TS side, per row its seq and context id.
  */
 #include <libdeflate.h>
 #include <stdint.h>
@@ -133,10 +134,14 @@ static int reserveScratch(unsigned char **buf, int64_t *cap, int64_t size) {
   return 1;
 }
 
+#define TRACE_ID_LEN 32
+
 typedef struct {
   int64_t ctx;
   int64_t spans, unsampled;
   int used;
+  /* the context's W3C trace id: the TS side counts the trace cap by it without looking the context up */
+  unsigned char trace[TRACE_ID_LEN];
 } CtxCount;
 
 typedef struct {
@@ -540,7 +545,8 @@ static void clearGroups(Conn *c) {
     c->groups[i].len = c->groups[i].spans = c->groups[i].markLen = c->groups[i].markSpans = 0;
 }
 
-static CtxCount *ctxCountOf(Agg *a, int64_t ctx) {
+/* The context's counts, made with its trace id (a W3C one) at its first row. */
+static CtxCount *ctxCountOf(Agg *a, int64_t ctx, Str trace) {
   if (a->ctxUsed * 2 >= a->ctxCap) {
     const int64_t cap = a->ctxCap ? a->ctxCap * 2 : 256;
     CtxCount *table = sqlite3_malloc64((sqlite3_uint64)cap * sizeof *table);
@@ -562,6 +568,7 @@ static CtxCount *ctxCountOf(Agg *a, int64_t ctx) {
     if (!c->used) {
       c->used = 1;
       c->ctx = ctx;
+      memcpy(c->trace, trace.s, TRACE_ID_LEN);
       a->ctxUsed++;
       return c;
     }
@@ -867,7 +874,7 @@ static void otlpStep(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     trace.n = trace.s ? sqlite3_value_bytes(argv[A_TRACE]) : 0;
     /* a marker's free-form trace, or none: no trace to put the event in */
     if (!isW3cTraceId(trace)) return;
-    CtxCount *count = ctxCountOf(a, ctxId);
+    CtxCount *count = ctxCountOf(a, ctxId, trace);
     if (count == NULL) goto nomem;
     if (a->spec->sampledOnly && !(flags & 1)) {
       count->unsampled++;
@@ -911,7 +918,7 @@ static void otlpFinal(sqlite3_context *ctx) {
   const Conn *c = a->conn;
   int added = 0;
   for (int i = 0; c && i < c->nGroups; i++) added += c->groups[i].spans > c->groups[i].markSpans;
-  const int64_t size = 8 + added * 24 + 8 + a->ctxUsed * 24 + 8 + a->nLeft * 16;
+  const int64_t size = 8 + added * 24 + 8 + a->ctxUsed * (24 + TRACE_ID_LEN) + 8 + a->nLeft * 16;
   unsigned char *out = sqlite3_malloc64((sqlite3_uint64)size);
   if (out == NULL) {
     undo(a->conn);
@@ -935,6 +942,8 @@ static void otlpFinal(sqlite3_context *ctx) {
     putDouble(&p, (double)count->ctx);
     putDouble(&p, (double)count->spans);
     putDouble(&p, (double)count->unsampled);
+    memcpy(p, count->trace, TRACE_ID_LEN);
+    p += TRACE_ID_LEN;
   }
   putDouble(&p, (double)a->nLeft);
   if (a->nLeft) memcpy(p, a->left, (size_t)a->nLeft * 16);

@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../../agent/store/store-writer';
+import { StoreNameCache } from '../../core/store/store-names';
 import { OtlpLoop, type OtlpLoopOptions } from '../../agent/otlp/otlp-loop';
 import { resolveOtlpTarget, type OtlpTarget } from '../../agent/otlp/otlp-target';
 import { IDLE_MS } from '../../agent/otlp/trace-cap';
@@ -134,6 +135,30 @@ describe('OTLP export loop', () => {
       path: '/v1/traces',
       headers: { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' },
     });
+  });
+
+  it('counts short traces (a request’s few events each) against the cap from the native read, with no lookup a context', async () => {
+    const traces = Array.from(
+      { length: 40 },
+      (_, i) => `4bf92f3577b34da6a3ce929d0e0e${i.toString(16).padStart(4, '0')}`,
+    );
+    writeEvents(
+      writer,
+      traces.flatMap((trace, i) => traced(2, 10 * i, trace)),
+    );
+    const lookups = jest.spyOn(StoreNameCache.prototype, 'context');
+    try {
+      const loop = loopFor(target({ maxSpansPerTrace: 2 }), { batchSpans: 64 });
+      await tickUntil(loop, () => (loop.progress.exported >= 80 ? true : undefined));
+      // each trace's spans, none folded (2 is the cap: one more would be summarized)
+      expect(loop.progress).toMatchObject({ exported: 80, summarized: 0, dropped: 0 });
+      const perTrace = new Map<string, number>();
+      for (const span of receiver.spans) perTrace.set(span.traceId, (perTrace.get(span.traceId) ?? 0) + 1);
+      expect([...perTrace]).toEqual(traces.map((trace) => [trace, 2]));
+      expect(lookups).not.toHaveBeenCalled();
+    } finally {
+      lookups.mockRestore();
+    }
   });
 
   it('sends again after 429 (honouring Retry-After), 503, a connection dropped mid-request and a receiver that is down: nothing lost', async () => {

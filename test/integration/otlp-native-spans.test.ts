@@ -203,6 +203,10 @@ describe('kreplay_otlp_spans', () => {
       expect(native.groups.reduce((n, g) => n + g.spans, 0)).toBe(written.length);
       expect(native.contexts.reduce((n, c) => n + c.unsampled, 0)).toBe(expected.unsampled);
       expect(native.contexts.reduce((n, c) => n + c.spans, 0)).toBe(written.length);
+      // each context counted with its own trace id, the one the trace cap counts by (no lookup a context)
+      const traceOf = db.prepare('SELECT trace_id FROM contexts WHERE id = ?').pluck();
+      expect(native.contexts.length).toBeGreaterThan(0);
+      for (const { ctx, traceId } of native.contexts) expect(traceId).toBe(traceOf.get(ctx));
 
       const ours = nativeRequest(reader, native, names, resources);
       const theirs = new SpanProtobufWriter().encode(written);
