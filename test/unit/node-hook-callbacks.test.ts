@@ -6,8 +6,9 @@
  * its body's data, a listener on an emitter shared by all requests) must read its own request's
  * unit in the slot, never another's (a stale unit is a wrong transaction), and a timer of the
  * server's own must read none. Each request signals exactly one OPEN and one CLOSE, the CLOSE
- * before the program's own `close` listeners run; and the hook gives the program's response no
- * listener (main's hook added a `close` listener to each one).
+ * before the program's own `close` listeners run, stored in the mailbox with no checked Buffer write
+ * (word stores, as the slot's unit; main's hook made three a signal); and the hook gives the
+ * program's response no listener (main's hook added a `close` listener to each one).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -34,6 +35,14 @@ os.getPriority = (pid) => {
 };
 const installed = process.env.HOOKED === '1' ? ${hookExpression({ mailbox: true })} : null;
 if (installed) slot = globalThis[Symbol.for('kreplay.node-hook')].slot;
+// the hook's checked Buffer writes once installed: a signal's op and the mailbox's length are plain
+// word stores, as the slot's unit is (main's hook made three checked writes a signal)
+let checkedWrites = 0;
+const writeUInt32LE = Buffer.prototype.writeUInt32LE;
+Buffer.prototype.writeUInt32LE = function () {
+  checkedWrites++;
+  return Reflect.apply(writeUInt32LE, this, arguments);
+};
 const unit = () => (slot ? slot.readUInt32LE(${HOOK_SIGNAL.unitAt}) : 0);
 
 // a timer of the server's own, made before any request: it runs in no unit
@@ -91,7 +100,7 @@ app.post('/work', (req, res) => {
 });
 app.get('/stats', (req, res) => {
   clearInterval(idle);
-  res.json({ idleRuns, idleUnits: [...idleUnits], busCalls, busWrong, signals, closes: [...closes] });
+  res.json({ idleRuns, idleUnits: [...idleUnits], busCalls, busWrong, signals, closes: [...closes], checkedWrites });
 });
 echo.on('listening', () => {
   const server = app.listen(0, '127.0.0.1', () => console.log(server.address().port + ' ' + installed));
@@ -187,6 +196,7 @@ test.each([1, 64])(
           busWrong: number[][];
           signals: [number, number][];
           closes: [number, { unit: number; closesBefore: number }][];
+          checkedWrites: number;
         }>(port, '/stats');
         return s.closes.length === results.length ? s : undefined;
       },
@@ -202,6 +212,9 @@ test.each([1, 64])(
     for (const ops of byUnit.values()) expect(ops).toEqual([HOOK_SIGNAL.open, HOOK_SIGNAL.close]);
     // the program's close listener runs in the request's unit, after its CLOSE
     for (const [unit, close] of stats.closes) expect(close).toEqual({ unit, closesBefore: 1 });
+    // two signals a request, each stored without a checked Buffer write
+    expect(stats.signals).toHaveLength(2 * results.length);
+    expect(stats.checkedWrites).toBe(0);
   },
 );
 
