@@ -196,7 +196,7 @@ describeKernel('capture filters', () => {
     /** This process's capture's filter_verdicts map, by the map fds it holds. */
     function memoMapId(): number {
       for (const fd of readdirSync('/proc/self/fd')) {
-        let link = '';
+        let link: string;
         try {
           link = readlinkSync(`/proc/self/fd/${fd}`);
         } catch {
