@@ -218,16 +218,20 @@ static __always_inline bool filter_excludes(void *map, const void *key, bool *in
 }
 
 /*
- * The last --include/--exclude verdict on each CPU and what it was drawn
- * from: a tgid and a comm, all that the pid and comm filters look at (their
- * maps are filled before attach and never change). A thread's next call on
- * the CPU is judged with a few loads instead of a hash lookup per selector
+ * The last --include/--exclude verdicts on each CPU, in a slot per thread
+ * id's low bits (threads that take turns on a CPU keep theirs), and what
+ * each was drawn from: a tgid and a comm, all that the pid and comm filters
+ * look at (their maps are filled before attach and never change). A
+ * thread's next call on the CPU is judged with a few loads instead of a
+ * hash lookup per selector
  * (a comm's: a 16-byte hash). A rename changes the comm, so the memo no
  * longer matches. Not with cgroup filters: user space rewrites their map
  * while capturing, and a task moves between cgroups. `seq` is odd while the
  * memo is written: a program that ran in between (another task on this CPU)
  * cannot make a reader take a half-written one.
  */
+#define KR_VERDICT_SLOTS 64
+
 struct kr_verdict_memo {
 	__u32 seq;
 	__u32 tgid;
@@ -238,7 +242,7 @@ struct kr_verdict_memo {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, KR_VERDICT_SLOTS);
 	__type(key, __u32);
 	__type(value, struct kr_verdict_memo);
 } filter_verdicts SEC(".maps");
@@ -266,14 +270,15 @@ static __always_inline bool filters_want(__u32 tgid, const __u64 *comm)
  * Whether the current task passes --include/--exclude: an exclusion wins,
  * then, when includes are in force, one must match. One hash lookup per
  * kind of selector in use, the task's fields read directly (no helper),
- * unless this CPU's memo (filter_verdicts) answers for the same tgid and comm.
+ * unless this CPU's memo for the thread (filter_verdicts) answers for the
+ * same tgid and comm.
  */
 static __always_inline bool current_wanted(__u32 tgid)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct kr_verdict_memo *memo = NULL;
 	__u64 comm[KR_COMM_LEN / 8];
-	__u32 zero = 0, seq = 0;
+	__u32 slot = (__u32)bpf_get_current_pid_tgid() & (KR_VERDICT_SLOTS - 1), seq = 0;
 	bool wanted;
 
 	if (tgid == self_tgid)
@@ -282,7 +287,7 @@ static __always_inline bool current_wanted(__u32 tgid)
 		return !filter_includes;
 	__builtin_memcpy(comm, task->comm, sizeof(comm));
 	if (!filter_by_cgroup)
-		memo = bpf_map_lookup_elem(&filter_verdicts, &zero);
+		memo = bpf_map_lookup_elem(&filter_verdicts, &slot);
 	if (memo) {
 		seq = memo->seq;
 		barrier();

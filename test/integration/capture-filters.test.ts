@@ -214,13 +214,15 @@ describeKernel('capture filters', () => {
       throw new Error('the capture holds no filter_verdicts map');
     }
 
-    /** The memo on `cpu` (struct kr_verdict_memo: seq, tgid, comm[16], wanted). */
-    function memoOn(mapId: number, cpu: number): Memo {
-      const [entry] = JSON.parse(
+    /** Thread `tid`'s memo slot on `cpu` (struct kr_verdict_memo: seq, tgid, comm[16], wanted; 64 slots). */
+    function memoOn(mapId: number, cpu: number, tid: number): Memo {
+      const entries = JSON.parse(
         execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(mapId)]).toString(),
       ) as {
         values: { cpu: number; value: string[] }[];
+        key: string[];
       }[];
+      const entry = entries.find((e) => parseInt(e.key[0]!, 16) === tid % 64);
       const raw = Buffer.from(entry!.values.find((v) => v.cpu === cpu)!.value.map((b) => parseInt(b, 16)));
       return {
         tgid: raw.readUInt32LE(4),
@@ -251,12 +253,12 @@ describeKernel('capture filters', () => {
             const tgid = loop.pid!;
             await waitFor(
               () => {
-                const memo = memoOn(mapId, 0);
+                const memo = memoOn(mapId, 0, tgid);
                 return memo.tgid === tgid && memo.comm === comm && memo.wanted === wanted;
               },
               {
                 timeoutMs: 20_000,
-                what: () => `CPU 0's memo of ${comm} (${tgid}): ${JSON.stringify(memoOn(mapId, 0))}`,
+                what: () => `CPU 0's memo of ${comm} (${tgid}): ${JSON.stringify(memoOn(mapId, 0, tgid))}`,
               },
             );
           } finally {
