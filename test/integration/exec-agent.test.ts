@@ -11,7 +11,7 @@ import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import { expectHeld, useWriters, writeTimes } from '../support/exec/writer';
+import { expectHeld, useWriters, writerRun, writeTimes } from '../support/exec/writer';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 
@@ -140,11 +140,11 @@ it('records an incident with the agent and holds the fixed build to its write ti
         '10',
       ]);
       expect(replay.status).toBe(0);
-      const times = writeTimes(held);
+      const writes = writerRun(held);
       const intended = (ns: number[]) => ns.map((d) => Math.round(d / speed) + extraNs);
-      expectHeld(times.pipe!, intended(pipeNs), times.anchor!);
-      expectHeld(times.file!, intended(recorded(file)), times.anchor!);
-      expectHeld(times.tcp!, intended(recorded(`tcp 127.0.0.1:${port}`)), times.anchor!);
+      expectHeld(writes, 'pipe', intended(pipeNs));
+      expectHeld(writes, 'file', intended(recorded(file)));
+      expectHeld(writes, 'tcp', intended(recorded(`tcp 127.0.0.1:${port}`)));
     }
   } finally {
     sink.close();

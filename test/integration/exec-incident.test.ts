@@ -12,7 +12,7 @@ import { silentLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
 import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
 import { kreplay, tcpSink, UNPRIVILEGED, type Run } from '../support/exec/kreplay-run';
-import { expectHeld, expectHeldAtMedian, useWriters, writeTimes } from '../support/exec/writer';
+import { expectHeld, expectHeldAtMedian, useWriters, writerRun, writeTimes } from '../support/exec/writer';
 import { writeIncident } from '../support/incident-file';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
@@ -125,11 +125,11 @@ describe('kreplay replay --incident FILE --exec', () => {
       ).done;
       expect(result.stderr).not.toMatch(/session|cannot reach/);
       expect(result.status).toBe(0);
-      const times = writeTimes(out);
+      const run = writerRun(out);
       // without real-time priority a single call may wait a scheduler slice: held at the median
-      expectHeldAtMedian(times.file!, Array(8).fill(12 * MS), times.anchor!);
-      expectHeldAtMedian(times.pipe!, Array(8).fill(9 * MS), times.anchor!);
-      expectHeldAtMedian(times.tcp!, Array(8).fill(7 * MS), times.anchor!);
+      expectHeldAtMedian(run, 'file', Array(8).fill(12 * MS));
+      expectHeldAtMedian(run, 'pipe', Array(8).fill(9 * MS));
+      expectHeldAtMedian(run, 'tcp', Array(8).fill(7 * MS));
       // nothing it needs is missing; what it lacks is said once
       expect(result.stderr.match(/real-time priority/g)?.length ?? 0).toBeLessThanOrEqual(1);
       const report = join(dir.path, 'report.json');
@@ -245,17 +245,9 @@ describe('kreplay replay --incident FILE --exec', () => {
       expect(result.stderr).toMatch(
         /pidfd_getfd was denied: [1-9]\d* socket peers were read from \/proc\/<pid>\/net/,
       );
-      const times = writeTimes(out);
-      expectHeld(
-        times.tcp!,
-        [8, 8, 8].map((ms) => ms * MS),
-        times.anchor!,
-      );
-      expectHeld(
-        times.unix!,
-        [6, 6].map((ms) => ms * MS),
-        times.anchor!,
-      );
+      const held = writerRun(out);
+      expectHeld(held, 'tcp', [8 * MS, 8 * MS, 8 * MS]);
+      expectHeld(held, 'unix', [6 * MS, 6 * MS]);
       expect(row(join(dir.path, 'r.json'), `unix ${socketPath}`)).toMatchObject({ matched: 2 });
     } finally {
       sink.close();

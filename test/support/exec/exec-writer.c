@@ -1,15 +1,17 @@
 /*
  * A test build for `kreplay replay --exec` tests: writes to a file, a pipe, a
  * TCP socket and /dev/null, timing each write on CLOCK_MONOTONIC, and records
- * the durations (one line per write: "<label> <ns>") in --out at the end.
+ * the durations (one line per write: "<label> <ns> <start ns>") in --out at the end.
  *
  *   exec-writer [--out PATH] [--file PATH N] [--pipe N] [--slow-reader-ms MS] [--tcp PORT N]
  *               [--devnull N] [--threads T] [--fork] [--writev] [--exit CODE] [--signal SIG]
  *               [--unix-serve PATH N] [--anchor N] [--stdout N] [--send]
  *
  * --threads T: T threads each do the file writes; --fork: a child does them too.
- * --anchor N: N sleeps of 2 ms before the writes and N after them, each recorded
- * (label "anchor") as its oversleep: how late this machine wakes a thread right now.
+ * --anchor N: N sleeps of 2 ms before the writes and N after them, and a thread
+ * sleeping 2 ms after 2 ms while the writes run, each recorded (label "anchor")
+ * as its oversleep: how late this machine wakes a thread of the build right now,
+ * during each write too.
  * --unix-serve: listens on a unix socket at PATH, accepts one client and writes
  * to it N times (a server's accepted socket: named by the address it listens on).
  * --stdout N: N log lines to stdout (label "stdout"), as a build logs to its CI pipe.
@@ -23,6 +25,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,7 @@
 static struct {
   char label[8];
   long long ns;
+  long long start;
 } records[MAX_RECORDS];
 static int nrecords;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -51,14 +55,19 @@ static long long now_ns(void) {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void record(const char *label, long long ns) {
+static void record(const char *label, long long ns, long long start) {
   pthread_mutex_lock(&lock);
   if (nrecords < MAX_RECORDS) {
     snprintf(records[nrecords].label, sizeof records[nrecords].label, "%s", label);
+    records[nrecords].start = start;
     records[nrecords++].ns = ns;
   }
   pthread_mutex_unlock(&lock);
 }
+
+/* a fork while another thread holds the records' lock: the child's copy must not stay locked */
+static void lock_records(void) { pthread_mutex_lock(&lock); }
+static void unlock_records(void) { pthread_mutex_unlock(&lock); }
 
 static void timed_write(const char *label, int fd, const void *buf, size_t len) {
   long long start = now_ns();
@@ -76,7 +85,7 @@ static void timed_write(const char *label, int fd, const void *buf, size_t len) 
     perror(label);
     exit(70);
   }
-  record(label, took);
+  record(label, took, start);
 }
 
 static void file_writes(const char *label) {
@@ -89,13 +98,23 @@ static void file_writes(const char *label) {
   close(fd);
 }
 
+static void anchor_sleep(void) {
+  long long start = now_ns();
+  struct timespec two_ms = {0, 2000000};
+  nanosleep(&two_ms, NULL);
+  record("anchor", now_ns() - start - 2000000, start);
+}
+
 static void anchor_sleeps(int count) {
-  for (int i = 0; i < count; i++) {
-    long long start = now_ns();
-    struct timespec two_ms = {0, 2000000};
-    nanosleep(&two_ms, NULL);
-    record("anchor", now_ns() - start - 2000000);
-  }
+  for (int i = 0; i < count; i++) anchor_sleep();
+}
+
+static atomic_int anchoring;
+
+static void *anchor_main(void *arg) {
+  (void)arg;
+  while (atomic_load(&anchoring)) anchor_sleep();
+  return NULL;
 }
 
 static void *thread_main(void *arg) {
@@ -155,6 +174,12 @@ int main(int argc, char **argv) {
     }
   }
   anchor_sleeps(anchor_count);
+  pthread_t anchor;
+  if (anchor_count > 0) {
+    atomic_store(&anchoring, 1);
+    pthread_create(&anchor, NULL, anchor_main, NULL);
+  }
+  pthread_atfork(lock_records, unlock_records, unlock_records);
   if (file_path) {
     if (threads > 0) {
       pthread_t tids[64];
@@ -173,7 +198,7 @@ int main(int argc, char **argv) {
           int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
           char line[64];
           for (int i = 0; i < nrecords; i++) {
-            int n = snprintf(line, sizeof line, "%s %lld\n", records[i].label, records[i].ns);
+            int n = snprintf(line, sizeof line, "%s %lld %lld\n", records[i].label, records[i].ns, records[i].start);
             if (write(fd, line, n) != n) return 72;
           }
         }
@@ -224,14 +249,19 @@ int main(int argc, char **argv) {
     for (int i = 0; i < devnull_count; i++) timed_write("devnull", fd, "x", 1);
     close(fd);
   }
+  if (anchor_count > 0) {
+    atomic_store(&anchoring, 0);
+    pthread_join(anchor, NULL);
+  }
   anchor_sleeps(anchor_count);
   if (out) {
     /* one line per write, appended: the forked child may have written its own */
     int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    static char text[MAX_RECORDS * 32];
+    static char text[MAX_RECORDS * 48];
     size_t used = 0;
     for (int i = 0; i < nrecords; i++)
-      used += (size_t)snprintf(text + used, sizeof text - used, "%s %lld\n", records[i].label, records[i].ns);
+      used += (size_t)snprintf(text + used, sizeof text - used, "%s %lld %lld\n", records[i].label, records[i].ns,
+                               records[i].start);
     if (write(fd, text, used) != (ssize_t)used) return 75;
     close(fd);
   }
