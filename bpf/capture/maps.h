@@ -223,9 +223,8 @@ static __always_inline bool filter_excludes(void *map, const void *key, bool *in
  * each was drawn from: a tgid and a comm, all that the pid and comm filters
  * look at (their maps are filled before attach and never change). A
  * thread's next call on the CPU is judged with a few loads instead of a
- * hash lookup per selector
- * (a comm's: a 16-byte hash). A rename changes the comm, so the memo no
- * longer matches. Not with cgroup filters: user space rewrites their map
+ * hash lookup per selector (a comm's: a 16-byte hash). A rename changes
+ * the comm, so the memo no longer matches. Not with cgroup filters: user space rewrites their map
  * while capturing, and a task moves between cgroups. `seq` is odd while the
  * memo is written: a program that ran in between (another task on this CPU)
  * cannot make a reader take a half-written one.
@@ -278,7 +277,7 @@ static __always_inline bool current_wanted(__u32 tgid)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct kr_verdict_memo *memo = NULL;
 	__u64 comm[KR_COMM_LEN / 8];
-	__u32 slot = (__u32)bpf_get_current_pid_tgid() & (KR_VERDICT_SLOTS - 1), seq = 0;
+	__u32 slot, seq = 0;
 	bool wanted;
 
 	if (tgid == self_tgid)
@@ -286,8 +285,10 @@ static __always_inline bool current_wanted(__u32 tgid)
 	if (!filter_by_pid && !filter_by_comm && !filter_by_cgroup)
 		return !filter_includes;
 	__builtin_memcpy(comm, task->comm, sizeof(comm));
-	if (!filter_by_cgroup)
+	if (!filter_by_cgroup) {
+		slot = (__u32)bpf_get_current_pid_tgid() & (KR_VERDICT_SLOTS - 1);
 		memo = bpf_map_lookup_elem(&filter_verdicts, &slot);
+	}
 	if (memo) {
 		seq = memo->seq;
 		barrier();
