@@ -218,16 +218,39 @@ static __always_inline bool filter_excludes(void *map, const void *key, bool *in
 }
 
 /*
- * Whether the current task passes --include/--exclude: an exclusion wins,
- * then, when includes are in force, one must match. One hash lookup per
- * kind of selector in use, the task's fields read directly (no helper).
+ * The last --include/--exclude verdicts on each CPU, in a slot per thread
+ * id's low bits (threads that take turns on a CPU keep theirs), and what
+ * each was drawn from: a tgid and a comm, all that the pid and comm filters
+ * look at (their maps are filled before attach and never change). A
+ * thread's next call on the CPU is judged with a few loads instead of a
+ * hash lookup per selector (a comm's: a 16-byte hash). A rename changes
+ * the comm, so the memo no longer matches. Not with cgroup filters: user space rewrites their map
+ * while capturing, and a task moves between cgroups. `seq` is odd while the
+ * memo is written: a program that ran in between (another task on this CPU)
+ * cannot make a reader take a half-written one.
  */
-static __always_inline bool current_wanted(__u32 tgid)
+#define KR_VERDICT_SLOTS 64
+
+struct kr_verdict_memo {
+	__u32 seq;
+	__u32 tgid;
+	__u64 comm[KR_COMM_LEN / 8];
+	__u32 wanted;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KR_VERDICT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct kr_verdict_memo);
+} filter_verdicts SEC(".maps");
+
+/* The filter maps' verdict on a task of `tgid` named `comm`, not memoized. */
+static __always_inline bool filters_want(__u32 tgid, const __u64 *comm)
 {
 	bool included = !filter_includes;
 
-	if (tgid == self_tgid)
-		return false;
 	if (filter_by_pid && filter_excludes(&filter_pids, &tgid, &included))
 		return false;
 	if (filter_by_cgroup) {
@@ -236,15 +259,59 @@ static __always_inline bool current_wanted(__u32 tgid)
 		if (filter_excludes(&filter_cgroups, &cgroup_id, &included))
 			return false;
 	}
-	if (filter_by_comm) {
-		struct task_struct *task = bpf_get_current_task_btf();
-		struct kr_comm_key key;
-
-		__builtin_memcpy(key.comm, task->comm, sizeof(key.comm));
-		if (filter_excludes(&filter_comms, &key, &included))
-			return false;
-	}
+	/* the comm as the filter_comms key (struct kr_comm_key): its 16 bytes */
+	if (filter_by_comm && filter_excludes(&filter_comms, comm, &included))
+		return false;
 	return included;
+}
+
+/*
+ * Whether the current task passes --include/--exclude: an exclusion wins,
+ * then, when includes are in force, one must match. One hash lookup per
+ * kind of selector in use, the task's fields read directly (no helper),
+ * unless this CPU's memo for the thread (filter_verdicts) answers for the
+ * same tgid and comm.
+ */
+static __always_inline bool current_wanted(__u32 tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct kr_verdict_memo *memo = NULL;
+	__u64 comm[KR_COMM_LEN / 8];
+	__u32 slot, seq = 0;
+	bool wanted;
+
+	if (tgid == self_tgid)
+		return false;
+	if (!filter_by_pid && !filter_by_comm && !filter_by_cgroup)
+		return !filter_includes;
+	__builtin_memcpy(comm, task->comm, sizeof(comm));
+	if (!filter_by_cgroup) {
+		slot = (__u32)bpf_get_current_pid_tgid() & (KR_VERDICT_SLOTS - 1);
+		memo = bpf_map_lookup_elem(&filter_verdicts, &slot);
+	}
+	if (memo) {
+		seq = memo->seq;
+		barrier();
+		wanted = memo->wanted;
+		if (memo->tgid == tgid && memo->comm[0] == comm[0] && memo->comm[1] == comm[1]) {
+			barrier();
+			if (!(seq & 1) && memo->seq == seq)
+				return wanted;
+		}
+	}
+	wanted = filters_want(tgid, comm);
+	/* not over a memo another program on this CPU is in the middle of writing */
+	if (memo && !(seq & 1)) {
+		memo->seq = seq + 1;
+		barrier();
+		memo->tgid = tgid;
+		memo->comm[0] = comm[0];
+		memo->comm[1] = comm[1];
+		memo->wanted = wanted;
+		barrier();
+		memo->seq = seq + 2;
+	}
+	return wanted;
 }
 
 static __always_inline struct kr_thread *thread_entry(__u32 tid)

@@ -1,5 +1,5 @@
 /** The kernel-side filters: this process, --include/--exclude (pid, cgroup, comm), transactions kept, sampling, minimum duration. */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import {
   closeSync,
   mkdirSync,
@@ -11,9 +11,11 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { readlinkSync, readdirSync } from 'node:fs';
 import { EVENT_CONTEXT_ONLY, EVENT_SAMPLE_IN_USER } from '../../core/model';
 import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../support/decode-records';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
 
 const dir = useTempDir();
@@ -181,6 +183,110 @@ describeKernel('capture filters', () => {
       expect(countsOf(records, pids.before, 'sh')).toEqual([]);
       expect(countsOf(records, pids.included, 'sh')).toEqual([3]);
       expect(countsOf(records, pids.after, 'sh')).toEqual([]);
+    });
+  });
+
+  describe('the verdict each CPU keeps for the task it last judged', () => {
+    interface Memo {
+      tgid: number;
+      comm: string;
+      wanted: boolean;
+    }
+
+    /** This process's capture's filter_verdicts map, by the map fds it holds. */
+    function memoMapId(): number {
+      for (const fd of readdirSync('/proc/self/fd')) {
+        let link: string;
+        try {
+          link = readlinkSync(`/proc/self/fd/${fd}`);
+        } catch {
+          continue;
+        }
+        if (link !== 'anon_inode:bpf-map') continue;
+        const id = /^map_id:\s+(\d+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1];
+        const map =
+          id &&
+          (JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show', 'id', id]).toString()) as {
+            name?: string;
+          });
+        if (map && map.name === 'filter_verdicts') return Number(id);
+      }
+      throw new Error('the capture holds no filter_verdicts map');
+    }
+
+    /** Thread `tid`'s memo slot on `cpu` (struct kr_verdict_memo: seq, tgid, comm[16], wanted; 64 slots). */
+    function memoOn(mapId: number, cpu: number, tid: number): Memo {
+      const entries = JSON.parse(
+        execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(mapId)]).toString(),
+      ) as {
+        values: { cpu: number; value: string[] }[];
+        key: string[];
+      }[];
+      const entry = entries.find((e) => parseInt(e.key[0]!, 16) === tid % 64);
+      const raw = Buffer.from(entry!.values.find((v) => v.cpu === cpu)!.value.map((b) => parseInt(b, 16)));
+      return {
+        tgid: raw.readUInt32LE(4),
+        comm: raw.subarray(8, 24).toString('latin1').replace(/\0+$/, ''),
+        wanted: raw.readUInt32LE(24) !== 0,
+      };
+    }
+
+    it('holds the tgid, comm and verdict of the task writing there, so its next write skips the lookups', async () => {
+      const yes = execFileSync('sh', ['-c', 'command -v yes'], { encoding: 'utf8' }).trim();
+      const named = (comm: string) => {
+        const path = join(dir.path, comm);
+        symlinkSync(yes, path);
+        return path;
+      };
+      const inside = named('kr-memo-in');
+      const outside = named('kr-memo-out');
+      await captureAround({ include: [{ comm: 'kr-memo-in' }], filterTransactions: true }, async () => {
+        const mapId = memoMapId();
+        // one after the other on CPU 0: each writes to /dev/null as fast as it can, so that CPU's memo is
+        // its own whenever no other task's write came last there
+        for (const [path, comm, wanted] of [
+          [inside, 'kr-memo-in', true],
+          [outside, 'kr-memo-out', false],
+        ] as const) {
+          const loop = spawn('taskset', ['-c', '0', path], { stdio: 'ignore' });
+          try {
+            const tgid = loop.pid!;
+            await waitFor(
+              () => {
+                const memo = memoOn(mapId, 0, tgid);
+                return memo.tgid === tgid && memo.comm === comm && memo.wanted === wanted;
+              },
+              {
+                timeoutMs: 20_000,
+                what: () => `CPU 0's memo of ${comm} (${tgid}): ${JSON.stringify(memoOn(mapId, 0, tgid))}`,
+              },
+            );
+          } finally {
+            loop.kill('SIGKILL');
+            await new Promise((resolve) => loop.once('exit', resolve));
+          }
+        }
+      });
+    }, 60_000);
+
+    it('judges each write by the comm its task has at that write, renamed between two on one CPU', async () => {
+      const shell = shellNamed('kr-rename-in');
+      const out = join(dir.path, 'out');
+      const { records, value: pid } = await captureAround(
+        { include: [{ comm: 'kr-rename-in' }], filterTransactions: true },
+        () =>
+          runToExit('taskset', [
+            ...['-c', '0', shell, '-c'],
+            `echo a > ${out}; printf kr-rename-out > /proc/$$/comm; echo b >> ${out}; ` +
+              `printf kr-rename-in > /proc/$$/comm; echo c >> ${out}`,
+          ]),
+      );
+      // the first rename is written while the comm is still the included one; the second is not
+      expect(
+        sysWrites(records)
+          .filter((w) => w.pid === pid)
+          .map((w) => w.count),
+      ).toEqual([2, 13, 2]);
     });
   });
 
