@@ -350,10 +350,11 @@ def install(signal):
     # made (in the submitter's thread); it runs in it. The work item's run, not its function, is
     # wrapped: run catches the function's exceptions, so no traceback of the program's passes here.
     # A work item that serves a request of its own opens that request's unit and takes nothing: the
-    # hook's own call wrappers (_kreplay_opens_unit), and the server methods in `serving` (gunicorn
-    # gthread's handle, submitted by a main thread that runs no request: a HANDOFF each would hand
-    # the pool none, or the context the worker inherited, to the reads of another request's head).
-    serving = set()
+    # hook's own call wrappers (_kreplay_opens_unit), and the method serving[0] (gunicorn gthread's
+    # handle, submitted by a main thread that runs no request: a HANDOFF each would hand the pool
+    # none, or the context the worker inherited, to the reads of another request's head). Compared
+    # by identity: a callable's __func__ may be anything.
+    serving = [None]
 
     def wrap_work_item(init):
         def __init__(self, future, fn, *args, **kwargs):
@@ -361,7 +362,7 @@ def install(signal):
             try:
                 if unpatched:
                     retry_unpatched()
-                if not getattr(fn, "_kreplay_opens_unit", False) and getattr(fn, "__func__", None) not in serving:
+                if not getattr(fn, "_kreplay_opens_unit", False) and getattr(fn, "__func__", False) is not serving[0]:
                     unit = unit_var.get()
                     if not unit:
                         unit = next(ids)
@@ -695,10 +696,11 @@ def install(signal):
 
     def patch_gthread(gthread):
         worker = gthread.ThreadWorker
-        if not replace(worker, "handle_request", wrap_wsgi_scope) or "handle" not in worker.__dict__:
+        if not replace(worker, "handle_request", wrap_wsgi_scope):
             return False
-        # its handle reads a connection's request and serves it in the request's own unit
-        serving.add(worker.__dict__["handle"])
+        # its handle reads a connection's request and serves it in the request's own unit (a
+        # gunicorn without one hands each connection off, as any pool's submitter)
+        serving[0] = worker.__dict__.get("handle", None)
         return True
 
     # threading: a thread started inside a unit (a request's) carries its context, handed to a unit
