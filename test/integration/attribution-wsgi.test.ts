@@ -66,7 +66,7 @@ describe('the Python hook on WSGI servers (real kernel)', () => {
     300_000,
   );
 
-  it("gunicorn gthread: the main thread's hand-off of each connection is no write; every request its own writes", async () => {
+  it("gunicorn gthread: the main thread's hand-off of each connection is no signal; a request's are its OPEN, CLOSE and started thread's; every request its own writes", async () => {
     const label = 'gthread-signals';
     const server = await servers.serve(label, gunicornServing('wsgi_bare:app', 'gthread', '--threads', '4'));
     await servers.warm(server, '/', FILES);
@@ -92,7 +92,11 @@ describe('the Python hook on WSGI servers (real kernel)', () => {
         : [];
     });
     const count = (op: number) => signals.filter((s) => s.op === op).length;
-    const mailed = lines.filter((line) => /^\d+ +getpriority\(PRIO_PROCESS, 0/.test(line)).length;
+    const mailers = lines.flatMap((line) => {
+      const m = /^(\d+) +getpriority\(PRIO_PROCESS, 0/.exec(line);
+      return m ? [Number(m[1])] : [];
+    });
+    const mailed = mailers.length;
     const requests = 2 * PER_LEVEL;
     process.stdout.write(
       `gunicorn gthread, ${requests} requests: ${signals.length} signals written (${count(UnitOp.Handoff)} HANDOFF, ${count(UnitOp.Adopt)} ADOPT, ${count(UnitOp.Watch)} WATCH), ${mailed} getpriority\n`,
@@ -100,14 +104,19 @@ describe('the Python hook on WSGI servers (real kernel)', () => {
     expect({
       scores,
       'by the main threads': signals.filter((s) => workers.includes(s.tid)).length,
+      'mailed by the main threads': mailers.filter((tid) => workers.includes(tid)).length,
       handoffs: count(UnitOp.Handoff),
       // each request's started thread signals once (its ADOPT): one write, as a mailbox would cost
       adopts: count(UnitOp.Adopt),
+      // the pool thread's OPEN and CLOSE, and the HANDOFF to the thread the request starts
+      mailed,
     }).toEqual({
       scores: [`${PER_LEVEL * FILES}/0/0/0`, `${PER_LEVEL * FILES}/0/0/0`],
       'by the main threads': 0,
+      'mailed by the main threads': 0,
       handoffs: 0,
       adopts: requests,
+      mailed: 3 * requests,
     });
   }, 300_000);
 });

@@ -349,13 +349,20 @@ def install(signal):
     # ThreadPoolExecutor: a work item takes the submitter's unit, or its thread's context, when it is
     # made (in the submitter's thread); it runs in it. The work item's run, not its function, is
     # wrapped: run catches the function's exceptions, so no traceback of the program's passes here.
+    # A work item that serves a request of its own opens that request's unit and takes nothing: the
+    # hook's own call wrappers (_kreplay_opens_unit), and the method serving[0] (gunicorn gthread's
+    # handle, submitted by a main thread that runs no request: a HANDOFF each would hand the pool
+    # none, or the context the worker inherited, to the reads of another request's head). Compared
+    # by identity: a callable's __func__ may be anything.
+    serving = [None]
+
     def wrap_work_item(init):
         def __init__(self, future, fn, *args, **kwargs):
             init(self, future, fn, *args, **kwargs)
             try:
                 if unpatched:
                     retry_unpatched()
-                if not getattr(fn, "_kreplay_opens_unit", False):
+                if not getattr(fn, "_kreplay_opens_unit", False) and getattr(fn, "__func__", False) is not serving[0]:
                     unit = unit_var.get()
                     if not unit:
                         unit = next(ids)
@@ -687,6 +694,15 @@ def install(signal):
 
         return patch_module
 
+    def patch_gthread(gthread):
+        worker = gthread.ThreadWorker
+        if not replace(worker, "handle_request", wrap_wsgi_scope):
+            return False
+        # its handle reads a connection's request and serves it in the request's own unit (a
+        # gunicorn without one hands each connection off, as any pool's submitter)
+        serving[0] = worker.__dict__.get("handle", None)
+        return True
+
     # threading: a thread started inside a unit (a request's) carries its context, handed to a unit
     # made for it (HANDOFF) in the starting thread and taken (ADOPT) by the thread first thing: its
     # lease ends with the request. Kept here by the thread's id, not on it: the program sees nothing.
@@ -799,7 +815,7 @@ def install(signal):
         "django.core.handlers.wsgi": patcher("WSGIHandler.__call__", wrap_wsgi_call),
         "gunicorn.http.wsgi": lambda module: replace(module, "create", wrap_wsgi_create),
         "gunicorn.workers.sync": patcher("SyncWorker.handle_request", wrap_wsgi_scope),
-        "gunicorn.workers.gthread": patcher("ThreadWorker.handle_request", wrap_wsgi_scope),
+        "gunicorn.workers.gthread": patch_gthread,
         "gunicorn.workers.base_async": patcher("AsyncWorker.handle_request", wrap_wsgi_scope),
         "wsgiref.handlers": patch_wsgiref,
         "uvicorn.protocols.http.h11_impl": patcher("RequestResponseCycle.run_asgi", wrap_run_asgi),
