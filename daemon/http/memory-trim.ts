@@ -6,13 +6,12 @@
  * done), after a short quiet, one full collection runs and the C heap's free pages go back to the
  * kernel (malloc_trim). Only when the load grew the main thread's old generation by GROWTH_BYTES
  * at least: a full collection stops the main thread for its whole length (120–520 ms measured
- * under load with a 20–45 MB heap), and a replay grows it by less (a dense one: 19 to 32 MB, a
- * storm of 5,000 SSE connections: 18 to 50 MB), so every replay cost a pause of the daemon's
- * answers two seconds after its stream closed. Not the whole heap: V8 sizes the young generation
- * for the rate of allocation (16 to 64 MiB over a dense replay polled meanwhile) and a full
- * collection while that goes on leaves it so (95.8 MB before, 92.6 after); counted, it trimmed
- * after every dense replay. Not RSS: a playing session's frames (shared memory, up to 128 MiB)
- * grow it, and no collection gives them back.
+ * under load with a 20–45 MB heap), and a replay grows it by less (a dense one: 19 to 32 MB; a
+ * storm of 5,000 SSE connections: 19 to 50 MB). Not the whole heap: V8 sizes the young generation
+ * for the rate of allocation (16 to 64 MiB over a dense replay polled meanwhile), and a collection
+ * while requests go on leaves it so (96 MB before, 93 after): counted, every dense replay cost a
+ * pause of the daemon's answers two seconds after its stream closed. Not RSS: a playing
+ * session's frames (shared memory, up to 128 MiB) grow it, and no collection gives them back.
  */
 import { getHeapSpaceStatistics, setFlagsFromString, type HeapSpaceInfo } from 'node:v8';
 import { runInNewContext } from 'node:vm';
