@@ -13,9 +13,27 @@ const spaces = (committed: Record<string, number>): HeapSpaceInfo[] =>
     physical_space_size: size * MiB,
   }));
 /** The daemon's heap as measured (--require'd getHeapSpaceStatistics) idle, after a dense replay, after an SSE storm. */
-const IDLE = spaces({ new_space: 16, old_space: 14.9, code_space: 0.8, trusted_space: 2.6, large_object_space: 0.8 });
-const DENSE = spaces({ new_space: 64, old_space: 25.2, code_space: 2, trusted_space: 3.9, large_object_space: 0.8 });
-const STORM = spaces({ new_space: 128, old_space: 43.2, code_space: 2.3, trusted_space: 3.9, large_object_space: 0.8 });
+const IDLE = spaces({
+  new_space: 16,
+  old_space: 14.9,
+  code_space: 0.8,
+  trusted_space: 2.6,
+  large_object_space: 0.8,
+});
+const DENSE = spaces({
+  new_space: 64,
+  old_space: 25.2,
+  code_space: 2,
+  trusted_space: 3.9,
+  large_object_space: 0.8,
+});
+const STORM = spaces({
+  new_space: 128,
+  old_space: 43.2,
+  code_space: 2.3,
+  trusted_space: 3.9,
+  large_object_space: 0.8,
+});
 
 describe('MemoryTrim', () => {
   beforeEach(() => jest.useFakeTimers());
