@@ -136,6 +136,7 @@ it('records an incident with the agent and holds the fixed build to its write ti
         ...targets,
         '--out',
         held,
+        '--realtime',
         '--anchor',
         '10',
       ]);

@@ -224,6 +224,7 @@ describe('kreplay replay --incident FILE --exec', () => {
           writers.dynamic,
           '--out',
           out,
+          '--realtime',
           '--anchor',
           '10',
           '--tcp',

@@ -5,7 +5,7 @@
  *
  *   exec-writer [--out PATH] [--file PATH N] [--pipe N] [--slow-reader-ms MS] [--tcp PORT N]
  *               [--devnull N] [--threads T] [--fork] [--writev] [--exit CODE] [--signal SIG]
- *               [--unix-serve PATH N] [--anchor N] [--stdout N] [--send]
+ *               [--unix-serve PATH N] [--anchor N] [--stdout N] [--send] [--realtime]
  *
  * --threads T: T threads each do the file writes; --fork: a child does them too.
  * --anchor N: N sleeps of 2 ms before the writes and N after them, and a thread
@@ -18,12 +18,16 @@
  * --send: the tcp writes use send(2), as Python's sendall does.
  * --slow-reader-ms: the pipe's reader sleeps that long before each read, so
  * writes into a full pipe block (the incident's build).
+ * --realtime: the build's threads run SCHED_FIFO at priority 1, below kreplay's
+ * supervisor, so that a timing test measures kreplay's holds rather than the
+ * turn a loaded host gives a normal thread (exits 78 without CAP_SYS_NICE).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -135,7 +139,7 @@ static void *pipe_reader(void *arg) {
 int main(int argc, char **argv) {
   const char *out = NULL;
   int pipe_count = 0, tcp_port = 0, tcp_count = 0, devnull_count = 0, threads = 0, do_fork = 0, exit_code = 0, sig = 0,
-      unix_count = 0, anchor_count = 0, stdout_count = 0;
+      unix_count = 0, anchor_count = 0, stdout_count = 0, realtime = 0;
   const char *unix_path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out"))
@@ -164,6 +168,8 @@ int main(int argc, char **argv) {
       use_send = 1;
     else if (!strcmp(argv[i], "--stdout"))
       stdout_count = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--realtime"))
+      realtime = 1;
     else if (!strcmp(argv[i], "--exit"))
       exit_code = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--signal"))
@@ -172,6 +178,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "exec-writer: unknown argument %s\n", argv[i]);
       return 64;
     }
+  }
+  /* set before any thread starts: they inherit it */
+  struct sched_param fifo = {.sched_priority = 1};
+  if (realtime && sched_setscheduler(0, SCHED_FIFO, &fifo) != 0) {
+    perror("sched_setscheduler");
+    return 78;
   }
   anchor_sleeps(anchor_count);
   pthread_t anchor;
