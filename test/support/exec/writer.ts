@@ -76,7 +76,9 @@ export function beyondHost(run: WriterRun, label: string, k: number): number {
  * taken less what the anchor waited for a CPU while it was in flight: at the
  * median within the default tolerance (10% or 1 ms) plus twice the anchor's
  * 90th percentile, and any call within 10 ms plus twice the anchor's worst (a
- * call may wait for a core, as a sleeping thread does).
+ * call may wait for a core, as a sleeping thread does). Privileged runs pass the
+ * build --realtime, so that neither its calls nor its anchor wait behind a
+ * loaded host's normal threads.
  */
 export function expectHeld(run: WriterRun, label: string, intendedNs: number[]): void {
   const worstWake = Math.max(...run.times.anchor!);
