@@ -20,27 +20,22 @@ export class LabelledHistogram<L extends Record<string, string>> {
   private readonly sets = new Map<string, LabelSet>();
 
   constructor(
-    private readonly name: string,
-    private readonly help: string,
+    name: string,
+    help: string,
     private readonly upperBounds: readonly number[],
     registry: Registry,
     /** a counter of the same observations by label set, registered (and so exported) before the histogram */
     countedAs?: { name: string; help: string },
   ) {
-    if (countedAs) this.registerCount(registry, countedAs.name, countedAs.help);
-    registry.registerMetric({
-      name,
-      help,
-      get: (): MetricValues => ({
-        name,
-        help,
-        type: 'histogram',
-        aggregator: 'sum',
-        values: [...this.sets.values()].flatMap((set) =>
-          histogramValues(name, upperBounds, set.counts, set.sum, set.count, set.labels),
-        ),
-      }),
-    } as never);
+    if (countedAs)
+      register(registry, countedAs.name, countedAs.help, 'counter', () =>
+        [...this.sets.values()].map((set) => ({ labels: set.labels, value: set.count })),
+      );
+    register(registry, name, help, 'histogram', () =>
+      [...this.sets.values()].flatMap((set) =>
+        histogramValues(name, upperBounds, set.counts, set.sum, set.count, set.labels),
+      ),
+    );
   }
 
   /** One value (seconds) of the label set `labels` (its values hold no newline). */
@@ -57,18 +52,16 @@ export class LabelledHistogram<L extends Record<string, string>> {
     set.sum += value;
     set.count++;
   }
+}
 
-  private registerCount(registry: Registry, name: string, help: string): void {
-    registry.registerMetric({
-      name,
-      help,
-      get: (): MetricValues => ({
-        name,
-        help,
-        type: 'counter',
-        aggregator: 'sum',
-        values: [...this.sets.values()].map((set) => ({ labels: set.labels, value: set.count })),
-      }),
-    } as never);
-  }
+/** Registers a metric whose values are made at each scrape, as prom-client's registry formats them. */
+function register(
+  registry: Registry,
+  name: string,
+  help: string,
+  type: 'counter' | 'histogram',
+  values: () => object[],
+): void {
+  const get = (): MetricValues => ({ name, help, type, aggregator: 'sum', values: values() });
+  registry.registerMetric({ name, help, get } as never);
 }
