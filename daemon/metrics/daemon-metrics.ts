@@ -36,6 +36,7 @@ export class DaemonMetrics {
     this.requests = new LabelledHistogram(
       'kreplay_http_request_duration_seconds',
       'time from a request to its last byte (a stream: to its end)',
+      ['method', 'route', 'status'],
       SECONDS_BUCKETS,
       this.registry,
       {
@@ -58,12 +59,14 @@ export class DaemonMetrics {
     this.queryWait = new LabelledHistogram(
       'kreplay_query_wait_seconds',
       "time a query (an events page, a replay's read) waited for a free query worker, by operation",
+      ['op'],
       SECONDS_BUCKETS,
       this.registry,
     );
     this.queryRun = new LabelledHistogram(
       'kreplay_query_run_seconds',
       'time from a query worker taking a query to its answer on the main thread, by operation',
+      ['op'],
       SECONDS_BUCKETS,
       this.registry,
     );

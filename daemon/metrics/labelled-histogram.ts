@@ -22,16 +22,18 @@ export class LabelledHistogram<L extends Record<string, string>> {
   constructor(
     name: string,
     help: string,
+    /** the labels' names, in the order `observe` is given them (the reference page lists them) */
+    labelNames: readonly (keyof L & string)[],
     private readonly upperBounds: readonly number[],
     registry: Registry,
     /** a counter of the same observations by label set, registered (and so exported) before the histogram */
     countedAs?: { name: string; help: string },
   ) {
     if (countedAs)
-      register(registry, countedAs.name, countedAs.help, 'counter', () =>
+      register(registry, countedAs.name, countedAs.help, 'counter', labelNames, () =>
         [...this.sets.values()].map((set) => ({ labels: set.labels, value: set.count })),
       );
-    register(registry, name, help, 'histogram', () =>
+    register(registry, name, help, 'histogram', labelNames, () =>
       [...this.sets.values()].flatMap((set) =>
         histogramValues(name, upperBounds, set.counts, set.sum, set.count, set.labels),
       ),
@@ -60,8 +62,9 @@ function register(
   name: string,
   help: string,
   type: 'counter' | 'histogram',
+  labelNames: readonly string[],
   values: () => object[],
 ): void {
   const get = (): MetricValues => ({ name, help, type, aggregator: 'sum', values: values() });
-  registry.registerMetric({ name, help, get } as never);
+  registry.registerMetric({ name, help, labelNames, get } as never);
 }
