@@ -1,7 +1,8 @@
 /*
  * A test build for `kreplay replay --exec` tests: writes to a file, a pipe, a
  * TCP socket and /dev/null, timing each write on CLOCK_MONOTONIC, and records
- * the durations (one line per write: "<label> <ns> <start ns>") in --out at the end.
+ * the durations (one line per write: "<label> <ns> <start ns>") in --out at the end
+ * (for an anchor sleep: its oversleep, from when it was due).
  *
  *   exec-writer [--out PATH] [--file PATH N] [--pipe N] [--slow-reader-ms MS] [--tcp PORT N]
  *               [--devnull N] [--threads T] [--fork] [--writev] [--exit CODE] [--signal SIG]
@@ -106,7 +107,8 @@ static void anchor_sleep(void) {
   long long start = now_ns();
   struct timespec two_ms = {0, 2000000};
   nanosleep(&two_ms, NULL);
-  record("anchor", now_ns() - start - 2000000, start);
+  const long long due = start + 2000000;
+  record("anchor", now_ns() - due, due);
 }
 
 static void anchor_sleeps(int count) {
