@@ -2,7 +2,7 @@
  * A process's place in the process tree, from /proc: what the runtime hooks need to keep out of
  * the agent's own line (its supervisor, the shell or CI runner that started it).
  */
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, readlinkSync, statSync } from 'node:fs';
 
 export interface ProcessStat {
   ppid: number;
@@ -64,4 +64,39 @@ export function exeIdentity(pid: number): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The last pid the kernel handed out (a process's or a thread's) in the reader's pid namespace:
+ * /proc/loadavg's last field; null when it cannot be read.
+ */
+export function lastPid(
+  loadavg: () => string = () => readFileSync('/proc/loadavg', 'latin1'),
+): number | null {
+  try {
+    const last = Number(loadavg().trim().split(' ')[4]);
+    return Number.isSafeInteger(last) && last >= 0 ? last : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether /proc shows the agent's own pid namespace (its /proc/self is its pid): only then does
+ * lastPid() move with every process /proc lists.
+ */
+export function procInOwnNamespace(): boolean {
+  try {
+    return readlinkSync('/proc/self') === String(process.pid);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether `pid` was handed out while the kernel's last pid went from `from` to `to`: pids are
+ * handed out upwards and wrap around at pid_max.
+ */
+export function handedOut(pid: number, from: number, to: number): boolean {
+  return from <= to ? pid > from && pid <= to : pid > from || pid <= to;
 }

@@ -396,9 +396,15 @@ describe('ProcessDiscovery', () => {
   });
 
   describe("the scan's cost on a busy host", () => {
-    /** A discovery that counts, for `pid` alone, its classifications and its executable's stats. */
-    function counting(pid: () => number) {
-      const looks = { classify: 0, stat: 0, runtime: '' };
+    /**
+     * A discovery that counts, for `pid` alone, its classifications and its executable's stats, and
+     * its reads of the agent's ancestors; `lastPid` and `scope` as given (default: the kernel's, none).
+     */
+    function counting(
+      pid: () => number,
+      { lastPid, scope }: { lastPid?: () => number | null; scope?: (p: number) => string | null } = {},
+    ) {
+      const looks = { classify: 0, stat: 0, runtime: '', ancestors: 0 };
       const classifier = new RuntimeClassifier(nativeAddon());
       const d = new ProcessDiscovery({
         injectors: hooksOff(recordingLogger(() => undefined)),
@@ -416,9 +422,13 @@ describe('ProcessDiscovery', () => {
           if (p === pid()) looks.stat++;
           return exeIdentity(p);
         },
-        scope: () => 'not in this test',
+        scope: scope ?? (() => 'not in this test'),
         log: recordingLogger(() => undefined),
-        ancestors: () => [],
+        ancestors: () => {
+          looks.ancestors++;
+          return [];
+        },
+        ...(lastPid ? { lastPid } : {}),
       });
       return { d, looks };
     }
@@ -428,12 +438,13 @@ describe('ProcessDiscovery', () => {
       const pid = spawnChild('/bin/sleep', ['60']);
       const { d, looks } = counting(() => pid);
       await d.scanOnce();
-      expect(looks).toEqual({ classify: 0, stat: 0, runtime: '' });
+      expect(looks).toEqual({ classify: 0, stat: 0, runtime: '', ancestors: 0 });
       // its six looks without a runtime settle it
       for (let i = 0; i < 6; i++) await d.scanOnce();
-      expect(looks).toEqual({ classify: 6, stat: 6, runtime: '' });
+      expect(looks).toEqual({ classify: 6, stat: 6, runtime: '', ancestors: 0 });
       for (let i = 0; i < 20; i++) await d.scanOnce();
-      expect(looks).toEqual({ classify: 6, stat: 8, runtime: '' });
+      // the agent's ancestors are read only for a process about to be handed its injector
+      expect(looks).toEqual({ classify: 6, stat: 8, runtime: '', ancestors: 0 });
     });
 
     it('finds the program a settled process exec, within ten scans', async () => {
@@ -454,6 +465,44 @@ describe('ProcessDiscovery', () => {
       await waitFor(() => readlinkSync(`/proc/${pid}/exe`).includes('python'));
       for (let scans = 0; looks.runtime === '' && scans < 10; scans++) await d.scanOnce();
       expect(looks).toMatchObject({ classify: 7, runtime: 'python' });
+    });
+
+    it('finds a process started after it at the scan after the last pid moved, and looks at it at the one after', async () => {
+      let late = 0;
+      let last = 1000;
+      const { d, looks } = counting(() => late, { lastPid: () => last });
+      for (let i = 0; i < 12; i++) await d.scanOnce();
+      late = spawnChild('/usr/bin/python3', ['-c', 'import time; time.sleep(60)']);
+      last = 1001;
+      await d.scanOnce();
+      await d.scanOnce();
+      expect(looks).toMatchObject({ classify: 1, runtime: 'python' });
+    });
+
+    it('looks at a process the scope left out long once in ten scans, and asks it nothing between', async () => {
+      const pid = await python();
+      const { d, looks } = counting(() => pid, { lastPid: () => 7 });
+      // first seen, then 21 looks out of scope (a server binds its port once it has started)
+      for (let i = 0; i < 22; i++) await d.scanOnce();
+      expect(looks).toMatchObject({ classify: 1, stat: 21, runtime: 'python' });
+      expect(d.counts.python.out_of_scope).toBe(1);
+      // scans 23 to 52: looked at at 32, 42 and 52, and asked whether it exec'd at the full walks (30, 40, 50)
+      for (let i = 0; i < 30; i++) await d.scanOnce();
+      expect(looks).toMatchObject({ classify: 1, stat: 27 });
+      expect(looks.ancestors).toBe(0);
+    });
+
+    it('looks again at a process whose pid was handed out since the last walk: another one', async () => {
+      const pid = spawnChild('/bin/sleep', ['60']);
+      let last = pid - 1;
+      const { d, looks } = counting(() => pid, { lastPid: () => last });
+      for (let i = 0; i < 7; i++) await d.scanOnce();
+      expect(looks).toMatchObject({ classify: 6, stat: 6 });
+      // the kernel handed out pid again (wrapped around): what was tracked there is another process
+      last = pid;
+      await d.scanOnce(); // first seen anew
+      await d.scanOnce();
+      expect(looks).toMatchObject({ classify: 7, stat: 7 });
     });
   });
 });

@@ -1,6 +1,13 @@
 /** The agent's place in the process tree (agent/runtimes/process-tree.ts): plain functions over /proc's text. */
 import { spawn } from 'node:child_process';
-import { ancestorsOf, parseStat, readStat } from '../../agent/runtimes/process-tree';
+import {
+  ancestorsOf,
+  handedOut,
+  lastPid,
+  parseStat,
+  procInOwnNamespace,
+  readStat,
+} from '../../agent/runtimes/process-tree';
 
 /** /proc/<pid>/stat of a process named `comm` whose parent is `ppid`. */
 const statLine = (pid: number, comm: string, ppid: number) =>
@@ -35,5 +42,28 @@ describe('process-tree', () => {
     } finally {
       child.kill();
     }
+  });
+
+  it("reads the kernel's last pid, and tells the pids handed out since another, across pid_max's wrap", () => {
+    expect(lastPid(() => '0.52 0.58 0.59 2/187 123456\n')).toBe(123456);
+    expect(lastPid(() => 'garbage')).toBeNull();
+    expect(
+      lastPid(() => {
+        throw new Error('no /proc');
+      }),
+    ).toBeNull();
+    expect(procInOwnNamespace()).toBe(true);
+    expect(lastPid()).toBeGreaterThan(0);
+    expect([100, 101, 150, 151].map((pid) => handedOut(pid, 100, 150))).toEqual([false, true, true, false]);
+    // wrapped: from 4194000 up to pid_max, then from the bottom up to 310
+    expect([4193999, 4194001, 300, 310, 311].map((pid) => handedOut(pid, 4194000, 310))).toEqual([
+      false,
+      true,
+      true,
+      true,
+      false,
+    ]);
+    // nothing handed out
+    expect(handedOut(100, 100, 100)).toBe(false);
   });
 });

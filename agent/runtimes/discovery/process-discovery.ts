@@ -1,13 +1,22 @@
 /**
- * The one process discovery of the runtime hooks: scans /proc once per tick, tells which runtime
- * each process runs (classify.ts), applies the hooks' scope and the agent's own line once, and
+ * The one process discovery of the runtime hooks: at each tick, walks /proc when a process may
+ * have started (the kernel's last pid moved) or one it follows is due a look, and all of it at one
+ * tick in EXEC_CHECK_SCANS; tells which runtime each process runs (classify.ts), applies the hooks'
+ * scope and the agent's own line once, and
  * hands each process to its runtime's injector, one at a time (an injection waits on the process;
  * Node's inspector port is shared). Each process ends in one outcome, counted and logged once
  * (runtime-hook.ts); a process that exec'd is another program and is looked at anew.
  */
 import { readdirSync, readlinkSync } from 'node:fs';
 import type { Logger } from '../../../core/log/logger';
-import { AGENT_ANCESTOR_REASON, ancestorsOf, exeIdentity } from '../process-tree';
+import {
+  AGENT_ANCESTOR_REASON,
+  ancestorsOf,
+  exeIdentity,
+  handedOut,
+  lastPid,
+  procInOwnNamespace,
+} from '../process-tree';
 import {
   RUNTIME_LABELS,
   zeroHookCounts,
@@ -23,10 +32,11 @@ import {
 /** Between scans of /proc. */
 export const SCAN_MS = 500;
 /**
- * A settled process (no runtime found, or its outcome counted) is asked whether it exec'd at one
- * scan in this many (a stat each, spread over the scans by pid): every other scan, those stats were
- * the larger part of a scan of an unchanged process set. A program exec'd by a process this old is
- * found within 5 s.
+ * One scan in this many walks all of /proc whatever moved, and asks each settled process (no
+ * runtime found, or its outcome counted) and each not due a look whether it exec'd (a stat each):
+ * the other scans walk /proc only when a process may have started, and a host whose processes do
+ * not change costs a read of /proc/loadavg a scan. A program exec'd by a process this old is found
+ * within 5 s; a process that starts, at the next scan, as before.
  */
 const EXEC_CHECK_SCANS = 10;
 /**
@@ -36,7 +46,7 @@ const EXEC_CHECK_SCANS = 10;
 const YOUNG_SCANS = 6;
 /**
  * A process the scope left out is looked at again at each of its first LEFT_OUT_SCANS scans (a
- * server binds its port once it has started), then at every LEFT_OUT_EVERY-th (a scope that
+ * server binds its port once it has started), then once every LEFT_OUT_EVERY scans (a scope that
  * changes later, a cgroup or a late listener: within 5 s).
  */
 const LEFT_OUT_SCANS = 20;
@@ -60,6 +70,11 @@ export interface DiscoveryOptions {
   ancestors?: () => number[];
   /** a process's executable's identity, null for a kernel thread or a process gone (default: process-tree's, a stat) */
   exeIdentity?: (pid: number) => string | null;
+  /**
+   * the last pid the kernel handed out, null when unknown (then every scan walks /proc); default:
+   * process-tree's, when /proc shows the agent's own pid namespace
+   */
+  lastPid?: () => number | null;
 }
 
 interface Tracked {
@@ -74,6 +89,8 @@ interface Tracked {
   settled: boolean;
   /** scans the scope left it out (counted out_of_scope at the first) */
   leftOut: number;
+  /** left out long: not looked at before this scan */
+  nextLook?: number;
   /** looks in a row it was in scope */
   inScope: number;
   /** it waits on another program: not handed to its injector before this (performance.now()), and the next wait */
@@ -88,10 +105,16 @@ export class ProcessDiscovery {
   private scanning: Promise<void> = Promise.resolve();
   private stopped = false;
   private scans = 0;
-  /** the processes first seen at the last scan, not looked at yet */
+  /** the processes first seen at the last walk, not looked at yet */
   private firstSeen = new Set<number>();
+  private readonly lastPid: () => number | null;
+  /** the kernel's last pid before the last walk of /proc */
+  private walkedAt: number | null = null;
 
-  constructor(private readonly options: DiscoveryOptions) {}
+  constructor(private readonly options: DiscoveryOptions) {
+    const own = options.lastPid === undefined && procInOwnNamespace();
+    this.lastPid = options.lastPid ?? (own ? () => lastPid() : () => null);
+  }
 
   start(): void {
     for (const injector of this.injectors()) injector.start?.();
@@ -121,10 +144,15 @@ export class ProcessDiscovery {
     }, ms);
   }
 
-  /** One look at /proc: what start() does every scanMs. */
+  /** One scan: what start() does every scanMs. */
   async scanOnce(): Promise<void> {
     this.scans++;
-    const agentLine = new Set((this.options.ancestors ?? (() => ancestorsOf(process.pid)))());
+    const all = this.scans % EXEC_CHECK_SCANS === 0;
+    const last = this.lastPid();
+    const since = this.walkedAt;
+    const now = performance.now();
+    if (!all && last !== null && last === since && !this.anyDue(now)) return;
+    this.walkedAt = last;
     const alive = new Set<number>();
     const firstSeen = new Set<number>();
     for (const name of readdirSync('/proc')) {
@@ -134,13 +162,18 @@ export class ProcessDiscovery {
       if (pid === process.pid) continue;
       alive.add(pid);
       let tracked = this.tracked.get(pid);
+      // its pid was handed out since the last walk: another process than the one tracked (gone)
+      if (tracked && since !== null && last !== null && handedOut(pid, since, last)) {
+        this.tracked.delete(pid);
+        tracked = undefined;
+      }
       // looked at from its second scan: on a busy host most processes are gone by then (a build's,
       // a shell loop's), and none is hooked before two looks in scope anyway
       if (!tracked && !this.firstSeen.has(pid)) {
         firstSeen.add(pid);
         continue;
       }
-      if (tracked?.settled && (this.scans + pid) % EXEC_CHECK_SCANS !== 0) continue;
+      if (tracked && !all && !this.due(tracked, now)) continue;
       // '': a kernel thread (no executable), settled at once
       const exeId = (this.options.exeIdentity ?? exeIdentity)(pid) ?? '';
       if (!tracked || tracked.exeId !== exeId) {
@@ -158,29 +191,30 @@ export class ProcessDiscovery {
         if (++tracked.looks >= YOUNG_SCANS) tracked.settled = true;
         continue;
       }
-      await this.consider(pid, tracked, tracked.classification, agentLine);
+      await this.consider(pid, tracked, tracked.classification);
     }
     this.firstSeen = firstSeen;
     for (const pid of this.tracked.keys()) if (!alive.has(pid)) this.tracked.delete(pid);
   }
 
-  private async consider(
-    pid: number,
-    tracked: Tracked,
-    classification: Classification,
-    agentLine: Set<number>,
-  ): Promise<void> {
-    if ((tracked.retryAt ?? 0) > performance.now()) return;
-    const left = tracked.leftOut;
-    if (left > LEFT_OUT_SCANS && left % LEFT_OUT_EVERY !== 0) {
-      tracked.leftOut++;
-      return;
-    }
+  /** Whether a process is due a look at this scan (one not due is asked only whether it exec'd, at the full walks). */
+  private due(tracked: Tracked, now: number): boolean {
+    return !tracked.settled && (tracked.nextLook ?? 0) <= this.scans && (tracked.retryAt ?? 0) <= now;
+  }
+
+  private anyDue(now: number): boolean {
+    if (this.firstSeen.size > 0) return true;
+    for (const tracked of this.tracked.values()) if (this.due(tracked, now)) return true;
+    return false;
+  }
+
+  private async consider(pid: number, tracked: Tracked, classification: Classification): Promise<void> {
+    if (!this.due(tracked, performance.now())) return;
     const found: FoundProcess = { pid, exe: readExe(pid), classification };
     const outOfScope = this.options.scope(pid);
     if (outOfScope !== null) {
-      if (left === 0) this.report(found, 'out_of_scope', outOfScope);
-      tracked.leftOut++;
+      if (tracked.leftOut === 0) this.report(found, 'out_of_scope', outOfScope);
+      if (++tracked.leftOut > LEFT_OUT_SCANS) tracked.nextLook = this.scans + LEFT_OUT_EVERY;
       tracked.inScope = 0;
       return;
     }
@@ -189,7 +223,9 @@ export class ProcessDiscovery {
     // cluster's primary handing its workers their listener), Node opened its inspector a second
     // time, and kept port 9229
     if (++tracked.inScope < SETTLE_SCANS) return;
-    if (agentLine.has(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
+    // read when a process is about to be handed its injector, not at each scan
+    const agentLine = (this.options.ancestors ?? (() => ancestorsOf(process.pid)))();
+    if (agentLine.includes(pid)) return this.settle(tracked, found, 'refused', AGENT_ANCESTOR_REASON);
     const injector = this.options.injectors[classification.runtime] as RuntimeInjector;
     const final = (r: FinalResult): void =>
       this.settle(tracked, found, r.outcome, r.outcome === 'hooked' ? injector.hookedMessage : r.reason);
