@@ -38,17 +38,44 @@ export class CountedHistogram {
   }
 
   /** What the registry formats: prom-client's shape for a histogram's values. */
-  get(): { name: string; help: string; type: string; aggregator: string; values: object[] } {
-    let cumulative = 0;
-    const values: object[] = this.upperBounds.map((le, b) => {
-      cumulative += this.counts[b]!;
-      return { labels: { le }, value: cumulative, metricName: `${this.name}_bucket` };
-    });
-    values.push(
-      { labels: { le: '+Inf' }, value: this.count, metricName: `${this.name}_bucket` },
-      { labels: {}, value: this.sum, metricName: `${this.name}_sum` },
-      { labels: {}, value: this.count, metricName: `${this.name}_count` },
-    );
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  get(): MetricValues {
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: histogramValues(this.name, this.upperBounds, this.counts, this.sum, this.count, {}),
+    };
   }
+}
+
+/** What a prom-client registry formats (a metric's `get()`). */
+export interface MetricValues {
+  name: string;
+  help: string;
+  type: string;
+  aggregator: string;
+  values: object[];
+}
+
+/** One label set's samples as prom-client exports a histogram's: cumulative `_bucket`s, `_sum`, `_count`. */
+export function histogramValues(
+  name: string,
+  upperBounds: readonly number[],
+  counts: Float64Array,
+  sum: number,
+  count: number,
+  labels: Record<string, string>,
+): object[] {
+  let cumulative = 0;
+  const values: object[] = upperBounds.map((le, b) => {
+    cumulative += counts[b]!;
+    return { labels: { le, ...labels }, value: cumulative, metricName: `${name}_bucket` };
+  });
+  values.push(
+    { labels: { le: '+Inf', ...labels }, value: count, metricName: `${name}_bucket` },
+    { labels, value: sum, metricName: `${name}_sum` },
+    { labels, value: count, metricName: `${name}_count` },
+  );
+  return values;
 }

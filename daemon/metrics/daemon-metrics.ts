@@ -2,11 +2,12 @@
  * GET /metrics: the daemon in the Prometheus text format (prom-client), one
  * registry per daemon. Every metric name is made here.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { TimingObserver } from '../replay/sessions/replay-session';
 import type { PoolStats, QueryTiming } from '../queries/query-pool';
 import type { ReplaySessions } from '../replay/sessions/session-service';
 import { CountedHistogram } from './counted-histogram';
+import { LabelledHistogram } from './labelled-histogram';
 import { SESSION_STATES } from '../replay/sessions/session-state';
 import { LATENESS_BOUNDS_S } from '../replay/timing-stats';
 
@@ -23,29 +24,26 @@ const SECONDS_BUCKETS = [...LATENESS_BOUNDS_S];
 
 export class DaemonMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'method' | 'route' | 'status'>;
-  private readonly duration: Histogram<'method' | 'route' | 'status'>;
+  /** the requests' durations, and their count by the same labels: LabelledHistogram's, not prom-client's */
+  private readonly requests: LabelledHistogram<{ method: string; route: string; status: string }>;
   /** added to in aggregate, from the counts the replay clock keeps: CountedHistogram's, not prom-client's */
   private readonly release: CountedHistogram;
   private readonly delivery: CountedHistogram;
-  private readonly queryWait: Histogram<'op'>;
-  private readonly queryRun: Histogram<'op'>;
+  private readonly queryWait: LabelledHistogram<{ op: string }>;
+  private readonly queryRun: LabelledHistogram<{ op: string }>;
 
   constructor() {
-    const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'kreplay_http_requests_total',
-      help: 'HTTP requests answered, by method, route template (none: no route matched) and status',
-      labelNames: ['method', 'route', 'status'],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'kreplay_http_request_duration_seconds',
-      help: 'time from a request to its last byte (a stream: to its end)',
-      labelNames: ['method', 'route', 'status'],
-      buckets: SECONDS_BUCKETS,
-      registers,
-    });
+    this.requests = new LabelledHistogram(
+      'kreplay_http_request_duration_seconds',
+      'time from a request to its last byte (a stream: to its end)',
+      ['method', 'route', 'status'],
+      SECONDS_BUCKETS,
+      this.registry,
+      {
+        name: 'kreplay_http_requests_total',
+        help: 'HTTP requests answered, by method, route template (none: no route matched) and status',
+      },
+    );
     this.release = new CountedHistogram(
       'kreplay_replay_release_lateness_seconds',
       'how late the replay clock released each event against its schedule',
@@ -58,20 +56,20 @@ export class DaemonMetrics {
       SECONDS_BUCKETS,
       this.registry,
     );
-    this.queryWait = new Histogram({
-      name: 'kreplay_query_wait_seconds',
-      help: "time a query (an events page, a replay's read) waited for a free query worker, by operation",
-      labelNames: ['op'],
-      buckets: SECONDS_BUCKETS,
-      registers,
-    });
-    this.queryRun = new Histogram({
-      name: 'kreplay_query_run_seconds',
-      help: 'time from a query worker taking a query to its answer on the main thread, by operation',
-      labelNames: ['op'],
-      buckets: SECONDS_BUCKETS,
-      registers,
-    });
+    this.queryWait = new LabelledHistogram(
+      'kreplay_query_wait_seconds',
+      "time a query (an events page, a replay's read) waited for a free query worker, by operation",
+      ['op'],
+      SECONDS_BUCKETS,
+      this.registry,
+    );
+    this.queryRun = new LabelledHistogram(
+      'kreplay_query_run_seconds',
+      'time from a query worker taking a query to its answer on the main thread, by operation',
+      ['op'],
+      SECONDS_BUCKETS,
+      this.registry,
+    );
   }
 
   /** A query the workers answered: its wait for one, then its run. */
@@ -81,9 +79,10 @@ export class DaemonMetrics {
   }
 
   request(done: RequestDone): void {
-    const labels = { method: done.method, route: done.route ?? 'none', status: String(done.status) };
-    this.requests.inc(labels);
-    this.duration.observe(labels, done.duration_ms / 1000);
+    this.requests.observe(
+      { method: done.method, route: done.route ?? 'none', status: String(done.status) },
+      done.duration_ms / 1000,
+    );
   }
 
   readonly timing: TimingObserver = {
