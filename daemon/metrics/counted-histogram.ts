@@ -10,20 +10,20 @@ import type { Registry } from 'prom-client';
 import type { MetricDelta } from '../replay/timing-stats';
 
 export class CountedHistogram {
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
   private readonly counts: Float64Array;
   private sum = 0;
   private count = 0;
 
   constructor(
-    readonly name: string,
-    readonly help: string,
+    private readonly name: string,
+    help: string,
     private readonly upperBounds: readonly number[],
     registry: Registry,
   ) {
     this.counts = new Float64Array(upperBounds.length);
-    registry.registerMetric(this as never);
+    registerValues(registry, name, help, 'histogram', [], () =>
+      histogramValues(name, upperBounds, this.counts, this.sum, this.count, {}),
+    );
   }
 
   /** Samples counted elsewhere in the same buckets (the replay clock's): counts per bucket, their sum in ns. */
@@ -36,21 +36,10 @@ export class CountedHistogram {
     this.sum += delta.sumNs / 1e9;
     this.count += delta.count;
   }
-
-  /** What the registry formats: prom-client's shape for a histogram's values. */
-  get(): MetricValues {
-    return {
-      name: this.name,
-      help: this.help,
-      type: this.type,
-      aggregator: this.aggregator,
-      values: histogramValues(this.name, this.upperBounds, this.counts, this.sum, this.count, {}),
-    };
-  }
 }
 
 /** What a prom-client registry formats (a metric's `get()`). */
-export interface MetricValues {
+interface MetricValues {
   name: string;
   help: string;
   type: string;
@@ -78,4 +67,20 @@ export function histogramValues(
     { labels, value: count, metricName: `${name}_count` },
   );
   return values;
+}
+
+/**
+ * Registers a metric of ours whose values are made at each scrape, in the shape prom-client's
+ * registry formats (CountedHistogram's, LabelledHistogram's).
+ */
+export function registerValues(
+  registry: Registry,
+  name: string,
+  help: string,
+  type: 'counter' | 'histogram',
+  labelNames: readonly string[],
+  values: () => object[],
+): void {
+  const get = (): MetricValues => ({ name, help, type, aggregator: 'sum', values: values() });
+  registry.registerMetric({ name, help, labelNames, get } as never);
 }

@@ -7,7 +7,7 @@
  * from its first observation. Exported in prom-client's text format, registered like its metrics.
  */
 import type { Registry } from 'prom-client';
-import { histogramValues, type MetricValues } from './counted-histogram';
+import { histogramValues, registerValues } from './counted-histogram';
 
 interface LabelSet {
   labels: Record<string, string>;
@@ -30,10 +30,10 @@ export class LabelledHistogram<L extends Record<string, string>> {
     countedAs?: { name: string; help: string },
   ) {
     if (countedAs)
-      register(registry, countedAs.name, countedAs.help, 'counter', labelNames, () =>
+      registerValues(registry, countedAs.name, countedAs.help, 'counter', labelNames, () =>
         [...this.sets.values()].map((set) => ({ labels: set.labels, value: set.count })),
       );
-    register(registry, name, help, 'histogram', labelNames, () =>
+    registerValues(registry, name, help, 'histogram', labelNames, () =>
       [...this.sets.values()].flatMap((set) =>
         histogramValues(name, upperBounds, set.counts, set.sum, set.count, set.labels),
       ),
@@ -54,17 +54,4 @@ export class LabelledHistogram<L extends Record<string, string>> {
     set.sum += value;
     set.count++;
   }
-}
-
-/** Registers a metric whose values are made at each scrape, as prom-client's registry formats them. */
-function register(
-  registry: Registry,
-  name: string,
-  help: string,
-  type: 'counter' | 'histogram',
-  labelNames: readonly string[],
-  values: () => object[],
-): void {
-  const get = (): MetricValues => ({ name, help, type, aggregator: 'sum', values: values() });
-  registry.registerMetric({ name, help, labelNames, get } as never);
 }
