@@ -51,11 +51,16 @@ const SOURCES: Record<string, string> = {
   request_key: 'response',
 };
 
-/** A column only some record types fill is NULL in the others' rows. */
+/**
+ * A column only some record types fill is NULL in the others' rows. `CASE type WHEN …` reads the
+ * row's type once and compares it with each type; `CASE WHEN type IN (list)` of more than two
+ * types built an ephemeral index and sought in it for every row and column (issue 46).
+ */
 function valueOf(column: EventColumn): string {
   if (column.name === 'type') return 'type';
   const source = SOURCES[column.name]!;
-  return column.of === 'all' ? source : `CASE WHEN type IN (${column.of.join(', ')}) THEN ${source} END`;
+  if (column.of === 'all') return source;
+  return `CASE type ${column.of.map((type) => `WHEN ${type} THEN ${source}`).join(' ')} END`;
 }
 
 function blob(column: ArrayBufferView & { BYTES_PER_ELEMENT: number }, start: number, end: number): Buffer {
