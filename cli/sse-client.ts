@@ -14,7 +14,7 @@ export interface SseMessage {
   data: string;
 }
 
-/** A message with its data left as bytes: a dense replay's client copies them out without decoding them. */
+/** A message with its data left as bytes (cli/replay-lines.ts copies a replay's out without decoding them). */
 export interface SseRawMessage {
   event: string;
   id?: string;
