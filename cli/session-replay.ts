@@ -7,13 +7,8 @@
 import { followResuming } from '../core/stream-resume';
 import { postJson, problemText, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
-import {
-  HttpError,
-  openEventStream,
-  SseByteParser,
-  type EventStream,
-  type SseRawMessage,
-} from './sse-client';
+import { ReplayLines, type ReplayRead } from './replay-lines';
+import { HttpError, openEventStream, type EventStream } from './sse-client';
 
 /** What a session is replayed with. */
 export interface SessionFlags {
@@ -38,7 +33,7 @@ function writeOut(bytes: Buffer): Promise<void> | undefined {
   return new Promise((resolve) => process.stdout.once('drain', resolve));
 }
 
-const NEWLINE = Buffer.from('\n');
+const NOTHING = Buffer.alloc(0);
 
 /** Frames of the shape the daemon streams, parsed before a play and thrown away (warmParser). */
 const WARM_CHUNK = Buffer.from(
@@ -58,7 +53,7 @@ const WARM_CHUNKS = 32;
  * an event.
  */
 function warmParser(): void {
-  const parser = new SseByteParser();
+  const parser = new ReplayLines();
   for (let i = 0; i < WARM_CHUNKS; i++) parser.push(WARM_CHUNK);
 }
 
@@ -124,21 +119,17 @@ class Replay {
   private async follow(): Promise<boolean> {
     const stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
     this.stream = stream;
+    const lines = new ReplayLines();
     let first = true;
     let playing: Promise<unknown> | null = null;
     let failure: unknown = null;
     let finished = false;
-    await stream.listen((batch) => {
-      const lines: Buffer[] = [];
-      let last: SseRawMessage | null = null;
-      for (const message of batch) {
-        if (message.event === 'replay') {
-          lines.push(message.data, NEWLINE);
-          last = message;
-          continue;
-        }
+    await stream.listen((chunk) => {
+      const read = lines.push(chunk);
+      let stopped = false;
+      for (const message of read.others) {
         if (message.event !== 'state') continue;
-        const { state } = JSON.parse(message.data.toString('utf8')) as { state: string };
+        const { state } = JSON.parse(message.data) as { state: string };
         // each (re)connection starts with the state: one not playing is ours to start (again)
         if (first && (state === 'ready' || state === 'paused')) {
           warmParser();
@@ -148,13 +139,15 @@ class Replay {
           });
           // the first events must not meet cold code on their way out (the lead before them is for
           // this): the way they are printed runs once now, with nothing to print
-          void this.print([], null);
+          void writeOut(NOTHING);
         }
         first = false;
         if (state === 'finished') finished = true;
-        if (state === 'stopped') throw new Error(`session ${this.session.id} was stopped`);
+        if (state === 'stopped') stopped = true;
       }
-      const printed = last ? this.print(lines, last) : undefined;
+      // the events emitted before a stop are printed, then the stop is the answer
+      const printed = this.print(read, lines);
+      if (stopped) throw new Error(`session ${this.session.id} was stopped`);
       if (finished) stream.close();
       return printed;
     });
@@ -165,17 +158,20 @@ class Replay {
   }
 
   /**
-   * Prints a chunk's events (`lines`: each one's data, then a newline), `last`
-   * the last of them (null: none, a write of no bytes, which no reader sees);
-   * a promise when stdout is full, settled once it drains.
+   * Prints a read's events in one write (none: nothing written); a promise
+   * when stdout is full, settled once it drains. The lines' buffer serves
+   * the next read unless stdout still holds them.
    */
-  private print(lines: Buffer[], last: SseRawMessage | null): Promise<void> | undefined {
-    const drained = writeOut(Buffer.concat(lines));
-    if (!last) return drained;
-    this.lastEventId = last.id;
-    this.emitted = Number(last.id) + 1;
+  private print(read: ReplayRead, lines: ReplayLines): Promise<void> | undefined {
+    if (read.lines.length === 0) return undefined;
+    const drained = writeOut(read.lines);
+    if (process.stdout.writableLength > 0) lines.keep();
+    if (read.lastId === undefined) return drained;
+    this.lastEventId = read.lastId;
+    this.emitted = Number(read.lastId) + 1;
     if (this.progress.enabled) {
-      const offset = /"replay_offset_ns":(\d+)/.exec(last.data.toString('utf8'))?.[1] ?? '0';
+      const last = read.lines.toString('utf8', read.lastLine);
+      const offset = /"replay_offset_ns":(\d+)/.exec(last)?.[1] ?? '0';
       this.progress.show(
         `replay ${this.session.id}: ${this.emitted}/${this.session.events_total} events, ` +
           `${(Number(offset) / 1e9).toFixed(3)} s in`,

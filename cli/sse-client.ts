@@ -14,7 +14,7 @@ export interface SseMessage {
   data: string;
 }
 
-/** A message with its data left as bytes: a dense replay's client copies them out without decoding them. */
+/** A message with its data left as bytes (cli/replay-lines.ts copies a replay's out without decoding them). */
 export interface SseRawMessage {
   event: string;
   id?: string;
@@ -44,7 +44,7 @@ function eventName(bytes: Buffer, from: number, to: number): string {
 }
 
 /** The message of the block at [start, end) of `bytes` (null: none, as for a comment). */
-function parseBlock(bytes: Buffer, start: number, end: number): SseRawMessage | null {
+export function parseBlock(bytes: Buffer, start: number, end: number): SseRawMessage | null {
   let event = 'message';
   let id: string | undefined;
   let data: Buffer | null = null;
@@ -157,14 +157,15 @@ export interface EventStream {
   /** one message at a time */
   messages: AsyncGenerator<SseMessage>;
   /**
-   * Or (read one or the other) each chunk's messages at once, their data as
-   * bytes, handed to `onBatch` in the same turn the chunk is read, with no
-   * promise or generator between the socket and the reader: how a dense
-   * replay's client keeps up. A promise `onBatch` returns holds the socket
-   * (the reader's output is full) until it settles. Resolves when the stream
-   * ends or is closed; rejects on a broken connection or what `onBatch` throws.
+   * Or (read one or the other) each chunk's bytes as read, handed to
+   * `onChunk` in the same turn, with no promise or generator between the
+   * socket and the reader, which parses them its own way: how a dense
+   * replay's client keeps up (cli/replay-lines.ts). A promise `onChunk`
+   * returns holds the socket (the reader's output is full) until it settles.
+   * Resolves when the stream ends or is closed; rejects on a broken
+   * connection or what `onChunk` throws.
    */
-  listen(onBatch: (batch: SseRawMessage[]) => void | Promise<void>): Promise<void>;
+  listen(onChunk: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   close(): void;
 }
 
@@ -174,8 +175,7 @@ function eventStream(request: ClientRequest, res: IncomingMessage): EventStream 
   let settle: (() => void) | null = null;
   return {
     messages: sseMessages(res),
-    listen(onBatch) {
-      const parser = new SseByteParser();
+    listen(onChunk) {
       return new Promise<void>((resolve, reject) => {
         settle = resolve;
         const fail = (err: unknown) => {
@@ -186,9 +186,7 @@ function eventStream(request: ClientRequest, res: IncomingMessage): EventStream 
         res.on('data', (chunk: Buffer) => {
           let wait: void | Promise<void>;
           try {
-            const messages = parser.push(chunk);
-            if (messages.length === 0) return;
-            wait = onBatch(messages);
+            wait = onChunk(chunk);
           } catch (err) {
             return fail(err);
           }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { writeStore } from '../support/event-store';
 import { fetchAllPages } from '../support/events-http';
@@ -58,10 +58,103 @@ async function holdingPlays(
   };
 }
 
+/** Where a cutting proxy ends the first event stream: inside a frame's id or data line, or between frames. */
+type Cut = 'inside id' | 'inside data' | 'between frames' | 'between the two newlines';
+
+/**
+ * Where in `bytes` (a stream's response, head included) to cut at or after
+ * `from`: the bytes to forward (`at`) and the id of the last frame they hold
+ * whole; null while the frame to cut in has not all come.
+ */
+function cutPoint(bytes: Buffer, from: number, cut: Cut): { at: number; lastWhole: number } | null {
+  const frameEnd = bytes.indexOf('\n\nid: ', from);
+  if (frameEnd === -1) return null;
+  const start = frameEnd + 2;
+  const idEnd = bytes.indexOf('\n', start);
+  const dataAt = bytes.indexOf('\ndata: ', start);
+  if (idEnd === -1 || dataAt === -1 || bytes.length < dataAt + 40) return null;
+  const id = Number(bytes.toString('latin1', start + 'id: '.length, idEnd));
+  if (cut === 'inside id') return { at: start + 'id: '.length + 1, lastWhole: id - 1 };
+  if (cut === 'inside data') return { at: dataAt + 20, lastWhole: id - 1 };
+  if (cut === 'between frames') return { at: start, lastWhole: id - 1 };
+  // the frame before ends with one newline of its two: it is not whole
+  return { at: start - 1, lastWhole: id - 2 };
+}
+
+/**
+ * A TCP proxy to `target` that ends the first event stream it carries once
+ * `afterBytes` of it passed, at the `cut` (a FIN after the bytes, or a reset
+ * with `reset`), and notes the Last-Event-ID every event stream asked with.
+ */
+async function cuttingProxy(
+  target: string,
+  cut: Cut,
+  afterBytes: number,
+  reset: boolean,
+): Promise<{ url: string; asked: (string | undefined)[]; lastWhole: number | null; close(): Promise<void> }> {
+  const { hostname, port } = new URL(target);
+  const state = { asked: [] as (string | undefined)[], lastWhole: null as number | null };
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((client) => {
+    const upstream = connect(Number(port), hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined).on('close', () => sockets.delete(socket));
+    }
+    // which event stream the connection carries now (0: none); a kept-alive one carries the POSTs before
+    let stream = 0;
+    client.on('data', (chunk: Buffer) => {
+      // a request's head comes in one read (the CLI asks nothing while it waits for an answer)
+      const head = /^GET \S+\/events HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/.exec(chunk.toString('latin1'));
+      if (head) {
+        state.asked.push(/^last-event-id: *(.*)$/im.exec(head[1]!)?.[1]?.trim());
+        stream = state.asked.length;
+      }
+      upstream.write(chunk);
+    });
+    let answer = Buffer.alloc(0);
+    let forwarded = 0;
+    let cutDone = false;
+    upstream.on('data', (chunk: Buffer) => {
+      if (stream !== 1) return void client.write(chunk);
+      if (cutDone) return;
+      answer = Buffer.concat([answer, chunk]);
+      const from = answer.indexOf('\r\n\r\n') + 4 + afterBytes;
+      const point = cutPoint(answer, from, cut);
+      const to = point ? point.at : Math.min(answer.length, from);
+      if (to > forwarded) client.write(answer.subarray(forwarded, to));
+      forwarded = Math.max(forwarded, to);
+      if (!point) return;
+      cutDone = true;
+      state.lastWhole = point.lastWhole;
+      upstream.destroy();
+      if (reset) client.resetAndDestroy();
+      else client.end();
+    });
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => {
+      if (!cutDone) client.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    asked: state.asked,
+    get lastWhole() {
+      return state.lastWhole;
+    },
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
 /* Asynchronous: the daemon answering the CLI runs in this very process. */
 function kreplay(...args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { timeout: 60_000 }, (err, stdout, stderr) => {
+    const options = { timeout: 60_000, maxBuffer: 64 << 20 };
+    execFile(process.execPath, [BIN, ...args], options, (err, stdout, stderr) => {
       resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
@@ -194,4 +287,62 @@ describe('kreplay replay', () => {
     const sessions = (await api(server.url, 'GET', '')).body.sessions as Record<string, unknown>[];
     expect(sessions).toEqual([expect.objectContaining({ transaction_id: 'slow', state: 'stopped' })]);
   });
+});
+
+describe('kreplay replay, a dense session', () => {
+  /** 3,000 events over 0.3 s on two nodes, half of them tied with the other node's (ordered by id) */
+  const PER_NODE = 1500;
+  let server: ReplayServer;
+  beforeEach(async () => {
+    for (const [n, node] of ['n1', 'n2'].entries()) {
+      const events = Array.from({ length: PER_NODE }, (_, i) => ({
+        ts: T0 + BigInt(2 * i) * 100_000n + (n === 1 && i % 2 === 0 ? 100_000n : 0n),
+        txn: 'dense',
+      }));
+      writeStore(dir.path, node, events);
+    }
+    server = await startReplayServer(dir.path);
+  });
+  afterEach(() => server.close());
+
+  it.each([
+    ['inside id', 60_000, false],
+    ['inside data', 300_000, false],
+    ['between frames', 500_000, false],
+    ['between the two newlines', 700_000, false],
+    ['inside id', 450_000, true],
+    ['inside data', 900_000, true],
+  ] as [Cut, number, boolean][])(
+    'resumes after its connection drops (%s, %d bytes in, reset: %s): every event once, in order',
+    async (cut, afterBytes, reset) => {
+      const recorded = await fetchAllPages(server.url, 'transaction_id=dense');
+      expect(recorded).toHaveLength(2 * PER_NODE);
+      const proxy = await cuttingProxy(server.url, cut, afterBytes, reset);
+      try {
+        const out = await kreplay('replay', 'dense', '--server', proxy.url);
+        expect(out.stderr).toBe('');
+        expect(out.status).toBe(0);
+        const lines = out.stdout.trim().split('\n');
+        const printed = lines.map(
+          (line) => JSON.parse(line) as { event_id: string; replay_offset_ns: number },
+        );
+        // a duplicate or a loss shows in the ids; the offsets show the index each was framed with
+        expect(printed.map((event) => event.event_id)).toEqual(recorded.map((event) => event.event_id));
+        expect(printed.map((event) => event.replay_offset_ns)).toEqual(
+          recorded.map((event) => Number(event.timestamp_ns - recorded[0]!.timestamp_ns)),
+        );
+        // the stream was cut before its end, and resumed once, after the last frame the CLI had whole
+        // (a reset may lose what the CLI's socket held: then earlier)
+        const lastWhole = proxy.lastWhole!;
+        expect(lastWhole).toBeGreaterThan(0);
+        expect(lastWhole).toBeLessThan(2 * PER_NODE - 1);
+        expect(proxy.asked).toHaveLength(2);
+        expect(proxy.asked[0]).toBeUndefined();
+        if (reset) expect(Number(proxy.asked[1])).toBeLessThanOrEqual(lastWhole);
+        else expect(proxy.asked[1]).toBe(String(lastWhole));
+      } finally {
+        await proxy.close();
+      }
+    },
+  );
 });

@@ -71,6 +71,28 @@ describe('resuming a stream', () => {
     expect(ids).toEqual(Array.from({ length: 20 }, (_, i) => i));
     expect(await collect(session.history(25))).toEqual([]);
   });
+
+  it('ends a resuming stream that is past what the main thread was told of, rather than send it events twice', async () => {
+    // the clock writes to the sockets it holds before the main thread hears of the release: a client
+    // cut then asks with an id past `emitted`; a stream the main thread writes would repeat the gap
+    const fx = replayFixture(EVENTS);
+    const session = await fx.sessions.create({ transaction_id: 'tx', speed_factor: 1, extra_latency_ns: 0 });
+    const start = fx.clock.now();
+    await session.play();
+    fx.clock.advanceTo(start + offsetOf(9));
+    expect(session.record().events_emitted).toBe(10);
+    const ahead = new CapturedStream();
+    session.watch(ahead, 13);
+    const caughtUp = new CapturedStream();
+    session.watch(caughtUp, 10);
+    fx.clock.advanceTo(start + offsetOf(19));
+    await settle();
+    expect(ahead.ended).toBe(true);
+    expect(ahead.messages).toEqual([]);
+    expect(session.watchers).toBe(1);
+    expect(caughtUp.ended).toBe(false);
+    expect(caughtUp.replays().map((r) => r.id)).toEqual(Array.from({ length: 10 }, (_, i) => 10 + i));
+  });
 });
 
 describe('a history framed where it is read', () => {

@@ -1,6 +1,6 @@
 import { createServer, type ServerResponse, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { openEventStream } from '../../cli/sse-client';
+import { openEventStream, SseByteParser } from '../../cli/sse-client';
 import { waitFor } from '../support/wait';
 
 /** An event stream whose chunks the test writes; `/ping` answers at once (a round trip through the client's loop). */
@@ -33,14 +33,16 @@ const written = (res: ServerResponse, text: string) =>
   new Promise<void>((resolve) => res.write(text, () => resolve()));
 
 describe('EventStream.listen', () => {
-  it('hands each chunk its messages, holds the socket while a batch is not done, ends with the stream', async () => {
+  it('hands each chunk over as read, holds the socket while a batch is not done, ends with the stream', async () => {
     const server = await streamServer();
     try {
       const events = await openEventStream(`${server.url}/events`);
       const res = await server.stream;
       const log: string[] = [];
       let release: () => void = () => undefined;
-      const listening = events.listen((batch) => {
+      const parser = new SseByteParser();
+      const listening = events.listen((chunk) => {
+        const batch = parser.push(chunk);
         log.push(batch.map((m) => `${m.event}:${m.id}:${m.data.toString()}`).join(' '));
         if (log.length === 1) return new Promise<void>((resolve) => (release = resolve));
       });

@@ -247,14 +247,24 @@ export class ReplaySession {
   /**
    * Sends the session's frames to `watcher` from now on, after one state
    * event; where the clock can write to the watcher's socket itself, it is
-   * handed over, so its frames do not wait for the main thread.
+   * handed over, so its frames do not wait for the main thread. `from`: the
+   * first event a resuming stream still needs (its history brought it the
+   * ones before).
    */
-  watch(watcher: Watcher): void {
+  watch(watcher: Watcher, from = 0): void {
     const sockets = this.player.sockets;
     const first = sseFrame('state', this.json());
+    // the clock writes frames before this thread hears of them, so a resuming client may have had
+    // frames past `emitted`: it gets them from where it is, not twice
+    const next = Math.max(from, this.player.emitted);
     // releases made meanwhile run after this: their frames and state events reach the watcher through the clock
-    if (this.state !== 'stopped' && sockets && watcher.handOver?.(sockets, this.player.emitted, first)) {
+    if (this.state !== 'stopped' && sockets && watcher.handOver?.(sockets, next, first)) {
       this.broadcast.add(watcher);
+      return;
+    }
+    // this thread's frames start at `emitted`: a client past it ends here and resumes once it is not
+    if (next > this.player.emitted) {
+      watcher.end();
       return;
     }
     this.broadcast.add(watcher);

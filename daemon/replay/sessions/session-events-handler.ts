@@ -47,6 +47,7 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
       } while (!watcher.idle && (await watcher.drained()));
     } else await watcher.drained();
     if (!watcher.open) return;
-    sessions.watch(session, watcher);
+    // a resuming client has every event before `from`, some perhaps past what this thread has heard of
+    sessions.watch(session, watcher, lastEventId === undefined ? undefined : from);
   };
 }

@@ -171,10 +171,10 @@ export class ReplaySessions {
     this.file.save();
   }
 
-  /** Attaches a stream, unless the daemon is shutting down meanwhile. */
-  watch(session: ReplaySession, watcher: Watcher): void {
+  /** Attaches a stream (`from`: ReplaySession.watch), unless the daemon is shutting down meanwhile. */
+  watch(session: ReplaySession, watcher: Watcher, from?: number): void {
     if (this.closed) watcher.end();
-    else session.watch(watcher);
+    else session.watch(watcher, from);
   }
 
   /** Pauses what plays, ends every stream, and saves the sessions for the next start. */
