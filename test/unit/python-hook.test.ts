@@ -297,6 +297,142 @@ print(__import__("json").dumps({name: round(n / N, 1) for name, n in calls.items
     expect(callbacks).toBeGreaterThanOrEqual(3);
   });
 
+  it("costs a real gunicorn gthread + Flask request one head: Flask's call inside gunicorn's unit makes none", () => {
+    // Debian's gunicorn (its master, then the worker it forks, the hook queued before the fork) and
+    // Flask; the calls into the hook's functions (its namespace's) counted by sys.setprofile on the
+    // worker's threads, over keep-alive requests of a client thread in the master
+    const out = run(`import collections, http.client, json, os, signal, sys, threading
+${bootstrap}
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+calls, N = collections.Counter(), 200
+def profile(frame, event, arg):
+    if event == "call" and frame.f_globals.get("__name__") == "_kreplay_python_hook_boot":
+        calls[frame.f_code.co_name] += 1
+app = Flask("counted")
+@app.get("/")
+def index():
+    return "ok"
+@app.get("/reset")
+def reset():
+    calls.clear()
+    return "ok"
+@app.get("/calls")
+def counted():
+    return json.dumps({name: round(n / N, 1) for name, n in calls.items() if round(n / N, 1)})
+def client(port, printed):
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    def get(path, i=0):
+        connection.request("GET", path, headers={"traceparent": "00-%032x-%016x-01" % (i + 1, i + 1), "x-request-id": "r%d" % i})
+        return connection.getresponse().read().decode()
+    for i in range(20):
+        get("/", i)
+    get("/reset")
+    for i in range(N):
+        get("/", i)
+    printed.append(get("/calls"))
+    os.kill(os.getpid(), signal.SIGTERM)
+class Server(BaseApplication):
+    def load_config(self):
+        for key, value in {"bind": "127.0.0.1:0", "worker_class": "gthread", "workers": 1, "threads": 4, "loglevel": "critical",
+                           "post_fork": lambda server, worker: (sys.setprofile(profile), threading.setprofile(profile)),
+                           "when_ready": lambda server: threading.Thread(target=client, args=(server.LISTENERS[0].sock.getsockname()[1], printed)).start()}.items():
+            self.cfg.set(key, value)
+    def load(self):
+        return app
+printed = []
+try:
+    Server().run()
+except SystemExit:
+    pass
+print(printed[0])
+`);
+    // gunicorn's handle_request opens the unit when wsgi.create makes the environ, and Flask's call
+    // inside it makes no head of its own (on main: wsgi_head twice, four list comprehensions)
+    expect(JSON.parse(out)).toEqual({
+      __init__: 1,
+      _run: 1,
+      serve: 1,
+      _make: 1,
+      '<lambda>': 1,
+      open_in_scope: 1,
+      __call__: 1,
+      open_request: 2,
+      greenlets_followed: 1,
+      wsgi_head: 1,
+      '<listcomp>': 1,
+      http_head: 1,
+      open_unit: 1,
+      slot: 2,
+      send: 2,
+      close_request: 2,
+      close_unit: 1,
+    });
+  });
+
+  it("costs a real uvicorn + Starlette request one head: Starlette's call inside uvicorn's unit makes none", () => {
+    // Debian's uvicorn (h11, asyncio) and Starlette on the main thread, whose calls into the hook's
+    // functions are counted by sys.setprofile; keep-alive requests from a client thread
+    const out = run(`import collections, http.client, socket, sys, threading
+${bootstrap}
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+calls, N, counting = collections.Counter(), 200, [False]
+def profile(frame, event, arg):
+    if counting[0] and event == "call" and frame.f_globals.get("__name__") == "_kreplay_python_hook_boot":
+        calls[frame.f_code.co_name] += 1
+async def index(request):
+    return PlainTextResponse("ok")
+listening = socket.socket()
+# the accepted connection's small writes are not held for the client's delayed ACK (40 ms a request)
+listening.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+listening.bind(("127.0.0.1", 0))
+server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/", index)]), log_level="critical", loop="asyncio", http="h11"))
+def client():
+    while not server.started:
+        threading.Event().wait(0.01)
+    connection = http.client.HTTPConnection(*listening.getsockname())
+    for i in range(20 + N):
+        counting[0] = i >= 20
+        connection.request("GET", "/", headers={"traceparent": "00-%032x-%016x-01" % (i + 1, i + 1), "x-request-id": "r%d" % i, "accept": "*/*"})
+        connection.getresponse().read()
+    counting[0] = False
+    server.should_exit = True
+threading.Thread(target=client).start()
+sys.setprofile(profile)
+server.run(sockets=[listening])
+sys.setprofile(None)
+print(__import__("json").dumps({name: round(n / N, 1) for name, n in calls.items() if round(n / N, 1)}))
+`);
+    // uvicorn's cycle opens the unit from the scope; Starlette's call inside it makes no head (on
+    // main: asgi_head twice, a header dictionary's list comprehension twice)
+    // (the loop thread's slot registers again at most every 0.1 s: a matter of the requests' pace)
+    const {
+      _run: callbacks,
+      register: _register,
+      write_signal: _written,
+      ...perRequest
+    } = JSON.parse(out) as Record<string, number>;
+    expect(perRequest).toEqual({
+      __call__: 2,
+      '<lambda>': 2,
+      asgi_request: 2,
+      open_request: 2,
+      greenlets_followed: 1,
+      asgi_head: 1,
+      '<listcomp>': 1,
+      http_head: 1,
+      open_unit: 1,
+      slot: 2,
+      send: 2,
+      close_request: 2,
+      close_unit: 1,
+    });
+    expect(callbacks).toBeGreaterThanOrEqual(1);
+  });
+
   it('raises nothing, and prints nothing, when the hook is broken', () => {
     expect(run(`${pythonBootstrap('def broken(:\n')}print("still running")`)).toBe('still running\n');
     expect(() => pythonBootstrap('caf\u00e9 = 1\n')).toThrow('printable ASCII');

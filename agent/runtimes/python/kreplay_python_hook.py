@@ -63,6 +63,8 @@ IMPORTLIB = "<frozen importlib._bootstrap>"
 VALUE_MAX = 256
 PATH_MAX = 512
 HEADERS = ("traceparent", "x-request-id")
+# their keys in a WSGI environ
+WSGI_HEADERS = tuple((name, "HTTP_" + name.upper().replace("-", "_")) for name in HEADERS)
 
 
 def http_head(method, path, headers, limit):
@@ -522,14 +524,15 @@ def install(signal):
             mine.traced = previous
         return True
 
-    def open_request(method, path, headers):
-        """A unit for the request this thread (or task, or greenlet) serves from now on: (unit, token),
-        (0, None) when it serves one already (an ASGI server's and its framework's both call here)."""
+    def open_request(head_of, request):
+        """A unit for the request this thread (or task, or greenlet) serves from now on, its head made by
+        head_of(request): (unit, token), (0, None) when it serves one already (a server's call and its
+        framework's inside it both call here: the inner one makes no head)."""
         if unit_var.get():
             return 0, None
         if not greenlets_followed():
             return 0, None
-        unit = open_unit(http_head(method, path, headers, head_max))
+        unit = open_unit(http_head(*head_of(request), head_max))
         return unit, unit_var.set(unit)
 
     def close_request(unit, token):
@@ -545,8 +548,8 @@ def install(signal):
         query = environ.get("QUERY_STRING")
         if query and "?" not in path:
             path += "?" + query
-        picked = [(name, environ.get("HTTP_" + name.upper().replace("-", "_"))) for name in HEADERS]
-        return environ.get("REQUEST_METHOD"), path, [(n, v) for n, v in picked if v is not None]
+        headers = [(name, value) for name, key in WSGI_HEADERS if (value := environ.get(key)) is not None]
+        return environ.get("REQUEST_METHOD"), path, headers
 
     # WSGI: a unit per call of the application, closed when it returns (a framework's __call__ runs
     # the view and builds the response). Patched on the class: a server holding the application
@@ -557,7 +560,7 @@ def install(signal):
             try:
                 if unpatched:
                     retry_unpatched()
-                unit, token = open_request(*wsgi_head(environ))
+                unit, token = open_request(wsgi_head, environ)
             except Exception:
                 pass
             try:
@@ -606,7 +609,7 @@ def install(signal):
             return
         if unpatched:
             retry_unpatched()
-        opened.append(open_request(*wsgi_head(environ)))
+        opened.append(open_request(wsgi_head, environ))
 
     def environ_maker(environ_of):
         """Wraps what makes a request's environ: its unit opens once it is made."""
@@ -654,7 +657,7 @@ def install(signal):
         events = sys.modules["asyncio.events"]
         if not isinstance(events.get_running_loop(), switching_loops[0]):
             return 0, None
-        return open_request(*asgi_head(scope))
+        return open_request(asgi_head, scope)
 
     # ASGI: a unit per call with an http scope, in the call's own task, closed when it returns (the
     # response sent, background tasks run). uvicorn's request cycle is wrapped (any application:
