@@ -10,7 +10,7 @@
  * data lines, other fields) goes to the general parser, whose messages are
  * the reference (test/unit/replay-lines.test.ts).
  */
-import { parseBlock, type SseMessage } from './sse-client';
+import { completeBlock, parseBlock, type SseMessage } from './sse-client';
 
 /** What one read completed. */
 export interface ReplayRead {
@@ -79,17 +79,13 @@ export class ReplayLines {
     const others: SseMessage[] = [];
     let start = 0;
     if (this.rest) {
-      // joined with its end alone, not with the whole read (copying 64 KiB a read cost more than parsing it)
-      const rest = this.rest;
-      const across = rest[rest.length - 1] === NEWLINE && chunk[0] === NEWLINE;
-      const end = across ? 0 : chunk.indexOf(BLOCK_END);
-      if (end === -1) {
-        this.rest = Buffer.concat([rest, chunk]);
+      const joined = completeBlock(this.rest, chunk);
+      if (joined.block === null) {
+        this.rest = joined.rest;
         return this.read(chunk, others);
       }
-      start = across ? 1 : end + 2;
-      const block = Buffer.concat([rest, chunk.subarray(0, start)]);
-      this.general(block, 0, block.length - 2, others);
+      start = joined.start;
+      this.general(joined.block, 0, joined.block.length - 2, others);
     }
     this.rest = null;
     while (start < chunk.length) {

@@ -69,35 +69,47 @@ export function parseBlock(bytes: Buffer, start: number, end: number): SseRawMes
 }
 
 /**
+ * A block begun in an earlier read (`rest`, never holding a block's end)
+ * and what `bytes` brings of it: the whole block, its two newlines last, and
+ * where the next block starts in `bytes`; or, when `bytes` does not end it
+ * either, the two joined (`block` null). Joined with its end alone, not with
+ * the whole read: a reader behind a dense stream gets reads of 64 KiB, and
+ * copying each one again (into memory newly allocated, so faulted in) cost
+ * more than parsing it.
+ */
+export function completeBlock(
+  rest: Buffer,
+  bytes: Buffer,
+): { block: Buffer; start: number } | { block: null; rest: Buffer } {
+  // the first block end in rest + bytes is either across the two (rest ends with a newline, bytes
+  // start with one) or the first in bytes
+  const across = rest[rest.length - 1] === NEWLINE && bytes[0] === NEWLINE;
+  const end = across ? 0 : bytes.indexOf(BLOCK_END);
+  if (end === -1) return { block: null, rest: Buffer.concat([rest, bytes]) };
+  const start = across ? 1 : end + 2;
+  return { block: Buffer.concat([rest, bytes.subarray(0, start)]), start };
+}
+
+/**
  * Splits an event stream into messages as its bytes come, without decoding
  * the data (UTF-8 never holds a newline byte inside a character).
  */
 export class SseByteParser {
   private rest: Buffer | null = null;
 
-  /**
-   * The messages that `chunk` completes. A block begun in an earlier chunk
-   * is joined with its end alone, not with the whole chunk: a reader behind
-   * a dense stream gets chunks of 64 KiB, and copying each one again (into
-   * memory newly allocated, so faulted in) cost more than parsing it.
-   */
+  /** The messages that `chunk` completes (a block begun in an earlier chunk: completeBlock). */
   push(chunk: Uint8Array): SseRawMessage[] {
     const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     const messages: SseRawMessage[] = [];
     let start = 0;
     if (this.rest) {
-      const rest = this.rest;
-      // what is left never holds a block's end, so the first one in rest + chunk is either across
-      // the two (rest ends with a newline, the chunk starts with one) or the chunk's first
-      const across = rest[rest.length - 1] === NEWLINE && bytes[0] === NEWLINE;
-      const end = across ? 0 : bytes.indexOf(BLOCK_END);
-      if (end === -1) {
-        this.rest = Buffer.concat([rest, bytes]);
+      const joined = completeBlock(this.rest, bytes);
+      if (joined.block === null) {
+        this.rest = joined.rest;
         return messages;
       }
-      start = across ? 1 : end + 2;
-      const block = Buffer.concat([rest, bytes.subarray(0, start)]);
-      const message = parseBlock(block, 0, block.length - 2);
+      start = joined.start;
+      const message = parseBlock(joined.block, 0, joined.block.length - 2);
       if (message) messages.push(message);
     }
     for (let end = bytes.indexOf(BLOCK_END, start); end !== -1; end = bytes.indexOf(BLOCK_END, start)) {
