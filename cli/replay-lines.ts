@@ -10,7 +10,8 @@
  * data lines, other fields) goes to the general parser, whose messages are
  * the reference (test/unit/replay-lines.test.ts).
  */
-import { completeBlock, parseBlock, type SseMessage } from './sse-client';
+import { EVENT_ID_DIGITS } from '../core/replay/event-id';
+import { BLOCK_END, completeBlock, NEWLINE, parseBlock, type SseMessage } from './sse-client';
 
 /** What one read completed. */
 export interface ReplayRead {
@@ -27,15 +28,11 @@ export interface ReplayRead {
   others: SseMessage[];
 }
 
-const NEWLINE = 10;
 const ZERO = 48;
 const NINE = 57;
-const BLOCK_END = Buffer.from('\n\n');
 const ID = Buffer.from('id: ');
 /** what follows a replay frame's id line, up to its data */
 const REPLAY_DATA = Buffer.from('event: replay\ndata: ');
-/** a frame's id has at most this many digits (the daemon's Last-Event-ID bound) */
-const ID_DIGITS = 15;
 /** a socket reads up to 64 KiB at a time: room for one, and a block begun before it */
 const MIN_OUT = 128 << 10;
 
@@ -121,10 +118,15 @@ export class ReplayLines {
     if (id < 0) return id;
     const digits = start + id;
     let eol = digits;
-    while (eol < bytes.length && eol - digits <= ID_DIGITS && bytes[eol]! >= ZERO && bytes[eol]! <= NINE)
+    while (
+      eol < bytes.length &&
+      eol - digits <= EVENT_ID_DIGITS &&
+      bytes[eol]! >= ZERO &&
+      bytes[eol]! <= NINE
+    )
       eol++;
     if (eol === bytes.length) return -2;
-    if (eol === digits || eol - digits > ID_DIGITS || bytes[eol] !== NEWLINE) return -1;
+    if (eol === digits || eol - digits > EVENT_ID_DIGITS || bytes[eol] !== NEWLINE) return -1;
     const head = match(bytes, eol + 1, REPLAY_DATA);
     if (head < 0) return head;
     const data = eol + 1 + head;

@@ -21,11 +21,12 @@ export interface SseRawMessage {
   data: Buffer;
 }
 
-const NEWLINE = 10;
+export const NEWLINE = 10;
 const COLON = 58;
 const SPACE = 32;
 const NEWLINE_BYTES = Buffer.from('\n');
-const BLOCK_END = Buffer.from('\n\n');
+/** the end of a block (a message): an empty line */
+export const BLOCK_END = Buffer.from('\n\n');
 
 /** Whether the field name at [start, colon) of `bytes` is `name` (ASCII). */
 function isField(bytes: Buffer, start: number, colon: number, name: string): boolean {

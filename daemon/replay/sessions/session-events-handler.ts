@@ -10,8 +10,9 @@ import { badRequest } from '../../http/problem';
 import type { StreamLimits } from '../stream/stream-limits';
 import type { ReplaySessions } from './session-service';
 import { SseWatcher } from '../stream/sse-watcher';
+import { EVENT_ID_DIGITS } from '../../../core/replay/event-id';
 
-const EVENT_ID = /^\d{1,15}$/;
+const EVENT_ID = new RegExp(`^\\d{1,${EVENT_ID_DIGITS}}$`);
 
 export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLimits): RequestHandler {
   return async (req, res) => {
@@ -21,7 +22,8 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
       throw badRequest([
         { param: 'Last-Event-ID', message: 'expected the id of a replay event, a non-negative integer' },
       ]);
-    let from = Number(lastEventId) + 1;
+    // the first event the client does not have yet (0 for a new client, which starts live)
+    let from = lastEventId === undefined ? 0 : Number(lastEventId) + 1;
     // the history's first page is read before the stream starts: a store that fails answers a problem
     let history = lastEventId === undefined ? undefined : session.history(from);
     let first = await history?.next();
@@ -48,6 +50,6 @@ export function sessionEventsHandler(sessions: ReplaySessions, limits: StreamLim
     } else await watcher.drained();
     if (!watcher.open) return;
     // a resuming client has every event before `from`, some perhaps past what this thread has heard of
-    sessions.watch(session, watcher, lastEventId === undefined ? undefined : from);
+    sessions.watch(session, watcher, from);
   };
 }
