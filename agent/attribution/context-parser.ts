@@ -4,9 +4,15 @@
  * the kernel copied; the kernel does no validation.
  */
 export const MARKER_PREFIX = 'KREPLAY-CTX';
+const CONTEXT_VALUE_CHARACTER = '[A-Za-z0-9._:/@-]';
+const CONTEXT_VALUE_MAX = 128;
 /** What a transaction or trace id in a marker may hold; `kreplay run` checks its flags against it too. */
-export const CONTEXT_VALUE = /^[A-Za-z0-9._:/@-]{1,128}$/;
-export const CONTEXT_VALUE_RULE = '1..128 characters of [A-Za-z0-9._:/@-]';
+export const CONTEXT_VALUE = new RegExp(`^${CONTEXT_VALUE_CHARACTER}{1,${CONTEXT_VALUE_MAX}}$`);
+export const CONTEXT_VALUE_RULE = `1..${CONTEXT_VALUE_MAX} characters of ${CONTEXT_VALUE_CHARACTER}`;
+/* CONTEXT_VALUE's characters, by latin1 byte: a head's x-request-id is checked in place, its string made only when valid */
+const CONTEXT_VALUE_BYTES = Uint8Array.from({ length: 256 }, (_, c) =>
+  new RegExp(CONTEXT_VALUE_CHARACTER).test(String.fromCharCode(c)) ? 1 : 0,
+);
 const MARKER_KEYS = { txn: 'transactionId', trace: 'traceId' } as const;
 
 export interface TraceContext {
@@ -112,29 +118,29 @@ function isHeaderName(b: Uint8Array, from: number, to: number, name: string): bo
   return true;
 }
 
-/** b[from, to) trimmed, as its own string. */
-function trimmedValue(b: Buffer, from: number, to: number): string {
+/** b[from, to) trimmed, as its own string when CONTEXT_VALUE holds it (latin1), else null. */
+function contextValue(b: Buffer, from: number, to: number): string | null {
   from = trimStart(b, from, to);
   to = trimEnd(b, from, to);
+  if (to === from || to - from > CONTEXT_VALUE_MAX) return null;
+  for (let i = from; i < to; i++) if (CONTEXT_VALUE_BYTES[b[i]!] === 0) return null;
   return b.toString('latin1', from, to);
 }
 
-/* A lower-case hex digit's value, -1 for any other byte. */
-function hexDigit(c: number): number {
-  if (c >= 0x30 && c <= 0x39) return c - 0x30;
-  if (c >= 0x61 && c <= 0x66) return c - 0x57;
-  return -1;
-}
+/* A lower-case hex digit's value by byte, -1 for any other byte: a table, read ~50 times a traceparent */
+const HEX_DIGITS = Int8Array.from({ length: 256 }, (_, c) =>
+  c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1,
+);
 
 /* Whether b[from, to) is lower-case hex, and (nonZero) not all zeros. */
 function isHex(b: Uint8Array, from: number, to: number, nonZero: boolean): boolean {
-  let any = !nonZero;
+  let digits = 0;
   for (let i = from; i < to; i++) {
-    const d = hexDigit(b[i]!);
+    const d = HEX_DIGITS[b[i]!]!;
     if (d === -1) return false;
-    if (d !== 0) any = true;
+    digits |= d;
   }
-  return any;
+  return !nonZero || digits !== 0;
 }
 
 /* Whether b[from, from + text.length) is `text` (ASCII). */
@@ -173,30 +179,21 @@ export function isStartLine(b: Uint8Array, to: number): boolean {
 
 const TRACEPARENT_BYTES = 55;
 
-interface Traceparent {
-  traceId: string;
-  parentSpanId: string;
-  traceFlags: number;
-}
-
 /**
- * A W3C traceparent, b[from, to) trimmed: `VV-TRACE32-SPAN16-FF`, lower-case hex. Version ff and
- * all-zero ids are invalid; version 00 has exactly these four fields.
+ * Where a W3C traceparent starts in b[from, to) trimmed, -1 when there is none:
+ * `VV-TRACE32-SPAN16-FF`, lower-case hex. Version ff and all-zero ids are invalid; version 00 has
+ * exactly these four fields. Its ids become strings only once it is known valid.
  */
-function parseTraceparent(b: Buffer, from: number, to: number): Traceparent | null {
+function traceparentAt(b: Uint8Array, from: number, to: number): number {
   from = trimStart(b, from, to);
   to = trimEnd(b, from, to);
-  if (to - from !== TRACEPARENT_BYTES) return null;
+  if (to - from !== TRACEPARENT_BYTES) return -1;
   const s = from;
-  if (b[s + 2] !== DASH || b[s + 35] !== DASH || b[s + 52] !== DASH) return null;
-  if (!isHex(b, s, s + 2, false) || (b[s] === 0x66 && b[s + 1] === 0x66)) return null;
+  if (b[s + 2] !== DASH || b[s + 35] !== DASH || b[s + 52] !== DASH) return -1;
+  if (!isHex(b, s, s + 2, false) || (b[s] === 0x66 && b[s + 1] === 0x66)) return -1;
   if (!isHex(b, s + 3, s + 35, true) || !isHex(b, s + 36, s + 52, true) || !isHex(b, s + 53, s + 55, false))
-    return null;
-  return {
-    traceId: b.toString('latin1', s + 3, s + 35),
-    parentSpanId: b.toString('latin1', s + 36, s + 52),
-    traceFlags: hexDigit(b[s + 53]!) * 16 + hexDigit(b[s + 54]!),
-  };
+    return -1;
+  return s;
 }
 
 /**
@@ -218,8 +215,10 @@ export function parseHttpHead(b: Buffer, blankLine = headEnd(b)): TraceContext |
   if (!isStartLine(b, newline < end && b[newline - 1] === CR ? newline - 1 : newline)) return null;
   let traceparentFrom = -1;
   let traceparentTo = -1;
-  let requestId: string | null = null;
-  for (let from = newline + 1; from <= end && (traceparentFrom === -1 || requestId === null);) {
+  // the first x-request-id line's value, as offsets: its string is made once it is known valid
+  let requestIdFrom = -1;
+  let requestIdTo = -1;
+  for (let from = newline + 1; from <= end && (traceparentFrom === -1 || requestIdFrom === -1);) {
     let next = indexOfByte(b, LF, from, end);
     if (next === -1) next = end;
     // a line ends before its newline's \r; the head's last line (no newline) keeps a \r it ends with
@@ -229,19 +228,22 @@ export function parseHttpHead(b: Buffer, blankLine = headEnd(b)): TraceContext |
       if (traceparentFrom === -1 && isHeaderName(b, from, colon, 'traceparent')) {
         traceparentFrom = colon + 1;
         traceparentTo = to;
-      } else if (requestId === null && isHeaderName(b, from, colon, 'x-request-id'))
-        requestId = trimmedValue(b, colon + 1, to);
+      } else if (requestIdFrom === -1 && isHeaderName(b, from, colon, 'x-request-id')) {
+        requestIdFrom = colon + 1;
+        requestIdTo = to;
+      }
     }
     from = next + 1;
   }
-  const transactionId = requestId !== null && CONTEXT_VALUE.test(requestId) ? requestId : null;
-  const trace = traceparentFrom === -1 ? null : parseTraceparent(b, traceparentFrom, traceparentTo);
-  if (!trace) return transactionId === null ? null : { traceId: null, transactionId };
+  const transactionId = requestIdFrom === -1 ? null : contextValue(b, requestIdFrom, requestIdTo);
+  const s = traceparentFrom === -1 ? -1 : traceparentAt(b, traceparentFrom, traceparentTo);
+  if (s === -1) return transactionId === null ? null : { traceId: null, transactionId };
+  const traceId = b.toString('latin1', s + 3, s + 35);
   return {
-    traceId: trace.traceId,
-    transactionId: transactionId ?? trace.traceId,
-    parentSpanId: trace.parentSpanId,
-    traceFlags: trace.traceFlags,
+    traceId,
+    transactionId: transactionId ?? traceId,
+    parentSpanId: b.toString('latin1', s + 36, s + 52),
+    traceFlags: HEX_DIGITS[b[s + 53]!]! * 16 + HEX_DIGITS[b[s + 54]!]!,
   };
 }
 

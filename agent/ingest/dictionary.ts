@@ -17,6 +17,18 @@ export type ContextEntry = [
 /** kind: enum kr_target_kind */
 export type TargetEntry = [id: number, kind: number, value: string];
 
+/**
+ * A context's four fields as the decoder's resolutions hold them (absent span and flags: null). The
+ * dictionary remembers the object it is given, not a copy: a tuple of its own cost 88 bytes a new
+ * context, kept as long as the context and copied by each scavenge it survives (issue 46).
+ */
+export interface ContextFields {
+  readonly transactionId: string | null;
+  readonly traceId: string | null;
+  readonly parentSpanId?: string | null;
+  readonly traceFlags?: number | null;
+}
+
 export interface NewNames {
   services: NameEntry[];
   comms: NameEntry[];
@@ -76,13 +88,18 @@ function hashText(h: number, text: string | null): number {
 }
 
 function sameContext(
-  e: ContextEntry,
+  e: ContextFields,
   txn: string | null,
   trace: string | null,
   span: string | null,
   flags: number | null,
 ): boolean {
-  return e[1] === txn && e[2] === trace && e[3] === span && e[4] === flags;
+  return (
+    e.transactionId === txn &&
+    e.traceId === trace &&
+    (e.parentSpanId ?? null) === span &&
+    (e.traceFlags ?? null) === flags
+  );
 }
 
 /*
@@ -95,7 +112,7 @@ class ContextTable {
   /* each slot's store id: 0 empty, REMOVED, else the id of entries[slot] */
   private readonly ids: Float64Array;
   private readonly hashes: Int32Array;
-  private readonly entries: (ContextEntry | undefined)[];
+  private readonly entries: (ContextFields | undefined)[];
   private readonly mask: number;
   /* slots not empty (live or REMOVED): the table turns over when they reach half */
   used = 0;
@@ -105,7 +122,7 @@ class ContextTable {
     const slots = 2 ** Math.ceil(Math.log2(Math.max(2, limit) * 2));
     this.ids = new Float64Array(slots);
     this.hashes = new Int32Array(slots);
-    this.entries = new Array<ContextEntry | undefined>(slots).fill(undefined);
+    this.entries = new Array<ContextFields | undefined>(slots).fill(undefined);
     this.mask = slots - 1;
   }
 
@@ -138,13 +155,17 @@ class ContextTable {
     return this.ids[slot]!;
   }
 
-  /** Remembers the entry unless its run of slots is past MAX_PROBES long (then it goes unremembered). */
-  insert(hash: number, entry: ContextEntry): void {
+  fieldsAt(slot: number): ContextFields {
+    return this.entries[slot]!;
+  }
+
+  /** Remembers the context unless its run of slots is past MAX_PROBES long (then it goes unremembered). */
+  insert(hash: number, id: number, fields: ContextFields): void {
     for (let n = 0, slot = hash & this.mask; n < MAX_PROBES; n++, slot = (slot + 1) & this.mask) {
       if (this.ids[slot] !== 0) continue;
-      this.ids[slot] = entry[0];
+      this.ids[slot] = id;
       this.hashes[slot] = hash;
-      this.entries[slot] = entry;
+      this.entries[slot] = fields;
       this.used++;
       this.live++;
       return;
@@ -199,7 +220,7 @@ export class ContextDictionary {
         const old = this.old.find(hash, txn, trace, span, flags);
         if (old !== -1) this.old.remove(old);
       }
-      this.remember(hash, entry);
+      this.remember(hash, id, { transactionId: txn, traceId: trace, parentSpanId: span, traceFlags: flags });
       this.nextId = Math.max(this.nextId, id + 1);
     }
   }
@@ -210,14 +231,14 @@ export class ContextDictionary {
   }
 
   /* An entry the young generation does not hold goes into it (past half the capacity, into a new one). */
-  private remember(hash: number, entry: ContextEntry): void {
+  private remember(hash: number, id: number, fields: ContextFields): void {
     if (this.young.full) {
       const young = this.old;
       young.clear();
       this.old = this.young;
       this.young = young;
     }
-    this.young.insert(hash, entry);
+    this.young.insert(hash, id, fields);
   }
 
   id(
@@ -226,22 +247,32 @@ export class ContextDictionary {
     parentSpanId: string | null = null,
     traceFlags: number | null = null,
   ): number {
+    return this.idOf({ transactionId, traceId, parentSpanId, traceFlags });
+  }
+
+  /** The context's id; a new context is remembered as this object, whose four fields must not change. */
+  idOf(context: ContextFields): number {
+    const { transactionId, traceId } = context;
     if (transactionId === null && traceId === null) return 0;
+    const parentSpanId = context.parentSpanId ?? null;
+    const traceFlags = context.traceFlags ?? null;
     const hash = this.hash(transactionId, traceId, parentSpanId, traceFlags);
     // per event batch's context: one probe when young, the fewest otherwise (issue 46)
     const slot = this.young.find(hash, transactionId, traceId, parentSpanId, traceFlags);
     if (slot !== -1) return this.young.idAt(slot);
     const old = this.old.find(hash, transactionId, traceId, parentSpanId, traceFlags);
-    let entry: ContextEntry;
+    let id: number;
+    let fields = context;
     if (old === -1) {
-      entry = [this.nextId++, transactionId, traceId, parentSpanId, traceFlags];
-      this.pending.push(entry);
+      id = this.nextId++;
+      this.pending.push([id, transactionId, traceId, parentSpanId, traceFlags]);
     } else {
-      entry = [this.old.idAt(old), transactionId, traceId, parentSpanId, traceFlags];
+      id = this.old.idAt(old);
+      fields = this.old.fieldsAt(old);
       this.old.remove(old);
     }
-    this.remember(hash, entry);
-    return entry[0];
+    this.remember(hash, id, fields);
+    return id;
   }
 
   /** Forgets contexts the store removed, so they are never referenced again. */

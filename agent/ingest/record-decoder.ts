@@ -345,12 +345,8 @@ export class RecordDecoder {
     const context = this.contexts.lookup(kernelId);
     let id = context.storeOwner === this.storeToken ? context.storeId : 0;
     if (id === 0) {
-      id = this.dictionaries.contexts.id(
-        context.transactionId,
-        context.traceId,
-        context.parentSpanId ?? null,
-        context.traceFlags ?? null,
-      );
+      // the dictionary keeps the resolution itself (its four fields never change), not a copy
+      id = this.dictionaries.contexts.idOf(context);
       // 0 (no context, NO_CONTEXT among them: frozen) needs no dictionary anyway
       if (id !== 0) {
         context.storeId = id;

@@ -76,12 +76,25 @@ describe('ContextDictionary against a model of its rule', () => {
           texts[random(5)]!,
           random(3) === 0 ? null : random(3),
         ] as const;
-        got.push(dictionary.id(...tuple), dictionary.size);
+        // every other tuple as the decoder gives it: a resolution, no span or flags left undefined
+        const [transactionId, traceId, span, flags] = tuple;
+        const id =
+          n % 2 === 0
+            ? dictionary.id(...tuple)
+            : dictionary.idOf({
+                transactionId,
+                traceId,
+                ...(span === null ? {} : { parentSpanId: span }),
+                ...(flags === null ? {} : { traceFlags: flags }),
+              });
+        got.push(id, dictionary.size);
         want.push(model.id(...tuple), model.size);
       }
       expect(got).toEqual(want);
       const pending = dictionary.takePending();
       expect(pending.map(([id]) => id)).toEqual(pending.map((_, i) => i + 1));
+      // the store is handed each new context's fields, absent ones as null
+      expect(pending.every((entry) => entry.length === 5 && !entry.includes(undefined as never))).toBe(true);
     }
   });
 

@@ -213,6 +213,14 @@ describe('parseHttpHead, read in place', () => {
       `traceparent:${tp}`,
       '\r\ntraceparent: ' + tp,
       '\r\nx-request-id: r2\r',
+      // x-request-id values at CONTEXT_VALUE's edges, checked in place
+      'a'.repeat(128),
+      'b'.repeat(129),
+      'A.z:0/9@_-',
+      'r,3',
+      'r\u00e4',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff',
+      'fe-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-a0',
     ];
     // a fixed seed: the same heads every run
     let seed = 46;
@@ -225,6 +233,29 @@ describe('parseHttpHead, read in place', () => {
       expect([head, parseHttpHead(bytes)]).toEqual([head, byLines(bytes.toString('latin1'))]);
       expect([head, headEnd(bytes)]).toEqual([head, bytes.toString('latin1').indexOf('\r\n\r\n')]);
     }
+  });
+});
+
+describe('parseHttpHead, its strings', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  /* The strings a head's parse makes: only those of the context it returns (each a request, kept with the context). */
+  function stringsMade(head: string): number {
+    const bytes = latin1(head);
+    const toString = jest.spyOn(Buffer.prototype, 'toString');
+    parseHttpHead(bytes);
+    const made = toString.mock.calls.length;
+    toString.mockRestore();
+    return made;
+  }
+
+  it('makes no string of an x-request-id it does not keep, and none of an invalid traceparent', () => {
+    const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    expect(stringsMade(`GET / HTTP/1.1\r\nx-request-id: not valid\r\ntraceparent: ${tp}\r\n\r\n`)).toBe(2);
+    expect(stringsMade('GET / HTTP/1.1\r\nx-request-id: a,b\r\ntraceparent: 00-zz-01\r\n\r\n')).toBe(0);
+    expect(stringsMade(`GET / HTTP/1.1\r\nx-request-id: ${'r'.repeat(129)}\r\n\r\n`)).toBe(0);
+    // what it keeps: the request id, the trace id and the parent span
+    expect(stringsMade(`GET / HTTP/1.1\r\nx-request-id: req-1\r\ntraceparent: ${tp}\r\n\r\n`)).toBe(3);
   });
 });
 
