@@ -80,6 +80,18 @@ export interface BatchSink {
 }
 
 const TWO_32 = 0x1_0000_0000;
+/**
+ * An HTTP/1 response's first bytes. A server's every response is the first send after a read on its
+ * socket, so the kernel keeps its bytes as a request's; they ask nothing (request_key.h's shape
+ * `unknown`, touching no connection's statements), so their key needs no native call.
+ */
+const HTTP_RESPONSE = Buffer.from('HTTP/');
+
+/* Whether b holds `prefix` at `at` (compared here: a native compare costs more than these few bytes). */
+function startsWith(b: Buffer, at: number, prefix: Buffer): boolean {
+  for (let i = 0; i < prefix.length; i++) if (b[at + i] !== prefix[i]) return false;
+  return true;
+}
 
 function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): CorruptRecordError {
   if (problem === RecordProblem.TruncatedHead)
@@ -134,6 +146,9 @@ export class RecordDecoder {
      */
     private readonly requestKeys: NativeRequestKeys = new (nativeAddon().RequestKeys)(),
   ) {}
+
+  /** the key native code gives an HTTP/1 response's bytes, asked of it once */
+  private readonly responseKey = nativeAddon().requestKey(HTTP_RESPONSE);
 
   /**
    * Appends the buffer's events to sink.current, flushing the sink whenever
@@ -290,6 +305,7 @@ export class RecordDecoder {
   private requestKey(buf: Buffer, v: DataView, off: number, pid: number, fd: number, target: number): number {
     const len = Math.min(v.getUint32(off + RequestLayout.len, true), REQUEST_DATA_LEN);
     const start = off + RequestLayout.data;
+    if (len >= HTTP_RESPONSE.length && startsWith(buf, start, HTTP_RESPONSE)) return this.responseKey;
     return this.requestKeys.key(`${pid}\t${fd}\t${target}`, buf.subarray(start, start + len));
   }
 

@@ -82,6 +82,44 @@ describe('RecordDecoder', () => {
     ]);
   });
 
+  it("keys a server's HTTP/1 response as native code does, without asking it per response", () => {
+    const { writer } = setup();
+    const native = new (nativeAddon().RequestKeys)();
+    const asked: string[] = [];
+    const decoder = new RecordDecoder(
+      writer,
+      new ServiceResolver([]),
+      new ContextResolver(silentLogger),
+      () => OFFSET,
+      1,
+      {
+        key: (connection: string, bytes: Uint8Array) => {
+          asked.push(Buffer.from(bytes).toString('latin1'));
+          return native.key(connection, bytes);
+        },
+      },
+    );
+    const batch = new EventBatch(8);
+    const ok = Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+    const gone = Buffer.from('HTTP/1.0 404 Not Found\r\n\r\n');
+    const get = Buffer.from('GET /cart/12 HTTP/1.1\r\nHost: a\r\n\r\n');
+    // a request that only begins like a response is asked about: "HTTP" alone, or "HTTPS" as a word
+    const near = Buffer.from('HTTPS\r\n');
+    decoder.decode(
+      Buffer.concat([get, ok, gone, near].map((request) => write({ request }))),
+      { current: batch, flush: () => undefined },
+    );
+    const { requestKey } = nativeAddon();
+    expect(Array.from(batch.response.subarray(0, 4))).toEqual([
+      requestKey(get),
+      requestKey(ok),
+      requestKey(gone),
+      requestKey(near),
+    ]);
+    expect(requestKey(ok)).toBe(requestKey(Buffer.from('unknown request bytes \x01')));
+    expect(asked).toEqual([get.toString('latin1'), near.toString('latin1')]);
+  });
+
   it('refuses a sys_write of any other size', () => {
     const { decoder, batch, sink } = setup();
     const odd = write({ request: Buffer.from('PING\r\n') });
