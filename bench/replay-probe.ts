@@ -6,7 +6,11 @@
  * (its own connection; on the first `state` event it plays the session);
  * `cli` runs `kreplay replay` and reads the NDJSON it prints on stdout.
  * Every event in a chunk read from the socket or pipe gets that chunk's time:
- * what a consumer reading there sees.
+ * what a consumer reading there sees. During the play the probe only keeps
+ * each chunk and its arrival, and parses them after: an instrument sharing
+ * the host's cores with what it measures must take as little of them as it
+ * can (the SSE probe still looks in each chunk for a `state` event, which it
+ * must see to play and to stop).
  *
  *   node dist/bench/replay-probe.js sse|cli URL TRANSACTION SPEED
  */
@@ -133,6 +137,39 @@ class Splitter {
 const now = () => Number(process.hrtime.bigint());
 
 /**
+ * The chunks read during the play and their arrivals, handed to a Splitter
+ * only when asked (`drain`): a chunk costs an array slot while it plays.
+ */
+class Chunks {
+  private chunks: Buffer[] = [];
+  private times: number[] = [];
+
+  constructor(private readonly splitter: Splitter) {}
+
+  keep(chunk: Buffer, at: number): void {
+    this.chunks.push(chunk);
+    this.times.push(at);
+  }
+
+  drain(): void {
+    const { chunks, times } = this;
+    this.chunks = [];
+    this.times = [];
+    for (let i = 0; i < chunks.length; i++) this.splitter.push(chunks[i]!, times[i]!);
+  }
+}
+
+/**
+ * Whether `chunk`, after `tail` (the previous chunk's last bytes), holds
+ * `key`: a key split across two reads is seen.
+ */
+function holds(tail: Buffer, chunk: Buffer, key: Buffer): boolean {
+  if (chunk.indexOf(key) !== -1) return true;
+  const head = chunk.subarray(0, key.length - 1);
+  return tail.length > 0 && Buffer.concat([tail, head]).indexOf(key) !== -1;
+}
+
+/**
  * Runs the probe's parsing over made-up events before it measures, so that
  * the first real events meet compiled code, not the interpreter: the cold
  * start is the client's under test, not the probe's.
@@ -193,23 +230,34 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
       const headers: Record<string, string> = { accept: 'text/event-stream' };
       if (lastId !== null) headers['last-event-id'] = String(lastId);
       const request = get(`${base}/events`, { headers }, (stream) => {
-        const blocks = new Splitter(BLOCK_END, (bytes, from, to, at) => {
-          if (within(bytes, REPLAY, from, to)) {
-            lastId = numberAfter(bytes, ID, from, to);
-            seen.add(bytes, from, to, at, lastId);
-          } else if (within(bytes, STATE, from, to)) {
-            if (!played) {
-              played = true;
-              post(`${base}/play`).catch(reject);
+        const kept = new Chunks(
+          new Splitter(BLOCK_END, (bytes, from, to, at) => {
+            if (within(bytes, REPLAY, from, to)) {
+              lastId = numberAfter(bytes, ID, from, to);
+              seen.add(bytes, from, to, at, lastId);
+            } else if (within(bytes, STATE, from, to)) {
+              if (!played) {
+                played = true;
+                post(`${base}/play`).catch(reject);
+              }
+              if (within(bytes, FINISHED, from, to)) {
+                request.destroy();
+                resolve(true);
+              }
             }
-            if (within(bytes, FINISHED, from, to)) {
-              request.destroy();
-              resolve(true);
-            }
-          }
+          }),
+        );
+        let tail: Buffer = Buffer.alloc(0);
+        stream.on('data', (chunk: Buffer) => {
+          kept.keep(chunk, now());
+          // a state is parsed when it comes (to play, to stop); the replay's frames before it with it
+          if (holds(tail, chunk, STATE)) kept.drain();
+          tail = chunk.subarray(Math.max(0, chunk.length - STATE.length + 1));
         });
-        stream.on('data', (chunk: Buffer) => blocks.push(chunk, now()));
-        stream.on('end', () => resolve(false));
+        stream.on('end', () => {
+          kept.drain();
+          resolve(false);
+        });
       });
       request.on('error', reject);
     });
@@ -226,17 +274,22 @@ function cli(url: string, transaction: string, speed: number): Promise<ProbeResu
   );
   const seen = new Seen();
   let index = 0;
-  const lines = new Splitter(NEWLINE, (bytes, from, to, at) => {
-    if (bytes[from] === 123) seen.add(bytes, from, to, at, index++); // '{'
-  });
-  child.stdout.on('data', (chunk: Buffer) => lines.push(chunk, now()));
+  const kept = new Chunks(
+    new Splitter(NEWLINE, (bytes, from, to, at) => {
+      if (bytes[from] === 123) seen.add(bytes, from, to, at, index++); // '{'
+    }),
+  );
+  child.stdout.on('data', (chunk: Buffer) => kept.keep(chunk, now()));
   let errText = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (errText += chunk));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve(seen) : reject(new Error(`kreplay replay exited ${code}: ${errText}`)),
-    );
+    // 'close': every chunk of its stdout has been read
+    child.once('close', (code) => {
+      kept.drain();
+      if (code === 0) resolve(seen);
+      else reject(new Error(`kreplay replay exited ${code}: ${errText}`));
+    });
   });
 }
 
