@@ -18,6 +18,7 @@ import { spawn } from 'node:child_process';
 import { get } from 'node:http';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
+import { Chunks, KeyWatch, Splitter } from './probe-chunks';
 
 export interface ProbeResult {
   /** events seen, in order */
@@ -95,79 +96,7 @@ class Seen implements ProbeResult {
   }
 }
 
-/**
- * Splits a byte stream on `separator` as chunks come: `onPart` gets each
- * complete part's range in the buffer it is in, with the chunk's arrival.
- */
-class Splitter {
-  private rest: Buffer | null = null;
-
-  constructor(
-    private readonly separator: Buffer | number,
-    private readonly onPart: (bytes: Buffer, from: number, to: number, at: number) => void,
-  ) {}
-
-  /** A part begun in an earlier chunk is joined with its end alone, not the whole chunk (as cli/sse-client.ts's parser). */
-  push(chunk: Buffer, at: number): void {
-    const separator = this.separator;
-    const width = typeof separator === 'number' ? 1 : separator.length;
-    let start = 0;
-    if (this.rest) {
-      const rest = this.rest;
-      // the rest holds no separator: the first one is across the two (two bytes split) or the chunk's first
-      const across =
-        typeof separator !== 'number' && rest[rest.length - 1] === separator[0] && chunk[0] === separator[1];
-      const end = across ? 0 : chunk.indexOf(separator);
-      if (end === -1) {
-        this.rest = Buffer.concat([rest, chunk]);
-        return;
-      }
-      start = across ? 1 : end + width;
-      const part = Buffer.concat([rest, chunk.subarray(0, start)]);
-      this.onPart(part, 0, part.length - width, at);
-    }
-    for (let end = chunk.indexOf(separator, start); end !== -1; end = chunk.indexOf(separator, start)) {
-      this.onPart(chunk, start, end, at);
-      start = end + width;
-    }
-    this.rest = start < chunk.length ? chunk.subarray(start) : null;
-  }
-}
-
 const now = () => Number(process.hrtime.bigint());
-
-/**
- * The chunks read during the play and their arrivals, handed to a Splitter
- * only when asked (`drain`): a chunk costs an array slot while it plays.
- */
-class Chunks {
-  private chunks: Buffer[] = [];
-  private times: number[] = [];
-
-  constructor(private readonly splitter: Splitter) {}
-
-  keep(chunk: Buffer, at: number): void {
-    this.chunks.push(chunk);
-    this.times.push(at);
-  }
-
-  drain(): void {
-    const { chunks, times } = this;
-    this.chunks = [];
-    this.times = [];
-    for (let i = 0; i < chunks.length; i++) this.splitter.push(chunks[i]!, times[i]!);
-  }
-}
-
-/**
- * Whether `chunk`, after `tail` (the previous chunk's last bytes), holds
- * `key`: a key split across two reads is seen.
- */
-function holds(tail: Buffer, chunk: Buffer, key: Buffer): boolean {
-  if (chunk.indexOf(key) !== -1) return true;
-  const head = chunk.subarray(0, key.length - 1);
-  return tail.length > 0 && Buffer.concat([tail, head]).indexOf(key) !== -1;
-}
 
 /**
  * Runs the probe's parsing over made-up events before it measures, so that
@@ -247,12 +176,11 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
             }
           }),
         );
-        let tail: Buffer = Buffer.alloc(0);
+        const states = new KeyWatch(STATE);
         stream.on('data', (chunk: Buffer) => {
           kept.keep(chunk, now());
           // a state is parsed when it comes (to play, to stop); the replay's frames before it with it
-          if (holds(tail, chunk, STATE)) kept.drain();
-          tail = chunk.subarray(Math.max(0, chunk.length - STATE.length + 1));
+          if (states.seen(chunk)) kept.drain();
         });
         stream.on('end', () => {
           kept.drain();
