@@ -86,4 +86,3 @@ export class KeyWatch {
     return found;
   }
 }
-

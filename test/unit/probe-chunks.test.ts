@@ -2,7 +2,9 @@ import { Chunks, KeyWatch, Splitter } from '../../bench/probe-chunks';
 
 const KEY = Buffer.from('event: state\n');
 const STREAM = Buffer.from(
-  'id: 1\nevent: replay\ndata: {"a":1}\n\n' + 'event: state\ndata: {"state":"finished"}\n\n' + 'id: 2\nevent: replay\ndata: {}\n\n',
+  'id: 1\nevent: replay\ndata: {"a":1}\n\n' +
+    'event: state\ndata: {"state":"finished"}\n\n' +
+    'id: 2\nevent: replay\ndata: {}\n\n',
 );
 const AT = STREAM.indexOf(KEY);
 
@@ -78,6 +80,8 @@ describe('the replay probe: chunks kept during the play, parsed after', () => {
     expect(kept).toEqual(asTheyCame);
     expect(kept.map(([line]) => line)).toEqual(Array.from({ length: 50 }, (_, i) => `{"i":${i}}`));
     // the line ended in the read at offset 333 arrived with that read
-    expect(kept.find(([line]) => line === `{"i":${lines.subarray(0, 333).toString().split('\n').length - 1}}`)![1]).toBe(1007);
+    expect(
+      kept.find(([line]) => line === `{"i":${lines.subarray(0, 333).toString().split('\n').length - 1}}`)![1],
+    ).toBe(1007);
   });
 });
