@@ -6,7 +6,11 @@
  * (its own connection; on the first `state` event it plays the session);
  * `cli` runs `kreplay replay` and reads the NDJSON it prints on stdout.
  * Every event in a chunk read from the socket or pipe gets that chunk's time:
- * what a consumer reading there sees.
+ * what a consumer reading there sees. During the play the probe only keeps
+ * each chunk and its arrival, and parses them after: an instrument sharing
+ * the host's cores with what it measures must take as little of them as it
+ * can (the SSE probe still looks in each chunk for a `state` event, which it
+ * must see to play and to stop).
  *
  *   node dist/bench/replay-probe.js sse|cli URL TRANSACTION SPEED
  */
@@ -14,6 +18,7 @@ import { spawn } from 'node:child_process';
 import { get } from 'node:http';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
+import { Chunks, KeyWatch, Splitter } from './probe-chunks';
 
 export interface ProbeResult {
   /** events seen, in order */
@@ -91,45 +96,6 @@ class Seen implements ProbeResult {
   }
 }
 
-/**
- * Splits a byte stream on `separator` as chunks come: `onPart` gets each
- * complete part's range in the buffer it is in, with the chunk's arrival.
- */
-class Splitter {
-  private rest: Buffer | null = null;
-
-  constructor(
-    private readonly separator: Buffer | number,
-    private readonly onPart: (bytes: Buffer, from: number, to: number, at: number) => void,
-  ) {}
-
-  /** A part begun in an earlier chunk is joined with its end alone, not the whole chunk (as cli/sse-client.ts's parser). */
-  push(chunk: Buffer, at: number): void {
-    const separator = this.separator;
-    const width = typeof separator === 'number' ? 1 : separator.length;
-    let start = 0;
-    if (this.rest) {
-      const rest = this.rest;
-      // the rest holds no separator: the first one is across the two (two bytes split) or the chunk's first
-      const across =
-        typeof separator !== 'number' && rest[rest.length - 1] === separator[0] && chunk[0] === separator[1];
-      const end = across ? 0 : chunk.indexOf(separator);
-      if (end === -1) {
-        this.rest = Buffer.concat([rest, chunk]);
-        return;
-      }
-      start = across ? 1 : end + width;
-      const part = Buffer.concat([rest, chunk.subarray(0, start)]);
-      this.onPart(part, 0, part.length - width, at);
-    }
-    for (let end = chunk.indexOf(separator, start); end !== -1; end = chunk.indexOf(separator, start)) {
-      this.onPart(chunk, start, end, at);
-      start = end + width;
-    }
-    this.rest = start < chunk.length ? chunk.subarray(start) : null;
-  }
-}
-
 const now = () => Number(process.hrtime.bigint());
 
 /**
@@ -193,23 +159,33 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
       const headers: Record<string, string> = { accept: 'text/event-stream' };
       if (lastId !== null) headers['last-event-id'] = String(lastId);
       const request = get(`${base}/events`, { headers }, (stream) => {
-        const blocks = new Splitter(BLOCK_END, (bytes, from, to, at) => {
-          if (within(bytes, REPLAY, from, to)) {
-            lastId = numberAfter(bytes, ID, from, to);
-            seen.add(bytes, from, to, at, lastId);
-          } else if (within(bytes, STATE, from, to)) {
-            if (!played) {
-              played = true;
-              post(`${base}/play`).catch(reject);
+        const kept = new Chunks(
+          new Splitter(BLOCK_END, (bytes, from, to, at) => {
+            if (within(bytes, REPLAY, from, to)) {
+              lastId = numberAfter(bytes, ID, from, to);
+              seen.add(bytes, from, to, at, lastId);
+            } else if (within(bytes, STATE, from, to)) {
+              if (!played) {
+                played = true;
+                post(`${base}/play`).catch(reject);
+              }
+              if (within(bytes, FINISHED, from, to)) {
+                request.destroy();
+                resolve(true);
+              }
             }
-            if (within(bytes, FINISHED, from, to)) {
-              request.destroy();
-              resolve(true);
-            }
-          }
+          }),
+        );
+        const states = new KeyWatch(STATE);
+        stream.on('data', (chunk: Buffer) => {
+          kept.keep(chunk, now());
+          // a state is parsed when it comes (to play, to stop); the replay's frames before it with it
+          if (states.seen(chunk)) kept.drain();
         });
-        stream.on('data', (chunk: Buffer) => blocks.push(chunk, now()));
-        stream.on('end', () => resolve(false));
+        stream.on('end', () => {
+          kept.drain();
+          resolve(false);
+        });
       });
       request.on('error', reject);
     });
@@ -226,17 +202,22 @@ function cli(url: string, transaction: string, speed: number): Promise<ProbeResu
   );
   const seen = new Seen();
   let index = 0;
-  const lines = new Splitter(NEWLINE, (bytes, from, to, at) => {
-    if (bytes[from] === 123) seen.add(bytes, from, to, at, index++); // '{'
-  });
-  child.stdout.on('data', (chunk: Buffer) => lines.push(chunk, now()));
+  const kept = new Chunks(
+    new Splitter(NEWLINE, (bytes, from, to, at) => {
+      if (bytes[from] === 123) seen.add(bytes, from, to, at, index++); // '{'
+    }),
+  );
+  child.stdout.on('data', (chunk: Buffer) => kept.keep(chunk, now()));
   let errText = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (errText += chunk));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve(seen) : reject(new Error(`kreplay replay exited ${code}: ${errText}`)),
-    );
+    // 'close': every chunk of its stdout has been read
+    child.once('close', (code) => {
+      kept.drain();
+      if (code === 0) resolve(seen);
+      else reject(new Error(`kreplay replay exited ${code}: ${errText}`));
+    });
   });
 }
 
