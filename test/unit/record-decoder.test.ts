@@ -105,10 +105,10 @@ describe('RecordDecoder', () => {
     const get = Buffer.from('GET /cart/12 HTTP/1.1\r\nHost: a\r\n\r\n');
     // a request that only begins like a response is asked about: "HTTP" alone, or "HTTPS" as a word
     const near = Buffer.from('HTTPS\r\n');
-    decoder.decode(
-      Buffer.concat([get, ok, gone, near].map((request) => write({ request }))),
-      { current: batch, flush: () => undefined },
-    );
+    decoder.decode(Buffer.concat([get, ok, gone, near].map((request) => write({ request }))), {
+      current: batch,
+      flush: () => undefined,
+    });
     const { requestKey } = nativeAddon();
     expect(Array.from(batch.response.subarray(0, 4))).toEqual([
       requestKey(get),
