@@ -172,8 +172,8 @@ static int batchFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *idxS
   const unsigned char *p = sqlite3_value_blob(picks);
   if (bytes % PICK_BYTES != 0 || bytes / PICK_BYTES > N_PICKS) {
     c->n = 0;
-    return fail(c, sqlite3_mprintf("kreplay_batch: picks hold %d bytes, not at most %d picks of %d", bytes, N_PICKS,
-                                   PICK_BYTES));
+    return fail(c, sqlite3_mprintf("kreplay_batch: picks hold %d bytes, not at most %d picks of %d bytes", bytes,
+                                   N_PICKS, PICK_BYTES));
   }
   c->nPicks = bytes / PICK_BYTES;
   for (int i = 0; i < c->nPicks; i++, p += PICK_BYTES) {
