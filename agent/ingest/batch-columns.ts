@@ -35,7 +35,8 @@ export const BATCH_COLUMNS = [
   { field: 'target', sql: 'target', kind: 'ID' },
   /**
    * a read's response time; a send's request key (native/capture/request_key.h). One column for both: past
-   * 16 arguments SQLite checks kreplay_batch's arguments itself, comparing whole blobs per row
+   * 16 arguments SQLite checks kreplay_batch's arguments itself, comparing whole blobs per row (the
+   * sixteenth is the picks, agent/store/event-insert.ts: a new column must share one)
    */
   { field: 'response', sql: 'response', kind: 'NS' },
 ] as const;

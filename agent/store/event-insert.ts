@@ -51,16 +51,50 @@ const SOURCES: Record<string, string> = {
   request_key: 'response',
 };
 
+/** A column only some record types fill: the batch column it is, and those types. */
+interface Pick {
+  column: number;
+  types: readonly number[];
+}
+
 /**
- * A column only some record types fill is NULL in the others' rows. `CASE type WHEN …` reads the
- * row's type once and compares it with each type; `CASE WHEN type IN (list)` of more than two
- * types built an ephemeral index and sought in it for every row and column (issue 46).
+ * A column only some record types fill is NULL in the others' rows: kreplay_batch gives it as a
+ * pick (`pickN`), told once a statement which batch column and which types, so the row's type is
+ * read once a row, not once a column through `CASE type WHEN …` (issue 46).
  */
-function valueOf(column: EventColumn): string {
-  if (column.name === 'type') return 'type';
-  const source = SOURCES[column.name]!;
-  if (column.of === 'all') return source;
-  return `CASE type ${column.of.map((type) => `WHEN ${type} THEN ${source}`).join(' ')} END`;
+function picksOf(columns: readonly EventColumn[]): Pick[] {
+  return columns.flatMap((c) => {
+    if (c.of === 'all') return [];
+    const column = BATCH_COLUMNS.findIndex((b) => b.sql === SOURCES[c.name]);
+    if (column < 0)
+      throw new Error(`events column ${c.name}: only a batch column can be filled by some types`);
+    return [{ column, types: c.of }];
+  });
+}
+
+/** Bytes a pick takes in kreplay_batch's picks argument (kreplay_batch.c's PICK_BYTES). */
+const PICK_BYTES = 9;
+
+/** The picks as kreplay_batch's last argument takes them: per pick its column, then its types' bits (64, little-endian). */
+function picksBlob(picks: readonly Pick[]): string {
+  const blob = Buffer.alloc(picks.length * PICK_BYTES);
+  picks.forEach(({ column, types }, i) => {
+    if (types.some((type) => type >= 64))
+      throw new Error(`record types ${types.join(', ')}: a pick holds types 0-63`);
+    blob[i * PICK_BYTES] = column;
+    blob.writeBigUInt64LE(
+      types.reduce((mask, type) => mask | (1n << BigInt(type)), 0n),
+      i * PICK_BYTES + 1,
+    );
+  });
+  return `x'${blob.toString('hex')}'`;
+}
+
+function valuesOf(columns: readonly EventColumn[]): string[] {
+  let pick = 0;
+  return columns.map((c) =>
+    c.name === 'type' ? 'type' : c.of === 'all' ? SOURCES[c.name]! : `pick${pick++}`,
+  );
 }
 
 function blob(column: ArrayBufferView & { BYTES_PER_ELEMENT: number }, start: number, end: number): Buffer {
@@ -73,10 +107,10 @@ export class EventInsert {
 
   constructor(db: Database.Database) {
     const columns: readonly EventColumn[] = EVENT_COLUMN_TABLE;
-    const args = ['@types', ...BATCH_COLUMNS.map((c) => `@${c.field}`)];
+    const args = ['@types', ...BATCH_COLUMNS.map((c) => `@${c.field}`), picksBlob(picksOf(columns))];
     this.insert = db.prepare(
       `INSERT INTO events (${columns.map((c) => c.name).join(', ')}) ` +
-        `SELECT ${columns.map(valueOf).join(', ')} FROM kreplay_batch(${args.join(', ')})`,
+        `SELECT ${valuesOf(columns).join(', ')} FROM kreplay_batch(${args.join(', ')})`,
     );
   }
 

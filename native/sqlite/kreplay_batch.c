@@ -14,6 +14,12 @@
  * from 0. Whole-number doubles come back as integers, as SQLite's INTEGER
  * affinity would store them, an id of 0 (ctx, target) and a time of 0
  * (response) come back as NULL.
+ *
+ * The picks (pick0, pick1, ...): a data column as only some record types fill
+ * it, NULL in the others' rows. The last argument says, once a statement,
+ * which column and which types each pick is (agent/store/event-insert.ts makes
+ * it from core/store/event-columns.ts): the row's type is read here, not once a
+ * column through `CASE type WHEN ...` in the statement (issue 46).
  */
 #include <math.h>
 #include <stdint.h>
@@ -35,12 +41,23 @@ static const struct {
     {"kind", U32},      {"error", I32}, {"target", ID}, {"response", NS},
 };
 #define N_DATA ((int)(sizeof kColumns / sizeof kColumns[0]))
-/* visible: k, type, then the data columns; hidden (the arguments): types, then one blob per data column */
+/* room for the picks the events table needs (ten today); the picks argument names how many are used */
+#define N_PICKS 16
+/* a pick in the picks argument: the data column's index, then the types that fill it as a 64-bit little-endian mask */
+#define PICK_BYTES 9
+/* visible: k, type, the data columns, the picks; hidden (the arguments): types, one blob per data column, picks.
+ * 16 arguments is the most whose equality SQLite leaves to xFilter (see batchBestIndex): every one is taken. */
 #define COL_K 0
 #define COL_TYPE 1
 #define COL_DATA 2
-#define COL_TYPES (COL_DATA + N_DATA)
-#define N_ARGS (1 + N_DATA)
+#define COL_PICK (COL_DATA + N_DATA)
+#define COL_TYPES (COL_PICK + N_PICKS)
+#define N_ARGS (2 + N_DATA)
+
+typedef struct {
+  int column;     /* into kColumns */
+  uint64_t types; /* bit t: rows of record type t give the column's value, the others NULL */
+} Pick;
 
 typedef struct {
   sqlite3_vtab_cursor base;
@@ -50,6 +67,8 @@ typedef struct {
    */
   const unsigned char *types;
   const void *data[N_DATA];
+  Pick picks[N_PICKS];
+  int nPicks;
   int64_t n;
   int64_t row;
 } Cursor;
@@ -58,10 +77,15 @@ static int widthOf(Kind kind) { return kind == F64 || kind == NS ? 8 : 4; }
 
 static int batchConnect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **vtab, char **err) {
   (void)aux, (void)argc, (void)argv, (void)err;
-  char schema[1024] = "CREATE TABLE x(k, type";
+  char schema[2048] = "CREATE TABLE x(k, type";
   for (int i = 0; i < N_DATA; i++) {
     strcat(schema, ", ");
     strcat(schema, kColumns[i].name);
+  }
+  for (int i = 0; i < N_PICKS; i++) {
+    char pick[16];
+    sqlite3_snprintf(sizeof pick, pick, ", pick%d", i);
+    strcat(schema, pick);
   }
   strcat(schema, ", types HIDDEN");
   for (int i = 0; i < N_DATA; i++) {
@@ -69,7 +93,7 @@ static int batchConnect(sqlite3 *db, void *aux, int argc, const char *const *arg
     strcat(schema, kColumns[i].name);
     strcat(schema, "_data HIDDEN");
   }
-  strcat(schema, ")");
+  strcat(schema, ", picks HIDDEN)");
   int rc = sqlite3_declare_vtab(db, schema);
   if (rc != SQLITE_OK) return rc;
   *vtab = sqlite3_malloc(sizeof **vtab);
@@ -96,7 +120,8 @@ static int batchBestIndex(sqlite3_vtab *vtab, sqlite3_index_info *info) {
   }
   if (given != (1 << N_ARGS) - 1) {
     sqlite3_free(vtab->zErrMsg);
-    vtab->zErrMsg = sqlite3_mprintf("kreplay_batch takes %d arguments: types, then one blob per column", N_ARGS);
+    vtab->zErrMsg =
+        sqlite3_mprintf("kreplay_batch takes %d arguments: types, one blob per column, then the picks", N_ARGS);
     return SQLITE_ERROR;
   }
   info->estimatedCost = 1e6;
@@ -142,6 +167,24 @@ static int batchFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *idxS
     }
     c->data[i] = sqlite3_value_blob(v);
   }
+  sqlite3_value *picks = argv[1 + N_DATA];
+  const int bytes = sqlite3_value_bytes(picks);
+  const unsigned char *p = sqlite3_value_blob(picks);
+  if (bytes % PICK_BYTES != 0 || bytes / PICK_BYTES > N_PICKS) {
+    c->n = 0;
+    return fail(c, sqlite3_mprintf("kreplay_batch: picks hold %d bytes, not at most %d picks of %d bytes", bytes,
+                                   N_PICKS, PICK_BYTES));
+  }
+  c->nPicks = bytes / PICK_BYTES;
+  for (int i = 0; i < c->nPicks; i++, p += PICK_BYTES) {
+    if (p[0] >= N_DATA) {
+      c->n = 0;
+      return fail(c, sqlite3_mprintf("kreplay_batch: pick %d names column %d of %d", i, p[0], N_DATA));
+    }
+    c->picks[i].column = p[0];
+    c->picks[i].types = 0;
+    for (int b = 0; b < 8; b++) c->picks[i].types |= (uint64_t)p[1 + b] << (8 * b);
+  }
   return SQLITE_OK;
 }
 
@@ -156,18 +199,8 @@ static int batchEof(sqlite3_vtab_cursor *cursor) {
   return c->row >= c->n;
 }
 
-static int batchColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int col) {
-  Cursor *c = (Cursor *)cursor;
-  if (col == COL_K) {
-    sqlite3_result_int64(ctx, c->row);
-    return SQLITE_OK;
-  }
-  if (col == COL_TYPE) {
-    sqlite3_result_int(ctx, c->types[c->row]);
-    return SQLITE_OK;
-  }
-  if (col >= COL_TYPES) return SQLITE_OK; /* a hidden argument: never read back */
-  const int i = col - COL_DATA;
+/* Data column i of the current row. */
+static void resultOf(const Cursor *c, sqlite3_context *ctx, int i) {
   const int64_t r = c->row;
   switch (kColumns[i].kind) {
     case F64:
@@ -199,6 +232,28 @@ static int batchColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int co
       break;
     }
   }
+}
+
+static int batchColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int col) {
+  Cursor *c = (Cursor *)cursor;
+  if (col == COL_K) {
+    sqlite3_result_int64(ctx, c->row);
+  } else if (col == COL_TYPE) {
+    sqlite3_result_int(ctx, c->types[c->row]);
+  } else if (col < COL_PICK) {
+    resultOf(c, ctx, col - COL_DATA);
+  } else if (col < COL_TYPES) {
+    const int i = col - COL_PICK;
+    if (i >= c->nPicks) {
+      sqlite3_result_error(ctx, "kreplay_batch: a pick the picks argument does not give", -1);
+      return SQLITE_ERROR;
+    }
+    const unsigned type = c->types[c->row];
+    /* a type past the mask's 64 bits fills no pick, as no `CASE type WHEN` names it */
+    if (type < 64 && (c->picks[i].types >> type & 1)) resultOf(c, ctx, c->picks[i].column);
+    /* else no result: NULL */
+  }
+  /* a hidden argument: never read back */
   return SQLITE_OK;
 }
 

@@ -44,8 +44,9 @@ function mixedBatch(): EventBatch {
     } else {
       batch.pushSysWrite({
         ...common,
-        // every syscall type; reads with and without a response time
-        type: SYSCALL_RECORD_TYPES[i % SYSCALL_RECORD_TYPES.length],
+        // every syscall type (i % 4 is 0..2 here: the type changes every four rows); reads and
+        // writes with and without a response time or request key
+        type: SYSCALL_RECORD_TYPES[Math.floor(i / 4) % SYSCALL_RECORD_TYPES.length],
         fd: i % 9 === 0 ? -1 : i,
         ret: i % 6 === 0 ? -28 : i,
         syscall: 1 + (i % 3),
@@ -118,6 +119,7 @@ describe('EventInsert (kreplay_batch)', () => {
   it('stores every value of a mixed batch exactly, as integers, with the row-by-row seqs', () => {
     const writer = StoreWriter.open(dir.path, 'one');
     const batch = mixedBatch();
+    expect(new Set(batch.type)).toEqual(new Set([...SYSCALL_RECORD_TYPES, RecordType.BlockIo]));
     writer.writeBatch(batch);
     writer.close();
     const { rows, nonIntegers } = storedRows(storePath(dir.path, 'one'));
@@ -144,10 +146,9 @@ describe('EventInsert (kreplay_batch)', () => {
     expect(types).toEqual(Array.from(batch.type));
   });
 
-  it('seeks in no table of its own per row to tell which columns a record type fills', () => {
-    const writer = StoreWriter.open(dir.path, 'plan');
-    const prepare = jest.spyOn(writer.db, 'prepare');
-    new EventInsert(writer.db);
+  function explainInsert(db: Database.Database): { opcode: string; p2: number }[] {
+    const prepare = jest.spyOn(db, 'prepare');
+    new EventInsert(db);
     const sql = prepare.mock.calls[0]![0];
     prepare.mockRestore();
     const params = Object.fromEntries(
@@ -156,14 +157,31 @@ describe('EventInsert (kreplay_batch)', () => {
         name === 'base' || name === 'seq' ? 0 : Buffer.alloc(0),
       ]),
     );
-    const opcodes = (writer.db.prepare(`EXPLAIN ${sql}`).all(params) as { opcode: string }[]).map(
-      (o) => o.opcode,
-    );
+    return db.prepare(`EXPLAIN ${sql}`).all(params) as { opcode: string; p2: number }[];
+  }
+
+  it('seeks in no table of its own per row to tell which columns a record type fills', () => {
+    const writer = StoreWriter.open(dir.path, 'plan');
+    const opcodes = explainInsert(writer.db).map((o) => o.opcode);
     writer.close();
     // `type IN (1, 5, 6, 7)` built an ephemeral index once and sought in it for every row, once a column
     expect(opcodes.filter((o) => o === 'OpenEphemeral' || o === 'NotFound')).toEqual([]);
     // every row is still written: the table and its four indexes
     expect(opcodes.filter((o) => o === 'IdxInsert')).toHaveLength(5);
+  });
+
+  it("reads a row's type once, kreplay_batch giving the NULLs of the columns other types fill", () => {
+    const writer = StoreWriter.open(dir.path, 'type-once');
+    const program = explainInsert(writer.db);
+    const typeColumn = writer.db
+      .prepare("SELECT cid FROM pragma_table_xinfo('kreplay_batch') WHERE name = 'type'")
+      .pluck()
+      .get() as number;
+    writer.close();
+    // `CASE type WHEN 1 THEN handle …` read it once for each of the ten such columns, beside `type` itself
+    expect(program.filter((o) => o.opcode === 'VColumn' && o.p2 === typeColumn)).toHaveLength(1);
+    // nor does the statement compare it: one Ne a type a column before
+    expect(program.filter((o) => o.opcode === 'Ne' || o.opcode === 'Eq')).toEqual([]);
   });
 
   it('numbers each transaction of a batch split under a small cap on from the last', () => {
@@ -194,7 +212,7 @@ describe('EventInsert (kreplay_batch)', () => {
     const db = new Database(':memory:');
     EventInsert.prepareConnection(db);
     const blob = (bytes: number) => Buffer.alloc(bytes);
-    const args = (dur: number) => [
+    const args = (dur: number, picks = Buffer.alloc(0)) => [
       blob(2),
       blob(16),
       blob(dur),
@@ -202,22 +220,27 @@ describe('EventInsert (kreplay_batch)', () => {
         .fill(null)
         .map((_, i) => blob(i < 4 ? 16 : 8)),
       blob(16),
+      picks,
     ];
-    expect(() =>
+    const count = (...values: Buffer[]) =>
       db
-        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
+        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(15)}?)`)
         .pluck()
-        .get(...args(8)),
-    ).toThrow(/kreplay_batch: dur holds 8 bytes, expected 16 for 2 rows/);
-    expect(
-      db
-        .prepare(`SELECT count(*) FROM kreplay_batch(${'?, '.repeat(14)}?)`)
-        .pluck()
-        .get(...args(16)),
-    ).toBe(2);
+        .get(...values);
+    expect(() => count(...args(8))).toThrow(/kreplay_batch: dur holds 8 bytes, expected 16 for 2 rows/);
+    expect(count(...args(16))).toBe(2);
     expect(() => db.prepare("SELECT * FROM kreplay_batch(x'00')").all()).toThrow(
-      /kreplay_batch takes 15 arguments/,
+      /kreplay_batch takes 16 arguments/,
     );
+    // a pick is a column's index and 8 bytes of types
+    expect(() => count(...args(16, Buffer.alloc(10)))).toThrow(/kreplay_batch: picks hold 10 bytes/);
+    expect(() => count(...args(16, Buffer.from([14, 0, 0, 0, 0, 0, 0, 0, 0])))).toThrow(
+      /kreplay_batch: pick 0 names column 14 of 14/,
+    );
+    // a pick the argument does not give is an error, never a column of NULLs
+    expect(() =>
+      db.prepare(`SELECT pick1 FROM kreplay_batch(${'?, '.repeat(15)}?)`).all(...args(16, Buffer.alloc(9))),
+    ).toThrow(/kreplay_batch: a pick the picks argument does not give/);
     db.close();
   });
 });
