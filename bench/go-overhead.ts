@@ -16,16 +16,8 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent } from './agent-process';
-import {
-  enableBpfStats,
-  losses,
-  median,
-  programStats,
-  range,
-  startServer,
-  wrk,
-  type Load,
-} from './server-load';
+import { losses, median, programStats, range, startServer, wrk, type Load } from './server-load';
+import { withBpfStats } from './bpf-stats';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SERVER = path.join(ROOT, 'test', 'support', 'runtimes', 'go-server.go');
@@ -54,7 +46,6 @@ async function main(): Promise<void> {
   upstream.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   const upstreamPort = String((upstream.address() as AddressInfo).port);
-  enableBpfStats();
   const servers = {
     'scenario (0-20 ms sleep)': await startServer(binary, [dir, upstreamPort]),
     'no sleep (CPU-bound)': await startServer(binary, [dir, upstreamPort, '0']),
@@ -102,7 +93,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+// bpf_stats on for the bench's run only (bench/bpf-stats.ts)
+withBpfStats(main).catch((err: unknown) => {
   console.error(err);
   process.exit(1);
 });

@@ -15,7 +15,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent } from './agent-process';
-import { cpuUs, enableBpfStats, median, programStats, range } from './server-load';
+import { cpuUs, median, programStats, range } from './server-load';
+import { withBpfStats } from './bpf-stats';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SPAWNER = path.join(ROOT, 'test', 'support', 'runtimes', 'go-spawner.go');
@@ -94,7 +95,6 @@ async function main(): Promise<void> {
   execFileSync('go', ['build', '-o', binary, SPAWNER], {
     env: { ...process.env, GOCACHE: path.join(dir, 'cache'), GO111MODULE: 'off' },
   });
-  enableBpfStats();
   const ways = { 'no agent': undefined, ...trees };
   const samples = new Map<string, Sample[]>();
   try {
@@ -136,7 +136,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+// bpf_stats on for the bench's run only (bench/bpf-stats.ts)
+withBpfStats(main).catch((err: unknown) => {
   console.error(err);
   process.exit(1);
 });

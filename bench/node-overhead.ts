@@ -20,7 +20,6 @@ import { startBenchAgent } from './agent-process';
 import {
   awaitHooked,
   cpuUs,
-  enableBpfStats,
   losses,
   median,
   nodeEnv,
@@ -30,6 +29,7 @@ import {
   wrk,
   type Load,
 } from './server-load';
+import { withBpfStats } from './bpf-stats';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SERVER = path.join(ROOT, 'test', 'support', 'runtimes', 'node-server.js');
@@ -56,7 +56,6 @@ async function main(): Promise<void> {
     startServer(process.execPath, [SERVER, dir, String(upstreamPort)], nodeEnv(hookable));
   const plainServer = await start(false);
   const server = await start(true);
-  enableBpfStats();
   const off: Load[] = [];
   const on: Load[] = [];
   const hits: number[] = [];
@@ -120,7 +119,8 @@ async function main(): Promise<void> {
   );
 }
 
-main().catch((err: unknown) => {
+// bpf_stats on for the bench's run only (bench/bpf-stats.ts)
+withBpfStats(main).catch((err: unknown) => {
   console.error(err);
   process.exit(1);
 });

@@ -21,7 +21,7 @@ import { createLogger, type Logger } from '../core/log/logger';
 import { RecordHead } from '../core/model';
 import { startBenchAgent } from './agent-process';
 import { benchLoop, timeLoop } from './bench-loops';
-import { nativeAddon } from '../core/native/addon';
+import { withBpfStats } from './bpf-stats';
 
 export type OverheadMode =
   | 'baseline'
@@ -276,20 +276,19 @@ async function targetProgramCost(
   log: Logger,
 ): Promise<ProgramCost> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-newfiles-'));
-  // an fd of our own, not the sysctl: another run toggling that cannot turn our statistics off
-  const stats = nativeAddon().enableBpfStats();
   try {
-    const cost: ProgramCost = { on: [], off: [], newFileOn: [], newFileOff: [] };
-    for (let round = 0; round < rounds; round++) {
-      cost.on.push(await programNsPerWrite(exe, writes, {}, log));
-      cost.off.push(await programNsPerWrite(exe, writes, { targets: false }, log));
-      // the miss path: a path walk and a target record at every write
-      cost.newFileOn.push(await programNsPerWrite(exe, NEW_FILE_WRITES, {}, log, dir));
-      cost.newFileOff.push(await programNsPerWrite(exe, NEW_FILE_WRITES, { targets: false }, log, dir));
-    }
-    return cost;
+    return await withBpfStats(async () => {
+      const cost: ProgramCost = { on: [], off: [], newFileOn: [], newFileOff: [] };
+      for (let round = 0; round < rounds; round++) {
+        cost.on.push(await programNsPerWrite(exe, writes, {}, log));
+        cost.off.push(await programNsPerWrite(exe, writes, { targets: false }, log));
+        // the miss path: a path walk and a target record at every write
+        cost.newFileOn.push(await programNsPerWrite(exe, NEW_FILE_WRITES, {}, log, dir));
+        cost.newFileOff.push(await programNsPerWrite(exe, NEW_FILE_WRITES, { targets: false }, log, dir));
+      }
+      return cost;
+    });
   } finally {
-    fs.closeSync(stats);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -401,8 +400,7 @@ async function readProgramCost(
   rounds: number,
   log: Logger,
 ): Promise<void> {
-  const stats = nativeAddon().enableBpfStats();
-  try {
+  await withBpfStats(async () => {
     for (let round = 0; round < rounds; round++) {
       for (const row of rows) {
         const loop = row.loop;
@@ -420,9 +418,7 @@ async function readProgramCost(
         row.floorNs.push(await emptyProgramNs(exe, loop, calls));
       }
     }
-  } finally {
-    fs.closeSync(stats);
-  }
+  });
 }
 
 function median(values: number[]): number {

@@ -5,18 +5,16 @@
  *
  *   node dist/bench/read-program-cost.js [reads] [runs]
  */
-import fs from 'node:fs';
 import { startCapture } from '../agent/capture';
 import { silentLogger } from '../core/log/logger';
-import { nativeAddon } from '../core/native/addon';
 import { benchLoop, timeLoop } from './bench-loops';
+import { withBpfStats } from './bpf-stats';
 
 const PROGRAMS = ['sys_enter_read', 'sys_exit_read'];
 
 async function main(reads: number, runs: number): Promise<void> {
   const exe = benchLoop('readloop');
-  const stats = nativeAddon().enableBpfStats();
-  try {
+  await withBpfStats(async () => {
     for (let run = 0; run < runs; run++) {
       for (const loop of ['file', 'file-context']) {
         const capture = startCapture({}, () => {}, silentLogger);
@@ -32,9 +30,7 @@ async function main(reads: number, runs: number): Promise<void> {
         }
       }
     }
-  } finally {
-    fs.closeSync(stats);
-  }
+  });
 }
 
 if (require.main === module) {

@@ -7,14 +7,18 @@
  *   - captured, not followed: the agent records the server's system calls but leaves its runtime
  *     alone (Go: the same server built stripped, which it cannot follow; Node, Python:
  *     --hook-exclude pid:N);
- *   - followed: the agent hooks the runtime (Node, Python) or probes its goroutines (Go).
+ *   - followed: the agent hooks the runtime (Node, Python) or probes its goroutines (Go);
+ *   - followed, bpf_stats on: the same with the kernel's per-program run-time statistics on, the
+ *     only runs that hold them (bench/bpf-stats.ts): they cost every program run two clock reads,
+ *     which no user pays, so the other modes' CPU is measured without them, and the difference
+ *     between the two followed runs of a round is what they cost.
  * Each server runs twice (a plain copy, never followed, and one the agent follows: a hook stays in
  * a process after its agent stops). The agent runs as users run it, including the servers only and
  * excluding the load generator (--exclude comm:wrk, as a real client is on another host).
  * Reported per server and mode: req/s and its loss against the run without the agent, the server's
  * CPU per request (utime + stime of its processes, /proc), the agent's CPU per request, events stored
- * per request and events dropped, and the agent's BPF programs' runs and time per request
- * (bpf_stats), the breakdown per program for the followed runs. CPU per request is the steadier
+ * per request and events dropped, and, from the runs with bpf_stats on, the agent's BPF programs'
+ * runs and time per request and the breakdown per program. CPU per request is the steadier
  * figure on a shared machine: the load average is printed with the tables.
  * Each run starts and ends once the agent has stored (or counted lost) every event the kernel sent
  * it, from its metrics: a store stalled on a busy disk would otherwise charge one run's events and
@@ -29,9 +33,9 @@ import { connect, createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent, type BenchAgent } from './agent-process';
+import { hostWideBpfStats, withBpfStats } from './bpf-stats';
 import {
   awaitHooked,
-  enableBpfStats,
   losses,
   median,
   processTree,
@@ -49,7 +53,8 @@ const RUNTIMES = path.join(ROOT, 'test', 'support', 'runtimes');
 const rounds = Number(process.argv[2] ?? 3);
 const seconds = Number(process.argv[3] ?? 5);
 const only = (process.argv[4] ?? 'go,node,aiohttp,gunicorn').split(',');
-const MODES = ['without the agent', 'captured, not followed', 'followed'] as const;
+const STATS_ON = 'followed, bpf_stats on';
+const MODES = ['without the agent', 'captured, not followed', 'followed', STATS_ON] as const;
 
 interface Subject {
   name: string;
@@ -73,6 +78,8 @@ interface Run {
   stored: number;
   dropped: number;
   bpf: Map<string, { runs: number; ns: number }>;
+  /** the kernel counted the agent's programs though this run did not turn bpf_stats on: another holder or the sysctl did */
+  statsByOthers: boolean;
 }
 
 function freePort(): Promise<number> {
@@ -269,7 +276,7 @@ function foreignUprobes(pid: number, agentPid: number): number {
 }
 
 /** One load on `s`, with the server's (and the agent's) CPU and the agent's figures over it. */
-async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run> {
+async function measure(s: Served, agent?: BenchAgent, metrics = 0, statsOn = false): Promise<Run> {
   const url = `http://127.0.0.1:${s.port}/`;
   const before = agent && (await caughtUp(metrics));
   const server0 = treeCpuUs(s.child.pid!);
@@ -279,13 +286,15 @@ async function measure(s: Served, agent?: BenchAgent, metrics = 0): Promise<Run>
   const load = await wrk({ url, seconds, threads: 1, connections: 16 });
   const serverUs = (treeCpuUs(s.child.pid!) - server0) / load.requests;
   const after = agent && (await caughtUp(metrics));
+  const bpf: Run['bpf'] = agent ? diff(programsByName(agent.pid), bpf0) : new Map();
   return {
     load,
     serverUs,
     agentUs: agent ? (treeCpuUs(agent.pid) - agent0) / load.requests : 0,
     stored: after && before ? (after.stored - before.stored) / load.requests : 0,
     dropped: after && before ? after.dropped - before.dropped : 0,
-    bpf: agent ? diff(programsByName(agent.pid), bpf0) : new Map(),
+    bpf,
+    statsByOthers: !statsOn && (hostWideBpfStats() || [...bpf.values()].some((p) => p.ns > 0)),
     foreignProbes: Math.max(foreign0, foreignUprobes(s.child.pid!, agent?.pid ?? 0)),
     sent: new Map(
       [...(after?.sent ?? new Map<string, number>())].map(([k, n]) => [
@@ -319,7 +328,6 @@ function problems(name: string, mode: string, r: Run[]): string[] {
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-server-cost-'));
   const all = await subjects(dir);
-  enableBpfStats();
   const runs = new Map(all.map((s) => [s.name, new Map(MODES.map((m) => [m, [] as Run[]]))]));
   const loadAverages: string[] = [];
   try {
@@ -350,14 +358,14 @@ async function main(): Promise<void> {
         for (const s of all) await fetch(`http://127.0.0.1:${s.followed.port}/`).then((r) => r.text());
         for (const s of all) await s.awaitFollowed(agent);
         for (const s of all) {
-          runs
-            .get(s.name)!
-            .get('captured, not followed')!
-            .push(await measure(s.plain, agent, metrics));
-          runs
-            .get(s.name)!
-            .get('followed')!
-            .push(await measure(s.followed, agent, metrics));
+          const byMode = runs.get(s.name)!;
+          byMode.get('captured, not followed')!.push(await measure(s.plain, agent, metrics));
+          const followed = async () =>
+            byMode.get('followed')!.push(await measure(s.followed, agent, metrics));
+          const statsOn = async () =>
+            byMode.get(STATS_ON)!.push(await withBpfStats(() => measure(s.followed, agent, metrics, true)));
+          // in turn first: neither run always finds the agent's store the fuller
+          for (const run of round % 2 ? [statsOn, followed] : [followed, statsOn]) await run();
         }
       } finally {
         await agent.stop();
@@ -389,6 +397,10 @@ async function main(): Promise<void> {
       const allIn = r.map((x, i) => added[i]! + x.agentUs);
       const bpf = (pick: 'runs' | 'ns', scale: number) =>
         r.map((x) => [...x.bpf.values()].reduce((n, p) => n + p[pick], 0) / x.load.requests / scale);
+      // counted only with bpf_stats on: "off" where this bench held them off and nobody else had them on
+      const counted = mode === STATS_ON || r.some((x) => x.statsByOthers);
+      const bpfCell = (pick: 'runs' | 'ns', scale: number, digits: number) =>
+        agentless ? '' : counted ? range(bpf(pick, scale), digits) : 'off';
       console.log(
         `| ${name} | ${mode} | ${range(
           r.map((x) => x.load.rps),
@@ -424,9 +436,34 @@ async function main(): Promise<void> {
                 ) + (found.length ? ' ⚠' : '')
           } | ` +
           `${agentless ? '' : r.map((x) => x.dropped).join(', ')} | ` +
-          `${agentless ? '' : range(bpf('runs', 1), 1)} | ${agentless ? '' : range(bpf('ns', 1000), 2)} |`,
+          `${bpfCell('runs', 1, 1)} | ${bpfCell('ns', 1000, 2)} |`,
       );
     }
+  }
+  const byOthers = [...runs].flatMap(([name, byMode]) =>
+    MODES.filter((m) => byMode.get(m)!.some((x) => x.statsByOthers)).map((m) => `${name}, ${m}`),
+  );
+  if (byOthers.length)
+    console.log(
+      `\n⚠ bpf_stats were on in runs that should be without them (kernel.bpf_stats_enabled = ` +
+        `${hostWideBpfStats() ? 1 : 0} now, or another process held them): their CPU includes the ` +
+        `statistics' cost, which users do not pay: ${byOthers.join('; ')}`,
+    );
+  console.log(
+    '\nWhat bpf_stats cost a followed request (the run with them on minus the run without, in the same round; median (min..max)):\n',
+  );
+  for (const [name, byMode] of runs) {
+    const on = byMode.get(STATS_ON)!;
+    const off = byMode.get('followed')!;
+    const delta = (pick: (x: Run) => number) =>
+      range(
+        on.map((x, i) => pick(x) - pick(off[i]!)),
+        1,
+      );
+    console.log(
+      `- ${name}: server ${delta((x) => x.serverUs)} µs, agent ${delta((x) => x.agentUs)} µs, ` +
+        `all in ${delta((x) => x.serverUs + x.agentUs)} µs, req/s ${delta((x) => x.load.rps)}`,
+    );
   }
   if (wrong.length) {
     // a row that measured something else must not pass for a figure
@@ -459,11 +496,13 @@ async function main(): Promise<void> {
         if (per >= 0.01) console.log(`| ${name} | ${mode} | ${kind} | ${per.toFixed(2)} |`);
       }
     }
-  console.log('\nThe BPF programs that run while a followed server is loaded, per request (medians):\n');
+  console.log(
+    '\nThe BPF programs that run while a followed server is loaded, per request (medians; the runs with bpf_stats on):\n',
+  );
   console.log('| server | program | runs/request | ns/run | µs/request |');
   console.log('| --- | --- | --- | --- | --- |');
   for (const [name, byMode] of runs) {
-    const r = byMode.get('followed')!;
+    const r = byMode.get(STATS_ON)!;
     const names = new Set(r.flatMap((x) => [...x.bpf.keys()]));
     const rows = [...names]
       .map((program) => {

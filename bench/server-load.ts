@@ -166,11 +166,6 @@ export async function h2load(
   };
 }
 
-/** Counts each BPF program's runs and run time from here on (kernel.bpf_stats_enabled). */
-export function enableBpfStats(): void {
-  fs.writeFileSync('/proc/sys/kernel/bpf_stats_enabled', '1');
-}
-
 /** The ids of the BPF programs process `pid` holds: its own, not another agent's on this machine. */
 function programIdsOf(pid: number): Set<number> {
   const ids = new Set<number>();

@@ -23,7 +23,6 @@ import { startBenchAgent } from './agent-process';
 import {
   awaitHooked,
   cpuUs,
-  enableBpfStats,
   h2load,
   losses,
   median,
@@ -35,6 +34,7 @@ import {
   type Load,
   type Served,
 } from './server-load';
+import { withBpfStats } from './bpf-stats';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SUPPORT = path.join(ROOT, 'test', 'support');
@@ -80,7 +80,6 @@ async function main(): Promise<void> {
     key,
     dir,
   ]);
-  enableBpfStats();
   const benches: Record<string, Bench> = {
     'Node https (wrk)': await node('tls-node-server.js', [cert, key, dir], https),
     'Python ssl ThreadingHTTPServer (wrk)': { off: python, on: python, node: false, load: https },
@@ -158,7 +157,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+// bpf_stats on for the bench's run only (bench/bpf-stats.ts)
+withBpfStats(main).catch((err: unknown) => {
   console.error(err);
   process.exit(1);
 });

@@ -14,16 +14,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent } from './agent-process';
-import {
-  cpuUs,
-  enableBpfStats,
-  median,
-  programStats,
-  range,
-  startServer,
-  wrk,
-  type Served,
-} from './server-load';
+import { cpuUs, median, programStats, range, startServer, wrk, type Served } from './server-load';
+import { withBpfStats } from './bpf-stats';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SERVER = path.join(ROOT, 'test', 'support', 'runtimes', 'append-server.go');
@@ -56,7 +48,6 @@ async function main(): Promise<void> {
   execFileSync('go', ['build', '-o', binary, SERVER], {
     env: { ...process.env, GOCACHE: path.join(dir, 'cache'), GO111MODULE: 'off' },
   });
-  enableBpfStats();
   const followed = await startServer(binary, [path.join(dir, 'followed')]);
   const other = await startServer(binary, [path.join(dir, 'other')]);
   const results = Object.fromEntries(
@@ -111,7 +102,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+// bpf_stats on for the bench's run only (bench/bpf-stats.ts)
+withBpfStats(main).catch((err: unknown) => {
   console.error(err);
   process.exit(1);
 });

@@ -55,7 +55,7 @@ export interface NativeCaptureSession {
   readCounters(): number[];
   /** highest fill seen by the poll thread before draining, since the last call (0..1, -1 unknown) */
   ringFill(): number;
-  /** per loaded program; run time and count stay 0 unless kernel.bpf_stats_enabled is 1 */
+  /** per loaded program; run time and count stay 0 unless bpf_stats are on (kernel.bpf_stats_enabled, or an enableBpfStats fd held) */
   programStats(): ProgramStats[];
   /** replaces the filter's cgroup ids (an id in both lists is excluded) */
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;
