@@ -18,7 +18,7 @@ export interface Capture {
   counters(): Record<KernelCounterName, number>;
   /** highest share of the ring holding unread records since the last call, 0..1, or -1 if unknown */
   ringFill(): number;
-  /** run time and count per program, measured while kernel.bpf_stats_enabled is 1; empty once stopped */
+  /** run time and count per program, counted while stats are on (kernel.bpf_stats_enabled, or a BPF_ENABLE_STATS fd held); empty once stopped */
   programStats(): ProgramStats[];
   /** replaces the cgroup ids of the kernel filter (an id in both lists is excluded); throws CaptureError */
   setCgroupFilter(include: bigint[], exclude: bigint[]): void;

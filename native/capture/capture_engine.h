@@ -52,7 +52,8 @@ struct CaptureConfig {
 // Called for every record, exactly as the kernel wrote it.
 using RecordSink = std::function<void(const uint8_t* data, size_t size)>;
 
-// What the kernel measured of one loaded program (kernel.bpf_stats_enabled=1).
+// What the kernel measured of one loaded program (while kernel.bpf_stats_enabled is 1 or a
+// BPF_ENABLE_STATS fd is held).
 struct ProgramStats {
   std::string name;
   uint64_t run_time_ns = 0;
@@ -94,7 +95,7 @@ class CaptureEngine {
   std::vector<uint64_t> ReadCounters() const;
   // Share of the ring holding unread records, 0..1.
   double RingFill() const;
-  // Run time and count of every loaded program, zero unless bpf_stats_enabled.
+  // Run time and count of every loaded program, zero unless stats are on (the sysctl, or a BPF_ENABLE_STATS fd).
   std::vector<ProgramStats> ReadProgramStats() const;
 
  private:
