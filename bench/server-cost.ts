@@ -26,6 +26,8 @@
  * (or more than it can cause), is marked ⚠, listed, and fails the bench.
  *
  * Usage: node dist/bench/server-cost.js [rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]
+ * KREPLAY_BENCH_ROOT runs another checkout's agent under this bench (its servers, modes and
+ * figures stay this one's), to compare two builds in the same hour.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -50,6 +52,7 @@ import {
 
 const ROOT = path.join(__dirname, '..', '..');
 const RUNTIMES = path.join(ROOT, 'test', 'support', 'runtimes');
+const AGENT_ROOT = process.env.KREPLAY_BENCH_ROOT ?? ROOT;
 const rounds = Number(process.argv[2] ?? 3);
 const seconds = Number(process.argv[3] ?? 5);
 const only = (process.argv[4] ?? 'go,node,aiohttp,gunicorn').split(',');
@@ -338,7 +341,7 @@ async function main(): Promise<void> {
           .get('without the agent')!
           .push(await measure(s.plain));
       const metrics = await freePort();
-      const agent = await startBenchAgent(ROOT, [
+      const agent = await startBenchAgent(AGENT_ROOT, [
         ...['--metrics-listen', `127.0.0.1:${metrics}`],
         ...all
           .flatMap((s) => [s.plain, s.followed])
