@@ -457,7 +457,7 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     ['server-streaming', 'Stream', 1, 4],
     ['server-streaming', 'Stream', 8, 4],
     ['server-streaming', 'Stream', 64, 4],
-  ])('follows grpc-js %s calls, %i at a time on one channel: exact', async (name, method, level, files) => {
+  ])('follows grpc-js %s calls (%s), %i at a time on one channel: exact', async (name, method, level, files) => {
     const grpcOut = join(dir, 'grpc-js');
     mkdirSync(grpcOut, { recursive: true });
     const server = await hookedNode('grpc-js', 'grpc-node-server.js', [grpcOut]);

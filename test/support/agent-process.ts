@@ -33,9 +33,13 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
         resolve({
           child,
           output: () => output,
-          stop: (signal = 'SIGTERM') => {
+          stop: async (signal = 'SIGTERM') => {
             if (child.exitCode === null) child.kill(signal);
-            return exited;
+            const code = await exited;
+            // an agent that ends in error says why where the failing test is read
+            if (code !== 0 && code !== null)
+              process.stderr.write(`agent exited with ${code}; its output ends:\n${output.slice(-4000)}\n`);
+            return code;
           },
         });
       }
