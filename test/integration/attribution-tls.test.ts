@@ -457,43 +457,46 @@ describe('TLS request attribution: Python ThreadingHTTPServer over ssl (real ker
     ['server-streaming', 'Stream', 1, 4],
     ['server-streaming', 'Stream', 8, 4],
     ['server-streaming', 'Stream', 64, 4],
-  ])('follows grpc-js %s calls (%s), %i at a time on one channel: exact', async (name, method, level, files) => {
-    const grpcOut = join(dir, 'grpc-js');
-    mkdirSync(grpcOut, { recursive: true });
-    const server = await hookedNode('grpc-js', 'grpc-node-server.js', [grpcOut]);
-    const client = new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
-    const bytes = (b: Buffer) => b;
-    try {
-      const prefix = `gjs${method}${level}-`;
-      const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${prefix}${i}`);
-      await inTurn(ids, level, (rid) => {
-        const metadata = new grpc.Metadata();
-        metadata.set('x-request-id', rid);
-        metadata.set('traceparent', traceparent());
-        const path = `/kreplay.Files/${method}`;
-        return new Promise<void>((resolve, reject) => {
-          if (method === 'Unary')
-            client.makeUnaryRequest(path, bytes, bytes, Buffer.from(rid), metadata, (err) =>
-              err ? reject(err) : resolve(),
-            );
-          else
-            client
-              .makeServerStreamRequest(path, bytes, bytes, Buffer.from(rid), metadata)
-              .on('data', () => undefined)
-              .once('error', reject)
-              .once('end', () => resolve());
+  ])(
+    'follows grpc-js %s calls (%s), %i at a time on one channel: exact',
+    async (name, method, level, files) => {
+      const grpcOut = join(dir, 'grpc-js');
+      mkdirSync(grpcOut, { recursive: true });
+      const server = await hookedNode('grpc-js', 'grpc-node-server.js', [grpcOut]);
+      const client = new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+      const bytes = (b: Buffer) => b;
+      try {
+        const prefix = `gjs${method}${level}-`;
+        const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${prefix}${i}`);
+        await inTurn(ids, level, (rid) => {
+          const metadata = new grpc.Metadata();
+          metadata.set('x-request-id', rid);
+          metadata.set('traceparent', traceparent());
+          const path = `/kreplay.Files/${method}`;
+          return new Promise<void>((resolve, reject) => {
+            if (method === 'Unary')
+              client.makeUnaryRequest(path, bytes, bytes, Buffer.from(rid), metadata, (err) =>
+                err ? reject(err) : resolve(),
+              );
+            else
+              client
+                .makeServerStreamRequest(path, bytes, bytes, Buffer.from(rid), metadata)
+                .on('data', () => undefined)
+                .once('error', reject)
+                .once('end', () => resolve());
+          });
         });
-      });
-      const rows = await writesFor(store, grpcOut, prefix, PER_LEVEL * files);
-      const s = score(
-        rows.map((e) => ({ ...e, target: e.target!.replace(/\.(u|s\d)$/, '.a') })),
-        ids,
-        files,
-      );
-      process.stdout.write(`grpc-js ${name}, ${level} calls at a time: ${JSON.stringify(s)}\n`);
-      expectExact(s, PER_LEVEL * files);
-    } finally {
-      client.close();
-    }
-  });
+        const rows = await writesFor(store, grpcOut, prefix, PER_LEVEL * files);
+        const s = score(
+          rows.map((e) => ({ ...e, target: e.target!.replace(/\.(u|s\d)$/, '.a') })),
+          ids,
+          files,
+        );
+        process.stdout.write(`grpc-js ${name}, ${level} calls at a time: ${JSON.stringify(s)}\n`);
+        expectExact(s, PER_LEVEL * files);
+      } finally {
+        client.close();
+      }
+    },
+  );
 });
