@@ -144,7 +144,7 @@ function isHex(b: Uint8Array, from: number, to: number, nonZero: boolean): boole
 }
 
 /* Whether b[from, from + text.length) is `text` (ASCII). */
-function bytesAre(b: Uint8Array, from: number, text: string): boolean {
+export function bytesAre(b: Uint8Array, from: number, text: string): boolean {
   for (let i = 0; i < text.length; i++) if (b[from + i] !== text.charCodeAt(i)) return false;
   return true;
 }

@@ -30,6 +30,7 @@ import {
 } from '../../core/model/record-layout';
 import { blockStatusErrno, encodeDevice } from '../../core/model/event-types';
 import { readTargetRecord, targetKindCode, targetText } from '../../core/model/target';
+import { bytesAre } from '../attribution/context-parser';
 import { hostPathOf } from '../attribution/host-path';
 import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
@@ -85,13 +86,7 @@ const TWO_32 = 0x1_0000_0000;
  * socket, so the kernel keeps its bytes as a request's; they ask nothing (request_key.h's shape
  * `unknown`, touching no connection's statements), so their key needs no native call.
  */
-const HTTP_RESPONSE = Buffer.from('HTTP/');
-
-/* Whether b holds `prefix` at `at` (compared here: a native compare costs more than these few bytes). */
-function startsWith(b: Buffer, at: number, prefix: Buffer): boolean {
-  for (let i = 0; i < prefix.length; i++) if (b[at + i] !== prefix[i]) return false;
-  return true;
-}
+const HTTP_RESPONSE = 'HTTP/';
 
 function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): CorruptRecordError {
   if (problem === RecordProblem.TruncatedHead)
@@ -148,7 +143,7 @@ export class RecordDecoder {
   ) {}
 
   /** the key native code gives an HTTP/1 response's bytes, asked of it once */
-  private readonly responseKey = nativeAddon().requestKey(HTTP_RESPONSE);
+  private readonly responseKey = nativeAddon().requestKey(Buffer.from(HTTP_RESPONSE));
 
   /**
    * Appends the buffer's events to sink.current, flushing the sink whenever
@@ -305,7 +300,7 @@ export class RecordDecoder {
   private requestKey(buf: Buffer, v: DataView, off: number, pid: number, fd: number, target: number): number {
     const len = Math.min(v.getUint32(off + RequestLayout.len, true), REQUEST_DATA_LEN);
     const start = off + RequestLayout.data;
-    if (len >= HTTP_RESPONSE.length && startsWith(buf, start, HTTP_RESPONSE)) return this.responseKey;
+    if (len >= HTTP_RESPONSE.length && bytesAre(buf, start, HTTP_RESPONSE)) return this.responseKey;
     return this.requestKeys.key(`${pid}\t${fd}\t${target}`, buf.subarray(start, start + len));
   }
 
