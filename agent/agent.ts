@@ -90,6 +90,15 @@ const SHIP_FLUSH_MS = 3000;
 /** How long a clean stop may spend sending the OTLP queue (what is left is counted as dropped). */
 const OTLP_FLUSH_MS = 3000;
 
+/** Marks in `ended` when each step of a stop ended, in ms since the stop began (steps may overlap). */
+function stopwatch(ended: Record<string, number>): (step: string) => Record<string, number> {
+  const began = performance.now();
+  return (step) => {
+    ended[step] = Math.round(performance.now() - began);
+    return ended;
+  };
+}
+
 function nowEpochNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
 }
@@ -109,6 +118,8 @@ export class Agent implements AgentReadings {
   private corruptBytes = 0;
   private lastStatus: CounterSnapshot;
   private lastStatusAt = performance.now();
+  /** The steps of stop() done so far: what a stop cut short had finished */
+  readonly stopSteps: Record<string, number> = {};
   private readonly timers: NodeJS.Timeout[] = [];
   private shipper: Shipper | null = null;
   private runtimeHooks: ProcessDiscovery | null = null;
@@ -374,16 +385,30 @@ export class Agent implements AgentReadings {
     this.lastStatusAt = at;
   }
 
-  /** Drains the ring, commits everything, records the run's end. */
-  async stop(reason: string): Promise<AgentSummary> {
+  /**
+   * Drains the ring, commits everything, records the run's end (then `stored` is called), and
+   * resolves once the probes are detached.
+   */
+  async stop(reason: string, stored?: () => void): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
+    // when each step ended is said: a slow stop says which step held it
+    const took = stopwatch(this.stopSteps);
+    // the probes detach after the records up to now are read, and are awaited once the store is
+    // closed: the kernel takes seconds on a loaded host (grace periods, one tracepoint at a time)
+    const detached = this.capture?.stop();
+    detached?.catch(() => undefined);
     // an injection under way finishes and the Node inspectors still watched close
-    // (agent/runtimes/node) while the probes detach
-    await Promise.all([this.runtimeHooks?.stop(), this.capture?.stop()]);
+    // (agent/runtimes/node) while the ring drains
+    await Promise.all([
+      this.runtimeHooks?.stop().then(() => took('hooksStoppedMs')),
+      this.capture?.drained.then(() => took('ringDrainedMs')),
+    ]);
     this.store.drain();
+    took('storeDrainedMs');
     // the tail is shipped if ClickHouse answers at once; what is not acknowledged stays in the
     // store, and the next run ships it from the cursor
     await Promise.all([this.shipper?.stop(SHIP_FLUSH_MS), this.otlpExporter?.stop(OTLP_FLUSH_MS)]);
+    took('shippedMs');
     const counters = this.counters();
     const otlp = this.otlpExporter?.status();
     this.store.recordCounters(nowEpochNs(), { ...storedCounters(counters), ...(otlp && otlpCounters(otlp)) });
@@ -408,7 +433,11 @@ export class Agent implements AgentReadings {
       stored: summary.rowsWritten,
       lost: summary.lost,
       store: summary.path,
+      ...took('closedMs'),
     });
+    stored?.();
+    await detached;
+    this.log.info('probes detached', took('detachedMs'));
     return summary;
   }
 }

@@ -26,7 +26,12 @@ export interface Capture {
   followLibuv(pid: number): void;
   /** marks process `pid` a JVM: the threads it makes from now on inherit no request in the kernel */
   markJvm(pid: number): void;
-  /** resolves after the final batch was delivered to onBatch */
+  /**
+   * Resolves once the records up to stop() are all delivered to onBatch, before the probes detach:
+   * what they record after that is not read.
+   */
+  readonly drained: Promise<void>;
+  /** resolves after the final batch was delivered to onBatch and the probes detached */
   stop(): Promise<void>;
 }
 
@@ -58,9 +63,15 @@ export function startCapture(
   let closeError: unknown;
   let markClosed = (): void => undefined;
   const closed = new Promise<void>((resolve) => (markClosed = resolve));
+  let markDrained = (): void => undefined;
+  const drained = new Promise<void>((resolve) => (markDrained = resolve));
 
-  const deliver = (batch: Buffer): void => {
+  const deliver = (batch: Buffer | null): void => {
     forwardNativeLog(addon, log);
+    if (batch === null) {
+      markDrained();
+      return;
+    }
     try {
       onBatch(batch);
     } catch (err) {
@@ -77,6 +88,8 @@ export function startCapture(
       closeError = toCaptureError(error);
       log.error('capture stopped', { error: error.message });
     }
+    // a session closed by the environment going away says nothing else
+    markDrained();
     markClosed();
   };
 
@@ -94,6 +107,7 @@ export function startCapture(
 
   return {
     attachPoints,
+    drained,
     counters() {
       const values = session.readCounters();
       if (values.length !== KERNEL_COUNTER_COUNT) {

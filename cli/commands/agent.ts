@@ -227,12 +227,17 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
       agent.failed().then((error) => ({ reason: `store failed: ${error.message}`, error })),
     ]);
     const deadline = setTimeout(() => {
-      log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`);
+      log.error(`the drain did not finish within ${DRAIN_DEADLINE_MS / 1000} s; exiting without it`, {
+        done:
+          Object.entries(agent.stopSteps)
+            .map(([step, ms]) => `${step}=${ms}`)
+            .join(',') || 'nothing',
+      });
       process.exit(1);
     }, DRAIN_DEADLINE_MS);
     deadline.unref();
-    await agent.stop(outcome.reason);
-    clearTimeout(deadline);
+    // once the store is closed nothing is left to lose: the probes' detaching is not cut short
+    await agent.stop(outcome.reason, () => clearTimeout(deadline));
     if (outcome.error) throw outcome.error;
   } finally {
     await metricsServer?.close();

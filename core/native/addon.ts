@@ -218,7 +218,8 @@ export interface NativeAddon {
   execExchanges(recordedKeys: number[], requestKeys: number[]): (number | null)[];
   CaptureSession: new (
     config: NativeCaptureConfig,
-    onBatch: (batch: Buffer) => void,
+    /** null once the records up to the stop are all delivered, before the probes detach */
+    onBatch: (batch: Buffer | null) => void,
     onClosed: (error: Error | undefined) => void,
   ) => NativeCaptureSession;
   /** the kernel guard of the Node inspector (bpf/inspector_guard.bpf.c); throws E_NODE_GUARD */

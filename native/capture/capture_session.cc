@@ -137,10 +137,21 @@ void CaptureSession::PollLoop() {
     engine_->Consume();
     Deliver();
   }
-  engine_->Detach();
+  // The records up to the stop go to JS before the probes detach: each detach waits for grace
+  // periods under the kernel's event_mutex, one tracepoint after another (seconds on a loaded
+  // host), and the store commits meanwhile. What the probes record after this is not read.
   engine_->Consume();
   Deliver();
+  DeliverDrained();
+  engine_->Detach();
   deliver_.Release();
+}
+
+// Fails only when the environment is going away; onClosed then stands for it.
+void CaptureSession::DeliverDrained() {
+  deliver_.BlockingCall(
+      static_cast<std::vector<uint8_t>*>(nullptr),
+      [](Napi::Env env, Napi::Function on_batch, std::vector<uint8_t>*) { on_batch.Call({env.Null()}); });
 }
 
 void CaptureSession::NotePeakFill(double fill) {

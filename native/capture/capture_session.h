@@ -19,7 +19,8 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
  public:
   static Napi::Function Define(Napi::Env env);
 
-  // new CaptureSession(config, onBatch(buffer), onClosed(error?))
+  // new CaptureSession(config, onBatch(buffer | null), onClosed(error?)): onBatch(null) says the
+  // records up to the stop are all delivered, before the probes detach
   explicit CaptureSession(const Napi::CallbackInfo& info);
   ~CaptureSession() override;
 
@@ -37,6 +38,7 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   void Append(const uint8_t* data, size_t size);
   void NotePeakFill(double fill);
   void Deliver();
+  void DeliverDrained();
   std::unique_ptr<std::vector<uint8_t>> TakeSpare();
   void Recycle(std::unique_ptr<std::vector<uint8_t>> batch);
   void Closed(Napi::Env env);

@@ -18,6 +18,7 @@ export interface ExecReportRow {
 }
 export interface ExecReport {
   verdict: string;
+  reasons: string[];
   first_held_ns: number | string | null;
   causes: { target: string; cause: string; exercised: boolean; reason: string; wait_ns: number | string }[];
   targets: ExecReportRow[];
