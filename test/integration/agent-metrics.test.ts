@@ -62,7 +62,11 @@ describe('agent metrics (real kernel)', () => {
     const writes = 1234;
     const dd = spawnSync(writer, ['if=/dev/zero', 'of=/dev/null', 'bs=64', `count=${writes}`, 'status=none']);
     expect(dd.status).toBe(0);
-    await waitFor(() => (countStored(store) >= writes ? true : undefined));
+    const running = agent;
+    await waitFor(() => (countStored(store) >= writes ? true : undefined), {
+      what: () =>
+        `${countStored(store)} of ${writes} writes stored; the agent's output ends:\n${running.output().slice(-2000)}`,
+    });
 
     const after = await waitFor(async () => {
       const text = await scrape(url!);
