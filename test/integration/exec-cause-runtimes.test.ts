@@ -9,7 +9,7 @@
  * with the response held ≥ 1.4 s, a 1 s one fails, and a build that skips Redis is not reproduced.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
@@ -78,7 +78,7 @@ beforeAll(async () => {
       NODE_SERVICE,
       'serve',
       String(redisPort),
-      join(dir.path, 'prod-orders'),
+      join(ordersDir('prod'), 'orders'),
       portFile,
     ],
     { stdio: 'ignore' },
@@ -157,10 +157,22 @@ afterAll(async () => {
   if (dir.path) rmSync(dir.path, { recursive: true, force: true });
 });
 
-async function replay(txn: string, name: string, build: string[]) {
+/**
+ * The directory a run of the Node service appends its orders in, writable by the replays' uid:
+ * each build has its own, mapped from production's (--map), so the recorded append and fsync are
+ * matched, and held if the host made them slow enough to be among the incident's causes.
+ */
+function ordersDir(name: string): string {
+  const path = join(dir.path, name);
+  mkdirSync(path, { recursive: true });
+  chmodSync(path, 0o777);
+  return path;
+}
+
+async function replay(txn: string, name: string, build: string[], flags: string[] = []) {
   const report = join(dir.path, `${name}.json`);
   const run = await kreplay(
-    ['replay', '--incident', incidents[txn]!, '--exec', '--report-json', report, '--', ...build],
+    ['replay', '--incident', incidents[txn]!, '--exec', '--report-json', report, ...flags, '--', ...build],
     UNPRIVILEGED,
     dir.path,
   ).done;
@@ -183,20 +195,34 @@ describe('a Redis incident replayed on other runtimes (real kernel, uid 65534)',
       NODE_SERVICE,
       'once',
       String(redisPort),
-      join(dir.path, `${name}-orders`),
+      join(ordersDir(name), 'orders'),
       ...flags,
     ];
-    const patient = await replay(NODE_TXN, 'node-patient', node('patient', '--timeout', '5'));
+    const map = (name: string) => ['--map', `${join(dir.path, 'prod')}=${join(dir.path, name)}`];
+    const patient = await replay(NODE_TXN, 'node-patient', node('patient', '--timeout', '5'), map('patient'));
     expect(outcome(patient)).toEqual({ status: 0, verdict: 'passed', why: [] });
     expect(patient.heldNs).toBeGreaterThanOrEqual(recordedWait[NODE_TXN]! * 0.99);
     expect(patient.report.causes.length).toBeGreaterThan(0);
     expect(patient.report.causes.every((c) => c.exercised)).toBe(true);
+    // the order's append and fsync, mapped, are matched (a slow fsync in production is a cause too)
+    const orders = join(dir.path, 'patient', 'orders');
+    expect(patient.report.targets.filter((t) => t.target === orders).map((t) => [t.call, t.matched])).toEqual(
+      [
+        ['write', 1],
+        ['fsync', 1],
+      ],
+    );
 
-    const impatient = await replay(NODE_TXN, 'node-impatient', node('impatient', '--timeout', '1'));
+    const impatient = await replay(
+      NODE_TXN,
+      'node-impatient',
+      node('impatient', '--timeout', '1'),
+      map('impatient'),
+    );
     expect(impatient.run.status).not.toBe(0);
     expect(impatient.run.stderr).toContain('Redis took over 1000 ms');
 
-    const skipped = await replay(NODE_TXN, 'node-skipped', node('skipped', '--skip-redis'));
+    const skipped = await replay(NODE_TXN, 'node-skipped', node('skipped', '--skip-redis'), map('skipped'));
     expect(skipped.run.status).toBe(220);
     expect(skipped.report.verdict).toBe('not-reproduced');
   }, 120_000);
