@@ -6,11 +6,12 @@
  * (its own connection; on the first `state` event it plays the session);
  * `cli` runs `kreplay replay` and reads the NDJSON it prints on stdout.
  * Every event in a chunk read from the socket or pipe gets that chunk's time:
- * what a consumer reading there sees. During the play the probe only keeps
- * each chunk and its arrival, and parses them after: an instrument sharing
- * the host's cores with what it measures must take as little of them as it
- * can (the SSE probe still looks in each chunk for a `state` event, which it
- * must see to play and to stop).
+ * what a consumer reading there sees. During the play the probe only copies
+ * each chunk into a buffer taken before it and keeps its arrival, and parses
+ * them after: an instrument sharing the host's cores with what it measures
+ * must take as little of them as it can, and must not stop to collect
+ * garbage (the SSE probe still looks in each chunk for a `state` event,
+ * which it must see to play and to stop).
  *
  *   node dist/bench/replay-probe.js sse|cli URL TRANSACTION SPEED
  */

@@ -85,3 +85,45 @@ describe('the replay probe: chunks kept during the play, parsed after', () => {
     ).toBe(1007);
   });
 });
+
+describe('the replay probe: what it holds while it plays', () => {
+  const lines = Buffer.from(Array.from({ length: 40 }, (_, i) => `{"i":${i}}\n`).join(''));
+  const expected = Array.from({ length: 40 }, (_, i) => `{"i":${i}}`);
+
+  /** the lines given after keeping `reads` (draining where `drainAt` says), with a buffer of `capacity` */
+  function keptLines(reads: Buffer[], capacity: number, drainAt: (i: number) => boolean): string[] {
+    const got: string[] = [];
+    const chunks = new Chunks(
+      new Splitter(10, (bytes, from, to) => got.push(bytes.toString('utf8', from, to))),
+      capacity,
+    );
+    reads.forEach((read, i) => {
+      chunks.keep(read, i);
+      if (drainAt(i)) chunks.drain();
+    });
+    chunks.drain();
+    return got;
+  }
+
+  it('keeps a copy of each read: a reader that reuses its buffer after keep changes nothing kept', () => {
+    const reads = cut(lines, [5, 17, 60, 61, 150]);
+    const reused = reads.map((read) => Buffer.from(read));
+    const got: string[] = [];
+    const chunks = new Chunks(
+      new Splitter(10, (bytes, from, to) => got.push(bytes.toString('utf8', from, to))),
+    );
+    for (const read of reused) {
+      chunks.keep(read, 0);
+      read.fill(0x21); // the stream's next read lands in the same memory
+    }
+    chunks.drain();
+    expect(got).toEqual(expected);
+  });
+
+  it('gives every line once, in order, when its buffer fills and another is taken, across drains', () => {
+    const reads = cut(lines, [3, 4, 40, 41, 42, 100, 101, 170, 171, 230]);
+    for (const capacity of [1, 7, 64, 200, 4096])
+      for (const every of [1, 2, 3, 100])
+        expect(keptLines(reads, capacity, (i) => i % every === every - 1)).toEqual(expected);
+  });
+});
