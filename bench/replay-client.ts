@@ -17,7 +17,9 @@
  *   with no replay just before, and the CPU the daemon used meanwhile.
  * Three shapes: a sparse session (300 events, 10 ms apart) on an idle
  * daemon, the same under a query load (~440 event pages a second), and a
- * dense incident (100,001 events, 10 µs apart: 1 s). KREPLAY_BENCH_ROOT runs
+ * dense incident (100,001 events, 10 µs apart: 1 s); the daemon's first dense
+ * play, which compiles its release path as it plays, is a row of its own
+ * (round 0) before the rounds. KREPLAY_BENCH_ROOT runs
  * another checkout's build (its daemon and CLI; the bench and its clients
  * stay this one's), to compare two builds in the same hour.
  *
@@ -184,6 +186,11 @@ async function main(): Promise<void> {
       ...extra,
     ]);
   try {
+    // the daemon's first dense play compiles its release path while it plays (replay48k): it gets a
+    // row of its own, round 0, so that the rounds' CLI and SSE plays are alike
+    log("round 0: the daemon's first dense play, sse");
+    const first = await probe('sse', daemon.url, 'dense');
+    row(0, "dense, sse, the daemon's first", first, timing(first), ['', '', '', '']);
     for (let round = 1; round <= rounds; round++) {
       const quiet = await poll(daemon.url, new Promise((resolve) => setTimeout(resolve, 2000)));
       row(round, 'no replay (anchor)', null, null, [
