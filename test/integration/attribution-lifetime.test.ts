@@ -235,16 +235,19 @@ describe('a request context lives as long as its request (real kernel)', () => {
     let port: number;
     let ca: string | undefined;
 
+    let goChild: string;
+
     beforeAll(async () => {
       out = join(dir, `py-${setting}`);
       mkdirSync(out);
       ca = tls ? cert : undefined;
-      port = await serve('/usr/bin/python3', [
-        join(RUNTIMES, 'threading-lifetime-server.py'),
-        out,
-        ...(tls ? [cert, key] : []),
-      ]);
-    });
+      goChild = buildGo(join(RUNTIMES, 'go-child-writer.go'), join(dir, `go-child-writer-${setting}`));
+      port = await serve(
+        '/usr/bin/python3',
+        [join(RUNTIMES, 'threading-lifetime-server.py'), out, ...(tls ? [cert, key] : [])],
+        { ...process.env, GO_CHILD: goChild },
+      );
+    }, 120_000);
 
     it("the handler's child thread, joined before the reply, is the request's at every level", async () => {
       const table = await measure(`py-${setting}-child`, port, out, '/child', ['child', 'handler'], ca);
@@ -253,6 +256,28 @@ describe('a request context lives as long as its request (real kernel)', () => {
     }, 300_000);
 
     if (tls) return;
+
+    it('a Go program a request started: its goroutines carry that request while it lives, none after (outlived_process)', async () => {
+      // the first program makes the agent inspect the binary: the next exec of it is followed from its start
+      await single(port, '/exec-go', `py-${setting}-go-seen`);
+      await waitFor(() => agent.output().includes(`goroutines of ${goChild} (`), {
+        timeoutMs: 30_000,
+        what: 'the agent following the Go program',
+      });
+      const during = `py-${setting}-go-during`;
+      await single(port, '/exec-go', during);
+      expect((await writeOf(out, `${during}.gochild`)).txn).toBe(during);
+      const before = storedCounter(store, 'outlived_process');
+      // its request has ended (the server closed its connection); the program writes within another
+      const after = `py-${setting}-go-after`;
+      await single(port, '/go-write', after);
+      expect((await writeOf(out, `${after}.gochild`)).txn).toBeNull();
+      expect((await writeOf(out, `${after}.handler`)).txn).toBe(after);
+      await waitFor(() => storedCounter(store, 'outlived_process') > before, {
+        timeoutMs: 30_000,
+        what: 'outlived_process counted for the Go program',
+      });
+    }, 120_000);
 
     it('a consumer thread the first request started: that request’s while it lives, none after', async () => {
       const first = `py-${setting}-consumer-first`;

@@ -7,6 +7,8 @@ HTTP/1.1 keep-alive, optionally over TLS):
     its processes, which writes <x-request-id>.pool;
   - /handoff-first: starts a worker fed over a queue.Queue, hands it a job (it writes
     <x-request-id>.worker), and is not answered before /release; /handoff hands it a job meanwhile.
+  - /exec-go: starts the Go program $GO_CHILD (go-child-writer.go) in place of the last one it
+    started, and has it write <x-request-id>.gochild; /go-write has the last one write that file.
 The handler writes <x-request-id>.handler after each. /hooked answers whether the Python hook wraps
 queue.Queue (the test waits for the hook to run).
 
@@ -16,6 +18,7 @@ import multiprocessing
 import os
 import queue
 import ssl
+import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +61,15 @@ def hand_off(rid):
     done.wait()
 
 
+go_child = None
+
+
+def go_write(rid):
+    go_child.stdin.write(rid + ".gochild\n")
+    go_child.stdin.flush()
+    go_child.stdout.readline()
+
+
 def once(name, make):
     with lazy:
         if name not in started:
@@ -94,6 +106,17 @@ class Handler(BaseHTTPRequestHandler):
             hand_off(rid)
             if self.path == "/handoff-first":
                 released.wait()
+        elif self.path == "/exec-go":
+            global go_child
+            if go_child:
+                go_child.kill()
+                go_child.wait()
+            go_child = subprocess.Popen(
+                [os.environ["GO_CHILD"], DIR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            go_write(rid)
+        elif self.path == "/go-write":
+            go_write(rid)
         elif self.path == "/pool":
             pool = once("pool", lambda: multiprocessing.get_context("fork").Pool(2))
             pool.apply(write, (rid + ".pool",))
