@@ -165,6 +165,48 @@ describeKernel('write targets', () => {
     expect(fileIds.size).toBe(1);
   });
 
+  it('a thread going back and forth between a file and a UDP socket it reconnects: each send names the peer it went to', async () => {
+    const file = join(realpathSync(dir.path), 'alternate.log');
+    const peers = await Promise.all(
+      [0, 1].map(async () => {
+        const socket = createSocket('udp4');
+        await new Promise<void>((done) => socket.bind(0, '127.0.0.1', done));
+        return socket;
+      }),
+    );
+    const [a, b] = peers.map((p) => p.address().port);
+    // each write a size of its own; the socket's last peer is a target the thread used two calls before
+    const script = [
+      'import os, socket, sys',
+      's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)',
+      `f = os.open("${file}", os.O_WRONLY | os.O_CREAT)`,
+      `s.connect(("127.0.0.1", ${a})); s.send(b"x" * 101)`,
+      'os.write(f, b"x" * 102)',
+      `s.connect(("127.0.0.1", ${b})); s.send(b"x" * 103)`,
+      'os.write(f, b"x" * 104)',
+      's.send(b"x" * 105)',
+      `s.connect(("127.0.0.1", ${a})); s.send(b"x" * 106)`,
+      'os.write(f, b"x" * 107)',
+    ].join('\n');
+    try {
+      const { records, value: pid } = await captureAround({}, () =>
+        runToExit('/usr/bin/python3', ['-c', script]),
+      );
+      const byPeer = (port: number): [string, string] => ['socket', `udp 127.0.0.1:${port}`];
+      expect(targetsBySize(records, pid, 'python3')).toEqual({
+        101: byPeer(a!),
+        102: ['file', file],
+        103: byPeer(b!),
+        104: ['file', file],
+        105: byPeer(b!),
+        106: byPeer(a!),
+        107: ['file', file],
+      });
+    } finally {
+      for (const p of peers) p.close();
+    }
+  });
+
   it('sends a file once, however many processes write it, while it stays cached', async () => {
     const file = join(realpathSync(dir.path), 'shared.log');
     const writeTwice = `echo a >> ${file}; echo b >> ${file}`;
