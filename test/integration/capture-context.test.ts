@@ -98,4 +98,29 @@ describeKernel('context tracking', () => {
     ]);
     expectContextsBeforeUse(records);
   });
+
+  it("a client connection a request head went out on: a later send by a thread without a context carries none, not the head's", async () => {
+    // the plain thread is made before any context (a thread inherits its creator's)
+    const script = [
+      'import socket, threading',
+      'srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()',
+      'c = socket.create_connection(srv.getsockname()); peer, _ = srv.accept()',
+      'go = threading.Event()',
+      'def plain():',
+      '    go.wait()',
+      '    c.send(b"x" * 201)',
+      't = threading.Thread(target=plain); t.start()',
+      'c.send(b"GET /d HTTP/1.1\\r\\nHost: d\\r\\n\\r\\n")',
+      'c.send(b"y" * 202)',
+      'go.set(); t.join()',
+    ].join('\n');
+    const { records, value: pid } = await captureAround({}, () =>
+      runToExit('/usr/bin/python3', ['-c', script]),
+    );
+    const head = contexts(records, pid).find((c) => c.data.toString().startsWith('GET /d '));
+    expect(head).toBeDefined();
+    const bySize = new Map(writes(records, pid).map((w) => [w.count, w.contextId]));
+    expect([bySize.get(28), bySize.get(202), bySize.get(201)]).toEqual([head!.contextId, head!.contextId, 0]);
+    expectContextsBeforeUse(records);
+  });
 });
