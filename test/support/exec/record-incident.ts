@@ -21,6 +21,11 @@ export interface RecordedIncident {
   servicePort: number;
   /** the slow response wait on `target`, in ns */
   waitNs: number;
+  /**
+   * the longest other response wait recorded on `target`, in ns (0 if none): what a loaded host made
+   * a fast statement take in production, which a faithful replay holds too
+   */
+  otherWaitNs: number;
   /** the body curl got */
   reply: string;
 }
@@ -77,6 +82,17 @@ export async function recordIncident(options: {
         },
         { what: `a response wait on ${options.target}` },
       );
+      const res = await fetch(
+        `${daemon.url}/api/events?transaction_id=${options.txn}&event_type=sys_read&int64=string&limit=1000`,
+      );
+      const reads = (
+        (await res.json()) as { events: { target: string | null; response_ns: string | null }[] }
+      ).events;
+      const waits = reads
+        .filter((e) => e.target === options.target && e.response_ns !== null)
+        .map((e) => Number(e.response_ns))
+        .sort((a, b) => b - a);
+      const otherWaitNs = waits[1] ?? 0;
       const file = join(options.dir, `${options.txn}.kri`);
       const exported = await kreplay([
         'export',
@@ -90,7 +106,7 @@ export async function recordIncident(options: {
       ]).done;
       if (exported.status !== 0) throw new Error(`export failed: ${exported.stderr}`);
       chmodSync(file, 0o644);
-      return { file, servicePort, waitNs, reply };
+      return { file, servicePort, waitNs, otherWaitNs, reply };
     } finally {
       await daemon.close();
     }
