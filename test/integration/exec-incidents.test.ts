@@ -16,7 +16,7 @@ import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { KREPLAY_BIN, startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
-import { runCommand, type Outcome } from '../support/exec/kreplay-run';
+import { runCommand, saidOnFailure, type Outcome } from '../support/exec/kreplay-run';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 
@@ -162,12 +162,9 @@ function client(name: Client, port: number, seconds: number): string[] {
   return [process.execPath, '-e', NODE_CLIENT, String(port), String(seconds * 1000)];
 }
 const timedOut = (name: Client, outcome: Outcome) => outcome.status === (name === 'curl' ? 28 : 4);
-/** A replay's status, and the end of what it said when it did not pass (its verdict and reasons). */
-const passed = (outcome: Outcome) => ({
-  status: outcome.status,
-  said: outcome.status === 0 ? '' : outcome.stderr.split('\n').slice(-25).join('\n'),
-});
-const PASSED = { status: 0, said: '' };
+/** A replay's status, and what it said when it did not pass (its verdict and reasons). */
+const passed = (outcome: Outcome) => ({ status: outcome.status, said: saidOnFailure(outcome) });
+const PASSED = { status: 0, said: [] };
 
 it('an upstream that answered in 3 s: three clients time out at 1 s; a 5 s timeout passes, and 1 s with --speed 10', async () => {
   const slow = await serve(3000);

@@ -11,6 +11,10 @@ export interface Outcome {
   stderr: string;
 }
 
+/** What kreplay said on stderr (its `kreplay: ` lines: a replay's verdict and reasons), when a run did not pass. */
+export const saidOnFailure = (outcome: Pick<Outcome, 'status' | 'stderr'>): string[] =>
+  outcome.status === 0 ? [] : outcome.stderr.split('\n').filter((line) => line.startsWith('kreplay: '));
+
 export interface Run {
   child: ChildProcess;
   /** stderr so far */

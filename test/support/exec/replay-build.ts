@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCgroup, type TestCgroup } from '../cgroup';
 import type { ExecReport, ExecReportRow } from './exec-report';
-import { kreplay, UNPRIVILEGED } from './kreplay-run';
+import { kreplay, saidOnFailure, UNPRIVILEGED } from './kreplay-run';
 import type { RecordedIncident } from './record-incident';
 
 /** What a shared CI runner needs of `--tolerance` (docs/replay.md): holds end late on a loaded machine. */
@@ -103,7 +103,7 @@ export async function replayBuild(options: {
 /** Passed: the slow statement (`report`) held as recorded, every other at once (the database answers at once). */
 export function slowOneHeld(run: Replayed, incident: RecordedIncident, target: string): void {
   // kreplay's own lines say why when it did not pass
-  const why = run.status === 0 ? [] : run.stderr.split('\n').filter((line) => line.startsWith('kreplay: '));
+  const why = saidOnFailure(run);
   expect({ status: run.status, verdict: run.report.verdict, why }).toEqual({
     status: 0,
     verdict: 'passed',
