@@ -190,16 +190,22 @@ const outcome = ({ run, report }: Awaited<ReturnType<typeof replay>>) => ({
 
 describe('a Redis incident replayed on other runtimes (real kernel, uid 65534)', () => {
   it('Node service (npm redis, a connection opened at start): held 1.5 s, 1 s fails, skipping Redis is not reproduced', async () => {
-    const node = (name: string, ...flags: string[]) => [
-      process.execPath,
-      NODE_SERVICE,
-      'once',
-      String(redisPort),
-      join(ordersDir(name), 'orders'),
-      ...flags,
-    ];
-    const map = (name: string) => ['--map', `${join(dir.path, 'prod')}=${join(dir.path, name)}`];
-    const patient = await replay(NODE_TXN, 'node-patient', node('patient', '--timeout', '5'), map('patient'));
+    // a build of the Node service (`once`), its orders mapped from production's directory to its own
+    const node = (name: string, ...flags: string[]) =>
+      replay(
+        NODE_TXN,
+        `node-${name}`,
+        [
+          process.execPath,
+          NODE_SERVICE,
+          'once',
+          String(redisPort),
+          join(ordersDir(name), 'orders'),
+          ...flags,
+        ],
+        ['--map', `${join(dir.path, 'prod')}=${join(dir.path, name)}`],
+      );
+    const patient = await node('patient', '--timeout', '5');
     expect(outcome(patient)).toEqual({ status: 0, verdict: 'passed', why: [] });
     expect(patient.heldNs).toBeGreaterThanOrEqual(recordedWait[NODE_TXN]! * 0.99);
     expect(patient.report.causes.length).toBeGreaterThan(0);
@@ -213,16 +219,11 @@ describe('a Redis incident replayed on other runtimes (real kernel, uid 65534)',
       ],
     );
 
-    const impatient = await replay(
-      NODE_TXN,
-      'node-impatient',
-      node('impatient', '--timeout', '1'),
-      map('impatient'),
-    );
+    const impatient = await node('impatient', '--timeout', '1');
     expect(impatient.run.status).not.toBe(0);
     expect(impatient.run.stderr).toContain('Redis took over 1000 ms');
 
-    const skipped = await replay(NODE_TXN, 'node-skipped', node('skipped', '--skip-redis'), map('skipped'));
+    const skipped = await node('skipped', '--skip-redis');
     expect(skipped.run.status).toBe(220);
     expect(skipped.report.verdict).toBe('not-reproduced');
   }, 120_000);
