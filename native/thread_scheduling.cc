@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <string>
@@ -27,6 +28,38 @@ void SetRealtimeScheduling(pid_t tid, int priority) {
   throw SchedulingFailure(err == EPERM ? "E_SCHED_PERM" : "E_SCHED",
                           "cannot put thread " + std::to_string(tid) + " under SCHED_FIFO: " + strerror(err) +
                               (err == EPERM ? " (needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance)" : ""));
+}
+
+namespace {
+
+// The kernel's struct sched_attr (linux/sched/types.h, which clashes with <sched.h>'s sched_param).
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+  uint32_t sched_util_min;
+  uint32_t sched_util_max;
+};
+
+}  // namespace
+
+bool SetShortestSlice(pid_t tid) {
+  SchedAttr attr{};
+  if (syscall(SYS_sched_getattr, tid, &attr, sizeof attr, 0) != 0 || attr.sched_policy != SCHED_OTHER) return false;
+  // sched_setattr sets the nice value too: the one read back is kept
+  attr.size = sizeof attr;
+  attr.sched_flags = 0;
+  attr.sched_runtime = kShortestSliceNs;
+  if (syscall(SYS_sched_setattr, tid, &attr, 0) != 0) return false;
+  // kernels before custom slices take the call and ignore sched_runtime for SCHED_OTHER
+  SchedAttr now{};
+  return syscall(SYS_sched_getattr, tid, &now, sizeof now, 0) == 0 &&
+         now.sched_runtime == static_cast<uint64_t>(kShortestSliceNs);
 }
 
 PipeEnds MakeDoorbellPipe() {

@@ -112,13 +112,17 @@ void ExecSupervisor::Run() {
   prctl(PR_SET_TIMERSLACK, 1UL);
   // older kernels lack it: calls then wake through the scheduler, a little slower
   hand_over_ = ioctl(listener_fd_, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0;
+  int64_t max_margin_ns = kMaxMarginNs;
   try {
     SetRealtimeScheduling(static_cast<pid_t>(syscall(SYS_gettid)), kRealtimePriority);
     results_.realtime = true;
   } catch (const SchedulingFailure&) {
-    // without CAP_SYS_NICE the margin grows to what the wake-ups need
+    // Without CAP_SYS_NICE: a short slice, so that a deadline's wake-up preempts a busy neighbour, and
+    // a spin no longer than that slice. A fair-scheduled thread that spins longer uses up its share
+    // and then waits out its neighbours' slices, late by milliseconds on a loaded machine.
+    if (SetShortestSlice(static_cast<pid_t>(syscall(SYS_gettid)))) max_margin_ns = kShortestSliceNs;
   }
-  int64_t margin_ns = kInitialMarginNs;
+  int64_t margin_ns = std::min(kInitialMarginNs, max_margin_ns);
   int64_t overshoot_ns = 0;
   std::string code, message;
   pollfd fds[2] = {{listener_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
@@ -144,7 +148,7 @@ void ExecSupervisor::Run() {
         // woke for a deadline: how late against the planned wake-up
         const int64_t over = std::max<int64_t>(NowNs() - (next - margin_ns), 0);
         overshoot_ns = over > overshoot_ns ? over : overshoot_ns - (overshoot_ns - over) / 32;
-        margin_ns = std::clamp<int64_t>(overshoot_ns * 3 / 2, kMinMarginNs, kMaxMarginNs);
+        margin_ns = std::clamp<int64_t>(overshoot_ns * 3 / 2, kMinMarginNs, max_margin_ns);
       }
       if (fds[1].revents & POLLIN) {
         uint64_t count;

@@ -6,18 +6,20 @@
  * many incidents give one JUnit testsuite each; --strict fails shortfalls.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
 import { incidentWrite, startExecDaemon, type ExecDaemon, type IncidentEvent } from '../support/exec-daemon';
-import { kreplay, tcpSink, UNPRIVILEGED, type Run } from '../support/exec/kreplay-run';
+import { kreplay, saidOnFailure, tcpSink, UNPRIVILEGED, type Run } from '../support/exec/kreplay-run';
 import { expectHeld, expectHeldAtMedian, useWriters, writerRun, writeTimes } from '../support/exec/writer';
 import { writeIncident } from '../support/incident-file';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 
 const MS = 1_000_000;
+/** The fair scheduler's shortest slice (native/thread_scheduling.h kShortestSliceNs). */
+const SHORTEST_SLICE_NS = 100_000;
 const TXN = 'inc';
 const dir = useTempDir('kreplay-incident-');
 const writers = useWriters();
@@ -140,6 +142,39 @@ describe('kreplay replay --incident FILE --exec', () => {
     } finally {
       sink.close();
     }
+  });
+
+  it("without real-time priority, the supervisor asks for the fair scheduler's shortest slice, and only it", async () => {
+    // a held call's release then preempts a busy neighbour instead of waiting out its slice (CI's loaded host)
+    const app = writable('slice');
+    const file = incident('slice.kri', [marker(), ...writes(1, '/var/lib/app/wal.log', 'file', 2000)]);
+    const run = replay(
+      [
+        '--incident',
+        file,
+        '--exec',
+        '--map',
+        `/var/lib/app=${app}`,
+        '--',
+        writers.dynamic,
+        '--file',
+        join(app, 'wal.log'),
+        '1',
+      ],
+      UNPRIVILEGED,
+    );
+    const tasks = `/proc/${run.child.pid}/task`;
+    const slices = () =>
+      readdirSync(tasks).map((tid) =>
+        Number(/^se\.slice\s*:\s*(\d+)/m.exec(readFileSync(`${tasks}/${tid}/sched`, 'utf8'))?.[1]),
+      );
+    const seen = await waitFor(() => slices().includes(SHORTEST_SLICE_NS) && slices(), {
+      what: () => `a thread of kreplay with a ${SHORTEST_SLICE_NS} ns slice (saw ${slices().join(' ')})`,
+    });
+    expect(seen.filter((ns) => ns === SHORTEST_SLICE_NS)).toHaveLength(1);
+    const result = await run.done;
+    expect(saidOnFailure(result)).toEqual([]);
+    expect(result.status).toBe(0);
   });
 
   it('exits "not reproduced" (220) when nothing was matched: a recorded peer the build never used, and says why', async () => {
