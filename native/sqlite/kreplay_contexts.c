@@ -202,7 +202,9 @@ static int contextsColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int
   } else if (col <= N_TEXT || col == COL_TRANSACTION_KEY || col == COL_TRACE_KEY) {
     int i = col <= N_TEXT ? col - 1 : col - COL_TRANSACTION_KEY;
     int32_t length = int32At(c->lengths, c->row * N_TEXT + i);
-    const unsigned char *text = c->text + textOffset(c, i);
+    /* a batch whose strings are all empty has no text blob: NULL, which sqlite3_result_text would store as NULL */
+    static const unsigned char kEmpty[1];
+    const unsigned char *text = c->text == NULL ? kEmpty : c->text + textOffset(c, i);
     if (length < 0)
       sqlite3_result_null(ctx);
     else if (col <= N_TEXT)
