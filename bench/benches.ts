@@ -33,7 +33,7 @@ export const BENCHES = {
   'read-program-cost': { topic: 'write and read overhead', args: '[reads] [runs]' },
   ingest: { topic: 'ingest', args: '' },
   retention: { topic: 'ingest', args: '' },
-  'store-write': { topic: 'ingest', args: '[batches] [rounds]' },
+  'store-write': { topic: 'ingest', args: '[batches] [rounds] [requests a batch]' },
   query: { topic: 'query', args: '' },
   'clickhouse-limit-by': { topic: 'query', args: '' },
   timeline: { topic: 'query', args: '[runs]' },

@@ -16,13 +16,20 @@ import { dirname, join } from 'node:path';
 import { parse } from 'node:querystring';
 import { silentLogger } from '../core/log/logger';
 import { storePath } from '../agent/store/store-writer';
+import { openReadStore, schemaVersionOf } from '../core/store/schema';
 import type { EventFilter } from '../daemon/store/event-filter';
 import { eventsQuerySchema, toFilter, DEFAULT_LIMIT } from '../daemon/events/events-query';
 import { parseQuery } from '../daemon/http/query-params';
 import { rangeFor } from '../daemon/store/key-range';
 import { NodeStore } from '../daemon/store/node-store';
 import { NodeStores } from '../daemon/store/node-stores';
-import { contextIdsSql, eventsSql, rangeParams } from '../daemon/store/query-sql';
+import {
+  contextIdsParams,
+  contextIdsSql,
+  contextLookupOf,
+  eventsSql,
+  rangeParams,
+} from '../daemon/store/query-sql';
 import { ensureDataset, type Dataset } from './query-dataset';
 import { inlineParams, SqliteCli } from './sqlite-cli';
 import { startDaemonProcess } from './daemon-process';
@@ -174,6 +181,15 @@ function buildShapes(data: Dataset, stores: NodeStores, perShape: number): Shape
  * its share of the page (refills, when the merge needs them, are extra
  * daemon work and count against HTTP).
  */
+function storeVersion(path: string): number {
+  const { db } = openReadStore(path);
+  try {
+    return schemaVersionOf(db);
+  } finally {
+    db.close();
+  }
+}
+
 function rawScripts(stores: NodeStore[], key: Key): string[] {
   const reads = stores.map((store) => store.reads(key.filter));
   const total = reads.reduce((n, r) => n + r.length, 0);
@@ -182,9 +198,11 @@ function rawScripts(stores: NodeStore[], key: Key): string[] {
     const statements: string[] = [];
     const { transactionId, traceId } = key.filter;
     if (transactionId !== undefined || traceId !== undefined) {
-      const params = { transactionId: transactionId ?? null, traceId: traceId ?? null };
+      // a dataset kept from an older build is read at its own version, as the daemon reads it
+      const lookup = contextLookupOf(storeVersion(store.path));
+      const params = contextIdsParams({ transactionId, traceId }, lookup);
       statements.push(
-        inlineParams(contextIdsSql(transactionId !== undefined, traceId !== undefined, true), params),
+        inlineParams(contextIdsSql(transactionId !== undefined, traceId !== undefined, lookup), params),
       );
     }
     const range = rangeParams(rangeFor(key.filter, store.info.storeId, 'asc'));

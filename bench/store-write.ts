@@ -3,10 +3,15 @@
  * spends on a followed server's traffic. Each request brings a new context (a fresh traceparent and
  * x-request-id, random as real trace ids are) and four events that carry it (the request's read,
  * a log line's write, the response's write, the next read's EAGAIN), in batches of one flush
- * interval. The writer runs on this thread, so the process's CPU is the writer's.
+ * interval. The writer runs on this thread, so the process's CPU is the writer's, and the bytes it
+ * wrote (/proc/self/io's wchar: the WAL's frames and the checkpoints) are the writer's too.
+ *
+ * A slower server commits fewer requests at a time (a flush interval's worth): the third argument
+ * sets the requests a batch (500: a server at 2,500 requests/s), which decides how many index pages
+ * each request's rows rewrite.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RecordType } from '../core/model';
@@ -23,7 +28,13 @@ interface Round {
   events: number;
   contexts: number;
   cpuUs: number;
+  /** what the writer wrote to files, WAL and checkpoints */
+  bytesWritten: number;
   dbMiB: number;
+}
+
+function bytesWrittenSoFar(): number {
+  return Number(/^wchar: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))![1]);
 }
 
 function hex(bytes: number): string {
@@ -36,9 +47,10 @@ export function fillRequests(
   contexts: ContextEntry[],
   firstCtx: number,
   request0: number,
+  requests = REQUESTS_PER_BATCH,
 ): void {
   batch.clear(1_790_000_000_000_000_000n);
-  for (let r = 0; r < REQUESTS_PER_BATCH; r++) {
+  for (let r = 0; r < requests; r++) {
     const ctx = firstCtx + r;
     contexts.push([ctx, `bench-${hex(16)}`, hex(16), hex(8), 1]);
     const t = (request0 + r) * 40_000;
@@ -77,11 +89,11 @@ export function fillRequests(
   }
 }
 
-function round(batches: number): Round {
+function round(batches: number, requests: number): Round {
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-store-write-'));
   try {
     const writer = StoreWriter.open(dir, 'bench');
-    const batch = new EventBatch(REQUESTS_PER_BATCH * EVENTS_PER_REQUEST);
+    const batch = new EventBatch(requests * EVENTS_PER_REQUEST);
     const first: NewNames = {
       services: [[1, 'bench']],
       comms: [[1, 'server']],
@@ -93,42 +105,47 @@ function round(batches: number): Round {
       containers: [],
     };
     let cpuUs = 0;
+    let bytesWritten = 0;
     for (let b = 0; b < batches; b++) {
       const names: NewNames =
         b === 0 ? first : { services: [], comms: [], contexts: [], targets: [], containers: [] };
-      fillRequests(batch, names.contexts, 1 + b * REQUESTS_PER_BATCH, b * REQUESTS_PER_BATCH);
+      fillRequests(batch, names.contexts, 1 + b * requests, b * requests, requests);
+      const written0 = bytesWrittenSoFar();
       const cpu0 = process.cpuUsage();
       writer.writeBatch(batch, names);
       const cpu = process.cpuUsage(cpu0);
       cpuUs += cpu.user + cpu.system;
+      bytesWritten += bytesWrittenSoFar() - written0;
     }
     const events = writer.rowsWritten;
     const dbMiB = writer.dbBytes() / 1048576;
     writer.close();
-    return { events, contexts: batches * REQUESTS_PER_BATCH, cpuUs, dbMiB };
+    return { events, contexts: batches * requests, cpuUs, bytesWritten, dbMiB };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-/** Rounds of `batches` batches each, on a fresh store every round. */
-export function runStoreWrite(batches: number, rounds: number): Round[] {
-  return Array.from({ length: rounds }, () => round(batches));
+/** Rounds of `batches` batches of `requests` each, on a fresh store every round. */
+export function runStoreWrite(batches: number, rounds: number, requests = REQUESTS_PER_BATCH): Round[] {
+  return Array.from({ length: rounds }, () => round(batches, requests));
 }
 
 if (require.main === module) {
   const batches = Number(process.argv[2] ?? 60);
   const rounds = Number(process.argv[3] ?? 3);
-  const results = runStoreWrite(batches, rounds);
+  const requests = Number(process.argv[4] ?? REQUESTS_PER_BATCH);
+  const results = runStoreWrite(batches, rounds, requests);
   printTable(
-    `store-write: ${batches} batches of ${REQUESTS_PER_BATCH} requests (${EVENTS_PER_REQUEST} events and 1 new context each)`,
+    `store-write: ${batches} batches of ${requests} requests (${EVENTS_PER_REQUEST} events and 1 new context each)`,
     results.map((r, i) => [
       String(i + 1),
       r.events.toLocaleString('en-US'),
       (r.cpuUs / r.events).toFixed(2),
       (r.cpuUs / r.contexts).toFixed(2),
+      (r.bytesWritten / r.events).toFixed(0),
       r.dbMiB.toFixed(0),
     ]),
-    ['round', 'events', 'writer µs/event', 'writer µs/request', 'store MiB'],
+    ['round', 'events', 'writer µs/event', 'writer µs/request', 'bytes written/event', 'store MiB'],
   );
 }

@@ -2,7 +2,7 @@
  * A batch's new contexts go in with one `INSERT ... SELECT` from kreplay_contexts
  * (native/sqlite/kreplay_contexts.c) over the entries packed in four blobs: a statement run per
  * context cost as much as the row's three B-trees (issue 46), and a followed server brings one new
- * context a request.
+ * context a request. The extension computes each id's lookup key (core/store/context-key.ts) as it goes.
  */
 import type Database from 'better-sqlite3';
 import type { ContextEntry } from '../ingest/dictionary';
@@ -63,8 +63,9 @@ export class ContextInsert {
   /** `db` has the agent's extension loaded (EventInsert.prepareConnection). */
   constructor(db: Database.Database) {
     this.insert = db.prepare(
-      `INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags)
-       SELECT id, transaction_id, trace_id, parent_span_id, trace_flags FROM kreplay_contexts(?, ?, ?, ?)`,
+      `INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key)
+       SELECT id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key
+       FROM kreplay_contexts(?, ?, ?, ?)`,
     );
   }
 

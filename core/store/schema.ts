@@ -16,14 +16,24 @@ import {
   SYSCALL_TYPES_SCHEMA_VERSION,
   TARGETS_SCHEMA_VERSION,
 } from './event-columns';
+import { contextKey } from './context-key';
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 10;
+export const SCHEMA_VERSION = 11;
 
 /** Stores from this version on index contexts' ids by generation (CONTEXT_GENERATION_BITS). */
 export const CONTEXT_GENERATIONS_SCHEMA_VERSION = 10;
+
+/**
+ * Stores from this version on index contexts' ids by their keys (core/store/context-key.ts) within
+ * each generation, not by their text.
+ */
+export const CONTEXT_KEYS_SCHEMA_VERSION = 11;
+
+/** The SQL function migrations call to key the contexts already stored (never in the schema itself). */
+const CONTEXT_KEY_FUNCTION = 'kreplay_context_key';
 
 /**
  * The contexts' lookup indexes lead with a context's generation, id >> CONTEXT_GENERATION_BITS: a
@@ -31,7 +41,8 @@ export const CONTEXT_GENERATIONS_SCHEMA_VERSION = 10;
  * batch's new rows land on pages all over an index as large as every context kept, each page
  * written to the WAL again (about half the writer's work per request, issue 46). Within the
  * newest generation (16,384 contexts) they touch a few hundred pages at most; a lookup by id
- * seeks once per generation (daemon/store/query-sql.ts contextIdsSql).
+ * seeks once per generation (daemon/store/query-sql.ts contextIdsSql). From v11 an index holds each
+ * id's key (core/store/context-key.ts), not its text: a third of the entry, so of the pages rewritten.
  */
 export const CONTEXT_GENERATION_BITS = 14;
 
@@ -176,6 +187,28 @@ export const MIGRATIONS: readonly string[] = [
     WHERE transaction_id IS NOT NULL;
   CREATE INDEX contexts_by_trace ON contexts (id >> ${CONTEXT_GENERATION_BITS}, trace_id) WHERE trace_id IS NOT NULL;
   `,
+  // v11: each id's key (core/store/context-key.ts) beside it, indexed in its place (a third of the
+  // entry). The table is made anew for its CHECKs (ADD COLUMN would test them against the rows not yet
+  // keyed): a row with an id and no key would be missed by every lookup, so none may be written.
+  `
+  CREATE TABLE contexts_keyed (
+    id INTEGER PRIMARY KEY,
+    transaction_id TEXT,
+    trace_id TEXT,
+    parent_span_id TEXT,
+    trace_flags INTEGER,
+    transaction_key INTEGER CHECK ((transaction_key IS NULL) = (transaction_id IS NULL)),
+    trace_key INTEGER CHECK ((trace_key IS NULL) = (trace_id IS NULL))
+  ) STRICT;
+  INSERT INTO contexts_keyed
+    SELECT id, transaction_id, trace_id, parent_span_id, trace_flags,
+      ${CONTEXT_KEY_FUNCTION}(transaction_id), ${CONTEXT_KEY_FUNCTION}(trace_id) FROM contexts;
+  DROP TABLE contexts;
+  ALTER TABLE contexts_keyed RENAME TO contexts;
+  CREATE INDEX contexts_by_transaction ON contexts (id >> ${CONTEXT_GENERATION_BITS}, transaction_key)
+    WHERE transaction_id IS NOT NULL;
+  CREATE INDEX contexts_by_trace ON contexts (id >> ${CONTEXT_GENERATION_BITS}, trace_key) WHERE trace_id IS NOT NULL;
+  `,
 ];
 
 /**
@@ -220,6 +253,9 @@ function readSchemaVersion(db: Database.Database, path: string): number {
 }
 
 function applyMigrations(db: Database.Database, from: number, node: string): void {
+  db.function(CONTEXT_KEY_FUNCTION, { deterministic: true }, (id: unknown) =>
+    typeof id === 'string' ? contextKey(id) : null,
+  );
   db.transaction(() => {
     for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
     if (from === 0) {

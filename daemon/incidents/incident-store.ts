@@ -11,6 +11,7 @@ import type { ApiEvent } from '../../core/model';
 import { eventToRow, type RowNames } from '../../core/model/event-row';
 import type { IncidentRun } from '../../core/incident';
 import { EVENT_COLUMN_TABLE } from '../../core/store/event-columns';
+import { contextKey } from '../../core/store/context-key';
 import { openWriteStore } from '../../core/store/schema';
 
 const COLUMNS = EVENT_COLUMN_TABLE.map((c) => c.name);
@@ -60,13 +61,14 @@ export class IncidentStoreBuilder {
     const services = this.db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     const comms = this.db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
     const contexts = this.db.prepare(
-      'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id) VALUES (?, ?, ?, ?)',
+      'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, transaction_key, trace_key) VALUES (?, ?, ?, ?, ?, ?)',
     );
+    const key = (id: string | null) => (id === null ? null : contextKey(id));
     const targets = this.db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     const serviceIds = new Dictionary<string>((id, name) => services.run(id, name));
     const commIds = new Dictionary<string>((id, name) => comms.run(id, name));
     const contextIds = new Dictionary<[string | null, string | null, string | null]>(
-      (id, [txn, trace, span]) => contexts.run(id, txn, trace, span),
+      (id, [txn, trace, span]) => contexts.run(id, txn, trace, span, key(txn), key(trace)),
     );
     const targetIds = new Dictionary<[number, string]>((id, [kind, value]) => targets.run(id, kind, value));
     const containers = this.db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');

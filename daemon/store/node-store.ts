@@ -15,7 +15,6 @@ import {
   type RawEventRow,
 } from '../../core/store/event-columns';
 import {
-  CONTEXT_GENERATIONS_SCHEMA_VERSION,
   RETENTION_SCHEMA_VERSION,
   SAMPLING_SCHEMA_VERSION,
   SLOW_EVENT_NS,
@@ -31,7 +30,9 @@ import { containerFilterOf, type EventFilter, type EventOrder } from './event-fi
 import type { KeyRange } from './key-range';
 import {
   eventByKeySql,
+  contextIdsParams,
   contextIdsSql,
+  contextLookupOf,
   eventsSql,
   rangeParams,
   summarySql,
@@ -187,14 +188,9 @@ export class NodeStore {
   }
 
   private contextIds(filter: EventFilter): bigint[] {
-    const sql = contextIdsSql(
-      filter.transactionId !== undefined,
-      filter.traceId !== undefined,
-      this.schemaVersion >= CONTEXT_GENERATIONS_SCHEMA_VERSION,
-    );
-    const params: SqlParams = {};
-    if (filter.transactionId !== undefined) params.transactionId = filter.transactionId;
-    if (filter.traceId !== undefined) params.traceId = filter.traceId;
+    const lookup = contextLookupOf(this.schemaVersion);
+    const sql = contextIdsSql(filter.transactionId !== undefined, filter.traceId !== undefined, lookup);
+    const params = contextIdsParams(filter, lookup);
     return this.guard(() => this.statement(sql, 'pluck').all(params) as bigint[]);
   }
 

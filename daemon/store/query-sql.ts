@@ -6,7 +6,13 @@
  * and never sorts (test/unit/store-query-plan.test.ts checks the plans).
  */
 import { EVENT_COLUMNS } from '../../core/store/event-columns';
-import { CONTEXT_GENERATION_BITS, SLOW_EVENT_NS } from '../../core/store/schema';
+import { contextKey } from '../../core/store/context-key';
+import {
+  CONTEXT_GENERATION_BITS,
+  CONTEXT_GENERATIONS_SCHEMA_VERSION,
+  CONTEXT_KEYS_SCHEMA_VERSION,
+  SLOW_EVENT_NS,
+} from '../../core/store/schema';
 import { CONTAINER_ID_PREFIX } from '../../core/model/container';
 import type { EventOrder } from './event-filter';
 import type { KeyRange } from './key-range';
@@ -97,14 +103,32 @@ export function eventByKeySql(columns = EVENT_COLUMNS): string {
 }
 
 /**
- * Context ids per filter; a trace may span several (transaction, trace) rows. A store whose
- * lookup indexes lead with the generation (`generations`, schema.ts CONTEXT_GENERATION_BITS) is
- * searched once per generation from its first context's to its last's.
+ * How a store's contexts are found by id, by its schema version: by the ids' text (before
+ * generations), by generation and text, or by generation and the ids' keys (core/store/context-key.ts).
  */
-export function contextIdsSql(transaction: boolean, trace: boolean, generations: boolean): string {
-  const terms = [transaction && 'transaction_id = @transactionId', trace && 'trace_id = @traceId'];
+export type ContextLookup = 'text' | 'generations' | 'keys';
+
+export function contextLookupOf(schemaVersion: number): ContextLookup {
+  if (schemaVersion >= CONTEXT_KEYS_SCHEMA_VERSION) return 'keys';
+  return schemaVersion >= CONTEXT_GENERATIONS_SCHEMA_VERSION ? 'generations' : 'text';
+}
+
+/**
+ * Context ids per filter; a trace may span several (transaction, trace) rows. A store whose
+ * lookup indexes lead with the generation (schema.ts CONTEXT_GENERATION_BITS) is searched once per
+ * generation from its first context's to its last's. Keyed, the index finds the rows of an id's key
+ * and each row's own id decides (two ids may share a key): the answer is the text's, exactly.
+ */
+export function contextIdsSql(transaction: boolean, trace: boolean, lookup: ContextLookup): string {
+  const keys = lookup === 'keys';
+  const terms = [
+    transaction && keys && 'transaction_key = @transactionKey',
+    transaction && 'transaction_id = @transactionId',
+    trace && keys && 'trace_key = @traceKey',
+    trace && 'trace_id = @traceId',
+  ];
   const where = terms.filter(Boolean).join(' AND ');
-  if (!generations) return `SELECT id FROM contexts WHERE ${where} ORDER BY id`;
+  if (lookup === 'text') return `SELECT id FROM contexts WHERE ${where} ORDER BY id`;
   const bits = CONTEXT_GENERATION_BITS;
   return (
     `WITH RECURSIVE generations(g) AS (SELECT min(id) >> ${bits} FROM contexts UNION ALL ` +
@@ -113,4 +137,21 @@ export function contextIdsSql(transaction: boolean, trace: boolean, generations:
     `SELECT id FROM generations CROSS JOIN contexts INDEXED BY ${transaction ? 'contexts_by_transaction' : 'contexts_by_trace'} ` +
     `ON id >> ${bits} = g AND ${where} ORDER BY id`
   );
+}
+
+/** contextIdsSql's parameters: the ids given, and their keys where the lookup uses them. */
+export function contextIdsParams(
+  ids: { transactionId?: string | undefined; traceId?: string | undefined },
+  lookup: ContextLookup,
+): SqlParams {
+  const params: SqlParams = {};
+  if (ids.transactionId !== undefined) {
+    params.transactionId = ids.transactionId;
+    if (lookup === 'keys') params.transactionKey = contextKey(ids.transactionId);
+  }
+  if (ids.traceId !== undefined) {
+    params.traceId = ids.traceId;
+    if (lookup === 'keys') params.traceKey = contextKey(ids.traceId);
+  }
+  return params;
 }

@@ -6,7 +6,7 @@
  * Arguments: ids (n doubles, whole), flags (n int32, -1 = NULL), lengths (3n int32: the transaction
  * id's, the trace id's and the parent span id's bytes, -1 = NULL), text (those strings' UTF-8 bytes,
  * one after another in that order). Columns: id, transaction_id, trace_id, parent_span_id,
- * trace_flags.
+ * trace_flags, transaction_key, trace_key (the ids' lookup keys, core/store/context-key.ts).
  */
 #include <stdint.h>
 #include <string.h>
@@ -15,9 +15,11 @@
 SQLITE_EXTENSION_INIT3
 
 #define N_TEXT 3
-/* visible: id, the three strings, trace_flags; hidden (the arguments): the four blobs */
+/* visible: id, the three strings, trace_flags, the two ids' keys; hidden (the arguments): the four blobs */
 #define COL_FLAGS (1 + N_TEXT)
-#define COL_ARGS (COL_FLAGS + 1)
+#define COL_TRANSACTION_KEY (COL_FLAGS + 1)
+#define COL_TRACE_KEY (COL_FLAGS + 2)
+#define COL_ARGS (COL_FLAGS + 3)
 #define N_ARGS 4
 
 typedef struct {
@@ -35,9 +37,10 @@ typedef struct {
 
 static int contextsConnect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **vtab, char **err) {
   (void)aux, (void)argc, (void)argv, (void)err;
-  int rc = sqlite3_declare_vtab(db,
-                                "CREATE TABLE x(id, transaction_id, trace_id, parent_span_id, trace_flags, "
-                                "ids HIDDEN, flags HIDDEN, lengths HIDDEN, text HIDDEN)");
+  int rc = sqlite3_declare_vtab(
+      db,
+      "CREATE TABLE x(id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key, "
+      "ids HIDDEN, flags HIDDEN, lengths HIDDEN, text HIDDEN)");
   if (rc != SQLITE_OK) return rc;
   *vtab = sqlite3_malloc(sizeof **vtab);
   if (*vtab == NULL) return SQLITE_NOMEM;
@@ -88,6 +91,35 @@ static int fail(Cursor *c, char *message) {
   sqlite3_free(c->base.pVtab->zErrMsg);
   c->base.pVtab->zErrMsg = message;
   return message == NULL ? SQLITE_NOMEM : SQLITE_ERROR;
+}
+
+static uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+/*
+ * An id's lookup key: MurmurHash3 (x86, 32 bits, seed 0) of its UTF-8 bytes, as a signed integer. The
+ * one definition is core/store/context-key.ts (the daemon's lookups compute it there); this is its
+ * twin for the writer, held to it by test/unit/context-key.test.ts.
+ */
+static int32_t contextKey(const unsigned char *bytes, int32_t n) {
+  const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
+  uint32_t h = 0, k;
+  int32_t blocks = n & ~3;
+  for (int32_t i = 0; i < blocks; i += 4) {
+    memcpy(&k, bytes + i, 4); /* little-endian, as the TS reads it */
+    h ^= rotl32(k * c1, 15) * c2;
+    h = rotl32(h, 13) * 5 + 0xe6546b64;
+  }
+  int32_t tail = n & 3;
+  if (tail > 0) {
+    k = bytes[blocks];
+    if (tail > 1) k |= (uint32_t)bytes[blocks + 1] << 8;
+    if (tail > 2) k |= (uint32_t)bytes[blocks + 2] << 16;
+    h ^= rotl32(k * c1, 15) * c2;
+  }
+  h ^= (uint32_t)n;
+  h = (h ^ (h >> 16)) * 0x85ebca6b;
+  h = (h ^ (h >> 13)) * 0xc2b2ae35;
+  return (int32_t)(h ^ (h >> 16));
 }
 
 static int32_t int32At(const unsigned char *p, int64_t i) {
@@ -151,23 +183,34 @@ static int contextsNext(sqlite3_vtab_cursor *cursor) {
 
 static int contextsEof(sqlite3_vtab_cursor *cursor) { return ((Cursor *)cursor)->row >= ((Cursor *)cursor)->n; }
 
+/* Where the current row's string `i` (0: transaction id, 1: trace id, 2: parent span) starts in text. */
+static int64_t textOffset(const Cursor *c, int i) {
+  int64_t offset = c->offset;
+  for (int j = 0; j < i; j++) {
+    int32_t length = int32At(c->lengths, c->row * N_TEXT + j);
+    if (length > 0) offset += length;
+  }
+  return offset;
+}
+
 static int contextsColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int col) {
   Cursor *c = (Cursor *)cursor;
   if (col == 0) {
     double id;
     memcpy(&id, c->ids + c->row * 8, 8);
     sqlite3_result_int64(ctx, (sqlite3_int64)id);
-  } else if (col <= N_TEXT) {
-    int64_t offset = c->offset;
-    for (int i = 0; i < col - 1; i++) {
-      int32_t length = int32At(c->lengths, c->row * N_TEXT + i);
-      if (length > 0) offset += length;
-    }
-    int32_t length = int32At(c->lengths, c->row * N_TEXT + col - 1);
+  } else if (col <= N_TEXT || col == COL_TRANSACTION_KEY || col == COL_TRACE_KEY) {
+    int i = col <= N_TEXT ? col - 1 : col - COL_TRANSACTION_KEY;
+    int32_t length = int32At(c->lengths, c->row * N_TEXT + i);
+    /* a batch whose strings are all empty has no text blob: NULL, which sqlite3_result_text would store as NULL */
+    static const unsigned char kEmpty[1];
+    const unsigned char *text = c->text == NULL ? kEmpty : c->text + textOffset(c, i);
     if (length < 0)
       sqlite3_result_null(ctx);
+    else if (col <= N_TEXT)
+      sqlite3_result_text(ctx, (const char *)text, length, SQLITE_TRANSIENT);
     else
-      sqlite3_result_text(ctx, (const char *)c->text + offset, length, SQLITE_TRANSIENT);
+      sqlite3_result_int64(ctx, contextKey(text, length));
   } else if (col == COL_FLAGS) {
     int32_t flags = int32At(c->flags, c->row);
     if (flags < 0)

@@ -15,6 +15,7 @@ import { StoreWriter } from '../../agent/store/store-writer';
 import { groupResource, NativeSpanReader, type NativeRead } from '../../agent/otlp/otlp-native-spans';
 import { RecordType, rowToEvent, type ApiEvent } from '../../core/model';
 import { eventColumnsOf, type EventRow } from '../../core/store/event-columns';
+import { contextKey } from '../../core/store/context-key';
 import { readStoreInfo, SCHEMA_VERSION } from '../../core/store/schema';
 import { StoreNameCache } from '../../core/store/store-names';
 import {
@@ -66,16 +67,19 @@ beforeAll(() => {
     [1, 'python3'],
     [2, 'wörker 日本'],
   ]);
+  const key = (id: unknown) => (typeof id === 'string' ? contextKey(id) : null);
   rows(
-    'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags) VALUES (?, ?, ?, ?, ?)',
-    [
-      [1, 'req-1', TRACE, PARENT, 1],
-      [2, null, '5bf92f3577b34da6a3ce929d0e0e4737', null, 3], // no transaction, parent unknown
-      [3, 'req-3', '6bf92f3577b34da6a3ce929d0e0e4738', PARENT, 0], // unsampled
-      [4, 'marker', 'checkout-42', null, null], // a marker's trace: no W3C trace id
-      [5, 'zero', '0'.repeat(32), PARENT, 1],
-      [6, 'odd-parent', '7bf92f3577b34da6a3ce929d0e0e4739', 'XYZ', 1], // left to the TS side
-    ],
+    'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    (
+      [
+        [1, 'req-1', TRACE, PARENT, 1],
+        [2, null, '5bf92f3577b34da6a3ce929d0e0e4737', null, 3], // no transaction, parent unknown
+        [3, 'req-3', '6bf92f3577b34da6a3ce929d0e0e4738', PARENT, 0], // unsampled
+        [4, 'marker', 'checkout-42', null, null], // a marker's trace: no W3C trace id
+        [5, 'zero', '0'.repeat(32), PARENT, 1],
+        [6, 'odd-parent', '7bf92f3577b34da6a3ce929d0e0e4739', 'XYZ', 1], // left to the TS side
+      ] as unknown[][]
+    ).map((row) => [...row, key(row[1]), key(row[2])]),
   );
   rows('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)', [
     [1, 1, '/var/lib/app/db.sqlite'],

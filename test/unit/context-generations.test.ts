@@ -3,14 +3,21 @@ import { randomBytes } from 'node:crypto';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import type { ContextEntry, NewNames } from '../../agent/ingest/dictionary';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
+import { contextKey } from '../../core/store/context-key';
 import {
   CONTEXT_GENERATION_BITS,
   CONTEXT_GENERATIONS_SCHEMA_VERSION,
+  CONTEXT_KEYS_SCHEMA_VERSION,
   MIGRATIONS,
   SCHEMA_VERSION,
   openWriteStore,
 } from '../../core/store/schema';
-import { contextIdsSql } from '../../daemon/store/query-sql';
+import {
+  contextIdsParams,
+  contextIdsSql,
+  contextLookupOf,
+  type ContextLookup,
+} from '../../daemon/store/query-sql';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-context-generations-');
@@ -35,8 +42,24 @@ function spread(): ContextEntry[] {
   return SPREAD_IDS.map((id, i) => [id, i % 2 ? 'tx-odd' : `tx-${i}`, i < 3 ? 'tr-a' : 'tr-b', null, null]);
 }
 
+/** The ids of the contexts a lookup finds, as the daemon runs it. */
+function lookUp(
+  db: Database.Database,
+  lookup: ContextLookup,
+  transactionId: string | null,
+  traceId: string | null,
+): unknown[] {
+  const sql = contextIdsSql(transactionId !== null, traceId !== null, lookup);
+  const params = contextIdsParams(
+    { transactionId: transactionId ?? undefined, traceId: traceId ?? undefined },
+    lookup,
+  );
+  return db.prepare(sql).pluck().all(params);
+}
+
 /** Every (transaction, trace) filter of the spread, answered by contextIdsSql and by a scan of the table. */
-function expectLookupsMatchScan(db: Database.Database, generations: boolean): void {
+function expectLookupsMatchScan(db: Database.Database, lookup: ContextLookup): unknown[][] {
+  const found: unknown[][] = [];
   const filters: [string | null, string | null][] = [
     ['tx-odd', null],
     ['tx-0', null],
@@ -48,8 +71,6 @@ function expectLookupsMatchScan(db: Database.Database, generations: boolean): vo
     [null, 'tr-none'],
   ];
   for (const [transactionId, traceId] of filters) {
-    const sql = contextIdsSql(transactionId !== null, traceId !== null, generations);
-    const params = { ...(transactionId && { transactionId }), ...(traceId && { traceId }) };
     const scan = db
       .prepare(
         'SELECT id FROM contexts NOT INDEXED WHERE (@transactionId IS NULL OR transaction_id = @transactionId) ' +
@@ -57,8 +78,11 @@ function expectLookupsMatchScan(db: Database.Database, generations: boolean): vo
       )
       .pluck()
       .all({ transactionId, traceId });
-    expect(db.prepare(sql).pluck().all(params)).toEqual(scan);
+    const ids = lookUp(db, lookup, transactionId, traceId);
+    expect(ids).toEqual(scan);
+    found.push(ids);
   }
+  return found;
 }
 
 describe('contexts indexed by generation', () => {
@@ -66,38 +90,38 @@ describe('contexts indexed by generation', () => {
     const writer = StoreWriter.open(dir.path, 'n');
     try {
       writer.writeBatch(NO_EVENTS, names(spread()));
-      expectLookupsMatchScan(writer.db, true);
-      expect(
-        writer.db
-          .prepare(contextIdsSql(true, false, true))
-          .pluck()
-          .all({ transactionId: 'tx-odd' }),
-      ).toEqual([GENERATION - 1, 2 * GENERATION + 5, 5 * GENERATION + 1]);
+      expectLookupsMatchScan(writer.db, 'keys');
+      expect(lookUp(writer.db, 'keys', 'tx-odd', null)).toEqual([
+        GENERATION - 1,
+        2 * GENERATION + 5,
+        5 * GENERATION + 1,
+      ]);
       writer.db.exec('DELETE FROM contexts');
-      expect(
-        writer.db
-          .prepare(contextIdsSql(true, false, true))
-          .pluck()
-          .all({ transactionId: 'tx-odd' }),
-      ).toEqual([]);
+      expect(lookUp(writer.db, 'keys', 'tx-odd', null)).toEqual([]);
     } finally {
       writer.close();
     }
   });
 
-  it('seeks each generation in the lookup index, never scans contexts', () => {
+  it("seeks each generation in the lookup index by the id's key, never scans contexts", () => {
     const writer = StoreWriter.open(dir.path, 'n');
     try {
       for (const [transaction, trace, index, column] of [
-        [true, false, 'contexts_by_transaction', 'transaction_id'],
-        [false, true, 'contexts_by_trace', 'trace_id'],
+        [true, false, 'contexts_by_transaction', 'transaction_key'],
+        [false, true, 'contexts_by_trace', 'trace_key'],
+        [true, true, 'contexts_by_transaction', 'transaction_key'],
       ] as const) {
+        const params = contextIdsParams(
+          { transactionId: transaction ? 't' : undefined, traceId: trace ? 'r' : undefined },
+          'keys',
+        );
         const plan = (
           writer.db
-            .prepare(`EXPLAIN QUERY PLAN ${contextIdsSql(transaction, trace, true)}`)
-            .all({ transactionId: 't', traceId: 'r' }) as { detail: string }[]
+            .prepare(`EXPLAIN QUERY PLAN ${contextIdsSql(transaction, trace, 'keys')}`)
+            .all(params) as { detail: string }[]
         ).map((r) => r.detail);
-        expect(plan).toContain(`SEARCH contexts USING COVERING INDEX ${index} (<expr>=? AND ${column}=?)`);
+        // not covering: each entry's row is read for its full id, which decides
+        expect(plan).toContain(`SEARCH contexts USING INDEX ${index} (<expr>=? AND ${column}=?)`);
         expect(plan.join()).not.toMatch(/SCAN contexts/);
       }
     } finally {
@@ -113,7 +137,7 @@ describe('contexts indexed by generation', () => {
     const insert = old.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
     for (const [id, txn, trace] of spread()) insert.run(id, txn, trace);
     old.pragma(`user_version = ${CONTEXT_GENERATIONS_SCHEMA_VERSION - 1}`);
-    expectLookupsMatchScan(old, false);
+    expectLookupsMatchScan(old, 'text');
     old.close();
 
     const { db } = openWriteStore(path, 'old');
@@ -125,10 +149,78 @@ describe('contexts indexed by generation', () => {
         )
         .all() as { name: string; sql: string }[];
       expect(indexes.map((i) => i.name)).toEqual(['contexts_by_trace', 'contexts_by_transaction']);
-      for (const { sql } of indexes) expect(sql).toContain(`(id >> ${CONTEXT_GENERATION_BITS}, `);
-      expectLookupsMatchScan(db, true);
+      for (const { sql } of indexes)
+        expect(sql).toMatch(new RegExp(`\\(id >> ${CONTEXT_GENERATION_BITS}, (transaction|trace)_key\\)`));
+      expectLookupsMatchScan(db, 'keys');
     } finally {
       db.close();
+    }
+  });
+
+  it("upgrades a store keyed by the ids' text: its rows intact and keyed, every lookup finding what it found before", () => {
+    const path = storePath(dir.path, 'v10');
+    const old = new Database(path);
+    // the previous version's DDL, as a store of it was made
+    for (const migration of MIGRATIONS.slice(0, CONTEXT_KEYS_SCHEMA_VERSION - 1)) old.exec(migration);
+    old.exec(`INSERT INTO meta VALUES ('store_id', 'a1b2c3d4e5f6'), ('node', 'v10'), ('next_seq', '1')`);
+    const insert = old.prepare(
+      'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags) VALUES (?, ?, ?, ?, ?)',
+    );
+    const rows: ContextEntry[] = [
+      ...spread(),
+      [7 * GENERATION, 'caf\u00e9-\u{1f600}', null, null, null],
+      [7 * GENERATION + 1, null, '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7', 1],
+      [7 * GENERATION + 2, 'tx-odd', 'tr-a', 'b7ad6b7169203331', 0],
+    ];
+    for (const row of rows) insert.run(...row);
+    old.pragma(`user_version = ${CONTEXT_KEYS_SCHEMA_VERSION - 1}`);
+    expect(contextLookupOf(CONTEXT_KEYS_SCHEMA_VERSION - 1)).toBe('generations');
+    const before = expectLookupsMatchScan(old, 'generations');
+    const all = 'SELECT id, transaction_id, trace_id, parent_span_id, trace_flags FROM contexts ORDER BY id';
+    const stored = old.prepare(all).raw().all();
+    old.close();
+
+    const { db } = openWriteStore(path, 'v10');
+    try {
+      expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+      expect(contextLookupOf(SCHEMA_VERSION)).toBe('keys');
+      expect(db.prepare(all).raw().all()).toEqual(stored);
+      const keyed = db
+        .prepare('SELECT transaction_id, transaction_key, trace_id, trace_key FROM contexts')
+        .raw()
+        .all();
+      const key = (id: unknown) => (typeof id === 'string' ? contextKey(id) : null);
+      expect(keyed).toEqual(
+        keyed.map((r) => [
+          (r as unknown[])[0],
+          key((r as unknown[])[0]),
+          (r as unknown[])[2],
+          key((r as unknown[])[2]),
+        ]),
+      );
+      expect(expectLookupsMatchScan(db, 'keys')).toEqual(before);
+      expect(lookUp(db, 'keys', 'caf\u00e9-\u{1f600}', null)).toEqual([7 * GENERATION]);
+      expect(lookUp(db, 'keys', null, '4bf92f3577b34da6a3ce929d0e0e4736')).toEqual([7 * GENERATION + 1]);
+      expect(lookUp(db, 'keys', 'tx-odd', 'tr-a')).toEqual([GENERATION - 1, 7 * GENERATION + 2]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('refuses a row whose id has no key: every lookup would miss it', () => {
+    const writer = StoreWriter.open(dir.path, 'n');
+    try {
+      const insert = (sql: string) => () => writer.db.exec(sql);
+      expect(insert(`INSERT INTO contexts (id, transaction_id) VALUES (1, 'tx')`)).toThrow(
+        /CHECK constraint failed/,
+      );
+      expect(insert(`INSERT INTO contexts (id, trace_id) VALUES (2, 'tr')`)).toThrow(
+        /CHECK constraint failed/,
+      );
+      expect(insert(`INSERT INTO contexts (id, trace_key) VALUES (3, 5)`)).toThrow(/CHECK constraint failed/);
+      expect(writer.db.prepare('SELECT count(*) FROM contexts').pluck().get()).toBe(0);
+    } finally {
+      writer.close();
     }
   });
 

@@ -10,6 +10,7 @@ import type { ContextEntry } from '../../agent/ingest/dictionary';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { ContextInsert, packContexts } from '../../agent/store/context-insert';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
+import { contextKey } from '../../core/store/context-key';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -97,6 +98,27 @@ describe('ContextInsert (kreplay_contexts)', () => {
     );
     expect(insert.get(packed.ids, packed.flags, packed.lengths, packed.text)).toBe(3);
     writer.close();
+  });
+
+  it('stores empty ids as empty, keyed, in a batch with no other text', () => {
+    const writer = StoreWriter.open(dir.path, 'empty');
+    try {
+      writer.writeBatch(new EventBatch(1), {
+        services: [],
+        comms: [],
+        contexts: [[1, '', '', null, null]],
+        targets: [],
+        containers: [],
+      });
+      expect(
+        writer.db
+          .prepare('SELECT transaction_id, trace_id, transaction_key, trace_key FROM contexts')
+          .raw()
+          .all(),
+      ).toEqual([['', '', contextKey(''), contextKey('')]]);
+    } finally {
+      writer.close();
+    }
   });
 
   it('refuses an entry it cannot store exactly', () => {
