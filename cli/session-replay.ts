@@ -8,6 +8,7 @@ import { followResuming } from '../core/stream-resume';
 import { postJson, problemText, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
 import { ReplayLines, type ReplayRead } from './replay-lines';
+import { warmReplayPath } from './replay-warm';
 import { HttpError, openEventStream, type EventStream } from './sse-client';
 
 /** What a session is replayed with. */
@@ -34,28 +35,6 @@ function writeOut(bytes: Buffer): Promise<void> | undefined {
 }
 
 const NOTHING = Buffer.alloc(0);
-
-/** Frames of the shape the daemon streams, parsed before a play and thrown away (warmParser). */
-const WARM_CHUNK = Buffer.from(
-  Array.from(
-    { length: 64 },
-    (_, i) =>
-      `id: ${i}\nevent: replay\ndata: {"event_id":"${i}","replay_offset_ns":${i}000,"emitted_late_ns":0}\n\n`,
-  ).join(''),
-);
-const WARM_CHUNKS = 32;
-
-/**
- * Runs the stream's parser over made-up replay frames before asking for the
- * play: a dense replay's first events otherwise meet it interpreted, at
- * several times its compiled cost per event, and the stream falls behind
- * for its first tens of milliseconds. It delays the play by a few ms, not
- * an event.
- */
-function warmParser(): void {
-  const parser = new ReplayLines();
-  for (let i = 0; i < WARM_CHUNKS; i++) parser.push(WARM_CHUNK);
-}
 
 /** One status line, redrawn in place, on a terminal only. */
 class Progress {
@@ -132,14 +111,17 @@ class Replay {
         const { state } = JSON.parse(message.data) as { state: string };
         // each (re)connection starts with the state: one not playing is ours to start (again)
         if (first && (state === 'ready' || state === 'paused')) {
-          warmParser();
-          playing = this.control('play').catch((err: unknown) => {
-            failure = err;
-            stream.close();
-          });
-          // the first events must not meet cold code on their way out (the lead before them is for
-          // this): the way they are printed runs once now, with nothing to print
+          // the first events must not meet cold code on their way out: the way they are printed
+          // runs once now, with nothing to print, and the way they are read before the play is
+          // asked for (a warm-up that fails changes no event: the play goes on)
           void writeOut(NOTHING);
+          playing = warmReplayPath()
+            .catch(() => undefined)
+            .then(() => this.control('play'))
+            .catch((err: unknown) => {
+              failure = err;
+              stream.close();
+            });
         }
         first = false;
         if (state === 'finished') finished = true;

@@ -182,8 +182,8 @@ export interface EventStream {
   close(): void;
 }
 
-/** `listen` over a 200 answer; `close` destroys the request, which ends a listen in progress. */
-function eventStream(request: ClientRequest, res: IncomingMessage): EventStream {
+/** `listen` over a 200 answer; `close` destroys the request, which ends a listen in progress (also cli/replay-warm.ts). */
+export function eventStream(request: ClientRequest, res: IncomingMessage): EventStream {
   let closed = false;
   let settle: (() => void) | null = null;
   return {

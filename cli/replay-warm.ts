@@ -1,0 +1,99 @@
+/**
+ * A dense replay's first events must not meet cold code on their way out of
+ * `kreplay replay` (cli/session-replay.ts): before it asks for the play, the
+ * CLI reads a made-up event stream through the path the real one takes, an
+ * answer of node:http read by `eventStream`'s listen into `ReplayLines`,
+ * and throws the lines away. Its connection is in memory: no socket, nothing
+ * listens. Frames as the daemon writes them
+ * (daemon/replay/lane/replay-frame.ts: an id of six digits, an event's JSON
+ * of a few hundred bytes, the replay's fields last) in reads cut inside a
+ * frame, as a socket's are. The warm-up it replaces (frames of a few bytes
+ * pushed straight into the parser, each ending at a frame's end) gave the
+ * parser neither the buffers node:http hands over (another hidden class)
+ * nor a frame split across reads: the first real read deoptimized it, and it
+ * was compiled again during the play (bench/RESULTS.md, issue 48, dense48l).
+ */
+import type { Socket } from 'node:net';
+import { get } from 'node:http';
+import { Duplex } from 'node:stream';
+import { ReplayLines } from './replay-lines';
+import { eventStream } from './sse-client';
+
+/** An event's JSON as the daemon streams it, replay fields last, of a recorded event's length. */
+function eventJson(i: number): string {
+  const id = (0x4d6c27c3 + i).toString(16).padStart(40, '0');
+  return (
+    `{"event_id":"${id}","event_type":"sys_write","timestamp_ns":${1_795_000_000_000_000_000 + i * 10_000},` +
+    `"duration_ns":1000,"service_name":"svc","transaction_id":"warm","trace_id":null,"node":"n1","pid":1,` +
+    `"tid":1,"comm":"worker","bytes":64,"syscall":"write","fd":3,"ret":64,"target_kind":null,"target":null,` +
+    `"replay_offset_ns":${i * 10_000},"replayed_duration_ns":1000,"emitted_late_ns":${(i * 7919) % 100_000}}`
+  );
+}
+
+const FRAMES = 384;
+const ROUNDS = 3;
+/** frames a read spans, in turn, up to a socket's 64 KiB */
+const SPANS = [1, 3, 14, 35, 70];
+/** where in a frame each read ends, in turn: in its id, its event line, its data, between its two newlines, at its start */
+const ENDS = [2, 12, 200, -1, 0];
+const STATE = 'event: state\ndata: {"state":"playing"}\n\n';
+const HEAD = 'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n';
+
+const frame = (i: number) => `id: ${100_000 + i}\nevent: replay\ndata: ${eventJson(i)}\n\n`;
+
+/** FRAMES frames then a state, as the daemon writes them, cut into reads that end where a socket's do, ROUNDS times over. */
+export function warmReads(): Buffer[] {
+  const frames = Array.from({ length: FRAMES }, (_, i) => frame(i));
+  const stream = Buffer.from(frames.join('') + STATE);
+  // where each frame starts (ASCII: a character a byte), and the state after the last
+  const starts = [0];
+  for (const text of frames) starts.push(starts.at(-1)! + text.length);
+  const cuts: number[] = [];
+  for (let f = 0, k = 0; (f += SPANS[k % SPANS.length]!) < FRAMES; k++) {
+    const end = ENDS[k % ENDS.length]!;
+    cuts.push(end < 0 ? starts[f + 1]! + end : starts[f]! + end);
+  }
+  cuts.push(stream.length);
+  const reads: Buffer[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    let from = 0;
+    for (const cut of cuts) {
+      reads.push(stream.subarray(from, cut));
+      from = cut;
+    }
+  }
+  return reads;
+}
+
+/**
+ * Reads the warm-up's reads as an event stream's answer through node:http
+ * into a parser of its own; resolves when the answer ends. 15-30 ms of CPU,
+ * once, before the play is asked for: no event waits for it.
+ */
+export function warmReplayPath(): Promise<void> {
+  const parser = new ReplayLines();
+  // the request is written here and dropped; the answer is what the daemon's would be
+  const connection = new Duplex({
+    read() {},
+    write(_chunk, _encoding, done: () => void) {
+      done();
+    },
+  });
+  return new Promise<void>((resolve, reject) => {
+    const request = get(
+      'http://kreplay.warm/',
+      { createConnection: () => connection as unknown as Socket },
+      (res) => {
+        eventStream(request, res)
+          .listen((chunk) => {
+            parser.push(chunk);
+          })
+          .then(resolve, reject);
+      },
+    );
+    request.on('error', reject);
+    connection.push(HEAD);
+    for (const read of warmReads()) connection.push(read);
+    connection.push(null);
+  });
+}

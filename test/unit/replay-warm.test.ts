@@ -1,0 +1,67 @@
+import dns from 'node:dns';
+import http from 'node:http';
+import net from 'node:net';
+import { ReplayLines } from '../../cli/replay-lines';
+import { warmReads, warmReplayPath } from '../../cli/replay-warm';
+import { SseByteParser } from '../../cli/sse-client';
+
+afterEach(() => jest.restoreAllMocks());
+
+describe("kreplay replay's warm-up", () => {
+  it('cuts its stream inside frames, as a socket does, and the parser prints what the general parser reads', () => {
+    const reads = warmReads();
+    // the same stream three times over, each time ending with a state
+    const all = Buffer.concat(reads);
+    const round = all.length / 3;
+    expect(all.subarray(0, round).equals(all.subarray(round, 2 * round))).toBe(true);
+    expect(all.subarray(0, round).equals(all.subarray(2 * round))).toBe(true);
+    expect(all.subarray(0, round).toString('latin1')).toMatch(
+      /\n\nevent: state\ndata: \{"state":"playing"\}\n\n$/,
+    );
+    // reads that end inside an id, an event line, a data line, between a frame's two newlines, at its end
+    const ends = new Set(
+      reads.map((read) => {
+        const text = read.toString('latin1');
+        if (text.endsWith('\n\n')) return 'frame end';
+        if (text.endsWith('}\n')) return 'between newlines';
+        const tail = text.split('\n').at(-1)!;
+        if (tail.startsWith('data: ')) return 'in data';
+        return tail.startsWith('i') ? 'in id' : tail.startsWith('e') ? 'in event' : tail;
+      }),
+    );
+    expect([...ends].sort()).toEqual(['between newlines', 'frame end', 'in data', 'in event', 'in id']);
+
+    const lines = new ReplayLines();
+    const printed = reads.map((read) => Buffer.from(lines.push(read).lines).toString('utf8')).join('');
+    const parser = new SseByteParser();
+    const expected = reads
+      .flatMap((read) => parser.push(read))
+      .filter((m) => m.event === 'replay')
+      .map((m) => `${m.data.toString('utf8')}\n`)
+      .join('');
+    expect(printed).toBe(expected);
+    // every frame of every round, each an event of the daemon's shape
+    expect(printed.split('\n').length - 1).toBe(3 * 384);
+    expect(printed.split('\n')[0]).toMatch(/^\{"event_id":"[0-9a-f]{40}",.*"emitted_late_ns":\d+\}$/);
+  });
+
+  it("hands each read to the parser through node:http's answer, over a connection in memory", async () => {
+    const connect = jest.spyOn(net, 'createConnection');
+    const lookup = jest.spyOn(dns, 'lookup');
+    const get = jest.spyOn(http, 'get');
+    const pushed: Buffer[] = [];
+    const push = ReplayLines.prototype.push;
+    jest.spyOn(ReplayLines.prototype, 'push').mockImplementation(function (this: ReplayLines, chunk) {
+      pushed.push(Buffer.from(chunk));
+      return push.call(this, chunk);
+    });
+    await warmReplayPath();
+    // the reads as cut, one push each (not joined), as a socket's reads reach the CLI's parser
+    const reads = warmReads();
+    expect(pushed).toHaveLength(reads.length);
+    pushed.forEach((chunk, i) => expect(chunk.equals(reads[i]!)).toBe(true));
+    expect(get).toHaveBeenCalledTimes(1);
+    expect(connect).not.toHaveBeenCalled();
+    expect(lookup).not.toHaveBeenCalled();
+  });
+});
