@@ -411,7 +411,8 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
  * request head was read on), a multiplexed or a datagram one starts none
  * (conn_starts_none). A TLS write's plaintext (`fd` -1, SSL_write: its socket
  * not known) needs none either: the enter of the write that sends its
- * ciphertext clears t->opened before anything reads it.
+ * ciphertext clears t->opened before anything reads it; nor does a write to
+ * a negative descriptor, which fails on no connection.
  */
 static __always_inline bool response_needs_no_record(__s32 fd)
 {
