@@ -53,15 +53,18 @@ static __always_inline bool is_http_request(__u64 w0)
 	       w0 == W8('C', 'O', 'N', 'N', 'E', 'C', 'T', ' ');
 }
 
-static __always_inline bool is_http_head(__u64 w0)
+/* "HTTP/1.": a response's status line, not a request line */
+static __always_inline bool is_http_response(__u64 w0)
 {
-	return is_http_request(w0) || LOW(w0, 7) == W8('H', 'T', 'T', 'P', '/', '1', '.', 0);
+	return LOW(w0, 7) == W8('H', 'T', 'T', 'P', '/', '1', '.', 0);
 }
 
 /* A write that is a runtime hook's signal (struct kr_unit_signal), not one of the program's own. */
 #define KR_UNIT_SIGNAL 0x100
 /* A write of the HTTP/2 preface: a client opens a multiplexed connection. */
 #define KR_H2_PREFACE 0x101
+/* A write of an HTTP/1.x response head: a KR_CONTEXT_HTTP head, which a server's connection may not need. */
+#define KR_HTTP_RESPONSE 0x102
 
 static __always_inline bool is_unit_signal(__u64 w0, __u64 w1)
 {
@@ -104,7 +107,9 @@ static __always_inline __u32 context_kind(const void *data, __u64 len)
 		return 0;
 	if (is_h2_preface(w[0]))
 		return KR_H2_PREFACE;
-	return is_http_head(w[0]) ? KR_CONTEXT_HTTP : 0;
+	if (is_http_response(w[0]))
+		return KR_HTTP_RESPONSE;
+	return is_http_request(w[0]) ? KR_CONTEXT_HTTP : 0;
 }
 
 /*
@@ -398,17 +403,43 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
 }
 
 /*
+ * Whether a response head written to `fd` by a thread whose context it does
+ * not become (a unit's or an interleaving one's: context_source) needs no
+ * context record: nothing would carry its id. Its only reader is the write's
+ * exit (writes.h), which gives it to the connection when the send starts a
+ * request there, and a send on a server's connection (accepted, or one a
+ * request head was read on), a multiplexed or a datagram one starts none
+ * (conn_starts_none). A TLS write's plaintext (`fd` -1, SSL_write: its socket
+ * not known) needs none either: the enter of the write that sends its
+ * ciphertext clears t->opened before anything reads it; nor does a write to
+ * a negative descriptor, which fails on no connection.
+ */
+static __always_inline bool response_needs_no_record(__s32 fd)
+{
+	__u64 stamp = 0;
+	struct sock *sk;
+
+	if (fd < 0)
+		return true;
+	if (!bpf_rdonly_cast)
+		return false;
+	sk = file_sock(current_file(fd), &stamp);
+	return sk && conn_starts_none((__u64)sk, conn_of((__u64)sk, stamp));
+}
+
+/*
  * Sets the thread's context when a write or send starts with a marker or
  * an HTTP head (t->opened: the context the head opened, which its
  * connection takes), or switches its unit on a runtime's signal (*signal
  * set: not a call to record). `signal` is NULL for a call that is no
- * signal whatever its bytes: all but a write(2) to KR_UNIT_SIGNAL_FD. Seen
- * for every process, whatever the capture filters: they select events, and
- * a context must be known before its events are. Returns the thread's entry,
- * t or the one made for the context.
+ * signal whatever its bytes: all but a write(2) to KR_UNIT_SIGNAL_FD. `fd`:
+ * the descriptor written, -1 for a TLS write's plaintext. Seen for every
+ * process, whatever the capture filters: they select events, and a context
+ * must be known before its events are. Returns the thread's entry, t or the
+ * one made for the context.
  */
-static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, const void *data,
-							__u64 len, bool *signal)
+static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u64 pid_tgid, __s32 fd,
+							const void *data, __u64 len, bool *signal)
 {
 	struct kr_unit_signal sig;
 	__u32 kind;
@@ -435,13 +466,18 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
 		return t;
-	if (kind == KR_CONTEXT_HTTP && (t->unit_kind || thread_interleaves((__u32)pid_tgid))) {
+	if (kind != KR_CONTEXT_MARKER && (t->unit_kind || thread_interleaves((__u32)pid_tgid))) {
 		/* a head such a thread sends (a proxy's, a client's call out) is its connection's request
-		 * only */
-		t->opened = open_record(kind, t->context_id, pid_tgid, data, len);
+		 * only; a server's response to its connection's request is none (issue 46: one record a
+		 * response, on every server a runtime's units or an event loop serve) */
+		if (kind == KR_HTTP_RESPONSE && response_needs_no_record(fd))
+			t->opened = KR_OPENED_NO_RECORD;
+		else
+			t->opened = open_record(KR_CONTEXT_HTTP, t->context_id, pid_tgid, data, len);
 		return t;
 	}
-	open_context(t, kind, pid_tgid, data, len);
+	/* a plain thread's own head, a response too, is its context from now on: its record is needed */
+	open_context(t, kind == KR_HTTP_RESPONSE ? KR_CONTEXT_HTTP : kind, pid_tgid, data, len);
 	t->opened = t->context_id;
 	return t;
 }

@@ -49,6 +49,9 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 #define KR_EEXIST 17
 
+/* kr_thread.opened of a head that opened no context, the id no context gets (they count up from 1) */
+#define KR_OPENED_NO_RECORD (~0ULL)
+
 /* A thread's state: its context, the call it is in, the last target it used. */
 struct kr_thread {
 	__u64 start_ns;
@@ -76,7 +79,10 @@ struct kr_thread {
 	__u32 lease;
 	/* context_id is the thread's own (a head it read, a marker it wrote): no ADOPT replaces it */
 	__u32 owned;
-	/* the context the write in flight opened (a head), 0: none; it starts a request on its connection */
+	/*
+	 * the context the write in flight opened (a head), 0: none; it starts a request on its
+	 * connection; KR_OPENED_NO_RECORD: a response head that needs no record (heads.h)
+	 */
 	__u64 opened;
 	/*
 	 * sendmmsg/recvmmsg: the user's message array, whose lengths the exit adds up;

@@ -152,7 +152,7 @@ static __always_inline void tls_write(const void *buf, __u64 len)
 	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
 	if (t)
 		unit_refresh(t, pid_tgid);
-	context_source(t, pid_tgid, buf, len, NULL);
+	context_source(t, pid_tgid, -1, buf, len, NULL);
 }
 
 SEC("uprobe")

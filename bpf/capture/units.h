@@ -170,16 +170,24 @@ static __always_inline __u64 read_context(struct kr_thread *t)
  * listener accepted, or one a head was read on: connections older than the
  * agent) keeps the request its last head started; a multiplexed one none.
  */
+/*
+ * Whether a send on sock `key` (`c`: its connection's entry, conn_of) starts
+ * no request there: a datagram socket has no connection (each of its sends
+ * may be another request's), a server's and a multiplexed one keep theirs.
+ */
+static __always_inline bool conn_starts_none(__u64 key, struct kr_conn *c)
+{
+	return RDONLY(struct sock, (struct sock *)key)->sk_type != KR_SOCK_STREAM ||
+	       (c && c->flags & (KR_CONN_SERVER | KR_CONN_MULTIPLEXED)) ||
+	       bpf_map_lookup_elem(&accepted_socks, &key);
+}
+
 static __always_inline void conn_request_started(struct kr_thread *t, __u64 context_id)
 {
 	__u64 key = t->sock;
 	struct kr_conn *c = conn_of(key, t->sock_stamp);
 
-	/* a datagram socket has no connection: each of its sends may be another request's */
-	if (RDONLY(struct sock, (struct sock *)key)->sk_type != KR_SOCK_STREAM)
-		return;
-	if ((c && c->flags & (KR_CONN_SERVER | KR_CONN_MULTIPLEXED)) ||
-	    bpf_map_lookup_elem(&accepted_socks, &key))
+	if (conn_starts_none(key, c))
 		return;
 	if (context_id)
 		conn_set(c, key, t->sock_stamp, context_id, 0);

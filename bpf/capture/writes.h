@@ -48,7 +48,7 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 		unit_refresh(t, pid_tgid);
 	}
 	/* only a write(2) to the descriptor no file can have is a hook's signal (bpf/capture.h) */
-	t = context_source(t, pid_tgid, data, data_len,
+	t = context_source(t, pid_tgid, ctx->args[0], data, data_len,
 			   code == KR_SYS_WRITE && (__u32)ctx->args[0] == KR_UNIT_SIGNAL_FD ? &signal : NULL);
 	if (!t || signal)
 		return 0;
@@ -126,8 +126,9 @@ static __always_inline int write_exit(struct trace_event_raw_sys_exit *ctx, __u3
 			*sent = now;
 		else
 			bpf_map_update_elem(&last_sends, &t->sock, &now, BPF_ANY);
-		/* a head sent after another, no answer between (pipelining), starts a request too */
-		if (starts || t->opened)
+		/* a head sent after another, no answer between (pipelining), starts a request too; a
+		 * response that opened no record was sent on a connection where none starts (heads.h) */
+		if ((starts || t->opened) && t->opened != KR_OPENED_NO_RECORD)
 			conn_request_started(t, t->opened ? t->opened : t->context_id);
 	} else if (t->sock && ret > 0) {
 		conn_request_started(t, 0);

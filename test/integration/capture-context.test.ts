@@ -3,11 +3,23 @@
  * context, later writes of the thread and of the tasks it creates carry it,
  * and a context record always comes before the events that name it.
  */
-import { closeSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  writeFileSync,
+  writeSync,
+  writevSync,
+} from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../support/decode-records';
 import { CONTEXT_DATA_LEN, ContextKind } from '../../core/model';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
 
 const dir = useTempDir();
@@ -16,6 +28,30 @@ const contexts = (records: DecodedRecord[], pid: number): DecodedContext[] =>
   records.filter((r): r is DecodedContext => r.type === 'context' && r.pid === pid);
 const writes = (records: DecodedRecord[], pid: number): DecodedSysWrite[] =>
   records.filter((r): r is DecodedSysWrite => r.type === 'sys_write' && r.pid === pid);
+
+/* A free port on 127.0.0.1: one a listener had, closed again. */
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise<void>((r) => probe.close(() => r()));
+  return port;
+}
+
+/* Sends `head` on a keep-alive connection and resolves once its whole answer (ending `body`) came. */
+function ask(socket: Socket, head: string, body: string): Promise<void> {
+  return new Promise((resolve) => {
+    let got = '';
+    const onData = (d: Buffer): void => {
+      got += d.toString('latin1');
+      if (!got.endsWith(body)) return;
+      socket.off('data', onData);
+      resolve();
+    };
+    socket.on('data', onData);
+    socket.write(head);
+  });
+}
 
 function expectContextsBeforeUse(records: DecodedRecord[]): void {
   const seen = new Set<number>();
@@ -122,5 +158,91 @@ describeKernel('context tracking', () => {
     const bySize = new Map(writes(records, pid).map((w) => [w.count, w.contextId]));
     expect([bySize.get(28), bySize.get(202), bySize.get(201)]).toEqual([head!.contextId, head!.contextId, 0]);
     expectContextsBeforeUse(records);
+  });
+
+  it('a response an event loop writes on an accepted connection opens no context: it carries its request, with its bytes (nginx, real program)', async () => {
+    const prefix = join(dir.path, 'nginx');
+    const port = await freePort();
+    mkdirSync(join(prefix, 'logs'), { recursive: true });
+    writeFileSync(
+      join(prefix, 'nginx.conf'),
+      `worker_processes 1;
+pid ${prefix}/nginx.pid;
+error_log ${prefix}/logs/error.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
+  fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
+  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }
+}
+`,
+    );
+    const nginx: ChildProcess = spawn(
+      '/usr/sbin/nginx',
+      ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-g', 'daemon off;'],
+      { stdio: 'ignore' },
+    );
+    const sockets: Socket[] = [];
+    let worker = 0;
+    try {
+      const master = nginx.pid!;
+      const children = join('/proc', String(master), 'task', String(master), 'children');
+      await waitFor(() => (worker = Number(readFileSync(children, 'utf8').trim().split(' ')[0])) > 0, {
+        what: 'nginx worker',
+      });
+      await waitFor(
+        () =>
+          new Promise<boolean>((resolve) => {
+            const s = connect(port, '127.0.0.1', () => resolve(s.destroy() !== undefined)).once('error', () =>
+              resolve(false),
+            );
+          }),
+        { what: 'nginx listening' },
+      );
+      const heads = ['a1', 'b1', 'a2', 'b2'].map((id) => `GET /${id} HTTP/1.1\r\nHost: t\r\n\r\n`);
+      const { records } = await captureAround({}, async () => {
+        for (let i = 0; i < 2; i++) {
+          const s = connect(port, '127.0.0.1');
+          await new Promise((r) => s.once('connect', r));
+          sockets.push(s);
+        }
+        // one worker, one request at a time: A's, B's (the worker now reads two connections), A's, B's
+        for (const [i, head] of heads.entries()) await ask(sockets[i % 2]!, head, 'ok\n');
+      });
+
+      const mine = contexts(records, worker);
+      const requests = mine.filter((c) => c.kind === ContextKind.HttpRequest);
+      expect(requests.map((c) => c.data.toString().split('\r\n')[0])).toEqual(
+        heads.map((h) => h.split('\r\n')[0]),
+      );
+      // each response carries its request, and a connection's first send after a read still keeps
+      // its first bytes (once the worker reads a second connection it has no context, its reads are
+      // not recorded: the later responses are no first send)
+      const [a1, b1, a2, b2] = requests.map((c) => c.contextId);
+      expect(
+        writes(records, worker).map((w) => [w.contextId, w.request?.toString().slice(0, 15) ?? null]),
+      ).toEqual([
+        [a1, 'HTTP/1.1 200 OK'],
+        [b1, 'HTTP/1.1 200 OK'],
+        [a2, null],
+        [b2, null],
+      ]);
+      // the first response is the one the worker wrote before it read a second connection: a plain
+      // thread's head, its context from then on; the others' ids would reach nothing
+      const responses = mine.filter((c) => c.kind === ContextKind.Http);
+      expect(responses.map((c) => [c.data.toString().slice(0, 15), c.parentId])).toEqual([
+        ['HTTP/1.1 200 OK', a1],
+      ]);
+      expectContextsBeforeUse(records);
+    } finally {
+      for (const s of sockets) s.destroy();
+      // its master stops the worker (a killed master would leave it running)
+      const exited = new Promise((r) => nginx.once('exit', r));
+      nginx.kill('SIGTERM');
+      await exited;
+      if (worker)
+        await waitFor(() => !existsSync(join('/proc', String(worker))), { what: 'nginx worker gone' });
+    }
   });
 });
