@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { parse } from 'node:querystring';
 import { silentLogger } from '../core/log/logger';
 import { storePath } from '../agent/store/store-writer';
+import { readContextKeySeed } from '../core/store/context-key-seed';
 import { openReadStore, schemaVersionOf } from '../core/store/schema';
 import type { EventFilter } from '../daemon/store/event-filter';
 import { eventsQuerySchema, toFilter, DEFAULT_LIMIT } from '../daemon/events/events-query';
@@ -181,10 +182,12 @@ function buildShapes(data: Dataset, stores: NodeStores, perShape: number): Shape
  * its share of the page (refills, when the merge needs them, are extra
  * daemon work and count against HTTP).
  */
-function storeVersion(path: string): number {
+/** A store's schema version and its contexts' key seed, as the daemon reads them. */
+function storeLookup(path: string): { version: number; seed: number } {
   const { db } = openReadStore(path);
   try {
-    return schemaVersionOf(db);
+    const version = schemaVersionOf(db);
+    return { version, seed: contextLookupOf(version) === 'keys' ? readContextKeySeed(db) : 0 };
   } finally {
     db.close();
   }
@@ -199,8 +202,9 @@ function rawScripts(stores: NodeStore[], key: Key): string[] {
     const { transactionId, traceId } = key.filter;
     if (transactionId !== undefined || traceId !== undefined) {
       // a dataset kept from an older build is read at its own version, as the daemon reads it
-      const lookup = contextLookupOf(storeVersion(store.path));
-      const params = contextIdsParams({ transactionId, traceId }, lookup);
+      const { version, seed } = storeLookup(store.path);
+      const lookup = contextLookupOf(version);
+      const params = contextIdsParams({ transactionId, traceId }, lookup, seed);
       statements.push(
         inlineParams(contextIdsSql(transactionId !== undefined, traceId !== undefined, lookup), params),
       );

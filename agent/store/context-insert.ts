@@ -2,9 +2,11 @@
  * A batch's new contexts go in with one `INSERT ... SELECT` from kreplay_contexts
  * (native/sqlite/kreplay_contexts.c) over the entries packed in four blobs: a statement run per
  * context cost as much as the row's three B-trees (issue 46), and a followed server brings one new
- * context a request. The extension computes each id's lookup key (core/store/context-key.ts) as it goes.
+ * context a request. The extension computes each id's lookup key (core/store/context-key.ts) as it
+ * goes, under the store's seed (bound with each batch: nothing added a row).
  */
 import type Database from 'better-sqlite3';
+import { readContextKeySeed } from '../../core/store/context-key-seed';
 import type { ContextEntry } from '../ingest/dictionary';
 
 /** What kreplay_contexts reads: its four arguments. */
@@ -58,20 +60,23 @@ export function packContexts(entries: readonly ContextEntry[]): PackedContexts {
 }
 
 export class ContextInsert {
-  private readonly insert: Database.Statement<[Buffer, Buffer, Buffer, Buffer]>;
+  private readonly insert: Database.Statement<[Buffer, Buffer, Buffer, Buffer, number]>;
+  /** a store's seed never changes once made */
+  private readonly seed: number;
 
   /** `db` has the agent's extension loaded (EventInsert.prepareConnection). */
   constructor(db: Database.Database) {
     this.insert = db.prepare(
       `INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key)
        SELECT id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key
-       FROM kreplay_contexts(?, ?, ?, ?)`,
+       FROM kreplay_contexts(?, ?, ?, ?, ?)`,
     );
+    this.seed = readContextKeySeed(db);
   }
 
   run(entries: readonly ContextEntry[]): void {
     if (entries.length === 0) return;
     const packed = packContexts(entries);
-    this.insert.run(packed.ids, packed.flags, packed.lengths, packed.text);
+    this.insert.run(packed.ids, packed.flags, packed.lengths, packed.text, this.seed);
   }
 }

@@ -35,6 +35,9 @@ export const CONTEXT_KEYS_SCHEMA_VERSION = 11;
 /** The SQL function migrations call to key the contexts already stored (never in the schema itself). */
 const CONTEXT_KEY_FUNCTION = 'kreplay_context_key';
 
+/** The meta row holding the store's seed for its contexts' keys (read by core/store/context-key-seed.ts). */
+export const CONTEXT_KEY_SEED_META = 'context_key_seed';
+
 /**
  * The contexts' lookup indexes lead with a context's generation, id >> CONTEXT_GENERATION_BITS: a
  * new context's transaction and trace ids are random strings, and indexed by them alone each
@@ -253,17 +256,21 @@ function readSchemaVersion(db: Database.Database, path: string): number {
 }
 
 function applyMigrations(db: Database.Database, from: number, node: string): void {
+  // A store keyed from here on gets its seed before its rows are keyed (a v10 store's, in the
+  // migration). A v11 store made before seeds keeps none: its rows were keyed with seed 0.
+  const seed = from < CONTEXT_KEYS_SCHEMA_VERSION ? randomBytes(4).readUInt32LE(0) : 0;
   db.function(CONTEXT_KEY_FUNCTION, { deterministic: true }, (id: unknown) =>
-    typeof id === 'string' ? contextKey(id) : null,
+    typeof id === 'string' ? contextKey(id, seed) : null,
   );
   db.transaction(() => {
     for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    const setMeta = db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)');
     if (from === 0) {
-      const setMeta = db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)');
       setMeta.run('store_id', randomBytes(6).toString('hex'));
       setMeta.run('node', node);
       setMeta.run('next_seq', '1');
     }
+    if (from < CONTEXT_KEYS_SCHEMA_VERSION) setMeta.run(CONTEXT_KEY_SEED_META, String(seed));
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   })();
 }

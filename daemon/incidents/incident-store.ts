@@ -12,6 +12,7 @@ import { eventToRow, type RowNames } from '../../core/model/event-row';
 import type { IncidentRun } from '../../core/incident';
 import { EVENT_COLUMN_TABLE } from '../../core/store/event-columns';
 import { contextKey } from '../../core/store/context-key';
+import { readContextKeySeed } from '../../core/store/context-key-seed';
 import { openWriteStore } from '../../core/store/schema';
 
 const COLUMNS = EVENT_COLUMN_TABLE.map((c) => c.name);
@@ -63,7 +64,8 @@ export class IncidentStoreBuilder {
     const contexts = this.db.prepare(
       'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, transaction_key, trace_key) VALUES (?, ?, ?, ?, ?, ?)',
     );
-    const key = (id: string | null) => (id === null ? null : contextKey(id));
+    const seed = readContextKeySeed(this.db);
+    const key = (id: string | null) => (id === null ? null : contextKey(id, seed));
     const targets = this.db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     const serviceIds = new Dictionary<string>((id, name) => services.run(id, name));
     const commIds = new Dictionary<string>((id, name) => comms.run(id, name));

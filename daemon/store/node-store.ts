@@ -14,7 +14,9 @@ import {
   type EventRow,
   type RawEventRow,
 } from '../../core/store/event-columns';
+import { readContextKeySeed } from '../../core/store/context-key-seed';
 import {
+  CONTEXT_KEYS_SCHEMA_VERSION,
   RETENTION_SCHEMA_VERSION,
   SAMPLING_SCHEMA_VERSION,
   SLOW_EVENT_NS,
@@ -153,6 +155,8 @@ export class NodeStore {
   /* an older store is read as it is, and again as what it became once the agent upgrades it */
   private schemaVersion = 0;
   private columns = '';
+  /* read again with the version: a store the agent upgrades to keys gets its seed in that transaction */
+  private contextKeySeed = 0;
 
   private constructor(
     private readonly db: Database.Database,
@@ -165,12 +169,19 @@ export class NodeStore {
 
   static open(path: string): NodeStore {
     const { db, info } = openReadStore(path);
-    return new NodeStore(db, info, path);
+    try {
+      return new NodeStore(db, info, path);
+    } catch (err) {
+      db.close();
+      throw err;
+    }
   }
 
   private refreshSchema(): void {
     const version = schemaVersionOf(this.db);
     if (version === this.schemaVersion) return;
+    if (version >= CONTEXT_KEYS_SCHEMA_VERSION)
+      this.contextKeySeed = this.guard(() => readContextKeySeed(this.db));
     this.schemaVersion = version;
     this.columns = eventColumnsOf(version);
   }
@@ -190,7 +201,7 @@ export class NodeStore {
   private contextIds(filter: EventFilter): bigint[] {
     const lookup = contextLookupOf(this.schemaVersion);
     const sql = contextIdsSql(filter.transactionId !== undefined, filter.traceId !== undefined, lookup);
-    const params = contextIdsParams(filter, lookup);
+    const params = contextIdsParams(filter, lookup, this.contextKeySeed);
     return this.guard(() => this.statement(sql, 'pluck').all(params) as bigint[]);
   }
 

@@ -139,19 +139,23 @@ export function contextIdsSql(transaction: boolean, trace: boolean, lookup: Cont
   );
 }
 
-/** contextIdsSql's parameters: the ids given, and their keys where the lookup uses them. */
+/**
+ * contextIdsSql's parameters: the ids given, and their keys where the lookup uses them, under the
+ * store's seed (core/store/context-key-seed.ts readContextKeySeed).
+ */
 export function contextIdsParams(
   ids: { transactionId?: string | undefined; traceId?: string | undefined },
   lookup: ContextLookup,
+  seed: number,
 ): SqlParams {
   const params: SqlParams = {};
   if (ids.transactionId !== undefined) {
     params.transactionId = ids.transactionId;
-    if (lookup === 'keys') params.transactionKey = contextKey(ids.transactionId);
+    if (lookup === 'keys') params.transactionKey = contextKey(ids.transactionId, seed);
   }
   if (ids.traceId !== undefined) {
     params.traceId = ids.traceId;
-    if (lookup === 'keys') params.traceKey = contextKey(ids.traceId);
+    if (lookup === 'keys') params.traceKey = contextKey(ids.traceId, seed);
   }
   return params;
 }

@@ -5,8 +5,9 @@
  *
  * Arguments: ids (n doubles, whole), flags (n int32, -1 = NULL), lengths (3n int32: the transaction
  * id's, the trace id's and the parent span id's bytes, -1 = NULL), text (those strings' UTF-8 bytes,
- * one after another in that order). Columns: id, transaction_id, trace_id, parent_span_id,
- * trace_flags, transaction_key, trace_key (the ids' lookup keys, core/store/context-key.ts).
+ * one after another in that order), seed (the store's seed for the keys, core/store/context-key-seed.ts,
+ * read once a batch). Columns: id, transaction_id, trace_id, parent_span_id, trace_flags,
+ * transaction_key, trace_key (the ids' lookup keys, core/store/context-key.ts).
  */
 #include <stdint.h>
 #include <string.h>
@@ -15,12 +16,12 @@
 SQLITE_EXTENSION_INIT3
 
 #define N_TEXT 3
-/* visible: id, the three strings, trace_flags, the two ids' keys; hidden (the arguments): the four blobs */
+/* visible: id, the three strings, trace_flags, the two ids' keys; hidden (the arguments): the four blobs, the seed */
 #define COL_FLAGS (1 + N_TEXT)
 #define COL_TRANSACTION_KEY (COL_FLAGS + 1)
 #define COL_TRACE_KEY (COL_FLAGS + 2)
 #define COL_ARGS (COL_FLAGS + 3)
-#define N_ARGS 4
+#define N_ARGS 5
 
 typedef struct {
   sqlite3_vtab_cursor base;
@@ -33,6 +34,7 @@ typedef struct {
   int64_t row;
   /* where the current row's first string starts in text */
   int64_t offset;
+  uint32_t seed;
 } Cursor;
 
 static int contextsConnect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **vtab, char **err) {
@@ -40,7 +42,7 @@ static int contextsConnect(sqlite3 *db, void *aux, int argc, const char *const *
   int rc = sqlite3_declare_vtab(
       db,
       "CREATE TABLE x(id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key, "
-      "ids HIDDEN, flags HIDDEN, lengths HIDDEN, text HIDDEN)");
+      "ids HIDDEN, flags HIDDEN, lengths HIDDEN, text HIDDEN, seed HIDDEN)");
   if (rc != SQLITE_OK) return rc;
   *vtab = sqlite3_malloc(sizeof **vtab);
   if (*vtab == NULL) return SQLITE_NOMEM;
@@ -65,7 +67,7 @@ static int contextsBestIndex(sqlite3_vtab *vtab, sqlite3_index_info *info) {
   }
   if (given != (1 << N_ARGS) - 1) {
     sqlite3_free(vtab->zErrMsg);
-    vtab->zErrMsg = sqlite3_mprintf("kreplay_contexts takes 4 arguments: ids, flags, lengths, text");
+    vtab->zErrMsg = sqlite3_mprintf("kreplay_contexts takes 5 arguments: ids, flags, lengths, text, seed");
     return SQLITE_ERROR;
   }
   info->estimatedCost = 1e6;
@@ -96,13 +98,13 @@ static int fail(Cursor *c, char *message) {
 static uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
 /*
- * An id's lookup key: MurmurHash3 (x86, 32 bits, seed 0) of its UTF-8 bytes, as a signed integer. The
- * one definition is core/store/context-key.ts (the daemon's lookups compute it there); this is its
- * twin for the writer, held to it by test/unit/context-key.test.ts.
+ * An id's lookup key: MurmurHash3 (x86, 32 bits) of its UTF-8 bytes under the store's seed, as a
+ * signed integer. The one definition is core/store/context-key.ts (the daemon's lookups compute it
+ * there); this is its twin for the writer, held to it by test/unit/context-key.test.ts.
  */
-static int32_t contextKey(const unsigned char *bytes, int32_t n) {
+static int32_t contextKey(const unsigned char *bytes, int32_t n, uint32_t seed) {
   const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
-  uint32_t h = 0, k;
+  uint32_t h = seed, k;
   int32_t blocks = n & ~3;
   for (int32_t i = 0; i < blocks; i += 4) {
     memcpy(&k, bytes + i, 4); /* little-endian, as the TS reads it */
@@ -166,6 +168,13 @@ static int contextsFilter(sqlite3_vtab_cursor *cursor, int idxNum, const char *i
   if (got != textBytes || (c->text == NULL && got > 0))
     return fail(c, sqlite3_mprintf("kreplay_contexts: text holds %lld bytes, the lengths say %lld", (long long)got,
                                    (long long)textBytes));
+  /* a JavaScript number binds as a double */
+  int seedType = sqlite3_value_type(argv[4]);
+  double seed = sqlite3_value_double(argv[4]);
+  if ((seedType != SQLITE_INTEGER && seedType != SQLITE_FLOAT) || !(seed >= 0 && seed <= UINT32_MAX) ||
+      seed != (double)(uint32_t)seed)
+    return fail(c, sqlite3_mprintf("kreplay_contexts: the seed is not a 32-bit unsigned integer"));
+  c->seed = (uint32_t)seed;
   c->ids = sqlite3_value_blob(argv[0]);
   c->n = n;
   return SQLITE_OK;
@@ -210,7 +219,7 @@ static int contextsColumn(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int
     else if (col <= N_TEXT)
       sqlite3_result_text(ctx, (const char *)text, length, SQLITE_TRANSIENT);
     else
-      sqlite3_result_int64(ctx, contextKey(text, length));
+      sqlite3_result_int64(ctx, contextKey(text, length, c->seed));
   } else if (col == COL_FLAGS) {
     int32_t flags = int32At(c->flags, c->row);
     if (flags < 0)

@@ -16,6 +16,7 @@ import { groupResource, NativeSpanReader, type NativeRead } from '../../agent/ot
 import { RecordType, rowToEvent, type ApiEvent } from '../../core/model';
 import { eventColumnsOf, type EventRow } from '../../core/store/event-columns';
 import { contextKey } from '../../core/store/context-key';
+import { readContextKeySeed } from '../../core/store/context-key-seed';
 import { readStoreInfo, SCHEMA_VERSION } from '../../core/store/schema';
 import { StoreNameCache } from '../../core/store/store-names';
 import {
@@ -67,7 +68,8 @@ beforeAll(() => {
     [1, 'python3'],
     [2, 'wörker 日本'],
   ]);
-  const key = (id: unknown) => (typeof id === 'string' ? contextKey(id) : null);
+  const seed = readContextKeySeed(db);
+  const key = (id: unknown) => (typeof id === 'string' ? contextKey(id, seed) : null);
   rows(
     'INSERT INTO contexts (id, transaction_id, trace_id, parent_span_id, trace_flags, transaction_key, trace_key) VALUES (?, ?, ?, ?, ?, ?, ?)',
     (

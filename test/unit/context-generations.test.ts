@@ -4,8 +4,10 @@ import { EventBatch } from '../../agent/ingest/event-batch';
 import type { ContextEntry, NewNames } from '../../agent/ingest/dictionary';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
 import { contextKey } from '../../core/store/context-key';
+import { readContextKeySeed } from '../../core/store/context-key-seed';
 import {
   CONTEXT_GENERATION_BITS,
+  CONTEXT_KEY_SEED_META,
   CONTEXT_GENERATIONS_SCHEMA_VERSION,
   CONTEXT_KEYS_SCHEMA_VERSION,
   MIGRATIONS,
@@ -18,6 +20,7 @@ import {
   contextLookupOf,
   type ContextLookup,
 } from '../../daemon/store/query-sql';
+import { NodeStore } from '../../daemon/store/node-store';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-context-generations-');
@@ -53,6 +56,7 @@ function lookUp(
   const params = contextIdsParams(
     { transactionId: transactionId ?? undefined, traceId: traceId ?? undefined },
     lookup,
+    lookup === 'keys' ? readContextKeySeed(db) : 0,
   );
   return db.prepare(sql).pluck().all(params);
 }
@@ -114,6 +118,7 @@ describe('contexts indexed by generation', () => {
         const params = contextIdsParams(
           { transactionId: transaction ? 't' : undefined, traceId: trace ? 'r' : undefined },
           'keys',
+          readContextKeySeed(writer.db),
         );
         const plan = (
           writer.db
@@ -189,7 +194,14 @@ describe('contexts indexed by generation', () => {
         .prepare('SELECT transaction_id, transaction_key, trace_id, trace_key FROM contexts')
         .raw()
         .all();
-      const key = (id: unknown) => (typeof id === 'string' ? contextKey(id) : null);
+      // keyed with the seed the upgrade made and kept, not the public seed 0
+      const seed = readContextKeySeed(db);
+      expect(db.prepare('SELECT value FROM meta WHERE key = ?').pluck().get(CONTEXT_KEY_SEED_META)).toBe(
+        String(seed),
+      );
+      expect(seed).not.toBe(0);
+      const key = (id: unknown) => (typeof id === 'string' ? contextKey(id, seed) : null);
+      expect((keyed[0] as unknown[])[1]).not.toBe(contextKey((keyed[0] as unknown[])[0] as string, 0));
       expect(keyed).toEqual(
         keyed.map((r) => [
           (r as unknown[])[0],
@@ -204,6 +216,41 @@ describe('contexts indexed by generation', () => {
       expect(lookUp(db, 'keys', 'tx-odd', 'tr-a')).toEqual([GENERATION - 1, 7 * GENERATION + 2]);
     } finally {
       db.close();
+    }
+  });
+
+  it("a daemon that opened a store before the agent upgraded it looks up by the store's new seed", () => {
+    const path = storePath(dir.path, 'v10-open');
+    const old = new Database(path);
+    for (const migration of MIGRATIONS.slice(0, CONTEXT_KEYS_SCHEMA_VERSION - 1)) old.exec(migration);
+    old.exec(`INSERT INTO meta VALUES ('store_id', 'a1b2c3d4e5f6'), ('node', 'v10'), ('next_seq', '1')`);
+    const insert = old.prepare('INSERT INTO contexts (id, transaction_id, trace_id) VALUES (?, ?, ?)');
+    for (const [id, txn, trace] of spread()) insert.run(id, txn, trace);
+    old.pragma(`user_version = ${CONTEXT_KEYS_SCHEMA_VERSION - 1}`);
+    old.close();
+
+    const store = NodeStore.open(path);
+    try {
+      // each read's key is one context id: which contexts a filter reached
+      const found = () => [
+        store.reads({ transactionId: 'tx-odd' }).map((r) => Number(r.params.key)),
+        store.reads({ traceId: 'tr-b' }).map((r) => Number(r.params.key)),
+      ];
+      const before = found();
+      expect(before).toEqual([
+        [GENERATION - 1, 2 * GENERATION + 5, 5 * GENERATION + 1],
+        [2 * GENERATION + 5, 5 * GENERATION - 1, 5 * GENERATION + 1],
+      ]);
+      // the agent upgrades the store and keeps it open, as it runs
+      const { db } = openWriteStore(path, 'v10');
+      try {
+        expect(readContextKeySeed(db)).not.toBe(0);
+        expect(found()).toEqual(before);
+      } finally {
+        db.close();
+      }
+    } finally {
+      store.close();
     }
   });
 

@@ -11,6 +11,7 @@ import { EventBatch } from '../../agent/ingest/event-batch';
 import { ContextInsert, packContexts } from '../../agent/store/context-insert';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
 import { contextKey } from '../../core/store/context-key';
+import { readContextKeySeed } from '../../core/store/context-key-seed';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -85,7 +86,7 @@ describe('ContextInsert (kreplay_contexts)', () => {
 
   it('refuses blobs that do not match, naming the argument', () => {
     const writer = StoreWriter.open(dir.path, 'bad');
-    const insert = writer.db.prepare(`SELECT count(*) FROM kreplay_contexts(?, ?, ?, ?)`).pluck();
+    const insert = writer.db.prepare(`SELECT count(*) FROM kreplay_contexts(?, ?, ?, ?, 0)`).pluck();
     const packed = packContexts(entries().slice(0, 3));
     expect(() => insert.get(packed.ids, packed.flags.subarray(4), packed.lengths, packed.text)).toThrow(
       'kreplay_contexts: flags holds 8 bytes, expected 12 for 3 contexts',
@@ -110,12 +111,13 @@ describe('ContextInsert (kreplay_contexts)', () => {
         targets: [],
         containers: [],
       });
+      const seed = readContextKeySeed(writer.db);
       expect(
         writer.db
           .prepare('SELECT transaction_id, trace_id, transaction_key, trace_key FROM contexts')
           .raw()
           .all(),
-      ).toEqual([['', '', contextKey(''), contextKey('')]]);
+      ).toEqual([['', '', contextKey('', seed), contextKey('', seed)]]);
     } finally {
       writer.close();
     }
