@@ -198,7 +198,13 @@ describeKernel('context tracking', () => {
       const get = (path: string, id: string): Promise<void> =>
         new Promise((resolve, reject) => {
           const traceparent = `00-${id.padEnd(32, '0')}-${'1'.repeat(16)}-01`;
-          request({ host: '127.0.0.1', port, path, agent: false, headers: { 'x-request-id': id, traceparent } })
+          request({
+            host: '127.0.0.1',
+            port,
+            path,
+            agent: false,
+            headers: { 'x-request-id': id, traceparent },
+          })
             .once('response', (res) => res.resume().once('end', resolve))
             .once('error', reject)
             .end();
@@ -207,7 +213,8 @@ describeKernel('context tracking', () => {
       const { records, counters } = await captureAround({}, async () => {
         for (const [i, path] of paths.entries()) await get(path, `${i + 1}abc`);
         // every thread wrote its three lines: the last after its connection's close
-        await waitFor(() => existsSync(log) && readFileSync(log).length === paths.length * (101 + 102 + 103), {
+        const written = paths.length * (101 + 102 + 103);
+        await waitFor(() => existsSync(log) && readFileSync(log).length === written, {
           what: "the request threads' writes",
         });
       });
