@@ -403,16 +403,17 @@ static __always_inline const void *first_iov(const struct iovec *iov, __u64 iovc
 }
 
 /*
- * Whether a response head written to `fd` by a thread whose context it does
- * not become (a unit's or an interleaving one's: context_source) needs no
- * context record: nothing would carry its id. Its only reader is the write's
- * exit (writes.h), which gives it to the connection when the send starts a
- * request there, and a send on a server's connection (accepted, or one a
- * request head was read on), a multiplexed or a datagram one starts none
+ * Whether a response head written to `fd` is sent on a connection it starts
+ * no request on, so that it needs no context record: no thread takes it as
+ * its context (context_source), and the write's exit (writes.h), its only
+ * other reader, gives it to the connection only when the send starts a
+ * request there. A send on a server's connection (accepted, or one a request
+ * head was read on), a multiplexed or a datagram one starts none
  * (conn_starts_none). A TLS write's plaintext (`fd` -1, SSL_write: its socket
- * not known) needs none either: the enter of the write that sends its
- * ciphertext clears t->opened before anything reads it; nor does a write to
- * a negative descriptor, which fails on no connection.
+ * not known) is taken as a server's too (a client sends no response head):
+ * the enter of the write that sends its ciphertext clears t->opened before
+ * anything reads it; so is a write to a negative descriptor, which fails on
+ * no connection.
  */
 static __always_inline bool response_needs_no_record(__s32 fd)
 {
@@ -466,17 +467,21 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 		t = thread_entry((__u32)pid_tgid);
 	if (!t)
 		return t;
-	if (kind != KR_CONTEXT_MARKER && (t->unit_kind || thread_interleaves((__u32)pid_tgid))) {
-		/* a head such a thread sends (a proxy's, a client's call out) is its connection's request
-		 * only; a server's response to its connection's request is none (issue 46: one record a
-		 * response, on every server a runtime's units or an event loop serve) */
-		if (kind == KR_HTTP_RESPONSE && response_needs_no_record(fd))
-			t->opened = KR_OPENED_NO_RECORD;
-		else
-			t->opened = open_record(KR_CONTEXT_HTTP, t->context_id, pid_tgid, data, len);
+	if (kind == KR_HTTP_RESPONSE && response_needs_no_record(fd)) {
+		/* a server's response to its connection's request is no context, whoever sends it: the
+		 * thread keeps the request's lease, which the connection's close or next head ends (issue
+		 * 46; a plain thread's response used to become its context, with no lease) */
+		t->opened = KR_OPENED_NO_RECORD;
 		return t;
 	}
-	/* a plain thread's own head, a response too, is its context from now on: its record is needed */
+	if (kind != KR_CONTEXT_MARKER && (t->unit_kind || thread_interleaves((__u32)pid_tgid))) {
+		/* a head such a thread sends (a proxy's, a client's call out) is its connection's request
+		 * only */
+		t->opened = open_record(KR_CONTEXT_HTTP, t->context_id, pid_tgid, data, len);
+		return t;
+	}
+	/* a plain thread's own head (a client's call out; a response on a connection not known to serve
+	 * one) is its context from now on: its record is needed */
 	open_context(t, kind == KR_HTTP_RESPONSE ? KR_CONTEXT_HTTP : kind, pid_tgid, data, len);
 	t->opened = t->context_id;
 	return t;

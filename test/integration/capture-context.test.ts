@@ -14,6 +14,7 @@ import {
   writeSync,
   writevSync,
 } from 'node:fs';
+import { request } from 'node:http';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../support/decode-records';
@@ -160,6 +161,93 @@ describeKernel('context tracking', () => {
     expectContextsBeforeUse(records);
   });
 
+  it("a thread-per-connection server's response head is not its thread's context: the request's lease goes on, and ends at the close (Python ThreadingHTTPServer, unhooked)", async () => {
+    const log = join(dir.path, 'thread-server.log');
+    // each request's thread writes 101 bytes before its response, 102 after it and 103 after the
+    // server closed the connection (shutdown_request runs on the request's thread)
+    const script = [
+      'import os, sys',
+      'from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer',
+      'log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)',
+      'class Handler(BaseHTTPRequestHandler):',
+      '    def do_GET(self):',
+      '        os.write(log, b"b" * 101)',
+      '        self.send_response(200)',
+      '        if self.path == "/echo":',
+      '            self.send_header("x-request-id", self.headers["x-request-id"])',
+      '            self.send_header("traceparent", self.headers["traceparent"])',
+      '        self.send_header("Content-Length", "3")',
+      '        self.end_headers()',
+      '        self.wfile.write(b"ok\\n")',
+      '        os.write(log, b"a" * 102)',
+      '    def log_message(self, *args):',
+      '        pass',
+      'class Server(ThreadingHTTPServer):',
+      '    def shutdown_request(self, request):',
+      '        super().shutdown_request(request)',
+      '        os.write(log, b"c" * 103)',
+      'server = Server(("127.0.0.1", 0), Handler)',
+      'print(server.server_address[1], flush=True)',
+      'server.serve_forever()',
+    ].join('\n');
+    const python = spawn('/usr/bin/python3', ['-c', script, log], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const port = await new Promise<number>((resolve) =>
+        python.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))),
+      );
+      const get = (path: string, id: string): Promise<void> =>
+        new Promise((resolve, reject) => {
+          const traceparent = `00-${id.padEnd(32, '0')}-${'1'.repeat(16)}-01`;
+          request({
+            host: '127.0.0.1',
+            port,
+            path,
+            agent: false,
+            headers: { 'x-request-id': id, traceparent },
+          })
+            .once('response', (res) => res.resume().once('end', resolve))
+            .once('error', reject)
+            .end();
+        });
+      const paths = ['/echo', '/plain'];
+      const { records, counters } = await captureAround({}, async () => {
+        for (const [i, path] of paths.entries()) await get(path, `${i + 1}abc`);
+        // every thread wrote its three lines: the last after its connection's close
+        const written = paths.length * (101 + 102 + 103);
+        await waitFor(() => existsSync(log) && readFileSync(log).length === written, {
+          what: "the request threads' writes",
+        });
+      });
+      const mine = contexts(records, python.pid!);
+      const requests = mine.filter((c) => c.kind === ContextKind.HttpRequest);
+      expect(requests.map((c) => c.data.toString().split('\r\n')[0])).toEqual(
+        paths.map((p) => `GET ${p} HTTP/1.1`),
+      );
+      for (const head of requests) {
+        const sends = writes(records, python.pid!).filter((w) => w.tid === head.tid);
+        // before, the response head, its body, after: the request's; after the close: none
+        expect(sends.map((w) => [w.request?.toString().slice(0, 15) ?? w.count, w.contextId])).toEqual([
+          [101, head.contextId],
+          ['HTTP/1.0 200 OK', head.contextId],
+          [3, head.contextId],
+          [102, head.contextId],
+          [103, 0],
+        ]);
+      }
+      // no response head opened a context of its own
+      expect(
+        mine.filter((c) => c.kind !== ContextKind.HttpRequest).map((c) => c.data.toString().split('\r\n')[0]),
+      ).toEqual([]);
+      // each thread's lease ended with its request (other processes may count too)
+      expect(counters.outlivedThread).toBeGreaterThanOrEqual(paths.length);
+      expectContextsBeforeUse(records);
+    } finally {
+      const exited = new Promise((r) => python.once('exit', r));
+      python.kill('SIGKILL');
+      await exited;
+    }
+  });
+
   it('a response an event loop writes on an accepted connection opens no context: it carries its request, with its bytes (nginx, real program)', async () => {
     const prefix = join(dir.path, 'nginx');
     const port = await freePort();
@@ -228,12 +316,9 @@ http {
         [a2, null],
         [b2, null],
       ]);
-      // the first response is the one the worker wrote before it read a second connection: a plain
-      // thread's head, its context from then on; the others' ids would reach nothing
-      const responses = mine.filter((c) => c.kind === ContextKind.Http);
-      expect(responses.map((c) => [c.data.toString().slice(0, 15), c.parentId])).toEqual([
-        ['HTTP/1.1 200 OK', a1],
-      ]);
+      // none opened a context, the first one either, written while the worker was still a plain
+      // thread reading one connection: a response on a server's connection is no thread's context
+      expect(mine.filter((c) => c.kind === ContextKind.Http)).toEqual([]);
       expectContextsBeforeUse(records);
     } finally {
       for (const s of sockets) s.destroy();
