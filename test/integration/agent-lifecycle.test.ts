@@ -217,6 +217,26 @@ describe('agent lifecycle (real kernel)', () => {
     expect(readFileSync(path).equals(before)).toBe(true);
   });
 
+  it("the tests' agent that never says it captures is killed, not left running to keep jest from exiting", async () => {
+    const data = join(dir, 'never-ready');
+    await expect(startAgent(['--data-dir', data, '--cgroup-id', String(cgroup.id)], 1)).rejects.toThrow(
+      /agent not capturing after 1 ms/,
+    );
+    const running = () =>
+      readdirSync('/proc')
+        .filter((pid) => /^\d+$/.test(pid))
+        .filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(data);
+          } catch {
+            return false; // gone while read
+          }
+        });
+    await waitFor(() => running().length === 0, {
+      what: () => `no agent on ${data} (running: ${running().join(' ')})`,
+    });
+  });
+
   it('names a data dir it cannot write', () => {
     const out = spawnSync(
       process.execPath,

@@ -22,10 +22,11 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`agent not capturing after ${readyTimeoutMs} ms:\n${output}`)),
-      readyTimeoutMs,
-    );
+    const timer = setTimeout(() => {
+      // an agent left running past a failed start would keep jest (and CI) from ever exiting
+      child.kill('SIGKILL');
+      reject(new Error(`agent not capturing after ${readyTimeoutMs} ms:\n${output}`));
+    }, readyTimeoutMs);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (output.includes(' capturing ')) {
