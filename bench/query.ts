@@ -16,21 +16,13 @@ import { dirname, join } from 'node:path';
 import { parse } from 'node:querystring';
 import { silentLogger } from '../core/log/logger';
 import { storePath } from '../agent/store/store-writer';
-import { readContextKeySeed } from '../core/store/context-key-seed';
-import { openReadStore, schemaVersionOf } from '../core/store/schema';
 import type { EventFilter } from '../daemon/store/event-filter';
 import { eventsQuerySchema, toFilter, DEFAULT_LIMIT } from '../daemon/events/events-query';
 import { parseQuery } from '../daemon/http/query-params';
 import { rangeFor } from '../daemon/store/key-range';
 import { NodeStore } from '../daemon/store/node-store';
 import { NodeStores } from '../daemon/store/node-stores';
-import {
-  contextIdsParams,
-  contextIdsSql,
-  contextLookupOf,
-  eventsSql,
-  rangeParams,
-} from '../daemon/store/query-sql';
+import { eventsSql, rangeParams } from '../daemon/store/query-sql';
 import { ensureDataset, type Dataset } from './query-dataset';
 import { inlineParams, SqliteCli } from './sqlite-cli';
 import { startDaemonProcess } from './daemon-process';
@@ -182,17 +174,6 @@ function buildShapes(data: Dataset, stores: NodeStores, perShape: number): Shape
  * its share of the page (refills, when the merge needs them, are extra
  * daemon work and count against HTTP).
  */
-/** A store's schema version and its contexts' key seed, as the daemon reads them. */
-function storeLookup(path: string): { version: number; seed: number } {
-  const { db } = openReadStore(path);
-  try {
-    const version = schemaVersionOf(db);
-    return { version, seed: contextLookupOf(version) === 'keys' ? readContextKeySeed(db) : 0 };
-  } finally {
-    db.close();
-  }
-}
-
 function rawScripts(stores: NodeStore[], key: Key): string[] {
   const reads = stores.map((store) => store.reads(key.filter));
   const total = reads.reduce((n, r) => n + r.length, 0);
@@ -202,12 +183,8 @@ function rawScripts(stores: NodeStore[], key: Key): string[] {
     const { transactionId, traceId } = key.filter;
     if (transactionId !== undefined || traceId !== undefined) {
       // a dataset kept from an older build is read at its own version, as the daemon reads it
-      const { version, seed } = storeLookup(store.path);
-      const lookup = contextLookupOf(version);
-      const params = contextIdsParams({ transactionId, traceId }, lookup, seed);
-      statements.push(
-        inlineParams(contextIdsSql(transactionId !== undefined, traceId !== undefined, lookup), params),
-      );
+      const { sql, params } = store.contextIdsQuery(key.filter);
+      statements.push(inlineParams(sql, params));
     }
     const range = rangeParams(rangeFor(key.filter, store.info.storeId, 'asc'));
     for (const read of reads[i]!)

@@ -198,10 +198,20 @@ export class NodeStore {
     return statement;
   }
 
-  private contextIds(filter: EventFilter): bigint[] {
+  /**
+   * The statement that finds `filter`'s contexts here, and its parameters: by the store's schema as
+   * the last `reads` saw it, and its seed (bench/query.ts runs the same through the sqlite3 CLI).
+   */
+  contextIdsQuery(filter: EventFilter): { sql: string; params: SqlParams } {
     const lookup = contextLookupOf(this.schemaVersion);
-    const sql = contextIdsSql(filter.transactionId !== undefined, filter.traceId !== undefined, lookup);
-    const params = contextIdsParams(filter, lookup, this.contextKeySeed);
+    return {
+      sql: contextIdsSql(filter.transactionId !== undefined, filter.traceId !== undefined, lookup),
+      params: contextIdsParams(filter, lookup, this.contextKeySeed),
+    };
+  }
+
+  private contextIds(filter: EventFilter): bigint[] {
+    const { sql, params } = this.contextIdsQuery(filter);
     return this.guard(() => this.statement(sql, 'pluck').all(params) as bigint[]);
   }
 
