@@ -20,6 +20,7 @@ import {
   type CgroupServer,
   type TestCgroup,
 } from '../support/cgroup';
+import { nginxListening, writeNginxConf } from '../support/nginx';
 import { readStoredEvents, storedCounter, type StoredEvent } from '../support/store-rows';
 import { waitFor } from '../support/wait';
 
@@ -484,54 +485,25 @@ describe('nginx proxying through one event-loop worker (real program)', () => {
     const port = (probe.address() as AddressInfo).port;
     await new Promise<void>((r) => probe.close(() => r()));
     const prefix = join(dir, 'nginx');
-    mkdirSync(join(prefix, 'logs'), { recursive: true });
-    writeFileSync(
-      join(prefix, 'nginx.conf'),
-      `worker_processes 1;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log ${prefix}/logs/access.log;
-  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
-  fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
-  upstream up { server 127.0.0.1:${upstreamPort}; keepalive 8; }
+    const conf = writeNginxConf(prefix, {
+      workerConnections: 1024,
+      accessLog: true,
+      http: `  upstream up { server 127.0.0.1:${upstreamPort}; keepalive 8; }
   server {
     listen 127.0.0.1:${port};
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-`,
-    );
-    execFileSync('/usr/sbin/nginx', ['-t', '-p', prefix, '-c', join(prefix, 'nginx.conf')], {
+  }`,
+    });
+    execFileSync('/usr/sbin/nginx', ['-t', '-p', prefix, '-c', conf], {
       stdio: 'ignore',
     });
     nginx = spawn(
       '/bin/sh',
-      [
-        '-c',
-        `${cgroup.enter} "$@"`,
-        'sh',
-        '/usr/sbin/nginx',
-        '-p',
-        prefix,
-        '-c',
-        join(prefix, 'nginx.conf'),
-        '-g',
-        'daemon off;',
-      ],
+      ['-c', `${cgroup.enter} "$@"`, 'sh', '/usr/sbin/nginx', '-p', prefix, '-c', conf, '-g', 'daemon off;'],
       { stdio: 'ignore' },
     );
     children.push(nginx);
-    await waitFor(
-      () =>
-        new Promise<boolean>((resolve) => {
-          const s = connect(port, '127.0.0.1', () => resolve(s.destroy() !== undefined)).once('error', () =>
-            resolve(false),
-          );
-        }),
-      { what: 'nginx listening' },
-    );
+    await nginxListening(port);
 
     const pool = new Agent({ keepAlive: true, maxSockets: LEVEL });
     const id = (i: number) => `r${100 + i}`;

@@ -4,21 +4,13 @@
  * and a context record always comes before the events that name it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  writeFileSync,
-  writeSync,
-  writevSync,
-} from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../support/decode-records';
 import { CONTEXT_DATA_LEN, ContextKind } from '../../core/model';
+import { nginxListening, writeNginxConf } from '../support/nginx';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
@@ -251,26 +243,14 @@ describeKernel('context tracking', () => {
   it('a response an event loop writes on an accepted connection opens no context: it carries its request, with its bytes (nginx, real program)', async () => {
     const prefix = join(dir.path, 'nginx');
     const port = await freePort();
-    mkdirSync(join(prefix, 'logs'), { recursive: true });
-    writeFileSync(
-      join(prefix, 'nginx.conf'),
-      `worker_processes 1;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/logs/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
-  fastcgi_temp_path ${prefix}/fastcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
-  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }
-}
-`,
-    );
-    const nginx: ChildProcess = spawn(
-      '/usr/sbin/nginx',
-      ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-g', 'daemon off;'],
-      { stdio: 'ignore' },
-    );
+    const conf = writeNginxConf(prefix, {
+      workerConnections: 64,
+      accessLog: false,
+      http: `  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }`,
+    });
+    const nginx: ChildProcess = spawn('/usr/sbin/nginx', ['-p', prefix, '-c', conf, '-g', 'daemon off;'], {
+      stdio: 'ignore',
+    });
     const sockets: Socket[] = [];
     let worker = 0;
     try {
@@ -279,15 +259,7 @@ http {
       await waitFor(() => (worker = Number(readFileSync(children, 'utf8').trim().split(' ')[0])) > 0, {
         what: 'nginx worker',
       });
-      await waitFor(
-        () =>
-          new Promise<boolean>((resolve) => {
-            const s = connect(port, '127.0.0.1', () => resolve(s.destroy() !== undefined)).once('error', () =>
-              resolve(false),
-            );
-          }),
-        { what: 'nginx listening' },
-      );
+      await nginxListening(port);
       const heads = ['a1', 'b1', 'a2', 'b2'].map((id) => `GET /${id} HTTP/1.1\r\nHost: t\r\n\r\n`);
       const { records } = await captureAround({}, async () => {
         for (let i = 0; i < 2; i++) {
