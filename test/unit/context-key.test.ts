@@ -7,13 +7,12 @@
 import type { ContextEntry } from '../../agent/ingest/dictionary';
 import Database from 'better-sqlite3';
 import { packContexts } from '../../agent/store/context-insert';
-import { StoreWriter } from '../../agent/store/store-writer';
+import { storePath, StoreWriter } from '../../agent/store/store-writer';
 import { contextKey } from '../../core/store/context-key';
 import { readContextKeySeed } from '../../core/store/context-key-seed';
 import { CONTEXT_KEY_SEED_META } from '../../core/store/schema';
 import type { EventFilter } from '../../daemon/store/event-filter';
 import { NodeStore } from '../../daemon/store/node-store';
-import { storePath } from '../../agent/store/store-writer';
 import { writeStore } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 
