@@ -84,7 +84,7 @@ export async function metricsPage(): Promise<string> {
   return [
     `${HEADER('the agent and daemon metric registries (agent/metrics/agent-metrics.ts, daemon/metrics/daemon-metrics.ts)')}# Metrics reference`,
     '',
-    "Every metric kreplay serves in the Prometheus text format, with each label's values as the code gives them. Both also serve prom-client's `process_*` and `nodejs_*` metrics.",
+    "Every metric kreplay serves in the Prometheus text format, with each label's values as the code gives them. The agent also serves prom-client's `process_*` and `nodejs_*` metrics, less the event-loop delay histogram's gauges (`nodejs_eventloop_lag_{min,max,mean,stddev,p50,p90,p99}_seconds`: sampled every 10 ms they cost an idle agent 40% of its main thread, and read the sampling period); `nodejs_eventloop_lag_seconds`, measured at each scrape, stays. The daemon serves kreplay's own metrics only.",
     '',
     '## Agent (`kreplay agent --metrics-listen`)',
     '',

@@ -114,6 +114,18 @@ const TOTALS: Record<string, { help: string; key: Key }> = {
 
 const NS_PER_S = 1e9;
 
+/**
+ * prom-client's event-loop delay histogram samples on a timer of this period (its default is 10
+ * ms: 100 wake-ups a second, ~8 ms of the agent's CPU a second when idle, 40% of its main thread's;
+ * bench/RESULTS.md issue 46, rate46n). It cannot be turned off alone, so it ticks once a day and the
+ * gauges it feeds are not served: each would read ~a day, as each read ~10 ms (the period, not a
+ * delay). `nodejs_eventloop_lag_seconds`, measured at each scrape, stays.
+ */
+export const EVENT_LOOP_HISTOGRAM_MS = 86_400_000;
+export const EVENT_LOOP_HISTOGRAM_GAUGES = ['min', 'max', 'mean', 'stddev', 'p50', 'p90', 'p99'].map(
+  (stat) => `nodejs_eventloop_lag_${stat}_seconds`,
+);
+
 export class AgentMetrics {
   readonly registry = new Registry();
   private source: AgentReadings | null = null;
@@ -124,7 +136,8 @@ export class AgentMetrics {
   private readonly storeCommitSeconds: Histogram;
 
   constructor(options: { shipping: boolean; exportingOtlp?: boolean }) {
-    collectDefaultMetrics({ register: this.registry });
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_HISTOGRAM_MS });
+    for (const name of EVENT_LOOP_HISTOGRAM_GAUGES) this.registry.removeSingleMetric(name);
     this.labelledTotal(
       'kreplay_agent_events_total',
       'events the kernel sent, by type',
