@@ -55,7 +55,10 @@ export const BENCHES = {
   'tls-overhead': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'unfollowed-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5]' },
   'go-probe-hits': { topic: 'server cost', args: "[rounds=3] [ops=200000] [other tree's root]" },
-  'server-cost': { topic: 'server cost', args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn]' },
+  'server-cost': {
+    topic: 'server cost',
+    args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn] [pace=CxMS]',
+  },
   fleet: { topic: 'fleet', args: '' },
   otlp: { topic: 'fleet', args: '[writes=500000] [rounds=3] [rate=100000] [writes per trace=500]' },
   'daemon-load': { topic: 'daemon', args: '[rounds]' },

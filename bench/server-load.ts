@@ -106,6 +106,8 @@ export interface WrkOptions {
   seconds: number;
   threads: number;
   connections: number;
+  /** each connection waits this long after each response (wrk's Lua `delay()`): a rate below saturation */
+  delayMs?: number;
 }
 
 function run(command: string, args: string[]): Promise<string> {
@@ -122,9 +124,12 @@ const MS = { us: 0.001, ms: 1, s: 1000 };
 const toMs = (value: string, unit: string) => Number(value) * MS[unit as keyof typeof MS];
 
 /** wrk (HTTP/1.1) with its latency distribution. */
-export async function wrk({ url, seconds, threads, connections }: WrkOptions): Promise<Load> {
+export async function wrk({ url, seconds, threads, connections, delayMs }: WrkOptions): Promise<Load> {
   const script = path.join(os.tmpdir(), `kreplay-bench-${process.pid}.lua`);
-  fs.writeFileSync(script, FRESH_IDS_LUA);
+  fs.writeFileSync(
+    script,
+    delayMs ? `${FRESH_IDS_LUA}function delay()\n  return ${delayMs}\nend\n` : FRESH_IDS_LUA,
+  );
   const out = await run('wrk', [
     `-t${threads}`,
     `-c${connections}`,
