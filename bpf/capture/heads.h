@@ -156,8 +156,8 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
 	if (t && t->context_id) {
 		/* what it created meanwhile (an event loop's pool) may serve any request: lease ended */
 		if (t->lease)
-			request_ended(t->context_id);
-		t->context_id = 0;
+			request_ended(thread_lease_id(t));
+		thread_hold(t, 0, 0);
 		forget_thread_context(tid);
 	}
 	return false;
@@ -232,13 +232,37 @@ static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_
 
 /*
  * The thread's context is now the record's: a lost record leaves it none,
- * never the one it had.
+ * never the one it had. A marker's lasts until replaced. A request the
+ * thread sends (a call out) lasts no longer than what it was made in (issue
+ * 46: it used to last until replaced, so a request's thread carried its call
+ * out's context, its request's transaction, into whatever it did after the
+ * request ended, and a thread with none carried it for good):
+ *   - under a request (a lease): that request's lease, which it keeps;
+ *   - else (a marker's, or none): a request of its own, ended by what ends a
+ *     synchronous call: its answer's status line read (call_answered), its
+ *     connection's close (KR_CONN_CALL, units.h) or the thread's next head or
+ *     marker; the thread then carries what it had before the call again.
+ *     Not by its answer's end: which read ends a body is not known.
  */
 static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 pid_tgid, const void *data,
 					 __u64 len)
 {
-	/* a marker's, or a request this thread sends: it lasts until replaced */
+	bool leased = t->lease && !thread_in_own_call(t);
+	__u64 outer = t->lease ? t->outer : t->context_id, request = thread_lease_id(t);
+	__u32 lease = t->lease;
+
+	if (thread_in_own_call(t))
+		request_ended(t->context_id);
 	thread_hold(t, open_record(kind, t->context_id, pid_tgid, data, len), 0);
+	if (kind != KR_CONTEXT_MARKER && t->context_id && leased) {
+		t->lease = lease;
+		t->lease_id = request;
+	} else if (kind != KR_CONTEXT_MARKER && t->context_id) {
+		request_opened(t->context_id);
+		t->lease = KR_COUNTER_OUTLIVED_THREAD;
+		t->lease_id = t->context_id;
+		t->outer = outer;
+	}
 	/* a head it sends as a client is the job's it runs, which the next job replaces */
 	t->owned = kind == KR_CONTEXT_MARKER;
 	if (t->context_id)
@@ -249,6 +273,19 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 	if (t->unit_kind == KR_UNIT_GOROUTINE)
 		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit,
 				 t->context_id ? t->context_id | KR_OWNED : 0);
+}
+
+/*
+ * An HTTP/1.x status line read by a thread (plaintext, or through
+ * SSL_read) whose context is a call out's own: the call's answer came, the
+ * call is over (open_context). Its connection keeps the call's context for
+ * the answer's reads (units.h); the thread carries what it had before the
+ * call from its next call on (thread_lease_ended).
+ */
+static __always_inline void call_answered(struct kr_thread *t)
+{
+	if (t && thread_in_own_call(t))
+		request_ended(t->context_id);
 }
 
 /*
@@ -689,6 +726,11 @@ static __always_inline void request_head_read(struct trace_event_raw_sys_exit *c
 	/* only upper case or a space can begin or continue a token: most socket data stops here */
 	if ((__u8)w != ' ' && ((__u8)w < 'A' || (__u8)w > 'Z'))
 		return;
+	/* a status line continues no method token a read began: an answer to a call out, if any */
+	if (got >= sizeof(w) && is_http_response(w)) {
+		call_answered(bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid}));
+		return;
+	}
 	sk = file_sock(file, &stamp);
 	head_bytes(pid_tgid, (__u64)file, (__u64)sk, stamp, 0, buf, got, w);
 }
