@@ -238,11 +238,12 @@ static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_
  * out's context, its request's transaction, into whatever it did after the
  * request ended, and a thread with none carried it for good):
  *   - under a request (a lease): that request's lease, which it keeps;
- *   - else (a marker's, or none): a request of its own, ended by what ends a
- *     synchronous call: its answer's status line read (call_answered), its
+ *   - else (a marker's, or none): a request of its own, ended by its
  *     connection's close (KR_CONN_CALL, units.h) or the thread's next head or
- *     marker; the thread then carries what it had before the call again.
- *     Not by its answer's end: which read ends a body is not known.
+ *     marker; the thread then carries what it had before the call again. Not
+ *     by its answer's status line: a client's work on the answer comes after
+ *     it (curl writes the body it reads), and which read ends a body is not
+ *     known. A call on a pooled keep-alive connection lasts until the next.
  */
 static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 pid_tgid, const void *data,
 					 __u64 len)
@@ -273,19 +274,6 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 	if (t->unit_kind == KR_UNIT_GOROUTINE)
 		unit_set_context(pid_tgid >> 32, KR_UNIT_GOROUTINE, t->unit,
 				 t->context_id ? t->context_id | KR_OWNED : 0);
-}
-
-/*
- * An HTTP/1.x status line read by a thread (plaintext, or through
- * SSL_read) whose context is a call out's own: the call's answer came, the
- * call is over (open_context). Its connection keeps the call's context for
- * the answer's reads (units.h); the thread carries what it had before the
- * call from its next call on (thread_lease_ended).
- */
-static __always_inline void call_answered(struct kr_thread *t)
-{
-	if (t && thread_in_own_call(t))
-		request_ended(t->context_id);
 }
 
 /*
@@ -726,11 +714,6 @@ static __always_inline void request_head_read(struct trace_event_raw_sys_exit *c
 	/* only upper case or a space can begin or continue a token: most socket data stops here */
 	if ((__u8)w != ' ' && ((__u8)w < 'A' || (__u8)w > 'Z'))
 		return;
-	/* a status line continues no method token a read began: an answer to a call out, if any */
-	if (got >= sizeof(w) && is_http_response(w)) {
-		call_answered(bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid}));
-		return;
-	}
 	sk = file_sock(file, &stamp);
 	head_bytes(pid_tgid, (__u64)file, (__u64)sk, stamp, 0, buf, got, w);
 }

@@ -20,8 +20,8 @@
  * A head a plain thread sends (a call out, heads.h open_context) ends no
  * later than what it was made under: under a request, the call's context
  * holds that request's lease (kr_thread.lease_id); else it is a request of
- * its own, which its answer, its connection's close or the thread's next
- * call ends, and the thread carries what it had before again (kr_thread.outer).
+ * its own, which its connection's close or the thread's next head or marker
+ * ends, and the thread carries what it had before again (kr_thread.outer).
  *
  * A context stored for later (the units map, Go's tables) is a handle: its
  * id, with KR_LEASED when it is a request's. LRU: a live request the table

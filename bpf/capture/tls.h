@@ -109,8 +109,6 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 		return;
 	if (got >= sizeof(w) && is_h2_preface(w))
 		head_read(pid_tgid, ssl, sock, stamp, KR_CONN_TLS | KR_CONN_MULTIPLEXED, 0, 0, buf, got);
-	else if (got >= sizeof(w) && is_http_response(w))
-		call_answered(t);
 	else if (is_http_request(w))
 		head_read(pid_tgid, ssl, sock, stamp, KR_CONN_TLS, 0, 0, buf, got);
 }

@@ -3,10 +3,10 @@
  * context, later writes of the thread and of the tasks it creates carry it,
  * and a context record always comes before the events that name it.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { request } from 'node:http';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type {
   DecodedContext,
@@ -15,7 +15,7 @@ import type {
   DecodedSysWrite,
 } from '../support/decode-records';
 import { CONTEXT_DATA_LEN, ContextKind } from '../../core/model';
-import { nginxListening, writeNginxConf } from '../support/nginx';
+import { startNginx } from '../support/nginx';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
@@ -34,15 +34,6 @@ const sent = (w: DecodedSysWrite): [string | number, number] => [
   w.request?.toString().split('\r\n')[0] ?? w.count,
   w.contextId,
 ];
-
-/* A free port on 127.0.0.1: one a listener had, closed again. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((r) => probe.close(() => r()));
-  return port;
-}
 
 /* Sends `head` on a keep-alive connection and resolves once its whole answer (ending `body`) came. */
 function ask(socket: Socket, head: string, body: string): Promise<void> {
@@ -68,47 +59,6 @@ function expectContextsBeforeUse(records: DecodedRecord[]): void {
       throw new Error(`${r.type} at offset ${r.offset} names context ${r.contextId} before its record`);
     }
   }
-}
-
-interface Nginx {
-  port: number;
-  /** its one worker's pid */
-  worker: number;
-  stop(): Promise<void>;
-}
-
-/* A real nginx (apt) under the test's directory, one worker answering every request "ok\n". */
-async function startNginx(name: string): Promise<Nginx> {
-  const prefix = join(dir.path, name);
-  const port = await freePort();
-  const conf = writeNginxConf(prefix, {
-    workerConnections: 64,
-    accessLog: false,
-    http: `  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }`,
-  });
-  const nginx: ChildProcess = spawn('/usr/sbin/nginx', ['-p', prefix, '-c', conf, '-g', 'daemon off;'], {
-    stdio: 'ignore',
-  });
-  let worker = 0;
-  const stop = async (): Promise<void> => {
-    // its master stops the worker (a killed master would leave it running)
-    const exited = new Promise((r) => nginx.once('exit', r));
-    nginx.kill('SIGTERM');
-    await exited;
-    if (worker)
-      await waitFor(() => !existsSync(join('/proc', String(worker))), { what: 'nginx worker gone' });
-  };
-  try {
-    const children = join('/proc', String(nginx.pid!), 'task', String(nginx.pid!), 'children');
-    await waitFor(() => (worker = Number(readFileSync(children, 'utf8').trim().split(' ')[0])) > 0, {
-      what: 'nginx worker',
-    });
-    await nginxListening(port);
-  } catch (e) {
-    await stop();
-    throw e;
-  }
-  return { port, worker, stop };
 }
 
 describeKernel('context tracking', () => {
@@ -295,7 +245,7 @@ describeKernel('context tracking', () => {
   });
 
   it("a call out a thread-per-connection server's handler makes ends with the request it serves: the thread's writes after the close carry none (Python ThreadingHTTPServer and urllib to nginx)", async () => {
-    const nginx = await startNginx('nginx-upstream');
+    const nginx = await startNginx(join(dir.path, 'nginx-upstream'));
     const log = join(dir.path, 'calling-server.log');
     // each request's thread writes 101 bytes, calls nginx, writes 102, answers, and writes 103
     // after the server closed the connection (shutdown_request runs on the request's thread)
@@ -384,8 +334,8 @@ describeKernel('context tracking', () => {
     }
   });
 
-  it("a plain thread's call out ends with its answer: its later writes carry what it had before, none or its marker's (Python urllib to nginx)", async () => {
-    const nginx = await startNginx('nginx-polled');
+  it("a plain thread's call out ends with its connection: its later writes carry what it had before, none or its marker's (Python urllib to nginx, which closes it after the answer)", async () => {
+    const nginx = await startNginx(join(dir.path, 'nginx-polled'));
     const log = join(dir.path, 'poller.log');
     // a poller with no context and a thread under a marker each call nginx, then write
     const script = [
@@ -422,7 +372,7 @@ describeKernel('context tracking', () => {
         [ContextKind.Http, marker!.contextId, 'GET / HTTP/1.1'],
       ]);
       const byThread = (c: DecodedContext) => writes(records, pid).filter((w) => w.tid === c.tid);
-      // the call's head is the call's; the write after its answer: none (the call's before)
+      // the call's head is the call's; the write after it: none (the call's before)
       expect(byThread(poll!).map(sent)).toEqual([
         ['GET / HTTP/1.1', poll!.contextId],
         [201, 0],
@@ -443,7 +393,7 @@ describeKernel('context tracking', () => {
   });
 
   it('a response an event loop writes on an accepted connection opens no context: it carries its request, with its bytes (nginx, real program)', async () => {
-    const nginx = await startNginx('nginx');
+    const nginx = await startNginx(join(dir.path, 'nginx'));
     const { port, worker } = nginx;
     const sockets: Socket[] = [];
     try {
