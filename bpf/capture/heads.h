@@ -233,10 +233,9 @@ static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_
 /*
  * The thread's context is now the record's: a lost record leaves it none,
  * never the one it had. A marker's lasts until replaced. A request the
- * thread sends (a call out) lasts no longer than what it was made in (issue
- * 46: it used to last until replaced, so a request's thread carried its call
- * out's context, its request's transaction, into whatever it did after the
- * request ended, and a thread with none carried it for good):
+ * thread sends (a call out) lasts no longer than what it was made in, or
+ * the thread's work after its request (or after the call, for a thread that
+ * had none) would be the call's:
  *   - under a request (a lease): that request's lease, which it keeps;
  *   - else (a marker's, or none): a request of its own, ended by its
  *     connection's close (KR_CONN_CALL, units.h) or the thread's next head or
