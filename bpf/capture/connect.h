@@ -106,7 +106,7 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 		bpf_map_update_elem(&accepted_socks, &key, &one, BPF_ANY);
 		return 0;
 	}
-	/* a server's close (or the connection's end) ends the request it served (lifetime.h) */
+	/* a close (or the connection's end) ends a server's request, or a call out's (units.h) */
 	if (newstate == TCP_FIN_WAIT1 || newstate == TCP_LAST_ACK || newstate == TCP_CLOSE)
 		conn_ended(key);
 	/* a sock's memory may come back as another connection: an accepted one is forgotten at its end */

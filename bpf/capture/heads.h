@@ -156,8 +156,8 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
 	if (t && t->context_id) {
 		/* what it created meanwhile (an event loop's pool) may serve any request: lease ended */
 		if (t->lease)
-			request_ended(t->context_id);
-		t->context_id = 0;
+			request_ended(thread_lease_id(t));
+		thread_hold(t, 0, 0);
 		forget_thread_context(tid);
 	}
 	return false;
@@ -232,13 +232,37 @@ static __always_inline __u64 open_record(__u32 kind, __u64 parent_id, __u64 pid_
 
 /*
  * The thread's context is now the record's: a lost record leaves it none,
- * never the one it had.
+ * never the one it had. A marker's lasts until replaced. A request the
+ * thread sends (a call out) lasts no longer than what it was made in, or
+ * the thread's work after its request (or after the call, for a thread that
+ * had none) would be the call's:
+ *   - under a request (a lease): that request's lease, which it keeps;
+ *   - else (a marker's, or none): a request of its own, ended by its
+ *     connection's close (KR_CONN_CALL, units.h) or the thread's next head or
+ *     marker; the thread then carries what it had before the call again. Not
+ *     by its answer's status line: a client's work on the answer comes after
+ *     it (curl writes the body it reads), and which read ends a body is not
+ *     known. A call on a pooled keep-alive connection lasts until the next.
  */
 static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 pid_tgid, const void *data,
 					 __u64 len)
 {
-	/* a marker's, or a request this thread sends: it lasts until replaced */
+	bool leased = t->lease && !thread_in_own_call(t);
+	__u64 outer = t->lease ? t->outer : t->context_id, request = thread_lease_id(t);
+	__u32 lease = t->lease;
+
+	if (thread_in_own_call(t))
+		request_ended(t->context_id);
 	thread_hold(t, open_record(kind, t->context_id, pid_tgid, data, len), 0);
+	if (kind != KR_CONTEXT_MARKER && t->context_id && leased) {
+		t->lease = lease;
+		t->lease_id = request;
+	} else if (kind != KR_CONTEXT_MARKER && t->context_id) {
+		request_opened(t->context_id);
+		t->lease = KR_COUNTER_OUTLIVED_THREAD;
+		t->lease_id = t->context_id;
+		t->outer = outer;
+	}
 	/* a head it sends as a client is the job's it runs, which the next job replaces */
 	t->owned = kind == KR_CONTEXT_MARKER;
 	if (t->context_id)

@@ -15,9 +15,13 @@
  * goroutines, timers, pool work, a channel's or a queue's receiver) holds a
  * lease: that context is used only while live_requests still holds it, one
  * lookup per event; then the holder carries none, counted as outlived by
- * kind of holder. A marker's context (KREPLAY-CTX, `kreplay run`) and a head a
- * client sends are no request served here: they last until replaced, and
- * so does what inherits them.
+ * kind of holder. A marker's context (KREPLAY-CTX, `kreplay run`) is no
+ * request served here: it lasts until replaced, and so does what inherits it.
+ * A head a plain thread sends (a call out, heads.h open_context) ends no
+ * later than what it was made under: under a request, the call's context
+ * holds that request's lease (kr_thread.lease_id); else it is a request of
+ * its own, which its connection's close or the thread's next head or marker
+ * ends, and the thread carries what it had before again (kr_thread.outer).
  *
  * A context stored for later (the units map, Go's tables) is a handle: its
  * id, with KR_LEASED when it is a request's. LRU: a live request the table
@@ -74,10 +78,25 @@ static __always_inline __u64 handle_context(__u64 handle, __u32 outlived)
 	return 0;
 }
 
-/* The thread's context as a handle, to pass on (what it creates or hands off carries the same lease). */
+/* The request whose life governs the thread's leased context (kr_thread.lease_id). */
+static __always_inline __u64 thread_lease_id(struct kr_thread *t)
+{
+	return t->lease_id ? t->lease_id : t->context_id;
+}
+
+/* Whether the thread's context is a call out's own, a request of its own that ends with the call. */
+static __always_inline bool thread_in_own_call(struct kr_thread *t)
+{
+	return t->lease && t->context_id && t->lease_id == t->context_id;
+}
+
+/*
+ * The thread's context as a handle, to pass on (what it hands off carries the same lease). A handle
+ * names one id: after a call out made under a request, that request's own context.
+ */
 static __always_inline __u64 thread_handle(struct kr_thread *t)
 {
-	return t->context_id && t->lease ? t->context_id | KR_LEASED : t->context_id;
+	return t->context_id && t->lease ? thread_lease_id(t) | KR_LEASED : t->context_id;
 }
 
 /* The thread carries `handle`'s context now; it counts under `outlived` when its request ends first. */
@@ -85,20 +104,35 @@ static __always_inline void thread_hold(struct kr_thread *t, __u64 handle, __u32
 {
 	t->context_id = KR_HANDLE_ID(handle);
 	t->lease = handle & KR_LEASED ? outlived : 0;
+	t->lease_id = 0;
+	t->outer = 0;
+}
+
+/* `child`, which `t` created, carries t's context under the same lease, counted under `outlived`. */
+static __always_inline void thread_inherit(struct kr_thread *child, struct kr_thread *t, __u32 outlived)
+{
+	child->context_id = t->context_id;
+	child->lease = t->lease ? outlived : 0;
+	child->lease_id = t->lease_id;
+	child->outer = t->outer;
 }
 
 /*
  * Where a thread's calls begin, before its context is used: a lease whose
- * request ended is dropped. Returns whether the thread lost it (a unit's
- * thread stays marked for the read programs: units.h).
+ * request ended is dropped. A call out's own context that ended gives the
+ * thread back the one it was made in (a marker's, or none: uncounted, the
+ * thread had none before either). Returns whether the thread lost its
+ * context (a unit's thread stays marked for the read programs: units.h).
  */
 static __always_inline bool thread_lease_ended(struct kr_thread *t, __u32 tid)
 {
-	if (!t->lease || !t->context_id || request_live(t->context_id))
+	if (!t->lease || !t->context_id || request_live(thread_lease_id(t)))
 		return false;
-	count_event(t->lease);
-	t->context_id = 0;
-	t->lease = 0;
+	if (!thread_in_own_call(t))
+		count_event(t->lease);
+	thread_hold(t, t->outer, 0);
+	if (t->context_id)
+		return false;
 	if (!t->unit_kind)
 		forget_thread_context(tid);
 	return true;

@@ -80,6 +80,13 @@ struct kr_thread {
 	/* context_id is the thread's own (a head it read, a marker it wrote): no ADOPT replaces it */
 	__u32 owned;
 	/*
+	 * with a lease: the request whose life governs context_id (a call out's, made under it), or
+	 * context_id itself for a call out's own (heads.h open_context); 0: context_id's own request
+	 */
+	__u64 lease_id;
+	/* a call out's own context: the one the thread carries again when the call ends (a marker's, 0) */
+	__u64 outer;
+	/*
 	 * the context the write in flight opened (a head), 0: none; it starts a request on its
 	 * connection; KR_OPENED_NO_RECORD: a response head that needs no record (heads.h)
 	 */

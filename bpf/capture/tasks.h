@@ -55,8 +55,9 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		count_event(KR_COUNTER_UNINHERITED_JVM_THREAD);
 		return 0;
 	}
-	thread_hold(&inherited, thread_handle(t),
-		    parent->tgid == child->tgid ? KR_COUNTER_OUTLIVED_THREAD : KR_COUNTER_OUTLIVED_PROCESS);
+	thread_inherit(&inherited, t,
+		       parent->tgid == child->tgid ? KR_COUNTER_OUTLIVED_THREAD
+						   : KR_COUNTER_OUTLIVED_PROCESS);
 	bpf_probe_read_kernel(inherited.comm, sizeof(inherited.comm), child->comm);
 	if (bpf_map_update_elem(&threads, &child_tid, &inherited, BPF_ANY))
 		count_event(KR_COUNTER_THREAD_TABLE_FULL);

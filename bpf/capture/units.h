@@ -42,6 +42,8 @@ enum kr_conn_flag {
 	KR_CONN_TLS = 2,
 	/* a request head was read on it: a server's, whose requests only heads start */
 	KR_CONN_SERVER = 4,
+	/* a client's, carrying a call out's own context (heads.h open_context): its close ends the call */
+	KR_CONN_CALL = 8,
 };
 
 struct {
@@ -115,12 +117,12 @@ static __always_inline void conn_serve(__u64 sock, __u64 stamp, __u64 context_id
 	conn_set(c, sock, stamp, context_id, flags);
 }
 
-/* The connection on `sock` is done (closed by the server, or gone): its request ended. */
+/* The connection on `sock` is done (closed, or gone): a server's request ended, a call out's too. */
 static __always_inline void conn_ended(__u64 sock)
 {
 	struct kr_conn *c = bpf_map_lookup_elem(&conns, &sock);
 
-	if (c && c->flags & KR_CONN_SERVER)
+	if (c && c->flags & (KR_CONN_SERVER | KR_CONN_CALL))
 		request_ended(c->context_id);
 }
 
@@ -190,7 +192,8 @@ static __always_inline void conn_request_started(struct kr_thread *t, __u64 cont
 	if (conn_starts_none(key, c))
 		return;
 	if (context_id)
-		conn_set(c, key, t->sock_stamp, context_id, 0);
+		conn_set(c, key, t->sock_stamp, context_id,
+			 context_id == t->context_id && thread_in_own_call(t) ? KR_CONN_CALL : 0);
 	else if (c)
 		bpf_map_delete_elem(&conns, &key);
 }

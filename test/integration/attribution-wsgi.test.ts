@@ -19,11 +19,18 @@ import {
   UWSGI_THREADS,
   wsgiref,
 } from '../../bench/python-server-commands';
+import { join } from 'node:path';
+import { RecordType } from '../../core/model/record-layout';
+import { startNginx } from '../support/nginx';
 import { formatScore, PER_LEVEL, PythonServers } from '../support/python-servers';
+import { writesUnder } from '../support/request-accuracy';
+import { readStoredEvents } from '../support/store-rows';
 import { straceAttached } from '../support/strace';
 
 const servers = new PythonServers();
 const FILES = 3;
+/* wsgi_reporter.py's calls per worker; gunicornServing starts two workers */
+const REPORTS = 20;
 
 beforeAll(() => servers.start('wsgi'), 60_000);
 // the agent flushes its store before it exits
@@ -65,6 +72,41 @@ describe('the Python hook on WSGI servers (real kernel)', () => {
     },
     300_000,
   );
+
+  it("gunicorn sync, its app calling a real nginx: every request its own writes, and a worker's own thread calling nginx (a metrics pusher) carries each call's transaction in the call only, none after it (urllib closes its connection)", async () => {
+    const nginx = await startNginx(join(servers.dir, 'nginx'));
+    try {
+      const label = 'sync-reporter';
+      const server = await servers.serve(label, gunicornServing('wsgi_reporter:app', 'sync'), nginx.port);
+      await servers.warm(server, '/', FILES);
+      const scores = [];
+      for (const keepAlive of [true, false])
+        scores.push(formatScore(await servers.measure(server, label, 8, { files: FILES, keepAlive })));
+      // each report's call to nginx carries its trace's transaction; the write after the call
+      // none (before: the call's, for good)
+      const reports = await writesUnder(servers.store, server.out, 'report-', 2 * REPORTS);
+      const calls = readStoredEvents(
+        servers.store,
+        `e.type = ${RecordType.SysWrite} AND t.value = 'tcp 127.0.0.1:${nginx.port}'`,
+      );
+      const traces = reports.map((e) => e.target!.slice(`${server.out}/report-`.length));
+      server.child.kill();
+      expect({
+        scores,
+        reports: reports.length,
+        'reports with a transaction': reports.filter((e) => e.txn !== null).length,
+        'report calls carrying their own': traces.filter((t) => calls.filter((e) => e.txn === t).length === 1)
+          .length,
+      }).toEqual({
+        scores: [`${PER_LEVEL * FILES}/0/0/0`, `${PER_LEVEL * FILES}/0/0/0`],
+        reports: 2 * REPORTS,
+        'reports with a transaction': 0,
+        'report calls carrying their own': 2 * REPORTS,
+      });
+    } finally {
+      await nginx.stop();
+    }
+  }, 300_000);
 
   it("gunicorn gthread: the main thread's hand-off of each connection is no signal; a request's are its OPEN, CLOSE and started thread's; every request its own writes", async () => {
     const label = 'gthread-signals';

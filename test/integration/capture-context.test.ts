@@ -3,14 +3,19 @@
  * context, later writes of the thread and of the tasks it creates carry it,
  * and a context record always comes before the events that name it.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { request } from 'node:http';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import type { DecodedContext, DecodedRecord, DecodedSysWrite } from '../support/decode-records';
+import type {
+  DecodedContext,
+  DecodedRecord,
+  DecodedSyscall,
+  DecodedSysWrite,
+} from '../support/decode-records';
 import { CONTEXT_DATA_LEN, ContextKind } from '../../core/model';
-import { nginxListening, writeNginxConf } from '../support/nginx';
+import { startNginx } from '../support/nginx';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 import { captureAround, describeKernel, runToExit } from './capture-harness';
@@ -21,15 +26,14 @@ const contexts = (records: DecodedRecord[], pid: number): DecodedContext[] =>
   records.filter((r): r is DecodedContext => r.type === 'context' && r.pid === pid);
 const writes = (records: DecodedRecord[], pid: number): DecodedSysWrite[] =>
   records.filter((r): r is DecodedSysWrite => r.type === 'sys_write' && r.pid === pid);
-
-/* A free port on 127.0.0.1: one a listener had, closed again. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((r) => probe.close(() => r()));
-  return port;
-}
+/* The reads of thread `tid` that brought data. */
+const reads = (records: DecodedRecord[], tid: number): DecodedSyscall[] =>
+  records.filter((r): r is DecodedSyscall => r.type === 'sys_read' && r.tid === tid && r.ret > 0);
+/* A send that started a request by its first line, any other write by its size; and its context. */
+const sent = (w: DecodedSysWrite): [string | number, number] => [
+  w.request?.toString().split('\r\n')[0] ?? w.count,
+  w.contextId,
+];
 
 /* Sends `head` on a keep-alive connection and resolves once its whole answer (ending `body`) came. */
 function ask(socket: Socket, head: string, body: string): Promise<void> {
@@ -240,26 +244,159 @@ describeKernel('context tracking', () => {
     }
   });
 
-  it('a response an event loop writes on an accepted connection opens no context: it carries its request, with its bytes (nginx, real program)', async () => {
-    const prefix = join(dir.path, 'nginx');
-    const port = await freePort();
-    const conf = writeNginxConf(prefix, {
-      workerConnections: 64,
-      accessLog: false,
-      http: `  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }`,
+  it("a call out a thread-per-connection server's handler makes ends with the request it serves: the thread's writes after the close carry none (Python ThreadingHTTPServer and urllib to nginx)", async () => {
+    const nginx = await startNginx(join(dir.path, 'nginx-upstream'));
+    const log = join(dir.path, 'calling-server.log');
+    // each request's thread writes 101 bytes, calls nginx, writes 102, answers, and writes 103
+    // after the server closed the connection (shutdown_request runs on the request's thread)
+    const script = [
+      'import os, sys, urllib.request',
+      'from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer',
+      'log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)',
+      'upstream = "http://127.0.0.1:%s/" % sys.argv[2]',
+      'class Handler(BaseHTTPRequestHandler):',
+      '    def do_GET(self):',
+      '        os.write(log, b"b" * 101)',
+      '        call = urllib.request.Request(upstream, headers={"x-request-id": "call-" + self.path[1:]})',
+      '        with urllib.request.urlopen(call) as answer:',
+      '            answer.read()',
+      '        os.write(log, b"a" * 102)',
+      '        self.send_response(200)',
+      '        self.send_header("Content-Length", "3")',
+      '        self.end_headers()',
+      '        self.wfile.write(b"ok\\n")',
+      '    def log_message(self, *args):',
+      '        pass',
+      'class Server(ThreadingHTTPServer):',
+      '    def shutdown_request(self, request):',
+      '        super().shutdown_request(request)',
+      '        os.write(log, b"c" * 103)',
+      'server = Server(("127.0.0.1", 0), Handler)',
+      'print(server.server_address[1], flush=True)',
+      'server.serve_forever()',
+    ].join('\n');
+    const python = spawn('/usr/bin/python3', ['-c', script, log, String(nginx.port)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const nginx: ChildProcess = spawn('/usr/sbin/nginx', ['-p', prefix, '-c', conf, '-g', 'daemon off;'], {
-      stdio: 'ignore',
-    });
-    const sockets: Socket[] = [];
-    let worker = 0;
     try {
-      const master = nginx.pid!;
-      const children = join('/proc', String(master), 'task', String(master), 'children');
-      await waitFor(() => (worker = Number(readFileSync(children, 'utf8').trim().split(' ')[0])) > 0, {
-        what: 'nginx worker',
+      const port = await new Promise<number>((resolve) =>
+        python.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))),
+      );
+      const get = (id: string): Promise<void> =>
+        new Promise((resolve, reject) => {
+          request({ host: '127.0.0.1', port, path: `/${id}`, agent: false, headers: { 'x-request-id': id } })
+            .once('response', (res) => res.resume().once('end', resolve))
+            .once('error', reject)
+            .end();
+        });
+      const ids = ['r1', 'r2'];
+      const { records } = await captureAround({}, async () => {
+        for (const id of ids) await get(id);
+        const written = ids.length * (101 + 102 + 103);
+        await waitFor(() => existsSync(log) && readFileSync(log).length === written, {
+          what: "the request threads' writes",
+        });
       });
-      await nginxListening(port);
+      const mine = contexts(records, python.pid!);
+      const requests = mine.filter((c) => c.kind === ContextKind.HttpRequest);
+      expect(requests.map((c) => c.data.toString().split('\r\n')[0])).toEqual(
+        ids.map((id) => `GET /${id} HTTP/1.1`),
+      );
+      for (const head of requests) {
+        const [call, ...others] = mine.filter((c) => c.kind === ContextKind.Http && c.tid === head.tid);
+        expect([others, call?.parentId, call?.data.toString().split('\r\n')[0]]).toEqual([
+          [],
+          head.contextId,
+          'GET / HTTP/1.1',
+        ]);
+        const sends = writes(records, python.pid!).filter((w) => w.tid === head.tid);
+        // the call's head and the write after it: the call's; the answer: the request's; after the
+        // close: none (the call's, the request's transaction, before)
+        expect(sends.map(sent)).toEqual([
+          [101, head.contextId],
+          ['GET / HTTP/1.1', call!.contextId],
+          [102, call!.contextId],
+          ['HTTP/1.0 200 OK', head.contextId],
+          [3, head.contextId],
+          [103, 0],
+        ]);
+        // its reads (from its first call on: the head's came before it had a context): nginx's
+        // answer, the call's
+        const answer = reads(records, head.tid).map((r) => r.contextId);
+        expect(answer.length > 0 && answer.every((id) => id === call!.contextId)).toBe(true);
+      }
+      expectContextsBeforeUse(records);
+    } finally {
+      const exited = new Promise((r) => python.once('exit', r));
+      python.kill('SIGKILL');
+      await exited;
+      await nginx.stop();
+    }
+  });
+
+  it("a plain thread's call out ends with its connection: its later writes carry what it had before, none or its marker's (Python urllib to nginx, which closes it after the answer)", async () => {
+    const nginx = await startNginx(join(dir.path, 'nginx-polled'));
+    const log = join(dir.path, 'poller.log');
+    // a poller with no context and a thread under a marker each call nginx, then write
+    const script = [
+      'import os, sys, threading, urllib.request',
+      'log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)',
+      'null = os.open("/dev/null", os.O_WRONLY)',
+      'upstream = "http://127.0.0.1:%s/" % sys.argv[2]',
+      'def call(rid):',
+      '    with urllib.request.urlopen(urllib.request.Request(upstream, headers={"x-request-id": rid})) as answer:',
+      '        answer.read()',
+      'def poller():',
+      '    call("poll-1")',
+      '    os.write(log, b"p" * 201)',
+      'def marked():',
+      '    os.write(null, b"KREPLAY-CTX txn=marked\\n")',
+      '    call("marked-1")',
+      '    os.write(log, b"m" * 202)',
+      'for target in (poller, marked):',
+      '    t = threading.Thread(target=target); t.start(); t.join()',
+    ].join('\n');
+    try {
+      const { records, value: pid } = await captureAround({}, () =>
+        runToExit('/usr/bin/python3', ['-c', script, log, String(nginx.port)]),
+      );
+      const mine = contexts(records, pid);
+      const [poll, marker, marked, ...others] = mine;
+      expect([
+        others,
+        ...[poll, marker, marked].map((c) => [c?.kind, c?.parentId, c?.data.toString().split('\r\n')[0]]),
+      ]).toEqual([
+        [],
+        [ContextKind.Http, 0, 'GET / HTTP/1.1'],
+        [ContextKind.Marker, 0, 'KREPLAY-CTX txn=marked\n'],
+        [ContextKind.Http, marker!.contextId, 'GET / HTTP/1.1'],
+      ]);
+      const byThread = (c: DecodedContext) => writes(records, pid).filter((w) => w.tid === c.tid);
+      // the call's head is the call's; the write after it: none (the call's before)
+      expect(byThread(poll!).map(sent)).toEqual([
+        ['GET / HTTP/1.1', poll!.contextId],
+        [201, 0],
+      ]);
+      // under a marker: the marker's again (the call's before)
+      expect(byThread(marked!).map(sent)).toEqual([
+        [23, marker!.contextId],
+        ['GET / HTTP/1.1', marked!.contextId],
+        [202, marker!.contextId],
+      ]);
+      // nginx's answer, read by the poller: the call's
+      const answer = reads(records, poll!.tid);
+      expect(answer.length > 0 && answer.every((r) => r.contextId === poll!.contextId)).toBe(true);
+      expectContextsBeforeUse(records);
+    } finally {
+      await nginx.stop();
+    }
+  });
+
+  it('a response an event loop writes on an accepted connection opens no context: it carries its request, with its bytes (nginx, real program)', async () => {
+    const nginx = await startNginx(join(dir.path, 'nginx'));
+    const { port, worker } = nginx;
+    const sockets: Socket[] = [];
+    try {
       const heads = ['a1', 'b1', 'a2', 'b2'].map((id) => `GET /${id} HTTP/1.1\r\nHost: t\r\n\r\n`);
       const { records } = await captureAround({}, async () => {
         for (let i = 0; i < 2; i++) {
@@ -294,12 +431,7 @@ describeKernel('context tracking', () => {
       expectContextsBeforeUse(records);
     } finally {
       for (const s of sockets) s.destroy();
-      // its master stops the worker (a killed master would leave it running)
-      const exited = new Promise((r) => nginx.once('exit', r));
-      nginx.kill('SIGTERM');
-      await exited;
-      if (worker)
-        await waitFor(() => !existsSync(join('/proc', String(worker))), { what: 'nginx worker gone' });
+      await nginx.stop();
     }
   });
 });

@@ -1,7 +1,9 @@
 /** A real nginx (apt) under a test's own prefix: its configuration, and the wait until it listens. */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '../../bench/python-server-commands';
 import { waitFor } from './wait';
 
 export interface NginxConf {
@@ -47,4 +49,45 @@ export function nginxListening(port: number): Promise<boolean> {
       }),
     { what: 'nginx listening' },
   );
+}
+
+export interface Nginx {
+  port: number;
+  /** its one worker's pid */
+  worker: number;
+  /** stops the master, which stops the worker, and waits until the worker is gone */
+  stop(): Promise<void>;
+}
+
+/** A real nginx under `prefix`, one worker answering every request "ok\n" on a free port of 127.0.0.1. */
+export async function startNginx(prefix: string): Promise<Nginx> {
+  const port = await freePort();
+  const conf = writeNginxConf(prefix, {
+    workerConnections: 64,
+    accessLog: false,
+    http: `  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }`,
+  });
+  const nginx = spawn('/usr/sbin/nginx', ['-p', prefix, '-c', conf, '-g', 'daemon off;'], {
+    stdio: 'ignore',
+  });
+  let worker = 0;
+  const stop = async (): Promise<void> => {
+    // its master stops the worker (a killed master would leave it running)
+    const exited = new Promise((r) => nginx.once('exit', r));
+    nginx.kill('SIGTERM');
+    await exited;
+    if (worker)
+      await waitFor(() => !existsSync(join('/proc', String(worker))), { what: 'nginx worker gone' });
+  };
+  try {
+    const children = join('/proc', String(nginx.pid!), 'task', String(nginx.pid!), 'children');
+    await waitFor(() => (worker = Number(readFileSync(children, 'utf8').trim().split(' ')[0])) > 0, {
+      what: 'nginx worker',
+    });
+    await nginxListening(port);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { port, worker, stop };
 }

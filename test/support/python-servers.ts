@@ -94,10 +94,10 @@ export class PythonServers {
 
   /**
    * Runs `server` in the cgroup, in test/support/runtimes, with KR_OUT (a directory of its own) and
-   * KR_UPSTREAM set; resolves once it accepts connections and the agent queued the hook into each
-   * of its processes.
+   * KR_UPSTREAM set (`upstreamPort`: another upstream's than this process's); resolves once it
+   * accepts connections and the agent queued the hook into each of its processes.
    */
-  async serve(name: string, server: ServerCommand): Promise<PythonServer> {
+  async serve(name: string, server: ServerCommand, upstreamPort = this.upstreamPort): Promise<PythonServer> {
     const out = join(this.dir, name);
     mkdirSync(out);
     const port = await freePort();
@@ -107,7 +107,7 @@ export class PythonServers {
       {
         stdio: ['ignore', 'ignore', 'inherit'],
         cwd: PYTHON_APPS,
-        env: { ...hookableEnv(), KR_OUT: out, KR_UPSTREAM: String(this.upstreamPort) },
+        env: { ...hookableEnv(), KR_OUT: out, KR_UPSTREAM: String(upstreamPort) },
       },
     );
     this.children.push(child);
