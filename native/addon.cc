@@ -65,14 +65,15 @@ Napi::Value SetRealtimeSchedulingJs(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// setShortestSlice(tid) -> whether the fair scheduler gave thread `tid` its shortest slice; false
-// where the kernel keeps its default (no custom slices before Linux 6.12, or not SCHED_OTHER)
+// setShortestSlice(tid) -> whether the fair scheduler gave thread `tid` its shortest slice (its
+// own: threads it starts later begin at the defaults); false where the kernel keeps its default
+// (no custom slices before Linux 6.12, or not SCHED_OTHER)
 Napi::Value SetShortestSliceJs(const Napi::CallbackInfo& info) {
   if (info.Length() != 1 || !info[0].IsNumber())
     throw Napi::TypeError::New(info.Env(), "setShortestSlice(tid) takes a number");
   const int32_t tid = info[0].As<Napi::Number>().Int32Value();
   if (tid <= 0) throw ToJsError(info.Env(), SchedulingFailure("E_SCHED", "no thread id " + std::to_string(tid)));
-  return Napi::Boolean::New(info.Env(), SetShortestSlice(tid));
+  return Napi::Boolean::New(info.Env(), SetShortestSlice(tid, true));
 }
 
 // doorbellPipe() -> [readFd, writeFd]

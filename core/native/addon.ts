@@ -232,7 +232,8 @@ export interface NativeAddon {
   setRealtimeScheduling(tid: number, priority: number): void;
   /**
    * The fair scheduler's shortest slice (0.1 ms) for thread `tid` of this process, its nice value
-   * kept: true when granted; false where the kernel keeps its default (custom slices need Linux
+   * kept, and for it alone: threads it starts later begin at the kernel's defaults (slice, and
+   * nice 0 where its nice is negative). True when granted; false where the kernel keeps its default (custom slices need Linux
    * 6.12; a thread not under SCHED_OTHER). Throws E_SCHED for a tid that is not one.
    */
   setShortestSlice(tid: number): boolean;

@@ -4,7 +4,8 @@
  * nice value kept). A thread with a shorter slice gets an earlier virtual
  * deadline, so when it wakes beside busy neighbours it runs at once instead
  * of waiting out their slices. Only for threads that run briefly each time
- * they wake: one that runs longer than the slice is preempted more often.
+ * they wake: one that runs longer than the slice is preempted more often, so
+ * the threads a thread starts afterwards (a query worker) do not inherit it.
  */
 import type { Logger } from '../log/logger';
 import { nativeAddon } from '../native/addon';
