@@ -11,7 +11,6 @@ import {
   DEFAULT_MAX_SESSIONS_PER_CLIENT,
   DEFAULT_SESSION_TTL_SECONDS,
 } from '../../daemon/replay/sessions/session-limits';
-import { askShortestSlice } from '../../core/threads/shortest-slice';
 import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
 import { decimalOption, integerOption, parsedOption } from '../options';
 import {
@@ -54,9 +53,6 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
   // loaded when a daemon runs, not by every command: express and the routers cost a CLI start ~50 ms
   const { createDaemon } = await import('../../daemon/create-daemon');
   const log = loggerFromFlags(flags, 'daemon');
-  // the main thread answers /healthz and event pages while replays play; on a busy host it waited
-  // for a core most of a dense play: with the shortest slice it runs when a request comes (issue 48)
-  const mainThread = askShortestSlice(process.pid, "the daemon's main thread", log) ?? 'default slice';
   const daemon = await createDaemon({
     dataDir: flags.dataDir,
     host: flags.host,
@@ -85,7 +81,6 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
       dataDir: flags.dataDir,
       nodes: daemon.stores.nodes().join(','),
       events: flags.store ?? flags.dataDir,
-      mainThread,
     });
     await untilSignal(log);
   } finally {
