@@ -19,7 +19,7 @@ export function askShortestSlice(tid: number, thread: string, log: Logger): stri
   try {
     const addon = nativeAddon();
     if (addon.setShortestSlice(tid)) return `slice ${addon.shortestSliceNs / 1e6} ms`;
-    log.debug(`${thread} keeps the default slice: the kernel has no custom slices (Linux 6.12+)`, {
+    log.debug(`${thread} keeps its scheduling: custom slices need Linux 6.12+ and SCHED_OTHER`, {
       thread: tid,
     });
   } catch (err) {
