@@ -17,7 +17,7 @@ import { runExec } from '../exec/exec-run';
 import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';
 import { checkMaps, collectMaps } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
-import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
+import { addLogOptions, type LogFlags } from '../log-options';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
 
 /** The --exec flags (exec-flags.ts) and where the events come from. */
@@ -83,7 +83,7 @@ async function replayAction(
     if (misplaced) cmd.error(`error: ${flagName(misplaced)} needs --exec`);
     // what a replay without --exec needs is loaded only then: --exec's start is added to the build's run
     const { runReplay } = await import('../session-replay');
-    const log = loggerFromFlags(flags, 'replay');
+    const log = (await import('../flag-logger')).loggerFromFlags(flags, 'replay');
     if (!flags.incident) return runReplay(transactionId!, flags.server ?? DEFAULT_SERVER, flags, log);
     const sources = await fileIncidents(flags.incident);
     if (!flags.server) {
