@@ -22,19 +22,28 @@ export interface DaemonProcess {
 /**
  * `args`: the daemon's flags (--data-dir at least); `logFile`: where its log
  * lines go; `root`: the checkout whose build runs (another build's, to
- * compare two in one bench).
+ * compare two in one bench); `wrapper`: an argv that execs the daemon (e.g.
+ * as another user), so that its pid is the daemon's.
  */
 export async function startDaemonProcess(
   args: string[],
   logFile: string,
   root = repoRoot(),
+  wrapper: string[] = [],
 ): Promise<DaemonProcess> {
   const fd = openSync(logFile, 'w');
-  const child = spawn(
+  const argv = [
+    ...wrapper,
     process.execPath,
-    [join(root, 'bin', 'kreplay.js'), 'daemon', '--port', '0', '--log-format', 'text', ...args],
-    { stdio: ['ignore', 'ignore', fd] },
-  );
+    join(root, 'bin', 'kreplay.js'),
+    'daemon',
+    '--port',
+    '0',
+    '--log-format',
+    'text',
+    ...args,
+  ];
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', fd] });
   closeSync(fd);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async () => {

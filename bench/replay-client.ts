@@ -22,11 +22,17 @@
  * (round 0) before the rounds. KREPLAY_BENCH_ROOT runs
  * another checkout's build (its daemon and CLI; the bench and its clients
  * stay this one's), to compare two builds in the same hour.
+ * KREPLAY_BENCH_DAEMON=unprivileged runs the daemon as uid 65534 without
+ * capabilities or real-time allowance (its replay clock then runs under
+ * SCHED_OTHER), as a daemon started by hand by a user runs; by default it
+ * runs as the bench does (root: SCHED_FIFO). Per CLI run, the CLI's main
+ * thread's time on a CPU and waiting for one while it streamed; per dense
+ * run, the daemon's main thread's.
  *
  *   node dist/bench/replay-client.js [rounds]
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../agent/store/store-writer';
@@ -42,6 +48,7 @@ import {
 } from './replay-data';
 import type { ProbeResult } from './replay-probe';
 import { printTable } from './table';
+import { schedSince, schedStat, type SchedStat } from './thread-schedstat';
 
 const SPARSE_EVENTS = 300;
 const SPARSE_NS = 3_000_000_000;
@@ -51,6 +58,34 @@ const POLL_MS = 5;
 const LOAD_PER_SECOND = 440;
 const ROOT = process.env.KREPLAY_BENCH_ROOT ?? repoRoot();
 const log = (msg: string) => process.stderr.write(`[bench:replay-client] ${msg}\n`);
+/** uid 65534 (nobody), no capability, no real-time or nice allowance: SCHED_FIFO and nice -10 refused */
+const NOBODY = 65534;
+const UNPRIVILEGED = [
+  'prlimit',
+  '--rtprio=0:0',
+  '--nice=0:0',
+  '--',
+  'setpriv',
+  `--reuid=${NOBODY}`,
+  `--regid=${NOBODY}`,
+  '--clear-groups',
+  '--inh-caps=-all',
+  '--bounding-set=-all',
+  '--no-new-privs',
+  '--',
+];
+const unprivileged = process.env.KREPLAY_BENCH_DAEMON === 'unprivileged';
+
+/** A data dir the unprivileged daemon reads, and writes its sessions beside. */
+function handToNobody(dir: string): void {
+  chownSync(dir, NOBODY, NOBODY);
+  for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }))
+    chownSync(join(dir, file), NOBODY, NOBODY);
+}
+
+/** ms run / ms waited for a core (times run) */
+const sched = (s: SchedStat | undefined) =>
+  s ? `${(s.runNs / 1e6).toFixed(1)} / ${(s.waitNs / 1e6).toFixed(1)} (${s.slices})` : '';
 
 function writeData(dir: string): void {
   const writer = StoreWriter.open(dir, 'n1');
@@ -170,7 +205,19 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-client-'));
   log(`writing ${SPARSE_EVENTS} and ${DENSE_EVENTS} events to ${dir}`);
   writeData(dir);
-  const daemon = await startDaemonProcess(['--data-dir', dir], join(dir, 'daemon.log'), ROOT);
+  if (unprivileged) handToNobody(dir);
+  const daemonLog = join(dir, 'daemon.log');
+  const daemon = await startDaemonProcess(
+    ['--data-dir', dir],
+    daemonLog,
+    ROOT,
+    unprivileged ? UNPRIVILEGED : [],
+  );
+  log(
+    readFileSync(daemonLog, 'utf8')
+      .split('\n')
+      .find((line) => line.includes('replay clock started')) ?? '',
+  );
   const rows: string[][] = [];
   const row = (round: number, run: string, r: ProbeResult | null, t: Timing | null, extra: string[]) =>
     rows.push([
@@ -184,13 +231,14 @@ async function main(): Promise<void> {
       t ? `${f(t.firstLate)} (${f(t.firstRelease, 3)})` : '',
       t ? f(t.releaseP99, 3) : '',
       ...extra,
+      sched(r?.reader),
     ]);
   try {
     // the daemon's first dense play compiles its release path while it plays (replay48k): it gets a
     // row of its own, round 0, so that the rounds' CLI and SSE plays are alike
     log("round 0: the daemon's first dense play, sse");
     const first = await probe('sse', daemon.url, 'dense');
-    row(0, "dense, sse, the daemon's first", first, timing(first), ['', '', '', '']);
+    row(0, "dense, sse, the daemon's first", first, timing(first), ['', '', '', '', '']);
     for (let round = 1; round <= rounds; round++) {
       const quiet = await poll(daemon.url, new Promise((resolve) => setTimeout(resolve, 2000)));
       row(round, 'no replay (anchor)', null, null, [
@@ -198,18 +246,20 @@ async function main(): Promise<void> {
         f(quantile(quiet.lookup, 0.99)),
         '',
         '',
+        '',
       ]);
       for (const mode of ['cli', 'sse'] as const) {
         log(`round ${round}: sparse, ${mode}`);
         const idle = await probe(mode, daemon.url, 'sparse');
-        row(round, `sparse, ${mode}`, idle, timing(idle), ['', '', '', '']);
+        row(round, `sparse, ${mode}`, idle, timing(idle), ['', '', '', '', '']);
         log(`round ${round}: sparse under load, ${mode}`);
         const loaded = probe(mode, daemon.url, 'sparse');
         const rate = await load(daemon.url, loaded);
         const busy = await loaded;
-        row(round, `sparse, ${mode}, loaded`, busy, timing(busy), ['', '', rate.toFixed(0), '']);
+        row(round, `sparse, ${mode}, loaded`, busy, timing(busy), ['', '', rate.toFixed(0), '', '']);
         log(`round ${round}: dense, ${mode}`);
         const cpuBefore = cpuSeconds(daemon.child.pid!);
+        const mainBefore = schedStat(daemon.child.pid!)!;
         const dense = probe(mode, daemon.url, 'dense');
         const polled = await poll(daemon.url, dense);
         const seen = await dense;
@@ -218,6 +268,7 @@ async function main(): Promise<void> {
           f(quantile(polled.lookup, 0.99)),
           '',
           (cpuSeconds(daemon.child.pid!) - cpuBefore).toFixed(2),
+          sched(schedSince(mainBefore, schedStat(daemon.child.pid!)!)),
         ]);
       }
     }
@@ -239,6 +290,8 @@ async function main(): Promise<void> {
     'event page p99',
     'load req/s',
     'daemon CPU s',
+    'daemon main: run / wait ms (times run)',
+    'CLI main, streaming: run / wait ms (times run)',
   ]);
 }
 

@@ -20,6 +20,7 @@ import { get } from 'node:http';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { Chunks, KeyWatch, Splitter } from './probe-chunks';
+import { schedSince, schedStat, type SchedStat } from './thread-schedstat';
 
 export interface ProbeResult {
   /** events seen, in order */
@@ -35,7 +36,12 @@ export interface ProbeResult {
   offsets: number[];
   /** per event: the server's emitted_late_ns (NaN for null) */
   released: number[];
+  /** cli: the CLI's main thread from its first event printed to the last reading before it exited (every SCHED_EVERY_MS) */
+  reader?: SchedStat;
 }
+
+/** How often the cli probe reads the CLI's main thread's schedstat: its exit takes the last reading's place. */
+const SCHED_EVERY_MS = 20;
 
 /** the build whose CLI runs (replay-client.ts passes KREPLAY_BENCH_ROOT on) */
 const KREPLAY = join(process.env.KREPLAY_BENCH_ROOT ?? repoRoot(), 'bin', 'kreplay');
@@ -82,6 +88,7 @@ class Seen implements ProbeResult {
   arrivals: number[] = [];
   offsets: number[] = [];
   released: number[] = [];
+  reader?: SchedStat;
   private lastIndex = -1;
 
   /** One event's bytes [from, to) of `bytes` (with `index`, when the stream gives it) reached the client at `at`. */
@@ -207,14 +214,25 @@ function cli(url: string, transaction: string, speed: number): Promise<ProbeResu
       if (bytes[from] === 123) seen.add(bytes, from, to, at, index++); // '{'
     }),
   );
-  child.stdout.on('data', (chunk: Buffer) => kept.keep(chunk, now()));
+  // the reader's time on a CPU and waiting for one while it streams: read at its first chunk, then
+  // every SCHED_EVERY_MS (not per chunk: the probe must cost the cores little)
+  let first: SchedStat | null = null;
+  let last: SchedStat | null = null;
+  const sample = () => (last = schedStat(child.pid!) ?? last);
+  const sampling = setInterval(sample, SCHED_EVERY_MS);
+  child.stdout.on('data', (chunk: Buffer) => {
+    kept.keep(chunk, now());
+    if (!first) first = sample();
+  });
   let errText = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (errText += chunk));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     // 'close': every chunk of its stdout has been read
     child.once('close', (code) => {
+      clearInterval(sampling);
       kept.drain();
+      if (first && last) seen.reader = schedSince(first, last);
       if (code === 0) resolve(seen);
       else reject(new Error(`kreplay replay exited ${code}: ${errText}`));
     });

@@ -1,13 +1,10 @@
-/** --log-level and --log-format, the same on every long-running command. */
+/**
+ * --log-level and --log-format, the same on every long-running command. The
+ * logger is made by flag-logger.ts: a command's flags load no logger (and no
+ * pino) until it runs.
+ */
 import { InvalidArgumentError, type Command } from 'commander';
-import {
-  createLogger,
-  LOG_FORMATS,
-  LOG_LEVELS,
-  type LogFormat,
-  type Logger,
-  type LogLevel,
-} from '../core/log/logger';
+import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../core/log/log-levels';
 
 export interface LogFlags {
   logLevel: LogLevel;
@@ -35,8 +32,4 @@ export function addLogOptions(command: Command): Command {
       'text (key=value lines) or json (one object per line); default: text on a terminal, else json',
       choice('--log-format', LOG_FORMATS),
     );
-}
-
-export function loggerFromFlags(flags: LogFlags, component: string): Logger {
-  return createLogger({ component, level: flags.logLevel, format: flags.logFormat });
 }

@@ -4,7 +4,9 @@
  * the calls at their recorded pace. Progress goes to stderr, and only to a terminal. Ctrl-C, or the
  * reader of stdout going away, stops the session.
  */
+import type { Logger } from '../core/log/logger';
 import { followResuming } from '../core/stream-resume';
+import { askShortestSlice } from '../core/threads/shortest-slice';
 import { postJson, problemText, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
 import { ReplayLines, type ReplayRead } from './replay-lines';
@@ -173,7 +175,12 @@ class Replay {
   }
 }
 
-export async function runReplay(transactionId: string, server: string, flags: SessionFlags): Promise<void> {
+export async function runReplay(
+  transactionId: string,
+  server: string,
+  flags: SessionFlags,
+  log: Logger,
+): Promise<void> {
   const base = `${server}/api/replay/sessions`;
   // over node:http, as the play: the play's answer, taken during the lead before the first event,
   // then meets code that ran once already (as the process's first POST it cost 2-4 ms of CPU)
@@ -189,6 +196,10 @@ export async function runReplay(transactionId: string, server: string, flags: Se
       `kreplay: session ${session.id}\nkreplay:   API: ${links.api}\nkreplay:   web: ${links.web}\n`,
     );
   }
+  // the main thread reads the stream and prints it: each read is ~0.1 ms of work, woken once a
+  // look of the daemon's; on a busy host it waited for a core around most late events (issue 48)
+  const slice = askShortestSlice(process.pid, "the stream's reader", log);
+  if (slice) log.debug(`the stream's reader runs on the fair scheduler's ${slice}`, { thread: process.pid });
   const replay = new Replay(base, session);
   // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
   const stop = async (code: number) => {

@@ -65,6 +65,17 @@ Napi::Value SetRealtimeSchedulingJs(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// setShortestSlice(tid) -> whether the fair scheduler gave thread `tid` its shortest slice (its
+// own: threads it starts later begin at the defaults); false where the kernel keeps its default
+// (no custom slices before Linux 6.12, or not SCHED_OTHER)
+Napi::Value SetShortestSliceJs(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsNumber())
+    throw Napi::TypeError::New(info.Env(), "setShortestSlice(tid) takes a number");
+  const int32_t tid = info[0].As<Napi::Number>().Int32Value();
+  if (tid <= 0) throw ToJsError(info.Env(), SchedulingFailure("E_SCHED", "no thread id " + std::to_string(tid)));
+  return Napi::Boolean::New(info.Env(), SetShortestSlice(tid, true));
+}
+
 // doorbellPipe() -> [readFd, writeFd]
 Napi::Value DoorbellPipeJs(const Napi::CallbackInfo& info) {
   try {
@@ -190,6 +201,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("ensureTracefs", Napi::Function::New(env, EnsureTracefsJs));
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
+  exports.Set("setShortestSlice", Napi::Function::New(env, SetShortestSliceJs));
+  exports.Set("shortestSliceNs", Napi::Number::New(env, static_cast<double>(kShortestSliceNs)));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("lockFileExclusive", Napi::Function::New(env, LockFileExclusiveJs));

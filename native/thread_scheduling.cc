@@ -48,12 +48,13 @@ struct SchedAttr {
 
 }  // namespace
 
-bool SetShortestSlice(pid_t tid) {
+bool SetShortestSlice(pid_t tid, bool own_only) {
   SchedAttr attr{};
   if (syscall(SYS_sched_getattr, tid, &attr, sizeof attr, 0) != 0 || attr.sched_policy != SCHED_OTHER) return false;
   // sched_setattr sets the nice value too: the one read back is kept
   attr.size = sizeof attr;
-  attr.sched_flags = 0;
+  // SCHED_FLAG_RESET_ON_FORK (linux/sched.h, which clashes with <sched.h>)
+  attr.sched_flags = own_only ? 0x01 : 0;
   attr.sched_runtime = kShortestSliceNs;
   if (syscall(SYS_sched_setattr, tid, &attr, 0) != 0) return false;
   // kernels before custom slices take the call and ignore sched_runtime for SCHED_OTHER

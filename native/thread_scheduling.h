@@ -30,8 +30,10 @@ constexpr int64_t kShortestSliceNs = 100'000;
 // an earlier virtual deadline, so its wake-up preempts a busy neighbour at once
 // instead of waiting out the neighbour's slice. Keeps the thread's nice value.
 // False where the thread is not SCHED_OTHER or the kernel has no custom slices
-// (it then keeps the default).
-bool SetShortestSlice(pid_t tid);
+// (it then keeps the default). A thread inherits the slice of the thread that
+// starts it, unless `own_only`: threads it starts later then begin at the
+// kernel's defaults (slice, and nice 0 where its nice value is negative).
+bool SetShortestSlice(pid_t tid, bool own_only = false);
 
 // A non-blocking, close-on-exec pipe: {read end, write end}. Throws a
 // NativeFailure (E_PIPE) when none can be made.

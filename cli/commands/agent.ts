@@ -7,7 +7,8 @@ import { clickhouseTarget } from '../clickhouse-target';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { AGENT_BATCH_ROWS } from '../../agent/store/store-pipeline';
 import { WRITER_CACHE_KIB } from '../../core/store/schema';
-import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
+import { loggerFromFlags } from '../flag-logger';
+import { addLogOptions, type LogFlags } from '../log-options';
 import { untilSignal } from '../signals';
 import {
   DEFAULT_MAX_STORE_SHARE,

@@ -11,7 +11,8 @@ import {
   DEFAULT_MAX_SESSIONS_PER_CLIENT,
   DEFAULT_SESSION_TTL_SECONDS,
 } from '../../daemon/replay/sessions/session-limits';
-import { addLogOptions, loggerFromFlags, type LogFlags } from '../log-options';
+import { loggerFromFlags } from '../flag-logger';
+import { addLogOptions, type LogFlags } from '../log-options';
 import { decimalOption, integerOption, parsedOption } from '../options';
 import {
   DEFAULT_MAX_STREAMS,

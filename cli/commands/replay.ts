@@ -17,10 +17,11 @@ import { runExec } from '../exec/exec-run';
 import { daemonIncident, EXEC_FIELDS, fileIncidents } from '../exec/incident-source';
 import { checkMaps, collectMaps } from '../exec/target-keys';
 import { collectPatterns } from '../exec/target-selection';
+import { addLogOptions, type LogFlags } from '../log-options';
 import { baseUrlOption, decimalOption, integerOption } from '../options';
 
 /** The --exec flags (exec-flags.ts) and where the events come from. */
-interface ReplayFlags extends ExecFlags {
+interface ReplayFlags extends ExecFlags, LogFlags {
   server?: string;
   incident?: string;
   exec?: boolean;
@@ -82,7 +83,8 @@ async function replayAction(
     if (misplaced) cmd.error(`error: ${flagName(misplaced)} needs --exec`);
     // what a replay without --exec needs is loaded only then: --exec's start is added to the build's run
     const { runReplay } = await import('../session-replay');
-    if (!flags.incident) return runReplay(transactionId!, flags.server ?? DEFAULT_SERVER, flags);
+    const log = (await import('../flag-logger')).loggerFromFlags(flags, 'replay');
+    if (!flags.incident) return runReplay(transactionId!, flags.server ?? DEFAULT_SERVER, flags, log);
     const sources = await fileIncidents(flags.incident);
     if (!flags.server) {
       process.exitCode = await (await import('../local-replay')).playLocally(sources, flags);
@@ -90,7 +92,12 @@ async function replayAction(
     }
     const { uploadIncident } = await import('../exec/incident-upload');
     for (const source of sources)
-      await runReplay((await uploadIncident(flags.server, source.file!)).transaction_id, flags.server, flags);
+      await runReplay(
+        (await uploadIncident(flags.server, source.file!)).transaction_id,
+        flags.server,
+        flags,
+        log,
+      );
     return;
   }
   if (!flags.incident && transactionId !== undefined && !beforeDashes(cmd, transactionId))
@@ -112,7 +119,7 @@ async function replayAction(
 }
 
 export function registerReplayCommand(program: Command): void {
-  program
+  const command = program
     .command('replay')
     .description(
       'replay a transaction (through the daemon) or incident files (no daemon needed): its events as NDJSON on stdout, each at its moment, or against a test build with --exec',
@@ -206,6 +213,7 @@ export function registerReplayCommand(program: Command): void {
       )
         .argParser(parseTolerance)
         .default(parseTolerance(DEFAULT_TOLERANCE), DEFAULT_TOLERANCE),
-    )
-    .action(replayAction);
+    );
+  // the log of a replay through a daemon: at debug, the scheduling its stream's reader got
+  addLogOptions(command).action(replayAction);
 }

@@ -230,6 +230,16 @@ export interface NativeAddon {
   drainLog(): [string, string][];
   /** SCHED_FIFO at `priority` for thread `tid` of this process; throws E_SCHED_PERM or E_SCHED */
   setRealtimeScheduling(tid: number, priority: number): void;
+  /**
+   * The fair scheduler's shortest slice (0.1 ms) for thread `tid` of this process, its nice value
+   * kept, and for it alone: threads it starts later begin at the kernel's defaults (slice, and
+   * nice 0 where its nice is negative). True when granted; false where the kernel keeps its
+   * default (custom slices need Linux 6.12; a thread not under SCHED_OTHER). Throws E_SCHED for a
+   * tid that is not one.
+   */
+  setShortestSlice(tid: number): boolean;
+  /** the slice setShortestSlice asks for, in ns (native/thread_scheduling.h) */
+  shortestSliceNs: number;
   /** a non-blocking pipe [readFd, writeFd]; throws E_PIPE */
   doorbellPipe(): [number, number];
   /** a close-on-exec duplicate of `fd` (the same open socket or file); throws E_DUP */

@@ -25,6 +25,7 @@ import { VERSION } from '../../core/version';
 import { parseTokens } from '../../daemon/auth/token-file';
 import { KREPLAY_BIN } from '../support/agent-process';
 import { countStored } from '../support/store-rows';
+import { SHORTEST_SLICE_NS, threadSlices } from '../support/thread-slices';
 import { EVENT_TYPE_CODE } from '../../core/model/event-types';
 import { waitFor } from '../support/wait';
 
@@ -293,6 +294,52 @@ describe('privileges of the units (real kernel)', () => {
     expect(out.status).toBe(1);
     expect(out.stderr).toMatch(message);
   });
+
+  it("an unprivileged daemon's replay clock, refused real-time priority, asks for the fair scheduler's shortest slice and says so", async () => {
+    // no capability and no real-time allowance (the unit's LimitRTPRIO=10 absent): SCHED_FIFO is refused
+    const port = await freePort();
+    const daemon = run([
+      'prlimit',
+      '--rtprio=0:0',
+      '--nice=0:0',
+      '--',
+      ...asNobody([]),
+      ...kreplayArgv([
+        'daemon',
+        '--data-dir',
+        dataDir('clock'),
+        '--port',
+        String(port),
+        '--log-format',
+        'json',
+      ]),
+    ]);
+    // whole lines only: the last may still be coming
+    const said = () =>
+      daemon
+        .output()
+        .split('\n')
+        .slice(0, -1)
+        .filter((line) => line.startsWith('{'))
+        .map(
+          (line) => JSON.parse(line) as { level: string; msg: string; thread: number; scheduling: string },
+        );
+    // the clock starts before the daemon listens
+    await waitFor(() => said().some((line) => line.msg === 'listening'), 30000);
+    const started = said().find((line) => line.msg === 'replay clock started')!;
+    expect(started.scheduling).toBe('SCHED_OTHER slice 0.1 ms');
+    // it alone: the main thread, which serves pages for milliseconds at a time, keeps the default
+    const slices = threadSlices(daemon.child.pid!);
+    expect(slices.get(started.thread)).toBe(SHORTEST_SLICE_NS);
+    expect([...slices.values()].filter((ns) => ns === SHORTEST_SLICE_NS)).toHaveLength(1);
+    expect(said().filter((line) => line.level !== 'info')).toEqual([
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'replay clock stays under SCHED_OTHER: its deadlines may be late under load',
+      }),
+    ]);
+    expect(await daemon.stop()).toBe(0);
+  }, 60_000);
 
   it('the daemon serves an unprivileged uid from a read-only data dir, before and while the agent writes', async () => {
     const data = dataDir('ro');

@@ -6,7 +6,7 @@
  * many incidents give one JUnit testsuite each; --strict fails shortfalls.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon } from '../../daemon/create-daemon';
@@ -15,11 +15,10 @@ import { kreplay, saidOnFailure, tcpSink, UNPRIVILEGED, type Run } from '../supp
 import { expectHeld, expectHeldAtMedian, useWriters, writerRun, writeTimes } from '../support/exec/writer';
 import { writeIncident } from '../support/incident-file';
 import { useTempDir } from '../support/temp-dir';
+import { SHORTEST_SLICE_NS, threadSlices } from '../support/thread-slices';
 import { waitFor } from '../support/wait';
 
 const MS = 1_000_000;
-/** The fair scheduler's shortest slice (native/thread_scheduling.h kShortestSliceNs). */
-const SHORTEST_SLICE_NS = 100_000;
 const TXN = 'inc';
 const dir = useTempDir('kreplay-incident-');
 const writers = useWriters();
@@ -163,11 +162,7 @@ describe('kreplay replay --incident FILE --exec', () => {
       ],
       UNPRIVILEGED,
     );
-    const tasks = `/proc/${run.child.pid}/task`;
-    const slices = () =>
-      readdirSync(tasks).map((tid) =>
-        Number(/^se\.slice\s*:\s*(\d+)/m.exec(readFileSync(`${tasks}/${tid}/sched`, 'utf8'))?.[1]),
-      );
+    const slices = () => [...threadSlices(run.child.pid!).values()];
     const seen = await waitFor(() => slices().includes(SHORTEST_SLICE_NS) && slices(), {
       what: () => `a thread of kreplay with a ${SHORTEST_SLICE_NS} ns slice (saw ${slices().join(' ')})`,
     });

@@ -7,6 +7,7 @@ import { fetchAllPages } from '../support/events-http';
 import { straced } from '../support/strace';
 import { api, startReplayServer, type ReplayServer } from '../support/replay-http';
 import { useTempDir } from '../support/temp-dir';
+import { SHORTEST_SLICE_NS, threadSlices } from '../support/thread-slices';
 import { waitFor } from '../support/wait';
 
 const BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
@@ -268,6 +269,48 @@ describe('kreplay replay', () => {
     const out = await kreplay(...args);
     expect(out.status).toBe(2);
     expect(out.stderr).toMatch(message);
+  });
+
+  it("reads and prints its stream on the fair scheduler's shortest slice, its main thread alone", async () => {
+    // on a busy host the reader then runs as its events come instead of waiting out a neighbour's slice
+    const child = spawn(process.execPath, [
+      BIN,
+      'replay',
+      'slow',
+      '--server',
+      server.url,
+      '--log-level',
+      'debug',
+      '--log-format',
+      'json',
+    ]);
+    try {
+      let stdout = '';
+      let stderr = '';
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      await waitFor(() => stdout.includes('\n'), { what: 'the first event printed' });
+      // read while the stream plays (its next event is a second away)
+      const slices = threadSlices(child.pid!);
+      expect(slices.get(child.pid!)).toBe(SHORTEST_SLICE_NS);
+      expect([...slices.values()].filter((ns) => ns === SHORTEST_SLICE_NS)).toHaveLength(1);
+      child.kill('SIGINT');
+      expect(await exited).toBe(130);
+      const said = stderr
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(said).toEqual([
+        expect.objectContaining({
+          level: 'debug',
+          msg: "the stream's reader runs on the fair scheduler's slice 0.1 ms",
+          thread: child.pid,
+        }),
+      ]);
+    } finally {
+      child.kill();
+    }
   });
 
   it('stops the session and exits 130 on Ctrl-C', async () => {

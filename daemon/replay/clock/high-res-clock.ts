@@ -13,6 +13,7 @@ import { closeSync } from 'node:fs';
 import { MessageChannel, type Worker } from 'node:worker_threads';
 import type { Logger } from '../../../core/log/logger';
 import { nativeAddon } from '../../../core/native/addon';
+import { askShortestSlice } from '../../../core/threads/shortest-slice';
 import { startThread } from '../../../core/threads/start-thread';
 import { FrameBuffer } from '../lane/frame-buffer';
 import { RING, laneBuffer } from '../lane/lane-layout';
@@ -49,7 +50,8 @@ const MAX_EARLY_WAKE_NS = 2_000_000;
  * may (CAP_SYS_NICE): it then preempts the HTTP threads and anything else
  * of ordinary priority the moment its deadline comes. Low among real-time
  * priorities, so kernel threads and real audio or control loops go first.
- * Without it, the thread asks for nice -10, else keeps the daemon's priority.
+ * Without it, the thread asks for nice -10, else keeps the daemon's priority,
+ * and for the fair scheduler's shortest slice (core/threads/shortest-slice.ts).
  */
 const DEFAULT_REALTIME_PRIORITY = 10;
 /**
@@ -160,12 +162,17 @@ export class HighResClock implements ReplayClock, LaneHost {
       try {
         asClockError('E_SCHED', () => nativeAddon().setRealtimeScheduling(hello.tid, realtimePriority));
         this.scheduling = `SCHED_FIFO ${realtimePriority}`;
+        this.log.info('replay clock started', { thread: hello.tid, scheduling: this.scheduling });
+        return;
       } catch (err) {
         this.log.warn('replay clock stays under SCHED_OTHER: its deadlines may be late under load', {
           error: (err as Error).message,
         });
       }
     }
+    // a deadline's wake-up then preempts a busy neighbour instead of waiting out its slice
+    const slice = askShortestSlice(hello.tid, 'replay clock', this.log);
+    if (slice) this.scheduling += ` ${slice}`;
     this.log.info('replay clock started', { thread: hello.tid, scheduling: this.scheduling });
   }
 
