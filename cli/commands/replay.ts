@@ -63,6 +63,16 @@ function beforeDashes(cmd: Command, value: string): boolean {
 /** The flag's name as typed: reportJson → --report-json. */
 const flagName = (name: string) => `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
+/** A log flag typed on the command line, where only a replay through a daemon logs. */
+const typedLogFlag = (cmd: Command) =>
+  (['logLevel', 'logFormat'] as const).find((name) => cmd.getOptionValueSource(name) === 'cli');
+
+/** Refuses a log flag where nothing would log (--exec prints through its report; a local replay, its lines). */
+function refuseLogFlags(cmd: Command, where: string): void {
+  const typed = typedLogFlag(cmd);
+  if (typed) cmd.error(`error: ${flagName(typed)} applies to a replay through a daemon, not to ${where}`);
+}
+
 async function replayAction(
   transactionId: string | undefined,
   operands: string[],
@@ -85,6 +95,7 @@ async function replayAction(
     const { runReplay } = await import('../session-replay');
     const log = (await import('../flag-logger')).loggerFromFlags(flags, 'replay');
     if (!flags.incident) return runReplay(transactionId!, flags.server ?? DEFAULT_SERVER, flags, log);
+    if (!flags.server) refuseLogFlags(cmd, 'a local --incident replay (without --server)');
     const sources = await fileIncidents(flags.incident);
     if (!flags.server) {
       process.exitCode = await (await import('../local-replay')).playLocally(sources, flags);
@@ -100,6 +111,7 @@ async function replayAction(
       );
     return;
   }
+  refuseLogFlags(cmd, '--exec');
   if (!flags.incident && transactionId !== undefined && !beforeDashes(cmd, transactionId))
     cmd.error(
       `error: --exec -- ${transactionId} needs what to replay: --incident FILE, or a transaction id before -- (replay TXN --exec -- CMD)`,

@@ -433,6 +433,14 @@ describe('kreplay replay --exec', () => {
     [['replay', 'inc', '--map', '/a=/b'], /--map needs --exec/],
     [['replay', 'inc', '--exec', '--pace', 'wall', '--', 'true'], /--pace/],
     [['replay', 'inc', '--exec', '--map', 'nothing', '--', 'true'], /FROM=TO/],
+    [
+      ['replay', 'inc', '--exec', '--log-level', 'debug', '--', 'true'],
+      /--log-level applies to a replay through a daemon, not to --exec/,
+    ],
+    [
+      ['replay', '--incident', 'x.kri', '--log-format', 'json'],
+      /--log-format applies to a replay through a daemon, not to a local --incident/,
+    ],
   ])('exits 2 for %j', async (args, message) => {
     const result = await kreplay(args).done;
     expect(result.status).toBe(2);
