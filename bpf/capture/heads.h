@@ -248,6 +248,8 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 					 __u64 len)
 {
 	bool leased = t->lease && !thread_in_own_call(t);
+	/* a call out of the thread's own request (a head it read) stays its own: no job replaces it */
+	bool own_request = leased && t->owned;
 	__u64 outer = t->lease ? t->outer : t->context_id, request = thread_lease_id(t);
 	__u32 lease = t->lease;
 
@@ -263,8 +265,8 @@ static __always_inline void open_context(struct kr_thread *t, __u32 kind, __u64 
 		t->lease_id = t->context_id;
 		t->outer = outer;
 	}
-	/* a head it sends as a client is the job's it runs, which the next job replaces */
-	t->owned = kind == KR_CONTEXT_MARKER;
+	/* else a head it sends as a client is the job's it runs, which the next job replaces */
+	t->owned = kind == KR_CONTEXT_MARKER || (own_request && t->context_id);
 	if (t->context_id)
 		mark_context_thread((__u32)pid_tgid);
 	else

@@ -200,6 +200,20 @@ describe('the Python hook on unmodified servers (real kernel)', () => {
     server.child.kill();
   });
 
+  it('ThreadingHTTPServer: two calls a request through one shared LifoQueue pool of keep-alive connections: each request its own writes', async () => {
+    const out = join(dir, 'shared-pool');
+    mkdirSync(out);
+    const server = await serve('/usr/bin/python3', [
+      join(SUPPORT, 'runtimes', 'threading-shared-pool-server.py'),
+      out,
+      String(upstreamPort),
+    ]);
+    await hooked(server.pid);
+    for (const level of [1, 8, 64])
+      expectGoal(await measure(server.port, out, 'shared', level, 1), PER_LEVEL);
+    server.child.kill();
+  });
+
   // grpcio's handlers run on its ThreadPoolExecutor, fed by the C core's poller over one HTTP/2
   // connection: each call's unit is opened from its metadata on the pool thread that runs it
   it.each([
