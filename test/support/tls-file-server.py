@@ -34,6 +34,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+# 64 clients connect at once: the default backlog of 5 drops their SYNs, retried seconds later
+ThreadingHTTPServer.request_queue_size = 128
 server = ThreadingHTTPServer((host, port), Handler)
 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 context.load_cert_chain(cert, key)

@@ -33,6 +33,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+# 64 clients connect at once: the default backlog of 5 drops their SYNs, retried seconds later
+ThreadingHTTPServer.request_queue_size = 128
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
