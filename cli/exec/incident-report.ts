@@ -102,7 +102,7 @@ export function reportText(r: IncidentReport): string {
     );
   if (r.peersFromProc > 0)
     lines.push(
-      `pidfd_getfd was denied: ${r.peersFromProc} socket peers were read from /proc/<pid>/net instead`,
+      `pidfd_getfd was denied: ${r.peersFromProc} socket peers were read from the kernel's socket tables instead`,
     );
   if (!r.realtime)
     lines.push(

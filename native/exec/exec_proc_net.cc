@@ -96,11 +96,13 @@ bool UnixPathOf(pid_t tid, uint64_t inode, std::string* path) {
   return false;
 }
 
-// The inode of the peer of unix socket `inode` (sock_diag, UDIAG_SHOW_PEER), 0 when it has none or the
-// kernel cannot say. Netlink diag sockets see the caller's network namespace, the build's as a rule.
-uint64_t UnixPeerInode(uint64_t inode) {
+// What sock_diag knows of unix socket `inode` in our network namespace: its bound name (an abstract
+// one's leading NUL shown as @, as /proc shows it; "" when unnamed) and its peer's inode (0 when it
+// has none); false when it knows no unix socket `inode`. One exact lookup by inode, where a read of
+// /proc/<tid>/net/unix formats every unix socket of the namespace.
+bool UnixDiag(uint64_t inode, std::string* name, uint64_t* peer) {
   const int sock = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (sock < 0) return 0;
+  if (sock < 0) return false;
   struct {
     nlmsghdr header;
     unix_diag_req request;
@@ -111,23 +113,32 @@ uint64_t UnixPeerInode(uint64_t inode) {
   message.request.sdiag_family = AF_UNIX;
   message.request.udiag_states = ~0u;
   message.request.udiag_ino = static_cast<uint32_t>(inode);
-  message.request.udiag_show = UDIAG_SHOW_PEER;
+  message.request.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER;
   message.request.udiag_cookie[0] = message.request.udiag_cookie[1] = ~0u;  // INET_DIAG_NOCOOKIE
-  uint64_t peer = 0;
-  if (send(sock, &message, sizeof message, 0) == static_cast<ssize_t>(sizeof message)) {
+  bool found = false;
+  if (inode <= UINT32_MAX && send(sock, &message, sizeof message, 0) == static_cast<ssize_t>(sizeof message)) {
     alignas(nlmsghdr) char buf[8192];
     const ssize_t got = recv(sock, buf, sizeof buf, 0);
     const auto* header = reinterpret_cast<const nlmsghdr*>(buf);
     if (got > 0 && NLMSG_OK(header, static_cast<size_t>(got)) && header->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
       const auto* reply = static_cast<const unix_diag_msg*>(NLMSG_DATA(header));
+      found = reply->udiag_ino == inode;
+      name->clear();
+      *peer = 0;
       int left = static_cast<int>(header->nlmsg_len - NLMSG_LENGTH(sizeof *reply));
-      for (const auto* attr = reinterpret_cast<const rtattr*>(reply + 1); RTA_OK(attr, left);
-           attr = RTA_NEXT(attr, left))
-        if (attr->rta_type == UNIX_DIAG_PEER) peer = *static_cast<const uint32_t*>(RTA_DATA(attr));
+      for (const auto* attr = reinterpret_cast<const rtattr*>(reply + 1); found && RTA_OK(attr, left);
+           attr = RTA_NEXT(attr, left)) {
+        if (attr->rta_type == UNIX_DIAG_PEER) *peer = *static_cast<const uint32_t*>(RTA_DATA(attr));
+        if (attr->rta_type != UNIX_DIAG_NAME) continue;
+        name->assign(static_cast<const char*>(RTA_DATA(attr)), RTA_PAYLOAD(attr));
+        if (!name->empty() && (*name)[0] == '\0') (*name)[0] = '@';
+        // a path bound with its terminating NUL counted in the address's length
+        while (!name->empty() && name->back() == '\0') name->pop_back();
+      }
     }
   }
   close(sock);
-  return peer;
+  return found;
 }
 
 void UnixAddress(const std::string& path, sockaddr_storage* out, socklen_t* len) {
@@ -165,10 +176,13 @@ bool OurNetns(pid_t tid) {
          ours.st_ino == theirs.st_ino;
 }
 
-// Whether a TCP socket of `family` listens on `port` in our network namespace: 1 or 0, -1 when the
-// kernel cannot say. sock_diag asked for listeners walks the listening table only; /proc/net/tcp
-// walks every connection's bucket for each page it reads, milliseconds on a large host.
-int DiagListener(int family, uint16_t port) {
+// Asks sock_diag in our network namespace for every socket of `family` and `protocol` in `states`
+// (a bit per TCP state) and stops at the first that `match` takes: 1 when one did, 0 when none did,
+// -1 when the kernel cannot say. Binary and walked once, where /proc/net/tcp formats every
+// connection as text and walks the connections' buckets again for each page read: milliseconds on
+// a host with many connections.
+template <typename Match>
+int DiagFind(int family, int protocol, uint32_t states, Match match) {
   const int sock = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (sock < 0) return -1;
   struct {
@@ -179,12 +193,12 @@ int DiagListener(int family, uint16_t port) {
   message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
   message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   message.request.sdiag_family = static_cast<uint8_t>(family);
-  message.request.sdiag_protocol = IPPROTO_TCP;
-  message.request.idiag_states = 1u << TCP_LISTEN;
+  message.request.sdiag_protocol = static_cast<uint8_t>(protocol);
+  message.request.idiag_states = states;
   int found = -1;
   if (send(sock, &message, sizeof message, 0) == static_cast<ssize_t>(sizeof message)) {
     found = 0;
-    alignas(nlmsghdr) char buf[16384];
+    alignas(nlmsghdr) char buf[32768];
     for (bool done = false; !done && found == 0;) {
       const ssize_t got = recv(sock, buf, sizeof buf, 0);
       if (got <= 0) {
@@ -198,7 +212,7 @@ int DiagListener(int family, uint16_t port) {
           done = true;
           break;
         }
-        if (ntohs(static_cast<const inet_diag_msg*>(NLMSG_DATA(header))->id.idiag_sport) == port) {
+        if (match(*static_cast<const inet_diag_msg*>(NLMSG_DATA(header)))) {
           found = 1;
           break;
         }
@@ -207,6 +221,53 @@ int DiagListener(int family, uint16_t port) {
   }
   close(sock);
   return found;
+}
+
+// Whether a TCP socket of `family` listens on `port` in our network namespace: 1 or 0, -1 when the
+// kernel cannot say. Asked for listeners, sock_diag walks the listening table only.
+int DiagListener(int family, uint16_t port) {
+  return DiagFind(family, IPPROTO_TCP, 1u << TCP_LISTEN,
+                  [port](const inet_diag_msg& msg) { return ntohs(msg.id.idiag_sport) == port; });
+}
+
+void InetAddress(int family, const __be32 (&address)[4], __be16 port, sockaddr_storage* out, socklen_t* len) {
+  memset(out, 0, sizeof *out);
+  if (family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(out);
+    in->sin_family = AF_INET;
+    in->sin_port = port;
+    memcpy(&in->sin_addr, address, 4);
+    *len = sizeof *in;
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = port;
+    memcpy(&in6->sin6_addr, address, 16);
+    *len = sizeof *in6;
+  }
+}
+
+// The inet socket `inode` in our network namespace, by sock_diag: 1, 0 when none of the four tables
+// holds it, -1 when the kernel cannot say. TIME_WAIT is skipped: its sockets have no inode, and a busy
+// host holds thousands.
+int DiagInet(uint64_t inode, SocketFacts* out) {
+  constexpr uint32_t kAllButTimeWait = ~0u & ~(1u << TCP_TIME_WAIT);
+  const struct {
+    int family, protocol;
+  } tables[] = {{AF_INET, IPPROTO_TCP}, {AF_INET6, IPPROTO_TCP}, {AF_INET, IPPROTO_UDP}, {AF_INET6, IPPROTO_UDP}};
+  for (const auto& table : tables) {
+    const int found = DiagFind(table.family, table.protocol, kAllButTimeWait, [&](const inet_diag_msg& msg) {
+      if (msg.idiag_inode != inode) return false;
+      out->domain = table.family;
+      out->protocol = table.protocol;
+      InetAddress(table.family, msg.id.idiag_src, msg.id.idiag_sport, &out->self, &out->self_len);
+      InetAddress(table.family, msg.id.idiag_dst, msg.id.idiag_dport, &out->peer, &out->peer_len);
+      out->connected = msg.id.idiag_dport != 0;
+      return true;
+    });
+    if (found != 0) return found;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -226,22 +287,37 @@ bool ListensOn(pid_t tid, const sockaddr_storage& self) {
 }
 
 bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out) {
-  if (FindInet(tid, "tcp", AF_INET, IPPROTO_TCP, inode, out) ||
-      FindInet(tid, "tcp6", AF_INET6, IPPROTO_TCP, inode, out) ||
-      FindInet(tid, "udp", AF_INET, IPPROTO_UDP, inode, out) ||
-      FindInet(tid, "udp6", AF_INET6, IPPROTO_UDP, inode, out))
+  std::string self, peer;
+  uint64_t peer_inode = 0;
+  // in our network namespace sock_diag answers: a unix socket by one exact lookup, then the inet tables.
+  // /proc's text tables (milliseconds each on a host with many connections, which a hold's first call
+  // waited for) only where it cannot: another namespace, a kernel without the diag modules.
+  const bool our_netns = OurNetns(tid);
+  if (our_netns && UnixDiag(inode, &self, &peer_inode)) {
+    out->domain = AF_UNIX;
+    UnixAddress(self, &out->self, &out->self_len);
+    out->connected = peer_inode != 0;
+    uint64_t none = 0;
+    if (out->connected && UnixDiag(peer_inode, &peer, &none))
+      UnixAddress(peer, &out->peer, &out->peer_len);
+    else
+      out->peer_len = 0;
     return true;
-  std::string self;
+  }
+  const int inet = our_netns ? DiagInet(inode, out) : -1;
+  if (inet == 1) return true;
+  if (inet < 0 && (FindInet(tid, "tcp", AF_INET, IPPROTO_TCP, inode, out) ||
+                   FindInet(tid, "tcp6", AF_INET6, IPPROTO_TCP, inode, out) ||
+                   FindInet(tid, "udp", AF_INET, IPPROTO_UDP, inode, out) ||
+                   FindInet(tid, "udp6", AF_INET6, IPPROTO_UDP, inode, out)))
+    return true;
+  // another network namespace's unix socket, or a kernel without unix_diag: the build's own /proc view,
+  // which names no peer
   if (!UnixPathOf(tid, inode, &self)) return false;
   out->domain = AF_UNIX;
   UnixAddress(self, &out->self, &out->self_len);
-  std::string peer;
-  const uint64_t peer_inode = UnixPeerInode(inode);
-  out->connected = peer_inode != 0;
-  if (out->connected && UnixPathOf(tid, peer_inode, &peer))
-    UnixAddress(peer, &out->peer, &out->peer_len);
-  else
-    out->peer_len = 0;
+  out->connected = false;
+  out->peer_len = 0;
   return true;
 }
 

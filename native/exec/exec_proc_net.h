@@ -1,7 +1,7 @@
 // A socket of another process described without holding it: when pidfd_getfd is
 // denied (a container's seccomp profile gates it behind CAP_SYS_PTRACE), the fd's
-// `socket:[inode]` and the tables of /proc/<tid>/net (tcp, tcp6, udp, udp6, unix;
-// the peer of a unix socket from sock_diag) give what getsockopt, getpeername
+// `socket:[inode]` and sock_diag (in our network namespace) or the tables of
+// /proc/<tid>/net (tcp, tcp6, udp, udp6, unix) give what getsockopt, getpeername
 // and getsockname would.
 #pragma once
 
