@@ -4,6 +4,8 @@
 #include <bpf/libbpf.h>
 #include <malloc.h>
 #include <napi.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include "capture_error.h"
 #include "capture_session.h"
@@ -17,6 +19,7 @@
 #include "py_inject.h"
 #include "request_key.h"
 #include "request_keys_binding.h"
+#include "sock_diag.h"
 #include "thread_scheduling.h"
 #include "tracefs.h"
 
@@ -74,6 +77,34 @@ Napi::Value SetShortestSliceJs(const Napi::CallbackInfo& info) {
   const int32_t tid = info[0].As<Napi::Number>().Int32Value();
   if (tid <= 0) throw ToJsError(info.Env(), SchedulingFailure("E_SCHED", "no thread id " + std::to_string(tid)));
   return Napi::Boolean::New(info.Env(), SetShortestSlice(tid, true));
+}
+
+// tcpListeners() -> the TCP sockets listening in the agent's network namespace, [{inode, port,
+// loopback}], or null when sock_diag cannot say. It walks the listening table alone, where a read
+// of /proc/net/tcp{,6} formats every connection of the host as text (milliseconds on a busy one).
+Napi::Value TcpListenersJs(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  Napi::Array out = Napi::Array::New(env);
+  uint32_t n = 0;
+  for (const int family : {AF_INET, AF_INET6}) {
+    const int found = DiagFind(family, IPPROTO_TCP, 1u << TCP_LISTEN, [&](const inet_diag_msg& msg) {
+      const auto* a = reinterpret_cast<const uint8_t*>(msg.id.idiag_src);
+      // 127.0.0.0/8, ::1, or ::ffff:127.0.0.0/104
+      const bool zeros64 = msg.id.idiag_src[0] == 0 && msg.id.idiag_src[1] == 0;
+      const bool loopback = family == AF_INET
+                                ? a[0] == 127
+                                : zeros64 && ((msg.id.idiag_src[2] == 0 && msg.id.idiag_src[3] == htonl(1)) ||
+                                              (msg.id.idiag_src[2] == htonl(0xffff) && a[12] == 127));
+      Napi::Object socket = Napi::Object::New(env);
+      socket.Set("inode", Napi::Number::New(env, static_cast<double>(msg.idiag_inode)));
+      socket.Set("port", Napi::Number::New(env, ntohs(msg.id.idiag_sport)));
+      socket.Set("loopback", Napi::Boolean::New(env, loopback));
+      out.Set(n++, socket);
+      return false;
+    });
+    if (found < 0) return env.Null();
+  }
+  return out;
 }
 
 // doorbellPipe() -> [readFd, writeFd]
@@ -203,6 +234,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));
   exports.Set("setShortestSlice", Napi::Function::New(env, SetShortestSliceJs));
   exports.Set("shortestSliceNs", Napi::Number::New(env, static_cast<double>(kShortestSliceNs)));
+  exports.Set("tcpListeners", Napi::Function::New(env, TcpListenersJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("lockFileExclusive", Napi::Function::New(env, LockFileExclusiveJs));

@@ -240,6 +240,11 @@ export interface NativeAddon {
   setShortestSlice(tid: number): boolean;
   /** the slice setShortestSlice asks for, in ns (native/thread_scheduling.h) */
   shortestSliceNs: number;
+  /**
+   * The TCP sockets listening in the agent's own network namespace, by sock_diag (the listening
+   * table alone); null when the kernel cannot say.
+   */
+  tcpListeners(): { inode: number; port: number; loopback: boolean }[] | null;
   /** a non-blocking pipe [readFd, writeFd]; throws E_PIPE */
   doorbellPipe(): [number, number];
   /** a close-on-exec duplicate of `fd` (the same open socket or file); throws E_DUP */

@@ -239,7 +239,8 @@ describe('kreplay replay --incident FILE --exec', () => {
     // a busy host's table (CI's load tests leave thousands): /proc/net/tcp's text took the first unix
     // call 17 ms past its hold in CI, and 41 ms past a TCP one's here
     await leaveTimeWait(20_000);
-    expect(tcpTableLines()).toBeGreaterThanOrEqual(20_000);
+    // a new connection may take over a TIME_WAIT of its 4-tuple: most stay
+    expect(tcpTableLines()).toBeGreaterThanOrEqual(10_000);
     const sink = await tcpSink();
     try {
       const socketPath = join(dir.path, 'app.sock');

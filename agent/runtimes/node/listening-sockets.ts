@@ -1,9 +1,10 @@
 /**
  * The TCP sockets a process listens on, from its own descriptors and its network namespace's
- * /proc/PID/net/tcp{,6}: where the inspector a SIGUSR1 opened really is (whatever --inspect-port
- * said), and that it is on loopback.
+ * listening table (sock_diag, or /proc/PID/net/tcp{,6}): where the inspector a SIGUSR1 opened
+ * really is (whatever --inspect-port said), and that it is on loopback.
  */
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { nativeAddon } from '../../../core/native/addon';
 
 export interface ListeningSocket {
   inode: number;
@@ -33,8 +34,29 @@ export function parseListening(table: string): ListeningSocket[] {
   return out;
 }
 
-/** Every socket listening in the process's network namespace, whoever holds it. */
+/** Whether process `pid` is in the agent's own network namespace (false when it is gone). */
+function inOurNetns(pid: number): boolean {
+  try {
+    const ours = statSync('/proc/self/ns/net');
+    const theirs = statSync(`/proc/${pid}/ns/net`);
+    return ours.dev === theirs.dev && ours.ino === theirs.ino;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Every socket listening in the process's network namespace, whoever holds it: in the agent's own
+ * namespace by sock_diag, which reads the listening table alone; elsewhere (a container's) from
+ * /proc/PID/net/tcp{,6}, whose every read formats all of the namespace's connections.
+ */
 export function namespaceListening(pid: number): ListeningSocket[] {
+  const listeners = inOurNetns(pid) ? nativeAddon().tcpListeners() : null;
+  return listeners ?? procListening(pid);
+}
+
+/** The LISTEN entries of the process's /proc/PID/net/tcp{,6}. */
+function procListening(pid: number): ListeningSocket[] {
   return ['tcp', 'tcp6'].flatMap((table) => {
     try {
       return parseListening(readFileSync(`/proc/${pid}/net/${table}`, 'utf8'));
@@ -63,8 +85,7 @@ export function socketInodes(pid: number): Set<number> {
 }
 
 /**
- * The sockets the process itself listens on, among `table` (its namespace's, read when not given:
- * each read walks the host's whole TCP table).
+ * The sockets the process itself listens on, among `table` (its namespace's, read when not given).
  */
 export function processListening(pid: number, table?: ListeningSocket[]): ListeningSocket[] {
   const own = socketInodes(pid);
