@@ -11,7 +11,9 @@
  * - "vs first": |(arrival_i − arrival_0) − (offset_i − offset_0)|, the
  *   schedule seen relative to the first event (a first event that takes
  *   another path shows as a constant offset here);
- * - the first event's own lateness, the server's release p99
+ * - the first event's own lateness, the latest event and the lateness the
+ *   server released it with (late there: the daemon held it; on time: a hop
+ *   after the release did), the server's release p99
  *   (emitted_late_ns), and, during the dense runs, GET /healthz and an event
  *   page asked every POLL_MS by this process, against the same requests
  *   with no replay just before, and the CPU the daemon used meanwhile.
@@ -27,7 +29,8 @@
  * SCHED_OTHER), as a daemon started by hand by a user runs; by default it
  * runs as the bench does (root: SCHED_FIFO). Per CLI run, the CLI's main
  * thread's time on a CPU and waiting for one while it streamed; per dense
- * run, the daemon's main thread's.
+ * run, the daemon's main thread's; per run, the probe's own main thread's
+ * (the measuring client is a hop too).
  *
  *   node dist/bench/replay-client.js [rounds]
  */
@@ -47,6 +50,7 @@ import {
   writeLookupTransactions,
 } from './replay-data';
 import type { ProbeResult } from './replay-probe';
+import { timing, type Timing } from './replay-timing';
 import { printTable } from './table';
 import { schedSince, schedStat, type SchedStat } from './thread-schedstat';
 
@@ -167,37 +171,6 @@ function probeRun(mode: 'sse' | 'cli', url: string, transaction: string): Promis
   });
 }
 
-interface Timing {
-  late: { p50: number; p99: number; max: number };
-  vsFirst: { p50: number; max: number };
-  firstLate: number;
-  /** the server's emitted_late_ns of the first event */
-  firstRelease: number;
-  releaseP99: number;
-}
-
-/** What a probe saw against the schedule (ms). */
-function timing(r: ProbeResult): Timing {
-  const n = r.events;
-  let anchor = Infinity;
-  for (let i = 0; i < n; i++) anchor = Math.min(anchor, r.arrivals[i]! - r.offsets[i]!);
-  const late: number[] = [];
-  const vsFirst: number[] = [];
-  for (let i = 0; i < n; i++) {
-    late.push((r.arrivals[i]! - r.offsets[i]! - anchor) / 1e6);
-    if (i > 0)
-      vsFirst.push(Math.abs(r.arrivals[i]! - r.arrivals[0]! - (r.offsets[i]! - r.offsets[0]!)) / 1e6);
-  }
-  const released = r.released.filter((x) => !Number.isNaN(x)).map((x) => x / 1e6);
-  return {
-    late: { p50: quantile(late, 0.5), p99: quantile(late, 0.99), max: Math.max(...late) },
-    vsFirst: { p50: quantile(vsFirst, 0.5), max: Math.max(...vsFirst) },
-    firstLate: late[0]!,
-    firstRelease: r.released[0]! / 1e6,
-    releaseP99: quantile(released, 0.99),
-  };
-}
-
 const f = (ms: number, digits = 2) => (Number.isFinite(ms) ? ms.toFixed(digits) : '-');
 
 async function main(): Promise<void> {
@@ -229,9 +202,11 @@ async function main(): Promise<void> {
       t ? `${f(t.late.p50)} / ${f(t.late.p99)} / ${f(t.late.max)}` : '',
       t ? `${f(t.vsFirst.p50)} / ${f(t.vsFirst.max)}` : '',
       t ? `${f(t.firstLate)} (${f(t.firstRelease, 3)})` : '',
+      t ? `${t.latest.index} (${f(t.latest.release, 3)})` : '',
       t ? f(t.releaseP99, 3) : '',
       ...extra,
       sched(r?.reader),
+      sched(r?.probe),
     ]);
   try {
     // the daemon's first dense play compiles its release path while it plays (replay48k): it gets a
@@ -285,6 +260,7 @@ async function main(): Promise<void> {
     'late p50 / p99 / max',
     'vs first p50 / max',
     'first late (its release)',
+    'latest event (its release)',
     'release p99',
     '/healthz p99',
     'event page p99',
@@ -292,6 +268,7 @@ async function main(): Promise<void> {
     'daemon CPU s',
     'daemon main: run / wait ms (times run)',
     'CLI main, streaming: run / wait ms (times run)',
+    'probe main: run / wait ms (times run)',
   ]);
 }
 

@@ -38,6 +38,12 @@ export interface ProbeResult {
   released: number[];
   /** cli: the CLI's main thread from its first event printed to the last reading before it exited (every SCHED_EVERY_MS) */
   reader?: SchedStat;
+  /**
+   * This probe's main thread, from the first chunk it read to the last: the
+   * measuring client is a hop of its own, and one waiting for a core makes
+   * events late that the CLI or the daemon delivered on time (issue 48)
+   */
+  probe?: SchedStat;
 }
 
 /** How often the cli probe reads the CLI's main thread's schedstat: its exit takes the last reading's place. */
@@ -89,7 +95,19 @@ class Seen implements ProbeResult {
   offsets: number[] = [];
   released: number[] = [];
   reader?: SchedStat;
+  probe?: SchedStat;
   private lastIndex = -1;
+  private probeFrom: SchedStat | null = null;
+
+  /** This probe's main thread: read at its first chunk (a cheap read, once) and at the end. */
+  chunkRead(): void {
+    this.probeFrom ??= schedStat(process.pid);
+  }
+
+  done(): void {
+    const to = schedStat(process.pid);
+    if (this.probeFrom && to) this.probe = schedSince(this.probeFrom, to);
+  }
 
   /** One event's bytes [from, to) of `bytes` (with `index`, when the stream gives it) reached the client at `at`. */
   add(bytes: Buffer, from: number, to: number, at: number, index: number): void {
@@ -187,6 +205,7 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
         const states = new KeyWatch(STATE);
         stream.on('data', (chunk: Buffer) => {
           kept.keep(chunk, now());
+          seen.chunkRead();
           // a state is parsed when it comes (to play, to stop); the replay's frames before it with it
           if (states.seen(chunk)) kept.drain();
         });
@@ -198,6 +217,7 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
       request.on('error', reject);
     });
   while (!(await follow())) seen.cuts++;
+  seen.done();
   return seen;
 }
 
@@ -223,6 +243,7 @@ function cli(url: string, transaction: string, speed: number): Promise<ProbeResu
   child.stdout.on('data', (chunk: Buffer) => {
     kept.keep(chunk, now());
     if (!first) first = sample();
+    seen.chunkRead();
   });
   let errText = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (errText += chunk));
@@ -231,6 +252,7 @@ function cli(url: string, transaction: string, speed: number): Promise<ProbeResu
     // 'close': every chunk of its stdout has been read
     child.once('close', (code) => {
       clearInterval(sampling);
+      seen.done();
       kept.drain();
       if (first && last) seen.reader = schedSince(first, last);
       if (code === 0) resolve(seen);
