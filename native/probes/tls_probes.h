@@ -2,8 +2,9 @@
 // that holds OpenSSL's SSL_read family, a shared libssl or a program that
 // links OpenSSL in (the pinned Node). A uprobe belongs to the file, so a
 // process that maps an attached libssl later is covered at once; programs
-// started later are found by the next scan (capture_engine.h's ScanProcesses). Scoped (probe_scope.h), each
-// process in scope has its own probes and no other process any.
+// started later are found by the next scan (capture_engine.h's
+// ScanProcesses). Scoped (probe_scope.h), each process in scope has its own
+// probes and no other process any.
 #pragma once
 
 #include <cstdint>
