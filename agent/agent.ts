@@ -219,6 +219,7 @@ export class Agent implements AgentReadings {
         classifier: new RuntimeClassifier(nativeAddon()),
         scope: (pid) => scope.check(pid),
         markJvm: (pid) => agent.capture?.markJvm(pid),
+        changes: () => agent.capture?.processChanges(),
         log: hookLog,
       });
       agent.runtimeHooks.start();

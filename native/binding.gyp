@@ -10,6 +10,7 @@
         'capture/host_clock.cc',
         'capture/inspector_guard.cc',
         'capture/kernel_features.cc',
+        'capture/process_events.cc',
         'capture/request_key.cc',
         'capture/request_keys_binding.cc',
         'capture/ring_reader.cc',

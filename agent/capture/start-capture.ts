@@ -26,6 +26,8 @@ export interface Capture {
   followLibuv(pid: number): void;
   /** marks process `pid` a JVM: the threads it makes from now on inherit no request in the kernel */
   markJvm(pid: number): void;
+  /** the processes that started, exec'd or exited since the last call (ProcessDiscovery's `changes`) */
+  processChanges(): number[] | null | undefined;
   /**
    * Resolves once the records up to stop() are all delivered to onBatch, before the probes detach:
    * what they record after that is not read.
@@ -135,6 +137,7 @@ export function startCapture(
       session.markJvm(pid);
       forwardNativeLog(addon, log);
     },
+    processChanges: () => session.processChanges(),
     async stop() {
       if (!stopRequested) {
         stopRequested = true;

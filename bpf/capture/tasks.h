@@ -26,6 +26,26 @@ struct {
 } jvm_processes SEC(".maps");
 
 /*
+ * The tgid of each process that started, exec'd or exited, for the
+ * discoveries that would otherwise walk /proc to find them (the runtime hooks'
+ * and the TLS and Go probes': native/capture/process_events.h), drained at
+ * each poll without a wake-up. A record that finds no room is counted in
+ * proc_events_lost, and user space walks /proc instead.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} proc_events SEC(".maps");
+
+__u64 proc_events_lost = 0;
+
+static __always_inline void note_process(__u32 tgid)
+{
+	if (attribution_enabled && bpf_ringbuf_output(&proc_events, &tgid, sizeof(tgid), BPF_RB_NO_WAKEUP))
+		__sync_fetch_and_add(&proc_events_lost, 1);
+}
+
+/*
  * Children start in the context of the thread that created them: a
  * request's only while that request lives (lifetime.h), so a helper thread
  * joined within its request is the request's, and a pool or a consumer a
@@ -40,6 +60,8 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	struct kr_thread *t;
 	struct kr_thread inherited = {};
 
+	if (child->pid == child->tgid)
+		note_process(child->tgid);
 	/*
 	 * a Go child process is its forking goroutine's, a hooked thread's its slot's unit's (no call
 	 * the capture sees may have come since the hook's last switch); the parent is the current task
@@ -76,6 +98,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 	__u32 tid = task->pid;
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
+	note_process(task->tgid);
 	/* no longer the JVM discovery found (if it is one again, discovery finds it again) */
 	bpf_map_delete_elem(&jvm_processes, &(__u32){task->tgid});
 	/* the memory a mailbox was in is gone, whether or not the thread ran units */
@@ -115,8 +138,10 @@ int BPF_PROG(sched_process_exit)
 	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
 	/* the process's last thread (its live count already dropped): its tgid may be reused */
-	if (!bpf_get_current_task_btf()->signal->live.counter)
+	if (!bpf_get_current_task_btf()->signal->live.counter) {
 		bpf_map_delete_elem(&jvm_processes, &(__u32){pid_tgid >> 32});
+		note_process(pid_tgid >> 32);
+	}
 
 	/* a call the signal that ends the thread interrupted never restarts */
 	if (t && t->parked)

@@ -63,6 +63,11 @@ export interface NativeCaptureSession {
   followLibuv(pid: number): void;
   /** marks process `pid` a JVM: the threads it makes from now on inherit no request in the kernel */
   markJvm(pid: number): void;
+  /**
+   * the pids of the processes that started, exec'd or exited since the last call (the kernel's news,
+   * bpf/capture/tasks.h); null when some were lost; undefined when the kernel's pids are not /proc's
+   */
+  processChanges(): number[] | null | undefined;
   /** Asks the poll thread to drain and finish; onClosed follows. */
   stop(): void;
 }

@@ -27,6 +27,11 @@ namespace kreplay {
 
 namespace {
 
+// How often the probes are handed the processes started since, and (a safety net: the kernel's news
+// of them is exact unless lost, and a loss is counted) how often /proc is walked whatever it said.
+constexpr std::chrono::seconds kScanEvery{1};
+constexpr std::chrono::seconds kWalkEvery{30};
+
 const char* kTracefsAdvice =
     "kreplay needs a kernel with CONFIG_FTRACE_SYSCALLS and tracefs mounted at /sys/kernel/tracing "
     "(mount -t tracefs nodev /sys/kernel/tracing)";
@@ -107,12 +112,15 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
   FillFilters(config);
   Attach();
   if (config.attribution) {
+    // before the first walk: a process started after the programs were attached is in the walk or the news
+    process_events_ =
+        std::make_unique<ProcessEvents>(bpf_map__fd(skel_->maps.proc_events),
+                                        bpf_map__max_entries(skel_->maps.proc_events), &skel_->bss->proc_events_lost);
     auto& p = skel_->progs;
     const ProbeScope scope = ScopeOf(config);
     tls_ = std::make_unique<TlsProbes>(TlsPrograms{p.ssl_read_enter, p.ssl_read_exit, p.ssl_read_ex_enter,
                                                    p.ssl_read_ex_exit, p.ssl_write_enter, p.ssl_write_ex_enter},
                                        scope);
-    tls_->Scan();
 #if defined(__x86_64__)
     auto& m = skel_->maps;
     go_ = std::make_unique<GoProbes>(
@@ -122,9 +130,9 @@ void CaptureEngine::Setup(const CaptureConfig& config) {
         GoMaps{m.go_binaries, m.go_processes, m.exec_contexts, m.units, m.go_conns, m.go_streams, m.go_tls_reads,
                skel_->bss->go_tgids, sizeof(skel_->bss->go_tgids) / sizeof(skel_->bss->go_tgids[0])},
         scope);
-    go_->Scan();
 #endif
     uv_ = std::make_unique<UvProbes>(UvPrograms{p.uv_work_submit, p.uv_queue_work, p.uv_work_start});
+    ScanProcesses();
   }
 
   ring_ = std::make_unique<RingReader>(bpf_map__fd(skel_->maps.events), bpf_map__max_entries(skel_->maps.events));
@@ -310,6 +318,7 @@ void CaptureEngine::Detach() {
 
 void CaptureEngine::Teardown() {
   Detach();
+  process_events_.reset();
   tls_.reset();
   go_.reset();
   uv_.reset();
@@ -320,9 +329,25 @@ void CaptureEngine::Teardown() {
 
 // The poll thread's turn is also when newly started programs get their TLS and Go probes.
 int CaptureEngine::Wait(int timeout_ms) {
-  if (tls_) tls_->ScanIfDue();
-  if (go_) go_->ScanIfDue();
+  if (process_events_ && std::chrono::steady_clock::now() - scanned_ >= kScanEvery) ScanProcesses();
   return ring_->Wait(timeout_ms);
+}
+
+void CaptureEngine::ScanProcesses() {
+  const auto now = std::chrono::steady_clock::now();
+  scanned_ = now;
+  // taken before the walk or the looks: what touches a process later is in the next take
+  ProcessEvents::Touched touched = process_events_->Take(ProcessEvents::kProbes);
+  const bool walk =
+      !touched.complete || walked_ == std::chrono::steady_clock::time_point{} || now - walked_ >= kWalkEvery;
+  if (walk) walked_ = now;
+  const ProcessScan::Changes changes = walk ? processes_.Walk() : processes_.Update(touched.pids);
+  if (tls_) tls_->Scan(changes);
+  if (go_) go_->Scan(changes, processes_);
+}
+
+ProcessEvents::Touched CaptureEngine::TakeProcessChanges() {
+  return process_events_ ? process_events_->Take(ProcessEvents::kHooks) : ProcessEvents::Touched{};
 }
 
 void CaptureEngine::FollowLibuv(pid_t pid) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "process_events.h"
+#include "process_scan.h"
 #include "ring_reader.h"
 
 struct capture;
@@ -91,6 +94,10 @@ class CaptureEngine {
   // Marks process `pid` a JVM: its new threads inherit no request (tasks.h); any thread.
   void MarkJvm(pid_t pid);
 
+  // The processes that started, exec'd or exited since the last call, for the runtime hooks'
+  // discovery (incomplete: walk /proc); any thread.
+  ProcessEvents::Touched TakeProcessChanges();
+
   // Per-CPU counters summed, indexed by enum kr_counter.
   std::vector<uint64_t> ReadCounters() const;
   // Share of the ring holding unread records, 0..1.
@@ -106,6 +113,10 @@ class CaptureEngine {
   void ChoosePrograms(bool attribution);
   void Attach();
   void Teardown();
+  // The processes that started (or exec'd) since the last time, to the TLS and Go probes: from the
+  // kernel's news of them, or a walk of /proc at the first time, after news was lost, and every
+  // kWalkEvery (a safety net).
+  void ScanProcesses();
 
   RecordSink sink_;
   struct capture* skel_ = nullptr;
@@ -115,6 +126,11 @@ class CaptureEngine {
   std::unique_ptr<TlsProbes> tls_;
   std::unique_ptr<GoProbes> go_;
   std::unique_ptr<UvProbes> uv_;
+  std::unique_ptr<ProcessEvents> process_events_;
+  // the processes the probes were handed
+  ProcessScan processes_;
+  std::chrono::steady_clock::time_point scanned_{};
+  std::chrono::steady_clock::time_point walked_{};
 };
 
 }  // namespace kreplay

@@ -88,6 +88,7 @@ Napi::Function CaptureSession::Define(Napi::Env env) {
                          InstanceMethod("setCgroupFilter", &CaptureSession::SetCgroupFilter),
                          InstanceMethod("followLibuv", &CaptureSession::FollowLibuv),
                          InstanceMethod("markJvm", &CaptureSession::MarkJvm),
+                         InstanceMethod("processChanges", &CaptureSession::ProcessChanges),
                          InstanceMethod("stop", &CaptureSession::Stop),
                      });
 }
@@ -306,6 +307,20 @@ void CaptureSession::MarkJvm(const Napi::CallbackInfo& info) {
   if (info.Length() != 1 || !info[0].IsNumber())
     throw Napi::TypeError::New(info.Env(), "markJvm(pid) takes a process id");
   if (engine_) engine_->MarkJvm(info[0].As<Napi::Number>().Int32Value());
+}
+
+// processChanges(): the pids of the processes that started, exec'd or exited since the last call
+// (bpf/capture/tasks.h); null when some were lost; undefined when the kernel's pids are not /proc's
+Napi::Value CaptureSession::ProcessChanges(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!engine_) return env.Undefined();
+  const ProcessEvents::Touched touched = engine_->TakeProcessChanges();
+  if (!touched.usable) return env.Undefined();
+  if (!touched.complete) return env.Null();
+  Napi::Array out = Napi::Array::New(env, touched.pids.size());
+  uint32_t i = 0;
+  for (const pid_t pid : touched.pids) out.Set(i++, Napi::Number::New(env, pid));
+  return out;
 }
 
 void CaptureSession::Stop(const Napi::CallbackInfo&) { stopping_.store(true, std::memory_order_release); }

@@ -32,6 +32,7 @@ class CaptureSession : public Napi::ObjectWrap<CaptureSession> {
   void SetCgroupFilter(const Napi::CallbackInfo& info);
   void FollowLibuv(const Napi::CallbackInfo& info);
   void MarkJvm(const Napi::CallbackInfo& info);
+  Napi::Value ProcessChanges(const Napi::CallbackInfo& info);
   void Stop(const Napi::CallbackInfo& info);
 
   void PollLoop();

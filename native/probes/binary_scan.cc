@@ -12,9 +12,8 @@ void BinaryScan::Offer(const std::string& path, pid_t pid, const Visit& visit) {
   if (files_.insert({st.st_dev, st.st_ino, pid}).second) visit(path, pid);
 }
 
-void BinaryScan::Scan(const Visit& visit) {
-  last_scan_ = std::chrono::steady_clock::now();
-  for (const pid_t pid : processes_.Walk().started) {
+void BinaryScan::Scan(const ProcessScan::Changes& changes, const Visit& visit) {
+  for (const pid_t pid : changes.started) {
     if (InScope(scope_, pid)) ScanProcess(pid, visit);
   }
 }

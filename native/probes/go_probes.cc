@@ -77,15 +77,13 @@ std::string Following(const std::string& path, const GoBinary& go, const std::st
 
 }  // namespace
 
-void GoProbes::Scan() {
-  last_scan_ = std::chrono::steady_clock::now();
-  const ProcessScan::Changes changes = processes_.Walk();
+void GoProbes::Scan(const ProcessScan::Changes& changes, const ProcessScan& processes) {
   // the processes marked here that exited, or exec'd: the kernel marked the new program unfollowed
   // (the old one's goroutines are still kept), and it is followed below once they are dropped
   for (const pid_t pid : changes.gone) {
     Unprobe(pid);
     if (!marked_.count(pid)) continue;
-    if (!processes_.Alive(pid)) {
+    if (!processes.Alive(pid)) {
       Forget(pid);
       continue;
     }
@@ -112,7 +110,7 @@ void GoProbes::Scan() {
   // processes the kernel marked and that exited before a walk saw them
   std::vector<__u32> dead;
   KeysOf<__u32>(
-      maps_.processes, [&](__u32 tgid) { return !processes_.Alive(tgid); }, &dead);
+      maps_.processes, [&](__u32 tgid) { return !processes.Alive(tgid); }, &dead);
   for (const __u32 tgid : dead) Forget(static_cast<pid_t>(tgid));
   // what the kernel keeps under a tgid is dropped before its process is followed (it may be a dead one's)
   for (const Found& process : found) {
@@ -122,10 +120,6 @@ void GoProbes::Scan() {
   if (!purged) AppendLog("warn", "cannot read the kernel's goroutine tables: Go processes found now are not followed");
   forgotten_.clear();
   for (const Found& process : found) Mark(process.pid, *process.go, process.probed, purged);
-}
-
-void GoProbes::ScanIfDue() {
-  if (std::chrono::steady_clock::now() - last_scan_ >= std::chrono::seconds(1)) Scan();
 }
 
 bool GoProbes::FollowedAtExec(pid_t pid) const {

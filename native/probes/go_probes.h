@@ -3,8 +3,9 @@
 // followed, and tells the kernel about each process (go_processes). A
 // process whose goroutines cannot be followed (a stripped binary) is marked
 // too, so its events carry none rather than a thread's, and its binary is
-// named in one warning. Processes started later are found by the next scan;
-// a uprobe belongs to the file, so a restarted server is probed at once.
+// named in one warning. Processes started later are found by the next scan
+// (capture_engine.h's ScanProcesses); a uprobe belongs to the file, so a
+// restarted server is probed at once.
 // Scoped (probe_scope.h), the probes go to each process in scope alone, and
 // other Go processes are neither probed nor marked.
 #pragma once
@@ -12,7 +13,6 @@
 #include <linux/types.h>
 #include <sys/types.h>
 
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -69,10 +69,9 @@ class GoProbes {
   GoProbes(const GoProbes&) = delete;
   GoProbes& operator=(const GoProbes&) = delete;
 
-  // Every process not seen before (or that exec'd since); forgets those gone.
-  void Scan();
-  // Scan, at most once a second.
-  void ScanIfDue();
+  // Every process `changes` says started (or exec'd); forgets those gone. `processes`: the scan that
+  // made them, which says which are alive.
+  void Scan(const ProcessScan::Changes& changes, const ProcessScan& processes);
   // The links, for a caller that destroys them with others' (CaptureEngine::Detach).
   std::vector<bpf_link*> TakeLinks();
   void Detach();
@@ -109,7 +108,6 @@ class GoProbes {
   GoPrograms programs_;
   GoMaps maps_;
   ProbeScope scope_;
-  ProcessScan processes_;
   // processes marked here (an exec removes the kernel's entry before a walk sees it)
   std::set<pid_t> marked_;
   // processes forgotten in this scan, purged together at its end
@@ -118,7 +116,6 @@ class GoProbes {
   std::map<std::pair<__u64, __u64>, Binary> binaries_;
   // scoped: each process's own probes
   std::map<pid_t, std::vector<bpf_link*>> process_links_;
-  std::chrono::steady_clock::time_point last_scan_{};
 };
 
 }  // namespace kreplay

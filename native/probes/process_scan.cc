@@ -28,6 +28,24 @@ std::string Named(const std::string& path) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) + " (" + path + ")" : path;
 }
 
+ProcessScan::Changes ProcessScan::Update(const std::set<pid_t>& touched) {
+  Changes changes;
+  for (const pid_t pid : touched) {
+    struct stat exe;
+    const bool alive = stat(ProcPath(pid, "exe").c_str(), &exe) == 0;
+    auto known = processes_.find(pid);
+    if (known != processes_.end() && alive && known->second == exe.st_ino) continue;
+    if (known != processes_.end()) {
+      changes.gone.push_back(pid);
+      processes_.erase(known);
+    }
+    if (!alive) continue;
+    processes_[pid] = exe.st_ino;
+    changes.started.push_back(pid);
+  }
+  return changes;
+}
+
 ProcessScan::Changes ProcessScan::Walk() {
   Changes changes;
   DIR* proc = opendir("/proc");

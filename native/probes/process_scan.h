@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ class ProcessScan {
 
   // Walks /proc (kernel threads, which have no executable, left out).
   Changes Walk();
+  // What Walk would find when only the `touched` processes can have started, exec'd or exited since
+  // the last walk or update (the kernel said so): those alone are looked at.
+  Changes Update(const std::set<pid_t>& touched);
   // Whether the last walk found the process.
   bool Alive(pid_t pid) const { return processes_.count(pid) != 0; }
 

@@ -72,17 +72,13 @@ bool TlsProbes::Attach(const std::string& path, pid_t pid, const std::map<std::s
   return true;
 }
 
-void TlsProbes::Scan() {
+void TlsProbes::Scan(const ProcessScan::Changes& changes) {
   const BinaryScan::Visit consider = [this](const std::string& path, pid_t pid) { Consider(path, pid); };
   if (whole_host_) {
     for (const char* path : kLibsslPaths) scan_.Offer(path, -1, consider);
   }
   // a libssl elsewhere than the usual paths too (a container's, a vendored one)
-  scan_.Scan(consider);
-}
-
-void TlsProbes::ScanIfDue() {
-  if (scan_.Due()) Scan();
+  scan_.Scan(changes, consider);
 }
 
 std::vector<bpf_link*> TlsProbes::TakeLinks() {

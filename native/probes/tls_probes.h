@@ -2,8 +2,9 @@
 // that holds OpenSSL's SSL_read family, a shared libssl or a program that
 // links OpenSSL in (the pinned Node). A uprobe belongs to the file, so a
 // process that maps an attached libssl later is covered at once; programs
-// started later are found by the next scan. Scoped (probe_scope.h), each
-// process in scope has its own probes and no other process any.
+// started later are found by the next scan (capture_engine.h's
+// ScanProcesses). Scoped (probe_scope.h), each process in scope has its own
+// probes and no other process any.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "binary_scan.h"
 #include "probe_scope.h"
+#include "process_scan.h"
 
 struct bpf_link;
 struct bpf_program;
@@ -40,11 +42,9 @@ class TlsProbes {
   // Whether the program is one of these (attached here, not by section name).
   static bool Owns(const bpf_program* prog);
 
-  // The usual libssl paths (whole host), then every process in scope not seen
-  // before (or that exec'd since): its executable and the libssl it maps.
-  void Scan();
-  // Scan, at most once a second.
-  void ScanIfDue();
+  // The usual libssl paths (whole host), then every process in scope that
+  // started (or exec'd) by `changes`: its executable and the libssl it maps.
+  void Scan(const ProcessScan::Changes& changes);
   // The attached links, handed over for the caller to destroy (in parallel: each waits for a grace period).
   std::vector<bpf_link*> TakeLinks();
   void Detach();

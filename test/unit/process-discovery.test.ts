@@ -5,6 +5,7 @@
  * attribution-python.test.ts); the Node injection is tested in attribution-node.test.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import { mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -398,11 +399,20 @@ describe('ProcessDiscovery', () => {
   describe("the scan's cost on a busy host", () => {
     /**
      * A discovery that counts, for `pid` alone, its classifications and its executable's stats, and
-     * its reads of the agent's ancestors; `lastPid` and `scope` as given (default: the kernel's, none).
+     * its reads of the agent's ancestors; `lastPid`, `scope` and `changes` as given (default: the
+     * kernel's, none, none).
      */
     function counting(
       pid: () => number,
-      { lastPid, scope }: { lastPid?: () => number | null; scope?: (p: number) => string | null } = {},
+      {
+        lastPid,
+        scope,
+        changes,
+      }: {
+        lastPid?: () => number | null;
+        scope?: (p: number) => string | null;
+        changes?: () => number[] | null | undefined;
+      } = {},
     ) {
       const looks = { classify: 0, stat: 0, runtime: '', ancestors: 0 };
       // the test's own process's outcomes: d.counts holds every process on the host (other Python servers too)
@@ -433,9 +443,99 @@ describe('ProcessDiscovery', () => {
           return [];
         },
         ...(lastPid ? { lastPid } : {}),
+        ...(changes ? { changes } : {}),
       });
       return { d, looks, outcomes };
     }
+
+    /** The walks of /proc while `run` runs. */
+    async function walksOfProc(run: () => Promise<void>): Promise<number> {
+      const readdir = jest.spyOn(fs, 'readdirSync');
+      try {
+        await run();
+        return readdir.mock.calls.filter(([path]) => path === '/proc').length;
+      } finally {
+        readdir.mockRestore();
+      }
+    }
+
+    describe("by the kernel's news of processes (started, exec'd, exited)", () => {
+      it('walks /proc at its first scan and then once a minute of scans, and asks a settled process nothing', async () => {
+        const pid = spawnChild('/bin/sleep', ['60']);
+        // the last pid moves at every scan, as on a busy host: without the news each would walk
+        let last = 1000;
+        const { d, looks } = counting(() => pid, { changes: () => [], lastPid: () => last++ });
+        const walks = await walksOfProc(async () => {
+          for (let i = 0; i < 59; i++) await d.scanOnce();
+        });
+        expect(walks).toBe(1);
+        // first seen, then its six looks without a runtime settle it, and nothing after
+        expect(looks).toEqual({ classify: 6, stat: 6, runtime: '', ancestors: 0 });
+        expect(await walksOfProc(() => d.scanOnce())).toBe(1);
+        expect(looks).toMatchObject({ classify: 6, stat: 7 });
+      });
+
+      it("looks at the program a settled process exec'd at the second scan after the news", async () => {
+        const child = spawn(
+          '/bin/sh',
+          ['-c', 'read line; exec /usr/bin/python3 -c "import time; time.sleep(60)"'],
+          { env: hookableEnv(), stdio: ['pipe', 'ignore', 'ignore'] },
+        );
+        children.push(child);
+        const pid = child.pid!;
+        let news: number[] = [];
+        const { d, looks } = counting(() => pid, {
+          changes: () => news.splice(0),
+        });
+        // past the tenth scan, where a walk without the news asks every process whether it exec'd
+        for (let i = 0; i < 10; i++) await d.scanOnce();
+        expect(looks).toEqual({ classify: 6, stat: 6, runtime: '', ancestors: 0 });
+        child.stdin!.write('go\n');
+        await waitFor(() => readlinkSync(`/proc/${pid}/exe`).includes('python'));
+        news = [pid];
+        const walks = await walksOfProc(async () => {
+          await d.scanOnce(); // named: looked at anew from the next scan
+          expect(looks.classify).toBe(6);
+          await d.scanOnce();
+        });
+        expect(walks).toBe(0);
+        expect(looks).toMatchObject({ classify: 7, stat: 7, runtime: 'python' });
+      });
+
+      it('forgets a process the news names once it is gone, and walks /proc when news was lost', async () => {
+        const child = spawn('/bin/sleep', ['60'], { stdio: 'ignore' });
+        children.push(child);
+        const pid = child.pid!;
+        let news: number[] | null = [];
+        const { d, looks } = counting(() => pid, {
+          changes: () => {
+            const out = news;
+            news = [];
+            return out;
+          },
+        });
+        for (let i = 0; i < 3; i++) await d.scanOnce();
+        expect(looks).toMatchObject({ classify: 2, stat: 2 });
+        child.kill('SIGKILL');
+        await waitFor(() => !fs.existsSync(`/proc/${pid}`));
+        news = [pid];
+        await d.scanOnce();
+        await d.scanOnce(); // looked at once more: gone, forgotten
+        expect(looks).toMatchObject({ classify: 2, stat: 3 });
+        for (let i = 0; i < 5; i++) await d.scanOnce();
+        expect(looks).toMatchObject({ classify: 2, stat: 3 });
+        // news lost: the scan walks /proc and asks every process whether it exec'd
+        news = null;
+        expect(await walksOfProc(() => d.scanOnce())).toBe(1);
+      });
+
+      it('scans as without the news where the kernel cannot give it', async () => {
+        const pid = spawnChild('/bin/sleep', ['60']);
+        const { d, looks } = counting(() => pid, { changes: () => undefined, lastPid: () => 7 });
+        for (let i = 0; i < 27; i++) await d.scanOnce();
+        expect(looks).toEqual({ classify: 6, stat: 8, runtime: '', ancestors: 0 });
+      });
+    });
 
     it("looks at a process from its second scan, and asks a settled one whether it exec'd at one scan in ten", async () => {
       // spawn returns once the child has exec'd: it is sleep from the first scan on

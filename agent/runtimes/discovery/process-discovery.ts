@@ -1,8 +1,10 @@
 /**
- * The one process discovery of the runtime hooks: at each tick, walks /proc when a process may
- * have started (the kernel's last pid moved) or one it follows is due a look, and all of it at one
- * tick in EXEC_CHECK_SCANS; tells which runtime each process runs (classify.ts), applies the hooks'
- * scope and the agent's own line once, and
+ * The one process discovery of the runtime hooks: at each tick, looks at the processes the kernel
+ * said started, exec'd or exited (`changes`) and those it follows that are due a look, and walks
+ * /proc only at one tick in SAFETY_WALK_SCANS or when the kernel's news was lost; without that news,
+ * walks /proc when a process may have started (the kernel's last pid moved) or one it follows is due
+ * a look, and all of it at one tick in EXEC_CHECK_SCANS. Tells which runtime each process runs
+ * (classify.ts), applies the hooks' scope and the agent's own line once, and
  * hands each process to its runtime's injector, one at a time (an injection waits on the process;
  * Node's inspector port is shared). Each process ends in one outcome, counted and logged once
  * (runtime-hook.ts); a process that exec'd is another program and is looked at anew.
@@ -40,6 +42,11 @@ export const SCAN_MS = 500;
  */
 const EXEC_CHECK_SCANS = 10;
 /**
+ * With the kernel's news of processes, one scan in this many walks /proc whatever it said (a safety
+ * net: the news is exact unless lost, and a loss is said and walked at once).
+ */
+const SAFETY_WALK_SCANS = 60;
+/**
  * Scans a process that runs none of the runtimes is looked at again: a shell may exec python just
  * after its fork, and an embedding program (uwsgi) maps libpython after it started.
  */
@@ -75,6 +82,12 @@ export interface DiscoveryOptions {
    * process-tree's, when /proc shows the agent's own pid namespace
    */
   lastPid?: () => number | null;
+  /**
+   * the processes that started, exec'd or exited since the last call, as the kernel said
+   * (bpf/capture/tasks.h); null when some of that was lost (then the scan walks /proc); undefined
+   * when it cannot be known (then every scan is as without the option)
+   */
+  changes?: () => number[] | null | undefined;
 }
 
 interface Tracked {
@@ -108,8 +121,9 @@ export class ProcessDiscovery {
   /** the processes first seen at the last walk, not looked at yet */
   private firstSeen = new Set<number>();
   private readonly lastPid: () => number | null;
-  /** the kernel's last pid before the last walk of /proc */
+  /** the kernel's last pid before the last walk of /proc (or, by the kernel's news, the last scan) */
   private walkedAt: number | null = null;
+  private walked = false;
 
   constructor(private readonly options: DiscoveryOptions) {
     const own = options.lastPid === undefined && procInOwnNamespace();
@@ -147,11 +161,46 @@ export class ProcessDiscovery {
   /** One scan: what start() does every scanMs. */
   async scanOnce(): Promise<void> {
     this.scans++;
-    const all = this.scans % EXEC_CHECK_SCANS === 0;
+    // read before the kernel's news: a pid handed out before this read whose process's news is lost
+    // was already reused, and the exit that freed it is in the news taken here or before
     const last = this.lastPid();
+    const changes = this.options.changes?.();
     const since = this.walkedAt;
     const now = performance.now();
+    if (changes) return this.lookAtChanged(changes, last, now);
+    const all = changes === null || this.scans % EXEC_CHECK_SCANS === 0;
     if (!all && last !== null && last === since && !this.anyDue(now)) return;
+    await this.walk(all, since, last, now);
+  }
+
+  /**
+   * A scan by the kernel's news: what it names is looked at anew from the next scan (another process,
+   * or another program), with the processes first seen at the last scan and those due a look; /proc
+   * is walked at one scan in SAFETY_WALK_SCANS.
+   */
+  private async lookAtChanged(changes: number[], last: number | null, now: number): Promise<void> {
+    const named = new Set(changes);
+    named.delete(process.pid);
+    for (const pid of named) this.tracked.delete(pid);
+    // the first scan finds the processes started before the agent
+    if (!this.walked || this.scans % SAFETY_WALK_SCANS === 0) {
+      await this.walk(true, this.walkedAt, last, now);
+      for (const pid of named) this.firstSeen.add(pid);
+      return;
+    }
+    this.walkedAt = last;
+    const look = [...this.firstSeen].filter((pid) => !named.has(pid));
+    for (const [pid, tracked] of this.tracked) if (this.due(tracked, now)) look.push(pid);
+    for (const pid of look) {
+      if (this.stopped) return;
+      await this.look(pid, false, now, named, true);
+    }
+    this.firstSeen = named;
+  }
+
+  /** A walk of /proc: `all` asks every process whether it exec'd. */
+  private async walk(all: boolean, since: number | null, last: number | null, now: number): Promise<void> {
+    this.walked = true;
     this.walkedAt = last;
     const alive = new Set<number>();
     const firstSeen = new Set<number>();
@@ -161,40 +210,56 @@ export class ProcessDiscovery {
       const pid = Number(name);
       if (pid === process.pid) continue;
       alive.add(pid);
-      let tracked = this.tracked.get(pid);
       // its pid was handed out since the last walk: another process than the one tracked (gone)
-      if (tracked && since !== null && last !== null && handedOut(pid, since, last)) {
+      if (this.tracked.has(pid) && since !== null && last !== null && handedOut(pid, since, last))
         this.tracked.delete(pid);
-        tracked = undefined;
-      }
-      // looked at from its second scan: on a busy host most processes are gone by then (a build's,
-      // a shell loop's), and none is hooked before two looks in scope anyway
-      if (!tracked && !this.firstSeen.has(pid)) {
-        firstSeen.add(pid);
-        continue;
-      }
-      if (tracked && !all && !this.due(tracked, now)) continue;
-      // '': a kernel thread (no executable), settled at once
-      const exeId = (this.options.exeIdentity ?? exeIdentity)(pid) ?? '';
-      if (!tracked || tracked.exeId !== exeId) {
-        const settled = exeId === '';
-        tracked = { exeId, classification: null, looks: 0, tries: 0, settled, leftOut: 0, inScope: 0 };
-        this.tracked.set(pid, tracked);
-      }
-      if (tracked.settled) continue;
-      if (!tracked.classification) {
-        tracked.classification = this.options.classifier.classify(pid, exeId);
-        // hooked or not, in scope or not: the kernel cannot see a JVM's hand-offs between threads
-        if (tracked.classification?.runtime === 'jvm') this.options.markJvm?.(pid);
-      }
-      if (!tracked.classification) {
-        if (++tracked.looks >= YOUNG_SCANS) tracked.settled = true;
-        continue;
-      }
-      await this.consider(pid, tracked, tracked.classification);
+      await this.look(pid, all, now, firstSeen, false);
     }
     this.firstSeen = firstSeen;
     for (const pid of this.tracked.keys()) if (!alive.has(pid)) this.tracked.delete(pid);
+  }
+
+  /**
+   * One process at a scan; `firstSeen` collects those seen for the first time. `unlisted`: looked at
+   * by the kernel's news, not listed by a walk of /proc (a pid gone is forgotten).
+   */
+  private async look(
+    pid: number,
+    all: boolean,
+    now: number,
+    firstSeen: Set<number>,
+    unlisted: boolean,
+  ): Promise<void> {
+    let tracked = this.tracked.get(pid);
+    // looked at from its second scan: on a busy host most processes are gone by then (a build's,
+    // a shell loop's), and none is hooked before two looks in scope anyway
+    if (!tracked && !this.firstSeen.has(pid)) {
+      firstSeen.add(pid);
+      return;
+    }
+    if (tracked && !all && !this.due(tracked, now)) return;
+    // '': a kernel thread (no executable), settled at once; or, unlisted, a process gone
+    const exeId = (this.options.exeIdentity ?? exeIdentity)(pid) ?? '';
+    if (unlisted && exeId === '') {
+      this.tracked.delete(pid);
+      return;
+    }
+    if (!tracked || tracked.exeId !== exeId) {
+      const settled = exeId === '';
+      tracked = { exeId, classification: null, looks: 0, tries: 0, settled, leftOut: 0, inScope: 0 };
+      this.tracked.set(pid, tracked);
+    }
+    if (tracked.settled) return;
+    if (!tracked.classification) {
+      tracked.classification = this.options.classifier.classify(pid, exeId);
+      // hooked or not, in scope or not: the kernel cannot see a JVM's hand-offs between threads
+      if (tracked.classification?.runtime === 'jvm') this.options.markJvm?.(pid);
+    }
+    if (!tracked.classification) {
+      if (++tracked.looks >= YOUNG_SCANS) tracked.settled = true;
+      return;
+    }
+    await this.consider(pid, tracked, tracked.classification);
   }
 
   /** Whether a process is due a look at this scan (one not due is asked only whether it exec'd, at the full walks). */
