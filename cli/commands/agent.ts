@@ -204,7 +204,6 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
           captureReads: flags.captureReads ?? config.capture.capture_reads,
         },
         batchRows: AGENT_BATCH_ROWS,
-        flushIntervalMs: 200,
         statusIntervalMs: flags.statusInterval * 1000,
         quiet: flags.quiet,
         onCorrupt: flags.onCorrupt,
