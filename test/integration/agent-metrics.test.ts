@@ -138,7 +138,9 @@ describe('agent metrics (real kernel)', () => {
     // a burst with nothing after it is committed without waiting for more (waited on, not timed)
     const burst = 1000;
     run(`i=0; while [ $i -lt ${burst} ]; do echo x; i=$((i+1)); done`);
-    await waitFor(stored(stream + burst), { what: () => `${countStored(store)} of ${stream + burst} stored` });
+    await waitFor(stored(stream + burst), {
+      what: () => `${countStored(store)} of ${stream + burst} stored`,
+    });
     expect(await agent.stop()).toBe(0);
     agent = undefined;
   });
