@@ -40,7 +40,7 @@ import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
 import type { OtlpTarget } from './otlp/otlp-target';
 import type { OtlpLoopOptions } from './otlp/otlp-loop';
 import { formatOtlpStatus, otlpCounters } from './otlp/otlp-status';
-import { CommitCadence } from './commit-cadence';
+import { CommitCadence, type CommitRule } from './commit-cadence';
 
 export interface AgentOptions {
   dataDir: string;
@@ -51,6 +51,8 @@ export interface AgentOptions {
   filter?: FilterOptions;
   /** rows per transaction */
   batchRows: number;
+  /** when pending rows are committed (`--max-commit-wait-ms`) */
+  commitRule: CommitRule;
   statusIntervalMs: number;
   quiet: boolean;
   /** a damaged store on start: refuse (naming it), or move it aside and start a fresh one */
@@ -155,7 +157,7 @@ export class Agent implements AgentReadings {
       options.capture.sampleBackground,
     );
     this.lastStatus = this.counters();
-    this.cadence = new CommitCadence(() => store.flush());
+    this.cadence = new CommitCadence(() => store.flush(), options.commitRule);
     store.whenContextsForgotten(() => this.decoder.forgetContextIds());
   }
 

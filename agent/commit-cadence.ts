@@ -13,12 +13,19 @@ export interface CommitRule {
   maxWaitMs: number;
 }
 
+/** `--max-commit-wait-ms`: its default, and its bounds (a batch of 65,536 rows is committed when full anyway). */
+export const MAX_COMMIT_WAIT_MS = { default: 1000, min: 200, max: 10_000 };
+
 /**
- * The agent's rule. The quiet is longer than the capture's poll period (100 ms,
- * agent/capture/capture-options.ts), at which a stream's records reach the decoder at least;
- * a commit for a pause that was only a late poll costs what every commit cost before.
+ * The rule for a max wait. The quiet is longer than the capture's poll period (100 ms,
+ * agent/capture/capture-options.ts), at which a stream's records reach the decoder at least, where
+ * the max wait leaves room (a commit for a pause that was only a late poll costs what every
+ * commit cost before); and at most half the max wait, so that a stream is committed at most
+ * twice as often as the max wait says.
  */
-export const COMMIT_RULE: CommitRule = { quietMs: 150, maxWaitMs: 1000 };
+export function commitRule(maxWaitMs: number): CommitRule {
+  return { maxWaitMs, quietMs: Math.min(150, maxWaitMs / 2) };
+}
 
 export class CommitCadence {
   /** when the oldest pending row arrived; NaN: none pending */
@@ -26,20 +33,23 @@ export class CommitCadence {
   private quiet: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(private readonly commit: () => void) {}
+  constructor(
+    private readonly commit: () => void,
+    private readonly rule: CommitRule,
+  ) {}
 
   /** Rows arrived: commits them at once if the oldest pending one could not wait for a quiet. */
   arrived(): void {
     if (this.stopped) return;
     const now = performance.now();
     if (Number.isNaN(this.oldest)) this.oldest = now;
-    if (now + COMMIT_RULE.quietMs >= this.oldest + COMMIT_RULE.maxWaitMs) {
+    if (now + this.rule.quietMs >= this.oldest + this.rule.maxWaitMs) {
       this.commitNow();
       return;
     }
     // a debounce: each arrival puts the quiet's end off (refresh() also rearms a timer that fired)
     if (this.quiet) this.quiet.refresh();
-    else this.quiet = setTimeout(() => this.onQuiet(), COMMIT_RULE.quietMs);
+    else this.quiet = setTimeout(() => this.onQuiet(), this.rule.quietMs);
   }
 
   /** Every pending row was handed over elsewhere (a full batch). */

@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MAX_COMMIT_WAIT_MS } from '../../agent/commit-cadence';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { countStored } from '../support/store-rows';
 import { waitFor } from '../support/wait';
@@ -112,6 +113,9 @@ describe('agent metrics (real kernel)', () => {
       '--comm',
       comm,
       '--filter-transactions',
+      // the default, which startAgent's shorter wait for tests would replace
+      '--max-commit-wait-ms',
+      String(MAX_COMMIT_WAIT_MS.default),
       '--metrics-listen',
       '127.0.0.1:0',
     ]);

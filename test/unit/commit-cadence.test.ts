@@ -1,7 +1,8 @@
 /** The agent's commit cadence: given when rows arrive, when they are committed. */
-import { COMMIT_RULE, CommitCadence } from '../../agent/commit-cadence';
+import { CommitCadence, commitRule, MAX_COMMIT_WAIT_MS, type CommitRule } from '../../agent/commit-cadence';
 
-const { quietMs, maxWaitMs } = COMMIT_RULE;
+const RULE = commitRule(MAX_COMMIT_WAIT_MS.default);
+const { quietMs, maxWaitMs } = RULE;
 
 interface Commit {
   at: number;
@@ -10,14 +11,14 @@ interface Commit {
 }
 
 /** Rows arriving at these times (ms from 0, ascending), then nothing for a while: the commits made. */
-function commitsFor(arrivals: number[], fullAt: number[] = []): Commit[] {
+function commitsFor(arrivals: number[], fullAt: number[] = [], rule: CommitRule = RULE): Commit[] {
   const start = performance.now();
   const commits: Commit[] = [];
   let pending: number[] = [];
   const cadence = new CommitCadence(() => {
     commits.push({ at: performance.now() - start, rows: pending });
     pending = [];
-  });
+  }, rule);
   const events = [
     ...arrivals.map((at) => ({ at, full: false })),
     ...fullAt.map((at) => ({ at, full: true })),
@@ -34,7 +35,7 @@ function commitsFor(arrivals: number[], fullAt: number[] = []): Commit[] {
       cadence.arrived();
     }
   }
-  jest.advanceTimersByTime(10 * maxWaitMs);
+  jest.advanceTimersByTime(10 * rule.maxWaitMs);
   expect(pending).toEqual([]);
   cadence.stop();
   return commits;
@@ -123,9 +124,20 @@ describe('CommitCadence', () => {
     expect(commits.map((c) => c.at)).toEqual([450, 1400, 1900 + quietMs]);
   });
 
+  it('with the shortest max wait, holds no row of a stream 200 ms, and commits a burst 100 ms after its last', () => {
+    const rule = commitRule(MAX_COMMIT_WAIT_MS.min);
+    expect(rule).toEqual({ maxWaitMs: 200, quietMs: 100 });
+    // a poll every 100 ms, each a little late (the quiet's timer never ends between two)
+    const arrivals = every(99, 1000);
+    const commits = commitsFor(arrivals, [], rule);
+    expect(commits.flatMap((c) => c.rows)).toEqual(arrivals);
+    // at the third poll each time: the oldest, 198 ms old, could not wait for another quiet
+    expect(commits.map((c) => c.at)).toEqual([198, 495, 792, 891 + 100]);
+  });
+
   it('commits nothing once stopped: the stop drains', () => {
     let commits = 0;
-    const cadence = new CommitCadence(() => void commits++);
+    const cadence = new CommitCadence(() => void commits++, RULE);
     cadence.arrived();
     cadence.stop();
     jest.advanceTimersByTime(quietMs);
