@@ -40,6 +40,7 @@ import { OtlpExporter, type OtlpStatus } from './otlp/otlp-exporter';
 import type { OtlpTarget } from './otlp/otlp-target';
 import type { OtlpLoopOptions } from './otlp/otlp-loop';
 import { formatOtlpStatus, otlpCounters } from './otlp/otlp-status';
+import { CommitCadence, type CommitRule } from './commit-cadence';
 
 export interface AgentOptions {
   dataDir: string;
@@ -50,8 +51,8 @@ export interface AgentOptions {
   filter?: FilterOptions;
   /** rows per transaction */
   batchRows: number;
-  /** commit what is pending at least this often */
-  flushIntervalMs: number;
+  /** when pending rows are committed (`--max-commit-wait-ms`) */
+  commitRule: CommitRule;
   statusIntervalMs: number;
   quiet: boolean;
   /** a damaged store on start: refuse (naming it), or move it aside and start a fresh one */
@@ -128,6 +129,7 @@ export class Agent implements AgentReadings {
   private selection: KernelSelection = { exclude: [] };
   private readonly cgroupPaths = new CgroupPaths();
   private otlpExporter: OtlpExporter | null = null;
+  private readonly cadence: CommitCadence;
 
   private constructor(
     private readonly options: AgentOptions,
@@ -155,6 +157,7 @@ export class Agent implements AgentReadings {
       options.capture.sampleBackground,
     );
     this.lastStatus = this.counters();
+    this.cadence = new CommitCadence(() => store.flush(), options.commitRule);
     store.whenContextsForgotten(() => this.decoder.forgetContextIds());
   }
 
@@ -238,7 +241,6 @@ export class Agent implements AgentReadings {
         sampling: options.otlp!.sampling,
       });
     }
-    agent.timers.push(setInterval(() => agent.flush(), options.flushIntervalMs));
     // Due lines are also written from the decode path and while waiting on the store, so a storm
     // that keeps this thread busy does not stop them (see maybeReportStatus).
     agent.timers.push(setInterval(() => agent.maybeReportStatus(), STATUS_CHECK_MS));
@@ -287,6 +289,8 @@ export class Agent implements AgentReadings {
 
   private onBatch(buf: Buffer): void {
     this.options.metrics?.observeRingBatch(buf.length);
+    const handed = this.store.handed;
+    const pending = this.store.current.count;
     try {
       this.decoder.decode(buf, this.store);
     } catch (err) {
@@ -295,15 +299,15 @@ export class Agent implements AgentReadings {
       this.corruptBytes += err.lostBytes;
       this.log.warn(err.message);
     }
+    // a full batch handed over while decoding: what is pending now arrived now
+    const full = this.store.handed !== handed;
+    if (full) this.cadence.committed();
+    if (this.store.current.count > (full ? 0 : pending)) this.cadence.arrived();
     this.maybeReportStatus();
   }
 
   private maybeReportStatus(): void {
     if (performance.now() - this.lastStatusAt >= this.options.statusIntervalMs) this.reportStatus();
-  }
-
-  private flush(): void {
-    this.store.flush();
   }
 
   ringPeakFill(): number {
@@ -392,6 +396,7 @@ export class Agent implements AgentReadings {
    */
   async stop(reason: string, stored?: () => void): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
+    this.cadence.stop();
     // when each step ended is said: a slow stop says which step held it
     const took = stopwatch(this.stopSteps);
     // the probes detach after the records up to now are read, and are awaited once the store is

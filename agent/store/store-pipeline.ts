@@ -70,6 +70,8 @@ export class StorePipeline implements BatchSink, Dictionaries {
   private onWait: () => void = () => undefined;
   private onCommitted: (events: number, seconds: number) => void = () => undefined;
   private forgottenEpoch = 0;
+  /** batches handed to the writer so far (flush() with rows pending) */
+  handed = 0;
 
   private constructor(
     private readonly worker: Worker,
@@ -241,6 +243,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
         forgottenEpoch: this.forgottenEpoch,
       });
       this.slot = (this.slot + 1) % SLOTS;
+      this.handed++;
     }
     if (!this.waitFree(this.slot)) this.droppedAfterFailure += this.batches[this.slot]!.count;
     this.current = this.batches[this.slot]!;

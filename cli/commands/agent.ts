@@ -6,6 +6,7 @@ import type { ClickHouseHttp } from '../../core/clickhouse/http-client';
 import { clickhouseTarget } from '../clickhouse-target';
 import type { OnCorrupt } from '../../agent/store/store-keeper';
 import { AGENT_BATCH_ROWS } from '../../agent/store/store-pipeline';
+import { commitRule, MAX_COMMIT_WAIT_MS } from '../../agent/commit-cadence';
 import { WRITER_CACHE_KIB } from '../../core/store/schema';
 import { loggerFromFlags } from '../flag-logger';
 import { addLogOptions, type LogFlags } from '../log-options';
@@ -67,6 +68,7 @@ interface AgentFlags extends LogFlags {
   captureReads?: boolean;
   quiet: boolean;
   statusInterval: number;
+  maxCommitWaitMs: number;
   onCorrupt: OnCorrupt;
   retain: number;
   retainContext: number;
@@ -204,7 +206,7 @@ export async function runAgentCommand(flags: AgentFlags): Promise<void> {
           captureReads: flags.captureReads ?? config.capture.capture_reads,
         },
         batchRows: AGENT_BATCH_ROWS,
-        flushIntervalMs: 200,
+        commitRule: commitRule(flags.maxCommitWaitMs),
         statusIntervalMs: flags.statusInterval * 1000,
         quiet: flags.quiet,
         onCorrupt: flags.onCorrupt,
@@ -315,6 +317,12 @@ export function registerAgentCommand(program: Command): Command {
       'do not queue the Python hook into the CPython processes the filters include (their asyncio, grpcio and pool work then stays unattributed; needs CAP_SYS_PTRACE; docs/operate.md)',
     )
     .option('--no-targets', 'do not resolve what each write went to (path, socket peer)')
+    .option(
+      '--max-commit-wait-ms <ms>',
+      "commit an event at most this long after it reaches the agent (a burst's once it ends): longer costs less CPU a request, shorter makes events readable sooner",
+      integerOption(MAX_COMMIT_WAIT_MS.min, MAX_COMMIT_WAIT_MS.max),
+      MAX_COMMIT_WAIT_MS.default,
+    )
     .option('--status-interval <s>', 'seconds between status lines', integerOption(1, 3600), 5)
     .option('-q, --quiet', 'no status lines', false)
     .addOption(

@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MAX_COMMIT_WAIT_MS } from '../../agent/commit-cadence';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { countStored } from '../support/store-rows';
 import { waitFor } from '../support/wait';
@@ -94,6 +95,56 @@ describe('agent metrics (real kernel)', () => {
     expect(after).toMatch(/^process_resident_memory_bytes \d+/m);
 
     expect((await fetch(url!.replace('/metrics', '/other'))).status).toBe(404);
+    expect(await agent.stop()).toBe(0);
+    agent = undefined;
+  });
+
+  it("commits a steady stream's writes about once a second, and a burst's once it ends", async () => {
+    // dash under a name of its own: its echo writes once a line, and the --comm filter sees only those
+    const comm = `krcad${process.pid}`.slice(0, 15);
+    const shell = join(dir, comm);
+    copyFileSync('/bin/dash', shell);
+    const store = join(dir, 'cadence.db');
+    agent = await startAgent([
+      '--data-dir',
+      dir,
+      '--node',
+      'cadence',
+      '--comm',
+      comm,
+      '--filter-transactions',
+      // the default, which startAgent's shorter wait for tests would replace
+      '--max-commit-wait-ms',
+      String(MAX_COMMIT_WAIT_MS.default),
+      '--metrics-listen',
+      '127.0.0.1:0',
+    ]);
+    const url = /serving metrics url=(\S+)/.exec(agent.output())?.[1];
+    const commits = async () => sample(await scrape(url!), 'kreplay_agent_store_batch_events_count') ?? 0;
+    // the histograms are fed when the writer's commit message is read: wait on them, not the file alone
+    const stored = (events: number) => async () =>
+      countStored(store) === events &&
+      sample(await scrape(url!), 'kreplay_agent_store_batch_events_sum') === events;
+    const run = (script: string) => {
+      const sh = spawnSync(shell, ['-c', `${script} >/dev/null`]);
+      expect(sh.status).toBe(0);
+    };
+
+    // 250 writes 20 ms apart at least: a stream of 5 s or more, which every 200 ms made 25 commits
+    const stream = 250;
+    const before = await commits();
+    run(`i=0; while [ $i -lt ${stream} ]; do echo x; sleep 0.02; i=$((i+1)); done`);
+    await waitFor(stored(stream), { what: () => `${countStored(store)} of ${stream} stored` });
+    const streamCommits = (await commits()) - before;
+    expect(streamCommits).toBeGreaterThan(0);
+    expect(streamCommits).toBeLessThanOrEqual(12);
+
+    // a burst with nothing after it is committed without waiting for more (waited on, not timed)
+    const burst = 1000;
+    run(`i=0; while [ $i -lt ${burst} ]; do echo x; i=$((i+1)); done`);
+    await waitFor(stored(stream + burst), {
+      what: () => `${countStored(store)} of ${stream + burst} stored`,
+    });
     expect(await agent.stop()).toBe(0);
     agent = undefined;
   });

@@ -81,6 +81,11 @@ describe('kreplay CLI', () => {
     [['daemon', '--data-dir', 'x', '--tls-cert', 'cert.pem'], /--tls-cert and --tls-key go together/],
     [['agent', '--data-dir', 'x', '--node', 'no spaces'], /--node "no spaces" must be/],
     [['agent', '--data-dir', 'x', '--ring-buffer-mb', '3'], /--ring-buffer-mb 3 must be a power of two/],
+    [
+      ['agent', '--data-dir', 'x', '--max-commit-wait-ms', '100'],
+      /--max-commit-wait-ms.*200\.\.10000, got 100/,
+    ],
+    [['agent', '--data-dir', 'x', '--max-commit-wait-ms', '1s'], /--max-commit-wait-ms.*expected an integer/],
     [['agent', '--data-dir', 'x', '--ship-user', 'u'], /--ship-user and --ship-password-file need --ship/],
   ])('exits 2 naming the flag for %j', (args, message) => {
     const out = kreplay(...args);

@@ -1,6 +1,7 @@
 /** Runs the real `kreplay agent` binary for end-to-end tests and waits until it captures. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { MAX_COMMIT_WAIT_MS } from '../../agent/commit-cadence';
 
 export const KREPLAY_BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
 
@@ -11,10 +12,28 @@ export interface AgentProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/**
+ * Tests commit at least every 200 ms, about as they always did: a test waits for what it just
+ * caused, and the kernel also sends this agent other tests' transactions (its filters keep the
+ * events of excluded tasks that carry a context), a steady stream that the default would commit
+ * about once a second. A test of the default passes `--max-commit-wait-ms` itself (the last wins).
+ */
+const TEST_COMMIT_WAIT_MS = String(MAX_COMMIT_WAIT_MS.min);
+
 export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<AgentProcess> {
   const child = spawn(
     process.execPath,
-    [KREPLAY_BIN, 'agent', '--status-interval', '1', '--log-format', 'text', ...args],
+    [
+      KREPLAY_BIN,
+      'agent',
+      '--status-interval',
+      '1',
+      '--log-format',
+      'text',
+      '--max-commit-wait-ms',
+      TEST_COMMIT_WAIT_MS,
+      ...args,
+    ],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
