@@ -108,20 +108,25 @@ function run(argv: string[]): Running {
 
 const kreplayArgv = (args: string[]) => [process.execPath, KREPLAY_BIN, ...args];
 
-/** A copy of dd named for this test: the agent's --comm filter then sees its writes alone. */
-function writer(name: string): { comm: string; write(count: number, txn?: string): void } {
+/**
+ * A copy of dd named for this test, writing to a file of its own (`out`): the agent's --comm filter
+ * then sees its writes alone, and a query names them by target among other processes' kept writes.
+ */
+function writer(name: string): { comm: string; out: string; write(count: number, txn?: string): void } {
   const comm = `${name}${process.pid}`.slice(0, 15);
   const path = join(dir, comm);
+  const out = `${path}.out`;
   copyFileSync('/bin/dd', path);
   chmodSync(path, 0o755);
   return {
     comm,
+    out,
     write(count: number, txn?: string) {
       // the marker is written by the shell; dd (exec'd by the same thread) inherits the context
       const marker = txn ? `echo 'KREPLAY-CTX txn=${txn}' > /dev/null; ` : '';
       execFileSync('/bin/sh', [
         '-c',
-        `${marker}exec ${path} if=/dev/zero of=/dev/null bs=64 count=${count} status=none`,
+        `${marker}exec ${path} if=/dev/zero of=${out} bs=64 count=${count} status=none`,
       ]);
     },
   };
@@ -378,8 +383,10 @@ describe('privileges of the units (real kernel)', () => {
     };
     const base = `http://127.0.0.1:${port}`;
     const count = async () => {
-      // the writer's own: the shell's marker write, in the transaction, is kept too
-      const res = await fetch(`${base}/api/events?event_type=sys_write&limit=1000`).catch(() => null);
+      // the writer's own, by its file: the agent keeps other processes' writes in a transaction too,
+      // which may fill a page of every sys_write first
+      const query = new URLSearchParams({ event_type: 'sys_write', target: test.out, limit: '1000' });
+      const res = await fetch(`${base}/api/events?${query}`).catch(() => null);
       return res?.ok
         ? ((await res.json()) as { events: { comm: string }[] }).events.filter((e) => e.comm === test.comm)
             .length
