@@ -26,6 +26,24 @@ namespace kreplay {
 
 namespace {
 
+// A socket address of `family` from an address in network order (4 or 16 bytes) and a port.
+void InetAddress(int family, const __be32 (&address)[4], __be16 port, sockaddr_storage* out, socklen_t* len) {
+  memset(out, 0, sizeof *out);
+  if (family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(out);
+    in->sin_family = AF_INET;
+    in->sin_port = port;
+    memcpy(&in->sin_addr, address, 4);
+    *len = sizeof *in;
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = port;
+    memcpy(&in6->sin6_addr, address, 16);
+    *len = sizeof *in6;
+  }
+}
+
 // `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the kernel prints each 32-bit
 // word of the address as the host-order integer its bytes make, and the port as a number.
 bool ParseInet(const std::string& text, int family, sockaddr_storage* out, socklen_t* len) {
@@ -35,22 +53,10 @@ bool ParseInet(const std::string& text, int family, sockaddr_storage* out, sockl
   const uint16_t port = static_cast<uint16_t>(strtoul(text.c_str() + colon + 1, nullptr, 16));
   const size_t words = family == AF_INET ? 1 : 4;
   if (hex.size() != words * 8) return false;
-  uint32_t raw[4] = {};
-  for (size_t i = 0; i < words; i++) raw[i] = static_cast<uint32_t>(strtoul(hex.substr(i * 8, 8).c_str(), nullptr, 16));
-  memset(out, 0, sizeof *out);
-  if (family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(out);
-    in->sin_family = AF_INET;
-    in->sin_port = htons(port);
-    memcpy(&in->sin_addr, raw, 4);
-    *len = sizeof *in;
-  } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(port);
-    memcpy(&in6->sin6_addr, raw, 16);
-    *len = sizeof *in6;
-  }
+  // each word's bytes in memory are the address's, in network order
+  __be32 raw[4] = {};
+  for (size_t i = 0; i < words; i++) raw[i] = static_cast<__be32>(strtoul(hex.substr(i * 8, 8).c_str(), nullptr, 16));
+  InetAddress(family, raw, htons(port), out, len);
   return true;
 }
 
@@ -183,23 +189,6 @@ bool OurNetns(pid_t tid) {
 int DiagListener(int family, uint16_t port) {
   return DiagFind(family, IPPROTO_TCP, 1u << TCP_LISTEN,
                   [port](const inet_diag_msg& msg) { return ntohs(msg.id.idiag_sport) == port; });
-}
-
-void InetAddress(int family, const __be32 (&address)[4], __be16 port, sockaddr_storage* out, socklen_t* len) {
-  memset(out, 0, sizeof *out);
-  if (family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(out);
-    in->sin_family = AF_INET;
-    in->sin_port = port;
-    memcpy(&in->sin_addr, address, 4);
-    *len = sizeof *in;
-  } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = port;
-    memcpy(&in6->sin6_addr, address, 16);
-    *len = sizeof *in6;
-  }
 }
 
 // The inet socket `inode` in our network namespace, by sock_diag: 1, 0 when none of the four tables
