@@ -64,10 +64,12 @@ bool ParseInet(const std::string& text, int family, sockaddr_storage* out, sockl
   return true;
 }
 
-// The lines of a /proc table, read a few at a time: a reader that stops at the line it wants stops the
-// kernel's walk there too. A read of 8 KiB has the kernel format lines until 8 KiB are filled or the
-// table ends, and /proc/<tid>/net/tcp of a namespace with few sockets walks the whole host's connection
-// hash for them (a millisecond per few thousand connections, TIME_WAIT ones included).
+// The lines of a /proc table, read a few at a time at first: a reader that stops at the line it wants
+// stops the kernel's walk there too. A read of 8 KiB has the kernel format lines until 8 KiB are filled
+// or the table ends, and /proc/<tid>/net/tcp of a namespace with few sockets walks the whole host's
+// connection hash for them (a millisecond per few thousand connections, TIME_WAIT ones included). Each
+// read asks twice the last, up to 8 KiB, so that a long table costs few reads (udp's restarts its walk
+// from the first bucket at each).
 class ProcLines {
  public:
   explicit ProcLines(const std::string& path) : fd_(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
@@ -85,13 +87,14 @@ class ProcLines {
   // The next line, without its newline; false at the end (or when the table cannot be read).
   bool Next(std::string* line) {
     for (size_t newline; (newline = pending_.find('\n')) == std::string::npos;) {
-      char chunk[256];
-      const ssize_t got = fd_ >= 0 ? read(fd_, chunk, sizeof chunk) : from_text_ ? 0 : -1;
+      char chunk[kMaxRead];
+      const ssize_t got = fd_ >= 0 ? read(fd_, chunk, ask_) : from_text_ ? 0 : -1;
       if (got <= 0) {
         ended_ = got == 0;
         return false;
       }
       pending_.append(chunk, static_cast<size_t>(got));
+      ask_ = std::min(ask_ * 2, kMaxRead);
     }
     const size_t newline = pending_.find('\n');
     line->assign(pending_, 0, newline);
@@ -102,8 +105,11 @@ class ProcLines {
   bool ended() const { return ended_; }
 
  private:
+  static constexpr size_t kMaxRead = 8192;
   const int fd_;
   std::string pending_;
+  // a line or two of tcp or tcp6 (150 and 178 bytes) at first
+  size_t ask_ = 256;
   const bool from_text_ = false;
   bool ended_ = false;
 };
