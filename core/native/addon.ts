@@ -221,6 +221,10 @@ export interface NativeAddon {
   portKey(target: string): string | null;
   /** per request of the build (its requestKey), the recorded exchange its response takes as the relay picks it, or null: passed through */
   execExchanges(recordedKeys: number[], requestKeys: number[]): (number | null)[];
+  /** the name replay --exec gives socket `inode` from the text of a /proc/PID/net table (tcp, tcp6, udp, udp6, unix) and whether it is connected (named once), or null: not listed */
+  execProcSocket(table: string, text: string, inode: number): { name: string; connected: boolean } | null;
+  /** the /proc/PID/net tables replay --exec looks for a socket in, by its protocol's name (sockfs's system.sockprotoname) */
+  execSocketTables(protocolName: string): string[];
   CaptureSession: new (
     config: NativeCaptureConfig,
     /** null once the records up to the stop are all delivered, before the probes detach */

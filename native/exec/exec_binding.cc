@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "exec_error.h"
+#include "exec_proc_net.h"
 #include "exec_relay.h"
 #include "exec_supervisor.h"
 
@@ -354,6 +355,32 @@ Napi::Value ExecExchanges(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// execProcSocket(table, text, inode) -> {name, connected}: the name the supervisor gives socket `inode` from
+// the text of a /proc/<tid>/net table (a build in another network namespace, pidfd_getfd denied), and
+// whether it is connected (then named once); null: not listed.
+Napi::Value ExecProcSocket(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() != 3 || !info[0].IsString() || !info[1].IsString() || !info[2].IsNumber())
+    throw Napi::TypeError::New(env, "execProcSocket(table, text, inode)");
+  SocketFacts facts;
+  if (!SocketFactsFromText(info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value(),
+                           static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()), &facts))
+    return env.Null();
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("name", SocketName(facts));
+  out.Set("connected", facts.connected);
+  return out;
+}
+
+// execSocketTables(protocolName) -> the /proc/<tid>/net tables the supervisor looks for such a socket in.
+Napi::Value ExecSocketTables(const Napi::CallbackInfo& info) {
+  if (info.Length() != 1 || !info[0].IsString()) throw Napi::TypeError::New(info.Env(), "execSocketTables(name)");
+  const std::vector<std::string> names = TableNames(TablesOf(info[0].As<Napi::String>().Utf8Value()));
+  Napi::Array out = Napi::Array::New(info.Env(), names.size());
+  for (uint32_t i = 0; i < names.size(); i++) out.Set(i, names[i]);
+  return out;
+}
+
 }  // namespace
 
 void ExportExec(Napi::Env env, Napi::Object exports) {
@@ -363,6 +390,8 @@ void ExportExec(Napi::Env env, Napi::Object exports) {
   exports.Set("execMatch", Napi::Function::New(env, ExecMatch));
   exports.Set("portKey", Napi::Function::New(env, PortKeyJs));
   exports.Set("execExchanges", Napi::Function::New(env, ExecExchanges));
+  exports.Set("execProcSocket", Napi::Function::New(env, ExecProcSocket));
+  exports.Set("execSocketTables", Napi::Function::New(env, ExecSocketTables));
 }
 
 }  // namespace kreplay

@@ -1,5 +1,7 @@
 #include "exec_proc_net.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -9,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "sock_diag.h"
 
@@ -60,57 +64,119 @@ bool ParseInet(const std::string& text, int family, sockaddr_storage* out, sockl
   return true;
 }
 
-bool PortOf(const sockaddr_storage& addr) {
-  return addr.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(addr).sin_port != 0
-                                   : reinterpret_cast<const sockaddr_in6&>(addr).sin6_port != 0;
+// The lines of a /proc table, read a few at a time at first: a reader that stops at the line it wants
+// stops the kernel's walk there too. A read of 8 KiB has the kernel format lines until 8 KiB are filled
+// or the table ends, and /proc/<tid>/net/tcp of a namespace with few sockets walks the whole host's
+// connection hash for them (a millisecond per few thousand connections, TIME_WAIT ones included). Each
+// read asks twice the last, up to 8 KiB, so that a long table costs few reads (udp's restarts its walk
+// from the first bucket at each).
+class ProcLines {
+ public:
+  explicit ProcLines(const std::string& path) : fd_(open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  // a table's text already read (the tests')
+  struct Text {
+    const std::string& text;
+  };
+  explicit ProcLines(Text text) : fd_(-1), pending_(text.text), from_text_(true) {}
+  ~ProcLines() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ProcLines(const ProcLines&) = delete;
+  ProcLines& operator=(const ProcLines&) = delete;
+
+  // The next line, without its newline; false at the end (or when the table cannot be read).
+  bool Next(std::string* line) {
+    for (size_t newline; (newline = pending_.find('\n')) == std::string::npos;) {
+      char chunk[kMaxRead];
+      const ssize_t got = fd_ >= 0 ? read(fd_, chunk, ask_) : from_text_ ? 0 : -1;
+      if (got <= 0) {
+        ended_ = got == 0;
+        return false;
+      }
+      pending_.append(chunk, static_cast<size_t>(got));
+      ask_ = std::min(ask_ * 2, kMaxRead);
+    }
+    const size_t newline = pending_.find('\n');
+    line->assign(pending_, 0, newline);
+    pending_.erase(0, newline + 1);
+    return true;
+  }
+  // whether Next returned false at the table's end, not on an error
+  bool ended() const { return ended_; }
+
+ private:
+  static constexpr size_t kMaxRead = 8192;
+  const int fd_;
+  std::string pending_;
+  // a line or two of tcp or tcp6 (150 and 178 bytes) at first
+  size_t ask_ = 256;
+  const bool from_text_ = false;
+  bool ended_ = false;
+};
+
+uint16_t PortNumber(const sockaddr_storage& addr) {
+  return ntohs(addr.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(addr).sin_port
+                                         : reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
 }
 
-// A line of /proc/<tid>/net/{tcp,tcp6,udp,udp6}: local, remote, state, queues, timer, retransmits, uid, timeout, inode.
-bool FindInet(pid_t tid, const char* table, int family, int protocol, uint64_t inode, SocketFacts* out) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/net/" + table);
+// A line of /proc/<tid>/net/{tcp,tcp6,udp,udp6}: local, remote, state, queues, timer, retransmits, uid, timeout,
+// inode. A TCP table lists its listeners (state 0A) first: by the line of a connection, whether one listens
+// on its port is known (`accepted`), without a second read of the table.
+bool FindInet(ProcLines& in, int family, int protocol, uint64_t inode, SocketFacts* out) {
   std::string line;
-  std::getline(in, line);  // the header
-  while (std::getline(in, line)) {
+  in.Next(&line);  // the header
+  std::vector<uint16_t> listening;
+  while (in.Next(&line)) {
     std::istringstream fields(line);
     std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
     uint64_t ino = 0;
     if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> ino))
       continue;
-    if (ino != inode) continue;
+    if (ino != inode) {
+      sockaddr_storage listener{};
+      socklen_t len = 0;
+      if (protocol == IPPROTO_TCP && state == "0A" && ParseInet(local, family, &listener, &len))
+        listening.push_back(PortNumber(listener));
+      continue;
+    }
     out->domain = family;
     out->protocol = protocol;
     if (!ParseInet(local, family, &out->self, &out->self_len) || !ParseInet(remote, family, &out->peer, &out->peer_len))
       return false;
-    out->connected = PortOf(out->peer);
+    out->connected = PortNumber(out->peer) != 0;
+    out->accepted = out->connected && protocol == IPPROTO_TCP &&
+                    std::find(listening.begin(), listening.end(), PortNumber(out->self)) != listening.end();
     return true;
   }
   return false;
 }
 
-// /proc/<tid>/net/unix: Num RefCount Protocol Flags Type St Inode [Path]; the path of `inode`, "" when unnamed.
-bool UnixPathOf(pid_t tid, uint64_t inode, std::string* path) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/net/unix");
+// /proc/<tid>/net/unix: Num RefCount Protocol Flags Type St Inode [Path]. The path of `inode` ("" when
+// unnamed) and whether it is connected (St 03, SS_CONNECTED: an accepted socket, a connected client):
+// 1, 0 when the table does not list it, -1 when it cannot be read.
+int FindUnix(ProcLines& in, uint64_t inode, std::string* path, bool* connected) {
   std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
+  if (!in.Next(&line)) return -1;
+  while (in.Next(&line)) {
     std::istringstream fields(line);
     std::string num, refs, protocol, flags, type, state;
     uint64_t ino = 0;
     if (!(fields >> num >> refs >> protocol >> flags >> type >> state >> ino) || ino != inode) continue;
     path->clear();
     fields >> *path;
-    return true;
+    *connected = state == "03";
+    return 1;
   }
-  return false;
+  return in.ended() ? 0 : -1;
 }
 
 // What sock_diag knows of unix socket `inode` in our network namespace: its bound name (an abstract
 // one's leading NUL shown as @, as /proc shows it; "" when unnamed) and its peer's inode (0 when it
-// has none); false when it knows no unix socket `inode`. One exact lookup by inode, where a read of
-// /proc/<tid>/net/unix formats every unix socket of the namespace.
-bool UnixDiag(uint64_t inode, std::string* name, uint64_t* peer) {
+// has none): 1, 0 when our namespace has no unix socket `inode`, -1 when the kernel cannot say. One exact
+// lookup by inode, where a read of /proc/<tid>/net/unix formats every unix socket of the namespace.
+int UnixDiag(uint64_t inode, std::string* name, uint64_t* peer) {
   const int sock = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (sock < 0) return false;
+  if (sock < 0) return -1;
   struct {
     nlmsghdr header;
     unix_diag_req request;
@@ -123,18 +189,21 @@ bool UnixDiag(uint64_t inode, std::string* name, uint64_t* peer) {
   message.request.udiag_ino = static_cast<uint32_t>(inode);
   message.request.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER;
   message.request.udiag_cookie[0] = message.request.udiag_cookie[1] = ~0u;  // INET_DIAG_NOCOOKIE
-  bool found = false;
+  int found = -1;
   if (inode <= UINT32_MAX && send(sock, &message, sizeof message, 0) == static_cast<ssize_t>(sizeof message)) {
     alignas(nlmsghdr) char buf[8192];
     const ssize_t got = recv(sock, buf, sizeof buf, 0);
     const auto* header = reinterpret_cast<const nlmsghdr*>(buf);
+    // ENOENT: no unix socket of our namespace has that inode (another error: no unix_diag, say nothing)
+    if (got > 0 && NLMSG_OK(header, static_cast<size_t>(got)) && header->nlmsg_type == NLMSG_ERROR)
+      found = static_cast<const nlmsgerr*>(NLMSG_DATA(header))->error == -ENOENT ? 0 : -1;
     if (got > 0 && NLMSG_OK(header, static_cast<size_t>(got)) && header->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
       const auto* reply = static_cast<const unix_diag_msg*>(NLMSG_DATA(header));
-      found = reply->udiag_ino == inode;
+      found = reply->udiag_ino == inode ? 1 : -1;
       name->clear();
       *peer = 0;
       int left = static_cast<int>(header->nlmsg_len - NLMSG_LENGTH(sizeof *reply));
-      for (const auto* attr = reinterpret_cast<const rtattr*>(reply + 1); found && RTA_OK(attr, left);
+      for (const auto* attr = reinterpret_cast<const rtattr*>(reply + 1); found == 1 && RTA_OK(attr, left);
            attr = RTA_NEXT(attr, left)) {
         if (attr->rta_type == UNIX_DIAG_PEER) *peer = *static_cast<const uint32_t*>(RTA_DATA(attr));
         if (attr->rta_type != UNIX_DIAG_NAME) continue;
@@ -191,15 +260,24 @@ int DiagListener(int family, uint16_t port) {
                   [port](const inet_diag_msg& msg) { return ntohs(msg.id.idiag_sport) == port; });
 }
 
-// The inet socket `inode` in our network namespace, by sock_diag: 1, 0 when none of the four tables
-// holds it, -1 when the kernel cannot say. TIME_WAIT is skipped: its sockets have no inode, and a busy
-// host holds thousands.
-int DiagInet(uint64_t inode, SocketFacts* out) {
+// The inet tables: their bit, family, protocol and file under /proc/<tid>/net.
+struct InetTable {
+  unsigned bit;
+  int family, protocol;
+  const char* proc;
+};
+constexpr InetTable kInetTables[] = {{kTcpTable, AF_INET, IPPROTO_TCP, "tcp"},
+                                     {kTcp6Table, AF_INET6, IPPROTO_TCP, "tcp6"},
+                                     {kUdpTable, AF_INET, IPPROTO_UDP, "udp"},
+                                     {kUdp6Table, AF_INET6, IPPROTO_UDP, "udp6"}};
+
+// The inet socket `inode` in our network namespace, by sock_diag, looked for in `tables`: 1, 0 when none
+// of them holds it, -1 when the kernel cannot say. TIME_WAIT is skipped: its sockets have no inode, and
+// a busy host holds thousands.
+int DiagInet(uint64_t inode, unsigned tables, SocketFacts* out) {
   constexpr uint32_t kAllButTimeWait = ~0u & ~(1u << TCP_TIME_WAIT);
-  const struct {
-    int family, protocol;
-  } tables[] = {{AF_INET, IPPROTO_TCP}, {AF_INET6, IPPROTO_TCP}, {AF_INET, IPPROTO_UDP}, {AF_INET6, IPPROTO_UDP}};
-  for (const auto& table : tables) {
+  for (const InetTable& table : kInetTables) {
+    if (!(tables & table.bit)) continue;
     const int found = DiagFind(table.family, table.protocol, kAllButTimeWait, [&](const inet_diag_msg& msg) {
       if (msg.idiag_inode != inode) return false;
       out->domain = table.family;
@@ -214,8 +292,26 @@ int DiagInet(uint64_t inode, SocketFacts* out) {
   return 0;
 }
 
-}  // namespace
+// The inet socket `inode` in thread `tid`'s network namespace, from the text of its /proc tables in `tables`.
+bool ProcInet(pid_t tid, uint64_t inode, unsigned tables, SocketFacts* out) {
+  for (const InetTable& table : kInetTables) {
+    if (!(tables & table.bit)) continue;
+    ProcLines in("/proc/" + std::to_string(tid) + "/net/" + table.proc);
+    if (FindInet(in, table.family, table.protocol, inode, out)) return true;
+  }
+  return false;
+}
 
+// What /proc/<tid>/net/unix says of a socket: its own address; no peer (the table names none).
+void UnixFacts(const std::string& path, bool connected, SocketFacts* out) {
+  out->domain = AF_UNIX;
+  UnixAddress(path, &out->self, &out->self_len);
+  out->connected = connected;
+  out->peer_len = 0;
+}
+
+// Whether a TCP socket listens on `self`'s port (and its address, or any) in thread `tid`'s network
+// namespace.
 bool ListensOn(pid_t tid, const sockaddr_storage& self) {
   if (self.ss_family != AF_INET && self.ss_family != AF_INET6) return false;
   const uint16_t port = ntohs(self.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(self).sin_port
@@ -230,39 +326,102 @@ bool ListensOn(pid_t tid, const sockaddr_storage& self) {
   return ListenerIn(tid, "tcp", port) || ListenerIn(tid, "tcp6", port);
 }
 
-bool SocketFactsFromProc(pid_t tid, uint64_t inode, SocketFacts* out) {
+}  // namespace
+
+bool Accepted(pid_t tid, const SocketFacts& facts) {
+  return facts.connected && facts.protocol == IPPROTO_TCP && ListensOn(tid, facts.self);
+}
+
+unsigned TablesOf(const std::string& name) {
+  if (name.empty()) return kEveryTable;
+  // UNIX (datagram, seqpacket) and UNIX-STREAM (Linux 5.15+; UNIX for all before)
+  if (name.rfind("UNIX", 0) == 0) return kUnixTable;
+  if (name == "TCP") return kTcpTable;
+  if (name == "TCPv6") return kTcp6Table;
+  if (name == "UDP") return kUdpTable;
+  if (name == "UDPv6") return kUdp6Table;
+  return 0;
+}
+
+std::string SocketProtocolName(pid_t tid, int fd) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(tid), fd);
+  char name[64];
+  const ssize_t len = getxattr(path, "system.sockprotoname", name, sizeof name);
+  // the value counts its terminating NUL
+  return len > 1 ? std::string(name, strnlen(name, static_cast<size_t>(len))) : "";
+}
+
+Lookup SocketFactsFromProc(pid_t tid, uint64_t inode, unsigned tables, SocketFacts* out) {
+  if (tables == 0) return Lookup::kNowhere;
+  // In our network namespace sock_diag answers: a unix socket by one exact lookup, the inet tables by a
+  // binary dump. /proc's text tables (milliseconds each on a host with many connections, which a hold's
+  // first call waited for) only where it cannot: another namespace, a kernel without the diag modules.
+  const bool our_netns = OurNetns(tid);
   std::string self, peer;
   uint64_t peer_inode = 0;
-  // in our network namespace sock_diag answers: a unix socket by one exact lookup, then the inet tables.
-  // /proc's text tables (milliseconds each on a host with many connections, which a hold's first call
-  // waited for) only where it cannot: another namespace, a kernel without the diag modules.
-  const bool our_netns = OurNetns(tid);
-  if (our_netns && UnixDiag(inode, &self, &peer_inode)) {
+  // A unix socket is looked for in our namespace whichever the build's is: one accepted from a client
+  // lives in the client's namespace, which may be ours while the build has its own. Inode numbers are
+  // the sockets' own across namespaces: a socket listed is the build's.
+  const int unix_diag = tables & kUnixTable ? UnixDiag(inode, &self, &peer_inode) : -1;
+  if (unix_diag == 1) {
     out->domain = AF_UNIX;
     UnixAddress(self, &out->self, &out->self_len);
     out->connected = peer_inode != 0;
     uint64_t none = 0;
-    if (out->connected && UnixDiag(peer_inode, &peer, &none))
+    if (out->connected && UnixDiag(peer_inode, &peer, &none) == 1)
       UnixAddress(peer, &out->peer, &out->peer_len);
     else
       out->peer_len = 0;
+    return Lookup::kFound;
+  }
+  const unsigned inet = tables & ~kUnixTable;
+  const int diag_inet = inet != 0 && our_netns ? DiagInet(inode, inet, out) : -1;
+  if (diag_inet == 1) {
+    out->accepted = Accepted(tid, *out);
+    return Lookup::kFound;
+  }
+  // the text tables say `accepted` themselves
+  if (inet != 0 && diag_inet < 0 && ProcInet(tid, inode, inet, out)) return Lookup::kFound;
+  if (!(tables & kUnixTable)) return Lookup::kMissing;
+  // our namespace's table, which sock_diag has just read, is not read again as text
+  bool connected = false;
+  int listed = 0;
+  if (!(our_netns && unix_diag == 0)) {
+    ProcLines in("/proc/" + std::to_string(tid) + "/net/unix");
+    listed = FindUnix(in, inode, &self, &connected);
+  }
+  if (listed == 1) {
+    // the build's own namespace's table, which names no peer: the socket is named by its own address
+    UnixFacts(self, connected, out);
+    return Lookup::kFound;
+  }
+  // a unix socket (not merely maybe one) neither our table nor the build's lists: it is in a third
+  // namespace, which a socket never leaves
+  const bool both_read = listed == 0 && (unix_diag == 0 || our_netns);
+  return tables == kUnixTable && both_read ? Lookup::kNowhere : Lookup::kMissing;
+}
+
+std::vector<std::string> TableNames(unsigned tables) {
+  std::vector<std::string> names;
+  if (tables & kUnixTable) names.emplace_back("unix");
+  for (const InetTable& table : kInetTables)
+    if (tables & table.bit) names.emplace_back(table.proc);
+  return names;
+}
+
+bool SocketFactsFromText(const std::string& table, const std::string& text, uint64_t inode, SocketFacts* out) {
+  ProcLines in(ProcLines::Text{text});
+  if (table == "unix") {
+    std::string path;
+    bool connected = false;
+    if (FindUnix(in, inode, &path, &connected) != 1) return false;
+    UnixFacts(path, connected, out);
     return true;
   }
-  const int inet = our_netns ? DiagInet(inode, out) : -1;
-  if (inet == 1) return true;
-  if (inet < 0 && (FindInet(tid, "tcp", AF_INET, IPPROTO_TCP, inode, out) ||
-                   FindInet(tid, "tcp6", AF_INET6, IPPROTO_TCP, inode, out) ||
-                   FindInet(tid, "udp", AF_INET, IPPROTO_UDP, inode, out) ||
-                   FindInet(tid, "udp6", AF_INET6, IPPROTO_UDP, inode, out)))
-    return true;
-  // another network namespace's unix socket, or a kernel without unix_diag: the build's own /proc view,
-  // which names no peer
-  if (!UnixPathOf(tid, inode, &self)) return false;
-  out->domain = AF_UNIX;
-  UnixAddress(self, &out->self, &out->self_len);
-  out->connected = false;
-  out->peer_len = 0;
-  return true;
+  for (const InetTable& inet : kInetTables)
+    if (table == inet.proc) return FindInet(in, inet.family, inet.protocol, inode, out);
+  return false;
 }
 
 }  // namespace kreplay

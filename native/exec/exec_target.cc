@@ -136,9 +136,8 @@ SocketFacts FactsOf(int sock) {
   return facts;
 }
 
-// `tcp 1.2.3.4:5`, `udp [::1]:53`, `unix /run/a.sock`, named as the agent names them (its peer for
-// inet; for unix the peer's address if bound, else its own, which is what an accepted server
-// socket has).
+}  // namespace
+
 std::string SocketName(const SocketFacts& facts) {
   if (facts.domain == AF_INET || facts.domain == AF_INET6) {
     const std::string proto = IpProtocolName(facts.protocol);
@@ -153,8 +152,6 @@ std::string SocketName(const SocketFacts& facts) {
   }
   return "socket";
 }
-
-}  // namespace
 
 const char* TargetKindName(TargetKind kind) {
   switch (kind) {
@@ -271,19 +268,21 @@ bool TargetResolver::ResolveSocket(pid_t tid, int fd, uint64_t inode, Target* ou
   if (sock >= 0) {
     facts = FactsOf(sock);
     close(sock);
-  } else if (SocketFactsFromProc(tid, inode, &facts)) {
-    peers_from_proc_++;
+    facts.accepted = Accepted(tid, facts);
   } else {
-    *out = {"socket", TargetKind::kSocket};
-    return true;
+    // its protocol says which one table may list it (none for a netlink socket)
+    const Lookup found = SocketFactsFromProc(tid, inode, TablesOf(SocketProtocolName(tid, fd)), &facts);
+    if (found != Lookup::kFound) {
+      *out = {"socket", TargetKind::kSocket};
+      // no table kreplay can read will ever list it: not looked for again at each of its calls
+      if (found == Lookup::kNowhere) Remember(inode, *out);
+      return true;
+    }
+    peers_from_proc_++;
   }
-  facts.accepted = facts.connected && facts.protocol == IPPROTO_TCP && ListensOn(tid, facts.self);
   *out = {SocketName(facts), TargetKind::kSocket};
   // an unconnected socket may connect later: look it up again then
-  if (facts.connected) {
-    if (sockets_.size() >= kCacheEntries) sockets_.clear();
-    sockets_.emplace(inode, *out);
-  }
+  if (facts.connected) Remember(inode, *out);
   return true;
 }
 

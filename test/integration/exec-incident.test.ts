@@ -59,6 +59,42 @@ function writable(name: string): string {
 const writes = (n: number, target: string, kind: IncidentEvent['target_kind'], ms: number, at = 0) =>
   Array.from({ length: n }, (_, i) => incidentWrite(TXN, at + i * 20, ms, target, kind!));
 
+/**
+ * `argv` in a network namespace of its own: its loopback up, a TCP sink on `port` there, and with
+ * `unixClient` a client of the unix socket at that path from inside it, reading what it is sent.
+ */
+const inNetns = (port: number, unixClient: string, argv: string[]) => [
+  '/bin/sh',
+  '-c',
+  'ip link set lo up && exec python3 -c "$0" "$@"',
+  `import os, socket, subprocess, sys, threading, time
+port, client, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+sink = socket.socket()
+sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sink.bind(('127.0.0.1', port))
+sink.listen()
+def drain(c):
+    while c.recv(65536): pass
+def serve():
+    while True: threading.Thread(target=drain, args=(sink.accept()[0],), daemon=True).start()
+def connect():
+    while True:
+        try:
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(client)
+            break
+        except OSError:
+            c.close()
+            time.sleep(0.01)
+    drain(c)
+threading.Thread(target=serve, daemon=True).start()
+if client: threading.Thread(target=connect, daemon=True).start()
+sys.exit(subprocess.call(argv))`,
+  String(port),
+  unixClient,
+  ...argv,
+];
+
 /** The context marker `kreplay run --txn inc` writes: 20 bytes to /dev/null. */
 const marker = (): IncidentEvent => ({
   ...incidentWrite(TXN, 0, 0.01, '/dev/null', 'char'),
@@ -235,28 +271,62 @@ describe('kreplay replay --incident FILE --exec', () => {
     }
   });
 
-  it("names socket peers from the kernel's socket tables where pidfd_getfd is denied (a container seccomp profile), on time beside 20,000 TIME_WAIT connections", async () => {
-    // a busy host's table (CI's load tests leave thousands): /proc/net/tcp's text took the first unix
-    // call 17 ms past its hold in CI, and 41 ms past a TCP one's here
-    await leaveTimeWait(20_000);
-    // a new connection may take over a TIME_WAIT of its 4-tuple: most stay
-    expect(tcpTableLines()).toBeGreaterThanOrEqual(10_000);
-    const sink = await tcpSink();
-    try {
-      const socketPath = join(dir.path, 'app.sock');
-      const file = incident('denied.kri', [
-        ...writes(3, `tcp 10.0.0.5:${sink.port}`, 'socket', 8),
-        ...writes(2, `unix ${socketPath}`, 'socket', 6, 100),
-      ]);
-      const out = join(dir.path, 'times');
-      const run = replay(
-        [
-          '--incident',
-          file,
-          '--exec',
-          '--report-json',
-          'r.json',
-          '--',
+  /**
+   * Where the build and the client of the unix socket it serves run: a unix connection's sockets live in
+   * its client's network namespace, not necessarily the build's, nor kreplay's.
+   */
+  const deniedCases = [
+    {
+      name: 'in one network namespace',
+      kreplayNetns: false,
+      buildNetns: false,
+      clientInBuild: false,
+      named: true,
+    },
+    // the build alone: its TCP sockets are in its namespace, its accepted unix one in ours (the test's client)
+    {
+      name: 'the build in its own network namespace',
+      kreplayNetns: false,
+      buildNetns: true,
+      clientInBuild: false,
+      named: true,
+    },
+    // the build's namespace's /proc/net/unix names the socket (its own address) and says it is connected
+    {
+      name: 'the build and its unix client in their own network namespace',
+      kreplayNetns: false,
+      buildNetns: true,
+      clientInBuild: true,
+      named: true,
+    },
+    // kreplay in the build's namespace, the unix client outside: no table kreplay can read lists the socket
+    {
+      name: 'kreplay and the build in their own network namespace, the unix client outside',
+      kreplayNetns: true,
+      buildNetns: false,
+      clientInBuild: false,
+      named: false,
+    },
+  ];
+
+  it.each(deniedCases)(
+    "names socket peers from the kernel's socket tables where pidfd_getfd is denied (a container seccomp profile), on time beside 20,000 TIME_WAIT connections: $name",
+    async ({ kreplayNetns, buildNetns, clientInBuild, named }) => {
+      // a busy host's table (CI's load tests leave thousands): /proc/net/tcp's text took the first unix
+      // call 17 ms past its hold in CI, and 41 ms past a TCP one's here. 20,000 in all: the cases before
+      // left theirs for a minute
+      await leaveTimeWait(Math.max(20_000 - tcpTableLines(), 0));
+      // a new connection may take over a TIME_WAIT of its 4-tuple: most stay
+      expect(tcpTableLines()).toBeGreaterThanOrEqual(10_000);
+      const sink = await tcpSink();
+      try {
+        const socketPath = join(dir.path, 'app.sock');
+        const file = incident('denied.kri', [
+          ...writes(3, `tcp 10.0.0.5:${sink.port}`, 'socket', 8),
+          ...writes(2, `unix ${socketPath}`, 'socket', 6, 100),
+        ]);
+        const out = join(dir.path, 'times');
+        const writer = [
           writers.dynamic,
           '--out',
           out,
@@ -269,27 +339,52 @@ describe('kreplay replay --incident FILE --exec', () => {
           '--unix-serve',
           socketPath,
           '2',
-        ],
-        // as root otherwise: the supervisor keeps its real-time priority, the holds their bounds
-        [denyPidfdGetfd],
-      );
-      await waitFor(() => existsSync(socketPath));
-      const client = (await import('node:net')).connect(socketPath);
-      client.resume();
-      const result = await run.done;
-      client.destroy();
-      expect(result.status).toBe(0);
-      expect(result.stderr).toMatch(
-        /pidfd_getfd was denied: [1-9]\d* socket peers were read from the kernel's socket tables instead/,
-      );
-      const held = writerRun(out);
-      expectHeld(held, 'tcp', [8 * MS, 8 * MS, 8 * MS]);
-      expectHeld(held, 'unix', [6 * MS, 6 * MS]);
-      expect(row(join(dir.path, 'r.json'), `unix ${socketPath}`)).toMatchObject({ matched: 2 });
-    } finally {
-      sink.close();
-    }
-  });
+        ];
+        // a namespace of its own has its own loopback: a TCP sink on the port there too
+        const netns = kreplayNetns || buildNetns;
+        const build = netns ? inNetns(sink.port, clientInBuild ? socketPath : '', writer) : writer;
+        const run = replay(
+          [
+            '--incident',
+            file,
+            '--exec',
+            '--report-json',
+            'r.json',
+            '--',
+            ...(buildNetns ? ['unshare', '--net'] : []),
+            ...build,
+          ],
+          // as root otherwise: the supervisor keeps its real-time priority, the holds their bounds
+          [denyPidfdGetfd, ...(kreplayNetns ? ['unshare', '--net', '--'] : [])],
+        );
+        await waitFor(() => existsSync(socketPath));
+        const client = clientInBuild ? undefined : (await import('node:net')).connect(socketPath);
+        client?.resume();
+        const result = await run.done;
+        client?.destroy();
+        expect(result.status).toBe(0);
+        expect(result.stderr).toMatch(
+          /pidfd_getfd was denied: [1-9]\d* socket peers were read from the kernel's socket tables instead/,
+        );
+        const held = writerRun(out);
+        expectHeld(held, 'tcp', [8 * MS, 8 * MS, 8 * MS]);
+        if (named) {
+          expectHeld(held, 'unix', [6 * MS, 6 * MS]);
+          expect(row(join(dir.path, 'r.json'), `unix ${socketPath}`)).toMatchObject({ matched: 2 });
+        } else {
+          // said and counted, never guessed; and its calls are not slowed by a search at each of them
+          expectHeld(held, 'unix', [0, 0]);
+          expect(row(join(dir.path, 'r.json'), `unix ${socketPath}`)).toMatchObject({
+            matched: 0,
+            reason:
+              'never matched: the build made no call to it (the build wrote to sockets whose peer could not be read)',
+          });
+        }
+      } finally {
+        sink.close();
+      }
+    },
+  );
 
   it("never holds the incident's marker write nor the build's stdout, even with 100 ms of extra latency", async () => {
     const log = join(dir.path, 'app.log');
