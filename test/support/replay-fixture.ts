@@ -13,11 +13,13 @@ import { FakeTransactionReader } from './fake-transaction-reader';
 /** A factory of fixtures, each in a temp data dir; closed and removed after each test. */
 export function useReplayFixtures(prefix: string) {
   const open: { sessions: ReplaySessions; dataDir: string }[] = [];
+  // every fixture closed before any dir goes: two fixtures may share one (a daemon restart), and
+  // the second may still be saving into it while the first's is removed
   afterEach(async () => {
-    for (const { sessions, dataDir } of open.splice(0)) {
-      await sessions.close();
+    const fixtures = open.splice(0);
+    for (const { sessions } of fixtures) await sessions.close();
+    for (const dataDir of new Set(fixtures.map((f) => f.dataDir)))
       rmSync(dataDir, { recursive: true, force: true });
-    }
   });
   return (events: ApiEvent[], { ttlMs = 60_000, dataDir = mkdtempSync(join(tmpdir(), prefix)) } = {}) => {
     const clock = new FakeClock();
