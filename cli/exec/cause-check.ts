@@ -5,7 +5,7 @@
  * that skipped the slow upstream has not been tested against it.
  */
 import type { IncidentCause } from '../../core/incident';
-import { formatNs, type TargetOutcome } from './exec-report';
+import { formatNs, UNNAMED_SOCKET, type TargetOutcome } from './exec-report';
 import type { PlanTarget, RecordedCall } from './exec-plan';
 import type { TargetMap } from './target-keys';
 import { mapTarget } from './target-keys';
@@ -64,6 +64,10 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
       : '';
     return `ambiguous: ${taken}the incident made ${like} other requests to ${target.target} that cannot be told from the cause's (the same request key), with other times: which one a request of the build is cannot be known, so the cause is never exercised`;
   }
+  // the build's calls to sockets kreplay could not name: the cause's peer may be among them
+  const unnamed = target.kind === 'socket' ? (input.unplannedCalls.get(UNNAMED_SOCKET) ?? 0) : 0;
+  if (unnamed > 0 && target.call === 'write')
+    return `not known: ${unnamed} calls of the build went to sockets whose peer could not be read; whether one was to ${target.target} cannot be told`;
   if (target.match === 'bytes' && target.bytesEnd && outcome.bytes > 0)
     return `the build's calls to it carried ${outcome.bytes} of the ${target.recordedBytes} recorded bytes; the cause's end at byte ${target.bytesEnd[position]}`;
   if (target.call === 'response' && outcome.matched + outcome.passed > 0)

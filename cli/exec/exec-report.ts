@@ -129,6 +129,19 @@ export interface OtherTarget {
   reason: string;
 }
 
+/** How the supervisor labels a socket whose peer it could not read (never held, never matched). */
+export const UNNAMED_SOCKET = 'socket';
+
+/** The build's calls of one kind to sockets whose peer could not be read. */
+export function unnamedSocketCalls(
+  unmatched: readonly Pick<UnmatchedOutcome, 'call' | 'target' | 'calls'>[],
+  call: CallKind,
+): number {
+  return unmatched
+    .filter((u) => u.call === call && u.target === UNNAMED_SOCKET)
+    .reduce((sum, u) => sum + u.calls, 0);
+}
+
 /** Targets the supervisor never holds whatever the plan: the stdout and stderr kreplay hands the build. */
 export const NEVER_HELD_LABELS: Record<string, string> = {
   '(stdout)': 'never held: the stdout kreplay handed the build',
@@ -147,34 +160,40 @@ function plannedReason(
     counts.gaveUp > 0
       ? `; the build gave up on ${counts.gaveUp} before their release (it closed or timed out while held)`
       : '';
+  // calls to sockets kreplay could not name may have been this target's: never "made no/fewer calls"
+  const unnamed = target.kind === 'socket' ? unnamedSocketCalls(unmatched, target.call) : 0;
+  const unknowable = `: ${unnamed} of its ${target.call} calls went to sockets whose peer could not be read`;
   if (target.match === 'bytes' && counts.matched > 0) {
     const all = target.recordedBytes;
-    return counts.bytes >= all
-      ? `held: the build's ${counts.matched} calls carried all ${all} recorded bytes${gaveUp}${extra}`
+    if (counts.bytes >= all)
+      return `held: the build's ${counts.matched} calls carried all ${all} recorded bytes${gaveUp}${extra}`;
+    return unnamed > 0
+      ? `held ${counts.bytes} of ${all} bytes: whether the build sent the others is not known${unknowable}${gaveUp}`
       : `held ${counts.bytes} of ${all} bytes: the build sent fewer (in ${counts.matched} calls)${gaveUp}`;
   }
   if (counts.matched === recorded)
     return `held: the build made all ${recorded} recorded calls${gaveUp}${extra}`;
   if (counts.matched > 0)
-    return `held ${counts.matched} of ${recorded}: the build made fewer calls${gaveUp}${rule}`;
+    return unnamed > 0
+      ? `held ${counts.matched} of ${recorded}: whether the build made the others is not known${unknowable}${gaveUp}${rule}`
+      : `held ${counts.matched} of ${recorded}: the build made fewer calls${gaveUp}${rule}`;
   // the build did call it: none of its calls was one the incident recorded
   if (counts.passed > 0)
     return target.call === 'response'
       ? `never matched: the build's ${counts.passed} requests to it asked what the incident never did (a different request)${rule}`
       : `never matched: the build's ${counts.passed} calls to it matched none of the recorded ones${rule}`;
+  if (unnamed > 0) return `never matched: not known whether the build called it${unknowable}`;
   // what the build wrote to instead, of the same kind: the likely --map
   const same = unmatched.filter(
     (u) => u.call === target.call && u.kind === target.kind && !(u.target in NEVER_HELD_LABELS),
   );
   const hint =
-    target.kind === 'socket' && same.some((u) => u.target === 'socket')
-      ? ' (the build wrote to sockets whose peer could not be read)'
-      : same.length > 0
-        ? ` (it wrote to ${same
-            .slice(0, 3)
-            .map((u) => u.target)
-            .join(', ')}: --map ${target.recorded}=…?)`
-        : '';
+    same.length > 0
+      ? ` (it wrote to ${same
+          .slice(0, 3)
+          .map((u) => u.target)
+          .join(', ')}: --map ${target.recorded}=…?)`
+      : '';
   return `never matched: the build made no call to it${hint}`;
 }
 

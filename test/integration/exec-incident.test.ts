@@ -376,8 +376,9 @@ describe('kreplay replay --incident FILE --exec', () => {
           expectHeld(held, 'unix', [0, 0]);
           expect(row(join(dir.path, 'r.json'), `unix ${socketPath}`)).toMatchObject({
             matched: 0,
-            reason:
-              'never matched: the build made no call to it (the build wrote to sockets whose peer could not be read)',
+            reason: expect.stringMatching(
+              /^never matched: not known whether the build called it: [1-9]\d* of its write calls went to sockets whose peer could not be read$/,
+            ),
           });
         }
       } finally {

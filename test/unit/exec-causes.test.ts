@@ -1,6 +1,6 @@
 import { checkCauses } from '../../cli/exec/cause-check';
 import { buildPlan, type RecordedCall } from '../../cli/exec/exec-plan';
-import type { TargetOutcome } from '../../cli/exec/exec-report';
+import type { TargetOutcome, UnmatchedOutcome } from '../../cli/exec/exec-report';
 import { buildReport } from '../../cli/exec/exec-report';
 import { parseTolerance } from '../../cli/exec/tolerance';
 import { EXIT, verdict } from '../../cli/exec/exec-verdict';
@@ -54,9 +54,10 @@ function replay(
   outcome: (target: string, call: string) => Partial<TargetOutcome>,
   map: { from: string; to: string }[] = [],
   skipTarget: string[] = [],
+  { calls = events, unplanned = [] }: { calls?: RecordedCall[]; unplanned?: UnmatchedOutcome[] } = {},
 ) {
   const selection = new TargetSelection({ target: [], skipTarget });
-  const plan = buildPlan(events, {
+  const plan = buildPlan(calls, {
     maps: map,
     schedule: new Schedule(1, 0n),
     pace: 'duration',
@@ -71,15 +72,15 @@ function replay(
     };
   });
   const causes = checkCauses({
-    causes: incidentCauses(events),
-    events,
+    causes: incidentCauses(calls),
+    events: calls,
     plan,
     outcomes,
     excluded: selection.reasons,
     maps: map,
-    unplannedCalls: new Map(),
+    unplannedCalls: new Map(unplanned.map((u) => [u.target, u.calls])),
   });
-  const rows = buildReport(plan, outcomes, [], parseTolerance('10%,1ms'));
+  const rows = buildReport(plan, outcomes, unplanned, parseTolerance('10%,1ms'));
   const v = verdictOf(rows, causes);
   return { causes, v, rows };
 }
@@ -107,6 +108,31 @@ describe('a replay that did not exercise the cause', () => {
     expect(v.reasons[0]).toBe(
       `cause not exercised: the 1.500 s response wait on ${REDIS} (event #3): the build called ${REDIS} (write 2 matched), but no response from it came through kreplay: the connection was not relayed (README, 'the relay')`,
     );
+  });
+
+  test('a socket write cause while some of the build writes went to sockets whose peer could not be read: not known, never "no call", and not reproduced', () => {
+    // a write blocked 50 ms on a full socket buffer: the cause
+    const calls = [sock('sys_write', 0, 0.01), sock('sys_write', 1, 50), sock('sys_write', 60, 0.01)];
+    const unnamed: UnmatchedOutcome = { call: 'write', target: 'socket', kind: 'socket', calls: 2 };
+    const { causes, v, rows } = replay(() => ({ matched: 1, bytes: 20 }), [], [], {
+      calls,
+      unplanned: [unnamed],
+    });
+    expect(causes).toEqual([
+      expect.objectContaining({
+        index: 1,
+        exercised: false,
+        reason: `not known: 2 calls of the build went to sockets whose peer could not be read; whether one was to ${REDIS} cannot be told`,
+      }),
+    ]);
+    expect(v).toMatchObject({ kind: 'not-reproduced', status: EXIT.notReproduced });
+    expect(rows[0]!.reason).toBe(
+      'held 20 of 60 bytes: whether the build sent the others is not known: 2 of its write calls went to sockets whose peer could not be read',
+    );
+    // without calls it could not name, a shortfall is the build's
+    const named = replay(() => ({ matched: 1, bytes: 20 }), [], [], { calls });
+    expect(named.rows[0]!.reason).toBe('held 20 of 60 bytes: the build sent fewer (in 1 calls)');
+    expect(named.causes[0]!.reason).not.toMatch(/not known/);
   });
 
   test('only the health probe answered: the cause was the second response', () => {
