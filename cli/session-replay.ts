@@ -7,7 +7,6 @@
 import type { Logger } from '../core/log/logger';
 import { followResuming } from '../core/stream-resume';
 import { askShortestSlice } from '../core/threads/shortest-slice';
-import { lowerBackgroundThreads } from '../core/threads/background-threads';
 import { postJson, problemText, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
 import { ReplayLines, type ReplayRead } from './replay-lines';
@@ -201,8 +200,6 @@ export async function runReplay(
   // look of the daemon's; on a busy host it waited for a core around most late events (issue 48)
   const slice = askShortestSlice(process.pid, "the stream's reader", log);
   if (slice) log.debug(`the stream's reader runs on the fair scheduler's ${slice}`, { thread: process.pid });
-  // and V8's compiles of its stream code wait behind its reads, not the other way round
-  lowerBackgroundThreads(log);
   const replay = new Replay(base, session);
   // Ctrl-C, or the reader of stdout going away: stop the session rather than leave it playing
   const stop = async (code: number) => {

@@ -11,7 +11,6 @@ import {
   DEFAULT_MAX_SESSIONS_PER_CLIENT,
   DEFAULT_SESSION_TTL_SECONDS,
 } from '../../daemon/replay/sessions/session-limits';
-import { lowerBackgroundThreads } from '../../core/threads/background-threads';
 import { loggerFromFlags } from '../flag-logger';
 import { addLogOptions, type LogFlags } from '../log-options';
 import { decimalOption, integerOption, parsedOption } from '../options';
@@ -55,8 +54,6 @@ export async function runDaemon(flags: DaemonFlags): Promise<void> {
   // loaded when a daemon runs, not by every command: express and the routers cost a CLI start ~50 ms
   const { createDaemon } = await import('../../daemon/create-daemon');
   const log = loggerFromFlags(flags, 'daemon');
-  // its main thread serves a replay's stream and the pages: V8's compiles and collections wait behind it
-  lowerBackgroundThreads(log);
   const daemon = await createDaemon({
     dataDir: flags.dataDir,
     host: flags.host,
