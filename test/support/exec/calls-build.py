@@ -86,8 +86,10 @@ def request(port, timeout_s):
     try:
         # timeout 0: a blocking socket, no timeout
         sock = socket.create_connection(("127.0.0.1", int(port)), timeout=float(timeout_s) or None)
-        sock.sendall(b"GET / HTTP/1.0\r\nHost: upstream\r\n\r\n")
+        # stamped before the send: kreplay's hold starts when the request's bytes reach it, which is
+        # during the send, so a stamp after it may fall behind by the time this process waits for a core
         sent = time.monotonic_ns()
+        sock.sendall(b"GET / HTTP/1.0\r\nHost: upstream\r\n\r\n")
         answer = sock.recv(4096)
     except socket.timeout:
         print("timeout %d" % (time.monotonic_ns() - start), flush=True)
