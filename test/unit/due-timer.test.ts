@@ -6,19 +6,22 @@ function countWakeUps(): () => number {
   let woken = 0;
   for (const name of ['setTimeout', 'setInterval'] as const) {
     const original = global[name];
-    jest
-      .spyOn(global, name)
-      .mockImplementation(((fn: () => void, ms?: number) =>
-        original(() => {
-          woken++;
-          fn();
-        }, ms)) as typeof original);
+    jest.spyOn(global, name).mockImplementation(((fn: () => void, ms?: number) =>
+      original(() => {
+        woken++;
+        fn();
+      }, ms)) as typeof original);
   }
   return () => woken;
 }
 
 /** A task due `everyMs` after it last ran (as the status line), its runs (ms from the start), and the wake-ups. */
-function statusLike(everyMs: number): { timer: DueTimer; runs: number[]; wakeUps: () => number; run: () => void } {
+function statusLike(everyMs: number): {
+  timer: DueTimer;
+  runs: number[];
+  wakeUps: () => number;
+  run: () => void;
+} {
   const start = performance.now();
   const runs: number[] = [];
   let last = start;
