@@ -41,6 +41,7 @@ import type { OtlpTarget } from './otlp/otlp-target';
 import type { OtlpLoopOptions } from './otlp/otlp-loop';
 import { formatOtlpStatus, otlpCounters } from './otlp/otlp-status';
 import { CommitCadence, type CommitRule } from './commit-cadence';
+import { DueTimer } from './due-timer';
 
 export interface AgentOptions {
   dataDir: string;
@@ -85,7 +86,6 @@ export interface AgentSummary {
 }
 
 const CLOCK_RESYNC_MS = 60_000;
-const STATUS_CHECK_MS = 100;
 /** How long a clean stop may spend shipping what the store holds past the cursor. */
 const SHIP_FLUSH_MS = 3000;
 /** How long a clean stop may spend sending the OTLP queue (what is left is counted as dropped). */
@@ -122,6 +122,11 @@ export class Agent implements AgentReadings {
   /** The steps of stop() done so far: what a stop cut short had finished */
   readonly stopSteps: Record<string, number> = {};
   private readonly timers: NodeJS.Timeout[] = [];
+  /** the status line's, set for when it is due */
+  private readonly statusTimer = new DueTimer(
+    () => this.lastStatusAt + this.options.statusIntervalMs,
+    () => this.reportStatus(),
+  );
   private shipper: Shipper | null = null;
   private runtimeHooks: ProcessDiscovery | null = null;
   private nodeHooks: NodeHookInjector | null = null;
@@ -243,7 +248,7 @@ export class Agent implements AgentReadings {
     }
     // Due lines are also written from the decode path and while waiting on the store, so a storm
     // that keeps this thread busy does not stop them (see maybeReportStatus).
-    agent.timers.push(setInterval(() => agent.maybeReportStatus(), STATUS_CHECK_MS));
+    agent.statusTimer.start();
     store.whileWaiting(() => agent.maybeReportStatus());
     agent.timers.push(setInterval(() => agent.resyncClock(), CLOCK_RESYNC_MS));
     const metrics = options.metrics;
@@ -396,6 +401,7 @@ export class Agent implements AgentReadings {
    */
   async stop(reason: string, stored?: () => void): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
+    this.statusTimer.stop();
     this.cadence.stop();
     // when each step ended is said: a slow stop says which step held it
     const took = stopwatch(this.stopSteps);

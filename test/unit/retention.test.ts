@@ -155,6 +155,31 @@ describe('retention', () => {
     writer.close();
   });
 
+  it('reads where shipping stands only when a step has rows to remove (the idle writer prunes every second)', () => {
+    const writer = StoreWriter.open(dir.path, 'n', {
+      retention: { retainNs: Number(HOUR), retainContextNs: Number(HOUR), maxStore: { bytes: 0 } },
+      now: () => NOW,
+    });
+    shippedUpTo(writer, 0n);
+    // ten minutes of events, none past the retention times
+    writer.writeBatch(batchOf(writer, NOW - 600_000_000_000n, 600, 1e9, 4));
+    const prepared: string[] = [];
+    const prepare = writer.db.prepare.bind(writer.db);
+    jest.spyOn(writer.db, 'prepare').mockImplementation(((sql: string) => {
+      prepared.push(sql);
+      return prepare(sql);
+    }) as typeof writer.db.prepare);
+    const pragma = jest.spyOn(writer.db, 'pragma');
+    for (let i = 0; i < 100; i++) expect(writer.prune(1000).steps).toEqual([]);
+    expect(prepared.filter((sql) => sql.includes('ship_cursors'))).toEqual([]);
+    expect(pragma).not.toHaveBeenCalled();
+    jest.restoreAllMocks();
+    // nothing was removed
+    const later = readBack(writer.path);
+    expect(later.background + later.context).toBe(600);
+    writer.close();
+  });
+
   it('lets the cap remove unshipped events, and counts them', () => {
     let now = NOW;
     const writer = StoreWriter.open(dir.path, 'n', {
