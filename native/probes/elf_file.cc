@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -198,9 +199,15 @@ bool Lookup(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, const std::set<std::s
     for (const std::string& name : names)
       if (!(gnu ? GnuLookup : SysvLookup)(table, RawSection(hash), name, &found)) return false;
   } else {
-    for (size_t i = 0; i < table.count; i++)
+    // a name's first byte tells most symbols apart before any wanted name is compared
+    std::array<bool, 256> firsts{};
+    for (const std::string& name : names) firsts[static_cast<uint8_t>(name.c_str()[0])] = true;
+    for (size_t i = 0; i < table.count; i++) {
+      const Elf64_Sym sym = table.At(i);
+      if (sym.st_name >= table.strings.size || !firsts[table.strings.data[sym.st_name]]) continue;
       for (const std::string& name : names)
         if (table.Defines(i, name)) found.emplace_back(i, &name);
+    }
   }
   std::sort(found.begin(), found.end());
   for (const auto& [i, name] : found) {
