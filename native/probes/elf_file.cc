@@ -71,10 +71,13 @@ Bytes RawSection(Elf_Scn* scn) {
   return {static_cast<const uint8_t*>(data->d_buf), data->d_size};
 }
 
-uint32_t Word(const uint8_t* at) {
-  uint32_t value;
-  std::memcpy(&value, at, sizeof value);
-  return value;
+// The value at byte `at` of `bytes`, when all of it is inside: every read of a hash table goes
+// through here, so a table pointing outside its section reads nothing.
+template <typename T>
+bool ReadAt(Bytes bytes, uint64_t at, T* out) {
+  if (at > bytes.size || bytes.size - at < sizeof(T)) return false;
+  std::memcpy(out, bytes.data + at, sizeof(T));
+  return true;
 }
 
 // A 64-bit little-endian symbol table and its string table, read in place.
@@ -123,25 +126,27 @@ uint32_t SysvHash(const std::string& name) {
 // name's chain, followed to its end (a name may be defined more than once: versions). False when
 // the table does not hold together: the caller walks instead.
 bool GnuLookup(const SymbolTable& table, Bytes hash, const std::string& name, Matches* found) {
-  if (hash.size < 16) return false;
-  const uint32_t buckets = Word(hash.data), first = Word(hash.data + 4), blooms = Word(hash.data + 8),
-                 shift = Word(hash.data + 12);
+  uint32_t buckets, first, blooms, shift;
+  if (!ReadAt(hash, 0, &buckets) || !ReadAt(hash, 4, &first) || !ReadAt(hash, 8, &blooms) ||
+      !ReadAt(hash, 12, &shift) || buckets == 0 || blooms == 0 || shift >= 32 || first > table.count)
+    return false;
+  // the header's counts must fit the section before any of it is believed
   const uint64_t buckets_at = 16 + uint64_t{blooms} * 8, chain_at = buckets_at + uint64_t{buckets} * 4;
-  if (buckets == 0 || blooms == 0 || shift >= 32 || first > table.count || chain_at > hash.size) return false;
-  const uint64_t chains = (hash.size - chain_at) / 4;
+  if (chain_at > hash.size) return false;
   for (size_t i = 0; i < first; i++)
     if (table.Defines(i, name)) found->emplace_back(i, &name);
   const uint32_t h = GnuHash(name);
   uint64_t bloom;
-  std::memcpy(&bloom, hash.data + 16 + uint64_t{h / 64 % blooms} * 8, sizeof bloom);
+  uint32_t start;
+  if (!ReadAt(hash, 16 + uint64_t{h / 64 % blooms} * 8, &bloom) ||
+      !ReadAt(hash, buckets_at + uint64_t{h % buckets} * 4, &start))
+    return false;
   const uint64_t bits = (uint64_t{1} << (h % 64)) | (uint64_t{1} << ((h >> shift) % 64));
-  if ((bloom & bits) != bits) return true;
-  const uint32_t start = Word(hash.data + buckets_at + uint64_t{h % buckets} * 4);
-  if (start == 0) return true;
+  if ((bloom & bits) != bits || start == 0) return true;
   if (start < first) return false;
   for (uint64_t i = start;; i++) {
-    if (i >= table.count || i - first >= chains) return false;
-    const uint32_t link = Word(hash.data + chain_at + (i - first) * 4);
+    uint32_t link;
+    if (i >= table.count || !ReadAt(hash, chain_at + (i - first) * 4, &link)) return false;
     if ((link | 1) == (h | 1) && table.Defines(i, name)) found->emplace_back(i, &name);
     if (link & 1) return true;
   }
@@ -149,15 +154,16 @@ bool GnuLookup(const SymbolTable& table, Bytes hash, const std::string& name, Ma
 
 // The same through a .hash table (DT_HASH), which hashes every symbol; its chain followed to the end.
 bool SysvLookup(const SymbolTable& table, Bytes hash, const std::string& name, Matches* found) {
-  if (hash.size < 8) return false;
-  const uint32_t buckets = Word(hash.data), chains = Word(hash.data + 4);
-  if (buckets == 0 || chains != table.count || 8 + (uint64_t{buckets} + chains) * 4 > hash.size) return false;
-  const uint8_t* chain = hash.data + 8 + uint64_t{buckets} * 4;
-  uint32_t steps = 0;
-  for (uint32_t i = Word(hash.data + 8 + uint64_t{SysvHash(name) % buckets} * 4); i != STN_UNDEF;
-       i = Word(chain + uint64_t{i} * 4)) {
-    if (i >= chains || ++steps > chains) return false;
+  uint32_t buckets, chains, i;
+  if (!ReadAt(hash, 0, &buckets) || !ReadAt(hash, 4, &chains) || buckets == 0 || chains != table.count ||
+      !ReadAt(hash, 8 + uint64_t{SysvHash(name) % buckets} * 4, &i))
+    return false;
+  const uint64_t chain_at = 8 + uint64_t{buckets} * 4;
+  if (chain_at + uint64_t{chains} * 4 > hash.size) return false;
+  for (uint32_t steps = 0; i != STN_UNDEF; steps++) {
+    if (i >= chains || steps >= chains) return false;
     if (table.Defines(i, name)) found->emplace_back(i, &name);
+    if (!ReadAt(hash, chain_at + uint64_t{i} * 4, &i)) return false;
   }
   return true;
 }

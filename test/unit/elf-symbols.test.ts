@@ -199,6 +199,17 @@ describe('a corrupt ELF file', () => {
     expect(found.named).toEqual(found.walk);
   });
 
+  it('.gnu.hash cut halfway through its chains: the walk\'s answer for the names past the cut', () => {
+    const found = corrupted(ssl, (b) => {
+      const s = gnu(b);
+      const { buckets, blooms } = header(b);
+      const chainAt = 16 + blooms * 8 + buckets * 4;
+      b.writeBigUInt64LE(BigInt(chainAt + Math.floor((s.size - chainAt) / 8) * 4), s.header + 0x20);
+    });
+    expect(count(found.walk, 'SSL_write')).toBe(1);
+    expect(found.named).toEqual(found.walk);
+  });
+
   it('a Bloom filter that says no to every name: not found, as the dynamic linker would say', () => {
     const found = corrupted(ssl, (b) => {
       const { at, blooms } = header(b);
