@@ -5,7 +5,7 @@
  * program (test/support/elf-lookup.cc) built with the address and undefined-behaviour sanitizers.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { buildGo } from '../support/go-build';
@@ -54,8 +54,18 @@ function lookup(file: string, how: 'dynamic' | 'all', names: string[]): Found {
 
 /** Every name the file defines in .dynsym (versions dropped), as nm lists them. */
 function dynamicNames(file: string): string[] {
-  const out = execFileSync('nm', ['-D', '--defined-only', '--format=posix', file], { encoding: 'utf8', maxBuffer: 64 << 20 });
-  return [...new Set(out.trim().split('\n').map((line) => line.split(' ')[0]!.replace(/@.*/, '')))];
+  const out = execFileSync('nm', ['-D', '--defined-only', '--format=posix', file], {
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
+  return [
+    ...new Set(
+      out
+        .trim()
+        .split('\n')
+        .map((line) => line.split(' ')[0]!.replace(/@.*/, '')),
+    ),
+  ];
 }
 
 const ABSENT = ['', 'kreplay_absent', 'SSL_writ', 'SSL_write_exx', 'memcpy2', 'main.absent', 'x'];
@@ -65,28 +75,73 @@ function count(lines: string[], name: string): number {
   return lines.filter((line) => line.split(' ')[0] === name).length;
 }
 
-describe('an ELF file\'s named symbols', () => {
+describe("an ELF file's named symbols", () => {
   const node = realpathSync(process.execPath);
   const python = realpathSync('/usr/bin/python3');
   const cases: [string, string, string[], [string, number][]][] = [
     // file, label, names, [name, times found] in .dynsym (all tables: below)
-    [`${LIB}/libc.so.6`, 'libc', ['memcpy', 'sys_errlist', 'environ', 'stdout', 'realpath'], [['memcpy', 2], ['sys_errlist', 4], ['environ', 1]]],
-    [`${LIB}/libssl.so.3`, 'libssl', ['SSL_write', 'SSL_read_ex', 'SSL_write_ex', 'SSL_do_handshake'], [['SSL_write', 1], ['SSL_read_ex', 1]]],
-    [`${LIB}/libuv.so.1`, 'libuv', ['uv_run', 'uv_default_loop', 'uv__signal_tree'], [['uv_run', 1], ['uv__signal_tree', 0]]],
-    [python, 'python3', ['Py_AddPendingCall', 'PyRun_SimpleString', '_PyRuntime'], [['_PyRuntime', 1], ['Py_AddPendingCall', 1]]],
-    [node, 'the pinned node', ['napi_module_register', 'uv__signal_tree', 'SSL_write', 'uv_run'], [['napi_module_register', 1], ['uv__signal_tree', 0], ['SSL_write', 1]]],
+    [
+      `${LIB}/libc.so.6`,
+      'libc',
+      ['memcpy', 'sys_errlist', 'environ', 'stdout', 'realpath'],
+      [
+        ['memcpy', 2],
+        ['sys_errlist', 4],
+        ['environ', 1],
+      ],
+    ],
+    [
+      `${LIB}/libssl.so.3`,
+      'libssl',
+      ['SSL_write', 'SSL_read_ex', 'SSL_write_ex', 'SSL_do_handshake'],
+      [
+        ['SSL_write', 1],
+        ['SSL_read_ex', 1],
+      ],
+    ],
+    [
+      `${LIB}/libuv.so.1`,
+      'libuv',
+      ['uv_run', 'uv_default_loop', 'uv__signal_tree'],
+      [
+        ['uv_run', 1],
+        ['uv__signal_tree', 0],
+      ],
+    ],
+    [
+      python,
+      'python3',
+      ['Py_AddPendingCall', 'PyRun_SimpleString', '_PyRuntime'],
+      [
+        ['_PyRuntime', 1],
+        ['Py_AddPendingCall', 1],
+      ],
+    ],
+    [
+      node,
+      'the pinned node',
+      ['napi_module_register', 'uv__signal_tree', 'SSL_write', 'uv_run'],
+      [
+        ['napi_module_register', 1],
+        ['uv__signal_tree', 0],
+        ['SSL_write', 1],
+      ],
+    ],
   ];
 
-  it.each(cases)('%s (%s): the same symbols both ways, .dynsym alone and with .symtab', (file, _label, names, expected) => {
-    const dynamic = lookup(file, 'dynamic', [...names, ...ABSENT]);
-    expect(dynamic.ok).toBe(true);
-    expect(dynamic.named).toEqual(dynamic.walk);
-    for (const [name, times] of expected) expect([name, count(dynamic.named, name)]).toEqual([name, times]);
-    for (const name of ABSENT.filter((n) => n !== '')) expect(count(dynamic.named, name)).toBe(0);
-    const all = lookup(file, 'all', [...names, ...ABSENT]);
-    expect(all.named).toEqual(all.walk);
-    expect(all.named.length).toBeGreaterThanOrEqual(dynamic.named.length);
-  });
+  it.each(cases)(
+    '%s (%s): the same symbols both ways, .dynsym alone and with .symtab',
+    (file, _label, names, expected) => {
+      const dynamic = lookup(file, 'dynamic', [...names, ...ABSENT]);
+      expect(dynamic.ok).toBe(true);
+      expect(dynamic.named).toEqual(dynamic.walk);
+      for (const [name, times] of expected) expect([name, count(dynamic.named, name)]).toEqual([name, times]);
+      for (const name of ABSENT.filter((n) => n !== '')) expect(count(dynamic.named, name)).toBe(0);
+      const all = lookup(file, 'all', [...names, ...ABSENT]);
+      expect(all.named).toEqual(all.walk);
+      expect(all.named.length).toBeGreaterThanOrEqual(dynamic.named.length);
+    },
+  );
 
   it('the pinned node: uv__signal_tree, a local symbol, is found in .symtab alone', () => {
     const all = lookup(node, 'all', ['uv__signal_tree', 'napi_module_register']);
@@ -94,17 +149,16 @@ describe('an ELF file\'s named symbols', () => {
     expect(all.named).toEqual(all.walk);
   });
 
-  it.each([
-    [`${LIB}/libc.so.6`],
-    [`${LIB}/libssl.so.3`],
-    [python],
-  ])('every name %s exports, looked up at once through its .gnu.hash, as the walk finds it', (file) => {
-    const names = dynamicNames(file);
-    expect(names.length).toBeGreaterThan(500);
-    const found = lookup(file, 'dynamic', names);
-    expect(found.named).toEqual(found.walk);
-    expect(found.named.length).toBeGreaterThanOrEqual(names.length);
-  });
+  it.each([[`${LIB}/libc.so.6`], [`${LIB}/libssl.so.3`], [python]])(
+    'every name %s exports, looked up at once through its .gnu.hash, as the walk finds it',
+    (file) => {
+      const names = dynamicNames(file);
+      expect(names.length).toBeGreaterThan(500);
+      const found = lookup(file, 'dynamic', names);
+      expect(found.named).toEqual(found.walk);
+      expect(found.named.length).toBeGreaterThanOrEqual(names.length);
+    },
+  );
 
   it('every name libc exports, through its .hash when .gnu.hash is not there', () => {
     const copy = join(dir, 'libc-sysv.so');
@@ -117,9 +171,19 @@ describe('an ELF file\'s named symbols', () => {
     expect(found.named.length).toBeGreaterThanOrEqual(names.length);
   });
 
-  it('a Go program built here (cgo, Go\'s own linker): the same both ways', () => {
-    const exe = buildGo(resolve(__dirname, '../support/runtimes/append-server.go'), join(dir, 'append-server'));
-    const names = ['main.main', 'runtime.newproc1', 'runtime.goexit', 'crypto/tls.(*Conn).Write', 'runtime.buildVersion', ...ABSENT];
+  it("a Go program built here (cgo, Go's own linker): the same both ways", () => {
+    const exe = buildGo(
+      resolve(__dirname, '../support/runtimes/append-server.go'),
+      join(dir, 'append-server'),
+    );
+    const names = [
+      'main.main',
+      'runtime.newproc1',
+      'runtime.goexit',
+      'crypto/tls.(*Conn).Write',
+      'runtime.buildVersion',
+      ...ABSENT,
+    ];
     const all = lookup(exe, 'all', names);
     expect(count(all.named, 'main.main')).toBe(1);
     expect(count(all.named, 'runtime.buildVersion')).toBe(1);
@@ -144,7 +208,11 @@ function section(bytes: Buffer, name: string): Section {
   for (let i = 0; i < bytes.readUInt16LE(0x3c); i++) {
     const at = names + bytes.readUInt32LE(header(i));
     if (bytes.toString('latin1', at, bytes.indexOf(0, at)) === name)
-      return { header: header(i), offset: Number(bytes.readBigUInt64LE(header(i) + 0x18)), size: Number(bytes.readBigUInt64LE(header(i) + 0x20)) };
+      return {
+        header: header(i),
+        offset: Number(bytes.readBigUInt64LE(header(i) + 0x18)),
+        size: Number(bytes.readBigUInt64LE(header(i) + 0x20)),
+      };
   }
   throw new Error(`no ${name}`);
 }
@@ -178,28 +246,38 @@ describe('a corrupt ELF file', () => {
     ['a Bloom filter larger than the file', (b) => b.writeUInt32LE(0xffffffff, header(b).at + 8)],
     ['its first hashed symbol past the table', (b) => b.writeUInt32LE(0xffffffff, header(b).at + 4)],
     ['a Bloom shift past 31', (b) => b.writeUInt32LE(77, header(b).at + 12)],
-    ['buckets pointing past the symbols', (b) => {
-      const { at, buckets, blooms } = header(b);
-      for (let i = 0; i < buckets; i++) b.writeUInt32LE(0xfffffff0, at + 16 + blooms * 8 + i * 4);
-    }],
-    ['buckets pointing under the first hashed symbol', (b) => {
-      const { at, buckets, blooms } = header(b);
-      for (let i = 0; i < buckets; i++) b.writeUInt32LE(1, at + 16 + blooms * 8 + i * 4);
-    }],
-    ['chains without an end', (b) => {
-      const { at, buckets, blooms } = header(b);
-      const s = gnu(b);
-      for (let p = at + 16 + blooms * 8 + buckets * 4; p + 4 <= s.offset + s.size; p += 4) b.writeUInt32LE(0, p);
-    }],
+    [
+      'buckets pointing past the symbols',
+      (b) => {
+        const { at, buckets, blooms } = header(b);
+        for (let i = 0; i < buckets; i++) b.writeUInt32LE(0xfffffff0, at + 16 + blooms * 8 + i * 4);
+      },
+    ],
+    [
+      'buckets pointing under the first hashed symbol',
+      (b) => {
+        const { at, buckets, blooms } = header(b);
+        for (let i = 0; i < buckets; i++) b.writeUInt32LE(1, at + 16 + blooms * 8 + i * 4);
+      },
+    ],
+    [
+      'chains without an end',
+      (b) => {
+        const { at, buckets, blooms } = header(b);
+        const s = gnu(b);
+        for (let p = at + 16 + blooms * 8 + buckets * 4; p + 4 <= s.offset + s.size; p += 4)
+          b.writeUInt32LE(0, p);
+      },
+    ],
     ['a hash table cut short', (b) => b.writeBigUInt64LE(24n, gnu(b).header + 0x20)],
-  ])('.gnu.hash with %s: the walk\'s answer, nothing read outside', (_what, corrupt) => {
+  ])(".gnu.hash with %s: the walk's answer, nothing read outside", (_what, corrupt) => {
     const found = corrupted(ssl, corrupt);
     expect(found.ok).toBe(true);
     expect(count(found.walk, 'SSL_write')).toBe(1);
     expect(found.named).toEqual(found.walk);
   });
 
-  it('.gnu.hash cut halfway through its chains: the walk\'s answer for the names past the cut', () => {
+  it(".gnu.hash cut halfway through its chains: the walk's answer for the names past the cut", () => {
     const found = corrupted(ssl, (b) => {
       const s = gnu(b);
       const { buckets, blooms } = header(b);
@@ -223,34 +301,60 @@ describe('a corrupt ELF file', () => {
 
   it.each<[string, (bytes: Buffer) => unknown]>([
     ['no buckets', (b) => b.writeUInt32LE(0, section(b, '.hash').offset)],
-    ['fewer chains than symbols', (b) => b.writeUInt32LE(b.readUInt32LE(section(b, '.hash').offset + 4) - 1, section(b, '.hash').offset + 4)],
-    ['chains that loop', (b) => {
-      const s = section(b, '.hash');
-      const buckets = b.readUInt32LE(s.offset);
-      const chains = b.readUInt32LE(s.offset + 4);
-      for (let i = 0; i < chains; i++) b.writeUInt32LE(i, s.offset + 8 + buckets * 4 + i * 4);
-    }],
-    ['buckets pointing past the symbols', (b) => {
-      const s = section(b, '.hash');
-      for (let i = 0; i < b.readUInt32LE(s.offset); i++) b.writeUInt32LE(0xfffffff0, s.offset + 8 + i * 4);
-    }],
-  ])('.hash (libc, its .gnu.hash hidden) with %s: the walk\'s answer, nothing read outside', (_what, corrupt) => {
-    const names = ['memcpy', 'sys_errlist', 'environ', 'realpath', 'stdout'];
-    const found = corrupted(`${LIB}/libc.so.6`, (b) => {
-      setType(b, gnu(b), SHT_PROGBITS);
-      corrupt(b);
-    }, names);
-    expect(count(found.walk, 'sys_errlist')).toBe(4);
-    expect(found.named).toEqual(found.walk);
-  });
+    [
+      'fewer chains than symbols',
+      (b) =>
+        b.writeUInt32LE(b.readUInt32LE(section(b, '.hash').offset + 4) - 1, section(b, '.hash').offset + 4),
+    ],
+    [
+      'chains that loop',
+      (b) => {
+        const s = section(b, '.hash');
+        const buckets = b.readUInt32LE(s.offset);
+        const chains = b.readUInt32LE(s.offset + 4);
+        for (let i = 0; i < chains; i++) b.writeUInt32LE(i, s.offset + 8 + buckets * 4 + i * 4);
+      },
+    ],
+    [
+      'buckets pointing past the symbols',
+      (b) => {
+        const s = section(b, '.hash');
+        for (let i = 0; i < b.readUInt32LE(s.offset); i++) b.writeUInt32LE(0xfffffff0, s.offset + 8 + i * 4);
+      },
+    ],
+  ])(
+    ".hash (libc, its .gnu.hash hidden) with %s: the walk's answer, nothing read outside",
+    (_what, corrupt) => {
+      const names = ['memcpy', 'sys_errlist', 'environ', 'realpath', 'stdout'];
+      const found = corrupted(
+        `${LIB}/libc.so.6`,
+        (b) => {
+          setType(b, gnu(b), SHT_PROGBITS);
+          corrupt(b);
+        },
+        names,
+      );
+      expect(count(found.walk, 'sys_errlist')).toBe(4);
+      expect(found.named).toEqual(found.walk);
+    },
+  );
 
   it.each<[string, (bytes: Buffer) => unknown]>([
-    ['.dynsym past the end of the file', (b) => b.writeBigUInt64LE(BigInt(b.length), section(b, '.dynsym').header + 0x18)],
-    ['.dynstr longer than the file', (b) => b.writeBigUInt64LE(BigInt(b.length), section(b, '.dynstr').header + 0x20)],
-    ['names past the end of .dynstr', (b) => {
-      const s = section(b, '.dynstr');
-      b.writeBigUInt64LE(8n, s.header + 0x20);
-    }],
+    [
+      '.dynsym past the end of the file',
+      (b) => b.writeBigUInt64LE(BigInt(b.length), section(b, '.dynsym').header + 0x18),
+    ],
+    [
+      '.dynstr longer than the file',
+      (b) => b.writeBigUInt64LE(BigInt(b.length), section(b, '.dynstr').header + 0x20),
+    ],
+    [
+      'names past the end of .dynstr',
+      (b) => {
+        const s = section(b, '.dynstr');
+        b.writeBigUInt64LE(8n, s.header + 0x20);
+      },
+    ],
     ['cut to its first 8 KiB', (b) => b.subarray(0, 8192)],
     ['cut before its section headers', (b) => b.subarray(0, Number(b.readBigUInt64LE(0x28)) + 100)],
   ])('%s: nothing found either way, no crash', (_what, corrupt) => {
