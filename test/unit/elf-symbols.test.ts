@@ -160,6 +160,25 @@ describe("an ELF file's named symbols", () => {
     },
   );
 
+  it('the pinned node: every 500th name of its .symtab, found both ways alike', () => {
+    const out = execFileSync('nm', ['--defined-only', '--format=posix', node], {
+      encoding: 'utf8',
+      maxBuffer: 256 << 20,
+    });
+    const names = [
+      ...new Set(
+        out
+          .trim()
+          .split('\n')
+          .map((line) => line.split(' ')[0]!),
+      ),
+    ].filter((_, i) => i % 500 === 0);
+    expect(names.length).toBeGreaterThan(150);
+    const found = lookup(node, 'all', names);
+    expect(found.named).toEqual(found.walk);
+    expect(found.named.length).toBeGreaterThanOrEqual(names.length);
+  });
+
   it('every name libc exports, through its .hash when .gnu.hash is not there', () => {
     const copy = join(dir, 'libc-sysv.so');
     const bytes = readFileSync(`${LIB}/libc.so.6`);
