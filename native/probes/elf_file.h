@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ class ElfFile {
   // `dynamic_only`: .dynsym's alone (what the file exports, far smaller in a large program).
   std::vector<ElfSymbol> Symbols(const std::function<bool(const char* name, int type)>& wanted,
                                  bool dynamic_only = false) const;
+  // What Symbols() returns for a filter on the name alone (the same symbols in the same order), without
+  // reading every name: .dynsym through its hash table (.gnu.hash, else .hash) as the dynamic linker
+  // looks a name up, and a table without one by comparing only the wanted names' bytes. A file this
+  // cannot read so (not 64-bit little-endian, an odd entry size, a hash table that does not hold
+  // together) is walked as Symbols() walks it.
+  std::vector<ElfSymbol> SymbolsNamed(const std::set<std::string>& names, bool dynamic_only = false) const;
   bool HasSection(const char* name) const;
   // The section's bytes (empty when absent or without file contents).
   std::vector<uint8_t> SectionBytes(const char* name) const;

@@ -10,10 +10,8 @@ ElfSymbols ReadElfSymbols(const std::string& path, const std::set<std::string>& 
   if (!file.ok()) return out;
   out.valid = true;
   out.relocatable = file.relocatable();
-  const auto accept = [&wanted](const char* name, int type) {
-    return (type == STT_FUNC || type == STT_OBJECT) && wanted.count(name) != 0;
-  };
-  for (const ElfSymbol& symbol : file.Symbols(accept, dynamic_only)) {
+  for (const ElfSymbol& symbol : file.SymbolsNamed(wanted, dynamic_only)) {
+    if (symbol.type != STT_FUNC && symbol.type != STT_OBJECT) continue;
     out.values.emplace(symbol.name, symbol.value);
     // where its bytes are in the file: only for a symbol in a loaded segment's file part
     const int64_t offset = file.FileOffset(symbol.value);
