@@ -100,6 +100,19 @@ export async function replayBuild(options: {
   };
 }
 
+/** Not reproduced (220): the build ran and passed, but skipped a cause; a build that failed instead shows its own stderr. */
+export function notReproduced(run: Replayed): void {
+  const build =
+    run.report.verdict === 'build-failed'
+      ? run.stderr.split('\n').filter((line) => !line.startsWith('kreplay: '))
+      : [];
+  expect({ status: run.status, verdict: run.report.verdict, build }).toEqual({
+    status: 220,
+    verdict: 'not-reproduced',
+    build: [],
+  });
+}
+
 /** Passed: the slow statement (`report`) held as recorded, every other at once (the database answers at once). */
 export function slowOneHeld(run: Replayed, incident: RecordedIncident, target: string): void {
   // kreplay's own lines say why when it did not pass
