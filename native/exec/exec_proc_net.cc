@@ -314,8 +314,7 @@ void UnixFacts(const std::string& path, bool connected, SocketFacts* out) {
 // namespace.
 bool ListensOn(pid_t tid, const sockaddr_storage& self) {
   if (self.ss_family != AF_INET && self.ss_family != AF_INET6) return false;
-  const uint16_t port = ntohs(self.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(self).sin_port
-                                                        : reinterpret_cast<const sockaddr_in6&>(self).sin6_port);
+  const uint16_t port = PortNumber(self);
   if (port == 0) return false;
   if (OurNetns(tid)) {
     const int v4 = DiagListener(AF_INET, port);
