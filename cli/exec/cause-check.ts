@@ -5,7 +5,7 @@
  * that skipped the slow upstream has not been tested against it.
  */
 import type { IncidentCause } from '../../core/incident';
-import { formatNs, UNNAMED_SOCKET, type TargetOutcome } from './exec-report';
+import { formatNs, unnamedSocketCalls, type TargetOutcome, type UnmatchedOutcome } from './exec-report';
 import type { PlanTarget, RecordedCall } from './exec-plan';
 import type { TargetMap } from './target-keys';
 import { mapTarget } from './target-keys';
@@ -44,8 +44,8 @@ export interface CauseInput {
   /** why the selection left an event out */
   excluded: ReadonlyMap<RecordedCall, { reason: string; chosen: boolean }>;
   maps: readonly TargetMap[];
-  /** calls the build made to targets in no plan, by target as the build named it */
-  unplannedCalls: ReadonlyMap<string, number>;
+  /** calls the build made to targets in no plan, by target as the build named it (the report's) */
+  unmatched: readonly UnmatchedOutcome[];
 }
 
 function notHeldWhy(event: RecordedCall): string {
@@ -65,7 +65,7 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
     return `ambiguous: ${taken}the incident made ${like} other requests to ${target.target} that cannot be told from the cause's (the same request key), with other times: which one a request of the build is cannot be known, so the cause is never exercised`;
   }
   // the build's calls to sockets kreplay could not name: the cause's peer may be among them
-  const unnamed = target.kind === 'socket' ? (input.unplannedCalls.get(UNNAMED_SOCKET) ?? 0) : 0;
+  const unnamed = target.kind === 'socket' ? unnamedSocketCalls(input.unmatched, target.call) : 0;
   if (unnamed > 0 && target.call === 'write')
     return `not known: ${unnamed} calls of the build went to sockets whose peer could not be read; whether one was to ${target.target} cannot be told`;
   if (target.match === 'bytes' && target.bytesEnd && outcome.bytes > 0)
@@ -89,7 +89,7 @@ function missedWhy(target: PlanTarget, outcome: TargetOutcome, position: number,
   const rule = input.maps.find((m) => mapTarget(target.recorded, target.kind, [m]) !== target.recorded);
   if (rule)
     return `--map ${rule.from}=${rule.to} maps it to ${target.target}, and the build made no call to that (the map matched nothing the build did)`;
-  const elsewhere = [...input.unplannedCalls.keys()].filter(
+  const elsewhere = [...new Set(input.unmatched.map((u) => u.target))].filter(
     (t) => t.split(' ')[0] === target.target.split(' ')[0],
   );
   const none =

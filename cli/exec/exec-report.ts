@@ -130,7 +130,7 @@ export interface OtherTarget {
 }
 
 /** How the supervisor labels a socket whose peer it could not read (never held, never matched). */
-export const UNNAMED_SOCKET = 'socket';
+const UNNAMED_SOCKET = 'socket';
 
 /** The build's calls of one kind to sockets whose peer could not be read. */
 export function unnamedSocketCalls(

@@ -143,7 +143,7 @@ export function judge({ source, plan, run, flags, selection }: ReplayToJudge): J
     outcomes: results.targets,
     excluded: selection.reasons,
     maps: flags.map,
-    unplannedCalls: new Map(results.unmatched.map((u) => [u.target, u.calls])),
+    unmatched: results.unmatched,
   });
   const outcome = verdict({
     buildStatus: run.exit.status,

@@ -78,7 +78,7 @@ function replay(
     outcomes,
     excluded: selection.reasons,
     maps: map,
-    unplannedCalls: new Map(unplanned.map((u) => [u.target, u.calls])),
+    unmatched: unplanned,
   });
   const rows = buildReport(plan, outcomes, unplanned, parseTolerance('10%,1ms'));
   const v = verdictOf(rows, causes);
@@ -270,7 +270,7 @@ describe('a cause on a stream matched by bytes', () => {
       outcomes: [outcome],
       excluded: new Map(),
       maps: [],
-      unplannedCalls: new Map(),
+      unmatched: [],
     })[0]!;
   };
 
@@ -310,7 +310,7 @@ describe("a cause in an answer's later part (TLS 1.3: the session tickets at onc
       outcomes,
       excluded: new Map(),
       maps: [],
-      unplannedCalls: new Map(),
+      unmatched: [],
     });
     return { response, causes };
   };
@@ -378,7 +378,7 @@ describe('requests the matcher cannot tell apart (issue 42: one key, other times
       outcomes,
       excluded: new Map(),
       maps: [],
-      unplannedCalls: new Map(),
+      unmatched: [],
     });
     expect(causes).toEqual([
       expect.objectContaining({
