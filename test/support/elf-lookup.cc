@@ -1,6 +1,8 @@
 // What native/probes/elf_file.cc finds for an ELF file and a set of names, both ways: the walk of
 // every symbol (Symbols, filtered on the name) and the lookup that reads only what it needs
-// (SymbolsNamed). One symbol a line: "walk|named <TAB> name <TAB> value (hex) <TAB> size <TAB> STT_ type".
+// (SymbolsNamed). One symbol a line: "walk|named <TAB> name <TAB> value (hex) <TAB> size <TAB> STT_ type";
+// then what elf_symbols.cc's ReadElfSymbols makes of them, a name a line:
+// "read <TAB> name <TAB> value (hex) <TAB> file offset (hex, - when none)".
 // Usage: elf-lookup FILE dynamic|all [NAME...]
 #include <cstdio>
 #include <set>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "elf_file.h"
+#include "elf_symbols.h"
 
 namespace {
 
@@ -27,5 +30,12 @@ int main(int argc, char** argv) {
   std::printf("ok\t%d\n", file.ok() ? 1 : 0);
   Print("walk", file.Symbols([&names](const char* name, int) { return names.count(name) != 0; }, dynamic_only));
   Print("named", file.SymbolsNamed(names, dynamic_only));
+  const kreplay::ElfSymbols read = kreplay::ReadElfSymbols(argv[1], names, dynamic_only);
+  for (const auto& [name, value] : read.values) {
+    const auto offset = read.offsets.find(name);
+    std::printf("read\t%s\t%llx\t", name.c_str(), static_cast<unsigned long long>(value));
+    if (offset == read.offsets.end()) std::printf("-\n");
+    else std::printf("%llx\n", static_cast<unsigned long long>(offset->second));
+  }
   return 0;
 }

@@ -24,7 +24,12 @@ beforeAll(() => {
   execFileSync('g++', [
     ...['-std=c++17', '-Wall', '-Wextra', '-Werror', '-g'],
     ...['-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-I', probes, '-o', lookupExe],
-    ...[resolve(__dirname, '../support/elf-lookup.cc'), join(probes, 'elf_file.cc'), '-lelf'],
+    ...[
+      resolve(__dirname, '../support/elf-lookup.cc'),
+      join(probes, 'elf_file.cc'),
+      join(probes, 'elf_symbols.cc'),
+    ],
+    '-lelf',
   ]);
 }, 120_000);
 
@@ -34,6 +39,8 @@ interface Found {
   ok: boolean;
   walk: string[];
   named: string[];
+  /** ReadElfSymbols' answer, "name value offset" (offset "-": none) */
+  read: string[];
 }
 
 /** Both ways' symbols ("name value size type" lines); a sanitizer's report fails the program and the test. */
@@ -43,11 +50,11 @@ function lookup(file: string, how: 'dynamic' | 'all', names: string[]): Found {
     env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=0' },
     maxBuffer: 64 << 20,
   });
-  const found: Found = { ok: false, walk: [], named: [] };
+  const found: Found = { ok: false, walk: [], named: [], read: [] };
   for (const line of out.trim().split('\n')) {
     const [how, ...rest] = line.split('\t');
     if (how === 'ok') found.ok = rest[0] === '1';
-    else found[how as 'walk' | 'named'].push(rest.join(' '));
+    else found[how as 'walk' | 'named' | 'read'].push(rest.join(' '));
   }
   return found;
 }
@@ -210,6 +217,23 @@ describe("an ELF file's named symbols", () => {
     const dynamic = lookup(exe, 'dynamic', [...dynamicNames(exe), ...names]);
     expect(dynamic.named).toEqual(dynamic.walk);
   }, 180_000);
+
+  it('a name defined twice: its value and its file offset are read from one definition', () => {
+    // two static variables of one name in two files: the first linked in .bss (no bytes in the
+    // file), the second in .data (bytes in the file), both in .symtab in that order
+    writeFileSync(join(dir, 'twin-bss.c'), 'static int twin __attribute__((used));\n');
+    writeFileSync(
+      join(dir, 'twin-data.c'),
+      'static int twin __attribute__((used)) = 7;\nint main(void) { return 0; }\n',
+    );
+    const exe = join(dir, 'twins');
+    execFileSync('gcc', ['-o', exe, join(dir, 'twin-bss.c'), join(dir, 'twin-data.c')]);
+    const found = lookup(exe, 'all', ['twin']);
+    expect(count(found.walk, 'twin')).toBe(2);
+    const [first] = found.walk.filter((line) => line.startsWith('twin '));
+    // the .bss one's value, and no offset: the .data one's offset would point at another variable
+    expect(found.read).toEqual([`twin ${first!.split(' ')[1]} -`]);
+  });
 });
 
 interface Section {
@@ -384,7 +408,7 @@ describe('a corrupt ELF file', () => {
 
   it('not ELF at all: not ok, nothing found', () => {
     const found = corrupted(ssl, () => Buffer.from('#!/bin/sh\necho hello\n'));
-    expect(found).toEqual({ ok: false, walk: [], named: [] });
+    expect(found).toEqual({ ok: false, walk: [], named: [], read: [] });
   });
 
   it('keeps the gnu hash type the test relies on', () => {
