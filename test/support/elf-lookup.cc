@@ -34,8 +34,10 @@ int main(int argc, char** argv) {
   for (const auto& [name, value] : read.values) {
     const auto offset = read.offsets.find(name);
     std::printf("read\t%s\t%llx\t", name.c_str(), static_cast<unsigned long long>(value));
-    if (offset == read.offsets.end()) std::printf("-\n");
-    else std::printf("%llx\n", static_cast<unsigned long long>(offset->second));
+    if (offset == read.offsets.end())
+      std::printf("-\n");
+    else
+      std::printf("%llx\n", static_cast<unsigned long long>(offset->second));
   }
   return 0;
 }
