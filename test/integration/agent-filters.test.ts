@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CGROUP_RESCAN_MS } from '../../agent/filter/capture-filter';
-import { RecordType } from '../../core/model/record-layout';
+import { blockOpName, RecordType } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { get, startEventsServer } from '../support/events-http';
@@ -237,9 +237,8 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
       expect(await agent.stop()).toBe(0);
 
       const dev = loop.major * 0x100000 + loop.minor;
-      const stored = readStoredEvents(
-        store,
-        `e.type = ${RecordType.BlockIo} AND e.dev = ${dev} AND e.op = 0`,
+      const stored = readStoredEvents(store, `e.type = ${RecordType.BlockIo} AND e.dev = ${dev}`).filter(
+        (e) => blockOpName(e.op!) === 'read',
       );
       // every read the kernel completed on the device, none lost or doubled, all the one task's
       expect(reads).toBeGreaterThan(0);
