@@ -6,14 +6,17 @@
  */
 import Database from 'better-sqlite3';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CGROUP_RESCAN_MS } from '../../agent/filter/capture-filter';
+import { blockOpName, RecordType } from '../../core/model';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, type TestCgroup } from '../support/cgroup';
 import { get, startEventsServer } from '../support/events-http';
+import { createLoopDevice } from '../support/loop-device';
 import { readStoredEvents, storedCounter } from '../support/store-rows';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
 
 const dir = useTempDir('kreplay-agent-filters-');
 const tag = process.pid;
@@ -194,6 +197,58 @@ describe('kreplay agent --include/--exclude (real kernel)', () => {
       expect(before.sampled).toBeUndefined();
     } finally {
       await server.close();
+    }
+  });
+
+  it("stores the block reads of an included shell's exec of a cold program under its pid, and the name it had then", async () => {
+    const loop = createLoopDevice();
+    try {
+      const shellComm = `kr-cx-${tag % 10000}`;
+      const programComm = `kr-cp-${tag % 10000}`;
+      // a real program on the test's own device, none of its pages (nor the device's) in the page
+      // cache once remounted: its exec reads them from the device, as on a fresh machine
+      const program = join(loop.mountPoint, programComm);
+      copyFileSync(execFileSync('sh', ['-c', 'command -v sleep'], { encoding: 'utf8' }).trim(), program);
+      execFileSync('umount', [loop.mountPoint]);
+      execFileSync('mount', [loop.device, loop.mountPoint]);
+      const store = join(dir.path, 'n.db');
+      const agent = await startAgent([
+        ...['--data-dir', dir.path, '--node', 'n'],
+        ...['--include', `comm:${shellComm}`, '--include', `comm:${programComm}`],
+      ]);
+      agents.push(agent);
+      const stat = (file: string) =>
+        readFileSync(`/sys/block/${loop.name}/${file}`, 'utf8').trim().split(/\s+/);
+      const completedReads = () => Number(stat('stat')[0]);
+      // nothing in flight and the reads held still (the mount's own are done)
+      let last = -1;
+      const settled = () => {
+        const now = completedReads();
+        const still = now === last && stat('inflight').every((n) => n === '0');
+        last = now;
+        return still;
+      };
+      await waitFor(settled, { everyMs: 300, what: `${loop.device} to settle` });
+      const before = completedReads();
+      // the exec's first reads are the shell's: its name changes only once the program is read
+      const pid = run(shellComm, `exec ${program} 0`);
+      await waitFor(settled, { everyMs: 300, what: `${loop.device} to settle` });
+      const reads = completedReads() - before;
+      expect(await agent.stop()).toBe(0);
+
+      const dev = loop.major * 0x100000 + loop.minor;
+      const stored = readStoredEvents(store, `e.type = ${RecordType.BlockIo} AND e.dev = ${dev}`).filter(
+        (e) => blockOpName(e.op!) === 'read',
+      );
+      // every read the kernel completed on the device, none lost or doubled, all the one task's
+      expect(reads).toBeGreaterThan(0);
+      expect(stored).toHaveLength(reads);
+      expect(new Set(stored.map((e) => e.pid))).toEqual(new Set([pid]));
+      expect(stored.map((e) => e.comm)).toContain(shellComm);
+      expect(stored.every((e) => e.comm === shellComm || e.comm === programComm)).toBe(true);
+      expect(stored.every((e) => e.bytes > 0 && e.txn === null)).toBe(true);
+    } finally {
+      loop.remove();
     }
   });
 });
