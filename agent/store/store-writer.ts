@@ -3,7 +3,13 @@ import { KreplayError } from '../../core/errors';
 import type Database from 'better-sqlite3';
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { corruptStoreError, isCorruption, openWriteStore, type StoreInfo } from '../../core/store/schema';
+import {
+  corruptStoreError,
+  isCorruption,
+  newStorePageBytes,
+  openWriteStore,
+  type StoreInfo,
+} from '../../core/store/schema';
 import type { EventBatch } from '../ingest/event-batch';
 import {
   CheckpointPolicy,
@@ -220,7 +226,8 @@ export class StoreWriter {
     const releaseLock = acquireWriterLock(path);
     let db: Database.Database | undefined;
     try {
-      const opened = openWriteStore(path, node, options.cacheKib);
+      const cap = options.retention ? resolvePolicy(dataDir, options.retention).maxStoreBytes : 0;
+      const opened = openWriteStore(path, node, options.cacheKib, newStorePageBytes(cap));
       db = opened.db;
       return new StoreWriter(db, opened.info, path, releaseLock, options);
     } catch (err) {

@@ -88,10 +88,8 @@ describe('retention', () => {
   });
 
   it('keeps the file under --max-store-bytes, background first, measured on disk', () => {
-    // Room for more than a batch of 5,000: under 4 MiB, less the WAL's 2.5 MiB allowance, a store of
-    // 16 KiB pages (NEW_STORE_PAGE_BYTES) held less than one, and the cap took the newest batch's
-    // first context event with its older ones while the batch's background, newer, stayed.
-    const cap = 8 * MiB;
+    // a cap this small gets SQLite's 4 KiB pages (newStorePageBytes), with room for a whole batch
+    const cap = 4 * MiB;
     let now = NOW;
     const writer = StoreWriter.open(dir.path, 'n', {
       retention: { retainNs: 0, retainContextNs: 0, maxStore: { bytes: cap } },

@@ -1,14 +1,14 @@
 /**
- * A store's page size (core/store/schema.ts NEW_STORE_PAGE_BYTES): a new store is made with it, and
- * a store made before, at SQLite's 4 KiB, keeps its own (no VACUUM converts it) while the agent
- * writes it and the daemon reads it.
+ * A store's page size (core/store/schema.ts NEW_STORE_PAGE_BYTES): a new store is made with it, but
+ * under a small --max-store-bytes with SQLite's 4 KiB; and a store made before, at 4 KiB, keeps its
+ * own (no VACUUM converts it) while the agent writes it and the daemon reads it.
  */
 import Database from 'better-sqlite3';
 import { openSync, readSync, closeSync } from 'node:fs';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { StoreWriter, storePath } from '../../agent/store/store-writer';
 import { silentLogger } from '../../core/log/logger';
-import { NEW_STORE_PAGE_BYTES } from '../../core/store/schema';
+import { NEW_STORE_PAGE_BYTES, SMALL_CAP_BYTES } from '../../core/store/schema';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { useTempDir } from '../support/temp-dir';
 
@@ -74,6 +74,25 @@ describe("a store's page size", () => {
     expect(headerPageSize(path)).toBe(NEW_STORE_PAGE_BYTES);
     expectRequests('a');
     expectRequests('b');
+  });
+
+  it.each([
+    ['a cap under SMALL_CAP_BYTES', 4096, SMALL_CAP_BYTES - 1],
+    ['a cap of SMALL_CAP_BYTES', NEW_STORE_PAGE_BYTES, SMALL_CAP_BYTES],
+    ["a share of the data dir's filesystem", NEW_STORE_PAGE_BYTES, undefined],
+  ])('under %s, a new store gets %d-byte pages', (_what, expected, bytes) => {
+    const writer = StoreWriter.open(dir.path, 'n', {
+      retention: {
+        retainNs: 0,
+        retainContextNs: 0,
+        maxStore: bytes === undefined ? { share: 0.5 } : { bytes },
+      },
+    });
+    expect(writer.db.pragma('page_size', { simple: true })).toBe(expected);
+    writeRequests(writer, 'capped', 1_795_000_000_000_000_000n);
+    writer.close();
+    expect(headerPageSize(storePath(dir.path, 'n'))).toBe(expected);
+    expectRequests('capped');
   });
 
   it('stays 4 KiB in a store made at 4 KiB, which the writer and the daemon go on using', () => {
