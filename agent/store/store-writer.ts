@@ -36,6 +36,7 @@ import {
   transactionRowsFor,
   type PruneStep,
   type RetentionOptions,
+  type RetentionPolicy,
   walAllowanceFor,
 } from './retention';
 import { acquireWriterLock } from './writer-lock';
@@ -168,6 +169,8 @@ export class StoreWriter {
     readonly path: string,
     private readonly releaseLock: () => void,
     options: StoreWriterOptions,
+    /** options.retention resolved against the store's filesystem; null: no retention */
+    policy: RetentionPolicy | null,
   ) {
     this.services = new NameDictionary(
       db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
@@ -182,7 +185,6 @@ export class StoreWriter {
     this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
     this.containers = new NameDictionary(db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[]);
     this.insertContainer = db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');
-    const policy = options.retention ? resolvePolicy(dirname(path), options.retention) : null;
     const checkpoint =
       options.checkpoint ?? (policy ? checkpointPolicyFor(policy) : DEFAULT_CHECKPOINT_POLICY);
     this.checkpoints = new CheckpointPolicy(db, `${path}-wal`, checkpoint);
@@ -226,10 +228,15 @@ export class StoreWriter {
     const releaseLock = acquireWriterLock(path);
     let db: Database.Database | undefined;
     try {
-      const cap = options.retention ? resolvePolicy(dataDir, options.retention).maxStoreBytes : 0;
-      const opened = openWriteStore(path, node, options.cacheKib, newStorePageBytes(cap));
+      const policy = options.retention ? resolvePolicy(dirname(path), options.retention) : null;
+      const opened = openWriteStore(
+        path,
+        node,
+        options.cacheKib,
+        newStorePageBytes(policy?.maxStoreBytes ?? 0),
+      );
       db = opened.db;
-      return new StoreWriter(db, opened.info, path, releaseLock, options);
+      return new StoreWriter(db, opened.info, path, releaseLock, options, policy);
     } catch (err) {
       db?.close();
       releaseLock();
