@@ -17,6 +17,11 @@ function threadPolicies(): number[] {
   });
 }
 
+/** Time a thread of this process has run, in ns (first field of /proc/self/task/<tid>/schedstat). */
+function threadCpuNs(tid: number): bigint {
+  return BigInt(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]!);
+}
+
 function mayUseRealtime(): boolean {
   return holdsCapability(effectiveCapabilities(), CAP_SYS_NICE);
 }
@@ -165,7 +170,7 @@ describe('the high-resolution replay clock', () => {
 
   it('waits for a distant deadline almost without CPU', async () => {
     const waitNs = 1_000_000_000n;
-    const cpu = process.cpuUsage();
+    const before = threadCpuNs(clock.thread);
     const started = clock.now();
     const at = await new Promise<bigint>((resolve) =>
       new ArmedLane(
@@ -173,10 +178,10 @@ describe('the high-resolution replay clock', () => {
         clock.lane((released) => resolve(released.releasedAt)),
       ).at(started + waitNs),
     );
-    const used = process.cpuUsage(cpu);
-    const cpuNs = BigInt(used.user + used.system) * 1000n;
+    const cpuNs = threadCpuNs(clock.thread) - before;
     expect(at).toBeGreaterThanOrEqual(started + waitNs);
-    // the clock thread spins only the last few hundred µs: far below a tenth of the wait on this process's clock
-    expect(cpuNs * 10n).toBeLessThan(waitNs);
+    // the clock thread spins only the last few hundred µs (2 ms at most; 2.7-4.3 ms in all here, at load 0-4).
+    // Its own time, not the process's: under load V8's compiler and GC threads took 90 ms of it, and on CI 250.
+    expect(cpuNs * 20n).toBeLessThan(waitNs);
   });
 });

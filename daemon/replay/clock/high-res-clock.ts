@@ -96,6 +96,8 @@ export class HighResClock implements ReplayClock, LaneHost {
   private lastLane = 0;
   /** how the clock thread is scheduled, e.g. "SCHED_FIFO 10", once it has started */
   scheduling = 'starting';
+  /** the clock thread's id (its /proc/self/task entry), once it has started */
+  thread = 0;
   private readonly started: Promise<void>;
   private readonly doorbellWriteFd: number;
 
@@ -157,6 +159,7 @@ export class HighResClock implements ReplayClock, LaneHost {
   }
 
   private schedule(hello: ClockThreadHello, realtimePriority: number): void {
+    this.thread = hello.tid;
     this.scheduling = hello.niceness === 0 ? 'SCHED_OTHER' : `SCHED_OTHER nice ${hello.niceness}`;
     if (realtimePriority > 0) {
       try {
