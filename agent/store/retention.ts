@@ -53,6 +53,12 @@ const LOW_WATER = 0.8;
 /* Rows per step under the cap are sized from the excess at this many bytes a row (rows take less, so steps undershoot and repeat). */
 const CAP_BYTES_PER_ROW = 256;
 const CAP_MIN_STEP_ROWS = 1000;
+/**
+ * The cap's bound on ts: none. It takes the oldest whenever they were stamped; bounded by the
+ * prune's now, a wall clock stepped back left every newer event out of reach and the store grew
+ * past the cap until the clock caught up.
+ */
+const ANY_TS = (1n << 63n) - 1n;
 
 export function resolvePolicy(dataDir: string, options: RetentionOptions): RetentionPolicy {
   let maxStoreBytes: number;
@@ -257,8 +263,8 @@ export class Pruner {
         const excess = used - this.policy.maxStoreBytes * LOW_WATER;
         const rows = Math.min(STEP_ROWS, Math.max(CAP_MIN_STEP_ROWS, Math.ceil(excess / CAP_BYTES_PER_ROW)));
         const step =
-          this.removeOldest('background', now + 1n, 'max-store-bytes', rows, unshippedSeq() ?? undefined) ??
-          this.removeOldest('context', now + 1n, 'max-store-bytes', rows, unshippedSeq() ?? undefined);
+          this.removeOldest('background', ANY_TS, 'max-store-bytes', rows, unshippedSeq() ?? undefined) ??
+          this.removeOldest('context', ANY_TS, 'max-store-bytes', rows, unshippedSeq() ?? undefined);
         if (step) return step;
         this.overCap = false; // nothing left to remove: the rest is dictionaries and history
       }

@@ -87,7 +87,12 @@ describe('retention', () => {
     expect(after.pruned[0]!.to_ns < NOW - 6n * HOUR).toBe(true);
   });
 
-  it('keeps the file under --max-store-bytes, background first, measured on disk', () => {
+  // The cap takes the oldest whatever their time: after the wall clock stepped back, every stored
+  // event is stamped after the prune's now, and background still goes first.
+  it.each([
+    ['', 0n],
+    [', events stamped after the prune (the wall clock stepped back)', 10n * 1_000_000_000n],
+  ])('keeps the file under --max-store-bytes, background first, measured on disk%s', (_, aheadNs) => {
     // a cap this small gets SQLite's 4 KiB pages (newStorePageBytes), with room for a whole batch
     const cap = 4 * MiB;
     let now = NOW;
@@ -98,7 +103,7 @@ describe('retention', () => {
     let maxBytes = 0;
     let written = 0;
     for (let b = 0; b < 80; b++) {
-      const batch = batchOf(writer, now, 5000, 1000, 10);
+      const batch = batchOf(writer, now + aheadNs, 5000, 1000, 10);
       writer.writeBatch(batch);
       written += batch.count;
       writer.prune(batch.count);
