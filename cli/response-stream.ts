@@ -9,7 +9,7 @@
  */
 import { BodyReader } from './http-body';
 import { bodyFraming, HeadReader } from './http-head';
-import { HttpError, type EventStream } from './sse-client';
+import { HttpError } from './sse-client';
 
 /** What the stream reads from: told to stop reading while the listener's output is full, and to go on. */
 export interface Connection {
@@ -18,10 +18,23 @@ export interface Connection {
   destroy(): void;
 }
 
-/** The part of an EventStream the replay's CLI reads (`listen`: each chunk a view of a buffer the next read writes over). */
-export type ChunkStream = Pick<EventStream, 'listen' | 'close'>;
+export interface ChunkStream {
+  /**
+   * Each read's body bytes handed to `onChunk` in the read's turn, with no
+   * promise or generator between the socket and the reader, which parses
+   * them its own way: how a dense replay's client keeps up
+   * (cli/replay-lines.ts). A chunk is a view of a buffer the next read
+   * writes over: what is kept of it must be copied. A promise `onChunk`
+   * returns holds the socket (the reader's output is full) until it
+   * settles. Resolves when the stream ends or is closed; rejects on a
+   * broken connection or what `onChunk` throws.
+   */
+  listen(onChunk: Listener): Promise<void>;
+  /** ends a listen in progress, and the connection */
+  close(): void;
+}
 
-type Listener = Parameters<EventStream['listen']>[0];
+type Listener = (chunk: Buffer) => void | Promise<void>;
 
 /** An error of the connection, as node:http gives a dropped one: a code, so it is retried. */
 export function connectionDropped(message: string): Error {
