@@ -94,7 +94,8 @@ export class ReplayLines {
       // not a frame as the daemon writes it (or its end has not come): up to the block's end, if here
       const end = next === -1 ? chunk.indexOf(BLOCK_END, start) : -1;
       if (end === -1) {
-        this.rest = chunk.subarray(start);
+        // a copy: the socket's buffer is written over by its next read (cli/replay-stream.ts)
+        this.rest = Buffer.from(chunk.subarray(start));
         break;
       }
       this.general(chunk, start, end, others);

@@ -2,9 +2,10 @@
  * A dense replay's first events must not meet cold code on their way out of
  * `kreplay replay` (cli/session-replay.ts): before it asks for the play, the
  * CLI reads a made-up event stream through the path the real one takes, an
- * answer of node:http read by `eventStream`'s listen into `ReplayLines`,
- * and throws the lines away. Its connection is in memory: no socket, nothing
- * listens. Frames as the daemon writes them
+ * answer read by ResponseStream (its head, then its reads in one buffer
+ * reused, as cli/replay-stream.ts's socket hands them over) and listened to
+ * into `ReplayLines`, and throws the lines away. No socket, nothing listens.
+ * Frames as the daemon writes them
  * (daemon/replay/lane/replay-frame.ts: an id of six digits, an event's JSON
  * of a few hundred bytes, the replay's fields last) in reads cut inside a
  * frame, as a socket's are. The warm-up it replaces (frames of a few bytes
@@ -13,11 +14,9 @@
  * nor a frame split across reads: the first real read deoptimized it, and it
  * was compiled again during the play (bench/RESULTS.md, issue 48, dense48l).
  */
-import type { Socket } from 'node:net';
-import { get } from 'node:http';
-import { Duplex } from 'node:stream';
 import { ReplayLines } from './replay-lines';
-import { eventStream } from './sse-client';
+import { READ_BYTES } from './replay-stream';
+import { ResponseStream } from './response-stream';
 
 /** An event's JSON as the daemon streams it, replay fields last, of a recorded event's length. */
 function eventJson(i: number): string {
@@ -66,34 +65,22 @@ export function warmReads(): Buffer[] {
 }
 
 /**
- * Reads the warm-up's reads as an event stream's answer through node:http
- * into a parser of its own; resolves when the answer ends. 15-30 ms of CPU,
- * once, before the play is asked for: no event waits for it.
+ * Reads the warm-up's reads as an event stream's answer through the stream's
+ * reader (ResponseStream: its head, then each read, in a buffer reused as a
+ * socket's is) into a parser of its own; resolves when the answer ends.
+ * 15-30 ms of CPU, once, before the play is asked for: no event waits for it.
  */
-export function warmReplayPath(): Promise<void> {
+export async function warmReplayPath(): Promise<void> {
   const parser = new ReplayLines();
-  // the request is written here and dropped; the answer is what the daemon's would be
-  const connection = new Duplex({
-    read() {},
-    write(_chunk, _encoding, done: () => void) {
-      done();
-    },
+  // nothing to hold or close: the reads are all here
+  const stream = new ResponseStream({ resume: () => undefined, destroy: () => undefined });
+  const buffer = Buffer.allocUnsafe(READ_BYTES);
+  const read = (bytes: Buffer) => stream.read(buffer.subarray(0, bytes.copy(buffer)));
+  read(Buffer.from(HEAD));
+  const listening = (await stream.opened).listen((chunk) => {
+    parser.push(chunk);
   });
-  return new Promise<void>((resolve, reject) => {
-    const request = get(
-      'http://kreplay.warm/',
-      { createConnection: () => connection as unknown as Socket },
-      (res) => {
-        eventStream(request, res)
-          .listen((chunk) => {
-            parser.push(chunk);
-          })
-          .then(resolve, reject);
-      },
-    );
-    request.on('error', reject);
-    connection.push(HEAD);
-    for (const read of warmReads()) connection.push(read);
-    connection.push(null);
-  });
+  for (const bytes of warmReads()) read(bytes);
+  stream.end();
+  await listening;
 }

@@ -4,6 +4,7 @@
  * the calls at their recorded pace. Progress goes to stderr, and only to a terminal. Ctrl-C, or the
  * reader of stdout going away, stops the session.
  */
+import { KreplayError } from '../core/errors';
 import type { Logger } from '../core/log/logger';
 import { followResuming } from '../core/stream-resume';
 import { askShortestSlice } from '../core/threads/shortest-slice';
@@ -11,7 +12,9 @@ import { postJson, problemText, unreachable } from './daemon-request';
 import { sessionLinks } from './session-links';
 import { ReplayLines, type ReplayRead } from './replay-lines';
 import { warmReplayPath } from './replay-warm';
-import { HttpError, openEventStream, type EventStream } from './sse-client';
+import { openReplayStream } from './replay-stream';
+import type { ChunkStream } from './response-stream';
+import { HttpError } from './sse-client';
 
 /** What a session is replayed with. */
 export interface SessionFlags {
@@ -59,7 +62,7 @@ class Progress {
 class Replay {
   private lastEventId: string | undefined;
   private emitted = 0;
-  private stream: EventStream | null = null;
+  private stream: ChunkStream | null = null;
   private readonly progress = new Progress(process.stderr.isTTY === true);
 
   constructor(
@@ -79,8 +82,9 @@ class Replay {
       { attempts: RECONNECTS, waitMs: RECONNECT_DELAY_MS },
       {
         lastSeen: () => this.lastEventId,
-        // system errors (refused, reset) are worth a retry; anything else is an answer
-        retriable: (err) => typeof (err as NodeJS.ErrnoException).code === 'string',
+        // system errors (refused, reset) are worth a retry; anything else (an answer that cannot be read among them) is an answer
+        retriable: (err) =>
+          !(err instanceof KreplayError) && typeof (err as NodeJS.ErrnoException).code === 'string',
         giveUp: (networkError) =>
           networkError
             ? unreachable(this.base, networkError)
@@ -98,7 +102,7 @@ class Replay {
    * come, as every later one is.
    */
   private async follow(): Promise<boolean> {
-    const stream = await openEventStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
+    const stream = await openReplayStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
     this.stream = stream;
     const lines = new ReplayLines();
     let first = true;

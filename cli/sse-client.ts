@@ -1,10 +1,11 @@
 /**
  * Reading text/event-stream: the fields the replay stream uses (event, id,
  * data) and comments. Over node:http rather than fetch, so that closing a
- * stream closes its connection at once.
+ * stream closes its connection at once. `kreplay replay`'s own stream is
+ * read from its socket instead (cli/replay-stream.ts).
  */
 import { KreplayError } from '../core/errors';
-import { get, type ClientRequest, type IncomingMessage } from 'node:http';
+import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
 import { authHeaders } from './daemon-request';
 
@@ -169,62 +170,7 @@ export class HttpError extends KreplayError {
 export interface EventStream {
   /** one message at a time */
   messages: AsyncGenerator<SseMessage>;
-  /**
-   * Or (read one or the other) each chunk's bytes as read, handed to
-   * `onChunk` in the same turn, with no promise or generator between the
-   * socket and the reader, which parses them its own way: how a dense
-   * replay's client keeps up (cli/replay-lines.ts). A promise `onChunk`
-   * returns holds the socket (the reader's output is full) until it settles.
-   * Resolves when the stream ends or is closed; rejects on a broken
-   * connection or what `onChunk` throws.
-   */
-  listen(onChunk: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   close(): void;
-}
-
-/** `listen` over a 200 answer; `close` destroys the request, which ends a listen in progress (also cli/replay-warm.ts). */
-export function eventStream(request: ClientRequest, res: IncomingMessage): EventStream {
-  let closed = false;
-  let settle: (() => void) | null = null;
-  return {
-    messages: sseMessages(res),
-    listen(onChunk) {
-      return new Promise<void>((resolve, reject) => {
-        settle = resolve;
-        const fail = (err: unknown) => {
-          request.destroy();
-          if (closed) resolve();
-          else reject(err as Error);
-        };
-        res.on('data', (chunk: Buffer) => {
-          let wait: void | Promise<void>;
-          try {
-            wait = onChunk(chunk);
-          } catch (err) {
-            return fail(err);
-          }
-          if (!wait) return;
-          res.pause();
-          wait.then(() => res.resume(), fail);
-        });
-        res.once('end', () => resolve());
-        res.once('error', (err) => fail(err));
-        // a connection dropped mid-stream is a network error, as the 'error' before it says
-        res.once('close', () =>
-          closed || res.complete
-            ? resolve()
-            : fail(
-                Object.assign(new Error('the event stream closed before its end'), { code: 'ECONNRESET' }),
-              ),
-        );
-      });
-    },
-    close() {
-      closed = true;
-      request.destroy();
-      settle?.();
-    },
-  };
 }
 
 export function openEventStream(url: string, lastEventId?: string): Promise<EventStream> {
@@ -233,7 +179,8 @@ export function openEventStream(url: string, lastEventId?: string): Promise<Even
   return new Promise((resolve, reject) => {
     const request = (url.startsWith('https:') ? getTls : get)(url, { headers }, (res: IncomingMessage) => {
       if (res.statusCode === 200) {
-        resolve(eventStream(request, res));
+        // closing destroys the request: its connection closes at once
+        resolve({ messages: sseMessages(res), close: () => request.destroy() });
         return;
       }
       let body = '';

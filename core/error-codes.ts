@@ -79,6 +79,8 @@ export const ERROR_CODES = {
   E_PY_INJECT_FAILED: 'a step of queuing the Python hook failed in the process (it was left as it was)',
   // the CLI and the threads
   E_HTTP: 'the daemon answered a CLI request with an HTTP error',
+  E_HTTP_PROTOCOL:
+    'an answer the CLI reads from its socket is not HTTP/1.x as it reads it, or framed or encoded a way it does not read',
   E_NO_CHECKOUT: "kreplay's own files are not where the launcher expects them",
   E_THREAD_MODULE: "a worker thread's module is missing (run make build)",
 } as const satisfies Record<`E_${string}`, string>;

@@ -2,6 +2,10 @@ import { execFile, spawn } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
 import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { selfSignedCert } from '../../bench/tls-cert';
+import { openReplayStream } from '../../cli/replay-stream';
+import { silentLogger } from '../../core/log/logger';
+import { createDaemon } from '../../daemon/create-daemon';
 import { writeStore } from '../support/event-store';
 import { fetchAllPages } from '../support/events-http';
 import { straced } from '../support/strace';
@@ -153,8 +157,15 @@ async function cuttingProxy(
 
 /* Asynchronous: the daemon answering the CLI runs in this very process. */
 function kreplay(...args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  return kreplayWith(process.env, ...args);
+}
+
+function kreplayWith(
+  env: NodeJS.ProcessEnv,
+  ...args: string[]
+): Promise<{ status: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const options = { timeout: 60_000, maxBuffer: 64 << 20 };
+    const options = { timeout: 60_000, maxBuffer: 64 << 20, env };
     execFile(process.execPath, [BIN, ...args], options, (err, stdout, stderr) => {
       resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
@@ -206,6 +217,36 @@ describe('kreplay replay', () => {
     });
     const sessions = (await api(server.url, 'GET', '')).body.sessions as Record<string, unknown>[];
     expect(sessions).toEqual([expect.objectContaining({ state: 'finished', speed_factor: 20 })]);
+  });
+
+  it('reads its stream over HTTPS from a daemon whose certificate it trusts; its stream refuses one it does not', async () => {
+    const { cert, key } = selfSignedCert(dir.path);
+    const tls = await createDaemon({ dataDir: dir.path, tls: { cert, key }, log: silentLogger });
+    try {
+      expect(tls.url).toMatch(/^https:/);
+      const out = await kreplayWith(
+        { ...process.env, NODE_EXTRA_CA_CERTS: cert },
+        'replay',
+        'tx',
+        '--speed',
+        '20',
+        '--server',
+        tls.url,
+      );
+      expect(out.stderr).toBe('');
+      expect(out.status).toBe(0);
+      const offsets = out.stdout
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { replay_offset_ns: number }).replay_offset_ns);
+      expect(offsets).toEqual(Array.from({ length: 30 }, (_, i) => i * 50_000));
+      // a stream from a server whose certificate is not trusted is refused, as node:https refuses it
+      await expect(openReplayStream(`${tls.url}/api/replay/sessions/s/events`)).rejects.toMatchObject({
+        code: 'DEPTH_ZERO_SELF_SIGNED_CERT',
+      });
+    } finally {
+      await tls.close();
+    }
   });
 
   it('prints the first events as they come, before its play is answered, like every later one', async () => {

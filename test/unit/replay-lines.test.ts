@@ -115,6 +115,25 @@ describe('ReplayLines: a replay stream as the CLI prints it', () => {
     }
   });
 
+  it('prints the same from reads in one buffer written over by each (a socket read with onread)', () => {
+    let seed = 5;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    const shared = Buffer.alloc(4_096);
+    for (let round = 0; round < 20; round++) {
+      const fresh: Buffer[] = [];
+      for (let at = 0; at < whole.length;) {
+        const size = 1 + Math.floor(random() * (random() < 0.3 ? 3 : shared.length));
+        fresh.push(Buffer.from(whole.subarray(at, at + size)));
+        at += size;
+      }
+      const lines = new ReplayLines();
+      let out = '';
+      for (const chunk of fresh)
+        out += lines.push(shared.subarray(0, chunk.copy(shared))).lines.toString('utf8');
+      expect(out).toBe(byParser(fresh).out);
+    }
+  });
+
   it('takes one buffer for every read while none is held, and decodes one id a read, no view an event', () => {
     const frames = 20_000;
     let text = '';

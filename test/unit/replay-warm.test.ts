@@ -3,6 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { ReplayLines } from '../../cli/replay-lines';
 import { warmReads, warmReplayPath } from '../../cli/replay-warm';
+import { ResponseStream } from '../../cli/response-stream';
 import { SseByteParser } from '../../cli/sse-client';
 
 afterEach(() => jest.restoreAllMocks());
@@ -45,22 +46,28 @@ describe("kreplay replay's warm-up", () => {
     expect(printed.split('\n')[0]).toMatch(/^\{"event_id":"[0-9a-f]{40}",.*"emitted_late_ns":\d+\}$/);
   });
 
-  it("hands each read to the parser through node:http's answer, over a connection in memory", async () => {
+  it("hands each read to the parser through the stream's reader, from one buffer as a socket's, with no connection", async () => {
     const connect = jest.spyOn(net, 'createConnection');
     const lookup = jest.spyOn(dns, 'lookup');
     const get = jest.spyOn(http, 'get');
     const pushed: Buffer[] = [];
+    const buffers = new Set<ArrayBufferLike>();
     const push = ReplayLines.prototype.push;
     jest.spyOn(ReplayLines.prototype, 'push').mockImplementation(function (this: ReplayLines, chunk) {
       pushed.push(Buffer.from(chunk));
+      buffers.add(chunk.buffer);
       return push.call(this, chunk);
     });
+    const read = jest.spyOn(ResponseStream.prototype, 'read');
     await warmReplayPath();
     // the reads as cut, one push each (not joined), as a socket's reads reach the CLI's parser
     const reads = warmReads();
     expect(pushed).toHaveLength(reads.length);
     pushed.forEach((chunk, i) => expect(chunk.equals(reads[i]!)).toBe(true));
-    expect(get).toHaveBeenCalledTimes(1);
+    // the head, then each read
+    expect(read).toHaveBeenCalledTimes(reads.length + 1);
+    expect(buffers.size).toBe(1);
+    expect(get).not.toHaveBeenCalled();
     expect(connect).not.toHaveBeenCalled();
     expect(lookup).not.toHaveBeenCalled();
   });
