@@ -3,15 +3,25 @@
  * host's, over the real one: the machine's clock is shared with other tests and never touched.
  * `new Date()` without an argument does not go through Date.now and is not stepped.
  */
-export function useWallStep(): { step(ms: number): void } {
+export function useWallStep(): {
+  /** one step now (back with a negative ms) */
+  step(ms: number): void;
+  /** a step at every read from now on: each read of Date.now is `ms` past the last one's offset */
+  stepEveryRead(ms: number): void;
+} {
   let offsetMs = 0;
+  let perReadMs = 0;
   beforeEach(() => {
     offsetMs = 0;
+    perReadMs = 0;
     const real = Date.now.bind(Date);
-    jest.spyOn(Date, 'now').mockImplementation(() => real() + offsetMs);
+    jest.spyOn(Date, 'now').mockImplementation(() => real() + (offsetMs += perReadMs));
   });
   afterEach(() => jest.restoreAllMocks());
-  return { step: (ms) => void (offsetMs += ms) };
+  return {
+    step: (ms) => void (offsetMs += ms),
+    stepEveryRead: (ms) => void (perReadMs = ms),
+  };
 }
 
 export const HOUR_MS = 3_600_000;
