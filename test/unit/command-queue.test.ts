@@ -29,7 +29,10 @@ describe('replay clock command queue', () => {
     );
     const channel = new MessageChannel();
     const queue = new CommandQueue(control, ring, channel.port1);
-    const thread = new Worker(LATE_ACK, { eval: true, workerData: { control: shared, ack: CONTROL.ack, ms: 50 } });
+    const thread = new Worker(LATE_ACK, {
+      eval: true,
+      workerData: { control: shared, ack: CONTROL.ack, ms: 50 },
+    });
     try {
       await once(thread, 'online');
       wall.stepEveryRead(HOUR_MS);
