@@ -105,6 +105,27 @@ describe('query workers that keep dying', () => {
         await pool.close();
       }
     }, 30_000);
+
+    it('never takes busy seconds back (a counter) when the clock steps an hour back during a query', async () => {
+      const pool = new QueryPool({
+        dataDir: dir.path,
+        log: createLogger({ level: 'error', format: 'json', write: () => {} }),
+        workers: 1,
+        timeoutMs: 60_000,
+        workerModule: { dir: join(__dirname, '..', 'support'), name: 'silent-query-worker' },
+      });
+      await pool.ready();
+      const running = pool.reader.nodes().catch((err: unknown) => err);
+      try {
+        await waitFor(() => pool.stats().busy === 1, { what: 'the query running' });
+        const before = pool.stats().busySeconds;
+        wall.step(-HOUR_MS);
+        expect(pool.stats().busySeconds).toBeGreaterThanOrEqual(before);
+      } finally {
+        await pool.close();
+        await running;
+      }
+    });
   });
 
   it('closing fails a running query at once, and its deadline no longer starts a worker', async () => {
