@@ -156,8 +156,7 @@ export class ShipLoop {
         if (waiting === 0) waitingSince = null;
         else waitingSince ??= performance.now();
         const due =
-          waiting >= this.batchRows ||
-          (waiting > 0 && performance.now() - waitingSince! >= this.maxDelayMs);
+          waiting >= this.batchRows || (waiting > 0 && performance.now() - waitingSince! >= this.maxDelayMs);
         if (!due) {
           await this.pause.sleep(IDLE_POLL_MS);
           continue;
