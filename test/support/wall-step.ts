@@ -11,13 +11,14 @@ export function useWallStep(): {
 } {
   let offsetMs = 0;
   let perReadMs = 0;
+  let spy: jest.SpiedFunction<typeof Date.now> | undefined;
   beforeEach(() => {
     offsetMs = 0;
     perReadMs = 0;
     const real = Date.now.bind(Date);
-    jest.spyOn(Date, 'now').mockImplementation(() => real() + (offsetMs += perReadMs));
+    spy = jest.spyOn(Date, 'now').mockImplementation(() => real() + (offsetMs += perReadMs));
   });
-  afterEach(() => jest.restoreAllMocks());
+  afterEach(() => spy?.mockRestore());
   return {
     step: (ms) => void (offsetMs += ms),
     stepEveryRead: (ms) => void (perReadMs = ms),
