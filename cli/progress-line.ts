@@ -7,9 +7,10 @@ const WIDTH = 30;
 const TTY_EVERY_MS = 100;
 const LOG_EVERY_MS = 10_000;
 
+/** Its times are performance.now()'s: a wall clock step neither stops the lines nor makes the rate and seconds negative. */
 export class ProgressLine {
-  private readonly started = Date.now();
-  private shownAt = 0;
+  private readonly started = performance.now();
+  private shownAt = -Infinity;
   private readonly tty: boolean;
 
   constructor(
@@ -22,7 +23,7 @@ export class ProgressLine {
 
   private text(done: number, note: string): string {
     const share = this.total > 0 ? Math.min(1, done / this.total) : 1;
-    const seconds = (Date.now() - this.started) / 1000;
+    const seconds = (performance.now() - this.started) / 1000;
     const rate = seconds > 0 ? done / seconds : 0;
     const eta = rate > 0 && done < this.total ? ` ETA ${Math.ceil((this.total - done) / rate)}s` : '';
     const filled = Math.round(share * WIDTH);
@@ -31,7 +32,7 @@ export class ProgressLine {
   }
 
   update(done: number, note = ''): void {
-    const now = Date.now();
+    const now = performance.now();
     if (now - this.shownAt < (this.tty ? TTY_EVERY_MS : LOG_EVERY_MS)) return;
     this.shownAt = now;
     if (this.tty) this.out.write(`\r\x1b[K${this.what} ${this.text(done, note)}`);
@@ -39,7 +40,7 @@ export class ProgressLine {
   }
 
   finish(summary: string): void {
-    const seconds = ((Date.now() - this.started) / 1000).toFixed(1);
+    const seconds = ((performance.now() - this.started) / 1000).toFixed(1);
     this.out.write(`${this.tty ? '\r\x1b[K' : ''}${this.what}: ${summary} in ${seconds} s\n`);
   }
 }

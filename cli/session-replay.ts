@@ -43,19 +43,20 @@ const NOTHING = Buffer.alloc(0);
 
 /** One status line, redrawn in place, on a terminal only. */
 class Progress {
-  private shownAt = 0;
+  private shownAt = -Infinity;
 
   constructor(readonly enabled: boolean) {}
 
   show(text: string, force = false): void {
-    const now = Date.now();
+    // performance.now(): after a wall clock step back the line would stand still for the step
+    const now = performance.now();
     if (!this.enabled || (!force && now - this.shownAt < PROGRESS_EVERY_MS)) return;
     this.shownAt = now;
     process.stderr.write(`\r\x1b[K${text}`);
   }
 
   clear(): void {
-    if (this.enabled && this.shownAt > 0) process.stderr.write('\r\x1b[K');
+    if (this.enabled && this.shownAt > -Infinity) process.stderr.write('\r\x1b[K');
   }
 }
 

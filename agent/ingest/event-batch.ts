@@ -83,6 +83,13 @@ export class EventBatch {
     this.baseTs = baseTs;
   }
 
+  /** At or before its rows' earliest stamp: baseTs, or a row's before it (rows of several CPUs come out of order). */
+  minTs(): bigint {
+    let min = 0;
+    for (let i = 0; i < this.count; i++) if (this.tsOffset[i]! < min) min = this.tsOffset[i]!;
+    return this.baseTs + BigInt(min);
+  }
+
   /** Reserves the next row for the decoder, which fills the columns itself. */
   append(type: number): number {
     if (this.count === this.capacity) throw new RangeError(`event batch is full (${this.capacity})`);

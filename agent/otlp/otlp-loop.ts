@@ -169,8 +169,12 @@ export class OtlpLoop {
     this.timer ??= setInterval(() => this.tick(), this.pollMs);
   }
 
-  /** Reads what was committed, closes what is due, and sends. */
-  tick(nowMs = Date.now()): void {
+  /**
+   * Reads what was committed, closes what is due, and sends. `nowMs` is performance.now()'s: the
+   * batch delay and the trace cap's idle and summary ages are spans of time, which a wall clock
+   * stepped back held for the length of the step (and stepped on, closed at once).
+   */
+  tick(nowMs = performance.now()): void {
     this.read(nowMs);
     for (const summary of this.cap.due(nowMs, false)) this.add(summary, nowMs);
     if (this.full() || (this.open.count > 0 && nowMs - this.open.sinceMs >= this.batchDelayMs)) this.seal();
@@ -383,7 +387,7 @@ export class OtlpLoop {
   }
 
   /** The progress to the owner: at most every PUBLISH_MS (a message costs), at once when the state changed. */
-  private publish(nowMs = Date.now()): void {
+  private publish(nowMs = performance.now()): void {
     if (nowMs - this.publishedMs < PUBLISH_MS && this.progress.state === this.publishedState) return;
     this.publishedMs = nowMs;
     this.publishedState = this.progress.state;
@@ -400,7 +404,7 @@ export class OtlpLoop {
     this.timer = null;
     this.stopping = true;
     this.pause.wake();
-    const nowMs = Date.now();
+    const nowMs = performance.now();
     this.read(nowMs);
     for (const summary of this.cap.due(nowMs, true)) this.add(summary, nowMs);
     this.seal();

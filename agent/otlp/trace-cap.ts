@@ -161,8 +161,9 @@ export class TraceCap {
   /**
    * Summaries due at `nowMs` (idle traces, old summaries), or all of them when `all`. Called every
    * tick with tens of thousands of traces followed (a few events each): it looks at the idle ones,
-   * which lead the activity order, and at those with a summary, not at every trace. (A wall clock
-   * stepped back only delays the close of the traces touched after the step.)
+   * which lead the activity order, and at those with a summary, not at every trace. `nowMs` is on a
+   * monotonic clock (the loop's performance.now()): on one stepped back, the least recently active
+   * trace would look active until the clock caught up, and the walk, which stops there, close none.
    */
   due(nowMs: number, all: boolean): KernelSpan[] {
     const closed: KernelSpan[] = [];

@@ -106,18 +106,19 @@ export class ShipLoop {
     this.stopping = true;
     this.pause.wake();
     await this.loop;
-    if (flushMs > 0 && this.progress.state === 'shipping') await this.flush(Date.now() + flushMs);
+    if (flushMs > 0 && this.progress.state === 'shipping') await this.flush(performance.now() + flushMs);
     this.progress.state = 'stopped';
     this.db.close();
     this.report(this.progress);
   }
 
+  /** deadline: performance.now()'s, as every wait of the loop (a wall clock step neither ends it nor stretches it) */
   private async flush(deadline: number): Promise<void> {
     try {
-      while (Date.now() < deadline) {
+      while (performance.now() < deadline) {
         const batch = this.reader.read(this.progress.cursor, this.batchRows);
         if (batch.count === 0) return;
-        await this.send(batch, deadline - Date.now());
+        await this.send(batch, deadline - performance.now());
       }
     } catch {
       // not acknowledged: it stays in the store, and the next run ships it from the cursor
@@ -153,9 +154,9 @@ export class ShipLoop {
         }
         const waiting = Math.max(0, (this.lastSeq.get() ?? 0) - this.progress.cursor + 1);
         if (waiting === 0) waitingSince = null;
-        else waitingSince ??= Date.now();
+        else waitingSince ??= performance.now();
         const due =
-          waiting >= this.batchRows || (waiting > 0 && Date.now() - waitingSince! >= this.maxDelayMs);
+          waiting >= this.batchRows || (waiting > 0 && performance.now() - waitingSince! >= this.maxDelayMs);
         if (!due) {
           await this.pause.sleep(IDLE_POLL_MS);
           continue;

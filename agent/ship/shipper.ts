@@ -17,7 +17,7 @@ import { LAST_SEQ_SQL } from './ship-sql';
 import type { ShipThreadData, ToShipThread } from './ship-protocol';
 
 export interface ShipperOptions extends ShipLoopOptions {
-  /** wall-clock nanoseconds, for the lag in seconds */
+  /** wall-clock nanoseconds: the first waiting event's age by its stamp, when first seen */
   nowNs?: () => bigint;
 }
 
@@ -36,10 +36,16 @@ export class Shipper {
   private readonly nowNs: () => bigint;
   private readonly lastSeq: Database.Statement<[], number | null>;
   private readonly countUpTo: Database.Statement<[number, number], number>;
-  private readonly tsOfSeq: Database.Statement<[number], { ts: bigint }>;
+  private readonly firstFrom: Database.Statement<[number], { seq: bigint; ts: bigint }>;
   private readonly destination: string;
   private progress: ShipProgress;
   private lag = { events: 0, seconds: 0 };
+  /**
+   * The first waiting event, and when it was stamped on performance.now()'s clock (its age by the
+   * wall clock when first seen): a wall clock step while it waits does not change its lag (by its
+   * stamp alone, stepped back an hour, a stalled shipper read a lag of 0 s for the hour).
+   */
+  private first: { seq: bigint; stampedMs: number } | null = null;
   private worker: Worker | null = null;
   private stopped: Promise<void> | null = null;
   private restartTimer: NodeJS.Timeout | null = null;
@@ -59,9 +65,9 @@ export class Shipper {
         'SELECT count(*) FROM (SELECT 1 FROM events INDEXED BY events_by_seq WHERE seq >= ? LIMIT ?)',
       )
       .pluck();
-    this.tsOfSeq = this.db
-      .prepare<[number], { ts: bigint }>(
-        'SELECT ts FROM events INDEXED BY events_by_seq WHERE seq >= ? ORDER BY seq LIMIT 1',
+    this.firstFrom = this.db
+      .prepare<[number], { seq: bigint; ts: bigint }>(
+        'SELECT seq, ts FROM events INDEXED BY events_by_seq WHERE seq >= ? ORDER BY seq LIMIT 1',
       )
       .safeIntegers(true);
     const { database, cluster } = clickhouse.endpoint;
@@ -164,7 +170,12 @@ export class Shipper {
     const counted = this.countUpTo.get(cursor, LAG_COUNT_LIMIT)!;
     const events =
       counted < LAG_COUNT_LIMIT ? counted : Math.max(counted, (this.lastSeq.get() ?? 0) - cursor + 1);
-    const oldest = events > 0 ? this.tsOfSeq.get(cursor) : undefined;
-    this.lag = { events, seconds: oldest ? Math.max(0, Number(this.nowNs() - oldest.ts) / 1e9) : 0 };
+    const oldest = events > 0 ? this.firstFrom.get(cursor) : undefined;
+    if (!oldest) this.first = null;
+    else if (this.first?.seq !== oldest.seq) {
+      const ageMs = Math.max(0, Number(this.nowNs() - oldest.ts) / 1e6);
+      this.first = { seq: oldest.seq, stampedMs: performance.now() - ageMs };
+    }
+    this.lag = { events, seconds: this.first ? (performance.now() - this.first.stampedMs) / 1000 : 0 };
   }
 }

@@ -227,6 +227,16 @@ export class Pruner {
     this.pageSize = db.pragma('page_size', { simple: true }) as number;
   }
 
+  /**
+   * Rows stamped from `minTs` on are being stored. Stamped before a floor (the wall clock stepped
+   * back past the rows removed), they would be under it, out of reach of the cap and of retention
+   * for good: the floors come down to them.
+   */
+  inserted(minTs: bigint): void {
+    for (const tier of ['background', 'context'] as const)
+      if (minTs < this.floor[tier]) this.floor[tier] = minTs;
+  }
+
   /** Bytes the store occupies in pages in use, plus what the WAL may take: what the cap bounds. */
   usedBytes(): number {
     return (

@@ -327,6 +327,7 @@ export class StoreWriter {
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
     let all = joinNames(this.unsavedNames, names);
     if (batch.count === 0 && countNewNames(all) === 0) return;
+    if (batch.count > 0) this.pruner?.inserted(batch.minTs());
     let start = 0;
     do {
       const end = Math.min(batch.count, start + this.transactionRows);

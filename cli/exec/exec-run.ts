@@ -17,7 +17,7 @@ import type { ExecFlags } from './exec-flags';
 import { buildPlan } from './exec-plan';
 import { combinedStatus, judge } from './exec-verdict';
 import type { IncidentSource } from './incident-source';
-import { incidentReport, reportJson, reportText, type IncidentReport } from './incident-report';
+import { incidentReport, replayStart, reportJson, reportText, type IncidentReport } from './incident-report';
 import { junitXml } from './junit-report';
 import { resolveCommand } from './launcher';
 import { say } from './say';
@@ -31,7 +31,7 @@ async function replayOne(
   flags: ExecFlags,
   server: string | null,
 ): Promise<IncidentReport> {
-  const started = Date.now();
+  const started = replayStart();
   const schedule = new Schedule(flags.speed, BigInt(flags.extraLatencyNs));
   const selection = new TargetSelection(flags, clientPid(source.events));
   const plan = buildPlan(source.events, {

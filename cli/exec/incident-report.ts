@@ -51,9 +51,16 @@ export interface ReplayFacts {
   flags: ExecFlags;
   run: SupervisedRun;
   judgement: Judgement;
-  /** Date.now() when the replay began */
-  started: number;
+  started: ReplayStart;
 }
+
+/** When a replay began: on the wall clock for its timestamp, on performance.now() for its length (which a wall clock step does not change). */
+export interface ReplayStart {
+  wallMs: number;
+  at: number;
+}
+
+export const replayStart = (): ReplayStart => ({ wallMs: Date.now(), at: performance.now() });
 
 export function incidentReport({
   source,
@@ -70,14 +77,14 @@ export function incidentReport({
     sessionId: run.sessionId,
     command: commandLine(argv),
     exitStatus: run.exit.status,
-    timestamp: new Date(started).toISOString(),
+    timestamp: new Date(started.wallMs).toISOString(),
     speedFactor: flags.speed,
     extraLatencyNs: flags.extraLatencyNs,
     pace: flags.pace,
     match: flags.match,
     replayErrors: flags.replayErrors ?? false,
     strict: flags.strict === true,
-    seconds: (Date.now() - started) / 1000,
+    seconds: (performance.now() - started.at) / 1000,
     firstHeldNs: run.firstHeldNs,
     rows: judgement.rows,
     causes: judgement.causes,

@@ -52,6 +52,9 @@ export const CONTEXT_GENERATION_BITS = 14;
 /** Stores from this version on keep a traceparent's parent span and flags in contexts. */
 export const PARENT_SPAN_SCHEMA_VERSION = 8;
 
+/** Stores from this version on index seq (events_by_seq) and have ship_cursors. */
+export const SEQ_INDEX_SCHEMA_VERSION = 3;
+
 /** Stores from this version on have a pruned table (retention). */
 export const RETENTION_SCHEMA_VERSION = 4;
 
@@ -241,7 +244,7 @@ export const MIGRATIONS: readonly string[] = [
  * it, and counts those it must drop as unshipped_pruned.
  */
 export function firstUnshippedSeq(db: Database.Database): number | null {
-  if (schemaVersionOf(db) < 3) return null;
+  if (schemaVersionOf(db) < SEQ_INDEX_SCHEMA_VERSION) return null;
   const row = db.prepare('SELECT min(next_seq) AS seq FROM ship_cursors').get() as { seq: number | null };
   return row.seq;
 }

@@ -12,6 +12,7 @@ import { ProblemError } from '../http/problem';
 import type { IncidentEntry, IncidentListing } from './incident-library';
 import type { IncidentAnswer, IncidentRequest, IncidentResult, WireIncidentError } from './incident-protocol';
 
+/** since: performance.now() (a wall clock step would make a waiting request look stuck, or a stuck one not) */
 type Pending = { resolve: (answer: IncidentResult) => void; reject: (err: Error) => void; since: number };
 
 /**
@@ -82,14 +83,14 @@ export class IncidentThread {
           clearTimeout(timer);
           reject(err);
         },
-        since: Date.now(),
+        since: performance.now(),
       });
       this.worker.postMessage(request, transfer);
     });
   }
 
   /** Seconds the oldest unanswered request has waited, once past the deadline; null while the library answers. */
-  stuckForS(now = Date.now()): number | null {
+  stuckForS(now = performance.now()): number | null {
     let oldest = now;
     for (const waiting of this.pending.values()) oldest = Math.min(oldest, waiting.since);
     return now - oldest >= this.deadlineMs ? (now - oldest) / 1000 : null;

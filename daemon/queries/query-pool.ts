@@ -71,6 +71,7 @@ interface Job {
   takenAt: number;
 }
 
+/** Its times are performance.now()'s: a wall clock step neither ends a back-off nor makes a worker look healthy. */
 interface Slot {
   worker: Worker;
   job: Job | null;
@@ -160,7 +161,7 @@ export class QueryPool {
   }
 
   stats(): PoolStats {
-    const now = Date.now();
+    const now = performance.now();
     const running = this.slots.reduce((ms, slot) => ms + (slot.job ? now - slot.since : 0), 0);
     return {
       workers: this.slots.length,
@@ -171,7 +172,7 @@ export class QueryPool {
   }
 
   health(): PoolHealth {
-    const now = Date.now();
+    const now = performance.now();
     return {
       workers: this.slots.length,
       up: this.slots.filter((slot) => slot.isUp).length,
@@ -206,9 +207,9 @@ export class QueryPool {
     const error = this.slots.find((slot) => slot.error)?.error ?? 'unknown';
     return new ProblemError(
       'query-workers-down',
-      `no query worker is running: they keep dying (${error}); the next starts in ${Math.ceil((next - Date.now()) / 1000)} s`,
+      `no query worker is running: they keep dying (${error}); the next starts in ${Math.ceil((next - performance.now()) / 1000)} s`,
       undefined,
-      { 'Retry-After': String(Math.max(1, Math.ceil((next - Date.now()) / 1000))) },
+      { 'Retry-After': String(Math.max(1, Math.ceil((next - performance.now()) / 1000))) },
     );
   }
 
@@ -254,7 +255,7 @@ export class QueryPool {
       if (slot.job || !slot.isUp) continue;
       const job = this.queue.shift()!;
       slot.job = job;
-      slot.since = Date.now();
+      slot.since = performance.now();
       job.takenAt = performance.now();
       job.slot = slot;
       job.timer = setTimeout(() => this.expire(job), this.timeoutMs);
@@ -289,7 +290,7 @@ export class QueryPool {
     slot.up = new Promise<void>((resolve) => (up = resolve));
     worker.once('message', () => {
       slot.isUp = true;
-      slot.upAt = Date.now();
+      slot.upAt = performance.now();
       up();
       this.dispatch();
     });
@@ -328,13 +329,13 @@ export class QueryPool {
     const job = slot.job;
     this.release(slot);
     if (job) this.fail(job, new Error(`the query worker running this query died: ${error}`));
-    const healthy = slot.isUp && Date.now() - slot.upAt >= HEALTHY_AFTER_MS;
+    const healthy = slot.isUp && performance.now() - slot.upAt >= HEALTHY_AFTER_MS;
     slot.isUp = false;
     slot.failures = healthy ? 1 : slot.failures + 1;
     slot.error = error;
     const delay =
       slot.failures <= 1 ? 0 : Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** (slot.failures - 2));
-    slot.restartAt = Date.now() + delay;
+    slot.restartAt = performance.now() + delay;
     slot.restartTimer = setTimeout(() => {
       if (this.closed) return;
       this.start(slot);
@@ -362,7 +363,7 @@ export class QueryPool {
   }
 
   private release(slot: Slot): void {
-    if (slot.job) this.busyMs += Date.now() - slot.since;
+    if (slot.job) this.busyMs += performance.now() - slot.since;
     slot.job = null;
   }
 

@@ -19,6 +19,7 @@ import {
   CONTEXT_KEYS_SCHEMA_VERSION,
   RETENTION_SCHEMA_VERSION,
   SAMPLING_SCHEMA_VERSION,
+  SEQ_INDEX_SCHEMA_VERSION,
   SLOW_EVENT_NS,
   corruptStoreError,
   isCorruption,
@@ -141,7 +142,14 @@ function filterValue(text: string): unknown {
 }
 
 /* the events table's key leads with ts: the newest row is one step down the b-tree */
-const NEWEST_TS_SQL = 'SELECT ts FROM events ORDER BY ts DESC LIMIT 1';
+/**
+ * The stamp of the event stored last: after the wall clock stepped back, the events stored since
+ * are stamped before those stored earlier, and the greatest stamp said the store was fresher than
+ * now (an age below zero) for as long as the step, whether the agent still wrote or not. Stores
+ * from before seq had an index: the greatest stamp.
+ */
+const NEWEST_TS_SQL = 'SELECT ts FROM events INDEXED BY events_by_seq ORDER BY seq DESC LIMIT 1';
+const NEWEST_TS_UNINDEXED_SQL = 'SELECT ts FROM events ORDER BY ts DESC LIMIT 1';
 
 const later = (a: bigint | null, b: bigint | null) => (a === null ? b : b === null || a > b ? a : b);
 
@@ -395,9 +403,11 @@ export class NodeStore {
     return values && toEventRow(values);
   }
 
-  /** The newest event's timestamp (null: no events), for readiness. */
+  /** The timestamp of the event stored last (null: no events), for readiness. */
   newestTs(): bigint | null {
-    return this.guard(() => (this.statement(NEWEST_TS_SQL, 'pluck').get() as bigint | undefined) ?? null);
+    this.refreshSchema();
+    const sql = this.schemaVersion >= SEQ_INDEX_SCHEMA_VERSION ? NEWEST_TS_SQL : NEWEST_TS_UNINDEXED_SQL;
+    return this.guard(() => (this.statement(sql, 'pluck').get() as bigint | undefined) ?? null);
   }
 
   /**

@@ -15,6 +15,7 @@ import type { Logger } from '../../core/log/logger';
 import type { StoreError } from '../../core/store/schema';
 import { NodeStore } from './node-store';
 
+/** A scan at least this often (performance.now()'s: on the wall clock, one stepped back stopped them for the step) */
 const RESCAN_MS = 1000;
 
 /** Where the stores built from incident files live, under the data dir. */
@@ -115,9 +116,9 @@ export class StoreDirectory {
     } catch {
       // a missing dir is scanned as empty below
     }
-    if (mtime === this.dirMtime && Date.now() - this.scannedAt < RESCAN_MS) return;
+    if (mtime === this.dirMtime && performance.now() - this.scannedAt < RESCAN_MS) return;
     this.dirMtime = mtime;
-    this.scannedAt = Date.now();
+    this.scannedAt = performance.now();
     this.scan();
   }
 

@@ -3,7 +3,8 @@ import { closeSync, openSync, statSync, writeFileSync, writeSync } from 'node:fs
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
-import { writeStore } from '../support/event-store';
+import { StoreWriter } from '../../agent/store/store-writer';
+import { writeEvents, writeStore } from '../support/event-store';
 import { runKreplay } from '../support/kreplay-cli';
 import { useTempDir } from '../support/temp-dir';
 
@@ -28,7 +29,8 @@ describe('daemon health', () => {
   it('is ready with every store served, and gives each store the age of its newest event', async () => {
     const now = BigInt(Date.now()) * 1_000_000n;
     writeStore(dir.path, 'fresh', [{ ts: now - 2_000_000_000n }]);
-    writeStore(dir.path, 'stale', [{ ts: now - HOUR_NS }, { ts: now - 2n * HOUR_NS }]);
+    // stored in the order of their stamps, as an agent stores them: the age is the last one's
+    writeStore(dir.path, 'stale', [{ ts: now - 2n * HOUR_NS }, { ts: now - HOUR_NS }]);
     const url = await start();
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     const { status, body } = await readyz(url);
@@ -43,6 +45,19 @@ describe('daemon health', () => {
     expect(stores[0]!.newest_event_age_s).toBeLessThan(60);
     expect(stores[1]!.newest_event_age_s).toBeGreaterThanOrEqual(3600);
     expect(stores[1]!.newest_event_age_s).toBeLessThan(3660);
+  });
+
+  it('ages a store by the event it stored last: after the wall clock stepped back, by those stored since the step', async () => {
+    const now = BigInt(Date.now()) * 1_000_000n;
+    const writer = StoreWriter.open(dir.path, 'stepped');
+    // stored before the clock stepped an hour back, then 5 s ago on the stepped clock
+    writeEvents(writer, [{ ts: now + HOUR_NS }]);
+    writeEvents(writer, [{ ts: now - 5_000_000_000n }]);
+    writer.close();
+    const { body } = await readyz(await start());
+    const [store] = body.stores as { newest_event_age_s: number }[];
+    expect(store!.newest_event_age_s).toBeGreaterThanOrEqual(5);
+    expect(store!.newest_event_age_s).toBeLessThan(60);
   });
 
   it('is degraded (503) naming a file it cannot read as a store, and serves the rest', async () => {

@@ -14,6 +14,7 @@ import { IncidentThread } from '../../daemon/incidents/incident-thread';
 import { incidentEvents } from '../support/incident-events';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
+import { HOUR_MS, useWallStep } from '../support/wall-step';
 
 const dir = useTempDir('kreplay-incident-hostile-');
 const daemons: DaemonProcess[] = [];
@@ -95,5 +96,25 @@ describe('hostile files in the incidents folder', () => {
     } finally {
       await library.close();
     }
+  });
+
+  describe('under a wall clock step', () => {
+    const wall = useWallStep();
+
+    it('does not call a request it is still within its deadline for stuck when the clock steps an hour on', async () => {
+      const data = join(dir.path, 'step');
+      mkdirSync(data, { recursive: true });
+      const library = new IncidentThread(data, silentLogger);
+      try {
+        await library.listing();
+        const upload = library.upload(incidentBytes('STEP-1'));
+        wall.step(HOUR_MS);
+        const stuck = library.stuckForS();
+        await expect(upload).resolves.toMatchObject({ transaction_id: 'STEP-1' });
+        expect(stuck).toBeNull();
+      } finally {
+        await library.close();
+      }
+    });
   });
 });

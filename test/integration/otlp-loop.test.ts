@@ -18,6 +18,7 @@ import { IDLE_MS } from '../../agent/otlp/trace-cap';
 import { writeEvents, type TestEvent } from '../support/event-store';
 import { OtlpReceiver } from '../support/otlp-receiver';
 import { waitFor } from '../support/wait';
+import { HOUR_MS, useWallStep } from '../support/wall-step';
 
 const SAMPLED = '4bf92f3577b34da6a3ce929d0e0e4736';
 const UNSAMPLED = '5bf92f3577b34da6a3ce929d0e0e4737';
@@ -71,10 +72,10 @@ function traced(n: number, from = 0, trace = SAMPLED, flags = 1): TestEvent[] {
   }));
 }
 
-/** Ticks the loop until `done` holds (the sends run between ticks). */
-function tickUntil<T>(loop: OtlpLoop, done: () => T | undefined, nowMs = () => Date.now()): Promise<T> {
+/** Ticks the loop until `done` holds (the sends run between ticks); at `nowMs`, else on its own clock. */
+function tickUntil<T>(loop: OtlpLoop, done: () => T | undefined, nowMs?: () => number): Promise<T> {
   return waitFor(() => {
-    loop.tick(nowMs());
+    loop.tick(nowMs?.());
     return done();
   });
 }
@@ -263,6 +264,20 @@ describe('OTLP export loop', () => {
       'kreplay.summary.events': 2,
     });
     expect(loop.progress).toMatchObject({ exported: 5, summarized: 2, dropped: 0 });
+  });
+
+  describe('under a wall clock step', () => {
+    const wall = useWallStep();
+
+    it('sends a part request batchDelayMs after its first span, though the clock stepped an hour back meanwhile', async () => {
+      writeEvents(writer, traced(3));
+      const loop = loopFor(target(), { batchSpans: 100, batchDelayMs: 100 });
+      loop.tick();
+      expect(loop.progress.queued).toBe(3);
+      wall.step(-HOUR_MS);
+      await tickUntil(loop, () => (loop.progress.exported >= 3 ? true : undefined));
+      expect(receiver.spans).toHaveLength(3);
+    });
   });
 
   it('speaks http/json when asked, with the same spans', async () => {

@@ -13,6 +13,7 @@ import { QueryPool } from '../../daemon/queries/query-pool';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
+import { HOUR_MS, useWallStep } from '../support/wall-step';
 import express from 'express';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
@@ -68,6 +69,64 @@ describe('query workers that keep dying', () => {
       await pool.close();
     }
   }, 30_000);
+
+  describe('on a wall clock that steps', () => {
+    const wall = useWallStep();
+
+    it('counts a worker that dies soon after it came up as failing, though the clock stepped an hour on at every read', async () => {
+      const lines: { msg: string; delayMs?: number; failures?: number }[] = [];
+      const log = createLogger({
+        format: 'json',
+        level: 'warn',
+        write: (line) => lines.push(JSON.parse(line) as (typeof lines)[number]),
+      });
+      wall.stepEveryRead(HOUR_MS);
+      const pool = new QueryPool({
+        dataDir: dir.path,
+        log,
+        workers: 1,
+        workerModule: { dir: join(__dirname, '..', 'support'), name: 'brief-query-worker' },
+      });
+      try {
+        const restarts = () => lines.filter((l) => l.msg === 'query worker died; starting another');
+        await waitFor(() => restarts().length >= 4, { what: 'four restarts', timeoutMs: 30_000 });
+        // up for 20 ms each time, not for hours: never healthy, so the delay grows
+        expect(
+          restarts()
+            .slice(0, 4)
+            .map((l) => [l.failures, l.delayMs]),
+        ).toEqual([
+          [1, 0],
+          [2, 100],
+          [3, 200],
+          [4, 400],
+        ]);
+      } finally {
+        await pool.close();
+      }
+    }, 30_000);
+
+    it('never takes busy seconds back (a counter) when the clock steps an hour back during a query', async () => {
+      const pool = new QueryPool({
+        dataDir: dir.path,
+        log: createLogger({ level: 'error', format: 'json', write: () => {} }),
+        workers: 1,
+        timeoutMs: 60_000,
+        workerModule: { dir: join(__dirname, '..', 'support'), name: 'silent-query-worker' },
+      });
+      await pool.ready();
+      const running = pool.reader.nodes().catch((err: unknown) => err);
+      try {
+        await waitFor(() => pool.stats().busy === 1, { what: 'the query running' });
+        const before = pool.stats().busySeconds;
+        wall.step(-HOUR_MS);
+        expect(pool.stats().busySeconds).toBeGreaterThanOrEqual(before);
+      } finally {
+        await pool.close();
+        await running;
+      }
+    });
+  });
 
   it('closing fails a running query at once, and its deadline no longer starts a worker', async () => {
     const lines: { msg: string }[] = [];

@@ -19,11 +19,12 @@ export async function waitFor<T>(
 ): Promise<T> {
   const opts = typeof options === 'number' ? { timeoutMs: options, everyMs } : options;
   const timeoutMs = opts.timeoutMs ?? 15_000;
-  const deadline = Date.now() + timeoutMs;
+  // performance.now(): a test that steps Date.now must not stretch or end its own waits
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined && value !== false) return value;
-    const left = deadline - Date.now();
+    const left = deadline - performance.now();
     if (left <= 0) {
       const what = typeof opts.what === 'function' ? opts.what() : (opts.what ?? 'condition');
       throw new Error(`${what} not met within ${timeoutMs} ms`);

@@ -6,7 +6,19 @@ import type { PlanTarget } from '../../cli/exec/exec-plan';
 import { buildReport, reportTable } from '../../cli/exec/exec-report';
 import { parseTolerance } from '../../cli/exec/tolerance';
 import { verdict } from '../../cli/exec/exec-verdict';
-import { reportJson, reportText, type IncidentReport } from '../../cli/exec/incident-report';
+import {
+  incidentReport,
+  replayStart,
+  reportJson,
+  reportText,
+  type IncidentReport,
+  type ReplayFacts,
+} from '../../cli/exec/incident-report';
+import type { ExecFlags } from '../../cli/exec/exec-flags';
+import type { Judgement } from '../../cli/exec/exec-verdict';
+import type { IncidentSource } from '../../cli/exec/incident-source';
+import type { SupervisedRun } from '../../cli/exec/supervised-build';
+import { HOUR_MS, useWallStep } from '../support/wall-step';
 import { junitXml } from '../../cli/exec/junit-report';
 
 const MS = 1_000_000n;
@@ -121,5 +133,37 @@ describe('the report of one incident', () => {
       'name="first_held_ns" value="2000000"',
     ])
       expect(xml).toContain(property);
+  });
+
+  describe('under a wall clock step', () => {
+    const wall = useWallStep();
+
+    it('tells when the replay began by the wall clock and how long it took by a clock that does not step', () => {
+      const facts: ReplayFacts = {
+        source: {
+          name: report.incident,
+          transactionId: 'a',
+          digest: report.digest,
+          completeness: report.completeness,
+        } as IncidentSource,
+        argv: ['make', 'check'],
+        flags: { speed: 2, extraLatencyNs: 0, pace: 'duration', match: 'calls' } as ExecFlags,
+        run: {
+          exit: { status: 0 },
+          sessionId: 's-1',
+          firstHeldNs: 2n * MS,
+          results: { bypassed: 3, peersFromProc: 0, realtime: true },
+        } as SupervisedRun,
+        judgement: { rows, causes: [], verdict: report.verdict } as Judgement,
+        started: replayStart(),
+      };
+      const began = Date.now();
+      wall.step(-HOUR_MS);
+      const made = incidentReport(facts);
+      expect(Date.parse(made.timestamp)).toBeLessThanOrEqual(began);
+      expect(Date.parse(made.timestamp)).toBeGreaterThan(began - 60_000);
+      expect(made.seconds).toBeGreaterThanOrEqual(0);
+      expect(made.seconds).toBeLessThan(60);
+    });
   });
 });

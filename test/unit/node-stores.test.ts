@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../../core/log/logger';
 import { SLOW_EVENT_NS } from '../../core/store/schema';
@@ -11,6 +11,8 @@ import { NodeStores } from '../../daemon/store/node-stores';
 import { byPosition, matchesFilter } from '../support/event-match';
 import { writeEvents, writeStore, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
+import { waitFor } from '../support/wait';
+import { HOUR_MS, useWallStep } from '../support/wall-step';
 
 const dir = useTempDir();
 const BASE = 1795345678123456789n;
@@ -215,6 +217,29 @@ describe('NodeStores data dir', () => {
       stores.close();
       writer.close();
     }
+  });
+
+  describe('under a wall clock step', () => {
+    const wall = useWallStep();
+
+    it('serves a skipped file rewritten in place as a store within the rescan, though the clock stepped an hour back', async () => {
+      const elsewhere = join(dir.path, 'elsewhere');
+      mkdirSync(elsewhere);
+      writeStore(elsewhere, 'fixed', [{ ts: BASE }]);
+      const bytes = readFileSync(join(elsewhere, 'fixed.db'));
+      writeFileSync(join(dir.path, 'x.db'), 'not sqlite at all');
+      const stores = new NodeStores(dir.path, silentLogger);
+      try {
+        expect(stores.nodes()).toEqual([]);
+        wall.step(-HOUR_MS);
+        // the same name: the data dir's mtime stays, only the timed rescan sees it
+        writeFileSync(join(dir.path, 'x.db'), bytes);
+        await waitFor(() => stores.nodes().length > 0, { what: 'the rewritten file served' });
+        expect(stores.nodes()).toEqual(['fixed']);
+      } finally {
+        stores.close();
+      }
+    });
   });
 
   it('answers with nothing while the data dir does not exist', () => {

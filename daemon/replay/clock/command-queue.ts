@@ -84,12 +84,13 @@ export class CommandQueue {
   settle(): void {
     const seq = ++this.lastSync;
     this.append(0, 0, { kind: 'sync', seq });
-    const giveUp = Date.now() + SYNC_TIMEOUT_MS;
+    // performance.now(): a wall clock stepped on failed a live thread at once, stepped back hung here for the step
+    const giveUp = performance.now() + SYNC_TIMEOUT_MS;
     for (;;) {
       this.flush();
       const ack = Atomics.load(this.control, CONTROL.ack);
       if (((ack - seq) | 0) >= 0) return;
-      if (this.failure || Date.now() > giveUp)
+      if (this.failure || performance.now() > giveUp)
         throw new ClockError(
           'E_CLOCK_STALLED',
           `the replay clock thread did not answer within ${SYNC_TIMEOUT_MS} ms${this.failure ? `: ${this.failure.message}` : ''}`,

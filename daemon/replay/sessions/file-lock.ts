@@ -8,6 +8,7 @@ import { processAlive } from './daemon-identity';
 
 /** Long enough for any save (a small file, one fsync); a holder past it is stuck, and the caller says so. */
 const WAIT_MS = 5000;
+// the waits run on performance.now(): a wall clock stepped on timed them out at once, stepped back stretched them by the step
 const RETRY_MS = 5;
 
 export class FileLockTimeout extends Error {
@@ -24,18 +25,18 @@ export class FileLock {
 
   /** At start-up only: blocks the thread while another daemon holds the lock. */
   acquireSync(): void {
-    const deadline = Date.now() + WAIT_MS;
+    const deadline = performance.now() + WAIT_MS;
     const pause = new Int32Array(new SharedArrayBuffer(4));
     while (!this.tryAcquire()) {
-      if (Date.now() > deadline) throw new FileLockTimeout(this.path, this.holder() ?? '?');
+      if (performance.now() > deadline) throw new FileLockTimeout(this.path, this.holder() ?? '?');
       Atomics.wait(pause, 0, 0, RETRY_MS);
     }
   }
 
   async acquire(): Promise<void> {
-    const deadline = Date.now() + WAIT_MS;
+    const deadline = performance.now() + WAIT_MS;
     while (!this.tryAcquire()) {
-      if (Date.now() > deadline) throw new FileLockTimeout(this.path, this.holder() ?? '?');
+      if (performance.now() > deadline) throw new FileLockTimeout(this.path, this.holder() ?? '?');
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
     }
   }
