@@ -42,6 +42,7 @@ import type { OtlpLoopOptions } from './otlp/otlp-loop';
 import { formatOtlpStatus, otlpCounters } from './otlp/otlp-status';
 import { CommitCadence, type CommitRule } from './commit-cadence';
 import { DueTimer } from './due-timer';
+import { epochNs } from '../core/epoch-ns';
 
 export interface AgentOptions {
   dataDir: string;
@@ -98,10 +99,6 @@ function stopwatch(ended: Record<string, number>): (step: string) => Record<stri
     ended[step] = Math.round(performance.now() - began);
     return ended;
   };
-}
-
-function nowEpochNs(): bigint {
-  return BigInt(Date.now()) * 1_000_000n;
 }
 
 export class Agent implements AgentReadings {
@@ -195,7 +192,7 @@ export class Agent implements AgentReadings {
     }
     store.beginRun({
       node: options.node,
-      startedNs: nowEpochNs(),
+      startedNs: epochNs(),
       kernel: release(),
       agentVersion: VERSION,
       attachPoints: agent.capture.attachPoints,
@@ -375,7 +372,7 @@ export class Agent implements AgentReadings {
     const at = performance.now();
     const ship = this.shipper?.status();
     const otlp = this.otlpExporter?.status();
-    this.store.recordCounters(nowEpochNs(), {
+    this.store.recordCounters(epochNs(), {
       ...storedCounters(now),
       ...(ship && shipCounters(ship)),
       ...(otlp && otlpCounters(otlp)),
@@ -423,7 +420,7 @@ export class Agent implements AgentReadings {
     took('shippedMs');
     const counters = this.counters();
     const otlp = this.otlpExporter?.status();
-    this.store.recordCounters(nowEpochNs(), { ...storedCounters(counters), ...(otlp && otlpCounters(otlp)) });
+    this.store.recordCounters(epochNs(), { ...storedCounters(counters), ...(otlp && otlpCounters(otlp)) });
     if (otlp)
       this.log.info('OTLP export stopped', {
         exported: otlp.exported,
@@ -432,7 +429,7 @@ export class Agent implements AgentReadings {
         summarized: otlp.summarized,
         unsampled: otlp.unsampled,
       });
-    this.store.endRun(nowEpochNs(), reason);
+    this.store.endRun(epochNs(), reason);
     await this.store.close();
     const summary = {
       rowsWritten: counters.rowsWritten,

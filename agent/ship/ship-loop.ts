@@ -14,6 +14,7 @@ import { readStoreInfo } from '../../core/store/schema';
 import { ShipBatchReader, type ShipBatch } from './ship-batch';
 import { LAST_SEQ_SQL } from './ship-sql';
 import { WakeableSleep } from '../wakeable-sleep';
+import { epochNs } from '../../core/epoch-ns';
 
 export interface ShipLoopOptions {
   /** ships once this many events wait (default 10,000) */
@@ -133,12 +134,7 @@ export class ShipLoop {
     this.progress.shipped += batch.count;
     this.progress.state = 'shipping';
     this.progress.lastError = null;
-    this.writeCursor.run(
-      this.destination,
-      batch.nextSeq,
-      this.progress.shipped,
-      BigInt(Date.now()) * 1_000_000n,
-    );
+    this.writeCursor.run(this.destination, batch.nextSeq, this.progress.shipped, epochNs());
     this.report(this.progress);
   }
 

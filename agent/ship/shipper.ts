@@ -15,6 +15,7 @@ import { startThread } from '../../core/threads/start-thread';
 import type { ShipLoopOptions, ShipProgress } from './ship-loop';
 import { LAST_SEQ_SQL } from './ship-sql';
 import type { ShipThreadData, ToShipThread } from './ship-protocol';
+import { epochNs } from '../../core/epoch-ns';
 
 export interface ShipperOptions extends ShipLoopOptions {
   /** wall-clock nanoseconds: the first waiting event's age by its stamp, when first seen */
@@ -55,7 +56,7 @@ export class Shipper {
     private readonly clickhouse: ClickHouseHttp,
     private readonly options: ShipperOptions = {},
   ) {
-    this.nowNs = options.nowNs ?? (() => BigInt(Date.now()) * 1_000_000n);
+    this.nowNs = options.nowNs ?? epochNs;
     // read only here: the shipper's thread writes ship_cursors on its own connection
     this.db = new Database(storePath, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');

@@ -12,6 +12,7 @@ import type { EventBatch } from '../ingest/event-batch';
 import type { ContextEntry, NameEntry, NewNames, TargetEntry } from '../ingest/dictionary';
 import type { RetentionOptions } from './retention';
 import { StoreWriter, storePath, type RunStart } from './store-writer';
+import { epochNs } from '../../core/epoch-ns';
 
 export type OnCorrupt = 'refuse' | 'rename';
 
@@ -48,10 +49,6 @@ function freeBytes(dir: string): number {
   } catch {
     return Number.POSITIVE_INFINITY;
   }
-}
-
-function epochNs(): bigint {
-  return BigInt(Date.now()) * 1_000_000n;
 }
 
 /** Moves a store file and its WAL aside; returns the new name of the main file. */

@@ -40,6 +40,7 @@ import {
   walAllowanceFor,
 } from './retention';
 import { acquireWriterLock } from './writer-lock';
+import { epochNs } from '../../core/epoch-ns';
 
 export interface RunStart {
   node: string;
@@ -92,10 +93,6 @@ export interface StoreWriterOptions {
   /** no retention when absent: the store keeps everything */
   retention?: RetentionOptions;
   now?: () => bigint;
-}
-
-function epochNs(): bigint {
-  return BigInt(Date.now()) * 1_000_000n;
 }
 
 export function storePath(dataDir: string, node: string): string {

@@ -10,6 +10,7 @@
 import { Router } from 'express';
 import type { NodeStores } from '../store/node-stores';
 import type { PoolHealth } from '../queries/query-pool';
+import { epochNs } from '../../core/epoch-ns';
 
 export function healthRouter(
   stores: NodeStores,
@@ -23,7 +24,7 @@ export function healthRouter(
   });
   router.get('/readyz', (_req, res) => {
     const { dirError, stores: open, skipped } = stores.health();
-    const now = BigInt(Date.now()) * 1_000_000n;
+    const now = epochNs();
     const served = open.map((store) => {
       const newest = store.damage ? null : safeNewest(store);
       return {
