@@ -64,6 +64,8 @@ class Replay {
   private lastEventId: string | undefined;
   private emitted = 0;
   private stream: ChunkStream | null = null;
+  /** closed by Ctrl-C, stdout going away or the end: no connection is made or followed after */
+  private closed = false;
   private readonly progress = new Progress(process.stderr.isTTY === true);
 
   constructor(
@@ -103,7 +105,13 @@ class Replay {
    * come, as every later one is.
    */
   private async follow(): Promise<boolean> {
+    if (this.closed) return true;
     const stream = await openReplayStream(`${this.base}/${this.session.id}/events`, this.lastEventId);
+    // closed while it connected: a stream read now would meet the session stopped (an error)
+    if (this.closed) {
+      stream.close();
+      return true;
+    }
     this.stream = stream;
     const lines = new ReplayLines();
     let first = true;
@@ -143,7 +151,8 @@ class Replay {
     await playing;
     if (failure) throw failure as Error;
     if (finished) this.close();
-    return finished;
+    // a stream ended by close() is not resumed: Ctrl-C's stop would meet it as "was stopped"
+    return finished || this.closed;
   }
 
   /**
@@ -175,6 +184,7 @@ class Replay {
   }
 
   close(): void {
+    this.closed = true;
     this.stream?.close();
     this.progress.clear();
   }
