@@ -8,8 +8,8 @@
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as connectTls } from 'node:tls';
 import { KreplayError } from '../core/errors';
-import { authHeaders } from './daemon-request';
 import { connectionDropped, ResponseStream, type ChunkStream } from './response-stream';
+import { eventStreamHeaders } from './sse-client';
 
 /** a socket's read, as libuv's own buffer for node:http's reads */
 export const READ_BYTES = 64 << 10;
@@ -18,13 +18,7 @@ const NOT_IN_A_VALUE = /[\r\n\0]/;
 
 /** The GET of `url`'s event stream, its head as bytes; the connection closes with the stream. */
 export function requestHead(url: URL, lastEventId: string | undefined): string {
-  const headers: Record<string, string> = {
-    host: url.host,
-    accept: 'text/event-stream',
-    ...authHeaders(),
-    ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }),
-    connection: 'close',
-  };
+  const headers = { host: url.host, ...eventStreamHeaders(lastEventId), connection: 'close' };
   let head = `GET ${url.pathname}${url.search} HTTP/1.1\r\n`;
   for (const [name, value] of Object.entries(headers)) {
     if (NOT_IN_A_VALUE.test(value))

@@ -151,8 +151,9 @@ class Replay {
     await playing;
     if (failure) throw failure as Error;
     if (finished) this.close();
-    // a stream ended by close() is not resumed: Ctrl-C's stop would meet it as "was stopped"
-    return finished || this.closed;
+    // done once closed, at the end or by Ctrl-C or stdout's end: a closed stream is not resumed
+    // (Ctrl-C's stop would meet it as "was stopped")
+    return this.closed;
   }
 
   /**

@@ -173,9 +173,17 @@ export interface EventStream {
   close(): void;
 }
 
+/** An event stream's request headers: its type, the token, and where it resumes (also cli/replay-stream.ts). */
+export function eventStreamHeaders(lastEventId: string | undefined): Record<string, string> {
+  return {
+    accept: 'text/event-stream',
+    ...authHeaders(),
+    ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }),
+  };
+}
+
 export function openEventStream(url: string, lastEventId?: string): Promise<EventStream> {
-  const headers: Record<string, string> = { accept: 'text/event-stream', ...authHeaders() };
-  if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+  const headers = eventStreamHeaders(lastEventId);
   return new Promise((resolve, reject) => {
     const request = (url.startsWith('https:') ? getTls : get)(url, { headers }, (res: IncomingMessage) => {
       if (res.statusCode === 200) {
