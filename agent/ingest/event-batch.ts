@@ -83,10 +83,10 @@ export class EventBatch {
     this.baseTs = baseTs;
   }
 
-  /** At or before its rows' earliest stamp: baseTs, or a row's before it (rows of several CPUs come out of order). */
-  minTs(): bigint {
+  /** At or before the earliest stamp of rows [from, to): baseTs, or a row's before it (rows of several CPUs come out of order). */
+  minTs(from = 0, to = this.count): bigint {
     let min = 0;
-    for (let i = 0; i < this.count; i++) if (this.tsOffset[i]! < min) min = this.tsOffset[i]!;
+    for (let i = from; i < to; i++) if (this.tsOffset[i]! < min) min = this.tsOffset[i]!;
     return this.baseTs + BigInt(min);
   }
 

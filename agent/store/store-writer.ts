@@ -324,10 +324,11 @@ export class StoreWriter {
   writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
     let all = joinNames(this.unsavedNames, names);
     if (batch.count === 0 && countNewNames(all) === 0) return;
-    if (batch.count > 0) this.pruner?.inserted(batch.minTs());
     let start = 0;
     do {
       const end = Math.min(batch.count, start + this.transactionRows);
+      // each transaction's rows, not the batch's once: a prune between two of them raises the floors
+      if (end > start) this.pruner?.inserted(batch.minTs(start, end));
       if (this.tombstones.size > 0) all = joinNames(this.revived(batch, start, end), all);
       try {
         this.nextSeq = this.commitBatch(batch, all, start, end);
