@@ -6,7 +6,7 @@
 import { kernelCounters } from '../core/model';
 import { readFileSync } from 'node:fs';
 import { release } from 'node:os';
-import { clockOffset, startCapture, type Capture, type CaptureOptions } from './capture';
+import { clockOffset, startCapture, watchClockSet, type Capture, type CaptureOptions } from './capture';
 import { ContextResolver } from './attribution/context-resolver';
 import { ServiceResolver } from './attribution/service-resolver';
 import { ContainerResolver } from './attribution/container-resolver';
@@ -109,6 +109,7 @@ export class Agent implements AgentReadings {
   private cgroupFilterFailed = false;
   private offsetNs: bigint;
   private clockError: number;
+  private clockSetWatch: { close(): void } | null = null;
   private readonly ringPeaks = new RingPeaks(() => this.capture?.ringFill() ?? -1);
   private readonly statusRingFill = this.ringPeaks.reader();
   private readonly metricsRingFill = this.ringPeaks.reader();
@@ -247,7 +248,9 @@ export class Agent implements AgentReadings {
     // that keeps this thread busy does not stop them (see maybeReportStatus).
     agent.statusTimer.start();
     store.whileWaiting(() => agent.maybeReportStatus());
+    // a step is seen as it happens; the periodic resync follows a slewed clock
     agent.timers.push(setInterval(() => agent.resyncClock(), CLOCK_RESYNC_MS));
+    agent.clockSetWatch = watchClockSet(log, () => agent.clockWasSet());
     const metrics = options.metrics;
     if (metrics) {
       store.whenCommitted((events, seconds) => metrics.observeCommit(events, seconds));
@@ -260,6 +263,16 @@ export class Agent implements AgentReadings {
     const clock = clockOffset();
     this.offsetNs = clock.offsetNs;
     this.clockError = clock.errorNs;
+  }
+
+  /** Records read from now on are stamped by the wall clock as it was set (those read before kept theirs). */
+  private clockWasSet(): void {
+    const before = this.offsetNs;
+    this.resyncClock();
+    const movedMs = Number(this.offsetNs - before) / 1e6;
+    this.log.info(
+      `the wall clock was set (moved ${movedMs.toFixed(3)} ms): events are stamped by it from now on`,
+    );
   }
 
   /* Services and cgroup paths name other cgroup ids as cgroups come and go. */
@@ -398,6 +411,7 @@ export class Agent implements AgentReadings {
    */
   async stop(reason: string, stored?: () => void): Promise<AgentSummary> {
     for (const timer of this.timers) clearInterval(timer);
+    this.clockSetWatch?.close();
     this.statusTimer.stop();
     this.cadence.stop();
     // when each step ended is said: a slow stop says which step held it

@@ -19,6 +19,8 @@ export const ERROR_CODES = {
   E_CAPTURE_RINGBUF: 'the ring buffer could not be sized or polled',
   E_CAPTURE_STATS: 'BPF run-time statistics could not be enabled',
   E_CAPTURE_STATE: 'a capture was started twice, or used after it stopped',
+  E_CLOCK_WATCH:
+    "the wall clock's sets cannot be watched (a timerfd): the clock offset is measured again once a minute only",
   E_CORRUPT_RECORD: 'a record from the kernel does not decode (its type, size or fields are out of bounds)',
   E_NATIVE_LOAD: 'the native addon could not be loaded (not built, or built for another Node)',
   // the agent's store and configuration

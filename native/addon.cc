@@ -9,6 +9,7 @@
 
 #include "capture_error.h"
 #include "capture_session.h"
+#include "clock_set_watch.h"
 #include "elf_symbols.h"
 #include "exec_binding.h"
 #include "file_lock.h"
@@ -229,6 +230,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("CaptureSession", CaptureSession::Define(env));
   exports.Set("InspectorGuard", DefineInspectorGuard(env));
   exports.Set("clockOffset", Napi::Function::New(env, ClockOffsetJs));
+  exports.Set("ClockSetWatch", DefineClockSetWatch(env));
   exports.Set("ensureTracefs", Napi::Function::New(env, EnsureTracefsJs));
   exports.Set("drainLog", Napi::Function::New(env, DrainLogJs));
   exports.Set("setRealtimeScheduling", Napi::Function::New(env, SetRealtimeSchedulingJs));

@@ -7,6 +7,7 @@
         'capture/capture_engine.cc',
         'capture/capture_error.cc',
         'capture/capture_session.cc',
+        'capture/clock_set_watch.cc',
         'capture/host_clock.cc',
         'capture/inspector_guard.cc',
         'capture/kernel_features.cc',

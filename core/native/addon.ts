@@ -234,6 +234,8 @@ export interface NativeAddon {
   /** the kernel guard of the Node inspector (bpf/inspector_guard.bpf.c); throws E_NODE_GUARD */
   InspectorGuard: new () => NativeInspectorGuard;
   clockOffset(): { offsetNs: bigint; errorNs: number };
+  /** calls onSet on the loop each time the wall clock is set (TFD_TIMER_CANCEL_ON_SET); throws E_CLOCK_WATCH */
+  ClockSetWatch: new (onSet: () => void) => { close(): void };
   ensureTracefs(): boolean;
   /** [level, text] lines from libbpf and the addon since the last call */
   drainLog(): [string, string][];
