@@ -432,6 +432,11 @@ export class Agent implements AgentReadings {
     // store, and the next run ships it from the cursor
     await Promise.all([this.shipper?.stop(SHIP_FLUSH_MS), this.otlpExporter?.stop(OTLP_FLUSH_MS)]);
     took('shippedMs');
+    const shipError = this.shipper?.status(false).lastError;
+    if (shipError)
+      this.log.warn(
+        `shipping stopped on an error, the next run ships the rest from its cursor: ${shipError}`,
+      );
     const counters = this.counters();
     const otlp = this.otlpExporter?.status();
     this.store.recordCounters(epochNs(), { ...storedCounters(counters), ...(otlp && otlpCounters(otlp)) });

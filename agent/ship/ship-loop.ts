@@ -121,8 +121,9 @@ export class ShipLoop {
         if (batch.count === 0) return;
         await this.send(batch, deadline - performance.now());
       }
-    } catch {
+    } catch (err) {
       // not acknowledged: it stays in the store, and the next run ships it from the cursor
+      this.progress.lastError = `the stop's flush left its tail for the next run: ${(err as Error).message}`;
     }
   }
 

@@ -157,8 +157,11 @@ export class ClickHouseHttp {
     sql: string,
     rows?: string | Uint8Array | EncodedRows,
     database: string | null = this.endpoint.database,
-    timeoutMs = this.timeoutMs,
+    timeout = this.timeoutMs,
   ): Promise<string> {
+    // whole ms, as AbortSignal.timeout takes: a deadline left on performance.now()'s clock (the ship
+    // loop's stop flush) is fractional, and threw a RangeError before anything was sent
+    const timeoutMs = Math.max(0, Math.ceil(timeout));
     const queryId = randomUUID();
     const params = new URLSearchParams({ output_format_json_quote_64bit_integers: '1', query_id: queryId });
     if (database) params.set('database', database);
