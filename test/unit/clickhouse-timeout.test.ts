@@ -27,7 +27,7 @@ afterAll(async () => {
 
 describe('ClickHouseHttp.exec timeouts', () => {
   it('sends and answers under a fractional timeout', async () => {
-    const client = new ClickHouseHttp({ host: '127.0.0.1', port, database: null });
+    const client = new ClickHouseHttp({ host: '127.0.0.1', port, database: 'kreplay' });
     const before = requests;
     await expect(client.exec('SELECT 1', undefined, null, 2999.172366999999)).resolves.toBe('1\n');
     await expect(client.exec('INSERT INTO t FORMAT TSV', '1\n', null, 1000.5)).resolves.toBe('1\n');
@@ -35,7 +35,7 @@ describe('ClickHouseHttp.exec timeouts', () => {
   });
 
   it('names a deadline already past as ClickHouse not answering in time, not a RangeError', async () => {
-    const client = new ClickHouseHttp({ host: '127.0.0.1', port, database: null });
+    const client = new ClickHouseHttp({ host: '127.0.0.1', port, database: 'kreplay' });
     await expect(client.exec('SELECT 1', undefined, null, -12.5)).rejects.toMatchObject({
       code: 'E_CLICKHOUSE_DOWN',
       message: expect.stringMatching(/no answer in 0 ms/),
