@@ -5,20 +5,47 @@
  * itself, transpiled as it loads, so a test never runs a stale build.
  */
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 import { KreplayError } from '../errors';
 
-/* Loads .ts modules in the thread with the checkout's own TypeScript (a dev dependency, as ts-jest is). */
+/*
+ * Loads .ts modules in the thread with the checkout's own TypeScript (a dev dependency, as ts-jest is).
+ * Each output is kept in node_modules/.cache under a hash of the TypeScript version, the file's path
+ * and its text, so a thread of unchanged sources loads no TypeScript at all (loading and running it
+ * took each thread 0.5–5 s, which every daemon a test started paid three times over); a changed
+ * source gets a new hash: never a stale output.
+ */
 function sourceLoader(entry: string): string {
+  const typescript = require.resolve('typescript');
+  const cacheDir = join(dirname(dirname(dirname(typescript))), '.cache', 'kreplay-thread-ts');
   return `
 const Module = require('node:module');
 const fs = require('node:fs');
-const ts = require(${JSON.stringify(require.resolve('typescript'))});
-const options = { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true };
+const { createHash } = require('node:crypto');
+const { join } = require('node:path');
+const cacheDir = ${JSON.stringify(cacheDir)};
+const version = require(${JSON.stringify(join(dirname(dirname(typescript)), 'package.json'))}).version;
+// what an output depends on beside the TypeScript version, the file and its text: the options below
+const LAYOUT = 'commonjs es2022 esModuleInterop';
+let ts;
 Module._extensions['.ts'] = (module, filename) => {
   const source = fs.readFileSync(filename, 'utf8');
-  module._compile(ts.transpileModule(source, { fileName: filename, compilerOptions: options }).outputText, filename);
+  const key = JSON.stringify([LAYOUT, version, filename]) + source;
+  const cached = join(cacheDir, createHash('sha256').update(key).digest('hex') + '.js');
+  let output;
+  try {
+    output = fs.readFileSync(cached, 'utf8');
+  } catch {
+    ts ??= require(${JSON.stringify(typescript)});
+    const options = { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true };
+    output = ts.transpileModule(source, { fileName: filename, compilerOptions: options }).outputText;
+    fs.mkdirSync(cacheDir, { recursive: true, mode: 0o755 });
+    const partial = cached + '.' + process.pid + '.' + require('node:worker_threads').threadId;
+    fs.writeFileSync(partial, output);
+    fs.renameSync(partial, cached);
+  }
+  module._compile(output, filename);
 };
 require(${JSON.stringify(entry)});
 `;

@@ -26,6 +26,21 @@ describe('startThread', () => {
     expect(await answer(dir, 'only-source')).toBe(21);
   });
 
+  it('runs a source changed since its last start as it is now, and an unchanged one without loading TypeScript', async () => {
+    const file = join(dir, 'changing.ts');
+    // whether the thread's loader had to load TypeScript to run it
+    const reply = (value: string) =>
+      source(
+        `parentPort!.postMessage([${value}, Object.keys(require.cache).some((f) => f.endsWith('/typescript/lib/typescript.js'))]);\n`,
+      );
+    writeFileSync(file, reply('add(1, 1)'));
+    await answer(dir, 'changing');
+    expect(await answer(dir, 'changing')).toEqual([2, false]);
+    writeFileSync(file, reply('add(2, 2)'));
+    expect(await answer(dir, 'changing')).toEqual([4, true]);
+    expect(await answer(dir, 'changing')).toEqual([4, false]);
+  });
+
   it('runs the built .js when there is one', async () => {
     writeFileSync(join(dir, 'both.ts'), source('parentPort!.postMessage("source");\n'));
     writeFileSync(join(dir, 'both.js'), 'require("node:worker_threads").parentPort.postMessage("built");\n');
