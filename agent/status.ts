@@ -75,7 +75,7 @@ export const LOST_COUNTERS = [
   'sysConnectDropped',
   'blockIoDropped',
   'contextDropped',
-  'threadTableFull',
+  'threadEntryLost',
   'requestTableFull',
   'connectTableFull',
   'corruptRecords',
@@ -83,8 +83,11 @@ export const LOST_COUNTERS = [
   'storeErrorDropped',
 ] as const satisfies readonly (keyof CounterSnapshot)[];
 
-/** LOST_COUNTERS as the counters table names them. */
-export const LOST_COUNTER_COLUMNS: readonly string[] = LOST_COUNTERS.map(snakeCase);
+/**
+ * LOST_COUNTERS as the counters table names them, and thread_table_full: thread_entry_lost's name in
+ * stores written before the kernel kept threads' entries in their tasks (the same loss).
+ */
+export const LOST_COUNTER_COLUMNS: readonly string[] = [...LOST_COUNTERS.map(snakeCase), 'thread_table_full'];
 
 export function totalLost(s: CounterSnapshot): number {
   return LOST_COUNTERS.reduce((sum, name) => sum + s[name], 0);
@@ -115,7 +118,7 @@ export function formatStatusLine(
     ` | total stored=${now.rowsWritten} pruned=${now.pruned}` +
     (now.unshippedPruned > 0 ? ` (unshipped=${now.unshippedPruned})` : '') +
     ` dropped: ring=${dropped} disk_full=${now.diskFullDropped}` +
-    ` store_error=${now.storeErrorDropped} untracked=${now.threadTableFull + now.requestTableFull + now.connectTableFull}` +
+    ` store_error=${now.storeErrorDropped} untracked=${now.threadEntryLost + now.requestTableFull + now.connectTableFull}` +
     ` corrupt=${now.corruptRecords}` +
     ` | ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
   );

@@ -240,8 +240,13 @@ enum kr_counter {
 	KR_COUNTER_BLOCK_IO_DROPPED = 3,
 	KR_COUNTER_CONTEXT_EMITTED = 4,
 	KR_COUNTER_CONTEXT_DROPPED = 5,
-	/* a thread or request could not be tracked: its event is lost */
-	KR_COUNTER_THREAD_TABLE_FULL = 6,
+	/*
+	 * a thread's entry could not be made (maps.h threads: another program on the CPU was in a
+	 * task-storage call, or no memory): its call is not recorded, or what it was to carry (a context
+	 * inherited at fork, a hand-off) it carries not
+	 */
+	KR_COUNTER_THREAD_ENTRY_LOST = 6,
+	/* a block request or a Go TLS read could not be tracked (table full): its event or head is lost */
 	KR_COUNTER_REQUEST_TABLE_FULL = 7,
 	/* a target record did not fit in the ring: its writes carry no target */
 	KR_COUNTER_TARGET_DROPPED = 8,

@@ -50,7 +50,7 @@ const DROPS_BY_REASON: Record<string, Key> = {
   block_io_ring_full: 'blockIoDropped',
   context_ring_full: 'contextDropped',
   target_ring_full: 'targetDropped',
-  thread_table_full: 'threadTableFull',
+  thread_entry_lost: 'threadEntryLost',
   request_table_full: 'requestTableFull',
   connect_table_full: 'connectTableFull',
   corrupt_record: 'corruptRecords',

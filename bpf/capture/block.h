@@ -58,7 +58,7 @@ static __always_inline void request_start(struct request *rq, __u64 update_flags
 	r.pid = pid_tgid >> 32;
 	r.tid = (__u32)pid_tgid;
 	if (attribution_enabled && r.pid != self_tgid && (wanted || !filter_transactions)) {
-		struct kr_thread *t = bpf_map_lookup_elem(&threads, &r.tid);
+		struct kr_thread *t = current_thread();
 
 		if (t)
 			r.context_id = t->context_id;

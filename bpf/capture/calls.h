@@ -36,11 +36,9 @@ struct {
 static __always_inline struct kr_thread *call_thread_of(__u64 pid_tgid, bool wanted, struct kr_thread *t,
 							__u32 *code)
 {
-	__u32 tid = (__u32)pid_tgid;
-
 	if (wanted) {
 		if (!t)
-			t = thread_entry(tid);
+			t = thread_entry();
 		if (t)
 			unit_refresh(t, pid_tgid);
 		return t;
@@ -48,7 +46,7 @@ static __always_inline struct kr_thread *call_thread_of(__u64 pid_tgid, bool wan
 	if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 		return NULL;
 	if (!t)
-		t = bpf_map_lookup_elem(&threads, &tid);
+		t = current_thread();
 	if (t)
 		unit_refresh(t, pid_tgid);
 	if (!t || !t->context_id)
@@ -103,7 +101,7 @@ static __always_inline struct kr_thread *call_exit(__u32 type, __s64 ret, __u64 
 
 	*pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)*pid_tgid;
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = current_thread();
 	if (!t || t->type != type)
 		return NULL;
 	t->type = 0;

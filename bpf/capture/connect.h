@@ -120,7 +120,7 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 	if (newstate == TCP_SYN_SENT) {
 		pid_tgid = bpf_get_current_pid_tgid();
 		tid = (__u32)pid_tgid;
-		t = bpf_map_lookup_elem(&threads, &tid);
+		t = current_thread();
 		if (!t || t->type != KR_RECORD_SYS_CONNECT)
 			return 0;
 		c.start_ns = t->start_ns;
@@ -147,8 +147,7 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, const int oldstate, con
 	if (newstate == TCP_CLOSE && !err) {
 		/* closed without an error inside connect() itself: it failed before its SYN, its exit says
 		 * why */
-		tid = (__u32)bpf_get_current_pid_tgid();
-		t = bpf_map_lookup_elem(&threads, &tid);
+		t = current_thread();
 		if (t && t->type == KR_RECORD_SYS_CONNECT && t->sock == key)
 			return 0;
 		/* else the caller closed the socket before an answer came (its own timeout) */

@@ -126,7 +126,7 @@ static __always_inline struct kr_thread *go_refresh_wanted(__u64 pid_tgid, bool 
 	p = bpf_map_lookup_elem(&go_processes, &tgid);
 	if (!p || !context_watched_by(pid_tgid, wanted))
 		return NULL;
-	t = thread_entry((__u32)pid_tgid);
+	t = thread_entry();
 	if (t)
 		go_switch(t, pid_tgid, p, p->state == KR_GO_FOLLOWED ? go_current_g(p) : 0);
 	return t;
@@ -149,8 +149,8 @@ static __always_inline void go_refresh(__u64 pid_tgid)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(go_process_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 tgid = task->tgid, tid = task->pid;
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	__u32 tgid = task->tgid;
+	struct kr_thread *t = bpf_task_storage_get(&threads, task, NULL, 0);
 	struct inode *inode = bprm->file->f_inode;
 	struct kr_go_file file = {.dev = inode->i_sb->s_dev, .ino = inode->i_ino};
 	struct kr_go_binary *binary = bpf_map_lookup_elem(&go_binaries, &file);
@@ -757,7 +757,7 @@ int go_tls_read_ret(struct pt_regs *ctx)
 	    !bpf_probe_read_user(&fd, sizeof(fd), (const void *)(netfd + GO_NETFD_SYSFD)) && fd >= 0 &&
 	    fd <= 0x7fffffff)
 		sk = file_sock(current_file(fd), &stamp);
-	t = sk ? thread_entry((__u32)pid_tgid) : NULL;
+	t = sk ? thread_entry() : NULL;
 	if (!t) {
 		/* a head on a connection whose socket went (closed meanwhile): its goroutine serves none */
 		if (got >= MIN_TOKEN_LEN && is_http_request(w))

@@ -114,7 +114,7 @@ static __always_inline struct kr_thread *go_detect(struct kr_thread *t, __u64 pi
 		return t;
 	go_mark(tgid);
 	if (!t)
-		t = thread_entry((__u32)pid_tgid);
+		t = thread_entry();
 	if (t)
 		go_switch(t, pid_tgid, p, 0);
 #endif

@@ -152,7 +152,7 @@ static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
 		return true;
 	*owner = KR_INTERLEAVING;
 	count_event(KR_COUNTER_INTERLEAVED_HEAD);
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = current_thread();
 	if (t && t->context_id) {
 		/* what it created meanwhile (an event loop's pool) may serve any request: lease ended */
 		if (t->lease)
@@ -291,7 +291,7 @@ static __always_inline struct kr_thread *unit_adopt(struct kr_thread *t, __u64 p
 
 	unit_set_context(pid_tgid >> 32, KR_UNIT_HOOK, unit, 0);
 	if (!t && handle)
-		t = thread_entry((__u32)pid_tgid);
+		t = thread_entry();
 	if (!t || t->unit_kind || (t->owned && t->context_id))
 		return t;
 	thread_hold(t, handle, KR_COUNTER_OUTLIVED_THREAD);
@@ -337,7 +337,7 @@ static __always_inline struct kr_thread *unit_signal(struct kr_thread *t, __u64 
 	if (sig.op == KR_UNIT_ADOPT)
 		return unit_adopt(t, pid_tgid, sig.unit);
 	if (!t)
-		t = thread_entry((__u32)pid_tgid);
+		t = thread_entry();
 	if (!t)
 		return t;
 	if (sig.op == KR_UNIT_MAILBOX) {
@@ -388,7 +388,7 @@ int sys_enter_getpriority(struct trace_event_raw_sys_enter *ctx)
 
 	if (!attribution_enabled || ctx->args[0] != KR_PRIO_PROCESS || ctx->args[1] != 0)
 		return 0;
-	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
+	t = current_thread();
 	if (!t || !t->mailbox)
 		return 0;
 	/* the unit field, the length and the signal in one read: a WATCH with a mailbox spans them all */
@@ -490,7 +490,7 @@ static __always_inline struct kr_thread *context_source(struct kr_thread *t, __u
 		return t;
 	}
 	if (!t)
-		t = thread_entry((__u32)pid_tgid);
+		t = thread_entry();
 	if (!t)
 		return t;
 	if (kind == KR_HTTP_RESPONSE && response_needs_no_record(fd)) {
@@ -588,7 +588,7 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 				      __u64 prefix, __u64 prefix_len, const void *buf, __u64 len)
 {
 	__u32 tid = (__u32)pid_tgid;
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct kr_thread *t = current_thread();
 	bool preface = flags & KR_CONN_MULTIPLEXED;
 	bool owns_thread = false;
 	__u64 id = 0, handle;
@@ -598,7 +598,7 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 	if (!t || !t->unit_kind) {
 		owns_thread = head_owns_thread(tid, owner);
 		if (owns_thread)
-			t = thread_entry(tid);
+			t = thread_entry();
 		if (owns_thread && !t)
 			return;
 	}

@@ -122,10 +122,17 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/*
+ * Each thread's kr_thread, kept in its task_struct: found without hashing, gone with the task (a reused
+ * tid starts with none; a thread that takes its leader's tid at exec keeps its own). A lookup of an
+ * entry that exists always finds it (Linux 6.2+, "bpf: Avoid unnecessary deadlock detection and
+ * failures wrt task storage"); making one fails while another program on the CPU is inside a
+ * task-storage call (a softirq's, a preempted uprobe's) or without memory: thread_entry counts it.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 131072);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct kr_thread);
 } threads SEC(".maps");
 
@@ -327,19 +334,26 @@ static __always_inline bool current_wanted(__u32 tgid)
 	return wanted;
 }
 
-static __always_inline struct kr_thread *thread_entry(__u32 tid)
+/* The current thread's entry, NULL when it has none. */
+static __always_inline struct kr_thread *current_thread(void)
 {
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	return bpf_task_storage_get(&threads, bpf_get_current_task_btf(), NULL, 0);
+}
+
+/* The current thread's entry, made if it has none; NULL (counted) when it could not be made. */
+static __always_inline struct kr_thread *thread_entry(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct kr_thread *t = bpf_task_storage_get(&threads, task, NULL, 0);
 	struct kr_thread fresh = {};
 
 	if (t)
 		return t;
 	bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
-	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST)) {
-		count_event(KR_COUNTER_THREAD_TABLE_FULL);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&threads, &tid);
+	t = bpf_task_storage_get(&threads, task, &fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t)
+		count_event(KR_COUNTER_THREAD_ENTRY_LOST);
+	return t;
 }
 
 static __always_inline bool thread_has_context(__u32 tid)

@@ -94,7 +94,7 @@ int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	bool by_agent = sent_by_agent(pid_tgid >> 32, sig), eintr;
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct kr_thread *t = current_thread();
 	struct kr_parked *p;
 	__u64 handler;
 	__u32 type;
@@ -129,8 +129,7 @@ int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 SEC("tracepoint/syscalls/sys_enter_rt_sigreturn")
 int sys_enter_rt_sigreturn(struct trace_event_raw_sys_enter *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct kr_thread *t = current_thread();
 
 	if (t && t->parked == KR_PARK_RESTART)
 		t->parked = KR_PARK_PENDING;

@@ -450,9 +450,9 @@ struct {
 SEC("tracepoint")
 int resolve_target(void *ctx)
 {
-	__u32 zero = 0, tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 zero = 0;
 	struct kr_pending_target *pending = bpf_map_lookup_elem(&pending_target, &zero);
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct kr_thread *t = current_thread();
 	struct kr_target_probe p = {};
 
 	if (!pending || !t)

@@ -55,7 +55,6 @@ static __always_inline void note_process(__u32 tgid)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 parent_tid = parent->pid;
 	__u32 child_tid = child->pid;
 	struct kr_thread *t;
 	struct kr_thread inherited = {};
@@ -67,7 +66,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	 * the capture sees may have come since the hook's last switch); the parent is the current task
 	 */
 	go_refresh(bpf_get_current_pid_tgid());
-	t = bpf_map_lookup_elem(&threads, &parent_tid);
+	t = current_thread();
 	if (t)
 		unit_refresh(t, bpf_get_current_pid_tgid());
 	/* a runtime's threads run units, not the unit that ran when the thread was made */
@@ -81,10 +80,11 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		       parent->tgid == child->tgid ? KR_COUNTER_OUTLIVED_THREAD
 						   : KR_COUNTER_OUTLIVED_PROCESS);
 	bpf_probe_read_kernel(inherited.comm, sizeof(inherited.comm), child->comm);
-	if (bpf_map_update_elem(&threads, &child_tid, &inherited, BPF_ANY))
-		count_event(KR_COUNTER_THREAD_TABLE_FULL);
-	else
+	/* the child's storage is new (copy_process starts it empty): made here or not at all */
+	if (bpf_task_storage_get(&threads, child, &inherited, BPF_LOCAL_STORAGE_GET_F_CREATE))
 		mark_context_thread(child_tid);
+	else
+		count_event(KR_COUNTER_THREAD_ENTRY_LOST);
 	return 0;
 }
 
@@ -93,12 +93,18 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
  * with the context it had (a marker's, inherited), as a child process does.
  */
 SEC("tp_btf/sched_process_exec")
-int BPF_PROG(sched_process_exec, struct task_struct *task)
+int BPF_PROG(sched_process_exec, struct task_struct *task, pid_t old_pid)
 {
 	__u32 tid = task->pid;
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct kr_thread *t = bpf_task_storage_get(&threads, task, NULL, 0);
 
 	note_process(task->tgid);
+	/* a thread that took its leader's tid (de_thread) keeps its entry: the read programs' bit follows */
+	if (old_pid != tid) {
+		forget_thread_context(old_pid);
+		if (t && t->context_id)
+			mark_context_thread(tid);
+	}
 	/* no longer the JVM discovery found (if it is one again, discovery finds it again) */
 	bpf_map_delete_elem(&jvm_processes, &(__u32){task->tgid});
 	/* the memory a mailbox was in is gone, whether or not the thread ran units */
@@ -118,8 +124,8 @@ int BPF_PROG(sched_process_exec, struct task_struct *task)
 SEC("tp_btf/task_rename")
 int BPF_PROG(task_rename, struct task_struct *task, const char *comm)
 {
-	__u32 tid = task->pid;
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	/* another task's, when /proc/PID/comm is written */
+	struct kr_thread *t = bpf_task_storage_get(&threads, task, NULL, 0);
 	char renamed[KR_COMM_LEN] = {};
 
 	if (!t)
@@ -135,10 +141,11 @@ int BPF_PROG(sched_process_exit)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
-	struct kr_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct kr_thread *t = bpf_task_storage_get(&threads, task, NULL, 0);
 
 	/* the process's last thread (its live count already dropped): its tgid may be reused */
-	if (!bpf_get_current_task_btf()->signal->live.counter) {
+	if (!task->signal->live.counter) {
 		bpf_map_delete_elem(&jvm_processes, &(__u32){pid_tgid >> 32});
 		note_process(pid_tgid >> 32);
 	}
@@ -146,7 +153,8 @@ int BPF_PROG(sched_process_exit)
 	/* a call the signal that ends the thread interrupted never restarts */
 	if (t && t->parked)
 		bpf_map_delete_elem(&parked_calls, &tid);
-	bpf_map_delete_elem(&threads, &tid);
+	/* nothing the thread does on its way out (its files' closes) carries its context */
+	bpf_task_storage_delete(&threads, task);
 	forget_thread_context(tid);
 	return 0;
 }

@@ -57,7 +57,7 @@ static __always_inline void tls_read_enter(const void *ssl, const void *buf, con
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return;
 	owner = bpf_map_lookup_elem(&head_threads, &tid);
-	t = owner && *owner == (__u64)ssl ? bpf_map_lookup_elem(&threads, &tid) : NULL;
+	t = owner && *owner == (__u64)ssl ? current_thread() : NULL;
 	if (t) {
 		r.held = t->context_id;
 		t->context_id = 0;
@@ -98,7 +98,7 @@ static __always_inline void tls_read_exit(__s64 ret, bool ex)
 		got = ret > 0 ? ret : 0;
 	else if (ret == 1 && r->readbytes)
 		bpf_probe_read_user(&got, sizeof(got), (const void *)r->readbytes);
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = current_thread();
 	if (t && r->held && !t->context_id)
 		t->context_id = r->held;
 	/* the mark tls_read_enter set, where nothing else wants the thread's reads */
@@ -149,7 +149,7 @@ static __always_inline void tls_write(const void *buf, __u64 len)
 
 	if (!context_watched(pid_tgid))
 		return;
-	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
+	t = current_thread();
 	if (t)
 		unit_refresh(t, pid_tgid);
 	context_source(t, pid_tgid, -1, buf, len, NULL);

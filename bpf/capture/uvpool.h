@@ -51,7 +51,7 @@ static __always_inline void uv_work_queued(__u64 work)
 
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return;
-	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)pid_tgid});
+	t = current_thread();
 	if (t)
 		unit_refresh(t, pid_tgid);
 	/* always written: the request's memory is reused by later requests */
@@ -80,12 +80,11 @@ int BPF_KPROBE(uv_work_start, void *work)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct kr_unit_key key = {.tgid = pid_tgid >> 32, .kind = KR_UNIT_WORK, .id = (__u64)work};
-	__u32 tid = (__u32)pid_tgid;
 	struct kr_thread *t;
 
 	if (!attribution_enabled || !context_watched(pid_tgid))
 		return 0;
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = current_thread();
 	if (bpf_map_delete_elem(&uv_queued, &key)) {
 		/* a synchronous call (the caller keeps its own context), or, on a pool thread (one
 		 * that ran requests), a request the table lost: none, never the last one's */
@@ -97,7 +96,7 @@ int BPF_KPROBE(uv_work_start, void *work)
 	if (!t && !unit_context(pid_tgid >> 32, KR_UNIT_WORK, (__u64)work))
 		return 0;
 	if (!t)
-		t = thread_entry(tid);
+		t = thread_entry();
 	if (t)
 		unit_switch(t, pid_tgid, KR_UNIT_WORK, (__u64)work);
 	return 0;

@@ -26,7 +26,6 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 	__u64 count, data_len;
 	struct kr_thread *t;
 	bool wanted = current_wanted(pid_tgid >> 32);
-	__u32 tid = (__u32)pid_tgid;
 	bool signal = false;
 
 	/* a Go thread's entry, its goroutine's context taken: not looked up again */
@@ -35,9 +34,9 @@ static __always_inline int write_enter(struct trace_event_raw_sys_enter *ctx, __
 		if (pid_tgid >> 32 == self_tgid || !attribution_enabled || filter_transactions)
 			return 0;
 		if (!t)
-			t = bpf_map_lookup_elem(&threads, &tid);
+			t = current_thread();
 	} else if (!t) {
-		t = thread_entry(tid);
+		t = thread_entry();
 		if (!t)
 			return 0;
 	}

@@ -154,7 +154,7 @@ export const KernelCounter = {
   blockIoDropped: 3,
   contextEmitted: 4,
   contextDropped: 5,
-  threadTableFull: 6,
+  threadEntryLost: 6,
   requestTableFull: 7,
   targetDropped: 8,
   targetEmitted: 9,

@@ -132,6 +132,33 @@ describeKernel('context tracking', () => {
     expectContextsBeforeUse(records);
   });
 
+  it("a thread other than the main one execs (it takes the process's tid): the new program's writes carry the thread's context, not none", async () => {
+    const out = join(dir.path, 'exec-out');
+    // the main thread waits in join until the exec ends it; the marker is the exec'ing thread's own
+    const script = [
+      'import os, threading',
+      'def run():',
+      '    fd = os.open("/dev/null", os.O_WRONLY)',
+      '    os.write(fd, b"KREPLAY-CTX txn=exec1")',
+      `    os.execv("/bin/sh", ["sh", "-c", "echo after > ${out}"])`,
+      't = threading.Thread(target=run); t.start(); t.join()',
+    ].join('\n');
+    const { records, value: pid } = await captureAround({}, () =>
+      runToExit('/usr/bin/python3', ['-c', script]),
+    );
+    expect(readFileSync(out, 'utf8')).toBe('after\n');
+    const marker = contexts(records, pid).find((c) => c.data.toString() === 'KREPLAY-CTX txn=exec1');
+    expect(marker).toBeDefined();
+    expect(marker!.tid).not.toBe(pid);
+    // the same thread, now under the process's tid: sh's echo (6 bytes)
+    expect(
+      writes(records, pid)
+        .filter((w) => w.comm === 'sh')
+        .map((w) => [w.tid, w.count, w.contextId]),
+    ).toEqual([[pid, 6, marker!.contextId]]);
+    expectContextsBeforeUse(records);
+  });
+
   it("a client connection a request head went out on: a later send by a thread without a context carries none, not the head's", async () => {
     // the plain thread is made before any context (a thread inherits its creator's)
     const script = [

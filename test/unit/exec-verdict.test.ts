@@ -84,6 +84,10 @@ describe('exit-status contract', () => {
       'the recording lost events: node web-1: sys_write_dropped=12',
     ]);
     expect(completenessOf(null)).toEqual({ known: false, lost: [] });
+    // an older store names the same loss thread_table_full
+    expect(
+      completenessOf([{ node: 'web-1', counters: { thread_table_full: 3, thread_entry_lost: 2 } }]).lost,
+    ).toEqual(['node web-1: thread_table_full=3', 'node web-1: thread_entry_lost=2']);
   });
 
   it('several incidents: a build failure first, then not reproduced, then not faithful', () => {

@@ -116,7 +116,7 @@ const EXPECTED: Record<string, number> = {
   KR_COUNTER_BLOCK_IO_DROPPED: KernelCounter.blockIoDropped,
   KR_COUNTER_CONTEXT_EMITTED: KernelCounter.contextEmitted,
   KR_COUNTER_CONTEXT_DROPPED: KernelCounter.contextDropped,
-  KR_COUNTER_THREAD_TABLE_FULL: KernelCounter.threadTableFull,
+  KR_COUNTER_THREAD_ENTRY_LOST: KernelCounter.threadEntryLost,
   KR_COUNTER_REQUEST_TABLE_FULL: KernelCounter.requestTableFull,
   KR_COUNTER_TARGET_DROPPED: KernelCounter.targetDropped,
   KR_COUNTER_TARGET_EMITTED: KernelCounter.targetEmitted,

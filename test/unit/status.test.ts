@@ -43,7 +43,7 @@ describe('storedCounters', () => {
       block_io_dropped: 4,
       context_emitted: 5,
       context_dropped: 6,
-      thread_table_full: 7,
+      thread_entry_lost: 7,
       request_table_full: 8,
       target_dropped: 9,
       target_emitted: 10,
