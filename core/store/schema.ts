@@ -364,6 +364,15 @@ export function schemaVersionOf(db: Database.Database): number {
 }
 
 /**
+ * Loads the SQLite binding into the calling thread now. A thread that reads stores calls it before
+ * it says it is up: one terminated (a daemon's close) while Node registers a native addon aborts
+ * the whole process (FATAL ERROR in napi_get_last_error_info, seen in a full test run).
+ */
+export function loadSqliteBinding(): void {
+  new Database(':memory:').close();
+}
+
+/**
  * Opens a node's store read-only; never blocks or migrates the writer's
  * file. Stores of an older schema are read as they are (an upgrade only
  * adds): the reader asks schemaVersionOf() what they hold.

@@ -5,9 +5,11 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { IncidentFileError } from '../../core/incident';
 import type { Logger, LogLevel } from '../../core/log/logger';
+import { loadSqliteBinding } from '../../core/store/schema';
 import { IncidentLibrary } from './incident-library';
 import type { IncidentAnswer, IncidentRequest, IncidentThreadData } from './incident-protocol';
 
+loadSqliteBinding();
 const post = (answer: IncidentAnswer) => parentPort!.postMessage(answer);
 const line =
   (level: LogLevel) =>

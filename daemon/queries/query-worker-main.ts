@@ -5,10 +5,12 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { silentLogger } from '../../core/log/logger';
+import { loadSqliteBinding } from '../../core/store/schema';
 import { NodeStores } from '../store/node-stores';
 import { queryOps } from './query-ops';
 import { toWire, type QueryAnswer, type QueryRequest, type QueryWorkerData } from './query-protocol';
 
+loadSqliteBinding();
 const data = workerData as QueryWorkerData;
 // the main thread's own NodeStores logs what the directory holds; N workers would say it N times more
 const ops = queryOps(new NodeStores(data.dataDir, silentLogger, data.scope));
