@@ -9,6 +9,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { BENCHES, type BenchName } from './benches';
+import type { HostFacts } from './host-facts';
 
 export interface PrintedTable {
   title: string;
@@ -20,6 +21,8 @@ export interface RunStart {
   bench: BenchName;
   args: string[];
   startedAt: Date;
+  /** the host as the bench started */
+  host: HostFacts;
   /** where the bench's tables are appended, one JSON line each */
   tablesFile: string;
 }
@@ -41,10 +44,10 @@ function commit(): string {
   }
 }
 
-export function runSummary(bench: BenchName, args: string[]): RunStart {
+export function runSummary(bench: BenchName, args: string[], host: HostFacts): RunStart {
   const startedAt = new Date();
   const tablesFile = join(os.tmpdir(), `kreplay-bench-${process.pid}-${bench}-${startedAt.getTime()}.ndjson`);
-  return { bench, args, startedAt, tablesFile };
+  return { bench, args, startedAt, host, tablesFile };
 }
 
 /** Writes the summary and returns its path (from the repository's root). */
@@ -71,12 +74,8 @@ export function writeSummary(
     finishedAt: finishedAt.toISOString(),
     seconds: (finishedAt.getTime() - start.startedAt.getTime()) / 1000,
     exit: { code: result.code, signal: result.signal },
-    host: {
-      cpus: os.availableParallelism(),
-      kernel: os.release(),
-      node: process.version,
-      loadavg: os.loadavg(),
-    },
+    host: start.host,
+    loadavgAtEnd: os.loadavg(),
     tables,
     output: result.output.split('\n'),
   };

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { repoRoot } from '../core/repo-root';
 import { BENCHES, isBenchName, type Bench, type BenchName } from './benches';
 import { runSummary, writeSummary } from './bench-summary';
+import { describeHost, hostFacts } from './host-facts';
 
 interface Selection {
   names: BenchName[];
@@ -71,7 +72,9 @@ async function main(): Promise<number> {
   let failed = 0;
   for (const name of chosen.names) {
     console.log(`\n## ${name}\n`);
-    const summary = runSummary(name, chosen.args);
+    const host = hostFacts();
+    console.log(`${describeHost(host)}\n`);
+    const summary = runSummary(name, chosen.args, host);
     const result = await runOne(name, chosen.args, summary.tablesFile);
     const file = writeSummary(summary, result);
     console.log(`\n(summary: ${file})`);
