@@ -29,8 +29,7 @@ void Arm(int fd) {
     throw NativeFailure(kCode, std::string("cannot arm the wall clock's set timer: ") + strerror(errno));
 }
 
-}  // namespace
-
+// Opens and arms the timer; throws NativeFailure E_CLOCK_WATCH.
 int OpenClockSetTimer() {
   const int fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
   if (fd < 0) throw NativeFailure(kCode, std::string("cannot open a timer on the wall clock: ") + strerror(errno));
@@ -43,6 +42,8 @@ int OpenClockSetTimer() {
   return fd;
 }
 
+// After the timer polled readable: whether the wall clock was set since it was armed (it is armed
+// again then). Its far expiry passing is taken as a set too: the offset is re-read either way.
 bool TakeClockSet(int fd) {
   uint64_t expirations = 0;
   const ssize_t n = read(fd, &expirations, sizeof(expirations));
@@ -51,8 +52,6 @@ bool TakeClockSet(int fd) {
   Arm(fd);
   return true;
 }
-
-namespace {
 
 class ClockSetWatch : public Napi::ObjectWrap<ClockSetWatch> {
  public:

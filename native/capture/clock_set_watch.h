@@ -7,13 +7,6 @@
 
 namespace kreplay {
 
-// Opens and arms the timer; throws NativeFailure E_CLOCK_WATCH.
-int OpenClockSetTimer();
-
-// After the timer polled readable: whether the wall clock was set since it was armed (it is armed
-// again then). Its far expiry passing is taken as a set too: the offset is re-read either way.
-bool TakeClockSet(int fd);
-
 // new ClockSetWatch(onSet) calls onSet() on the loop each time the wall clock is set; close()
 // stops it. It does not keep the loop alive.
 Napi::Function DefineClockSetWatch(Napi::Env env);
