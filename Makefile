@@ -169,10 +169,10 @@ test test-system test-unit test-integration: export KREPLAY_PYTHON_HOOK = off
 test test-system test-unit test-integration: export KREPLAY_JVM_HOOK = off
 
 # Slow real-program suites that share no port, lock or process with the rest (each agent scoped to
-# its own cgroup, none through the Node inspector; the events and replay API suites run no agent and
-# start their own ClickHouse servers on free ports): they run beside the others, so `make test`
-# stays under CI's 40 minutes; their output follows the others'.
-TEST_BESIDE := test/integration/(attribution-(wsgi|asgi|django-asgi|jvm)|containers|container-runtimes|exec-container|podman-support|events-(api|paging)|replay-(reader|api))\.test\.ts$$
+# its own cgroup, none through the Node inspector; the events and replay API suites and the
+# ClickHouse cluster's run no agent and start their own ClickHouse servers on free ports): they run
+# beside the others, so `make test` stays under CI's 40 minutes; their output follows the others'.
+TEST_BESIDE := test/integration/(attribution-(wsgi|asgi|django-asgi|jvm)|containers|container-runtimes|exec-container|podman-support|events-(api|paging)|replay-(reader|api)|clickhouse-cluster)\.test\.ts$$
 
 ## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
 test: build
