@@ -21,6 +21,7 @@ import path from 'node:path';
 import { silentLogger } from '../core/log/logger';
 import { repoRoot } from '../core/repo-root';
 import { createDaemon } from '../daemon/create-daemon';
+import { median } from './server-load';
 import { printTable } from './table';
 
 const TXN = 'bench-checkout';
@@ -160,7 +161,6 @@ interface Row {
   observed_p50_ns: string | number | null;
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const ms = (ns: number) => (ns / 1e6).toFixed(2);
 
 async function main(): Promise<void> {

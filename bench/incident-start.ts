@@ -21,6 +21,7 @@ import type { ApiEvent } from '../core/model';
 import { repoRoot } from '../core/repo-root';
 import { createDaemon } from '../daemon/create-daemon';
 import { benchLoop } from './bench-loops';
+import { median } from './server-load';
 import { printTable } from './table';
 
 const EVENTS = Number(process.argv[2] ?? 100_000);
@@ -79,7 +80,6 @@ async function toFirstCall(argv: string[], out: string): Promise<number> {
 }
 
 const fixed = (n: number) => n.toFixed(1);
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const summary = (values: number[]) =>
   [fixed(median(values)), `${fixed(Math.min(...values))}..${fixed(Math.max(...values))}`] as const;
 

@@ -32,6 +32,7 @@ import { buildIncident } from '../daemon/events/export/incident-export';
 import { nodeStoresReader } from '../daemon/store/event-reader';
 import { NodeStores } from '../daemon/store/node-stores';
 import { startDaemonProcess } from './daemon-process';
+import { median } from './server-load';
 import { printTable } from './table';
 
 const ROOT = repoRoot();
@@ -146,7 +147,6 @@ const range = (values: number[], digits = 2) => {
   const sorted = [...values].sort((a, b) => a - b);
   return `${sorted[0]!.toFixed(digits)}..${sorted[sorted.length - 1]!.toFixed(digits)}`;
 };
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]!;
 
 /** Runs argv to its end and returns its wall time in seconds; throws on failure. */
 function timed(argv: string[], env: NodeJS.ProcessEnv = {}): number {

@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startBenchAgent } from './agent-process';
-import { TRACEPARENT } from './server-load';
+import { median, TRACEPARENT } from './server-load';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SERVER = path.join(ROOT, 'test', 'support', 'runtimes', 'aiohttp-server.py');
@@ -96,7 +96,6 @@ function wrk(server: Server, script: string): Promise<Run> {
   });
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const range = (xs: number[], digits: number) =>
   `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}..${Math.max(...xs).toFixed(digits)})`;
 
