@@ -3,7 +3,7 @@
  * one system call costs there, a 64-byte write(2) to /dev/null (bench/writeloop.c, unpinned, the
  * median of 3 runs). Every figure of the agent's cost and a replay's timing moves with the kernel's
  * entry and exit, and those move with the CPU under the VM and its mitigations, not only with the
- * kernel: the same Linux 6.18 paid 203–209 ns for this write on 2026-11-27 and 305–324 ns a day
+ * kernel: the same Linux 6.18 paid 203–209 ns for this write on 2026-11-27 and 305–335 ns a day
  * later, and the servers' own CPU a request doubled with it. Figures of different days are compared
  * at this calibration, never as they are.
  */
