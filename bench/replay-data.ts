@@ -3,8 +3,11 @@
  * span, the small transactions the daemon is asked for meanwhile and the
  * poller that asks, and a quantile.
  */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { EventBatch } from '../agent/ingest/event-batch';
 import type { StoreWriter } from '../agent/store/store-writer';
+import type { PollResult } from './replay-poller';
 
 const CHUNK = 50_000;
 
@@ -77,20 +80,29 @@ export async function timedGet(url: string, into: number[]): Promise<void> {
   into.push(Number(process.hrtime.bigint() - t) / 1e6);
 }
 
-/** Latencies (ms) of /healthz and of an event page (a lookup), asked in turn every `everyMs` until `until` settles. */
-export async function pollDaemon(
-  url: string,
-  until: Promise<unknown>,
-  everyMs: number,
-): Promise<{ health: number[]; lookup: number[] }> {
-  let done = false;
-  void until.finally(() => (done = true));
-  const health: number[] = [];
-  const lookup: number[] = [];
-  for (let i = 0; !done; i++) {
-    await timedGet(`${url}/healthz`, health);
-    await timedGet(`${url}/api/events?transaction_id=lookup-${i % LOOKUPS}`, lookup);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
-  return { health, lookup };
+/**
+ * Latencies (ms) of /healthz and of an event page (a lookup), asked in turn
+ * every `everyMs` until `until` settles, by bench/replay-poller.ts in a
+ * process of its own: the bench's own collections must not count in the
+ * daemon's answers, nor take a core from the play.
+ */
+export async function pollDaemon(url: string, until: Promise<unknown>, everyMs: number): Promise<PollResult> {
+  const child = spawn(
+    process.execPath,
+    [join(__dirname, 'replay-poller.js'), url, String(everyMs), String(LOOKUPS)],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', resolve);
+  });
+  await until.catch(() => {});
+  child.stdin.end();
+  const code = await exited;
+  if (code !== 0) throw new Error(`replay-poller exited ${code}`);
+  return JSON.parse(out) as PollResult;
 }
