@@ -358,9 +358,17 @@ export function openWriteStore(
   }
 }
 
+/** Each connection's `PRAGMA user_version`, prepared once: `db.pragma()` parses it again every call. */
+const userVersion = new WeakMap<Database.Database, Database.Statement>();
+
 /** The schema version of an open store, read again on every call: the agent may upgrade it meanwhile. */
 export function schemaVersionOf(db: Database.Database): number {
-  return db.pragma('user_version', { simple: true }) as number;
+  let statement = userVersion.get(db);
+  if (!statement) {
+    statement = db.prepare('PRAGMA user_version').pluck();
+    userVersion.set(db, statement);
+  }
+  return statement.get() as number;
 }
 
 /**

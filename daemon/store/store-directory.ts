@@ -110,11 +110,13 @@ export class StoreDirectory {
   private refresh(): void {
     let mtime = -1;
     try {
-      mtime = statSync(this.dir).mtimeMs;
+      // every read looks: a missing dir is answered without an error built and thrown (~0.1 ms a page)
+      mtime = statSync(this.dir, { throwIfNoEntry: false })?.mtimeMs ?? -1;
       // a store built from incident files appears in its own dir
-      mtime += statSync(join(this.dir, INCIDENT_STORES_DIR)).mtimeMs;
+      if (mtime >= 0)
+        mtime += statSync(join(this.dir, INCIDENT_STORES_DIR), { throwIfNoEntry: false })?.mtimeMs ?? 0;
     } catch {
-      // a missing dir is scanned as empty below
+      // an unreadable dir is scanned (and its error reported) below
     }
     if (mtime === this.dirMtime && performance.now() - this.scannedAt < RESCAN_MS) return;
     this.dirMtime = mtime;

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../../core/log/logger';
-import { SLOW_EVENT_NS } from '../../core/store/schema';
+import Database from 'better-sqlite3';
+import { schemaVersionOf, SLOW_EVENT_NS } from '../../core/store/schema';
 import { type ApiEvent } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 import type { EventFilter, EventOrder, EventPosition } from '../../daemon/store/event-filter';
@@ -242,10 +243,34 @@ describe('NodeStores data dir', () => {
     });
   });
 
-  it('answers with nothing while the data dir does not exist', () => {
-    const stores = new NodeStores(join(dir.path, 'missing'), silentLogger);
-    expect(stores.page({}, { limit: 5, order: 'asc' })).toEqual({ events: [], next: null });
-    expect(stores.summarize({})).toEqual({ count: 0, firstTs: null, lastTs: null });
-    stores.close();
+  it('answers with nothing while the data dir does not exist, and serves it at once when it appears', () => {
+    const missing = join(dir.path, 'missing');
+    const stores = new NodeStores(missing, silentLogger);
+    try {
+      expect(stores.page({}, { limit: 5, order: 'asc' })).toEqual({ events: [], next: null });
+      expect(stores.summarize({})).toEqual({ count: 0, firstTs: null, lastTs: null });
+      mkdirSync(missing);
+      writeStore(missing, 'late', [{ ts: BASE }]);
+      // no timed rescan waited for: the dir's appearance is the change
+      expect(stores.nodes()).toEqual(['late']);
+    } finally {
+      stores.close();
+    }
+  });
+
+  it("reads a store's schema version again on every look: the agent may upgrade it meanwhile", () => {
+    writeStore(dir.path, 'v', [{ ts: BASE }]);
+    const reader = new Database(join(dir.path, 'v.db'), { readonly: true });
+    const writer = new Database(join(dir.path, 'v.db'));
+    try {
+      const version = schemaVersionOf(reader);
+      expect(version).toBeGreaterThan(0);
+      writer.pragma(`user_version = ${version + 1}`);
+      expect(schemaVersionOf(reader)).toBe(version + 1);
+      expect(schemaVersionOf(writer)).toBe(version + 1);
+    } finally {
+      reader.close();
+      writer.close();
+    }
   });
 });
