@@ -52,15 +52,36 @@ export function toReplayChunk(page: EventPage): ReplayChunk {
   };
 }
 
-/** Where a page is framed: the chunk's event `i`, built when asked for (its ids and texts split once). */
-export function chunkEvents(chunk: ReplayChunk): (i: number) => ReplayEvent {
+/** Events to frame, in replay order, each built when asked for, and where the read after them starts. */
+export interface ReplayEvents {
+  length: number;
+  at(i: number): ReplayEvent;
+  next: EventPosition | null;
+}
+
+/** A chunk's events, framed where it arrived (its ids and texts split once). */
+export function chunkEvents(chunk: ReplayChunk): ReplayEvents {
   const n = chunk.ts.length;
   const ids = n > 0 ? chunk.ids.split('\n') : [];
   const json = n > 0 ? chunk.json.split('\n') : [];
-  return (i) => ({
-    timestamp_ns: chunk.ts[i]!,
-    duration_ns: chunk.durations[i]!,
-    event_id: ids[i]!,
-    json: json[i]!,
-  });
+  return {
+    length: n,
+    at: (i) => ({
+      timestamp_ns: chunk.ts[i]!,
+      duration_ns: chunk.durations[i]!,
+      event_id: ids[i]!,
+      json: json[i]!,
+    }),
+    next: chunk.next,
+  };
+}
+
+/**
+ * A page's events, framed where it was read (a query worker): each event's text built as it is
+ * framed, not joined into a chunk's one text to be split again on the same thread (~1.5 µs an
+ * event of a dense read-ahead's ~11 on a slow host).
+ */
+export function pageEvents(page: EventPage): ReplayEvents {
+  const { events } = page;
+  return { length: events.length, at: (i) => toReplayEvent(events[i]!), next: page.next };
 }

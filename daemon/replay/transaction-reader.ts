@@ -11,7 +11,7 @@
  */
 import type { EventPosition, EventSummary } from '../store/event-filter';
 import type { EventReader } from '../store/event-reader';
-import { toReplayChunk, type ReplayChunk } from './replay-event';
+import { chunkEvents, pageEvents, toReplayChunk, type ReplayChunk } from './replay-event';
 import { writeFrames, type FrameDest, type FrameSpec, type FramesWritten } from './lane/frame-writer';
 import { writeHistory, type HistoryFrames, type HistorySpec } from './lane/history-writer';
 
@@ -59,14 +59,15 @@ export function framesOf(reader: TransactionReader): NonNullable<TransactionRead
   return reader.frames
     ? reader.frames.bind(reader)
     : async (range, limit, after, spec, dest) =>
-        writeFrames(await reader.page(range, limit, after), spec, dest);
+        writeFrames(chunkEvents(await reader.page(range, limit, after)), spec, dest);
 }
 
 /** `reader`'s history pages: its own, or its page framed by this thread. */
 export function historyOf(reader: TransactionReader): NonNullable<TransactionReader['history']> {
   return reader.history
     ? reader.history.bind(reader)
-    : async (range, limit, after, spec) => writeHistory(await reader.page(range, limit, after), spec);
+    : async (range, limit, after, spec) =>
+        writeHistory(chunkEvents(await reader.page(range, limit, after)), spec);
 }
 
 /** Replay's reads over a store's EventReader (the node files on a query worker, or ClickHouse). */
@@ -78,8 +79,8 @@ export function storeTransactionReader(reader: EventReader): Required<Transactio
     page: async (range, limit, after) =>
       toReplayChunk(await reader.page(range, { order: 'asc', limit, after })),
     frames: async (range, limit, after, spec, dest) =>
-      writeFrames(toReplayChunk(await reader.page(range, { order: 'asc', limit, after })), spec, dest),
+      writeFrames(pageEvents(await reader.page(range, { order: 'asc', limit, after })), spec, dest),
     history: async (range, limit, after, spec) =>
-      writeHistory(toReplayChunk(await reader.page(range, { order: 'asc', limit, after })), spec),
+      writeHistory(pageEvents(await reader.page(range, { order: 'asc', limit, after })), spec),
   };
 }

@@ -2,8 +2,9 @@ import { fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 import type { HistoryPage } from '../../daemon/replay/sessions/replay-session';
 import type { TransactionReader } from '../../daemon/replay/transaction-reader';
-import { toReplayChunk } from '../../daemon/replay/replay-event';
+import { chunkEvents, pageEvents, toReplayChunk } from '../../daemon/replay/replay-event';
 import { writeHistory } from '../../daemon/replay/lane/history-writer';
+import type { EventPage } from '../../daemon/store/event-filter';
 import { lateFrameText, replayFrame } from '../../daemon/replay/lane/replay-frame';
 import { Schedule } from '../../core/replay/schedule';
 import { eventToJson } from '../../core/model';
@@ -104,7 +105,7 @@ describe('a history framed where it is read', () => {
     // the query pool's reader frames on its worker; this one records that it was asked to
     reader.history = async (range, limit, after, spec) => {
       asked.push(limit);
-      return writeHistory(await onWorker.source.page(range, limit, after), spec);
+      return writeHistory(chunkEvents(await onWorker.source.page(range, limit, after)), spec);
     };
     const seen: string[][] = [];
     for (const fx of [framedHere, onWorker]) {
@@ -130,26 +131,32 @@ describe('a history framed where it is read', () => {
     );
   });
 
-  it('frames each event as the live stream did: from its index on, the skipped left out, unknown lateness null', () => {
-    const events = EVENTS.slice(0, 6);
-    const schedule = new Schedule(1, 0n);
-    // events[2] and [3] share a timestamp; a start at [3] skips [2]
-    const skip = { ts: events[3]!.timestamp_ns, eventId: events[3]!.event_id };
-    const page = writeHistory(toReplayChunk({ events: events.slice(2), next: null }), {
-      firstTs: T0,
-      speedFactor: 1,
-      extraLatencyNs: 0n,
-      firstIndex: 3,
-      skip,
-      from: 4,
-      lateness: Float64Array.of(11, NaN, -2),
-    });
-    // event i sits at index i: [2] takes no place, so [3] is index 3
-    const live = (i: number, late: bigint | null) =>
-      lateFrameText(replayFrame(schedule, T0, i, { ...events[i]!, json: eventToJson(events[i]!) }), late);
-    expect(Buffer.from(page.bytes).toString('utf8')).toBe(live(4, null) + live(5, -2n));
-    expect(page).toMatchObject({ events: 2, placed: 3, next: null });
-  });
+  it.each([
+    ['a chunk posted from a worker', (page: EventPage) => chunkEvents(toReplayChunk(page))],
+    ['a page framed where it was read', pageEvents],
+  ])(
+    'frames each event of %s as the live stream did: from its index on, the skipped left out, unknown lateness null',
+    (_, eventsOf) => {
+      const events = EVENTS.slice(0, 6);
+      const schedule = new Schedule(1, 0n);
+      // events[2] and [3] share a timestamp; a start at [3] skips [2]
+      const skip = { ts: events[3]!.timestamp_ns, eventId: events[3]!.event_id };
+      const page = writeHistory(eventsOf({ events: events.slice(2), next: null }), {
+        firstTs: T0,
+        speedFactor: 1,
+        extraLatencyNs: 0n,
+        firstIndex: 3,
+        skip,
+        from: 4,
+        lateness: Float64Array.of(11, NaN, -2),
+      });
+      // event i sits at index i: [2] takes no place, so [3] is index 3
+      const live = (i: number, late: bigint | null) =>
+        lateFrameText(replayFrame(schedule, T0, i, { ...events[i]!, json: eventToJson(events[i]!) }), late);
+      expect(Buffer.from(page.bytes).toString('utf8')).toBe(live(4, null) + live(5, -2n));
+      expect(page).toMatchObject({ events: 2, placed: 3, next: null });
+    },
+  );
 });
 
 describe('a daemon restart', () => {

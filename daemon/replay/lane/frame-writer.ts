@@ -11,7 +11,7 @@
  */
 import type { EventPosition } from '../../store/event-filter';
 import { RING, ringRecords, writeRecord } from './lane-layout';
-import { chunkEvents, type ReplayChunk, type ReplayEvent } from '../replay-event';
+import type { ReplayEvent, ReplayEvents } from '../replay-event';
 import { replayFrame } from './replay-frame';
 import { Schedule } from '../../../core/replay/schedule';
 
@@ -60,14 +60,13 @@ export function emittedBefore(skip: EventPosition | undefined, event: ReplayEven
   return skip !== undefined && event.timestamp_ns === skip.ts && event.event_id < skip.eventId;
 }
 
-/** Writes `chunk`'s events as frames into `dest` as far as they fit. */
-export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest): FramesWritten {
+/** Writes `events` as frames into `dest` as far as they fit. */
+export function writeFrames(events: ReplayEvents, spec: FrameSpec, dest: FrameDest): FramesWritten {
   const schedule = new Schedule(spec.speedFactor, spec.extraLatencyNs);
   const bytes = Buffer.from(dest.ring);
   const records = ringRecords(dest.ring);
   const dataBytes = dest.ring.byteLength - RING.dataOffset;
-  const n = chunk.ts.length;
-  const eventAt = chunkEvents(chunk);
+  const n = events.length;
   let { tail, written } = dest;
   let count = 0;
   let consumed = 0;
@@ -75,7 +74,7 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
   let full = false;
   const checkpoints: FramesWritten['checkpoints'] = [];
   for (; consumed < n; consumed++) {
-    const event = eventAt(consumed);
+    const event = events.at(consumed);
     if (emittedBefore(spec.skip, event)) continue;
     const { timestamp_ns: ts, event_id: eventId } = event;
     const index = spec.firstIndex + count;
@@ -111,11 +110,7 @@ export function writeFrames(chunk: ReplayChunk, spec: FrameSpec, dest: FrameDest
     tail++;
     count++;
   }
-  const next =
-    consumed === n
-      ? chunk.next
-      : consumed > 0
-        ? { ts: chunk.ts[consumed - 1]!, eventId: eventAt(consumed - 1).event_id }
-        : undefined;
+  const last = consumed < n && consumed > 0 ? events.at(consumed - 1) : undefined;
+  const next = consumed === n ? events.next : last && { ts: last.timestamp_ns, eventId: last.event_id };
   return { read: n, count, tail, written, next, full, checkpoints, lastDue };
 }

@@ -8,7 +8,7 @@
  * thread for 10–40 ms, the daemon's longest task during a dense replay).
  */
 import type { EventPosition } from '../../store/event-filter';
-import { chunkEvents, type ReplayChunk } from '../replay-event';
+import type { ReplayEvents } from '../replay-event';
 import { emittedBefore, type FrameSpec } from './frame-writer';
 import { lateFrameText, replayFrame } from './replay-frame';
 import { Schedule } from '../../../core/replay/schedule';
@@ -33,17 +33,16 @@ export interface HistoryFrames {
 
 const utf8 = new TextEncoder();
 
-/** `chunk`'s events from `spec.from` on, each as its replay frame with its lateness. */
-export function writeHistory(chunk: ReplayChunk, spec: HistorySpec): HistoryFrames {
+/** `page`'s events from `spec.from` on, each as its replay frame with its lateness. */
+export function writeHistory(page: ReplayEvents, spec: HistorySpec): HistoryFrames {
   const schedule = new Schedule(spec.speedFactor, spec.extraLatencyNs);
-  const n = chunk.ts.length;
-  const eventAt = chunkEvents(chunk);
+  const n = page.length;
   let text = '';
   let events = 0;
   let placed = 0;
   let consumed = 0;
   for (; consumed < n && placed < spec.lateness.length; consumed++) {
-    const event = eventAt(consumed);
+    const event = page.at(consumed);
     if (emittedBefore(spec.skip, event)) continue;
     const index = spec.firstIndex + placed++;
     if (index < spec.from) continue;
@@ -55,7 +54,7 @@ export function writeHistory(chunk: ReplayChunk, spec: HistorySpec): HistoryFram
     events++;
   }
   // a page asked for no more than the lateness covers ends early only if the store returned more
-  const next =
-    consumed === n ? chunk.next : { ts: chunk.ts[consumed - 1]!, eventId: eventAt(consumed - 1).event_id };
+  const last = consumed === n ? undefined : page.at(consumed - 1);
+  const next = last ? { ts: last.timestamp_ns, eventId: last.event_id } : page.next;
   return { bytes: utf8.encode(text), events, placed, next };
 }
