@@ -157,6 +157,26 @@ describe('a history framed where it is read', () => {
       expect(page).toMatchObject({ events: 2, placed: 3, next: null });
     },
   );
+
+  it.each([
+    ['a chunk posted from a worker', (page: EventPage) => chunkEvents(toReplayChunk(page))],
+    ['a page framed where it was read', pageEvents],
+  ])('ends the history of %s that no lateness covers, rather than read it again', (_, eventsOf) => {
+    const events = EVENTS.slice(0, 3);
+    const page = writeHistory(
+      eventsOf({ events, next: { ts: events[2]!.timestamp_ns, eventId: events[2]!.event_id } }),
+      {
+        firstTs: T0,
+        speedFactor: 1,
+        extraLatencyNs: 0n,
+        firstIndex: 0,
+        from: 0,
+        lateness: new Float64Array(0),
+      },
+    );
+    expect(page).toMatchObject({ events: 0, placed: 0, next: null });
+    expect(page.bytes.length).toBe(0);
+  });
 });
 
 describe('a daemon restart', () => {

@@ -54,7 +54,8 @@ export function writeHistory(page: ReplayEvents, spec: HistorySpec): HistoryFram
     events++;
   }
   // a page asked for no more than the lateness covers ends early only if the store returned more
-  const last = consumed === n ? undefined : page.at(consumed - 1);
-  const next = last ? { ts: last.timestamp_ns, eventId: last.event_id } : page.next;
+  const last = consumed > 0 && consumed < n ? page.at(consumed - 1) : undefined;
+  // nothing taken (no lateness to send with): the history ends here rather than read the page again
+  const next = consumed === n ? page.next : last ? { ts: last.timestamp_ns, eventId: last.event_id } : null;
   return { bytes: utf8.encode(text), events, placed, next };
 }
