@@ -196,6 +196,21 @@ describe('a session on a fake clock', () => {
     expect(fx.source.read).toBeLessThanOrEqual(10_000 + held);
   });
 
+  it('keeps a dense replay a second read ahead while it plays, not a lookahead', async () => {
+    // 20 µs apart: 50,000 events a second, dense, 3 s long. With a lookahead (250 ms) in hand, a
+    // stall of the daemon's main thread or of a worker longer than that made it release late
+    const dense = Array.from({ length: 150_000 }, (_, i) => fakeEvent('d', T0 + BigInt(i) * 20_000n, i));
+    const fx = replayFixture(dense);
+    fx.clock.dataBytes = 128 << 20;
+    const session = await fx.sessions.create({ transaction_id: 'd', speed_factor: 1, extra_latency_ns: 0 });
+    const second = Number(PRIME_NS / 20_000n);
+    await session.play();
+    await playInSteps(fx, session, 10_000_000n, 1_000_000_000n, second + 2 * PREFETCH_CHUNK);
+    const emitted = session.record().events_emitted;
+    expect(emitted).toBeGreaterThanOrEqual(second - PREFETCH_CHUNK);
+    expect(fx.source.read - emitted).toBeGreaterThanOrEqual(second - PREFETCH_CHUNK);
+  });
+
   it('primes up to a second before playing when the store reads slower than the replay plays', async () => {
     // 40 µs apart: 6,250 events a lookahead, 25,000 a second (not dense)
     const events = Array.from({ length: 30_000 }, (_, i) => fakeEvent('d', T0 + BigInt(i) * 40_000n, i));
