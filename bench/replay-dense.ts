@@ -1,16 +1,20 @@
 /**
  * A large, dense transaction replayed as a new user would: 200,000 events
- * recorded in 0.4 s, replayed by `kreplay replay` (its own process, printing
- * NDJSON) from the real `kreplay daemon` process, at speed 1 and then 1000.
- * Meanwhile this process asks GET /healthz and a transaction lookup every
+ * recorded in 0.4 s (or as the arguments say: 300,000 in 3,000 ms is a dense
+ * play three times longer than the second a play primes), replayed by
+ * `kreplay replay` (its own process, printing NDJSON) from the real
+ * `kreplay daemon` process, at speed 1 and then 1000. Meanwhile a poller of
+ * its own (replay-poller) asks GET /healthz and a transaction lookup every
  * 10 ms. Reported: the session's release lateness (p50/p99/max, from its
  * record), NDJSON lines printed and how many carry no lateness
- * (emitted_late_ns null: caught up from the store), events per second end to end, and /healthz and lookup
- * latency during the replay against the same requests with no replay (the anchor, same process, just
- * before). cyclictest runs beside each replay (SCHED_FIFO 10, the clock thread's class where the
- * daemon may take it), so its max is the platform's wake-up latency under the very same load.
+ * (emitted_late_ns null: caught up from the store), events per second end to
+ * end, and /healthz and lookup latency during the replay against the same
+ * requests with no replay (the anchor, just before). cyclictest runs beside
+ * each replay (SCHED_FIFO 10, the clock thread's class where the daemon may
+ * take it), so its max is the platform's wake-up latency under the very same
+ * load.
  *
- *   node dist/bench/replay-dense.js [events] [rounds]
+ *   node dist/bench/replay-dense.js [events] [rounds] [recorded_ms]
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,13 +28,12 @@ import { pollDaemon, quantile, writeEvenTransaction, writeLookupTransactions } f
 import { printTable } from './table';
 
 const KREPLAY = join(repoRoot(), 'bin', 'kreplay.js');
-const RECORDED_NS = 400_000_000;
 const POLL_MS = 10;
 const log = (msg: string) => process.stderr.write(`[bench:replay-dense] ${msg}\n`);
 
-function writeData(dir: string, events: number): void {
+function writeData(dir: string, events: number, recordedNs: number): void {
   const writer = StoreWriter.open(dir, 'n1');
-  writeEvenTransaction(writer, 'dense', events, RECORDED_NS);
+  writeEvenTransaction(writer, 'dense', events, recordedNs);
   // what the lookups ask for, later in time
   writeLookupTransactions(writer);
   writer.close();
@@ -135,9 +138,10 @@ async function replay(url: string, speed: number): Promise<Run> {
 async function main(): Promise<void> {
   const events = Number(process.argv[2] ?? 200_000);
   const rounds = Number(process.argv[3] ?? 2);
+  const recordedNs = Number(process.argv[4] ?? 400) * 1e6;
   const dir = mkdtempSync(join(tmpdir(), 'kreplay-bench-dense-'));
-  log(`writing ${events} events of one transaction over ${RECORDED_NS / 1e6} ms to ${dir}`);
-  writeData(dir, events);
+  log(`writing ${events} events of one transaction over ${recordedNs / 1e6} ms to ${dir}`);
+  writeData(dir, events, recordedNs);
   const daemon = await startDaemonProcess(['--data-dir', dir], join(dir, 'daemon.log'));
   const rows: string[][] = [];
   try {
@@ -177,22 +181,18 @@ async function main(): Promise<void> {
     await daemon.stop();
     if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
   }
-  printTable(
-    `replay-dense: ${events} events recorded in ${RECORDED_NS / 1e6} ms, one transaction; ms`,
-    rows,
-    [
-      'round',
-      'run',
-      'NDJSON lines',
-      'lateness null',
-      'release p50 / p99 / max',
-      'lines/s end to end',
-      'clock releases/s',
-      'cyclictest p99 / max',
-      '/healthz p99',
-      'lookup p99',
-    ],
-  );
+  printTable(`replay-dense: ${events} events recorded in ${recordedNs / 1e6} ms, one transaction; ms`, rows, [
+    'round',
+    'run',
+    'NDJSON lines',
+    'lateness null',
+    'release p50 / p99 / max',
+    'lines/s end to end',
+    'clock releases/s',
+    'cyclictest p99 / max',
+    '/healthz p99',
+    'lookup p99',
+  ]);
 }
 
 main().catch((err: unknown) => {
