@@ -42,10 +42,10 @@ import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
 import { startDaemonProcess } from './daemon-process';
 import {
+  getOk,
   LOOKUPS,
   pollDaemon,
   quantile,
-  timedGet,
   writeEvenTransaction,
   writeLookupTransactions,
 } from './replay-data';
@@ -111,7 +111,7 @@ async function load(url: string, until: Promise<unknown>): Promise<number> {
   while (!done) {
     const due = Math.floor(((performance.now() - started) / 1000) * LOAD_PER_SECOND);
     for (; sent < due && inFlight.size < 32; sent++) {
-      const request = timedGet(`${url}/api/events?transaction_id=lookup-${sent % LOOKUPS}&limit=100`, []);
+      const request = getOk(`${url}/api/events?transaction_id=lookup-${sent % LOOKUPS}&limit=100`);
       inFlight.add(request);
       void request.finally(() => inFlight.delete(request));
     }

@@ -6,9 +6,15 @@
  * store that is down does.
  */
 import type { ApiEvent } from '../../core/model';
-import { toReplayChunk, type ReplayChunk } from '../../daemon/replay/replay-event';
+import {
+  chunkEvents,
+  pageEvents,
+  toReplayChunk,
+  type ReplayChunk,
+  type ReplayEvents,
+} from '../../daemon/replay/replay-event';
 import type { TransactionRange, TransactionReader } from '../../daemon/replay/transaction-reader';
-import type { EventPosition, EventSummary } from '../../daemon/store/event-filter';
+import type { EventPage, EventPosition, EventSummary } from '../../daemon/store/event-filter';
 import { byPosition } from './event-match';
 
 export class FakeTransactionReader implements TransactionReader {
@@ -99,3 +105,10 @@ export function fakeEvent(txn: string, ts: bigint, seq: number, durationNs = 100
     target: '/var/lib/app/wal.log',
   };
 }
+
+/** The two ways a page reaches the frame writers, for tests that frame through both alike. */
+type EventSource = [name: string, of: (page: EventPage) => ReplayEvents];
+export const EVENT_SOURCES: [chunk: EventSource, page: EventSource] = [
+  ['a chunk posted from a worker', (page) => chunkEvents(toReplayChunk(page))],
+  ['a page framed where it was read', pageEvents],
+];

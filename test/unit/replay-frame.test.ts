@@ -4,8 +4,9 @@ import { Schedule } from '../../core/replay/schedule';
 import { sseFrame } from '../../daemon/replay/stream/sse-frame';
 import { writeFrames } from '../../daemon/replay/lane/frame-writer';
 import { laneBuffer } from '../../daemon/replay/lane/lane-layout';
-import { chunkEvents, pageEvents, toReplayChunk, type ReplayEvents } from '../../daemon/replay/replay-event';
-import { fakeEvent } from '../support/fake-transaction-reader';
+import type { ReplayEvents } from '../../daemon/replay/replay-event';
+import type { EventPage } from '../../daemon/store/event-filter';
+import { EVENT_SOURCES, fakeEvent } from '../support/fake-transaction-reader';
 
 const T0 = 1_795_000_000_000_000_000n;
 
@@ -41,7 +42,7 @@ describe('writeFrames', () => {
   const page = { events, next: { ts: T0 + 99_000n, eventId: 'zz' } };
 
   /** what `of` the page writes into a buffer of `dataBytes`, and what it says */
-  function framed(of: (p: typeof page) => ReplayEvents, dataBytes: number) {
+  function framed(of: (p: EventPage) => ReplayEvents, dataBytes: number) {
     const ring = laneBuffer(dataBytes);
     const dest = { ring, tail: 0, written: 0, taken: 0, freed: 0 };
     const skip = { ts: events[4]!.timestamp_ns, eventId: events[4]!.event_id };
@@ -60,8 +61,9 @@ describe('writeFrames', () => {
   ])(
     'writes a page framed where it was read as it writes a chunk posted from a worker, %s',
     (_, dataBytes) => {
-      const fromChunk = framed((p) => chunkEvents(toReplayChunk(p)), dataBytes);
-      const fromPage = framed(pageEvents, dataBytes);
+      const [[, viaChunk], [, viaPage]] = EVENT_SOURCES;
+      const fromChunk = framed(viaChunk, dataBytes);
+      const fromPage = framed(viaPage, dataBytes);
       expect(fromPage.written).toEqual(fromChunk.written);
       expect(fromPage.bytes.equals(fromChunk.bytes)).toBe(true);
       // events[3] is skipped (before [4] at its timestamp): [4] is the first frame

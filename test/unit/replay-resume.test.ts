@@ -1,10 +1,9 @@
-import { fakeEvent } from '../support/fake-transaction-reader';
+import { EVENT_SOURCES, fakeEvent } from '../support/fake-transaction-reader';
 import { CapturedStream, settle, useReplayFixtures } from '../support/replay-fixture';
 import type { HistoryPage } from '../../daemon/replay/sessions/replay-session';
 import type { TransactionReader } from '../../daemon/replay/transaction-reader';
-import { chunkEvents, pageEvents, toReplayChunk } from '../../daemon/replay/replay-event';
+import { chunkEvents } from '../../daemon/replay/replay-event';
 import { writeHistory } from '../../daemon/replay/lane/history-writer';
-import type { EventPage } from '../../daemon/store/event-filter';
 import { lateFrameText, replayFrame } from '../../daemon/replay/lane/replay-frame';
 import { Schedule } from '../../core/replay/schedule';
 import { eventToJson } from '../../core/model';
@@ -131,10 +130,7 @@ describe('a history framed where it is read', () => {
     );
   });
 
-  it.each([
-    ['a chunk posted from a worker', (page: EventPage) => chunkEvents(toReplayChunk(page))],
-    ['a page framed where it was read', pageEvents],
-  ])(
+  it.each(EVENT_SOURCES)(
     'frames each event of %s as the live stream did: from its index on, the skipped left out, unknown lateness null',
     (_, eventsOf) => {
       const events = EVENTS.slice(0, 6);
@@ -158,25 +154,25 @@ describe('a history framed where it is read', () => {
     },
   );
 
-  it.each([
-    ['a chunk posted from a worker', (page: EventPage) => chunkEvents(toReplayChunk(page))],
-    ['a page framed where it was read', pageEvents],
-  ])('ends the history of %s that no lateness covers, rather than read it again', (_, eventsOf) => {
-    const events = EVENTS.slice(0, 3);
-    const page = writeHistory(
-      eventsOf({ events, next: { ts: events[2]!.timestamp_ns, eventId: events[2]!.event_id } }),
-      {
-        firstTs: T0,
-        speedFactor: 1,
-        extraLatencyNs: 0n,
-        firstIndex: 0,
-        from: 0,
-        lateness: new Float64Array(0),
-      },
-    );
-    expect(page).toMatchObject({ events: 0, placed: 0, next: null });
-    expect(page.bytes.length).toBe(0);
-  });
+  it.each(EVENT_SOURCES)(
+    'ends the history of %s that no lateness covers, rather than read it again',
+    (_, eventsOf) => {
+      const events = EVENTS.slice(0, 3);
+      const page = writeHistory(
+        eventsOf({ events, next: { ts: events[2]!.timestamp_ns, eventId: events[2]!.event_id } }),
+        {
+          firstTs: T0,
+          speedFactor: 1,
+          extraLatencyNs: 0n,
+          firstIndex: 0,
+          from: 0,
+          lateness: new Float64Array(0),
+        },
+      );
+      expect(page).toMatchObject({ events: 0, placed: 0, next: null });
+      expect(page.bytes.length).toBe(0);
+    },
+  );
 });
 
 describe('a daemon restart', () => {
