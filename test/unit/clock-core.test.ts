@@ -8,7 +8,6 @@
  */
 import { ClockCore } from '../../daemon/replay/clock/clock-core';
 import { clockSockets } from '../../daemon/replay/clock/clock-sockets';
-import { clockRings } from '../../daemon/replay/clock/clock-thread';
 import {
   CLOSE_REASON,
   COMMAND,
@@ -17,6 +16,7 @@ import {
   CONTROL,
   CONTROL_WORDS,
   REPORT_WIDTH,
+  clockRings,
   decodeReport,
   encodeCommand,
   type ClockCommand,

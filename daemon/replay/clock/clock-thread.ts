@@ -24,8 +24,9 @@
 
 import type { SendBufferLimits } from '../send-buffer';
 import { ClockCore } from './clock-core';
+import { warmRelease } from './clock-warm';
 import type { clockSockets } from './clock-sockets';
-import { COMMAND_WIDTH, CONTROL, REPORT_WIDTH, SlotRing, type ClockPortMessage } from './clock-wire';
+import { CONTROL, clockRings, type ClockPortMessage } from './clock-wire';
 import { EarlyWake, type EarlyWakeBounds } from './early-wake';
 
 /** What the thread tells the main thread once, before anything else. */
@@ -60,32 +61,6 @@ export interface ClockThreadData extends EarlyWakeBounds {
 /** While sockets or reports wait for room, the thread looks at them again at least this often. */
 const RETRY_MS = 1;
 
-/** The command and report rings over the thread's shared buffers, as either side sees them. */
-export function clockRings(data: Pick<ClockThreadData, 'control' | 'commands' | 'reports'>): {
-  control: Int32Array;
-  commands: SlotRing;
-  reports: SlotRing;
-} {
-  const control = new Int32Array(data.control);
-  return {
-    control,
-    commands: new SlotRing(
-      control,
-      CONTROL.commandHead,
-      CONTROL.commandTail,
-      new Float64Array(data.commands),
-      COMMAND_WIDTH,
-    ),
-    reports: new SlotRing(
-      control,
-      CONTROL.releaseHead,
-      CONTROL.releaseTail,
-      new Float64Array(data.reports),
-      REPORT_WIDTH,
-    ),
-  };
-}
-
 /* istanbul ignore next: runs in the worker, where no coverage counters exist; ClockCore holds the logic */
 export function clockThread(
   threads: typeof import('node:worker_threads'),
@@ -101,9 +76,11 @@ export function clockThread(
   const startNs = Number(process.hrtime.bigint() - data.epochNs);
   const startMs = performance.now();
   const now = () => startNs + (performance.now() - startMs) * 1e6;
+  const laneSockets = (reportClosed: Parameters<typeof sockets>[3]) =>
+    sockets(fs, data.sendBuffer, now, reportClosed);
   const core = new ClockCore({
     ...rings,
-    sockets: (reportClosed) => sockets(fs, data.sendBuffer, now, reportClosed),
+    sockets: laneSockets,
     message: () => {
       const received = threads.receiveMessageOnPort(data.port);
       if (!received) throw new Error('the replay clock was told of a message that is not there');
@@ -126,6 +103,19 @@ export function clockThread(
       // not permitted: the clock runs at the daemon's priority
     }
   }
+  // compiled before the first play, not while its first event is due
+  let devNull = -1;
+  try {
+    devNull = fs.openSync('/dev/null', 'w');
+  } catch {
+    // no /dev/null (a bare container): the first play compiles the path as it plays
+  }
+  if (devNull >= 0)
+    try {
+      warmRelease({ sockets: laneSockets, now }, devNull);
+    } finally {
+      fs.closeSync(devNull);
+    }
   // "<pid>/task/<tid>": the main thread may raise this thread's scheduling class by its id
   const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop());
   threads.parentPort!.postMessage({ tid, niceness: os.getPriority() } satisfies ClockThreadHello);

@@ -232,3 +232,33 @@ function fieldsOf<const H extends readonly string[], const F extends Record<stri
 function widthOf(head: readonly string[], fields: Record<string, readonly string[]>): number {
   return head.length + Math.max(...Object.values(fields).map((names) => names.length));
 }
+
+/** The command and report rings over the thread's shared buffers, as either side sees them. */
+export function clockRings(data: {
+  control: SharedArrayBuffer;
+  commands: SharedArrayBuffer;
+  reports: SharedArrayBuffer;
+}): {
+  control: Int32Array;
+  commands: SlotRing;
+  reports: SlotRing;
+} {
+  const control = new Int32Array(data.control);
+  return {
+    control,
+    commands: new SlotRing(
+      control,
+      CONTROL.commandHead,
+      CONTROL.commandTail,
+      new Float64Array(data.commands),
+      COMMAND_WIDTH,
+    ),
+    reports: new SlotRing(
+      control,
+      CONTROL.releaseHead,
+      CONTROL.releaseTail,
+      new Float64Array(data.reports),
+      REPORT_WIDTH,
+    ),
+  };
+}

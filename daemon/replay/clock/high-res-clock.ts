@@ -20,12 +20,13 @@ import { RING, laneBuffer } from '../lane/lane-layout';
 import type { ClockLane, LaneSockets, OnReleased, ReplayClock } from '../replay-clock';
 import { SEND_BUFFER } from '../send-buffer';
 import { asClockError } from './clock-error';
-import { clockRings, type ClockThreadData, type ClockThreadHello } from './clock-thread';
+import type { ClockThreadData, ClockThreadHello } from './clock-thread';
 import { ClockWatchers } from './clock-watchers';
 import {
   COMMAND_WIDTH,
   CONTROL_WORDS,
   REPORT_WIDTH,
+  clockRings,
   type ClockCommand,
   type ClockPortMessage,
 } from './clock-wire';
