@@ -52,6 +52,10 @@ export class SessionFile {
    * to is read without the lock.
    */
   load(): RestoredSession[] {
+    // zod compiles a schema's parser the first time it parses: here, not in the save a fresh
+    // daemon's first play makes as its first event is due (issue 48)
+    fileSchema.safeParse({ version: FILE_VERSION, sessions: [] });
+    ownedSchema.safeParse({ daemon: null });
     const locked = this.lockSync();
     try {
       const entries = this.readEntries(true);
