@@ -19,9 +19,10 @@
  *   with no replay just before, and the CPU the daemon used meanwhile.
  * Three shapes: a sparse session (300 events, 10 ms apart) on an idle
  * daemon, the same under a query load (~440 event pages a second), and a
- * dense incident (100,001 events, 10 µs apart: 1 s); the daemon's first dense
- * play, which compiles its release path as it plays, is a row of its own
- * (round 0) before the rounds. KREPLAY_BENCH_ROOT runs
+ * dense incident (100,001 events, 10 µs apart: 1 s); the fresh daemon's
+ * first play (sparse, by the CLI, as a user's first replay) and its first
+ * dense play, which compiles the dense path as it plays, are rows of their
+ * own (round 0) before the rounds. KREPLAY_BENCH_ROOT runs
  * another checkout's build (its daemon and CLI; the bench and its clients
  * stay this one's), to compare two builds in the same hour.
  * KREPLAY_BENCH_DAEMON=unprivileged runs the daemon as uid 65534 without
@@ -209,8 +210,12 @@ async function main(): Promise<void> {
       sched(r?.probe),
     ]);
   try {
-    // the daemon's first dense play compiles its release path while it plays (replay48k): it gets a
-    // row of its own, round 0, so that the rounds' CLI and SSE plays are alike
+    // a fresh daemon's first play, as a user's first `kreplay replay` meets it: its first event must
+    // go out as the others do (issue 48); then its first dense play, which compiles the dense path
+    // while it plays (replay48k): round 0, so that the rounds' CLI and SSE plays are alike
+    log("round 0: the daemon's first play, sparse, cli");
+    const fresh = await probe('cli', daemon.url, 'sparse');
+    row(0, "sparse, cli, the daemon's first", fresh, timing(fresh), ['', '', '', '', '']);
     log("round 0: the daemon's first dense play, sse");
     const first = await probe('sse', daemon.url, 'dense');
     row(0, "dense, sse, the daemon's first", first, timing(first), ['', '', '', '', '']);
