@@ -175,7 +175,7 @@ test test-system test-unit test-integration: export KREPLAY_JVM_HOOK = off
 TEST_BESIDE := test/integration/(attribution-(wsgi|asgi|django-asgi|jvm)|containers|container-runtimes|exec-container|podman-support|events-(api|paging)|replay-(reader|api)|clickhouse-cluster)\.test\.ts$$
 
 ## test: the whole suite, kernel tests for real (needs root); then test-system if its rootfs is cached
-test: build
+test: build $(BENCH_LOOPS)
 	@rm -f $(BUILD)/test-main.summary $(BUILD)/test-beside.summary; status=0; \
 	KREPLAY_TEST_SUMMARY=$(BUILD)/test-beside.summary npx jest --ci --testPathPattern '$(TEST_BESIDE)' \
 	  > $(BUILD)/test-beside.log 2>&1 & beside=$$!; \

@@ -17,6 +17,11 @@
  *   (emitted_late_ns), and, during the dense runs, GET /healthz and an event
  *   page asked every POLL_MS by this process, against the same requests
  *   with no replay just before, and the CPU the daemon used meanwhile.
+ * Per round, the host's anchor: the sparse session's schedule written by a
+ * bare C process (bench/timedlines.c, SCHED_FIFO as the daemon's clock)
+ * into the probe's pipe, as `kreplay replay` writes, with no daemon and no
+ * CLI between: what the host gives any timed writer (its "vs first" max is
+ * the floor the sparse rows' is measured against).
  * Three shapes: a sparse session (300 events, 10 ms apart) on an idle
  * daemon, the same under a query load (~440 event pages a second), and a
  * dense incident (100,001 events, 10 µs apart: 1 s); the fresh daemon's
@@ -41,6 +46,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
+import { benchLoop } from './bench-loops';
 import { startDaemonProcess } from './daemon-process';
 import {
   getOk,
@@ -155,8 +161,23 @@ async function probe(mode: 'sse' | 'cli', url: string, transaction: string): Pro
 const PROBE_NODE_FLAGS = ['--initial-old-space-size=64'];
 
 function probeRun(mode: 'sse' | 'cli', url: string, transaction: string): Promise<ProbeResult> {
+  return runProbe([mode, url, transaction, '1']);
+}
+
+/** The sparse session's schedule played by bench/timedlines.c, read as the CLI's stream is: the host's own floor. */
+function anchorRun(): Promise<ProbeResult> {
+  return runProbe([
+    'anchor',
+    benchLoop('timedlines'),
+    String(SPARSE_EVENTS),
+    String(SPARSE_NS / SPARSE_EVENTS),
+  ]);
+}
+
+function runProbe(args: string[]): Promise<ProbeResult> {
+  const mode = args[0]!;
   const probePath = join(__dirname, 'replay-probe.js');
-  const child = spawn(process.execPath, [...PROBE_NODE_FLAGS, probePath, mode, url, transaction, '1'], {
+  const child = spawn(process.execPath, [...PROBE_NODE_FLAGS, probePath, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, KREPLAY_BENCH_ROOT: ROOT },
   });
@@ -228,6 +249,9 @@ async function main(): Promise<void> {
         '',
         '',
       ]);
+      log(`round ${round}: the host's anchor, ${SPARSE_EVENTS} lines from a bare timed process`);
+      const bare = await anchorRun();
+      row(round, "sparse, the host's anchor (bench/timedlines.c)", bare, timing(bare), ['', '', '', '', '']);
       for (const mode of ['cli', 'sse'] as const) {
         log(`round ${round}: sparse, ${mode}`);
         const idle = await probe(mode, daemon.url, 'sparse');

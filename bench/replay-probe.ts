@@ -4,7 +4,9 @@
  * CLOCK_MONOTONIC, and prints one JSON line of what it saw. Two consumers:
  * `sse` reads the session's Server-Sent Events as the timeline page does
  * (its own connection; on the first `state` event it plays the session);
- * `cli` runs `kreplay replay` and reads the NDJSON it prints on stdout.
+ * `cli` runs `kreplay replay` and reads the NDJSON it prints on stdout;
+ * `anchor` runs bench/timedlines.c the same way (lines written on time by a
+ * bare process: what the host allows a client to see).
  * Every event in a chunk read from the socket or pipe gets that chunk's time:
  * what a consumer reading there sees. During the play the probe only copies
  * each chunk into a buffer taken before it and keeps its arrival, and parses
@@ -14,6 +16,7 @@
  * which it must see to play and to stop).
  *
  *   node dist/bench/replay-probe.js sse|cli URL TRANSACTION SPEED
+ *   node dist/bench/replay-probe.js anchor build/bench/timedlines N GAP_NS
  */
 import { spawn } from 'node:child_process';
 import { get } from 'node:http';
@@ -224,9 +227,12 @@ async function sse(url: string, transaction: string, speed: number): Promise<Pro
 /** `kreplay replay`, its stdout read here. */
 function cli(url: string, transaction: string, speed: number): Promise<ProbeResult> {
   // as users run it: bin/kreplay, the pinned Node with the flags the wrapper gives `replay`
-  const child = spawn(KREPLAY, ['replay', transaction, '--speed', String(speed), '--server', url], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  return childLines(KREPLAY, ['replay', transaction, '--speed', String(speed), '--server', url]);
+}
+
+/** A child's NDJSON lines on its stdout, read as `cli` reads `kreplay replay`'s (the anchor's: bench/timedlines.c). */
+function childLines(command: string, args: string[]): Promise<ProbeResult> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const seen = new Seen();
   let index = 0;
   const kept = new Chunks(
@@ -256,18 +262,21 @@ function cli(url: string, transaction: string, speed: number): Promise<ProbeResu
       kept.drain();
       if (first && last) seen.reader = schedSince(first, last);
       if (code === 0) resolve(seen);
-      else reject(new Error(`kreplay replay exited ${code}: ${errText}`));
+      else reject(new Error(`${command} exited ${code}: ${errText}`));
     });
   });
 }
 
 async function main(): Promise<void> {
   const [mode, url, transaction, speed] = process.argv.slice(2);
-  if ((mode !== 'sse' && mode !== 'cli') || !url || !transaction)
-    throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED');
+  if ((mode !== 'sse' && mode !== 'cli' && mode !== 'anchor') || !url || !transaction)
+    throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED | anchor TIMEDLINES N GAP_NS');
   warm();
-  if (mode === 'cli') await warmPipe();
-  const result = await (mode === 'sse' ? sse : cli)(url, transaction, Number(speed ?? 1));
+  if (mode !== 'sse') await warmPipe();
+  const result =
+    mode === 'anchor'
+      ? await childLines(url, [transaction, speed ?? ''])
+      : await (mode === 'sse' ? sse : cli)(url, transaction, Number(speed ?? 1));
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
