@@ -304,6 +304,10 @@ export class NodeStore {
 
   /** The retained range of each tier, from the pruned rows the agent wrote. */
   retainedFrom(): RetainedFrom {
+    return this.reading(() => this.retainedNow());
+  }
+
+  private retainedNow(): RetainedFrom {
     this.refreshSchema();
     if (this.schemaVersion < RETENTION_SCHEMA_VERSION) return this.retained; // nothing pruned before
     const since = this.guard(() => this.statement(PRUNED_SINCE_SQL).get(this.prunedSeen)) as {
@@ -408,6 +412,22 @@ export class NodeStore {
     this.refreshSchema();
     const sql = this.schemaVersion >= SEQ_INDEX_SCHEMA_VERSION ? NEWEST_TS_SQL : NEWEST_TS_UNINDEXED_SQL;
     return this.guard(() => (this.statement(sql, 'pluck').get() as bigint | undefined) ?? null);
+  }
+
+  /**
+   * Runs `read`'s statements in one read transaction: one snapshot of the store for all of them,
+   * and the store's locks taken once rather than by each statement (~10 µs a statement on a slow
+   * host, of an event page's ~0.6 ms). Within a transaction already open, `read` just runs.
+   */
+  reading<T>(read: () => T): T {
+    if (this.db.inTransaction) return read();
+    this.statement('BEGIN').run();
+    try {
+      return read();
+    } finally {
+      // a read transaction has nothing to keep: this only lets the snapshot go
+      if (this.db.inTransaction) this.statement('COMMIT').run();
+    }
   }
 
   /**

@@ -19,7 +19,7 @@ import {
   type PageOptions,
 } from './event-filter';
 import { EventSource } from './event-source';
-import type { SampledRange } from './node-store';
+import type { NodeStore, SampledRange } from './node-store';
 import { isEmptyRange, rangeFor } from './key-range';
 import { Heap } from './source-heap';
 import { StoreDirectory, type DirectoryHealth, type StoreScope } from './store-directory';
@@ -39,6 +39,11 @@ function before(a: Head, b: Head): boolean {
   return a.row.seq < b.row.seq;
 }
 
+/** `read` with a read transaction open on each of `stores`. */
+function readingEach<T>(stores: NodeStore[], read: () => T, from = 0): T {
+  return from === stores.length ? read() : stores[from]!.reading(() => readingEach(stores, read, from + 1));
+}
+
 export class NodeStores {
   private readonly directory: StoreDirectory;
 
@@ -46,8 +51,14 @@ export class NodeStores {
     this.directory = new StoreDirectory(dataDir, log, scope);
   }
 
+  /** A page read from one snapshot of each store (NodeStore.reading). */
   page(filter: EventFilter, opts: PageOptions): EventPage {
-    const plans = this.directory.stores().flatMap((store) => {
+    const stores = this.directory.stores();
+    return readingEach(stores, () => this.pageOf(stores, filter, opts));
+  }
+
+  private pageOf(stores: NodeStore[], filter: EventFilter, opts: PageOptions): EventPage {
+    const plans = stores.flatMap((store) => {
       const range = rangeFor(filter, store.info.storeId, opts.order, opts.after);
       return isEmptyRange(range) ? [] : store.reads(filter).map((read) => ({ store, read, range }));
     });

@@ -243,6 +243,59 @@ describe('NodeStores data dir', () => {
     });
   });
 
+  it('reads a page from one snapshot of each store: a commit during the page is in the next one, not in it', () => {
+    const writer = StoreWriter.open(dir.path, 'live');
+    const stores = new NodeStores(dir.path, silentLogger);
+    try {
+      // two contexts of one trace: two sources, so the page's reads of the dense one are refilled
+      writeEvents(writer, [
+        ...Array.from({ length: 150 }, (_, i) => ({ ts: BASE + 10n * BigInt(i), txn: 'a', trace: 'tr' })),
+        ...Array.from({ length: 10 }, (_, i) => ({ ts: BASE + 10_000n + BigInt(i), txn: 'b', trace: 'tr' })),
+      ]);
+      const query = () => stores.page({ traceId: 'tr' }, { limit: 100, order: 'asc' }).events;
+      const before = query();
+      const late = BASE + 705n;
+      const fetch = NodeStore.prototype.fetch;
+      const spy = jest.spyOn(NodeStore.prototype, 'fetch').mockImplementationOnce(function (
+        this: NodeStore,
+        ...args
+      ) {
+        const rows = fetch.apply(this, args);
+        // committed after the page's first read, inside the range its refill reads
+        writeEvents(writer, [{ ts: late, txn: 'a', trace: 'tr' }]);
+        return rows;
+      });
+      const during = query();
+      expect(spy.mock.calls.length).toBeGreaterThan(2);
+      spy.mockRestore();
+      expect(during).toEqual(before);
+      expect(query().map((e) => e.timestamp_ns)).toContain(late);
+    } finally {
+      stores.close();
+      writer.close();
+    }
+  });
+
+  it('lets a snapshot go when the read in it throws', () => {
+    const writer = StoreWriter.open(dir.path, 'live');
+    const stores = new NodeStores(dir.path, silentLogger);
+    try {
+      writeEvents(writer, [{ ts: BASE, txn: 'x' }]);
+      const [store] = stores.health().stores;
+      expect(() =>
+        store!.reading(() => {
+          store!.newestTs();
+          throw new Error('a reader failed');
+        }),
+      ).toThrow('a reader failed');
+      writeEvents(writer, [{ ts: BASE + 1n, txn: 'x' }]);
+      expect(store!.newestTs()).toBe(BASE + 1n);
+    } finally {
+      stores.close();
+      writer.close();
+    }
+  });
+
   it('answers with nothing while the data dir does not exist, and serves it at once when it appears', () => {
     const missing = join(dir.path, 'missing');
     const stores = new NodeStores(missing, silentLogger);
