@@ -66,12 +66,16 @@ export class StoreDirectory {
   private dirMtime = -1;
   private scannedAt = -Infinity;
   private dirError: string | null = null;
+  /** where the incident stores appear: looked at by every read */
+  private readonly incidentDir: string;
 
   constructor(
     private readonly dir: string,
     private readonly log: Logger,
     private readonly scope: StoreScope = 'all',
-  ) {}
+  ) {
+    this.incidentDir = join(dir, INCIDENT_STORES_DIR);
+  }
 
   /** The stores open now, by file name; one a read found damaged is skipped from then on. */
   stores(): NodeStore[] {
@@ -113,8 +117,7 @@ export class StoreDirectory {
       // every read looks: a missing dir is answered without an error built and thrown (~0.1 ms a page)
       mtime = statSync(this.dir, { throwIfNoEntry: false })?.mtimeMs ?? -1;
       // a store built from incident files appears in its own dir
-      if (mtime >= 0)
-        mtime += statSync(join(this.dir, INCIDENT_STORES_DIR), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+      if (mtime >= 0) mtime += statSync(this.incidentDir, { throwIfNoEntry: false })?.mtimeMs ?? 0;
     } catch {
       // an unreadable dir is scanned (and its error reported) below
     }
