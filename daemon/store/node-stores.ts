@@ -107,8 +107,9 @@ export class NodeStores {
     let lastTs: bigint | null = null;
     for (const store of this.directory.stores()) {
       const range = rangeFor(filter, store.info.storeId, 'asc');
-      for (const read of store.reads(filter)) {
-        const { n, first, last } = store.summarize(read, range);
+      // the contexts found and their events counted in one snapshot
+      const parts = store.reading(() => store.reads(filter).map((read) => store.summarize(read, range)));
+      for (const { n, first, last } of parts) {
         count += n;
         if (first !== null && (firstTs === null || first < firstTs)) firstTs = first;
         if (last !== null && (lastTs === null || last > lastTs)) lastTs = last;
