@@ -426,12 +426,30 @@ export class NodeStore {
     if (this.inRead) return read();
     this.statement('BEGIN').run();
     this.inRead = true;
+    let result: T;
     try {
-      return read();
-    } finally {
-      this.inRead = false;
-      // a read transaction has nothing to keep: this only lets the snapshot go
-      this.statement('COMMIT').run();
+      result = read();
+    } catch (err) {
+      // the read's error is the one to tell (a damaged file's StoreError), not the end's
+      this.endRead(true);
+      throw err;
+    }
+    this.endRead(false);
+    return result;
+  }
+
+  /** Lets the snapshot go: a read transaction has nothing to keep. After a failed read, quietly. */
+  private endRead(failed: boolean): void {
+    this.inRead = false;
+    try {
+      this.guard(() => this.statement('COMMIT').run());
+    } catch (err) {
+      try {
+        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      } catch {
+        // a damaged file's connection: the directory drops the store
+      }
+      if (!failed) throw err;
     }
   }
 

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../../core/log/logger';
 import Database from 'better-sqlite3';
@@ -293,6 +293,30 @@ describe('NodeStores data dir', () => {
     } finally {
       stores.close();
       writer.close();
+    }
+  });
+
+  it('fails a page over a store damaged mid-read with the StoreError naming it, not the end of its snapshot', () => {
+    const T0 = 1_795_000_000_000_000_000n;
+    writeStore(
+      dir.path,
+      'broken',
+      Array.from({ length: 20_000 }, (_, i) => ({ ts: T0 + BigInt(i) * 1000n, txn: 'big' })),
+    );
+    const stores = new NodeStores(dir.path, silentLogger);
+    try {
+      expect(stores.nodes()).toEqual(['broken']);
+      // garbage over the back half of the file: the schema pages stay, the events' pages do not
+      const path = join(dir.path, 'broken.db');
+      const size = statSync(path).size;
+      const fd = openSync(path, 'r+');
+      writeSync(fd, Buffer.alloc(size / 2, 0xa5), 0, size / 2, size / 2);
+      closeSync(fd);
+      expect(() => stores.page({ transactionId: 'big' }, { limit: 10_000, order: 'asc' })).toThrow(
+        expect.objectContaining({ code: 'E_STORE_CORRUPT', file: path }) as Error,
+      );
+    } finally {
+      stores.close();
     }
   });
 
