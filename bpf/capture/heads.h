@@ -140,12 +140,30 @@ static __always_inline bool thread_interleaves(__u32 tid)
 	return owner && *owner == KR_INTERLEAVING;
 }
 
+/*
+ * The thread started before the capture: if it is an event loop, requests whose heads it read before
+ * are in flight, and its first head seen here would set their work's context too. Which request its
+ * work is for is never known: its heads set none, as a loop's do.
+ */
+static __always_inline bool thread_predates_capture(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return task->start_time < capture_started_ns;
+}
+
 /* Whether a request head read from connection `conn` may set thread `tid`'s context. */
 static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
 {
 	__u64 *owner = bpf_map_lookup_elem(&head_threads, &tid);
+	__u64 interleaving = KR_INTERLEAVING;
 	struct kr_thread *t;
 
+	if (!owner && thread_predates_capture()) {
+		bpf_map_update_elem(&head_threads, &tid, &interleaving, BPF_NOEXIST);
+		count_event(KR_COUNTER_INTERLEAVED_HEAD);
+		return false;
+	}
 	if (!owner)
 		return !bpf_map_update_elem(&head_threads, &tid, &conn, BPF_NOEXIST);
 	if (*owner == conn)

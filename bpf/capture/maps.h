@@ -30,6 +30,11 @@ const volatile bool issue_creates_request = false;
 const volatile bool targets_enabled = true;
 /* --capture-reads: reads of threads without a context too (else only those of threads with one) */
 const volatile bool capture_reads = false;
+/*
+ * CLOCK_MONOTONIC when the programs were loaded, as a task's start_time counts it: a thread started
+ * before it may be serving requests whose heads it read before the capture (heads.h).
+ */
+const volatile __u64 capture_started_ns = 0;
 
 /* Last context id handed out; ids start at 1 so 0 can mean "none". */
 __u64 last_context_id = 0;

@@ -5,6 +5,7 @@
 #include <linux/types.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -156,6 +157,9 @@ int CaptureEngine::Load(const CaptureConfig& config, bool targets) {
   ro->attribution_enabled = config.attribution;
   ro->targets_enabled = targets;
   ro->capture_reads = config.capture_reads;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  ro->capture_started_ns = static_cast<__u64>(now.tv_sec) * 1000000000ULL + static_cast<__u64>(now.tv_nsec);
 
   int err = bpf_map__set_max_entries(skel_->maps.events, config.ring_bytes);
   if (err) throw LibbpfFailure(err, "E_CAPTURE_RINGBUF", "cannot size the ring buffer", "");
