@@ -242,6 +242,64 @@ describe('request attribution (real kernel, cgroup filter)', () => {
   });
 });
 
+describe('a server that ran before the agent (real kernel)', () => {
+  it("never gives a request that was in flight when the agent started another request's transaction", async () => {
+    const store = join(dir, 'before', 'before.db');
+    const get = (port: number, path: string, id: string) =>
+      new Promise<string>((resolve, reject) => {
+        request(
+          {
+            host: '127.0.0.1',
+            port,
+            path,
+            agent: false,
+            headers: { 'x-request-id': id, traceparent: traceparent(9) },
+          },
+          (res) => {
+            let body = '';
+            res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+            res.on('end', () => resolve(body));
+          },
+        )
+          .on('error', reject)
+          .end();
+      });
+    // an event loop (Node http, no hook) reads a request's head and holds it, then the agent starts
+    const server = await startServer(process.execPath, [
+      join(SUPPORT, 'node-held-server.js'),
+      join(dir, 'held.log'),
+    ]);
+    let agent: AgentProcess | undefined;
+    try {
+      const held = get(server.port, '/hold/3001', 'held-before');
+      await waitFor(async () => (await get(server.port, '/held/0', 'ask')) === '1', {
+        what: 'the request held',
+      });
+      agent = await startAgent([
+        '--data-dir',
+        join(dir, 'before'),
+        '--node',
+        'before',
+        '--cgroup-id',
+        String(cgroup.id),
+      ]);
+      // the first head the agent sees the loop read; the held request writes right after it
+      await get(server.port, '/release/3002', 'released-after');
+      await held;
+      const writes = bySize(await writesOf(store, 'e.bytes IN (3001, 3002)', 2));
+      // the loop started before the agent: which request its work is for is not known, and never another's
+      expect(writes.get(3001)?.txn ?? null).toBeNull();
+      expect(writes.get(3002)?.txn ?? null).toBeNull();
+      await waitFor(() => storedCounter(store, 'interleaved_head') > 0, {
+        what: 'the loop counted as interleaving',
+      });
+    } finally {
+      server.child.kill();
+      expect(await agent?.stop()).toBe(0);
+    }
+  });
+});
+
 describe('filters never hide context (real kernel, --comm filter)', () => {
   let agent: AgentProcess;
   let store: string;
