@@ -142,8 +142,7 @@ static __always_inline bool thread_interleaves(__u32 tid)
 
 /*
  * The thread started before the capture: if it is an event loop, requests whose heads it read before
- * are in flight, and its first head seen here would set their work's context too. Which request its
- * work is for is never known: its heads set none, as a loop's do.
+ * are in flight, and its first head seen here would set their work's context too.
  */
 static __always_inline bool thread_predates_capture(void)
 {
@@ -152,14 +151,29 @@ static __always_inline bool thread_predates_capture(void)
 	return task->start_time < capture_started_ns;
 }
 
+#define KR_O_NONBLOCK 04000
+
+/*
+ * Whether the head's socket blocks its reader: a thread that waits on one connection alone (a
+ * thread per connection), not a loop, which never blocks on one of many.
+ */
+static __always_inline bool read_blocks(__u64 sk)
+{
+	struct socket *sock = sk ? BPF_CORE_READ((struct sock *)sk, sk_socket) : NULL;
+	struct file *file = sock ? BPF_CORE_READ(sock, file) : NULL;
+
+	return file && !(BPF_CORE_READ(file, f_flags) & KR_O_NONBLOCK);
+}
+
 /* Whether a request head read from connection `conn` may set thread `tid`'s context. */
-static __always_inline bool head_owns_thread(__u32 tid, __u64 conn)
+static __always_inline bool head_owns_thread(__u32 tid, __u64 conn, __u64 sk)
 {
 	__u64 *owner = bpf_map_lookup_elem(&head_threads, &tid);
 	__u64 interleaving = KR_INTERLEAVING;
 	struct kr_thread *t;
 
-	if (!owner && thread_predates_capture()) {
+	/* which request an older loop's work is for is never known: its heads set none, as a loop's do */
+	if (!owner && thread_predates_capture() && !read_blocks(sk)) {
 		bpf_map_update_elem(&head_threads, &tid, &interleaving, BPF_NOEXIST);
 		count_event(KR_COUNTER_INTERLEAVED_HEAD);
 		return false;
@@ -614,7 +628,7 @@ static __always_inline void head_read(__u64 pid_tgid, __u64 owner, __u64 sock, _
 	if (!t || !t->unit_kind)
 		t = go_detect(t, pid_tgid);
 	if (!t || !t->unit_kind) {
-		owns_thread = head_owns_thread(tid, owner);
+		owns_thread = head_owns_thread(tid, owner, sock);
 		if (owns_thread)
 			t = thread_entry();
 		if (owns_thread && !t)
