@@ -10,24 +10,19 @@
  *   node dist/bench/event-page-cost.js [runs=4] [requests=4000]
  */
 import http from 'node:http';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
 import { startDaemonProcess } from './daemon-process';
 import { LOOKUPS, quantile, writeLookupTransactions } from './replay-data';
+import { cpuUs } from './server-load';
 import { printTable } from './table';
 import { schedSince, schedStat } from './thread-schedstat';
 
 const WARM_UP = 300;
 const log = (msg: string) => process.stderr.write(`[bench:event-page-cost] ${msg}\n`);
-
-/** The process's CPU time, every thread, in ns (utime + stime, in clock ticks of 10 ms). */
-function processCpuNs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 1e7;
-}
 
 interface PerRequest {
   processUs: number;
@@ -55,13 +50,13 @@ async function measure(
   try {
     for (let i = 0; i < WARM_UP; i++) await get(i);
     const main = schedStat(pid);
-    const cpu = processCpuNs(pid);
+    const cpu = cpuUs(pid);
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < n; i++) await get(i);
     const wallNs = Number(process.hrtime.bigint() - t0);
     const mainNs = main ? schedSince(main, schedStat(pid) ?? main).runNs : NaN;
     return {
-      processUs: (processCpuNs(pid) - cpu) / n / 1e3,
+      processUs: (cpuUs(pid) - cpu) / n,
       mainUs: mainNs / n / 1e3,
       wallUs: wallNs / n / 1e3,
     };
