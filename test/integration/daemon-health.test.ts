@@ -1,10 +1,10 @@
 /** Health tells the truth: /readyz store by store, damaged stores named, a missing data dir refused. */
-import { closeSync, openSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger } from '../../core/log/logger';
 import { createDaemon, type Daemon } from '../../daemon/create-daemon';
 import { StoreWriter } from '../../agent/store/store-writer';
-import { writeEvents, writeStore } from '../support/event-store';
+import { damageEventPages, writeEvents, writeStore } from '../support/event-store';
 import { runKreplay } from '../support/kreplay-cli';
 import { useTempDir } from '../support/temp-dir';
 
@@ -83,12 +83,8 @@ describe('daemon health', () => {
     writeStore(dir.path, 'intact', [{ ts: T0, txn: 'big' }]);
     const url = await start();
     expect((await readyz(url)).status).toBe(200);
-    // garbage over the back half of the file: the schema pages stay, the events' pages do not
     const path = join(dir.path, 'broken.db');
-    const size = statSync(path).size;
-    const fd = openSync(path, 'r+');
-    writeSync(fd, Buffer.alloc(size / 2, 0xa5), 0, size / 2, size / 2);
-    closeSync(fd);
+    damageEventPages(path);
     const res = await fetch(`${url}/api/events?transaction_id=big&limit=10000`);
     expect(res.status).toBe(500);
     const problem = (await res.json()) as Record<string, unknown>;

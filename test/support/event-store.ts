@@ -7,6 +7,7 @@ import {
   type SyscallRecordType,
   type TargetKind,
 } from '../../core/model';
+import { closeSync, openSync, statSync, writeSync } from 'node:fs';
 import { StoreWriter } from '../../agent/store/store-writer';
 
 export interface TestEvent {
@@ -74,5 +75,16 @@ export function writeStore(dir: string, node: string, events: TestEvent[]): void
     writeEvents(writer, events);
   } finally {
     writer.close();
+  }
+}
+
+/** Garbage over the back half of store file `path`: its schema pages stay, its events' pages do not. */
+export function damageEventPages(path: string): void {
+  const size = statSync(path).size;
+  const fd = openSync(path, 'r+');
+  try {
+    writeSync(fd, Buffer.alloc(size / 2, 0xa5), 0, size / 2, size / 2);
+  } finally {
+    closeSync(fd);
   }
 }

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { closeSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../../core/log/logger';
 import Database from 'better-sqlite3';
@@ -10,7 +10,7 @@ import type { EventFilter, EventOrder, EventPosition } from '../../daemon/store/
 import { NodeStore } from '../../daemon/store/node-store';
 import { NodeStores } from '../../daemon/store/node-stores';
 import { byPosition, matchesFilter } from '../support/event-match';
-import { writeEvents, writeStore, type TestEvent } from '../support/event-store';
+import { damageEventPages, writeEvents, writeStore, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 import { HOUR_MS, useWallStep } from '../support/wall-step';
@@ -187,6 +187,18 @@ describe('NodeStores data dir', () => {
     return { log, lines };
   }
 
+  /** `test` over a live writer's store and the directory that reads it, both closed after. */
+  function withLiveStore(test: (writer: StoreWriter, stores: NodeStores) => void): void {
+    const writer = StoreWriter.open(dir.path, 'live');
+    const stores = new NodeStores(dir.path, silentLogger);
+    try {
+      test(writer, stores);
+    } finally {
+      stores.close();
+      writer.close();
+    }
+  }
+
   it('picks up a node file that appears later, and ignores files that are not stores (logging once)', () => {
     const { log, lines } = recordingLogger();
     writeStore(dir.path, 'a', [{ ts: BASE }]);
@@ -206,18 +218,13 @@ describe('NodeStores data dir', () => {
   });
 
   it('sees events a live writer commits after the store was opened', () => {
-    const writer = StoreWriter.open(dir.path, 'live');
-    const stores = new NodeStores(dir.path, silentLogger);
-    try {
+    withLiveStore((writer, stores) => {
       writeEvents(writer, [{ ts: BASE, txn: 'x' }]);
       expect(stores.page({ transactionId: 'x' }, { limit: 10, order: 'asc' }).events).toHaveLength(1);
       writeEvents(writer, [{ ts: BASE + 1n, txn: 'x', service: 'new-service', comm: 'new-comm' }]);
       const [, second] = stores.page({ transactionId: 'x' }, { limit: 10, order: 'asc' }).events;
       expect(second).toMatchObject({ service_name: 'new-service', comm: 'new-comm', transaction_id: 'x' });
-    } finally {
-      stores.close();
-      writer.close();
-    }
+    });
   });
 
   describe('under a wall clock step', () => {
@@ -244,9 +251,7 @@ describe('NodeStores data dir', () => {
   });
 
   it('reads a page from one snapshot of each store: a commit during the page is in the next one, not in it', () => {
-    const writer = StoreWriter.open(dir.path, 'live');
-    const stores = new NodeStores(dir.path, silentLogger);
-    try {
+    withLiveStore((writer, stores) => {
       // two contexts of one trace: two sources, so the page's reads of the dense one are refilled
       writeEvents(writer, [
         ...Array.from({ length: 150 }, (_, i) => ({ ts: BASE + 10n * BigInt(i), txn: 'a', trace: 'tr' })),
@@ -270,16 +275,11 @@ describe('NodeStores data dir', () => {
       spy.mockRestore();
       expect(during).toEqual(before);
       expect(query().map((e) => e.timestamp_ns)).toContain(late);
-    } finally {
-      stores.close();
-      writer.close();
-    }
+    });
   });
 
   it('lets a snapshot go when the read in it throws', () => {
-    const writer = StoreWriter.open(dir.path, 'live');
-    const stores = new NodeStores(dir.path, silentLogger);
-    try {
+    withLiveStore((writer, stores) => {
       writeEvents(writer, [{ ts: BASE, txn: 'x' }]);
       const [store] = stores.health().stores;
       expect(() =>
@@ -290,28 +290,20 @@ describe('NodeStores data dir', () => {
       ).toThrow('a reader failed');
       writeEvents(writer, [{ ts: BASE + 1n, txn: 'x' }]);
       expect(store!.newestTs()).toBe(BASE + 1n);
-    } finally {
-      stores.close();
-      writer.close();
-    }
+    });
   });
 
   it('fails a page over a store damaged mid-read with the StoreError naming it, not the end of its snapshot', () => {
-    const T0 = 1_795_000_000_000_000_000n;
     writeStore(
       dir.path,
       'broken',
-      Array.from({ length: 20_000 }, (_, i) => ({ ts: T0 + BigInt(i) * 1000n, txn: 'big' })),
+      Array.from({ length: 20_000 }, (_, i) => ({ ts: BASE + BigInt(i) * 1000n, txn: 'big' })),
     );
     const stores = new NodeStores(dir.path, silentLogger);
     try {
       expect(stores.nodes()).toEqual(['broken']);
-      // garbage over the back half of the file: the schema pages stay, the events' pages do not
       const path = join(dir.path, 'broken.db');
-      const size = statSync(path).size;
-      const fd = openSync(path, 'r+');
-      writeSync(fd, Buffer.alloc(size / 2, 0xa5), 0, size / 2, size / 2);
-      closeSync(fd);
+      damageEventPages(path);
       expect(() => stores.page({ transactionId: 'big' }, { limit: 10_000, order: 'asc' })).toThrow(
         expect.objectContaining({ code: 'E_STORE_CORRUPT', file: path }) as Error,
       );
