@@ -13,6 +13,12 @@
  * parser neither the buffers node:http hands over (another hidden class)
  * nor a frame split across reads: the first real read deoptimized it, and it
  * was compiled again during the play (bench/RESULTS.md, issue 48, dense48l).
+ * Long enough that the parser's loop is compiled by V8's optimizing tier
+ * before the play, and then the warm-up's garbage is collected: with three
+ * rounds a dense play's first 30-60 ms met both, its `frame` compiled by
+ * TurboFan at its 7,400th event and a scavenge of 4-7 ms at its start in
+ * every play, on a host whose two cores the play already fills
+ * (bench/RESULTS.md, issue 48, thirty-first session).
  */
 import { ReplayLines } from './replay-lines';
 import { READ_BYTES } from './replay-stream';
@@ -30,7 +36,8 @@ function eventJson(i: number): string {
 }
 
 const FRAMES = 384;
-const ROUNDS = 3;
+/** rounds of the stream read, each ending with a state */
+export const WARM_ROUNDS = 40;
 /** frames a read spans, in turn, up to a socket's 64 KiB */
 const SPANS = [1, 3, 14, 35, 70];
 /** where in a frame each read ends, in turn: in its id, its event line, its data, between its two newlines, at its start */
@@ -40,7 +47,7 @@ const HEAD = 'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: 
 
 const frame = (i: number) => `id: ${100_000 + i}\nevent: replay\ndata: ${eventJson(i)}\n\n`;
 
-/** FRAMES frames then a state, as the daemon writes them, cut into reads that end where a socket's do, ROUNDS times over. */
+/** FRAMES frames then a state, as the daemon writes them, cut into reads that end where a socket's do, WARM_ROUNDS times over. */
 export function warmReads(): Buffer[] {
   const frames = Array.from({ length: FRAMES }, (_, i) => frame(i));
   const stream = Buffer.from(frames.join('') + STATE);
@@ -54,7 +61,7 @@ export function warmReads(): Buffer[] {
   }
   cuts.push(stream.length);
   const reads: Buffer[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
+  for (let round = 0; round < WARM_ROUNDS; round++) {
     let from = 0;
     for (const cut of cuts) {
       reads.push(stream.subarray(from, cut));
@@ -68,7 +75,9 @@ export function warmReads(): Buffer[] {
  * Reads the warm-up's reads as an event stream's answer through the stream's
  * reader (ResponseStream: its head, then each read, in a buffer reused as a
  * socket's is) into a parser of its own; resolves when the answer ends.
- * 15-30 ms of CPU, once, before the play is asked for: no event waits for it.
+ * 40-60 ms of CPU, once, before the play is asked for: no event waits for it.
+ * Then a full collection where the launcher exposes it (bin/kreplay:
+ * `--expose-gc`), so that the play starts with an empty young generation.
  */
 export async function warmReplayPath(): Promise<void> {
   const parser = new ReplayLines();
@@ -83,4 +92,5 @@ export async function warmReplayPath(): Promise<void> {
   for (const bytes of warmReads()) read(bytes);
   stream.end();
   await listening;
+  globalThis.gc?.();
 }

@@ -41,11 +41,12 @@ async function commandLine(args: string[]): Promise<string[]> {
 }
 
 describe('bin/kreplay', () => {
-  it('runs `replay` on the pinned Node with a first old-generation limit of 64 MiB', async () => {
+  it('runs `replay` on the pinned Node with a first old-generation limit of 64 MiB and the collector exposed', async () => {
     const argv = await commandLine(['replay', 'some-transaction']);
-    expect(argv.slice(0, 3)).toEqual([
+    expect(argv.slice(0, 4)).toEqual([
       PINNED,
       '--initial-old-space-size=64',
+      '--expose-gc',
       expect.stringMatching(/kreplay\.js$/),
     ]);
   });

@@ -2,7 +2,7 @@ import dns from 'node:dns';
 import http from 'node:http';
 import net from 'node:net';
 import { ReplayLines } from '../../cli/replay-lines';
-import { warmReads, warmReplayPath } from '../../cli/replay-warm';
+import { WARM_ROUNDS, warmReads, warmReplayPath } from '../../cli/replay-warm';
 import { ResponseStream } from '../../cli/response-stream';
 import { SseByteParser } from '../../cli/sse-client';
 
@@ -11,11 +11,11 @@ afterEach(() => jest.restoreAllMocks());
 describe("kreplay replay's warm-up", () => {
   it('cuts its stream inside frames, as a socket does, and the parser prints what the general parser reads', () => {
     const reads = warmReads();
-    // the same stream three times over, each time ending with a state
+    // the same stream WARM_ROUNDS times over, each time ending with a state
     const all = Buffer.concat(reads);
-    const round = all.length / 3;
-    expect(all.subarray(0, round).equals(all.subarray(round, 2 * round))).toBe(true);
-    expect(all.subarray(0, round).equals(all.subarray(2 * round))).toBe(true);
+    const round = all.length / WARM_ROUNDS;
+    for (let r = 1; r < WARM_ROUNDS; r++)
+      expect(all.subarray(0, round).equals(all.subarray(r * round, (r + 1) * round))).toBe(true);
     expect(all.subarray(0, round).toString('latin1')).toMatch(
       /\n\nevent: state\ndata: \{"state":"playing"\}\n\n$/,
     );
@@ -42,7 +42,7 @@ describe("kreplay replay's warm-up", () => {
       .join('');
     expect(printed).toBe(expected);
     // every frame of every round, each an event of the daemon's shape
-    expect(printed.split('\n').length - 1).toBe(3 * 384);
+    expect(printed.split('\n').length - 1).toBe(WARM_ROUNDS * 384);
     expect(printed.split('\n')[0]).toMatch(/^\{"event_id":"[0-9a-f]{40}",.*"emitted_late_ns":\d+\}$/);
   });
 
@@ -70,5 +70,29 @@ describe("kreplay replay's warm-up", () => {
     expect(get).not.toHaveBeenCalled();
     expect(connect).not.toHaveBeenCalled();
     expect(lookup).not.toHaveBeenCalled();
+  });
+
+  it('collects its garbage once its reads are done, where the launcher exposes the collector, and goes on where it does not', async () => {
+    const order: string[] = [];
+    const push = ReplayLines.prototype.push;
+    jest.spyOn(ReplayLines.prototype, 'push').mockImplementation(function (this: ReplayLines, chunk) {
+      order.push('read');
+      return push.call(this, chunk);
+    });
+    const exposed = Object.getOwnPropertyDescriptor(globalThis, 'gc');
+    const expose = (gc: (() => void) | undefined) =>
+      Object.defineProperty(globalThis, 'gc', { value: gc, configurable: true, writable: true });
+    try {
+      expose(() => order.push('gc'));
+      await warmReplayPath();
+      expect(order.at(-1)).toBe('gc');
+      expect(order.filter((step) => step === 'gc')).toHaveLength(1);
+      expect(order).toHaveLength(warmReads().length + 1);
+      expose(undefined);
+      await expect(warmReplayPath()).resolves.toBeUndefined();
+    } finally {
+      if (exposed) Object.defineProperty(globalThis, 'gc', exposed);
+      else delete (globalThis as { gc?: unknown }).gc;
+    }
   });
 });
