@@ -44,16 +44,6 @@ export class Splitter {
 }
 
 /**
- * `size` bytes whose pages are all in memory now. A buffer of zeroes is not:
- * its pages are mapped at their first write, and a dense play's 9,000–12,000
- * faults of the probe's copies (`perf record`: page faults and page clearing
- * in a quarter of its kernel time) took a core's time from the play it measures.
- */
-function touched(size: number): Buffer {
-  return Buffer.alloc(size, 1);
-}
-
-/**
  * The chunks read during the play and their arrivals, handed to a Splitter
  * only when asked (`drain`). Each chunk's bytes are copied into one buffer
  * taken before the play, so that what the probe holds while it plays is
@@ -74,21 +64,38 @@ export class Chunks {
   private ends: number[] = [];
   private times: number[] = [];
 
-  /** `capacity`: bytes taken (and touched) now; more is taken, twice as much, when it is full */
+  /** `capacity`: bytes taken now (the prepared buffer, if one is); more is taken, twice as much, when it is full */
   constructor(
     private readonly splitter: Splitter,
     capacity = Chunks.CAPACITY,
   ) {
-    this.buffers = [touched(capacity)];
+    const ready = Chunks.prepared?.length === capacity ? Chunks.prepared : null;
+    Chunks.prepared = null;
+    this.buffers = [ready ?? Buffer.alloc(capacity)];
   }
 
   /** A dense replay's event stream (100,001 events, ~48 MB) and what comes with it. */
   static readonly CAPACITY = 64 << 20;
 
+  private static prepared: Buffer | null = null;
+
+  /**
+   * A buffer for the next Chunks, its pages in memory now, before the probe
+   * connects or starts its child. A buffer of zeroes is not: its pages are
+   * mapped at their first write, and a dense play's 9,000–12,000 faults of
+   * the probe's copies (`perf record`: page faults and page clearing, a
+   * quarter of its kernel time) took a core's time from the play it
+   * measures. Touching 64 MiB takes tens of ms: never once a stream has
+   * begun (a stream resumed after a cut takes a buffer untouched).
+   */
+  static prepare(capacity = Chunks.CAPACITY): void {
+    Chunks.prepared = Buffer.alloc(capacity, 1);
+  }
+
   keep(chunk: Buffer, at: number): void {
     let last = this.buffers[this.buffers.length - 1]!;
     if (this.used + chunk.length > last.length) {
-      last = touched(Math.max(2 * last.length, chunk.length));
+      last = Buffer.alloc(Math.max(2 * last.length, chunk.length));
       this.buffers.push(last);
       this.used = 0;
     }

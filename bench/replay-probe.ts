@@ -273,6 +273,7 @@ async function main(): Promise<void> {
     throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED | anchor TIMEDLINES N GAP_NS');
   warm();
   if (mode !== 'sse') await warmPipe();
+  Chunks.prepare();
   const result =
     mode === 'anchor'
       ? await childLines(url, [transaction, speed ?? ''])

@@ -126,4 +126,21 @@ describe('the replay probe: what it holds while it plays', () => {
       for (const every of [1, 2, 3, 100])
         expect(keptLines(reads, capacity, (i) => i % every === every - 1)).toEqual(expected);
   });
+
+  it('takes a prepared buffer once: Chunks made after one prepare each keep their own copies', () => {
+    const got: Record<string, string[]> = { a: [], b: [], c: [] };
+    const make = (name: string, capacity: number) =>
+      new Chunks(
+        new Splitter(10, (bytes, from, to) => got[name]!.push(bytes.toString('utf8', from, to))),
+        capacity,
+      );
+    Chunks.prepare(64);
+    // another size does not take it; the next of its size does, and the one after has its own
+    const [c, a, b] = [make('c', 32), make('a', 64), make('b', 64)];
+    a.keep(Buffer.from('{"a":1}\n'), 0);
+    b.keep(Buffer.from('{"b":1}\n'), 0);
+    c.keep(Buffer.from('{"c":1}\n'), 0);
+    for (const chunks of [a, b, c]) chunks.drain();
+    expect(got).toEqual({ a: ['{"a":1}'], b: ['{"b":1}'], c: ['{"c":1}'] });
+  });
 });
