@@ -76,10 +76,10 @@ export function warmReads(): Buffer[] {
  * reader (ResponseStream: its head, then each read, in a buffer reused as a
  * socket's is) into a parser of its own; resolves when the answer ends.
  * 40-60 ms of CPU, once, before the play is asked for: no event waits for it.
- * Then a full collection where the launcher exposes it (bin/kreplay:
+ * Then `collect`: the collector, where the launcher exposes it (bin/kreplay:
  * `--expose-gc`), so that the play starts with an empty young generation.
  */
-export async function warmReplayPath(): Promise<void> {
+export async function warmReplayPath(collect: (() => void) | undefined): Promise<void> {
   const parser = new ReplayLines();
   // nothing to hold or close: the reads are all here
   const stream = new ResponseStream({ resume: () => undefined, destroy: () => undefined });
@@ -92,5 +92,5 @@ export async function warmReplayPath(): Promise<void> {
   for (const bytes of warmReads()) read(bytes);
   stream.end();
   await listening;
-  globalThis.gc?.();
+  collect?.();
 }

@@ -130,7 +130,8 @@ class Replay {
           // runs once now, with nothing to print, and the way they are read before the play is
           // asked for (a warm-up that fails changes no event: the play goes on)
           void writeOut(NOTHING);
-          playing = warmReplayPath()
+          const gc = globalThis.gc;
+          playing = warmReplayPath(gc && (() => gc()))
             .catch(() => undefined)
             .then(() => this.control('play'))
             .catch((err: unknown) => {
