@@ -23,9 +23,16 @@ const MAX_CACHED_CONTEXTS = 65536;
 const MAX_CACHED_TARGETS = 65536;
 const MAX_CACHED_CONTAINERS = 4096;
 
-/** id -> value of a growing dictionary table, the most recently loaded `max` kept (Map keeps insertion order). */
-class BoundedCache<V> {
-  private readonly values = new Map<number, V>();
+/**
+ * id -> value of a growing dictionary table, at most `max` kept: the values used in the newest
+ * generation of `max / 2` loads and in the one before it (a value used again moves to the newest).
+ * Not one Map that drops its oldest entry at each load past `max`: each drop leaves a deleted entry
+ * at the Map's front, which the next look for the oldest steps over, ~30 µs a load once 65,536
+ * are kept.
+ */
+export class BoundedCache<V> {
+  private newer = new Map<number, V>();
+  private older = new Map<number, V>();
 
   constructor(
     private readonly max: number,
@@ -33,12 +40,15 @@ class BoundedCache<V> {
   ) {}
 
   get(id: number): V {
-    let value = this.values.get(id);
-    if (value === undefined) {
-      value = this.load(id);
-      if (this.values.size >= this.max) this.values.delete(this.values.keys().next().value!);
-      this.values.set(id, value);
+    let value = this.newer.get(id);
+    if (value !== undefined) return value;
+    value = this.older.get(id);
+    if (value === undefined) value = this.load(id);
+    if (this.newer.size >= this.max / 2) {
+      this.older = this.newer;
+      this.newer = new Map();
     }
+    this.newer.set(id, value);
     return value;
   }
 }
