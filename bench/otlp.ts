@@ -79,8 +79,10 @@ async function round(otlp: string | null, exe: string, receiverBytes: () => numb
     const bytes0 = receiverBytes();
     const before: AgentCpu = agent.cpu();
     const nsPerWrite = await timeLoop(exe, [String(WRITES), String(RATE), String(PER_TRACE)]);
-    // the writes and the heads that start each trace
-    const events = WRITES + Math.ceil(WRITES / PER_TRACE);
+    // every event the loop makes, so that the count read is the round's whole (a status line read at
+    // the first count past a part of them left the rest uncounted, and the export's wait short of
+    // them): the writes, each trace's head sent and read back on its socket pair, the loop's line out
+    const events = WRITES + 2 * Math.ceil(WRITES / PER_TRACE) + 1;
     const { stored } = await agent.caughtUp(events);
     let spans = 0;
     let dropped = 0;
