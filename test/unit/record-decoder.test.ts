@@ -14,6 +14,8 @@ import {
   REQUEST_DATA_LEN,
   RequestLayout,
   targetKindCode,
+  TARGET_ID_WINDOW,
+  TargetLayout,
 } from '../../core/model';
 import { StoreWriter } from '../../agent/store/store-writer';
 import {
@@ -302,6 +304,47 @@ describe('RecordDecoder', () => {
       [1, file, '/var/log/a.log'],
       [2, targetKindCode('char'), '/dev/null'],
     ]);
+    writer.close();
+  });
+
+  it('forgets the targets the kernel no longer names, without walking the ones it kept', () => {
+    const { writer, decoder, batch, sink } = setup();
+    const file = targetKindCode('file');
+    const newest = 2 * TARGET_ID_WINDOW + 100;
+    // one record copied for each id, its id set (the path is the same: a write's target is its id's)
+    const one = fileTargetRecord({ targetId: 0, kind: file, path: '/t/x' });
+    const define = (from: number, to: number) => {
+      const buf = Buffer.alloc((to - from) * one.length);
+      for (let id = from; id < to; id++) {
+        const at = (id - from) * one.length;
+        one.copy(buf, at);
+        buf.writeUInt32LE(id, at + TargetLayout.targetId);
+      }
+      return buf;
+    };
+    decoder.decode(define(1, newest - 100), sink);
+    // past twice the kernel's window each new target forgets the oldest: no Map walked for it
+    const keys = jest.spyOn(Map.prototype, 'keys');
+    const iterate = jest.spyOn(Map.prototype, Symbol.iterator);
+    try {
+      decoder.decode(define(newest - 100, newest + 1), sink);
+      expect(keys).not.toHaveBeenCalled();
+      expect(iterate).not.toHaveBeenCalled();
+    } finally {
+      keys.mockRestore();
+      iterate.mockRestore();
+    }
+    // a record that crossed a newer one in the ring, already out of the window: kept by no write
+    decoder.decode(define(50, 51), sink);
+    decoder.decode(Buffer.concat([99, 100, newest, 50].map((targetId) => write({ targetId }))), sink);
+    // ids below newest - 2 * window are forgotten, the rest are known
+    expect([...batch.target.subarray(0, batch.count)].map((id) => id > 0)).toEqual([
+      false,
+      true,
+      true,
+      false,
+    ]);
+    expect([decoder.targetRecords, decoder.unknownTargets]).toEqual([newest + 1, 2]);
     writer.close();
   });
 
