@@ -57,7 +57,7 @@ export const BENCHES = {
   'go-probe-hits': { topic: 'server cost', args: "[rounds=3] [ops=200000] [other tree's root]" },
   'server-cost': {
     topic: 'server cost',
-    args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn] [pace=CxMS]',
+    args: '[rounds=3] [seconds=5] [servers=go,node,aiohttp,gunicorn] [pace=CxMS|close]',
   },
   fleet: { topic: 'fleet', args: '' },
   otlp: { topic: 'fleet', args: '[writes=500000] [rounds=3] [rate=100000] [writes per trace=500]' },

@@ -33,6 +33,9 @@
  * of saturation's 16 without a wait: a server at the rates servers really run, where the agent's
  * fixed costs a second and its smaller commits weigh more a request (`2x1`: ~1.2–1.5k Go requests/s
  * on a 2-core host). Its loss column then says only whether the server kept the pace.
+ * pace `close`: saturation, but each request asks for `Connection: close`, so each comes on a new
+ * connection (clients that keep none: health checks, HTTP/1.0, a proxy without a pool), and each
+ * connection is a new target for the agent.
  * KREPLAY_BENCH_ROOT runs another checkout's agent under this bench (its servers, modes and
  * figures stay this one's), to compare two builds in the same hour.
  */
@@ -65,12 +68,13 @@ const seconds = Number(process.argv[3] ?? 5);
 const only = (process.argv[4] ?? 'go,node,aiohttp,gunicorn').split(',');
 const pace = parsePace(process.argv[5]);
 
-/** The load's shape: saturation (16 connections, no wait), or `CxMS` (see the usage above). */
-function parsePace(arg: string | undefined): { connections: number; delayMs: number } {
-  if (arg === undefined) return { connections: 16, delayMs: 0 };
+/** The load's shape: saturation (16 connections, no wait), `close`, or `CxMS` (see the usage above). */
+function parsePace(arg: string | undefined): { connections: number; delayMs: number; close: boolean } {
+  if (arg === undefined || arg === 'close') return { connections: 16, delayMs: 0, close: arg === 'close' };
   const m = /^([1-9]\d*)x([1-9]\d*)$/.exec(arg);
-  if (!m) throw new Error(`pace must be CxMS (connections x ms each waits after a response), got ${arg}`);
-  return { connections: Number(m[1]), delayMs: Number(m[2]) };
+  if (!m)
+    throw new Error(`pace must be close or CxMS (connections x ms each waits after a response), got ${arg}`);
+  return { connections: Number(m[1]), delayMs: Number(m[2]), close: false };
 }
 const STATS_ON = 'followed, bpf_stats on';
 const MODES = ['without the agent', 'captured, not followed', 'followed', STATS_ON] as const;
@@ -401,7 +405,8 @@ async function main(): Promise<void> {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   console.log(
-    `wrk -t1 -c${pace.connections} -d${seconds}s${pace.delayMs ? `, ${pace.delayMs} ms after each response` : ''}, ` +
+    `wrk -t1 -c${pace.connections} -d${seconds}s${pace.delayMs ? `, ${pace.delayMs} ms after each response` : ''}` +
+      `${pace.close ? ', a new connection a request' : ''}, ` +
       `${rounds} interleaved rounds, median (min..max); ` +
       `load average (1 min) after each round: ${loadAverages.join(', ')}; ${os.cpus().length} CPUs\n`,
   );

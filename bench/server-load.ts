@@ -108,6 +108,8 @@ export interface WrkOptions {
   connections: number;
   /** each connection waits this long after each response (wrk's Lua `delay()`): a rate below saturation */
   delayMs?: number;
+  /** each request asks the server to close its connection (`Connection: close`): a new one a request */
+  close?: boolean;
 }
 
 function run(command: string, args: string[]): Promise<string> {
@@ -124,12 +126,12 @@ const MS = { us: 0.001, ms: 1, s: 1000 };
 const toMs = (value: string, unit: string) => Number(value) * MS[unit as keyof typeof MS];
 
 /** wrk (HTTP/1.1) with its latency distribution. */
-export async function wrk({ url, seconds, threads, connections, delayMs }: WrkOptions): Promise<Load> {
+export async function wrk({ url, seconds, threads, connections, delayMs, close }: WrkOptions): Promise<Load> {
   const script = path.join(os.tmpdir(), `kreplay-bench-${process.pid}.lua`);
-  fs.writeFileSync(
-    script,
-    delayMs ? `${FRESH_IDS_LUA}function delay()\n  return ${delayMs}\nend\n` : FRESH_IDS_LUA,
-  );
+  const lua = close
+    ? FRESH_IDS_LUA.replace('["Host"] = wrk.headers["Host"],', '$&\n    ["Connection"] = "close",')
+    : FRESH_IDS_LUA;
+  fs.writeFileSync(script, delayMs ? `${lua}function delay()\n  return ${delayMs}\nend\n` : lua);
   const out = await run('wrk', [
     `-t${threads}`,
     `-c${connections}`,
