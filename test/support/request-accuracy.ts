@@ -135,6 +135,8 @@ export async function httpLoad(
                 'x-request-id': id,
                 ...(traced && { traceparent: traceparentOf(i) }),
                 ...(json !== undefined && { 'content-type': 'application/json' }),
+                // without it Node's agent hands a freed socket to the next request waiting, keepAlive or not
+                ...(!keepAlive && { connection: 'close' }),
               },
             },
             (res) => {
