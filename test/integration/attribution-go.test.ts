@@ -42,9 +42,9 @@ import { waitFor } from '../support/wait';
 const SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-server.go');
 const MARKERS = join(__dirname, '..', 'support', 'runtimes', 'go-markers.go');
 const H2_SERVER = join(__dirname, '..', 'support', 'runtimes', 'go-h2-server.go');
-/** over TLS: requests a level, and the levels (HTTP/2 streams on one connection, or HTTP/1.1 keep-alive connections) */
-const TLS_PER_LEVEL = 256;
-const TLS_LEVELS = [1, 8, 64];
+/** requests a level, and the levels (HTTP/2 streams on one connection, HTTP/1.1 keep-alive connections, or new ones) */
+const PER_LEVEL = 256;
+const LEVELS = [1, 8, 64];
 const REQUESTS = 64;
 const CONCURRENT = 8;
 const FILES_PER_REQUEST = 2;
@@ -214,19 +214,19 @@ async function serveTls(mode: 'h2' | 'http1'): Promise<{ port: number; out: stri
   return { port, out, ca: readFileSync(cert) };
 }
 
-type TlsTable = Record<string, Accuracy & { otherTrace: number }>;
+type LevelTable = Record<string, Accuracy & { otherTrace: number }>;
 
 /** Each level's writes scored, the requests (`${name}-c${level}-r${i}`) sent by `load`. */
-async function tlsTable(
+async function levelTable(
   out: string,
   name: string,
   load: (ids: string[], level: number) => Promise<void>,
-): Promise<TlsTable> {
-  const table: TlsTable = {};
-  for (const level of TLS_LEVELS) {
-    const ids = Array.from({ length: TLS_PER_LEVEL }, (_, i) => `${name}-c${level}-r${i}`);
+): Promise<LevelTable> {
+  const table: LevelTable = {};
+  for (const level of LEVELS) {
+    const ids = Array.from({ length: PER_LEVEL }, (_, i) => `${name}-c${level}-r${i}`);
     await load(ids, level);
-    const events = await writesUnder(store, out, `${name}-c${level}-r`, TLS_PER_LEVEL * FILES_PER_REQUEST);
+    const events = await writesUnder(store, out, `${name}-c${level}-r`, PER_LEVEL * FILES_PER_REQUEST);
     const traceOf = new Map(ids.map((id, i) => [id, traceparentOf(i).split('-')[1]]));
     // a write of its own request carries that request's trace too (from its traceparent)
     const otherTrace = events.filter((e) => e.txn !== null && e.trace !== traceOf.get(e.txn)).length;
@@ -236,15 +236,15 @@ async function tlsTable(
 }
 
 /** Prints the table and asserts each level: correct >= 99.9%, wrong 0, missing 0, no other trace. */
-function expectTlsTable(what: string, table: TlsTable): void {
+function expectLevelTable(what: string, table: LevelTable): void {
   const cells = Object.entries(table).map(
     ([l, a]) => `${l}: ${a.correct}/${a.wrong}/${a.none}/${a.missing} (other trace ${a.otherTrace})`,
   );
   process.stdout.write(
-    `Go ${what} writes, correct/wrong/none/missing of ${TLS_PER_LEVEL * FILES_PER_REQUEST} a level: ${cells.join(', ')}\n`,
+    `Go ${what} writes, correct/wrong/none/missing of ${PER_LEVEL * FILES_PER_REQUEST} a level: ${cells.join(', ')}\n`,
   );
   for (const [level, a] of Object.entries(table))
-    expect({ level, ...a, correct: a.correct >= 0.999 * TLS_PER_LEVEL * FILES_PER_REQUEST }).toEqual({
+    expect({ level, ...a, correct: a.correct >= 0.999 * PER_LEVEL * FILES_PER_REQUEST }).toEqual({
       level,
       correct: true,
       wrong: 0,
@@ -425,10 +425,10 @@ describe('Go goroutines (real kernel)', () => {
 
   it("HTTP/2 over TLS (ServeTLS, h2 by ALPN), 1, 8 and 64 streams on one connection: each stream's writes (its handler's, a goroutine's it spawns) carry its own x-request-id and trace", async () => {
     const { port, out, ca } = await serveTls('h2');
-    const table = await tlsTable(out, 'h2', async (ids, level) => {
+    const table = await levelTable(out, 'h2', async (ids, level) => {
       expect([...(await h2Load(port, ca, ids, level))]).toEqual(['HTTP/2.0']);
     });
-    expectTlsTable('HTTP/2 over TLS', table);
+    expectLevelTable('HTTP/2 over TLS', table);
     // more header fields than the kernel looks at: which of them name the request is not known, so none
     const crowded = Array.from({ length: 8 }, (_, i) => `h2-crowded-r${i}`);
     const filler = Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`x-filler-${i}`, 'f']));
@@ -457,8 +457,8 @@ describe('Go goroutines (real kernel)', () => {
       ).once('error', reject),
     );
     expect(proto).toBe('HTTP/1.1');
-    const table = await tlsTable(out, 'tls1', (ids, level) => httpLoad(port, ids, level, { ca }));
-    expectTlsTable('HTTP/1.1 over TLS', table);
+    const table = await levelTable(out, 'tls1', (ids, level) => httpLoad(port, ids, level, { ca }));
+    expectLevelTable('HTTP/1.1 over TLS', table);
     // the next request's first byte peeked by the background read, joined with the rest by its socket
     const pairs = Array.from({ length: 64 }, (_, i) => `tls1-pipe-r${i}`);
     await pipelinedPairs(port, ca, pairs);
@@ -479,6 +479,15 @@ describe('Go goroutines (real kernel)', () => {
     );
     process.stdout.write(`Go HTTP/1.1 over TLS, pairs in one record: ${JSON.stringify(together)}\n`);
     expect({ ...together, correct: 0, none: 0 }).toEqual({ correct: 0, wrong: 0, none: 0, missing: 0 });
+  }, 180_000);
+
+  it("1, 8 and 64 requests at a time, each on a new connection (Connection: close): each request's writes (its handler's, a goroutine's it spawns) carry its own x-request-id and trace", async () => {
+    // a new connection a request: a new socket, target and serving goroutine each time
+    const server = await serve('default', join(dir, 'new-conns'));
+    const table = await levelTable(server.out, 'newconn', (ids, level) =>
+      httpLoad(server.port, ids, level, { keepAlive: false }),
+    );
+    expectLevelTable('HTTP/1.1, a new connection a request,', table);
   }, 180_000);
 
   it("a stripped binary: its events carry none, never another request's, and one warning names it", async () => {
