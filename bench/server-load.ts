@@ -18,9 +18,10 @@ export const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7
  * wrk's script: a trace and a request id of its own on every request, as real traffic has (one
  * id for all would spare the agent the context row each new transaction costs it). The ids are
  * random, as W3C trace ids are: ids made of a prefix and a counter would sort in arrival order and
- * spare the store's indexes the random inserts real ids cost (issue 46, branch store46).
+ * spare the store's indexes the random inserts real ids cost (issue 46, branch store46). With
+ * `close`, each request asks for `Connection: close`: a new connection a request.
  */
-const FRESH_IDS_LUA = `
+const freshIdsLua = (close: boolean) => `
 local n = 0
 local function r()
   return math.random(0, 0x7fffffff)
@@ -32,7 +33,7 @@ function request()
   n = n + 1
   local id = string.format("%08x%08x%08x%08x", r(), r(), r(), r())
   return wrk.format(nil, nil, {
-    ["Host"] = wrk.headers["Host"],
+    ["Host"] = wrk.headers["Host"],${close ? '\n    ["Connection"] = "close",' : ''}
     ["traceparent"] = string.format("00-%s-%016x-01", id, n),
     ["x-request-id"] = "bench-" .. id,
   })
@@ -128,9 +129,7 @@ const toMs = (value: string, unit: string) => Number(value) * MS[unit as keyof t
 /** wrk (HTTP/1.1) with its latency distribution. */
 export async function wrk({ url, seconds, threads, connections, delayMs, close }: WrkOptions): Promise<Load> {
   const script = path.join(os.tmpdir(), `kreplay-bench-${process.pid}.lua`);
-  const lua = close
-    ? FRESH_IDS_LUA.replace('["Host"] = wrk.headers["Host"],', '$&\n    ["Connection"] = "close",')
-    : FRESH_IDS_LUA;
+  const lua = freshIdsLua(close ?? false);
   fs.writeFileSync(script, delayMs ? `${lua}function delay()\n  return ${delayMs}\nend\n` : lua);
   const out = await run('wrk', [
     `-t${threads}`,
