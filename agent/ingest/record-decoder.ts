@@ -217,17 +217,13 @@ export class RecordDecoder {
 
   /*
    * The kernel no longer hands these ids to writes (see KR_TARGET_ID_WINDOW). Its ids come from one
-   * counter, so they are deleted one by one from where the last forget stopped: a walk of the Map
-   * from its front would step over every entry deleted before it (V8 keeps them until it rehashes),
-   * 0.1-0.5 ms a new target once 2^19 were seen.
+   * counter, which starts at 1 with the capture this decoder reads, so they are deleted one by one
+   * from where the last forget stopped: a walk of the Map from its front would step over every
+   * entry deleted before it (V8 keeps them until it rehashes), 0.1-0.5 ms a new target once 2^19
+   * were seen.
    */
   private forgetTargetsBefore(kernelId: number): void {
-    // the first time, when the counter began far past 0: the Map is the shorter walk
-    if (kernelId - this.targetsKeptFrom > this.storeTargetIds.size)
-      for (const id of this.storeTargetIds.keys()) {
-        if (id < kernelId) this.storeTargetIds.delete(id);
-      }
-    else for (let id = this.targetsKeptFrom; id < kernelId; id++) this.storeTargetIds.delete(id);
+    for (let id = this.targetsKeptFrom; id < kernelId; id++) this.storeTargetIds.delete(id);
     this.targetsKeptFrom = Math.max(this.targetsKeptFrom, kernelId);
   }
 
