@@ -94,21 +94,23 @@ function round(batches: number, requests: number): Round {
   try {
     const writer = StoreWriter.open(dir, 'bench');
     const batch = new EventBatch(requests * EVENTS_PER_REQUEST);
+    // every batch says which targets it used, as the agent's do (agent/ingest/dictionary.ts)
+    const targets = (b: number): NewNames['targets'] => [
+      [1, 1, '/var/log/bench.log', null, BigInt(b)],
+      [2, 2, '127.0.0.1:8080', null, BigInt(b)],
+    ];
     const first: NewNames = {
       services: [[1, 'bench']],
       comms: [[1, 'server']],
       contexts: [],
-      targets: [
-        [1, 1, '/var/log/bench.log'],
-        [2, 2, '127.0.0.1:8080'],
-      ],
+      targets: targets(0),
       containers: [],
     };
     let cpuUs = 0;
     let bytesWritten = 0;
     for (let b = 0; b < batches; b++) {
       const names: NewNames =
-        b === 0 ? first : { services: [], comms: [], contexts: [], targets: [], containers: [] };
+        b === 0 ? first : { services: [], comms: [], contexts: [], targets: targets(b), containers: [] };
       fillRequests(batch, names.contexts, 1 + b * requests, b * requests, requests);
       const written0 = bytesWrittenSoFar();
       const cpu0 = process.cpuUsage();

@@ -14,8 +14,17 @@ export type ContextEntry = [
   parentSpanId: string | null,
   traceFlags: number | null,
 ];
-/** kind: enum kr_target_kind */
-export type TargetEntry = [id: number, kind: number, value: string];
+/**
+ * kind: enum kr_target_kind; the latest ts of an event without a context, and with one, that used
+ * the target in the batch it comes with (null: none)
+ */
+export type TargetEntry = [
+  id: number,
+  kind: number,
+  value: string,
+  lastBackgroundNs: bigint | null,
+  lastContextNs: bigint | null,
+];
 
 /**
  * A context's four fields as the decoder's resolutions hold them (absent span and flags: null). The
@@ -297,29 +306,123 @@ export class ContextDictionary {
   }
 }
 
-/** (kind, value) pairs of write targets; a value may be a path of one kind and later of another. */
+/** Targets the decoder remembers at most: beyond half of it, those unused for longest are forgotten. */
+export const MAX_REMEMBERED_TARGETS = 131072;
+
+/**
+ * A remembered target. The decoder keeps one for each id the kernel may still send (2^18 and more),
+ * so it holds no numbers of its own: a double field is a separate heap object under V8's
+ * pointer compression. What a batch used it for is in the dictionary's arrays, at `slot`.
+ */
+export class TargetUse {
+  /* the batch being filled when it was last used, and its slot in that batch's stamps */
+  batch = -1;
+  slot = 0;
+  constructor(
+    readonly id: number,
+    readonly kind: number,
+    readonly value: string,
+  ) {}
+}
+
+/**
+ * (kind, value) pairs of write targets; a value may be a path of one kind and later of another.
+ * Targets grow with every new file a host writes (a temporary file a request, a log rotated by
+ * date), so memory holds only the recently used ones: a pair seen again after it was forgotten
+ * gets a fresh id and row (the store allows several rows per pair; readers look targets up by
+ * value). Each batch says which targets its events used, with the latest time of each tier, and
+ * the writer stores them (again) with it: retention removes a target with its tiers' last events.
+ */
 export class TargetDictionary {
-  private readonly names: NameDictionary;
+  /* two generations: a target used again moves to the young one; when it holds half the capacity, the old one goes */
+  private young = new Map<string, TargetUse>();
+  private old = new Map<string, TargetUse>();
+  private nextId: number;
+  private batch = 0;
+  private used: TargetUse[] = [];
+  /* per slot of `used`: the latest tsOffset of an event without a context, and with one (-Infinity: none) */
+  private background = new Float64Array(256);
+  private context = new Float64Array(256);
 
-  constructor(entries: TargetEntry[]) {
-    this.names = new NameDictionary(entries.map(([id, kind, value]) => [id, `${kind}:${value}`]));
+  constructor(
+    firstFreeId = 1,
+    private readonly capacity = MAX_REMEMBERED_TARGETS,
+  ) {
+    this.nextId = firstFreeId;
   }
 
-  private static entry([id, key]: NameEntry): TargetEntry {
-    const colon = key.indexOf(':');
-    return [id, Number(key.slice(0, colon)), key.slice(colon + 1)];
+  /** The target's remembered entry, or a new one with a fresh id. */
+  entry(kind: number, value: string): TargetUse {
+    const key = `${kind}:${value}`;
+    let entry = this.young.get(key);
+    if (entry) return entry;
+    entry = this.old.get(key) ?? new TargetUse(this.nextId++, kind, value);
+    if (this.young.size >= this.capacity / 2) {
+      this.old = this.young;
+      this.young = new Map();
+    }
+    this.young.set(key, entry);
+    return entry;
   }
 
-  id(kind: number, value: string): number {
-    return this.names.id(`${kind}:${value}`);
+  /**
+   * The target's id, for a batch filled without a decoder (tests, benches): used by an event of it
+   * (`at`), or else only named, so that its row is written with the batch, stamped by no event and
+   * kept by retention.
+   */
+  id(kind: number, value: string, at?: { tsOffset: number; context: boolean }): number {
+    const entry = this.entry(kind, value);
+    this.use(entry, at?.tsOffset ?? -Infinity, at?.context ?? false);
+    return entry.id;
   }
 
-  entries(): TargetEntry[] {
-    return this.names.entries().map(TargetDictionary.entry);
+  /** An event of the batch being filled, at `tsOffset` into it, used the target. */
+  use(entry: TargetUse, tsOffset: number, context: boolean): void {
+    if (entry.batch !== this.batch) this.firstUse(entry);
+    const stamps = context ? this.context : this.background;
+    if (tsOffset > stamps[entry.slot]!) stamps[entry.slot] = tsOffset;
   }
 
-  takePending(): TargetEntry[] {
-    return this.names.takePending().map(TargetDictionary.entry);
+  private firstUse(entry: TargetUse): void {
+    const slot = this.used.length;
+    if (slot === this.background.length) {
+      const grown = (from: Float64Array) => {
+        const to = new Float64Array(2 * slot);
+        to.set(from);
+        return to;
+      };
+      this.background = grown(this.background);
+      this.context = grown(this.context);
+    }
+    entry.batch = this.batch;
+    entry.slot = slot;
+    this.background[slot] = -Infinity;
+    this.context[slot] = -Infinity;
+    this.used.push(entry);
+  }
+
+  /** A new batch is being filled: uses not taken belong to one that was dropped. */
+  batchStarted(): void {
+    if (this.used.length > 0) this.takeUsed(0n);
+  }
+
+  /** The targets the batch based at `baseTs` used, each with its tiers' latest ts (null: none). */
+  takeUsed(baseTs: bigint): TargetEntry[] {
+    const stamp = (offset: number) => (offset === -Infinity ? null : baseTs + BigInt(offset));
+    const taken = this.used.map((e, slot): TargetEntry => [
+      e.id,
+      e.kind,
+      e.value,
+      stamp(this.background[slot]!),
+      stamp(this.context[slot]!),
+    ]);
+    this.used = [];
+    this.batch++;
+    return taken;
+  }
+
+  get size(): number {
+    return this.young.size + this.old.size;
   }
 }
 
@@ -332,12 +435,13 @@ export interface Dictionaries {
   containers: NameDictionary;
 }
 
-export function takeNewNames(d: Dictionaries): NewNames {
+/** The entries new since the last batch, and the targets the batch based at `baseTs` used. */
+export function takeNewNames(d: Dictionaries, baseTs: bigint): NewNames {
   return {
     services: d.services.takePending(),
     comms: d.comms.takePending(),
     contexts: d.contexts.takePending(),
-    targets: d.targets.takePending(),
+    targets: d.targets.takeUsed(baseTs),
     containers: d.containers.takePending(),
   };
 }

@@ -36,7 +36,7 @@ import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
 import { MAX_CONTAINER_ID, serviceColumn } from './batch-columns';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import type { Dictionaries } from './dictionary';
+import { TargetUse, type Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
 
 export class CorruptRecordError extends KreplayError {
@@ -114,8 +114,8 @@ export class RecordDecoder {
   private readonly cachedStoreContexts = new Float64Array(CACHED_CONTEXTS);
   /* marks the store ids resolutions hold as this decoder's, until the store removes contexts */
   private storeToken = {};
-  /** kernel target id -> store target id, from the target records (always ahead of their events) */
-  private readonly storeTargetIds = new Map<number, number | PendingTarget>();
+  /** kernel target id -> store target, from the target records (always ahead of their events) */
+  private readonly storeTargetIds = new Map<number, TargetUse | PendingTarget>();
   /** every kernel target id below this was forgotten */
   private targetsKeptFrom = 0;
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
@@ -231,25 +231,28 @@ export class RecordDecoder {
    * The store id of the target the kernel numbered `kernelId`, given at its first write: the kernel
    * numbers targets per thread, so its writer's root is the one root its path is in. A path in a
    * container's root is stored as the host's path to the same file, so that two containers' /out/x.log
-   * are two targets (the event carries its container either way).
+   * are two targets (the event carries its container either way). The event's use of it, at
+   * `tsOffset` with or without a context, goes with the batch (TargetDictionary.use).
    */
-  private storeTargetId(kernelId: number, writer: ThreadIds): number {
+  private storeTargetId(kernelId: number, writer: ThreadIds, tsOffset: number, context: boolean): number {
     if (kernelId === 0) return 0;
-    const known = this.storeTargetIds.get(kernelId);
-    if (typeof known === 'number') return known;
+    let known = this.storeTargetIds.get(kernelId);
     if (known === undefined) {
       this.unknownTargets++;
       return 0;
     }
-    let text = known.text;
-    if (writer.inContainer && known.kind === FILE_KIND && text.startsWith('/')) {
-      const host = hostPathOf(writer.pid, text);
-      if (host === null) this.unresolvedContainerPaths++;
-      else text = host;
+    if (!(known instanceof TargetUse)) {
+      let text = known.text;
+      if (writer.inContainer && known.kind === FILE_KIND && text.startsWith('/')) {
+        const host = hostPathOf(writer.pid, text);
+        if (host === null) this.unresolvedContainerPaths++;
+        else text = host;
+      }
+      known = this.dictionaries.targets.entry(known.kind, text);
+      this.storeTargetIds.set(kernelId, known);
     }
-    const id = this.dictionaries.targets.id(known.kind, text);
-    this.storeTargetIds.set(kernelId, id);
-    return id;
+    this.dictionaries.targets.use(known, tsOffset, context);
+    return known.id;
   }
 
   private appendEvent(
@@ -264,6 +267,7 @@ export class RecordDecoder {
     const lo = v.getUint32(off + EventLayout.startNs, true);
     const hi = v.getUint32(off + EventLayout.startNs + 4, true);
     if (out.count === 0) {
+      this.dictionaries.targets.batchStarted();
       this.baseHi = hi;
       this.baseLo = lo;
       out.clear((BigInt(hi) << 32n) + BigInt(lo) + this.clockOffsetNs());
@@ -284,7 +288,12 @@ export class RecordDecoder {
       out.result[i] = viewI53(v, off + SyscallLayout.ret);
       out.kind[i] = v.getUint32(off + SyscallLayout.syscall, true) & ~SYSCALL_FLAGS;
       out.error[i] = 0;
-      out.target[i] = this.storeTargetId(viewU53(v, off + SyscallLayout.targetId), ids);
+      out.target[i] = this.storeTargetId(
+        viewU53(v, off + SyscallLayout.targetId),
+        ids,
+        out.tsOffset[i]!,
+        ctx !== 0,
+      );
       // the column holds a read's response time, or a send's request key
       out.response[i] =
         size === RequestLayout.bytes

@@ -9,7 +9,7 @@
 import { existsSync, renameSync, statfsSync } from 'node:fs';
 import { isCorruption, StoreError } from '../../core/store/schema';
 import type { EventBatch } from '../ingest/event-batch';
-import type { ContextEntry, NameEntry, NewNames, TargetEntry } from '../ingest/dictionary';
+import type { ContextEntry, NameEntry, NewNames } from '../ingest/dictionary';
 import type { RetentionOptions } from './retention';
 import { StoreWriter, storePath, type RunStart } from './store-writer';
 import { epochNs } from '../../core/epoch-ns';
@@ -114,21 +114,21 @@ export class StoreKeeper {
     return this.writer?.info;
   }
 
-  /** The dictionaries the decoder starts from: every service and comm, and where context ids go on. */
+  /** The dictionaries the decoder starts from: every service and comm, and where context and target ids go on. */
   names(): {
     services: NameEntry[];
     comms: NameEntry[];
-    targets: TargetEntry[];
     containers: NameEntry[];
     firstFreeContextId: number;
+    firstFreeTargetId: number;
   } {
-    const { services, comms, targets, containers } = this.writer!.allNames();
+    const { services, comms, containers } = this.writer!.allNames();
     return {
       services,
       comms,
-      targets,
       containers,
       firstFreeContextId: StoreWriter.firstFreeContextId(this.writer!.db),
+      firstFreeTargetId: StoreWriter.firstFreeTargetId(this.writer!.db),
     };
   }
 

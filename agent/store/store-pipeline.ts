@@ -176,7 +176,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
             new NameDictionary(message.services),
             new NameDictionary(message.comms),
             new ContextDictionary([], message.firstFreeContextId),
-            new TargetDictionary(message.targets),
+            new TargetDictionary(message.firstFreeTargetId),
             new NameDictionary(message.containers),
             log,
           ),
@@ -239,7 +239,7 @@ export class StorePipeline implements BatchSink, Dictionaries {
         slot: this.slot,
         count: this.current.count,
         baseTs: this.current.baseTs,
-        names: takeNewNames(this),
+        names: takeNewNames(this, this.current.baseTs),
         forgottenEpoch: this.forgottenEpoch,
       });
       this.slot = (this.slot + 1) % SLOTS;

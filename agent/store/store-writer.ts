@@ -7,6 +7,7 @@ import {
   corruptStoreError,
   isCorruption,
   newStorePageBytes,
+  NEXT_TARGET_ID_META,
   openWriteStore,
   type StoreInfo,
 } from '../../core/store/schema';
@@ -154,6 +155,10 @@ export class StoreWriter {
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContexts: ContextInsert;
   private readonly insertTarget: Database.Statement<TargetEntry>;
+  private readonly setNextTargetId: Database.Statement<[string]>;
+  /* the first target id no row ever had (meta NEXT_TARGET_ID_META), as committed, and as the transaction being committed leaves it */
+  private nextTargetId: number;
+  private committedTargetId = 0;
   private readonly insertContainer: Database.Statement<NameEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
   private readonly commitBatch: (batch: EventBatch, names: NewNames, start: number, end: number) => number;
@@ -174,12 +179,22 @@ export class StoreWriter {
     );
     this.comms = new NameDictionary(db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[]);
     this.contexts = new ContextDictionary([], StoreWriter.firstFreeContextId(db));
-    this.targets = new TargetDictionary(
-      db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
-    );
+    this.targets = new TargetDictionary(StoreWriter.firstFreeTargetId(db));
     this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
-    this.insertTarget = db.prepare('INSERT INTO targets (id, kind, value) VALUES (?, ?, ?)');
+    // a target the batch used: new, stamped anew, or back after retention removed it with its last events
+    this.insertTarget = db.prepare(
+      `INSERT INTO targets (id, kind, value, last_background_ns, last_context_ns) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET
+         last_background_ns = max(coalesce(last_background_ns, excluded.last_background_ns),
+                                  coalesce(excluded.last_background_ns, last_background_ns)),
+         last_context_ns = max(coalesce(last_context_ns, excluded.last_context_ns),
+                               coalesce(excluded.last_context_ns, last_context_ns))`,
+    );
+    this.nextTargetId = StoreWriter.firstFreeTargetId(db);
+    this.setNextTargetId = db.prepare(
+      `INSERT OR REPLACE INTO meta (key, value) VALUES ('${NEXT_TARGET_ID_META}', ?)`,
+    );
     this.containers = new NameDictionary(db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[]);
     this.insertContainer = db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');
     const checkpoint =
@@ -209,7 +224,13 @@ export class StoreWriter {
       for (const entry of names.services) this.insertService.run(...entry);
       for (const entry of names.comms) this.insertComm.run(...entry);
       this.insertContexts.run(names.contexts);
-      for (const entry of names.targets) this.insertTarget.run(...entry);
+      let next = this.nextTargetId;
+      for (const entry of names.targets) {
+        this.insertTarget.run(...entry);
+        next = Math.max(next, entry[0] + 1);
+      }
+      if (next > this.nextTargetId) this.setNextTargetId.run(String(next));
+      this.committedTargetId = next;
       for (const entry of names.containers) this.insertContainer.run(...entry);
       const seq = this.insertEvents.run(batch, this.nextSeq, start, end);
       this.setNextSeq.run(String(seq));
@@ -241,6 +262,18 @@ export class StoreWriter {
     }
   }
 
+  /**
+   * Targets are not loaded (a host may write a new file a request): new ones start above every id
+   * a row ever had, kept in meta, since retention removes targets (the highest too) and a reader's
+   * cache of names by id must never see one id name two targets.
+   */
+  static firstFreeTargetId(db: Database.Database): number {
+    const row = db.prepare(`SELECT value FROM meta WHERE key = '${NEXT_TARGET_ID_META}'`).pluck().get() as
+      string | undefined;
+    const max = db.prepare('SELECT max(id) FROM targets').pluck().get() as number | null;
+    return Math.max(Number(row ?? 1), (max ?? 0) + 1);
+  }
+
   /** Contexts are not loaded (there is one per transaction ever seen): new ones start above the last. */
   static firstFreeContextId(db: Database.Database): number {
     return ((db.prepare('SELECT max(id) FROM contexts').pluck().get() as number | null) ?? 0) + 1;
@@ -268,7 +301,8 @@ export class StoreWriter {
         .prepare('SELECT id, transaction_id, trace_id, parent_span_id, trace_flags FROM contexts')
         .raw()
         .all() as ContextEntry[],
-      targets: this.db.prepare('SELECT id, kind, value FROM targets').raw().all() as TargetEntry[],
+      // each batch brings the targets it used
+      targets: [],
       containers: this.db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[],
     };
   }
@@ -319,10 +353,12 @@ export class StoreWriter {
   /**
    * Commits the batch and the dictionary entries new since the last one in
    * one transaction. A writer in another thread passes the entries its
-   * decoder's dictionaries assigned.
+   * decoder's dictionaries assigned. The targets the batch used go with each of its transactions:
+   * a prune between two may remove one that the later rows refer to.
    */
-  writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this)): void {
+  writeBatch(batch: EventBatch, names: NewNames = takeNewNames(this, batch.baseTs)): void {
     let all = joinNames(this.unsavedNames, names);
+    const used = all.targets;
     if (batch.count === 0 && countNewNames(all) === 0) return;
     let start = 0;
     do {
@@ -336,7 +372,9 @@ export class StoreWriter {
         this.unsavedNames = all;
         throw err;
       }
-      all = this.unsavedNames = NO_NAMES;
+      this.nextTargetId = this.committedTargetId;
+      this.unsavedNames = NO_NAMES;
+      all = { ...NO_NAMES, targets: used };
       this.rowsWritten += end - start;
       this.afterCommit();
       // under a small cap one batch outgrows the room left: prune between its transactions

@@ -1,5 +1,5 @@
 /** Messages between the agent's decoder (main thread) and the store's writer thread. */
-import type { NewNames, ContextEntry, NameEntry, TargetEntry } from '../ingest/dictionary';
+import type { NewNames, ContextEntry, NameEntry } from '../ingest/dictionary';
 import type { RunStart } from './store-writer';
 import type { StoreInfo } from '../../core/store/schema';
 import type { RetentionOptions } from './retention';
@@ -58,7 +58,7 @@ export type FromWriter =
       services: NameEntry[];
       comms: NameEntry[];
       firstFreeContextId: number;
-      targets: TargetEntry[];
+      firstFreeTargetId: number;
       containers: NameEntry[];
     }
   /** retention removed these contexts with their last events: forget them, acknowledge the epoch */

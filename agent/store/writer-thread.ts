@@ -110,7 +110,7 @@ try {
     services: names.services,
     comms: names.comms,
     firstFreeContextId: names.firstFreeContextId,
-    targets: names.targets,
+    firstFreeTargetId: names.firstFreeTargetId,
     containers: names.containers,
   });
   serve(keeper);

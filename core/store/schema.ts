@@ -21,7 +21,7 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;
 
 /** Stores from this version on index contexts' ids by generation (CONTEXT_GENERATION_BITS). */
 export const CONTEXT_GENERATIONS_SCHEMA_VERSION = 10;
@@ -31,6 +31,16 @@ export const CONTEXT_GENERATIONS_SCHEMA_VERSION = 10;
  * each generation, not by their text.
  */
 export const CONTEXT_KEYS_SCHEMA_VERSION = 11;
+
+/**
+ * Stores from this version on remove a target with its last events: each row keeps the latest ts of
+ * an event without a context and of one with a context that used it, and the agent starts new ids
+ * at meta NEXT_TARGET_ID_META; a (value, kind) may have several rows.
+ */
+export const TARGET_LIFETIME_SCHEMA_VERSION = 12;
+
+/** The meta row holding the first target id no row of the store ever had. */
+export const NEXT_TARGET_ID_META = 'next_target_id';
 
 /** The SQL function migrations call to key the contexts already stored (never in the schema itself). */
 const CONTEXT_KEY_FUNCTION = 'kreplay_context_key';
@@ -235,6 +245,23 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX contexts_by_transaction ON contexts (id >> ${CONTEXT_GENERATION_BITS}, transaction_key)
     WHERE transaction_id IS NOT NULL;
   CREATE INDEX contexts_by_trace ON contexts (id >> ${CONTEXT_GENERATION_BITS}, trace_key) WHERE trace_id IS NOT NULL;
+  `,
+  // v12: targets live as long as their events (agent/store/retention.ts), so the agent need not
+  // remember every file a host ever wrote: the latest ts of each tier's events that used a target
+  // (NULL: none left), and several rows per (value, kind). The rows already stored are stamped from
+  // their events in one pass over them; those no event uses any more go.
+  `
+  DROP INDEX targets_by_value;
+  CREATE INDEX targets_by_value ON targets (value, kind);
+  ALTER TABLE targets ADD COLUMN last_background_ns INTEGER;
+  ALTER TABLE targets ADD COLUMN last_context_ns INTEGER;
+  UPDATE targets SET last_background_ns = used.background, last_context_ns = used.context
+    FROM (SELECT target,
+            max(CASE WHEN ctx IS NULL THEN ts END) AS background,
+            max(CASE WHEN ctx IS NOT NULL THEN ts END) AS context
+          FROM events WHERE target IS NOT NULL GROUP BY target) AS used
+    WHERE used.target = targets.id;
+  DELETE FROM targets WHERE last_background_ns IS NULL AND last_context_ns IS NULL;
   `,
 ];
 

@@ -53,7 +53,12 @@ export function writeEvents(writer: StoreWriter, events: TestEvent[]): void {
     if (e.type === 'block_io') {
       batch.pushBlockIo({ ...common, dev: 8 * 0x100000, sector: 2048, op: 1, error: 0 });
     } else {
-      const target = e.target && writer.targets.id(targetKindCode(e.target[0]), e.target[1]);
+      const target =
+        e.target &&
+        writer.targets.id(targetKindCode(e.target[0]), e.target[1], {
+          tsOffset: common.tsOffset,
+          context: common.ctx !== 0,
+        });
       batch.pushSysWrite({
         ...common,
         type: EVENT_TYPE_CODE[e.type ?? 'sys_write'] as SyscallRecordType,

@@ -300,9 +300,11 @@ describe('RecordDecoder', () => {
     );
     expect([...batch.target.subarray(0, batch.count)]).toEqual([1, 2, 1, 0, 0]);
     expect([decoder.targetRecords, decoder.unknownTargets]).toEqual([3, 1]);
-    expect(writer.targets.entries()).toEqual([
-      [1, file, '/var/log/a.log'],
-      [2, targetKindCode('char'), '/dev/null'],
+    // the batch used both, by events without a context, all stamped at its base
+    const ts = batch.baseTs;
+    expect(writer.targets.takeUsed(ts)).toEqual([
+      [1, file, '/var/log/a.log', ts, null],
+      [2, targetKindCode('char'), '/dev/null', ts, null],
     ]);
     writer.close();
   });

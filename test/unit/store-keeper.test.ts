@@ -39,7 +39,7 @@ function open(onCorrupt: OnCorrupt = 'refuse') {
     services: new NameDictionary(names.services),
     comms: new NameDictionary(names.comms),
     contexts: new ContextDictionary([], names.firstFreeContextId),
-    targets: new TargetDictionary(names.targets),
+    targets: new TargetDictionary(names.firstFreeTargetId),
     containers: new NameDictionary(names.containers),
   };
   return { keeper, notices, dictionaries };
@@ -64,7 +64,7 @@ function writeEvents(keeper: StoreKeeper, d: Dictionaries, services: string[]): 
       syscall: 1,
     }),
   );
-  keeper.writeBatch(batch, takeNewNames(d));
+  keeper.writeBatch(batch, takeNewNames(d, batch.baseTs));
 }
 
 function read(path: string) {
