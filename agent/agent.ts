@@ -357,7 +357,7 @@ export class Agent implements AgentReadings {
       untracedRequestHeads: this.contexts.untracedRequestHeads,
       pipelinedRequestHeads: this.contexts.pipelinedRequestHeads,
       unknownContexts: this.contexts.unknownIds,
-      unknownTargets: this.decoder.unknownTargets,
+      unknownTargets: this.decoder.unknownTargets + this.store.lostTargets,
       unreadableContainerStates: this.services.containers.unreadableStates,
       unresolvedContainerPaths: this.decoder.unresolvedContainerPaths,
       containersPastBound: this.decoder.containersPastBound,

@@ -21,7 +21,8 @@ export type ContextEntry = [
 export type TargetEntry = [
   id: number,
   kind: number,
-  value: string,
+  /* null: the decoder forgot it, the store row may be gone (agent/store/store-writer.ts) */
+  value: string | null,
   lastBackgroundNs: bigint | null,
   lastContextNs: bigint | null,
 ];
@@ -310,9 +311,9 @@ export class ContextDictionary {
 export const MAX_REMEMBERED_TARGETS = 131072;
 
 /**
- * A remembered target. The decoder keeps one for each id the kernel may still send (2^18 and more),
- * so it holds no numbers of its own: a double field is a separate heap object under V8's
- * pointer compression. What a batch used it for is in the dictionary's arrays, at `slot`.
+ * A remembered target (value null: one the dictionary forgot, used again by a write the kernel
+ * still names by its id). It holds no numbers of its own (a double field is a separate heap object
+ * under V8's pointer compression): what a batch used it for is in the dictionary's arrays, at `slot`.
  */
 export class TargetUse {
   /* the batch being filled when it was last used, and its slot in that batch's stamps */
@@ -321,7 +322,7 @@ export class TargetUse {
   constructor(
     readonly id: number,
     readonly kind: number,
-    readonly value: string,
+    readonly value: string | null,
   ) {}
 }
 
@@ -331,12 +332,21 @@ export class TargetUse {
  * date), so memory holds only the recently used ones: a pair seen again after it was forgotten
  * gets a fresh id and row (the store allows several rows per pair; readers look targets up by
  * value). Each batch says which targets its events used, with the latest time of each tier, and
- * the writer stores them (again) with it: retention removes a target with its tiers' last events.
+ * the writer stores them (again) with it: retention removes a target with its tiers' last events,
+ * and a batch brings back one it removed. The decoder keeps only ids for the kernel's (2^19 of
+ * them): a write through one this dictionary forgot is stamped by id alone.
  */
 export class TargetDictionary {
-  /* two generations: a target used again moves to the young one; when it holds half the capacity, the old one goes */
+  /*
+   * Two generations, by value and by id: a target met again by its value moves to the young one;
+   * when that holds half the capacity, the old one goes.
+   */
   private young = new Map<string, TargetUse>();
   private old = new Map<string, TargetUse>();
+  private youngIds = new Map<number, TargetUse>();
+  private oldIds = new Map<number, TargetUse>();
+  /* the targets the batch being filled used, by id: one forgotten since is still known by its value */
+  private usedIds = new Map<number, TargetUse>();
   private nextId: number;
   private batch = 0;
   private used: TargetUse[] = [];
@@ -359,9 +369,12 @@ export class TargetDictionary {
     entry = this.old.get(key) ?? new TargetUse(this.nextId++, kind, value);
     if (this.young.size >= this.capacity / 2) {
       this.old = this.young;
+      this.oldIds = this.youngIds;
       this.young = new Map();
+      this.youngIds = new Map();
     }
     this.young.set(key, entry);
+    this.youngIds.set(entry.id, entry);
     return entry;
   }
 
@@ -374,6 +387,13 @@ export class TargetDictionary {
     const entry = this.entry(kind, value);
     this.use(entry, at?.tsOffset ?? -Infinity, at?.context ?? false);
     return entry.id;
+  }
+
+  /** An event of the batch being filled, at `tsOffset` into it, used the target with this id. */
+  useId(id: number, tsOffset: number, context: boolean): void {
+    const entry =
+      this.youngIds.get(id) ?? this.oldIds.get(id) ?? this.usedIds.get(id) ?? new TargetUse(id, 0, null);
+    this.use(entry, tsOffset, context);
   }
 
   /** An event of the batch being filled, at `tsOffset` into it, used the target. */
@@ -399,6 +419,7 @@ export class TargetDictionary {
     this.background[slot] = -Infinity;
     this.context[slot] = -Infinity;
     this.used.push(entry);
+    this.usedIds.set(entry.id, entry);
   }
 
   /** A new batch is being filled: uses not taken belong to one that was dropped. */
@@ -417,6 +438,7 @@ export class TargetDictionary {
       stamp(this.context[slot]!),
     ]);
     this.used = [];
+    this.usedIds.clear();
     this.batch++;
     return taken;
   }

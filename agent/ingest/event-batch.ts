@@ -122,6 +122,17 @@ export class EventBatch {
     this.response[i] = f.response ?? f.request ?? 0;
   }
 
+  /** Rows from `from` on that name target `id` name none now (its store row is gone); returns how many. */
+  forgetTarget(id: number, from: number): number {
+    let n = 0;
+    for (let i = from; i < this.count; i++)
+      if (this.target[i] === id) {
+        this.target[i] = 0;
+        n++;
+      }
+    return n;
+  }
+
   pushBlockIo(f: BlockIoFields): void {
     const i = this.pushCommon(RecordType.BlockIo, f);
     this.handle[i] = f.dev;

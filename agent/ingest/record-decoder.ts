@@ -36,7 +36,7 @@ import { nativeAddon, type NativeRequestKeys } from '../../core/native/addon';
 import type { ContextResolver } from '../attribution/context-resolver';
 import { MAX_CONTAINER_ID, serviceColumn } from './batch-columns';
 import type { ServiceResolver } from '../attribution/service-resolver';
-import { TargetUse, type Dictionaries } from './dictionary';
+import type { Dictionaries } from './dictionary';
 import type { EventBatch } from './event-batch';
 
 export class CorruptRecordError extends KreplayError {
@@ -114,8 +114,8 @@ export class RecordDecoder {
   private readonly cachedStoreContexts = new Float64Array(CACHED_CONTEXTS);
   /* marks the store ids resolutions hold as this decoder's, until the store removes contexts */
   private storeToken = {};
-  /** kernel target id -> store target, from the target records (always ahead of their events) */
-  private readonly storeTargetIds = new Map<number, TargetUse | PendingTarget>();
+  /** kernel target id -> store target id, from the target records (always ahead of their events) */
+  private readonly storeTargetIds = new Map<number, number | PendingTarget>();
   /** every kernel target id below this was forgotten */
   private targetsKeptFrom = 0;
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
@@ -236,23 +236,25 @@ export class RecordDecoder {
    */
   private storeTargetId(kernelId: number, writer: ThreadIds, tsOffset: number, context: boolean): number {
     if (kernelId === 0) return 0;
-    let known = this.storeTargetIds.get(kernelId);
+    const known = this.storeTargetIds.get(kernelId);
+    if (typeof known === 'number') {
+      this.dictionaries.targets.useId(known, tsOffset, context);
+      return known;
+    }
     if (known === undefined) {
       this.unknownTargets++;
       return 0;
     }
-    if (!(known instanceof TargetUse)) {
-      let text = known.text;
-      if (writer.inContainer && known.kind === FILE_KIND && text.startsWith('/')) {
-        const host = hostPathOf(writer.pid, text);
-        if (host === null) this.unresolvedContainerPaths++;
-        else text = host;
-      }
-      known = this.dictionaries.targets.entry(known.kind, text);
-      this.storeTargetIds.set(kernelId, known);
+    let text = known.text;
+    if (writer.inContainer && known.kind === FILE_KIND && text.startsWith('/')) {
+      const host = hostPathOf(writer.pid, text);
+      if (host === null) this.unresolvedContainerPaths++;
+      else text = host;
     }
-    this.dictionaries.targets.use(known, tsOffset, context);
-    return known.id;
+    const entry = this.dictionaries.targets.entry(known.kind, text);
+    this.dictionaries.targets.use(entry, tsOffset, context);
+    this.storeTargetIds.set(kernelId, entry.id);
+    return entry.id;
   }
 
   private appendEvent(

@@ -79,6 +79,8 @@ export class StoreKeeper {
   pruned = 0;
   /** of those, events the cap removed before they were shipped */
   unshippedPruned = 0;
+  /** events stored without their target (StoreWriter.lostTargets) */
+  lostTargets = 0;
 
   private constructor(
     private readonly options: StoreKeeperOptions,
@@ -162,16 +164,19 @@ export class StoreKeeper {
       return;
     }
     const before = writer.rowsWritten;
+    const lostBefore = writer.lostTargets;
     try {
       this.recordRun();
       writer.writeBatch(batch, names);
     } catch (err) {
+      this.lostTargets += writer.lostTargets - lostBefore;
       // a batch is committed in parts under a small cap: what was committed stays stored
       this.rowsWritten += writer.rowsWritten - before;
       this.failed(err, batch.count - (writer.rowsWritten - before));
       return;
     }
     this.rowsWritten += batch.count;
+    this.lostTargets += writer.lostTargets - lostBefore;
     this.stored();
     if (writer.checkpointFailure && writer.checkpointFailure !== this.reportedCheckpointFailure) {
       this.reportedCheckpointFailure = writer.checkpointFailure;

@@ -212,6 +212,11 @@ export class StorePipeline implements BatchSink, Dictionaries {
     return this.counter(StoreCounter.unshippedPruned);
   }
 
+  /** Events stored without their target: the decoder had forgotten it and retention had removed its row. */
+  get lostTargets(): number {
+    return this.counter(StoreCounter.lostTargets);
+  }
+
   /** Fresh stores opened because the file was deleted, replaced or damaged. */
   get replacements(): number {
     return this.counter(StoreCounter.replacements);

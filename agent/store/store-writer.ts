@@ -156,6 +156,12 @@ export class StoreWriter {
   private readonly insertContexts: ContextInsert;
   private readonly insertTarget: Database.Statement<TargetEntry>;
   private readonly setNextTargetId: Database.Statement<[string]>;
+  /* a target the decoder forgot, used again by a write the kernel still names it in: its stamps by id */
+  private readonly stampTarget: Database.Statement<
+    [{ id: number; background: bigint | null; context: bigint | null }]
+  >;
+  /** events stored without their target: the decoder had forgotten it and retention had removed its row */
+  lostTargets = 0;
   /* the first target id no row ever had (meta NEXT_TARGET_ID_META), as committed, and as the transaction being committed leaves it */
   private nextTargetId: number;
   private committedTargetId = 0;
@@ -190,6 +196,12 @@ export class StoreWriter {
                                   coalesce(excluded.last_background_ns, last_background_ns)),
          last_context_ns = max(coalesce(last_context_ns, excluded.last_context_ns),
                                coalesce(excluded.last_context_ns, last_context_ns))`,
+    );
+    this.stampTarget = db.prepare(
+      `UPDATE targets SET
+         last_background_ns = max(coalesce(last_background_ns, @background), coalesce(@background, last_background_ns)),
+         last_context_ns = max(coalesce(last_context_ns, @context), coalesce(@context, last_context_ns))
+       WHERE id = @id`,
     );
     this.nextTargetId = StoreWriter.firstFreeTargetId(db);
     this.setNextTargetId = db.prepare(
@@ -226,8 +238,11 @@ export class StoreWriter {
       this.insertContexts.run(names.contexts);
       let next = this.nextTargetId;
       for (const entry of names.targets) {
-        this.insertTarget.run(...entry);
-        next = Math.max(next, entry[0] + 1);
+        const [id, , value, background, context] = entry;
+        if (value !== null) this.insertTarget.run(...entry);
+        else if (this.stampTarget.run({ id, background, context }).changes === 0)
+          this.lostTargets += batch.forgetTarget(id, start);
+        next = Math.max(next, id + 1);
       }
       if (next > this.nextTargetId) this.setNextTargetId.run(String(next));
       this.committedTargetId = next;

@@ -29,8 +29,9 @@ export const StoreCounter = {
   replacements: 3,
   pruned: 4,
   unshippedPruned: 5,
+  lostTargets: 6,
 } as const;
-export const STORE_COUNTER_COUNT = 6;
+export const STORE_COUNTER_COUNT = 7;
 
 export const SLOT_FREE = 0;
 export const SLOT_BUSY = 1;

@@ -37,6 +37,7 @@ function publish(keeper: StoreKeeper): void {
   Atomics.store(counters, StoreCounter.replacements, BigInt(keeper.replacements));
   Atomics.store(counters, StoreCounter.pruned, BigInt(keeper.pruned));
   Atomics.store(counters, StoreCounter.unshippedPruned, BigInt(keeper.unshippedPruned));
+  Atomics.store(counters, StoreCounter.lostTargets, BigInt(keeper.lostTargets));
 }
 
 function prune(keeper: StoreKeeper, rows: number): void {

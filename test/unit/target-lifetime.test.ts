@@ -73,6 +73,26 @@ describe('TargetDictionary', () => {
     expect(first.value).toBe('/tmp/upload-0');
   });
 
+  it('stamps a target it forgot by id alone, and takes one met again by its value for a new target', () => {
+    const d = new TargetDictionary(1, 4);
+    const old = d.entry(FILE, '/tmp/a');
+    const hot = d.entry(FILE, '/tmp/b');
+    // the kernel names both by id; /tmp/b is met again by its value, so it moves to the young generation
+    d.useId(old.id, 0, false);
+    for (const name of ['/tmp/c', '/tmp/b', '/tmp/d', '/tmp/e']) d.entry(FILE, name);
+    d.useId(hot.id, 3, false);
+    d.useId(old.id, 5, true);
+    d.useId(old.id, 7, true);
+    expect(d.takeUsed(100n)).toEqual([
+      [old.id, FILE, '/tmp/a', 100n, 107n],
+      [hot.id, FILE, '/tmp/b', 103n, null],
+    ]);
+    // /tmp/a's generation went: the kernel's writes through its id are stamped without a value
+    d.useId(old.id, 1, false);
+    expect(d.takeUsed(200n)).toEqual([[old.id, 0, null, 201n, null]]);
+    expect(d.entry(FILE, '/tmp/a').id).not.toBe(old.id);
+  });
+
   it("stamps each target a batch used with its tiers' latest ts, and starts over for the next batch", () => {
     const d = new TargetDictionary();
     const log = d.entry(FILE, '/var/log/app.log');
@@ -184,6 +204,53 @@ describe("a target's rows in the store", () => {
     const { rows: targets, dangling } = readTargets(writer.path);
     expect(targets).toEqual([[1n, '/var/spool/old.log', NOW - 10n * HOUR + BigInt(rows), null]]);
     expect(dangling).toBe(0);
+  });
+
+  it('are stamped by id for a target the decoder forgot; gone, its events are stored without it, counted', () => {
+    const writer = openWriter('forgot');
+    writeEvents(writer, [write(NOW - 10n * HOUR, '/tmp/gone'), write(NOW - HOUR, '/var/log/kept')]);
+    writer.prune(1_000_000);
+    const batch = new EventBatch(4);
+    batch.clear(NOW);
+    const service = writer.services.id('s');
+    const comm = writer.comms.id('w');
+    for (const target of [1, 2, 1])
+      batch.pushSysWrite({
+        tsOffset: 0,
+        dur: 1,
+        service,
+        ctx: 0,
+        pid: 1,
+        tid: 1,
+        comm,
+        bytes: 1,
+        fd: 3,
+        ret: 1,
+        syscall: 1,
+        target,
+      });
+    writer.writeBatch(batch, {
+      services: [],
+      comms: [],
+      contexts: [],
+      targets: [
+        [1, FILE, null, NOW, null],
+        [2, FILE, null, NOW, null],
+      ],
+      containers: [],
+    });
+    writer.close();
+    expect(writer.lostTargets).toBe(2);
+    const { rows, dangling } = readTargets(writer.path);
+    expect(rows).toEqual([[2n, '/var/log/kept', NOW, null]]);
+    expect(dangling).toBe(0);
+    const db = new Database(writer.path, { readonly: true });
+    expect(db.prepare('SELECT target FROM events WHERE ts = ? ORDER BY seq').pluck().all(NOW)).toEqual([
+      null,
+      2,
+      null,
+    ]);
+    db.close();
   });
 
   it('never give a removed id to another target, after a restart too', () => {
