@@ -103,6 +103,9 @@ function corruptRecord(buf: Buffer, off: number, problem: RecordProblemCode): Co
 }
 
 const MAX_CACHED_THREADS = 262144;
+/* the kernel's target ids the decoder knows: twice the window it reuses one within (a power of two) */
+const KERNEL_TARGET_SLOTS = 2 * TARGET_ID_WINDOW;
+const KERNEL_TARGET_MASK = KERNEL_TARGET_SLOTS - 1;
 /* kernel context id -> store context id, direct-mapped: a kernel id takes the slot of the one CACHED_CONTEXTS below it */
 const CACHED_CONTEXTS = 2 ** 18;
 
@@ -114,10 +117,14 @@ export class RecordDecoder {
   private readonly cachedStoreContexts = new Float64Array(CACHED_CONTEXTS);
   /* marks the store ids resolutions hold as this decoder's, until the store removes contexts */
   private storeToken = {};
-  /** kernel target id -> store target id, from the target records (always ahead of their events) */
-  private readonly storeTargetIds = new Map<number, number | PendingTarget>();
-  /** every kernel target id below this was forgotten */
-  private targetsKeptFrom = 0;
+  /*
+   * kernel target id -> store target id, from the target records (always ahead of their events),
+   * direct-mapped: an id takes the slot of the one KERNEL_TARGET_SLOTS below it, which the kernel no
+   * longer hands to writes. Store id 0: defined, no write used it yet (its text in pendingTargets).
+   */
+  private readonly kernelTargets = new Float64Array(KERNEL_TARGET_SLOTS);
+  private readonly storeTargets = new Float64Array(KERNEL_TARGET_SLOTS);
+  private readonly pendingTargets = new Map<number, PendingTarget>();
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
   unresolvedContainerPaths = 0;
   /** processes whose container went unsaid: the store already holds MAX_CONTAINER_ID containers */
@@ -208,23 +215,14 @@ export class RecordDecoder {
     const record = readTargetRecord(buf, off);
     const kernelId = record.targetId;
     this.targetRecords++;
-    // came after a newer one forgot it (two CPUs' records cross in the ring): no write names it
-    if (kernelId < this.targetsKeptFrom) return;
-    this.storeTargetIds.set(kernelId, { kind: record.kind, text: targetText(record) });
-    if (this.storeTargetIds.size > 2 * TARGET_ID_WINDOW)
-      this.forgetTargetsBefore(kernelId - 2 * TARGET_ID_WINDOW);
-  }
-
-  /*
-   * The kernel no longer hands these ids to writes (see KR_TARGET_ID_WINDOW). Its ids come from one
-   * counter, which starts at 1 with the capture this decoder reads, so they are deleted one by one
-   * from where the last forget stopped: a walk of the Map from its front would step over every
-   * entry deleted before it (V8 keeps them until it rehashes), 0.1-0.5 ms a new target once 2^19
-   * were seen.
-   */
-  private forgetTargetsBefore(kernelId: number): void {
-    for (let id = this.targetsKeptFrom; id < kernelId; id++) this.storeTargetIds.delete(id);
-    this.targetsKeptFrom = Math.max(this.targetsKeptFrom, kernelId);
+    const slot = kernelId & KERNEL_TARGET_MASK;
+    const held = this.kernelTargets[slot]!;
+    // came after a newer one took its slot (two CPUs' records cross in the ring): no write names it
+    if (held > kernelId) return;
+    if (held !== kernelId && this.storeTargets[slot] === 0) this.pendingTargets.delete(held);
+    this.kernelTargets[slot] = kernelId;
+    this.storeTargets[slot] = 0;
+    this.pendingTargets.set(kernelId, { kind: record.kind, text: targetText(record) });
   }
 
   /**
@@ -236,15 +234,18 @@ export class RecordDecoder {
    */
   private storeTargetId(kernelId: number, writer: ThreadIds, tsOffset: number, context: boolean): number {
     if (kernelId === 0) return 0;
-    const known = this.storeTargetIds.get(kernelId);
-    if (typeof known === 'number') {
-      this.dictionaries.targets.useId(known, tsOffset, context);
-      return known;
-    }
-    if (known === undefined) {
+    const slot = kernelId & KERNEL_TARGET_MASK;
+    if (this.kernelTargets[slot] !== kernelId) {
       this.unknownTargets++;
       return 0;
     }
+    const id = this.storeTargets[slot]!;
+    if (id !== 0) {
+      this.dictionaries.targets.useId(id, tsOffset, context);
+      return id;
+    }
+    const known = this.pendingTargets.get(kernelId)!;
+    this.pendingTargets.delete(kernelId);
     let text = known.text;
     if (writer.inContainer && known.kind === FILE_KIND && text.startsWith('/')) {
       const host = hostPathOf(writer.pid, text);
@@ -253,7 +254,7 @@ export class RecordDecoder {
     }
     const entry = this.dictionaries.targets.entry(known.kind, text);
     this.dictionaries.targets.use(entry, tsOffset, context);
-    this.storeTargetIds.set(kernelId, entry.id);
+    this.storeTargets[slot] = entry.id;
     return entry.id;
   }
 

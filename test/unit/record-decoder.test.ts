@@ -325,7 +325,7 @@ describe('RecordDecoder', () => {
       return buf;
     };
     decoder.decode(define(1, newest - 100), sink);
-    // past twice the kernel's window each new target forgets the oldest: no Map walked for it
+    // past twice the kernel's window each new target takes the slot of the oldest: no Map walked for it
     const keys = jest.spyOn(Map.prototype, 'keys');
     const iterate = jest.spyOn(Map.prototype, Symbol.iterator);
     try {
@@ -338,8 +338,8 @@ describe('RecordDecoder', () => {
     }
     // a record that crossed a newer one in the ring, already out of the window: kept by no write
     decoder.decode(define(50, 51), sink);
-    decoder.decode(Buffer.concat([99, 100, newest, 50].map((targetId) => write({ targetId }))), sink);
-    // ids below newest - 2 * window are forgotten, the rest are known
+    decoder.decode(Buffer.concat([100, 101, newest, 50].map((targetId) => write({ targetId }))), sink);
+    // ids at or below newest - 2 * window are forgotten, the rest are known
     expect([...batch.target.subarray(0, batch.count)].map((id) => id > 0)).toEqual([
       false,
       true,
