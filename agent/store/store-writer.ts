@@ -7,6 +7,7 @@ import {
   corruptStoreError,
   isCorruption,
   newStorePageBytes,
+  NEXT_CONTEXT_ID_META,
   NEXT_TARGET_ID_META,
   openWriteStore,
   type StoreInfo,
@@ -29,6 +30,7 @@ import {
   type TargetEntry,
 } from '../ingest/dictionary';
 import { ContextInsert } from './context-insert';
+import { IdHighWater } from './id-high-water';
 import { EventInsert } from './event-insert';
 import {
   checkpointPolicyFor,
@@ -155,16 +157,15 @@ export class StoreWriter {
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContexts: ContextInsert;
   private readonly insertTarget: Database.Statement<TargetEntry>;
-  private readonly setNextTargetId: Database.Statement<[string]>;
+
   /* a target the decoder forgot, used again by a write the kernel still names it in: its stamps by id */
   private readonly stampTarget: Database.Statement<
     [{ id: number; background: bigint | null; context: bigint | null }]
   >;
   /** events stored without their target: the decoder had forgotten it and retention had removed its row */
   lostTargets = 0;
-  /* the first target id no row ever had (meta NEXT_TARGET_ID_META), as committed, and as the transaction being committed leaves it */
-  private nextTargetId: number;
-  private committedTargetId = 0;
+  private readonly targetIds: IdHighWater;
+  private readonly contextIds: IdHighWater;
   private readonly insertContainer: Database.Statement<NameEntry>;
   private readonly insertCounter: Database.Statement<[number, bigint, string, number]>;
   private readonly commitBatch: (batch: EventBatch, names: NewNames, start: number, end: number) => number;
@@ -203,10 +204,8 @@ export class StoreWriter {
          last_context_ns = max(coalesce(last_context_ns, @context), coalesce(@context, last_context_ns))
        WHERE id = @id`,
     );
-    this.nextTargetId = StoreWriter.firstFreeTargetId(db);
-    this.setNextTargetId = db.prepare(
-      `INSERT OR REPLACE INTO meta (key, value) VALUES ('${NEXT_TARGET_ID_META}', ?)`,
-    );
+    this.targetIds = new IdHighWater(db, 'targets', NEXT_TARGET_ID_META);
+    this.contextIds = new IdHighWater(db, 'contexts', NEXT_CONTEXT_ID_META);
     this.containers = new NameDictionary(db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[]);
     this.insertContainer = db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');
     const checkpoint =
@@ -236,16 +235,14 @@ export class StoreWriter {
       for (const entry of names.services) this.insertService.run(...entry);
       for (const entry of names.comms) this.insertComm.run(...entry);
       this.insertContexts.run(names.contexts);
-      let next = this.nextTargetId;
+      this.contextIds.wrote(names.contexts.map((entry) => entry[0]));
       for (const entry of names.targets) {
         const [id, , value, background, context] = entry;
         if (value !== null) this.insertTarget.run(...entry);
         else if (this.stampTarget.run({ id, background, context }).changes === 0)
           this.lostTargets += batch.forgetTarget(id, start);
-        next = Math.max(next, id + 1);
       }
-      if (next > this.nextTargetId) this.setNextTargetId.run(String(next));
-      this.committedTargetId = next;
+      this.targetIds.wrote(names.targets.map((entry) => entry[0]));
       for (const entry of names.containers) this.insertContainer.run(...entry);
       const seq = this.insertEvents.run(batch, this.nextSeq, start, end);
       this.setNextSeq.run(String(seq));
@@ -277,21 +274,14 @@ export class StoreWriter {
     }
   }
 
-  /**
-   * Targets are not loaded (a host may write a new file a request): new ones start above every id
-   * a row ever had, kept in meta, since retention removes targets (the highest too) and a reader's
-   * cache of names by id must never see one id name two targets.
-   */
+  /** Targets are not loaded (a host may write a new file a request): new ones start above every id a row ever had. */
   static firstFreeTargetId(db: Database.Database): number {
-    const row = db.prepare(`SELECT value FROM meta WHERE key = '${NEXT_TARGET_ID_META}'`).pluck().get() as
-      string | undefined;
-    const max = db.prepare('SELECT max(id) FROM targets').pluck().get() as number | null;
-    return Math.max(Number(row ?? 1), (max ?? 0) + 1);
+    return IdHighWater.firstFree(db, 'targets', NEXT_TARGET_ID_META);
   }
 
-  /** Contexts are not loaded (there is one per transaction ever seen): new ones start above the last. */
+  /** Contexts are not loaded (there is one per transaction ever seen): new ones start above every id a row ever had. */
   static firstFreeContextId(db: Database.Database): number {
-    return ((db.prepare('SELECT max(id) FROM contexts').pluck().get() as number | null) ?? 0) + 1;
+    return IdHighWater.firstFree(db, 'contexts', NEXT_CONTEXT_ID_META);
   }
 
   /** Whether `path` still names the file this writer has open (an operator may rm or replace it). */
@@ -387,7 +377,8 @@ export class StoreWriter {
         this.unsavedNames = all;
         throw err;
       }
-      this.nextTargetId = this.committedTargetId;
+      this.targetIds.committed();
+      this.contextIds.committed();
       this.unsavedNames = NO_NAMES;
       all = { ...NO_NAMES, targets: used };
       this.rowsWritten += end - start;

@@ -39,8 +39,9 @@ export const CONTEXT_KEYS_SCHEMA_VERSION = 11;
  */
 export const TARGET_LIFETIME_SCHEMA_VERSION = 12;
 
-/** The meta row holding the first target id no row of the store ever had. */
+/** The meta rows holding the first target id, and context id, no row of the store ever had. */
 export const NEXT_TARGET_ID_META = 'next_target_id';
+export const NEXT_CONTEXT_ID_META = 'next_context_id';
 
 /** The SQL function migrations call to key the contexts already stored (never in the schema itself). */
 const CONTEXT_KEY_FUNCTION = 'kreplay_context_key';

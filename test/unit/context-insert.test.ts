@@ -71,8 +71,8 @@ describe('ContextInsert (kreplay_contexts)', () => {
         targets: [],
         containers: [],
       });
-      // BEGIN, the contexts', the next seq's, COMMIT (a statement a context: 2,003)
-      expect(run).toHaveBeenCalledTimes(4);
+      // BEGIN, the contexts', the next context id's, the next seq's, COMMIT (a statement a context: 2,004)
+      expect(run).toHaveBeenCalledTimes(5);
     } finally {
       run.mockRestore();
     }

@@ -225,6 +225,28 @@ describe('retention', () => {
     expect(unshipped).toBe(removed);
   });
 
+  it('never gives a removed context id to another context, after a restart too', () => {
+    const open = () =>
+      StoreWriter.open(dir.path, 'ids', {
+        retention: {
+          retainNs: Number(6n * HOUR),
+          retainContextNs: Number(8n * HOUR),
+          maxStore: { bytes: 0 },
+        },
+        now: () => NOW,
+      });
+    const writer = open();
+    // four transactions 10 h back: retention removes them, contexts and all
+    writer.writeBatch(batchOf(writer, NOW - 10n * HOUR, 4, 1, 1));
+    writer.prune(1_000_000);
+    writer.close();
+    expect(readBack(writer.path).contexts).toBe(0);
+    // a daemon that named ids 1-4 by those transactions must never see them name another
+    const again = open();
+    expect(again.contexts.id('after-restart', null)).toBe(5);
+    again.close();
+  });
+
   it('gives a context back to a batch that still refers to it after retention removed it', () => {
     const writer = StoreWriter.open(dir.path, 'n', {
       retention: { retainNs: Number(HOUR), retainContextNs: Number(HOUR), maxStore: { bytes: 0 } },
