@@ -68,3 +68,42 @@ describe('GET /api/events after retention', () => {
     expect(body.retained_from_ns).toBeUndefined();
   });
 });
+
+describe('GET /api/events after retention removed every context and the agent restarted', () => {
+  it("names a new transaction's events by it, never by the removed one whose id a running daemon read", async () => {
+    const open = () =>
+      StoreWriter.open(dir.path, 'beta', {
+        retention: {
+          retainNs: Number(6n * HOUR),
+          retainContextNs: Number(8n * HOUR),
+          maxStore: { bytes: 0 },
+        },
+        now: () => NOW,
+      });
+    let writer = open();
+    writeEvents(writer, [{ ts: at(10), service: 'tx', txn: 'before' }]);
+    writer.close();
+    const server = await startEventsServer(dir.path);
+    try {
+      const read = async (from: bigint) => {
+        const reply = await get(`${server.url}/api/events?node=beta&from=${formatTimeNs(from)}`);
+        expect(reply.status).toBe(200);
+        return (JSON.parse(reply.text) as { events: { transaction_id: string | null }[] }).events.map(
+          (e) => e.transaction_id,
+        );
+      };
+      // the daemon reads (and keeps) the context's id
+      expect(await read(at(11))).toEqual(['before']);
+      // retention removes the transaction, its context with it; a restarted agent stores a new one
+      writer = open();
+      writer.prune(1000);
+      writer.close();
+      writer = open();
+      writeEvents(writer, [{ ts: at(1), service: 'tx', txn: 'after' }]);
+      writer.close();
+      expect(await read(at(11))).toEqual(['after']);
+    } finally {
+      await server.close();
+    }
+  });
+});

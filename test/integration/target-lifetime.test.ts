@@ -5,22 +5,24 @@
  * targets too, and no stored event names a target the store does not hold.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgent, type AgentProcess } from '../support/agent-process';
 import { createCgroup, runInCgroup, type TestCgroup } from '../support/cgroup';
-import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 
-const dir = useTempDir('kreplay-target-lifetime-');
 const FILES = 2000;
 
+// its own directory, removed once the agent stopped writing into it
+const dir = { path: mkdtempSync(join(tmpdir(), 'kreplay-target-lifetime-')) };
 let cgroup: TestCgroup;
 let agent: AgentProcess;
 
 afterAll(async () => {
   await agent?.stop();
   cgroup?.remove();
+  rmSync(dir.path, { recursive: true, force: true });
 });
 
 function query<T>(store: string, sql: string, ...params: unknown[]): T {
