@@ -12,8 +12,17 @@ import { ProblemError } from '../http/problem';
 import type { IncidentEntry, IncidentListing } from './incident-library';
 import type { IncidentAnswer, IncidentRequest, IncidentResult, WireIncidentError } from './incident-protocol';
 
-/** since: performance.now() (a wall clock step would make a waiting request look stuck, or a stuck one not) */
-type Pending = { resolve: (answer: IncidentResult) => void; reject: (err: Error) => void; since: number };
+/**
+ * since: performance.now() (a wall clock step would make a waiting request look stuck, or a stuck
+ * one not); refused: its deadline passed (the timer's millisecond clock may fire it before `since`
+ * is a whole deadline old: a refused request is stuck all the same)
+ */
+type Pending = {
+  resolve: (answer: IncidentResult) => void;
+  reject: (err: Error) => void;
+  since: number;
+  refused: boolean;
+};
 
 /**
  * A request the library has not answered in this long is refused (503) and the library reported
@@ -64,7 +73,9 @@ export class IncidentThread {
     if (this.stopped) return Promise.reject(this.stopped);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        if (!this.pending.has(request.id)) return;
+        const waiting = this.pending.get(request.id);
+        if (!waiting) return;
+        waiting.refused = true;
         reject(
           new ProblemError(
             'store-unavailable',
@@ -84,6 +95,7 @@ export class IncidentThread {
           reject(err);
         },
         since: performance.now(),
+        refused: false,
       });
       this.worker.postMessage(request, transfer);
     });
@@ -92,8 +104,12 @@ export class IncidentThread {
   /** Seconds the oldest unanswered request has waited, once past the deadline; null while the library answers. */
   stuckForS(now = performance.now()): number | null {
     let oldest = now;
-    for (const waiting of this.pending.values()) oldest = Math.min(oldest, waiting.since);
-    return now - oldest >= this.deadlineMs ? (now - oldest) / 1000 : null;
+    let refused = false;
+    for (const waiting of this.pending.values()) {
+      oldest = Math.min(oldest, waiting.since);
+      refused ||= waiting.refused;
+    }
+    return refused || now - oldest >= this.deadlineMs ? (now - oldest) / 1000 : null;
   }
 
   /** Looks at the files again (after any look already asked for); what is then served and skipped. */
