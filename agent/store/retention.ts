@@ -157,8 +157,8 @@ interface TargetRange {
   before: bigint;
 }
 interface TargetCleanup {
-  remove: Database.Statement<[TargetRange]>;
-  release: Database.Statement<[TargetRange]>;
+  release: Database.Statement<[TargetRange], [number, number]>;
+  remove: Database.Statement<[number]>;
 }
 
 /** Context tier deletes say which contexts they touched, to remove those left without events. */
@@ -241,17 +241,18 @@ export class Pruner {
         .raw(),
       removeContext: db.prepare('DELETE FROM contexts WHERE id = ?'),
     };
-    const targetStatements = (tier: Tier, other: Tier): TargetCleanup => {
-      const used = `id IN (SELECT target FROM events WHERE ${TIER_WHERE[tier]} AND ts >= @from AND ts <= @to AND ts < @before)`;
-      return {
-        remove: db.prepare(
-          `DELETE FROM targets WHERE ${used} AND ${TARGET_LAST[tier]} <= @to AND ${TARGET_LAST[other]} IS NULL`,
-        ),
-        release: db.prepare(
-          `UPDATE targets SET ${TARGET_LAST[tier]} = NULL WHERE ${used} AND ${TARGET_LAST[tier]} <= @to`,
-        ),
-      };
-    };
+    const targetStatements = (tier: Tier, other: Tier): TargetCleanup => ({
+      // one pass over the range's rows: the targets whose tier it empties, and whether the other holds them
+      release: db
+        .prepare<[TargetRange], [number, number]>(
+          `UPDATE targets SET ${TARGET_LAST[tier]} = NULL
+           WHERE id IN (SELECT target FROM events WHERE ${TIER_WHERE[tier]} AND ts >= @from AND ts <= @to AND ts < @before)
+             AND ${TARGET_LAST[tier]} <= @to
+           RETURNING id, ${TARGET_LAST[other]} IS NULL`,
+        )
+        .raw(),
+      remove: db.prepare('DELETE FROM targets WHERE id = ?'),
+    });
     this.targetCleanup = {
       background: targetStatements('background', 'context'),
       context: targetStatements('context', 'background'),
@@ -375,8 +376,8 @@ export class Pruner {
     const removed = this.db.transaction(() => {
       if (unshippedSeq !== undefined) unshipped = s.countFromSeq.get(from, to, before, unshippedSeq) ?? 0;
       const targets = this.targetCleanup[tier];
-      targets.remove.run({ from, to, before });
-      targets.release.run({ from, to, before });
+      for (const [id, unused] of targets.release.all({ from, to, before }))
+        if (unused) targets.remove.run(id);
       let n: number;
       if (tier === 'background') n = s.remove.run(from, to, before).changes;
       else {
