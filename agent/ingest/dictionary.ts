@@ -424,7 +424,7 @@ export class TargetDictionary {
 
   /** A new batch is being filled: uses not taken belong to one that was dropped. */
   batchStarted(): void {
-    if (this.used.length > 0) this.takeUsed(0n);
+    if (this.used.length > 0) this.nextBatch();
   }
 
   /** The targets the batch based at `baseTs` used, each with its tiers' latest ts (null: none). */
@@ -437,10 +437,14 @@ export class TargetDictionary {
       stamp(this.background[slot]!),
       stamp(this.context[slot]!),
     ]);
+    this.nextBatch();
+    return taken;
+  }
+
+  private nextBatch(): void {
     this.used = [];
     this.usedIds.clear();
     this.batch++;
-    return taken;
   }
 
   get size(): number {

@@ -7,6 +7,8 @@
 import type Database from 'better-sqlite3';
 
 export class IdHighWater {
+  /** where new ids started when the store was opened */
+  readonly firstFree: number;
   private next: number;
   /* as the transaction being committed leaves it */
   private pending: number;
@@ -14,6 +16,7 @@ export class IdHighWater {
 
   constructor(db: Database.Database, table: 'contexts' | 'targets', metaKey: string) {
     this.next = this.pending = IdHighWater.firstFree(db, table, metaKey);
+    this.firstFree = this.next;
     this.store = db.prepare(`INSERT OR REPLACE INTO meta (key, value) VALUES ('${metaKey}', ?)`);
   }
 

@@ -69,6 +69,10 @@ export interface FileIdentity {
 
 const CONTAINERS_SQL = 'SELECT id, info FROM containers';
 
+/* A target's stamp `column` merged with `value`: the later of the two, either when the other is NULL. */
+const laterStamp = (column: string, value: string) =>
+  `${column} = max(coalesce(${column}, ${value}), coalesce(${value}, ${column}))`;
+
 const NO_NAMES: NewNames = { services: [], comms: [], contexts: [], targets: [], containers: [] };
 
 function joinNames(a: NewNames, b: NewNames): NewNames {
@@ -157,7 +161,6 @@ export class StoreWriter {
   private readonly insertComm: Database.Statement<NameEntry>;
   private readonly insertContexts: ContextInsert;
   private readonly insertTarget: Database.Statement<TargetEntry>;
-
   /* a target the decoder forgot, used again by a write the kernel still names it in: its stamps by id */
   private readonly stampTarget: Database.Statement<
     [{ id: number; background: bigint | null; context: bigint | null }]
@@ -185,27 +188,23 @@ export class StoreWriter {
       db.prepare('SELECT id, name FROM services').raw().all() as NameEntry[],
     );
     this.comms = new NameDictionary(db.prepare('SELECT id, name FROM comms').raw().all() as NameEntry[]);
-    this.contexts = new ContextDictionary([], StoreWriter.firstFreeContextId(db));
-    this.targets = new TargetDictionary(StoreWriter.firstFreeTargetId(db));
+    this.targetIds = new IdHighWater(db, 'targets', NEXT_TARGET_ID_META);
+    this.contextIds = new IdHighWater(db, 'contexts', NEXT_CONTEXT_ID_META);
+    this.contexts = new ContextDictionary([], this.contextIds.firstFree);
+    this.targets = new TargetDictionary(this.targetIds.firstFree);
     this.insertService = db.prepare('INSERT INTO services (id, name) VALUES (?, ?)');
     this.insertComm = db.prepare('INSERT INTO comms (id, name) VALUES (?, ?)');
     // a target the batch used: new, stamped anew, or back after retention removed it with its last events
     this.insertTarget = db.prepare(
       `INSERT INTO targets (id, kind, value, last_background_ns, last_context_ns) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET
-         last_background_ns = max(coalesce(last_background_ns, excluded.last_background_ns),
-                                  coalesce(excluded.last_background_ns, last_background_ns)),
-         last_context_ns = max(coalesce(last_context_ns, excluded.last_context_ns),
-                               coalesce(excluded.last_context_ns, last_context_ns))`,
+         ${laterStamp('last_background_ns', 'excluded.last_background_ns')},
+         ${laterStamp('last_context_ns', 'excluded.last_context_ns')}`,
     );
     this.stampTarget = db.prepare(
-      `UPDATE targets SET
-         last_background_ns = max(coalesce(last_background_ns, @background), coalesce(@background, last_background_ns)),
-         last_context_ns = max(coalesce(last_context_ns, @context), coalesce(@context, last_context_ns))
+      `UPDATE targets SET ${laterStamp('last_background_ns', '@background')}, ${laterStamp('last_context_ns', '@context')}
        WHERE id = @id`,
     );
-    this.targetIds = new IdHighWater(db, 'targets', NEXT_TARGET_ID_META);
-    this.contextIds = new IdHighWater(db, 'contexts', NEXT_CONTEXT_ID_META);
     this.containers = new NameDictionary(db.prepare(CONTAINERS_SQL).raw().all() as NameEntry[]);
     this.insertContainer = db.prepare('INSERT INTO containers (id, info) VALUES (?, ?)');
     const checkpoint =
