@@ -1,7 +1,6 @@
 /** GET /api/events over a store that retention pruned: what is gone is said, what is kept is whole. */
-import { StoreWriter } from '../../agent/store/store-writer';
 import { formatTimeNs } from '../../daemon/http/query-values';
-import { writeEvents } from '../support/event-store';
+import { openRetainingWriter, writeEvents } from '../support/event-store';
 import { get, startEventsServer, type EventsServer } from '../support/events-http';
 import { useTempDir } from '../support/temp-dir';
 
@@ -14,10 +13,7 @@ describe('GET /api/events after retention', () => {
   let server: EventsServer;
 
   beforeEach(async () => {
-    const writer = StoreWriter.open(dir.path, 'alpha', {
-      retention: { retainNs: Number(6n * HOUR), retainContextNs: Number(8n * HOUR), maxStore: { bytes: 0 } },
-      now: () => NOW,
-    });
+    const writer = openRetainingWriter(dir.path, 'alpha', NOW);
     // One event an hour for 10 hours back, background and with transaction t1 alike.
     writeEvents(
       writer,
@@ -71,15 +67,7 @@ describe('GET /api/events after retention', () => {
 
 describe('GET /api/events after retention removed every context and the agent restarted', () => {
   it("names a new transaction's events by it, never by the removed one whose id a running daemon read", async () => {
-    const open = () =>
-      StoreWriter.open(dir.path, 'beta', {
-        retention: {
-          retainNs: Number(6n * HOUR),
-          retainContextNs: Number(8n * HOUR),
-          maxStore: { bytes: 0 },
-        },
-        now: () => NOW,
-      });
+    const open = () => openRetainingWriter(dir.path, 'beta', NOW);
     let writer = open();
     writeEvents(writer, [{ ts: at(10), service: 'tx', txn: 'before' }]);
     writer.close();

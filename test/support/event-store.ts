@@ -73,6 +73,19 @@ export function writeEvents(writer: StoreWriter, events: TestEvent[]): void {
   writer.writeBatch(batch);
 }
 
+const HOUR = 3_600_000_000_000;
+
+/**
+ * A writer of `<dir>/<node>.db` under the retention the tests read back against: events without a
+ * transaction kept 6 h, with one 8 h, no size cap, the clock stopped at `now`.
+ */
+export function openRetainingWriter(dir: string, node: string, now: bigint): StoreWriter {
+  return StoreWriter.open(dir, node, {
+    retention: { retainNs: 6 * HOUR, retainContextNs: 8 * HOUR, maxStore: { bytes: 0 } },
+    now: () => now,
+  });
+}
+
 /** Opens `<dir>/<node>.db`, writes `events`, closes it. */
 export function writeStore(dir: string, node: string, events: TestEvent[]): void {
   const writer = StoreWriter.open(dir, node);

@@ -3,6 +3,7 @@ import { storeFileBytes } from '../../core/store/store-bytes';
 import Database from 'better-sqlite3';
 import { EventBatch } from '../../agent/ingest/event-batch';
 import { StoreWriter } from '../../agent/store/store-writer';
+import { openRetainingWriter } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir();
@@ -65,10 +66,7 @@ const sum = (rows: Pruned[], key: 'background' | 'context') => rows.reduce((n, r
 
 describe('retention', () => {
   it('removes background events past --retain and context events past --retain-context, with pruned rows', () => {
-    const writer = StoreWriter.open(dir.path, 'n', {
-      retention: { retainNs: Number(6n * HOUR), retainContextNs: Number(8n * HOUR), maxStore: { bytes: 0 } },
-      now: () => NOW,
-    });
+    const writer = openRetainingWriter(dir.path, 'n', NOW);
     // 10 hours of events, one a minute, every 4th with a transaction.
     writer.writeBatch(batchOf(writer, NOW - 10n * HOUR, 600, 60e9, 4));
     writer.prune(1_000_000);
@@ -226,15 +224,7 @@ describe('retention', () => {
   });
 
   it('never gives a removed context id to another context, after a restart too', () => {
-    const open = () =>
-      StoreWriter.open(dir.path, 'ids', {
-        retention: {
-          retainNs: Number(6n * HOUR),
-          retainContextNs: Number(8n * HOUR),
-          maxStore: { bytes: 0 },
-        },
-        now: () => NOW,
-      });
+    const open = () => openRetainingWriter(dir.path, 'ids', NOW);
     const writer = open();
     // four transactions 10 h back: retention removes them, contexts and all
     writer.writeBatch(batchOf(writer, NOW - 10n * HOUR, 4, 1, 1));

@@ -15,7 +15,7 @@ import {
   TARGET_LIFETIME_SCHEMA_VERSION,
   openWriteStore,
 } from '../../core/store/schema';
-import { writeEvents, type TestEvent } from '../support/event-store';
+import { openRetainingWriter, writeEvents, type TestEvent } from '../support/event-store';
 import { useTempDir } from '../support/temp-dir';
 
 const dir = useTempDir('kreplay-target-lifetime-');
@@ -29,12 +29,7 @@ const write = (ts: bigint, path: string, txn: string | null = null): TestEvent =
   target: ['file', path],
 });
 
-function openWriter(name = 'n'): StoreWriter {
-  return StoreWriter.open(dir.path, name, {
-    retention: { retainNs: Number(6n * HOUR), retainContextNs: Number(8n * HOUR), maxStore: { bytes: 0 } },
-    now: () => NOW,
-  });
-}
+const openWriter = (name = 'n') => openRetainingWriter(dir.path, name, NOW);
 
 function readTargets(path: string) {
   const db = new Database(path, { readonly: true });
