@@ -307,6 +307,27 @@ export class ContextDictionary {
   }
 }
 
+/** One generation of remembered targets: by kind, then value (no key string built a lookup), and by id. */
+class TargetGeneration {
+  private readonly byKind = new Map<number, Map<string, TargetUse>>();
+  readonly byId = new Map<number, TargetUse>();
+
+  get(kind: number, value: string): TargetUse | undefined {
+    return this.byKind.get(kind)?.get(value);
+  }
+
+  add(kind: number, value: string, entry: TargetUse): void {
+    let values = this.byKind.get(kind);
+    if (values === undefined) this.byKind.set(kind, (values = new Map()));
+    values.set(value, entry);
+    this.byId.set(entry.id, entry);
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+}
+
 /** Targets the decoder remembers at most: beyond half of it, those unused for longest are forgotten. */
 export const MAX_REMEMBERED_TARGETS = 131072;
 
@@ -341,10 +362,8 @@ export class TargetDictionary {
    * Two generations, by value and by id: a target met again by its value moves to the young one;
    * when that holds half the capacity, the old one goes.
    */
-  private young = new Map<string, TargetUse>();
-  private old = new Map<string, TargetUse>();
-  private youngIds = new Map<number, TargetUse>();
-  private oldIds = new Map<number, TargetUse>();
+  private young = new TargetGeneration();
+  private old = new TargetGeneration();
   /* the targets the batch being filled used, by id: one forgotten since is still known by its value */
   private usedIds = new Map<number, TargetUse>();
   private nextId: number;
@@ -363,18 +382,14 @@ export class TargetDictionary {
 
   /** The target's remembered entry, or a new one with a fresh id. */
   entry(kind: number, value: string): TargetUse {
-    const key = `${kind}:${value}`;
-    let entry = this.young.get(key);
+    let entry = this.young.get(kind, value);
     if (entry) return entry;
-    entry = this.old.get(key) ?? new TargetUse(this.nextId++, kind, value);
+    entry = this.old.get(kind, value) ?? new TargetUse(this.nextId++, kind, value);
     if (this.young.size >= this.capacity / 2) {
       this.old = this.young;
-      this.oldIds = this.youngIds;
-      this.young = new Map();
-      this.youngIds = new Map();
+      this.young = new TargetGeneration();
     }
-    this.young.set(key, entry);
-    this.youngIds.set(entry.id, entry);
+    this.young.add(kind, value, entry);
     return entry;
   }
 
@@ -392,7 +407,7 @@ export class TargetDictionary {
   /** An event of the batch being filled, at `tsOffset` into it, used the target with this id. */
   useId(id: number, tsOffset: number, context: boolean): void {
     const entry =
-      this.youngIds.get(id) ?? this.oldIds.get(id) ?? this.usedIds.get(id) ?? new TargetUse(id, 0, null);
+      this.young.byId.get(id) ?? this.old.byId.get(id) ?? this.usedIds.get(id) ?? new TargetUse(id, 0, null);
     this.use(entry, tsOffset, context);
   }
 

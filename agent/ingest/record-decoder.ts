@@ -68,12 +68,6 @@ interface ThreadIds {
 
 const FILE_KIND = targetKindCode('file');
 
-/** A kernel target not yet used by an event: its store id depends on the writer's root. */
-interface PendingTarget {
-  kind: number;
-  text: string;
-}
-
 /** Where decoded events go: a batch, handed on (and replaced) by flush(). */
 export interface BatchSink {
   readonly current: EventBatch;
@@ -109,6 +103,13 @@ const KERNEL_TARGET_MASK = KERNEL_TARGET_SLOTS - 1;
 /* kernel context id -> store context id, direct-mapped: a kernel id takes the slot of the one CACHED_CONTEXTS below it */
 const CACHED_CONTEXTS = 2 ** 18;
 
+/** A packed array of `n` nulls (`new Array(n)` past 100,000 would be a dictionary). */
+function emptySlots(n: number): (string | null)[] {
+  const slots: (string | null)[] = [];
+  for (let i = 0; i < n; i++) slots.push(null);
+  return slots;
+}
+
 export class RecordDecoder {
   private baseHi = 0;
   private baseLo = 0;
@@ -120,11 +121,14 @@ export class RecordDecoder {
   /*
    * kernel target id -> store target id, from the target records (always ahead of their events),
    * direct-mapped: an id takes the slot of the one KERNEL_TARGET_SLOTS below it, which the kernel no
-   * longer hands to writes. Store id 0: defined, no write used it yet (its text in pendingTargets).
+   * longer hands to writes. Store id 0: defined, no write used it yet (its kind and text in the
+   * pending slots: its store id depends on the writer's root). Slots, not a Map: a new file or
+   * connection a request would grow and shrink a Map's table at every one.
    */
   private readonly kernelTargets = new Float64Array(KERNEL_TARGET_SLOTS);
   private readonly storeTargets = new Float64Array(KERNEL_TARGET_SLOTS);
-  private readonly pendingTargets = new Map<number, PendingTarget>();
+  private readonly pendingKinds = new Uint32Array(KERNEL_TARGET_SLOTS);
+  private readonly pendingTexts = emptySlots(KERNEL_TARGET_SLOTS);
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
   unresolvedContainerPaths = 0;
   /** processes whose container went unsaid: the store already holds MAX_CONTAINER_ID containers */
@@ -219,10 +223,10 @@ export class RecordDecoder {
     const held = this.kernelTargets[slot]!;
     // came after a newer one took its slot (two CPUs' records cross in the ring): no write names it
     if (held > kernelId) return;
-    if (held !== kernelId && this.storeTargets[slot] === 0) this.pendingTargets.delete(held);
     this.kernelTargets[slot] = kernelId;
     this.storeTargets[slot] = 0;
-    this.pendingTargets.set(kernelId, { kind: record.kind, text: targetText(record) });
+    this.pendingKinds[slot] = record.kind;
+    this.pendingTexts[slot] = targetText(record);
   }
 
   /**
@@ -244,15 +248,15 @@ export class RecordDecoder {
       this.dictionaries.targets.useId(id, tsOffset, context);
       return id;
     }
-    const known = this.pendingTargets.get(kernelId)!;
-    this.pendingTargets.delete(kernelId);
-    let text = known.text;
-    if (writer.inContainer && known.kind === FILE_KIND && text.startsWith('/')) {
+    const kind = this.pendingKinds[slot]!;
+    let text = this.pendingTexts[slot]!;
+    this.pendingTexts[slot] = null;
+    if (writer.inContainer && kind === FILE_KIND && text.startsWith('/')) {
       const host = hostPathOf(writer.pid, text);
       if (host === null) this.unresolvedContainerPaths++;
       else text = host;
     }
-    const entry = this.dictionaries.targets.entry(known.kind, text);
+    const entry = this.dictionaries.targets.entry(kind, text);
     this.dictionaries.targets.use(entry, tsOffset, context);
     this.storeTargets[slot] = entry.id;
     return entry.id;
