@@ -31,10 +31,10 @@ const TOTALS = /total stored=(\d+) pruned=\d+ dropped: ring=(\d+) disk_full=(\d+
 
 export async function startBenchAgent(root: string, args: string[]): Promise<BenchAgent> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-bench-agent-'));
+  // the command users run, whose runtime flags are the agent's (bin/kreplay)
   const child: ChildProcess = spawn(
-    process.execPath,
+    path.join(root, 'bin', 'kreplay'),
     [
-      path.join(root, 'bin', 'kreplay.js'),
       'agent',
       ...['--data-dir', dataDir, '--node', 'bench', '--status-interval', '1', '--max-store-bytes', '0'],
       ...['--log-format', 'text'],

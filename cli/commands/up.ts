@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { forwardChildFlags, type Children } from '../up/forwarded-flags';
 import { describeExit, exitStatus, SupervisedChild, type ChildExit } from '../up/supervised-child';
 
@@ -29,11 +30,12 @@ export function registerUpCommand(program: Command, children: Children<Name>): v
     .description('run the agent and the daemon together until Ctrl-C; takes the flags of both');
   const argv = forwardChildFlags(up, children);
   up.action(async (flags: { dataDir: string; host: string; port: number }) => {
-    const self = process.argv[1]!;
+    // started as users start them, by the launcher beside this script, which holds their runtime flags
+    const launcher = join(dirname(process.argv[1]!), 'kreplay');
     // the daemon refuses a data dir that is not there, and the agent may not have made it yet
     mkdirSync(flags.dataDir, { recursive: true });
     const running = (Object.keys(argv) as Name[]).map(
-      (name) => new SupervisedChild(name, process.execPath, [self, name, ...argv[name]]),
+      (name) => new SupervisedChild(name, launcher, [name, ...argv[name]]),
     );
     process.stderr.write(
       `kreplay up: ${running.map((c) => `${c.name} pid ${c.process.pid ?? '-'}`).join(', ')}; ` +

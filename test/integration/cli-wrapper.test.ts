@@ -4,8 +4,9 @@
  * play otherwise; bench/RESULTS.md, issue 48, eleventh pass). Read from the running process's
  * command line, while it waits on a server that never answers.
  */
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { waitFor } from '../support/wait';
@@ -49,6 +50,36 @@ describe('bin/kreplay', () => {
       '--expose-gc',
       expect.stringMatching(/kreplay\.js$/),
     ]);
+  });
+
+  it('runs `agent` with a young generation of 8 MiB a semi-space and an old one grown by half of what is live', async () => {
+    // its --config a FIFO nobody writes: the agent waits reading it, before it captures anything
+    const dir = mkdtempSync(join(tmpdir(), 'kreplay-wrapper-'));
+    const config = join(dir, 'agent.yaml');
+    execFileSync('mkfifo', [config]);
+    const child = spawn(WRAPPER, ['agent', '--data-dir', dir, '--config', config], { stdio: 'ignore' });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      // the launcher's shell execs Node under the same pid
+      const argv = await waitFor(
+        () => {
+          const line = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+          return line[0] === PINNED ? line : undefined;
+        },
+        { what: 'bin/kreplay exec-ing Node' },
+      );
+      expect(argv.slice(0, 5)).toEqual([
+        PINNED,
+        '--max-semi-space-size=8',
+        '--heap-growing-percent=50',
+        expect.stringMatching(/kreplay\.js$/),
+        'agent',
+      ]);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+      rmSync(dir, { recursive: true });
+    }
   });
 
   it('runs every other command on the pinned Node without it', async () => {

@@ -47,7 +47,16 @@ function startUp(args: string[]): Up {
   };
 }
 
-const argvOf = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+/** A child's arguments after the script, once bin/kreplay (which `up` starts it by) has exec'd Node. */
+const argvOf = (pid: number): Promise<string[]> =>
+  waitFor(
+    () => {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      const script = argv.findIndex((arg) => arg.endsWith('kreplay.js'));
+      return script === -1 ? undefined : argv.slice(script + 1);
+    },
+    { what: `pid ${pid} running Node` },
+  );
 const alive = (pid: number): boolean =>
   existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
 
@@ -74,7 +83,7 @@ describe('kreplay up', () => {
     const repeated = ['--allowed-host', 'a.example', '--allowed-host', 'b.example'];
     const up = startUp(['--data-dir', data, ...agentFlags, ...daemonFlags, ...repeated]);
     const pids = await up.pids();
-    expect(argvOf(pids.agent).slice(2)).toEqual([
+    expect(await argvOf(pids.agent)).toEqual([
       'agent',
       '--log-format',
       'text',
@@ -83,7 +92,7 @@ describe('kreplay up', () => {
       ...agentFlags,
       '',
     ]);
-    expect(argvOf(pids.daemon).slice(2)).toEqual([
+    expect(await argvOf(pids.daemon)).toEqual([
       'daemon',
       '--log-format',
       'text',

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { MAX_COMMIT_WAIT_MS } from '../../agent/commit-cadence';
 
 export const KREPLAY_BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
+/** the command users run: the agent's runtime flags are its (bin/kreplay) */
+const KREPLAY_LAUNCHER = join(__dirname, '..', '..', 'bin', 'kreplay');
 
 export interface AgentProcess {
   child: ChildProcess;
@@ -22,9 +24,8 @@ const TEST_COMMIT_WAIT_MS = String(MAX_COMMIT_WAIT_MS.min);
 
 export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<AgentProcess> {
   const child = spawn(
-    process.execPath,
+    KREPLAY_LAUNCHER,
     [
-      KREPLAY_BIN,
       'agent',
       '--status-interval',
       '1',
