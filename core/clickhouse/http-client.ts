@@ -162,6 +162,13 @@ export class ClickHouseHttp {
     // whole ms, as AbortSignal.timeout takes: a deadline left on performance.now()'s clock (the ship
     // loop's stop flush) is fractional, and threw a RangeError before anything was sent
     const timeoutMs = Math.max(0, Math.ceil(timeout));
+    // a deadline already past is not sent: a 0 ms timer fires after the loop's next turn, and a
+    // loopback answer could beat it, so whether it was kept would be a race
+    if (timeoutMs === 0)
+      throw new ClickHouseError(
+        'E_CLICKHOUSE_DOWN',
+        `ClickHouse at ${this.name} unreachable: no answer in 0 ms`,
+      );
     const queryId = randomUUID();
     const params = new URLSearchParams({ output_format_json_quote_64bit_integers: '1', query_id: queryId });
     if (database) params.set('database', database);
