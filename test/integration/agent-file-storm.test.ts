@@ -7,9 +7,10 @@
  */
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startAgent } from '../support/agent-process';
+import { eventsHandled, residentBytes, startAgent } from '../support/agent-process';
+import { countStored, droppedWrites } from '../support/store-rows';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
 
@@ -33,18 +34,7 @@ for i in range(n):
     os.unlink(p)
 `;
 
-const anonRss = (pid: number) =>
-  Number(/^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
-
-/** stored + dropped (every reason) in the agent's last status line */
-function caughtUp(output: string): number {
-  const last = [
-    ...output.matchAll(
-      /total stored=(\d+) pruned=\d+ dropped: ring=(\d+) disk_full=(\d+) store_error=(\d+)/g,
-    ),
-  ].pop();
-  return last ? Number(last[1]) + Number(last[2]) + Number(last[3]) + Number(last[4]) : 0;
-}
+const anonRss = (pid: number) => residentBytes(pid, 'RssAnon');
 
 describe('agent under a storm of new files (real kernel)', () => {
   it('stores or counts every write and keeps its anonymous memory bounded', async () => {
@@ -65,23 +55,22 @@ describe('agent under a storm of new files (real kernel)', () => {
     try {
       writer.stdin!.end('g');
       expect(await exited).toBe(0);
-      await waitFor(() => (caughtUp(agent.output()) >= FILES ? true : undefined), 90_000, 200);
+      await waitFor(() => (eventsHandled(agent.output()) >= FILES ? true : undefined), 90_000, 200);
     } finally {
       clearInterval(sampler);
     }
     expect(await agent.stop()).toBe(0);
 
-    const db = new Database(join(data, 'files.db'), { readonly: true });
-    const stored = db.prepare('SELECT count(*) FROM events WHERE type = 1').pluck().get() as number;
+    const store = join(data, 'files.db');
+    const stored = countStored(store, 'type = 1');
+    const dropped = droppedWrites(store);
+    const db = new Database(store, { readonly: true });
     const named = db
       .prepare(
         `SELECT count(DISTINCT t.value) FROM events e JOIN targets t ON t.id = e.target WHERE e.type = 1 AND t.value LIKE '%/spool/body-%'`,
       )
       .pluck()
       .get() as number;
-    const dropped =
-      (db.prepare(`SELECT max(value) FROM counters WHERE name = 'sys_write_dropped'`).pluck().get() as
-        number | null) ?? 0;
     db.close();
     expect(stored + dropped).toBe(FILES);
     // each stored write names its own file

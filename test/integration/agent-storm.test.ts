@@ -5,12 +5,12 @@
  * memory"), its own anonymous memory under a tighter bound, and that is given
  * back after the storm.
  */
-import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { WRITER_CACHE_KIB } from '../../core/store/schema';
-import { startAgent } from '../support/agent-process';
+import { eventsHandled, residentBytes, startAgent } from '../support/agent-process';
+import { countStored, droppedWrites } from '../support/store-rows';
 import { buildStormWriter } from '../support/storm-writer';
 import { useTempDir } from '../support/temp-dir';
 import { waitFor } from '../support/wait';
@@ -26,21 +26,7 @@ const ANON_BOUND = 160 * MiB;
 /* All of it with the default ring (64 MiB, mapped once) and Node's own code (about 50 MiB); 214-215 MiB measured. */
 const RSS_BOUND = 256 * MiB;
 
-function rss(pid: number, field: 'RssAnon' | 'VmRSS'): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'));
-  return Number(line![1]) * 1024;
-}
-const anonRss = (pid: number) => rss(pid, 'RssAnon');
-
-/** stored + dropped (every reason) in the agent's last status line */
-function caughtUp(output: string): number {
-  const last = [
-    ...output.matchAll(
-      /total stored=(\d+) pruned=\d+ dropped: ring=(\d+) disk_full=(\d+) store_error=(\d+)/g,
-    ),
-  ].pop();
-  return last ? Number(last[1]) + Number(last[2]) + Number(last[3]) + Number(last[4]) : 0;
-}
+const anonRss = (pid: number) => residentBytes(pid, 'RssAnon');
 
 function statusTimes(output: string): number[] {
   return [...output.matchAll(/^(\S+) INFO {2}\[agent\] rate\/s /gm)].map((m) => Date.parse(m[1]!));
@@ -66,28 +52,24 @@ describe('agent under a two-writer storm (real kernel)', () => {
     const pid = agent.child.pid!;
     const idle = anonRss(pid);
     let peak = idle;
-    let peakTotal = rss(pid, 'VmRSS');
+    let peakTotal = residentBytes(pid, 'VmRSS');
     const sampler = setInterval(() => {
       peak = Math.max(peak, anonRss(pid));
-      peakTotal = Math.max(peakTotal, rss(pid, 'VmRSS'));
+      peakTotal = Math.max(peakTotal, residentBytes(pid, 'VmRSS'));
     }, 100);
     const stormStart = Date.now();
     for (const w of writers) w.stdin!.end('g');
     expect(await Promise.all(exited)).toEqual([0, 0]);
     // the agent catches up with what the ring and its queue hold (slow on a loaded machine), then two quiet intervals
-    await waitFor(() => (caughtUp(agent.output()) >= 2 * WRITES ? true : undefined), 90_000, 200);
+    await waitFor(() => (eventsHandled(agent.output()) >= 2 * WRITES ? true : undefined), 90_000, 200);
     await new Promise((r) => setTimeout(r, 2000));
     clearInterval(sampler);
     const after = anonRss(pid);
     expect(await agent.stop()).toBe(0);
 
-    const db = new Database(join(data, 'storm.db'), { readonly: true });
-    const stored = db.prepare('SELECT count(*) FROM events WHERE type = 1').pluck().get() as number;
-    const counter = (name: string) =>
-      (db.prepare('SELECT max(value) FROM counters WHERE name = ?').pluck().get(name) as number | null) ?? 0;
-    const dropped =
-      counter('sys_write_dropped') + counter('disk_full_dropped') + counter('store_error_dropped');
-    db.close();
+    const store = join(data, 'storm.db');
+    const stored = countStored(store, 'type = 1');
+    const dropped = droppedWrites(store);
     expect(stored + dropped).toBe(2 * WRITES);
 
     const times = statusTimes(agent.output()).filter((t) => t >= stormStart - 1000);

@@ -1,5 +1,6 @@
 /** Runs the real `kreplay agent` binary for end-to-end tests and waits until it captures. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAX_COMMIT_WAIT_MS } from '../../agent/commit-cadence';
 
@@ -72,4 +73,20 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
       reject(new Error(`agent exited with ${code} before capturing:\n${output}`));
     });
   });
+}
+
+/** Events stored plus dropped (every reason) by the agent's last status line, 0 before the first. */
+export function eventsHandled(output: string): number {
+  const last = [
+    ...output.matchAll(
+      /total stored=(\d+) pruned=\d+ dropped: ring=(\d+) disk_full=(\d+) store_error=(\d+)/g,
+    ),
+  ].pop();
+  return last ? Number(last[1]) + Number(last[2]) + Number(last[3]) + Number(last[4]) : 0;
+}
+
+/** A process's resident memory in bytes: all of it (VmRSS) or its anonymous part. */
+export function residentBytes(pid: number, field: 'RssAnon' | 'VmRSS'): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'));
+  return Number(line![1]) * 1024;
 }

@@ -67,3 +67,11 @@ export function storedCounter(path: string, name: string): number {
     db.close();
   }
 }
+
+/** The writes a run counted as dropped, for every reason (the ring, a full disk, a store error). */
+export function droppedWrites(path: string): number {
+  return ['sys_write_dropped', 'disk_full_dropped', 'store_error_dropped'].reduce(
+    (sum, name) => sum + storedCounter(path, name),
+    0,
+  );
+}
