@@ -103,13 +103,6 @@ const KERNEL_TARGET_MASK = KERNEL_TARGET_SLOTS - 1;
 /* kernel context id -> store context id, direct-mapped: a kernel id takes the slot of the one CACHED_CONTEXTS below it */
 const CACHED_CONTEXTS = 2 ** 18;
 
-/** A packed array of `n` nulls (`new Array(n)` past 100,000 would be a dictionary). */
-function emptySlots(n: number): (string | null)[] {
-  const slots: (string | null)[] = [];
-  for (let i = 0; i < n; i++) slots.push(null);
-  return slots;
-}
-
 export class RecordDecoder {
   private baseHi = 0;
   private baseLo = 0;
@@ -128,7 +121,7 @@ export class RecordDecoder {
   private readonly kernelTargets = new Float64Array(KERNEL_TARGET_SLOTS);
   private readonly storeTargets = new Float64Array(KERNEL_TARGET_SLOTS);
   private readonly pendingKinds = new Uint32Array(KERNEL_TARGET_SLOTS);
-  private readonly pendingTexts = emptySlots(KERNEL_TARGET_SLOTS);
+  private readonly pendingTexts = Array.from({ length: KERNEL_TARGET_SLOTS }, (): string | null => null);
   /** file targets of processes in containers whose host path could not be told (kept as the container sees them) */
   unresolvedContainerPaths = 0;
   /** processes whose container went unsaid: the store already holds MAX_CONTAINER_ID containers */
