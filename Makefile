@@ -272,8 +272,14 @@ DEB_VERSION ?= $(VERSION)
 DEB := kreplay_$(DEB_VERSION)_amd64.deb
 DIST := kreplay-$(VERSION)-linux-x64.tar.gz
 
+# Packages are built under one lock: suites running side by side ask for the tarball at once
+# (`make image`, `make dist`), and one build's staging tree must not change under another's tar;
+# the second finds the package current once the first is done.
+PACKAGE_LOCK := $(BUILD)/package.lock
+
 ## deb: kreplay_<version>_amd64.deb (pinned Node, addon, units, sysusers/tmpfiles, /etc/kreplay conffiles, man page), checked by lintian
-deb: build $(DEB)
+deb: build
+	@flock $(PACKAGE_LOCK) $(MAKE) --no-print-directory $(DEB)
 
 # what goes in, as files (not the phony build): a second `make deb` with nothing changed is a no-op
 PACKAGED := $(BPF_SKELS) $(NATIVE_ADDON) $(LAUNCHER) $(SQLITE_EXT) $(EXEC_SHIM) $(TS_STAMP) $(WEB_INDEX) $(BUILD_INFO) \
@@ -286,7 +292,8 @@ $(DEB): $(PACKAGED) $(wildcard deploy/deb/* deploy/elf-files.sh deploy/systemd/*
 	lintian --fail-on error,warning $@
 
 ## dist: kreplay-<version>-linux-x64.tar.gz, relocatable (./kreplay/bin/kreplay runs anywhere, by any user)
-dist: build $(DIST)
+dist: build
+	@flock $(PACKAGE_LOCK) $(MAKE) --no-print-directory $(DIST)
 
 $(DIST): $(PACKAGED) deploy/dist/build-dist.sh deploy/elf-files.sh
 	$(call copy-runtime-tree,$(BUILD)/dist/kreplay)
