@@ -123,3 +123,17 @@ export function formatStatusLine(
     ` | ring=${fill} db=${(dbBytes / 1048576).toFixed(1)}MiB`
   );
 }
+
+const STATUS_TOTALS =
+  /total stored=(\d+) pruned=\d+(?: \(unshipped=\d+\))? dropped: ring=(\d+) disk_full=(\d+) store_error=(\d+)/g;
+
+/**
+ * The totals of the last status line in `output` (what formatStatusLine writes): events stored and
+ * dropped for every reason since the start; undefined before the first line. For the tests and
+ * benches that read a running agent's progress.
+ */
+export function lastStatusTotals(output: string): { stored: number; dropped: number } | undefined {
+  const last = [...output.matchAll(STATUS_TOTALS)].pop();
+  if (!last) return undefined;
+  return { stored: Number(last[1]), dropped: Number(last[2]) + Number(last[3]) + Number(last[4]) };
+}

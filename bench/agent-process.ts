@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { lastStatusTotals } from '../agent/status';
 
 const CLOCK_TICKS = 100; // sysconf(_SC_CLK_TCK) on Linux
 
@@ -26,8 +27,6 @@ export interface BenchAgent {
   caughtUp(events: number, timeoutMs?: number): Promise<{ stored: number; dropped: number }>;
   stop(): Promise<void>;
 }
-
-const TOTALS = /total stored=(\d+) pruned=\d+ dropped: ring=(\d+) disk_full=(\d+) store_error=(\d+)/g;
 
 export async function startBenchAgent(root: string, args: string[]): Promise<BenchAgent> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kreplay-bench-agent-'));
@@ -52,12 +51,6 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
     await new Promise((r) => setTimeout(r, 50));
   }
   const pid = child.pid!;
-  const totals = () => {
-    const lines = [...output.matchAll(TOTALS)];
-    const last = lines.at(-1);
-    if (!last) return undefined;
-    return { stored: Number(last[1]), dropped: Number(last[2]) + Number(last[3]) + Number(last[4]) };
-  };
   return {
     pid,
     cpu() {
@@ -72,7 +65,7 @@ export async function startBenchAgent(root: string, args: string[]): Promise<Ben
     async caughtUp(events, timeoutMs = 120_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
-        const now = totals();
+        const now = lastStatusTotals(output);
         if (now && now.stored + now.dropped >= events) return { stored: now.stored, dropped: now.dropped };
         if (Date.now() > until) throw new Error(`agent did not catch up with ${events} events:\n${output}`);
         await new Promise((r) => setTimeout(r, 100));

@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAX_COMMIT_WAIT_MS } from '../../agent/commit-cadence';
+import { lastStatusTotals } from '../../agent/status';
 
 export const KREPLAY_BIN = join(__dirname, '..', '..', 'bin', 'kreplay.js');
 /** the command users run: the agent's runtime flags are its (bin/kreplay) */
@@ -77,12 +78,8 @@ export function startAgent(args: string[], readyTimeoutMs = 30000): Promise<Agen
 
 /** Events stored plus dropped (every reason) by the agent's last status line, 0 before the first. */
 export function eventsHandled(output: string): number {
-  const last = [
-    ...output.matchAll(
-      /total stored=(\d+) pruned=\d+ dropped: ring=(\d+) disk_full=(\d+) store_error=(\d+)/g,
-    ),
-  ].pop();
-  return last ? Number(last[1]) + Number(last[2]) + Number(last[3]) + Number(last[4]) : 0;
+  const totals = lastStatusTotals(output);
+  return totals ? totals.stored + totals.dropped : 0;
 }
 
 /** A process's resident memory in bytes: all of it (VmRSS) or its anonymous part. */

@@ -1,41 +1,42 @@
-import { storedCounters, type CounterSnapshot } from '../../agent/status';
+import { formatStatusLine, lastStatusTotals, storedCounters, type CounterSnapshot } from '../../agent/status';
 import { KERNEL_COUNTER_NAMES, kernelCounters } from '../../core/model';
 import { runtimeHookCounters } from '../../agent/runtimes/discovery/runtime-hook';
 
+const snapshot: CounterSnapshot = {
+  ...kernelCounters(KERNEL_COUNTER_NAMES.map((_, i) => i + 1)),
+  malformedMarkers: 11,
+  unknownContexts: 12,
+  unknownTargets: 13,
+  unreadableContainerStates: 34,
+  unresolvedContainerPaths: 35,
+  containersPastBound: 36,
+  corruptRecords: 14,
+  corruptBytes: 15,
+  diskFullDropped: 17,
+  storeErrorDropped: 18,
+  storeReplacements: 19,
+  rowsWritten: 16,
+  pruned: 20,
+  unshippedPruned: 21,
+  incompleteRequestHeads: 22,
+  untracedRequestHeads: 23,
+  pipelinedRequestHeads: 24,
+  ...runtimeHookCounters(),
+  nodeHooked: 25,
+  nodeHookRefused: 26,
+  nodeHookFailed: 27,
+  nodeHookIntrusions: 31,
+  nodeHookStderrLines: 32,
+  pythonHooked: 28,
+  pythonHookRefused: 29,
+  pythonHookFailed: 30,
+  pythonHookOutOfScope: 31,
+  goHookNoHook: 32,
+  jvmHookNoHook: 33,
+};
+
 describe('storedCounters', () => {
   it('stores every counter under its stable snake_case name', () => {
-    const snapshot: CounterSnapshot = {
-      ...kernelCounters(KERNEL_COUNTER_NAMES.map((_, i) => i + 1)),
-      malformedMarkers: 11,
-      unknownContexts: 12,
-      unknownTargets: 13,
-      unreadableContainerStates: 34,
-      unresolvedContainerPaths: 35,
-      containersPastBound: 36,
-      corruptRecords: 14,
-      corruptBytes: 15,
-      diskFullDropped: 17,
-      storeErrorDropped: 18,
-      storeReplacements: 19,
-      rowsWritten: 16,
-      pruned: 20,
-      unshippedPruned: 21,
-      incompleteRequestHeads: 22,
-      untracedRequestHeads: 23,
-      pipelinedRequestHeads: 24,
-      ...runtimeHookCounters(),
-      nodeHooked: 25,
-      nodeHookRefused: 26,
-      nodeHookFailed: 27,
-      nodeHookIntrusions: 31,
-      nodeHookStderrLines: 32,
-      pythonHooked: 28,
-      pythonHookRefused: 29,
-      pythonHookFailed: 30,
-      pythonHookOutOfScope: 31,
-      goHookNoHook: 32,
-      jvmHookNoHook: 33,
-    };
     expect(storedCounters(snapshot)).toEqual({
       sys_write_emitted: 1,
       sys_write_dropped: 2,
@@ -106,5 +107,25 @@ describe('storedCounters', () => {
           .map((name) => [name, 0]),
       ),
     });
+  });
+});
+
+describe('lastStatusTotals', () => {
+  const line = (over: Partial<CounterSnapshot>) =>
+    formatStatusLine({ ...snapshot, ...over }, snapshot, 1, 0.5, 1024);
+
+  it('reads the totals of the last line formatStatusLine wrote: stored, and dropped for every reason', () => {
+    const output = `${line({ rowsWritten: 5 })}\nsome other log line\n${line({ rowsWritten: 700 })}\n`;
+    // dropped: the ring's (sys_write 2, block_io 4, context 6, sys_read 13, sys_fsync 15, sys_connect 17), disk full 17, store errors 18
+    expect(lastStatusTotals(output)).toEqual({ stored: 700, dropped: 2 + 4 + 6 + 13 + 15 + 17 + 17 + 18 });
+  });
+
+  it('reads a line that counts unshipped pruned events too', () => {
+    expect(lastStatusTotals(line({ rowsWritten: 9, unshippedPruned: 3 }))?.stored).toBe(9);
+    expect(lastStatusTotals(line({ rowsWritten: 9, unshippedPruned: 0 }))?.stored).toBe(9);
+  });
+
+  it('is undefined before the first status line', () => {
+    expect(lastStatusTotals('agent: capturing on 2 cpus\n')).toBeUndefined();
   });
 });
