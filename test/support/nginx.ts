@@ -59,13 +59,19 @@ export interface Nginx {
   stop(): Promise<void>;
 }
 
-/** A real nginx under `prefix`, one worker answering every request "ok\n" on a free port of 127.0.0.1. */
-export async function startNginx(prefix: string): Promise<Nginx> {
+/**
+ * A real nginx under `prefix`, one worker on a free port of 127.0.0.1, its server block's lines
+ * `server` (by default: every request answered "ok\n").
+ */
+export async function startNginx(
+  prefix: string,
+  server = 'location / { return 200 "ok\n"; }',
+): Promise<Nginx> {
   const port = await freePort();
   const conf = writeNginxConf(prefix, {
     workerConnections: 64,
     accessLog: false,
-    http: `  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }`,
+    http: `  server { listen 127.0.0.1:${port}; ${server} }`,
   });
   const nginx = spawn('/usr/sbin/nginx', ['-p', prefix, '-c', conf, '-g', 'daemon off;'], {
     stdio: 'ignore',
