@@ -35,8 +35,10 @@
  * SCHED_OTHER), as a daemon started by hand by a user runs; by default it
  * runs as the bench does (root: SCHED_FIFO). Per CLI run, the CLI's main
  * thread's time on a CPU and waiting for one while it streamed; per dense
- * run, the daemon's main thread's; per run, the probe's own main thread's
- * (the measuring client is a hop too).
+ * run and unloaded sparse run, the daemon's CPU and its main thread's (the
+ * times it ran: its wake-ups, each a core taken from the hops after the
+ * release); per run, the probe's own main thread's (the measuring client is
+ * a hop too).
  *
  *   node dist/bench/replay-client.js [rounds]
  */
@@ -254,8 +256,16 @@ async function main(): Promise<void> {
       row(round, "sparse, the host's anchor (bench/timedlines.c)", bare, timing(bare), ['', '', '', '', '']);
       for (const mode of ['cli', 'sse'] as const) {
         log(`round ${round}: sparse, ${mode}`);
+        const idleCpu = cpuSeconds(daemon.child.pid!);
+        const idleMain = schedStat(daemon.child.pid!)!;
         const idle = await probe(mode, daemon.url, 'sparse');
-        row(round, `sparse, ${mode}`, idle, timing(idle), ['', '', '', '', '']);
+        row(round, `sparse, ${mode}`, idle, timing(idle), [
+          '',
+          '',
+          '',
+          (cpuSeconds(daemon.child.pid!) - idleCpu).toFixed(2),
+          sched(schedSince(idleMain, schedStat(daemon.child.pid!)!)),
+        ]);
         log(`round ${round}: sparse under load, ${mode}`);
         const loaded = probe(mode, daemon.url, 'sparse');
         const rate = await load(daemon.url, loaded);
