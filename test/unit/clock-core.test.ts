@@ -264,6 +264,44 @@ describe('ClockCore', () => {
     expect(t.doorbells()).toBe(1);
   });
 
+  it('says whether it holds releases, so that the main thread wakes it only to report them', () => {
+    const t = setup();
+    t.open(1, 0);
+    t.arm(1, 0, 100, 200);
+    t.core.drain();
+    t.core.release(100);
+    expect(t.reports()).toHaveLength(1);
+    expect(Atomics.load(t.control, CONTROL.held)).toBe(0);
+    // the main thread has not asked again: the next release is counted and held, no doorbell
+    t.core.release(200);
+    expect(t.doorbells()).toBe(1);
+    expect(Atomics.load(t.control, CONTROL.held)).toBe(1);
+    // it asks again and, seeing `held`, wakes the clock, which reports at its next look
+    Atomics.store(t.control, CONTROL.doorbell, 1);
+    t.core.retry();
+    expect(t.reports()).toEqual([
+      { kind: 'released', lane: 1, generation: 0, count: 1, releasedAt: 200, writtenAt: -1 },
+    ]);
+    expect(t.doorbells()).toBe(2);
+    expect(Atomics.load(t.control, CONTROL.held)).toBe(0);
+  });
+
+  it('holds reports the ring has no room for, until the main thread frees it', () => {
+    const t = setup();
+    for (let lane = 1; lane <= REPORTS + 1; lane++) {
+      t.open(lane, 0);
+      t.arm(lane, 0, 10);
+    }
+    t.core.drain();
+    t.core.release(10);
+    expect(Atomics.load(t.control, CONTROL.held)).toBe(1);
+    expect(t.reports()).toHaveLength(REPORTS);
+    Atomics.store(t.control, CONTROL.doorbell, 1);
+    t.core.retry();
+    expect(t.reports()).toHaveLength(1);
+    expect(Atomics.load(t.control, CONTROL.held)).toBe(0);
+  });
+
   it('acknowledges a sync after every command before it, and stops when told', () => {
     const t = setup();
     t.open(1, 0);

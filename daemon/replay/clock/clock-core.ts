@@ -173,17 +173,39 @@ export class ClockCore {
   tell(force: boolean): boolean {
     // the doorbell rings only for something new: an empty ring must not wake the main thread, which
     // asks again at once and would wake this thread again
+    const control = this.parts.control;
     let told = this.post();
     let full = this.unsent.length > 0;
-    if (!full && (force || Atomics.load(this.parts.control, CONTROL.doorbell) === 1))
-      for (const lane of this.lanes.values()) {
-        if (lane.unreported === 0) continue;
-        full = !this.report(lane);
-        if (full) break;
-        told = true;
-      }
+    if (!full && (force || Atomics.load(control, CONTROL.doorbell) === 1))
+      ({ told, full } = this.reportLanes(told));
+    // what is held is said before the doorbell is looked at again, and the main thread arms the
+    // doorbell before it looks at `held` (release-reader.ts): one of the two sees the other's
+    // store, so releases are never left held behind an armed doorbell with nobody to wake this thread
+    const held = this.holds();
+    Atomics.store(control, CONTROL.held, held ? 1 : 0);
+    if (held && !full && Atomics.load(control, CONTROL.doorbell) === 1) {
+      ({ told, full } = this.reportLanes(told));
+      Atomics.store(control, CONTROL.held, this.holds() ? 1 : 0);
+    }
     if (told) this.ring();
     return !full;
+  }
+
+  /** Every lane's unreported releases, a report each, until the ring is full. */
+  private reportLanes(told: boolean): { told: boolean; full: boolean } {
+    for (const lane of this.lanes.values()) {
+      if (lane.unreported === 0) continue;
+      if (!this.report(lane)) return { told, full: true };
+      told = true;
+    }
+    return { told, full: false };
+  }
+
+  /** Whether releases wait here: counted while the doorbell was off, or reports the ring had no room for. */
+  private holds(): boolean {
+    if (this.unsent.length > 0) return true;
+    for (const lane of this.lanes.values()) if (lane.unreported > 0) return true;
+    return false;
   }
 
   /** One lane's unreported releases in one report; false when the ring is full. */

@@ -22,6 +22,8 @@ const CONTROL_NAMES = [
   'releaseTail',
   /** 1 while the main thread wants a doorbell for the next report */
   'doorbell',
+  /** 1 while the clock holds releases it has not reported (counted with the doorbell off, or no room in the ring) */
+  'held',
   /** the sequence number of the last SYNC command done */
   'ack',
 ] as const;

@@ -110,8 +110,9 @@ export class ReleaseReader {
         this.due.delete(lane);
       }
       Atomics.store(this.control, CONTROL.doorbell, 1);
-      // the clock reports what it counted meanwhile as soon as it looks: wake it to look now
-      this.commands.wake();
+      // the clock reports what it counted meanwhile as soon as it looks: wake it to look now, and only
+      // then (a wake-up for nothing is a core taken from the hops after each release)
+      if (Atomics.load(this.control, CONTROL.held) === 1) this.commands.wake();
       // reports written after the last look rang no doorbell: read them now, unless the thread rang since
       if (this.reports.empty) break;
       if (Atomics.compareExchange(this.control, CONTROL.doorbell, 1, 0) !== 1) break;
