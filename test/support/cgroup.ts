@@ -31,13 +31,13 @@ export function createCgroup(name: string): TestCgroup {
     id: statSync(path).ino,
     enter: `echo $$ > ${path}/cgroup.procs && exec`,
     remove: () => {
-      // processes must be gone first; move stragglers to the root
-      for (const pid of readFileSync(join(path, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
-        try {
-          writeFileSync(join(mount, 'cgroup.procs'), pid);
-        } catch {
-          // already exited
-        }
+      // nothing a test started outlives it: what is left is killed (moved to the root, a daemon's
+      // worker whose master was killed ran on for good), and the directory goes once it is empty
+      writeFileSync(join(path, 'cgroup.kill'), '1');
+      const deadline = Date.now() + 5000;
+      while (readFileSync(join(path, 'cgroup.procs'), 'utf8').trim() !== '') {
+        if (Date.now() > deadline) throw new Error(`cgroup ${path}: processes left 5 s after cgroup.kill`);
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
       }
       rmdirSync(path);
     },
