@@ -10,6 +10,7 @@
 #include "capture_error.h"
 #include "capture_session.h"
 #include "clock_set_watch.h"
+#include "doorbell_watch.h"
 #include "elf_symbols.h"
 #include "exec_binding.h"
 #include "file_lock.h"
@@ -238,6 +239,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("shortestSliceNs", Napi::Number::New(env, static_cast<double>(kShortestSliceNs)));
   exports.Set("tcpListeners", Napi::Function::New(env, TcpListenersJs));
   exports.Set("doorbellPipe", Napi::Function::New(env, DoorbellPipeJs));
+  exports.Set("DoorbellWatch", DefineDoorbellWatch(env));
   exports.Set("duplicateFd", Napi::Function::New(env, DuplicateFdJs));
   exports.Set("lockFileExclusive", Napi::Function::New(env, LockFileExclusiveJs));
   exports.Set("unlockFile", Napi::Function::New(env, UnlockFileJs));

@@ -183,6 +183,15 @@ export interface GuardIntrusion {
  * Connects to a guarded port of a local address, in the network namespace of the cookie given (the
  * agent's without one), pass from the agent alone.
  */
+/** A doorbell pipe's read end polled on the loop (native/doorbell_watch.h). */
+export interface NativeDoorbellWatch {
+  /** keeps the loop alive while it polls */
+  ref(): void;
+  unref(): void;
+  /** stops polling and closes the descriptor */
+  close(): void;
+}
+
 export interface NativeInspectorGuard {
   guard(port: number, netns?: bigint): void;
   unguard(port: number, netns?: bigint): void;
@@ -258,6 +267,12 @@ export interface NativeAddon {
   tcpListeners(): { inode: number; port: number; loopback: boolean }[] | null;
   /** a non-blocking pipe [readFd, writeFd]; throws E_PIPE */
   doorbellPipe(): [number, number];
+  /**
+   * Polls a doorbell pipe's read end (taking it) on the loop: each arrival of bytes is read whole
+   * and calls onRing() once; a pipe that fails or loses its writer stops and calls onRing(error)
+   * (code E_PIPE) once. It does not keep the loop alive until ref().
+   */
+  DoorbellWatch: new (readFd: number, onRing: (error?: Error) => void) => NativeDoorbellWatch;
   /** a close-on-exec duplicate of `fd` (the same open socket or file); throws E_DUP */
   duplicateFd(fd: number): number;
   /** the descriptor holding an exclusive flock on `path` (created if missing); throws E_STORE_LOCKED or E_STORE_OPEN */

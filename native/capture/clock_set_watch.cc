@@ -4,13 +4,13 @@
 #include <string.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include <cstdint>
 #include <string>
 
 #include "js_error.h"
 #include "native_error.h"
+#include "polled_fd.h"
 
 namespace kreplay {
 
@@ -59,78 +59,39 @@ class ClockSetWatch : public Napi::ObjectWrap<ClockSetWatch> {
     if (info.Length() < 1 || !info[0].IsFunction())
       throw Napi::TypeError::New(info.Env(), "new ClockSetWatch(onSet) takes a function");
     on_set_ = Napi::Persistent(info[0].As<Napi::Function>());
+    int fd = -1;
     try {
-      fd_ = OpenClockSetTimer();
+      fd = OpenClockSetTimer();
+      timer_.Start(info.Env(), fd, this, OnReadable, kCode, "the wall clock's set timer");
     } catch (const NativeFailure& failure) {
+      if (fd >= 0 && timer_.fd() < 0) close(fd);
       throw ToJsError(info.Env(), failure);
     }
-    uv_loop_s* loop = nullptr;
-    napi_get_uv_event_loop(info.Env(), &loop);
-    poll_ = new uv_poll_t;
-    poll_->data = this;
-    if (uv_poll_init(loop, poll_, fd_) != 0 || uv_poll_start(poll_, UV_READABLE, OnReadable) != 0) {
-      delete poll_;
-      poll_ = nullptr;
-      close(fd_);
-      throw ToJsError(info.Env(), NativeFailure(kCode, "cannot poll the wall clock's set timer"));
-    }
-    uv_unref(reinterpret_cast<uv_handle_t*>(poll_));
-    // the environment's teardown closes the handle while the loop still runs, before any finalizer
-    env_ = info.Env();
-    hooked_ = napi_add_env_cleanup_hook(env_, OnTeardown, this) == napi_ok;
   }
-  ~ClockSetWatch() override { Stop(); }
 
   Napi::Value Close(const Napi::CallbackInfo& info) {
-    Stop();
+    timer_.Stop();
     return info.Env().Undefined();
   }
 
  private:
-  static void OnReadable(uv_poll_t* handle, int status, int /*events*/) {
-    auto* self = static_cast<ClockSetWatch*>(handle->data);
-    if (self == nullptr || status < 0) return;
+  static void OnReadable(void* owner) {
+    auto* self = static_cast<ClockSetWatch*>(owner);
     bool set = false;
     try {
-      set = TakeClockSet(self->fd_);
+      set = TakeClockSet(self->timer_.fd());
     } catch (const NativeFailure&) {
       // not armed again: the watch cannot go on, and a set it misses is caught by the periodic resync
-      self->Stop();
+      self->timer_.Stop();
       return;
     }
     if (!set) return;
-    Napi::Env env = self->on_set_.Env();
-    Napi::HandleScope scope(env);
-    try {
-      self->on_set_.MakeCallback(env.Global(), {});
-    } catch (const Napi::Error&) {
-      // the callback catches its own errors (agent/capture/host.ts); one that escaped is dropped here
-    }
-  }
-
-  static void OnTeardown(void* arg) {
-    auto* self = static_cast<ClockSetWatch*>(arg);
-    self->hooked_ = false;  // a hook is not removed while it runs
-    self->Stop();
-  }
-
-  void Stop() {
-    if (hooked_) napi_remove_env_cleanup_hook(env_, OnTeardown, this);
-    hooked_ = false;
-    if (poll_ == nullptr) return;
-    uv_poll_stop(poll_);
-    poll_->data = nullptr;
-    uv_close(reinterpret_cast<uv_handle_t*>(poll_), [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
-    poll_ = nullptr;
-    close(fd_);
-    fd_ = -1;
+    Napi::HandleScope scope(self->on_set_.Env());
+    CallFromLoop(self->on_set_, {});
   }
 
   Napi::FunctionReference on_set_;
-  int fd_ = -1;
-  uv_poll_t* poll_ = nullptr;
-  napi_env env_ = nullptr;
-  bool hooked_ = false;
+  PolledFd timer_;
 };
 
 }  // namespace

@@ -5,9 +5,10 @@
  * writes), hands each lane its releases, and runs them in slices so the
  * event loop gets its turn.
  */
-import { Socket } from 'node:net';
 import type { Logger } from '../../../core/log/logger';
+import { nativeAddon, type NativeDoorbellWatch } from '../../../core/native/addon';
 import type { SocketClosed } from '../replay-clock';
+import { asClockError } from './clock-error';
 import type { CommandQueue } from './command-queue';
 import { CLOSE_REASONS, CONTROL, decodeReport, type ClockReport, type SlotRing } from './clock-wire';
 
@@ -42,7 +43,7 @@ export class ReleaseReader {
   private lookTimer: NodeJS.Timeout | null = null;
   /** lanes whose releases the main thread's own streams wait for */
   private readonly promptLanes = new Set<ReportedLane>();
-  private readonly doorbell: Socket;
+  private readonly doorbell: NativeDoorbellWatch;
 
   constructor(
     doorbellReadFd: number,
@@ -54,10 +55,15 @@ export class ReleaseReader {
     log: Logger,
   ) {
     Atomics.store(this.control, CONTROL.doorbell, 1);
-    this.doorbell = new Socket({ fd: doorbellReadFd, readable: true, writable: false });
-    // the bytes only wake the loop; the releases are in the ring
-    this.doorbell.on('data', () => this.look()).unref();
-    this.doorbell.on('error', (err) => log.error('replay clock doorbell failed', { error: err.message }));
+    // the bytes only wake the loop (the addon reads them); the releases are in the ring
+    this.doorbell = asClockError(
+      'E_PIPE',
+      () =>
+        new (nativeAddon().DoorbellWatch)(doorbellReadFd, (error) => {
+          if (error) log.error('replay clock doorbell failed', { error: error.message });
+          else this.look();
+        }),
+    );
   }
 
   /** `lane` queued a command: it keeps the process alive while the clock holds deadlines of it. */
@@ -161,6 +167,6 @@ export class ReleaseReader {
   }
 
   close(): void {
-    this.doorbell.destroy();
+    this.doorbell.close();
   }
 }
