@@ -21,7 +21,11 @@
  * bare C process (bench/timedlines.c, SCHED_FIFO as the daemon's clock)
  * into the probe's pipe, as `kreplay replay` writes, with no daemon and no
  * CLI between: what the host gives any timed writer (its "vs first" max is
- * the floor the sparse rows' is measured against).
+ * the floor the sparse rows' is measured against); and the dense incident's
+ * schedule written the same way, timed in the clock's dense looks and sent
+ * through a dense CLI play's hops (a loopback TCP socket, a bare relay
+ * process, the pipe), while the daemon answers the same polls as during a
+ * dense play: its late p99 is the floor of the dense rows'.
  * Three shapes: a sparse session (300 events, 10 ms apart) on an idle
  * daemon, the same under a query load (~440 event pages a second), and a
  * dense incident (100,001 events, 10 µs apart: 1 s); the fresh daemon's
@@ -48,6 +52,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoreWriter } from '../agent/store/store-writer';
 import { repoRoot } from '../core/repo-root';
+import { DENSE_LOOK_NS } from '../daemon/replay/clock/early-wake';
 import { benchLoop } from './bench-loops';
 import { startDaemonProcess } from './daemon-process';
 import {
@@ -166,13 +171,20 @@ function probeRun(mode: 'sse' | 'cli', url: string, transaction: string): Promis
   return runProbe([mode, url, transaction, '1']);
 }
 
-/** The sparse session's schedule played by bench/timedlines.c, read as the CLI's stream is: the host's own floor. */
-function anchorRun(): Promise<ProbeResult> {
+/**
+ * A session's schedule played by bench/timedlines.c, read as the CLI's stream is: the host's own
+ * floor. The dense one is timed as the daemon's clock times a dense stretch (a look at most every
+ * DENSE_LOOK_NS, each writing what is due in one write) and goes through a dense CLI play's hops: a
+ * loopback TCP socket, a relay process with the CLI's slice, the pipe to this reader.
+ */
+function anchorRun(shape: 'sparse' | 'dense'): Promise<ProbeResult> {
+  const [events, spanNs] = shape === 'sparse' ? [SPARSE_EVENTS, SPARSE_NS] : [DENSE_EVENTS, DENSE_NS];
   return runProbe([
     'anchor',
     benchLoop('timedlines'),
-    String(SPARSE_EVENTS),
-    String(SPARSE_NS / SPARSE_EVENTS),
+    String(events),
+    String(spanNs / events),
+    ...(shape === 'dense' ? [String(DENSE_LOOK_NS), 'relay'] : []),
   ]);
 }
 
@@ -252,8 +264,21 @@ async function main(): Promise<void> {
         '',
       ]);
       log(`round ${round}: the host's anchor, ${SPARSE_EVENTS} lines from a bare timed process`);
-      const bare = await anchorRun();
+      const bare = await anchorRun('sparse');
       row(round, "sparse, the host's anchor (bench/timedlines.c)", bare, timing(bare), ['', '', '', '', '']);
+      // a dense CLI play's hops with no JavaScript in them, and the same requests to the daemon
+      // meanwhile: what this host's scheduling gives a dense stream at all
+      log(`round ${round}: the host's anchor, ${DENSE_EVENTS} lines, dense, the daemon polled`);
+      const bareDense = anchorRun('dense');
+      const polledBare = await poll(daemon.url, bareDense);
+      const dense = await bareDense;
+      row(round, "dense, the host's anchor (bench/timedlines.c, relayed)", dense, timing(dense), [
+        f(quantile(polledBare.health, 0.99)),
+        f(quantile(polledBare.lookup, 0.99)),
+        '',
+        '',
+        '',
+      ]);
       for (const mode of ['cli', 'sse'] as const) {
         log(`round ${round}: sparse, ${mode}`);
         const idleCpu = cpuSeconds(daemon.child.pid!);

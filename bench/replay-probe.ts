@@ -16,7 +16,7 @@
  * which it must see to play and to stop).
  *
  *   node dist/bench/replay-probe.js sse|cli URL TRANSACTION SPEED
- *   node dist/bench/replay-probe.js anchor build/bench/timedlines N GAP_NS
+ *   node dist/bench/replay-probe.js anchor build/bench/timedlines N GAP_NS [LOOK_NS [relay]]
  */
 import { spawn } from 'node:child_process';
 import { get } from 'node:http';
@@ -268,15 +268,15 @@ function childLines(command: string, args: string[]): Promise<ProbeResult> {
 }
 
 async function main(): Promise<void> {
-  const [mode, url, transaction, speed] = process.argv.slice(2);
+  const [mode, url, transaction, speed, ...timed] = process.argv.slice(2);
   if ((mode !== 'sse' && mode !== 'cli' && mode !== 'anchor') || !url || !transaction)
-    throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED | anchor TIMEDLINES N GAP_NS');
+    throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED | anchor TIMEDLINES N GAP_NS [LOOK_NS [relay]]');
   warm();
   if (mode !== 'sse') await warmPipe();
   Chunks.prepare();
   const result =
     mode === 'anchor'
-      ? await childLines(url, [transaction, speed ?? ''])
+      ? await childLines(url, [transaction, speed ?? '', ...timed])
       : await (mode === 'sse' ? sse : cli)(url, transaction, Number(speed ?? 1));
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
