@@ -63,6 +63,7 @@ export const BENCHES = {
   otlp: { topic: 'fleet', args: '[writes=500000] [rounds=3] [rate=100000] [writes per trace=500]' },
   'daemon-load': { topic: 'daemon', args: '[rounds]' },
   'event-page-cost': { topic: 'daemon', args: '[runs=4] [requests=4000]' },
+  'doorbell-ring': { topic: 'daemon', args: '[rounds=3] [rings=5000]' },
   // the agent's /metrics, scraped as a Prometheus server scrapes it (issue 13: kreplay in production)
   'metrics-scrape': { topic: 'daemon', args: '', script: true },
 } as const satisfies Record<string, Bench>;
