@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -43,8 +45,12 @@ class DoorbellWatch : public Napi::ObjectWrap<DoorbellWatch> {
   explicit DoorbellWatch(const Napi::CallbackInfo& info) : Napi::ObjectWrap<DoorbellWatch>(info) {
     if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsFunction())
       throw Napi::TypeError::New(info.Env(), "new DoorbellWatch(readFd, onRing) takes a descriptor and a function");
-    const int fd = info[0].As<Napi::Number>().Int32Value();
-    if (fd < 0) throw Napi::TypeError::New(info.Env(), "new DoorbellWatch: no descriptor " + std::to_string(fd));
+    // NaN or 3.5 would be taken as another descriptor (Int32Value rounds), one this must not own
+    const double given = info[0].As<Napi::Number>().DoubleValue();
+    if (!(given >= 0 && given <= INT_MAX && std::floor(given) == given))
+      throw Napi::TypeError::New(info.Env(),
+                                 "new DoorbellWatch: " + info[0].ToString().Utf8Value() + " is no descriptor");
+    const int fd = static_cast<int>(given);
     on_ring_ = Napi::Persistent(info[1].As<Napi::Function>());
     try {
       // its reads drain the pipe until it is empty: they must not block then

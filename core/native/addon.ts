@@ -167,6 +167,15 @@ export interface NativeExecSupervisor {
   results(): NativeExecResults;
 }
 
+/** A doorbell pipe's read end polled on the loop (native/doorbell_watch.h). */
+export interface NativeDoorbellWatch {
+  /** keeps the loop alive while it polls */
+  ref(): void;
+  unref(): void;
+  /** stops polling and closes the descriptor */
+  close(): void;
+}
+
 /** One connect the inspector guard refused. */
 export interface GuardIntrusion {
   pid: number;
@@ -183,15 +192,6 @@ export interface GuardIntrusion {
  * Connects to a guarded port of a local address, in the network namespace of the cookie given (the
  * agent's without one), pass from the agent alone.
  */
-/** A doorbell pipe's read end polled on the loop (native/doorbell_watch.h). */
-export interface NativeDoorbellWatch {
-  /** keeps the loop alive while it polls */
-  ref(): void;
-  unref(): void;
-  /** stops polling and closes the descriptor */
-  close(): void;
-}
-
 export interface NativeInspectorGuard {
   guard(port: number, netns?: bigint): void;
   unguard(port: number, netns?: bigint): void;
