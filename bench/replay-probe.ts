@@ -270,7 +270,9 @@ function childLines(command: string, args: string[]): Promise<ProbeResult> {
 async function main(): Promise<void> {
   const [mode, url, transaction, speed, ...timed] = process.argv.slice(2);
   if ((mode !== 'sse' && mode !== 'cli' && mode !== 'anchor') || !url || !transaction)
-    throw new Error('usage: replay-probe.js sse|cli URL TRANSACTION SPEED | anchor TIMEDLINES N GAP_NS [LOOK_NS [relay]]');
+    throw new Error(
+      'usage: replay-probe.js sse|cli URL TRANSACTION SPEED | anchor TIMEDLINES N GAP_NS [LOOK_NS [relay]]',
+    );
   warm();
   if (mode !== 'sse') await warmPipe();
   Chunks.prepare();
