@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <climits>
 #include <cmath>
@@ -80,10 +81,11 @@ class DoorbellWatch : public Napi::ObjectWrap<DoorbellWatch> {
   }
 
  private:
-  static void OnReadable(void* owner) {
+  static void OnReadable(void* owner, int status) {
     auto* self = static_cast<DoorbellWatch*>(owner);
     int err = 0;
-    const Drained drained = Drain(self->pipe_.fd(), &err);
+    // libuv stopped polling a descriptor in error: said as a failed read would be
+    const Drained drained = status < 0 ? Drained::kFailed : Drain(self->pipe_.fd(), &err);
     // a poll woken with nothing to read (its bytes read by the last call) is no ring
     if (drained == Drained::kNothing) return;
     Napi::Env env = self->on_ring_.Env();
@@ -91,9 +93,9 @@ class DoorbellWatch : public Napi::ObjectWrap<DoorbellWatch> {
     std::vector<napi_value> args;
     if (drained != Drained::kRead) {
       // a pipe that failed or lost its writer would poll readable for ever: it stops here, once
-      const std::string why = drained == Drained::kClosed
-                                  ? "the doorbell pipe's write end closed"
-                                  : std::string("cannot read the doorbell pipe: ") + strerror(err);
+      const std::string why = drained == Drained::kClosed ? "the doorbell pipe's write end closed"
+                                                          : std::string("cannot read the doorbell pipe: ") +
+                                                                (status < 0 ? uv_strerror(status) : strerror(err));
       self->pipe_.Stop();
       args.push_back(ToJsError(env, NativeFailure(kCode, why)).Value());
     }

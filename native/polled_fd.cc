@@ -7,6 +7,14 @@
 
 namespace kreplay {
 
+namespace {
+
+void ClosePoll(uv_poll_t* poll) {
+  uv_close(reinterpret_cast<uv_handle_t*>(poll), [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+}
+
+}  // namespace
+
 void PolledFd::Start(napi_env env, int fd, void* owner, OnReadable on_readable, const char* code,
                      const std::string& what) {
   uv_loop_s* loop = nullptr;
@@ -18,7 +26,7 @@ void PolledFd::Start(napi_env env, int fd, void* owner, OnReadable on_readable, 
     throw NativeFailure(code, "cannot poll " + what);
   }
   if (uv_poll_start(poll, UV_READABLE, OnPoll) != 0) {
-    uv_close(reinterpret_cast<uv_handle_t*>(poll), [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+    ClosePoll(poll);
     throw NativeFailure(code, "cannot poll " + what);
   }
   uv_unref(reinterpret_cast<uv_handle_t*>(poll));
@@ -36,7 +44,7 @@ void PolledFd::Stop() {
   if (poll_ == nullptr) return;
   uv_poll_stop(poll_);
   poll_->data = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(poll_), [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+  ClosePoll(poll_);
   poll_ = nullptr;
   close(fd_);
   fd_ = -1;
@@ -50,16 +58,16 @@ void PolledFd::KeepAlive(bool on) {
     uv_unref(reinterpret_cast<uv_handle_t*>(poll_));
 }
 
-void PolledFd::OnPoll(uv_poll_s* handle, int /*status*/, int /*events*/) {
-  // an error status is left to the owner's read, which meets it and names it
+void PolledFd::OnPoll(uv_poll_s* handle, int status, int /*events*/) {
   auto* self = static_cast<PolledFd*>(handle->data);
-  if (self != nullptr) self->on_readable_(self->owner_);
+  if (self != nullptr) self->on_readable_(self->owner_, status);
 }
 
 void CallFromLoop(const Napi::FunctionReference& fn, const std::vector<napi_value>& args) {
   try {
     fn.MakeCallback(fn.Env().Global(), args);
   } catch (const Napi::Error&) {
+    // dropped: an exception thrown into libuv's callback would end the process
   }
 }
 

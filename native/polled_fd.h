@@ -13,14 +13,16 @@ namespace kreplay {
 
 class PolledFd {
  public:
-  using OnReadable = void (*)(void* owner);
+  // status: 0, or libuv's error for a descriptor it stopped polling (POLLERR), which the owner names
+  using OnReadable = void (*)(void* owner, int status);
 
   PolledFd() = default;
   PolledFd(const PolledFd&) = delete;
   PolledFd& operator=(const PolledFd&) = delete;
   ~PolledFd() { Stop(); }
 
-  // Polls `fd` (taking it: closed by Stop) and calls onReadable(owner) each time it is readable; it
+  // Polls `fd` (taking it: closed by Stop) and calls onReadable(owner, status) each time it is
+  // readable or has failed; it
   // does not keep the loop alive. Throws NativeFailure(code, "cannot poll <what>") and closes
   // nothing when it cannot.
   void Start(napi_env env, int fd, void* owner, OnReadable on_readable, const char* code, const std::string& what);

@@ -75,7 +75,9 @@ class ClockSetWatch : public Napi::ObjectWrap<ClockSetWatch> {
   }
 
  private:
-  static void OnReadable(void* owner) {
+  static void OnReadable(void* owner, int status) {
+    // a timer libuv stopped polling is not read: a set it misses is caught by the periodic resync
+    if (status < 0) return;
     auto* self = static_cast<ClockSetWatch*>(owner);
     bool set = false;
     try {
